@@ -1,0 +1,108 @@
+# sparsering — build, test and run.
+#
+#   make            build bin/sparsering (and bin/sparsering-exec, CUDA objects where nvcc exists)
+#   make run        install missing packages, build, run the default what-if study
+#   make test       install missing packages, build, run the test suite ("N passed, N failed")
+#   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench      planner / simulator speed benchmarks (CPU)
+#   make gpu-test   kernel tests against the CPU reference (GPU machine only)
+#
+# Sources are found by folder (one concept a folder), so adding a .c file needs no edit here.
+
+CC       := mpicc
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+GPU      ?= $(if $(NVCC),1,0)
+CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80
+
+OPT      := -O2
+ifeq ($(SAN),1)
+  BUILD  := build/san
+  OPT    := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  GPU    := 0
+else
+  BUILD  := build/release
+endif
+
+CPPFLAGS := -I. -D_GNU_SOURCE
+CFLAGS   := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -MMD -MP
+LDFLAGS  := $(filter -fsanitize%,$(OPT))
+LDLIBS   := -lcjson -lgsl -lgslcblas -lm -lpthread
+ifeq ($(GPU),1)
+  CPPFLAGS += -DSR_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  GPU_LIBS := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib \
+              -lcudart -lnccl -lcublas -lcublasLt -lstdc++
+endif
+
+# ---- sources ---------------------------------------------------------------------------------
+LIB_SRC   := $(wildcard plan/*.c sim/*.c traces/*.c kernels/*.c)
+CLI_SRC   := $(wildcard cli/*.c)
+EXEC_SRC  := $(wildcard exec/*.c)
+TEST_SRC  := $(wildcard tests/*.c)
+CU_SRC    := $(wildcard kernels/*.cu exec/*.cu)
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+EXEC_OBJ  := $(EXEC_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
+CU_OBJ    := $(if $(filter 1,$(GPU)),$(CU_SRC:%.cu=$(BUILD)/%.cu.o))
+LIB       := $(BUILD)/libsparsering.a
+CU_LIB    := $(if $(CU_OBJ),$(BUILD)/libsparsering_cuda.a)
+
+BIN_DIR   := $(if $(filter 1,$(SAN)),$(BUILD)/bin,bin)
+BIN       := $(BIN_DIR)/sparsering
+EXEC_BIN  := $(BIN_DIR)/sparsering-exec
+TEST_BIN  := $(BUILD)/run_tests
+
+.PHONY: all run test bench gpu-test deps clean studies figures
+all: $(BIN) $(EXEC_BIN)
+
+deps:
+	@sh scripts/install-deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -Xcompiler -Wall -lineinfo -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(CU_LIB): $(CU_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The whole-archive wrap keeps the self-registering commands and tests (constructor functions).
+$(BIN): $(CLI_OBJ) $(LIB) $(CU_LIB)
+	@mkdir -p $(BIN_DIR)
+	$(CC) $(LDFLAGS) -o $@ -Wl,--whole-archive $(CLI_OBJ) -Wl,--no-whole-archive $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
+
+$(EXEC_BIN): $(EXEC_OBJ) $(LIB) $(CU_LIB)
+	@mkdir -p $(BIN_DIR)
+	$(if $(EXEC_OBJ),$(CC) $(LDFLAGS) -o $@ $(EXEC_OBJ) $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS),@true)
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB) $(CU_LIB)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
+
+run: deps all
+	./$(BIN) whatif
+
+# Tests run the CLI binaries too, so build them first; SR_BIN tells the tests where they are.
+test: deps $(BIN) $(EXEC_BIN) $(TEST_BIN)
+	SR_BIN=$(CURDIR)/$(BIN_DIR) SR_SAN=$(SAN) ./$(TEST_BIN)
+
+bench: deps $(BIN)
+	./$(BIN) bench
+
+gpu-test: $(BIN) $(EXEC_BIN)
+	@test -x bin/sparsering-gpu-test || { echo "gpu-test: no GPU test binary built (nvcc missing?)"; exit 2; }
+	./bin/sparsering-gpu-test
+
+clean:
+	rm -rf build bin
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(EXEC_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -1,0 +1,53 @@
+// cluster.h — on what it is trained: nodes, GPUs, links. Units: GB/s = 1e9 B/s per direction,
+// latency in microseconds, memory in GiB, peak in TFLOP/s (dense bf16), efficiencies as fractions.
+#ifndef SR_CLUSTER_H
+#define SR_CLUSTER_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+
+typedef struct {
+  char name[64];            // "A100-SXM4-40GB"
+  double peak_tflops;       // dense bf16 tensor-core peak
+  double hbm_gbps;          // HBM bandwidth
+  double mem_gib;           // device memory
+  // Achieved fraction of peak, per kind of work (calibration overwrites these).
+  double eff_gemm;
+  double eff_attn_fwd_full, eff_attn_fwd_partial, eff_attn_fwd_bar;
+  double eff_attn_bwd_full, eff_attn_bwd_partial, eff_attn_bwd_bar;
+  double eff_mem;           // achieved fraction of HBM bandwidth for memory-bound ops
+  double comm_slowdown;     // compute runs this much slower while a comm kernel shares the SMs (1 = none)
+} gpu_desc;
+
+typedef struct {
+  double gbps;              // per direction per GPU (intra) / per NIC (inter) / per GPU (host link)
+  double latency_us;
+} link_desc;
+
+typedef struct {
+  char name[128];
+  char path[512];
+  int nodes;
+  int gpus_per_node;
+  gpu_desc gpu;
+  link_desc intra;          // NVLink/NVSwitch, per GPU per direction
+  int nics_per_node;
+  link_desc nic;            // one NIC's bandwidth per direction and the network latency
+  link_desc host;           // PCIe host<->device per GPU
+  double host_mem_gib;      // per node
+} cluster_desc;
+
+// Load a shipped cluster by name (models/clusters/<name>.json) or a path; validates every field,
+// reports unknown fields, rejects impossible values (file, field, reason).
+int cluster_load(const char *name_or_path, cluster_desc *c, sr_error *e);
+// Fill a cluster from JSON text (file names the source in messages).
+int cluster_from_json_text(const char *text, const char *file, cluster_desc *c, sr_error *e);
+// Total GPUs (= ranks).
+static inline int cluster_world(const cluster_desc *c) { return c->nodes * c->gpus_per_node; }
+// Node of a rank (ranks are numbered node-major).
+static inline int cluster_node_of(const cluster_desc *c, int rank) { return rank / c->gpus_per_node; }
+// Inter-node bandwidth available to one GPU: nics_per_node * nic.gbps / gpus_per_node.
+double cluster_inter_gbps_per_gpu(const cluster_desc *c);
+
+#endif

@@ -1,0 +1,66 @@
+// model.h — what is being trained: a Hugging Face config.json, and what the rest derives from it
+// (parameter counts, FLOPs of every GEMM and of attention, bytes per token of each kind of state).
+#ifndef SR_MODEL_H
+#define SR_MODEL_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+
+typedef struct {
+  char name[128];             // shipped name ("qwen2.5-3b") or the file's base name
+  char path[512];             // the config.json it came from
+  char architecture[64];      // "Qwen2ForCausalLM", "LlamaForCausalLM", ...
+  int64_t hidden_size;        // d_model
+  int64_t num_heads;          // query heads (num_attention_heads)
+  int64_t num_kv_heads;       // num_key_value_heads (== num_heads without GQA)
+  int64_t head_dim;           // head_dim when present, else hidden_size / num_heads
+  int64_t num_layers;         // num_hidden_layers
+  int64_t intermediate_size;  // SwiGLU inner width
+  int64_t vocab_size;
+  int64_t max_position_embeddings;
+  int tie_word_embeddings;    // LM head shares the embedding matrix
+  int attention_bias;         // q/k/v projections carry a bias (Qwen2: true; Llama: false)
+  double rope_theta;
+  char rope_scaling_type[32]; // "" (none), "linear", "dynamic", "yarn", "llama3"
+  double rope_scaling_factor; // 1 when none
+  int64_t rope_original_max_position;  // original_max_position_embeddings of the scaling, 0 when none
+  double rms_norm_eps;
+} model_config;
+
+// Load a shipped model by name (models/<name>.json) or a config.json path; validates every field.
+int model_load(const char *name_or_path, model_config *m, sr_error *e);
+// Fill a model from already-parsed JSON text (file names the source in messages).
+int model_from_json_text(const char *text, const char *file, model_config *m, sr_error *e);
+
+// Total parameters (embeddings, per-layer weights and biases, norms, untied LM head).
+int64_t model_param_count(const model_config *m);
+// Parameters of one transformer layer.
+int64_t model_layer_param_count(const model_config *m);
+
+// Forward FLOPs per token of one layer's GEMMs (q, k, v, o projections and the three MLP GEMMs), 2 per MAC.
+double model_layer_gemm_flops_per_token(const model_config *m);
+// Forward FLOPs per token of the LM head GEMM (2 * hidden * vocab).
+double model_lm_head_flops_per_token(const model_config *m);
+// Forward attention FLOPs of one layer for `pairs` (query, key) pairs over all query heads:
+// 4 * pairs * head_dim * num_heads (QK^T and PV, 2 FLOPs per MAC) — FlashAttention-2 paper's count.
+double model_attn_flops(const model_config *m, double pairs);
+// Query-key pairs of dense causal attention over n tokens: n(n+1)/2.
+double model_causal_pairs(int64_t n);
+// Backward-to-forward FLOP ratio used for attention (2.5: dQ, dK, dV, and the recomputed P; FA2 paper).
+#define MODEL_ATTN_BWD_RATIO 2.5
+// Backward-to-forward FLOP ratio of GEMMs (2: grad of input and grad of weight).
+#define MODEL_GEMM_BWD_RATIO 2.0
+
+// Bytes of K and V of one layer for n tokens at `bytes_per_elem` (2 for bf16): 2 * n * kv_heads * head_dim * b.
+double model_kv_bytes(const model_config *m, int64_t n, int bytes_per_elem);
+// Bytes per parameter of weights, gradients and optimizer state under mixed-precision AdamW
+// (bf16 weights 2, bf16 grads 2, fp32 master + m + v 12), the ZeRO paper's accounting.
+#define MODEL_BYTES_WEIGHT 2.0
+#define MODEL_BYTES_GRAD 2.0
+#define MODEL_BYTES_OPTIM 12.0
+// Activation bytes saved per token per layer for backward without recomputation (bf16), and with
+// per-layer recomputation (only the layer input is kept).
+double model_act_bytes_per_token_layer(const model_config *m, int recompute);
+
+#endif

@@ -1,0 +1,52 @@
+// pattern.h — sparse attention patterns, per layer and head, and their exact semantics.
+//
+// Every pattern is causal. For query q and key k (global positions, k <= q) the pattern keeps (q, k) when
+//   DENSE   always
+//   WINDOW  k < sinks  or  q - k < window                      (attention sinks + sliding window)
+//   VS      k in vertical  or  (q - k) in slash                (MTraining / MInference vertical-slash)
+//   BLOCK   mask[q / block][k / block]                         (AdaSpa / block-sparse)
+// The execution form (tile_index.h) computes exactly these elements: tiles that are wholly kept run
+// unmasked, tiles kept in part run with this element mask, and vertical columns outside kept tiles
+// run as gathered "bars".
+#ifndef SR_PATTERN_H
+#define SR_PATTERN_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+
+typedef enum { PATTERN_DENSE, PATTERN_WINDOW, PATTERN_VS, PATTERN_BLOCK } pattern_kind;
+
+typedef struct {
+  pattern_kind kind;
+  int64_t sinks, window;     // WINDOW
+  int32_t n_vertical;        // VS: sorted ascending, unique, each in [0, n_tokens)
+  int32_t n_slash;           // VS: sorted ascending, unique, each in [0, n_tokens)
+  int32_t *vertical;
+  int32_t *slash;
+  int32_t block;             // BLOCK: block size B
+  int64_t n_blocks;          // ceil(n_tokens / B)
+  int64_t row_words;         // 64-bit words per block row: ceil(n_blocks / 64)
+  uint64_t *mask;            // [n_blocks * row_words], bit (p, c) = word[p*row_words + c/64] >> (c%64)
+} head_pattern;
+
+typedef struct {
+  int64_t n_tokens;
+  int layers, heads;         // heads = query heads
+  head_pattern *h;           // [layers * heads], index layer * heads + head
+} pattern;
+
+// Allocate a pattern of the given shape with every head DENSE.
+int pattern_alloc(pattern *p, int64_t n_tokens, int layers, int heads, sr_error *e);
+// Release all arrays of a pattern.
+void pattern_free(pattern *p);
+// Head (layer, head).
+static inline head_pattern *pattern_head(const pattern *p, int layer, int head) {
+  return &p->h[(int64_t)layer * p->heads + head];
+}
+// Does the head keep (q, k)? The reference semantics (O(log) for VS); causal included.
+int pattern_keeps(const head_pattern *h, int64_t q, int64_t k);
+// Check a head's invariants (sorted, unique, in range); field names the head in the message.
+int pattern_validate_head(const head_pattern *h, int64_t n_tokens, const char *file, const char *field, sr_error *e);
+
+#endif

@@ -1,0 +1,61 @@
+// plan.h — the plan: model + cluster + sequence length + layout + schedule + pattern source +
+// strategy options. Both consumers (sim/ and exec/) start from a plan and call the planner's
+// functions on it; neither re-derives layouts or tiles on its own.
+//
+// A plan is written as JSON (deterministic: the same inputs give byte-identical files) and read back
+// by `sparsering show`, `sparsering sim --plan` and `sparsering-exec`.
+#ifndef SR_PLAN_H
+#define SR_PLAN_H
+
+#include <stdint.h>
+
+#include "plan/cluster.h"
+#include "plan/error.h"
+#include "plan/layout.h"
+#include "plan/model.h"
+#include "plan/schedule.h"
+
+// What the user asked for (the plan file's "spec"): strings as given, so the plan is reproducible.
+typedef struct {
+  char model[512];        // shipped name or path
+  char cluster[512];      // shipped name or path
+  int64_t seq;            // tokens in the sequence
+  char layout[64];        // "contiguous", "zigzag", "striped" (see layout_parse_kind)
+  int64_t granularity;    // striped G (default 128)
+  char schedule[32];      // "ring", "double-ring", "ulysses", "usp"
+  int inner;              // double-ring inner size (0: GPUs per node)
+  int ulysses;            // Ulysses degree for ulysses/usp (0: default)
+  char pattern[512];      // pattern source: "dense", "window:128:4096", "vs-preset:qwen2.5-3b", "trace:PATH", ...
+  char strategy[64];      // label ("mtraining", "dense-ring", ...; "custom" when built from flags)
+  int recompute;          // per-layer activation recomputation (default 1)
+  int zero;               // optimizer state sharded over ranks (ZeRO-1; default 1)
+  int kv_bytes;           // bytes per element of KV on the wire (2 = bf16)
+  int skip_empty_sends;   // do not send KV shards no query of the receiver touches in that step
+  int64_t fpdt_chunk;     // FPDT chunk size in tokens (0: not FPDT)
+  int fpdt_offload;       // FPDT host offload on/off
+  uint64_t seed;          // seed of synthetic patterns
+  double predicted_step_s;  // simulator's prediction recorded by `sim`/`tune` (0 when none)
+} plan_spec;
+
+typedef struct {
+  plan_spec spec;
+  model_config model;
+  cluster_desc cluster;
+  layout layout;
+  schedule schedule;
+} plan;
+
+// Default spec values (layout striped G=128, ring, dense, recompute on, ZeRO-1 on, bf16 KV).
+void plan_spec_defaults(plan_spec *s);
+// Build a plan from a spec: loads model and cluster, builds layout and schedule.
+int plan_build(const plan_spec *s, plan *p, sr_error *e);
+// Release a plan's arrays.
+void plan_free(plan *p);
+// Serialise a plan as JSON text (deterministic). Returns a malloc'd string.
+int plan_to_json(const plan *p, char **out, sr_error *e);
+// Write a plan file atomically.
+int plan_write(const plan *p, const char *path, sr_error *e);
+// Read a plan file and rebuild it (the spec is authoritative; derived data are recomputed and checked).
+int plan_read(const char *path, plan *p, sr_error *e);
+
+#endif

@@ -1,0 +1,56 @@
+// tile_index.h — the execution form of a pattern for one query rank: what the kernels run.
+//
+// Plain arrays (no pointers into other structures), so the same struct is copied to the GPU by the
+// executor and read by the CPU reference kernels. Built by plan/tiles.c from a pattern and a layout.
+//
+// Query tiles are TILE consecutive rows of the query rank's *local* order; KV tiles are TILE
+// consecutive keys of the source rank's local order. For (head h, query tile i) the entries touching
+// source rank s are contiguous: tile entries tile_idx[a..b) with a = tile_cnt[(h*n_qtiles + i)*(W+1) + s],
+// b = tile_cnt[... + s + 1] (absolute offsets; cumulative counts per source rank), and likewise bars.
+//   tile entry: source-local KV tile j and its kind (FULL: every element kept and causal-visible, run
+//               unmasked; PARTIAL: run with the element mask of the head: causal + pattern).
+//   bar entry:  a source-local key index whose column is kept for some row of the tile but whose KV
+//               tile is not a tile entry of that query tile (a vertical not covered by a kept tile).
+//               Bars run with the causal mask only (the column is kept for every row q >= k).
+// Each kept (q, k) element is computed by exactly one entry: tiles and bars never overlap.
+#ifndef SR_TILE_INDEX_H
+#define SR_TILE_INDEX_H
+
+#include <stdint.h>
+
+#define TILE 128
+
+enum { TILE_FULL = 0, TILE_PARTIAL = 1 };
+
+typedef struct {
+  int32_t heads;         // query heads indexed (1 when built for a single head)
+  int32_t world;         // W: number of source ranks
+  int32_t q_rank;        // the query rank this index belongs to
+  int32_t n_qtiles;      // ceil(rank_count[q_rank] / TILE)
+  int64_t n_tiles;       // total tile entries
+  int64_t n_bars;        // total bar entries
+  int64_t *tile_cnt;     // [heads * n_qtiles * (W+1)] absolute offsets into tile_idx / tile_kind
+  int32_t *tile_idx;     // [n_tiles] source-local KV tile index j
+  uint8_t *tile_kind;    // [n_tiles] TILE_FULL or TILE_PARTIAL
+  int64_t *bar_cnt;      // [heads * n_qtiles * (W+1)] absolute offsets into bar_idx
+  int32_t *bar_idx;      // [n_bars] source-local key index (ascending within a segment)
+} tile_index;
+
+// The transposed form for deterministic backward (dK/dV owned by one KV tile, no atomics): for
+// (head h, source rank s, KV tile j) the query tiles that use it, and for each bar key the query tiles
+// whose bar list holds it. Built per source rank s against one query rank (a ring step's pair).
+typedef struct {
+  int32_t heads;
+  int32_t n_kvtiles;     // ceil(rank_count[src] / TILE)
+  int32_t n_qtiles;
+  int64_t *kv_cnt;       // [heads * n_kvtiles + 1] offsets into q_idx / q_kind
+  int32_t *q_idx;        // query tile i
+  uint8_t *q_kind;       // TILE_FULL / TILE_PARTIAL
+  int32_t n_bar_keys;    // distinct bar keys over all heads
+  int32_t *bar_key_head; // [n_bar_keys] head of the key
+  int32_t *bar_key;      // [n_bar_keys] source-local key index, sorted by (head, key)
+  int64_t *bar_q_cnt;    // [n_bar_keys + 1] offsets into bar_q_idx
+  int32_t *bar_q_idx;    // query tiles using the bar key
+} tile_index_t;
+
+#endif

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Install the Debian packages and Python modules sparsering needs, only those that are missing.
+# Called by `make run` and `make test`, so the README's two commands work on a fresh machine.
+set -e
+pkgs=""
+for p in libcjson-dev libgsl-dev libopenmpi-dev openmpi-bin; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || pkgs="$pkgs $p"
+done
+if [ -n "$pkgs" ]; then
+  echo "install-deps: installing$pkgs"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+fi
+# Python side of the interoperability tests (safetensors + numpy, from the package registry).
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c "import numpy, safetensors" 2>/dev/null || {
+    echo "install-deps: pip install numpy safetensors"
+    python3 -m pip install -q numpy safetensors
+  }
+fi
+exit 0
