@@ -53,4 +53,18 @@ typedef struct {
   int32_t *bar_q_idx;    // query tiles using the bar key
 } tile_index_t;
 
+// The element mask of one head as plain data, for partial tiles (kernels and CPU reference).
+// Bit sets are over global positions: vbits bit k set = key k is a vertical; sbits bit d set = slash
+// offset d kept. Pointers are host or device memory, matching the function they are passed to.
+typedef struct {
+  int32_t kind;            // pattern_kind (pattern.h): DENSE, WINDOW, VS, BLOCK
+  int64_t n_tokens;
+  int64_t sinks, window;   // WINDOW
+  const uint32_t *vbits;   // VS: [ceil(n_tokens / 32)]
+  const uint32_t *sbits;   // VS: [ceil(n_tokens / 32)]
+  int32_t block;           // BLOCK: block size
+  int64_t row_words;       // BLOCK: 64-bit words per block row
+  const uint64_t *bmask;   // BLOCK: [n_blocks * row_words]
+} head_mask;
+
 #endif

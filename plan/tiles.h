@@ -1,0 +1,40 @@
+// tiles.h — from a pattern and a layout to the execution form (tile_index.h) and to exact work
+// counts per (layer, head, query rank, source rank), which the simulator maps to ring steps through
+// the schedule. One library for both consumers: sim/ uses the counts, exec/ and kernels/ the index.
+#ifndef SR_TILES_H
+#define SR_TILES_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+#include "plan/layout.h"
+#include "plan/pattern.h"
+#include "plan/tile_index.h"
+
+// Work of one (head, query rank, source rank) cell.
+typedef struct {
+  int64_t full;      // FULL tile entries (TILE x TILE, unmasked)
+  int64_t partial;   // PARTIAL tile entries (TILE x TILE computed, element mask applied)
+  int64_t bars;      // bar entries: (query tile, gathered key column) pairs, TILE rows each
+  double pairs;      // exact kept (q, k) elements (the pattern's true work)
+} work_count;
+
+// Execution form of `layer` for query rank q_rank over all source ranks (all heads).
+int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_index *out, sr_error *e);
+// Release a tile_index.
+void tiles_free(tile_index *t);
+// Transposed form of the entries of source rank src (for deterministic backward).
+int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_index_t *out, sr_error *e);
+// Release a tile_index_t.
+void tiles_transpose_free(tile_index_t *t);
+
+// Element masks of every head of `layer` (host memory; free with tiles_masks_free).
+int tiles_masks_build(const pattern *p, int layer, head_mask **out, sr_error *e);
+// Release masks built by tiles_masks_build (heads entries).
+void tiles_masks_free(head_mask *m, int heads);
+
+// Exact work counts of `layer`: counts[(head * W + q_rank) * W + src], W = l->world. Fast: uses the
+// Toeplitz structure of slashes and the sortedness of verticals, never the N x N mask.
+int tiles_account_layer(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
+
+#endif
