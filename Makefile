@@ -95,8 +95,9 @@ run: deps all
 test: deps $(BIN) $(EXEC_BIN) $(TEST_BIN)
 	SR_BIN=$(CURDIR)/$(BIN_DIR) SR_SAN=$(SAN) ./$(TEST_BIN)
 
+# Each area registers its own bench-* command; run them all.
 bench: deps $(BIN)
-	./$(BIN) bench
+	@for c in $$(./$(BIN) help | awk '/^  bench-/{print $$1}'); do echo "== $$c"; ./$(BIN) $$c || exit 1; done
 
 gpu-test: $(BIN) $(EXEC_BIN)
 	@test -x bin/sparsering-gpu-test || { echo "gpu-test: no GPU test binary built (nvcc missing?)"; exit 2; }
