@@ -4,7 +4,10 @@
 // Layouts: Q, O [n_q, heads, head_dim]; K, V [n_k, kv_heads, head_dim] (row-major, tokens outermost);
 // LSE [heads, n_q] fp32 (natural log). Query head h uses KV head h / (heads / kv_heads) (GQA).
 // qpos / kpos: global positions of the local query rows / source keys (layout_positions()).
-// The tile index (plan/tile_index.h) selects, for source rank `src`, the tiles and bars to run.
+// The tile index (plan/tile_index.h) selects, for source rank `src`, the tiles and bars to run; an index
+// built for one head (ti->heads == 1) serves every head. masks: one head_mask per query head (NULL =
+// causal only); PARTIAL tiles apply it, FULL tiles run unmasked, bars apply the causal mask.
+// The reference functions return 0, or -1 on a shape that does not fit the index or out of memory.
 #ifndef SR_SPARSE_ATTN_H
 #define SR_SPARSE_ATTN_H
 
