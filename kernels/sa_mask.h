@@ -5,11 +5,15 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include "plan/pattern.h"
 #include "plan/tile_index.h"
 
 #ifdef __CUDACC__
-#define SA_HD __host__ __device__ __forceinline__
+#define SA_HD __host__ __device__
 #else
 #define SA_HD
 #endif
@@ -31,5 +35,9 @@ static inline SA_HD int sa_mask_keeps(const head_mask *m, int64_t q, int64_t k) 
     default: return 0;
   }
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
