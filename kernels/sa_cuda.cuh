@@ -100,6 +100,53 @@ __device__ __forceinline__ void sa_mma_pb(float (*acc)[4], const float (*p)[4], 
   }
 }
 
+// The same two products for MT 16-row tiles of one warp at once: each B fragment read from shared
+// memory feeds MT tensor-core instructions, which halves shared-memory traffic per flop at MT = 2.
+// acc[m][N/8][4] += A[m] (one 16-wide k step, fragments) * B^T, B = N rows x 16 columns at b.
+template <int N, int MT>
+__device__ __forceinline__ void sa_mma_abt_k16(float (*acc)[N / 8][4], const uint32_t (*a)[4],
+                                               const __nv_bfloat16 *b, int stride, int lane) {
+  int mat = lane >> 3, row = (lane & 7) + (mat >> 1) * 8, col = (mat & 1) * 8;
+#pragma unroll
+  for (int n = 0; n < N / 16; n++) {
+    uint32_t r[4];
+    sa_ldmatrix_x4(r, b + (n * 16 + row) * stride + col);
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      sa_mma(acc[m][2 * n], a[m], r[0], r[1]);
+      sa_mma(acc[m][2 * n + 1], a[m], r[2], r[3]);
+    }
+  }
+}
+
+// acc[m][D/8][4] += P[m] (16 x K accumulators) * B, B = K x D row-major at b.
+template <int K, int D, int MT>
+__device__ __forceinline__ void sa_mma_pb_mt(float (*acc)[D / 8][4], const float (*p)[K / 8][4],
+                                             const __nv_bfloat16 *b, int stride, int lane) {
+  int mat = lane >> 3, row = (lane & 7) + (mat & 1) * 8, col = (mat >> 1) * 8;
+#pragma unroll
+  for (int kk = 0; kk < K / 16; kk++) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      a[m][0] = sa_pack_bf16(p[m][2 * kk][0], p[m][2 * kk][1]);
+      a[m][1] = sa_pack_bf16(p[m][2 * kk][2], p[m][2 * kk][3]);
+      a[m][2] = sa_pack_bf16(p[m][2 * kk + 1][0], p[m][2 * kk + 1][1]);
+      a[m][3] = sa_pack_bf16(p[m][2 * kk + 1][2], p[m][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int n = 0; n < D / 16; n++) {
+      uint32_t r[4];
+      sa_ldmatrix_x4_trans(r, b + (kk * 16 + row) * stride + n * 16 + col);
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        sa_mma(acc[m][2 * n], a[m], r[0], r[1]);
+        sa_mma(acc[m][2 * n + 1], a[m], r[2], r[3]);
+      }
+    }
+  }
+}
+
 // ---- the chunks of one cell ----------------------------------------------------------------------
 
 // Chunks of a cell: 2 per tile entry (its two 64-key halves), then ceil(bars / 64) gathered bar chunks.
