@@ -216,14 +216,16 @@ __device__ __forceinline__ void sa_load_rows(__nv_bfloat16 *s, const __nv_bfloat
   }
 }
 
-// Keep bits of a thread's 32 elements of a 16 x 64 score tile in accumulator layout: bit n*4+e is
-// row qp[e/2], column n*8 + 2t + e%2, whose key position is kp[col] (-1: no key). FULL keeps every
-// present key, BAR applies the causal mask, PARTIAL the head's element mask (causal when NULL).
+// Keep bits of a thread's elements of a 16-row score tile over NT n8 tiles in accumulator layout:
+// bit n*4+e is row qp[e/2], column n*8 + 2t + e%2, whose key position is kp[col] (-1: no key). FULL
+// keeps every present key, BAR applies the causal mask, PARTIAL the head's element mask (causal
+// when NULL). A rolled loop, so the pattern's predicate is compiled once.
+template <int NT = SA_BN / 8>
 __device__ __forceinline__ uint32_t sa_keep_bits(int kind, const head_mask *mask, const int64_t *qp,
                                                  const int64_t *kp, int t) {
   uint32_t bits = 0;
 #pragma unroll 1
-  for (int i = 0; i < 32; i++) {
+  for (int i = 0; i < NT * 4; i++) {
     int col = (i >> 2) * 8 + 2 * t + (i & 1);
     int64_t k = kp[col], q = (i & 2) ? qp[1] : qp[0];
     int keep = k >= 0 && (kind == SA_CHUNK_FULL ? 1 : kind == SA_CHUNK_BAR || !mask ? k <= q : sa_mask_keeps(mask, q, k));

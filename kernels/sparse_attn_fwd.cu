@@ -46,7 +46,7 @@ __device__ __forceinline__ void fwd_load_chunk(const fwd_args &a, const sa_cell 
 // Q is re-read from shared memory per chunk, which leaves registers for two CTAs per SM.
 template <int D, int MT>
 __global__ void __launch_bounds__(256 / MT, 2) sa_fwd_kernel(const fwd_args a) {
-  const int THREADS = 256 / MT, S = D + 8;
+  const int THREADS = 256 / MT, S = D + 8, KS = MT == 1 ? SA_BN : 32;
   extern __shared__ __align__(16) unsigned char smem[];
   __nv_bfloat16 *sq = (__nv_bfloat16 *)smem, *sk = sq + SA_BM * S, *sv = sk + 2 * SA_BN * S;
   int64_t *skpos = (int64_t *)(sv + 2 * SA_BN * S);
@@ -98,61 +98,63 @@ __global__ void __launch_bounds__(256 / MT, 2) sa_fwd_kernel(const fwd_args a) {
     const __nv_bfloat16 *kb = sk + buf * SA_BN * S, *vb = sv + buf * SA_BN * S;
     const int64_t *kp = skpos + buf * SA_BN;
 
-    float s[MT][SA_BN / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int n = 0; n < SA_BN / 8; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      uint32_t qa[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++) sa_load_a<16>((uint32_t(*)[4]) qa[mt], sqw + mt * 16 * S + kk * 16, S, lane);
-      sa_mma_abt_k16<SA_BN, MT>(s, qa, kb + kk * 16, S, lane);
-    }
-
-    // Mask (warp-uniform kind) as a bit per element, in a rolled loop so that the pattern's
-    // predicate is compiled once, then online softmax in base 2.
     sa_chunk ch = sa_chunk_of(&a.ti, &c, ci, a.n_k);
+    int all_kept = ch.kind == SA_CHUNK_FULL && ch.n_valid == SA_BN;
+    // Softmax steps of KS keys: all 64 at MT = 1; 32 at MT = 2, which keeps the scores of two row
+    // tiles within the register budget (the chunk's copy is still 64 keys).
+#pragma unroll 1
+    for (int sub = 0; sub < SA_BN / KS; sub++) {
+      float s[MT][KS / 8][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-      uint32_t keep = 0xffffffffu;
-      if (ch.kind != SA_CHUNK_FULL || ch.n_valid < SA_BN) keep = sa_keep_bits(ch.kind, mask, qp[mt], kp, t);
-      float cm[2] = {-INFINITY, -INFINITY};
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int n = 0; n < SA_BN / 8; n++)
+        for (int n = 0; n < KS / 8; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          float x = (keep >> (n * 4 + e)) & 1u ? s[mt][n][e] * a.scale_log2 : -INFINITY;
-          s[mt][n][e] = x;
-          cm[e >> 1] = fmaxf(cm[e >> 1], x);
-        }
-      float mu[2], alpha[2];
+      for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t qa[MT][4];
 #pragma unroll
-      for (int ri = 0; ri < 2; ri++) {
-        cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 1));
-        cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 2));
-        float mn = fmaxf(m[mt][ri], cm[ri]);
-        mu[ri] = mn == -INFINITY ? 0.f : mn;  // an all-masked row so far: keep exp2 finite (it gives 0)
-        alpha[ri] = exp2f(m[mt][ri] - mu[ri]);
-        m[mt][ri] = mn;
-        l[mt][ri] *= alpha[ri];
+        for (int mt = 0; mt < MT; mt++) sa_load_a<16>((uint32_t(*)[4])qa[mt], sqw + mt * 16 * S + kk * 16, S, lane);
+        sa_mma_abt_k16<KS, MT>(s, qa, kb + sub * KS * S + kk * 16, S, lane);
       }
 #pragma unroll
-      for (int n = 0; n < SA_BN / 8; n++)
+      for (int mt = 0; mt < MT; mt++) {
+        uint32_t keep = all_kept ? 0xffffffffu : sa_keep_bits<KS / 8>(ch.kind, mask, qp[mt], kp + sub * KS, t);
+        float cm[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          float p = exp2f(s[mt][n][e] - mu[e >> 1]);
-          s[mt][n][e] = p;
-          l[mt][e >> 1] += p;
+        for (int n = 0; n < KS / 8; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            float x = (keep >> (n * 4 + e)) & 1u ? s[mt][n][e] * a.scale_log2 : -INFINITY;
+            s[mt][n][e] = x;
+            cm[e >> 1] = fmaxf(cm[e >> 1], x);
+          }
+        float mu[2], alpha[2];
+#pragma unroll
+        for (int ri = 0; ri < 2; ri++) {
+          cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 1));
+          cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 2));
+          float mn = fmaxf(m[mt][ri], cm[ri]);
+          mu[ri] = mn == -INFINITY ? 0.f : mn;  // an all-masked row so far: keep exp2 finite (it gives 0)
+          alpha[ri] = exp2f(m[mt][ri] - mu[ri]);
+          m[mt][ri] = mn;
+          l[mt][ri] *= alpha[ri];
         }
 #pragma unroll
-      for (int n = 0; n < D / 8; n++) {
-        o[mt][n][0] *= alpha[0], o[mt][n][1] *= alpha[0];
-        o[mt][n][2] *= alpha[1], o[mt][n][3] *= alpha[1];
+        for (int n = 0; n < KS / 8; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            float p = exp2f(s[mt][n][e] - mu[e >> 1]);
+            s[mt][n][e] = p;
+            l[mt][e >> 1] += p;
+          }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+          o[mt][n][0] *= alpha[0], o[mt][n][1] *= alpha[0];
+          o[mt][n][2] *= alpha[1], o[mt][n][3] *= alpha[1];
+        }
       }
+      sa_mma_pb_mt<KS, D, MT>(o, s, vb + sub * KS * S, S, lane);
     }
-    sa_mma_pb_mt<SA_BN, D, MT>(o, s, vb, S, lane);
     __syncthreads();  // the next iteration's copy overwrites this buffer
   }
 
@@ -213,7 +215,7 @@ static int fwd_launch(const fwd_args &a, int64_t cells, cudaStream_t st, sr_erro
   return SR_OK;
 }
 
-int sa_fwd_variant = 0;  // 0: two 16-row tiles per warp (default), 1: one (bench and test comparisons)
+int sa_fwd_variant = 0;  // 0: one 16-row tile per warp (default), 1: two (bench and test comparisons)
 
 int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *qpos, const int64_t *kpos,
            const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
@@ -230,6 +232,6 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   int64_t cells = (int64_t)s->heads * ix->d.n_qtiles;
   if (cells == 0) return SR_OK;
   cudaStream_t st = (cudaStream_t)stream;
-  if (s->head_dim == 64) return sa_fwd_variant ? fwd_launch<64, 1>(a, cells, st, e) : fwd_launch<64, 2>(a, cells, st, e);
-  return sa_fwd_variant ? fwd_launch<128, 1>(a, cells, st, e) : fwd_launch<128, 2>(a, cells, st, e);
+  if (s->head_dim == 64) return sa_fwd_variant ? fwd_launch<64, 2>(a, cells, st, e) : fwd_launch<64, 1>(a, cells, st, e);
+  return sa_fwd_variant ? fwd_launch<128, 2>(a, cells, st, e) : fwd_launch<128, 1>(a, cells, st, e);
 }
