@@ -121,6 +121,10 @@ void tile_scan_free(tile_scan *s);
 // (src, key)); with want_pairs also the exact kept pairs of each entry.
 int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int want_pairs, sr_error *e);
 
+// Add a scanned query tile's entries and bars to row[src] (the counts of its head and query rank).
+void tiles_account_scan(const tile_scan *s, work_count *row);
+// Exact counts of one head over every query tile of every rank into hc[q_rank * W + src].
+int tiles_account_head_generic(tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
 // Exact counts of one layer by building each query rank's tiles (any layout; the reference path).
 int tiles_account_generic(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
