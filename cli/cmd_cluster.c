@@ -1,17 +1,30 @@
-// cmd_cluster.c — `sparsering cluster --cluster C`: print a cluster description as the planner reads it.
+// cmd_cluster.c — `sparsering cluster --cluster C [--json]`: print a cluster description as the
+// planner reads it (for a person, or as the normalised file with every default made explicit).
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli/cli.h"
 #include "plan/cluster.h"
 
 static int cmd_cluster(int argc, char **argv) {
   static const char *const flags[] = {"cluster", NULL};
+  static const char *const switches[] = {"json", NULL};
   cli_args a;
   sr_error e = {0};
   const char *name = NULL;
   cluster_desc c;
-  if (cli_parse(argc, argv, flags, NULL, &a, &e) || cli_require(&a, "cluster", &name, &e) || cluster_load(name, &c, &e))
+  if (cli_parse(argc, argv, flags, switches, &a, &e) || cli_require(&a, "cluster", &name, &e) || cluster_load(name, &c, &e))
     return sr_error_report(&e, "sparsering cluster");
+  if (cli_has(&a, "json")) {
+    char *text = cluster_to_json(&c);
+    if (!text) {
+      fprintf(stderr, "sparsering cluster: out of memory\n");
+      return 1;
+    }
+    fputs(text, stdout);
+    free(text);
+    return 0;
+  }
   const gpu_desc *g = &c.gpu;
   printf("cluster %s (%s)\n", c.name, c.path);
   printf("  GPUs                %d nodes x %d = %d %s\n", c.nodes, c.gpus_per_node, cluster_world(&c), g->name);
@@ -31,4 +44,4 @@ static int cmd_cluster(int argc, char **argv) {
   return 0;
 }
 
-CLI_COMMAND("cluster", cmd_cluster, "print a cluster description (--cluster NAME|PATH)")
+CLI_COMMAND("cluster", cmd_cluster, "print a cluster description (--cluster NAME|PATH [--json])")

@@ -165,8 +165,7 @@ int cluster_from_json_text(const char *text, const char *file, cluster_desc *c, 
   if ((rc = json_check_known(root, known, file, NULL, e))) goto done;
   cluster_name_from_path(file, c->name, sizeof c->name);
   if ((rc = json_get_str(root, "name", 0, c->name, sizeof c->name, file, NULL, e))) goto done;
-  char desc[512];
-  if ((rc = json_get_str(root, "description", 0, desc, sizeof desc, file, NULL, e))) goto done;
+  if ((rc = json_get_str(root, "description", 0, c->description, sizeof c->description, file, NULL, e))) goto done;
   int64_t nodes = 0, gpn = 0;
   if ((rc = json_get_int(root, "nodes", 1, 1, 1 << 20, &nodes, file, NULL, e))) goto done;
   if ((rc = json_get_int(root, "gpus_per_node", 1, 1, 1024, &gpn, file, NULL, e))) goto done;
@@ -195,6 +194,67 @@ int cluster_load(const char *name_or_path, cluster_desc *c, sr_error *e) {
   rc = cluster_from_json_text(text, path, c, e);
   free(text);
   return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// writing
+
+// cJSON's adders return NULL when memory runs out; *ok records any failure so that a half-built
+// description is never printed.
+static void add_num(cJSON *obj, const char *key, double v, int *ok) {
+  if (!obj || !cJSON_AddNumberToObject(obj, key, v)) *ok = 0;
+}
+static void add_str(cJSON *obj, const char *key, const char *v, int *ok) {
+  if (!obj || !cJSON_AddStringToObject(obj, key, v)) *ok = 0;
+}
+static cJSON *add_obj(cJSON *obj, const char *key, int *ok) {
+  cJSON *o = obj ? cJSON_AddObjectToObject(obj, key) : NULL;
+  if (!o) *ok = 0;
+  return o;
+}
+
+char *cluster_to_json(const cluster_desc *c) {
+  const gpu_desc *g = &c->gpu;
+  int ok = 1;
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  add_str(root, "name", c->name, &ok);
+  if (c->description[0]) add_str(root, "description", c->description, &ok);
+  add_num(root, "nodes", c->nodes, &ok);
+  add_num(root, "gpus_per_node", c->gpus_per_node, &ok);
+  cJSON *gpu = add_obj(root, "gpu", &ok);
+  add_str(gpu, "name", g->name, &ok);
+  add_num(gpu, "peak_tflops", g->peak_tflops, &ok);
+  add_num(gpu, "hbm_gbps", g->hbm_gbps, &ok);
+  add_num(gpu, "mem_gib", g->mem_gib, &ok);
+  cJSON *eff = add_obj(gpu, "efficiency", &ok);
+  add_num(eff, "gemm", g->eff_gemm, &ok);
+  add_num(eff, "attn_fwd_full", g->eff_attn_fwd_full, &ok);
+  add_num(eff, "attn_fwd_partial", g->eff_attn_fwd_partial, &ok);
+  add_num(eff, "attn_fwd_bar", g->eff_attn_fwd_bar, &ok);
+  add_num(eff, "attn_bwd_full", g->eff_attn_bwd_full, &ok);
+  add_num(eff, "attn_bwd_partial", g->eff_attn_bwd_partial, &ok);
+  add_num(eff, "attn_bwd_bar", g->eff_attn_bwd_bar, &ok);
+  add_num(eff, "mem", g->eff_mem, &ok);
+  add_num(gpu, "comm_slowdown", g->comm_slowdown, &ok);
+  if (c->gpus_per_node > 1) {
+    cJSON *intra = add_obj(root, "intra_node", &ok);
+    add_num(intra, "gbps", c->intra.gbps, &ok);
+    add_num(intra, "latency_us", c->intra.latency_us, &ok);
+  }
+  if (c->nics_per_node > 0) {
+    cJSON *inter = add_obj(root, "inter_node", &ok);
+    add_num(inter, "nics_per_node", c->nics_per_node, &ok);
+    add_num(inter, "nic_gbps", c->nic.gbps, &ok);
+    add_num(inter, "latency_us", c->nic.latency_us, &ok);
+  }
+  cJSON *host = add_obj(root, "host", &ok);
+  add_num(host, "pcie_gbps", c->host.gbps, &ok);
+  add_num(host, "latency_us", c->host.latency_us, &ok);
+  add_num(host, "mem_gib", c->host_mem_gib, &ok);
+  char *out = ok ? json_print_stable(root) : NULL;
+  cJSON_Delete(root);
+  return out;
 }
 
 double cluster_inter_gbps_per_gpu(const cluster_desc *c) {

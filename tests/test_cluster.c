@@ -194,3 +194,36 @@ TEST(cluster_cli_exits_2_naming_file_and_field) {
   CHECK_STR_CONTAINS(out, "1 nodes x 2 = 2");
   free(out);
 }
+
+// Every field a cluster_desc holds, compared exactly (cJSON prints doubles with 17 digits, so a
+// written and re-read description must be bit-identical).
+static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
+  const gpu_desc *x = &a->gpu, *y = &b->gpu;
+  return strcmp(a->name, b->name) == 0 && strcmp(a->description, b->description) == 0 && a->nodes == b->nodes &&
+         a->gpus_per_node == b->gpus_per_node && strcmp(x->name, y->name) == 0 && x->peak_tflops == y->peak_tflops &&
+         x->hbm_gbps == y->hbm_gbps && x->mem_gib == y->mem_gib && x->eff_gemm == y->eff_gemm &&
+         x->eff_attn_fwd_full == y->eff_attn_fwd_full && x->eff_attn_fwd_partial == y->eff_attn_fwd_partial &&
+         x->eff_attn_fwd_bar == y->eff_attn_fwd_bar && x->eff_attn_bwd_full == y->eff_attn_bwd_full &&
+         x->eff_attn_bwd_partial == y->eff_attn_bwd_partial && x->eff_attn_bwd_bar == y->eff_attn_bwd_bar &&
+         x->eff_mem == y->eff_mem && x->comm_slowdown == y->comm_slowdown && a->intra.gbps == b->intra.gbps &&
+         a->intra.latency_us == b->intra.latency_us && a->nics_per_node == b->nics_per_node &&
+         a->nic.gbps == b->nic.gbps && a->nic.latency_us == b->nic.latency_us && a->host.gbps == b->host.gbps &&
+         a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib;
+}
+
+TEST(cluster_written_json_reads_back_identically) {
+  const char *names[] = {"a100-4x8", "h100-8x8", "h100-1x8", "h200-1x2", "h200-1x8"};
+  for (int i = 0; i < 5; i++) {
+    cluster_desc a, b;
+    sr_error e = {0};
+    CHECK_EQ_INT(cluster_load(names[i], &a, &e), SR_OK);
+    a.gpu.eff_attn_fwd_bar = 0.123456789012345;  // a calibrated figure with many digits
+    char *text = cluster_to_json(&a);
+    CHECK(text != NULL);
+    if (!text) continue;
+    int rc = cluster_from_json_text(text, "written.json", &b, &e);
+    if (rc) test_fail(__FILE__, __LINE__, "%s re-read: %s", names[i], e.msg);
+    CHECK(same_cluster(&a, &b));
+    free(text);
+  }
+}
