@@ -150,7 +150,6 @@ static int model_from_json(const cJSON *root, const char *file, model_config *m,
 
   m->rope_theta = 10000.0;  // transformers' default when a config omits it
   if ((rc = json_get_num(root, "rope_theta", 0, 1e-9, 1e15, &m->rope_theta, file, NULL, e))) return rc;
-  if (m->rope_theta <= 0) return sr_input_error(e, file, "rope_theta", "must be positive");
   m->rms_norm_eps = 1e-6;
   if ((rc = json_get_num(root, "rms_norm_eps", 0, 0, 1, &m->rms_norm_eps, file, NULL, e))) return rc;
   if (m->rms_norm_eps <= 0) return sr_input_error(e, file, "rms_norm_eps", "must be positive");

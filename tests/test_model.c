@@ -299,4 +299,14 @@ TEST(model_cli_prints_params_and_exits_2_on_bad_input) {
   CHECK_EQ_INT(test_run(cmd, &out), 2);
   CHECK_STR_CONTAINS(out, "no-such-model");
   free(out);
+  out = NULL;
+  char path[700];
+  snprintf(path, sizeof path, "%s/novocab.json", test_tmpdir());
+  write_file(path, "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+                   " \"intermediate_size\": 16, \"max_position_embeddings\": 64}");
+  snprintf(cmd, sizeof cmd, "%s/sparsering model --model '%s'", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, path);
+  CHECK_STR_CONTAINS(out, "vocab_size");
+  free(out);
 }
