@@ -311,6 +311,49 @@ TEST(schedule_ring_bytes_follow_the_closed_form_for_uneven_shards) {
   schedule_free(&s);
 }
 
+TEST(schedule_double_ring_bytes_follow_the_closed_form) {
+  // 4 nodes x 8 GPUs, inner 8, outer 4; N = 10007 (prime), zigzag. With KV_all = K+V of all tokens:
+  // forward every shard makes K-1 inner hops in each of O groups and O-1 outer hops: (W-1) * KV_all,
+  // of which (O-1) * KV_all crosses nodes. Backward adds dK/dV: K hops per group (K-1 riding with
+  // the KV, one home) and O outer hops (O-1 to the next group, one to the owner): (O*K + O) * GRAD_all.
+  model_config m = make_model(16, 4, 64);
+  schedule s;
+  const int64_t n = 10007, W = 32, K = 8, O = 4;
+  CHECK_EQ_INT(build(SCHED_DOUBLE_RING, 4, 8, 0, 0, n, LAYOUT_ZIGZAG, &m, &s), SR_OK);
+  const int64_t kv_all = 2 * n * 4 * 64 * 2, grad_all = 2 * n * 4 * 64 * 4;
+  int64_t fwd = 0, fwd_inter = 0, bwd = 0, bwd_grad = 0;
+  for (int t = 0; t < s.n_steps; t++)
+    for (int r = 0; r < W; r++) {
+      const ring_step *st = schedule_at(&s, t, r);
+      fwd += st->send.bytes + st->send_outer.bytes;
+      fwd_inter += (st->send.link == LINK_INTER ? st->send.bytes : 0) + (st->send_outer.link == LINK_INTER ? st->send_outer.bytes : 0);
+      bwd += st->send_bwd.bytes + st->send_outer_bwd.bytes;
+      bwd_grad += st->send_bwd.grad_bytes + st->send_outer_bwd.grad_bytes;
+    }
+  CHECK_EQ_INT(fwd, (W - 1) * kv_all);
+  CHECK_EQ_INT(fwd_inter, (O - 1) * kv_all);
+  CHECK_EQ_INT(bwd_grad, (O * K + O) * grad_all);
+  CHECK_EQ_INT(bwd, (W - 1) * kv_all + (O * K + O) * grad_all);
+  schedule_free(&s);
+}
+
+TEST(schedule_ranks_without_tokens_still_relay_the_ring) {
+  // 5 tokens on 8 ranks: ranks 5..7 hold nothing, but every rank still meets all 8 (possibly empty)
+  // shards and forwards them; empty shards cost 0 bytes.
+  model_config m = make_model(4, 2, 16);
+  schedule s;
+  CHECK_EQ_INT(build(SCHED_RING, 1, 8, 0, 0, 5, LAYOUT_CONTIGUOUS, &m, &s), SR_OK);
+  check_meets_every_shard_once(&s);
+  check_shards_arrive_before_use(&s);
+  for (int t = 0; t < 7; t++)
+    for (int r = 0; r < 8; r++) {
+      const transfer *x = &schedule_at(&s, t, r)->send;
+      CHECK_EQ_INT(x->peer, (r + 1) % 8);
+      CHECK_EQ_INT(x->bytes, x->shard < 5 ? 2 * 1 * 2 * 16 * 2 : 0);
+    }
+  schedule_free(&s);
+}
+
 TEST(schedule_single_rank_has_one_step_and_no_transfers) {
   model_config m = make_model(4, 2, 16);
   schedule s;
