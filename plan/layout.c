@@ -68,9 +68,12 @@ static int builder_add(run_builder *b, int rank, int64_t global, int64_t len) {
   return 0;
 }
 
-static const layout *sort_layout;  // qsort has no context argument; building is single-threaded per call
-static int cmp_by_global(const void *a, const void *b) {
-  int64_t ga = sort_layout->runs[*(const int64_t *)a].global, gb = sort_layout->runs[*(const int64_t *)b].global;
+typedef struct {
+  int64_t global, index;
+} run_key;
+
+static int cmp_run_key(const void *a, const void *b) {
+  int64_t ga = ((const run_key *)a)->global, gb = ((const run_key *)b)->global;
   return (ga > gb) - (ga < gb);
 }
 
@@ -79,15 +82,17 @@ static int finish_index(layout *l) {
   l->rank_run_begin = calloc((size_t)l->world + 1, sizeof *l->rank_run_begin);
   l->by_global = malloc((size_t)(l->n_runs > 0 ? l->n_runs : 1) * sizeof *l->by_global);
   if (!l->rank_run_begin || !l->by_global) return -1;
+  run_key *keys = malloc((size_t)(l->n_runs > 0 ? l->n_runs : 1) * sizeof *keys);
+  if (!keys) return -1;
   for (int64_t i = 0; i < l->n_runs; i++) {
     l->rank_count[l->runs[i].rank] += l->runs[i].len;
     l->rank_run_begin[l->runs[i].rank + 1]++;
-    l->by_global[i] = i;
+    keys[i] = (run_key){.global = l->runs[i].global, .index = i};
   }
   for (int r = 0; r < l->world; r++) l->rank_run_begin[r + 1] += l->rank_run_begin[r];
-  sort_layout = l;
-  qsort(l->by_global, (size_t)l->n_runs, sizeof *l->by_global, cmp_by_global);
-  sort_layout = NULL;
+  qsort(keys, (size_t)l->n_runs, sizeof *keys, cmp_run_key);
+  for (int64_t i = 0; i < l->n_runs; i++) l->by_global[i] = keys[i].index;
+  free(keys);
   return 0;
 }
 

@@ -203,6 +203,24 @@ TEST(plan_read_reports_build_errors_as_spec_fields_of_the_file) {
   CHECK_STR_CONTAINS(e.msg, "does not divide");
 }
 
+TEST(plan_read_accepts_a_hand_written_spec_only_plan) {
+  sr_error e;
+  char *path = tmp_path("hand.json");
+  write_text(path,
+             "{\"format\": \"sparsering-plan\", \"version\": 1, \"spec\": {\"model\": \"tiny-test\", \"cluster\": "
+             "\"h200-1x2\", \"seq\": 7, \"layout\": \"zigzag\", \"granularity\": 1, \"schedule\": \"ring\", "
+             "\"inner\": 0, \"ulysses\": 0, \"pattern\": \"dense\", \"strategy\": \"custom\", \"recompute\": true, "
+             "\"zero\": true, \"kv_bytes\": 2, \"skip_empty_sends\": false, \"fpdt_chunk\": 0, \"fpdt_offload\": "
+             "false, \"seed\": 3, \"predicted_step_s\": 0}}");
+  plan q;
+  CHECK_EQ_INT(plan_read(path, &q, &e), SR_OK);
+  // 7 tokens on 2 ranks: 4 and 3 (the first rank takes the remainder).
+  CHECK_EQ_INT(q.layout.rank_count[0], 4);
+  CHECK_EQ_INT(q.layout.rank_count[1], 3);
+  CHECK_EQ_INT(q.schedule.n_steps, 2);
+  plan_free(&q);
+}
+
 // ---------------------------------------------------------------------------------------------
 // CLI
 
