@@ -83,10 +83,13 @@ typedef struct {
   int grad_bytes_per_elem;     // dK/dV bytes per element on the wire (4: fp32 accumulators)
 } schedule;
 
+// dK/dV travel as fp32 partial sums (see the top of this file).
 #define SCHEDULE_GRAD_BYTES_PER_ELEM 4
 
 // Build a schedule for a layout on a cluster. inner: double-ring inner size (0 = gpus_per_node);
-// ulysses: USP/Ulysses degree (0 = choose: gpus_per_node for USP, world for Ulysses).
+// ulysses: USP/Ulysses degree (0 = choose: gpus_per_node for USP, world for Ulysses). Input errors name
+// the field: inner not dividing a node, a Ulysses degree not dividing the GPUs or the heads, a layout
+// over another number of ranks than the cluster has.
 int schedule_build(schedule_kind kind, const cluster_desc *c, const model_config *m, const layout *l, int inner,
                    int ulysses, int kv_bytes_per_elem, schedule *out, sr_error *e);
 // Release a schedule's arrays.
