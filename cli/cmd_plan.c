@@ -217,3 +217,53 @@ static int cmd_show(int argc, char **argv) {
 }
 
 CLI_COMMAND("show", cmd_show, "print a plan file for a person: show plan.json [--brief]")
+
+// ---------------------------------------------------------------------------------------------
+// bench-plan: how long the planner takes for the largest plans we ship clusters for
+
+static int cmd_bench_plan(int argc, char **argv) {
+  static const struct {
+    const char *cluster, *layout, *schedule;
+    int64_t seq, g;
+  } cases[] = {
+      {"a100-4x8", "striped", "double-ring", 512 * 1024, 128},
+      {"h100-8x8", "striped", "double-ring", 4 * 1024 * 1024, 128},
+      {"h100-8x8", "striped", "ring", 4 * 1024 * 1024, 1},
+      {"h100-8x8", "zigzag", "usp", 4 * 1024 * 1024, 1},
+  };
+  sr_error e;
+  sr_error_clear(&e);
+  printf("%-10s %-12s %-12s %8s %10s %10s %10s\n", "cluster", "layout", "schedule", "seq", "runs", "build_ms",
+         "json_ms");
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    plan_spec s;
+    plan_spec_defaults(&s);
+    snprintf(s.model, sizeof s.model, "llama-3.1-8b");
+    snprintf(s.cluster, sizeof s.cluster, "%s", cases[i].cluster);
+    snprintf(s.layout, sizeof s.layout, "%s", cases[i].layout);
+    snprintf(s.schedule, sizeof s.schedule, "%s", cases[i].schedule);
+    s.seq = cases[i].seq;
+    s.granularity = cases[i].g;
+    plan p;
+    double t0 = sr_now();
+    if (plan_build(&s, &p, &e)) return sr_error_report(&e, "sparsering bench-plan");
+    double t1 = sr_now();
+    char *text = NULL;
+    if (plan_to_json(&p, &text, &e)) {
+      plan_free(&p);
+      return sr_error_report(&e, "sparsering bench-plan");
+    }
+    double t2 = sr_now();
+    char tok[32], lay[32];
+    if (strcmp(cases[i].layout, "striped") == 0) snprintf(lay, sizeof lay, "striped:%lld", (long long)cases[i].g);
+    else snprintf(lay, sizeof lay, "%s", cases[i].layout);
+    printf("%-10s %-12s %-12s %8s %10lld %10.1f %10.1f\n", cases[i].cluster, lay, cases[i].schedule,
+           sr_format_tokens(s.seq, tok, sizeof tok), (long long)p.layout.n_runs, 1e3 * (t1 - t0), 1e3 * (t2 - t1));
+    free(text);
+    plan_free(&p);
+  }
+  (void)argc, (void)argv;
+  return 0;
+}
+
+CLI_COMMAND("bench-plan", cmd_bench_plan, "time the planner (layout + schedule build, JSON) on the largest shipped clusters")
