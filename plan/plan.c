@@ -67,31 +67,43 @@ int plan_spec_apply_strategy(plan_spec *s, const char *name, sr_error *e) {
 // ---------------------------------------------------------------------------------------------
 // building
 
-int plan_build(const plan_spec *s, plan *p, sr_error *e) {
+int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) {
   memset(p, 0, sizeof *p);
   p->spec = *s;
   int rc;
+  const char *f_unused;
+  if (!field) field = &f_unused;
+  *field = "pattern";
   if (!s->pattern[0]) return sr_input_error(e, NULL, "pattern", "empty (expected e.g. dense, vs-topp:0.95)");
+  *field = "strategy";
   if (!s->strategy[0]) return sr_input_error(e, NULL, "strategy", "empty (use \"custom\" for a hand-made plan)");
+  *field = "seq";
   if (s->seq < 1) return sr_input_error(e, NULL, "seq", "%lld tokens: need at least 1", (long long)s->seq);
+  *field = "model";
   if ((rc = model_load(s->model, &p->model, e))) return rc;
+  *field = "cluster";
   if ((rc = cluster_load(s->cluster, &p->cluster, e))) return rc;
+  *field = "layout";
   layout_kind lk;
   int64_t g = s->granularity;
   if ((rc = layout_parse_kind(s->layout, &lk, &g, e))) return rc;
-  schedule_kind sk;
-  if ((rc = schedule_parse_kind(s->schedule, &sk, e))) return rc;
   const int world = cluster_world(&p->cluster);
   if (lk == LAYOUT_PERMUTATION) rc = layout_load_permutation(layout_permutation_path(s->layout), s->seq, world, &p->layout, e);
   else rc = layout_build(lk, s->seq, world, g, NULL, &p->layout, e);
   if (rc) return rc;
-  rc = schedule_build(sk, &p->cluster, &p->model, &p->layout, s->inner, s->ulysses, s->kv_bytes, &p->schedule, e);
+  *field = "schedule";
+  schedule_kind sk;
+  rc = schedule_parse_kind(s->schedule, &sk, e);
+  if (!rc) rc = schedule_build(sk, &p->cluster, &p->model, &p->layout, s->inner, s->ulysses, s->kv_bytes, &p->schedule, e);
   if (rc) {
     layout_free(&p->layout);
     return rc;
   }
+  *field = NULL;
   return SR_OK;
 }
+
+int plan_build(const plan_spec *s, plan *p, sr_error *e) { return plan_build_at(s, p, NULL, e); }
 
 void plan_free(plan *p) {
   layout_free(&p->layout);

@@ -54,6 +54,8 @@ int plan_spec_apply_strategy(plan_spec *s, const char *name, sr_error *e);
 extern const char *const plan_strategy_names[];
 // Build a plan from a spec: loads model and cluster, builds layout and schedule.
 int plan_build(const plan_spec *s, plan *p, sr_error *e);
+// plan_build that also says, on failure, which spec field was at fault ("model", "layout", ...).
+int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e);
 // Release a plan's arrays.
 void plan_free(plan *p);
 // Serialise a plan as JSON text (deterministic). Returns a malloc'd string.

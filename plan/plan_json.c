@@ -263,11 +263,23 @@ static int diff_json(const cJSON *got, const cJSON *want, char *path, size_t cap
   return SR_OK;
 }
 
-// Errors from building name a spec field without the file; say where it came from.
-static int in_file(sr_error *e, const char *file) {
-  if (e->code != SR_EINPUT || strncmp(e->msg, file, strlen(file)) == 0) return e->code;
+// Errors from building name a spec field ("inner: ...") or another file ("models/x.json: ...");
+// say that they come from this plan's spec, and which field of it.
+static int in_file(sr_error *e, const char *file, const char *field) {
+  if (e->code != SR_EINPUT) return e->code;
+  static const char *const spec_fields[] = {"seq", "layout", "granularity", "schedule", "inner", "ulysses",
+                                            "pattern", "strategy", "kv_bytes", NULL};
   char msg[sizeof e->msg];
-  snprintf(msg, sizeof msg, "%s: spec.%s", file, e->msg);
+  for (const char *const *f = spec_fields; *f; f++) {
+    size_t n = strlen(*f);
+    if (strncmp(e->msg, *f, n) == 0 && e->msg[n] == ':') {
+      snprintf(msg, sizeof msg, "%s: spec.%s", file, e->msg);
+      snprintf(e->msg, sizeof e->msg, "%s", msg);
+      return e->code;
+    }
+  }
+  if (field) snprintf(msg, sizeof msg, "%s: spec.%s: %s", file, field, e->msg);
+  else snprintf(msg, sizeof msg, "%s: spec: %s", file, e->msg);
   snprintf(e->msg, sizeof e->msg, "%s", msg);
   return e->code;
 }
@@ -290,7 +302,8 @@ int plan_read(const char *path, plan *p, sr_error *e) {
   if (!rc) rc = json_get_int(root, "version", 1, PLAN_VERSION, PLAN_VERSION, &version, path, NULL, e);
   if (!rc) rc = json_get_obj(root, "spec", &spec, path, NULL, e);
   if (!rc) rc = read_spec(spec, path, &s, e);
-  if (!rc && (rc = plan_build(&s, p, e))) in_file(e, path);
+  const char *field = NULL;
+  if (!rc && (rc = plan_build_at(&s, p, &field, e))) in_file(e, path, field);
   if (!rc) {
     cJSON *want = plan_to_cjson(p);
     if (!want) rc = sr_internal_error(e, ENOMEM, "rebuilding %s", path);

@@ -157,7 +157,7 @@ TEST(plan_read_names_file_field_and_reason_for_bad_files) {
       {"\"seq\":\t100003", "\"seq\":\t\"100003\"", "spec.seq", "integer"},
       {"\"seq\":\t100003", "\"seq\":\t100003,\n\"sequence\": 5", "spec.sequence", "unknown field"},
       {"\"layout\":\t\"striped\"", "\"layout\":\t\"spiral\"", "spec.layout", "spiral"},
-      {"\"model\":\t\"tiny-test\"", "\"model\":\t\"no-such-model\"", "no-such-model", ""},
+      {"\"model\":\t\"tiny-test\"", "\"model\":\t\"no-such-model\"", "spec.model", "no-such-model"},
       {"\"recompute\":\ttrue", "\"recompute\":\t1", "spec.recompute", "true or false"},
       {"\"n_steps\":\t32", "\"n_steps\":\t31", "schedule.n_steps", "rebuilt"},
       {"\"rank_tokens\":\t[", "\"rank_tokens\":\t[1, ", "layout.rank_tokens", "entries"},
