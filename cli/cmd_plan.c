@@ -11,18 +11,23 @@
 // ---------------------------------------------------------------------------------------------
 // plan
 
-// Library errors name spec fields ("inner: ..."); on the command line they are flags ("--inner: ...").
-static int as_flag_error(sr_error *e) {
+// Library errors name spec fields ("inner: ...") or files ("models/x.json: ..."); on the command line
+// the field is a flag: "--inner: ...", and a file error gets the flag that named the file in front.
+static int as_flag_error(sr_error *e, const char *flag_of_file) {
   static const char *const fields[] = {"seq", "layout", "granularity", "schedule", "inner", "ulysses", "pattern",
                                        "strategy", NULL};
+  char msg[sizeof e->msg];
   for (const char *const *f = fields; *f; f++) {
     size_t n = strlen(*f);
     if (strncmp(e->msg, *f, n) == 0 && e->msg[n] == ':') {
-      char msg[sizeof e->msg];
       snprintf(msg, sizeof msg, "--%s", e->msg);
       snprintf(e->msg, sizeof e->msg, "%s", msg);
-      break;
+      return e->code;
     }
+  }
+  if (flag_of_file && e->code == SR_EINPUT) {
+    snprintf(msg, sizeof msg, "--%s: %s", flag_of_file, e->msg);
+    snprintf(e->msg, sizeof e->msg, "%s", msg);
   }
   return e->code;
 }
@@ -32,7 +37,7 @@ static int spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   int64_t x;
   int rc;
   plan_spec_defaults(s);
-  if ((v = cli_get(a, "strategy", NULL)) && (rc = plan_spec_apply_strategy(s, v, e))) return as_flag_error(e);
+  if ((v = cli_get(a, "strategy", NULL)) && (rc = plan_spec_apply_strategy(s, v, e))) return as_flag_error(e, NULL);
   if ((rc = cli_require(a, "model", &v, e))) return rc;
   snprintf(s->model, sizeof s->model, "%s", v);
   if ((rc = cli_require(a, "cluster", &v, e))) return rc;
@@ -46,7 +51,7 @@ static int spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   if ((v = cli_get(a, "layout", NULL))) {
     layout_kind k;
     int64_t g = 0;
-    if ((rc = layout_parse_kind(v, &k, &g, e))) return as_flag_error(e);
+    if ((rc = layout_parse_kind(v, &k, &g, e))) return as_flag_error(e, NULL);
     if (g > 0 && cli_has(a, "granularity")) {
       int64_t flag_g;
       if ((rc = cli_get_int(a, "granularity", 0, 1, (int64_t)1 << 40, &flag_g, e))) return rc;
@@ -65,7 +70,7 @@ static int spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   }
   if ((v = cli_get(a, "schedule", NULL))) {
     schedule_kind k;
-    if ((rc = schedule_parse_kind(v, &k, e))) return as_flag_error(e);
+    if ((rc = schedule_parse_kind(v, &k, e))) return as_flag_error(e, NULL);
     snprintf(s->schedule, sizeof s->schedule, "%s", schedule_kind_name(k));
   }
   if ((rc = cli_get_int(a, "inner", 0, 1, 1 << 20, &x, e))) return rc;
@@ -94,8 +99,9 @@ static int cmd_plan(int argc, char **argv) {
     sr_input_error(&e, NULL, a.pos[0], "unexpected argument");
     return sr_error_report(&e, "sparsering plan");
   }
-  if (plan_build(&s, &p, &e)) {
-    as_flag_error(&e);
+  const char *field = NULL;
+  if (plan_build_at(&s, &p, &field, &e)) {
+    as_flag_error(&e, field);
     return sr_error_report(&e, "sparsering plan");
   }
   int rc = plan_write(&p, cli_get(&a, "out", "-"), &e);

@@ -295,7 +295,7 @@ TEST(plan_cli_input_errors_exit_2_and_leave_no_file) {
   struct {
     const char *args, *want;
   } cases[] = {
-      {"--model no-such-model --cluster a100-4x8 --seq 1K --layout zigzag --schedule ring", "no-such-model"},
+      {"--model no-such-model --cluster a100-4x8 --seq 1K --layout zigzag --schedule ring", "--model: no-such-model"},
       {"--model tiny-test --cluster nowhere --seq 1K --layout zigzag --schedule ring", "nowhere"},
       {"--model tiny-test --cluster a100-4x8 --seq 1Q --layout zigzag --schedule ring", "--seq"},
       {"--model tiny-test --cluster a100-4x8 --seq 1K --layout spiral --schedule ring", "--layout"},
