@@ -14,8 +14,9 @@
 //    step (o+1)*inner. Its link is INTER when the groups are on different nodes.
 //  - Backward runs the same steps in the same order. A backward transfer at step s carries the KV of
 //    the shard the receiver computes next (`shard`, as forward) and/or the dK+dV partial sums of
-//    shard `grad_shard`, which includes step s's contribution: that part leaves once step s's compute
-//    is done and overlaps step s+1. The last hop of each gradient (grad only, shard = -1) ends at the
+//    shard `grad_shard`, which includes step s's contribution: that part (grad_bytes) leaves once step
+//    s's compute is done and overlaps step s+1, while the KV part (bytes - grad_bytes) can leave at the
+//    start of step s, as in forward. The last hop of each gradient (grad only, shard = -1) ends at the
 //    shard's owner, so after the last step every owner holds the full dK/dV of its shard. Double
 //    ring: the inner ring's last hop of round o (at j = inner-1) brings the group's partial of the
 //    base shard home; the outer backward transfer at that same step then carries it on to the next
