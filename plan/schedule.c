@@ -159,7 +159,7 @@ int schedule_build(schedule_kind kind, const cluster_desc *c, const model_config
                             c->gpus_per_node);
     out->inner = k;
     out->outer = W / k;
-  } else if (inner > 0 && kind != SCHED_DOUBLE_RING) {
+  } else if (inner > 0) {
     return sr_input_error(e, NULL, "inner", "only the double-ring schedule has an inner ring");
   }
   if (kind == SCHED_ULYSSES || kind == SCHED_USP) {
