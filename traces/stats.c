@@ -28,15 +28,12 @@ static double vs_pairs(const int32_t *v, int32_t nv, const int32_t *s, int32_t n
   return total;
 }
 
-// Kept causal pairs of sinks + window: per row q the keys [0, min(s, q+1)) and (q - w, q], less their overlap.
+// Kept causal pairs of sinks + window. Row q keeps [0, s) and [q - w + 1, q] clipped to [0, q]; the
+// two touch while q < s + w (the row is then fully kept: q + 1 keys) and are disjoint and whole
+// after (s + w keys). Summing: m (m + 1) / 2 + (n - m)(s + w) with m = min(n, s + w).
 static double window_pairs(int64_t sinks, int64_t window, int64_t n) {
-  double total = 0;
-  for (int64_t q = 0; q < n; q++) {
-    int64_t a = sr_min64(sinks, q + 1), b = sr_min64(window, q + 1);
-    int64_t lo = sr_max64(0, q - window + 1);
-    total += (double)(a + b - sr_max64(0, a - lo));
-  }
-  return total;
+  int64_t m = sr_min64(n, sinks + window);
+  return (double)m * (double)(m + 1) / 2 + (double)(n - m) * (double)(sinks + window);
 }
 
 static int mask_bit(const head_pattern *h, int64_t p, int64_t c) {

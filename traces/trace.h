@@ -189,6 +189,25 @@ double trace_head_union_pairs(const head_pattern *a, const head_pattern *b, int6
 int trace_stats(const trace_file *t, trace_head_stats **out, int64_t *n_out, sr_error *e);
 
 // ---------------------------------------------------------------------------------------------
+// MInference / MTraining head configs (import.c)
+
+typedef struct {
+  int layers, heads;
+  int *kind;              // [layers * heads] TRACE_KIND_VS ("vertical_and_slash") or TRACE_KIND_WINDOW ("stream_llm")
+  int64_t *a, *b;         // VS: vertical and slash budgets; window: sinks and window
+  float *score;           // the config's per-head score
+} minference_config;
+
+// Load a config: a JSON list per layer of {"HEAD": [TYPE, A, B, SCORE]} (or a list in head order);
+// when m != NULL its layers and heads must match.
+int minference_load(const char *path, const model_config *m, minference_config *c, sr_error *e);
+// Release a config.
+void minference_free(minference_config *c);
+// The pattern of step `step`: budgets exact (capped at n_tokens), indices synthesised from (seed, step).
+int minference_pattern(const minference_config *c, int64_t n_tokens, uint64_t seed, int step, pattern *out,
+                       sr_error *e);
+
+// ---------------------------------------------------------------------------------------------
 // pattern sources
 
 // Resolve a pattern source: "trace:PATH" reads recorded step `step` of that trace (checking its
