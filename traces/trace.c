@@ -371,9 +371,10 @@ static int read_indices(const trace_file *t, const st_tensor *idx, const st_tens
                             (long long)t->info.seq_len);
     }
     if (j > 0 && v <= a[j - 1]) {
+      int32_t before = a[j - 1];
       free(a);
       return sr_input_error(e, t->f.name, idx->name, "head %d entry %d: %d after %d (entries must be sorted "
-                            "ascending and unique)", h, j, v, a[j - 1]);
+                            "ascending and unique)", h, j, v, before);
     }
     a[j] = v;
   }
