@@ -18,7 +18,9 @@
 
 #include "plan/error.h"
 
-typedef enum { STREAM_COMPUTE, STREAM_INTRA, STREAM_INTER, STREAM_COPY, STREAM_COUNT } sim_stream;
+// STREAM_COLL carries collectives (gradient reduction, the estimation's broadcasts), as DDP/NCCL do on
+// a stream of their own.
+typedef enum { STREAM_COMPUTE, STREAM_INTRA, STREAM_INTER, STREAM_COPY, STREAM_COLL, STREAM_COUNT } sim_stream;
 
 typedef struct {
   double dur;          // seconds

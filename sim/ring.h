@@ -19,19 +19,16 @@
 typedef struct {
   const schedule *s;
   const cluster_desc *c;
-  const int64_t *shard_tokens;  // [world] tokens of each rank's KV shard (the layout's rank_count)
-  int64_t kv_row_bytes;         // bytes of K and V per token (2 * kv_heads * head_dim * kv_bytes)
-  int64_t dkv_row_bytes;        // bytes of dK and dV per token on the wire
   int nic_shared;               // NICs are fewer than GPUs per node: inter-node sends contend (resource = node)
   double comm_slowdown;         // gpu.comm_slowdown
   int layer;
-  int32_t *deliv;               // scratch [world * world]
-  int32_t *deliv_d;             // scratch [world * world]
+  int32_t *deliv;               // scratch [world * world]: task that delivered shard s's KV to rank r
+  int32_t *deliv_d;             // scratch [world * world]: task that delivered shard s's dK/dV partial to r
+  int32_t *prev;                // scratch [2 * world]
 } ring_ctx;
 
 // Allocate the context's scratch for a schedule; free with ring_ctx_free.
-int ring_ctx_init(ring_ctx *x, const schedule *s, const cluster_desc *c, const int64_t *shard_tokens,
-                  int64_t kv_row_bytes, int64_t dkv_row_bytes, sr_error *e);
+int ring_ctx_init(ring_ctx *x, const schedule *s, const cluster_desc *c, sr_error *e);
 // Release the scratch.
 void ring_ctx_free(ring_ctx *x);
 // Seconds of a transfer of `bytes` over a link class (Hockney, cost.h).
@@ -40,7 +37,8 @@ double ring_link_time(const cluster_desc *c, link_class link, double bytes);
 // start[r] (or NULL) must end before rank r's first compute and sends; done[r] gets r's last task.
 int ring_forward(sim_engine *g, ring_ctx *x, const double *compute, int phase_compute, int phase_send,
                  const int32_t *start, int32_t *done, sr_error *e);
-// Add a backward pass (KV and dK/dV travel; dK/dV return to their owner).
+// Add a backward pass (KV and dK/dV travel as the schedule's backward transfers say; a rank is done
+// when its last compute ended and its own dK/dV came home).
 int ring_backward(sim_engine *g, ring_ctx *x, const double *compute, int phase_compute, int phase_send,
                   int phase_dkv, const int32_t *start, int32_t *done, sr_error *e);
 

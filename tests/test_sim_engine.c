@@ -84,8 +84,10 @@ TEST(sim_engine_stream_free_times_carry_over_chunks) {
 
 // ---- ring task graphs --------------------------------------------------------------------------
 
-// A flat ring by hand: at step s rank r computes on shard (r - s) mod W and sends it to r + 1.
-static schedule flat_ring(int W, int64_t bytes, link_class link) {
+// A flat ring by hand, as schedule.h describes it: at step s rank r computes on shard (r - s) mod W and
+// sends it to r + 1; backward, the same KV hops carry the partial dK/dV of the step's shard, and at the
+// last step a gradient-only hop takes each partial home.
+static schedule flat_ring(int W, int64_t bytes, int64_t grad_bytes, link_class link) {
   schedule s;
   memset(&s, 0, sizeof s);
   s.kind = SCHED_RING;
@@ -93,17 +95,24 @@ static schedule flat_ring(int W, int64_t bytes, link_class link) {
   s.nodes = 1;
   s.gpus_per_node = W;
   s.ring = W;
+  s.inner = W;
+  s.outer = 1;
   s.ulysses = 1;
   s.n_steps = W;
   s.steps = calloc((size_t)W * W, sizeof *s.steps);
+  transfer none = {.peer = -1, .shard = -1, .grad_shard = -1, .link = LINK_NONE};
   for (int st = 0; st < W; st++)
     for (int r = 0; r < W; r++) {
       ring_step *rs = &s.steps[st * W + r];
       rs->kv_src = ((r - st) % W + W) % W;
-      rs->send.peer = rs->recv.peer = -1;
+      rs->send = rs->recv = rs->send_bwd = rs->recv_bwd = none;
+      rs->send_outer = rs->recv_outer = rs->send_outer_bwd = rs->recv_outer_bwd = none;
+      int next = (r + 1) % W;
       if (st < W - 1) {
-        rs->send = (transfer){(r + 1) % W, rs->kv_src, bytes, link, 0};
-        rs->recv = (transfer){(r + W - 1) % W, ((r - 1 - st) % W + W) % W, bytes, link, 0};
+        rs->send = (transfer){next, rs->kv_src, bytes, link, 0, -1, 0};
+        rs->send_bwd = (transfer){next, rs->kv_src, bytes + grad_bytes, link, 0, rs->kv_src, grad_bytes};
+      } else {
+        rs->send_bwd = (transfer){next, -1, grad_bytes, link, 0, rs->kv_src, grad_bytes};
       }
     }
   return s;
@@ -123,16 +132,15 @@ static cluster_desc one_node(int W, double gbps) {
 }
 
 static double ring_fwd_makespan(int W, double step_compute, double bytes, double gbps) {
-  schedule s = flat_ring(W, (int64_t)bytes, LINK_INTRA);
+  schedule s = flat_ring(W, (int64_t)bytes, 0, LINK_INTRA);
   cluster_desc c = one_node(W, gbps);
-  int64_t *tok = calloc((size_t)W, sizeof *tok);
   double *comp = malloc((size_t)W * W * sizeof *comp);
   for (int i = 0; i < W * W; i++) comp[i] = step_compute;
   ring_ctx x;
   sim_engine g;
   sr_error e;
   int32_t *done = malloc((size_t)W * sizeof *done);
-  CHECK_EQ_INT(ring_ctx_init(&x, &s, &c, tok, 1, 1, &e), SR_OK);
+  CHECK_EQ_INT(ring_ctx_init(&x, &s, &c, &e), SR_OK);
   CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
   CHECK_EQ_INT(ring_forward(&g, &x, comp, 0, 1, NULL, done, &e), SR_OK);
   CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
@@ -141,7 +149,6 @@ static double ring_fwd_makespan(int W, double step_compute, double bytes, double
   ring_ctx_free(&x);
   free(done);
   free(comp);
-  free(tok);
   free(s.steps);
   return m;
 }
@@ -159,9 +166,8 @@ TEST(sim_ring_link_bound_takes_w_minus_one_transfers_plus_one_compute) {
 TEST(sim_ring_slow_rank_delays_its_successors) {
   // Rank 0 computes 10x slower at step 0 in a compute-bound ring of 4 (1 ms a step elsewhere).
   int W = 4;
-  schedule s = flat_ring(W, 1000, LINK_INTRA);
+  schedule s = flat_ring(W, 1000, 0, LINK_INTRA);
   cluster_desc c = one_node(W, 1000);
-  int64_t tok[4] = {0};
   double comp[16];
   for (int i = 0; i < 16; i++) comp[i] = 1e-3;
   comp[0 * W + 0] = 10e-3;
@@ -169,7 +175,7 @@ TEST(sim_ring_slow_rank_delays_its_successors) {
   sim_engine g;
   sr_error e;
   int32_t done[4];
-  CHECK_EQ_INT(ring_ctx_init(&x, &s, &c, tok, 1, 1, &e), SR_OK);
+  CHECK_EQ_INT(ring_ctx_init(&x, &s, &c, &e), SR_OK);
   CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
   CHECK_EQ_INT(ring_forward(&g, &x, comp, 0, 1, NULL, done, &e), SR_OK);
   CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
@@ -188,24 +194,21 @@ TEST(sim_ring_slow_rank_delays_its_successors) {
 TEST(sim_ring_backward_returns_dkv_to_the_owner) {
   // Link-bound backward on 3 ranks: every rank's pass ends when its own dK/dV came home.
   int W = 3;
-  schedule s = flat_ring(W, 0, LINK_INTRA);
-  for (int i = 0; i < W * W; i++)
-    if (s.steps[i].send.peer >= 0) s.steps[i].send.bytes = 1;
-  cluster_desc c = one_node(W, 1e-9);  // 1 byte/s: one byte takes 1 s
-  int64_t tok[3] = {2, 2, 2};           // dK/dV of a shard: 2 tokens x 1 byte = 2 s a hop
+  schedule s = flat_ring(W, 1, 2, LINK_INTRA);  // KV 1 byte, dK/dV 2 bytes a hop
+  cluster_desc c = one_node(W, 1e-9);           // 1 byte/s: a KV hop takes 1 s, a dK/dV hop 2 s
   double comp[9];
   for (int i = 0; i < 9; i++) comp[i] = 1e-6;
   ring_ctx x;
   sim_engine g;
   sr_error e;
   int32_t done[3];
-  CHECK_EQ_INT(ring_ctx_init(&x, &s, &c, tok, 1, 1, &e), SR_OK);
+  CHECK_EQ_INT(ring_ctx_init(&x, &s, &c, &e), SR_OK);
   CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
   CHECK_EQ_INT(ring_backward(&g, &x, comp, 0, 1, 2, NULL, done, &e), SR_OK);
   CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
-  // Each sender's link: KV hop at 0..1 and 1..2; dK/dV of its step-1 shard 2..4 (to the next holder);
-  // dK/dV of its step-2 shard wait for the incoming accumulation (ends 4), then go home 4..6.
-  for (int r = 0; r < W; r++) CHECK_NEAR(g.tasks[done[r]].end, 6.0, 1e-4);
+  // Each sender's link, in order: step 0 KV 0..1, its own shard's partial 1..3; step 1 KV 3..4, the
+  // partial received at 3 plus its step-1 share 4..6; step 2 the partial received at 6 goes home 6..8.
+  for (int r = 0; r < W; r++) CHECK_NEAR(g.tasks[done[r]].end, 8.0, 1e-4);
   engine_free(&g);
   ring_ctx_free(&x);
   free(s.steps);
