@@ -37,13 +37,16 @@ endif
 # ---- sources ---------------------------------------------------------------------------------
 LIB_SRC   := $(wildcard plan/*.c sim/*.c traces/*.c kernels/*.c)
 CLI_SRC   := $(wildcard cli/*.c)
-EXEC_SRC  := $(wildcard exec/*.c)
+EXEC_MAIN := $(wildcard exec/main.c)
+EXEC_SRC  := $(filter-out exec/main.c,$(wildcard exec/*.c))
 TEST_SRC  := $(wildcard tests/*.c)
 CU_SRC    := $(wildcard kernels/*.cu exec/*.cu)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 EXEC_OBJ  := $(EXEC_SRC:%.c=$(BUILD)/%.o)
+EXEC_MAIN_OBJ := $(EXEC_MAIN:%.c=$(BUILD)/%.o)
+EXEC_LIB  := $(BUILD)/libsparsering_exec.a
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 CU_OBJ    := $(if $(filter 1,$(GPU)),$(CU_SRC:%.cu=$(BUILD)/%.cu.o))
 LIB       := $(BUILD)/libsparsering.a
@@ -58,7 +61,8 @@ TEST_BIN  := $(BUILD)/run_tests
 GPU_TOOLS := $(if $(CU_LIB),bin/sparsering-gpu-test bin/sparsering-bench-attn)
 
 .PHONY: all run test bench gpu-test deps clean studies figures
-all: $(BIN) $(EXEC_BIN) $(GPU_TOOLS)
+EXEC_TARGET := $(if $(EXEC_MAIN),$(EXEC_BIN))
+all: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
 
 deps:
 	@sh scripts/install-deps.sh
@@ -75,6 +79,11 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# exec/ (all but main.c) is a library too, so the tests link it.
+$(EXEC_LIB): $(EXEC_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
 $(CU_LIB): $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -84,12 +93,13 @@ $(BIN): $(CLI_OBJ) $(LIB) $(CU_LIB)
 	@mkdir -p $(BIN_DIR)
 	$(CC) $(LDFLAGS) -o $@ -Wl,--whole-archive $(CLI_OBJ) -Wl,--no-whole-archive $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
 
-$(EXEC_BIN): $(EXEC_OBJ) $(LIB) $(CU_LIB)
+# Registration by constructors (commands, tests) needs --whole-archive for the exec library too.
+$(EXEC_BIN): $(EXEC_MAIN_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 	@mkdir -p $(BIN_DIR)
-	$(if $(EXEC_OBJ),$(CC) $(LDFLAGS) -o $@ $(EXEC_OBJ) $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS),@true)
+	$(CC) $(LDFLAGS) -o $@ $(EXEC_MAIN_OBJ) -Wl,--whole-archive $(EXEC_LIB) -Wl,--no-whole-archive $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
 
-$(TEST_BIN): $(TEST_OBJ) $(LIB) $(CU_LIB)
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
+$(TEST_BIN): $(TEST_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
 
 bin/sparsering-gpu-test: kernels/test/gpu_test.cu kernels/test/index_build.h $(LIB) $(CU_LIB)
 	@mkdir -p bin
@@ -103,18 +113,18 @@ run: deps all
 	./$(BIN) whatif
 
 # Tests run the CLI binaries too, so build them first; SR_BIN tells the tests where they are.
-test: deps $(BIN) $(EXEC_BIN) $(TEST_BIN)
+test: deps $(BIN) $(EXEC_TARGET) $(TEST_BIN)
 	SR_BIN=$(CURDIR)/$(BIN_DIR) SR_SAN=$(SAN) ./$(TEST_BIN)
 
 # Each area registers its own bench-* command; run them all.
 bench: deps $(BIN)
 	@for c in $$(./$(BIN) help | awk '/^  bench-/{print $$1}'); do echo "== $$c"; ./$(BIN) $$c || exit 1; done
 
-gpu-test: $(BIN) $(EXEC_BIN) $(GPU_TOOLS)
+gpu-test: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
 	@test -x bin/sparsering-gpu-test || { echo "gpu-test: no GPU test binary built (nvcc missing?)"; exit 2; }
 	./bin/sparsering-gpu-test
 
 clean:
 	rm -rf build bin
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(EXEC_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(EXEC_OBJ:.o=.d) $(EXEC_MAIN_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
