@@ -12,6 +12,8 @@
 
 #include "kernels/sparse_attn.h"
 #include "kernels/test/index_build.h"
+#include "plan/layout.h"
+#include "plan/tiles.h"
 
 
 #define CK(call)                                                                                   \
@@ -36,7 +38,7 @@
 
 typedef struct {
   const char *name;
-  int kind;  // pattern kind, or -1 for the closed-form VS-like mask
+  int kind;  // pattern kind, -1 the closed-form VS-like mask, -2 VS built by the planner (plan/tiles.c)
   int64_t N, g;
   int W, qr, H, KH, d, bars, small;
 } tcase;
@@ -49,6 +51,8 @@ static const tcase cases[] = {
     {"vs+bars d64 N1900 W3", PATTERN_VS, 1900, 128, 3, 2, 16, 2, 64, 1, 0},
     {"block d128 N1100", PATTERN_BLOCK, 1100, 1, 1, 0, 16, 2, 128, 0, 0},
     {"vs-like d128 N3000", -1, 3000, 1, 1, 0, 16, 2, 128, 1, 0},
+    {"planner vs striped W2", -2, 2100, 128, 2, 1, 16, 2, 128, 1, 0},
+    {"planner vs striped W3 d64", -2, 1700, 128, 3, 0, 16, 2, 64, 1, 1},
     {"window d64 N300 gqa1", PATTERN_WINDOW, 300, 1, 1, 0, 4, 4, 64, 0, 1},
     {"vs+bars d128 N400 gqa8", PATTERN_VS, 400, 1, 1, 0, 8, 1, 128, 1, 1},
     {"dense d64 N1", PATTERN_DENSE, 1, 1, 1, 0, 2, 1, 64, 0, 1},
@@ -166,16 +170,40 @@ static errs run_case(const tcase *c) {
   memset(&r, 0, sizeof r);
   int H = c->H, KH = c->KH, d = c->d, W = c->W;
   int64_t N = c->N, n_q = positions(N, W, c->g, c->qr, NULL), n_k[8];
-  int64_t *qpos = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_q + 1)), *kpos[8];
-  positions(N, W, c->g, c->qr, qpos);
-  for (int s = 0; s < W; s++) {
-    n_k[s] = positions(N, W, c->g, s, NULL);
-    kpos[s] = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_k[s] + 1));
-    positions(N, W, c->g, s, kpos[s]);
+  layout lay;
+  if (c->kind == -2) {  // the planner's striped layout spreads remainders its own way: use its counts
+    SR(layout_build(LAYOUT_STRIPED, N, W, c->g, NULL, &lay, E));
+    n_q = lay.rank_count[c->qr];
   }
-  head_mask masks[64];
+  int64_t *qpos = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_q + 1)), *kpos[8];
+  if (c->kind == -2) layout_positions(&lay, c->qr, qpos);
+  else positions(N, W, c->g, c->qr, qpos);
+  for (int s = 0; s < W; s++) {
+    n_k[s] = c->kind == -2 ? lay.rank_count[s] : positions(N, W, c->g, s, NULL);
+    kpos[s] = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_k[s] + 1));
+    if (c->kind == -2) layout_positions(&lay, s, kpos[s]);
+    else positions(N, W, c->g, s, kpos[s]);
+  }
+  head_mask masks[64], *pmasks = NULL;
   tile_index ti;
-  if (c->kind < 0) {
+  pattern pat;
+  if (c->kind == -2) {  // random VS heads through the planner: striped layout, tiles_build, its masks
+    SR(pattern_alloc(&pat, N, 1, H, E));
+    for (int h = 0; h < H; h++) {
+      head_pattern *hp = pattern_head(&pat, 0, h);
+      hp->kind = PATTERN_VS;
+      hp->vertical = (int32_t *)malloc(sizeof(int32_t) * 64), hp->slash = (int32_t *)malloc(sizeof(int32_t) * 8);
+      int nv = 0, ns = 0;
+      for (int64_t k = 0; k < N && nv < 64; k++)
+        if (uni() < 30.0 / N) hp->vertical[nv++] = (int32_t)k;
+      for (int64_t d = 0; d < N && ns < 8; d++)
+        if (d == 0 || (d < 300 && uni() < 0.01)) hp->slash[ns++] = (int32_t)d;
+      hp->n_vertical = nv, hp->n_slash = ns;
+    }
+    SR(tiles_build(&pat, 0, &lay, c->qr, &ti, E));
+    SR(tiles_masks_build(&pat, 0, &pmasks, E));
+    for (int h = 0; h < H; h++) masks[h] = pmasks[h];
+  } else if (c->kind < 0) {
     ib_vs_like(&ti, masks, H, N, 128, 512, 100, 1);
   } else {
     for (int h = 0; h < H; h++) masks[h] = random_mask(c->kind, N);
@@ -262,7 +290,8 @@ static errs run_case(const tcase *c) {
     sa_shape sh = {n_q, n_k[s], H, KH, d, (float)(1.0 / sqrt((double)d))};
     int64_t e = n_k[s] * KH * d;
     tile_index_t tt;
-    ib_transpose(&ti, s, n_k[s], &tt);
+    if (c->kind == -2) SR(tiles_transpose(&ti, s, n_k[s], &tt, E));
+    else ib_transpose(&ti, s, n_k[s], &tt);
     sa_gpu_index_t gtt;
     SR(sa_gpu_index_t_upload(&tt, H, KH, &gtt, E));
     float *dk_ref = (float *)calloc((size_t)e + 1, 4), *dv_ref = (float *)calloc((size_t)e + 1, 4);
@@ -279,7 +308,9 @@ static errs run_case(const tcase *c) {
     r.dk = fmax_(r.dk, rel_err(g0, dk_ref, e)), r.dv = fmax_(r.dv, rel_err(v0, dv_ref, e));
     r.det |= memcmp(g0, g1, sizeof(float) * (size_t)e) != 0 || memcmp(v0, v1, sizeof(float) * (size_t)e) != 0;
     free(g0), free(g1), free(v0), free(v1), free(dk_ref), free(dv_ref);
-    sa_gpu_index_t_free(&gtt), ib_transpose_free(&tt);
+    sa_gpu_index_t_free(&gtt);
+    if (c->kind == -2) tiles_transpose_free(&tt);
+    else ib_transpose_free(&tt);
     for (int rep = 0; rep < 2; rep++) {
       CK(cudaFree(dk[rep][s]));
       CK(cudaFree(dv[rep][s]));
@@ -297,8 +328,13 @@ static errs run_case(const tcase *c) {
     free(kh[s]), free(vh[s]), free(kpos[s]);
     CK(cudaFree(kd[s])); CK(cudaFree(vd[s])); CK(cudaFree(kposd[s]));
   }
-  sa_gpu_masks_free(dmasks, H), sa_gpu_index_free(&gix), ib_free(&ti);
-  for (int h = 0; h < H; h++) free((void *)masks[h].vbits), free((void *)masks[h].sbits), free((void *)masks[h].bmask);
+  sa_gpu_masks_free(dmasks, H), sa_gpu_index_free(&gix);
+  if (c->kind == -2) {
+    tiles_free(&ti), tiles_masks_free(pmasks, H), pattern_free(&pat), layout_free(&lay);
+  } else {
+    ib_free(&ti);
+    for (int h = 0; h < H; h++) free((void *)masks[h].vbits), free((void *)masks[h].sbits), free((void *)masks[h].bmask);
+  }
   return r;
 }
 
