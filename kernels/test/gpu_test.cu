@@ -12,8 +12,10 @@
 
 #include "kernels/sparse_attn.h"
 #include "kernels/test/index_build.h"
+extern "C" {  // the planner's C API
 #include "plan/layout.h"
 #include "plan/tiles.h"
+}
 
 
 #define CK(call)                                                                                   \
