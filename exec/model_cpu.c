@@ -244,8 +244,8 @@ void model_init_random(model_cpu *m, uint64_t seed) {
 int model_forward_backward(model_cpu *m, int64_t T, const int32_t *tokens, const int64_t *pos,
                            const int32_t *targets, int grads, double loss_scale, double *loss_sum,
                            int32_t *argmax, sr_error *e) {
-  if (T <= 0 || T > m->max_tokens)
-    return sr_input_error(e, NULL, "tokens", "%lld local tokens, the model holds room for 1..%lld", (long long)T,
+  if (T < 0 || T > m->max_tokens)
+    return sr_input_error(e, NULL, "tokens", "%lld local tokens, the model holds room for 0..%lld", (long long)T,
                           (long long)m->max_tokens);
   for (int64_t t = 0; t < T; t++) {
     if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab_size)
