@@ -11,7 +11,7 @@
 
 // ---- writing ----------------------------------------------------------------------------------
 
-int st_write_f32(const char *path, const st_tensor *t, int n, const char *const *meta, int n_meta, sr_error *e) {
+int ckpt_write_f32(const char *path, const ckpt_tensor *t, int n, const char *const *meta, int n_meta, sr_error *e) {
   cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject();
   if (!root || !md) goto oom;
   cJSON_AddItemToObject(root, "__metadata__", md);
@@ -65,16 +65,16 @@ oom:
 
 // ---- reading ----------------------------------------------------------------------------------
 
-struct st_file {
+struct ckpt_file {
   char path[512];
   char *buf;
   size_t n, data_start;
   cJSON *header;
 };
 
-int st_open(const char *path, st_file **out, sr_error *e) {
+int ckpt_open(const char *path, ckpt_file **out, sr_error *e) {
   *out = NULL;
-  st_file *f = calloc(1, sizeof *f);
+  ckpt_file *f = calloc(1, sizeof *f);
   if (!f) return sr_internal_error(e, 0, "%s: out of memory", path);
   snprintf(f->path, sizeof f->path, "%s", path);
   int rc = sr_read_file(path, &f->buf, &f->n, e);
@@ -87,30 +87,30 @@ int st_open(const char *path, st_file **out, sr_error *e) {
     for (int b = 0; b < 8; b++) hl |= (uint64_t)(unsigned char)f->buf[b] << (8 * b);
   if (f->n < 8 || hl > f->n - 8) {
     size_t n = f->n;
-    st_close(f);
+    ckpt_close(f);
     return sr_input_error(e, path, "header", "not a safetensors file (header length %llu, file %zu bytes)",
                           (unsigned long long)hl, n);
   }
   f->header = cJSON_ParseWithLength(f->buf + 8, (size_t)hl);
   f->data_start = 8 + (size_t)hl;
   if (!f->header || !cJSON_IsObject(f->header)) {
-    st_close(f);
+    ckpt_close(f);
     return sr_input_error(e, path, "header", "the JSON header does not parse");
   }
   *out = f;
   return SR_OK;
 }
 
-void st_close(st_file *f) {
+void ckpt_close(ckpt_file *f) {
   if (!f) return;
   cJSON_Delete(f->header);
   free(f->buf);
   free(f);
 }
 
-int st_has(const st_file *f, const char *name) { return cJSON_GetObjectItemCaseSensitive(f->header, name) != NULL; }
+int ckpt_has(const ckpt_file *f, const char *name) { return cJSON_GetObjectItemCaseSensitive(f->header, name) != NULL; }
 
-const char *st_meta(const st_file *f, const char *key) {
+const char *ckpt_meta(const ckpt_file *f, const char *key) {
   const cJSON *md = cJSON_GetObjectItemCaseSensitive(f->header, "__metadata__");
   const cJSON *v = md ? cJSON_GetObjectItemCaseSensitive(md, key) : NULL;
   return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -122,7 +122,7 @@ static float half_to_f32(uint16_t h) {
   return (float)(s ? -v : v);
 }
 
-int st_read_f32(const st_file *f, const char *name, int64_t numel, float *out, sr_error *e) {
+int ckpt_read_f32(const ckpt_file *f, const char *name, int64_t numel, float *out, sr_error *e) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(f->header, name);
   if (!t) return sr_input_error(e, f->path, name, "tensor missing");
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype"), *shape = cJSON_GetObjectItemCaseSensitive(t, "shape"),
@@ -166,26 +166,26 @@ int st_read_f32(const st_file *f, const char *name, int64_t numel, float *out, s
 
 int model_save_weights(const model_cpu *m, const char *path, const char *const *meta, int n_meta, sr_error *e) {
   if (m->dtype != MODEL_F32) return sr_input_error(e, path, NULL, "weights are saved from float32 models");
-  st_tensor *t = calloc((size_t)m->num_tensors, sizeof *t);
+  ckpt_tensor *t = calloc((size_t)m->num_tensors, sizeof *t);
   if (!t) return sr_internal_error(e, 0, "%s: out of memory", path);
   for (int i = 0; i < m->num_tensors; i++) {
     const model_tensor *mt = &m->tensors[i];
-    t[i] = (st_tensor){mt->name, (const float *)m->params + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
+    t[i] = (ckpt_tensor){mt->name, (const float *)m->params + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
   }
-  int rc = st_write_f32(path, t, m->num_tensors, meta, n_meta, e);
+  int rc = ckpt_write_f32(path, t, m->num_tensors, meta, n_meta, e);
   free(t);
   return rc;
 }
 
 int model_load_weights(model_cpu *m, const char *path, sr_error *e) {
   if (m->dtype != MODEL_F32) return sr_input_error(e, path, NULL, "weights are loaded into float32 models");
-  st_file *f;
-  int rc = st_open(path, &f, e);
+  ckpt_file *f;
+  int rc = ckpt_open(path, &f, e);
   if (rc) return rc;
   for (int i = 0; i < m->num_tensors && rc == SR_OK; i++) {
     const model_tensor *mt = &m->tensors[i];
-    rc = st_read_f32(f, mt->name, mt->numel, (float *)m->params + mt->offset, e);
+    rc = ckpt_read_f32(f, mt->name, mt->numel, (float *)m->params + mt->offset, e);
   }
-  st_close(f);
+  ckpt_close(f);
   return rc;
 }

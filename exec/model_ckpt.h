@@ -19,23 +19,23 @@ typedef struct {
   const float *data;
   int ndim;
   int64_t shape[2];
-} st_tensor;
+} ckpt_tensor;
 
 // Write float32 tensors and string metadata (meta: n_meta key, value pairs, flattened) atomically.
-int st_write_f32(const char *path, const st_tensor *t, int n, const char *const *meta, int n_meta, sr_error *e);
+int ckpt_write_f32(const char *path, const ckpt_tensor *t, int n, const char *const *meta, int n_meta, sr_error *e);
 
 // An opened safetensors file (whole file in memory).
-typedef struct st_file st_file;
+typedef struct ckpt_file ckpt_file;
 // Open and validate a safetensors file (header JSON, offsets inside the file).
-int st_open(const char *path, st_file **out, sr_error *e);
+int ckpt_open(const char *path, ckpt_file **out, sr_error *e);
 // Release an opened file.
-void st_close(st_file *f);
+void ckpt_close(ckpt_file *f);
 // True when the file holds a tensor of that name.
-int st_has(const st_file *f, const char *name);
+int ckpt_has(const ckpt_file *f, const char *name);
 // Read a tensor as float32 (F32, F64, BF16 and F16 stored types are converted); its element count must be numel.
-int st_read_f32(const st_file *f, const char *name, int64_t numel, float *out, sr_error *e);
+int ckpt_read_f32(const ckpt_file *f, const char *name, int64_t numel, float *out, sr_error *e);
 // Metadata value for a key, or NULL.
-const char *st_meta(const st_file *f, const char *key);
+const char *ckpt_meta(const ckpt_file *f, const char *key);
 
 // Save a float32 model's weights under Hugging Face names, with metadata pairs (may be NULL, 0).
 int model_save_weights(const model_cpu *m, const char *path, const char *const *meta, int n_meta, sr_error *e);

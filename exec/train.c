@@ -207,7 +207,7 @@ static int gather_moments(trainer *t, const float *slice_vals, float *out, sr_er
 int trainer_save(trainer *t, const char *dir, sr_error *e) {
   int64_t P = t->model.num_params;
   float *m = malloc((size_t)P * sizeof(float)), *v = malloc((size_t)P * sizeof(float));
-  st_tensor *ts = calloc((size_t)(2 * t->model.num_tensors), sizeof *ts);
+  ckpt_tensor *ts = calloc((size_t)(2 * t->model.num_tensors), sizeof *ts);
   char (*names)[112] = calloc((size_t)(2 * t->model.num_tensors), sizeof *names);
   int rc = SR_OK;
   if (!m || !v || !ts || !names) {
@@ -231,12 +231,12 @@ int trainer_save(trainer *t, const char *dir, sr_error *e) {
     const model_tensor *mt = &t->model.tensors[i];
     snprintf(names[i], sizeof names[i], "exp_avg.%s", mt->name);
     snprintf(names[nt + i], sizeof names[nt + i], "exp_avg_sq.%s", mt->name);
-    ts[i] = (st_tensor){names[i], m + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
-    ts[nt + i] = (st_tensor){names[nt + i], v + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
+    ts[i] = (ckpt_tensor){names[i], m + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
+    ts[nt + i] = (ckpt_tensor){names[nt + i], v + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
   }
   // optimizer first, weights last: both carry the step, and resume refuses a pair that disagrees
   snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-  if ((rc = st_write_f32(path, ts, 2 * nt, meta, 5, e))) goto done;
+  if ((rc = ckpt_write_f32(path, ts, 2 * nt, meta, 5, e))) goto done;
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   rc = model_save_weights(&t->model, path, meta, 5, e);
 done:
@@ -252,11 +252,11 @@ int trainer_resume(trainer *t, const char *dir, sr_error *e) {
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   int rc = model_load_weights(&t->model, path, e);
   if (rc) return rc;
-  st_file *wf = NULL, *of = NULL;
-  if ((rc = st_open(path, &wf, e))) return rc;
+  ckpt_file *wf = NULL, *of = NULL;
+  if ((rc = ckpt_open(path, &wf, e))) return rc;
   snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-  if ((rc = st_open(path, &of, e))) goto done;
-  const char *ws = st_meta(wf, "step"), *os = st_meta(of, "step"), *as = st_meta(of, "adam_step");
+  if ((rc = ckpt_open(path, &of, e))) goto done;
+  const char *ws = ckpt_meta(wf, "step"), *os = ckpt_meta(of, "step"), *as = ckpt_meta(of, "adam_step");
   if (!ws || !os || !as || strcmp(ws, os) != 0) {
     rc = sr_input_error(e, path, "step", "weights at step %s but optimizer at step %s (an interrupted save?)",
                         ws ? ws : "?", os ? os : "?");
@@ -272,7 +272,7 @@ int trainer_resume(trainer *t, const char *dir, sr_error *e) {
     for (int i = 0; i < t->model.num_tensors && rc == SR_OK; i++) {
       const model_tensor *mt = &t->model.tensors[i];
       snprintf(name, sizeof name, "%s.%s", pass ? "exp_avg_sq" : "exp_avg", mt->name);
-      rc = st_read_f32(of, name, mt->numel, full + mt->offset, e);
+      rc = ckpt_read_f32(of, name, mt->numel, full + mt->offset, e);
     }
     float *dst = pass ? t->adam.v : t->adam.m;
     if (rc == SR_OK && t->adam.hi > t->adam.lo)
@@ -284,7 +284,7 @@ int trainer_resume(trainer *t, const char *dir, sr_error *e) {
     t->adam.step = strtoll(as, NULL, 10);
   }
 done:
-  st_close(wf);
-  st_close(of);
+  ckpt_close(wf);
+  ckpt_close(of);
   return rc;
 }

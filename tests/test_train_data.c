@@ -150,11 +150,11 @@ TEST(train_checkpoint_weights_round_trip_bit_for_bit) {
   CHECK_EQ_INT(model_save_weights(&a, path, meta, 1, &e), SR_OK);
   CHECK_EQ_INT(model_load_weights(&b, path, &e), SR_OK);
   CHECK(memcmp(a.params, b.params, (size_t)a.num_params * 4) == 0);
-  st_file *f;
-  CHECK_EQ_INT(st_open(path, &f, &e), SR_OK);
-  CHECK(st_meta(f, "step") && strcmp(st_meta(f, "step"), "17") == 0);
-  CHECK(st_has(f, "model.layers.0.self_attn.q_proj.bias"));
-  st_close(f);
+  ckpt_file *f;
+  CHECK_EQ_INT(ckpt_open(path, &f, &e), SR_OK);
+  CHECK(ckpt_meta(f, "step") && strcmp(ckpt_meta(f, "step"), "17") == 0);
+  CHECK(ckpt_has(f, "model.layers.0.self_attn.q_proj.bias"));
+  ckpt_close(f);
   model_cpu_free(&a);
   model_cpu_free(&b);
 }
@@ -172,13 +172,13 @@ TEST(train_checkpoint_reads_bf16_tensors_as_their_float_values) {
   snprintf(path, sizeof path, "%s/bf16.safetensors", test_tmpdir());
   sr_error e = {0};
   CHECK_EQ_INT(sr_write_atomic(path, buf, 8 + hl + 4, &e), SR_OK);
-  st_file *f;
-  CHECK_EQ_INT(st_open(path, &f, &e), SR_OK);
+  ckpt_file *f;
+  CHECK_EQ_INT(ckpt_open(path, &f, &e), SR_OK);
   float out[2];
-  CHECK_EQ_INT(st_read_f32(f, "w", 2, out, &e), SR_OK);
+  CHECK_EQ_INT(ckpt_read_f32(f, "w", 2, out, &e), SR_OK);
   CHECK(out[0] == 1.0f && out[1] == -3.0f);
-  CHECK_EQ_INT(st_read_f32(f, "w", 3, out, &e), SR_EINPUT);
-  st_close(f);
+  CHECK_EQ_INT(ckpt_read_f32(f, "w", 3, out, &e), SR_EINPUT);
+  ckpt_close(f);
 }
 
 TEST(train_checkpoint_is_readable_by_the_python_safetensors_package) {
