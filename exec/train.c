@@ -10,6 +10,9 @@
 
 #include "exec/model_ckpt.h"
 #include "plan/util.h"
+#if SR_HAVE_CUDA
+#include "exec/model_cuda.h"
+#endif
 
 // ---- options, create, free --------------------------------------------------------------------
 
@@ -62,16 +65,40 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   t->tok = malloc(nl * sizeof(int32_t));
   t->tgt = malloc(nl * sizeof(int32_t));
   t->argmax = malloc(nl * sizeof(int32_t));
-  t->gather = W > 1 ? malloc((size_t)(W * t->slice) * sizeof(float)) : NULL;
-  if (!t->pos || !t->seq_tok || !t->seq_tgt || !t->tok || !t->tgt || !t->argmax || (W > 1 && !t->gather)) {
+  t->gather = W > 1 && !o->cuda ? malloc((size_t)(W * t->slice) * sizeof(float)) : NULL;
+  if (!t->pos || !t->seq_tok || !t->seq_tgt || !t->tok || !t->tgt || !t->argmax || (W > 1 && !o->cuda && !t->gather)) {
     trainer_free(t);
     return sr_internal_error(e, 0, "trainer: out of memory for %lld tokens", (long long)o->seq);
   }
   if (n_local > 0) memcpy(t->pos, pos, (size_t)n_local * sizeof *pos);
+  if (o->cuda) {
+#if SR_HAVE_CUDA
+    model_cuda *d = NULL;
+    rc = model_cuda_create(&d, &t->model, lo, hi, o->cuda_stream, e);
+    if (!rc && W > 1) rc = model_cuda_alloc(&t->gather, W * t->slice, e);
+    if (!rc && W > 1) rc = model_cuda_alloc(&t->send, t->slice, e);
+    t->dev = d;
+    if (rc) {
+      trainer_free(t);
+      return rc;
+    }
+#else
+    trainer_free(t);
+    return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (nvcc was not found at build time)");
+#endif
+  }
   return SR_OK;
 }
 
 void trainer_free(trainer *t) {
+#if SR_HAVE_CUDA
+  if (t->dev) {
+    model_cuda_free(t->dev);
+    model_cuda_release(t->gather);
+    model_cuda_release(t->send);
+    t->gather = t->send = NULL;
+  }
+#endif
   model_cpu_free(&t->model);
   adamw_free(&t->adam);
   free(t->pos);
@@ -119,10 +146,15 @@ static int forward_sample(trainer *t, int64_t index, int held_out, int grads, tr
     t->tok[i] = t->seq_tok[t->pos[i]];
     t->tgt[i] = t->seq_tgt[t->pos[i]];
   }
-  double loss = 0;
+  double loss = 0, scale = count ? 1.0 / (double)count : 0;
   // a rank holding no token still runs the model: its attention takes part in the ring
-  rc = model_forward_backward(&t->model, t->n_local, t->tok, t->pos, t->tgt, grads, count ? 1.0 / (double)count : 0,
-                              &loss, t->argmax, e);
+#if SR_HAVE_CUDA
+  if (t->dev) {
+    rc = model_cuda_forward_backward(t->dev, t->n_local, t->tok, t->pos, t->tgt, grads, scale, &loss, t->argmax,
+                                     &t->model.time_attn, e);
+  } else
+#endif
+    rc = model_forward_backward(&t->model, t->n_local, t->tok, t->pos, t->tgt, grads, scale, &loss, t->argmax, e);
   if (rc) return rc;
   int64_t bad = data_count_mispredicted(t->argmax, t->tgt, t->n_local);
   double sums[2] = {loss, (double)bad};
@@ -141,8 +173,44 @@ static double lr_at(const train_options *o, int64_t step) {
   return o->lr;
 }
 
+#if SR_HAVE_CUDA
+// The step on the GPU: the same sequence as trainer_step, with device gradients and parameters.
+static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
+  double t0 = sr_now();
+  int rc = model_cuda_zero_grad(t->dev, e);
+  if (rc || (rc = forward_sample(t, t->step, 0, 1, st, e))) return rc;
+  int64_t P = t->model.num_params, W = t->comm.world;
+  double c0 = sr_now(), ss = 0;
+  if (W > 1 && (rc = t->comm.allreduce_f32(t->comm.ctx, model_cuda_grads(t->dev), P, e))) return rc;
+  if ((rc = model_cuda_grad_sumsq(t->dev, t->adam.lo, t->adam.hi, &ss, e))) return rc;
+  if (W > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, &ss, 1, e))) return rc;
+  st->comm_s += sr_now() - c0;
+  st->grad_norm = sqrt(ss);
+  st->lr = t->adam.lr = lr_at(&t->opt, t->step);
+  if ((rc = model_cuda_adamw(t->dev, &t->adam, adamw_clip_scale(&t->adam, st->grad_norm), e))) return rc;
+  if (W > 1) {
+    float *w = model_cuda_params(t->dev);
+    int64_t n = t->adam.hi - t->adam.lo;
+    if (n > 0 && (rc = model_cuda_copy(t->send, w + t->adam.lo, n, t->opt.cuda_stream, e))) return rc;
+    if ((rc = model_cuda_sync(t->dev, e))) return rc;
+    c0 = sr_now();
+    rc = t->comm.allgather_f32(t->comm.ctx, t->send, t->gather, t->slice, e);
+    st->comm_s += sr_now() - c0;
+    if (rc || (rc = model_cuda_copy(w, t->gather, P, t->opt.cuda_stream, e))) return rc;
+  }
+  if ((rc = model_cuda_sync(t->dev, e))) return rc;
+  t->step++;
+  st->step = t->step;
+  st->time_s = sr_now() - t0;
+  return SR_OK;
+}
+#endif
+
 int trainer_step(trainer *t, train_step_stats *st, sr_error *e) {
   memset(st, 0, sizeof *st);
+#if SR_HAVE_CUDA
+  if (t->dev) return trainer_step_cuda(t, st, e);
+#endif
   double t0 = sr_now();
   model_zero_grad(&t->model);
   int rc = forward_sample(t, t->step, 0, 1, st, e);
@@ -205,6 +273,13 @@ static int gather_moments(trainer *t, const float *slice_vals, float *out, sr_er
 }
 
 int trainer_save(trainer *t, const char *dir, sr_error *e) {
+#if SR_HAVE_CUDA
+  if (t->dev) {
+    int drc = model_cuda_download(t->dev, &t->model, e);
+    if (!drc) drc = model_cuda_moments(t->dev, t->adam.m, t->adam.v, 1, e);
+    if (drc) return drc;
+  }
+#endif
   int64_t P = t->model.num_params;
   float *m = malloc((size_t)P * sizeof(float)), *v = malloc((size_t)P * sizeof(float));
   ckpt_tensor *ts = calloc((size_t)(2 * t->model.num_tensors), sizeof *ts);
@@ -283,6 +358,12 @@ int trainer_resume(trainer *t, const char *dir, sr_error *e) {
     t->step = strtoll(ws, NULL, 10);
     t->adam.step = strtoll(as, NULL, 10);
   }
+#if SR_HAVE_CUDA
+  if (rc == SR_OK && t->dev) {
+    rc = model_cuda_upload(t->dev, &t->model, e);
+    if (!rc) rc = model_cuda_moments(t->dev, t->adam.m, t->adam.v, 0, e);
+  }
+#endif
 done:
   ckpt_close(wf);
   ckpt_close(of);

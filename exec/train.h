@@ -38,6 +38,8 @@ typedef struct {
   double passkey_depth;     // key depth in [0, 1]; < 0 draws it uniformly per sample
   int passkey_digits;       // digits of the key (default 5)
   int passkey_loss_all;     // loss on every next byte, not only the answer digits
+  int cuda;                 // run the model on this rank's GPU (model_cuda.h; needs SR_HAVE_CUDA)
+  void *cuda_stream;        // cudaStream_t the model runs on (the comm backend's compute stream)
 } train_options;
 
 // Measurements of one step (seconds are wall time on this rank).
@@ -62,13 +64,17 @@ typedef struct {
   int32_t *tok, *tgt, *argmax;    // this rank's tokens, targets, predictions
   int64_t step;             // steps taken
   int64_t slice;            // ZeRO-1 slice length: ceil(num_params / world)
-  float *gather;            // world * slice floats for the all-gathers
+  float *gather;            // world * slice floats for the all-gathers (device memory with cuda)
+  float *send;              // slice floats staged for the all-gather (cuda only)
+  void *dev;                // model_cuda when opt.cuda: the host model then keeps only the tensor table and
+                            // the weights of the last save/load
 } trainer;
 
 // Set defaults: lr 3e-4, wd 0, seed 1, recompute off, passkey with 5 digits at random depth.
 void train_options_defaults(train_options *o);
 // Build the model (random init from opt->seed), the optimizer slice and buffers for n_local tokens at
-// positions pos (copied). comm may be NULL for a single process holding every token.
+// positions pos (copied). comm may be NULL for a single process holding every token. With opt->cuda the
+// model is mirrored on the GPU and the comm callbacks receive device buffers for the float32 collectives.
 int trainer_create(trainer *t, const model_config *cfg, const train_options *o, const train_comm *comm,
                    int64_t n_local, const int64_t *pos, sr_error *e);
 // Free everything trainer_create allocated.
