@@ -489,6 +489,12 @@ extern "C" int model_cuda_download(model_cuda *d, model_cpu *h, sr_error *e) {
   return SR_OK;
 }
 
+extern "C" int model_cuda_download_grads(model_cuda *d, float *host, sr_error *e) {
+  CU(cudaStreamSynchronize(d->stream));
+  CU(cudaMemcpy(host, d->grads, (size_t)d->num_params * sizeof(float), cudaMemcpyDeviceToHost));
+  return SR_OK;
+}
+
 extern "C" int model_cuda_moments(model_cuda *d, float *m, float *v, int to_host, sr_error *e) {
   size_t n = (size_t)sr_max64(d->hi - d->lo, 0) * sizeof(float);
   if (!n) return SR_OK;

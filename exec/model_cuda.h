@@ -38,6 +38,8 @@ float *model_cuda_grads(model_cuda *d);
 // Copy parameters host -> device or device -> host (h->params, float32).
 int model_cuda_upload(model_cuda *d, const model_cpu *h, sr_error *e);
 int model_cuda_download(model_cuda *d, model_cpu *h, sr_error *e);
+// Copy the gradients device -> host (num_params floats).
+int model_cuda_download_grads(model_cuda *d, float *host, sr_error *e);
 // Copy the AdamW moments of the owned slice to / from host arrays of hi - lo floats.
 int model_cuda_moments(model_cuda *d, float *m, float *v, int to_host, sr_error *e);
 // Zero the gradients.
