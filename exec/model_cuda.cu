@@ -30,7 +30,10 @@ extern "C" {
   } while (0)
 #define KCHECK() CU(cudaGetLastError())
 
-static inline unsigned grid_for(int64_t n, int block) { return (unsigned)((n + block - 1) / block); }
+// At least one block: a rank holding no token still runs every layer (its attention takes part in the
+// ring), and every kernel checks its bounds.
+static inline unsigned grid_for(int64_t n, int block) { return n > 0 ? (unsigned)((n + block - 1) / block) : 1u; }
+static inline unsigned rows_grid(int64_t T) { return T > 0 ? (unsigned)T : 1u; }
 
 // ---- reductions ------------------------------------------------------------------------------
 
@@ -67,8 +70,9 @@ __global__ void embed_bwd_k(float *dwte, const float *dx, const int *tok, int64_
   atomicAdd(&dwte[(int64_t)tok[t] * C + c], dx[i]);
 }
 
-__global__ void rmsnorm_fwd_k(float *out, float *rstd, const float *x, const float *w, int C, float eps) {
+__global__ void rmsnorm_fwd_k(float *out, float *rstd, const float *x, const float *w, int64_t T, int C, float eps) {
   int64_t t = blockIdx.x;
+  if (t >= T) return;
   const float *xt = x + t * C;
   float ss = 0;
   for (int i = threadIdx.x; i < C; i += blockDim.x) ss += xt[i] * xt[i];
@@ -80,8 +84,9 @@ __global__ void rmsnorm_fwd_k(float *out, float *rstd, const float *x, const flo
 
 // dx += the RMSNorm input gradient; tmp = dy * x * r (column-summed into dw afterwards).
 __global__ void rmsnorm_bwd_k(float *dx, float *tmp, const float *dout, const float *x, const float *w,
-                              const float *rstd, int C) {
+                              const float *rstd, int64_t T, int C) {
   int64_t t = blockIdx.x;
+  if (t >= T) return;
   const float *xt = x + t * C, *dy = dout + t * C;
   float r = rstd[t], dot = 0;
   for (int i = threadIdx.x; i < C; i += blockDim.x) dot += dy[i] * w[i] * xt[i];
@@ -353,7 +358,7 @@ static int matmul_bwd(model_cuda *d, float *dinp, float *dw, float *db, const fl
 
 static int rmsnorm_bwd(model_cuda *d, float *dx, float *dw, const float *dout, const float *x, const float *w,
                        const float *rstd, int64_t T, int C, sr_error *e) {
-  rmsnorm_bwd_k<<<(unsigned)T, 256, 0, d->stream>>>(dx, d->tmp, dout, x, w, rstd, C);
+  rmsnorm_bwd_k<<<rows_grid(T), 256, 0, d->stream>>>(dx, d->tmp, dout, x, w, rstd, T, C);
   KCHECK();
   return colsum(d, dw, d->tmp, T, C, e);
 }
@@ -600,7 +605,7 @@ static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *
   layer_buf *a = &d->acts[l];
   float *x = d->x[l], *xo = d->x[l + 1];
   int rc;
-  rmsnorm_fwd_k<<<(unsigned)T, 256, 0, d->stream>>>(a->ln1, a->rstd1, x, LPD(d, l, MODEL_T_LN1), C, (float)c->rms_norm_eps);
+  rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(a->ln1, a->rstd1, x, LPD(d, l, MODEL_T_LN1), T, C, (float)c->rms_norm_eps);
   KCHECK();
   if ((rc = matmul_fwd(d, a->q, a->ln1, LPD(d, l, MODEL_T_Q), LPD(d, l, MODEL_T_QB), T, C, Hq * D, 0.0f, e)) ||
       (rc = matmul_fwd(d, a->k, a->ln1, LPD(d, l, MODEL_T_K), LPD(d, l, MODEL_T_KB), T, C, Hkv * D, 0.0f, e)) ||
@@ -612,7 +617,7 @@ static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *
   if ((rc = attention_fwd(d, l, T, a, attn_s, e))) return rc;
   CU(cudaMemcpyAsync(a->x2, x, (size_t)(T * C) * sizeof(float), cudaMemcpyDeviceToDevice, d->stream));
   if ((rc = matmul_fwd(d, a->x2, a->o, LPD(d, l, MODEL_T_O), NULL, T, Hq * D, C, 1.0f, e))) return rc;
-  rmsnorm_fwd_k<<<(unsigned)T, 256, 0, d->stream>>>(a->ln2, a->rstd2, a->x2, LPD(d, l, MODEL_T_LN2), C, (float)c->rms_norm_eps);
+  rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(a->ln2, a->rstd2, a->x2, LPD(d, l, MODEL_T_LN2), T, C, (float)c->rms_norm_eps);
   KCHECK();
   if ((rc = matmul_fwd(d, a->gate, a->ln2, LPD(d, l, MODEL_T_GATE), NULL, T, C, I, 0.0f, e)) ||
       (rc = matmul_fwd(d, a->up, a->ln2, LPD(d, l, MODEL_T_UP), NULL, T, C, I, 0.0f, e)))
@@ -681,7 +686,7 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
   for (int l = 0; l < L; l++)
     if ((rc = layer_fwd(d, l, T, attn_s, e))) return rc;
   if (T > 0) {
-    rmsnorm_fwd_k<<<(unsigned)T, 256, 0, d->stream>>>(d->lnf, d->rstdf, d->x[L], DP(d, d->t_norm), C, (float)c->rms_norm_eps);
+    rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(d->lnf, d->rstdf, d->x[L], DP(d, d->t_norm), T, C, (float)c->rms_norm_eps);
     KCHECK();
   }
   if (grads) CU(cudaMemsetAsync(d->dlnf, 0, (size_t)(T * C) * sizeof(float), d->stream));

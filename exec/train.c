@@ -180,6 +180,7 @@ static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
   int rc = model_cuda_zero_grad(t->dev, e);
   if (rc || (rc = forward_sample(t, t->step, 0, 1, st, e))) return rc;
   int64_t P = t->model.num_params, W = t->comm.world;
+  if ((rc = model_cuda_sync(t->dev, e))) return rc;  // the backward is queued: finish it before the all-reduce
   double c0 = sr_now(), ss = 0;
   if (W > 1 && (rc = t->comm.allreduce_f32(t->comm.ctx, model_cuda_grads(t->dev), P, e))) return rc;
   if ((rc = model_cuda_grad_sumsq(t->dev, t->adam.lo, t->adam.hi, &ss, e))) return rc;
