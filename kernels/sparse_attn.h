@@ -43,35 +43,6 @@ int sa_ref_bwd(const sa_shape *s, const float *q, const float *k, const float *v
 void sa_ref_merge(int64_t n_q, int32_t heads, int32_t head_dim, float *o, float *lse, const float *o_b,
                   const float *lse_b);
 
-// ---- CPU reference of pattern estimation (MTraining VS, AdaSpa block search) --------------------
-// VS (DESIGN.md, MTraining): the last n_last queries of the sequence (q_last [n_last, heads, d], global
-// positions qpos_last) score every key; each rank holds some keys, so the softmax is distributed: a
-// rank computes its pieces, the pieces combine into the global row max M and row sum L, then each rank
-// adds its keys' probabilities into vertical (per key) and slash (per offset q - k) scores.
-
-// One rank's softmax pieces over its keys (causal: k <= q): row_max [heads, n_last] (-inf: no key)
-// and row_sum = sum exp(s q.k - row_max). s->n_q is n_last, s->n_k the rank's keys.
-void sa_ref_vs_pieces(const sa_shape *s, const float *q_last, const int64_t *qpos_last, const float *k,
-                      const int64_t *kpos, double *row_max, double *row_sum);
-// Combine W ranks' pieces ([W][n] each) into the global M, L: M = max m_r, L = sum l_r exp(m_r - M).
-void sa_softmax_combine(int world, int64_t n, const double *row_max, const double *row_sum, double *M, double *L);
-// Add one rank's probabilities exp(s q.k - M) / L into vertical [heads, n_k] (per local key) and
-// slash [heads, n_tokens] (per offset q - k); callers zero them first and sum slash over ranks.
-void sa_ref_vs_scores(const sa_shape *s, const float *q_last, const int64_t *qpos_last, const float *k,
-                      const int64_t *kpos, const double *M, const double *L, int64_t n_tokens, double *vertical,
-                      double *slash);
-// Top-p with cap: the fewest highest-scoring indices whose mass reaches p * total (ties: lower index
-// first), at most cap of them, written ascending into out; returns how many.
-int64_t sa_top_p(const double *score, int64_t n, double p, int64_t cap, int32_t *out);
-
-// AdaSpa block mass with a cached LSE [heads, n_q]: mass [heads, nqb, nkb] = sum over the causal
-// elements of block (qb, kb) (blocks of `block` local rows / keys) of exp(s q.k - lse).
-void sa_ref_block_mass(const sa_shape *s, const float *q, const float *k, const int64_t *qpos, const int64_t *kpos,
-                       const float *lse, int32_t block, double *mass);
-// Per block row the top-k blocks by mass (ties: lower block first) as a bit mask [nqb * row_words]
-// with row_words = ceil(nkb / 64) (plan/pattern.h BLOCK layout); blocks of zero mass are not kept.
-void sa_block_topk(const double *mass, int64_t nqb, int64_t nkb, int64_t topk, uint64_t *bmask);
-
 // ---- GPU (CUDA; built only where nvcc exists, SR_HAVE_CUDA) ---------------------------------------
 // Tensors are device memory: Q, K, V, O_b, dO bf16 in the layouts above; running O, dQ, dK, dV fp32.
 // `stream` is a cudaStream_t (NULL = default stream). Every call returns SR_OK or an sr_error.
