@@ -28,6 +28,7 @@ typedef struct {
 typedef struct {
   char name[128];
   char path[512];
+  char description[256];    // free text from the file ("" when none)
   int nodes;
   int gpus_per_node;
   gpu_desc gpu;
@@ -43,6 +44,9 @@ typedef struct {
 int cluster_load(const char *name_or_path, cluster_desc *c, sr_error *e);
 // Fill a cluster from JSON text (file names the source in messages).
 int cluster_from_json_text(const char *text, const char *file, cluster_desc *c, sr_error *e);
+// Serialise a cluster in the file format above (every field explicit, stable order), e.g. for a
+// calibration run writing measured efficiencies. Returns a malloc'd string, or NULL when memory runs out.
+char *cluster_to_json(const cluster_desc *c);
 // Total GPUs (= ranks).
 static inline int cluster_world(const cluster_desc *c) { return c->nodes * c->gpus_per_node; }
 // Node of a rank (ranks are numbered node-major).

@@ -11,6 +11,7 @@ typedef struct {
   char name[128];             // shipped name ("qwen2.5-3b") or the file's base name
   char path[512];             // the config.json it came from
   char architecture[64];      // "Qwen2ForCausalLM", "LlamaForCausalLM", ...
+  char model_type[32];        // "qwen2", "llama", ... ("" when the file has none)
   int64_t hidden_size;        // d_model
   int64_t num_heads;          // query heads (num_attention_heads)
   int64_t num_kv_heads;       // num_key_value_heads (== num_heads without GQA)
@@ -21,6 +22,8 @@ typedef struct {
   int64_t max_position_embeddings;
   int tie_word_embeddings;    // LM head shares the embedding matrix
   int attention_bias;         // q/k/v projections carry a bias (Qwen2: true; Llama: false)
+  int o_proj_bias;            // the output projection carries a bias (Llama with attention_bias; never Qwen2)
+  int mlp_bias;               // gate/up/down projections carry biases (Llama's mlp_bias)
   double rope_theta;
   char rope_scaling_type[32]; // "" (none), "linear", "dynamic", "yarn", "llama3"
   double rope_scaling_factor; // 1 when none

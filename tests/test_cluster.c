@@ -1,0 +1,229 @@
+// test_cluster.c — cluster descriptions: the shipped files load with the stated hardware, and every
+// impossible or misspelt field is an input error naming the file and the field.
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/cluster.h"
+#include "tests/test.h"
+
+// A valid two-node description; tests splice one defect into it at a time.
+#define GPU_OK "\"gpu\": {\"name\": \"X\", \"peak_tflops\": 100, \"hbm_gbps\": 1000, \"mem_gib\": 40}"
+#define INTRA_OK "\"intra_node\": {\"gbps\": 300, \"latency_us\": 3}"
+#define INTER_OK "\"inter_node\": {\"nics_per_node\": 4, \"nic_gbps\": 25, \"latency_us\": 5}"
+#define HOST_OK "\"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}"
+
+static int parse(const char *text, cluster_desc *c, sr_error *e) { return cluster_from_json_text(text, "c.json", c, e); }
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// shipped clusters
+
+TEST(cluster_shipped_files_all_load) {
+  const char *names[] = {"a100-4x8", "h100-8x8", "h100-1x8", "h200-1x2", "h200-1x8"};
+  const int world[] = {32, 64, 8, 2, 8};
+  for (int i = 0; i < 5; i++) {
+    cluster_desc c;
+    sr_error e = {0};
+    int rc = cluster_load(names[i], &c, &e);
+    if (rc) test_fail(__FILE__, __LINE__, "%s: %s", names[i], e.msg);
+    CHECK_EQ_INT(cluster_world(&c), world[i]);
+    CHECK(strcmp(c.name, names[i]) == 0);
+  }
+}
+
+TEST(cluster_a100_4x8_has_hdr_nic_per_gpu_and_nvlink3) {
+  cluster_desc c;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load("a100-4x8", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.nodes, 4);
+  CHECK_EQ_INT(c.gpus_per_node, 8);
+  CHECK_NEAR(c.gpu.peak_tflops, 312, 0);
+  CHECK_NEAR(c.gpu.mem_gib, 40, 0);
+  CHECK_NEAR(c.intra.gbps, 300, 0);              // NVLink 3: 600 GB/s both ways
+  CHECK_NEAR(cluster_inter_gbps_per_gpu(&c), 200.0 / 8, 1e-12);  // HDR 200 Gb/s = 25 GB/s each
+  CHECK_EQ_INT(cluster_node_of(&c, 7), 0);
+  CHECK_EQ_INT(cluster_node_of(&c, 8), 1);
+  CHECK_EQ_INT(cluster_node_of(&c, 31), 3);
+}
+
+TEST(cluster_h100_8x8_has_ndr_nic_per_gpu) {
+  cluster_desc c;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load("h100-8x8", &c, &e), SR_OK);
+  CHECK_NEAR(cluster_inter_gbps_per_gpu(&c), 400.0 / 8, 1e-12);  // NDR 400 Gb/s = 50 GB/s
+  CHECK_NEAR(c.intra.gbps, 450, 0);
+  CHECK_NEAR(c.gpu.peak_tflops, 989, 0);
+}
+
+TEST(cluster_efficiency_defaults_fill_absent_fields) {
+  cluster_desc c;
+  sr_error e = {0};
+  const char *text = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100,"
+                     " \"hbm_gbps\": 1000, \"mem_gib\": 40, \"efficiency\": {\"gemm\": 0.9}}, " HOST_OK "}";
+  CHECK_EQ_INT(parse(text, &c, &e), SR_OK);
+  CHECK_NEAR(c.gpu.eff_gemm, 0.9, 0);
+  CHECK(c.gpu.eff_attn_fwd_full > 0 && c.gpu.eff_attn_fwd_full <= 1);
+  CHECK(c.gpu.eff_attn_bwd_bar > 0 && c.gpu.eff_attn_bwd_bar <= 1);
+  CHECK_NEAR(c.gpu.comm_slowdown, 1.0, 0);
+  CHECK_NEAR(cluster_inter_gbps_per_gpu(&c), 0.0, 0);  // one node: no network
+}
+
+// ---------------------------------------------------------------------------------------------
+// validation: each defect names the file and the field
+
+static void expect_error(const char *text, const char *needle) {
+  cluster_desc c;
+  sr_error e = {0};
+  int rc = parse(text, &c, &e);
+  if (rc != SR_EINPUT) test_fail(__FILE__, __LINE__, "expected SR_EINPUT for %s, got %d", needle, rc);
+  if (!strstr(e.msg, needle)) test_fail(__FILE__, __LINE__, "expected '%s' in: %s", needle, e.msg);
+}
+
+TEST(cluster_valid_base_description_parses) {
+  cluster_desc c;
+  sr_error e = {0};
+  CHECK_EQ_INT(parse("{\"nodes\": 2, \"gpus_per_node\": 4, " GPU_OK ", " INTRA_OK ", " INTER_OK ", " HOST_OK "}", &c, &e),
+               SR_OK);
+  CHECK_EQ_INT(cluster_world(&c), 8);
+  CHECK_NEAR(cluster_inter_gbps_per_gpu(&c), 4 * 25.0 / 4, 1e-12);
+  CHECK_NEAR(c.host_mem_gib, 512, 0);
+}
+
+TEST(cluster_unknown_field_is_reported) {
+  expect_error("{\"nodes\": 2, \"gpus_per_node\": 4, \"gpus_per_nod\": 4, " GPU_OK ", " INTRA_OK ", " INTER_OK
+               ", " HOST_OK "}",
+               "c.json: gpus_per_nod: unknown field");
+  expect_error("{\"nodes\": 2, \"gpus_per_node\": 4, " GPU_OK ", \"intra_node\": {\"gbps\": 300, \"latency\": 3}, "
+               INTER_OK ", " HOST_OK "}",
+               "c.json: intra_node.latency: unknown field");
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100, \"hbm_gbps\": 1,"
+               " \"mem_gib\": 4, \"efficiency\": {\"gemm_fwd\": 0.5}}, " HOST_OK "}",
+               "c.json: gpu.efficiency.gemm_fwd: unknown field");
+}
+
+TEST(cluster_zero_gpus_is_rejected) {
+  expect_error("{\"nodes\": 2, \"gpus_per_node\": 0, " GPU_OK ", " INTRA_OK ", " INTER_OK ", " HOST_OK "}",
+               "c.json: gpus_per_node");
+  expect_error("{\"nodes\": 0, \"gpus_per_node\": 8, " GPU_OK ", " INTRA_OK ", " INTER_OK ", " HOST_OK "}",
+               "c.json: nodes");
+}
+
+TEST(cluster_negative_or_zero_bandwidth_is_rejected) {
+  expect_error("{\"nodes\": 2, \"gpus_per_node\": 4, " GPU_OK ", \"intra_node\": {\"gbps\": -300}, " INTER_OK ", " HOST_OK
+               "}",
+               "c.json: intra_node.gbps: -300 must be positive");
+  expect_error("{\"nodes\": 2, \"gpus_per_node\": 4, " GPU_OK ", " INTRA_OK
+               ", \"inter_node\": {\"nics_per_node\": 4, \"nic_gbps\": 0}, " HOST_OK "}",
+               "c.json: inter_node.nic_gbps: 0 must be positive");
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 1, " GPU_OK ", \"host\": {\"pcie_gbps\": -1, \"mem_gib\": 4}}",
+               "c.json: host.pcie_gbps");
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100, \"hbm_gbps\": -5,"
+               " \"mem_gib\": 4}, " HOST_OK "}",
+               "c.json: gpu.hbm_gbps");
+  expect_error("{\"nodes\": 2, \"gpus_per_node\": 4, " GPU_OK ", \"intra_node\": {\"gbps\": 300, \"latency_us\": -1}, "
+               INTER_OK ", " HOST_OK "}",
+               "c.json: intra_node.latency_us");
+}
+
+TEST(cluster_missing_gpu_or_network_is_rejected) {
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 1, " HOST_OK "}", "c.json: gpu: missing");
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"hbm_gbps\": 1, \"mem_gib\": 4}, "
+               HOST_OK "}",
+               "c.json: gpu.peak_tflops: missing");
+  // Several nodes need the network; several GPUs in a node need the intra-node link.
+  expect_error("{\"nodes\": 2, \"gpus_per_node\": 4, " GPU_OK ", " INTRA_OK ", " HOST_OK "}", "c.json: inter_node: missing");
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 4, " GPU_OK ", " HOST_OK "}", "c.json: intra_node: missing");
+}
+
+TEST(cluster_efficiency_outside_unit_interval_is_rejected) {
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100, \"hbm_gbps\": 1,"
+               " \"mem_gib\": 4, \"efficiency\": {\"attn_fwd_full\": 1.2}}, " HOST_OK "}",
+               "c.json: gpu.efficiency.attn_fwd_full");
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100, \"hbm_gbps\": 1,"
+               " \"mem_gib\": 4, \"efficiency\": {\"gemm\": 0}}, " HOST_OK "}",
+               "c.json: gpu.efficiency.gemm");
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100, \"hbm_gbps\": 1,"
+               " \"mem_gib\": 4, \"comm_slowdown\": 0.5}, " HOST_OK "}",
+               "c.json: gpu.comm_slowdown");
+}
+
+TEST(cluster_wrong_type_is_rejected) {
+  expect_error("{\"nodes\": \"4\", \"gpus_per_node\": 8, " GPU_OK ", " INTRA_OK ", " INTER_OK ", " HOST_OK "}",
+               "c.json: nodes: expected an integer");
+  expect_error("{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": \"A100\", " HOST_OK "}", "c.json: gpu: expected an object");
+  expect_error("[1, 2]", "c.json");
+}
+
+TEST(cluster_malformed_and_truncated_files_are_rejected) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/bad.json", test_tmpdir());
+  write_file(path, "{\"nodes\": 1,\n \"gpus_per_node\": 1\n \"gpu\": {}}");
+  cluster_desc c;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load(path, &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, path);
+  CHECK_STR_CONTAINS(e.msg, "line 3");
+  snprintf(path, sizeof path, "%s/cut.json", test_tmpdir());
+  write_file(path, "{\"nodes\": 4, \"gpus_per_node\": 8, \"gpu\": {\"name\": \"A1");
+  CHECK_EQ_INT(cluster_load(path, &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, path);
+  CHECK_STR_CONTAINS(e.msg, "truncated");
+  CHECK_EQ_INT(cluster_load("no-such-cluster", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "no-such-cluster");
+}
+
+TEST(cluster_cli_exits_2_naming_file_and_field) {
+  char path[700], cmd[1600], *out = NULL;
+  snprintf(path, sizeof path, "%s/neg.json", test_tmpdir());
+  write_file(path, "{\"nodes\": 2, \"gpus_per_node\": 4, " GPU_OK ", " INTRA_OK
+                   ", \"inter_node\": {\"nics_per_node\": 4, \"nic_gbps\": -25}, " HOST_OK "}");
+  snprintf(cmd, sizeof cmd, "%s/sparsering cluster --cluster '%s'", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, path);
+  CHECK_STR_CONTAINS(out, "inter_node.nic_gbps");
+  free(out);
+  out = NULL;
+  snprintf(cmd, sizeof cmd, "%s/sparsering cluster --cluster h200-1x2", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "1 nodes x 2 = 2");
+  free(out);
+}
+
+// Every field a cluster_desc holds, compared exactly (cJSON prints doubles with 17 digits, so a
+// written and re-read description must be bit-identical).
+static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
+  const gpu_desc *x = &a->gpu, *y = &b->gpu;
+  return strcmp(a->name, b->name) == 0 && strcmp(a->description, b->description) == 0 && a->nodes == b->nodes &&
+         a->gpus_per_node == b->gpus_per_node && strcmp(x->name, y->name) == 0 && x->peak_tflops == y->peak_tflops &&
+         x->hbm_gbps == y->hbm_gbps && x->mem_gib == y->mem_gib && x->eff_gemm == y->eff_gemm &&
+         x->eff_attn_fwd_full == y->eff_attn_fwd_full && x->eff_attn_fwd_partial == y->eff_attn_fwd_partial &&
+         x->eff_attn_fwd_bar == y->eff_attn_fwd_bar && x->eff_attn_bwd_full == y->eff_attn_bwd_full &&
+         x->eff_attn_bwd_partial == y->eff_attn_bwd_partial && x->eff_attn_bwd_bar == y->eff_attn_bwd_bar &&
+         x->eff_mem == y->eff_mem && x->comm_slowdown == y->comm_slowdown && a->intra.gbps == b->intra.gbps &&
+         a->intra.latency_us == b->intra.latency_us && a->nics_per_node == b->nics_per_node &&
+         a->nic.gbps == b->nic.gbps && a->nic.latency_us == b->nic.latency_us && a->host.gbps == b->host.gbps &&
+         a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib;
+}
+
+TEST(cluster_written_json_reads_back_identically) {
+  const char *names[] = {"a100-4x8", "h100-8x8", "h100-1x8", "h200-1x2", "h200-1x8"};
+  for (int i = 0; i < 5; i++) {
+    cluster_desc a, b;
+    sr_error e = {0};
+    CHECK_EQ_INT(cluster_load(names[i], &a, &e), SR_OK);
+    a.gpu.eff_attn_fwd_bar = 0.123456789012345;  // a calibrated figure with many digits
+    char *text = cluster_to_json(&a);
+    CHECK(text != NULL);
+    if (!text) continue;
+    int rc = cluster_from_json_text(text, "written.json", &b, &e);
+    if (rc) test_fail(__FILE__, __LINE__, "%s re-read: %s", names[i], e.msg);
+    CHECK(same_cluster(&a, &b));
+    free(text);
+  }
+}
