@@ -107,3 +107,25 @@ TEST(ring_plan_skips_shards_a_window_pattern_never_touches) {
   ring_plan_free(&rp);
   free(src);
 }
+
+// ---------------------------------------------------------------------------------------------
+// calibration fit
+
+#include "exec/calibrate.h"
+
+TEST(calib_fit_link_recovers_latency_and_bandwidth_of_exact_points) {
+  // t = 5 us + bytes / 100 GB/s, sizes 1 KiB .. 256 MiB.
+  double b[10], t[10], lat, gbps;
+  for (int i = 0; i < 10; i++) b[i] = (double)(1024ll << (2 * i)), t[i] = 5e-6 + b[i] / 100e9;
+  sr_error e = {0};
+  CHECK_EQ_INT(calib_fit_link(b, t, 10, &lat, &gbps, &e), SR_OK);
+  CHECK_REL(lat, 5.0, 1e-6);
+  CHECK_REL(gbps, 100.0, 1e-6);
+}
+
+TEST(calib_fit_link_rejects_timings_that_do_not_grow_with_size) {
+  double b[3] = {1e3, 1e6, 1e9}, t[3] = {3e-3, 2e-3, 1e-3}, lat, gbps;
+  sr_error e = {0};
+  CHECK_EQ_INT(calib_fit_link(b, t, 3, &lat, &gbps, &e), SR_EINPUT);
+  CHECK_EQ_INT(calib_fit_link(b, t, 1, &lat, &gbps, &e), SR_EINPUT);
+}
