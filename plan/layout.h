@@ -28,7 +28,8 @@ typedef struct {
   layout_kind kind;
   int64_t n_tokens;
   int world;
-  int64_t granularity;     // G for striped (1 otherwise)
+  int64_t granularity;     // G used for striped (1 otherwise); smaller than asked only when N < W*G (see layout.c)
+  int64_t granularity_asked;  // G the caller asked for
   int64_t *rank_count;     // [world] tokens per rank
   int64_t n_runs;
   layout_run *runs;        // sorted by (rank, local)
@@ -46,15 +47,18 @@ int layout_load_permutation(const char *path, int64_t n_tokens, int world, layou
 // Release a layout's arrays.
 void layout_free(layout *l);
 
-// Rank and local offset of global token t (O(log runs)).
+// Rank and local offset of global token t (O(log runs)); returns 0, or -1 when t is outside [0, n_tokens).
 int layout_locate(const layout *l, int64_t t, int32_t *rank, int64_t *local);
-// Global token at (rank, local) (O(log runs of that rank)).
+// Global token at (rank, local) (O(log runs of that rank)); -1 when (rank, local) holds no token.
 int64_t layout_global(const layout *l, int rank, int64_t local);
 // Fill out[0..rank_count[rank]) with the global positions of rank's tokens in local order.
 void layout_positions(const layout *l, int rank, int64_t *out);
 
-// Parse "contiguous", "zigzag", "striped" (G from the caller), "striped:128", "striped1"; sets *g when given.
+// Parse "contiguous", "zigzag", "striped" (G from the caller), "striped:128", "striped1" (G = 1),
+// "permutation:PATH"; sets *g when the text gives G.
 int layout_parse_kind(const char *text, layout_kind *kind, int64_t *g, sr_error *e);
+// The PATH of a "permutation:PATH" layout string, or NULL for any other string.
+const char *layout_permutation_path(const char *text);
 // Name of a kind ("contiguous", "zigzag", "striped", "permutation").
 const char *layout_kind_name(layout_kind kind);
 

@@ -20,7 +20,7 @@ typedef struct {
   char model[512];        // shipped name or path
   char cluster[512];      // shipped name or path
   int64_t seq;            // tokens in the sequence
-  char layout[64];        // "contiguous", "zigzag", "striped" (see layout_parse_kind)
+  char layout[512];       // "contiguous", "zigzag", "striped", "permutation:PATH" (see layout_parse_kind)
   int64_t granularity;    // striped G (default 128)
   char schedule[32];      // "ring", "double-ring", "ulysses", "usp"
   int inner;              // double-ring inner size (0: GPUs per node)
@@ -47,8 +47,15 @@ typedef struct {
 
 // Default spec values (layout striped G=128, ring, dense, recompute on, ZeRO-1 on, bf16 KV).
 void plan_spec_defaults(plan_spec *s);
+// Set layout, granularity, schedule, pattern (and FPDT options) of a named strategy ("mtraining",
+// "dense-ring", ...; see plan.c for the table) and its label; unknown names are input errors.
+int plan_spec_apply_strategy(plan_spec *s, const char *name, sr_error *e);
+// Names of the known strategies, NULL-terminated.
+extern const char *const plan_strategy_names[];
 // Build a plan from a spec: loads model and cluster, builds layout and schedule.
 int plan_build(const plan_spec *s, plan *p, sr_error *e);
+// plan_build that also says, on failure, which spec field was at fault ("model", "layout", ...).
+int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e);
 // Release a plan's arrays.
 void plan_free(plan *p);
 // Serialise a plan as JSON text (deterministic). Returns a malloc'd string.
