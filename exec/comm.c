@@ -82,8 +82,11 @@ void comm_free(comm *c) {
 }
 
 void comm_abort(comm *c, int failed_rank, const char *cause) {
-  fprintf(stderr, "sparsering-exec: rank %d failed: %s; aborting all %d ranks (seen by rank %d)\n", failed_rank,
-          cause, c->world, c->rank);
+  if (failed_rank >= 0)
+    fprintf(stderr, "sparsering-exec: rank %d failed: %s; aborting all %d ranks (seen by rank %d)\n", failed_rank,
+            cause, c->world, c->rank);
+  else
+    fprintf(stderr, "sparsering-exec: a peer of rank %d failed: %s; aborting all %d ranks\n", c->rank, cause, c->world);
   fflush(stderr);
   // The communicator first: a peer blocked inside an NCCL kernel would otherwise never return.
   if (c->kind == COMM_NCCL) comm_nccl_abort(c);
@@ -112,7 +115,7 @@ int comm_p2p_start(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_erro
       int rc = ops[i].is_send ? MPI_Isend(b, (int)len, MPI_BYTE, ops[i].peer, tag, c->mpi, &p->req[p->n_req])
                               : MPI_Irecv(b, (int)len, MPI_BYTE, ops[i].peer, tag, c->mpi, &p->req[p->n_req]);
       if (rc != MPI_SUCCESS) return mpi_error(c, rc, ops[i].is_send ? "MPI_Isend" : "MPI_Irecv", e);
-      p->n_req++;
+      p->peer[p->n_req++] = ops[i].peer;
     }
     if (ops[i].is_send) p->bytes_sent += bytes;
     else p->bytes_recv += bytes;
@@ -120,8 +123,9 @@ int comm_p2p_start(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_erro
   return SR_OK;
 }
 
-// Wait for requests without burning the shared cores: test, then sleep with a growing back-off.
-static int wait_bounded(comm *c, int n, MPI_Request *req, const char *what, sr_error *e) {
+// Wait for requests without burning the shared cores: test, then sleep with a growing back-off. After
+// timeout_s the job is aborted naming the peer of the first unfinished request (peers NULL: unknown).
+static int wait_bounded(comm *c, int n, MPI_Request *req, const int32_t *peers, const char *what, sr_error *e) {
   double t0 = sr_now();
   long sleep_ns = 1000;
   for (;;) {
@@ -130,9 +134,15 @@ static int wait_bounded(comm *c, int n, MPI_Request *req, const char *what, sr_e
     if (rc != MPI_SUCCESS) return mpi_error(c, rc, what, e);
     if (done) return SR_OK;
     if (sr_now() - t0 > c->timeout_s) {
+      int culprit = -1;
+      for (int i = 0; i < n && peers && culprit < 0; i++) {
+        int flag = 0;
+        MPI_Test(&req[i], &flag, MPI_STATUS_IGNORE);
+        if (!flag) culprit = peers[i];
+      }
       char cause[256];
-      snprintf(cause, sizeof cause, "%s: no progress for %.0f s (a peer is gone or stuck)", what, c->timeout_s);
-      comm_abort(c, c->rank, cause);
+      snprintf(cause, sizeof cause, "%s: rank %d waited %.0f s for it (gone or stuck)", what, c->rank, c->timeout_s);
+      comm_abort(c, culprit, cause);
     }
     struct timespec ts = {0, sleep_ns};
     nanosleep(&ts, NULL);
@@ -142,7 +152,7 @@ static int wait_bounded(comm *c, int n, MPI_Request *req, const char *what, sr_e
 
 int comm_p2p_wait(comm *c, comm_pending *p, sr_error *e) {
   if (c->kind == COMM_NCCL) return comm_nccl_p2p_wait(c, p, e);
-  int rc = wait_bounded(c, p->n_req, p->req, "p2p wait", e);
+  int rc = wait_bounded(c, p->n_req, p->req, p->peer, "p2p transfer", e);
   p->n_req = 0;
   return rc;
 }
@@ -192,7 +202,7 @@ int comm_alltoallv(comm *c, const void *send, const int64_t *sc, const int64_t *
     }
   }
   int out = e->code ? e->code : rc != MPI_SUCCESS ? mpi_error(c, rc, "alltoallv", e) : SR_OK;
-  if (out == SR_OK) out = wait_bounded(c, n, req, "alltoallv", e);
+  if (out == SR_OK) out = wait_bounded(c, n, req, NULL, "all-to-all", e);
   free(req);
   return out;
 }
@@ -211,7 +221,7 @@ int comm_barrier(comm *c, sr_error *e) {
   MPI_Request r;
   int rc = MPI_Ibarrier(c->mpi, &r);
   if (rc != MPI_SUCCESS) return mpi_error(c, rc, "MPI_Ibarrier", e);
-  return wait_bounded(c, 1, &r, "barrier", e);
+  return wait_bounded(c, 1, &r, NULL, "barrier", e);
 }
 
 int comm_sync(comm *c, sr_error *e) { return c->kind == COMM_NCCL ? comm_nccl_sync(c, e) : SR_OK; }

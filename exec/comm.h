@@ -56,6 +56,7 @@ typedef struct {
 typedef struct {
   int n_req;
   MPI_Request req[COMM_MAX_BATCH * 2];  // CPU: requests (large messages are split in chunks)
+  int32_t peer[COMM_MAX_BATCH * 2];     // CPU: the peer of each request (named when a wait times out)
   void *done;                           // NCCL: cudaEvent_t recorded on the comm stream after the batch
   double t_start;                       // host time the batch was posted (seconds, sr_now)
   int64_t bytes_sent, bytes_recv;
@@ -93,7 +94,7 @@ int comm_sync(comm *c, sr_error *e);
 
 // Stop the whole job: print "sparsering-exec: rank R failed: CAUSE; aborting all W ranks" to stderr,
 // abort the NCCL communicator, then MPI_Abort. failed_rank is the rank at fault (this rank for its
-// own errors, the peer for a timeout waiting on it). Never returns.
+// own errors, the peer for a timeout waiting on it, -1 when unknown). Never returns.
 void comm_abort(comm *c, int failed_rank, const char *cause) __attribute__((noreturn));
 
 #endif

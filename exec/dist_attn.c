@@ -267,4 +267,6 @@ void dist_attn_free(dist_attn *a) {
 void dist_attn_set_timeline(dist_attn *a, timeline *t) { a->tl = t; }
 dist_stats dist_attn_stats(const dist_attn *a) { return a->st; }
 void dist_attn_reset_stats(dist_attn *a) { memset(&a->st, 0, sizeof a->st); }
-void dist_attn_set_fail(dist_attn *a, int rank, int step) { a->fail_rank = rank, a->fail_step = step; }
+void dist_attn_set_fail(dist_attn *a, int rank, int step, int hang) {
+  a->fail_rank = rank, a->fail_step = step, a->fail_hang = hang;
+}

@@ -61,8 +61,9 @@ dist_stats dist_attn_stats(const dist_attn *a);
 // Zero the counters.
 void dist_attn_reset_stats(dist_attn *a);
 
-// Fail-injection for tests: raise SIGKILL in rank `rank` when it reaches forward ring step `step`
-// (rank < 0: off). Used by `sparsering-exec attn --fail-rank R --fail-at-step S`.
-void dist_attn_set_fail(dist_attn *a, int rank, int step);
+// Fail-injection for tests: rank `rank` raises SIGKILL (hang = 0) or stops making progress forever
+// (hang = 1) when it reaches forward ring step `step` (rank < 0: off). Used by
+// `sparsering-exec attn --fail-rank R --fail-at-step S [--fail-mode kill|hang]`.
+void dist_attn_set_fail(dist_attn *a, int rank, int step, int hang);
 
 #endif

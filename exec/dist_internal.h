@@ -43,7 +43,7 @@ struct dist_attn {
   void *cuda;                 // CUDA backend state (dist_attn_cuda.c)
   timeline *tl;
   dist_stats st;
-  int fail_rank, fail_step;
+  int fail_rank, fail_step, fail_hang;
 };
 
 // Ring rank of member g of this rank's ring (same group index, group g).

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "exec/dist_internal.h"
@@ -21,8 +22,12 @@ static sa_shape step_shape(const struct dist_attn *a, int src) {
   return s;
 }
 
+// Test hook: at forward step `step`, rank fail_rank dies like a crashed node (SIGKILL) or, with
+// fail_hang, stops making progress like a stuck GPU (the others' bounded waits must catch it).
 static void maybe_fail(const struct dist_attn *a, int step) {
-  if (a->c->rank == a->fail_rank && step == a->fail_step) raise(SIGKILL);  // test hook: die like a crashed node
+  if (a->c->rank != a->fail_rank || step != a->fail_step) return;
+  if (!a->fail_hang) raise(SIGKILL);
+  for (;;) pause();
 }
 
 static void record(struct dist_attn *a, int step, const char *phase, int stream, double t0, double t1) {
@@ -115,8 +120,9 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
       if (g != me && rp->flush[(int64_t)s * R + g] && rp->src[(int64_t)s * R + g] == me) n_flush++;
   float *flush_buf = n_flush ? malloc(sizeof(float) * (size_t)(own_elems * n_flush)) : NULL;
   MPI_Request *freq = n_flush ? malloc(sizeof(MPI_Request) * (size_t)n_flush) : NULL;
-  if (n_flush && (!flush_buf || !freq)) {
-    free(flush_buf), free(freq);
+  int32_t *fpeer = n_flush ? malloc(sizeof(int32_t) * (size_t)n_flush) : NULL;
+  if (n_flush && (!flush_buf || !freq || !fpeer)) {
+    free(flush_buf), free(freq), free(fpeer);
     return sr_internal_error(e, 0, "out of memory");
   }
   int fi = 0;
@@ -126,6 +132,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
         comm_p2p op = {dist_ring_rank(a, g), 0, flush_buf + own_elems * fi, own_elems, COMM_F32, tag_of(s, TAG_FLUSH)};
         comm_pending one;
         if (comm_p2p_start(a->c, &op, 1, &one, e)) goto fail;
+        fpeer[fi] = one.peer[0];
         freq[fi++] = one.req[0];
       }
 
@@ -209,15 +216,16 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
     comm_pending all = {0};
     all.n_req = n_flush - f0 < COMM_MAX_BATCH * 2 ? n_flush - f0 : COMM_MAX_BATCH * 2;
     memcpy(all.req, freq + f0, sizeof(MPI_Request) * (size_t)all.n_req);
+    memcpy(all.peer, fpeer + f0, sizeof(int32_t) * (size_t)all.n_req);
     if (comm_p2p_wait(a->c, &all, e)) goto fail;
   }
   if (n_flush) {
     for (int f = 0; f < n_flush; f++)
       for (int64_t x = 0; x < own_elems; x++) dkv[x] += flush_buf[own_elems * f + x];
   }
-  free(flush_buf), free(freq);
+  free(flush_buf), free(freq), free(fpeer);
   return SR_OK;
 fail:
-  free(flush_buf), free(freq);
+  free(flush_buf), free(freq), free(fpeer);
   return e->code ? e->code : SR_EINTERNAL;
 }

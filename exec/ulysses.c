@@ -36,7 +36,9 @@ static int scatter_heads(struct dist_attn *a, const float *x, int Htot, int kv, 
   int U = a->U, base = a->group * U, d = a->d;
   int me_cnt = kv ? kv_heads(a, a->gidx) : q_heads(a, a->gidx);
   a2a_counts k;
-  float *send = malloc(sizeof(float) * (size_t)sr_max64(1, a->n_local * Htot * d));
+  int64_t total = 0;  // replicated KV heads go to several members
+  for (int j = 0; j < U; j++) total += kv ? kv_heads(a, j) : q_heads(a, j);
+  float *send = malloc(sizeof(float) * (size_t)sr_max64(1, a->n_local * total * d));
   if (!send || counts_alloc(a->c->world, &k)) {
     free(send);
     return sr_internal_error(e, 0, "out of memory");
@@ -61,7 +63,9 @@ static int gather_heads(struct dist_attn *a, const float *in, int Htot, int kv, 
   int U = a->U, base = a->group * U, d = a->d;
   int me_cnt = kv ? kv_heads(a, a->gidx) : q_heads(a, a->gidx);
   a2a_counts k;
-  float *recv = malloc(sizeof(float) * (size_t)sr_max64(1, a->n_local * Htot * d * (kv ? U : 1)));
+  int64_t total = 0;
+  for (int j = 0; j < U; j++) total += kv ? kv_heads(a, j) : q_heads(a, j);
+  float *recv = malloc(sizeof(float) * (size_t)sr_max64(1, a->n_local * total * d));
   if (!recv || counts_alloc(a->c->world, &k)) {
     free(recv);
     return sr_internal_error(e, 0, "out of memory");
