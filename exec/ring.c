@@ -138,6 +138,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
 
   const float *cur = a->kv_own;
   comm_pending apend = {0};  // accumulator sends of the previous step (and the receive for this step)
+  double t_acc = 0;          // when that batch was posted (0: none)
   int p = 0;
   for (int s = 0; s < rp->n_steps; s++) {
     comm_p2p ops[COMM_MAX_BATCH];
@@ -167,12 +168,16 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
       t1 = sr_now();
       // Accumulators of the earlier holders of this shard: arrived during the compute, or kept here.
       if (comm_p2p_wait(a->c, &apend, e)) goto fail;
+      if (t_acc > 0) record(a, s - 1, "dkv_bwd", TL_COMM, t_acc, sr_now());
+      t_acc = 0;
       int af = rp->acc_from[i];
       const float *in = af == me ? a->acc[1 - p] : af >= 0 ? a->acc_in[s % 2] : NULL;
       if (in)
         for (int64_t x = 0; x < elems; x++) P[x] += in[x];
-    } else if (comm_p2p_wait(a->c, &apend, e)) {
-      goto fail;
+    } else {
+      if (comm_p2p_wait(a->c, &apend, e)) goto fail;
+      if (t_acc > 0) record(a, s - 1, "dkv_bwd", TL_COMM, t_acc, sr_now());
+      t_acc = 0;
     }
     // Pass the accumulators on (or home), and receive the next step's.
     n = 0;
@@ -202,6 +207,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
         ops[n++] = op;
       }
     }
+    if (n > 0) t_acc = sr_now();
     if (comm_p2p_start(a->c, ops, n, &apend, e)) goto fail;
     a->st.bytes_sent += apend.bytes_sent;
     if (comm_p2p_wait(a->c, &kpend, e)) goto fail;
@@ -212,6 +218,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
     if (src >= 0) p = 1 - p;
   }
   if (comm_p2p_wait(a->c, &apend, e)) goto fail;
+  if (t_acc > 0) record(a, rp->n_steps - 1, "dkv_bwd", TL_COMM, t_acc, sr_now());
   for (int f0 = 0; f0 < n_flush; f0 += COMM_MAX_BATCH * 2) {  // bounded waits, a batch at a time
     comm_pending all = {0};
     all.n_req = n_flush - f0 < COMM_MAX_BATCH * 2 ? n_flush - f0 : COMM_MAX_BATCH * 2;
