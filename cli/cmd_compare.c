@@ -15,12 +15,9 @@ static int cmd_compare(int argc, char **argv) {
   static const char *const switches[] = {"steps", NULL};
   sr_error e = {0};
   cli_args a;
-  int64_t rs, rm;
-  if (cli_parse(argc, argv, flags, switches, &a, &e) || cli_get_int(&a, "run-sim", -1, -1, 1 << 30, &rs, &e) ||
-      cli_get_int(&a, "run-exec", -1, -1, 1 << 30, &rm, &e))
-    return sr_error_report(&e, "sparsering compare");
+  if (cli_parse(argc, argv, flags, switches, &a, &e)) return sr_error_report(&e, "sparsering compare");
   if (a.n_pos != 2) {
-    fprintf(stderr, "usage: sparsering compare SIM.csv EXEC.csv [--run-sim N] [--run-exec N] [--steps]\n");
+    fprintf(stderr, "usage: sparsering compare SIM.csv EXEC.csv [--run-sim RUN] [--run-exec RUN] [--steps]\n");
     return 2;
   }
   tlc_timeline p, m;
@@ -30,7 +27,7 @@ static int cmd_compare(int argc, char **argv) {
     return sr_error_report(&e, "sparsering compare");
   }
   tlc_report r;
-  int rc = tlc_compare(&p, &m, (int)rs, (int)rm, &r, &e);
+  int rc = tlc_compare(&p, &m, cli_get(&a, "run-sim", NULL), cli_get(&a, "run-exec", NULL), &r, &e);
   tlc_free(&p), tlc_free(&m);
   if (rc) return sr_error_report(&e, "sparsering compare");
   printf("predicted (%s) vs measured (%s), microseconds; error = (predicted - measured) / measured\n", a.pos[0], a.pos[1]);

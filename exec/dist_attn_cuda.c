@@ -143,12 +143,12 @@ static int timer_open(struct dist_attn *a, cuda_timer *t, int step, const char *
   cudaEventCreate(&t->ev[i].a);
   cudaEventCreate(&t->ev[i].b);
   t->ev[i].step = step, t->ev[i].stream = stream_id, t->ev[i].phase = phase;
-  cudaEventRecord(t->ev[i].a, stream_id == TL_COMM ? (cudaStream_t)a->c->comm_stream : CS(a));
+  cudaEventRecord(t->ev[i].a, stream_id != TL_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
   return i;
 }
 
 static void timer_close(struct dist_attn *a, cuda_timer *t, int i) {
-  if (i >= 0) cudaEventRecord(t->ev[i].b, t->ev[i].stream == TL_COMM ? (cudaStream_t)a->c->comm_stream : CS(a));
+  if (i >= 0) cudaEventRecord(t->ev[i].b, t->ev[i].stream != TL_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
 }
 
 static int timer_finish(struct dist_attn *a, cuda_timer *t, sr_error *e) {
@@ -219,7 +219,7 @@ static int start_batch(struct dist_attn *a, cuda_timer *t, int s, const char *ph
     CUDA_TRY(cudaEventRecord(ev, CS(a)));
     CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)a->c->comm_stream, ev, 0));
     cudaEventDestroy(ev);
-    ti = timer_open(a, t, s, phase, TL_COMM);
+    ti = timer_open(a, t, s, phase, dist_batch_stream(a, ops, n));
   }
   if (comm_p2p_start(a->c, ops, n, p, e)) return e->code;
   timer_close(a, t, ti);
@@ -252,12 +252,12 @@ int dist_attn_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const 
     int n = 0;
     void *rbuf = post_kv(a, s, cur, ops, &n);
     comm_pending pend;
-    if (start_batch(a, &tm, s, "kv_fwd", ops, n, &pend, e)) return e->code;
+    if (start_batch(a, &tm, s, "kv_send", ops, n, &pend, e)) return e->code;
     int src = rp->src[(int64_t)s * a->R + a->group];
     if (src >= 0) {
       sa_shape sh = {a->n_q, rows_of(a, src), a->H, a->Hkv, a->d, a->scale};
       const char *kk = cur, *vv = kk + rows_of(a, src) * a->Hkv * a->d * 2;
-      int ti = timer_open(a, &tm, s, "attn_fwd", TL_COMPUTE);
+      int ti = timer_open(a, &tm, s, "attn", TL_COMPUTE);
       if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], &st->ix, src, st->masks, NULL, NULL, st->o_run, lse, CS(a), e))
         return e->code;
       timer_close(a, &tm, ti);
@@ -297,7 +297,7 @@ int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const 
     int n = 0;
     void *rbuf = post_kv(a, s, cur, ops, &n);
     comm_pending kpend;
-    if (start_batch(a, &tm, s, "kv_bwd", ops, n, &kpend, e)) return e->code;
+    if (start_batch(a, &tm, s, "kv_send", ops, n, &kpend, e)) return e->code;
     int64_t i = (int64_t)s * R + me;
     int src = rp->src[i];
     int64_t elems = src >= 0 ? 2 * rows_of(a, src) * row : 0;
@@ -359,7 +359,7 @@ int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const 
         ops[n++] = op;
         n_flush_prev++;
       }
-    if (start_batch(a, &tm, s, "dkv_bwd", ops, n, &apend, e)) return e->code;
+    if (start_batch(a, &tm, s, "dkv_send", ops, n, &apend, e)) return e->code;
     if (comm_p2p_wait(a->c, &kpend, e)) return e->code;
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
     if (src >= 0) p = 1 - p;

@@ -49,6 +49,13 @@ struct dist_attn {
 // Ring rank of member g of this rank's ring (same group index, group g).
 static inline int dist_ring_rank(const struct dist_attn *a, int g) { return g * a->U + a->gidx; }
 
+// Timeline stream of a batch of transfers: "inter" when any peer sits on another node of the plan's cluster.
+static inline int dist_batch_stream(const struct dist_attn *a, const comm_p2p *ops, int n) {
+  for (int i = 0; i < n; i++)
+    if (cluster_node_of(&a->p->cluster, ops[i].peer) != cluster_node_of(&a->p->cluster, a->c->rank)) return TL_INTER;
+  return TL_INTRA;
+}
+
 // Forward ring over the groups: q [n_q, nh, d], kv_own packed; writes o [n_q, nh, d], lse [nh, n_q].
 int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error *e);
 // Backward ring: accumulates dq [n_q, nh, d]; writes this group's dK|dV [2, n_q, nkv, d] into dkv.

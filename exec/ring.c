@@ -95,8 +95,8 @@ int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error
     double t1 = sr_now();
     if (comm_p2p_wait(a->c, &pend, e)) return e->code;
     double t2 = sr_now();
-    if (src >= 0) record(a, s, "attn_fwd", TL_COMPUTE, t0, t1);
-    if (n > 0) record(a, s, "kv_fwd", TL_COMM, tc, t2);
+    if (src >= 0) record(a, s, "attn", TL_COMPUTE, t0, t1);
+    if (n > 0) record(a, s, "kv_send", dist_batch_stream(a, ops, n), tc, t2);
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
   }
   return SR_OK;
@@ -139,11 +139,13 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
   const float *cur = a->kv_own;
   comm_pending apend = {0};  // accumulator sends of the previous step (and the receive for this step)
   double t_acc = 0;          // when that batch was posted (0: none)
+  int acc_sid = TL_INTRA;
   int p = 0;
   for (int s = 0; s < rp->n_steps; s++) {
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
     float *rbuf = post_kv(a, s, TAG_KV_BWD, cur, ops, &n);
+    int kv_sid = dist_batch_stream(a, ops, n);
     comm_pending kpend;
     double tc = sr_now();
     if (comm_p2p_start(a->c, ops, n, &kpend, e)) goto fail;
@@ -168,7 +170,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
       t1 = sr_now();
       // Accumulators of the earlier holders of this shard: arrived during the compute, or kept here.
       if (comm_p2p_wait(a->c, &apend, e)) goto fail;
-      if (t_acc > 0) record(a, s - 1, "dkv_bwd", TL_COMM, t_acc, sr_now());
+      if (t_acc > 0) record(a, s - 1, "dkv_send", acc_sid, t_acc, sr_now());
       t_acc = 0;
       int af = rp->acc_from[i];
       const float *in = af == me ? a->acc[1 - p] : af >= 0 ? a->acc_in[s % 2] : NULL;
@@ -176,7 +178,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
         for (int64_t x = 0; x < elems; x++) P[x] += in[x];
     } else {
       if (comm_p2p_wait(a->c, &apend, e)) goto fail;
-      if (t_acc > 0) record(a, s - 1, "dkv_bwd", TL_COMM, t_acc, sr_now());
+      if (t_acc > 0) record(a, s - 1, "dkv_send", acc_sid, t_acc, sr_now());
       t_acc = 0;
     }
     // Pass the accumulators on (or home), and receive the next step's.
@@ -207,18 +209,18 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
         ops[n++] = op;
       }
     }
-    if (n > 0) t_acc = sr_now();
+    if (n > 0) t_acc = sr_now(), acc_sid = dist_batch_stream(a, ops, n);
     if (comm_p2p_start(a->c, ops, n, &apend, e)) goto fail;
     a->st.bytes_sent += apend.bytes_sent;
     if (comm_p2p_wait(a->c, &kpend, e)) goto fail;
     double t2 = sr_now();
     if (src >= 0) record(a, s, "attn_bwd", TL_COMPUTE, t0, t1);
-    if (kpend.bytes_sent + kpend.bytes_recv > 0) record(a, s, "kv_bwd", TL_COMM, tc, t2);
+    if (kpend.bytes_sent + kpend.bytes_recv > 0) record(a, s, "kv_send", kv_sid, tc, t2);
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
     if (src >= 0) p = 1 - p;
   }
   if (comm_p2p_wait(a->c, &apend, e)) goto fail;
-  if (t_acc > 0) record(a, rp->n_steps - 1, "dkv_bwd", TL_COMM, t_acc, sr_now());
+  if (t_acc > 0) record(a, rp->n_steps - 1, "dkv_send", acc_sid, t_acc, sr_now());
   for (int f0 = 0; f0 < n_flush; f0 += COMM_MAX_BATCH * 2) {  // bounded waits, a batch at a time
     comm_pending all = {0};
     all.n_req = n_flush - f0 < COMM_MAX_BATCH * 2 ? n_flush - f0 : COMM_MAX_BATCH * 2;

@@ -36,7 +36,9 @@ void timeline_free(timeline *t) {
   memset(t, 0, sizeof *t);
 }
 
-const char *timeline_stream_name(int stream) { return stream == TL_COMM ? "comm" : "compute"; }
+const char *timeline_stream_name(int stream) {
+  return stream == TL_INTER ? "inter" : stream == TL_INTRA ? "intra" : "compute";
+}
 
 static int by_rank_then_time(const void *x, const void *y) {
   const tl_event *a = x, *b = y;

@@ -4,21 +4,22 @@
 //
 // Each rank records its own events (host clock on CPU, CUDA events on GPU, converted to host time
 // when the layer is done); timeline_write gathers them to rank 0, which writes both files atomically.
-#ifndef SR_TIMELINE_H
-#define SR_TIMELINE_H
+#ifndef SR_EXEC_TIMELINE_H
+#define SR_EXEC_TIMELINE_H
 
 #include <stdint.h>
 
 #include "exec/comm.h"
 #include "plan/error.h"
 
-// Stream ids (tid in the Chrome trace; the CSV writes the name).
-enum { TL_COMPUTE = 0, TL_COMM = 1 };
+// Stream ids (tid in the Chrome trace; the CSV writes the name), numbered as the simulator's streams
+// (compute, intra, inter) so both timelines line up.
+enum { TL_COMPUTE = 0, TL_INTRA = 1, TL_INTER = 2 };
 
 typedef struct {
   int32_t run, layer, rank, step;
-  int32_t stream;     // TL_COMPUTE or TL_COMM
-  char phase[24];     // "attn_fwd", "attn_bwd", "kv_fwd", "kv_bwd", "a2a_fwd", "a2a_bwd", ...
+  int32_t stream;     // TL_COMPUTE, TL_INTRA or TL_INTER
+  char phase[24];     // the simulator's names: "attn", "attn_bwd", "kv_send", "dkv_send", "a2a"
   double start_us;    // since the run's origin (the barrier before the first layer)
   double dur_us;
 } tl_event;
@@ -37,7 +38,7 @@ int timeline_add(timeline *t, int layer, int rank, int step, const char *phase, 
                  double end_s);
 // Release a timeline's events.
 void timeline_free(timeline *t);
-// Name of a stream id ("compute", "comm").
+// Name of a stream id ("compute", "intra", "inter").
 const char *timeline_stream_name(int stream);
 // Gather every rank's events to rank 0 and write csv_path and/or json_path there (NULL skips one).
 int timeline_write(timeline *t, comm *c, const char *csv_path, const char *json_path, sr_error *e);

@@ -57,7 +57,8 @@ int tlc_read_csv(const char *path, tlc_timeline *t, sr_error *e) {
       for (int i = 0; i < 8; i++) {
         if (col_of[i] != k) continue;
         got++;
-        if (i == 4) snprintf(x->phase, sizeof x->phase, "%s", f);
+        if (i == 0) snprintf(x->run, sizeof x->run, "%s", f);
+        else if (i == 4) snprintf(x->phase, sizeof x->phase, "%s", f);
         else if (i == 5) snprintf(x->stream, sizeof x->stream, "%s", f);
         else {
           double v = strtod(f, &end);
@@ -67,8 +68,7 @@ int tlc_read_csv(const char *path, tlc_timeline *t, sr_error *e) {
             free(text), tlc_free(t);
             return sr_input_error(e, path, field, "'%s' is not a number", f);
           }
-          if (i == 0) x->run = (int32_t)v;
-          else if (i == 1) x->layer = (int32_t)v;
+          if (i == 1) x->layer = (int32_t)v;
           else if (i == 2) x->rank = (int32_t)v;
           else if (i == 3) x->step = (int32_t)v;
           else if (i == 6) x->start_us = v;
@@ -117,13 +117,13 @@ static int cell_cmp(const void *x, const void *y) {
 }
 
 // Cells per (layer, step, phase, rank) with phase "" holding the step's span; sorted.
-static cell *cells_of(const tlc_timeline *t, int run, int64_t *n_out) {
+static cell *cells_of(const tlc_timeline *t, const char *run, int64_t *n_out) {
   cell *c = malloc(sizeof(cell) * (size_t)(2 * t->n + 1));
   int64_t n = 0;
   if (!c) return NULL;
   for (int64_t i = 0; i < t->n; i++) {
     const tlc_event *x = &t->ev[i];
-    if (run >= 0 && x->run != run) continue;
+    if (run && strcmp(x->run, run) != 0) continue;
     for (int span = 0; span < 2; span++) {
       cell k = {x->layer, x->step, x->rank, "", x->dur_us, x->start_us, x->start_us + x->dur_us};
       if (!span) snprintf(k.phase, sizeof k.phase, "%s", x->phase);
@@ -168,7 +168,7 @@ static int add_named(named **v, int *n, int *cap, const char *name, double us) {
 }
 
 // Per phase (sum over steps of the max over ranks) and per step (max over ranks of the span).
-static int aggregate(const tlc_timeline *t, int run, named **phases, int *np, named **steps, int *ns, double *total) {
+static int aggregate(const tlc_timeline *t, const char *run, named **phases, int *np, named **steps, int *ns, double *total) {
   int64_t n;
   cell *c = cells_of(t, run, &n);
   if (!c) return -1;
@@ -236,8 +236,8 @@ static void match(const named *p, int np, const named *m, int nm, tlc_row *rows,
   if (!cnt) *mx = NAN;
 }
 
-int tlc_compare(const tlc_timeline *pred, const tlc_timeline *meas, int run_pred, int run_meas, tlc_report *r,
-                sr_error *e) {
+int tlc_compare(const tlc_timeline *pred, const tlc_timeline *meas, const char *run_pred, const char *run_meas,
+                tlc_report *r, sr_error *e) {
   memset(r, 0, sizeof *r);
   named *pp, *ps, *mp, *ms;
   int npp, nps, nmp, nms;

@@ -14,7 +14,8 @@
 #include "plan/error.h"
 
 typedef struct {
-  int32_t run, layer, rank, step;
+  char run[64];             // the simulator writes a run name, the executor a run number: kept as text
+  int32_t layer, rank, step;
   char phase[32], stream[16];
   double start_us, dur_us;
 } tlc_event;
@@ -45,9 +46,9 @@ typedef struct {
   char only_predicted[256], only_measured[256];  // phase names present on one side only (comma-separated)
 } tlc_report;
 
-// Compare predicted vs measured, restricted to one run number of each (run < 0: all rows).
-int tlc_compare(const tlc_timeline *pred, const tlc_timeline *meas, int run_pred, int run_meas, tlc_report *r,
-                sr_error *e);
+// Compare predicted vs measured, restricted to one run of each (NULL: all rows).
+int tlc_compare(const tlc_timeline *pred, const tlc_timeline *meas, const char *run_pred, const char *run_meas,
+                tlc_report *r, sr_error *e);
 // Release a report's arrays.
 void tlc_report_free(tlc_report *r);
 

@@ -43,7 +43,7 @@ TEST(timeline_compare_phase_time_is_sum_over_steps_of_slowest_rank) {
   CHECK_EQ_INT(tlc_read_csv(write_tmp("p.csv", pred_csv), &p, &e), SR_OK);
   CHECK_EQ_INT(tlc_read_csv(write_tmp("m.csv", meas_csv), &m, &e), SR_OK);
   tlc_report r;
-  CHECK_EQ_INT(tlc_compare(&p, &m, -1, -1, &r, &e), SR_OK);
+  CHECK_EQ_INT(tlc_compare(&p, &m, NULL, NULL, &r, &e), SR_OK);
   CHECK_EQ_INT(r.n_phases, 2);
   for (int i = 0; i < r.n_phases; i++) {
     if (strcmp(r.phases[i].name, "attn_fwd") == 0) {
@@ -78,6 +78,23 @@ TEST(timeline_compare_rejects_a_csv_without_the_timeline_columns) {
   CHECK_EQ_INT(tlc_read_csv(write_tmp("bad2.csv", "run,layer,rank,step,phase,stream,start_us,dur_us\n0,0,0,zero,a,b,1,2\n"), &t, &e),
                SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "line 2: step");
+}
+
+TEST(timeline_compare_selects_runs_by_name_as_the_simulator_writes_them) {
+  // The simulator names its run ("mtraining"); only that run's rows count.
+  const char *p_csv = "run,layer,rank,step,phase,stream,start_us,dur_us\n"
+                      "mtraining,0,0,0,attn,compute,0,100\nother,0,0,0,attn,compute,0,900\n";
+  const char *m_csv = "run,layer,rank,step,phase,stream,start_us,dur_us\n0,0,0,0,attn,compute,0,80\n";
+  tlc_timeline p, m;
+  sr_error e = {0};
+  CHECK_EQ_INT(tlc_read_csv(write_tmp("p.csv", p_csv), &p, &e), SR_OK);
+  CHECK_EQ_INT(tlc_read_csv(write_tmp("m.csv", m_csv), &m, &e), SR_OK);
+  tlc_report r;
+  CHECK_EQ_INT(tlc_compare(&p, &m, "mtraining", "0", &r, &e), SR_OK);
+  CHECK_EQ_INT(r.n_phases, 1);
+  CHECK_NEAR(r.phases[0].rel_err, 0.25, 1e-12);  // (100 - 80) / 80
+  tlc_report_free(&r);
+  tlc_free(&p), tlc_free(&m);
 }
 
 TEST(compare_cli_prints_phase_errors_and_their_mean) {

@@ -126,19 +126,21 @@ TEST(exec_mpi_timeline_has_one_row_per_rank_step_and_stream) {
   sr_error e = {0};
   CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
   CHECK(strncmp(text, "run,layer,rank,step,phase,stream,start_us,dur_us\n", 49) == 0);
-  // 3 ranks x 3 steps of compute, forward and backward; transfers at steps 0 and 1 (the last step
-  // starts none), forward and backward.
+  // 3 ranks x 3 steps of compute, forward and backward (the simulator's phase names); KV transfers at
+  // steps 0 and 1 (the last step starts none) forward and backward: 12 kv_send rows; dK/dV hops after
+  // steps 0 and 1 and the final flush home after step 2: 9 dkv_send rows. One node: all "intra".
   int attn_fwd = 0, attn_bwd = 0, kv_fwd = 0, kv_bwd = 0;
   for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-    attn_fwd += strstr(line, ",attn_fwd,compute,") != NULL;
+    // Forward rows come before backward rows of the same rank in time; count by phase.
+    attn_fwd += strstr(line, ",attn,compute,") != NULL;
     attn_bwd += strstr(line, ",attn_bwd,compute,") != NULL;
-    kv_fwd += strstr(line, ",kv_fwd,comm,") != NULL;
-    kv_bwd += strstr(line, ",kv_bwd,comm,") != NULL;
+    kv_fwd += strstr(line, ",kv_send,intra,") != NULL;
+    kv_bwd += strstr(line, ",dkv_send,intra,") != NULL;
   }
   CHECK_EQ_INT(attn_fwd, 9);
   CHECK_EQ_INT(attn_bwd, 9);
-  CHECK_EQ_INT(kv_fwd, 6);
-  CHECK_EQ_INT(kv_bwd, 6);
+  CHECK_EQ_INT(kv_fwd, 12);
+  CHECK_EQ_INT(kv_bwd, 9);
   free(text);
   CHECK_EQ_INT(sr_read_file(json, &text, NULL, &e), SR_OK);
   CHECK_STR_CONTAINS(text, "\"traceEvents\"");
