@@ -26,6 +26,9 @@ int exec_plan_load(const exec_args *a, const char *layout, const char *schedule,
   } else {
     plan_spec s;
     plan_spec_defaults(&s);
+    // A named strategy sets layout, schedule and pattern; explicit flags then override them.
+    const char *strategy = exec_get(a, "strategy", NULL);
+    if (strategy && plan_spec_apply_strategy(&s, strategy, e)) return e->code;
     int64_t inner, uly, seed;
     const char *seq = exec_get(a, "seq", NULL);
     if (!seq) return sr_input_error(e, NULL, "--seq", "required (or give --plan FILE)");
@@ -42,7 +45,7 @@ int exec_plan_load(const exec_args *a, const char *layout, const char *schedule,
     if (schedule) snprintf(s.schedule, sizeof s.schedule, "%s", schedule);
     if (pattern_src) snprintf(s.pattern, sizeof s.pattern, "%s", pattern_src);
     if (exec_has(a, "skip-empty-sends")) s.skip_empty_sends = 1;
-    snprintf(s.strategy, sizeof s.strategy, "custom");
+    if (!strategy) snprintf(s.strategy, sizeof s.strategy, "custom");
     rc = plan_build(&s, p, e);
   }
   if (rc) return rc;

@@ -1,5 +1,5 @@
 // exec_plan.h — the plan an executor command runs: read from --plan FILE, or built from the same
-// flags as `sparsering plan` (--model --cluster --seq --layout --schedule --inner --ulysses --pattern
+// flags as `sparsering plan` (--strategy, then --model --cluster --seq --layout --schedule --inner --ulysses --pattern
 // --seed --skip-empty-sends), and the layer patterns it implies (pattern_source_load: traces or the planner's parser).
 #ifndef SR_EXEC_PLAN_H
 #define SR_EXEC_PLAN_H
@@ -9,7 +9,7 @@
 #include "plan/plan.h"
 
 // Flags and switches exec_plan_load reads (splice into a command's lists).
-#define EXEC_PLAN_FLAGS "plan", "model", "cluster", "seq", "layout", "schedule", "inner", "ulysses", "pattern", "seed"
+#define EXEC_PLAN_FLAGS "plan", "strategy", "model", "cluster", "seq", "layout", "schedule", "inner", "ulysses", "pattern", "seed"
 #define EXEC_PLAN_SWITCHES "skip-empty-sends"
 
 // Read or build the plan, then its pattern (every layer). layout/schedule/pattern, when not NULL,
