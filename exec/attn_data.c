@@ -82,9 +82,19 @@ static double lse_err(const float *got, const float *ref_t, int64_t N, int H) {
   return worst;
 }
 
-int attn_check_layer(const plan *p, const pattern *pat, int layer, uint64_t seed, comm *c, const float *o,
-                     const float *lse, const float *dq, const float *dk, const float *dv, attn_errors *err,
-                     sr_error *e) {
+// Round to the nearest bf16 (ties to even) and back: what the GPU run saw.
+static void round_bf16(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x[i], &u, 4);
+  }
+}
+
+int attn_check_layer(const plan *p, const pattern *pat, int layer, uint64_t seed, int bf16_inputs, comm *c,
+                     const float *o, const float *lse, const float *dq, const float *dk, const float *dv,
+                     attn_errors *err, sr_error *e) {
   const model_config *m = &p->model;
   const layout *l = &p->layout;
   int H = (int)m->num_heads, Hkv = (int)m->num_kv_heads, d = (int)m->head_dim;
@@ -127,6 +137,10 @@ int attn_check_layer(const plan *p, const pattern *pat, int layer, uint64_t seed
   attn_data_fill(seed, layer, ATTN_V, pos, N, Hkv, d, in[2]);
   attn_data_fill(seed, layer, ATTN_DO, pos, N, H, d, in[3]);
   free(pos);
+  if (bf16_inputs) {
+    round_bf16(in[0], (int64_t)qsz), round_bf16(in[1], (int64_t)ksz);
+    round_bf16(in[2], (int64_t)ksz), round_bf16(in[3], (int64_t)qsz);
+  }
   float scale = 1.0f / sqrtf((float)d);
   if (dense_attn_fwd(pat, layer, N, H, Hkv, d, scale, in[0], in[1], in[2], ref[0], ref[1]) ||
       dense_attn_bwd(pat, layer, N, H, Hkv, d, scale, in[0], in[1], in[2], ref[0], ref[1], in[3], ref[2], ref[3],

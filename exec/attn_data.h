@@ -25,9 +25,11 @@ typedef struct {
 } attn_errors;
 
 // Gather every rank's O, LSE, dQ, dK, dV (host fp32, local order) to rank 0, compute the dense
-// reference there and compare. Collective over c; *err is filled on rank 0 only.
-int attn_check_layer(const plan *p, const pattern *pat, int layer, uint64_t seed, comm *c, const float *o,
-                     const float *lse, const float *dq, const float *dk, const float *dv, attn_errors *err,
-                     sr_error *e);
+// reference there and compare. bf16_inputs: the run saw Q, K, V, dO rounded to bf16 (CUDA backend),
+// so the reference takes the same rounded inputs and the errors measure the kernels alone.
+// Collective over c; *err is filled on rank 0 only.
+int attn_check_layer(const plan *p, const pattern *pat, int layer, uint64_t seed, int bf16_inputs, comm *c,
+                     const float *o, const float *lse, const float *dq, const float *dk, const float *dv,
+                     attn_errors *err, sr_error *e);
 
 #endif
