@@ -24,8 +24,19 @@ static int64_t sort_unique(int32_t *v, int64_t n) {
 }
 
 void sa_bar_chunks_free(sa_bar_chunks *b) {
-  free(b->chunk_kvh), free(b->chunk_n), free(b->chunk_key), free(b->slot_entry), free(b->q_cnt), free(b->q_idx);
+  free(b->hc_head), free(b->hc_first), free(b->hc_n), free(b->hc_q_cnt), free(b->hc_q_idx);
+  free(b->chunk_kvh), free(b->chunk_n), free(b->chunk_key), free(b->slot_entry);
   memset(b, 0, sizeof *b);
+}
+
+// Grow an array of elem-byte items to hold n; returns 0 or -1 (the old block stays valid).
+static int grow(void **p, int64_t *cap, int64_t n, size_t elem) {
+  if (n <= *cap) return 0;
+  int64_t c = 2 * n + 64;
+  void *q = realloc(*p, elem * (size_t)c);
+  if (!q) return -1;
+  *p = q, *cap = c;
+  return 0;
 }
 
 int sa_bar_chunks_build(const tile_index_t *t, int32_t heads, int32_t kv_heads, sa_bar_chunks *out, sr_error *e) {
@@ -36,15 +47,42 @@ int sa_bar_chunks_build(const tile_index_t *t, int32_t heads, int32_t kv_heads, 
     return sr_input_error(e, NULL, "heads", "transposed index built for %d heads, shape has %d", t->heads, heads);
   int group = heads / kv_heads, ih_n = t->heads;
   int64_t nk = t->n_bar_keys;
+  out->group = group, out->scratch_heads = ih_n == 1 ? heads : 1;
   // Entries of index head ih are bar_key[hb[ih] .. hb[ih+1]) (sorted by (head, key)).
   int64_t *hb = calloc((size_t)ih_n + 1, sizeof *hb);
   int32_t *keys = malloc(sizeof(int32_t) * (size_t)(nk * group + 1));
   unsigned char *mark = calloc((size_t)t->n_qtiles + 1, 1);  // query tiles already in the current union
-  int32_t *ck = NULL, *cn = NULL, *kv = NULL, *slot = NULL, *qi = NULL;
-  int64_t *qc = NULL, n_chunks = 0, cap = 0, nq = 0, qcap = 0;
+  int64_t cap_q = 0, cap_c = 0, nq = 0, nh = 0, nc = 0, cap_hq = 0, cap_k = 0, cap_s = 0, cap_n = 0;
+  int64_t cap_kv = 0, cap_hh = 0, cap_hf = 0;
   if (!hb || !keys || !mark) goto oom;
   for (int64_t i = 0; i < nk; i++) hb[t->bar_key_head[i] + 1]++;
   for (int i = 0; i < ih_n; i++) hb[i + 1] += hb[i];
+
+  // Compute chunks, per query head.
+  for (int h = 0; h < heads; h++) {
+    int ih = ih_n == 1 ? 0 : h;
+    for (int64_t f = hb[ih]; f < hb[ih + 1]; f += CHUNK, nh++) {
+      int cnt = hb[ih + 1] - f < CHUNK ? (int)(hb[ih + 1] - f) : CHUNK;
+      if (grow((void **)&out->hc_head, &cap_hh, nh + 1, 4) || grow((void **)&out->hc_first, &cap_hf, nh + 1, 4) ||
+          grow((void **)&out->hc_n, &cap_n, nh + 1, 4) || grow((void **)&out->hc_q_cnt, &cap_hq, nh + 2, 8))
+        goto oom;
+      out->hc_head[nh] = h, out->hc_first[nh] = (int32_t)f, out->hc_n[nh] = cnt, out->hc_q_cnt[nh] = nq;
+      int64_t q0 = nq;
+      for (int64_t x = f; x < f + cnt; x++)
+        for (int64_t y = t->bar_q_cnt[x]; y < t->bar_q_cnt[x + 1]; y++) {
+          int32_t qt = t->bar_q_idx[y];
+          if (mark[qt]) continue;
+          if (grow((void **)&out->hc_q_idx, &cap_q, nq + 1, 4)) goto oom;
+          mark[qt] = 1, out->hc_q_idx[nq++] = qt;
+        }
+      qsort(out->hc_q_idx + q0, (size_t)(nq - q0), sizeof(int32_t), cmp_i32);
+      for (int64_t x = q0; x < nq; x++) mark[out->hc_q_idx[x]] = 0;
+    }
+  }
+  if (grow((void **)&out->hc_q_cnt, &cap_hq, nh + 2, 8)) goto oom;
+  out->hc_q_cnt[nh] = nq, out->n_hchunks = (int32_t)nh;
+
+  // Reduce chunks, per KV head.
   for (int kvh = 0; kvh < kv_heads; kvh++) {
     int64_t n = 0;
     for (int gi = 0; gi < group; gi++) {
@@ -52,29 +90,16 @@ int sa_bar_chunks_build(const tile_index_t *t, int32_t heads, int32_t kv_heads, 
       for (int64_t x = hb[ih]; x < hb[ih + 1]; x++) keys[n++] = t->bar_key[x];
     }
     n = sort_unique(keys, n);
-    for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
-      if (n_chunks == cap) {
-        cap = cap ? 2 * cap : 64;
-        int32_t *a1 = realloc(ck, sizeof(int32_t) * (size_t)(cap * CHUNK)), *a2;
-        if (!a1) goto oom;
-        ck = a1;
-        if (!(a1 = realloc(cn, sizeof(int32_t) * (size_t)cap))) goto oom;
-        cn = a1;
-        if (!(a1 = realloc(kv, sizeof(int32_t) * (size_t)cap))) goto oom;
-        kv = a1;
-        if (!(a2 = realloc(slot, sizeof(int32_t) * (size_t)(cap * group * CHUNK)))) goto oom;
-        slot = a2;
-        int64_t *a3 = realloc(qc, sizeof(int64_t) * (size_t)(cap * group + 1));
-        if (!a3) goto oom;
-        qc = a3;
-      }
+    for (int64_t c0 = 0; c0 < n; c0 += CHUNK, nc++) {
+      if (grow((void **)&out->chunk_kvh, &cap_kv, nc + 1, 4) || grow((void **)&out->chunk_n, &cap_c, nc + 1, 4) ||
+          grow((void **)&out->chunk_key, &cap_k, (nc + 1) * CHUNK, 4) ||
+          grow((void **)&out->slot_entry, &cap_s, (nc + 1) * group * CHUNK, 4))
+        goto oom;
       int cnt = n - c0 < CHUNK ? (int)(n - c0) : CHUNK;
-      kv[n_chunks] = kvh, cn[n_chunks] = cnt;
-      for (int r = 0; r < CHUNK; r++) ck[n_chunks * CHUNK + r] = r < cnt ? keys[c0 + r] : -1;
+      out->chunk_kvh[nc] = kvh, out->chunk_n[nc] = cnt;
+      for (int r = 0; r < CHUNK; r++) out->chunk_key[nc * CHUNK + r] = r < cnt ? keys[c0 + r] : -1;
       for (int gi = 0; gi < group; gi++) {
         int ih = ih_n == 1 ? 0 : kvh * group + gi;
-        int64_t cg = n_chunks * group + gi, q0 = nq;
-        qc[cg] = nq;
         for (int r = 0; r < CHUNK; r++) {
           int32_t ent = -1;
           if (r < cnt) {  // binary search of the key among head ih's sorted bar keys
@@ -86,32 +111,16 @@ int sa_bar_chunks_build(const tile_index_t *t, int32_t heads, int32_t kv_heads, 
             }
             if (lo < hb[ih + 1] && t->bar_key[lo] == keys[c0 + r]) ent = (int32_t)lo;
           }
-          slot[cg * CHUNK + r] = ent;
-          if (ent < 0) continue;
-          int64_t m = t->bar_q_cnt[ent + 1] - t->bar_q_cnt[ent];
-          if (nq + m > qcap) {
-            qcap = 2 * (nq + m) + 64;
-            int32_t *a = realloc(qi, sizeof(int32_t) * (size_t)qcap);
-            if (!a) goto oom;
-            qi = a;
-          }
-          for (int64_t x = t->bar_q_cnt[ent]; x < t->bar_q_cnt[ent + 1]; x++)
-            if (!mark[t->bar_q_idx[x]]) mark[t->bar_q_idx[x]] = 1, qi[nq++] = t->bar_q_idx[x];
+          out->slot_entry[(nc * group + gi) * CHUNK + r] = ent;
         }
-        // The union, sorted: sort the few new entries, then clear their marks.
-        qsort(qi + q0, (size_t)(nq - q0), sizeof(int32_t), cmp_i32);
-        for (int64_t x = q0; x < nq; x++) mark[qi[x]] = 0;
       }
-      n_chunks++;
     }
   }
-  if (!qc && !(qc = malloc(sizeof(int64_t)))) goto oom;
-  qc[n_chunks * group] = nq;
+  out->n_chunks = (int32_t)nc;
   free(hb), free(keys), free(mark);
-  out->n_chunks = (int32_t)n_chunks, out->group = group;
-  out->chunk_kvh = kv, out->chunk_n = cn, out->chunk_key = ck, out->slot_entry = slot, out->q_cnt = qc, out->q_idx = qi;
   return SR_OK;
 oom:
-  free(hb), free(keys), free(mark), free(ck), free(cn), free(kv), free(slot), free(qc), free(qi);
+  free(hb), free(keys), free(mark);
+  sa_bar_chunks_free(out);
   return sr_internal_error(e, 0, "bar chunks: out of memory");
 }

@@ -78,8 +78,9 @@ int sa_gpu_index_t_upload(const tile_index_t *h, int32_t heads, int32_t kv_heads
   if (rc) return rc;
   out->d = *h;
   int64_t nkv = (int64_t)h->heads * h->n_kvtiles, nq = h->kv_cnt[nkv], nb = h->n_bar_keys;
-  int64_t ng = (int64_t)bc.n_chunks * bc.group;
+  int64_t ns = (int64_t)bc.n_chunks * bc.group * 64;
   out->bc = bc;
+  out->bc.scratch = NULL;
   if (!rc) rc = to_dev(&out->d.kv_cnt, h->kv_cnt, nkv + 1, e);
   if (!rc) rc = to_dev(&out->d.q_idx, h->q_idx, nq, e);
   if (!rc) rc = to_dev(&out->d.q_kind, h->q_kind, nq, e);
@@ -87,12 +88,17 @@ int sa_gpu_index_t_upload(const tile_index_t *h, int32_t heads, int32_t kv_heads
   if (!rc) rc = to_dev(&out->d.bar_key, h->bar_key, nb, e);
   if (!rc) rc = to_dev(&out->d.bar_q_cnt, h->bar_q_cnt, nb + 1, e);
   if (!rc) rc = to_dev(&out->d.bar_q_idx, h->bar_q_idx, h->bar_q_cnt[nb], e);
+  if (!rc) rc = to_dev(&out->bc.hc_head, bc.hc_head, bc.n_hchunks, e);
+  if (!rc) rc = to_dev(&out->bc.hc_first, bc.hc_first, bc.n_hchunks, e);
+  if (!rc) rc = to_dev(&out->bc.hc_n, bc.hc_n, bc.n_hchunks, e);
+  if (!rc) rc = to_dev(&out->bc.hc_q_cnt, bc.hc_q_cnt, (int64_t)bc.n_hchunks + 1, e);
+  if (!rc) rc = to_dev(&out->bc.hc_q_idx, bc.hc_q_idx, bc.hc_q_cnt[bc.n_hchunks], e);
   if (!rc) rc = to_dev(&out->bc.chunk_kvh, bc.chunk_kvh, bc.n_chunks, e);
   if (!rc) rc = to_dev(&out->bc.chunk_n, bc.chunk_n, bc.n_chunks, e);
   if (!rc) rc = to_dev(&out->bc.chunk_key, bc.chunk_key, (int64_t)bc.n_chunks * 64, e);
-  if (!rc) rc = to_dev(&out->bc.slot_entry, bc.slot_entry, ng * 64, e);
-  if (!rc) rc = to_dev(&out->bc.q_cnt, bc.q_cnt, ng + 1, e);
-  if (!rc) rc = to_dev(&out->bc.q_idx, bc.q_idx, bc.q_cnt[ng], e);
+  if (!rc) rc = to_dev(&out->bc.slot_entry, bc.slot_entry, ns, e);
+  // Scratch for the bar entries' partial dK, dV (head_dim up to 128).
+  if (!rc) rc = to_dev(&out->bc.scratch, (const float *)NULL, (int64_t)bc.scratch_heads * nb * 2 * 128, e);
   sa_bar_chunks_free(&bc);
   return rc;
 }
@@ -100,8 +106,9 @@ int sa_gpu_index_t_upload(const tile_index_t *h, int32_t heads, int32_t kv_heads
 void sa_gpu_index_t_free(sa_gpu_index_t *g) {
   cudaFree(g->d.kv_cnt), cudaFree(g->d.q_idx), cudaFree(g->d.q_kind), cudaFree(g->d.bar_key_head);
   cudaFree(g->d.bar_key), cudaFree(g->d.bar_q_cnt), cudaFree(g->d.bar_q_idx);
-  cudaFree(g->bc.chunk_kvh), cudaFree(g->bc.chunk_n), cudaFree(g->bc.chunk_key), cudaFree(g->bc.slot_entry);
-  cudaFree(g->bc.q_cnt), cudaFree(g->bc.q_idx);
+  cudaFree(g->bc.hc_head), cudaFree(g->bc.hc_first), cudaFree(g->bc.hc_n), cudaFree(g->bc.hc_q_cnt);
+  cudaFree(g->bc.hc_q_idx), cudaFree(g->bc.chunk_kvh), cudaFree(g->bc.chunk_n), cudaFree(g->bc.chunk_key);
+  cudaFree(g->bc.slot_entry), cudaFree(g->bc.scratch);
   memset(g, 0, sizeof *g);
 }
 

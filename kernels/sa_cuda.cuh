@@ -100,6 +100,53 @@ __device__ __forceinline__ void sa_mma_pb(float (*acc)[4], const float (*p)[4], 
   }
 }
 
+// The same two products for MT 16-row tiles of one warp at once: each B fragment read from shared
+// memory feeds MT tensor-core instructions, which halves shared-memory traffic per flop at MT = 2.
+// acc[m][N/8][4] += A[m] (one 16-wide k step, fragments) * B^T, B = N rows x 16 columns at b.
+template <int N, int MT>
+__device__ __forceinline__ void sa_mma_abt_k16(float (*acc)[N / 8][4], const uint32_t (*a)[4],
+                                               const __nv_bfloat16 *b, int stride, int lane) {
+  int mat = lane >> 3, row = (lane & 7) + (mat >> 1) * 8, col = (mat & 1) * 8;
+#pragma unroll
+  for (int n = 0; n < N / 16; n++) {
+    uint32_t r[4];
+    sa_ldmatrix_x4(r, b + (n * 16 + row) * stride + col);
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      sa_mma(acc[m][2 * n], a[m], r[0], r[1]);
+      sa_mma(acc[m][2 * n + 1], a[m], r[2], r[3]);
+    }
+  }
+}
+
+// acc[m][D/8][4] += P[m] (16 x K accumulators) * B, B = K x D row-major at b.
+template <int K, int D, int MT>
+__device__ __forceinline__ void sa_mma_pb_mt(float (*acc)[D / 8][4], const float (*p)[K / 8][4],
+                                             const __nv_bfloat16 *b, int stride, int lane) {
+  int mat = lane >> 3, row = (lane & 7) + (mat & 1) * 8, col = (mat >> 1) * 8;
+#pragma unroll
+  for (int kk = 0; kk < K / 16; kk++) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      a[m][0] = sa_pack_bf16(p[m][2 * kk][0], p[m][2 * kk][1]);
+      a[m][1] = sa_pack_bf16(p[m][2 * kk][2], p[m][2 * kk][3]);
+      a[m][2] = sa_pack_bf16(p[m][2 * kk + 1][0], p[m][2 * kk + 1][1]);
+      a[m][3] = sa_pack_bf16(p[m][2 * kk + 1][2], p[m][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int n = 0; n < D / 16; n++) {
+      uint32_t r[4];
+      sa_ldmatrix_x4_trans(r, b + (kk * 16 + row) * stride + n * 16 + col);
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        sa_mma(acc[m][2 * n], a[m], r[0], r[1]);
+        sa_mma(acc[m][2 * n + 1], a[m], r[2], r[3]);
+      }
+    }
+  }
+}
+
 // ---- the chunks of one cell ----------------------------------------------------------------------
 
 // Chunks of a cell: 2 per tile entry (its two 64-key halves), then ceil(bars / 64) gathered bar chunks.
@@ -169,14 +216,16 @@ __device__ __forceinline__ void sa_load_rows(__nv_bfloat16 *s, const __nv_bfloat
   }
 }
 
-// Keep bits of a thread's 32 elements of a 16 x 64 score tile in accumulator layout: bit n*4+e is
-// row qp[e/2], column n*8 + 2t + e%2, whose key position is kp[col] (-1: no key). FULL keeps every
-// present key, BAR applies the causal mask, PARTIAL the head's element mask (causal when NULL).
+// Keep bits of a thread's elements of a 16-row score tile over NT n8 tiles in accumulator layout:
+// bit n*4+e is row qp[e/2], column n*8 + 2t + e%2, whose key position is kp[col] (-1: no key). FULL
+// keeps every present key, BAR applies the causal mask, PARTIAL the head's element mask (causal
+// when NULL). A rolled loop, so the pattern's predicate is compiled once.
+template <int NT = SA_BN / 8>
 __device__ __forceinline__ uint32_t sa_keep_bits(int kind, const head_mask *mask, const int64_t *qp,
                                                  const int64_t *kp, int t) {
   uint32_t bits = 0;
 #pragma unroll 1
-  for (int i = 0; i < 32; i++) {
+  for (int i = 0; i < NT * 4; i++) {
     int col = (i >> 2) * 8 + 2 * t + (i & 1);
     int64_t k = kp[col], q = (i & 2) ? qp[1] : qp[0];
     int keep = k >= 0 && (kind == SA_CHUNK_FULL ? 1 : kind == SA_CHUNK_BAR || !mask ? k <= q : sa_mask_keeps(mask, q, k));

@@ -56,18 +56,26 @@ typedef struct {
   int64_t cells;
 } sa_gpu_index;
 
-// Bar keys of the transposed index regrouped for the deterministic dK/dV of bars: per KV head,
-// distinct bar keys in chunks of 64; per (chunk, query head of the group) the union of query tiles,
-// and per (chunk slot, head of group) the bar entry of tile_index_t (-1: not a bar of that head).
+// Bar keys of the transposed index regrouped for the deterministic dK/dV of bars. Compute chunks:
+// up to 64 consecutive bar entries of one query head with the union of their query tiles; each CTA
+// writes the partial dK/dV of its entries into a scratch row of its own. Reduce chunks: per KV head,
+// the distinct bar keys of its GQA group, 64 a chunk, with per (chunk, head of group, slot) the bar
+// entry to sum (-1: none), so one thread sums a key's heads in a fixed order into dK/dV.
 typedef struct {
-  int32_t n_chunks;
   int32_t group;          // query heads per KV head
+  int32_t scratch_heads;  // 1, or heads when the index serves every head (scratch per head)
+  int32_t n_hchunks;
+  int32_t *hc_head;       // [n_hchunks] query head
+  int32_t *hc_first;      // [n_hchunks] first bar entry (index into bar_key)
+  int32_t *hc_n;          // [n_hchunks] entries (<= 64)
+  int64_t *hc_q_cnt;      // [n_hchunks + 1] offsets into hc_q_idx
+  int32_t *hc_q_idx;      // query tiles, sorted and unique per chunk
+  int32_t n_chunks;
   int32_t *chunk_kvh;     // [n_chunks] KV head
   int32_t *chunk_n;       // [n_chunks] keys in the chunk (<= 64)
   int32_t *chunk_key;     // [n_chunks * 64] source-local keys
-  int32_t *slot_entry;    // [n_chunks * group * 64] index into bar_key / bar_q_cnt, or -1
-  int64_t *q_cnt;         // [n_chunks * group + 1] offsets into q_idx
-  int32_t *q_idx;         // query tiles (sorted, unique per (chunk, head))
+  int32_t *slot_entry;    // [n_chunks * group * 64] bar entry, or -1
+  float *scratch;         // device only: [scratch_heads * n_bar_keys][2][128] partial dK, dV per entry
 } sa_bar_chunks;
 
 // The transposed index in device memory, with its bar chunks (arrays of both in device memory).
@@ -100,6 +108,10 @@ void sa_gpu_masks_free(head_mask *dev, int heads);
 int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *qpos, const int64_t *kpos,
            const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
            float *lse_run, void *stream, sr_error *e);
+
+// Forward kernel variant (for the benchmark and the GPU test): 0 = one 16-row tile per warp (default,
+// measured faster on the H200), 1 = two. Both compute the same function.
+extern int sa_fwd_variant;
 
 // Merge a partial (o_b bf16, lse_b) into running fp32 (o, lse), [n_q, heads, head_dim] / [heads, n_q].
 int sa_merge(int64_t n_q, int32_t heads, int32_t head_dim, float *o, float *lse, const void *o_b, const float *lse_b,

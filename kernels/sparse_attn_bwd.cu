@@ -152,8 +152,10 @@ __global__ void __launch_bounds__(DQ_THREADS, 1) sa_bwd_dq_kernel(const bwd_args
 
 // ---- dK, dV: KV-major ---------------------------------------------------------------------------------
 
-// One CTA owns WARPS*16 keys of one KV head: a KV tile (BAR = false, 128 keys) or a bar chunk (BAR =
-// true, 64 keys). It walks the query chunks (64 rows) of every query head of the group that use them.
+// One CTA owns WARPS*16 keys: a KV tile of one KV head (BAR = false, 128 keys; it walks the query
+// chunks of 64 rows of every query head of the GQA group that use the tile, and adds into dK, dV), or
+// a compute chunk of 64 bar entries of one query head (BAR = true; it writes the entries' partial
+// dK, dV into their own scratch rows, which sa_bar_reduce_kernel then sums over the group).
 template <int D, int WARPS, bool BAR>
 __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_args a) {
   const int THREADS = WARPS * 32, KEYS = WARPS * 16, S = D + 8, QB = 64;
@@ -167,12 +169,13 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
   int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   int group = a.heads / a.kv_heads;
 
-  int kvh, n_valid;
+  int kvh, n_valid, bar_head = 0, first = 0, ng = BAR ? 1 : group;
   int64_t base = 0;
   const int32_t *idx = NULL;
   int cidx = blockIdx.x;
   if (BAR) {
-    kvh = a.bc.chunk_kvh[cidx], n_valid = a.bc.chunk_n[cidx], idx = a.bc.chunk_key + (int64_t)cidx * 64;
+    bar_head = a.bc.hc_head[cidx], first = a.bc.hc_first[cidx], n_valid = a.bc.hc_n[cidx];
+    kvh = bar_head / group, idx = a.tt.bar_key + first;
   } else {
     int j = (int)(blockIdx.x % a.tt.n_kvtiles);
     kvh = (int)(blockIdx.x / a.tt.n_kvtiles), base = (int64_t)j * TILE;
@@ -181,10 +184,10 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
   // Query chunks: per head of the group, its query tiles (entries [beg, end)), two 64-row halves each.
   if (tid == 0) {
     s_cum[0] = 0;
-    for (int gi = 0; gi < group; gi++) {
+    for (int gi = 0; gi < ng; gi++) {
       int64_t b, en;
       if (BAR) {
-        b = a.bc.q_cnt[(int64_t)cidx * group + gi], en = a.bc.q_cnt[(int64_t)cidx * group + gi + 1];
+        b = a.bc.hc_q_cnt[cidx], en = a.bc.hc_q_cnt[cidx + 1];
       } else {
         int ih = a.tt.heads == 1 ? 0 : kvh * group + gi;
         int64_t x = (int64_t)ih * a.tt.n_kvtiles + blockIdx.x % a.tt.n_kvtiles;
@@ -198,7 +201,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
   sa_load_rows<D, KEYS, THREADS>(sv, a.v + kvh * D, base, idx, n_valid, kstride, tid);
   sa_cp_async_commit();
   __syncthreads();
-  int64_t total = s_cum[group];
+  int64_t total = s_cum[ng];
   if (total == 0) {
     sa_cp_async_wait<0>();
     return;
@@ -218,14 +221,14 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
     while (s_cum[x + 1] <= f) x++;
     int64_t local = f - s_cum[x], pos = s_beg[x] + local / 2;
     *gi = x, *half = (int)(local & 1), *ent = pos;
-    *qtile = BAR ? a.bc.q_idx[pos] : a.tt.q_idx[pos];
+    *qtile = BAR ? a.bc.hc_q_idx[pos] : a.tt.q_idx[pos];
     *kind = BAR ? SA_CHUNK_BAR : a.tt.q_kind[pos] == TILE_FULL ? SA_CHUNK_FULL : SA_CHUNK_PARTIAL;
   };
   auto load = [&](int64_t f, int buf) {
     int gi, qtile, half, kind;
     int64_t ent;
     locate(f, &gi, &qtile, &half, &kind, &ent);
-    int h = kvh * group + gi;
+    int h = BAR ? bar_head : kvh * group + gi;
     int64_t r0 = (int64_t)qtile * TILE + half * QB, left = a.n_q - r0;
     int nv = left < 0 ? 0 : left > QB ? QB : (int)left;
     sa_load_rows<D, QB, THREADS>(sq + buf * QB * S, a.q + (int64_t)h * D, r0, NULL, nv, qstride, tid);
@@ -237,8 +240,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
       sl2[buf * QB + r] = L == -INFINITY ? INFINITY : L * SA_LOG2E;
       sd[buf * QB + r] = r < nv ? a.d_row[(int64_t)h * a.n_q + r0 + r] : 0.f;
     }
-    if (BAR && tid < KEYS) {  // is query tile qtile in this key's bar list (for head h)?
-      int e = a.bc.slot_entry[((int64_t)cidx * group + gi) * 64 + tid], listed = 0;
+    if (BAR && tid < KEYS) {  // is query tile qtile in this entry's bar list?
+      int e = tid < n_valid ? first + tid : -1, listed = 0;
       if (e >= 0) {
         int64_t lo = a.tt.bar_q_cnt[e], hi = a.tt.bar_q_cnt[e + 1];
         while (lo < hi) {
@@ -273,7 +276,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
     int gi, qtile, half, kind;
     int64_t ent;
     locate(f, &gi, &qtile, &half, &kind, &ent);
-    int h = kvh * group + gi;
+    int h = BAR ? bar_head : kvh * group + gi;
     const __nv_bfloat16 *qb = sq + buf * QB * S, *dob = sdo + buf * QB * S;
     const int64_t *qp = sqpos + buf * QB;
     const float *l2 = sl2 + buf * QB, *dr = sd + buf * QB;
@@ -296,6 +299,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
     int lst[2] = {1, 1};
     if (BAR) lst[0] = slisted[buf * KEYS + kr[0]], lst[1] = slisted[buf * KEYS + kr[1]];
     uint32_t keep = 0;
+    if (kind == SA_CHUNK_FULL && kp[0] >= 0 && kp[1] >= 0 && qp[QB - 1] >= 0) keep = 0xffffffffu;
+    else
 #pragma unroll 1
     for (int i = 0; i < 32; i++) {  // keep bits in a rolled loop, as in the forward (sa_keep_bits)
       int col = (i >> 2) * 8 + 2 * t + (i & 1);
@@ -323,6 +328,16 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
   for (int ri = 0; ri < 2; ri++) {
     int64_t key = sa_row_of(base, idx, n_valid, kr[ri]);
     if (key < 0) continue;
+    if (BAR) {  // the entry's own scratch row: written, not added, so no order matters
+      int64_t row = (a.bc.scratch_heads == 1 ? 0 : (int64_t)bar_head * a.tt.n_bar_keys) + first + kr[ri];
+      float *sk_ = a.bc.scratch + row * 256, *sv_ = sk_ + 128;
+#pragma unroll
+      for (int n = 0; n < D / 8; n++) {
+        *(float2 *)(sk_ + n * 8 + 2 * t) = make_float2(a.scale * dk[n][2 * ri], a.scale * dk[n][2 * ri + 1]);
+        *(float2 *)(sv_ + n * 8 + 2 * t) = make_float2(dv[n][2 * ri], dv[n][2 * ri + 1]);
+      }
+      continue;
+    }
     float *ok = a.dk + (key * a.kv_heads + kvh) * D, *ov = a.dv + (key * a.kv_heads + kvh) * D;
 #pragma unroll
     for (int n = 0; n < D / 8; n++) {
@@ -333,6 +348,27 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
       r.x += dv[n][2 * ri], r.y += dv[n][2 * ri + 1];
       *p = r;
     }
+  }
+}
+
+// ---- bars: sum the group's scratch rows of each key into dK, dV --------------------------------------
+
+// One CTA per reduce chunk (64 distinct keys of one KV head); thread c owns column c of every key and
+// adds the heads of the group in a fixed order, so the sum is the same on every run.
+__global__ void sa_bar_reduce_kernel(const bwd_args a, int d) {
+  int c = threadIdx.x, ch = blockIdx.x, group = a.bc.group, kvh = a.bc.chunk_kvh[ch];
+  if (c >= d) return;
+  for (int r = 0; r < a.bc.chunk_n[ch]; r++) {
+    float sk = 0.f, sv = 0.f;
+    for (int gi = 0; gi < group; gi++) {
+      int e = a.bc.slot_entry[((int64_t)ch * group + gi) * 64 + r];
+      if (e < 0) continue;
+      int64_t row = (a.bc.scratch_heads == 1 ? 0 : (int64_t)(kvh * group + gi) * a.tt.n_bar_keys) + e;
+      sk += a.bc.scratch[row * 256 + c], sv += a.bc.scratch[row * 256 + 128 + c];
+    }
+    int64_t key = a.bc.chunk_key[(int64_t)ch * 64 + r];
+    a.dk[(key * a.kv_heads + kvh) * d + c] += sk;
+    a.dv[(key * a.kv_heads + kvh) * d + c] += sv;
   }
 }
 
@@ -353,8 +389,11 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, cuda
   SA_CUDA(cudaGetLastError());
   if (kv_cells) sa_bwd_dkdv_kernel<D, 8, false><<<(unsigned)kv_cells, 256, kv_smem, st>>>(a);
   SA_CUDA(cudaGetLastError());
-  // Bars after tiles, in the same stream: both add into the same dK/dV rows, never at once.
-  if (a.bc.n_chunks) sa_bwd_dkdv_kernel<D, 4, true><<<(unsigned)a.bc.n_chunks, 128, bar_smem, st>>>(a);
+  // Bars: partial sums per entry, then the reduce adds them after the tiles (same stream: the two
+  // kernels that add into dK/dV never run at once).
+  if (a.bc.n_hchunks) sa_bwd_dkdv_kernel<D, 4, true><<<(unsigned)a.bc.n_hchunks, 128, bar_smem, st>>>(a);
+  SA_CUDA(cudaGetLastError());
+  if (a.bc.n_chunks) sa_bar_reduce_kernel<<<(unsigned)a.bc.n_chunks, 128, 0, st>>>(a, D);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }

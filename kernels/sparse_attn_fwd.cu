@@ -1,5 +1,5 @@
 // sparse_attn_fwd.cu — forward of one ring step of sparse flash attention on the GPU (FlashAttention-2
-// structure, Dao 2023): one CTA of 8 warps per (head, 128-row query tile), 16 rows a warp; the cell's
+// structure, Dao 2023): one CTA per (head, 128-row query tile), 32 (or 16) rows a warp; the cell's
 // KV tiles (as two 64-key halves) and its bar keys (gathered 64 at a time by index) stream through
 // double-buffered shared memory with cp.async; S = Q K^T and O += P V on mma.sync m16n8k16 bf16;
 // online softmax in registers in base 2 (scale pre-multiplied by log2 e). The epilogue writes the
@@ -10,8 +10,6 @@
 #include "kernels/sa_cuda.cuh"
 #include "kernels/sa_gpu.h"
 #include "kernels/sparse_attn.h"
-
-#define FWD_THREADS 256
 
 typedef struct {
   const __nv_bfloat16 *q, *k, *v;
@@ -28,13 +26,13 @@ typedef struct {
 
 // ---- chunk copy ----------------------------------------------------------------------------------
 
-template <int D>
+template <int D, int THREADS>
 __device__ __forceinline__ void fwd_load_chunk(const fwd_args &a, const sa_cell &c, int ci, int kvh,
                                                __nv_bfloat16 *sk, __nv_bfloat16 *sv, int64_t *skpos, int tid) {
   sa_chunk ch = sa_chunk_of(&a.ti, &c, ci, a.n_k);
   int64_t stride = (int64_t)a.kv_heads * D;
-  sa_load_rows<D, SA_BN, FWD_THREADS>(sk, a.k + kvh * D, ch.base, ch.idx, ch.n_valid, stride, tid);
-  sa_load_rows<D, SA_BN, FWD_THREADS>(sv, a.v + kvh * D, ch.base, ch.idx, ch.n_valid, stride, tid);
+  sa_load_rows<D, SA_BN, THREADS>(sk, a.k + kvh * D, ch.base, ch.idx, ch.n_valid, stride, tid);
+  sa_load_rows<D, SA_BN, THREADS>(sv, a.v + kvh * D, ch.base, ch.idx, ch.n_valid, stride, tid);
   if (tid < SA_BN) {
     int64_t key = sa_row_of(ch.base, ch.idx, ch.n_valid, tid);
     skpos[tid] = key < 0 ? -1 : a.kpos[key];  // -1 marks "no key": masked in every row
@@ -43,12 +41,13 @@ __device__ __forceinline__ void fwd_load_chunk(const fwd_args &a, const sa_cell 
 
 // ---- the kernel ----------------------------------------------------------------------------------
 
-// QREG keeps the warp's Q fragments in registers for the whole cell (fewer shared loads, more
-// registers: one CTA per SM); without it Q is re-read from shared memory per chunk (two CTAs per SM).
-template <int D, bool QREG>
-__global__ void __launch_bounds__(FWD_THREADS, QREG ? 1 : 2) sa_fwd_kernel(const fwd_args a) {
+// MT = 16-row tiles per warp: 8 / MT warps cover the 128 query rows. MT = 2 reuses every K and V
+// fragment for two row tiles (half the shared-memory reads per flop) at twice the accumulators.
+// Q is re-read from shared memory per chunk, which leaves registers for two CTAs per SM.
+template <int D, int MT>
+__global__ void __launch_bounds__(256 / MT, 2) sa_fwd_kernel(const fwd_args a) {
+  const int THREADS = 256 / MT, S = D + 8, KS = MT == 1 ? SA_BN : 32;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int S = D + 8;
   __nv_bfloat16 *sq = (__nv_bfloat16 *)smem, *sk = sq + SA_BM * S, *sv = sk + 2 * SA_BN * S;
   int64_t *skpos = (int64_t *)(sv + 2 * SA_BN * S);
   int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -62,29 +61,34 @@ __global__ void __launch_bounds__(FWD_THREADS, QREG ? 1 : 2) sa_fwd_kernel(const
   int64_t row0 = (int64_t)qt * SA_BM;
   int n_rows = (int)min((int64_t)SA_BM, a.n_q - row0);
 
-  sa_load_rows<D, SA_BM, FWD_THREADS>(sq, a.q + (int64_t)h * D, row0, NULL, n_rows, (int64_t)a.heads * D, tid);
+  sa_load_rows<D, SA_BM, THREADS>(sq, a.q + (int64_t)h * D, row0, NULL, n_rows, (int64_t)a.heads * D, tid);
   sa_cp_async_commit();
-  if (c.n_chunks > 0) fwd_load_chunk<D>(a, c, 0, kvh, sk, sv, skpos, tid);
+  if (c.n_chunks > 0) fwd_load_chunk<D, THREADS>(a, c, 0, kvh, sk, sv, skpos, tid);
   sa_cp_async_commit();
 
-  int rl[2] = {warp * 16 + g, warp * 16 + g + 8};
-  int64_t qp[2];
-  for (int i = 0; i < 2; i++) qp[i] = rl[i] < n_rows ? a.qpos[row0 + rl[i]] : -2;
-  const head_mask *mask = a.masks ? &a.masks[h] : NULL;
-
-  float o[D / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const __nv_bfloat16 *sqw = sq + warp * 16 * MT * S;
+  int rl[MT][2];
+  int64_t qp[MT][2];
+  float o[MT][D / 8][4], m[MT][2], l[MT][2];
 #pragma unroll
-  for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  uint32_t qf[QREG ? D / 16 : 1][4];
-  sa_cp_async_wait<1>();
-  __syncthreads();
-  if (QREG) sa_load_a<QREG ? D : 16>(qf, sq + warp * 16 * S, S, lane);
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      rl[mt][i] = warp * 16 * MT + mt * 16 + g + 8 * i;
+      qp[mt][i] = rl[mt][i] < n_rows ? a.qpos[row0 + rl[mt][i]] : -2;
+      m[mt][i] = -INFINITY, l[mt][i] = 0.f;
+    }
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+  const head_mask *mask = a.masks ? &a.masks[h] : NULL;
 
   for (int ci = 0; ci < c.n_chunks; ci++) {
     int buf = ci & 1;
     if (ci + 1 < c.n_chunks) {
-      fwd_load_chunk<D>(a, c, ci + 1, kvh, sk + (buf ^ 1) * SA_BN * S, sv + (buf ^ 1) * SA_BN * S,
-                        skpos + (buf ^ 1) * SA_BN, tid);
+      fwd_load_chunk<D, THREADS>(a, c, ci + 1, kvh, sk + (buf ^ 1) * SA_BN * S, sv + (buf ^ 1) * SA_BN * S,
+                                 skpos + (buf ^ 1) * SA_BN, tid);
       sa_cp_async_commit();
       sa_cp_async_wait<1>();
     } else {
@@ -94,116 +98,124 @@ __global__ void __launch_bounds__(FWD_THREADS, QREG ? 1 : 2) sa_fwd_kernel(const
     const __nv_bfloat16 *kb = sk + buf * SA_BN * S, *vb = sv + buf * SA_BN * S;
     const int64_t *kp = skpos + buf * SA_BN;
 
-    float s[SA_BN / 8][4];
+    sa_chunk ch = sa_chunk_of(&a.ti, &c, ci, a.n_k);
+    int all_kept = ch.kind == SA_CHUNK_FULL && ch.n_valid == SA_BN;
+    // Softmax steps of KS keys: all 64 at MT = 1; 32 at MT = 2, which keeps the scores of two row
+    // tiles within the register budget (the chunk's copy is still 64 keys).
+#pragma unroll 1
+    for (int sub = 0; sub < SA_BN / KS; sub++) {
+      float s[MT][KS / 8][4];
 #pragma unroll
-    for (int n = 0; n < SA_BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-    if (QREG) {
-      sa_mma_abt<QREG ? D : 16, SA_BN>(s, qf, kb, S, lane);
-    } else {
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int n = 0; n < KS / 8; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
-        uint32_t qa[1][4];
-        sa_load_a<16>(qa, sq + warp * 16 * S + kk * 16, S, lane);
-        sa_mma_abt<16, SA_BN>(s, qa, kb + kk * 16, S, lane);
-      }
-    }
-
-    // Mask (warp-uniform kind) as a bit per element, in a rolled loop so that the pattern's
-    // predicate is compiled once, then scale into base-2 logits.
-    sa_chunk ch = sa_chunk_of(&a.ti, &c, ci, a.n_k);
-    uint32_t keep = 0xffffffffu;
-    if (ch.kind != SA_CHUNK_FULL || ch.n_valid < SA_BN) keep = sa_keep_bits(ch.kind, mask, qp, kp, t);
-    float cm[2] = {-INFINITY, -INFINITY};
+        uint32_t qa[MT][4];
 #pragma unroll
-    for (int n = 0; n < SA_BN / 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float x = (keep >> (n * 4 + e)) & 1u ? s[n][e] * a.scale_log2 : -INFINITY;
-        s[n][e] = x;
-        cm[e >> 1] = fmaxf(cm[e >> 1], x);
+        for (int mt = 0; mt < MT; mt++) sa_load_a<16>((uint32_t(*)[4])qa[mt], sqw + mt * 16 * S + kk * 16, S, lane);
+        sa_mma_abt_k16<KS, MT>(s, qa, kb + sub * KS * S + kk * 16, S, lane);
       }
 #pragma unroll
-    for (int ri = 0; ri < 2; ri++) {
-      cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 1));
-      cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 2));
-    }
-    float mu[2], alpha[2];
+      for (int mt = 0; mt < MT; mt++) {
+        uint32_t keep = all_kept ? 0xffffffffu : sa_keep_bits<KS / 8>(ch.kind, mask, qp[mt], kp + sub * KS, t);
+        float cm[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int ri = 0; ri < 2; ri++) {
-      float mn = fmaxf(m[ri], cm[ri]);
-      mu[ri] = mn == -INFINITY ? 0.f : mn;  // an all-masked row so far: keep exp2 finite (it gives 0)
-      alpha[ri] = exp2f(m[ri] - mu[ri]);
-      m[ri] = mn;
-      l[ri] *= alpha[ri];
-    }
+        for (int n = 0; n < KS / 8; n++)
 #pragma unroll
-    for (int n = 0; n < SA_BN / 8; n++)
+          for (int e = 0; e < 4; e++) {
+            float x = (keep >> (n * 4 + e)) & 1u ? s[mt][n][e] * a.scale_log2 : -INFINITY;
+            s[mt][n][e] = x;
+            cm[e >> 1] = fmaxf(cm[e >> 1], x);
+          }
+        float mu[2], alpha[2];
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float p = exp2f(s[n][e] - mu[e >> 1]);
-        s[n][e] = p;
-        l[e >> 1] += p;
+        for (int ri = 0; ri < 2; ri++) {
+          cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 1));
+          cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 2));
+          float mn = fmaxf(m[mt][ri], cm[ri]);
+          mu[ri] = mn == -INFINITY ? 0.f : mn;  // an all-masked row so far: keep exp2 finite (it gives 0)
+          alpha[ri] = exp2f(m[mt][ri] - mu[ri]);
+          m[mt][ri] = mn;
+          l[mt][ri] *= alpha[ri];
+        }
+#pragma unroll
+        for (int n = 0; n < KS / 8; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            float p = exp2f(s[mt][n][e] - mu[e >> 1]);
+            s[mt][n][e] = p;
+            l[mt][e >> 1] += p;
+          }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+          o[mt][n][0] *= alpha[0], o[mt][n][1] *= alpha[0];
+          o[mt][n][2] *= alpha[1], o[mt][n][3] *= alpha[1];
+        }
       }
-#pragma unroll
-    for (int n = 0; n < D / 8; n++) o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-    sa_mma_pb<SA_BN, D>(o, s, vb, S, lane);
+      sa_mma_pb_mt<KS, D, MT>(o, s, vb + sub * KS * S, S, lane);
+    }
     __syncthreads();  // the next iteration's copy overwrites this buffer
   }
 
   // ---- epilogue: normalise, write the step's (O_b, LSE_b), merge into the running state ----
-#pragma unroll
-  for (int ri = 0; ri < 2; ri++) {
-    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
-    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
-  }
   // Every lane reads the running LSE before any lane of its quad overwrites it.
-  float Lrun[2] = {-INFINITY, -INFINITY};
-  if (a.o_run)
-    for (int ri = 0; ri < 2; ri++)
-      if (rl[ri] < n_rows) Lrun[ri] = a.lse_run[(int64_t)h * a.n_q + row0 + rl[ri]];
-  __syncwarp();
-  for (int ri = 0; ri < 2; ri++) {
-    if (rl[ri] >= n_rows) continue;
-    int64_t row = row0 + rl[ri];
-    float inv = l[ri] > 0.f ? 1.f / l[ri] : 0.f;
-    float lse = l[ri] > 0.f ? (m[ri] + log2f(l[ri])) * SA_LN2 : -INFINITY;
-    int64_t base = (row * a.heads + h) * D;
-    if (a.o_b)
+  float Lrun[MT][2];
 #pragma unroll
-      for (int n = 0; n < D / 8; n++)
-        *(uint32_t *)(a.o_b + base + n * 8 + 2 * t) = sa_pack_bf16(o[n][2 * ri] * inv, o[n][2 * ri + 1] * inv);
-    if (a.lse_b && t == 0) a.lse_b[(int64_t)h * a.n_q + row] = lse;
-    if (a.o_run && lse != -INFINITY) {
-      float L = Lrun[ri], sig = 1.f, Lnew = lse;
-      if (L != -INFINITY) {  // O <- O - sigma(Lb - L)(O - Ob), L <- L + softplus(Lb - L)
-        float x = lse - L, ex = __expf(-fabsf(x));
-        sig = x >= 0.f ? 1.f / (1.f + ex) : ex / (1.f + ex);
-        Lnew = L + fmaxf(x, 0.f) + log1pf(ex);
-      }
+  for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int n = 0; n < D / 8; n++) {
-        float2 *p = (float2 *)(a.o_run + base + n * 8 + 2 * t), r = *p;
-        r.x -= sig * (r.x - o[n][2 * ri] * inv);
-        r.y -= sig * (r.y - o[n][2 * ri + 1] * inv);
-        *p = r;
-      }
-      if (t == 0) a.lse_run[(int64_t)h * a.n_q + row] = Lnew;
+    for (int ri = 0; ri < 2; ri++) {
+      l[mt][ri] += __shfl_xor_sync(0xffffffffu, l[mt][ri], 1);
+      l[mt][ri] += __shfl_xor_sync(0xffffffffu, l[mt][ri], 2);
+      Lrun[mt][ri] = a.o_run && rl[mt][ri] < n_rows ? a.lse_run[(int64_t)h * a.n_q + row0 + rl[mt][ri]] : -INFINITY;
     }
-  }
+  __syncwarp();
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int ri = 0; ri < 2; ri++) {
+      if (rl[mt][ri] >= n_rows) continue;
+      int64_t row = row0 + rl[mt][ri];
+      float lr = l[mt][ri], inv = lr > 0.f ? 1.f / lr : 0.f;
+      float lse = lr > 0.f ? (m[mt][ri] + log2f(lr)) * SA_LN2 : -INFINITY;
+      int64_t base = (row * a.heads + h) * D;
+      if (a.o_b)
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+          *(uint32_t *)(a.o_b + base + n * 8 + 2 * t) =
+              sa_pack_bf16(o[mt][n][2 * ri] * inv, o[mt][n][2 * ri + 1] * inv);
+      if (a.lse_b && t == 0) a.lse_b[(int64_t)h * a.n_q + row] = lse;
+      if (a.o_run && lse != -INFINITY) {
+        float L = Lrun[mt][ri], sig = 1.f, Lnew = lse;
+        if (L != -INFINITY) {  // O <- O - sigma(Lb - L)(O - Ob), L <- L + softplus(Lb - L)
+          float x = lse - L, ex = __expf(-fabsf(x));
+          sig = x >= 0.f ? 1.f / (1.f + ex) : ex / (1.f + ex);
+          Lnew = L + fmaxf(x, 0.f) + log1pf(ex);
+        }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+          float2 *p = (float2 *)(a.o_run + base + n * 8 + 2 * t), r = *p;
+          r.x -= sig * (r.x - o[mt][n][2 * ri] * inv);
+          r.y -= sig * (r.y - o[mt][n][2 * ri + 1] * inv);
+          *p = r;
+        }
+        if (t == 0) a.lse_run[(int64_t)h * a.n_q + row] = Lnew;
+      }
+    }
 }
 
 // ---- host ------------------------------------------------------------------------------------------
 
-template <int D, bool QREG>
+template <int D, int MT>
 static int fwd_launch(const fwd_args &a, int64_t cells, cudaStream_t st, sr_error *e) {
   size_t smem = (size_t)(SA_BM + 4 * SA_BN) * (D + 8) * sizeof(__nv_bfloat16) + 2 * SA_BN * sizeof(int64_t);
-  SA_CUDA(cudaFuncSetAttribute(sa_fwd_kernel<D, QREG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  sa_fwd_kernel<D, QREG><<<(unsigned)cells, FWD_THREADS, smem, st>>>(a);
+  SA_CUDA(cudaFuncSetAttribute(sa_fwd_kernel<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  sa_fwd_kernel<D, MT><<<(unsigned)cells, 256 / MT, smem, st>>>(a);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
 
-int sa_fwd_variant = 0;  // 0: Q in registers (default), 1: Q re-read from shared memory (bench comparisons)
+int sa_fwd_variant = 0;  // 0: one 16-row tile per warp (default), 1: two (bench and test comparisons)
 
 int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *qpos, const int64_t *kpos,
            const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
@@ -220,6 +232,6 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   int64_t cells = (int64_t)s->heads * ix->d.n_qtiles;
   if (cells == 0) return SR_OK;
   cudaStream_t st = (cudaStream_t)stream;
-  if (s->head_dim == 64) return sa_fwd_variant ? fwd_launch<64, false>(a, cells, st, e) : fwd_launch<64, true>(a, cells, st, e);
-  return sa_fwd_variant ? fwd_launch<128, false>(a, cells, st, e) : fwd_launch<128, true>(a, cells, st, e);
+  if (s->head_dim == 64) return sa_fwd_variant ? fwd_launch<64, 2>(a, cells, st, e) : fwd_launch<64, 1>(a, cells, st, e);
+  return sa_fwd_variant ? fwd_launch<128, 2>(a, cells, st, e) : fwd_launch<128, 1>(a, cells, st, e);
 }

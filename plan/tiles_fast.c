@@ -8,9 +8,10 @@
 //   #{qb in [Delta, nbi) : qb = rho (mod P)} = (nbi/P - Delta/P) + [rho < nbi mod P] - [rho < j]
 // and every column quantity per residue sigma = kb mod P in the same way. Kept pairs are
 //   pairs = (Toeplitz pairs) + (column pairs) - (pairs both in D and in K),
-// the last term from per-residue histograms of D's offsets inside a tile. The interior tiles (all full
-// size, qb < nbi = number of tiles - 1) are counted this way; the last query tile (maybe short) goes
-// through the same exact scan tiles_build uses, as do BLOCK heads.
+// the last term from per-residue histograms of D's offsets inside a tile (or, without periodicity, one
+// count of D per run of ranks). The interior query tiles (all full size: qb < nbi, every tile unless
+// the last one is short) are counted this way; a short last query tile goes through the same exact
+// scan tiles_build uses, as do BLOCK heads.
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,8 @@ typedef struct {
   int64_t P, nbi, nbi_div, nbi_mod;  // period, interior tiles, nbi / P, nbi % P
   int32_t *R;                        // [P] rank of residue
   int64_t *run_end;                  // [P] end (exclusive) of the run of equal R containing rho
+  int unit_runs;                     // every run has length 1
+  int has_last;                      // the last global tile is short: scanned, not counted here
   int last_rank;                     // rank and local tile of the last global tile
   int64_t last_local_tile;
   // per-head scratch, indexed by residue; `touched` lists the residues in use
@@ -28,8 +31,8 @@ typedef struct {
   int64_t *touched;
   int64_t n_touched;
   int64_t *slot;                     // [P] histogram slot of residue j, -1 when none
-  int64_t *hist;                     // [P * (TILE + 1)] cumulative offset histograms (used slots only)
-  int64_t *hist_tot;
+  int32_t *hist;                     // [P * (TILE + 1)] cumulative offset histograms (used slots only)
+  int64_t *kd_pre;                   // [nbi + 1] prefix counts of kept diagonals
 } fast_ctx;
 
 typedef struct {
@@ -59,7 +62,7 @@ static void fast_free(fast_ctx *c) {
   free(c->touched);
   free(c->slot);
   free(c->hist);
-  free(c->hist_tot);
+  free(c->kd_pre);
 }
 
 // Returns 1 when aligned (c filled), 0 when not, -1 on out of memory.
@@ -83,7 +86,8 @@ static int fast_init(const layout *l, fast_ctx *c) {
     }
   }
   c->W = l->world;
-  c->nbi = nb - 1;
+  c->has_last = N % TILE != 0;  // a short last tile goes through the exact scan
+  c->nbi = c->has_last ? nb - 1 : nb;
   int64_t P = c->nbi > 0 ? c->nbi : 1;
   if (l->kind == LAYOUT_STRIPED && l->granularity % TILE == 0) {
     int64_t cand = (int64_t)l->world * (l->granularity / TILE);
@@ -99,9 +103,9 @@ static int fast_init(const layout *l, fast_ctx *c) {
   c->acc = calloc((size_t)P * 8, sizeof *c->acc);
   c->touched = malloc((size_t)P * sizeof *c->touched);
   c->slot = malloc((size_t)P * sizeof *c->slot);
-  c->hist_tot = malloc((size_t)P * sizeof *c->hist_tot);
   c->hist = malloc((size_t)P * (TILE + 1) * sizeof *c->hist);
-  if (!c->R || !c->run_end || !c->acc || !c->touched || !c->slot || !c->hist || !c->hist_tot) {
+  c->kd_pre = malloc((size_t)(c->nbi + 2) * sizeof *c->kd_pre);
+  if (!c->kd_pre || !c->R || !c->run_end || !c->acc || !c->touched || !c->slot || !c->hist) {
     free(tr);
     fast_free(c);
     return -1;
@@ -110,8 +114,11 @@ static int fast_init(const layout *l, fast_ctx *c) {
     c->R[x] = x < nb ? tr[x] : 0;
     c->slot[x] = -1;
   }
-  for (int64_t x = P - 1; x >= 0; x--)
+  c->unit_runs = 1;
+  for (int64_t x = P - 1; x >= 0; x--) {
     c->run_end[x] = (x + 1 < P && c->R[x + 1] == c->R[x]) ? c->run_end[x + 1] : x + 1;
+    c->unit_runs &= c->run_end[x] == x + 1;
+  }
   free(tr);
   return 1;
 }
@@ -125,6 +132,26 @@ static int fast_init(const layout *l, fast_ctx *c) {
 static void sweep(const fast_ctx *c, work_count *hc, int64_t fixed_src, int64_t shift, int64_t brk, const double *A,
                   const double *B) {
   int64_t P = c->P;
+  if (c->unit_runs && fixed_src < 0) {  // every residue its own rank run (striped G = TILE): a plain loop
+    int64_t cut[4] = {0, sr_min64(c->nbi_mod, brk), sr_max64(c->nbi_mod, brk), P};
+    for (int piece = 0; piece < 3; piece++) {
+      int64_t a = cut[piece], b = cut[piece + 1];
+      if (a >= b) continue;
+      double f = (double)((a < c->nbi_mod) - (a < brk));
+      int64_t w0 = (int64_t)(A[0] + B[0] * f), w1 = (int64_t)(A[1] + B[1] * f), w2 = (int64_t)(A[2] + B[2] * f);
+      double w3 = A[3] + B[3] * f;
+      for (int64_t rho = a; rho < b; rho++) {
+        int64_t k = rho - shift;
+        if (k < 0) k += P;
+        work_count *x = &hc[(int64_t)c->R[rho] * c->W + c->R[k]];
+        x->full += w0;
+        x->partial += w1;
+        x->bars += w2;
+        x->pairs += w3;
+      }
+    }
+    return;
+  }
   for (int64_t rho = 0; rho < P;) {
     int64_t end = c->run_end[rho], k = fixed_src;
     if (fixed_src < 0) {
@@ -170,13 +197,16 @@ static void acc_flush(fast_ctx *c, work_count *hc, int diagonal, int64_t brk_shi
 // ---------------------------------------------------------------------------------------------
 // one head's interior tiles
 
-// Smallest offset >= x missing from D, and largest offset <= y missing from D.
-static int64_t next_missing(const iset *d, int64_t x) {
-  int64_t i = iset_first_ge(d, x);
+// Smallest offset >= x missing from D, and largest offset <= y missing from D; the search starts at
+// interval `from`, which ends before x (or y) or contains it.
+static int64_t next_missing(const iset *d, int64_t from, int64_t x) {
+  int64_t i = from;
+  while (i < d->n && d->hi[i] < x) i++;
   return (i < d->n && d->lo[i] <= x) ? d->hi[i] + 1 : x;
 }
-static int64_t prev_missing(const iset *d, int64_t y) {
-  int64_t i = iset_first_ge(d, y);
+static int64_t prev_missing(const iset *d, int64_t from, int64_t y) {
+  int64_t i = from;
+  while (i < d->n && d->hi[i] < y) i++;
   return (i < d->n && d->lo[i] <= y) ? d->lo[i] - 1 : y;
 }
 
@@ -213,13 +243,15 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
   }
   pd = malloc((size_t)(kd.n + 1) * sizeof *pd);
   if (rc || !pd) goto oom;
+  int64_t y0 = 0;  // first interval of D ending at or after the diagonal's lowest offset (moves forward)
   for (int64_t x = 0; x < kd.n; x++) {
     int64_t dl = kd.delta[x], lo = sr_max64(0, dl * T - T + 1), hi = dl * T + T - 1, sp = 0;
-    for (int64_t y = iset_first_ge(D, lo); y < D->n && D->lo[y] <= hi; y++)
+    while (y0 < D->n && D->hi[y0] < lo) y0++;
+    for (int64_t y = y0; y < D->n && D->lo[y] <= hi; y++)
       sp += pairs_in_d_range(dl * T, T, 0, T, sr_max64(lo, D->lo[y]), sr_min64(hi, D->hi[y]));
     int full = 0;
     if (dl > 0) {
-      int64_t rpos = next_missing(D, dl * T) - dl * T, rneg = prev_missing(D, dl * T - 1) - dl * T;
+      int64_t rpos = next_missing(D, y0, dl * T) - dl * T, rneg = prev_missing(D, y0, dl * T - 1) - dl * T;
       int64_t pre = rpos < T ? T - rpos : 0, suf = rneg > -T ? T + rneg : 0;
       if (!pre && !suf) full = 1;
       else pd[n_pd++] = (partial_diag){.delta = dl, .pre = pre, .suf = suf};
@@ -252,97 +284,127 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
   if (n_ct == 0) goto done;
 
   // Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes.
-  for (int64_t x = 0; x < n_pd; x++)
+  int64_t max_pre = 0, max_suf = 0;
+  for (int64_t t = 0; t < n_ct; t++) {
+    max_pre = sr_max64(max_pre, ct[t].vpre);
+    max_suf = sr_max64(max_suf, ct[t].vsuf);
+  }
+  for (int64_t x = 0; x < n_pd; x++) {
+    if (pd[x].pre > max_pre || pd[x].suf > max_suf) continue;
     for (int64_t t = 0; t < n_ct; t++) {
-      if ((ct[t].vpre == 0 && ct[t].vsuf == 0) || ct[t].vpre < pd[x].pre || ct[t].vsuf < pd[x].suf) continue;
-      if (ct[t].kb + pd[x].delta >= nbi) continue;
+      if (ct[t].vpre < pd[x].pre || ct[t].vsuf < pd[x].suf || ct[t].kb + pd[x].delta >= nbi) continue;
       work_count *w = cell(hc, c, (ct[t].kb + pd[x].delta) % P, ct[t].kb % P);
       w->full++;
       w->partial--;
     }
+  }
 
-  // Bars (all query tiles at or after the column's tile) and column pairs (own tile, later tiles).
+  // Bars: for column tile kb the query tiles kb + Delta (Delta < lim = nbi - kb) whose diagonal is not
+  // kept. Column pairs: rows of the own tile, then T per later query tile, minus the pairs D keeps too.
+  int periodic = P < nbi;
+  int64_t *pre = c->kd_pre;
+  memset(pre, 0, (size_t)(nbi + 1) * sizeof *pre);
+  for (int64_t x = 0; x < kd.n; x++) pre[kd.delta[x] + (periodic ? 0 : 1)] = 1;
+  if (periodic)
+    for (int64_t dl = P; dl < nbi; dl++) pre[dl] += pre[dl - P];  // pre[dl] = kept diagonals <= dl, same class
+  else
+    for (int64_t dl = 1; dl <= nbi; dl++) pre[dl] += pre[dl - 1];  // pre[dl] = kept diagonals < dl
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t s = ct[t].kb % P;
-    acc_add(c, s, (double)(c->nbi_div - ct[t].kb / P), 0, 0, (double)ct[t].cv, 0);
     hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
   }
-  acc_flush(c, hc, 0, 0);
-  for (int64_t t = 0; t < n_ct; t++)
-    acc_add(c, ct[t].kb % P, (double)(c->nbi_div - (ct[t].kb + 1) / P), 0, 0, 0, (double)(ct[t].cv * T));
-  acc_flush(c, hc, 0, 1);
 
-  // Bars minus the columns inside kept tiles: every (column tile, kept diagonal) pair, by residues, then
-  // the pairs whose query tile falls past the interior taken back one by one.
-  {
-    double *nj = c->acc, *tot = c->acc + P;  // scratch: counts per diagonal residue and per column residue
-    int64_t *js = c->touched, n_js = 0, *ss = c->hist_tot, n_ss = 0;
-    for (int64_t x = 0; x < kd.n; x++) {
-      int64_t j = kd.delta[x] % P;
-      if (nj[j] == 0) js[n_js++] = j;
-      nj[j]++;
-    }
+  if (!periodic) {
+    // Without periodicity residues are tiles: sweep each column tile over the runs of equal ranks.
+    for (int64_t t = 0; t < n_ct; t++)
+      acc_add(c, ct[t].kb % P, (double)(c->nbi_div - ct[t].kb / P), 0, 0, (double)ct[t].cv, 0);
+    acc_flush(c, hc, 0, 0);
+    for (int64_t t = 0; t < n_ct; t++)
+      acc_add(c, ct[t].kb % P, (double)(c->nbi_div - (ct[t].kb + 1) / P), 0, 0, 0, (double)(ct[t].cv * T));
+    acc_flush(c, hc, 0, 1);
     for (int64_t t = 0; t < n_ct; t++) {
-      int64_t s = ct[t].kb % P;
-      if (tot[s] == 0) ss[n_ss++] = s;
-      tot[s] += (double)ct[t].cv;
-    }
-    for (int64_t a = 0; a < n_js; a++)
-      for (int64_t b = 0; b < n_ss; b++)
-        cell(hc, c, (ss[b] + js[a]) % P, ss[b])->bars -= (int64_t)(nj[js[a]] * tot[ss[b]]);
-    for (int64_t a = 0; a < n_js; a++) nj[js[a]] = 0;
-    for (int64_t b = 0; b < n_ss; b++) tot[ss[b]] = 0;
-    for (int64_t t = 0; t < n_ct; t++) {
-      int64_t lo = 0, hi = kd.n;  // first kept diagonal with kb + delta >= nbi
-      while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (ct[t].kb + kd.delta[mid] < nbi) lo = mid + 1;
-        else hi = mid;
+      int64_t kb = ct[t].kb;
+      for (int64_t rho = kb; rho < nbi; rho = c->run_end[rho]) {
+        int64_t n = pre[c->run_end[rho] - kb] - pre[rho - kb];
+        if (n) cell(hc, c, rho, kb)->bars -= ct[t].cv * n;
       }
-      for (int64_t x = lo; x < kd.n; x++) cell(hc, c, (ct[t].kb + kd.delta[x]) % P, ct[t].kb % P)->bars += ct[t].cv;
     }
+    for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)  // pairs in both D and K, one count of D per run
+      for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++)
+        for (int64_t rho = k / T; rho < nbi; rho = c->run_end[rho]) {
+          int64_t n = iset_count(D, sr_max64(rho * T, k) - k, c->run_end[rho] * T - 1 - k);
+          if (n) cell(hc, c, rho, k / T)->pairs -= (double)n;
+        }
+    goto done;
   }
 
-  // Pairs in both D and K: per residue j of the offset's tile, the cumulative histogram of d mod T.
-  {
-    int64_t n_slots = 0, maxd = -1;
-    int64_t *js = c->touched;
-    for (int64_t x = 0; x < D->n && D->lo[x] < Np; x++) {
-      int64_t hi = sr_min64(D->hi[x], Np - 1);
-      maxd = hi;
-      for (int64_t d = D->lo[x]; d <= hi;) {
-        int64_t j = (d / T) % P, e1 = sr_min64(hi, (d / T) * T + T - 1);
-        if (c->slot[j] < 0) {
-          c->slot[j] = n_slots;
-          js[n_slots++] = j;
-          memset(c->hist + c->slot[j] * (T + 1), 0, (size_t)(T + 1) * sizeof *c->hist);
-        }
-        int64_t *hst = c->hist + c->slot[j] * (T + 1);
-        for (int64_t x2 = d; x2 <= e1; x2++) hst[x2 % T + 1]++;
-        d = e1 + 1;
+  // Periodic: one pass over the query residues rho = s + j per column tile. Pairs in both D and K come
+  // from cumulative histograms of d mod T per residue j of d/T: a vertical at tile offset b meets offset
+  // d in query tile kb + d/T + [d mod T >= T - b]. The histograms hold the offsets with d/T <= M =
+  // nbi - kb - 2 (dropping the highest tiles as kb grows); the tile M + 1 is counted directly.
+  int64_t n_slots = 0, *js = c->touched, M = nbi - 2, top = D->n - 1;
+  double *same = c->acc, *next = c->acc + P;  // per residue j, zero between column tiles
+  for (int64_t x = 0; x < D->n && D->lo[x] <= M * T + T - 1; x++) {
+    int64_t hi = sr_min64(D->hi[x], M * T + T - 1);
+    for (int64_t d = D->lo[x]; d <= hi;) {
+      int64_t j = (d / T) % P, e1 = sr_min64(hi, (d / T) * T + T - 1);
+      if (c->slot[j] < 0) {
+        c->slot[j] = n_slots;
+        js[n_slots++] = j;
+        memset(c->hist + c->slot[j] * (T + 1), 0, (size_t)(T + 1) * sizeof *c->hist);
       }
+      int32_t *hst = c->hist + c->slot[j] * (T + 1);
+      for (int64_t x2 = d; x2 <= e1; x2++) hst[x2 % T + 1]++;
+      d = e1 + 1;
     }
-    for (int64_t a = 0; a < n_slots; a++) {  // hst[x] = offsets with d mod T < x
-      int64_t *hst = c->hist + a * (T + 1);
-      for (int64_t x = 1; x <= T; x++) hst[x] += hst[x - 1];
+  }
+  for (int64_t a = 0; a < n_slots; a++) {  // hst[x] = offsets with d mod T < x
+    int32_t *hst = c->hist + a * (T + 1);
+    for (int64_t x = 1; x <= T; x++) hst[x] += hst[x - 1];
+  }
+  int64_t yk = 0;
+  for (int64_t t = 0; t < n_ct; t++) {
+    int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, q = (lim - 1) / P, r = (lim - 1) % P;
+    while (M > lim - 2) {  // drop offset tile M from its histogram
+      while (top >= 0 && D->lo[top] > M * T + T - 1) top--;
+      for (int64_t x = top; x >= 0 && D->hi[x] >= M * T; x--) {
+        int64_t e0 = sr_max64(D->lo[x], M * T) - M * T, e1 = sr_min64(D->hi[x], M * T + T - 1) - M * T;
+        int32_t *hst = c->hist + c->slot[M % P] * (T + 1);
+        for (int64_t x2 = e0 + 1; x2 <= e1; x2++) hst[x2] -= (int32_t)(x2 - e0);  // offsets < x2
+        int32_t all = (int32_t)(e1 - e0 + 1);
+        for (int64_t x2 = e1 + 1; x2 <= T; x2++) hst[x2] -= all;
+      }
+      M--;
     }
-    for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)
-      for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++) {
-        int64_t kb = k / T, b = k - kb * T, s = kb % P;
+    while (yk < K->n && K->hi[yk] < kb * T) yk++;
+    for (int64_t y = yk; y < K->n && K->lo[y] <= kb * T + T - 1; y++)
+      for (int64_t k = sr_max64(K->lo[y], kb * T); k <= sr_min64(K->hi[y], kb * T + T - 1); k++) {
+        int64_t b = k - kb * T;
         for (int64_t a = 0; a < n_slots; a++) {
-          const int64_t *hst = c->hist + a * (T + 1);
-          int64_t same = hst[T - b], next = hst[T] - same;
-          if (same) cell(hc, c, (s + js[a]) % P, s)->pairs -= (double)same;
-          if (next) cell(hc, c, (s + js[a] + 1) % P, s)->pairs -= (double)next;
+          const int32_t *hst = c->hist + a * (T + 1);
+          int64_t j1 = js[a] + 1 == P ? 0 : js[a] + 1;
+          same[js[a]] += hst[T - b];
+          next[j1] += hst[T] - hst[T - b];
         }
-        // offsets that carry k past the interior were subtracted at a residue: give them back
-        for (int64_t tq = nbi; maxd >= 0 && tq * T <= k + maxd; tq++) {
-          int64_t n = iset_count(D, sr_max64(0, tq * T - k), sr_min64(Np - 1, tq * T + T - 1 - k));
-          if (n) cell(hc, c, tq % P, s)->pairs += (double)n;
-        }
+        int64_t lastd = (lim - 1) * T;
+        int64_t n = iset_count(D, lastd, lastd + T - 1 - b);
+        if (n) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)n;
       }
-    for (int64_t a = 0; a < n_slots; a++) c->slot[js[a]] = -1;
+    work_count *col = hc + c->R[s];
+    int64_t cv = ct[t].cv;
+    for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
+      int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
+      work_count *w = col + (int64_t)c->R[rho] * c->W;
+      w->bars += cv * (all - kept);
+      w->pairs += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
+      if (++rho == P) rho = 0;
+    }
+    for (int64_t a = 0; a < n_slots; a++) {
+      same[js[a]] = 0;
+      next[js[a] + 1 == P ? 0 : js[a] + 1] = 0;
+    }
   }
+  for (int64_t a = 0; a < n_slots; a++) c->slot[js[a]] = -1;
 
 done:
   free(kd.delta);
@@ -382,8 +444,8 @@ int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count 
       rc = tiles_account_head_generic(&s, &v, hc, e);
     } else {
       if (c.nbi > 0 && fast_head(&c, &v, hc)) rc = sr_internal_error(e, 0, "tiles: out of memory");
-      if (!rc) rc = tile_scan_qtile(&s, &v, c.last_rank, c.last_local_tile, 1, e);
-      if (!rc) tiles_account_scan(&s, hc + (int64_t)c.last_rank * W);
+      if (!rc && c.has_last) rc = tile_scan_qtile(&s, &v, c.last_rank, c.last_local_tile, 1, e);
+      if (!rc && c.has_last) tiles_account_scan(&s, hc + (int64_t)c.last_rank * W);
     }
     head_view_free(&v);
   }

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "kernels/sparse_attn.h"
+#include "plan/layout.h"
 #include "plan/pattern.h"
+#include "plan/tiles.h"
 #include "tests/test.h"
 
 // ---- random numbers and a test pattern with its own (naive) semantics ---------------------------
@@ -410,4 +412,56 @@ TEST(ref_bwd_matches_finite_differences_single_step) {
 TEST(ref_bwd_matches_finite_differences_over_ring_steps) {
   check_bwd(prob_new(150, 2, 32, 1, 2, 1, 4, PATTERN_WINDOW, 0), 1e-6);
   check_bwd(prob_new(150, 2, 32, 0, 4, 1, 2, PATTERN_BLOCK, 0), 1e-6);
+}
+
+// ---- the planner's execution form (plan/tiles.c) through the reference -------------------------
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+// Sorted, unique copy of n values as int32 (the planner's head_pattern lists).
+static int32_t *sorted_unique(const int64_t *v, int n, int *out_n) {
+  int64_t *tmp = malloc(sizeof(int64_t) * (size_t)(n + 1));
+  memcpy(tmp, v, sizeof(int64_t) * (size_t)n);
+  qsort(tmp, (size_t)n, sizeof *tmp, cmp_i64);
+  int32_t *r = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (m == 0 || r[m - 1] != tmp[i]) r[m++] = (int32_t)tmp[i];
+  free(tmp);
+  *out_n = m;
+  return r;
+}
+
+TEST(ref_fwd_over_the_planners_tiles_equals_naive_attention) {
+  // 2 ranks, striped G = 128, 768 tokens (no remainders, so the planner's positions are ours).
+  for (int qr = 0; qr < 2; qr++) {
+    prob *P = prob_new(768, 2, 128, qr, 4, 2, 8, PATTERN_VS, 0);
+    pattern pat;
+    layout lay;
+    sr_error e;
+    CHECK_EQ_INT(pattern_alloc(&pat, P->N, 1, P->H, &e), SR_OK);
+    for (int h = 0; h < P->H; h++) {
+      head_pattern *hp = pattern_head(&pat, 0, h);
+      hp->kind = PATTERN_VS;
+      hp->vertical = sorted_unique(P->pat[h].vert, P->pat[h].nv, &hp->n_vertical);
+      hp->slash = sorted_unique(P->pat[h].slash, P->pat[h].ns, &hp->n_slash);
+    }
+    CHECK_EQ_INT(layout_build(LAYOUT_STRIPED, P->N, 2, 128, NULL, &lay, &e), SR_OK);
+    int64_t pos[768];
+    layout_positions(&lay, qr, pos);
+    for (int64_t r = 0; r < P->n_q; r++) CHECK_EQ_INT(pos[r], P->qpos[r]);
+    free(P->ti.tile_cnt), free(P->ti.bar_cnt), free(P->ti.tile_idx), free(P->ti.tile_kind), free(P->ti.bar_idx);
+    CHECK_EQ_INT(tiles_build(&pat, 0, &lay, qr, &P->ti, &e), SR_OK);
+    head_mask *pm = NULL;
+    CHECK_EQ_INT(tiles_masks_build(&pat, 0, &pm, &e), SR_OK);
+    for (int h = 0; h < P->H; h++) P->masks[h] = pm[h];
+    compare_fwd(P, 1e-5);
+    tiles_masks_free(pm, P->H);
+    tiles_free(&P->ti);
+    pattern_free(&pat);
+    layout_free(&lay);
+  }
 }

@@ -1,9 +1,13 @@
 // test_tiles_account.c — the fast accounting path against the generic one (which test_tiles.c checks
 // against brute force), on aligned layouts where the fast path applies, and its refusal elsewhere.
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "plan/layout.h"
+#include "plan/pattern_spec.h"
 #include "plan/tiles.h"
+#include "plan/util.h"
 #include "plan/tiles_internal.h"
 #include "tests/test.h"
 #include "tests/tiles_fixture.h"
@@ -56,4 +60,70 @@ TEST(fast_accounting_declines_unaligned_layouts) {
   CHECK_EQ_INT(handled, 0);
   pattern_free(&p);
   fx_layout_free(&l);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the planner's layouts (plan/layout.c) and the synthetic patterns
+
+static void check_planner_layout(layout_kind kind, int64_t n, int W, int64_t g, const char *spec) {
+  sr_error e;
+  layout l;
+  CHECK_EQ_INT(layout_build(kind, n, W, g, NULL, &l, &e), SR_OK);
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.num_layers = 1;
+  m.num_heads = 3;
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec(spec, &m, n, 3, 0, &p, &e), SR_OK);
+  size_t cells = (size_t)p.heads * W * W;
+  work_count *a = calloc(cells, sizeof *a), *b = calloc(cells, sizeof *b);
+  CHECK_EQ_INT(tiles_account_layer(&p, 0, &l, a, &e), SR_OK);
+  CHECK_EQ_INT(tiles_account_generic(&p, 0, &l, b, &e), SR_OK);
+  double pairs = 0, brute = 0;
+  int bad = 0;
+  for (size_t x = 0; x < cells; x++) {
+    bad += a[x].full != b[x].full || a[x].partial != b[x].partial || a[x].bars != b[x].bars || a[x].pairs != b[x].pairs;
+    pairs += a[x].pairs;
+  }
+  for (int h = 0; h < p.heads; h++)
+    for (int64_t q = 0; q < n; q++)
+      for (int64_t k = 0; k <= q; k++) brute += pattern_keeps(pattern_head(&p, 0, h), q, k);
+  CHECK_EQ_INT(bad, 0);
+  CHECK_EQ_INT((int64_t)pairs, (int64_t)brute);
+  free(a);
+  free(b);
+  pattern_free(&p);
+  layout_free(&l);
+}
+
+TEST(accounting_on_planner_layouts_matches_generic_and_brute_force_pairs) {
+  check_planner_layout(LAYOUT_STRIPED, 2900, 4, 128, "vs-topp:0.9");
+  check_planner_layout(LAYOUT_STRIPED, 2600, 3, 128, "vs-preset:qwen2.5-3b");
+  check_planner_layout(LAYOUT_ZIGZAG, 2048, 2, 1, "vs-like:64:300:50");
+  check_planner_layout(LAYOUT_ZIGZAG, 2000, 3, 1, "window:16:200");
+  check_planner_layout(LAYOUT_CONTIGUOUS, 2048, 4, 1, "dense");
+  check_planner_layout(LAYOUT_STRIPED, 1500, 2, 1, "vs-topp:0.9");
+  check_planner_layout(LAYOUT_STRIPED, 1500, 2, 64, "block:0.3:64");
+}
+
+TEST(pattern_command_prints_every_layer_and_writes_the_csv) {
+  char cmd[1024], csv[600], *out = NULL;
+  snprintf(csv, sizeof csv, "%s/p.csv", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s/sparsering pattern --model tiny-test --seq 4K --pattern vs-topp:0.9 --layout striped "
+           "--ranks 4 --granularity 128 --seed 2 --csv %s", test_bin_dir(), csv);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "    0 ");
+  CHECK_STR_CONTAINS(out, "    1 ");
+  CHECK_STR_CONTAINS(out, "  all ");
+  free(out);
+  char *text = NULL;
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(text, "layer,density,kept_pairs,work,worker_imbalance,step_imbalance_mean,step_imbalance_worst\n0,");
+  CHECK_STR_CONTAINS(text, "\n1,");
+  free(text);
+  snprintf(cmd, sizeof cmd, "%s/sparsering pattern --model tiny-test --seq 4K --pattern nope --ranks 2", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "pattern");
+  free(out);
 }

@@ -16,7 +16,6 @@
 #include "kernels/sparse_attn.h"
 #include "kernels/test/index_build.h"
 
-extern int sa_fwd_variant;
 
 #define CK(call)                                                                               \
   do {                                                                                         \

@@ -14,8 +14,13 @@ import statistics
 import sys
 
 import torch
+import torch._functorch.config
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# Backward is timed repeatedly on one graph (retain_graph), which compiled backward with donated
+# buffers refuses.
+torch._functorch.config.donated_buffer = False
 
 H, KH, D = 16, 2, 128
 SETS, WARM, REPS = 3, 3, 10
@@ -132,7 +137,7 @@ def check(dirname):
             vert = verticals(n)
             def mm(b, h, qi, ki):
                 return (ki <= qi) & ((qi - ki < 4096) | vert[h, ki])
-            bm = create_block_mask(mm, 1, H, n, n, device="cuda")
+            bm = create_block_mask(mm, 1, H, n, n, device="cuda", _compile=True)
             qb, kb, vb = (x.detach().bfloat16().requires_grad_() for x in (q, k, v))
             o, lse = torch.compile(flex_attention)(qb, kb, vb, block_mask=bm, enable_gqa=True, return_lse=True)
             q, k, v, o, do = qb, kb, vb, o.float(), do.bfloat16()
@@ -165,14 +170,14 @@ def main():
         bench("SDPA cuDNN (GQA)", n, sdpa(SDPBackend.CUDNN_ATTENTION, True), flop=flop)
         bench("SDPA cuDNN (KV expanded)", n, sdpa(SDPBackend.CUDNN_ATTENTION, False), gqa_expand=True, flop=flop)
         bench("SDPA flash2 (GQA)", n, sdpa(SDPBackend.FLASH_ATTENTION, True), flop=flop)
-        causal = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, n, n, device="cuda")
+        causal = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, n, n, device="cuda", _compile=True)
         bench("FlexAttention causal", n, lambda q, k, v: flex(q, k, v, block_mask=causal, enable_gqa=True), flop=flop)
     for n in (() if quick else (65536, 131072)):
         vert = verticals(n)
 
         def mm(b, h, qi, ki):
             return (ki <= qi) & ((qi - ki < 4096) | vert[h, ki])
-        bm = create_block_mask(mm, 1, H, n, n, device="cuda")
+        bm = create_block_mask(mm, 1, H, n, n, device="cuda", _compile=True)
         bench("FlexAttention vs-like", n, lambda q, k, v: flex(q, k, v, block_mask=bm, enable_gqa=True))
 
 

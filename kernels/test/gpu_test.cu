@@ -1,6 +1,6 @@
 // gpu_test.cu — bin/sparsering-gpu-test: every GPU kernel of kernels/ against the CPU reference
 // (kernels/ref_attn.c) on fresh random inputs, outputs poisoned with NaN before each run and every
-// element checked. Relative error ||out - ref|| / ||ref||: <= 1e-2 for bf16 outputs and gradients,
+// element checked (both forward variants). Relative error ||out - ref|| / ||ref||: <= 1e-2 for bf16 outputs and gradients,
 // <= 1e-3 for LSE; LSE = -inf must match exactly; the backward must repeat bit for bit.
 // Usage: sparsering-gpu-test [--small]   (--small: the short cases, for compute-sanitizer)
 #include <cuda_bf16.h>
@@ -12,6 +12,11 @@
 
 #include "kernels/sparse_attn.h"
 #include "kernels/test/index_build.h"
+extern "C" {  // the planner's C API
+#include "plan/layout.h"
+#include "plan/tiles.h"
+}
+
 
 #define CK(call)                                                                                   \
   do {                                                                                             \
@@ -35,7 +40,7 @@
 
 typedef struct {
   const char *name;
-  int kind;  // pattern kind, or -1 for the closed-form VS-like mask
+  int kind;  // pattern kind, -1 the closed-form VS-like mask, -2 VS built by the planner (plan/tiles.c)
   int64_t N, g;
   int W, qr, H, KH, d, bars, small;
 } tcase;
@@ -48,6 +53,8 @@ static const tcase cases[] = {
     {"vs+bars d64 N1900 W3", PATTERN_VS, 1900, 128, 3, 2, 16, 2, 64, 1, 0},
     {"block d128 N1100", PATTERN_BLOCK, 1100, 1, 1, 0, 16, 2, 128, 0, 0},
     {"vs-like d128 N3000", -1, 3000, 1, 1, 0, 16, 2, 128, 1, 0},
+    {"planner vs striped W2", -2, 2100, 128, 2, 1, 16, 2, 128, 1, 0},
+    {"planner vs striped W3 d64", -2, 1700, 128, 3, 0, 16, 2, 64, 1, 1},
     {"window d64 N300 gqa1", PATTERN_WINDOW, 300, 1, 1, 0, 4, 4, 64, 0, 1},
     {"vs+bars d128 N400 gqa8", PATTERN_VS, 400, 1, 1, 0, 8, 1, 128, 1, 1},
     {"dense d64 N1", PATTERN_DENSE, 1, 1, 1, 0, 2, 1, 64, 0, 1},
@@ -165,16 +172,40 @@ static errs run_case(const tcase *c) {
   memset(&r, 0, sizeof r);
   int H = c->H, KH = c->KH, d = c->d, W = c->W;
   int64_t N = c->N, n_q = positions(N, W, c->g, c->qr, NULL), n_k[8];
-  int64_t *qpos = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_q + 1)), *kpos[8];
-  positions(N, W, c->g, c->qr, qpos);
-  for (int s = 0; s < W; s++) {
-    n_k[s] = positions(N, W, c->g, s, NULL);
-    kpos[s] = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_k[s] + 1));
-    positions(N, W, c->g, s, kpos[s]);
+  layout lay;
+  if (c->kind == -2) {  // the planner's striped layout spreads remainders its own way: use its counts
+    SR(layout_build(LAYOUT_STRIPED, N, W, c->g, NULL, &lay, E));
+    n_q = lay.rank_count[c->qr];
   }
-  head_mask masks[64];
+  int64_t *qpos = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_q + 1)), *kpos[8];
+  if (c->kind == -2) layout_positions(&lay, c->qr, qpos);
+  else positions(N, W, c->g, c->qr, qpos);
+  for (int s = 0; s < W; s++) {
+    n_k[s] = c->kind == -2 ? lay.rank_count[s] : positions(N, W, c->g, s, NULL);
+    kpos[s] = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_k[s] + 1));
+    if (c->kind == -2) layout_positions(&lay, s, kpos[s]);
+    else positions(N, W, c->g, s, kpos[s]);
+  }
+  head_mask masks[64], *pmasks = NULL;
   tile_index ti;
-  if (c->kind < 0) {
+  pattern pat;
+  if (c->kind == -2) {  // random VS heads through the planner: striped layout, tiles_build, its masks
+    SR(pattern_alloc(&pat, N, 1, H, E));
+    for (int h = 0; h < H; h++) {
+      head_pattern *hp = pattern_head(&pat, 0, h);
+      hp->kind = PATTERN_VS;
+      hp->vertical = (int32_t *)malloc(sizeof(int32_t) * 64), hp->slash = (int32_t *)malloc(sizeof(int32_t) * 8);
+      int nv = 0, ns = 0;
+      for (int64_t k = 0; k < N && nv < 64; k++)
+        if (uni() < 30.0 / N) hp->vertical[nv++] = (int32_t)k;
+      for (int64_t d = 0; d < N && ns < 8; d++)
+        if (d == 0 || (d < 300 && uni() < 0.01)) hp->slash[ns++] = (int32_t)d;
+      hp->n_vertical = nv, hp->n_slash = ns;
+    }
+    SR(tiles_build(&pat, 0, &lay, c->qr, &ti, E));
+    SR(tiles_masks_build(&pat, 0, &pmasks, E));
+    for (int h = 0; h < H; h++) masks[h] = pmasks[h];
+  } else if (c->kind < 0) {
     ib_vs_like(&ti, masks, H, N, 128, 512, 100, 1);
   } else {
     for (int h = 0; h < H; h++) masks[h] = random_mask(c->kind, N);
@@ -199,8 +230,8 @@ static errs run_case(const tcase *c) {
   SR(sa_gpu_masks_upload(masks, H, &dmasks, E));
 
   // ---- forward: per step O_b / LSE_b, running merge in the epilogue, and the standalone merge ----
+  // Both forward variants (sa_fwd_variant 1, then the default 0, whose results the backward uses).
   float *o_run_ref = (float *)calloc((size_t)nqo + 1, 4), *lse_run_ref = (float *)malloc(sizeof(float) * (size_t)(nl + 1));
-  for (int64_t i = 0; i < nl; i++) lse_run_ref[i] = -INFINITY;
   float *o_run, *lse_run, *o_m, *lse_m, *lse_b;
   void *o_b;
   CK(cudaMalloc((void **)&o_run, sizeof(float) * (size_t)(nqo + 1)));
@@ -209,7 +240,12 @@ static errs run_case(const tcase *c) {
   CK(cudaMalloc((void **)&lse_m, sizeof(float) * (size_t)(nl + 1)));
   CK(cudaMalloc((void **)&lse_b, sizeof(float) * (size_t)(nl + 1)));
   CK(cudaMalloc(&o_b, sizeof(__nv_bfloat16) * (size_t)(nqo + 1)));
-  CK(cudaMemset(o_run, 0, sizeof(float) * (size_t)nqo)); CK(cudaMemset(o_m, 0, sizeof(float) * (size_t)nqo));
+  for (int var = 1; var >= 0; var--) {
+  sa_fwd_variant = var;
+  memset(o_run_ref, 0, sizeof(float) * (size_t)nqo);
+  for (int64_t i = 0; i < nl; i++) lse_run_ref[i] = -INFINITY;
+  CK(cudaMemset(o_run, 0, sizeof(float) * (size_t)nqo));
+  CK(cudaMemset(o_m, 0, sizeof(float) * (size_t)nqo));
   CK(cudaMemcpy(lse_run, lse_run_ref, sizeof(float) * (size_t)nl, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(lse_m, lse_run_ref, sizeof(float) * (size_t)nl, cudaMemcpyHostToDevice));
   for (int s = 0; s < W; s++) {
@@ -227,9 +263,15 @@ static errs run_case(const tcase *c) {
     r.o_b = fmax_(r.o_b, rel_err(ob, ob_ref, nqo)), r.lse_b = fmax_(r.lse_b, rel_err(lb, lb_ref, nl));
     free(ob), free(lb), free(ob_ref), free(lb_ref);
   }
+  if (var) {  // the other variant's final state, compared here before the default overwrites it
+    float *of = fetch_f32(o_run, nqo), *lf = fetch_f32(lse_run, nl);
+    r.o_run = rel_err(of, o_run_ref, nqo), r.lse_run = rel_err(lf, lse_run_ref, nl);
+    free(of), free(lf);
+  }
+  }
   float *o_fin = fetch_f32(o_run, nqo), *l_fin = fetch_f32(lse_run, nl);
   float *o_mh = fetch_f32(o_m, nqo), *l_mh = fetch_f32(lse_m, nl);
-  r.o_run = rel_err(o_fin, o_run_ref, nqo), r.lse_run = rel_err(l_fin, lse_run_ref, nl);
+  r.o_run = fmax_(r.o_run, rel_err(o_fin, o_run_ref, nqo)), r.lse_run = fmax_(r.lse_run, rel_err(l_fin, lse_run_ref, nl));
   r.merge = fmax_(rel_err(o_mh, o_run_ref, nqo), rel_err(l_mh, lse_run_ref, nl));
 
   // ---- backward with the final O (bf16, as the executor keeps it) and LSE ----
@@ -250,7 +292,8 @@ static errs run_case(const tcase *c) {
     sa_shape sh = {n_q, n_k[s], H, KH, d, (float)(1.0 / sqrt((double)d))};
     int64_t e = n_k[s] * KH * d;
     tile_index_t tt;
-    ib_transpose(&ti, s, n_k[s], &tt);
+    if (c->kind == -2) SR(tiles_transpose(&ti, s, n_k[s], &tt, E));
+    else ib_transpose(&ti, s, n_k[s], &tt);
     sa_gpu_index_t gtt;
     SR(sa_gpu_index_t_upload(&tt, H, KH, &gtt, E));
     float *dk_ref = (float *)calloc((size_t)e + 1, 4), *dv_ref = (float *)calloc((size_t)e + 1, 4);
@@ -267,7 +310,9 @@ static errs run_case(const tcase *c) {
     r.dk = fmax_(r.dk, rel_err(g0, dk_ref, e)), r.dv = fmax_(r.dv, rel_err(v0, dv_ref, e));
     r.det |= memcmp(g0, g1, sizeof(float) * (size_t)e) != 0 || memcmp(v0, v1, sizeof(float) * (size_t)e) != 0;
     free(g0), free(g1), free(v0), free(v1), free(dk_ref), free(dv_ref);
-    sa_gpu_index_t_free(&gtt), ib_transpose_free(&tt);
+    sa_gpu_index_t_free(&gtt);
+    if (c->kind == -2) tiles_transpose_free(&tt);
+    else ib_transpose_free(&tt);
     for (int rep = 0; rep < 2; rep++) {
       CK(cudaFree(dk[rep][s]));
       CK(cudaFree(dv[rep][s]));
@@ -285,8 +330,13 @@ static errs run_case(const tcase *c) {
     free(kh[s]), free(vh[s]), free(kpos[s]);
     CK(cudaFree(kd[s])); CK(cudaFree(vd[s])); CK(cudaFree(kposd[s]));
   }
-  sa_gpu_masks_free(dmasks, H), sa_gpu_index_free(&gix), ib_free(&ti);
-  for (int h = 0; h < H; h++) free((void *)masks[h].vbits), free((void *)masks[h].sbits), free((void *)masks[h].bmask);
+  sa_gpu_masks_free(dmasks, H), sa_gpu_index_free(&gix);
+  if (c->kind == -2) {
+    tiles_free(&ti), tiles_masks_free(pmasks, H), pattern_free(&pat), layout_free(&lay);
+  } else {
+    ib_free(&ti);
+    for (int h = 0; h < H; h++) free((void *)masks[h].vbits), free((void *)masks[h].sbits), free((void *)masks[h].bmask);
+  }
   return r;
 }
 
