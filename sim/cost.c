@@ -1,0 +1,139 @@
+// cost.c — the cost formulas (see cost.h). Each formula names its source; the efficiencies and link
+// figures come from the cluster description (measured by calibration where available).
+#include "sim/cost.h"
+
+#include <math.h>
+
+// ---- compute -----------------------------------------------------------------------------------
+
+// FlashAttention-2 (Dao 2023, sec. 4.1) counts 4 * rows * cols * head_dim FLOPs for a forward tile:
+// QK^T and PV, one multiply-add (2 FLOPs) per element each.
+double cost_tile_flops(const model_config *m) { return 4.0 * TILE * TILE * (double)m->head_dim; }
+
+// A bar is one gathered key column against the TILE rows of a query tile: the same count with cols = 1.
+double cost_bar_flops(const model_config *m) { return 4.0 * TILE * (double)m->head_dim; }
+
+double cost_attn_exec_flops(const model_config *m, const work_count *w) {
+  return (double)(w->full + w->partial) * cost_tile_flops(m) + (double)w->bars * cost_bar_flops(m);
+}
+
+// Roofline-style compute time (Williams, Waterman & Patterson 2009): FLOPs / (peak x achieved fraction),
+// with one achieved fraction per kind of tile, since masked (PARTIAL) tiles and gathered bars run far
+// below unmasked tiles (ANCHORS.md: FlexAttention evaluates touched blocks element by element).
+static double attn_time(const gpu_desc *g, const model_config *m, const work_count *w, double ratio, double ef,
+                        double ep, double eb) {
+  double peak = g->peak_tflops * 1e12;
+  if (peak <= 0) return 0;
+  double t = 0;
+  if (w->full) t += ratio * (double)w->full * cost_tile_flops(m) / (peak * (ef > 0 ? ef : 1));
+  if (w->partial) t += ratio * (double)w->partial * cost_tile_flops(m) / (peak * (ep > 0 ? ep : 1));
+  if (w->bars) t += ratio * (double)w->bars * cost_bar_flops(m) / (peak * (eb > 0 ? eb : 1));
+  return t;
+}
+
+double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w) {
+  return attn_time(g, m, w, 1.0, g->eff_attn_fwd_full, g->eff_attn_fwd_partial, g->eff_attn_fwd_bar);
+}
+
+// Backward recomputes P and forms dQ, dK, dV: 2.5x the forward FLOPs (FlashAttention-2 paper, sec. 4.1;
+// model.h's MODEL_ATTN_BWD_RATIO), at the backward kernels' efficiencies.
+double cost_attn_bwd(const gpu_desc *g, const model_config *m, const work_count *w) {
+  return attn_time(g, m, w, MODEL_ATTN_BWD_RATIO, g->eff_attn_bwd_full, g->eff_attn_bwd_partial,
+                   g->eff_attn_bwd_bar);
+}
+
+// Roofline compute bound (Williams et al. 2009): FLOPs / (peak x GEMM efficiency).
+double cost_gemm(const gpu_desc *g, double flops) {
+  double r = g->peak_tflops * 1e12 * (g->eff_gemm > 0 ? g->eff_gemm : 1);
+  return r > 0 ? flops / r : 0;
+}
+
+// Roofline memory bound (Williams et al. 2009): bytes / (HBM bandwidth x achieved fraction).
+double cost_mem(const gpu_desc *g, double bytes) {
+  double r = g->hbm_gbps * 1e9 * (g->eff_mem > 0 ? g->eff_mem : 1);
+  return r > 0 ? bytes / r : 0;
+}
+
+// Communication kernels occupy SMs, so overlapped compute slows down (measured in "Optimizing
+// communication-computation overlap", Rashidi et al. 2021; NCCL uses up to 32 SMs per channel set).
+// Compute runs at 1/slowdown of its speed while the comm kernel of `comm` seconds runs beside it and at
+// full speed after: if it ends inside the comm window it takes compute*slowdown, else comm + the rest.
+double cost_under_comm(double compute, double comm, double slowdown) {
+  if (slowdown <= 1 || comm <= 0 || compute <= 0) return compute;
+  if (compute * slowdown <= comm) return compute * slowdown;
+  return comm + (compute - comm / slowdown);
+}
+
+// ---- communication -------------------------------------------------------------------------------
+
+// Hockney (1994) model of a point-to-point message: T = alpha + n / beta.
+double cost_p2p(const link_desc *l, double bytes) {
+  if (bytes <= 0) return 0;
+  return l->latency_us * 1e-6 + (l->gbps > 0 ? bytes / (l->gbps * 1e9) : 0);
+}
+
+static double bw_term(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e9) : 0; }
+
+// Ring all-reduce (Thakur, Rabenseifner & Gropp 2005, sec. 4): 2(p-1) alpha + 2 (p-1)/p n beta.
+// NCCL's busBw for all-reduce uses the same factor 2(n-1)/n (nccl-tests doc/PERFORMANCE.md).
+double cost_allreduce(int n, double bytes, double gbps, double lat_us) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return 2.0 * (n - 1) * lat_us * 1e-6 + bw_term(2.0 * (n - 1) / n * bytes, gbps);
+}
+
+// Ring reduce-scatter (Thakur et al. 2005): (p-1) alpha + (p-1)/p n beta; NCCL busBw factor (n-1)/n.
+double cost_reduce_scatter(int n, double bytes, double gbps, double lat_us) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return (n - 1) * lat_us * 1e-6 + bw_term((double)(n - 1) / n * bytes, gbps);
+}
+
+// Ring all-gather (Thakur et al. 2005): (p-1) alpha + (p-1)/p n beta; NCCL busBw factor (n-1)/n.
+double cost_allgather(int n, double bytes, double gbps, double lat_us) {
+  return cost_reduce_scatter(n, bytes, gbps, lat_us);
+}
+
+// Broadcast: NCCL pipelines a ring so the bandwidth term is n beta (busBw factor 1, nccl-tests
+// PERFORMANCE.md); the start-up latency of a binomial tree is ceil(log2 p) alpha (Thakur et al. 2005).
+double cost_broadcast(int n, double bytes, double gbps, double lat_us) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return ceil(log2((double)n)) * lat_us * 1e-6 + bw_term(bytes, gbps);
+}
+
+// Pairwise-exchange all-to-all (Thakur et al. 2005, sec. 6): (p-1) alpha + (p-1)/p n beta, n the bytes
+// each rank holds; NCCL busBw factor (n-1)/n.
+double cost_alltoall(int n, double bytes, double gbps, double lat_us) {
+  return cost_reduce_scatter(n, bytes, gbps, lat_us);
+}
+
+// A ring that spans nodes crosses each node boundary on every channel; NCCL runs one channel per NIC,
+// so a node moves nics x NIC bandwidth across its boundary while NVLink carries the rest (NCCL's ring
+// bus bandwidth is bounded by the slowest link on the ring).
+void cost_collective_link(const cluster_desc *c, int n, int nodes, double *gbps, double *lat_us) {
+  if (nodes <= 1 || c->nodes <= 1) {
+    *gbps = c->intra.gbps;
+    *lat_us = c->intra.latency_us;
+    return;
+  }
+  double node_bw = c->nics_per_node * c->nic.gbps;
+  *gbps = node_bw < c->intra.gbps ? node_bw : c->intra.gbps;
+  *lat_us = c->nic.latency_us > c->intra.latency_us ? c->nic.latency_us : c->intra.latency_us;
+  (void)n;
+}
+
+// All-to-all on a two-level network: of the (n-1)/n of its data a rank sends away, (per_node-1)/n stays
+// inside the node (NVLink) and (n-per_node)/n leaves through the GPU's share of the NICs
+// (nics x NIC bandwidth / GPUs per node). Both parts run at once; latency is (p-1) alpha (Thakur et al.).
+double cost_alltoall_cluster(const cluster_desc *c, int n, int per_node, double bytes) {
+  if (n <= 1 || bytes <= 0) return 0;
+  if (per_node > n) per_node = n;
+  if (per_node < 1) per_node = 1;
+  double intra = bw_term((double)(per_node - 1) / n * bytes, c->intra.gbps);
+  double t_lat = (per_node - 1) * c->intra.latency_us * 1e-6;
+  double inter = 0;
+  if (n > per_node) {
+    double g = c->gpus_per_node > 0 ? (double)c->nics_per_node * c->nic.gbps / c->gpus_per_node : c->nic.gbps;
+    inter = bw_term((double)(n - per_node) / n * bytes, g);
+    t_lat += (n - per_node) * c->nic.latency_us * 1e-6;
+  }
+  return (intra > inter ? intra : inter) + t_lat;
+}

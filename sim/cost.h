@@ -1,0 +1,51 @@
+// cost.h — the cost model: seconds for each kind of work on one GPU and for each kind of transfer.
+//
+// Compute: FLOPs / (peak x efficiency of that kind of work); memory-bound ops: bytes / (HBM x eff);
+// point-to-point: latency + bytes / bandwidth (Hockney); collectives by the standard ring / tree
+// algorithm costs (Thakur, Rabenseifner & Gropp 2005, with NCCL's bus-bandwidth factors). Every
+// formula cites its source in cost.c. Units: seconds, bytes, FLOPs, GB/s = 1e9 B/s.
+#ifndef SR_COST_H
+#define SR_COST_H
+
+#include "plan/cluster.h"
+#include "plan/model.h"
+#include "plan/tiles.h"
+
+// FLOPs of one TILE x TILE attention tile (forward, one query head): 4 * TILE^2 * head_dim.
+double cost_tile_flops(const model_config *m);
+// FLOPs of one bar entry (TILE query rows x one gathered key, forward, one head): 4 * TILE * head_dim.
+double cost_bar_flops(const model_config *m);
+// Forward attention seconds of a work count (full and partial tiles, bars) on one GPU.
+double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w);
+// Backward attention seconds of a work count (MODEL_ATTN_BWD_RATIO x the forward FLOPs at the backward efficiencies).
+double cost_attn_bwd(const gpu_desc *g, const model_config *m, const work_count *w);
+// Forward attention FLOPs the kernels execute for a work count (tiles computed whole, bars).
+double cost_attn_exec_flops(const model_config *m, const work_count *w);
+// Seconds of a GEMM of `flops` FLOPs.
+double cost_gemm(const gpu_desc *g, double flops);
+// Seconds of a memory-bound op that moves `bytes` bytes through HBM.
+double cost_mem(const gpu_desc *g, double bytes);
+// Seconds of a compute task of `compute` s that runs while a comm kernel of `comm` s shares the SMs.
+double cost_under_comm(double compute, double comm, double slowdown);
+
+// Point-to-point transfer of `bytes` over a link: latency + bytes / bandwidth.
+double cost_p2p(const link_desc *l, double bytes);
+// Ring all-reduce of `bytes` per rank over n ranks at bus bandwidth gbps and per-hop latency lat_us.
+double cost_allreduce(int n, double bytes, double gbps, double lat_us);
+// Ring reduce-scatter (`bytes` = the full buffer per rank before scattering).
+double cost_reduce_scatter(int n, double bytes, double gbps, double lat_us);
+// Ring all-gather (`bytes` = the full gathered buffer per rank).
+double cost_allgather(int n, double bytes, double gbps, double lat_us);
+// Broadcast of `bytes` from one root: pipelined (bandwidth term once) over a binomial tree's latency.
+double cost_broadcast(int n, double bytes, double gbps, double lat_us);
+// Pairwise-exchange all-to-all: each rank holds `bytes` and sends (n-1)/n of it away.
+double cost_alltoall(int n, double bytes, double gbps, double lat_us);
+
+// Bus bandwidth (GB/s) and latency (us) of a collective over `n` ranks spread over `nodes` nodes of
+// cluster c: NVLink inside one node; across nodes the slower of NVLink and the node's NICs.
+void cost_collective_link(const cluster_desc *c, int n, int nodes, double *gbps, double *lat_us);
+// All-to-all over n ranks in groups of `per_node` per node: the inter-node share goes through each GPU's
+// part of the NICs, the intra-node share over NVLink; the two proceed in parallel.
+double cost_alltoall_cluster(const cluster_desc *c, int n, int per_node, double bytes);
+
+#endif

@@ -1,0 +1,79 @@
+// engine.h — a small discrete-event engine: tasks with durations and dependencies on per-rank
+// streams (compute, intra-node comm, inter-node comm, host<->device copies) and on shared resources
+// where transfers contend (a NIC shared by several GPUs of a node).
+//
+// A stream runs its tasks one at a time in the order they were added (as a CUDA stream does). A task
+// starts when its stream is free, every dependency has ended and, when it needs a shared resource,
+// one of the resource's servers is free (servers are granted first come, first served by ready time).
+// Tasks are added in dependency order (a dependency is always an earlier task), so one linear pass
+// computes every start time when no task uses a resource; with resources the engine runs an
+// event-driven pass over a heap of ready tasks. Arrays grow geometrically: no allocation per task.
+//
+// A run may be cut into chunks (one layer at a time): engine_run schedules the tasks added since the
+// last engine_clear, and the streams' and resources' free times carry over to the next chunk.
+#ifndef SR_ENGINE_H
+#define SR_ENGINE_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+
+// STREAM_COLL carries collectives (gradient reduction, the estimation's broadcasts), as DDP/NCCL do on
+// a stream of their own.
+typedef enum { STREAM_COMPUTE, STREAM_INTRA, STREAM_INTER, STREAM_COPY, STREAM_COLL, STREAM_COUNT } sim_stream;
+
+typedef struct {
+  double dur;          // seconds
+  double earliest;     // the task may not start before this time
+  double start, end;   // filled by engine_run
+  int64_t dep_begin;   // into engine.deps
+  int32_t rank;        // -1: a virtual task (a barrier) that belongs to no stream
+  int32_t step;        // ring step (or chunk) for reports; -1 when none
+  int32_t layer;       // -1 when none
+  int32_t n_deps;
+  int16_t resource;    // -1: none
+  uint8_t stream;      // sim_stream
+  uint8_t phase;       // caller-defined label (sim/step.h's sim_phase)
+} sim_task;
+
+typedef struct {
+  int n_ranks;
+  int n_resources;
+  int *res_first;         // [n_resources + 1] servers of resource k: server_free[res_first[k] .. res_first[k+1])
+  double *server_free;    // time each server becomes free
+  double *stream_free;    // [n_ranks * STREAM_COUNT] time each stream becomes free (carries over chunks)
+  int32_t *stream_last;   // [n_ranks * STREAM_COUNT] last task added to each stream in this chunk (-1)
+  sim_task *tasks;
+  int64_t n_tasks, cap_tasks;
+  int32_t *deps;
+  int64_t n_deps, cap_deps;
+  int uses_resources;     // some task of this chunk needs a resource
+  // Scratch of the event-driven pass (kept between runs).
+  int32_t *pending, *succ_first, *succ, *heap;
+  double *ready;
+  int64_t cap_scratch, cap_succ;
+} sim_engine;
+
+// Create an engine for n_ranks ranks; servers[k] is the number of servers of resource k (n_resources
+// of them; servers may be NULL when n_resources is 0). All streams start free at time 0.
+int engine_init(sim_engine *g, int n_ranks, int n_resources, const int *servers, sr_error *e);
+// Release an engine's arrays.
+void engine_free(sim_engine *g);
+// Add a task; returns its id (>= 0) or -1 when memory runs out. deps are ids of earlier tasks of this
+// chunk (negative ids are ignored, so callers may pass "no task" as -1).
+int32_t engine_add(sim_engine *g, int rank, sim_stream stream, double dur, int resource, int phase, int layer,
+                   int step, const int32_t *deps, int n_deps);
+// A zero-duration virtual task that ends when all deps have ended (a collective's rendezvous).
+int32_t engine_barrier(sim_engine *g, const int32_t *deps, int n_deps);
+// Schedule every task added since the last engine_clear (fills start/end). Returns SR_OK or an error.
+int engine_run(sim_engine *g, sr_error *e);
+// Forget this chunk's tasks (stream and resource free times are kept).
+void engine_clear(sim_engine *g);
+// Time the last task on any stream of any rank ends (the makespan so far).
+double engine_makespan(const sim_engine *g);
+// Time the streams of one rank are all free.
+double engine_rank_free(const sim_engine *g, int rank);
+// Make every stream of every rank wait until time t (a global barrier between chunks).
+void engine_align(sim_engine *g, double t);
+
+#endif

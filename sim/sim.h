@@ -1,0 +1,98 @@
+// sim.h — the analytical cluster simulator's API: one training step of a plan on its cluster,
+// per rank, per stream, per ring step, with its metrics, memory and timeline.
+//
+// sim_run takes a built plan (plan.h) and the pattern it runs (pattern.h), builds the task graph of
+// one step layer by layer (forward, loss, recomputation + backward, gradient reduction, optimizer),
+// schedules it on the event engine (engine.h) with the cost model (cost.h), and fills a sim_result.
+// Cost grows linearly in layers and in ranks x ring steps (W^2 tasks a ring pass), so a step is
+// O(L x W^2) tasks plus the planner's tile accounting (sim.md has the measured figures).
+#ifndef SR_SIM_H
+#define SR_SIM_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+#include "plan/pattern.h"
+#include "plan/plan.h"
+#include "sim/engine.h"
+
+// What a task does (the timeline's "phase" column).
+typedef enum {
+  PHASE_QKV,          // QKV projection (+ norm, RoPE)
+  PHASE_ESTIMATE,     // online pattern estimation: scores of the last 64 queries, top-p
+  PHASE_INDEX,        // building the tile index from the selected verticals and slashes
+  PHASE_ATTN,         // attention forward (a ring step)
+  PHASE_KV_SEND,      // KV shard transfer
+  PHASE_POST,         // output projection, MLP, residuals
+  PHASE_LOSS,         // LM head and cross-entropy (forward + backward)
+  PHASE_POST_BWD,     // backward of output projection and MLP
+  PHASE_ATTN_BWD,     // attention backward (a ring step)
+  PHASE_DKV_SEND,     // dK/dV transfer
+  PHASE_QKV_BWD,      // backward of the QKV projection
+  PHASE_RECOMPUTE,    // recomputed forward GEMMs and elementwise ops of a layer
+  PHASE_A2A,          // Ulysses all-to-all
+  PHASE_COLLECTIVE,   // broadcasts / all-reduces of the estimation
+  PHASE_GRAD_REDUCE,  // gradient all-reduce / reduce-scatter
+  PHASE_OPTIMIZER,    // AdamW update (+ parameter all-gather under ZeRO-1)
+  PHASE_H2D,          // host -> device copy (FPDT prefetch)
+  PHASE_D2H,          // device -> host copy (FPDT offload)
+  PHASE_COUNT
+} sim_phase;
+
+// Name of a phase ("attn", "kv_send", ...).
+const char *sim_phase_name(int phase);
+// Name of a stream ("compute", "intra", "inter", "copy", "coll").
+const char *sim_stream_name(int stream);
+
+typedef struct {
+  int representative;   // simulate one layer per distinct work pattern and repeat its time (sweeps)
+  int record_timeline;  // keep every task as a timeline event
+} sim_options;
+
+// One task of the timeline (seconds; written as microseconds).
+typedef struct {
+  double start, dur;
+  int32_t rank, layer, step;
+  uint8_t stream, phase;
+} sim_event;
+
+typedef struct {
+  sim_event *ev;
+  int64_t n, cap;
+} sim_timeline;
+
+// Memory per rank, bytes (see memory.h for the model).
+typedef struct {
+  double weights, grads, optim, activations, kv_buffers, index_bytes, workspace;
+  double total;          // peak per GPU
+  double host_bytes;     // per node, pinned host memory (FPDT offload)
+  double capacity;       // GPU memory of the cluster's GPU
+  int fits;              // total <= capacity and host_bytes <= host memory
+} sim_memory;
+
+typedef struct {
+  char strategy[64];
+  int feasible;             // 0: the strategy cannot run this configuration (reason in `note`)
+  char note[256];
+  double step_s;            // one training step
+  double tokens_per_s;
+  double model_flops_dense; // dense-equivalent model FLOPs of the step (causal attention over all pairs)
+  double model_flops_sparse;// the same with the pattern's kept pairs
+  double mfu_dense, mfu_sparse;
+  double worker_imbalance;  // max / mean over ranks of attention compute time
+  double step_imbalance;    // max / mean over ring steps of the step's slowest rank (summed over layers)
+  double exposed_comm_s;    // step time minus the busiest rank's compute time
+  double attn_fwd_s, attn_bwd_s;   // busiest rank's attention compute time
+  double comm_bytes;        // bytes sent by all ranks
+  double density;           // kept pairs / causal pairs
+  int64_t n_tasks;          // tasks scheduled
+  double sim_wall_s;        // seconds the simulation took
+  sim_memory mem;
+} sim_result;
+
+// Simulate one training step of plan p running pattern pat (layers x heads of the model).
+int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e);
+// Release a timeline's events.
+void sim_timeline_free(sim_timeline *t);
+
+#endif

@@ -1,0 +1,164 @@
+// step.c — one simulated training step: the shared pieces (flushing chunks, per-rank task helpers,
+// loss, gradient reduction, optimizer), the ring kinds (flat ring and double ring), and sim_run,
+// which dispatches on the plan's schedule and turns the scheduled tasks into metrics.
+//
+// The step is built one layer at a time (a chunk of the engine): forward layers 0..L-1, the loss,
+// then backward layers L-1..0, each with its recomputed forward first, then the optimizer. Streams'
+// free times carry over chunks, so skew between ranks carries from layer to layer.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/cost.h"
+#include "sim/memory.h"
+#include "sim/ring.h"
+#include "sim/step_ctx.h"
+
+static const char *const phase_names[PHASE_COUNT] = {
+    "qkv",      "estimate", "index",    "attn",       "kv_send",     "post",      "loss", "post_bwd", "attn_bwd",
+    "dkv_send", "qkv_bwd",  "recompute", "a2a",       "collective",  "grad_reduce", "optimizer", "h2d", "d2h"};
+static const char *const stream_names[STREAM_COUNT] = {"compute", "intra", "inter", "copy", "coll"};
+
+const char *sim_phase_name(int phase) { return phase >= 0 && phase < PHASE_COUNT ? phase_names[phase] : "?"; }
+const char *sim_stream_name(int stream) { return stream >= 0 && stream < STREAM_COUNT ? stream_names[stream] : "?"; }
+
+void sim_timeline_free(sim_timeline *t) {
+  free(t->ev);
+  memset(t, 0, sizeof *t);
+}
+
+// ---- shared helpers ----------------------------------------------------------------------------
+
+int ctx_flush(sim_ctx *x, sr_error *e) {
+  int rc = engine_run(&x->g, e);
+  if (rc) return rc;
+  x->n_tasks += x->g.n_tasks;
+  for (int64_t i = 0; i < x->g.n_tasks; i++) {
+    const sim_task *t = &x->g.tasks[i];
+    if (t->rank < 0 || t->dur <= 0) continue;
+    if (t->stream == STREAM_COMPUTE) x->busy[t->rank] += t->dur;
+    if (x->tl) {
+      if (x->tl->n == x->tl->cap) {
+        int64_t cap = x->tl->cap ? 2 * x->tl->cap : 4096;
+        sim_event *ev = realloc(x->tl->ev, (size_t)cap * sizeof *ev);
+        if (!ev) return sr_internal_error(e, 0, "sim: out of memory for the timeline");
+        x->tl->ev = ev;
+        x->tl->cap = cap;
+      }
+      x->tl->ev[x->tl->n++] = (sim_event){t->start, t->dur, t->rank, t->layer, t->step, t->stream, t->phase};
+    }
+  }
+  engine_clear(&x->g);
+  return SR_OK;
+}
+
+int ctx_each(sim_ctx *x, sim_stream stream, const double *dur, double dur0, int phase, int layer, int step,
+             const int32_t *deps, int32_t *out, sr_error *e) {
+  for (int r = 0; r < x->W; r++) {
+    int32_t d = deps ? deps[r] : -1;
+    out[r] = engine_add(&x->g, r, stream, dur ? dur[r] : dur0, -1, phase, layer, step, &d, 1);
+    if (out[r] < 0) return sr_internal_error(e, 0, "sim: out of memory for tasks");
+  }
+  return SR_OK;
+}
+
+int ctx_collective(sim_ctx *x, double dur, int phase, int layer, const int32_t *deps, int32_t *out, sr_error *e) {
+  int32_t bar = engine_barrier(&x->g, deps, x->W);
+  if (bar < 0) return sr_internal_error(e, 0, "sim: out of memory for tasks");
+  for (int r = 0; r < x->W; r++) {
+    out[r] = engine_add(&x->g, r, STREAM_COLL, dur, -1, phase, layer, -1, &bar, 1);
+    if (out[r] < 0) return sr_internal_error(e, 0, "sim: out of memory for tasks");
+  }
+  return SR_OK;
+}
+
+void ctx_coll_link(const sim_ctx *x, double *gbps, double *lat_us) {
+  cost_collective_link(x->c, x->W, x->c->nodes, gbps, lat_us);
+}
+
+// The QKV projection is 2 * hidden * (H + 2 KV) * head_dim FLOPs a token (one MAC = 2 FLOPs); the rest
+// of the layer's GEMMs (output projection, MLP) is the model's per-token total minus that.
+double ctx_gemm_qkv(const sim_ctx *x, double n) {
+  const model_config *m = x->m;
+  double f = 2.0 * m->hidden_size * (double)(m->num_heads + 2 * m->num_kv_heads) * m->head_dim;
+  return cost_gemm(&x->c->gpu, f * n);
+}
+
+double ctx_gemm_post(const sim_ctx *x, double n) {
+  const model_config *m = x->m;
+  double qkv = 2.0 * m->hidden_size * (double)(m->num_heads + 2 * m->num_kv_heads) * m->head_dim;
+  double f = model_layer_gemm_flops_per_token(m) - qkv;
+  return cost_gemm(&x->c->gpu, (f > 0 ? f : 0) * n);
+}
+
+// Memory-bound ops move bf16 tensors (roofline, Williams et al. 2009): before attention an RMSNorm
+// (read + write hidden) and RoPE on q and k (read + write); after it two residual adds (2 reads +
+// 1 write of hidden), the second RMSNorm, and SwiGLU (2 reads + 1 write of intermediate).
+double ctx_mem_pre(const sim_ctx *x, double n) {
+  const model_config *m = x->m;
+  double b = 2.0 * (2.0 * m->hidden_size + 2.0 * (double)(m->num_heads + m->num_kv_heads) * m->head_dim);
+  return cost_mem(&x->c->gpu, b * n);
+}
+
+double ctx_mem_post(const sim_ctx *x, double n) {
+  const model_config *m = x->m;
+  double b = 2.0 * (8.0 * m->hidden_size + 3.0 * m->intermediate_size);
+  return cost_mem(&x->c->gpu, b * n);
+}
+
+// LM head forward + backward (3x the forward GEMM FLOPs, MODEL_GEMM_BWD_RATIO) and the chunked
+// cross-entropy's softmax over fp32 logits (read, write, read again in backward), on every rank's tokens.
+int ctx_loss(sim_ctx *x, sr_error *e) {
+  double *dur = malloc((size_t)x->W * sizeof *dur);
+  if (!dur) return sr_internal_error(e, 0, "sim: out of memory");
+  for (int r = 0; r < x->W; r++) {
+    double n = (double)x->p->layout.rank_count[r];
+    dur[r] = cost_gemm(&x->c->gpu, (1 + MODEL_GEMM_BWD_RATIO) * model_lm_head_flops_per_token(x->m) * n) +
+             cost_mem(&x->c->gpu, 3.0 * 4.0 * n * (double)x->m->vocab_size);
+  }
+  int rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_LOSS, -1, -1, NULL, x->a, e);
+  free(dur);
+  return rc ? rc : ctx_flush(x, e);
+}
+
+// Gradients of a layer are summed over all ranks once every rank finished its backward (bucketed like
+// DDP, on the collective stream so they overlap the next layer's backward). ZeRO-1 reduce-scatters
+// (each rank updates its shard), otherwise all-reduce; costs in cost.c (Thakur et al. 2005).
+int ctx_grad_reduce(sim_ctx *x, int layer, const int32_t *deps, sr_error *e) {
+  double gbps, lat;
+  ctx_coll_link(x, &gbps, &lat);
+  double bytes = (double)model_layer_param_count(x->m) * MODEL_BYTES_GRAD;
+  double t = x->p->spec.zero ? cost_reduce_scatter(x->W, bytes, gbps, lat) : cost_allreduce(x->W, bytes, gbps, lat);
+  x->comm_bytes += bytes * (x->p->spec.zero ? 1.0 : 2.0) * (x->W - 1);
+  return ctx_collective(x, t, PHASE_GRAD_REDUCE, layer, deps, x->c2, e);
+}
+
+// AdamW reads fp32 master weights, m, v and the bf16 gradient and writes master, m, v and the bf16
+// weights: 28 bytes a parameter of this rank's share (ZeRO accounting), memory-bound. Under ZeRO-1 the
+// updated bf16 weights are then all-gathered. Gradients of the embeddings and LM head are reduced here.
+int ctx_optimizer(sim_ctx *x, sr_error *e) {
+  double P = (double)model_param_count(x->m);
+  double rest = P - (double)x->m->num_layers * (double)model_layer_param_count(x->m);
+  double gbps, lat;
+  ctx_coll_link(x, &gbps, &lat);
+  for (int r = 0; r < x->W; r++) {
+    // Wait for every gradient collective of this rank (earlier chunks) before updating.
+    sim_engine *g = &x->g;
+    double coll = g->stream_free[(int64_t)r * STREAM_COUNT + STREAM_COLL];
+    double *cf = &g->stream_free[(int64_t)r * STREAM_COUNT + STREAM_COMPUTE];
+    if (coll > *cf) *cf = coll;
+  }
+  double reduce = x->p->spec.zero ? cost_reduce_scatter(x->W, rest * 2, gbps, lat) : cost_allreduce(x->W, rest * 2, gbps, lat);
+  int rc = ctx_each(x, STREAM_COMPUTE, NULL, reduce, PHASE_GRAD_REDUCE, -1, -1, NULL, x->a, e);
+  if (rc) return rc;
+  double share = x->p->spec.zero ? P / x->W : P;
+  rc = ctx_each(x, STREAM_COMPUTE, NULL, cost_mem(&x->c->gpu, 28.0 * share), PHASE_OPTIMIZER, -1, -1, x->a, x->b, e);
+  if (rc) return rc;
+  if (x->p->spec.zero) {
+    double t = cost_allgather(x->W, P * MODEL_BYTES_WEIGHT, gbps, lat);
+    x->comm_bytes += P * MODEL_BYTES_WEIGHT * (x->W - 1);
+    rc = ctx_collective(x, t, PHASE_OPTIMIZER, -1, x->b, x->c2, e);
+    if (rc) return rc;
+  }
+  return ctx_flush(x, e);
+}

@@ -1,0 +1,73 @@
+// step_ctx.h — state shared by the pieces that build one simulated training step (step.c for the
+// ring kinds, step_a2a.c for Ulysses/USP, step_fpdt.c for FPDT, estimate.c for MTraining's online
+// estimation). Internal to sim/.
+#ifndef SR_STEP_CTX_H
+#define SR_STEP_CTX_H
+
+#include <stdint.h>
+
+#include "sim/engine.h"
+#include "sim/sim.h"
+#include "sim/work.h"
+
+typedef struct {
+  const plan *p;
+  const pattern *pat;
+  const sim_options *o;
+  const model_config *m;
+  const cluster_desc *c;
+  int W;
+  sim_engine g;
+  sim_timeline *tl;
+  sim_result *r;
+  double *busy;       // [W] compute-stream busy seconds
+  double *attn_f;     // [W] attention forward seconds (one forward pass)
+  double *attn_b;     // [W] attention backward seconds
+  double *step_sum;   // [n_step_slots] per ring step: sum over layers of the slowest rank's forward compute
+  int n_step_slots;
+  double comm_bytes;
+  double pairs;       // kept (q, k) pairs over all layers and heads
+  double causal_pairs;// dense causal pairs over all layers and heads
+  int64_t n_tasks;
+  int64_t kv_shard_tokens; // largest KV shard a rank receives in a ring (Ulysses/USP/FPDT set it)
+  double max_index_bytes;  // one layer's tile index on the largest rank
+  int32_t *a, *b, *c2;     // [W] scratch task ids
+  work_cache cache;
+  int have_cache;
+} sim_ctx;
+
+// Schedule the tasks added since the last flush, collect busy times and timeline events, clear.
+int ctx_flush(sim_ctx *x, sr_error *e);
+// Add one task per rank on `stream` of dur[r] (or dur0 when dur is NULL) after deps[r] (may be NULL);
+// ids go to out[r].
+int ctx_each(sim_ctx *x, sim_stream stream, const double *dur, double dur0, int phase, int layer, int step,
+             const int32_t *deps, int32_t *out, sr_error *e);
+// A collective over all ranks: a rendezvous after every deps[r], then one task per rank of `dur` on
+// STREAM_COLL; ids go to out[r].
+int ctx_collective(sim_ctx *x, double dur, int phase, int layer, const int32_t *deps, int32_t *out, sr_error *e);
+// Seconds of forward GEMMs of one layer for n tokens: the QKV projection, and the rest.
+double ctx_gemm_qkv(const sim_ctx *x, double n);
+double ctx_gemm_post(const sim_ctx *x, double n);
+// Seconds of the memory-bound ops (norms, RoPE, SwiGLU, residuals) around attention for n tokens.
+double ctx_mem_pre(const sim_ctx *x, double n);
+double ctx_mem_post(const sim_ctx *x, double n);
+// Bus bandwidth and latency of a collective over all ranks.
+void ctx_coll_link(const sim_ctx *x, double *gbps, double *lat_us);
+
+// MTraining's online estimation for layer `layer`, after qkv[r]; last task per rank into out[r].
+int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e);
+// Seconds to build one rank's tile index from `entries` tile and bar entries.
+double estimate_index_build(const sim_ctx *x, double entries);
+
+// Ring kinds (flat ring, double ring) driven by the plan's schedule.
+int step_ring(sim_ctx *x, sr_error *e);
+// Ulysses and USP (all-to-all over heads inside a group, ring across groups).
+int step_a2a(sim_ctx *x, sr_error *e);
+// FPDT (chunked Ulysses pipeline with host offload and prefetch).
+int step_fpdt(sim_ctx *x, sr_error *e);
+// The loss, gradient reduction of a layer, and the optimizer, shared by every strategy.
+int ctx_loss(sim_ctx *x, sr_error *e);
+int ctx_grad_reduce(sim_ctx *x, int layer, const int32_t *deps, sr_error *e);
+int ctx_optimizer(sim_ctx *x, sr_error *e);
+
+#endif

@@ -1,0 +1,284 @@
+// step_ring.c — a training step under ring context parallelism (flat ring or double ring) driven by
+// the plan's schedule: per layer the QKV projection, MTraining's online estimation when the pattern is
+// estimated online, the tile-index build for sparse patterns, the ring attention pass, and the rest of
+// the layer; then backward with recomputation (index build + sparse forward run again, as in
+// MTraining), the ring backward with dK/dV travelling, and the layer's gradient reduction.
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/cost.h"
+#include "sim/ring.h"
+#include "sim/step_ctx.h"
+#include "sim/strategy.h"
+
+// Work of one distinct layer (layers whose accounting is identical share one).
+typedef struct {
+  uint64_t hash;
+  double pairs;
+  float *fwd, *bwd;   // [n_steps * W] attention seconds of rank r at ring step s (index s * W + r)
+  float *entries;     // [W] tile + bar entries of rank r (its index build)
+  int sparse;         // some head is not dense: an index is built
+  // Representative mode: the layer's simulated duration and per-rank busy time, once known.
+  double dt_fwd, dt_bwd;
+  double *busy_fwd, *busy_bwd;
+} layer_work;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+static void layer_work_free(layer_work *w) {
+  free(w->fwd);
+  free(w->bwd);
+  free(w->entries);
+  free(w->busy_fwd);
+  free(w->busy_bwd);
+}
+
+// Account layer `layer` and turn its counts into per-step seconds through the schedule.
+static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_error *e) {
+  const schedule *s = &x->p->schedule;
+  int W = x->W;
+  memset(w, 0, sizeof *w);
+  int rc = work_layer(&x->cache, x->pat, layer, agg, e);
+  if (rc) return rc;
+  w->fwd = malloc((size_t)s->n_steps * W * sizeof *w->fwd);
+  w->bwd = malloc((size_t)s->n_steps * W * sizeof *w->bwd);
+  w->entries = calloc((size_t)W, sizeof *w->entries);
+  w->busy_fwd = calloc((size_t)W, sizeof *w->busy_fwd);
+  w->busy_bwd = calloc((size_t)W, sizeof *w->busy_bwd);
+  if (!w->fwd || !w->bwd || !w->entries || !w->busy_fwd || !w->busy_bwd)
+    return sr_internal_error(e, 0, "sim: out of memory for layer work");
+  w->dt_fwd = w->dt_bwd = -1;
+  for (int st = 0; st < s->n_steps; st++)
+    for (int r = 0; r < W; r++) {
+      int src = schedule_at(s, st, r)->kv_src;
+      const work_count *c = src >= 0 ? &agg[(int64_t)r * W + src] : NULL;
+      w->fwd[(int64_t)st * W + r] = c ? (float)cost_attn_fwd(&x->c->gpu, x->m, c) : 0.f;
+      w->bwd[(int64_t)st * W + r] = c ? (float)cost_attn_bwd(&x->c->gpu, x->m, c) : 0.f;
+    }
+  for (int h = 0; h < x->pat->heads; h++)
+    if (pattern_head(x->pat, layer, h)->kind != PATTERN_DENSE) w->sparse = 1;
+  for (int r = 0; r < W; r++)
+    for (int src = 0; src < W; src++) {
+      const work_count *c = &agg[(int64_t)r * W + src];
+      w->entries[r] += (float)(c->full + c->partial + c->bars);
+      w->pairs += c->pairs;
+    }
+  uint64_t hsh = 1469598103934665603ull;
+  hsh = fnv(hsh, w->fwd, (size_t)s->n_steps * W * sizeof *w->fwd);
+  hsh = fnv(hsh, w->bwd, (size_t)s->n_steps * W * sizeof *w->bwd);
+  hsh = fnv(hsh, w->entries, (size_t)W * sizeof *w->entries);
+  w->hash = fnv(hsh, &w->sparse, sizeof w->sparse);
+  return SR_OK;
+}
+
+// ---- one layer ---------------------------------------------------------------------------------
+
+typedef struct {
+  ring_ctx ring;
+  double *comp;        // [n_steps * W] scratch in seconds
+  double *dur;         // [W]
+  int online;          // pattern estimated online (MTraining)
+} ring_state;
+
+static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, int recompute, sr_error *e) {
+  const schedule *s = &x->p->schedule;
+  int W = x->W;
+  for (int r = 0; r < W; r++) {
+    double n = (double)x->p->layout.rank_count[r];
+    st->dur[r] = ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n);
+  }
+  int rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e);
+  if (rc) return rc;
+  if (st->online && !recompute) {
+    if ((rc = estimate_layer(x, layer, x->a, x->b, e))) return rc;
+    memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
+  }
+  if (w->sparse) {
+    for (int r = 0; r < W; r++) st->dur[r] = estimate_index_build(x, w->entries[r]);
+    if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
+    memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
+  }
+  for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->fwd[i];
+  st->ring.layer = layer;
+  if ((rc = ring_forward(&x->g, &st->ring, st->comp, PHASE_ATTN, PHASE_KV_SEND, x->a, x->b, e))) return rc;
+  for (int r = 0; r < W; r++) {
+    double n = (double)x->p->layout.rank_count[r];
+    st->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);
+    if (!recompute) {
+      double a = 0;
+      for (int k = 0; k < s->n_steps; k++) a += w->fwd[(int64_t)k * W + r];
+      x->attn_f[r] += a;
+    }
+  }
+  if (!recompute)
+    for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) {
+      double mx = 0;
+      for (int r = 0; r < W; r++)
+        if (w->fwd[(int64_t)k * W + r] > mx) mx = w->fwd[(int64_t)k * W + r];
+      x->step_sum[k] += mx;
+    }
+  return ctx_each(x, STREAM_COMPUTE, st->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_POST, layer, -1, x->b, x->a, e);
+}
+
+static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, sr_error *e) {
+  const schedule *s = &x->p->schedule;
+  int W = x->W;
+  int rc;
+  if (x->p->spec.recompute && (rc = layer_forward(x, st, w, layer, 1, e))) return rc;
+  for (int r = 0; r < W; r++) {
+    double n = (double)x->p->layout.rank_count[r];
+    st->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_post(x, n) + ctx_mem_post(x, n));
+  }
+  if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_POST_BWD, layer, -1, NULL, x->a, e))) return rc;
+  for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->bwd[i];
+  st->ring.layer = layer;
+  if ((rc = ring_backward(&x->g, &st->ring, st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND, PHASE_DKV_SEND, x->a, x->b, e)))
+    return rc;
+  for (int r = 0; r < W; r++) {
+    double n = (double)x->p->layout.rank_count[r];
+    st->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n));
+    double a = 0;
+    for (int k = 0; k < s->n_steps; k++) a += w->bwd[(int64_t)k * W + r];
+    x->attn_b[r] += a;
+  }
+  if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_QKV_BWD, layer, -1, x->b, x->a, e))) return rc;
+  return ctx_grad_reduce(x, layer, x->a, e);
+}
+
+// ---- representative layers -----------------------------------------------------------------------
+
+// In representative mode a layer whose work equals an already simulated one is not simulated again:
+// every rank's clock advances by that layer's duration and its busy time is added.
+static int replay(sim_ctx *x, double dt, const double *busy) {
+  engine_align(&x->g, engine_makespan(&x->g) + dt);
+  for (int r = 0; r < x->W; r++) x->busy[r] += busy[r];
+  return SR_OK;
+}
+
+static void busy_delta(sim_ctx *x, const double *before, double *out) {
+  for (int r = 0; r < x->W; r++) out[r] = x->busy[r] - before[r];
+}
+
+// ---- the step ------------------------------------------------------------------------------------
+
+int step_ring(sim_ctx *x, sr_error *e) {
+  const plan *p = x->p;
+  const schedule *s = &p->schedule;
+  int W = x->W, L = (int)x->m->num_layers;
+  int rc = SR_OK;
+  ring_state st;
+  memset(&st, 0, sizeof st);
+  layer_work *distinct = calloc((size_t)L, sizeof *distinct);
+  int *of = calloc((size_t)L, sizeof *of);
+  work_count *agg = malloc((size_t)W * W * sizeof *agg);
+  double *before = calloc((size_t)W, sizeof *before);
+  st.comp = malloc((size_t)s->n_steps * W * sizeof *st.comp);
+  st.dur = malloc((size_t)W * sizeof *st.dur);
+  int n_distinct = 0;
+  if (!distinct || !of || !agg || !before || !st.comp || !st.dur) {
+    rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
+    goto done;
+  }
+  st.online = sim_pattern_is_online(p->spec.pattern);
+  if ((rc = ring_ctx_init(&st.ring, s, x->c, e))) goto done;
+  // Account every layer; identical layers share their work.
+  for (int l = 0; l < L; l++) {
+    layer_work w;
+    if ((rc = account(x, l, agg, &w, e))) {
+      layer_work_free(&w);
+      goto done_ring;
+    }
+    x->pairs += w.pairs;
+    int k = 0;
+    while (k < n_distinct && (distinct[k].hash != w.hash || distinct[k].pairs != w.pairs)) k++;
+    if (k == n_distinct) distinct[n_distinct++] = w;
+    else layer_work_free(&w);
+    of[l] = k;
+  }
+  // Bytes on the wire per layer: forward sends (twice with recomputation) and backward sends.
+  {
+    double fwd = 0, bwd = 0;
+    for (int k = 0; k < s->n_steps; k++)
+      for (int r = 0; r < W; r++) {
+        const ring_step *rs = schedule_at(s, k, r);
+        fwd += (double)(rs->send.peer >= 0 ? rs->send.bytes : 0) + (double)(rs->send_outer.peer >= 0 ? rs->send_outer.bytes : 0);
+        bwd += (double)(rs->send_bwd.peer >= 0 ? rs->send_bwd.bytes : 0) +
+               (double)(rs->send_outer_bwd.peer >= 0 ? rs->send_outer_bwd.bytes : 0);
+      }
+    x->comm_bytes += L * ((p->spec.recompute ? 2 : 1) * fwd + bwd);
+  }
+  int rep = x->o->representative && !x->tl;
+  for (int l = 0; l < L; l++) {
+    layer_work *w = &distinct[of[l]];
+    if (rep && w->dt_fwd >= 0) {
+      replay(x, w->dt_fwd, w->busy_fwd);
+      for (int r = 0; r < W; r++) {
+        double a = 0;
+        for (int k = 0; k < s->n_steps; k++) a += w->fwd[(int64_t)k * W + r];
+        x->attn_f[r] += a;
+      }
+      for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) {
+        double mx = 0;
+        for (int r = 0; r < W; r++)
+          if (w->fwd[(int64_t)k * W + r] > mx) mx = w->fwd[(int64_t)k * W + r];
+        x->step_sum[k] += mx;
+      }
+      continue;
+    }
+    double t0 = 0;
+    if (rep) {
+      engine_align(&x->g, t0 = engine_makespan(&x->g));
+      memcpy(before, x->busy, (size_t)W * sizeof *before);
+    }
+    if ((rc = layer_forward(x, &st, w, l, 0, e)) || (rc = ctx_flush(x, e))) goto done_ring;
+    if (rep) {
+      w->dt_fwd = engine_makespan(&x->g) - t0;
+      busy_delta(x, before, w->busy_fwd);
+    }
+  }
+  if ((rc = ctx_loss(x, e))) goto done_ring;
+  for (int l = L - 1; l >= 0; l--) {
+    layer_work *w = &distinct[of[l]];
+    if (rep && w->dt_bwd >= 0) {
+      replay(x, w->dt_bwd, w->busy_bwd);
+      for (int r = 0; r < W; r++)
+        for (int k = 0; k < s->n_steps; k++) x->attn_b[r] += w->bwd[(int64_t)k * W + r];
+      continue;
+    }
+    double t0 = 0;
+    if (rep) {
+      engine_align(&x->g, t0 = engine_makespan(&x->g));
+      memcpy(before, x->busy, (size_t)W * sizeof *before);
+    }
+    if ((rc = layer_backward(x, &st, w, l, e)) || (rc = ctx_flush(x, e))) goto done_ring;
+    if (rep) {
+      w->dt_bwd = engine_makespan(&x->g) - t0;
+      busy_delta(x, before, w->busy_bwd);
+    }
+  }
+  rc = ctx_optimizer(x, e);
+  // The largest rank's tile index (4-byte KV tile index + 1-byte kind a tile entry, 4 bytes a bar, and
+  // two cumulative-count arrays of heads x query tiles x (W + 1) 8-byte offsets).
+  for (int k = 0; k < n_distinct; k++)
+    for (int r = 0; r < W; r++) {
+      if (!distinct[k].sparse) continue;
+      double qt = (double)((p->layout.rank_count[r] + TILE - 1) / TILE);
+      double b = distinct[k].entries[r] * 5.0 + 2.0 * x->m->num_heads * qt * (W + 1) * 8.0;
+      if (b > x->max_index_bytes) x->max_index_bytes = b;
+    }
+done_ring:
+  ring_ctx_free(&st.ring);
+done:
+  for (int k = 0; k < n_distinct; k++) layer_work_free(&distinct[k]);
+  free(distinct);
+  free(of);
+  free(agg);
+  free(before);
+  free(st.comp);
+  free(st.dur);
+  return rc;
+}

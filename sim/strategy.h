@@ -1,0 +1,31 @@
+// strategy.h — running the simulator on named strategies (the planner's table: dense-ring,
+// zigzag-ring, striped-ring, ulysses, usp, fpdt, naive-sparse, mtraining, mtraining-zigzag,
+// mtraining-flat) and on plans: build the plan and its pattern, simulate, release.
+#ifndef SR_STRATEGY_H
+#define SR_STRATEGY_H
+
+#include "plan/plan.h"
+#include "sim/sim.h"
+
+// The study's settings shared by every strategy: model, cluster, length, seed, recompute, ZeRO.
+// sparse_pattern (may be "" for the planner's default) replaces the pattern of the strategies whose
+// pattern is sparse (naive-sparse, mtraining*), so every sparse strategy runs the same pattern.
+typedef struct {
+  plan_spec base;
+  char sparse_pattern[512];
+} strategy_study;
+
+// Build the pattern of a plan from its source string (plan.spec.pattern; "vs-online:P" is read as
+// "vs-topp:P", the simulator adding the estimation cost).
+int sim_pattern_build(const plan *p, pattern *out, sr_error *e);
+// Does a plan's pattern source stand for patterns estimated online in every forward pass (MTraining's
+// top-p / top-k vertical-slash selection)? Those pay the estimation cost.
+int sim_pattern_is_online(const char *source);
+// Simulate a built plan (its pattern built here).
+int sim_plan(const plan *p, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e);
+// Simulate strategy `name` of a study. A configuration the strategy cannot run (e.g. a Ulysses degree
+// above the heads) gives r->feasible = 0 with the reason in r->note and returns SR_OK.
+int sim_strategy(const strategy_study *s, const char *name, const sim_options *o, sim_result *r, sim_timeline *tl,
+                 sr_error *e);
+
+#endif

@@ -1,0 +1,80 @@
+// test_sim_cost.c — the cost formulas against hand-derived values.
+#include <string.h>
+
+#include "sim/cost.h"
+#include "tests/test.h"
+
+static gpu_desc test_gpu(void) {
+  gpu_desc g;
+  memset(&g, 0, sizeof g);
+  g.peak_tflops = 100;  // 1e14 FLOP/s
+  g.hbm_gbps = 1000;
+  g.eff_gemm = 0.5;
+  g.eff_attn_fwd_full = 0.5;
+  g.eff_attn_fwd_partial = 0.25;
+  g.eff_attn_fwd_bar = 0.1;
+  g.eff_attn_bwd_full = 0.4;
+  g.eff_attn_bwd_partial = 0.2;
+  g.eff_attn_bwd_bar = 0.1;
+  g.eff_mem = 0.8;
+  g.comm_slowdown = 1.25;
+  return g;
+}
+
+TEST(sim_cost_attention_charges_each_tile_kind_at_its_efficiency) {
+  gpu_desc g = test_gpu();
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.head_dim = 128;
+  // One full tile: 4 * 128 * 128 * 128 FLOPs = 8388608 at 0.5e14 FLOP/s.
+  work_count w = {1, 0, 0, 0};
+  CHECK_REL(cost_attn_fwd(&g, &m, &w), 8388608.0 / 0.5e14, 1e-12);
+  // One partial tile at a quarter of peak, plus ten bars of 4 * 128 * 128 FLOPs at a tenth.
+  work_count w2 = {0, 1, 10, 0};
+  CHECK_REL(cost_attn_fwd(&g, &m, &w2), 8388608.0 / 0.25e14 + 10 * 65536.0 / 0.1e14, 1e-12);
+  // Backward: 2.5x the FLOPs at the backward efficiency.
+  CHECK_REL(cost_attn_bwd(&g, &m, &w), 2.5 * 8388608.0 / 0.4e14, 1e-12);
+}
+
+TEST(sim_cost_gemm_and_memory_bound_ops_follow_the_roofline) {
+  gpu_desc g = test_gpu();
+  CHECK_REL(cost_gemm(&g, 1e12), 1e12 / 0.5e14, 1e-12);
+  CHECK_REL(cost_mem(&g, 8e9), 8e9 / 0.8e12, 1e-12);
+}
+
+TEST(sim_cost_p2p_is_latency_plus_bytes_over_bandwidth) {
+  link_desc l = {.gbps = 25, .latency_us = 5};
+  CHECK_REL(cost_p2p(&l, 1e9), 5e-6 + 1e9 / 25e9, 1e-12);
+  CHECK_NEAR(cost_p2p(&l, 0), 0, 0);
+}
+
+TEST(sim_cost_ring_collectives_move_the_textbook_volumes) {
+  // 8 ranks, 1 GB, 100 GB/s, 10 us. All-reduce: 14 latencies + 2*7/8 GB; reduce-scatter/all-gather:
+  // 7 latencies + 7/8 GB; broadcast: 3 latencies + 1 GB.
+  CHECK_REL(cost_allreduce(8, 1e9, 100, 10), 14 * 10e-6 + 1.75e9 / 100e9, 1e-12);
+  CHECK_REL(cost_reduce_scatter(8, 1e9, 100, 10), 7 * 10e-6 + 0.875e9 / 100e9, 1e-12);
+  CHECK_REL(cost_allgather(8, 1e9, 100, 10), 7 * 10e-6 + 0.875e9 / 100e9, 1e-12);
+  CHECK_REL(cost_broadcast(8, 1e9, 100, 10), 3 * 10e-6 + 1e9 / 100e9, 1e-12);
+  CHECK_NEAR(cost_allreduce(1, 1e9, 100, 10), 0, 0);
+}
+
+TEST(sim_cost_alltoall_across_nodes_is_bound_by_the_gpus_share_of_the_nics) {
+  cluster_desc c;
+  memset(&c, 0, sizeof c);
+  c.nodes = 2;
+  c.gpus_per_node = 8;
+  c.nics_per_node = 8;
+  c.nic.gbps = 25;
+  c.intra.gbps = 300;
+  // 16 ranks, 8 per node, 1.6 GB each: 0.8 GB leaves the node at 25 GB/s (32 ms); 0.7 GB stays on
+  // NVLink at 300 GB/s (2.3 ms); the slower part bounds the time.
+  CHECK_REL(cost_alltoall_cluster(&c, 16, 8, 1.6e9), 0.8e9 / 25e9, 1e-12);
+}
+
+TEST(sim_cost_compute_under_comm_slows_only_the_overlapped_part) {
+  // 1 s of compute beside 0.5 s of comm at slowdown 1.25: 0.4 s of work done in the 0.5 s window,
+  // 0.6 s after it: 1.1 s. Compute fully inside a long comm: 1.25x.
+  CHECK_NEAR(cost_under_comm(1.0, 0.5, 1.25), 1.1, 1e-12);
+  CHECK_NEAR(cost_under_comm(1.0, 10.0, 1.25), 1.25, 1e-12);
+  CHECK_NEAR(cost_under_comm(1.0, 10.0, 1.0), 1.0, 1e-12);
+}
