@@ -21,6 +21,7 @@
 #include "plan/error.h"
 #include "plan/layout.h"
 #include "plan/model.h"
+#include "plan/pattern.h"
 #include "plan/plan.h"
 #include "plan/schedule.h"
 
@@ -163,5 +164,29 @@ int tune_csv(const tune_space *s, const tune_result *r, char **out, sr_error *e)
 // The ranked table of the leaders (step time, memory, imbalance, what separates each from the first),
 // the pruning counts and the robustness check, as text. Returns a malloc'd string.
 int tune_report(const tune_space *s, const tune_result *r, const tune_options *o, char **out, sr_error *e);
+
+// ---------------------------------------------------------------------------------------------
+// the evaluator backed by the planner and the simulator (tune_sim.c)
+
+typedef struct tune_sim tune_sim;
+
+// Prepare an evaluator for base (model, cluster, seq, pattern, seed; its own layout and schedule must
+// build, so input errors surface here) and build its base pattern (step 0). representative: simulate
+// one layer per distinct work and repeat it (sim_options). Perturbed steps use the pattern source's
+// `step` argument (synthetic drift; pattern_spec.h).
+int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_error *e);
+// Release an evaluator.
+void tune_sim_close(tune_sim *t);
+// The model and cluster of the base spec.
+const model_config *tune_sim_model(const tune_sim *t);
+const cluster_desc *tune_sim_cluster(const tune_sim *t);
+// The evaluator interface over t (bounds from the memory model and GEMM time; sim_run).
+tune_evaluator tune_sim_evaluator(tune_sim *t);
+// Exact kept causal (q, k) pairs of a head over n tokens, in closed form (the attention part of the
+// step-time lower bound).
+double tune_head_pairs(const head_pattern *h, int64_t n);
+// The plan of point p with spec.predicted_step_s set by a full simulation of the base pattern (what
+// `sparsering sim --plan` computes for the written file). Free with plan_free.
+int tune_sim_plan(tune_sim *t, const tune_point *p, plan *out, sr_error *e);
 
 #endif

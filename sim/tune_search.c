@@ -159,7 +159,7 @@ static int robustness(const tune_space *s, const tune_evaluator *ev, const tune_
         sum += v->step_s;
         if (v->step_s > worst) worst = v->step_s;
         if (v->step_s < best) best = v->step_s;
-        if (!v->fits) rb->fits = 0;
+        if (!v->fits || v->status == TUNE_INVALID) rb->fits = 0;
       }
       rb->mean_s = sum / (S + 1);
       rb->worst_s = worst;
@@ -248,6 +248,10 @@ int tune_search(const tune_space *s, const tune_evaluator *ev, const tune_exchan
     for (int k = 0; k < m; k++) {
       tune_eval *v = &r->ev[jobs[k].point];
       *v = res[k];
+      if (v->status == TUNE_INVALID) {  // the simulator found the point cannot run (reason in note)
+        r->n_invalid++;
+        continue;
+      }
       v->status = v->fits ? TUNE_SIMULATED : TUNE_OOM;
       r->n_simulated++;
       if (!v->fits) {
