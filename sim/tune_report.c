@@ -78,8 +78,8 @@ int tune_report(const tune_space *s, const tune_result *r, const tune_options *o
       char label[128], diff[256], mem[32];
       tune_point_label(&s->pt[i], label, sizeof label);
       tune_point_diff(first, &s->pt[i], diff, sizeof diff);
-      snprintf(mem, sizeof mem, "%.1f/%.0f", v->mem_bytes / GIB, v->mem_capacity / GIB);
-      sr_buf_printf(&b, "%3d  %10.4f  %13s  %7.3f  %7.3f  %9.4f  %-44s  %s\n", k + 1, v->step_s, mem,
+      snprintf(mem, sizeof mem, "%.3g/%.3g", v->mem_bytes / GIB, v->mem_capacity / GIB);
+      sr_buf_printf(&b, "%3d  %10.5g  %13s  %7.3f  %7.3f  %9.3g  %-44s  %s\n", k + 1, v->step_s, mem,
                     v->worker_imbalance, v->step_imbalance, v->exposed_comm_s, label, diff);
     }
   }
@@ -92,7 +92,7 @@ int tune_report(const tune_space *s, const tune_result *r, const tune_options *o
       const tune_robust *rb = &r->robust[t];
       char label[128];
       tune_point_label(&s->pt[rb->index], label, sizeof label);
-      sr_buf_printf(&b, "%3d  %10.4f  %10.4f  %10.4f  %6.2f%%  %s%s%s\n", r->rank_of[rb->index], rb->mean_s,
+      sr_buf_printf(&b, "%3d  %10.5g  %10.5g  %10.5g  %6.2f%%  %s%s%s\n", r->rank_of[rb->index], rb->mean_s,
                     rb->worst_s, rb->best_s, 100 * rb->spread, label, rb->fits ? "" : " (does not fit at some step)",
                     rb->index == r->chosen ? "  <- chosen" : "");
     }
@@ -100,7 +100,7 @@ int tune_report(const tune_space *s, const tune_result *r, const tune_options *o
   if (r->chosen >= 0) {
     char label[128];
     tune_point_label(&s->pt[r->chosen], label, sizeof label);
-    sr_buf_printf(&b, "\nchosen: #%d %s, %.4f s a step%s\n", r->rank_of[r->chosen], label, r->ev[r->chosen].step_s,
+    sr_buf_printf(&b, "\nchosen: #%d %s, %.5g s a step%s\n", r->rank_of[r->chosen], label, r->ev[r->chosen].step_s,
                   r->chosen == r->best ? "" : " (more robust than #1: its mean is within the margin, its worst case lower)");
   }
   if (!b.data || sr_buf_printf(&b, "%s", "")) {
