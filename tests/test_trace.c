@@ -408,3 +408,21 @@ TEST(trace_stats_give_density_and_jaccard_drift_per_head) {
   pattern_free(&steps[0]);
   pattern_free(&steps[1]);
 }
+
+// The shipped samples stay readable: every step of every trace under traces/samples/ passes the reader.
+TEST(trace_shipped_samples_read_cleanly) {
+  sr_error e;
+  const char *names[] = {"tiny25m-vs-topp-32k", "tiny25m-dense-32k", "tiny25m-block-16k", "tiny-test-minference-8k"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "traces/samples/%s.safetensors", names[i]);
+    trace_file t;
+    REQUIRE_OK(trace_open(path, &t, &e));
+    for (int s = 0; s < t.info.steps; s++) {
+      pattern p;
+      REQUIRE_OK(trace_read_step(&t, s, &p, &e));
+      pattern_free(&p);
+    }
+    trace_close(&t);
+  }
+}

@@ -5,12 +5,13 @@
 // list of such entries in head order. TYPE "vertical_and_slash" keeps A vertical columns and B slash
 // diagonals (MInference's fixed budgets); "stream_llm" is the A-shape of A initial tokens (sinks) and a
 // local window of B. The budgets are exact (capped at the sequence length: there are only n distinct
-// columns or diagonals); the configs carry no positions, so the indices are synthesised.
+// columns or diagonals); the configs carry no positions, so the planner's generator (synth.h) places them.
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan/json.h"
+#include "plan/synth.h"
 #include "plan/util.h"
 #include "traces/trace.h"
 
@@ -113,73 +114,35 @@ void minference_free(minference_config *c) {
 // ---------------------------------------------------------------------------------------------
 // index synthesis
 
-// splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014).
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static double uniform01(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
-
-static int cmp_i32(const void *a, const void *b) {
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return (x > y) - (x < y);
-}
-
-// `count` distinct positions in [0, n): the first `fixed` are 0..fixed-1, the rest drawn at n * u^3
-// (the skew toward early columns / short diagonals of ANCHORS' VS-like mask), a taken draw moving to
-// the next free position so the count is exact. Sorted ascending.
-static int synth_positions(int64_t n, int64_t count, int64_t fixed, uint64_t *rng, int32_t **out, sr_error *e) {
-  uint8_t *taken = calloc((size_t)n, 1);
-  int32_t *v = malloc(sizeof *v * (size_t)(count ? count : 1));
-  if (!taken || !v) {
-    free(taken);
-    free(v);
-    return sr_internal_error(e, ENOMEM, "synthesising %lld positions", (long long)count);
-  }
-  int64_t k = 0;
-  for (; k < fixed && k < count; k++) taken[k] = 1, v[k] = (int32_t)k;
-  for (; k < count; k++) {
-    double u = uniform01(rng);
-    int64_t x = (int64_t)((double)n * u * u * u);
-    if (x >= n) x = n - 1;
-    while (taken[x]) x = x + 1 < n ? x + 1 : 0;
-    taken[x] = 1;
-    v[k] = (int32_t)x;
-  }
-  qsort(v, (size_t)count, sizeof *v, cmp_i32);
-  free(taken);
-  *out = v;
-  return SR_OK;
-}
-
 int minference_pattern(const minference_config *c, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                        sr_error *e) {
   int rc = pattern_alloc(out, n_tokens, c->layers, c->heads, e);
-  for (int l = 0; l < c->layers && rc == SR_OK; l++)
-    for (int h = 0; h < c->heads && rc == SR_OK; h++) {
-      int64_t i = (int64_t)l * c->heads + h;
-      head_pattern *hp = pattern_head(out, l, h);
-      if (c->kind[i] == TRACE_KIND_WINDOW) {
-        hp->kind = PATTERN_WINDOW;
-        hp->sinks = sr_min64(c->a[i], n_tokens);
-        hp->window = sr_min64(c->b[i], n_tokens);
-        continue;
-      }
-      // One stream per (seed, step, layer, head), so a head's indices do not depend on the others.
-      uint64_t rng = seed ^ (0x51ed270b27a3c4d5ull * (uint64_t)(step + 1)) ^ ((uint64_t)i << 32);
-      splitmix64(&rng);
-      int64_t nv = sr_min64(c->a[i], n_tokens), ns = sr_min64(c->b[i], n_tokens);
-      hp->kind = PATTERN_VS;
-      // Verticals start with the attention-sink columns and slashes with the local diagonals (half
-      // the budget), where measured VS heads put most of their mass; the rest spread at n * u^3.
-      rc = synth_positions(n_tokens, nv, sr_min64(nv, 4), &rng, &hp->vertical, e);
-      if (rc == SR_OK) rc = synth_positions(n_tokens, ns, (ns + 1) / 2, &rng, &hp->slash, e);
-      hp->n_vertical = (int32_t)nv;
-      hp->n_slash = (int32_t)ns;
+  if (rc) return rc;
+  const int64_t n = (int64_t)c->layers * c->heads;
+  int32_t *nv = calloc((size_t)n, sizeof *nv), *ns = calloc((size_t)n, sizeof *ns);
+  if (!nv || !ns) rc = sr_internal_error(e, ENOMEM, "minference pattern");
+  // Budgets are exact up to the sequence length (only n_tokens distinct columns or diagonals exist).
+  for (int64_t i = 0; i < n && rc == SR_OK; i++)
+    if (c->kind[i] == TRACE_KIND_VS) {
+      nv[i] = (int32_t)sr_min64(c->a[i], n_tokens);
+      ns[i] = (int32_t)sr_min64(c->b[i], n_tokens);
     }
+  // The planner's VS generator places the indices (sinks and early columns, offset 0 and a local
+  // window, the rest spread toward small offsets) and drifts them from step to step.
+  synth_opts o = synth_defaults(seed, step);
+  if (rc == SR_OK) rc = synth_vs_budgets(out, nv, ns, &o, e);
+  for (int64_t i = 0; i < n && rc == SR_OK; i++) {
+    if (c->kind[i] != TRACE_KIND_WINDOW) continue;
+    head_pattern *hp = &out->h[i];
+    free(hp->vertical);
+    free(hp->slash);
+    memset(hp, 0, sizeof *hp);
+    hp->kind = PATTERN_WINDOW;
+    hp->sinks = sr_min64(c->a[i], n_tokens);
+    hp->window = sr_min64(c->b[i], n_tokens);
+  }
+  free(nv);
+  free(ns);
   if (rc) pattern_free(out);
   return rc;
 }
