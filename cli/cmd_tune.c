@@ -72,7 +72,7 @@ static void default_csv(const plan_spec *s, char *out, size_t size) {
 
 static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const char **out, const char **csv,
                  int *representative, sr_error *e) {
-  static const char *const flags[] = {"model", "cluster", "seq", "pattern", "seed", "out", "csv", "top", "robust-top",
+  static const char *const flags[] = {"model", "cluster", "seq", "pattern", "trace", "seed", "out", "csv", "top", "robust-top",
                                       "robust-steps", "margin", "batch", NULL};
   static const char *const switches[] = {"no-prune", "representative", NULL};
   cli_args a;
@@ -87,9 +87,19 @@ static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const cha
   if ((rc = cli_require(&a, "cluster", &v, e))) return rc;
   snprintf(s->cluster, sizeof s->cluster, "%s", v);
   if ((rc = cli_require(&a, "seq", &v, e)) || (rc = sr_parse_tokens(v, "--seq", &s->seq, e))) return rc;
-  if ((rc = cli_require(&a, "pattern", &v, e))) return rc;
-  if (!*v || strlen(v) >= sizeof s->pattern) return sr_input_error(e, NULL, "--pattern", "empty or too long");
-  snprintf(s->pattern, sizeof s->pattern, "%s", v);
+  // A recorded trace is the pattern source "trace:PATH": its step 0 is tuned, its later steps are the
+  // perturbed patterns of the robustness check.
+  if (cli_has(&a, "trace") && cli_has(&a, "pattern"))
+    return sr_input_error(e, NULL, "--trace", "give either --pattern or --trace, not both");
+  if (cli_has(&a, "trace")) {
+    v = cli_get(&a, "trace", "");
+    if (!*v || strlen(v) + 6 >= sizeof s->pattern) return sr_input_error(e, NULL, "--trace", "empty or too long");
+    snprintf(s->pattern, sizeof s->pattern, "trace:%s", v);
+  } else {
+    if ((rc = cli_require(&a, "pattern", &v, e))) return rc;
+    if (!*v || strlen(v) >= sizeof s->pattern) return sr_input_error(e, NULL, "--pattern", "empty or too long");
+    snprintf(s->pattern, sizeof s->pattern, "%s", v);
+  }
   if ((rc = cli_get_int(&a, "seed", 0, 0, (int64_t)1 << 53, &x, e))) return rc;
   s->seed = (uint64_t)x;
   tune_options_defaults(o);
@@ -157,6 +167,7 @@ static int cmd_tune(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   int rc = parse(argc, argv, &base, &o, &out, &csv, &representative, &e);
   if (!rc) rc = tune_sim_open(&base, representative, &t, &e);
+  if (!rc && o.robust_steps > tune_sim_max_step(t)) o.robust_steps = tune_sim_max_step(t);  // a trace's last step
   if (!rc) rc = tune_space_full(tune_sim_model(t), tune_sim_cluster(t), base.seq, &sp, &e);
   if (!rc) {
     tune_evaluator ev = tune_sim_evaluator(t);
@@ -174,4 +185,4 @@ static int cmd_tune(int argc, char **argv) {
 
 CLI_COMMAND("tune", cmd_tune,
             "search layouts, schedules and options in the simulator: --model M --cluster C --seq N --pattern P "
-            "[-o best_plan.json] [--csv out.csv] [--top 10]; runs split under mpirun -np K")
+            "(or --trace t.safetensors) [-o best_plan.json] [--csv out.csv] [--top 10]; split under mpirun -np K")

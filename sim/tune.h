@@ -172,11 +172,13 @@ typedef struct tune_sim tune_sim;
 
 // Prepare an evaluator for base (model, cluster, seq, pattern, seed; its own layout and schedule must
 // build, so input errors surface here) and build its base pattern (step 0). representative: simulate
-// one layer per distinct work and repeat it (sim_options). Perturbed steps use the pattern source's
-// `step` argument (synthetic drift; pattern_spec.h).
+// one layer per distinct work and repeat it (sim_options). Perturbed step k is the pattern source's
+// step k: synthetic drift (pattern_spec.h) or, for "trace:PATH", the trace's recorded step k.
 int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_error *e);
 // Release an evaluator.
 void tune_sim_close(tune_sim *t);
+// The last perturbation step available: a trace's recorded steps - 1, else 64.
+int tune_sim_max_step(const tune_sim *t);
 // The model and cluster of the base spec.
 const model_config *tune_sim_model(const tune_sim *t);
 const cluster_desc *tune_sim_cluster(const tune_sim *t);

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/pattern_spec.h"
 #include "plan/util.h"
 #include "sim/cost.h"
 #include "sim/memory.h"
 #include "sim/sim.h"
 #include "sim/step_ctx.h"
 #include "sim/tune.h"
+#include "traces/trace.h"
 
 #define TUNE_MAX_STEPS 64
 
@@ -23,6 +23,7 @@ struct tune_sim {
   pattern pat[TUNE_MAX_STEPS + 1];  // the base pattern (step 0) and the perturbed steps, built on first use
   int have[TUNE_MAX_STEPS + 1];
   double pairs;                     // kept causal (q, k) pairs of the base pattern, all layers and heads
+  int max_step;                     // last perturbation step available (a trace's recorded steps - 1)
 };
 
 static double pattern_pairs(const pattern *p);
@@ -34,7 +35,8 @@ static int pattern_at(tune_sim *t, int step, const pattern **out, sr_error *e) {
   if (step < 0 || step > TUNE_MAX_STEPS)
     return sr_input_error(e, NULL, "robust-steps", "step %d: expected 0..%d", step, TUNE_MAX_STEPS);
   if (!t->have[step]) {
-    int rc = pattern_from_spec(t->base.pattern, &t->m, t->base.seq, t->base.seed, step, &t->pat[step], e);
+    // "trace:PATH" reads recorded step `step`; synthetic sources drift with `step` (trace.h).
+    int rc = pattern_source_load(t->base.pattern, &t->m, t->base.seq, t->base.seed, step, &t->pat[step], e);
     if (rc) return rc;
     t->have[step] = 1;
   }
@@ -59,6 +61,16 @@ int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_
   t->m = p.model;
   t->c = p.cluster;
   plan_free(&p);
+  t->max_step = TUNE_MAX_STEPS;
+  if (!strncmp(base->pattern, "trace:", 6)) {
+    trace_file tf;
+    if ((rc = trace_open(base->pattern + 6, &tf, e))) {
+      free(t);
+      return rc;
+    }
+    t->max_step = tf.info.steps - 1 < TUNE_MAX_STEPS ? tf.info.steps - 1 : TUNE_MAX_STEPS;
+    trace_close(&tf);
+  }
   const pattern *pat = NULL;
   if ((rc = pattern_at(t, 0, &pat, e))) {
     free(t);
@@ -77,6 +89,7 @@ void tune_sim_close(tune_sim *t) {
 }
 
 const model_config *tune_sim_model(const tune_sim *t) { return &t->m; }
+int tune_sim_max_step(const tune_sim *t) { return t->max_step; }
 const cluster_desc *tune_sim_cluster(const tune_sim *t) { return &t->c; }
 
 // ---------------------------------------------------------------------------------------------

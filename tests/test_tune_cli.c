@@ -132,3 +132,29 @@ TEST(tune_cli_bad_inputs_exit_2) {
   snprintf(path, sizeof path, "%s/best_plan.json", test_tmpdir());
   CHECK(!test_file_exists(path));
 }
+
+TEST(tune_cli_trace_steps_drive_the_robustness_check) {
+  // A trace of 3 recorded steps: step 0 is tuned, steps 1 and 2 are the perturbed patterns, so a
+  // request for 10 perturbed steps is cut to the 2 the trace holds.
+  char *out = NULL;
+  CHECK_EQ_INT(sr("", "trace gen --model tiny-test --seq 4096 --steps 3 --pattern vs-topp:0.95 --seed 1 -o t.safetensors",
+                  NULL),
+               0);
+  CHECK_EQ_INT(sr("", "tune --model tiny-test --cluster h200-1x2 --seq 4096 --trace t.safetensors --robust-steps 10 "
+                      "-o best.json --csv all.csv",
+                  &out),
+               0);
+  CHECK_STR_CONTAINS(out, "steps 0..2 of the perturbed pattern");
+  char path[1200];
+  snprintf(path, sizeof path, "%s/best.json", test_tmpdir());
+  plan pl;
+  sr_error e;
+  CHECK_EQ_INT(plan_read(path, &pl, &e), SR_OK);
+  CHECK(strcmp(pl.spec.pattern, "trace:t.safetensors") == 0);
+  plan_free(&pl);
+  free(out);
+  // A trace of another length than --seq is an input error naming it.
+  CHECK_EQ_INT(sr("", "tune --model tiny-test --cluster h200-1x2 --seq 8192 --trace t.safetensors", &out), 2);
+  CHECK_STR_CONTAINS(out, "t.safetensors");
+  free(out);
+}
