@@ -98,16 +98,17 @@ static int run_jobs(const tune_space *s, const tune_evaluator *ev, const tune_ex
 // ---------------------------------------------------------------------------------------------
 // orderings
 
-static const tune_eval *sort_ev;  // qsort has no context argument; the search is not reentrant here
-
-static int by_bound(const void *a, const void *b) {
-  const tune_eval *x = &sort_ev[*(const int32_t *)a], *y = &sort_ev[*(const int32_t *)b];
+// Orders of point indices over the tune_eval array passed as the context (glibc's qsort_r).
+static int by_bound(const void *a, const void *b, void *ctx) {
+  const tune_eval *ev = ctx;
+  const tune_eval *x = &ev[*(const int32_t *)a], *y = &ev[*(const int32_t *)b];
   if (x->lb_step_s != y->lb_step_s) return x->lb_step_s < y->lb_step_s ? -1 : 1;
   return x->index < y->index ? -1 : x->index > y->index;
 }
 
-static int by_step(const void *a, const void *b) {
-  const tune_eval *x = &sort_ev[*(const int32_t *)a], *y = &sort_ev[*(const int32_t *)b];
+static int by_step(const void *a, const void *b, void *ctx) {
+  const tune_eval *ev = ctx;
+  const tune_eval *x = &ev[*(const int32_t *)a], *y = &ev[*(const int32_t *)b];
   if (x->step_s != y->step_s) return x->step_s < y->step_s ? -1 : 1;
   return x->index < y->index ? -1 : x->index > y->index;
 }
@@ -226,8 +227,7 @@ int tune_search(const tune_space *s, const tune_evaluator *ev, const tune_exchan
     goto done;
   }
   int n_kbest = 0;
-  sort_ev = r->ev;
-  qsort(order, (size_t)nc, sizeof *order, by_bound);
+  qsort_r(order, (size_t)nc, sizeof *order, by_bound, r->ev);
   for (int pos = 0; pos < nc; pos += B) {
     double threshold = n_kbest == K ? kbest[K - 1] : INFINITY;
     int m = 0;
@@ -276,8 +276,7 @@ int tune_search(const tune_space *s, const tune_evaluator *ev, const tune_exchan
   int n_fit = 0;
   for (int i = 0; i < n; i++)
     if (r->ev[i].status == TUNE_SIMULATED) order[n_fit++] = i;
-  sort_ev = r->ev;
-  qsort(order, (size_t)n_fit, sizeof *order, by_step);
+  qsort_r(order, (size_t)n_fit, sizeof *order, by_step, r->ev);
   for (int k = 0; k < n_fit; k++) r->rank_of[order[k]] = k + 1;
   r->n_ranked = n_fit < o->top ? n_fit : (o->top > 0 ? o->top : 0);
   r->ranked = malloc(((size_t)r->n_ranked + 1) * sizeof *r->ranked);
