@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "plan/model.h"
@@ -203,6 +204,75 @@ static int trace_import(int argc, char **argv) {
           a.pos[0], (long long)seq, (long long)steps);
   return 0;
 }
+
+// ---------------------------------------------------------------------------------------------
+// bench-trace: write, read and summarise a realistic trace (figures in docs/traces.md)
+
+static int bench_trace(int argc, char **argv) {
+  static const char *const flags[] = {"model", "seq", "steps", "pattern", NULL};
+  cli_args a;
+  sr_error e = {0};
+  const char *prog = "sparsering bench-trace";
+  int64_t seq = 0, steps = 0;
+  model_config m;
+  if (cli_parse(argc, argv, flags, NULL, &a, &e) || sr_parse_tokens(cli_get(&a, "seq", "128K"), "--seq", &seq, &e) ||
+      cli_get_int(&a, "steps", 2, 1, 1000, &steps, &e) || model_load(cli_get(&a, "model", "qwen2.5-3b"), &m, &e))
+    return sr_error_report(&e, prog);
+  const char *spec = cli_get(&a, "pattern", "vs-preset:qwen2.5-3b");
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/sparsering-bench-trace.%ld.safetensors", (long)getpid());
+  trace_info in;
+  memset(&in, 0, sizeof in);
+  trace_info_set_model(&in, &m);
+  in.seq_len = seq, in.layers = (int)m.num_layers, in.heads = (int)m.num_heads;
+  snprintf(in.origin, sizeof in.origin, "%s", spec);
+  trace_writer w;
+  double t_gen = 0, t0;
+  int rc = trace_writer_begin(&w, &in, &e);
+  for (int s = 0; rc == SR_OK && s < steps; s++) {
+    pattern p;
+    t0 = sr_now();
+    rc = pattern_source_load(spec, &m, seq, 1, s, &p, &e);
+    t_gen += sr_now() - t0;
+    if (rc == SR_OK) rc = trace_writer_add_step(&w, &p, NULL, &e);
+    if (rc == SR_OK) pattern_free(&p);
+  }
+  t0 = sr_now();
+  if (rc == SR_OK) rc = trace_writer_finish(&w, path, &e);
+  double t_write = sr_now() - t0;
+  trace_writer_free(&w);
+  trace_file t;
+  double t_read = 0, t_stats = 0, mb = 0;
+  if (rc == SR_OK) {
+    t0 = sr_now();
+    rc = trace_open(path, &t, &e);
+    for (int s = 0; rc == SR_OK && s < steps; s++) {
+      pattern p;
+      if ((rc = trace_read_step(&t, s, &p, &e)) == SR_OK) pattern_free(&p);
+    }
+    t_read = sr_now() - t0;
+    if (rc == SR_OK) {
+      trace_head_stats *st;
+      int64_t n;
+      t0 = sr_now();
+      rc = trace_stats(&t, &st, &n, &e);
+      t_stats = sr_now() - t0;
+      if (rc == SR_OK) free(st);
+      for (int i = 0; i < t.f.n_tensors; i++) mb += (double)(t.f.tensors[i].end - t.f.tensors[i].begin) / 1e6;
+      trace_close(&t);
+    }
+  }
+  unlink(path);
+  if (rc) return sr_error_report(&e, prog);
+  char buf[32];
+  printf("bench-trace: %s, %s tokens, %lld steps, %s: %.1f MB of tensors\n", m.name, sr_format_tokens(seq, buf, sizeof buf),
+         (long long)steps, spec, mb);
+  printf("  generate %.3f s   write %.3f s (%.0f MB/s)   open+read all steps %.3f s (%.0f MB/s)   stats %.3f s\n", t_gen,
+         t_write, mb / t_write, t_read, mb / t_read, t_stats);
+  return 0;
+}
+
+CLI_COMMAND("bench-trace", bench_trace, "trace write/read/stats speed (--model M --seq N --steps S --pattern P)")
 
 // ---------------------------------------------------------------------------------------------
 

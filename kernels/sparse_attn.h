@@ -1,6 +1,6 @@
 // sparse_attn.h — sparse flash attention kernels (CUDA) and their CPU reference, one ring step at a time.
 //
-// DRAFT API owned by the kernels work (issue 6). The executor codes against these signatures.
+// The API of the kernels work (issue 6); the executor codes against these signatures.
 // Layouts: Q, O [n_q, heads, head_dim]; K, V [n_k, kv_heads, head_dim] (row-major, tokens outermost);
 // LSE [heads, n_q] fp32 (natural log). Query head h uses KV head h / (heads / kv_heads) (GQA).
 // qpos / kpos: global positions of the local query rows / source keys (layout_positions()).

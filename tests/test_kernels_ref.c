@@ -406,12 +406,12 @@ static void check_bwd(prob *P, double tol) {
 }
 
 TEST(ref_bwd_matches_finite_differences_single_step) {
-  check_bwd(prob_new(140, 1, 1, 0, 2, 1, 4, PATTERN_VS, 1), 1e-6);
+  check_bwd(prob_new(140, 1, 1, 0, 2, 1, 2, PATTERN_VS, 1), 1e-6);
 }
 
 TEST(ref_bwd_matches_finite_differences_over_ring_steps) {
-  check_bwd(prob_new(150, 2, 32, 1, 2, 1, 4, PATTERN_WINDOW, 0), 1e-6);
-  check_bwd(prob_new(150, 2, 32, 0, 4, 1, 2, PATTERN_BLOCK, 0), 1e-6);
+  check_bwd(prob_new(150, 2, 32, 1, 2, 1, 2, PATTERN_WINDOW, 0), 1e-6);
+  check_bwd(prob_new(150, 2, 32, 0, 2, 1, 2, PATTERN_BLOCK, 0), 1e-6);
 }
 
 // ---- the planner's execution form (plan/tiles.c) through the reference -------------------------

@@ -426,3 +426,39 @@ TEST(trace_shipped_samples_read_cleanly) {
     trace_close(&t);
   }
 }
+
+// "trace:PATH" gives the recorded step; other sources go to the planner's generators.
+TEST(trace_pattern_source_reads_the_recorded_step_and_checks_its_shape) {
+  sr_error e;
+  model_config m;
+  REQUIRE_OK(model_load("tiny-test", &m, &e));
+  const int64_t n = 1000;
+  pattern steps[2];
+  build_mixed(&steps[0], n, 0);
+  build_mixed(&steps[1], n, 1);
+  trace_info in = small_info(n, 2, 4);
+  trace_writer w;
+  REQUIRE_OK(trace_writer_begin(&w, &in, &e));
+  REQUIRE_OK(trace_writer_add_step(&w, &steps[0], NULL, &e));
+  REQUIRE_OK(trace_writer_add_step(&w, &steps[1], NULL, &e));
+  char path[600], spec[700];
+  snprintf(path, sizeof path, "%s/src.safetensors", test_tmpdir());
+  REQUIRE_OK(trace_writer_finish(&w, path, &e));
+  trace_writer_free(&w);
+  snprintf(spec, sizeof spec, "trace:%s", path);
+  pattern p;
+  REQUIRE_OK(pattern_source_load(spec, &m, n, 0, 1, &p, &e));
+  for (int l = 0; l < 2; l++)
+    for (int h = 0; h < 4; h++) check_same_head(pattern_head(&steps[1], l, h), pattern_head(&p, l, h), n);
+  pattern_free(&p);
+  CHECK_EQ_INT(pattern_source_load(spec, &m, n + 1, 0, 0, &p, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "the trace records 1000 tokens but 1001 were asked for");
+  CHECK_EQ_INT(pattern_source_load(spec, &m, n, 0, 2, &p, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "outside the trace's 2 recorded steps");
+  REQUIRE_OK(pattern_source_load("dense", &m, n, 0, 0, &p, &e));
+  CHECK_EQ_INT(p.layers, 2);
+  CHECK_EQ_INT(pattern_head(&p, 1, 3)->kind, PATTERN_DENSE);
+  pattern_free(&p);
+  pattern_free(&steps[0]);
+  pattern_free(&steps[1]);
+}
