@@ -73,7 +73,12 @@ TEST(tune_cli_writes_table_csv_and_a_plan_show_reads) {
   char want[128];
   snprintf(want, sizeof want, "layout     %s", layout_kind_name(pl.layout.kind));
   CHECK_STR_CONTAINS(shown, want);
+  // `sim --plan` reads it too (tests/test_tune_sim.c checks that it predicts the recorded time exactly).
+  char *simulated = NULL;
+  CHECK_EQ_INT(sr("", "sim --plan best.json", &simulated), 0);
+  CHECK_STR_CONTAINS(simulated, "tuned");
   plan_free(&pl);
+  free(simulated);
   free(shown);
   free(csv);
   free(out);
