@@ -59,9 +59,12 @@ BIN       := $(BIN_DIR)/sparsering
 EXEC_BIN  := $(BIN_DIR)/sparsering-exec
 TEST_BIN  := $(BUILD)/run_tests
 
+# GPU-only tools of kernels/ (their sources sit in subfolders so they stay out of the library).
+GPU_TOOLS := $(if $(CU_LIB),bin/sparsering-gpu-test bin/sparsering-bench-attn)
+
 .PHONY: all run test bench gpu-test deps clean studies figures
 EXEC_TARGET := $(if $(EXEC_MAIN),$(EXEC_BIN))
-all: $(BIN) $(EXEC_TARGET)
+all: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
 
 deps:
 	@sh scripts/install-deps.sh
@@ -72,7 +75,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -Xcompiler -Wall -lineinfo -c $< -o $@
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -Xcompiler -Wall -lineinfo $(NVCC_FLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -100,6 +103,14 @@ $(EXEC_BIN): $(EXEC_MAIN_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 $(TEST_BIN): $(TEST_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
 
+bin/sparsering-gpu-test: kernels/test/gpu_test.cu kernels/test/index_build.h $(LIB) $(CU_LIB)
+	@mkdir -p bin
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
+
+bin/sparsering-bench-attn: kernels/bench/bench_attn.cu kernels/test/index_build.h $(LIB) $(CU_LIB)
+	@mkdir -p bin
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
+
 run: deps all
 	./$(BIN) whatif
 
@@ -118,7 +129,7 @@ studies: deps $(BIN)
 figures: deps
 	python3 scripts/figures.py
 
-gpu-test: $(BIN) $(EXEC_TARGET)
+gpu-test: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
 	@test -x bin/sparsering-gpu-test || { echo "gpu-test: no GPU test binary built (nvcc missing?)"; exit 2; }
 	./bin/sparsering-gpu-test
 

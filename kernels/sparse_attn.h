@@ -1,15 +1,23 @@
 // sparse_attn.h — sparse flash attention kernels (CUDA) and their CPU reference, one ring step at a time.
 //
-// DRAFT API owned by the kernels work (issue 6). The executor codes against these signatures.
+// The API of the kernels work (issue 6); the executor codes against these signatures.
 // Layouts: Q, O [n_q, heads, head_dim]; K, V [n_k, kv_heads, head_dim] (row-major, tokens outermost);
 // LSE [heads, n_q] fp32 (natural log). Query head h uses KV head h / (heads / kv_heads) (GQA).
 // qpos / kpos: global positions of the local query rows / source keys (layout_positions()).
-// The tile index (plan/tile_index.h) selects, for source rank `src`, the tiles and bars to run.
+// The tile index (plan/tile_index.h) selects, for source rank `src`, the tiles and bars to run; an index
+// built for one head (ti->heads == 1) serves every head. masks: one head_mask per query head (NULL =
+// causal only); PARTIAL tiles apply it, FULL tiles run unmasked, bars apply the causal mask.
+// The reference functions return 0, or -1 on a shape that does not fit the index or out of memory.
 #ifndef SR_SPARSE_ATTN_H
 #define SR_SPARSE_ATTN_H
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {  // the CUDA files are compiled as C++; the API keeps C linkage for C callers
+#endif
+
+#include "plan/error.h"
 #include "plan/tile_index.h"
 
 typedef struct {
@@ -34,5 +42,95 @@ int sa_ref_bwd(const sa_shape *s, const float *q, const float *k, const float *v
 // Merge a partial (o_b, lse_b) into running (o, lse) for n rows x heads (stable form, fp32).
 void sa_ref_merge(int64_t n_q, int32_t heads, int32_t head_dim, float *o, float *lse, const float *o_b,
                   const float *lse_b);
+
+// ---- GPU (CUDA; built only where nvcc exists, SR_HAVE_CUDA) ---------------------------------------
+// Tensors are device memory: Q, K, V, O_b, dO bf16 in the layouts above; running O, dQ, dK, dV fp32.
+// `stream` is a cudaStream_t (NULL = default stream). Every call returns SR_OK or an sr_error.
+
+// A tile index in device memory: the host struct's scalar fields with device arrays, plus per source
+// rank the order in which the forward runs the (head, query tile) cells, heaviest first (so the
+// longest CTAs start first and the grid's tail is short).
+typedef struct {
+  tile_index d;       // arrays point to device memory
+  int32_t *order;     // device [world * cells], cells = heads * n_qtiles, entry = head * n_qtiles + qtile
+  int64_t cells;
+} sa_gpu_index;
+
+// Bar keys of the transposed index regrouped for the deterministic dK/dV of bars. Compute chunks:
+// up to 64 consecutive bar entries of one query head with the union of their query tiles; each CTA
+// writes the partial dK/dV of its entries into a scratch row of its own. Reduce chunks: per KV head,
+// the distinct bar keys of its GQA group, 64 a chunk, with per (chunk, head of group, slot) the bar
+// entry to sum (-1: none), so one thread sums a key's heads in a fixed order into dK/dV.
+typedef struct {
+  int32_t group;          // query heads per KV head
+  int32_t scratch_heads;  // 1, or heads when the index serves every head (scratch per head)
+  int32_t n_hchunks;
+  int32_t *hc_head;       // [n_hchunks] query head
+  int32_t *hc_first;      // [n_hchunks] first bar entry (index into bar_key)
+  int32_t *hc_n;          // [n_hchunks] entries (<= 64)
+  int64_t *hc_q_cnt;      // [n_hchunks + 1] offsets into hc_q_idx
+  int32_t *hc_q_idx;      // query tiles, sorted and unique per chunk
+  int32_t n_chunks;
+  int32_t *chunk_kvh;     // [n_chunks] KV head
+  int32_t *chunk_n;       // [n_chunks] keys in the chunk (<= 64)
+  int32_t *chunk_key;     // [n_chunks * 64] source-local keys
+  int32_t *slot_entry;    // [n_chunks * group * 64] bar entry, or -1
+  float *scratch;         // device only: [scratch_heads * n_bar_keys][2][128] partial dK, dV per entry
+} sa_bar_chunks;
+
+// The transposed index in device memory, with its bar chunks (arrays of both in device memory).
+typedef struct {
+  tile_index_t d;
+  sa_bar_chunks bc;
+} sa_gpu_index_t;
+
+// Group the bar keys of a transposed index into chunks (host memory; free with sa_bar_chunks_free).
+int sa_bar_chunks_build(const tile_index_t *t, int32_t heads, int32_t kv_heads, sa_bar_chunks *out, sr_error *e);
+// Release host bar chunks.
+void sa_bar_chunks_free(sa_bar_chunks *b);
+
+// Copy a host tile index to the device and compute the heaviest-first cell order of every source.
+int sa_gpu_index_upload(const tile_index *host, sa_gpu_index *out, sr_error *e);
+// Release a device tile index.
+void sa_gpu_index_free(sa_gpu_index *g);
+// Copy a host transposed index (for heads / kv_heads of the model) and its bar chunks to the device.
+int sa_gpu_index_t_upload(const tile_index_t *host, int32_t heads, int32_t kv_heads, sa_gpu_index_t *out, sr_error *e);
+// Release a device transposed index.
+void sa_gpu_index_t_free(sa_gpu_index_t *g);
+// Copy `heads` host masks (with their bit sets) to a device array of head_mask with device pointers.
+int sa_gpu_masks_upload(const head_mask *host, int heads, head_mask **out, sr_error *e);
+// Release device masks made by sa_gpu_masks_upload (heads as given there).
+void sa_gpu_masks_free(head_mask *dev, int heads);
+
+// Forward of one ring step: per-step O_b (bf16, may be NULL) and LSE_b (fp32 [heads, n_q], may be NULL),
+// and, when o_run != NULL, the stable merge into the running fp32 (o_run, lse_run) in the epilogue.
+// Rows without work get O_b = 0, LSE_b = -inf and leave the running state as it is. head_dim 64 or 128.
+int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *qpos, const int64_t *kpos,
+           const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
+           float *lse_run, void *stream, sr_error *e);
+
+// Forward kernel variant (for the benchmark and the GPU test): 0 = one 16-row tile per warp (default,
+// measured faster on the H200), 1 = two. Both compute the same function.
+extern int sa_fwd_variant;
+
+// Merge a partial (o_b bf16, lse_b) into running fp32 (o, lse), [n_q, heads, head_dim] / [heads, n_q].
+int sa_merge(int64_t n_q, int32_t heads, int32_t head_dim, float *o, float *lse, const void *o_b, const float *lse_b,
+             void *stream, sr_error *e);
+
+// D = rowsum(dO * O) per (head, row) into d_row [heads, n_q] (fp32), once per backward (O, dO bf16).
+int sa_bwd_prepare(int64_t n_q, int32_t heads, int32_t head_dim, const void *o, const void *dout, float *d_row,
+                   void *stream, sr_error *e);
+
+// Backward of one ring step with the final LSE and D from sa_bwd_prepare: dq += (query-major kernel
+// over ix), dk, dv += for the source shard (KV-major kernels over ixt, then the bar chunks); no float
+// atomics, so the result is bit-for-bit reproducible.
+int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const float *lse, const float *d_row,
+           const void *dout, const int64_t *qpos, const int64_t *kpos, const sa_gpu_index *ix,
+           const sa_gpu_index_t *ixt, int src, const head_mask *masks, float *dq, float *dk, float *dv, void *stream,
+           sr_error *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

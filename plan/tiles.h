@@ -37,4 +37,19 @@ void tiles_masks_free(head_mask *m, int heads);
 // Toeplitz structure of slashes and the sortedness of verticals, never the N x N mask.
 int tiles_account_layer(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
 
+// ---- additive (patterns area): a layer's totals and imbalance, for reports ------------------------
+
+typedef struct {
+  double pairs;             // kept (q, k) pairs over all heads and ranks
+  double causal_pairs;      // heads * N(N+1)/2
+  double density;           // pairs / causal_pairs
+  double work;              // computed elements: TILE^2 (full + partial) + TILE * bars, all heads and ranks
+  double worker_imbalance;  // max over ranks / mean of each rank's work (1 = balanced)
+  double step_mean;         // flat ring, step t: rank r works on source (r - t) mod W; per step max/mean
+  double step_worst;        //   over ranks, averaged over the W steps (mean) and its largest value (worst)
+} layer_summary;
+
+// Summarise counts from tiles_account_layer (W = l->world) into a layer_summary.
+void tiles_layer_summary(const pattern *p, const layout *l, const work_count *counts, layer_summary *out);
+
 #endif

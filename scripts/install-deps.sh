@@ -25,4 +25,6 @@ if command -v python3 >/dev/null 2>&1; then
     python3 -m pip install -q pandas matplotlib nbclient nbformat ipykernel
   }
 fi
+# The trainer's natural-text corpus (Debian documentation; provenance beside it).
+sh "$(dirname "$0")/build-corpus.sh" build/corpus || echo "install-deps: corpus not built (training on it needs build/corpus)"
 exit 0

@@ -1,0 +1,757 @@
+// model_cuda.cu — the transformer of model_cpu.c on one GPU: cuBLAS SGEMM (TF32 tensor cores) for every
+// linear layer and the LM head, small kernels for embedding, RMSNorm, RoPE, SwiGLU, chunked
+// cross-entropy, AdamW and the reductions, in llm.c's style (one kernel per op, a check macro per call).
+// The step is the same sequence of operations as exec/model_ops.inc, so the CPU model is its reference.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "exec/model_cuda.h"
+#include "plan/util.h"
+}
+
+// ---- checks ----------------------------------------------------------------------------------
+
+#define CU(call)                                                                                          \
+  do {                                                                                                    \
+    cudaError_t err_ = (call);                                                                            \
+    if (err_ != cudaSuccess)                                                                              \
+      return sr_internal_error(e, 0, "%s:%d: CUDA: %s", __FILE__, __LINE__, cudaGetErrorString(err_));    \
+  } while (0)
+#define CB(call)                                                                                          \
+  do {                                                                                                    \
+    cublasStatus_t st_ = (call);                                                                          \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                     \
+      return sr_internal_error(e, 0, "%s:%d: cuBLAS status %d", __FILE__, __LINE__, (int)st_);            \
+  } while (0)
+#define KCHECK() CU(cudaGetLastError())
+
+// At least one block: a rank holding no token still runs every layer (its attention takes part in the
+// ring), and every kernel checks its bounds.
+static inline unsigned grid_for(int64_t n, int block) { return n > 0 ? (unsigned)((n + block - 1) / block) : 1u; }
+static inline unsigned rows_grid(int64_t T) { return T > 0 ? (unsigned)T : 1u; }
+
+// ---- reductions ------------------------------------------------------------------------------
+
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+  return v;
+}
+
+// Sum over a block of blockDim.x (a multiple of 32, at most 1024) threads; every thread gets the result.
+__device__ float block_sum(float v) {
+  __shared__ float sh[32];
+  __syncthreads();  // sh may still be read by a previous call
+  v = warp_sum(v);
+  int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+// ---- kernels ---------------------------------------------------------------------------------
+
+__global__ void embed_fwd_k(float *x, const float *wte, const int *tok, int64_t T, int C) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * C) return;
+  int64_t t = i / C, c = i % C;
+  x[i] = wte[(int64_t)tok[t] * C + c];
+}
+
+__global__ void embed_bwd_k(float *dwte, const float *dx, const int *tok, int64_t T, int C) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * C) return;
+  int64_t t = i / C, c = i % C;
+  atomicAdd(&dwte[(int64_t)tok[t] * C + c], dx[i]);
+}
+
+__global__ void rmsnorm_fwd_k(float *out, float *rstd, const float *x, const float *w, int64_t T, int C, float eps) {
+  int64_t t = blockIdx.x;
+  if (t >= T) return;
+  const float *xt = x + t * C;
+  float ss = 0;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) ss += xt[i] * xt[i];
+  ss = block_sum(ss);
+  float r = rsqrtf(ss / (float)C + eps);
+  if (threadIdx.x == 0) rstd[t] = r;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) out[t * C + i] = xt[i] * r * w[i];
+}
+
+// dx += the RMSNorm input gradient; tmp = dy * x * r (column-summed into dw afterwards).
+__global__ void rmsnorm_bwd_k(float *dx, float *tmp, const float *dout, const float *x, const float *w,
+                              const float *rstd, int64_t T, int C) {
+  int64_t t = blockIdx.x;
+  if (t >= T) return;
+  const float *xt = x + t * C, *dy = dout + t * C;
+  float r = rstd[t], dot = 0;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) dot += dy[i] * w[i] * xt[i];
+  dot = block_sum(dot);
+  float c = dot * r * r * r / (float)C;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) {
+    dx[t * C + i] += dy[i] * w[i] * r - c * xt[i];
+    tmp[t * C + i] = dy[i] * xt[i] * r;
+  }
+}
+
+// out[c] += sum over rows of in[rows, C]; grid (ceil(C/32), splits), block (32, 8).
+__global__ void colsum_k(float *out, const float *in, int64_t rows, int C, int64_t rows_per_split) {
+  __shared__ float sh[8][33];
+  int c = blockIdx.x * 32 + threadIdx.x;
+  int64_t r0 = blockIdx.y * rows_per_split, r1 = r0 + rows_per_split < rows ? r0 + rows_per_split : rows;
+  float s = 0;
+  if (c < C)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) s += in[r * C + c];
+  sh[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    for (int k = 1; k < 8; k++) s += sh[k][threadIdx.x];
+    atomicAdd(&out[c], s);
+  }
+}
+
+__global__ void add_bias_k(float *out, const float *b, int64_t T, int OC) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < T * OC) out[i] += b[i % OC];
+}
+
+__global__ void rope_table_k(float *cosv, float *sinv, const long long *pos, const double *inv_freq, double mscale,
+                             int64_t T, int half) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * half) return;
+  double ang = (double)pos[i / half] * inv_freq[i % half];
+  cosv[i] = (float)(cos(ang) * mscale);
+  sinv[i] = (float)(sin(ang) * mscale);
+}
+
+__global__ void rope_k(float *x, const float *cosv, const float *sinv, int64_t T, int H, int D, int inverse) {
+  int half = D / 2;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * H * half) return;
+  int j = (int)(i % half);
+  int64_t th = i / half, t = th / H;
+  float c = cosv[t * half + j], s = sinv[t * half + j];
+  if (inverse) s = -s;
+  float *v = x + th * D;
+  float a = v[j], b = v[j + half];
+  v[j] = a * c - b * s;
+  v[j + half] = b * c + a * s;
+}
+
+__global__ void swiglu_fwd_k(float *h, const float *gate, const float *up, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float g = gate[i];
+  h[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+__global__ void swiglu_bwd_k(float *dgate, float *dup, const float *dh, const float *gate, const float *up, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float g = gate[i], s = 1.0f / (1.0f + expf(-g));
+  dup[i] = dh[i] * g * s;
+  dgate[i] = dh[i] * up[i] * s * (1.0f + g * (1.0f - s));
+}
+
+__global__ void add_k(float *out, const float *a, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] += a[i];
+}
+
+__global__ void to_bf16_k(__nv_bfloat16 *out, const float *in, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16(in[i]);
+}
+
+__global__ void from_bf16_k(float *out, const __nv_bfloat16 *in, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __bfloat162float(in[i]);
+}
+
+// Naive dense causal attention by global position (one thread per query row and head), for single-GPU
+// checks only: O(T^2) per head, no tiling.
+__global__ void attn_naive_fwd_k(float *o, float *lse, const float *q, const float *k, const float *v,
+                                 const long long *pos, int64_t T, int H, int Hkv, int D) {
+  int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= T * H) return;
+  int64_t i = idx / H;
+  int h = (int)(idx % H), kh = h / (H / Hkv);
+  float scale = rsqrtf((float)D), mx = -INFINITY, sum = 0;
+  const float *qi = q + idx * D;
+  float *oi = o + idx * D;
+  for (int d = 0; d < D; d++) oi[d] = 0;
+  for (int64_t j = 0; j < T; j++) {
+    if (pos[j] > pos[i]) continue;
+    const float *kj = k + (j * Hkv + kh) * D, *vj = v + (j * Hkv + kh) * D;
+    float s = 0;
+    for (int d = 0; d < D; d++) s += qi[d] * kj[d];
+    s *= scale;
+    float nm = fmaxf(mx, s), corr = expf(mx - nm), p = expf(s - nm);
+    sum = sum * corr + p;
+    for (int d = 0; d < D; d++) oi[d] = oi[d] * corr + p * vj[d];
+    mx = nm;
+  }
+  for (int d = 0; d < D; d++) oi[d] /= sum;
+  lse[(int64_t)h * T + i] = mx + logf(sum);
+}
+
+__global__ void attn_naive_bwd_k(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
+                                 const float *o, const float *lse, const float *dout, const long long *pos, int64_t T,
+                                 int H, int Hkv, int D) {
+  int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= T * H) return;
+  int64_t i = idx / H;
+  int h = (int)(idx % H), kh = h / (H / Hkv);
+  float scale = rsqrtf((float)D), L = lse[(int64_t)h * T + i], Di = 0;
+  const float *qi = q + idx * D, *oi = o + idx * D, *doi = dout + idx * D;
+  float *dqi = dq + idx * D;
+  for (int d = 0; d < D; d++) Di += doi[d] * oi[d];
+  for (int64_t j = 0; j < T; j++) {
+    if (pos[j] > pos[i]) continue;
+    const float *kj = k + (j * Hkv + kh) * D, *vj = v + (j * Hkv + kh) * D;
+    float s = 0, dp = 0;
+    for (int d = 0; d < D; d++) s += qi[d] * kj[d], dp += doi[d] * vj[d];
+    float p = expf(s * scale - L), ds = p * (dp - Di) * scale;
+    for (int d = 0; d < D; d++) {
+      dqi[d] += ds * kj[d];
+      atomicAdd(&dk[(j * Hkv + kh) * D + d], ds * qi[d]);
+      atomicAdd(&dv[(j * Hkv + kh) * D + d], p * doi[d]);
+    }
+  }
+}
+
+// One block per row of logits: loss, argmax, and (grads) dlogits = (softmax - onehot) * scale in place.
+__global__ void cross_entropy_k(float *logits, int V, const int *targets, float scale, int grads, float *losses,
+                                int *argmax) {
+  int64_t r = blockIdx.x;
+  float *lg = logits + r * V;
+  __shared__ float smax[32];
+  __shared__ int sidx[32];
+  float mx = -INFINITY;
+  int mi = 0;
+  for (int j = threadIdx.x; j < V; j += blockDim.x)
+    if (lg[j] > mx) mx = lg[j], mi = j;
+  for (int o = 16; o > 0; o >>= 1) {
+    float om = __shfl_xor_sync(0xffffffff, mx, o);
+    int oi = __shfl_xor_sync(0xffffffff, mi, o);
+    if (om > mx || (om == mx && oi < mi)) mx = om, mi = oi;
+  }
+  int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
+  if (lane == 0) smax[w] = mx, sidx[w] = mi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int k = 1; k < nw; k++)
+      if (smax[k] > smax[0] || (smax[k] == smax[0] && sidx[k] < sidx[0])) smax[0] = smax[k], sidx[0] = sidx[k];
+  }
+  __syncthreads();
+  mx = smax[0];
+  mi = sidx[0];
+  float s = 0;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(lg[j] - mx);
+  s = block_sum(s);
+  int tgt = targets[r];
+  if (threadIdx.x == 0) {
+    argmax[r] = mi;
+    losses[r] = tgt >= 0 ? mx + logf(s) - lg[tgt] : 0.0f;
+  }
+  __syncthreads();  // lg[tgt] is read above before being overwritten below
+  if (grads)
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+      lg[j] = tgt < 0 ? 0.0f : (expf(lg[j] - mx) / s - (j == tgt ? 1.0f : 0.0f)) * scale;
+}
+
+__global__ void sumsq_k(double *out, const float *g, int64_t n) {
+  float s = 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    s += g[i] * g[i];
+  s = block_sum(s);
+  if (threadIdx.x == 0) atomicAdd(out, (double)s);
+}
+
+// AdamW on params[a, b) with moments indexed from lo (Loshchilov & Hutter 2019; Kingma & Ba 2015).
+__global__ void adamw_k(float *w, const float *g, float *m, float *v, int64_t a, int64_t b, int64_t lo, float lr,
+                        float b1, float b2, float bc1, float bc2, float eps, float wd, float gscale) {
+  int64_t i = a + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= b) return;
+  float gi = g[i] * gscale;
+  float mi = b1 * m[i - lo] + (1.0f - b1) * gi, vi = b2 * v[i - lo] + (1.0f - b2) * gi * gi;
+  m[i - lo] = mi;
+  v[i - lo] = vi;
+  w[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * w[i]);
+}
+
+// ---- the device model ------------------------------------------------------------------------
+
+struct layer_buf {
+  float *ln1, *rstd1, *q, *k, *v, *o, *lse, *x2, *ln2, *rstd2, *gate, *up, *h;
+};
+
+struct model_cuda {
+  model_config cfg;
+  int recompute, num_tensors;
+  int64_t num_params, max_tokens, ce_chunk, lo, hi;
+  model_tensor *tensors;
+  int t_embed, t_norm, t_lm_head;
+  int (*t_layer)[MODEL_LAYER_TENSORS];
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  float *params, *grads, *m, *v;
+  double *inv_freq, *sumsq;
+  float *cosv, *sinv;
+  long long *pos;
+  int *tok, *tgt, *argmax;
+  float *losses;
+  float **x;
+  layer_buf *acts;
+  float *lnf, *rstdf, *logits, *tmp;
+  float *dx, *dln, *dlnf, *dq, *dout, *dk, *dv, *dh, *dgate, *dup;
+  __nv_bfloat16 *qb, *kb, *vb, *ob, *dob;
+  model_cuda_attention attn;
+  double rope_mscale;
+};
+
+#define DP(d, idx) ((d)->params + (d)->tensors[idx].offset)
+#define DG(d, idx) ((d)->grads + (d)->tensors[idx].offset)
+#define LPD(d, l, w) ((d)->t_layer[l][w] >= 0 ? DP(d, (d)->t_layer[l][w]) : (float *)NULL)
+#define LGD(d, l, w) ((d)->t_layer[l][w] >= 0 ? DG(d, (d)->t_layer[l][w]) : (float *)NULL)
+
+static int dalloc(float **p, int64_t n, sr_error *e) {
+  CU(cudaMalloc((void **)p, (size_t)(n > 0 ? n : 1) * sizeof(float)));
+  return SR_OK;
+}
+
+// ---- linear layers through cuBLAS (row-major [rows, features] seen as column-major transposes) ---
+
+static int matmul_fwd(model_cuda *d, float *out, const float *inp, const float *w, const float *b, int64_t T, int in,
+                      int outc, float beta, sr_error *e) {
+  const float one = 1.0f;
+  CB(cublasSgemm(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, outc, (int)T, in, &one, w, in, inp, in, &beta, out, outc));
+  if (b) {
+    add_bias_k<<<grid_for(T * outc, 256), 256, 0, d->stream>>>(out, b, T, outc);
+    KCHECK();
+  }
+  return SR_OK;
+}
+
+static int colsum(model_cuda *d, float *out, const float *in, int64_t rows, int C, sr_error *e) {
+  int64_t splits = rows / 256 + 1;
+  if (splits > 1024) splits = 1024;
+  int64_t per = (rows + splits - 1) / splits;
+  colsum_k<<<dim3((unsigned)((C + 31) / 32), (unsigned)splits), dim3(32, 8), 0, d->stream>>>(out, in, rows, C, per);
+  KCHECK();
+  return SR_OK;
+}
+
+// dinp += dout W (when dinp); dw += doutᵀ inp; db += column sums of dout (when db).
+static int matmul_bwd(model_cuda *d, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                      const float *w, int64_t T, int in, int outc, sr_error *e) {
+  const float one = 1.0f;
+  if (dinp) CB(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, (int)T, outc, &one, w, in, dout, outc, &one, dinp, in));
+  CB(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, outc, (int)T, &one, inp, in, dout, outc, &one, dw, in));
+  if (db) return colsum(d, db, dout, T, outc, e);
+  return SR_OK;
+}
+
+static int rmsnorm_bwd(model_cuda *d, float *dx, float *dw, const float *dout, const float *x, const float *w,
+                       const float *rstd, int64_t T, int C, sr_error *e) {
+  rmsnorm_bwd_k<<<rows_grid(T), 256, 0, d->stream>>>(dx, d->tmp, dout, x, w, rstd, T, C);
+  KCHECK();
+  return colsum(d, dw, d->tmp, T, C, e);
+}
+
+// ---- create / free ---------------------------------------------------------------------------
+
+extern "C" int model_cuda_upload(model_cuda *d, const model_cpu *h, sr_error *e);
+
+static int create_inner(model_cuda *d, const model_cpu *h, int64_t lo, int64_t hi, void *stream, sr_error *e) {
+  const model_config *c = &h->cfg;
+  d->cfg = *c;
+  d->recompute = h->recompute;
+  d->num_params = h->num_params;
+  d->max_tokens = h->max_tokens;
+  d->ce_chunk = h->ce_chunk;
+  d->lo = lo;
+  d->hi = hi;
+  d->num_tensors = h->num_tensors;
+  d->t_embed = h->t_embed;
+  d->t_norm = h->t_norm;
+  d->t_lm_head = h->t_lm_head;
+  d->rope_mscale = h->rope_mscale;
+  d->stream = (cudaStream_t)stream;
+  int L = (int)c->num_layers;
+  d->tensors = (model_tensor *)malloc((size_t)h->num_tensors * sizeof *d->tensors);
+  d->t_layer = (int(*)[MODEL_LAYER_TENSORS])malloc((size_t)L * sizeof *d->t_layer);
+  d->x = (float **)calloc((size_t)(L + 1), sizeof *d->x);
+  d->acts = (layer_buf *)calloc((size_t)L, sizeof *d->acts);
+  if (!d->tensors || !d->t_layer || !d->x || !d->acts) return sr_internal_error(e, 0, "model_cuda: out of memory");
+  memcpy(d->tensors, h->tensors, (size_t)h->num_tensors * sizeof *d->tensors);
+  memcpy(d->t_layer, h->t_layer, (size_t)L * sizeof *d->t_layer);
+  CB(cublasCreate(&d->blas));
+  CB(cublasSetStream(d->blas, d->stream));
+  // TF32 tensor cores for the fp32 GEMMs (10-bit mantissa products, fp32 accumulation)
+  CB(cublasSetMathMode(d->blas, CUBLAS_TF32_TENSOR_OP_MATH));
+  int64_t C = c->hidden_size, QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim,
+          I = c->intermediate_size, N = d->max_tokens, H = c->num_heads, half = c->head_dim / 2, V = c->vocab_size;
+  int rc = SR_OK;
+#define A(p, n) \
+  if ((rc = dalloc(&(p), (n), e))) return rc
+  A(d->params, d->num_params);
+  A(d->grads, d->num_params);
+  A(d->m, hi - lo);
+  A(d->v, hi - lo);
+  CU(cudaMemset(d->m, 0, (size_t)sr_max64(hi - lo, 1) * sizeof(float)));
+  CU(cudaMemset(d->v, 0, (size_t)sr_max64(hi - lo, 1) * sizeof(float)));
+  CU(cudaMalloc((void **)&d->inv_freq, (size_t)half * sizeof(double)));
+  CU(cudaMemcpy(d->inv_freq, h->inv_freq, (size_t)half * sizeof(double), cudaMemcpyHostToDevice));
+  CU(cudaMalloc((void **)&d->sumsq, sizeof(double)));
+  A(d->cosv, N * half);
+  A(d->sinv, N * half);
+  CU(cudaMalloc((void **)&d->pos, (size_t)N * sizeof(long long)));
+  CU(cudaMalloc((void **)&d->tok, (size_t)N * sizeof(int)));
+  CU(cudaMalloc((void **)&d->tgt, (size_t)N * sizeof(int)));
+  CU(cudaMalloc((void **)&d->argmax, (size_t)N * sizeof(int)));
+  A(d->losses, N);
+  for (int l = 0; l <= L; l++) A(d->x[l], N * C);
+  for (int l = 0; l < L; l++) {
+    layer_buf *a = &d->acts[l];
+    if (l > 0 && d->recompute) {
+      *a = d->acts[0];
+      continue;
+    }
+    A(a->ln1, N * C); A(a->rstd1, N); A(a->q, N * QD); A(a->k, N * KD); A(a->v, N * KD); A(a->o, N * QD);
+    A(a->lse, H * N); A(a->x2, N * C); A(a->ln2, N * C); A(a->rstd2, N); A(a->gate, N * I); A(a->up, N * I);
+    A(a->h, N * I);
+  }
+  A(d->lnf, N * C); A(d->rstdf, N); A(d->logits, d->ce_chunk * V); A(d->tmp, N * C);
+  A(d->dx, N * C); A(d->dln, N * C); A(d->dlnf, N * C); A(d->dq, N * QD); A(d->dout, N * QD);
+  A(d->dk, N * KD); A(d->dv, N * KD); A(d->dh, N * I); A(d->dgate, N * I); A(d->dup, N * I);
+#undef A
+  CU(cudaMalloc((void **)&d->qb, (size_t)(N * QD) * 2));
+  CU(cudaMalloc((void **)&d->kb, (size_t)(N * KD) * 2));
+  CU(cudaMalloc((void **)&d->vb, (size_t)(N * KD) * 2));
+  CU(cudaMalloc((void **)&d->ob, (size_t)(N * QD) * 2));
+  CU(cudaMalloc((void **)&d->dob, (size_t)(N * QD) * 2));
+  return model_cuda_upload(d, h, e);
+}
+
+extern "C" int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t lo, int64_t hi, void *stream,
+                                 sr_error *e) {
+  *out = NULL;
+  if (h->dtype != MODEL_F32) return sr_input_error(e, NULL, "dtype", "the GPU model mirrors float32 models");
+  model_cuda *d = (model_cuda *)calloc(1, sizeof *d);
+  if (!d) return sr_internal_error(e, 0, "model_cuda: out of memory");
+  int rc = create_inner(d, h, lo, hi, stream, e);
+  if (rc) {
+    model_cuda_free(d);
+    return rc;
+  }
+  *out = d;
+  return SR_OK;
+}
+
+extern "C" void model_cuda_free(model_cuda *d) {
+  if (!d) return;
+  int L = (int)d->cfg.num_layers;
+  void *bufs[] = {d->params, d->grads, d->m, d->v, d->inv_freq, d->sumsq, d->cosv, d->sinv, d->pos, d->tok,
+                  d->tgt, d->argmax, d->losses, d->lnf, d->rstdf, d->logits, d->tmp, d->dx, d->dln, d->dlnf,
+                  d->dq, d->dout, d->dk, d->dv, d->dh, d->dgate, d->dup, d->qb, d->kb, d->vb, d->ob, d->dob};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
+  if (d->x)
+    for (int l = 0; l <= L; l++) cudaFree(d->x[l]);
+  if (d->acts)
+    for (int l = 0; l < (d->recompute ? 1 : L); l++) {
+      layer_buf *a = &d->acts[l];
+      float *ab[] = {a->ln1, a->rstd1, a->q, a->k, a->v, a->o, a->lse, a->x2, a->ln2, a->rstd2, a->gate, a->up, a->h};
+      for (size_t i = 0; i < sizeof ab / sizeof *ab; i++) cudaFree(ab[i]);
+    }
+  if (d->blas) cublasDestroy(d->blas);
+  free(d->x);
+  free(d->acts);
+  free(d->tensors);
+  free(d->t_layer);
+  free(d);
+}
+
+extern "C" void model_cuda_set_attention(model_cuda *d, const model_cuda_attention *a) {
+  if (a) d->attn = *a;
+  else memset(&d->attn, 0, sizeof d->attn);
+}
+extern "C" float *model_cuda_params(model_cuda *d) { return d->params; }
+extern "C" float *model_cuda_grads(model_cuda *d) { return d->grads; }
+
+extern "C" int model_cuda_upload(model_cuda *d, const model_cpu *h, sr_error *e) {
+  CU(cudaMemcpy(d->params, h->params, (size_t)d->num_params * sizeof(float), cudaMemcpyHostToDevice));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_download(model_cuda *d, model_cpu *h, sr_error *e) {
+  CU(cudaStreamSynchronize(d->stream));
+  CU(cudaMemcpy(h->params, d->params, (size_t)d->num_params * sizeof(float), cudaMemcpyDeviceToHost));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_download_grads(model_cuda *d, float *host, sr_error *e) {
+  CU(cudaStreamSynchronize(d->stream));
+  CU(cudaMemcpy(host, d->grads, (size_t)d->num_params * sizeof(float), cudaMemcpyDeviceToHost));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_moments(model_cuda *d, float *m, float *v, int to_host, sr_error *e) {
+  size_t n = (size_t)sr_max64(d->hi - d->lo, 0) * sizeof(float);
+  if (!n) return SR_OK;
+  CU(cudaStreamSynchronize(d->stream));
+  if (to_host) {
+    CU(cudaMemcpy(m, d->m, n, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(v, d->v, n, cudaMemcpyDeviceToHost));
+  } else {
+    CU(cudaMemcpy(d->m, m, n, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(d->v, v, n, cudaMemcpyHostToDevice));
+  }
+  return SR_OK;
+}
+
+extern "C" int model_cuda_zero_grad(model_cuda *d, sr_error *e) {
+  CU(cudaMemsetAsync(d->grads, 0, (size_t)d->num_params * sizeof(float), d->stream));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_sync(model_cuda *d, sr_error *e) {
+  CU(cudaStreamSynchronize(d->stream));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_copy(float *dst, const float *src, int64_t n, void *stream, sr_error *e) {
+  CU(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_alloc(float **p, int64_t n, sr_error *e) { return dalloc(p, n, e); }
+extern "C" void model_cuda_release(float *p) { cudaFree(p); }
+
+// ---- attention ------------------------------------------------------------------------------
+
+static int attention_fwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
+  const model_config *c = &d->cfg;
+  int64_t QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
+  double t0 = 0;
+  if (attn_s) {
+    CU(cudaStreamSynchronize(d->stream));
+    t0 = sr_now();
+  }
+  if (d->attn.forward) {
+    to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->qb, a->q, T * QD);
+    to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->kb, a->k, T * KD);
+    to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->vb, a->v, T * KD);
+    KCHECK();
+    int rc = d->attn.forward(d->attn.ctx, l, T, d->qb, d->kb, d->vb, d->ob, a->lse, e);
+    if (rc) return rc;
+    from_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(a->o, d->ob, T * QD);
+  } else {
+    attn_naive_fwd_k<<<grid_for(T * c->num_heads, 128), 128, 0, d->stream>>>(
+        a->o, a->lse, a->q, a->k, a->v, d->pos, T, (int)c->num_heads, (int)c->num_kv_heads, (int)c->head_dim);
+  }
+  KCHECK();
+  if (attn_s) {
+    CU(cudaStreamSynchronize(d->stream));
+    *attn_s += sr_now() - t0;
+  }
+  return SR_OK;
+}
+
+static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
+  const model_config *c = &d->cfg;
+  int64_t QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
+  double t0 = 0;
+  if (attn_s) {
+    CU(cudaStreamSynchronize(d->stream));
+    t0 = sr_now();
+  }
+  if (d->attn.backward) {
+    // the forward's bf16 q, k, v are overwritten by later layers: convert again (cheap next to attention)
+    to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->qb, a->q, T * QD);
+    to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->kb, a->k, T * KD);
+    to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->vb, a->v, T * KD);
+    to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->ob, a->o, T * QD);
+    to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->dob, d->dout, T * QD);
+    KCHECK();
+    int rc = d->attn.backward(d->attn.ctx, l, T, d->qb, d->kb, d->vb, d->ob, a->lse, d->dob, d->dq, d->dk, d->dv, e);
+    if (rc) return rc;
+  } else {
+    CU(cudaMemsetAsync(d->dq, 0, (size_t)(T * QD) * sizeof(float), d->stream));
+    CU(cudaMemsetAsync(d->dk, 0, (size_t)(T * KD) * sizeof(float), d->stream));
+    CU(cudaMemsetAsync(d->dv, 0, (size_t)(T * KD) * sizeof(float), d->stream));
+    attn_naive_bwd_k<<<grid_for(T * c->num_heads, 128), 128, 0, d->stream>>>(
+        d->dq, d->dk, d->dv, a->q, a->k, a->v, a->o, a->lse, d->dout, d->pos, T, (int)c->num_heads,
+        (int)c->num_kv_heads, (int)c->head_dim);
+    KCHECK();
+  }
+  if (attn_s) {
+    CU(cudaStreamSynchronize(d->stream));
+    *attn_s += sr_now() - t0;
+  }
+  return SR_OK;
+}
+
+// ---- layers ---------------------------------------------------------------------------------
+
+static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *e) {
+  const model_config *c = &d->cfg;
+  int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
+      I = (int)c->intermediate_size;
+  layer_buf *a = &d->acts[l];
+  float *x = d->x[l], *xo = d->x[l + 1];
+  int rc;
+  rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(a->ln1, a->rstd1, x, LPD(d, l, MODEL_T_LN1), T, C, (float)c->rms_norm_eps);
+  KCHECK();
+  if ((rc = matmul_fwd(d, a->q, a->ln1, LPD(d, l, MODEL_T_Q), LPD(d, l, MODEL_T_QB), T, C, Hq * D, 0.0f, e)) ||
+      (rc = matmul_fwd(d, a->k, a->ln1, LPD(d, l, MODEL_T_K), LPD(d, l, MODEL_T_KB), T, C, Hkv * D, 0.0f, e)) ||
+      (rc = matmul_fwd(d, a->v, a->ln1, LPD(d, l, MODEL_T_V), LPD(d, l, MODEL_T_VB), T, C, Hkv * D, 0.0f, e)))
+    return rc;
+  rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(a->q, d->cosv, d->sinv, T, Hq, D, 0);
+  rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(a->k, d->cosv, d->sinv, T, Hkv, D, 0);
+  KCHECK();
+  if ((rc = attention_fwd(d, l, T, a, attn_s, e))) return rc;
+  CU(cudaMemcpyAsync(a->x2, x, (size_t)(T * C) * sizeof(float), cudaMemcpyDeviceToDevice, d->stream));
+  if ((rc = matmul_fwd(d, a->x2, a->o, LPD(d, l, MODEL_T_O), NULL, T, Hq * D, C, 1.0f, e))) return rc;
+  rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(a->ln2, a->rstd2, a->x2, LPD(d, l, MODEL_T_LN2), T, C, (float)c->rms_norm_eps);
+  KCHECK();
+  if ((rc = matmul_fwd(d, a->gate, a->ln2, LPD(d, l, MODEL_T_GATE), NULL, T, C, I, 0.0f, e)) ||
+      (rc = matmul_fwd(d, a->up, a->ln2, LPD(d, l, MODEL_T_UP), NULL, T, C, I, 0.0f, e)))
+    return rc;
+  swiglu_fwd_k<<<grid_for(T * I, 256), 256, 0, d->stream>>>(a->h, a->gate, a->up, T * I);
+  KCHECK();
+  CU(cudaMemcpyAsync(xo, a->x2, (size_t)(T * C) * sizeof(float), cudaMemcpyDeviceToDevice, d->stream));
+  return matmul_fwd(d, xo, a->h, LPD(d, l, MODEL_T_DOWN), NULL, T, I, C, 1.0f, e);
+}
+
+// d->dx holds dL/d(layer output) on entry and dL/d(layer input) on return.
+static int layer_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *e) {
+  const model_config *c = &d->cfg;
+  int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
+      I = (int)c->intermediate_size;
+  int rc;
+  if (d->recompute && (rc = layer_fwd(d, l, T, attn_s, e))) return rc;
+  layer_buf *a = &d->acts[l];
+  float *x = d->x[l];
+  CU(cudaMemsetAsync(d->dh, 0, (size_t)(T * I) * sizeof(float), d->stream));
+  if ((rc = matmul_bwd(d, d->dh, LGD(d, l, MODEL_T_DOWN), NULL, d->dx, a->h, LPD(d, l, MODEL_T_DOWN), T, I, C, e)))
+    return rc;
+  swiglu_bwd_k<<<grid_for(T * I, 256), 256, 0, d->stream>>>(d->dgate, d->dup, d->dh, a->gate, a->up, T * I);
+  KCHECK();
+  CU(cudaMemsetAsync(d->dln, 0, (size_t)(T * C) * sizeof(float), d->stream));
+  if ((rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_GATE), NULL, d->dgate, a->ln2, LPD(d, l, MODEL_T_GATE), T, C, I, e)) ||
+      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_UP), NULL, d->dup, a->ln2, LPD(d, l, MODEL_T_UP), T, C, I, e)) ||
+      (rc = rmsnorm_bwd(d, d->dx, LGD(d, l, MODEL_T_LN2), d->dln, a->x2, LPD(d, l, MODEL_T_LN2), a->rstd2, T, C, e)))
+    return rc;
+  CU(cudaMemsetAsync(d->dout, 0, (size_t)(T * Hq * D) * sizeof(float), d->stream));
+  if ((rc = matmul_bwd(d, d->dout, LGD(d, l, MODEL_T_O), NULL, d->dx, a->o, LPD(d, l, MODEL_T_O), T, Hq * D, C, e)))
+    return rc;
+  if ((rc = attention_bwd(d, l, T, a, attn_s, e))) return rc;
+  rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(d->dq, d->cosv, d->sinv, T, Hq, D, 1);
+  rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(d->dk, d->cosv, d->sinv, T, Hkv, D, 1);
+  KCHECK();
+  CU(cudaMemsetAsync(d->dln, 0, (size_t)(T * C) * sizeof(float), d->stream));
+  if ((rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_Q), LGD(d, l, MODEL_T_QB), d->dq, a->ln1, LPD(d, l, MODEL_T_Q), T, C, Hq * D, e)) ||
+      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_K), LGD(d, l, MODEL_T_KB), d->dk, a->ln1, LPD(d, l, MODEL_T_K), T, C, Hkv * D, e)) ||
+      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_V), LGD(d, l, MODEL_T_VB), d->dv, a->ln1, LPD(d, l, MODEL_T_V), T, C, Hkv * D, e)))
+    return rc;
+  return rmsnorm_bwd(d, d->dx, LGD(d, l, MODEL_T_LN1), d->dln, x, LPD(d, l, MODEL_T_LN1), a->rstd1, T, C, e);
+}
+
+// ---- the model ------------------------------------------------------------------------------
+
+extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32_t *tokens, const int64_t *pos,
+                                           const int32_t *targets, int grads, double loss_scale, double *loss_sum,
+                                           int32_t *argmax, double *attn_s, sr_error *e) {
+  const model_config *c = &d->cfg;
+  int C = (int)c->hidden_size, L = (int)c->num_layers, V = (int)c->vocab_size, half = (int)(c->head_dim / 2);
+  int rc;
+  if (T < 0 || T > d->max_tokens)
+    return sr_input_error(e, NULL, "tokens", "%lld local tokens, the model holds room for 0..%lld", (long long)T,
+                          (long long)d->max_tokens);
+  if (attn_s) *attn_s = 0;
+  CU(cudaMemcpyAsync(d->tok, tokens, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
+  CU(cudaMemcpyAsync(d->tgt, targets, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
+  CU(cudaMemcpyAsync(d->pos, pos, (size_t)T * sizeof(long long), cudaMemcpyHostToDevice, d->stream));
+  if (T > 0) {
+    rope_table_k<<<grid_for(T * half, 256), 256, 0, d->stream>>>(d->cosv, d->sinv, d->pos, d->inv_freq, d->rope_mscale,
+                                                               T, half);
+    embed_fwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(d->x[0], DP(d, d->t_embed), d->tok, T, C);
+    KCHECK();
+  }
+  for (int l = 0; l < L; l++)
+    if ((rc = layer_fwd(d, l, T, attn_s, e))) return rc;
+  if (T > 0) {
+    rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(d->lnf, d->rstdf, d->x[L], DP(d, d->t_norm), T, C, (float)c->rms_norm_eps);
+    KCHECK();
+  }
+  if (grads) CU(cudaMemsetAsync(d->dlnf, 0, (size_t)(T * C) * sizeof(float), d->stream));
+  float *W = DP(d, d->t_lm_head);
+  for (int64_t t0 = 0; t0 < T; t0 += d->ce_chunk) {
+    int64_t n = sr_min64(d->ce_chunk, T - t0);
+    if ((rc = matmul_fwd(d, d->logits, d->lnf + t0 * C, W, NULL, n, C, V, 0.0f, e))) return rc;
+    cross_entropy_k<<<(unsigned)n, 256, 0, d->stream>>>(d->logits, V, d->tgt + t0, (float)loss_scale, grads,
+                                                        d->losses + t0, d->argmax + t0);
+    KCHECK();
+    if (grads) {
+      const float one = 1.0f, zero = 0.0f;
+      CB(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, V, &one, W, C, d->logits, V, &zero,
+                     d->dlnf + t0 * C, C));
+      CB(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, V, (int)n, &one, d->lnf + t0 * C, C, d->logits, V, &one,
+                     DG(d, d->t_lm_head), C));
+    }
+  }
+  float *losses = (float *)malloc((size_t)sr_max64(T, 1) * sizeof(float));
+  if (!losses) return sr_internal_error(e, 0, "model_cuda: out of memory");
+  cudaError_t ce = cudaMemcpyAsync(losses, d->losses, (size_t)T * sizeof(float), cudaMemcpyDeviceToHost, d->stream);
+  if (ce == cudaSuccess && argmax)
+    ce = cudaMemcpyAsync(argmax, d->argmax, (size_t)T * sizeof(int), cudaMemcpyDeviceToHost, d->stream);
+  if (ce == cudaSuccess) ce = cudaStreamSynchronize(d->stream);
+  double total = 0;
+  for (int64_t t = 0; t < T; t++) total += losses[t];
+  free(losses);
+  if (ce != cudaSuccess) return sr_internal_error(e, 0, "%s:%d: CUDA: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+  *loss_sum = total;
+  if (!grads) return SR_OK;
+  CU(cudaMemsetAsync(d->dx, 0, (size_t)(T * C) * sizeof(float), d->stream));
+  if (T > 0 && (rc = rmsnorm_bwd(d, d->dx, DG(d, d->t_norm), d->dlnf, d->x[L], DP(d, d->t_norm), d->rstdf, T, C, e)))
+    return rc;
+  for (int l = L - 1; l >= 0; l--)
+    if ((rc = layer_bwd(d, l, T, attn_s, e))) return rc;
+  if (T > 0) {
+    embed_bwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(DG(d, d->t_embed), d->dx, d->tok, T, C);
+    KCHECK();
+  }
+  return SR_OK;
+}
+
+extern "C" int model_cuda_grad_sumsq(model_cuda *d, int64_t lo, int64_t hi, double *out, sr_error *e) {
+  CU(cudaMemsetAsync(d->sumsq, 0, sizeof(double), d->stream));
+  if (hi > lo) {
+    sumsq_k<<<1024, 256, 0, d->stream>>>(d->sumsq, d->grads + lo, hi - lo);
+    KCHECK();
+  }
+  CU(cudaMemcpyAsync(out, d->sumsq, sizeof(double), cudaMemcpyDeviceToHost, d->stream));
+  CU(cudaStreamSynchronize(d->stream));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_adamw(model_cuda *d, adamw_state *s, double grad_scale, sr_error *e) {
+  s->step++;
+  double bc1 = 1.0 - pow(s->beta1, (double)s->step), bc2 = 1.0 - pow(s->beta2, (double)s->step);
+  for (int ti = 0; ti < d->num_tensors; ti++) {
+    const model_tensor *t = &d->tensors[ti];
+    int64_t a = sr_max64(t->offset, s->lo), b = sr_min64(t->offset + t->numel, s->hi);
+    if (b <= a) continue;
+    float wd = t->ndim == 2 ? (float)s->weight_decay : 0.0f;
+    adamw_k<<<grid_for(b - a, 256), 256, 0, d->stream>>>(d->params, d->grads, d->m, d->v, a, b, s->lo, (float)s->lr,
+                                                         (float)s->beta1, (float)s->beta2, (float)bc1, (float)bc2,
+                                                         (float)s->eps, wd, (float)grad_scale);
+    KCHECK();
+  }
+  return SR_OK;
+}

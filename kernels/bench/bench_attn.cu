@@ -1,0 +1,197 @@
+// bench_attn.cu — bin/sparsering-bench-attn: times the sparse attention kernels at the Qwen2.5-3B
+// attention shape (16 query heads, 2 KV heads, d = 128, bf16) on one GPU: dense causal at 16K and 64K
+// and the VS-like mask of ANCHORS.md (per head sinks 128 + window 4096 + 1000 verticals at N u^3,
+// seed 1) at 64K and 128K, forward and backward. CUDA events around each call, 3 warm-up runs,
+// the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
+// Usage: sparsering-bench-attn [--quick] [--dump DIR]
+//   prints one table (TFLOP/s by ANCHORS.md's counts); --dump writes input set 0 and its outputs (raw
+//   bf16 q k v dout o, fp32 lse dq dk dv) of dense 16K and VS-like 64K for kernels/bench/peers.py.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/sparse_attn.h"
+#include "kernels/test/index_build.h"
+
+
+#define CK(call)                                                                               \
+  do {                                                                                         \
+    cudaError_t err_ = (call);                                                                 \
+    if (err_ != cudaSuccess) {                                                                 \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
+      exit(1);                                                                                 \
+    }                                                                                          \
+  } while (0)
+#define SR(call)                                                             \
+  do {                                                                       \
+    sr_error e_;                                                             \
+    if ((call) != SR_OK) {                                                   \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, e_.msg); \
+      exit(1);                                                               \
+    }                                                                        \
+  } while (0)
+#define E (&e_)
+
+enum { SETS = 3, WARM = 3, REPS = 10 };
+
+static int cmp_f(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static void *rand_dev(int64_t n, uint64_t *st) {
+  __nv_bfloat16 *h = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) h[i] = __float2bfloat16((float)(2 * ib_uniform(st) - 1));
+  void *d;
+  CK(cudaMalloc(&d, sizeof(__nv_bfloat16) * (size_t)n));
+  CK(cudaMemcpy(d, h, sizeof(__nv_bfloat16) * (size_t)n, cudaMemcpyHostToDevice));
+  free(h);
+  return d;
+}
+
+typedef struct {
+  const char *name;
+  int vs;  // 0 dense causal, 1 VS-like
+  int64_t n;
+} bcase;
+
+int main(int argc, char **argv) {
+  int quick = 0;
+  const char *dump = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0) quick = 1;
+    if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump = argv[++i];
+  }
+  const int H = 16, KH = 2, D = 128;
+  bcase cs[] = {{"dense causal", 0, 16384}, {"dense causal", 0, 65536}, {"vs-like", 1, 65536}, {"vs-like", 1, 131072}};
+  int ncs = quick ? 1 : 4;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  printf("%-13s %7s %9s %9s %9s %10s %9s %10s %9s\n", "mask", "N", "work", "fwd ms", "fwd TF/s", "fwd(v1) ms", "bwd ms",
+         "bwd TF/s", "fwdbwd ms");
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  uint64_t st = 7;
+  for (int c = 0; c < ncs; c++) {
+    int64_t N = cs[c].n, nqo = N * H * D, nkv = N * KH * D, nl = N * H;
+    tile_index ti;
+    head_mask masks[16], *dmasks = NULL;
+    if (cs[c].vs) ib_vs_like(&ti, masks, H, N, 128, 4096, 1000, 1);
+    else ib_dense_causal(&ti, H, N);
+    tile_index_t tt;
+    ib_transpose(&ti, 0, N, &tt);
+    sa_gpu_index gix;
+    sa_gpu_index_t gtt;
+    SR(sa_gpu_index_upload(&ti, &gix, E));
+    SR(sa_gpu_index_t_upload(&tt, H, KH, &gtt, E));
+    if (cs[c].vs) SR(sa_gpu_masks_upload(masks, H, &dmasks, E));
+    // Work actually computed: 64-key chunks x 128 rows, against the causal N^2/2 x heads.
+    double chunks = 0;
+    for (int64_t x = 0; x < (int64_t)H * ti.n_qtiles; x++) {
+      chunks += 2.0 * (ti.tile_cnt[x * 2 + 1] - ti.tile_cnt[x * 2]) + ceil((ti.bar_cnt[x * 2 + 1] - ti.bar_cnt[x * 2]) / 64.0);
+    }
+    double work = chunks * 64.0 * 128.0 / ((double)N * N / 2 * H);
+    int64_t *pos = (int64_t *)malloc(sizeof(int64_t) * (size_t)N);
+    for (int64_t i = 0; i < N; i++) pos[i] = i;
+    int64_t *posd;
+    CK(cudaMalloc((void **)&posd, sizeof(int64_t) * (size_t)N));
+    CK(cudaMemcpy(posd, pos, sizeof(int64_t) * (size_t)N, cudaMemcpyHostToDevice));
+    void *q[SETS], *k[SETS], *v[SETS], *dout[SETS], *ob;
+    for (int s = 0; s < SETS; s++)
+      q[s] = rand_dev(nqo, &st), k[s] = rand_dev(nkv, &st), v[s] = rand_dev(nkv, &st), dout[s] = rand_dev(nqo, &st);
+    float *lse, *d_row, *dq, *dk, *dv;
+    CK(cudaMalloc(&ob, sizeof(__nv_bfloat16) * (size_t)nqo));
+    CK(cudaMalloc((void **)&lse, sizeof(float) * (size_t)nl));
+    CK(cudaMalloc((void **)&d_row, sizeof(float) * (size_t)nl));
+    CK(cudaMalloc((void **)&dq, sizeof(float) * (size_t)nqo));
+    CK(cudaMalloc((void **)&dk, sizeof(float) * (size_t)nkv));
+    CK(cudaMalloc((void **)&dv, sizeof(float) * (size_t)nkv));
+    sa_shape sh = {N, N, H, KH, D, (float)(1.0 / sqrt((double)D))};
+    float t_fwd[2][REPS], t_bwd[REPS];
+    for (int var = 0; var < 2; var++) {
+      sa_fwd_variant = var;
+      for (int it = 0; it < WARM + REPS; it++) {
+        int s = it % SETS;
+        CK(cudaEventRecord(e0));
+        SR(sa_fwd(&sh, q[s], k[s], v[s], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        if (it >= WARM) CK(cudaEventElapsedTime(&t_fwd[var][it - WARM], e0, e1));
+      }
+    }
+    sa_fwd_variant = 0;
+    for (int it = 0; it < WARM + REPS; it++) {
+      int s = it % SETS;
+      SR(sa_fwd(&sh, q[s], k[s], v[s], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));  // this set's LSE
+      CK(cudaEventRecord(e0));
+      CK(cudaMemsetAsync(dq, 0, sizeof(float) * (size_t)nqo));
+      CK(cudaMemsetAsync(dk, 0, sizeof(float) * (size_t)nkv));
+      CK(cudaMemsetAsync(dv, 0, sizeof(float) * (size_t)nkv));
+      SR(sa_bwd_prepare(N, H, D, ob, dout[s], d_row, NULL, E));
+      SR(sa_bwd(&sh, q[s], k[s], v[s], lse, d_row, dout[s], posd, posd, &gix, &gtt, 0, dmasks, dq, dk, dv, NULL, E));
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      if (it >= WARM) CK(cudaEventElapsedTime(&t_bwd[it - WARM], e0, e1));
+    }
+    qsort(t_fwd[0], REPS, sizeof(float), cmp_f), qsort(t_fwd[1], REPS, sizeof(float), cmp_f);
+    qsort(t_bwd, REPS, sizeof(float), cmp_f);
+    double mf = (t_fwd[0][REPS / 2 - 1] + t_fwd[0][REPS / 2]) / 2, mf1 = (t_fwd[1][REPS / 2 - 1] + t_fwd[1][REPS / 2]) / 2;
+    double mb = (t_bwd[REPS / 2 - 1] + t_bwd[REPS / 2]) / 2;
+    double flop = 4.0 * N * N * D * H / 2;  // causal forward (ANCHORS.md); backward counts 2.5x
+    if (cs[c].vs)
+      printf("%-13s %6lldK %8.1f%% %9.2f %9s %10.2f %9.2f %10s %9.2f\n", cs[c].name, (long long)(N / 1024), 100 * work, mf,
+             "-", mf1, mb, "-", mf + mb);
+    else
+      printf("%-13s %6lldK %8.1f%% %9.2f %9.0f %10.2f %9.2f %10.0f %9.2f\n", cs[c].name, (long long)(N / 1024), 100 * work,
+             mf, flop / mf / 1e9, mf1, mb, 2.5 * flop / mb / 1e9, mf + mb);
+    fflush(stdout);
+    if (dump && (c == 0 || c == 2)) {  // set 0 once more, outputs kept for the independent check
+      SR(sa_fwd(&sh, q[0], k[0], v[0], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));
+      CK(cudaMemset(dq, 0, sizeof(float) * (size_t)nqo));
+      CK(cudaMemset(dk, 0, sizeof(float) * (size_t)nkv));
+      CK(cudaMemset(dv, 0, sizeof(float) * (size_t)nkv));
+      SR(sa_bwd_prepare(N, H, D, ob, dout[0], d_row, NULL, E));
+      SR(sa_bwd(&sh, q[0], k[0], v[0], lse, d_row, dout[0], posd, posd, &gix, &gtt, 0, dmasks, dq, dk, dv, NULL, E));
+      CK(cudaDeviceSynchronize());
+      const char *names[9] = {"q", "k", "v", "dout", "o", "lse", "dq", "dk", "dv"};
+      void *ptrs[9] = {q[0], k[0], v[0], dout[0], ob, lse, dq, dk, dv};
+      size_t bytes[9] = {2 * (size_t)nqo, 2 * (size_t)nkv, 2 * (size_t)nkv, 2 * (size_t)nqo, 2 * (size_t)nqo,
+                         4 * (size_t)nl, 4 * (size_t)nqo, 4 * (size_t)nkv, 4 * (size_t)nkv};
+      for (int x = 0; x < 9; x++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s_%lld_%s.bin", dump, cs[c].vs ? "vs" : "dense", (long long)N, names[x]);
+        void *h = malloc(bytes[x]);
+        CK(cudaMemcpy(h, ptrs[x], bytes[x], cudaMemcpyDeviceToHost));
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(h, 1, bytes[x], f) != bytes[x]) fprintf(stderr, "bench: cannot write %s\n", path), exit(1);
+        fclose(f);
+        free(h);
+      }
+    }
+    for (int s = 0; s < SETS; s++) {
+      CK(cudaFree(q[s]));
+      CK(cudaFree(k[s]));
+      CK(cudaFree(v[s]));
+      CK(cudaFree(dout[s]));
+    }
+    CK(cudaFree(ob));
+    CK(cudaFree(lse));
+    CK(cudaFree(d_row));
+    CK(cudaFree(dq));
+    CK(cudaFree(dk));
+    CK(cudaFree(dv));
+    CK(cudaFree(posd));
+    free(pos);
+    sa_gpu_index_free(&gix), sa_gpu_index_t_free(&gtt), ib_transpose_free(&tt), ib_free(&ti);
+    if (dmasks) {
+      sa_gpu_masks_free(dmasks, H);
+      for (int h = 0; h < H; h++) free((void *)masks[h].vbits), free((void *)masks[h].sbits);
+    }
+  }
+  return 0;
+}

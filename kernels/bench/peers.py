@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""peers.py — the peers of bin/sparsering-bench-attn on the same GPU, same run, identical masks:
+torch SDPA (cuDNN and FlashAttention-2 backends) and FlexAttention (torch.compile) at the Qwen2.5-3B
+attention shape (16 query heads, 2 KV heads, d 128, bf16): dense causal at 16K and 64K, and the VS-like
+mask (per head sinks 128 + window 4096 + 1000 verticals at N*u^3, drawn by the same splitmix64
+stream, seed 1, as kernels/test/index_build.h) at 64K and 128K; forward and backward.
+Timing: CUDA events, 3 warm-ups, median of 10, inputs rotated over 3 sets.
+With --check DIR (files from `sparsering-bench-attn --dump DIR`) it first compares our kernels'
+outputs and gradients with SDPA (dense) and FlexAttention (VS-like) on the same inputs.
+Usage: python3 kernels/bench/peers.py [--check DIR] [--quick]
+"""
+import math
+import statistics
+import sys
+
+import torch
+import torch._functorch.config
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# Backward is timed repeatedly on one graph (retain_graph), which compiled backward with donated
+# buffers refuses.
+torch._functorch.config.donated_buffer = False
+
+H, KH, D = 16, 2, 128
+SETS, WARM, REPS = 3, 3, 10
+M64 = (1 << 64) - 1
+
+
+def splitmix_uniform(state):
+    """Same stream as ib_rng_next / ib_uniform (kernels/test/index_build.h)."""
+    state[0] = (state[0] + 0x9E3779B97F4A7C15) & M64
+    z = state[0]
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    z ^= z >> 31
+    return (z >> 11) / 9007199254740992.0
+
+
+def verticals(n, nvert=1000, seed=1):
+    """Per head the vertical columns of the VS-like mask as a bool tensor [H, n] (sinks included)."""
+    vert = torch.zeros(H, n, dtype=torch.bool)
+    for h in range(H):
+        st = [(seed + h * 0x100000001) & M64]
+        got = set()
+        while len(got) < min(nvert, n):
+            u = splitmix_uniform(st)
+            got.add(int(n * u * u * u))
+        vert[h, list(got)] = True
+    vert[:, :128] = True
+    return vert.cuda()
+
+
+def time_ms(fn):
+    ts = []
+    for it in range(WARM + REPS):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(it % SETS)
+        b.record()
+        b.synchronize()
+        if it >= WARM:
+            ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def inputs(n, gqa_expand):
+    g = torch.Generator(device="cuda").manual_seed(n)
+    kh = H if gqa_expand else KH
+    sets = []
+    for _ in range(SETS):
+        q = (torch.rand(1, H, n, D, device="cuda", generator=g) * 2 - 1).bfloat16().requires_grad_()
+        k = (torch.rand(1, kh, n, D, device="cuda", generator=g) * 2 - 1).bfloat16().requires_grad_()
+        v = (torch.rand(1, kh, n, D, device="cuda", generator=g) * 2 - 1).bfloat16().requires_grad_()
+        do = (torch.rand(1, H, n, D, device="cuda", generator=g) * 2 - 1).bfloat16()
+        sets.append((q, k, v, do))
+    return sets
+
+
+def bench(name, n, fwd, gqa_expand=False, flop=None):
+    try:
+        sets = inputs(n, gqa_expand)
+        outs = [None] * SETS
+
+        def run_fwd(s):
+            q, k, v, _ = sets[s]
+            with torch.no_grad():
+                fwd(q, k, v)
+
+        tf = time_ms(run_fwd)
+        for s in range(SETS):
+            q, k, v, _ = sets[s]
+            outs[s] = fwd(q, k, v)
+
+        def run_bwd(s):
+            q, k, v, do = sets[s]
+            torch.autograd.grad(outs[s], (q, k, v), do, retain_graph=True)
+
+        tb = time_ms(run_bwd)
+        rate = lambda ms, m: "%9.0f" % (m * flop / ms / 1e9) if flop else "%9s" % "-"
+        print("%-30s %6dK %9.2f %s %9.2f %s" % (name, n // 1024, tf, rate(tf, 1), tb, rate(tb, 2.5)), flush=True)
+        del sets, outs
+    except Exception as ex:  # a backend that cannot run this case says so and the table goes on
+        print("%-30s %6dK  failed: %s" % (name, n // 1024, str(ex).split("\n")[0][:90]), flush=True)
+    torch.cuda.empty_cache()
+
+
+def sdpa(backend, gqa):
+    def f(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    return f
+
+
+def check(dirname):
+    """Our kernels' outputs vs torch on the same inputs (rel. Frobenius error, as in the GPU test)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    for kind, n in (("dense", 16384), ("vs", 65536)):
+        def load(name, dtype, shape):
+            t = torch.from_file("%s/%s_%d_%s.bin" % (dirname, kind, n, name), size=math.prod(shape), dtype=dtype)
+            return t.view(shape).cuda()
+        q = load("q", torch.bfloat16, (n, H, D)).transpose(0, 1)[None].float().requires_grad_()
+        k = load("k", torch.bfloat16, (n, KH, D)).transpose(0, 1)[None].float().requires_grad_()
+        v = load("v", torch.bfloat16, (n, KH, D)).transpose(0, 1)[None].float().requires_grad_()
+        do = load("dout", torch.bfloat16, (n, H, D)).transpose(0, 1)[None].float()
+        o_ours = load("o", torch.bfloat16, (n, H, D)).transpose(0, 1)[None].float()
+        lse_ours = load("lse", torch.float32, (H, n))
+        g_ours = [load(x, torch.float32, s).transpose(0, 1)[None] for x, s in
+                  (("dq", (n, H, D)), ("dk", (n, KH, D)), ("dv", (n, KH, D)))]
+        if kind == "dense":
+            with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+                o = F.scaled_dot_product_attention(q, k.repeat_interleave(H // KH, 1), v.repeat_interleave(H // KH, 1),
+                                                   is_causal=True)
+            lse = None
+            ref = "SDPA mem-eff (fp32)"
+        else:
+            vert = verticals(n)
+            def mm(b, h, qi, ki):
+                return (ki <= qi) & ((qi - ki < 4096) | vert[h, ki])
+            bm = create_block_mask(mm, 1, H, n, n, device="cuda", _compile=True)
+            qb, kb, vb = (x.detach().bfloat16().requires_grad_() for x in (q, k, v))
+            o, lse = torch.compile(flex_attention)(qb, kb, vb, block_mask=bm, enable_gqa=True, return_lse=True)
+            q, k, v, o, do = qb, kb, vb, o.float(), do.bfloat16()
+            ref = "FlexAttention (bf16)"
+        grads = [g.float() for g in torch.autograd.grad(o, (q, k, v), do.to(o.dtype))]
+        rel = lambda a, b: ((a - b).norm() / b.norm()).item()
+        msg = "check %-6s %6dK vs %-20s O %.2e" % (kind, n // 1024, ref, rel(o_ours, o))
+        if lse is not None:
+            msg += " LSE %.2e" % rel(lse_ours, lse[0])
+        msg += " dQ %.2e dK %.2e dV %.2e" % tuple(rel(a, b) for a, b in zip(g_ours, grads))
+        print(msg, flush=True)
+        del q, k, v, do, o, grads
+        torch.cuda.empty_cache()
+
+
+def main():
+    args = sys.argv[1:]
+    if "--check" in args:
+        try:
+            check(args[args.index("--check") + 1])
+        except Exception as ex:
+            print("check failed to run: %s" % str(ex).split("\n")[0][:200], flush=True)
+    quick = "--quick" in args
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    flex = torch.compile(flex_attention)
+    print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
+    print("%-30s %7s %9s %9s %9s %9s" % ("peer", "N", "fwd ms", "fwd TF/s", "bwd ms", "bwd TF/s"))
+    for n in ((16384,) if quick else (16384, 65536)):
+        flop = 4.0 * n * n * D * H / 2
+        bench("SDPA cuDNN (GQA)", n, sdpa(SDPBackend.CUDNN_ATTENTION, True), flop=flop)
+        bench("SDPA cuDNN (KV expanded)", n, sdpa(SDPBackend.CUDNN_ATTENTION, False), gqa_expand=True, flop=flop)
+        bench("SDPA flash2 (GQA)", n, sdpa(SDPBackend.FLASH_ATTENTION, True), flop=flop)
+        causal = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, n, n, device="cuda", _compile=True)
+        bench("FlexAttention causal", n, lambda q, k, v: flex(q, k, v, block_mask=causal, enable_gqa=True), flop=flop)
+    for n in (() if quick else (65536, 131072)):
+        vert = verticals(n)
+
+        def mm(b, h, qi, ki):
+            return (ki <= qi) & ((qi - ki < 4096) | vert[h, ki])
+        bm = create_block_mask(mm, 1, H, n, n, device="cuda", _compile=True)
+        bench("FlexAttention vs-like", n, lambda q, k, v: flex(q, k, v, block_mask=bm, enable_gqa=True))
+
+
+if __name__ == "__main__":
+    main()

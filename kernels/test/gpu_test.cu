@@ -1,0 +1,359 @@
+// gpu_test.cu — bin/sparsering-gpu-test: every GPU kernel of kernels/ against the CPU reference
+// (kernels/ref_attn.c) on fresh random inputs, outputs poisoned with NaN before each run and every
+// element checked (both forward variants). Relative error ||out - ref|| / ||ref||: <= 1e-2 for bf16 outputs and gradients,
+// <= 1e-3 for LSE; LSE = -inf must match exactly; the backward must repeat bit for bit.
+// Usage: sparsering-gpu-test [--small]   (--small: the short cases, for compute-sanitizer)
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/sparse_attn.h"
+#include "kernels/test/index_build.h"
+extern "C" {  // the planner's C API
+#include "plan/layout.h"
+#include "plan/tiles.h"
+}
+
+
+#define CK(call)                                                                                   \
+  do {                                                                                             \
+    cudaError_t err_ = (call);                                                                     \
+    if (err_ != cudaSuccess) {                                                                     \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));     \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+#define SR(call)                                                                  \
+  do {                                                                            \
+    sr_error e_;                                                                  \
+    if ((call) != SR_OK) {                                                        \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, e_.msg);      \
+      exit(1);                                                                    \
+    }                                                                             \
+  } while (0)
+#define E (&e_)
+
+// ---- cases ---------------------------------------------------------------------------------------
+
+typedef struct {
+  const char *name;
+  int kind;  // pattern kind, -1 the closed-form VS-like mask, -2 VS built by the planner (plan/tiles.c)
+  int64_t N, g;
+  int W, qr, H, KH, d, bars, small;
+} tcase;
+
+static const tcase cases[] = {
+    {"dense d128 N777", PATTERN_DENSE, 777, 1, 1, 0, 16, 2, 128, 0, 0},
+    {"dense d64 N1000 W2", PATTERN_DENSE, 1000, 128, 2, 1, 16, 2, 64, 0, 0},
+    {"window d128 N1500 W2", PATTERN_WINDOW, 1500, 64, 2, 1, 16, 2, 128, 0, 0},
+    {"vs+bars d128 N1200", PATTERN_VS, 1200, 1, 1, 0, 16, 2, 128, 1, 0},
+    {"vs+bars d64 N1900 W3", PATTERN_VS, 1900, 128, 3, 2, 16, 2, 64, 1, 0},
+    {"block d128 N1100", PATTERN_BLOCK, 1100, 1, 1, 0, 16, 2, 128, 0, 0},
+    {"vs-like d128 N3000", -1, 3000, 1, 1, 0, 16, 2, 128, 1, 0},
+    {"planner vs striped W2", -2, 2100, 128, 2, 1, 16, 2, 128, 1, 0},
+    {"planner vs striped W3 d64", -2, 1700, 128, 3, 0, 16, 2, 64, 1, 1},
+    {"window d64 N300 gqa1", PATTERN_WINDOW, 300, 1, 1, 0, 4, 4, 64, 0, 1},
+    {"vs+bars d128 N400 gqa8", PATTERN_VS, 400, 1, 1, 0, 8, 1, 128, 1, 1},
+    {"dense d64 N1", PATTERN_DENSE, 1, 1, 1, 0, 2, 1, 64, 0, 1},
+};
+
+static uint64_t rng = 12345;
+static double uni(void) { return ib_uniform(&rng); }
+
+// Random head mask of a kind (bit sets), positions in [0, n).
+static head_mask random_mask(int kind, int64_t n) {
+  head_mask m;
+  memset(&m, 0, sizeof m);
+  m.kind = kind, m.n_tokens = n;
+  int64_t words = n / 32 + 1;
+  if (kind == PATTERN_WINDOW) m.sinks = 1 + (int64_t)(uni() * 64), m.window = 16 + (int64_t)(uni() * 300);
+  if (kind == PATTERN_VS) {
+    uint32_t *vb = (uint32_t *)calloc((size_t)words, 4), *sb = (uint32_t *)calloc((size_t)words, 4);
+    int nv = 1 + (int)(uni() * 40), ns = 1 + (int)(uni() * 6);
+    for (int i = 0; i < nv; i++) {
+      int64_t k = (int64_t)(uni() * n);
+      vb[k >> 5] |= 1u << (k & 31);
+    }
+    for (int i = 0; i < ns; i++) {  // slashes near the diagonal, so far tiles hold verticals only
+      int64_t d = i == 0 ? 0 : (int64_t)(uni() * 200);
+      if (d < n) sb[d >> 5] |= 1u << (d & 31);
+    }
+    m.vbits = vb, m.sbits = sb;
+  }
+  if (kind == PATTERN_BLOCK) {
+    m.block = uni() < 0.5 ? 64 : 96;
+    int64_t nb = (n + m.block - 1) / m.block;
+    m.row_words = (nb + 63) / 64;
+    uint64_t *bm = (uint64_t *)calloc((size_t)(nb * m.row_words), 8);
+    for (int64_t a = 0; a < nb; a++)
+      for (int64_t c = 0; c <= a; c++)
+        if (c == a || uni() < 0.4) bm[a * m.row_words + c / 64] |= 1ull << (c % 64);
+    m.bmask = bm;
+  }
+  return m;
+}
+
+// ---- helpers -----------------------------------------------------------------------------------------
+
+static int64_t positions(int64_t N, int W, int64_t g, int r, int64_t *out) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < N; t++)
+    if ((t / g) % W == r) {
+      if (out) out[n] = t;
+      n++;
+    }
+  return n;
+}
+
+// Random bf16 tensor: device copy and the float values of the bf16 numbers (what the GPU sees).
+static void *rand_bf16(int64_t n, float *host) {
+  __nv_bfloat16 *b = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(n + 1));
+  for (int64_t i = 0; i < n; i++) b[i] = __float2bfloat16((float)(2 * uni() - 1)), host[i] = __bfloat162float(b[i]);
+  void *d;
+  CK(cudaMalloc(&d, sizeof(__nv_bfloat16) * (size_t)(n + 1)));
+  CK(cudaMemcpy(d, b, sizeof(__nv_bfloat16) * (size_t)n, cudaMemcpyHostToDevice));
+  free(b);
+  return d;
+}
+
+static void *dev_copy(const void *h, size_t bytes) {
+  void *d;
+  CK(cudaMalloc(&d, bytes ? bytes : 1));
+  if (bytes) CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+  return d;
+}
+
+static void poison(void *d, size_t bytes) { CK(cudaMemset(d, 0xff, bytes)); }  // 0xffff.. is NaN in bf16 and fp32
+
+static float *fetch_f32(const float *d, int64_t n) {
+  float *h = (float *)malloc(sizeof(float) * (size_t)(n + 1));
+  CK(cudaMemcpy(h, d, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
+  return h;
+}
+static float *fetch_bf16(const void *d, int64_t n) {
+  __nv_bfloat16 *b = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(n + 1));
+  float *h = (float *)malloc(sizeof(float) * (size_t)(n + 1));
+  CK(cudaMemcpy(b, d, sizeof(__nv_bfloat16) * (size_t)n, cudaMemcpyDeviceToHost));
+  for (int64_t i = 0; i < n; i++) h[i] = __bfloat162float(b[i]);
+  free(b);
+  return h;
+}
+
+// ||out - ref|| / ||ref|| over finite reference entries; infinities must match exactly and NaN
+// never passes (returns +inf then). ||ref|| = 0 compares the absolute norm.
+static double rel_err(const float *out, const float *ref, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (isnan(out[i])) return INFINITY;
+    if (isinf(ref[i])) {
+      if (out[i] != ref[i]) return INFINITY;
+      continue;
+    }
+    if (isinf(out[i])) return INFINITY;
+    num += ((double)out[i] - ref[i]) * ((double)out[i] - ref[i]), den += (double)ref[i] * ref[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+// ---- one case ----------------------------------------------------------------------------------------
+
+typedef struct {
+  double o_b, lse_b, o_run, lse_run, merge, dq, dk, dv;
+  int det;
+} errs;
+
+static double fmax_(double a, double b) { return a > b ? a : b; }
+
+static errs run_case(const tcase *c) {
+  errs r;
+  memset(&r, 0, sizeof r);
+  int H = c->H, KH = c->KH, d = c->d, W = c->W;
+  int64_t N = c->N, n_q = positions(N, W, c->g, c->qr, NULL), n_k[8];
+  layout lay;
+  if (c->kind == -2) {  // the planner's striped layout spreads remainders its own way: use its counts
+    SR(layout_build(LAYOUT_STRIPED, N, W, c->g, NULL, &lay, E));
+    n_q = lay.rank_count[c->qr];
+  }
+  int64_t *qpos = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_q + 1)), *kpos[8];
+  if (c->kind == -2) layout_positions(&lay, c->qr, qpos);
+  else positions(N, W, c->g, c->qr, qpos);
+  for (int s = 0; s < W; s++) {
+    n_k[s] = c->kind == -2 ? lay.rank_count[s] : positions(N, W, c->g, s, NULL);
+    kpos[s] = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_k[s] + 1));
+    if (c->kind == -2) layout_positions(&lay, s, kpos[s]);
+    else positions(N, W, c->g, s, kpos[s]);
+  }
+  head_mask masks[64], *pmasks = NULL;
+  tile_index ti;
+  pattern pat;
+  if (c->kind == -2) {  // random VS heads through the planner: striped layout, tiles_build, its masks
+    SR(pattern_alloc(&pat, N, 1, H, E));
+    for (int h = 0; h < H; h++) {
+      head_pattern *hp = pattern_head(&pat, 0, h);
+      hp->kind = PATTERN_VS;
+      hp->vertical = (int32_t *)malloc(sizeof(int32_t) * 64), hp->slash = (int32_t *)malloc(sizeof(int32_t) * 8);
+      int nv = 0, ns = 0;
+      for (int64_t k = 0; k < N && nv < 64; k++)
+        if (uni() < 30.0 / N) hp->vertical[nv++] = (int32_t)k;
+      for (int64_t d = 0; d < N && ns < 8; d++)
+        if (d == 0 || (d < 300 && uni() < 0.01)) hp->slash[ns++] = (int32_t)d;
+      hp->n_vertical = nv, hp->n_slash = ns;
+    }
+    SR(tiles_build(&pat, 0, &lay, c->qr, &ti, E));
+    SR(tiles_masks_build(&pat, 0, &pmasks, E));
+    for (int h = 0; h < H; h++) masks[h] = pmasks[h];
+  } else if (c->kind < 0) {
+    ib_vs_like(&ti, masks, H, N, 128, 512, 100, 1);
+  } else {
+    for (int h = 0; h < H; h++) masks[h] = random_mask(c->kind, N);
+    ib_bruteforce(&ti, H, W, c->qr, n_q, qpos, n_k, kpos, masks, c->bars);
+  }
+  int64_t nqo = n_q * H * d, nl = n_q * H;
+  float *qh = (float *)malloc(sizeof(float) * (size_t)(nqo + 1)), *doh = (float *)malloc(sizeof(float) * (size_t)(nqo + 1));
+  void *qd = rand_bf16(nqo, qh), *dod = rand_bf16(nqo, doh);
+  float *kh[8], *vh[8];
+  void *kd[8], *vd[8];
+  int64_t *kposd[8];
+  for (int s = 0; s < W; s++) {
+    int64_t e = n_k[s] * KH * d;
+    kh[s] = (float *)malloc(sizeof(float) * (size_t)(e + 1)), vh[s] = (float *)malloc(sizeof(float) * (size_t)(e + 1));
+    kd[s] = rand_bf16(e, kh[s]), vd[s] = rand_bf16(e, vh[s]);
+    kposd[s] = (int64_t *)dev_copy(kpos[s], sizeof(int64_t) * (size_t)n_k[s]);
+  }
+  int64_t *qposd = (int64_t *)dev_copy(qpos, sizeof(int64_t) * (size_t)n_q);
+  sa_gpu_index gix;
+  head_mask *dmasks;
+  SR(sa_gpu_index_upload(&ti, &gix, E));
+  SR(sa_gpu_masks_upload(masks, H, &dmasks, E));
+
+  // ---- forward: per step O_b / LSE_b, running merge in the epilogue, and the standalone merge ----
+  // Both forward variants (sa_fwd_variant 1, then the default 0, whose results the backward uses).
+  float *o_run_ref = (float *)calloc((size_t)nqo + 1, 4), *lse_run_ref = (float *)malloc(sizeof(float) * (size_t)(nl + 1));
+  float *o_run, *lse_run, *o_m, *lse_m, *lse_b;
+  void *o_b;
+  CK(cudaMalloc((void **)&o_run, sizeof(float) * (size_t)(nqo + 1)));
+  CK(cudaMalloc((void **)&o_m, sizeof(float) * (size_t)(nqo + 1)));
+  CK(cudaMalloc((void **)&lse_run, sizeof(float) * (size_t)(nl + 1)));
+  CK(cudaMalloc((void **)&lse_m, sizeof(float) * (size_t)(nl + 1)));
+  CK(cudaMalloc((void **)&lse_b, sizeof(float) * (size_t)(nl + 1)));
+  CK(cudaMalloc(&o_b, sizeof(__nv_bfloat16) * (size_t)(nqo + 1)));
+  for (int var = 1; var >= 0; var--) {
+  sa_fwd_variant = var;
+  memset(o_run_ref, 0, sizeof(float) * (size_t)nqo);
+  for (int64_t i = 0; i < nl; i++) lse_run_ref[i] = -INFINITY;
+  CK(cudaMemset(o_run, 0, sizeof(float) * (size_t)nqo));
+  CK(cudaMemset(o_m, 0, sizeof(float) * (size_t)nqo));
+  CK(cudaMemcpy(lse_run, lse_run_ref, sizeof(float) * (size_t)nl, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(lse_m, lse_run_ref, sizeof(float) * (size_t)nl, cudaMemcpyHostToDevice));
+  for (int s = 0; s < W; s++) {
+    sa_shape sh = {n_q, n_k[s], H, KH, d, (float)(1.0 / sqrt((double)d))};
+    // The step alone, from an empty state, is the reference of O_b / LSE_b.
+    float *ob_ref = (float *)calloc((size_t)nqo + 1, 4), *lb_ref = (float *)malloc(sizeof(float) * (size_t)(nl + 1));
+    for (int64_t i = 0; i < nl; i++) lb_ref[i] = -INFINITY;
+    sa_ref_fwd(&sh, qh, kh[s], vh[s], qpos, kpos[s], &ti, s, masks, ob_ref, lb_ref);
+    sa_ref_fwd(&sh, qh, kh[s], vh[s], qpos, kpos[s], &ti, s, masks, o_run_ref, lse_run_ref);
+    poison(o_b, sizeof(__nv_bfloat16) * (size_t)nqo), poison(lse_b, sizeof(float) * (size_t)nl);
+    SR(sa_fwd(&sh, qd, kd[s], vd[s], qposd, kposd[s], &gix, s, dmasks, o_b, lse_b, o_run, lse_run, NULL, E));
+    SR(sa_merge(n_q, H, d, o_m, lse_m, o_b, lse_b, NULL, E));
+    CK(cudaDeviceSynchronize());
+    float *ob = fetch_bf16(o_b, nqo), *lb = fetch_f32(lse_b, nl);
+    r.o_b = fmax_(r.o_b, rel_err(ob, ob_ref, nqo)), r.lse_b = fmax_(r.lse_b, rel_err(lb, lb_ref, nl));
+    free(ob), free(lb), free(ob_ref), free(lb_ref);
+  }
+  if (var) {  // the other variant's final state, compared here before the default overwrites it
+    float *of = fetch_f32(o_run, nqo), *lf = fetch_f32(lse_run, nl);
+    r.o_run = rel_err(of, o_run_ref, nqo), r.lse_run = rel_err(lf, lse_run_ref, nl);
+    free(of), free(lf);
+  }
+  }
+  float *o_fin = fetch_f32(o_run, nqo), *l_fin = fetch_f32(lse_run, nl);
+  float *o_mh = fetch_f32(o_m, nqo), *l_mh = fetch_f32(lse_m, nl);
+  r.o_run = fmax_(r.o_run, rel_err(o_fin, o_run_ref, nqo)), r.lse_run = fmax_(r.lse_run, rel_err(l_fin, lse_run_ref, nl));
+  r.merge = fmax_(rel_err(o_mh, o_run_ref, nqo), rel_err(l_mh, lse_run_ref, nl));
+
+  // ---- backward with the final O (bf16, as the executor keeps it) and LSE ----
+  __nv_bfloat16 *o16 = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(nqo + 1));
+  float *o16f = (float *)malloc(sizeof(float) * (size_t)(nqo + 1));
+  for (int64_t i = 0; i < nqo; i++) o16[i] = __float2bfloat16(o_fin[i]), o16f[i] = __bfloat162float(o16[i]);
+  void *od = dev_copy(o16, sizeof(__nv_bfloat16) * (size_t)nqo);
+  float *d_row, *dq[2], *dk[2][8], *dv[2][8];
+  CK(cudaMalloc((void **)&d_row, sizeof(float) * (size_t)(nl + 1)));
+  poison(d_row, sizeof(float) * (size_t)nl);
+  SR(sa_bwd_prepare(n_q, H, d, od, dod, d_row, NULL, E));
+  float *dq_ref = (float *)calloc((size_t)nqo + 1, 4);
+  for (int rep = 0; rep < 2; rep++) {
+    CK(cudaMalloc((void **)&dq[rep], sizeof(float) * (size_t)(nqo + 1)));
+    CK(cudaMemset(dq[rep], 0, sizeof(float) * (size_t)nqo));
+  }
+  for (int s = 0; s < W; s++) {
+    sa_shape sh = {n_q, n_k[s], H, KH, d, (float)(1.0 / sqrt((double)d))};
+    int64_t e = n_k[s] * KH * d;
+    tile_index_t tt;
+    if (c->kind == -2) SR(tiles_transpose(&ti, s, n_k[s], &tt, E));
+    else ib_transpose(&ti, s, n_k[s], &tt);
+    sa_gpu_index_t gtt;
+    SR(sa_gpu_index_t_upload(&tt, H, KH, &gtt, E));
+    float *dk_ref = (float *)calloc((size_t)e + 1, 4), *dv_ref = (float *)calloc((size_t)e + 1, 4);
+    sa_ref_bwd(&sh, qh, kh[s], vh[s], o16f, l_fin, doh, qpos, kpos[s], &ti, s, masks, dq_ref, dk_ref, dv_ref);
+    for (int rep = 0; rep < 2; rep++) {
+      CK(cudaMalloc((void **)&dk[rep][s], sizeof(float) * (size_t)(e + 1)));
+      CK(cudaMalloc((void **)&dv[rep][s], sizeof(float) * (size_t)(e + 1)));
+      CK(cudaMemset(dk[rep][s], 0, sizeof(float) * (size_t)e)); CK(cudaMemset(dv[rep][s], 0, sizeof(float) * (size_t)e));
+      SR(sa_bwd(&sh, qd, kd[s], vd[s], lse_run, d_row, dod, qposd, kposd[s], &gix, &gtt, s, dmasks, dq[rep], dk[rep][s],
+                dv[rep][s], NULL, E));
+    }
+    CK(cudaDeviceSynchronize());
+    float *g0 = fetch_f32(dk[0][s], e), *g1 = fetch_f32(dk[1][s], e), *v0 = fetch_f32(dv[0][s], e), *v1 = fetch_f32(dv[1][s], e);
+    r.dk = fmax_(r.dk, rel_err(g0, dk_ref, e)), r.dv = fmax_(r.dv, rel_err(v0, dv_ref, e));
+    r.det |= memcmp(g0, g1, sizeof(float) * (size_t)e) != 0 || memcmp(v0, v1, sizeof(float) * (size_t)e) != 0;
+    free(g0), free(g1), free(v0), free(v1), free(dk_ref), free(dv_ref);
+    sa_gpu_index_t_free(&gtt);
+    if (c->kind == -2) tiles_transpose_free(&tt);
+    else ib_transpose_free(&tt);
+    for (int rep = 0; rep < 2; rep++) {
+      CK(cudaFree(dk[rep][s]));
+      CK(cudaFree(dv[rep][s]));
+    }
+  }
+  float *q0 = fetch_f32(dq[0], nqo), *q1 = fetch_f32(dq[1], nqo);
+  r.dq = rel_err(q0, dq_ref, nqo);
+  r.det |= memcmp(q0, q1, sizeof(float) * (size_t)nqo) != 0;
+  free(q0), free(q1), free(dq_ref), free(o16), free(o16f), free(o_fin), free(l_fin), free(o_mh), free(l_mh);
+  free(o_run_ref), free(lse_run_ref), free(qh), free(doh), free(qpos);
+  CK(cudaFree(dq[0])); CK(cudaFree(dq[1])); CK(cudaFree(d_row)); CK(cudaFree(od)); CK(cudaFree(o_b));
+  CK(cudaFree(o_run)); CK(cudaFree(o_m)); CK(cudaFree(lse_run)); CK(cudaFree(lse_m)); CK(cudaFree(lse_b));
+  CK(cudaFree(qd)); CK(cudaFree(dod)); CK(cudaFree(qposd));
+  for (int s = 0; s < W; s++) {
+    free(kh[s]), free(vh[s]), free(kpos[s]);
+    CK(cudaFree(kd[s])); CK(cudaFree(vd[s])); CK(cudaFree(kposd[s]));
+  }
+  sa_gpu_masks_free(dmasks, H), sa_gpu_index_free(&gix);
+  if (c->kind == -2) {
+    tiles_free(&ti), tiles_masks_free(pmasks, H), pattern_free(&pat), layout_free(&lay);
+  } else {
+    ib_free(&ti);
+    for (int h = 0; h < H; h++) free((void *)masks[h].vbits), free((void *)masks[h].sbits), free((void *)masks[h].bmask);
+  }
+  return r;
+}
+
+int main(int argc, char **argv) {
+  int small = argc > 1 && strcmp(argv[1], "--small") == 0, fails = 0;
+  printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s %5s\n", "case", "O_b", "LSE_b", "O_run", "LSE_run", "merge", "dQ",
+         "dK", "dV", "det");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (small && !cases[i].small) continue;
+    errs r = run_case(&cases[i]);
+    int ok = r.o_b <= 1e-2 && r.lse_b <= 1e-3 && r.o_run <= 1e-2 && r.lse_run <= 1e-3 && r.merge <= 1e-2 &&
+             r.dq <= 1e-2 && r.dk <= 1e-2 && r.dv <= 1e-2 && !r.det;
+    fails += !ok;
+    printf("%-24s %9.2e %9.2e %9.2e %9.2e %9.2e %9.2e %9.2e %9.2e %5s %s\n", cases[i].name, r.o_b, r.lse_b, r.o_run,
+           r.lse_run, r.merge, r.dq, r.dk, r.dv, r.det ? "NO" : "yes", ok ? "ok" : "FAIL");
+    fflush(stdout);
+  }
+  printf("gpu-test: %d failed\n", fails);
+  return fails ? 1 : 0;
+}

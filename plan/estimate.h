@@ -1,0 +1,82 @@
+// estimate.h — CPU reference of online pattern estimation: MTraining's vertical-slash estimation from the
+// last queries (distributed over ranks holding parts of K) and AdaSpa's block search.
+//
+// Layouts follow kernels/sparse_attn.h: Q [n_q, heads, head_dim], K [n_k, kv_heads, head_dim] (tokens
+// outermost), query head h reads KV head h / (heads / kv_heads). Positions are global token indices.
+//
+// Distributed VS estimation runs in three passes over each rank's keys, with a combine after each:
+//   1. vs_est_rowmax   row maxima of the scores          (combine: max)
+//   2. vs_est_rowsum   sums of exp(score - max)          (combine: add)
+//   3. vs_est_scores   column sums and diagonal sums     (combine: add)
+// then vs_est_select picks the verticals and slashes. Sums are kept in fixed point (vs_acc: exp values
+// scaled by 2^62, added as 128-bit integers), so adding partials is exact and the selection is the same
+// bit for bit for any number of ranks and any split of K.
+#ifndef SR_ESTIMATE_H
+#define SR_ESTIMATE_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+#include "plan/pattern.h"
+
+typedef unsigned __int128 vs_acc;  // fixed-point sum, 2^62 = 1.0
+#define VS_ACC_ONE ((double)((uint64_t)1 << 62))
+
+typedef struct {
+  int32_t heads, kv_heads, head_dim;
+  int32_t n_q;           // queries used (MTraining: the last 64 of the sequence)
+  int64_t n_tokens;      // sequence length N (scores are indexed by key k and by offset d in [0, N))
+  float scale;           // softmax scale, usually 1/sqrt(head_dim)
+  const float *q;        // [n_q, heads, head_dim]
+  const int64_t *qpos;   // [n_q] global positions of the queries
+} vs_est_query;
+
+typedef struct {
+  double p;              // top-p mass per head (MTraining: 0.9 or 0.95)
+  int32_t cap;           // at most this many verticals and this many slashes per head (4096)
+  int32_t topk_v, topk_s;  // fixed-budget mode when both > 0: the top-k columns / diagonals instead of top-p
+  int64_t sinks;         // forced verticals [0, sinks)
+  int64_t window;        // forced slashes [0, window) (the local window)
+} vs_est_opts;
+
+// Defaults: p 0.9, cap 4096, top-p mode, no forced sinks or window.
+vs_est_opts vs_est_defaults(void);
+
+// Pass 1 on one rank's keys (k [n_k, kv_heads, head_dim] at kpos): max-merge the causal score maxima into
+// row_max [heads * n_q] (initialise to -INFINITY).
+void vs_est_rowmax(const vs_est_query *qs, const float *k, const int64_t *kpos, int64_t n_k, double *row_max);
+// Pass 2: add this rank's sum of exp(score - row_max) into row_sum [heads * n_q] (initialise to 0).
+void vs_est_rowsum(const vs_est_query *qs, const float *k, const int64_t *kpos, int64_t n_k, const double *row_max,
+                   vs_acc *row_sum);
+// Pass 3: add this rank's softmax probabilities into column sums vert [heads * n_tokens] (by key k) and
+// diagonal sums slash [heads * n_tokens] (by offset d = q - k); both initialised to 0.
+void vs_est_scores(const vs_est_query *qs, const float *k, const int64_t *kpos, int64_t n_k, const double *row_max,
+                   const vs_acc *row_sum, vs_acc *vert, vs_acc *slash);
+// Select each head's verticals and slashes from the combined scores into pattern layer `layer` (VS heads):
+// forced sinks/window first, then the highest scores (ties: lower index) until the kept mass reaches
+// p of the total or cap is reached (top-p), or exactly the top-k others (fixed budget).
+int vs_est_select(const vs_acc *vert, const vs_acc *slash, const vs_est_query *qs, const vs_est_opts *o, pattern *p,
+                  int layer, sr_error *e);
+
+// ---------------------------------------------------------------------------------------------
+// AdaSpa block search (one process)
+
+// Block mass of head h: mass[pb * nb + cb] = sum over q in block pb, k in block cb, k <= q of
+// exp(q.k * scale - LSE_q), nb = ceil(n / block). lse [n] (natural log) is the cached form; NULL computes
+// each row's LSE first (the fused form).
+int adaspa_block_mass(const float *q, const float *k, int64_t n, int32_t heads, int32_t kv_heads, int32_t head_dim,
+                      int32_t h, float scale, int32_t block, const double *lse, double *mass, sr_error *e);
+// Keep per causal block row pb the ceil((1 - sparsity) * (pb + 1)) blocks of largest mass (at least 1;
+// ties: lower column); writes the mask (row_words 64-bit words a row) and returns recall = kept / total mass.
+double adaspa_select(const double *mass, int64_t nb, double sparsity, int64_t row_words, uint64_t *mask);
+// Head-adaptive sparsities (AdaSpa): with n = the number of heads whose recall exceeds threshold (at most
+// half the heads), those n get (1 + s) / 2 and the n lowest-recall heads (3s - 1) / 2 (at least 0).
+void adaspa_head_sparsity(const double *recall, int heads, double s, double threshold, double *out);
+// Search one layer: block masses of every head (lse [heads * n] cached, or NULL for the fused form),
+// head-adaptive sparsities around base s (threshold 0.8), BLOCK heads of pattern layer `layer`;
+// recall [heads] gets each head's recall at its final sparsity.
+int adaspa_search_layer(const float *q, const float *k, int64_t n, int32_t heads, int32_t kv_heads, int32_t head_dim,
+                        float scale, int32_t block, const double *lse, double s, pattern *p, int layer, double *recall,
+                        sr_error *e);
+
+#endif

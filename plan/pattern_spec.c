@@ -1,0 +1,120 @@
+// pattern_spec.c — parse a pattern source string and build the pattern (see pattern_spec.h).
+#include "plan/pattern_spec.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/synth.h"
+#include "plan/util.h"
+
+#define MAX_PARTS 6
+
+// Split text at ':' into parts (copies into buf); returns the number of parts.
+static int split(const char *text, char *buf, size_t size, char **parts) {
+  snprintf(buf, size, "%s", text);
+  int n = 0;
+  char *s = buf;
+  while (n < MAX_PARTS) {
+    parts[n++] = s;
+    char *c = strchr(s, ':');
+    if (!c) break;
+    *c = '\0';
+    s = c + 1;
+  }
+  return n;
+}
+
+static int parse_int(const char *spec, const char *text, const char *what, int64_t lo, int64_t *out, sr_error *e) {
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(text, &end, 10);
+  if (errno || !end || end == text || *end || v < lo)
+    return sr_input_error(e, NULL, "pattern", "'%s': %s '%s' should be an integer >= %lld", spec, what, text,
+                          (long long)lo);
+  *out = v;
+  return SR_OK;
+}
+
+static int parse_frac(const char *spec, const char *text, const char *what, double lo, double hi, double *out,
+                      sr_error *e) {
+  errno = 0;
+  char *end = NULL;
+  double v = strtod(text, &end);
+  if (errno || !end || end == text || *end || !(v >= lo && v <= hi))
+    return sr_input_error(e, NULL, "pattern", "'%s': %s '%s' should be a number in [%g, %g]", spec, what, text, lo, hi);
+  *out = v;
+  return SR_OK;
+}
+
+static int expect_parts(const char *spec, int n, int lo, int hi, const char *form, sr_error *e) {
+  if (n < lo || n > hi) return sr_input_error(e, NULL, "pattern", "'%s': expected %s", spec, form);
+  return SR_OK;
+}
+
+int pattern_spec_is_online(const char *spec) { return strncmp(spec, "vs-online:", 10) == 0; }
+
+int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
+                      sr_error *e) {
+  memset(out, 0, sizeof *out);
+  if (!spec || !*spec) return sr_input_error(e, NULL, "pattern", "empty pattern source");
+  if (step < 0) return sr_input_error(e, NULL, "step", "%d must be >= 0", step);
+  if (n_tokens > INT32_MAX)
+    return sr_input_error(e, NULL, "seq", "%lld tokens exceed the 32-bit index range of patterns", (long long)n_tokens);
+  char buf[512], *part[MAX_PARTS];
+  int n = split(spec, buf, sizeof buf, part);
+  const char *kind = part[0];
+  if (strcmp(kind, "trace") == 0)
+    return sr_input_error(e, NULL, "pattern", "'%s': trace patterns are read by the traces module, not synthesised", spec);
+  static const char *const known[] = {"dense", "window", "vs-like", "vs-preset", "vs-topp", "vs-online", "block", "adaspa"};
+  int found = 0;
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) found |= strcmp(kind, known[i]) == 0;
+  if (!found)
+    return sr_input_error(e, NULL, "pattern",
+                          "unknown pattern source '%s' (expected dense, window:S:W, vs-like:S:W:NV, vs-preset:NAME, "
+                          "vs-topp:P, vs-online:P, block:D[:B], adaspa:S[:B] or trace:PATH)", spec);
+  int rc = pattern_alloc(out, n_tokens, (int)m->num_layers, (int)m->num_heads, e);
+  if (rc) return rc;
+  synth_opts o = synth_defaults(seed, step);
+  int64_t a = 0, b = 0, c = 0, B = 128;
+  double x = 0;
+  if (strcmp(kind, "dense") == 0) {
+    rc = expect_parts(spec, n, 1, 1, "'dense'", e);
+  } else if (strcmp(kind, "window") == 0) {
+    rc = expect_parts(spec, n, 3, 3, "window:SINKS:WINDOW", e);
+    if (!rc) rc = parse_int(spec, part[1], "sinks", 0, &a, e);
+    if (!rc) rc = parse_int(spec, part[2], "window", 1, &b, e);
+    for (int64_t h = 0; !rc && h < (int64_t)out->layers * out->heads; h++) {
+      out->h[h].kind = PATTERN_WINDOW;
+      out->h[h].sinks = a;
+      out->h[h].window = b;
+    }
+  } else if (strcmp(kind, "vs-like") == 0) {
+    rc = expect_parts(spec, n, 4, 4, "vs-like:SINKS:WINDOW:NVERT", e);
+    if (!rc) rc = parse_int(spec, part[1], "sinks", 0, &a, e);
+    if (!rc) rc = parse_int(spec, part[2], "window", 0, &b, e);
+    if (!rc) rc = parse_int(spec, part[3], "verticals", 0, &c, e);
+    if (!rc) rc = synth_vs_like(out, a, b, c, &o, e);
+  } else if (strcmp(kind, "vs-preset") == 0) {
+    rc = expect_parts(spec, n, 2, 2, "vs-preset:NAME", e);
+    if (!rc) rc = synth_vs_preset(out, part[1], &o, e);
+  } else if (strcmp(kind, "vs-topp") == 0 || strcmp(kind, "vs-online") == 0) {
+    rc = expect_parts(spec, n, 2, 2, "vs-topp:P with P in (0, 1)", e);
+    if (!rc) rc = parse_frac(spec, part[1], "top-p mass", 1e-6, 1 - 1e-6, &x, e);
+    if (!rc) rc = synth_vs_topp(out, x, &o, e);
+  } else if (strcmp(kind, "block") == 0) {
+    rc = expect_parts(spec, n, 2, 3, "block:DENSITY[:B]", e);
+    if (!rc) rc = parse_frac(spec, part[1], "density", 1e-9, 1, &x, e);
+    if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
+    if (!rc) rc = synth_block(out, x, (int32_t)B, &o, e);
+  } else {
+    rc = expect_parts(spec, n, 2, 3, "adaspa:SPARSITY[:B]", e);
+    if (!rc) rc = parse_frac(spec, part[1], "sparsity", 0, 0.999999, &x, e);
+    if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
+    if (!rc) rc = synth_adaspa(out, x, (int32_t)B, &o, e);
+  }
+  if (rc) pattern_free(out);
+  return rc;
+}

@@ -1,0 +1,29 @@
+// pattern_spec.h — from a pattern source string (plan_spec.pattern) to a pattern of a model's shape.
+//
+//   dense                      causal attention
+//   window:SINKS:WINDOW        attention sinks + sliding window
+//   vs-like:SINKS:WINDOW:NV    ANCHORS' VS-like mask (sinks + local window + NV verticals at N*u^3)
+//   vs-preset:qwen2.5-3b       MTraining's published per-head (vertical, slash) budgets, indices synthesised
+//   vs-topp:P                  synthetic top-p-like VS, per-layer sparsity 87%-99.6% (at P = 0.9)
+//   vs-online:P                the same pattern as vs-topp:P (the simulator adds the estimation cost)
+//   block:DENSITY[:B]          clustered block-sparse, B = 128 by default
+//   adaspa:SPARSITY[:B]        AdaSpa-like head-adaptive block-sparse, B = 128 by default
+// "trace:PATH" is read by traces/ and is an input error here.
+#ifndef SR_PATTERN_SPEC_H
+#define SR_PATTERN_SPEC_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+#include "plan/model.h"
+#include "plan/pattern.h"
+
+// Build the pattern of `spec` for model m at n_tokens (layers x query heads); seed and step drive the
+// synthetic generators (bit-reproducible; step makes it drift). Unknown or malformed specs are SR_EINPUT
+// naming the field "pattern".
+int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
+                      sr_error *e);
+// Does the spec need the online estimation (vs-online)? The simulator adds its cost.
+int pattern_spec_is_online(const char *spec);
+
+#endif

@@ -1,0 +1,47 @@
+// synth.h — seeded synthetic sparse attention patterns for studies without a GPU. Every generator uses
+// GSL's mt19937 and is reproducible bit for bit for the same (seed, step, shape); `step` makes the pattern
+// drift: each drifting index belongs to one of `drift_period` groups, and group g is redrawn at the steps
+// s with (s + g) mod drift_period == 0, so about 1/drift_period of the indices change per step.
+// Fills an already allocated pattern (pattern_alloc) in place, replacing its heads.
+#ifndef SR_SYNTH_H
+#define SR_SYNTH_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+#include "plan/pattern.h"
+
+typedef struct {
+  uint64_t seed;
+  int step;           // training step (>= 0)
+  int drift_period;   // steps per full redraw of the drifting indices (0: no drift)
+} synth_opts;
+
+#define SYNTH_DRIFT_PERIOD 20
+
+// Options with the given seed and step and the default drift period.
+synth_opts synth_defaults(uint64_t seed, int step);
+
+// VS heads with per-head budgets (index layer * heads + head); budgets above n_tokens are clamped.
+// Structure: verticals hold the first tokens (sinks) and early/outlier tokens drawn at N*u^3 (75%) or
+// uniformly (25%); slashes hold offset 0 and a local window (a quarter of the budget), the rest drawn
+// log-uniformly on [window, N) so small offsets dominate.
+int synth_vs_budgets(pattern *p, const int32_t *n_vertical, const int32_t *n_slash, const synth_opts *o, sr_error *e);
+// The published per-head (vertical, slash) budget mix of a model ("qwen2.5-3b": 576 heads, DESIGN.md),
+// assigned to the pattern's heads by a seeded shuffle (proportionally when the head count differs).
+int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error *e);
+// Top-p-like VS: per-layer sparsity in [87%, 99.6%] (mean about 94% at mass 0.9), per-head budgets around it.
+int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e);
+// Per-layer sparsity target of synth_vs_topp (fraction of causal pairs dropped).
+double synth_topp_layer_sparsity(uint64_t seed, int layer, double mass);
+// ANCHORS' VS-like mask: per head verticals [0, sinks) plus n_vert draws at floor(N*u^3), slashes [0, window).
+// Step-independent (a fixed mask, as measured there).
+int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, const synth_opts *o, sr_error *e);
+// Block-sparse heads: per block row p keep about density*(p+1) blocks: the diagonal, the first block,
+// then blocks from a per-head list of "hot" column blocks (clustered early and around a few hot spots).
+int synth_block(pattern *p, double density, int32_t block, const synth_opts *o, sr_error *e);
+// AdaSpa-like block-sparse heads at base sparsity s with head-adaptive budgets: synthetic per-head recall;
+// the n heads of a layer with recall > 0.8 get (1+s)/2, the n lowest-recall heads (3s-1)/2, the rest s.
+int synth_adaspa(pattern *p, double sparsity, int32_t block, const synth_opts *o, sr_error *e);
+
+#endif

@@ -1,0 +1,276 @@
+// tiles.c — the execution form of a pattern (tile_index.h): per (head, local query tile) the FULL and
+// PARTIAL KV tile entries and the bar columns, segmented by source rank; its transpose for deterministic
+// backward; and the element masks partial tiles run with.
+//
+// The rule (exact for every layout, see docs/patterns.md):
+//   - a KV tile is an entry of a query tile iff it holds an element (q, k), k <= q, kept by the head's
+//     Toeplitz part D (VS slashes, WINDOW's window, DENSE everything) or, for BLOCK heads, by the block mask;
+//   - it is FULL iff every element of the tile pair is causal-visible and kept (columns of K may fill the
+//     offsets D misses), else PARTIAL;
+//   - a column k of K (VS verticals, WINDOW sinks) with k <= the tile's last query position is a bar of
+//     the query tile iff its KV tile is not an entry of that query tile.
+// For aligned contiguous tiles this is MTraining's rule: slash d marks tile diagonals floor(d/T) and
+// floor(d/T)+1 unless T divides d (then only d/T); at the sequence's last, shorter tile a diagonal is
+// marked only when it really holds an element.
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/tiles_internal.h"
+
+// ---------------------------------------------------------------------------------------------
+// building
+
+typedef struct {
+  int32_t *idx;
+  uint8_t *kind;
+  int64_t n, cap;
+} grow_arr;
+
+static int grow(grow_arr *g, int64_t need, int with_kind) {
+  if (need <= g->cap) return 0;
+  int64_t cap = g->cap ? g->cap : 1024;
+  while (cap < need) cap *= 2;
+  int32_t *idx = realloc(g->idx, (size_t)cap * sizeof *idx);
+  if (!idx) return -1;
+  g->idx = idx;
+  if (with_kind) {
+    uint8_t *kind = realloc(g->kind, (size_t)cap);
+    if (!kind) return -1;
+    g->kind = kind;
+  }
+  g->cap = cap;
+  return 0;
+}
+
+int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_index *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  if (layer < 0 || layer >= p->layers) return sr_input_error(e, NULL, "layer", "%d outside [0, %d)", layer, p->layers);
+  if (q_rank < 0 || q_rank >= l->world) return sr_input_error(e, NULL, "rank", "%d outside [0, %d)", q_rank, l->world);
+  if (l->n_tokens != p->n_tokens)
+    return sr_input_error(e, NULL, "seq", "layout has %lld tokens but the pattern %lld", (long long)l->n_tokens,
+                          (long long)p->n_tokens);
+  int W = l->world;
+  int64_t nq = sr_cdiv(l->rank_count[q_rank], TILE), cells = (int64_t)p->heads * nq * (W + 1);
+  out->heads = p->heads;
+  out->world = W;
+  out->q_rank = q_rank;
+  out->n_qtiles = (int32_t)nq;
+  out->tile_cnt = calloc((size_t)cells + 1, sizeof *out->tile_cnt);
+  out->bar_cnt = calloc((size_t)cells + 1, sizeof *out->bar_cnt);
+  tile_scan s;
+  int rc = tile_scan_init(&s, l, e);
+  if (rc || !out->tile_cnt || !out->bar_cnt) {
+    if (!rc) rc = sr_internal_error(e, 0, "tiles: out of memory");
+    tiles_free(out);
+    return rc;
+  }
+  grow_arr tg = {0}, bg = {0};
+  for (int h = 0; h < p->heads && !rc; h++) {
+    head_view v;
+    rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
+    if (rc) break;
+    for (int64_t i = 0; i < nq && !rc; i++) {
+      rc = tile_scan_qtile(&s, &v, q_rank, i, 0, e);
+      if (rc) break;
+      if (grow(&tg, tg.n + s.n_tiles, 1) || grow(&bg, bg.n + s.n_bars, 0)) {
+        rc = sr_internal_error(e, 0, "tiles: out of memory");
+        break;
+      }
+      int64_t base = ((int64_t)h * nq + i) * (W + 1), a = 0, b = 0;
+      for (int src = 0; src <= W; src++) {
+        out->tile_cnt[base + src] = tg.n + a;
+        out->bar_cnt[base + src] = bg.n + b;
+        while (a < s.n_tiles && s.tiles[a].src == src) a++;
+        while (b < s.n_bars && s.bars[b].src == src) b++;
+      }
+      for (int64_t x = 0; x < s.n_tiles; x++) {
+        tg.idx[tg.n] = s.tiles[x].j;
+        tg.kind[tg.n++] = s.tiles[x].kind;
+      }
+      for (int64_t x = 0; x < s.n_bars; x++) bg.idx[bg.n++] = s.bars[x].key;
+    }
+    head_view_free(&v);
+  }
+  tile_scan_free(&s);
+  out->tile_idx = tg.idx;
+  out->tile_kind = tg.kind;
+  out->bar_idx = bg.idx;
+  out->n_tiles = tg.n;
+  out->n_bars = bg.n;
+  if (rc) tiles_free(out);
+  return rc;
+}
+
+void tiles_free(tile_index *t) {
+  if (!t) return;
+  free(t->tile_cnt);
+  free(t->tile_idx);
+  free(t->tile_kind);
+  free(t->bar_cnt);
+  free(t->bar_idx);
+  memset(t, 0, sizeof *t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// transpose
+
+typedef struct {
+  int32_t head, key, q;
+} bar_use;
+
+static int cmp_bar_use(const void *a, const void *b) {
+  const bar_use *x = a, *y = b;
+  if (x->head != y->head) return x->head < y->head ? -1 : 1;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return (x->q > y->q) - (x->q < y->q);
+}
+
+int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_index_t *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  if (src < 0 || src >= t->world) return sr_input_error(e, NULL, "src", "%d outside [0, %d)", src, t->world);
+  int W = t->world;
+  int64_t nkv = sr_cdiv(n_src_tokens, TILE), nq = t->n_qtiles;
+  out->heads = t->heads;
+  out->n_kvtiles = (int32_t)nkv;
+  out->n_qtiles = (int32_t)nq;
+  out->kv_cnt = calloc((size_t)t->heads * nkv + 1, sizeof *out->kv_cnt);
+  int64_t n_entries = 0, n_uses = 0;
+  for (int64_t c = 0; c < (int64_t)t->heads * nq; c++) {
+    n_entries += t->tile_cnt[c * (W + 1) + src + 1] - t->tile_cnt[c * (W + 1) + src];
+    n_uses += t->bar_cnt[c * (W + 1) + src + 1] - t->bar_cnt[c * (W + 1) + src];
+  }
+  out->q_idx = malloc((size_t)n_entries * sizeof *out->q_idx + 1);
+  out->q_kind = malloc((size_t)n_entries + 1);
+  bar_use *uses = malloc((size_t)n_uses * sizeof *uses + 1);
+  if (!out->kv_cnt || !out->q_idx || !out->q_kind || !uses) {
+    free(uses);
+    tiles_transpose_free(out);
+    return sr_internal_error(e, 0, "tiles: out of memory for the transpose");
+  }
+  // Counting sort by (head, KV tile); query tiles come out ascending because they are visited in order.
+  for (int h = 0; h < t->heads; h++)
+    for (int64_t i = 0; i < nq; i++) {
+      int64_t c = ((int64_t)h * nq + i) * (W + 1) + src;
+      for (int64_t a = t->tile_cnt[c]; a < t->tile_cnt[c + 1]; a++) {
+        if (t->tile_idx[a] < 0 || t->tile_idx[a] >= nkv) {
+          free(uses);
+          tiles_transpose_free(out);
+          return sr_input_error(e, NULL, "tile_idx", "KV tile %d outside the source's %lld tiles", t->tile_idx[a],
+                                (long long)nkv);
+        }
+        out->kv_cnt[h * nkv + t->tile_idx[a] + 1]++;
+      }
+    }
+  for (int64_t x = 0; x < (int64_t)t->heads * nkv; x++) out->kv_cnt[x + 1] += out->kv_cnt[x];
+  int64_t *fill = malloc(((size_t)t->heads * nkv + 1) * sizeof *fill);
+  if (!fill) {
+    free(uses);
+    tiles_transpose_free(out);
+    return sr_internal_error(e, 0, "tiles: out of memory for the transpose");
+  }
+  memcpy(fill, out->kv_cnt, ((size_t)t->heads * nkv + 1) * sizeof *fill);
+  int64_t u = 0;
+  for (int h = 0; h < t->heads; h++)
+    for (int64_t i = 0; i < nq; i++) {
+      int64_t c = ((int64_t)h * nq + i) * (W + 1) + src;
+      for (int64_t a = t->tile_cnt[c]; a < t->tile_cnt[c + 1]; a++) {
+        int64_t at = fill[h * nkv + t->tile_idx[a]]++;
+        out->q_idx[at] = (int32_t)i;
+        out->q_kind[at] = t->tile_kind[a];
+      }
+      for (int64_t a = t->bar_cnt[c]; a < t->bar_cnt[c + 1]; a++)
+        uses[u++] = (bar_use){.head = h, .key = t->bar_idx[a], .q = (int32_t)i};
+    }
+  free(fill);
+  qsort(uses, (size_t)n_uses, sizeof *uses, cmp_bar_use);
+  int64_t keys = 0;
+  for (int64_t x = 0; x < n_uses; x++)
+    if (x == 0 || uses[x].head != uses[x - 1].head || uses[x].key != uses[x - 1].key) keys++;
+  out->n_bar_keys = (int32_t)keys;
+  out->bar_key_head = malloc((size_t)keys * sizeof(int32_t) + 1);
+  out->bar_key = malloc((size_t)keys * sizeof(int32_t) + 1);
+  out->bar_q_cnt = calloc((size_t)keys + 1, sizeof(int64_t));
+  out->bar_q_idx = malloc((size_t)n_uses * sizeof(int32_t) + 1);
+  if (!out->bar_key_head || !out->bar_key || !out->bar_q_cnt || !out->bar_q_idx) {
+    free(uses);
+    tiles_transpose_free(out);
+    return sr_internal_error(e, 0, "tiles: out of memory for the transpose");
+  }
+  int64_t kx = -1;
+  for (int64_t x = 0; x < n_uses; x++) {
+    if (x == 0 || uses[x].head != uses[x - 1].head || uses[x].key != uses[x - 1].key) {
+      kx++;
+      out->bar_key_head[kx] = uses[x].head;
+      out->bar_key[kx] = uses[x].key;
+      out->bar_q_cnt[kx] = x;
+    }
+    out->bar_q_idx[x] = uses[x].q;
+  }
+  out->bar_q_cnt[keys] = n_uses;
+  free(uses);
+  return SR_OK;
+}
+
+void tiles_transpose_free(tile_index_t *t) {
+  if (!t) return;
+  free(t->kv_cnt);
+  free(t->q_idx);
+  free(t->q_kind);
+  free(t->bar_key_head);
+  free(t->bar_key);
+  free(t->bar_q_cnt);
+  free(t->bar_q_idx);
+  memset(t, 0, sizeof *t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// element masks
+
+int tiles_masks_build(const pattern *p, int layer, head_mask **out, sr_error *e) {
+  *out = NULL;
+  if (layer < 0 || layer >= p->layers) return sr_input_error(e, NULL, "layer", "%d outside [0, %d)", layer, p->layers);
+  head_mask *m = calloc((size_t)p->heads, sizeof *m);
+  if (!m) return sr_internal_error(e, 0, "tiles: out of memory for masks");
+  int64_t words = sr_cdiv(p->n_tokens, 32);
+  for (int h = 0; h < p->heads; h++) {
+    const head_pattern *hp = pattern_head(p, layer, h);
+    m[h].kind = (int32_t)hp->kind;
+    m[h].n_tokens = p->n_tokens;
+    m[h].sinks = hp->sinks;
+    m[h].window = hp->window;
+    if (hp->kind == PATTERN_VS) {
+      uint32_t *vb = calloc((size_t)words, sizeof *vb), *sb = calloc((size_t)words, sizeof *sb);
+      m[h].vbits = vb;
+      m[h].sbits = sb;
+      if (!vb || !sb) {
+        tiles_masks_free(m, p->heads);
+        return sr_internal_error(e, 0, "tiles: out of memory for masks");
+      }
+      for (int32_t x = 0; x < hp->n_vertical; x++) vb[hp->vertical[x] / 32] |= 1u << (hp->vertical[x] % 32);
+      for (int32_t x = 0; x < hp->n_slash; x++) sb[hp->slash[x] / 32] |= 1u << (hp->slash[x] % 32);
+    } else if (hp->kind == PATTERN_BLOCK) {
+      size_t n = (size_t)(hp->n_blocks * hp->row_words) * sizeof(uint64_t);
+      uint64_t *bm = malloc(n + 1);
+      if (!bm) {
+        tiles_masks_free(m, p->heads);
+        return sr_internal_error(e, 0, "tiles: out of memory for masks");
+      }
+      memcpy(bm, hp->mask, n);
+      m[h].block = hp->block;
+      m[h].row_words = hp->row_words;
+      m[h].bmask = bm;
+    }
+  }
+  *out = m;
+  return SR_OK;
+}
+
+void tiles_masks_free(head_mask *m, int heads) {
+  if (!m) return;
+  for (int h = 0; h < heads; h++) {
+    free((void *)m[h].vbits);
+    free((void *)m[h].sbits);
+    free((void *)m[h].bmask);
+  }
+  free(m);
+}

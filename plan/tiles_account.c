@@ -1,0 +1,67 @@
+// tiles_account.c — exact work counts per (head, query rank, source rank) of one layer: the entry point
+// that picks the fast path (aligned tiles, tiles_fast.c) or the generic path (build every query tile).
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/tiles_internal.h"
+
+// ---------------------------------------------------------------------------------------------
+// the generic path: the same per query-tile classification tiles_build runs, summed
+
+int tiles_account_head_generic(tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
+  const layout *l = s->lt.l;
+  int W = l->world, rc = SR_OK;
+  for (int q = 0; q < W && !rc; q++) {
+    int64_t nq = sr_cdiv(l->rank_count[q], TILE);
+    for (int64_t i = 0; i < nq && !rc; i++) {
+      rc = tile_scan_qtile(s, v, q, i, 1, e);
+      if (!rc) tiles_account_scan(s, hc + (int64_t)q * W);
+    }
+  }
+  return rc;
+}
+
+void tiles_account_scan(const tile_scan *s, work_count *row) {
+  for (int64_t x = 0; x < s->n_tiles; x++) {
+    work_count *c = &row[s->tiles[x].src];
+    if (s->tiles[x].kind == TILE_FULL) c->full++;
+    else c->partial++;
+    c->pairs += (double)s->tiles[x].pairs;
+  }
+  for (int64_t x = 0; x < s->n_bars; x++) {
+    work_count *c = &row[s->bars[x].src];
+    c->bars++;
+    c->pairs += (double)s->bars[x].rows;
+  }
+}
+
+int tiles_account_generic(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e) {
+  int W = l->world;
+  memset(counts, 0, (size_t)p->heads * W * W * sizeof *counts);
+  tile_scan s;
+  int rc = tile_scan_init(&s, l, e);
+  if (rc) return rc;
+  for (int h = 0; h < p->heads && !rc; h++) {
+    head_view v;
+    rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
+    if (rc) break;
+    rc = tiles_account_head_generic(&s, &v, counts + (int64_t)h * W * W, e);
+    head_view_free(&v);
+  }
+  tile_scan_free(&s);
+  return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// entry point
+
+int tiles_account_layer(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e) {
+  if (layer < 0 || layer >= p->layers) return sr_input_error(e, NULL, "layer", "%d outside [0, %d)", layer, p->layers);
+  if (l->n_tokens != p->n_tokens)
+    return sr_input_error(e, NULL, "seq", "layout has %lld tokens but the pattern %lld", (long long)l->n_tokens,
+                          (long long)p->n_tokens);
+  int handled = 0;
+  int rc = tiles_account_fast(p, layer, l, counts, &handled, e);
+  if (rc || handled) return rc;
+  return tiles_account_generic(p, layer, l, counts, e);
+}

@@ -1,0 +1,134 @@
+// tiles_internal.h — shared machinery of tiles.c, tiles_account.c and tiles_fast.c (not a public API).
+//
+// A head is viewed as two integer sets stored as sorted disjoint intervals:
+//   D  the Toeplitz part: offsets d = q - k kept on every row (VS slashes; WINDOW's window; DENSE all d >= 0)
+//   K  the column part: keys k kept on every row q >= k (VS verticals; WINDOW's sinks)
+// so (q, k) is kept iff k <= q and (q - k in D or k in K). BLOCK heads use their block mask directly.
+// The execution rule everywhere: the Toeplitz part (or the block mask) forms tile entries; columns of K
+// outside every tile entry of a query tile become bars.
+#ifndef SR_TILES_INTERNAL_H
+#define SR_TILES_INTERNAL_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+#include "plan/layout.h"
+#include "plan/pattern.h"
+#include "plan/tile_index.h"
+#include "plan/tiles.h"
+#include "plan/util.h"
+
+// ---------------------------------------------------------------------------------------------
+// integer sets as sorted disjoint inclusive intervals
+
+typedef struct {
+  int64_t n, cap;
+  int64_t *lo, *hi;  // [n] interval i = [lo[i], hi[i]]
+  int64_t *cum;      // [n + 1] elements in intervals before i
+} iset;
+
+// Append [a, b] (a > every element so far; merges when adjacent); returns 0 or -1 on out of memory.
+int iset_push(iset *s, int64_t a, int64_t b);
+// Recompute cum after pushes.
+void iset_finish(iset *s);
+// Release an iset.
+void iset_free(iset *s);
+// Index of the first interval with hi >= x (n when none).
+int64_t iset_first_ge(const iset *s, int64_t x);
+// Number of elements in [a, b].
+int64_t iset_count(const iset *s, int64_t a, int64_t b);
+// Is any element in [a, b]?
+int iset_any(const iset *s, int64_t a, int64_t b);
+
+// ---------------------------------------------------------------------------------------------
+// a head as (D, K), or BLOCK
+
+typedef struct {
+  const head_pattern *h;
+  int64_t n_tokens;
+  int is_block;
+  iset d, k;   // Toeplitz offsets and columns (empty for BLOCK)
+  iset dg;     // D's intervals merged across gaps <= TILE: candidate search only
+} head_view;
+
+// Build the view of a head; returns SR_OK or an internal error.
+int head_view_build(const head_pattern *h, int64_t n_tokens, head_view *v, sr_error *e);
+// Release a view.
+void head_view_free(head_view *v);
+
+// ---------------------------------------------------------------------------------------------
+// counting (q, k) pairs of two global ranges
+
+// Pairs (q, k) with q in [qa, qa+lq), k in [ka, ka+lk) and d0 <= q - k <= d1 (closed form).
+int64_t pairs_in_d_range(int64_t qa, int64_t lq, int64_t ka, int64_t lk, int64_t d0, int64_t d1);
+
+// ---------------------------------------------------------------------------------------------
+// layouts seen as local tiles
+
+typedef struct {
+  int64_t g, len;  // global start, length
+} tile_seg;
+
+typedef struct {
+  const layout *l;
+  int world;
+  int64_t *n_tiles;    // [world] ceil(rank_count / TILE)
+  int64_t *tile_base;  // [world + 1] flattened tile index base of each rank
+} layout_tiles;
+
+// Prepare tile bookkeeping of a layout.
+int layout_tiles_init(const layout *l, layout_tiles *lt, sr_error *e);
+// Release it.
+void layout_tiles_free(layout_tiles *lt);
+// Global segments of local tile i of rank r into segs (at most TILE); returns the count.
+int tile_segments(const layout_tiles *lt, int r, int64_t i, tile_seg *segs);
+// Index into l->runs of the run holding global token t (-1 when outside).
+int64_t layout_run_of_global(const layout *l, int64_t t);
+
+// ---------------------------------------------------------------------------------------------
+// the per query-tile scan: the exact classification both tiles_build and accounting use
+
+typedef struct {
+  int32_t src, j;
+  uint8_t kind;
+  int64_t pairs;  // kept elements of the tile (only when pairs were asked for)
+} scan_tile;
+
+typedef struct {
+  int32_t src;
+  int32_t key;    // source-local key index
+  int64_t rows;   // rows q of the query tile with q >= k (kept pairs of the bar)
+} scan_bar;
+
+typedef struct {
+  layout_tiles lt;
+  int64_t *stamp;     // [all tiles] the scan number that last marked the tile
+  int64_t *slot;      // [all tiles] its index in tiles
+  int64_t scan_no;
+  scan_tile *tiles;
+  int64_t n_tiles, cap_tiles;
+  scan_bar *bars;
+  int64_t n_bars, cap_bars;
+  tile_seg qs[TILE], ks[TILE];
+  int n_qs;
+} tile_scan;
+
+// Prepare a scanner for a layout.
+int tile_scan_init(tile_scan *s, const layout *l, sr_error *e);
+// Release it.
+void tile_scan_free(tile_scan *s);
+// Classify query tile i of q_rank for a head: fills s->tiles (sorted by (src, j)) and s->bars (sorted by
+// (src, key)); with want_pairs also the exact kept pairs of each entry.
+int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int want_pairs, sr_error *e);
+
+// Add a scanned query tile's entries and bars to row[src] (the counts of its head and query rank).
+void tiles_account_scan(const tile_scan *s, work_count *row);
+// Exact counts of one head over every query tile of every rank into hc[q_rank * W + src].
+int tiles_account_head_generic(tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
+// Exact counts of one layer by building each query rank's tiles (any layout; the reference path).
+int tiles_account_generic(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
+// Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
+// is not aligned it sets *handled = 0 and writes nothing, so the caller falls back to the generic path.
+int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e);
+
+#endif

@@ -1,0 +1,273 @@
+// tiles_scan.c — the exact classification of one query tile against every KV tile of every source rank:
+// which KV tiles are entries (FULL or PARTIAL), which columns are bars, and how many kept pairs each holds.
+//
+// Local tiles may straddle runs of the layout (zigzag chunk ends, striped G < TILE), so a tile is a list
+// of global segments and every test below runs per pair of segments, in closed form or by binary search:
+// the q - k values of two segments form one interval [dmin, dmax], so "some kept offset" is one interval
+// query on D and "every element kept" is a walk over D's gaps in that interval.
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/tiles_internal.h"
+
+#define D_INF ((int64_t)1 << 62)
+
+// ---------------------------------------------------------------------------------------------
+// scanner state
+
+int tile_scan_init(tile_scan *s, const layout *l, sr_error *e) {
+  memset(s, 0, sizeof *s);
+  int rc = layout_tiles_init(l, &s->lt, e);
+  if (rc) return rc;
+  int64_t all = s->lt.tile_base[l->world];
+  s->stamp = calloc((size_t)all + 1, sizeof *s->stamp);
+  s->slot = calloc((size_t)all + 1, sizeof *s->slot);
+  if (!s->stamp || !s->slot) {
+    tile_scan_free(s);
+    return sr_internal_error(e, 0, "tiles: out of memory for %lld tiles", (long long)all);
+  }
+  return SR_OK;
+}
+
+void tile_scan_free(tile_scan *s) {
+  layout_tiles_free(&s->lt);
+  free(s->stamp);
+  free(s->slot);
+  free(s->tiles);
+  free(s->bars);
+  memset(s, 0, sizeof *s);
+}
+
+static int push_tile(tile_scan *s, int32_t src, int32_t j) {
+  if (s->n_tiles == s->cap_tiles) {
+    int64_t cap = s->cap_tiles ? 2 * s->cap_tiles : 256;
+    scan_tile *t = realloc(s->tiles, (size_t)cap * sizeof *t);
+    if (!t) return -1;
+    s->tiles = t;
+    s->cap_tiles = cap;
+  }
+  s->tiles[s->n_tiles++] = (scan_tile){.src = src, .j = j, .kind = TILE_PARTIAL, .pairs = 0};
+  return 0;
+}
+
+static int push_bar(tile_scan *s, int32_t src, int32_t key, int64_t rows) {
+  if (s->n_bars == s->cap_bars) {
+    int64_t cap = s->cap_bars ? 2 * s->cap_bars : 256;
+    scan_bar *b = realloc(s->bars, (size_t)cap * sizeof *b);
+    if (!b) return -1;
+    s->bars = b;
+    s->cap_bars = cap;
+  }
+  s->bars[s->n_bars++] = (scan_bar){.src = src, .key = key, .rows = rows};
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// candidates: KV tiles holding some key of a global key range
+
+// First by_global position whose run ends after t.
+static int64_t by_global_at(const layout *l, int64_t t) {
+  int64_t lo = 0, hi = l->n_runs;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    const layout_run *run = &l->runs[l->by_global[mid]];
+    if (run->global + run->len <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static int mark_key_range(tile_scan *s, int64_t ka, int64_t kb) {
+  const layout *l = s->lt.l;
+  if (ka < 0) ka = 0;
+  if (kb > l->n_tokens - 1) kb = l->n_tokens - 1;
+  for (int64_t p = by_global_at(l, ka); p < l->n_runs && ka <= kb; p++) {
+    const layout_run *run = &l->runs[l->by_global[p]];
+    if (run->global > kb) break;
+    int64_t x0 = sr_max64(ka, run->global), x1 = sr_min64(kb, run->global + run->len - 1);
+    int64_t j0 = (run->local + x0 - run->global) / TILE, j1 = (run->local + x1 - run->global) / TILE;
+    for (int64_t j = j0; j <= j1; j++) {
+      int64_t flat = s->lt.tile_base[run->rank] + j;
+      if (s->stamp[flat] == s->scan_no) continue;
+      s->stamp[flat] = s->scan_no;
+      s->slot[flat] = s->n_tiles;
+      if (push_tile(s, run->rank, (int32_t)j)) return -1;
+    }
+  }
+  return 0;
+}
+
+static int mark_candidates(tile_scan *s, const head_view *v) {
+  for (int a = 0; a < s->n_qs; a++) {
+    int64_t qa = s->qs[a].g, qe = qa + s->qs[a].len - 1;
+    if (!v->is_block) {
+      // offsets of one group [d0, d1] reach keys [qa - d1, qe - d0]; groups only over-approximate
+      for (int64_t g = 0; g < v->dg.n && v->dg.lo[g] <= qe; g++)
+        if (mark_key_range(s, qa - v->dg.hi[g], qe - v->dg.lo[g])) return -1;
+      continue;
+    }
+    const head_pattern *h = v->h;
+    for (int64_t p = qa / h->block; p <= qe / h->block; p++) {
+      int64_t qhi = sr_min64(qe, (p + 1) * h->block - 1);
+      const uint64_t *row = h->mask + p * h->row_words;
+      for (int64_t w = 0; w < h->row_words && w * 64 * h->block <= qhi; w++) {
+        for (uint64_t bits = row[w]; bits; bits &= bits - 1) {
+          int64_t c = w * 64 + __builtin_ctzll(bits);
+          if (c * h->block > qhi) break;
+          if (mark_key_range(s, c * h->block, sr_min64((c + 1) * h->block - 1, qhi))) return -1;
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// classification of one (query tile, KV tile) pair
+
+static int block_bit(const head_pattern *h, int64_t p, int64_t c) {
+  return (int)((h->mask[p * h->row_words + c / 64] >> (c % 64)) & 1u);
+}
+
+// Block heads: entry iff some set block holds a causal element; FULL iff all blocks set and all causal.
+static int classify_block(const head_view *v, const tile_seg *qs, int nq, const tile_seg *ks, int nk, int64_t *pairs) {
+  const head_pattern *h = v->h;
+  int64_t B = h->block, kept = 0;
+  int any = 0, full = 1;
+  for (int a = 0; a < nq; a++)
+    for (int b = 0; b < nk; b++) {
+      int64_t qa = qs[a].g, qe = qa + qs[a].len - 1, ka = ks[b].g, ke = ka + ks[b].len - 1;
+      if (qa < ke) full = 0;
+      if (qe < ka) continue;
+      for (int64_t p = qa / B; p <= qe / B; p++) {
+        int64_t q0 = sr_max64(qa, p * B), q1 = sr_min64(qe, p * B + B - 1);
+        for (int64_t c = ka / B; c <= ke / B && c <= p; c++) {
+          int64_t k0 = sr_max64(ka, c * B), k1 = sr_min64(ke, c * B + B - 1);
+          if (!block_bit(h, p, c)) {
+            full = 0;
+            continue;
+          }
+          int64_t n = pairs_in_d_range(q0, q1 - q0 + 1, k0, k1 - k0 + 1, 0, D_INF);
+          if (n > 0) any = 1;
+          kept += n;
+        }
+      }
+    }
+  *pairs = kept;
+  if (!any) return 0;
+  return full ? 2 : 1;
+}
+
+// Kept pairs of one segment pair: the Toeplitz part plus the columns of K not already counted there.
+static int64_t segment_pairs(const head_view *v, int64_t qa, int64_t lq, int64_t ka, int64_t lk) {
+  int64_t qe = qa + lq - 1, ke = ka + lk - 1, lo = sr_max64(0, qa - ke), hi = qe - ka, n = 0;
+  for (int64_t x = iset_first_ge(&v->d, lo); x < v->d.n && v->d.lo[x] <= hi; x++)
+    n += pairs_in_d_range(qa, lq, ka, lk, v->d.lo[x], v->d.hi[x]);
+  for (int64_t y = iset_first_ge(&v->k, ka); y < v->k.n && v->k.lo[y] <= ke; y++) {
+    int64_t k0 = sr_max64(ka, v->k.lo[y]), k1 = sr_min64(ke, v->k.hi[y]), lkp = k1 - k0 + 1;
+    n += pairs_in_d_range(qa, lq, k0, lkp, 0, D_INF);
+    int64_t dlo = sr_max64(0, qa - k1), dhi = qe - k0;
+    for (int64_t x = iset_first_ge(&v->d, dlo); x < v->d.n && v->d.lo[x] <= dhi; x++)
+      n -= pairs_in_d_range(qa, lq, k0, lkp, v->d.lo[x], v->d.hi[x]);
+  }
+  return n;
+}
+
+// Is every element of the segment pair kept (and causal)? Offsets missing from D need their keys in K.
+static int segment_full(const head_view *v, int64_t qa, int64_t lq, int64_t ka, int64_t lk) {
+  int64_t qe = qa + lq - 1, ke = ka + lk - 1, dmin = qa - ke, dmax = qe - ka;
+  if (dmin < 0) return 0;
+  int64_t x = dmin, idx = iset_first_ge(&v->d, x);
+  while (x <= dmax) {
+    if (idx < v->d.n && v->d.lo[idx] <= x) {
+      x = v->d.hi[idx] + 1;
+      idx++;
+      continue;
+    }
+    int64_t g1 = idx < v->d.n ? sr_min64(dmax, v->d.lo[idx] - 1) : dmax;
+    // keys met by offsets [x, g1]: k = q - d over the segment pair, one interval
+    int64_t k0 = sr_max64(ka, qa - g1), k1 = sr_min64(ke, qe - x);
+    if (k0 <= k1 && iset_count(&v->k, k0, k1) < k1 - k0 + 1) return 0;
+    x = g1 + 1;
+  }
+  return 1;
+}
+
+// 0: not an entry, 1: PARTIAL, 2: FULL; *pairs gets the kept elements when want_pairs.
+static int classify(const head_view *v, const tile_seg *qs, int nq, const tile_seg *ks, int nk, int want_pairs,
+                    int64_t *pairs) {
+  *pairs = 0;
+  if (v->is_block) return classify_block(v, qs, nq, ks, nk, pairs);
+  int any = 0, full = 1;
+  for (int a = 0; a < nq; a++)
+    for (int b = 0; b < nk; b++) {
+      int64_t qa = qs[a].g, lq = qs[a].len, ka = ks[b].g, lk = ks[b].len;
+      int64_t dmin = qa - (ka + lk - 1), dmax = qa + lq - 1 - ka;
+      if (!any && dmax >= 0 && iset_any(&v->d, sr_max64(0, dmin), dmax)) any = 1;
+      if (full && !segment_full(v, qa, lq, ka, lk)) full = 0;
+      if (want_pairs && dmax >= 0) *pairs += segment_pairs(v, qa, lq, ka, lk);
+    }
+  if (!any) return 0;
+  return full ? 2 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// one query tile
+
+static int cmp_tile(const void *a, const void *b) {
+  const scan_tile *x = a, *y = b;
+  if (x->src != y->src) return x->src < y->src ? -1 : 1;
+  return (x->j > y->j) - (x->j < y->j);
+}
+
+static int cmp_bar(const void *a, const void *b) {
+  const scan_bar *x = a, *y = b;
+  if (x->src != y->src) return x->src < y->src ? -1 : 1;
+  return (x->key > y->key) - (x->key < y->key);
+}
+
+int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int want_pairs, sr_error *e) {
+  s->n_tiles = s->n_bars = 0;
+  s->scan_no++;
+  s->n_qs = tile_segments(&s->lt, q_rank, i, s->qs);
+  int64_t qmax = -1;
+  for (int a = 0; a < s->n_qs; a++) qmax = sr_max64(qmax, s->qs[a].g + s->qs[a].len - 1);
+  if (mark_candidates(s, v)) return sr_internal_error(e, 0, "tiles: out of memory");
+
+  // Keep the candidates that really are entries; slot -1 marks a rejected one for the bar pass.
+  int64_t kept = 0;
+  for (int64_t c = 0; c < s->n_tiles; c++) {
+    scan_tile t = s->tiles[c];
+    int nk = tile_segments(&s->lt, t.src, t.j, s->ks);
+    int64_t pairs = 0;
+    int kind = classify(v, s->qs, s->n_qs, s->ks, nk, want_pairs, &pairs);
+    int64_t flat = s->lt.tile_base[t.src] + t.j;
+    if (!kind) {
+      s->slot[flat] = -1;
+      continue;
+    }
+    t.kind = kind == 2 ? TILE_FULL : TILE_PARTIAL;
+    t.pairs = pairs;
+    s->slot[flat] = kept;
+    s->tiles[kept++] = t;
+  }
+  s->n_tiles = kept;
+  if (s->n_tiles > 1) qsort(s->tiles, (size_t)s->n_tiles, sizeof *s->tiles, cmp_tile);
+
+  // Bars: columns of K kept for some row (k <= qmax) whose KV tile is not an entry of this query tile.
+  const layout *l = s->lt.l;
+  for (int64_t y = 0; y < v->k.n && v->k.lo[y] <= qmax; y++) {
+    for (int64_t k = v->k.lo[y]; k <= v->k.hi[y] && k <= qmax; k++) {
+      int64_t r = layout_run_of_global(l, k);
+      if (r < 0) return sr_internal_error(e, 0, "tiles: key %lld outside the layout", (long long)k);
+      const layout_run *run = &l->runs[r];
+      int64_t local = run->local + k - run->global, flat = s->lt.tile_base[run->rank] + local / TILE;
+      if (s->stamp[flat] == s->scan_no && s->slot[flat] >= 0) continue;
+      int64_t rows = 0;
+      for (int a = 0; a < s->n_qs; a++) rows += sr_max64(0, s->qs[a].g + s->qs[a].len - sr_max64(s->qs[a].g, k));
+      if (push_bar(s, run->rank, (int32_t)local, rows)) return sr_internal_error(e, 0, "tiles: out of memory");
+    }
+  }
+  if (s->n_bars > 1) qsort(s->bars, (size_t)s->n_bars, sizeof *s->bars, cmp_bar);
+  return SR_OK;
+}

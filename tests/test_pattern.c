@@ -1,0 +1,60 @@
+// test_pattern.c — the reference keep rule of every pattern kind and head validation.
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/pattern.h"
+#include "tests/test.h"
+
+TEST(pattern_alloc_makes_every_head_dense_and_causal) {
+  sr_error e;
+  pattern p;
+  CHECK_EQ_INT(pattern_alloc(&p, 100, 2, 3, &e), SR_OK);
+  for (int l = 0; l < 2; l++)
+    for (int h = 0; h < 3; h++) {
+      const head_pattern *hp = pattern_head(&p, l, h);
+      CHECK_EQ_INT(hp->kind, PATTERN_DENSE);
+      CHECK(pattern_keeps(hp, 5, 5) && pattern_keeps(hp, 5, 0) && !pattern_keeps(hp, 5, 6));
+    }
+  pattern_free(&p);
+  CHECK_EQ_INT(pattern_alloc(&p, 0, 1, 1, &e), SR_EINPUT);
+}
+
+TEST(window_keeps_sinks_and_the_last_window_keys) {
+  head_pattern h = {.kind = PATTERN_WINDOW, .sinks = 2, .window = 3};
+  // row 10 keeps keys 0, 1 (sinks) and 8, 9, 10 (q - k < 3)
+  int expect[11] = {1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1};
+  for (int k = 0; k <= 10; k++) CHECK_EQ_INT(pattern_keeps(&h, 10, k), expect[k]);
+  CHECK(!pattern_keeps(&h, 10, 11));
+}
+
+TEST(vertical_slash_keeps_columns_and_diagonals) {
+  int32_t v[] = {3, 7}, s[] = {0, 4};
+  head_pattern h = {.kind = PATTERN_VS, .n_vertical = 2, .n_slash = 2, .vertical = v, .slash = s};
+  CHECK(pattern_keeps(&h, 20, 3) && pattern_keeps(&h, 20, 7));   // verticals
+  CHECK(pattern_keeps(&h, 20, 20) && pattern_keeps(&h, 20, 16));  // slashes 0 and 4
+  CHECK(!pattern_keeps(&h, 20, 15) && !pattern_keeps(&h, 2, 3));  // neither; vertical above the diagonal
+}
+
+TEST(block_keeps_by_block_bit_and_causality) {
+  uint64_t mask[3] = {0x1, 0x3, 0x4};  // rows: block 0 -> {0}, 1 -> {0,1}, 2 -> {2}
+  head_pattern h = {.kind = PATTERN_BLOCK, .block = 4, .n_blocks = 3, .row_words = 1, .mask = mask};
+  CHECK(pattern_keeps(&h, 5, 1) && pattern_keeps(&h, 5, 4) && !pattern_keeps(&h, 5, 6));
+  CHECK(!pattern_keeps(&h, 9, 1) && pattern_keeps(&h, 9, 8));
+}
+
+TEST(validate_rejects_unsorted_duplicate_and_out_of_range_indices) {
+  sr_error e;
+  int32_t ok[] = {1, 5}, dup[] = {1, 1}, down[] = {5, 1}, far[] = {1, 100};
+  head_pattern h = {.kind = PATTERN_VS, .n_vertical = 2, .vertical = ok};
+  CHECK_EQ_INT(pattern_validate_head(&h, 100, "p.json", "layer 0 head 1", &e), SR_OK);
+  h.vertical = dup;
+  CHECK_EQ_INT(pattern_validate_head(&h, 100, "p.json", "layer 0 head 1", &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "p.json: layer 0 head 1");
+  h.vertical = down;
+  CHECK_EQ_INT(pattern_validate_head(&h, 100, "p.json", "x", &e), SR_EINPUT);
+  h.vertical = far;
+  CHECK_EQ_INT(pattern_validate_head(&h, 100, "p.json", "x", &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "outside");
+  head_pattern b = {.kind = PATTERN_BLOCK, .block = 4, .n_blocks = 2, .row_words = 1};
+  CHECK_EQ_INT(pattern_validate_head(&b, 10, NULL, "b", &e), SR_EINPUT);  // n_blocks should be 3
+}

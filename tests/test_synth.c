@@ -1,0 +1,256 @@
+// test_synth.c — synthetic patterns and pattern source strings: reproducibility, drift, the published
+// budget mix, structure, sparsity targets, and input errors naming the field.
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/layout.h"
+#include "plan/pattern_spec.h"
+#include "plan/synth.h"
+#include "plan/tiles.h"
+#include "tests/test.h"
+
+static model_config shape(int layers, int heads) {
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.num_layers = layers;
+  m.num_heads = heads;
+  m.num_kv_heads = 2;
+  m.head_dim = 16;
+  return m;
+}
+
+static int same_pattern(const pattern *a, const pattern *b) {
+  if (a->layers != b->layers || a->heads != b->heads) return 0;
+  for (int64_t x = 0; x < (int64_t)a->layers * a->heads; x++) {
+    const head_pattern *p = &a->h[x], *q = &b->h[x];
+    if (p->kind != q->kind || p->n_vertical != q->n_vertical || p->n_slash != q->n_slash || p->sinks != q->sinks ||
+        p->window != q->window)
+      return 0;
+    if (p->n_vertical && memcmp(p->vertical, q->vertical, (size_t)p->n_vertical * 4)) return 0;
+    if (p->n_slash && memcmp(p->slash, q->slash, (size_t)p->n_slash * 4)) return 0;
+    if (p->kind == PATTERN_BLOCK && memcmp(p->mask, q->mask, (size_t)(p->n_blocks * p->row_words) * 8)) return 0;
+  }
+  return 1;
+}
+
+static void all_heads_valid(const pattern *p) {
+  sr_error e;
+  for (int64_t x = 0; x < (int64_t)p->layers * p->heads; x++)
+    CHECK_EQ_INT(pattern_validate_head(&p->h[x], p->n_tokens, "synth", "head", &e), SR_OK);
+}
+
+TEST(every_spec_kind_builds_valid_heads_of_the_model_shape) {
+  const char *specs[] = {"dense", "window:4:64", "vs-like:16:64:40", "vs-preset:qwen2.5-3b", "vs-topp:0.9",
+                         "vs-online:0.95", "block:0.3", "block:0.2:64", "adaspa:0.8", "adaspa:0.5:32"};
+  model_config m = shape(2, 4);
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    sr_error e;
+    pattern p;
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 3000, 7, 0, &p, &e), SR_OK);
+    CHECK_EQ_INT(p.layers, 2);
+    CHECK_EQ_INT(p.heads, 4);
+    CHECK_EQ_INT(p.n_tokens, 3000);
+    all_heads_valid(&p);
+    pattern_free(&p);
+  }
+}
+
+TEST(unknown_or_malformed_specs_are_input_errors_naming_pattern) {
+  const char *bad[] = {"sparse", "window:4", "window:x:5", "vs-topp:1.5", "vs-topp:", "block:0", "block:0.5:0",
+                       "vs-preset:llama", "vs-like:1:2", "adaspa:1", "trace:/tmp/x.safetensors", ""};
+  model_config m = shape(1, 2);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    sr_error e;
+    pattern p;
+    CHECK_EQ_INT(pattern_from_spec(bad[i], &m, 1000, 1, 0, &p, &e), SR_EINPUT);
+    CHECK_STR_CONTAINS(e.msg, "pattern");
+  }
+}
+
+TEST(same_seed_and_step_give_identical_patterns_and_other_seeds_differ) {
+  const char *specs[] = {"vs-preset:qwen2.5-3b", "vs-topp:0.9", "block:0.3", "adaspa:0.7", "vs-like:8:32:50"};
+  model_config m = shape(2, 4);
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    sr_error e;
+    pattern a, b, c;
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 4096, 42, 3, &a, &e), SR_OK);
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 4096, 42, 3, &b, &e), SR_OK);
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 4096, 43, 3, &c, &e), SR_OK);
+    CHECK(same_pattern(&a, &b));
+    CHECK(!same_pattern(&a, &c));
+    pattern_free(&a);
+    pattern_free(&b);
+    pattern_free(&c);
+  }
+}
+
+// Fraction of the union of two sorted index lists that is not shared.
+static double changed_fraction(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+  int32_t i = 0, j = 0, common = 0;
+  while (i < na && j < nb) {
+    if (a[i] == b[j]) common++, i++, j++;
+    else if (a[i] < b[j]) i++;
+    else j++;
+  }
+  return 1.0 - (double)common / (double)(na + nb - common);
+}
+
+TEST(vs_patterns_drift_a_little_from_step_to_step_and_a_lot_over_many_steps) {
+  model_config m = shape(1, 1);
+  sr_error e;
+  pattern s0, s1, s40;
+  CHECK_EQ_INT(pattern_from_spec("vs-preset:qwen2.5-3b", &m, 1 << 16, 5, 10, &s0, &e), SR_OK);
+  CHECK_EQ_INT(pattern_from_spec("vs-preset:qwen2.5-3b", &m, 1 << 16, 5, 11, &s1, &e), SR_OK);
+  CHECK_EQ_INT(pattern_from_spec("vs-preset:qwen2.5-3b", &m, 1 << 16, 5, 50, &s40, &e), SR_OK);
+  const head_pattern *a = &s0.h[0], *b = &s1.h[0], *c = &s40.h[0];
+  CHECK_EQ_INT(a->n_slash, b->n_slash);  // budgets are per head, not per step
+  double step = changed_fraction(a->slash, a->n_slash, b->slash, b->n_slash);
+  double far = changed_fraction(a->slash, a->n_slash, c->slash, c->n_slash);
+  // one of SYNTH_DRIFT_PERIOD groups of the drawn three quarters is redrawn per step
+  CHECK(step > 0.0 && step < 0.15);
+  CHECK(far > 0.4);
+  pattern_free(&s0);
+  pattern_free(&s1);
+  pattern_free(&s40);
+}
+
+TEST(qwen_preset_assigns_the_published_budget_mix_to_576_heads) {
+  model_config m = shape(36, 16);
+  sr_error e;
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("vs-preset:qwen2.5-3b", &m, 16384, 1, 0, &p, &e), SR_OK);
+  const int32_t mix[6][3] = {{1000, 6096, 310}, {3500, 100, 107}, {30, 800, 96}, {100, 800, 44}, {500, 700, 17}, {100, 750, 2}};
+  for (int i = 0; i < 6; i++) {
+    int n = 0;
+    for (int64_t x = 0; x < 576; x++) n += p.h[x].n_vertical == mix[i][0] && p.h[x].n_slash == mix[i][1];
+    CHECK_EQ_INT(n, mix[i][2]);
+  }
+  pattern_free(&p);
+}
+
+TEST(vs_budgets_are_clamped_to_the_sequence_and_keep_sinks_diagonal_and_local_window) {
+  model_config m = shape(36, 16);
+  sr_error e;
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("vs-preset:qwen2.5-3b", &m, 2000, 1, 0, &p, &e), SR_OK);
+  all_heads_valid(&p);
+  int64_t full_slash = 0;
+  for (int64_t x = 0; x < 576; x++) {
+    const head_pattern *h = &p.h[x];
+    CHECK(h->n_vertical <= 2000 && h->n_slash <= 2000);
+    CHECK(h->n_vertical > 0 && h->vertical[0] == 0);                // the first token is a sink
+    CHECK(h->n_slash > 0 && h->slash[0] == 0);                      // the diagonal
+    int32_t window = h->n_slash / 4 > 1 ? h->n_slash / 4 : 1;       // the local window is kept whole
+    CHECK(h->n_slash >= window && h->slash[window - 1] == window - 1);
+    full_slash += h->n_slash == 2000;
+  }
+  CHECK_EQ_INT(full_slash, 310);  // the 6096-slash heads take every offset of a 2000-token sequence
+  pattern_free(&p);
+}
+
+TEST(vs_like_mask_holds_sinks_window_and_cubic_verticals) {
+  model_config m = shape(1, 2);
+  sr_error e;
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("vs-like:128:4096:1000", &m, 1 << 17, 1, 0, &p, &e), SR_OK);
+  for (int h = 0; h < 2; h++) {
+    const head_pattern *hp = pattern_head(&p, 0, h);
+    CHECK_EQ_INT(hp->n_slash, 4096);
+    CHECK_EQ_INT(hp->slash[4095], 4095);
+    for (int k = 0; k < 128; k++) CHECK_EQ_INT(hp->vertical[k], k);
+    CHECK(hp->n_vertical > 128 + 500 && hp->n_vertical <= 128 + 1000);
+    // N u^3: half the draws fall below N/8 (some of them into the sinks) and 21% above N/2
+    int64_t below = 0, above = 0, n = hp->n_vertical - 128;
+    for (int32_t x = 128; x < hp->n_vertical; x++) {
+      below += hp->vertical[x] < (1 << 17) / 8;
+      above += hp->vertical[x] >= (1 << 17) / 2;
+    }
+    CHECK(below > n * 3 / 10);
+    CHECK(above > n * 15 / 100 && above < n * 27 / 100);
+  }
+  pattern_free(&p);
+}
+
+TEST(topp_layer_sparsity_stays_within_87_to_99_6_percent) {
+  double mean = 0;
+  for (int l = 0; l < 200; l++) {
+    double s = synth_topp_layer_sparsity(3, l, 0.9);
+    CHECK(s >= 0.87 && s <= 0.996);
+    mean += s / 200;
+  }
+  CHECK_NEAR(mean, 0.94, 0.01);
+  CHECK(synth_topp_layer_sparsity(3, 0, 0.95) < synth_topp_layer_sparsity(3, 0, 0.9));  // more mass, denser
+}
+
+TEST(topp_pattern_density_follows_the_layer_targets) {
+  model_config m = shape(6, 8);
+  sr_error e;
+  pattern p;
+  int64_t n = 1 << 15;
+  CHECK_EQ_INT(pattern_from_spec("vs-topp:0.9", &m, n, 9, 0, &p, &e), SR_OK);
+  layout l;
+  CHECK_EQ_INT(layout_build(LAYOUT_CONTIGUOUS, n, 1, 1, NULL, &l, &e), SR_OK);
+  work_count *c = calloc(8, sizeof *c);
+  for (int layer = 0; layer < 6; layer++) {
+    CHECK_EQ_INT(tiles_account_layer(&p, layer, &l, c, &e), SR_OK);
+    layer_summary s;
+    tiles_layer_summary(&p, &l, c, &s);
+    double target = 1 - synth_topp_layer_sparsity(9, layer, 0.9);
+    CHECK(s.density > 0.7 * target && s.density < 1.3 * target);
+  }
+  free(c);
+  layout_free(&l);
+  pattern_free(&p);
+}
+
+// Kept blocks of row p of a block head.
+static int64_t row_blocks(const head_pattern *h, int64_t p) {
+  int64_t n = 0;
+  for (int64_t w = 0; w < h->row_words; w++) n += __builtin_popcountll(h->mask[p * h->row_words + w]);
+  return n;
+}
+
+TEST(block_pattern_keeps_the_diagonal_and_density_of_each_causal_row) {
+  model_config m = shape(1, 3);
+  sr_error e;
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("block:0.25:64", &m, 64 * 300, 2, 0, &p, &e), SR_OK);
+  for (int h = 0; h < 3; h++) {
+    const head_pattern *hp = pattern_head(&p, 0, h);
+    CHECK_EQ_INT(hp->n_blocks, 300);
+    int64_t bad = 0;
+    for (int64_t r = 0; r < 300; r++) {
+      int64_t want = (int64_t)llround(0.25 * (double)(r + 1));
+      if (want < 1) want = 1;
+      bad += row_blocks(hp, r) != want;
+      bad += !((hp->mask[r * hp->row_words + r / 64] >> (r % 64)) & 1);  // diagonal block kept
+      for (int64_t c = r + 1; c < 300; c++) bad += (int)((hp->mask[r * hp->row_words + c / 64] >> (c % 64)) & 1);
+    }
+    CHECK_EQ_INT(bad, 0);
+  }
+  pattern_free(&p);
+}
+
+TEST(adaspa_budgets_are_head_adaptive_and_keep_the_mean_sparsity) {
+  model_config m = shape(3, 8);
+  sr_error e;
+  pattern p;
+  double s = 0.8;
+  CHECK_EQ_INT(pattern_from_spec("adaspa:0.8:64", &m, 64 * 400, 4, 0, &p, &e), SR_OK);
+  for (int l = 0; l < 3; l++) {
+    double mean = 0;
+    int n_sparse = 0, n_dense = 0;
+    for (int h = 0; h < 8; h++) {
+      const head_pattern *hp = pattern_head(&p, l, h);
+      double kept = 0, causal = 0;
+      for (int64_t r = 0; r < hp->n_blocks; r++) kept += (double)row_blocks(hp, r), causal += (double)(r + 1);
+      double density = kept / causal;
+      mean += density / 8;
+      n_sparse += fabs(density - (1 - (1 + s) / 2)) < 0.01;
+      n_dense += fabs(density - (1 - (3 * s - 1) / 2)) < 0.01;
+    }
+    CHECK_EQ_INT(n_sparse, n_dense);  // n heads up, n heads down
+    CHECK_NEAR(mean, 1 - s, 0.01);
+  }
+  pattern_free(&p);
+}

@@ -1,0 +1,129 @@
+// test_tiles_account.c — the fast accounting path against the generic one (which test_tiles.c checks
+// against brute force), on aligned layouts where the fast path applies, and its refusal elsewhere.
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan/layout.h"
+#include "plan/pattern_spec.h"
+#include "plan/tiles.h"
+#include "plan/util.h"
+#include "plan/tiles_internal.h"
+#include "tests/test.h"
+#include "tests/tiles_fixture.h"
+
+static void check_fast_equals_generic(int kind, int64_t n, int W, int64_t g, uint64_t seed, int heads) {
+  sr_error e;
+  layout l;
+  fx_layout(kind, n, W, g, &l);
+  pattern p;
+  fx_mixed_pattern(&p, n, heads, seed);
+  size_t cells = (size_t)heads * W * W;
+  work_count *fast = calloc(cells, sizeof *fast), *gen = calloc(cells, sizeof *gen);
+  int handled = 0;
+  CHECK_EQ_INT(tiles_account_fast(&p, 0, &l, fast, &handled, &e), SR_OK);
+  CHECK_EQ_INT(handled, 1);
+  CHECK_EQ_INT(tiles_account_generic(&p, 0, &l, gen, &e), SR_OK);
+  int bad = 0;
+  for (size_t x = 0; x < cells; x++)
+    if (fast[x].full != gen[x].full || fast[x].partial != gen[x].partial || fast[x].bars != gen[x].bars ||
+        fast[x].pairs != gen[x].pairs) {
+      if (bad++ < 4)
+        test_fail(__FILE__, __LINE__, "cell %zu (head %zu): fast %lld/%lld/%lld/%.0f generic %lld/%lld/%lld/%.0f", x,
+                  x / ((size_t)W * W), (long long)fast[x].full, (long long)fast[x].partial, (long long)fast[x].bars,
+                  fast[x].pairs, (long long)gen[x].full, (long long)gen[x].partial, (long long)gen[x].bars, gen[x].pairs);
+    }
+  CHECK_EQ_INT(bad, 0);
+  free(fast);
+  free(gen);
+  pattern_free(&p);
+  fx_layout_free(&l);
+}
+
+TEST(fast_accounting_equals_generic_on_one_rank) { check_fast_equals_generic(0, 3000, 1, 1, 21, 10); }
+TEST(fast_accounting_equals_generic_striped_128_short_last_tile) { check_fast_equals_generic(2, 5000, 3, 128, 22, 10); }
+TEST(fast_accounting_equals_generic_striped_128_many_ranks) { check_fast_equals_generic(2, 9000, 8, 128, 23, 10); }
+TEST(fast_accounting_equals_generic_striped_256_period_2w) { check_fast_equals_generic(2, 6000, 2, 256, 24, 10); }
+TEST(fast_accounting_equals_generic_contiguous_aligned) { check_fast_equals_generic(0, 3 * 4 * TILE, 3, 1, 25, 10); }
+TEST(fast_accounting_equals_generic_zigzag_aligned) { check_fast_equals_generic(1, 2 * 2 * 3 * TILE, 2, 1, 26, 10); }
+TEST(fast_accounting_equals_generic_with_fewer_tiles_than_ranks) { check_fast_equals_generic(2, 300, 6, 128, 27, 5); }
+
+TEST(fast_accounting_declines_unaligned_layouts) {
+  sr_error e;
+  layout l;
+  fx_layout(2, 2000, 2, 64, &l);  // striped G = 64: every local tile straddles two runs
+  pattern p;
+  fx_mixed_pattern(&p, 2000, 2, 28);
+  work_count w[8];
+  int handled = 1;
+  CHECK_EQ_INT(tiles_account_fast(&p, 0, &l, w, &handled, &e), SR_OK);
+  CHECK_EQ_INT(handled, 0);
+  pattern_free(&p);
+  fx_layout_free(&l);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the planner's layouts (plan/layout.c) and the synthetic patterns
+
+static void check_planner_layout(layout_kind kind, int64_t n, int W, int64_t g, const char *spec) {
+  sr_error e;
+  layout l;
+  CHECK_EQ_INT(layout_build(kind, n, W, g, NULL, &l, &e), SR_OK);
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.num_layers = 1;
+  m.num_heads = 3;
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec(spec, &m, n, 3, 0, &p, &e), SR_OK);
+  size_t cells = (size_t)p.heads * W * W;
+  work_count *a = calloc(cells, sizeof *a), *b = calloc(cells, sizeof *b);
+  CHECK_EQ_INT(tiles_account_layer(&p, 0, &l, a, &e), SR_OK);
+  CHECK_EQ_INT(tiles_account_generic(&p, 0, &l, b, &e), SR_OK);
+  double pairs = 0, brute = 0;
+  int bad = 0;
+  for (size_t x = 0; x < cells; x++) {
+    bad += a[x].full != b[x].full || a[x].partial != b[x].partial || a[x].bars != b[x].bars || a[x].pairs != b[x].pairs;
+    pairs += a[x].pairs;
+  }
+  for (int h = 0; h < p.heads; h++)
+    for (int64_t q = 0; q < n; q++)
+      for (int64_t k = 0; k <= q; k++) brute += pattern_keeps(pattern_head(&p, 0, h), q, k);
+  CHECK_EQ_INT(bad, 0);
+  CHECK_EQ_INT((int64_t)pairs, (int64_t)brute);
+  free(a);
+  free(b);
+  pattern_free(&p);
+  layout_free(&l);
+}
+
+TEST(accounting_on_planner_layouts_matches_generic_and_brute_force_pairs) {
+  check_planner_layout(LAYOUT_STRIPED, 2900, 4, 128, "vs-topp:0.9");
+  check_planner_layout(LAYOUT_STRIPED, 2600, 3, 128, "vs-preset:qwen2.5-3b");
+  check_planner_layout(LAYOUT_ZIGZAG, 2048, 2, 1, "vs-like:64:300:50");
+  check_planner_layout(LAYOUT_ZIGZAG, 2000, 3, 1, "window:16:200");
+  check_planner_layout(LAYOUT_CONTIGUOUS, 2048, 4, 1, "dense");
+  check_planner_layout(LAYOUT_STRIPED, 1500, 2, 1, "vs-topp:0.9");
+  check_planner_layout(LAYOUT_STRIPED, 1500, 2, 64, "block:0.3:64");
+}
+
+TEST(pattern_command_prints_every_layer_and_writes_the_csv) {
+  char cmd[1024], csv[600], *out = NULL;
+  snprintf(csv, sizeof csv, "%s/p.csv", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s/sparsering pattern --model tiny-test --seq 4K --pattern vs-topp:0.9 --layout striped "
+           "--ranks 4 --granularity 128 --seed 2 --csv %s", test_bin_dir(), csv);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "    0 ");
+  CHECK_STR_CONTAINS(out, "    1 ");
+  CHECK_STR_CONTAINS(out, "  all ");
+  free(out);
+  char *text = NULL;
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(text, "layer,density,kept_pairs,work,worker_imbalance,step_imbalance_mean,step_imbalance_worst\n0,");
+  CHECK_STR_CONTAINS(text, "\n1,");
+  free(text);
+  snprintf(cmd, sizeof cmd, "%s/sparsering pattern --model tiny-test --seq 4K --pattern nope --ranks 2", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "pattern");
+  free(out);
+}

@@ -1,0 +1,151 @@
+// stats.c — what a trace holds: exact kept (query, key) pairs per head, density against dense causal
+// attention, budget use, and drift between consecutive steps as the Jaccard overlap of kept sets.
+// Counts use each pattern's structure (columns, diagonals, blocks, windows), never the N x N mask.
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/util.h"
+#include "traces/trace.h"
+
+// ---------------------------------------------------------------------------------------------
+// exact pair counts
+
+// Kept causal pairs of vertical set V and slash set S (both sorted, unique, in [0, n)):
+// column v holds n - v pairs (q = v..n-1), diagonal d holds n - d (q = d..n-1), and column v meets
+// diagonal d in exactly one causal pair (q = v + d, k = v) when v + d <= n - 1 (inclusion-exclusion).
+static double vs_pairs(const int32_t *v, int32_t nv, const int32_t *s, int32_t ns, int64_t n) {
+  double total = 0;
+  for (int32_t i = 0; i < nv; i++) total += (double)(n - v[i]);
+  for (int32_t j = 0; j < ns; j++) total += (double)(n - s[j]);
+  // For ascending v the allowed diagonals d <= n - 1 - v shrink: one backward pointer over s.
+  int32_t j = ns;
+  for (int32_t i = 0; i < nv; i++) {
+    while (j > 0 && s[j - 1] > n - 1 - v[i]) j--;
+    total -= j;
+  }
+  return total;
+}
+
+// Kept causal pairs of sinks + window. Row q keeps [0, s) and [q - w + 1, q] clipped to [0, q]; the
+// two touch while q < s + w (the row is then fully kept: q + 1 keys) and are disjoint and whole
+// after (s + w keys). Summing: m (m + 1) / 2 + (n - m)(s + w) with m = min(n, s + w).
+static double window_pairs(int64_t sinks, int64_t window, int64_t n) {
+  int64_t m = sr_min64(n, sinks + window);
+  return (double)m * (double)(m + 1) / 2 + (double)(n - m) * (double)(sinks + window);
+}
+
+static int mask_bit(const head_pattern *h, int64_t p, int64_t c) {
+  return (int)((h->mask[p * h->row_words + c / 64] >> (c % 64)) & 1);
+}
+
+// Kept causal pairs of block masks (the union of a and b when b != NULL): a kept block (p, c) with
+// c < p is wholly below the diagonal (rows(p) x B pairs); c == p keeps the causal triangle m(m+1)/2.
+static double block_pairs(const head_pattern *a, const head_pattern *b, int64_t n, int64_t *blocks) {
+  const int64_t B = a->block, nb = a->n_blocks;
+  double total = 0;
+  int64_t kept = 0;
+  for (int64_t p = 0; p < nb; p++) {
+    int64_t rows = sr_min64(B, n - p * B);
+    for (int64_t c = 0; c <= p; c++) {
+      if (!mask_bit(a, p, c) && !(b && mask_bit(b, p, c))) continue;
+      kept++;
+      total += c < p ? (double)rows * (double)B : (double)rows * (double)(rows + 1) / 2;
+    }
+  }
+  if (blocks) *blocks = kept;
+  return total;
+}
+
+double trace_head_kept_pairs(const head_pattern *h, int64_t n) {
+  switch (h->kind) {
+    case PATTERN_DENSE: return (double)n * (double)(n + 1) / 2;
+    case PATTERN_WINDOW: return window_pairs(h->sinks, h->window, n);
+    case PATTERN_VS: return vs_pairs(h->vertical, h->n_vertical, h->slash, h->n_slash, n);
+    case PATTERN_BLOCK: return block_pairs(h, NULL, n, NULL);
+  }
+  return 0;
+}
+
+// Sorted union of two sorted unique arrays into out (room for na + nb); returns its length.
+static int32_t merge_union(const int32_t *a, int32_t na, const int32_t *b, int32_t nb, int32_t *out) {
+  int32_t i = 0, j = 0, k = 0;
+  while (i < na || j < nb) {
+    if (j >= nb || (i < na && a[i] < b[j])) out[k++] = a[i++];
+    else if (i >= na || b[j] < a[i]) out[k++] = b[j++];
+    else out[k++] = a[i++], j++;
+  }
+  return k;
+}
+
+double trace_head_union_pairs(const head_pattern *a, const head_pattern *b, int64_t n) {
+  if (a->kind == PATTERN_DENSE || b->kind == PATTERN_DENSE) return (double)n * (double)(n + 1) / 2;
+  if (a->kind != b->kind) return -1;
+  if (a->kind == PATTERN_WINDOW)  // longer sink prefix and longer window cover the shorter ones
+    return window_pairs(sr_max64(a->sinks, b->sinks), sr_max64(a->window, b->window), n);
+  if (a->kind == PATTERN_BLOCK) return a->block == b->block ? block_pairs(a, b, n, NULL) : -1;
+  int32_t *v = malloc(sizeof *v * (size_t)(a->n_vertical + b->n_vertical + 1));
+  int32_t *s = malloc(sizeof *s * (size_t)(a->n_slash + b->n_slash + 1));
+  double r = -1;
+  if (v && s) {
+    int32_t nv = merge_union(a->vertical, a->n_vertical, b->vertical, b->n_vertical, v);
+    int32_t ns = merge_union(a->slash, a->n_slash, b->slash, b->n_slash, s);
+    r = vs_pairs(v, nv, s, ns, n);
+  }
+  free(v);
+  free(s);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// per-step, per-head statistics
+
+int trace_stats(const trace_file *t, trace_head_stats **out, int64_t *n_out, sr_error *e) {
+  const trace_info *in = &t->info;
+  const int64_t per_step = (int64_t)in->layers * in->heads, n = in->seq_len;
+  const double causal = (double)n * (double)(n + 1) / 2;
+  *out = NULL;
+  *n_out = 0;
+  trace_head_stats *st = calloc((size_t)(per_step * in->steps), sizeof *st);
+  if (!st) return sr_internal_error(e, ENOMEM, "trace stats");
+  pattern prev = {0}, cur = {0};
+  int rc = SR_OK;
+  for (int s = 0; s < in->steps && rc == SR_OK; s++) {
+    if ((rc = trace_read_step(t, s, &cur, e)) != SR_OK) break;
+    for (int l = 0; l < in->layers; l++)
+      for (int h = 0; h < in->heads; h++) {
+        const head_pattern *hp = pattern_head(&cur, l, h);
+        trace_head_stats *x = &st[s * per_step + (int64_t)l * in->heads + h];
+        x->step = s;
+        x->layer = l;
+        x->head = h;
+        x->kind = hp->kind == PATTERN_DENSE ? TRACE_KIND_DENSE : hp->kind == PATTERN_WINDOW ? TRACE_KIND_WINDOW
+                  : hp->kind == PATTERN_VS ? TRACE_KIND_VS : TRACE_KIND_BLOCK;
+        x->kept_pairs = trace_head_kept_pairs(hp, n);
+        x->density = x->kept_pairs / causal;
+        x->n_vertical = hp->kind == PATTERN_VS ? hp->n_vertical : 0;
+        x->n_slash = hp->kind == PATTERN_VS ? hp->n_slash : 0;
+        if (hp->kind == PATTERN_BLOCK) block_pairs(hp, NULL, n, &x->n_blocks);
+        x->jaccard_prev = NAN;
+        if (s > 0) {
+          const head_pattern *pp = pattern_head(&prev, l, h);
+          double uni = trace_head_union_pairs(hp, pp, n);
+          double prev_kept = st[(s - 1) * per_step + (int64_t)l * in->heads + h].kept_pairs;
+          if (uni == 0) x->jaccard_prev = 1;  // both empty: the same (empty) set
+          else if (uni > 0) x->jaccard_prev = (x->kept_pairs + prev_kept - uni) / uni;
+        }
+      }
+    if (prev.h) pattern_free(&prev);
+    prev = cur;
+    memset(&cur, 0, sizeof cur);
+  }
+  if (prev.h) pattern_free(&prev);
+  if (rc != SR_OK) {
+    free(st);
+    return rc;
+  }
+  *out = st;
+  *n_out = per_step * in->steps;
+  return SR_OK;
+}
