@@ -110,7 +110,8 @@ static int cmd_sim(int argc, char **argv) {
              r.attn_fwd_s, r.attn_bwd_s, 100 * r.density, r.comm_bytes / 1e9);
       print_memory(&r.mem);
     }
-    printf("simulated %lld tasks in %.3f s\n", (long long)r.n_tasks, r.sim_wall_s);
+    printf("simulated %lld tasks in %.3f s (%.3f s of it in tile accounting)\n", (long long)r.n_tasks, r.sim_wall_s,
+           r.account_wall_s);
   }
   sim_timeline_free(&tl);
   plan_free(&p);

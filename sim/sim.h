@@ -87,6 +87,7 @@ typedef struct {
   double density;           // kept pairs / causal pairs
   int64_t n_tasks;          // tasks scheduled
   double sim_wall_s;        // seconds the simulation took
+  double account_wall_s;    // of which in the planner's tile accounting
   sim_memory mem;
 } sim_result;
 
