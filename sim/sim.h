@@ -41,7 +41,7 @@ typedef enum {
 
 // Name of a phase ("attn", "kv_send", ...).
 const char *sim_phase_name(int phase);
-// Name of a stream ("compute", "intra", "inter", "copy", "coll").
+// Name of a stream ("compute", "intra", "inter", "copy" (host->device), "coll", "copy_out" (device->host)).
 const char *sim_stream_name(int stream);
 
 typedef struct {
