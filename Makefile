@@ -96,12 +96,13 @@ $(BIN): $(CLI_OBJ) $(LIB) $(CU_LIB)
 	$(CC) $(LDFLAGS) -o $@ -Wl,--whole-archive $(CLI_OBJ) -Wl,--no-whole-archive $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
 
 # Registration by constructors (commands, tests) needs --whole-archive for the exec library too.
+# The CUDA objects and the C library call each other (index upload <-> bar chunks): link them as a group.
 $(EXEC_BIN): $(EXEC_MAIN_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 	@mkdir -p $(BIN_DIR)
-	$(CC) $(LDFLAGS) -o $@ $(EXEC_MAIN_OBJ) -Wl,--whole-archive $(EXEC_LIB) -Wl,--no-whole-archive $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(EXEC_MAIN_OBJ) -Wl,--whole-archive $(EXEC_LIB) -Wl,--no-whole-archive -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
 
 $(TEST_BIN): $(TEST_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB) $(LDLIBS) $(GPU_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(EXEC_LIB) -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
 
 bin/sparsering-gpu-test: kernels/test/gpu_test.cu kernels/test/index_build.h $(LIB) $(CU_LIB)
 	@mkdir -p bin

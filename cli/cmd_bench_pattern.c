@@ -57,6 +57,7 @@ static int bench_case(const model_config *m, int64_t n, int W, int runs, sr_erro
     printf("  qwen2.5-3b %5s tokens, W = %4d, striped G = 128: accounting %7.3f s wall, %7.3f s CPU (median of %d)"
            "  [density %.4f%%, pattern built in %.2f s]\n",
            sr_format_tokens(n, nbuf, sizeof nbuf), W, wall[runs / 2], cpu[runs / 2], runs, 100 * pairs / causal, gen);
+    fflush(stdout);
   }
   free(counts);
   layout_free(&l);

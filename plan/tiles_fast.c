@@ -17,6 +17,8 @@
 
 #include "plan/tiles_internal.h"
 
+int64_t tiles_fast_colbuf_max_period = 2048;  // 2048^2 x 16 bytes = 64 MiB at most
+
 typedef struct {
   int W;
   int64_t P, nbi, nbi_div, nbi_mod;  // period, interior tiles, nbi / P, nbi % P
@@ -33,6 +35,8 @@ typedef struct {
   int64_t *slot;                     // [P] histogram slot of residue j, -1 when none
   int32_t *hist;                     // [P * (TILE + 1)] cumulative offset histograms (used slots only)
   int64_t *kd_pre;                   // [nbi + 1] prefix counts of kept diagonals
+  double *colbuf;                    // periodic: [P * P * 2] (bars, pairs) by (source residue, query residue)
+  uint8_t *col_used;                 // [P] source residues with a column in colbuf
 } fast_ctx;
 
 typedef struct {
@@ -63,6 +67,8 @@ static void fast_free(fast_ctx *c) {
   free(c->slot);
   free(c->hist);
   free(c->kd_pre);
+  free(c->colbuf);
+  free(c->col_used);
 }
 
 // Returns 1 when aligned (c filled), 0 when not, -1 on out of memory.
@@ -105,6 +111,15 @@ static int fast_init(const layout *l, fast_ctx *c) {
   c->slot = malloc((size_t)P * sizeof *c->slot);
   c->hist = malloc((size_t)P * (TILE + 1) * sizeof *c->hist);
   c->kd_pre = malloc((size_t)(c->nbi + 2) * sizeof *c->kd_pre);
+  if (P < c->nbi && P <= tiles_fast_colbuf_max_period) {  // periodic: a transposed column buffer
+    c->colbuf = calloc((size_t)P * (size_t)P * 2, sizeof *c->colbuf);
+    c->col_used = calloc((size_t)P, 1);
+    if (!c->colbuf || !c->col_used) {
+      free(tr);
+      fast_free(c);
+      return -1;
+    }
+  }
   if (!c->kd_pre || !c->R || !c->run_end || !c->acc || !c->touched || !c->slot || !c->hist) {
     free(tr);
     fast_free(c);
@@ -183,7 +198,35 @@ static void acc_add(fast_ctx *c, int64_t j, double mult, double full, double par
 }
 
 // Sweep and clear every touched residue; diagonal: src = R(rho - j), else src = R(j) with break at j + brk_shift.
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
 static void acc_flush(fast_ctx *c, work_count *hc, int diagonal, int64_t brk_shift) {
+  if (diagonal && c->P < c->nbi) {
+    // Periodic: walk the count matrix row by row (query residue rho), the diagonals in ascending j, so
+    // the cells (rho, rho - j) of a row are visited in memory order instead of one cache line per cell.
+    int64_t P = c->P;
+    qsort(c->touched, (size_t)c->n_touched, sizeof *c->touched, cmp_i64);
+    for (int64_t rho = 0; rho < P; rho++) {
+      work_count *row = hc + (int64_t)c->R[rho] * c->W;
+      double fe = (double)(rho < c->nbi_mod);
+      for (int64_t t = 0; t < c->n_touched; t++) {
+        int64_t j = c->touched[t], k = rho - j;
+        const double *a = c->acc + j * 8;
+        double f = fe - (double)(rho < j);
+        if (k < 0) k += P;
+        work_count *x = row + c->R[k];
+        x->full += (int64_t)(a[0] + a[4] * f);
+        x->partial += (int64_t)(a[1] + a[5] * f);
+        x->pairs += a[3] + a[7] * f;
+      }
+    }
+    for (int64_t t = 0; t < c->n_touched; t++) memset(c->acc + c->touched[t] * 8, 0, 8 * sizeof *c->acc);
+    c->n_touched = 0;
+    return;
+  }
   for (int64_t t = 0; t < c->n_touched; t++) {
     int64_t j = c->touched[t];
     double *a = c->acc + j * 8;
@@ -390,14 +433,27 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
         int64_t n = iset_count(D, lastd, lastd + T - 1 - b);
         if (n) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)n;
       }
-    work_count *col = hc + c->R[s];
+    // The column of source residue s goes to row s of the transposed buffer (memory order), folded below;
+    // without the buffer (very long periods) straight into the count matrix.
     int64_t cv = ct[t].cv;
-    for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
-      int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
-      work_count *w = col + (int64_t)c->R[rho] * c->W;
-      w->bars += cv * (all - kept);
-      w->pairs += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
-      if (++rho == P) rho = 0;
+    if (c->colbuf) {
+      double *colrow = c->colbuf + s * P * 2;
+      c->col_used[s] = 1;
+      for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
+        int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
+        colrow[rho * 2] += (double)(cv * (all - kept));
+        colrow[rho * 2 + 1] += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
+        if (++rho == P) rho = 0;
+      }
+    } else {
+      work_count *col = hc + c->R[s];
+      for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
+        int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
+        work_count *w = col + (int64_t)c->R[rho] * c->W;
+        w->bars += cv * (all - kept);
+        w->pairs += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
+        if (++rho == P) rho = 0;
+      }
     }
     for (int64_t a = 0; a < n_slots; a++) {
       same[js[a]] = 0;
@@ -405,6 +461,20 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
     }
   }
   for (int64_t a = 0; a < n_slots; a++) c->slot[js[a]] = -1;
+  // Fold the transposed columns into the count matrix in 32 x 32 blocks (both sides in cache), clearing them.
+  for (int64_t r0 = 0; c->colbuf && r0 < P; r0 += 32)
+    for (int64_t s0 = 0; s0 < P; s0 += 32)
+      for (int64_t rho = r0; rho < r0 + 32 && rho < P; rho++) {
+        work_count *row = hc + (int64_t)c->R[rho] * c->W;
+        for (int64_t sg = s0; sg < s0 + 32 && sg < P; sg++) {
+          if (!c->col_used[sg]) continue;
+          double *v = c->colbuf + (sg * P + rho) * 2;
+          row[c->R[sg]].bars += (int64_t)v[0];
+          row[c->R[sg]].pairs += v[1];
+          v[0] = v[1] = 0;
+        }
+      }
+  if (c->col_used) memset(c->col_used, 0, (size_t)P);
 
 done:
   free(kd.delta);

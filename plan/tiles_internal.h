@@ -127,6 +127,8 @@ void tiles_account_scan(const tile_scan *s, work_count *row);
 int tiles_account_head_generic(tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
 // Exact counts of one layer by building each query rank's tiles (any layout; the reference path).
 int tiles_account_generic(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
+// Longest period for which the fast path buffers columns transposed (memory P^2 x 16 bytes); tests lower it.
+extern int64_t tiles_fast_colbuf_max_period;
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
 // is not aligned it sets *handled = 0 and writes nothing, so the caller falls back to the generic path.
 int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e);

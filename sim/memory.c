@@ -41,7 +41,7 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   out->kv_buffers = fwd > bwd ? fwd : bwd;
   out->index_bytes = in->recompute ? in->index_bytes : in->index_bytes * L;
   // fp32 running output and LSE of the rank's queries (DESIGN.md: keep running outputs in fp32),
-  // and one chunk of fp32 logits plus their gradient for the chunked cross-entropy.
+  // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy.
   double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * 8;
   out->workspace = n * H * (d + 1) * 4 + ce + SIM_MEM_RESERVE;
   out->total = out->weights + out->grads + out->optim + out->activations + out->kv_buffers + out->index_bytes +

@@ -18,7 +18,7 @@
 // Bytes held back for the CUDA context, NCCL's buffers and allocator fragmentation.
 #define SIM_MEM_RESERVE (2.0 * 1073741824.0)
 // Tokens per chunk of the chunked cross-entropy (logits of one chunk exist at a time).
-#define SIM_CE_CHUNK 8192
+#define SIM_CE_CHUNK 2048
 
 typedef struct {
   int world;

@@ -15,8 +15,8 @@ typedef struct {
   char sparse_pattern[512];
 } strategy_study;
 
-// Build the pattern of a plan from its source string (plan.spec.pattern; "vs-online:P" is read as
-// "vs-topp:P", the simulator adding the estimation cost).
+// Build the pattern of a plan from its source string (plan.spec.pattern: pattern_spec.h's sources or
+// "trace:PATH"; training step 0).
 int sim_pattern_build(const plan *p, pattern *out, sr_error *e);
 // Does a plan's pattern source stand for patterns estimated online in every forward pass (MTraining's
 // top-p / top-k vertical-slash selection)? Those pay the estimation cost.

@@ -48,6 +48,12 @@ TEST(fast_accounting_equals_generic_contiguous_aligned) { check_fast_equals_gene
 TEST(fast_accounting_equals_generic_zigzag_aligned) { check_fast_equals_generic(1, 2 * 2 * 3 * TILE, 2, 1, 26, 10); }
 TEST(fast_accounting_equals_generic_with_fewer_tiles_than_ranks) { check_fast_equals_generic(2, 300, 6, 128, 27, 5); }
 
+TEST(fast_accounting_equals_generic_without_the_column_buffer) {
+  tiles_fast_colbuf_max_period = 0;  // long periods write columns straight into the count matrix
+  check_fast_equals_generic(2, 9000, 8, 128, 29, 10);
+  check_fast_equals_generic(2, 6000, 2, 256, 30, 10);
+}
+
 TEST(fast_accounting_declines_unaligned_layouts) {
   sr_error e;
   layout l;

@@ -1,10 +1,10 @@
-// test_estimate.c — online estimation against brute-force float64: MTraining's VS estimation (and its
+// test_pattern_estimate.c — online estimation against brute-force float64: MTraining's VS estimation (and its
 // independence of how K is spread over ranks) and AdaSpa's block search with head-adaptive budgets.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/estimate.h"
+#include "plan/pattern_estimate.h"
 #include "tests/test.h"
 
 enum { N = 400, H = 4, KVH = 2, DIM = 8, NQ = 64 };

@@ -1,6 +1,6 @@
-// estimate.c — CPU reference of MTraining's online vertical-slash estimation and of AdaSpa's block search
-// (see estimate.h). Plain loops in float64: this is the ground truth the GPU estimators are tested against.
-#include "plan/estimate.h"
+// pattern_estimate.c — CPU reference of MTraining's online vertical-slash estimation and of AdaSpa's block search
+// (see pattern_estimate.h). Plain loops in float64: this is the ground truth the GPU estimators are tested against.
+#include "plan/pattern_estimate.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-// estimate.h — CPU reference of online pattern estimation: MTraining's vertical-slash estimation from the
+// pattern_estimate.h — CPU reference of online pattern estimation: MTraining's vertical-slash estimation from the
 // last queries (distributed over ranks holding parts of K) and AdaSpa's block search.
 //
 // Layouts follow kernels/sparse_attn.h: Q [n_q, heads, head_dim], K [n_k, kv_heads, head_dim] (tokens
@@ -11,8 +11,8 @@
 // then vs_est_select picks the verticals and slashes. Sums are kept in fixed point (vs_acc: exp values
 // scaled by 2^62, added as 128-bit integers), so adding partials is exact and the selection is the same
 // bit for bit for any number of ranks and any split of K.
-#ifndef SR_ESTIMATE_H
-#define SR_ESTIMATE_H
+#ifndef SR_PATTERN_ESTIMATE_H
+#define SR_PATTERN_ESTIMATE_H
 
 #include <stdint.h>
 

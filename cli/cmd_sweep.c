@@ -1,0 +1,249 @@
+// cmd_sweep.c — `sparsering sweep sweep.json`: the simulator over a grid of models x clusters x
+// lengths x sparse patterns x strategies, one CSV row per point, in point order. Under
+// `mpirun -np K` the points are dealt round-robin over the K processes and rank 0 gathers the rows,
+// so the CSV is the same (row order included) whatever K is. MPI is initialised only here.
+//
+// sweep.json: {"models": [...], "clusters": [...], "seq": ["128K", 524288, ...], "strategies": [...],
+//              "patterns": ["vs-topp:0.9", ...] (optional: the sparse strategies' pattern),
+//              "seed": 0, "recompute": 1, "zero": 1, "representative": true}
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "plan/json.h"
+#include "plan/plan.h"
+#include "plan/util.h"
+#include "sim/report.h"
+#include "sim/strategy.h"
+
+#define AXIS_MAX 64
+
+typedef struct {
+  char models[AXIS_MAX][512], clusters[AXIS_MAX][512], strategies[AXIS_MAX][64], patterns[AXIS_MAX][512];
+  int64_t seq[AXIS_MAX];
+  int n_models, n_clusters, n_seq, n_strategies, n_patterns;
+  int64_t seed, recompute, zero;
+  int representative;
+} sweep_grid;
+
+// ---- the sweep file --------------------------------------------------------------------------
+
+static int read_axis(const cJSON *root, const char *key, int required, char (*out)[512], size_t width, int *n,
+                     const char *file, sr_error *e) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, key);
+  *n = 0;
+  if (!a) return required ? sr_input_error(e, file, key, "missing (a list of names)") : SR_OK;
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > AXIS_MAX)
+    return sr_input_error(e, file, key, "expected a list of 1 to %d strings", AXIS_MAX);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, a) {
+    if (!cJSON_IsString(it) || strlen(it->valuestring) >= width)
+      return sr_input_error(e, file, key, "entry %d is not a string (or is too long)", *n);
+    snprintf((char *)out + (size_t)*n * width, width, "%s", it->valuestring);
+    (*n)++;
+  }
+  return SR_OK;
+}
+
+static int read_grid(const char *path, sweep_grid *g, sr_error *e) {
+  static const char *const known[] = {"models", "clusters", "seq", "strategies", "patterns", "seed", "recompute",
+                                      "zero", "representative", NULL};
+  cJSON *root = NULL;
+  int rc = json_load_file(path, &root, e);
+  if (rc) return rc;
+  memset(g, 0, sizeof *g);
+  g->recompute = 1;
+  g->zero = 1;
+  g->representative = 1;
+  if (!cJSON_IsObject(root)) {
+    rc = sr_input_error(e, path, NULL, "expected a JSON object");
+    goto out;
+  }
+  if ((rc = json_check_known(root, known, path, NULL, e))) goto out;
+  if ((rc = read_axis(root, "models", 1, g->models, 512, &g->n_models, path, e)) ||
+      (rc = read_axis(root, "clusters", 1, g->clusters, 512, &g->n_clusters, path, e)) ||
+      (rc = read_axis(root, "patterns", 0, g->patterns, 512, &g->n_patterns, path, e)))
+    goto out;
+  {
+    char tmp[AXIS_MAX][512];
+    if ((rc = read_axis(root, "strategies", 1, tmp, 512, &g->n_strategies, path, e))) goto out;
+    for (int i = 0; i < g->n_strategies; i++) {
+      plan_spec s;
+      plan_spec_defaults(&s);
+      if ((rc = plan_spec_apply_strategy(&s, tmp[i], e))) {
+        char msg[sizeof e->msg];
+        snprintf(msg, sizeof msg, "%s: strategies[%d]: %s", path, i, e->msg);
+        snprintf(e->msg, sizeof e->msg, "%s", msg);
+        goto out;
+      }
+      snprintf(g->strategies[i], 64, "%s", tmp[i]);
+    }
+  }
+  if (g->n_patterns == 0) g->n_patterns = 1;  // "": the planner's pattern of each strategy
+  const cJSON *sq = cJSON_GetObjectItemCaseSensitive(root, "seq");
+  if (!cJSON_IsArray(sq) || cJSON_GetArraySize(sq) < 1 || cJSON_GetArraySize(sq) > AXIS_MAX) {
+    rc = sr_input_error(e, path, "seq", "expected a list of 1 to %d lengths (\"512K\" or integers)", AXIS_MAX);
+    goto out;
+  }
+  const cJSON *it;
+  cJSON_ArrayForEach(it, sq) {
+    char field[32];
+    snprintf(field, sizeof field, "seq[%d]", g->n_seq);
+    if (cJSON_IsString(it)) {
+      if ((rc = sr_parse_tokens(it->valuestring, field, &g->seq[g->n_seq], e))) goto out;
+    } else if (cJSON_IsNumber(it) && it->valuedouble >= 1 && it->valuedouble == (double)(int64_t)it->valuedouble) {
+      g->seq[g->n_seq] = (int64_t)it->valuedouble;
+    } else {
+      rc = sr_input_error(e, path, field, "expected a token count");
+      goto out;
+    }
+    g->n_seq++;
+  }
+  if ((rc = json_get_int(root, "seed", 0, 0, (int64_t)1 << 53, &g->seed, path, NULL, e)) ||
+      (rc = json_get_int(root, "recompute", 0, 0, 1, &g->recompute, path, NULL, e)) ||
+      (rc = json_get_int(root, "zero", 0, 0, 1, &g->zero, path, NULL, e)) ||
+      (rc = json_get_bool(root, "representative", 0, &g->representative, path, NULL, e)))
+    goto out;
+  // Every model and cluster must load before any work starts.
+  for (int i = 0; i < g->n_models; i++) {
+    model_config m;
+    if ((rc = model_load(g->models[i], &m, e))) goto out;
+  }
+  for (int i = 0; i < g->n_clusters; i++) {
+    cluster_desc c;
+    if ((rc = cluster_load(g->clusters[i], &c, e))) goto out;
+  }
+out:
+  cJSON_Delete(root);
+  return rc;
+}
+
+static int64_t n_points(const sweep_grid *g) {
+  return (int64_t)g->n_models * g->n_clusters * g->n_seq * g->n_patterns * g->n_strategies;
+}
+
+// Point i in a fixed order: model, cluster, length, pattern, then strategy fastest.
+static int run_point(const sweep_grid *g, int64_t i, sr_buf *row, sr_error *e) {
+  int k = (int)(i % g->n_strategies);
+  int64_t j = i / g->n_strategies;
+  int pi = (int)(j % g->n_patterns);
+  j /= g->n_patterns;
+  int si = (int)(j % g->n_seq);
+  j /= g->n_seq;
+  int ci = (int)(j % g->n_clusters);
+  int mi = (int)(j / g->n_clusters);
+  strategy_study st;
+  memset(&st, 0, sizeof st);
+  plan_spec_defaults(&st.base);
+  snprintf(st.base.model, sizeof st.base.model, "%s", g->models[mi]);
+  snprintf(st.base.cluster, sizeof st.base.cluster, "%s", g->clusters[ci]);
+  st.base.seq = g->seq[si];
+  st.base.seed = (uint64_t)g->seed;
+  st.base.recompute = (int)g->recompute;
+  st.base.zero = (int)g->zero;
+  snprintf(st.sparse_pattern, sizeof st.sparse_pattern, "%s", g->patterns[pi]);
+  sim_options o = {g->representative, 0};
+  sim_result r;
+  int rc = sim_strategy(&st, g->strategies[k], &o, &r, NULL, e);
+  if (rc) return rc;
+  char lead[1800];
+  snprintf(lead, sizeof lead, "%lld,%s,%s,%lld,%s", (long long)i, g->models[mi], g->clusters[ci], (long long)g->seq[si],
+           g->patterns[pi][0] ? g->patterns[pi] : "default");
+  return report_csv_row(row, lead, &r) ? sr_internal_error(e, 0, "sweep: out of memory") : SR_OK;
+}
+
+static void progress(int64_t done, int64_t total, double t0) {
+  int width = 30, fill = total > 0 ? (int)(width * done / total) : width;
+  fprintf(stderr, "\rsweep [%.*s%*s] %lld/%lld points, %.0f s", fill, "##############################", width - fill, "",
+          (long long)done, (long long)total, sr_now() - t0);
+  if (done == total) fputc('\n', stderr);
+}
+
+// ---- the command -----------------------------------------------------------------------------
+
+static int cmd_sweep(int argc, char **argv) {
+  static const char *const flags[] = {"out", NULL};
+  sr_error e;
+  sr_error_clear(&e);
+  cli_args a;
+  int rank = 0, size = 1, rc;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  sweep_grid *g = calloc(1, sizeof *g);
+  if (!g) {
+    MPI_Finalize();
+    return 1;
+  }
+  if ((rc = cli_parse(argc, argv, flags, NULL, &a, &e)) == SR_OK) {
+    if (a.n_pos != 1) rc = sr_input_error(&e, NULL, "sweep", "expected one sweep file (sparsering sweep sweep.json)");
+    else rc = read_grid(a.pos[0], g, &e);
+  }
+  // Every process reads the same file, so they agree on the grid or on the error.
+  int64_t total = rc ? 0 : n_points(g), mine = 0;
+  sr_buf rows = {0};
+  double t0 = sr_now();
+  int tty = rank == 0 && isatty(2);
+  for (int64_t i = rank; !rc && i < total; i += size) {
+    rc = run_point(g, i, &rows, &e);
+    mine++;
+    if (tty) progress(i + 1 < total ? i + 1 : total, total, t0);
+  }
+  // Agree on failure: the lowest failing rank's error is reported by rank 0.
+  int worst = rc, code;
+  MPI_Allreduce(&worst, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (code) {
+    int who = rc ? rank : size, first;
+    MPI_Allreduce(&who, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first != 0 && first < size) {
+      if (rank == first) MPI_Send(&e, (int)sizeof e, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+      if (rank == 0) MPI_Recv(&e, (int)sizeof e, MPI_BYTE, first, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    sr_buf_free(&rows);
+    free(g);
+    MPI_Finalize();
+    return rank == 0 ? sr_error_report(&e, "sparsering sweep") : (e.code == SR_EINPUT ? 2 : 1);
+  }
+  // Gather every process's rows at rank 0 and interleave them back into point order.
+  int len = (int)rows.len, *lens = NULL, *offs = NULL;
+  char *all = NULL;
+  if (rank == 0) lens = calloc((size_t)size, sizeof *lens), offs = calloc((size_t)size + 1, sizeof *offs);
+  MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    for (int k = 0; k < size; k++) offs[k + 1] = offs[k] + lens[k];
+    all = malloc((size_t)offs[size] + 1);
+  }
+  MPI_Gatherv(rows.data ? rows.data : "", len, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, MPI_COMM_WORLD);
+  rc = SR_OK;
+  if (rank == 0) {
+    sr_buf out = {0};
+    report_csv_header(&out, "point,model,cluster,seq,pattern");
+    int *cur = calloc((size_t)size, sizeof *cur);
+    for (int64_t i = 0; i < total; i++) {
+      int k = (int)(i % size);
+      const char *p = all + offs[k] + cur[k], *nl = memchr(p, '\n', (size_t)(offs[k + 1] - offs[k] - cur[k]));
+      size_t n = nl ? (size_t)(nl - p) + 1 : 0;
+      sr_buf_append(&out, p, n);
+      cur[k] += (int)n;
+    }
+    rc = sr_write_atomic(cli_get(&a, "out", "-"), out.data, out.len, &e);
+    if (!rc && strcmp(cli_get(&a, "out", "-"), "-") != 0)
+      fprintf(stderr, "sweep: %lld points on %d process%s in %.1f s -> %s\n", (long long)total, size, size > 1 ? "es" : "",
+              sr_now() - t0, cli_get(&a, "out", "-"));
+    free(cur);
+    sr_buf_free(&out);
+  }
+  (void)mine;
+  free(all);
+  free(lens);
+  free(offs);
+  sr_buf_free(&rows);
+  free(g);
+  MPI_Finalize();
+  return rc ? sr_error_report(&e, "sparsering sweep") : 0;
+}
+
+CLI_COMMAND("sweep", cmd_sweep, "simulate a grid (sweep.json) to CSV, in parallel under mpirun -np K: sweep.json [-o out.csv]")

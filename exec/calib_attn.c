@@ -1,0 +1,145 @@
+// calib_attn.c — achieved TFLOP/s of the sparse attention kernels on one kind of work at a time
+// (calib_attn.h): a synthetic execution form over N tokens on one GPU whose every entry is a FULL
+// tile, a PARTIAL tile (dense element mask, so the masked path runs at full occupancy) or a bar.
+#include "exec/calib_attn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/model.h"
+#include "plan/tiles.h"
+#include "plan/util.h"
+
+#if SR_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/sparse_attn.h"
+
+#define N_TOKENS 32768      // 256 query tiles
+#define PER_QTILE 32        // tile entries per query tile (below the diagonal, so FULL is exact)
+#define BARS_PER_QTILE 1024 // bar keys per query tile
+
+#define CK(call)                                                                                     \
+  do {                                                                                               \
+    cudaError_t r_ = (call);                                                                         \
+    if (r_ != cudaSuccess) {                                                                         \
+      rc = sr_internal_error(e, 0, "calibration: CUDA error %s at line %d", cudaGetErrorString(r_), __LINE__); \
+      goto done;                                                                                     \
+    }                                                                                                \
+  } while (0)
+
+// One-head index (it serves every head) with entries of one kind; *elems = computed (q, k) elements.
+static int synthetic_index(int kind, tile_index *t, double *elems) {
+  int nq = N_TOKENS / TILE;
+  memset(t, 0, sizeof *t);
+  t->heads = 1, t->world = 1, t->q_rank = 0, t->n_qtiles = nq;
+  t->tile_cnt = calloc((size_t)nq * 2, sizeof(int64_t));
+  t->bar_cnt = calloc((size_t)nq * 2, sizeof(int64_t));
+  t->tile_idx = malloc(sizeof(int32_t) * (size_t)nq * PER_QTILE);
+  t->tile_kind = malloc((size_t)nq * PER_QTILE);
+  t->bar_idx = malloc(sizeof(int32_t) * (size_t)nq * BARS_PER_QTILE);
+  if (!t->tile_cnt || !t->bar_cnt || !t->tile_idx || !t->tile_kind || !t->bar_idx) return -1;
+  *elems = 0;
+  for (int i = 0; i < nq; i++) {
+    t->tile_cnt[2 * i] = t->n_tiles, t->bar_cnt[2 * i] = t->n_bars;
+    if (kind < 2) {
+      for (int j = i - 1; j >= 0 && j >= i - PER_QTILE; j--) {
+        t->tile_idx[t->n_tiles] = j;
+        t->tile_kind[t->n_tiles++] = kind == 0 ? TILE_FULL : TILE_PARTIAL;
+        *elems += (double)TILE * TILE;
+      }
+    } else {
+      int nb = i * TILE < BARS_PER_QTILE ? i * TILE : BARS_PER_QTILE;
+      for (int x = 0; x < nb; x++) t->bar_idx[t->n_bars++] = i * TILE - nb + x;  // ascending, all before the tile
+      *elems += (double)nb * TILE;
+    }
+    t->tile_cnt[2 * i + 1] = t->n_tiles, t->bar_cnt[2 * i + 1] = t->n_bars;
+  }
+  return 0;
+}
+
+int calib_attn_tflops(int phase, int kind, int heads, int kv_heads, int head_dim, double *tflops, sr_error *e) {
+  tile_index t;
+  tile_index_t tt = {0};
+  double elems;
+  int rc = SR_OK;
+  sa_gpu_index ix = {0};
+  sa_gpu_index_t ixt = {0};
+  head_mask *masks_d = NULL, *masks = calloc((size_t)heads, sizeof(head_mask));
+  int64_t *pos_h = malloc(sizeof(int64_t) * N_TOKENS), *pos = NULL;
+  void *q = NULL, *k = NULL, *v = NULL, *dout = NULL, *o16 = NULL;
+  float *o = NULL, *lse = NULL, *drow = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  if (synthetic_index(kind, &t, &elems) || !masks || !pos_h) {
+    rc = sr_internal_error(e, 0, "out of memory");
+    goto done;
+  }
+  for (int h = 0; h < heads; h++) masks[h].kind = PATTERN_DENSE, masks[h].n_tokens = N_TOKENS;
+  for (int64_t i = 0; i < N_TOKENS; i++) pos_h[i] = i;
+  if (sa_gpu_index_upload(&t, &ix, e) || sa_gpu_masks_upload(masks, heads, &masks_d, e)) {
+    rc = e->code;
+    goto done;
+  }
+  size_t qn = (size_t)N_TOKENS * heads * head_dim, kn = (size_t)N_TOKENS * kv_heads * head_dim;
+  CK(cudaMalloc((void **)&pos, sizeof(int64_t) * N_TOKENS));
+  CK(cudaMemcpy(pos, pos_h, sizeof(int64_t) * N_TOKENS, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&q, qn * 2));
+  CK(cudaMalloc(&dout, qn * 2));
+  CK(cudaMalloc(&o16, qn * 2));
+  CK(cudaMalloc(&k, kn * 2));
+  CK(cudaMalloc(&v, kn * 2));
+  CK(cudaMalloc((void **)&o, qn * 4));
+  CK(cudaMalloc((void **)&dq, qn * 4));
+  CK(cudaMalloc((void **)&dk, kn * 4));
+  CK(cudaMalloc((void **)&dv, kn * 4));
+  CK(cudaMalloc((void **)&lse, sizeof(float) * (size_t)N_TOKENS * heads));
+  CK(cudaMalloc((void **)&drow, sizeof(float) * (size_t)N_TOKENS * heads));
+  // Small equal inputs: tensor-core throughput does not depend on the values.
+  CK(cudaMemset(q, 0x3c, qn * 2));
+  CK(cudaMemset(k, 0x3c, kn * 2));
+  CK(cudaMemset(v, 0x3c, kn * 2));
+  CK(cudaMemset(dout, 0x3c, qn * 2));
+  CK(cudaMemset(o16, 0x3c, qn * 2));
+  CK(cudaMemset(lse, 0, sizeof(float) * (size_t)N_TOKENS * heads));
+  sa_shape sh = {N_TOKENS, N_TOKENS, heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim)};
+  if (phase == 1) {
+    if (tiles_transpose(&t, 0, N_TOKENS, &tt, e) || sa_gpu_index_t_upload(&tt, heads, kv_heads, &ixt, e) ||
+        sa_bwd_prepare(N_TOKENS, heads, head_dim, o16, dout, drow, NULL, e)) {
+      rc = e->code;
+      goto done;
+    }
+  }
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  const int warm = 2, reps = 5;
+  for (int r = 0; r < warm + reps; r++) {
+    if (r == warm) CK(cudaEventRecord(e0, NULL));
+    int bad = phase == 0 ? sa_fwd(&sh, q, k, v, pos, pos, &ix, 0, masks_d, NULL, NULL, o, lse, NULL, e)
+                         : sa_bwd(&sh, q, k, v, lse, drow, dout, pos, pos, &ix, &ixt, 0, masks_d, dq, dk, dv, NULL, e);
+    if (bad) {
+      rc = e->code;
+      goto done;
+    }
+  }
+  CK(cudaEventRecord(e1, NULL));
+  CK(cudaEventSynchronize(e1));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  // 4 d FLOPs per element forward (QK^T and PV); backward 2.5x (plan/model.h, FlashAttention-2).
+  double flops = elems * 4.0 * head_dim * heads * (phase == 0 ? 1.0 : MODEL_ATTN_BWD_RATIO) * reps;
+  *tflops = flops / (ms * 1e-3) / 1e12;
+done:
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(dout), cudaFree(o16), cudaFree(o), cudaFree(lse), cudaFree(drow);
+  cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(pos);
+  if (masks_d) sa_gpu_masks_free(masks_d, heads);
+  sa_gpu_index_free(&ix);
+  if (phase == 1) sa_gpu_index_t_free(&ixt), tiles_transpose_free(&tt);
+  free(masks), free(pos_h);
+  free(t.tile_cnt), free(t.bar_cnt), free(t.tile_idx), free(t.tile_kind), free(t.bar_idx);
+  return rc;
+}
+
+#endif

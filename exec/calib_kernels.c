@@ -1,0 +1,80 @@
+// calib_kernels.c — kernel efficiencies for calibration (calibrate.h): cuBLAS bf16 GEMMs of a
+// transformer layer's shapes, and the sparse attention kernels on synthetic tile indices holding one
+// kind of tile each, timed with CUDA events.
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/calibrate.h"
+
+#if SR_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "exec/calib_attn.h"
+
+#define CK(call, what)                                                                          \
+  do {                                                                                          \
+    cudaError_t r_ = (call);                                                                    \
+    if (r_ != cudaSuccess) return sr_internal_error(e, 0, "%s: CUDA error %s", what, cudaGetErrorString(r_)); \
+  } while (0)
+
+// Achieved TFLOP/s of bf16 GEMMs (fp32 accumulate) over the shapes of a layer's projections.
+static int gemm_tflops(double *tflops, sr_error *e) {
+  const int shapes[3][3] = {{8192, 2048, 2048}, {8192, 11008, 2048}, {8192, 2048, 11008}};  // Qwen2.5-3B-like
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return sr_internal_error(e, 0, "cublasCreate failed");
+  size_t maxe = (size_t)8192 * 11008;
+  void *A, *B, *C;
+  CK(cudaMalloc(&A, maxe * 2), "cudaMalloc");
+  CK(cudaMalloc(&B, maxe * 2), "cudaMalloc");
+  CK(cudaMalloc(&C, maxe * 2), "cudaMalloc");
+  CK(cudaMemset(A, 0, maxe * 2), "cudaMemset");
+  CK(cudaMemset(B, 0, maxe * 2), "cudaMemset");
+  cudaEvent_t t0, t1;
+  CK(cudaEventCreate(&t0), "event");
+  CK(cudaEventCreate(&t1), "event");
+  double flops = 0, secs = 0;
+  float alpha = 1, beta = 0;
+  for (int s = 0; s < 3; s++) {
+    int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    for (int rep = 0; rep < 12; rep++) {
+      if (rep == 2) CK(cudaEventRecord(t0, 0), "record");  // two warm-ups
+      cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, B, CUDA_R_16BF, n, A, CUDA_R_16BF, k,
+                                       &beta, C, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS) return sr_internal_error(e, 0, "cublasGemmEx failed (%d)", (int)st);
+    }
+    CK(cudaEventRecord(t1, 0), "record");
+    CK(cudaEventSynchronize(t1), "sync");
+    float ms;
+    CK(cudaEventElapsedTime(&ms, t0, t1), "elapsed");
+    flops += 10 * 2.0 * m * n * k, secs += ms * 1e-3;
+  }
+  *tflops = flops / secs / 1e12;
+  cudaEventDestroy(t0), cudaEventDestroy(t1);
+  cudaFree(A), cudaFree(B), cudaFree(C);
+  cublasDestroy(h);
+  return SR_OK;
+}
+
+int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
+                          sr_error *e) {
+  memset(k, 0, sizeof *k);
+  if (gemm_tflops(&k->gemm_tflops, e)) return e->code;
+  k->gemm = k->gemm_tflops / peak_tflops;
+  for (int phase = 0; phase < 2; phase++)
+    for (int kind = 0; kind < 3; kind++) {
+      if (calib_attn_tflops(phase, kind, heads, kv_heads, head_dim, &k->attn_tflops[phase][kind], e)) return e->code;
+      k->attn[phase][kind] = k->attn_tflops[phase][kind] / peak_tflops;
+    }
+  return SR_OK;
+}
+
+#else
+
+int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
+                          sr_error *e) {
+  memset(k, 0, sizeof *k);
+  return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (kernel calibration needs a GPU build)");
+}
+
+#endif

@@ -1,0 +1,222 @@
+// cmd_attn.c — `sparsering-exec attn`: distributed forward + backward of attention for a plan on
+// seeded random Q/K/V, with an optional check against single-process dense masked attention, a
+// timeline (CSV + Chrome trace) and the bytes that skipping saved. --layout, --schedule and
+// --pattern take comma-separated lists: every combination runs in the same mpirun (the tests use it
+// to cover layouts x schedules x patterns without paying the MPI start-up each time).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/attn_data.h"
+#include "exec/comm.h"
+#include "exec/dist_attn.h"
+#include "exec/exec.h"
+#include "exec/exec_dev.h"
+#include "exec/exec_plan.h"
+#include "exec/predict.h"
+#include "exec/timeline.h"
+#include "plan/util.h"
+
+static const char *const attn_flags[] = {EXEC_PLAN_FLAGS, "backend", "layers", "data-seed", "tol", "csv", "trace",
+                                         "fail-rank", "fail-at-step", "fail-mode", "repeat", "run", "predict-csv", NULL};
+static const char *const attn_switches[] = {EXEC_PLAN_SWITCHES, "check", "predict", NULL};
+
+typedef struct {
+  int cuda, check, fail_hang, predict;
+  const char *predict_csv;
+  int64_t layers, data_seed, fail_rank, fail_step, repeat;
+  double tol;
+} attn_opts;
+
+// A rank that hits an error stops the whole job with the message (never a hang on the others).
+static void fail(comm *c, sr_error *e) __attribute__((noreturn));
+static void fail(comm *c, sr_error *e) {
+  char m[1100];
+  snprintf(m, sizeof m, "%s", e->msg);
+  comm_abort(c, c->rank, m);
+}
+
+// One plan: every layer's forward + backward, timings, bytes, and the check. Returns 1 when the check fails.
+static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeline *tl, sr_error *e) {
+  const model_config *m = &pl->model;
+  int H = (int)m->num_heads, Hkv = (int)m->num_kv_heads, d = (int)m->head_dim;
+  int64_t layers = o_->layers < pat->layers ? o_->layers : pat->layers;
+  int64_t nl = pl->layout.rank_count[c->rank];
+  int64_t *pos = malloc(sizeof(int64_t) * (size_t)sr_max64(1, nl));
+  size_t qn = (size_t)sr_max64(1, nl * H * d), kn = (size_t)sr_max64(1, nl * Hkv * d);
+  float *q = malloc(sizeof(float) * qn), *k = malloc(sizeof(float) * kn), *v = malloc(sizeof(float) * kn);
+  float *dout = malloc(sizeof(float) * qn), *o = malloc(sizeof(float) * qn), *dq = malloc(sizeof(float) * qn);
+  float *dk = malloc(sizeof(float) * kn), *dv = malloc(sizeof(float) * kn);
+  float *lse = malloc(sizeof(float) * (size_t)sr_max64(1, nl * H));
+  if (!pos || !q || !k || !v || !dout || !o || !dq || !dk || !dv || !lse) {
+    sr_internal_error(e, 0, "out of memory");
+    fail(c, e);
+  }
+  layout_positions(&pl->layout, c->rank, pos);
+  exec_dev dev = {0};
+  if (o_->cuda && exec_dev_alloc(&dev, nl, H, Hkv, d, e)) fail(c, e);
+  double fwd_sum = 0, bwd_sum = 0, worst = 0;
+  int64_t sent = 0, saved = 0, skipped = 0;
+  int check_failed = 0;
+  for (int layer = 0; layer < layers; layer++) {
+    dist_attn *da;
+    if (dist_attn_create(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, &da, e)) fail(c, e);
+    dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
+    attn_data_fill((uint64_t)o_->data_seed, layer, ATTN_Q, pos, nl, H, d, q);
+    attn_data_fill((uint64_t)o_->data_seed, layer, ATTN_K, pos, nl, Hkv, d, k);
+    attn_data_fill((uint64_t)o_->data_seed, layer, ATTN_V, pos, nl, Hkv, d, v);
+    attn_data_fill((uint64_t)o_->data_seed, layer, ATTN_DO, pos, nl, H, d, dout);
+    if (o_->cuda && exec_dev_upload(&dev, q, k, v, dout, e)) fail(c, e);
+    double tf = 0, tb = 0;
+    int64_t mark = tl->n;  // this layer's events start here (last repeat)
+    for (int rep = 0; rep < o_->repeat; rep++) {
+      if (rep == o_->repeat - 1) mark = tl->n;
+      dist_attn_set_timeline(da, rep == o_->repeat - 1 ? tl : NULL);
+      dist_attn_reset_stats(da);
+      if (comm_barrier(c, e)) fail(c, e);
+      double t0 = sr_now();
+      int rc = o_->cuda ? dist_attn_fwd(da, dev.q, dev.k, dev.v, dev.o, dev.lse, e) : dist_attn_fwd(da, q, k, v, o, lse, e);
+      if (rc || comm_sync(c, e)) fail(c, e);
+      double t1 = sr_now();
+      rc = o_->cuda ? dist_attn_bwd(da, dev.q, dev.k, dev.v, dev.o, dev.lse, dev.dout, dev.dq, dev.dk, dev.dv, e)
+                    : dist_attn_bwd(da, q, k, v, o, lse, dout, dq, dk, dv, e);
+      if (rc || comm_sync(c, e)) fail(c, e);
+      tf = t1 - t0, tb = sr_now() - t1;
+    }
+    // Overlap efficiency: attention kernel time over wall time (1 = communication fully hidden).
+    double kern = 0;
+    for (int64_t i = mark; i < tl->n; i++)
+      if (tl->ev[i].stream == TL_COMPUTE && tl->ev[i].layer == layer) kern += tl->ev[i].dur_us * 1e-6;
+    double tt[3] = {tf, tb, kern};  // the slowest rank sets the layer's time
+    MPI_Allreduce(MPI_IN_PLACE, tt, 3, MPI_DOUBLE, MPI_MAX, c->mpi);
+    fwd_sum += tt[0], bwd_sum += tt[1];
+    if (c->rank == 0)
+      printf("  layer %d: fwd %.3f ms, bwd %.3f ms; attention kernels (busiest rank) %.3f ms; overlap efficiency %.3f\n",
+             layer, 1e3 * tt[0], 1e3 * tt[1], 1e3 * tt[2], tt[2] / (tt[0] + tt[1]));
+    if (o_->predict && c->rank == 0) {
+      double pf, pb;
+      if (predict_attention(pl, pat, layer, o_->predict_csv, &pf, &pb, e)) fail(c, e);
+      printf("  layer %d: predicted (sim, cluster %s) fwd %.3f ms bwd %.3f ms; error fwd %+.1f%% bwd %+.1f%% total %+.1f%%\n",
+             layer, pl->cluster.name, 1e3 * pf, 1e3 * pb, 100 * (pf - tt[0]) / tt[0], 100 * (pb - tt[1]) / tt[1],
+             100 * (pf + pb - tt[0] - tt[1]) / (tt[0] + tt[1]));
+    }
+    dist_stats st = dist_attn_stats(da);
+    int64_t cnt[3] = {st.bytes_sent, st.bytes_saved, st.shards_skipped};
+    MPI_Allreduce(MPI_IN_PLACE, cnt, 3, MPI_INT64_T, MPI_SUM, c->mpi);
+    sent += cnt[0], saved += cnt[1], skipped += cnt[2];
+    if (o_->check) {
+      if (o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
+      attn_errors er = {0};
+      if (attn_check_layer(pl, pat, layer, (uint64_t)o_->data_seed, o_->cuda, c, o, lse, dq, dk, dv, &er, e)) fail(c, e);
+      if (c->rank == 0) {
+        double w = fmax(fmax(fmax(er.o, er.lse), fmax(er.dq, er.dk)), er.dv);
+        if (!(w <= worst)) worst = w;
+        int ok = w <= o_->tol;
+        check_failed |= !ok;
+        printf("  check layer %d: max rel err O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e %s\n", layer, er.o, er.lse, er.dq,
+               er.dk, er.dv, ok ? "ok" : "FAIL");
+      }
+    }
+    dist_attn_free(da);
+  }
+  if (c->rank == 0) {
+    printf("attn %s | %s | %s: %d ranks, %s, seq %lld, %lld layer(s): fwd %.3f ms bwd %.3f ms per layer; "
+           "sent %lld B, skipping saved %lld B (%lld receptions)",
+           pl->spec.layout, pl->spec.schedule, pl->spec.pattern, c->world, m->name, (long long)pl->layout.n_tokens,
+           (long long)layers, 1e3 * fwd_sum / (double)layers, 1e3 * bwd_sum / (double)layers, (long long)sent,
+           (long long)saved, (long long)skipped);
+    if (o_->check) printf("; check worst %.2e (tol %.0e) %s", worst, o_->tol, check_failed ? "FAIL" : "ok");
+    printf("\n");
+    fflush(stdout);
+  }
+  MPI_Bcast(&check_failed, 1, MPI_INT, 0, c->mpi);
+  exec_dev_free(&dev);
+  free(pos), free(q), free(k), free(v), free(dout), free(o), free(dq), free(dk), free(dv), free(lse);
+  return check_failed;
+}
+
+// Split a comma-separated list in place (at most max entries).
+static int split_list(char *s, char **out, int max) {
+  int n = 0;
+  for (char *t = strtok(s, ","); t && n < max; t = strtok(NULL, ",")) out[n++] = t;
+  return n;
+}
+
+static int cmd_attn(int argc, char **argv) {
+  sr_error e = {0};
+  exec_args a;
+  const char *prog = "sparsering-exec attn";
+  if (exec_parse(argc, argv, attn_flags, attn_switches, &a, &e)) return sr_error_report(&e, prog);
+  attn_opts o = {0};
+  const char *backend = exec_get(&a, "backend", "cpu");
+  o.cuda = strcmp(backend, "cuda") == 0;
+  o.check = exec_has(&a, "check");
+  o.predict_csv = exec_get(&a, "predict-csv", NULL);
+  o.predict = exec_has(&a, "predict") || o.predict_csv;
+  const char *fmode = exec_get(&a, "fail-mode", "kill");
+  o.fail_hang = strcmp(fmode, "hang") == 0;
+  if (!o.fail_hang && strcmp(fmode, "kill") != 0) {
+    sr_input_error(&e, NULL, "--fail-mode", "'%s': expected kill or hang", fmode);
+    return sr_error_report(&e, prog);
+  }
+  if (!o.cuda && strcmp(backend, "cpu") != 0) {
+    sr_input_error(&e, NULL, "--backend", "'%s': expected cpu or cuda", backend);
+    return sr_error_report(&e, prog);
+  }
+  int64_t run;
+  if (exec_get_int(&a, "layers", 1, 1, 1000, &o.layers, &e) ||
+      exec_get_int(&a, "data-seed", 1, 0, INT64_MAX, &o.data_seed, &e) ||
+      exec_get_int(&a, "fail-rank", -1, -1, 1 << 20, &o.fail_rank, &e) ||
+      exec_get_int(&a, "fail-at-step", 0, 0, 1 << 20, &o.fail_step, &e) ||
+      exec_get_int(&a, "repeat", 1, 1, 1000, &o.repeat, &e) || exec_get_int(&a, "run", 0, 0, 1 << 30, &run, &e) ||
+      exec_get_num(&a, "tol", o.cuda ? 2e-2 : 1e-4, 0, 1, &o.tol, &e))
+    return sr_error_report(&e, prog);
+  char lay_s[512], sch_s[512], pat_s[2048];
+  char *lays[16] = {NULL}, *schs[16] = {NULL}, *pats[32] = {NULL};
+  snprintf(lay_s, sizeof lay_s, "%s", exec_get(&a, "layout", ""));
+  snprintf(sch_s, sizeof sch_s, "%s", exec_get(&a, "schedule", ""));
+  snprintf(pat_s, sizeof pat_s, "%s", exec_get(&a, "pattern", ""));
+  int nlay = split_list(lay_s, lays, 16), nsch = split_list(sch_s, schs, 16), npat = split_list(pat_s, pats, 32);
+  nlay = nlay ? nlay : 1, nsch = nsch ? nsch : 1, npat = npat ? npat : 1;  // NULL entries: the flag's default
+
+  comm c;
+  if (comm_init(&c, o.cuda ? COMM_NCCL : COMM_CPU, &argc, &argv, &e)) {
+    if (c.node_of) fail(&c, &e);
+    return sr_error_report(&e, prog);
+  }
+  timeline tl;
+  if (comm_barrier(&c, &e)) fail(&c, &e);
+  timeline_init(&tl, (int)run);
+  int failed = 0, code = 0;
+  for (int i = 0; i < nlay && !code; i++)
+    for (int j = 0; j < nsch && !code; j++)
+      for (int k = 0; k < npat && !code; k++) {
+        plan pl;
+        pattern pat;
+        // Input errors are the same on every rank (same flags, same files): rank 0 reports, all exit.
+        if (exec_plan_load(&a, lays[i], schs[j], pats[k], &pl, &pat, &e)) {
+          code = c.rank == 0 ? sr_error_report(&e, prog) : (e.code == SR_EINPUT ? 2 : 1);
+          break;
+        }
+        if (pl.layout.world != c.world) {
+          sr_input_error(&e, pl.spec.cluster, "nodes x gpus_per_node", "the plan is for %d ranks but mpirun started %d",
+                         pl.layout.world, c.world);
+          code = c.rank == 0 ? sr_error_report(&e, prog) : 2;
+          pattern_free(&pat);
+          plan_free(&pl);
+          break;
+        }
+        failed |= run_plan(&o, &c, &pl, &pat, &tl, &e);
+        tl.run++;
+        pattern_free(&pat);
+        plan_free(&pl);
+      }
+  const char *csv = exec_get(&a, "csv", NULL), *trace = exec_get(&a, "trace", NULL);
+  if (!code && (csv || trace) && timeline_write(&tl, &c, csv, trace, &e)) fail(&c, &e);
+  timeline_free(&tl);
+  comm_free(&c);
+  return code ? code : failed ? 1 : 0;
+}
+
+EXEC_COMMAND("attn", cmd_attn, "distributed attention forward+backward for a plan (--check against dense)")

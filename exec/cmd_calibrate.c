@@ -1,0 +1,129 @@
+// cmd_calibrate.c — `sparsering-exec calibrate`: measure p2p latency/bandwidth (inside a node and,
+// with several nodes, across), all-to-all, and (CUDA) GEMM and attention kernel efficiencies; fit the
+// links by least squares and write a cluster file the simulator reads (plan/cluster.h format).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/calibrate.h"
+#include "exec/comm.h"
+#include "exec/exec.h"
+#include "plan/cluster.h"
+#include "plan/util.h"
+
+static void fail(comm *c, sr_error *e) __attribute__((noreturn));
+static void fail(comm *c, sr_error *e) {
+  char m[1100];
+  snprintf(m, sizeof m, "%s", e->msg);
+  comm_abort(c, c->rank, m);
+}
+
+// Sizes 2^lo .. 2^hi bytes, every other power of two.
+static int size_ladder(int lo, int hi, int64_t *s) {
+  int n = 0;
+  for (int p = lo; p <= hi; p += 2) s[n++] = (int64_t)1 << p;
+  return n;
+}
+
+static void log_points(sr_buf *log, const char *what, const int64_t *sz, const double *t, int n) {
+  for (int i = 0; i < n; i++) sr_buf_printf(log, "%s,%lld,%.3f\n", what, (long long)sz[i], t[i] * 1e6);
+}
+
+static int cmd_calibrate(int argc, char **argv) {
+  static const char *const flags[] = {"backend", "cluster", "out", "reps", "log", "heads", "kv-heads", "head-dim", NULL};
+  sr_error e = {0};
+  exec_args a;
+  const char *prog = "sparsering-exec calibrate";
+  if (exec_parse(argc, argv, flags, NULL, &a, &e)) return sr_error_report(&e, prog);
+  const char *backend = exec_get(&a, "backend", "cuda");
+  int cuda = strcmp(backend, "cuda") == 0;
+  if (!cuda && strcmp(backend, "cpu") != 0) {
+    sr_input_error(&e, NULL, "--backend", "'%s': expected cpu or cuda", backend);
+    return sr_error_report(&e, prog);
+  }
+  int64_t reps, heads, kvh, hd;
+  if (exec_get_int(&a, "reps", 10, 1, 1000, &reps, &e) || exec_get_int(&a, "heads", 16, 1, 1024, &heads, &e) ||
+      exec_get_int(&a, "kv-heads", 2, 1, 1024, &kvh, &e) || exec_get_int(&a, "head-dim", 128, 1, 1024, &hd, &e))
+    return sr_error_report(&e, prog);
+  cluster_desc cl;
+  if (cluster_load(exec_get(&a, "cluster", "h200-1x2"), &cl, &e)) return sr_error_report(&e, prog);
+  const char *out = exec_get(&a, "out", NULL);
+  if (!out) {
+    sr_input_error(&e, NULL, "--out", "required: the cluster file to write");
+    return sr_error_report(&e, prog);
+  }
+  comm c;
+  if (comm_init(&c, cuda ? COMM_NCCL : COMM_CPU, &argc, &argv, &e)) {
+    if (c.node_of) fail(&c, &e);
+    return sr_error_report(&e, prog);
+  }
+  sr_buf log = {0};
+  sr_buf_printf(&log, "measure,bytes,us\n");
+  int64_t sz[32];
+  double t[32], lat, gbps;
+  // Device links reach GB/s only with large messages; host MPI saturates earlier.
+  int n = size_ladder(10, cuda ? 28 : 24, sz);
+  if (c.world >= 2) {
+    // Inside the node: rank 0 and the next rank on its node (else rank 1).
+    int peer = 1;
+    for (int r = 1; r < c.world; r++)
+      if (c.node_of[r] == c.node_of[0]) {
+        peer = r;
+        break;
+      }
+    if (calib_p2p(&c, 0, peer, sz, n, (int)reps, t, &e)) fail(&c, &e);
+    log_points(&log, "p2p_intra", sz, t, n);
+    double b[32];
+    for (int i = 0; i < n; i++) b[i] = (double)sz[i];
+    if (calib_fit_link(b, t, n, &lat, &gbps, &e)) fail(&c, &e);
+    cl.intra.gbps = gbps, cl.intra.latency_us = lat;
+    if (c.rank == 0) printf("p2p inside a node (rank 0 <-> %d): latency %.2f us, bandwidth %.1f GB/s\n", peer, lat, gbps);
+    if (c.nodes > 1) {
+      int far = -1;
+      for (int r = 1; r < c.world && far < 0; r++)
+        if (c.node_of[r] != c.node_of[0]) far = r;
+      if (calib_p2p(&c, 0, far, sz, n, (int)reps, t, &e) || calib_fit_link(b, t, n, &lat, &gbps, &e)) fail(&c, &e);
+      log_points(&log, "p2p_inter", sz, t, n);
+      cl.nic.gbps = gbps, cl.nic.latency_us = lat;
+      if (c.rank == 0) printf("p2p across nodes (rank 0 <-> %d): latency %.2f us, bandwidth %.1f GB/s\n", far, lat, gbps);
+    }
+    if (calib_alltoall(&c, sz, n, (int)reps, t, &e) || calib_fit_link(b, t, n, &lat, &gbps, &e)) fail(&c, &e);
+    log_points(&log, "alltoall", sz, t, n);
+    if (c.rank == 0)
+      printf("all-to-all over %d ranks: latency %.2f us, %.1f GB/s per rank (bytes sent per rank / time)\n", c.world,
+             lat, gbps);
+  }
+  if (cuda) {
+    calib_kernels k;
+    if (calib_kernels_measure(&c, cl.gpu.peak_tflops, (int)heads, (int)kvh, (int)hd, &k, &e)) fail(&c, &e);
+    cl.gpu.eff_gemm = k.gemm;
+    cl.gpu.eff_attn_fwd_full = k.attn[0][0], cl.gpu.eff_attn_fwd_partial = k.attn[0][1], cl.gpu.eff_attn_fwd_bar = k.attn[0][2];
+    cl.gpu.eff_attn_bwd_full = k.attn[1][0], cl.gpu.eff_attn_bwd_partial = k.attn[1][1], cl.gpu.eff_attn_bwd_bar = k.attn[1][2];
+    if (c.rank == 0) {
+      printf("GEMM (cuBLAS bf16): %.0f TFLOP/s = %.3f of peak %.0f\n", k.gemm_tflops, k.gemm, cl.gpu.peak_tflops);
+      const char *kind[3] = {"full", "partial", "bar"}, *ph[2] = {"fwd", "bwd"};
+      for (int p = 0; p < 2; p++)
+        for (int j = 0; j < 3; j++)
+          printf("attention %s %-7s: %.0f TFLOP/s = %.3f of peak\n", ph[p], kind[j], k.attn_tflops[p][j], k.attn[p][j]);
+    }
+  }
+  int rc = 0;
+  if (c.rank == 0) {
+    char base[sizeof cl.name];
+    snprintf(base, sizeof base, "%s", cl.name);
+    snprintf(cl.name, sizeof cl.name, "calibrated-%s", base);
+    char *json = cluster_to_json(&cl);
+    if (!json || sr_write_atomic(out, json, strlen(json), &e)) rc = sr_error_report(&e, prog);
+    free(json);
+    const char *logp = exec_get(&a, "log", NULL);
+    if (!rc && logp && sr_write_atomic(logp, log.data, log.len, &e)) rc = sr_error_report(&e, prog);
+    if (!rc) printf("wrote %s\n", out);
+  }
+  sr_buf_free(&log);
+  MPI_Bcast(&rc, 1, MPI_INT, 0, c.mpi);
+  comm_free(&c);
+  return rc;
+}
+
+EXEC_COMMAND("calibrate", cmd_calibrate, "measure links and kernels, fit them, write a cluster file for the simulator")

@@ -1,0 +1,291 @@
+// dist_attn.c — distributed attention of one layer (dist_attn.h): set-up from the plan (groups,
+// head split, tile indices, skip map, ring plan) and the Ulysses all-to-all around the ring walk
+// (ring.c). The CPU backend computes with the CPU reference kernels; the CUDA backend lives in
+// dist_attn_cuda.c.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/dist_internal.h"
+#include "plan/util.h"
+
+// ---------------------------------------------------------------------------------------------
+// head split for Ulysses
+
+// Member j of a group of U computes query heads [h_lo[j], h_lo[j+1]) with KV heads [kv_lo[j], kv_hi[j]).
+// U <= Hkv: whole KV groups per member, so the kernels' GQA rule (h / (nh / nkv)) still holds.
+// U > Hkv: KV heads are replicated; members sharing a KV head split its query heads.
+static void head_split(int H, int Hkv, int U, int *h_lo, int *kv_lo, int *kv_hi) {
+  int gsz = H / Hkv;
+  if (U <= Hkv) {
+    for (int j = 0; j <= U; j++) h_lo[j] = (int)((int64_t)j * Hkv / U) * gsz;
+    for (int j = 0; j < U; j++) kv_lo[j] = h_lo[j] / gsz, kv_hi[j] = h_lo[j + 1] / gsz;
+    return;
+  }
+  for (int j = 0; j < U; j++) {
+    int k = (int)((int64_t)j * Hkv / U), m0 = j, mk = 0;
+    while (m0 > 0 && (int)((int64_t)(m0 - 1) * Hkv / U) == k) m0--;
+    for (int x = m0; x < U && (int)((int64_t)x * Hkv / U) == k; x++) mk++;
+    h_lo[j] = k * gsz + (j - m0) * gsz / mk;
+    kv_lo[j] = k, kv_hi[j] = k + 1;
+  }
+  h_lo[U] = H;
+}
+
+// ---------------------------------------------------------------------------------------------
+// group layout: the tokens of U consecutive ranks as one "rank" of a world of R groups
+
+static int compare_run_global(const void *x, const void *y, void *runs_) {
+  const layout_run *runs = runs_;
+  int64_t a = runs[*(const int64_t *)x].global, b = runs[*(const int64_t *)y].global;
+  return a < b ? -1 : a > b;
+}
+
+static int group_layout(const layout *l, int U, layout *g, sr_error *e) {
+  memset(g, 0, sizeof *g);
+  int R = l->world / U;
+  g->kind = l->kind, g->n_tokens = l->n_tokens, g->world = R, g->granularity = l->granularity;
+  g->rank_count = calloc((size_t)R, sizeof(int64_t));
+  g->runs = malloc(sizeof(layout_run) * (size_t)l->n_runs);
+  g->rank_run_begin = malloc(sizeof(int64_t) * (size_t)(R + 1));
+  g->by_global = malloc(sizeof(int64_t) * (size_t)l->n_runs);
+  if (!g->rank_count || !g->runs || !g->rank_run_begin || !g->by_global) return sr_internal_error(e, 0, "out of memory");
+  int64_t n = 0;
+  for (int gr = 0; gr < R; gr++) {
+    g->rank_run_begin[gr] = n;
+    int64_t off = 0;
+    for (int j = 0; j < U; j++) {
+      int r = gr * U + j;
+      for (int64_t i = l->rank_run_begin[r]; i < l->rank_run_begin[r + 1]; i++) {
+        layout_run run = l->runs[i];
+        run.rank = gr, run.local += off;
+        layout_run *last = n > g->rank_run_begin[gr] ? &g->runs[n - 1] : NULL;
+        if (last && last->global + last->len == run.global && last->local + last->len == run.local) last->len += run.len;
+        else g->runs[n++] = run;  // runs stay maximal
+      }
+      off += l->rank_count[r];
+    }
+    g->rank_count[gr] = off;
+  }
+  g->rank_run_begin[R] = n;
+  g->n_runs = n;
+  for (int64_t i = 0; i < n; i++) g->by_global[i] = i;
+  qsort_r(g->by_global, (size_t)n, sizeof(int64_t), compare_run_global, g->runs);
+  return SR_OK;
+}
+
+static void group_layout_free(layout *g) {
+  free(g->rank_count), free(g->runs), free(g->rank_run_begin), free(g->by_global);
+  memset(g, 0, sizeof *g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// create / free
+
+// Do all heads of `layer` keep the same elements? (dense everywhere, or one and the same window)
+static int heads_uniform(const pattern *p, int layer) {
+  const head_pattern *h0 = pattern_head(p, layer, 0);
+  if (h0->kind != PATTERN_DENSE && h0->kind != PATTERN_WINDOW) return 0;
+  for (int h = 1; h < p->heads; h++) {
+    const head_pattern *x = pattern_head(p, layer, h);
+    if (x->kind != h0->kind || (x->kind == PATTERN_WINDOW && (x->sinks != h0->sinks || x->window != h0->window)))
+      return 0;
+  }
+  return 1;
+}
+
+// The compute order of the ring: the plan's schedule for ring kinds when it is a valid order
+// (every member starts on its own shard, sees each shard at most once), else a flat ring.
+static int ring_order(const struct dist_attn *a, int32_t **src, int *n_steps, sr_error *e) {
+  const schedule *sc = &a->p->schedule;
+  if (a->U == 1 && (sc->kind == SCHED_RING || sc->kind == SCHED_DOUBLE_RING) && sc->world == a->R && sc->n_steps >= 1 &&
+      sc->steps) {
+    int R = a->R, ok = 1;
+    int32_t *o = malloc(sizeof(int32_t) * (size_t)sc->n_steps * (size_t)R);
+    uint8_t *seen = calloc((size_t)R * (size_t)R, 1);
+    if (!o || !seen) {
+      free(o), free(seen);
+      return sr_internal_error(e, 0, "out of memory");
+    }
+    for (int s = 0; s < sc->n_steps && ok; s++)
+      for (int g = 0; g < R && ok; g++) {
+        int k = schedule_at(sc, s, g)->kv_src;
+        if (k < -1 || k >= R || (s == 0 && k != g) || (k >= 0 && seen[g * R + k]++)) ok = 0;
+        o[s * R + g] = k;
+      }
+    free(seen);
+    if (ok) {
+      *src = o, *n_steps = sc->n_steps;
+      return SR_OK;
+    }
+    free(o);
+  }
+  *n_steps = a->R;
+  return ring_order_flat(a->R, src, e);
+}
+
+int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
+                     sr_error *e) {
+  *out = NULL;
+  const model_config *m = &p->model;
+  if (c->world != p->layout.world)
+    return sr_input_error(e, NULL, "mpirun -np", "the plan is for %d ranks but %d were started", p->layout.world, c->world);
+  if (pat->heads != m->num_heads || pat->n_tokens != p->layout.n_tokens || layer < 0 || layer >= pat->layers)
+    return sr_input_error(e, NULL, "pattern", "shape %d layers x %d heads x %lld tokens does not fit layer %d of %lld heads x %lld tokens",
+                          pat->layers, pat->heads, (long long)pat->n_tokens, layer, (long long)m->num_heads,
+                          (long long)p->layout.n_tokens);
+  if (be == DIST_CUDA && c->kind != COMM_NCCL) return sr_input_error(e, NULL, "--backend", "cuda needs the NCCL comm backend");
+  struct dist_attn *a = calloc(1, sizeof *a);
+  if (!a) return sr_internal_error(e, 0, "out of memory");
+  a->p = p, a->pat = pat, a->layer = layer, a->c = c, a->be = be, a->fail_rank = -1;
+  a->H = (int)m->num_heads, a->Hkv = (int)m->num_kv_heads, a->d = (int)m->head_dim;
+  a->scale = 1.0f / sqrtf((float)a->d);
+  a->skipping = p->spec.skip_empty_sends;
+  a->elem_kv = be == DIST_CUDA ? 2 : 4;
+  const schedule *sc = &p->schedule;
+  a->U = sc->kind == SCHED_ULYSSES ? c->world : sc->kind == SCHED_USP ? (sc->ulysses > 0 ? sc->ulysses : 1) : 1;
+  if (c->world % a->U) {
+    dist_attn_free(a);
+    return sr_input_error(e, NULL, "schedule.ulysses", "degree %d does not split %d ranks into groups", a->U, c->world);
+  }
+  a->R = c->world / a->U, a->group = c->rank / a->U, a->gidx = c->rank % a->U;
+  a->h_lo = malloc(sizeof(int) * (size_t)(a->U + 1));
+  a->kv_lo = malloc(sizeof(int) * (size_t)(2 * a->U));
+  if (!a->h_lo || !a->kv_lo) goto oom;
+  int *kv_hi = a->kv_lo + a->U;
+  head_split(a->H, a->Hkv, a->U, a->h_lo, a->kv_lo, kv_hi);
+  a->nh = a->h_lo[a->gidx + 1] - a->h_lo[a->gidx];
+  a->nkv = kv_hi[a->gidx] - a->kv_lo[a->gidx];
+  if (a->nh == 0) a->nkv = 0;
+  if (a->U > 1) {
+    if (group_layout(&p->layout, a->U, &a->glay_own, e)) goto fail;
+    a->glay = &a->glay_own;
+  } else {
+    a->glay = &p->layout;
+  }
+  a->n_local = p->layout.rank_count[c->rank];
+  a->n_q = a->glay->rank_count[a->group];
+  a->kpos = calloc((size_t)a->R, sizeof(int64_t *));
+  if (!a->kpos) goto oom;
+  for (int g = 0; g < a->R; g++) {
+    a->n_kmax = sr_max64(a->n_kmax, a->glay->rank_count[g]);
+    a->kpos[g] = malloc(sizeof(int64_t) * (size_t)sr_max64(1, a->glay->rank_count[g]));
+    if (!a->kpos[g]) goto oom;
+    layout_positions(a->glay, g, a->kpos[g]);
+  }
+  a->qpos = a->kpos[a->group];
+  // When every head of the layer keeps the same elements (dense, or one window), one head's index
+  // serves all heads (kernels/sparse_attn.h): H times less time and memory for the index.
+  pattern one = *pat;
+  int uniform = heads_uniform(pat, layer);
+  if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(pat, layer, 0);
+  if (tiles_build(uniform ? &one : pat, uniform ? 0 : layer, a->glay, a->group, &a->ti, e)) goto fail;
+  a->ti_view = a->ti;
+  if (!uniform) {
+    a->ti_view.heads = a->nh;
+    a->ti_view.tile_cnt += (int64_t)a->h_lo[a->gidx] * a->ti.n_qtiles * (a->R + 1);
+    a->ti_view.bar_cnt += (int64_t)a->h_lo[a->gidx] * a->ti.n_qtiles * (a->R + 1);
+  }
+  if (tiles_masks_build(pat, layer, &a->masks, e)) goto fail;
+
+  // Skip map: which shards each member of this rank's ring touches, over this rank's heads.
+  uint8_t *needs = NULL;
+  if (a->skipping) {
+    int R = a->R;
+    work_count *wc = malloc(sizeof(work_count) * (size_t)a->H * (size_t)R * (size_t)R);
+    needs = calloc((size_t)R * (size_t)R, 1);
+    if (!wc || !needs) {
+      free(wc), free(needs);
+      goto oom;
+    }
+    if (tiles_account_layer(pat, layer, a->glay, wc, e)) {
+      free(wc), free(needs);
+      goto fail;
+    }
+    for (int h = a->h_lo[a->gidx]; h < a->h_lo[a->gidx + 1]; h++)
+      for (int q = 0; q < R; q++)
+        for (int s = 0; s < R; s++) {
+          const work_count *w = &wc[((int64_t)h * R + q) * R + s];
+          if (w->full + w->partial + w->bars > 0) needs[q * R + s] = 1;
+        }
+    free(wc);
+  }
+  int32_t *order = NULL;
+  int n_steps = 0;
+  int *node_of = malloc(sizeof(int) * (size_t)a->R);
+  if (!node_of || ring_order(a, &order, &n_steps, e)) {
+    free(needs), free(node_of);
+    if (!node_of) goto oom;
+    goto fail;
+  }
+  for (int g = 0; g < a->R; g++) node_of[g] = cluster_node_of(&p->cluster, dist_ring_rank(a, g));
+  int rc = ring_plan_build(a->R, n_steps, order, needs, node_of, &a->rp, e);
+  if (rc == SR_OK)  // receptions the same order would make without skipping, and their bytes
+    for (int s = 1; s < n_steps; s++) {
+      int k = order[s * a->R + a->group];
+      if (k >= 0 && k != a->group && a->rp.src[s * a->R + a->group] < 0) {
+        int64_t shard = a->glay->rank_count[k] * a->nkv * a->d;
+        a->skipped++;
+        a->saved_fwd += 2 * shard * a->elem_kv;
+        a->saved_bwd += 2 * shard * (a->elem_kv + 4);  // KV again, plus fp32 dK/dV accumulators
+      }
+    }
+  free(order), free(needs), free(node_of);
+  if (rc) goto fail;
+
+  if (be == DIST_CPU) {
+    int64_t row = (int64_t)sr_max64(1, a->nkv) * a->d, slot = 2 * sr_max64(1, a->n_kmax) * row;
+    a->kv_own = malloc(sizeof(float) * (size_t)slot);
+    for (int i = 0; i < 2; i++) {
+      a->kv_buf[i] = malloc(sizeof(float) * (size_t)slot);
+      a->acc[i] = malloc(sizeof(float) * (size_t)slot);
+      a->acc_in[i] = malloc(sizeof(float) * (size_t)slot);
+      if (!a->kv_buf[i] || !a->acc[i] || !a->acc_in[i]) goto oom;
+    }
+    if (!a->kv_own) goto oom;
+    a->dkvg = malloc(sizeof(float) * (size_t)(2 * sr_max64(1, a->n_q) * row));
+    if (!a->dkvg) goto oom;
+    if (a->U > 1) {
+      int64_t nq = sr_max64(1, a->n_q), nh = sr_max64(1, a->nh);
+      a->qg = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
+      a->og = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
+      a->dog = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
+      a->dqg = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
+      a->lseg = malloc(sizeof(float) * (size_t)(nq * nh));
+      if (!a->qg || !a->og || !a->dog || !a->dqg || !a->lseg) goto oom;
+    }
+  } else {
+    if (dist_attn_cuda_setup(a, e)) goto fail;
+  }
+  *out = a;
+  return SR_OK;
+oom:
+  sr_internal_error(e, 0, "out of memory");
+fail:
+  dist_attn_free(a);
+  return e->code ? e->code : SR_EINTERNAL;
+}
+
+void dist_attn_free(dist_attn *a) {
+  if (!a) return;
+  if (a->be == DIST_CUDA) dist_attn_cuda_release(a);
+  ring_plan_free(&a->rp);
+  if (a->masks) tiles_masks_free(a->masks, a->H);
+  if (a->ti.tile_cnt || a->ti.bar_cnt) tiles_free(&a->ti);
+  if (a->kpos)
+    for (int g = 0; g < a->R; g++) free(a->kpos[g]);
+  free(a->kpos);
+  if (a->glay == &a->glay_own) group_layout_free(&a->glay_own);
+  free(a->h_lo), free(a->kv_lo);
+  free(a->kv_own);
+  for (int i = 0; i < 2; i++) free(a->kv_buf[i]), free(a->acc[i]), free(a->acc_in[i]);
+  free(a->qg), free(a->og), free(a->dog), free(a->dqg), free(a->lseg), free(a->dkvg);
+  free(a);
+}
+
+void dist_attn_set_timeline(dist_attn *a, timeline *t) { a->tl = t; }
+dist_stats dist_attn_stats(const dist_attn *a) { return a->st; }
+void dist_attn_reset_stats(dist_attn *a) { memset(&a->st, 0, sizeof a->st); }
+void dist_attn_set_fail(dist_attn *a, int rank, int step, int hang) {
+  a->fail_rank = rank, a->fail_step = step, a->fail_hang = hang;
+}

@@ -1,0 +1,69 @@
+// dist_attn.h — distributed attention of one layer: forward and backward over the ranks of a plan.
+//
+// Each rank holds its layout's tokens (plan/layout.h, local order = layout_positions) and calls
+//     dist_attn_create(plan, pattern, layer, comm, backend)      once per layer (tile indices, masks)
+//     dist_attn_fwd(Q, K, V -> O, LSE)                           every forward
+//     dist_attn_bwd(Q, K, V, O, LSE, dO -> dQ, dK, dV)           every backward
+// with, for n_local = plan->layout.rank_count[rank], H = model.num_heads, Hkv = model.num_kv_heads,
+// d = model.head_dim (row-major, tokens outermost, as kernels/sparse_attn.h):
+//     Q, O, dO, dQ  [n_local, H, d]        K, V, dK, dV  [n_local, Hkv, d]        LSE  [H, n_local]
+// The result equals single-process causal attention masked by the layer's pattern (plan/pattern.h)
+// over the whole sequence, restricted to this rank's tokens; softmax scale 1/sqrt(d); LSE natural log.
+//
+// The plan's schedule is walked step by step: ring and double ring move KV shards around (the next
+// step's shard in flight while this step computes) and merge partial (O, LSE) in fp32; Ulysses
+// exchanges heads by all-to-all and computes locally; USP does Ulysses inside a group and a ring
+// across groups. Backward sends dK/dV with their KV shard, summed on the way, home to the owner after
+// the full ring; dQ stays local. With plan.spec.skip_empty_sends a rank receives no shard that none of
+// its queries touch at that step (every rank knows every rank's tile counts from plan and pattern).
+//
+// Backends (element types):
+//   DIST_CPU   comm COMM_CPU,  host memory, everything fp32; CPU reference kernels (sa_ref_*).
+//   DIST_CUDA  comm COMM_NCCL, device memory: Q, K, V, O, dO bf16; LSE, dQ, dK, dV fp32; kernels sa_*
+//              run on comm->compute_stream (the call returns when the work is queued, not finished).
+#ifndef SR_DIST_ATTN_H
+#define SR_DIST_ATTN_H
+
+#include <stdint.h>
+
+#include "exec/comm.h"
+#include "exec/timeline.h"
+#include "plan/error.h"
+#include "plan/pattern.h"
+#include "plan/plan.h"
+
+typedef enum { DIST_CPU, DIST_CUDA } dist_backend;
+
+// What one rank did in its last forward + backward (cumulative until dist_attn_reset_stats).
+typedef struct {
+  int64_t bytes_sent;        // KV, dK/dV and all-to-all bytes this rank sent
+  int64_t bytes_saved;       // bytes skip_empty_sends did not send (vs the same schedule without skipping)
+  int64_t shards_skipped;    // KV shard receptions skipped
+  double fwd_s, bwd_s;       // wall time of the calls (CUDA: after a stream sync when timing is on)
+} dist_stats;
+
+typedef struct dist_attn dist_attn;  // per (layer, rank): tile indices, masks, skip map, buffers
+
+// Prepare `layer` of the plan for this rank (comm->rank): builds the tile indices once.
+int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
+                     sr_error *e);
+// Release everything dist_attn_create allocated.
+void dist_attn_free(dist_attn *a);
+// Record per-step events into t (NULL: none). CUDA timing syncs per step, so use it to measure, not to train.
+void dist_attn_set_timeline(dist_attn *a, timeline *t);
+// Forward: O and LSE of this rank's queries.
+int dist_attn_fwd(dist_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, sr_error *e);
+// Backward with the forward's final O and LSE: writes (not accumulates) dQ, dK, dV of this rank's tokens.
+int dist_attn_bwd(dist_attn *a, const void *q, const void *k, const void *v, const void *o, const float *lse,
+                  const void *dout, float *dq, float *dk, float *dv, sr_error *e);
+// Counters of the calls so far.
+dist_stats dist_attn_stats(const dist_attn *a);
+// Zero the counters.
+void dist_attn_reset_stats(dist_attn *a);
+
+// Fail-injection for tests: rank `rank` raises SIGKILL (hang = 0) or stops making progress forever
+// (hang = 1) when it reaches forward ring step `step` (rank < 0: off). Used by
+// `sparsering-exec attn --fail-rank R --fail-at-step S [--fail-mode kill|hang]`.
+void dist_attn_set_fail(dist_attn *a, int rank, int step, int hang);
+
+#endif

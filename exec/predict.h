@@ -1,0 +1,18 @@
+// predict.h — the simulator's prediction of one layer's distributed attention, for comparison with
+// what the executor measures (`sparsering-exec attn --predict`): the same plan and pattern go to
+// sim_run (sim/sim.h) with the plan's cluster, typically a calibrated one.
+#ifndef SR_PREDICT_H
+#define SR_PREDICT_H
+
+#include "plan/error.h"
+#include "plan/pattern.h"
+#include "plan/plan.h"
+
+// Simulate `layer` alone (a one-layer model with that layer's pattern, no recomputation) and return
+// the spans of its attention forward (attn, kv_send, a2a) and backward (attn_bwd, kv_send, dkv_send,
+// a2a) in seconds. When csv_path != NULL, write those events as a timeline CSV (run "sim", layer
+// `layer`), backward placed right after forward as the executor runs them.
+int predict_attention(const plan *p, const pattern *pat, int layer, const char *csv_path, double *fwd_s, double *bwd_s,
+                      sr_error *e);
+
+#endif

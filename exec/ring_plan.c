@@ -1,0 +1,120 @@
+// ring_plan.c — concrete transfers of a ring from its compute order (see ring_plan.h).
+#include "exec/ring_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int ring_order_flat(int R, int32_t **src, sr_error *e) {
+  *src = malloc(sizeof(int32_t) * (size_t)R * (size_t)R);
+  if (!*src) return sr_internal_error(e, 0, "out of memory");
+  for (int s = 0; s < R; s++)
+    for (int g = 0; g < R; g++) (*src)[s * R + g] = ((g - s) % R + R) % R;
+  return SR_OK;
+}
+
+void ring_plan_free(ring_plan *rp) {
+  free(rp->src);
+  free(rp->from);
+  free(rp->from_own);
+  free(rp->acc_from);
+  free(rp->flush);
+  free(rp->recv_count);
+  free(rp->recv_count_noskip);
+  memset(rp, 0, sizeof *rp);
+}
+
+// The member that should send shard `need` to g, given what every member holds now (cur, -1 none).
+static int pick_sender(int R, const int32_t *cur, int need, int g, const int *node_of, int *own) {
+  int best = -1, best_key = 0;
+  for (int h = 0; h < R; h++) {
+    if (h == g || (cur[h] != need && h != need)) continue;
+    int far = node_of && node_of[h] != node_of[g];
+    int key = far * 4 * R + ((g - h) % R + R) % R;  // same node first, then the ring neighbour behind
+    if (best < 0 || key < best_key) best = h, best_key = key;
+  }
+  *own = best >= 0 && cur[best] != need;
+  return best;
+}
+
+// Walk the order once; with needs == NULL nothing is skipped. Fills rp when rp != NULL.
+static int64_t walk(int R, int n_steps, const int32_t *order, const uint8_t *needs, const int *node_of, ring_plan *rp,
+                    int64_t *recv_count) {
+  int32_t *cur = malloc(sizeof(int32_t) * (size_t)R), *nxt = malloc(sizeof(int32_t) * (size_t)R);
+  uint8_t *taken = malloc((size_t)R);
+  int64_t transfers = 0;
+  if (!cur || !nxt || !taken) {
+    free(cur), free(nxt), free(taken);
+    return -1;
+  }
+  for (int g = 0; g < R; g++) {
+    int s0 = order[g];
+    cur[g] = s0 >= 0 && (!needs || needs[g * R + s0]) ? s0 : -1;
+    if (rp) rp->src[g] = cur[g], rp->from[g] = -1, rp->acc_from[g] = -1;
+  }
+  for (int s = 1; s < n_steps; s++) {
+    memset(taken, 0, (size_t)R);
+    for (int g = 0; g < R; g++) {
+      int need = order[s * R + g];
+      int64_t i = (int64_t)s * R + g;
+      if (need < 0 || (needs && !needs[g * R + need])) {
+        nxt[g] = -1;
+        if (rp) rp->src[i] = -1, rp->from[i] = -1, rp->acc_from[i] = -1;
+        continue;
+      }
+      nxt[g] = need;
+      // Own shard, or the same shard as this step: nothing moves.
+      int own = 0, h = need == g || cur[g] == need ? -1 : pick_sender(R, cur, need, g, node_of, &own);
+      if (h >= 0) {
+        transfers++;
+        if (recv_count) recv_count[g]++;
+      }
+      if (rp) {
+        rp->src[i] = need;
+        rp->from[i] = h;
+        rp->from_own[i] = (uint8_t)own;
+        // Accumulators follow the shard to the first member that takes the sender's current buffer.
+        int acc = -1;
+        if (h >= 0 && !own && !taken[h]) acc = h, taken[h] = 1;
+        else if (h < 0 && cur[g] == need && !taken[g]) acc = g, taken[g] = 1;  // kept in place
+        rp->acc_from[i] = acc;
+      }
+    }
+    if (rp)
+      for (int g = 0; g < R; g++) rp->flush[(int64_t)(s - 1) * R + g] = (uint8_t)(cur[g] >= 0 && !taken[g]);
+    memcpy(cur, nxt, sizeof(int32_t) * (size_t)R);
+  }
+  if (rp)
+    for (int g = 0; g < R; g++) rp->flush[(int64_t)(n_steps - 1) * R + g] = (uint8_t)(cur[g] >= 0);
+  free(cur), free(nxt), free(taken);
+  return transfers;
+}
+
+int ring_plan_build(int R, int n_steps, const int32_t *src, const uint8_t *needs, const int *node_of, ring_plan *rp,
+                    sr_error *e) {
+  memset(rp, 0, sizeof *rp);
+  if (R < 1 || n_steps < 1) return sr_internal_error(e, 0, "ring_plan_build: %d members, %d steps", R, n_steps);
+  for (int g = 0; g < R; g++)
+    if (src[g] != g) return sr_internal_error(e, 0, "ring_plan_build: member %d starts on shard %d, not its own", g, src[g]);
+  for (int64_t i = 0; i < (int64_t)n_steps * R; i++)
+    if (src[i] < -1 || src[i] >= R) return sr_internal_error(e, 0, "ring_plan_build: shard %d out of range", src[i]);
+  size_t n = (size_t)n_steps * (size_t)R;
+  rp->R = R, rp->n_steps = n_steps;
+  rp->src = malloc(sizeof(int32_t) * n);
+  rp->from = malloc(sizeof(int32_t) * n);
+  rp->from_own = calloc(n, 1);
+  rp->acc_from = malloc(sizeof(int32_t) * n);
+  rp->flush = calloc(n, 1);
+  rp->recv_count = calloc((size_t)R, sizeof(int64_t));
+  rp->recv_count_noskip = calloc((size_t)R, sizeof(int64_t));
+  if (!rp->src || !rp->from || !rp->from_own || !rp->acc_from || !rp->flush || !rp->recv_count || !rp->recv_count_noskip) {
+    ring_plan_free(rp);
+    return sr_internal_error(e, 0, "out of memory");
+  }
+  rp->transfers = walk(R, n_steps, src, needs, node_of, rp, rp->recv_count);
+  rp->transfers_noskip = walk(R, n_steps, src, NULL, node_of, NULL, rp->recv_count_noskip);
+  if (rp->transfers < 0 || rp->transfers_noskip < 0) {
+    ring_plan_free(rp);
+    return sr_internal_error(e, 0, "out of memory");
+  }
+  return SR_OK;
+}

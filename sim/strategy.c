@@ -1,0 +1,58 @@
+// strategy.c — strategies and plans through the simulator (see strategy.h).
+#include "sim/strategy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "plan/pattern_spec.h"
+#include "traces/trace.h"
+
+// pattern_spec_is_online names only "vs-online"; the planner's VS strategies use "vs-topp:P" and
+// "vs-preset" budgets, and both are top-p / top-k selections MTraining makes from the data in every
+// forward pass, so they pay the estimation too. Static sources (dense, window, vs-like, block, traces)
+// do not.
+int sim_pattern_is_online(const char *source) {
+  return pattern_spec_is_online(source) || strncmp(source, "vs-topp", 7) == 0 || strncmp(source, "vs-preset", 9) == 0;
+}
+
+int sim_pattern_build(const plan *p, pattern *out, sr_error *e) {
+  // traces/ resolves "trace:PATH" (a recorded step) and hands every other source to pattern_from_spec.
+  return pattern_source_load(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, out, e);
+}
+
+int sim_plan(const plan *p, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e) {
+  pattern pat;
+  memset(&pat, 0, sizeof pat);
+  int rc = sim_pattern_build(p, &pat, e);
+  if (rc) return rc;
+  rc = sim_run(p, &pat, o, r, tl, e);
+  pattern_free(&pat);
+  return rc;
+}
+
+int sim_strategy(const strategy_study *s, const char *name, const sim_options *o, sim_result *r, sim_timeline *tl,
+                 sr_error *e) {
+  plan_spec spec = s->base;
+  int rc = plan_spec_apply_strategy(&spec, name, e);
+  if (rc) return rc;
+  if (s->sparse_pattern[0] && strcmp(spec.pattern, "dense") != 0)
+    snprintf(spec.pattern, sizeof spec.pattern, "%s", s->sparse_pattern);
+  plan p;
+  const char *field = NULL;
+  rc = plan_build_at(&spec, &p, &field, e);
+  if (rc) {
+    // The model, cluster and length are the study's: an error in them is the user's. Anything else
+    // (a Ulysses degree that does not divide the heads, ...) means this strategy cannot run here.
+    if (rc != SR_EINPUT || !field || !strcmp(field, "model") || !strcmp(field, "cluster") || !strcmp(field, "seq"))
+      return rc;
+    memset(r, 0, sizeof *r);
+    snprintf(r->strategy, sizeof r->strategy, "%s", name);
+    r->feasible = 0;
+    snprintf(r->note, sizeof r->note, "%s", e->msg);
+    sr_error_clear(e);
+    return SR_OK;
+  }
+  rc = sim_plan(&p, o, r, tl, e);
+  plan_free(&p);
+  return rc;
+}

@@ -1,0 +1,190 @@
+// test_exec_mpi.c — distributed attention on the CPU backend under `mpirun -np W` (W = 1, 2, 3, 4,
+// 8, 16 on this machine's 2 cores, oversubscribed), checked against single-process dense masked
+// attention (exec/dense_ref.c, brute force in float64); plus the timeline, the bytes skipping saves,
+// and failure handling (a killed rank, a stuck rank) ending the whole job in bounded time.
+//
+// One mpirun covers a list of layouts x schedules x patterns (comma-separated flags of `attn`), so
+// the MPI start-up is paid once per world size. Sequence lengths are odd on purpose: shards are uneven.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/util.h"
+#include "tests/test.h"
+
+// Open MPI as root, oversubscribed (idle ranks yield the cores: busy-polling collectives would starve
+// the ranks that compute), shared memory only; its own allocations at exit are not ours to
+// report under the leak sanitizer.
+#define MPI_ENV                                                                                             \
+  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "         \
+  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
+
+// A CPU "cluster" of nodes x gpus_per_node ranks, so double ring and USP have real node boundaries.
+static const char *cluster_file(int nodes, int per_node) {
+  static char path[600];
+  snprintf(path, sizeof path, "%s/cpu-%dx%d.json", test_tmpdir(), nodes, per_node);
+  FILE *f = fopen(path, "w");
+  fprintf(f,
+          "{ \"nodes\": %d, \"gpus_per_node\": %d,\n"
+          "  \"gpu\": { \"name\": \"cpu\", \"peak_tflops\": 1, \"hbm_gbps\": 10, \"mem_gib\": 1,\n"
+          "    \"efficiency\": { \"gemm\": 0.5, \"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_fwd_bar\": 0.5,\n"
+          "      \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.5, \"attn_bwd_bar\": 0.5, \"mem\": 0.5 },\n"
+          "    \"comm_slowdown\": 1.0 },\n"
+          "  \"intra_node\": { \"gbps\": 10, \"latency_us\": 1.0 },\n"
+          "  \"inter_node\": { \"nics_per_node\": 1, \"nic_gbps\": 1, \"latency_us\": 5.0 },\n"
+          "  \"host\": { \"pcie_gbps\": 10, \"latency_us\": 10.0, \"mem_gib\": 16 } }\n",
+          nodes, per_node);
+  fclose(f);
+  return path;
+}
+
+// Count lines of `out` that start with prefix and end with suffix.
+static int count_lines(const char *out, const char *prefix, const char *suffix) {
+  int n = 0;
+  for (const char *p = out; p && *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p), ls = strlen(suffix);
+    if (strncmp(p, prefix, strlen(prefix)) == 0 && len >= ls && strncmp(p + len - ls, suffix, ls) == 0) n++;
+    p = nl ? nl + 1 : NULL;
+  }
+  return n;
+}
+
+// Run every combination with --check; each must print its line ending in "ok".
+static void run_matrix(int nodes, int per_node, const char *seq, const char *layouts, const char *schedules,
+                       const char *patterns, const char *extra, int expect_runs) {
+  char cmd[4096], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np %d %s/sparsering-exec attn --model tiny-test --cluster %s --seq %s "
+                   "--layout %s --schedule %s --pattern %s --check %s",
+           nodes * per_node, test_bin_dir(), cluster_file(nodes, per_node), seq, layouts, schedules, patterns, extra);
+  int rc = test_run(cmd, &out);
+  CHECK_EQ_INT(rc, 0);
+  CHECK_EQ_INT(count_lines(out, "attn ", " ok"), expect_runs);
+  CHECK_EQ_INT(count_lines(out, "attn ", "FAIL"), 0);
+  if (rc != 0 || count_lines(out, "attn ", " ok") != expect_runs) fprintf(stderr, "%s\n%.3000s\n", cmd, out ? out : "");
+  free(out);
+}
+
+#define PATTERNS "dense,window:4:40,vs-like:4:32:8,block:0.3:32"
+
+TEST(exec_mpi_one_rank_equals_dense_attention_for_every_layout_and_pattern) {
+  run_matrix(1, 1, "301", "contiguous,zigzag,striped:16", "ring,ulysses", PATTERNS, "", 3 * 2 * 4);
+}
+
+TEST(exec_mpi_two_ranks_every_schedule_matches_dense) {
+  run_matrix(1, 2, "333", "zigzag,striped:16", "ring,double-ring,ulysses,usp", "vs-like:4:32:8", "", 2 * 4);
+}
+
+TEST(exec_mpi_three_ranks_uneven_shards_match_dense) {
+  // 3 nodes of 1: double ring is an outer ring only, USP a ring of Ulysses degree 1; 301 = 100+100+101.
+  run_matrix(3, 1, "301", "contiguous,zigzag,striped:16", "ring,double-ring,usp", "window:4:40,block:0.3:32", "",
+             3 * 3 * 2);
+}
+
+TEST(exec_mpi_four_ranks_on_two_nodes_every_layout_schedule_pattern_with_skipping) {
+  run_matrix(2, 2, "333", "contiguous,zigzag,striped:16", "ring,double-ring,ulysses,usp", PATTERNS,
+             "--skip-empty-sends", 3 * 4 * 4);
+}
+
+TEST(exec_mpi_eight_ranks_on_two_nodes_match_dense) {
+  run_matrix(2, 4, "421", "contiguous,zigzag,striped:16", "ring,double-ring,usp", "dense,vs-like:4:32:8",
+             "--skip-empty-sends", 3 * 3 * 2);
+}
+
+// The LSE merge stays accurate as the ring grows: 16 ranks (64 MPI processes take ~80 s on 2 cores,
+// see docs/exec.md), tiny shards of 13-14 tokens, fp32 running output.
+TEST(exec_mpi_sixteen_rank_ring_keeps_lse_merge_accurate) {
+  run_matrix(2, 8, "217", "striped:4", "ring", "dense", "--tol 2e-5", 1);
+}
+
+TEST(exec_mpi_skipping_saves_the_bytes_of_shards_a_window_never_touches) {
+  // Contiguous layout, 4 ranks of 100 tokens, window 40 and no sinks: rank r only needs shards r and
+  // r-1, so of the 3 receptions per rank of a flat ring, ranks 1..3 skip 2 and rank 0 skips 3 (it needs
+  // nothing): 9 receptions. Forward bytes of one shard: K+V 2 * 100 tokens * 2 KV heads * 16 * 4 B =
+  // 25600; backward also carries the fp32 dK/dV: 51200. Saved: 9 * (25600 + 51200) = 691200.
+  char cmd[4096], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np 4 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 400 "
+                   "--layout contiguous --schedule ring --pattern window:0:40 --skip-empty-sends --check",
+           test_bin_dir(), cluster_file(1, 4));
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "skipping saved 691200 B (9 receptions)");
+  CHECK_STR_CONTAINS(out, " ok\n");
+  free(out);
+}
+
+TEST(exec_mpi_timeline_has_one_row_per_rank_step_and_stream) {
+  char cmd[4096], csv[600], json[600], *out = NULL, *text = NULL;
+  snprintf(csv, sizeof csv, "%s/t.csv", test_tmpdir());
+  snprintf(json, sizeof json, "%s/t.json", test_tmpdir());
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np 3 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 300 "
+                   "--layout zigzag --schedule ring --pattern dense --csv %s --trace %s",
+           test_bin_dir(), cluster_file(1, 3), csv, json);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  sr_error e = {0};
+  CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
+  CHECK(strncmp(text, "run,layer,rank,step,phase,stream,start_us,dur_us\n", 49) == 0);
+  // 3 ranks x 3 steps of compute, forward and backward (the simulator's phase names); KV transfers at
+  // steps 0 and 1 (the last step starts none) forward and backward: 12 kv_send rows; dK/dV hops after
+  // steps 0 and 1 and the final flush home after step 2: 9 dkv_send rows. One node: all "intra".
+  int attn_fwd = 0, attn_bwd = 0, kv_fwd = 0, kv_bwd = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    // Forward rows come before backward rows of the same rank in time; count by phase.
+    attn_fwd += strstr(line, ",attn,compute,") != NULL;
+    attn_bwd += strstr(line, ",attn_bwd,compute,") != NULL;
+    kv_fwd += strstr(line, ",kv_send,intra,") != NULL;
+    kv_bwd += strstr(line, ",dkv_send,intra,") != NULL;
+  }
+  CHECK_EQ_INT(attn_fwd, 9);
+  CHECK_EQ_INT(attn_bwd, 9);
+  CHECK_EQ_INT(kv_fwd, 12);
+  CHECK_EQ_INT(kv_bwd, 9);
+  free(text);
+  CHECK_EQ_INT(sr_read_file(json, &text, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(text, "\"traceEvents\"");
+  CHECK_STR_CONTAINS(text, "\"ph\": \"X\", \"pid\": 2, \"tid\": 1");
+  free(text);
+  free(out);
+}
+
+TEST(exec_mpi_a_killed_rank_stops_every_rank_within_30_seconds_naming_it) {
+  char cmd[4096], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "timeout 60 mpirun --oversubscribe -np 4 %s/sparsering-exec attn --model tiny-test --cluster %s "
+                   "--seq 400 --pattern dense --fail-rank 2 --fail-at-step 1",
+           test_bin_dir(), cluster_file(2, 2));
+  double t0 = sr_now();
+  int rc = test_run(cmd, &out);
+  double dt = sr_now() - t0;
+  CHECK(rc != 0 && rc != 124);  // non-zero, and not the outer timeout's 124
+  CHECK(dt < 30);
+  CHECK_STR_CONTAINS(out, "rank 2");
+  CHECK_STR_CONTAINS(out, "signal 9");
+  free(out);
+}
+
+TEST(exec_mpi_a_stuck_rank_is_named_by_the_bounded_waits_of_its_peers) {
+  char cmd[4096], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "SR_COMM_TIMEOUT=3 timeout 60 mpirun --oversubscribe -np 3 %s/sparsering-exec attn --model tiny-test "
+                   "--cluster %s --seq 300 --pattern dense --fail-rank 1 --fail-at-step 1 --fail-mode hang",
+           test_bin_dir(), cluster_file(1, 3));
+  double t0 = sr_now();
+  int rc = test_run(cmd, &out);
+  CHECK(rc != 0 && rc != 124);
+  CHECK(sr_now() - t0 < 30);
+  CHECK_STR_CONTAINS(out, "sparsering-exec: rank 1 failed: p2p transfer");
+  free(out);
+}
+
+TEST(exec_mpi_a_plan_for_another_world_size_is_an_input_error) {
+  char cmd[4096], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 300",
+           test_bin_dir(), cluster_file(1, 3));
+  CHECK(test_run(cmd, &out) != 0);
+  CHECK_STR_CONTAINS(out, "the plan is for 3 ranks but mpirun started 2");
+  free(out);
+}

@@ -1,0 +1,276 @@
+// test_sim_step.c — whole simulated steps against closed forms: the contiguous causal layout's
+// imbalance, double ring = flat ring on one node, memory with and without recomputation; and the
+// CLI: the timeline's JSON parses and every event has pid/tid/ts/dur, the sweep's CSV is the same
+// under mpirun -np 1 and -np 2, bad inputs exit 2.
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+#include "plan/util.h"
+#include "sim/memory.h"
+#include "sim/strategy.h"
+#include "tests/test.h"
+
+// A cluster of `nodes` x `gpus` with every attention efficiency equal (so time is proportional to
+// tiles) and no comm slowdown; written into the test's scratch directory.
+static const char *test_cluster_pcie(int nodes, int gpus, double pcie_gbps, double pcie_latency_us) {
+  static char path[700];
+  snprintf(path, sizeof path, "%s/c%dx%d-%g.json", test_tmpdir(), nodes, gpus, pcie_gbps);
+  char text[2048];
+  snprintf(text, sizeof text,
+           "{\"nodes\": %d, \"gpus_per_node\": %d,\n"
+           " \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000, \"mem_gib\": 40,\n"
+           "   \"efficiency\": {\"gemm\": 0.5, \"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_fwd_bar\": 0.5,\n"
+           "     \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.5, \"attn_bwd_bar\": 0.5, \"mem\": 0.8},\n"
+           "   \"comm_slowdown\": 1.0},\n"
+           " \"intra_node\": {\"gbps\": 100, \"latency_us\": 2},\n"
+           " \"inter_node\": {\"nics_per_node\": %d, \"nic_gbps\": 25, \"latency_us\": 5},\n"
+           " \"host\": {\"pcie_gbps\": %g, \"latency_us\": %g, \"mem_gib\": 512}}\n",
+           nodes, gpus, gpus, pcie_gbps, pcie_latency_us);
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+  return path;
+}
+
+static const char *test_cluster(int nodes, int gpus) { return test_cluster_pcie(nodes, gpus, 25, 10); }
+
+static int run_spec(const char *strategy, const char *cluster, int64_t seq, int recompute, sim_result *r,
+                    sim_timeline *tl) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  sr_error e;
+  if (plan_spec_apply_strategy(&s, strategy, &e)) return -1;
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", cluster);
+  s.seq = seq;
+  s.recompute = recompute;
+  plan p;
+  if (plan_build(&s, &p, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return -1;
+  }
+  sim_options o = {0, tl != NULL};
+  int rc = sim_plan(&p, &o, r, tl, &e);
+  if (rc) fprintf(stderr, "%s\n", e.msg);
+  plan_free(&p);
+  return rc;
+}
+
+TEST(sim_step_contiguous_causal_last_rank_does_2w_minus_1_times_the_first) {
+  // Dense causal attention over W = 4 ranks of n = 4096 tokens (nt = 32 tiles of 128): rank r computes
+  // r full n x n blocks plus its causal diagonal block, i.e. r * nt^2 + nt(nt+1)/2 tiles per head. With
+  // equal efficiencies its forward attention time is proportional to that, and the ratio last/first
+  // tends to 2W - 1 = 7 as nt grows.
+  int W = 4;
+  double nt = 32, first = nt * (nt + 1) / 2, last = (W - 1) * nt * nt + first;
+  sim_result r;
+  sim_timeline tl = {0};
+  CHECK_EQ_INT(run_spec("dense-ring", test_cluster(1, W), (int64_t)W * 4096, 0, &r, &tl), 0);
+  double t0 = 0, tl_last = 0;
+  for (int64_t i = 0; i < tl.n; i++)
+    if (tl.ev[i].phase == PHASE_ATTN && tl.ev[i].layer == 0) {
+      if (tl.ev[i].rank == 0) t0 += tl.ev[i].dur;
+      if (tl.ev[i].rank == W - 1) tl_last += tl.ev[i].dur;
+    }
+  CHECK(t0 > 0);
+  // Per-step times are stored in single precision (float), hence 1e-6.
+  CHECK_REL(tl_last / t0, last / first, 1e-6);
+  CHECK_REL(tl_last / t0, 2 * W - 1, 0.03);
+  // Worker imbalance = max / mean of the per-rank work.
+  double mean = 0;
+  for (int k = 0; k < W; k++) mean += k * nt * nt + first;
+  mean /= W;
+  CHECK_REL(r.worker_imbalance, last / mean, 1e-6);
+  sim_timeline_free(&tl);
+}
+
+TEST(sim_step_double_ring_equals_flat_ring_on_one_node) {
+  // With one node the inner ring is the whole ring: the same transfers, the same step time.
+  sim_result flat, dbl;
+  const char *c = test_cluster(1, 4);
+  CHECK_EQ_INT(run_spec("mtraining-flat", c, 16384, 1, &flat, NULL), 0);
+  CHECK_EQ_INT(run_spec("mtraining", c, 16384, 1, &dbl, NULL), 0);
+  CHECK(flat.step_s > 0);
+  CHECK_REL(dbl.step_s, flat.step_s, 1e-12);
+}
+
+// FPDT on 2 GPUs, 16K tokens in 4 chunks of 4K, with or without host offload.
+static double fpdt_step(const char *cluster, int offload) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  sr_error e;
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, "fpdt", &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", cluster);
+  s.seq = 16384;
+  s.fpdt_chunk = 4096;
+  s.fpdt_offload = offload;
+  plan p;
+  if (plan_build(&s, &p, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return -1;
+  }
+  sim_result r;
+  CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+  plan_free(&p);
+  return r.step_s;
+}
+
+TEST(sim_step_fpdt_prefetch_hides_when_pcie_outpaces_chunk_compute) {
+  // With a PCIe link far faster than a chunk pair's compute (and no latency) every fetch finishes
+  // before the compute that needs it: offload costs nothing. With a slow link the fetches show.
+  double resident = fpdt_step(test_cluster_pcie(1, 2, 1e5, 0), 0);
+  double fast = fpdt_step(test_cluster_pcie(1, 2, 1e5, 0), 1);
+  double slow = fpdt_step(test_cluster_pcie(1, 2, 0.001, 0), 1);
+  CHECK(resident > 0);
+  CHECK_REL(fast, resident, 1e-6);  // a 256 KB fetch takes ~3 ns at 1e5 GB/s
+  CHECK(slow > 2 * resident);
+}
+
+TEST(sim_step_memory_with_recomputation_is_below_memory_without) {
+  sim_result with, without;
+  const char *c = test_cluster(1, 4);
+  CHECK_EQ_INT(run_spec("zigzag-ring", c, 16384, 1, &with, NULL), 0);
+  CHECK_EQ_INT(run_spec("zigzag-ring", c, 16384, 0, &without, NULL), 0);
+  CHECK(with.mem.activations < without.mem.activations);
+  CHECK(with.mem.total < without.mem.total);
+  // Recomputation runs the forward twice: the step is slower.
+  CHECK(with.step_s > without.step_s);
+}
+
+TEST(sim_memory_shards_optimizer_state_with_zero1) {
+  // 12 bytes of fp32 master weights, momentum and variance a parameter (ZeRO paper), over W ranks.
+  model_config m;
+  cluster_desc c;
+  sr_error e;
+  CHECK_EQ_INT(model_load("tiny-test", &m, &e), SR_OK);
+  memset(&c, 0, sizeof c);
+  c.gpu.mem_gib = 80;
+  c.host_mem_gib = 100;
+  mem_inputs in = {.world = 8, .tokens_per_rank = 1024, .recompute = 1, .zero = 1, .kv_bytes_per_elem = 2,
+                   .grad_bytes_per_elem = 4};
+  sim_memory a, b;
+  sim_memory_estimate(&m, &c, &in, &a);
+  in.zero = 0;
+  sim_memory_estimate(&m, &c, &in, &b);
+  double P = (double)model_param_count(&m);
+  CHECK_REL(a.optim, 12 * P / 8, 1e-12);
+  CHECK_REL(b.optim, 12 * P, 1e-12);
+  CHECK_REL(a.weights, 2 * P, 1e-12);
+}
+
+TEST(sim_step_ulysses_above_the_heads_is_reported_not_run) {
+  // tiny-test has 4 heads: Ulysses over 8 GPUs cannot split them.
+  strategy_study st;
+  memset(&st, 0, sizeof st);
+  plan_spec_defaults(&st.base);
+  snprintf(st.base.model, sizeof st.base.model, "tiny-test");
+  snprintf(st.base.cluster, sizeof st.base.cluster, "%s", test_cluster(1, 8));
+  st.base.seq = 8192;
+  sim_result r;
+  sr_error e;
+  CHECK_EQ_INT(sim_strategy(&st, "ulysses", NULL, &r, NULL, &e), SR_OK);
+  CHECK_EQ_INT(r.feasible, 0);
+  CHECK(strlen(r.note) > 0);
+}
+
+// ---- CLI ---------------------------------------------------------------------------------------
+
+TEST(sim_cli_timeline_json_parses_and_every_event_has_pid_tid_ts_dur) {
+  char cmd[2048], json[700], csv[700], *out = NULL;
+  snprintf(json, sizeof json, "%s/t.json", test_tmpdir());
+  snprintf(csv, sizeof csv, "%s/t.csv", test_tmpdir());
+  snprintf(cmd, sizeof cmd,
+           "%s/sparsering sim --strategy mtraining --model tiny-test --cluster %s --seq 16K --timeline %s --csv %s",
+           test_bin_dir(), test_cluster(2, 2), json, csv);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  free(out);
+  char *text = NULL;
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(json, &text, NULL, &e), SR_OK);
+  cJSON *root = cJSON_Parse(text ? text : "");
+  CHECK(root != NULL);
+  const cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
+  CHECK(cJSON_IsArray(ev) && cJSON_GetArraySize(ev) > 0);
+  int n_x = 0, bad = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, ev) {
+    if (!cJSON_IsNumber(cJSON_GetObjectItem(it, "pid")) || !cJSON_IsNumber(cJSON_GetObjectItem(it, "tid")) ||
+        !cJSON_IsNumber(cJSON_GetObjectItem(it, "ts")) || !cJSON_IsNumber(cJSON_GetObjectItem(it, "dur")))
+      bad++;
+    const cJSON *ph = cJSON_GetObjectItem(it, "ph");
+    if (cJSON_IsString(ph) && strcmp(ph->valuestring, "X") == 0) n_x++;
+  }
+  CHECK_EQ_INT(bad, 0);
+  CHECK(n_x > 0);
+  // The CSV has the shared header and one row per complete event.
+  char *ct = NULL;
+  CHECK_EQ_INT(sr_read_file(csv, &ct, NULL, &e), SR_OK);
+  CHECK(ct && strncmp(ct, "run,layer,rank,step,phase,stream,start_us,dur_us\n", 49) == 0);
+  int rows = 0;
+  for (const char *p = ct; p && *p; p++) rows += *p == '\n';
+  CHECK_EQ_INT(rows - 1, n_x);
+  cJSON_Delete(root);
+  free(text);
+  free(ct);
+}
+
+TEST(sim_cli_sweep_csv_is_identical_under_mpirun_np_1_and_np_2) {
+  char grid[700], a[700], b[700], cmd[4096], *out = NULL;
+  snprintf(grid, sizeof grid, "%s/sweep.json", test_tmpdir());
+  snprintf(a, sizeof a, "%s/a.csv", test_tmpdir());
+  snprintf(b, sizeof b, "%s/b.csv", test_tmpdir());
+  char text[1400];
+  snprintf(text, sizeof text,
+           "{\"models\": [\"tiny-test\"], \"clusters\": [\"%s\", \"%s\"], \"seq\": [\"8K\", 12288],\n"
+           " \"strategies\": [\"dense-ring\", \"zigzag-ring\", \"mtraining\"], \"patterns\": [\"vs-topp:0.9\"]}\n",
+           test_cluster(1, 4), test_cluster(2, 2));
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(grid, text, strlen(text), &e), SR_OK);
+  const char *env = "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                    "OMPI_MCA_btl=self,vader OMPI_MCA_plm_rsh_agent=false";
+  snprintf(cmd, sizeof cmd, "%s mpirun --oversubscribe -np 1 %s/sparsering sweep %s -o %s", env, test_bin_dir(), grid, a);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s mpirun --oversubscribe -np 2 %s/sparsering sweep %s -o %s", env, test_bin_dir(), grid, b);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  free(out);
+  char *ta = NULL, *tb = NULL;
+  CHECK_EQ_INT(sr_read_file(a, &ta, NULL, &e), SR_OK);
+  CHECK_EQ_INT(sr_read_file(b, &tb, NULL, &e), SR_OK);
+  CHECK(ta && tb && strcmp(ta, tb) == 0);
+  // 1 model x 2 clusters x 2 lengths x 1 pattern x 3 strategies = 12 rows after the header.
+  int rows = 0;
+  for (const char *p = ta; p && *p; p++) rows += *p == '\n';
+  CHECK_EQ_INT(rows, 13);
+  free(ta);
+  free(tb);
+}
+
+TEST(sim_cli_bad_inputs_exit_2) {
+  char cmd[2048], path[700], *out = NULL;
+  snprintf(cmd, sizeof cmd, "%s/sparsering sim --strategy mtraining --model no-such-model --cluster a100-4x8 --seq 16K",
+           test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/sparsering sim --plan /nonexistent/plan.json", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/sparsering whatif --seq 12Q", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "--seq");
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/sparsering whatif --model tiny-test --strategies warp-drive", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  free(out);
+  snprintf(path, sizeof path, "%s/bad.json", test_tmpdir());
+  sr_error e;
+  const char *bad = "{\"models\": [\"tiny-test\"], \"clusters\": [\"a100-4x8\"], \"seq\": [\"8K\"], "
+                    "\"strategies\": [\"mtraining\"], \"colour\": 1}";
+  CHECK_EQ_INT(sr_write_atomic(path, bad, strlen(bad), &e), SR_OK);
+  snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=detect_leaks=0 %s/sparsering sweep %s", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "colour");
+  free(out);
+}
