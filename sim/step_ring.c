@@ -188,6 +188,16 @@ int step_ring(sim_ctx *x, sr_error *e) {
   if ((rc = ring_ctx_init(&st.ring, s, x->c, e))) goto done;
   // Account every layer; identical layers share their work.
   for (int l = 0; l < L; l++) {
+    // A layer whose heads equal the previous layer's (every layer of a dense model) shares its work.
+    int same = l > 0;
+    for (int h = 0; same && h < x->pat->heads; h++)
+      same = work_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
+    if (same) {
+      of[l] = of[l - 1];
+      x->pairs += distinct[of[l]].pairs;
+      x->exec_pairs += distinct[of[l]].exec_pairs;
+      continue;
+    }
     layer_work w;
     if ((rc = account(x, l, agg, &w, e))) {
       layer_work_free(&w);
