@@ -116,8 +116,10 @@ static int cmd_sim(int argc, char **argv) {
     fputs(b.data ? b.data : "", stdout);
     sr_buf_free(&b);
     if (r.feasible) {
-      printf("attention (busiest rank): forward %.3f s, backward %.3f s; kept pairs %.2f%% of causal; %.2f GB on the wire\n",
-             r.attn_fwd_s, r.attn_bwd_s, 100 * r.density, r.comm_bytes / 1e9);
+      printf("attention (busiest rank): forward %.3f s, backward %.3f s; kept pairs %.2f%% of causal", r.attn_fwd_s,
+             r.attn_bwd_s, 100 * r.density);
+      if (r.exec_density > 0) printf(", computed (whole tiles and bars) %.2f%%", 100 * r.exec_density);
+      printf("; %.2f GB on the wire\n", r.comm_bytes / 1e9);
       print_memory(&r.mem);
     }
     printf("simulated %lld tasks in %.3f s (%.3f s of it in tile accounting)\n", (long long)r.n_tasks, r.sim_wall_s,

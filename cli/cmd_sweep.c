@@ -183,13 +183,12 @@ static int cmd_sweep(int argc, char **argv) {
     else rc = read_grid(a.pos[0], g, &e);
   }
   // Every process reads the same file, so they agree on the grid or on the error.
-  int64_t total = rc ? 0 : n_points(g), mine = 0;
+  int64_t total = rc ? 0 : n_points(g);
   sr_buf rows = {0};
   double t0 = sr_now();
   int tty = rank == 0 && isatty(2);
   for (int64_t i = rank; !rc && i < total; i += size) {
     rc = run_point(g, i, &rows, &e);
-    mine++;
     if (tty) progress(i + 1 < total ? i + 1 : total, total, t0);
   }
   // Agree on failure: the lowest failing rank's error is reported by rank 0.
@@ -236,7 +235,6 @@ static int cmd_sweep(int argc, char **argv) {
     free(cur);
     sr_buf_free(&out);
   }
-  (void)mine;
   free(all);
   free(lens);
   free(offs);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "plan/plan.h"
@@ -114,6 +115,7 @@ static int cmd_whatif(int argc, char **argv) {
   report_csv_header(&csv, "model,cluster,seq");
   snprintf(lead, sizeof lead, "%s,%s,%lld", m.name, c.name, (long long)st.base.seq);
   for (int i = 0; i < n; i++) report_csv_row(&csv, lead, &res[i]);
+  if (!cli_has(&a, "csv")) mkdir("notebooks-data", 0755);  // the study's folder, when run from a fresh tree
   int rc = sr_write_atomic(path, csv.data, csv.len, &e);
   if (!rc) printf("wrote %s\n", path);
   sr_buf_free(&b);

@@ -109,6 +109,7 @@ double cost_alltoall(int n, double bytes, double gbps, double lat_us) {
 // so a node moves nics x NIC bandwidth across its boundary while NVLink carries the rest (NCCL's ring
 // bus bandwidth is bounded by the slowest link on the ring).
 void cost_collective_link(const cluster_desc *c, int n, int nodes, double *gbps, double *lat_us) {
+  // n does not change the bus bandwidth of a ring (it enters the algorithm's cost, not the link's).
   if (nodes <= 1 || c->nodes <= 1) {
     *gbps = c->intra.gbps;
     *lat_us = c->intra.latency_us;
@@ -117,7 +118,6 @@ void cost_collective_link(const cluster_desc *c, int n, int nodes, double *gbps,
   double node_bw = c->nics_per_node * c->nic.gbps;
   *gbps = node_bw < c->intra.gbps ? node_bw : c->intra.gbps;
   *lat_us = c->nic.latency_us > c->intra.latency_us ? c->nic.latency_us : c->intra.latency_us;
-  (void)n;
 }
 
 // All-to-all on a two-level network: of the (n-1)/n of its data a rank sends away, (per_node-1)/n stays

@@ -37,7 +37,7 @@ int report_table(sr_buf *b, const sim_result *r, int n) {
 
 static const char *const columns =
     "strategy,feasible,step_s,tokens_per_s,mfu_dense,mfu_sparse,worker_imbalance,step_imbalance,exposed_comm_s,"
-    "attn_fwd_s,attn_bwd_s,density,comm_bytes,peak_mem_gib,mem_weights_gib,mem_grads_gib,mem_optim_gib,"
+    "attn_fwd_s,attn_bwd_s,density,exec_density,comm_bytes,peak_mem_gib,mem_weights_gib,mem_grads_gib,mem_optim_gib,"
     "mem_activations_gib,mem_kv_buffers_gib,mem_index_gib,mem_workspace_gib,host_gib_per_node,fits,tasks,note";
 
 int report_csv_header(sr_buf *b, const char *lead) {
@@ -52,11 +52,11 @@ int report_csv_row(sr_buf *b, const char *lead, const sim_result *r) {
     if (*p == ',' || *p == '"' || *p == '\n' || *p == '\r') *p = ';';
   const sim_memory *m = &r->mem;
   return sr_buf_printf(b,
-                       "%s%s%s,%d,%.9g,%.9g,%.6f,%.6f,%.6f,%.6f,%.9g,%.9g,%.9g,%.6g,%.6g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,"
+                       "%s%s%s,%d,%.9g,%.9g,%.6f,%.6f,%.6f,%.6f,%.9g,%.9g,%.9g,%.6g,%.6g,%.6g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,"
                        "%.4f,%.4f,%.4f,%d,%lld,%s\n",
                        lead ? lead : "", lead && *lead ? "," : "", r->strategy, r->feasible, r->step_s, r->tokens_per_s,
                        r->mfu_dense, r->mfu_sparse, r->worker_imbalance, r->step_imbalance, r->exposed_comm_s,
-                       r->attn_fwd_s, r->attn_bwd_s, r->density, r->comm_bytes, m->total / GIB, m->weights / GIB,
+                       r->attn_fwd_s, r->attn_bwd_s, r->density, r->exec_density, r->comm_bytes, m->total / GIB, m->weights / GIB,
                        m->grads / GIB, m->optim / GIB, m->activations / GIB, m->kv_buffers / GIB, m->index_bytes / GIB,
                        m->workspace / GIB, m->host_bytes / GIB, r->feasible && m->fits, (long long)r->n_tasks, note);
 }

@@ -117,6 +117,7 @@ int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result 
   r->mfu_dense = peak > 0 ? r->model_flops_dense / peak : 0;
   r->mfu_sparse = peak > 0 ? r->model_flops_sparse / peak : 0;
   r->density = causal > 0 ? x.pairs / causal : 0;
+  r->exec_density = causal > 0 ? x.exec_pairs / causal : 0;
   double mean_a = mean_of(x.attn_f, W);
   r->worker_imbalance = mean_a > 0 ? max_of(x.attn_f, W) / mean_a : 1;
   double mean_s = mean_of(x.step_sum, x.n_step_slots);

@@ -85,6 +85,7 @@ typedef struct {
   double attn_fwd_s, attn_bwd_s;   // busiest rank's attention compute time
   double comm_bytes;        // bytes sent by all ranks
   double density;           // kept pairs / causal pairs
+  double exec_density;      // pairs the kernels compute (tiles whole, bars) / causal pairs (ring kinds)
   int64_t n_tasks;          // tasks scheduled
   double sim_wall_s;        // seconds the simulation took
   double account_wall_s;    // of which in the planner's tile accounting

@@ -27,6 +27,7 @@ typedef struct {
   int n_step_slots;
   double comm_bytes;
   double pairs;       // kept (q, k) pairs over all layers and heads
+  double exec_pairs;  // pairs the kernels compute: whole tiles and bar rows (ring kinds)
   double causal_pairs;// dense causal pairs over all layers and heads
   int64_t n_tasks;
   int64_t kv_shard_tokens; // largest KV shard a rank receives in a ring (Ulysses/USP/FPDT set it)

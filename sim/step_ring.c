@@ -14,7 +14,7 @@
 // Work of one distinct layer (layers whose accounting is identical share one).
 typedef struct {
   uint64_t hash;
-  double pairs;
+  double pairs, exec_pairs;
   float *fwd, *bwd;   // [n_steps * W] attention seconds of rank r at ring step s (index s * W + r)
   float *entries;     // [W] tile + bar entries of rank r (its index build)
   int sparse;         // some head is not dense: an index is built
@@ -66,6 +66,7 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
       const work_count *c = &agg[(int64_t)r * W + src];
       w->entries[r] += (float)(c->full + c->partial + c->bars);
       w->pairs += c->pairs;
+      w->exec_pairs += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
     }
   uint64_t hsh = 1469598103934665603ull;
   hsh = fnv(hsh, w->fwd, (size_t)s->n_steps * W * sizeof *w->fwd);
@@ -187,12 +188,23 @@ int step_ring(sim_ctx *x, sr_error *e) {
   if ((rc = ring_ctx_init(&st.ring, s, x->c, e))) goto done;
   // Account every layer; identical layers share their work.
   for (int l = 0; l < L; l++) {
+    // A layer whose heads equal the previous layer's (every layer of a dense model) shares its work.
+    int same = l > 0;
+    for (int h = 0; same && h < x->pat->heads; h++)
+      same = work_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
+    if (same) {
+      of[l] = of[l - 1];
+      x->pairs += distinct[of[l]].pairs;
+      x->exec_pairs += distinct[of[l]].exec_pairs;
+      continue;
+    }
     layer_work w;
     if ((rc = account(x, l, agg, &w, e))) {
       layer_work_free(&w);
       goto done_ring;
     }
     x->pairs += w.pairs;
+    x->exec_pairs += w.exec_pairs;
     int k = 0;
     while (k < n_distinct && (distinct[k].hash != w.hash || distinct[k].pairs != w.pairs)) k++;
     if (k == n_distinct) distinct[n_distinct++] = w;
