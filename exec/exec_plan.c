@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "plan/util.h"
-#include "plan/pattern_spec.h"
+#include "traces/trace.h"
 
 static int copy_flag(const exec_args *a, const char *key, char *out, size_t size, sr_error *e) {
   const char *v = exec_get(a, key, NULL);
@@ -50,7 +50,8 @@ int exec_plan_load(const exec_args *a, const char *layout, const char *schedule,
   }
   if (rc) return rc;
   if (exec_has(a, "skip-empty-sends")) p->spec.skip_empty_sends = 1;
-  if (pattern_from_spec(p->spec.pattern, &p->model, p->layout.n_tokens, p->spec.seed, 0, pat, e)) {
+  // traces/ reads "trace:PATH" and hands every other source to the planner's pattern_from_spec.
+  if (pattern_source_load(p->spec.pattern, &p->model, p->layout.n_tokens, p->spec.seed, 0, pat, e)) {
     plan_free(p);
     return e->code;
   }

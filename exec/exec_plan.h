@@ -1,6 +1,6 @@
 // exec_plan.h — the plan an executor command runs: read from --plan FILE, or built from the same
 // flags as `sparsering plan` (--strategy, then --model --cluster --seq --layout --schedule --inner --ulysses --pattern
-// --seed --skip-empty-sends), and the layer patterns it implies (the planner's pattern_from_spec).
+// --seed --skip-empty-sends), and the layer patterns it implies (pattern_source_load: a recorded trace, or the planner's parser).
 #ifndef SR_EXEC_PLAN_H
 #define SR_EXEC_PLAN_H
 

@@ -38,6 +38,7 @@ enum { KEY_VERT = 1, KEY_SLASH, KEY_TOPP, KEY_TOPP_HEAD, KEY_LIKE, KEY_BLOCK, KE
 typedef struct {
   gsl_rng *r;
   uint8_t *mark;  // [n] scratch, all zero between uses
+  int32_t *tmp;   // [n] scratch for sorting
   int64_t n;
 } synth_ctx;
 
@@ -45,9 +46,11 @@ static int ctx_init(synth_ctx *c, int64_t n, sr_error *e) {
   c->n = n;
   c->r = gsl_rng_alloc(gsl_rng_mt19937);
   c->mark = calloc((size_t)n + 1, 1);
-  if (!c->r || !c->mark) {
+  c->tmp = malloc(((size_t)n + 1) * sizeof *c->tmp);
+  if (!c->r || !c->mark || !c->tmp) {
     if (c->r) gsl_rng_free(c->r);
     free(c->mark);
+    free(c->tmp);
     return sr_internal_error(e, 0, "synth: out of memory for %lld tokens", (long long)n);
   }
   return SR_OK;
@@ -56,6 +59,7 @@ static int ctx_init(synth_ctx *c, int64_t n, sr_error *e) {
 static void ctx_free(synth_ctx *c) {
   gsl_rng_free(c->r);
   free(c->mark);
+  free(c->tmp);
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -69,6 +73,28 @@ static uint64_t head_key(const synth_opts *o, int layer, int head) {
 
 // ---------------------------------------------------------------------------------------------
 // vertical-slash heads
+
+// Sort non-negative indices ascending: LSD radix sort, 8 bits a pass, only as many passes as the
+// largest index needs (indices are below N), through c->tmp.
+static void sort_indices(synth_ctx *c, int32_t *a, int64_t n) {
+  if (n < 32) {
+    qsort(a, (size_t)n, sizeof *a, cmp_i32);
+    return;
+  }
+  uint32_t mx = 0;
+  for (int64_t i = 0; i < n; i++) mx |= (uint32_t)a[i];
+  int32_t *src = a, *dst = c->tmp;
+  for (int shift = 0; shift < 32 && (mx >> shift); shift += 8) {
+    int64_t cnt[257] = {0};
+    for (int64_t i = 0; i < n; i++) cnt[(((uint32_t)src[i] >> shift) & 0xffu) + 1]++;
+    for (int x = 0; x < 256; x++) cnt[x + 1] += cnt[x];
+    for (int64_t i = 0; i < n; i++) dst[cnt[((uint32_t)src[i] >> shift) & 0xffu]++] = src[i];
+    int32_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
 
 // Draw `budget` distinct indices in [0, n): [0, n_struct) always, the rest from the drifting groups
 // (verticals: floor(n u^3) or floor(n u); slashes: log-uniform on [lo, n)), topped up with the lowest
@@ -106,7 +132,7 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
       out[count++] = (int32_t)x;
     }
   for (int64_t i = 0; i < count; i++) c->mark[out[i]] = 0;
-  qsort(out, (size_t)count, sizeof *out, cmp_i32);
+  sort_indices(c, out, count);
 }
 
 static void head_clear(head_pattern *h) {

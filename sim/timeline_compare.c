@@ -65,8 +65,9 @@ int tlc_read_csv(const char *path, tlc_timeline *t, sr_error *e) {
           if (end == f || *end) {
             char field[64];
             snprintf(field, sizeof field, "line %lld: %s", (long long)lineno, columns[i]);
+            sr_input_error(e, path, field, "'%s' is not a number", f);  // f points into text: report first
             free(text), tlc_free(t);
-            return sr_input_error(e, path, field, "'%s' is not a number", f);
+            return SR_EINPUT;
           }
           if (i == 1) x->layer = (int32_t)v;
           else if (i == 2) x->rank = (int32_t)v;

@@ -188,3 +188,24 @@ TEST(exec_mpi_a_plan_for_another_world_size_is_an_input_error) {
   CHECK_STR_CONTAINS(out, "the plan is for 3 ranks but mpirun started 2");
   free(out);
 }
+
+TEST(exec_mpi_calibrate_on_cpu_writes_a_cluster_file_the_planner_loads) {
+  // The fitted numbers depend on the machine; what is specified is the format: a cluster file that
+  // cluster_load accepts, named after the base cluster, with a positive fitted intra-node link.
+  char cmd[4096], out_path[600], *out = NULL, *text = NULL;
+  snprintf(out_path, sizeof out_path, "%s/calibrated.json", test_tmpdir());
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec calibrate --backend cpu --cluster %s --out %s --reps 3",
+           test_bin_dir(), cluster_file(1, 2), out_path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "p2p inside a node (rank 0 <-> 1): latency");
+  sr_error e = {0};
+  CHECK_EQ_INT(sr_read_file(out_path, &text, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(text, "\"name\":");
+  CHECK_STR_CONTAINS(text, "calibrated-cpu");
+  free(text);
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/sparsering cluster --cluster %s", test_bin_dir(), out_path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  free(out);
+}
