@@ -323,6 +323,14 @@ done:
   return rc;
 }
 
+int trainer_init_weights(trainer *t, const char *path, sr_error *e) {
+  int rc = model_load_weights(&t->model, path, e);
+#if SR_HAVE_CUDA
+  if (rc == SR_OK && t->dev) rc = model_cuda_upload(t->dev, &t->model, e);
+#endif
+  return rc;
+}
+
 int trainer_resume(trainer *t, const char *dir, sr_error *e) {
   char path[1024], name[112];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);

@@ -3,7 +3,7 @@
 //   mpirun -np W sparsering-exec train --model tiny-test --seq 4K --steps 50 --data passkey
 //       [--plan FILE | --cluster C --layout L --schedule S --pattern P | --strategy NAME]
 //       [--backend cpu|cuda] [--lr 3e-4] [--ckpt DIR --ckpt-every K] [--resume DIR] [--csv PATH]
-//       [--trace PATH --trace-steps 1,10,100]
+//       [--trace PATH --trace-steps 1,10,100] [--init WEIGHTS.safetensors]
 //
 // Every rank holds its layout's tokens for every layer; attention runs through the executor's
 // distributed attention (dist_attn.h) for the plan's schedule and pattern; gradients are summed over
@@ -140,7 +140,7 @@ static int step_listed(const char *list, int64_t step) {
 // ---- the command ------------------------------------------------------------------------------
 
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
-                                          "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume",
+                                          "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
                                           "csv", "label", "peak-tflops", "trace", "trace-steps", NULL};
 static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", NULL};
 
@@ -230,7 +230,8 @@ static int cmd_train(int argc, char **argv) {
 #if SR_HAVE_CUDA
   if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev});
 #endif
-  const char *resume = exec_get(&a, "resume", NULL);
+  const char *init = exec_get(&a, "init", NULL), *resume = exec_get(&a, "resume", NULL);
+  if (init && trainer_init_weights(&t, init, &e)) goto fail;
   if (resume && trainer_resume(&t, resume, &e)) goto fail;
   // output files
   char label[256], csv_path[600];
