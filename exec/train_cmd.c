@@ -226,7 +226,7 @@ static int cmd_train(int argc, char **argv) {
   o.cuda_stream = c.compute_stream;
   train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
   if (trainer_create(&t, m, &o, &tc, n_local, pos, &e)) goto fail;
-  t.model.attn = (model_attention){&ab, bridge_attn_fwd, bridge_attn_bwd, NULL};
+  t.model.attn = (model_attention){&ab, bridge_attn_fwd, bridge_attn_bwd};
 #if SR_HAVE_CUDA
   if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev});
 #endif
