@@ -5,6 +5,8 @@
 #   make test       install missing packages, build, run the test suite ("N passed, N failed")
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      planner / simulator speed benchmarks (CPU)
+#   make studies    run the standard what-if studies into notebooks-data/ (CSV + JSON sidecars)
+#   make figures    execute the notebooks of notebooks-data/ headless and write their PNG files
 #   make gpu-test   kernel tests against the CPU reference (GPU machine only)
 #
 # Sources are found by folder (one concept a folder), so adding a .c file needs no edit here.
@@ -120,6 +122,13 @@ test: deps $(BIN) $(EXEC_TARGET) $(TEST_BIN)
 # Each area registers its own bench-* command; run them all.
 bench: deps $(BIN)
 	@for c in $$(./$(BIN) help | awk '/^  bench-/{print $$1}'); do echo "== $$c"; ./$(BIN) $$c || exit 1; done
+
+# The standard what-if studies into notebooks-data/ (CSV + JSON sidecar each), then their figures.
+studies: deps $(BIN)
+	python3 scripts/studies.py --bin $(BIN)
+
+figures: deps
+	python3 scripts/figures.py
 
 gpu-test: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
 	@test -x bin/sparsering-gpu-test || { echo "gpu-test: no GPU test binary built (nvcc missing?)"; exit 2; }

@@ -1,5 +1,5 @@
 // cmd_sim.c — `sparsering sim`: simulate one training step of a plan (from a plan file or from the
-// same flags as `plan`), print the summary and memory, and write the timeline (Perfetto JSON, CSV).
+// same flags as `plan`), print the summary and memory, and write the timeline (Perfetto JSON, CSV, SVG).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 #include "plan/util.h"
 #include "sim/report.h"
 #include "sim/strategy.h"
+#include "sim/svg.h"
 #include "sim/timeline.h"
 
 #define GIB 1073741824.0
@@ -70,7 +71,7 @@ static void print_memory(const sim_memory *m) {
 static int cmd_sim(int argc, char **argv) {
   static const char *const flags[] = {"plan", "model", "cluster", "seq", "layout", "schedule", "granularity", "inner",
                                       "ulysses", "pattern", "strategy", "seed", "recompute", "zero", "timeline", "csv",
-                                      NULL};
+                                      "svg", NULL};
   static const char *const switches[] = {"representative", NULL};
   sr_error e;
   sr_error_clear(&e);
@@ -87,7 +88,7 @@ static int cmd_sim(int argc, char **argv) {
     plan_spec s;
     if (spec_from_flags(&a, &s, &e) || plan_build(&s, &p, &e)) return sr_error_report(&e, "sparsering sim");
   }
-  sim_options o = {cli_has(&a, "representative"), cli_has(&a, "timeline") || cli_has(&a, "csv")};
+  sim_options o = {cli_has(&a, "representative"), cli_has(&a, "timeline") || cli_has(&a, "csv") || cli_has(&a, "svg")};
   sim_timeline tl = {0};
   sim_result r;
   int rc = sim_plan(&p, &o, &r, &tl, &e);
@@ -95,6 +96,15 @@ static int cmd_sim(int argc, char **argv) {
     const char *run = p.spec.strategy[0] ? p.spec.strategy : "sim";
     if (cli_has(&a, "timeline")) rc = timeline_write_json(&tl, run, cluster_world(&p.cluster), cli_get(&a, "timeline", ""), &e);
     if (!rc && cli_has(&a, "csv")) rc = timeline_write_csv(&tl, run, cli_get(&a, "csv", ""), &e);
+    if (!rc && cli_has(&a, "svg")) {
+      char title[1024];
+      snprintf(title, sizeof title, "%s: %s on %s, %lld tokens, layout %s, schedule %s, pattern %s", run, p.model.name,
+               p.cluster.name, (long long)p.spec.seq, p.spec.layout, p.spec.schedule, p.spec.pattern);
+      sim_svg_options so = sim_svg_defaults();
+      so.title = title;
+      so.world = cluster_world(&p.cluster);
+      rc = sim_svg_write(&tl, &so, cli_get(&a, "svg", ""), &e);
+    }
   }
   if (!rc) {
     char tok[32];
@@ -110,7 +120,8 @@ static int cmd_sim(int argc, char **argv) {
              r.attn_fwd_s, r.attn_bwd_s, 100 * r.density, r.comm_bytes / 1e9);
       print_memory(&r.mem);
     }
-    printf("simulated %lld tasks in %.3f s\n", (long long)r.n_tasks, r.sim_wall_s);
+    printf("simulated %lld tasks in %.3f s (%.3f s of it in tile accounting)\n", (long long)r.n_tasks, r.sim_wall_s,
+           r.account_wall_s);
   }
   sim_timeline_free(&tl);
   plan_free(&p);
@@ -118,4 +129,4 @@ static int cmd_sim(int argc, char **argv) {
 }
 
 CLI_COMMAND("sim", cmd_sim,
-            "simulate one training step: --plan plan.json | the plan flags; [--timeline out.json] [--csv out.csv]")
+            "simulate one training step: --plan plan.json | the plan flags; [--timeline out.json] [--csv out.csv] [--svg out.svg]")

@@ -18,6 +18,12 @@ if command -v python3 >/dev/null 2>&1; then
     echo "install-deps: pip install numpy safetensors"
     python3 -m pip install -q numpy safetensors
   }
+  # The notebooks of notebooks-data/ (make figures, and their test): pandas + matplotlib, executed
+  # headless by nbclient on an ipykernel (lighter than the whole of Jupyter or nbconvert).
+  python3 -c "import pandas, matplotlib, nbclient, nbformat, ipykernel" 2>/dev/null || {
+    echo "install-deps: pip install pandas matplotlib nbclient nbformat ipykernel"
+    python3 -m pip install -q pandas matplotlib nbclient nbformat ipykernel
+  }
 fi
 # The trainer's natural-text corpus (Debian documentation; provenance beside it).
 sh "$(dirname "$0")/build-corpus.sh" build/corpus || echo "install-deps: corpus not built (training on it needs build/corpus)"

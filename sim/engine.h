@@ -18,9 +18,10 @@
 
 #include "plan/error.h"
 
-// STREAM_COLL carries collectives (gradient reduction, the estimation's broadcasts), as DDP/NCCL do on
-// a stream of their own.
-typedef enum { STREAM_COMPUTE, STREAM_INTRA, STREAM_INTER, STREAM_COPY, STREAM_COLL, STREAM_COUNT } sim_stream;
+// STREAM_COPY carries host->device copies and STREAM_COPY_OUT device->host copies (GPUs have a copy
+// engine per direction and PCIe is full duplex); STREAM_COLL carries collectives (gradient reduction,
+// the estimation's broadcasts), as DDP/NCCL do on a stream of their own.
+typedef enum { STREAM_COMPUTE, STREAM_INTRA, STREAM_INTER, STREAM_COPY, STREAM_COLL, STREAM_COPY_OUT, STREAM_COUNT } sim_stream;
 
 typedef struct {
   double dur;          // seconds

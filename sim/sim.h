@@ -41,7 +41,7 @@ typedef enum {
 
 // Name of a phase ("attn", "kv_send", ...).
 const char *sim_phase_name(int phase);
-// Name of a stream ("compute", "intra", "inter", "copy", "coll").
+// Name of a stream ("compute", "intra", "inter", "copy" (host->device), "coll", "copy_out" (device->host)).
 const char *sim_stream_name(int stream);
 
 typedef struct {
@@ -87,6 +87,7 @@ typedef struct {
   double density;           // kept pairs / causal pairs
   int64_t n_tasks;          // tasks scheduled
   double sim_wall_s;        // seconds the simulation took
+  double account_wall_s;    // of which in the planner's tile accounting
   sim_memory mem;
 } sim_result;
 

@@ -17,7 +17,7 @@
 static const char *const phase_names[PHASE_COUNT] = {
     "qkv",      "estimate", "index",    "attn",       "kv_send",     "post",      "loss", "post_bwd", "attn_bwd",
     "dkv_send", "qkv_bwd",  "recompute", "a2a",       "collective",  "grad_reduce", "optimizer", "h2d", "d2h"};
-static const char *const stream_names[STREAM_COUNT] = {"compute", "intra", "inter", "copy", "coll"};
+static const char *const stream_names[STREAM_COUNT] = {"compute", "intra", "inter", "copy", "coll", "copy_out"};
 
 const char *sim_phase_name(int phase) { return phase >= 0 && phase < PHASE_COUNT ? phase_names[phase] : "?"; }
 const char *sim_stream_name(int stream) { return stream >= 0 && stream < STREAM_COUNT ? stream_names[stream] : "?"; }

@@ -109,7 +109,7 @@ static int layer_fwd(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
       x->a[r] = prev;
       if (off) {
         int32_t d;
-        if ((rc = add(x, r, STREAM_COPY, cost_p2p(&c->host, act_chunk), PHASE_D2H, layer, i, prev, -1, &d, e))) return rc;
+        if ((rc = add(x, r, STREAM_COPY_OUT, cost_p2p(&c->host, act_chunk), PHASE_D2H, layer, i, prev, -1, &d, e))) return rc;
       }
     }
     if ((rc = a2a(x, cr * (double)m->num_heads * m->head_dim * 2, layer, i, x->a, x->b, e))) return rc;
@@ -152,7 +152,7 @@ static int layer_bwd(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
         int32_t d[4] = {kv, fq, ready[(int64_t)r * u + i], prev};
         id = engine_add(&x->g, r, STREAM_COMPUTE, s->attn_b[idx(s, r, i, j)], -1, PHASE_ATTN_BWD, layer, i, d, 4);
         if (id < 0) return sr_internal_error(e, 0, "sim: out of memory for tasks");
-        if (off && (rc = add(x, r, STREAM_COPY, cost_p2p(&c->host, dq_chunk), PHASE_D2H, layer, i, id, -1, &fq, e)))
+        if (off && (rc = add(x, r, STREAM_COPY_OUT, cost_p2p(&c->host, dq_chunk), PHASE_D2H, layer, i, id, -1, &fq, e)))
           return rc;
         x->attn_b[r] += s->attn_b[idx(s, r, i, j)];
         prev2 = prev;

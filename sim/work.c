@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/util.h"
+
 int work_cache_init(work_cache *c, const layout *l, sr_error *e) {
   memset(c, 0, sizeof c[0]);
   c->l = l;
@@ -53,7 +55,9 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
   pattern view = {pat->n_tokens, 1, 1, (head_pattern *)h};
   int slot = c->n_cached < WORK_CACHE ? c->n_cached++ : (c->next++ % WORK_CACHE);
   c->key[slot] = NULL;
+  double t0 = sr_now();
   int rc = tiles_account_layer(&view, 0, c->l, c->val[slot], e);
+  c->wall_s += sr_now() - t0;
   if (rc) return rc;
   c->key[slot] = h;
   *out = c->val[slot];

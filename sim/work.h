@@ -20,6 +20,7 @@ typedef struct {
   const head_pattern *key[WORK_CACHE]; // cached heads (compared by content)
   work_count *val[WORK_CACHE];         // their counts [W * W]
   int n_cached, next;
+  double wall_s;                       // seconds spent in tiles_account_layer
 } work_cache;
 
 // Prepare a cache for a layout (counts are W x W per head).

@@ -14,9 +14,9 @@
 
 // A cluster of `nodes` x `gpus` with every attention efficiency equal (so time is proportional to
 // tiles) and no comm slowdown; written into the test's scratch directory.
-static const char *test_cluster(int nodes, int gpus) {
+static const char *test_cluster_pcie(int nodes, int gpus, double pcie_gbps, double pcie_latency_us) {
   static char path[700];
-  snprintf(path, sizeof path, "%s/c%dx%d.json", test_tmpdir(), nodes, gpus);
+  snprintf(path, sizeof path, "%s/c%dx%d-%g.json", test_tmpdir(), nodes, gpus, pcie_gbps);
   char text[2048];
   snprintf(text, sizeof text,
            "{\"nodes\": %d, \"gpus_per_node\": %d,\n"
@@ -26,12 +26,14 @@ static const char *test_cluster(int nodes, int gpus) {
            "   \"comm_slowdown\": 1.0},\n"
            " \"intra_node\": {\"gbps\": 100, \"latency_us\": 2},\n"
            " \"inter_node\": {\"nics_per_node\": %d, \"nic_gbps\": 25, \"latency_us\": 5},\n"
-           " \"host\": {\"pcie_gbps\": 25, \"latency_us\": 10, \"mem_gib\": 512}}\n",
-           nodes, gpus, gpus);
+           " \"host\": {\"pcie_gbps\": %g, \"latency_us\": %g, \"mem_gib\": 512}}\n",
+           nodes, gpus, gpus, pcie_gbps, pcie_latency_us);
   sr_error e;
   CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
   return path;
 }
+
+static const char *test_cluster(int nodes, int gpus) { return test_cluster_pcie(nodes, gpus, 25, 10); }
 
 static int run_spec(const char *strategy, const char *cluster, int64_t seq, int recompute, sim_result *r,
                     sim_timeline *tl) {
@@ -91,6 +93,39 @@ TEST(sim_step_double_ring_equals_flat_ring_on_one_node) {
   CHECK_EQ_INT(run_spec("mtraining", c, 16384, 1, &dbl, NULL), 0);
   CHECK(flat.step_s > 0);
   CHECK_REL(dbl.step_s, flat.step_s, 1e-12);
+}
+
+// FPDT on 2 GPUs, 16K tokens in 4 chunks of 4K, with or without host offload.
+static double fpdt_step(const char *cluster, int offload) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  sr_error e;
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, "fpdt", &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", cluster);
+  s.seq = 16384;
+  s.fpdt_chunk = 4096;
+  s.fpdt_offload = offload;
+  plan p;
+  if (plan_build(&s, &p, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return -1;
+  }
+  sim_result r;
+  CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+  plan_free(&p);
+  return r.step_s;
+}
+
+TEST(sim_step_fpdt_prefetch_hides_when_pcie_outpaces_chunk_compute) {
+  // With a PCIe link far faster than a chunk pair's compute (and no latency) every fetch finishes
+  // before the compute that needs it: offload costs nothing. With a slow link the fetches show.
+  double resident = fpdt_step(test_cluster_pcie(1, 2, 1e5, 0), 0);
+  double fast = fpdt_step(test_cluster_pcie(1, 2, 1e5, 0), 1);
+  double slow = fpdt_step(test_cluster_pcie(1, 2, 0.001, 0), 1);
+  CHECK(resident > 0);
+  CHECK_REL(fast, resident, 1e-6);  // a 256 KB fetch takes ~3 ns at 1e5 GB/s
+  CHECK(slow > 2 * resident);
 }
 
 TEST(sim_step_memory_with_recomputation_is_below_memory_without) {

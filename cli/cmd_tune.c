@@ -1,0 +1,188 @@
+// cmd_tune.c — `sparsering tune`: search the strategy space of a model, cluster, length and pattern in
+// the simulator, print the ranked leaders, write the full CSV and the chosen plan (with its predicted
+// step time). Under `mpirun -np K` the points are split over the ranks; rank 0 prints and writes.
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "cli/cmd_tune.h"
+#include "plan/util.h"
+
+// ---------------------------------------------------------------------------------------------
+// MPI
+
+static int mpi_started;
+
+static int mpi_allgather(void *ctx, const void *mine, void *all, size_t bytes, int count, sr_error *e) {
+  (void)ctx;
+  // Records are plain fixed-size structs, so they travel as bytes.
+  int n = (int)(bytes * (size_t)count);
+  int rc = MPI_Allgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return sr_internal_error(e, 0, "tune: MPI_Allgather: %s", msg);
+  }
+  return SR_OK;
+}
+
+void tune_mpi_start(int *argc, char ***argv, tune_exchange *x) {
+  memset(x, 0, sizeof *x);
+  x->size = 1;
+  // Only a launcher's environment starts MPI, so a plain `sparsering tune` needs no MPI runtime.
+  if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_SIZE")) return;
+  if (MPI_Init(argc, argv) != MPI_SUCCESS) return;
+  mpi_started = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &x->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &x->size);
+  x->allgather = x->size > 1 ? mpi_allgather : NULL;
+}
+
+void tune_mpi_finish(void) {
+  if (mpi_started) MPI_Finalize();
+  mpi_started = 0;
+}
+
+int tune_mpi_status(int status) {
+  if (!mpi_started) return status;
+  int out = status;
+  MPI_Allreduce(&status, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the command
+
+// "notebooks-data/tune_<model>_<cluster>_<seq>_<pattern>.csv", names reduced to [A-Za-z0-9.-].
+static void default_csv(const plan_spec *s, char *out, size_t size) {
+  char tok[32], raw[1024];
+  const char *model = strrchr(s->model, '/') ? strrchr(s->model, '/') + 1 : s->model;
+  const char *cluster = strrchr(s->cluster, '/') ? strrchr(s->cluster, '/') + 1 : s->cluster;
+  snprintf(raw, sizeof raw, "%s_%s_%s_%s", model, cluster, sr_format_tokens(s->seq, tok, sizeof tok), s->pattern);
+  for (char *c = raw; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
+      *c = '_';
+  snprintf(out, size, "notebooks-data/tune_%s.csv", raw);
+}
+
+static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const char **out, const char **csv,
+                 int *representative, sr_error *e) {
+  static const char *const flags[] = {"model", "cluster", "seq", "pattern", "trace", "seed", "out", "csv", "top", "robust-top",
+                                      "robust-steps", "margin", "batch", NULL};
+  static const char *const switches[] = {"no-prune", "representative", NULL};
+  cli_args a;
+  int rc;
+  if ((rc = cli_parse(argc, argv, flags, switches, &a, e))) return rc;
+  if (a.n_pos > 0) return sr_input_error(e, NULL, a.pos[0], "unexpected argument");
+  plan_spec_defaults(s);
+  const char *v;
+  int64_t x;
+  if ((rc = cli_require(&a, "model", &v, e))) return rc;
+  snprintf(s->model, sizeof s->model, "%s", v);
+  if ((rc = cli_require(&a, "cluster", &v, e))) return rc;
+  snprintf(s->cluster, sizeof s->cluster, "%s", v);
+  if ((rc = cli_require(&a, "seq", &v, e)) || (rc = sr_parse_tokens(v, "--seq", &s->seq, e))) return rc;
+  // A recorded trace is the pattern source "trace:PATH": its step 0 is tuned, its later steps are the
+  // perturbed patterns of the robustness check.
+  if (cli_has(&a, "trace") && cli_has(&a, "pattern"))
+    return sr_input_error(e, NULL, "--trace", "give either --pattern or --trace, not both");
+  if (cli_has(&a, "trace")) {
+    v = cli_get(&a, "trace", "");
+    if (!*v || strlen(v) + 6 >= sizeof s->pattern) return sr_input_error(e, NULL, "--trace", "empty or too long");
+    snprintf(s->pattern, sizeof s->pattern, "trace:%s", v);
+  } else {
+    if ((rc = cli_require(&a, "pattern", &v, e))) return rc;
+    if (!*v || strlen(v) >= sizeof s->pattern) return sr_input_error(e, NULL, "--pattern", "empty or too long");
+    snprintf(s->pattern, sizeof s->pattern, "%s", v);
+  }
+  if ((rc = cli_get_int(&a, "seed", 0, 0, (int64_t)1 << 53, &x, e))) return rc;
+  s->seed = (uint64_t)x;
+  tune_options_defaults(o);
+  if ((rc = cli_get_int(&a, "top", o->top, 1, 1000, &x, e))) return rc;
+  o->top = (int)x;
+  if ((rc = cli_get_int(&a, "robust-top", o->robust_top, 0, 100, &x, e))) return rc;
+  o->robust_top = (int)x;
+  if ((rc = cli_get_int(&a, "robust-steps", o->robust_steps, 0, 64, &x, e))) return rc;
+  o->robust_steps = (int)x;
+  if ((rc = cli_get_int(&a, "batch", o->batch, 1, 100000, &x, e))) return rc;
+  o->batch = (int)x;
+  if ((rc = cli_get_num(&a, "margin", o->robust_margin, 0, 1, &o->robust_margin, e))) return rc;
+  o->no_prune = cli_has(&a, "no-prune");
+  *representative = cli_has(&a, "representative");
+  *out = cli_get(&a, "out", "best_plan.json");
+  *csv = cli_get(&a, "csv", NULL);
+  return SR_OK;
+}
+
+// Rank 0's outputs: the report, the CSV, the plan file.
+static int write_outputs(tune_sim *t, const tune_space *sp, const tune_result *r, const tune_options *o,
+                         const plan_spec *base, const char *out, const char *csv, int size, sr_error *e) {
+  char tok[32], path[1200];
+  printf("tune: %s on %s (%d GPUs), %s tokens, pattern %s; %d process%s, %.1f s\n", tune_sim_model(t)->name,
+         tune_sim_cluster(t)->name, cluster_world(tune_sim_cluster(t)), sr_format_tokens(base->seq, tok, sizeof tok),
+         base->pattern, size, size == 1 ? "" : "es", r->search_wall_s);
+  char *text = NULL;
+  int rc = tune_report(sp, r, o, &text, e);
+  if (rc) return rc;
+  fputs(text, stdout);
+  free(text);
+  if (!csv) {
+    default_csv(base, path, sizeof path);
+    if (mkdir("notebooks-data", 0777) && errno != EEXIST)
+      return sr_internal_error(e, errno, "tune: cannot create notebooks-data/");
+    csv = path;
+  }
+  char *body = NULL;
+  if ((rc = tune_csv(sp, r, &body, e))) return rc;
+  rc = sr_write_atomic(csv, body, strlen(body), e);
+  free(body);
+  if (rc) return rc;
+  printf("csv: %s (%d rows)\n", csv, r->n_points);
+  if (r->chosen < 0) return sr_input_error(e, NULL, "tune", "no point of the space fits in memory; no plan written");
+  plan p;
+  if ((rc = tune_sim_plan(t, &sp->pt[r->chosen], &p, e))) return rc;
+  rc = plan_write(&p, out, e);
+  if (!rc) printf("plan: %s (predicted step %.6g s)\n", out, p.spec.predicted_step_s);
+  plan_free(&p);
+  return rc;
+}
+
+static int cmd_tune(int argc, char **argv) {
+  tune_exchange x;
+  tune_mpi_start(&argc, &argv, &x);
+  sr_error e;
+  sr_error_clear(&e);
+  plan_spec base;
+  tune_options o;
+  const char *out = NULL, *csv = NULL;
+  int representative = 0;
+  tune_sim *t = NULL;
+  tune_space sp = {0};
+  tune_result r;
+  memset(&r, 0, sizeof r);
+  int rc = parse(argc, argv, &base, &o, &out, &csv, &representative, &e);
+  if (!rc) rc = tune_sim_open(&base, representative, &t, &e);
+  if (!rc && o.robust_steps > tune_sim_max_step(t)) o.robust_steps = tune_sim_max_step(t);  // a trace's last step
+  if (!rc) rc = tune_space_full(tune_sim_model(t), tune_sim_cluster(t), base.seq, &sp, &e);
+  if (!rc) {
+    tune_evaluator ev = tune_sim_evaluator(t);
+    rc = tune_search(&sp, &ev, &x, &o, &r, &e);
+  }
+  if (!rc && x.rank == 0) rc = write_outputs(t, &sp, &r, &o, &base, out, csv, x.size, &e);
+  int status = rc ? (x.rank == 0 ? sr_error_report(&e, "sparsering tune") : (rc == SR_EINPUT ? 2 : 1)) : 0;
+  status = tune_mpi_status(status);
+  tune_result_free(&r);
+  tune_space_free(&sp);
+  tune_sim_close(t);
+  tune_mpi_finish();
+  return status;
+}
+
+CLI_COMMAND("tune", cmd_tune,
+            "search layouts, schedules and options in the simulator: --model M --cluster C --seq N --pattern P "
+            "(or --trace t.safetensors) [-o best_plan.json] [--csv out.csv] [--top 10]; split under mpirun -np K")

@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""studies.py — run the standard what-if studies with the simulator and write their CSVs into
+notebooks-data/, each with a JSON sidecar (NAME.csv.json) giving the exact commands, the inputs
+(with their SHA-256 and, for generated files, their content) and the git version. `make studies`
+runs it; docs/studies.md says what each study asks.
+
+    python3 scripts/studies.py [--bin bin/sparsering] [--out notebooks-data] [--jobs 2] [STUDY ...]
+
+Studies (default: all of them):
+    strategies  strategies side by side at 128K-4M tokens on the shipped multi-node clusters
+    seqlen      step time and peak memory vs sequence length per strategy
+    imbalance   worker and step imbalance per layout vs sparsity (+ rank x ring-step heat maps)
+    bandwidth   inter-node bandwidth what-if (100/200/400/800 Gb/s per GPU): MTraining vs USP vs dense ring
+    timeline    one simulated step, task by task (CSV for the Gantt figure, SVG for browsers)
+    replay      trace replay over recorded steps (traces/samples/), when `sparsering replay` exists
+
+Standard library only: the notebooks need pandas and matplotlib, the studies do not.
+"""
+import argparse
+import csv
+import datetime
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def rel(path):
+    """Path relative to the repository root when inside it (sidecars stay machine-independent)."""
+    p = os.path.abspath(path)
+    return os.path.relpath(p, ROOT) if p.startswith(ROOT + os.sep) else p
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def git_version():
+    def git(*args):
+        r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD"), "describe": git("describe", "--always", "--dirty"),
+            "branch": git("rev-parse", "--abbrev-ref", "HEAD"), "dirty": bool(status) if status is not None else None}
+
+
+def data_file(kind, name):
+    """The shipped model or cluster file a name resolves to (None for a path or an unknown name)."""
+    if os.path.exists(name):
+        return name
+    p = os.path.join(ROOT, "models", "clusters" if kind == "cluster" else "", name + ".json")
+    return p if os.path.exists(p) else None
+
+
+class Study:
+    """One study's record: the commands it ran and the inputs they read, written as the sidecar."""
+
+    def __init__(self, name, question, out_dir):
+        self.name, self.question, self.out_dir = name, question, out_dir
+        self.commands, self.inputs, self.outputs, self.notes = [], {}, [], []
+        self.t0 = time.time()
+
+    def add_input(self, path, content=None, generated=False):
+        entry = {"sha256": sha256(path)}
+        if content is not None:
+            entry["content"] = content
+        if generated:
+            entry["generated"] = True
+        self.inputs[rel(path)] = entry
+
+    def add_grid_inputs(self, grid):
+        for m in grid.get("models", []):
+            p = data_file("model", m)
+            if p:
+                self.add_input(p)
+        for c in grid.get("clusters", []):
+            p = data_file("cluster", c)
+            if p and not p.startswith(tempfile.gettempdir()):
+                self.add_input(p)
+
+    def run(self, argv, env=None):
+        """Run a command from the repository root; record it; fail loudly with its output."""
+        line = " ".join(shlex.quote(a) for a in argv)
+        print(f"studies[{self.name}]: {line}", flush=True)
+        t = time.time()
+        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
+        self.commands.append({"argv": line, "wall_s": round(time.time() - t, 3)})
+        if r.returncode != 0:
+            sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:])
+            raise SystemExit(f"studies[{self.name}]: command failed with status {r.returncode}: {line}")
+        return r.stdout
+
+    def output(self, path):
+        self.outputs.append(path)
+
+    def write_sidecars(self):
+        for path in self.outputs:
+            with open(path, newline="") as f:
+                rows = max(0, sum(1 for _ in csv.reader(f)) - 1)
+            meta = {"study": self.name, "question": self.question, "csv": os.path.basename(path), "rows": rows,
+                    "commands": self.commands, "inputs": self.inputs, "notes": self.notes,
+                    "version": git_version(),
+                    "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "wall_s": round(time.time() - self.t0, 3)}
+            tmp = path + ".json.tmp"
+            with open(tmp, "w") as f:
+                json.dump(meta, f, indent=2, sort_keys=False)
+                f.write("\n")
+            os.replace(tmp, path + ".json")
+            print(f"studies[{self.name}]: wrote {rel(path)} ({rows} rows) and its sidecar", flush=True)
+
+
+def sweep_argv(args, sweep_path, out_csv):
+    """`sparsering sweep` (under mpirun -np JOBS when there is more than one job)."""
+    argv = [args.bin, "sweep", rel(sweep_path), "-o", rel(out_csv)]
+    if args.jobs > 1 and shutil.which("mpirun"):
+        argv = ["mpirun", "--oversubscribe", "-np", str(args.jobs)] + argv
+    return argv
+
+
+def mpi_env():
+    # Open MPI refuses to start as root without these (containers run as root).
+    env = dict(os.environ)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return env
+
+
+def run_sweep(study, args, grid_name):
+    """Run the sweep file notebooks-data/sweeps/GRID.json into notebooks-data/GRID.csv."""
+    sweep = os.path.join(args.out, "sweeps", grid_name + ".json")
+    with open(sweep) as f:
+        grid = json.load(f)
+    study.add_input(sweep)
+    study.add_grid_inputs(grid)
+    out_csv = os.path.join(args.out, study.name + ".csv")
+    study.run(sweep_argv(args, sweep, out_csv), env=mpi_env())
+    study.output(out_csv)
+    return out_csv
+
+
+# ---- the studies -----------------------------------------------------------------------------
+
+
+def study_strategies(args):
+    s = Study("strategies", "Which strategy trains fastest at 128K-4M tokens on each shipped multi-node cluster, "
+              "and which fit in memory?", args.out)
+    run_sweep(s, args, "strategies")
+    return s
+
+
+def study_seqlen(args):
+    s = Study("seqlen", "How do step time and peak memory per GPU grow with sequence length for each strategy?",
+              args.out)
+    run_sweep(s, args, "seqlen")
+    return s
+
+
+# Layouts of the imbalance study, each as the strategy that runs it with the same flat ring and pattern
+# (the simulator's strategy table, docs/sim.md): contiguous, zigzag and striped G=128.
+IMBALANCE_HEAT = [("contiguous", ["--layout", "contiguous"]), ("zigzag", ["--layout", "zigzag"]),
+                  ("striped:128", ["--layout", "striped:128"])]
+
+
+def study_imbalance(args):
+    s = Study("imbalance", "How evenly do the layouts spread sparse attention work over ranks (worker imbalance) "
+              "and over ring steps (step imbalance) as sparsity grows?", args.out)
+    run_sweep(s, args, "imbalance")
+    # Heat maps: attention forward time per (rank, ring step), summed over layers, from one step's timeline.
+    with open(os.path.join(args.out, "sweeps", "imbalance_heat.json")) as f:
+        heat = json.load(f)
+    s.add_input(os.path.join(args.out, "sweeps", "imbalance_heat.json"))
+    s.add_grid_inputs({"models": [heat["model"]], "clusters": [heat["cluster"]]})
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="sparsering-studies-") as tmp:
+        for layout, flags in IMBALANCE_HEAT:
+            tl = os.path.join(tmp, "timeline.csv")
+            s.run([args.bin, "sim", "--model", heat["model"], "--cluster", heat["cluster"], "--seq", heat["seq"],
+                   "--schedule", "ring", "--pattern", heat["pattern"], "--seed", str(heat.get("seed", 0)), *flags,
+                   "--csv", tl])
+            sums = {}
+            with open(tl, newline="") as f:
+                for r in csv.DictReader(f):
+                    if r["phase"] == "attn":
+                        key = (int(r["rank"]), int(r["step"]))
+                        sums[key] = sums.get(key, 0.0) + float(r["dur_us"])
+            rows += [(layout, heat["pattern"], rank, step, round(us, 3)) for (rank, step), us in sorted(sums.items())]
+    s.notes.append("imbalance_heat.csv: per layout, the 'attn' (forward attention) tasks of each command's timeline "
+                   "CSV summed over layers per (rank, ring step); the timelines themselves are not kept.")
+    out = os.path.join(args.out, "imbalance_heat.csv")
+    with open(out + ".tmp", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["layout", "pattern", "rank", "step", "attn_us"])
+        w.writerows(rows)
+    os.replace(out + ".tmp", out)
+    s.output(out)
+    return s
+
+
+def study_bandwidth(args):
+    s = Study("bandwidth", "How much does inter-node bandwidth (100/200/400/800 Gb/s per GPU) matter to MTraining, "
+              "USP and dense ring attention?", args.out)
+    with open(os.path.join(args.out, "sweeps", "bandwidth.json")) as f:
+        spec = json.load(f)
+    s.add_input(os.path.join(args.out, "sweeps", "bandwidth.json"))
+    with tempfile.TemporaryDirectory(prefix="sparsering-bandwidth-") as tmp:
+        clusters = []
+        for base in spec["base_clusters"]:
+            src = data_file("cluster", base)
+            s.add_input(src)
+            with open(src) as f:
+                c = json.load(f)
+            for gbit in spec["gbit_per_gpu"]:
+                # One NIC per GPU at gbit Gb/s: nic_gbps is in GB/s (bytes), so divide bits by 8.
+                d = json.loads(json.dumps(c))
+                d["inter_node"]["nics_per_node"] = d["gpus_per_node"]
+                d["inter_node"]["nic_gbps"] = gbit / 8
+                d["description"] = f"{base} with one {gbit} Gb/s NIC per GPU (what-if)"
+                path = os.path.join(tmp, f"{base}-nic{gbit}g.json")
+                with open(path, "w") as f:
+                    json.dump(d, f, indent=2)
+                clusters.append(path)
+        grid = {k: v for k, v in spec.items() if k not in ("base_clusters", "gbit_per_gpu")}
+        grid["clusters"] = clusters
+        sweep = os.path.join(tmp, "bandwidth-sweep.json")
+        with open(sweep, "w") as f:
+            json.dump(grid, f, indent=2)
+        s.add_input(sweep, content=grid, generated=True)
+        for p in clusters:
+            with open(p) as f:
+                s.add_input(p, content=json.load(f), generated=True)
+        s.add_grid_inputs({"models": grid["models"]})
+        out_csv = os.path.join(args.out, "bandwidth.csv")
+        s.run(sweep_argv(args, sweep, out_csv), env=mpi_env())
+        s.output(out_csv)
+    s.notes.append("cluster column: the generated cluster file (a temporary path); its name ends in -nicNNNg.json "
+                   "with NNN the Gb/s per GPU. Contents are in inputs.")
+    return s
+
+
+def study_timeline(args):
+    s = Study("timeline", "Where does the time of one training step go, rank by rank: compute, intra-node and "
+              "inter-node transfers?", args.out)
+    with open(os.path.join(args.out, "sweeps", "timeline.json")) as f:
+        spec = json.load(f)
+    s.add_input(os.path.join(args.out, "sweeps", "timeline.json"))
+    s.add_grid_inputs({"models": [spec["model"]], "clusters": [spec["cluster"]]})
+    out_csv, out_svg = os.path.join(args.out, "timeline.csv"), os.path.join(args.out, "timeline.svg")
+    argv = [args.bin, "sim", "--strategy", spec["strategy"], "--model", spec["model"], "--cluster", spec["cluster"],
+            "--seq", spec["seq"], "--csv", rel(out_csv), "--svg", rel(out_svg)]
+    if spec.get("pattern"):
+        argv += ["--pattern", spec["pattern"]]
+    s.run(argv)
+    s.output(out_csv)
+    return s
+
+
+def study_replay(args):
+    s = Study("replay", "How do step time and imbalance vary over the recorded steps of a trace?", args.out)
+    helptext = subprocess.run([args.bin, "help"], capture_output=True, text=True).stdout
+    if "replay" not in helptext:
+        print("studies[replay]: skipped: this build has no `sparsering replay` (traces area not merged yet)")
+        return None
+    with open(os.path.join(args.out, "sweeps", "replay.json")) as f:
+        spec = json.load(f)
+    s.add_input(os.path.join(args.out, "sweeps", "replay.json"))
+    out_csv = os.path.join(args.out, "replay.csv")
+    trace = os.path.join(ROOT, spec["trace"])
+    s.add_input(trace)
+    s.add_grid_inputs({"clusters": spec["clusters"]})
+    s.run([args.bin, "replay", rel(trace), "--cluster", spec["clusters"][0], "--strategy", spec["strategies"][0],
+           "--csv", rel(out_csv)])
+    s.output(out_csv)
+    return s
+
+
+STUDIES = {"strategies": study_strategies, "seqlen": study_seqlen, "imbalance": study_imbalance,
+           "bandwidth": study_bandwidth, "timeline": study_timeline, "replay": study_replay}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "bin", "sparsering"), help="the sparsering binary")
+    ap.add_argument("--out", default=os.path.join(ROOT, "notebooks-data"), help="where the CSVs go")
+    ap.add_argument("--jobs", type=int, default=2, help="processes for `sparsering sweep` (mpirun -np)")
+    ap.add_argument("studies", nargs="*", help="studies to run (default: all)")
+    args = ap.parse_args()
+    args.bin = rel(args.bin) if os.path.isabs(args.bin) else args.bin
+    for name in args.studies:
+        if name not in STUDIES:
+            raise SystemExit(f"studies: unknown study '{name}' (known: {', '.join(STUDIES)})")
+    t0 = time.time()
+    for name in args.studies or list(STUDIES):
+        s = STUDIES[name](args)
+        if s:
+            s.write_sidecars()
+    print(f"studies: done in {time.time() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

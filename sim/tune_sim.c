@@ -1,0 +1,306 @@
+// tune_sim.c — the tuner's evaluator backed by the planner and the simulator: a point becomes a plan
+// (the base spec with the point's options), its bounds come from the memory model and the GEMM time
+// of the busiest rank, and its step time from sim_run on the pattern of the requested training step.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/util.h"
+#include "sim/cost.h"
+#include "sim/memory.h"
+#include "sim/sim.h"
+#include "sim/step_ctx.h"
+#include "sim/tune.h"
+#include "traces/trace.h"
+
+#define TUNE_MAX_STEPS 64
+
+struct tune_sim {
+  plan_spec base;
+  model_config m;
+  cluster_desc c;
+  int representative;
+  pattern pat[TUNE_MAX_STEPS + 1];  // the base pattern (step 0) and the perturbed steps, built on first use
+  int have[TUNE_MAX_STEPS + 1];
+  double pairs;                     // kept causal (q, k) pairs of the base pattern, all layers and heads
+  int max_step;                     // last perturbation step available (a trace's recorded steps - 1)
+};
+
+static double pattern_pairs(const pattern *p);
+
+// ---------------------------------------------------------------------------------------------
+// patterns
+
+static int pattern_at(tune_sim *t, int step, const pattern **out, sr_error *e) {
+  if (step < 0 || step > TUNE_MAX_STEPS)
+    return sr_input_error(e, NULL, "robust-steps", "step %d: expected 0..%d", step, TUNE_MAX_STEPS);
+  if (!t->have[step]) {
+    // "trace:PATH" reads recorded step `step`; synthetic sources drift with `step` (trace.h).
+    int rc = pattern_source_load(t->base.pattern, &t->m, t->base.seq, t->base.seed, step, &t->pat[step], e);
+    if (rc) return rc;
+    t->have[step] = 1;
+  }
+  *out = &t->pat[step];
+  return SR_OK;
+}
+
+int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_error *e) {
+  *out = NULL;
+  tune_sim *t = calloc(1, sizeof *t);
+  if (!t) return sr_internal_error(e, 0, "tune: out of memory");
+  t->base = *base;
+  t->representative = representative;
+  // The base spec must build as it is (its own layout and schedule), so bad inputs fail here, once.
+  plan p;
+  const char *field = NULL;
+  int rc = plan_build_at(base, &p, &field, e);
+  if (rc) {
+    free(t);
+    return rc;
+  }
+  t->m = p.model;
+  t->c = p.cluster;
+  plan_free(&p);
+  t->max_step = TUNE_MAX_STEPS;
+  if (!strncmp(base->pattern, "trace:", 6)) {
+    trace_file tf;
+    if ((rc = trace_open(base->pattern + 6, &tf, e))) {
+      free(t);
+      return rc;
+    }
+    t->max_step = tf.info.steps - 1 < TUNE_MAX_STEPS ? tf.info.steps - 1 : TUNE_MAX_STEPS;
+    trace_close(&tf);
+  }
+  const pattern *pat = NULL;
+  if ((rc = pattern_at(t, 0, &pat, e))) {
+    free(t);
+    return rc;
+  }
+  t->pairs = pattern_pairs(pat);
+  *out = t;
+  return SR_OK;
+}
+
+void tune_sim_close(tune_sim *t) {
+  if (!t) return;
+  for (int k = 0; k <= TUNE_MAX_STEPS; k++)
+    if (t->have[k]) pattern_free(&t->pat[k]);
+  free(t);
+}
+
+const model_config *tune_sim_model(const tune_sim *t) { return &t->m; }
+int tune_sim_max_step(const tune_sim *t) { return t->max_step; }
+const cluster_desc *tune_sim_cluster(const tune_sim *t) { return &t->c; }
+
+// ---------------------------------------------------------------------------------------------
+// kept pairs (pattern.h's keep rule, counted in closed form)
+
+static double tri(double m) { return m > 0 ? m * (m + 1) / 2 : 0; }
+
+// Number of elements of the sorted array a[0..n) that are <= x.
+static int64_t count_le(const int32_t *a, int32_t n, int64_t x) {
+  int32_t lo = 0, hi = n;
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    if (a[mid] <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+double tune_head_pairs(const head_pattern *h, int64_t n) {
+  double N = (double)n;
+  switch (h->kind) {
+    case PATTERN_DENSE: return tri(N);
+    case PATTERN_WINDOW: {
+      // Window: key q - w + 1 .. q, min(q + 1, w) keys a row. Sinks outside it: k < min(s, q - w + 1),
+      // i.e. t = q - w + 1 keys for 1 <= t <= s and s beyond, over t = 1 .. n - w.
+      double w = (double)h->window, sk = (double)h->sinks;
+      double win = N <= w ? tri(N) : tri(w) + (N - w) * w;
+      double T = N - w;
+      double sinks = T <= 0 ? 0 : (T <= sk ? tri(T) : tri(sk) + (T - sk) * sk);
+      return win + sinks;
+    }
+    case PATTERN_VS: {
+      // Column v holds n - v causal pairs, diagonal d holds n - d; a pair on both (k = v, q = v + d)
+      // is counted once: subtract, per v, the diagonals with v + d <= n - 1.
+      double p = 0;
+      for (int32_t i = 0; i < h->n_vertical; i++) p += N - h->vertical[i];
+      for (int32_t i = 0; i < h->n_slash; i++) p += N - h->slash[i];
+      for (int32_t i = 0; i < h->n_vertical; i++) p -= (double)count_le(h->slash, h->n_slash, n - 1 - h->vertical[i]);
+      return p;
+    }
+    case PATTERN_BLOCK: {
+      double p = 0, B = (double)h->block;
+      for (int64_t r = 0; r < h->n_blocks; r++) {
+        double rows = N - (double)r * B < B ? N - (double)r * B : B;
+        for (int64_t c = 0; c <= r; c++) {
+          if (!((h->mask[r * h->row_words + c / 64] >> (c % 64)) & 1)) continue;
+          p += c == r ? tri(rows) : rows * B;
+        }
+      }
+      return p;
+    }
+  }
+  return 0;
+}
+
+static double pattern_pairs(const pattern *p) {
+  double s = 0;
+  for (int64_t i = 0; i < (int64_t)p->layers * p->heads; i++) s += tune_head_pairs(&p->h[i], p->n_tokens);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// bounds
+
+// The plan of a point; a point the planner rejects is marked invalid with the planner's reason.
+static int point_plan(const tune_sim *t, const tune_point *pt, plan *p, tune_eval *out, int *invalid, sr_error *e) {
+  plan_spec s = t->base;
+  tune_point_apply(pt, &s);
+  snprintf(s.strategy, sizeof s.strategy, "tuned");
+  sr_error pe;
+  sr_error_clear(&pe);
+  *invalid = 0;
+  int rc = plan_build(&s, p, &pe);
+  if (rc == SR_EINPUT) {
+    *invalid = 1;
+    out->status = TUNE_INVALID;
+    snprintf(out->note, sizeof out->note, "%s", pe.msg);
+    return SR_OK;
+  }
+  if (rc) *e = pe;
+  return rc;
+}
+
+static double eff_or_one(double e) { return e > 0 ? e : 1; }  // cost.c's convention for unset efficiencies
+
+// Step time cannot be below the busiest rank's compute stream, whose tasks run one after another.
+// Every strategy puts on it at least, per rank with n tokens:
+//  - per layer, the forward GEMMs and memory-bound ops of its tokens, their backward
+//    (MODEL_GEMM_BWD_RATIO x) and, with recomputation, the forward again: the simulator's own
+//    ctx_gemm_* and ctx_mem_* costs (step.c), called here on a context holding only model and cluster;
+//  - the loss: LM head forward + backward and the cross-entropy's three passes over fp32 logits
+//    (step.c, ctx_loss), and the AdamW update of its parameter share, 28 bytes a parameter (ctx_optimizer);
+//  - its share of attention: every kept pair runs once forward (again under recomputation, except in
+//    FPDT, which recomputes GEMMs only) and once backward, in tiles or bars that cover it, at 4 head_dim
+//    FLOPs a pair forward (FlashAttention-2, Dao 2023, sec. 4.1) and MODEL_ATTN_BWD_RATIO x that
+//    backward, at best at the highest attention efficiency; the busiest rank does at least the mean.
+// So LB = max(per-rank work at the largest n, per-rank work at the mean n + attention / W).
+// Index builds, estimation, communication and waiting only add to the step.
+static double compute_lower_bound(const tune_sim *t, const plan *p) {
+  const model_config *m = &t->m;
+  const gpu_desc *g = &t->c.gpu;
+  sim_ctx x;
+  memset(&x, 0, sizeof x);
+  x.m = m;
+  x.c = &t->c;
+  int W = p->layout.world;
+  int64_t n_max = 0;
+  for (int r = 0; r < W; r++) n_max = sr_max64(n_max, p->layout.rank_count[r]);
+  double passes = 1 + MODEL_GEMM_BWD_RATIO + (p->spec.recompute ? 1 : 0);
+  double P = (double)model_param_count(m);
+  double optimizer = cost_mem(g, 28.0 * (p->spec.zero ? P / W : P));
+  double per_rank[2];
+  double ns[2] = {(double)n_max, (double)p->layout.n_tokens / W};
+  for (int k = 0; k < 2; k++) {
+    double n = ns[k];
+    double layer = ctx_gemm_qkv(&x, n) + ctx_mem_pre(&x, n) + ctx_gemm_post(&x, n) + ctx_mem_post(&x, n);
+    double loss = cost_gemm(g, (1 + MODEL_GEMM_BWD_RATIO) * model_lm_head_flops_per_token(m) * n) +
+                  cost_mem(g, 3.0 * 4.0 * n * (double)m->vocab_size);
+    per_rank[k] = (double)m->num_layers * passes * layer + loss + optimizer;
+  }
+  double peak = g->peak_tflops * 1e12;
+  double ef = fmax(eff_or_one(g->eff_attn_fwd_full), fmax(eff_or_one(g->eff_attn_fwd_partial), eff_or_one(g->eff_attn_fwd_bar)));
+  double eb = fmax(eff_or_one(g->eff_attn_bwd_full), fmax(eff_or_one(g->eff_attn_bwd_partial), eff_or_one(g->eff_attn_bwd_bar)));
+  double fl = 4.0 * (double)m->head_dim * t->pairs;
+  double fwd_passes = 1 + (p->spec.recompute && p->spec.fpdt_chunk == 0 ? 1 : 0);
+  double attn = peak > 0 ? fwd_passes * fl / (peak * ef) + MODEL_ATTN_BWD_RATIO * fl / (peak * eb) : 0;
+  return fmax(per_rank[0], per_rank[1] + attn / W);
+}
+
+// Memory cannot be below the memory model's figure with no tile index and, outside the ring kinds
+// (whose KV buffers hold a whole layout shard), no KV buffers: both only add (memory.c).
+static void memory_lower_bound(const model_config *m, const cluster_desc *c, const plan *p, sim_memory *out) {
+  mem_inputs mi;
+  memset(&mi, 0, sizeof mi);
+  mi.world = p->layout.world;
+  for (int r = 0; r < p->layout.world; r++) mi.tokens_per_rank = sr_max64(mi.tokens_per_rank, p->layout.rank_count[r]);
+  int ring = p->spec.fpdt_chunk == 0 && (p->schedule.kind == SCHED_RING || p->schedule.kind == SCHED_DOUBLE_RING);
+  mi.kv_shard_tokens = ring ? mi.tokens_per_rank : 0;
+  mi.recompute = p->spec.recompute;
+  mi.zero = p->spec.zero;
+  mi.fpdt_chunk = p->spec.fpdt_chunk;
+  mi.fpdt_offload = p->spec.fpdt_offload;
+  mi.kv_bytes_per_elem = p->spec.kv_bytes > 0 ? p->spec.kv_bytes : 2;
+  mi.grad_bytes_per_elem = p->schedule.grad_bytes_per_elem > 0 ? p->schedule.grad_bytes_per_elem : 4;
+  sim_memory_estimate(m, c, &mi, out);
+}
+
+static int sim_bound(void *ctx, const tune_point *pt, tune_eval *out, sr_error *e) {
+  tune_sim *t = ctx;
+  plan p;
+  int invalid, rc = point_plan(t, pt, &p, out, &invalid, e);
+  if (rc || invalid) return rc;
+  sim_memory mem;
+  memory_lower_bound(&t->m, &t->c, &p, &mem);
+  out->lb_step_s = compute_lower_bound(t, &p);
+  out->lb_mem_bytes = mem.total;
+  out->mem_capacity = mem.capacity;
+  out->fits = mem.fits;
+  plan_free(&p);
+  return SR_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// simulation
+
+static int sim_point(void *ctx, const tune_point *pt, int step, tune_eval *out, sr_error *e) {
+  tune_sim *t = ctx;
+  const pattern *pat = NULL;
+  int rc = pattern_at(t, step, &pat, e);
+  if (rc) return rc;
+  plan p;
+  int invalid;
+  if ((rc = point_plan(t, pt, &p, out, &invalid, e)) || invalid) return rc;
+  sim_options o = {t->representative, 0};
+  sim_result r;
+  rc = sim_run(&p, pat, &o, &r, NULL, e);
+  plan_free(&p);
+  if (rc) return rc;
+  if (!r.feasible) {
+    out->status = TUNE_INVALID;
+    snprintf(out->note, sizeof out->note, "%s", r.note);
+    return SR_OK;
+  }
+  out->step_s = r.step_s;
+  out->mem_bytes = r.mem.total;
+  out->mem_capacity = r.mem.capacity;
+  out->fits = r.mem.fits;
+  out->worker_imbalance = r.worker_imbalance;
+  out->step_imbalance = r.step_imbalance;
+  out->exposed_comm_s = r.exposed_comm_s;
+  out->comm_bytes = r.comm_bytes;
+  return SR_OK;
+}
+
+tune_evaluator tune_sim_evaluator(tune_sim *t) { return (tune_evaluator){t, sim_bound, sim_point}; }
+
+int tune_sim_plan(tune_sim *t, const tune_point *pt, plan *out, sr_error *e) {
+  plan_spec s = t->base;
+  tune_point_apply(pt, &s);
+  snprintf(s.strategy, sizeof s.strategy, "tuned");
+  int rc = plan_build(&s, out, e);
+  if (rc) return rc;
+  // The prediction recorded is what `sparsering sim --plan` computes for this file: the full
+  // (non-representative) simulation of the base pattern.
+  const pattern *pat = NULL;
+  sim_options o = {0, 0};
+  sim_result r;
+  if ((rc = pattern_at(t, 0, &pat, e)) || (rc = sim_run(out, pat, &o, &r, NULL, e))) {
+    plan_free(out);
+    return rc;
+  }
+  out->spec.predicted_step_s = r.step_s;
+  return SR_OK;
+}

@@ -1,0 +1,245 @@
+// test_tune_sim.c — the tuner with the simulator as its evaluator: the bounds it prunes with never
+// exceed what the simulator finds, its answer equals exhaustive search, the chosen plan fits, the
+// written plan reads back and simulates to the recorded prediction, and the kept-pair count behind the
+// attention bound equals brute force.
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/util.h"
+#include "sim/sim.h"
+#include "sim/strategy.h"
+#include "sim/tune.h"
+#include "tests/test.h"
+
+// A 2 nodes x 2 GPUs A100-like cluster with little memory, so some points do not fit: tiny-test's
+// weights are negligible and the 2 GiB reserve plus activations decide.
+static const char *small_cluster(double mem_gib) {
+  static char path[1200];
+  snprintf(path, sizeof path, "%s/small-2x2.json", test_tmpdir());
+  char text[2048];
+  snprintf(text, sizeof text,
+           "{\"nodes\": 2, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"A100-small\", \"peak_tflops\": 312, "
+           "\"hbm_gbps\": 1555, \"mem_gib\": %.4f, \"efficiency\": {\"gemm\": 0.75, \"attn_fwd_full\": 0.70, "
+           "\"attn_fwd_partial\": 0.55, \"attn_fwd_bar\": 0.30, \"attn_bwd_full\": 0.55, \"attn_bwd_partial\": 0.45, "
+           "\"attn_bwd_bar\": 0.25, \"mem\": 0.80}, \"comm_slowdown\": 1.05}, "
+           "\"intra_node\": {\"gbps\": 300, \"latency_us\": 3.0}, "
+           "\"inter_node\": {\"nics_per_node\": 2, \"nic_gbps\": 25, \"latency_us\": 5.0}, "
+           "\"host\": {\"pcie_gbps\": 25, \"latency_us\": 10.0, \"mem_gib\": 64}}",
+           mem_gib);
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+  return path;
+}
+
+static void base_spec(plan_spec *s, const char *cluster, int64_t seq, const char *pattern) {
+  plan_spec_defaults(s);
+  snprintf(s->model, sizeof s->model, "tiny-test");
+  snprintf(s->cluster, sizeof s->cluster, "%s", cluster);
+  s->seq = seq;
+  snprintf(s->pattern, sizeof s->pattern, "%s", pattern);
+  s->seed = 7;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(tune_head_pairs_equal_brute_force) {
+  const int64_t n = 300;
+  pattern p;
+  sr_error e;
+  CHECK_EQ_INT(pattern_alloc(&p, n, 1, 4, &e), SR_OK);
+  head_pattern *w = pattern_head(&p, 0, 1), *v = pattern_head(&p, 0, 2), *b = pattern_head(&p, 0, 3);
+  w->kind = PATTERN_WINDOW;
+  w->sinks = 5;
+  w->window = 40;
+  static int32_t vert[] = {0, 3, 77, 150, 299}, slash[] = {0, 1, 64, 200};
+  v->kind = PATTERN_VS;
+  v->n_vertical = 5;
+  v->vertical = vert;
+  v->n_slash = 4;
+  v->slash = slash;
+  b->kind = PATTERN_BLOCK;
+  b->block = 64;
+  b->n_blocks = 5;
+  b->row_words = 1;
+  uint64_t mask[5] = {0x1, 0x3, 0x5, 0xE, 0x13};  // includes bits above the diagonal (ignored: causal)
+  b->mask = mask;
+  for (int h = 0; h < 4; h++) {
+    double brute = 0;
+    for (int64_t q = 0; q < n; q++)
+      for (int64_t k = 0; k <= q; k++) brute += pattern_keeps(pattern_head(&p, 0, h), q, k);
+    CHECK_NEAR(tune_head_pairs(pattern_head(&p, 0, h), n), brute, 0);
+  }
+  // The arrays are the test's own: detach them before pattern_free.
+  v->vertical = v->slash = NULL;
+  b->mask = NULL;
+  pattern_free(&p);
+}
+
+TEST(tune_bounds_never_exceed_the_simulation) {
+  // Every point of the space, simulated: the step-time and memory lower bounds hold, on a sparse and
+  // on the dense pattern (where the attention part of the bound is largest).
+  const char *patterns[] = {"vs-topp:0.95", "dense"};
+  for (int k = 0; k < 2; k++) {
+    plan_spec s;
+    base_spec(&s, small_cluster(80), 8192, patterns[k]);
+    tune_sim *t;
+    sr_error e;
+    CHECK_EQ_INT(tune_sim_open(&s, 0, &t, &e), SR_OK);
+    if (!t) return;
+    tune_space sp = {0};
+    CHECK_EQ_INT(tune_space_full(tune_sim_model(t), tune_sim_cluster(t), s.seq, &sp, &e), SR_OK);
+    tune_evaluator ev = tune_sim_evaluator(t);
+    tune_options o;
+    tune_options_defaults(&o);
+    o.no_prune = 1;
+    o.robust_top = 0;
+    tune_result r;
+    CHECK_EQ_INT(tune_search(&sp, &ev, NULL, &o, &r, &e), SR_OK);
+    int n_sim = 0;
+    for (int i = 0; i < sp.n; i++) {
+      const tune_eval *v = &r.ev[i];
+      if (v->status != TUNE_SIMULATED && v->status != TUNE_OOM) continue;
+      n_sim++;
+      if (!(v->lb_step_s <= v->step_s)) {
+        char label[128];
+        tune_point_label(&sp.pt[i], label, sizeof label);
+        test_fail(__FILE__, __LINE__, "%s (%s): bound %.9g s > simulated %.9g s", label, patterns[k], v->lb_step_s,
+                  v->step_s);
+      }
+      CHECK(v->lb_mem_bytes <= v->mem_bytes);
+      CHECK(v->lb_step_s > 0);
+    }
+    CHECK(n_sim > 100);
+    tune_result_free(&r);
+    tune_space_free(&sp);
+    tune_sim_close(t);
+  }
+}
+
+static int by_step_then_index(const void *a, const void *b) {
+  const double *x = a, *y = b;  // pairs (step, index)
+  if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+  return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+TEST(tune_with_the_simulator_equals_exhaustive_search) {
+  // Dense attention, whose compute dominates the step, so the compute bound prunes; and GPU memory set
+  // at the 97th percentile of the points' memory lower bounds, so memory binds whatever the memory
+  // model's constants (the hungriest 3 % cannot fit) while the fast no-recomputation points still do.
+  plan_spec s;
+  base_spec(&s, small_cluster(80), 32768, "dense");
+  tune_sim *t;
+  sr_error e;
+  CHECK_EQ_INT(tune_sim_open(&s, 0, &t, &e), SR_OK);
+  if (!t) return;
+  {
+    tune_space all = {0};
+    CHECK_EQ_INT(tune_space_full(tune_sim_model(t), tune_sim_cluster(t), s.seq, &all, &e), SR_OK);
+    tune_evaluator ev0 = tune_sim_evaluator(t);
+    double *lb = malloc((size_t)all.n * sizeof *lb);
+    int n_lb = 0;
+    for (int i = 0; i < all.n; i++) {
+      tune_eval v;
+      memset(&v, 0, sizeof v);
+      CHECK_EQ_INT(ev0.bound(ev0.ctx, &all.pt[i], &v, &e), SR_OK);
+      if (v.status != TUNE_INVALID) lb[n_lb++] = v.lb_mem_bytes;
+    }
+    qsort(lb, (size_t)n_lb, sizeof *lb, cmp_double);
+    double cap_gib = n_lb ? lb[n_lb * 97 / 100] / 1073741824.0 : 80;
+    free(lb);
+    tune_space_free(&all);
+    tune_sim_close(t);
+    base_spec(&s, small_cluster(cap_gib), 32768, "dense");
+    CHECK_EQ_INT(tune_sim_open(&s, 0, &t, &e), SR_OK);
+    if (!t) return;
+  }
+  tune_space sp = {0};
+  CHECK_EQ_INT(tune_space_full(tune_sim_model(t), tune_sim_cluster(t), s.seq, &sp, &e), SR_OK);
+  tune_evaluator ev = tune_sim_evaluator(t);
+  tune_options o;
+  tune_options_defaults(&o);
+  o.robust_top = 0;
+  tune_result r;
+  CHECK_EQ_INT(tune_search(&sp, &ev, NULL, &o, &r, &e), SR_OK);
+  // Exhaustive: simulate every point directly and order the fitting ones by (step, index).
+  double *fit = malloc((size_t)sp.n * 2 * sizeof *fit);
+  int n_fit = 0, n_not = 0;
+  for (int i = 0; i < sp.n; i++) {
+    tune_eval v;
+    memset(&v, 0, sizeof v);
+    v.index = i;
+    CHECK_EQ_INT(ev.simulate(ev.ctx, &sp.pt[i], 0, &v, &e), SR_OK);
+    if (v.status == TUNE_INVALID) continue;
+    if (!v.fits) {
+      n_not++;
+      CHECK(r.ev[i].status == TUNE_PRUNED_MEMORY || r.ev[i].status == TUNE_OOM);
+      continue;
+    }
+    fit[2 * n_fit] = v.step_s;
+    fit[2 * n_fit + 1] = i;
+    n_fit++;
+  }
+  qsort(fit, (size_t)n_fit, 2 * sizeof *fit, by_step_then_index);
+  CHECK(n_fit > 10);
+  CHECK(n_not > 0);  // memory really is binding in this set-up
+  CHECK(r.n_pruned_memory > 0);
+  CHECK(r.n_pruned_bound > 0);
+  CHECK_EQ_INT(r.best, (int)fit[1]);
+  CHECK_EQ_INT(r.n_ranked, 10);
+  for (int k = 0; k < r.n_ranked; k++) CHECK_EQ_INT(r.ranked[k], (int)fit[2 * k + 1]);
+  // The chosen plan fits.
+  CHECK(r.chosen >= 0 && r.ev[r.chosen].fits);
+  CHECK(r.ev[r.chosen].mem_bytes <= r.ev[r.chosen].mem_capacity);
+  free(fit);
+  tune_result_free(&r);
+  tune_space_free(&sp);
+  tune_sim_close(t);
+}
+
+TEST(tune_plan_round_trips_through_the_file_and_the_simulator) {
+  plan_spec s;
+  base_spec(&s, "h200-1x2", 4096, "vs-topp:0.95");
+  tune_sim *t;
+  sr_error e;
+  CHECK_EQ_INT(tune_sim_open(&s, 0, &t, &e), SR_OK);
+  if (!t) return;
+  tune_point pt = {.layout = LAYOUT_STRIPED, .granularity = 128, .schedule = SCHED_DOUBLE_RING, .inner = 1,
+                   .recompute = 1, .zero = 1, .kv_bytes = 1};
+  plan p, q;
+  CHECK_EQ_INT(tune_sim_plan(t, &pt, &p, &e), SR_OK);
+  CHECK(p.spec.predicted_step_s > 0);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/best.json", test_tmpdir());
+  CHECK_EQ_INT(plan_write(&p, path, &e), SR_OK);
+  CHECK_EQ_INT(plan_read(path, &q, &e), SR_OK);
+  CHECK(q.spec.predicted_step_s == p.spec.predicted_step_s);
+  CHECK(strcmp(q.spec.layout, "striped") == 0 && q.spec.granularity == 128 && q.spec.kv_bytes == 1);
+  // Simulating the plan read back as `sparsering sim --plan` does (sim_plan, default options) gives
+  // the recorded prediction, exactly.
+  sim_result r;
+  sim_options so = {0, 0};
+  CHECK_EQ_INT(sim_plan(&q, &so, &r, NULL, &e), SR_OK);
+  CHECK(r.step_s == p.spec.predicted_step_s);
+  plan_free(&p);
+  plan_free(&q);
+  tune_sim_close(t);
+}
+
+TEST(tune_sim_open_rejects_bad_inputs) {
+  const char *bad[][3] = {{"no-such-model", "h200-1x2", "dense"}, {"tiny-test", "no-such-cluster", "dense"},
+                          {"tiny-test", "h200-1x2", "no-such-pattern:1"}};
+  for (int k = 0; k < 3; k++) {
+    plan_spec s;
+    base_spec(&s, bad[k][1], 4096, bad[k][2]);
+    snprintf(s.model, sizeof s.model, "%s", bad[k][0]);
+    tune_sim *t = NULL;
+    sr_error e;
+    CHECK_EQ_INT(tune_sim_open(&s, 0, &t, &e), SR_EINPUT);
+    CHECK(t == NULL);
+  }
+}
