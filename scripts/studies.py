@@ -270,7 +270,8 @@ def study_timeline(args):
 
 
 def study_replay(args):
-    s = Study("replay", "How do step time and imbalance vary over the recorded steps of a trace?", args.out)
+    s = Study("replay", "How do step time and imbalance vary over the recorded steps of a trace, per cluster and "
+              "strategy?", args.out)
     helptext = subprocess.run([args.bin, "help"], capture_output=True, text=True).stdout
     if "replay" not in helptext:
         print("studies[replay]: skipped: this build has no `sparsering replay` (traces area not merged yet)")
@@ -278,13 +279,28 @@ def study_replay(args):
     with open(os.path.join(args.out, "sweeps", "replay.json")) as f:
         spec = json.load(f)
     s.add_input(os.path.join(args.out, "sweeps", "replay.json"))
-    out_csv = os.path.join(args.out, "replay.csv")
     trace = os.path.join(ROOT, spec["trace"])
     s.add_input(trace)
     s.add_grid_inputs({"clusters": spec["clusters"]})
-    s.run([args.bin, "replay", rel(trace), "--cluster", spec["clusters"][0], "--strategy", spec["strategies"][0],
-           "--csv", rel(out_csv)])
-    s.output(out_csv)
+    header, rows = None, []
+    with tempfile.TemporaryDirectory(prefix="sparsering-replay-") as tmp:
+        for cluster in spec["clusters"]:
+            for strategy in spec["strategies"]:
+                part = os.path.join(tmp, "replay.csv")
+                s.run([args.bin, "replay", rel(trace), "--cluster", cluster, "--strategy", strategy, "--csv", part])
+                with open(part, newline="") as f:
+                    r = list(csv.reader(f))
+                header = header or r[0]
+                rows += [[os.path.basename(trace), cluster, strategy] + x for x in r[1:]]
+    s.notes.append("replay.csv: the rows of each command's --csv, in command order, after the columns "
+                   "trace,cluster,strategy naming the command.")
+    out = os.path.join(args.out, "replay.csv")
+    with open(out + ".tmp", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["trace", "cluster", "strategy"] + header)
+        w.writerows(rows)
+    os.replace(out + ".tmp", out)
+    s.output(out)
     return s
 
 
