@@ -33,6 +33,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VERSION = None  # the git version when the run started, before any output rewrote a tracked file
 
 # ---- helpers ---------------------------------------------------------------------------------
 
@@ -116,7 +117,7 @@ class Study:
                 rows = max(0, sum(1 for _ in csv.reader(f)) - 1)
             meta = {"study": self.name, "question": self.question, "csv": os.path.basename(path), "rows": rows,
                     "commands": self.commands, "inputs": self.inputs, "notes": self.notes,
-                    "version": git_version(),
+                    "version": VERSION,
                     "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     "wall_s": round(time.time() - self.t0, 3)}
             tmp = path + ".json.tmp"
@@ -390,6 +391,8 @@ def main():
     for name in args.studies:
         if name not in STUDIES:
             raise SystemExit(f"studies: unknown study '{name}' (known: {', '.join(STUDIES)})")
+    global VERSION
+    VERSION = git_version()
     t0 = time.time()
     for name in args.studies or list(STUDIES):
         s = STUDIES[name](args)
