@@ -112,11 +112,15 @@ bin/sparsering-bench-attn: kernels/bench/bench_attn.cu kernels/test/index_build.
 	@mkdir -p bin
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
 
-run: deps all
+# deps first, then a parallel build in a sub-make (a parallel build must not race the installs).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+run: deps
+	$(MAKE) -j$(JOBS) all
 	./$(BIN) whatif
 
 # Tests run the CLI binaries too, so build them first; SR_BIN tells the tests where they are.
-test: deps $(BIN) $(EXEC_TARGET) $(TEST_BIN)
+test: deps
+	$(MAKE) -j$(JOBS) $(BIN) $(EXEC_TARGET) $(TEST_BIN)
 	SR_BIN=$(CURDIR)/$(BIN_DIR) SR_SAN=$(SAN) ./$(TEST_BIN)
 
 # Each area registers its own bench-* command; run them all.
