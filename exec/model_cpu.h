@@ -42,8 +42,6 @@ typedef struct {
   // Backward with the forward's final o and lse: overwrites dq, dk, dv (dk, dv summed over every rank's queries).
   int (*backward)(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
                   const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e);
-  // Fraction of causal (query, key) pairs the pattern computed in the last forward (1 for dense); may be NULL.
-  double (*density)(void *ctx);
 } model_attention;
 
 // Per-layer activation pointers (into one allocation); under recomputation all layers share one set.

@@ -529,6 +529,14 @@ extern "C" int model_cuda_copy(float *dst, const float *src, int64_t n, void *st
   return SR_OK;
 }
 
+extern "C" int model_cuda_transfer(float *dev, float *host, int64_t n, int to_device, sr_error *e) {
+  if (n <= 0) return SR_OK;
+  CU(cudaDeviceSynchronize());
+  if (to_device) CU(cudaMemcpy(dev, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+  else CU(cudaMemcpy(host, dev, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+  return SR_OK;
+}
+
 extern "C" int model_cuda_alloc(float **p, int64_t n, sr_error *e) { return dalloc(p, n, e); }
 extern "C" void model_cuda_release(float *p) { cudaFree(p); }
 

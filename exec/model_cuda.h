@@ -54,6 +54,8 @@ int model_cuda_grad_sumsq(model_cuda *d, int64_t lo, int64_t hi, double *out, sr
 int model_cuda_adamw(model_cuda *d, adamw_state *s, double grad_scale, sr_error *e);
 // Copy n floats device -> device (for the ZeRO-1 all-gather staging).
 int model_cuda_copy(float *dst, const float *src, int64_t n, void *stream, sr_error *e);
+// Copy n floats host -> device (to_device) or device -> host, synchronously.
+int model_cuda_transfer(float *dev, float *host, int64_t n, int to_device, sr_error *e);
 // Allocate / free device scratch of n floats.
 int model_cuda_alloc(float **p, int64_t n, sr_error *e);
 void model_cuda_release(float *p);

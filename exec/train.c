@@ -267,7 +267,18 @@ static int gather_moments(trainer *t, const float *slice_vals, float *out, sr_er
   float *mine = calloc((size_t)t->slice, sizeof(float));
   if (!mine) return sr_internal_error(e, 0, "trainer: out of memory");
   if (n > 0) memcpy(mine, slice_vals, (size_t)n * sizeof(float));
-  int rc = t->comm.allgather_f32(t->comm.ctx, mine, t->gather, t->slice, e);
+  int rc;
+#if SR_HAVE_CUDA
+  if (t->dev) {
+    // NCCL gathers device buffers: stage the slice through the all-gather's device buffers
+    rc = model_cuda_transfer(t->send, mine, t->slice, 1, e);
+    if (!rc) rc = t->comm.allgather_f32(t->comm.ctx, t->send, t->gather, t->slice, e);
+    if (!rc) rc = model_cuda_transfer(t->gather, out, P, 0, e);
+    free(mine);
+    return rc;
+  }
+#endif
+  rc = t->comm.allgather_f32(t->comm.ctx, mine, t->gather, t->slice, e);
   free(mine);
   if (!rc) memcpy(out, t->gather, (size_t)P * sizeof(float));
   return rc;
@@ -320,6 +331,14 @@ done:
   free(v);
   free(ts);
   free(names);
+  return rc;
+}
+
+int trainer_init_weights(trainer *t, const char *path, sr_error *e) {
+  int rc = model_load_weights(&t->model, path, e);
+#if SR_HAVE_CUDA
+  if (rc == SR_OK && t->dev) rc = model_cuda_upload(t->dev, &t->model, e);
+#endif
   return rc;
 }
 

@@ -89,6 +89,9 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
 // Save weights (DIR/model.safetensors, Hugging Face names) and optimizer state (DIR/optimizer.safetensors:
 // full moments, step) atomically; every rank calls (the moment slices are gathered), rank 0 writes.
 int trainer_save(trainer *t, const char *dir, sr_error *e);
+// Start from weights in a safetensors file with Hugging Face names (a real checkpoint, or a
+// model.safetensors of ours); F32, BF16, F16 and F64 tensors load. Optimizer state starts fresh.
+int trainer_init_weights(trainer *t, const char *path, sr_error *e);
 // Restore what trainer_save wrote (any world size): the next step continues bit for bit.
 int trainer_resume(trainer *t, const char *dir, sr_error *e);
 

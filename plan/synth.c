@@ -97,7 +97,8 @@ static void sort_indices(synth_ctx *c, int32_t *a, int64_t n) {
 }
 
 // Draw `budget` distinct indices in [0, n): [0, n_struct) always, the rest from the drifting groups
-// (verticals: floor(n u^3) or floor(n u); slashes: log-uniform on [lo, n)), topped up with the lowest
+// (verticals: floor(n u^3) or floor(n u); slashes: bands of SYNTH_SLASH_BAND consecutive offsets starting
+// log-uniformly on [lo, n)), topped up with the lowest
 // unused indices when draws keep colliding (budgets near n). Sorted ascending into out.
 static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_struct, int kind, int64_t lo,
                          uint64_t key, const synth_opts *o) {
@@ -120,10 +121,15 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
       else x = (int64_t)((double)lo * exp(u * span));
       if (x >= n) x = n - 1;
       if (x < 0) x = 0;
-      if (c->mark[x]) continue;
-      c->mark[x] = 1;
-      out[count++] = (int32_t)x;
-      taken++;
+      // Slashes come in bands of consecutive offsets (neighbouring diagonals score alike under RoPE,
+      // so top-p keeps runs of them, not isolated lines); verticals are single columns.
+      int64_t run = kind == KEY_VERT ? 1 : SYNTH_SLASH_BAND;
+      for (int64_t j = 0; j < run && taken < quota && x + j < n; j++) {
+        if (c->mark[x + j]) continue;
+        c->mark[x + j] = 1;
+        out[count++] = (int32_t)(x + j);
+        taken++;
+      }
     }
   }
   for (int64_t x = 0; count < budget && x < n; x++)
@@ -153,7 +159,7 @@ static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64
   h->slash = malloc((size_t)ns * sizeof(int32_t) + 1);
   if (!h->vertical || !h->slash) return sr_internal_error(e, 0, "synth: out of memory");
   int64_t sinks = nv > 0 ? sr_max64(1, sr_min64(64, nv / 8)) : 0;  // the first tokens: attention sinks
-  int64_t window = ns > 0 ? sr_max64(1, ns / 4) : 0;                // offset 0 and the local window
+  int64_t window = ns > 0 ? sr_max64(1, ns * 3 / 4) : 0;            // offset 0 and the local window
   draw_indices(c, h->vertical, nv, sinks, KEY_VERT, 0, key, o);
   draw_indices(c, h->slash, ns, window, KEY_SLASH, sr_max64(1, window), key, o);
   h->n_vertical = (int32_t)nv;

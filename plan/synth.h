@@ -18,14 +18,19 @@ typedef struct {
 } synth_opts;
 
 #define SYNTH_DRIFT_PERIOD 20
+// Consecutive slash offsets drawn together beyond the local window (half a 128-token tile).
+#define SYNTH_SLASH_BAND 64
 
 // Options with the given seed and step and the default drift period.
 synth_opts synth_defaults(uint64_t seed, int step);
 
 // VS heads with per-head budgets (index layer * heads + head); budgets above n_tokens are clamped.
 // Structure: verticals hold the first tokens (sinks) and early/outlier tokens drawn at N*u^3 (75%) or
-// uniformly (25%); slashes hold offset 0 and a local window (a quarter of the budget), the rest drawn
-// log-uniformly on [window, N) so small offsets dominate.
+// uniformly (25%); slashes hold offset 0 and a local window (three quarters of the budget: the slash
+// mass of MTraining's patterns sits next to the diagonal), the rest in bands of SYNTH_SLASH_BAND
+// consecutive offsets whose starts are drawn log-uniformly on [window, N), so small offsets dominate and
+// the kept tile diagonals stay few, as in the recorded patterns (isolated lines would each touch two
+// tile diagonals over the whole sequence).
 int synth_vs_budgets(pattern *p, const int32_t *n_vertical, const int32_t *n_slash, const synth_opts *o, sr_error *e);
 // The published per-head (vertical, slash) budget mix of a model ("qwen2.5-3b": 576 heads, DESIGN.md),
 // assigned to the pattern's heads by a seeded shuffle (proportionally when the head count differs).

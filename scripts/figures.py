@@ -74,7 +74,7 @@ def main():
                        if before.get(p) != os.path.getmtime(p))
         print(f"figures: {os.path.basename(path)}: ok in {time.time() - t0:.1f} s, wrote "
               f"{', '.join(wrote) if wrote else 'nothing'}", flush=True)
-    print(f"figures: {len(paths) - failed} notebooks ran, {failed} failed; PNGs in {out}")
+    print(f"figures: {len(paths) - failed} of {len(paths)} notebooks ran, {failed} failed; PNGs in {out}")
     return 1 if failed else 0
 
 

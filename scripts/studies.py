@@ -13,15 +13,18 @@ Studies (default: all of them):
     bandwidth   inter-node bandwidth what-if (100/200/400/800 Gb/s per GPU): MTraining vs USP vs dense ring
     timeline    one simulated step, task by task (CSV for the Gantt figure, SVG for browsers)
     replay      trace replay over recorded steps (traces/samples/), when `sparsering replay` exists
+    measured    simulated vs measured attention time per layer, from the executor's logs (exec/results/)
 
 Standard library only: the notebooks need pandas and matplotlib, the studies do not.
 """
 import argparse
 import csv
 import datetime
+import glob
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -30,6 +33,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VERSION = None  # the git version when the run started, before any output rewrote a tracked file
 
 # ---- helpers ---------------------------------------------------------------------------------
 
@@ -113,7 +117,7 @@ class Study:
                 rows = max(0, sum(1 for _ in csv.reader(f)) - 1)
             meta = {"study": self.name, "question": self.question, "csv": os.path.basename(path), "rows": rows,
                     "commands": self.commands, "inputs": self.inputs, "notes": self.notes,
-                    "version": git_version(),
+                    "version": VERSION,
                     "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     "wall_s": round(time.time() - self.t0, 3)}
             tmp = path + ".json.tmp"
@@ -270,7 +274,8 @@ def study_timeline(args):
 
 
 def study_replay(args):
-    s = Study("replay", "How do step time and imbalance vary over the recorded steps of a trace?", args.out)
+    s = Study("replay", "How do step time and imbalance vary over the recorded steps of a trace, per cluster and "
+              "strategy?", args.out)
     helptext = subprocess.run([args.bin, "help"], capture_output=True, text=True).stdout
     if "replay" not in helptext:
         print("studies[replay]: skipped: this build has no `sparsering replay` (traces area not merged yet)")
@@ -278,18 +283,101 @@ def study_replay(args):
     with open(os.path.join(args.out, "sweeps", "replay.json")) as f:
         spec = json.load(f)
     s.add_input(os.path.join(args.out, "sweeps", "replay.json"))
-    out_csv = os.path.join(args.out, "replay.csv")
     trace = os.path.join(ROOT, spec["trace"])
     s.add_input(trace)
     s.add_grid_inputs({"clusters": spec["clusters"]})
-    s.run([args.bin, "replay", rel(trace), "--cluster", spec["clusters"][0], "--strategy", spec["strategies"][0],
-           "--csv", rel(out_csv)])
-    s.output(out_csv)
+    header, rows = None, []
+    with tempfile.TemporaryDirectory(prefix="sparsering-replay-") as tmp:
+        for cluster in spec["clusters"]:
+            for strategy in spec["strategies"]:
+                part = os.path.join(tmp, "replay.csv")
+                s.run([args.bin, "replay", rel(trace), "--cluster", cluster, "--strategy", strategy, "--csv", part])
+                with open(part, newline="") as f:
+                    r = list(csv.reader(f))
+                header = header or r[0]
+                rows += [[os.path.basename(trace), cluster, strategy] + x for x in r[1:]]
+    s.notes.append("replay.csv: the rows of each command's --csv, in command order, after the columns "
+                   "trace,cluster,strategy naming the command.")
+    out = os.path.join(args.out, "replay.csv")
+    with open(out + ".tmp", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["trace", "cluster", "strategy"] + header)
+        w.writerows(rows)
+    os.replace(out + ".tmp", out)
+    s.output(out)
+    return s
+
+
+# A line of `sparsering-exec attn` output (exec/results/*/*.log): one layer's measured attention wall time.
+EXEC_LINE = re.compile(r"^attn (\S+) \| (\S+) \| (\S+): (\d+) ranks, (\S+), seq (\d+), 1 layer\(s\): "
+                       r"fwd ([\d.]+) ms bwd ([\d.]+) ms")
+
+
+def attention_spans(timeline_csv, layer=0):
+    """Forward and backward attention wall time of one layer (s) from a simulated step's timeline: from the
+    first to the last attention or KV/dK/dV transfer task of the layer, forward before the loss (the
+    recomputed forward in the backward pass is left out), backward from its first attn_bwd task."""
+    rows = []
+    loss = None
+    with open(timeline_csv, newline="") as f:
+        for r in csv.DictReader(f):
+            start, end = float(r["start_us"]), float(r["start_us"]) + float(r["dur_us"])
+            if r["phase"] == "loss":
+                loss = start if loss is None else min(loss, start)
+            if int(r["layer"]) == layer:
+                rows.append((r["phase"], start, end))
+    fwd = [(a, b) for p, a, b in rows if p in ("attn", "kv_send") and loss is not None and a < loss]
+    bwd0 = min(a for p, a, b in rows if p == "attn_bwd")
+    bwd = [(a, b) for p, a, b in rows if p in ("attn_bwd", "dkv_send", "kv_send") and a >= bwd0]
+    span = lambda v: (max(b for a, b in v) - min(a for a, b in v)) / 1e6
+    return span(fwd), span(bwd)
+
+
+def study_validation(args):
+    s = Study("measured", "How close is the simulator to the executor's measured attention time per layer?",
+              args.out)
+    with open(os.path.join(args.out, "sweeps", "measured.json")) as f:
+        spec = json.load(f)
+    s.add_input(os.path.join(args.out, "sweeps", "measured.json"))
+    s.add_grid_inputs({"clusters": [spec["cluster"]]})
+    runs = []
+    for path in sorted(glob.glob(os.path.join(ROOT, spec["results"], "*.log"))):
+        with open(path) as f:
+            for line in f:
+                m = EXEC_LINE.match(line.strip())
+                if m:
+                    runs.append((path, m.groups()))
+                    s.add_input(path)
+    if not runs:
+        print(f"studies[measured]: skipped: no executor results under {spec['results']}")
+        return None
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="sparsering-measured-") as tmp:
+        for path, (layout, schedule, pattern, ranks, model, seq, fwd_ms, bwd_ms) in runs:
+            tl = os.path.join(tmp, "timeline.csv")
+            s.run([args.bin, "sim", "--model", model, "--cluster", spec["cluster"], "--seq", seq, "--layout", layout,
+                   "--schedule", schedule, "--pattern", pattern, "--csv", tl])
+            sim_f, sim_b = attention_spans(tl)
+            name = f"{layout} {schedule} {pattern} {int(seq) >> 10}K"
+            rows.append([name + " fwd", "fwd", os.path.basename(path), model, seq, round(sim_f, 6), round(float(fwd_ms) / 1e3, 6)])
+            rows.append([name + " bwd", "bwd", os.path.basename(path), model, seq, round(sim_b, 6), round(float(bwd_ms) / 1e3, 6)])
+    s.notes.append("measured_s: one layer's forward or backward attention wall time printed by `sparsering-exec "
+                   "attn` (the log named in run); simulated_s: the same span of layer 0 in the simulated step's "
+                   "timeline (first to last attention / transfer task of that layer), on the shipped, uncalibrated "
+                   f"{spec['cluster']} cluster file.")
+    out = os.path.join(args.out, "measured.csv")
+    with open(out + ".tmp", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["name", "pass", "run", "model", "seq", "simulated_s", "measured_s"])
+        w.writerows(rows)
+    os.replace(out + ".tmp", out)
+    s.output(out)
     return s
 
 
 STUDIES = {"strategies": study_strategies, "seqlen": study_seqlen, "imbalance": study_imbalance,
-           "bandwidth": study_bandwidth, "timeline": study_timeline, "replay": study_replay}
+           "bandwidth": study_bandwidth, "timeline": study_timeline, "replay": study_replay,
+           "measured": study_validation}
 
 
 def main():
@@ -303,6 +391,8 @@ def main():
     for name in args.studies:
         if name not in STUDIES:
             raise SystemExit(f"studies: unknown study '{name}' (known: {', '.join(STUDIES)})")
+    global VERSION
+    VERSION = git_version()
     t0 = time.time()
     for name in args.studies or list(STUDIES):
         s = STUDIES[name](args)

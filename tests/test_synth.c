@@ -106,9 +106,13 @@ TEST(vs_patterns_drift_a_little_from_step_to_step_and_a_lot_over_many_steps) {
   CHECK_EQ_INT(a->n_slash, b->n_slash);  // budgets are per head, not per step
   double step = changed_fraction(a->slash, a->n_slash, b->slash, b->n_slash);
   double far = changed_fraction(a->slash, a->n_slash, c->slash, c->n_slash);
-  // one of SYNTH_DRIFT_PERIOD groups of the drawn three quarters is redrawn per step
-  CHECK(step > 0.0 && step < 0.15);
-  CHECK(far > 0.4);
+  // Only the drawn quarter drifts (the local window is three quarters of the budget). One step redraws one
+  // of SYNTH_DRIFT_PERIOD groups of it: at most 1/4/20 of the set leaves and as much enters, so the changed
+  // share of the union is at most 2 x 0.0125 / 1.0125 ~ 0.025. Forty steps redraw every group: up to the
+  // whole quarter changes, 2 x 0.25 / 1.25 = 0.4 at most; chance re-draws of the same offsets keep it a
+  // little under.
+  CHECK(step > 0.0 && step < 0.03);
+  CHECK(far > 0.3 && far <= 0.4);
   pattern_free(&s0);
   pattern_free(&s1);
   pattern_free(&s40);
@@ -140,7 +144,7 @@ TEST(vs_budgets_are_clamped_to_the_sequence_and_keep_sinks_diagonal_and_local_wi
     CHECK(h->n_vertical <= 2000 && h->n_slash <= 2000);
     CHECK(h->n_vertical > 0 && h->vertical[0] == 0);                // the first token is a sink
     CHECK(h->n_slash > 0 && h->slash[0] == 0);                      // the diagonal
-    int32_t window = h->n_slash / 4 > 1 ? h->n_slash / 4 : 1;       // the local window is kept whole
+    int32_t window = h->n_slash * 3 / 4 > 1 ? h->n_slash * 3 / 4 : 1;  // the local window is kept whole
     CHECK(h->n_slash >= window && h->slash[window - 1] == window - 1);
     full_slash += h->n_slash == 2000;
   }

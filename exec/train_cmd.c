@@ -1,0 +1,341 @@
+// train_cmd.c — `sparsering-exec train`: real training with context parallelism under a plan.
+//
+//   mpirun -np W sparsering-exec train --model tiny-test --seq 4K --steps 50 --data passkey
+//       [--plan FILE | --cluster C --layout L --schedule S --pattern P | --strategy NAME]
+//       [--backend cpu|cuda] [--lr 3e-4] [--ckpt DIR --ckpt-every K] [--resume DIR] [--csv PATH]
+//       [--trace PATH --trace-steps 1,10,100] [--init WEIGHTS.safetensors]
+//
+// Every rank holds its layout's tokens for every layer; attention runs through the executor's
+// distributed attention (dist_attn.h) for the plan's schedule and pattern; gradients are summed over
+// the comm backend and AdamW is sharded (ZeRO-1). Rank 0 prints a log line per step (loss, tokens/s,
+// MFU, attention density, time split) and a progress bar, and writes the CSV atomically every step.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "exec/comm.h"
+#include "exec/dist_attn.h"
+#include "exec/exec.h"
+#include "exec/train.h"
+#include "exec/exec_plan.h"
+#include "plan/plan.h"
+#include "plan/tiles.h"
+#include "plan/util.h"
+#include "traces/trace.h"
+#if SR_HAVE_CUDA
+#include "exec/model_cuda.h"
+#endif
+
+// ---- the bridges: comm.h collectives and dist_attn.h behind the trainer's interfaces ----------
+
+// NCCL collectives are queued on the comm stream: comm_sync makes their results visible to the host and
+// to the compute stream before the trainer goes on (a no-op on the CPU backend).
+static int bridge_allreduce_f32(void *ctx, float *buf, int64_t n, sr_error *e) {
+  int rc = comm_allreduce(ctx, buf, buf, n, COMM_F32, COMM_SUM, e);
+  return rc ? rc : comm_sync(ctx, e);
+}
+
+static int bridge_allreduce_f64(void *ctx, double *buf, int64_t n, sr_error *e) {
+  comm *c = ctx;
+  int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->mpi);
+  return rc == MPI_SUCCESS ? SR_OK : sr_internal_error(e, 0, "MPI_Allreduce of %lld doubles failed", (long long)n);
+}
+
+static int bridge_allgather_f32(void *ctx, const float *send, float *recv, int64_t n, sr_error *e) {
+  int rc = comm_allgather(ctx, send, recv, n, COMM_F32, e);
+  return rc ? rc : comm_sync(ctx, e);
+}
+
+typedef struct {
+  dist_attn **layers;
+} attn_bridge;
+
+static int bridge_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o,
+                           float *lse, sr_error *e) {
+  attn_bridge *b = ctx;
+  return dist_attn_fwd(b->layers[layer], q, k, v, o, lse, e);
+}
+
+static int bridge_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v,
+                           const float *o, const float *lse, const float *dout, float *dq, float *dk, float *dv,
+                           sr_error *e) {
+  attn_bridge *b = ctx;
+  return dist_attn_bwd(b->layers[layer], q, k, v, o, lse, dout, dq, dk, dv, e);
+}
+
+#if SR_HAVE_CUDA
+static int bridge_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, void *o,
+                               float *lse, sr_error *e) {
+  attn_bridge *b = ctx;
+  return dist_attn_fwd(b->layers[layer], q, k, v, o, lse, e);
+}
+
+static int bridge_attn_bwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v,
+                               const void *o, const float *lse, const void *dout, float *dq, float *dk, float *dv,
+                               sr_error *e) {
+  attn_bridge *b = ctx;
+  return dist_attn_bwd(b->layers[layer], q, k, v, o, lse, dout, dq, dk, dv, e);
+}
+#endif
+
+// ---- output -----------------------------------------------------------------------------------
+
+static void progress_bar(int64_t done, int64_t total, double loss, double eta_s) {
+  int width = 30, fill = total > 0 ? (int)(width * done / total) : width;
+  char bar[64];
+  for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+  bar[width] = 0;
+  fprintf(stderr, "\r[%s] %lld/%lld loss %.4f eta %.0fs ", bar, (long long)done, (long long)total, loss, eta_s);
+  if (done == total) fprintf(stderr, "\n");
+  fflush(stderr);
+}
+
+// FLOPs of one training step (forward + backward, recomputation not counted, as MFU is defined in
+// PaLM appendix B): GEMMs 3x forward (MODEL_GEMM_BWD_RATIO 2), attention 1 + MODEL_ATTN_BWD_RATIO.
+static double step_flops(const model_config *m, int64_t seq, double attn_pairs_per_layer) {
+  double gemm = ((double)m->num_layers * model_layer_gemm_flops_per_token(m) + model_lm_head_flops_per_token(m)) *
+                (double)seq * (1.0 + MODEL_GEMM_BWD_RATIO);
+  double attn = (double)m->num_layers * model_attn_flops(m, attn_pairs_per_layer) * (1.0 + MODEL_ATTN_BWD_RATIO);
+  return gemm + attn;
+}
+
+// Kept (query, key) pairs of the plan's pattern, summed over layers and averaged over heads (what
+// model_attn_flops takes), and their fraction of dense causal attention. Exact: the planner's tile
+// accounting, never an N x N mask.
+static int plan_attention_pairs(const plan *p, const pattern *pat, double *pairs, double *density, sr_error *e) {
+  int W = p->layout.world, H = pat->heads;
+  work_count *wc = malloc((size_t)H * (size_t)W * (size_t)W * sizeof *wc);
+  if (!wc) return sr_internal_error(e, 0, "train: out of memory");
+  double total = 0;
+  for (int l = 0; l < pat->layers; l++) {
+    int rc = tiles_account_layer(pat, l, &p->layout, wc, e);
+    if (rc) {
+      free(wc);
+      return rc;
+    }
+    for (int64_t i = 0; i < (int64_t)H * W * W; i++) total += wc[i].pairs;
+  }
+  free(wc);
+  *pairs = total / (double)H;
+  *density = *pairs / ((double)pat->layers * model_causal_pairs(p->spec.seq));
+  return SR_OK;
+}
+
+// Is step (1-based) in the comma-separated list? An empty list records the first step only.
+static int step_listed(const char *list, int64_t step) {
+  if (!list || !*list) return step == 1;
+  for (const char *p = list; *p;) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p) return 0;
+    if (v == step) return 1;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return 0;
+}
+
+// ---- the command ------------------------------------------------------------------------------
+
+static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
+                                          "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
+                                          "csv", "label", "peak-tflops", "trace", "trace-steps", NULL};
+static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", NULL};
+
+static int cmd_train(int argc, char **argv) {
+  sr_error e = {0};
+  exec_args a;
+  if (exec_parse(argc, argv, train_flags, train_switches, &a, &e)) return sr_error_report(&e, "sparsering-exec train");
+  const char *backend = exec_get(&a, "backend", "cpu");
+  int cuda = strcmp(backend, "cuda") == 0;
+  if (!cuda && strcmp(backend, "cpu") != 0) {
+    sr_input_error(&e, NULL, "--backend", "'%s' is not one of cpu, cuda", backend);
+    return sr_error_report(&e, "sparsering-exec train");
+  }
+#if !SR_HAVE_CUDA
+  if (cuda) {
+    sr_input_error(&e, NULL, "--backend", "cuda: this build has no CUDA (nvcc was not found at build time)");
+    return sr_error_report(&e, "sparsering-exec train");
+  }
+#endif
+  comm c;
+  if (comm_init(&c, cuda ? COMM_NCCL : COMM_CPU, &argc, &argv, &e)) return sr_error_report(&e, "sparsering-exec train");
+  int R = c.rank, status = 0;
+  plan p;
+  pattern pat;
+  memset(&p, 0, sizeof p);
+  memset(&pat, 0, sizeof pat);
+  data_tokens data;
+  memset(&data, 0, sizeof data);
+  trainer t;
+  memset(&t, 0, sizeof t);
+  attn_bridge ab = {0};
+  int64_t *pos = NULL;
+  sr_buf csv = {0};
+  trace_writer tw;
+  int tw_open = 0, traced = 0;
+  int64_t steps, eval_n, ckpt_every, warmup, digits, seed;
+  double lr, wd, depth, peak;
+  // options
+  if (exec_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || exec_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
+      exec_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
+      exec_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || exec_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
+      exec_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || exec_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
+      exec_get_num(&a, "wd", 0, 0, 10, &wd, &e) || exec_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
+      exec_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e))
+    goto fail;
+  if (exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e)) goto fail;
+  if (p.layout.world != c.world) {
+    sr_input_error(&e, p.cluster.path, "world", "the plan spreads the sequence over %d ranks, the job has %d",
+                   p.layout.world, c.world);
+    goto fail;
+  }
+  const model_config *m = &p.model;
+  int64_t seq = p.spec.seq, n_local = p.layout.rank_count[R];
+  double pairs = 0, density = 1;
+  if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
+  pos = malloc((size_t)sr_max64(n_local, 1) * sizeof *pos);
+  ab.layers = calloc((size_t)m->num_layers, sizeof *ab.layers);
+  if (!pos || !ab.layers) {
+    sr_internal_error(&e, 0, "train: out of memory");
+    goto fail;
+  }
+  layout_positions(&p.layout, R, pos);
+  for (int l = 0; l < (int)m->num_layers; l++)
+    if (dist_attn_create(&p, &pat, l, &c, cuda ? DIST_CUDA : DIST_CPU, &ab.layers[l], &e)) goto fail;
+  // data
+  const char *dsrc = exec_get(&a, "data", "passkey");
+  if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
+  if (strcmp(dsrc, "passkey") != 0 && data_load(dsrc, exec_get(&a, "data-format", "auto"), &data, &e)) goto fail;
+  train_options o;
+  train_options_defaults(&o);
+  o.seq = seq;
+  o.steps = steps;
+  o.lr = lr;
+  o.weight_decay = wd;
+  o.warmup = warmup;
+  o.seed = (uint64_t)seed;
+  o.recompute = exec_has(&a, "recompute") || p.spec.recompute;
+  o.data = data.tokens ? &data : NULL;
+  o.passkey_depth = depth;
+  o.passkey_digits = (int)digits;
+  o.passkey_loss_all = exec_has(&a, "loss-all");
+  o.cuda = cuda;
+  o.cuda_stream = c.compute_stream;
+  train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
+  if (trainer_create(&t, m, &o, &tc, n_local, pos, &e)) goto fail;
+  t.model.attn = (model_attention){&ab, bridge_attn_fwd, bridge_attn_bwd};
+#if SR_HAVE_CUDA
+  if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev});
+#endif
+  const char *init = exec_get(&a, "init", NULL), *resume = exec_get(&a, "resume", NULL);
+  if (init && trainer_init_weights(&t, init, &e)) goto fail;
+  if (resume && trainer_resume(&t, resume, &e)) goto fail;
+  // output files
+  char label[256], csv_path[600];
+  snprintf(label, sizeof label, "%s", exec_get(&a, "label", ""));
+  double gpu_peak = cuda ? p.cluster.gpu.peak_tflops : 0;  // MFU against the plan's GPU when on GPUs
+  if (peak <= 0) peak = gpu_peak;
+  if (!label[0]) snprintf(label, sizeof label, "%s-%s-%lld", m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq);
+  snprintf(csv_path, sizeof csv_path, "%s", exec_get(&a, "csv", ""));
+  if (!csv_path[0]) {
+    snprintf(csv_path, sizeof csv_path, "notebooks-data/train-%s.csv", label);
+    if (R == 0) mkdir("notebooks-data", 0755);  // an existing folder is fine; a failure shows at the first write
+  }
+  const char *ckpt = exec_get(&a, "ckpt", NULL);
+  int quiet = exec_has(&a, "quiet");
+  double flops = step_flops(m, seq, pairs / (double)m->num_layers);
+  if (R == 0) {
+    printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
+           m->name, (long long)t.model.num_params, (long long)seq, c.world, layout_kind_name(p.layout.kind),
+           p.spec.schedule, p.spec.pattern, density);
+    printf("train: data %s, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
+           o.data ? o.data->path : "passkey", lr, wd, (long long)warmup, o.recompute ? "on" : "off",
+           (long long)t.slice);
+    sr_buf_printf(&csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
+  }
+  // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
+  const char *trace_path = exec_get(&a, "trace", NULL), *trace_steps = exec_get(&a, "trace-steps", "");
+  if (trace_path && R == 0) {
+    trace_info ti;
+    memset(&ti, 0, sizeof ti);
+    trace_info_set_model(&ti, m);
+    ti.seq_len = seq;
+    ti.layers = pat.layers;
+    ti.heads = pat.heads;
+    snprintf(ti.source, sizeof ti.source, "executor");
+    snprintf(ti.origin, sizeof ti.origin, "sparsering-exec train %s (%s)", label, p.spec.pattern);
+    ti.seed = p.spec.seed;
+    if (trace_writer_begin(&tw, &ti, &e)) goto fail;
+    tw_open = 1;
+  }
+  double run_t0 = sr_now();
+  int64_t first = t.step;
+  while (t.step < steps) {
+    train_step_stats st;
+    if (trainer_step(&t, &st, &e)) goto fail;
+    double tps = (double)seq / st.time_s, mfu = peak > 0 ? flops / st.time_s / (peak * 1e12) : NAN;
+    double gemm_s = st.time_s - st.attn_s - st.comm_s;
+    if (R == 0) {
+      char mfu_text[32] = "-";
+      if (peak > 0) snprintf(mfu_text, sizeof mfu_text, "%.2f%%", 100 * mfu);
+      if (!quiet)
+        printf("step %5lld | loss %.4f | %9.0f tok/s | MFU %s | density %.4f | attn %.3fs gemm %.3fs comm %.3fs | "
+               "lr %.2e | gnorm %.3f\n",
+               (long long)st.step, st.loss, tps, mfu_text, density, st.attn_s, gemm_s, st.comm_s, st.lr,
+               st.grad_norm);
+      sr_buf_printf(&csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", label, (long long)st.step,
+                    st.loss, st.grad_norm, st.lr, tps, peak > 0 ? mfu : 0.0, density, st.attn_s, gemm_s, st.comm_s,
+                    st.time_s);
+      if (sr_write_atomic(csv_path, csv.data, csv.len, &e)) goto fail;
+      double per = (sr_now() - run_t0) / (double)(t.step - first);
+      if (isatty(2)) progress_bar(t.step, steps, st.loss, per * (double)(steps - t.step));
+    }
+    if (tw_open && step_listed(trace_steps, st.step)) {
+      // the plan's pattern is what every layer computed this step (patterns are built per plan)
+      if (trace_writer_add_step(&tw, &pat, NULL, &e)) goto fail;
+      traced++;
+    }
+    if (ckpt && ((ckpt_every > 0 && t.step % ckpt_every == 0) || t.step == steps) && trainer_save(&t, ckpt, &e))
+      goto fail;
+  }
+  if (eval_n > 0) {
+    int64_t exact = 0;
+    double loss = 0;
+    for (int64_t i = 0; i < eval_n; i++) {
+      train_step_stats st;
+      if (trainer_eval(&t, i, &st, &e)) goto fail;
+      exact += st.mispredicted == 0;
+      loss += st.loss;
+    }
+    if (R == 0)
+      printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)eval_n,
+             (long long)exact, (long long)eval_n, 100.0 * (double)exact / (double)eval_n, loss / (double)eval_n);
+  }
+  if (tw_open) {
+    if (trace_writer_finish(&tw, trace_path, &e)) goto fail;
+    printf("train: trace of %d step(s) written to %s\n", traced, trace_path);
+  }
+  if (R == 0) printf("train: done, %lld steps in %.2fs; csv %s\n", (long long)(t.step - first), sr_now() - run_t0, csv_path);
+  goto done;
+fail:
+  status = sr_error_report(&e, "sparsering-exec train");
+  if (c.world > 1) comm_abort(&c, R, e.msg);
+done:
+  if (ab.layers)
+    for (int l = 0; l < (int)p.model.num_layers; l++) dist_attn_free(ab.layers[l]);
+  free(ab.layers);
+  trainer_free(&t);
+  data_free(&data);
+  free(pos);
+  sr_buf_free(&csv);
+  if (tw_open) trace_writer_free(&tw);
+  pattern_free(&pat);
+  plan_free(&p);
+  comm_free(&c);
+  return status;
+}
+
+EXEC_COMMAND("train", cmd_train, "train a model with context parallelism under a plan (CPU backend)")
