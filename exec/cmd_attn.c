@@ -145,16 +145,16 @@ static int split_list(char *s, char **out, int max) {
 
 static int cmd_attn(int argc, char **argv) {
   sr_error e = {0};
-  exec_args a;
+  cli_args a;
   const char *prog = "sparsering-exec attn";
-  if (exec_parse(argc, argv, attn_flags, attn_switches, &a, &e)) return sr_error_report(&e, prog);
+  if (cli_parse(argc, argv, attn_flags, attn_switches, &a, &e)) return sr_error_report(&e, prog);
   attn_opts o = {0};
-  const char *backend = exec_get(&a, "backend", "cpu");
+  const char *backend = cli_get(&a, "backend", "cpu");
   o.cuda = strcmp(backend, "cuda") == 0;
-  o.check = exec_has(&a, "check");
-  o.predict_csv = exec_get(&a, "predict-csv", NULL);
-  o.predict = exec_has(&a, "predict") || o.predict_csv;
-  const char *fmode = exec_get(&a, "fail-mode", "kill");
+  o.check = cli_has(&a, "check");
+  o.predict_csv = cli_get(&a, "predict-csv", NULL);
+  o.predict = cli_has(&a, "predict") || o.predict_csv;
+  const char *fmode = cli_get(&a, "fail-mode", "kill");
   o.fail_hang = strcmp(fmode, "hang") == 0;
   if (!o.fail_hang && strcmp(fmode, "kill") != 0) {
     sr_input_error(&e, NULL, "--fail-mode", "'%s': expected kill or hang", fmode);
@@ -165,18 +165,18 @@ static int cmd_attn(int argc, char **argv) {
     return sr_error_report(&e, prog);
   }
   int64_t run;
-  if (exec_get_int(&a, "layers", 1, 1, 1000, &o.layers, &e) ||
-      exec_get_int(&a, "data-seed", 1, 0, INT64_MAX, &o.data_seed, &e) ||
-      exec_get_int(&a, "fail-rank", -1, -1, 1 << 20, &o.fail_rank, &e) ||
-      exec_get_int(&a, "fail-at-step", 0, 0, 1 << 20, &o.fail_step, &e) ||
-      exec_get_int(&a, "repeat", 1, 1, 1000, &o.repeat, &e) || exec_get_int(&a, "run", 0, 0, 1 << 30, &run, &e) ||
-      exec_get_num(&a, "tol", o.cuda ? 2e-2 : 1e-4, 0, 1, &o.tol, &e))
+  if (cli_get_int(&a, "layers", 1, 1, 1000, &o.layers, &e) ||
+      cli_get_int(&a, "data-seed", 1, 0, INT64_MAX, &o.data_seed, &e) ||
+      cli_get_int(&a, "fail-rank", -1, -1, 1 << 20, &o.fail_rank, &e) ||
+      cli_get_int(&a, "fail-at-step", 0, 0, 1 << 20, &o.fail_step, &e) ||
+      cli_get_int(&a, "repeat", 1, 1, 1000, &o.repeat, &e) || cli_get_int(&a, "run", 0, 0, 1 << 30, &run, &e) ||
+      cli_get_num(&a, "tol", o.cuda ? 2e-2 : 1e-4, 0, 1, &o.tol, &e))
     return sr_error_report(&e, prog);
   char lay_s[512], sch_s[512], pat_s[2048];
   char *lays[16] = {NULL}, *schs[16] = {NULL}, *pats[32] = {NULL};
-  snprintf(lay_s, sizeof lay_s, "%s", exec_get(&a, "layout", ""));
-  snprintf(sch_s, sizeof sch_s, "%s", exec_get(&a, "schedule", ""));
-  snprintf(pat_s, sizeof pat_s, "%s", exec_get(&a, "pattern", ""));
+  snprintf(lay_s, sizeof lay_s, "%s", cli_get(&a, "layout", ""));
+  snprintf(sch_s, sizeof sch_s, "%s", cli_get(&a, "schedule", ""));
+  snprintf(pat_s, sizeof pat_s, "%s", cli_get(&a, "pattern", ""));
   int nlay = split_list(lay_s, lays, 16), nsch = split_list(sch_s, schs, 16), npat = split_list(pat_s, pats, 32);
   nlay = nlay ? nlay : 1, nsch = nsch ? nsch : 1, npat = npat ? npat : 1;  // NULL entries: the flag's default
 
@@ -212,7 +212,7 @@ static int cmd_attn(int argc, char **argv) {
         pattern_free(&pat);
         plan_free(&pl);
       }
-  const char *csv = exec_get(&a, "csv", NULL), *trace = exec_get(&a, "trace", NULL);
+  const char *csv = cli_get(&a, "csv", NULL), *trace = cli_get(&a, "trace", NULL);
   if (!code && (csv || trace) && timeline_write(&tl, &c, csv, trace, &e)) fail(&c, &e);
   timeline_free(&tl);
   comm_free(&c);

@@ -33,22 +33,22 @@ static void log_points(sr_buf *log, const char *what, const int64_t *sz, const d
 static int cmd_calibrate(int argc, char **argv) {
   static const char *const flags[] = {"backend", "cluster", "out", "reps", "log", "heads", "kv-heads", "head-dim", NULL};
   sr_error e = {0};
-  exec_args a;
+  cli_args a;
   const char *prog = "sparsering-exec calibrate";
-  if (exec_parse(argc, argv, flags, NULL, &a, &e)) return sr_error_report(&e, prog);
-  const char *backend = exec_get(&a, "backend", "cuda");
+  if (cli_parse(argc, argv, flags, NULL, &a, &e)) return sr_error_report(&e, prog);
+  const char *backend = cli_get(&a, "backend", "cuda");
   int cuda = strcmp(backend, "cuda") == 0;
   if (!cuda && strcmp(backend, "cpu") != 0) {
     sr_input_error(&e, NULL, "--backend", "'%s': expected cpu or cuda", backend);
     return sr_error_report(&e, prog);
   }
   int64_t reps, heads, kvh, hd;
-  if (exec_get_int(&a, "reps", 10, 1, 1000, &reps, &e) || exec_get_int(&a, "heads", 16, 1, 1024, &heads, &e) ||
-      exec_get_int(&a, "kv-heads", 2, 1, 1024, &kvh, &e) || exec_get_int(&a, "head-dim", 128, 1, 1024, &hd, &e))
+  if (cli_get_int(&a, "reps", 10, 1, 1000, &reps, &e) || cli_get_int(&a, "heads", 16, 1, 1024, &heads, &e) ||
+      cli_get_int(&a, "kv-heads", 2, 1, 1024, &kvh, &e) || cli_get_int(&a, "head-dim", 128, 1, 1024, &hd, &e))
     return sr_error_report(&e, prog);
   cluster_desc cl;
-  if (cluster_load(exec_get(&a, "cluster", "h200-1x2"), &cl, &e)) return sr_error_report(&e, prog);
-  const char *out = exec_get(&a, "out", NULL);
+  if (cluster_load(cli_get(&a, "cluster", "h200-1x2"), &cl, &e)) return sr_error_report(&e, prog);
+  const char *out = cli_get(&a, "out", NULL);
   if (!out) {
     sr_input_error(&e, NULL, "--out", "required: the cluster file to write");
     return sr_error_report(&e, prog);
@@ -116,7 +116,7 @@ static int cmd_calibrate(int argc, char **argv) {
     char *json = cluster_to_json(&cl);
     if (!json || sr_write_atomic(out, json, strlen(json), &e)) rc = sr_error_report(&e, prog);
     free(json);
-    const char *logp = exec_get(&a, "log", NULL);
+    const char *logp = cli_get(&a, "log", NULL);
     if (!rc && logp && sr_write_atomic(logp, log.data, log.len, &e)) rc = sr_error_report(&e, prog);
     if (!rc) printf("wrote %s\n", out);
   }

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "plan/args.h"
 #include "plan/error.h"
 
 typedef int (*exec_fn)(int argc, char **argv);  // argv[0] is the command name
@@ -26,25 +27,6 @@ void exec_print_commands(void *file);
 #define EXEC_COMMAND(name, fn, summary) \
   __attribute__((constructor)) static void exec_reg_##fn(void) { exec_register(name, fn, summary); }
 
-// ---------------------------------------------------------------------------------------------
-// flags: "--key value", "--key=value", bare "--switch", positionals (same rules as cli/cli.h)
-
-typedef struct {
-  int n_flags, n_pos;
-  const char *key[64], *val[64];
-  const char *pos[64];
-} exec_args;
-
-// Parse argv[1..]; `flags` and `switches` are NULL-terminated lists without "--". Unknown flags are input errors.
-int exec_parse(int argc, char **argv, const char *const *flags, const char *const *switches, exec_args *a,
-               sr_error *e);
-// Value of a flag, or def when absent (the last occurrence wins).
-const char *exec_get(const exec_args *a, const char *key, const char *def);
-// True when a switch or flag was given.
-int exec_has(const exec_args *a, const char *key);
-// Integer flag within [lo, hi] (def when absent).
-int exec_get_int(const exec_args *a, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out, sr_error *e);
-// Floating flag within [lo, hi] (def when absent).
-int exec_get_num(const exec_args *a, const char *key, double def, double lo, double hi, double *out, sr_error *e);
+// Flags: plan/args.h (cli_parse, cli_get, ...), the same parser as bin/sparsering's.
 
 #endif

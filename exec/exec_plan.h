@@ -14,7 +14,7 @@
 
 // Read or build the plan, then its pattern (every layer). layout/schedule/pattern, when not NULL,
 // replace the flags' values (one entry of a comma-separated list). On error nothing needs freeing.
-int exec_plan_load(const exec_args *a, const char *layout, const char *schedule, const char *pattern_src, plan *p,
+int exec_plan_load(const cli_args *a, const char *layout, const char *schedule, const char *pattern_src, plan *p,
                    pattern *pat, sr_error *e);
 
 #endif

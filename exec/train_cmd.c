@@ -146,9 +146,9 @@ static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "l
 
 static int cmd_train(int argc, char **argv) {
   sr_error e = {0};
-  exec_args a;
-  if (exec_parse(argc, argv, train_flags, train_switches, &a, &e)) return sr_error_report(&e, "sparsering-exec train");
-  const char *backend = exec_get(&a, "backend", "cpu");
+  cli_args a;
+  if (cli_parse(argc, argv, train_flags, train_switches, &a, &e)) return sr_error_report(&e, "sparsering-exec train");
+  const char *backend = cli_get(&a, "backend", "cpu");
   int cuda = strcmp(backend, "cuda") == 0;
   if (!cuda && strcmp(backend, "cpu") != 0) {
     sr_input_error(&e, NULL, "--backend", "'%s' is not one of cpu, cuda", backend);
@@ -179,12 +179,12 @@ static int cmd_train(int argc, char **argv) {
   int64_t steps, eval_n, ckpt_every, warmup, digits, seed;
   double lr, wd, depth, peak;
   // options
-  if (exec_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || exec_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
-      exec_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
-      exec_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || exec_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
-      exec_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || exec_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
-      exec_get_num(&a, "wd", 0, 0, 10, &wd, &e) || exec_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
-      exec_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e))
+  if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
+      cli_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
+      cli_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || cli_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
+      cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
+      cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
+      cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e))
     goto fail;
   if (exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e)) goto fail;
   if (p.layout.world != c.world) {
@@ -206,9 +206,9 @@ static int cmd_train(int argc, char **argv) {
   for (int l = 0; l < (int)m->num_layers; l++)
     if (dist_attn_create(&p, &pat, l, &c, cuda ? DIST_CUDA : DIST_CPU, &ab.layers[l], &e)) goto fail;
   // data
-  const char *dsrc = exec_get(&a, "data", "passkey");
+  const char *dsrc = cli_get(&a, "data", "passkey");
   if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
-  if (strcmp(dsrc, "passkey") != 0 && data_load(dsrc, exec_get(&a, "data-format", "auto"), &data, &e)) goto fail;
+  if (strcmp(dsrc, "passkey") != 0 && data_load(dsrc, cli_get(&a, "data-format", "auto"), &data, &e)) goto fail;
   train_options o;
   train_options_defaults(&o);
   o.seq = seq;
@@ -217,11 +217,11 @@ static int cmd_train(int argc, char **argv) {
   o.weight_decay = wd;
   o.warmup = warmup;
   o.seed = (uint64_t)seed;
-  o.recompute = exec_has(&a, "recompute") || p.spec.recompute;
+  o.recompute = cli_has(&a, "recompute") || p.spec.recompute;
   o.data = data.tokens ? &data : NULL;
   o.passkey_depth = depth;
   o.passkey_digits = (int)digits;
-  o.passkey_loss_all = exec_has(&a, "loss-all");
+  o.passkey_loss_all = cli_has(&a, "loss-all");
   o.cuda = cuda;
   o.cuda_stream = c.compute_stream;
   train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
@@ -230,22 +230,22 @@ static int cmd_train(int argc, char **argv) {
 #if SR_HAVE_CUDA
   if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev});
 #endif
-  const char *init = exec_get(&a, "init", NULL), *resume = exec_get(&a, "resume", NULL);
+  const char *init = cli_get(&a, "init", NULL), *resume = cli_get(&a, "resume", NULL);
   if (init && trainer_init_weights(&t, init, &e)) goto fail;
   if (resume && trainer_resume(&t, resume, &e)) goto fail;
   // output files
   char label[256], csv_path[600];
-  snprintf(label, sizeof label, "%s", exec_get(&a, "label", ""));
+  snprintf(label, sizeof label, "%s", cli_get(&a, "label", ""));
   double gpu_peak = cuda ? p.cluster.gpu.peak_tflops : 0;  // MFU against the plan's GPU when on GPUs
   if (peak <= 0) peak = gpu_peak;
   if (!label[0]) snprintf(label, sizeof label, "%s-%s-%lld", m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq);
-  snprintf(csv_path, sizeof csv_path, "%s", exec_get(&a, "csv", ""));
+  snprintf(csv_path, sizeof csv_path, "%s", cli_get(&a, "csv", ""));
   if (!csv_path[0]) {
     snprintf(csv_path, sizeof csv_path, "notebooks-data/train-%s.csv", label);
     if (R == 0) mkdir("notebooks-data", 0755);  // an existing folder is fine; a failure shows at the first write
   }
-  const char *ckpt = exec_get(&a, "ckpt", NULL);
-  int quiet = exec_has(&a, "quiet");
+  const char *ckpt = cli_get(&a, "ckpt", NULL);
+  int quiet = cli_has(&a, "quiet");
   double flops = step_flops(m, seq, pairs / (double)m->num_layers);
   if (R == 0) {
     printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
@@ -257,7 +257,7 @@ static int cmd_train(int argc, char **argv) {
     sr_buf_printf(&csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
-  const char *trace_path = exec_get(&a, "trace", NULL), *trace_steps = exec_get(&a, "trace-steps", "");
+  const char *trace_path = cli_get(&a, "trace", NULL), *trace_steps = cli_get(&a, "trace-steps", "");
   if (trace_path && R == 0) {
     trace_info ti;
     memset(&ti, 0, sizeof ti);

@@ -176,14 +176,14 @@ static const char *const check_flags[] = {"model", "seq", "time-model", "time-se
 
 static int cmd_train_gpu_check(int argc, char **argv) {
   sr_error e = {0};
-  exec_args a;
+  cli_args a;
   int64_t seq, tseq, tsteps;
-  if (exec_parse(argc, argv, check_flags, NULL, &a, &e) || exec_get_int(&a, "seq", 256, 2, 1 << 20, &seq, &e) ||
-      exec_get_int(&a, "time-seq", 4096, 0, 1 << 24, &tseq, &e) ||
-      exec_get_int(&a, "time-steps", 3, 0, 1000, &tsteps, &e))
+  if (cli_parse(argc, argv, check_flags, NULL, &a, &e) || cli_get_int(&a, "seq", 256, 2, 1 << 20, &seq, &e) ||
+      cli_get_int(&a, "time-seq", 4096, 0, 1 << 24, &tseq, &e) ||
+      cli_get_int(&a, "time-steps", 3, 0, 1000, &tsteps, &e))
     return sr_error_report(&e, "sparsering-exec train-gpu-check");
-  if (check(exec_get(&a, "model", "tiny-test"), seq, &e)) return sr_error_report(&e, "sparsering-exec train-gpu-check");
-  if (tseq > 0 && tsteps > 0 && time_steps(exec_get(&a, "time-model", "tiny-25m"), tseq, (int)tsteps, &e))
+  if (check(cli_get(&a, "model", "tiny-test"), seq, &e)) return sr_error_report(&e, "sparsering-exec train-gpu-check");
+  if (tseq > 0 && tsteps > 0 && time_steps(cli_get(&a, "time-model", "tiny-25m"), tseq, (int)tsteps, &e))
     return sr_error_report(&e, "sparsering-exec train-gpu-check");
   return 0;
 }

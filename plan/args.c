@@ -1,5 +1,5 @@
-// cli.c — flag parsing for the subcommands (see cli.h).
-#include "cli/cli.h"
+// args.c — flag parsing for the subcommands of both binaries (see args.h).
+#include "plan/args.h"
 
 #include <errno.h>
 #include <math.h>
