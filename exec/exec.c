@@ -1,4 +1,4 @@
-// exec.c — the registry of sparsering-exec subcommands and the executor's flag parser (see exec.h).
+// exec.c — the registry of sparsering-exec subcommands (flags: plan/args.h, shared with bin/sparsering).
 #include "exec/exec.h"
 
 #include <errno.h>
