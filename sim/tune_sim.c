@@ -11,9 +11,13 @@
 #include "sim/sim.h"
 #include "sim/step_ctx.h"
 #include "sim/tune.h"
+#include "sim/work.h"
 #include "traces/trace.h"
 
 #define TUNE_MAX_STEPS 64
+// The accounting store's bound: W^2 x 32 bytes a head and layout (32 KiB at W = 32), so 512 MiB holds
+// every head of Qwen2.5-3B (576) over ~28 layouts of 32 ranks; beyond it heads are accounted per run.
+#define TUNE_STORE_MAX_BYTES ((int64_t)512 << 20)
 
 struct tune_sim {
   plan_spec base;
@@ -24,6 +28,7 @@ struct tune_sim {
   int have[TUNE_MAX_STEPS + 1];
   double pairs;                     // kept causal (q, k) pairs of the base pattern, all layers and heads
   int max_step;                     // last perturbation step available (a trace's recorded steps - 1)
+  work_store *store;                // tile accounting shared by every simulation of the search
 };
 
 static double pattern_pairs(const pattern *p);
@@ -77,18 +82,27 @@ int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_
     return rc;
   }
   t->pairs = pattern_pairs(pat);
+  if ((rc = work_store_open(TUNE_STORE_MAX_BYTES, &t->store, e))) {
+    tune_sim_close(t);
+    return rc;
+  }
   *out = t;
   return SR_OK;
 }
 
 void tune_sim_close(tune_sim *t) {
   if (!t) return;
+  work_store_close(t->store);
   for (int k = 0; k <= TUNE_MAX_STEPS; k++)
     if (t->have[k]) pattern_free(&t->pat[k]);
   free(t);
 }
 
 const model_config *tune_sim_model(const tune_sim *t) { return &t->m; }
+void tune_sim_store_usage(const tune_sim *t, int64_t *entries, int64_t *bytes) {
+  *entries = work_store_entries(t->store);
+  *bytes = work_store_bytes(t->store);
+}
 int tune_sim_max_step(const tune_sim *t) { return t->max_step; }
 const cluster_desc *tune_sim_cluster(const tune_sim *t) { return &t->c; }
 
@@ -265,7 +279,7 @@ static int sim_point(void *ctx, const tune_point *pt, int step, tune_eval *out, 
   if ((rc = point_plan(t, pt, &p, out, &invalid, e)) || invalid) return rc;
   sim_options o = {t->representative, 0};
   sim_result r;
-  rc = sim_run(&p, pat, &o, &r, NULL, e);
+  rc = sim_run_shared(&p, pat, &o, t->store, &r, NULL, e);
   plan_free(&p);
   if (rc) return rc;
   if (!r.feasible) {
@@ -297,7 +311,7 @@ int tune_sim_plan(tune_sim *t, const tune_point *pt, plan *out, sr_error *e) {
   const pattern *pat = NULL;
   sim_options o = {0, 0};
   sim_result r;
-  if ((rc = pattern_at(t, 0, &pat, e)) || (rc = sim_run(out, pat, &o, &r, NULL, e))) {
+  if ((rc = pattern_at(t, 0, &pat, e)) || (rc = sim_run_shared(out, pat, &o, t->store, &r, NULL, e))) {
     plan_free(out);
     return rc;
   }
