@@ -56,6 +56,9 @@ static int cmd_bench_tune(int argc, char **argv) {
     // CPU time too: the machine is shared, so wall time alone says little about the tuner.
     printf("  wall %.2f s (pattern %.2f s, search %.2f s); CPU of rank 0 %.2f s\n", wall, t_open, r.search_wall_s,
            (double)clock() / CLOCKS_PER_SEC);
+    int64_t n_heads, bytes;
+    tune_sim_store_usage(t, &n_heads, &bytes);
+    printf("  accounting store of rank 0: %lld (layout, head) counts, %.1f MiB\n", (long long)n_heads, bytes / 1048576.0);
   }
   int status = rc ? (x.rank == 0 ? sr_error_report(&e, "sparsering bench-tune") : (rc == SR_EINPUT ? 2 : 1)) : 0;
   status = tune_mpi_status(status);

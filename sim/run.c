@@ -44,6 +44,11 @@ static double model_flops(const model_config *m, int64_t n, double pairs) {
 }
 
 int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e) {
+  return sim_run_shared(p, pat, o, NULL, r, tl, e);
+}
+
+int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store, sim_result *r,
+                   sim_timeline *tl, sr_error *e) {
   double t_start = sr_now();
   memset(r, 0, sizeof *r);
   snprintf(r->strategy, sizeof r->strategy, "%s", p->spec.strategy);
@@ -70,6 +75,7 @@ int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result 
   x.W = W;
   x.tl = (o && o->record_timeline) ? tl : NULL;
   x.r = r;
+  x.cache.store = store;  // work_cache_init keeps it, whichever step builder calls it
   // NICs shared by several GPUs of a node become one resource per node with a server per NIC.
   int n_res = (c->nodes > 1 && c->nics_per_node < c->gpus_per_node) ? c->nodes : 0;
   int *servers = malloc(((size_t)n_res + 1) * sizeof *servers);

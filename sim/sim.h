@@ -94,6 +94,12 @@ typedef struct {
 
 // Simulate one training step of plan p running pattern pat (layers x heads of the model).
 int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e);
+// sim_run with the tile accounting kept in `store` (work.h; NULL: a private cache per run, as sim_run) so
+// that many simulations over the same layouts and pattern account each head once. Results are identical.
+// (A function rather than a sim_options field: callers initialise sim_options positionally.)
+struct work_store;
+int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store, sim_result *r,
+                   sim_timeline *tl, sr_error *e);
 // Release a timeline's events.
 void sim_timeline_free(sim_timeline *t);
 

@@ -184,6 +184,9 @@ const model_config *tune_sim_model(const tune_sim *t);
 const cluster_desc *tune_sim_cluster(const tune_sim *t);
 // The evaluator interface over t (bounds from the memory model and GEMM time; sim_run).
 tune_evaluator tune_sim_evaluator(tune_sim *t);
+// Heads held by the evaluator's accounting store (work.h) and the bytes they take (at most
+// TUNE_STORE_MAX_BYTES per process).
+void tune_sim_store_usage(const tune_sim *t, int64_t *entries, int64_t *bytes);
 // Exact kept causal (q, k) pairs of a head over n tokens, in closed form (the attention part of the
 // step-time lower bound).
 double tune_head_pairs(const head_pattern *h, int64_t n);

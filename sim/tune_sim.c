@@ -11,9 +11,14 @@
 #include "sim/sim.h"
 #include "sim/step_ctx.h"
 #include "sim/tune.h"
+#include "sim/work.h"
 #include "traces/trace.h"
 
 #define TUNE_MAX_STEPS 64
+// The accounting store's bound: W^2 x 32 bytes a head and layout (32 KiB at W = 32), so 512 MiB holds
+// every head of Qwen2.5-3B (576) over ~28 layouts of 32 ranks; beyond it heads are accounted per run.
+#define TUNE_STORE_MAX_BYTES ((int64_t)512 << 20)
+#define TUNE_RING_LAYOUTS 64
 
 struct tune_sim {
   plan_spec base;
@@ -24,6 +29,14 @@ struct tune_sim {
   int have[TUNE_MAX_STEPS + 1];
   double pairs;                     // kept causal (q, k) pairs of the base pattern, all layers and heads
   int max_step;                     // last perturbation step available (a trace's recorded steps - 1)
+  work_store *store;                // tile accounting shared by every simulation of the search
+  struct ring_attn {                // per layout: each rank's attention seconds over all layers
+    layout_kind kind;
+    int64_t granularity;
+    int world;
+    double *fwd, *bwd;              // [world] one forward pass, one backward pass
+  } ring[TUNE_RING_LAYOUTS];
+  int n_ring;
 };
 
 static double pattern_pairs(const pattern *p);
@@ -77,18 +90,31 @@ int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_
     return rc;
   }
   t->pairs = pattern_pairs(pat);
+  if ((rc = work_store_open(TUNE_STORE_MAX_BYTES, &t->store, e))) {
+    tune_sim_close(t);
+    return rc;
+  }
   *out = t;
   return SR_OK;
 }
 
 void tune_sim_close(tune_sim *t) {
   if (!t) return;
+  work_store_close(t->store);
+  for (int k = 0; k < t->n_ring; k++) {
+    free(t->ring[k].fwd);
+    free(t->ring[k].bwd);
+  }
   for (int k = 0; k <= TUNE_MAX_STEPS; k++)
     if (t->have[k]) pattern_free(&t->pat[k]);
   free(t);
 }
 
 const model_config *tune_sim_model(const tune_sim *t) { return &t->m; }
+void tune_sim_store_usage(const tune_sim *t, int64_t *entries, int64_t *bytes) {
+  *entries = work_store_entries(t->store);
+  *bytes = work_store_bytes(t->store);
+}
 int tune_sim_max_step(const tune_sim *t) { return t->max_step; }
 const cluster_desc *tune_sim_cluster(const tune_sim *t) { return &t->c; }
 
@@ -219,6 +245,85 @@ static double compute_lower_bound(const tune_sim *t, const plan *p) {
   return fmax(per_rank[0], per_rank[1] + attn / W);
 }
 
+// Each rank's attention seconds under the ring kinds, from the exact tile accounting of the base pattern
+// on this layout (the counts sim_run uses, shared through the store): a rank computes every cell
+// (its queries, source rank) once per pass, in whole tiles and bars, at the cost model's per-kind
+// efficiencies (cost.c), whatever the ring order. NULL when the layout cannot be cached.
+static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_error *e, int *rc) {
+  const layout *l = &p->layout;
+  *rc = SR_OK;
+  if (l->kind == LAYOUT_PERMUTATION) return NULL;
+  for (int k = 0; k < t->n_ring; k++)
+    if (t->ring[k].kind == l->kind && t->ring[k].granularity == l->granularity && t->ring[k].world == l->world)
+      return &t->ring[k];
+  if (t->n_ring == TUNE_RING_LAYOUTS) return NULL;
+  const pattern *pat = NULL;
+  if ((*rc = pattern_at(t, 0, &pat, e))) return NULL;
+  int W = l->world;
+  struct ring_attn *ra = &t->ring[t->n_ring];
+  ra->fwd = calloc((size_t)W, sizeof *ra->fwd);
+  ra->bwd = calloc((size_t)W, sizeof *ra->bwd);
+  work_count *agg = malloc((size_t)W * W * sizeof *agg);
+  work_cache c;
+  memset(&c, 0, sizeof c);
+  c.store = t->store;
+  if (!ra->fwd || !ra->bwd || !agg || (*rc = work_cache_init(&c, l, e))) {
+    if (!*rc) *rc = sr_internal_error(e, 0, "tune: out of memory");
+    free(ra->fwd);
+    free(ra->bwd);
+    free(agg);
+    return NULL;
+  }
+  for (int layer = 0; layer < pat->layers && !*rc; layer++) {
+    if ((*rc = work_layer(&c, pat, layer, agg, e))) break;
+    for (int r = 0; r < W; r++)
+      for (int src = 0; src < W; src++) {
+        ra->fwd[r] += cost_attn_fwd(&t->c.gpu, &t->m, &agg[(int64_t)r * W + src]);
+        ra->bwd[r] += cost_attn_bwd(&t->c.gpu, &t->m, &agg[(int64_t)r * W + src]);
+      }
+  }
+  work_cache_free(&c);
+  free(agg);
+  if (*rc) {
+    free(ra->fwd);
+    free(ra->bwd);
+    return NULL;
+  }
+  ra->kind = l->kind;
+  ra->granularity = l->granularity;
+  ra->world = W;
+  t->n_ring++;
+  return ra;
+}
+
+// The ring kinds' bound, tighter on sparse patterns than the kept-pair one: the busiest rank's compute
+// stream holds at least its own non-attention work (compute_lower_bound's terms at its token count)
+// plus its attention forward (twice under recomputation) and backward, as tiles and bars are computed
+// whole. The simulator rounds per-step attention seconds to float (step_ring.c), so the bound is
+// lowered by 1e-6 relative, well above that rounding (6e-8).
+static double ring_lower_bound(const tune_sim *t, const plan *p, const struct ring_attn *ra) {
+  const model_config *m = &t->m;
+  const gpu_desc *g = &t->c.gpu;
+  sim_ctx x;
+  memset(&x, 0, sizeof x);
+  x.m = m;
+  x.c = &t->c;
+  int W = p->layout.world;
+  double passes = 1 + MODEL_GEMM_BWD_RATIO + (p->spec.recompute ? 1 : 0);
+  double P = (double)model_param_count(m);
+  double optimizer = cost_mem(g, 28.0 * (p->spec.zero ? P / W : P));
+  double fwd_passes = 1 + (p->spec.recompute ? 1 : 0), lb = 0;
+  for (int r = 0; r < W; r++) {
+    double n = (double)p->layout.rank_count[r];
+    double layer = ctx_gemm_qkv(&x, n) + ctx_mem_pre(&x, n) + ctx_gemm_post(&x, n) + ctx_mem_post(&x, n);
+    double loss = cost_gemm(g, (1 + MODEL_GEMM_BWD_RATIO) * model_lm_head_flops_per_token(m) * n) +
+                  cost_mem(g, 3.0 * 4.0 * n * (double)m->vocab_size);
+    double v = (double)m->num_layers * passes * layer + loss + optimizer + fwd_passes * ra->fwd[r] + ra->bwd[r];
+    if (v > lb) lb = v;
+  }
+  return lb * (1 - 1e-6);
+}
+
 // Memory cannot be below the memory model's figure with no tile index and, outside the ring kinds
 // (whose KV buffers hold a whole layout shard), no KV buffers: both only add (memory.c).
 static void memory_lower_bound(const model_config *m, const cluster_desc *c, const plan *p, sim_memory *out) {
@@ -245,6 +350,16 @@ static int sim_bound(void *ctx, const tune_point *pt, tune_eval *out, sr_error *
   sim_memory mem;
   memory_lower_bound(&t->m, &t->c, &p, &mem);
   out->lb_step_s = compute_lower_bound(t, &p);
+  // Only for points that may fit: accounting a layout no simulated point uses would cost, not save.
+  int ring = p.spec.fpdt_chunk == 0 && (p.schedule.kind == SCHED_RING || p.schedule.kind == SCHED_DOUBLE_RING);
+  if (ring && mem.fits) {
+    const struct ring_attn *ra = ring_attention(t, &p, e, &rc);
+    if (rc) {
+      plan_free(&p);
+      return rc;
+    }
+    if (ra) out->lb_step_s = fmax(out->lb_step_s, ring_lower_bound(t, &p, ra));
+  }
   out->lb_mem_bytes = mem.total;
   out->mem_capacity = mem.capacity;
   out->fits = mem.fits;
@@ -265,7 +380,7 @@ static int sim_point(void *ctx, const tune_point *pt, int step, tune_eval *out, 
   if ((rc = point_plan(t, pt, &p, out, &invalid, e)) || invalid) return rc;
   sim_options o = {t->representative, 0};
   sim_result r;
-  rc = sim_run(&p, pat, &o, &r, NULL, e);
+  rc = sim_run_shared(&p, pat, &o, t->store, &r, NULL, e);
   plan_free(&p);
   if (rc) return rc;
   if (!r.feasible) {
@@ -297,7 +412,7 @@ int tune_sim_plan(tune_sim *t, const tune_point *pt, plan *out, sr_error *e) {
   const pattern *pat = NULL;
   sim_options o = {0, 0};
   sim_result r;
-  if ((rc = pattern_at(t, 0, &pat, e)) || (rc = sim_run(out, pat, &o, &r, NULL, e))) {
+  if ((rc = pattern_at(t, 0, &pat, e)) || (rc = sim_run_shared(out, pat, &o, t->store, &r, NULL, e))) {
     plan_free(out);
     return rc;
   }

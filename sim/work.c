@@ -6,8 +6,136 @@
 
 #include "plan/util.h"
 
+// ---------------------------------------------------------------------------------------------
+// store: a hash table of (layout key, copied head) -> counts [W * W]; entries are never evicted, so
+// counts handed out stay valid until work_store_close.
+
+#define STORE_BUCKETS 4096
+
+typedef struct store_entry {
+  struct store_entry *next;
+  uint64_t hash;
+  layout_kind kind;
+  int64_t n_tokens, granularity;
+  int world;
+  head_pattern head;   // a copy; its arrays live with the entry
+  work_count *counts;  // [world * world]
+} store_entry;
+
+struct work_store {
+  store_entry *bucket[STORE_BUCKETS];
+  int64_t max_bytes, bytes, entries;
+};
+
+int work_store_open(int64_t max_bytes, work_store **out, sr_error *e) {
+  *out = calloc(1, sizeof **out);
+  if (!*out) return sr_internal_error(e, 0, "work: out of memory for the accounting store");
+  (*out)->max_bytes = max_bytes;
+  return SR_OK;
+}
+
+static void entry_free(store_entry *s) {
+  free(s->head.vertical);
+  free(s->head.slash);
+  free(s->head.mask);
+  free(s->counts);
+  free(s);
+}
+
+void work_store_close(work_store *s) {
+  if (!s) return;
+  for (int b = 0; b < STORE_BUCKETS; b++)
+    for (store_entry *x = s->bucket[b], *nx; x; x = nx) {
+      nx = x->next;
+      entry_free(x);
+    }
+  free(s);
+}
+
+int64_t work_store_entries(const work_store *s) { return s ? s->entries : 0; }
+int64_t work_store_bytes(const work_store *s) { return s ? s->bytes : 0; }
+
+// splitmix64's finaliser (Steele et al. 2014) mixes each word into the running hash.
+static uint64_t mix(uint64_t h, uint64_t v) {
+  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Hash of exactly what work_heads_equal compares, plus the layout key.
+static uint64_t store_hash(const layout *l, const head_pattern *h) {
+  uint64_t k = mix(mix(mix(mix(0, (uint64_t)l->kind), (uint64_t)l->n_tokens), (uint64_t)l->world), (uint64_t)l->granularity);
+  k = mix(k, (uint64_t)h->kind);
+  switch (h->kind) {
+    case PATTERN_DENSE: break;
+    case PATTERN_WINDOW: k = mix(mix(k, (uint64_t)h->sinks), (uint64_t)h->window); break;
+    case PATTERN_VS:
+      k = mix(mix(k, (uint64_t)h->n_vertical), (uint64_t)h->n_slash);
+      for (int32_t i = 0; i < h->n_vertical; i++) k = mix(k, (uint32_t)h->vertical[i]);
+      for (int32_t i = 0; i < h->n_slash; i++) k = mix(k, (uint32_t)h->slash[i]);
+      break;
+    case PATTERN_BLOCK:
+      k = mix(mix(mix(k, (uint64_t)h->block), (uint64_t)h->n_blocks), (uint64_t)h->row_words);
+      for (int64_t i = 0; i < h->n_blocks * h->row_words; i++) k = mix(k, h->mask[i]);
+      break;
+  }
+  return k;
+}
+
+static const work_count *store_find(const work_store *s, const layout *l, const head_pattern *h, uint64_t hash) {
+  for (const store_entry *x = s->bucket[hash % STORE_BUCKETS]; x; x = x->next)
+    if (x->hash == hash && x->kind == l->kind && x->n_tokens == l->n_tokens && x->world == l->world &&
+        x->granularity == l->granularity && work_heads_equal(&x->head, h))
+      return x->counts;
+  return NULL;
+}
+
+static void *dup_or_null(const void *p, size_t n, int *fail) {
+  if (!p || n == 0) return NULL;
+  void *q = malloc(n);
+  if (!q) *fail = 1;
+  else memcpy(q, p, n);
+  return q;
+}
+
+// Copy counts into the store; a full store or a failed allocation just leaves it out.
+static void store_add(work_store *s, const layout *l, const head_pattern *h, uint64_t hash, const work_count *counts) {
+  size_t nc = (size_t)l->world * (size_t)l->world * sizeof *counts;
+  size_t nv = h->kind == PATTERN_VS ? (size_t)h->n_vertical * 4 : 0, ns = h->kind == PATTERN_VS ? (size_t)h->n_slash * 4 : 0;
+  size_t nm = h->kind == PATTERN_BLOCK ? (size_t)(h->n_blocks * h->row_words) * 8 : 0;
+  int64_t need = (int64_t)(sizeof(store_entry) + nc + nv + ns + nm);
+  if (s->bytes + need > s->max_bytes) return;
+  store_entry *x = calloc(1, sizeof *x);
+  if (!x) return;
+  int fail = 0;
+  x->hash = hash;
+  x->kind = l->kind;
+  x->n_tokens = l->n_tokens;
+  x->world = l->world;
+  x->granularity = l->granularity;
+  x->head = *h;
+  x->head.vertical = dup_or_null(h->vertical, nv, &fail);
+  x->head.slash = dup_or_null(h->slash, ns, &fail);
+  x->head.mask = dup_or_null(h->mask, nm, &fail);
+  x->counts = dup_or_null(counts, nc, &fail);
+  if (fail || !x->counts) {
+    entry_free(x);
+    return;
+  }
+  x->next = s->bucket[hash % STORE_BUCKETS];
+  s->bucket[hash % STORE_BUCKETS] = x;
+  s->bytes += need;
+  s->entries++;
+}
+
+// ---------------------------------------------------------------------------------------------
+// per-run cache
+
 int work_cache_init(work_cache *c, const layout *l, sr_error *e) {
+  work_store *store = c->store;
   memset(c, 0, sizeof c[0]);
+  c->store = store;
   c->l = l;
   c->world = l->world;
   size_t n = (size_t)l->world * (size_t)l->world;
@@ -24,7 +152,9 @@ int work_cache_init(work_cache *c, const layout *l, sr_error *e) {
 void work_cache_free(work_cache *c) {
   free(c->scratch);
   for (int i = 0; i < WORK_CACHE; i++) free(c->val[i]);
+  work_store *store = c->store;
   memset(c, 0, sizeof c[0]);
+  c->store = store;
 }
 
 int work_heads_equal(const head_pattern *a, const head_pattern *b) {
@@ -51,6 +181,10 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
       *out = c->val[i];
       return SR_OK;
     }
+  // The store's counts never move, so they are handed out directly (no slot of this cache is used).
+  work_store *st = c->store && c->l->kind != LAYOUT_PERMUTATION ? c->store : NULL;
+  uint64_t hash = st ? store_hash(c->l, h) : 0;
+  if (st && (*out = store_find(st, c->l, h, hash))) return SR_OK;
   // Account this head alone: a one-layer, one-head view of the pattern.
   pattern view = {pat->n_tokens, 1, 1, (head_pattern *)h};
   int slot = c->n_cached < WORK_CACHE ? c->n_cached++ : (c->next++ % WORK_CACHE);
@@ -61,6 +195,7 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
   if (rc) return rc;
   c->key[slot] = h;
   *out = c->val[slot];
+  if (st) store_add(st, c->l, h, hash, c->val[slot]);
   return SR_OK;
 }
 
