@@ -15,8 +15,9 @@
 #include "traces/trace.h"
 
 #define TUNE_MAX_STEPS 64
-// The accounting store's bound: W^2 x 32 bytes a head and layout (32 KiB at W = 32), so 512 MiB holds
-// every head of Qwen2.5-3B (576) over ~28 layouts of 32 ranks; beyond it heads are accounted per run.
+// The accounting store's bound per process: W^2 x 32 bytes a head and layout (32 KiB at W = 32; FPDT's
+// chunk layouts have W = chunks) plus the head's indices. bench-tune's full space (Qwen2.5-3B, 512K,
+// a100-4x8) stores 17 layouts x 576 heads in 484 MiB; beyond the bound heads are accounted per run.
 #define TUNE_STORE_MAX_BYTES ((int64_t)512 << 20)
 #define TUNE_RING_LAYOUTS 64
 
