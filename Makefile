@@ -104,11 +104,11 @@ $(EXEC_BIN): $(EXEC_MAIN_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 $(TEST_BIN): $(TEST_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(EXEC_LIB) -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
 
-bin/sparsering-gpu-test: kernels/test/gpu_test.cu kernels/test/index_build.h $(LIB) $(CU_LIB)
+bin/sparsering-gpu-test: kernels/test/gpu_test.cu kernels/test/index_build.h kernels/test/check.h $(LIB) $(CU_LIB)
 	@mkdir -p bin
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
 
-bin/sparsering-bench-attn: kernels/bench/bench_attn.cu kernels/test/index_build.h $(LIB) $(CU_LIB)
+bin/sparsering-bench-attn: kernels/bench/bench_attn.cu kernels/test/index_build.h kernels/test/check.h $(LIB) $(CU_LIB)
 	@mkdir -p bin
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
 

@@ -17,23 +17,7 @@
 #include "kernels/test/index_build.h"
 
 
-#define CK(call)                                                                               \
-  do {                                                                                         \
-    cudaError_t err_ = (call);                                                                 \
-    if (err_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-#define SR(call)                                                             \
-  do {                                                                       \
-    sr_error e_;                                                             \
-    if ((call) != SR_OK) {                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, e_.msg); \
-      exit(1);                                                               \
-    }                                                                        \
-  } while (0)
-#define E (&e_)
+#include "kernels/test/check.h"
 
 enum { SETS = 3, WARM = 3, REPS = 10 };
 

@@ -18,23 +18,7 @@ extern "C" {  // the planner's C API
 }
 
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    cudaError_t err_ = (call);                                                                     \
-    if (err_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));     \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-#define SR(call)                                                                  \
-  do {                                                                            \
-    sr_error e_;                                                                  \
-    if ((call) != SR_OK) {                                                        \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, e_.msg);      \
-      exit(1);                                                                    \
-    }                                                                             \
-  } while (0)
-#define E (&e_)
+#include "kernels/test/check.h"
 
 // ---- cases ---------------------------------------------------------------------------------------
 
