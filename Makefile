@@ -15,7 +15,7 @@ CC       := mpicc
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 GPU      ?= $(if $(NVCC),1,0)
-CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80
+CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80
 
 OPT      := -O2
 ifeq ($(SAN),1)
