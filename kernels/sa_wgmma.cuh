@@ -115,4 +115,27 @@ __device__ __forceinline__ void sa_wgmma_m64n128_rs_tb(float *d, const uint32_t 
 #endif
 }
 
+
+// Register-operand variant of sa_reg_fence (wgmma A fragments stay live until the wait).
+__device__ __forceinline__ void sa_reg_fence_u32(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
+
+// A fragments (mma.sync / wgmma register layout) of rows r0..r0+15, columns 16 kk.. of a swizzled tile
+// of `rows` rows, by ldmatrix: each lane names one 16-byte row segment, whole under the swizzle.
+__device__ __forceinline__ void sa_ldmatrix_a_sw128(uint32_t *a, const unsigned char *tile, int rows, int r0, int kk,
+                                                    int lane) {
+  int mat = lane >> 3, r = r0 + (lane & 7) + (mat & 1) * 8, col = kk * 16 + (mat >> 1) * 8;
+  sa_ldmatrix_x4(a, tile + sa_sw128_offset(r, col, rows));
+}
+
+// d[32] = (scale_d ? d : 0) + A (64 x 16 in registers) * B^T (64 x 16, smem descriptor, K-major).
+__device__ __forceinline__ void sa_wgmma_m64n64_rs(float *d, const uint32_t *a, uint64_t db, int scale_d) {
+#if SA_WGMMA_ARCH
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+#endif
+}
+
+
 #endif

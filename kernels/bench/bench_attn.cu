@@ -55,10 +55,11 @@ int main(int argc, char **argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-  printf("forward variants (sa_fwd_variant): v0 mma.sync 16 rows a warp, v1 32 rows, v2 wgmma 2 CTAs/SM, v3 wgmma 1 CTA/SM;"
+  printf("forward variants (sa_fwd_variant): v0 mma.sync 16 rows a warp, v1 32 rows, v2 wgmma 2 CTAs/SM, v3 wgmma 1 CTA/SM,"
+         " v4 wgmma pipelined;"
          " fwd = the default (%s)\n", sa_wgmma_built() ? "v2" : "v0, no sm_90a image");
-  printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms", "fwd TF/s", "v0 ms",
-         "v1 ms", "v2 ms", "v3 ms", "bwd ms", "bwd TF/s", "fwdbwd ms");
+  printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms", "fwd TF/s", "v0 ms",
+         "v1 ms", "v2 ms", "v3 ms", "v4 ms", "bwd ms", "bwd TF/s", "fwdbwd ms");
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -98,9 +99,9 @@ int main(int argc, char **argv) {
     CK(cudaMalloc((void **)&dk, sizeof(float) * (size_t)nkv));
     CK(cudaMalloc((void **)&dv, sizeof(float) * (size_t)nkv));
     sa_shape sh = {N, N, H, KH, D, (float)(1.0 / sqrt((double)D))};
-    float t_fwd[5][REPS], t_bwd[REPS];
-    double mv[5];
-    for (int var = -1; var < 4; var++) {
+    float t_fwd[6][REPS], t_bwd[REPS];
+    double mv[6];
+    for (int var = -1; var < 5; var++) {
       mv[var + 1] = NAN;
       if (var >= 2 && !sa_wgmma_built()) continue;
       sa_fwd_variant = var;
@@ -134,11 +135,11 @@ int main(int argc, char **argv) {
     double mb = (t_bwd[REPS / 2 - 1] + t_bwd[REPS / 2]) / 2;
     double flop = 4.0 * N * N * D * H / 2;  // causal forward (ANCHORS.md); backward counts 2.5x
     if (cs[c].vs)
-      printf("%-13s %6lldK %8.1f%% %9.2f %9s %8.2f %8.2f %8.2f %8.2f %9.2f %9s %9.2f\n", cs[c].name, (long long)(N / 1024),
-             100 * work, mf, "-", mv[1], mv[2], mv[3], mv[4], mb, "-", mf + mb);
+      printf("%-13s %6lldK %8.1f%% %9.2f %9s %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9s %9.2f\n", cs[c].name, (long long)(N / 1024),
+             100 * work, mf, "-", mv[1], mv[2], mv[3], mv[4], mv[5], mb, "-", mf + mb);
     else
-      printf("%-13s %6lldK %8.1f%% %9.2f %9.0f %8.2f %8.2f %8.2f %8.2f %9.2f %9.0f %9.2f\n", cs[c].name, (long long)(N / 1024),
-             100 * work, mf, flop / mf / 1e9, mv[1], mv[2], mv[3], mv[4], mb, 2.5 * flop / mb / 1e9, mf + mb);
+      printf("%-13s %6lldK %8.1f%% %9.2f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.0f %9.2f\n", cs[c].name, (long long)(N / 1024),
+             100 * work, mf, flop / mf / 1e9, mv[1], mv[2], mv[3], mv[4], mv[5], mb, 2.5 * flop / mb / 1e9, mf + mb);
     fflush(stdout);
     if (dump && (c == 0 || c == 2)) {  // set 0 once more, outputs kept for the independent check
       SR(sa_fwd(&sh, q[0], k[0], v[0], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));
