@@ -1,9 +1,10 @@
 // sparse_attn_fwd.cu — forward of one ring step of sparse flash attention on the GPU (FlashAttention-2
-// structure, Dao 2023): one CTA per (head, 128-row query tile), 32 (or 16) rows a warp; the cell's
-// KV tiles (as two 64-key halves) and its bar keys (gathered 64 at a time by index) stream through
-// double-buffered shared memory with cp.async; S = Q K^T and O += P V on mma.sync m16n8k16 bf16;
-// online softmax in registers in base 2 (scale pre-multiplied by log2 e). The epilogue writes the
-// step's O_b / LSE_b and merges into the running fp32 (O, LSE) by the stable form of DESIGN.md.
+// structure, Dao 2023): one CTA per (head, 128-row query tile); the cell's KV tiles (as two 64-key
+// halves) and its bar keys (gathered 64 at a time by index) stream through shared memory with
+// cp.async; online softmax in registers in base 2. Two product engines: mma.sync m16n8k16 (sm_80 and
+// up; 16 or 32 rows a warp) and, on Hopper's sm_90a image, wgmma with a 64-row warpgroup tile (the
+// default there; kernels/sa_wgmma.cuh). The epilogue writes the step's O_b / LSE_b and merges into
+// the running fp32 (O, LSE) by the stable form of DESIGN.md.
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -263,7 +264,8 @@ __device__ __forceinline__ void wg_fetch(const fwd_args &a, const sa_cell &c, in
   sa_chunk ch = sa_chunk_of(&a.ti, &c, ci, a.n_k);
   w.kind = ch.kind, w.n_valid = ch.n_valid;
 #pragma unroll
-  for (int j = 0; j < D / 32; j++) w.key[j] = (int32_t)sa_row_of(ch.base, ch.idx, ch.n_valid, tid / (D / 8) + j * (256 / (D / 8)));
+  for (int j = 0; j < D / 32; j++)
+    w.key[j] = (int32_t)sa_row_of(ch.base, ch.idx, ch.n_valid, tid / (D / 8) + j * (256 / (D / 8)));
 }
 
 template <int D>
@@ -531,8 +533,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1) sa_fwd_wgp_kernel(const fwd_arg
       if (!fast) keep = sa_keep_bits<SA_BN / 8>(kind, mask, qp, kp, t);
     }
     float alpha[2];
-    if (__all_sync(0xffffffffu, keep == 0xffffffffu)) fwd_softmax_p<SA_BN, false>(s[0], keep, a.scale_log2, m[0], l[0], alpha);
-    else fwd_softmax_p<SA_BN, true>(s[0], keep, a.scale_log2, m[0], l[0], alpha);
+    if (__all_sync(0xffffffffu, keep == 0xffffffffu))
+      fwd_softmax_p<SA_BN, false>(s[0], keep, a.scale_log2, m[0], l[0], alpha);
+    else
+      fwd_softmax_p<SA_BN, true>(s[0], keep, a.scale_log2, m[0], l[0], alpha);
 
     sa_wgmma_wait<0>();  // P_{i-1} V_{i-1} done: O and the P registers are free
 #pragma unroll
@@ -599,7 +603,8 @@ static int fwd_launch_wg(const fwd_args &a, int64_t cells, cudaStream_t st, sr_e
 
 template <int D>
 static int fwd_launch_wgp(const fwd_args &a, int64_t cells, cudaStream_t st, sr_error *e) {
-  size_t smem = 1024 + (size_t)(SA_BM + 2 * WG_STAGES * SA_BN) * D * 2 + WG_STAGES * (SA_BN * sizeof(int64_t) + sizeof(int));
+  size_t smem =
+      1024 + (size_t)(SA_BM + 2 * WG_STAGES * SA_BN) * D * 2 + WG_STAGES * (SA_BN * sizeof(int64_t) + sizeof(int));
   SA_CUDA(cudaFuncSetAttribute(sa_fwd_wgp_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   sa_fwd_wgp_kernel<D><<<(unsigned)cells, WG_THREADS, smem, st>>>(a);
   SA_CUDA(cudaGetLastError());
@@ -613,8 +618,10 @@ int sa_wgmma_built(void) {
   if (wgmma_built < 0) {
     int flag = 0;
     sa_wgmma_probe_kernel<<<1, 1>>>();
-    wgmma_built = cudaMemcpyFromSymbol(&flag, sa_wgmma_flag, sizeof flag) == cudaSuccess && flag == 1;
-    cudaGetLastError();  // a device without a usable image reports here: fall back, keep no error
+    cudaError_t err = cudaPeekAtLastError();
+    if (err == cudaSuccess) err = cudaMemcpyFromSymbol(&flag, sa_wgmma_flag, sizeof flag);
+    if (err != cudaSuccess) cudaGetLastError();  // no usable image: fall back, and leave no error behind
+    wgmma_built = err == cudaSuccess && flag == 1;
   }
   return wgmma_built;
 }
@@ -639,9 +646,10 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   int var = sa_fwd_variant;
   // The wgmma kernel keeps source-local keys in 32 bits.
   if (var >= 2 || var < 0) var = sa_wgmma_built() && s->n_k < INT32_MAX ? (var < 0 ? 2 : var) : 0;
-  if (var == 2) return s->head_dim == 64 ? fwd_launch_wg<64, 2>(a, cells, st, e) : fwd_launch_wg<128, 2>(a, cells, st, e);
-  if (var == 3) return s->head_dim == 64 ? fwd_launch_wg<64, 1>(a, cells, st, e) : fwd_launch_wg<128, 1>(a, cells, st, e);
-  if (var == 4) return s->head_dim == 64 ? fwd_launch_wgp<64>(a, cells, st, e) : fwd_launch_wgp<128>(a, cells, st, e);
+  int d64 = s->head_dim == 64;
+  if (var == 2) return d64 ? fwd_launch_wg<64, 2>(a, cells, st, e) : fwd_launch_wg<128, 2>(a, cells, st, e);
+  if (var == 3) return d64 ? fwd_launch_wg<64, 1>(a, cells, st, e) : fwd_launch_wg<128, 1>(a, cells, st, e);
+  if (var == 4) return d64 ? fwd_launch_wgp<64>(a, cells, st, e) : fwd_launch_wgp<128>(a, cells, st, e);
   if (s->head_dim == 64) return var ? fwd_launch<64, 2>(a, cells, st, e) : fwd_launch<64, 1>(a, cells, st, e);
   return var ? fwd_launch<128, 2>(a, cells, st, e) : fwd_launch<128, 1>(a, cells, st, e);
 }

@@ -1,7 +1,8 @@
 // bench_attn.cu — bin/sparsering-bench-attn: times the sparse attention kernels at the Qwen2.5-3B
 // attention shape (16 query heads, 2 KV heads, d = 128, bf16) on one GPU: dense causal at 16K and 64K
 // and the VS-like mask of ANCHORS.md (per head sinks 128 + window 4096 + 1000 verticals at N u^3,
-// seed 1) at 64K and 128K, forward and backward. CUDA events around each call, 3 warm-up runs,
+// seed 1) at 64K and 128K, forward (the default and every variant of sa_fwd_variant, side by side)
+// and backward. CUDA events around each call, 3 warm-up runs,
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
 // Usage: sparsering-bench-attn [--quick] [--dump DIR]
 //   prints one table (TFLOP/s by ANCHORS.md's counts); --dump writes input set 0 and its outputs (raw
