@@ -361,8 +361,11 @@ int vs_gpu_convert(vs_gpu_conv *c, const vs_gpu_est *g, const vs_gpu_layout *L, 
   bytes = c->cub_bytes;
   SA_CUDA(cub::DeviceScan::ExclusiveSum(c->cub_tmp, bytes, c->raw_b, d->bar_cnt, (int)offs, st));
   // The last cell's end (its W slot) is the total; the host needs it to size the arrays.
-  SA_CUDA(cudaMemcpyAsync(&c->host_tot[0], d->tile_cnt + offs - 1, sizeof(int64_t), cudaMemcpyDeviceToHost, st));
-  SA_CUDA(cudaMemcpyAsync(&c->host_tot[1], d->bar_cnt + offs - 1, sizeof(int64_t), cudaMemcpyDeviceToHost, st));
+  c->host_tot[0] = c->host_tot[1] = 0;
+  if (offs > 0) {
+    SA_CUDA(cudaMemcpyAsync(&c->host_tot[0], d->tile_cnt + offs - 1, sizeof(int64_t), cudaMemcpyDeviceToHost, st));
+    SA_CUDA(cudaMemcpyAsync(&c->host_tot[1], d->bar_cnt + offs - 1, sizeof(int64_t), cudaMemcpyDeviceToHost, st));
+  }
   SA_CUDA(cudaStreamSynchronize(st));
   d->n_tiles = c->host_tot[0], d->n_bars = c->host_tot[1];
   if (d->n_tiles > c->cap_tiles || !d->tile_idx) {
