@@ -85,19 +85,18 @@ enum { SC_KEYS = 128, SC_THREADS = 256 };
 __global__ void vs_scores_kernel(const __nv_bfloat16 *q, const int64_t *qpos, const __nv_bfloat16 *k,
                                  const int64_t *kpos, int64_t n_k, int32_t heads, int32_t kv_heads, int32_t d,
                                  int32_t n_q, double scale, double *scores, double *row_max) {
-  // Held as float64 (converted once): the conversion in the inner loop would run at a quarter of the FMA rate.
-  extern __shared__ double smd[];
-  double *qs = smd, *ks = smd + VS_GPU_MAX_QUERIES * d;  // ks row stride d + 1: no bank conflicts
+  extern __shared__ float sm[];
+  float *qs = sm, *ks = sm + VS_GPU_MAX_QUERIES * d;  // ks row stride d + 1: no bank conflicts
   int h = blockIdx.y, kvh = h / (heads / kv_heads);
   int64_t j0 = (int64_t)blockIdx.x * SC_KEYS;
   for (int x = threadIdx.x; x < VS_GPU_MAX_QUERIES * d; x += blockDim.x) {
     int i = x / d, c = x % d;
-    qs[x] = i < n_q ? (double)__bfloat162float(q[((int64_t)i * heads + h) * d + c]) : 0.0;
+    qs[x] = i < n_q ? __bfloat162float(q[((int64_t)i * heads + h) * d + c]) : 0.f;
   }
   for (int x = threadIdx.x; x < SC_KEYS * d; x += blockDim.x) {
     int r = x / d, c = x % d;
     int64_t j = j0 + r;
-    ks[r * (d + 1) + c] = j < n_k ? (double)__bfloat162float(k[(j * kv_heads + kvh) * d + c]) : 0.0;
+    ks[r * (d + 1) + c] = j < n_k ? __bfloat162float(k[(j * kv_heads + kvh) * d + c]) : 0.f;
   }
   __syncthreads();
   int tq = threadIdx.x / 16, tk = threadIdx.x % 16;
@@ -109,9 +108,9 @@ __global__ void vs_scores_kernel(const __nv_bfloat16 *q, const int64_t *qpos, co
   for (int x = 0; x < d; x++) {
     double qv[4], kv[8];
 #pragma unroll
-    for (int a = 0; a < 4; a++) qv[a] = qs[(tq * 4 + a) * d + x];
+    for (int a = 0; a < 4; a++) qv[a] = (double)qs[(tq * 4 + a) * d + x];
 #pragma unroll
-    for (int c = 0; c < 8; c++) kv[c] = ks[(tk + 16 * c) * (d + 1) + x];
+    for (int c = 0; c < 8; c++) kv[c] = (double)ks[(tk + 16 * c) * (d + 1) + x];
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
@@ -453,7 +452,7 @@ int vs_gpu_rowmax(vs_gpu_est *g, const void *q, const int64_t *qpos, const void 
                           (long long)g->n_k_max);
   g->n_k = n_k;
   if (n_k == 0) return SR_OK;
-  size_t sm = sizeof(double) * (size_t)(VS_GPU_MAX_QUERIES * g->head_dim + SC_KEYS * (g->head_dim + 1));
+  size_t sm = sizeof(float) * (size_t)(VS_GPU_MAX_QUERIES * g->head_dim + SC_KEYS * (g->head_dim + 1));
   SA_CUDA(cudaFuncSetAttribute(vs_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
   dim3 grid((unsigned)((n_k + SC_KEYS - 1) / SC_KEYS), (unsigned)g->heads);
   vs_scores_kernel<<<grid, SC_THREADS, sm, ST(stream)>>>((const __nv_bfloat16 *)q, qpos, (const __nv_bfloat16 *)k, kpos,

@@ -6,13 +6,10 @@
 //   shard    what rank 0 of a 2-rank striped (G = 128) ring does: estimation passes over its N/2 keys (the
 //            combine across ranks is communication, not timed here), selection, conversion for its N/2
 //            queries against both sources, and its forward over both sources (two ring steps).
-// Inputs are synthetic with attention-like structure, so that top-p 0.9 keeps a realistic share (a few
-// percent; MTraining reports 87%-99.6% sparsity) rather than the cap everywhere: Q and K share one random
-// vector per KV head, rotated by position as in RoPE on 96 of the 128 dimensions (scores peak near the
-// diagonal and along offsets where the rotations realign: slashes), plus noise; in the other 32 dimensions
-// queries carry a fixed vector that 1000 keys (drawn at N u^3) also carry (verticals); queries are scaled by
-// 2.5 (a sharper softmax). The parameters were chosen offline by simulating one head's estimation in numpy.
-// Top-p 0.9, cap 4096. CUDA events, 1 warm-up, median of 5.
+// Inputs are synthetic with attention-like structure, so the pattern is not the cap everywhere: Q and K
+// are one random vector per KV head rotated by position as in RoPE (scores peak near the diagonal and decay
+// with distance: slashes), plus noise, and 1000 keys (drawn at N u^3) carry an extra shared component
+// (verticals). Top-p 0.9, cap 4096. CUDA events, 1 warm-up, median of 5.
 // Usage: sparsering-bench-vs [--n N]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -42,36 +39,25 @@ static __device__ float hash_normal(uint64_t k) {  // sum of 4 uniforms, centred
   return (s - 2.0f) * 1.7320508f;
 }
 
-enum { ROT = 96 };                 // rotated dimensions (RoPE on 48 pairs); the other 32 are not rotated
-__constant__ double inv_freq[ROT / 2];  // 10000^(-2f/ROT)
+__constant__ double inv_freq[64];  // RoPE frequencies 10000^(-2f/d)
 
-// Row t, head h (of KV head g = h / (heads / groups)) of Q (query = 1) or K/V: rotated part R(t)(base_g + noise) on pairs
-// (f, f + 48); the other 32 dimensions hold base vector u_g for queries, and for keys noise plus boost * u_g
-// when t is a vertical key (so every query meets it: a column). All of it times tau.
-__global__ void gen_kernel(__nv_bfloat16 *x, int64_t n, int heads, int groups, const uint8_t *is_vert, int query,
-                           float tau, float noise, float boost, uint64_t seed) {
-  const int d = 128, items = ROT / 2 + (d - ROT);
-  int64_t total = n * heads * items;
+// x[t, h, :] = R(t) (base[h % groups] + noise) (+ boost * vert_dir when t is a vertical key), RoPE pairs (c, c + d/2).
+__global__ void gen_kernel(__nv_bfloat16 *x, int64_t n, int heads, int groups, int d, const uint8_t *is_vert,
+                           float noise, float boost, uint64_t seed) {
+  int64_t total = n * heads * (d / 2);
   for (int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; id < total; id += (int64_t)gridDim.x * blockDim.x) {
-    int64_t t = id / (heads * items);
-    int h = (int)(id / items % heads), j = (int)(id % items), g = h / (heads / groups);  // the KV head of h
+    int64_t t = id / (heads * (d / 2));
+    int h = (int)(id / (d / 2) % heads), f = (int)(id % (d / 2)), g = h % groups;
+    float a = hash_normal(((uint64_t)g << 20) + f) + noise * hash_normal(seed + (uint64_t)id * 2);
+    float b = hash_normal(((uint64_t)g << 20) + f + 4096) + noise * hash_normal(seed + (uint64_t)id * 2 + 1);
+    if (is_vert && is_vert[t]) a += boost * hash_normal(((uint64_t)g << 20) + f + 9000), b += boost * hash_normal(((uint64_t)g << 20) + f + 13000);
+    double theta = (double)t * inv_freq[f];
+    theta -= 6.283185307179586 * floor(theta / 6.283185307179586);
+    float cs, sn;
+    sincosf((float)theta, &sn, &cs);
     int64_t base = (t * heads + h) * d;
-    if (j < ROT / 2) {
-      float a = hash_normal(((uint64_t)g << 20) + j) + noise * hash_normal(seed + (uint64_t)id * 2);
-      float b = hash_normal(((uint64_t)g << 20) + j + 4096) + noise * hash_normal(seed + (uint64_t)id * 2 + 1);
-      double theta = (double)t * inv_freq[j];
-      theta -= 6.283185307179586 * floor(theta / 6.283185307179586);
-      float cs, sn;
-      sincosf((float)theta, &sn, &cs);
-      x[base + j] = __float2bfloat16(tau * (a * cs - b * sn));
-      x[base + j + ROT / 2] = __float2bfloat16(tau * (a * sn + b * cs));
-    } else {
-      int c = j - ROT / 2;
-      float u = hash_normal(((uint64_t)g << 20) + 9000 + c), val;
-      if (query) val = u;
-      else val = 0.3f * hash_normal(seed + (uint64_t)id * 2) + (is_vert && is_vert[t] ? boost * u : 0.f);
-      x[base + ROT + c] = __float2bfloat16(tau * val);
-    }
+    x[base + f] = __float2bfloat16(a * cs - b * sn);
+    x[base + f + d / 2] = __float2bfloat16(a * sn + b * cs);
   }
 }
 
@@ -105,16 +91,16 @@ int main(int argc, char **argv) {
   }
   CK(cudaMalloc((void **)&isv, (size_t)N));
   CK(cudaMemcpy(isv, isv_h, (size_t)N, cudaMemcpyHostToDevice));
-  double invf[ROT / 2];
-  for (int f = 0; f < ROT / 2; f++) invf[f] = pow(10000.0, -2.0 * f / ROT);
-  CK(cudaMemcpyToSymbol(inv_freq, invf, sizeof invf));
+  double invf[64];
+  for (int f = 0; f < D / 2; f++) invf[f] = pow(10000.0, -2.0 * f / D);
+  CK(cudaMemcpyToSymbol(inv_freq, invf, sizeof(double) * (D / 2)));
   void *q, *k, *v;
   CK(cudaMalloc(&q, 2 * (size_t)(N * H * D)));
   CK(cudaMalloc(&k, 2 * (size_t)(N * KH * D)));
   CK(cudaMalloc(&v, 2 * (size_t)(N * KH * D)));
-  gen_kernel<<<4096, 256>>>((__nv_bfloat16 *)q, N, H, KH, NULL, 1, 2.5f, 0.5f, 0.f, 11);
-  gen_kernel<<<4096, 256>>>((__nv_bfloat16 *)k, N, KH, KH, isv, 0, 1.0f, 0.5f, 2.0f, 22);
-  gen_kernel<<<4096, 256>>>((__nv_bfloat16 *)v, N, KH, KH, NULL, 0, 1.0f, 1.0f, 0.f, 33);
+  gen_kernel<<<4096, 256>>>((__nv_bfloat16 *)q, N, H, KH, D, NULL, 0.5f, 0.f, 11);
+  gen_kernel<<<4096, 256>>>((__nv_bfloat16 *)k, N, KH, KH, D, isv, 0.5f, 1.5f, 22);
+  gen_kernel<<<4096, 256>>>((__nv_bfloat16 *)v, N, KH, KH, D, NULL, 1.0f, 0.f, 33);
   CK(cudaGetLastError());
   int64_t *pos_h = (int64_t *)malloc(sizeof(int64_t) * (size_t)N), *pos;
   for (int64_t t = 0; t < N; t++) pos_h[t] = t;
