@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "exec/dist_cuda.h"
+#include "exec/online_vs_cuda.h"
 
 typedef struct {
   sa_gpu_index ix;
@@ -87,6 +88,7 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   }
   CUDA_TRY(cudaMalloc((void **)&s->o_run, sizeof(float) * (size_t)sr_max64(1, a->n_q * a->H * a->d)));
   CUDA_TRY(cudaMalloc((void **)&s->d_row, sizeof(float) * (size_t)sr_max64(1, a->n_q * a->H)));
+  if (online_vs_wanted(a) && online_vs_setup(a, e)) return e->code;
   return SR_OK;
 }
 
@@ -94,6 +96,7 @@ void dist_attn_cuda_release(struct dist_attn *a) {
   cuda_state *s = a->cuda;
   if (!s) return;
   cudaDeviceSynchronize();
+  online_vs_release(a);
   sa_gpu_index_free(&s->ix);
   if (s->masks) sa_gpu_masks_free(s->masks, a->H);
   for (int g = 0; s->ixt && g < a->R; g++) sa_gpu_index_t_free(&s->ixt[g]);
@@ -245,6 +248,9 @@ int dist_attn_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const 
   CUDA_TRY(r);
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->H * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->H, CS(a)));
+  const sa_gpu_index *ix = &st->ix;  // vs-online: this forward's estimated pattern instead
+  const head_mask *masks = st->masks;
+  if (a->online && online_vs_forward(a, q, k, &ix, &masks, e)) return e->code;
   const void *cur = st->kv_own;
   for (int s = 0; s < rp->n_steps; s++) {
     maybe_fail(a, s);
@@ -258,7 +264,7 @@ int dist_attn_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const 
       sa_shape sh = {a->n_q, rows_of(a, src), a->H, a->Hkv, a->d, a->scale};
       const char *kk = cur, *vv = kk + rows_of(a, src) * a->Hkv * a->d * 2;
       int ti = timer_open(a, &tm, s, "attn", TL_COMPUTE);
-      if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], &st->ix, src, st->masks, NULL, NULL, st->o_run, lse, CS(a), e))
+      if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], ix, src, masks, NULL, NULL, st->o_run, lse, CS(a), e))
         return e->code;
       timer_close(a, &tm, ti);
     }
@@ -289,6 +295,10 @@ int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const 
   CUDA_TRY(cudaMemsetAsync(dq, 0, sizeof(float) * (size_t)(a->n_q * a->H * a->d), CS(a)));
   CUDA_TRY(cudaMemsetAsync(dk, 0, sizeof(float) * (size_t)plane, CS(a)));
   CUDA_TRY(cudaMemsetAsync(dv, 0, sizeof(float) * (size_t)plane, CS(a)));
+  const sa_gpu_index *ix = &st->ix;  // vs-online: the last forward's pattern
+  const sa_gpu_index_t *ixt = st->ixt;
+  const head_mask *masks = st->masks;
+  if (a->online && online_vs_backward(a, &ix, &ixt, &masks, e)) return e->code;
   const void *cur = st->kv_own;
   comm_pending apend = {0};
   int p = 0, n_flush_prev = 0, fpar = 0;
@@ -307,7 +317,7 @@ int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const 
       sa_shape sh = {a->n_q, rows_of(a, src), a->H, a->Hkv, a->d, a->scale};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
       int ti = timer_open(a, &tm, s, "attn_bwd", TL_COMPUTE);
-      if (sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], &st->ix, &st->ixt[src], src, st->masks, dq,
+      if (sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &ixt[src], src, masks, dq,
                  P, P + rows_of(a, src) * row, CS(a), e))
         return e->code;
       timer_close(a, &tm, ti);
