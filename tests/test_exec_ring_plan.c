@@ -129,3 +129,20 @@ TEST(calib_fit_link_rejects_timings_that_do_not_grow_with_size) {
   CHECK_EQ_INT(calib_fit_link(b, t, 3, &lat, &gbps, &e), SR_EINPUT);
   CHECK_EQ_INT(calib_fit_link(b, t, 1, &lat, &gbps, &e), SR_EINPUT);
 }
+
+TEST(calib_fit_rate_separates_the_fixed_time_per_call_from_the_rate) {
+  // t = 20 us + flops / 400 TFLOP/s at 1, 2, 4 units of 1e12 FLOPs: the rate is the slope, not flops / t.
+  double f[3] = {1e12, 2e12, 4e12}, t[3], tflops, over;
+  for (int i = 0; i < 3; i++) t[i] = 20e-6 + f[i] / 400e12;
+  sr_error e = {0};
+  CHECK_EQ_INT(calib_fit_rate(f, t, 3, &tflops, &over, &e), SR_OK);
+  CHECK_REL(tflops, 400.0, 1e-6);
+  CHECK_REL(over, 20.0, 1e-6);
+  CHECK(f[0] / t[0] / 1e12 < 400.0);  // the naive ratio of the smallest run is lower
+}
+
+TEST(calib_fit_rate_rejects_kernel_times_that_do_not_grow_with_work) {
+  double f[2] = {1e12, 2e12}, t[2] = {2e-3, 1e-3}, tflops, over;
+  sr_error e = {0};
+  CHECK_EQ_INT(calib_fit_rate(f, t, 2, &tflops, &over, &e), SR_EINPUT);
+}
