@@ -26,9 +26,17 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;
-  double bwd0 = INFINITY;
-  for (int64_t i = 0; i < tl.n; i++)
-    if (tl.ev[i].layer == 0 && tl.ev[i].phase == PHASE_ATTN_BWD && tl.ev[i].start < bwd0) bwd0 = tl.ev[i].start;
+  // Forward and backward of the layer are apart in the simulated step (the MLP, the loss and the MLP's
+  // backward lie between them): an event belongs to the backward when it starts past the middle of that
+  // gap. Not at the first backward kernel: Ulysses' all-to-all of the backward comes before it.
+  double bwd0 = INFINITY, fwd_end = -INFINITY;
+  for (int64_t i = 0; i < tl.n; i++) {
+    const sim_event *v = &tl.ev[i];
+    if (v->layer != 0) continue;
+    if (v->phase == PHASE_ATTN_BWD && v->start < bwd0) bwd0 = v->start;
+    if (v->phase == PHASE_ATTN && v->start + v->dur > fwd_end) fwd_end = v->start + v->dur;
+  }
+  if (isfinite(bwd0) && isfinite(fwd_end) && fwd_end < bwd0) bwd0 = 0.5 * (fwd_end + bwd0);
   double f0 = INFINITY, f1 = -INFINITY, b0 = INFINITY, b1 = -INFINITY;
   sim_timeline keep = {0};
   keep.ev = malloc(sizeof(sim_event) * (size_t)(tl.n > 0 ? tl.n : 1));
