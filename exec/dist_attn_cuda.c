@@ -21,12 +21,19 @@
 
 #include "exec/dist_cuda.h"
 
+// Early (outer) transfers of the current call: one NCCL group per post step on the second channel.
+typedef struct {
+  comm_pending *pend;  // [n_steps] the group posted at each step
+  int *target;         // [n_steps] the step that computes on its reception (-1: sends only, or none)
+} outer_state;
+
 typedef struct {
   sa_gpu_index ix;
   sa_gpu_index_t *ixt;        // [R] transposed index per source (backward)
   head_mask *masks;           // device masks [H]
   int64_t *qpos, **kpos;      // device positions
   void *kv_own, *kv_buf[2];   // bf16 [2, rows, Hkv, d]
+  void *kv_outer[2];          // bf16, likewise: early (inter-node) receptions (ring plans with any)
   float *acc[2], *acc_in[2];  // fp32 [2, rows, Hkv, d]
   float *flush[2];            // fp32 flush receive buffers, per step parity: [max_flush][2, n_q, Hkv, d]
   int max_flush;
@@ -35,6 +42,7 @@ typedef struct {
   void *qg, *og, *dog;        // bf16 [n_q, nh, d]
   float *lseg, *dqg, *dkvg;   // fp32 [nh, n_q], [n_q, nh, d], [2, n_q, nkv, d]
   void *stage;
+  outer_state os;             // allocated with the state when the ring plan has early transfers
 } cuda_state;
 
 #define CS(a) ((cudaStream_t)(a)->c->compute_stream)
@@ -93,6 +101,16 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
     CUDA_TRY(cudaMalloc((void **)&s->acc_in[i], (size_t)slot * 4));
     if (s->max_flush) CUDA_TRY(cudaMalloc((void **)&s->flush[i], (size_t)(own * s->max_flush) * 4));
   }
+  // The second channel is opened collectively: by every rank when any rank's ring plan has early transfers.
+  int any_early = a->rp.n_early > 0;
+  MPI_Allreduce(MPI_IN_PLACE, &any_early, 1, MPI_INT, MPI_MAX, a->c->mpi);
+  if (any_early && comm_outer_init(a->c, e)) return e->code;
+  for (int i = 0; i < 2 && a->rp.n_early; i++) CUDA_TRY(cudaMalloc(&s->kv_outer[i], (size_t)slot * 2));
+  if (a->rp.n_early) {
+    s->os.pend = calloc((size_t)a->rp.n_steps, sizeof(comm_pending));
+    s->os.target = malloc(sizeof(int) * (size_t)a->rp.n_steps);
+    if (!s->os.pend || !s->os.target) return sr_internal_error(e, 0, "out of memory");
+  }
   CUDA_TRY(cudaMalloc((void **)&s->o_run, sizeof(float) * (size_t)qn));
   CUDA_TRY(cudaMalloc((void **)&s->d_row, sizeof(float) * (size_t)sr_max64(1, a->n_q * a->nh)));
   if (a->U > 1) {
@@ -120,10 +138,12 @@ void dist_attn_cuda_release(struct dist_attn *a) {
   for (int g = 0; s->ixt && g < a->R; g++) sa_gpu_index_t_free(&s->ixt[g]);
   for (int g = 0; s->kpos && g < a->R; g++) cudaFree(s->kpos[g]);
   cudaFree(s->kv_own);
+  for (int i = 0; i < 2; i++) cudaFree(s->kv_outer[i]);
   for (int i = 0; i < 2; i++) cudaFree(s->kv_buf[i]), cudaFree(s->acc[i]), cudaFree(s->acc_in[i]), cudaFree(s->flush[i]);
   cudaFree(s->o_run), cudaFree(s->d_row);
   cudaFree(s->qg), cudaFree(s->og), cudaFree(s->dog), cudaFree(s->lseg), cudaFree(s->dqg), cudaFree(s->dkvg);
   cudaFree(s->stage);
+  free(s->os.pend), free(s->os.target);
   free(s->ixt), free(s->kpos), free(s);
   a->cuda = NULL;
 }
@@ -139,22 +159,27 @@ typedef struct {
     cudaEvent_t a, b;
     int step, stream;
     const char *phase;
+    cudaStream_t st;
   } *ev;
 } cuda_timer;
+
+#define OUTER_STREAM(a) ((cudaStream_t)(a)->c->outer_stream)
 
 static int timer_start(struct dist_attn *a, cuda_timer *t, sr_error *e) {
   memset(t, 0, sizeof *t);
   if (!a->tl) return SR_OK;
   CUDA_TRY(cudaStreamSynchronize(CS(a)));
   CUDA_TRY(cudaStreamSynchronize((cudaStream_t)a->c->comm_stream));
+  if (a->c->outer_stream) CUDA_TRY(cudaStreamSynchronize(OUTER_STREAM(a)));
   CUDA_TRY(cudaEventCreate(&t->origin));
   t->origin_s = sr_now();  // both streams are idle, so the origin event completes now
   CUDA_TRY(cudaEventRecord(t->origin, CS(a)));
   return SR_OK;
 }
 
-// Record the opening event of an interval on stream `stream_id`; returns its slot (-1 when not timing).
-static int timer_open(struct dist_attn *a, cuda_timer *t, int step, const char *phase, int stream_id) {
+// Record the opening event of an interval on CUDA stream st (timeline stream stream_id); returns its
+// slot (-1 when not timing).
+static int timer_open_on(struct dist_attn *a, cuda_timer *t, int step, const char *phase, int stream_id, cudaStream_t st) {
   if (!a->tl) return -1;
   if (t->n == t->cap) {
     t->cap = t->cap ? 2 * t->cap : 64;
@@ -165,19 +190,25 @@ static int timer_open(struct dist_attn *a, cuda_timer *t, int step, const char *
   int i = t->n++;
   cudaEventCreate(&t->ev[i].a);
   cudaEventCreate(&t->ev[i].b);
-  t->ev[i].step = step, t->ev[i].stream = stream_id, t->ev[i].phase = phase;
-  cudaEventRecord(t->ev[i].a, stream_id != TL_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
+  t->ev[i].step = step, t->ev[i].stream = stream_id, t->ev[i].phase = phase, t->ev[i].st = st;
+  cudaEventRecord(t->ev[i].a, st);
   return i;
 }
 
+// The same on the compute stream (TL_COMPUTE) or the comm stream (other timeline streams).
+static int timer_open(struct dist_attn *a, cuda_timer *t, int step, const char *phase, int stream_id) {
+  return timer_open_on(a, t, step, phase, stream_id, stream_id != TL_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
+}
+
 static void timer_close(struct dist_attn *a, cuda_timer *t, int i) {
-  if (i >= 0) cudaEventRecord(t->ev[i].b, t->ev[i].stream != TL_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
+  if (i >= 0) cudaEventRecord(t->ev[i].b, t->ev[i].st);
 }
 
 static int timer_finish(struct dist_attn *a, cuda_timer *t, sr_error *e) {
   if (!a->tl) return SR_OK;
   CUDA_TRY(cudaStreamSynchronize(CS(a)));
   CUDA_TRY(cudaStreamSynchronize((cudaStream_t)a->c->comm_stream));
+  if (a->c->outer_stream) CUDA_TRY(cudaStreamSynchronize(OUTER_STREAM(a)));
   for (int i = 0; i < t->n; i++) {
     float m0 = 0, m1 = 0;
     cudaEventElapsedTime(&m0, t->origin, t->ev[i].a);
@@ -210,13 +241,13 @@ static void *post_kv(struct dist_attn *a, int s, const void *cur, comm_p2p *ops,
   if (s + 1 >= rp->n_steps) return NULL;
   int64_t i1 = (int64_t)(s + 1) * R;
   int h = rp->from[i1 + me];
-  if (h >= 0) {
+  if (h >= 0 && !rp->early[i1 + me]) {
     rbuf = cur == st->kv_buf[0] ? st->kv_buf[1] : st->kv_buf[0];
     comm_p2p op = {dist_ring_rank(a, h), 0, rbuf, 2 * rows_of(a, rp->src[i1 + me]) * row, COMM_BF16, 0};
     ops[(*n)++] = op;
   }
   for (int g = 0; g < R; g++) {
-    if (g == me || rp->from[i1 + g] != me) continue;
+    if (g == me || rp->from[i1 + g] != me || rp->early[i1 + g]) continue;
     const void *data = rp->from_own[i1 + g] ? st->kv_own : cur;
     comm_p2p op = {dist_ring_rank(a, g), 1, (void *)data, 2 * rows_of(a, rp->src[i1 + g]) * row, COMM_BF16, 0};
     ops[(*n)++] = op;
@@ -226,9 +257,72 @@ static void *post_kv(struct dist_attn *a, int s, const void *cur, comm_p2p *ops,
 
 static const void *next_cur(const struct dist_attn *a, int s, const void *cur, void *rbuf) {
   int64_t i1 = (int64_t)(s + 1) * a->R + a->group;
-  if (a->rp.from[i1] >= 0) return rbuf;
+  if (a->rp.from[i1] >= 0) return a->rp.early[i1] ? ((cuda_state *)a->cuda)->kv_outer[a->rp.early[i1] - 1] : rbuf;
   if (a->rp.src[i1] == a->group) return ((cuda_state *)a->cuda)->kv_own;
   return cur;
+}
+
+// ---------------------------------------------------------------------------------------------
+// early (outer) transfers: one NCCL group per post step on the second channel (comm_outer_init)
+
+// Forget the previous call's groups (each was waited for by outer_end).
+static void outer_begin(struct dist_attn *a) {
+  outer_state *o = &((cuda_state *)a->cuda)->os;
+  for (int s = 0; o->target && s < a->rp.n_steps; s++) o->target[s] = -1;
+  if (o->pend) memset(o->pend, 0, sizeof(comm_pending) * (size_t)a->rp.n_steps);
+}
+
+// Post the early transfers whose post step is s: this rank's reception and its own shard's sends.
+static int outer_post(struct dist_attn *a, cuda_timer *tm, int s, sr_error *e) {
+  cuda_state *st = a->cuda;
+  outer_state *o = &st->os;
+  const ring_plan *rp = &a->rp;
+  int R = a->R, me = a->group, n = 0;
+  int64_t row = (int64_t)a->nkv * a->d;
+  if (!rp->n_early) return SR_OK;
+  comm_p2p ops[COMM_MAX_BATCH];
+  for (int t = s + 1; t < rp->n_steps; t++)
+    for (int g = 0; g < R; g++) {
+      int64_t i = (int64_t)t * R + g;
+      if (!rp->early[i] || rp->post_at[i] != s || (g != me && rp->from[i] != me)) continue;
+      if (n == COMM_MAX_BATCH) return sr_internal_error(e, 0, "rank %d: too many early transfers at step %d", a->c->rank, s);
+      int64_t count = 2 * rows_of(a, rp->src[i]) * row;
+      comm_p2p op = {dist_ring_rank(a, g == me ? rp->from[i] : g), g != me, g == me ? st->kv_outer[rp->early[i] - 1] : st->kv_own,
+                     count, COMM_BF16, 0};
+      ops[n++] = op;
+      if (g == me) o->target[s] = t;
+    }
+  if (n == 0) return SR_OK;
+  int ti = -1;
+  if (a->tl) {  // the outer stream first waits for the compute queued so far (as the group will)
+    cudaEvent_t ev;
+    CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventRecord(ev, CS(a)));
+    CUDA_TRY(cudaStreamWaitEvent(OUTER_STREAM(a), ev, 0));
+    cudaEventDestroy(ev);
+    ti = timer_open_on(a, tm, o->target[s] >= 0 ? o->target[s] : s + 1, "kv_send", dist_batch_stream(a, ops, n),
+                       OUTER_STREAM(a));
+  }
+  if (comm_p2p_start_outer(a->c, ops, n, &o->pend[s], e)) return e->code;
+  timer_close(a, tm, ti);
+  a->st.bytes_sent += o->pend[s].bytes_sent;
+  return SR_OK;
+}
+
+// Before step s+1 is queued: the compute stream waits for the group bringing its shard.
+static int outer_arrive(struct dist_attn *a, int s, sr_error *e) {
+  outer_state *o = &((cuda_state *)a->cuda)->os;
+  for (int p = 0; o->target && p <= s; p++)
+    if (o->target[p] == s + 1 && comm_p2p_wait(a->c, &o->pend[p], e)) return e->code;
+  return SR_OK;
+}
+
+// End of the call: the compute stream waits for every group (the own shard may change with the next call).
+static int outer_end(struct dist_attn *a, sr_error *e) {
+  outer_state *o = &((cuda_state *)a->cuda)->os;
+  for (int p = 0; o->pend && p < a->rp.n_steps; p++)
+    if (comm_p2p_wait(a->c, &o->pend[p], e)) return e->code;
+  return SR_OK;
 }
 
 // Post a KV batch with its timing interval on the comm stream.
@@ -407,10 +501,12 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
   const void *cur = st->kv_own;
+  outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
     maybe_fail(a, s);
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
+    if (outer_post(a, tm, s, e)) return e->code;
     void *rbuf = post_kv(a, s, cur, ops, &n);
     comm_pending pend;
     if (start_batch(a, tm, s, "kv_send", ops, n, &pend, e)) return e->code;
@@ -424,9 +520,10 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
         return e->code;
       timer_close(a, tm, ti);
     }
-    if (comm_p2p_wait(a->c, &pend, e)) return e->code;
+    if (comm_p2p_wait(a->c, &pend, e) || outer_arrive(a, s, e)) return e->code;
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
   }
+  if (outer_end(a, e)) return e->code;
   CUDA_TRY((cudaError_t)dist_cuda_to_bf16(o, st->o_run, a->n_q * a->nh * a->d, CS(a)));
   return SR_OK;
 }
@@ -469,9 +566,11 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
   const void *cur = st->kv_own;
   comm_pending apend = {0};
   int p = 0, n_flush_prev = 0, fpar = 0;
+  outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
+    if (outer_post(a, tm, s, e)) return e->code;
     void *rbuf = post_kv(a, s, cur, ops, &n);
     comm_pending kpend;
     if (start_batch(a, tm, s, "kv_send", ops, n, &kpend, e)) return e->code;
@@ -537,11 +636,11 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
         n_flush_prev++;
       }
     if (start_batch(a, tm, s, "dkv_send", ops, n, &apend, e)) return e->code;
-    if (comm_p2p_wait(a->c, &kpend, e)) return e->code;
+    if (comm_p2p_wait(a->c, &kpend, e) || outer_arrive(a, s, e)) return e->code;
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
     if (src >= 0) p = 1 - p;
   }
-  if (comm_p2p_wait(a->c, &apend, e)) return e->code;
+  if (comm_p2p_wait(a->c, &apend, e) || outer_end(a, e)) return e->code;
   for (int f = 0; f < n_flush_prev; f++) {
     const float *fb = st->flush[fpar] + f * 2 * plane;
     CUDA_TRY((cudaError_t)dist_cuda_add(dk, fb, plane, CS(a)));
