@@ -11,19 +11,23 @@
 # Run from the repository root:  bash exec/gpu_run.sh [STAGES]   (any of: a cal b c d c512; default all)
 # If one call cannot hold it all, split it:  bash exec/gpu_run.sh "a cal b c"  then  bash exec/gpu_run.sh "cal d c512"
 # (calibration is 10 s; a later call re-runs it because the machine may be a fresh one).
-# Output: $OUT/summary.txt grows as steps finish; $OUT/logs/ has every run's full output; the
-# calibrated cluster is $OUT/h200-1x2-calibrated.json. Do not pipe this through tail.
+# Output (three files: the run tool brings back only a few): $OUT/summary.txt grows as steps finish;
+# $OUT/logs.tgz holds every run's full output (refreshed after each step); the calibrated cluster is
+# $OUT/h200-1x2-calibrated.json. Do not pipe this through tail.
+# C_PATTERN=vs-online:0.95 (for example) sets MTraining's pattern (default: the strategy's vs-topp:0.95).
 # Layout of (b): striped:16 by default (B_LAYOUT): the striped-ring strategy's G = 1 spends minutes in
 # the CPU-side tiles_build above 64K (docs/exec.md); G = 16 builds in 0.7 s at 128K.
 set -o pipefail
 T0=$(date +%s)
 T_END=$((T0 + ${SR_BUDGET_S:-540}))
 OUT=${OUT:-/tmp/sr-exec-out}
-L=$OUT/logs
-mkdir -p "$L"
+L=/tmp/sr-exec-logs
+rm -rf "$L"
+mkdir -p "$L" "$OUT"
 S=$OUT/summary.txt
 STAGES=${1:-a cal b c d c512}
 B_LAYOUT=${B_LAYOUT:-striped:16}
+MT=(--strategy mtraining ${C_PATTERN:+--pattern "$C_PATTERN"})  # C_PATTERN: e.g. vs-online:0.95 once it runs on GPUs
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=60
 has() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -66,6 +70,7 @@ step() {
   local rc=$?
   local dt=$(( $(date +%s) - t ))
   [ $rc -eq 124 ] && say "-- $name: TIMED OUT after $lim s" || say "-- $name: exit $rc, $dt s"
+  tar czf "$OUT/logs.tgz" -C "$L" . 2>/dev/null
   return $rc
 }
 
@@ -101,9 +106,9 @@ if has b; then
 fi
 
 if has c; then
-  say "(c) MTraining (striped:128, double ring, vs-topp:0.95, skipping) vs dense ring (contiguous, ring, dense) at 256K"
+  say "(c) MTraining (striped:128, double ring, ${C_PATTERN:-vs-topp:0.95}, skipping) vs dense ring (contiguous, ring, dense) at 256K"
   timed c_dense-ring_256K 60 --strategy dense-ring --seq 256K --skip-empty-sends
-  timed c_mtraining_256K 90 --strategy mtraining --seq 256K --skip-empty-sends
+  timed c_mtraining_256K 90 "${MT[@]}" --seq 256K --skip-empty-sends
 fi
 
 if has d; then
@@ -111,13 +116,13 @@ if has d; then
   timed d_zigzag-ring_128K 60 --strategy zigzag-ring --seq 128K
   timed d_ulysses_128K 60 --layout zigzag --schedule ulysses --pattern dense --seq 128K
   timed d_window_128K 60 --layout striped:128 --schedule ring --pattern window:128:8192 --seq 128K --skip-empty-sends
-  timed d_mtraining_128K 60 --strategy mtraining --seq 128K --skip-empty-sends
+  timed d_mtraining_128K 60 "${MT[@]}" --seq 128K --skip-empty-sends
 fi
 
 if has c512; then
   say "(c) at 512K"
   timed c_dense-ring_512K 120 --strategy dense-ring --seq 512K --skip-empty-sends
-  timed c_mtraining_512K 200 --strategy mtraining --seq 512K --skip-empty-sends
+  timed c_mtraining_512K 200 "${MT[@]}" --seq 512K --skip-empty-sends
 fi
 
 # ---- table ----
@@ -144,4 +149,5 @@ table() {
     "$L/table.txt"
 }
 table 2>&1 | tee -a "$S"
+tar czf "$OUT/logs.tgz" -C "$L" . 2>/dev/null
 echo "== [$(( $(date +%s) - T0 ))s] done" | tee -a "$S"
