@@ -536,6 +536,9 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   int64_t row = (int64_t)a->nkv * a->d;
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
+  // The execution form the kernels run (a pattern estimated per forward pass would replace these).
+  const sa_gpu_index *ix = &st->ix;
+  const head_mask *masks = st->masks + a->h_lo[a->gidx];
   const void *cur = st->kv_own;
   outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
@@ -551,8 +554,7 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
       sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
       int ti = timer_open(a, tm, s, "attn", TL_COMPUTE);
-      if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], &st->ix, src, st->masks + a->h_lo[a->gidx], NULL, NULL,
-                 st->o_run, lse, CS(a), e))
+      if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], ix, src, masks, NULL, NULL, st->o_run, lse, CS(a), e))
         return e->code;
       timer_close(a, tm, ti);
     }
@@ -599,6 +601,9 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
   CUDA_TRY(cudaMemsetAsync(dq, 0, sizeof(float) * (size_t)(a->n_q * a->nh * a->d), CS(a)));
   CUDA_TRY(cudaMemsetAsync(dk, 0, sizeof(float) * (size_t)plane, CS(a)));
   CUDA_TRY(cudaMemsetAsync(dv, 0, sizeof(float) * (size_t)plane, CS(a)));
+  const sa_gpu_index *ix = &st->ix;  // as in the forward
+  const sa_gpu_index_t *ixt = st->ixt;
+  const head_mask *masks = st->masks + a->h_lo[a->gidx];
   const void *cur = st->kv_own;
   comm_pending apend = {0};
   int p = 0, n_flush_prev = 0, fpar = 0;
@@ -619,8 +624,8 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
       sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
       int ti = timer_open(a, tm, s, "attn_bwd", TL_COMPUTE);
-      if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], &st->ix, &st->ixt[src], src,
-                              st->masks + a->h_lo[a->gidx], dq, P, P + rows_of(a, src) * row, CS(a), e))
+      if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &ixt[src], src, masks, dq,
+                              P, P + rows_of(a, src) * row, CS(a), e))
         return e->code;
       timer_close(a, tm, ti);
     }
