@@ -78,7 +78,7 @@ step() {
 timed() {
   local name=$1 lim=$2; shift 2
   step "$name" "$lim" $RUN $X "${CLUSTER[@]}" "$@" --repeat 2 "${PRED[@]}"
-  grep -E "layer 0:|^attn|failed|rror" "$L/$name.log" | sed "s/^/   /" | tee -a "$S"
+  grep -E "layer 0:|^attn|failed|rror" "$L/$name.log" 2>/dev/null | sed "s/^/   /" | tee -a "$S"
 }
 CLUSTER=(--cluster h200-1x2)
 
