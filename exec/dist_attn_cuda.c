@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include "exec/dist_cuda.h"
+#include "exec/online_vs_cuda.h"
 
 // Early (outer) transfers of the current call: one NCCL group per post step on the second channel.
 typedef struct {
@@ -162,6 +163,9 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
     CUDA_TRY(cudaMalloc((void **)&s->dkvg, sizeof(float) * (size_t)own));
     CUDA_TRY(cudaMalloc(&s->stage, sizeof(float) * (size_t)sr_max64(1, stage)));
   }
+  if (online_vs_wanted(a) && a->U > 1)
+    return sr_input_error(e, NULL, "pattern", "vs-online runs with ring and double-ring schedules on the CUDA backend");
+  if (online_vs_wanted(a) && online_vs_setup(a, e)) return e->code;
   return SR_OK;
 }
 
@@ -169,6 +173,7 @@ void dist_attn_cuda_release(struct dist_attn *a) {
   cuda_state *s = a->cuda;
   if (!s) return;
   cudaDeviceSynchronize();
+  online_vs_release(a);
   sa_gpu_index_free(&s->ix);
   if (s->masks) sa_gpu_masks_free(s->masks, a->H);
   for (int g = 0; s->ixt && g < a->R; g++) sa_gpu_index_t_free(&s->ixt[g]);
@@ -539,6 +544,8 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   // The execution form the kernels run (a pattern estimated per forward pass would replace these).
   const sa_gpu_index *ix = &st->ix;
   const head_mask *masks = st->masks + a->h_lo[a->gidx];
+  // vs-online (U == 1): this forward's estimated pattern instead; kv_own's first plane is this rank's K.
+  if (a->online && online_vs_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   const void *cur = st->kv_own;
   outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
@@ -604,6 +611,7 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
   const sa_gpu_index *ix = &st->ix;  // as in the forward
   const sa_gpu_index_t *ixt = st->ixt;
   const head_mask *masks = st->masks + a->h_lo[a->gidx];
+  if (a->online && online_vs_backward(a, &ix, &ixt, &masks, e)) return e->code;  // the last forward's pattern
   const void *cur = st->kv_own;
   comm_pending apend = {0};
   int p = 0, n_flush_prev = 0, fpar = 0;

@@ -42,6 +42,7 @@ struct dist_attn {
   // Bookkeeping.
   int64_t saved_fwd, saved_bwd, skipped;  // per call: bytes and receptions skipping saved
   void *cuda;                 // CUDA backend state (dist_attn_cuda.c)
+  void *online;               // vs-online estimation state on CUDA (online_vs_cuda.c), NULL otherwise
   timeline *tl;
   dist_stats st;
   int fail_rank, fail_step, fail_hang;
