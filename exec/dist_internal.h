@@ -36,6 +36,7 @@ struct dist_attn {
   // Host work buffers (CPU backend).
   float *kv_own;              // [2, n_q, nkv, d] this group's K|V for this rank's heads
   float *kv_buf[2];           // receive buffers, [2, n_kmax, nkv, d]
+  float *kv_outer[2];         // early (inter-node) receive buffers, likewise (when the ring plan has any)
   float *acc[2], *acc_in[2];  // dK|dV partials and arriving accumulators, [2, n_kmax, nkv, d]
   float *qg, *og, *dog, *lseg, *dqg, *dkvg;  // Ulysses-side tensors (U > 1)
   // Bookkeeping.
