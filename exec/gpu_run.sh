@@ -48,7 +48,7 @@ if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
   MPIRUN=$M/bin/orterun
 fi
 if [ -n "${SR_NO_BUILD:-}" ] && [ -x bin/sparsering-exec ]; then :  # binaries built elsewhere and carried
-elif ! timeout 240 make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90,code=sm_90" bin/sparsering-exec \
+elif ! timeout 240 make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec \
   bin/sparsering >"$L/build.log" 2>&1; then
   say "build failed"; tail -40 "$L/build.log"; exit 1
 fi

@@ -22,7 +22,7 @@ if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv | tee "$OUT/gpu.txt"
 t0=$(date +%s)
-make -j16 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90,code=sm_90" bin/sparsering-gpu-test-vs \
+make -j16 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-gpu-test-vs \
   bin/sparsering-bench-vs $([ -z "$NO_EXEC" ] && echo bin/sparsering-exec) >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s"
 timeout 150 ./bin/sparsering-gpu-test-vs 2>&1 | tee "$OUT/gpu_test_vs.log"
