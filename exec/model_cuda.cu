@@ -284,6 +284,30 @@ __global__ void adamw_k(float *w, const float *g, float *m, float *v, int64_t a,
   w[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * w[i]);
 }
 
+// Random init, draw for draw the host's model_init_random: splitmix64 is a counter generator (call k from
+// seed s0 mixes s0 + k * golden), so element j of the drawing elements uses calls 2j + 1 and 2j + 2 of
+// Box-Muller (model_cpu.c) without a sequential pass.
+__device__ unsigned long long splitmix_at(unsigned long long s0, unsigned long long k) {
+  unsigned long long z = s0 + k * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+__global__ void init_normal_k(float *w, int64_t n, unsigned long long seed, unsigned long long first_draw, double std) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  unsigned long long j = first_draw + (unsigned long long)i;
+  double u1 = ((double)(splitmix_at(seed, 2 * j + 1) >> 11) + 0.5) / 9007199254740992.0;
+  double u2 = (double)(splitmix_at(seed, 2 * j + 2) >> 11) / 9007199254740992.0;
+  w[i] = (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2) * std);
+}
+
+__global__ void fill_k(float *w, int64_t n, float v) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) w[i] = v;
+}
+
 // ---- the device model ------------------------------------------------------------------------
 
 struct layer_buf {
@@ -367,13 +391,16 @@ static int rmsnorm_bwd(model_cuda *d, float *dx, float *dw, const float *dout, c
 
 extern "C" int model_cuda_upload(model_cuda *d, const model_cpu *h, sr_error *e);
 
-static int create_inner(model_cuda *d, const model_cpu *h, int64_t lo, int64_t hi, void *stream, sr_error *e) {
+static int init_random(model_cuda *d, uint64_t seed, sr_error *e);
+
+static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, int64_t capacity, const uint64_t *init_seed,
+                        int64_t lo, int64_t hi, void *stream, sr_error *e) {
   const model_config *c = &h->cfg;
   d->cfg = *c;
   d->recompute = h->recompute;
   d->num_params = h->num_params;
-  d->max_tokens = h->max_tokens;
-  d->ce_chunk = h->ce_chunk;
+  d->max_tokens = sr_max64(max_tokens, 1);
+  d->ce_chunk = sr_min64(h->ce_chunk > 1 ? h->ce_chunk : 512, d->max_tokens);
   d->lo = lo;
   d->hi = hi;
   d->num_tensors = h->num_tensors;
@@ -399,8 +426,11 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t lo, int64_t h
   int rc = SR_OK;
 #define A(p, n) \
   if ((rc = dalloc(&(p), (n), e))) return rc
-  A(d->params, d->num_params);
-  A(d->grads, d->num_params);
+  capacity = sr_max64(capacity, d->num_params);
+  A(d->params, capacity);
+  A(d->grads, capacity);
+  CU(cudaMemset(d->params, 0, (size_t)capacity * sizeof(float)));
+  CU(cudaMemset(d->grads, 0, (size_t)capacity * sizeof(float)));
   A(d->m, hi - lo);
   A(d->v, hi - lo);
   CU(cudaMemset(d->m, 0, (size_t)sr_max64(hi - lo, 1) * sizeof(float)));
@@ -435,16 +465,38 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t lo, int64_t h
   CU(cudaMalloc((void **)&d->vb, (size_t)(N * KD) * 2));
   CU(cudaMalloc((void **)&d->ob, (size_t)(N * QD) * 2));
   CU(cudaMalloc((void **)&d->dob, (size_t)(N * QD) * 2));
-  return model_cuda_upload(d, h, e);
+  return init_seed ? init_random(d, *init_seed, e) : model_cuda_upload(d, h, e);
 }
 
-extern "C" int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t lo, int64_t hi, void *stream,
-                                 sr_error *e) {
+// model_init_random's recipe (model_cpu.c): normal(0, 0.02), residual projections 0.02 / sqrt(2 L), norms 1,
+// biases 0; the draws numbered across tensors in table order as the host draws them.
+static int init_random(model_cuda *d, uint64_t seed, sr_error *e) {
+  double resid_std = 0.02 / sqrt(2.0 * (double)d->cfg.num_layers);
+  unsigned long long draws = 0;
+  for (int i = 0; i < d->num_tensors; i++) {
+    const model_tensor *t = &d->tensors[i];
+    int is_norm = strstr(t->name, "norm.weight") != NULL, is_bias = strstr(t->name, ".bias") != NULL;
+    int resid = strstr(t->name, "o_proj") != NULL || strstr(t->name, "down_proj") != NULL;
+    float *w = d->params + t->offset;
+    if (is_norm || is_bias) {
+      fill_k<<<grid_for(t->numel, 256), 256, 0, d->stream>>>(w, t->numel, is_norm ? 1.0f : 0.0f);
+    } else {
+      init_normal_k<<<grid_for(t->numel, 256), 256, 0, d->stream>>>(w, t->numel, seed, draws, resid ? resid_std : 0.02);
+      draws += (unsigned long long)t->numel;
+    }
+    KCHECK();
+  }
+  CU(cudaStreamSynchronize(d->stream));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t max_tokens, int64_t param_capacity,
+                                 const uint64_t *init_seed, int64_t lo, int64_t hi, void *stream, sr_error *e) {
   *out = NULL;
   if (h->dtype != MODEL_F32) return sr_input_error(e, NULL, "dtype", "the GPU model mirrors float32 models");
   model_cuda *d = (model_cuda *)calloc(1, sizeof *d);
   if (!d) return sr_internal_error(e, 0, "model_cuda: out of memory");
-  int rc = create_inner(d, h, lo, hi, stream, e);
+  int rc = create_inner(d, h, max_tokens, param_capacity, init_seed, lo, hi, stream, e);
   if (rc) {
     model_cuda_free(d);
     return rc;
@@ -516,6 +568,14 @@ extern "C" int model_cuda_moments(model_cuda *d, float *m, float *v, int to_host
 
 extern "C" int model_cuda_zero_grad(model_cuda *d, sr_error *e) {
   CU(cudaMemsetAsync(d->grads, 0, (size_t)d->num_params * sizeof(float), d->stream));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_memory(double *used_gib, double *total_gib, sr_error *e) {
+  size_t free_b = 0, total_b = 0;
+  CU(cudaMemGetInfo(&free_b, &total_b));
+  *used_gib = (double)(total_b - free_b) / 1073741824.0;
+  *total_gib = (double)total_b / 1073741824.0;
   return SR_OK;
 }
 

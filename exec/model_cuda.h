@@ -25,9 +25,14 @@ typedef struct {
                   const float *lse, const void *dout, float *dq, float *dk, float *dv, sr_error *e);
 } model_cuda_attention;
 
-// Mirror host model h on the current device (its config, tensor table, recompute, sizes); parameters are
-// copied from h->params; the AdamW moments cover [lo, hi). stream: cudaStream_t to run on (NULL: default).
-int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t lo, int64_t hi, void *stream, sr_error *e);
+// Mirror host model h on the current device (its config, tensor table, recompute) with activations for
+// max_tokens local tokens (the host model may hold room for fewer); parameters are copied from h->params
+// unless init_seed != NULL, which draws them on the device exactly as model_init_random(h, *init_seed) does on
+// the host (so a large model never fills host memory). The parameter and gradient buffers hold
+// param_capacity >= num_params floats (zero padding past num_params, so ZeRO-1 slices can be all-gathered
+// in place); the AdamW moments cover [lo, hi). stream: cudaStream_t to run on (NULL: default).
+int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t max_tokens, int64_t param_capacity,
+                      const uint64_t *init_seed, int64_t lo, int64_t hi, void *stream, sr_error *e);
 // Free the device model.
 void model_cuda_free(model_cuda *d);
 // Route attention through a distributed implementation (NULL fields: the naive kernel).
@@ -59,6 +64,8 @@ int model_cuda_transfer(float *dev, float *host, int64_t n, int to_device, sr_er
 // Allocate / free device scratch of n floats.
 int model_cuda_alloc(float **p, int64_t n, sr_error *e);
 void model_cuda_release(float *p);
+// Device memory in use (every allocation on this GPU, not only the model's) and the total, GiB.
+int model_cuda_memory(double *used_gib, double *total_gib, sr_error *e);
 // Wait for the stream.
 int model_cuda_sync(model_cuda *d, sr_error *e);
 

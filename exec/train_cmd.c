@@ -141,8 +141,8 @@ static int step_listed(const char *list, int64_t step) {
 
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
-                                          "csv", "label", "peak-tflops", "trace", "trace-steps", NULL};
-static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", NULL};
+                                          "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", NULL};
+static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", NULL};
 
 static int cmd_train(int argc, char **argv) {
   sr_error e = {0};
@@ -176,13 +176,13 @@ static int cmd_train(int argc, char **argv) {
   sr_buf csv = {0};
   trace_writer tw;
   int tw_open = 0, traced = 0;
-  int64_t steps, eval_n, ckpt_every, warmup, digits, seed;
+  int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch;
   double lr, wd, depth, peak;
   // options
   if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
       cli_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
       cli_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || cli_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
-      cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
+      cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_int(&a, "batch", 1, 1, 1 << 20, &batch, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
       cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
       cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e))
     goto fail;
@@ -216,12 +216,21 @@ static int cmd_train(int argc, char **argv) {
   o.lr = lr;
   o.weight_decay = wd;
   o.warmup = warmup;
+  o.cosine = cli_has(&a, "cosine");
   o.seed = (uint64_t)seed;
   o.recompute = cli_has(&a, "recompute") || p.spec.recompute;
   o.data = data.tokens ? &data : NULL;
   o.passkey_depth = depth;
   o.passkey_digits = (int)digits;
-  o.passkey_loss_all = cli_has(&a, "loss-all");
+  const char *loss_mode = cli_get(&a, "loss", cli_has(&a, "loss-all") ? "all" : "answer");
+  if (strcmp(loss_mode, "answer") == 0) o.passkey_loss = PASSKEY_LOSS_ANSWER;
+  else if (strcmp(loss_mode, "keys") == 0) o.passkey_loss = PASSKEY_LOSS_KEYS;
+  else if (strcmp(loss_mode, "all") == 0) o.passkey_loss = PASSKEY_LOSS_ALL;
+  else {
+    sr_input_error(&e, NULL, "--loss", "'%s' is not one of answer, keys, all", loss_mode);
+    goto fail;
+  }
+  o.batch = batch;
   o.cuda = cuda;
   o.cuda_stream = c.compute_stream;
   train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
@@ -246,14 +255,14 @@ static int cmd_train(int argc, char **argv) {
   }
   const char *ckpt = cli_get(&a, "ckpt", NULL);
   int quiet = cli_has(&a, "quiet");
-  double flops = step_flops(m, seq, pairs / (double)m->num_layers);
+  double flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
   if (R == 0) {
     printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
            m->name, (long long)t.model.num_params, (long long)seq, c.world, layout_kind_name(p.layout.kind),
            p.spec.schedule, p.spec.pattern, density);
-    printf("train: data %s, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
-           o.data ? o.data->path : "passkey", lr, wd, (long long)warmup, o.recompute ? "on" : "off",
-           (long long)t.slice);
+    printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
+           o.data ? o.data->path : "passkey", o.data ? "all" : loss_mode, (long long)batch, lr, wd, (long long)warmup,
+           o.recompute ? "on" : "off", (long long)t.slice);
     sr_buf_printf(&csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
@@ -276,7 +285,7 @@ static int cmd_train(int argc, char **argv) {
   while (t.step < steps) {
     train_step_stats st;
     if (trainer_step(&t, &st, &e)) goto fail;
-    double tps = (double)seq / st.time_s, mfu = peak > 0 ? flops / st.time_s / (peak * 1e12) : NAN;
+    double tps = (double)(seq * batch) / st.time_s, mfu = peak > 0 ? flops / st.time_s / (peak * 1e12) : NAN;
     double gemm_s = st.time_s - st.attn_s - st.comm_s;
     if (R == 0) {
       char mfu_text[32] = "-";
@@ -293,6 +302,13 @@ static int cmd_train(int argc, char **argv) {
       double per = (sr_now() - run_t0) / (double)(t.step - first);
       if (isatty(2)) progress_bar(t.step, steps, st.loss, per * (double)(steps - t.step));
     }
+#if SR_HAVE_CUDA
+    if (cuda && t.step == first + 1) {  // every buffer exists once the first step ran
+      double used, total;
+      if (model_cuda_memory(&used, &total, &e)) goto fail;
+      printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", R, (long long)st.step, used, total);
+    }
+#endif
     if (tw_open && step_listed(trace_steps, st.step)) {
       // the plan's pattern is what every layer computed this step (patterns are built per plan)
       if (trace_writer_add_step(&tw, &pat, NULL, &e)) goto fail;
