@@ -24,6 +24,7 @@
 #include "plan/plan.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
+#include "sim/sim.h"
 #include "traces/trace.h"
 #if SR_HAVE_CUDA
 #include "exec/model_cuda.h"
@@ -142,7 +143,8 @@ static int step_listed(const char *list, int64_t step) {
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
                                           "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", NULL};
-static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", NULL};
+static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
+                                            NULL};
 
 static int cmd_train(int argc, char **argv) {
   sr_error e = {0};
@@ -280,12 +282,16 @@ static int cmd_train(int argc, char **argv) {
     if (trace_writer_begin(&tw, &ti, &e)) goto fail;
     tw_open = 1;
   }
-  double run_t0 = sr_now();
+  double run_t0 = sr_now(), best_s = INFINITY, first_s = 0;
   int64_t first = t.step;
   while (t.step < steps) {
     train_step_stats st;
     if (trainer_step(&t, &st, &e)) goto fail;
-    double tps = (double)(seq * batch) / st.time_s, mfu = peak > 0 ? flops / st.time_s / (peak * 1e12) : NAN;
+    // MFU over the job's GPUs: the step's FLOPs are the whole sequence's, spread over c.world of them
+    double tps = (double)(seq * batch) / st.time_s,
+           mfu = peak > 0 ? flops / st.time_s / (peak * 1e12 * (double)c.world) : NAN;
+    best_s = fmin(best_s, t.step > first + 1 || steps - first == 1 ? st.time_s : best_s);
+    if (t.step == first + 1) first_s = st.time_s;
     double gemm_s = st.time_s - st.attn_s - st.comm_s;
     if (R == 0) {
       char mfu_text[32] = "-";
@@ -329,6 +335,18 @@ static int cmd_train(int argc, char **argv) {
     if (R == 0)
       printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)eval_n,
              (long long)exact, (long long)eval_n, 100.0 * (double)exact / (double)eval_n, loss / (double)eval_n);
+  }
+  if (cli_has(&a, "predict") && R == 0 && t.step > first) {
+    // the simulator on the same plan and pattern (its cluster file: the plan's), next to the measurement
+    sim_options so = {0, 0};
+    sim_result sr;
+    if (sim_run(&p, &pat, &so, &sr, NULL, &e)) goto fail;
+    double meas = isfinite(best_s) ? best_s : first_s;
+    printf("predict: %s %s seq %lld W %d | simulated step %.3fs %.0f tok/s MFU %.2f%% | measured step %.3fs (best after the "
+           "first; first %.3fs) %.0f tok/s MFU %.2f%% | measured/simulated %.2f\n",
+           m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq, c.world, sr.step_s,
+           sr.tokens_per_s, 100 * sr.mfu_sparse, meas, first_s, (double)seq / meas,
+           peak > 0 ? 100 * flops / (double)batch / meas / (peak * 1e12 * (double)c.world) : 0.0, meas / sr.step_s);
   }
   if (tw_open) {
     if (trace_writer_finish(&tw, trace_path, &e)) goto fail;

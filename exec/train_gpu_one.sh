@@ -41,6 +41,9 @@ fi
 X=bin/sparsering-exec
 CL="$W/h200-1x1.json"  # h200-1x2 with one GPU: the plan's world must equal the job's one rank
 sed 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2.json >"$CL"
+# for --predict: our kernels' measured attention efficiencies, GEMMs at TF32 (half the bf16 rate; see train_gpu_run.sh)
+CLP="$W/h200-1x1-train.json"
+sed -e 's/"gpus_per_node": 2/"gpus_per_node": 1/' -e 's/"gemm": 0.7,/"gemm": 0.35,/' models/clusters/h200-1x2-bench.json >"$CLP"
 # one training run: NAME, timeout, then train's flags; the log keeps everything, the summary the essentials
 run() {
   local name=$1 lim=$2
@@ -48,7 +51,7 @@ run() {
   timeout "$lim" $X train --cluster "$CL" --csv "$W/csv/train-$name.csv" --label "$name" "$@" >"$W/$name.log" 2>&1
   local rc=$?
   echo "exit $rc" >>"$W/$name.log"
-  { echo "-- $name (exit $rc): $*"; grep -E "^train: .*(params|memory)|^eval|rror|failed" "$W/$name.log";
+  { echo "-- $name (exit $rc): $*"; grep -E "^train: .*(params|memory)|^eval|^predict|rror|failed" "$W/$name.log";
     grep -E "^step" "$W/$name.log" | tail -2; } | tee -a "$S"
 }
 
@@ -71,8 +74,9 @@ fi
 
 if [[ $STAGES == *qwen* ]]; then
   log "(3) Qwen2.5-3B shape (random init) on one GPU: 16K dense ring, 32K MTraining, 2 steps each"
-  run q3b-dense-16k 90 --backend cuda --model qwen2.5-3b --strategy dense-ring --seq 16K --steps 2
-  run q3b-mtr-32k 90 --backend cuda --model qwen2.5-3b --strategy mtraining --pattern vs-topp:0.95 --seq 32K --steps 2
+  run q3b-dense-16k 90 --backend cuda --model qwen2.5-3b --strategy dense-ring --seq 16K --steps 2 --loss all --predict --cluster "$CLP"
+  run q3b-mtr-32k 90 --backend cuda --model qwen2.5-3b --strategy mtraining --pattern vs-topp:0.95 --seq 32K --steps 2 \
+    --loss all --predict --cluster "$CLP"
 fi
 
 if [[ $STAGES == *sweep* ]]; then
