@@ -131,6 +131,8 @@ int64_t data_passkey_min_seq(int digits) {
 int data_passkey(int64_t seq, double depth, int digits, uint64_t seed, passkey_loss loss, int32_t *tokens,
                  int32_t *targets, int64_t *answer_start, sr_error *e) {
   if (digits < 1 || digits > 30) return sr_input_error(e, "passkey", "digits", "%d is not in 1..30", digits);
+  if (loss != PASSKEY_LOSS_ANSWER && loss != PASSKEY_LOSS_ALL && loss != PASSKEY_LOSS_KEYS)
+    return sr_input_error(e, "passkey", "loss", "%d is not a per-sample loss (answer, all or keys)", (int)loss);
   if (!(depth >= 0.0 && depth <= 1.0)) return sr_input_error(e, "passkey", "depth", "%g is not in [0, 1]", depth);
   int64_t need = data_passkey_min_seq(digits);
   if (seq < need)

@@ -49,6 +49,9 @@ typedef enum {
   PASSKEY_LOSS_ALL = 1,     // every position predicts its next byte
   PASSKEY_LOSS_KEYS = 2,    // the answer and the repeat ("... Remember it. NNNNN is the pass key"): the same
                             // retrieval a few tokens from the key, so short samples carry twice the signal
+  PASSKEY_LOSS_MIX = 3,     // trainer only: samples alternate between KEYS (even index) and ALL (odd), so
+                            // the model also learns to continue the repeated filler (prefix matching, the
+                            // mechanism of retrieval) while the digits keep a large share of the gradient
 } passkey_loss;
 int data_passkey(int64_t seq, double depth, int digits, uint64_t seed, passkey_loss loss, int32_t *tokens,
                  int32_t *targets, int64_t *answer_start, sr_error *e);

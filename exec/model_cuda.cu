@@ -149,12 +149,13 @@ __global__ void swiglu_fwd_k(float *h, const float *gate, const float *up, int64
   h[i] = g / (1.0f + expf(-g)) * up[i];
 }
 
+// In place: dgate may be gate and dup may be up (every input is read before either output is written).
 __global__ void swiglu_bwd_k(float *dgate, float *dup, const float *dh, const float *gate, const float *up, int64_t n) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  float g = gate[i], s = 1.0f / (1.0f + expf(-g));
-  dup[i] = dh[i] * g * s;
-  dgate[i] = dh[i] * up[i] * s * (1.0f + g * (1.0f - s));
+  float g = gate[i], u = up[i], d = dh[i], s = 1.0f / (1.0f + expf(-g));
+  dup[i] = d * g * s;
+  dgate[i] = d * u * s * (1.0f + g * (1.0f - s));
 }
 
 __global__ void add_k(float *out, const float *a, int64_t n) {
@@ -332,7 +333,7 @@ struct model_cuda {
   float **x;
   layer_buf *acts;
   float *lnf, *rstdf, *logits, *tmp;
-  float *dx, *dln, *dlnf, *dq, *dout, *dk, *dv, *dh, *dgate, *dup;
+  float *dx, *dln, *dlnf, *dq, *dout, *dk, *dv, *dh;
   __nv_bfloat16 *qb, *kb, *vb, *ob, *dob;
   model_cuda_attention attn;
   double rope_mscale;
@@ -458,7 +459,7 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   }
   A(d->lnf, N * C); A(d->rstdf, N); A(d->logits, d->ce_chunk * V); A(d->tmp, N * C);
   A(d->dx, N * C); A(d->dln, N * C); A(d->dlnf, N * C); A(d->dq, N * QD); A(d->dout, N * QD);
-  A(d->dk, N * KD); A(d->dv, N * KD); A(d->dh, N * I); A(d->dgate, N * I); A(d->dup, N * I);
+  A(d->dk, N * KD); A(d->dv, N * KD); A(d->dh, N * I);
 #undef A
   CU(cudaMalloc((void **)&d->qb, (size_t)(N * QD) * 2));
   CU(cudaMalloc((void **)&d->kb, (size_t)(N * KD) * 2));
@@ -510,7 +511,7 @@ extern "C" void model_cuda_free(model_cuda *d) {
   int L = (int)d->cfg.num_layers;
   void *bufs[] = {d->params, d->grads, d->m, d->v, d->inv_freq, d->sumsq, d->cosv, d->sinv, d->pos, d->tok,
                   d->tgt, d->argmax, d->losses, d->lnf, d->rstdf, d->logits, d->tmp, d->dx, d->dln, d->dlnf,
-                  d->dq, d->dout, d->dk, d->dv, d->dh, d->dgate, d->dup, d->qb, d->kb, d->vb, d->ob, d->dob};
+                  d->dq, d->dout, d->dk, d->dv, d->dh, d->qb, d->kb, d->vb, d->ob, d->dob};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
   if (d->x)
     for (int l = 0; l <= L; l++) cudaFree(d->x[l]);
@@ -708,11 +709,13 @@ static int layer_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *
   CU(cudaMemsetAsync(d->dh, 0, (size_t)(T * I) * sizeof(float), d->stream));
   if ((rc = matmul_bwd(d, d->dh, LGD(d, l, MODEL_T_DOWN), NULL, d->dx, a->h, LPD(d, l, MODEL_T_DOWN), T, I, C, e)))
     return rc;
-  swiglu_bwd_k<<<grid_for(T * I, 256), 256, 0, d->stream>>>(d->dgate, d->dup, d->dh, a->gate, a->up, T * I);
+  // dgate and dup overwrite gate and up, which nothing reads after this (saves 2 x T x I floats)
+  float *dgate = a->gate, *dup = a->up;
+  swiglu_bwd_k<<<grid_for(T * I, 256), 256, 0, d->stream>>>(dgate, dup, d->dh, a->gate, a->up, T * I);
   KCHECK();
   CU(cudaMemsetAsync(d->dln, 0, (size_t)(T * C) * sizeof(float), d->stream));
-  if ((rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_GATE), NULL, d->dgate, a->ln2, LPD(d, l, MODEL_T_GATE), T, C, I, e)) ||
-      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_UP), NULL, d->dup, a->ln2, LPD(d, l, MODEL_T_UP), T, C, I, e)) ||
+  if ((rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_GATE), NULL, dgate, a->ln2, LPD(d, l, MODEL_T_GATE), T, C, I, e)) ||
+      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_UP), NULL, dup, a->ln2, LPD(d, l, MODEL_T_UP), T, C, I, e)) ||
       (rc = rmsnorm_bwd(d, d->dx, LGD(d, l, MODEL_T_LN2), d->dln, a->x2, LPD(d, l, MODEL_T_LN2), a->rstd2, T, C, e)))
     return rc;
   CU(cudaMemsetAsync(d->dout, 0, (size_t)(T * Hq * D) * sizeof(float), d->stream));

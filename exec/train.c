@@ -130,8 +130,9 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
   double depth = o->passkey_depth >= 0 ? o->passkey_depth : (double)(mix64(s) >> 11) / 9007199254740992.0;
   int digits = o->passkey_digits > 0 ? o->passkey_digits : 5;
   // held-out samples are scored on the answer alone, whatever the training loss
-  return data_passkey(o->seq, depth, digits, s, held_out ? PASSKEY_LOSS_ANSWER : o->passkey_loss, tokens, targets,
-                      answer_start, e);
+  passkey_loss loss = held_out ? PASSKEY_LOSS_ANSWER : o->passkey_loss;
+  if (loss == PASSKEY_LOSS_MIX) loss = index % 2 ? PASSKEY_LOSS_ALL : PASSKEY_LOSS_KEYS;
+  return data_passkey(o->seq, depth, digits, s, loss, tokens, targets, answer_start, e);
 }
 
 // ---- the step ---------------------------------------------------------------------------------

@@ -50,35 +50,87 @@ static int bridge_allgather_f32(void *ctx, const float *send, float *recv, int64
   return rc ? rc : comm_sync(ctx, e);
 }
 
+// The layers' distributed attention, built on first use. Each dist_attn holds its tile indices and, on
+// the GPU, buffers of ~20 floats per local token (KV shards, accumulators, the running O), so 36 layers
+// at 128K local tokens would not fit next to the model: layers whose pattern is the same (dense) share
+// one, and at most `cap` are kept (least recently used goes; it is rebuilt when its layer comes again).
 typedef struct {
-  dist_attn **layers;
+  const plan *p;
+  const pattern *pat;
+  comm *c;
+  dist_backend be;
+  int shared;       // every layer runs the same pattern: one dist_attn serves them all
+  int cap, n;       // slots kept, slots used
+  dist_attn **slot;
+  int *slot_layer;
+  int64_t *slot_used, clock;
+  int64_t built;    // dist_attn_create calls so far
+  double build_s;   // and their time
 } attn_bridge;
+
+static int bridge_get(attn_bridge *b, int layer, dist_attn **out, sr_error *e) {
+  int key = b->shared ? 0 : layer, victim = 0;
+  for (int i = 0; i < b->n; i++)
+    if (b->slot_layer[i] == key) {
+      b->slot_used[i] = ++b->clock;
+      *out = b->slot[i];
+      return SR_OK;
+    }
+  if (b->n < b->cap) {
+    victim = b->n++;
+  } else {
+    for (int i = 1; i < b->n; i++)
+      if (b->slot_used[i] < b->slot_used[victim]) victim = i;
+    dist_attn_free(b->slot[victim]);
+    b->slot[victim] = NULL;
+  }
+  double t0 = sr_now();
+  int rc = dist_attn_create(b->p, b->pat, key, b->c, b->be, &b->slot[victim], e);
+  b->build_s += sr_now() - t0;
+  b->built++;
+  b->slot_layer[victim] = rc ? -1 : key;
+  b->slot_used[victim] = ++b->clock;
+  *out = b->slot[victim];
+  return rc;
+}
+
+static void bridge_free(attn_bridge *b) {
+  for (int i = 0; i < b->n; i++) dist_attn_free(b->slot[i]);
+  free(b->slot);
+  free(b->slot_layer);
+  free(b->slot_used);
+  memset(b, 0, sizeof *b);
+}
 
 static int bridge_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o,
                            float *lse, sr_error *e) {
-  attn_bridge *b = ctx;
-  return dist_attn_fwd(b->layers[layer], q, k, v, o, lse, e);
+  dist_attn *a;
+  int rc = bridge_get(ctx, layer, &a, e);
+  return rc ? rc : dist_attn_fwd(a, q, k, v, o, lse, e);
 }
 
 static int bridge_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v,
                            const float *o, const float *lse, const float *dout, float *dq, float *dk, float *dv,
                            sr_error *e) {
-  attn_bridge *b = ctx;
-  return dist_attn_bwd(b->layers[layer], q, k, v, o, lse, dout, dq, dk, dv, e);
+  dist_attn *a;
+  int rc = bridge_get(ctx, layer, &a, e);
+  return rc ? rc : dist_attn_bwd(a, q, k, v, o, lse, dout, dq, dk, dv, e);
 }
 
 #if SR_HAVE_CUDA
 static int bridge_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, void *o,
                                float *lse, sr_error *e) {
-  attn_bridge *b = ctx;
-  return dist_attn_fwd(b->layers[layer], q, k, v, o, lse, e);
+  dist_attn *a;
+  int rc = bridge_get(ctx, layer, &a, e);
+  return rc ? rc : dist_attn_fwd(a, q, k, v, o, lse, e);
 }
 
 static int bridge_attn_bwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v,
                                const void *o, const float *lse, const void *dout, float *dq, float *dk, float *dv,
                                sr_error *e) {
-  attn_bridge *b = ctx;
-  return dist_attn_bwd(b->layers[layer], q, k, v, o, lse, dout, dq, dk, dv, e);
+  dist_attn *a;
+  int rc = bridge_get(ctx, layer, &a, e);
+  return rc ? rc : dist_attn_bwd(a, q, k, v, o, lse, dout, dq, dk, dv, e);
 }
 #endif
 
@@ -142,7 +194,7 @@ static int step_listed(const char *list, int64_t step) {
 
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
-                                          "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", NULL};
+                                          "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", NULL};
 static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
                                             NULL};
 
@@ -178,13 +230,14 @@ static int cmd_train(int argc, char **argv) {
   sr_buf csv = {0};
   trace_writer tw;
   int tw_open = 0, traced = 0;
-  int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch;
+  int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache;
   double lr, wd, depth, peak;
   // options
   if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
       cli_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
       cli_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || cli_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
-      cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_int(&a, "batch", 1, 1, 1 << 20, &batch, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
+      cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_int(&a, "batch", 1, 1, 1 << 20, &batch, &e) ||
+      cli_get_int(&a, "attn-cache", 0, 0, 1 << 20, &attn_cache, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
       cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
       cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e))
     goto fail;
@@ -199,14 +252,20 @@ static int cmd_train(int argc, char **argv) {
   double pairs = 0, density = 1;
   if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
   pos = malloc((size_t)sr_max64(n_local, 1) * sizeof *pos);
-  ab.layers = calloc((size_t)m->num_layers, sizeof *ab.layers);
-  if (!pos || !ab.layers) {
+  ab.p = &p;
+  ab.pat = &pat;
+  ab.c = &c;
+  ab.be = cuda ? DIST_CUDA : DIST_CPU;
+  ab.shared = strcmp(p.spec.pattern, "dense") == 0 || p.spec.pattern[0] == 0;
+  ab.cap = ab.shared ? 1 : attn_cache > 0 ? (int)sr_min64(attn_cache, m->num_layers) : (int)m->num_layers;
+  ab.slot = calloc((size_t)ab.cap, sizeof *ab.slot);
+  ab.slot_layer = malloc((size_t)ab.cap * sizeof *ab.slot_layer);
+  ab.slot_used = calloc((size_t)ab.cap, sizeof *ab.slot_used);
+  if (!pos || !ab.slot || !ab.slot_layer || !ab.slot_used) {
     sr_internal_error(&e, 0, "train: out of memory");
     goto fail;
   }
   layout_positions(&p.layout, R, pos);
-  for (int l = 0; l < (int)m->num_layers; l++)
-    if (dist_attn_create(&p, &pat, l, &c, cuda ? DIST_CUDA : DIST_CPU, &ab.layers[l], &e)) goto fail;
   // data
   const char *dsrc = cli_get(&a, "data", "passkey");
   if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
@@ -228,8 +287,9 @@ static int cmd_train(int argc, char **argv) {
   if (strcmp(loss_mode, "answer") == 0) o.passkey_loss = PASSKEY_LOSS_ANSWER;
   else if (strcmp(loss_mode, "keys") == 0) o.passkey_loss = PASSKEY_LOSS_KEYS;
   else if (strcmp(loss_mode, "all") == 0) o.passkey_loss = PASSKEY_LOSS_ALL;
+  else if (strcmp(loss_mode, "mix") == 0) o.passkey_loss = PASSKEY_LOSS_MIX;
   else {
-    sr_input_error(&e, NULL, "--loss", "'%s' is not one of answer, keys, all", loss_mode);
+    sr_input_error(&e, NULL, "--loss", "'%s' is not one of answer, keys, all, mix", loss_mode);
     goto fail;
   }
   o.batch = batch;
@@ -352,15 +412,17 @@ static int cmd_train(int argc, char **argv) {
     if (trace_writer_finish(&tw, trace_path, &e)) goto fail;
     printf("train: trace of %d step(s) written to %s\n", traced, trace_path);
   }
-  if (R == 0) printf("train: done, %lld steps in %.2fs; csv %s\n", (long long)(t.step - first), sr_now() - run_t0, csv_path);
+  if (R == 0) {
+    printf("train: attention plans: %lld built (%.2fs), %d kept of %lld layers%s\n", (long long)ab.built, ab.build_s,
+           ab.cap, (long long)m->num_layers, ab.shared ? " (one pattern: shared)" : "");
+    printf("train: done, %lld steps in %.2fs; csv %s\n", (long long)(t.step - first), sr_now() - run_t0, csv_path);
+  }
   goto done;
 fail:
   status = sr_error_report(&e, "sparsering-exec train");
   if (c.world > 1) comm_abort(&c, R, e.msg);
 done:
-  if (ab.layers)
-    for (int l = 0; l < (int)p.model.num_layers; l++) dist_attn_free(ab.layers[l]);
-  free(ab.layers);
+  bridge_free(&ab);
   trainer_free(&t);
   data_free(&data);
   free(pos);
