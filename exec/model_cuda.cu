@@ -225,6 +225,52 @@ __global__ void attn_naive_bwd_k(float *dq, float *dk, float *dv, const float *q
   }
 }
 
+// MTraining's estimation scores: one block per (head, query row among the last n_last); three passes over
+// the causal keys (max, sum, then every probability added to its column and its diagonal).
+__global__ void vs_scores_k(float *vert, float *slash, const float *q, const float *k, const long long *pos, int64_t T,
+                            int n_last, int64_t n_tokens, int H, int Hkv, int D) {
+  int h = blockIdx.x % H;
+  int64_t i = T - n_last + blockIdx.x / H;
+  if (i < 0) return;
+  const float *qi = q + (i * H + h) * D;
+  int kh = h / (H / Hkv);
+  long long pi = pos[i];
+  float scale = rsqrtf((float)D), mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
+    if (pos[j] > pi) continue;
+    const float *kj = k + (j * Hkv + kh) * D;
+    float sc = 0;
+    for (int c = 0; c < D; c++) sc += qi[c] * kj[c];
+    mx = fmaxf(mx, sc * scale);
+  }
+  __shared__ float red[32];
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
+  __syncthreads();
+  mx = -INFINITY;
+  for (int w = 0; w < (int)blockDim.x / 32; w++) mx = fmaxf(mx, red[w]);
+  __syncthreads();
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
+    if (pos[j] > pi) continue;
+    const float *kj = k + (j * Hkv + kh) * D;
+    float sc = 0;
+    for (int c = 0; c < D; c++) sc += qi[c] * kj[c];
+    sum += expf(sc * scale - mx);
+  }
+  sum = block_sum(sum);
+  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
+    long long pj = pos[j];
+    if (pj > pi) continue;
+    const float *kj = k + (j * Hkv + kh) * D;
+    float sc = 0;
+    for (int c = 0; c < D; c++) sc += qi[c] * kj[c];
+    float p = expf(sc * scale - mx) / sum;
+    atomicAdd(&vert[(int64_t)h * n_tokens + pj], p);
+    atomicAdd(&slash[(int64_t)h * n_tokens + (pi - pj)], p);
+  }
+}
+
 // One block per row of logits: loss, argmax, and (grads) dlogits = (softmax - onehot) * scale in place.
 __global__ void cross_entropy_k(float *logits, int V, const int *targets, float scale, int grads, float *losses,
                                 int *argmax) {
@@ -572,6 +618,29 @@ extern "C" int model_cuda_zero_grad(model_cuda *d, sr_error *e) {
   return SR_OK;
 }
 
+extern "C" int model_cuda_vs_scores(model_cuda *d, const float *q, const float *k, int64_t T, int n_last,
+                                    int64_t n_tokens, float *vert, float *slash, sr_error *e) {
+  const model_config *c = &d->cfg;
+  int H = (int)c->num_heads;
+  size_t bytes = (size_t)H * (size_t)n_tokens * sizeof(float);
+  float *dv = NULL, *ds = NULL;
+  CU(cudaMalloc((void **)&dv, 2 * bytes));
+  ds = dv + (size_t)H * (size_t)n_tokens;
+  cudaError_t err = cudaMemsetAsync(dv, 0, 2 * bytes, d->stream);
+  int rows = (int)(T < n_last ? T : n_last);
+  if (err == cudaSuccess && rows > 0) {
+    vs_scores_k<<<(unsigned)(H * rows), 256, 0, d->stream>>>(dv, ds, q, k, d->pos, T, rows, n_tokens, H,
+                                                             (int)c->num_kv_heads, (int)c->head_dim);
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess) err = cudaMemcpyAsync(vert, dv, bytes, cudaMemcpyDeviceToHost, d->stream);
+  if (err == cudaSuccess) err = cudaMemcpyAsync(slash, ds, bytes, cudaMemcpyDeviceToHost, d->stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(d->stream);
+  cudaFree(dv);
+  if (err != cudaSuccess) return sr_internal_error(e, 0, "%s:%d: CUDA: %s", __FILE__, __LINE__, cudaGetErrorString(err));
+  return SR_OK;
+}
+
 extern "C" int model_cuda_memory(double *used_gib, double *total_gib, sr_error *e) {
   size_t free_b = 0, total_b = 0;
   CU(cudaMemGetInfo(&free_b, &total_b));
@@ -667,7 +736,7 @@ static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *
 
 // ---- layers ---------------------------------------------------------------------------------
 
-static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *e) {
+static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, int recomputing, sr_error *e) {
   const model_config *c = &d->cfg;
   int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
       I = (int)c->intermediate_size;
@@ -683,6 +752,7 @@ static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *
   rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(a->q, d->cosv, d->sinv, T, Hq, D, 0);
   rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(a->k, d->cosv, d->sinv, T, Hkv, D, 0);
   KCHECK();
+  if (d->attn.estimate && !recomputing && (rc = d->attn.estimate(d->attn.ctx, l, T, a->q, a->k, e))) return rc;
   if ((rc = attention_fwd(d, l, T, a, attn_s, e))) return rc;
   CU(cudaMemcpyAsync(a->x2, x, (size_t)(T * C) * sizeof(float), cudaMemcpyDeviceToDevice, d->stream));
   if ((rc = matmul_fwd(d, a->x2, a->o, LPD(d, l, MODEL_T_O), NULL, T, Hq * D, C, 1.0f, e))) return rc;
@@ -703,7 +773,7 @@ static int layer_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *
   int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
       I = (int)c->intermediate_size;
   int rc;
-  if (d->recompute && (rc = layer_fwd(d, l, T, attn_s, e))) return rc;
+  if (d->recompute && (rc = layer_fwd(d, l, T, attn_s, 1, e))) return rc;
   layer_buf *a = &d->acts[l];
   float *x = d->x[l];
   CU(cudaMemsetAsync(d->dh, 0, (size_t)(T * I) * sizeof(float), d->stream));
@@ -755,7 +825,7 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
     KCHECK();
   }
   for (int l = 0; l < L; l++)
-    if ((rc = layer_fwd(d, l, T, attn_s, e))) return rc;
+    if ((rc = layer_fwd(d, l, T, attn_s, 0, e))) return rc;
   if (T > 0) {
     rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(d->lnf, d->rstdf, d->x[L], DP(d, d->t_norm), T, C, (float)c->rms_norm_eps);
     KCHECK();

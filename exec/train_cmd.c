@@ -20,7 +20,9 @@
 #include "exec/dist_attn.h"
 #include "exec/exec.h"
 #include "exec/train.h"
+#include "exec/train_online.h"
 #include "exec/exec_plan.h"
+#include "plan/pattern_spec.h"
 #include "plan/plan.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
@@ -66,6 +68,15 @@ typedef struct {
   int64_t *slot_used, clock;
   int64_t built;    // dist_attn_create calls so far
   double build_s;   // and their time
+  // vs-online: each forward re-estimates the layer's pattern (into *mpat) from its q and k (one rank)
+  int online;
+  online_vs ov;
+  pattern *mpat;
+  const int64_t *pos;
+  void *dev;             // model_cuda on the GPU backend
+  float *vert, *slash;   // host score buffers, heads x n_tokens each
+  int64_t estimates;
+  double estimate_s;
 } attn_bridge;
 
 static int bridge_get(attn_bridge *b, int layer, dist_attn **out, sr_error *e) {
@@ -79,7 +90,7 @@ static int bridge_get(attn_bridge *b, int layer, dist_attn **out, sr_error *e) {
   if (b->n < b->cap) {
     victim = b->n++;
   } else {
-    for (int i = 1; i < b->n; i++)
+    for (int i = 1; i < b->n; i++)  // a slot freed by a new estimate (layer -1, used 0) goes first
       if (b->slot_used[i] < b->slot_used[victim]) victim = i;
     dist_attn_free(b->slot[victim]);
     b->slot[victim] = NULL;
@@ -94,11 +105,43 @@ static int bridge_get(attn_bridge *b, int layer, dist_attn **out, sr_error *e) {
   return rc;
 }
 
+// A new pattern for `layer`: its dist_attn (built from the old one) goes.
+static void bridge_forget(attn_bridge *b, int layer) {
+  for (int i = 0; i < b->n; i++)
+    if (b->slot_layer[i] == layer) {
+      dist_attn_free(b->slot[i]);
+      b->slot[i] = NULL;
+      b->slot_layer[i] = -1;
+      b->slot_used[i] = 0;
+    }
+}
+
+static int bridge_estimate(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e) {
+  attn_bridge *b = ctx;
+  const model_config *m = &b->p->model;
+  double t0 = sr_now();
+  int rc;
+#if SR_HAVE_CUDA
+  if (b->dev) {
+    rc = model_cuda_vs_scores(b->dev, q, k, T, b->ov.n_last, b->mpat->n_tokens, b->vert, b->slash, e);
+    if (!rc) rc = online_vs_select(&b->ov, b->vert, b->slash, (int)m->num_heads, b->mpat, layer, e);
+  } else
+#endif
+    rc = online_vs_estimate(&b->ov, q, k, b->pos, T, (int)m->num_heads, (int)m->num_kv_heads, (int)m->head_dim, b->mpat,
+                            layer, e);
+  bridge_forget(b, layer);
+  b->estimates++;
+  b->estimate_s += sr_now() - t0;
+  return rc;
+}
+
 static void bridge_free(attn_bridge *b) {
   for (int i = 0; i < b->n; i++) dist_attn_free(b->slot[i]);
   free(b->slot);
   free(b->slot_layer);
   free(b->slot_used);
+  free(b->vert);
+  free(b->slash);
   memset(b, 0, sizeof *b);
 }
 
@@ -257,6 +300,25 @@ static int cmd_train(int argc, char **argv) {
   ab.c = &c;
   ab.be = cuda ? DIST_CUDA : DIST_CPU;
   ab.shared = strcmp(p.spec.pattern, "dense") == 0 || p.spec.pattern[0] == 0;
+  ab.online = pattern_spec_is_online(p.spec.pattern);
+  if (ab.online) {
+    // the estimate needs every key next to the last queries: with more ranks it would take the three
+    // combining passes of plan/pattern_estimate.h over the comm backend, which the trainer does not run
+    if (c.world != 1) {
+      sr_input_error(&e, NULL, "--pattern", "%s: online estimation trains on one rank (the job has %d)", p.spec.pattern,
+                     c.world);
+      goto fail;
+    }
+    online_vs_defaults(&ab.ov, strtod(p.spec.pattern + 10, NULL));
+    ab.mpat = &pat;
+    ab.pos = pos;
+    ab.vert = malloc((size_t)(m->num_heads * seq) * sizeof *ab.vert);
+    ab.slash = malloc((size_t)(m->num_heads * seq) * sizeof *ab.slash);
+    if (!ab.vert || !ab.slash) {
+      sr_internal_error(&e, 0, "train: out of memory");
+      goto fail;
+    }
+  }
   ab.cap = ab.shared ? 1 : attn_cache > 0 ? (int)sr_min64(attn_cache, m->num_layers) : (int)m->num_layers;
   ab.slot = calloc((size_t)ab.cap, sizeof *ab.slot);
   ab.slot_layer = malloc((size_t)ab.cap * sizeof *ab.slot_layer);
@@ -297,9 +359,12 @@ static int cmd_train(int argc, char **argv) {
   o.cuda_stream = c.compute_stream;
   train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
   if (trainer_create(&t, m, &o, &tc, n_local, pos, &e)) goto fail;
-  t.model.attn = (model_attention){&ab, bridge_attn_fwd, bridge_attn_bwd};
+  t.model.attn = (model_attention){&ab, bridge_attn_fwd, bridge_attn_bwd, ab.online ? bridge_estimate : NULL};
 #if SR_HAVE_CUDA
-  if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev});
+  ab.dev = t.dev;
+  if (cuda)
+    model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev,
+                                                            ab.online ? bridge_estimate : NULL});
 #endif
   const char *init = cli_get(&a, "init", NULL), *resume = cli_get(&a, "resume", NULL);
   if (init && trainer_init_weights(&t, init, &e)) goto fail;
@@ -347,6 +412,10 @@ static int cmd_train(int argc, char **argv) {
   while (t.step < steps) {
     train_step_stats st;
     if (trainer_step(&t, &st, &e)) goto fail;
+    if (ab.online) {  // the step ran the patterns estimated from its (last) sample
+      if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
+      flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
+    }
     // MFU over the job's GPUs: the step's FLOPs are the whole sequence's, spread over c.world of them
     double tps = (double)(seq * batch) / st.time_s,
            mfu = peak > 0 ? flops / st.time_s / (peak * 1e12 * (double)c.world) : NAN;
@@ -415,6 +484,9 @@ static int cmd_train(int argc, char **argv) {
   if (R == 0) {
     printf("train: attention plans: %lld built (%.2fs), %d kept of %lld layers%s\n", (long long)ab.built, ab.build_s,
            ab.cap, (long long)m->num_layers, ab.shared ? " (one pattern: shared)" : "");
+    if (ab.online)
+      printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ab.estimates,
+             ab.estimate_s, density);
     printf("train: done, %lld steps in %.2fs; csv %s\n", (long long)(t.step - first), sr_now() - run_t0, csv_path);
   }
   goto done;
