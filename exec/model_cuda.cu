@@ -383,6 +383,8 @@ struct model_cuda {
   __nv_bfloat16 *qb, *kb, *vb, *ob, *dob;
   model_cuda_attention attn;
   double rope_mscale;
+  cudaEvent_t *ev;  // attention timing: pairs of events (timer_mark)
+  int n_ev, cap_ev;
 };
 
 #define DP(d, idx) ((d)->params + (d)->tensors[idx].offset)
@@ -568,6 +570,8 @@ extern "C" void model_cuda_free(model_cuda *d) {
       for (size_t i = 0; i < sizeof ab / sizeof *ab; i++) cudaFree(ab[i]);
     }
   if (d->blas) cublasDestroy(d->blas);
+  for (int i = 0; i < d->cap_ev; i++) cudaEventDestroy(d->ev[i]);
+  free(d->ev);
   free(d->x);
   free(d->acts);
   free(d->tensors);
@@ -672,14 +676,39 @@ extern "C" void model_cuda_release(float *p) { cudaFree(p); }
 
 // ---- attention ------------------------------------------------------------------------------
 
+// Attention time without host syncs: an event before and after every attention call on the stream, read
+// by model_cuda_attn_time once the work is done (a sync per attention call would serialise host and GPU).
+static int timer_mark(model_cuda *d, sr_error *e) {
+  if (d->n_ev == d->cap_ev) {
+    int cap = d->cap_ev ? 2 * d->cap_ev : 64;
+    cudaEvent_t *ev = (cudaEvent_t *)realloc(d->ev, (size_t)cap * sizeof *ev);
+    if (!ev) return sr_internal_error(e, 0, "model_cuda: out of memory for timing events");
+    d->ev = ev;
+    for (int i = d->cap_ev; i < cap; i++) CU(cudaEventCreate(&d->ev[i]));
+    d->cap_ev = cap;
+  }
+  CU(cudaEventRecord(d->ev[d->n_ev++], d->stream));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_attn_time(model_cuda *d, double *seconds, sr_error *e) {
+  *seconds = 0;
+  if (d->n_ev == 0) return SR_OK;
+  CU(cudaEventSynchronize(d->ev[d->n_ev - 1]));
+  for (int i = 0; i + 1 < d->n_ev; i += 2) {
+    float ms = 0;
+    CU(cudaEventElapsedTime(&ms, d->ev[i], d->ev[i + 1]));
+    *seconds += 1e-3 * ms;
+  }
+  d->n_ev = 0;
+  return SR_OK;
+}
+
 static int attention_fwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
   int64_t QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-  double t0 = 0;
-  if (attn_s) {
-    CU(cudaStreamSynchronize(d->stream));
-    t0 = sr_now();
-  }
+  int rc0 = attn_s ? timer_mark(d, e) : SR_OK;
+  if (rc0) return rc0;
   if (d->attn.forward) {
     to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->qb, a->q, T * QD);
     to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->kb, a->k, T * KD);
@@ -693,21 +722,14 @@ static int attention_fwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *
         a->o, a->lse, a->q, a->k, a->v, d->pos, T, (int)c->num_heads, (int)c->num_kv_heads, (int)c->head_dim);
   }
   KCHECK();
-  if (attn_s) {
-    CU(cudaStreamSynchronize(d->stream));
-    *attn_s += sr_now() - t0;
-  }
-  return SR_OK;
+  return attn_s ? timer_mark(d, e) : SR_OK;
 }
 
 static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
   int64_t QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-  double t0 = 0;
-  if (attn_s) {
-    CU(cudaStreamSynchronize(d->stream));
-    t0 = sr_now();
-  }
+  int rc0 = attn_s ? timer_mark(d, e) : SR_OK;
+  if (rc0) return rc0;
   if (d->attn.backward) {
     // the forward's bf16 q, k, v are overwritten by later layers: convert again (cheap next to attention)
     to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->qb, a->q, T * QD);
@@ -727,11 +749,7 @@ static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *
         (int)c->num_kv_heads, (int)c->head_dim);
     KCHECK();
   }
-  if (attn_s) {
-    CU(cudaStreamSynchronize(d->stream));
-    *attn_s += sr_now() - t0;
-  }
-  return SR_OK;
+  return attn_s ? timer_mark(d, e) : SR_OK;
 }
 
 // ---- layers ---------------------------------------------------------------------------------

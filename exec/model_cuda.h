@@ -51,10 +51,13 @@ int model_cuda_download_grads(model_cuda *d, float *host, sr_error *e);
 int model_cuda_moments(model_cuda *d, float *m, float *v, int to_host, sr_error *e);
 // Zero the gradients.
 int model_cuda_zero_grad(model_cuda *d, sr_error *e);
-// model_forward_backward on the device (host arrays in and out); times in *attn_s (attention) when not NULL.
+// model_forward_backward on the device (host arrays in and out). With attn_s != NULL the attention calls are
+// timed with events (*attn_s is set to 0; model_cuda_attn_time reads the time once the work is done).
 int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32_t *tokens, const int64_t *pos,
                                 const int32_t *targets, int grads, double loss_scale, double *loss_sum,
                                 int32_t *argmax, double *attn_s, sr_error *e);
+// Seconds spent in attention (its ring communication included) since the last call, waiting for the work.
+int model_cuda_attn_time(model_cuda *d, double *seconds, sr_error *e);
 // Sum of squared gradients over [lo, hi) (double).
 int model_cuda_grad_sumsq(model_cuda *d, int64_t lo, int64_t hi, double *out, sr_error *e);
 // One AdamW update of the slice (hyper-parameters and step from s; s->step is advanced here).

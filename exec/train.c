@@ -156,6 +156,7 @@ static int forward_sample(trainer *t, int64_t index, int held_out, int grads, do
   if (t->dev) {
     rc = model_cuda_forward_backward(t->dev, t->n_local, t->tok, t->pos, t->tgt, grads, scale, &loss, t->argmax,
                                      &t->model.time_attn, e);
+    if (!rc) rc = model_cuda_attn_time(t->dev, &t->model.time_attn, e);  // waits for this sample's backward
   } else
 #endif
     rc = model_forward_backward(&t->model, t->n_local, t->tok, t->pos, t->tgt, grads, scale, &loss, t->argmax, e);
