@@ -62,7 +62,9 @@ typedef struct {
   comm *c;
   dist_backend be;
   int shared;       // every layer runs the same pattern: one dist_attn serves them all
-  int cap, n;       // slots kept, slots used
+  int cap, n;       // slots kept, slots used (the slot arrays hold one per layer)
+  int fit;          // GPU, no --attn-cache: after the first build, keep as many as the free memory holds
+  double plan_gib;  // device memory the first build took
   dist_attn **slot;
   int *slot_layer;
   int64_t *slot_used, clock;
@@ -95,10 +97,23 @@ static int bridge_get(attn_bridge *b, int layer, dist_attn **out, sr_error *e) {
     dist_attn_free(b->slot[victim]);
     b->slot[victim] = NULL;
   }
-  double t0 = sr_now();
+  double t0 = sr_now(), used0 = 0, used1 = 0, total = 0;
+#if SR_HAVE_CUDA
+  if (b->fit && b->built == 0 && model_cuda_memory(&used0, &total, e)) return e->code;
+#endif
   int rc = dist_attn_create(b->p, b->pat, key, b->c, b->be, &b->slot[victim], e);
   b->build_s += sr_now() - t0;
   b->built++;
+#if SR_HAVE_CUDA
+  if (!rc && b->fit && b->built == 1 && !(rc = model_cuda_memory(&used1, &total, e))) {
+    // Every buffer of the model exists already; keep 3 GiB for NCCL, cuBLAS and the allocator, and count
+    // each further plan at 1.25 x the first (layers' sparse indices differ in size).
+    b->plan_gib = used1 - used0;
+    double room = total - used1 - 3.0;
+    int more = b->plan_gib > 0 ? (int)floor(room / (1.25 * b->plan_gib)) : b->p->model.num_layers;
+    b->cap = (int)sr_max64(1, sr_min64(b->p->model.num_layers, 1 + sr_max64(more, 0)));
+  }
+#endif
   b->slot_layer[victim] = rc ? -1 : key;
   b->slot_used[victim] = ++b->clock;
   *out = b->slot[victim];
@@ -320,9 +335,10 @@ static int cmd_train(int argc, char **argv) {
     }
   }
   ab.cap = ab.shared ? 1 : attn_cache > 0 ? (int)sr_min64(attn_cache, m->num_layers) : (int)m->num_layers;
-  ab.slot = calloc((size_t)ab.cap, sizeof *ab.slot);
-  ab.slot_layer = malloc((size_t)ab.cap * sizeof *ab.slot_layer);
-  ab.slot_used = calloc((size_t)ab.cap, sizeof *ab.slot_used);
+  ab.fit = cuda && !ab.shared && attn_cache == 0;
+  ab.slot = calloc((size_t)m->num_layers, sizeof *ab.slot);
+  ab.slot_layer = malloc((size_t)m->num_layers * sizeof *ab.slot_layer);
+  ab.slot_used = calloc((size_t)m->num_layers, sizeof *ab.slot_used);
   if (!pos || !ab.slot || !ab.slot_layer || !ab.slot_used) {
     sr_internal_error(&e, 0, "train: out of memory");
     goto fail;
@@ -366,6 +382,14 @@ static int cmd_train(int argc, char **argv) {
     model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev,
                                                             ab.online ? bridge_estimate : NULL});
 #endif
+  // the attention plans that will be kept are built before the first step, so step times hold no build
+  // (an online pattern is estimated per sample: its plans are built as the samples come)
+  double prebuild_t0 = sr_now();
+  for (int l = 0; !ab.online && l < ab.cap && l < (int)m->num_layers; l++) {
+    dist_attn *unused;
+    if (bridge_get(&ab, l, &unused, &e)) goto fail;
+  }
+  double prebuild_s = sr_now() - prebuild_t0;
   const char *init = cli_get(&a, "init", NULL), *resume = cli_get(&a, "resume", NULL);
   if (init && trainer_init_weights(&t, init, &e)) goto fail;
   if (resume && trainer_resume(&t, resume, &e)) goto fail;
@@ -387,6 +411,7 @@ static int cmd_train(int argc, char **argv) {
     printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
            m->name, (long long)t.model.num_params, (long long)seq, c.world, layout_kind_name(p.layout.kind),
            p.spec.schedule, p.spec.pattern, density);
+    printf("train: %d attention plan(s) built before the first step in %.2fs\n", ab.n, prebuild_s);
     printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
            o.data ? o.data->path : "passkey", o.data ? "all" : loss_mode, (long long)batch, lr, wd, (long long)warmup,
            o.recompute ? "on" : "off", (long long)t.slice);
@@ -482,8 +507,10 @@ static int cmd_train(int argc, char **argv) {
     printf("train: trace of %d step(s) written to %s\n", traced, trace_path);
   }
   if (R == 0) {
-    printf("train: attention plans: %lld built (%.2fs), %d kept of %lld layers%s\n", (long long)ab.built, ab.build_s,
+    printf("train: attention plans: %lld built (%.2fs), %d kept of %lld layers%s", (long long)ab.built, ab.build_s,
            ab.cap, (long long)m->num_layers, ab.shared ? " (one pattern: shared)" : "");
+    if (ab.fit) printf(" (as many as fit: the first took %.2f GiB)", ab.plan_gib);
+    printf("\n");
     if (ab.online)
       printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ab.estimates,
              ab.estimate_s, density);

@@ -56,8 +56,9 @@ run() {
   { echo "-- $name (exit $rc): $*"; grep -E "^train: .*(params|memory|plans|online)|^eval|^predict|rror|failed" "$W/$name.log";
     grep -E "^step" "$W/$name.log" | tail -2; } >>"$S"
 }
-# the loss column of two CSVs, equal bit for bit?
-same_losses() { cmp -s <(cut -d, -f2,3 "$1") <(cut -d, -f2,3 "$2") && echo "identical" || echo "DIFFERENT"; }
+# largest relative difference of the loss columns of two CSVs (GPU runs are not bit-reproducible: float atomics)
+same_losses() { paste -d, <(cut -d, -f3 "$1") <(cut -d, -f3 "$2") | tail -n +2 |
+  awk -F, '{d = $1 - $2; if (d < 0) d = -d; if (d / $1 > m) m = d / $1} END {printf "max rel diff %.1e over %d steps\n", m, NR}'; }
 exact() { grep -oE "exact match [0-9]+" "$W/$1.log" | awk '{print $3}'; }
 
 if [[ $STAGES == *verify* ]]; then

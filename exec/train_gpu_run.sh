@@ -8,8 +8,13 @@
 # Run from the repository root: bash exec/train_gpu_run.sh
 #   A prebuilt bin/sparsering-exec (built on the development machine, carried) is used when it runs here;
 #   otherwise it is built (about 1.5 minutes of the budget). DEADLINE_S (default 330) caps the whole script:
-#   each run's time limit is what is left of it, so the last run (256K dense ring, the slowest) is cut when
-#   the time is up and the table says so.
+#   each run's time limit is what is left of it, so the last run (256K dense ring, the slowest: the simulator
+#   predicts 213 s a step) is cut when the time is up and the table says so; DEADLINE_S=560 lets it finish.
+# Memory (measured on one H200 at 32K, docs/train.md): fp32 weights + gradients (padded to 2 ZeRO-1 slices)
+# + half the AdamW moments = 34.5 GiB a GPU, plus ~0.63 MiB per local token with recomputation; each
+# layer's sparse attention plan holds ~20 KB per local token more, so MTraining keeps as many layers'
+# plans as fit (all 36 at 128K; fewer at 256K, the others rebuilt when their layer comes: `attention plans:
+# N built` in the log) and the dense ring shares one plan between all layers.
 set -o pipefail
 OUT=${OUT:-/tmp/sr-train-out}
 W=/tmp/sr-train-logs
@@ -52,7 +57,7 @@ X=bin/sparsering-exec
 # TFLOP/s on H100/H200 SXM, half the bf16 989 of the cluster file). MFU is against the bf16 peak.
 CL="$W/h200-1x2-train.json"
 sed 's/"gemm": 0.7,/"gemm": 0.35,/' models/clusters/h200-1x2-bench.json >"$CL"
-echo "run | seq | steps | measured step s | tok/s | MFU | simulated step s | sim tok/s | sim MFU | GPU mem GiB" >"$T"
+echo "run | seq | steps | measured step s | tok/s | MFU | simulated step s | sim tok/s | sim MFU | GPU mem GiB | plans kept, built in steps" >"$T"
 
 log "(0) W = 2 vs W = 1: tiny-test, 2K tokens of passkey (loss on every byte), striped:128 ring dense, 3 steps"
 for np in 1 2; do
@@ -83,11 +88,14 @@ for cfg in "dense-ring 128K 1" "mtraining 128K 2" "mtraining 256K 1" "dense-ring
   echo "exit $rc" >>"$W/$name.log"
   { echo "-- $name (exit $rc)"; grep -E "^train:|^step|^predict|rror|failed" "$W/$name.log"; } | tee -a "$S"
   mem=$(grep -oE "in use after step [0-9]+: [0-9.]+ of" "$W/$name.log" | awk '{print $6}' | sort -n | tail -1)
+  pre=$(grep -oE "^train: [0-9]+ attention plan" "$W/$name.log" | awk '{print $2}')
+  tot=$(grep -oE "^train: attention plans: [0-9]+ built" "$W/$name.log" | awk '{print $4}')
+  plans="${pre:-?} kept, $(( ${tot:-0} - ${pre:-0} )) rebuilt"
   if grep -q "^predict" "$W/$name.log"; then
     grep "^predict" "$W/$name.log" | sed -E 's/.*simulated step ([0-9.]+)s ([0-9]+) tok\/s MFU ([0-9.]+)% \| measured step ([0-9.]+)s .* ([0-9]+) tok\/s MFU ([0-9.]+)%.*/\4 \5 \6 \1 \2 \3/' |
-      awk -v n=$name -v s=$seq -v k=$steps -v m="${mem:--}" '{printf "%s | %s | %s | %s | %s | %s%% | %s | %s | %s%% | %s\n", n, s, k, $1, $2, $3, $4, $5, $6, m}' >>"$T"
+      awk -v n=$name -v s=$seq -v k=$steps -v m="${mem:--}" -v pl="$plans" '{printf "%s | %s | %s | %s | %s | %s%% | %s | %s | %s%% | %s | %s\n", n, s, k, $1, $2, $3, $4, $5, $6, m, pl}' >>"$T"
   else
-    echo "$name | $seq | $steps | did not finish (exit $rc; 124: cut at the deadline) | | | | | | ${mem:--}" >>"$T"
+    echo "$name | $seq | $steps | did not finish (exit $rc; 124: cut at the deadline) | | | | | | ${mem:--} | $plans" >>"$T"
   fi
 done
 cp "$T" "$OUT/" 2>/dev/null
