@@ -1,6 +1,6 @@
 #!/bin/bash
 # train_gpu_run.sh — the trainer's 2-GPU measurements (kind nvidia-h200-x2), in one call that ends within
-# about 6 minutes: (0) W = 2 against W = 1 on a tiny model (NCCL gradient all-reduce and in-place ZeRO-1
+# about 6 minutes: (0) W = 2 against W = 1 on tiny-25m (NCCL gradient all-reduce and in-place ZeRO-1
 # all-gather), then (3) the Qwen2.5-3B shape (random init) at 128K and 256K tokens, dense ring vs MTraining,
 # one or two training steps each, with the simulator's prediction for the same plan printed next to the
 # measurement (`train --predict`). Logs under $OUT (summary.txt, logs.tgz); a short table last.
@@ -59,11 +59,11 @@ CL="$W/h200-1x2-train.json"
 sed 's/"gemm": 0.7,/"gemm": 0.35,/' models/clusters/h200-1x2-bench.json >"$CL"
 echo "run | seq | steps | measured step s | tok/s | MFU | simulated step s | sim tok/s | sim MFU | GPU mem GiB | plans kept, built in steps" >"$T"
 
-log "(0) W = 2 vs W = 1: tiny-test, 2K tokens of passkey (loss on every byte), striped:128 ring dense, 3 steps"
+log "(0) W = 2 vs W = 1: tiny-25m, 2K tokens of passkey (loss on every byte), striped:128 ring dense, 3 steps"
 for np in 1 2; do
   C1="$W/h200-1x$np.json"
   sed "s/\"gpus_per_node\": 2/\"gpus_per_node\": $np/" models/clusters/h200-1x2.json >"$C1"
-  timeout 60 $MPIRUN --oversubscribe --bind-to none -np $np $X train --backend cuda --model tiny-test --cluster "$C1" \
+  timeout 60 $MPIRUN --oversubscribe --bind-to none -np $np $X train --backend cuda --model tiny-25m --cluster "$C1" \
     --layout striped:128 --schedule ring --pattern dense --seq 2K --steps 3 --loss all --lr 1e-3 \
     --csv "$W/w$np.csv" --label w$np >"$W/w$np.log" 2>&1
   echo "exit $?" >>"$W/w$np.log"
