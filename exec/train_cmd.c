@@ -97,8 +97,9 @@ static int bridge_get(attn_bridge *b, int layer, dist_attn **out, sr_error *e) {
     dist_attn_free(b->slot[victim]);
     b->slot[victim] = NULL;
   }
-  double t0 = sr_now(), used0 = 0, used1 = 0, total = 0;
+  double t0 = sr_now();
 #if SR_HAVE_CUDA
+  double used0 = 0, used1 = 0, total = 0;
   if (b->fit && b->built == 0 && model_cuda_memory(&used0, &total, e)) return e->code;
 #endif
   int rc = dist_attn_create(b->p, b->pat, key, b->c, b->be, &b->slot[victim], e);

@@ -110,7 +110,7 @@ TEST(train_online_pattern_trains_on_one_rank_and_is_refused_on_two) {
            "cp models/clusters/h200-1x2.json %s", c1, c2);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
   char *out = NULL;
-  snprintf(cmd, sizeof cmd, "%s/sparsering-exec train --model tiny-test --cluster %s --layout striped:16 --schedule ring "
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --layout striped:16 --schedule ring "
            "--pattern vs-online:0.9 --seq 300 --steps 2 --csv %s/o.csv 2>&1", test_bin_dir(), c1, dir);
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   CHECK_STR_CONTAINS(out, "online vertical-slash estimates: 4");  // 2 layers x 2 steps
