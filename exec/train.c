@@ -38,6 +38,11 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   if (o->data && o->data->max_token >= cfg->vocab_size)
     return sr_input_error(e, o->data->path, "tokens", "holds token %lld, beyond the model's vocabulary of %lld",
                           (long long)o->data->max_token, (long long)cfg->vocab_size);
+  int64_t pack = o->pack > 1 ? o->pack : 1;
+  if (pack > 1 && (o->data || o->seq % pack != 0 || o->seq / pack < data_passkey_min_seq(o->passkey_digits > 0 ? o->passkey_digits : 5)))
+    return sr_input_error(e, NULL, "pack", "%lld passkey samples in %lld tokens: need passkey data, a divisor of the "
+                          "sequence and at least %lld tokens a sample", (long long)pack, (long long)o->seq,
+                          (long long)data_passkey_min_seq(o->passkey_digits > 0 ? o->passkey_digits : 5));
   if (!o->data && cfg->vocab_size < 256)
     return sr_input_error(e, cfg->path, "vocab_size", "passkey samples are bytes: need 256, have %lld",
                           (long long)cfg->vocab_size);
@@ -126,13 +131,21 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
     int64_t idx = held_out ? (int64_t)(mix64(o->seed ^ (uint64_t)index) % (uint64_t)sr_max64(o->data->n, 1)) : index;
     return data_sequence(o->data, idx, o->seq, tokens, targets, e);
   }
-  uint64_t s = mix64(o->seed * 0x100000001B3ull + (uint64_t)index + (held_out ? 0x8000000000000000ull : 0));
-  double depth = o->passkey_depth >= 0 ? o->passkey_depth : (double)(mix64(s) >> 11) / 9007199254740992.0;
-  int digits = o->passkey_digits > 0 ? o->passkey_digits : 5;
-  // held-out samples are scored on the answer alone, whatever the training loss
-  passkey_loss loss = held_out ? PASSKEY_LOSS_ANSWER : o->passkey_loss;
-  if (loss == PASSKEY_LOSS_MIX) loss = index % 2 ? PASSKEY_LOSS_ALL : PASSKEY_LOSS_KEYS;
-  return data_passkey(o->seq, depth, digits, s, loss, tokens, targets, answer_start, e);
+  // a packed sequence holds samples index * pack .. index * pack + pack - 1, each seq / pack tokens
+  int64_t pack = o->pack > 1 ? o->pack : 1, len = o->seq / pack;
+  for (int64_t k = 0; k < pack; k++) {
+    int64_t j = index * pack + k, ans = -1;
+    uint64_t s = mix64(o->seed * 0x100000001B3ull + (uint64_t)j + (held_out ? 0x8000000000000000ull : 0));
+    double depth = o->passkey_depth >= 0 ? o->passkey_depth : (double)(mix64(s) >> 11) / 9007199254740992.0;
+    int digits = o->passkey_digits > 0 ? o->passkey_digits : 5;
+    // held-out samples are scored on the answer alone, whatever the training loss
+    passkey_loss loss = held_out ? PASSKEY_LOSS_ANSWER : o->passkey_loss;
+    if (loss == PASSKEY_LOSS_MIX) loss = j % 2 ? PASSKEY_LOSS_ALL : PASSKEY_LOSS_KEYS;
+    int rc = data_passkey(len, depth, digits, s, loss, tokens + k * len, targets + k * len, &ans, e);
+    if (rc) return rc;
+    if (k == 0) *answer_start = ans;
+  }
+  return SR_OK;
 }
 
 // ---- the step ---------------------------------------------------------------------------------
@@ -161,13 +174,24 @@ static int forward_sample(trainer *t, int64_t index, int held_out, int grads, do
 #endif
     rc = model_forward_backward(&t->model, t->n_local, t->tok, t->pos, t->tgt, grads, scale, &loss, t->argmax, e);
   if (rc) return rc;
-  int64_t bad = data_count_mispredicted(t->argmax, t->tgt, t->n_local);
-  double sums[2] = {loss, (double)bad};
+  // mispredictions by packed sample (segment seq / pack of the global positions), summed over ranks
+  int64_t pack = t->opt.pack > 1 ? t->opt.pack : 1, len = t->opt.seq / pack;
+  double *sums = calloc((size_t)(2 + pack), sizeof *sums);
+  if (!sums) return sr_internal_error(e, 0, "trainer: out of memory");
+  sums[0] = loss;
+  for (int64_t i = 0; i < t->n_local; i++)
+    if (t->tgt[i] >= 0 && t->argmax[i] != t->tgt[i]) sums[1] += 1, sums[2 + t->pos[i] / len] += 1;
   double c0 = sr_now();
-  if (t->comm.world > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, sums, 2, e))) return rc;
+  if (t->comm.world > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, sums, 2 + pack, e))) {
+    free(sums);
+    return rc;
+  }
   st->comm_s += sr_now() - c0;
   st->loss += count ? sums[0] / (double)count : 0;
   st->mispredicted += (int64_t)sums[1];
+  st->samples += pack;
+  for (int64_t k = 0; k < pack; k++) st->exact += sums[2 + k] == 0;
+  free(sums);
   st->targets += count;
   st->attn_s += t->model.time_attn;
   return SR_OK;

@@ -40,6 +40,9 @@ typedef struct {
   int passkey_digits;       // digits of the key (default 5)
   passkey_loss passkey_loss;  // which passkey positions take loss (held-out scoring: the answer only)
   int64_t batch;            // samples per optimizer step (gradient accumulation; 0 or 1: one)
+  int64_t pack;             // passkey samples packed in one sequence, seq / pack tokens each (0 or 1: one);
+                            // attention must then be block-diagonal by sample (train --pack builds that
+                            // pattern), so a packed sequence trains exactly like a batch of its samples
   int cuda;                 // run the model on this rank's GPU (model_cuda.h; needs SR_HAVE_CUDA)
   void *cuda_stream;        // cudaStream_t the model runs on (the comm backend's compute stream)
 } train_options;
@@ -52,6 +55,7 @@ typedef struct {
   double lr;
   int64_t targets;          // scored tokens in the whole sequence
   int64_t mispredicted;     // scored tokens whose argmax is wrong (0: an exact match)
+  int64_t samples, exact;   // samples scored (pack per sequence) and those without a misprediction
   double time_s, attn_s, comm_s;  // whole step; attention callback; gradient / parameter collectives
 } train_step_stats;
 

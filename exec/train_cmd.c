@@ -236,6 +236,35 @@ static int plan_attention_pairs(const plan *p, const pattern *pat, double *pairs
   return SR_OK;
 }
 
+// Packed samples (--pack P): causal attention inside each sample of seq / P tokens and none across them,
+// as BLOCK heads of 128-token blocks (the sample length must be a multiple of 128), replacing the plan's
+// dense pattern; RoPE scores depend on relative positions only, so each sample trains as if alone.
+static int pack_pattern(const plan *p, pattern *pat, int64_t pack, sr_error *e) {
+  int64_t seq = p->spec.seq, len = seq / pack, B = 128;
+  if (strcmp(p->spec.pattern, "dense") != 0)
+    return sr_input_error(e, NULL, "--pack", "packs samples under the dense pattern, not '%s'", p->spec.pattern);
+  if (seq % pack != 0 || len % B != 0)
+    return sr_input_error(e, NULL, "--pack", "%lld samples in %lld tokens: each sample must be a multiple of %lld tokens",
+                          (long long)pack, (long long)seq, (long long)B);
+  int64_t nb = seq / B, words = sr_cdiv(nb, 64), per = len / B;
+  for (int64_t i = 0; i < (int64_t)pat->layers * pat->heads; i++) {
+    head_pattern *h = &pat->h[i];
+    free(h->vertical);
+    free(h->slash);
+    free(h->mask);
+    memset(h, 0, sizeof *h);
+    h->kind = PATTERN_BLOCK;
+    h->block = (int32_t)B;
+    h->n_blocks = nb;
+    h->row_words = words;
+    h->mask = calloc((size_t)(nb * words), sizeof *h->mask);
+    if (!h->mask) return sr_internal_error(e, 0, "train: out of memory for the packing mask");
+    for (int64_t r = 0; r < nb; r++)
+      for (int64_t c = (r / per) * per; c <= r; c++) h->mask[r * words + c / 64] |= 1ull << (c % 64);
+  }
+  return SR_OK;
+}
+
 // Is step (1-based) in the comma-separated list? An empty list records the first step only.
 static int step_listed(const char *list, int64_t step) {
   if (!list || !*list) return step == 1;
@@ -253,7 +282,8 @@ static int step_listed(const char *list, int64_t step) {
 
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
-                                          "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", NULL};
+                                          "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", "pack",
+                                          NULL};
 static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
                                             NULL};
 
@@ -289,18 +319,19 @@ static int cmd_train(int argc, char **argv) {
   sr_buf csv = {0};
   trace_writer tw;
   int tw_open = 0, traced = 0;
-  int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache;
+  int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack;
   double lr, wd, depth, peak;
   // options
   if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
       cli_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
       cli_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || cli_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
       cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_int(&a, "batch", 1, 1, 1 << 20, &batch, &e) ||
-      cli_get_int(&a, "attn-cache", 0, 0, 1 << 20, &attn_cache, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
+      cli_get_int(&a, "attn-cache", 0, 0, 1 << 20, &attn_cache, &e) || cli_get_int(&a, "pack", 1, 1, 1 << 16, &pack, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
       cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
       cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e))
     goto fail;
   if (exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e)) goto fail;
+  if (pack > 1 && pack_pattern(&p, &pat, pack, &e)) goto fail;
   if (p.layout.world != c.world) {
     sr_input_error(&e, p.cluster.path, "world", "the plan spreads the sequence over %d ranks, the job has %d",
                    p.layout.world, c.world);
@@ -315,7 +346,7 @@ static int cmd_train(int argc, char **argv) {
   ab.pat = &pat;
   ab.c = &c;
   ab.be = cuda ? DIST_CUDA : DIST_CPU;
-  ab.shared = strcmp(p.spec.pattern, "dense") == 0 || p.spec.pattern[0] == 0;
+  ab.shared = strcmp(p.spec.pattern, "dense") == 0 || p.spec.pattern[0] == 0;  // packed: every layer block-diagonal
   ab.online = pattern_spec_is_online(p.spec.pattern);
   if (ab.online) {
     // the estimate needs every key next to the last queries: with more ranks it would take the three
@@ -372,6 +403,7 @@ static int cmd_train(int argc, char **argv) {
     goto fail;
   }
   o.batch = batch;
+  o.pack = pack;
   o.cuda = cuda;
   o.cuda_stream = c.compute_stream;
   train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
@@ -479,17 +511,19 @@ static int cmd_train(int argc, char **argv) {
       goto fail;
   }
   if (eval_n > 0) {
-    int64_t exact = 0;
+    // held-out sequences of `pack` samples each until eval_n samples are scored
+    int64_t exact = 0, scored = 0, nseq = sr_cdiv(eval_n, pack);
     double loss = 0;
-    for (int64_t i = 0; i < eval_n; i++) {
+    for (int64_t i = 0; i < nseq; i++) {
       train_step_stats st;
       if (trainer_eval(&t, i, &st, &e)) goto fail;
-      exact += st.mispredicted == 0;
+      exact += st.exact;
+      scored += st.samples;
       loss += st.loss;
     }
     if (R == 0)
-      printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)eval_n,
-             (long long)exact, (long long)eval_n, 100.0 * (double)exact / (double)eval_n, loss / (double)eval_n);
+      printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)scored,
+             (long long)exact, (long long)scored, 100.0 * (double)exact / (double)scored, loss / (double)nseq);
   }
   if (cli_has(&a, "predict") && R == 0 && t.step > first) {
     // the simulator on the same plan and pattern (its cluster file: the plan's), next to the measurement
