@@ -653,6 +653,16 @@ extern "C" int model_cuda_memory(double *used_gib, double *total_gib, sr_error *
   return SR_OK;
 }
 
+extern "C" int model_cuda_get_device(int *device, sr_error *e) {
+  CU(cudaGetDevice(device));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_set_device(int device, sr_error *e) {
+  CU(cudaSetDevice(device));
+  return SR_OK;
+}
+
 extern "C" int model_cuda_sync(model_cuda *d, sr_error *e) {
   CU(cudaStreamSynchronize(d->stream));
   return SR_OK;

@@ -77,6 +77,9 @@ int model_cuda_vs_scores(model_cuda *d, const float *q, const float *k, int64_t 
                          float *vert, float *slash, sr_error *e);
 // Device memory in use (every allocation on this GPU, not only the model's) and the total, GiB.
 int model_cuda_memory(double *used_gib, double *total_gib, sr_error *e);
+// The calling thread's current device, and setting it (a thread that allocates for this rank's GPU).
+int model_cuda_get_device(int *device, sr_error *e);
+int model_cuda_set_device(int device, sr_error *e);
 // Wait for the stream.
 int model_cuda_sync(model_cuda *d, sr_error *e);
 

@@ -1,7 +1,7 @@
-// test_train_online.c — MTraining's online vertical-slash estimation in the trainer: the estimate keeps
-// the column the last queries attend to and drops columns they ignore; the model calls the estimate hook
-// once per layer per forward and never during recomputation; a vs-online run trains on one rank and is
-// refused on two.
+// test_train_online.c — MTraining's online vertical-slash estimation in the trainer, and the trainer's
+// attention plans: the estimate keeps the column the last queries attend to and drops columns they
+// ignore; the model calls the estimate hook once per layer per forward and never during recomputation;
+// a vs-online run trains on one rank and is refused on two; plans built in threads train as sequential.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,4 +122,26 @@ TEST(train_online_pattern_trains_on_one_rank_and_is_refused_on_two) {
   CHECK(test_run(cmd, &out) != 0);  // each rank reports the input error, then the job is aborted
   CHECK_STR_CONTAINS(out, "online estimation trains on one rank");
   free(out);
+}
+
+// Plans built in parallel threads before the first step train exactly as plans built one by one.
+TEST(train_plans_built_in_threads_give_the_sequential_losses) {
+  const char *dir = test_tmpdir();
+  char c1[700], cmd[4096];
+  snprintf(c1, sizeof c1, "%s/ct.json", dir);
+  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s", c1);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  for (int th = 1; th <= 2; th++) {
+    snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --strategy mtraining "
+             "--pattern vs-topp:0.95 --seq 512 --steps 2 --build-threads %d --csv %s/bt%d.csv --quiet 2>&1",
+             test_bin_dir(), c1, th, dir, th);
+    char *out = NULL;
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, "2 attention plan(s) built before the first step");
+    free(out);
+  }
+  snprintf(cmd, sizeof cmd, "cmp <(cut -d, -f2,3 %s/bt1.csv) <(cut -d, -f2,3 %s/bt2.csv)", dir, dir);
+  char wrapped[4200];
+  snprintf(wrapped, sizeof wrapped, "bash -c '%s'", cmd);
+  CHECK_EQ_INT(test_run(wrapped, NULL), 0);
 }
