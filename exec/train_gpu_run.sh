@@ -8,13 +8,15 @@
 # Run from the repository root: bash exec/train_gpu_run.sh
 #   A prebuilt bin/sparsering-exec (built on the development machine, carried) is used when it runs here;
 #   otherwise it is built (about 1.5 minutes of the budget). DEADLINE_S (default 330) caps the whole script:
-#   each run's time limit is what is left of it, so the last run (256K dense ring, the slowest: the simulator
-#   predicts 213 s a step) is cut when the time is up and the table says so; DEADLINE_S=560 lets it finish.
+#   each run's time limit is what is left of it, and a run cut at the deadline says so in the table.
+#   Expected (simulator, TF32 GEMMs): 128K dense ring 56 s a step, 128K MTraining 14 s, 256K dense ring
+#   213 s, 256K MTraining 44 s; so 330 s holds the two 128K runs, ~560 s adds the 256K dense ring, and the
+#   256K MTraining step is slowed by plan rebuilds (see Memory below) well past its prediction.
 # Memory (measured on one H200 at 32K, docs/train.md): fp32 weights + gradients (padded to 2 ZeRO-1 slices)
 # + half the AdamW moments = 34.5 GiB a GPU, plus ~0.63 MiB per local token with recomputation; each
 # layer's sparse attention plan holds ~20 KB per local token more, so MTraining keeps as many layers'
-# plans as fit (all 36 at 128K; fewer at 256K, the others rebuilt when their layer comes: `attention plans:
-# N built` in the log) and the dense ring shares one plan between all layers.
+# plans as fit (all 36 at 128K; ~7 at 256K, the others rebuilt when their layer comes, seconds of CPU each
+# at 256K: `attention plans: N built` in the log) and the dense ring shares one plan between all layers.
 set -o pipefail
 OUT=${OUT:-/tmp/sr-train-out}
 W=/tmp/sr-train-logs
@@ -74,7 +76,7 @@ paste -d, <(cut -d, -f3 "$W/w1.csv") <(cut -d, -f3 "$W/w2.csv") | tail -n +2 |
   awk -F, '{d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r} END {printf "W=2 vs W=1 loss: max rel diff %.2e over %d steps\n", m, NR}' | tee -a "$S"
 
 log "(3) Qwen2.5-3B shape (random init), 2 x H200: dense ring (contiguous, ring, dense) vs MTraining (striped:128, double ring, vs-topp:0.95)"
-for cfg in "dense-ring 128K 1" "mtraining 128K 2" "mtraining 256K 1" "dense-ring 256K 1"; do
+for cfg in "dense-ring 128K 1" "mtraining 128K 2" "dense-ring 256K 1" "mtraining 256K 1"; do
   set -- $cfg
   st=$1 seq=$2 steps=$3 name=q3b-$1-$2
   lim=$(left)
