@@ -33,9 +33,8 @@ int online_vs_select(const online_vs *o, const float *vert, const float *slash, 
   return rc;
 }
 
-static const int64_t *sort_pos;
-static int by_pos(const void *a, const void *b) {
-  int64_t x = sort_pos[*(const int64_t *)a], y = sort_pos[*(const int64_t *)b];
+static int by_pos(const void *a, const void *b, void *pos) {
+  int64_t x = ((const int64_t *)pos)[*(const int64_t *)a], y = ((const int64_t *)pos)[*(const int64_t *)b];
   return (x > y) - (x < y);
 }
 
@@ -55,8 +54,7 @@ int online_vs_estimate(const online_vs *o, const float *q, const float *k, const
   }
   // the queries: the nq rows of largest position, in position order
   for (int64_t i = 0; i < T; i++) idx[i] = i;
-  sort_pos = pos;
-  qsort(idx, (size_t)T, sizeof *idx, by_pos);
+  qsort_r(idx, (size_t)T, sizeof *idx, by_pos, (void *)pos);
   for (int64_t r = 0; r < nq; r++) {
     int64_t i = idx[T - nq + r];
     memcpy(qb + r * heads * head_dim, q + i * heads * head_dim, (size_t)(heads * head_dim) * sizeof *qb);
