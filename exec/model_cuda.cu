@@ -303,29 +303,6 @@ extern "C" int model_cuda_zero_grad(model_cuda *d, sr_error *e) {
   return SR_OK;
 }
 
-extern "C" int model_cuda_vs_scores(model_cuda *d, const float *q, const float *k, int64_t T, int n_last,
-                                    int64_t n_tokens, float *vert, float *slash, sr_error *e) {
-  const model_config *c = &d->cfg;
-  int H = (int)c->num_heads;
-  size_t bytes = (size_t)H * (size_t)n_tokens * sizeof(float);
-  float *dv = NULL, *ds = NULL;
-  CU(cudaMalloc((void **)&dv, 2 * bytes));
-  ds = dv + (size_t)H * (size_t)n_tokens;
-  cudaError_t err = cudaMemsetAsync(dv, 0, 2 * bytes, d->stream);
-  int rows = (int)(T < n_last ? T : n_last);
-  if (err == cudaSuccess && rows > 0) {
-    vs_scores_k<<<(unsigned)(H * rows), 256, 0, d->stream>>>(dv, ds, q, k, d->pos, T, rows, n_tokens, H,
-                                                             (int)c->num_kv_heads, (int)c->head_dim);
-    err = cudaGetLastError();
-  }
-  if (err == cudaSuccess) err = cudaMemcpyAsync(vert, dv, bytes, cudaMemcpyDeviceToHost, d->stream);
-  if (err == cudaSuccess) err = cudaMemcpyAsync(slash, ds, bytes, cudaMemcpyDeviceToHost, d->stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(d->stream);
-  cudaFree(dv);
-  if (err != cudaSuccess) return sr_internal_error(e, 0, "%s:%d: CUDA: %s", __FILE__, __LINE__, cudaGetErrorString(err));
-  return SR_OK;
-}
-
 extern "C" int model_cuda_memory(double *used_gib, double *total_gib, sr_error *e) {
   size_t free_b = 0, total_b = 0;
   CU(cudaMemGetInfo(&free_b, &total_b));
@@ -445,7 +422,7 @@ static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *
 
 // ---- layers ---------------------------------------------------------------------------------
 
-static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, int recomputing, sr_error *e) {
+static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
   int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
       I = (int)c->intermediate_size;
@@ -461,7 +438,6 @@ static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, int recomp
   rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(a->q, d->cosv, d->sinv, T, Hq, D, 0);
   rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(a->k, d->cosv, d->sinv, T, Hkv, D, 0);
   KCHECK();
-  if (d->attn.estimate && !recomputing && (rc = d->attn.estimate(d->attn.ctx, l, T, a->q, a->k, e))) return rc;
   if ((rc = attention_fwd(d, l, T, a, attn_s, e))) return rc;
   CU(cudaMemcpyAsync(a->x2, x, (size_t)(T * C) * sizeof(float), cudaMemcpyDeviceToDevice, d->stream));
   if ((rc = matmul_fwd(d, a->x2, a->o, LPD(d, l, MODEL_T_O), NULL, T, Hq * D, C, 1.0f, e))) return rc;
@@ -482,7 +458,7 @@ static int layer_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *
   int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
       I = (int)c->intermediate_size;
   int rc;
-  if (d->recompute && (rc = layer_fwd(d, l, T, attn_s, 1, e))) return rc;
+  if (d->recompute && (rc = layer_fwd(d, l, T, attn_s, e))) return rc;
   layer_buf *a = &d->acts[l];
   float *x = d->x[l];
   CU(cudaMemsetAsync(d->dh, 0, (size_t)(T * I) * sizeof(float), d->stream));
@@ -534,7 +510,7 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
     KCHECK();
   }
   for (int l = 0; l < L; l++)
-    if ((rc = layer_fwd(d, l, T, attn_s, 0, e))) return rc;
+    if ((rc = layer_fwd(d, l, T, attn_s, e))) return rc;
   if (T > 0) {
     rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(d->lnf, d->rstdf, d->x[L], DP(d, d->t_norm), T, C, (float)c->rms_norm_eps);
     KCHECK();

@@ -23,8 +23,6 @@ typedef struct {
                  sr_error *e);
   int (*backward)(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, const void *o,
                   const float *lse, const void *dout, float *dq, float *dk, float *dv, sr_error *e);
-  // Optional: the online-pattern hook of model_attention.estimate, with device fp32 q, k [T, heads|kv_heads, d].
-  int (*estimate)(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e);
 } model_cuda_attention;
 
 // Mirror host model h on the current device (its config, tensor table, recompute) with activations for
@@ -69,12 +67,6 @@ int model_cuda_transfer(float *dev, float *host, int64_t n, int to_device, sr_er
 // Allocate / free device scratch of n floats.
 int model_cuda_alloc(float **p, int64_t n, sr_error *e);
 void model_cuda_release(float *p);
-// MTraining's vertical and slash scores of the last n_last local query rows (W = 1: the sequence's last
-// positions) against every key, from device q, k [T, heads|kv_heads, d]: vert[h * n_tokens + key position]
-// and slash[h * n_tokens + (query position - key position)] sum the rows' softmax probabilities (each row sums
-// to 1). Host outputs of heads * n_tokens floats each (zeroed here).
-int model_cuda_vs_scores(model_cuda *d, const float *q, const float *k, int64_t T, int n_last, int64_t n_tokens,
-                         float *vert, float *slash, sr_error *e);
 // Device memory in use (every allocation on this GPU, not only the model's) and the total, GiB.
 int model_cuda_memory(double *used_gib, double *total_gib, sr_error *e);
 // The calling thread's current device, and setting it (a thread that allocates for this rank's GPU).

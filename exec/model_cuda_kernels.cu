@@ -1,6 +1,6 @@
 // model_cuda_kernels.cu — the GPU transformer's kernels (declared in model_cuda_kernels.cuh): embedding,
-// RMSNorm, RoPE, SwiGLU, bias and column sums, bf16 conversion, the naive reference attention, MTraining's
-// estimation scores, chunked cross-entropy, AdamW, gradient norm and the random init. Plain CUDA C, one
+// RMSNorm, RoPE, SwiGLU, bias and column sums, bf16 conversion, the naive reference attention, chunked
+// cross-entropy, AdamW, gradient norm and the random init. Plain CUDA C, one
 // thread per element or one block per row; exec/model_cuda.cu launches them.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -195,52 +195,6 @@ __global__ void attn_naive_bwd_k(float *dq, float *dk, float *dv, const float *q
       atomicAdd(&dk[(j * Hkv + kh) * D + d], ds * qi[d]);
       atomicAdd(&dv[(j * Hkv + kh) * D + d], p * doi[d]);
     }
-  }
-}
-
-// MTraining's estimation scores: one block per (head, query row among the last n_last); three passes over
-// the causal keys (max, sum, then every probability added to its column and its diagonal).
-__global__ void vs_scores_k(float *vert, float *slash, const float *q, const float *k, const long long *pos, int64_t T,
-                            int n_last, int64_t n_tokens, int H, int Hkv, int D) {
-  int h = blockIdx.x % H;
-  int64_t i = T - n_last + blockIdx.x / H;
-  if (i < 0) return;
-  const float *qi = q + (i * H + h) * D;
-  int kh = h / (H / Hkv);
-  long long pi = pos[i];
-  float scale = rsqrtf((float)D), mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
-    if (pos[j] > pi) continue;
-    const float *kj = k + (j * Hkv + kh) * D;
-    float sc = 0;
-    for (int c = 0; c < D; c++) sc += qi[c] * kj[c];
-    mx = fmaxf(mx, sc * scale);
-  }
-  __shared__ float red[32];
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
-  __syncthreads();
-  mx = -INFINITY;
-  for (int w = 0; w < (int)blockDim.x / 32; w++) mx = fmaxf(mx, red[w]);
-  __syncthreads();
-  float sum = 0;
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
-    if (pos[j] > pi) continue;
-    const float *kj = k + (j * Hkv + kh) * D;
-    float sc = 0;
-    for (int c = 0; c < D; c++) sc += qi[c] * kj[c];
-    sum += expf(sc * scale - mx);
-  }
-  sum = block_sum(sum);
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
-    long long pj = pos[j];
-    if (pj > pi) continue;
-    const float *kj = k + (j * Hkv + kh) * D;
-    float sc = 0;
-    for (int c = 0; c < D; c++) sc += qi[c] * kj[c];
-    float p = expf(sc * scale - mx) / sum;
-    atomicAdd(&vert[(int64_t)h * n_tokens + pj], p);
-    atomicAdd(&slash[(int64_t)h * n_tokens + (pi - pj)], p);
   }
 }
 

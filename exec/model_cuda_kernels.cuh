@@ -26,8 +26,6 @@ __global__ void attn_naive_fwd_k(float *o, float *lse, const float *q, const flo
 __global__ void attn_naive_bwd_k(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
                                  const float *o, const float *lse, const float *dout, const long long *pos, int64_t T,
                                  int H, int Hkv, int D);
-__global__ void vs_scores_k(float *vert, float *slash, const float *q, const float *k, const long long *pos, int64_t T,
-                            int n_last, int64_t n_tokens, int H, int Hkv, int D);
 __global__ void cross_entropy_k(float *logits, int V, const int *targets, float scale, int grads, float *losses,
                                 int *argmax);
 __global__ void sumsq_k(double *out, const float *g, int64_t n);

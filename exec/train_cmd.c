@@ -71,13 +71,12 @@ typedef struct {
   int64_t *slot_used, clock;
   int64_t built;    // dist_attn_create calls so far
   double build_s;   // and their time
-  // vs-online: each forward re-estimates the layer's pattern (into *mpat) from its q and k (one rank)
+  // vs-online on the CPU backend: each forward re-estimates the layer's pattern (into *mpat) from its q and
+  // k (one rank); on CUDA the executor's dist_attn estimates inside every forward itself (online_vs_cuda.c)
   int online;
   online_vs ov;
   pattern *mpat;
   const int64_t *pos;
-  void *dev;             // model_cuda on the GPU backend
-  float *vert, *slash;   // host score buffers, heads x n_tokens each
   int64_t estimates;
   double estimate_s;
 } attn_bridge;
@@ -137,15 +136,8 @@ static int bridge_estimate(void *ctx, int layer, int64_t T, const float *q, cons
   attn_bridge *b = ctx;
   const model_config *m = &b->p->model;
   double t0 = sr_now();
-  int rc;
-#if SR_HAVE_CUDA
-  if (b->dev) {
-    rc = model_cuda_vs_scores(b->dev, q, k, T, b->ov.n_last, b->mpat->n_tokens, b->vert, b->slash, e);
-    if (!rc) rc = online_vs_select(&b->ov, b->vert, b->slash, (int)m->num_heads, b->mpat, layer, e);
-  } else
-#endif
-    rc = online_vs_estimate(&b->ov, q, k, b->pos, T, (int)m->num_heads, (int)m->num_kv_heads, (int)m->head_dim, b->mpat,
-                            layer, e);
+  int rc = online_vs_estimate(&b->ov, q, k, b->pos, T, (int)m->num_heads, (int)m->num_kv_heads, (int)m->head_dim,
+                              b->mpat, layer, e);
   bridge_forget(b, layer);
   b->estimates++;
   b->estimate_s += sr_now() - t0;
@@ -157,8 +149,6 @@ static void bridge_free(attn_bridge *b) {
   free(b->slot);
   free(b->slot_layer);
   free(b->slot_used);
-  free(b->vert);
-  free(b->slash);
   memset(b, 0, sizeof *b);
 }
 
@@ -414,10 +404,11 @@ static int cmd_train(int argc, char **argv) {
   ab.c = &c;
   ab.be = cuda ? DIST_CUDA : DIST_CPU;
   ab.shared = strcmp(p.spec.pattern, "dense") == 0 || p.spec.pattern[0] == 0;  // packed: every layer block-diagonal
-  ab.online = pattern_spec_is_online(p.spec.pattern);
+  int online = pattern_spec_is_online(p.spec.pattern);
+  ab.online = online && !cuda;
   if (ab.online) {
     // the estimate needs every key next to the last queries: with more ranks it would take the three
-    // combining passes of plan/pattern_estimate.h over the comm backend, which the trainer does not run
+    // combining passes of plan/pattern_estimate.h over the comm backend, which the CPU trainer does not run
     if (c.world != 1) {
       sr_input_error(&e, NULL, "--pattern", "%s: online estimation trains on one rank (the job has %d)", p.spec.pattern,
                      c.world);
@@ -426,12 +417,6 @@ static int cmd_train(int argc, char **argv) {
     online_vs_defaults(&ab.ov, strtod(p.spec.pattern + 10, NULL));
     ab.mpat = &pat;
     ab.pos = pos;
-    ab.vert = malloc((size_t)(m->num_heads * seq) * sizeof *ab.vert);
-    ab.slash = malloc((size_t)(m->num_heads * seq) * sizeof *ab.slash);
-    if (!ab.vert || !ab.slash) {
-      sr_internal_error(&e, 0, "train: out of memory");
-      goto fail;
-    }
   }
   ab.cap = ab.shared ? 1 : attn_cache > 0 ? (int)sr_min64(attn_cache, m->num_layers) : (int)m->num_layers;
   ab.fit = cuda && !ab.shared && attn_cache == 0;
@@ -477,10 +462,7 @@ static int cmd_train(int argc, char **argv) {
   if (trainer_create(&t, m, &o, &tc, n_local, pos, &e)) goto fail;
   t.model.attn = (model_attention){&ab, bridge_attn_fwd, bridge_attn_bwd, ab.online ? bridge_estimate : NULL};
 #if SR_HAVE_CUDA
-  ab.dev = t.dev;
-  if (cuda)
-    model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev,
-                                                            ab.online ? bridge_estimate : NULL});
+  if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev});
 #endif
   // the attention plans that will be kept are built before the first step, so step times hold no build
   // (an online pattern is estimated per sample: its plans are built as the samples come)
@@ -537,7 +519,9 @@ static int cmd_train(int argc, char **argv) {
   while (t.step < steps) {
     train_step_stats st;
     if (trainer_step(&t, &st, &e)) goto fail;
-    if (ab.online) {  // the step ran the patterns estimated from its (last) sample
+    if (online) {  // the step ran the patterns estimated from its (last) sample
+      for (int i = 0; !ab.online && i < ab.n; i++)  // CUDA: read them back from the executor
+        if (ab.slot[i] && ab.slot_layer[i] >= 0 && dist_attn_pattern_used(ab.slot[i], &pat, &e)) goto fail;
       if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
       flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
     }
