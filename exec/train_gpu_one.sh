@@ -62,7 +62,7 @@ same_losses() { paste -d, <(cut -d, -f3 "$1") <(cut -d, -f3 "$2") | tail -n +2 |
   awk -F, '{d = $1 - $2; if (d < 0) d = -d; if (d / $1 > m) m = d / $1} END {printf "max rel diff %.1e over %d steps\n", m, NR}'; }
 
 if [[ $STAGES == *verify* ]]; then
-  log "(1) GPU model vs CPU model (tiny-25m, 128 tokens, scattered positions; online VS scores kernel)"
+  log "(1) GPU model vs CPU model (tiny-25m, 128 tokens, scattered positions)"
   timeout 60 $X train-gpu-check --model tiny-25m --seq 128 --time-steps 0 2>&1 | tee -a "$S"
   log "(1b) train --backend cpu vs cuda, tiny-25m, 256 tokens (CPU runs in the background)"
   for st in dense-ring mtraining; do
