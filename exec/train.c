@@ -38,11 +38,11 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   if (o->data && o->data->max_token >= cfg->vocab_size)
     return sr_input_error(e, o->data->path, "tokens", "holds token %lld, beyond the model's vocabulary of %lld",
                           (long long)o->data->max_token, (long long)cfg->vocab_size);
-  int64_t pack = o->pack > 1 ? o->pack : 1;
-  if (pack > 1 && (o->data || o->seq % pack != 0 || o->seq / pack < data_passkey_min_seq(o->passkey_digits > 0 ? o->passkey_digits : 5)))
+  int64_t pack = o->pack > 1 ? o->pack : 1, min_len = data_passkey_min_seq(o->passkey_digits > 0 ? o->passkey_digits : 5);
+  if (pack > 1 && (o->data || o->seq % pack != 0 || o->seq / pack < min_len))
     return sr_input_error(e, NULL, "pack", "%lld passkey samples in %lld tokens: need passkey data, a divisor of the "
                           "sequence and at least %lld tokens a sample", (long long)pack, (long long)o->seq,
-                          (long long)data_passkey_min_seq(o->passkey_digits > 0 ? o->passkey_digits : 5));
+                          (long long)min_len);
   if (!o->data && cfg->vocab_size < 256)
     return sr_input_error(e, cfg->path, "vocab_size", "passkey samples are bytes: need 256, have %lld",
                           (long long)cfg->vocab_size);
