@@ -10,7 +10,6 @@
 // the comm backend and AdamW is sharded (ZeRO-1). Rank 0 prints a log line per step (loss, tokens/s,
 // MFU, attention density, time split) and a progress bar, and writes the CSV atomically every step.
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +20,7 @@
 #include "exec/dist_attn.h"
 #include "exec/exec.h"
 #include "exec/train.h"
-#include "exec/train_online.h"
+#include "exec/train_attn.h"
 #include "exec/exec_plan.h"
 #include "plan/pattern_spec.h"
 #include "plan/plan.h"
@@ -52,202 +51,6 @@ static int bridge_allgather_f32(void *ctx, const float *send, float *recv, int64
   int rc = comm_allgather(ctx, send, recv, n, COMM_F32, e);
   return rc ? rc : comm_sync(ctx, e);
 }
-
-// The layers' distributed attention, built on first use. Each dist_attn holds its tile indices and, on
-// the GPU, buffers of ~20 floats per local token (KV shards, accumulators, the running O), so 36 layers
-// at 128K local tokens would not fit next to the model: layers whose pattern is the same (dense) share
-// one, and at most `cap` are kept (least recently used goes; it is rebuilt when its layer comes again).
-typedef struct {
-  const plan *p;
-  const pattern *pat;
-  comm *c;
-  dist_backend be;
-  int shared;       // every layer runs the same pattern: one dist_attn serves them all
-  int cap, n;       // slots kept, slots used (the slot arrays hold one per layer)
-  int fit;          // GPU, no --attn-cache: after the first build, keep as many as the free memory holds
-  double plan_gib;  // device memory the first build took
-  dist_attn **slot;
-  int *slot_layer;
-  int64_t *slot_used, clock;
-  int64_t built;    // dist_attn_create calls so far
-  double build_s;   // and their time
-  // vs-online on the CPU backend: each forward re-estimates the layer's pattern (into *mpat) from its q and
-  // k (one rank); on CUDA the executor's dist_attn estimates inside every forward itself (online_vs_cuda.c)
-  int online;
-  online_vs ov;
-  pattern *mpat;
-  const int64_t *pos;
-  int64_t estimates;
-  double estimate_s;
-} attn_bridge;
-
-static int bridge_get(attn_bridge *b, int layer, dist_attn **out, sr_error *e) {
-  int key = b->shared ? 0 : layer, victim = 0;
-  for (int i = 0; i < b->n; i++)
-    if (b->slot_layer[i] == key) {
-      b->slot_used[i] = ++b->clock;
-      *out = b->slot[i];
-      return SR_OK;
-    }
-  if (b->n < b->cap) {
-    victim = b->n++;
-  } else {
-    for (int i = 1; i < b->n; i++)  // a slot freed by a new estimate (layer -1, used 0) goes first
-      if (b->slot_used[i] < b->slot_used[victim]) victim = i;
-    dist_attn_free(b->slot[victim]);
-    b->slot[victim] = NULL;
-  }
-  double t0 = sr_now();
-#if SR_HAVE_CUDA
-  double used0 = 0, used1 = 0, total = 0;
-  if (b->fit && b->built == 0 && model_cuda_memory(&used0, &total, e)) return e->code;
-#endif
-  int rc = dist_attn_create(b->p, b->pat, key, b->c, b->be, &b->slot[victim], e);
-  b->build_s += sr_now() - t0;
-  b->built++;
-#if SR_HAVE_CUDA
-  if (!rc && b->fit && b->built == 1 && !(rc = model_cuda_memory(&used1, &total, e))) {
-    // Every buffer of the model exists already; keep 3 GiB for NCCL, cuBLAS and the allocator, and count
-    // each further plan at 1.25 x the first (layers' sparse indices differ in size).
-    b->plan_gib = used1 - used0;
-    double room = total - used1 - 3.0;
-    int more = b->plan_gib > 0 ? (int)floor(room / (1.25 * b->plan_gib)) : b->p->model.num_layers;
-    b->cap = (int)sr_max64(1, sr_min64(b->p->model.num_layers, 1 + sr_max64(more, 0)));
-  }
-#endif
-  b->slot_layer[victim] = rc ? -1 : key;
-  b->slot_used[victim] = ++b->clock;
-  *out = b->slot[victim];
-  return rc;
-}
-
-// A new pattern for `layer`: its dist_attn (built from the old one) goes.
-static void bridge_forget(attn_bridge *b, int layer) {
-  for (int i = 0; i < b->n; i++)
-    if (b->slot_layer[i] == layer) {
-      dist_attn_free(b->slot[i]);
-      b->slot[i] = NULL;
-      b->slot_layer[i] = -1;
-      b->slot_used[i] = 0;
-    }
-}
-
-static int bridge_estimate(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e) {
-  attn_bridge *b = ctx;
-  const model_config *m = &b->p->model;
-  double t0 = sr_now();
-  int rc = online_vs_estimate(&b->ov, q, k, b->pos, T, (int)m->num_heads, (int)m->num_kv_heads, (int)m->head_dim,
-                              b->mpat, layer, e);
-  bridge_forget(b, layer);
-  b->estimates++;
-  b->estimate_s += sr_now() - t0;
-  return rc;
-}
-
-static void bridge_free(attn_bridge *b) {
-  for (int i = 0; i < b->n; i++) dist_attn_free(b->slot[i]);
-  free(b->slot);
-  free(b->slot_layer);
-  free(b->slot_used);
-  memset(b, 0, sizeof *b);
-}
-
-// Building the kept plans before the first step, layers 1.. in parallel threads (layer 0, built first,
-// sized the cache): a layer's tile index is seconds of CPU work at 128K tokens a rank (measured: 2-11 s
-// for Qwen2.5-3B's vs-topp layers on the 2-core container), and layers are independent.
-typedef struct {
-  attn_bridge *b;
-  pthread_mutex_t mu;
-  int next, n, device, rc;
-  sr_error err;
-} prebuild;
-
-static void *prebuild_worker(void *arg) {
-  prebuild *pb = arg;
-  attn_bridge *b = pb->b;
-  sr_error e = {0};
-  int rc = SR_OK;
-#if SR_HAVE_CUDA
-  if (pb->device >= 0) rc = model_cuda_set_device(pb->device, &e);  // new threads start on device 0
-#endif
-  for (;;) {
-    pthread_mutex_lock(&pb->mu);
-    if (rc && !pb->rc) pb->rc = rc, pb->err = e;
-    int l = pb->next++, stop = pb->rc != 0;
-    pthread_mutex_unlock(&pb->mu);
-    if (stop || l >= pb->n) break;
-    rc = dist_attn_create(b->p, b->pat, l, b->c, b->be, &b->slot[l], &e);
-  }
-  return NULL;
-}
-
-static int bridge_prebuild(attn_bridge *b, int threads, sr_error *e) {
-  dist_attn *first;
-  int rc = bridge_get(b, 0, &first, e);  // slot 0
-  int n = (int)sr_min64(b->cap, b->p->model.num_layers);
-  if (rc || n <= 1) return rc;
-  prebuild pb = {b, PTHREAD_MUTEX_INITIALIZER, 1, n, -1, SR_OK, {0}};
-#if SR_HAVE_CUDA
-  if (b->be == DIST_CUDA && (rc = model_cuda_get_device(&pb.device, e))) return rc;
-#endif
-  threads = (int)sr_max64(1, sr_min64(threads, n - 1));
-  pthread_t *tid = calloc((size_t)threads, sizeof *tid);
-  if (!tid) return sr_internal_error(e, 0, "train: out of memory");
-  double t0 = sr_now();
-  int started = 0;
-  for (; started < threads; started++)
-    if (pthread_create(&tid[started], NULL, prebuild_worker, &pb) != 0) break;
-  if (started == 0) prebuild_worker(&pb);
-  for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
-  free(tid);
-  b->build_s += sr_now() - t0;
-  for (int l = 1; l < n; l++) {  // whatever was built is kept (and freed with the bridge)
-    if (!b->slot[l]) continue;
-    b->slot_layer[l] = l;
-    b->slot_used[l] = ++b->clock;
-    b->built++;
-  }
-  b->n = n;
-  for (int l = 1; l < n; l++)
-    if (!b->slot[l]) b->slot_layer[l] = -1, b->slot_used[l] = 0;
-  if (pb.rc) {
-    *e = pb.err;
-    return pb.rc;
-  }
-  return SR_OK;
-}
-
-static int bridge_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o,
-                           float *lse, sr_error *e) {
-  dist_attn *a;
-  int rc = bridge_get(ctx, layer, &a, e);
-  return rc ? rc : dist_attn_fwd(a, q, k, v, o, lse, e);
-}
-
-static int bridge_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v,
-                           const float *o, const float *lse, const float *dout, float *dq, float *dk, float *dv,
-                           sr_error *e) {
-  dist_attn *a;
-  int rc = bridge_get(ctx, layer, &a, e);
-  return rc ? rc : dist_attn_bwd(a, q, k, v, o, lse, dout, dq, dk, dv, e);
-}
-
-#if SR_HAVE_CUDA
-static int bridge_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, void *o,
-                               float *lse, sr_error *e) {
-  dist_attn *a;
-  int rc = bridge_get(ctx, layer, &a, e);
-  return rc ? rc : dist_attn_fwd(a, q, k, v, o, lse, e);
-}
-
-static int bridge_attn_bwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v,
-                               const void *o, const float *lse, const void *dout, float *dq, float *dk, float *dv,
-                               sr_error *e) {
-  dist_attn *a;
-  int rc = bridge_get(ctx, layer, &a, e);
-  return rc ? rc : dist_attn_bwd(a, q, k, v, o, lse, dout, dq, dk, dv, e);
-}
-#endif
 
 // ---- output -----------------------------------------------------------------------------------
 
@@ -339,7 +142,7 @@ static int step_listed(const char *list, int64_t step) {
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
                                           "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", "pack",
-                                          "build-threads", NULL};
+                                          "build-threads", "attn-prefetch", NULL};
 static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
                                             NULL};
 
@@ -370,12 +173,13 @@ static int cmd_train(int argc, char **argv) {
   memset(&data, 0, sizeof data);
   trainer t;
   memset(&t, 0, sizeof t);
-  attn_bridge ab = {0};
+  train_attn ta;
+  memset(&ta, 0, sizeof ta);
   int64_t *pos = NULL;
   sr_buf csv = {0};
   trace_writer tw;
   int tw_open = 0, traced = 0;
-  int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads;
+  int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
   double lr, wd, depth, peak;
   // options
   if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
@@ -383,7 +187,8 @@ static int cmd_train(int argc, char **argv) {
       cli_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || cli_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
       cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_int(&a, "batch", 1, 1, 1 << 20, &batch, &e) ||
       cli_get_int(&a, "attn-cache", 0, 0, 1 << 20, &attn_cache, &e) || cli_get_int(&a, "pack", 1, 1, 1 << 16, &pack, &e) ||
-      cli_get_int(&a, "build-threads", 0, 0, 256, &build_threads, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
+      cli_get_int(&a, "build-threads", 0, 0, 256, &build_threads, &e) ||
+      cli_get_int(&a, "attn-prefetch", 0, 0, 1024, &prefetch, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
       cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
       cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e))
     goto fail;
@@ -399,35 +204,14 @@ static int cmd_train(int argc, char **argv) {
   double pairs = 0, density = 1;
   if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
   pos = malloc((size_t)sr_max64(n_local, 1) * sizeof *pos);
-  ab.p = &p;
-  ab.pat = &pat;
-  ab.c = &c;
-  ab.be = cuda ? DIST_CUDA : DIST_CPU;
-  ab.shared = strcmp(p.spec.pattern, "dense") == 0 || p.spec.pattern[0] == 0;  // packed: every layer block-diagonal
-  int online = pattern_spec_is_online(p.spec.pattern);
-  ab.online = online && !cuda;
-  if (ab.online) {
-    // the estimate needs every key next to the last queries: with more ranks it would take the three
-    // combining passes of plan/pattern_estimate.h over the comm backend, which the CPU trainer does not run
-    if (c.world != 1) {
-      sr_input_error(&e, NULL, "--pattern", "%s: online estimation trains on one rank (the job has %d)", p.spec.pattern,
-                     c.world);
-      goto fail;
-    }
-    online_vs_defaults(&ab.ov, strtod(p.spec.pattern + 10, NULL));
-    ab.mpat = &pat;
-    ab.pos = pos;
-  }
-  ab.cap = ab.shared ? 1 : attn_cache > 0 ? (int)sr_min64(attn_cache, m->num_layers) : (int)m->num_layers;
-  ab.fit = cuda && !ab.shared && attn_cache == 0;
-  ab.slot = calloc((size_t)m->num_layers, sizeof *ab.slot);
-  ab.slot_layer = malloc((size_t)m->num_layers * sizeof *ab.slot_layer);
-  ab.slot_used = calloc((size_t)m->num_layers, sizeof *ab.slot_used);
-  if (!pos || !ab.slot || !ab.slot_layer || !ab.slot_used) {
+  if (!pos) {
     sr_internal_error(&e, 0, "train: out of memory");
     goto fail;
   }
   layout_positions(&p.layout, R, pos);
+  // plan-building threads: by default the node's cores shared by its ranks (the GPU machines: one node)
+  if (build_threads == 0) build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / c.world);
+  if (train_attn_init(&ta, &p, &pat, &c, cuda, (int)attn_cache, (int)prefetch, (int)build_threads, pos, &e)) goto fail;
   // data
   const char *dsrc = cli_get(&a, "data", "passkey");
   if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
@@ -460,17 +244,16 @@ static int cmd_train(int argc, char **argv) {
   o.cuda_stream = c.compute_stream;
   train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
   if (trainer_create(&t, m, &o, &tc, n_local, pos, &e)) goto fail;
-  t.model.attn = (model_attention){&ab, bridge_attn_fwd, bridge_attn_bwd, ab.online ? bridge_estimate : NULL};
+  t.model.attn = (model_attention){&ta, train_attn_fwd, train_attn_bwd, ta.online_cpu ? train_attn_estimate : NULL};
 #if SR_HAVE_CUDA
-  if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev});
+  if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ta, train_attn_fwd_dev, train_attn_bwd_dev});
 #endif
   // the attention plans that will be kept are built before the first step, so step times hold no build
-  // (an online pattern is estimated per sample: its plans are built as the samples come)
-  // default threads: the node's cores shared by its ranks (all ranks on one node: the GPU machines)
-  if (build_threads == 0) build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / c.world);
+  // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
   double prebuild_t0 = sr_now();
-  if (!ab.online && bridge_prebuild(&ab, (int)build_threads, &e)) goto fail;
+  if (train_attn_prebuild(&ta, &e)) goto fail;
   double prebuild_s = sr_now() - prebuild_t0;
+  int64_t prebuilt = ta.built;
   const char *init = cli_get(&a, "init", NULL), *resume = cli_get(&a, "resume", NULL);
   if (init && trainer_init_weights(&t, init, &e)) goto fail;
   if (resume && trainer_resume(&t, resume, &e)) goto fail;
@@ -492,8 +275,8 @@ static int cmd_train(int argc, char **argv) {
     printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
            m->name, (long long)t.model.num_params, (long long)seq, c.world, layout_kind_name(p.layout.kind),
            p.spec.schedule, p.spec.pattern, density);
-    printf("train: %d attention plan(s) built before the first step in %.2fs (%lld threads)\n", ab.n, prebuild_s,
-           (long long)build_threads);
+    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)\n",
+           (long long)prebuilt, prebuild_s, (long long)build_threads, ta.prefetch ? ", building ahead" : "");
     printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
            o.data ? o.data->path : "passkey", o.data ? "all" : loss_mode, (long long)batch, lr, wd, (long long)warmup,
            o.recompute ? "on" : "off", (long long)t.slice);
@@ -519,9 +302,8 @@ static int cmd_train(int argc, char **argv) {
   while (t.step < steps) {
     train_step_stats st;
     if (trainer_step(&t, &st, &e)) goto fail;
-    if (online) {  // the step ran the patterns estimated from its (last) sample
-      for (int i = 0; !ab.online && i < ab.n; i++)  // CUDA: read them back from the executor
-        if (ab.slot[i] && ab.slot_layer[i] >= 0 && dist_attn_pattern_used(ab.slot[i], &pat, &e)) goto fail;
+    if (ta.online) {  // the step ran the patterns estimated from its (last) sample
+      if (train_attn_read_patterns(&ta, &e)) goto fail;  // CUDA: read them back from the executor
       if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
       flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
     }
@@ -593,13 +375,14 @@ static int cmd_train(int argc, char **argv) {
     printf("train: trace of %d step(s) written to %s\n", traced, trace_path);
   }
   if (R == 0) {
-    printf("train: attention plans: %lld built (%.2fs), %d kept of %lld layers%s", (long long)ab.built, ab.build_s,
-           ab.cap, (long long)m->num_layers, ab.shared ? " (one pattern: shared)" : "");
-    if (ab.fit) printf(" (as many as fit: the first took %.2f GiB)", ab.plan_gib);
+    printf("train: attention plans: %lld built (%.2fs; %lld when their layer came), %d kept of %lld layers%s",
+           (long long)ta.built, ta.build_s, (long long)ta.on_demand, ta.cap, (long long)m->num_layers,
+           ta.shared ? " (one pattern: shared)" : "");
+    if (ta.fit) printf(" (as many as fit: the first took %.2f GiB)", ta.plan_gib);
     printf("\n");
-    if (ab.online)
-      printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ab.estimates,
-             ab.estimate_s, density);
+    if (ta.online_cpu)
+      printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta.estimates,
+             ta.estimate_s, density);
     printf("train: done, %lld steps in %.2fs; csv %s\n", (long long)(t.step - first), sr_now() - run_t0, csv_path);
   }
   goto done;
@@ -607,7 +390,7 @@ fail:
   status = sr_error_report(&e, "sparsering-exec train");
   if (c.world > 1) comm_abort(&c, R, e.msg);
 done:
-  bridge_free(&ab);
+  train_attn_free(&ta);
   trainer_free(&t);
   data_free(&data);
   free(pos);

@@ -15,8 +15,9 @@
 # Memory (measured on one H200 at 32K, docs/train.md): fp32 weights + gradients (padded to 2 ZeRO-1 slices)
 # + half the AdamW moments = 34.5 GiB a GPU, plus ~0.63 MiB per local token with recomputation; each
 # layer's sparse attention plan holds ~20 KB per local token more, so MTraining keeps as many layers'
-# plans as fit (all 36 at 128K; ~7 at 256K, the others rebuilt when their layer comes, seconds of CPU each
-# at 256K: `attention plans: N built` in the log) and the dense ring shares one plan between all layers.
+# plans as fit (all 36 at 128K; ~7 at 256K, the others rebuilt, seconds of CPU each at 256K, by threads
+# ahead of their layer: `attention plans: N built (...; M when their layer came)` in the log) and the dense
+# ring shares one plan between all layers.
 set -o pipefail
 OUT=${OUT:-/tmp/sr-train-out}
 W=/tmp/sr-train-logs
@@ -85,6 +86,8 @@ for cfg in "dense-ring 128K 1" "mtraining 128K 2" "dense-ring 256K 1" "mtraining
     continue
   fi
   P=(); [ $st = mtraining ] && P=(--pattern vs-topp:0.95)
+  # 256K MTraining keeps only ~7 of 36 plans: build the next 4 layers' plans ahead in threads
+  [ $st = mtraining ] && [ $seq = 256K ] && P+=(--attn-prefetch 4)
   timeout "$lim" $RUN $X train --backend cuda --model qwen2.5-3b --cluster "$CL" --strategy $st "${P[@]}" --seq $seq \
     --steps $steps --data passkey --loss all --lr 1e-4 --predict --csv "$W/$name.csv" --label $name >"$W/$name.log" 2>&1
   rc=$?
@@ -103,7 +106,8 @@ for cfg in "dense-ring 128K 1" "mtraining 128K 2" "dense-ring 256K 1" "mtraining
   mem=$(grep -oE "in use after step [0-9]+: [0-9.]+ of" "$W/$name.log" | awk '{print $6}' | sort -n | tail -1)
   pre=$(grep -oE "^train: [0-9]+ attention plan" "$W/$name.log" | awk '{print $2}')
   tot=$(grep -oE "^train: attention plans: [0-9]+ built" "$W/$name.log" | awk '{print $4}')
-  plans="${pre:-?} kept, $(( ${tot:-0} - ${pre:-0} )) rebuilt"
+  dem=$(grep -oE "; [0-9]+ when their layer came" "$W/$name.log" | awk '{print $2}')
+  plans="${pre:-?} kept, $(( ${tot:-0} - ${pre:-0} )) rebuilt (${dem:-?} waited for)"
   if grep -q "^predict" "$W/$name.log"; then
     grep "^predict" "$W/$name.log" | sed -E 's/.*simulated step ([0-9.]+)s ([0-9]+) tok\/s MFU ([0-9.]+)% \| measured step ([0-9.]+)s .* ([0-9]+) tok\/s MFU ([0-9.]+)%.*/\4 \5 \6 \1 \2 \3/' |
       awk -v n=$name -v s=$seq -v k=$steps -v m="${mem:--}" -v pl="$plans" '{printf "%s | %s | %s | %s | %s | %s%% | %s | %s | %s%% | %s | %s\n", n, s, k, $1, $2, $3, $4, $5, $6, m, pl}' >>"$T"

@@ -145,3 +145,26 @@ TEST(train_plans_built_in_threads_give_the_sequential_losses) {
   snprintf(wrapped, sizeof wrapped, "bash -c '%s'", cmd);
   CHECK_EQ_INT(test_run(wrapped, NULL), 0);
 }
+
+// Plans built ahead of their layer by threads (3 kept of 6 layers) train as every plan kept.
+TEST(train_plans_built_ahead_give_the_losses_of_every_plan_kept) {
+  const char *dir = test_tmpdir();
+  char c1[700], model[700], cmd[4096];
+  snprintf(c1, sizeof c1, "%s/ca.json", dir);
+  snprintf(model, sizeof model, "%s/tiny6.json", dir);
+  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s && "
+           "sed 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 6/' models/tiny-test.json > %s", c1, model);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  const char *flags[2] = {"", "--attn-cache 3 --attn-prefetch 2 --build-threads 2"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model %s --cluster %s --strategy mtraining "
+             "--pattern vs-topp:0.95 --seq 512 --steps 3 %s --csv %s/pa%d.csv --quiet 2>&1", test_bin_dir(), model, c1,
+             flags[i], dir, i);
+    char *out = NULL;
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    if (i == 1) CHECK_STR_CONTAINS(out, "3 kept of 6 layers");
+    free(out);
+  }
+  snprintf(cmd, sizeof cmd, "bash -c 'cmp <(cut -d, -f2,3 %s/pa0.csv) <(cut -d, -f2,3 %s/pa1.csv)'", dir, dir);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+}
