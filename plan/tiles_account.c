@@ -10,7 +10,7 @@
 
 int tiles_account_head_generic(tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
   const layout *l = s->lt.l;
-  int W = l->world, rc = SR_OK;
+  int W = l->world, rc = tile_scan_head(s, v, e);
   for (int q = 0; q < W && !rc; q++) {
     int64_t nq = sr_cdiv(l->rank_count[q], TILE);
     for (int64_t i = 0; i < nq && !rc; i++) {

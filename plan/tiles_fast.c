@@ -514,6 +514,7 @@ int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count 
       rc = tiles_account_head_generic(&s, &v, hc, e);
     } else {
       if (c.nbi > 0 && fast_head(&c, &v, hc)) rc = sr_internal_error(e, 0, "tiles: out of memory");
+      if (!rc && c.has_last) rc = tile_scan_head(&s, &v, e);
       if (!rc && c.has_last) rc = tile_scan_qtile(&s, &v, c.last_rank, c.last_local_tile, 1, e);
       if (!rc && c.has_last) tiles_account_scan(&s, hc + (int64_t)c.last_rank * W);
     }

@@ -111,13 +111,22 @@ typedef struct {
   int64_t n_bars, cap_bars;
   tile_seg qs[TILE], ks[TILE];
   int n_qs;
+  int monotone;       // every rank's local order ascends in global position (all kinds but permutation)
+  // the head prepared by tile_scan_head: its columns K per source rank, ascending local index
+  const head_view *hv;
+  int64_t *vk_begin;  // [world + 1] columns of rank s are vk_*[vk_begin[s] .. vk_begin[s+1])
+  int32_t *vk_local;  // source-local key index
+  int64_t *vk_global; // global position
+  int64_t vk_cap;
 } tile_scan;
 
 // Prepare a scanner for a layout.
 int tile_scan_init(tile_scan *s, const layout *l, sr_error *e);
 // Release it.
 void tile_scan_free(tile_scan *s);
-// Classify query tile i of q_rank for a head: fills s->tiles (sorted by (src, j)) and s->bars (sorted by
+// Prepare the scanner for a head (its columns per source rank); call before scanning its query tiles.
+int tile_scan_head(tile_scan *s, const head_view *v, sr_error *e);
+// Classify query tile i of q_rank for the head prepared by tile_scan_head: fills s->tiles (sorted by (src, j)) and s->bars (sorted by
 // (src, key)); with want_pairs also the exact kept pairs of each entry.
 int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int want_pairs, sr_error *e);
 
