@@ -65,13 +65,17 @@ int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_i
     return rc;
   }
   grow_arr tg = {0}, bg = {0};
+  tile_comb *cb = NULL;
+  if (!rc) rc = tiles_comb_open(l, &cb, e);
   for (int h = 0; h < p->heads && !rc; h++) {
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
     rc = tile_scan_head(&s, &v, e);
+    int64_t interior = cb && !v.is_block ? tiles_comb_interior(cb) : 0;
+    if (!rc && interior) rc = tiles_comb_head(cb, &s, &v, 0, e);
     for (int64_t i = 0; i < nq && !rc; i++) {
-      rc = tile_scan_qtile(&s, &v, q_rank, i, 0, e);
+      rc = i < interior ? tiles_comb_qtile(cb, &s, q_rank, i, e) : tile_scan_qtile(&s, &v, q_rank, i, 0, e);
       if (rc) break;
       if (grow(&tg, tg.n + s.n_tiles, 1) || grow(&bg, bg.n + s.n_bars, 0)) {
         rc = sr_internal_error(e, 0, "tiles: out of memory");
@@ -93,6 +97,7 @@ int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_i
     head_view_free(&v);
   }
   tile_scan_free(&s);
+  tiles_comb_close(cb);
   out->tile_idx = tg.idx;
   out->tile_kind = tg.kind;
   out->bar_idx = bg.idx;

@@ -136,6 +136,25 @@ void tiles_account_scan(const tile_scan *s, work_count *row);
 int tiles_account_head_generic(tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
 // Exact counts of one layer by building each query rank's tiles (any layout; the reference path).
 int tiles_account_generic(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
+// ---------------------------------------------------------------------------------------------
+// striped layouts whose stripe divides a tile (tiles_comb.c): per-class entries instead of per-pair scans
+
+typedef struct tile_comb tile_comb;
+// Off in tests that want the per-tile scan as the reference (1 by default).
+extern int tiles_comb_enabled;
+// Open the class tables for a layout; *out stays NULL when the layout is not such a striped layout.
+int tiles_comb_open(const layout *l, tile_comb **out, sr_error *e);
+// Release them.
+void tiles_comb_close(tile_comb *c);
+// Full super tiles: local tiles i below this are interior on every rank and handled here.
+int64_t tiles_comb_interior(const tile_comb *c);
+// Classes of a non-BLOCK head (after tile_scan_head on s); want_pairs also counts D-kept pairs.
+int tiles_comb_head(tile_comb *c, const tile_scan *s, const head_view *v, int want_pairs, sr_error *e);
+// Interior query tile i of q_rank into s->tiles and s->bars, exactly as tile_scan_qtile would (no pairs).
+int tiles_comb_qtile(tile_comb *c, tile_scan *s, int q_rank, int64_t i, sr_error *e);
+// Add the exact counts of every interior query tile of the head to hc[q_rank * W + src] (want_pairs classes).
+int tiles_comb_account_head(tile_comb *c, const tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
+
 // Longest period for which the fast path buffers columns transposed (memory P^2 x 16 bytes); tests lower it.
 extern int64_t tiles_fast_colbuf_max_period;
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
