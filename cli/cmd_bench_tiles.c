@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "plan/layout.h"
@@ -12,6 +13,20 @@
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
+
+static double cpu_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// A phase's wall and CPU seconds (CPU: this process only, so other load on the machine shows as wall - CPU).
+typedef struct {
+  double w0, c0, wall, cpu;
+} phase_clock;
+
+static void phase_start(phase_clock *p) { p->w0 = sr_now(), p->c0 = cpu_now(); }
+static void phase_stop(phase_clock *p) { p->wall += sr_now() - p->w0, p->cpu += cpu_now() - p->c0; }
 
 // Every head of the layer keeps the same elements (dense, or one window): the executor's one-head index.
 static int heads_uniform(const pattern *p, int layer) {
@@ -42,9 +57,10 @@ static int bench_tiles(const cli_args *a, sr_error *e) {
 
   pattern p;
   layout l;
-  double t0 = sr_now();
+  phase_clock t_synth = {0}, t_build = {0}, t_transpose = {0}, t_masks = {0}, t_account = {0};
+  phase_start(&t_synth);
   rc = pattern_from_spec(spec, &m, n, 0, 0, &p, e);
-  double t_synth = sr_now() - t0;
+  phase_stop(&t_synth);
   if (rc) return rc;
   rc = layout_build(kind, n, (int)world, g, NULL, &l, e);
   if (rc) {
@@ -54,34 +70,33 @@ static int bench_tiles(const cli_args *a, sr_error *e) {
   tile_index ti = {0};
   head_mask *masks = NULL;
   work_count *wc = malloc(sizeof *wc * (size_t)p.heads * (size_t)world * (size_t)world);
-  double t_build = 0, t_transpose = 0, t_masks = 0, t_account = 0;
   int64_t bar_keys = 0;
   if (!wc) rc = sr_internal_error(e, 0, "out of memory");
   if (!rc) {
     pattern one = p;
     int uniform = heads_uniform(&p, (int)layer);
     if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(&p, (int)layer, 0);
-    t0 = sr_now();
+    phase_start(&t_build);
     rc = tiles_build(uniform ? &one : &p, uniform ? 0 : (int)layer, &l, (int)rank, &ti, e);
-    t_build = sr_now() - t0;
+    phase_stop(&t_build);
   }
   for (int src = 0; !rc && src < world; src++) {
     tile_index_t tt;
-    t0 = sr_now();
+    phase_start(&t_transpose);
     rc = tiles_transpose(&ti, src, l.rank_count[src], &tt, e);
-    t_transpose += sr_now() - t0;
+    phase_stop(&t_transpose);
     if (!rc) bar_keys += tt.n_bar_keys;
     tiles_transpose_free(&tt);
   }
   if (!rc) {
-    t0 = sr_now();
+    phase_start(&t_masks);
     rc = tiles_masks_build(&p, (int)layer, &masks, e);
-    t_masks = sr_now() - t0;
+    phase_stop(&t_masks);
   }
   if (!rc) {
-    t0 = sr_now();
+    phase_start(&t_account);
     rc = tiles_account_layer(&p, (int)layer, &l, wc, e);
-    t_account = sr_now() - t0;
+    phase_stop(&t_account);
   }
   if (!rc) {
     char nb[32];
@@ -89,13 +104,16 @@ static int bench_tiles(const cli_args *a, sr_error *e) {
            sr_format_tokens(n, nb, sizeof nb), lay, (long long)world, spec, (long long)layer, (long long)rank);
     printf("  index: %d head(s) x %d query tiles, %lld tile entries, %lld bars, %lld bar keys\n", ti.heads, ti.n_qtiles,
            (long long)ti.n_tiles, (long long)ti.n_bars, (long long)bar_keys);
-    printf("  pattern synthesis (all %d layers) %8.3f s  (%.3f s a layer)\n", p.layers, t_synth, t_synth / p.layers);
-    printf("  tiles_build                       %8.3f s\n", t_build);
-    printf("  tiles_transpose (%lld sources)     %8.3f s\n", (long long)world, t_transpose);
-    printf("  tiles_masks_build                 %8.3f s\n", t_masks);
-    printf("  tiles_account_layer (skip map)    %8.3f s\n", t_account);
-    printf("  one layer's preparation           %8.3f s  (synthesis share + build + transpose + masks + account)\n",
-           t_synth / p.layers + t_build + t_transpose + t_masks + t_account);
+    double L = (double)p.layers;
+    printf("  %-34s %9s %9s\n", "phase", "wall s", "CPU s");
+    printf("  %-34s %9.3f %9.3f\n", "pattern synthesis, a layer's share", t_synth.wall / L, t_synth.cpu / L);
+    printf("  %-34s %9.3f %9.3f\n", "tiles_build", t_build.wall, t_build.cpu);
+    printf("  %-34s %9.3f %9.3f\n", "tiles_transpose, every source", t_transpose.wall, t_transpose.cpu);
+    printf("  %-34s %9.3f %9.3f\n", "tiles_masks_build", t_masks.wall, t_masks.cpu);
+    printf("  %-34s %9.3f %9.3f\n", "tiles_account_layer (skip map)", t_account.wall, t_account.cpu);
+    printf("  %-34s %9.3f %9.3f\n", "one layer's preparation", t_synth.wall / L + t_build.wall + t_transpose.wall +
+           t_masks.wall + t_account.wall, t_synth.cpu / L + t_build.cpu + t_transpose.cpu + t_masks.cpu + t_account.cpu);
+    printf("  (pattern synthesis of all %d layers: %.3f s wall, %.3f s CPU)\n", p.layers, t_synth.wall, t_synth.cpu);
   }
   tiles_masks_free(masks, p.heads);
   tiles_free(&ti);

@@ -20,13 +20,7 @@
 // ---------------------------------------------------------------------------------------------
 // building
 
-typedef struct {
-  int32_t *idx;
-  uint8_t *kind;
-  int64_t n, cap;
-} grow_arr;
-
-static int grow(grow_arr *g, int64_t need, int with_kind) {
+int tile_buf_grow(tile_buf *g, int64_t need, int with_kind) {
   if (need <= g->cap) return 0;
   int64_t cap = g->cap ? g->cap : 1024;
   while (cap < need) cap *= 2;
@@ -64,7 +58,7 @@ int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_i
     tiles_free(out);
     return rc;
   }
-  grow_arr tg = {0}, bg = {0};
+  tile_buf tg = {0}, bg = {0};
   tile_comb *cb = NULL;
   if (!rc) rc = tiles_comb_open(l, &cb, e);
   for (int h = 0; h < p->heads && !rc; h++) {
@@ -75,13 +69,18 @@ int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_i
     int64_t interior = cb && !v.is_block ? tiles_comb_interior(cb) : 0;
     if (!rc && interior) rc = tiles_comb_head(cb, &s, &v, 0, e);
     for (int64_t i = 0; i < nq && !rc; i++) {
-      rc = i < interior ? tiles_comb_qtile(cb, &s, q_rank, i, e) : tile_scan_qtile(&s, &v, q_rank, i, 0, e);
+      int64_t base = ((int64_t)h * nq + i) * (W + 1);
+      if (i < interior) {
+        rc = tiles_comb_emit(cb, &s, q_rank, i, &tg, &bg, out->tile_cnt + base, out->bar_cnt + base, e);
+        continue;
+      }
+      rc = tile_scan_qtile(&s, &v, q_rank, i, 0, e);
       if (rc) break;
-      if (grow(&tg, tg.n + s.n_tiles, 1) || grow(&bg, bg.n + s.n_bars, 0)) {
+      if (tile_buf_grow(&tg, tg.n + s.n_tiles, 1) || tile_buf_grow(&bg, bg.n + s.n_bars, 0)) {
         rc = sr_internal_error(e, 0, "tiles: out of memory");
         break;
       }
-      int64_t base = ((int64_t)h * nq + i) * (W + 1), a = 0, b = 0;
+      int64_t a = 0, b = 0;
       for (int src = 0; src <= W; src++) {
         out->tile_cnt[base + src] = tg.n + a;
         out->bar_cnt[base + src] = bg.n + b;
@@ -122,33 +121,41 @@ void tiles_free(tile_index *t) {
 
 // Bar keys are source-local indices, so (head, key) is sorted by counting per head: one pass counts the
 // uses of each key, the keys in use get their slots in ascending order, a second pass fills the query
-// tiles, which come out ascending because they are visited in order. Linear in the bars.
+// tiles, which come out ascending because they are visited in order. Linear in the bars. The second pass
+// takes the keys in blocks whose slots span about TRANSPOSE_BLOCK_SLOTS entries (each query tile's bars are
+// ascending, so a cursor per query tile finds its part of a block): the slots written at a time then stay
+// in cache, where one pass over all keys at once missed it on almost every write at 512K tokens.
+#define TRANSPOSE_BLOCK_SLOTS (1 << 16)
+
 static int transpose_bars(const tile_index *t, int src, int64_t nkv_tokens, int64_t n_uses, tile_index_t *out,
                           sr_error *e) {
   int W = t->world;
   int64_t nq = t->n_qtiles, cap = sr_max64(1, sr_min64(n_uses, (int64_t)t->heads * nkv_tokens));
-  int64_t *at = calloc((size_t)sr_max64(1, nkv_tokens), sizeof *at);
+  int64_t *at = calloc((size_t)sr_max64(1, nkv_tokens), sizeof *at), *cur = malloc((size_t)sr_max64(1, nq) * sizeof *cur);
   out->bar_key_head = malloc((size_t)cap * sizeof(int32_t));
   out->bar_key = malloc((size_t)cap * sizeof(int32_t));
   out->bar_q_cnt = malloc(((size_t)cap + 1) * sizeof(int64_t));
   out->bar_q_idx = malloc((size_t)n_uses * sizeof(int32_t) + 1);
-  if (!at || !out->bar_key_head || !out->bar_key || !out->bar_q_cnt || !out->bar_q_idx) {
-    free(at);
+  if (!at || !cur || !out->bar_key_head || !out->bar_key || !out->bar_q_cnt || !out->bar_q_idx) {
+    free(at), free(cur);
     return sr_internal_error(e, 0, "tiles: out of memory for the transpose");
   }
   int64_t keys = 0, used = 0;
+  int32_t *q_idx = out->bar_q_idx;
   for (int h = 0; h < t->heads; h++) {
     int64_t first = keys;
     for (int64_t i = 0; i < nq; i++) {
       int64_t c = ((int64_t)h * nq + i) * (W + 1) + src;
       for (int64_t a = t->bar_cnt[c]; a < t->bar_cnt[c + 1]; a++) {
         int32_t k = t->bar_idx[a];
-        if (k < 0 || k >= nkv_tokens) {
-          free(at);
-          return sr_input_error(e, NULL, "bar_idx", "key %d outside the source's %lld tokens", k, (long long)nkv_tokens);
+        if (k < 0 || k >= nkv_tokens || (a > t->bar_cnt[c] && k <= t->bar_idx[a - 1])) {
+          free(at), free(cur);
+          return sr_input_error(e, NULL, "bar_idx", "key %d outside the source's %lld tokens or not ascending", k,
+                                (long long)nkv_tokens);
         }
         at[k]++;
       }
+      cur[i] = t->bar_cnt[c];
     }
     for (int64_t k = 0; k < nkv_tokens; k++) {
       if (!at[k]) continue;
@@ -159,15 +166,22 @@ static int transpose_bars(const tile_index *t, int src, int64_t nkv_tokens, int6
       at[k] = used;  // from here on: the next free slot of key k
       used += n;
     }
-    for (int64_t i = 0; i < nq; i++) {
-      int64_t c = ((int64_t)h * nq + i) * (W + 1) + src;
-      for (int64_t a = t->bar_cnt[c]; a < t->bar_cnt[c + 1]; a++) out->bar_q_idx[at[t->bar_idx[a]]++] = (int32_t)i;
+    for (int64_t kx = first; kx < keys;) {  // a block: keys whose slots span about TRANSPOSE_BLOCK_SLOTS
+      int64_t ky = kx + 1;
+      while (ky < keys && out->bar_q_cnt[ky] - out->bar_q_cnt[kx] < TRANSPOSE_BLOCK_SLOTS) ky++;
+      int32_t kend = ky < keys ? out->bar_key[ky] : (int32_t)nkv_tokens;
+      kx = ky;
+      for (int64_t i = 0; i < nq; i++) {
+        int64_t a = cur[i], end = t->bar_cnt[((int64_t)h * nq + i) * (W + 1) + src + 1];
+        for (; a < end && t->bar_idx[a] < kend; a++) q_idx[at[t->bar_idx[a]]++] = (int32_t)i;
+        cur[i] = a;
+      }
     }
     for (int64_t x = first; x < keys; x++) at[out->bar_key[x]] = 0;
   }
   out->bar_q_cnt[keys] = used;
   out->n_bar_keys = (int32_t)keys;
-  free(at);
+  free(at), free(cur);
   return SR_OK;
 }
 

@@ -24,7 +24,7 @@ int tiles_comb_enabled = 1;
 struct tile_comb {
   const layout *l;
   int W;
-  int64_t G, c, S, ns, n_cls;
+  int64_t G, c, S, ns, n_cls, n_flat;
   uint8_t *kind;       // [n_cls] 0: no entry, 1: PARTIAL by D, 2: FULL by D alone; class (d * W + r) * W + s
   uint8_t *causal;     // [n_cls] every element has q >= k
   uint64_t *req;       // [n_cls * 2] keys of the KV tile that must be columns for FULL (kind 1, causal)
@@ -32,6 +32,7 @@ struct tile_comb {
   int32_t *kept_begin; // [W * W + 1] kept deltas of (r, s): kept_delta[kept_begin[r*W+s] ..), ascending
   int32_t *kept_delta; // [n_cls]
   uint64_t *vmask;     // [all local tiles * 2] the head's columns in each KV tile, bit = position in the tile
+  int64_t *vt_first;   // [all local tiles + 1] first column (index into the scanner's lists) of each KV tile
   int64_t *vtouched;   // flat tiles with a nonzero vmask
   int64_t n_vtouched;
   int64_t *vk_next;    // [W] bars: next column of each source not yet below the query tile's last token
@@ -53,6 +54,7 @@ void tiles_comb_close(tile_comb *c) {
   free(c->kept_delta);
   free(c->vmask);
   free(c->vtouched);
+  free(c->vt_first);
   free(c->vk_next);
   free(c->colacc);
   free(c->colpt);
@@ -85,12 +87,14 @@ int tiles_comb_open(const layout *l, tile_comb **out, sr_error *e) {
   c->kept_delta = malloc((size_t)c->n_cls * sizeof *c->kept_delta);
   c->vmask = calloc((size_t)all * 2 + 2, sizeof *c->vmask);
   c->vtouched = malloc(((size_t)all + 1) * sizeof *c->vtouched);
+  c->vt_first = malloc(((size_t)all + 1) * sizeof *c->vt_first);
+  c->n_flat = all;
   c->vk_next = malloc((size_t)W * sizeof *c->vk_next);
   c->colacc = malloc(((size_t)W + 1) * sizeof *c->colacc);
   c->colpt = malloc((size_t)W * sizeof *c->colpt);
   c->minreq = malloc((size_t)W * W * sizeof *c->minreq);
   if (!c->minreq || !c->kind || !c->causal || !c->req || !c->dpairs || !c->kept_begin || !c->kept_delta || !c->vmask ||
-      !c->vtouched || !c->vk_next || !c->colacc || !c->colpt) {
+      !c->vtouched || !c->vt_first || !c->vk_next || !c->colacc || !c->colpt) {
     tiles_comb_close(c);
     return sr_internal_error(e, 0, "tiles: out of memory for %lld tile classes", (long long)(ns * W * W));
   }
@@ -201,6 +205,12 @@ int tiles_comb_head(tile_comb *c, const tile_scan *s, const head_view *v, int wa
       if (!m[0] && !m[1]) c->vtouched[c->n_vtouched++] = flat;
       m[bit / 64] |= 1ull << (bit % 64);
     }
+  // First column of each KV tile: columns are ordered by (source, local index), as are the flat tiles.
+  memset(c->vt_first, 0, ((size_t)c->n_flat + 1) * sizeof *c->vt_first);
+  for (int src = 0; src < W; src++)
+    for (int64_t x = s->vk_begin[src]; x < s->vk_begin[src + 1]; x++)
+      c->vt_first[s->lt.tile_base[src] + s->vk_local[x] / TILE + 1]++;
+  for (int64_t f = 0; f < c->n_flat; f++) c->vt_first[f + 1] += c->vt_first[f];
   c->last_rank = -1;
   (void)e;
   return SR_OK;
@@ -214,50 +224,50 @@ static uint8_t entry_kind(const tile_comb *c, int64_t x, int64_t flat) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// one interior query tile (i < ns), in the scanner's output form
+// one interior query tile (i < ns), straight into the index arrays
 
-int tiles_comb_qtile(tile_comb *c, tile_scan *s, int q_rank, int64_t i, sr_error *e) {
+int tiles_comb_emit(tile_comb *c, const tile_scan *s, int q_rank, int64_t i, tile_buf *tiles, tile_buf *bars,
+                    int64_t *tile_cnt, int64_t *bar_cnt, sr_error *e) {
   int W = c->W, r = q_rank;
-  s->n_tiles = s->n_bars = 0;
-  for (int src = 0; src < W; src++) {
-    const int32_t *kd = c->kept_delta + c->kept_begin[r * W + src];
-    int64_t n = c->kept_begin[r * W + src + 1] - c->kept_begin[r * W + src], m = 0;
-    while (m < n && kd[m] <= i) m++;
-    for (int64_t a = m - 1; a >= 0; a--) {  // descending delta: ascending KV tile j = i - delta
-      if (s->n_tiles == s->cap_tiles) {
-        int64_t cap = s->cap_tiles ? 2 * s->cap_tiles : 256;
-        scan_tile *t = realloc(s->tiles, (size_t)cap * sizeof *t);
-        if (!t) return sr_internal_error(e, 0, "tiles: out of memory");
-        s->tiles = t;
-        s->cap_tiles = cap;
-      }
-      int64_t j = i - kd[a];
-      s->tiles[s->n_tiles++] = (scan_tile){.src = src, .j = (int32_t)j,
-                                           .kind = entry_kind(c, idx3(c, kd[a], r, src), s->lt.tile_base[src] + j)};
-    }
-  }
-  // Bars: the columns of each source up to the tile's last token whose KV tile is not an entry.
-  int64_t qmax = c->S * i + ((c->c - 1) * W + r) * c->G + c->G - 1;
+  int64_t qmax = c->S * i + ((c->c - 1) * W + r) * c->G + c->G - 1, need_t = 0, need_b = 0;
   if (c->last_rank != r || c->last_i >= i)
     for (int src = 0; src < W; src++) c->vk_next[src] = s->vk_begin[src];
   c->last_rank = r;
   c->last_i = i;
-  for (int src = 0; src < W; src++) {
-    int64_t end = s->vk_begin[src + 1], x = s->vk_begin[src];
+  for (int src = 0; src < W; src++) {  // columns up to the tile's last token (their global order is the local one)
+    int64_t end = s->vk_begin[src + 1];
     while (c->vk_next[src] < end && s->vk_global[c->vk_next[src]] <= qmax) c->vk_next[src]++;
-    for (; x < c->vk_next[src]; x++) {
-      int64_t j = s->vk_local[x] / TILE;
-      if (c->kind[idx3(c, i - j, r, src)]) continue;
-      if (s->n_bars == s->cap_bars) {
-        int64_t cap = s->cap_bars ? 2 * s->cap_bars : 256;
-        scan_bar *b = realloc(s->bars, (size_t)cap * sizeof *b);
-        if (!b) return sr_internal_error(e, 0, "tiles: out of memory");
-        s->bars = b;
-        s->cap_bars = cap;
+    need_b += c->vk_next[src] - s->vk_begin[src];
+    need_t += c->kept_begin[r * W + src + 1] - c->kept_begin[r * W + src];
+  }
+  if (tile_buf_grow(tiles, tiles->n + need_t, 1) || tile_buf_grow(bars, bars->n + need_b, 0))
+    return sr_internal_error(e, 0, "tiles: out of memory");
+  for (int src = 0; src < W; src++) {
+    tile_cnt[src] = tiles->n;
+    bar_cnt[src] = bars->n;
+    const int32_t *kd = c->kept_delta + c->kept_begin[r * W + src];
+    int64_t n = c->kept_begin[r * W + src + 1] - c->kept_begin[r * W + src], m = 0;
+    while (m < n && kd[m] <= i) m++;
+    // Entries in ascending KV tile j = i - delta; the columns between entries are the bars, copied in runs.
+    int64_t pos = s->vk_begin[src], limit = c->vk_next[src];
+    for (int64_t a = m - 1; a >= 0; a--) {
+      int64_t j = i - kd[a], flat = s->lt.tile_base[src] + j;
+      tiles->idx[tiles->n] = (int32_t)j;
+      tiles->kind[tiles->n++] = entry_kind(c, idx3(c, kd[a], r, src), flat);
+      int64_t a0 = sr_min64(c->vt_first[flat], limit);
+      if (pos < a0) {
+        memcpy(bars->idx + bars->n, s->vk_local + pos, (size_t)(a0 - pos) * sizeof *bars->idx);
+        bars->n += a0 - pos;
       }
-      s->bars[s->n_bars++] = (scan_bar){.src = src, .key = s->vk_local[x], .rows = 0};
+      pos = sr_max64(pos, c->vt_first[flat + 1]);
+    }
+    if (pos < limit) {
+      memcpy(bars->idx + bars->n, s->vk_local + pos, (size_t)(limit - pos) * sizeof *bars->idx);
+      bars->n += limit - pos;
     }
   }
+  tile_cnt[W] = tiles->n;
+  bar_cnt[W] = bars->n;
   return SR_OK;
 }
 

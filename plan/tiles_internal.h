@@ -150,8 +150,18 @@ void tiles_comb_close(tile_comb *c);
 int64_t tiles_comb_interior(const tile_comb *c);
 // Classes of a non-BLOCK head (after tile_scan_head on s); want_pairs also counts D-kept pairs.
 int tiles_comb_head(tile_comb *c, const tile_scan *s, const head_view *v, int want_pairs, sr_error *e);
-// Interior query tile i of q_rank into s->tiles and s->bars, exactly as tile_scan_qtile would (no pairs).
-int tiles_comb_qtile(tile_comb *c, tile_scan *s, int q_rank, int64_t i, sr_error *e);
+// Growable output arrays of tiles_build (kind only for tile entries).
+typedef struct {
+  int32_t *idx;
+  uint8_t *kind;
+  int64_t n, cap;
+} tile_buf;
+// Make room for `need` entries; returns 0 or -1 on out of memory.
+int tile_buf_grow(tile_buf *g, int64_t need, int with_kind);
+// Append interior query tile i of q_rank to the index arrays (what tile_scan_qtile would give), writing the
+// absolute offsets tile_cnt[0..W] and bar_cnt[0..W] of its (head, query tile) cell.
+int tiles_comb_emit(tile_comb *c, const tile_scan *s, int q_rank, int64_t i, tile_buf *tiles, tile_buf *bars,
+                    int64_t *tile_cnt, int64_t *bar_cnt, sr_error *e);
 // Add the exact counts of every interior query tile of the head to hc[q_rank * W + src] (want_pairs classes).
 int tiles_comb_account_head(tile_comb *c, const tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
 
