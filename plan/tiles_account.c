@@ -62,10 +62,14 @@ int tiles_account_generic(const pattern *p, int layer, const layout *l, work_cou
   if (rc) return rc;
   rc = tiles_comb_open(l, &cb, e);
   for (int h = 0; h < p->heads && !rc; h++) {
+    work_count *hc = counts + (int64_t)h * W * W;
+    if (h > 0 && tiles_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
+      memcpy(hc, hc - (int64_t)W * W, (size_t)W * W * sizeof *hc);  // every head of a dense or windowed layer
+      continue;
+    }
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
-    work_count *hc = counts + (int64_t)h * W * W;
     rc = cb && !v.is_block ? account_head_comb(cb, &s, &v, hc, e) : tiles_account_head_generic(&s, &v, hc, e);
     head_view_free(&v);
   }

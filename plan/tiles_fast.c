@@ -506,10 +506,14 @@ int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count 
     return rc;
   }
   for (int h = 0; h < p->heads && !rc; h++) {
+    work_count *hc = counts + (int64_t)h * W * W;
+    if (h > 0 && tiles_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
+      memcpy(hc, hc - (int64_t)W * W, (size_t)W * W * sizeof *hc);
+      continue;
+    }
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
-    work_count *hc = counts + (int64_t)h * W * W;
     if (v.is_block) {
       rc = tiles_account_head_generic(&s, &v, hc, e);
     } else {
