@@ -121,11 +121,13 @@ void tiles_free(tile_index *t) {
 
 // Bar keys are source-local indices, so (head, key) is sorted by counting per head: one pass counts the
 // uses of each key, the keys in use get their slots in ascending order, a second pass fills the query
-// tiles, which come out ascending because they are visited in order. Linear in the bars. The second pass
-// takes the keys in blocks whose slots span about TRANSPOSE_BLOCK_SLOTS entries (each query tile's bars are
-// ascending, so a cursor per query tile finds its part of a block): the slots written at a time then stay
-// in cache, where one pass over all keys at once missed it on almost every write at 512K tokens.
-#define TRANSPOSE_BLOCK_SLOTS (1 << 16)
+// tiles, which come out ascending because they are visited in order. Linear in the bars. Both passes take
+// the keys in blocks (each query tile's bars are ascending, so a cursor per query tile finds its part of a
+// block): counters of TRANSPOSE_COUNT_KEYS keys, then keys whose slots span about TRANSPOSE_FILL_SLOTS
+// entries, so what is written at a time stays in cache; one sweep over all keys per query tile missed
+// it on almost every bar at 512K tokens (13M bars a head and source over 256K keys).
+#define TRANSPOSE_COUNT_KEYS (1 << 15)
+#define TRANSPOSE_FILL_SLOTS (1 << 17)
 
 static int transpose_bars(const tile_index *t, int src, int64_t nkv_tokens, int64_t n_uses, tile_index_t *out,
                           sr_error *e) {
@@ -142,18 +144,34 @@ static int transpose_bars(const tile_index *t, int src, int64_t nkv_tokens, int6
   }
   int64_t keys = 0, used = 0;
   int32_t *q_idx = out->bar_q_idx;
+  const int32_t *bar = t->bar_idx;
   for (int h = 0; h < t->heads; h++) {
-    int64_t first = keys;
-    for (int64_t i = 0; i < nq; i++) {
-      int64_t c = ((int64_t)h * nq + i) * (W + 1) + src;
-      for (int64_t a = t->bar_cnt[c]; a < t->bar_cnt[c + 1]; a++) {
-        int32_t k = t->bar_idx[a];
-        if (k < 0 || k >= nkv_tokens || (a > t->bar_cnt[c] && k <= t->bar_idx[a - 1])) {
-          free(at), free(cur);
-          return sr_input_error(e, NULL, "bar_idx", "key %d outside the source's %lld tokens or not ascending", k,
-                                (long long)nkv_tokens);
+    int64_t first = keys, cell0 = (int64_t)h * nq * (W + 1) + src;
+    for (int64_t i = 0; i < nq; i++) cur[i] = t->bar_cnt[cell0 + i * (W + 1)];
+    for (int64_t kb = 0; kb < nkv_tokens; kb += TRANSPOSE_COUNT_KEYS) {
+      int64_t kend = sr_min64(nkv_tokens, kb + TRANSPOSE_COUNT_KEYS);
+      for (int64_t i = 0; i < nq; i++) {
+        if (i + 4 < nq) __builtin_prefetch(bar + cur[i + 4]);
+        int64_t c = cell0 + i * (W + 1), a = cur[i], end = t->bar_cnt[c + 1];
+        int32_t prev = a > t->bar_cnt[c] ? bar[a - 1] : -1;
+        for (; a < end && bar[a] < kend; a++) {
+          int32_t k = bar[a];
+          if (k <= prev) {
+            free(at), free(cur);
+            return sr_input_error(e, NULL, "bar_idx", "key %d negative or not ascending", k);
+          }
+          at[k]++;
+          prev = k;
         }
-        at[k]++;
+        cur[i] = a;
+      }
+    }
+    for (int64_t i = 0; i < nq; i++) {
+      int64_t c = cell0 + i * (W + 1);
+      if (cur[i] < t->bar_cnt[c + 1]) {
+        free(at), free(cur);
+        return sr_input_error(e, NULL, "bar_idx", "key %d outside the source's %lld tokens", bar[cur[i]],
+                              (long long)nkv_tokens);
       }
       cur[i] = t->bar_cnt[c];
     }
@@ -166,14 +184,15 @@ static int transpose_bars(const tile_index *t, int src, int64_t nkv_tokens, int6
       at[k] = used;  // from here on: the next free slot of key k
       used += n;
     }
-    for (int64_t kx = first; kx < keys;) {  // a block: keys whose slots span about TRANSPOSE_BLOCK_SLOTS
+    for (int64_t kx = first; kx < keys;) {
       int64_t ky = kx + 1;
-      while (ky < keys && out->bar_q_cnt[ky] - out->bar_q_cnt[kx] < TRANSPOSE_BLOCK_SLOTS) ky++;
+      while (ky < keys && out->bar_q_cnt[ky] - out->bar_q_cnt[kx] < TRANSPOSE_FILL_SLOTS) ky++;
       int32_t kend = ky < keys ? out->bar_key[ky] : (int32_t)nkv_tokens;
       kx = ky;
       for (int64_t i = 0; i < nq; i++) {
-        int64_t a = cur[i], end = t->bar_cnt[((int64_t)h * nq + i) * (W + 1) + src + 1];
-        for (; a < end && t->bar_idx[a] < kend; a++) q_idx[at[t->bar_idx[a]]++] = (int32_t)i;
+        if (i + 4 < nq) __builtin_prefetch(bar + cur[i + 4]);  // the next cursors' bars are far apart in memory
+        int64_t a = cur[i], end = t->bar_cnt[cell0 + i * (W + 1) + 1];
+        for (; a < end && bar[a] < kend; a++) q_idx[at[bar[a]]++] = (int32_t)i;
         cur[i] = a;
       }
     }
