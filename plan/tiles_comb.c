@@ -62,12 +62,27 @@ void tiles_comb_close(tile_comb *c) {
   free(c);
 }
 
+// Does every run follow the striped rule for (G, W): token t on rank (t/G) mod W at local offset
+// (t/(W*G))*G + t mod G? The kind field alone is not proof: a caller may regroup a striped layout's
+// ranks (exec/ merges Ulysses groups) and keep the kind. Runs partition the tokens, so checking each
+// run's two ends (a run never crosses a stripe onto another rank) checks every token.
+static int runs_are_striped(const layout *l, int64_t G) {
+  int64_t WG = (int64_t)l->world * G;
+  for (int64_t x = 0; x < l->n_runs; x++) {
+    const layout_run *run = &l->runs[x];
+    int64_t a = run->global, b = run->global + run->len - 1;
+    if (run->len < 1 || (a / G) % l->world != run->rank || (b / G) % l->world != run->rank) return 0;
+    if ((a / WG) * G + a % G != run->local || (b / WG) * G + b % G != run->local + run->len - 1) return 0;
+  }
+  return 1;
+}
+
 int tiles_comb_open(const layout *l, tile_comb **out, sr_error *e) {
   *out = NULL;
   if (!tiles_comb_enabled || l->kind != LAYOUT_STRIPED || l->granularity < 1 || TILE % l->granularity != 0) return SR_OK;
   int W = l->world;
   int64_t S = (int64_t)TILE * W, ns = l->n_tokens / S;
-  if (ns < 1 || ns * W * W > COMB_MAX_CLASSES) return SR_OK;
+  if (ns < 1 || ns * W * W > COMB_MAX_CLASSES || !runs_are_striped(l, l->granularity)) return SR_OK;
   tile_comb *c = calloc(1, sizeof *c);
   if (!c) return sr_internal_error(e, 0, "tiles: out of memory");
   c->l = l;

@@ -155,3 +155,24 @@ TEST(class_tables_equal_the_scan_on_synthetic_patterns) {
   check_spec(1200, 2, 1, "dense");
   check_spec(1700, 2, 64, "adaspa:0.8");
 }
+
+// A layout that says "striped" but whose runs are not (ranks regrouped, as exec/ does for Ulysses
+// groups): the class tables must decline it, and the index stay the scan's.
+TEST(class_tables_decline_a_layout_labelled_striped_whose_runs_are_not) {
+  int64_t n = 1000;
+  int32_t *owner = malloc((size_t)n * sizeof *owner);
+  for (int64_t t = 0; t < n; t++) owner[t] = (int32_t)(((t / 16) % 4) / 2);  // stripes of ranks {0,1} and {2,3} merged
+  layout l;
+  fx_layout_from_owner(owner, n, 2, LAYOUT_STRIPED, 16, &l);
+  sr_error e;
+  tile_comb *c = NULL;
+  CHECK_EQ_INT(tiles_comb_open(&l, &c, &e), SR_OK);
+  CHECK(c == NULL);
+  tiles_comb_close(c);
+  pattern p;
+  fx_mixed_pattern(&p, n, 5, 40);
+  check_against_scan(&p, &l);
+  pattern_free(&p);
+  fx_layout_free(&l);
+  free(owner);
+}
