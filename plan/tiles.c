@@ -169,9 +169,9 @@ static int transpose_bars(const tile_index *t, int src, int64_t nkv_tokens, int6
     for (int64_t i = 0; i < nq; i++) {
       int64_t c = cell0 + i * (W + 1);
       if (cur[i] < t->bar_cnt[c + 1]) {
+        int32_t k = bar[cur[i]];
         free(at), free(cur);
-        return sr_input_error(e, NULL, "bar_idx", "key %d outside the source's %lld tokens", bar[cur[i]],
-                              (long long)nkv_tokens);
+        return sr_input_error(e, NULL, "bar_idx", "key %d outside the source's %lld tokens", k, (long long)nkv_tokens);
       }
       cur[i] = t->bar_cnt[c];
     }

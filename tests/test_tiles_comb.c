@@ -15,28 +15,31 @@
 // ---------------------------------------------------------------------------------------------
 // comparisons
 
+// memcmp of n bytes that accepts NULL when n is 0 (an index without bars has no bar array).
+static int eq(const void *a, const void *b, size_t n) { return n == 0 || !memcmp(a, b, n); }
+
 static int same_index(const tile_index *a, const tile_index *b) {
   if (a->heads != b->heads || a->world != b->world || a->n_qtiles != b->n_qtiles || a->n_tiles != b->n_tiles ||
       a->n_bars != b->n_bars)
     return 0;
   size_t cells = (size_t)a->heads * a->n_qtiles * (a->world + 1);
-  return !memcmp(a->tile_cnt, b->tile_cnt, cells * sizeof *a->tile_cnt) &&
-         !memcmp(a->bar_cnt, b->bar_cnt, cells * sizeof *a->bar_cnt) &&
-         !memcmp(a->tile_idx, b->tile_idx, (size_t)a->n_tiles * sizeof *a->tile_idx) &&
-         !memcmp(a->tile_kind, b->tile_kind, (size_t)a->n_tiles) &&
-         !memcmp(a->bar_idx, b->bar_idx, (size_t)a->n_bars * sizeof *a->bar_idx);
+  return eq(a->tile_cnt, b->tile_cnt, cells * sizeof *a->tile_cnt) &&
+         eq(a->bar_cnt, b->bar_cnt, cells * sizeof *a->bar_cnt) &&
+         eq(a->tile_idx, b->tile_idx, (size_t)a->n_tiles * sizeof *a->tile_idx) &&
+         eq(a->tile_kind, b->tile_kind, (size_t)a->n_tiles) &&
+         eq(a->bar_idx, b->bar_idx, (size_t)a->n_bars * sizeof *a->bar_idx);
 }
 
 static int same_transpose(const tile_index_t *a, const tile_index_t *b) {
   if (a->heads != b->heads || a->n_kvtiles != b->n_kvtiles || a->n_qtiles != b->n_qtiles || a->n_bar_keys != b->n_bar_keys)
     return 0;
   int64_t nkv = (int64_t)a->heads * a->n_kvtiles, ne = a->kv_cnt[nkv], nb = a->bar_q_cnt[a->n_bar_keys];
-  return !memcmp(a->kv_cnt, b->kv_cnt, (size_t)(nkv + 1) * sizeof *a->kv_cnt) && ne == b->kv_cnt[nkv] &&
-         !memcmp(a->q_idx, b->q_idx, (size_t)ne * sizeof *a->q_idx) && !memcmp(a->q_kind, b->q_kind, (size_t)ne) &&
-         !memcmp(a->bar_key_head, b->bar_key_head, (size_t)a->n_bar_keys * sizeof(int32_t)) &&
-         !memcmp(a->bar_key, b->bar_key, (size_t)a->n_bar_keys * sizeof(int32_t)) &&
-         !memcmp(a->bar_q_cnt, b->bar_q_cnt, (size_t)(a->n_bar_keys + 1) * sizeof(int64_t)) &&
-         nb == b->bar_q_cnt[b->n_bar_keys] && !memcmp(a->bar_q_idx, b->bar_q_idx, (size_t)nb * sizeof(int32_t));
+  return eq(a->kv_cnt, b->kv_cnt, (size_t)(nkv + 1) * sizeof *a->kv_cnt) && ne == b->kv_cnt[nkv] &&
+         eq(a->q_idx, b->q_idx, (size_t)ne * sizeof *a->q_idx) && eq(a->q_kind, b->q_kind, (size_t)ne) &&
+         eq(a->bar_key_head, b->bar_key_head, (size_t)a->n_bar_keys * sizeof(int32_t)) &&
+         eq(a->bar_key, b->bar_key, (size_t)a->n_bar_keys * sizeof(int32_t)) &&
+         eq(a->bar_q_cnt, b->bar_q_cnt, (size_t)(a->n_bar_keys + 1) * sizeof(int64_t)) &&
+         nb == b->bar_q_cnt[b->n_bar_keys] && eq(a->bar_q_idx, b->bar_q_idx, (size_t)nb * sizeof(int32_t));
 }
 
 static int same_counts(const work_count *a, const work_count *b, size_t n) {
