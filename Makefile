@@ -15,7 +15,7 @@ CC       := mpicc
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 GPU      ?= $(if $(NVCC),1,0)
-CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80
+CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80
 
 OPT      := -O2
 ifeq ($(SAN),1)
@@ -27,7 +27,7 @@ else
 endif
 
 CPPFLAGS := -I. -D_GNU_SOURCE
-CFLAGS   := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -MMD -MP
+CFLAGS   := -std=c11 $(OPT) -fPIC -g -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -MMD -MP
 LDFLAGS  := $(filter -fsanitize%,$(OPT))
 LDLIBS   := -lcjson -lgsl -lgslcblas -lm -lpthread
 ifeq ($(GPU),1)
@@ -53,6 +53,9 @@ TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 CU_OBJ    := $(if $(filter 1,$(GPU)),$(CU_SRC:%.cu=$(BUILD)/%.cu.o))
 LIB       := $(BUILD)/libsparsering.a
 CU_LIB    := $(if $(CU_OBJ),$(BUILD)/libsparsering_cuda.a)
+# The kernels and the planner as one shared library too (for ctypes / other languages): position-independent
+# objects (-fPIC costs nothing measurable on x86-64), linked with the CUDA runtime.
+CU_SO     := $(if $(CU_OBJ),$(BUILD)/libsparsering_cuda.so)
 
 BIN_DIR   := $(if $(filter 1,$(SAN)),$(BUILD)/bin,bin)
 BIN       := $(BIN_DIR)/sparsering
@@ -60,11 +63,11 @@ EXEC_BIN  := $(BIN_DIR)/sparsering-exec
 TEST_BIN  := $(BUILD)/run_tests
 
 # GPU-only tools of kernels/ (their sources sit in subfolders so they stay out of the library).
-GPU_TOOLS := $(if $(CU_LIB),bin/sparsering-gpu-test bin/sparsering-bench-attn)
+GPU_TOOLS := $(if $(CU_LIB),bin/sparsering-gpu-test bin/sparsering-gpu-test-vs bin/sparsering-bench-attn bin/sparsering-bench-vs)
 
 .PHONY: all run test bench gpu-test deps clean studies figures
 EXEC_TARGET := $(if $(EXEC_MAIN),$(EXEC_BIN))
-all: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
+all: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS) $(CU_SO)
 
 deps:
 	@sh scripts/install-deps.sh
@@ -75,7 +78,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -Xcompiler -Wall -lineinfo $(NVCC_FLAGS) -c $< -o $@
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -Xcompiler -Wall -Xcompiler -fPIC -lineinfo $(NVCC_FLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -89,6 +92,9 @@ $(EXEC_LIB): $(EXEC_OBJ)
 $(CU_LIB): $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+$(CU_SO): $(CU_OBJ) $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS) $(GPU_LIBS)
 
 # The whole-archive wrap keeps the self-registering commands and tests (constructor functions).
 $(BIN): $(CLI_OBJ) $(LIB) $(CU_LIB)
@@ -105,6 +111,14 @@ $(TEST_BIN): $(TEST_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(EXEC_LIB) -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
 
 bin/sparsering-gpu-test: kernels/test/gpu_test.cu kernels/test/index_build.h kernels/test/check.h $(LIB) $(CU_LIB)
+	@mkdir -p bin
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
+
+bin/sparsering-gpu-test-vs: kernels/test/vs_gpu_test.cu kernels/test/index_build.h kernels/test/check.h $(LIB) $(CU_LIB)
+	@mkdir -p bin
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
+
+bin/sparsering-bench-vs: kernels/bench/bench_vs.cu kernels/test/check.h $(LIB) $(CU_LIB)
 	@mkdir -p bin
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
 
@@ -137,6 +151,7 @@ figures: deps
 gpu-test: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
 	@test -x bin/sparsering-gpu-test || { echo "gpu-test: no GPU test binary built (nvcc missing?)"; exit 2; }
 	./bin/sparsering-gpu-test
+	./bin/sparsering-gpu-test-vs
 
 clean:
 	rm -rf build bin

@@ -1,4 +1,4 @@
-// calibrate.c — link fits and the p2p / all-to-all measurements of calibration (calibrate.h).
+// calibrate.c — link and kernel-rate fits and the p2p / all-to-all measurements of calibration (calibrate.h).
 #include "exec/calibrate.h"
 
 #include <gsl/gsl_fit.h>
@@ -23,6 +23,16 @@ int calib_fit_link(const double *bytes, const double *seconds, int n, double *la
   if (!(c1 > 0)) return sr_input_error(e, NULL, "timings", "time does not grow with message size (slope %g s/B)", c1);
   *latency_us = fmax(0, c0) * 1e6;  // a slightly negative intercept is noise around zero latency
   *gbps = 1.0 / c1 / 1e9;
+  return SR_OK;
+}
+
+int calib_fit_rate(const double *flops, const double *seconds, int n, double *tflops, double *overhead_us, sr_error *e) {
+  if (n < 2) return sr_input_error(e, NULL, "sizes", "a rate fit needs at least 2 work sizes, got %d", n);
+  double lat, gflops;  // same model as a link: seconds = fixed + amount / rate
+  if (calib_fit_link(flops, seconds, n, &lat, &gflops, e))
+    return sr_input_error(e, NULL, "timings", "kernel time does not grow with its FLOPs");
+  *tflops = gflops * 1e9 / 1e12;
+  *overhead_us = lat;
   return SR_OK;
 }
 

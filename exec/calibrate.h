@@ -15,6 +15,12 @@
 // and GB/s (1e9 B/s). Input error when the points do not determine a positive bandwidth.
 int calib_fit_link(const double *bytes, const double *seconds, int n, double *latency_us, double *gbps, sr_error *e);
 
+// Fit seconds = overhead + flops / rate over n >= 2 kernel timings of growing work by least squares
+// weighted by 1/seconds^2; outputs the rate in TFLOP/s (the slope's inverse: what the simulator's
+// efficiency x peak stands for, sim/cost.c) and the fixed time per call in microseconds (launch,
+// prologue; not in the simulator's model, so it is reported and left out of the efficiency).
+int calib_fit_rate(const double *flops, const double *seconds, int n, double *tflops, double *overhead_us, sr_error *e);
+
 // One-way time of a message between ranks a and b for each size (half the ping-pong round trip,
 // median of reps). Collective over c (other ranks wait at the final barrier). Buffers are host
 // memory on COMM_CPU and device memory on COMM_NCCL. seconds[] is filled on every rank.
@@ -23,15 +29,19 @@ int calib_p2p(comm *c, int a, int b, const int64_t *sizes, int n, int reps, doub
 // other ranks), median of reps; seconds[] on every rank.
 int calib_alltoall(comm *c, const int64_t *sizes, int n, int reps, double *seconds, sr_error *e);
 
+#define CALIB_SIZES 3  // work sizes per (phase, kind) that the rate fit takes
 // Measured kernel efficiencies (fraction of peak_tflops), CUDA only.
 typedef struct {
   double gemm;
-  double attn[2][3];  // [fwd, bwd][full, partial, bar]
+  double attn[2][3];  // [fwd, bwd][full, partial, bar]: fitted rate / peak
   double gemm_tflops, attn_tflops[2][3];  // the achieved rates behind them
+  double attn_overhead_us[2][3];          // fitted fixed time per kernel call
+  double flops[2][3][CALIB_SIZES], seconds[2][3][CALIB_SIZES];  // the timings the fits took
 } calib_kernels;
 
 // Run cuBLAS bf16 GEMMs and the sparse attention kernels on synthetic tile indices (one kind of
-// tile each) on this rank's GPU; efficiencies relative to peak_tflops.
+// tile each, CALIB_SIZES amounts of work) on this rank's GPU; fit each (phase, kind) with
+// calib_fit_rate; efficiencies relative to peak_tflops.
 int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
                           sr_error *e);
 

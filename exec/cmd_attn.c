@@ -108,6 +108,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     if (o_->check) {
       if (o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
       attn_errors er = {0};
+      if (dist_attn_pattern_used(da, pat, e)) fail(c, e);  // vs-online: check against the pattern it estimated
       if (attn_check_layer(pl, pat, layer, (uint64_t)o_->data_seed, o_->cuda, c, o, lse, dq, dk, dv, &er, e)) fail(c, e);
       if (c->rank == 0) {
         double w = fmax(fmax(fmax(er.o, er.lse), fmax(er.dq, er.dk)), er.dv);

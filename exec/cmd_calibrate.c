@@ -59,7 +59,7 @@ static int cmd_calibrate(int argc, char **argv) {
     return sr_error_report(&e, prog);
   }
   sr_buf log = {0};
-  sr_buf_printf(&log, "measure,bytes,us\n");
+  sr_buf_printf(&log, "measure,amount,us\n");  // amount: bytes (links) or FLOPs (kernels)
   int64_t sz[32];
   double t[32], lat, gbps;
   // Device links reach GB/s only with large messages; host MPI saturates earlier.
@@ -96,17 +96,22 @@ static int cmd_calibrate(int argc, char **argv) {
   }
   if (cuda) {
     calib_kernels k;
+    const char *kind[3] = {"full", "partial", "bar"}, *ph[2] = {"fwd", "bwd"};
     if (calib_kernels_measure(&c, cl.gpu.peak_tflops, (int)heads, (int)kvh, (int)hd, &k, &e)) fail(&c, &e);
     cl.gpu.eff_gemm = k.gemm;
     cl.gpu.eff_attn_fwd_full = k.attn[0][0], cl.gpu.eff_attn_fwd_partial = k.attn[0][1], cl.gpu.eff_attn_fwd_bar = k.attn[0][2];
     cl.gpu.eff_attn_bwd_full = k.attn[1][0], cl.gpu.eff_attn_bwd_partial = k.attn[1][1], cl.gpu.eff_attn_bwd_bar = k.attn[1][2];
     if (c.rank == 0) {
       printf("GEMM (cuBLAS bf16): %.0f TFLOP/s = %.3f of peak %.0f\n", k.gemm_tflops, k.gemm, cl.gpu.peak_tflops);
-      const char *kind[3] = {"full", "partial", "bar"}, *ph[2] = {"fwd", "bwd"};
       for (int p = 0; p < 2; p++)
         for (int j = 0; j < 3; j++)
-          printf("attention %s %-7s: %.0f TFLOP/s = %.3f of peak\n", ph[p], kind[j], k.attn_tflops[p][j], k.attn[p][j]);
+          printf("attention %s %-7s: %.0f TFLOP/s = %.3f of peak (fit over %d sizes; fixed %.1f us per call)\n", ph[p],
+                 kind[j], k.attn_tflops[p][j], k.attn[p][j], CALIB_SIZES, k.attn_overhead_us[p][j]);
     }
+    for (int p = 0; p < 2; p++)
+      for (int j = 0; j < 3; j++)
+        for (int i = 0; i < CALIB_SIZES; i++)
+          sr_buf_printf(&log, "attn_%s_%s,%.0f,%.3f\n", ph[p], kind[j], k.flops[p][j][i], k.seconds[p][j][i] * 1e6);
   }
   int rc = 0;
   if (c.rank == 0) {

@@ -97,6 +97,16 @@ void comm_abort(comm *c, int failed_rank, const char *cause) {
 // ---------------------------------------------------------------------------------------------
 // CPU backend: point to point
 
+int comm_outer_init(comm *c, sr_error *e) { return c->kind == COMM_NCCL ? comm_nccl_outer_init(c, e) : SR_OK; }
+
+int comm_p2p_start_outer(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e) {
+  if (c->kind != COMM_NCCL) return comm_p2p_start(c, ops, n, p, e);
+  memset(p, 0, sizeof *p);
+  p->t_start = sr_now();
+  if (n > COMM_MAX_BATCH) return sr_internal_error(e, 0, "comm_p2p_start: %d transfers in one batch (max %d)", n, COMM_MAX_BATCH);
+  return comm_nccl_p2p_start_outer(c, ops, n, p, e);
+}
+
 int comm_p2p_start(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e) {
   memset(p, 0, sizeof *p);
   p->t_start = sr_now();

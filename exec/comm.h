@@ -38,6 +38,8 @@ typedef struct {
   void *comm_stream;            // cudaStream_t: every NCCL call runs here
   void *compute_stream;         // cudaStream_t: where the caller's kernels run (created by comm_init)
   int device;                   // CUDA device of this rank (local_rank modulo the visible devices)
+  void *nccl_outer;             // ncclComm_t of the second channel (comm_outer_init), NULL until opened
+  void *outer_stream;           // cudaStream_t: every call on the second channel runs here
   int owns_mpi;                 // comm_init called MPI_Init (so comm_free calls MPI_Finalize)
 } comm;
 
@@ -74,6 +76,12 @@ int comm_dtype_size(comm_dtype t);
 
 // Post a batch of sends and receives (n <= COMM_MAX_BATCH) without waiting for them.
 int comm_p2p_start(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e);
+// Open the second channel once (collective over all ranks; no-op on CPU). NCCL runs the operations of
+// one communicator one after another, so transfers that must overlap those of the comm stream (the
+// double ring's inter-node transfer across the whole inner ring) need a communicator and stream of their own.
+int comm_outer_init(comm *c, sr_error *e);
+// comm_p2p_start on the second channel (CPU: the same MPI communicator; the caller's tags keep them apart).
+int comm_p2p_start_outer(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e);
 // Complete a batch: CPU waits (bounded by timeout_s); NCCL orders the compute stream after it.
 int comm_p2p_wait(comm *c, comm_pending *p, sr_error *e);
 

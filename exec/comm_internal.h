@@ -9,6 +9,8 @@ int comm_nccl_init(comm *c, sr_error *e);
 void comm_nccl_free(comm *c);
 void comm_nccl_abort(comm *c);
 int comm_nccl_p2p_start(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e);
+int comm_nccl_outer_init(comm *c, sr_error *e);
+int comm_nccl_p2p_start_outer(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e);
 int comm_nccl_p2p_wait(comm *c, comm_pending *p, sr_error *e);
 int comm_nccl_allreduce(comm *c, const void *send, void *recv, int64_t count, comm_dtype t, comm_redop op, sr_error *e);
 int comm_nccl_allgather(comm *c, const void *send, void *recv, int64_t count, comm_dtype t, sr_error *e);

@@ -68,6 +68,12 @@ int comm_nccl_init(comm *c, sr_error *e) {
 
 void comm_nccl_free(comm *c) {
   if (!c->nccl) return;
+  if (c->nccl_outer) {
+    cudaStreamSynchronize((cudaStream_t)c->outer_stream);
+    ncclCommDestroy((ncclComm_t)c->nccl_outer);
+    cudaStreamDestroy((cudaStream_t)c->outer_stream);
+    c->nccl_outer = NULL;
+  }
   cudaStreamSynchronize(COMM_STREAM(c));
   cudaStreamSynchronize(COMPUTE_STREAM(c));
   ncclCommDestroy(NCCL_OF(c));
@@ -77,37 +83,62 @@ void comm_nccl_free(comm *c) {
 }
 
 void comm_nccl_abort(comm *c) {
+  if (c->nccl_outer) ncclCommAbort((ncclComm_t)c->nccl_outer);
+  c->nccl_outer = NULL;
   if (c->nccl) ncclCommAbort(NCCL_OF(c));
   c->nccl = NULL;
 }
 
-// Order the comm stream after everything queued on the compute stream so far.
-static void comm_after_compute(comm *c) {
+// Order stream `st` after everything queued on the compute stream so far.
+static void after_compute(comm *c, cudaStream_t st) {
   cudaEvent_t ev;
   CUDA_OK(c, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
   CUDA_OK(c, cudaEventRecord(ev, COMPUTE_STREAM(c)));
-  CUDA_OK(c, cudaStreamWaitEvent(COMM_STREAM(c), ev, 0));
+  CUDA_OK(c, cudaStreamWaitEvent(st, ev, 0));
   CUDA_OK(c, cudaEventDestroy(ev));  // destruction is deferred until the event completes
 }
+static void comm_after_compute(comm *c) { after_compute(c, COMM_STREAM(c)); }
 
-int comm_nccl_p2p_start(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e) {
-  comm_after_compute(c);
+// One ncclGroup of sends and receives on (nc, st), after the compute stream's queued work; p->done
+// is an event recorded after it.
+static int p2p_group(comm *c, ncclComm_t nc, cudaStream_t st, const comm_p2p *ops, int n, comm_pending *p) {
+  after_compute(c, st);
   NCCL_OK(c, ncclGroupStart());
   for (int i = 0; i < n; i++) {
     if (ops[i].is_send) {
-      NCCL_OK(c, ncclSend(ops[i].buf, (size_t)ops[i].count, nccl_type(ops[i].dtype), ops[i].peer, NCCL_OF(c), COMM_STREAM(c)));
+      NCCL_OK(c, ncclSend(ops[i].buf, (size_t)ops[i].count, nccl_type(ops[i].dtype), ops[i].peer, nc, st));
       p->bytes_sent += ops[i].count * comm_dtype_size(ops[i].dtype);
     } else {
-      NCCL_OK(c, ncclRecv(ops[i].buf, (size_t)ops[i].count, nccl_type(ops[i].dtype), ops[i].peer, NCCL_OF(c), COMM_STREAM(c)));
+      NCCL_OK(c, ncclRecv(ops[i].buf, (size_t)ops[i].count, nccl_type(ops[i].dtype), ops[i].peer, nc, st));
       p->bytes_recv += ops[i].count * comm_dtype_size(ops[i].dtype);
     }
   }
   NCCL_OK(c, ncclGroupEnd());
   cudaEvent_t ev;
   CUDA_OK(c, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  CUDA_OK(c, cudaEventRecord(ev, COMM_STREAM(c)));
+  CUDA_OK(c, cudaEventRecord(ev, st));
   p->done = ev;
   return SR_OK;
+}
+
+int comm_nccl_p2p_start(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e) {
+  return p2p_group(c, NCCL_OF(c), COMM_STREAM(c), ops, n, p);
+}
+
+int comm_nccl_outer_init(comm *c, sr_error *e) {
+  if (c->nccl_outer) return SR_OK;
+  // A split that shares nothing with the parent (the default config), so its kernels run beside the parent's.
+  ncclComm_t oc;
+  NCCL_OK(c, ncclCommSplit(NCCL_OF(c), 0, c->rank, &oc, NULL));
+  cudaStream_t st;
+  CUDA_OK(c, cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  c->nccl_outer = oc, c->outer_stream = st;
+  return SR_OK;
+}
+
+int comm_nccl_p2p_start_outer(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e) {
+  if (!c->nccl_outer) return sr_internal_error(e, 0, "rank %d: the second channel was not opened (comm_outer_init)", c->rank);
+  return p2p_group(c, (ncclComm_t)c->nccl_outer, (cudaStream_t)c->outer_stream, ops, n, p);
 }
 
 int comm_nccl_p2p_wait(comm *c, comm_pending *p, sr_error *e) {
@@ -177,6 +208,7 @@ int comm_nccl_sync(comm *c, sr_error *e) {
       comm_abort(c, c->rank, m);
     }
     cudaError_t a = cudaStreamQuery(COMM_STREAM(c)), b = cudaStreamQuery(COMPUTE_STREAM(c));
+    if (c->outer_stream && a == cudaSuccess) a = cudaStreamQuery((cudaStream_t)c->outer_stream);
     if (a == cudaSuccess && b == cudaSuccess) return SR_OK;
     if (a != cudaErrorNotReady && a != cudaSuccess) CUDA_OK(c, a);
     if (b != cudaErrorNotReady && b != cudaSuccess) CUDA_OK(c, b);
@@ -200,6 +232,8 @@ void comm_nccl_free(comm *c) {}
 void comm_nccl_abort(comm *c) {}
 int comm_nccl_p2p_start(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e) { return no_nccl(e); }
 int comm_nccl_p2p_wait(comm *c, comm_pending *p, sr_error *e) { return no_nccl(e); }
+int comm_nccl_outer_init(comm *c, sr_error *e) { return no_nccl(e); }
+int comm_nccl_p2p_start_outer(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e) { return no_nccl(e); }
 int comm_nccl_allreduce(comm *c, const void *send, void *recv, int64_t count, comm_dtype t, comm_redop op, sr_error *e) {
   return no_nccl(e);
 }

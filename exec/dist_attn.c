@@ -243,6 +243,8 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
       if (!a->kv_buf[i] || !a->acc[i] || !a->acc_in[i]) goto oom;
     }
     if (!a->kv_own) goto oom;
+    for (int i = 0; i < 2 && a->rp.n_early; i++)
+      if (!(a->kv_outer[i] = malloc(sizeof(float) * (size_t)slot))) goto oom;
     a->dkvg = malloc(sizeof(float) * (size_t)(2 * sr_max64(1, a->n_q) * row));
     if (!a->dkvg) goto oom;
     if (a->U > 1) {
@@ -278,7 +280,7 @@ void dist_attn_free(dist_attn *a) {
   if (a->glay == &a->glay_own) group_layout_free(&a->glay_own);
   free(a->h_lo), free(a->kv_lo);
   free(a->kv_own);
-  for (int i = 0; i < 2; i++) free(a->kv_buf[i]), free(a->acc[i]), free(a->acc_in[i]);
+  for (int i = 0; i < 2; i++) free(a->kv_buf[i]), free(a->acc[i]), free(a->acc_in[i]), free(a->kv_outer[i]);
   free(a->qg), free(a->og), free(a->dog), free(a->dqg), free(a->lseg), free(a->dkvg);
   free(a);
 }

@@ -56,6 +56,9 @@ int dist_attn_fwd(dist_attn *a, const void *q, const void *k, const void *v, voi
 // Backward with the forward's final O and LSE: writes (not accumulates) dQ, dK, dV of this rank's tokens.
 int dist_attn_bwd(dist_attn *a, const void *q, const void *k, const void *v, const void *o, const float *lse,
                   const void *dout, float *dq, float *dk, float *dv, sr_error *e);
+// The pattern the last forward ran when it was estimated online (vs-online on CUDA): written into layer
+// `layer` of pat (the layer this dist_attn was created for); a no-op for every other pattern.
+int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e);
 // Counters of the calls so far.
 dist_stats dist_attn_stats(const dist_attn *a);
 // Zero the counters.

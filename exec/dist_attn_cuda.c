@@ -4,8 +4,11 @@
 // (kernels/sparse_attn.h) on the compute stream and NCCL batches on the comm stream (comm.h): the
 // batch that brings step s+1's shard is queued before step s's kernels, and the compute stream waits
 // on its event only when step s+1 starts, so the transfer runs under the step's compute.
-// Ring kinds only (ring, double ring); Ulysses and USP run on the CPU backend.
+// Ulysses and USP: the all-to-all (NCCL send/receive groups, comm.h) scatters heads and gathers the
+// group's tokens into device buffers before the ring over the groups, and brings O, LSE, dQ, dK, dV
+// back after it (dK/dV of replicated KV heads summed), as ulysses.c does on the CPU backend.
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,13 @@
 #include <cuda_runtime.h>
 
 #include "exec/dist_cuda.h"
+#include "exec/online_vs_cuda.h"
+
+// Early (outer) transfers of the current call: one NCCL group per post step on the second channel.
+typedef struct {
+  comm_pending *pend;  // [n_steps] the group posted at each step
+  int *target;         // [n_steps] the step that computes on its reception (-1: sends only, or none)
+} outer_state;
 
 typedef struct {
   sa_gpu_index ix;
@@ -25,10 +35,16 @@ typedef struct {
   head_mask *masks;           // device masks [H]
   int64_t *qpos, **kpos;      // device positions
   void *kv_own, *kv_buf[2];   // bf16 [2, rows, Hkv, d]
+  void *kv_outer[2];          // bf16, likewise: early (inter-node) receptions (ring plans with any)
   float *acc[2], *acc_in[2];  // fp32 [2, rows, Hkv, d]
   float *flush[2];            // fp32 flush receive buffers, per step parity: [max_flush][2, n_q, Hkv, d]
   int max_flush;
-  float *o_run, *d_row;       // fp32 [n_q, H, d], [H, n_q]
+  float *o_run, *d_row;       // fp32 [n_q, nh, d], [nh, n_q]
+  // Ulysses side (U > 1): this rank's heads over the group's tokens, and the all-to-all staging buffer.
+  void *qg, *og, *dog;        // bf16 [n_q, nh, d]
+  float *lseg, *dqg, *dkvg;   // fp32 [nh, n_q], [n_q, nh, d], [2, n_q, nkv, d]
+  void *stage;
+  outer_state os;             // allocated with the state when the ring plan has early transfers
 } cuda_state;
 
 #define CS(a) ((cudaStream_t)(a)->c->compute_stream)
@@ -45,10 +61,48 @@ static int64_t rows_of(const struct dist_attn *a, int g) { return a->glay->rank_
 // ---------------------------------------------------------------------------------------------
 // set-up
 
+// The transposed index of every source, for the backward. The transposes are independent host work
+// of seconds each on long sparse layers (12 s per source at 512K tokens with vs-topp on one core), so
+// up to TRANSPOSE_THREADS run at once; the uploads follow one by one.
+#define TRANSPOSE_THREADS 8
+typedef struct {
+  const struct dist_attn *a;
+  int g;
+  tile_index_t tt;
+  sr_error e;
+  int rc;
+} transpose_job;
+
+static void *transpose_run(void *arg) {
+  transpose_job *j = arg;
+  j->rc = tiles_transpose(&j->a->ti_view, j->g, rows_of(j->a, j->g), &j->tt, &j->e);
+  return NULL;
+}
+
+static int transposes_upload(struct dist_attn *a, sr_error *e) {
+  cuda_state *s = a->cuda;
+  transpose_job jobs[TRANSPOSE_THREADS];
+  pthread_t th[TRANSPOSE_THREADS];
+  int started[TRANSPOSE_THREADS], rc = SR_OK;
+  for (int g0 = 0; g0 < a->R && rc == SR_OK; g0 += TRANSPOSE_THREADS) {
+    int n = a->R - g0 < TRANSPOSE_THREADS ? a->R - g0 : TRANSPOSE_THREADS;
+    for (int i = 0; i < n; i++) {
+      memset(&jobs[i], 0, sizeof jobs[i]);
+      jobs[i].a = a, jobs[i].g = g0 + i;
+      started[i] = pthread_create(&th[i], NULL, transpose_run, &jobs[i]) == 0;
+      if (!started[i]) transpose_run(&jobs[i]);  // no thread to be had: do it here
+    }
+    for (int i = 0; i < n; i++) {
+      if (started[i]) pthread_join(th[i], NULL);
+      if (rc == SR_OK && jobs[i].rc) *e = jobs[i].e, rc = jobs[i].rc;
+      if (rc == SR_OK) rc = sa_gpu_index_t_upload(&jobs[i].tt, a->nh, a->nkv, &s->ixt[g0 + i], e);
+      if (!jobs[i].rc) tiles_transpose_free(&jobs[i].tt);
+    }
+  }
+  return rc;
+}
+
 int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
-  if (a->U != 1)
-    return sr_input_error(e, NULL, "--backend", "cuda runs ring and double-ring schedules; run %s with --backend cpu",
-                          schedule_kind_name(a->p->schedule.kind));
   if (a->d != 64 && a->d != 128)
     return sr_input_error(e, NULL, "head_dim", "the CUDA kernels take head_dim 64 or 128, the model has %d", a->d);
   cuda_state *s = calloc(1, sizeof *s);
@@ -58,13 +112,11 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   s->ixt = calloc((size_t)R, sizeof(sa_gpu_index_t));
   s->kpos = calloc((size_t)R, sizeof(int64_t *));
   if (!s->ixt || !s->kpos) return sr_internal_error(e, 0, "out of memory");
-  if (sa_gpu_index_upload(&a->ti, &s->ix, e) || sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
+  // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
+  if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
+  if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
+  if (a->nh > 0 && transposes_upload(a, e)) return e->code;
   for (int g = 0; g < R; g++) {
-    tile_index_t tt;
-    if (tiles_transpose(&a->ti, g, rows_of(a, g), &tt, e)) return e->code;
-    int rc = sa_gpu_index_t_upload(&tt, a->H, a->Hkv, &s->ixt[g], e);
-    tiles_transpose_free(&tt);
-    if (rc) return rc;
     size_t pb = sizeof(int64_t) * (size_t)sr_max64(1, rows_of(a, g));
     CUDA_TRY(cudaMalloc((void **)&s->kpos[g], pb));
     CUDA_TRY(cudaMemcpy(s->kpos[g], a->kpos[g], sizeof(int64_t) * (size_t)rows_of(a, g), cudaMemcpyHostToDevice));
@@ -77,7 +129,8 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
       n += g != a->group && a->rp.flush[(int64_t)st * R + g] && a->rp.src[(int64_t)st * R + g] == a->group;
     if (n > s->max_flush) s->max_flush = n;
   }
-  int64_t row = (int64_t)a->Hkv * a->d, slot = 2 * sr_max64(1, a->n_kmax) * row, own = 2 * sr_max64(1, a->n_q) * row;
+  int64_t row = (int64_t)sr_max64(1, a->nkv) * a->d, slot = 2 * sr_max64(1, a->n_kmax) * row;
+  int64_t own = 2 * sr_max64(1, a->n_q) * row, qn = sr_max64(1, a->n_q * a->nh * a->d);
   CUDA_TRY(cudaMalloc(&s->kv_own, (size_t)own * 2));
   for (int i = 0; i < 2; i++) {
     CUDA_TRY(cudaMalloc(&s->kv_buf[i], (size_t)slot * 2));
@@ -85,8 +138,34 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
     CUDA_TRY(cudaMalloc((void **)&s->acc_in[i], (size_t)slot * 4));
     if (s->max_flush) CUDA_TRY(cudaMalloc((void **)&s->flush[i], (size_t)(own * s->max_flush) * 4));
   }
-  CUDA_TRY(cudaMalloc((void **)&s->o_run, sizeof(float) * (size_t)sr_max64(1, a->n_q * a->H * a->d)));
-  CUDA_TRY(cudaMalloc((void **)&s->d_row, sizeof(float) * (size_t)sr_max64(1, a->n_q * a->H)));
+  // The second channel is opened collectively: by every rank when any rank's ring plan has early transfers.
+  int any_early = a->rp.n_early > 0;
+  MPI_Allreduce(MPI_IN_PLACE, &any_early, 1, MPI_INT, MPI_MAX, a->c->mpi);
+  if (any_early && comm_outer_init(a->c, e)) return e->code;
+  for (int i = 0; i < 2 && a->rp.n_early; i++) CUDA_TRY(cudaMalloc(&s->kv_outer[i], (size_t)slot * 2));
+  if (a->rp.n_early) {
+    s->os.pend = calloc((size_t)a->rp.n_steps, sizeof(comm_pending));
+    s->os.target = malloc(sizeof(int) * (size_t)a->rp.n_steps);
+    if (!s->os.pend || !s->os.target) return sr_internal_error(e, 0, "out of memory");
+  }
+  CUDA_TRY(cudaMalloc((void **)&s->o_run, sizeof(float) * (size_t)qn));
+  CUDA_TRY(cudaMalloc((void **)&s->d_row, sizeof(float) * (size_t)sr_max64(1, a->n_q * a->nh)));
+  if (a->U > 1) {
+    int64_t ktot = 0;  // KV heads over the group's members (replicated heads counted per member)
+    for (int j = 0; j < a->U; j++) ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
+    int64_t stage = sr_max64(a->n_local * sr_max64(a->H, ktot) * a->d, a->n_q * a->nh);
+    stage = sr_max64(stage, a->n_local * a->H);
+    CUDA_TRY(cudaMalloc(&s->qg, (size_t)qn * 2));
+    CUDA_TRY(cudaMalloc(&s->og, (size_t)qn * 2));
+    CUDA_TRY(cudaMalloc(&s->dog, (size_t)qn * 2));
+    CUDA_TRY(cudaMalloc((void **)&s->lseg, sizeof(float) * (size_t)sr_max64(1, a->n_q * a->nh)));
+    CUDA_TRY(cudaMalloc((void **)&s->dqg, sizeof(float) * (size_t)qn));
+    CUDA_TRY(cudaMalloc((void **)&s->dkvg, sizeof(float) * (size_t)own));
+    CUDA_TRY(cudaMalloc(&s->stage, sizeof(float) * (size_t)sr_max64(1, stage)));
+  }
+  if (online_vs_wanted(a) && a->U > 1)
+    return sr_input_error(e, NULL, "pattern", "vs-online runs with ring and double-ring schedules on the CUDA backend");
+  if (online_vs_wanted(a) && online_vs_setup(a, e)) return e->code;
   return SR_OK;
 }
 
@@ -94,13 +173,18 @@ void dist_attn_cuda_release(struct dist_attn *a) {
   cuda_state *s = a->cuda;
   if (!s) return;
   cudaDeviceSynchronize();
+  online_vs_release(a);
   sa_gpu_index_free(&s->ix);
   if (s->masks) sa_gpu_masks_free(s->masks, a->H);
   for (int g = 0; s->ixt && g < a->R; g++) sa_gpu_index_t_free(&s->ixt[g]);
   for (int g = 0; s->kpos && g < a->R; g++) cudaFree(s->kpos[g]);
   cudaFree(s->kv_own);
+  for (int i = 0; i < 2; i++) cudaFree(s->kv_outer[i]);
   for (int i = 0; i < 2; i++) cudaFree(s->kv_buf[i]), cudaFree(s->acc[i]), cudaFree(s->acc_in[i]), cudaFree(s->flush[i]);
   cudaFree(s->o_run), cudaFree(s->d_row);
+  cudaFree(s->qg), cudaFree(s->og), cudaFree(s->dog), cudaFree(s->lseg), cudaFree(s->dqg), cudaFree(s->dkvg);
+  cudaFree(s->stage);
+  free(s->os.pend), free(s->os.target);
   free(s->ixt), free(s->kpos), free(s);
   a->cuda = NULL;
 }
@@ -116,22 +200,27 @@ typedef struct {
     cudaEvent_t a, b;
     int step, stream;
     const char *phase;
+    cudaStream_t st;
   } *ev;
 } cuda_timer;
+
+#define OUTER_STREAM(a) ((cudaStream_t)(a)->c->outer_stream)
 
 static int timer_start(struct dist_attn *a, cuda_timer *t, sr_error *e) {
   memset(t, 0, sizeof *t);
   if (!a->tl) return SR_OK;
   CUDA_TRY(cudaStreamSynchronize(CS(a)));
   CUDA_TRY(cudaStreamSynchronize((cudaStream_t)a->c->comm_stream));
+  if (a->c->outer_stream) CUDA_TRY(cudaStreamSynchronize(OUTER_STREAM(a)));
   CUDA_TRY(cudaEventCreate(&t->origin));
   t->origin_s = sr_now();  // both streams are idle, so the origin event completes now
   CUDA_TRY(cudaEventRecord(t->origin, CS(a)));
   return SR_OK;
 }
 
-// Record the opening event of an interval on stream `stream_id`; returns its slot (-1 when not timing).
-static int timer_open(struct dist_attn *a, cuda_timer *t, int step, const char *phase, int stream_id) {
+// Record the opening event of an interval on CUDA stream st (timeline stream stream_id); returns its
+// slot (-1 when not timing).
+static int timer_open_on(struct dist_attn *a, cuda_timer *t, int step, const char *phase, int stream_id, cudaStream_t st) {
   if (!a->tl) return -1;
   if (t->n == t->cap) {
     t->cap = t->cap ? 2 * t->cap : 64;
@@ -142,19 +231,25 @@ static int timer_open(struct dist_attn *a, cuda_timer *t, int step, const char *
   int i = t->n++;
   cudaEventCreate(&t->ev[i].a);
   cudaEventCreate(&t->ev[i].b);
-  t->ev[i].step = step, t->ev[i].stream = stream_id, t->ev[i].phase = phase;
-  cudaEventRecord(t->ev[i].a, stream_id != TL_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
+  t->ev[i].step = step, t->ev[i].stream = stream_id, t->ev[i].phase = phase, t->ev[i].st = st;
+  cudaEventRecord(t->ev[i].a, st);
   return i;
 }
 
+// The same on the compute stream (TL_COMPUTE) or the comm stream (other timeline streams).
+static int timer_open(struct dist_attn *a, cuda_timer *t, int step, const char *phase, int stream_id) {
+  return timer_open_on(a, t, step, phase, stream_id, stream_id != TL_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
+}
+
 static void timer_close(struct dist_attn *a, cuda_timer *t, int i) {
-  if (i >= 0) cudaEventRecord(t->ev[i].b, t->ev[i].stream != TL_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
+  if (i >= 0) cudaEventRecord(t->ev[i].b, t->ev[i].st);
 }
 
 static int timer_finish(struct dist_attn *a, cuda_timer *t, sr_error *e) {
   if (!a->tl) return SR_OK;
   CUDA_TRY(cudaStreamSynchronize(CS(a)));
   CUDA_TRY(cudaStreamSynchronize((cudaStream_t)a->c->comm_stream));
+  if (a->c->outer_stream) CUDA_TRY(cudaStreamSynchronize(OUTER_STREAM(a)));
   for (int i = 0; i < t->n; i++) {
     float m0 = 0, m1 = 0;
     cudaEventElapsedTime(&m0, t->origin, t->ev[i].a);
@@ -182,18 +277,18 @@ static void *post_kv(struct dist_attn *a, int s, const void *cur, comm_p2p *ops,
   cuda_state *st = a->cuda;
   const ring_plan *rp = &a->rp;
   int R = a->R, me = a->group;
-  int64_t row = (int64_t)a->Hkv * a->d;
+  int64_t row = (int64_t)a->nkv * a->d;
   void *rbuf = NULL;
   if (s + 1 >= rp->n_steps) return NULL;
   int64_t i1 = (int64_t)(s + 1) * R;
   int h = rp->from[i1 + me];
-  if (h >= 0) {
+  if (h >= 0 && !rp->early[i1 + me]) {
     rbuf = cur == st->kv_buf[0] ? st->kv_buf[1] : st->kv_buf[0];
     comm_p2p op = {dist_ring_rank(a, h), 0, rbuf, 2 * rows_of(a, rp->src[i1 + me]) * row, COMM_BF16, 0};
     ops[(*n)++] = op;
   }
   for (int g = 0; g < R; g++) {
-    if (g == me || rp->from[i1 + g] != me) continue;
+    if (g == me || rp->from[i1 + g] != me || rp->early[i1 + g]) continue;
     const void *data = rp->from_own[i1 + g] ? st->kv_own : cur;
     comm_p2p op = {dist_ring_rank(a, g), 1, (void *)data, 2 * rows_of(a, rp->src[i1 + g]) * row, COMM_BF16, 0};
     ops[(*n)++] = op;
@@ -203,9 +298,72 @@ static void *post_kv(struct dist_attn *a, int s, const void *cur, comm_p2p *ops,
 
 static const void *next_cur(const struct dist_attn *a, int s, const void *cur, void *rbuf) {
   int64_t i1 = (int64_t)(s + 1) * a->R + a->group;
-  if (a->rp.from[i1] >= 0) return rbuf;
+  if (a->rp.from[i1] >= 0) return a->rp.early[i1] ? ((cuda_state *)a->cuda)->kv_outer[a->rp.early[i1] - 1] : rbuf;
   if (a->rp.src[i1] == a->group) return ((cuda_state *)a->cuda)->kv_own;
   return cur;
+}
+
+// ---------------------------------------------------------------------------------------------
+// early (outer) transfers: one NCCL group per post step on the second channel (comm_outer_init)
+
+// Forget the previous call's groups (each was waited for by outer_end).
+static void outer_begin(struct dist_attn *a) {
+  outer_state *o = &((cuda_state *)a->cuda)->os;
+  for (int s = 0; o->target && s < a->rp.n_steps; s++) o->target[s] = -1;
+  if (o->pend) memset(o->pend, 0, sizeof(comm_pending) * (size_t)a->rp.n_steps);
+}
+
+// Post the early transfers whose post step is s: this rank's reception and its own shard's sends.
+static int outer_post(struct dist_attn *a, cuda_timer *tm, int s, sr_error *e) {
+  cuda_state *st = a->cuda;
+  outer_state *o = &st->os;
+  const ring_plan *rp = &a->rp;
+  int R = a->R, me = a->group, n = 0;
+  int64_t row = (int64_t)a->nkv * a->d;
+  if (!rp->n_early) return SR_OK;
+  comm_p2p ops[COMM_MAX_BATCH];
+  for (int t = s + 1; t < rp->n_steps; t++)
+    for (int g = 0; g < R; g++) {
+      int64_t i = (int64_t)t * R + g;
+      if (!rp->early[i] || rp->post_at[i] != s || (g != me && rp->from[i] != me)) continue;
+      if (n == COMM_MAX_BATCH) return sr_internal_error(e, 0, "rank %d: too many early transfers at step %d", a->c->rank, s);
+      int64_t count = 2 * rows_of(a, rp->src[i]) * row;
+      comm_p2p op = {dist_ring_rank(a, g == me ? rp->from[i] : g), g != me, g == me ? st->kv_outer[rp->early[i] - 1] : st->kv_own,
+                     count, COMM_BF16, 0};
+      ops[n++] = op;
+      if (g == me) o->target[s] = t;
+    }
+  if (n == 0) return SR_OK;
+  int ti = -1;
+  if (a->tl) {  // the outer stream first waits for the compute queued so far (as the group will)
+    cudaEvent_t ev;
+    CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventRecord(ev, CS(a)));
+    CUDA_TRY(cudaStreamWaitEvent(OUTER_STREAM(a), ev, 0));
+    cudaEventDestroy(ev);
+    ti = timer_open_on(a, tm, o->target[s] >= 0 ? o->target[s] : s + 1, "kv_send", dist_batch_stream(a, ops, n),
+                       OUTER_STREAM(a));
+  }
+  if (comm_p2p_start_outer(a->c, ops, n, &o->pend[s], e)) return e->code;
+  timer_close(a, tm, ti);
+  a->st.bytes_sent += o->pend[s].bytes_sent;
+  return SR_OK;
+}
+
+// Before step s+1 is queued: the compute stream waits for the group bringing its shard.
+static int outer_arrive(struct dist_attn *a, int s, sr_error *e) {
+  outer_state *o = &((cuda_state *)a->cuda)->os;
+  for (int p = 0; o->target && p <= s; p++)
+    if (o->target[p] == s + 1 && comm_p2p_wait(a->c, &o->pend[p], e)) return e->code;
+  return SR_OK;
+}
+
+// End of the call: the compute stream waits for every group (the own shard may change with the next call).
+static int outer_end(struct dist_attn *a, sr_error *e) {
+  outer_state *o = &((cuda_state *)a->cuda)->os;
+  for (int p = 0; o->pend && p < a->rp.n_steps; p++)
+    if (comm_p2p_wait(a->c, &o->pend[p], e)) return e->code;
+  return SR_OK;
 }
 
 // Post a KV batch with its timing interval on the comm stream.
@@ -227,45 +385,211 @@ static int start_batch(struct dist_attn *a, cuda_timer *t, int s, const char *ph
   return SR_OK;
 }
 
-static void pack_own(struct dist_attn *a, const void *k, const void *v, cudaError_t *r) {
-  cuda_state *st = a->cuda;
-  size_t plane = (size_t)(a->n_q * a->Hkv * a->d) * 2;
-  *r = cudaMemcpyAsync(st->kv_own, k, plane, cudaMemcpyDeviceToDevice, CS(a));
-  if (*r == cudaSuccess) *r = cudaMemcpyAsync((char *)st->kv_own + plane, v, plane, cudaMemcpyDeviceToDevice, CS(a));
+// ---------------------------------------------------------------------------------------------
+// Ulysses all-to-all (U > 1): device versions of ulysses.c's scatter/gather, staged through st->stage
+
+static int64_t member_rows(const struct dist_attn *a, int j) { return a->p->layout.rank_count[a->group * a->U + j]; }
+static int64_t member_off(const struct dist_attn *a, int j) {
+  int64_t off = 0;
+  for (int i = 0; i < j; i++) off += member_rows(a, i);
+  return off;
+}
+static int q_heads(const struct dist_attn *a, int j) { return a->h_lo[j + 1] - a->h_lo[j]; }
+static int kv_heads(const struct dist_attn *a, int j) { return q_heads(a, j) ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0; }
+static int heads_of(const struct dist_attn *a, int j, int kv) { return kv ? kv_heads(a, j) : q_heads(a, j); }
+static int head_lo(const struct dist_attn *a, int j, int kv) { return kv ? a->kv_lo[j] : a->h_lo[j]; }
+
+// The all-to-all stays inside a node when the group's first and last ranks share one.
+static int a2a_stream(const struct dist_attn *a) {
+  int first = a->group * a->U, last = first + a->U - 1;
+  return cluster_node_of(&a->p->cluster, first) == cluster_node_of(&a->p->cluster, last) ? TL_INTRA : TL_INTER;
 }
 
-int dist_attn_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, sr_error *e) {
+// Strided device copy of rows x width bytes (no-op when empty).
+static int copy2d(struct dist_attn *a, void *dst, int64_t dpitch, const void *src, int64_t spitch, int64_t width,
+                  int64_t rows, sr_error *e) {
+  if (width <= 0 || rows <= 0) return SR_OK;
+  CUDA_TRY(cudaMemcpy2DAsync(dst, (size_t)dpitch, src, (size_t)spitch, (size_t)width, (size_t)rows,
+                             cudaMemcpyDeviceToDevice, CS(a)));
+  return SR_OK;
+}
+
+// Per-peer counts over the whole world (zero outside the group); freed by the caller.
+static int64_t *counts_new(const struct dist_attn *a, sr_error *e) {
+  int64_t *k = calloc((size_t)a->c->world * 4, sizeof(int64_t));
+  if (!k) sr_internal_error(e, 0, "out of memory");
+  return k;
+}
+
+// x [n_local, Htot, d] (Htot = H, or Hkv with kv) -> out [n_q, my heads, d] over the group's tokens.
+static int a2a_scatter(struct dist_attn *a, const void *x, int kv, comm_dtype dt, void *out, sr_error *e) {
+  cuda_state *st = a->cuda;
+  int U = a->U, base = a->group * U, d = a->d, es = comm_dtype_size(dt);
+  int Htot = kv ? a->Hkv : a->H, me_cnt = heads_of(a, a->gidx, kv);
+  int64_t *k = counts_new(a, e), *sc = k, *sd = k + a->c->world, *rc = sd + a->c->world, *rd = rc + a->c->world;
+  if (!k) return e->code;
+  int64_t off = 0;
+  int r = SR_OK;
+  for (int j = 0; j < U && r == SR_OK; j++) {
+    int lo = head_lo(a, j, kv), cnt = heads_of(a, j, kv);
+    r = copy2d(a, (char *)st->stage + off * es, (int64_t)cnt * d * es, (const char *)x + (int64_t)lo * d * es,
+               (int64_t)Htot * d * es, (int64_t)cnt * d * es, a->n_local, e);
+    sc[base + j] = a->n_local * cnt * d, sd[base + j] = off;
+    off += a->n_local * cnt * d;
+    rc[base + j] = member_rows(a, j) * me_cnt * d, rd[base + j] = member_off(a, j) * me_cnt * d;
+  }
+  if (r == SR_OK) r = comm_alltoallv(a->c, st->stage, sc, sd, out, rc, rd, dt, e);
+  a->st.bytes_sent += (off - sc[a->c->rank]) * es;
+  free(k);
+  return r;
+}
+
+// in [n_q, my heads, d] -> x [n_local, Htot, d]: written (add = 0) or added (fp32; replicated KV heads sum).
+static int a2a_gather(struct dist_attn *a, const void *in, int kv, comm_dtype dt, int add, void *x, sr_error *e) {
+  cuda_state *st = a->cuda;
+  int U = a->U, base = a->group * U, d = a->d, es = comm_dtype_size(dt);
+  int Htot = kv ? a->Hkv : a->H, me_cnt = heads_of(a, a->gidx, kv);
+  int64_t *k = counts_new(a, e), *sc = k, *sd = k + a->c->world, *rc = sd + a->c->world, *rd = rc + a->c->world;
+  if (!k) return e->code;
+  int64_t off = 0;
+  for (int j = 0; j < U; j++) {
+    int cnt = heads_of(a, j, kv);
+    sc[base + j] = member_rows(a, j) * me_cnt * d, sd[base + j] = member_off(a, j) * me_cnt * d;
+    rc[base + j] = a->n_local * cnt * d, rd[base + j] = off;
+    off += a->n_local * cnt * d;
+  }
+  int r = comm_alltoallv(a->c, in, sc, sd, st->stage, rc, rd, dt, e);
+  for (int j = 0; j < U && r == SR_OK; j++) {
+    int lo = head_lo(a, j, kv), cnt = heads_of(a, j, kv);
+    const char *b = (const char *)st->stage + rd[base + j] * es;
+    if (add) {
+      cudaError_t ce = (cudaError_t)dist_cuda_add2d((float *)x + (int64_t)lo * d, (int64_t)Htot * d, (const float *)b,
+                                                    (int64_t)cnt * d, a->n_local, (int64_t)cnt * d, CS(a));
+      CUDA_TRY(ce);
+    } else {
+      r = copy2d(a, (char *)x + (int64_t)lo * d * es, (int64_t)Htot * d * es, b, (int64_t)cnt * d * es,
+                 (int64_t)cnt * d * es, a->n_local, e);
+    }
+  }
+  for (int j = 0; j < U; j++) a->st.bytes_sent += j == a->gidx ? 0 : sc[base + j] * es;
+  free(k);
+  return r;
+}
+
+// LSE [H, n_local] -> [nh, n_q] (to_group) or back.
+static int a2a_lse(struct dist_attn *a, const float *from, float *to, int to_group, sr_error *e) {
+  cuda_state *st = a->cuda;
+  float *tmp = st->stage;
+  int U = a->U, base = a->group * U, nh = a->nh, W = a->c->world;
+  int64_t *k = counts_new(a, e), *sc = k, *sd = k + W, *rc = sd + W, *rd = rc + W;
+  if (!k) return e->code;
+  int r = SR_OK;
+  if (to_group) {
+    for (int j = 0; j < U; j++) {
+      sc[base + j] = (int64_t)q_heads(a, j) * a->n_local, sd[base + j] = (int64_t)a->h_lo[j] * a->n_local;
+      rc[base + j] = nh * member_rows(a, j), rd[base + j] = nh * member_off(a, j);
+    }
+    r = comm_alltoallv(a->c, from, sc, sd, tmp, rc, rd, COMM_F32, e);
+    for (int j = 0; j < U && r == SR_OK; j++)
+      r = copy2d(a, to + member_off(a, j), a->n_q * 4, tmp + rd[base + j], member_rows(a, j) * 4, member_rows(a, j) * 4,
+                 nh, e);
+  } else {
+    for (int j = 0; j < U && r == SR_OK; j++) {
+      sc[base + j] = nh * member_rows(a, j), sd[base + j] = nh * member_off(a, j);
+      r = copy2d(a, tmp + sd[base + j], member_rows(a, j) * 4, from + member_off(a, j), a->n_q * 4, member_rows(a, j) * 4,
+                 nh, e);
+      rc[base + j] = (int64_t)q_heads(a, j) * a->n_local, rd[base + j] = (int64_t)a->h_lo[j] * a->n_local;
+    }
+    if (r == SR_OK) r = comm_alltoallv(a->c, tmp, sc, sd, to, rc, rd, COMM_F32, e);
+  }
+  for (int j = 0; j < U; j++) a->st.bytes_sent += j == a->gidx ? 0 : sc[base + j] * 4;
+  free(k);
+  return r;
+}
+
+// Open an "a2a" interval on the comm stream once the compute queued so far is done (the all-to-all's start).
+static int a2a_open(struct dist_attn *a, cuda_timer *t, int step, sr_error *e) {
+  if (!a->tl) return -1;
+  cudaEvent_t ev;
+  if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) return -1;
+  cudaEventRecord(ev, CS(a));
+  cudaStreamWaitEvent((cudaStream_t)a->c->comm_stream, ev, 0);
+  cudaEventDestroy(ev);
+  (void)e;
+  return timer_open(a, t, step, "a2a", a2a_stream(a));
+}
+
+// This rank's K|V packed [2, n_q, nkv, d] (the message format of the ring): a copy, or the all-to-all.
+static int load_kv(struct dist_attn *a, const void *k, const void *v, sr_error *e) {
+  cuda_state *st = a->cuda;
+  size_t plane = (size_t)(a->n_q * a->nkv * a->d) * 2;
+  if (a->U > 1)
+    return a2a_scatter(a, k, 1, COMM_BF16, st->kv_own, e) || a2a_scatter(a, v, 1, COMM_BF16, (char *)st->kv_own + plane, e)
+               ? (e->code ? e->code : SR_EINTERNAL)
+               : SR_OK;
+  CUDA_TRY(cudaMemcpyAsync(st->kv_own, k, plane, cudaMemcpyDeviceToDevice, CS(a)));
+  CUDA_TRY(cudaMemcpyAsync((char *)st->kv_own + plane, v, plane, cudaMemcpyDeviceToDevice, CS(a)));
+  return SR_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ring walks over the groups: q [n_q, nh, d] bf16 and kv_own packed
+
+static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, void *o, float *lse, sr_error *e) {
   cuda_state *st = a->cuda;
   const ring_plan *rp = &a->rp;
-  double t0 = sr_now();
-  cuda_timer tm;
-  if (timer_start(a, &tm, e)) return e->code;
-  cudaError_t r;
-  pack_own(a, k, v, &r);
-  CUDA_TRY(r);
-  CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->H * a->d, CS(a)));
-  CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->H, CS(a)));
+  int64_t row = (int64_t)a->nkv * a->d;
+  CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
+  CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
+  // The execution form the kernels run (a pattern estimated per forward pass would replace these).
+  const sa_gpu_index *ix = &st->ix;
+  const head_mask *masks = st->masks + a->h_lo[a->gidx];
+  // vs-online (U == 1): this forward's estimated pattern instead; kv_own's first plane is this rank's K.
+  if (a->online && online_vs_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   const void *cur = st->kv_own;
+  outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
     maybe_fail(a, s);
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
+    if (outer_post(a, tm, s, e)) return e->code;
     void *rbuf = post_kv(a, s, cur, ops, &n);
     comm_pending pend;
-    if (start_batch(a, &tm, s, "kv_send", ops, n, &pend, e)) return e->code;
+    if (start_batch(a, tm, s, "kv_send", ops, n, &pend, e)) return e->code;
     int src = rp->src[(int64_t)s * a->R + a->group];
-    if (src >= 0) {
-      sa_shape sh = {a->n_q, rows_of(a, src), a->H, a->Hkv, a->d, a->scale};
-      const char *kk = cur, *vv = kk + rows_of(a, src) * a->Hkv * a->d * 2;
-      int ti = timer_open(a, &tm, s, "attn", TL_COMPUTE);
-      if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], &st->ix, src, st->masks, NULL, NULL, st->o_run, lse, CS(a), e))
+    if (src >= 0 && a->nh > 0) {
+      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
+      const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
+      int ti = timer_open(a, tm, s, "attn", TL_COMPUTE);
+      if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], ix, src, masks, NULL, NULL, st->o_run, lse, CS(a), e))
         return e->code;
-      timer_close(a, &tm, ti);
+      timer_close(a, tm, ti);
     }
-    if (comm_p2p_wait(a->c, &pend, e)) return e->code;
+    if (comm_p2p_wait(a->c, &pend, e) || outer_arrive(a, s, e)) return e->code;
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
   }
-  CUDA_TRY((cudaError_t)dist_cuda_to_bf16(o, st->o_run, a->n_q * a->H * a->d, CS(a)));
+  if (outer_end(a, e)) return e->code;
+  CUDA_TRY((cudaError_t)dist_cuda_to_bf16(o, st->o_run, a->n_q * a->nh * a->d, CS(a)));
+  return SR_OK;
+}
+
+int dist_attn_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, sr_error *e) {
+  cuda_state *st = a->cuda;
+  double t0 = sr_now();
+  cuda_timer tm;
+  if (timer_start(a, &tm, e)) return e->code;
+  if (a->U == 1) {
+    if (load_kv(a, k, v, e) || ring_fwd_cuda(a, &tm, q, o, lse, e)) return e->code ? e->code : SR_EINTERNAL;
+  } else {
+    int ti = a2a_open(a, &tm, 0, e);
+    if (a2a_scatter(a, q, 0, COMM_BF16, st->qg, e) || load_kv(a, k, v, e)) return e->code ? e->code : SR_EINTERNAL;
+    timer_close(a, &tm, ti);
+    if (ring_fwd_cuda(a, &tm, st->qg, st->og, st->lseg, e)) return e->code;
+    ti = a2a_open(a, &tm, a->rp.n_steps - 1, e);
+    if (a2a_gather(a, st->og, 0, COMM_BF16, 0, o, e) || a2a_lse(a, st->lseg, lse, 0, e))
+      return e->code ? e->code : SR_EINTERNAL;
+    timer_close(a, &tm, ti);
+  }
   if (timer_finish(a, &tm, e)) return e->code;
   a->st.bytes_saved += a->saved_fwd;
   a->st.shards_skipped += a->skipped;
@@ -273,44 +597,45 @@ int dist_attn_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const 
   return SR_OK;
 }
 
-int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const void *v, const void *o, const float *lse,
-                       const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
+// Backward ring: dq [n_q, nh, d] accumulated from zero, dk and dv [n_q, nkv, d] written.
+static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, const void *o, const float *lse,
+                         const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
   cuda_state *st = a->cuda;
   const ring_plan *rp = &a->rp;
   int R = a->R, me = a->group;
-  int64_t row = (int64_t)a->Hkv * a->d, plane = a->n_q * row;
-  double t0 = sr_now();
-  cuda_timer tm;
-  if (timer_start(a, &tm, e)) return e->code;
-  cudaError_t r;
-  pack_own(a, k, v, &r);
-  CUDA_TRY(r);
-  if (sa_bwd_prepare(a->n_q, a->H, a->d, o, dout, st->d_row, CS(a), e)) return e->code;
-  CUDA_TRY(cudaMemsetAsync(dq, 0, sizeof(float) * (size_t)(a->n_q * a->H * a->d), CS(a)));
+  int64_t row = (int64_t)a->nkv * a->d, plane = a->n_q * row;
+  if (a->nh > 0 && sa_bwd_prepare(a->n_q, a->nh, a->d, o, dout, st->d_row, CS(a), e)) return e->code;
+  CUDA_TRY(cudaMemsetAsync(dq, 0, sizeof(float) * (size_t)(a->n_q * a->nh * a->d), CS(a)));
   CUDA_TRY(cudaMemsetAsync(dk, 0, sizeof(float) * (size_t)plane, CS(a)));
   CUDA_TRY(cudaMemsetAsync(dv, 0, sizeof(float) * (size_t)plane, CS(a)));
+  const sa_gpu_index *ix = &st->ix;  // as in the forward
+  const sa_gpu_index_t *ixt = st->ixt;
+  const head_mask *masks = st->masks + a->h_lo[a->gidx];
+  if (a->online && online_vs_backward(a, &ix, &ixt, &masks, e)) return e->code;  // the last forward's pattern
   const void *cur = st->kv_own;
   comm_pending apend = {0};
   int p = 0, n_flush_prev = 0, fpar = 0;
+  outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
+    if (outer_post(a, tm, s, e)) return e->code;
     void *rbuf = post_kv(a, s, cur, ops, &n);
     comm_pending kpend;
-    if (start_batch(a, &tm, s, "kv_send", ops, n, &kpend, e)) return e->code;
+    if (start_batch(a, tm, s, "kv_send", ops, n, &kpend, e)) return e->code;
     int64_t i = (int64_t)s * R + me;
     int src = rp->src[i];
     int64_t elems = src >= 0 ? 2 * rows_of(a, src) * row : 0;
     if (src >= 0) {
       float *P = st->acc[p];
       CUDA_TRY(cudaMemsetAsync(P, 0, sizeof(float) * (size_t)elems, CS(a)));
-      sa_shape sh = {a->n_q, rows_of(a, src), a->H, a->Hkv, a->d, a->scale};
+      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
-      int ti = timer_open(a, &tm, s, "attn_bwd", TL_COMPUTE);
-      if (sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], &st->ix, &st->ixt[src], src, st->masks, dq,
-                 P, P + rows_of(a, src) * row, CS(a), e))
+      int ti = timer_open(a, tm, s, "attn_bwd", TL_COMPUTE);
+      if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &ixt[src], src, masks, dq,
+                              P, P + rows_of(a, src) * row, CS(a), e))
         return e->code;
-      timer_close(a, &tm, ti);
+      timer_close(a, tm, ti);
     }
     // The accumulators (and flushes) of the previous batch have arrived once the compute stream waits on it.
     if (comm_p2p_wait(a->c, &apend, e)) return e->code;
@@ -359,16 +684,45 @@ int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const 
         ops[n++] = op;
         n_flush_prev++;
       }
-    if (start_batch(a, &tm, s, "dkv_send", ops, n, &apend, e)) return e->code;
-    if (comm_p2p_wait(a->c, &kpend, e)) return e->code;
+    if (start_batch(a, tm, s, "dkv_send", ops, n, &apend, e)) return e->code;
+    if (comm_p2p_wait(a->c, &kpend, e) || outer_arrive(a, s, e)) return e->code;
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
     if (src >= 0) p = 1 - p;
   }
-  if (comm_p2p_wait(a->c, &apend, e)) return e->code;
+  if (comm_p2p_wait(a->c, &apend, e) || outer_end(a, e)) return e->code;
   for (int f = 0; f < n_flush_prev; f++) {
     const float *fb = st->flush[fpar] + f * 2 * plane;
     CUDA_TRY((cudaError_t)dist_cuda_add(dk, fb, plane, CS(a)));
     CUDA_TRY((cudaError_t)dist_cuda_add(dv, fb + plane, plane, CS(a)));
+  }
+  return SR_OK;
+}
+
+int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const void *v, const void *o, const float *lse,
+                       const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
+  cuda_state *st = a->cuda;
+  double t0 = sr_now();
+  cuda_timer tm;
+  if (timer_start(a, &tm, e)) return e->code;
+  if (a->U == 1) {
+    if (load_kv(a, k, v, e) || ring_bwd_cuda(a, &tm, q, o, lse, dout, dq, dk, dv, e))
+      return e->code ? e->code : SR_EINTERNAL;
+  } else {
+    int64_t plane = a->n_q * a->nkv * a->d, kn = a->n_local * a->Hkv * a->d;
+    int ti = a2a_open(a, &tm, 0, e);
+    if (a2a_scatter(a, q, 0, COMM_BF16, st->qg, e) || a2a_scatter(a, o, 0, COMM_BF16, st->og, e) ||
+        a2a_scatter(a, dout, 0, COMM_BF16, st->dog, e) || a2a_lse(a, lse, st->lseg, 1, e) || load_kv(a, k, v, e))
+      return e->code ? e->code : SR_EINTERNAL;
+    timer_close(a, &tm, ti);
+    if (ring_bwd_cuda(a, &tm, st->qg, st->og, st->lseg, st->dog, st->dqg, st->dkvg, st->dkvg + plane, e)) return e->code;
+    ti = a2a_open(a, &tm, a->rp.n_steps - 1, e);
+    // Replicated KV heads (U > Hkv): every member's partial dK/dV adds up at the token's owner.
+    CUDA_TRY(cudaMemsetAsync(dk, 0, sizeof(float) * (size_t)kn, CS(a)));
+    CUDA_TRY(cudaMemsetAsync(dv, 0, sizeof(float) * (size_t)kn, CS(a)));
+    if (a2a_gather(a, st->dqg, 0, COMM_F32, 0, dq, e) || a2a_gather(a, st->dkvg, 1, COMM_F32, 1, dk, e) ||
+        a2a_gather(a, st->dkvg + plane, 1, COMM_F32, 1, dv, e))
+      return e->code ? e->code : SR_EINTERNAL;
+    timer_close(a, &tm, ti);
   }
   if (timer_finish(a, &tm, e)) return e->code;
   a->st.bytes_saved += a->saved_bwd;

@@ -15,6 +15,14 @@ __global__ void add_kernel(float *dst, const float *src, int64_t n) {
     dst[i] += src[i];
 }
 
+__global__ void add2d_kernel(float *dst, int64_t dp, const float *src, int64_t sp, int64_t rows, int64_t width) {
+  int64_t n = rows * width;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = i / width, x = i - r * width;
+    dst[r * dp + x] += src[r * sp + x];
+  }
+}
+
 __global__ void fill_kernel(float *x, float v, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) x[i] = v;
 }
@@ -33,6 +41,13 @@ extern "C" int dist_cuda_to_bf16(void *dst, const float *src, int64_t n, void *s
 extern "C" int dist_cuda_add(float *dst, const float *src, int64_t n, void *stream) {
   if (n <= 0) return 0;
   add_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(dst, src, n);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int dist_cuda_add2d(float *dst, int64_t dst_pitch, const float *src, int64_t src_pitch, int64_t rows,
+                               int64_t width, void *stream) {
+  if (rows <= 0 || width <= 0) return 0;
+  add2d_kernel<<<grid_for(rows * width), 256, 0, (cudaStream_t)stream>>>(dst, dst_pitch, src, src_pitch, rows, width);
   return (int)cudaGetLastError();
 }
 

@@ -36,11 +36,13 @@ struct dist_attn {
   // Host work buffers (CPU backend).
   float *kv_own;              // [2, n_q, nkv, d] this group's K|V for this rank's heads
   float *kv_buf[2];           // receive buffers, [2, n_kmax, nkv, d]
+  float *kv_outer[2];         // early (inter-node) receive buffers, likewise (when the ring plan has any)
   float *acc[2], *acc_in[2];  // dK|dV partials and arriving accumulators, [2, n_kmax, nkv, d]
   float *qg, *og, *dog, *lseg, *dqg, *dkvg;  // Ulysses-side tensors (U > 1)
   // Bookkeeping.
   int64_t saved_fwd, saved_bwd, skipped;  // per call: bytes and receptions skipping saved
   void *cuda;                 // CUDA backend state (dist_attn_cuda.c)
+  void *online;               // vs-online estimation state on CUDA (online_vs_cuda.c), NULL otherwise
   timeline *tl;
   dist_stats st;
   int fail_rank, fail_step, fail_hang;

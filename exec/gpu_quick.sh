@@ -20,7 +20,7 @@ fi
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 step build
-make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90,code=sm_90" bin/sparsering-exec >/tmp/build.log 2>&1 ||
+make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec >/tmp/build.log 2>&1 ||
   { tail -30 /tmp/build.log; exit 1; }
 RUN="$MPIRUN --oversubscribe --bind-to none -np 2"
 X="bin/sparsering-exec attn --backend cuda --model qwen2.5-3b --cluster h200-1x2"

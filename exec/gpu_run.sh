@@ -1,20 +1,39 @@
 #!/bin/bash
-# gpu_run.sh — the executor's measurements on the GPU machine (2 x H200, NVLink), in one call:
-# build, correctness against dense attention, overlap of the dense striped ring, MTraining vs dense
-# ring, calibration and the simulator's prediction vs measurement. Logs under $OUT, table last.
-# Run from the repository root: bash exec/gpu_run.sh [STAGES]   (STAGES: any of a b c d; default "a b c d")
-# Needs about 10 minutes of a 2-GPU machine; gpu_quick.sh is the short version (it made the figures in
-# docs/exec.md). Do not pipe its output through tail: a call that times out then returns nothing.
-# Note: the striped-ring strategy (G = 1) spends minutes in tiles_build above 64K (docs/exec.md).
+# gpu_run.sh — the executor's measurements on the GPU machine (2 x H200, NVLink), in one call of
+# kind nvidia-h200-x2 (about 6 minutes of its 10; every step has its own time limit and the whole
+# script stops starting steps at SR_BUDGET_S seconds, default 540):
+#   build; (a) correctness against dense attention (ring, Ulysses, USP on the CUDA backend);
+#   calibration (writes the calibrated cluster); (b) dense striped ring at 128K and 256K (overlap
+#   efficiency); (c) MTraining vs dense ring at 256K; (d) more configurations; (c) at 512K last (its
+#   CPU-side preparation is the slowest part). Every timed run also prints the simulator's
+#   prediction on the calibrated cluster, so (d)'s table (measured vs predicted, mean and max error)
+#   covers (b), (c) and (d). The table is printed last.
+# Run from the repository root:  bash exec/gpu_run.sh [STAGES]   (any of: a cal b c d c512; default all)
+# If one call cannot hold it all, split it:  bash exec/gpu_run.sh "a cal b c"  then  bash exec/gpu_run.sh "cal d c512"
+# (calibration is 10 s; a later call re-runs it because the machine may be a fresh one).
+# Output (three files: the run tool brings back only a few): $OUT/summary.txt grows as steps finish;
+# $OUT/logs.tgz holds every run's full output (refreshed after each step); the calibrated cluster is
+# $OUT/h200-1x2-calibrated.json. Do not pipe this through tail.
+# C_PATTERN=vs-online:0.95 (for example) sets MTraining's pattern (default: the strategy's vs-topp:0.95).
+# Layout of (b): striped:16 by default (B_LAYOUT): the striped-ring strategy's G = 1 spends minutes in
+# the CPU-side tiles_build above 64K (docs/exec.md); G = 16 builds in 0.7 s at 128K.
 set -o pipefail
+T0=$(date +%s)
+T_END=$((T0 + ${SR_BUDGET_S:-540}))
 OUT=${OUT:-/tmp/sr-exec-out}
-W=/tmp/sr-exec-logs  # every log here; $OUT gets a tarball, the summary and the calibrated cluster (few files)
-mkdir -p "$OUT" "$W"
-STAGES=${1:-a b c d}
+L=/tmp/sr-exec-logs
+rm -rf "$L"
+mkdir -p "$L" "$OUT"
+S=$OUT/summary.txt
+STAGES=${1:-a cal b c d c512}
+B_LAYOUT=${B_LAYOUT:-striped:16}
+MT=(--strategy mtraining ${C_PATTERN:+--pattern "$C_PATTERN"})  # C_PATTERN: e.g. vs-online:0.95 once it runs on GPUs
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
-export NCCL_NVLS_ENABLE=0
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv >"$W/gpu.txt" 2>&1
-nvidia-smi topo -m >>"$W/gpu.txt" 2>&1
+export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=60
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+say() { echo "$*" | tee -a "$S"; }
+say "== gpu_run.sh stages: $STAGES (started $(date -u +%H:%M:%S), budget ${SR_BUDGET_S:-540} s)"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv >"$L/gpu.txt" 2>&1
 
 # Open MPI: the machine's own, else the Debian packages carried in ../.gpu-exec-mpi (relocated).
 MAKE_MPI=()
@@ -28,60 +47,109 @@ if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
             LDLIBS="-lcjson -lgsl -lgslcblas -lm -lpthread -L$M/lib/x86_64-linux-gnu/openmpi/lib -lmpi")
   MPIRUN=$M/bin/orterun
 fi
-echo "mpirun: $MPIRUN" >>"$W/gpu.txt"
-make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90,code=sm_90" bin/sparsering-exec bin/sparsering \
-  >"$W/build.log" 2>&1 || { tail -40 "$W/build.log"; exit 1; }
+if [ -n "${SR_NO_BUILD:-}" ] && [ -x bin/sparsering-exec ]; then :  # binaries built elsewhere and carried
+elif ! timeout 240 make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec \
+  bin/sparsering >"$L/build.log" 2>&1; then
+  say "build failed"; tail -40 "$L/build.log"; exit 1
+fi
+say "== [$(( $(date +%s) - T0 ))s] built"
 
 RUN="$MPIRUN --oversubscribe --bind-to none -np 2"
 X="bin/sparsering-exec attn --backend cuda --model qwen2.5-3b"
-log() { echo "== $*" | tee -a "$W/summary.txt"; }
+CAL=$OUT/h200-1x2-calibrated.json
+PRED=()  # --predict once the calibrated cluster exists
 
-if [[ $STAGES == *a* ]]; then
-  log "(a) correctness vs dense masked attention (float64 CPU reference on the same bf16 inputs), seq 2000"
-  timeout 300 $RUN $X --cluster h200-1x2 --seq 2000 --layout striped:128,zigzag,contiguous --schedule ring \
-    --pattern dense,window:64:512,vs-like:64:256:64,block:0.3:128 --check --skip-empty-sends >"$W/a.log" 2>&1
-  echo "exit $?" >>"$W/a.log"
-  grep -E "^attn|exit|rank .* failed" "$W/a.log" | tee -a "$W/summary.txt"
-  grep -qE "FAIL|failed|exit [^0]" "$W/a.log" && { echo "correctness failed: stopping"; tail -40 "$W/a.log"; exit 1; }
+# step NAME LIMIT_S CMD...: run with min(LIMIT_S, time left) as its limit; output in $L/NAME.log.
+step() {
+  local name=$1 lim=$2; shift 2
+  local left=$((T_END - $(date +%s)))
+  if [ $left -lt 20 ]; then say "-- $name: skipped (no time left in the budget)"; return 1; fi
+  [ $lim -gt $((left - 5)) ] && lim=$((left - 5))
+  local t=$(date +%s)
+  timeout $lim "$@" >"$L/$name.log" 2>&1
+  local rc=$?
+  local dt=$(( $(date +%s) - t ))
+  [ $rc -eq 124 ] && say "-- $name: TIMED OUT after $lim s" || say "-- $name: exit $rc, $dt s"
+  tar czf "$OUT/logs.tgz" -C "$L" . 2>/dev/null
+  return $rc
+}
+
+# A timed attention run: NAME LIMIT FLAGS... (rank 0's summary lines go to the summary).
+timed() {
+  local name=$1 lim=$2; shift 2
+  step "$name" "$lim" $RUN $X "${CLUSTER[@]}" "$@" --repeat 2 "${PRED[@]}"
+  grep -E "layer 0:|^attn|failed|rror" "$L/$name.log" 2>/dev/null | sed "s/^/   /" | tee -a "$S"
+}
+CLUSTER=(--cluster h200-1x2)
+
+if has a; then
+  say "(a) correctness vs float64 dense masked attention on the same bf16 inputs, seq 2000 (uneven shards)"
+  # One node: the double ring is the ring (no transfer crosses a node) and USP of degree 2 is Ulysses,
+  # so each code path runs once per layout and pattern kind.
+  step a_ring 90 $RUN $X --cluster h200-1x2 --seq 2000 --layout striped:128,zigzag,contiguous --schedule ring \
+    --pattern dense,window:64:512,vs-like:64:256:64,block:0.3:128 --check --skip-empty-sends
+  step a_ulysses 90 $RUN $X --cluster h200-1x2 --seq 2000 --layout zigzag,striped:128 --schedule ulysses,usp \
+    --pattern dense,vs-like:64:256:64 --check --skip-empty-sends
+  for f in a_ring a_ulysses; do grep -E "^attn|failed" "$L/$f.log" | sed "s/: 2 ranks.*check worst/: worst/" | tee -a "$S"; done
+  if grep -qE "FAIL|failed" "$L"/a_*.log; then say "correctness FAILED: stopping"; exit 1; fi
 fi
 
-if [[ $STAGES == *b* ]]; then
-  log "(b) dense striped ring (striped-ring: striped G=1, ring, dense) forward+backward, one layer"
-  for S in 128K 256K; do
-    timeout 300 $RUN $X --cluster h200-1x2 --strategy striped-ring --seq $S --repeat 3 --csv "$W/b_$S.csv" \
-      >"$W/b_$S.log" 2>&1
-    grep -E "layer 0:|^attn|failed" "$W/b_$S.log" | tee -a "$W/summary.txt"
-  done
+if has cal; then
+  say "(d) calibration: p2p and all-to-all fits, GEMM, attention kernels per tile kind and phase"
+  step calibrate 90 $RUN bin/sparsering-exec calibrate --backend cuda --cluster h200-1x2 --out "$CAL" --log "$L/calib.csv"
+  grep -vE "^NCCL|^$" "$L/calibrate.log" | sed "s/^/   /" | tee -a "$S"
+fi
+if [ -f "$CAL" ]; then CLUSTER=(--cluster "$CAL"); PRED=(--predict); fi
+
+if has b; then
+  say "(b) dense striped ring ($B_LAYOUT, ring, dense), forward + backward, one layer"
+  timed b_128K 60 --layout $B_LAYOUT --schedule ring --pattern dense --seq 128K
+  timed b_256K 90 --layout $B_LAYOUT --schedule ring --pattern dense --seq 256K
 fi
 
-if [[ $STAGES == *c* ]]; then
-  log "(c) MTraining (striped G=128, double ring, ${CPAT:-vs-topp:0.95}) vs dense ring (contiguous, ring, dense)"
-  for S in 256K 512K; do
-    for st in dense-ring mtraining; do
-      P=(); [ $st = mtraining ] && [ -n "${CPAT:-}" ] && P=(--pattern "$CPAT")
-      timeout 300 $RUN $X --cluster h200-1x2 --strategy $st "${P[@]}" --seq $S --repeat 2 --skip-empty-sends \
-        >"$W/c_${st}_$S.log" 2>&1
-      grep -E "layer 0:|^attn|failed" "$W/c_${st}_$S.log" | tee -a "$W/summary.txt"
-    done
-  done
+if has c; then
+  say "(c) MTraining (striped:128, double ring, ${C_PATTERN:-vs-topp:0.95}, skipping) vs dense ring (contiguous, ring, dense) at 256K"
+  timed c_dense-ring_256K 60 --strategy dense-ring --seq 256K --skip-empty-sends
+  timed c_mtraining_256K 90 "${MT[@]}" --seq 256K --skip-empty-sends
 fi
 
-if [[ $STAGES == *d* ]]; then
-  log "(d) calibration, then the simulator (calibrated cluster) vs measured"
-  timeout 200 $RUN bin/sparsering-exec calibrate --backend cuda --cluster h200-1x2 --out "$W/h200-1x2-calibrated.json" \
-    --log "$W/calib.csv" >"$W/calib.log" 2>&1
-  cat "$W/calib.log" | tee -a "$W/summary.txt"
-  for cfg in "striped-ring 64K" "striped-ring 128K" "zigzag-ring 64K" "zigzag-ring 128K" "dense-ring 64K" "dense-ring 128K" \
-             ${DPAT:+"mtraining 128K"} ${DPAT:+"mtraining 256K"}; do
-    set -- $cfg
-    P=(); [ $1 = mtraining ] && P=(--pattern "$DPAT")
-    timeout 200 $RUN $X --cluster "$W/h200-1x2-calibrated.json" --strategy $1 "${P[@]}" --seq $2 --repeat 2 \
-      --predict >"$W/d_$1_$2.log" 2>&1
-    echo "$1 $2: $(grep -E 'predicted' "$W/d_$1_$2.log")" | tee -a "$W/summary.txt"
-  done
+if has d; then
+  say "(d) more configurations for the prediction comparison"
+  timed d_zigzag-ring_128K 60 --strategy zigzag-ring --seq 128K
+  timed d_ulysses_128K 60 --layout zigzag --schedule ulysses --pattern dense --seq 128K
+  timed d_window_128K 60 --layout striped:128 --schedule ring --pattern window:128:8192 --seq 128K --skip-empty-sends
+  timed d_mtraining_128K 60 "${MT[@]}" --seq 128K --skip-empty-sends
 fi
-cp "$W/summary.txt" "$OUT/" 2>/dev/null
-cp "$W/h200-1x2-calibrated.json" "$OUT/" 2>/dev/null
-tar czf "$OUT/logs.tgz" -C "$W" . 2>/dev/null
-echo "== table"
-cat "$W/summary.txt"
+
+if has c512; then
+  say "(c) at 512K"
+  timed c_dense-ring_512K 120 --strategy dense-ring --seq 512K --skip-empty-sends
+  timed c_mtraining_512K 200 "${MT[@]}" --seq 512K --skip-empty-sends
+fi
+
+# ---- table ----
+table() {
+  echo "== table (measured on 2 x H200; predicted: sparsering sim on the calibrated cluster; error = (pred - meas) / meas)"
+  printf "%-22s %9s %9s %8s %9s %9s %8s %8s %7s\n" run fwd_ms bwd_ms overlap pfwd_ms pbwd_ms err_fwd err_bwd err_tot
+  for f in "$L"/b_*.log "$L"/c_*.log "$L"/d_*.log; do
+    [ -f "$f" ] || continue
+    awk -v n="$(basename "$f" .log)" '
+      /layer 0: fwd/ { gsub(",", ""); mf = $4; mb = $7; ov = $NF }
+      /layer 0: predicted/ { for (i = 1; i <= NF; i++) { if ($i == "fwd" && pf == "") pf = $(i+1); if ($i == "bwd" && pb == "") pb = $(i+1) } }
+      END {
+        if (mf == "") { printf "%-22s (no result)\n", n; exit }
+        if (pf == "") { printf "%-22s %9.1f %9.1f %8.3f\n", n, mf, mb, ov; exit }
+        ef = 100 * (pf - mf) / mf; eb = 100 * (pb - mb) / mb; et = 100 * (pf + pb - mf - mb) / (mf + mb)
+        printf "%-22s %9.1f %9.1f %8.3f %9.1f %9.1f %+7.1f%% %+7.1f%% %+6.1f%%\n", n, mf, mb, ov, pf, pb, ef, eb, et
+      }' "$f"
+  done | tee "$L/table.txt"
+  awk 'NF == 9 && $1 != "run" { for (i = 7; i <= 9; i++) { x = $i; sub("%", "", x); x += 0; x = x < 0 ? -x : x; if (i < 9) { s += x; n++; if (x > m) m = x } else { st += x; nt++; if (x > mt) mt = x } } }
+       END { if (n) printf "prediction error over %d configurations: per pass (fwd, bwd) mean %.1f%% max %.1f%%; per layer (fwd+bwd) mean %.1f%% max %.1f%%\n", nt, s / n, m, st / nt, mt }' \
+    "$L/table.txt"
+  awk '$1 ~ /^c_dense-ring_/ { split($1, a, "_"); d[a[3]] = $2 + $3 } $1 ~ /^c_mtraining_/ { split($1, a, "_"); m[a[3]] = $2 + $3 }
+       END { for (s in m) if (s in d) printf "(c) %s: dense ring %.0f ms, MTraining %.0f ms: MTraining %.2fx faster\n", s, d[s], m[s], d[s] / m[s] }' \
+    "$L/table.txt"
+}
+table 2>&1 | tee -a "$S"
+tar czf "$OUT/logs.tgz" -C "$L" . 2>/dev/null
+echo "== [$(( $(date +%s) - T0 ))s] done" | tee -a "$S"

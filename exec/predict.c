@@ -26,21 +26,33 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;
-  double bwd0 = INFINITY;
-  for (int64_t i = 0; i < tl.n; i++)
-    if (tl.ev[i].layer == 0 && tl.ev[i].phase == PHASE_ATTN_BWD && tl.ev[i].start < bwd0) bwd0 = tl.ev[i].start;
+  // Forward and backward of the layer: events before the last forward kernel ends are forward, events
+  // from the first backward kernel on are backward. Between the two lie the forward's closing all-to-all
+  // (Ulysses' gather, right after its last kernel) and the backward's opening one (its scatter, right
+  // before its first kernel), with the rest of the step (MLP, loss) between them when it takes time:
+  // such an event belongs to the side it is nearer to.
+  double bwd0 = INFINITY, fwd_end = -INFINITY;
+  for (int64_t i = 0; i < tl.n; i++) {
+    const sim_event *v = &tl.ev[i];
+    if (v->layer != 0) continue;
+    if (v->phase == PHASE_ATTN_BWD && v->start < bwd0) bwd0 = v->start;
+    if (v->phase == PHASE_ATTN && v->start + v->dur > fwd_end) fwd_end = v->start + v->dur;
+  }
   double f0 = INFINITY, f1 = -INFINITY, b0 = INFINITY, b1 = -INFINITY;
   sim_timeline keep = {0};
   keep.ev = malloc(sizeof(sim_event) * (size_t)(tl.n > 0 ? tl.n : 1));
-  if (!keep.ev) {
+  uint8_t *side = malloc((size_t)(tl.n > 0 ? tl.n : 1));  // of each kept event: 1 backward
+  if (!keep.ev || !side) {
+    free(keep.ev), free(side);
     sim_timeline_free(&tl);
     return sr_internal_error(e, 0, "out of memory");
   }
   for (int64_t i = 0; i < tl.n; i++) {
     const sim_event *v = &tl.ev[i];
     if (v->layer != 0) continue;
-    int bwd = v->start >= bwd0;
+    int bwd = v->start >= bwd0 ? 1 : v->start < fwd_end ? 0 : v->start - fwd_end > bwd0 - (v->start + v->dur);
     if (bwd ? !is_bwd_phase(v->phase) : !is_fwd_phase(v->phase)) continue;
+    side[keep.n] = (uint8_t)bwd;
     if (bwd) b0 = fmin(b0, v->start), b1 = fmax(b1, v->start + v->dur);
     else f0 = fmin(f0, v->start), f1 = fmax(f1, v->start + v->dur);
     keep.ev[keep.n++] = *v;
@@ -52,12 +64,12 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   if (rc == SR_OK && csv_path) {
     for (int64_t i = 0; i < keep.n; i++) {  // forward from 0, backward right after it; the layer as run
       sim_event *v = &keep.ev[i];
-      v->start = v->start >= bwd0 ? v->start - b0 + *fwd_s : v->start - f0;
+      v->start = side[i] ? v->start - b0 + *fwd_s : v->start - f0;
       v->layer = layer;
     }
     rc = timeline_write_csv(&keep, "sim", csv_path, e);
   }
-  free(keep.ev);
+  free(keep.ev), free(side);
   sim_timeline_free(&tl);
   return rc;
 }

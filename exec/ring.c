@@ -1,7 +1,9 @@
 // ring.c — the ring walk of distributed attention on the CPU backend: at step s compute against the
 // shard the ring plan names (tile index segment of that source), merging into the running fp32
 // (O, LSE), while the shard of step s+1 is in flight (MPI_Isend/Irecv); backward sends dK/dV with
-// their shard and flushes finished accumulators to the owner (ring_plan.h).
+// their shard and flushes finished accumulators to the owner (ring_plan.h). Early inter-node
+// transfers (the double ring's outer ring) are posted at the step the ring plan says, into the outer
+// buffers, and waited for only before the step that computes on them.
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -12,8 +14,9 @@
 #include "plan/util.h"
 
 // Message tags: one per (step, kind), so concurrent messages between the same pair never mix.
-enum { TAG_KV_FWD = 0, TAG_KV_BWD = 1, TAG_ACC = 2, TAG_FLUSH = 3 };
-static int tag_of(int step, int kind) { return step * 4 + kind; }
+// Early transfers take 4 + their KV kind, tagged with the step that computes on them.
+enum { TAG_KV_FWD = 0, TAG_KV_BWD = 1, TAG_ACC = 2, TAG_FLUSH = 3, TAG_OUTER = 4 };
+static int tag_of(int step, int kind) { return step * 8 + kind; }
 
 static int64_t shard_rows(const struct dist_attn *a, int g) { return a->glay->rank_count[g]; }
 
@@ -43,13 +46,13 @@ static float *post_kv(struct dist_attn *a, int s, int kind, const float *cur, co
   if (s + 1 >= rp->n_steps) return NULL;
   int64_t i1 = (int64_t)(s + 1) * R;
   int h = rp->from[i1 + me];
-  if (h >= 0) {
+  if (h >= 0 && !rp->early[i1 + me]) {
     rbuf = cur == a->kv_buf[0] ? a->kv_buf[1] : a->kv_buf[0];
     comm_p2p op = {dist_ring_rank(a, h), 0, rbuf, 2 * shard_rows(a, rp->src[i1 + me]) * row, COMM_F32, tag_of(s, kind)};
     ops[(*n)++] = op;
   }
   for (int g = 0; g < R; g++) {
-    if (g == me || rp->from[i1 + g] != me) continue;
+    if (g == me || rp->from[i1 + g] != me || rp->early[i1 + g]) continue;
     int shard = rp->src[i1 + g];
     const float *data = rp->from_own[i1 + g] ? a->kv_own : cur;
     comm_p2p op = {dist_ring_rank(a, g), 1, (void *)data, 2 * shard_rows(a, shard) * row, COMM_F32, tag_of(s, kind)};
@@ -61,9 +64,77 @@ static float *post_kv(struct dist_attn *a, int s, int kind, const float *cur, co
 // The shard buffer of step s+1, given where it arrived (rbuf) or where it already is.
 static const float *next_cur(const struct dist_attn *a, int s, const float *cur, float *rbuf) {
   int64_t i1 = (int64_t)(s + 1) * a->R + a->group;
-  if (a->rp.from[i1] >= 0) return rbuf;
+  if (a->rp.from[i1] >= 0) return a->rp.early[i1] ? a->kv_outer[a->rp.early[i1] - 1] : rbuf;
   if (a->rp.src[i1] == a->group) return a->kv_own;
   return cur;  // same shard kept in place, or idle
+}
+
+// ---------------------------------------------------------------------------------------------
+// early (outer) transfers
+
+typedef struct {
+  comm_pending recv[2];   // the reception awaited in each outer buffer
+  int target[2];          // the step that computes on it (-1: none)
+  double t_post[2];
+  comm_pending *sends;    // [n_steps] own-shard sends posted at each step
+} outer_state;
+
+static int outer_begin(struct dist_attn *a, outer_state *o, sr_error *e) {
+  memset(o, 0, sizeof *o);
+  o->target[0] = o->target[1] = -1;
+  if (!a->rp.n_early) return SR_OK;
+  o->sends = calloc((size_t)a->rp.n_steps, sizeof(comm_pending));
+  return o->sends ? SR_OK : sr_internal_error(e, 0, "out of memory");
+}
+
+// Post the early transfers whose post step is s: this rank's reception and its own shard's sends.
+static int outer_post(struct dist_attn *a, outer_state *o, int s, int kind, sr_error *e) {
+  const ring_plan *rp = &a->rp;
+  int R = a->R, me = a->group;
+  int64_t row = (int64_t)a->nkv * a->d;
+  if (!rp->n_early) return SR_OK;
+  comm_p2p ops[COMM_MAX_BATCH];
+  int n = 0;
+  for (int t = s + 1; t < rp->n_steps; t++)
+    for (int g = 0; g < R; g++) {
+      int64_t i = (int64_t)t * R + g;
+      if (!rp->early[i] || rp->post_at[i] != s || (g != me && rp->from[i] != me)) continue;
+      int64_t count = 2 * shard_rows(a, rp->src[i]) * row;
+      if (g == me) {
+        int b = rp->early[i] - 1;
+        comm_p2p op = {dist_ring_rank(a, rp->from[i]), 0, a->kv_outer[b], count, COMM_F32, tag_of(t, TAG_OUTER + kind)};
+        o->t_post[b] = sr_now(), o->target[b] = t;
+        if (comm_p2p_start(a->c, &op, 1, &o->recv[b], e)) return e->code;
+      } else if (n < COMM_MAX_BATCH) {
+        comm_p2p op = {dist_ring_rank(a, g), 1, a->kv_own, count, COMM_F32, tag_of(t, TAG_OUTER + kind)};
+        ops[n++] = op;
+      } else {
+        return sr_internal_error(e, 0, "rank %d: more than %d early sends at step %d", a->c->rank, COMM_MAX_BATCH, s);
+      }
+    }
+  if (comm_p2p_start(a->c, ops, n, &o->sends[s], e)) return e->code;
+  a->st.bytes_sent += o->sends[s].bytes_sent;
+  return SR_OK;
+}
+
+// Before step s+1: the early reception it computes on has arrived.
+static int outer_arrive(struct dist_attn *a, outer_state *o, int s, sr_error *e) {
+  for (int b = 0; b < 2; b++)
+    if (o->target[b] == s + 1) {
+      if (comm_p2p_wait(a->c, &o->recv[b], e)) return e->code;
+      record(a, s + 1, "kv_send", TL_INTER, o->t_post[b], sr_now());
+      o->target[b] = -1;
+    }
+  return SR_OK;
+}
+
+// End of the call: the own-shard sends are done (the shard may change with the next call).
+static int outer_end(struct dist_attn *a, outer_state *o, sr_error *e) {
+  int rc = SR_OK;
+  for (int s = 0; o->sends && s < a->rp.n_steps && rc == SR_OK; s++) rc = comm_p2p_wait(a->c, &o->sends[s], e);
+  free(o->sends);
+  o->sends = NULL;
+  return rc;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -75,14 +146,17 @@ int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error
   memset(o, 0, sizeof(float) * (size_t)(a->n_q * nrow));
   for (int64_t i = 0; i < a->n_q * a->nh; i++) lse[i] = -INFINITY;
   const float *cur = a->kv_own;
+  outer_state os;
+  if (outer_begin(a, &os, e)) return e->code;
   for (int s = 0; s < rp->n_steps; s++) {
     maybe_fail(a, s);
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
+    if (outer_post(a, &os, s, TAG_KV_FWD, e)) goto fail;
     float *rbuf = post_kv(a, s, TAG_KV_FWD, cur, ops, &n);
     comm_pending pend;
     double tc = sr_now();
-    if (comm_p2p_start(a->c, ops, n, &pend, e)) return e->code;
+    if (comm_p2p_start(a->c, ops, n, &pend, e)) goto fail;
     a->st.bytes_sent += pend.bytes_sent;
     int src = rp->src[(int64_t)s * a->R + a->group];
     double t0 = sr_now();
@@ -90,16 +164,22 @@ int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error
       sa_shape sh = step_shape(a, src);
       const float *k = cur, *v = cur + shard_rows(a, src) * a->nkv * a->d;
       int rc = sa_ref_fwd(&sh, q, k, v, a->qpos, a->kpos[src], &a->ti_view, src, a->masks + a->h_lo[a->gidx], o, lse);
-      if (rc) return sr_internal_error(e, 0, "rank %d: sa_ref_fwd failed at step %d (code %d)", a->c->rank, s, rc);
+      if (rc) {
+        sr_internal_error(e, 0, "rank %d: sa_ref_fwd failed at step %d (code %d)", a->c->rank, s, rc);
+        goto fail;
+      }
     }
     double t1 = sr_now();
-    if (comm_p2p_wait(a->c, &pend, e)) return e->code;
+    if (comm_p2p_wait(a->c, &pend, e) || outer_arrive(a, &os, s, e)) goto fail;
     double t2 = sr_now();
     if (src >= 0) record(a, s, "attn", TL_COMPUTE, t0, t1);
     if (n > 0) record(a, s, "kv_send", dist_batch_stream(a, ops, n), tc, t2);
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
   }
-  return SR_OK;
+  return outer_end(a, &os, e);
+fail:
+  free(os.sends);
+  return e->code ? e->code : SR_EINTERNAL;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -112,6 +192,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
   int64_t row = (int64_t)a->nkv * a->d;
   int64_t own_elems = 2 * a->n_q * row;
   memset(dkv, 0, sizeof(float) * (size_t)own_elems);
+  outer_state os = {0};  // before the first goto fail, which frees os.sends
 
   // Flushes of this rank's shard from members whose accumulator chains end elsewhere: post them all now.
   int n_flush = 0;
@@ -137,6 +218,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
       }
 
   const float *cur = a->kv_own;
+  if (outer_begin(a, &os, e)) goto fail;
   comm_pending apend = {0};  // accumulator sends of the previous step (and the receive for this step)
   double t_acc = 0;          // when that batch was posted (0: none)
   int acc_sid = TL_INTRA;
@@ -144,6 +226,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
   for (int s = 0; s < rp->n_steps; s++) {
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
+    if (outer_post(a, &os, s, TAG_KV_BWD, e)) goto fail;
     float *rbuf = post_kv(a, s, TAG_KV_BWD, cur, ops, &n);
     int kv_sid = dist_batch_stream(a, ops, n);
     comm_pending kpend;
@@ -212,14 +295,14 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
     if (n > 0) t_acc = sr_now(), acc_sid = dist_batch_stream(a, ops, n);
     if (comm_p2p_start(a->c, ops, n, &apend, e)) goto fail;
     a->st.bytes_sent += apend.bytes_sent;
-    if (comm_p2p_wait(a->c, &kpend, e)) goto fail;
+    if (comm_p2p_wait(a->c, &kpend, e) || outer_arrive(a, &os, s, e)) goto fail;
     double t2 = sr_now();
     if (src >= 0) record(a, s, "attn_bwd", TL_COMPUTE, t0, t1);
     if (kpend.bytes_sent + kpend.bytes_recv > 0) record(a, s, "kv_send", kv_sid, tc, t2);
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
     if (src >= 0) p = 1 - p;
   }
-  if (comm_p2p_wait(a->c, &apend, e)) goto fail;
+  if (comm_p2p_wait(a->c, &apend, e) || outer_end(a, &os, e)) goto fail;
   if (t_acc > 0) record(a, rp->n_steps - 1, "dkv_send", acc_sid, t_acc, sr_now());
   for (int f0 = 0; f0 < n_flush; f0 += COMM_MAX_BATCH * 2) {  // bounded waits, a batch at a time
     comm_pending all = {0};
@@ -235,6 +318,6 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
   free(flush_buf), free(freq), free(fpeer);
   return SR_OK;
 fail:
-  free(flush_buf), free(freq), free(fpeer);
+  free(flush_buf), free(freq), free(fpeer), free(os.sends);
   return e->code ? e->code : SR_EINTERNAL;
 }

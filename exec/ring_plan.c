@@ -18,6 +18,8 @@ void ring_plan_free(ring_plan *rp) {
   free(rp->from_own);
   free(rp->acc_from);
   free(rp->flush);
+  free(rp->post_at);
+  free(rp->early);
   free(rp->recv_count);
   free(rp->recv_count_noskip);
   memset(rp, 0, sizeof *rp);
@@ -41,15 +43,20 @@ static int64_t walk(int R, int n_steps, const int32_t *order, const uint8_t *nee
                     int64_t *recv_count) {
   int32_t *cur = malloc(sizeof(int32_t) * (size_t)R), *nxt = malloc(sizeof(int32_t) * (size_t)R);
   uint8_t *taken = malloc((size_t)R);
+  // Outer buffers per member: early receptions so far, the step of the last one, which buffer is the
+  // current shard (-1: none), and the last step each buffer was current.
+  int32_t *n_early = calloc((size_t)R, sizeof(int32_t)), *t_last = calloc((size_t)R, sizeof(int32_t));
+  int32_t *cur_slot = malloc(sizeof(int32_t) * (size_t)R), *busy = malloc(sizeof(int32_t) * (size_t)R * 2);
   int64_t transfers = 0;
-  if (!cur || !nxt || !taken) {
-    free(cur), free(nxt), free(taken);
+  if (!cur || !nxt || !taken || !n_early || !t_last || !cur_slot || !busy) {
+    free(cur), free(nxt), free(taken), free(n_early), free(t_last), free(cur_slot), free(busy);
     return -1;
   }
+  for (int g = 0; g < R; g++) cur_slot[g] = -1, busy[2 * g] = busy[2 * g + 1] = -1;
   for (int g = 0; g < R; g++) {
     int s0 = order[g];
     cur[g] = s0 >= 0 && (!needs || needs[g * R + s0]) ? s0 : -1;
-    if (rp) rp->src[g] = cur[g], rp->from[g] = -1, rp->acc_from[g] = -1;
+    if (rp) rp->src[g] = cur[g], rp->from[g] = -1, rp->acc_from[g] = -1, rp->post_at[g] = -1;
   }
   for (int s = 1; s < n_steps; s++) {
     memset(taken, 0, (size_t)R);
@@ -58,20 +65,36 @@ static int64_t walk(int R, int n_steps, const int32_t *order, const uint8_t *nee
       int64_t i = (int64_t)s * R + g;
       if (need < 0 || (needs && !needs[g * R + need])) {
         nxt[g] = -1;
-        if (rp) rp->src[i] = -1, rp->from[i] = -1, rp->acc_from[i] = -1;
+        if (rp) rp->src[i] = -1, rp->from[i] = -1, rp->acc_from[i] = -1, rp->post_at[i] = -1;
+        if (cur_slot[g] >= 0) busy[2 * g + cur_slot[g]] = s;  // the executor keeps its buffer
         continue;
       }
       nxt[g] = need;
       // Own shard, or the same shard as this step: nothing moves.
       int own = 0, h = need == g || cur[g] == need ? -1 : pick_sender(R, cur, need, g, node_of, &own);
+      int early = 0, post = h >= 0 ? s - 1 : -1;
       if (h >= 0) {
         transfers++;
         if (recv_count) recv_count[g]++;
+        if (rp && node_of && node_of[h] != node_of[g]) {
+          int k = n_early[g], s0 = k >= 1 ? t_last[g] : 0;
+          if (k >= 2 && busy[2 * g + k % 2] + 1 > s0) s0 = busy[2 * g + k % 2] + 1;
+          if (s0 < s - 1) {  // the owner's copy never changes, so it can leave that early
+            early = 1 + k % 2, post = s0, h = need, own = 1;
+            n_early[g]++, t_last[g] = s;
+          }
+        }
       }
+      if (early) cur_slot[g] = early - 1;
+      else if (h >= 0 || need == g) cur_slot[g] = -1;
+      if (cur_slot[g] >= 0) busy[2 * g + cur_slot[g]] = s;
       if (rp) {
         rp->src[i] = need;
         rp->from[i] = h;
         rp->from_own[i] = (uint8_t)own;
+        rp->post_at[i] = post;
+        rp->early[i] = (uint8_t)early;
+        rp->n_early += early > 0;
         // Accumulators follow the shard to the first member that takes the sender's current buffer.
         int acc = -1;
         if (h >= 0 && !own && !taken[h]) acc = h, taken[h] = 1;
@@ -85,7 +108,7 @@ static int64_t walk(int R, int n_steps, const int32_t *order, const uint8_t *nee
   }
   if (rp)
     for (int g = 0; g < R; g++) rp->flush[(int64_t)(n_steps - 1) * R + g] = (uint8_t)(cur[g] >= 0);
-  free(cur), free(nxt), free(taken);
+  free(cur), free(nxt), free(taken), free(n_early), free(t_last), free(cur_slot), free(busy);
   return transfers;
 }
 
@@ -104,9 +127,11 @@ int ring_plan_build(int R, int n_steps, const int32_t *src, const uint8_t *needs
   rp->from_own = calloc(n, 1);
   rp->acc_from = malloc(sizeof(int32_t) * n);
   rp->flush = calloc(n, 1);
+  rp->post_at = malloc(sizeof(int32_t) * n);
+  rp->early = calloc(n, 1);
   rp->recv_count = calloc((size_t)R, sizeof(int64_t));
   rp->recv_count_noskip = calloc((size_t)R, sizeof(int64_t));
-  if (!rp->src || !rp->from || !rp->from_own || !rp->acc_from || !rp->flush || !rp->recv_count || !rp->recv_count_noskip) {
+  if (!rp->src || !rp->from || !rp->from_own || !rp->acc_from || !rp->flush || !rp->post_at || !rp->early || !rp->recv_count || !rp->recv_count_noskip) {
     ring_plan_free(rp);
     return sr_internal_error(e, 0, "out of memory");
   }

@@ -12,6 +12,14 @@
 // their shard to one receiver; an accumulator whose chain ends (the shard is not passed on, or the
 // ring is over) is flushed to the shard's owner, which sums what arrives. Each contribution thus
 // reaches the owner exactly once, whatever the skipping.
+//
+// Early inter-node transfers (the double ring's outer ring). A reception whose nearest holder sits on
+// another node (node_of given) is instead sent by the shard's owner from its own, unchanging memory,
+// and posted as early as the receiver has room: each member has two outer buffers, so the k-th such
+// reception is posted once the (k-1)-th has arrived (its step) and the buffer of the (k-2)-th is no
+// longer the member's current shard. In the double ring this posts the next round's shard at the
+// start of the round, so the transfer runs under the whole inner ring, not under one inner step.
+// Receptions that gain nothing (post step = the step before) keep the ordinary sender.
 #ifndef SR_RING_PLAN_H
 #define SR_RING_PLAN_H
 
@@ -26,6 +34,9 @@ typedef struct {
   uint8_t *from_own;   // [n_steps*R] that sender sends its own original shard (not its step s-1 buffer)
   int32_t *acc_from;   // [n_steps*R] member whose accumulators g receives for step s (-1: start at zero)
   uint8_t *flush;      // [n_steps*R] after step s, g's accumulators go to the shard's owner
+  int32_t *post_at;    // [n_steps*R] step at which g's reception for step s is posted (s-1, or earlier when early; -1: none)
+  uint8_t *early;      // [n_steps*R] 0: ordinary reception; 1 + b: early, into g's outer buffer b (0 or 1), from the owner
+  int64_t n_early;     // early receptions in the plan
   int64_t transfers;          // shard transfers performed
   int64_t transfers_noskip;   // shard transfers of the same order without skipping
   int64_t *recv_count;        // [R] shard transfers each member receives (forward)

@@ -25,7 +25,7 @@ fi
 S="$OUT/summary.txt"
 log() { echo "== $*" | tee -a "$S"; }
 t0=$(date +%s)
-timeout 150 make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90,code=sm_90" bin/sparsering-exec \
+timeout 150 make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec \
   >"$W/build.log" 2>&1 || { tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
 log "build $(( $(date +%s) - t0 ))s"
 log "(1) GPU model vs CPU model (tiny-test, 256 tokens), then tiny-25m step time at 8K with naive attention"

@@ -109,9 +109,12 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
            const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
            float *lse_run, void *stream, sr_error *e);
 
-// Forward kernel variant (for the benchmark and the GPU test): 0 = one 16-row tile per warp (default,
-// measured faster on the H200), 1 = two. Both compute the same function.
+// Forward kernel variant (benchmark and GPU test): -1 = the default (the fastest where the sm_90a
+// image runs, else 0); mma.sync: 0 = one 16-row tile per warp, 1 = two; wgmma (Hopper; 0 elsewhere):
+// 2 = two CTAs per SM, 3 = one, 4 = one, pipelined. All compute the same function.
 extern int sa_fwd_variant;
+// 1 when the current device runs the sm_90a image of the library (the wgmma forward), else 0.
+int sa_wgmma_built(void);
 
 // Merge a partial (o_b bf16, lse_b) into running fp32 (o, lse), [n_q, heads, head_dim] / [heads, n_q].
 int sa_merge(int64_t n_q, int32_t heads, int32_t head_dim, float *o, float *lse, const void *o_b, const float *lse_b,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plan/util.h"
+#include "plan/vs_fixed.h"
 
 // ---------------------------------------------------------------------------------------------
 // vertical-slash estimation
@@ -25,7 +26,8 @@ static double score(const vs_est_query *qs, const float *k, int32_t qi, int32_t 
 }
 
 // exp value in [0, 1] as fixed point (2^62 = 1): deterministic, so exact sums of them do not depend on order.
-static vs_acc to_fixed(double x) { return (vs_acc)(uint64_t)(x * VS_ACC_ONE + 0.5); }
+// exp and the rounding come from vs_fixed.h, which the GPU estimator shares, so both give the same bits.
+static vs_acc to_fixed(double x) { return (vs_acc)vs_to_fixed(x); }
 
 void vs_est_rowmax(const vs_est_query *qs, const float *k, const int64_t *kpos, int64_t n_k, double *row_max) {
   for (int32_t h = 0; h < qs->heads; h++)
@@ -45,7 +47,7 @@ void vs_est_rowsum(const vs_est_query *qs, const float *k, const int64_t *kpos, 
     for (int32_t i = 0; i < qs->n_q; i++) {
       int64_t r = (int64_t)h * qs->n_q + i;
       for (int64_t j = 0; j < n_k; j++)
-        if (kpos[j] <= qs->qpos[i]) row_sum[r] += to_fixed(exp(score(qs, k, i, h, j) - row_max[r]));
+        if (kpos[j] <= qs->qpos[i]) row_sum[r] += to_fixed(vs_exp_neg(score(qs, k, i, h, j) - row_max[r]));
     }
 }
 
@@ -55,11 +57,11 @@ void vs_est_scores(const vs_est_query *qs, const float *k, const int64_t *kpos, 
   for (int32_t h = 0; h < qs->heads; h++)
     for (int32_t i = 0; i < qs->n_q; i++) {
       int64_t r = (int64_t)h * qs->n_q + i;
-      double total = (double)row_sum[r] / VS_ACC_ONE;  // exact combined sum, the same on every rank
+      double total = vs_fixed_to_double(row_sum[r]);  // from the exact combined sum: the same on every rank
       if (!(total > 0)) continue;
       for (int64_t j = 0; j < n_k; j++) {
         if (kpos[j] > qs->qpos[i]) continue;
-        vs_acc pr = to_fixed(exp(score(qs, k, i, h, j) - row_max[r]) / total);
+        vs_acc pr = to_fixed(vs_exp_neg(score(qs, k, i, h, j) - row_max[r]) / total);
         vert[(int64_t)h * N + kpos[j]] += pr;
         slash[(int64_t)h * N + (qs->qpos[i] - kpos[j])] += pr;
       }
@@ -96,11 +98,10 @@ static int32_t pick(const vs_acc *sc, int64_t N, int64_t forced, double p, int32
   int64_t m = 0;
   for (int64_t x = forced; x < N; x++) tmp[m++] = (ranked){.s = sc[x], .idx = x};
   qsort(tmp, (size_t)m, sizeof *tmp, cmp_ranked);
-  long double target = (long double)p * (long double)total;
   for (int64_t x = 0; x < m; x++) {
     if (topk > 0) {
       if (x >= topk) break;
-    } else if ((long double)mass >= target || n >= cap) {
+    } else if (vs_mass_reached(mass, total, p) || n >= cap) {  // exact: mass * 2^k >= mantissa(p) * total
       break;
     }
     out[n++] = (int32_t)tmp[x].idx;

@@ -10,7 +10,8 @@
 //   3. vs_est_scores   column sums and diagonal sums     (combine: add)
 // then vs_est_select picks the verticals and slashes. Sums are kept in fixed point (vs_acc: exp values
 // scaled by 2^62, added as 128-bit integers), so adding partials is exact and the selection is the same
-// bit for bit for any number of ranks and any split of K.
+// bit for bit for any number of ranks and any split of K. exp, the fixed-point rounding and the exact
+// top-p test come from plan/vs_fixed.h, shared with the GPU estimator (kernels/vs_gpu.h), which gives the same bits.
 #ifndef SR_PATTERN_ESTIMATE_H
 #define SR_PATTERN_ESTIMATE_H
 

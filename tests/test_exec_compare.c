@@ -110,3 +110,41 @@ TEST(compare_cli_prints_phase_errors_and_their_mean) {
   snprintf(cmd, sizeof cmd, "%s/sparsering compare %s", test_bin_dir(), p);
   CHECK_EQ_INT(test_run(cmd, NULL), 2);
 }
+
+// ---------------------------------------------------------------------------------------------
+// predict_attention (exec/predict.c)
+
+#include "exec/predict.h"
+#include "plan/pattern_spec.h"
+
+// Predicted forward and backward of layer 0 of a qwen2.5-3b plan on the 2 x H200 cluster.
+static void predict_of(const char *schedule, double *fwd, double *bwd) {
+  plan_spec sp;
+  plan_spec_defaults(&sp);
+  snprintf(sp.model, sizeof sp.model, "qwen2.5-3b");
+  snprintf(sp.cluster, sizeof sp.cluster, "h200-1x2");
+  snprintf(sp.layout, sizeof sp.layout, "zigzag");
+  snprintf(sp.schedule, sizeof sp.schedule, "%s", schedule);
+  sp.seq = 65536;
+  plan p;
+  pattern pat;
+  sr_error e = {0};
+  CHECK_EQ_INT(plan_build(&sp, &p, &e), SR_OK);
+  CHECK_EQ_INT(pattern_from_spec("dense", &p.model, sp.seq, 1, 0, &pat, &e), SR_OK);
+  CHECK_EQ_INT(predict_attention(&p, &pat, 0, NULL, fwd, bwd, &e), SR_OK);
+  pattern_free(&pat);
+  plan_free(&p);
+}
+
+TEST(predict_attention_keeps_ulysses_backward_all_to_all_out_of_the_forward) {
+  // The backward has 2.5x the forward's FLOPs and all-to-alls of more tensors (Q, O, dO, LSE in; dQ,
+  // dK, dV out), so its span must be the longer one; and Ulysses computes the same FLOPs as the ring
+  // plus its all-to-alls, so neither of its spans can be shorter than the ring's.
+  double uf, ub, rf, rb;
+  predict_of("ulysses", &uf, &ub);
+  predict_of("ring", &rf, &rb);
+  CHECK(uf > 0 && ub > 0 && rf > 0 && rb > 0);
+  CHECK(ub > uf);
+  CHECK(uf < 2 * rf);  // the forward span holds one forward's compute and two all-to-alls, not the backward's
+  CHECK(ub >= 0.9 * rb);
+}

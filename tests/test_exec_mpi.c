@@ -149,6 +149,51 @@ TEST(exec_mpi_timeline_has_one_row_per_rank_step_and_stream) {
   free(out);
 }
 
+TEST(exec_mpi_double_ring_posts_the_outer_transfer_a_whole_inner_ring_ahead) {
+  // 3 nodes x 2 ranks: rounds of K = 2 inner steps. The shard of a round's first step (2, 4) comes from
+  // another node; it must be posted when the previous round starts, i.e. before that round's second
+  // step (t - 1) begins, not one step ahead like an inner transfer. Forward rows only (before the
+  // first attn_bwd of the rank): 2 such rows per rank, 12 in all.
+  char cmd[4096], csv[600], *out = NULL, *text = NULL;
+  snprintf(csv, sizeof csv, "%s/dr.csv", test_tmpdir());
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np 6 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 301 "
+                   "--layout striped:4 --schedule double-ring --pattern dense --check --csv %s",
+           test_bin_dir(), cluster_file(3, 2), csv);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, " ok\n");
+  sr_error e = {0};
+  CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
+  double attn_start[6][6], bwd0[6], inter_start[6][6];
+  for (int r = 0; r < 6; r++) {
+    bwd0[r] = 1e300;
+    for (int s = 0; s < 6; s++) attn_start[r][s] = inter_start[r][s] = -1;
+  }
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    int run, layer, rank, step;
+    char phase[32], stream[32];
+    double t0, dur;
+    if (sscanf(line, "%d,%d,%d,%d,%31[^,],%31[^,],%lf,%lf", &run, &layer, &rank, &step, phase, stream, &t0, &dur) != 8 ||
+        rank < 0 || rank >= 6 || step < 0 || step >= 6)
+      continue;
+    if (strcmp(phase, "attn") == 0) attn_start[rank][step] = t0;
+    if (strcmp(phase, "attn_bwd") == 0 && t0 < bwd0[rank]) bwd0[rank] = t0;
+    if (strcmp(phase, "kv_send") == 0 && strcmp(stream, "inter") == 0 && (inter_start[rank][step] < 0 || t0 < inter_start[rank][step]))
+      inter_start[rank][step] = t0;
+  }
+  int early = 0;
+  for (int r = 0; r < 6; r++)
+    for (int t = 2; t < 6; t += 2) {
+      CHECK(inter_start[r][t] >= 0 && attn_start[r][t - 1] >= 0);
+      CHECK(inter_start[r][t] < bwd0[r]);
+      CHECK(inter_start[r][t] < attn_start[r][t - 1]);
+      early += inter_start[r][t] >= 0 && inter_start[r][t] < attn_start[r][t - 1];
+    }
+  CHECK_EQ_INT(early, 12);
+  free(text);
+  free(out);
+}
+
 TEST(exec_mpi_a_killed_rank_stops_every_rank_within_30_seconds_naming_it) {
   char cmd[4096], *out = NULL;
   snprintf(cmd, sizeof cmd,

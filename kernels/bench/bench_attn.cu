@@ -1,7 +1,8 @@
 // bench_attn.cu — bin/sparsering-bench-attn: times the sparse attention kernels at the Qwen2.5-3B
 // attention shape (16 query heads, 2 KV heads, d = 128, bf16) on one GPU: dense causal at 16K and 64K
 // and the VS-like mask of ANCHORS.md (per head sinks 128 + window 4096 + 1000 verticals at N u^3,
-// seed 1) at 64K and 128K, forward and backward. CUDA events around each call, 3 warm-up runs,
+// seed 1) at 64K and 128K, forward (the default and every variant of sa_fwd_variant, side by side)
+// and backward. CUDA events around each call, 3 warm-up runs,
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
 // Usage: sparsering-bench-attn [--quick] [--dump DIR]
 //   prints one table (TFLOP/s by ANCHORS.md's counts); --dump writes input set 0 and its outputs (raw
@@ -55,8 +56,11 @@ int main(int argc, char **argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-  printf("%-13s %7s %9s %9s %9s %10s %9s %10s %9s\n", "mask", "N", "work", "fwd ms", "fwd TF/s", "fwd(v1) ms", "bwd ms",
-         "bwd TF/s", "fwdbwd ms");
+  printf("forward variants (sa_fwd_variant): v0 mma.sync 16 rows a warp, v1 32 rows, v2 wgmma 2 CTAs/SM, v3 wgmma 1 CTA/SM,"
+         " v4 wgmma pipelined;"
+         " fwd = the default (%s)\n", sa_wgmma_built() ? "v2" : "v0, no sm_90a image");
+  printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms", "fwd TF/s", "v0 ms",
+         "v1 ms", "v2 ms", "v3 ms", "v4 ms", "bwd ms", "bwd TF/s", "fwdbwd ms");
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -96,8 +100,11 @@ int main(int argc, char **argv) {
     CK(cudaMalloc((void **)&dk, sizeof(float) * (size_t)nkv));
     CK(cudaMalloc((void **)&dv, sizeof(float) * (size_t)nkv));
     sa_shape sh = {N, N, H, KH, D, (float)(1.0 / sqrt((double)D))};
-    float t_fwd[2][REPS], t_bwd[REPS];
-    for (int var = 0; var < 2; var++) {
+    float t_fwd[6][REPS], t_bwd[REPS];
+    double mv[6];
+    for (int var = -1; var < 5; var++) {
+      mv[var + 1] = NAN;
+      if (var >= 2 && !sa_wgmma_built()) continue;
       sa_fwd_variant = var;
       for (int it = 0; it < WARM + REPS; it++) {
         int s = it % SETS;
@@ -105,10 +112,12 @@ int main(int argc, char **argv) {
         SR(sa_fwd(&sh, q[s], k[s], v[s], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
-        if (it >= WARM) CK(cudaEventElapsedTime(&t_fwd[var][it - WARM], e0, e1));
+        if (it >= WARM) CK(cudaEventElapsedTime(&t_fwd[var + 1][it - WARM], e0, e1));
       }
+      qsort(t_fwd[var + 1], REPS, sizeof(float), cmp_f);
+      mv[var + 1] = (t_fwd[var + 1][REPS / 2 - 1] + t_fwd[var + 1][REPS / 2]) / 2;
     }
-    sa_fwd_variant = 0;
+    sa_fwd_variant = -1;
     for (int it = 0; it < WARM + REPS; it++) {
       int s = it % SETS;
       SR(sa_fwd(&sh, q[s], k[s], v[s], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));  // this set's LSE
@@ -122,17 +131,16 @@ int main(int argc, char **argv) {
       CK(cudaEventSynchronize(e1));
       if (it >= WARM) CK(cudaEventElapsedTime(&t_bwd[it - WARM], e0, e1));
     }
-    qsort(t_fwd[0], REPS, sizeof(float), cmp_f), qsort(t_fwd[1], REPS, sizeof(float), cmp_f);
     qsort(t_bwd, REPS, sizeof(float), cmp_f);
-    double mf = (t_fwd[0][REPS / 2 - 1] + t_fwd[0][REPS / 2]) / 2, mf1 = (t_fwd[1][REPS / 2 - 1] + t_fwd[1][REPS / 2]) / 2;
+    double mf = mv[0];
     double mb = (t_bwd[REPS / 2 - 1] + t_bwd[REPS / 2]) / 2;
     double flop = 4.0 * N * N * D * H / 2;  // causal forward (ANCHORS.md); backward counts 2.5x
     if (cs[c].vs)
-      printf("%-13s %6lldK %8.1f%% %9.2f %9s %10.2f %9.2f %10s %9.2f\n", cs[c].name, (long long)(N / 1024), 100 * work, mf,
-             "-", mf1, mb, "-", mf + mb);
+      printf("%-13s %6lldK %8.1f%% %9.2f %9s %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9s %9.2f\n", cs[c].name, (long long)(N / 1024),
+             100 * work, mf, "-", mv[1], mv[2], mv[3], mv[4], mv[5], mb, "-", mf + mb);
     else
-      printf("%-13s %6lldK %8.1f%% %9.2f %9.0f %10.2f %9.2f %10.0f %9.2f\n", cs[c].name, (long long)(N / 1024), 100 * work,
-             mf, flop / mf / 1e9, mf1, mb, 2.5 * flop / mb / 1e9, mf + mb);
+      printf("%-13s %6lldK %8.1f%% %9.2f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.0f %9.2f\n", cs[c].name, (long long)(N / 1024),
+             100 * work, mf, flop / mf / 1e9, mv[1], mv[2], mv[3], mv[4], mv[5], mb, 2.5 * flop / mb / 1e9, mf + mb);
     fflush(stdout);
     if (dump && (c == 0 || c == 2)) {  // set 0 once more, outputs kept for the independent check
       SR(sa_fwd(&sh, q[0], k[0], v[0], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));

@@ -7,7 +7,7 @@ stream, seed 1, as kernels/test/index_build.h) at 64K and 128K; forward and back
 Timing: CUDA events, 3 warm-ups, median of 10, inputs rotated over 3 sets.
 With --check DIR (files from `sparsering-bench-attn --dump DIR`) it first compares our kernels'
 outputs and gradients with SDPA (dense) and FlexAttention (VS-like) on the same inputs.
-Usage: python3 kernels/bench/peers.py [--check DIR] [--quick]
+Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd]   (--fwd: no backward timings)
 """
 import math
 import statistics
@@ -24,6 +24,7 @@ torch._functorch.config.donated_buffer = False
 
 H, KH, D = 16, 2, 128
 SETS, WARM, REPS = 3, 3, 10
+FWD_ONLY = "--fwd" in sys.argv  # forward timings only (the backward peers take most of the run)
 M64 = (1 << 64) - 1
 
 
@@ -88,6 +89,12 @@ def bench(name, n, fwd, gqa_expand=False, flop=None):
                 fwd(q, k, v)
 
         tf = time_ms(run_fwd)
+        if FWD_ONLY:
+            rate = lambda ms: "%9.0f" % (flop / ms / 1e9) if flop else "%9s" % "-"
+            print("%-30s %6dK %9.2f %s %9s %9s" % (name, n // 1024, tf, rate(tf), "-", "-"), flush=True)
+            del sets, outs
+            torch.cuda.empty_cache()
+            return
         for s in range(SETS):
             q, k, v, _ = sets[s]
             outs[s] = fwd(q, k, v)

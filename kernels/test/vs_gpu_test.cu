@@ -1,0 +1,429 @@
+// vs_gpu_test.cu — bin/sparsering-gpu-test-vs: the GPU pattern estimators of kernels/vs_gpu.h against the CPU
+// reference (plan/pattern_estimate.c, plan/tiles.c) on fresh random inputs, outputs poisoned before each run.
+//   VS: keys dealt to W ranks by a layout, one estimator state per rank, the small arrays combined through a
+//       simulated all-gather; row maxima, row sums, column and diagonal sums must equal the reference bit
+//       for bit, the selected verticals and slashes exactly, every rank the same; then for every query rank
+//       the GPU execution form must equal tiles_build's arrays and sa_gpu_index_upload's cell order, and
+//       sa_fwd over it must give the same bits as over the host-built index.
+//   AdaSpa: block masses (relative error), the per-row top-k on the reference's masses (identical masks),
+//       and the end-to-end masks (rows that differ are counted; 0 expected).
+// Usage: sparsering-gpu-test-vs
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/test/index_build.h"
+#include "kernels/vs_gpu.h"
+extern "C" {
+#include "plan/layout.h"
+#include "plan/tiles.h"
+}
+
+#include "kernels/test/check.h"
+
+static uint64_t rng = 777;
+static double uni(void) { return ib_uniform(&rng); }
+
+static void *to_bf16_dev(const float *src, int64_t n, float *rounded) {
+  __nv_bfloat16 *b = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(n + 1));
+  for (int64_t i = 0; i < n; i++) b[i] = __float2bfloat16(src[i]), rounded[i] = __bfloat162float(b[i]);
+  void *d;
+  CK(cudaMalloc(&d, sizeof(__nv_bfloat16) * (size_t)(n + 1)));
+  CK(cudaMemcpy(d, b, sizeof(__nv_bfloat16) * (size_t)n, cudaMemcpyHostToDevice));
+  free(b);
+  return d;
+}
+
+static void *dev_copy(const void *h, size_t bytes) {
+  void *d;
+  CK(cudaMalloc(&d, bytes ? bytes : 1));
+  if (bytes) CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+  return d;
+}
+
+static void *fetch(const void *d, size_t bytes) {
+  void *h = malloc(bytes + 1);
+  CK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// ---- VS cases ---------------------------------------------------------------------------------------------
+
+typedef struct {
+  const char *name;
+  int64_t N;
+  int H, KH, d, nq;
+  layout_kind lk;
+  int W;
+  int64_t G;
+  double p;
+  int cap, topk_v, topk_s;
+  int64_t sinks, window;
+  int zero_q;  // all-zero queries: every probability ties
+} vcase;
+
+static const vcase vcases[] = {
+    {"contig W1 d128 p.9", 3000, 4, 2, 128, 64, LAYOUT_CONTIGUOUS, 1, 1, 0.9, 4096, 0, 0, 0, 0, 0},
+    {"striped128 W3 d64 cap", 5000, 8, 1, 64, 64, LAYOUT_STRIPED, 3, 128, 0.95, 300, 0, 0, 4, 64, 0},
+    {"zigzag W2 topk", 2500, 4, 4, 128, 64, LAYOUT_ZIGZAG, 2, 1, 0.9, 4096, 50, 30, 0, 0, 0},
+    {"contig W3 uneven p.5", 4099, 4, 2, 128, 48, LAYOUT_CONTIGUOUS, 3, 1, 0.5, 100, 0, 0, 0, 16, 0},
+    {"striped64 W2 ties", 1900, 2, 1, 64, 64, LAYOUT_STRIPED, 2, 64, 0.9, 500, 0, 0, 3, 0, 1},
+    {"zigzag W4 d128 p.95", 6100, 4, 2, 128, 64, LAYOUT_ZIGZAG, 4, 1, 0.95, 1500, 0, 0, 8, 128, 0},
+};
+
+typedef struct {
+  int rowmax, rowsum, sums, sel, ranks_agree, index, order, fwd;
+  int64_t n_vert, n_slash, n_tiles, n_bars;
+} vres;
+
+static int cmp_u128(const uint64_t *g, const vs_acc *c, int64_t n) {
+  for (int64_t x = 0; x < n; x++)
+    if (g[2 * x] != (uint64_t)c[x] || g[2 * x + 1] != (uint64_t)(c[x] >> 64)) return 0;
+  return 1;
+}
+
+// Bit set of a head's list, to compare with the GPU's.
+static int same_bits(const uint32_t *bits, const int32_t *list, int32_t n, int64_t words) {
+  uint32_t *b = (uint32_t *)calloc((size_t)words + 1, 4);
+  for (int32_t i = 0; i < n; i++) b[list[i] / 32] |= 1u << (list[i] % 32);
+  int ok = memcmp(b, bits, 4 * (size_t)words) == 0;
+  free(b);
+  return ok;
+}
+
+template <typename T>
+static int same_dev(const T *dev, const T *host, int64_t n) {
+  if (n == 0) return 1;
+  T *h = (T *)fetch(dev, sizeof(T) * (size_t)n);
+  int ok = memcmp(h, host, sizeof(T) * (size_t)n) == 0;
+  free(h);
+  return ok;
+}
+
+static vres run_vcase(const vcase *c) {
+  vres r;
+  memset(&r, 0, sizeof r);
+  int64_t N = c->N;
+  int H = c->H, KH = c->KH, d = c->d, nq = c->nq, W = c->W;
+  float scale = 1.0f / sqrtf((float)d);
+  layout L;
+  SR(layout_build(c->lk, N, W, c->G, NULL, &L, E));
+  // inputs: Q of every token (the last nq are the estimation queries), K and V of every token
+  float *qf = (float *)malloc(sizeof(float) * (size_t)(N * H * d)), *kf = (float *)malloc(sizeof(float) * (size_t)(N * KH * d));
+  float *vf = (float *)malloc(sizeof(float) * (size_t)(N * KH * d));
+  for (int64_t i = 0; i < N * H * d; i++) qf[i] = c->zero_q ? 0.f : (float)(3 * (2 * uni() - 1));
+  for (int64_t i = 0; i < N * KH * d; i++) kf[i] = (float)(3 * (2 * uni() - 1)), vf[i] = (float)(2 * uni() - 1);
+  float *qr = (float *)malloc(sizeof(float) * (size_t)(N * H * d)), *kr = (float *)malloc(sizeof(float) * (size_t)(N * KH * d));
+  float *vr = (float *)malloc(sizeof(float) * (size_t)(N * KH * d));
+  void *q_all = to_bf16_dev(qf, N * H * d, qr), *k_all = to_bf16_dev(kf, N * KH * d, kr), *v_all = to_bf16_dev(vf, N * KH * d, vr);
+  (void)q_all, (void)k_all, (void)v_all;
+  int64_t *qpos = (int64_t *)malloc(sizeof(int64_t) * (size_t)nq);
+  for (int i = 0; i < nq; i++) qpos[i] = N - nq + i;
+  const float *qest = qr + (N - nq) * H * d;
+
+  // CPU reference over all keys at once (the sums are exact, so any split gives the same)
+  vs_est_query qs = {H, KH, d, nq, N, scale, qest, qpos};
+  int64_t *kpos_all = (int64_t *)malloc(sizeof(int64_t) * (size_t)N);
+  for (int64_t t = 0; t < N; t++) kpos_all[t] = t;
+  double *rmax = (double *)malloc(sizeof(double) * (size_t)(H * nq));
+  vs_acc *rsum = (vs_acc *)calloc((size_t)(H * nq), sizeof(vs_acc));
+  vs_acc *vert = (vs_acc *)calloc((size_t)(H * N), sizeof(vs_acc)), *slash = (vs_acc *)calloc((size_t)(H * N), sizeof(vs_acc));
+  for (int i = 0; i < H * nq; i++) rmax[i] = -INFINITY;
+  vs_est_rowmax(&qs, kr, kpos_all, N, rmax);
+  vs_est_rowsum(&qs, kr, kpos_all, N, rmax, rsum);
+  vs_est_scores(&qs, kr, kpos_all, N, rmax, rsum, vert, slash);
+  vs_est_opts o = vs_est_defaults();
+  o.p = c->p, o.cap = c->cap, o.topk_v = c->topk_v, o.topk_s = c->topk_s, o.sinks = c->sinks, o.window = c->window;
+  pattern pc;
+  SR(pattern_alloc(&pc, N, 1, H, E));
+  SR(vs_est_select(vert, slash, &qs, &o, &pc, 0, E));
+  for (int h = 0; h < H; h++) r.n_vert += pattern_head(&pc, 0, h)->n_vertical, r.n_slash += pattern_head(&pc, 0, h)->n_slash;
+
+  // GPU: one state per rank over the rank's keys in local order
+  vs_gpu_est *g = (vs_gpu_est *)calloc((size_t)W, sizeof *g);
+  void **kd = (void **)calloc((size_t)W, sizeof(void *));
+  int64_t **kpd = (int64_t **)calloc((size_t)W, sizeof(int64_t *)), **kph = (int64_t **)calloc((size_t)W, sizeof(int64_t *));
+  int64_t nmax = 0;
+  for (int s = 0; s < W; s++) nmax = L.rank_count[s] > nmax ? L.rank_count[s] : nmax;
+  void *q_est = dev_copy(NULL, 0);
+  {
+    __nv_bfloat16 *b = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(nq * H * d));
+    for (int64_t i = 0; i < nq * H * d; i++) b[i] = __float2bfloat16(qest[i]);
+    cudaFree(q_est);
+    q_est = dev_copy(b, sizeof(__nv_bfloat16) * (size_t)(nq * H * d));
+    free(b);
+  }
+  int64_t *qpos_d = (int64_t *)dev_copy(qpos, sizeof(int64_t) * (size_t)nq);
+  for (int s = 0; s < W; s++) {
+    int64_t n = L.rank_count[s];
+    kph[s] = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n + 1));
+    layout_positions(&L, s, kph[s]);
+    __nv_bfloat16 *b = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(n * KH * d + 1));
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t x = 0; x < KH * d; x++) b[j * KH * d + x] = __float2bfloat16(kr[kph[s][j] * KH * d + x]);
+    kd[s] = dev_copy(b, sizeof(__nv_bfloat16) * (size_t)(n * KH * d));
+    free(b);
+    kpd[s] = (int64_t *)dev_copy(kph[s], sizeof(int64_t) * (size_t)n);
+    SR(vs_gpu_est_init(&g[s], H, KH, d, nq, N, nmax, scale, E));
+    CK(cudaMemset(g[s].vbits, 0xff, 4 * (size_t)(H * g[s].words)));  // poison
+    CK(cudaMemset(g[s].sbits, 0xff, 4 * (size_t)(H * g[s].words)));
+    SR(vs_gpu_est_reset(&g[s], NULL, E));
+  }
+  // simulated all-gather + combine on every rank
+  for (int pass = 0; pass < 3; pass++) {
+    for (int s = 0; s < W; s++) {
+      if (pass == 0) SR(vs_gpu_rowmax(&g[s], q_est, qpos_d, kd[s], kpd[s], L.rank_count[s], NULL, E));
+      if (pass == 1) SR(vs_gpu_rowsum(&g[s], NULL, E));
+      if (pass == 2) SR(vs_gpu_scores(&g[s], qpos_d, kpd[s], NULL, E));
+    }
+    int whats[2] = {pass == 0 ? VS_GPU_ROWMAX : pass == 1 ? VS_GPU_ROWSUM : VS_GPU_VERT, VS_GPU_SLASH};
+    for (int wi = 0; wi < (pass == 2 ? 2 : 1); wi++) {
+      void *src;
+      int64_t bytes = vs_gpu_combine_bytes(&g[0], whats[wi], &src);
+      char *gath;
+      CK(cudaMalloc((void **)&gath, (size_t)(bytes * W)));
+      for (int s = 0; s < W; s++) {
+        vs_gpu_combine_bytes(&g[s], whats[wi], &src);
+        CK(cudaMemcpy(gath + s * bytes, src, (size_t)bytes, cudaMemcpyDeviceToDevice));
+      }
+      for (int s = 0; s < W; s++) SR(vs_gpu_combine(&g[s], whats[wi], gath, W, NULL, E));
+      CK(cudaDeviceSynchronize());
+      cudaFree(gath);
+    }
+  }
+  for (int s = 0; s < W; s++) SR(vs_gpu_select(&g[s], &o, NULL, E));
+  CK(cudaDeviceSynchronize());
+  r.rowmax = same_dev(g[0].row_max, rmax, H * nq);
+  r.rowsum = 1, r.sums = 1;
+  {
+    uint64_t *x = (uint64_t *)fetch(g[0].row_sum, 16 * (size_t)(H * nq));
+    r.rowsum = cmp_u128(x, rsum, H * nq);
+    free(x);
+    x = (uint64_t *)fetch(g[0].vert, 16 * (size_t)(H * N));
+    r.sums = cmp_u128(x, vert, H * N);
+    free(x);
+    x = (uint64_t *)fetch(g[0].slash, 16 * (size_t)(H * N));
+    r.sums &= cmp_u128(x, slash, H * N);
+    free(x);
+  }
+  uint32_t *vb = (uint32_t *)fetch(g[0].vbits, 4 * (size_t)(H * g[0].words));
+  uint32_t *sb = (uint32_t *)fetch(g[0].sbits, 4 * (size_t)(H * g[0].words));
+  int32_t *cnt = (int32_t *)fetch(g[0].counts, sizeof(int32_t) * 2 * (size_t)H);
+  r.sel = 1;
+  for (int h = 0; h < H; h++) {
+    const head_pattern *hp = pattern_head(&pc, 0, h);
+    r.sel &= same_bits(vb + h * g[0].words, hp->vertical, hp->n_vertical, g[0].words);
+    r.sel &= same_bits(sb + h * g[0].words, hp->slash, hp->n_slash, g[0].words);
+    r.sel &= cnt[2 * h] == hp->n_vertical && cnt[2 * h + 1] == hp->n_slash;
+  }
+  r.ranks_agree = 1;
+  for (int s = 1; s < W; s++)
+    r.ranks_agree &= same_dev(g[s].vbits, vb, H * g[0].words) && same_dev(g[s].sbits, sb, H * g[0].words);
+  free(vb), free(sb), free(cnt);
+
+  // conversion for every query rank, and the forward over it
+  vs_gpu_layout GL;
+  SR(vs_gpu_layout_init(&L, &GL, E));
+  head_mask *gmasks, *hmasks, *cmasks;
+  SR(vs_gpu_masks(&g[0], &gmasks, E));
+  SR(tiles_masks_build(&pc, 0, &hmasks, E));
+  SR(sa_gpu_masks_upload(hmasks, H, &cmasks, E));
+  r.index = r.order = r.fwd = 1;
+  for (int qr_ = 0; qr_ < W; qr_++) {
+    tile_index ti;
+    SR(tiles_build(&pc, 0, &L, qr_, &ti, E));
+    vs_gpu_conv cv;
+    SR(vs_gpu_conv_init(&cv, &g[qr_], &GL, qr_, E));
+    SR(vs_gpu_convert(&cv, &g[qr_], &GL, NULL, E));
+    CK(cudaDeviceSynchronize());
+    const tile_index *gd = &cv.ix.d;
+    int64_t offs = (int64_t)ti.heads * ti.n_qtiles * (W + 1);
+    int ok = gd->n_tiles == ti.n_tiles && gd->n_bars == ti.n_bars && gd->n_qtiles == ti.n_qtiles;
+    ok = ok && same_dev(gd->tile_cnt, ti.tile_cnt, offs) && same_dev(gd->bar_cnt, ti.bar_cnt, offs);
+    ok = ok && same_dev(gd->tile_idx, ti.tile_idx, ti.n_tiles) && same_dev(gd->tile_kind, ti.tile_kind, ti.n_tiles);
+    ok = ok && same_dev(gd->bar_idx, ti.bar_idx, ti.n_bars);
+    r.index &= ok;
+    r.n_tiles += ti.n_tiles, r.n_bars += ti.n_bars;
+    sa_gpu_index hix;
+    SR(sa_gpu_index_upload(&ti, &hix, E));
+    int32_t *ho = (int32_t *)fetch(hix.order, sizeof(int32_t) * (size_t)(hix.cells * W));
+    r.order &= ok && same_dev(cv.ix.order, ho, hix.cells * W);
+    free(ho);
+    // forward of query rank qr_ over every source, GPU index + GPU masks vs host index + host masks
+    int64_t nqr = L.rank_count[qr_];
+    __nv_bfloat16 *qb = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(nqr * H * d + 1));
+    for (int64_t i = 0; i < nqr; i++)
+      for (int64_t x = 0; x < H * d; x++) qb[i * H * d + x] = __float2bfloat16(qr[kph[qr_][i] * H * d + x]);
+    void *qd = dev_copy(qb, sizeof(__nv_bfloat16) * (size_t)(nqr * H * d));
+    free(qb);
+    float *o1, *l1, *o2, *l2;
+    size_t ob = sizeof(float) * (size_t)(nqr * H * d + 1), lb = sizeof(float) * (size_t)(nqr * H + 1);
+    CK(cudaMalloc((void **)&o1, ob));
+    CK(cudaMalloc((void **)&o2, ob));
+    CK(cudaMalloc((void **)&l1, lb));
+    CK(cudaMalloc((void **)&l2, lb));
+    CK(cudaMemset(o1, 0, ob));
+    CK(cudaMemset(o2, 0, ob));
+    {
+      float *ninf = (float *)malloc(lb);
+      for (int64_t i = 0; i < nqr * H; i++) ninf[i] = -INFINITY;
+      CK(cudaMemcpy(l1, ninf, lb - sizeof(float), cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(l2, ninf, lb - sizeof(float), cudaMemcpyHostToDevice));
+      free(ninf);
+    }
+    for (int s = 0; s < W; s++) {
+      int64_t nk = L.rank_count[s];
+      __nv_bfloat16 *vb2 = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(nk * KH * d + 1));
+      for (int64_t j = 0; j < nk; j++)
+        for (int64_t x = 0; x < KH * d; x++) vb2[j * KH * d + x] = __float2bfloat16(vr[kph[s][j] * KH * d + x]);
+      void *vd = dev_copy(vb2, sizeof(__nv_bfloat16) * (size_t)(nk * KH * d));
+      free(vb2);
+      sa_shape sh = {nqr, nk, H, KH, d, scale};
+      SR(sa_fwd(&sh, qd, kd[s], vd, kpd[qr_], kpd[s], &cv.ix, s, gmasks, NULL, NULL, o1, l1, NULL, E));
+      SR(sa_fwd(&sh, qd, kd[s], vd, kpd[qr_], kpd[s], &hix, s, cmasks, NULL, NULL, o2, l2, NULL, E));
+      CK(cudaDeviceSynchronize());
+      cudaFree(vd);
+    }
+    float *h1 = (float *)fetch(o1, ob - 4), *h2 = (float *)fetch(o2, ob - 4);
+    float *m1 = (float *)fetch(l1, lb - 4), *m2 = (float *)fetch(l2, lb - 4);
+    r.fwd &= memcmp(h1, h2, ob - 4) == 0 && memcmp(m1, m2, lb - 4) == 0;
+    free(h1), free(h2), free(m1), free(m2);
+    cudaFree(o1), cudaFree(o2), cudaFree(l1), cudaFree(l2), cudaFree(qd);
+    sa_gpu_index_free(&hix);
+    vs_gpu_conv_free(&cv);
+    tiles_free(&ti);
+  }
+  sa_gpu_masks_free(cmasks, H);
+  cudaFree(gmasks);
+  tiles_masks_free(hmasks, H);
+  vs_gpu_layout_free(&GL);
+  for (int s = 0; s < W; s++) vs_gpu_est_free(&g[s]), cudaFree(kd[s]), cudaFree(kpd[s]), free(kph[s]);
+  free(g), free(kd), free(kpd), free(kph);
+  cudaFree(q_est), cudaFree(qpos_d), cudaFree(q_all), cudaFree(k_all), cudaFree(v_all);
+  free(qf), free(kf), free(vf), free(qr), free(kr), free(vr), free(qpos), free(kpos_all), free(rmax), free(rsum);
+  free(vert), free(slash);
+  pattern_free(&pc);
+  layout_free(&L);
+  return r;
+}
+
+// ---- AdaSpa cases -----------------------------------------------------------------------------------------
+
+typedef struct {
+  const char *name;
+  int64_t n;
+  int H, KH, d, B;
+} acase;
+
+static const acase acases[] = {
+    {"adaspa n700 d64 B64", 700, 4, 2, 64, 64},
+    {"adaspa n1000 d128 B128", 1000, 2, 1, 128, 128},
+    {"adaspa n1300 d128 B32", 1300, 4, 4, 128, 32},
+};
+
+typedef struct {
+  double mass_err, recall_err;
+  int sel_exact, rows_differ;
+} ares;
+
+static ares run_acase(const acase *c) {
+  ares r;
+  memset(&r, 0, sizeof r);
+  int64_t n = c->n, nb = (n + c->B - 1) / c->B, rw = (nb + 63) / 64;
+  int H = c->H, KH = c->KH, d = c->d;
+  float scale = 1.0f / sqrtf((float)d);
+  float *qf = (float *)malloc(sizeof(float) * (size_t)(n * H * d)), *kf = (float *)malloc(sizeof(float) * (size_t)(n * KH * d));
+  for (int64_t i = 0; i < n * H * d; i++) qf[i] = (float)(2 * (2 * uni() - 1));
+  for (int64_t i = 0; i < n * KH * d; i++) kf[i] = (float)(2 * (2 * uni() - 1));
+  float *qr = (float *)malloc(sizeof(float) * (size_t)(n * H * d)), *kr = (float *)malloc(sizeof(float) * (size_t)(n * KH * d));
+  void *qd = to_bf16_dev(qf, n * H * d, qr), *kd = to_bf16_dev(kf, n * KH * d, kr);
+  // cached LSE: the dense pass's row LSE, rounded to fp32 as the kernels keep it
+  float *lse = (float *)malloc(sizeof(float) * (size_t)(H * n));
+  double *lsed = (double *)malloc(sizeof(double) * (size_t)(H * n));
+  for (int h = 0; h < H; h++)
+    for (int64_t i = 0; i < n; i++) {
+      double m = -INFINITY, z = 0, *s = (double *)malloc(sizeof(double) * (size_t)(i + 1));
+      for (int64_t j = 0; j <= i; j++) {
+        double t = 0;
+        for (int x = 0; x < d; x++) t += (double)qr[(i * H + h) * d + x] * kr[(j * KH + h / (H / KH)) * d + x];
+        s[j] = t * scale;
+        m = fmax(m, s[j]);
+      }
+      for (int64_t j = 0; j <= i; j++) z += exp(s[j] - m);
+      free(s);
+      lse[h * n + i] = (float)(m + log(z));
+      lsed[h * n + i] = lse[h * n + i];
+    }
+  double *mass_c = (double *)malloc(sizeof(double) * (size_t)(H * nb * nb));
+  for (int h = 0; h < H; h++)
+    SR(adaspa_block_mass(qr, kr, n, H, KH, d, h, scale, c->B, lsed + h * n, mass_c + h * nb * nb, E));
+  float *lse_d = (float *)dev_copy(lse, sizeof(float) * (size_t)(H * n));
+  double *mass_g;
+  CK(cudaMalloc((void **)&mass_g, sizeof(double) * (size_t)(H * nb * nb)));
+  CK(cudaMemset(mass_g, 0xff, sizeof(double) * (size_t)(H * nb * nb)));
+  SR(adaspa_gpu_block_mass(qd, kd, n, H, KH, d, scale, c->B, lse_d, mass_g, NULL, E));
+  double *mg = (double *)fetch(mass_g, sizeof(double) * (size_t)(H * nb * nb));
+  double num = 0, den = 0;
+  for (int64_t x = 0; x < H * nb * nb; x++) num += (mg[x] - mass_c[x]) * (mg[x] - mass_c[x]), den += mass_c[x] * mass_c[x];
+  r.mass_err = sqrt(num / den);
+  // selection: sparsities per head as the head-adaptive rule would give them
+  double sp[16];
+  for (int h = 0; h < H; h++) sp[h] = 0.2 + 0.7 * h / (H > 1 ? H - 1 : 1);
+  uint64_t *mask_d;
+  double *kept_d, *tot_d;
+  CK(cudaMalloc((void **)&mask_d, 8 * (size_t)(H * nb * rw)));
+  CK(cudaMalloc((void **)&kept_d, 8 * (size_t)H));
+  CK(cudaMalloc((void **)&tot_d, 8 * (size_t)H));
+  uint64_t *mask_c = (uint64_t *)malloc(8 * (size_t)(H * nb * rw));
+  double rec_c[16];
+  for (int h = 0; h < H; h++) rec_c[h] = adaspa_select(mass_c + h * nb * nb, nb, sp[h], rw, mask_c + h * nb * rw);
+  for (int round = 0; round < 2; round++) {
+    double *src = mass_g;
+    if (round == 0) src = (double *)dev_copy(mass_c, sizeof(double) * (size_t)(H * nb * nb));
+    CK(cudaMemset(mask_d, 0xff, 8 * (size_t)(H * nb * rw)));
+    SR(adaspa_gpu_select(src, H, nb, sp, rw, mask_d, kept_d, tot_d, NULL, E));
+    uint64_t *mgk = (uint64_t *)fetch(mask_d, 8 * (size_t)(H * nb * rw));
+    double *kp = (double *)fetch(kept_d, 8 * (size_t)H), *tt = (double *)fetch(tot_d, 8 * (size_t)H);
+    if (round == 0) {
+      r.sel_exact = memcmp(mgk, mask_c, 8 * (size_t)(H * nb * rw)) == 0;
+      for (int h = 0; h < H; h++) r.recall_err = fmax(r.recall_err, fabs(kp[h] / tt[h] - rec_c[h]));
+      cudaFree(src);
+    } else {
+      for (int64_t x = 0; x < H * nb; x++) r.rows_differ += memcmp(mgk + x * rw, mask_c + x * rw, 8 * (size_t)rw) != 0;
+    }
+    free(mgk), free(kp), free(tt);
+  }
+  cudaFree(mask_d), cudaFree(kept_d), cudaFree(tot_d), cudaFree(mass_g), cudaFree(lse_d), cudaFree(qd), cudaFree(kd);
+  free(qf), free(kf), free(qr), free(kr), free(lse), free(lsed), free(mass_c), free(mg), free(mask_c);
+  return r;
+}
+
+int main(void) {
+  int fails = 0;
+  printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %7s %7s %8s %8s\n", "vs case", "rowmax", "rowsum", "sums", "select",
+         "ranks", "index", "order", "fwd", "verts", "slashes", "tiles", "bars");
+  for (size_t i = 0; i < sizeof vcases / sizeof vcases[0]; i++) {
+    vres r = run_vcase(&vcases[i]);
+    int ok = r.rowmax && r.rowsum && r.sums && r.sel && r.ranks_agree && r.index && r.order && r.fwd;
+    fails += !ok;
+    printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %7lld %7lld %8lld %8lld %s\n", vcases[i].name, r.rowmax ? "same" : "DIFF",
+           r.rowsum ? "same" : "DIFF", r.sums ? "same" : "DIFF", r.sel ? "same" : "DIFF", r.ranks_agree ? "same" : "DIFF",
+           r.index ? "same" : "DIFF", r.order ? "same" : "DIFF", r.fwd ? "same" : "DIFF", (long long)r.n_vert,
+           (long long)r.n_slash, (long long)r.n_tiles, (long long)r.n_bars, ok ? "ok" : "FAIL");
+    fflush(stdout);
+  }
+  printf("%-24s %9s %10s %9s %11s\n", "adaspa case", "mass err", "recall err", "select", "rows differ");
+  for (size_t i = 0; i < sizeof acases / sizeof acases[0]; i++) {
+    ares r = run_acase(&acases[i]);
+    int ok = r.mass_err <= 1e-12 && r.recall_err <= 1e-12 && r.sel_exact && r.rows_differ == 0;
+    fails += !ok;
+    printf("%-24s %9.2e %10.2e %9s %11d %s\n", acases[i].name, r.mass_err, r.recall_err, r.sel_exact ? "same" : "DIFF",
+           r.rows_differ, ok ? "ok" : "FAIL");
+    fflush(stdout);
+  }
+  printf("gpu-test-vs: %d failed\n", fails);
+  return fails ? 1 : 0;
+}
