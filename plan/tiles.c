@@ -20,13 +20,7 @@
 // ---------------------------------------------------------------------------------------------
 // building
 
-typedef struct {
-  int32_t *idx;
-  uint8_t *kind;
-  int64_t n, cap;
-} grow_arr;
-
-static int grow(grow_arr *g, int64_t need, int with_kind) {
+int tile_buf_grow(tile_buf *g, int64_t need, int with_kind) {
   if (need <= g->cap) return 0;
   int64_t cap = g->cap ? g->cap : 1024;
   while (cap < need) cap *= 2;
@@ -64,19 +58,29 @@ int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_i
     tiles_free(out);
     return rc;
   }
-  grow_arr tg = {0}, bg = {0};
+  tile_buf tg = {0}, bg = {0};
+  tile_comb *cb = NULL;
+  if (!rc) rc = tiles_comb_open(l, &cb, e);
   for (int h = 0; h < p->heads && !rc; h++) {
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
+    rc = tile_scan_head(&s, &v, e);
+    int64_t interior = cb && !v.is_block ? tiles_comb_interior(cb) : 0;
+    if (!rc && interior) rc = tiles_comb_head(cb, &s, &v, 0, e);
     for (int64_t i = 0; i < nq && !rc; i++) {
+      int64_t base = ((int64_t)h * nq + i) * (W + 1);
+      if (i < interior) {
+        rc = tiles_comb_emit(cb, &s, q_rank, i, &tg, &bg, out->tile_cnt + base, out->bar_cnt + base, e);
+        continue;
+      }
       rc = tile_scan_qtile(&s, &v, q_rank, i, 0, e);
       if (rc) break;
-      if (grow(&tg, tg.n + s.n_tiles, 1) || grow(&bg, bg.n + s.n_bars, 0)) {
+      if (tile_buf_grow(&tg, tg.n + s.n_tiles, 1) || tile_buf_grow(&bg, bg.n + s.n_bars, 0)) {
         rc = sr_internal_error(e, 0, "tiles: out of memory");
         break;
       }
-      int64_t base = ((int64_t)h * nq + i) * (W + 1), a = 0, b = 0;
+      int64_t a = 0, b = 0;
       for (int src = 0; src <= W; src++) {
         out->tile_cnt[base + src] = tg.n + a;
         out->bar_cnt[base + src] = bg.n + b;
@@ -92,6 +96,7 @@ int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_i
     head_view_free(&v);
   }
   tile_scan_free(&s);
+  tiles_comb_close(cb);
   out->tile_idx = tg.idx;
   out->tile_kind = tg.kind;
   out->bar_idx = bg.idx;
@@ -114,15 +119,89 @@ void tiles_free(tile_index *t) {
 // ---------------------------------------------------------------------------------------------
 // transpose
 
-typedef struct {
-  int32_t head, key, q;
-} bar_use;
+// Bar keys are source-local indices, so (head, key) is sorted by counting per head: one pass counts the
+// uses of each key, the keys in use get their slots in ascending order, a second pass fills the query
+// tiles, which come out ascending because they are visited in order. Linear in the bars. Both passes take
+// the keys in blocks (each query tile's bars are ascending, so a cursor per query tile finds its part of a
+// block): counters of TRANSPOSE_COUNT_KEYS keys, then keys whose slots span about TRANSPOSE_FILL_SLOTS
+// entries, so what is written at a time stays in cache; one sweep over all keys per query tile missed
+// it on almost every bar at 512K tokens (13M bars a head and source over 256K keys).
+#define TRANSPOSE_COUNT_KEYS (1 << 15)
+#define TRANSPOSE_FILL_SLOTS (1 << 17)
 
-static int cmp_bar_use(const void *a, const void *b) {
-  const bar_use *x = a, *y = b;
-  if (x->head != y->head) return x->head < y->head ? -1 : 1;
-  if (x->key != y->key) return x->key < y->key ? -1 : 1;
-  return (x->q > y->q) - (x->q < y->q);
+static int transpose_bars(const tile_index *t, int src, int64_t nkv_tokens, int64_t n_uses, tile_index_t *out,
+                          sr_error *e) {
+  int W = t->world;
+  int64_t nq = t->n_qtiles, cap = sr_max64(1, sr_min64(n_uses, (int64_t)t->heads * nkv_tokens));
+  int64_t *at = calloc((size_t)sr_max64(1, nkv_tokens), sizeof *at), *cur = malloc((size_t)sr_max64(1, nq) * sizeof *cur);
+  out->bar_key_head = malloc((size_t)cap * sizeof(int32_t));
+  out->bar_key = malloc((size_t)cap * sizeof(int32_t));
+  out->bar_q_cnt = malloc(((size_t)cap + 1) * sizeof(int64_t));
+  out->bar_q_idx = malloc((size_t)n_uses * sizeof(int32_t) + 1);
+  if (!at || !cur || !out->bar_key_head || !out->bar_key || !out->bar_q_cnt || !out->bar_q_idx) {
+    free(at), free(cur);
+    return sr_internal_error(e, 0, "tiles: out of memory for the transpose");
+  }
+  int64_t keys = 0, used = 0;
+  int32_t *q_idx = out->bar_q_idx;
+  const int32_t *bar = t->bar_idx;
+  for (int h = 0; h < t->heads; h++) {
+    int64_t first = keys, cell0 = (int64_t)h * nq * (W + 1) + src;
+    for (int64_t i = 0; i < nq; i++) cur[i] = t->bar_cnt[cell0 + i * (W + 1)];
+    for (int64_t kb = 0; kb < nkv_tokens; kb += TRANSPOSE_COUNT_KEYS) {
+      int64_t kend = sr_min64(nkv_tokens, kb + TRANSPOSE_COUNT_KEYS);
+      for (int64_t i = 0; i < nq; i++) {
+        if (i + 4 < nq) __builtin_prefetch(bar + cur[i + 4]);
+        int64_t c = cell0 + i * (W + 1), a = cur[i], end = t->bar_cnt[c + 1];
+        int32_t prev = a > t->bar_cnt[c] ? bar[a - 1] : -1;
+        for (; a < end && bar[a] < kend; a++) {
+          int32_t k = bar[a];
+          if (k <= prev) {
+            free(at), free(cur);
+            return sr_input_error(e, NULL, "bar_idx", "key %d negative or not ascending", k);
+          }
+          at[k]++;
+          prev = k;
+        }
+        cur[i] = a;
+      }
+    }
+    for (int64_t i = 0; i < nq; i++) {
+      int64_t c = cell0 + i * (W + 1);
+      if (cur[i] < t->bar_cnt[c + 1]) {
+        int32_t k = bar[cur[i]];
+        free(at), free(cur);
+        return sr_input_error(e, NULL, "bar_idx", "key %d outside the source's %lld tokens", k, (long long)nkv_tokens);
+      }
+      cur[i] = t->bar_cnt[c];
+    }
+    for (int64_t k = 0; k < nkv_tokens; k++) {
+      if (!at[k]) continue;
+      out->bar_key_head[keys] = h;
+      out->bar_key[keys] = (int32_t)k;
+      out->bar_q_cnt[keys++] = used;
+      int64_t n = at[k];
+      at[k] = used;  // from here on: the next free slot of key k
+      used += n;
+    }
+    for (int64_t kx = first; kx < keys;) {
+      int64_t ky = kx + 1;
+      while (ky < keys && out->bar_q_cnt[ky] - out->bar_q_cnt[kx] < TRANSPOSE_FILL_SLOTS) ky++;
+      int32_t kend = ky < keys ? out->bar_key[ky] : (int32_t)nkv_tokens;
+      kx = ky;
+      for (int64_t i = 0; i < nq; i++) {
+        if (i + 4 < nq) __builtin_prefetch(bar + cur[i + 4]);  // the next cursors' bars are far apart in memory
+        int64_t a = cur[i], end = t->bar_cnt[cell0 + i * (W + 1) + 1];
+        for (; a < end && bar[a] < kend; a++) q_idx[at[bar[a]]++] = (int32_t)i;
+        cur[i] = a;
+      }
+    }
+    for (int64_t x = first; x < keys; x++) at[out->bar_key[x]] = 0;
+  }
+  out->bar_q_cnt[keys] = used;
+  out->n_bar_keys = (int32_t)keys;
+  free(at), free(cur);
+  return SR_OK;
 }
 
 int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_index_t *out, sr_error *e) {
@@ -141,9 +220,7 @@ int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_ind
   }
   out->q_idx = malloc((size_t)n_entries * sizeof *out->q_idx + 1);
   out->q_kind = malloc((size_t)n_entries + 1);
-  bar_use *uses = malloc((size_t)n_uses * sizeof *uses + 1);
-  if (!out->kv_cnt || !out->q_idx || !out->q_kind || !uses) {
-    free(uses);
+  if (!out->kv_cnt || !out->q_idx || !out->q_kind) {
     tiles_transpose_free(out);
     return sr_internal_error(e, 0, "tiles: out of memory for the transpose");
   }
@@ -153,7 +230,6 @@ int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_ind
       int64_t c = ((int64_t)h * nq + i) * (W + 1) + src;
       for (int64_t a = t->tile_cnt[c]; a < t->tile_cnt[c + 1]; a++) {
         if (t->tile_idx[a] < 0 || t->tile_idx[a] >= nkv) {
-          free(uses);
           tiles_transpose_free(out);
           return sr_input_error(e, NULL, "tile_idx", "KV tile %d outside the source's %lld tiles", t->tile_idx[a],
                                 (long long)nkv);
@@ -164,12 +240,10 @@ int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_ind
   for (int64_t x = 0; x < (int64_t)t->heads * nkv; x++) out->kv_cnt[x + 1] += out->kv_cnt[x];
   int64_t *fill = malloc(((size_t)t->heads * nkv + 1) * sizeof *fill);
   if (!fill) {
-    free(uses);
     tiles_transpose_free(out);
     return sr_internal_error(e, 0, "tiles: out of memory for the transpose");
   }
   memcpy(fill, out->kv_cnt, ((size_t)t->heads * nkv + 1) * sizeof *fill);
-  int64_t u = 0;
   for (int h = 0; h < t->heads; h++)
     for (int64_t i = 0; i < nq; i++) {
       int64_t c = ((int64_t)h * nq + i) * (W + 1) + src;
@@ -178,37 +252,11 @@ int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_ind
         out->q_idx[at] = (int32_t)i;
         out->q_kind[at] = t->tile_kind[a];
       }
-      for (int64_t a = t->bar_cnt[c]; a < t->bar_cnt[c + 1]; a++)
-        uses[u++] = (bar_use){.head = h, .key = t->bar_idx[a], .q = (int32_t)i};
     }
   free(fill);
-  qsort(uses, (size_t)n_uses, sizeof *uses, cmp_bar_use);
-  int64_t keys = 0;
-  for (int64_t x = 0; x < n_uses; x++)
-    if (x == 0 || uses[x].head != uses[x - 1].head || uses[x].key != uses[x - 1].key) keys++;
-  out->n_bar_keys = (int32_t)keys;
-  out->bar_key_head = malloc((size_t)keys * sizeof(int32_t) + 1);
-  out->bar_key = malloc((size_t)keys * sizeof(int32_t) + 1);
-  out->bar_q_cnt = calloc((size_t)keys + 1, sizeof(int64_t));
-  out->bar_q_idx = malloc((size_t)n_uses * sizeof(int32_t) + 1);
-  if (!out->bar_key_head || !out->bar_key || !out->bar_q_cnt || !out->bar_q_idx) {
-    free(uses);
-    tiles_transpose_free(out);
-    return sr_internal_error(e, 0, "tiles: out of memory for the transpose");
-  }
-  int64_t kx = -1;
-  for (int64_t x = 0; x < n_uses; x++) {
-    if (x == 0 || uses[x].head != uses[x - 1].head || uses[x].key != uses[x - 1].key) {
-      kx++;
-      out->bar_key_head[kx] = uses[x].head;
-      out->bar_key[kx] = uses[x].key;
-      out->bar_q_cnt[kx] = x;
-    }
-    out->bar_q_idx[x] = uses[x].q;
-  }
-  out->bar_q_cnt[keys] = n_uses;
-  free(uses);
-  return SR_OK;
+  int rc = transpose_bars(t, src, n_src_tokens, n_uses, out, e);
+  if (rc) tiles_transpose_free(out);
+  return rc;
 }
 
 void tiles_transpose_free(tile_index_t *t) {

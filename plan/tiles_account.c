@@ -10,7 +10,7 @@
 
 int tiles_account_head_generic(tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
   const layout *l = s->lt.l;
-  int W = l->world, rc = SR_OK;
+  int W = l->world, rc = tile_scan_head(s, v, e);
   for (int q = 0; q < W && !rc; q++) {
     int64_t nq = sr_cdiv(l->rank_count[q], TILE);
     for (int64_t i = 0; i < nq && !rc; i++) {
@@ -35,19 +35,45 @@ void tiles_account_scan(const tile_scan *s, work_count *row) {
   }
 }
 
+// Striped layouts whose stripe divides a tile: classes for the interior query tiles (tiles_comb.c), the
+// per-tile scan for the last, partial super tile.
+static int account_head_comb(tile_comb *cb, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
+  const layout *l = s->lt.l;
+  int W = l->world, rc = tile_scan_head(s, v, e);
+  int64_t interior = tiles_comb_interior(cb);
+  if (!rc) rc = tiles_comb_head(cb, s, v, 1, e);
+  if (!rc) rc = tiles_comb_account_head(cb, s, v, hc, e);
+  for (int q = 0; q < W && !rc; q++) {
+    int64_t nq = sr_cdiv(l->rank_count[q], TILE);
+    for (int64_t i = interior; i < nq && !rc; i++) {
+      rc = tile_scan_qtile(s, v, q, i, 1, e);
+      if (!rc) tiles_account_scan(s, hc + (int64_t)q * W);
+    }
+  }
+  return rc;
+}
+
 int tiles_account_generic(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e) {
   int W = l->world;
   memset(counts, 0, (size_t)p->heads * W * W * sizeof *counts);
   tile_scan s;
+  tile_comb *cb = NULL;
   int rc = tile_scan_init(&s, l, e);
   if (rc) return rc;
+  rc = tiles_comb_open(l, &cb, e);
   for (int h = 0; h < p->heads && !rc; h++) {
+    work_count *hc = counts + (int64_t)h * W * W;
+    if (h > 0 && tiles_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
+      memcpy(hc, hc - (int64_t)W * W, (size_t)W * W * sizeof *hc);  // every head of a dense or windowed layer
+      continue;
+    }
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
-    rc = tiles_account_head_generic(&s, &v, counts + (int64_t)h * W * W, e);
+    rc = cb && !v.is_block ? account_head_comb(cb, &s, &v, hc, e) : tiles_account_head_generic(&s, &v, hc, e);
     head_view_free(&v);
   }
+  tiles_comb_close(cb);
   tile_scan_free(&s);
   return rc;
 }

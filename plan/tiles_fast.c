@@ -506,14 +506,19 @@ int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count 
     return rc;
   }
   for (int h = 0; h < p->heads && !rc; h++) {
+    work_count *hc = counts + (int64_t)h * W * W;
+    if (h > 0 && tiles_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
+      memcpy(hc, hc - (int64_t)W * W, (size_t)W * W * sizeof *hc);
+      continue;
+    }
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
-    work_count *hc = counts + (int64_t)h * W * W;
     if (v.is_block) {
       rc = tiles_account_head_generic(&s, &v, hc, e);
     } else {
       if (c.nbi > 0 && fast_head(&c, &v, hc)) rc = sr_internal_error(e, 0, "tiles: out of memory");
+      if (!rc && c.has_last) rc = tile_scan_head(&s, &v, e);
       if (!rc && c.has_last) rc = tile_scan_qtile(&s, &v, c.last_rank, c.last_local_tile, 1, e);
       if (!rc && c.has_last) tiles_account_scan(&s, hc + (int64_t)c.last_rank * W);
     }

@@ -55,6 +55,8 @@ typedef struct {
 int head_view_build(const head_pattern *h, int64_t n_tokens, head_view *v, sr_error *e);
 // Release a view.
 void head_view_free(head_view *v);
+// Do two heads keep the same elements by the same description? (Equal heads have equal counts.)
+int tiles_heads_equal(const head_pattern *a, const head_pattern *b);
 
 // ---------------------------------------------------------------------------------------------
 // counting (q, k) pairs of two global ranges
@@ -111,13 +113,22 @@ typedef struct {
   int64_t n_bars, cap_bars;
   tile_seg qs[TILE], ks[TILE];
   int n_qs;
+  int monotone;       // every rank's local order ascends in global position (all kinds but permutation)
+  // the head prepared by tile_scan_head: its columns K per source rank, ascending local index
+  const head_view *hv;
+  int64_t *vk_begin;  // [world + 1] columns of rank s are vk_*[vk_begin[s] .. vk_begin[s+1])
+  int32_t *vk_local;  // source-local key index
+  int64_t *vk_global; // global position
+  int64_t vk_cap;
 } tile_scan;
 
 // Prepare a scanner for a layout.
 int tile_scan_init(tile_scan *s, const layout *l, sr_error *e);
 // Release it.
 void tile_scan_free(tile_scan *s);
-// Classify query tile i of q_rank for a head: fills s->tiles (sorted by (src, j)) and s->bars (sorted by
+// Prepare the scanner for a head (its columns per source rank); call before scanning its query tiles.
+int tile_scan_head(tile_scan *s, const head_view *v, sr_error *e);
+// Classify query tile i of q_rank for the head prepared by tile_scan_head: fills s->tiles (sorted by (src, j)) and s->bars (sorted by
 // (src, key)); with want_pairs also the exact kept pairs of each entry.
 int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int want_pairs, sr_error *e);
 
@@ -127,6 +138,35 @@ void tiles_account_scan(const tile_scan *s, work_count *row);
 int tiles_account_head_generic(tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
 // Exact counts of one layer by building each query rank's tiles (any layout; the reference path).
 int tiles_account_generic(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
+// ---------------------------------------------------------------------------------------------
+// striped layouts whose stripe divides a tile (tiles_comb.c): per-class entries instead of per-pair scans
+
+typedef struct tile_comb tile_comb;
+// Off in tests that want the per-tile scan as the reference (1 by default).
+extern int tiles_comb_enabled;
+// Open the class tables for a layout; *out stays NULL when the layout is not such a striped layout.
+int tiles_comb_open(const layout *l, tile_comb **out, sr_error *e);
+// Release them.
+void tiles_comb_close(tile_comb *c);
+// Full super tiles: local tiles i below this are interior on every rank and handled here.
+int64_t tiles_comb_interior(const tile_comb *c);
+// Classes of a non-BLOCK head (after tile_scan_head on s); want_pairs also counts D-kept pairs.
+int tiles_comb_head(tile_comb *c, const tile_scan *s, const head_view *v, int want_pairs, sr_error *e);
+// Growable output arrays of tiles_build (kind only for tile entries).
+typedef struct {
+  int32_t *idx;
+  uint8_t *kind;
+  int64_t n, cap;
+} tile_buf;
+// Make room for `need` entries; returns 0 or -1 on out of memory.
+int tile_buf_grow(tile_buf *g, int64_t need, int with_kind);
+// Append interior query tile i of q_rank to the index arrays (what tile_scan_qtile would give), writing the
+// absolute offsets tile_cnt[0..W] and bar_cnt[0..W] of its (head, query tile) cell.
+int tiles_comb_emit(tile_comb *c, const tile_scan *s, int q_rank, int64_t i, tile_buf *tiles, tile_buf *bars,
+                    int64_t *tile_cnt, int64_t *bar_cnt, sr_error *e);
+// Add the exact counts of every interior query tile of the head to hc[q_rank * W + src] (want_pairs classes).
+int tiles_comb_account_head(tile_comb *c, const tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
+
 // Longest period for which the fast path buffers columns transposed (memory P^2 x 16 bytes); tests lower it.
 extern int64_t tiles_fast_colbuf_max_period;
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout

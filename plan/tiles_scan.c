@@ -22,10 +22,15 @@ int tile_scan_init(tile_scan *s, const layout *l, sr_error *e) {
   int64_t all = s->lt.tile_base[l->world];
   s->stamp = calloc((size_t)all + 1, sizeof *s->stamp);
   s->slot = calloc((size_t)all + 1, sizeof *s->slot);
-  if (!s->stamp || !s->slot) {
+  s->vk_begin = calloc((size_t)l->world + 1, sizeof *s->vk_begin);
+  if (!s->stamp || !s->slot || !s->vk_begin) {
     tile_scan_free(s);
     return sr_internal_error(e, 0, "tiles: out of memory for %lld tiles", (long long)all);
   }
+  s->monotone = 1;
+  for (int r = 0; r < l->world; r++)
+    for (int64_t x = l->rank_run_begin[r] + 1; x < l->rank_run_begin[r + 1]; x++)
+      if (l->runs[x].global < l->runs[x - 1].global) s->monotone = 0;
   return SR_OK;
 }
 
@@ -35,7 +40,84 @@ void tile_scan_free(tile_scan *s) {
   free(s->slot);
   free(s->tiles);
   free(s->bars);
+  free(s->vk_begin);
+  free(s->vk_local);
+  free(s->vk_global);
   memset(s, 0, sizeof *s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// a head's columns per source rank, so bars come out in (source, key) order without a search or a sort
+
+typedef struct {
+  int32_t local;
+  int64_t global;
+} col_key;
+
+static int cmp_col_key(const void *a, const void *b) {
+  int32_t x = ((const col_key *)a)->local, y = ((const col_key *)b)->local;
+  return (x > y) - (x < y);
+}
+
+int tile_scan_head(tile_scan *s, const head_view *v, sr_error *e) {
+  const layout *l = s->lt.l;
+  int W = l->world;
+  s->hv = v;
+  memset(s->vk_begin, 0, ((size_t)W + 1) * sizeof *s->vk_begin);
+  int64_t nk = v->k.n ? v->k.cum[v->k.n] : 0;
+  if (nk > s->vk_cap) {
+    int32_t *lo = realloc(s->vk_local, (size_t)nk * sizeof *lo);
+    if (lo) s->vk_local = lo;
+    int64_t *gl = realloc(s->vk_global, (size_t)nk * sizeof *gl);
+    if (gl) s->vk_global = gl;
+    if (!lo || !gl) return sr_internal_error(e, 0, "tiles: out of memory for %lld columns", (long long)nk);
+    s->vk_cap = nk;
+  }
+  // Two walks of K against the runs in global order: count per rank, then place.
+  for (int pass = 0; pass < 2; pass++) {
+    int64_t *fill = s->vk_begin;
+    for (int64_t y = 0, p = 0; y < v->k.n; y++)
+      for (int64_t k = v->k.lo[y]; k <= v->k.hi[y];) {
+        while (p < l->n_runs && l->runs[l->by_global[p]].global + l->runs[l->by_global[p]].len <= k) p++;
+        if (p == l->n_runs || l->runs[l->by_global[p]].global > k)
+          return sr_internal_error(e, 0, "tiles: key %lld outside the layout", (long long)k);
+        const layout_run *run = &l->runs[l->by_global[p]];
+        int64_t end = sr_min64(v->k.hi[y], run->global + run->len - 1);
+        if (pass == 0) {
+          fill[run->rank + 1] += end - k + 1;
+        } else {
+          for (int64_t x = k; x <= end; x++) {
+            int64_t at = fill[run->rank]++;
+            s->vk_local[at] = (int32_t)(run->local + x - run->global);
+            s->vk_global[at] = x;
+          }
+        }
+        k = end + 1;
+      }
+    if (pass == 0)
+      for (int r = 0; r < W; r++) s->vk_begin[r + 1] += s->vk_begin[r];
+    else  // fill[r] advanced to the end of rank r's columns, which is the begin of rank r + 1
+      for (int r = W; r > 0; r--) s->vk_begin[r] = s->vk_begin[r - 1];
+    if (pass == 1) s->vk_begin[0] = 0;
+  }
+  if (!s->monotone) {  // a permutation's local order is not the global one: sort each rank's columns
+    col_key *tmp = NULL;
+    for (int r = 0; r < W; r++) {
+      int64_t a = s->vk_begin[r], n = s->vk_begin[r + 1] - a;
+      if (n < 2) continue;
+      col_key *t2 = realloc(tmp, (size_t)n * sizeof *t2);
+      if (!t2) {
+        free(tmp);
+        return sr_internal_error(e, 0, "tiles: out of memory for %lld columns", (long long)n);
+      }
+      tmp = t2;
+      for (int64_t x = 0; x < n; x++) tmp[x] = (col_key){s->vk_local[a + x], s->vk_global[a + x]};
+      qsort(tmp, (size_t)n, sizeof *tmp, cmp_col_key);
+      for (int64_t x = 0; x < n; x++) s->vk_local[a + x] = tmp[x].local, s->vk_global[a + x] = tmp[x].global;
+    }
+    free(tmp);
+  }
+  return SR_OK;
 }
 
 static int push_tile(tile_scan *s, int32_t src, int32_t j) {
@@ -220,13 +302,9 @@ static int cmp_tile(const void *a, const void *b) {
   return (x->j > y->j) - (x->j < y->j);
 }
 
-static int cmp_bar(const void *a, const void *b) {
-  const scan_bar *x = a, *y = b;
-  if (x->src != y->src) return x->src < y->src ? -1 : 1;
-  return (x->key > y->key) - (x->key < y->key);
-}
 
 int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int want_pairs, sr_error *e) {
+  if (v != s->hv) return sr_internal_error(e, 0, "tiles: query tile scanned before tile_scan_head prepared its head");
   s->n_tiles = s->n_bars = 0;
   s->scan_no++;
   s->n_qs = tile_segments(&s->lt, q_rank, i, s->qs);
@@ -254,20 +332,25 @@ int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int
   s->n_tiles = kept;
   if (s->n_tiles > 1) qsort(s->tiles, (size_t)s->n_tiles, sizeof *s->tiles, cmp_tile);
 
-  // Bars: columns of K kept for some row (k <= qmax) whose KV tile is not an entry of this query tile.
-  const layout *l = s->lt.l;
-  for (int64_t y = 0; y < v->k.n && v->k.lo[y] <= qmax; y++) {
-    for (int64_t k = v->k.lo[y]; k <= v->k.hi[y] && k <= qmax; k++) {
-      int64_t r = layout_run_of_global(l, k);
-      if (r < 0) return sr_internal_error(e, 0, "tiles: key %lld outside the layout", (long long)k);
-      const layout_run *run = &l->runs[r];
-      int64_t local = run->local + k - run->global, flat = s->lt.tile_base[run->rank] + local / TILE;
+  // Bars: columns of K kept for some row (k <= qmax) whose KV tile is not an entry of this query tile,
+  // taken per source rank in local order (the order of the index).
+  int64_t qsize = 0, qmin = s->n_qs ? s->qs[0].g : 0;
+  for (int a = 0; a < s->n_qs; a++) qsize += s->qs[a].len, qmin = sr_min64(qmin, s->qs[a].g);
+  for (int src = 0; src < s->lt.world; src++)
+    for (int64_t x = s->vk_begin[src]; x < s->vk_begin[src + 1]; x++) {
+      int64_t k = s->vk_global[x];
+      if (k > qmax) {
+        if (s->monotone) break;
+        continue;
+      }
+      int64_t flat = s->lt.tile_base[src] + s->vk_local[x] / TILE;
       if (s->stamp[flat] == s->scan_no && s->slot[flat] >= 0) continue;
-      int64_t rows = 0;
-      for (int a = 0; a < s->n_qs; a++) rows += sr_max64(0, s->qs[a].g + s->qs[a].len - sr_max64(s->qs[a].g, k));
-      if (push_bar(s, run->rank, (int32_t)local, rows)) return sr_internal_error(e, 0, "tiles: out of memory");
+      int64_t rows = qsize;
+      if (k > qmin) {
+        rows = 0;
+        for (int a = 0; a < s->n_qs; a++) rows += sr_max64(0, s->qs[a].g + s->qs[a].len - sr_max64(s->qs[a].g, k));
+      }
+      if (push_bar(s, src, s->vk_local[x], rows)) return sr_internal_error(e, 0, "tiles: out of memory");
     }
-  }
-  if (s->n_bars > 1) qsort(s->bars, (size_t)s->n_bars, sizeof *s->bars, cmp_bar);
   return SR_OK;
 }

@@ -22,9 +22,23 @@ typedef struct store_entry {
   work_count *counts;  // [world * world]
 } store_entry;
 
+// Hashing a VS head reads all its indices (thousands), and every simulation looks up every head again:
+// a small table remembers the hash of a head by its address and array pointers. A stale memo (a head
+// changed in place) can only make a lookup miss, never return wrong counts: store_find compares contents.
+#define STORE_MEMO 4096
+
+typedef struct {
+  const head_pattern *h;
+  const void *vertical, *slash, *mask;
+  int32_t n_vertical, n_slash;
+  int kind;
+  uint64_t hash;
+} head_memo;
+
 struct work_store {
   store_entry *bucket[STORE_BUCKETS];
   int64_t max_bytes, bytes, entries;
+  head_memo memo[STORE_MEMO];
 };
 
 int work_store_open(int64_t max_bytes, work_store **out, sr_error *e) {
@@ -63,10 +77,9 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return z ^ (z >> 31);
 }
 
-// Hash of exactly what work_heads_equal compares, plus the layout key.
-static uint64_t store_hash(const layout *l, const head_pattern *h) {
-  uint64_t k = mix(mix(mix(mix(0, (uint64_t)l->kind), (uint64_t)l->n_tokens), (uint64_t)l->world), (uint64_t)l->granularity);
-  k = mix(k, (uint64_t)h->kind);
+// Hash of exactly what work_heads_equal compares.
+static uint64_t head_hash(const head_pattern *h) {
+  uint64_t k = mix(0, (uint64_t)h->kind);
   switch (h->kind) {
     case PATTERN_DENSE: break;
     case PATTERN_WINDOW: k = mix(mix(k, (uint64_t)h->sinks), (uint64_t)h->window); break;
@@ -81,6 +94,18 @@ static uint64_t store_hash(const layout *l, const head_pattern *h) {
       break;
   }
   return k;
+}
+
+// The head's hash (memoised) combined with the layout key.
+static uint64_t store_hash(work_store *s, const layout *l, const head_pattern *h) {
+  head_memo *m = &s->memo[((uintptr_t)h / sizeof *h) % STORE_MEMO];
+  const void *v = h->kind == PATTERN_VS ? (const void *)h->vertical : NULL, *sl = h->kind == PATTERN_VS ? (const void *)h->slash : NULL;
+  const void *mk = h->kind == PATTERN_BLOCK ? (const void *)h->mask : NULL;
+  if (!(m->h == h && m->kind == (int)h->kind && m->vertical == v && m->slash == sl && m->mask == mk &&
+        m->n_vertical == h->n_vertical && m->n_slash == h->n_slash))
+    *m = (head_memo){h, v, sl, mk, h->n_vertical, h->n_slash, (int)h->kind, head_hash(h)};
+  uint64_t k = mix(mix(mix(mix(0, (uint64_t)l->kind), (uint64_t)l->n_tokens), (uint64_t)l->world), (uint64_t)l->granularity);
+  return mix(k, m->hash);
 }
 
 static const work_count *store_find(const work_store *s, const layout *l, const head_pattern *h, uint64_t hash) {
@@ -183,7 +208,7 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
     }
   // The store's counts never move, so they are handed out directly (no slot of this cache is used).
   work_store *st = c->store && c->l->kind != LAYOUT_PERMUTATION ? c->store : NULL;
-  uint64_t hash = st ? store_hash(c->l, h) : 0;
+  uint64_t hash = st ? store_hash(st, c->l, h) : 0;
   if (st && (*out = store_find(st, c->l, h, hash))) return SR_OK;
   // Account this head alone: a one-layer, one-head view of the pattern.
   pattern view = {pat->n_tokens, 1, 1, (head_pattern *)h};

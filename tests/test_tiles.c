@@ -135,6 +135,47 @@ TEST(tiles_cover_kept_elements_once_striped_1) { check_case(2, 700, 2, 1, 6); }
 TEST(tiles_cover_kept_elements_once_striped_200_not_a_tile_multiple) { check_case(2, 1500, 2, 200, 7); }
 TEST(tiles_cover_kept_elements_once_with_more_ranks_than_tiles) { check_case(0, 300, 4, 1, 8); }
 TEST(tiles_cover_kept_elements_once_with_empty_ranks) { check_case(2, 200, 4, 128, 9); }
+TEST(tiles_cover_kept_elements_once_striped_64_uneven) { check_case(2, 1900, 3, 64, 10); }
+TEST(tiles_cover_kept_elements_once_fpdt_chunk_layout) { check_case(0, 1500, 7, 1, 11); }
+
+// An explicit permutation: local order is not global order, so columns are sorted per source rank.
+TEST(tiles_cover_kept_elements_once_on_a_permutation_layout) {
+  int64_t n = 900;
+  int64_t *perm = malloc((size_t)n * sizeof *perm);
+  uint64_t seed = 12;
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {  // Fisher-Yates
+    int64_t j = (int64_t)(fx_rand(&seed) % (uint64_t)(i + 1)), t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  sr_error e;
+  layout l;
+  CHECK_EQ_INT(layout_build(LAYOUT_PERMUTATION, n, 3, 1, perm, &l, &e), SR_OK);
+  pattern p;
+  fx_mixed_pattern(&p, n, 5, 13);
+  check_exhaustive(&p, &l, tiles_account_layer);
+  pattern_free(&p);
+  layout_free(&l);
+  free(perm);
+}
+
+// Identical heads are accounted once and copied: each copy must still equal brute force.
+TEST(tiles_cover_kept_elements_once_with_identical_window_heads) {
+  layout l;
+  fx_layout(2, 1100, 2, 1, &l);
+  pattern p;
+  sr_error e;
+  pattern_alloc(&p, 1100, 1, 3, &e);
+  for (int h = 0; h < 3; h++) {
+    pattern_head(&p, 0, h)->kind = PATTERN_WINDOW;
+    pattern_head(&p, 0, h)->sinks = 5;
+    pattern_head(&p, 0, h)->window = 150;
+  }
+  check_exhaustive(&p, &l, tiles_account_layer);
+  pattern_free(&p);
+  fx_layout_free(&l);
+}
 
 // ---------------------------------------------------------------------------------------------
 // the tile-diagonal rule on aligned tiles
