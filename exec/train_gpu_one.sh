@@ -26,7 +26,7 @@ MAKE_MPI=()
 if ! command -v mpicc >/dev/null; then
   M=/tmp/mpi/usr
   # the carried packages: beside this checkout (run from a .gpu-* copy) or inside it
-  [ -x $M/bin/orterun ] || for f in ../.gpu-exec-mpi/*.deb .gpu-exec-mpi/*.deb; do [ -f "$f" ] && dpkg -x "$f" /tmp/mpi; done
+  [ -x $M/bin/orterun ] || for f in ${MPI_DEBS:-../.gpu-exec-mpi}/*.deb .gpu-exec-mpi/*.deb; do [ -f "$f" ] && dpkg -x "$f" /tmp/mpi; done
   export OPAL_PREFIX=$M PATH=$M/bin:$PATH
   export LD_LIBRARY_PATH=$M/lib/x86_64-linux-gnu:$M/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   MAKE_MPI=(CC="gcc -I$M/lib/x86_64-linux-gnu/openmpi/include"
