@@ -94,20 +94,8 @@ static int64_t positions(int64_t N, int W, int64_t g, int r, int64_t *out) {
 
 // Random bf16 tensor: device copy and the float values of the bf16 numbers (what the GPU sees).
 static void *rand_bf16(int64_t n, float *host) {
-  __nv_bfloat16 *b = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++) b[i] = __float2bfloat16((float)(2 * uni() - 1)), host[i] = __bfloat162float(b[i]);
-  void *d;
-  CK(cudaMalloc(&d, sizeof(__nv_bfloat16) * (size_t)(n + 1)));
-  CK(cudaMemcpy(d, b, sizeof(__nv_bfloat16) * (size_t)n, cudaMemcpyHostToDevice));
-  free(b);
-  return d;
-}
-
-static void *dev_copy(const void *h, size_t bytes) {
-  void *d;
-  CK(cudaMalloc(&d, bytes ? bytes : 1));
-  if (bytes) CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-  return d;
+  for (int64_t i = 0; i < n; i++) host[i] = (float)(2 * uni() - 1);
+  return to_bf16_dev(host, n, host);
 }
 
 static void poison(void *d, size_t bytes) { CK(cudaMemset(d, 0xff, bytes)); }  // 0xffff.. is NaN in bf16 and fp32

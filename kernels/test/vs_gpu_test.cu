@@ -27,23 +27,6 @@ extern "C" {
 static uint64_t rng = 777;
 static double uni(void) { return ib_uniform(&rng); }
 
-static void *to_bf16_dev(const float *src, int64_t n, float *rounded) {
-  __nv_bfloat16 *b = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++) b[i] = __float2bfloat16(src[i]), rounded[i] = __bfloat162float(b[i]);
-  void *d;
-  CK(cudaMalloc(&d, sizeof(__nv_bfloat16) * (size_t)(n + 1)));
-  CK(cudaMemcpy(d, b, sizeof(__nv_bfloat16) * (size_t)n, cudaMemcpyHostToDevice));
-  free(b);
-  return d;
-}
-
-static void *dev_copy(const void *h, size_t bytes) {
-  void *d;
-  CK(cudaMalloc(&d, bytes ? bytes : 1));
-  if (bytes) CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-  return d;
-}
-
 static void *fetch(const void *d, size_t bytes) {
   void *h = malloc(bytes + 1);
   CK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
