@@ -3,20 +3,8 @@
 # may be carried prebuilt), launcher check, correctness at 2K tokens, dense striped ring at 128K,
 # MTraining vs dense ring at 256K, dense striped ring at 256K. Every step has its own timeout and
 # prints as it goes, so whatever finishes is in the output.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=20
-MAKE_MPI=()
-MPIRUN=mpirun
-if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
-  M=/tmp/mpi/usr
-  [ -x $M/bin/orterun ] || for f in ${MPI_DEBS:-../.gpu-exec-mpi}/*.deb; do dpkg -x "$f" /tmp/mpi; done
-  export OPAL_PREFIX=$M PATH=$M/bin:$PATH
-  export LD_LIBRARY_PATH=$M/lib/x86_64-linux-gnu:$M/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  MAKE_MPI=(CC="gcc -I$M/lib/x86_64-linux-gnu/openmpi/include"
-            LDLIBS="-lcjson -lgsl -lgslcblas -lm -lpthread -L$M/lib/x86_64-linux-gnu/openmpi/lib -lmpi")
-  MPIRUN=$M/bin/orterun
-  echo "carried Open MPI"
-fi
+. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 step build

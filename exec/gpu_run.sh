@@ -28,25 +28,13 @@ S=$OUT/summary.txt
 STAGES=${1:-a cal b c d c512}
 B_LAYOUT=${B_LAYOUT:-striped:1}
 MT=(--strategy mtraining ${C_PATTERN:+--pattern "$C_PATTERN"})  # C_PATTERN: e.g. vs-online:0.95 once it runs on GPUs
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=60
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 say() { echo "$*" | tee -a "$S"; }
 say "== gpu_run.sh stages: $STAGES (started $(date -u +%H:%M:%S), budget ${SR_BUDGET_S:-540} s)"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv >"$L/gpu.txt" 2>&1
 
-# Open MPI: the machine's own, else the Debian packages carried in ../.gpu-exec-mpi (relocated).
-MAKE_MPI=()
-MPIRUN=mpirun
-if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
-  M=/tmp/mpi/usr
-  if [ ! -x $M/bin/orterun ]; then for f in ${MPI_DEBS:-../.gpu-exec-mpi}/*.deb; do dpkg -x "$f" /tmp/mpi; done; fi
-  export OPAL_PREFIX=$M PATH=$M/bin:$PATH
-  export LD_LIBRARY_PATH=$M/lib/x86_64-linux-gnu:$M/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  MAKE_MPI=(CC="gcc -I$M/lib/x86_64-linux-gnu/openmpi/include"
-            LDLIBS="-lcjson -lgsl -lgslcblas -lm -lpthread -L$M/lib/x86_64-linux-gnu/openmpi/lib -lmpi")
-  MPIRUN=$M/bin/orterun
-fi
+. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
 if [ -n "${SR_NO_BUILD:-}" ] && [ -x bin/sparsering-exec ]; then :  # binaries built elsewhere and carried
 elif ! timeout 240 make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec \
   bin/sparsering >"$L/build.log" 2>&1; then

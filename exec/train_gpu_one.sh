@@ -14,24 +14,13 @@ OUT=${OUT:-/tmp/sr-train1-out}
 W=/tmp/sr-train1-logs
 mkdir -p "$OUT" "$W/csv"
 STAGES=${1:-verify qwen passkey}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export NCCL_NVLS_ENABLE=0
 S="$OUT/summary.txt"
 t0=$(date +%s)
 log() { echo "== [$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$S"
 
-# Open MPI: the machine's own, else the Debian packages carried in ../.gpu-exec-mpi (relocated).
-MAKE_MPI=()
-if ! command -v mpicc >/dev/null; then
-  M=/tmp/mpi/usr
-  # the carried packages: beside this checkout (run from a .gpu-* copy) or inside it
-  [ -x $M/bin/orterun ] || for f in ${MPI_DEBS:-../.gpu-exec-mpi}/*.deb .gpu-exec-mpi/*.deb; do [ -f "$f" ] && dpkg -x "$f" /tmp/mpi; done
-  export OPAL_PREFIX=$M PATH=$M/bin:$PATH
-  export LD_LIBRARY_PATH=$M/lib/x86_64-linux-gnu:$M/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  MAKE_MPI=(CC="gcc -I$M/lib/x86_64-linux-gnu/openmpi/include"
-            LDLIBS="-lcjson -lgsl -lgslcblas -lm -lpthread -L$M/lib/x86_64-linux-gnu/openmpi/lib -lmpi")
-fi
+. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
 bin/sparsering-exec train-gpu-check --bogus >/dev/null 2>&1
 if [ $? -eq 2 ]; then
   log "prebuilt bin/sparsering-exec"

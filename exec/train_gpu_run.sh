@@ -22,7 +22,6 @@ set -o pipefail
 OUT=${OUT:-/tmp/sr-train-out}
 W=/tmp/sr-train-logs
 mkdir -p "$OUT" "$W"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export NCCL_NVLS_ENABLE=0
 DEADLINE_S=${DEADLINE_S:-330}
 S="$OUT/summary.txt"
@@ -32,19 +31,7 @@ log() { echo "== [$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
 left() { echo $(( DEADLINE_S - ($(date +%s) - t0) )); }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$S"
 
-# Open MPI: the machine's own, else the Debian packages carried in ../.gpu-exec-mpi (relocated).
-MAKE_MPI=()
-MPIRUN=mpirun
-if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
-  M=/tmp/mpi/usr
-  # the carried packages: beside this checkout (run from a .gpu-* copy) or inside it
-  [ -x $M/bin/orterun ] || for f in ${MPI_DEBS:-../.gpu-exec-mpi}/*.deb .gpu-exec-mpi/*.deb; do [ -f "$f" ] && dpkg -x "$f" /tmp/mpi; done
-  export OPAL_PREFIX=$M PATH=$M/bin:$PATH
-  export LD_LIBRARY_PATH=$M/lib/x86_64-linux-gnu:$M/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  MAKE_MPI=(CC="gcc -I$M/lib/x86_64-linux-gnu/openmpi/include"
-            LDLIBS="-lcjson -lgsl -lgslcblas -lm -lpthread -L$M/lib/x86_64-linux-gnu/openmpi/lib -lmpi")
-  MPIRUN=$M/bin/orterun
-fi
+. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
 bin/sparsering-exec train-gpu-check --bogus >/dev/null 2>&1
 if [ $? -eq 2 ]; then
   log "prebuilt bin/sparsering-exec"

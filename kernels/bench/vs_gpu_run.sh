@@ -7,19 +7,9 @@
 set -o pipefail
 OUT=${OUT:-/tmp/sr-out}
 mkdir -p "$OUT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=20
-MAKE_MPI=(CC=mpicc)
-MPIRUN=mpirun
-if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
-  M=/tmp/mpi/usr
-  [ -x $M/bin/orterun ] || for f in ${MPI_DEBS:-../.gpu-exec-mpi}/*.deb; do dpkg -x "$f" /tmp/mpi; done
-  export OPAL_PREFIX=$M PATH=$M/bin:$PATH
-  export LD_LIBRARY_PATH=$M/lib/x86_64-linux-gnu:$M/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  MAKE_MPI=(CC="gcc -I$M/lib/x86_64-linux-gnu/openmpi/include"
-            LDLIBS="-lcjson -lgsl -lgslcblas -lm -lpthread -L$M/lib/x86_64-linux-gnu/openmpi/lib -lmpi")
-  MPIRUN=$M/bin/orterun
-fi
+. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
+[ ${#MAKE_MPI[@]} -eq 0 ] && MAKE_MPI=(CC=mpicc)
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv | tee "$OUT/gpu.txt"
 t0=$(date +%s)
 make -j16 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-gpu-test-vs \
