@@ -128,9 +128,11 @@ int64_t data_passkey_min_seq(int digits) {
          (int64_t)(sizeof passkey_question - 1) + digits;
 }
 
-int data_passkey(int64_t seq, double depth, int digits, uint64_t seed, int loss_on_all, int32_t *tokens,
+int data_passkey(int64_t seq, double depth, int digits, uint64_t seed, passkey_loss loss, int32_t *tokens,
                  int32_t *targets, int64_t *answer_start, sr_error *e) {
   if (digits < 1 || digits > 30) return sr_input_error(e, "passkey", "digits", "%d is not in 1..30", digits);
+  if (loss != PASSKEY_LOSS_ANSWER && loss != PASSKEY_LOSS_ALL && loss != PASSKEY_LOSS_KEYS)
+    return sr_input_error(e, "passkey", "loss", "%d is not a per-sample loss (answer, all or keys)", (int)loss);
   if (!(depth >= 0.0 && depth <= 1.0)) return sr_input_error(e, "passkey", "depth", "%g is not in [0, 1]", depth);
   int64_t need = data_passkey_min_seq(digits);
   if (seq < need)
@@ -152,13 +154,16 @@ int data_passkey(int64_t seq, double depth, int digits, uint64_t seed, int loss_
   int64_t t = 0;
   for (int64_t i = 0; i < ni; i++) tokens[t++] = (unsigned char)passkey_intro[i];
   for (int64_t i = 0; i < before; i++) tokens[t++] = (unsigned char)passkey_filler[i % nf];
+  // the repeat's first digit sits at "The pass key is NNNNN. Remember it. " into the sentence
+  int64_t repeat = t + (int64_t)strlen("The pass key is . Remember it. ") + digits;
   for (int64_t i = 0; i < ns; i++) tokens[t++] = (unsigned char)sent[i];
   for (int64_t i = before; i < filler; i++) tokens[t++] = (unsigned char)passkey_filler[i % nf];
   for (int64_t i = 0; i < nq; i++) tokens[t++] = (unsigned char)passkey_question[i];
   *answer_start = t;
   for (int i = 0; i < digits; i++) tokens[t++] = (unsigned char)key[i];
   for (int64_t j = 0; j < seq; j++) {
-    int take = j + 1 < seq && (loss_on_all || data_passkey_is_answer(j, *answer_start, digits));
+    int take = j + 1 < seq && (loss == PASSKEY_LOSS_ALL || data_passkey_is_answer(j, *answer_start, digits) ||
+                               (loss == PASSKEY_LOSS_KEYS && data_passkey_is_answer(j, repeat, digits)));
     targets[j] = take ? tokens[j + 1] : -1;
   }
   return SR_OK;

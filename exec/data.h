@@ -41,9 +41,19 @@ int data_sequence(const data_tokens *d, int64_t index, int64_t seq, int32_t *tok
 int64_t data_passkey_min_seq(int digits);
 // A byte-level passkey sample of exactly seq tokens: instruction, filler, the key sentence at `depth`
 // (0 = start of the filler, 1 = end), more filler, the question, then the digits. The key is drawn from
-// seed. Targets are -1 except at the positions that predict the answer digits (exact-match scoring),
-// unless loss_on_all, where every position predicts its next byte. *answer_start: first digit's position.
-int data_passkey(int64_t seq, double depth, int digits, uint64_t seed, int loss_on_all, int32_t *tokens,
+// seed. Targets by loss (passkey_loss): the positions that predict the answer digits (exact-match
+// scoring), those and the key's repeat inside the key sentence, or every next byte. *answer_start: first
+// digit's position.
+typedef enum {
+  PASSKEY_LOSS_ANSWER = 0,  // the answer digits only
+  PASSKEY_LOSS_ALL = 1,     // every position predicts its next byte
+  PASSKEY_LOSS_KEYS = 2,    // the answer and the repeat ("... Remember it. NNNNN is the pass key"): the same
+                            // retrieval a few tokens from the key, so short samples carry twice the signal
+  PASSKEY_LOSS_MIX = 3,     // trainer only: samples alternate between KEYS (even index) and ALL (odd), so
+                            // the model also learns to continue the repeated filler (prefix matching, the
+                            // mechanism of retrieval) while the digits keep a large share of the gradient
+} passkey_loss;
+int data_passkey(int64_t seq, double depth, int digits, uint64_t seed, passkey_loss loss, int32_t *tokens,
                  int32_t *targets, int64_t *answer_start, sr_error *e);
 // Positions t in [lo, hi) that predict an answer digit (t = answer_start-1 .. answer_start+digits-2).
 int data_passkey_is_answer(int64_t t, int64_t answer_start, int digits);

@@ -40,7 +40,7 @@ MAKE_MPI=()
 MPIRUN=mpirun
 if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
   M=/tmp/mpi/usr
-  if [ ! -x $M/bin/orterun ]; then for f in ../.gpu-exec-mpi/*.deb; do dpkg -x "$f" /tmp/mpi; done; fi
+  if [ ! -x $M/bin/orterun ]; then for f in ${MPI_DEBS:-../.gpu-exec-mpi}/*.deb; do dpkg -x "$f" /tmp/mpi; done; fi
   export OPAL_PREFIX=$M PATH=$M/bin:$PATH
   export LD_LIBRARY_PATH=$M/lib/x86_64-linux-gnu:$M/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   MAKE_MPI=(CC="gcc -I$M/lib/x86_64-linux-gnu/openmpi/include"

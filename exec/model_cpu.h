@@ -42,6 +42,10 @@ typedef struct {
   // Backward with the forward's final o and lse: overwrites dq, dk, dv (dk, dv summed over every rank's queries).
   int (*backward)(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
                   const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e);
+  // Optional (NULL: none): called with the layer's q and k (after RoPE) before its attention in every forward
+  // that is not a recomputation, so an online sparse pattern (MTraining's vertical-slash estimation) is
+  // estimated once per sample and reused by the backward.
+  int (*estimate)(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e);
 } model_attention;
 
 // Per-layer activation pointers (into one allocation); under recomputation all layers share one set.

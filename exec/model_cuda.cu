@@ -1,6 +1,6 @@
 // model_cuda.cu — the transformer of model_cpu.c on one GPU: cuBLAS SGEMM (TF32 tensor cores) for every
-// linear layer and the LM head, small kernels for embedding, RMSNorm, RoPE, SwiGLU, chunked
-// cross-entropy, AdamW and the reductions, in llm.c's style (one kernel per op, a check macro per call).
+// linear layer and the LM head, the small kernels of model_cuda_kernels.cu for embedding, RMSNorm, RoPE,
+// SwiGLU, chunked cross-entropy, AdamW and the reductions, in llm.c's style (a check macro per call).
 // The step is the same sequence of operations as exec/model_ops.inc, so the CPU model is its reference.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -13,6 +13,7 @@ extern "C" {
 #include "exec/model_cuda.h"
 #include "plan/util.h"
 }
+#include "exec/model_cuda_kernels.cuh"
 
 // ---- checks ----------------------------------------------------------------------------------
 
@@ -34,255 +35,6 @@ extern "C" {
 // ring), and every kernel checks its bounds.
 static inline unsigned grid_for(int64_t n, int block) { return n > 0 ? (unsigned)((n + block - 1) / block) : 1u; }
 static inline unsigned rows_grid(int64_t T) { return T > 0 ? (unsigned)T : 1u; }
-
-// ---- reductions ------------------------------------------------------------------------------
-
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-  return v;
-}
-
-// Sum over a block of blockDim.x (a multiple of 32, at most 1024) threads; every thread gets the result.
-__device__ float block_sum(float v) {
-  __shared__ float sh[32];
-  __syncthreads();  // sh may still be read by a previous call
-  v = warp_sum(v);
-  int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
-  if (lane == 0) sh[w] = v;
-  __syncthreads();
-  v = lane < nw ? sh[lane] : 0.0f;
-  return warp_sum(v);
-}
-
-// ---- kernels ---------------------------------------------------------------------------------
-
-__global__ void embed_fwd_k(float *x, const float *wte, const int *tok, int64_t T, int C) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= T * C) return;
-  int64_t t = i / C, c = i % C;
-  x[i] = wte[(int64_t)tok[t] * C + c];
-}
-
-__global__ void embed_bwd_k(float *dwte, const float *dx, const int *tok, int64_t T, int C) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= T * C) return;
-  int64_t t = i / C, c = i % C;
-  atomicAdd(&dwte[(int64_t)tok[t] * C + c], dx[i]);
-}
-
-__global__ void rmsnorm_fwd_k(float *out, float *rstd, const float *x, const float *w, int64_t T, int C, float eps) {
-  int64_t t = blockIdx.x;
-  if (t >= T) return;
-  const float *xt = x + t * C;
-  float ss = 0;
-  for (int i = threadIdx.x; i < C; i += blockDim.x) ss += xt[i] * xt[i];
-  ss = block_sum(ss);
-  float r = rsqrtf(ss / (float)C + eps);
-  if (threadIdx.x == 0) rstd[t] = r;
-  for (int i = threadIdx.x; i < C; i += blockDim.x) out[t * C + i] = xt[i] * r * w[i];
-}
-
-// dx += the RMSNorm input gradient; tmp = dy * x * r (column-summed into dw afterwards).
-__global__ void rmsnorm_bwd_k(float *dx, float *tmp, const float *dout, const float *x, const float *w,
-                              const float *rstd, int64_t T, int C) {
-  int64_t t = blockIdx.x;
-  if (t >= T) return;
-  const float *xt = x + t * C, *dy = dout + t * C;
-  float r = rstd[t], dot = 0;
-  for (int i = threadIdx.x; i < C; i += blockDim.x) dot += dy[i] * w[i] * xt[i];
-  dot = block_sum(dot);
-  float c = dot * r * r * r / (float)C;
-  for (int i = threadIdx.x; i < C; i += blockDim.x) {
-    dx[t * C + i] += dy[i] * w[i] * r - c * xt[i];
-    tmp[t * C + i] = dy[i] * xt[i] * r;
-  }
-}
-
-// out[c] += sum over rows of in[rows, C]; grid (ceil(C/32), splits), block (32, 8).
-__global__ void colsum_k(float *out, const float *in, int64_t rows, int C, int64_t rows_per_split) {
-  __shared__ float sh[8][33];
-  int c = blockIdx.x * 32 + threadIdx.x;
-  int64_t r0 = blockIdx.y * rows_per_split, r1 = r0 + rows_per_split < rows ? r0 + rows_per_split : rows;
-  float s = 0;
-  if (c < C)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) s += in[r * C + c];
-  sh[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    for (int k = 1; k < 8; k++) s += sh[k][threadIdx.x];
-    atomicAdd(&out[c], s);
-  }
-}
-
-__global__ void add_bias_k(float *out, const float *b, int64_t T, int OC) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < T * OC) out[i] += b[i % OC];
-}
-
-__global__ void rope_table_k(float *cosv, float *sinv, const long long *pos, const double *inv_freq, double mscale,
-                             int64_t T, int half) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= T * half) return;
-  double ang = (double)pos[i / half] * inv_freq[i % half];
-  cosv[i] = (float)(cos(ang) * mscale);
-  sinv[i] = (float)(sin(ang) * mscale);
-}
-
-__global__ void rope_k(float *x, const float *cosv, const float *sinv, int64_t T, int H, int D, int inverse) {
-  int half = D / 2;
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= T * H * half) return;
-  int j = (int)(i % half);
-  int64_t th = i / half, t = th / H;
-  float c = cosv[t * half + j], s = sinv[t * half + j];
-  if (inverse) s = -s;
-  float *v = x + th * D;
-  float a = v[j], b = v[j + half];
-  v[j] = a * c - b * s;
-  v[j + half] = b * c + a * s;
-}
-
-__global__ void swiglu_fwd_k(float *h, const float *gate, const float *up, int64_t n) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float g = gate[i];
-  h[i] = g / (1.0f + expf(-g)) * up[i];
-}
-
-__global__ void swiglu_bwd_k(float *dgate, float *dup, const float *dh, const float *gate, const float *up, int64_t n) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float g = gate[i], s = 1.0f / (1.0f + expf(-g));
-  dup[i] = dh[i] * g * s;
-  dgate[i] = dh[i] * up[i] * s * (1.0f + g * (1.0f - s));
-}
-
-__global__ void add_k(float *out, const float *a, int64_t n) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] += a[i];
-}
-
-__global__ void to_bf16_k(__nv_bfloat16 *out, const float *in, int64_t n) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __float2bfloat16(in[i]);
-}
-
-__global__ void from_bf16_k(float *out, const __nv_bfloat16 *in, int64_t n) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __bfloat162float(in[i]);
-}
-
-// Naive dense causal attention by global position (one thread per query row and head), for single-GPU
-// checks only: O(T^2) per head, no tiling.
-__global__ void attn_naive_fwd_k(float *o, float *lse, const float *q, const float *k, const float *v,
-                                 const long long *pos, int64_t T, int H, int Hkv, int D) {
-  int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= T * H) return;
-  int64_t i = idx / H;
-  int h = (int)(idx % H), kh = h / (H / Hkv);
-  float scale = rsqrtf((float)D), mx = -INFINITY, sum = 0;
-  const float *qi = q + idx * D;
-  float *oi = o + idx * D;
-  for (int d = 0; d < D; d++) oi[d] = 0;
-  for (int64_t j = 0; j < T; j++) {
-    if (pos[j] > pos[i]) continue;
-    const float *kj = k + (j * Hkv + kh) * D, *vj = v + (j * Hkv + kh) * D;
-    float s = 0;
-    for (int d = 0; d < D; d++) s += qi[d] * kj[d];
-    s *= scale;
-    float nm = fmaxf(mx, s), corr = expf(mx - nm), p = expf(s - nm);
-    sum = sum * corr + p;
-    for (int d = 0; d < D; d++) oi[d] = oi[d] * corr + p * vj[d];
-    mx = nm;
-  }
-  for (int d = 0; d < D; d++) oi[d] /= sum;
-  lse[(int64_t)h * T + i] = mx + logf(sum);
-}
-
-__global__ void attn_naive_bwd_k(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
-                                 const float *o, const float *lse, const float *dout, const long long *pos, int64_t T,
-                                 int H, int Hkv, int D) {
-  int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= T * H) return;
-  int64_t i = idx / H;
-  int h = (int)(idx % H), kh = h / (H / Hkv);
-  float scale = rsqrtf((float)D), L = lse[(int64_t)h * T + i], Di = 0;
-  const float *qi = q + idx * D, *oi = o + idx * D, *doi = dout + idx * D;
-  float *dqi = dq + idx * D;
-  for (int d = 0; d < D; d++) Di += doi[d] * oi[d];
-  for (int64_t j = 0; j < T; j++) {
-    if (pos[j] > pos[i]) continue;
-    const float *kj = k + (j * Hkv + kh) * D, *vj = v + (j * Hkv + kh) * D;
-    float s = 0, dp = 0;
-    for (int d = 0; d < D; d++) s += qi[d] * kj[d], dp += doi[d] * vj[d];
-    float p = expf(s * scale - L), ds = p * (dp - Di) * scale;
-    for (int d = 0; d < D; d++) {
-      dqi[d] += ds * kj[d];
-      atomicAdd(&dk[(j * Hkv + kh) * D + d], ds * qi[d]);
-      atomicAdd(&dv[(j * Hkv + kh) * D + d], p * doi[d]);
-    }
-  }
-}
-
-// One block per row of logits: loss, argmax, and (grads) dlogits = (softmax - onehot) * scale in place.
-__global__ void cross_entropy_k(float *logits, int V, const int *targets, float scale, int grads, float *losses,
-                                int *argmax) {
-  int64_t r = blockIdx.x;
-  float *lg = logits + r * V;
-  __shared__ float smax[32];
-  __shared__ int sidx[32];
-  float mx = -INFINITY;
-  int mi = 0;
-  for (int j = threadIdx.x; j < V; j += blockDim.x)
-    if (lg[j] > mx) mx = lg[j], mi = j;
-  for (int o = 16; o > 0; o >>= 1) {
-    float om = __shfl_xor_sync(0xffffffff, mx, o);
-    int oi = __shfl_xor_sync(0xffffffff, mi, o);
-    if (om > mx || (om == mx && oi < mi)) mx = om, mi = oi;
-  }
-  int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
-  if (lane == 0) smax[w] = mx, sidx[w] = mi;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int k = 1; k < nw; k++)
-      if (smax[k] > smax[0] || (smax[k] == smax[0] && sidx[k] < sidx[0])) smax[0] = smax[k], sidx[0] = sidx[k];
-  }
-  __syncthreads();
-  mx = smax[0];
-  mi = sidx[0];
-  float s = 0;
-  for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(lg[j] - mx);
-  s = block_sum(s);
-  int tgt = targets[r];
-  if (threadIdx.x == 0) {
-    argmax[r] = mi;
-    losses[r] = tgt >= 0 ? mx + logf(s) - lg[tgt] : 0.0f;
-  }
-  __syncthreads();  // lg[tgt] is read above before being overwritten below
-  if (grads)
-    for (int j = threadIdx.x; j < V; j += blockDim.x)
-      lg[j] = tgt < 0 ? 0.0f : (expf(lg[j] - mx) / s - (j == tgt ? 1.0f : 0.0f)) * scale;
-}
-
-__global__ void sumsq_k(double *out, const float *g, int64_t n) {
-  float s = 0;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    s += g[i] * g[i];
-  s = block_sum(s);
-  if (threadIdx.x == 0) atomicAdd(out, (double)s);
-}
-
-// AdamW on params[a, b) with moments indexed from lo (Loshchilov & Hutter 2019; Kingma & Ba 2015).
-__global__ void adamw_k(float *w, const float *g, float *m, float *v, int64_t a, int64_t b, int64_t lo, float lr,
-                        float b1, float b2, float bc1, float bc2, float eps, float wd, float gscale) {
-  int64_t i = a + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= b) return;
-  float gi = g[i] * gscale;
-  float mi = b1 * m[i - lo] + (1.0f - b1) * gi, vi = b2 * v[i - lo] + (1.0f - b2) * gi * gi;
-  m[i - lo] = mi;
-  v[i - lo] = vi;
-  w[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * w[i]);
-}
 
 // ---- the device model ------------------------------------------------------------------------
 
@@ -308,10 +60,12 @@ struct model_cuda {
   float **x;
   layer_buf *acts;
   float *lnf, *rstdf, *logits, *tmp;
-  float *dx, *dln, *dlnf, *dq, *dout, *dk, *dv, *dh, *dgate, *dup;
+  float *dx, *dln, *dlnf, *dq, *dout, *dk, *dv, *dh;
   __nv_bfloat16 *qb, *kb, *vb, *ob, *dob;
   model_cuda_attention attn;
   double rope_mscale;
+  cudaEvent_t *ev;  // attention timing: pairs of events (timer_mark)
+  int n_ev, cap_ev;
 };
 
 #define DP(d, idx) ((d)->params + (d)->tensors[idx].offset)
@@ -367,13 +121,16 @@ static int rmsnorm_bwd(model_cuda *d, float *dx, float *dw, const float *dout, c
 
 extern "C" int model_cuda_upload(model_cuda *d, const model_cpu *h, sr_error *e);
 
-static int create_inner(model_cuda *d, const model_cpu *h, int64_t lo, int64_t hi, void *stream, sr_error *e) {
+static int init_random(model_cuda *d, uint64_t seed, sr_error *e);
+
+static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, int64_t capacity, const uint64_t *init_seed,
+                        int64_t lo, int64_t hi, void *stream, sr_error *e) {
   const model_config *c = &h->cfg;
   d->cfg = *c;
   d->recompute = h->recompute;
   d->num_params = h->num_params;
-  d->max_tokens = h->max_tokens;
-  d->ce_chunk = h->ce_chunk;
+  d->max_tokens = sr_max64(max_tokens, 1);
+  d->ce_chunk = sr_min64(h->ce_chunk > 1 ? h->ce_chunk : 512, d->max_tokens);
   d->lo = lo;
   d->hi = hi;
   d->num_tensors = h->num_tensors;
@@ -399,8 +156,11 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t lo, int64_t h
   int rc = SR_OK;
 #define A(p, n) \
   if ((rc = dalloc(&(p), (n), e))) return rc
-  A(d->params, d->num_params);
-  A(d->grads, d->num_params);
+  capacity = sr_max64(capacity, d->num_params);
+  A(d->params, capacity);
+  A(d->grads, capacity);
+  CU(cudaMemset(d->params, 0, (size_t)capacity * sizeof(float)));
+  CU(cudaMemset(d->grads, 0, (size_t)capacity * sizeof(float)));
   A(d->m, hi - lo);
   A(d->v, hi - lo);
   CU(cudaMemset(d->m, 0, (size_t)sr_max64(hi - lo, 1) * sizeof(float)));
@@ -428,23 +188,45 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t lo, int64_t h
   }
   A(d->lnf, N * C); A(d->rstdf, N); A(d->logits, d->ce_chunk * V); A(d->tmp, N * C);
   A(d->dx, N * C); A(d->dln, N * C); A(d->dlnf, N * C); A(d->dq, N * QD); A(d->dout, N * QD);
-  A(d->dk, N * KD); A(d->dv, N * KD); A(d->dh, N * I); A(d->dgate, N * I); A(d->dup, N * I);
+  A(d->dk, N * KD); A(d->dv, N * KD); A(d->dh, N * I);
 #undef A
   CU(cudaMalloc((void **)&d->qb, (size_t)(N * QD) * 2));
   CU(cudaMalloc((void **)&d->kb, (size_t)(N * KD) * 2));
   CU(cudaMalloc((void **)&d->vb, (size_t)(N * KD) * 2));
   CU(cudaMalloc((void **)&d->ob, (size_t)(N * QD) * 2));
   CU(cudaMalloc((void **)&d->dob, (size_t)(N * QD) * 2));
-  return model_cuda_upload(d, h, e);
+  return init_seed ? init_random(d, *init_seed, e) : model_cuda_upload(d, h, e);
 }
 
-extern "C" int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t lo, int64_t hi, void *stream,
-                                 sr_error *e) {
+// model_init_random's recipe (model_cpu.c): normal(0, 0.02), residual projections 0.02 / sqrt(2 L), norms 1,
+// biases 0; the draws numbered across tensors in table order as the host draws them.
+static int init_random(model_cuda *d, uint64_t seed, sr_error *e) {
+  double resid_std = 0.02 / sqrt(2.0 * (double)d->cfg.num_layers);
+  unsigned long long draws = 0;
+  for (int i = 0; i < d->num_tensors; i++) {
+    const model_tensor *t = &d->tensors[i];
+    int is_norm = strstr(t->name, "norm.weight") != NULL, is_bias = strstr(t->name, ".bias") != NULL;
+    int resid = strstr(t->name, "o_proj") != NULL || strstr(t->name, "down_proj") != NULL;
+    float *w = d->params + t->offset;
+    if (is_norm || is_bias) {
+      fill_k<<<grid_for(t->numel, 256), 256, 0, d->stream>>>(w, t->numel, is_norm ? 1.0f : 0.0f);
+    } else {
+      init_normal_k<<<grid_for(t->numel, 256), 256, 0, d->stream>>>(w, t->numel, seed, draws, resid ? resid_std : 0.02);
+      draws += (unsigned long long)t->numel;
+    }
+    KCHECK();
+  }
+  CU(cudaStreamSynchronize(d->stream));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t max_tokens, int64_t param_capacity,
+                                 const uint64_t *init_seed, int64_t lo, int64_t hi, void *stream, sr_error *e) {
   *out = NULL;
   if (h->dtype != MODEL_F32) return sr_input_error(e, NULL, "dtype", "the GPU model mirrors float32 models");
   model_cuda *d = (model_cuda *)calloc(1, sizeof *d);
   if (!d) return sr_internal_error(e, 0, "model_cuda: out of memory");
-  int rc = create_inner(d, h, lo, hi, stream, e);
+  int rc = create_inner(d, h, max_tokens, param_capacity, init_seed, lo, hi, stream, e);
   if (rc) {
     model_cuda_free(d);
     return rc;
@@ -458,7 +240,7 @@ extern "C" void model_cuda_free(model_cuda *d) {
   int L = (int)d->cfg.num_layers;
   void *bufs[] = {d->params, d->grads, d->m, d->v, d->inv_freq, d->sumsq, d->cosv, d->sinv, d->pos, d->tok,
                   d->tgt, d->argmax, d->losses, d->lnf, d->rstdf, d->logits, d->tmp, d->dx, d->dln, d->dlnf,
-                  d->dq, d->dout, d->dk, d->dv, d->dh, d->dgate, d->dup, d->qb, d->kb, d->vb, d->ob, d->dob};
+                  d->dq, d->dout, d->dk, d->dv, d->dh, d->qb, d->kb, d->vb, d->ob, d->dob};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
   if (d->x)
     for (int l = 0; l <= L; l++) cudaFree(d->x[l]);
@@ -469,6 +251,8 @@ extern "C" void model_cuda_free(model_cuda *d) {
       for (size_t i = 0; i < sizeof ab / sizeof *ab; i++) cudaFree(ab[i]);
     }
   if (d->blas) cublasDestroy(d->blas);
+  for (int i = 0; i < d->cap_ev; i++) cudaEventDestroy(d->ev[i]);
+  free(d->ev);
   free(d->x);
   free(d->acts);
   free(d->tensors);
@@ -519,6 +303,24 @@ extern "C" int model_cuda_zero_grad(model_cuda *d, sr_error *e) {
   return SR_OK;
 }
 
+extern "C" int model_cuda_memory(double *used_gib, double *total_gib, sr_error *e) {
+  size_t free_b = 0, total_b = 0;
+  CU(cudaMemGetInfo(&free_b, &total_b));
+  *used_gib = (double)(total_b - free_b) / 1073741824.0;
+  *total_gib = (double)total_b / 1073741824.0;
+  return SR_OK;
+}
+
+extern "C" int model_cuda_get_device(int *device, sr_error *e) {
+  CU(cudaGetDevice(device));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_set_device(int device, sr_error *e) {
+  CU(cudaSetDevice(device));
+  return SR_OK;
+}
+
 extern "C" int model_cuda_sync(model_cuda *d, sr_error *e) {
   CU(cudaStreamSynchronize(d->stream));
   return SR_OK;
@@ -542,14 +344,39 @@ extern "C" void model_cuda_release(float *p) { cudaFree(p); }
 
 // ---- attention ------------------------------------------------------------------------------
 
+// Attention time without host syncs: an event before and after every attention call on the stream, read
+// by model_cuda_attn_time once the work is done (a sync per attention call would serialise host and GPU).
+static int timer_mark(model_cuda *d, sr_error *e) {
+  if (d->n_ev == d->cap_ev) {
+    int cap = d->cap_ev ? 2 * d->cap_ev : 64;
+    cudaEvent_t *ev = (cudaEvent_t *)realloc(d->ev, (size_t)cap * sizeof *ev);
+    if (!ev) return sr_internal_error(e, 0, "model_cuda: out of memory for timing events");
+    d->ev = ev;
+    for (int i = d->cap_ev; i < cap; i++) CU(cudaEventCreate(&d->ev[i]));
+    d->cap_ev = cap;
+  }
+  CU(cudaEventRecord(d->ev[d->n_ev++], d->stream));
+  return SR_OK;
+}
+
+extern "C" int model_cuda_attn_time(model_cuda *d, double *seconds, sr_error *e) {
+  *seconds = 0;
+  if (d->n_ev == 0) return SR_OK;
+  CU(cudaEventSynchronize(d->ev[d->n_ev - 1]));
+  for (int i = 0; i + 1 < d->n_ev; i += 2) {
+    float ms = 0;
+    CU(cudaEventElapsedTime(&ms, d->ev[i], d->ev[i + 1]));
+    *seconds += 1e-3 * ms;
+  }
+  d->n_ev = 0;
+  return SR_OK;
+}
+
 static int attention_fwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
   int64_t QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-  double t0 = 0;
-  if (attn_s) {
-    CU(cudaStreamSynchronize(d->stream));
-    t0 = sr_now();
-  }
+  int rc0 = attn_s ? timer_mark(d, e) : SR_OK;
+  if (rc0) return rc0;
   if (d->attn.forward) {
     to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->qb, a->q, T * QD);
     to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->kb, a->k, T * KD);
@@ -563,21 +390,14 @@ static int attention_fwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *
         a->o, a->lse, a->q, a->k, a->v, d->pos, T, (int)c->num_heads, (int)c->num_kv_heads, (int)c->head_dim);
   }
   KCHECK();
-  if (attn_s) {
-    CU(cudaStreamSynchronize(d->stream));
-    *attn_s += sr_now() - t0;
-  }
-  return SR_OK;
+  return attn_s ? timer_mark(d, e) : SR_OK;
 }
 
 static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
   int64_t QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-  double t0 = 0;
-  if (attn_s) {
-    CU(cudaStreamSynchronize(d->stream));
-    t0 = sr_now();
-  }
+  int rc0 = attn_s ? timer_mark(d, e) : SR_OK;
+  if (rc0) return rc0;
   if (d->attn.backward) {
     // the forward's bf16 q, k, v are overwritten by later layers: convert again (cheap next to attention)
     to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->qb, a->q, T * QD);
@@ -597,11 +417,7 @@ static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *
         (int)c->num_kv_heads, (int)c->head_dim);
     KCHECK();
   }
-  if (attn_s) {
-    CU(cudaStreamSynchronize(d->stream));
-    *attn_s += sr_now() - t0;
-  }
-  return SR_OK;
+  return attn_s ? timer_mark(d, e) : SR_OK;
 }
 
 // ---- layers ---------------------------------------------------------------------------------
@@ -648,11 +464,13 @@ static int layer_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *
   CU(cudaMemsetAsync(d->dh, 0, (size_t)(T * I) * sizeof(float), d->stream));
   if ((rc = matmul_bwd(d, d->dh, LGD(d, l, MODEL_T_DOWN), NULL, d->dx, a->h, LPD(d, l, MODEL_T_DOWN), T, I, C, e)))
     return rc;
-  swiglu_bwd_k<<<grid_for(T * I, 256), 256, 0, d->stream>>>(d->dgate, d->dup, d->dh, a->gate, a->up, T * I);
+  // dgate and dup overwrite gate and up, which nothing reads after this (saves 2 x T x I floats)
+  float *dgate = a->gate, *dup = a->up;
+  swiglu_bwd_k<<<grid_for(T * I, 256), 256, 0, d->stream>>>(dgate, dup, d->dh, a->gate, a->up, T * I);
   KCHECK();
   CU(cudaMemsetAsync(d->dln, 0, (size_t)(T * C) * sizeof(float), d->stream));
-  if ((rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_GATE), NULL, d->dgate, a->ln2, LPD(d, l, MODEL_T_GATE), T, C, I, e)) ||
-      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_UP), NULL, d->dup, a->ln2, LPD(d, l, MODEL_T_UP), T, C, I, e)) ||
+  if ((rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_GATE), NULL, dgate, a->ln2, LPD(d, l, MODEL_T_GATE), T, C, I, e)) ||
+      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_UP), NULL, dup, a->ln2, LPD(d, l, MODEL_T_UP), T, C, I, e)) ||
       (rc = rmsnorm_bwd(d, d->dx, LGD(d, l, MODEL_T_LN2), d->dln, a->x2, LPD(d, l, MODEL_T_LN2), a->rstd2, T, C, e)))
     return rc;
   CU(cudaMemsetAsync(d->dout, 0, (size_t)(T * Hq * D) * sizeof(float), d->stream));

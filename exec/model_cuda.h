@@ -25,9 +25,14 @@ typedef struct {
                   const float *lse, const void *dout, float *dq, float *dk, float *dv, sr_error *e);
 } model_cuda_attention;
 
-// Mirror host model h on the current device (its config, tensor table, recompute, sizes); parameters are
-// copied from h->params; the AdamW moments cover [lo, hi). stream: cudaStream_t to run on (NULL: default).
-int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t lo, int64_t hi, void *stream, sr_error *e);
+// Mirror host model h on the current device (its config, tensor table, recompute) with activations for
+// max_tokens local tokens (the host model may hold room for fewer); parameters are copied from h->params
+// unless init_seed != NULL, which draws them on the device exactly as model_init_random(h, *init_seed) does on
+// the host (so a large model never fills host memory). The parameter and gradient buffers hold
+// param_capacity >= num_params floats (zero padding past num_params, so ZeRO-1 slices can be all-gathered
+// in place); the AdamW moments cover [lo, hi). stream: cudaStream_t to run on (NULL: default).
+int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t max_tokens, int64_t param_capacity,
+                      const uint64_t *init_seed, int64_t lo, int64_t hi, void *stream, sr_error *e);
 // Free the device model.
 void model_cuda_free(model_cuda *d);
 // Route attention through a distributed implementation (NULL fields: the naive kernel).
@@ -44,10 +49,13 @@ int model_cuda_download_grads(model_cuda *d, float *host, sr_error *e);
 int model_cuda_moments(model_cuda *d, float *m, float *v, int to_host, sr_error *e);
 // Zero the gradients.
 int model_cuda_zero_grad(model_cuda *d, sr_error *e);
-// model_forward_backward on the device (host arrays in and out); times in *attn_s (attention) when not NULL.
+// model_forward_backward on the device (host arrays in and out). With attn_s != NULL the attention calls are
+// timed with events (*attn_s is set to 0; model_cuda_attn_time reads the time once the work is done).
 int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32_t *tokens, const int64_t *pos,
                                 const int32_t *targets, int grads, double loss_scale, double *loss_sum,
                                 int32_t *argmax, double *attn_s, sr_error *e);
+// Seconds spent in attention (its ring communication included) since the last call, waiting for the work.
+int model_cuda_attn_time(model_cuda *d, double *seconds, sr_error *e);
 // Sum of squared gradients over [lo, hi) (double).
 int model_cuda_grad_sumsq(model_cuda *d, int64_t lo, int64_t hi, double *out, sr_error *e);
 // One AdamW update of the slice (hyper-parameters and step from s; s->step is advanced here).
@@ -59,6 +67,11 @@ int model_cuda_transfer(float *dev, float *host, int64_t n, int to_device, sr_er
 // Allocate / free device scratch of n floats.
 int model_cuda_alloc(float **p, int64_t n, sr_error *e);
 void model_cuda_release(float *p);
+// Device memory in use (every allocation on this GPU, not only the model's) and the total, GiB.
+int model_cuda_memory(double *used_gib, double *total_gib, sr_error *e);
+// The calling thread's current device, and setting it (a thread that allocates for this rank's GPU).
+int model_cuda_get_device(int *device, sr_error *e);
+int model_cuda_set_device(int device, sr_error *e);
 // Wait for the stream.
 int model_cuda_sync(model_cuda *d, sr_error *e);
 

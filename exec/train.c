@@ -38,6 +38,11 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   if (o->data && o->data->max_token >= cfg->vocab_size)
     return sr_input_error(e, o->data->path, "tokens", "holds token %lld, beyond the model's vocabulary of %lld",
                           (long long)o->data->max_token, (long long)cfg->vocab_size);
+  int64_t pack = o->pack > 1 ? o->pack : 1, min_len = data_passkey_min_seq(o->passkey_digits > 0 ? o->passkey_digits : 5);
+  if (pack > 1 && (o->data || o->seq % pack != 0 || o->seq / pack < min_len))
+    return sr_input_error(e, NULL, "pack", "%lld passkey samples in %lld tokens: need passkey data, a divisor of the "
+                          "sequence and at least %lld tokens a sample", (long long)pack, (long long)o->seq,
+                          (long long)min_len);
   if (!o->data && cfg->vocab_size < 256)
     return sr_input_error(e, cfg->path, "vocab_size", "passkey samples are bytes: need 256, have %lld",
                           (long long)cfg->vocab_size);
@@ -45,10 +50,12 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     if (pos[i] < 0 || pos[i] >= o->seq)
       return sr_input_error(e, NULL, "positions", "position %lld outside the sequence of %lld", (long long)pos[i],
                             (long long)o->seq);
-  // a rank may hold no token when the layout leaves it empty; it still takes part in the collectives
-  int rc = model_cpu_create(&t->model, cfg, MODEL_F32, sr_max64(n_local, 1), o->seq, o->recompute, e);
+  // a rank may hold no token when the layout leaves it empty; it still takes part in the collectives.
+  // On the GPU the host model keeps only the tensor table (and the weights of saves and loads): its
+  // activations are sized for one token, and the weights are drawn on the device.
+  int rc = model_cpu_create(&t->model, cfg, MODEL_F32, o->cuda ? 1 : sr_max64(n_local, 1), o->seq, o->recompute, e);
   if (rc) return rc;
-  model_init_random(&t->model, o->seed);
+  if (!o->cuda) model_init_random(&t->model, o->seed);
   int64_t P = t->model.num_params, W = t->comm.world;
   t->slice = sr_cdiv(P, W);
   int64_t lo = sr_min64(P, t->comm.rank * t->slice), hi = sr_min64(P, lo + t->slice);
@@ -73,10 +80,9 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   if (n_local > 0) memcpy(t->pos, pos, (size_t)n_local * sizeof *pos);
   if (o->cuda) {
 #if SR_HAVE_CUDA
+    // parameters padded to W slices: the ZeRO-1 all-gather runs in place, with no staging copies
     model_cuda *d = NULL;
-    rc = model_cuda_create(&d, &t->model, lo, hi, o->cuda_stream, e);
-    if (!rc && W > 1) rc = model_cuda_alloc(&t->gather, W * t->slice, e);
-    if (!rc && W > 1) rc = model_cuda_alloc(&t->send, t->slice, e);
+    rc = model_cuda_create(&d, &t->model, sr_max64(n_local, 1), W * t->slice, &o->seed, lo, hi, o->cuda_stream, e);
     t->dev = d;
     if (rc) {
       trainer_free(t);
@@ -94,9 +100,6 @@ void trainer_free(trainer *t) {
 #if SR_HAVE_CUDA
   if (t->dev) {
     model_cuda_free(t->dev);
-    model_cuda_release(t->gather);
-    model_cuda_release(t->send);
-    t->gather = t->send = NULL;
   }
 #endif
   model_cpu_free(&t->model);
@@ -128,15 +131,29 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
     int64_t idx = held_out ? (int64_t)(mix64(o->seed ^ (uint64_t)index) % (uint64_t)sr_max64(o->data->n, 1)) : index;
     return data_sequence(o->data, idx, o->seq, tokens, targets, e);
   }
-  uint64_t s = mix64(o->seed * 0x100000001B3ull + (uint64_t)index + (held_out ? 0x8000000000000000ull : 0));
-  double depth = o->passkey_depth >= 0 ? o->passkey_depth : (double)(mix64(s) >> 11) / 9007199254740992.0;
-  int digits = o->passkey_digits > 0 ? o->passkey_digits : 5;
-  return data_passkey(o->seq, depth, digits, s, o->passkey_loss_all, tokens, targets, answer_start, e);
+  // a packed sequence holds samples index * pack .. index * pack + pack - 1, each seq / pack tokens
+  int64_t pack = o->pack > 1 ? o->pack : 1, len = o->seq / pack;
+  for (int64_t k = 0; k < pack; k++) {
+    int64_t j = index * pack + k, ans = -1;
+    uint64_t s = mix64(o->seed * 0x100000001B3ull + (uint64_t)j + (held_out ? 0x8000000000000000ull : 0));
+    double depth = o->passkey_depth >= 0 ? o->passkey_depth : (double)(mix64(s) >> 11) / 9007199254740992.0;
+    int digits = o->passkey_digits > 0 ? o->passkey_digits : 5;
+    // held-out samples are scored on the answer alone, whatever the training loss
+    passkey_loss loss = held_out ? PASSKEY_LOSS_ANSWER : o->passkey_loss;
+    if (loss == PASSKEY_LOSS_MIX) loss = j % 2 ? PASSKEY_LOSS_ALL : PASSKEY_LOSS_KEYS;
+    int rc = data_passkey(len, depth, digits, s, loss, tokens + k * len, targets + k * len, &ans, e);
+    if (rc) return rc;
+    if (k == 0) *answer_start = ans;
+  }
+  return SR_OK;
 }
 
 // ---- the step ---------------------------------------------------------------------------------
 
-static int forward_sample(trainer *t, int64_t index, int held_out, int grads, train_step_stats *st, sr_error *e) {
+// Forward (and with grads the backward, accumulated) of sample `index`; loss_weight scales its mean loss
+// in the gradient (1 / samples per step). Adds its mean loss, mispredictions, targets and times into st.
+static int forward_sample(trainer *t, int64_t index, int held_out, int grads, double loss_weight,
+                          train_step_stats *st, sr_error *e) {
   int64_t ans;
   int rc = trainer_sample(t, index, held_out, t->seq_tok, t->seq_tgt, &ans, e);
   if (rc) return rc;
@@ -146,30 +163,59 @@ static int forward_sample(trainer *t, int64_t index, int held_out, int grads, tr
     t->tok[i] = t->seq_tok[t->pos[i]];
     t->tgt[i] = t->seq_tgt[t->pos[i]];
   }
-  double loss = 0, scale = count ? 1.0 / (double)count : 0;
+  double loss = 0, scale = count ? loss_weight / (double)count : 0;
   // a rank holding no token still runs the model: its attention takes part in the ring
 #if SR_HAVE_CUDA
   if (t->dev) {
     rc = model_cuda_forward_backward(t->dev, t->n_local, t->tok, t->pos, t->tgt, grads, scale, &loss, t->argmax,
                                      &t->model.time_attn, e);
+    if (!rc) rc = model_cuda_attn_time(t->dev, &t->model.time_attn, e);  // waits for this sample's backward
   } else
 #endif
     rc = model_forward_backward(&t->model, t->n_local, t->tok, t->pos, t->tgt, grads, scale, &loss, t->argmax, e);
   if (rc) return rc;
-  int64_t bad = data_count_mispredicted(t->argmax, t->tgt, t->n_local);
-  double sums[2] = {loss, (double)bad};
+  // mispredictions by packed sample (segment seq / pack of the global positions), summed over ranks
+  int64_t pack = t->opt.pack > 1 ? t->opt.pack : 1, len = t->opt.seq / pack;
+  double *sums = calloc((size_t)(2 + pack), sizeof *sums);
+  if (!sums) return sr_internal_error(e, 0, "trainer: out of memory");
+  sums[0] = loss;
+  for (int64_t i = 0; i < t->n_local; i++)
+    if (t->tgt[i] >= 0 && t->argmax[i] != t->tgt[i]) sums[1] += 1, sums[2 + t->pos[i] / len] += 1;
   double c0 = sr_now();
-  if (t->comm.world > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, sums, 2, e))) return rc;
+  if (t->comm.world > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, sums, 2 + pack, e))) {
+    free(sums);
+    return rc;
+  }
   st->comm_s += sr_now() - c0;
-  st->loss = count ? sums[0] / (double)count : 0;
-  st->mispredicted = (int64_t)sums[1];
-  st->targets = count;
-  st->attn_s = t->model.time_attn;
+  st->loss += count ? sums[0] / (double)count : 0;
+  st->mispredicted += (int64_t)sums[1];
+  st->samples += pack;
+  for (int64_t k = 0; k < pack; k++) st->exact += sums[2 + k] == 0;
+  free(sums);
+  st->targets += count;
+  st->attn_s += t->model.time_attn;
+  return SR_OK;
+}
+
+// Every sample of step `step` (batch of them, gradients accumulated); st->loss is their mean loss.
+static int forward_batch(trainer *t, int64_t step, train_step_stats *st, sr_error *e) {
+  int64_t B = t->opt.batch > 1 ? t->opt.batch : 1;
+  for (int64_t b = 0; b < B; b++) {
+    int rc = forward_sample(t, step * B + b, 0, 1, 1.0 / (double)B, st, e);
+    if (rc) return rc;
+  }
+  st->loss /= (double)B;
   return SR_OK;
 }
 
 static double lr_at(const train_options *o, int64_t step) {
   if (o->warmup > 0 && step < o->warmup) return o->lr * (double)(step + 1) / (double)o->warmup;
+  if (o->cosine && o->steps > o->warmup + 1) {
+    // SGDR's half cosine (Loshchilov & Hutter 2017) down to a tenth of the peak, as GPT-3 / llm.c do
+    double f = (double)(step - o->warmup) / (double)(o->steps - 1 - o->warmup);
+    f = f < 0 ? 0 : f > 1 ? 1 : f;
+    return o->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(M_PI * f)));
+  }
   return o->lr;
 }
 
@@ -178,7 +224,7 @@ static double lr_at(const train_options *o, int64_t step) {
 static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
   double t0 = sr_now();
   int rc = model_cuda_zero_grad(t->dev, e);
-  if (rc || (rc = forward_sample(t, t->step, 0, 1, st, e))) return rc;
+  if (rc || (rc = forward_batch(t, t->step, st, e))) return rc;
   int64_t P = t->model.num_params, W = t->comm.world;
   if ((rc = model_cuda_sync(t->dev, e))) return rc;  // the backward is queued: finish it before the all-reduce
   double c0 = sr_now(), ss = 0;
@@ -190,14 +236,13 @@ static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
   st->lr = t->adam.lr = lr_at(&t->opt, t->step);
   if ((rc = model_cuda_adamw(t->dev, &t->adam, adamw_clip_scale(&t->adam, st->grad_norm), e))) return rc;
   if (W > 1) {
+    // in place: rank r's slice starts at r * slice of the padded parameter buffer (NCCL's in-place form)
     float *w = model_cuda_params(t->dev);
-    int64_t n = t->adam.hi - t->adam.lo;
-    if (n > 0 && (rc = model_cuda_copy(t->send, w + t->adam.lo, n, t->opt.cuda_stream, e))) return rc;
     if ((rc = model_cuda_sync(t->dev, e))) return rc;
     c0 = sr_now();
-    rc = t->comm.allgather_f32(t->comm.ctx, t->send, t->gather, t->slice, e);
+    rc = t->comm.allgather_f32(t->comm.ctx, w + (int64_t)t->comm.rank * t->slice, w, t->slice, e);
     st->comm_s += sr_now() - c0;
-    if (rc || (rc = model_cuda_copy(w, t->gather, P, t->opt.cuda_stream, e))) return rc;
+    if (rc) return rc;
   }
   if ((rc = model_cuda_sync(t->dev, e))) return rc;
   t->step++;
@@ -214,7 +259,7 @@ int trainer_step(trainer *t, train_step_stats *st, sr_error *e) {
 #endif
   double t0 = sr_now();
   model_zero_grad(&t->model);
-  int rc = forward_sample(t, t->step, 0, 1, st, e);
+  int rc = forward_batch(t, t->step, st, e);
   if (rc) return rc;
   int64_t P = t->model.num_params, W = t->comm.world;
   float *g = t->model.grads, *w = t->model.params;
@@ -249,7 +294,7 @@ int trainer_step(trainer *t, train_step_stats *st, sr_error *e) {
 int trainer_eval(trainer *t, int64_t index, train_step_stats *st, sr_error *e) {
   memset(st, 0, sizeof *st);
   double t0 = sr_now();
-  int rc = forward_sample(t, index, 1, 0, st, e);
+  int rc = forward_sample(t, index, 1, 0, 1.0, st, e);
   st->step = t->step;
   st->time_s = sr_now() - t0;
   return rc;
@@ -270,10 +315,13 @@ static int gather_moments(trainer *t, const float *slice_vals, float *out, sr_er
   int rc;
 #if SR_HAVE_CUDA
   if (t->dev) {
-    // NCCL gathers device buffers: stage the slice through the all-gather's device buffers
-    rc = model_cuda_transfer(t->send, mine, t->slice, 1, e);
-    if (!rc) rc = t->comm.allgather_f32(t->comm.ctx, t->send, t->gather, t->slice, e);
-    if (!rc) rc = model_cuda_transfer(t->gather, out, P, 0, e);
+    // NCCL gathers device buffers: stage the slices through device scratch held only for the save
+    float *dev = NULL;
+    rc = model_cuda_alloc(&dev, (t->comm.world + 1) * t->slice, e);
+    if (!rc) rc = model_cuda_transfer(dev, mine, t->slice, 1, e);
+    if (!rc) rc = t->comm.allgather_f32(t->comm.ctx, dev, dev + t->slice, t->slice, e);
+    if (!rc) rc = model_cuda_transfer(dev + t->slice, out, P, 0, e);
+    model_cuda_release(dev);
     free(mine);
     return rc;
   }

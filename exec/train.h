@@ -32,12 +32,17 @@ typedef struct {
   int64_t steps;            // optimizer steps of the run
   double lr, weight_decay;  // AdamW (β 0.9 / 0.95, clip 1.0)
   int64_t warmup;           // linear learning-rate warm-up steps (0: none)
+  int cosine;               // after warm-up, cosine decay from lr to lr / 10 at the last step (else constant)
   uint64_t seed;            // weights and passkey samples
   int recompute;            // per-layer activation recomputation
   const data_tokens *data;  // token stream; NULL trains on passkey samples
   double passkey_depth;     // key depth in [0, 1]; < 0 draws it uniformly per sample
   int passkey_digits;       // digits of the key (default 5)
-  int passkey_loss_all;     // loss on every next byte, not only the answer digits
+  passkey_loss passkey_loss;  // which passkey positions take loss (held-out scoring: the answer only)
+  int64_t batch;            // samples per optimizer step (gradient accumulation; 0 or 1: one)
+  int64_t pack;             // passkey samples packed in one sequence, seq / pack tokens each (0 or 1: one);
+                            // attention must then be block-diagonal by sample (train --pack builds that
+                            // pattern), so a packed sequence trains exactly like a batch of its samples
   int cuda;                 // run the model on this rank's GPU (model_cuda.h; needs SR_HAVE_CUDA)
   void *cuda_stream;        // cudaStream_t the model runs on (the comm backend's compute stream)
 } train_options;
@@ -50,6 +55,7 @@ typedef struct {
   double lr;
   int64_t targets;          // scored tokens in the whole sequence
   int64_t mispredicted;     // scored tokens whose argmax is wrong (0: an exact match)
+  int64_t samples, exact;   // samples scored (pack per sequence) and those without a misprediction
   double time_s, attn_s, comm_s;  // whole step; attention callback; gradient / parameter collectives
 } train_step_stats;
 
@@ -64,8 +70,7 @@ typedef struct {
   int32_t *tok, *tgt, *argmax;    // this rank's tokens, targets, predictions
   int64_t step;             // steps taken
   int64_t slice;            // ZeRO-1 slice length: ceil(num_params / world)
-  float *gather;            // world * slice floats for the all-gathers (device memory with cuda)
-  float *send;              // slice floats staged for the all-gather (cuda only)
+  float *gather;            // world * slice floats for the CPU all-gathers (the GPU gathers in place)
   void *dev;                // model_cuda when opt.cuda: the host model then keeps only the tensor table and
                             // the weights of the last save/load
 } trainer;

@@ -20,10 +20,13 @@
 #include "exec/dist_attn.h"
 #include "exec/exec.h"
 #include "exec/train.h"
+#include "exec/train_attn.h"
 #include "exec/exec_plan.h"
+#include "plan/pattern_spec.h"
 #include "plan/plan.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
+#include "sim/sim.h"
 #include "traces/trace.h"
 #if SR_HAVE_CUDA
 #include "exec/model_cuda.h"
@@ -48,38 +51,6 @@ static int bridge_allgather_f32(void *ctx, const float *send, float *recv, int64
   int rc = comm_allgather(ctx, send, recv, n, COMM_F32, e);
   return rc ? rc : comm_sync(ctx, e);
 }
-
-typedef struct {
-  dist_attn **layers;
-} attn_bridge;
-
-static int bridge_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o,
-                           float *lse, sr_error *e) {
-  attn_bridge *b = ctx;
-  return dist_attn_fwd(b->layers[layer], q, k, v, o, lse, e);
-}
-
-static int bridge_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v,
-                           const float *o, const float *lse, const float *dout, float *dq, float *dk, float *dv,
-                           sr_error *e) {
-  attn_bridge *b = ctx;
-  return dist_attn_bwd(b->layers[layer], q, k, v, o, lse, dout, dq, dk, dv, e);
-}
-
-#if SR_HAVE_CUDA
-static int bridge_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, void *o,
-                               float *lse, sr_error *e) {
-  attn_bridge *b = ctx;
-  return dist_attn_fwd(b->layers[layer], q, k, v, o, lse, e);
-}
-
-static int bridge_attn_bwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v,
-                               const void *o, const float *lse, const void *dout, float *dq, float *dk, float *dv,
-                               sr_error *e) {
-  attn_bridge *b = ctx;
-  return dist_attn_bwd(b->layers[layer], q, k, v, o, lse, dout, dq, dk, dv, e);
-}
-#endif
 
 // ---- output -----------------------------------------------------------------------------------
 
@@ -124,6 +95,35 @@ static int plan_attention_pairs(const plan *p, const pattern *pat, double *pairs
   return SR_OK;
 }
 
+// Packed samples (--pack P): causal attention inside each sample of seq / P tokens and none across them,
+// as BLOCK heads of 128-token blocks (the sample length must be a multiple of 128), replacing the plan's
+// dense pattern; RoPE scores depend on relative positions only, so each sample trains as if alone.
+static int pack_pattern(const plan *p, pattern *pat, int64_t pack, sr_error *e) {
+  int64_t seq = p->spec.seq, len = seq / pack, B = 128;
+  if (strcmp(p->spec.pattern, "dense") != 0)
+    return sr_input_error(e, NULL, "--pack", "packs samples under the dense pattern, not '%s'", p->spec.pattern);
+  if (seq % pack != 0 || len % B != 0)
+    return sr_input_error(e, NULL, "--pack", "%lld samples in %lld tokens: each sample must be a multiple of %lld tokens",
+                          (long long)pack, (long long)seq, (long long)B);
+  int64_t nb = seq / B, words = sr_cdiv(nb, 64), per = len / B;
+  for (int64_t i = 0; i < (int64_t)pat->layers * pat->heads; i++) {
+    head_pattern *h = &pat->h[i];
+    free(h->vertical);
+    free(h->slash);
+    free(h->mask);
+    memset(h, 0, sizeof *h);
+    h->kind = PATTERN_BLOCK;
+    h->block = (int32_t)B;
+    h->n_blocks = nb;
+    h->row_words = words;
+    h->mask = calloc((size_t)(nb * words), sizeof *h->mask);
+    if (!h->mask) return sr_internal_error(e, 0, "train: out of memory for the packing mask");
+    for (int64_t r = 0; r < nb; r++)
+      for (int64_t c = (r / per) * per; c <= r; c++) h->mask[r * words + c / 64] |= 1ull << (c % 64);
+  }
+  return SR_OK;
+}
+
 // Is step (1-based) in the comma-separated list? An empty list records the first step only.
 static int step_listed(const char *list, int64_t step) {
   if (!list || !*list) return step == 1;
@@ -141,8 +141,10 @@ static int step_listed(const char *list, int64_t step) {
 
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
-                                          "csv", "label", "peak-tflops", "trace", "trace-steps", NULL};
-static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", NULL};
+                                          "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", "pack",
+                                          "build-threads", "attn-prefetch", NULL};
+static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
+                                            NULL};
 
 static int cmd_train(int argc, char **argv) {
   sr_error e = {0};
@@ -171,22 +173,27 @@ static int cmd_train(int argc, char **argv) {
   memset(&data, 0, sizeof data);
   trainer t;
   memset(&t, 0, sizeof t);
-  attn_bridge ab = {0};
+  train_attn ta;
+  memset(&ta, 0, sizeof ta);
   int64_t *pos = NULL;
   sr_buf csv = {0};
   trace_writer tw;
   int tw_open = 0, traced = 0;
-  int64_t steps, eval_n, ckpt_every, warmup, digits, seed;
+  int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
   double lr, wd, depth, peak;
   // options
   if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
       cli_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
       cli_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || cli_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
-      cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
+      cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_int(&a, "batch", 1, 1, 1 << 20, &batch, &e) ||
+      cli_get_int(&a, "attn-cache", 0, 0, 1 << 20, &attn_cache, &e) || cli_get_int(&a, "pack", 1, 1, 1 << 16, &pack, &e) ||
+      cli_get_int(&a, "build-threads", 0, 0, 256, &build_threads, &e) ||
+      cli_get_int(&a, "attn-prefetch", 0, 0, 1024, &prefetch, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
       cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
       cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e))
     goto fail;
   if (exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e)) goto fail;
+  if (pack > 1 && pack_pattern(&p, &pat, pack, &e)) goto fail;
   if (p.layout.world != c.world) {
     sr_input_error(&e, p.cluster.path, "world", "the plan spreads the sequence over %d ranks, the job has %d",
                    p.layout.world, c.world);
@@ -197,14 +204,14 @@ static int cmd_train(int argc, char **argv) {
   double pairs = 0, density = 1;
   if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
   pos = malloc((size_t)sr_max64(n_local, 1) * sizeof *pos);
-  ab.layers = calloc((size_t)m->num_layers, sizeof *ab.layers);
-  if (!pos || !ab.layers) {
+  if (!pos) {
     sr_internal_error(&e, 0, "train: out of memory");
     goto fail;
   }
   layout_positions(&p.layout, R, pos);
-  for (int l = 0; l < (int)m->num_layers; l++)
-    if (dist_attn_create(&p, &pat, l, &c, cuda ? DIST_CUDA : DIST_CPU, &ab.layers[l], &e)) goto fail;
+  // plan-building threads: by default the node's cores shared by its ranks (the GPU machines: one node)
+  if (build_threads == 0) build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / c.world);
+  if (train_attn_init(&ta, &p, &pat, &c, cuda, (int)attn_cache, (int)prefetch, (int)build_threads, pos, &e)) goto fail;
   // data
   const char *dsrc = cli_get(&a, "data", "passkey");
   if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
@@ -216,20 +223,37 @@ static int cmd_train(int argc, char **argv) {
   o.lr = lr;
   o.weight_decay = wd;
   o.warmup = warmup;
+  o.cosine = cli_has(&a, "cosine");
   o.seed = (uint64_t)seed;
   o.recompute = cli_has(&a, "recompute") || p.spec.recompute;
   o.data = data.tokens ? &data : NULL;
   o.passkey_depth = depth;
   o.passkey_digits = (int)digits;
-  o.passkey_loss_all = cli_has(&a, "loss-all");
+  const char *loss_mode = cli_get(&a, "loss", cli_has(&a, "loss-all") ? "all" : "answer");
+  if (strcmp(loss_mode, "answer") == 0) o.passkey_loss = PASSKEY_LOSS_ANSWER;
+  else if (strcmp(loss_mode, "keys") == 0) o.passkey_loss = PASSKEY_LOSS_KEYS;
+  else if (strcmp(loss_mode, "all") == 0) o.passkey_loss = PASSKEY_LOSS_ALL;
+  else if (strcmp(loss_mode, "mix") == 0) o.passkey_loss = PASSKEY_LOSS_MIX;
+  else {
+    sr_input_error(&e, NULL, "--loss", "'%s' is not one of answer, keys, all, mix", loss_mode);
+    goto fail;
+  }
+  o.batch = batch;
+  o.pack = pack;
   o.cuda = cuda;
   o.cuda_stream = c.compute_stream;
   train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
   if (trainer_create(&t, m, &o, &tc, n_local, pos, &e)) goto fail;
-  t.model.attn = (model_attention){&ab, bridge_attn_fwd, bridge_attn_bwd};
+  t.model.attn = (model_attention){&ta, train_attn_fwd, train_attn_bwd, ta.online_cpu ? train_attn_estimate : NULL};
 #if SR_HAVE_CUDA
-  if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ab, bridge_attn_fwd_dev, bridge_attn_bwd_dev});
+  if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ta, train_attn_fwd_dev, train_attn_bwd_dev});
 #endif
+  // the attention plans that will be kept are built before the first step, so step times hold no build
+  // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
+  double prebuild_t0 = sr_now();
+  if (train_attn_prebuild(&ta, &e)) goto fail;
+  double prebuild_s = sr_now() - prebuild_t0;
+  int64_t prebuilt = ta.built;
   const char *init = cli_get(&a, "init", NULL), *resume = cli_get(&a, "resume", NULL);
   if (init && trainer_init_weights(&t, init, &e)) goto fail;
   if (resume && trainer_resume(&t, resume, &e)) goto fail;
@@ -246,14 +270,16 @@ static int cmd_train(int argc, char **argv) {
   }
   const char *ckpt = cli_get(&a, "ckpt", NULL);
   int quiet = cli_has(&a, "quiet");
-  double flops = step_flops(m, seq, pairs / (double)m->num_layers);
+  double flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
   if (R == 0) {
     printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
            m->name, (long long)t.model.num_params, (long long)seq, c.world, layout_kind_name(p.layout.kind),
            p.spec.schedule, p.spec.pattern, density);
-    printf("train: data %s, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
-           o.data ? o.data->path : "passkey", lr, wd, (long long)warmup, o.recompute ? "on" : "off",
-           (long long)t.slice);
+    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)\n",
+           (long long)prebuilt, prebuild_s, (long long)build_threads, ta.prefetch ? ", building ahead" : "");
+    printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
+           o.data ? o.data->path : "passkey", o.data ? "all" : loss_mode, (long long)batch, lr, wd, (long long)warmup,
+           o.recompute ? "on" : "off", (long long)t.slice);
     sr_buf_printf(&csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
@@ -271,12 +297,21 @@ static int cmd_train(int argc, char **argv) {
     if (trace_writer_begin(&tw, &ti, &e)) goto fail;
     tw_open = 1;
   }
-  double run_t0 = sr_now();
+  double run_t0 = sr_now(), best_s = INFINITY, first_s = 0;
   int64_t first = t.step;
   while (t.step < steps) {
     train_step_stats st;
     if (trainer_step(&t, &st, &e)) goto fail;
-    double tps = (double)seq / st.time_s, mfu = peak > 0 ? flops / st.time_s / (peak * 1e12) : NAN;
+    if (ta.online) {  // the step ran the patterns estimated from its (last) sample
+      if (train_attn_read_patterns(&ta, &e)) goto fail;  // CUDA: read them back from the executor
+      if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
+      flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
+    }
+    // MFU over the job's GPUs: the step's FLOPs are the whole sequence's, spread over c.world of them
+    double tps = (double)(seq * batch) / st.time_s,
+           mfu = peak > 0 ? flops / st.time_s / (peak * 1e12 * (double)c.world) : NAN;
+    best_s = fmin(best_s, t.step > first + 1 || steps - first == 1 ? st.time_s : best_s);
+    if (t.step == first + 1) first_s = st.time_s;
     double gemm_s = st.time_s - st.attn_s - st.comm_s;
     if (R == 0) {
       char mfu_text[32] = "-";
@@ -293,6 +328,13 @@ static int cmd_train(int argc, char **argv) {
       double per = (sr_now() - run_t0) / (double)(t.step - first);
       if (isatty(2)) progress_bar(t.step, steps, st.loss, per * (double)(steps - t.step));
     }
+#if SR_HAVE_CUDA
+    if (cuda && t.step == first + 1) {  // every buffer exists once the first step ran
+      double used, total;
+      if (model_cuda_memory(&used, &total, &e)) goto fail;
+      printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", R, (long long)st.step, used, total);
+    }
+#endif
     if (tw_open && step_listed(trace_steps, st.step)) {
       // the plan's pattern is what every layer computed this step (patterns are built per plan)
       if (trace_writer_add_step(&tw, &pat, NULL, &e)) goto fail;
@@ -302,31 +344,53 @@ static int cmd_train(int argc, char **argv) {
       goto fail;
   }
   if (eval_n > 0) {
-    int64_t exact = 0;
+    // held-out sequences of `pack` samples each until eval_n samples are scored
+    int64_t exact = 0, scored = 0, nseq = sr_cdiv(eval_n, pack);
     double loss = 0;
-    for (int64_t i = 0; i < eval_n; i++) {
+    for (int64_t i = 0; i < nseq; i++) {
       train_step_stats st;
       if (trainer_eval(&t, i, &st, &e)) goto fail;
-      exact += st.mispredicted == 0;
+      exact += st.exact;
+      scored += st.samples;
       loss += st.loss;
     }
     if (R == 0)
-      printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)eval_n,
-             (long long)exact, (long long)eval_n, 100.0 * (double)exact / (double)eval_n, loss / (double)eval_n);
+      printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)scored,
+             (long long)exact, (long long)scored, 100.0 * (double)exact / (double)scored, loss / (double)nseq);
+  }
+  if (cli_has(&a, "predict") && R == 0 && t.step > first) {
+    // the simulator on the same plan and pattern (its cluster file: the plan's), next to the measurement
+    sim_options so = {0, 0};
+    sim_result sr;
+    if (sim_run(&p, &pat, &so, &sr, NULL, &e)) goto fail;
+    double meas = isfinite(best_s) ? best_s : first_s;
+    printf("predict: %s %s seq %lld W %d | simulated step %.3fs %.0f tok/s MFU %.2f%% | measured step %.3fs (best after the "
+           "first; first %.3fs) %.0f tok/s MFU %.2f%% | measured/simulated %.2f\n",
+           m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq, c.world, sr.step_s,
+           sr.tokens_per_s, 100 * sr.mfu_sparse, meas, first_s, (double)seq / meas,
+           peak > 0 ? 100 * flops / (double)batch / meas / (peak * 1e12 * (double)c.world) : 0.0, meas / sr.step_s);
   }
   if (tw_open) {
     if (trace_writer_finish(&tw, trace_path, &e)) goto fail;
     printf("train: trace of %d step(s) written to %s\n", traced, trace_path);
   }
-  if (R == 0) printf("train: done, %lld steps in %.2fs; csv %s\n", (long long)(t.step - first), sr_now() - run_t0, csv_path);
+  if (R == 0) {
+    printf("train: attention plans: %lld built (%.2fs; %lld when their layer came), %d kept of %lld layers%s",
+           (long long)ta.built, ta.build_s, (long long)ta.on_demand, ta.cap, (long long)m->num_layers,
+           ta.shared ? " (one pattern: shared)" : "");
+    if (ta.fit) printf(" (as many as fit: the first took %.2f GiB)", ta.plan_gib);
+    printf("\n");
+    if (ta.online_cpu)
+      printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta.estimates,
+             ta.estimate_s, density);
+    printf("train: done, %lld steps in %.2fs; csv %s\n", (long long)(t.step - first), sr_now() - run_t0, csv_path);
+  }
   goto done;
 fail:
   status = sr_error_report(&e, "sparsering-exec train");
   if (c.world > 1) comm_abort(&c, R, e.msg);
 done:
-  if (ab.layers)
-    for (int l = 0; l < (int)p.model.num_layers; l++) dist_attn_free(ab.layers[l]);
-  free(ab.layers);
+  train_attn_free(&ta);
   trainer_free(&t);
   data_free(&data);
   free(pos);

@@ -101,6 +101,38 @@ TEST(train_passkey_sample_has_exact_length_the_key_at_its_depth_and_targets_only
   free(text);
 }
 
+TEST(train_passkey_keys_loss_scores_the_answer_and_the_repeat_inside_the_key_sentence) {
+  int64_t seq = 600, ans = 0;
+  int32_t tok[600], tgt[600];
+  char text[601];
+  sr_error e = {0};
+  CHECK_EQ_INT(data_passkey(seq, 0.5, 5, 7, PASSKEY_LOSS_KEYS, tok, tgt, &ans, &e), SR_OK);
+  data_bytes_decode(tok, seq, text);
+  text[seq] = 0;
+  // the repeat: the key's second occurrence, found in the text after "Remember it. "
+  const char *rem = strstr(text, "Remember it. ");
+  CHECK(rem != NULL);
+  int64_t repeat = (rem - text) + 13;
+  CHECK(memcmp(text + repeat, text + ans, 5) == 0);
+  int64_t scored = 0;
+  for (int64_t t = 0; t < seq; t++)
+    if (tgt[t] >= 0) {
+      scored++;
+      int in_answer = t >= ans - 1 && t < ans + 4, in_repeat = t >= repeat - 1 && t < repeat + 4;
+      CHECK(in_answer || in_repeat);
+      CHECK_EQ_INT(tgt[t], tok[t + 1]);
+    }
+  CHECK_EQ_INT(scored, 10);
+}
+
+TEST(train_passkey_mix_is_a_trainer_mode_not_a_sample_loss) {
+  int32_t tok[300], tgt[300];
+  int64_t ans;
+  sr_error e = {0};
+  CHECK_EQ_INT(data_passkey(300, 0.5, 5, 1, PASSKEY_LOSS_MIX, tok, tgt, &ans, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "loss");
+}
+
 TEST(train_passkey_exact_match_needs_every_digit) {
   int32_t targets[6] = {-1, -1, '1', '2', '3', -1};
   int32_t argmax[6] = {'x', 'y', '1', '2', '3', 'z'};

@@ -168,3 +168,52 @@ TEST(train_starts_from_saved_weights_by_hugging_face_name) {
   trainer_free(&b);
   data_free(&d);
 }
+
+// A passkey trainer on tiny-test at 300 tokens with the given loss, batch and learning rate.
+static int passkey_trainer(trainer *t, passkey_loss loss, int64_t batch, double lr) {
+  model_config c;
+  sr_error e = {0};
+  if (model_load("tiny-test", &c, &e) != SR_OK) {
+    test_fail(__FILE__, __LINE__, "%s", e.msg);
+    return -1;
+  }
+  train_options o;
+  train_options_defaults(&o);
+  o.seq = 300;
+  o.passkey_loss = loss;
+  o.batch = batch;
+  o.lr = lr;
+  int64_t pos[300];
+  for (int i = 0; i < 300; i++) pos[i] = i;
+  int rc = trainer_create(t, &c, &o, NULL, 300, pos, &e);
+  if (rc) test_fail(__FILE__, __LINE__, "%s", e.msg);
+  return rc;
+}
+
+TEST(train_batch_of_two_reports_the_mean_loss_of_the_two_samples) {
+  // lr 0: the weights never move, so one-sample steps 1 and 2 score samples 0 and 1 on the same weights
+  trainer one, two;
+  if (passkey_trainer(&one, PASSKEY_LOSS_KEYS, 1, 0.0) || passkey_trainer(&two, PASSKEY_LOSS_KEYS, 2, 0.0)) return;
+  train_step_stats a, b, ab;
+  sr_error e = {0};
+  CHECK_EQ_INT(trainer_step(&one, &a, &e), SR_OK);
+  CHECK_EQ_INT(trainer_step(&one, &b, &e), SR_OK);
+  CHECK_EQ_INT(trainer_step(&two, &ab, &e), SR_OK);
+  CHECK_NEAR(ab.loss, 0.5 * (a.loss + b.loss), 1e-12);
+  CHECK_EQ_INT(ab.targets, a.targets + b.targets);
+  CHECK_EQ_INT(a.targets, 10);  // answer and repeat: 5 digits each
+  trainer_free(&one);
+  trainer_free(&two);
+}
+
+TEST(train_mix_loss_alternates_keys_and_every_byte_and_evaluates_on_the_answer) {
+  trainer t;
+  if (passkey_trainer(&t, PASSKEY_LOSS_MIX, 2, 0.0)) return;
+  train_step_stats st, ev;
+  sr_error e = {0};
+  CHECK_EQ_INT(trainer_step(&t, &st, &e), SR_OK);
+  CHECK_EQ_INT(st.targets, 10 + 299);  // sample 0: keys; sample 1: every next byte
+  CHECK_EQ_INT(trainer_eval(&t, 0, &ev, &e), SR_OK);
+  CHECK_EQ_INT(ev.targets, 5);
+  trainer_free(&t);
+}

@@ -1,0 +1,84 @@
+// train_attn.h — the trainer's attention plans: one distributed attention (exec/dist_attn.h) per layer,
+// and the model_attention / model_cuda_attention callbacks that route a layer's attention through it.
+//
+// A plan holds its tile indices and, on the GPU, buffers of ~20 floats per local token (KV shards,
+// accumulators, the running O), so 36 layers at 128K local tokens do not fit next to the model: layers with
+// one pattern (dense) share one plan, the others are kept as memory allows (`cap`), and a layer whose plan
+// was dropped rebuilds it when it comes. The kept plans are built before the first step in threads; with
+// `prefetch` > 0, threads also build the next layers' plans ahead of use (the order of use is known: layers
+// up in the forward, down in the backward), dropping the kept plan whose next use is farthest.
+#ifndef SR_TRAIN_ATTN_H
+#define SR_TRAIN_ATTN_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "exec/comm.h"
+#include "exec/dist_attn.h"
+#include "exec/train_online.h"
+#include "plan/error.h"
+#include "plan/pattern.h"
+#include "plan/plan.h"
+
+typedef struct {
+  const plan *p;
+  pattern *pat;        // the plan's pattern; the CPU backend's online estimate writes into it
+  comm *c;
+  dist_backend be;
+  int layers;
+  int shared;          // every layer runs the same pattern: one plan serves them all
+  int cap, n;          // plans kept at most, slots in use (the slot arrays hold one per layer)
+  int fit;             // GPU without a fixed cap: after the first build keep as many as free memory holds
+  double plan_gib;     // device memory the first build took
+  dist_attn **slot;
+  int *slot_layer;     // -1: empty
+  char *slot_building; // a prefetch thread is building it
+  int64_t *slot_used, clock;
+  int64_t built;       // plans built so far (before the first step, on demand and ahead)
+  int64_t on_demand;   // of which built when their layer came (after the first step began)
+  double build_s;      // their build time (summed over threads)
+  // building ahead
+  int prefetch, threads, device, stop;
+  int last_layer, pos;  // the current use: its layer and its place in the order of use (0 .. 2 layers - 1)
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t *tid;
+  int n_tid;
+  int *queue, q_head, q_len;  // slots to build, in order
+  // vs-online on the CPU backend: each forward re-estimates the layer's pattern from its q and k (one
+  // rank); on CUDA the executor's dist_attn estimates inside every forward itself (online_vs_cuda.c)
+  int online, online_cpu;
+  online_vs ov;
+  const int64_t *positions;
+  int64_t estimates;
+  double estimate_s;
+} train_attn;
+
+// Prepare the plans of plan p (pattern pat) for this rank: cache K plans (0: every layer, or as many as fit
+// on the GPU), build `prefetch` layers ahead with `threads` threads (0: no building ahead), positions: this
+// rank's global token positions (the CPU online estimate reads them). Nothing is built yet.
+int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cuda, int cache, int prefetch,
+                    int threads, const int64_t *positions, sr_error *e);
+// Build the plans that will be kept (layer 0 first: it sizes the cache on the GPU), before the first step.
+int train_attn_prebuild(train_attn *b, sr_error *e);
+// The plan of `layer`, built now if it is not kept.
+int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e);
+// CUDA vs-online: write the patterns the kept plans last ran into b->pat (density, trace).
+int train_attn_read_patterns(train_attn *b, sr_error *e);
+// Stop the threads and free every plan.
+void train_attn_free(train_attn *b);
+
+// The model's attention callbacks (ctx: a train_attn): host float32 (model_attention) ...
+int train_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o, float *lse,
+                   sr_error *e);
+int train_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
+                   const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e);
+// ... the CPU online estimate hook (model_attention.estimate) ...
+int train_attn_estimate(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e);
+// ... and device bf16 (model_cuda_attention).
+int train_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, void *o, float *lse,
+                       sr_error *e);
+int train_attn_bwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, const void *o,
+                       const float *lse, const void *dout, float *dq, float *dk, float *dv, sr_error *e);
+
+#endif

@@ -1,0 +1,110 @@
+#!/bin/bash
+# train_gpu_one.sh — the trainer on ONE GPU (kind nvidia-h200), in one call: the GPU model against the CPU
+# model, runs repeated against the committed CSVs, the Qwen2.5-3B shape at 32K (memory and step time
+# next to the simulator), and the passkey report run: packed short samples (512 tokens, 64 a step), then
+# 4K, then 32K with dense attention, MTraining's synthetic pattern (vs-topp) and MTraining's online
+# estimate (vs-online), each scored by exact match on held-out samples. Time limits: PK_*_S variables.
+# Every stage has its own time limit; logs and CSVs in $OUT/logs.tgz, the summary last.
+#
+# Run from the repository root: bash exec/train_gpu_one.sh [STAGES]
+#   STAGES: any of verify qwen passkey (default: all, in that order). A prebuilt bin/sparsering-exec is used
+#   when it runs on the machine; otherwise it is built (nvcc, sm_90).
+set -o pipefail
+OUT=${OUT:-/tmp/sr-train1-out}
+W=/tmp/sr-train1-logs
+mkdir -p "$OUT" "$W/csv"
+STAGES=${1:-verify qwen passkey}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+export NCCL_NVLS_ENABLE=0
+S="$OUT/summary.txt"
+t0=$(date +%s)
+log() { echo "== [$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$S"
+
+# Open MPI: the machine's own, else the Debian packages carried in ../.gpu-exec-mpi (relocated).
+MAKE_MPI=()
+if ! command -v mpicc >/dev/null; then
+  M=/tmp/mpi/usr
+  # the carried packages: beside this checkout (run from a .gpu-* copy) or inside it
+  [ -x $M/bin/orterun ] || for f in ${MPI_DEBS:-../.gpu-exec-mpi}/*.deb .gpu-exec-mpi/*.deb; do [ -f "$f" ] && dpkg -x "$f" /tmp/mpi; done
+  export OPAL_PREFIX=$M PATH=$M/bin:$PATH
+  export LD_LIBRARY_PATH=$M/lib/x86_64-linux-gnu:$M/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  MAKE_MPI=(CC="gcc -I$M/lib/x86_64-linux-gnu/openmpi/include"
+            LDLIBS="-lcjson -lgsl -lgslcblas -lm -lpthread -L$M/lib/x86_64-linux-gnu/openmpi/lib -lmpi")
+fi
+bin/sparsering-exec train-gpu-check --bogus >/dev/null 2>&1
+if [ $? -eq 2 ]; then
+  log "prebuilt bin/sparsering-exec"
+else
+  log "building"
+  timeout 200 make -j16 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec \
+    >"$W/build.log" 2>&1 || { tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
+  log "built"
+fi
+X=bin/sparsering-exec
+CL="$W/h200-1x1.json"  # h200-1x2 with one GPU: the plan's world must equal the job's one rank
+sed 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2.json >"$CL"
+# for --predict: our kernels' measured attention efficiencies, GEMMs at TF32 (half the bf16 rate; train_gpu_run.sh)
+CLP="$W/h200-1x1-train.json"
+sed -e 's/"gpus_per_node": 2/"gpus_per_node": 1/' -e 's/"gemm": 0.7,/"gemm": 0.35,/' models/clusters/h200-1x2-bench.json >"$CLP"
+# one training run: NAME, time limit, then train's flags; the log keeps everything, the summary the essentials
+run() {
+  local name=$1 lim=$2
+  shift 2
+  timeout "$lim" $X train --cluster "$CL" --csv "$W/csv/train-$name.csv" --label "$name" "$@" >"$W/$name.log" 2>&1
+  local rc=$?
+  echo "exit $rc" >>"$W/$name.log"
+  { echo "-- $name (exit $rc): $*"; grep -E "^train: .*(params|memory|plans|online)|^eval|^predict|rror|failed" "$W/$name.log";
+    grep -E "^step" "$W/$name.log" | tail -2; } >>"$S"
+}
+# largest relative difference of the loss columns of two CSVs (GPU runs are not bit-reproducible: float atomics)
+same_losses() { paste -d, <(cut -d, -f3 "$1") <(cut -d, -f3 "$2") | tail -n +2 |
+  awk -F, '{d = $1 - $2; if (d < 0) d = -d; if (d / $1 > m) m = d / $1} END {printf "max rel diff %.1e over %d steps\n", m, NR}'; }
+
+if [[ $STAGES == *verify* ]]; then
+  log "(1) GPU model vs CPU model (tiny-25m, 128 tokens, scattered positions)"
+  timeout 60 $X train-gpu-check --model tiny-25m --seq 128 --time-steps 0 2>&1 | tee -a "$S"
+  log "(1b) train --backend cpu vs cuda, tiny-25m, 256 tokens (CPU runs in the background)"
+  for st in dense-ring mtraining; do
+    P=(); [ $st = mtraining ] && P=(--pattern vs-topp:0.95)
+    (run "cmp-$st-cpu" 200 --backend cpu --model tiny-25m --strategy $st "${P[@]}" --seq 256 --steps 2 --loss all --lr 1e-3) &
+    run "cmp-$st-cuda" 30 --backend cuda --model tiny-25m --strategy $st "${P[@]}" --seq 256 --steps 2 --loss all --lr 1e-3
+  done
+  log "(1c) the first call's runs again (shared dense attention, attention cache, in-place SwiGLU backward, event timing)"
+  run t25-dense-8k 40 --backend cuda --model tiny-25m --strategy dense-ring --seq 8K --steps 5 --loss all --lr 1e-3
+  run t25-mtr-32k 40 --backend cuda --model tiny-25m --strategy mtraining --pattern vs-topp:0.95 --seq 32K --steps 3 --loss all --lr 1e-3
+  run t25-mtr-32k-c3 40 --backend cuda --model tiny-25m --strategy mtraining --pattern vs-topp:0.95 --seq 32K --steps 3 --loss all --lr 1e-3 --attn-cache 3
+  echo "t25-dense-8k vs the first call: $(same_losses notebooks-data/train-h200-c1-t25-dense-8k.csv $W/csv/train-t25-dense-8k.csv)" | tee -a "$S"
+  echo "t25-mtr-32k vs the first call: $(same_losses notebooks-data/train-h200-c1-t25-mtr-32k.csv $W/csv/train-t25-mtr-32k.csv)" | tee -a "$S"
+  echo "t25-mtr-32k with 3 cached attention plans of 8: $(same_losses $W/csv/train-t25-mtr-32k.csv $W/csv/train-t25-mtr-32k-c3.csv)" | tee -a "$S"
+fi
+
+if [[ $STAGES == *qwen* ]]; then
+  log "(2) Qwen2.5-3B shape (random init), one GPU, 32K: dense ring (one shared attention plan) and MTraining with 4 cached plans"
+  run q3b-dense-32k 90 --backend cuda --model qwen2.5-3b --strategy dense-ring --seq 32K --steps 2 --loss all --predict --cluster "$CLP"
+  run q3b-mtr-32k-c4 90 --backend cuda --model qwen2.5-3b --strategy mtraining --pattern vs-topp:0.95 --seq 32K --steps 2 \
+    --loss all --predict --cluster "$CLP" --attn-cache 4
+fi
+
+if [[ $STAGES == *passkey* ]]; then
+  # Short samples are packed, 64 to a 32K sequence under a block-diagonal mask (`--pack`: the same
+  # gradients as a batch of 64, one step instead of 64 launch-bound ones), then 8 samples of 4K, then 32K.
+  CK=$W/ck
+  log "(3a) passkey, tiny-25m, 64 samples of 512 tokens a step (--pack 64), keys loss, ${PK_A:-1000} steps"
+  run pkA-512x64 ${PK_A_S:-150} --backend cuda --model tiny-25m --strategy dense-ring --seq 32K --pack 64 --loss keys \
+    --lr 1e-3 --warmup 50 --cosine --steps ${PK_A:-1000} --eval 256 --quiet --ckpt $CK-A
+  log "(3b) 8 samples of 4K a step, ${PK_B:-200} steps"
+  run pkB-4kx8 ${PK_B_S:-90} --backend cuda --model tiny-25m --strategy dense-ring --seq 32K --pack 8 --loss keys --lr 5e-4 \
+    --warmup 10 --cosine --steps ${PK_B:-200} --eval 256 --quiet --init $CK-A/model.safetensors --ckpt $CK-B
+  log "(3c) 32K: dense, MTraining synthetic (vs-topp:0.95), MTraining online (vs-online:0.9), ${PK_C:-80} steps each"
+  for cfg in "dense dense-ring dense" "topp mtraining vs-topp:0.95" "online mtraining vs-online:0.9"; do
+    set -- $cfg
+    run pkC-32k-$1 ${PK_C_S:-120} --backend cuda --model tiny-25m --strategy $2 --pattern $3 --seq 32K --loss keys --lr 3e-4 \
+      --warmup 5 --cosine --steps ${PK_C:-80} --eval 100 --init $CK-B/model.safetensors
+  done
+fi
+wait  # the background CPU runs
+tar czf "$OUT/logs.tgz" -C "$W" --exclude 'ck*' . 2>/dev/null  # $OUT takes at most 8 files: one tarball
+log "done"
+echo "== table"
+cat "$S"

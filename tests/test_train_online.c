@@ -1,0 +1,170 @@
+// test_train_online.c — MTraining's online vertical-slash estimation in the trainer, and the trainer's
+// attention plans: the estimate keeps the column the last queries attend to and drops columns they
+// ignore; the model calls the estimate hook once per layer per forward and never during recomputation;
+// a vs-online run trains on one rank and is refused on two; plans built in threads train as sequential.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/model_cpu.h"
+#include "exec/train_online.h"
+#include "tests/test.h"
+
+// Open MPI as root, shared memory only, MPI's own allocations not ours to report (as tests/test_train_dist.c)
+#define MPI_ENV                                                                                     \
+  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " \
+  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
+
+TEST(train_online_estimate_keeps_the_column_the_last_queries_attend_to) {
+  // Every query is u; key 137 is 10 u, every other key is small noise: every query at or after position 137
+  // puts almost all its softmax mass on key 137, which the top-p selection must keep as a vertical.
+  enum { T = 200, H = 2, HKV = 1, D = 16 };
+  static float q[T * H * D], k[T * HKV * D];
+  int64_t pos[T];
+  uint64_t s = 99;
+  for (int i = 0; i < T; i++) {
+    pos[i] = i;
+    for (int d = 0; d < D; d++) {
+      for (int h = 0; h < H; h++) q[(i * H + h) * D + d] = 1.0f;
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      k[i * D + d] = 0.01f * (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
+    }
+  }
+  for (int d = 0; d < D; d++) k[137 * D + d] = 10.0f;
+  pattern pat;
+  sr_error e = {0};
+  CHECK_EQ_INT(pattern_alloc(&pat, T, 1, H, &e), SR_OK);
+  online_vs o;
+  online_vs_defaults(&o, 0.9);
+  CHECK_EQ_INT(online_vs_estimate(&o, q, k, pos, T, H, HKV, D, &pat, 0, &e), SR_OK);
+  for (int h = 0; h < H; h++) {
+    head_pattern *hp = pattern_head(&pat, 0, h);
+    CHECK_EQ_INT(hp->kind, PATTERN_VS);
+    CHECK(pattern_keeps(hp, T - 1, 137));       // the attended column
+    CHECK(pattern_keeps(hp, T - 1, 5));         // an attention sink (forced: the first 64)
+    CHECK(pattern_keeps(hp, T - 1, T - 30));    // the local window (forced: 64 offsets)
+    CHECK(!pattern_keeps(hp, T - 1, 100));      // ignored: not a sink, offset 99 outside the window
+  }
+  pattern_free(&pat);
+}
+
+TEST(train_online_select_from_scores_matches_the_reference_estimate) {
+  // The GPU path hands float column / diagonal sums to online_vs_select; fed the same sums the reference
+  // computes (here: every query on key 37 of 100), it must choose the same verticals.
+  enum { N = 100, H = 1 };
+  static float vert[H * N], slash[H * N];
+  for (int i = 36; i < N; i++) {  // queries 36..99 (the last 64); those >= 37 attend key 37 only
+    if (i >= 37) {
+      vert[37] += 1.0f;
+      slash[i - 37] += 1.0f;
+    } else {
+      for (int j = 0; j <= i; j++) vert[j] += 1.0f / (float)(i + 1), slash[i - j] += 1.0f / (float)(i + 1);
+    }
+  }
+  pattern pat;
+  sr_error e = {0};
+  CHECK_EQ_INT(pattern_alloc(&pat, N, 1, H, &e), SR_OK);
+  online_vs o;
+  online_vs_defaults(&o, 0.9);
+  o.opts.sinks = 0;
+  o.opts.window = 0;
+  CHECK_EQ_INT(online_vs_select(&o, vert, slash, H, &pat, 0, &e), SR_OK);
+  head_pattern *hp = pattern_head(&pat, 0, 0);
+  // column 37 holds 63 of the 64 units of mass: top-p 0.9 keeps it alone
+  CHECK_EQ_INT(hp->n_vertical, 1);
+  CHECK_EQ_INT(hp->vertical[0], 37);
+  pattern_free(&pat);
+}
+
+static int hook_calls;
+static int count_hook(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e) {
+  hook_calls++;
+  return SR_OK;
+}
+
+TEST(train_online_hook_runs_once_per_layer_and_never_while_recomputing) {
+  model_config c;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_load("tiny-test", &c, &e), SR_OK);
+  model_cpu m;
+  CHECK_EQ_INT(model_cpu_create(&m, &c, MODEL_F32, 32, 32, 1, &e), SR_OK);  // recomputation on
+  model_init_random(&m, 1);
+  m.attn.estimate = count_hook;  // forward / backward NULL: the local reference attention
+  int32_t tok[32], tgt[32];
+  int64_t pos[32];
+  for (int i = 0; i < 32; i++) tok[i] = 'a' + i % 7, tgt[i] = 'a' + (i + 1) % 7, pos[i] = i;
+  double loss;
+  hook_calls = 0;
+  CHECK_EQ_INT(model_forward_backward(&m, 32, tok, pos, tgt, 1, 1.0, &loss, NULL, &e), SR_OK);
+  CHECK_EQ_INT(hook_calls, (int)c.num_layers);
+  model_cpu_free(&m);
+}
+
+// A vs-online run on one rank, then the same plan on two ranks (refused: the estimate needs every key).
+TEST(train_online_pattern_trains_on_one_rank_and_is_refused_on_two) {
+  const char *dir = test_tmpdir();
+  char c1[700], c2[700], cmd[4096];
+  snprintf(c1, sizeof c1, "%s/c1.json", dir);
+  snprintf(c2, sizeof c2, "%s/c2.json", dir);
+  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s && "
+           "cp models/clusters/h200-1x2.json %s", c1, c2);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  char *out = NULL;
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --layout striped:16 --schedule ring "
+           "--pattern vs-online:0.9 --seq 300 --steps 2 --csv %s/o.csv 2>&1", test_bin_dir(), c1, dir);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "online vertical-slash estimates: 4");  // 2 layers x 2 steps
+  free(out);
+  out = NULL;
+  snprintf(cmd, sizeof cmd, MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec train --model tiny-test --cluster %s "
+           "--layout striped:16 --schedule ring --pattern vs-online:0.9 --seq 300 --steps 1 --csv %s/o2.csv 2>&1",
+           test_bin_dir(), c2, dir);
+  CHECK(test_run(cmd, &out) != 0);  // each rank reports the input error, then the job is aborted
+  CHECK_STR_CONTAINS(out, "online estimation trains on one rank");
+  free(out);
+}
+
+// Plans built in parallel threads before the first step train exactly as plans built one by one.
+TEST(train_plans_built_in_threads_give_the_sequential_losses) {
+  const char *dir = test_tmpdir();
+  char c1[700], cmd[4096];
+  snprintf(c1, sizeof c1, "%s/ct.json", dir);
+  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s", c1);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  for (int th = 1; th <= 2; th++) {
+    snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --strategy mtraining "
+             "--pattern vs-topp:0.95 --seq 512 --steps 2 --build-threads %d --csv %s/bt%d.csv --quiet 2>&1",
+             test_bin_dir(), c1, th, dir, th);
+    char *out = NULL;
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, "2 attention plan(s) built before the first step");
+    free(out);
+  }
+  snprintf(cmd, sizeof cmd, "cmp <(cut -d, -f2,3 %s/bt1.csv) <(cut -d, -f2,3 %s/bt2.csv)", dir, dir);
+  char wrapped[4200];
+  snprintf(wrapped, sizeof wrapped, "bash -c '%s'", cmd);
+  CHECK_EQ_INT(test_run(wrapped, NULL), 0);
+}
+
+// Plans built ahead of their layer by threads (3 kept of 6 layers) train as every plan kept.
+TEST(train_plans_built_ahead_give_the_losses_of_every_plan_kept) {
+  const char *dir = test_tmpdir();
+  char c1[700], model[700], cmd[4096];
+  snprintf(c1, sizeof c1, "%s/ca.json", dir);
+  snprintf(model, sizeof model, "%s/tiny6.json", dir);
+  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s && "
+           "sed 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 6/' models/tiny-test.json > %s", c1, model);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  const char *flags[2] = {"", "--attn-cache 3 --attn-prefetch 2 --build-threads 2"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model %s --cluster %s --strategy mtraining "
+             "--pattern vs-topp:0.95 --seq 512 --steps 3 %s --csv %s/pa%d.csv --quiet 2>&1", test_bin_dir(), model, c1,
+             flags[i], dir, i);
+    char *out = NULL;
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    if (i == 1) CHECK_STR_CONTAINS(out, "3 kept of 6 layers");
+    free(out);
+  }
+  snprintf(cmd, sizeof cmd, "bash -c 'cmp <(cut -d, -f2,3 %s/pa0.csv) <(cut -d, -f2,3 %s/pa1.csv)'", dir, dir);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+}

@@ -1,0 +1,72 @@
+// test_train_pack.c — packed passkey samples (`train --pack P`): a sequence of P samples under the
+// block-diagonal pattern trains exactly like a batch of the same P samples one sequence each, on one rank
+// and on two, and evaluates the same held-out samples.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/test.h"
+
+// Open MPI as root, shared memory only, MPI's own allocations not ours to report (as tests/test_train_dist.c)
+#define MPI_ENV                                                                                     \
+  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " \
+  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
+
+// Run train on `np` ranks with `flags`; the loss column of its CSV into loss[0..1], the eval line's mean loss.
+static void run_train(int np, const char *flags, const char *tag, double loss[2], double *eval_loss) {
+  const char *dir = test_tmpdir();
+  char cluster[700], csv[700], cmd[4096];
+  snprintf(cluster, sizeof cluster, "%s/c%d.json", dir, np);
+  snprintf(csv, sizeof csv, "%s/%s.csv", dir, tag);
+  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": %d/' models/clusters/h200-1x2.json > %s",
+           np, cluster);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  snprintf(cmd, sizeof cmd, MPI_ENV "mpirun -np %d %s/sparsering-exec train --model tiny-test --cluster %s %s --steps 2 "
+           "--lr 0 --loss keys --eval 4 --csv %s --quiet 2>&1", np, test_bin_dir(), cluster, flags, csv);
+  char *out = NULL;
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  const char *ev = out ? strstr(out, "mean loss ") : NULL;
+  CHECK(ev != NULL);
+  *eval_loss = ev ? atof(ev + 10) : 0;
+  free(out);
+  FILE *f = fopen(csv, "r");
+  CHECK(f != NULL);
+  char line[1024];
+  int n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (n++ > 0 && n <= 3) {  // run,step,loss,...
+      char *c = strchr(line, ',');
+      c = c ? strchr(c + 1, ',') : NULL;
+      loss[n - 2] = c ? atof(c + 1) : -1;
+    }
+  if (f) fclose(f);
+  CHECK_EQ_INT(n, 3);
+}
+
+TEST(train_pack_of_two_samples_equals_a_batch_of_two_on_one_and_two_ranks) {
+  double batch[2], packed[2], packed2[2], eb, ep, ep2;
+  // lr 0: the weights stay, so every step scores its samples on the same model
+  run_train(1, "--strategy dense-ring --seq 256 --batch 2", "batch", batch, &eb);
+  run_train(1, "--strategy dense-ring --seq 512 --pack 2", "packed", packed, &ep);
+  run_train(2, "--layout striped:128 --schedule ring --pattern dense --seq 512 --pack 2", "packed2", packed2, &ep2);
+  for (int i = 0; i < 2; i++) {
+    CHECK_NEAR(packed[i], batch[i], 1e-5 * batch[i]);
+    CHECK_NEAR(packed2[i], batch[i], 1e-5 * batch[i]);
+  }
+  CHECK_NEAR(ep, eb, 1e-4);  // the eval line prints 4 decimals
+  CHECK_NEAR(ep2, eb, 1e-4);
+}
+
+TEST(train_pack_needs_whole_samples_of_128_token_blocks) {
+  char cmd[2048];
+  char *out = NULL;
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s/c1.json --strategy dense-ring "
+           "--seq 640 --pack 2 --steps 1 --csv %s/bad.csv 2>&1", test_bin_dir(), test_tmpdir(), test_tmpdir());
+  char prep[2048];
+  snprintf(prep, sizeof prep, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s/c1.json",
+           test_tmpdir());
+  CHECK_EQ_INT(test_run(prep, NULL), 0);
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "multiple of 128");
+  free(out);
+}
