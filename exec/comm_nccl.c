@@ -6,6 +6,7 @@
 // the stream and ncclCommGetAsyncError with a deadline, so a failed peer ends in comm_abort.
 #include "exec/comm.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -125,8 +126,7 @@ int comm_nccl_p2p_start(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr
   return p2p_group(c, NCCL_OF(c), COMM_STREAM(c), ops, n, p);
 }
 
-int comm_nccl_outer_init(comm *c, sr_error *e) {
-  if (c->nccl_outer) return SR_OK;
+static int outer_open(comm *c, sr_error *e) {
   // A split that shares nothing with the parent (the default config), so its kernels run beside the parent's.
   ncclComm_t oc;
   NCCL_OK(c, ncclCommSplit(NCCL_OF(c), 0, c->rank, &oc, NULL));
@@ -134,6 +134,16 @@ int comm_nccl_outer_init(comm *c, sr_error *e) {
   CUDA_OK(c, cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   c->nccl_outer = oc, c->outer_stream = st;
   return SR_OK;
+}
+
+// Plans may be set up from several threads (the trainer builds layers ahead): the first caller opens it.
+static pthread_mutex_t outer_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int comm_nccl_outer_init(comm *c, sr_error *e) {
+  pthread_mutex_lock(&outer_mu);
+  int rc = c->nccl_outer ? SR_OK : outer_open(c, e);
+  pthread_mutex_unlock(&outer_mu);
+  return rc;
 }
 
 int comm_nccl_p2p_start_outer(comm *c, const comm_p2p *ops, int n, comm_pending *p, sr_error *e) {

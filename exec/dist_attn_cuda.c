@@ -138,10 +138,10 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
     CUDA_TRY(cudaMalloc((void **)&s->acc_in[i], (size_t)slot * 4));
     if (s->max_flush) CUDA_TRY(cudaMalloc((void **)&s->flush[i], (size_t)(own * s->max_flush) * 4));
   }
-  // The second channel is opened collectively: by every rank when any rank's ring plan has early transfers.
-  int any_early = a->rp.n_early > 0;
-  MPI_Allreduce(MPI_IN_PLACE, &any_early, 1, MPI_INT, MPI_MAX, a->c->mpi);
-  if (any_early && comm_outer_init(a->c, e)) return e->code;
+  // The second channel is opened collectively, by every rank when the ring plan has early transfers. The
+  // ring plan is the same on every rank (ring_plan.h), so no rank needs to ask the others; asking (an
+  // MPI collective here) crashed the trainer, which sets plans up from several threads at once.
+  if (a->rp.n_early > 0 && comm_outer_init(a->c, e)) return e->code;
   for (int i = 0; i < 2 && a->rp.n_early; i++) CUDA_TRY(cudaMalloc(&s->kv_outer[i], (size_t)slot * 2));
   if (a->rp.n_early) {
     s->os.pend = calloc((size_t)a->rp.n_steps, sizeof(comm_pending));

@@ -15,8 +15,8 @@
 # $OUT/logs.tgz holds every run's full output (refreshed after each step); the calibrated cluster is
 # $OUT/h200-1x2-calibrated.json. Do not pipe this through tail.
 # C_PATTERN=vs-online:0.95 (for example) sets MTraining's pattern (default: the strategy's vs-topp:0.95).
-# Layout of (b): striped:16 by default (B_LAYOUT): the striped-ring strategy's G = 1 spends minutes in
-# the CPU-side tiles_build above 64K (docs/exec.md); G = 16 builds in 0.7 s at 128K.
+# Layout of (b): striped:1 by default (B_LAYOUT), the striped-ring strategy's layout (its CPU-side
+# preparation takes 0.07 s a layer at 256K since the planner's class tables, docs/plan.md).
 set -o pipefail
 T0=$(date +%s)
 T_END=$((T0 + ${SR_BUDGET_S:-540}))
@@ -26,7 +26,7 @@ rm -rf "$L"
 mkdir -p "$L" "$OUT"
 S=$OUT/summary.txt
 STAGES=${1:-a cal b c d c512}
-B_LAYOUT=${B_LAYOUT:-striped:16}
+B_LAYOUT=${B_LAYOUT:-striped:1}
 MT=(--strategy mtraining ${C_PATTERN:+--pattern "$C_PATTERN"})  # C_PATTERN: e.g. vs-online:0.95 once it runs on GPUs
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=60
