@@ -28,6 +28,13 @@ void tiles_account_scan(const tile_scan *s, work_count *row) {
     else c->partial++;
     c->pairs += (double)s->tiles[x].pairs;
   }
+  if (s->bars_counted) {
+    for (int src = 0; src < s->lt.world; src++) {
+      row[src].bars += s->bar_n[src];
+      row[src].pairs += (double)s->bar_rows[src];
+    }
+    return;
+  }
   for (int64_t x = 0; x < s->n_bars; x++) {
     work_count *c = &row[s->bars[x].src];
     c->bars++;

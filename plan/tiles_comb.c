@@ -227,7 +227,6 @@ int tiles_comb_head(tile_comb *c, const tile_scan *s, const head_view *v, int wa
       c->vt_first[s->lt.tile_base[src] + s->vk_local[x] / TILE + 1]++;
   for (int64_t f = 0; f < c->n_flat; f++) c->vt_first[f + 1] += c->vt_first[f];
   c->last_rank = -1;
-  (void)e;
   return SR_OK;
 }
 
@@ -385,6 +384,5 @@ int tiles_comb_account_head(tile_comb *c, const tile_scan *s, const head_view *v
       hc[(int64_t)r * W + src].pairs += scalar + run + c->colpt[r];
     }
   }
-  (void)e;
   return SR_OK;
 }

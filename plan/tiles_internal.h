@@ -120,6 +120,11 @@ typedef struct {
   int32_t *vk_local;  // source-local key index
   int64_t *vk_global; // global position
   int64_t vk_cap;
+  int64_t *vt_first;  // [all tiles + 1] monotone layouts: first column (index into vk_*) of each flat tile
+  // accounting on monotone layouts: bars summed per source rank instead of listed (bars_counted = 1)
+  int bars_counted;
+  int64_t *bar_n;     // [world] bars of the query tile per source rank
+  int64_t *bar_rows;  // [world] their kept pairs (rows q >= k)
 } tile_scan;
 
 // Prepare a scanner for a layout.
@@ -129,7 +134,8 @@ void tile_scan_free(tile_scan *s);
 // Prepare the scanner for a head (its columns per source rank); call before scanning its query tiles.
 int tile_scan_head(tile_scan *s, const head_view *v, sr_error *e);
 // Classify query tile i of q_rank for the head prepared by tile_scan_head: fills s->tiles (sorted by (src, j)) and s->bars (sorted by
-// (src, key)); with want_pairs also the exact kept pairs of each entry.
+// (src, key)); with want_pairs also the exact kept pairs of each entry, and on monotone layouts the bars
+// only as per-source sums (bar_n, bar_rows; bars_counted = 1), which is all accounting needs.
 int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int want_pairs, sr_error *e);
 
 // Add a scanned query tile's entries and bars to row[src] (the counts of its head and query rank).

@@ -23,7 +23,10 @@ int tile_scan_init(tile_scan *s, const layout *l, sr_error *e) {
   s->stamp = calloc((size_t)all + 1, sizeof *s->stamp);
   s->slot = calloc((size_t)all + 1, sizeof *s->slot);
   s->vk_begin = calloc((size_t)l->world + 1, sizeof *s->vk_begin);
-  if (!s->stamp || !s->slot || !s->vk_begin) {
+  s->vt_first = calloc((size_t)all + 2, sizeof *s->vt_first);
+  s->bar_n = calloc((size_t)l->world + 1, sizeof *s->bar_n);
+  s->bar_rows = calloc((size_t)l->world + 1, sizeof *s->bar_rows);
+  if (!s->stamp || !s->slot || !s->vk_begin || !s->vt_first || !s->bar_n || !s->bar_rows) {
     tile_scan_free(s);
     return sr_internal_error(e, 0, "tiles: out of memory for %lld tiles", (long long)all);
   }
@@ -43,6 +46,9 @@ void tile_scan_free(tile_scan *s) {
   free(s->vk_begin);
   free(s->vk_local);
   free(s->vk_global);
+  free(s->vt_first);
+  free(s->bar_n);
+  free(s->bar_rows);
   memset(s, 0, sizeof *s);
 }
 
@@ -116,7 +122,14 @@ int tile_scan_head(tile_scan *s, const head_view *v, sr_error *e) {
       for (int64_t x = 0; x < n; x++) s->vk_local[a + x] = tmp[x].local, s->vk_global[a + x] = tmp[x].global;
     }
     free(tmp);
+    return SR_OK;
   }
+  // Monotone: each KV tile's columns are consecutive in its source's list.
+  int64_t all = s->lt.tile_base[W];
+  memset(s->vt_first, 0, ((size_t)all + 1) * sizeof *s->vt_first);
+  for (int r = 0; r < W; r++)
+    for (int64_t x = s->vk_begin[r]; x < s->vk_begin[r + 1]; x++) s->vt_first[s->lt.tile_base[r] + s->vk_local[x] / TILE + 1]++;
+  for (int64_t f = 0; f < all; f++) s->vt_first[f + 1] += s->vt_first[f];
   return SR_OK;
 }
 
@@ -303,6 +316,47 @@ static int cmp_tile(const void *a, const void *b) {
 }
 
 
+// First index in [a, b) of the sorted vk_global with value > x (strict: after x) or >= x.
+static int64_t col_bound(const int64_t *g, int64_t a, int64_t b, int64_t x, int strict) {
+  while (a < b) {
+    int64_t m = a + (b - a) / 2;
+    if (strict ? g[m] <= x : g[m] < x) a = m + 1;
+    else b = m;
+  }
+  return a;
+}
+
+// Rows q >= k of the query tile (its segments).
+static int64_t rows_from(const tile_scan *s, int64_t k) {
+  int64_t rows = 0;
+  for (int a = 0; a < s->n_qs; a++) rows += sr_max64(0, s->qs[a].g + s->qs[a].len - sr_max64(s->qs[a].g, k));
+  return rows;
+}
+
+// Accounting on a monotone layout: per source, the columns up to qmax are a prefix of its list; those
+// before qmin are kept on every row (qsize pairs each), so only entry tiles' columns are subtracted and
+// the few columns inside [qmin, qmax] are visited one by one. Same sums as listing the bars.
+static void count_bars(tile_scan *s, int64_t qmin, int64_t qmax, int64_t qsize) {
+  int64_t t = 0;
+  for (int src = 0; src < s->lt.world; src++) {
+    int64_t b = s->vk_begin[src], e = s->vk_begin[src + 1];
+    int64_t p = col_bound(s->vk_global, b, e, qmax, 1), p0 = col_bound(s->vk_global, b, p, qmin, 0);
+    int64_t below = p0 - b, n = 0, rows = 0;
+    for (; t < s->n_tiles && s->tiles[t].src == src; t++) {
+      int64_t flat = s->lt.tile_base[src] + s->tiles[t].j;
+      below -= sr_max64(0, sr_min64(s->vt_first[flat + 1], p0) - s->vt_first[flat]);
+    }
+    for (int64_t x = p0; x < p; x++) {
+      int64_t flat = s->lt.tile_base[src] + s->vk_local[x] / TILE;
+      if (s->stamp[flat] == s->scan_no && s->slot[flat] >= 0) continue;
+      n++;
+      rows += rows_from(s, s->vk_global[x]);
+    }
+    s->bar_n[src] = below + n;
+    s->bar_rows[src] = below * qsize + rows;
+  }
+}
+
 int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int want_pairs, sr_error *e) {
   if (v != s->hv) return sr_internal_error(e, 0, "tiles: query tile scanned before tile_scan_head prepared its head");
   s->n_tiles = s->n_bars = 0;
@@ -336,6 +390,11 @@ int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int
   // taken per source rank in local order (the order of the index).
   int64_t qsize = 0, qmin = s->n_qs ? s->qs[0].g : 0;
   for (int a = 0; a < s->n_qs; a++) qsize += s->qs[a].len, qmin = sr_min64(qmin, s->qs[a].g);
+  s->bars_counted = want_pairs && s->monotone;
+  if (s->bars_counted) {
+    count_bars(s, qmin, qmax, qsize);
+    return SR_OK;
+  }
   for (int src = 0; src < s->lt.world; src++)
     for (int64_t x = s->vk_begin[src]; x < s->vk_begin[src + 1]; x++) {
       int64_t k = s->vk_global[x];
