@@ -28,18 +28,6 @@ typedef struct {
 static void phase_start(phase_clock *p) { p->w0 = sr_now(), p->c0 = cpu_now(); }
 static void phase_stop(phase_clock *p) { p->wall += sr_now() - p->w0, p->cpu += cpu_now() - p->c0; }
 
-// Every head of the layer keeps the same elements (dense, or one window): the executor's one-head index.
-static int heads_uniform(const pattern *p, int layer) {
-  const head_pattern *h0 = pattern_head(p, layer, 0);
-  if (h0->kind != PATTERN_DENSE && h0->kind != PATTERN_WINDOW) return 0;
-  for (int h = 1; h < p->heads; h++) {
-    const head_pattern *x = pattern_head(p, layer, h);
-    if (x->kind != h0->kind || (x->kind == PATTERN_WINDOW && (x->sinks != h0->sinks || x->window != h0->window)))
-      return 0;
-  }
-  return 1;
-}
-
 static int bench_tiles(const cli_args *a, sr_error *e) {
   model_config m;
   int64_t n, world, rank, layer, g = 128;
@@ -74,7 +62,7 @@ static int bench_tiles(const cli_args *a, sr_error *e) {
   if (!wc) rc = sr_internal_error(e, 0, "out of memory");
   if (!rc) {
     pattern one = p;
-    int uniform = heads_uniform(&p, (int)layer);
+    int uniform = pattern_layer_heads_uniform(&p, (int)layer);
     if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(&p, (int)layer, 0);
     phase_start(&t_build);
     rc = tiles_build(uniform ? &one : &p, uniform ? 0 : (int)layer, &l, (int)rank, &ti, e);

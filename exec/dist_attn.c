@@ -82,18 +82,6 @@ static void group_layout_free(layout *g) {
 // ---------------------------------------------------------------------------------------------
 // create / free
 
-// Do all heads of `layer` keep the same elements? (dense everywhere, or one and the same window)
-static int heads_uniform(const pattern *p, int layer) {
-  const head_pattern *h0 = pattern_head(p, layer, 0);
-  if (h0->kind != PATTERN_DENSE && h0->kind != PATTERN_WINDOW) return 0;
-  for (int h = 1; h < p->heads; h++) {
-    const head_pattern *x = pattern_head(p, layer, h);
-    if (x->kind != h0->kind || (x->kind == PATTERN_WINDOW && (x->sinks != h0->sinks || x->window != h0->window)))
-      return 0;
-  }
-  return 1;
-}
-
 // The compute order of the ring: the plan's schedule for ring kinds when it is a valid order
 // (every member starts on its own shard, sees each shard at most once), else a flat ring.
 static int ring_order(const struct dist_attn *a, int32_t **src, int *n_steps, sr_error *e) {
@@ -177,7 +165,7 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
   // When every head of the layer keeps the same elements (dense, or one window), one head's index
   // serves all heads (kernels/sparse_attn.h): H times less time and memory for the index.
   pattern one = *pat;
-  int uniform = heads_uniform(pat, layer);
+  int uniform = pattern_layer_heads_uniform(pat, layer);
   if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(pat, layer, 0);
   if (tiles_build(uniform ? &one : pat, uniform ? 0 : layer, a->glay, a->group, &a->ti, e)) goto fail;
   a->ti_view = a->ti;

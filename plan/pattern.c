@@ -106,3 +106,14 @@ int pattern_validate_head(const head_pattern *h, int64_t n_tokens, const char *f
   }
   return sr_input_error(e, file, field, "unknown pattern kind %d", (int)h->kind);
 }
+
+int pattern_layer_heads_uniform(const pattern *p, int layer) {
+  const head_pattern *h0 = pattern_head(p, layer, 0);
+  if (h0->kind != PATTERN_DENSE && h0->kind != PATTERN_WINDOW) return 0;
+  for (int h = 1; h < p->heads; h++) {
+    const head_pattern *x = pattern_head(p, layer, h);
+    if (x->kind != h0->kind || (x->kind == PATTERN_WINDOW && (x->sinks != h0->sinks || x->window != h0->window)))
+      return 0;
+  }
+  return 1;
+}

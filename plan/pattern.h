@@ -46,6 +46,9 @@ static inline head_pattern *pattern_head(const pattern *p, int layer, int head) 
 }
 // Does the head keep (q, k)? The reference semantics (O(log) for VS); causal included.
 int pattern_keeps(const head_pattern *h, int64_t q, int64_t k);
+// Do all heads of `layer` keep the same elements (dense everywhere, or one and the same window)? Then one
+// head's execution form serves the layer.
+int pattern_layer_heads_uniform(const pattern *p, int layer);
 // Check a head's invariants (sorted, unique, in range); field names the head in the message.
 int pattern_validate_head(const head_pattern *h, int64_t n_tokens, const char *file, const char *field, sr_error *e);
 

@@ -58,3 +58,20 @@ TEST(validate_rejects_unsorted_duplicate_and_out_of_range_indices) {
   head_pattern b = {.kind = PATTERN_BLOCK, .block = 4, .n_blocks = 2, .row_words = 1};
   CHECK_EQ_INT(pattern_validate_head(&b, 10, NULL, "b", &e), SR_EINPUT);  // n_blocks should be 3
 }
+
+TEST(pattern_layer_heads_uniform_only_when_every_head_keeps_the_same_elements) {
+  sr_error e;
+  pattern p;
+  CHECK_EQ_INT(pattern_alloc(&p, 64, 3, 4, &e), SR_OK);
+  CHECK(pattern_layer_heads_uniform(&p, 0));  // all dense
+  for (int h = 0; h < 4; h++) {
+    head_pattern *x = pattern_head(&p, 1, h);
+    x->kind = PATTERN_WINDOW, x->sinks = 4, x->window = 16;
+  }
+  CHECK(pattern_layer_heads_uniform(&p, 1));  // one window everywhere
+  pattern_head(&p, 1, 3)->window = 17;
+  CHECK(!pattern_layer_heads_uniform(&p, 1));  // one head's window differs
+  pattern_head(&p, 2, 2)->kind = PATTERN_WINDOW, pattern_head(&p, 2, 2)->sinks = 0, pattern_head(&p, 2, 2)->window = 64;
+  CHECK(!pattern_layer_heads_uniform(&p, 2));  // dense and window mixed, though this window keeps everything
+  pattern_free(&p);
+}
