@@ -1,6 +1,7 @@
 // cmd_attn.c — `sparsering-exec attn`: distributed forward + backward of attention for a plan on
-// seeded random Q/K/V, with an optional check against single-process dense masked attention, a
-// timeline (CSV + Chrome trace) and the bytes that skipping saved. --layout, --schedule and
+// seeded random Q/K/V (--inputs vs: Q and K whose attention is vertical-slash), with an optional check
+// against single-process dense masked attention, a timeline (CSV + Chrome trace) and the bytes that
+// skipping saved. --layout, --schedule and
 // --pattern take comma-separated lists: every combination runs in the same mpirun (the tests use it
 // to cover layouts x schedules x patterns without paying the MPI start-up each time).
 #include <math.h>
@@ -19,11 +20,11 @@
 #include "plan/util.h"
 
 static const char *const attn_flags[] = {EXEC_PLAN_FLAGS, "backend", "layers", "data-seed", "tol", "csv", "trace",
-                                         "fail-rank", "fail-at-step", "fail-mode", "repeat", "run", "predict-csv", NULL};
+                                         "fail-rank", "fail-at-step", "fail-mode", "repeat", "run", "predict-csv", "inputs", NULL};
 static const char *const attn_switches[] = {EXEC_PLAN_SWITCHES, "check", "predict", NULL};
 
 typedef struct {
-  int cuda, check, fail_hang, predict;
+  int cuda, check, fail_hang, predict, inputs;
   const char *predict_csv;
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
@@ -63,10 +64,10 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     dist_attn *da;
     if (dist_attn_create(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, &da, e)) fail(c, e);
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
-    attn_data_fill((uint64_t)o_->data_seed, layer, ATTN_Q, pos, nl, H, d, q);
-    attn_data_fill((uint64_t)o_->data_seed, layer, ATTN_K, pos, nl, Hkv, d, k);
-    attn_data_fill((uint64_t)o_->data_seed, layer, ATTN_V, pos, nl, Hkv, d, v);
-    attn_data_fill((uint64_t)o_->data_seed, layer, ATTN_DO, pos, nl, H, d, dout);
+    float *in[4] = {q, k, v, dout};
+    for (int t = 0; t < 4; t++)
+      if (attn_inputs_fill(o_->inputs, (uint64_t)o_->data_seed, layer, t, pos, nl, pl->layout.n_tokens, H, Hkv, d, in[t], e))
+        fail(c, e);
     if (o_->cuda && exec_dev_upload(&dev, q, k, v, dout, e)) fail(c, e);
     double tf = 0, tb = 0;
     int64_t mark = tl->n;  // this layer's events start here (last repeat)
@@ -109,7 +110,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
       if (o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
       attn_errors er = {0};
       if (dist_attn_pattern_used(da, pat, e)) fail(c, e);  // vs-online: check against the pattern it estimated
-      if (attn_check_layer(pl, pat, layer, (uint64_t)o_->data_seed, o_->cuda, c, o, lse, dq, dk, dv, &er, e)) fail(c, e);
+      if (attn_check_layer(pl, pat, layer, o_->inputs, (uint64_t)o_->data_seed, o_->cuda, c, o, lse, dq, dk, dv, &er, e)) fail(c, e);
       if (c->rank == 0) {
         double w = fmax(fmax(fmax(er.o, er.lse), fmax(er.dq, er.dk)), er.dv);
         if (!(w <= worst)) worst = w;
@@ -155,6 +156,7 @@ static int cmd_attn(int argc, char **argv) {
   o.check = cli_has(&a, "check");
   o.predict_csv = cli_get(&a, "predict-csv", NULL);
   o.predict = cli_has(&a, "predict") || o.predict_csv;
+  if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e)) return sr_error_report(&e, prog);
   const char *fmode = cli_get(&a, "fail-mode", "kill");
   o.fail_hang = strcmp(fmode, "hang") == 0;
   if (!o.fail_hang && strcmp(fmode, "kill") != 0) {
