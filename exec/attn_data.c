@@ -83,9 +83,10 @@ static int vs_fill(uint64_t seed, int layer, int tensor, const int64_t *pos, int
   int P = rot / 2;
   double T = ATTN_VS_PEAK, s = sqrt(T * sqrt((double)d)), bs, bv;
   attn_vs_bonus(n_tokens, d, &bs, &bv);
-  double *dir = malloc(sizeof(double) * (size_t)(heads * d + 2 * P + 1));
+  double *dir = malloc(sizeof(double) * (size_t)(heads * d + 3 * P + 1));
   if (!dir) return sr_internal_error(e, 0, "out of memory");
-  double *cs = dir + heads * d;
+  double *cs = dir + heads * d, *theta = cs + 2 * P;
+  for (int p = 0; p < P; p++) theta[p] = pow(ATTN_VS_ROPE_BASE, -2.0 * p / rot);
   uint64_t hb = mix(seed ^ mix(((uint64_t)layer << 8) | 0xa5u));
   for (int h = 0; h < heads; h++) {  // a_g (phases hashed, |a_p|^2 = 1/P) and w_g of the head's KV head
     int g = h / group;
@@ -102,7 +103,7 @@ static int vs_fill(uint64_t seed, int layer, int tensor, const int64_t *pos, int
   double amp = sqrt(3.0 / (rot > 0 ? rot : 1));  // noise entries of variance 1 / rot: |n| ~ 1
   for (int64_t t = 0; t < n; t++) {
     for (int p = 0; p < P; p++) {
-      double ang = (double)pos[t] * pow(ATTN_VS_ROPE_BASE, -2.0 * p / rot);
+      double ang = (double)pos[t] * theta[p];
       cs[2 * p] = cos(ang), cs[2 * p + 1] = sin(ang);
     }
     for (int h = 0; h < heads; h++) {

@@ -8,13 +8,17 @@
 #   CPU-side preparation is the slowest part). Every timed run also prints the simulator's
 #   prediction on the calibrated cluster, so (d)'s table (measured vs predicted, mean and max error)
 #   covers (b), (c) and (d). The table is printed last.
-# Run from the repository root:  bash exec/gpu_run.sh [STAGES]   (any of: a cal b c d c512; default all)
+# Run from the repository root:  bash exec/gpu_run.sh [STAGES]   (any of: a cal b c d c512 vson; default all
+# but vson)
 # If one call cannot hold it all, split it:  bash exec/gpu_run.sh "a cal b c"  then  bash exec/gpu_run.sh "cal d c512"
 # (calibration is 10 s; a later call re-runs it because the machine may be a fresh one).
 # Output (three files: the run tool brings back only a few): $OUT/summary.txt grows as steps finish;
 # $OUT/logs.tgz holds every run's full output (refreshed after each step); the calibrated cluster is
 # $OUT/h200-1x2-calibrated.json. Do not pipe this through tail.
 # C_PATTERN=vs-online:0.95 (for example) sets MTraining's pattern (default: the strategy's vs-topp:0.95).
+# Stage vson (not in the default): MTraining with online estimation (vs-online:0.95) on inputs whose attention
+# is vertical-slash (`--inputs vs`, docs/exec.md) against the dense ring on the same inputs, 256K; first its
+# correctness at seq 2000 (striped:128 and zigzag, --check).
 # Layout of (b): striped:1 by default (B_LAYOUT), the striped-ring strategy's layout (its CPU-side
 # preparation takes 0.07 s a layer at 256K since the planner's class tables, docs/plan.md).
 set -o pipefail
@@ -113,6 +117,15 @@ if has c512; then
   say "(c) at 512K"
   timed c_dense-ring_512K 120 --strategy dense-ring --seq 512K --skip-empty-sends
   timed c_mtraining_512K 200 "${MT[@]}" --seq 512K --skip-empty-sends
+fi
+
+if has vson; then
+  say "(vson) MTraining with online estimation (vs-online:0.95, no skipping) vs dense ring, --inputs vs, 256K"
+  step vson_check 90 $RUN $X --cluster h200-1x2 --seq 2000 --layout striped:128,zigzag --schedule ring \
+    --pattern vs-online:0.95 --inputs vs --check
+  grep -E "^attn|failed|check layer" "$L/vson_check.log" | sed "s/^/   /" | tee -a "$S"
+  timed c_dense-ring_256Kvs 60 --strategy dense-ring --seq 256K --skip-empty-sends --inputs vs
+  timed c_mtraining_256Kvs 150 --strategy mtraining --pattern vs-online:0.95 --seq 256K --inputs vs
 fi
 
 # ---- table ----

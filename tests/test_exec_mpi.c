@@ -72,6 +72,12 @@ TEST(exec_mpi_one_rank_equals_dense_attention_for_every_layout_and_pattern) {
   run_matrix(1, 1, "301", "contiguous,zigzag,striped:16", "ring,ulysses", PATTERNS, "", 3 * 2 * 4);
 }
 
+// --inputs vs reaches both the ranks' shards and the check's reference: large logits (sinks, a peaked band)
+// still match dense attention on the same inputs.
+TEST(exec_mpi_two_ranks_vs_inputs_match_dense) {
+  run_matrix(1, 2, "301", "striped:16,zigzag", "ring", "dense,vs-like:4:32:8", "--inputs vs", 2 * 2);
+}
+
 TEST(exec_mpi_two_ranks_every_schedule_matches_dense) {
   run_matrix(1, 2, "333", "zigzag,striped:16", "ring,double-ring,ulysses,usp", "vs-like:4:32:8", "", 2 * 4);
 }
