@@ -1,4 +1,5 @@
-// attn_data.c — hashed inputs and the dense check of distributed attention (attn_data.h).
+// attn_data.c — hashed inputs (uniform, or with vertical-slash attention) and the dense check of distributed
+// attention (attn_data.h).
 #include "exec/attn_data.h"
 
 #include <math.h>

@@ -1,8 +1,9 @@
 // attn_data.h — deterministic attention inputs and the check of a distributed run against the
 // dense reference (dense_ref.h), for `sparsering-exec attn`.
 //
-// Every element is a hash of (seed, layer, tensor, global token, head, dim), so each rank generates
-// exactly its layout's tokens and rank 0 can rebuild the global tensors without any transfer.
+// Every element is a function of (seed, layer, tensor, global token, head, dim) alone (a hash; for the vs
+// inputs' Q and K a formula of hashes and the position), so each rank generates exactly its layout's
+// tokens and rank 0 can rebuild the global tensors without any transfer.
 #ifndef SR_ATTN_DATA_H
 #define SR_ATTN_DATA_H
 
