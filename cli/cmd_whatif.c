@@ -62,7 +62,7 @@ static int cmd_whatif(int argc, char **argv) {
   }
   // Strategies: the planner's list, or a comma-separated subset.
   char names[MAX_STRATEGIES][64];
-  int n = 0, skipped = 0;
+  int n = 0;
   if (cli_has(&a, "strategies")) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", cli_get(&a, "strategies", ""));
@@ -72,12 +72,7 @@ static int cmd_whatif(int argc, char **argv) {
       return sr_error_report(&e, "sparsering whatif");
     }
   } else {
-    // striped-ring (G = 1) is left out of the default list: its tiles straddle layout runs, so the
-    // planner's exact accounting takes the generic path, whose cost grows faster than N^2 (measured
-    // 33 s at 16K and 164 s at 32K for Qwen2.5-3B on 32 ranks; docs/patterns.md). Ask for it by name.
-    for (int i = 0; plan_strategy_names[i] && n < MAX_STRATEGIES; i++)
-      if (strcmp(plan_strategy_names[i], "striped-ring") != 0) snprintf(names[n++], 64, "%s", plan_strategy_names[i]);
-    skipped = 1;
+    for (int i = 0; plan_strategy_names[i] && n < MAX_STRATEGIES; i++) snprintf(names[n++], 64, "%s", plan_strategy_names[i]);
   }
   sim_options o = {cli_has(&a, "representative"), 0};
   sim_result *res = calloc((size_t)n, sizeof *res);
@@ -102,9 +97,6 @@ static int cmd_whatif(int argc, char **argv) {
   fputs(b.data ? b.data : "", stdout);
   int best = report_fastest(res, n);
   printf("fastest: %s; simulated in %.2f s\n", best >= 0 ? res[best].strategy : "(none fits)", sr_now() - t0);
-  if (skipped)
-    printf("striped-ring (G = 1) not run by default: its exact tile accounting is slow at this length "
-           "(docs/sim.md); add --strategies striped-ring,... to include it\n");
   // CSV: the default study goes to whatif_default.csv; others get a name from their settings.
   char path[1024], lead[1200];
   int is_default = !cli_has(&a, "model") && !cli_has(&a, "cluster") && !cli_has(&a, "seq") && !cli_has(&a, "pattern") &&
