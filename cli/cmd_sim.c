@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/plan_flags.h"
 #include "plan/plan.h"
 #include "plan/util.h"
 #include "sim/report.h"
@@ -14,45 +15,11 @@
 
 #define GIB 1073741824.0
 
-// The plan's flags, as `sparsering plan` takes them: a strategy sets layout, schedule and pattern;
-// explicit flags override it.
+// The plan's flags (cli/plan_flags.h) and the step's: recomputation and optimizer sharding.
 static int spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
-  const char *v;
   int64_t x;
   int rc;
-  plan_spec_defaults(s);
-  if ((v = cli_get(a, "strategy", NULL)) && (rc = plan_spec_apply_strategy(s, v, e))) return rc;
-  if ((rc = cli_require(a, "model", &v, e))) return rc;
-  snprintf(s->model, sizeof s->model, "%s", v);
-  if ((rc = cli_require(a, "cluster", &v, e))) return rc;
-  snprintf(s->cluster, sizeof s->cluster, "%s", v);
-  if ((rc = cli_require(a, "seq", &v, e)) || (rc = sr_parse_tokens(v, "--seq", &s->seq, e))) return rc;
-  if (!cli_has(a, "strategy") && ((rc = cli_require(a, "layout", &v, e)) || (rc = cli_require(a, "schedule", &v, e))))
-    return rc;
-  if ((v = cli_get(a, "layout", NULL))) {
-    layout_kind k;
-    int64_t g = 0;
-    if ((rc = layout_parse_kind(v, &k, &g, e))) return rc;
-    snprintf(s->layout, sizeof s->layout, "%s", k == LAYOUT_PERMUTATION ? v : layout_kind_name(k));
-    s->granularity = k == LAYOUT_STRIPED ? (g > 0 ? g : 128) : 1;
-  }
-  if (cli_has(a, "granularity") && (rc = cli_get_int(a, "granularity", 128, 1, (int64_t)1 << 40, &s->granularity, e)))
-    return rc;
-  if ((v = cli_get(a, "schedule", NULL))) {
-    schedule_kind k;
-    if ((rc = schedule_parse_kind(v, &k, e))) return rc;
-    snprintf(s->schedule, sizeof s->schedule, "%s", schedule_kind_name(k));
-  }
-  if ((rc = cli_get_int(a, "inner", 0, 1, 1 << 20, &x, e))) return rc;
-  s->inner = (int)x;
-  if ((rc = cli_get_int(a, "ulysses", 0, 1, 1 << 20, &x, e))) return rc;
-  s->ulysses = (int)x;
-  if ((v = cli_get(a, "pattern", NULL))) {
-    if (!*v || strlen(v) >= sizeof s->pattern) return sr_input_error(e, NULL, "--pattern", "empty or too long");
-    snprintf(s->pattern, sizeof s->pattern, "%s", v);
-  }
-  if ((rc = cli_get_int(a, "seed", 0, 0, (int64_t)1 << 53, &x, e))) return rc;
-  s->seed = (uint64_t)x;
+  if ((rc = cli_plan_spec_from_flags(a, s, e))) return rc;
   if ((rc = cli_get_int(a, "recompute", s->recompute, 0, 1, &x, e))) return rc;
   s->recompute = (int)x;
   if ((rc = cli_get_int(a, "zero", s->zero, 0, 1, &x, e))) return rc;

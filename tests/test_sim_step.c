@@ -274,3 +274,19 @@ TEST(sim_cli_bad_inputs_exit_2) {
   CHECK_STR_CONTAINS(out, "colour");
   free(out);
 }
+
+TEST(sim_cli_checks_the_plan_flags_as_plan_does) {
+  // One parser (cli/plan_flags.c) for both commands: the same bad flags give the same error.
+  const char *bad[] = {"--layout striped:64 --granularity 32 --schedule ring", "--layout zigzag --granularity 16 --schedule ring",
+                       "--layout zigzag --schedule ring --inner 0"};
+  const char *flag[] = {"--granularity", "--granularity", "--inner"};
+  for (int i = 0; i < 3; i++)
+    for (int c = 0; c < 2; c++) {
+      char cmd[1024], *out = NULL;
+      snprintf(cmd, sizeof cmd, "%s/sparsering %s --model tiny-test --cluster h200-1x2 --seq 4K %s", test_bin_dir(),
+               c ? "sim" : "plan", bad[i]);
+      CHECK_EQ_INT(test_run(cmd, &out), 2);
+      CHECK_STR_CONTAINS(out, flag[i]);
+      free(out);
+    }
+}
