@@ -20,16 +20,9 @@ t0=$(date +%s)
 log() { echo "== [$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$S"
 
-. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
-bin/sparsering-exec train-gpu-check --bogus >/dev/null 2>&1
-if [ $? -eq 2 ]; then
-  log "prebuilt bin/sparsering-exec"
-else
-  log "building"
-  timeout 200 make -j16 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec \
-    >"$W/build.log" 2>&1 || { tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
-  log "built"
-fi
+. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI, sr_exec_ready
+ready=$(sr_exec_ready "$W/build.log") || { log "$ready: failed"; tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
+log "$ready"
 X=bin/sparsering-exec
 CL="$W/h200-1x1.json"  # h200-1x2 with one GPU: the plan's world must equal the job's one rank
 sed 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2.json >"$CL"

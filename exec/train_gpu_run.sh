@@ -31,16 +31,9 @@ log() { echo "== [$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
 left() { echo $(( DEADLINE_S - ($(date +%s) - t0) )); }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$S"
 
-. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
-bin/sparsering-exec train-gpu-check --bogus >/dev/null 2>&1
-if [ $? -eq 2 ]; then
-  log "prebuilt bin/sparsering-exec"
-else
-  log "building"
-  timeout 200 make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec \
-    >"$W/build.log" 2>&1 || { tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
-  log "built"
-fi
+. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI, sr_exec_ready
+ready=$(sr_exec_ready "$W/build.log") || { log "$ready: failed"; tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
+log "$ready"
 RUN="$MPIRUN --oversubscribe --bind-to none -np 2"
 X=bin/sparsering-exec
 # The simulator's cluster: h200-1x2 with our kernels' measured attention efficiencies (h200-1x2-bench, see

@@ -21,3 +21,13 @@ if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
     echo "gpu_mpi.sh: no mpirun/mpicc here and no Open MPI packages in ${MPI_DEBS:-../.gpu-exec-mpi}" >&2
   fi
 fi
+
+# sr_exec_ready LOG: use a carried bin/sparsering-exec when it runs here (it answers a bad flag with exit
+# status 2), else build it for sm_90a with the Open MPI above, output in LOG. Prints which; 0 when ready.
+sr_exec_ready() {
+  bin/sparsering-exec train-gpu-check --bogus >/dev/null 2>&1
+  if [ $? -eq 2 ]; then echo "prebuilt bin/sparsering-exec"; return 0; fi
+  echo "building bin/sparsering-exec"
+  timeout 200 make -j"$(nproc)" "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec \
+    >"$1" 2>&1
+}
