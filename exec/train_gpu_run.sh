@@ -71,16 +71,6 @@ for cfg in "dense-ring 128K 1" "mtraining 128K 2" "dense-ring 256K 1" "mtraining
   timeout "$lim" $RUN $X train --backend cuda --model qwen2.5-3b --cluster "$CL" --strategy $st "${P[@]}" --seq $seq \
     --steps $steps --data passkey --loss all --lr 1e-4 --predict --csv "$W/$name.csv" --label $name >"$W/$name.log" 2>&1
   rc=$?
-  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $st = mtraining ] && [ "$(left)" -ge 30 ] &&
-     ! grep -q "attention plan(s) built before" "$W/$name.log"; then
-    # MTraining's plans are built in threads before the first step; should that fail on this machine,
-    # build them one by one (slower start, same run)
-    mv "$W/$name.log" "$W/$name.threads.log"
-    timeout "$(left)" $RUN $X train --backend cuda --model qwen2.5-3b --cluster "$CL" --strategy $st "${P[@]}" --seq $seq \
-      --steps $steps --data passkey --loss all --lr 1e-4 --predict --build-threads 1 --csv "$W/$name.csv" --label $name \
-      >"$W/$name.log" 2>&1
-    rc=$?
-  fi
   echo "exit $rc" >>"$W/$name.log"
   { echo "-- $name (exit $rc)"; grep -E "^train:|^step|^predict|rror|failed" "$W/$name.log"; } | tee -a "$S"
   mem=$(grep -oE "in use after step [0-9]+: [0-9.]+ of" "$W/$name.log" | awk '{print $6}' | sort -n | tail -1)
