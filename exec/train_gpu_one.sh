@@ -74,12 +74,12 @@ if [[ $STAGES == *passkey* ]]; then
   CK=$W/ck
   log "(3a) passkey, tiny-25m, 64 samples of 512 tokens a step (--pack 64), keys loss, ${PK_A:-1000} steps"
   run pkA-512x64 ${PK_A_S:-150} --backend cuda --model tiny-25m --strategy dense-ring --seq 32K --pack 64 --loss keys \
-    --lr 1e-3 --warmup 50 --cosine --steps ${PK_A:-1000} --eval 256 --quiet --ckpt $CK-A
+    --lr 1e-3 --warmup 50 --cosine --steps ${PK_A:-1000} --eval 256 --quiet --ckpt $CK-A --ckpt-every 200
   log "(3b) 8 samples of 4K a step, ${PK_B:-200} steps"
   run pkB-4kx8 ${PK_B_S:-90} --backend cuda --model tiny-25m --strategy dense-ring --seq 32K --pack 8 --loss keys --lr 5e-4 \
     --warmup 10 --cosine --steps ${PK_B:-200} --eval 256 --quiet --init $CK-A/model.safetensors --ckpt $CK-B
-  log "(3c) 32K: dense, MTraining synthetic (vs-topp:0.95), MTraining online (vs-online:0.9), ${PK_C:-80} steps each"
-  for cfg in "dense dense-ring dense" "topp mtraining vs-topp:0.95" "online mtraining vs-online:0.9"; do
+  log "(3c) 32K: dense, MTraining online (vs-online:0.9), MTraining synthetic (vs-topp:0.95), ${PK_C:-80} steps each"
+  for cfg in "dense dense-ring dense" "online mtraining vs-online:0.9" "topp mtraining vs-topp:0.95"; do
     set -- $cfg
     run pkC-32k-$1 ${PK_C_S:-120} --backend cuda --model tiny-25m --strategy $2 --pattern $3 --seq 32K --loss keys --lr 3e-4 \
       --warmup 5 --cosine --steps ${PK_C:-80} --eval 100 --init $CK-B/model.safetensors
