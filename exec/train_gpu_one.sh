@@ -82,14 +82,17 @@ if [[ $STAGES == *passkey* ]]; then
     run pkZ-4k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --steps 0 --eval 64 --init $CK-A/model.safetensors
     run pkZ-32k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --steps 0 --eval 32 --init $CK-A/model.safetensors
   fi
-  log "(3b) 8 samples of 4K a step, ${PK_B:-200} steps"
-  run pkB-4kx8 ${PK_B_S:-90} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --loss keys --lr 5e-4 \
-    --warmup 10 --cosine --steps ${PK_B:-200} --eval 256 --quiet --init $CK-A/model.safetensors --ckpt $CK-B --ckpt-every 100
-  last=$CK-B
+  last=$CK-A
+  if [ "${PK_B:-200}" -gt 0 ]; then
+    log "(3b) 8 samples of 4K a step, ${PK_B:-200} steps"
+    run pkB-4kx8 ${PK_B_S:-90} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --loss keys --lr 5e-4 \
+      --warmup 10 --cosine --steps ${PK_B:-200} --eval 256 --quiet --init $CK-A/model.safetensors --ckpt $CK-B --ckpt-every 100
+    last=$CK-B
+  fi
   if [ "${PK_B2:-0}" -gt 0 ]; then
     log "(3b2) 2 samples of 16K a step, $PK_B2 steps"
     run pkB2-16kx2 ${PK_B2_S:-60} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 2 --loss keys \
-      --lr ${PK_B2_LR:-5e-4} --warmup 10 --cosine --steps $PK_B2 --eval 64 --quiet --init $CK-B/model.safetensors \
+      --lr ${PK_B2_LR:-5e-4} --warmup 10 --cosine --steps $PK_B2 --eval 64 --quiet --init $last/model.safetensors \
       --ckpt $CK-B2 --ckpt-every 50
     last=$CK-B2
   fi
