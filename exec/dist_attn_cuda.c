@@ -119,7 +119,8 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
   if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
-  if (a->nh > 0 && transposes_upload(a, e)) return e->code;
+  // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c)
+  if (a->nh > 0 && !online_vs_wanted(a) && transposes_upload(a, e)) return e->code;
   for (int g = 0; g < R; g++) {
     size_t pb = sizeof(int64_t) * (size_t)sr_max64(1, rows_of(a, g));
     CUDA_TRY(cudaMalloc((void **)&s->kpos[g], pb));
