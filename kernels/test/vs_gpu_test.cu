@@ -281,8 +281,8 @@ static vres run_vcase(const vcase *c) {
         for (int s = 0; s < W; s++) r.transp &= same_transpose(tr, gd, &ti, s, L.rank_count[s], H, KH);
       tile_index one = ti;
       one.heads = 1;
-      one.n_tiles = ti.tile_cnt[(int64_t)ti.n_qtiles * (W + 1)], one.n_bars = ti.bar_cnt[(int64_t)ti.n_qtiles * (W + 1)];
-      if (ti.n_qtiles == 0) one.n_tiles = one.n_bars = 0;
+      int64_t end0 = (int64_t)ti.n_qtiles * (W + 1) - 1;  // head 0's last cell's end
+      one.n_tiles = ti.n_qtiles ? ti.tile_cnt[end0] : 0, one.n_bars = ti.n_qtiles ? ti.bar_cnt[end0] : 0;
       sa_gpu_index oix;
       SR(sa_gpu_index_upload(&one, &oix, E));
       for (int s = 0; s < W; s++) r.transp &= same_transpose(tr, &oix.d, &one, s, L.rank_count[s], H, KH);
