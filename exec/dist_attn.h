@@ -59,6 +59,11 @@ int dist_attn_bwd(dist_attn *a, const void *q, const void *k, const void *v, con
 // The pattern the last forward ran when it was estimated online (vs-online on CUDA): written into layer
 // `layer` of pat (the layer this dist_attn was created for); a no-op for every other pattern.
 int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e);
+// CUDA backend's device memory: bytes this plan keeps for itself (tile indices, masks, positions) and bytes
+// of scratch it needs from the workspace every plan of the process shares (dist_workspace.h); 0 and 0 on the CPU.
+void dist_attn_device_bytes(const dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes);
+// Bytes the process's shared workspace holds now (the largest need of every buffer over the plans alive).
+int64_t dist_attn_shared_bytes(void);
 // Counters of the calls so far.
 dist_stats dist_attn_stats(const dist_attn *a);
 // Zero the counters.

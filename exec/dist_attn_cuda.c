@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "exec/dist_internal.h"
+#include "exec/dist_workspace.h"
 #include "plan/util.h"
 
 #if SR_HAVE_CUDA
@@ -34,11 +35,14 @@ typedef struct {
   sa_gpu_index_t *ixt;        // [R] transposed index per source (backward)
   head_mask *masks;           // device masks [H]
   int64_t *qpos, **kpos;      // device positions
+  int64_t plan_bytes;         // device bytes of the above (indices, masks, positions)
+  ws_shape shape;             // what sizes this plan's share of the workspace
+  int ws_joined;              // attached to the process's workspace (dist_workspace.h)
+  // The shared scratch (dist_workspace.h), addressed only between ws_acquire and ws_release of a call.
   void *kv_own, *kv_buf[2];   // bf16 [2, rows, Hkv, d]
   void *kv_outer[2];          // bf16, likewise: early (inter-node) receptions (ring plans with any)
   float *acc[2], *acc_in[2];  // fp32 [2, rows, Hkv, d]
   float *flush[2];            // fp32 flush receive buffers, per step parity: [max_flush][2, n_q, Hkv, d]
-  int max_flush;
   float *o_run, *d_row;       // fp32 [n_q, nh, d], [nh, n_q]
   // Ulysses side (U > 1): this rank's heads over the group's tokens, and the all-to-all staging buffer.
   void *qg, *og, *dog;        // bf16 [n_q, nh, d]
@@ -115,7 +119,8 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
   if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
-  if (a->nh > 0 && transposes_upload(a, e)) return e->code;
+  // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c)
+  if (a->nh > 0 && !online_vs_wanted(a) && transposes_upload(a, e)) return e->code;
   for (int g = 0; g < R; g++) {
     size_t pb = sizeof(int64_t) * (size_t)sr_max64(1, rows_of(a, g));
     CUDA_TRY(cudaMalloc((void **)&s->kpos[g], pb));
@@ -123,45 +128,29 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   }
   s->qpos = s->kpos[a->group];
   // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
+  ws_shape *sh = &s->shape;
   for (int st = 0; st < a->rp.n_steps; st++) {
     int n = 0;
     for (int g = 0; g < R; g++)
       n += g != a->group && a->rp.flush[(int64_t)st * R + g] && a->rp.src[(int64_t)st * R + g] == a->group;
-    if (n > s->max_flush) s->max_flush = n;
+    if (n > sh->max_flush) sh->max_flush = n;
   }
-  int64_t row = (int64_t)sr_max64(1, a->nkv) * a->d, slot = 2 * sr_max64(1, a->n_kmax) * row;
-  int64_t own = 2 * sr_max64(1, a->n_q) * row, qn = sr_max64(1, a->n_q * a->nh * a->d);
-  CUDA_TRY(cudaMalloc(&s->kv_own, (size_t)own * 2));
-  for (int i = 0; i < 2; i++) {
-    CUDA_TRY(cudaMalloc(&s->kv_buf[i], (size_t)slot * 2));
-    CUDA_TRY(cudaMalloc((void **)&s->acc[i], (size_t)slot * 4));
-    CUDA_TRY(cudaMalloc((void **)&s->acc_in[i], (size_t)slot * 4));
-    if (s->max_flush) CUDA_TRY(cudaMalloc((void **)&s->flush[i], (size_t)(own * s->max_flush) * 4));
-  }
+  sh->n_q = a->n_q, sh->n_kmax = a->n_kmax, sh->n_local = a->n_local;
+  sh->nh = a->nh, sh->nkv = a->nkv, sh->H = a->H, sh->d = a->d, sh->U = a->U, sh->early = a->rp.n_early > 0;
+  for (int j = 0; a->U > 1 && j < a->U; j++)  // KV heads over the group's members (replicated heads per member)
+    sh->ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
+  if (ws_attach(sh, e)) return e->code;
+  s->ws_joined = 1;
+  s->plan_bytes = ws_plan_fixed_bytes(a->glay->rank_count, R, a->masks, a->H) + s->ix.dev_bytes;
+  for (int g = 0; a->nh > 0 && g < R; g++) s->plan_bytes += s->ixt[g].dev_bytes;
   // The second channel is opened collectively, by every rank when the ring plan has early transfers. The
   // ring plan is the same on every rank (ring_plan.h), so no rank needs to ask the others; asking (an
   // MPI collective here) crashed the trainer, which sets plans up from several threads at once.
   if (a->rp.n_early > 0 && comm_outer_init(a->c, e)) return e->code;
-  for (int i = 0; i < 2 && a->rp.n_early; i++) CUDA_TRY(cudaMalloc(&s->kv_outer[i], (size_t)slot * 2));
   if (a->rp.n_early) {
     s->os.pend = calloc((size_t)a->rp.n_steps, sizeof(comm_pending));
     s->os.target = malloc(sizeof(int) * (size_t)a->rp.n_steps);
     if (!s->os.pend || !s->os.target) return sr_internal_error(e, 0, "out of memory");
-  }
-  CUDA_TRY(cudaMalloc((void **)&s->o_run, sizeof(float) * (size_t)qn));
-  CUDA_TRY(cudaMalloc((void **)&s->d_row, sizeof(float) * (size_t)sr_max64(1, a->n_q * a->nh)));
-  if (a->U > 1) {
-    int64_t ktot = 0;  // KV heads over the group's members (replicated heads counted per member)
-    for (int j = 0; j < a->U; j++) ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
-    int64_t stage = sr_max64(a->n_local * sr_max64(a->H, ktot) * a->d, a->n_q * a->nh);
-    stage = sr_max64(stage, a->n_local * a->H);
-    CUDA_TRY(cudaMalloc(&s->qg, (size_t)qn * 2));
-    CUDA_TRY(cudaMalloc(&s->og, (size_t)qn * 2));
-    CUDA_TRY(cudaMalloc(&s->dog, (size_t)qn * 2));
-    CUDA_TRY(cudaMalloc((void **)&s->lseg, sizeof(float) * (size_t)sr_max64(1, a->n_q * a->nh)));
-    CUDA_TRY(cudaMalloc((void **)&s->dqg, sizeof(float) * (size_t)qn));
-    CUDA_TRY(cudaMalloc((void **)&s->dkvg, sizeof(float) * (size_t)own));
-    CUDA_TRY(cudaMalloc(&s->stage, sizeof(float) * (size_t)sr_max64(1, stage)));
   }
   if (online_vs_wanted(a) && a->U > 1)
     return sr_input_error(e, NULL, "pattern", "vs-online runs with ring and double-ring schedules on the CUDA backend");
@@ -178,12 +167,7 @@ void dist_attn_cuda_release(struct dist_attn *a) {
   if (s->masks) sa_gpu_masks_free(s->masks, a->H);
   for (int g = 0; s->ixt && g < a->R; g++) sa_gpu_index_t_free(&s->ixt[g]);
   for (int g = 0; s->kpos && g < a->R; g++) cudaFree(s->kpos[g]);
-  cudaFree(s->kv_own);
-  for (int i = 0; i < 2; i++) cudaFree(s->kv_outer[i]);
-  for (int i = 0; i < 2; i++) cudaFree(s->kv_buf[i]), cudaFree(s->acc[i]), cudaFree(s->acc_in[i]), cudaFree(s->flush[i]);
-  cudaFree(s->o_run), cudaFree(s->d_row);
-  cudaFree(s->qg), cudaFree(s->og), cudaFree(s->dog), cudaFree(s->lseg), cudaFree(s->dqg), cudaFree(s->dkvg);
-  cudaFree(s->stage);
+  if (s->ws_joined) ws_detach();
   free(s->os.pend), free(s->os.target);
   free(s->ixt), free(s->kpos), free(s);
   a->cuda = NULL;
@@ -573,7 +557,7 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   return SR_OK;
 }
 
-int dist_attn_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, sr_error *e) {
+static int fwd_call(struct dist_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, sr_error *e) {
   cuda_state *st = a->cuda;
   double t0 = sr_now();
   cuda_timer tm;
@@ -698,8 +682,8 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
   return SR_OK;
 }
 
-int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const void *v, const void *o, const float *lse,
-                       const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
+static int bwd_call(struct dist_attn *a, const void *q, const void *k, const void *v, const void *o, const float *lse,
+                    const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
   cuda_state *st = a->cuda;
   double t0 = sr_now();
   cuda_timer tm;
@@ -730,6 +714,46 @@ int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const 
   return SR_OK;
 }
 
+// ---------------------------------------------------------------------------------------------
+// calls: the shared workspace is held while a call queues its work
+
+// The workspace's buffers under this plan's names, for the call that acquired them.
+static void scratch_take(cuda_state *s) {
+  void *b[WS_COUNT];
+  ws_acquire(b);
+  s->kv_own = b[WS_KV_OWN], s->kv_buf[0] = b[WS_KV_BUF0], s->kv_buf[1] = b[WS_KV_BUF1];
+  s->kv_outer[0] = b[WS_KV_OUTER0], s->kv_outer[1] = b[WS_KV_OUTER1];
+  s->acc[0] = b[WS_ACC0], s->acc[1] = b[WS_ACC1], s->acc_in[0] = b[WS_ACC_IN0], s->acc_in[1] = b[WS_ACC_IN1];
+  s->flush[0] = b[WS_FLUSH0], s->flush[1] = b[WS_FLUSH1];
+  s->o_run = b[WS_O_RUN], s->d_row = b[WS_D_ROW];
+  s->qg = b[WS_QG], s->og = b[WS_OG], s->dog = b[WS_DOG];
+  s->lseg = b[WS_LSEG], s->dqg = b[WS_DQG], s->dkvg = b[WS_DKVG], s->stage = b[WS_STAGE];
+}
+
+
+int dist_attn_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, sr_error *e) {
+  scratch_take(a->cuda);
+  int rc = fwd_call(a, q, k, v, o, lse, e);
+  ws_release();
+  return rc;
+}
+
+int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const void *v, const void *o, const float *lse,
+                       const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
+  scratch_take(a->cuda);
+  int rc = bwd_call(a, q, k, v, o, lse, dout, dq, dk, dv, e);
+  ws_release();
+  return rc;
+}
+
+void dist_attn_device_bytes(const dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes) {
+  const cuda_state *s = a && a->be == DIST_CUDA ? a->cuda : NULL;
+  *plan_bytes = s ? s->plan_bytes : 0;
+  *shared_bytes = s ? ws_total_bytes(&s->shape) : 0;
+}
+
+int64_t dist_attn_shared_bytes(void) { return ws_bytes(); }
+
 #else  // no CUDA in this build
 
 int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
@@ -743,5 +767,9 @@ int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const 
                        const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
   return dist_attn_cuda_setup(a, e);
 }
+void dist_attn_device_bytes(const dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes) {
+  *plan_bytes = 0, *shared_bytes = 0;
+}
+int64_t dist_attn_shared_bytes(void) { return 0; }
 
 #endif

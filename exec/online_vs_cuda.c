@@ -7,7 +7,8 @@
 // rank scores them against its own keys; row maxima, row sums and the column/diagonal sums are combined
 // through all-gathers (exact: the sums are 128-bit integers), so every rank selects the same pattern (top-p P,
 // cap 4096); the pattern is converted on the GPU into this rank's execution form. The backward reuses the
-// forward's support (MTraining): its transposed indices are built from that execution form on first use.
+// forward's support (MTraining): its transposed indices are built from that execution form on first use, on
+// the GPU too (kernels/transpose_gpu.h; the index never goes to the host).
 // Skipping empty sends is refused: it decides at plan time which shards a pattern needs.
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #if SR_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/transpose_gpu.h"
 #include "kernels/vs_gpu.h"
 
 typedef struct {
@@ -34,7 +36,8 @@ typedef struct {
   int n_rows;              // local rows holding estimation queries
   int64_t *row_local, *row_dest;
   char *gather;            // device [R * largest array]
-  sa_gpu_index_t *ixt;     // [R] backward indices of the last forward
+  sa_gpu_transposer *tr;   // builds them on the GPU and owns their arrays
+  sa_gpu_index_t *ixt;     // [R] backward indices of the last forward (views of tr's results)
   int ixt_valid;
 } online_vs;
 
@@ -65,6 +68,7 @@ int online_vs_setup(struct dist_attn *a, sr_error *e) {
   o->row_dest = malloc(sizeof(int64_t) * VS_GPU_MAX_QUERIES);
   o->ixt = calloc((size_t)a->R, sizeof *o->ixt);
   if (!o->row_local || !o->row_dest || !o->ixt) return sr_internal_error(e, 0, "out of memory");
+  if (sa_gpu_transposer_new(a->R, &o->tr, e)) return e->code;
   for (int64_t i = 0; i < a->n_q; i++)
     if (a->qpos[i] >= first) o->row_local[o->n_rows] = i, o->row_dest[o->n_rows++] = a->qpos[i] - first;
   int64_t qp[VS_GPU_MAX_QUERIES];
@@ -94,7 +98,7 @@ void online_vs_release(struct dist_attn *a) {
   vs_gpu_layout_free(&o->lay);
   vs_gpu_est_free(&o->est);
   cudaFree(o->masks), cudaFree(o->q_est), cudaFree(o->qpos_est), cudaFree(o->kpos_own), cudaFree(o->gather);
-  for (int g = 0; o->ixt && g < a->R; g++) sa_gpu_index_t_free(&o->ixt[g]);
+  sa_gpu_transposer_free(o->tr);
   free(o->ixt), free(o->row_local), free(o->row_dest), free(o);
   a->online = NULL;
 }
@@ -130,35 +134,6 @@ int online_vs_forward(struct dist_attn *a, const void *q, const void *k, const s
   return SR_OK;
 }
 
-// The last forward's execution form copied to the host (to build the transposed forms from).
-static int download_index(struct dist_attn *a, const tile_index *d, tile_index *h, sr_error *e) {
-  memset(h, 0, sizeof *h);
-  *h = *d;
-  int64_t offs = (int64_t)d->heads * d->n_qtiles * (d->world + 1);
-  h->tile_cnt = malloc(sizeof(int64_t) * (size_t)(offs + 1));
-  h->bar_cnt = malloc(sizeof(int64_t) * (size_t)(offs + 1));
-  h->tile_idx = malloc(sizeof(int32_t) * (size_t)(d->n_tiles + 1));
-  h->tile_kind = malloc((size_t)(d->n_tiles + 1));
-  h->bar_idx = malloc(sizeof(int32_t) * (size_t)(d->n_bars + 1));
-  if (!h->tile_cnt || !h->bar_cnt || !h->tile_idx || !h->tile_kind || !h->bar_idx) {
-    tiles_free(h);
-    return sr_internal_error(e, 0, "out of memory");
-  }
-  cudaError_t r = cudaStreamSynchronize(CS(a));
-  if (r == cudaSuccess) r = cudaMemcpy(h->tile_cnt, d->tile_cnt, sizeof(int64_t) * (size_t)offs, cudaMemcpyDeviceToHost);
-  if (r == cudaSuccess) r = cudaMemcpy(h->bar_cnt, d->bar_cnt, sizeof(int64_t) * (size_t)offs, cudaMemcpyDeviceToHost);
-  if (r == cudaSuccess && d->n_tiles)
-    r = cudaMemcpy(h->tile_idx, d->tile_idx, sizeof(int32_t) * (size_t)d->n_tiles, cudaMemcpyDeviceToHost);
-  if (r == cudaSuccess && d->n_tiles) r = cudaMemcpy(h->tile_kind, d->tile_kind, (size_t)d->n_tiles, cudaMemcpyDeviceToHost);
-  if (r == cudaSuccess && d->n_bars)
-    r = cudaMemcpy(h->bar_idx, d->bar_idx, sizeof(int32_t) * (size_t)d->n_bars, cudaMemcpyDeviceToHost);
-  if (r != cudaSuccess) {
-    tiles_free(h);
-    return sr_internal_error(e, 0, "rank %d: online VS: %s", a->c->rank, cudaGetErrorString(r));
-  }
-  return SR_OK;
-}
-
 int online_vs_backward(struct dist_attn *a, const sa_gpu_index **ix, const sa_gpu_index_t **ixt,
                        const head_mask **masks, sr_error *e) {
   online_vs *o = a->online;
@@ -166,19 +141,13 @@ int online_vs_backward(struct dist_attn *a, const sa_gpu_index **ix, const sa_gp
   *masks = o->masks;
   *ixt = o->ixt;
   if (o->ixt_valid) return SR_OK;
-  tile_index h;
-  if (download_index(a, &o->conv.ix.d, &h, e)) return e->code;
-  int rc = SR_OK;
-  for (int g = 0; g < a->R && !rc; g++) {
-    sa_gpu_index_t_free(&o->ixt[g]);
-    tile_index_t tt;
-    rc = tiles_transpose(&h, g, a->glay->rank_count[g], &tt, e);
-    if (!rc) rc = sa_gpu_index_t_upload(&tt, a->H, a->Hkv, &o->ixt[g], e);
-    tiles_transpose_free(&tt);
+  for (int g = 0; g < a->R; g++) {
+    const sa_gpu_index_t *t;
+    if (sa_gpu_transpose(o->tr, &o->conv.ix.d, g, a->glay->rank_count[g], a->H, a->Hkv, CS(a), &t, e)) return e->code;
+    o->ixt[g] = *t;
   }
-  tiles_free(&h);
-  o->ixt_valid = !rc;
-  return rc;
+  o->ixt_valid = 1;
+  return SR_OK;
 }
 
 int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e) {

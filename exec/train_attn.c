@@ -45,6 +45,16 @@ static int find(const train_attn *b, int key) {
 
 // ---- building ---------------------------------------------------------------------------------
 
+// Device bytes of a plan just built, for the report (any thread; the lock is not held).
+static void note_bytes(train_attn *b, const dist_attn *d) {
+  int64_t plan_bytes = 0, need = 0, shared = d ? dist_attn_shared_bytes() : 0;
+  if (d) dist_attn_device_bytes(d, &plan_bytes, &need);
+  pthread_mutex_lock(&b->mu);
+  b->plan_bytes_max = sr_max64(b->plan_bytes_max, plan_bytes);
+  b->shared_bytes = sr_max64(b->shared_bytes, shared);
+  pthread_mutex_unlock(&b->mu);
+}
+
 // dist_attn_create for `key` into slot i, timed; on the GPU the first build sizes the cache. Called without
 // the lock: slot i is marked as building, so no other thread touches it.
 static int build(train_attn *b, int i, int key, sr_error *e) {
@@ -55,6 +65,7 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
   int first = b->fit && b->built == 0;
   pthread_mutex_unlock(&b->mu);
   double used0 = 0, used1 = 0, total = 0;
+  int64_t shared0 = dist_attn_shared_bytes();
   if (first && (rc = model_cuda_memory(&used0, &total, e))) return rc;
 #endif
   dist_attn *d = NULL;
@@ -62,9 +73,15 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
   double dt = sr_now() - t0;
 #if SR_HAVE_CUDA
   if (!rc && first && !(rc = model_cuda_memory(&used1, &total, e))) {
-    // Every buffer of the model exists already; keep 3 GiB for NCCL, cuBLAS and the allocator, and count
-    // each further plan at 1.25 x the first (layers' sparse indices differ in size).
-    gib = used1 - used0;
+    // Every buffer of the model exists already, and so does the attention scratch every plan shares (the
+    // first plan made it; the layers of one model share its shape). What the first plan took beyond that
+    // is its own (indices, masks, positions; allocator rounding included, so never less than the bytes it
+    // asked for). Keep 3 GiB for NCCL, cuBLAS and the allocator, and count each further plan at 1.25 x
+    // the first (layers' sparse indices differ in size).
+    int64_t own = 0, need = 0;
+    dist_attn_device_bytes(d, &own, &need);
+    double grown = (double)(dist_attn_shared_bytes() - shared0) / (1 << 30);
+    gib = fmax(used1 - used0 - grown, (double)own / (1 << 30));
     int more = gib > 0 ? (int)floor((total - used1 - 3.0) / (1.25 * gib)) : b->layers;
     cap = (int)sr_max64(1, sr_min64(b->layers, 1 + sr_max64(more, 0)));
   }
@@ -73,6 +90,7 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
     dist_attn_free(d);
     d = NULL;
   }
+  note_bytes(b, d);
   pthread_mutex_lock(&b->mu);
   b->build_s += dt;
   b->built++;
@@ -151,6 +169,7 @@ static void *prefetch_worker(void *arg) {
     dist_attn *d = NULL;
     double t0 = sr_now();
     int rc = dist_attn_create(b->p, b->pat, layer, b->c, b->be, &d, &e);
+    if (!rc) note_bytes(b, d);
     pthread_mutex_lock(&b->mu);
     b->build_s += sr_now() - t0;
     b->built++;

@@ -1,10 +1,11 @@
 // train_attn.h — the trainer's attention plans: one distributed attention (exec/dist_attn.h) per layer,
 // and the model_attention / model_cuda_attention callbacks that route a layer's attention through it.
 //
-// A plan holds its tile indices and, on the GPU, buffers of ~20 floats per local token (KV shards,
-// accumulators, the running O), so 36 layers at 128K local tokens do not fit next to the model: layers with
-// one pattern (dense) share one plan, the others are kept as memory allows (`cap`), and a layer whose plan
-// was dropped rebuilds it when it comes. The kept plans are built before the first step in threads; with
+// A plan holds its tile indices, masks and positions; on the GPU its scratch (KV shards, accumulators, the
+// running O: ~25 KB a local token for Qwen2.5-3B) is one workspace shared by every plan of the process
+// (exec/dist_workspace.h), so each further plan costs only its indices. Layers with one pattern (dense) share
+// one plan, the others are kept as memory allows (`cap`), and a layer whose plan was dropped rebuilds it
+// when it comes. The kept plans are built before the first step in threads; with
 // `prefetch` > 0, threads also build the next layers' plans ahead of use (the order of use is known: layers
 // up in the forward, down in the backward), dropping the kept plan whose next use is farthest.
 #ifndef SR_TRAIN_ATTN_H
@@ -29,7 +30,9 @@ typedef struct {
   int shared;          // every layer runs the same pattern: one plan serves them all
   int cap, n;          // plans kept at most, slots in use (the slot arrays hold one per layer)
   int fit;             // GPU without a fixed cap: after the first build keep as many as free memory holds
-  double plan_gib;     // device memory the first build took
+  double plan_gib;     // device memory the first build took for itself (beyond the shared workspace)
+  int64_t plan_bytes_max;  // device bytes the largest plan built keeps for itself (dist_attn_device_bytes)
+  int64_t shared_bytes;    // device bytes of the shared attention workspace (largest seen)
   dist_attn **slot;
   int *slot_layer;     // -1: empty
   char *slot_building; // a prefetch thread is building it

@@ -275,8 +275,12 @@ static int cmd_train(int argc, char **argv) {
     printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
            m->name, (long long)t.model.num_params, (long long)seq, c.world, layout_kind_name(p.layout.kind),
            p.spec.schedule, p.spec.pattern, density);
-    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)\n",
-           (long long)prebuilt, prebuild_s, (long long)build_threads, ta.prefetch ? ", building ahead" : "");
+    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)", (long long)prebuilt,
+           prebuild_s, (long long)build_threads, ta.prefetch ? ", building ahead" : "");
+    if (cuda)  // what each kept plan holds for itself, and the scratch all plans share (exec/dist_workspace.h)
+      printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace, %d kept of %lld layers",
+             (double)ta.plan_bytes_max / (1 << 20), (double)ta.shared_bytes / (1 << 30), ta.cap, (long long)m->num_layers);
+    printf("\n");
     printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
            o.data ? o.data->path : "passkey", o.data ? "all" : loss_mode, (long long)batch, lr, wd, (long long)warmup,
            o.recompute ? "on" : "off", (long long)t.slice);
@@ -379,6 +383,9 @@ static int cmd_train(int argc, char **argv) {
            (long long)ta.built, ta.build_s, (long long)ta.on_demand, ta.cap, (long long)m->num_layers,
            ta.shared ? " (one pattern: shared)" : "");
     if (ta.fit) printf(" (as many as fit: the first took %.2f GiB)", ta.plan_gib);
+    if (cuda)
+      printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace", (double)ta.plan_bytes_max / (1 << 20),
+             (double)ta.shared_bytes / (1 << 30));
     printf("\n");
     if (ta.online_cpu)
       printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta.estimates,

@@ -9,11 +9,13 @@
 
 // ---- copies ----------------------------------------------------------------------------------------
 
-// cudaMalloc + copy of n elements (at least one byte allocated so empty arrays are valid pointers).
+// cudaMalloc + copy of n elements (at least one element allocated so empty arrays are valid pointers);
+// the bytes allocated are added to *bytes (the copy's footprint, which the executor's memory sizing reads).
 template <typename T>
-static int to_dev(T **dst, const T *src, int64_t n, sr_error *e) {
+static int to_dev(T **dst, const T *src, int64_t n, sr_error *e, int64_t *bytes = NULL) {
   *dst = NULL;
   SA_CUDA(cudaMalloc((void **)dst, sizeof(T) * (size_t)(n > 0 ? n : 1)));
+  if (bytes) *bytes += (int64_t)sizeof(T) * (n > 0 ? n : 1);
   if (n > 0 && src) SA_CUDA(cudaMemcpy(*dst, src, sizeof(T) * (size_t)n, cudaMemcpyHostToDevice));
   return SR_OK;
 }
@@ -53,14 +55,14 @@ int sa_gpu_index_upload(const tile_index *h, sa_gpu_index *out, sr_error *e) {
     for (int64_t c = 0; c < cells; c++) order[s * cells + c] = cw[c].cell;
   }
   free(cw);
-  int rc = to_dev(&out->order, order, cells * h->world, e);
+  int rc = to_dev(&out->order, order, cells * h->world, e, &out->dev_bytes);
   free(order);
   if (rc) return rc;
-  if ((rc = to_dev(&out->d.tile_cnt, h->tile_cnt, offs, e))) return rc;
-  if ((rc = to_dev(&out->d.bar_cnt, h->bar_cnt, offs, e))) return rc;
-  if ((rc = to_dev(&out->d.tile_idx, h->tile_idx, h->n_tiles, e))) return rc;
-  if ((rc = to_dev(&out->d.tile_kind, h->tile_kind, h->n_tiles, e))) return rc;
-  return to_dev(&out->d.bar_idx, h->bar_idx, h->n_bars, e);
+  if ((rc = to_dev(&out->d.tile_cnt, h->tile_cnt, offs, e, &out->dev_bytes))) return rc;
+  if ((rc = to_dev(&out->d.bar_cnt, h->bar_cnt, offs, e, &out->dev_bytes))) return rc;
+  if ((rc = to_dev(&out->d.tile_idx, h->tile_idx, h->n_tiles, e, &out->dev_bytes))) return rc;
+  if ((rc = to_dev(&out->d.tile_kind, h->tile_kind, h->n_tiles, e, &out->dev_bytes))) return rc;
+  return to_dev(&out->d.bar_idx, h->bar_idx, h->n_bars, e, &out->dev_bytes);
 }
 
 void sa_gpu_index_free(sa_gpu_index *g) {
@@ -81,24 +83,24 @@ int sa_gpu_index_t_upload(const tile_index_t *h, int32_t heads, int32_t kv_heads
   int64_t ns = (int64_t)bc.n_chunks * bc.group * 64;
   out->bc = bc;
   out->bc.scratch = NULL;
-  if (!rc) rc = to_dev(&out->d.kv_cnt, h->kv_cnt, nkv + 1, e);
-  if (!rc) rc = to_dev(&out->d.q_idx, h->q_idx, nq, e);
-  if (!rc) rc = to_dev(&out->d.q_kind, h->q_kind, nq, e);
-  if (!rc) rc = to_dev(&out->d.bar_key_head, h->bar_key_head, nb, e);
-  if (!rc) rc = to_dev(&out->d.bar_key, h->bar_key, nb, e);
-  if (!rc) rc = to_dev(&out->d.bar_q_cnt, h->bar_q_cnt, nb + 1, e);
-  if (!rc) rc = to_dev(&out->d.bar_q_idx, h->bar_q_idx, h->bar_q_cnt[nb], e);
-  if (!rc) rc = to_dev(&out->bc.hc_head, bc.hc_head, bc.n_hchunks, e);
-  if (!rc) rc = to_dev(&out->bc.hc_first, bc.hc_first, bc.n_hchunks, e);
-  if (!rc) rc = to_dev(&out->bc.hc_n, bc.hc_n, bc.n_hchunks, e);
-  if (!rc) rc = to_dev(&out->bc.hc_q_cnt, bc.hc_q_cnt, (int64_t)bc.n_hchunks + 1, e);
-  if (!rc) rc = to_dev(&out->bc.hc_q_idx, bc.hc_q_idx, bc.hc_q_cnt[bc.n_hchunks], e);
-  if (!rc) rc = to_dev(&out->bc.chunk_kvh, bc.chunk_kvh, bc.n_chunks, e);
-  if (!rc) rc = to_dev(&out->bc.chunk_n, bc.chunk_n, bc.n_chunks, e);
-  if (!rc) rc = to_dev(&out->bc.chunk_key, bc.chunk_key, (int64_t)bc.n_chunks * 64, e);
-  if (!rc) rc = to_dev(&out->bc.slot_entry, bc.slot_entry, ns, e);
+  if (!rc) rc = to_dev(&out->d.kv_cnt, h->kv_cnt, nkv + 1, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->d.q_idx, h->q_idx, nq, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->d.q_kind, h->q_kind, nq, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->d.bar_key_head, h->bar_key_head, nb, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->d.bar_key, h->bar_key, nb, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->d.bar_q_cnt, h->bar_q_cnt, nb + 1, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->d.bar_q_idx, h->bar_q_idx, h->bar_q_cnt[nb], e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->bc.hc_head, bc.hc_head, bc.n_hchunks, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->bc.hc_first, bc.hc_first, bc.n_hchunks, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->bc.hc_n, bc.hc_n, bc.n_hchunks, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->bc.hc_q_cnt, bc.hc_q_cnt, (int64_t)bc.n_hchunks + 1, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->bc.hc_q_idx, bc.hc_q_idx, bc.hc_q_cnt[bc.n_hchunks], e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->bc.chunk_kvh, bc.chunk_kvh, bc.n_chunks, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->bc.chunk_n, bc.chunk_n, bc.n_chunks, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->bc.chunk_key, bc.chunk_key, (int64_t)bc.n_chunks * 64, e, &out->dev_bytes);
+  if (!rc) rc = to_dev(&out->bc.slot_entry, bc.slot_entry, ns, e, &out->dev_bytes);
   // Scratch for the bar entries' partial dK, dV (head_dim up to 128).
-  if (!rc) rc = to_dev(&out->bc.scratch, (const float *)NULL, (int64_t)bc.scratch_heads * nb * 2 * 128, e);
+  if (!rc) rc = to_dev(&out->bc.scratch, (const float *)NULL, (int64_t)bc.scratch_heads * nb * 2 * 128, e, &out->dev_bytes);
   sa_bar_chunks_free(&bc);
   return rc;
 }

@@ -54,6 +54,7 @@ typedef struct {
   tile_index d;       // arrays point to device memory
   int32_t *order;     // device [world * cells], cells = heads * n_qtiles, entry = head * n_qtiles + qtile
   int64_t cells;
+  int64_t dev_bytes;  // device bytes the copy holds (what sa_gpu_index_upload allocated)
 } sa_gpu_index;
 
 // Bar keys of the transposed index regrouped for the deterministic dK/dV of bars. Compute chunks:
@@ -82,6 +83,7 @@ typedef struct {
 typedef struct {
   tile_index_t d;
   sa_bar_chunks bc;
+  int64_t dev_bytes;  // device bytes the copy holds (what sa_gpu_index_t_upload allocated)
 } sa_gpu_index_t;
 
 // Group the bar keys of a transposed index into chunks (host memory; free with sa_bar_chunks_free).

@@ -4,7 +4,9 @@
 //       simulated all-gather; row maxima, row sums, column and diagonal sums must equal the reference bit
 //       for bit, the selected verticals and slashes exactly, every rank the same; then for every query rank
 //       the GPU execution form must equal tiles_build's arrays and sa_gpu_index_upload's cell order, and
-//       sa_fwd over it must give the same bits as over the host-built index.
+//       sa_fwd over it must give the same bits as over the host-built index; the transposed index built on
+//       the GPU from that execution form (kernels/transpose_gpu.h), for every source, must equal tiles_transpose
+//       and sa_bar_chunks_build array for array, also for an index of one head serving every head.
 //   AdaSpa: block masses (relative error), the per-row top-k on the reference's masses (identical masks),
 //       and the end-to-end masks (rows that differ are counted; 0 expected).
 // Usage: sparsering-gpu-test-vs
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "kernels/test/index_build.h"
+#include "kernels/transpose_gpu.h"
 #include "kernels/vs_gpu.h"
 extern "C" {
 #include "plan/layout.h"
@@ -58,7 +61,7 @@ static const vcase vcases[] = {
 };
 
 typedef struct {
-  int rowmax, rowsum, sums, sel, ranks_agree, index, order, fwd;
+  int rowmax, rowsum, sums, sel, ranks_agree, index, order, fwd, transp;
   int64_t n_vert, n_slash, n_tiles, n_bars;
 } vres;
 
@@ -83,6 +86,40 @@ static int same_dev(const T *dev, const T *host, int64_t n) {
   T *h = (T *)fetch(dev, sizeof(T) * (size_t)n);
   int ok = memcmp(h, host, sizeof(T) * (size_t)n) == 0;
   free(h);
+  return ok;
+}
+
+#define SAME(a, b, n) ((n) <= 0 || memcmp(a, b, sizeof(*(a)) * (size_t)(n)) == 0)
+
+// The GPU transpose of source s of a device index (dev) against tiles_transpose and sa_bar_chunks_build of the
+// same index on the host: every scalar and array, bit for bit.
+static int same_transpose(sa_gpu_transposer *tr, const tile_index *dev, const tile_index *host, int s, int64_t n_src,
+                          int H, int KH) {
+  const sa_gpu_index_t *g;
+  SR(sa_gpu_transpose(tr, dev, s, n_src, H, KH, NULL, &g, E));
+  CK(cudaDeviceSynchronize());
+  tile_index_t gt, ht;
+  sa_bar_chunks gb, hb;
+  SR(sa_gpu_index_t_download(g, &gt, &gb, E));
+  SR(tiles_transpose(host, s, n_src, &ht, E));
+  SR(sa_bar_chunks_build(&ht, H, KH, &hb, E));
+  int64_t nkv = (int64_t)ht.heads * ht.n_kvtiles, nq = ht.kv_cnt[nkv], nbk = ht.n_bar_keys;
+  int ok = gt.heads == ht.heads && gt.n_kvtiles == ht.n_kvtiles && gt.n_qtiles == ht.n_qtiles && gt.n_bar_keys == nbk;
+  ok = ok && SAME(gt.kv_cnt, ht.kv_cnt, nkv + 1) && SAME(gt.q_idx, ht.q_idx, nq) && SAME(gt.q_kind, ht.q_kind, nq);
+  ok = ok && SAME(gt.bar_key_head, ht.bar_key_head, nbk) && SAME(gt.bar_key, ht.bar_key, nbk);
+  ok = ok && SAME(gt.bar_q_cnt, ht.bar_q_cnt, nbk + 1) && SAME(gt.bar_q_idx, ht.bar_q_idx, ht.bar_q_cnt[nbk]);
+  int64_t nh = hb.n_hchunks, nc = hb.n_chunks;
+  ok = ok && gb.group == hb.group && gb.scratch_heads == hb.scratch_heads && gb.n_hchunks == nh && gb.n_chunks == nc;
+  ok = ok && SAME(gb.hc_head, hb.hc_head, nh) && SAME(gb.hc_first, hb.hc_first, nh) && SAME(gb.hc_n, hb.hc_n, nh);
+  ok = ok && SAME(gb.hc_q_cnt, hb.hc_q_cnt, nh + 1) && SAME(gb.hc_q_idx, hb.hc_q_idx, hb.hc_q_cnt[nh]);
+  ok = ok && SAME(gb.chunk_kvh, hb.chunk_kvh, nc) && SAME(gb.chunk_n, hb.chunk_n, nc);
+  ok = ok && SAME(gb.chunk_key, hb.chunk_key, nc * 64) && SAME(gb.slot_entry, hb.slot_entry, nc * hb.group * 64);
+  if (!ok)
+    fprintf(stderr, "transpose src %d: entries %lld, bar keys %lld vs %lld, chunks %lld/%lld vs %d/%d\n", s, (long long)nq,
+            (long long)gt.n_bar_keys, (long long)nbk, (long long)gb.n_hchunks, (long long)gb.n_chunks, hb.n_hchunks,
+            hb.n_chunks);
+  tiles_transpose_free(&gt), tiles_transpose_free(&ht);
+  sa_bar_chunks_free(&gb), sa_bar_chunks_free(&hb);
   return ok;
 }
 
@@ -214,7 +251,7 @@ static vres run_vcase(const vcase *c) {
   SR(vs_gpu_masks(&g[0], &gmasks, E));
   SR(tiles_masks_build(&pc, 0, &hmasks, E));
   SR(sa_gpu_masks_upload(hmasks, H, &cmasks, E));
-  r.index = r.order = r.fwd = 1;
+  r.index = r.order = r.fwd = r.transp = 1;
   for (int qr_ = 0; qr_ < W; qr_++) {
     tile_index ti;
     SR(tiles_build(&pc, 0, &L, qr_, &ti, E));
@@ -235,6 +272,23 @@ static vres run_vcase(const vcase *c) {
     int32_t *ho = (int32_t *)fetch(hix.order, sizeof(int32_t) * (size_t)(hix.cells * W));
     r.order &= ok && same_dev(cv.ix.order, ho, hix.cells * W);
     free(ho);
+    // the backward's transposed index of every source, from the GPU's execution form (every head), then from
+    // head 0's index serving every head (uploaded from the host)
+    {
+      sa_gpu_transposer *tr;
+      SR(sa_gpu_transposer_new(W, &tr, E));
+      for (int rep = 0; rep < 2; rep++)  // twice: the second call reuses the first's buffers
+        for (int s = 0; s < W; s++) r.transp &= same_transpose(tr, gd, &ti, s, L.rank_count[s], H, KH);
+      tile_index one = ti;
+      one.heads = 1;
+      int64_t end0 = (int64_t)ti.n_qtiles * (W + 1) - 1;  // head 0's last cell's end
+      one.n_tiles = ti.n_qtiles ? ti.tile_cnt[end0] : 0, one.n_bars = ti.n_qtiles ? ti.bar_cnt[end0] : 0;
+      sa_gpu_index oix;
+      SR(sa_gpu_index_upload(&one, &oix, E));
+      for (int s = 0; s < W; s++) r.transp &= same_transpose(tr, &oix.d, &one, s, L.rank_count[s], H, KH);
+      sa_gpu_index_free(&oix);
+      sa_gpu_transposer_free(tr);
+    }
     // forward of query rank qr_ over every source, GPU index + GPU masks vs host index + host masks
     int64_t nqr = L.rank_count[qr_];
     __nv_bfloat16 *qb = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(nqr * H * d + 1));
@@ -386,15 +440,16 @@ static ares run_acase(const acase *c) {
 
 int main(void) {
   int fails = 0;
-  printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %7s %7s %8s %8s\n", "vs case", "rowmax", "rowsum", "sums", "select",
-         "ranks", "index", "order", "fwd", "verts", "slashes", "tiles", "bars");
+  printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %6s %7s %7s %8s %8s\n", "vs case", "rowmax", "rowsum", "sums", "select",
+         "ranks", "index", "order", "fwd", "transp", "verts", "slashes", "tiles", "bars");
   for (size_t i = 0; i < sizeof vcases / sizeof vcases[0]; i++) {
     vres r = run_vcase(&vcases[i]);
-    int ok = r.rowmax && r.rowsum && r.sums && r.sel && r.ranks_agree && r.index && r.order && r.fwd;
+    int ok = r.rowmax && r.rowsum && r.sums && r.sel && r.ranks_agree && r.index && r.order && r.fwd && r.transp;
     fails += !ok;
-    printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %7lld %7lld %8lld %8lld %s\n", vcases[i].name, r.rowmax ? "same" : "DIFF",
-           r.rowsum ? "same" : "DIFF", r.sums ? "same" : "DIFF", r.sel ? "same" : "DIFF", r.ranks_agree ? "same" : "DIFF",
-           r.index ? "same" : "DIFF", r.order ? "same" : "DIFF", r.fwd ? "same" : "DIFF", (long long)r.n_vert,
+    printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %6s %7lld %7lld %8lld %8lld %s\n", vcases[i].name,
+           r.rowmax ? "same" : "DIFF", r.rowsum ? "same" : "DIFF", r.sums ? "same" : "DIFF", r.sel ? "same" : "DIFF",
+           r.ranks_agree ? "same" : "DIFF", r.index ? "same" : "DIFF", r.order ? "same" : "DIFF", r.fwd ? "same" : "DIFF",
+           r.transp ? "same" : "DIFF", (long long)r.n_vert,
            (long long)r.n_slash, (long long)r.n_tiles, (long long)r.n_bars, ok ? "ok" : "FAIL");
     fflush(stdout);
   }

@@ -1,0 +1,60 @@
+// dist_workspace.c — the sizing arithmetic of the CUDA backend's buffers (dist_workspace.h): plain C, so the
+// CPU tests check it; the shared allocation itself is dist_workspace_cuda.c.
+#include "exec/dist_workspace.h"
+
+#include "plan/util.h"
+
+// ---- one plan's scratch --------------------------------------------------------------------------
+
+void ws_buffer_bytes(const ws_shape *s, int64_t bytes[WS_COUNT]) {
+  for (int i = 0; i < WS_COUNT; i++) bytes[i] = 0;
+  // Empty shapes still get one element, so every buffer a call names is a valid address.
+  int64_t row = sr_max64(1, s->nkv) * s->d;
+  int64_t slot = 2 * sr_max64(1, s->n_kmax) * row;  // a KV shard of the largest group, K and V
+  int64_t own = 2 * sr_max64(1, s->n_q) * row;      // this group's K and V
+  int64_t qn = sr_max64(1, s->n_q * s->nh * s->d), rows_h = sr_max64(1, s->n_q * s->nh);
+  bytes[WS_KV_OWN] = 2 * own;
+  bytes[WS_KV_BUF0] = bytes[WS_KV_BUF1] = 2 * slot;
+  bytes[WS_ACC0] = bytes[WS_ACC1] = 4 * slot;
+  bytes[WS_ACC_IN0] = bytes[WS_ACC_IN1] = 4 * slot;
+  if (s->max_flush > 0) bytes[WS_FLUSH0] = bytes[WS_FLUSH1] = 4 * own * s->max_flush;
+  if (s->early) bytes[WS_KV_OUTER0] = bytes[WS_KV_OUTER1] = 2 * slot;
+  bytes[WS_O_RUN] = 4 * qn;
+  bytes[WS_D_ROW] = 4 * rows_h;
+  if (s->U > 1) {
+    // The staging buffer carries one all-to-all at a time: q/o/dO or dQ of the rank's tokens over all heads,
+    // K/V or dK/dV over the group's KV heads, an LSE either way.
+    int64_t stage = sr_max64(s->n_local * sr_max64(s->H, s->ktot) * s->d, s->n_q * s->nh);
+    stage = sr_max64(stage, s->n_local * s->H);
+    bytes[WS_QG] = bytes[WS_OG] = bytes[WS_DOG] = 2 * qn;
+    bytes[WS_LSEG] = 4 * rows_h;
+    bytes[WS_DQG] = 4 * qn;
+    bytes[WS_DKVG] = 4 * own;
+    bytes[WS_STAGE] = 4 * sr_max64(1, stage);
+  }
+}
+
+int64_t ws_total_bytes(const ws_shape *s) {
+  int64_t b[WS_COUNT], t = 0;
+  ws_buffer_bytes(s, b);
+  for (int i = 0; i < WS_COUNT; i++) t += b[i];
+  return t;
+}
+
+// ---- what a plan keeps -----------------------------------------------------------------------------
+
+int64_t ws_plan_fixed_bytes(const int64_t *rows, int groups, const head_mask *masks, int heads) {
+  int64_t t = 0;
+  for (int g = 0; g < groups; g++) t += 8 * sr_max64(1, rows[g]);
+  // kernels/index_gpu.cu (sa_gpu_masks_upload): the head_mask array, then each bit set that exists, at least
+  // one element each.
+  t += (int64_t)sizeof(head_mask) * sr_max64(1, heads);
+  for (int h = 0; masks && h < heads; h++) {
+    int64_t words = (masks[h].n_tokens + 31) / 32;
+    if (masks[h].vbits) t += 4 * sr_max64(1, words);
+    if (masks[h].sbits) t += 4 * sr_max64(1, words);
+    if (masks[h].bmask && masks[h].block > 0)
+      t += 8 * sr_max64(1, (masks[h].n_tokens + masks[h].block - 1) / masks[h].block * masks[h].row_words);
+  }
+  return t;
+}

@@ -1,0 +1,72 @@
+// dist_workspace.h — the CUDA backend's scratch buffers of distributed attention (KV double buffers, fp32
+// dK/dV accumulators, flush receptions, the running O, the Ulysses side's gathered tensors and staging),
+// held once per process and shared by every layer's plan: a call uses them only while it runs, and the
+// calls of one process queue on one compute stream, one after the other. What a plan keeps for itself
+// (tile indices, positions, masks) stays with the plan.
+//
+// The sizing arithmetic is plain C (tested on the CPU); the allocation (dist_workspace_cuda.c) grows each
+// buffer to the largest any plan has asked for, waits for the device before replacing a buffer, and frees
+// everything when the last plan goes.
+#ifndef SR_DIST_WORKSPACE_H
+#define SR_DIST_WORKSPACE_H
+
+#include <stdint.h>
+
+#include "plan/error.h"
+#include "plan/tile_index.h"
+
+// The buffers, one slot each (the pairs are double buffers indexed by step parity).
+typedef enum {
+  WS_KV_OWN,                  // bf16 [2, n_q, nkv, d]: this rank's K|V packed as the ring sends it
+  WS_KV_BUF0, WS_KV_BUF1,     // bf16 [2, n_kmax, nkv, d]: received shards
+  WS_KV_OUTER0, WS_KV_OUTER1, // bf16, likewise: early (inter-node) receptions, when the ring plan has any
+  WS_ACC0, WS_ACC1,           // fp32 [2, n_kmax, nkv, d]: dK|dV partial sums travelling with their shard
+  WS_ACC_IN0, WS_ACC_IN1,     // fp32, likewise: arriving partial sums
+  WS_FLUSH0, WS_FLUSH1,       // fp32 [max_flush][2, n_q, nkv, d]: partial sums coming home, per step parity
+  WS_O_RUN,                   // fp32 [n_q, nh, d]: the running output of the forward
+  WS_D_ROW,                   // fp32 [nh, n_q]: rowsum(dO * O) of the backward
+  WS_QG, WS_OG, WS_DOG,       // bf16 [n_q, nh, d]: Ulysses (U > 1) q, o, dO over the group's tokens
+  WS_LSEG,                    // fp32 [nh, n_q]
+  WS_DQG,                     // fp32 [n_q, nh, d]
+  WS_DKVG,                    // fp32 [2, n_q, nkv, d]
+  WS_STAGE,                   // fp32-sized all-to-all staging
+  WS_COUNT
+} ws_buffer;
+
+// What sizes one plan's scratch buffers on one rank (dist_internal.h names the same quantities).
+typedef struct {
+  int64_t n_q;       // this group's tokens
+  int64_t n_kmax;    // the largest group's tokens
+  int64_t n_local;   // this rank's tokens
+  int nh, nkv;       // query and KV heads this rank computes
+  int H;             // the model's query heads
+  int d;             // head_dim
+  int U;             // Ulysses degree (1: ring only)
+  int64_t ktot;      // KV heads over the group's members, replicated heads once per member (U > 1)
+  int max_flush;     // most dK|dV flushes one step brings to this rank
+  int early;         // the ring plan has early (inter-node) transfers
+} ws_shape;
+
+// Bytes of every buffer a plan of shape s needs (0: not needed), into bytes[WS_COUNT].
+void ws_buffer_bytes(const ws_shape *s, int64_t bytes[WS_COUNT]);
+// Their sum: the scratch one plan of shape s needs (what every plan held for itself before sharing).
+int64_t ws_total_bytes(const ws_shape *s);
+// Device bytes a plan keeps for itself besides its tile indices: the key positions of every group
+// (rows[g] tokens each, at least one slot) and the element masks of the model's `heads` heads.
+int64_t ws_plan_fixed_bytes(const int64_t *rows, int groups, const head_mask *masks, int heads);
+
+// ---- the process's workspace (CUDA builds; without CUDA every call reports the backend missing) --------
+
+// A plan of shape s joins: every buffer grows to what it needs (the device is waited for before a buffer
+// in use is replaced). Thread-safe; fails with the CUDA error when memory runs out (the plan then has not joined).
+int ws_attach(const ws_shape *s, sr_error *e);
+// A plan leaves; the last one frees every buffer.
+void ws_detach(void);
+// Hold the buffers for one call (they are not replaced until ws_release): their addresses into buf.
+void ws_acquire(void *buf[WS_COUNT]);
+// End of the call's use (its queued work keeps running; a later replacement waits for the device).
+void ws_release(void);
+// Bytes the workspace holds now.
+int64_t ws_bytes(void);
+
+#endif

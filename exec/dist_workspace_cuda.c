@@ -1,0 +1,84 @@
+// dist_workspace_cuda.c — the process's shared scratch workspace of the CUDA backend (dist_workspace.h).
+//
+// Plans are built in threads (exec/train_attn.c) while the main thread runs calls of plans already built.
+// A call holds the workspace shared (ws_acquire .. ws_release) while it queues its work; a plan that needs a
+// bigger buffer takes it exclusively, so no call is between two launches with an old address, then waits
+// for the device (work queued by earlier calls may still read the old buffer) before replacing it. Calls of
+// one process queue on one compute stream and one comm stream (the comm stream waits for the compute queued
+// before each batch), so two calls never use the buffers at the same time on the device either.
+#include <pthread.h>
+
+#include "exec/dist_workspace.h"
+
+#if SR_HAVE_CUDA
+#include <cuda_runtime.h>
+
+static pthread_rwlock_t ws_use = PTHREAD_RWLOCK_INITIALIZER;  // calls shared, growing and freeing exclusive
+static struct {
+  int plans;              // plans attached
+  int64_t have[WS_COUNT]; // bytes allocated per buffer
+  void *buf[WS_COUNT];
+} ws;
+
+int ws_attach(const ws_shape *s, sr_error *e) {
+  int64_t need[WS_COUNT];
+  ws_buffer_bytes(s, need);
+  pthread_rwlock_wrlock(&ws_use);
+  int grow = 0, rc = SR_OK;
+  for (int i = 0; i < WS_COUNT; i++) grow |= need[i] > ws.have[i];
+  if (grow) {
+    cudaError_t r = cudaDeviceSynchronize();
+    for (int i = 0; i < WS_COUNT && r == cudaSuccess; i++) {
+      if (need[i] <= ws.have[i]) continue;
+      cudaFree(ws.buf[i]);
+      ws.buf[i] = NULL, ws.have[i] = 0;
+      r = cudaMalloc(&ws.buf[i], (size_t)need[i]);
+      if (r == cudaSuccess) ws.have[i] = need[i];
+      else ws.buf[i] = NULL;
+    }
+    if (r != cudaSuccess)
+      rc = sr_internal_error(e, 0, "shared attention workspace (%.2f GiB for this plan): CUDA error %s",
+                             (double)ws_total_bytes(s) / (1 << 30), cudaGetErrorString(r));
+  }
+  if (rc == SR_OK) ws.plans++;
+  pthread_rwlock_unlock(&ws_use);
+  return rc;
+}
+
+void ws_detach(void) {
+  pthread_rwlock_wrlock(&ws_use);
+  if (ws.plans > 0 && --ws.plans == 0) {
+    cudaDeviceSynchronize();
+    for (int i = 0; i < WS_COUNT; i++) cudaFree(ws.buf[i]), ws.buf[i] = NULL, ws.have[i] = 0;
+  }
+  pthread_rwlock_unlock(&ws_use);
+}
+
+void ws_acquire(void *buf[WS_COUNT]) {
+  pthread_rwlock_rdlock(&ws_use);
+  for (int i = 0; i < WS_COUNT; i++) buf[i] = ws.buf[i];
+}
+
+void ws_release(void) { pthread_rwlock_unlock(&ws_use); }
+
+int64_t ws_bytes(void) {
+  pthread_rwlock_rdlock(&ws_use);
+  int64_t t = 0;
+  for (int i = 0; i < WS_COUNT; i++) t += ws.have[i];
+  pthread_rwlock_unlock(&ws_use);
+  return t;
+}
+
+#else  // no CUDA in this build
+
+int ws_attach(const ws_shape *s, sr_error *e) {
+  return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (built without nvcc or with SAN=1)");
+}
+void ws_detach(void) {}
+void ws_acquire(void *buf[WS_COUNT]) {
+  for (int i = 0; i < WS_COUNT; i++) buf[i] = NULL;
+}
+void ws_release(void) {}
+int64_t ws_bytes(void) { return 0; }
+
+#endif

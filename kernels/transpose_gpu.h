@@ -1,0 +1,37 @@
+// transpose_gpu.h — the backward's transposed index built on the GPU from a tile index already in device
+// memory (the vs-online forward's execution form): per source rank, the same arrays tiles_transpose
+// (plan/tiles.h) and sa_bar_chunks_build give on the host, bit for bit, in device memory ready for sa_bwd,
+// without copying the index to the host.
+#ifndef SR_TRANSPOSE_GPU_H
+#define SR_TRANSPOSE_GPU_H
+
+#include <stdint.h>
+
+#include "kernels/sparse_attn.h"
+#include "plan/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Device work buffers and one result per source rank, kept between calls and grown as needed.
+typedef struct sa_gpu_transposer sa_gpu_transposer;
+
+// A transposer for indices with `sources` source ranks.
+int sa_gpu_transposer_new(int sources, sa_gpu_transposer **out, sr_error *e);
+// Release it and every result.
+void sa_gpu_transposer_free(sa_gpu_transposer *t);
+// Transpose source `src` (n_src_tokens keys) of d (device arrays, host scalars: heads, world, n_qtiles) for a
+// model of heads / kv_heads, on `stream` (cudaStream_t); syncs it a few times for sizes. *out then points at
+// the result (owned by t, valid until the next call for src). Same entries as tiles_transpose followed by
+// sa_gpu_index_t_upload (the bar scratch is left uninitialised there too).
+int sa_gpu_transpose(sa_gpu_transposer *t, const tile_index *d, int src, int64_t n_src_tokens, int32_t heads,
+                     int32_t kv_heads, void *stream, const sa_gpu_index_t **out, sr_error *e);
+// Copy a device transposed index to host memory (tiles_transpose_free and sa_bar_chunks_free release it): for tests.
+int sa_gpu_index_t_download(const sa_gpu_index_t *g, tile_index_t *tt, sa_bar_chunks *bc, sr_error *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
