@@ -25,8 +25,9 @@ typedef struct {
 } bwd_args;
 
 // dQ over the cells of ix and dK, dV over the KV tiles of ixt with wgmma (sm_90a image only; keys in
-// 32 bits); the bar chunks stay with the mma.sync kernels.
-int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
+// 32 bits); the bar chunks stay with the mma.sync kernels. overlap: products split into groups so
+// that the exponentials and dS overlap the dP and dV products (sa_bwd_variant 2).
+int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int overlap, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
                     sr_error *e);
 
 #endif

@@ -363,7 +363,7 @@ __global__ void sa_bar_reduce_kernel(const bwd_args a, int d) {
 // ---- host ----------------------------------------------------------------------------------------
 
 template <int D>
-static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int wgmma, cudaStream_t st, sr_error *e) {
+static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int var, cudaStream_t st, sr_error *e) {
   const int S = D + 8;
   size_t dq_smem = (size_t)(2 * SA_BM + 4 * SA_BN) * S * 2 + 2 * SA_BN * 8;
   size_t kv_smem = (size_t)(2 * 128 + 4 * 64) * S * 2 + 2 * 64 * (8 + 4 + 4) + 2 * 128 * 4;
@@ -373,8 +373,8 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
                                (int)kv_smem));
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_kernel<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bar_smem));
-  if (wgmma) {
-    int rc = sa_bwd_wg_tiles(&a, D, q_cells, kv_cells, st, e);
+  if (var) {
+    int rc = sa_bwd_wg_tiles(&a, D, var == 2, q_cells, kv_cells, st, e);
     if (rc) return rc;
   } else {
     if (q_cells) sa_bwd_dq_kernel<D><<<(unsigned)q_cells, DQ_THREADS, dq_smem, st>>>(a);
@@ -411,7 +411,8 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   int64_t q_cells = (int64_t)s->heads * ix->d.n_qtiles, kv_cells = (int64_t)s->kv_heads * ixt->d.n_kvtiles;
   cudaStream_t st = (cudaStream_t)stream;
   // The wgmma kernels keep source-local keys in 32 bits.
-  int wg = sa_bwd_variant != 0 && sa_wgmma_built() && s->n_k < INT32_MAX;
-  return s->head_dim == 64 ? bwd_launch<64>(a, q_cells, kv_cells, wg, st, e)
-                           : bwd_launch<128>(a, q_cells, kv_cells, wg, st, e);
+  int var = sa_bwd_variant < 0 ? 2 : sa_bwd_variant;
+  if (!sa_wgmma_built() || s->n_k >= INT32_MAX) var = 0;
+  return s->head_dim == 64 ? bwd_launch<64>(a, q_cells, kv_cells, var, st, e)
+                           : bwd_launch<128>(a, q_cells, kv_cells, var, st, e);
 }

@@ -103,7 +103,7 @@ __device__ __forceinline__ void bw_issue(const bwd_args &a, const bw_rows<D> &w,
   if (tid == 0) *sinfo = w.kind | w.n_valid << 4;
 }
 
-template <int D>
+template <int D, bool OVL>
 __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_args a) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char *sq = smem_raw + ((1024 - (sa_smem_addr(smem_raw) & 1023)) & 1023);
@@ -180,15 +180,26 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
     bw_fence_regs<SA_BN / 2>(&dp[0][0]);
     sa_wgmma_fence();
     uint64_t dkb = sa_desc_sw128(kb, 16, 1024), dvb = sa_desc_sw128(vb, 16, 1024);
+    if (OVL) {  // S and dP as two groups: P's exponentials overlap the dP product
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      sa_wgmma_m64n64_ss(&s[0][0], dqa + bw_kmajor(kk, SA_BM), dkb + bw_kmajor(kk, SA_BN));
-      sa_wgmma_m64n64_ss(&dp[0][0], ddoa + bw_kmajor(kk, SA_BM), dvb + bw_kmajor(kk, SA_BN));
+      for (int kk = 0; kk < D / 16; kk++) sa_wgmma_m64n64_ss(&s[0][0], dqa + bw_kmajor(kk, SA_BM), dkb + bw_kmajor(kk, SA_BN));
+      sa_wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++)
+        sa_wgmma_m64n64_ss(&dp[0][0], ddoa + bw_kmajor(kk, SA_BM), dvb + bw_kmajor(kk, SA_BN));
+      sa_wgmma_commit();
+      sa_wgmma_wait<1>();
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        sa_wgmma_m64n64_ss(&s[0][0], dqa + bw_kmajor(kk, SA_BM), dkb + bw_kmajor(kk, SA_BN));
+        sa_wgmma_m64n64_ss(&dp[0][0], ddoa + bw_kmajor(kk, SA_BM), dvb + bw_kmajor(kk, SA_BN));
+      }
+      sa_wgmma_commit();
+      sa_wgmma_wait<0>();
+      bw_fence_regs<SA_BN / 2>(&dp[0][0]);
     }
-    sa_wgmma_commit();
-    sa_wgmma_wait<0>();
     bw_fence_regs<SA_BN / 2>(&s[0][0]);
-    bw_fence_regs<SA_BN / 2>(&dp[0][0]);
 
     uint32_t keep = 0xffffffffu;
     if (kind != SA_CHUNK_FULL || n_valid != SA_BN) {
@@ -204,10 +215,16 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
 #pragma unroll
     for (int n = 0; n < SA_BN / 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float p = (keep >> (n * 4 + e)) & 1u ? exp2f(fmaf(s[n][e], a.scale_log2, -L2[e >> 1])) : 0.f;
-        s[n][e] = p * (dp[n][e] - Dr[e >> 1]);  // dS
-      }
+      for (int e = 0; e < 4; e++)
+        s[n][e] = (keep >> (n * 4 + e)) & 1u ? exp2f(fmaf(s[n][e], a.scale_log2, -L2[e >> 1])) : 0.f;  // P
+    if (OVL) {
+      sa_wgmma_wait<0>();
+      bw_fence_regs<SA_BN / 2>(&dp[0][0]);
+    }
+#pragma unroll
+    for (int n = 0; n < SA_BN / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[n][e] *= dp[n][e] - Dr[e >> 1];  // dS
     uint32_t pa[4][4];
     bw_pack(pa, s);
     bw_fence_regs<D / 2>(&dq[0][0]);
@@ -238,7 +255,7 @@ typedef struct {
   int64_t r0;
 } bw_qchunk;
 
-template <int D>
+template <int D, bool OVL>
 __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dkdv_wg_kernel(const bwd_args a) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char *sk = smem_raw + ((1024 - (sa_smem_addr(smem_raw) & 1023)) & 1023);
@@ -347,15 +364,27 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dkdv_wg_kernel(const bwd
     bw_fence_regs<BW_QB / 2>(&dp[0][0]);
     sa_wgmma_fence();
     uint64_t dqb = sa_desc_sw128(qb, 16, 1024), ddob = sa_desc_sw128(dob, 16, 1024);
+    if (OVL) {  // S^T and dP^T as two groups: P^T's exponentials overlap the dP^T product
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      sa_wgmma_m64n64_ss(&s[0][0], dka + bw_kmajor(kk, BW_KEYS), dqb + bw_kmajor(kk, BW_QB));
-      sa_wgmma_m64n64_ss(&dp[0][0], dva + bw_kmajor(kk, BW_KEYS), ddob + bw_kmajor(kk, BW_QB));
+      for (int kk = 0; kk < D / 16; kk++)
+        sa_wgmma_m64n64_ss(&s[0][0], dka + bw_kmajor(kk, BW_KEYS), dqb + bw_kmajor(kk, BW_QB));
+      sa_wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++)
+        sa_wgmma_m64n64_ss(&dp[0][0], dva + bw_kmajor(kk, BW_KEYS), ddob + bw_kmajor(kk, BW_QB));
+      sa_wgmma_commit();
+      sa_wgmma_wait<1>();
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        sa_wgmma_m64n64_ss(&s[0][0], dka + bw_kmajor(kk, BW_KEYS), dqb + bw_kmajor(kk, BW_QB));
+        sa_wgmma_m64n64_ss(&dp[0][0], dva + bw_kmajor(kk, BW_KEYS), ddob + bw_kmajor(kk, BW_QB));
+      }
+      sa_wgmma_commit();
+      sa_wgmma_wait<0>();
+      bw_fence_regs<BW_QB / 2>(&dp[0][0]);
     }
-    sa_wgmma_commit();
-    sa_wgmma_wait<0>();
     bw_fence_regs<BW_QB / 2>(&s[0][0]);
-    bw_fence_regs<BW_QB / 2>(&dp[0][0]);
 
     const head_mask *mask = a.masks ? &a.masks[cur.h] : NULL;
     uint32_t keep = 0;
@@ -375,17 +404,26 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dkdv_wg_kernel(const bwd
       for (int e = 0; e < 4; e++) {
         int col = n * 8 + 2 * t + (e & 1);
         float L = lb[col], l2 = L == -INFINITY ? INFINITY : L * SA_LOG2E;
-        float p = (keep >> (n * 4 + e)) & 1u ? exp2f(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;
-        s[n][e] = p;                         // P^T
-        dp[n][e] = p * (dp[n][e] - db[col]);  // dS^T
+        s[n][e] = (keep >> (n * 4 + e)) & 1u ? exp2f(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;  // P^T
       }
     uint32_t pa[4][4], da[4][4];
     bw_pack(pa, s);
-    bw_pack(da, dp);
     bw_fence_regs<D / 2>(&dv[0][0]);
+    if (OVL) {  // dV += P^T dO runs while dS^T is formed
+      sa_wgmma_fence();
+      bw_mma_rs<D>(&dv[0][0], pa, sa_desc_sw128(dob, BW_QB * 128, 1024));
+      sa_wgmma_commit();
+      sa_wgmma_wait<1>();  // dP^T (the older group) done
+      bw_fence_regs<BW_QB / 2>(&dp[0][0]);
+    }
+#pragma unroll
+    for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) dp[n][e] = s[n][e] * (dp[n][e] - db[n * 8 + 2 * t + (e & 1)]);  // dS^T
+    bw_pack(da, dp);
     bw_fence_regs<D / 2>(&dk[0][0]);
     sa_wgmma_fence();
-    bw_mma_rs<D>(&dv[0][0], pa, sa_desc_sw128(dob, BW_QB * 128, 1024));
+    if (!OVL) bw_mma_rs<D>(&dv[0][0], pa, sa_desc_sw128(dob, BW_QB * 128, 1024));
     bw_mma_rs<D>(&dk[0][0], da, sa_desc_sw128(qb, BW_QB * 128, 1024));
     sa_wgmma_commit();
     sa_wgmma_wait<0>();
@@ -412,20 +450,24 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dkdv_wg_kernel(const bwd
 
 // ---- host ------------------------------------------------------------------------------------------
 
-template <int D>
+template <int D, bool OVL>
 static int bw_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {
   size_t dq_smem = 1024 + (size_t)(2 * SA_BM + 4 * SA_BN) * D * 2 + 2 * SA_BN * sizeof(int64_t) + 2 * sizeof(int);
   size_t kv_smem = 1024 + (size_t)(2 * BW_KEYS + 4 * BW_QB) * D * 2 + 2 * BW_QB * (8 + 4 + 4);
-  SA_CUDA(cudaFuncSetAttribute(sa_bwd_dq_wg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
-  SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_wg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kv_smem));
-  if (q_cells) sa_bwd_dq_wg_kernel<D><<<(unsigned)q_cells, BW_THREADS, dq_smem, st>>>(a);
+  SA_CUDA(cudaFuncSetAttribute(sa_bwd_dq_wg_kernel<D, OVL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
+  SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_wg_kernel<D, OVL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kv_smem));
+  if (q_cells) sa_bwd_dq_wg_kernel<D, OVL><<<(unsigned)q_cells, BW_THREADS, dq_smem, st>>>(a);
   SA_CUDA(cudaGetLastError());
-  if (kv_cells) sa_bwd_dkdv_wg_kernel<D><<<(unsigned)kv_cells, BW_THREADS, kv_smem, st>>>(a);
+  if (kv_cells) sa_bwd_dkdv_wg_kernel<D, OVL><<<(unsigned)kv_cells, BW_THREADS, kv_smem, st>>>(a);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
 
-int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
+int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int overlap, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
                     sr_error *e) {
-  return head_dim == 64 ? bw_launch<64>(*a, q_cells, kv_cells, st, e) : bw_launch<128>(*a, q_cells, kv_cells, st, e);
+  if (overlap)
+    return head_dim == 64 ? bw_launch<64, true>(*a, q_cells, kv_cells, st, e)
+                          : bw_launch<128, true>(*a, q_cells, kv_cells, st, e);
+  return head_dim == 64 ? bw_launch<64, false>(*a, q_cells, kv_cells, st, e)
+                        : bw_launch<128, false>(*a, q_cells, kv_cells, st, e);
 }
