@@ -4,7 +4,8 @@
 // seed 1) at 64K and 128K, forward (the default and every variant of sa_fwd_variant, side by side)
 // and backward (both variants of sa_bwd_variant). CUDA events around each call, 3 warm-up runs,
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
-// Usage: sparsering-bench-attn [--quick] [--fast] [--dump DIR]   (--fast: forward default only, no 64K VS-like)
+// Usage: sparsering-bench-attn [--quick] [--fast] [--dump DIR] [--dump-only DIR]
+//   (--fast: forward default only, no 64K VS-like; --dump-only: the two dumps with the defaults, no timing)
 //   prints one table (TFLOP/s by ANCHORS.md's counts); --dump writes input set 0 and its outputs (raw
 //   bf16 q k v dout o, fp32 lse dq dk dv) of dense 16K and VS-like 64K for kernels/bench/peers.py.
 #include <cuda_bf16.h>
@@ -44,16 +45,17 @@ typedef struct {
 } bcase;
 
 int main(int argc, char **argv) {
-  int quick = 0, fast = 0;
+  int quick = 0, fast = 0, dump_only = 0;
   const char *dump = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = 1;
     if (strcmp(argv[i], "--fast") == 0) fast = 1;
+    if (strcmp(argv[i], "--dump-only") == 0 && i + 1 < argc) dump = argv[++i], dump_only = 1;
     if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump = argv[++i];
   }
   const int H = 16, KH = 2, D = 128;
   bcase cs[] = {{"dense causal", 0, 16384}, {"dense causal", 0, 65536}, {"vs-like", 1, 65536}, {"vs-like", 1, 131072}};
-  int ncs = quick ? 1 : 4;
+  int ncs = quick && !dump_only ? 1 : 4;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -70,7 +72,7 @@ int main(int argc, char **argv) {
   CK(cudaEventCreate(&e1));
   uint64_t st = 7;
   for (int c = 0; c < ncs; c++) {
-    if (fast && c == 2) continue;
+    if ((fast && c == 2) || (dump_only && c != 0 && c != 2)) continue;
     int64_t N = cs[c].n, nqo = N * H * D, nkv = N * KH * D, nl = N * H;
     tile_index ti;
     head_mask masks[16], *dmasks = NULL;
@@ -107,6 +109,7 @@ int main(int argc, char **argv) {
     sa_shape sh = {N, N, H, KH, D, (float)(1.0 / sqrt((double)D))};
     float t_fwd[6][REPS], t_bwd[REPS];
     double mv[6], mbv[4];
+    if (!dump_only) {
     for (int var = -1; var < 5; var++) {
       mv[var + 1] = NAN;
       if ((var >= 2 && !sa_wgmma_built()) || (fast && var >= 0)) continue;
@@ -155,6 +158,7 @@ int main(int argc, char **argv) {
              cs[c].name, (long long)(N / 1024), 100 * work, mf, flop / mf / 1e9, mv[1], mv[2], mv[3], mv[4], mv[5], mbv[1],
              mbv[2], mbv[3], mb, 2.5 * flop / mb / 1e9, mf + mb);
     fflush(stdout);
+    }
     if (dump && (c == 0 || c == 2)) {  // set 0 once more, outputs kept for the independent check
       SR(sa_fwd(&sh, q[0], k[0], v[0], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));
       CK(cudaMemset(dq, 0, sizeof(float) * (size_t)nqo));
