@@ -13,7 +13,20 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 if [ "$1" = check ]; then
   mkdir -p /tmp/sr-dump
-  ./bin/sparsering-bench-attn --dump-only /tmp/sr-dump 2>&1 | tee "$OUT/dump.log"
+  # The dumps' first run (dense 16K, default variants) under Nsight Compute when it is there: duration,
+  # speed of light, pipes and warp stalls of the two wgmma backward kernels. Plain run otherwise.
+  if command -v ncu >/dev/null && timeout 150 ncu -k regex:"sa_bwd_(dq|dkdv)_wg" -c 2 --section SpeedOfLight \
+      --section ComputeWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+      ./bin/sparsering-bench-attn --dump-only /tmp/sr-dump >"$OUT/ncu.log" 2>&1; then
+    echo "ncu: $(grep -c Duration "$OUT/ncu.log") kernels profiled"
+  else
+    echo "ncu: not run ($(tail -2 "$OUT/ncu.log" 2>/dev/null | tr '\n' ' '))"
+    ./bin/sparsering-bench-attn --dump-only /tmp/sr-dump 2>&1 | tee "$OUT/dump.log"
+  fi
+  # SASS of the backward objects when they travel (sass/*.o, copied from build/release/kernels).
+  for o in sass/*.o; do
+    [ -f "$o" ] && cuobjdump --dump-sass "$o" >"$OUT/$(basename "$o" .o).sass" 2>&1
+  done
   timeout 200 python3 kernels/bench/peers.py --check /tmp/sr-dump --cudnn --quick 2>&1 | tee "$OUT/peers_check.log"
   exit 0
 fi
