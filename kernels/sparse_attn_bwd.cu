@@ -4,7 +4,9 @@
 //   dQ += s dS K       query-major kernel over the tile index (each CTA owns 128 query rows),
 //   dV += P^T dO, dK += s dS^T Q   KV-major kernels over the transposed index: one CTA owns a KV
 //   tile of one KV head (all query heads of its GQA group), then one owns a chunk of 64 bar keys.
-// Every owner adds its sum into the fp32 outputs once, so results repeat bit for bit.
+// Every owner adds its sum into the fp32 outputs once, so results repeat bit for bit. On the sm_90a
+// image the two tile kernels give way to their wgmma versions (kernels/sparse_attn_bwd_wg.cu,
+// sa_bwd_variant 1 and 2); the bar kernels below serve every variant.
 #include <cuda_runtime.h>
 #include <math.h>
 
