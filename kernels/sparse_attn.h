@@ -133,6 +133,10 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
            const void *dout, const int64_t *qpos, const int64_t *kpos, const sa_gpu_index *ix,
            const sa_gpu_index_t *ixt, int src, const head_mask *masks, float *dq, float *dk, float *dv, void *stream,
            sr_error *e);
+// Backward tile kernels (benchmark and GPU test): -1 = the default (2 where the sm_90a image runs, else
+// 0); 0 = mma.sync (sm_80 and up); wgmma (Hopper; 0 elsewhere): 1 = one product group per phase,
+// 2 = groups split so that the softmax overlaps the products. Bars use the mma.sync kernels in all.
+extern int sa_bwd_variant;
 
 #ifdef __cplusplus
 }

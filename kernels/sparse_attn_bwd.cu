@@ -4,10 +4,13 @@
 //   dQ += s dS K       query-major kernel over the tile index (each CTA owns 128 query rows),
 //   dV += P^T dO, dK += s dS^T Q   KV-major kernels over the transposed index: one CTA owns a KV
 //   tile of one KV head (all query heads of its GQA group), then one owns a chunk of 64 bar keys.
-// Every owner adds its sum into the fp32 outputs once, so results repeat bit for bit.
+// Every owner adds its sum into the fp32 outputs once, so results repeat bit for bit. On the sm_90a
+// image the two tile kernels give way to their wgmma versions (kernels/sparse_attn_bwd_wg.cu,
+// sa_bwd_variant 1 and 2); the bar kernels below serve every variant.
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "kernels/sa_bwd.cuh"
 #include "kernels/sa_cuda.cuh"
 #include "kernels/sa_gpu.h"
 #include "kernels/sparse_attn.h"
@@ -35,19 +38,6 @@ int sa_bwd_prepare(int64_t n_q, int32_t heads, int32_t head_dim, const void *o, 
   return SR_OK;
 }
 
-typedef struct {
-  const __nv_bfloat16 *q, *k, *v, *dout;
-  const float *lse, *d_row;
-  const int64_t *qpos, *kpos;
-  tile_index ti;
-  tile_index_t tt;
-  sa_bar_chunks bc;
-  const head_mask *masks;
-  float *dq, *dk, *dv;
-  int64_t n_q, n_k;
-  int heads, kv_heads, src;
-  float scale, scale_log2;
-} bwd_args;
 
 // ---- dQ: query-major ------------------------------------------------------------------------------
 
@@ -375,7 +365,7 @@ __global__ void sa_bar_reduce_kernel(const bwd_args a, int d) {
 // ---- host ----------------------------------------------------------------------------------------
 
 template <int D>
-static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {
+static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int var, cudaStream_t st, sr_error *e) {
   const int S = D + 8;
   size_t dq_smem = (size_t)(2 * SA_BM + 4 * SA_BN) * S * 2 + 2 * SA_BN * 8;
   size_t kv_smem = (size_t)(2 * 128 + 4 * 64) * S * 2 + 2 * 64 * (8 + 4 + 4) + 2 * 128 * 4;
@@ -385,10 +375,15 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, cuda
                                (int)kv_smem));
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_kernel<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bar_smem));
-  if (q_cells) sa_bwd_dq_kernel<D><<<(unsigned)q_cells, DQ_THREADS, dq_smem, st>>>(a);
-  SA_CUDA(cudaGetLastError());
-  if (kv_cells) sa_bwd_dkdv_kernel<D, 8, false><<<(unsigned)kv_cells, 256, kv_smem, st>>>(a);
-  SA_CUDA(cudaGetLastError());
+  if (var) {
+    int rc = sa_bwd_wg_tiles(&a, D, var == 2, q_cells, kv_cells, st, e);
+    if (rc) return rc;
+  } else {
+    if (q_cells) sa_bwd_dq_kernel<D><<<(unsigned)q_cells, DQ_THREADS, dq_smem, st>>>(a);
+    SA_CUDA(cudaGetLastError());
+    if (kv_cells) sa_bwd_dkdv_kernel<D, 8, false><<<(unsigned)kv_cells, 256, kv_smem, st>>>(a);
+    SA_CUDA(cudaGetLastError());
+  }
   // Bars: partial sums per entry, then the reduce adds them after the tiles (same stream: the two
   // kernels that add into dK/dV never run at once).
   if (a.bc.n_hchunks) sa_bwd_dkdv_kernel<D, 4, true><<<(unsigned)a.bc.n_hchunks, 128, bar_smem, st>>>(a);
@@ -397,6 +392,8 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, cuda
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
+
+int sa_bwd_variant = -1;
 
 int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const float *lse, const float *d_row,
            const void *dout, const int64_t *qpos, const int64_t *kpos, const sa_gpu_index *ix,
@@ -410,10 +407,14 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   bwd_args a;
   a.q = (const __nv_bfloat16 *)q, a.k = (const __nv_bfloat16 *)k, a.v = (const __nv_bfloat16 *)v;
   a.dout = (const __nv_bfloat16 *)dout, a.lse = lse, a.d_row = d_row, a.qpos = qpos, a.kpos = kpos;
-  a.ti = ix->d, a.tt = ixt->d, a.bc = ixt->bc, a.masks = masks, a.dq = dq, a.dk = dk, a.dv = dv;
+  a.ti = ix->d, a.order = ix->order + (int64_t)src * ix->cells, a.tt = ixt->d, a.bc = ixt->bc, a.masks = masks, a.dq = dq, a.dk = dk, a.dv = dv;
   a.n_q = s->n_q, a.n_k = s->n_k, a.heads = s->heads, a.kv_heads = s->kv_heads, a.src = src;
   a.scale = s->scale, a.scale_log2 = s->scale * SA_LOG2E;
   int64_t q_cells = (int64_t)s->heads * ix->d.n_qtiles, kv_cells = (int64_t)s->kv_heads * ixt->d.n_kvtiles;
   cudaStream_t st = (cudaStream_t)stream;
-  return s->head_dim == 64 ? bwd_launch<64>(a, q_cells, kv_cells, st, e) : bwd_launch<128>(a, q_cells, kv_cells, st, e);
+  // The wgmma kernels keep source-local keys in 32 bits.
+  int var = sa_bwd_variant < 0 ? 2 : sa_bwd_variant;
+  if (!sa_wgmma_built() || s->n_k >= INT32_MAX) var = 0;
+  return s->head_dim == 64 ? bwd_launch<64>(a, q_cells, kv_cells, var, st, e)
+                           : bwd_launch<128>(a, q_cells, kv_cells, var, st, e);
 }

@@ -2,9 +2,10 @@
 // attention shape (16 query heads, 2 KV heads, d = 128, bf16) on one GPU: dense causal at 16K and 64K
 // and the VS-like mask of ANCHORS.md (per head sinks 128 + window 4096 + 1000 verticals at N u^3,
 // seed 1) at 64K and 128K, forward (the default and every variant of sa_fwd_variant, side by side)
-// and backward. CUDA events around each call, 3 warm-up runs,
+// and backward (both variants of sa_bwd_variant). CUDA events around each call, 3 warm-up runs,
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
-// Usage: sparsering-bench-attn [--quick] [--dump DIR]
+// Usage: sparsering-bench-attn [--quick] [--fast] [--dump DIR] [--dump-only DIR]
+//   (--fast: forward default only, no 64K VS-like; --dump-only: the two dumps with the defaults, no timing)
 //   prints one table (TFLOP/s by ANCHORS.md's counts); --dump writes input set 0 and its outputs (raw
 //   bf16 q k v dout o, fp32 lse dq dk dv) of dense 16K and VS-like 64K for kernels/bench/peers.py.
 #include <cuda_bf16.h>
@@ -44,28 +45,34 @@ typedef struct {
 } bcase;
 
 int main(int argc, char **argv) {
-  int quick = 0;
+  int quick = 0, fast = 0, dump_only = 0;
   const char *dump = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = 1;
+    if (strcmp(argv[i], "--fast") == 0) fast = 1;
+    if (strcmp(argv[i], "--dump-only") == 0 && i + 1 < argc) dump = argv[++i], dump_only = 1;
     if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump = argv[++i];
   }
   const int H = 16, KH = 2, D = 128;
   bcase cs[] = {{"dense causal", 0, 16384}, {"dense causal", 0, 65536}, {"vs-like", 1, 65536}, {"vs-like", 1, 131072}};
-  int ncs = quick ? 1 : 4;
+  int ncs = quick && !dump_only ? 1 : 4;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   printf("forward variants (sa_fwd_variant): v0 mma.sync 16 rows a warp, v1 32 rows, v2 wgmma 2 CTAs/SM, v3 wgmma 1 CTA/SM,"
          " v4 wgmma pipelined;"
          " fwd = the default (%s)\n", sa_wgmma_built() ? "v2" : "v0, no sm_90a image");
-  printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms", "fwd TF/s", "v0 ms",
-         "v1 ms", "v2 ms", "v3 ms", "v4 ms", "bwd ms", "bwd TF/s", "fwdbwd ms");
+  printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 wgmma, b2 wgmma overlapped; bwd = the default (%s)\n",
+         sa_wgmma_built() ? "b2" : "b0, no sm_90a image");
+  printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms",
+         "fwd TF/s", "v0 ms", "v1 ms", "v2 ms", "v3 ms", "v4 ms", "b0 ms", "b1 ms", "b2 ms", "bwd ms", "bwd TF/s",
+         "fwdbwd ms");
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   uint64_t st = 7;
   for (int c = 0; c < ncs; c++) {
+    if ((fast && c == 2) || (dump_only && c != 0 && c != 2)) continue;
     int64_t N = cs[c].n, nqo = N * H * D, nkv = N * KH * D, nl = N * H;
     tile_index ti;
     head_mask masks[16], *dmasks = NULL;
@@ -101,10 +108,11 @@ int main(int argc, char **argv) {
     CK(cudaMalloc((void **)&dv, sizeof(float) * (size_t)nkv));
     sa_shape sh = {N, N, H, KH, D, (float)(1.0 / sqrt((double)D))};
     float t_fwd[6][REPS], t_bwd[REPS];
-    double mv[6];
+    double mv[6], mbv[4];
+    if (!dump_only) {
     for (int var = -1; var < 5; var++) {
       mv[var + 1] = NAN;
-      if (var >= 2 && !sa_wgmma_built()) continue;
+      if ((var >= 2 && !sa_wgmma_built()) || (fast && var >= 0)) continue;
       sa_fwd_variant = var;
       for (int it = 0; it < WARM + REPS; it++) {
         int s = it % SETS;
@@ -118,6 +126,10 @@ int main(int argc, char **argv) {
       mv[var + 1] = (t_fwd[var + 1][REPS / 2 - 1] + t_fwd[var + 1][REPS / 2]) / 2;
     }
     sa_fwd_variant = -1;
+    for (int bv = -1; bv < 3; bv++) {
+    mbv[bv + 1] = NAN;
+    if (bv >= 1 && !sa_wgmma_built()) continue;
+    sa_bwd_variant = bv;
     for (int it = 0; it < WARM + REPS; it++) {
       int s = it % SETS;
       SR(sa_fwd(&sh, q[s], k[s], v[s], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));  // this set's LSE
@@ -132,16 +144,21 @@ int main(int argc, char **argv) {
       if (it >= WARM) CK(cudaEventElapsedTime(&t_bwd[it - WARM], e0, e1));
     }
     qsort(t_bwd, REPS, sizeof(float), cmp_f);
-    double mf = mv[0];
-    double mb = (t_bwd[REPS / 2 - 1] + t_bwd[REPS / 2]) / 2;
+    mbv[bv + 1] = (t_bwd[REPS / 2 - 1] + t_bwd[REPS / 2]) / 2;
+    }
+    sa_bwd_variant = -1;
+    double mf = mv[0], mb = mbv[0];
     double flop = 4.0 * N * N * D * H / 2;  // causal forward (ANCHORS.md); backward counts 2.5x
     if (cs[c].vs)
-      printf("%-13s %6lldK %8.1f%% %9.2f %9s %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9s %9.2f\n", cs[c].name, (long long)(N / 1024),
-             100 * work, mf, "-", mv[1], mv[2], mv[3], mv[4], mv[5], mb, "-", mf + mb);
+      printf("%-13s %6lldK %8.1f%% %9.2f %9s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9s %9.2f\n",
+             cs[c].name, (long long)(N / 1024), 100 * work, mf, "-", mv[1], mv[2], mv[3], mv[4], mv[5], mbv[1], mbv[2],
+             mbv[3], mb, "-", mf + mb);
     else
-      printf("%-13s %6lldK %8.1f%% %9.2f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.0f %9.2f\n", cs[c].name, (long long)(N / 1024),
-             100 * work, mf, flop / mf / 1e9, mv[1], mv[2], mv[3], mv[4], mv[5], mb, 2.5 * flop / mb / 1e9, mf + mb);
+      printf("%-13s %6lldK %8.1f%% %9.2f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.0f %9.2f\n",
+             cs[c].name, (long long)(N / 1024), 100 * work, mf, flop / mf / 1e9, mv[1], mv[2], mv[3], mv[4], mv[5], mbv[1],
+             mbv[2], mbv[3], mb, 2.5 * flop / mb / 1e9, mf + mb);
     fflush(stdout);
+    }
     if (dump && (c == 0 || c == 2)) {  // set 0 once more, outputs kept for the independent check
       SR(sa_fwd(&sh, q[0], k[0], v[0], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));
       CK(cudaMemset(dq, 0, sizeof(float) * (size_t)nqo));

@@ -16,7 +16,8 @@ grep -E "Compiling entry|Used|spill" "$OUT/build.log" | grep -B1 -A1 "sa_" | hea
 nvcc -std=c++17 -I. -gencode=arch=compute_90a,code=sm_90a kernels/test/wgmma_check.cu -o bin/sparsering-wgmma-check \
   >>"$OUT/build.log" 2>&1 && ./bin/sparsering-wgmma-check | tee "$OUT/wgmma_check.log"
 # SASS per kernel: tensor-core instructions (HGMMA: wgmma, HMMA: mma.sync), ldmatrix, local-memory traffic (spills).
-for o in build/release/kernels/sparse_attn_fwd.cu.o build/release/kernels/sparse_attn_bwd.cu.o; do
+for o in build/release/kernels/sparse_attn_fwd.cu.o build/release/kernels/sparse_attn_bwd.cu.o \
+         build/release/kernels/sparse_attn_bwd_wg.cu.o; do
   cuobjdump --dump-sass "$o" | awk '/Function :/{f=$3} / HMMA/{h[f]++} /HGMMA/{w[f]++} /LDSM/{s[f]++} /LDL|STL/{l[f]++}
     END{for (k in h) printf "%s HMMA %d HGMMA %d LDSM %d LDL/STL %d\n", k, h[k], w[k]+0, s[k], l[k]+0;
         for (k in w) if (!(k in h)) printf "%s HGMMA %d LDL/STL %d\n", k, w[k], l[k]+0}'

@@ -7,7 +7,8 @@ stream, seed 1, as kernels/test/index_build.h) at 64K and 128K; forward and back
 Timing: CUDA events, 3 warm-ups, median of 10, inputs rotated over 3 sets.
 With --check DIR (files from `sparsering-bench-attn --dump DIR`) it first compares our kernels'
 outputs and gradients with SDPA (dense) and FlexAttention (VS-like) on the same inputs.
-Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd]   (--fwd: no backward timings)
+Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd] [--cudnn]
+  (--fwd: no backward timings; --cudnn: SDPA cuDNN with GQA at 16K and 64K only)
 """
 import math
 import statistics
@@ -175,11 +176,13 @@ def main():
     for n in ((16384,) if quick else (16384, 65536)):
         flop = 4.0 * n * n * D * H / 2
         bench("SDPA cuDNN (GQA)", n, sdpa(SDPBackend.CUDNN_ATTENTION, True), flop=flop)
+        if "--cudnn" in args:
+            continue
         bench("SDPA cuDNN (KV expanded)", n, sdpa(SDPBackend.CUDNN_ATTENTION, False), gqa_expand=True, flop=flop)
         bench("SDPA flash2 (GQA)", n, sdpa(SDPBackend.FLASH_ATTENTION, True), flop=flop)
         causal = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, n, n, device="cuda", _compile=True)
         bench("FlexAttention causal", n, lambda q, k, v: flex(q, k, v, block_mask=causal, enable_gqa=True), flop=flop)
-    for n in (() if quick else (65536, 131072)):
+    for n in (() if quick or "--cudnn" in args else (65536, 131072)):
         vert = verticals(n)
 
         def mm(b, h, qi, ki):

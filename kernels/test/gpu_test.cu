@@ -1,8 +1,9 @@
 // gpu_test.cu — bin/sparsering-gpu-test: every GPU kernel of kernels/ against the CPU reference
 // (kernels/ref_attn.c) on fresh random inputs, outputs poisoned with NaN before each run and every
-// element checked (every forward variant). Relative error ||out - ref|| / ||ref||: <= 1e-2 for bf16 outputs and gradients,
+// element checked (every forward and backward variant). Relative error ||out - ref|| / ||ref||: <= 1e-2 for bf16 outputs and gradients,
 // <= 1e-3 for LSE; LSE = -inf must match exactly; the backward must repeat bit for bit.
-// Usage: sparsering-gpu-test [--small]   (--small: the short cases, for compute-sanitizer)
+// Usage: sparsering-gpu-test [--small] [--bwd]   (--small: the short cases, for compute-sanitizer;
+//   --bwd: forward variant 0 only, whose results the backward takes: every backward variant, less time)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -45,6 +46,7 @@ static const tcase cases[] = {
 };
 
 static uint64_t rng = 12345;
+static int fwd_one;  // --bwd
 static double uni(void) { return ib_uniform(&rng); }
 
 // Random head mask of a kind (bit sets), positions in [0, n).
@@ -227,7 +229,7 @@ static errs run_case(const tcase *c) {
   }
   double ob_var[5] = {0, 0, 0, 0, 0};
   for (int var = 4; var >= 0; var--) {
-  if (var >= 2 && !sa_wgmma_built()) continue;
+  if ((var >= 2 && !sa_wgmma_built()) || (fwd_one && var)) continue;
   sa_fwd_variant = var;
   float *neg_inf = (float *)malloc(sizeof(float) * (size_t)(nl + 1));
   for (int64_t i = 0; i < nl; i++) neg_inf[i] = -INFINITY;
@@ -266,12 +268,16 @@ static errs run_case(const tcase *c) {
   float *o16f = (float *)malloc(sizeof(float) * (size_t)(nqo + 1));
   for (int64_t i = 0; i < nqo; i++) o16[i] = __float2bfloat16(o_fin[i]), o16f[i] = __bfloat162float(o16[i]);
   void *od = dev_copy(o16, sizeof(__nv_bfloat16) * (size_t)nqo);
-  float *d_row, *dq[2], *dk[2][8], *dv[2][8];
+  // Every backward variant (sa_bwd_variant 0: mma.sync; 1, 2: wgmma where the sm_90a image runs), each
+  // run twice from zero (runs 2 bv and 2 bv + 1), which must agree bit for bit.
+  int nbv = sa_wgmma_built() ? 3 : 1;
+  double bwd_var[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+  float *d_row, *dq[6], *dk[6][8], *dv[6][8];
   CK(cudaMalloc((void **)&d_row, sizeof(float) * (size_t)(nl + 1)));
   poison(d_row, sizeof(float) * (size_t)nl);
   SR(sa_bwd_prepare(n_q, H, d, od, dod, d_row, NULL, E));
   float *dq_ref = (float *)calloc((size_t)nqo + 1, 4);
-  for (int rep = 0; rep < 2; rep++) {
+  for (int rep = 0; rep < 2 * nbv; rep++) {
     CK(cudaMalloc((void **)&dq[rep], sizeof(float) * (size_t)(nqo + 1)));
     CK(cudaMemset(dq[rep], 0, sizeof(float) * (size_t)nqo));
   }
@@ -285,32 +291,48 @@ static errs run_case(const tcase *c) {
     SR(sa_gpu_index_t_upload(&tt, H, KH, &gtt, E));
     float *dk_ref = (float *)calloc((size_t)e + 1, 4), *dv_ref = (float *)calloc((size_t)e + 1, 4);
     sa_ref_bwd(&sh, qh, kh[s], vh[s], o16f, l_fin, doh, qpos, kpos[s], &ti, s, masks, dq_ref, dk_ref, dv_ref);
-    for (int rep = 0; rep < 2; rep++) {
+    for (int rep = 0; rep < 2 * nbv; rep++) {
+      sa_bwd_variant = rep / 2;
       CK(cudaMalloc((void **)&dk[rep][s], sizeof(float) * (size_t)(e + 1)));
       CK(cudaMalloc((void **)&dv[rep][s], sizeof(float) * (size_t)(e + 1)));
       CK(cudaMemset(dk[rep][s], 0, sizeof(float) * (size_t)e)); CK(cudaMemset(dv[rep][s], 0, sizeof(float) * (size_t)e));
       SR(sa_bwd(&sh, qd, kd[s], vd[s], lse_run, d_row, dod, qposd, kposd[s], &gix, &gtt, s, dmasks, dq[rep], dk[rep][s],
                 dv[rep][s], NULL, E));
     }
+    sa_bwd_variant = -1;
     CK(cudaDeviceSynchronize());
-    float *g0 = fetch_f32(dk[0][s], e), *g1 = fetch_f32(dk[1][s], e), *v0 = fetch_f32(dv[0][s], e), *v1 = fetch_f32(dv[1][s], e);
-    r.dk = fmax_(r.dk, rel_err(g0, dk_ref, e)), r.dv = fmax_(r.dv, rel_err(v0, dv_ref, e));
-    r.det |= memcmp(g0, g1, sizeof(float) * (size_t)e) != 0 || memcmp(v0, v1, sizeof(float) * (size_t)e) != 0;
-    free(g0), free(g1), free(v0), free(v1), free(dk_ref), free(dv_ref);
+    for (int bv = 0; bv < nbv; bv++) {
+      float *g0 = fetch_f32(dk[2 * bv][s], e), *g1 = fetch_f32(dk[2 * bv + 1][s], e);
+      float *v0 = fetch_f32(dv[2 * bv][s], e), *v1 = fetch_f32(dv[2 * bv + 1][s], e);
+      bwd_var[bv][1] = fmax_(bwd_var[bv][1], rel_err(g0, dk_ref, e));
+      bwd_var[bv][2] = fmax_(bwd_var[bv][2], rel_err(v0, dv_ref, e));
+      r.det |= memcmp(g0, g1, sizeof(float) * (size_t)e) != 0 || memcmp(v0, v1, sizeof(float) * (size_t)e) != 0;
+      free(g0), free(g1), free(v0), free(v1);
+    }
+    r.dk = fmax_(bwd_var[0][1], fmax_(bwd_var[1][1], bwd_var[2][1]));
+    r.dv = fmax_(bwd_var[0][2], fmax_(bwd_var[1][2], bwd_var[2][2]));
+    free(dk_ref), free(dv_ref);
     sa_gpu_index_t_free(&gtt);
     if (c->kind == -2) tiles_transpose_free(&tt);
     else ib_transpose_free(&tt);
-    for (int rep = 0; rep < 2; rep++) {
+    for (int rep = 0; rep < 2 * nbv; rep++) {
       CK(cudaFree(dk[rep][s]));
       CK(cudaFree(dv[rep][s]));
     }
   }
-  float *q0 = fetch_f32(dq[0], nqo), *q1 = fetch_f32(dq[1], nqo);
-  r.dq = rel_err(q0, dq_ref, nqo);
-  r.det |= memcmp(q0, q1, sizeof(float) * (size_t)nqo) != 0;
-  free(q0), free(q1), free(dq_ref), free(o16), free(o16f), free(o_fin), free(l_fin), free(o_mh), free(l_mh);
+  for (int bv = 0; bv < nbv; bv++) {
+    float *q0 = fetch_f32(dq[2 * bv], nqo), *q1 = fetch_f32(dq[2 * bv + 1], nqo);
+    bwd_var[bv][0] = rel_err(q0, dq_ref, nqo);
+    r.det |= memcmp(q0, q1, sizeof(float) * (size_t)nqo) != 0;
+    free(q0), free(q1);
+  }
+  r.dq = fmax_(bwd_var[0][0], fmax_(bwd_var[1][0], bwd_var[2][0]));
+  printf("  dQ dK dV by backward variant: 0 %.2e %.2e %.2e  1 %.2e %.2e %.2e  2 %.2e %.2e %.2e%s\n", bwd_var[0][0],
+         bwd_var[0][1], bwd_var[0][2], bwd_var[1][0], bwd_var[1][1], bwd_var[1][2], bwd_var[2][0], bwd_var[2][1],
+         bwd_var[2][2], nbv > 1 ? "" : " (no sm_90a image: 1, 2 not run)");
+  free(dq_ref), free(o16), free(o16f), free(o_fin), free(l_fin), free(o_mh), free(l_mh);
   free(o_run_ref), free(lse_run_ref), free(qh), free(doh), free(qpos);
-  CK(cudaFree(dq[0])); CK(cudaFree(dq[1])); CK(cudaFree(d_row)); CK(cudaFree(od)); CK(cudaFree(o_b));
+  for (int rep = 0; rep < 2 * nbv; rep++) CK(cudaFree(dq[rep])); CK(cudaFree(d_row)); CK(cudaFree(od)); CK(cudaFree(o_b));
   CK(cudaFree(o_run)); CK(cudaFree(o_m)); CK(cudaFree(lse_run)); CK(cudaFree(lse_m)); CK(cudaFree(lse_b));
   CK(cudaFree(qd)); CK(cudaFree(dod)); CK(cudaFree(qposd));
   for (int s = 0; s < W; s++) {
@@ -328,7 +350,11 @@ static errs run_case(const tcase *c) {
 }
 
 int main(int argc, char **argv) {
-  int small = argc > 1 && strcmp(argv[1], "--small") == 0, fails = 0;
+  int small = 0, fails = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--small") == 0) small = 1;
+    if (strcmp(argv[i], "--bwd") == 0) fwd_one = 1;
+  }
   printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s %5s\n", "case", "O_b", "LSE_b", "O_run", "LSE_run", "merge", "dQ",
          "dK", "dV", "det");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

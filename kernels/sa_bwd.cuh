@@ -1,0 +1,33 @@
+// sa_bwd.cuh — what the two files of the GPU backward share: the argument block of its kernels and the
+// launch of the Hopper (wgmma) tile kernels in kernels/sparse_attn_bwd_wg.cu, which sa_bwd
+// (kernels/sparse_attn_bwd.cu) calls in place of its mma.sync tile kernels on the sm_90a image.
+#ifndef SR_SA_BWD_CUH
+#define SR_SA_BWD_CUH
+
+#include <cuda_runtime.h>
+
+#include "kernels/sa_cuda.cuh"
+#include "kernels/sparse_attn.h"
+
+typedef struct {
+  const __nv_bfloat16 *q, *k, *v, *dout;
+  const float *lse, *d_row;
+  const int64_t *qpos, *kpos;
+  tile_index ti;
+  const int32_t *order;  // the forward's heaviest-first cell order of this source (sa_gpu_index)
+  tile_index_t tt;
+  sa_bar_chunks bc;
+  const head_mask *masks;
+  float *dq, *dk, *dv;
+  int64_t n_q, n_k;
+  int heads, kv_heads, src;
+  float scale, scale_log2;
+} bwd_args;
+
+// dQ over the cells of ix and dK, dV over the KV tiles of ixt with wgmma (sm_90a image only; keys in
+// 32 bits); the bar chunks stay with the mma.sync kernels. overlap: products split into groups so
+// that the exponentials and dS overlap the dP and dV products (sa_bwd_variant 2).
+int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int overlap, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
+                    sr_error *e);
+
+#endif
