@@ -1,6 +1,7 @@
 // model_cuda.cu — the transformer of model_cpu.c on one GPU: cuBLAS GEMMs for every linear layer and the
-// LM head (bf16 operands with fp32 accumulation, or fp32 operands on TF32 tensor cores), the small kernels of model_cuda_kernels.cu for embedding, RMSNorm, RoPE,
-// SwiGLU, chunked cross-entropy, AdamW and the reductions, in llm.c's style (a check macro per call).
+// LM head (bf16 operands with fp32 accumulation, or fp32 operands on TF32 tensor cores), the small
+// kernels of model_cuda_kernels.cu for embedding, RMSNorm, RoPE, SwiGLU, chunked cross-entropy, AdamW
+// and the reductions, in llm.c's style (a check macro per call).
 // The step is the same sequence of operations as exec/model_ops.inc, so the CPU model is its reference.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -157,7 +158,8 @@ static int matmul_bwd(model_cuda *d, float *dinp, float *dw, float *db, const fl
   for (int64_t t0 = 0, R = chunk_rows(d, T); t0 < T; t0 += R) {
     int64_t n = sr_min64(R, T - t0);
     if ((rc = operand(d, &gv, dout + t0 * outc, n * outc, d->sb, e))) return rc;
-    if (dinp && (rc = gemm(d, CUBLAS_OP_N, CUBLAS_OP_N, in, (int)n, outc, wv, in, gv, outc, 1.0f, dinp + t0 * in, in, e)))
+    if (dinp &&
+        (rc = gemm(d, CUBLAS_OP_N, CUBLAS_OP_N, in, (int)n, outc, wv, in, gv, outc, 1.0f, dinp + t0 * in, in, e)))
       return rc;
     if ((rc = operand(d, &iv, inp + t0 * in, n * in, d->sa, e)) ||
         (rc = gemm(d, CUBLAS_OP_N, CUBLAS_OP_T, in, outc, (int)n, iv, in, gv, outc, 1.0f, dw, in, e)))

@@ -2,8 +2,8 @@
 //
 //   mpirun -np W sparsering-exec train --model tiny-test --seq 4K --steps 50 --data passkey
 //       [--plan FILE | --cluster C --layout L --schedule S --pattern P | --strategy NAME]
-//       [--backend cpu|cuda] [--precision bf16|tf32] [--lr 3e-4] [--ckpt DIR --ckpt-every K] [--resume DIR] [--csv PATH]
-//       [--trace PATH --trace-steps 1,10,100] [--init WEIGHTS.safetensors]
+//       [--backend cpu|cuda] [--precision bf16|tf32] [--lr 3e-4] [--ckpt DIR --ckpt-every K] [--resume DIR]
+//       [--csv PATH] [--trace PATH --trace-steps 1,10,100] [--init WEIGHTS.safetensors]
 //
 // Every rank holds its layout's tokens for every layer; attention runs through the executor's
 // distributed attention (dist_attn.h) for the plan's schedule and pattern; gradients are summed over

@@ -190,8 +190,9 @@ static int time_steps(const char *model_name, int64_t T, int steps, int bf16, sr
         (rc = model_cuda_adamw(d, &s, 1.0, e)) || (rc = model_cuda_attn_time(d, &attn, e)) || (rc = model_cuda_sync(d, e)))
       goto done;
     double dt = sr_now() - t0, other = dt - attn;
-    printf("  %s seq %lld %s step %d: %.3fs (naive attention %.3fs, rest %.3fs = %.1f TFLOP/s on GEMM FLOPs), loss %.4f\n",
-           model_name, (long long)T, bf16 ? "bf16" : "tf32", i + 1, dt, attn, other, flops / other / 1e12, loss / (double)T);
+    printf("  %s seq %lld %s step %d: %.3fs (naive attention %.3fs, rest %.3fs = %.1f TFLOP/s on GEMM FLOPs), "
+           "loss %.4f\n", model_name, (long long)T, bf16 ? "bf16" : "tf32", i + 1, dt, attn, other, flops / other / 1e12,
+           loss / (double)T);
   }
 done:
   model_cuda_free(d);
