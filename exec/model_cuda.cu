@@ -525,8 +525,8 @@ static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *
       (rc = matmul_fwd(d, a->k, a->ln1, LPD(d, l, MODEL_T_K), LPD(d, l, MODEL_T_KB), T, C, Hkv * D, 0.0f, e)) ||
       (rc = matmul_fwd(d, a->v, a->ln1, LPD(d, l, MODEL_T_V), LPD(d, l, MODEL_T_VB), T, C, Hkv * D, 0.0f, e)))
     return rc;
-  rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(a->q, d->cosv, d->sinv, T, Hq, D, 0);
-  rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(a->k, d->cosv, d->sinv, T, Hkv, D, 0);
+  rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(a->q, d->cosv, d->sinv, d->pos, c->logn_seq_length, T, Hq, D, 0);
+  rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(a->k, d->cosv, d->sinv, d->pos, 0, T, Hkv, D, 0);
   KCHECK();
   if ((rc = attention_fwd(d, l, T, a, attn_s, e))) return rc;
   CU(cudaMemcpyAsync(a->x2, x, (size_t)(T * C) * sizeof(float), cudaMemcpyDeviceToDevice, d->stream));
@@ -567,8 +567,8 @@ static int layer_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *
   if ((rc = matmul_bwd(d, d->dout, LGD(d, l, MODEL_T_O), NULL, d->dx, a->o, LPD(d, l, MODEL_T_O), T, Hq * D, C, e)))
     return rc;
   if ((rc = attention_bwd(d, l, T, a, attn_s, e))) return rc;
-  rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(d->dq, d->cosv, d->sinv, T, Hq, D, 1);
-  rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(d->dk, d->cosv, d->sinv, T, Hkv, D, 1);
+  rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(d->dq, d->cosv, d->sinv, d->pos, c->logn_seq_length, T, Hq, D, 1);
+  rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(d->dk, d->cosv, d->sinv, d->pos, 0, T, Hkv, D, 1);
   KCHECK();
   CU(cudaMemsetAsync(d->dln, 0, (size_t)(T * C) * sizeof(float), d->stream));
   if ((rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_Q), LGD(d, l, MODEL_T_QB), d->dq, a->ln1, LPD(d, l, MODEL_T_Q), T, C, Hq * D, e)) ||

@@ -101,13 +101,18 @@ __global__ void rope_table_k(float *cosv, float *sinv, const long long *pos, con
   sinv[i] = (float)(sin(ang) * mscale);
 }
 
-__global__ void rope_k(float *x, const float *cosv, const float *sinv, int64_t T, int H, int D, int inverse) {
+__global__ void rope_k(float *x, const float *cosv, const float *sinv, const long long *pos, long long logn_len,
+                       int64_t T, int H, int D, int inverse) {
   int half = D / 2;
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= T * H * half) return;
   int j = (int)(i % half);
   int64_t th = i / half, t = th / H;
   float c = cosv[t * half + j], s = sinv[t * half + j];
+  if (logn_len > 1 && pos[t] + 1 > logn_len) {  // model_logn_factor, in double as on the CPU
+    float f = (float)(log((double)(pos[t] + 1)) / log((double)logn_len));
+    c *= f, s *= f;
+  }
   if (inverse) s = -s;
   float *v = x + th * D;
   float a = v[j], b = v[j + half];

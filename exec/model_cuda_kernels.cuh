@@ -15,7 +15,9 @@ __global__ void colsum_k(float *out, const float *in, int64_t rows, int C, int64
 __global__ void add_bias_k(float *out, const float *b, int64_t T, int OC);
 __global__ void rope_table_k(float *cosv, float *sinv, const long long *pos, const double *inv_freq, double mscale,
                              int64_t T, int half);
-__global__ void rope_k(float *x, const float *cosv, const float *sinv, int64_t T, int H, int D, int inverse);
+// logn_len > 0 (queries under logn attention) also scales row t by model_logn_factor(pos[t], logn_len).
+__global__ void rope_k(float *x, const float *cosv, const float *sinv, const long long *pos, long long logn_len,
+                       int64_t T, int H, int D, int inverse);
 __global__ void swiglu_fwd_k(float *h, const float *gate, const float *up, int64_t n);
 __global__ void swiglu_bwd_k(float *dgate, float *dup, const float *dh, const float *gate, const float *up, int64_t n);
 __global__ void add_k(float *out, const float *a, int64_t n);

@@ -67,17 +67,23 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   t->n_local = n_local;
   size_t nl = (size_t)sr_max64(n_local, 1), ns = (size_t)o->seq;
   t->pos = malloc(nl * sizeof *t->pos);
+  t->rope_pos = malloc(nl * sizeof *t->rope_pos);
   t->seq_tok = malloc(ns * sizeof(int32_t));
   t->seq_tgt = malloc(ns * sizeof(int32_t));
   t->tok = malloc(nl * sizeof(int32_t));
   t->tgt = malloc(nl * sizeof(int32_t));
   t->argmax = malloc(nl * sizeof(int32_t));
   t->gather = W > 1 && !o->cuda ? malloc((size_t)(W * t->slice) * sizeof(float)) : NULL;
-  if (!t->pos || !t->seq_tok || !t->seq_tgt || !t->tok || !t->tgt || !t->argmax || (W > 1 && !o->cuda && !t->gather)) {
+  if (!t->pos || !t->rope_pos || !t->seq_tok || !t->seq_tgt || !t->tok || !t->tgt || !t->argmax ||
+      (W > 1 && !o->cuda && !t->gather)) {
     trainer_free(t);
     return sr_internal_error(e, 0, "trainer: out of memory for %lld tokens", (long long)o->seq);
   }
   if (n_local > 0) memcpy(t->pos, pos, (size_t)n_local * sizeof *pos);
+  // A packed sample starts at position 0, as it would alone: RoPE alone would not care (scores depend on
+  // relative positions), but logn attention scales queries by their absolute position.
+  int64_t sample_len = o->pack > 1 ? o->seq / o->pack : o->seq;
+  for (int64_t i = 0; i < n_local; i++) t->rope_pos[i] = pos[i] % sample_len;
   if (o->cuda) {
 #if SR_HAVE_CUDA
     // parameters padded to W slices: the ZeRO-1 all-gather runs in place, with no staging copies
@@ -105,6 +111,7 @@ void trainer_free(trainer *t) {
   model_cpu_free(&t->model);
   adamw_free(&t->adam);
   free(t->pos);
+  free(t->rope_pos);
   free(t->seq_tok);
   free(t->seq_tgt);
   free(t->tok);
@@ -167,12 +174,12 @@ static int forward_sample(trainer *t, int64_t index, int held_out, int grads, do
   // a rank holding no token still runs the model: its attention takes part in the ring
 #if SR_HAVE_CUDA
   if (t->dev) {
-    rc = model_cuda_forward_backward(t->dev, t->n_local, t->tok, t->pos, t->tgt, grads, scale, &loss, t->argmax,
+    rc = model_cuda_forward_backward(t->dev, t->n_local, t->tok, t->rope_pos, t->tgt, grads, scale, &loss, t->argmax,
                                      &t->model.time_attn, e);
     if (!rc) rc = model_cuda_attn_time(t->dev, &t->model.time_attn, e);  // waits for this sample's backward
   } else
 #endif
-    rc = model_forward_backward(&t->model, t->n_local, t->tok, t->pos, t->tgt, grads, scale, &loss, t->argmax, e);
+    rc = model_forward_backward(&t->model, t->n_local, t->tok, t->rope_pos, t->tgt, grads, scale, &loss, t->argmax, e);
   if (rc) return rc;
   // mispredictions by packed sample (segment seq / pack of the global positions), summed over ranks
   int64_t pack = t->opt.pack > 1 ? t->opt.pack : 1, len = t->opt.seq / pack;

@@ -66,6 +66,7 @@ typedef struct {
   adamw_state adam;
   int64_t n_local;          // tokens this rank holds
   int64_t *pos;             // their global positions (layout order)
+  int64_t *rope_pos;        // the positions the model rotates by: pos, or pos within its sample when packed
   int32_t *seq_tok, *seq_tgt;     // the whole sequence of the current sample
   int32_t *tok, *tgt, *argmax;    // this rank's tokens, targets, predictions
   int64_t step;             // steps taken

@@ -70,19 +70,38 @@ fi
 
 if [[ $STAGES == *passkey* ]]; then
   # Short samples are packed, 64 to a 32K sequence under a block-diagonal mask (`--pack`: the same
-  # gradients as a batch of 64, one step instead of 64 launch-bound ones), then 8 samples of 4K, then 32K.
+  # gradients as a batch of 64, one step instead of 64 launch-bound ones), then 8 samples of 4K, 2 of 16K,
+  # then 32K. PK_C_CFGS picks the 32K runs (dense online topp).
   CK=$W/ck
-  log "(3a) passkey, tiny-25m, 64 samples of 512 tokens a step (--pack 64), keys loss, ${PK_A:-1000} steps"
-  run pkA-512x64 ${PK_A_S:-150} --backend cuda --model tiny-25m --strategy dense-ring --seq 32K --pack 64 --loss keys \
+  PKM=${PK_MODEL:-tiny-25m}  # tiny-25m-logn: the same with logn attention past 512 tokens
+  log "(3a) passkey, $PKM, 64 samples of 512 tokens a step (--pack 64), keys loss, ${PK_A:-1000} steps"
+  run pkA-512x64 ${PK_A_S:-150} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 64 --loss keys \
     --lr 1e-3 --warmup 50 --cosine --steps ${PK_A:-1000} --eval 256 --quiet --ckpt $CK-A --ckpt-every 200
-  log "(3b) 8 samples of 4K a step, ${PK_B:-200} steps"
-  run pkB-4kx8 ${PK_B_S:-90} --backend cuda --model tiny-25m --strategy dense-ring --seq 32K --pack 8 --loss keys --lr 5e-4 \
-    --warmup 10 --cosine --steps ${PK_B:-200} --eval 256 --quiet --init $CK-A/model.safetensors --ckpt $CK-B
-  log "(3c) 32K: dense, MTraining online (vs-online:0.9), MTraining synthetic (vs-topp:0.95), ${PK_C:-80} steps each"
-  for cfg in "dense dense-ring dense" "online mtraining vs-online:0.9" "topp mtraining vs-topp:0.95"; do
+  if [ -n "${PK_ZS:-}" ]; then
+    log "(3a') the 512-token model scored at 4K and 32K without training there"
+    run pkZ-4k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --steps 0 --eval 64 --init $CK-A/model.safetensors
+    run pkZ-32k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --steps 0 --eval 32 --init $CK-A/model.safetensors
+  fi
+  last=$CK-A
+  if [ "${PK_B:-200}" -gt 0 ]; then
+    log "(3b) 8 samples of 4K a step, ${PK_B:-200} steps"
+    run pkB-4kx8 ${PK_B_S:-90} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --loss keys --lr 5e-4 \
+      --warmup 10 --cosine --steps ${PK_B:-200} --eval 256 --quiet --init $CK-A/model.safetensors --ckpt $CK-B --ckpt-every 100
+    last=$CK-B
+  fi
+  if [ "${PK_B2:-0}" -gt 0 ]; then
+    log "(3b2) 2 samples of 16K a step, $PK_B2 steps"
+    run pkB2-16kx2 ${PK_B2_S:-60} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 2 --loss keys \
+      --lr ${PK_B2_LR:-5e-4} --warmup 10 --cosine --steps $PK_B2 --eval 64 --quiet --init $last/model.safetensors \
+      --ckpt $CK-B2 --ckpt-every 50
+    last=$CK-B2
+  fi
+  log "(3c) 32K: ${PK_C_CFGS:-dense online topp}, ${PK_C:-80} steps each"
+  for c in ${PK_C_CFGS:-dense online topp}; do
+    case $c in dense) cfg="dense-ring dense" ;; online) cfg="mtraining vs-online:0.9" ;; topp) cfg="mtraining vs-topp:0.95" ;; esac
     set -- $cfg
-    run pkC-32k-$1 ${PK_C_S:-120} --backend cuda --model tiny-25m --strategy $2 --pattern $3 --seq 32K --loss keys --lr 3e-4 \
-      --warmup 5 --cosine --steps ${PK_C:-80} --eval 100 --init $CK-B/model.safetensors
+    run pkC-32k-$c ${PK_C_S:-120} --backend cuda --model $PKM --strategy $1 --pattern $2 --seq 32K --loss keys \
+      --lr ${PK_C_LR:-3e-4} --warmup 5 --cosine --steps ${PK_C:-80} --eval 100 --init $last/model.safetensors
   done
 fi
 wait  # the background CPU runs

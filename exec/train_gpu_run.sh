@@ -12,6 +12,8 @@
 #   Expected (simulator, TF32 GEMMs): 128K dense ring 56 s a step, 128K MTraining 14 s, 256K dense ring
 #   213 s, 256K MTraining 44 s; so 330 s holds the two 128K runs, ~560 s adds the 256K dense ring, and the
 #   256K MTraining step is slowed by plan rebuilds (see Memory below) well past its prediction.
+#   T_W=0 skips (0); T_CFGS="STRATEGY SEQ STEPS; ..." replaces the list of (3) runs (default: dense-ring and
+#   mtraining at 128K and 256K); T_FLAGS adds flags to every (3) run.
 # Memory (measured on one H200 at 32K, docs/train.md): fp32 weights + gradients (padded to 2 ZeRO-1 slices)
 # + half the AdamW moments = 34.5 GiB a GPU, plus ~0.63 MiB per local token with recomputation; each
 # layer's sparse attention plan holds ~20 KB per local token more, so MTraining keeps as many layers'
@@ -43,6 +45,7 @@ CL="$W/h200-1x2-train.json"
 sed 's/"gemm": 0.7,/"gemm": 0.35,/' models/clusters/h200-1x2-bench.json >"$CL"
 echo "run | seq | steps | measured step s | tok/s | MFU | simulated step s | sim tok/s | sim MFU | GPU mem GiB | plans kept, built in steps" >"$T"
 
+if [ "${T_W:-1}" != 0 ]; then
 log "(0) W = 2 vs W = 1: tiny-25m, 2K tokens of passkey (loss on every byte), striped:128 ring dense, 3 steps"
 for np in 1 2; do
   C1="$W/h200-1x$np.json"
@@ -55,10 +58,13 @@ for np in 1 2; do
 done
 paste -d, <(cut -d, -f3 "$W/w1.csv") <(cut -d, -f3 "$W/w2.csv") | tail -n +2 |
   awk -F, '{d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r} END {printf "W=2 vs W=1 loss: max rel diff %.2e over %d steps\n", m, NR}' | tee -a "$S"
+fi
 
 log "(3) Qwen2.5-3B shape (random init), 2 x H200: dense ring (contiguous, ring, dense) vs MTraining (striped:128, double ring, vs-topp:0.95)"
-for cfg in "dense-ring 128K 1" "mtraining 128K 2" "dense-ring 256K 1" "mtraining 256K 1"; do
+IFS=';' read -ra CFGS <<<"${T_CFGS:-dense-ring 128K 1; mtraining 128K 2; dense-ring 256K 1; mtraining 256K 1}"
+for cfg in "${CFGS[@]}"; do
   set -- $cfg
+  [ $# -eq 3 ] || continue
   st=$1 seq=$2 steps=$3 name=q3b-$1-$2
   lim=$(left)
   if [ "$lim" -lt 30 ]; then
@@ -69,7 +75,7 @@ for cfg in "dense-ring 128K 1" "mtraining 128K 2" "dense-ring 256K 1" "mtraining
   # 256K MTraining keeps only ~7 of 36 plans: build the next 4 layers' plans ahead in threads
   [ $st = mtraining ] && [ $seq = 256K ] && P+=(--attn-prefetch 4)
   timeout "$lim" $RUN $X train --backend cuda --model qwen2.5-3b --cluster "$CL" --strategy $st "${P[@]}" --seq $seq \
-    --steps $steps --data passkey --loss all --lr 1e-4 --predict --csv "$W/$name.csv" --label $name >"$W/$name.log" 2>&1
+    --steps $steps --data passkey --loss all --lr 1e-4 ${T_FLAGS:-} --predict --csv "$W/$name.csv" --label $name >"$W/$name.log" 2>&1
   rc=$?
   echo "exit $rc" >>"$W/$name.log"
   { echo "-- $name (exit $rc)"; grep -E "^train:|^step|^predict|rror|failed" "$W/$name.log"; } | tee -a "$S"

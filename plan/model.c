@@ -153,7 +153,18 @@ static int model_from_json(const cJSON *root, const char *file, model_config *m,
   m->rms_norm_eps = 1e-6;
   if ((rc = json_get_num(root, "rms_norm_eps", 0, 0, 1, &m->rms_norm_eps, file, NULL, e))) return rc;
   if (m->rms_norm_eps <= 0) return sr_input_error(e, file, "rms_norm_eps", "must be positive");
+  m->use_logn_attn = 0;
+  if ((rc = json_get_bool(root, "use_logn_attn", 0, &m->use_logn_attn, file, NULL, e))) return rc;
+  m->logn_seq_length = 0;
+  if (m->use_logn_attn &&
+      (rc = json_get_int(root, "seq_length", 1, 2, INT64_MAX, &m->logn_seq_length, file, NULL, e)))
+    return rc;
   return parse_rope_scaling(root, file, m, e);
+}
+
+double model_logn_factor(int64_t pos, int64_t seq_length) {
+  if (seq_length <= 1 || pos + 1 <= seq_length) return 1.0;
+  return log((double)(pos + 1)) / log((double)seq_length);
 }
 
 int model_from_json_text(const char *text, const char *file, model_config *m, sr_error *e) {

@@ -29,7 +29,16 @@ typedef struct {
   double rope_scaling_factor; // 1 when none
   int64_t rope_original_max_position;  // original_max_position_embeddings of the scaling, 0 when none
   double rms_norm_eps;
+  // Qwen (v1) "logn attention" (use_logn_attn, seq_length): a query at position p >= seq_length is scaled
+  // by log(p + 1) / log(seq_length), so attention entropy stays level past the training length.
+  int use_logn_attn;
+  int64_t logn_seq_length;    // the config's seq_length when use_logn_attn, else 0
 } model_config;
+
+// The logn-attention factor of a query at position pos: log(pos + 1) / log(seq_length) once pos + 1 >
+// seq_length, else 1 (Qwen's modeling_qwen.py: logn_list[i] = log_{seq_length}(i) for i > seq_length);
+// 1 when seq_length is 0 (off).
+double model_logn_factor(int64_t pos, int64_t seq_length);
 
 // Load a shipped model by name (models/<name>.json) or a config.json path; validates every field.
 int model_load(const char *name_or_path, model_config *m, sr_error *e);

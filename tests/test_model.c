@@ -196,6 +196,29 @@ TEST(model_rope_scaling_rejects_unknown_kind_and_missing_factor) {
   CHECK_STR_CONTAINS(e.msg, "f.json: rope_scaling.factor");
 }
 
+TEST(model_logn_attention_is_parsed_and_needs_seq_length) {
+  model_config m;
+  sr_error e = {0};
+  const char *on = "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 16,"
+                   " \"vocab_size\": 10, \"max_position_embeddings\": 64, \"use_logn_attn\": true, \"seq_length\": 8192}";
+  CHECK_EQ_INT(model_from_json_text(on, "on.json", &m, &e), SR_OK);
+  CHECK_EQ_INT(m.use_logn_attn, 1);
+  CHECK_EQ_INT(m.logn_seq_length, 8192);
+  const char *missing = "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 16,"
+                        " \"vocab_size\": 10, \"max_position_embeddings\": 64, \"use_logn_attn\": true}";
+  CHECK_EQ_INT(model_from_json_text(missing, "m.json", &m, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "m.json: seq_length");
+  model_config q = load_ok("qwen2.5-3b");
+  CHECK_EQ_INT(q.use_logn_attn, 0);
+  CHECK_EQ_INT(q.logn_seq_length, 0);
+}
+
+TEST(model_logn_factor_is_log_base_seq_length_past_it) {
+  CHECK_REL(model_logn_factor(8191, 8192), 1.0, 0);           // pos + 1 == seq_length: not past it
+  CHECK_REL(model_logn_factor(16383, 8192), 14.0 / 13.0, 1e-14);  // log2 16384 / log2 8192
+  CHECK_REL(model_logn_factor(1000000, 0), 1.0, 0);           // off
+}
+
 TEST(model_unknown_hf_fields_are_accepted) {
   model_config m;
   sr_error e = {0};

@@ -103,6 +103,13 @@ TEST(train_model_gradients_match_finite_differences_linear_rope) {
   CHECK(worst_gradient_error(&c, 0, 2) < 1e-5);
 }
 
+TEST(train_model_gradients_match_finite_differences_logn_attention) {
+  model_config c = micro_config(1, 0, "");
+  c.use_logn_attn = 1;
+  c.logn_seq_length = 4;  // positions 4..12 of gt_pos are past it: their queries are scaled
+  CHECK(worst_gradient_error(&c, 0, 3) < 1e-5);
+}
+
 TEST(train_model_has_every_hugging_face_tensor_of_a_qwen2_layer) {
   model_config c = micro_config(1, 0, "");
   model_cpu m;
@@ -164,6 +171,43 @@ TEST(train_attention_scores_depend_only_on_relative_position) {
   CHECK_NEAR(l1, l2, 1e-10);
   CHECK(fabs(l1 - l3) > 1e-8);
   model_cpu_free(&m);
+}
+
+TEST(train_logn_attention_scales_only_queries_past_seq_length) {
+  // Two tokens at positions 3 and 8, logn seq_length 4: only the second query is scaled, by
+  // log(9) / log(4). The first token attends to itself alone, so scaling its query changes nothing;
+  // hence the logn model equals a plain model whose q projections (weights and bias) are scaled by
+  // that factor in every layer.
+  model_config c = micro_config(1, 0, "");
+  model_config cl = c;
+  cl.use_logn_attn = 1;
+  cl.logn_seq_length = 4;
+  model_cpu a, b;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_cpu_create(&a, &cl, MODEL_F64, 2, 64, 0, &e), SR_OK);
+  CHECK_EQ_INT(model_cpu_create(&b, &c, MODEL_F64, 2, 64, 0, &e), SR_OK);
+  model_init_random(&a, 13);
+  model_init_random(&b, 13);
+  jitter_params(&a, 2);
+  jitter_params(&b, 2);
+  double f = log(9.0) / log(4.0);
+  for (int l = 0; l < (int)c.num_layers; l++)
+    for (int w = 0; w < 2; w++) {
+      const model_tensor *t = &b.tensors[b.t_layer[l][w ? MODEL_T_QB : MODEL_T_Q]];
+      for (int64_t i = t->offset; i < t->offset + t->numel; i++) ((double *)b.params)[i] *= f;
+    }
+  int32_t tok[2] = {2, 7}, tgt[2] = {7, 3};
+  int64_t pos[2] = {3, 8};
+  double la, lb, lplain;
+  CHECK_EQ_INT(model_forward_backward(&a, 2, tok, pos, tgt, 0, 1, &la, NULL, &e), SR_OK);
+  CHECK_EQ_INT(model_forward_backward(&b, 2, tok, pos, tgt, 0, 1, &lb, NULL, &e), SR_OK);
+  CHECK_NEAR(la, lb, 1e-12);
+  // and the scaling is not a no-op: the same logn model with seq_length past both positions differs
+  a.cfg.logn_seq_length = 64;
+  CHECK_EQ_INT(model_forward_backward(&a, 2, tok, pos, tgt, 0, 1, &lplain, NULL, &e), SR_OK);
+  CHECK(fabs(lplain - la) > 1e-8);
+  model_cpu_free(&a);
+  model_cpu_free(&b);
 }
 
 // ---- float32 against float64 ------------------------------------------------------------------

@@ -1,10 +1,12 @@
 // test_train_pack.c — packed passkey samples (`train --pack P`): a sequence of P samples under the
 // block-diagonal pattern trains exactly like a batch of the same P samples one sequence each, on one rank
-// and on two, and evaluates the same held-out samples.
+// and on two, and evaluates the same held-out samples; each sample rotates from position 0.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/train.h"
+#include "plan/model.h"
 #include "tests/test.h"
 
 // Open MPI as root, shared memory only, MPI's own allocations not ours to report (as tests/test_train_dist.c)
@@ -55,6 +57,28 @@ TEST(train_pack_of_two_samples_equals_a_batch_of_two_on_one_and_two_ranks) {
   }
   CHECK_NEAR(ep, eb, 1e-4);  // the eval line prints 4 decimals
   CHECK_NEAR(ep2, eb, 1e-4);
+}
+
+TEST(train_pack_rotates_each_sample_from_position_zero) {
+  // logn attention scales queries by absolute position, so a packed sample must rotate as it would
+  // alone: from 0. A rank's striped tokens of 2 samples of 256: rotary position = position mod 256.
+  model_config c;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_load("tiny-test", &c, &e), SR_OK);
+  train_options o;
+  train_options_defaults(&o);
+  o.seq = 512;
+  o.pack = 2;
+  int64_t pos[256];
+  for (int i = 0; i < 256; i++) pos[i] = 2 * i + 1;  // rank 1 of a striped:1 layout on 2 ranks
+  trainer t;
+  CHECK_EQ_INT(trainer_create(&t, &c, &o, NULL, 256, pos, &e), SR_OK);
+  for (int i = 0; i < 256; i++) CHECK_EQ_INT(t.rope_pos[i], (2 * i + 1) % 256);
+  trainer_free(&t);
+  o.pack = 1;  // one sample: rotary positions are the positions
+  CHECK_EQ_INT(trainer_create(&t, &c, &o, NULL, 256, pos, &e), SR_OK);
+  for (int i = 0; i < 256; i++) CHECK_EQ_INT(t.rope_pos[i], 2 * i + 1);
+  trainer_free(&t);
 }
 
 TEST(train_pack_needs_whole_samples_of_128_token_blocks) {
