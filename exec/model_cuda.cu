@@ -1,6 +1,7 @@
-// model_cuda.cu — the transformer of model_cpu.c on one GPU: cuBLAS SGEMM (TF32 tensor cores) for every
-// linear layer and the LM head, the small kernels of model_cuda_kernels.cu for embedding, RMSNorm, RoPE,
-// SwiGLU, chunked cross-entropy, AdamW and the reductions, in llm.c's style (a check macro per call).
+// model_cuda.cu — the transformer of model_cpu.c on one GPU: cuBLAS GEMMs for every linear layer and the
+// LM head (bf16 operands with fp32 accumulation, or fp32 operands on TF32 tensor cores), the small
+// kernels of model_cuda_kernels.cu for embedding, RMSNorm, RoPE, SwiGLU, chunked cross-entropy, AdamW
+// and the reductions, in llm.c's style (a check macro per call).
 // The step is the same sequence of operations as exec/model_ops.inc, so the CPU model is its reference.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -62,6 +63,12 @@ struct model_cuda {
   float *lnf, *rstdf, *logits, *tmp;
   float *dx, *dln, *dlnf, *dq, *dout, *dk, *dv, *dh;
   __nv_bfloat16 *qb, *kb, *vb, *ob, *dob;
+  // bf16 GEMMs (model_cuda_set_precision): a bf16 mirror of the parameters, remade at the first forward
+  // after they change, and two scratch buffers the fp32 GEMM operands are converted into just before use,
+  // gemm_rows token rows at a time (activations are never duplicated whole in bf16)
+  int bf16, wb_stale;
+  __nv_bfloat16 *wb, *sa, *sb;  // weights; input rows; output-gradient rows (and a logits chunk)
+  int64_t gemm_rows;
   model_cuda_attention attn;
   double rope_mscale;
   cudaEvent_t *ev;  // attention timing: pairs of events (timer_mark)
@@ -80,10 +87,52 @@ static int dalloc(float **p, int64_t n, sr_error *e) {
 
 // ---- linear layers through cuBLAS (row-major [rows, features] seen as column-major transposes) ---
 
+// Rows of one bf16 GEMM chunk: the scratch holds this many token rows of the widest operand. 16K rows keep
+// every GEMM of a 2K-hidden model large enough to fill the GPU while the scratch stays a fixed size.
+#define GEMM_ROWS 16384
+
+// C = op(A) op(B) + beta C with fp32 C: A, B fp32 on TF32 tensor cores, or bf16 (d->bf16) with fp32
+// accumulation (CUBLAS_COMPUTE_32F), so only the operands are rounded.
+static int gemm(model_cuda *d, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
+                const void *B, int ldb, float beta, float *C, int ldc, sr_error *e) {
+  const float one = 1.0f;
+  if (d->bf16)
+    CB(cublasGemmEx(d->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F,
+                    ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  else
+    CB(cublasSgemm(d->blas, ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta, C, ldc));
+  return SR_OK;
+}
+
+// A GEMM operand of n fp32 values as the GEMM reads it: the values themselves (TF32), or their bf16 copy
+// made in scratch (bf16).
+static int operand(model_cuda *d, const void **out, const float *src, int64_t n, __nv_bfloat16 *scratch, sr_error *e) {
+  *out = src;
+  if (!d->bf16 || n <= 0) return SR_OK;
+  to_bf16_k<<<grid_for(n, 256), 256, 0, d->stream>>>(scratch, src, n);
+  KCHECK();
+  *out = scratch;
+  return SR_OK;
+}
+
+// A weight as the GEMMs read it: fp32 master (TF32) or its bf16 mirror at the same offset.
+static const void *weight(const model_cuda *d, const float *w) {
+  return d->bf16 ? (const void *)(d->wb + (w - d->params)) : (const void *)w;
+}
+
+// Rows per GEMM: bf16 operands go through scratch of gemm_rows rows; TF32 reads the fp32 buffers whole.
+static int64_t chunk_rows(const model_cuda *d, int64_t T) { return d->bf16 ? d->gemm_rows : sr_max64(T, 1); }
+
 static int matmul_fwd(model_cuda *d, float *out, const float *inp, const float *w, const float *b, int64_t T, int in,
                       int outc, float beta, sr_error *e) {
-  const float one = 1.0f;
-  CB(cublasSgemm(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, outc, (int)T, in, &one, w, in, inp, in, &beta, out, outc));
+  const void *wv = weight(d, w), *iv;
+  int rc;
+  for (int64_t t0 = 0, R = chunk_rows(d, T); t0 < T; t0 += R) {
+    int64_t n = sr_min64(R, T - t0);
+    if ((rc = operand(d, &iv, inp + t0 * in, n * in, d->sa, e)) ||
+        (rc = gemm(d, CUBLAS_OP_T, CUBLAS_OP_N, outc, (int)n, in, wv, in, iv, in, beta, out + t0 * outc, outc, e)))
+      return rc;
+  }
   if (b) {
     add_bias_k<<<grid_for(T * outc, 256), 256, 0, d->stream>>>(out, b, T, outc);
     KCHECK();
@@ -100,12 +149,22 @@ static int colsum(model_cuda *d, float *out, const float *in, int64_t rows, int 
   return SR_OK;
 }
 
-// dinp += dout W (when dinp); dw += doutᵀ inp; db += column sums of dout (when db).
+// dinp += dout W (when dinp); dw += doutᵀ inp; db += column sums of dout (when db). The weight gradient
+// accumulates in fp32 over the row chunks (and over the batch's samples).
 static int matmul_bwd(model_cuda *d, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                       const float *w, int64_t T, int in, int outc, sr_error *e) {
-  const float one = 1.0f;
-  if (dinp) CB(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, (int)T, outc, &one, w, in, dout, outc, &one, dinp, in));
-  CB(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, outc, (int)T, &one, inp, in, dout, outc, &one, dw, in));
+  const void *wv = weight(d, w), *gv, *iv;
+  int rc;
+  for (int64_t t0 = 0, R = chunk_rows(d, T); t0 < T; t0 += R) {
+    int64_t n = sr_min64(R, T - t0);
+    if ((rc = operand(d, &gv, dout + t0 * outc, n * outc, d->sb, e))) return rc;
+    if (dinp &&
+        (rc = gemm(d, CUBLAS_OP_N, CUBLAS_OP_N, in, (int)n, outc, wv, in, gv, outc, 1.0f, dinp + t0 * in, in, e)))
+      return rc;
+    if ((rc = operand(d, &iv, inp + t0 * in, n * in, d->sa, e)) ||
+        (rc = gemm(d, CUBLAS_OP_N, CUBLAS_OP_T, in, outc, (int)n, iv, in, gv, outc, 1.0f, dw, in, e)))
+      return rc;
+  }
   if (db) return colsum(d, db, dout, T, outc, e);
   return SR_OK;
 }
@@ -149,7 +208,8 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   memcpy(d->t_layer, h->t_layer, (size_t)L * sizeof *d->t_layer);
   CB(cublasCreate(&d->blas));
   CB(cublasSetStream(d->blas, d->stream));
-  // TF32 tensor cores for the fp32 GEMMs (10-bit mantissa products, fp32 accumulation)
+  // TF32 tensor cores for the fp32 GEMMs (10-bit mantissa products, fp32 accumulation); bf16 GEMMs
+  // (model_cuda_set_precision) go through cublasGemmEx
   CB(cublasSetMathMode(d->blas, CUBLAS_TF32_TENSOR_OP_MATH));
   int64_t C = c->hidden_size, QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim,
           I = c->intermediate_size, N = d->max_tokens, H = c->num_heads, half = c->head_dim / 2, V = c->vocab_size;
@@ -217,6 +277,7 @@ static int init_random(model_cuda *d, uint64_t seed, sr_error *e) {
     KCHECK();
   }
   CU(cudaStreamSynchronize(d->stream));
+  d->wb_stale = 1;
   return SR_OK;
 }
 
@@ -240,7 +301,7 @@ extern "C" void model_cuda_free(model_cuda *d) {
   int L = (int)d->cfg.num_layers;
   void *bufs[] = {d->params, d->grads, d->m, d->v, d->inv_freq, d->sumsq, d->cosv, d->sinv, d->pos, d->tok,
                   d->tgt, d->argmax, d->losses, d->lnf, d->rstdf, d->logits, d->tmp, d->dx, d->dln, d->dlnf,
-                  d->dq, d->dout, d->dk, d->dv, d->dh, d->qb, d->kb, d->vb, d->ob, d->dob};
+                  d->dq, d->dout, d->dk, d->dv, d->dh, d->qb, d->kb, d->vb, d->ob, d->dob, d->wb, d->sa, d->sb};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
   if (d->x)
     for (int l = 0; l <= L; l++) cudaFree(d->x[l]);
@@ -269,6 +330,35 @@ extern "C" float *model_cuda_grads(model_cuda *d) { return d->grads; }
 
 extern "C" int model_cuda_upload(model_cuda *d, const model_cpu *h, sr_error *e) {
   CU(cudaMemcpy(d->params, h->params, (size_t)d->num_params * sizeof(float), cudaMemcpyHostToDevice));
+  d->wb_stale = 1;
+  return SR_OK;
+}
+
+extern "C" int model_cuda_set_precision(model_cuda *d, model_cuda_precision p, sr_error *e) {
+  if (p != MODEL_CUDA_BF16 && p != MODEL_CUDA_TF32)
+    return sr_input_error(e, NULL, "--precision", "unknown GEMM precision %d", (int)p);
+  d->bf16 = p == MODEL_CUDA_BF16;
+  d->wb_stale = 1;
+  if (!d->bf16 || d->wb) return SR_OK;
+  const model_config *c = &d->cfg;
+  int64_t C = c->hidden_size, QD = c->num_heads * c->head_dim, I = c->intermediate_size, V = c->vocab_size;
+  int64_t widest = sr_max64(C, sr_max64(QD, I));
+  d->gemm_rows = sr_min64(d->max_tokens, GEMM_ROWS);
+  // sa: the inputs (ln1, o, ln2, h, lnf rows); sb: the output gradients, the widest being a logits chunk
+  CU(cudaMalloc((void **)&d->wb, (size_t)sr_max64(d->num_params, 1) * 2));
+  CU(cudaMalloc((void **)&d->sa, (size_t)(d->gemm_rows * widest) * 2));
+  CU(cudaMalloc((void **)&d->sb, (size_t)sr_max64(d->gemm_rows * widest, d->ce_chunk * V) * 2));
+  return SR_OK;
+}
+
+// The bf16 mirror is remade once per change of the weights (an optimizer step, an upload), at the next
+// forward rather than in model_cuda_adamw: with ZeRO-1 the other ranks' slices arrive after the update,
+// by the all-gather into the parameter buffer.
+static int refresh_weights(model_cuda *d, sr_error *e) {
+  if (!d->bf16 || !d->wb_stale) return SR_OK;
+  to_bf16_k<<<grid_for(d->num_params, 256), 256, 0, d->stream>>>(d->wb, d->params, d->num_params);
+  KCHECK();
+  d->wb_stale = 0;
   return SR_OK;
 }
 
@@ -500,6 +590,7 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
     return sr_input_error(e, NULL, "tokens", "%lld local tokens, the model holds room for 0..%lld", (long long)T,
                           (long long)d->max_tokens);
   if (attn_s) *attn_s = 0;
+  if ((rc = refresh_weights(d, e))) return rc;
   CU(cudaMemcpyAsync(d->tok, tokens, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
   CU(cudaMemcpyAsync(d->tgt, targets, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
   CU(cudaMemcpyAsync(d->pos, pos, (size_t)T * sizeof(long long), cudaMemcpyHostToDevice, d->stream));
@@ -523,13 +614,10 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
     cross_entropy_k<<<(unsigned)n, 256, 0, d->stream>>>(d->logits, V, d->tgt + t0, (float)loss_scale, grads,
                                                         d->losses + t0, d->argmax + t0);
     KCHECK();
-    if (grads) {
-      const float one = 1.0f, zero = 0.0f;
-      CB(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, V, &one, W, C, d->logits, V, &zero,
-                     d->dlnf + t0 * C, C));
-      CB(cublasSgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, V, (int)n, &one, d->lnf + t0 * C, C, d->logits, V, &one,
-                     DG(d, d->t_lm_head), C));
-    }
+    // softmax − onehot (fp32 in logits) into the final norm's and the LM head's gradients (dlnf is zero)
+    if (grads && (rc = matmul_bwd(d, d->dlnf + t0 * C, DG(d, d->t_lm_head), NULL, d->logits, d->lnf + t0 * C, W, n, C,
+                                  V, e)))
+      return rc;
   }
   float *losses = (float *)malloc((size_t)sr_max64(T, 1) * sizeof(float));
   if (!losses) return sr_internal_error(e, 0, "model_cuda: out of memory");
@@ -579,5 +667,6 @@ extern "C" int model_cuda_adamw(model_cuda *d, adamw_state *s, double grad_scale
                                                          (float)s->eps, wd, (float)grad_scale);
     KCHECK();
   }
+  d->wb_stale = 1;
   return SR_OK;
 }

@@ -1,7 +1,9 @@
 // model_cuda.h — the CPU transformer's twin on one GPU: the same parameter table (model_cpu.h),
 // the same forward, analytic backward, chunked cross-entropy and AdamW, with cuBLAS GEMMs and
 // llm.c-style kernels for the rest (fp32 master weights and activations; attention inputs are
-// converted to bf16 for the executor's distributed attention, which runs on the same stream).
+// converted to bf16 for the executor's distributed attention, which runs on the same stream). The GEMMs
+// run on bf16 operands with fp32 accumulation and fp32 outputs (model_cuda_set_precision), or on the fp32
+// values through TF32 tensor cores (the default of model_cuda_create).
 //
 // Built only where nvcc is (SR_HAVE_CUDA); every call returns an sr_error naming the CUDA / cuBLAS
 // failure and its file:line.
@@ -33,6 +35,13 @@ typedef struct {
 // in place); the AdamW moments cover [lo, hi). stream: cudaStream_t to run on (NULL: default).
 int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t max_tokens, int64_t param_capacity,
                       const uint64_t *init_seed, int64_t lo, int64_t hi, void *stream, sr_error *e);
+// GEMM precision. BF16: the weights' bf16 mirror (remade at the first forward after model_cuda_adamw or an
+// upload; writers through model_cuda_params write between an update and the next forward) and the GEMMs'
+// activation and gradient operands converted to bf16 just before each GEMM, in fixed scratch; products
+// accumulate in fp32 and land in the fp32 activations, gradients and weight gradients. TF32: fp32 operands.
+typedef enum { MODEL_CUDA_TF32 = 0, MODEL_CUDA_BF16 = 1 } model_cuda_precision;
+// Select the GEMM precision (BF16 allocates the mirror, 2 bytes a parameter, and the scratch).
+int model_cuda_set_precision(model_cuda *d, model_cuda_precision p, sr_error *e);
 // Free the device model.
 void model_cuda_free(model_cuda *d);
 // Route attention through a distributed implementation (NULL fields: the naive kernel).

@@ -2,8 +2,8 @@
 //
 //   mpirun -np W sparsering-exec train --model tiny-test --seq 4K --steps 50 --data passkey
 //       [--plan FILE | --cluster C --layout L --schedule S --pattern P | --strategy NAME]
-//       [--backend cpu|cuda] [--lr 3e-4] [--ckpt DIR --ckpt-every K] [--resume DIR] [--csv PATH]
-//       [--trace PATH --trace-steps 1,10,100] [--init WEIGHTS.safetensors]
+//       [--backend cpu|cuda] [--precision bf16|tf32] [--lr 3e-4] [--ckpt DIR --ckpt-every K] [--resume DIR]
+//       [--csv PATH] [--trace PATH --trace-steps 1,10,100] [--init WEIGHTS.safetensors]
 //
 // Every rank holds its layout's tokens for every layer; attention runs through the executor's
 // distributed attention (dist_attn.h) for the plan's schedule and pattern; gradients are summed over
@@ -142,7 +142,7 @@ static int step_listed(const char *list, int64_t step) {
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
                                           "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", "pack",
-                                          "build-threads", "attn-prefetch", NULL};
+                                          "build-threads", "attn-prefetch", "precision", NULL};
 static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
                                             NULL};
 
@@ -156,6 +156,18 @@ static int cmd_train(int argc, char **argv) {
     sr_input_error(&e, NULL, "--backend", "'%s' is not one of cpu, cuda", backend);
     return sr_error_report(&e, "sparsering-exec train");
   }
+  // GEMM precision of the CUDA model; the CPU model computes in float32 and takes no --precision
+  const char *precision = cli_get(&a, "precision", NULL);
+  if (precision && strcmp(precision, "bf16") != 0 && strcmp(precision, "tf32") != 0) {
+    sr_input_error(&e, NULL, "--precision", "'%s' is not one of bf16, tf32", precision);
+    return sr_error_report(&e, "sparsering-exec train");
+  }
+  if (precision && !cuda) {
+    sr_input_error(&e, NULL, "--precision", "%s selects the CUDA backend's GEMMs; the CPU backend computes in float32",
+                   precision);
+    return sr_error_report(&e, "sparsering-exec train");
+  }
+  int bf16 = !precision || strcmp(precision, "bf16") == 0;
 #if !SR_HAVE_CUDA
   if (cuda) {
     sr_input_error(&e, NULL, "--backend", "cuda: this build has no CUDA (nvcc was not found at build time)");
@@ -247,6 +259,8 @@ static int cmd_train(int argc, char **argv) {
   t.model.attn = (model_attention){&ta, train_attn_fwd, train_attn_bwd, ta.online_cpu ? train_attn_estimate : NULL};
 #if SR_HAVE_CUDA
   if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ta, train_attn_fwd_dev, train_attn_bwd_dev});
+  // before the plans are built: their cache is sized from the memory left
+  if (cuda && model_cuda_set_precision(t.dev, bf16 ? MODEL_CUDA_BF16 : MODEL_CUDA_TF32, &e)) goto fail;
 #endif
   // the attention plans that will be kept are built before the first step, so step times hold no build
   // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
@@ -284,6 +298,8 @@ static int cmd_train(int argc, char **argv) {
     printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
            o.data ? o.data->path : "passkey", o.data ? "all" : loss_mode, (long long)batch, lr, wd, (long long)warmup,
            o.recompute ? "on" : "off", (long long)t.slice);
+    if (cuda) printf("train: GEMMs %s\n", bf16 ? "bf16 operands, fp32 accumulation and outputs (--precision bf16)"
+                                                 : "fp32 operands on TF32 tensor cores (--precision tf32)");
     sr_buf_printf(&csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
