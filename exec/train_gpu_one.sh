@@ -26,9 +26,9 @@ log "$ready"
 X=bin/sparsering-exec
 CL="$W/h200-1x1.json"  # h200-1x2 with one GPU: the plan's world must equal the job's one rank
 sed 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2.json >"$CL"
-# for --predict: our kernels' measured attention efficiencies, GEMMs at TF32 (half the bf16 rate; train_gpu_run.sh)
+# for --predict: our kernels' measured attention efficiencies; GEMMs bf16 (--precision's default)
 CLP="$W/h200-1x1-train.json"
-sed -e 's/"gpus_per_node": 2/"gpus_per_node": 1/' -e 's/"gemm": 0.7,/"gemm": 0.35,/' models/clusters/h200-1x2-bench.json >"$CLP"
+sed -e 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2-bench.json >"$CLP"
 # one training run: NAME, time limit, then train's flags; the log keeps everything, the summary the essentials
 run() {
   local name=$1 lim=$2

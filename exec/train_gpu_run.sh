@@ -10,16 +10,15 @@
 #   otherwise it is built (about 1.5 minutes of the budget). DEADLINE_S (default 330) caps the whole script:
 #   each run's time limit is what is left of it, and a run cut at the deadline says so in the table.
 #   Expected (simulator, TF32 GEMMs): 128K dense ring 56 s a step, 128K MTraining 14 s, 256K dense ring
-#   213 s, 256K MTraining 44 s; so 330 s holds the two 128K runs, ~560 s adds the 256K dense ring, and the
-#   256K MTraining step is slowed by plan rebuilds (see Memory below) well past its prediction.
+#   213 s, 256K MTraining 44 s (bf16 GEMMs, the default since --precision, take less); so 330 s holds the
+#   two 128K runs and ~560 s adds the 256K dense ring.
 #   T_W=0 skips (0); T_CFGS="STRATEGY SEQ STEPS; ..." replaces the list of (3) runs (default: dense-ring and
 #   mtraining at 128K and 256K); T_FLAGS adds flags to every (3) run.
 # Memory (measured on one H200 at 32K, docs/train.md): fp32 weights + gradients (padded to 2 ZeRO-1 slices)
-# + half the AdamW moments = 34.5 GiB a GPU, plus ~0.63 MiB per local token with recomputation; each
-# layer's sparse attention plan holds ~20 KB per local token more, so MTraining keeps as many layers'
-# plans as fit (all 36 at 128K; ~7 at 256K, the others rebuilt, seconds of CPU each at 256K, by threads
-# ahead of their layer: `attention plans: N built (...; M when their layer came)` in the log) and the dense
-# ring shares one plan between all layers.
+# + half the AdamW moments = 34.5 GiB a GPU (+ the bf16 weight copy, 5.7 GiB), plus ~0.63 MiB per local
+# token with recomputation; the attention scratch (~23 KB per local token) is one workspace shared by all
+# plans and each plan adds only its indices (46.8 MiB at 32K on one GPU), so MTraining keeps all 36 plans
+# (`attention plans: N built (...; M when their layer came)` in the log); the dense ring shares one plan.
 set -o pipefail
 OUT=${OUT:-/tmp/sr-train-out}
 W=/tmp/sr-train-logs
@@ -39,10 +38,11 @@ log "$ready"
 RUN="$MPIRUN --oversubscribe --bind-to none -np 2"
 X=bin/sparsering-exec
 # The simulator's cluster: h200-1x2 with our kernels' measured attention efficiencies (h200-1x2-bench, see
-# docs/models.md) and the GEMM efficiency halved, because the trainer's GEMMs run TF32 (dense peak 495
-# TFLOP/s on H100/H200 SXM, half the bf16 989 of the cluster file). MFU is against the bf16 peak.
+# docs/models.md); with `--precision tf32` in T_FLAGS the GEMM efficiency is halved (TF32's dense peak is
+# 495 TFLOP/s on H100/H200 SXM, half the bf16 989 of the cluster file). MFU is against the bf16 peak.
 CL="$W/h200-1x2-train.json"
-sed 's/"gemm": 0.7,/"gemm": 0.35,/' models/clusters/h200-1x2-bench.json >"$CL"
+GEMM=0.7; [[ "${T_FLAGS:-}" == *"precision tf32"* ]] && GEMM=0.35
+sed "s/\"gemm\": 0.7,/\"gemm\": $GEMM,/" models/clusters/h200-1x2-bench.json >"$CL"
 echo "run | seq | steps | measured step s | tok/s | MFU | simulated step s | sim tok/s | sim MFU | GPU mem GiB | plans kept, built in steps" >"$T"
 
 if [ "${T_W:-1}" != 0 ]; then
@@ -72,8 +72,6 @@ for cfg in "${CFGS[@]}"; do
     continue
   fi
   P=(); [ $st = mtraining ] && P=(--pattern vs-topp:0.95)
-  # 256K MTraining keeps only ~7 of 36 plans: build the next 4 layers' plans ahead in threads
-  [ $st = mtraining ] && [ $seq = 256K ] && P+=(--attn-prefetch 4)
   timeout "$lim" $RUN $X train --backend cuda --model qwen2.5-3b --cluster "$CL" --strategy $st "${P[@]}" --seq $seq \
     --steps $steps --data passkey --loss all --lr 1e-4 ${T_FLAGS:-} --predict --csv "$W/$name.csv" --label $name >"$W/$name.log" 2>&1
   rc=$?
