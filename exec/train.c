@@ -82,8 +82,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   if (n_local > 0) memcpy(t->pos, pos, (size_t)n_local * sizeof *pos);
   // A packed sample starts at position 0, as it would alone: RoPE alone would not care (scores depend on
   // relative positions), but logn attention scales queries by their absolute position.
-  int64_t sample_len = o->pack > 1 ? o->seq / o->pack : o->seq;
-  for (int64_t i = 0; i < n_local; i++) t->rope_pos[i] = pos[i] % sample_len;
+  trainer_rope_positions(t, 0, 1, t->rope_pos);
   if (o->cuda) {
 #if SR_HAVE_CUDA
     // parameters padded to W slices: the ZeRO-1 all-gather runs in place, with no staging copies
@@ -155,6 +154,25 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
   return SR_OK;
 }
 
+// PoSE (Zhu et al. 2023, "PoSE: Efficient Context Window Extension of LLMs via Positional Skip-wise
+// Training", two chunks): sample j of len tokens keeps positions 0 .. c-1 and continues at c + u, with the
+// split c uniform in [1, len - 1] and the skip u uniform in [0, span - len], both drawn from (seed, j) so
+// every rank agrees. Inside each chunk distances stay those of real text; across the split they reach
+// span - 1. Held-out samples rotate contiguously, as at inference.
+void trainer_rope_positions(const trainer *t, int64_t index, int held_out, int64_t *out) {
+  const train_options *o = &t->opt;
+  int64_t pack = o->pack > 1 ? o->pack : 1, len = o->seq / pack;
+  int pose = !held_out && o->pose_span > len && len > 1;
+  for (int64_t i = 0; i < t->n_local; i++) {
+    int64_t k = t->pos[i] / len, off = t->pos[i] % len;
+    out[i] = off;
+    if (!pose) continue;
+    uint64_t s = mix64(o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)(index * pack + k) + 0x5105E);
+    int64_t c = 1 + (int64_t)(s % (uint64_t)(len - 1)), u = (int64_t)(mix64(s) % (uint64_t)(o->pose_span - len + 1));
+    if (off >= c) out[i] += u;
+  }
+}
+
 // ---- the step ---------------------------------------------------------------------------------
 
 // Forward (and with grads the backward, accumulated) of sample `index`; loss_weight scales its mean loss
@@ -170,6 +188,7 @@ static int forward_sample(trainer *t, int64_t index, int held_out, int grads, do
     t->tok[i] = t->seq_tok[t->pos[i]];
     t->tgt[i] = t->seq_tgt[t->pos[i]];
   }
+  trainer_rope_positions(t, index, held_out, t->rope_pos);
   double loss = 0, scale = count ? loss_weight / (double)count : 0;
   // a rank holding no token still runs the model: its attention takes part in the ring
 #if SR_HAVE_CUDA

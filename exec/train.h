@@ -43,6 +43,9 @@ typedef struct {
   int64_t pack;             // passkey samples packed in one sequence, seq / pack tokens each (0 or 1: one);
                             // attention must then be block-diagonal by sample (train --pack builds that
                             // pattern), so a packed sequence trains exactly like a batch of its samples
+  int64_t pose_span;        // PoSE (positional skip-wise training; 0: off): a training sample of len tokens
+                            // rotates by positions that jump once, at a random token, by a random skip in
+                            // [0, pose_span - len], so short samples teach distances up to pose_span
   int cuda;                 // run the model on this rank's GPU (model_cuda.h; needs SR_HAVE_CUDA)
   void *cuda_stream;        // cudaStream_t the model runs on (the comm backend's compute stream)
 } train_options;
@@ -92,6 +95,9 @@ int trainer_eval(trainer *t, int64_t index, train_step_stats *st, sr_error *e);
 // The sample of a step: whole-sequence tokens and targets (passkey: answer_start too, else -1).
 int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *tokens, int32_t *targets,
                    int64_t *answer_start, sr_error *e);
+// The rotary positions of this rank's tokens for sample `index` into out[n_local]: each position within its
+// packed sample, plus under PoSE (training samples only) the sample's skip past its split token.
+void trainer_rope_positions(const trainer *t, int64_t index, int held_out, int64_t *out);
 // Save weights (DIR/model.safetensors, Hugging Face names) and optimizer state (DIR/optimizer.safetensors:
 // full moments, step) atomically; every rank calls (the moment slices are gathered), rank 0 writes.
 int trainer_save(trainer *t, const char *dir, sr_error *e);

@@ -142,7 +142,7 @@ static int step_listed(const char *list, int64_t step) {
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
                                           "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", "pack",
-                                          "build-threads", "attn-prefetch", "precision", NULL};
+                                          "build-threads", "attn-prefetch", "precision", "pose", NULL};
 static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
                                             NULL};
 
@@ -206,6 +206,15 @@ static int cmd_train(int argc, char **argv) {
     goto fail;
   if (exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e)) goto fail;
   if (pack > 1 && pack_pattern(&p, &pat, pack, &e)) goto fail;
+  int64_t pose = 0;
+  if (cli_get(&a, "pose", NULL)) {
+    if (sr_parse_tokens(cli_get(&a, "pose", NULL), "--pose", &pose, &e)) goto fail;
+    if (pose <= p.spec.seq / pack) {
+      sr_input_error(&e, NULL, "--pose", "a span of %lld tokens does not reach past the %lld-token sample",
+                     (long long)pose, (long long)(p.spec.seq / pack));
+      goto fail;
+    }
+  }
   if (p.layout.world != c.world) {
     sr_input_error(&e, p.cluster.path, "world", "the plan spreads the sequence over %d ranks, the job has %d",
                    p.layout.world, c.world);
@@ -252,6 +261,7 @@ static int cmd_train(int argc, char **argv) {
   }
   o.batch = batch;
   o.pack = pack;
+  o.pose_span = pose;
   o.cuda = cuda;
   o.cuda_stream = c.compute_stream;
   train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};

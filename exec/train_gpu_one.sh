@@ -74,9 +74,10 @@ if [[ $STAGES == *passkey* ]]; then
   # then 32K. PK_C_CFGS picks the 32K runs (dense online topp).
   CK=$W/ck
   PKM=${PK_MODEL:-tiny-25m}  # tiny-25m-logn: the same with logn attention past 512 tokens
-  log "(3a) passkey, $PKM, 64 samples of 512 tokens a step (--pack 64), keys loss, ${PK_A:-1000} steps"
+  log "(3a) passkey, $PKM, 64 samples of 512 tokens a step (--pack 64), keys loss, ${PK_A:-1000} steps${PK_POSE:+, PoSE to $PK_POSE}"
   run pkA-512x64 ${PK_A_S:-150} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 64 --loss keys \
-    --lr 1e-3 --warmup 50 --cosine --steps ${PK_A:-1000} --eval 256 --quiet --ckpt $CK-A --ckpt-every 200
+    --lr 1e-3 --warmup 50 --cosine --steps ${PK_A:-1000} --eval 256 --quiet --ckpt $CK-A --ckpt-every 200 \
+    ${PK_POSE:+--pose $PK_POSE}
   if [ -n "${PK_ZS:-}" ]; then
     log "(3a') the 512-token model scored at 4K and 32K without training there"
     run pkZ-4k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --steps 0 --eval 64 --init $CK-A/model.safetensors

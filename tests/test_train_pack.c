@@ -81,6 +81,73 @@ TEST(train_pack_rotates_each_sample_from_position_zero) {
   trainer_free(&t);
 }
 
+// A trainer of tiny-test over seq tokens in `pack` samples holding positions pos[0..n).
+static int pose_trainer(trainer *t, int64_t seq, int64_t pack, int64_t span, const int64_t *pos, int64_t n) {
+  model_config c;
+  sr_error e = {0};
+  if (model_load("tiny-test", &c, &e)) return 1;
+  train_options o;
+  train_options_defaults(&o);
+  o.seq = seq;
+  o.pack = pack;
+  o.pose_span = span;
+  return trainer_create(t, &c, &o, NULL, n, pos, &e);
+}
+
+TEST(train_pose_jumps_once_per_training_sample_and_never_when_scoring) {
+  enum { SEQ = 512, LEN = 256, SPAN = 4096 };
+  int64_t pos[SEQ], rp[SEQ];
+  for (int i = 0; i < SEQ; i++) pos[i] = i;
+  trainer t;
+  CHECK_EQ_INT(pose_trainer(&t, SEQ, 2, SPAN, pos, SEQ), SR_OK);
+  int64_t longest = 0, first_skip[2] = {-1, -1};
+  for (int64_t step = 0; step < 20; step++) {
+    trainer_rope_positions(&t, step, 0, rp);
+    for (int k = 0; k < 2; k++) {
+      const int64_t *r = rp + k * LEN;
+      CHECK_EQ_INT(r[0], 0);  // every sample starts at 0
+      int jumps = 0;
+      for (int i = 1; i < LEN; i++) {
+        int64_t d = r[i] - r[i - 1];
+        CHECK(d >= 1);  // order kept: causality by position is unchanged
+        if (d > 1) jumps++;
+      }
+      CHECK(jumps <= 1);
+      CHECK(r[LEN - 1] <= SPAN - 1);  // the skip is at most span - len
+      if (r[LEN - 1] > longest) longest = r[LEN - 1];
+      if (step == 0) first_skip[k] = r[LEN - 1];
+    }
+  }
+  CHECK(longest > SPAN / 2);  // skips do reach far
+  trainer_rope_positions(&t, 1, 0, rp);
+  CHECK(rp[LEN - 1] != first_skip[0] || rp[SEQ - 1] != first_skip[1]);  // a fresh draw each sample
+  trainer_rope_positions(&t, 3, 1, rp);  // held out: contiguous, as at inference
+  for (int i = 0; i < SEQ; i++) CHECK_EQ_INT(rp[i], i % LEN);
+  // another rank's scattered tokens get the same positions as the whole sequence's
+  int64_t all[SEQ], odd[SEQ / 2], rodd[SEQ / 2];
+  trainer_rope_positions(&t, 7, 0, all);
+  for (int i = 0; i < SEQ / 2; i++) odd[i] = 2 * i + 1;
+  trainer u;
+  CHECK_EQ_INT(pose_trainer(&u, SEQ, 2, SPAN, odd, SEQ / 2), SR_OK);
+  trainer_rope_positions(&u, 7, 0, rodd);
+  for (int i = 0; i < SEQ / 2; i++) CHECK_EQ_INT(rodd[i], all[2 * i + 1]);
+  trainer_free(&t);
+  trainer_free(&u);
+}
+
+TEST(train_pose_span_must_reach_past_the_sample) {
+  char prep[2048], cmd[2048];
+  char *out = NULL;
+  snprintf(prep, sizeof prep, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s/c1.json",
+           test_tmpdir());
+  CHECK_EQ_INT(test_run(prep, NULL), 0);
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s/c1.json --strategy dense-ring "
+           "--seq 512 --pack 2 --pose 256 --steps 1 --csv %s/pose.csv 2>&1", test_bin_dir(), test_tmpdir(), test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "--pose");
+  free(out);
+}
+
 TEST(train_pack_needs_whole_samples_of_128_token_blocks) {
   char cmd[2048];
   char *out = NULL;
