@@ -79,9 +79,14 @@ if [[ $STAGES == *passkey* ]]; then
     --lr 1e-3 --warmup 50 --cosine --steps ${PK_A:-1000} --eval 256 --quiet --ckpt $CK-A --ckpt-every 200 \
     ${PK_POSE:+--pose $PK_POSE}
   if [ -n "${PK_ZS:-}" ]; then
-    log "(3a') the 512-token model scored at 4K and 32K without training there"
+    log "(3a') the 512-token model scored at 4K and at 32K (${PK_C_CFGS:-dense online topp}) without training there"
     run pkZ-4k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --steps 0 --eval 64 --init $CK-A/model.safetensors
-    run pkZ-32k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --steps 0 --eval 32 --init $CK-A/model.safetensors
+    for c in ${PK_C_CFGS:-dense online topp}; do
+      case $c in dense) cfg="dense-ring dense" ;; online) cfg="mtraining vs-online:0.9" ;; topp) cfg="mtraining vs-topp:0.95" ;; esac
+      set -- $cfg
+      run pkZ-32k-$c 60 --backend cuda --model $PKM --strategy $1 --pattern $2 --seq 32K --steps 0 --eval ${PK_ZS_N:-32} \
+        --init $CK-A/model.safetensors
+    done
   fi
   last=$CK-A
   if [ "${PK_B:-200}" -gt 0 ]; then
