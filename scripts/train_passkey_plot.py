@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # passkey loss curves of the GPU calls (notebooks-data/train-h200-*.csv) into a PNG:
-# left the short-sequence recipes, middle the first 32K fine-tune, right the packed curriculum
-# (calls c3, c4: exec/train_gpu_one.sh passkey, settings in docs/train.md)
+# the short-sequence recipes, the first 32K fine-tune, the packed curriculum (call c4) and PoSE (call c7)
+# (exec/train_gpu_one.sh passkey; settings and results in docs/train.md)
 import csv, matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -9,7 +9,8 @@ def load(name):
     with open(f"notebooks-data/train-h200-{name}.csv") as f:
         r = list(csv.DictReader(f))
     return [int(x["step"]) for x in r], [float(x["loss"]) for x in r]
-fig, ax = plt.subplots(1, 3, figsize=(16, 4))
+fig, axs = plt.subplots(2, 2, figsize=(13, 8))
+ax = axs.flatten()
 for n, lbl in [("c1-pk-answer-b1", "256 tok, answer loss, batch 1, lr 1e-3"), ("c1-pk32-a-256", "256 tok, keys loss, batch 8, lr 1e-3"),
                ("c2-pkA-keys-1e3", "512 tok, keys loss, batch 8, lr 1e-3 (killed at 916)"), ("c2-pkA-keys-2e3", "512 tok, keys loss, batch 8, lr 2e-3"),
                ("c2-pkA-mix-1e3", "512 tok, mix loss, batch 8, lr 1e-3")]:
@@ -35,5 +36,18 @@ for n, lbl in [("c4-pkC-32k-dense", "32K dense"), ("c4-pkC-32k-online", "32K MTr
 ax[2].set_yscale("log"); ax[2].set_xlabel("step (stages end to end)")
 ax[2].set_title("packed curriculum, keys loss (held-out exact match:\n79% at 512, 38% at 4K, 16% at 16K, 1% dense / 0% vs-online at 32K)", fontsize=9)
 ax[2].legend(fontsize=7)
+# call c7: PoSE to 32K on 512-token samples, then 40 steps at 32K, dense and MTraining side by side
+for n, lbl in [("c4-pkA-512x64", "512 x 64, no PoSE (c4): 79% at 512"),
+               ("c7-pkA-512x64", "512 x 64, --pose 32K (c7): 98.8% at 512, 91% zero-shot at 32K")]:
+    s, l = load(n)
+    ax[3].plot(s, l, label=lbl, lw=0.6)
+off = s[-1]
+for n, lbl in [("c7-pkC-32k-dense", "then 32K dense, lr 3e-5: 92% at 32K"),
+               ("c7-pkC-32k-online", "then 32K MTraining vs-online:0.9: 73% at 32K")]:
+    s, l = load(n)
+    ax[3].plot([off + x for x in s], l, label=lbl, lw=0.9)
+ax[3].set_yscale("log"); ax[3].set_xlabel("step")
+ax[3].set_title("PoSE (held-out exact match in the legend)", fontsize=9)
+ax[3].legend(fontsize=7)
 fig.tight_layout()
 fig.savefig("notebooks-data/train-passkey-h200.png", dpi=110)
