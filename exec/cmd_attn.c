@@ -1,13 +1,17 @@
 // cmd_attn.c — `sparsering-exec attn`: distributed forward + backward of attention for a plan on
 // seeded random Q/K/V (--inputs vs: Q and K whose attention is vertical-slash), with an optional check
 // against single-process dense masked attention, a timeline (CSV + Chrome trace) and the bytes that
-// skipping saved. --layout, --schedule and
+// skipping saved, the simulator's prediction (--predict; vs-online: from the pattern the run estimated)
+// and that pattern as a trace (--trace-out). --layout, --schedule and
 // --pattern take comma-separated lists: every combination runs in the same mpirun (the tests use it
 // to cover layouts x schedules x patterns without paying the MPI start-up each time).
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "exec/attn_data.h"
 #include "exec/comm.h"
@@ -17,15 +21,18 @@
 #include "exec/exec_plan.h"
 #include "exec/predict.h"
 #include "exec/timeline.h"
+#include "plan/pattern_spec.h"
 #include "plan/util.h"
+#include "traces/trace.h"
 
 static const char *const attn_flags[] = {EXEC_PLAN_FLAGS, "backend", "layers", "data-seed", "tol", "csv", "trace",
-                                         "fail-rank", "fail-at-step", "fail-mode", "repeat", "run", "predict-csv", "inputs", NULL};
+                                         "fail-rank", "fail-at-step", "fail-mode", "repeat", "run", "predict-csv", "inputs",
+                                         "trace-out", NULL};
 static const char *const attn_switches[] = {EXEC_PLAN_SWITCHES, "check", "predict", NULL};
 
 typedef struct {
   int cuda, check, fail_hang, predict, inputs;
-  const char *predict_csv;
+  const char *predict_csv, *trace_out;
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
 } attn_opts;
@@ -38,7 +45,71 @@ static void fail(comm *c, sr_error *e) {
   comm_abort(c, c->rank, m);
 }
 
-// One plan: every layer's forward + backward, timings, bytes, and the check. Returns 1 when the check fails.
+// --trace-out: the pattern the run ran (vs-online: estimated by its last forward) as a one-step trace
+// (docs/traces.md), by the writer the trainer's --trace uses. A trace holds every layer of the model; when
+// --layers ran fewer, the layers not run repeat the run ones cyclically (the origin says so) rather than
+// keep the synthetic stand-in, which the inputs never produced.
+static int trace_out_write(const attn_opts *o_, const plan *pl, pattern *pat, int layers, sr_error *e) {
+  int online = pattern_spec_is_online(pl->spec.pattern);
+  if (online)
+    for (int l = layers; l < pat->layers; l++) {
+      int src = l % layers;
+      for (int h = 0; h < pat->heads; h++) {
+        head_pattern *d = pattern_head(pat, l, h);
+        const head_pattern *s = pattern_head(pat, src, h);
+        free(d->vertical), free(d->slash), free(d->mask);
+        memset(d, 0, sizeof *d);
+        d->kind = s->kind;
+        d->vertical = malloc(sizeof(int32_t) * (size_t)s->n_vertical + 4);
+        d->slash = malloc(sizeof(int32_t) * (size_t)s->n_slash + 4);
+        if (!d->vertical || !d->slash) return sr_internal_error(e, 0, "out of memory");
+        if (s->n_vertical) memcpy(d->vertical, s->vertical, sizeof(int32_t) * (size_t)s->n_vertical);
+        if (s->n_slash) memcpy(d->slash, s->slash, sizeof(int32_t) * (size_t)s->n_slash);
+        d->n_vertical = s->n_vertical, d->n_slash = s->n_slash;
+      }
+    }
+  trace_info ti;
+  memset(&ti, 0, sizeof ti);
+  trace_info_set_model(&ti, &pl->model);
+  ti.seq_len = pat->n_tokens;
+  ti.layers = pat->layers;
+  ti.heads = pat->heads;
+  snprintf(ti.source, sizeof ti.source, "executor");
+  snprintf(ti.origin, sizeof ti.origin, "sparsering-exec attn %s | %s | %s, inputs %s, data seed %lld%s",
+           pl->spec.layout, pl->spec.schedule, pl->spec.pattern, o_->inputs == ATTN_INPUTS_VS ? "vs" : "random", (long long)o_->data_seed,
+           online && layers < pat->layers ? "; layers past --layers repeat the estimated ones" : "");
+  ti.seed = pl->spec.seed;
+  trace_writer tw;
+  int rc = trace_writer_begin(&tw, &ti, e);
+  if (!rc) rc = trace_writer_add_step(&tw, pat, NULL, e);
+  if (!rc && trace_writer_finish(&tw, o_->trace_out, e)) {
+    char why[600];
+    snprintf(why, sizeof why, "%s", e->msg);
+    rc = sr_input_error(e, NULL, "--trace-out", "%s: cannot write the trace (%s)", o_->trace_out, why);
+  }
+  trace_writer_free(&tw);
+  return rc;
+}
+
+// Can --trace-out's file be created (its folder writable, the path not a folder)? Checked before the run so
+// a long run does not end in an unwritable path; the write itself still reports its own failure.
+static int trace_out_check(const char *path, sr_error *e) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = 0;
+  else *slash = 0;
+  struct stat st;
+  if (path[0] == 0 || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+    return sr_input_error(e, NULL, "--trace-out", "'%s' is not a file path", path);
+  if (access(dir, W_OK | X_OK) != 0)
+    return sr_input_error(e, NULL, "--trace-out", "%s: cannot write in folder %s (%s)", path, dir, strerror(errno));
+  return SR_OK;
+}
+
+// One plan: every layer's forward + backward, timings, bytes, the check and the trace. Returns 1 when the
+// check fails, 2 when --trace-out could not be written (input error), 3 on another error writing it.
 static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeline *tl, sr_error *e) {
   const model_config *m = &pl->model;
   int H = (int)m->num_heads, Hkv = (int)m->num_kv_heads, d = (int)m->head_dim;
@@ -59,11 +130,12 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   if (o_->cuda && exec_dev_alloc(&dev, nl, H, Hkv, d, e)) fail(c, e);
   double fwd_sum = 0, bwd_sum = 0, worst = 0;
   int64_t sent = 0, saved = 0, skipped = 0;
-  int check_failed = 0;
+  int check_failed = 0, online = pattern_spec_is_online(pl->spec.pattern);
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
     if (dist_attn_create(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, &da, e)) fail(c, e);
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
+    if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online estimates on the CPU backend too
     float *in[4] = {q, k, v, dout};
     for (int t = 0; t < 4; t++)
       if (attn_inputs_fill(o_->inputs, (uint64_t)o_->data_seed, layer, t, pos, nl, pl->layout.n_tokens, H, Hkv, d, in[t], e))
@@ -95,11 +167,15 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     if (c->rank == 0)
       printf("  layer %d: fwd %.3f ms, bwd %.3f ms; attention kernels (busiest rank) %.3f ms; overlap efficiency %.3f\n",
              layer, 1e3 * tt[0], 1e3 * tt[1], 1e3 * tt[2], tt[2] / (tt[0] + tt[1]));
+    // vs-online: the pattern the last forward estimated replaces the stand-in in pat, so the check, the
+    // prediction and the trace all see what ran (every rank estimated the same one)
+    if (online && dist_attn_pattern_used(da, pat, e)) fail(c, e);
     if (o_->predict && c->rank == 0) {
       double pf, pb;
       if (predict_attention(pl, pat, layer, o_->predict_csv, &pf, &pb, e)) fail(c, e);
-      printf("  layer %d: predicted (sim, cluster %s) fwd %.3f ms bwd %.3f ms; error fwd %+.1f%% bwd %+.1f%% total %+.1f%%\n",
-             layer, pl->cluster.name, 1e3 * pf, 1e3 * pb, 100 * (pf - tt[0]) / tt[0], 100 * (pb - tt[1]) / tt[1],
+      printf("  layer %d: predicted (sim, %scluster %s) fwd %.3f ms bwd %.3f ms; error fwd %+.1f%% bwd %+.1f%% total %+.1f%%\n",
+             layer, online ? "estimated pattern, " : "", pl->cluster.name, 1e3 * pf, 1e3 * pb, 100 * (pf - tt[0]) / tt[0],
+             100 * (pb - tt[1]) / tt[1],
              100 * (pf + pb - tt[0] - tt[1]) / (tt[0] + tt[1]));
     }
     dist_stats st = dist_attn_stats(da);
@@ -109,7 +185,6 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     if (o_->check) {
       if (o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
       attn_errors er = {0};
-      if (dist_attn_pattern_used(da, pat, e)) fail(c, e);  // vs-online: check against the pattern it estimated
       if (attn_check_layer(pl, pat, layer, o_->inputs, (uint64_t)o_->data_seed, o_->cuda, c, o, lse, dq, dk, dv, &er, e)) fail(c, e);
       if (c->rank == 0) {
         double w = fmax(fmax(fmax(er.o, er.lse), fmax(er.dq, er.dk)), er.dv);
@@ -130,6 +205,10 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
            (long long)saved, (long long)skipped);
     if (o_->check) printf("; check worst %.2e (tol %.0e) %s", worst, o_->tol, check_failed ? "FAIL" : "ok");
     printf("\n");
+    if (o_->trace_out) {  // an unwritable path is the flag's fault: exit 2 on every rank, no abort
+      if (trace_out_write(o_, pl, pat, (int)layers, e)) check_failed = sr_error_report(e, "sparsering-exec attn") == 2 ? 2 : 3;
+      else printf("  trace of the %s pattern written to %s\n", online ? "estimated" : "run's", o_->trace_out);
+    }
     fflush(stdout);
   }
   MPI_Bcast(&check_failed, 1, MPI_INT, 0, c->mpi);
@@ -156,6 +235,7 @@ static int cmd_attn(int argc, char **argv) {
   o.check = cli_has(&a, "check");
   o.predict_csv = cli_get(&a, "predict-csv", NULL);
   o.predict = cli_has(&a, "predict") || o.predict_csv;
+  o.trace_out = cli_get(&a, "trace-out", NULL);
   if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e)) return sr_error_report(&e, prog);
   const char *fmode = cli_get(&a, "fail-mode", "kill");
   o.fail_hang = strcmp(fmode, "hang") == 0;
@@ -182,6 +262,12 @@ static int cmd_attn(int argc, char **argv) {
   snprintf(pat_s, sizeof pat_s, "%s", cli_get(&a, "pattern", ""));
   int nlay = split_list(lay_s, lays, 16), nsch = split_list(sch_s, schs, 16), npat = split_list(pat_s, pats, 32);
   nlay = nlay ? nlay : 1, nsch = nsch ? nsch : 1, npat = npat ? npat : 1;  // NULL entries: the flag's default
+  if (o.trace_out && nlay * nsch * npat > 1) {
+    sr_input_error(&e, NULL, "--trace-out", "records one run: give one layout, schedule and pattern (not %d combinations)",
+                   nlay * nsch * npat);
+    return sr_error_report(&e, prog);
+  }
+  if (o.trace_out && trace_out_check(o.trace_out, &e)) return sr_error_report(&e, prog);  // before a long run
 
   comm c;
   if (comm_init(&c, o.cuda ? COMM_NCCL : COMM_CPU, &argc, &argv, &e)) {
@@ -210,7 +296,9 @@ static int cmd_attn(int argc, char **argv) {
           plan_free(&pl);
           break;
         }
-        failed |= run_plan(&o, &c, &pl, &pat, &tl, &e);
+        int r = run_plan(&o, &c, &pl, &pat, &tl, &e);
+        if (r >= 2) code = r == 2 ? 2 : 1;
+        failed |= r == 1;
         tl.run++;
         pattern_free(&pat);
         plan_free(&pl);

@@ -259,6 +259,7 @@ fail:
 void dist_attn_free(dist_attn *a) {
   if (!a) return;
   if (a->be == DIST_CUDA) dist_attn_cuda_release(a);
+  online_cpu_release(a);
   ring_plan_free(&a->rp);
   if (a->masks) tiles_masks_free(a->masks, a->H);
   if (a->ti.tile_cnt || a->ti.bar_cnt) tiles_free(&a->ti);

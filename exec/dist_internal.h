@@ -43,6 +43,7 @@ struct dist_attn {
   int64_t saved_fwd, saved_bwd, skipped;  // per call: bytes and receptions skipping saved
   void *cuda;                 // CUDA backend state (dist_attn_cuda.c)
   void *online;               // vs-online estimation state on CUDA (online_vs_cuda.c), NULL otherwise
+  void *online_cpu;           // vs-online estimation state on the CPU backend (online_vs_cpu.c), NULL otherwise
   timeline *tl;
   dist_stats st;
   int fail_rank, fail_step, fail_hang;
@@ -63,6 +64,12 @@ int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error
 // Backward ring: accumulates dq [n_q, nh, d]; writes this group's dK|dV [2, n_q, nkv, d] into dkv.
 int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *lse, const float *dout, float *dq,
              float *dkv, sr_error *e);
+
+// vs-online on the CPU backend (online_vs_cpu.c, set up by dist_attn_estimate_online): release, and the
+// estimate of one forward from this rank's q [n_q, H, d] and k [n_q, Hkv, d], which rebuilds ti, ti_view
+// and masks from the estimated pattern.
+void online_cpu_release(struct dist_attn *a);
+int online_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
 
 // CUDA backend (dist_attn_cuda.c): device buffers and index copies; forward and backward. Builds
 // without CUDA get versions that report the backend as unavailable.

@@ -150,7 +150,7 @@ int online_vs_backward(struct dist_attn *a, const sa_gpu_index **ix, const sa_gp
   return SR_OK;
 }
 
-int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e) {
+int online_vs_pattern_used(dist_attn *a, pattern *pat, sr_error *e) {
   online_vs *o = a->online;
   if (!o) return SR_OK;
   if (pat->heads != a->H || pat->n_tokens != o->est.n_tokens || a->layer >= pat->layers)
@@ -203,6 +203,6 @@ int online_vs_backward(struct dist_attn *a, const sa_gpu_index **ix, const sa_gp
                        const head_mask **masks, sr_error *e) {
   return SR_OK;
 }
-int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e) { return SR_OK; }
+int online_vs_pattern_used(dist_attn *a, pattern *pat, sr_error *e) { return SR_OK; }
 
 #endif

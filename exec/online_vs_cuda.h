@@ -18,5 +18,8 @@ int online_vs_forward(struct dist_attn *a, const void *q, const void *k, const s
 // The last forward's index, transposed indices (one per source; built on first use) and masks.
 int online_vs_backward(struct dist_attn *a, const sa_gpu_index **ix, const sa_gpu_index_t **ixt,
                        const head_mask **masks, sr_error *e);
+// The pattern the last forward estimated, downloaded from the device into layer a->layer of pat (all heads);
+// a no-op when the plan is not estimated online on CUDA (dist_attn_pattern_used dispatches here).
+int online_vs_pattern_used(dist_attn *a, pattern *pat, sr_error *e);
 
 #endif

@@ -1,6 +1,8 @@
 // predict.h — the simulator's prediction of one layer's distributed attention, for comparison with
 // what the executor measures (`sparsering-exec attn --predict`): the same plan and pattern go to
-// sim_run (sim/sim.h) with the plan's cluster, typically a calibrated one.
+// sim_run (sim/sim.h) with the plan's cluster, typically a calibrated one. For vs-online the caller
+// passes the pattern the run estimated (dist_attn_pattern_used) and the plan's "vs-online:P" makes the
+// simulator charge the estimation on top of it.
 #ifndef SR_PREDICT_H
 #define SR_PREDICT_H
 
@@ -9,7 +11,8 @@
 #include "plan/plan.h"
 
 // Simulate `layer` alone (a one-layer model with that layer's pattern, no recomputation) and return
-// the spans of its attention forward (attn, kv_send, a2a) and backward (attn_bwd, kv_send, dkv_send,
+// the spans of its attention forward (attn, kv_send, a2a; for vs-online also the estimation, its
+// collectives and the index build, which the executor runs inside every forward) and backward (attn_bwd, kv_send, dkv_send,
 // a2a) in seconds. When csv_path != NULL, write those events as a timeline CSV (run "sim", layer
 // `layer`), backward placed right after forward as the executor runs them.
 int predict_attention(const plan *p, const pattern *pat, int layer, const char *csv_path, double *fwd_s, double *bwd_s,
