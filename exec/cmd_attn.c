@@ -91,6 +91,26 @@ static int trace_out_write(const attn_opts *o_, const plan *pl, pattern *pat, in
   return rc;
 }
 
+// The online estimate combines exact fixed-point sums, so every rank selects the same pattern and rank 0's
+// copy is the run's; a hash of the layer's indices, compared over the ranks, makes that a checked fact.
+static int same_on_every_rank(comm *c, const pattern *pat, int layer, sr_error *e) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (int i = 0; i < pat->heads; i++) {
+    const head_pattern *hp = pattern_head(pat, layer, i);
+    int32_t nv = hp->kind == PATTERN_VS ? hp->n_vertical : -1, ns = hp->kind == PATTERN_VS ? hp->n_slash : -1;
+    for (int32_t j = -1; j < nv + ns + 1; j++) {
+      int32_t x = j < 0 ? nv : j < nv ? hp->vertical[j] : j == nv ? ns : hp->slash[j - nv - 1];
+      h = (h ^ (uint32_t)x) * 1099511628211ull;
+    }
+  }
+  uint64_t lo = h, hi = h;
+  if (MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, c->mpi) != MPI_SUCCESS ||
+      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, c->mpi) != MPI_SUCCESS)
+    return sr_internal_error(e, 0, "rank %d: comparing the estimated patterns failed", c->rank);
+  if (lo != hi) return sr_internal_error(e, 0, "layer %d: the ranks estimated different patterns", layer);
+  return SR_OK;
+}
+
 // Can --trace-out's file be created (its folder writable, the path not a folder)? Checked before the run so
 // a long run does not end in an unwritable path; the write itself still reports its own failure.
 static int trace_out_check(const char *path, sr_error *e) {
@@ -169,7 +189,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
              layer, 1e3 * tt[0], 1e3 * tt[1], 1e3 * tt[2], tt[2] / (tt[0] + tt[1]));
     // vs-online: the pattern the last forward estimated replaces the stand-in in pat, so the check, the
     // prediction and the trace all see what ran (every rank estimated the same one)
-    if (online && dist_attn_pattern_used(da, pat, e)) fail(c, e);
+    if (online && (dist_attn_pattern_used(da, pat, e) || same_on_every_rank(c, pat, layer, e))) fail(c, e);
     if (o_->predict && c->rank == 0) {
       double pf, pb;
       if (predict_attention(pl, pat, layer, o_->predict_csv, &pf, &pb, e)) fail(c, e);

@@ -18,7 +18,8 @@
 # C_PATTERN=vs-online:0.95 (for example) sets MTraining's pattern (default: the strategy's vs-topp:0.95).
 # Stage vson (not in the default): MTraining with online estimation (vs-online:0.95) on inputs whose attention
 # is vertical-slash (`--inputs vs`, docs/exec.md) against the dense ring on the same inputs, 256K; first its
-# correctness at seq 2000 (striped:128 and zigzag, --check).
+# correctness at seq 2000 (striped:128 and zigzag, --check). The 256K run predicts from the pattern it estimated
+# and writes it as a trace ($L/vson-256K.trace, in logs.tgz) for `sparsering sim --pattern trace:PATH`.
 # Layout of (b): striped:1 by default (B_LAYOUT), the striped-ring strategy's layout (its CPU-side
 # preparation takes 0.07 s a layer at 256K since the planner's class tables, docs/plan.md).
 set -o pipefail
@@ -125,7 +126,7 @@ if has vson; then
     --pattern vs-online:0.95 --inputs vs --check
   grep -E "^attn|failed|check layer" "$L/vson_check.log" | sed "s/^/   /" | tee -a "$S"
   timed c_dense-ring_256Kvs 60 --strategy dense-ring --seq 256K --skip-empty-sends --inputs vs
-  timed c_mtraining_256Kvs 150 --strategy mtraining --pattern vs-online:0.95 --seq 256K --inputs vs
+  timed c_mtraining_256Kvs 150 --strategy mtraining --pattern vs-online:0.95 --seq 256K --inputs vs --trace-out "$L/vson-256K.trace"
 fi
 
 # ---- table ----

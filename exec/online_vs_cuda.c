@@ -1,6 +1,6 @@
 // online_vs_cuda.c — pattern "vs-online:P" on the CUDA backend: MTraining's vertical-slash estimation from the
 // current Q and K in every forward pass, on the GPU (kernels/vs_gpu.h), in place of the planner's synthetic
-// stand-in (which the simulator and the CPU backend keep using).
+// stand-in (the simulator models it; the CPU backend estimates with the same settings in online_vs_cpu.c).
 //
 // Per forward, on the compute stream: the last 64 queries of the whole sequence are gathered to every rank
 // (each rank writes the rows it holds into a zeroed buffer, then a bf16 sum all-reduce: x + 0 is exact); each
