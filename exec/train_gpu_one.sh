@@ -12,20 +12,9 @@
 set -o pipefail
 OUT=${OUT:-/tmp/sr-train1-out}
 W=/tmp/sr-train1-logs
-mkdir -p "$OUT" "$W/csv"
 STAGES=${1:-verify qwen passkey}
-export NCCL_NVLS_ENABLE=0
-S="$OUT/summary.txt"
-t0=$(date +%s)
-log() { echo "== [$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$S"
-
-. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI, sr_exec_ready
-ready=$(sr_exec_ready "$W/build.log") || { log "$ready: failed"; tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
-log "$ready"
-X=bin/sparsering-exec
-CL="$W/h200-1x1.json"  # h200-1x2 with one GPU: the plan's world must equal the job's one rank
-sed 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2.json >"$CL"
+. scripts/gpu_train_common.sh  # S, log, X, CL1 (one-GPU cluster), Open MPI
+CL=$CL1
 # for --predict: our kernels' measured attention efficiencies; GEMMs bf16 (--precision's default)
 CLP="$W/h200-1x1-train.json"
 sed -e 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2-bench.json >"$CLP"

@@ -9,19 +9,8 @@
 set -o pipefail
 OUT=${OUT:-/tmp/sr-prec-out}
 W="$OUT/logs"  # under $OUT: a call cut by its time limit still brings them back
-mkdir -p "$OUT" "$W/csv"
-export NCCL_NVLS_ENABLE=0
-S="$OUT/summary.txt"
-t0=$(date +%s)
-log() { echo "== [$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$S"
-
-. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI, sr_exec_ready
-ready=$(sr_exec_ready "$W/build.log") || { log "$ready: failed"; tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
-log "$ready"
-X=bin/sparsering-exec
-CL="$W/h200-1x1.json"  # h200-1x2 with one GPU: the plan's world must equal the job's one rank
-sed 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2.json >"$CL"
+. scripts/gpu_train_common.sh  # S, log, X, CL1 (one-GPU cluster), Open MPI
+CL=$CL1
 
 # one training run: NAME, time limit, then train's flags
 run() {

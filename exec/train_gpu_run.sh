@@ -22,21 +22,11 @@
 set -o pipefail
 OUT=${OUT:-/tmp/sr-train-out}
 W=/tmp/sr-train-logs
-mkdir -p "$OUT" "$W"
-export NCCL_NVLS_ENABLE=0
 DEADLINE_S=${DEADLINE_S:-330}
-S="$OUT/summary.txt"
 T="$W/table.txt"
-t0=$(date +%s)
-log() { echo "== [$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
+. scripts/gpu_train_common.sh  # S, t0, log, X, Open MPI
 left() { echo $(( DEADLINE_S - ($(date +%s) - t0) )); }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$S"
-
-. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI, sr_exec_ready
-ready=$(sr_exec_ready "$W/build.log") || { log "$ready: failed"; tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
-log "$ready"
 RUN="$MPIRUN --oversubscribe --bind-to none -np 2"
-X=bin/sparsering-exec
 # The simulator's cluster: h200-1x2 with our kernels' measured attention efficiencies (h200-1x2-bench, see
 # docs/models.md); with `--precision tf32` in T_FLAGS the GEMM efficiency is halved (TF32's dense peak is
 # 495 TFLOP/s on H100/H200 SXM, half the bf16 989 of the cluster file). MFU is against the bf16 peak.
