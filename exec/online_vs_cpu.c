@@ -9,6 +9,7 @@
 // exact), so every rank selects the same pattern, bit for bit what one process gets over all keys. The
 // selection becomes this rank's tile index and element masks for the ring; the backward reuses them.
 // Ring and double ring only (U == 1, as on CUDA); skipping empty sends is refused (decided at plan time).
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,10 @@ int dist_attn_estimate_online(dist_attn *a, sr_error *e) {
                                                          "it needs are not known at plan time; run without skipping");
   if (a->U > 1)
     return sr_input_error(e, NULL, "pattern", "vs-online runs with ring and double-ring schedules on the CPU backend");
+  if (2 * (int64_t)a->H * a->glay->n_tokens > INT_MAX)  // MPI counts are int; the CPU backend runs small shapes
+    return sr_input_error(e, NULL, "--seq", "vs-online on the CPU backend combines 2 x heads x seq scores in one "
+                                            "MPI call: at most %d, asked for %lld", INT_MAX,
+                          (long long)(2 * (int64_t)a->H * a->glay->n_tokens));
   online_cpu *o = calloc(1, sizeof *o);
   if (!o) return sr_internal_error(e, 0, "out of memory");
   o->acc_type = MPI_DATATYPE_NULL, o->acc_add = MPI_OP_NULL;
