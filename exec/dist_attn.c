@@ -274,6 +274,32 @@ void dist_attn_free(dist_attn *a) {
   free(a);
 }
 
+// ---------------------------------------------------------------------------------------------
+// device copies released and restored (the CPU backend has none)
+
+int dist_attn_device_release(dist_attn *a, sr_error *e) {
+  return a->be == DIST_CUDA ? dist_attn_cuda_device_release(a, e) : SR_OK;
+}
+
+int dist_attn_device_restore(dist_attn *a, sr_error *e) {
+  return a->be == DIST_CUDA ? dist_attn_cuda_device_restore(a, e) : SR_OK;
+}
+
+int64_t dist_attn_host_bytes(const dist_attn *a) {
+  const tile_index *t = &a->ti;
+  int64_t cells = (int64_t)t->heads * t->n_qtiles * (t->world + 1);
+  int64_t b = 2 * 8 * cells + 5 * t->n_tiles + 4 * t->n_bars;  // tile_cnt, bar_cnt; tile_idx + tile_kind; bar_idx
+  for (int h = 0; a->masks && h < a->H; h++) {  // as tiles_masks_build allocates them
+    const head_mask *m = &a->masks[h];
+    int64_t words = (m->n_tokens + 31) / 32;
+    if (m->vbits) b += 4 * words;
+    if (m->sbits) b += 4 * words;
+    if (m->bmask) b += 8 * ((m->n_tokens + m->block - 1) / m->block) * m->row_words;
+  }
+  for (int g = 0; a->kpos && g < a->R; g++) b += 8 * a->glay->rank_count[g];
+  return b + (a->be == DIST_CUDA ? dist_attn_cuda_host_bytes(a) : 0);
+}
+
 void dist_attn_set_timeline(dist_attn *a, timeline *t) { a->tl = t; }
 dist_stats dist_attn_stats(const dist_attn *a) { return a->st; }
 void dist_attn_reset_stats(dist_attn *a) { memset(&a->st, 0, sizeof a->st); }

@@ -68,6 +68,18 @@ int dist_attn_estimate_online(dist_attn *a, sr_error *e);
 // CUDA backend's device memory: bytes this plan keeps for itself (tile indices, masks, positions) and bytes
 // of scratch it needs from the workspace every plan of the process shares (dist_workspace.h); 0 and 0 on the CPU.
 void dist_attn_device_bytes(const dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes);
+// Free the plan's device copies (tile index, transposed indices, masks, positions) and keep what set-up built
+// on the host, so that dist_attn_device_restore brings the plan back by uploading instead of rebuilding. The
+// first release of a plan copies its transposes back to the host (set-up frees its own); the shared workspace
+// stays joined. Waits for the device. Idempotent; a no-op on the CPU backend; vs-online plans on CUDA (their
+// index is estimated on the GPU every forward) refuse (input error) and keep their copies. Forward and backward
+// on a released plan fail until it is restored. Not concurrent with other calls on the same plan.
+int dist_attn_device_release(dist_attn *a, sr_error *e);
+// Upload the device copies again from the host-built data (the calling thread's current device must be the
+// plan's); idempotent, a no-op on the CPU backend. On failure the plan stays released.
+int dist_attn_device_restore(dist_attn *a, sr_error *e);
+// Host bytes of what a released plan keeps (tile index, masks, positions, and on CUDA the host transposes).
+int64_t dist_attn_host_bytes(const dist_attn *a);
 // Bytes the process's shared workspace holds now (the largest need of every buffer over the plans alive).
 int64_t dist_attn_shared_bytes(void);
 // Counters of the calls so far.

@@ -3,6 +3,7 @@
 #include "exec/train_attn.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,31 @@ static int find(const train_attn *b, int key) {
 
 // ---- building ---------------------------------------------------------------------------------
 
+// The plan of `key`: restored from host memory when it is held there, else built. Called without the lock (the
+// held plan is taken under it, so no other thread sees it); *restored says which.
+static int obtain(train_attn *b, int key, dist_attn **out, int *restored, sr_error *e) {
+  dist_attn *d = NULL;
+  pthread_mutex_lock(&b->mu);
+  if (b->held && b->held[key]) {
+    d = b->held[key], b->held[key] = NULL;
+    b->host_bytes -= b->held_bytes[key];
+  }
+  pthread_mutex_unlock(&b->mu);
+  *restored = d != NULL;
+  *out = NULL;
+  if (!d) return dist_attn_create(b->p, b->pat, key, b->c, b->be, out, e);
+  int rc = dist_attn_device_restore(d, e);
+  if (rc) dist_attn_free(d);
+  else *out = d;
+  return rc;
+}
+
+// Count a plan obtained in dt seconds (lock held).
+static void count(train_attn *b, int restored, double dt) {
+  if (restored) b->restored++, b->restore_s += dt;
+  else b->built++, b->build_s += dt;
+}
+
 // Device bytes of a plan just built, for the report (any thread; the lock is not held).
 static void note_bytes(train_attn *b, const dist_attn *d) {
   int64_t plan_bytes = 0, need = 0, shared = d ? dist_attn_shared_bytes() : 0;
@@ -69,10 +95,11 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
   if (first && (rc = model_cuda_memory(&used0, &total, e))) return rc;
 #endif
   dist_attn *d = NULL;
-  rc = dist_attn_create(b->p, b->pat, key, b->c, b->be, &d, e);
+  int restored = 0;
+  rc = obtain(b, key, &d, &restored, e);
   double dt = sr_now() - t0;
 #if SR_HAVE_CUDA
-  if (!rc && first && !(rc = model_cuda_memory(&used1, &total, e))) {
+  if (!rc && first && !restored && !(rc = model_cuda_memory(&used1, &total, e))) {
     // Every buffer of the model exists already, and so does the attention scratch every plan shares (the
     // first plan made it; the layers of one model share its shape). What the first plan took beyond that
     // is its own (indices, masks, positions; allocator rounding included, so never less than the bytes it
@@ -92,8 +119,7 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
   }
   note_bytes(b, d);
   pthread_mutex_lock(&b->mu);
-  b->build_s += dt;
-  b->built++;
+  count(b, restored, dt);
   if (cap > 0) b->cap = cap, b->plan_gib = gib;
   b->slot[i] = d;
   b->slot_layer[i] = rc ? -1 : key;
@@ -102,8 +128,30 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
   return rc;
 }
 
+// With the host cache: keep the plan of `layer`, just dropped from the device, in host memory (lock held);
+// 0 when it is not kept (no host cache, or its device copies could not be released). Over the cap, the held
+// plan whose next use is farthest is freed (it may be this one).
+static int hold(train_attn *b, int layer, dist_attn *d) {
+  if (!b->host_cache || !d || layer < 0) return 0;
+  sr_error ignore = {0};
+  if (dist_attn_device_release(d, &ignore)) return 0;  // its layer builds it again, as without the cache
+  int64_t bytes = dist_attn_host_bytes(d);
+  b->held[layer] = d, b->held_bytes[layer] = bytes, b->host_bytes += bytes;
+  while (b->host_bytes > b->host_cap) {
+    int far = -1, far_u = -1;
+    for (int l = 0; l < b->layers; l++)
+      if (b->held[l] && next_use(b, l) > far_u) far_u = next_use(b, l), far = l;
+    dist_attn_free(b->held[far]);
+    b->host_bytes -= b->held_bytes[far];
+    b->held[far] = NULL;
+    b->host_dropped++;
+  }
+  return 1;
+}
+
 static void evict(train_attn *b, int i) {
-  dist_attn_free(b->slot[i]);  // on the GPU this waits for the work queued so far (dist_attn_cuda_release)
+  // on the GPU both wait for the work queued so far (dist_attn_cuda_release, dist_attn_device_release)
+  if (!hold(b, b->slot_layer[i], b->slot[i])) dist_attn_free(b->slot[i]);
   b->slot[i] = NULL;
   b->slot_layer[i] = -1;
   b->slot_used[i] = 0;
@@ -168,11 +216,11 @@ static void *prefetch_worker(void *arg) {
     sr_error e = {0};
     dist_attn *d = NULL;
     double t0 = sr_now();
-    int rc = dist_attn_create(b->p, b->pat, layer, b->c, b->be, &d, &e);
+    int restored = 0;
+    int rc = obtain(b, layer, &d, &restored, &e);
     if (!rc) note_bytes(b, d);
     pthread_mutex_lock(&b->mu);
-    b->build_s += sr_now() - t0;
-    b->built++;
+    count(b, restored, sr_now() - t0);
     b->slot[i] = rc ? NULL : d;
     if (rc) b->slot_layer[i] = -1;
     b->slot_used[i] = ++b->clock;
@@ -248,6 +296,7 @@ void train_attn_free(train_attn *b) {
     pthread_mutex_unlock(&b->mu);
     for (int i = 0; i < b->n_tid; i++) pthread_join(b->tid[i], NULL);
     for (int i = 0; i < b->n; i++) dist_attn_free(b->slot[i]);
+    for (int l = 0; b->held && l < b->layers; l++) dist_attn_free(b->held[l]);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
   }
@@ -257,13 +306,15 @@ void train_attn_free(train_attn *b) {
   free(b->slot_building);
   free(b->slot_used);
   free(b->queue);
+  free(b->held);
+  free(b->held_bytes);
   memset(b, 0, sizeof *b);
 }
 
 int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e) {
   int key = b->shared ? 0 : layer, rc = SR_OK, i;
   pthread_mutex_lock(&b->mu);
-  if (b->prefetch) advance(b, key);
+  if (b->prefetch || b->host_cache) advance(b, key);  // the host cache's cap frees by next use
   for (;;) {
     i = find(b, key);
     if (i >= 0 && !b->slot_building[i]) {
@@ -273,7 +324,7 @@ int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e) {
     }
     if (i < 0 && (i = claim(b, key, 0)) >= 0) {  // not kept (or its prefetch failed): build it here
       b->slot_building[i] = 1;
-      b->on_demand++;
+      if (!b->held || !b->held[key]) b->on_demand++;  // else restored (counted apart)
       pthread_mutex_unlock(&b->mu);
       rc = build(b, i, key, e);
       pthread_mutex_lock(&b->mu);
@@ -289,6 +340,44 @@ int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e) {
   return rc;
 }
 
+// MemAvailable of /proc/meminfo in bytes (0: not there).
+static int64_t mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kib = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  fclose(f);
+  return (int64_t)kib * 1024;
+}
+
+int train_attn_host_cache(train_attn *b, double cap_gib, sr_error *e) {
+  if (b->shared || b->online) return SR_OK;
+  b->mem_available = mem_available();
+  if (cap_gib < 0) {
+    if (b->mem_available <= 0)
+      return sr_input_error(e, "/proc/meminfo", "MemAvailable", "not found: give the host cache's cap (--attn-host-gib)");
+    // Half of what is free, split between the ranks of this node (each holds its own plans): the rest is the
+    // model's host side, MPI and the page cache.
+    int64_t ranks = sr_max64(1, sr_min64(b->c->world, b->p->cluster.gpus_per_node));
+    b->host_cap = b->mem_available / 2 / ranks;
+  } else {
+    b->host_cap = (int64_t)(cap_gib * (double)(1 << 30));
+  }
+  b->held = calloc((size_t)b->layers, sizeof *b->held);
+  b->held_bytes = calloc((size_t)b->layers, sizeof *b->held_bytes);
+  if (!b->held || !b->held_bytes) return sr_internal_error(e, 0, "train: out of memory");
+  b->host_cache = 1;
+  return SR_OK;
+}
+
+int train_attn_held(const train_attn *b) {
+  int n = 0;
+  for (int l = 0; b->held && l < b->layers; l++) n += b->held[l] != NULL;
+  return n;
+}
+
 int train_attn_prebuild(train_attn *b, sr_error *e) {
   if (b->online_cpu) return SR_OK;  // its plans follow each sample's estimate
   dist_attn *first;
@@ -300,6 +389,9 @@ int train_attn_prebuild(train_attn *b, sr_error *e) {
   // tokens a rank (measured: 2-36 s for Qwen2.5-3B's vs-topp layers at 128K-256K on the 2-core container).
   pthread_mutex_lock(&b->mu);
   for (int l = 1; l < n; l++) {
+    // layer 0's use above queued its next layers already when building ahead: queued twice, the second build
+    // would replace (and leak) the first
+    if (l < b->n && b->slot_layer[l] == l) continue;
     b->slot_layer[l] = l;
     b->slot_building[l] = 1;
     b->queue[(b->q_head + b->q_len++) % b->layers] = l;

@@ -8,6 +8,9 @@
 // when it comes. The kept plans are built before the first step in threads; with
 // `prefetch` > 0, threads also build the next layers' plans ahead of use (the order of use is known: layers
 // up in the forward, down in the backward), dropping the kept plan whose next use is farthest.
+// With the host cache (train_attn_host_cache, `--attn-host-cache`), a dropped plan only releases its device
+// copies (dist_attn_device_release) and waits in host memory, up to a cap, to be restored by an upload when its
+// layer comes (or ahead of use) instead of being rebuilt; over the cap, the held plan used farthest ahead goes.
 #ifndef SR_TRAIN_ATTN_H
 #define SR_TRAIN_ATTN_H
 
@@ -38,6 +41,14 @@ typedef struct {
   char *slot_building; // a prefetch thread is building it
   int64_t *slot_used, clock;
   int64_t built;       // plans built so far (before the first step, on demand and ahead)
+  // host cache: plans dropped from the device held in host memory (device copies released)
+  int host_cache;
+  int64_t host_cap, host_bytes, mem_available;  // bytes: the cap, held now, MemAvailable when the cap was set
+  dist_attn **held;    // [layers] the held plan of each layer (NULL: none)
+  int64_t *held_bytes; // [layers] its dist_attn_host_bytes
+  int64_t restored;    // plans restored from host memory instead of built
+  int64_t host_dropped;  // held plans freed to stay under the cap
+  double restore_s;    // the restores' time (summed over threads)
   int64_t on_demand;   // of which built when their layer came (after the first step began)
   double build_s;      // their build time (summed over threads)
   // building ahead
@@ -62,6 +73,12 @@ typedef struct {
 // rank's global token positions (the CPU online estimate reads them). Nothing is built yet.
 int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cuda, int cache, int prefetch,
                     int threads, const int64_t *positions, sr_error *e);
+// Hold the plans that do not fit on the device in host memory instead of freeing them, up to cap_gib GiB
+// (< 0: half of /proc/meminfo's MemAvailable, shared by the ranks of this node). A no-op for a shared plan and for
+// vs-online (plans follow each estimate). Before train_attn_prebuild.
+int train_attn_host_cache(train_attn *b, double cap_gib, sr_error *e);
+// Plans held in host memory now.
+int train_attn_held(const train_attn *b);
 // Build the plans that will be kept (layer 0 first: it sizes the cache on the GPU), before the first step.
 int train_attn_prebuild(train_attn *b, sr_error *e);
 // The plan of `layer`, built now if it is not kept.

@@ -142,9 +142,9 @@ static int step_listed(const char *list, int64_t step) {
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
                                           "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", "pack",
-                                          "build-threads", "attn-prefetch", "precision", "pose", NULL};
+                                          "build-threads", "attn-prefetch", "precision", "pose", "attn-host-gib", NULL};
 static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
-                                            NULL};
+                                            "attn-host-cache", NULL};
 
 static int cmd_train(int argc, char **argv) {
   sr_error e = {0};
@@ -192,7 +192,7 @@ static int cmd_train(int argc, char **argv) {
   trace_writer tw;
   int tw_open = 0, traced = 0;
   int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
-  double lr, wd, depth, peak;
+  double lr, wd, depth, peak, host_gib;
   // options
   if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
       cli_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
@@ -202,8 +202,12 @@ static int cmd_train(int argc, char **argv) {
       cli_get_int(&a, "build-threads", 0, 0, 256, &build_threads, &e) ||
       cli_get_int(&a, "attn-prefetch", 0, 0, 1024, &prefetch, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
       cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
-      cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e))
+      cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e) || cli_get_num(&a, "attn-host-gib", -1, -1, 1e6, &host_gib, &e))
     goto fail;
+  if (cli_get(&a, "attn-host-gib", NULL) && !cli_has(&a, "attn-host-cache")) {
+    sr_input_error(&e, NULL, "--attn-host-gib", "sets the cap of --attn-host-cache, which is off");
+    goto fail;
+  }
   if (exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e)) goto fail;
   if (pack > 1 && pack_pattern(&p, &pat, pack, &e)) goto fail;
   int64_t pose = 0;
@@ -233,6 +237,7 @@ static int cmd_train(int argc, char **argv) {
   // plan-building threads: by default the node's cores shared by its ranks (the GPU machines: one node)
   if (build_threads == 0) build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / c.world);
   if (train_attn_init(&ta, &p, &pat, &c, cuda, (int)attn_cache, (int)prefetch, (int)build_threads, pos, &e)) goto fail;
+  if (cli_has(&a, "attn-host-cache") && train_attn_host_cache(&ta, host_gib, &e)) goto fail;
   // data
   const char *dsrc = cli_get(&a, "data", "passkey");
   if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
@@ -409,6 +414,11 @@ static int cmd_train(int argc, char **argv) {
            (long long)ta.built, ta.build_s, (long long)ta.on_demand, ta.cap, (long long)m->num_layers,
            ta.shared ? " (one pattern: shared)" : "");
     if (ta.fit) printf(" (as many as fit: the first took %.2f GiB)", ta.plan_gib);
+    if (ta.host_cache)  // plans dropped from the device wait in host memory (--attn-host-cache)
+      printf("; %lld restored from host memory (%.2fs), %d held (%.2f GiB, cap %.2f GiB of MemAvailable %.1f GiB), "
+             "%lld freed over the cap",
+             (long long)ta.restored, ta.restore_s, train_attn_held(&ta), (double)ta.host_bytes / (1 << 30),
+             (double)ta.host_cap / (1 << 30), (double)ta.mem_available / (1 << 30), (long long)ta.host_dropped);
     if (cuda)
       printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace", (double)ta.plan_bytes_max / (1 << 20),
              (double)ta.shared_bytes / (1 << 30));

@@ -78,11 +78,24 @@ int sa_gpu_index_t_upload(const tile_index_t *h, int32_t heads, int32_t kv_heads
   sa_bar_chunks bc;
   int rc = sa_bar_chunks_build(h, heads, kv_heads, &bc, e);
   if (rc) return rc;
+  rc = sa_gpu_index_t_upload_chunks(h, &bc, out, e);
+  sa_bar_chunks_free(&bc);
+  return rc;
+}
+
+int sa_gpu_index_t_upload_chunks(const tile_index_t *h, const sa_bar_chunks *bc_host, sa_gpu_index_t *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  const sa_bar_chunks bc = *bc_host;
+  int rc = SR_OK;
   out->d = *h;
   int64_t nkv = (int64_t)h->heads * h->n_kvtiles, nq = h->kv_cnt[nkv], nb = h->n_bar_keys;
   int64_t ns = (int64_t)bc.n_chunks * bc.group * 64;
-  out->bc = bc;
-  out->bc.scratch = NULL;
+  // scalars from the host structs, arrays only as they reach the device (a failure leaves no host pointer
+  // for sa_gpu_index_t_free to hand to cudaFree)
+  out->d.kv_cnt = NULL, out->d.q_idx = NULL, out->d.q_kind = NULL, out->d.bar_key_head = NULL;
+  out->d.bar_key = NULL, out->d.bar_q_cnt = NULL, out->d.bar_q_idx = NULL;
+  out->bc.group = bc.group, out->bc.scratch_heads = bc.scratch_heads;
+  out->bc.n_hchunks = bc.n_hchunks, out->bc.n_chunks = bc.n_chunks;
   if (!rc) rc = to_dev(&out->d.kv_cnt, h->kv_cnt, nkv + 1, e, &out->dev_bytes);
   if (!rc) rc = to_dev(&out->d.q_idx, h->q_idx, nq, e, &out->dev_bytes);
   if (!rc) rc = to_dev(&out->d.q_kind, h->q_kind, nq, e, &out->dev_bytes);
@@ -101,7 +114,6 @@ int sa_gpu_index_t_upload(const tile_index_t *h, int32_t heads, int32_t kv_heads
   if (!rc) rc = to_dev(&out->bc.slot_entry, bc.slot_entry, ns, e, &out->dev_bytes);
   // Scratch for the bar entries' partial dK, dV (head_dim up to 128).
   if (!rc) rc = to_dev(&out->bc.scratch, (const float *)NULL, (int64_t)bc.scratch_heads * nb * 2 * 128, e, &out->dev_bytes);
-  sa_bar_chunks_free(&bc);
   return rc;
 }
 

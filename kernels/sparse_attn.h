@@ -97,6 +97,8 @@ int sa_gpu_index_upload(const tile_index *host, sa_gpu_index *out, sr_error *e);
 void sa_gpu_index_free(sa_gpu_index *g);
 // Copy a host transposed index (for heads / kv_heads of the model) and its bar chunks to the device.
 int sa_gpu_index_t_upload(const tile_index_t *host, int32_t heads, int32_t kv_heads, sa_gpu_index_t *out, sr_error *e);
+// The same with its bar chunks already built on the host (sa_bar_chunks_build; the executor keeps them to upload again).
+int sa_gpu_index_t_upload_chunks(const tile_index_t *host, const sa_bar_chunks *chunks, sa_gpu_index_t *out, sr_error *e);
 // Release a device transposed index.
 void sa_gpu_index_t_free(sa_gpu_index_t *g);
 // Copy `heads` host masks (with their bit sets) to a device array of head_mask with device pointers.

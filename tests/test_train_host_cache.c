@@ -1,0 +1,116 @@
+// test_train_host_cache.c — the trainer's host cache of attention plans (`train --attn-host-cache`,
+// exec/train_attn.h): a plan dropped from the device waits in host memory and comes back by a restore, so each
+// layer's plan is built once; the losses are those of the run without the cache; a cap too small for one plan
+// gives the rebuilds of the run without it. CPU backend: release and restore are no-ops there, so the tests
+// check the cache's policy (which plan is built, held, restored, freed), not the uploads.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/test.h"
+
+// Open MPI as root, shared memory only, MPI's own allocations not ours to report (as tests/test_train_dist.c)
+#define MPI_ENV                                                                                     \
+  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " \
+  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
+
+// A one-rank cluster file in dir; returns its path in out.
+static void one_rank_cluster(const char *dir, char *out, size_t n) {
+  snprintf(out, n, "%s/c1.json", dir);
+  char cmd[2000];
+  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s", out);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+}
+
+// tiny-test (2 layers) MTraining at 512 tokens for 2 steps, one plan kept on the device, with `flags`; the
+// losses go to dir/NAME.csv and the output to *out.
+static int run_tiny(const char *dir, const char *cluster, const char *model, int steps, const char *flags,
+                    const char *name, char **out) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model %s --cluster %s --strategy mtraining "
+           "--pattern vs-topp:0.95 --seq 512 --steps %d %s --csv %s/%s.csv --quiet 2>&1", test_bin_dir(), model,
+           cluster, steps, flags, dir, name);
+  return test_run(cmd, out);
+}
+
+// Step and loss columns of two runs' CSVs are equal byte for byte (losses printed with 17 digits: bit for bit).
+static int same_losses(const char *dir, const char *a, const char *b) {
+  char cmd[2000];
+  snprintf(cmd, sizeof cmd, "bash -c 'cmp <(cut -d, -f2,3 %s/%s.csv) <(cut -d, -f2,3 %s/%s.csv)'", dir, a, dir, b);
+  return test_run(cmd, NULL) == 0;
+}
+
+// One plan kept (--attn-cache 1), 2 layers, no building ahead (the least recently used plan is dropped). The
+// uses: prebuild 0 | step 1: fwd 0, fwd 1, bwd 1, bwd 0 | step 2: fwd 0, fwd 1, bwd 1, bwd 0 (a recomputed
+// forward and its backward are one use). Without the cache every change of layer rebuilds: 1 + 4 = 5 builds, 4
+// of them when their layer came. With it, layer 1 is built at its first use and every later change restores
+// the plan the other layer's use dropped: 2 builds (1 when its layer came) and 3 restores.
+TEST(train_host_cache_builds_each_plan_once_and_restores_it_after) {
+  const char *dir = test_tmpdir();
+  char cluster[700];
+  one_rank_cluster(dir, cluster, sizeof cluster);
+  char *out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1", "plain", &out), 0);
+  CHECK_STR_CONTAINS(out, "attention plans: 5 built (");
+  CHECK_STR_CONTAINS(out, "4 when their layer came), 1 kept of 2 layers\n");  // nothing about a host cache
+  free(out);
+  out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1 --attn-host-cache", "cached", &out), 0);
+  CHECK_STR_CONTAINS(out, "attention plans: 2 built (");
+  CHECK_STR_CONTAINS(out, "1 when their layer came)");
+  CHECK_STR_CONTAINS(out, "; 3 restored from host memory");
+  CHECK_STR_CONTAINS(out, "1 held (");  // layer 1's, dropped by the last use (layer 0's backward)
+  CHECK_STR_CONTAINS(out, "0 freed over the cap");
+  free(out);
+  CHECK(same_losses(dir, "plain", "cached"));
+}
+
+// A cap below one plan's host bytes holds nothing: every dropped plan is freed (the 4 drops of the run above)
+// and rebuilt, as without the cache, with the same losses.
+TEST(train_host_cache_under_its_cap_rebuilds_as_without_it) {
+  const char *dir = test_tmpdir();
+  char cluster[700];
+  one_rank_cluster(dir, cluster, sizeof cluster);
+  char *out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1", "plain", NULL), 0);
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1 --attn-host-cache --attn-host-gib 0", "capped", &out), 0);
+  CHECK_STR_CONTAINS(out, "attention plans: 5 built (");
+  CHECK_STR_CONTAINS(out, "; 0 restored from host memory");
+  CHECK_STR_CONTAINS(out, "0 held (");
+  CHECK_STR_CONTAINS(out, "4 freed over the cap");
+  free(out);
+  CHECK(same_losses(dir, "plain", "capped"));
+}
+
+// Building ahead with threads (3 kept of 6 layers, 2 ahead, farthest next use dropped) restores held plans
+// instead of building them: each of the 6 layers is built once over 3 steps, and the losses are unchanged.
+TEST(train_host_cache_with_building_ahead_builds_each_layer_once) {
+  const char *dir = test_tmpdir();
+  char cluster[700], model[700], cmd[2000];
+  one_rank_cluster(dir, cluster, sizeof cluster);
+  snprintf(model, sizeof model, "%s/tiny6.json", dir);
+  snprintf(cmd, sizeof cmd, "sed 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 6/' models/tiny-test.json > %s", model);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  const char *ahead = "--attn-cache 3 --attn-prefetch 2 --build-threads 2";
+  CHECK_EQ_INT(run_tiny(dir, cluster, model, 3, ahead, "plain", NULL), 0);
+  char flags[200];
+  snprintf(flags, sizeof flags, "%s --attn-host-cache", ahead);
+  char *out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, model, 3, flags, "cached", &out), 0);
+  CHECK_STR_CONTAINS(out, "attention plans: 6 built (");
+  CHECK_STR_CONTAINS(out, "3 kept of 6 layers");
+  CHECK_STR_CONTAINS(out, "0 freed over the cap");
+  free(out);
+  CHECK(same_losses(dir, "plain", "cached"));
+}
+
+// The cap without the cache is an input error (exit 2) naming the flag.
+TEST(train_host_cache_cap_without_the_cache_is_refused) {
+  const char *dir = test_tmpdir();
+  char cluster[700];
+  one_rank_cluster(dir, cluster, sizeof cluster);
+  char *out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 1, "--attn-host-gib 4", "refused", &out), 2);
+  CHECK_STR_CONTAINS(out, "--attn-host-gib");
+  free(out);
+}
