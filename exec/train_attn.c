@@ -365,10 +365,15 @@ int train_attn_host_cache(train_attn *b, double cap_gib, sr_error *e) {
   } else {
     b->host_cap = (int64_t)(cap_gib * (double)(1 << 30));
   }
-  b->held = calloc((size_t)b->layers, sizeof *b->held);
-  b->held_bytes = calloc((size_t)b->layers, sizeof *b->held_bytes);
-  if (!b->held || !b->held_bytes) return sr_internal_error(e, 0, "train: out of memory");
-  b->host_cache = 1;
+  dist_attn **held = calloc((size_t)b->layers, sizeof *held);
+  int64_t *held_bytes = calloc((size_t)b->layers, sizeof *held_bytes);
+  if (!held || !held_bytes) {
+    free(held), free(held_bytes);
+    return sr_internal_error(e, 0, "train: out of memory");
+  }
+  pthread_mutex_lock(&b->mu);  // the building-ahead threads may have started
+  b->held = held, b->held_bytes = held_bytes, b->host_cache = 1;
+  pthread_mutex_unlock(&b->mu);
   return SR_OK;
 }
 

@@ -83,7 +83,7 @@ TEST(train_host_cache_under_its_cap_rebuilds_as_without_it) {
 }
 
 // Building ahead with threads (3 kept of 6 layers, 2 ahead, farthest next use dropped) restores held plans
-// instead of building them: each of the 6 layers is built once over 3 steps, and the losses are unchanged.
+// instead of building them: each of the 6 layers is built once over 2 steps, and the losses are unchanged.
 TEST(train_host_cache_with_building_ahead_builds_each_layer_once) {
   const char *dir = test_tmpdir();
   char cluster[700], model[700], cmd[2000];
@@ -92,11 +92,11 @@ TEST(train_host_cache_with_building_ahead_builds_each_layer_once) {
   snprintf(cmd, sizeof cmd, "sed 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 6/' models/tiny-test.json > %s", model);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
   const char *ahead = "--attn-cache 3 --attn-prefetch 2 --build-threads 2";
-  CHECK_EQ_INT(run_tiny(dir, cluster, model, 3, ahead, "plain", NULL), 0);
+  CHECK_EQ_INT(run_tiny(dir, cluster, model, 2, ahead, "plain", NULL), 0);
   char flags[200];
   snprintf(flags, sizeof flags, "%s --attn-host-cache", ahead);
   char *out = NULL;
-  CHECK_EQ_INT(run_tiny(dir, cluster, model, 3, flags, "cached", &out), 0);
+  CHECK_EQ_INT(run_tiny(dir, cluster, model, 2, flags, "cached", &out), 0);
   CHECK_STR_CONTAINS(out, "attention plans: 6 built (");
   CHECK_STR_CONTAINS(out, "3 kept of 6 layers");
   CHECK_STR_CONTAINS(out, "0 freed over the cap");
