@@ -7,6 +7,8 @@
 // Ulysses and USP: the all-to-all (NCCL send/receive groups, comm.h) scatters heads and gathers the
 // group's tokens into device buffers before the ring over the groups, and brings O, LSE, dQ, dK, dV
 // back after it (dK/dV of replicated KV heads summed), as ulysses.c does on the CPU backend.
+// The per-plan state is dist_attn_cuda_state.h; the plan's own device copies (positions, freeing, release
+// and restore) are dist_attn_cuda_copies.c.
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,51 +25,8 @@
 
 #include "exec/dist_cuda.h"
 #include "exec/online_vs_cuda.h"
-#include "kernels/transpose_gpu.h"
 
-// Early (outer) transfers of the current call: one NCCL group per post step on the second channel.
-typedef struct {
-  comm_pending *pend;  // [n_steps] the group posted at each step
-  int *target;         // [n_steps] the step that computes on its reception (-1: sends only, or none)
-} outer_state;
-
-typedef struct {
-  sa_gpu_index ix;
-  sa_gpu_index_t *ixt;        // [R] transposed index per source (backward)
-  head_mask *masks;           // device masks [H]
-  int64_t *qpos, **kpos;      // device positions
-  int64_t plan_bytes;         // device bytes of the above (indices, masks, positions)
-  // dist_attn_device_release: the device copies above freed, the host-built data kept (the tile index, masks
-  // and positions live in struct dist_attn; the transposes and their bar chunks, which set-up uploads and
-  // frees, are brought back from the device by the first release and kept from then on)
-  int released;
-  tile_index_t *tt_host;      // [R] host transposes (NULL until the first release; none when nh == 0)
-  sa_bar_chunks *bc_host;     // [R] their bar chunks
-  ws_shape shape;             // what sizes this plan's share of the workspace
-  int ws_joined;              // attached to the process's workspace (dist_workspace.h)
-  // The shared scratch (dist_workspace.h), addressed only between ws_acquire and ws_release of a call.
-  void *kv_own, *kv_buf[2];   // bf16 [2, rows, Hkv, d]
-  void *kv_outer[2];          // bf16, likewise: early (inter-node) receptions (ring plans with any)
-  float *acc[2], *acc_in[2];  // fp32 [2, rows, Hkv, d]
-  float *flush[2];            // fp32 flush receive buffers, per step parity: [max_flush][2, n_q, Hkv, d]
-  float *o_run, *d_row;       // fp32 [n_q, nh, d], [nh, n_q]
-  // Ulysses side (U > 1): this rank's heads over the group's tokens, and the all-to-all staging buffer.
-  void *qg, *og, *dog;        // bf16 [n_q, nh, d]
-  float *lseg, *dqg, *dkvg;   // fp32 [nh, n_q], [n_q, nh, d], [2, n_q, nkv, d]
-  void *stage;
-  outer_state os;             // allocated with the state when the ring plan has early transfers
-} cuda_state;
-
-#define CS(a) ((cudaStream_t)(a)->c->compute_stream)
-#define CUDA_TRY(call)                                                                                   \
-  do {                                                                                                   \
-    cudaError_t r_ = (call);                                                                             \
-    if (r_ != cudaSuccess)                                                                               \
-      return sr_internal_error(e, 0, "rank %d: CUDA error %s at %s:%d", a->c->rank, cudaGetErrorString(r_), \
-                               __FILE__, __LINE__);                                                      \
-  } while (0)
-
-static int64_t rows_of(const struct dist_attn *a, int g) { return a->glay->rank_count[g]; }
+#include "exec/dist_attn_cuda_state.h"
 
 // ---------------------------------------------------------------------------------------------
 // set-up
@@ -113,45 +72,6 @@ static int transposes_upload(struct dist_attn *a, sr_error *e) {
   return rc;
 }
 
-// Every group's global positions to the device (qpos: this rank's group).
-static int positions_upload(struct dist_attn *a, sr_error *e) {
-  cuda_state *s = a->cuda;
-  for (int g = 0; g < a->R; g++) {
-    size_t pb = sizeof(int64_t) * (size_t)sr_max64(1, rows_of(a, g));
-    CUDA_TRY(cudaMalloc((void **)&s->kpos[g], pb));
-    CUDA_TRY(cudaMemcpy(s->kpos[g], a->kpos[g], sizeof(int64_t) * (size_t)rows_of(a, g), cudaMemcpyHostToDevice));
-  }
-  s->qpos = s->kpos[a->group];
-  return SR_OK;
-}
-
-// Device bytes the plan's own copies hold (indices, transposes, masks, positions).
-static int64_t copies_bytes(const struct dist_attn *a) {
-  const cuda_state *s = a->cuda;
-  int64_t b = ws_plan_fixed_bytes(a->glay->rank_count, a->R, a->masks, a->H) + s->ix.dev_bytes;
-  for (int g = 0; a->nh > 0 && g < a->R; g++) b += s->ixt[g].dev_bytes;
-  return b;
-}
-
-// Free the plan's own device copies (the shared workspace is not the plan's: it stays joined).
-static void copies_free(struct dist_attn *a) {
-  cuda_state *s = a->cuda;
-  sa_gpu_index_free(&s->ix);
-  if (s->masks) sa_gpu_masks_free(s->masks, a->H);
-  s->masks = NULL;
-  for (int g = 0; s->ixt && g < a->R; g++) sa_gpu_index_t_free(&s->ixt[g]);
-  for (int g = 0; s->kpos && g < a->R; g++) cudaFree(s->kpos[g]), s->kpos[g] = NULL;
-  s->qpos = NULL;
-}
-
-static void host_transposes_free(struct dist_attn *a) {
-  cuda_state *s = a->cuda;
-  for (int g = 0; s->tt_host && g < a->R; g++) tiles_transpose_free(&s->tt_host[g]);
-  for (int g = 0; s->bc_host && g < a->R; g++) sa_bar_chunks_free(&s->bc_host[g]);
-  free(s->tt_host), free(s->bc_host);
-  s->tt_host = NULL, s->bc_host = NULL;
-}
-
 int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (a->d != 64 && a->d != 128)
     return sr_input_error(e, NULL, "head_dim", "the CUDA kernels take head_dim 64 or 128, the model has %d", a->d);
@@ -167,7 +87,7 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
   // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c)
   if (a->nh > 0 && !online_vs_wanted(a) && transposes_upload(a, e)) return e->code;
-  if (positions_upload(a, e)) return e->code;
+  if (dist_cuda_positions_upload(a, e)) return e->code;
   // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
   ws_shape *sh = &s->shape;
   for (int st = 0; st < a->rp.n_steps; st++) {
@@ -182,7 +102,7 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
     sh->ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
   if (ws_attach(sh, e)) return e->code;
   s->ws_joined = 1;
-  s->plan_bytes = copies_bytes(a);
+  s->plan_bytes = dist_cuda_copies_bytes(a);
   // The second channel is opened collectively, by every rank when the ring plan has early transfers. The
   // ring plan is the same on every rank (ring_plan.h), so no rank needs to ask the others; asking (an
   // MPI collective here) crashed the trainer, which sets plans up from several threads at once.
@@ -203,74 +123,12 @@ void dist_attn_cuda_release(struct dist_attn *a) {
   if (!s) return;
   cudaDeviceSynchronize();
   online_vs_release(a);
-  copies_free(a);
-  host_transposes_free(a);
+  dist_cuda_copies_free(a);
+  dist_cuda_host_transposes_free(a);
   if (s->ws_joined) ws_detach();
   free(s->os.pend), free(s->os.target);
   free(s->ixt), free(s->kpos), free(s);
   a->cuda = NULL;
-}
-
-// ---------------------------------------------------------------------------------------------
-// device copies dropped and brought back (dist_attn_device_release / dist_attn_device_restore)
-
-int dist_attn_cuda_device_release(struct dist_attn *a, sr_error *e) {
-  cuda_state *s = a->cuda;
-  if (!s || s->released) return SR_OK;
-  // vs-online's index is the GPU estimate of each forward, held in device state of its own (online_vs_cuda.c)
-  if (a->online)
-    return sr_input_error(e, NULL, "pattern", "vs-online plans estimate their index on the GPU every forward: "
-                          "their device copies cannot be released");
-  CUDA_TRY(cudaDeviceSynchronize());  // the work queued so far reads the copies
-  if (a->nh > 0 && !s->tt_host) {
-    // The transposes are the one set-up product not kept on the host; copying them back (tens of ms a GiB)
-    // is far cheaper than transposing again (seconds a source on long sparse layers).
-    s->tt_host = calloc((size_t)a->R, sizeof *s->tt_host);
-    s->bc_host = calloc((size_t)a->R, sizeof *s->bc_host);
-    if (!s->tt_host || !s->bc_host) {
-      host_transposes_free(a);
-      return sr_internal_error(e, 0, "rank %d: out of memory for the host transposes", a->c->rank);
-    }
-    for (int g = 0; g < a->R; g++)
-      if (sa_gpu_index_t_download(&s->ixt[g], &s->tt_host[g], &s->bc_host[g], e)) {
-        host_transposes_free(a);  // the device copies stay: the plan runs on as it was
-        return e->code ? e->code : SR_EINTERNAL;
-      }
-  }
-  copies_free(a);
-  s->released = 1;
-  return SR_OK;
-}
-
-int dist_attn_cuda_device_restore(struct dist_attn *a, sr_error *e) {
-  cuda_state *s = a->cuda;
-  if (!s || !s->released) return SR_OK;
-  int rc = sa_gpu_masks_upload(a->masks, a->H, &s->masks, e);
-  if (!rc && a->nh > 0) rc = sa_gpu_index_upload(&a->ti_view, &s->ix, e);
-  for (int g = 0; !rc && a->nh > 0 && g < a->R; g++)
-    rc = sa_gpu_index_t_upload_chunks(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e);
-  if (!rc) rc = positions_upload(a, e);
-  if (rc) {  // stays released: what came up goes again
-    copies_free(a);
-    return e->code ? e->code : SR_EINTERNAL;
-  }
-  s->plan_bytes = copies_bytes(a);
-  s->released = 0;
-  return SR_OK;
-}
-
-int64_t dist_attn_cuda_host_bytes(const struct dist_attn *a) {
-  const cuda_state *s = a->cuda;
-  int64_t b = 0;
-  for (int g = 0; s && s->tt_host && g < a->R; g++) {
-    const tile_index_t *t = &s->tt_host[g];
-    const sa_bar_chunks *c = &s->bc_host[g];
-    int64_t nkv = (int64_t)t->heads * t->n_kvtiles, nq = t->kv_cnt[nkv], nb = t->n_bar_keys;
-    b += 8 * (nkv + 1) + 5 * nq + 8 * nb + 8 * (nb + 1) + 4 * t->bar_q_cnt[nb];
-    b += 12 * (int64_t)c->n_hchunks + 8 * ((int64_t)c->n_hchunks + 1) + 4 * c->hc_q_cnt[c->n_hchunks];
-    b += 8 * (int64_t)c->n_chunks + 4 * (int64_t)c->n_chunks * 64 + 4 * (int64_t)c->n_chunks * c->group * 64;
-  }
-  return b;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -868,9 +726,6 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (built without nvcc or with SAN=1)");
 }
 void dist_attn_cuda_release(struct dist_attn *a) {}
-int dist_attn_cuda_device_release(struct dist_attn *a, sr_error *e) { return SR_OK; }
-int dist_attn_cuda_device_restore(struct dist_attn *a, sr_error *e) { return SR_OK; }
-int64_t dist_attn_cuda_host_bytes(const struct dist_attn *a) { return 0; }
 int dist_attn_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, sr_error *e) {
   return dist_attn_cuda_setup(a, e);
 }

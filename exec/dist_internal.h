@@ -75,7 +75,8 @@ int online_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_e
 // without CUDA get versions that report the backend as unavailable.
 int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e);
 void dist_attn_cuda_release(struct dist_attn *a);
-// dist_attn_device_release / _restore and the host transposes' bytes (dist_attn_host_bytes) on CUDA.
+// dist_attn_device_release / _restore and the host transposes' bytes (dist_attn_host_bytes) on CUDA
+// (dist_attn_cuda_copies.c).
 int dist_attn_cuda_device_release(struct dist_attn *a, sr_error *e);
 int dist_attn_cuda_device_restore(struct dist_attn *a, sr_error *e);
 int64_t dist_attn_cuda_host_bytes(const struct dist_attn *a);
