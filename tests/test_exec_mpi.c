@@ -10,45 +10,8 @@
 #include <string.h>
 
 #include "plan/util.h"
+#include "tests/mpi_fixture.h"
 #include "tests/test.h"
-
-// Open MPI as root, oversubscribed (idle ranks yield the cores: busy-polling collectives would starve
-// the ranks that compute), shared memory only; its own allocations at exit are not ours to
-// report under the leak sanitizer.
-#define MPI_ENV                                                                                             \
-  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "         \
-  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
-
-// A CPU "cluster" of nodes x gpus_per_node ranks, so double ring and USP have real node boundaries.
-static const char *cluster_file(int nodes, int per_node) {
-  static char path[600];
-  snprintf(path, sizeof path, "%s/cpu-%dx%d.json", test_tmpdir(), nodes, per_node);
-  FILE *f = fopen(path, "w");
-  fprintf(f,
-          "{ \"nodes\": %d, \"gpus_per_node\": %d,\n"
-          "  \"gpu\": { \"name\": \"cpu\", \"peak_tflops\": 1, \"hbm_gbps\": 10, \"mem_gib\": 1,\n"
-          "    \"efficiency\": { \"gemm\": 0.5, \"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_fwd_bar\": 0.5,\n"
-          "      \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.5, \"attn_bwd_bar\": 0.5, \"mem\": 0.5 },\n"
-          "    \"comm_slowdown\": 1.0 },\n"
-          "  \"intra_node\": { \"gbps\": 10, \"latency_us\": 1.0 },\n"
-          "  \"inter_node\": { \"nics_per_node\": 1, \"nic_gbps\": 1, \"latency_us\": 5.0 },\n"
-          "  \"host\": { \"pcie_gbps\": 10, \"latency_us\": 10.0, \"mem_gib\": 16 } }\n",
-          nodes, per_node);
-  fclose(f);
-  return path;
-}
-
-// Count lines of `out` that start with prefix and end with suffix.
-static int count_lines(const char *out, const char *prefix, const char *suffix) {
-  int n = 0;
-  for (const char *p = out; p && *p;) {
-    const char *nl = strchr(p, '\n');
-    size_t len = nl ? (size_t)(nl - p) : strlen(p), ls = strlen(suffix);
-    if (strncmp(p, prefix, strlen(prefix)) == 0 && len >= ls && strncmp(p + len - ls, suffix, ls) == 0) n++;
-    p = nl ? nl + 1 : NULL;
-  }
-  return n;
-}
 
 // Run every combination with --check; each must print its line ending in "ok".
 static void run_matrix(int nodes, int per_node, const char *seq, const char *layouts, const char *schedules,
@@ -57,7 +20,7 @@ static void run_matrix(int nodes, int per_node, const char *seq, const char *lay
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np %d %s/sparsering-exec attn --model tiny-test --cluster %s --seq %s "
                    "--layout %s --schedule %s --pattern %s --check %s",
-           nodes * per_node, test_bin_dir(), cluster_file(nodes, per_node), seq, layouts, schedules, patterns, extra);
+           nodes * per_node, test_bin_dir(), mpi_cpu_cluster(nodes, per_node), seq, layouts, schedules, patterns, extra);
   int rc = test_run(cmd, &out);
   CHECK_EQ_INT(rc, 0);
   CHECK_EQ_INT(count_lines(out, "attn ", " ok"), expect_runs);
@@ -113,7 +76,7 @@ TEST(exec_mpi_skipping_saves_the_bytes_of_shards_a_window_never_touches) {
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np 4 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 400 "
                    "--layout contiguous --schedule ring --pattern window:0:40 --skip-empty-sends --check",
-           test_bin_dir(), cluster_file(1, 4));
+           test_bin_dir(), mpi_cpu_cluster(1, 4));
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   CHECK_STR_CONTAINS(out, "skipping saved 691200 B (9 receptions)");
   CHECK_STR_CONTAINS(out, " ok\n");
@@ -127,7 +90,7 @@ TEST(exec_mpi_timeline_has_one_row_per_rank_step_and_stream) {
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np 3 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 300 "
                    "--layout zigzag --schedule ring --pattern dense --csv %s --trace %s",
-           test_bin_dir(), cluster_file(1, 3), csv, json);
+           test_bin_dir(), mpi_cpu_cluster(1, 3), csv, json);
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   sr_error e = {0};
   CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
@@ -165,7 +128,7 @@ TEST(exec_mpi_double_ring_posts_the_outer_transfer_a_whole_inner_ring_ahead) {
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np 6 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 301 "
                    "--layout striped:4 --schedule double-ring --pattern dense --check --csv %s",
-           test_bin_dir(), cluster_file(3, 2), csv);
+           test_bin_dir(), mpi_cpu_cluster(3, 2), csv);
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   CHECK_STR_CONTAINS(out, " ok\n");
   sr_error e = {0};
@@ -205,7 +168,7 @@ TEST(exec_mpi_a_killed_rank_stops_every_rank_within_30_seconds_naming_it) {
   snprintf(cmd, sizeof cmd,
            MPI_ENV "timeout 60 mpirun --oversubscribe -np 4 %s/sparsering-exec attn --model tiny-test --cluster %s "
                    "--seq 400 --pattern dense --fail-rank 2 --fail-at-step 1",
-           test_bin_dir(), cluster_file(2, 2));
+           test_bin_dir(), mpi_cpu_cluster(2, 2));
   double t0 = sr_now();
   int rc = test_run(cmd, &out);
   double dt = sr_now() - t0;
@@ -221,7 +184,7 @@ TEST(exec_mpi_a_stuck_rank_is_named_by_the_bounded_waits_of_its_peers) {
   snprintf(cmd, sizeof cmd,
            MPI_ENV "SR_COMM_TIMEOUT=3 timeout 60 mpirun --oversubscribe -np 3 %s/sparsering-exec attn --model tiny-test "
                    "--cluster %s --seq 300 --pattern dense --fail-rank 1 --fail-at-step 1 --fail-mode hang",
-           test_bin_dir(), cluster_file(1, 3));
+           test_bin_dir(), mpi_cpu_cluster(1, 3));
   double t0 = sr_now();
   int rc = test_run(cmd, &out);
   CHECK(rc != 0 && rc != 124);
@@ -234,7 +197,7 @@ TEST(exec_mpi_a_plan_for_another_world_size_is_an_input_error) {
   char cmd[4096], *out = NULL;
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 300",
-           test_bin_dir(), cluster_file(1, 3));
+           test_bin_dir(), mpi_cpu_cluster(1, 3));
   CHECK(test_run(cmd, &out) != 0);
   CHECK_STR_CONTAINS(out, "the plan is for 3 ranks but mpirun started 2");
   free(out);
@@ -247,7 +210,7 @@ TEST(exec_mpi_calibrate_on_cpu_writes_a_cluster_file_the_planner_loads) {
   snprintf(out_path, sizeof out_path, "%s/calibrated.json", test_tmpdir());
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec calibrate --backend cpu --cluster %s --out %s --reps 3",
-           test_bin_dir(), cluster_file(1, 2), out_path);
+           test_bin_dir(), mpi_cpu_cluster(1, 2), out_path);
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   CHECK_STR_CONTAINS(out, "p2p inside a node (rank 0 <-> 1): latency");
   sr_error e = {0};

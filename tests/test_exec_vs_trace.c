@@ -10,47 +10,13 @@
 
 #include "exec/attn_data.h"
 #include "plan/pattern_estimate.h"
+#include "tests/mpi_fixture.h"
 #include "tests/test.h"
 #include "traces/trace.h"
-
-#define MPI_ENV                                                                                             \
-  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "         \
-  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
 
 #define DATA_SEED 5
 #define TOP_P 0.95
 enum { H = 4, HKV = 2, D = 16, NQ_EST = 64 };  // tiny-test attention; the estimate reads the last 64 queries
-
-// A CPU "cluster" of one node with w ranks.
-static const char *cluster_file(int w) {
-  static char path[600];
-  snprintf(path, sizeof path, "%s/vs-cpu-1x%d.json", test_tmpdir(), w);
-  FILE *f = fopen(path, "w");
-  fprintf(f,
-          "{ \"nodes\": 1, \"gpus_per_node\": %d,\n"
-          "  \"gpu\": { \"name\": \"cpu\", \"peak_tflops\": 1, \"hbm_gbps\": 10, \"mem_gib\": 1,\n"
-          "    \"efficiency\": { \"gemm\": 0.5, \"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_fwd_bar\": 0.5,\n"
-          "      \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.5, \"attn_bwd_bar\": 0.5, \"mem\": 0.5 },\n"
-          "    \"comm_slowdown\": 1.0 },\n"
-          "  \"intra_node\": { \"gbps\": 10, \"latency_us\": 1.0 },\n"
-          "  \"inter_node\": { \"nics_per_node\": 1, \"nic_gbps\": 1, \"latency_us\": 5.0 },\n"
-          "  \"host\": { \"pcie_gbps\": 10, \"latency_us\": 10.0, \"mem_gib\": 16 } }\n",
-          w);
-  fclose(f);
-  return path;
-}
-
-// Lines of out starting with prefix and ending with suffix.
-static int count_lines(const char *out, const char *prefix, const char *suffix) {
-  int n = 0;
-  for (const char *p = out; p && *p;) {
-    const char *nl = strchr(p, '\n');
-    size_t len = nl ? (size_t)(nl - p) : strlen(p), ls = strlen(suffix);
-    if (strncmp(p, prefix, strlen(prefix)) == 0 && len >= ls && strncmp(p + len - ls, suffix, ls) == 0) n++;
-    p = nl ? nl + 1 : NULL;
-  }
-  return n;
-}
 
 // One process, whole sequence: Q and K of `layer` as every rank generates them, MTraining's estimate with the
 // executor's settings (last 64 queries, top-p, cap 4096, no forced sinks or window) into layer 0 of out.
@@ -101,7 +67,7 @@ TEST(exec_vs_online_trace_holds_the_reference_estimate_the_check_compared_agains
            MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn --model tiny-test --cluster %s --seq %lld "
                    "--layout striped:16 --schedule ring --pattern vs-online:%.2f --inputs vs --data-seed %d --layers 2 "
                    "--check --trace-out %s",
-           test_bin_dir(), cluster_file(2), (long long)N, TOP_P, DATA_SEED, trace);
+           test_bin_dir(), mpi_cpu_cluster(1, 2), (long long)N, TOP_P, DATA_SEED, trace);
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   // --check compared each layer against dense attention masked by the estimated pattern (tol 1e-4 in fp32)
   CHECK_EQ_INT(count_lines(out, "  check layer ", " ok"), 2);
@@ -140,7 +106,7 @@ TEST(exec_vs_online_trace_holds_the_reference_estimate_the_check_compared_agains
   snprintf(cmd, sizeof cmd,
            "%s/sparsering sim --model tiny-test --cluster %s --seq %lld --layout striped:16 --schedule ring "
            "--pattern trace:%s",
-           test_bin_dir(), cluster_file(2), (long long)N, trace);
+           test_bin_dir(), mpi_cpu_cluster(1, 2), (long long)N, trace);
   int rc = test_run(cmd, &out);
   CHECK_EQ_INT(rc, 0);
   if (rc) fprintf(stderr, "%s\n%.2000s\n", cmd, out ? out : "");
@@ -196,13 +162,13 @@ TEST(exec_vs_online_prediction_is_the_simulation_of_its_trace_plus_the_estimatio
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn %s --cluster %s --pattern vs-online:0.95 "
                    "--predict-csv %s/on.csv --trace-out %s/on.safetensors",
-           test_bin_dir(), base, cluster_file(2), dir, dir);
+           test_bin_dir(), base, mpi_cpu_cluster(1, 2), dir, dir);
   CHECK_EQ_INT(test_run(cmd, &on), 0);
   CHECK_STR_CONTAINS(on, "layer 0: predicted (sim, estimated pattern, cluster ");
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn %s --cluster %s --pattern vs-topp:0.95 "
                    "--predict-csv %s/tp.csv",
-           test_bin_dir(), base, cluster_file(2), dir);
+           test_bin_dir(), base, mpi_cpu_cluster(1, 2), dir);
   CHECK_EQ_INT(test_run(cmd, &tp), 0);
   CHECK(tp && strstr(tp, "layer 0: predicted (sim, cluster ") != NULL);  // other patterns: unchanged line
   CHECK(tp && strstr(tp, "estimated pattern") == NULL);
@@ -210,7 +176,7 @@ TEST(exec_vs_online_prediction_is_the_simulation_of_its_trace_plus_the_estimatio
   snprintf(cmd, sizeof cmd,
            "%s/sparsering sim --model tiny-test --seq 4096 --layout contiguous --schedule ring --cluster %s "
            "--pattern trace:%s/on.safetensors --csv %s/sim.csv",
-           test_bin_dir(), cluster_file(2), dir, dir);
+           test_bin_dir(), mpi_cpu_cluster(1, 2), dir, dir);
   CHECK_EQ_INT(test_run(cmd, &sim), 0);
   free(on), free(tp), free(sim);
 
@@ -242,7 +208,7 @@ TEST(exec_trace_out_unwritable_path_exits_2_naming_the_flag) {
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np 1 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 300 "
                    "--pattern vs-online:0.95 --trace-out %s/no-such-folder/t.safetensors",
-           test_bin_dir(), cluster_file(1), test_tmpdir());
+           test_bin_dir(), mpi_cpu_cluster(1, 1), test_tmpdir());
   CHECK_EQ_INT(test_run(cmd, &out), 2);
   CHECK_STR_CONTAINS(out, "--trace-out");
   free(out);

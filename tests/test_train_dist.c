@@ -5,29 +5,15 @@
 #include <string.h>
 
 #include "plan/pattern.h"
+#include "tests/mpi_fixture.h"
 #include "tests/test.h"
 #include "traces/trace.h"
-
-// Open MPI as root, oversubscribed, idle ranks yielding the 2 cores, shared memory only; MPI's own
-// allocations at exit are not ours to report under the leak sanitizer.
-#define MPI_ENV                                                                                     \
-  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " \
-  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
-
-// Write a cluster file with `world` GPUs on one node (the plan's world is the cluster's).
-static void write_cluster(const char *dir, int world, char *path, size_t size) {
-  char cmd[2048];
-  snprintf(path, size, "%s/cluster-%d.json", dir, world);
-  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": %d/' models/clusters/h200-1x2.json > %s",
-           world, path);
-  CHECK_EQ_INT(test_run(cmd, NULL), 0);
-}
 
 // Run training on `world` ranks; fills loss[0..steps) from the CSV; returns the exit status.
 static int train_losses(int world, const char *layout, const char *pattern, int steps, double *loss) {
   const char *dir = test_tmpdir();
-  char cluster[700], csv[700], text[700], cmd[4096];
-  write_cluster(dir, world, cluster, sizeof cluster);
+  char csv[700], text[700], cmd[4096];
+  const char *cluster = mpi_h200_cluster(world);
   snprintf(text, sizeof text, "%s/fox.txt", dir);
   snprintf(csv, sizeof csv, "%s/train-%d-%s-%s.csv", dir, world, layout, pattern);
   snprintf(cmd, sizeof cmd, "for i in 1 2 3 4 5 6 7 8; do printf 'the quick brown fox jumps over the lazy dog %%d. ' $i; done > %s",
@@ -74,8 +60,8 @@ TEST(train_two_ranks_sparse_pattern_match_one_process_loss) { check_same_losses(
 
 TEST(train_records_the_attention_pattern_of_chosen_steps_as_a_trace) {
   const char *dir = test_tmpdir();
-  char cluster[700], trace[700], csv[700], cmd[4096];
-  write_cluster(dir, 2, cluster, sizeof cluster);
+  char trace[700], csv[700], cmd[4096];
+  const char *cluster = mpi_h200_cluster(2);
   snprintf(trace, sizeof trace, "%s/run.trace.safetensors", dir);
   snprintf(csv, sizeof csv, "%s/run.csv", dir);
   snprintf(cmd, sizeof cmd,
@@ -122,8 +108,8 @@ static int csv_losses(const char *path, char losses[][40], int max) {
 
 TEST(train_two_ranks_resume_from_a_checkpoint_continues_bit_for_bit) {
   const char *dir = test_tmpdir();
-  char cluster[700], text[700], cmd[4096], base[3000];
-  write_cluster(dir, 2, cluster, sizeof cluster);
+  char text[700], cmd[4096], base[3000];
+  const char *cluster = mpi_h200_cluster(2);
   snprintf(text, sizeof text, "%s/fox.txt", dir);
   snprintf(cmd, sizeof cmd, "for i in 1 2 3 4 5 6 7 8; do printf 'the quick brown fox %%d. ' $i; done > %s", text);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);

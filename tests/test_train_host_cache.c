@@ -7,20 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/mpi_fixture.h"
 #include "tests/test.h"
-
-// Open MPI as root, shared memory only, MPI's own allocations not ours to report (as tests/test_train_dist.c)
-#define MPI_ENV                                                                                     \
-  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " \
-  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
-
-// A one-rank cluster file in dir; returns its path in out.
-static void one_rank_cluster(const char *dir, char *out, size_t n) {
-  snprintf(out, n, "%s/c1.json", dir);
-  char cmd[2000];
-  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s", out);
-  CHECK_EQ_INT(test_run(cmd, NULL), 0);
-}
 
 // tiny-test (2 layers) MTraining at 512 tokens for 2 steps, one plan kept on the device, with `flags`; the
 // losses go to dir/NAME.csv and the output to *out.
@@ -47,8 +35,7 @@ static int same_losses(const char *dir, const char *a, const char *b) {
 // the plan the other layer's use dropped: 2 builds (1 when its layer came) and 3 restores.
 TEST(train_host_cache_builds_each_plan_once_and_restores_it_after) {
   const char *dir = test_tmpdir();
-  char cluster[700];
-  one_rank_cluster(dir, cluster, sizeof cluster);
+  const char *cluster = mpi_h200_cluster(1);
   char *out = NULL;
   CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1", "plain", &out), 0);
   CHECK_STR_CONTAINS(out, "attention plans: 5 built (");
@@ -69,8 +56,7 @@ TEST(train_host_cache_builds_each_plan_once_and_restores_it_after) {
 // and rebuilt, as without the cache, with the same losses.
 TEST(train_host_cache_under_its_cap_rebuilds_as_without_it) {
   const char *dir = test_tmpdir();
-  char cluster[700];
-  one_rank_cluster(dir, cluster, sizeof cluster);
+  const char *cluster = mpi_h200_cluster(1);
   char *out = NULL;
   CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1", "plain", NULL), 0);
   CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1 --attn-host-cache --attn-host-gib 0", "capped", &out), 0);
@@ -86,8 +72,8 @@ TEST(train_host_cache_under_its_cap_rebuilds_as_without_it) {
 // instead of building them: each of the 6 layers is built once over 2 steps, and the losses are unchanged.
 TEST(train_host_cache_with_building_ahead_builds_each_layer_once) {
   const char *dir = test_tmpdir();
-  char cluster[700], model[700], cmd[2000];
-  one_rank_cluster(dir, cluster, sizeof cluster);
+  char model[700], cmd[2000];
+  const char *cluster = mpi_h200_cluster(1);
   snprintf(model, sizeof model, "%s/tiny6.json", dir);
   snprintf(cmd, sizeof cmd, "sed 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 6/' models/tiny-test.json > %s", model);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
@@ -107,8 +93,7 @@ TEST(train_host_cache_with_building_ahead_builds_each_layer_once) {
 // The cap without the cache is an input error (exit 2) naming the flag.
 TEST(train_host_cache_cap_without_the_cache_is_refused) {
   const char *dir = test_tmpdir();
-  char cluster[700];
-  one_rank_cluster(dir, cluster, sizeof cluster);
+  const char *cluster = mpi_h200_cluster(1);
   char *out = NULL;
   CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 1, "--attn-host-gib 4", "refused", &out), 2);
   CHECK_STR_CONTAINS(out, "--attn-host-gib");

@@ -8,12 +8,8 @@
 
 #include "exec/model_cpu.h"
 #include "exec/train_online.h"
+#include "tests/mpi_fixture.h"
 #include "tests/test.h"
-
-// Open MPI as root, shared memory only, MPI's own allocations not ours to report (as tests/test_train_dist.c)
-#define MPI_ENV                                                                                     \
-  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " \
-  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
 
 TEST(train_online_estimate_keeps_the_column_the_last_queries_attend_to) {
   // Every query is u; key 137 is 10 u, every other key is small noise: every query at or after position 137
@@ -103,12 +99,8 @@ TEST(train_online_hook_runs_once_per_layer_and_never_while_recomputing) {
 // A vs-online run on one rank, then the same plan on two ranks (refused: the estimate needs every key).
 TEST(train_online_pattern_trains_on_one_rank_and_is_refused_on_two) {
   const char *dir = test_tmpdir();
-  char c1[700], c2[700], cmd[4096];
-  snprintf(c1, sizeof c1, "%s/c1.json", dir);
-  snprintf(c2, sizeof c2, "%s/c2.json", dir);
-  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s && "
-           "cp models/clusters/h200-1x2.json %s", c1, c2);
-  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  char cmd[4096];
+  const char *c1 = mpi_h200_cluster(1), *c2 = "h200-1x2";
   char *out = NULL;
   snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --layout striped:16 --schedule ring "
            "--pattern vs-online:0.9 --seq 300 --steps 2 --csv %s/o.csv 2>&1", test_bin_dir(), c1, dir);
@@ -127,10 +119,8 @@ TEST(train_online_pattern_trains_on_one_rank_and_is_refused_on_two) {
 // Plans built in parallel threads before the first step train exactly as plans built one by one.
 TEST(train_plans_built_in_threads_give_the_sequential_losses) {
   const char *dir = test_tmpdir();
-  char c1[700], cmd[4096];
-  snprintf(c1, sizeof c1, "%s/ct.json", dir);
-  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s", c1);
-  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  char cmd[4096];
+  const char *c1 = mpi_h200_cluster(1);
   for (int th = 1; th <= 2; th++) {
     snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --strategy mtraining "
              "--pattern vs-topp:0.95 --seq 512 --steps 2 --build-threads %d --csv %s/bt%d.csv --quiet 2>&1",
@@ -149,11 +139,10 @@ TEST(train_plans_built_in_threads_give_the_sequential_losses) {
 // Plans built ahead of their layer by threads (3 kept of 6 layers) train as every plan kept.
 TEST(train_plans_built_ahead_give_the_losses_of_every_plan_kept) {
   const char *dir = test_tmpdir();
-  char c1[700], model[700], cmd[4096];
-  snprintf(c1, sizeof c1, "%s/ca.json", dir);
+  char model[700], cmd[4096];
+  const char *c1 = mpi_h200_cluster(1);
   snprintf(model, sizeof model, "%s/tiny6.json", dir);
-  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s && "
-           "sed 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 6/' models/tiny-test.json > %s", c1, model);
+  snprintf(cmd, sizeof cmd, "sed 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 6/' models/tiny-test.json > %s", model);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
   const char *flags[2] = {"", "--attn-cache 3 --attn-prefetch 2 --build-threads 2"};
   for (int i = 0; i < 2; i++) {

@@ -7,22 +7,15 @@
 
 #include "exec/train.h"
 #include "plan/model.h"
+#include "tests/mpi_fixture.h"
 #include "tests/test.h"
-
-// Open MPI as root, shared memory only, MPI's own allocations not ours to report (as tests/test_train_dist.c)
-#define MPI_ENV                                                                                     \
-  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " \
-  "OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 ASAN_OPTIONS=detect_leaks=0 "
 
 // Run train on `np` ranks with `flags`; the loss column of its CSV into loss[0..1], the eval line's mean loss.
 static void run_train(int np, const char *flags, const char *tag, double loss[2], double *eval_loss) {
   const char *dir = test_tmpdir();
-  char cluster[700], csv[700], cmd[4096];
-  snprintf(cluster, sizeof cluster, "%s/c%d.json", dir, np);
+  char csv[700], cmd[4096];
+  const char *cluster = mpi_h200_cluster(np);
   snprintf(csv, sizeof csv, "%s/%s.csv", dir, tag);
-  snprintf(cmd, sizeof cmd, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": %d/' models/clusters/h200-1x2.json > %s",
-           np, cluster);
-  CHECK_EQ_INT(test_run(cmd, NULL), 0);
   snprintf(cmd, sizeof cmd, MPI_ENV "mpirun -np %d %s/sparsering-exec train --model tiny-test --cluster %s %s --steps 2 "
            "--lr 0 --loss keys --eval 4 --csv %s --quiet 2>&1", np, test_bin_dir(), cluster, flags, csv);
   char *out = NULL;
@@ -136,13 +129,11 @@ TEST(train_pose_jumps_once_per_training_sample_and_never_when_scoring) {
 }
 
 TEST(train_pose_span_must_reach_past_the_sample) {
-  char prep[2048], cmd[2048];
+  char cmd[2048];
   char *out = NULL;
-  snprintf(prep, sizeof prep, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s/c1.json",
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --strategy dense-ring "
+           "--seq 512 --pack 2 --pose 256 --steps 1 --csv %s/pose.csv 2>&1", test_bin_dir(), mpi_h200_cluster(1),
            test_tmpdir());
-  CHECK_EQ_INT(test_run(prep, NULL), 0);
-  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s/c1.json --strategy dense-ring "
-           "--seq 512 --pack 2 --pose 256 --steps 1 --csv %s/pose.csv 2>&1", test_bin_dir(), test_tmpdir(), test_tmpdir());
   CHECK_EQ_INT(test_run(cmd, &out), 2);
   CHECK_STR_CONTAINS(out, "--pose");
   free(out);
@@ -151,12 +142,8 @@ TEST(train_pose_span_must_reach_past_the_sample) {
 TEST(train_pack_needs_whole_samples_of_128_token_blocks) {
   char cmd[2048];
   char *out = NULL;
-  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s/c1.json --strategy dense-ring "
-           "--seq 640 --pack 2 --steps 1 --csv %s/bad.csv 2>&1", test_bin_dir(), test_tmpdir(), test_tmpdir());
-  char prep[2048];
-  snprintf(prep, sizeof prep, "sed 's/\"gpus_per_node\": 2/\"gpus_per_node\": 1/' models/clusters/h200-1x2.json > %s/c1.json",
-           test_tmpdir());
-  CHECK_EQ_INT(test_run(prep, NULL), 0);
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --strategy dense-ring "
+           "--seq 640 --pack 2 --steps 1 --csv %s/bad.csv 2>&1", test_bin_dir(), mpi_h200_cluster(1), test_tmpdir());
   CHECK_EQ_INT(test_run(cmd, &out), 2);
   CHECK_STR_CONTAINS(out, "multiple of 128");
   free(out);
