@@ -21,7 +21,8 @@ static inline const char *mpi_cpu_cluster(int nodes, int per_node) {
   static char path[600];
   snprintf(path, sizeof path, "%s/cpu-%dx%d.json", test_tmpdir(), nodes, per_node);
   FILE *f = fopen(path, "w");
-  if (!f) return path;  // the run that reads it then fails naming the file
+  CHECK(f != NULL);
+  if (!f) return path;
   fprintf(f,
           "{ \"nodes\": %d, \"gpus_per_node\": %d,\n"
           "  \"gpu\": { \"name\": \"cpu\", \"peak_tflops\": 1, \"hbm_gbps\": 10, \"mem_gib\": 1,\n"
