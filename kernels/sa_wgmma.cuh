@@ -115,6 +115,16 @@ __device__ __forceinline__ void sa_wgmma_m64n128_rs_tb(float *d, const uint32_t 
 #endif
 }
 
+// d[32] (+)= A (64 x 16, smem descriptor, M-major: imm-trans-a = 1) * B (16 x 64, smem descriptor,
+// N-major: imm-trans-b = 1): both operands stored with the K dimension as their rows (the backward's
+// dQ^T = K^T dS^T from the K tile and the dS^T tile as they sit in shared memory).
+__device__ __forceinline__ void sa_wgmma_m64n64_ss_tt(float *d, uint64_t da, uint64_t db) {
+#if SA_WGMMA_ARCH
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 1, 1;\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(da), "l"(db));
+#endif
+}
 
 // Register-operand variant of sa_reg_fence (wgmma A fragments stay live until the wait).
 __device__ __forceinline__ void sa_reg_fence_u32(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }

@@ -17,51 +17,8 @@
 #include <math.h>
 
 #include "kernels/sa_bwd.cuh"
+#include "kernels/sa_bwd_wg.cuh"
 #include "kernels/sa_gpu.h"
-#include "kernels/sa_wgmma.cuh"
-
-#define BW_THREADS 256
-#define BW_KEYS 128  // keys per dK/dV CTA (one KV tile), 64 per warpgroup
-#define BW_QB 64     // query rows per dK/dV chunk
-
-// 4-byte global -> shared copy (an LSE or D value).
-__device__ __forceinline__ void bw_cp_async4(void *smem, const void *gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa_smem_addr(smem)), "l"(gmem));
-}
-
-// Descriptor offsets (16-byte units) of k16 step kk in a swizzled tile of `rows` rows: K-major operand
-// (column block kk / 4, 32 bytes per step inside it) and N-major operand (16 rows of 128 bytes a step).
-__device__ __forceinline__ uint64_t bw_kmajor(int kk, int rows) {
-  return (uint64_t)(((kk >> 2) * rows * 128 + (kk & 3) * 32) >> 4);
-}
-__device__ __forceinline__ uint64_t bw_nmajor(int kk) { return (uint64_t)((kk * 16 * 128) >> 4); }
-
-// Fragments of a 64 x 64 accumulator tile as the A operand (bf16) of four k16 steps.
-__device__ __forceinline__ void bw_pack(uint32_t (*pa)[4], const float (*s)[4]) {
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    pa[kk][0] = sa_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    pa[kk][1] = sa_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    pa[kk][2] = sa_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    pa[kk][3] = sa_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-  }
-}
-
-// acc (64 x D) += A (64 x 64 from registers, four k16 steps) * B (64 x D, N-major at descriptor b0).
-template <int D>
-__device__ __forceinline__ void bw_mma_rs(float *acc, const uint32_t (*pa)[4], uint64_t b0) {
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    if (D == 128) sa_wgmma_m64n128_rs_tb(acc, pa[kk], b0 + bw_nmajor(kk));
-    else sa_wgmma_m64n64_rs_tb(acc, pa[kk], b0 + bw_nmajor(kk));
-  }
-}
-
-template <int N>
-__device__ __forceinline__ void bw_fence_regs(float *r) {
-#pragma unroll
-  for (int i = 0; i < N; i++) sa_reg_fence(r[i]);
-}
 
 // ---- dQ: query-major -------------------------------------------------------------------------------
 
@@ -103,7 +60,9 @@ __device__ __forceinline__ void bw_issue(const bwd_args &a, const bw_rows<D> &w,
   if (tid == 0) *sinfo = w.kind | w.n_valid << 4;
 }
 
-template <int D, bool OVL>
+// BARS: only the cell's gathered bar chunks (the fused kernel of kernels/sparse_attn_bwd_fused.cu has
+// added the tiles' dQ before this kernel runs on the same stream).
+template <int D, bool OVL, bool BARS>
 __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_args a) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char *sq = smem_raw + ((1024 - (sa_smem_addr(smem_raw) & 1023)) & 1023);
@@ -118,7 +77,8 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
   int h = a.ti.heads == 1 ? (int)(blockIdx.x / ix_cells) : cell / n_qt, qt = cell % n_qt;
   int kvh = h / (a.heads / a.kv_heads);
   sa_cell c = sa_cell_of(&a.ti, h, qt, a.src);
-  if (c.n_chunks == 0) return;
+  const int c0 = BARS ? c.n_tile_chunks : 0;  // first chunk of the walk
+  if (c.n_chunks == c0) return;
   int64_t row0 = (int64_t)qt * SA_BM;
   int n_rows = (int)min((int64_t)SA_BM, a.n_q - row0);
   int64_t qstride = (int64_t)a.heads * D;
@@ -126,10 +86,10 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
   sa_load_rows_sw128<D, SA_BM, BW_THREADS>(sq, a.q + (int64_t)h * D, row0, NULL, n_rows, qstride, tid);
   sa_load_rows_sw128<D, SA_BM, BW_THREADS>(sdo, a.dout + (int64_t)h * D, row0, NULL, n_rows, qstride, tid);
   bw_rows<D> w;
-  bw_fetch<D>(a, c, 0, tid, w);
+  bw_fetch<D>(a, c, c0, tid, w);
   bw_issue<D>(a, w, kvh, sk, sv, skpos, sinfo, tid);
   sa_cp_async_commit();
-  if (c.n_chunks > 1) bw_fetch<D>(a, c, 1, tid, w);
+  if (c.n_chunks > c0 + 1) bw_fetch<D>(a, c, c0 + 1, tid, w);
 
   int rl[2] = {warp * 16 + g, warp * 16 + g + 8};
   int64_t qp[2];
@@ -154,8 +114,8 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
   for (int n = 0; n < D / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
   uint64_t dqa = sa_desc_sw128(sq + wg * 64 * 128, 16, 1024), ddoa = sa_desc_sw128(sdo + wg * 64 * 128, 16, 1024);
 
-  for (int ci = 0; ci < c.n_chunks; ci++) {
-    int buf = ci & 1;
+  for (int ci = c0; ci < c.n_chunks; ci++) {
+    int buf = (ci - c0) & 1;
     if (ci + 1 < c.n_chunks) {
       bw_issue<D>(a, w, kvh, sk + (buf ^ 1) * SA_BN * D * 2, sv + (buf ^ 1) * SA_BN * D * 2, skpos + (buf ^ 1) * SA_BN,
                   sinfo + (buf ^ 1), tid);
@@ -248,12 +208,6 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
 }
 
 // ---- dK, dV: KV-major --------------------------------------------------------------------------------
-
-// Where query chunk f of a dK/dV CTA lies: head, first row, tile kind.
-typedef struct {
-  int h, kind;
-  int64_t r0;
-} bw_qchunk;
 
 template <int D, bool OVL>
 __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dkdv_wg_kernel(const bwd_args a) {
@@ -454,13 +408,27 @@ template <int D, bool OVL>
 static int bw_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {
   size_t dq_smem = 1024 + (size_t)(2 * SA_BM + 4 * SA_BN) * D * 2 + 2 * SA_BN * sizeof(int64_t) + 2 * sizeof(int);
   size_t kv_smem = 1024 + (size_t)(2 * BW_KEYS + 4 * BW_QB) * D * 2 + 2 * BW_QB * (8 + 4 + 4);
-  SA_CUDA(cudaFuncSetAttribute(sa_bwd_dq_wg_kernel<D, OVL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
+  SA_CUDA(cudaFuncSetAttribute(sa_bwd_dq_wg_kernel<D, OVL, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_wg_kernel<D, OVL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kv_smem));
-  if (q_cells) sa_bwd_dq_wg_kernel<D, OVL><<<(unsigned)q_cells, BW_THREADS, dq_smem, st>>>(a);
+  if (q_cells) sa_bwd_dq_wg_kernel<D, OVL, false><<<(unsigned)q_cells, BW_THREADS, dq_smem, st>>>(a);
   SA_CUDA(cudaGetLastError());
   if (kv_cells) sa_bwd_dkdv_wg_kernel<D, OVL><<<(unsigned)kv_cells, BW_THREADS, kv_smem, st>>>(a);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
+}
+
+template <int D>
+static int bw_launch_dq_bars(const bwd_args &a, int64_t q_cells, cudaStream_t st, sr_error *e) {
+  size_t dq_smem = 1024 + (size_t)(2 * SA_BM + 4 * SA_BN) * D * 2 + 2 * SA_BN * sizeof(int64_t) + 2 * sizeof(int);
+  SA_CUDA(cudaFuncSetAttribute(sa_bwd_dq_wg_kernel<D, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)dq_smem));
+  if (q_cells) sa_bwd_dq_wg_kernel<D, true, true><<<(unsigned)q_cells, BW_THREADS, dq_smem, st>>>(a);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
+int sa_bwd_wg_dq_bars(const bwd_args *a, int head_dim, int64_t q_cells, cudaStream_t st, sr_error *e) {
+  return head_dim == 64 ? bw_launch_dq_bars<64>(*a, q_cells, st, e) : bw_launch_dq_bars<128>(*a, q_cells, st, e);
 }
 
 int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int overlap, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
