@@ -52,9 +52,9 @@ __device__ __forceinline__ void bw_fence_regs(float *r) {
 }
 
 // Where query chunk f of a KV-major CTA lies: head, first row, tile kind (and for the fused kernel
-// the query tile and half, which name its dQ semaphore).
+// the query tile and half, which name its dQ semaphore, and the KV tile's rank in its dQ order).
 typedef struct {
-  int h, kind, qt, half;
+  int h, kind, qt, half, rank;
   int64_t r0;
 } bw_qchunk;
 

@@ -375,8 +375,8 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
                                (int)kv_smem));
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_kernel<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bar_smem));
-  if (var == 3) {
-    int rc = sa_bwd_fused_tiles(&a, D, q_cells, kv_cells, st, e);
+  if (var >= 3) {
+    int rc = sa_bwd_fused_tiles(&a, D, var == 3, q_cells, kv_cells, st, e);
     if (rc) return rc;
   } else if (var) {
     int rc = sa_bwd_wg_tiles(&a, D, var == 2, q_cells, kv_cells, st, e);

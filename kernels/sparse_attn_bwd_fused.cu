@@ -63,10 +63,32 @@ typedef struct {
   int r, gi, half;
 } bf_walk;
 
+// ---- ranks ---------------------------------------------------------------------------------------
+
+// For every entry of the transposed index (KV tile j, query tile qt of head ih): the number of the
+// forward cell (ih, qt, src)'s tile entries below j, i.e. j's place in the cell's dQ order. One CTA per
+// (head, KV tile), one warp per entry. Computed once per call so the fused kernel reads it next to q_idx.
+__global__ void sa_bwd_rank_kernel(const bwd_args a, int32_t *rank) {
+  int64_t x = blockIdx.x;
+  int j = (int)(x % a.tt.n_kvtiles), ih = (int)(x / a.tt.n_kvtiles), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int64_t b = a.tt.kv_cnt[x], en = a.tt.kv_cnt[x + 1];
+  for (int64_t pos = b + warp; pos < en; pos += blockDim.x >> 5) {
+    int64_t off = ((int64_t)ih * a.ti.n_qtiles + a.tt.q_idx[pos]) * (a.ti.world + 1) + a.src;
+    int64_t t0 = a.ti.tile_cnt[off], t1 = a.ti.tile_cnt[off + 1];
+    unsigned cnt = 0;
+    for (int64_t y = t0 + lane; y < t1; y += 32) cnt += a.ti.tile_idx[y] < j;
+    cnt = __reduce_add_sync(0xffffffffu, cnt);
+    if (lane == 0) rank[pos] = (int32_t)cnt;
+  }
+}
+
 // ---- kernel ------------------------------------------------------------------------------------------
 
-template <int D>
-__global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_args a, int *sync) {
+// EARLY: warp 0 acquires the chunk's semaphore and copies its dQ while the S and dP products run (the
+// other warps go on); otherwise thread 0 acquires it before the chunk's first barrier and every thread
+// copies a share.
+template <int D, bool EARLY>
+__global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_args a, int *sync, const int32_t *rank) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char *sk = smem_raw + ((1024 - (sa_smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char *sv = sk + BW_KEYS * D * 2, *sq = sv + BW_KEYS * D * 2, *sdo = sq + 2 * BW_QB * D * 2;
@@ -124,6 +146,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
     q.h = kvh * group + w.gi, q.qt = a.tt.q_idx[pos], q.half = w.half;
     q.r0 = (int64_t)q.qt * TILE + w.half * BW_QB;
     q.kind = a.tt.q_kind[pos] == TILE_FULL ? SA_CHUNK_FULL : SA_CHUNK_PARTIAL;
+    q.rank = rank[pos];
     return q;
   };
   auto issue = [&](const bw_qchunk &q, int buf) {
@@ -145,15 +168,6 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
       }
     }
   };
-  // The chunk's rank among the KV tiles that add into its dQ: its cell's tile entries below j (warp 0).
-  auto rank_of = [&](const bw_qchunk &q) {
-    int hi = a.ti.heads == 1 ? 0 : q.h;
-    int64_t off = ((int64_t)hi * a.ti.n_qtiles + q.qt) * (a.ti.world + 1) + a.src;
-    int64_t t0 = a.ti.tile_cnt[off], t1 = a.ti.tile_cnt[off + 1];
-    int cnt = 0;
-    for (int64_t x = t0 + lane; x < t1; x += 32) cnt += a.ti.tile_idx[x] < j;
-    return (int)__reduce_add_sync(0xffffffffu, (unsigned)cnt);
-  };
 
   float dk[D / 8][4], dv[D / 8][4];
 #pragma unroll
@@ -165,7 +179,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
   // product skipped by one warpgroup would be a divergent path, which serialises every wgmma of the
   // kernel) and warpgroup 0 adds them.
   const bool dq_wg = D == 128 || wg == 0;
-  int *held = NULL, held_val = 0, cur_val = 0;  // thread 0: the semaphore added to, not yet released
+  int *held = NULL, held_val = 0;  // thread 0: the semaphore added to, not yet released
 
   bf_walk w = {0, -1, 1};
   advance(w);
@@ -185,20 +199,20 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
     }
     int nv = (int)min((int64_t)BW_QB, a.n_q - cur.r0);
     int *csem = sem + ((int64_t)cur.h * a.ti.n_qtiles + cur.qt) * 2 + cur.half;
-    if (warp == 0) {
-      int rank = rank_of(cur);
-      if (lane == 0) bf_wait(csem, rank), cur_val = rank + 1;
-    }
+    float *gdq = a.dq + (cur.r0 * a.heads + cur.h) * D;
+    if (!EARLY && tid == 0) bf_wait(csem, cur.rank);
     sa_fence_proxy_async();
     __syncthreads();
     // The chunk's dQ as the lower tiles left it (thread 0 acquired it before the barrier), copied while
     // the products run.
-    if (dq_wg)
-      for (int i = tid & 127; i < nv * (64 / 4); i += 128) {
-        int r = i / 16, sg = i % 16, col = wg * 64 + sg * 4;
-        bf_cp_async16_cg(sdq + r * BF_SDQ_STRIDE(D) + col, a.dq + ((cur.r0 + r) * a.heads + cur.h) * D + col);
-      }
-    sa_cp_async_commit();
+    if (!EARLY) {
+      if (dq_wg)
+        for (int i = tid & 127; i < nv * (64 / 4); i += 128) {
+          int r = i / 16, sg = i % 16, col = wg * 64 + sg * 4;
+          bf_cp_async16_cg(sdq + r * BF_SDQ_STRIDE(D) + col, gdq + (int64_t)r * a.heads * D + col);
+        }
+      sa_cp_async_commit();
+    }
     const unsigned char *qb = sq + buf * BW_QB * D * 2, *dob = sdo + buf * BW_QB * D * 2;
     const int64_t *qp = sqpos + buf * BW_QB;
     const float *lb = sl + buf * BW_QB, *db = sd + buf * BW_QB;
@@ -226,6 +240,15 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
       __threadfence();
       bf_st_release(held, held_val);
       held = NULL;
+    }
+    if (EARLY && warp == 0) {
+      if (lane == 0) bf_wait(csem, cur.rank);
+      __syncwarp();
+      for (int i = lane; i < nv * (D / 4); i += 32) {
+        int r = i / (D / 4), col = (i % (D / 4)) * 4;
+        bf_cp_async16_cg(sdq + r * BF_SDQ_STRIDE(D) + col, gdq + (int64_t)r * a.heads * D + col);
+      }
+      sa_cp_async_commit();
     }
     sa_wgmma_wait<1>();
     bw_fence_regs<BW_QB / 2>(&s[0][0]);
@@ -299,7 +322,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
     bw_fence_regs<BW_QB / 2>(&dqt[0][0]);
     if (dq_wg) {
       int dim = wg * 64 + (warp & 3) * 16 + g;
-      float *out = a.dq + (cur.r0 * a.heads + cur.h) * D + dim;
+      float *out = gdq + dim;
 #pragma unroll
       for (int n = 0; n < BW_QB / 8; n++)
 #pragma unroll
@@ -310,7 +333,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
         }
     }
     __syncthreads();  // every thread's dQ stores issued; the next copies overwrite this chunk's buffers
-    if (tid == 0) held = csem, held_val = cur_val;
+    if (tid == 0) held = csem, held_val = cur.rank + 1;
     cur = nxt, nxt = nxt2;
   }
   if (tid == 0 && held) {
@@ -335,19 +358,23 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
 
 // ---- host ----------------------------------------------------------------------------------------
 
-template <int D>
+template <int D, bool EARLY>
 static int bf_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {
   size_t smem = 1024 + (size_t)(2 * BW_KEYS + 4 * BW_QB) * D * 2 + (size_t)BW_KEYS * BW_QB * 2 +
                 (size_t)BW_QB * BF_SDQ_STRIDE(D) * 4 + 2 * BW_QB * (8 + 4 + 4);
-  SA_CUDA(cudaFuncSetAttribute(sa_bwd_fused_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  SA_CUDA(cudaFuncSetAttribute(sa_bwd_fused_kernel<D, EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   if (kv_cells) {
-    // The ticket counter and one semaphore per (head, query tile, half), zero at the start of each call;
-    // stream-ordered, so calls on different streams never share them.
-    size_t n_sync = 1 + (size_t)a.heads * a.ti.n_qtiles * 2;
+    // The ticket counter and one semaphore per (head, query tile, half), zero at the start of each call,
+    // then the ranks: one per transposed entry, at most the index's tile entries. Stream-ordered, so
+    // calls on different streams never share them.
+    size_t n_sync = 1 + (size_t)a.heads * a.ti.n_qtiles * 2, n_rank = (size_t)a.ti.n_tiles + 1;
     int *sync = NULL;
-    SA_CUDA(cudaMallocAsync((void **)&sync, n_sync * sizeof(int), st));
+    SA_CUDA(cudaMallocAsync((void **)&sync, (n_sync + n_rank) * sizeof(int), st));
     SA_CUDA(cudaMemsetAsync(sync, 0, n_sync * sizeof(int), st));
-    sa_bwd_fused_kernel<D><<<(unsigned)kv_cells, BW_THREADS, smem, st>>>(a, sync);
+    int64_t groups = (int64_t)a.tt.heads * a.tt.n_kvtiles;
+    if (groups) sa_bwd_rank_kernel<<<(unsigned)groups, 128, 0, st>>>(a, sync + n_sync);
+    SA_CUDA(cudaGetLastError());
+    sa_bwd_fused_kernel<D, EARLY><<<(unsigned)kv_cells, BW_THREADS, smem, st>>>(a, sync, sync + n_sync);
     SA_CUDA(cudaGetLastError());
     SA_CUDA(cudaFreeAsync(sync, st));
   }
@@ -355,7 +382,11 @@ static int bf_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, cudaS
   return SR_OK;
 }
 
-int sa_bwd_fused_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
+int sa_bwd_fused_tiles(const bwd_args *a, int head_dim, int early, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
                        sr_error *e) {
-  return head_dim == 64 ? bf_launch<64>(*a, q_cells, kv_cells, st, e) : bf_launch<128>(*a, q_cells, kv_cells, st, e);
+  if (early)
+    return head_dim == 64 ? bf_launch<64, true>(*a, q_cells, kv_cells, st, e)
+                          : bf_launch<128, true>(*a, q_cells, kv_cells, st, e);
+  return head_dim == 64 ? bf_launch<64, false>(*a, q_cells, kv_cells, st, e)
+                        : bf_launch<128, false>(*a, q_cells, kv_cells, st, e);
 }
