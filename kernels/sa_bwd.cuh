@@ -33,11 +33,11 @@ int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int overlap, int64_t q_cell
 // dQ of the bar chunks only, query-major with wgmma (after sa_bwd_fused_tiles on the same stream).
 int sa_bwd_wg_dq_bars(const bwd_args *a, int head_dim, int64_t q_cells, cudaStream_t st, sr_error *e);
 
-// sa_bwd_variants 3 (desc = 1) and 4: one KV-major kernel for the tiles (dK, dV and dQ, the dQ of each
+// sa_bwd_variants 3 (early = 1) and 4: one KV-major kernel for the tiles (dK, dV and dQ, the dQ of each
 // query chunk added by its KV tiles in ascending tile order under an integer semaphore), then the bars'
-// dQ (sa_bwd_wg_dq_bars); kernels/sparse_attn_bwd_fused.cu. desc: each KV tile walks its query tiles
-// from the last down, else from the first up.
-int sa_bwd_fused_tiles(const bwd_args *a, int head_dim, int desc, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
+// dQ (sa_bwd_wg_dq_bars); kernels/sparse_attn_bwd_fused.cu. early: the semaphore is taken while the
+// first products run instead of before the chunk's first barrier.
+int sa_bwd_fused_tiles(const bwd_args *a, int head_dim, int early, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
                        sr_error *e);
 
 #endif

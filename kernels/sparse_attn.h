@@ -138,8 +138,8 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
 // Backward tile kernels (benchmark and GPU test): -1 = the default (2 where the sm_90a image runs, else
 // 0); 0 = mma.sync (sm_80 and up); wgmma (Hopper; 0 elsewhere): 1 = one product group per phase,
 // 2 = groups split so that the softmax overlaps the products, 3 and 4 = one fused KV-major kernel
-// whose KV tiles add dQ in a fixed order under integer semaphores (3: each tile walks its query tiles
-// from the last down, 4: from the first up). The bars' dK/dV use the mma.sync kernels in all.
+// whose KV tiles add dQ in a fixed order under integer semaphores (3 takes a chunk's semaphore while
+// its first products run, 4 before them). The bars' dK/dV use the mma.sync kernels in all.
 extern int sa_bwd_variant;
 
 #ifdef __cplusplus

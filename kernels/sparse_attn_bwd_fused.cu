@@ -30,6 +30,8 @@
 #include "kernels/sa_bwd_wg.cuh"
 #include "kernels/sa_gpu.h"
 
+#define BF_SDQ_STRIDE(D) ((D) + 4)  // fp32 row stride of the dQ staging tile (the pad spreads banks)
+
 // ---- semaphore ---------------------------------------------------------------------------------------
 
 __device__ __forceinline__ int bf_ld_acquire(const int *p) {
@@ -48,6 +50,10 @@ __device__ __forceinline__ void bf_wait(const int *p, int want) {
     __nanosleep(64);
     if (clock64() - t0 > (1ll << 34)) __trap();
   }
+}
+// 16-byte global -> shared copy through L2 only (dQ written by other CTAs must not come from L1).
+__device__ __forceinline__ void bf_cp_async16_cg(void *smem, const void *gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa_smem_addr(smem)), "l"(gmem));
 }
 
 // ---- the walk over a tile's query chunks -------------------------------------------------------------
@@ -78,17 +84,17 @@ __global__ void sa_bwd_rank_kernel(const bwd_args a, int32_t *rank) {
 
 // ---- kernel ------------------------------------------------------------------------------------------
 
-// desc: walk each head's query tiles from the last down (dense causal: every KV tile reaches a query tile
-// at the same step); else from the first up (sink and window tiles: the sink tile, first in every dQ
-// order, then leads and the window tiles follow it).
-template <int D>
-__global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_args a, int *sync, const int32_t *rank,
-                                                                    int desc) {
+// EARLY: warp 0 acquires the chunk's semaphore and copies its dQ while the S and dP products run (the
+// other warps go on); otherwise thread 0 acquires it before the chunk's first barrier and every thread
+// copies a share.
+template <int D, bool EARLY>
+__global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_args a, int *sync, const int32_t *rank) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char *sk = smem_raw + ((1024 - (sa_smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char *sv = sk + BW_KEYS * D * 2, *sq = sv + BW_KEYS * D * 2, *sdo = sq + 2 * BW_QB * D * 2;
   unsigned char *sds = sdo + 2 * BW_QB * D * 2;      // dS^T, 128 keys x 64 rows bf16, swizzled
-  int64_t *sqpos = (int64_t *)(sds + BW_KEYS * BW_QB * 2);  // [2][QB]
+  float *sdq = (float *)(sds + BW_KEYS * BW_QB * 2);  // the chunk's dQ as read before the addition
+  int64_t *sqpos = (int64_t *)(sdq + BW_QB * BF_SDQ_STRIDE(D));  // [2][QB]
   float *sl = (float *)(sqpos + 2 * BW_QB), *sd = sl + 2 * BW_QB;  // [2][QB] each: LSE (natural log), D
   __shared__ int64_t s_beg[32];
   __shared__ int s_len[32];
@@ -135,7 +141,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
     } while (w.r < maxlen && s_len[w.gi] <= w.r);
   };
   auto chunk_of = [&](const bf_walk &w) {
-    int64_t pos = s_beg[w.gi] + (desc ? s_len[w.gi] - 1 - w.r : w.r);
+    int64_t pos = s_beg[w.gi] + s_len[w.gi] - 1 - w.r;
     bw_qchunk q;
     q.h = kvh * group + w.gi, q.qt = a.tt.q_idx[pos], q.half = w.half;
     q.r0 = (int64_t)q.qt * TILE + w.half * BW_QB;
@@ -191,11 +197,22 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
     } else {
       sa_cp_async_wait<0>();
     }
-    sa_fence_proxy_async();
-    __syncthreads();
     int nv = (int)min((int64_t)BW_QB, a.n_q - cur.r0);
     int *csem = sem + ((int64_t)cur.h * a.ti.n_qtiles + cur.qt) * 2 + cur.half;
     float *gdq = a.dq + (cur.r0 * a.heads + cur.h) * D;
+    if (!EARLY && tid == 0) bf_wait(csem, cur.rank);
+    sa_fence_proxy_async();
+    __syncthreads();
+    // The chunk's dQ as the lower tiles left it (thread 0 acquired it before the barrier), copied while
+    // the products run.
+    if (!EARLY) {
+      if (dq_wg)
+        for (int i = tid & 127; i < nv * (64 / 4); i += 128) {
+          int r = i / 16, sg = i % 16, col = wg * 64 + sg * 4;
+          bf_cp_async16_cg(sdq + r * BF_SDQ_STRIDE(D) + col, gdq + (int64_t)r * a.heads * D + col);
+        }
+      sa_cp_async_commit();
+    }
     const unsigned char *qb = sq + buf * BW_QB * D * 2, *dob = sdo + buf * BW_QB * D * 2;
     const int64_t *qp = sqpos + buf * BW_QB;
     const float *lb = sl + buf * BW_QB, *db = sd + buf * BW_QB;
@@ -217,17 +234,21 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
     for (int kk = 0; kk < D / 16; kk++)
       sa_wgmma_m64n64_ss(&dp[0][0], dva + bw_kmajor(kk, BW_KEYS), ddob + bw_kmajor(kk, BW_QB));
     sa_wgmma_commit();
-    // The previous chunk's release, while the products run (every thread's dQ stores of it came before
-    // the barrier above; the fence orders them before the semaphore moves). Then the first look at this
-    // chunk's semaphore, whose value is needed only after dK is issued.
-    int seen = 0;
-    if (tid == 0) {
-      if (held) {
-        __threadfence();
-        bf_st_release(held, held_val);
-        held = NULL;
+    // The previous chunk's release, while the products run (its stores were issued before the barrier
+    // at the end of the previous iteration; the fence makes them visible before the semaphore moves).
+    if (tid == 0 && held) {
+      __threadfence();
+      bf_st_release(held, held_val);
+      held = NULL;
+    }
+    if (EARLY && warp == 0) {
+      if (lane == 0) bf_wait(csem, cur.rank);
+      __syncwarp();
+      for (int i = lane; i < nv * (D / 4); i += 32) {
+        int r = i / (D / 4), col = (i % (D / 4)) * 4;
+        bf_cp_async16_cg(sdq + r * BF_SDQ_STRIDE(D) + col, gdq + (int64_t)r * a.heads * D + col);
       }
-      seen = bf_ld_acquire(csem);
+      sa_cp_async_commit();
     }
     sa_wgmma_wait<1>();
     bw_fence_regs<BW_QB / 2>(&s[0][0]);
@@ -278,24 +299,11 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
     sa_wgmma_fence();
     bw_mma_rs<D>(&dk[0][0], da, sa_desc_sw128(qb, BW_QB * 128, 1024));  // dK += dS^T Q
     sa_wgmma_commit();
-    // The chunk's dQ is this tile's to add once the lower tiles of its order have added theirs.
-    if (tid == 0 && seen != cur.rank) bf_wait(csem, cur.rank);
-    sa_wgmma_wait<0>();
-    bw_fence_regs<D / 2>(&dv[0][0]);
-    bw_fence_regs<D / 2>(&dk[0][0]);
+    sa_cp_async_wait<0>();  // the dQ tile (and the next chunk's rows)
     sa_fence_proxy_async();
-    __syncthreads();  // dS^T complete; the semaphore is held (thread 0 acquired it)
+    __syncthreads();
 
-    // dQ^T (head dims x query rows) = K^T dS^T over the tile's 128 keys, while the old dQ is loaded.
-    int dim = wg * 64 + (warp & 3) * 16 + g;
-    float old[BW_QB / 8][4];
-#pragma unroll
-    for (int n = 0; n < BW_QB / 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int r = n * 8 + 2 * t + (e & 1);
-        old[n][e] = dq_wg && r < nv ? __ldcg(gdq + (int64_t)r * a.heads * D + dim + (e >> 1) * 8) : 0.f;
-      }
+    // dQ^T (head dims x query rows) = K^T dS^T over the tile's 128 keys.
     float dqt[BW_QB / 8][4];
 #pragma unroll
     for (int n = 0; n < BW_QB / 8; n++)
@@ -309,14 +317,19 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
     for (int kk = 0; kk < BW_KEYS / 16; kk++) sa_wgmma_m64n64_ss_tt(&dqt[0][0], dkt + bw_nmajor(kk), dds + bw_nmajor(kk));
     sa_wgmma_commit();
     sa_wgmma_wait<0>();
+    bw_fence_regs<D / 2>(&dv[0][0]);
+    bw_fence_regs<D / 2>(&dk[0][0]);
     bw_fence_regs<BW_QB / 2>(&dqt[0][0]);
     if (dq_wg) {
+      int dim = wg * 64 + (warp & 3) * 16 + g;
+      float *out = gdq + dim;
 #pragma unroll
       for (int n = 0; n < BW_QB / 8; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          int r = n * 8 + 2 * t + (e & 1);
-          if (r < nv) __stcg(gdq + (int64_t)r * a.heads * D + dim + (e >> 1) * 8, old[n][e] + a.scale * dqt[n][e]);
+          int r = n * 8 + 2 * t + (e & 1), c = dim + (e >> 1) * 8;
+          if (r < nv) __stcg(out + (int64_t)r * a.heads * D + (e >> 1) * 8,
+                             sdq[r * BF_SDQ_STRIDE(D) + c] + a.scale * dqt[n][e]);
         }
     }
     __syncthreads();  // every thread's dQ stores issued; the next copies overwrite this chunk's buffers
@@ -345,10 +358,11 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
 
 // ---- host ----------------------------------------------------------------------------------------
 
-template <int D>
-static int bf_launch(const bwd_args &a, int desc, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {
-  size_t smem = 1024 + (size_t)(2 * BW_KEYS + 4 * BW_QB) * D * 2 + (size_t)BW_KEYS * BW_QB * 2 + 2 * BW_QB * (8 + 4 + 4);
-  SA_CUDA(cudaFuncSetAttribute(sa_bwd_fused_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+template <int D, bool EARLY>
+static int bf_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {
+  size_t smem = 1024 + (size_t)(2 * BW_KEYS + 4 * BW_QB) * D * 2 + (size_t)BW_KEYS * BW_QB * 2 +
+                (size_t)BW_QB * BF_SDQ_STRIDE(D) * 4 + 2 * BW_QB * (8 + 4 + 4);
+  SA_CUDA(cudaFuncSetAttribute(sa_bwd_fused_kernel<D, EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   if (kv_cells) {
     // The ticket counter and one semaphore per (head, query tile, half), zero at the start of each call,
     // then the ranks: one per transposed entry, at most the index's tile entries. Stream-ordered, so
@@ -360,7 +374,7 @@ static int bf_launch(const bwd_args &a, int desc, int64_t q_cells, int64_t kv_ce
     int64_t groups = (int64_t)a.tt.heads * a.tt.n_kvtiles;
     if (groups) sa_bwd_rank_kernel<<<(unsigned)groups, 128, 0, st>>>(a, sync + n_sync);
     SA_CUDA(cudaGetLastError());
-    sa_bwd_fused_kernel<D><<<(unsigned)kv_cells, BW_THREADS, smem, st>>>(a, sync, sync + n_sync, desc);
+    sa_bwd_fused_kernel<D, EARLY><<<(unsigned)kv_cells, BW_THREADS, smem, st>>>(a, sync, sync + n_sync);
     SA_CUDA(cudaGetLastError());
     SA_CUDA(cudaFreeAsync(sync, st));
   }
@@ -368,8 +382,11 @@ static int bf_launch(const bwd_args &a, int desc, int64_t q_cells, int64_t kv_ce
   return SR_OK;
 }
 
-int sa_bwd_fused_tiles(const bwd_args *a, int head_dim, int desc, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
+int sa_bwd_fused_tiles(const bwd_args *a, int head_dim, int early, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
                        sr_error *e) {
-  return head_dim == 64 ? bf_launch<64>(*a, desc, q_cells, kv_cells, st, e)
-                        : bf_launch<128>(*a, desc, q_cells, kv_cells, st, e);
+  if (early)
+    return head_dim == 64 ? bf_launch<64, true>(*a, q_cells, kv_cells, st, e)
+                          : bf_launch<128, true>(*a, q_cells, kv_cells, st, e);
+  return head_dim == 64 ? bf_launch<64, false>(*a, q_cells, kv_cells, st, e)
+                        : bf_launch<128, false>(*a, q_cells, kv_cells, st, e);
 }

@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
   printf("forward variants (sa_fwd_variant): v0 mma.sync 16 rows a warp, v1 32 rows, v2 wgmma 2 CTAs/SM, v3 wgmma 1 CTA/SM,"
          " v4 wgmma pipelined;"
          " fwd = the default (%s)\n", sa_wgmma_built() ? "v2" : "v0, no sm_90a image");
-  printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 wgmma, b2 wgmma overlapped, b3 fused (ordered dQ, query tiles walked down), b4 fused (walked up);"
+  printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 wgmma, b2 wgmma overlapped, b3 fused (ordered dQ), b4 fused (dQ taken at the chunk start);"
          " bwd = the default (%s)\n",
          sa_wgmma_built() ? "b2" : "b0, no sm_90a image");
   printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms",
