@@ -1,5 +1,5 @@
 // sparse_attn_bwd_fused.cu — the backward's tiles in one KV-major kernel on Hopper tensor cores
-// (wgmma, sm_90a; sa_bwd_variant 3). FlashAttention-3's backward structure (Shah et al. 2024): one CTA
+// (wgmma, sm_90a; sa_bwd_variants 3 and 4). FlashAttention-3's backward structure (Shah et al. 2024): one CTA
 // of two warpgroups owns a KV tile of 128 keys of one KV head and walks the 64-row query chunks of
 // every query head of its GQA group that use the tile (the transposed index), computing per chunk
 //   S^T = K Q^T, dP^T = V dO^T, P^T, dS^T = P^T (dP^T - D),  dV += P^T dO,  dK += dS^T Q,
@@ -19,10 +19,13 @@
 // done. The CTA holding the smallest unfinished ticket waits only on finished CTAs, so it finishes; by
 // induction every CTA does, whatever the hardware's block order or residency.
 //
-// Why it rarely waits: every CTA walks its chunks in the same order, query tiles from the last down,
-// heads of the group inside (a round over the r-th entry from the end of each head's list). Under a
-// causal mask tile j's list is the query tiles j.., so all tiles reach a chunk at the same step; their
-// additions stagger once by the add time and then run behind one another without waiting.
+// Walk order: every CTA walks its chunks the same way, query tiles from the last down, heads of the
+// group inside (a round over the r-th entry from the end of each head's list). Under a causal mask tile
+// j's list is the query tiles j.., so all tiles reach a chunk at the same step; their additions stagger
+// once by the hand-over time (a tile releases a chunk's semaphore while the next chunk's first products
+// run) and then follow one another. Under sink + window masks the sink tile, first in every order,
+// paces the window tiles. Measured: slower than the split kernels (docs/kernels.md, "Backward: the
+// fused kernel"), so it is not the default.
 #include <cuda_runtime.h>
 #include <math.h>
 
