@@ -63,6 +63,7 @@ if [[ $STAGES == *passkey* ]]; then
   # then 32K. PK_C_CFGS picks the 32K runs (dense online[:P] topp); PK_ZS_CFGS the zero-shot scores (default
   # PK_C_CFGS), PK_ZS=1 scores the 512-token model, PK_BZS=1 the last packed stage's. PK_POSE (e.g. 32K) applies
   # PoSE to every packed stage; PK_C_BATCH samples a 32K step (gradient accumulation), PK_C_N held-out samples.
+  # PK_D=N: then N more 32K steps with each of PK_D_CFGS (default online) from the 32K model of PK_D_FROM.
   CK=$W/ck
   # a 32K configuration's strategy and pattern: dense, online[:P] (MTraining's estimate, top-p P, default 0.9),
   # topp (MTraining's synthetic vs-topp:0.95)
@@ -112,8 +113,20 @@ if [[ $STAGES == *passkey* ]]; then
   for c in ${PK_C_CFGS:-dense online topp}; do
     run pkC-32k-${c/:/-} ${PK_C_S:-120} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
       --lr ${PK_C_LR:-3e-4} --warmup 5 --cosine --steps ${PK_C:-80} --batch ${PK_C_BATCH:-1} --eval ${PK_C_N:-100} \
-      --init $last/model.safetensors
+      --init $last/model.safetensors ${PK_D:+--ckpt $CK-C-$c}
   done
+  if [ "${PK_D:-0}" -gt 0 ]; then
+    # the model of the first 32K run (PK_D_FROM, default dense) scored with, then trained further with, PK_D_CFGS
+    from=$CK-C-${PK_D_FROM:-dense}
+    log "(3d) from ${PK_D_FROM:-dense}'s 32K model: ${PK_D_CFGS:-online}, scored first, then $PK_D steps"
+    for c in ${PK_D_CFGS:-online}; do
+      run pkD0-32k-${c/:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_C_N:-100} \
+        --init $from/model.safetensors
+      run pkD-32k-${c/:/-} ${PK_D_S:-120} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
+        --lr ${PK_D_LR:-${PK_C_LR:-3e-4}} --warmup 5 --cosine --steps $PK_D --batch ${PK_C_BATCH:-1} \
+        --eval ${PK_C_N:-100} --init $from/model.safetensors
+    done
+  fi
 fi
 wait  # the background CPU runs
 tar czf "$OUT/logs.tgz" -C "$W" --exclude 'ck*' . 2>/dev/null  # $OUT takes at most 8 files: one tarball
