@@ -1,6 +1,7 @@
 // online_vs_cpu.c — pattern "vs-online:P" on the CPU backend: MTraining's vertical-slash estimation from the
 // current Q and K in every forward pass, with the CUDA path's settings (online_vs_cuda.c: the last 64 queries
-// of the whole sequence, top-p P, cap 4096, no forced sinks or window), through the float64 reference passes
+// of the whole sequence, then pattern_spec_online_opts: top-p P with cap 4096, or the fixed budget of
+// vs-online:topk:V:S; no forced sinks or window), through the float64 reference passes
 // of plan/pattern_estimate.h distributed over the ranks' keys.
 //
 // Per forward: the estimation queries are gathered to every rank (each rank writes the rows it holds into a
@@ -75,8 +76,7 @@ int dist_attn_estimate_online(dist_attn *a, sr_error *e) {
   o->acc_type = MPI_DATATYPE_NULL, o->acc_add = MPI_OP_NULL;
   a->online_cpu = o;
   int64_t N = a->glay->n_tokens, H = a->H;
-  o->opts = vs_est_defaults();
-  o->opts.p = strtod(a->p->spec.pattern + strlen("vs-online:"), NULL);
+  if (pattern_spec_online_opts(a->p->spec.pattern, &o->opts, e)) return e->code;
   o->n_est = (int32_t)sr_min64(ONLINE_CPU_QUERIES, N);
   o->q_est = malloc(sizeof(float) * (size_t)(o->n_est * H * a->d + 1));
   o->qpos_est = malloc(sizeof(int64_t) * (size_t)(o->n_est + 1));

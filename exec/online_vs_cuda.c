@@ -60,8 +60,7 @@ int online_vs_setup(struct dist_attn *a, sr_error *e) {
   if (!o) return sr_internal_error(e, 0, "out of memory");
   a->online = o;
   int64_t N = a->glay->n_tokens;
-  o->opts = vs_est_defaults();
-  o->opts.p = strtod(a->p->spec.pattern + strlen("vs-online:"), NULL);
+  if (pattern_spec_online_opts(a->p->spec.pattern, &o->opts, e)) return e->code;
   o->n_est = (int32_t)sr_min64(VS_GPU_MAX_QUERIES, N);
   int64_t first = N - o->n_est;
   o->row_local = malloc(sizeof(int64_t) * VS_GPU_MAX_QUERIES);

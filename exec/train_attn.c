@@ -259,7 +259,7 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
     if (c->world != 1)
       return sr_input_error(e, NULL, "--pattern", "%s: online estimation trains on one rank (the job has %d)",
                             p->spec.pattern, c->world);
-    online_vs_defaults(&b->ov, strtod(p->spec.pattern + 10, NULL));
+    if (online_vs_from_spec(&b->ov, p->spec.pattern, e)) return e->code;
   }
   size_t L = (size_t)b->layers;
   b->slot = calloc(L, sizeof *b->slot);

@@ -2,17 +2,16 @@
 // the float64 reference passes and the top-p selection of plan/pattern_estimate.c.
 #include "exec/train_online.h"
 
+#include "plan/pattern_spec.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-void online_vs_defaults(online_vs *o, double p) {
+int online_vs_from_spec(online_vs *o, const char *spec, sr_error *e) {
   memset(o, 0, sizeof *o);
   o->n_last = 64;  // MTraining / MInference estimate from the last 64 queries
-  o->opts = vs_est_defaults();
-  o->opts.p = p;
-  o->opts.sinks = 64;
-  o->opts.window = 64;
+  return pattern_spec_online_opts(spec, &o->opts, e);
 }
 
 int online_vs_select(const online_vs *o, const float *vert, const float *slash, int heads, pattern *pat, int layer,

@@ -14,12 +14,12 @@
 
 typedef struct {
   int n_last;        // query rows the estimate looks at (MTraining: the last 64)
-  vs_est_opts opts;  // top-p mass, cap, forced sinks and local window
+  vs_est_opts opts;  // top-p mass and cap, or the fixed budget (pattern_spec_online_opts)
 } online_vs;
 
-// MTraining's settings for top-p P: the last 64 queries, cap 4096 verticals and slashes per head, the first
-// 64 tokens (attention sinks) and the local window of 64 offsets always kept.
-void online_vs_defaults(online_vs *o, double p);
+// The settings of an online pattern spec ("vs-online:P" or "vs-online:topk:V:S"), the same on every backend
+// (plan/pattern_spec.h): the last 64 queries, then top-p with cap 4096 or the fixed budget.
+int online_vs_from_spec(online_vs *o, const char *spec, sr_error *e);
 // CPU reference: scores from host q [T, heads, d] and k [T, kv_heads, d] at positions pos (the n_last rows of
 // largest position are the queries), then the selection into pattern layer `layer` (VS heads).
 int online_vs_estimate(const online_vs *o, const float *q, const float *k, const int64_t *pos, int64_t T, int heads,

@@ -56,6 +56,32 @@ static int expect_parts(const char *spec, int n, int lo, int hi, const char *for
 
 int pattern_spec_is_online(const char *spec) { return strncmp(spec, "vs-online:", 10) == 0; }
 
+// vs-online:P or vs-online:topk:V:S (parts already split); budgets above 2^31 - 1 are refused
+static int online_parts(const char *spec, int n, char **part, vs_est_opts *o, sr_error *e) {
+  *o = vs_est_defaults();
+  int64_t v = 0, s = 0;
+  if (n >= 2 && strcmp(part[1], "topk") == 0) {
+    int rc = expect_parts(spec, n, 4, 4, "vs-online:topk:V:S (V verticals and S slashes a head)", e);
+    if (!rc) rc = parse_int(spec, part[2], "vertical budget", 1, &v, e);
+    if (!rc) rc = parse_int(spec, part[3], "slash budget", 1, &s, e);
+    if (!rc && (v > INT32_MAX || s > INT32_MAX))
+      rc = sr_input_error(e, NULL, "pattern", "'%s': a budget above %d", spec, INT32_MAX);
+    o->topk_v = (int32_t)v, o->topk_s = (int32_t)s;
+    return rc;
+  }
+  int rc = expect_parts(spec, n, 2, 2, "vs-online:P with P in (0, 1), or vs-online:topk:V:S", e);
+  if (!rc) rc = parse_frac(spec, part[1], "top-p mass", 1e-6, 1 - 1e-6, &o->p, e);
+  return rc;
+}
+
+int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e) {
+  char buf[512], *part[MAX_PARTS];
+  if (!spec || !pattern_spec_is_online(spec))
+    return sr_input_error(e, NULL, "pattern", "'%s' is not an online pattern (vs-online:P or vs-online:topk:V:S)",
+                          spec ? spec : "");
+  return online_parts(spec, split(spec, buf, sizeof buf, part), part, o, e);
+}
+
 int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                       sr_error *e) {
   memset(out, 0, sizeof *out);
@@ -74,7 +100,7 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
   if (!found)
     return sr_input_error(e, NULL, "pattern",
                           "unknown pattern source '%s' (expected dense, window:S:W, vs-like:S:W:NV, vs-preset:NAME, "
-                          "vs-topp:P, vs-online:P, block:D[:B], adaspa:S[:B] or trace:PATH)", spec);
+                          "vs-topp:P, vs-online:P, vs-online:topk:V:S, block:D[:B], adaspa:S[:B] or trace:PATH)", spec);
   int rc = pattern_alloc(out, n_tokens, (int)m->num_layers, (int)m->num_heads, e);
   if (rc) return rc;
   synth_opts o = synth_defaults(seed, step);
@@ -100,7 +126,20 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
   } else if (strcmp(kind, "vs-preset") == 0) {
     rc = expect_parts(spec, n, 2, 2, "vs-preset:NAME", e);
     if (!rc) rc = synth_vs_preset(out, part[1], &o, e);
-  } else if (strcmp(kind, "vs-topp") == 0 || strcmp(kind, "vs-online") == 0) {
+  } else if (strcmp(kind, "vs-online") == 0) {
+    vs_est_opts eo;
+    rc = online_parts(spec, n, part, &eo, e);
+    if (!rc && eo.topk_v > 0) {  // the fixed budget: V verticals and S slashes on every head
+      int32_t *bv = malloc(sizeof(int32_t) * (size_t)(out->layers * out->heads) * 2);
+      if (!bv) rc = sr_internal_error(e, 0, "out of memory");
+      for (int64_t h = 0; !rc && h < (int64_t)out->layers * out->heads; h++)
+        bv[h] = eo.topk_v, bv[(int64_t)out->layers * out->heads + h] = eo.topk_s;
+      if (!rc) rc = synth_vs_budgets(out, bv, bv + (int64_t)out->layers * out->heads, &o, e);
+      free(bv);
+    } else if (!rc) {
+      rc = synth_vs_topp(out, eo.p, &o, e);
+    }
+  } else if (strcmp(kind, "vs-topp") == 0) {
     rc = expect_parts(spec, n, 2, 2, "vs-topp:P with P in (0, 1)", e);
     if (!rc) rc = parse_frac(spec, part[1], "top-p mass", 1e-6, 1 - 1e-6, &x, e);
     if (!rc) rc = synth_vs_topp(out, x, &o, e);

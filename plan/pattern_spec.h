@@ -5,7 +5,10 @@
 //   vs-like:SINKS:WINDOW:NV    ANCHORS' VS-like mask (sinks + local window + NV verticals at N*u^3)
 //   vs-preset:qwen2.5-3b       MTraining's published per-head (vertical, slash) budgets, indices synthesised
 //   vs-topp:P                  synthetic top-p-like VS, per-layer sparsity 87%-99.6% (at P = 0.9)
-//   vs-online:P                the same pattern as vs-topp:P (the simulator adds the estimation cost)
+//   vs-online:P                MTraining's online estimate, top-p P (cap 4096); planned and simulated as
+//                              vs-topp:P (the simulator adds the estimation cost)
+//   vs-online:topk:V:S         the online estimate with a fixed budget: the top V columns and S diagonals
+//                              of every head; planned and simulated as V verticals and S slashes a head
 //   block:DENSITY[:B]          clustered block-sparse, B = 128 by default
 //   adaspa:SPARSITY[:B]        AdaSpa-like head-adaptive block-sparse, B = 128 by default
 // "trace:PATH" is read by traces/ and is an input error here.
@@ -17,6 +20,7 @@
 #include "plan/error.h"
 #include "plan/model.h"
 #include "plan/pattern.h"
+#include "plan/pattern_estimate.h"
 
 // Build the pattern of `spec` for model m at n_tokens (layers x query heads); seed and step drive the
 // synthetic generators (bit-reproducible; step makes it drift). Unknown or malformed specs are SR_EINPUT
@@ -25,5 +29,9 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
                       sr_error *e);
 // Does the spec need the online estimation (vs-online)? The simulator adds its cost.
 int pattern_spec_is_online(const char *spec);
+// The selection settings of an online spec, for every backend that estimates (CPU and CUDA executor, CPU
+// trainer): the last queries' scores, top-p P with cap 4096 or the fixed (V, S) budget, no forced sinks
+// or window. SR_EINPUT naming "pattern" for a spec that is not a well-formed vs-online one.
+int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e);
 
 #endif

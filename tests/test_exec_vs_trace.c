@@ -59,6 +59,35 @@ static int same_indices(const int32_t *a, const int32_t *b, int32_t n) {
   return n == 0 || memcmp(a, b, sizeof(int32_t) * (size_t)n) == 0;
 }
 
+TEST(exec_vs_online_fixed_budget_runs_exactly_its_budget_and_passes_the_check) {
+  // vs-online:topk:V:S on the CPU backend: every head of every layer keeps exactly V columns and S diagonals
+  // of the estimate (N well above both), and the ring matches dense attention under that pattern
+  const int64_t N = 999;
+  char trace[600], cmd[2048], *out = NULL;
+  snprintf(trace, sizeof trace, "%s/vs-online-topk.safetensors", test_tmpdir());
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn --model tiny-test --cluster %s --seq %lld "
+                   "--layout striped:16 --schedule ring --pattern vs-online:topk:24:40 --inputs vs --data-seed %d "
+                   "--layers 2 --check --trace-out %s",
+           test_bin_dir(), mpi_cpu_cluster(1, 2), (long long)N, DATA_SEED, trace);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_EQ_INT(count_lines(out, "  check layer ", " ok"), 2);
+  free(out);
+  trace_file t;
+  sr_error e = {0};
+  CHECK_EQ_INT(trace_open(trace, &t, &e), 0);
+  pattern got = {0};
+  CHECK_EQ_INT(trace_read_step(&t, 0, &got, &e), 0);
+  trace_close(&t);
+  for (int layer = 0; layer < 2 && got.h; layer++)
+    for (int h = 0; h < H; h++) {
+      const head_pattern *g = pattern_head(&got, layer, h);
+      CHECK_EQ_INT(g->n_vertical, 24);
+      CHECK_EQ_INT(g->n_slash, 40);
+    }
+  pattern_free(&got);
+}
+
 TEST(exec_vs_online_trace_holds_the_reference_estimate_the_check_compared_against) {
   const int64_t N = 999;  // uneven shards under striped:16 on 2 ranks
   char trace[600], cmd[2048], *out = NULL;

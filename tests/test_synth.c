@@ -41,7 +41,7 @@ static void all_heads_valid(const pattern *p) {
 
 TEST(every_spec_kind_builds_valid_heads_of_the_model_shape) {
   const char *specs[] = {"dense", "window:4:64", "vs-like:16:64:40", "vs-preset:qwen2.5-3b", "vs-topp:0.9",
-                         "vs-online:0.95", "block:0.3", "block:0.2:64", "adaspa:0.8", "adaspa:0.5:32"};
+                         "vs-online:0.95", "vs-online:topk:64:128", "block:0.3", "block:0.2:64", "adaspa:0.8", "adaspa:0.5:32"};
   model_config m = shape(2, 4);
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     sr_error e;
@@ -57,7 +57,8 @@ TEST(every_spec_kind_builds_valid_heads_of_the_model_shape) {
 
 TEST(unknown_or_malformed_specs_are_input_errors_naming_pattern) {
   const char *bad[] = {"sparse", "window:4", "window:x:5", "vs-topp:1.5", "vs-topp:", "block:0", "block:0.5:0",
-                       "vs-preset:llama", "vs-like:1:2", "adaspa:1", "trace:/tmp/x.safetensors", ""};
+                       "vs-preset:llama", "vs-like:1:2", "adaspa:1", "trace:/tmp/x.safetensors", "",
+                       "vs-online:topk:0:5", "vs-online:topk:4", "vs-online:topk:4:x", "vs-online:1"};
   model_config m = shape(1, 2);
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     sr_error e;
@@ -65,6 +66,20 @@ TEST(unknown_or_malformed_specs_are_input_errors_naming_pattern) {
     CHECK_EQ_INT(pattern_from_spec(bad[i], &m, 1000, 1, 0, &p, &e), SR_EINPUT);
     CHECK_STR_CONTAINS(e.msg, "pattern");
   }
+}
+
+TEST(vs_online_fixed_budget_stands_in_as_v_verticals_and_s_slashes_on_every_head) {
+  // what the planner and the simulator see of "vs-online:topk:V:S" before any estimate ran
+  model_config m = shape(3, 4);
+  sr_error e;
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("vs-online:topk:40:300", &m, 5000, 9, 0, &p, &e), SR_OK);
+  for (int64_t x = 0; x < (int64_t)p.layers * p.heads; x++) {
+    CHECK_EQ_INT(p.h[x].kind, PATTERN_VS);
+    CHECK_EQ_INT(p.h[x].n_vertical, 40);
+    CHECK_EQ_INT(p.h[x].n_slash, 300);
+  }
+  pattern_free(&p);
 }
 
 TEST(same_seed_and_step_give_identical_patterns_and_other_seeds_differ) {

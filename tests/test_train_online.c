@@ -31,17 +31,58 @@ TEST(train_online_estimate_keeps_the_column_the_last_queries_attend_to) {
   sr_error e = {0};
   CHECK_EQ_INT(pattern_alloc(&pat, T, 1, H, &e), SR_OK);
   online_vs o;
-  online_vs_defaults(&o, 0.9);
+  CHECK_EQ_INT(online_vs_from_spec(&o, "vs-online:0.9", &e), SR_OK);
   CHECK_EQ_INT(online_vs_estimate(&o, q, k, pos, T, H, HKV, D, &pat, 0, &e), SR_OK);
   for (int h = 0; h < H; h++) {
     head_pattern *hp = pattern_head(&pat, 0, h);
     CHECK_EQ_INT(hp->kind, PATTERN_VS);
     CHECK(pattern_keeps(hp, T - 1, 137));       // the attended column
-    CHECK(pattern_keeps(hp, T - 1, 5));         // an attention sink (forced: the first 64)
-    CHECK(pattern_keeps(hp, T - 1, T - 30));    // the local window (forced: 64 offsets)
-    CHECK(!pattern_keeps(hp, T - 1, 100));      // ignored: not a sink, offset 99 outside the window
+    CHECK(!pattern_keeps(hp, T - 1, 5));        // no forced sinks: key 5 has no mass
+    CHECK(!pattern_keeps(hp, T - 1, 100));      // ignored: offset 99 is beyond every estimating query's
   }
   pattern_free(&pat);
+}
+
+TEST(train_online_fixed_budget_keeps_exactly_v_columns_and_s_diagonals) {
+  // "vs-online:topk:V:S" takes the V highest columns and S highest diagonals whatever their mass (ties:
+  // the lower index). Queries 37..99 attend key 37 alone; query 36 spreads over keys 0..36.
+  enum { N = 100, H = 1 };
+  static float vert[H * N], slash[H * N];
+  for (int i = 36; i < N; i++) {
+    if (i >= 37) {
+      vert[37] += 1.0f;
+      slash[i - 37] += 1.0f;
+    } else {
+      for (int j = 0; j <= i; j++) vert[j] += 1.0f / (float)(i + 1), slash[i - j] += 1.0f / (float)(i + 1);
+    }
+  }
+  pattern pat;
+  sr_error e = {0};
+  CHECK_EQ_INT(pattern_alloc(&pat, N, 1, H, &e), SR_OK);
+  online_vs o;
+  CHECK_EQ_INT(online_vs_from_spec(&o, "vs-online:topk:3:2", &e), SR_OK);
+  CHECK_EQ_INT(online_vs_select(&o, vert, slash, H, &pat, 0, &e), SR_OK);
+  head_pattern *hp = pattern_head(&pat, 0, 0);
+  CHECK_EQ_INT(hp->n_vertical, 3);
+  CHECK_EQ_INT(hp->n_slash, 2);
+  // column 37 holds 63 units, columns 0..36 query 36's 1/37 each (ties: the lowest two, 0 and 1)
+  CHECK_EQ_INT(hp->vertical[0], 0);
+  CHECK_EQ_INT(hp->vertical[1], 1);
+  CHECK_EQ_INT(hp->vertical[2], 37);
+  // offsets 0..36 hold 1 + 1/37, offsets 37..62 hold 1: the lowest two of the first group
+  CHECK_EQ_INT(hp->slash[0], 0);
+  CHECK_EQ_INT(hp->slash[1], 1);
+  pattern_free(&pat);
+}
+
+TEST(train_online_spec_errors_name_the_pattern) {
+  online_vs o;
+  const char *bad[] = {"vs-online:1.5", "vs-online:topk:0:5", "vs-online:topk:5", "vs-online:topk:a:5", "vs-topp:0.9"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    sr_error e = {0};
+    CHECK_EQ_INT(online_vs_from_spec(&o, bad[i], &e), SR_EINPUT);
+    CHECK(strstr(e.msg, "pattern") != NULL);
+  }
 }
 
 TEST(train_online_select_from_scores_matches_the_reference_estimate) {
@@ -61,9 +102,7 @@ TEST(train_online_select_from_scores_matches_the_reference_estimate) {
   sr_error e = {0};
   CHECK_EQ_INT(pattern_alloc(&pat, N, 1, H, &e), SR_OK);
   online_vs o;
-  online_vs_defaults(&o, 0.9);
-  o.opts.sinks = 0;
-  o.opts.window = 0;
+  CHECK_EQ_INT(online_vs_from_spec(&o, "vs-online:0.9", &e), SR_OK);
   CHECK_EQ_INT(online_vs_select(&o, vert, slash, H, &pat, 0, &e), SR_OK);
   head_pattern *hp = pattern_head(&pat, 0, 0);
   // column 37 holds 63 of the 64 units of mass: top-p 0.9 keeps it alone
