@@ -40,8 +40,9 @@ s=$(date +%s)
 timeout 80 python3 kernels/bench/peers.py --cudnn 2>&1 | tee "$OUT/peers.log"
 echo "peers: $(($(date +%s) - s)) s"
 [ "$1" = nosan ] && exit 0
+# racecheck with five backward variants did not finish in 45 s (2026-11-22, run 2 of the fused kernel).
 for tool in memcheck racecheck; do
   s=$(date +%s)
-  timeout 45 compute-sanitizer --tool $tool ./bin/sparsering-gpu-test --small --bwd >"$OUT/$tool.log" 2>&1
+  timeout 120 compute-sanitizer --tool $tool ./bin/sparsering-gpu-test --small --bwd >"$OUT/$tool.log" 2>&1
   echo "compute-sanitizer $tool: exit $? / $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1), $(($(date +%s) - s)) s"
 done
