@@ -79,42 +79,50 @@ static __device__ void atomic_max_double(double *a, double v) {
 
 // ---- pass 1: scores and row maxima ---------------------------------------------------------------------
 
-enum { SC_KEYS = 128, SC_THREADS = 256 };
+enum { SC_KEYS = 128, SC_THREADS = 256, SC_DC = 32 };
 
-// Block: 128 keys x all queries of head blockIdx.y. Thread (tq, tk): queries 4 tq .. 4 tq + 3, keys tk + 16 c.
+// Block: 128 keys x all queries of head blockIdx.y, over the head dimension in chunks of SC_DC. Thread (tq, tk):
+// queries 4 tq .. 4 tq + 3, keys tk + 16 c. The chunk's tiles are held as float64 in shared memory, so the
+// inner loop is loads and FMAs alone (a float tile cost 12 float-to-double conversions per 32 FMAs, which run
+// at a quarter of the FMA rate); the sum still runs in dimension order from 0, so the scores do not change.
 __global__ void vs_scores_kernel(const __nv_bfloat16 *q, const int64_t *qpos, const __nv_bfloat16 *k,
                                  const int64_t *kpos, int64_t n_k, int32_t heads, int32_t kv_heads, int32_t d,
                                  int32_t n_q, double scale, double *scores, double *row_max) {
-  extern __shared__ float sm[];
-  float *qs = sm, *ks = sm + VS_GPU_MAX_QUERIES * d;  // ks row stride d + 1: no bank conflicts
+  extern __shared__ double sm[];
+  double *qs = sm, *ks = sm + VS_GPU_MAX_QUERIES * SC_DC;  // ks row stride SC_DC + 1: no bank conflicts
   int h = blockIdx.y, kvh = h / (heads / kv_heads);
   int64_t j0 = (int64_t)blockIdx.x * SC_KEYS;
-  for (int x = threadIdx.x; x < VS_GPU_MAX_QUERIES * d; x += blockDim.x) {
-    int i = x / d, c = x % d;
-    qs[x] = i < n_q ? __bfloat162float(q[((int64_t)i * heads + h) * d + c]) : 0.f;
-  }
-  for (int x = threadIdx.x; x < SC_KEYS * d; x += blockDim.x) {
-    int r = x / d, c = x % d;
-    int64_t j = j0 + r;
-    ks[r * (d + 1) + c] = j < n_k ? __bfloat162float(k[(j * kv_heads + kvh) * d + c]) : 0.f;
-  }
-  __syncthreads();
   int tq = threadIdx.x / 16, tk = threadIdx.x % 16;
   double acc[4][8];
 #pragma unroll
   for (int a = 0; a < 4; a++)
 #pragma unroll
     for (int c = 0; c < 8; c++) acc[a][c] = 0.0;
-  for (int x = 0; x < d; x++) {
-    double qv[4], kv[8];
+  for (int c0 = 0; c0 < d; c0 += SC_DC) {
+    int dc = min((int)SC_DC, d - c0);
+    __syncthreads();  // the previous chunk is read
+    for (int x = threadIdx.x; x < VS_GPU_MAX_QUERIES * SC_DC; x += blockDim.x) {
+      int i = x / SC_DC, c = x % SC_DC;
+      qs[x] = i < n_q && c < dc ? (double)__bfloat162float(q[((int64_t)i * heads + h) * d + c0 + c]) : 0.0;
+    }
+    for (int x = threadIdx.x; x < SC_KEYS * SC_DC; x += blockDim.x) {
+      int r = x / SC_DC, c = x % SC_DC;
+      int64_t j = j0 + r;
+      ks[r * (SC_DC + 1) + c] = j < n_k && c < dc ? (double)__bfloat162float(k[(j * kv_heads + kvh) * d + c0 + c]) : 0.0;
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int x = 0; x < dc; x++) {
+      double qv[4], kv[8];
 #pragma unroll
-    for (int a = 0; a < 4; a++) qv[a] = (double)qs[(tq * 4 + a) * d + x];
+      for (int a = 0; a < 4; a++) qv[a] = qs[(tq * 4 + a) * SC_DC + x];
 #pragma unroll
-    for (int c = 0; c < 8; c++) kv[c] = (double)ks[(tk + 16 * c) * (d + 1) + x];
+      for (int c = 0; c < 8; c++) kv[c] = ks[(tk + 16 * c) * (SC_DC + 1) + x];
 #pragma unroll
-    for (int a = 0; a < 4; a++)
+      for (int a = 0; a < 4; a++)
 #pragma unroll
-      for (int c = 0; c < 8; c++) acc[a][c] = fma(qv[a], kv[c], acc[a][c]);  // exact product: the reference's sum
+        for (int c = 0; c < 8; c++) acc[a][c] = fma(qv[a], kv[c], acc[a][c]);  // exact product: the reference's sum
+    }
   }
 #pragma unroll
   for (int a = 0; a < 4; a++) {
@@ -452,7 +460,7 @@ int vs_gpu_rowmax(vs_gpu_est *g, const void *q, const int64_t *qpos, const void 
                           (long long)g->n_k_max);
   g->n_k = n_k;
   if (n_k == 0) return SR_OK;
-  size_t sm = sizeof(float) * (size_t)(VS_GPU_MAX_QUERIES * g->head_dim + SC_KEYS * (g->head_dim + 1));
+  size_t sm = sizeof(double) * (size_t)(VS_GPU_MAX_QUERIES * SC_DC + SC_KEYS * (SC_DC + 1));
   SA_CUDA(cudaFuncSetAttribute(vs_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
   dim3 grid((unsigned)((n_k + SC_KEYS - 1) / SC_KEYS), (unsigned)g->heads);
   vs_scores_kernel<<<grid, SC_THREADS, sm, ST(stream)>>>((const __nv_bfloat16 *)q, qpos, (const __nv_bfloat16 *)k, kpos,
