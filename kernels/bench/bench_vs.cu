@@ -229,7 +229,7 @@ int main(int argc, char **argv) {
   int64_t *vl = (int64_t *)malloc(sizeof(int64_t) * (size_t)N), *sl = (int64_t *)malloc(sizeof(int64_t) * (size_t)N);
   uint8_t *mine = (uint8_t *)malloc((size_t)N);
 
-  printf("%-6s %5s %8s %8s %8s %8s %8s %9s %9s %8s %9s %8s %8s %8s %7s\n", "case", "p", "pass1", "pass2", "pass3",
+  printf("%-6s %5s %8s %8s %8s %8s %8s %9s %9s %8s %9s %8s %9s %9s %7s\n", "case", "p", "pass1", "pass2", "pass3",
          "select", "convert", "est+conv", "fwd", "fraction", "vert/head", "sl/head", "kept", "computed", "cap v/s");
   for (int cs = 0; cs < 2; cs++) {
     int W = cs == 0 ? 1 : 2;
@@ -345,7 +345,7 @@ int main(int argc, char **argv) {
       float fm = median(tf, reps);
       char capc[16];
       snprintf(capc, sizeof capc, "%d/%d", capv, caps);
-      printf("%-6s %5.2f %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f %9.3f %8.4f %9.0f %8.0f %8.4f %8.4f %7s\n",
+      printf("%-6s %5.2f %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f %9.3f %8.4f %9.0f %8.0f %9.3e %9.3e %7s\n",
              cs == 0 ? "whole" : "shard", o.p, m[0], m[1], m[2], m[3], m[4], m[5], fm, fm > 0 ? m[5] / fm : 0.0,
              nv / H, ns / H, kept / (causal * H), work, capc);
       fflush(stdout);
