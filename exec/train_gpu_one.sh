@@ -60,8 +60,20 @@ fi
 if [[ $STAGES == *passkey* ]]; then
   # Short samples are packed, 64 to a 32K sequence under a block-diagonal mask (`--pack`: the same
   # gradients as a batch of 64, one step instead of 64 launch-bound ones), then 8 samples of 4K, 2 of 16K,
-  # then 32K. PK_C_CFGS picks the 32K runs (dense online topp).
+  # then 32K. PK_C_CFGS picks the 32K runs (dense online[:P] topp); PK_ZS_CFGS the zero-shot scores (default
+  # PK_C_CFGS), PK_ZS=1 scores the 512-token model, PK_BZS=1 the last packed stage's. PK_POSE (e.g. 32K) applies
+  # PoSE to every packed stage; PK_C_BATCH samples a 32K step (gradient accumulation), PK_C_N held-out samples.
+  # PK_D=N: then N more 32K steps with each of PK_D_CFGS (default online) from the 32K model of PK_D_FROM.
   CK=$W/ck
+  # a 32K configuration's strategy and pattern: dense, online[:P] (MTraining's estimate, top-p P, default 0.9),
+  # topp (MTraining's synthetic vs-topp:0.95)
+  pk_cfg() {
+    case $1 in
+      dense) echo "--strategy dense-ring --pattern dense" ;;
+      online*) local p=${1#online}; p=${p#:}; echo "--strategy mtraining --pattern vs-online:${p:-0.9}" ;;
+      topp) echo "--strategy mtraining --pattern vs-topp:0.95" ;;
+    esac
+  }
   PKM=${PK_MODEL:-tiny-25m}  # tiny-25m-logn: the same with logn attention past 512 tokens
   log "(3a) passkey, $PKM, 64 samples of 512 tokens a step (--pack 64), keys loss, ${PK_A:-1000} steps${PK_POSE:+, PoSE to $PK_POSE}"
   run pkA-512x64 ${PK_A_S:-150} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 64 --loss keys \
@@ -70,34 +82,51 @@ if [[ $STAGES == *passkey* ]]; then
   if [ -n "${PK_ZS:-}" ]; then
     log "(3a') the 512-token model scored at 4K and at 32K (${PK_C_CFGS:-dense online topp}) without training there"
     run pkZ-4k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --steps 0 --eval 64 --init $CK-A/model.safetensors
-    for c in ${PK_C_CFGS:-dense online topp}; do
-      case $c in dense) cfg="dense-ring dense" ;; online) cfg="mtraining vs-online:0.9" ;; topp) cfg="mtraining vs-topp:0.95" ;; esac
-      set -- $cfg
-      run pkZ-32k-$c 60 --backend cuda --model $PKM --strategy $1 --pattern $2 --seq 32K --steps 0 --eval ${PK_ZS_N:-32} \
+    for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-dense online topp}}; do
+      run pkZ-32k-${c/:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} \
         --init $CK-A/model.safetensors
     done
   fi
   last=$CK-A
   if [ "${PK_B:-200}" -gt 0 ]; then
     log "(3b) 8 samples of 4K a step, ${PK_B:-200} steps"
-    run pkB-4kx8 ${PK_B_S:-90} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --loss keys --lr 5e-4 \
-      --warmup 10 --cosine --steps ${PK_B:-200} --eval 256 --quiet --init $CK-A/model.safetensors --ckpt $CK-B --ckpt-every 100
+    run pkB-4kx8 ${PK_B_S:-90} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --loss keys \
+      --lr ${PK_B_LR:-5e-4} --warmup 10 --cosine --steps ${PK_B:-200} --eval 256 --quiet --init $CK-A/model.safetensors \
+      --ckpt $CK-B --ckpt-every 100 ${PK_POSE:+--pose $PK_POSE}
     last=$CK-B
   fi
   if [ "${PK_B2:-0}" -gt 0 ]; then
     log "(3b2) 2 samples of 16K a step, $PK_B2 steps"
     run pkB2-16kx2 ${PK_B2_S:-60} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 2 --loss keys \
       --lr ${PK_B2_LR:-5e-4} --warmup 10 --cosine --steps $PK_B2 --eval 64 --quiet --init $last/model.safetensors \
-      --ckpt $CK-B2 --ckpt-every 50
+      --ckpt $CK-B2 --ckpt-every 50 ${PK_POSE:+--pose $PK_POSE}
     last=$CK-B2
+  fi
+  if [ -n "${PK_BZS:-}" ] && [ "$last" != "$CK-A" ]; then
+    log "(3b') the model of the last packed stage scored at 32K (${PK_ZS_CFGS:-${PK_C_CFGS:-dense online topp}})"
+    for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-dense online topp}}; do
+      run pkY-32k-${c/:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} \
+        --init $last/model.safetensors
+    done
   fi
   log "(3c) 32K: ${PK_C_CFGS:-dense online topp}, ${PK_C:-80} steps each"
   for c in ${PK_C_CFGS:-dense online topp}; do
-    case $c in dense) cfg="dense-ring dense" ;; online) cfg="mtraining vs-online:0.9" ;; topp) cfg="mtraining vs-topp:0.95" ;; esac
-    set -- $cfg
-    run pkC-32k-$c ${PK_C_S:-120} --backend cuda --model $PKM --strategy $1 --pattern $2 --seq 32K --loss keys \
-      --lr ${PK_C_LR:-3e-4} --warmup 5 --cosine --steps ${PK_C:-80} --eval 100 --init $last/model.safetensors
+    run pkC-32k-${c/:/-} ${PK_C_S:-120} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
+      --lr ${PK_C_LR:-3e-4} --warmup 5 --cosine --steps ${PK_C:-80} --batch ${PK_C_BATCH:-1} --eval ${PK_C_N:-100} \
+      --init $last/model.safetensors ${PK_D:+--ckpt $CK-C-$c}
   done
+  if [ "${PK_D:-0}" -gt 0 ]; then
+    # the model of the first 32K run (PK_D_FROM, default dense) scored with, then trained further with, PK_D_CFGS
+    from=$CK-C-${PK_D_FROM:-dense}
+    log "(3d) from ${PK_D_FROM:-dense}'s 32K model: ${PK_D_CFGS:-online}, scored first, then $PK_D steps"
+    for c in ${PK_D_CFGS:-online}; do
+      run pkD0-32k-${c/:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_C_N:-100} \
+        --init $from/model.safetensors
+      run pkD-32k-${c/:/-} ${PK_D_S:-120} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
+        --lr ${PK_D_LR:-${PK_C_LR:-3e-4}} --warmup 5 --cosine --steps $PK_D --batch ${PK_C_BATCH:-1} \
+        --eval ${PK_C_N:-100} --init $from/model.safetensors
+    done
+  fi
 fi
 wait  # the background CPU runs
 tar czf "$OUT/logs.tgz" -C "$W" --exclude 'ck*' . 2>/dev/null  # $OUT takes at most 8 files: one tarball

@@ -71,7 +71,8 @@ for cfg in "${CFGS[@]}"; do
   pre=$(grep -oE "^train: [0-9]+ attention plan" "$W/$name.log" | awk '{print $2}')
   tot=$(grep -oE "^train: attention plans: [0-9]+ built" "$W/$name.log" | awk '{print $4}')
   dem=$(grep -oE "; [0-9]+ when their layer came" "$W/$name.log" | awk '{print $2}')
-  plans="${pre:-?} kept, $(( ${tot:-0} - ${pre:-0} )) rebuilt (${dem:-?} waited for)"
+  res=$(grep -oE "; [0-9]+ restored from host memory" "$W/$name.log" | awk '{print $2}')  # --attn-host-cache
+  plans="${pre:-?} kept, $(( ${tot:-0} - ${pre:-0} )) built later (${dem:-?} waited for)${res:+, $res restored from host}"
   if grep -q "^predict" "$W/$name.log"; then
     grep "^predict" "$W/$name.log" | sed -E 's/.*simulated step ([0-9.]+)s ([0-9]+) tok\/s MFU ([0-9.]+)% \| measured step ([0-9.]+)s .* ([0-9]+) tok\/s MFU ([0-9.]+)%.*/\4 \5 \6 \1 \2 \3/' |
       awk -v n=$name -v s=$seq -v k=$steps -v m="${mem:--}" -v pl="$plans" '{printf "%s | %s | %s | %s | %s | %s%% | %s | %s | %s%% | %s | %s\n", n, s, k, $1, $2, $3, $4, $5, $6, m, pl}' >>"$T"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # passkey loss curves of the GPU calls (notebooks-data/train-h200-*.csv) into a PNG:
-# the short-sequence recipes, the first 32K fine-tune, the packed curriculum (call c4) and PoSE (call c7)
+# the short-sequence recipes, the first 32K fine-tune, the packed curriculum (call c4), PoSE (call c7) and the
+# PoSE curriculum with a 4K stage and batched 32K steps (calls c8-c10)
 # (exec/train_gpu_one.sh passkey; settings and results in docs/train.md)
 import csv, matplotlib
 matplotlib.use("Agg")
@@ -9,7 +10,7 @@ def load(name):
     with open(f"notebooks-data/train-h200-{name}.csv") as f:
         r = list(csv.DictReader(f))
     return [int(x["step"]) for x in r], [float(x["loss"]) for x in r]
-fig, axs = plt.subplots(2, 2, figsize=(13, 8))
+fig, axs = plt.subplots(3, 2, figsize=(13, 12))
 ax = axs.flatten()
 for n, lbl in [("c1-pk-answer-b1", "256 tok, answer loss, batch 1, lr 1e-3"), ("c1-pk32-a-256", "256 tok, keys loss, batch 8, lr 1e-3"),
                ("c2-pkA-keys-1e3", "512 tok, keys loss, batch 8, lr 1e-3 (killed at 916)"), ("c2-pkA-keys-2e3", "512 tok, keys loss, batch 8, lr 2e-3"),
@@ -49,5 +50,30 @@ for n, lbl in [("c7-pkC-32k-dense", "then 32K dense, lr 3e-5: 92% at 32K"),
 ax[3].set_yscale("log"); ax[3].set_xlabel("step")
 ax[3].set_title("PoSE (held-out exact match in the legend)", fontsize=9)
 ax[3].legend(fontsize=7)
+# calls c8-c10: 512 x 64 with PoSE, 4K x 8 with PoSE, then 32K steps of 4 samples (lr 5e-5), stages end to end
+def stages(a, runs, title):
+    off = 0
+    for n, lbl in runs[:2]:
+        st, l = load(n)
+        a.plot([off + x for x in st], l, label=lbl, lw=0.5)
+        off += st[-1]
+    for n, lbl, after in runs[2:]:
+        st, l = load(n)
+        a.plot([off + after + x for x in st], l, label=lbl, lw=1.0)
+    a.set_yscale("log"); a.set_xlabel("step (stages end to end)"); a.set_title(title, fontsize=9); a.legend(fontsize=7)
+stages(ax[4], [("c8-pkA-512x64", "512 x 64, PoSE, 3,400 steps: 99.6% at 512"), ("c8-pkB-4kx8", "4K x 8, PoSE, 300 steps: 98.0% at 512"),
+               ("c8-pkC-32k-dense", "32K dense, 30 x 4 samples: 95.5% at 32K", 0),
+               ("c8-pkC-32k-online-0.95", "32K MTraining vs-online:0.95, 30 x 4: 93.5%", 0)],
+       "call c8 (held-out exact match at 32K, 200 samples, in the legend)")
+# the 32K stages of c8-c10 on their own axis: dense and MTraining side by side (each point: 4 samples)
+c10 = load("c10-pkC-32k-dense")[0][-1]
+for n, lbl, off, sty in [("c8-pkC-32k-dense", "c8 dense: 95.5%", 0, "-"), ("c8-pkC-32k-online-0.95", "c8 vs-online:0.95: 93.5%", 0, "--"),
+                         ("c9-pkC-32k-dense", "c9 dense: 100%", 0, "-"), ("c9-pkC-32k-online-0.95", "c9 vs-online:0.95: 12.5%", 0, "--"),
+                         ("c10-pkC-32k-dense", "c10 dense: 99.0%", 0, "-"),
+                         ("c10-pkD-32k-online-0.95", "c10 vs-online:0.95 from the dense model: 53% (30% before)", c10, "--")]:
+    st, l = load(n)
+    ax[5].plot([off + x for x in st], l, sty, label=lbl, lw=1.0)
+ax[5].set_yscale("log"); ax[5].set_xlabel("32K step (4 samples each, lr 5e-5)")
+ax[5].set_title("32K stages of calls c8-c10 (held-out exact match at 32K, 200 samples)", fontsize=9); ax[5].legend(fontsize=7)
 fig.tight_layout()
 fig.savefig("notebooks-data/train-passkey-h200.png", dpi=110)
