@@ -15,6 +15,7 @@ if [ -n "$BUILD" ]; then
     >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 fi
 timeout 120 ./bin/sparsering-gpu-test-vs 2>&1 | tee "$OUT/gpu_test_vs.log"
+grep -q "^gpu-test-vs: 0 failed" "$OUT/gpu_test_vs.log" || { echo "GPU test failed: no benchmark"; exit 1; }
 if [ -n "$BEFORE" ]; then
   for b in $BEFORE; do timeout 60 "$b" --p 0.9 --est-only 2>&1 | tee "$OUT/bench_vs_pass1_$(basename "$(dirname "$b")").log"; done
   timeout 60 ./bin/sparsering-bench-vs --p 0.9 --est-only 2>&1 | tee "$OUT/bench_vs_pass1_after.log"
