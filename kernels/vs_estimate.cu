@@ -92,42 +92,40 @@ static __device__ __forceinline__ uint4 sc_ld8(const __nv_bfloat16 *p, int n, in
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// The 8 values of a staged uint4 as float64 at dst[0], dst[stride], .. dst[7 stride] (bf16 -> float -> double is
-// exact).
-static __device__ __forceinline__ void sc_st8(double *dst, int stride, uint4 v) {
+// The 8 values of a staged uint4 as float64 at dst[0..7] (bf16 -> float -> double is exact).
+static __device__ __forceinline__ void sc_st8(double *dst, uint4 v) {
   uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-  for (int e = 0; e < 8; e++) dst[e * stride] = (double)__uint_as_float((w[e / 2] >> (16 * (e & 1))) << 16);
+  for (int e = 0; e < 8; e++) dst[e] = (double)__uint_as_float((w[e / 2] >> (16 * (e & 1))) << 16);
 }
 
 // Block: 128 keys x all queries of head blockIdx.y, over the head dimension in chunks of SC_DC. Thread (tq, tk):
-// queries 4 tq .. 4 tq + 3, keys 2 tk + 32 c + {0, 1} (c < 4). The chunk's tiles are held as float64 in shared
-// memory, transposed (dimension-major), so the inner loop is 16-byte shared loads (2 for the queries, 4 for the
-// keys) and 32 FMAs, with no conversions; the sum still runs in dimension order from 0, so the scores are the
-// reference's. Each thread stages 8 dimensions of one query row and 16 of one key row of the next chunk in
-// registers (16-byte loads when vec: d a multiple of 8 and q, k 16-byte aligned) while the block computes the
-// current one, so the global loads' latency is hidden.
+// queries 4 tq .. 4 tq + 3, keys tk + 16 c. The chunk's tiles are held as float64 in shared memory, so the
+// inner loop is loads and FMAs alone (a float tile cost 12 float-to-double conversions per 32 FMAs); the sum
+// still runs in dimension order from 0, so the scores do not change. Each thread stages 8 values of one query
+// row and of two key rows of the next chunk in registers (16-byte loads when vec: d a multiple of 8 and q, k
+// 16-byte aligned) while the block computes the current one, so the global loads' latency is hidden.
 __global__ void __launch_bounds__(SC_THREADS, 2)
     vs_scores_kernel(const __nv_bfloat16 *q, const int64_t *qpos, const __nv_bfloat16 *k, const int64_t *kpos,
                      int64_t n_k, int32_t heads, int32_t kv_heads, int32_t d, int32_t n_q, int32_t vec, double scale,
                      double *scores, double *row_max) {
   extern __shared__ double sm[];
-  double *qs = sm, *ks = sm + SC_DC * VS_GPU_MAX_QUERIES;  // qs [SC_DC][64 queries], ks [SC_DC][128 keys]
+  double *qs = sm, *ks = sm + VS_GPU_MAX_QUERIES * SC_DC;  // ks row stride SC_DC + 1: no bank conflicts
   int h = blockIdx.y, kvh = h / (heads / kv_heads);
   int64_t j0 = (int64_t)blockIdx.x * SC_KEYS;
   int tq = threadIdx.x / 16, tk = threadIdx.x % 16;
-  // staging: query row sq at dimensions sc .. sc + 7; key row sk at skc .. skc + 7 and skc + 16 .. skc + 23 (a
-  // warp stores 32 consecutive rows of one dimension: no bank conflicts)
-  int sq = threadIdx.x % VS_GPU_MAX_QUERIES, sc = threadIdx.x / VS_GPU_MAX_QUERIES * 8;
-  int sk = threadIdx.x % SC_KEYS, skc = threadIdx.x / SC_KEYS * 8;
-  int64_t jk = j0 + sk;
-  const __nv_bfloat16 *qrow = q + ((int64_t)sq * heads + h) * d, *krow = k + (jk * kv_heads + kvh) * d;
+  // staging: query row sq, key rows sk and sk + 64, columns sc .. sc + 7 of the chunk
+  int sq = threadIdx.x / (SC_DC / 8), sk = sq, sc = threadIdx.x % (SC_DC / 8) * 8;
+  int64_t ja = j0 + sk, jb = j0 + sk + SC_KEYS / 2;
+  const __nv_bfloat16 *qrow = q + ((int64_t)sq * heads + h) * d, *ka = k + (ja * kv_heads + kvh) * d,
+                      *kb = k + (jb * kv_heads + kvh) * d;
   uint4 stq, stka, stkb;
-#define SC_STAGE(c0)                                                               \
-  do {                                                                             \
-    stq = sc_ld8(qrow + (c0) + sc, sq < n_q ? d - (c0) - sc : 0, vec);             \
-    stka = sc_ld8(krow + (c0) + skc, jk < n_k ? d - (c0) - skc : 0, vec);          \
-    stkb = sc_ld8(krow + (c0) + skc + 16, jk < n_k ? d - (c0) - skc - 16 : 0, vec); \
+#define SC_STAGE(c0)                                                             \
+  do {                                                                           \
+    int n_ = min(8, d - (c0) - sc);                                              \
+    stq = sc_ld8(qrow + (c0) + sc, sq < n_q ? n_ : 0, vec);                      \
+    stka = sc_ld8(ka + (c0) + sc, ja < n_k ? n_ : 0, vec);                       \
+    stkb = sc_ld8(kb + (c0) + sc, jb < n_k ? n_ : 0, vec);                       \
   } while (0)
   SC_STAGE(0);
   double acc[4][8];
@@ -138,23 +136,18 @@ __global__ void __launch_bounds__(SC_THREADS, 2)
   for (int c0 = 0; c0 < d; c0 += SC_DC) {
     int dc = min((int)SC_DC, d - c0);
     __syncthreads();  // the previous chunk is read
-    sc_st8(qs + sc * VS_GPU_MAX_QUERIES + sq, VS_GPU_MAX_QUERIES, stq);
-    sc_st8(ks + skc * SC_KEYS + sk, SC_KEYS, stka);
-    sc_st8(ks + (skc + 16) * SC_KEYS + sk, SC_KEYS, stkb);
+    sc_st8(qs + sq * SC_DC + sc, stq);
+    sc_st8(ks + sk * (SC_DC + 1) + sc, stka);
+    sc_st8(ks + (sk + SC_KEYS / 2) * (SC_DC + 1) + sc, stkb);
     __syncthreads();
     if (c0 + SC_DC < d) SC_STAGE(c0 + SC_DC);  // in flight while this chunk is computed
-#pragma unroll 1  // unrolled, the loaded values stay live across iterations and spill at 128 registers
+#pragma unroll 4
     for (int x = 0; x < dc; x++) {
       double qv[4], kv[8];
-      const double2 *qx = (const double2 *)(qs + x * VS_GPU_MAX_QUERIES + 4 * tq);
-      const double2 *kx = (const double2 *)(ks + x * SC_KEYS + 2 * tk);
-      double2 q01 = qx[0], q23 = qx[1];
-      qv[0] = q01.x, qv[1] = q01.y, qv[2] = q23.x, qv[3] = q23.y;
 #pragma unroll
-      for (int c = 0; c < 4; c++) {
-        double2 kk = kx[16 * c];  // keys 2 tk + 32 c, + 1
-        kv[2 * c] = kk.x, kv[2 * c + 1] = kk.y;
-      }
+      for (int a = 0; a < 4; a++) qv[a] = qs[(tq * 4 + a) * SC_DC + x];
+#pragma unroll
+      for (int c = 0; c < 8; c++) kv[c] = ks[(tk + 16 * c) * (SC_DC + 1) + x];
 #pragma unroll
       for (int a = 0; a < 4; a++)
 #pragma unroll
@@ -169,7 +162,7 @@ __global__ void __launch_bounds__(SC_THREADS, 2)
     int64_t qp = i < n_q ? qpos[i] : -1;
 #pragma unroll
     for (int c = 0; c < 8; c++) {
-      int64_t j = j0 + 2 * tk + 32 * (c / 2) + (c & 1);
+      int64_t j = j0 + tk + 16 * c;
       if (j >= n_k || i >= n_q) continue;
       double s = kpos[j] <= qp ? __dmul_rn(acc[a][c], scale) : -INFINITY;
       scores[((int64_t)h * n_q + i) * n_k + j] = s;
@@ -498,7 +491,7 @@ int vs_gpu_rowmax(vs_gpu_est *g, const void *q, const int64_t *qpos, const void 
                           (long long)g->n_k_max);
   g->n_k = n_k;
   if (n_k == 0) return SR_OK;
-  size_t sm = sizeof(double) * (size_t)(SC_DC * (VS_GPU_MAX_QUERIES + SC_KEYS));
+  size_t sm = sizeof(double) * (size_t)(VS_GPU_MAX_QUERIES * SC_DC + SC_KEYS * (SC_DC + 1));
   SA_CUDA(cudaFuncSetAttribute(vs_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
   dim3 grid((unsigned)((n_k + SC_KEYS - 1) / SC_KEYS), (unsigned)g->heads);
   int vec = g->head_dim % 8 == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)k % 16 == 0;  // 16-byte staging loads
