@@ -79,43 +79,82 @@ static __device__ void atomic_max_double(double *a, double v) {
 
 // ---- pass 1: scores and row maxima ---------------------------------------------------------------------
 
-enum { SC_KEYS = 128, SC_THREADS = 256 };
+enum { SC_KEYS = 128, SC_THREADS = 256, SC_DC = 32 };
 
-// Block: 128 keys x all queries of head blockIdx.y. Thread (tq, tk): queries 4 tq .. 4 tq + 3, keys tk + 16 c.
-__global__ void vs_scores_kernel(const __nv_bfloat16 *q, const int64_t *qpos, const __nv_bfloat16 *k,
-                                 const int64_t *kpos, int64_t n_k, int32_t heads, int32_t kv_heads, int32_t d,
-                                 int32_t n_q, double scale, double *scores, double *row_max) {
-  extern __shared__ float sm[];
-  float *qs = sm, *ks = sm + VS_GPU_MAX_QUERIES * d;  // ks row stride d + 1: no bank conflicts
+// Up to 8 bf16 at p (n of them valid, the rest 0) as raw bits: one 16-byte load when vec and all 8 are valid.
+static __device__ __forceinline__ uint4 sc_ld8(const __nv_bfloat16 *p, int n, int vec) {
+  if (n <= 0) return make_uint4(0, 0, 0, 0);
+  if (vec && n >= 8) return __ldg((const uint4 *)p);
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int e = 0; e < 8; e++)
+    if (e < n) w[e / 2] |= (uint32_t)__bfloat16_as_ushort(p[e]) << (16 * (e & 1));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The 8 values of a staged uint4 as float64 at dst[0..7] (bf16 -> float -> double is exact).
+static __device__ __forceinline__ void sc_st8(double *dst, uint4 v) {
+  uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 8; e++) dst[e] = (double)__uint_as_float((w[e / 2] >> (16 * (e & 1))) << 16);
+}
+
+// Block: 128 keys x all queries of head blockIdx.y, over the head dimension in chunks of SC_DC. Thread (tq, tk):
+// queries 4 tq .. 4 tq + 3, keys tk + 16 c. The chunk's tiles are held as float64 in shared memory, so the
+// inner loop is loads and FMAs alone (a float tile cost 12 float-to-double conversions per 32 FMAs); the sum
+// still runs in dimension order from 0, so the scores do not change. Each thread stages 8 values of one query
+// row and of two key rows of the next chunk in registers (16-byte loads when vec: d a multiple of 8 and q, k
+// 16-byte aligned) while the block computes the current one, so the global loads' latency is hidden.
+__global__ void __launch_bounds__(SC_THREADS, 2)
+    vs_scores_kernel(const __nv_bfloat16 *q, const int64_t *qpos, const __nv_bfloat16 *k, const int64_t *kpos,
+                     int64_t n_k, int32_t heads, int32_t kv_heads, int32_t d, int32_t n_q, int32_t vec, double scale,
+                     double *scores, double *row_max) {
+  extern __shared__ double sm[];
+  double *qs = sm, *ks = sm + VS_GPU_MAX_QUERIES * SC_DC;  // ks row stride SC_DC + 1: no bank conflicts
   int h = blockIdx.y, kvh = h / (heads / kv_heads);
   int64_t j0 = (int64_t)blockIdx.x * SC_KEYS;
-  for (int x = threadIdx.x; x < VS_GPU_MAX_QUERIES * d; x += blockDim.x) {
-    int i = x / d, c = x % d;
-    qs[x] = i < n_q ? __bfloat162float(q[((int64_t)i * heads + h) * d + c]) : 0.f;
-  }
-  for (int x = threadIdx.x; x < SC_KEYS * d; x += blockDim.x) {
-    int r = x / d, c = x % d;
-    int64_t j = j0 + r;
-    ks[r * (d + 1) + c] = j < n_k ? __bfloat162float(k[(j * kv_heads + kvh) * d + c]) : 0.f;
-  }
-  __syncthreads();
   int tq = threadIdx.x / 16, tk = threadIdx.x % 16;
+  // staging: query row sq, key rows sk and sk + 64, columns sc .. sc + 7 of the chunk
+  int sq = threadIdx.x / (SC_DC / 8), sk = sq, sc = threadIdx.x % (SC_DC / 8) * 8;
+  int64_t ja = j0 + sk, jb = j0 + sk + SC_KEYS / 2;
+  const __nv_bfloat16 *qrow = q + ((int64_t)sq * heads + h) * d, *ka = k + (ja * kv_heads + kvh) * d,
+                      *kb = k + (jb * kv_heads + kvh) * d;
+  uint4 stq, stka, stkb;
+#define SC_STAGE(c0)                                                             \
+  do {                                                                           \
+    int n_ = min(8, d - (c0) - sc);                                              \
+    stq = sc_ld8(qrow + (c0) + sc, sq < n_q ? n_ : 0, vec);                      \
+    stka = sc_ld8(ka + (c0) + sc, ja < n_k ? n_ : 0, vec);                       \
+    stkb = sc_ld8(kb + (c0) + sc, jb < n_k ? n_ : 0, vec);                       \
+  } while (0)
+  SC_STAGE(0);
   double acc[4][8];
 #pragma unroll
   for (int a = 0; a < 4; a++)
 #pragma unroll
     for (int c = 0; c < 8; c++) acc[a][c] = 0.0;
-  for (int x = 0; x < d; x++) {
-    double qv[4], kv[8];
+  for (int c0 = 0; c0 < d; c0 += SC_DC) {
+    int dc = min((int)SC_DC, d - c0);
+    __syncthreads();  // the previous chunk is read
+    sc_st8(qs + sq * SC_DC + sc, stq);
+    sc_st8(ks + sk * (SC_DC + 1) + sc, stka);
+    sc_st8(ks + (sk + SC_KEYS / 2) * (SC_DC + 1) + sc, stkb);
+    __syncthreads();
+    if (c0 + SC_DC < d) SC_STAGE(c0 + SC_DC);  // in flight while this chunk is computed
+#pragma unroll 4
+    for (int x = 0; x < dc; x++) {
+      double qv[4], kv[8];
 #pragma unroll
-    for (int a = 0; a < 4; a++) qv[a] = (double)qs[(tq * 4 + a) * d + x];
+      for (int a = 0; a < 4; a++) qv[a] = qs[(tq * 4 + a) * SC_DC + x];
 #pragma unroll
-    for (int c = 0; c < 8; c++) kv[c] = (double)ks[(tk + 16 * c) * (d + 1) + x];
+      for (int c = 0; c < 8; c++) kv[c] = ks[(tk + 16 * c) * (SC_DC + 1) + x];
 #pragma unroll
-    for (int a = 0; a < 4; a++)
+      for (int a = 0; a < 4; a++)
 #pragma unroll
-      for (int c = 0; c < 8; c++) acc[a][c] = fma(qv[a], kv[c], acc[a][c]);  // exact product: the reference's sum
+        for (int c = 0; c < 8; c++) acc[a][c] = fma(qv[a], kv[c], acc[a][c]);  // exact product: the reference's sum
+    }
   }
+#undef SC_STAGE
 #pragma unroll
   for (int a = 0; a < 4; a++) {
     int i = tq * 4 + a;
@@ -452,11 +491,12 @@ int vs_gpu_rowmax(vs_gpu_est *g, const void *q, const int64_t *qpos, const void 
                           (long long)g->n_k_max);
   g->n_k = n_k;
   if (n_k == 0) return SR_OK;
-  size_t sm = sizeof(float) * (size_t)(VS_GPU_MAX_QUERIES * g->head_dim + SC_KEYS * (g->head_dim + 1));
+  size_t sm = sizeof(double) * (size_t)(VS_GPU_MAX_QUERIES * SC_DC + SC_KEYS * (SC_DC + 1));
   SA_CUDA(cudaFuncSetAttribute(vs_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
   dim3 grid((unsigned)((n_k + SC_KEYS - 1) / SC_KEYS), (unsigned)g->heads);
+  int vec = g->head_dim % 8 == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)k % 16 == 0;  // 16-byte staging loads
   vs_scores_kernel<<<grid, SC_THREADS, sm, ST(stream)>>>((const __nv_bfloat16 *)q, qpos, (const __nv_bfloat16 *)k, kpos,
-                                                         n_k, g->heads, g->kv_heads, g->head_dim, g->n_q,
+                                                         n_k, g->heads, g->kv_heads, g->head_dim, g->n_q, vec,
                                                          (double)g->scale, g->scores, g->row_max);
   SA_CUDA(cudaGetLastError());
   return SR_OK;

@@ -195,7 +195,18 @@ static vres run_vcase(const vcase *c) {
   // simulated all-gather + combine on every rank
   for (int pass = 0; pass < 3; pass++) {
     for (int s = 0; s < W; s++) {
-      if (pass == 0) SR(vs_gpu_rowmax(&g[s], q_est, qpos_d, kd[s], kpd[s], L.rank_count[s], NULL, E));
+      if (pass == 0) {
+        // odd ranks hand pass 1 a copy of their keys 2 bytes off 16-byte alignment: the element-wise staging path
+        size_t kb = sizeof(__nv_bfloat16) * (size_t)(L.rank_count[s] * KH * d);
+        char *kmis = NULL;
+        if (s % 2) {
+          CK(cudaMalloc((void **)&kmis, kb + 2));
+          CK(cudaMemcpy(kmis + 2, kd[s], kb, cudaMemcpyDeviceToDevice));
+        }
+        SR(vs_gpu_rowmax(&g[s], q_est, qpos_d, kmis ? kmis + 2 : kd[s], kpd[s], L.rank_count[s], NULL, E));
+        CK(cudaDeviceSynchronize());
+        cudaFree(kmis);
+      }
       if (pass == 1) SR(vs_gpu_rowsum(&g[s], NULL, E));
       if (pass == 2) SR(vs_gpu_scores(&g[s], qpos_d, kpd[s], NULL, E));
     }
