@@ -462,11 +462,19 @@ int train_attn_estimate(void *ctx, int layer, int64_t T, const float *q, const f
   return rc;
 }
 
+// The recall probe after a forward, on the pattern that forward ran (vs-online on CUDA: read back first)
+static int probe(train_attn *b, dist_attn *a, int layer, const void *q, const void *k, sr_error *e) {
+  if (!b->recall || b->recall->lo > b->recall->hi) return SR_OK;
+  int rc = b->online && !b->online_cpu ? dist_attn_pattern_used(a, b->pat, e) : SR_OK;
+  return rc ? rc : attn_recall_layer(b->recall, layer, q, k, b->pat, e);
+}
+
 int train_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o, float *lse,
                    sr_error *e) {
   dist_attn *a;
   int rc = train_attn_get(ctx, layer, &a, e);
-  return rc ? rc : dist_attn_fwd(a, q, k, v, o, lse, e);
+  if (!rc) rc = dist_attn_fwd(a, q, k, v, o, lse, e);
+  return rc ? rc : probe(ctx, a, layer, q, k, e);
 }
 
 int train_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
@@ -480,7 +488,8 @@ int train_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const voi
                        sr_error *e) {
   dist_attn *a;
   int rc = train_attn_get(ctx, layer, &a, e);
-  return rc ? rc : dist_attn_fwd(a, q, k, v, o, lse, e);
+  if (!rc) rc = dist_attn_fwd(a, q, k, v, o, lse, e);
+  return rc ? rc : probe(ctx, a, layer, q, k, e);
 }
 
 int train_attn_bwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, const void *o,

@@ -20,6 +20,7 @@
 #include "exec/comm.h"
 #include "exec/dist_attn.h"
 #include "exec/train_online.h"
+#include "exec/train_recall.h"
 #include "plan/error.h"
 #include "plan/pattern.h"
 #include "plan/plan.h"
@@ -66,6 +67,7 @@ typedef struct {
   const int64_t *positions;
   int64_t estimates;
   double estimate_s;
+  attn_recall *recall;  // `--eval-recall`: measured after each forward while armed (NULL: off)
 } train_attn;
 
 // Prepare the plans of plan p (pattern pat) for this rank: cache K plans (0: every layer, or as many as fit

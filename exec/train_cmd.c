@@ -137,12 +137,39 @@ static int step_listed(const char *list, int64_t step) {
   return 0;
 }
 
+// ---- the recall probe (--eval-recall) -----------------------------------------------------------
+
+// The probe reads every key next to the answer rows of one passkey sample: one rank, one sample a sequence.
+static int recall_check(int64_t eval_n, int64_t pack, int world, const char *data, sr_error *e) {
+  if (eval_n == 0) return sr_input_error(e, NULL, "--eval-recall", "probes the --eval samples: give --eval");
+  if (strcmp(data, "passkey") != 0)
+    return sr_input_error(e, NULL, "--eval-recall", "probes the answer rows of passkey samples (--data is %s)", data);
+  if (pack > 1)
+    return sr_input_error(e, NULL, "--eval-recall", "needs one sample a sequence (--pack is %lld)", (long long)pack);
+  if (world != 1)
+    return sr_input_error(e, NULL, "--eval-recall", "needs every key on one rank (the job has %d)", world);
+  return SR_OK;
+}
+
+static void print_recall(const recall_tally *t) {
+  printf("eval recall: the pattern's share of the dense attention at the answer rows, %lld samples (%lld right, "
+         "%lld wrong); per layer: heads' mean | lowest head, right / wrong\n",
+         (long long)(t->n[0] + t->n[1]), (long long)t->n[1], (long long)t->n[0]);
+  for (int l = 0; l < t->layers; l++) {
+    char r[64] = "-", w[64] = "-";
+    if (t->n[1]) snprintf(r, sizeof r, "%.4f | %.4f", t->mean[1][l] / (double)t->n[1], t->min[1][l] / (double)t->n[1]);
+    if (t->n[0]) snprintf(w, sizeof w, "%.4f | %.4f", t->mean[0][l] / (double)t->n[0], t->min[0][l] / (double)t->n[0]);
+    printf("eval recall: layer %2d  right %s  wrong %s\n", l, r, w);
+  }
+}
+
 // ---- the command ------------------------------------------------------------------------------
 
 static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
                                           "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
                                           "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", "pack",
-                                          "build-threads", "attn-prefetch", "precision", "pose", "attn-host-gib", NULL};
+                                          "build-threads", "attn-prefetch", "precision", "pose", "attn-host-gib", "eval-recall",
+                                          NULL};
 static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
                                             "attn-host-cache", NULL};
 
@@ -188,10 +215,14 @@ static int cmd_train(int argc, char **argv) {
   train_attn ta;
   memset(&ta, 0, sizeof ta);
   int64_t *pos = NULL;
+  attn_recall rec;
+  memset(&rec, 0, sizeof rec);
+  recall_tally tally;
+  memset(&tally, 0, sizeof tally);
   sr_buf csv = {0};
   trace_writer tw;
   int tw_open = 0, traced = 0;
-  int64_t steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
+  int64_t recall_n, steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
   double lr, wd, depth, peak, host_gib;
   // options
   if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
@@ -202,7 +233,8 @@ static int cmd_train(int argc, char **argv) {
       cli_get_int(&a, "build-threads", 0, 0, 256, &build_threads, &e) ||
       cli_get_int(&a, "attn-prefetch", 0, 0, 1024, &prefetch, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
       cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
-      cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e) || cli_get_num(&a, "attn-host-gib", -1, -1, 1e6, &host_gib, &e))
+      cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e) || cli_get_num(&a, "attn-host-gib", -1, -1, 1e6, &host_gib, &e) ||
+      cli_get_int(&a, "eval-recall", 0, 0, 1000000, &recall_n, &e))
     goto fail;
   if (cli_get(&a, "attn-host-gib", NULL) && !cli_has(&a, "attn-host-cache")) {
     sr_input_error(&e, NULL, "--attn-host-gib", "sets the cap of --attn-host-cache, which is off");
@@ -241,6 +273,7 @@ static int cmd_train(int argc, char **argv) {
   // data
   const char *dsrc = cli_get(&a, "data", "passkey");
   if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
+  if (recall_n > 0 && recall_check(eval_n, pack, c.world, dsrc, &e)) goto fail;
   if (strcmp(dsrc, "passkey") != 0 && data_load(dsrc, cli_get(&a, "data-format", "auto"), &data, &e)) goto fail;
   train_options o;
   train_options_defaults(&o);
@@ -277,6 +310,13 @@ static int cmd_train(int argc, char **argv) {
   // before the plans are built: their cache is sized from the memory left
   if (cuda && model_cuda_set_precision(t.dev, bf16 ? MODEL_CUDA_BF16 : MODEL_CUDA_TF32, &e)) goto fail;
 #endif
+  if (recall_n > 0) {
+    if (attn_recall_init(&rec, (int)m->num_layers, (int)m->num_heads, (int)m->num_kv_heads, (int)m->head_dim, cuda,
+                         n_local, pos, &e) ||
+        recall_tally_init(&tally, (int)m->num_layers, &e))
+      goto fail;
+    ta.recall = &rec;
+  }
   // the attention plans that will be kept are built before the first step, so step times hold no build
   // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
   double prebuild_t0 = sr_now();
@@ -384,7 +424,11 @@ static int cmd_train(int argc, char **argv) {
     double loss = 0;
     for (int64_t i = 0; i < nseq; i++) {
       train_step_stats st;
+      // the probe: the rows whose next token is an answer digit, at the end of the one sample
+      if (i < recall_n) attn_recall_arm(&rec, seq - digits - 1, seq - 2);
+      else if (recall_n > 0) attn_recall_arm(&rec, 1, 0);
       if (trainer_eval(&t, i, &st, &e)) goto fail;
+      if (i < recall_n) recall_tally_add(&tally, &rec, st.exact == st.samples);
       exact += st.exact;
       scored += st.samples;
       loss += st.loss;
@@ -392,6 +436,7 @@ static int cmd_train(int argc, char **argv) {
     if (R == 0)
       printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)scored,
              (long long)exact, (long long)scored, 100.0 * (double)exact / (double)scored, loss / (double)nseq);
+    if (recall_n > 0 && R == 0) print_recall(&tally);
   }
   if (cli_has(&a, "predict") && R == 0 && t.step > first) {
     // the simulator on the same plan and pattern (its cluster file: the plan's), next to the measurement
@@ -434,6 +479,8 @@ fail:
   if (c.world > 1) comm_abort(&c, R, e.msg);
 done:
   train_attn_free(&ta);
+  attn_recall_free(&rec);
+  recall_tally_free(&tally);
   trainer_free(&t);
   data_free(&data);
   free(pos);

@@ -64,6 +64,8 @@ if [[ $STAGES == *passkey* ]]; then
   # PK_C_CFGS), PK_ZS=1 scores the 512-token model, PK_BZS=1 the last packed stage's. PK_POSE (e.g. 32K) applies
   # PoSE to every packed stage; PK_C_BATCH samples a 32K step (gradient accumulation), PK_C_N held-out samples.
   # PK_D=N: then N more 32K steps with each of PK_D_CFGS (default online) from the 32K model of PK_D_FROM.
+  # PK_RECALL=N: the 32K scores also probe their first N samples (`--eval-recall`: the pattern's share of the
+  # dense attention at the answer rows, per layer, right and wrong answers apart).
   CK=$W/ck
   # a 32K configuration's strategy and pattern: dense, online[:P] (MTraining's estimate, top-p P, default 0.9),
   # topp (MTraining's synthetic vs-topp:0.95)
@@ -83,7 +85,7 @@ if [[ $STAGES == *passkey* ]]; then
     log "(3a') the 512-token model scored at 4K and at 32K (${PK_C_CFGS:-dense online topp}) without training there"
     run pkZ-4k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --steps 0 --eval 64 --init $CK-A/model.safetensors
     for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-dense online topp}}; do
-      run pkZ-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} \
+      run pkZ-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} ${PK_RECALL:+--eval-recall $PK_RECALL} \
         --init $CK-A/model.safetensors
     done
   fi
@@ -105,14 +107,14 @@ if [[ $STAGES == *passkey* ]]; then
   if [ -n "${PK_BZS:-}" ] && [ "$last" != "$CK-A" ]; then
     log "(3b') the model of the last packed stage scored at 32K (${PK_ZS_CFGS:-${PK_C_CFGS:-dense online topp}})"
     for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-dense online topp}}; do
-      run pkY-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} \
+      run pkY-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} ${PK_RECALL:+--eval-recall $PK_RECALL} \
         --init $last/model.safetensors
     done
   fi
   log "(3c) 32K: ${PK_C_CFGS:-dense online topp}, ${PK_C:-80} steps each"
   for c in ${PK_C_CFGS:-dense online topp}; do
     run pkC-32k-${c//:/-} ${PK_C_S:-120} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
-      --lr ${PK_C_LR:-3e-4} --warmup 5 --cosine --steps ${PK_C:-80} --batch ${PK_C_BATCH:-1} --eval ${PK_C_N:-100} \
+      --lr ${PK_C_LR:-3e-4} --warmup 5 --cosine --steps ${PK_C:-80} --batch ${PK_C_BATCH:-1} --eval ${PK_C_N:-100} ${PK_RECALL:+--eval-recall $PK_RECALL} \
       --init $last/model.safetensors ${PK_D:+--ckpt $CK-C-$c}
   done
   if [ "${PK_D:-0}" -gt 0 ]; then
@@ -120,11 +122,11 @@ if [[ $STAGES == *passkey* ]]; then
     from=$CK-C-${PK_D_FROM:-dense}
     log "(3d) from ${PK_D_FROM:-dense}'s 32K model: ${PK_D_CFGS:-online}, scored first, then $PK_D steps"
     for c in ${PK_D_CFGS:-online}; do
-      run pkD0-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_C_N:-100} \
+      run pkD0-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_C_N:-100} ${PK_RECALL:+--eval-recall $PK_RECALL} \
         --init $from/model.safetensors
       run pkD-32k-${c//:/-} ${PK_D_S:-120} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
         --lr ${PK_D_LR:-${PK_C_LR:-3e-4}} --warmup 5 --cosine --steps $PK_D --batch ${PK_C_BATCH:-1} \
-        --eval ${PK_C_N:-100} --init $from/model.safetensors
+        --eval ${PK_C_N:-100} ${PK_RECALL:+--eval-recall $PK_RECALL} --init $from/model.safetensors
     done
   fi
 fi
