@@ -43,12 +43,10 @@ TEST(train_online_estimate_keeps_the_column_the_last_queries_attend_to) {
   pattern_free(&pat);
 }
 
-TEST(train_online_fixed_budget_keeps_exactly_v_columns_and_s_diagonals) {
-  // "vs-online:topk:V:S" takes the V highest columns and S highest diagonals whatever their mass (ties:
-  // the lower index). Queries 37..99 attend key 37 alone; query 36 spreads over keys 0..36.
-  enum { N = 100, H = 1 };
-  static float vert[H * N], slash[H * N];
-  for (int i = 36; i < N; i++) {
+// Column and diagonal sums of one head over 100 keys when the last 64 queries (36..99) estimate: queries
+// 37..99 put all their mass on key 37, query 36 spreads it evenly over keys 0..36.
+static void scores_on_key37(float *vert, float *slash) {
+  for (int i = 36; i < 100; i++) {
     if (i >= 37) {
       vert[37] += 1.0f;
       slash[i - 37] += 1.0f;
@@ -56,6 +54,14 @@ TEST(train_online_fixed_budget_keeps_exactly_v_columns_and_s_diagonals) {
       for (int j = 0; j <= i; j++) vert[j] += 1.0f / (float)(i + 1), slash[i - j] += 1.0f / (float)(i + 1);
     }
   }
+}
+
+TEST(train_online_fixed_budget_keeps_exactly_v_columns_and_s_diagonals) {
+  // "vs-online:topk:V:S" takes the V highest columns and S highest diagonals whatever their mass (ties:
+  // the lower index). Queries 37..99 attend key 37 alone; query 36 spreads over keys 0..36.
+  enum { N = 100, H = 1 };
+  static float vert[H * N], slash[H * N];
+  scores_on_key37(vert, slash);
   pattern pat;
   sr_error e = {0};
   CHECK_EQ_INT(pattern_alloc(&pat, N, 1, H, &e), SR_OK);
@@ -90,14 +96,7 @@ TEST(train_online_select_from_scores_matches_the_reference_estimate) {
   // computes (here: every query on key 37 of 100), it must choose the same verticals.
   enum { N = 100, H = 1 };
   static float vert[H * N], slash[H * N];
-  for (int i = 36; i < N; i++) {  // queries 36..99 (the last 64); those >= 37 attend key 37 only
-    if (i >= 37) {
-      vert[37] += 1.0f;
-      slash[i - 37] += 1.0f;
-    } else {
-      for (int j = 0; j <= i; j++) vert[j] += 1.0f / (float)(i + 1), slash[i - j] += 1.0f / (float)(i + 1);
-    }
-  }
+  scores_on_key37(vert, slash);
   pattern pat;
   sr_error e = {0};
   CHECK_EQ_INT(pattern_alloc(&pat, N, 1, H, &e), SR_OK);
