@@ -14,6 +14,10 @@
 
 #define EST_QUERIES 64      // MTraining scores the last 64 queries
 #define EST_MAX_INDICES 4096 // top-p is capped at 4096 verticals and 4096 slashes per head
+// Our estimator (kernels/vs_estimate.cu) scores in float64 so that GPU and CPU select the same pattern bit for
+// bit, on the FP64 vector units: its scoring pass ran at 15.0 TFLOP/s on the H200, 0.44 of the 34 TFLOP/s
+// FP64 vector peak (docs/kernels.md, "Pass 1", 512K whole, kernels/bench/results/vsest-h200-2026-11-22).
+#define EST_FP64_EFF 0.44
 
 int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e) {
   int W = x->W;
@@ -27,19 +31,22 @@ int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_e
   // 1. Broadcast of the last 64 queries (bf16), all heads.
   double qbytes = EST_QUERIES * H * d * 2;
   if ((rc = ctx_collective(x, cost_broadcast(W, qbytes, gbps, lat), PHASE_COLLECTIVE, layer, qkv, x->c2, e))) goto out;
-  // 2. Scores against local keys: 2 * 64 * n * d FLOPs per head (a GEMM), fp32 scores written once.
+  // 2. Scores against local keys: 2 * 64 * n * d FLOPs per head in float64 (roofline compute bound, Williams
+  // et al. 2009, at the FP64 rate above), float64 scores written once.
+  const gpu_desc *g = &x->c->gpu;
+  double fp64 = g->fp64_tflops * 1e12 * EST_FP64_EFF;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    dur[r] = cost_gemm(&x->c->gpu, 2.0 * EST_QUERIES * n * d * H) + cost_mem(&x->c->gpu, EST_QUERIES * n * H * 4);
+    dur[r] = (fp64 > 0 ? 2.0 * EST_QUERIES * n * d * H / fp64 : 0) + cost_mem(g, EST_QUERIES * n * H * 8);
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto out;
   // 3. Distributed softmax: all-reduce of the row max, then of the row sum (64 x H fp32 each).
   double stats = cost_allreduce(W, EST_QUERIES * H * 4, gbps, lat);
   if ((rc = ctx_collective(x, 2 * stats, PHASE_COLLECTIVE, layer, out, x->c2, e))) goto out;
-  // 4. Normalise and sum scores by column and by diagonal: two more passes over the scores.
+  // 4. Normalise and sum scores by column and by diagonal: two more passes over the float64 scores.
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    dur[r] = cost_mem(&x->c->gpu, 2.0 * EST_QUERIES * n * H * 4);
+    dur[r] = cost_mem(g, 2.0 * EST_QUERIES * n * H * 8);
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto out;
   // 5. To the root: slash sums reduced (Rabenseifner: reduce-scatter then gather, 2x the reduce-scatter
