@@ -88,6 +88,58 @@ TEST(exec_vs_online_fixed_budget_runs_exactly_its_budget_and_passes_the_check) {
   pattern_free(&got);
 }
 
+// "fwd X ms bwd Y ms" of the first "layer L: predicted" line of out, or "" when there is none
+static void predicted_times(const char *out, int layer, char *dst, size_t size) {
+  char key[64];
+  snprintf(key, sizeof key, "layer %d: predicted", layer);
+  const char *l = out ? strstr(out, key) : NULL, *f = l ? strstr(l, "fwd ") : NULL, *end = f ? strstr(f, " ms bwd ") : NULL;
+  end = end ? strstr(end + 8, " ms") : NULL;
+  dst[0] = 0;
+  if (f && end && (size_t)(end - f) < size) memcpy(dst, f, (size_t)(end - f)), dst[end - f] = 0;
+}
+
+TEST(exec_predict_of_a_written_trace_equals_the_prediction_of_the_run_that_wrote_it) {
+  // attn --predict predicts vs-online from the pattern it estimated; `predict --trace` from that pattern as
+  // written must print the same times for every layer
+  char trace[600], cmd[2048], *out = NULL, *p0 = NULL, *p1 = NULL;
+  snprintf(trace, sizeof trace, "%s/pred.safetensors", test_tmpdir());
+  const char *plan_flags = "--model tiny-test --seq 999 --layout striped:16 --schedule ring --pattern vs-online:0.95";
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn %s --cluster %s --inputs vs --data-seed %d "
+                   "--layers 2 --predict --trace-out %s",
+           test_bin_dir(), plan_flags, mpi_cpu_cluster(1, 2), DATA_SEED, trace);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  for (int layer = 0; layer < 2; layer++) {
+    char want[128], got[128];
+    predicted_times(out, layer, want, sizeof want);
+    CHECK(want[0] != 0);
+    snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict %s --cluster %s --trace %s --layer %d 2>&1", test_bin_dir(),
+             plan_flags, mpi_cpu_cluster(1, 2), trace, layer);
+    char *o = NULL;
+    CHECK_EQ_INT(test_run(cmd, &o), 0);
+    predicted_times(o, layer, got, sizeof got);
+    CHECK_STR_CONTAINS(got, want);
+    CHECK(strlen(got) == strlen(want));
+    free(o);
+  }
+  // a trace of another length, a layer past the model's, no trace: input errors naming the field
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model tiny-test --seq 1000 --layout striped:16 --schedule ring "
+           "--pattern vs-online:0.95 --cluster %s --trace %s 2>&1", test_bin_dir(), mpi_cpu_cluster(1, 2), trace);
+  CHECK_EQ_INT(test_run(cmd, &p0), 2);
+  CHECK_STR_CONTAINS(p0, "shape");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict %s --cluster %s --trace %s --layer 2 2>&1", test_bin_dir(),
+           plan_flags, mpi_cpu_cluster(1, 2), trace);
+  CHECK_EQ_INT(test_run(cmd, &p1), 2);
+  CHECK_STR_CONTAINS(p1, "--layer");
+  free(p0), free(p1), p1 = NULL;
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict %s --cluster %s 2>&1", test_bin_dir(), plan_flags,
+           mpi_cpu_cluster(1, 2));
+  CHECK_EQ_INT(test_run(cmd, &p1), 2);
+  CHECK_STR_CONTAINS(p1, "--trace");
+  free(p1);
+  free(out);
+}
+
 TEST(exec_vs_online_trace_holds_the_reference_estimate_the_check_compared_against) {
   const int64_t N = 999;  // uneven shards under striped:16 on 2 ranks
   char trace[600], cmd[2048], *out = NULL;

@@ -1,0 +1,67 @@
+// cmd_predict.c — `sparsering-exec predict`: the simulator's prediction of one layer's distributed attention,
+// forward and backward, as `attn --predict` prints it, for a plan and a recorded pattern (a trace, e.g. the
+// one `attn --trace-out` wrote), without running anything. With a vs-online plan the prediction charges the
+// online estimation on top of the recorded pattern, as for the run that estimated it; so a cost-model change
+// can be checked against a GPU run's measured time after the fact.
+//
+//   sparsering-exec predict --model M --cluster C --seq N --strategy S --pattern P --trace T [--layer L]
+//                           [--step K] [--csv OUT.csv]
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "exec/exec_plan.h"
+#include "exec/predict.h"
+#include "plan/util.h"
+#include "traces/trace.h"
+
+static const char *const predict_flags[] = {EXEC_PLAN_FLAGS, "trace", "layer", "step", "csv", NULL};
+static const char *const predict_switches[] = {EXEC_PLAN_SWITCHES, NULL};
+
+static int cmd_predict(int argc, char **argv) {
+  sr_error e = {0};
+  cli_args a;
+  plan p;
+  pattern pat, rec;
+  memset(&p, 0, sizeof p);
+  memset(&pat, 0, sizeof pat);
+  memset(&rec, 0, sizeof rec);
+  trace_file t;
+  int t_open = 0, rc;
+  int64_t layer, step;
+  const char *path = NULL;
+  if ((rc = cli_parse(argc, argv, predict_flags, predict_switches, &a, &e))) goto out;
+  if ((rc = cli_get_int(&a, "layer", 0, 0, 1 << 20, &layer, &e)) || (rc = cli_get_int(&a, "step", 0, 0, 1 << 30, &step, &e)))
+    goto out;
+  path = cli_get(&a, "trace", NULL);
+  if (!path) {
+    rc = sr_input_error(&e, NULL, "--trace", "required: the recorded pattern to predict (attn --trace-out writes one)");
+    goto out;
+  }
+  if ((rc = exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e))) goto out;
+  if ((rc = trace_open(path, &t, &e))) goto out;
+  t_open = 1;
+  if ((rc = trace_read_step(&t, (int)step, &rec, &e))) goto out;
+  if (rec.n_tokens != pat.n_tokens || rec.heads != pat.heads || rec.layers != pat.layers) {
+    rc = sr_input_error(&e, path, "shape",
+                        "the trace holds %lld tokens x %d layers x %d heads; the plan's model at --seq is %lld x %d x %d",
+                        (long long)rec.n_tokens, rec.layers, rec.heads, (long long)pat.n_tokens, pat.layers, pat.heads);
+    goto out;
+  }
+  if (layer >= rec.layers) {
+    rc = sr_input_error(&e, NULL, "--layer", "%lld: the model has %d layers", (long long)layer, rec.layers);
+    goto out;
+  }
+  double f, b;
+  if ((rc = predict_attention(&p, &rec, (int)layer, cli_get(&a, "csv", NULL), &f, &b, &e))) goto out;
+  printf("  layer %lld: predicted (sim, %s, cluster %s) fwd %.3f ms bwd %.3f ms\n", (long long)layer, path,
+         p.cluster.name, 1e3 * f, 1e3 * b);
+out:
+  if (t_open) trace_close(&t);
+  pattern_free(&rec);
+  pattern_free(&pat);
+  plan_free(&p);
+  return rc ? sr_error_report(&e, "sparsering-exec predict") : 0;
+}
+
+EXEC_COMMAND("predict", cmd_predict, "the simulator's prediction of one layer's attention for a plan and a trace")
