@@ -17,7 +17,7 @@ static void print_count(const char *label, double v, const char *unit) {
 }
 
 static int cmd_model(int argc, char **argv) {
-  static const char *const flags[] = {"model", "seq", NULL};
+  static const char *const flags[] = {"model", "seq", "world", NULL};
   cli_args a;
   sr_error e = {0};
   const char *name = NULL, *seq_text = NULL;
@@ -71,8 +71,17 @@ static int cmd_model(int argc, char **argv) {
     print_count("GEMM FLOPs per layer (fwd)", model_layer_gemm_flops_per_token(&m) * (double)seq, "FLOP");
     print_count("K+V bytes per layer", model_kv_bytes(&m, seq, 2), "B");
     print_count("activations, all layers", model_act_bytes_per_token_layer(&m, 0) * (double)seq * (double)m.num_layers, "B");
+    int64_t world = 1;
+    if (cli_get_int(&a, "world", 1, 1, 1 << 20, &world, &e)) return sr_error_report(&e, "sparsering model");
+    int64_t local = (seq + world - 1) / world;
+    printf("sparsering-exec train --backend cuda on %lld GPU(s), %s local tokens each (fp32, exec/model_cuda.cu)\n",
+           (long long)world, sr_format_tokens(local, buf, sizeof buf));
+    print_count("model state per GPU (ZeRO-1)", model_exec_state_bytes(&m, (int)world), "B");
+    print_count("buffers per local token, recompute", model_exec_bytes_per_token(&m, 1), "B");
+    print_count("per GPU, state + buffers, recompute",
+                model_exec_state_bytes(&m, (int)world) + model_exec_bytes_per_token(&m, 1) * (double)local, "B");
   }
   return 0;
 }
 
-CLI_COMMAND("model", cmd_model, "print a model's derived quantities (--model NAME|PATH [--seq N])")
+CLI_COMMAND("model", cmd_model, "print a model's derived quantities (--model NAME|PATH [--seq N [--world W]])")

@@ -449,6 +449,12 @@ static int cmd_train(int argc, char **argv) {
            m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq, c.world, sr.step_s,
            sr.tokens_per_s, 100 * sr.mfu_sparse, meas, first_s, (double)seq / meas,
            peak > 0 ? 100 * flops / (double)batch / meas / (peak * 1e12 * (double)c.world) : 0.0, meas / sr.step_s);
+    if (cuda)  // the simulator's memory model is a mixed-precision trainer's; this one keeps fp32 (plan/model.h)
+      printf("predict: memory per GPU | simulated %.1f GiB (mixed-precision model) | this trainer's state and "
+             "buffers %.1f GiB (without plans and attention workspace)\n",
+             sr.mem.total / 1073741824.0,
+             (model_exec_state_bytes(m, c.world) + model_exec_bytes_per_token(m, o.recompute) * (double)n_local) /
+                 1073741824.0);
   }
   if (tw_open) {
     if (trace_writer_finish(&tw, trace_path, &e)) goto fail;

@@ -269,3 +269,25 @@ double model_act_bytes_per_token_layer(const model_config *m, int recompute) {
   if (recompute) return 2.0 * h;
   return 8.0 * h + 2.0 * (q + 2.0 * kv) + 2.0 * q + 4.0 * (double)m->num_heads + 6.0 * I;
 }
+
+// ---- sparsering-exec train's own buffers --------------------------------------------------------
+
+double model_exec_state_bytes(const model_config *m, int world) {
+  double P = (double)model_param_count(m);
+  // params + grads (fp32) + the bf16 copy, and m, v (fp32) of this rank's ZeRO-1 slice
+  return P * (4 + 4 + 2) + 2 * 4 * P / (world > 0 ? world : 1);
+}
+
+double model_exec_bytes_per_token(const model_config *m, int recompute) {
+  double C = (double)m->hidden_size, QD = (double)(m->num_heads * m->head_dim),
+         KD = (double)(m->num_kv_heads * m->head_dim), I = (double)m->intermediate_size, H = (double)m->num_heads,
+         L = (double)m->num_layers, half = (double)(m->head_dim / 2);
+  double inputs = (L + 1) * C * 4;  // x[0..L]
+  // ln1, rstd1, q, k, v, o, lse (per head), x2, ln2, rstd2, gate, up, h: of one layer under recompute
+  double layer = (3 * C + 2 + 2 * QD + 2 * KD + H + 3 * I) * 4;
+  // lnf, rstdf, tmp, dx, dln, dlnf, dq, dout, dk, dv, dh
+  double grads = (5 * C + 1 + 2 * QD + 2 * KD + I) * 4;
+  double bf16 = (3 * QD + 2 * KD) * 2;             // qb, ob, dob, kb, vb
+  double misc = 2 * half * 4 + 8 + 4 * 3 + 4;      // cos, sin; pos (int64); tok, tgt, argmax; losses
+  return inputs + layer * (recompute ? 1 : L) + grads + bf16 + misc;
+}

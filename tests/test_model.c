@@ -137,6 +137,23 @@ TEST(model_kv_and_activation_bytes_match_closed_form) {
   CHECK_NEAR(model_act_bytes_per_token_layer(&m, 1), 16.0, 0);  // layer input only, bf16
 }
 
+TEST(model_exec_trainer_bytes_list_the_cuda_trainers_buffers) {
+  // small_llama: hidden 8, 2 heads of 4, 1 KV head, MLP 16, 3 layers. exec/model_cuda.cu's float buffers a token:
+  //   layer inputs x[0..3]: 4 x 8 = 32
+  //   one layer (recompute): ln1 8, rstd1 1, q 8, k 4, v 4, o 8, lse 2, x2 8, ln2 8, rstd2 1, gate, up, h 16 each = 100
+  //   lnf 8, rstdf 1, tmp 8, dx 8, dln 8, dlnf 8, dq 8, dout 8, dk 4, dv 4, dh 16 = 81
+  // bf16 qb 8, kb 4, vb 4, ob 8, dob 8 = 32 x 2 B; cos and sin 2 floats each, pos 8 B, tok/tgt/argmax 12 B, loss 4 B
+  model_config m;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_from_json_text(small_llama, "small.json", &m, &e), SR_OK);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 1), (32 + 100 + 81) * 4.0 + 64 + 16 + 8 + 12 + 4, 0);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 0), (32 + 3 * 100 + 81) * 4.0 + 64 + 16 + 8 + 12 + 4, 0);
+  // fp32 weights and grads, a bf16 copy, and the fp32 moments m and v split over the ZeRO-1 ranks
+  double P = (double)model_param_count(&m);
+  CHECK_NEAR(model_exec_state_bytes(&m, 1), 18 * P, 0);
+  CHECK_NEAR(model_exec_state_bytes(&m, 2), 14 * P, 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // fields
 
