@@ -24,6 +24,9 @@ static int spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   s->recompute = (int)x;
   if ((rc = cli_get_int(a, "zero", s->zero, 0, 1, &x, e))) return rc;
   s->zero = (int)x;
+  const char *tr = cli_get(a, "trainer", NULL);
+  if (tr && snprintf(s->trainer, sizeof s->trainer, "%s", tr) >= (int)sizeof s->trainer)
+    return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
   return SR_OK;
 }
 
@@ -37,7 +40,7 @@ static void print_memory(const sim_memory *m) {
 
 static int cmd_sim(int argc, char **argv) {
   static const char *const flags[] = {"plan", "model", "cluster", "seq", "layout", "schedule", "granularity", "inner",
-                                      "ulysses", "pattern", "strategy", "seed", "recompute", "zero", "timeline", "csv",
+                                      "ulysses", "pattern", "strategy", "seed", "recompute", "zero", "trainer", "timeline", "csv",
                                       "svg", NULL};
   static const char *const switches[] = {"representative", NULL};
   sr_error e;

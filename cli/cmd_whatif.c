@@ -16,7 +16,7 @@
 
 static int cmd_whatif(int argc, char **argv) {
   static const char *const flags[] = {"model", "cluster", "seq", "pattern", "seed", "strategies", "csv", "recompute",
-                                      "zero", NULL};
+                                      "zero", "trainer", NULL};
   static const char *const switches[] = {"representative", NULL};
   sr_error e;
   sr_error_clear(&e);
@@ -39,6 +39,13 @@ static int cmd_whatif(int argc, char **argv) {
   st.base.recompute = (int)x;
   if (cli_get_int(&a, "zero", 1, 0, 1, &x, &e)) return sr_error_report(&e, "sparsering whatif");
   st.base.zero = (int)x;
+  // whose memory to count: a mixed-precision trainer's, or sparsering-exec train's (plan_build checks it)
+  const char *tr = cli_get(&a, "trainer", "mixed");
+  if (strcmp(tr, "mixed") != 0 && strcmp(tr, "exec") != 0) {
+    sr_input_error(&e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
+    return sr_error_report(&e, "sparsering whatif");
+  }
+  snprintf(st.base.trainer, sizeof st.base.trainer, "%s", tr);
   const char *pat = cli_get(&a, "pattern", "");
   if (strlen(pat) >= sizeof st.sparse_pattern) {
     sr_input_error(&e, NULL, "--pattern", "too long");

@@ -442,6 +442,7 @@ static int cmd_train(int argc, char **argv) {
     // the simulator on the same plan and pattern (its cluster file: the plan's), next to the measurement
     sim_options so = {0, 0};
     sim_result sr;
+    snprintf(p.spec.trainer, sizeof p.spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
     if (sim_run(&p, &pat, &so, &sr, NULL, &e)) goto fail;
     double meas = isfinite(best_s) ? best_s : first_s;
     printf("predict: %s %s seq %lld W %d | simulated step %.3fs %.0f tok/s MFU %.2f%% | measured step %.3fs (best after the "
@@ -449,12 +450,12 @@ static int cmd_train(int argc, char **argv) {
            m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq, c.world, sr.step_s,
            sr.tokens_per_s, 100 * sr.mfu_sparse, meas, first_s, (double)seq / meas,
            peak > 0 ? 100 * flops / (double)batch / meas / (peak * 1e12 * (double)c.world) : 0.0, meas / sr.step_s);
-    if (cuda)  // the simulator's memory model is a mixed-precision trainer's; this one keeps fp32 (plan/model.h)
-      printf("predict: memory per GPU | simulated %.1f GiB (mixed-precision model) | this trainer's state and "
-             "buffers %.1f GiB (without plans and attention workspace)\n",
-             sr.mem.total / 1073741824.0,
-             (model_exec_state_bytes(m, c.world) + model_exec_bytes_per_token(m, o.recompute) * (double)n_local) /
-                 1073741824.0);
+    if (cuda)  // next to "GPU memory in use after step 1"; the kept plans' indices beyond one layer are extra
+      printf("predict: memory per GPU %.1f GiB simulated (--trainer exec: state %.1f, buffers %.1f, KV buffers %.1f, "
+             "one layer's index %.1f, workspace and reserve %.1f)\n",
+             sr.mem.total / 1073741824.0, (sr.mem.weights + sr.mem.grads + sr.mem.optim) / 1073741824.0,
+             sr.mem.activations / 1073741824.0, sr.mem.kv_buffers / 1073741824.0, sr.mem.index_bytes / 1073741824.0,
+             sr.mem.workspace / 1073741824.0);
   }
   if (tw_open) {
     if (trace_writer_finish(&tw, trace_path, &e)) goto fail;

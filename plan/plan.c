@@ -18,6 +18,7 @@ void plan_spec_defaults(plan_spec *s) {
   s->recompute = 1;
   s->zero = 1;
   s->kv_bytes = 2;  // bf16
+  snprintf(s->trainer, sizeof s->trainer, "mixed");
 }
 
 // The strategies users compare (COMMON names): what each sets. VS strategies default to the top-p
@@ -79,6 +80,13 @@ int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) 
   if (!s->strategy[0]) return sr_input_error(e, NULL, "strategy", "empty (use \"custom\" for a hand-made plan)");
   *field = "seq";
   if (s->seq < 1) return sr_input_error(e, NULL, "seq", "%lld tokens: need at least 1", (long long)s->seq);
+  *field = "trainer";
+  if (strcmp(s->trainer, "mixed") != 0 && strcmp(s->trainer, "exec") != 0)
+    return sr_input_error(e, NULL, "trainer", "'%s' is not one of mixed, exec", s->trainer);
+  if (strcmp(s->trainer, "exec") == 0 && s->fpdt_chunk > 0)
+    return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train does not run FPDT's chunked pipeline");
+  if (strcmp(s->trainer, "exec") == 0 && !s->zero)
+    return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train always shards the optimizer (ZeRO-1)");
   *field = "model";
   if ((rc = model_load(s->model, &p->model, e))) return rc;
   *field = "cluster";

@@ -35,6 +35,7 @@ static cJSON *spec_to_json(const plan_spec *s) {
   cJSON_AddNumberToObject(o, "fpdt_chunk", (double)s->fpdt_chunk);
   cJSON_AddBoolToObject(o, "fpdt_offload", s->fpdt_offload);
   cJSON_AddNumberToObject(o, "seed", (double)s->seed);
+  cJSON_AddStringToObject(o, "trainer", s->trainer);
   cJSON_AddNumberToObject(o, "predicted_step_s", s->predicted_step_s);
   return o;
 }
@@ -174,7 +175,7 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   static const char *const known[] = {"model", "cluster", "seq", "layout", "granularity", "schedule", "inner",
                                       "ulysses", "pattern", "strategy", "recompute", "zero", "kv_bytes",
                                       "skip_empty_sends", "fpdt_chunk", "fpdt_offload", "seed", "predicted_step_s",
-                                      NULL};
+                                      "trainer", NULL};
   int rc;
   int64_t v;
   double d;
@@ -203,6 +204,8 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   if (d != (double)(uint64_t)d) return sr_input_error(e, file, "spec.seed", "expected an integer");
   s->seed = (uint64_t)d;
   if ((rc = json_get_num(o, "predicted_step_s", 1, 0, 1e12, &s->predicted_step_s, file, "spec", e))) return rc;
+  // optional (plan files from before it count a mixed-precision trainer)
+  if ((rc = json_get_str(o, "trainer", 0, s->trainer, sizeof s->trainer, file, "spec", e))) return rc;
   return SR_OK;
 }
 

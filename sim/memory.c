@@ -32,6 +32,14 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
     // Per-layer recomputation keeps each layer's input; the layer in backward is rebuilt in full.
     out->activations = L * n * per_layer_saved + (in->recompute ? n * per_layer_full : 0);
   }
+  if (in->exec_trainer) {
+    // sparsering-exec train's own allocations (exec/model_cuda.cu, counted by plan/model.h): fp32 weights
+    // and a bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; fp32 buffers a token
+    out->weights = P * (4 + 2);
+    out->grads = P * 4;
+    out->optim = P * 8 / W;
+    out->activations = n * model_exec_bytes_per_token(m, in->recompute);
+  }
   // Ring double buffers: forward holds the shard being used and the one arriving (K and V); backward
   // also carries the travelling dK/dV at grad precision.
   double kv_tok = 2 * KV * d;

@@ -5,7 +5,8 @@
 // recomputed), KV double buffers of the ring (KV, and KV + dK/dV in backward), one layer's tile index,
 // the fp32 running attention output and the chunked cross-entropy's logits, and a fixed reserve for
 // the CUDA context, NCCL buffers and allocator fragmentation. FPDT with offload keeps two chunks on
-// the GPU and every layer's q/k/v/o/lse chunks in pinned host memory.
+// the GPU and every layer's q/k/v/o/lse chunks in pinned host memory. With exec_trainer the model state
+// and the activations are those sparsering-exec train allocates (plan/model.h: fp32), the rest as above.
 #ifndef SR_MEMORY_H
 #define SR_MEMORY_H
 
@@ -30,6 +31,7 @@ typedef struct {
   int fpdt_offload;
   int grad_bytes_per_elem;   // dK/dV on the wire (4: fp32)
   int kv_bytes_per_elem;     // K/V on the wire (2: bf16)
+  int exec_trainer;          // count sparsering-exec train's state and buffers (plan_spec.trainer "exec")
 } mem_inputs;
 
 // Fill out with the per-GPU memory of one step and whether it fits.

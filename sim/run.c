@@ -147,6 +147,7 @@ int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, stru
   mi.fpdt_offload = p->spec.fpdt_offload;
   mi.kv_bytes_per_elem = p->spec.kv_bytes > 0 ? p->spec.kv_bytes : 2;
   mi.grad_bytes_per_elem = p->schedule.grad_bytes_per_elem > 0 ? p->schedule.grad_bytes_per_elem : 4;
+  mi.exec_trainer = strcmp(p->spec.trainer, "exec") == 0;
   sim_memory_estimate(m, c, &mi, &r->mem);
   r->account_wall_s = x.have_cache ? x.cache.wall_s : 0;
   ctx_free(&x);

@@ -340,6 +340,7 @@ static void memory_lower_bound(const model_config *m, const cluster_desc *c, con
   mi.fpdt_offload = p->spec.fpdt_offload;
   mi.kv_bytes_per_elem = p->spec.kv_bytes > 0 ? p->spec.kv_bytes : 2;
   mi.grad_bytes_per_elem = p->schedule.grad_bytes_per_elem > 0 ? p->schedule.grad_bytes_per_elem : 4;
+  mi.exec_trainer = strcmp(p->spec.trainer, "exec") == 0;
   sim_memory_estimate(m, c, &mi, out);
 }
 

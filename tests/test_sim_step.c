@@ -160,6 +160,63 @@ TEST(sim_memory_shards_optimizer_state_with_zero1) {
   CHECK_REL(a.weights, 2 * P, 1e-12);
 }
 
+TEST(sim_memory_of_the_exec_trainer_is_its_fp32_state_and_buffers) {
+  // sparsering-exec train: fp32 weights (4) + bf16 copy (2) + fp32 grads (4) a parameter, fp32 AdamW m and v
+  // (8) over the ZeRO-1 ranks, plan/model.h's buffers a local token; the attention's terms do not change
+  model_config m;
+  cluster_desc c;
+  sr_error e;
+  CHECK_EQ_INT(model_load("tiny-test", &m, &e), SR_OK);
+  memset(&c, 0, sizeof c);
+  c.gpu.mem_gib = 80;
+  c.host_mem_gib = 100;
+  mem_inputs in = {.world = 4, .tokens_per_rank = 3000, .kv_shard_tokens = 3000, .index_bytes = 12345, .recompute = 1,
+                   .zero = 1, .kv_bytes_per_elem = 2, .grad_bytes_per_elem = 4};
+  sim_memory mixed, exec;
+  sim_memory_estimate(&m, &c, &in, &mixed);
+  in.exec_trainer = 1;
+  sim_memory_estimate(&m, &c, &in, &exec);
+  double P = (double)model_param_count(&m);
+  CHECK_REL(exec.weights + exec.grads + exec.optim, 10 * P + 8 * P / 4, 1e-12);
+  CHECK_REL(exec.weights + exec.grads + exec.optim, model_exec_state_bytes(&m, 4), 1e-12);
+  CHECK_REL(exec.activations, 3000 * model_exec_bytes_per_token(&m, 1), 1e-12);
+  CHECK_REL(exec.kv_buffers, mixed.kv_buffers, 1e-12);
+  CHECK_REL(exec.index_bytes, mixed.index_bytes, 1e-12);
+  CHECK_REL(exec.workspace, mixed.workspace, 1e-12);
+  CHECK(exec.total > mixed.total);
+}
+
+TEST(sim_trainer_exec_survives_the_plan_file_and_old_files_read_as_mixed) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  sr_error e;
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, "dense-ring", &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", test_cluster(1, 2));
+  snprintf(s.trainer, sizeof s.trainer, "exec");
+  s.seq = 4096;
+  plan p, q;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  char path[700];
+  snprintf(path, sizeof path, "%s/exec.json", test_tmpdir());
+  CHECK_EQ_INT(plan_write(&p, path, &e), SR_OK);
+  CHECK_EQ_INT(plan_read(path, &q, &e), SR_OK);
+  CHECK(strcmp(q.spec.trainer, "exec") == 0);
+  plan_free(&q);
+  // a plan file written before the field: the same text without its "trainer" line
+  char *text = NULL, cmd[1600];
+  snprintf(cmd, sizeof cmd, "grep -v '\"trainer\"' %s > %s.old && cat %s.old", path, path, path);
+  CHECK_EQ_INT(test_run(cmd, &text), 0);
+  // (the test's folder, in the cluster's path, holds the word too: look for the key)
+  CHECK(text && strstr(text, "\"trainer\":") == NULL && strstr(text, "\"seed\"") != NULL);
+  free(text);
+  snprintf(path + strlen(path), sizeof path - strlen(path), ".old");
+  CHECK_EQ_INT(plan_read(path, &q, &e), SR_OK);
+  CHECK(strcmp(q.spec.trainer, "mixed") == 0);
+  plan_free(&q);
+  plan_free(&p);
+}
+
 TEST(sim_step_ulysses_above_the_heads_is_reported_not_run) {
   // tiny-test has 4 heads: Ulysses over 8 GPUs cannot split them.
   strategy_study st;
@@ -264,6 +321,16 @@ TEST(sim_cli_bad_inputs_exit_2) {
   snprintf(cmd, sizeof cmd, "%s/sparsering whatif --model tiny-test --strategies warp-drive", test_bin_dir());
   CHECK_EQ_INT(test_run(cmd, &out), 2);
   free(out);
+  // --trainer: a name outside mixed|exec, and exec with what sparsering-exec train does not do
+  const char *trainer_bad[] = {"whatif --model tiny-test --trainer fp16", "sim --strategy dense-ring --model tiny-test "
+                               "--cluster h200-1x2 --seq 4K --trainer exec --zero 0",
+                               "sim --strategy fpdt --model tiny-test --cluster h200-1x2 --seq 4K --trainer exec"};
+  for (size_t i = 0; i < sizeof trainer_bad / sizeof trainer_bad[0]; i++) {
+    snprintf(cmd, sizeof cmd, "%s/sparsering %s", test_bin_dir(), trainer_bad[i]);
+    CHECK_EQ_INT(test_run(cmd, &out), 2);
+    CHECK_STR_CONTAINS(out, "trainer");
+    free(out);
+  }
   snprintf(path, sizeof path, "%s/bad.json", test_tmpdir());
   sr_error e;
   const char *bad = "{\"models\": [\"tiny-test\"], \"clusters\": [\"a100-4x8\"], \"seq\": [\"8K\"], "
