@@ -139,15 +139,20 @@ TEST(sim_step_memory_with_recomputation_is_below_memory_without) {
   CHECK(with.step_s > without.step_s);
 }
 
+// tiny-test on a bare cluster of 80 GiB GPUs, for the memory model alone
+static void memory_fixture(model_config *m, cluster_desc *c) {
+  sr_error e;
+  CHECK_EQ_INT(model_load("tiny-test", m, &e), SR_OK);
+  memset(c, 0, sizeof *c);
+  c->gpu.mem_gib = 80;
+  c->host_mem_gib = 100;
+}
+
 TEST(sim_memory_shards_optimizer_state_with_zero1) {
   // 12 bytes of fp32 master weights, momentum and variance a parameter (ZeRO paper), over W ranks.
   model_config m;
   cluster_desc c;
-  sr_error e;
-  CHECK_EQ_INT(model_load("tiny-test", &m, &e), SR_OK);
-  memset(&c, 0, sizeof c);
-  c.gpu.mem_gib = 80;
-  c.host_mem_gib = 100;
+  memory_fixture(&m, &c);
   mem_inputs in = {.world = 8, .tokens_per_rank = 1024, .recompute = 1, .zero = 1, .kv_bytes_per_elem = 2,
                    .grad_bytes_per_elem = 4};
   sim_memory a, b;
@@ -165,11 +170,7 @@ TEST(sim_memory_of_the_exec_trainer_is_its_fp32_state_and_buffers) {
   // (8) over the ZeRO-1 ranks, plan/model.h's buffers a local token; the attention's terms do not change
   model_config m;
   cluster_desc c;
-  sr_error e;
-  CHECK_EQ_INT(model_load("tiny-test", &m, &e), SR_OK);
-  memset(&c, 0, sizeof c);
-  c.gpu.mem_gib = 80;
-  c.host_mem_gib = 100;
+  memory_fixture(&m, &c);
   mem_inputs in = {.world = 4, .tokens_per_rank = 3000, .kv_shard_tokens = 3000, .index_bytes = 12345, .recompute = 1,
                    .zero = 1, .kv_bytes_per_elem = 2, .grad_bytes_per_elem = 4};
   sim_memory mixed, exec;

@@ -56,19 +56,24 @@ static void scores_on_key37(float *vert, float *slash) {
   }
 }
 
+// The selection of `spec` from those sums, as the GPU path hands them to online_vs_select: head 0 of pat.
+static head_pattern *select_on_key37(const char *spec, pattern *pat) {
+  static float vert[100], slash[100];
+  memset(vert, 0, sizeof vert), memset(slash, 0, sizeof slash);
+  scores_on_key37(vert, slash);
+  sr_error e = {0};
+  online_vs o;
+  CHECK_EQ_INT(pattern_alloc(pat, 100, 1, 1, &e), SR_OK);
+  CHECK_EQ_INT(online_vs_from_spec(&o, spec, &e), SR_OK);
+  CHECK_EQ_INT(online_vs_select(&o, vert, slash, 1, pat, 0, &e), SR_OK);
+  return pattern_head(pat, 0, 0);
+}
+
 TEST(train_online_fixed_budget_keeps_exactly_v_columns_and_s_diagonals) {
   // "vs-online:topk:V:S" takes the V highest columns and S highest diagonals whatever their mass (ties:
   // the lower index). Queries 37..99 attend key 37 alone; query 36 spreads over keys 0..36.
-  enum { N = 100, H = 1 };
-  static float vert[H * N], slash[H * N];
-  scores_on_key37(vert, slash);
   pattern pat;
-  sr_error e = {0};
-  CHECK_EQ_INT(pattern_alloc(&pat, N, 1, H, &e), SR_OK);
-  online_vs o;
-  CHECK_EQ_INT(online_vs_from_spec(&o, "vs-online:topk:3:2", &e), SR_OK);
-  CHECK_EQ_INT(online_vs_select(&o, vert, slash, H, &pat, 0, &e), SR_OK);
-  head_pattern *hp = pattern_head(&pat, 0, 0);
+  head_pattern *hp = select_on_key37("vs-online:topk:3:2", &pat);
   CHECK_EQ_INT(hp->n_vertical, 3);
   CHECK_EQ_INT(hp->n_slash, 2);
   // column 37 holds 63 units, columns 0..36 query 36's 1/37 each (ties: the lowest two, 0 and 1)
@@ -94,16 +99,8 @@ TEST(train_online_spec_errors_name_the_pattern) {
 TEST(train_online_select_from_scores_matches_the_reference_estimate) {
   // The GPU path hands float column / diagonal sums to online_vs_select; fed the same sums the reference
   // computes (here: every query on key 37 of 100), it must choose the same verticals.
-  enum { N = 100, H = 1 };
-  static float vert[H * N], slash[H * N];
-  scores_on_key37(vert, slash);
   pattern pat;
-  sr_error e = {0};
-  CHECK_EQ_INT(pattern_alloc(&pat, N, 1, H, &e), SR_OK);
-  online_vs o;
-  CHECK_EQ_INT(online_vs_from_spec(&o, "vs-online:0.9", &e), SR_OK);
-  CHECK_EQ_INT(online_vs_select(&o, vert, slash, H, &pat, 0, &e), SR_OK);
-  head_pattern *hp = pattern_head(&pat, 0, 0);
+  head_pattern *hp = select_on_key37("vs-online:0.9", &pat);
   // column 37 holds 63 of the 64 units of mass: top-p 0.9 keeps it alone
   CHECK_EQ_INT(hp->n_vertical, 1);
   CHECK_EQ_INT(hp->vertical[0], 37);
