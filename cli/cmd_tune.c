@@ -73,7 +73,7 @@ static void default_csv(const plan_spec *s, char *out, size_t size) {
 static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const char **out, const char **csv,
                  int *representative, sr_error *e) {
   static const char *const flags[] = {"model", "cluster", "seq", "pattern", "trace", "seed", "out", "csv", "top", "robust-top",
-                                      "robust-steps", "margin", "batch", NULL};
+                                      "robust-steps", "margin", "batch", "trainer", NULL};
   static const char *const switches[] = {"no-prune", "representative", NULL};
   cli_args a;
   int rc;
@@ -102,6 +102,12 @@ static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const cha
   }
   if ((rc = cli_get_int(&a, "seed", 0, 0, (int64_t)1 << 53, &x, e))) return rc;
   s->seed = (uint64_t)x;
+  // whose memory decides "fits": a mixed-precision trainer's, or sparsering-exec train's (then the points it
+  // cannot run, FPDT, no ZeRO-1, fp8 KV, are invalid: plan_build says why)
+  v = cli_get(&a, "trainer", "mixed");
+  if (strcmp(v, "mixed") != 0 && strcmp(v, "exec") != 0)
+    return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", v);
+  snprintf(s->trainer, sizeof s->trainer, "%s", v);
   tune_options_defaults(o);
   if ((rc = cli_get_int(&a, "top", o->top, 1, 1000, &x, e))) return rc;
   o->top = (int)x;

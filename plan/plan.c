@@ -87,6 +87,9 @@ int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) 
     return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train does not run FPDT's chunked pipeline");
   if (strcmp(s->trainer, "exec") == 0 && !s->zero)
     return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train always shards the optimizer (ZeRO-1)");
+  if (strcmp(s->trainer, "exec") == 0 && s->kv_bytes != 2)
+    return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train sends K and V in bf16 (kv_bytes 2, not %d)",
+                          s->kv_bytes);
   *field = "model";
   if ((rc = model_load(s->model, &p->model, e))) return rc;
   *field = "cluster";

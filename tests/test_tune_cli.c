@@ -163,3 +163,38 @@ TEST(tune_cli_trace_steps_drive_the_robustness_check) {
   CHECK_STR_CONTAINS(out, "t.safetensors");
   free(out);
 }
+
+TEST(tune_cli_trainer_exec_keeps_to_what_sparsering_exec_train_runs) {
+  // every simulated point of --trainer exec shards the optimizer, sends bf16 K/V and is no FPDT (the trainer
+  // runs nothing else; the others are invalid with the planner's reason), and the plan file keeps the trainer
+  char *out = NULL;
+  CHECK_EQ_INT(sr("", TUNE_ARGS " --trainer exec -o exec.json --csv exec.csv", &out), 0);
+  CHECK_STR_CONTAINS(out, "chosen: #");
+  free(out);
+  char *csv = slurp("exec.csv"), *plan_text = slurp("exec.json");
+  CHECK(plan_text && strstr(plan_text, "\"trainer\":\t\"exec\"") != NULL);
+  int simulated = 0;
+  for (const char *line = csv ? strchr(csv, '\n') : NULL; line && line[1];) {
+    line++;
+    const char *end = strchr(line, '\n');
+    char row[2048];
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    if (len >= sizeof row) len = sizeof row - 1;
+    memcpy(row, line, len), row[len] = 0;
+    // index,layout,granularity,schedule,inner,ulysses,fpdt_chunk,fpdt_offload,recompute,zero,kv_bytes,skip,status
+    long long fpdt = -1;
+    int zero = -1, kv = -1;
+    char status[32] = "";
+    if (sscanf(row, "%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%lld,%*[^,],%*[^,],%d,%d,%*[^,],%31[^,]", &fpdt, &zero,
+               &kv, status) == 4 && strcmp(status, "simulated") == 0) {
+      simulated++;
+      CHECK(fpdt == 0 && zero == 1 && kv == 2);
+    }
+    line = end;
+  }
+  CHECK(simulated > 0);
+  free(csv), free(plan_text);
+  CHECK_EQ_INT(sr("", TUNE_ARGS " --trainer fp16 -o x.json 2>&1", &out), 2);
+  CHECK_STR_CONTAINS(out, "--trainer");
+  free(out);
+}
