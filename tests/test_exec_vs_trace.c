@@ -59,18 +59,25 @@ static int same_indices(const int32_t *a, const int32_t *b, int32_t n) {
   return n == 0 || memcmp(a, b, sizeof(int32_t) * (size_t)n) == 0;
 }
 
+// `sparsering-exec attn ARGS` on 2 CPU ranks of one node (tiny-test's attention unless ARGS say otherwise)
+static int attn_2ranks(const char *args, char **out) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn --cluster %s %s",
+           test_bin_dir(), mpi_cpu_cluster(1, 2), args);
+  return test_run(cmd, out);
+}
+
 TEST(exec_vs_online_fixed_budget_runs_exactly_its_budget_and_passes_the_check) {
   // vs-online:topk:V:S on the CPU backend: every head of every layer keeps exactly V columns and S diagonals
   // of the estimate (N well above both), and the ring matches dense attention under that pattern
   const int64_t N = 999;
-  char trace[600], cmd[2048], *out = NULL;
+  char trace[600], args[1200], *out = NULL;
   snprintf(trace, sizeof trace, "%s/vs-online-topk.safetensors", test_tmpdir());
-  snprintf(cmd, sizeof cmd,
-           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn --model tiny-test --cluster %s --seq %lld "
-                   "--layout striped:16 --schedule ring --pattern vs-online:topk:24:40 --inputs vs --data-seed %d "
-                   "--layers 2 --check --trace-out %s",
-           test_bin_dir(), mpi_cpu_cluster(1, 2), (long long)N, DATA_SEED, trace);
-  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  snprintf(args, sizeof args,
+           "--model tiny-test --seq %lld --layout striped:16 --schedule ring --pattern vs-online:topk:24:40 --inputs vs "
+           "--data-seed %d --layers 2 --check --trace-out %s",
+           (long long)N, DATA_SEED, trace);
+  CHECK_EQ_INT(attn_2ranks(args, &out), 0);
   CHECK_EQ_INT(count_lines(out, "  check layer ", " ok"), 2);
   free(out);
   trace_file t;
@@ -104,11 +111,9 @@ TEST(exec_predict_of_a_written_trace_equals_the_prediction_of_the_run_that_wrote
   char trace[600], cmd[2048], *out = NULL, *p0 = NULL, *p1 = NULL;
   snprintf(trace, sizeof trace, "%s/pred.safetensors", test_tmpdir());
   const char *plan_flags = "--model tiny-test --seq 999 --layout striped:16 --schedule ring --pattern vs-online:0.95";
-  snprintf(cmd, sizeof cmd,
-           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn %s --cluster %s --inputs vs --data-seed %d "
-                   "--layers 2 --predict --trace-out %s",
-           test_bin_dir(), plan_flags, mpi_cpu_cluster(1, 2), DATA_SEED, trace);
-  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  snprintf(cmd, sizeof cmd, "%s --inputs vs --data-seed %d --layers 2 --predict --trace-out %s", plan_flags, DATA_SEED,
+           trace);
+  CHECK_EQ_INT(attn_2ranks(cmd, &out), 0);
   for (int layer = 0; layer < 2; layer++) {
     char want[128], got[128];
     predicted_times(out, layer, want, sizeof want);
@@ -142,14 +147,13 @@ TEST(exec_predict_of_a_written_trace_equals_the_prediction_of_the_run_that_wrote
 
 TEST(exec_vs_online_trace_holds_the_reference_estimate_the_check_compared_against) {
   const int64_t N = 999;  // uneven shards under striped:16 on 2 ranks
-  char trace[600], cmd[2048], *out = NULL;
+  char trace[600], args[1200], cmd[2048], *out = NULL;
   snprintf(trace, sizeof trace, "%s/vs-online.safetensors", test_tmpdir());
-  snprintf(cmd, sizeof cmd,
-           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn --model tiny-test --cluster %s --seq %lld "
-                   "--layout striped:16 --schedule ring --pattern vs-online:%.2f --inputs vs --data-seed %d --layers 2 "
-                   "--check --trace-out %s",
-           test_bin_dir(), mpi_cpu_cluster(1, 2), (long long)N, TOP_P, DATA_SEED, trace);
-  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  snprintf(args, sizeof args,
+           "--model tiny-test --seq %lld --layout striped:16 --schedule ring --pattern vs-online:%.2f --inputs vs "
+           "--data-seed %d --layers 2 --check --trace-out %s",
+           (long long)N, TOP_P, DATA_SEED, trace);
+  CHECK_EQ_INT(attn_2ranks(args, &out), 0);
   // --check compared each layer against dense attention masked by the estimated pattern (tol 1e-4 in fp32)
   CHECK_EQ_INT(count_lines(out, "  check layer ", " ok"), 2);
   CHECK_STR_CONTAINS(out, "trace of the estimated pattern written to");
@@ -240,17 +244,12 @@ TEST(exec_vs_online_prediction_is_the_simulation_of_its_trace_plus_the_estimatio
   const char *dir = test_tmpdir();
   char cmd[2048], *on = NULL, *tp = NULL, *sim = NULL;
   const char *base = "--model tiny-test --seq 4096 --layout contiguous --schedule ring --inputs vs --layers 1";
-  snprintf(cmd, sizeof cmd,
-           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn %s --cluster %s --pattern vs-online:0.95 "
-                   "--predict-csv %s/on.csv --trace-out %s/on.safetensors",
-           test_bin_dir(), base, mpi_cpu_cluster(1, 2), dir, dir);
-  CHECK_EQ_INT(test_run(cmd, &on), 0);
+  snprintf(cmd, sizeof cmd, "%s --pattern vs-online:0.95 --predict-csv %s/on.csv --trace-out %s/on.safetensors", base,
+           dir, dir);
+  CHECK_EQ_INT(attn_2ranks(cmd, &on), 0);
   CHECK_STR_CONTAINS(on, "layer 0: predicted (sim, estimated pattern, cluster ");
-  snprintf(cmd, sizeof cmd,
-           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn %s --cluster %s --pattern vs-topp:0.95 "
-                   "--predict-csv %s/tp.csv",
-           test_bin_dir(), base, mpi_cpu_cluster(1, 2), dir);
-  CHECK_EQ_INT(test_run(cmd, &tp), 0);
+  snprintf(cmd, sizeof cmd, "%s --pattern vs-topp:0.95 --predict-csv %s/tp.csv", base, dir);
+  CHECK_EQ_INT(attn_2ranks(cmd, &tp), 0);
   CHECK(tp && strstr(tp, "layer 0: predicted (sim, cluster ") != NULL);  // other patterns: unchanged line
   CHECK(tp && strstr(tp, "estimated pattern") == NULL);
   // a direct simulation of the trace, by the simulator's own command (the whole model, one step)

@@ -1,13 +1,16 @@
 // bench_attn.cu — bin/sparsering-bench-attn: times the sparse attention kernels at the Qwen2.5-3B
 // attention shape (16 query heads, 2 KV heads, d = 128, bf16) on one GPU: dense causal at 16K and 64K
 // and the VS-like mask of ANCHORS.md (per head sinks 128 + window 4096 + 1000 verticals at N u^3,
-// seed 1) at 64K and 128K, forward (the default and every variant of sa_fwd_variant, side by side)
+// seed 1) at 64K and 128K, and MTraining's published Qwen2.5-3B budget mix ("qwen mix": the planner's
+// `vs-preset:qwen2.5-3b`, seed 1, layer 0, its execution form built by plan/tiles.h) at 64K and 128K, forward (the default and every variant of sa_fwd_variant, side by side)
 // and backward (both variants of sa_bwd_variant). CUDA events around each call, 3 warm-up runs,
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
 // Usage: sparsering-bench-attn [--quick] [--fast] [--dump DIR] [--dump-only DIR]
-//   (--fast: forward default only, no 64K VS-like; --dump-only: the two dumps with the defaults, no timing)
+//   (--fast: forward default only, no 64K VS-like, no budget mix; --dump-only: the dumps with the defaults, no timing)
 //   prints one table (TFLOP/s by ANCHORS.md's counts); --dump writes input set 0 and its outputs (raw
-//   bf16 q k v dout o, fp32 lse dq dk dv) of dense 16K and VS-like 64K for kernels/bench/peers.py.
+//   bf16 q k v dout o, fp32 lse dq dk dv) of dense 16K and VS-like 64K for kernels/bench/peers.py, and the
+//   budget mix's pattern (preset_N_pattern.bin: int32 heads, then per head n_vert, n_slash, the verticals,
+//   the slash offsets) so that FlexAttention runs the identical mask.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -17,6 +20,11 @@
 
 #include "kernels/sparse_attn.h"
 #include "kernels/test/index_build.h"
+extern "C" {  // the planner is C
+#include "plan/layout.h"
+#include "plan/pattern_spec.h"
+#include "plan/tiles.h"
+}
 
 
 #include "kernels/test/check.h"
@@ -40,9 +48,38 @@ static void *rand_dev(int64_t n, uint64_t *st) {
 
 typedef struct {
   const char *name;
-  int vs;  // 0 dense causal, 1 VS-like
+  int vs;  // 0 dense causal, 1 VS-like, 2 the Qwen2.5-3B budget mix
   int64_t n;
 } bcase;
+
+// The budget mix at n tokens as the planner builds it: layer 0 of vs-preset:qwen2.5-3b (seed 1) on one rank,
+// its tile index and element masks; the pattern is written to dump/preset_N_pattern.bin when dump is set.
+static void qwen_mix(int64_t n, const char *dump, tile_index *ti, head_mask **masks) {
+  sr_error e = {0};
+  model_config m;
+  pattern pat;
+  layout lay;
+  if (model_load("qwen2.5-3b", &m, &e) || pattern_from_spec("vs-preset:qwen2.5-3b", &m, n, 1, 0, &pat, &e) ||
+      layout_build(LAYOUT_CONTIGUOUS, n, 1, 1, NULL, &lay, &e) || tiles_build(&pat, 0, &lay, 0, ti, &e) ||
+      tiles_masks_build(&pat, 0, masks, &e))
+    fprintf(stderr, "bench: qwen mix: %s\n", e.msg), exit(1);
+  if (dump) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/preset_%lld_pattern.bin", dump, (long long)n);
+    FILE *f = fopen(path, "wb");
+    int32_t heads = pat.heads;
+    int ok = f && fwrite(&heads, 4, 1, f) == 1;
+    for (int h = 0; ok && h < pat.heads; h++) {
+      const head_pattern *hp = pattern_head(&pat, 0, h);
+      int32_t cnt[2] = {hp->n_vertical, hp->n_slash};
+      ok = fwrite(cnt, 4, 2, f) == 2 && fwrite(hp->vertical, 4, (size_t)cnt[0], f) == (size_t)cnt[0] &&
+           fwrite(hp->slash, 4, (size_t)cnt[1], f) == (size_t)cnt[1];
+    }
+    if (!ok || fclose(f) != 0) fprintf(stderr, "bench: cannot write %s\n", path), exit(1);
+  }
+  layout_free(&lay);
+  pattern_free(&pat);
+}
 
 int main(int argc, char **argv) {
   int quick = 0, fast = 0, dump_only = 0;
@@ -54,8 +91,9 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump = argv[++i];
   }
   const int H = 16, KH = 2, D = 128;
-  bcase cs[] = {{"dense causal", 0, 16384}, {"dense causal", 0, 65536}, {"vs-like", 1, 65536}, {"vs-like", 1, 131072}};
-  int ncs = quick && !dump_only ? 1 : 4;
+  bcase cs[] = {{"dense causal", 0, 16384}, {"dense causal", 0, 65536}, {"vs-like", 1, 65536}, {"vs-like", 1, 131072},
+                {"qwen mix", 2, 65536}, {"qwen mix", 2, 131072}};
+  int ncs = quick && !dump_only ? 1 : 6;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -73,11 +111,18 @@ int main(int argc, char **argv) {
   CK(cudaEventCreate(&e1));
   uint64_t st = 7;
   for (int c = 0; c < ncs; c++) {
-    if ((fast && c == 2) || (dump_only && c != 0 && c != 2)) continue;
     int64_t N = cs[c].n, nqo = N * H * D, nkv = N * KH * D, nl = N * H;
+    if (cs[c].vs == 2 && dump) {  // the mix's mask for peers.py, also under --dump-only
+      tile_index tm;
+      head_mask *mm;
+      qwen_mix(N, dump, &tm, &mm);
+      tiles_free(&tm), tiles_masks_free(mm, H);
+    }
+    if ((fast && c >= 2 && c != 3) || (dump_only && c != 0 && c != 2)) continue;
     tile_index ti;
-    head_mask masks[16], *dmasks = NULL;
-    if (cs[c].vs) ib_vs_like(&ti, masks, H, N, 128, 4096, 1000, 1);
+    head_mask vs_masks[16], *masks = vs_masks, *mix_masks = NULL, *dmasks = NULL;
+    if (cs[c].vs == 2) qwen_mix(N, NULL, &ti, &mix_masks), masks = mix_masks;
+    else if (cs[c].vs) ib_vs_like(&ti, masks, H, N, 128, 4096, 1000, 1);
     else ib_dense_causal(&ti, H, N);
     tile_index_t tt;
     ib_transpose(&ti, 0, N, &tt);
@@ -197,11 +242,13 @@ int main(int argc, char **argv) {
     CK(cudaFree(dv));
     CK(cudaFree(posd));
     free(pos);
-    sa_gpu_index_free(&gix), sa_gpu_index_t_free(&gtt), ib_transpose_free(&tt), ib_free(&ti);
-    if (dmasks) {
-      sa_gpu_masks_free(dmasks, H);
-      for (int h = 0; h < H; h++) free((void *)masks[h].vbits), free((void *)masks[h].sbits);
-    }
+    sa_gpu_index_free(&gix), sa_gpu_index_t_free(&gtt), ib_transpose_free(&tt);
+    if (cs[c].vs == 2) tiles_free(&ti);
+    else ib_free(&ti);
+    if (dmasks) sa_gpu_masks_free(dmasks, H);
+    if (mix_masks) tiles_masks_free(mix_masks, H);
+    else if (cs[c].vs)
+      for (int h = 0; h < H; h++) free((void *)vs_masks[h].vbits), free((void *)vs_masks[h].sbits);
   }
   return 0;
 }

@@ -3,7 +3,9 @@
 torch SDPA (cuDNN and FlashAttention-2 backends) and FlexAttention (torch.compile) at the Qwen2.5-3B
 attention shape (16 query heads, 2 KV heads, d 128, bf16): dense causal at 16K and 64K, and the VS-like
 mask (per head sinks 128 + window 4096 + 1000 verticals at N*u^3, drawn by the same splitmix64
-stream, seed 1, as kernels/test/index_build.h) at 64K and 128K; forward and backward.
+stream, seed 1, as kernels/test/index_build.h) at 64K and 128K; with --check DIR also MTraining's Qwen2.5-3B
+budget mix at 64K and 128K, read from the pattern files the benchmark's --dump writes there
+(preset_N_pattern.bin); forward and backward.
 Timing: CUDA events, 3 warm-ups, median of 10, inputs rotated over 3 sets.
 With --check DIR (files from `sparsering-bench-attn --dump DIR`) it first compares our kernels'
 outputs and gradients with SDPA (dense) and FlexAttention (VS-like) on the same inputs.
@@ -11,6 +13,7 @@ Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd] [--cudnn]
   (--fwd: no backward timings; --cudnn: SDPA cuDNN with GQA at 16K and 64K only)
 """
 import math
+import os
 import statistics
 import sys
 
@@ -51,6 +54,25 @@ def verticals(n, nvert=1000, seed=1):
         vert[h, list(got)] = True
     vert[:, :128] = True
     return vert.cuda()
+
+
+def mix_mask(dirname, n):
+    """The budget mix's per-head verticals and slash offsets as bool tensors [H, n] (None without the file)."""
+    path = "%s/preset_%d_pattern.bin" % (dirname, n)
+    if not os.path.exists(path):
+        return None
+    a = torch.from_file(path, size=os.path.getsize(path) // 4, dtype=torch.int32)
+    heads, at = int(a[0]), 1
+    vert = torch.zeros(heads, n, dtype=torch.bool)
+    slash = torch.zeros(heads, n, dtype=torch.bool)
+    for h in range(heads):
+        nv, ns = int(a[at]), int(a[at + 1])
+        at += 2
+        vert[h, a[at:at + nv].long()] = True
+        at += nv
+        slash[h, a[at:at + ns].long()] = True
+        at += ns
+    return vert.cuda(), slash.cuda()
 
 
 def time_ms(fn):
@@ -189,6 +211,18 @@ def main():
             return (ki <= qi) & ((qi - ki < 4096) | vert[h, ki])
         bm = create_block_mask(mm, 1, H, n, n, device="cuda", _compile=True)
         bench("FlexAttention vs-like", n, lambda q, k, v: flex(q, k, v, block_mask=bm, enable_gqa=True))
+    dump = args[args.index("--check") + 1] if "--check" in args else None
+    for n in (() if quick or "--cudnn" in args or not dump else (65536, 131072)):
+        got = mix_mask(dump, n)
+        if got is None:
+            print("%-30s %6dK  no %s/preset_%d_pattern.bin" % ("FlexAttention qwen mix", n // 1024, dump, n), flush=True)
+            continue
+        mv, ms = got
+
+        def mm(b, h, qi, ki):
+            return (ki <= qi) & (mv[h, ki] | ms[h, qi - ki])
+        bm = create_block_mask(mm, 1, H, n, n, device="cuda", _compile=True)
+        bench("FlexAttention qwen mix", n, lambda q, k, v: flex(q, k, v, block_mask=bm, enable_gqa=True))
 
 
 if __name__ == "__main__":
