@@ -78,7 +78,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -Xcompiler -Wall -Xcompiler -fPIC -lineinfo $(NVCC_FLAGS) -c $< -o $@
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -Xcompiler -Wall -Xcompiler -fPIC -lineinfo -MMD -MP $(NVCC_FLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -156,4 +156,4 @@ gpu-test: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
 clean:
 	rm -rf build bin
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(EXEC_OBJ:.o=.d) $(EXEC_MAIN_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(EXEC_OBJ:.o=.d) $(EXEC_MAIN_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CU_OBJ:.o=.d)

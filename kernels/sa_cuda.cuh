@@ -216,14 +216,41 @@ __device__ __forceinline__ void sa_load_rows(__nv_bfloat16 *s, const __nv_bfloat
   }
 }
 
+// ---- keep bits of partial tiles -----------------------------------------------------------------
+
+// Do the positions pos[col] of this thread's NT * 2 columns (n * 8 + 2t + {0, 1}) run on from pos[0]?
+// Then the 64-bit forms above give its bits exactly; other columns are no concern of this thread.
+template <int NT>
+__device__ __forceinline__ int sa_cols_run_on(const int64_t *pos, int t) {
+  int64_t p0 = pos[0];
+  int ok = p0 >= 0;
+#pragma unroll
+  for (int n = 0; n < NT; n++) ok &= (pos[n * 8 + 2 * t] == p0 + n * 8 + 2 * t) & (pos[n * 8 + 2 * t + 1] == p0 + n * 8 + 2 * t + 1);
+  return ok;
+}
+
 // Keep bits of a thread's elements of a 16-row score tile over NT n8 tiles in accumulator layout:
 // bit n*4+e is row qp[e/2], column n*8 + 2t + e%2, whose key position is kp[col] (-1: no key). FULL
 // keeps every present key, BAR applies the causal mask, PARTIAL the head's element mask (causal
-// when NULL). A rolled loop, so the pattern's predicate is compiled once.
+// when NULL). A VS head's partial chunk of consecutive keys (the tiles of every shipped layout) takes
+// its bits from 64-bit windows of the bit sets: a few loads a row instead of two an element (the
+// budget mix's scattered slashes make most of its work such chunks). Otherwise a rolled loop, so
+// the pattern's predicate is compiled once.
 template <int NT = SA_BN / 8>
 __device__ __forceinline__ uint32_t sa_keep_bits(int kind, const head_mask *mask, const int64_t *qp,
                                                  const int64_t *kp, int t) {
   uint32_t bits = 0;
+  if (kind == SA_CHUNK_PARTIAL && mask && mask->kind == PATTERN_VS && sa_cols_run_on<NT>(kp, t)) {
+    int64_t k0 = kp[0];
+    uint64_t vert = sa_bits64(mask->vbits, mask->n_tokens, k0);
+    uint64_t r0 = sa_vs_row64(mask, vert, qp[0], k0), r1 = sa_vs_row64(mask, vert, qp[1], k0);
+#pragma unroll
+    for (int i = 0; i < NT * 4; i++) {
+      int col = (i >> 2) * 8 + 2 * t + (i & 1);
+      bits |= (uint32_t)(((i & 2) ? r1 : r0) >> col & 1u) << i;
+    }
+    return bits;
+  }
 #pragma unroll 1
   for (int i = 0; i < NT * 4; i++) {
     int col = (i >> 2) * 8 + 2 * t + (i & 1);
@@ -232,6 +259,23 @@ __device__ __forceinline__ uint32_t sa_keep_bits(int kind, const head_mask *mask
     bits |= (uint32_t)keep << i;
   }
   return bits;
+}
+
+// The transposed tile of the dK/dV kernels: rows are keys kp[0], kp[1] (bit n*4+e takes kp[e/2]),
+// columns query rows qp[n * 8 + 2t + e%2] (64 of them). Sets *bits and returns 1 for a VS head's partial
+// chunk whose query rows run on (the 64-bit form); returns 0 for the caller's general loop otherwise.
+__device__ __forceinline__ int sa_keep_bits_t_vs(int kind, const head_mask *mask, const int64_t *qp,
+                                                 const int64_t *kp, int t, uint32_t *bits) {
+  if (kind != SA_CHUNK_PARTIAL || !mask || mask->kind != PATTERN_VS || !sa_cols_run_on<8>(qp, t)) return 0;
+  uint64_t r0 = kp[0] >= 0 ? sa_vs_col64(mask, qp[0], kp[0]) : 0, r1 = kp[1] >= 0 ? sa_vs_col64(mask, qp[0], kp[1]) : 0;
+  uint32_t b = 0;
+#pragma unroll
+  for (int i = 0; i < 32; i++) {
+    int col = (i >> 2) * 8 + 2 * t + (i & 1);
+    b |= (uint32_t)(((i & 2) ? r1 : r0) >> col & 1u) << i;
+  }
+  *bits = b;
+  return 1;
 }
 
 #endif

@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
     if (BAR) lst[0] = slisted[buf * KEYS + kr[0]], lst[1] = slisted[buf * KEYS + kr[1]];
     uint32_t keep = 0;
     if (kind == SA_CHUNK_FULL && kp[0] >= 0 && kp[1] >= 0 && qp[QB - 1] >= 0) keep = 0xffffffffu;
-    else
+    else if (!sa_keep_bits_t_vs(kind, mask, qp, kp, t, &keep))
 #pragma unroll 1
     for (int i = 0; i < 32; i++) {  // keep bits in a rolled loop, as in the forward (sa_keep_bits)
       int col = (i >> 2) * 8 + 2 * t + (i & 1);

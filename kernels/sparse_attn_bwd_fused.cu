@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
     const head_mask *mask = a.masks ? &a.masks[cur.h] : NULL;
     uint32_t keep = 0;
     if (cur.kind == SA_CHUNK_FULL && kp[0] >= 0 && kp[1] >= 0 && qp[BW_QB - 1] >= 0) keep = 0xffffffffu;
-    else
+    else if (!sa_keep_bits_t_vs(cur.kind, mask, qp, kp, t, &keep))
 #pragma unroll 1
       for (int i = 0; i < 32; i++) {  // keep bits in a rolled loop, as in the forward (sa_keep_bits)
         int col = (i >> 2) * 8 + 2 * t + (i & 1);

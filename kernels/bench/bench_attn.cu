@@ -5,10 +5,12 @@
 // `vs-preset:qwen2.5-3b`, seed 1, layer 0, its execution form built by plan/tiles.h) at 64K and 128K, forward (the default and every variant of sa_fwd_variant, side by side)
 // and backward (both variants of sa_bwd_variant). CUDA events around each call, 3 warm-up runs,
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
-// Usage: sparsering-bench-attn [--quick] [--fast] [--dump DIR] [--dump-only DIR]
-//   (--fast: forward default only, no 64K VS-like, no budget mix; --dump-only: the dumps with the defaults, no timing)
+// Usage: sparsering-bench-attn [--quick] [--fast] [--mix] [--defaults] [--dump DIR] [--dump-only DIR]
+//   (--fast: forward default only, no 64K VS-like, no budget mix; --mix: only VS-like 128K and the budget mix;
+//   --defaults: the default forward and backward only, no other variant; --dump-only: the dumps with the
+//   defaults, no timing)
 //   prints one table (TFLOP/s by ANCHORS.md's counts); --dump writes input set 0 and its outputs (raw
-//   bf16 q k v dout o, fp32 lse dq dk dv) of dense 16K and VS-like 64K for kernels/bench/peers.py, and the
+//   bf16 q k v dout o, fp32 lse dq dk dv) of dense 16K, VS-like 64K and the budget mix at 64K for kernels/bench/peers.py, and the
 //   budget mix's pattern (preset_N_pattern.bin: int32 heads, then per head n_vert, n_slash, the verticals,
 //   the slash offsets) so that FlexAttention runs the identical mask.
 #include <cuda_bf16.h>
@@ -82,11 +84,13 @@ static void qwen_mix(int64_t n, const char *dump, tile_index *ti, head_mask **ma
 }
 
 int main(int argc, char **argv) {
-  int quick = 0, fast = 0, dump_only = 0;
+  int quick = 0, fast = 0, mix = 0, defaults = 0, dump_only = 0;
   const char *dump = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = 1;
     if (strcmp(argv[i], "--fast") == 0) fast = 1;
+    if (strcmp(argv[i], "--mix") == 0) mix = 1;
+    if (strcmp(argv[i], "--defaults") == 0) defaults = 1;
     if (strcmp(argv[i], "--dump-only") == 0 && i + 1 < argc) dump = argv[++i], dump_only = 1;
     if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump = argv[++i];
   }
@@ -118,7 +122,8 @@ int main(int argc, char **argv) {
       qwen_mix(N, dump, &tm, &mm);
       tiles_free(&tm), tiles_masks_free(mm, H);
     }
-    if ((fast && c >= 2 && c != 3) || (dump_only && c != 0 && c != 2)) continue;
+    int dumped = c == 0 || c == 2 || c == 4;  // dense 16K, VS-like 64K, the mix at 64K
+    if ((fast && c >= 2 && c != 3) || (mix && c < 3) || (dump_only && !dumped)) continue;
     tile_index ti;
     head_mask vs_masks[16], *masks = vs_masks, *mix_masks = NULL, *dmasks = NULL;
     if (cs[c].vs == 2) qwen_mix(N, NULL, &ti, &mix_masks), masks = mix_masks;
@@ -158,7 +163,7 @@ int main(int argc, char **argv) {
     if (!dump_only) {
     for (int var = -1; var < 5; var++) {
       mv[var + 1] = NAN;
-      if ((var >= 2 && !sa_wgmma_built()) || (fast && var >= 0)) continue;
+      if ((var >= 2 && !sa_wgmma_built()) || ((fast || defaults) && var >= 0)) continue;
       sa_fwd_variant = var;
       for (int it = 0; it < WARM + REPS; it++) {
         int s = it % SETS;
@@ -174,7 +179,7 @@ int main(int argc, char **argv) {
     sa_fwd_variant = -1;
     for (int bv = -1; bv < 5; bv++) {
     mbv[bv + 1] = NAN;
-    if (bv >= 1 && !sa_wgmma_built()) continue;
+    if ((bv >= 1 && !sa_wgmma_built()) || (defaults && bv >= 0)) continue;
     sa_bwd_variant = bv;
     for (int it = 0; it < WARM + REPS; it++) {
       int s = it % SETS;
@@ -205,7 +210,7 @@ int main(int argc, char **argv) {
              mbv[2], mbv[3], mbv[4], mbv[5], mb, 2.5 * flop / mb / 1e9, mf + mb);
     fflush(stdout);
     }
-    if (dump && (c == 0 || c == 2)) {  // set 0 once more, outputs kept for the independent check
+    if (dump && dumped) {  // set 0 once more, outputs kept for the independent check
       SR(sa_fwd(&sh, q[0], k[0], v[0], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));
       CK(cudaMemset(dq, 0, sizeof(float) * (size_t)nqo));
       CK(cudaMemset(dk, 0, sizeof(float) * (size_t)nkv));
@@ -219,7 +224,7 @@ int main(int argc, char **argv) {
                          4 * (size_t)nl, 4 * (size_t)nqo, 4 * (size_t)nkv, 4 * (size_t)nkv};
       for (int x = 0; x < 9; x++) {
         char path[512];
-        snprintf(path, sizeof path, "%s/%s_%lld_%s.bin", dump, cs[c].vs ? "vs" : "dense", (long long)N, names[x]);
+        snprintf(path, sizeof path, "%s/%s_%lld_%s.bin", dump, cs[c].vs == 2 ? "mix" : cs[c].vs ? "vs" : "dense", (long long)N, names[x]);
         void *h = malloc(bytes[x]);
         CK(cudaMemcpy(h, ptrs[x], bytes[x], cudaMemcpyDeviceToHost));
         FILE *f = fopen(path, "wb");

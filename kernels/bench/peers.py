@@ -9,8 +9,9 @@ budget mix at 64K and 128K, read from the pattern files the benchmark's --dump w
 Timing: CUDA events, 3 warm-ups, median of 10, inputs rotated over 3 sets.
 With --check DIR (files from `sparsering-bench-attn --dump DIR`) it first compares our kernels'
 outputs and gradients with SDPA (dense) and FlexAttention (VS-like) on the same inputs.
-Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd] [--cudnn]
-  (--fwd: no backward timings; --cudnn: SDPA cuDNN with GQA at 16K and 64K only)
+Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd] [--cudnn] [--mix]
+  (--fwd: no backward timings; --cudnn: SDPA cuDNN with GQA at 16K and 64K only; --mix: FlexAttention
+  causal and VS-like at 128K and the budget mix at 64K and 128K only, the mix read from --check DIR)
 """
 import math
 import os
@@ -25,6 +26,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 # Backward is timed repeatedly on one graph (retain_graph), which compiled backward with donated
 # buffers refuses.
 torch._functorch.config.donated_buffer = False
+# Each block mask, length and grad mode is one more compiled variant of flex_attention; the default limit
+# of 8 sends the ninth (the budget mix at 128K) to the unfused path, which materialises the scores.
+torch._dynamo.config.recompile_limit = 64
 
 H, KH, D = 16, 2, 128
 SETS, WARM, REPS = 3, 3, 10
@@ -145,7 +149,9 @@ def sdpa(backend, gqa):
 def check(dirname):
     """Our kernels' outputs vs torch on the same inputs (rel. Frobenius error, as in the GPU test)."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    for kind, n in (("dense", 16384), ("vs", 65536)):
+    for kind, n in (("dense", 16384), ("vs", 65536), ("mix", 65536)):
+        if not os.path.exists("%s/%s_%d_q.bin" % (dirname, kind, n)):
+            continue
         def load(name, dtype, shape):
             t = torch.from_file("%s/%s_%d_%s.bin" % (dirname, kind, n, name), size=math.prod(shape), dtype=dtype)
             return t.view(shape).cuda()
@@ -164,9 +170,14 @@ def check(dirname):
             lse = None
             ref = "SDPA mem-eff (fp32)"
         else:
-            vert = verticals(n)
-            def mm(b, h, qi, ki):
-                return (ki <= qi) & ((qi - ki < 4096) | vert[h, ki])
+            if kind == "vs":
+                vert = verticals(n)
+                def mm(b, h, qi, ki):
+                    return (ki <= qi) & ((qi - ki < 4096) | vert[h, ki])
+            else:
+                mv, ms = mix_mask(dirname, n)
+                def mm(b, h, qi, ki):
+                    return (ki <= qi) & (mv[h, ki] | ms[h, (qi - ki).clamp(min=0)])
             bm = create_block_mask(mm, 1, H, n, n, device="cuda", _compile=True)
             qb, kb, vb = (x.detach().bfloat16().requires_grad_() for x in (q, k, v))
             o, lse = torch.compile(flex_attention)(qb, kb, vb, block_mask=bm, enable_gqa=True, return_lse=True)
@@ -191,11 +202,12 @@ def main():
         except Exception as ex:
             print("check failed to run: %s" % str(ex).split("\n")[0][:200], flush=True)
     quick = "--quick" in args
+    only_mix = "--mix" in args
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     flex = torch.compile(flex_attention)
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
     print("%-30s %7s %9s %9s %9s %9s" % ("peer", "N", "fwd ms", "fwd TF/s", "bwd ms", "bwd TF/s"))
-    for n in ((16384,) if quick else (16384, 65536)):
+    for n in (() if only_mix else (16384,) if quick else (16384, 65536)):
         flop = 4.0 * n * n * D * H / 2
         bench("SDPA cuDNN (GQA)", n, sdpa(SDPBackend.CUDNN_ATTENTION, True), flop=flop)
         if "--cudnn" in args:
@@ -204,7 +216,12 @@ def main():
         bench("SDPA flash2 (GQA)", n, sdpa(SDPBackend.FLASH_ATTENTION, True), flop=flop)
         causal = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, n, n, device="cuda", _compile=True)
         bench("FlexAttention causal", n, lambda q, k, v: flex(q, k, v, block_mask=causal, enable_gqa=True), flop=flop)
-    for n in (() if quick or "--cudnn" in args else (65536, 131072)):
+    if only_mix:
+        n = 131072
+        causal = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, n, n, device="cuda", _compile=True)
+        bench("FlexAttention causal", n, lambda q, k, v: flex(q, k, v, block_mask=causal, enable_gqa=True),
+              flop=4.0 * n * n * D * H / 2)
+    for n in (() if quick or "--cudnn" in args else (131072,) if only_mix else (65536, 131072)):
         vert = verticals(n)
 
         def mm(b, h, qi, ki):
@@ -220,7 +237,7 @@ def main():
         mv, ms = got
 
         def mm(b, h, qi, ki):
-            return (ki <= qi) & (mv[h, ki] | ms[h, qi - ki])
+            return (ki <= qi) & (mv[h, ki] | ms[h, (qi - ki).clamp(min=0)])
         bm = create_block_mask(mm, 1, H, n, n, device="cuda", _compile=True)
         bench("FlexAttention qwen mix", n, lambda q, k, v: flex(q, k, v, block_mask=bm, enable_gqa=True))
 
