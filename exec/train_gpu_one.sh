@@ -67,8 +67,8 @@ if [[ $STAGES == *passkey* ]]; then
   # PK_RECALL=N: the 32K scores also probe their first N samples (`--eval-recall`: the pattern's share of the
   # dense attention at the answer rows, per layer, right and wrong answers apart).
   CK=$W/ck
-  # a 32K configuration's strategy and pattern: dense, online[:P] (MTraining's estimate, top-p P, default 0.9),
-  # topp (MTraining's synthetic vs-topp:0.95)
+  # a 32K configuration's strategy and pattern: dense, online[:REST] (MTraining's estimate vs-online:REST, e.g.
+  # online:0.95:64:128 with forced sinks and window, online:topk:V:S; default 0.9), topp (synthetic vs-topp:0.95)
   pk_cfg() {
     case $1 in
       dense) echo "--strategy dense-ring --pattern dense" ;;

@@ -9,6 +9,8 @@
 //                              vs-topp:P (the simulator adds the estimation cost)
 //   vs-online:topk:V:S         the online estimate with a fixed budget: the top V columns and S diagonals
 //                              of every head; planned and simulated as V verticals and S slashes a head
+//   vs-online:...:SINKS:WINDOW either of the two, always keeping columns [0, SINKS) and diagonals
+//                              [0, WINDOW) besides what it selects (MInference keeps 30 and 100)
 //   block:DENSITY[:B]          clustered block-sparse, B = 128 by default
 //   adaspa:SPARSITY[:B]        AdaSpa-like head-adaptive block-sparse, B = 128 by default
 // "trace:PATH" is read by traces/ and is an input error here.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # passkey loss curves of the GPU calls (notebooks-data/train-h200-*.csv) into a PNG:
 # the short-sequence recipes, the first 32K fine-tune, the packed curriculum (call c4), PoSE (call c7) and the
-# PoSE curriculum with a 4K stage and batched 32K steps (calls c8-c10)
+# PoSE curriculum with a 4K stage and batched 32K steps (calls c8-c10), and the online estimate with a forced
+# local window (calls c12-c14: the goal met, dense and MTraining side by side)
 # (exec/train_gpu_one.sh passkey; settings and results in docs/train.md)
 import csv, matplotlib
 matplotlib.use("Agg")
@@ -10,7 +11,7 @@ def load(name):
     with open(f"notebooks-data/train-h200-{name}.csv") as f:
         r = list(csv.DictReader(f))
     return [int(x["step"]) for x in r], [float(x["loss"]) for x in r]
-fig, axs = plt.subplots(3, 2, figsize=(13, 12))
+fig, axs = plt.subplots(4, 2, figsize=(13, 16))
 ax = axs.flatten()
 for n, lbl in [("c1-pk-answer-b1", "256 tok, answer loss, batch 1, lr 1e-3"), ("c1-pk32-a-256", "256 tok, keys loss, batch 8, lr 1e-3"),
                ("c2-pkA-keys-1e3", "512 tok, keys loss, batch 8, lr 1e-3 (killed at 916)"), ("c2-pkA-keys-2e3", "512 tok, keys loss, batch 8, lr 2e-3"),
@@ -75,5 +76,22 @@ for n, lbl, off, sty in [("c8-pkC-32k-dense", "c8 dense: 95.5%", 0, "-"), ("c8-p
     ax[5].plot([off + x for x in st], l, sty, label=lbl, lw=1.0)
 ax[5].set_yscale("log"); ax[5].set_xlabel("32K step (4 samples each, lr 5e-5)")
 ax[5].set_title("32K stages of calls c8-c10 (held-out exact match at 32K, 200 samples)", fontsize=9); ax[5].legend(fontsize=7)
+# call c14: the recipe that meets the goal, stages end to end, dense and MTraining (forced sinks 64 + window 128)
+stages(ax[6], [("c14-pkA-512x64", "512 x 64, PoSE, 3,000 steps: 100% at 512"), ("c14-pkB-4kx8", "4K x 8, PoSE, 300 steps: 100% at 512"),
+               ("c14-pkC-32k-dense", "32K dense, 60 x 4 samples: 99.5% at 32K", 0),
+               ("c14-pkC-32k-online-0.95-64-128", "32K MTraining vs-online:0.95:64:128, 60 x 4: 100% at 32K", 0)],
+       "call c14: both >= 95% (held-out exact match at 32K, 200 samples)")
+# the 32K stages of c12-c14: the estimate without (c12) and with the forced local window (c13, c14)
+c13 = load("c13-pkC-32k-dense")[0][-1]
+for n, lbl, off, sty in [("c12-pkC-32k-online-0.95", "c12 vs-online:0.95, no forced window: 50.5%", 0, ":"),
+                         ("c13-pkC-32k-dense", "c13 dense, 30 steps: 92.5%", 0, "-"),
+                         ("c13-pkC-32k-online-0.95-64-128", "c13 vs-online:0.95:64:128, 30 steps: 92.0%", 0, "--"),
+                         ("c14-pkC-32k-dense", "c14 dense, 60 steps: 99.5%", 0, "-"),
+                         ("c14-pkC-32k-online-0.95-64-128", "c14 vs-online:0.95:64:128, 60 steps: 100%", 0, "--")]:
+    st, l = load(n)
+    ax[7].plot([off + x for x in st], l, sty, label=lbl, lw=1.0)
+ax[7].set_yscale("log"); ax[7].set_xlabel("32K step (4 samples each, lr 5e-5)")
+ax[7].set_title("32K stages of calls c12-c14: forcing 64 sinks and 128 local diagonals\n(c13's dense model scored 92.0% under vs-online:0.95:64:128 untrained, c10's 30% without)", fontsize=9)
+ax[7].legend(fontsize=7)
 fig.tight_layout()
 fig.savefig("notebooks-data/train-passkey-h200.png", dpi=110)

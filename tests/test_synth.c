@@ -41,7 +41,7 @@ static void all_heads_valid(const pattern *p) {
 
 TEST(every_spec_kind_builds_valid_heads_of_the_model_shape) {
   const char *specs[] = {"dense", "window:4:64", "vs-like:16:64:40", "vs-preset:qwen2.5-3b", "vs-topp:0.9",
-                         "vs-online:0.95", "vs-online:topk:64:128", "block:0.3", "block:0.2:64", "adaspa:0.8", "adaspa:0.5:32"};
+                         "vs-online:0.95", "vs-online:topk:64:128", "vs-online:0.9:30:100", "vs-online:topk:64:128:8:16", "block:0.3", "block:0.2:64", "adaspa:0.8", "adaspa:0.5:32"};
   model_config m = shape(2, 4);
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     sr_error e;
@@ -58,7 +58,8 @@ TEST(every_spec_kind_builds_valid_heads_of_the_model_shape) {
 TEST(unknown_or_malformed_specs_are_input_errors_naming_pattern) {
   const char *bad[] = {"sparse", "window:4", "window:x:5", "vs-topp:1.5", "vs-topp:", "block:0", "block:0.5:0",
                        "vs-preset:llama", "vs-like:1:2", "adaspa:1", "trace:/tmp/x.safetensors", "",
-                       "vs-online:topk:0:5", "vs-online:topk:4", "vs-online:topk:4:x", "vs-online:1"};
+                       "vs-online:topk:0:5", "vs-online:topk:4", "vs-online:topk:4:x", "vs-online:1", "vs-online:0.9:30",
+                       "vs-online:0.9:-1:5", "vs-online:0.9:30:x", "vs-online:topk:4:4:1", "vs-online:0.9:1:2:3"};
   model_config m = shape(1, 2);
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     sr_error e;
@@ -272,4 +273,15 @@ TEST(adaspa_budgets_are_head_adaptive_and_keep_the_mean_sparsity) {
     CHECK_NEAR(mean, 1 - s, 0.01);
   }
   pattern_free(&p);
+}
+
+TEST(online_spec_suffix_forces_sinks_and_window_and_defaults_to_none) {
+  vs_est_opts o;
+  sr_error e;
+  CHECK_EQ_INT(pattern_spec_online_opts("vs-online:0.95", &o, &e), SR_OK);
+  CHECK(o.sinks == 0 && o.window == 0);
+  CHECK_EQ_INT(pattern_spec_online_opts("vs-online:0.95:30:100", &o, &e), SR_OK);
+  CHECK(o.p == 0.95 && o.sinks == 30 && o.window == 100 && o.topk_v == 0);
+  CHECK_EQ_INT(pattern_spec_online_opts("vs-online:topk:512:256:64:128", &o, &e), SR_OK);
+  CHECK(o.topk_v == 512 && o.topk_s == 256 && o.sinks == 64 && o.window == 128);
 }
