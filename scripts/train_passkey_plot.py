@@ -2,7 +2,7 @@
 # passkey loss curves of the GPU calls (notebooks-data/train-h200-*.csv) into a PNG:
 # the short-sequence recipes, the first 32K fine-tune, the packed curriculum (call c4), PoSE (call c7) and the
 # PoSE curriculum with a 4K stage and batched 32K steps (calls c8-c10), and the online estimate with a forced
-# local window (calls c12-c14: the goal met, dense and MTraining side by side)
+# local window (calls c12-c16: the goal met in c14 and c16, dense and MTraining side by side)
 # (exec/train_gpu_one.sh passkey; settings and results in docs/train.md)
 import csv, matplotlib
 matplotlib.use("Agg")
@@ -81,17 +81,21 @@ stages(ax[6], [("c14-pkA-512x64", "512 x 64, PoSE, 3,000 steps: 100% at 512"), (
                ("c14-pkC-32k-dense", "32K dense, 60 x 4 samples: 99.5% at 32K", 0),
                ("c14-pkC-32k-online-0.95-64-128", "32K MTraining vs-online:0.95:64:128, 60 x 4: 100% at 32K", 0)],
        "call c14: both >= 95% (held-out exact match at 32K, 200 samples)")
-# the 32K stages of c12-c14: the estimate without (c12) and with the forced local window (c13, c14)
+# the 32K stages of c12-c16: the estimate without (c12) and with the forced local window (c13, c14)
 c13 = load("c13-pkC-32k-dense")[0][-1]
 for n, lbl, off, sty in [("c12-pkC-32k-online-0.95", "c12 vs-online:0.95, no forced window: 50.5%", 0, ":"),
                          ("c13-pkC-32k-dense", "c13 dense, 30 steps: 92.5%", 0, "-"),
                          ("c13-pkC-32k-online-0.95-64-128", "c13 vs-online:0.95:64:128, 30 steps: 92.0%", 0, "--"),
                          ("c14-pkC-32k-dense", "c14 dense, 60 steps: 99.5%", 0, "-"),
-                         ("c14-pkC-32k-online-0.95-64-128", "c14 vs-online:0.95:64:128, 60 steps: 100%", 0, "--")]:
+                         ("c14-pkC-32k-online-0.95-64-128", "c14 vs-online:0.95:64:128, 60 steps: 100%", 0, "--"),
+                         ("c15-pkC-32k-dense", "c15 (c14 repeated) dense: 92.0%", 0, "-"),
+                         ("c15-pkC-32k-online-0.95-64-128", "c15 vs-online:0.95:64:128: 94.0%", 0, "--"),
+                         ("c16-pkC-32k-dense", "c16 dense, 50 steps of 8: 98.5%", 0, "-"),
+                         ("c16-pkC-32k-online-0.95-64-128", "c16 vs-online:0.95:64:128, 50 steps of 8: 99.0%", 0, "--")]:
     st, l = load(n)
     ax[7].plot([off + x for x in st], l, sty, label=lbl, lw=1.0)
-ax[7].set_yscale("log"); ax[7].set_xlabel("32K step (4 samples each, lr 5e-5)")
-ax[7].set_title("32K stages of calls c12-c14: forcing 64 sinks and 128 local diagonals\n(c13's dense model scored 92.0% under vs-online:0.95:64:128 untrained, c10's 30% without)", fontsize=9)
+ax[7].set_yscale("log"); ax[7].set_xlabel("32K step (4 samples each; c16: 8; lr 5e-5)")
+ax[7].set_title("32K stages of calls c12-c16: forcing 64 sinks and 128 local diagonals\n(c13's dense model scored 92.0% under vs-online:0.95:64:128 untrained, c10's 30% without)", fontsize=9)
 ax[7].legend(fontsize=7)
 fig.tight_layout()
 fig.savefig("notebooks-data/train-passkey-h200.png", dpi=110)
