@@ -35,7 +35,7 @@ B_LAYOUT=${B_LAYOUT:-striped:1}
 MT=(--strategy mtraining ${C_PATTERN:+--pattern "$C_PATTERN"})  # C_PATTERN: e.g. vs-online:0.95 once it runs on GPUs
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=60
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-say() { echo "$*" | tee -a "$S"; }
+. scripts/gpu_exec_steps.sh  # say, step, timed, exec_table
 say "== gpu_run.sh stages: $STAGES (started $(date -u +%H:%M:%S), budget ${SR_BUDGET_S:-540} s)"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv >"$L/gpu.txt" 2>&1
 
@@ -52,27 +52,6 @@ X="bin/sparsering-exec attn --backend cuda --model qwen2.5-3b"
 CAL=$OUT/h200-1x2-calibrated.json
 PRED=()  # --predict once the calibrated cluster exists
 
-# step NAME LIMIT_S CMD...: run with min(LIMIT_S, time left) as its limit; output in $L/NAME.log.
-step() {
-  local name=$1 lim=$2; shift 2
-  local left=$((T_END - $(date +%s)))
-  if [ $left -lt 20 ]; then say "-- $name: skipped (no time left in the budget)"; return 1; fi
-  [ $lim -gt $((left - 5)) ] && lim=$((left - 5))
-  local t=$(date +%s)
-  timeout $lim "$@" >"$L/$name.log" 2>&1
-  local rc=$?
-  local dt=$(( $(date +%s) - t ))
-  [ $rc -eq 124 ] && say "-- $name: TIMED OUT after $lim s" || say "-- $name: exit $rc, $dt s"
-  tar czf "$OUT/logs.tgz" -C "$L" . 2>/dev/null
-  return $rc
-}
-
-# A timed attention run: NAME LIMIT FLAGS... (rank 0's summary lines go to the summary).
-timed() {
-  local name=$1 lim=$2; shift 2
-  step "$name" "$lim" $RUN $X "${CLUSTER[@]}" "$@" --repeat 2 "${PRED[@]}"
-  grep -E "layer 0:|^attn|failed|rror" "$L/$name.log" 2>/dev/null | sed "s/^/   /" | tee -a "$S"
-}
 CLUSTER=(--cluster h200-1x2)
 
 if has a; then
@@ -129,29 +108,6 @@ if has vson; then
   timed c_mtraining_256Kvs 150 --strategy mtraining --pattern vs-online:0.95 --seq 256K --inputs vs --trace-out "$L/vson-256K.trace"
 fi
 
-# ---- table ----
-table() {
-  echo "== table (measured on 2 x H200; predicted: sparsering sim on the calibrated cluster; error = (pred - meas) / meas)"
-  printf "%-22s %9s %9s %8s %9s %9s %8s %8s %7s\n" run fwd_ms bwd_ms overlap pfwd_ms pbwd_ms err_fwd err_bwd err_tot
-  for f in "$L"/b_*.log "$L"/c_*.log "$L"/d_*.log; do
-    [ -f "$f" ] || continue
-    awk -v n="$(basename "$f" .log)" '
-      /layer 0: fwd/ { gsub(",", ""); mf = $4; mb = $7; ov = $NF }
-      /layer 0: predicted/ { for (i = 1; i <= NF; i++) { if ($i == "fwd" && pf == "") pf = $(i+1); if ($i == "bwd" && pb == "") pb = $(i+1) } }
-      END {
-        if (mf == "") { printf "%-22s (no result)\n", n; exit }
-        if (pf == "") { printf "%-22s %9.1f %9.1f %8.3f\n", n, mf, mb, ov; exit }
-        ef = 100 * (pf - mf) / mf; eb = 100 * (pb - mb) / mb; et = 100 * (pf + pb - mf - mb) / (mf + mb)
-        printf "%-22s %9.1f %9.1f %8.3f %9.1f %9.1f %+7.1f%% %+7.1f%% %+6.1f%%\n", n, mf, mb, ov, pf, pb, ef, eb, et
-      }' "$f"
-  done | tee "$L/table.txt"
-  awk 'NF == 9 && $1 != "run" { for (i = 7; i <= 9; i++) { x = $i; sub("%", "", x); x += 0; x = x < 0 ? -x : x; if (i < 9) { s += x; n++; if (x > m) m = x } else { st += x; nt++; if (x > mt) mt = x } } }
-       END { if (n) printf "prediction error over %d configurations: per pass (fwd, bwd) mean %.1f%% max %.1f%%; per layer (fwd+bwd) mean %.1f%% max %.1f%%\n", nt, s / n, m, st / nt, mt }' \
-    "$L/table.txt"
-  awk '$1 ~ /^c_dense-ring_/ { split($1, a, "_"); d[a[3]] = $2 + $3 } $1 ~ /^c_mtraining_/ { split($1, a, "_"); m[a[3]] = $2 + $3 }
-       END { for (s in m) if (s in d) printf "(c) %s: dense ring %.0f ms, MTraining %.0f ms: MTraining %.2fx faster\n", s, d[s], m[s], d[s] / m[s] }' \
-    "$L/table.txt"
-}
-table 2>&1 | tee -a "$S"
+exec_table "measured on 2 x H200" "$L"/b_*.log "$L"/c_*.log "$L"/d_*.log 2>&1 | tee -a "$S"
 tar czf "$OUT/logs.tgz" -C "$L" . 2>/dev/null
 echo "== [$(( $(date +%s) - T0 ))s] done" | tee -a "$S"
