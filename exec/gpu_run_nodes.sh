@@ -21,12 +21,14 @@
 #           `sparsering model --model qwen2.5-3b --seq 512K --world 4`: 115.1 GB a GPU for this trainer, so it fits 4)
 # NP (default: the GPUs nvidia-smi lists), SR_BUDGET_S (default 540: no step starts after it).
 # SR_DRY=1: the same steps on the CPU backend with tiny-test at 1/256 of the lengths (2000 tokens stay), to
-# check the script on a machine without GPUs: `SR_DRY=1 NP=4 bash exec/gpu_run_nodes.sh`.
+# check the script on a machine without GPUs: `SR_DRY=1 NP=4 bash exec/gpu_run_nodes.sh` (tests/test_exec_nodes_script.c).
+# SR_LOGS (default /tmp/sr-nodes-logs) and SR_BIN (default bin) move the logs and the binaries.
 set -o pipefail
 T0=$(date +%s)
 T_END=$((T0 + ${SR_BUDGET_S:-540}))
 OUT=${OUT:-/tmp/sr-nodes-out}
-L=/tmp/sr-nodes-logs
+L=${SR_LOGS:-/tmp/sr-nodes-logs}
+B=${SR_BIN:-bin}  # where sparsering-exec is (the tests' SR_BIN)
 rm -rf "$L"
 mkdir -p "$L" "$OUT"
 S=$OUT/summary.txt
@@ -66,7 +68,7 @@ cluster() {
 }
 launch() { echo "$MPIRUN --oversubscribe --bind-to none -np $1"; }
 RUN=$(launch $NP)
-X="bin/sparsering-exec attn --backend $BACKEND --model $MODEL"
+X="$B/sparsering-exec attn --backend $BACKEND --model $MODEL"
 CN=$(cluster $NP)
 CAL=$OUT/h200-nodes-$NP-calibrated.json
 CLUSTER=(--cluster "$CN")
@@ -84,7 +86,7 @@ fi
 
 if has cal; then
   say "(cal) calibration at W = $NP"
-  step calibrate 120 $RUN bin/sparsering-exec calibrate --backend $BACKEND --cluster "$CN" --out "$CAL" --log "$L/calib.csv"
+  step calibrate 120 $RUN $B/sparsering-exec calibrate --backend $BACKEND --cluster "$CN" --out "$CAL" --log "$L/calib.csv"
   grep -vE "^NCCL|^$" "$L/calibrate.log" | sed "s/^/   /" | tee -a "$S"
 fi
 [ -f "$CAL" ] && CLUSTER=(--cluster "$CAL")
@@ -118,7 +120,7 @@ if has train; then
   say "(train) Qwen2.5-3B shape, random init, one step at 512K on $NP ranks, dense ring vs MTraining"
   TM=qwen2.5-3b; [ -n "${SR_DRY:-}" ] && TM=tiny-test
   for st in dense-ring mtraining; do
-    step "t_${st}_512K" 280 $RUN bin/sparsering-exec train --backend $BACKEND --model $TM "${CLUSTER[@]}" --strategy $st \
+    step "t_${st}_512K" 280 $RUN $B/sparsering-exec train --backend $BACKEND --model $TM "${CLUSTER[@]}" --strategy $st \
       --seq $(tokens 512K) --steps 1 --data passkey --loss all --lr 1e-4 --predict --attn-host-cache
     grep -E "^train: .*(params|memory)|^step|^predict|rror|failed" "$L/t_${st}_512K.log" | sed "s/^/   /" | tee -a "$S"
   done
