@@ -66,7 +66,11 @@ if [[ $STAGES == *passkey* ]]; then
   # PK_D=N: then N more 32K steps with each of PK_D_CFGS (default online) from the 32K model of PK_D_FROM.
   # PK_RECALL=N: the 32K scores also probe their first N samples (`--eval-recall`: the pattern's share of the
   # dense attention at the answer rows, per layer, right and wrong answers apart).
+  # The defaults are call c16's recipe (docs/train.md; 454 s on one H200): 3,000 packed steps of 64 x 512
+  # tokens and 300 of 8 x 4K, both with PoSE to 32K, then 50 steps of 8 samples at 32K for MTraining with the
+  # forced local window (vs-online:0.95:64:128) and for dense attention, 200 held-out samples each.
   CK=$W/ck
+  POSE=${PK_POSE-32K}  # PK_POSE= (empty) turns PoSE off
   # a 32K configuration's strategy and pattern: dense, online[:REST] (MTraining's estimate vs-online:REST, e.g.
   # online:0.95:64:128 with forced sinks and window, online:topk:V:S; default 0.9), topp (synthetic vs-topp:0.95)
   pk_cfg() {
@@ -77,44 +81,44 @@ if [[ $STAGES == *passkey* ]]; then
     esac
   }
   PKM=${PK_MODEL:-tiny-25m}  # tiny-25m-logn: the same with logn attention past 512 tokens
-  log "(3a) passkey, $PKM, 64 samples of 512 tokens a step (--pack 64), keys loss, ${PK_A:-1000} steps${PK_POSE:+, PoSE to $PK_POSE}"
-  run pkA-512x64 ${PK_A_S:-150} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 64 --loss keys \
-    --lr 1e-3 --warmup 50 --cosine --steps ${PK_A:-1000} --eval 256 --quiet --ckpt $CK-A --ckpt-every 200 \
-    ${PK_POSE:+--pose $PK_POSE}
+  log "(3a) passkey, $PKM, 64 samples of 512 tokens a step (--pack 64), keys loss, ${PK_A:-3000} steps${POSE:+, PoSE to $POSE}"
+  run pkA-512x64 ${PK_A_S:-235} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 64 --loss keys \
+    --lr 1e-3 --warmup 50 --cosine --steps ${PK_A:-3000} --eval 256 --quiet --ckpt $CK-A --ckpt-every 200 \
+    ${POSE:+--pose $POSE}
   if [ -n "${PK_ZS:-}" ]; then
-    log "(3a') the 512-token model scored at 4K and at 32K (${PK_C_CFGS:-dense online topp}) without training there"
+    log "(3a') the 512-token model scored at 4K and at 32K (${PK_C_CFGS:-online:0.95:64:128 dense}) without training there"
     run pkZ-4k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --steps 0 --eval 64 --init $CK-A/model.safetensors
-    for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-dense online topp}}; do
+    for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-online:0.95:64:128 dense}}; do
       run pkZ-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} ${PK_RECALL:+--eval-recall $PK_RECALL} \
         --init $CK-A/model.safetensors
     done
   fi
   last=$CK-A
-  if [ "${PK_B:-200}" -gt 0 ]; then
-    log "(3b) 8 samples of 4K a step, ${PK_B:-200} steps"
-    run pkB-4kx8 ${PK_B_S:-90} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --loss keys \
-      --lr ${PK_B_LR:-5e-4} --warmup 10 --cosine --steps ${PK_B:-200} --eval 256 --quiet --init $CK-A/model.safetensors \
-      --ckpt $CK-B --ckpt-every 100 ${PK_POSE:+--pose $PK_POSE}
+  if [ "${PK_B:-300}" -gt 0 ]; then
+    log "(3b) 8 samples of 4K a step, ${PK_B:-300} steps"
+    run pkB-4kx8 ${PK_B_S:-50} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --loss keys \
+      --lr ${PK_B_LR:-2e-4} --warmup 10 --cosine --steps ${PK_B:-300} --eval 256 --quiet --init $CK-A/model.safetensors \
+      --ckpt $CK-B --ckpt-every 100 ${POSE:+--pose $POSE}
     last=$CK-B
   fi
   if [ "${PK_B2:-0}" -gt 0 ]; then
     log "(3b2) 2 samples of 16K a step, $PK_B2 steps"
     run pkB2-16kx2 ${PK_B2_S:-60} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 2 --loss keys \
       --lr ${PK_B2_LR:-5e-4} --warmup 10 --cosine --steps $PK_B2 --eval 64 --quiet --init $last/model.safetensors \
-      --ckpt $CK-B2 --ckpt-every 50 ${PK_POSE:+--pose $PK_POSE}
+      --ckpt $CK-B2 --ckpt-every 50 ${POSE:+--pose $POSE}
     last=$CK-B2
   fi
   if [ -n "${PK_BZS:-}" ] && [ "$last" != "$CK-A" ]; then
-    log "(3b') the model of the last packed stage scored at 32K (${PK_ZS_CFGS:-${PK_C_CFGS:-dense online topp}})"
-    for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-dense online topp}}; do
+    log "(3b') the model of the last packed stage scored at 32K (${PK_ZS_CFGS:-${PK_C_CFGS:-online:0.95:64:128 dense}})"
+    for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-online:0.95:64:128 dense}}; do
       run pkY-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} ${PK_RECALL:+--eval-recall $PK_RECALL} \
         --init $last/model.safetensors
     done
   fi
-  log "(3c) 32K: ${PK_C_CFGS:-dense online topp}, ${PK_C:-80} steps each"
-  for c in ${PK_C_CFGS:-dense online topp}; do
-    run pkC-32k-${c//:/-} ${PK_C_S:-120} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
-      --lr ${PK_C_LR:-3e-4} --warmup 5 --cosine --steps ${PK_C:-80} --batch ${PK_C_BATCH:-1} --eval ${PK_C_N:-100} ${PK_RECALL:+--eval-recall $PK_RECALL} \
+  log "(3c) 32K: ${PK_C_CFGS:-online:0.95:64:128 dense}, ${PK_C:-50} steps each"
+  for c in ${PK_C_CFGS:-online:0.95:64:128 dense}; do
+    run pkC-32k-${c//:/-} ${PK_C_S:-150} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
+      --lr ${PK_C_LR:-5e-5} --warmup 5 --cosine --steps ${PK_C:-50} --batch ${PK_C_BATCH:-8} --eval ${PK_C_N:-200} ${PK_RECALL:+--eval-recall $PK_RECALL} \
       --init $last/model.safetensors ${PK_D:+--ckpt $CK-C-$c}
   done
   if [ "${PK_D:-0}" -gt 0 ]; then
@@ -122,11 +126,11 @@ if [[ $STAGES == *passkey* ]]; then
     from=$CK-C-${PK_D_FROM:-dense}
     log "(3d) from ${PK_D_FROM:-dense}'s 32K model: ${PK_D_CFGS:-online}, scored first, then $PK_D steps"
     for c in ${PK_D_CFGS:-online}; do
-      run pkD0-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_C_N:-100} ${PK_RECALL:+--eval-recall $PK_RECALL} \
+      run pkD0-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_C_N:-200} ${PK_RECALL:+--eval-recall $PK_RECALL} \
         --init $from/model.safetensors
       run pkD-32k-${c//:/-} ${PK_D_S:-120} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
-        --lr ${PK_D_LR:-${PK_C_LR:-3e-4}} --warmup 5 --cosine --steps $PK_D --batch ${PK_C_BATCH:-1} \
-        --eval ${PK_C_N:-100} ${PK_RECALL:+--eval-recall $PK_RECALL} --init $from/model.safetensors
+        --lr ${PK_D_LR:-${PK_C_LR:-5e-5}} --warmup 5 --cosine --steps $PK_D --batch ${PK_C_BATCH:-8} \
+        --eval ${PK_C_N:-200} ${PK_RECALL:+--eval-recall $PK_RECALL} --init $from/model.safetensors
     done
   fi
 fi
