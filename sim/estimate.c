@@ -6,6 +6,7 @@
 // diagonals give slash scores; the partial scores are gathered at a root (vertical: each rank owns its
 // columns; slash: every rank contributes to every diagonal, a reduction), the root runs top-p, and the
 // selected indices are broadcast. Each rank then builds its tile index from them.
+#include <math.h>
 #include <stdlib.h>
 
 #include "plan/layout.h"
@@ -18,6 +19,22 @@
 // bit, on the FP64 vector units: its scoring pass ran at 15.0 TFLOP/s on the H200, 0.44 of the 34 TFLOP/s
 // FP64 vector peak (docs/kernels.md, "Pass 1", 512K whole, kernels/bench/results/vsest-h200-2026-11-22).
 #define EST_FP64_EFF 0.44
+// The rest of our estimator against the byte counts below, from the same H200 measurement (docs/kernels.md,
+// "Estimation + conversion at 512K", 512K whole, planted inputs; kernels/bench/results/vsest-h200-2026-11-22),
+// where those bytes take 2.105 ms (passes 2-3) and 0.280 ms (selection) at 0.85 of 4800 GB/s:
+// passes 2 and 3 took 2.22 + 3.55 ms, so they run at 0.365 of that rate (the shard, 256K keys: 2.92 ms
+// measured, 2.88 predicted); the selection took 3.56 ms, 0.0786 of it (the same for the shard: every
+// rank selects over all N columns and diagonals).
+#define EST_PASS23_EFF 0.365
+#define EST_SELECT_EFF 0.0786
+// Conversion of the selected indices to a rank's execution form (kernels/vs_convert.cu), fitted by least
+// squares to the four measured cases of the same table (whole and shard, 120-144 and 8192 indices a head:
+// 2.69, 1.57, 7.09, 3.95 ms; residuals under 0.1 ms): a fixed 0.58 ms, 30.65 ns a (query tile, head) and
+// 8.47 ps a (query tile, head, selected index), at the H200's memory rate and scaled by the cluster's.
+#define EST_CONV_FIXED_S 0.58e-3
+#define EST_CONV_QH_S 30.65e-9
+#define EST_CONV_QHI_S 8.47e-12
+#define EST_H200_MEM_RATE (4800e9 * 0.85)
 
 int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e) {
   int W = x->W;
@@ -43,10 +60,11 @@ int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_e
   // 3. Distributed softmax: all-reduce of the row max, then of the row sum (64 x H fp32 each).
   double stats = cost_allreduce(W, EST_QUERIES * H * 4, gbps, lat);
   if ((rc = ctx_collective(x, 2 * stats, PHASE_COLLECTIVE, layer, out, x->c2, e))) goto out;
-  // 4. Normalise and sum scores by column and by diagonal: two more passes over the float64 scores.
+  // 4. Normalise and sum scores by column and by diagonal: two more passes over the float64 scores, at
+  // the rate measured for ours (EST_PASS23_EFF).
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    dur[r] = cost_mem(g, 2.0 * EST_QUERIES * n * H * 8);
+    dur[r] = cost_mem(g, 2.0 * EST_QUERIES * n * H * 8) / EST_PASS23_EFF;
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto out;
   // 5. To the root: slash sums reduced (Rabenseifner: reduce-scatter then gather, 2x the reduce-scatter
@@ -56,8 +74,9 @@ int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_e
   x->comm_bytes += 3 * vec * (W - 1) / W * W;
   if ((rc = ctx_collective(x, t5, PHASE_COLLECTIVE, layer, out, x->c2, e))) goto out;
   // 6. Top-p on the root: a radix sort of both score vectors (fp32 key + int32 index, 4 passes of 8-bit
-  // digits, each reading and writing; Adinets & Merrill 2022, "Onesweep"), then a prefix sum.
-  for (int r = 0; r < W; r++) dur[r] = r == 0 ? cost_mem(&x->c->gpu, 2 * N * H * 8 * 2 * 4 + 2 * vec) : 0;
+  // digits, each reading and writing; Adinets & Merrill 2022, "Onesweep"), then a prefix sum; at the rate
+  // measured for our selection (EST_SELECT_EFF).
+  for (int r = 0; r < W; r++) dur[r] = r == 0 ? cost_mem(&x->c->gpu, 2 * N * H * 8 * 2 * 4 + 2 * vec) / EST_SELECT_EFF : 0;
   if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto out;
   // 7. Broadcast of the selected indices (at most 4096 + 4096 int32 per head).
   double ibytes = H * 2 * EST_MAX_INDICES * 4;
@@ -72,3 +91,16 @@ out:
 // reading the kept verticals and slashes per query tile: a memory-bound pass of ~16 bytes an entry
 // (writes, and the reads and count scans that produce them).
 double estimate_index_build(const sim_ctx *x, double entries) { return cost_mem(&x->c->gpu, 16.0 * entries); }
+
+double estimate_convert(const sim_ctx *x, int layer, int rank) {
+  const pattern *pat = x->pat;
+  double idx = 0;
+  for (int h = 0; h < pat->heads; h++) {
+    const head_pattern *hp = pattern_head(pat, layer, h);
+    idx += (double)hp->n_vertical + (double)hp->n_slash;
+  }
+  double qt = ceil((double)x->p->layout.rank_count[rank] / 128.0);  // the rank's query tiles
+  double scale = EST_H200_MEM_RATE * cost_mem(&x->c->gpu, 1.0);     // 1 on the H200
+  // (query tile, head) pairs: qt * heads; (query tile, head, index) triples: qt * the layer's indices
+  return EST_CONV_FIXED_S + (EST_CONV_QH_S * qt * pat->heads + EST_CONV_QHI_S * qt * idx) * (scale > 0 ? scale : 1);
+}

@@ -59,6 +59,8 @@ void ctx_coll_link(const sim_ctx *x, double *gbps, double *lat_us);
 int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e);
 // Seconds to build one rank's tile index from `entries` tile and bar entries.
 double estimate_index_build(const sim_ctx *x, double entries);
+// Seconds to convert layer `layer`'s estimated indices to rank `rank`'s execution form on the GPU (online).
+double estimate_convert(const sim_ctx *x, int layer, int rank);
 
 // Ring kinds (flat ring, double ring) driven by the plan's schedule.
 int step_ring(sim_ctx *x, sr_error *e);

@@ -99,7 +99,8 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
   if (w->sparse) {
-    for (int r = 0; r < W; r++) st->dur[r] = estimate_index_build(x, w->entries[r]);
+    for (int r = 0; r < W; r++)
+      st->dur[r] = st->online && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r]);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }

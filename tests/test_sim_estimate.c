@@ -1,6 +1,9 @@
 // test_sim_estimate.c — the simulated cost of MTraining's online estimation follows the estimator as built:
 // its scoring pass runs in float64 on the FP64 vector units (gpu.fp64_tflops), so doubling that rate takes
-// exactly half the scoring FLOPs' time off every rank's estimation and changes nothing else.
+// exactly half the scoring FLOPs' time off every rank's estimation and changes nothing else; its other
+// passes and the selection are memory-bound at the rates measured for ours (doubling the HBM rate halves
+// them), and the conversion to the execution form costs what its fit to the measurements says.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,34 +13,37 @@
 #include "sim/strategy.h"
 #include "tests/test.h"
 
-// one node of 2 GPUs; fp64 < 0 leaves gpu.fp64_tflops out of the file
-static const char *cluster_fp64(double fp64) {
+// one node of 2 GPUs with HBM at hbm GB/s (memory efficiency 0.8); fp64 < 0 leaves gpu.fp64_tflops out
+static const char *cluster_with(double fp64, double hbm) {
   static char path[700];
-  snprintf(path, sizeof path, "%s/c-fp64-%g.json", test_tmpdir(), fp64);
+  snprintf(path, sizeof path, "%s/c-fp64-%g-hbm-%g.json", test_tmpdir(), fp64, hbm);
   char f64[64] = "";
   if (fp64 > 0) snprintf(f64, sizeof f64, "\"fp64_tflops\": %g, ", fp64);
   char text[2048];
   snprintf(text, sizeof text,
            "{\"nodes\": 1, \"gpus_per_node\": 2,\n"
-           " \"gpu\": {\"name\": \"test\", \"peak_tflops\": 989, %s\"hbm_gbps\": 1000, \"mem_gib\": 80,\n"
+           " \"gpu\": {\"name\": \"test\", \"peak_tflops\": 989, %s\"hbm_gbps\": %g, \"mem_gib\": 80,\n"
            "   \"efficiency\": {\"gemm\": 0.5, \"mem\": 0.8}},\n"
            " \"intra_node\": {\"gbps\": 100, \"latency_us\": 2},\n"
            " \"host\": {\"pcie_gbps\": 25, \"latency_us\": 10, \"mem_gib\": 512}}\n",
-           f64);
+           f64, hbm);
   sr_error e;
   CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
   return path;
 }
 
-// Summed duration of each rank's estimation tasks of layer 0 on the compute stream, and the rank counts.
-static int estimation_s(const char *cluster, double *per_rank, int64_t *count) {
+static const char *cluster_fp64(double fp64) { return cluster_with(fp64, 1000); }
+
+// Summed duration of each rank's tasks of `phase` in layer 0 on the compute stream for the pattern spec
+// (first: only each rank's first such task), and the rank counts.
+static int phase_s(const char *cluster, const char *spec, int phase, int first, double *per_rank, int64_t *count) {
   plan_spec s;
   plan_spec_defaults(&s);
   sr_error e;
   if (plan_spec_apply_strategy(&s, "mtraining", &e)) return -1;
   snprintf(s.model, sizeof s.model, "tiny-test");
   snprintf(s.cluster, sizeof s.cluster, "%s", cluster);
-  snprintf(s.pattern, sizeof s.pattern, "vs-online:0.9");
+  snprintf(s.pattern, sizeof s.pattern, "%s", spec);
   s.seq = 4096;
   plan p;
   if (plan_build(&s, &p, &e)) {
@@ -51,12 +57,17 @@ static int estimation_s(const char *cluster, double *per_rank, int64_t *count) {
   for (int k = 0; k < 2; k++) per_rank[k] = 0, count[k] = p.layout.rank_count[k];
   for (int64_t i = 0; !rc && i < tl.n; i++) {
     const sim_event *v = &tl.ev[i];
-    if (v->layer == 0 && v->phase == PHASE_ESTIMATE && v->stream == STREAM_COMPUTE && v->rank < 2)
+    if (v->layer == 0 && v->phase == phase && v->stream == STREAM_COMPUTE && v->rank < 2 &&
+        !(first && per_rank[v->rank] > 0))
       per_rank[v->rank] += v->dur;
   }
   sim_timeline_free(&tl);
   plan_free(&p);
   return rc;
+}
+
+static int estimation_s(const char *cluster, double *per_rank, int64_t *count) {
+  return phase_s(cluster, "vs-online:0.9", PHASE_ESTIMATE, 0, per_rank, count);
 }
 
 TEST(sim_estimation_scores_at_the_fp64_rate) {
@@ -89,4 +100,36 @@ TEST(cluster_fp64_tflops_must_be_positive) {
   cluster_desc c;
   CHECK_EQ_INT(cluster_load(path, &c, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "gpu.fp64_tflops");
+}
+
+TEST(sim_estimation_passes_and_selection_are_memory_bound_at_our_measured_rates) {
+  double t1[2], t2[2];
+  int64_t n[2];
+  CHECK_EQ_INT(phase_s(cluster_with(34, 1000), "vs-online:0.9", PHASE_ESTIMATE, 0, t1, n), 0);
+  CHECK_EQ_INT(phase_s(cluster_with(34, 2000), "vs-online:0.9", PHASE_ESTIMATE, 0, t2, n), 0);
+  double rate = 1000e9 * 0.8, N = 4096, H = 4;
+  for (int r = 0; r < 2; r++) {
+    // at 1000 GB/s: the scores written once (64 x n float64 a head), passes 2-3 reading and writing them
+    // (twice that, at 0.365 of the rate), and on rank 0 the selection's radix sort of two N-entry score
+    // vectors per head (8-byte entries, 4 passes each reading and writing) plus two fp32 reads of them
+    // (at 0.0786 of the rate); doubling the rate halves all of it
+    double scores = 64 * (double)n[r] * H * 8 / rate;
+    double passes = 2 * 64 * (double)n[r] * H * 8 / rate / 0.365;
+    double select = r == 0 ? (2 * N * H * 8 * 2 * 4 + 2 * N * H * 4) / rate / 0.0786 : 0;
+    CHECK_NEAR(t1[r] - t2[r], (scores + passes + select) / 2, 1e-9 * t1[r]);
+  }
+}
+
+TEST(sim_online_conversion_follows_its_fit_to_the_measured_conversions) {
+  double t[2];
+  int64_t n[2];
+  // a fixed budget: every head of every layer keeps 40 verticals and 60 slashes (tiny-test: 4 heads); the
+  // forward's conversion is the layer's first index task (the recomputation's comes later)
+  CHECK_EQ_INT(phase_s(cluster_with(34, 1000), "vs-online:topk:40:60", PHASE_INDEX, 1, t, n), 0);
+  double scale = 4800e9 * 0.85 / (1000e9 * 0.8);  // the fit is at the H200's memory rate
+  for (int r = 0; r < 2; r++) {
+    double qt = ceil((double)n[r] / 128);
+    double want = 0.58e-3 + (30.65e-9 * qt * 4 + 8.47e-12 * qt * 4 * 100) * scale;
+    CHECK_NEAR(t[r], want, 1e-12);
+  }
 }
