@@ -121,7 +121,8 @@ if has train; then
   TM=qwen2.5-3b; [ -n "${SR_DRY:-}" ] && TM=tiny-test
   for st in dense-ring mtraining; do
     step "t_${st}_512K" 280 $RUN $B/sparsering-exec train --backend $BACKEND --model $TM "${CLUSTER[@]}" --strategy $st \
-      --seq $(tokens 512K) --steps 1 --data passkey --loss all --lr 1e-4 --predict --attn-host-cache
+      --seq $(tokens 512K) --steps 1 --data passkey --loss all --lr 1e-4 --predict --attn-host-cache \
+      --csv "$L/t_${st}_512K.csv" --label "t_${st}_512K"
     grep -E "^train: .*(params|memory)|^step|^predict|rror|failed" "$L/t_${st}_512K.log" | sed "s/^/   /" | tee -a "$S"
   done
 fi

@@ -1,7 +1,8 @@
 // test_exec_nodes_script.c — exec/gpu_run_nodes.sh (issue 9's runs for a 4- or 8-GPU host) on the CPU
 // backend (SR_DRY=1): the correctness stage covers every layout x schedule x pattern at W = 4 and passes,
-// and the strong-scaling stage times both strategies at W = 2 and 4, each with its prediction, into the
-// table; so the script a GPU session runs has already run end to end here.
+// the strong-scaling stage times both strategies at W = 2 and 4, each with its prediction, into the
+// table, and the training stage runs a step of each strategy at W = 4 with its prediction (CSVs in the
+// logs folder); so the script a GPU session runs has already run end to end here.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ static int count(const char *s, const char *needle) {
 TEST(nodes_script_dry_run_checks_every_layout_and_schedule_and_tables_the_scaling_runs) {
   char cmd[2048], *out = NULL;
   snprintf(cmd, sizeof cmd,
-           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs OUT=%s/out bash exec/gpu_run_nodes.sh 'a strong'",
+           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs OUT=%s/out bash exec/gpu_run_nodes.sh 'a strong train'",
            test_bin_dir(), test_tmpdir(), test_tmpdir());
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   if (!out) return;
@@ -37,5 +38,10 @@ TEST(nodes_script_dry_run_checks_every_layout_and_schedule_and_tables_the_scalin
     if (r) CHECK(strncmp(strchr(r, ' '), " (no result)", 12) != 0);  // measured and predicted
   }
   CHECK(table && strstr(table, "prediction error over 4 configurations") != NULL);
+  CHECK(strstr(out, "predict: tiny-test dense-ring seq 2048 W 4") != NULL);
+  CHECK(strstr(out, "predict: tiny-test mtraining seq 2048 W 4") != NULL);
+  char csv[800];
+  snprintf(csv, sizeof csv, "%s/logs/t_mtraining_512K.csv", test_tmpdir());
+  CHECK(test_file_exists(csv));
   free(out);
 }
