@@ -3,35 +3,17 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "plan/commands.h"
 
-#define MAX_COMMANDS 64
+static sr_command_table commands;
 
-static struct {
-  const char *name, *summary;
-  cli_fn fn;
-} commands[MAX_COMMANDS];
-static int n_commands;
-
-void cli_register(const char *name, cli_fn fn, const char *summary) {
-  if (n_commands < MAX_COMMANDS) {
-    commands[n_commands].name = name;
-    commands[n_commands].summary = summary;
-    commands[n_commands].fn = fn;
-    n_commands++;
-  }
-}
+void cli_register(const char *name, cli_fn fn, const char *summary) { sr_commands_add(&commands, name, fn, summary); }
 
 static void usage(FILE *f) {
   fprintf(f, "usage: sparsering <command> [flags]\n\ncommands:\n");
-  // Print in name order so the help is stable whatever the link order.
-  int done[MAX_COMMANDS] = {0};
-  for (int k = 0; k < n_commands; k++) {
-    int best = -1;
-    for (int i = 0; i < n_commands; i++)
-      if (!done[i] && (best < 0 || strcmp(commands[i].name, commands[best].name) < 0)) best = i;
-    done[best] = 1;
-    fprintf(f, "  %-16s %s\n", commands[best].name, commands[best].summary);
-  }
+  int order[SR_MAX_COMMANDS];
+  sr_commands_sorted(&commands, order);
+  for (int k = 0; k < commands.n; k++) fprintf(f, "  %-16s %s\n", commands.cmd[order[k]].name, commands.cmd[order[k]].summary);
   fprintf(f, "\nSee README.md for the flags of each command.\n");
 }
 
@@ -40,8 +22,8 @@ int main(int argc, char **argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  for (int i = 0; i < n_commands; i++)
-    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+  cli_fn fn = sr_commands_find(&commands, argv[1]);
+  if (fn) return fn(argc - 1, argv + 1);
   fprintf(stderr, "sparsering: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;
