@@ -60,19 +60,26 @@ static sim_event ev(double start_s, double dur_s, int rank, int layer, int step,
   return (sim_event){start_s, dur_s, rank, layer, step, (uint8_t)stream, (uint8_t)phase};
 }
 
+// The chart of t with options o (NULL: the defaults), written to the test's folder, as svg_summary reports
+// it (malloc'd; "" when the write or the report failed, which the checks here count as failures).
+static char *chart(const sim_timeline *t, const sim_svg_options *o) {
+  char path[4200], *out = NULL;
+  snprintf(path, sizeof path, "%s/t.svg", test_tmpdir());
+  sr_error e = {0};
+  CHECK_EQ_INT(sim_svg_write(t, o, path, &e), SR_OK);
+  CHECK_EQ_INT(svg_summary(path, &out), 0);
+  return out ? out : strdup("");
+}
+
 // ---- the writer ------------------------------------------------------------------------------
 
 TEST(svg_has_one_row_per_rank_including_idle_ranks) {
   // Ranks 0 and 2 have tasks, rank 1 none: the chart still has three rows.
   sim_event e3[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN), ev(0, 2e-3, 2, 0, 1, STREAM_INTER, PHASE_KV_SEND)};
   sim_timeline t = {e3, 2, 2};
-  char path[4200], *out = NULL;
-  snprintf(path, sizeof path, "%s/t.svg", test_tmpdir());
-  sr_error e = {0};
   sim_svg_options o = sim_svg_defaults();
   o.world = 3;
-  CHECK_EQ_INT(sim_svg_write(&t, &o, path, &e), SR_OK);
-  CHECK_EQ_INT(svg_summary(path, &out), 0);
+  char *out = chart(&t, &o);
   CHECK_STR_CONTAINS(out, "ranks 3\n");
   CHECK_STR_CONTAINS(out, "row 0 bars 1 ");
   CHECK_STR_CONTAINS(out, "row 1 bars 0 ");
@@ -83,11 +90,7 @@ TEST(svg_has_one_row_per_rank_including_idle_ranks) {
 TEST(svg_rows_default_to_the_largest_rank_of_the_timeline) {
   sim_event e1[] = {ev(0, 1e-3, 4, 0, 0, STREAM_COMPUTE, PHASE_QKV)};
   sim_timeline t = {e1, 1, 1};
-  char path[4200], *out = NULL;
-  snprintf(path, sizeof path, "%s/t.svg", test_tmpdir());
-  sr_error e = {0};
-  CHECK_EQ_INT(sim_svg_write(&t, NULL, path, &e), SR_OK);
-  CHECK_EQ_INT(svg_summary(path, &out), 0);
+  char *out = chart(&t, NULL);
   CHECK_STR_CONTAINS(out, "ranks 5\n");
   free(out);
 }
@@ -96,11 +99,7 @@ TEST(svg_lanes_are_the_streams_in_use_in_every_row) {
   // compute on rank 0, the inter-node link on rank 1: both rows show both lanes, and no other.
   sim_event e2[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN), ev(0, 1e-3, 1, 0, 0, STREAM_INTER, PHASE_KV_SEND)};
   sim_timeline t = {e2, 2, 2};
-  char path[4200], *out = NULL;
-  snprintf(path, sizeof path, "%s/t.svg", test_tmpdir());
-  sr_error e = {0};
-  CHECK_EQ_INT(sim_svg_write(&t, NULL, path, &e), SR_OK);
-  CHECK_EQ_INT(svg_summary(path, &out), 0);
+  char *out = chart(&t, NULL);
   CHECK_STR_CONTAINS(out, "row 0 bars 1 lanes compute,inter\n");
   CHECK_STR_CONTAINS(out, "row 1 bars 1 lanes compute,inter\n");
   free(out);
@@ -110,11 +109,7 @@ TEST(svg_every_task_is_a_bar_with_a_title_naming_phase_layer_and_step) {
   sim_event e3[] = {ev(0, 1e-3, 0, 3, 2, STREAM_COMPUTE, PHASE_ATTN_BWD), ev(1e-3, 1e-3, 0, 3, 2, STREAM_INTRA, PHASE_DKV_SEND),
                     ev(0, 5e-4, 1, 7, -1, STREAM_COLL, PHASE_GRAD_REDUCE)};
   sim_timeline t = {e3, 3, 3};
-  char path[4200], *out = NULL;
-  snprintf(path, sizeof path, "%s/t.svg", test_tmpdir());
-  sr_error e = {0};
-  CHECK_EQ_INT(sim_svg_write(&t, NULL, path, &e), SR_OK);
-  CHECK_EQ_INT(svg_summary(path, &out), 0);
+  char *out = chart(&t, NULL);
   CHECK_EQ_INT(count_lines(out, "bar "), 3);
   CHECK_STR_CONTAINS(out, "| rank 0 compute: attn_bwd, layer 3, step 2, start 0 ms, 1 ms");
   CHECK_STR_CONTAINS(out, "| rank 0 intra: dkv_send, layer 3, step 2, start 1 ms, 1 ms");
@@ -126,11 +121,7 @@ TEST(svg_bars_are_placed_in_proportion_to_time) {
   // A takes [0, 1) ms, B [1, 3) ms: B is twice as wide as A and starts where A ends.
   sim_event e2[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_QKV), ev(1e-3, 2e-3, 1, 0, 0, STREAM_COMPUTE, PHASE_POST)};
   sim_timeline t = {e2, 2, 2};
-  char path[4200], *out = NULL;
-  snprintf(path, sizeof path, "%s/t.svg", test_tmpdir());
-  sr_error e = {0};
-  CHECK_EQ_INT(sim_svg_write(&t, NULL, path, &e), SR_OK);
-  CHECK_EQ_INT(svg_summary(path, &out), 0);
+  char *out = chart(&t, NULL);
   double xa = 0, wa = 0, xb = 0, wb = 0;
   CHECK(bar_geometry(out, ": qkv,", &xa, &wa));
   CHECK(bar_geometry(out, ": post,", &xb, &wb));
@@ -143,13 +134,9 @@ TEST(svg_layer_filter_keeps_only_that_layers_tasks) {
   sim_event e4[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN), ev(1e-3, 1e-3, 0, 1, 0, STREAM_COMPUTE, PHASE_ATTN),
                     ev(2e-3, 1e-3, 1, 1, 1, STREAM_COMPUTE, PHASE_ATTN), ev(3e-3, 1e-3, 1, 2, 0, STREAM_COMPUTE, PHASE_ATTN)};
   sim_timeline t = {e4, 4, 4};
-  char path[4200], *out = NULL;
-  snprintf(path, sizeof path, "%s/t.svg", test_tmpdir());
-  sr_error e = {0};
   sim_svg_options o = sim_svg_defaults();
   o.layer = 1;
-  CHECK_EQ_INT(sim_svg_write(&t, &o, path, &e), SR_OK);
-  CHECK_EQ_INT(svg_summary(path, &out), 0);
+  char *out = chart(&t, &o);
   CHECK_EQ_INT(count_lines(out, "bar "), 2);
   CHECK(!strstr(out, "layer 0,"));
   CHECK(!strstr(out, "layer 2,"));
@@ -159,25 +146,17 @@ TEST(svg_layer_filter_keeps_only_that_layers_tasks) {
 TEST(svg_title_with_markup_characters_is_escaped) {
   sim_event e1[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN)};
   sim_timeline t = {e1, 1, 1};
-  char path[4200], *out = NULL;
-  snprintf(path, sizeof path, "%s/t.svg", test_tmpdir());
-  sr_error e = {0};
   sim_svg_options o = sim_svg_defaults();
   o.title = "a<b & \"c\" > 'd'";
-  CHECK_EQ_INT(sim_svg_write(&t, &o, path, &e), SR_OK);
-  CHECK_EQ_INT(svg_summary(path, &out), 0);
+  char *out = chart(&t, &o);
   free(out);
 }
 
 TEST(svg_empty_timeline_is_still_a_chart) {
   sim_timeline t = {NULL, 0, 0};
-  char path[4200], *out = NULL;
-  snprintf(path, sizeof path, "%s/t.svg", test_tmpdir());
-  sr_error e = {0};
   sim_svg_options o = sim_svg_defaults();
   o.world = 2;
-  CHECK_EQ_INT(sim_svg_write(&t, &o, path, &e), SR_OK);
-  CHECK_EQ_INT(svg_summary(path, &out), 0);
+  char *out = chart(&t, &o);
   CHECK_STR_CONTAINS(out, "ranks 2\n");
   CHECK_EQ_INT(count_lines(out, "bar "), 0);
   free(out);
