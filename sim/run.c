@@ -64,7 +64,7 @@ int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, stru
                           (long long)pat->n_tokens, (long long)p->layout.n_tokens);
   if (p->layout.world != W)
     return sr_input_error(e, NULL, "layout", "is over %d ranks; the cluster has %d GPUs", p->layout.world, W);
-  sim_options none = {0, 0};
+  sim_options none = {0, 0, 0};
   sim_ctx x;
   memset(&x, 0, sizeof x);
   x.p = p;

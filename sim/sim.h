@@ -47,6 +47,9 @@ const char *sim_stream_name(int stream);
 typedef struct {
   int representative;   // simulate one layer per distinct work pattern and repeat its time (sweeps)
   int record_timeline;  // keep every task as a timeline event
+  int fixed_pattern;    // the pattern is given, not estimated in the step: no estimation or conversion
+                        // cost even for the VS sources planned as MTraining's online estimate (the
+                        // executor's vs-topp / vs-preset runs, whose pattern is built before the step)
 } sim_options;
 
 // One task of the timeline (seconds; written as microseconds).

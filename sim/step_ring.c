@@ -185,7 +185,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
-  st.online = sim_pattern_is_online(p->spec.pattern);
+  st.online = sim_pattern_is_online(p->spec.pattern) && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, s, x->c, e))) goto done;
   // Account every layer; identical layers share their work.
   for (int l = 0; l < L; l++) {

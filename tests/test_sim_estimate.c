@@ -34,9 +34,17 @@ static const char *cluster_with(double fp64, double hbm) {
 
 static const char *cluster_fp64(double fp64) { return cluster_with(fp64, 1000); }
 
+static int phase_fixed_s(const char *cluster, const char *spec, int phase, int first, int fixed, double *per_rank,
+                         int64_t *count);
+
 // Summed duration of each rank's tasks of `phase` in layer 0 on the compute stream for the pattern spec
 // (first: only each rank's first such task), and the rank counts.
 static int phase_s(const char *cluster, const char *spec, int phase, int first, double *per_rank, int64_t *count) {
+  return phase_fixed_s(cluster, spec, phase, first, 0, per_rank, count);
+}
+
+static int phase_fixed_s(const char *cluster, const char *spec, int phase, int first, int fixed, double *per_rank,
+                         int64_t *count) {
   plan_spec s;
   plan_spec_defaults(&s);
   sr_error e;
@@ -50,7 +58,7 @@ static int phase_s(const char *cluster, const char *spec, int phase, int first, 
     fprintf(stderr, "%s\n", e.msg);
     return -1;
   }
-  sim_options o = {0, 1};
+  sim_options o = {0, 1, fixed};
   sim_result r;
   sim_timeline tl = {0};
   int rc = sim_plan(&p, &o, &r, &tl, &e);
@@ -132,4 +140,19 @@ TEST(sim_online_conversion_follows_its_fit_to_the_measured_conversions) {
     double want = 0.58e-3 + (30.65e-9 * qt * 4 + 8.47e-12 * qt * 4 * 100) * scale;
     CHECK_NEAR(t[r], want, 1e-12);
   }
+}
+
+TEST(sim_given_pattern_has_no_estimation_or_conversion) {
+  // vs-topp stands for MTraining's online estimate in what-if studies; the executor's own vs-topp runs
+  // build their pattern before the step, and their predictions (fixed_pattern) charge no estimation
+  double est[2], idx[2], idx_fixed[2];
+  int64_t n[2];
+  CHECK_EQ_INT(phase_fixed_s(cluster_fp64(34), "vs-topp:0.9", PHASE_ESTIMATE, 0, 1, est, n), 0);
+  CHECK(est[0] == 0 && est[1] == 0);
+  CHECK_EQ_INT(phase_fixed_s(cluster_fp64(34), "vs-topp:0.9", PHASE_ESTIMATE, 0, 0, est, n), 0);
+  CHECK(est[0] > 0 && est[1] > 0);
+  // the index build of a given pattern: 16 bytes an entry, far below the conversion's fixed 0.58 ms
+  CHECK_EQ_INT(phase_fixed_s(cluster_fp64(34), "vs-topp:0.9", PHASE_INDEX, 1, 1, idx_fixed, n), 0);
+  CHECK_EQ_INT(phase_fixed_s(cluster_fp64(34), "vs-topp:0.9", PHASE_INDEX, 1, 0, idx, n), 0);
+  for (int r = 0; r < 2; r++) CHECK(idx_fixed[r] > 0 && idx_fixed[r] < 0.58e-3 && idx[r] >= 0.58e-3);
 }

@@ -50,7 +50,7 @@ static int run_spec(const char *strategy, const char *cluster, int64_t seq, int 
     fprintf(stderr, "%s\n", e.msg);
     return -1;
   }
-  sim_options o = {0, tl != NULL};
+  sim_options o = {0, tl != NULL, 0};
   int rc = sim_plan(&p, &o, r, tl, &e);
   if (rc) fprintf(stderr, "%s\n", e.msg);
   plan_free(&p);
