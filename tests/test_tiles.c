@@ -189,18 +189,35 @@ static void expect_entries(const tile_index *t, int64_t i, const int32_t *js, co
   }
 }
 
+// One head of n tokens on one rank (contiguous), kind VS with no lines yet: the tests below set its lists.
+static head_pattern *one_vs_head(int64_t n, layout *l, pattern *p, sr_error *e) {
+  fx_layout(0, n, 1, 1, l);
+  pattern_alloc(p, n, 1, 1, e);
+  head_pattern *h = pattern_head(p, 0, 0);
+  h->kind = PATTERN_VS;
+  return h;
+}
+
+// A heap copy of n indices (the pattern frees its lists).
+static int32_t *indices(const int32_t *v, int32_t n) {
+  int32_t *a = malloc(sizeof(int32_t) * (size_t)n + 1);
+  memcpy(a, v, sizeof(int32_t) * (size_t)n);
+  return a;
+}
+
+static void free_case(tile_index *t, pattern *p, layout *l) {
+  tiles_free(t);
+  pattern_free(p);
+  fx_layout_free(l);
+}
+
 TEST(slash_offset_marks_tile_diagonals_floor_and_floor_plus_one_unless_divisible) {
   // slashes 5 -> diagonals {0, 1}; 128 -> {1} only; 300 -> {2, 3}
   sr_error e;
   layout l;
-  fx_layout(0, 8 * TILE, 1, 1, &l);
   pattern p;
-  pattern_alloc(&p, 8 * TILE, 1, 1, &e);
-  head_pattern *h = pattern_head(&p, 0, 0);
-  h->kind = PATTERN_VS;
-  int32_t sl[] = {5, 128, 300};
-  h->slash = malloc(sizeof sl);
-  memcpy(h->slash, sl, sizeof sl);
+  head_pattern *h = one_vs_head(8 * TILE, &l, &p, &e);
+  h->slash = indices((int32_t[]){5, 128, 300}, 3);
   h->n_slash = 3;
   tile_index t;
   CHECK_EQ_INT(tiles_build(&p, 0, &l, 0, &t, &e), SR_OK);
@@ -208,9 +225,7 @@ TEST(slash_offset_marks_tile_diagonals_floor_and_floor_plus_one_unless_divisible
   expect_entries(&t, 5, (int32_t[]){2, 3, 4, 5}, (uint8_t[]){P, P, P, P}, 4);
   expect_entries(&t, 1, (int32_t[]){0, 1}, (uint8_t[]){P, P}, 2);
   CHECK_EQ_INT(t.n_bars, 0);
-  tiles_free(&t);
-  pattern_free(&p);
-  fx_layout_free(&l);
+  free_case(&t, &p, &l);
 }
 
 TEST(tile_wholly_inside_a_slash_band_is_full_and_the_band_edge_partial) {
@@ -218,11 +233,8 @@ TEST(tile_wholly_inside_a_slash_band_is_full_and_the_band_edge_partial) {
   // diagonals 3 ([257, 511]) and 4 ([385, 639]) are cut at 400; diagonal 0 has the non-causal triangle.
   sr_error e;
   layout l;
-  fx_layout(0, 8 * TILE, 1, 1, &l);
   pattern p;
-  pattern_alloc(&p, 8 * TILE, 1, 1, &e);
-  head_pattern *h = pattern_head(&p, 0, 0);
-  h->kind = PATTERN_VS;
+  head_pattern *h = one_vs_head(8 * TILE, &l, &p, &e);
   h->n_slash = 401;
   h->slash = malloc(401 * sizeof(int32_t));
   for (int d = 0; d <= 400; d++) h->slash[d] = d;
@@ -230,9 +242,7 @@ TEST(tile_wholly_inside_a_slash_band_is_full_and_the_band_edge_partial) {
   CHECK_EQ_INT(tiles_build(&p, 0, &l, 0, &t, &e), SR_OK);
   const uint8_t P = TILE_PARTIAL, F = TILE_FULL;
   expect_entries(&t, 6, (int32_t[]){2, 3, 4, 5, 6}, (uint8_t[]){P, P, F, F, P}, 5);
-  tiles_free(&t);
-  pattern_free(&p);
-  fx_layout_free(&l);
+  free_case(&t, &p, &l);
 }
 
 TEST(verticals_outside_slash_tiles_become_bars_and_inside_do_not) {
@@ -240,18 +250,12 @@ TEST(verticals_outside_slash_tiles_become_bars_and_inside_do_not) {
   // inside the entries of query tiles 0 and 1.
   sr_error e;
   layout l;
-  fx_layout(0, 4 * TILE, 1, 1, &l);
   pattern p;
-  pattern_alloc(&p, 4 * TILE, 1, 1, &e);
-  head_pattern *h = pattern_head(&p, 0, 0);
-  h->kind = PATTERN_VS;
+  head_pattern *h = one_vs_head(4 * TILE, &l, &p, &e);
   h->n_slash = 2;
-  h->slash = malloc(2 * sizeof(int32_t));
-  h->slash[0] = 0;
-  h->slash[1] = 3;
+  h->slash = indices((int32_t[]){0, 3}, 2);
   h->n_vertical = 1;
-  h->vertical = malloc(sizeof(int32_t));
-  h->vertical[0] = 10;
+  h->vertical = indices((int32_t[]){10}, 1);
   tile_index t;
   CHECK_EQ_INT(tiles_build(&p, 0, &l, 0, &t, &e), SR_OK);
   for (int64_t i = 0; i < 4; i++) {
@@ -259,9 +263,7 @@ TEST(verticals_outside_slash_tiles_become_bars_and_inside_do_not) {
     CHECK_EQ_INT(t.bar_cnt[c + 1] - t.bar_cnt[c], i >= 2 ? 1 : 0);
     if (i >= 2) CHECK_EQ_INT(t.bar_idx[t.bar_cnt[c]], 10);
   }
-  tiles_free(&t);
-  pattern_free(&p);
-  fx_layout_free(&l);
+  free_case(&t, &p, &l);
 }
 
 TEST(whole_vertical_tile_makes_slash_tiles_full) {
@@ -269,11 +271,8 @@ TEST(whole_vertical_tile_makes_slash_tiles_full) {
   // offset d in [128, 255] filled by its vertical columns, so it is FULL; (2, 1) stays PARTIAL.
   sr_error e;
   layout l;
-  fx_layout(0, 4 * TILE, 1, 1, &l);
   pattern p;
-  pattern_alloc(&p, 4 * TILE, 1, 1, &e);
-  head_pattern *h = pattern_head(&p, 0, 0);
-  h->kind = PATTERN_VS;
+  head_pattern *h = one_vs_head(4 * TILE, &l, &p, &e);
   h->n_slash = h->n_vertical = TILE;
   h->slash = malloc(TILE * sizeof(int32_t));
   h->vertical = malloc(TILE * sizeof(int32_t));
@@ -283,9 +282,7 @@ TEST(whole_vertical_tile_makes_slash_tiles_full) {
   const uint8_t P = TILE_PARTIAL, F = TILE_FULL;
   expect_entries(&t, 1, (int32_t[]){0, 1}, (uint8_t[]){F, P}, 2);
   expect_entries(&t, 2, (int32_t[]){1, 2}, (uint8_t[]){P, P}, 2);
-  tiles_free(&t);
-  pattern_free(&p);
-  fx_layout_free(&l);
+  free_case(&t, &p, &l);
 }
 
 // ---------------------------------------------------------------------------------------------
