@@ -75,13 +75,14 @@ static int cmd_pattern(int argc, char **argv) {
     printf("%5s %9s %9s %12s %12s %10s %10s\n", "", "", "", "", "", "max/mean", "mean/worst");
     layer_summary all = {0};
     sr_buf csv = {0};
-    sr_buf_printf(&csv, "layer,density,kept_pairs,work,worker_imbalance,step_imbalance_mean,step_imbalance_worst\n");
+    sr_buf_printf(&csv, "layer,density,kept_pairs,work,worker_imbalance,step_imbalance_mean,step_imbalance_worst,"
+                        "full_tiles,partial_tiles,bars\n");
     for (int layer = 0; layer < p.layers; layer++) {
       const layer_summary *s = &sum[layer];
       printf("%5d %8.4f%% %8.3f%% %12.4g %12.4g %10.3f %5.3f/%.3f\n", layer, 100 * s->density, 100 * (1 - s->density),
              s->pairs, s->work, s->worker_imbalance, s->step_mean, s->step_worst);
-      sr_buf_printf(&csv, "%d,%.9g,%.17g,%.17g,%.9g,%.9g,%.9g\n", layer, s->density, s->pairs, s->work,
-                    s->worker_imbalance, s->step_mean, s->step_worst);
+      sr_buf_printf(&csv, "%d,%.9g,%.17g,%.17g,%.9g,%.9g,%.9g,%.0f,%.0f,%.0f\n", layer, s->density, s->pairs, s->work,
+                    s->worker_imbalance, s->step_mean, s->step_worst, s->full, s->partial, s->bars);
       all.pairs += s->pairs;
       all.causal_pairs += s->causal_pairs;
       all.work += s->work;

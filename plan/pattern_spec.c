@@ -56,10 +56,11 @@ static int expect_parts(const char *spec, int n, int lo, int hi, const char *for
 
 int pattern_spec_is_online(const char *spec) { return strncmp(spec, "vs-online:", 10) == 0; }
 
-// Optional forced verticals and diagonals after the selection's own parts: ...:SINKS:WINDOW (MInference's
-// estimate always keeps the first 30 columns and the last 100 diagonals; ours keeps none unless asked).
-static int online_forced(const char *spec, int n, char **part, int at, vs_est_opts *o, sr_error *e) {
-  if (n == at) return SR_OK;
+// The selection's own `at` parts, then optionally SINKS:WINDOW: columns [0, SINKS) and diagonals [0, WINDOW)
+// forced into every head (MInference's estimate always keeps 30 and 100; ours keeps none unless asked).
+static int online_forced(const char *spec, int n, char **part, int at, const char *usage, vs_est_opts *o,
+                         sr_error *e) {
+  if (n != at + 2) return expect_parts(spec, n, at, at, usage, e);
   int64_t sinks = 0, window = 0;
   int rc = parse_int(spec, part[at], "forced sinks", 0, &sinks, e);
   if (!rc) rc = parse_int(spec, part[at + 1], "forced window", 0, &window, e);
@@ -71,20 +72,19 @@ static int online_forced(const char *spec, int n, char **part, int at, vs_est_op
 // 2^31 - 1 are refused
 static int online_parts(const char *spec, int n, char **part, vs_est_opts *o, sr_error *e) {
   *o = vs_est_defaults();
-  int64_t v = 0, s = 0;
   if (n >= 2 && strcmp(part[1], "topk") == 0) {
-    int rc = n == 6 ? SR_OK
-                    : expect_parts(spec, n, 4, 4, "vs-online:topk:V:S[:SINKS:WINDOW] (V verticals and S slashes a head)", e);
+    int64_t v = 0, s = 0;
+    int rc = online_forced(spec, n, part, 4, "vs-online:topk:V:S[:SINKS:WINDOW] (V verticals and S slashes a head)", o, e);
     if (!rc) rc = parse_int(spec, part[2], "vertical budget", 1, &v, e);
     if (!rc) rc = parse_int(spec, part[3], "slash budget", 1, &s, e);
     if (!rc && (v > INT32_MAX || s > INT32_MAX))
       rc = sr_input_error(e, NULL, "pattern", "'%s': a budget above %d", spec, INT32_MAX);
     o->topk_v = (int32_t)v, o->topk_s = (int32_t)s;
-    return rc ? rc : online_forced(spec, n, part, 4, o, e);
+    return rc;
   }
-  int rc = n == 4 ? SR_OK : expect_parts(spec, n, 2, 2, "vs-online:P[:SINKS:WINDOW] with P in (0, 1), or vs-online:topk:V:S", e);
+  int rc = online_forced(spec, n, part, 2, "vs-online:P[:SINKS:WINDOW] with P in (0, 1), or vs-online:topk:V:S", o, e);
   if (!rc) rc = parse_frac(spec, part[1], "top-p mass", 1e-6, 1 - 1e-6, &o->p, e);
-  return rc ? rc : online_forced(spec, n, part, 2, o, e);
+  return rc;
 }
 
 int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e) {

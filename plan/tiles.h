@@ -44,6 +44,7 @@ typedef struct {
   double causal_pairs;      // heads * N(N+1)/2
   double density;           // pairs / causal_pairs
   double work;              // computed elements: TILE^2 (full + partial) + TILE * bars, all heads and ranks
+  double full, partial, bars;  // the entries behind `work`, by kind, all heads and ranks
   double worker_imbalance;  // max over ranks / mean of each rank's work (1 = balanced)
   double step_mean;         // flat ring, step t: rank r works on source (r - t) mod W; per step max/mean
   double step_worst;        //   over ranks, averaged over the W steps (mean) and its largest value (worst)

@@ -32,6 +32,7 @@ void tiles_layer_summary(const pattern *p, const layout *l, const work_count *co
         double w = cell_work(c);
         out->pairs += c->pairs;
         out->work += w;
+        out->full += (double)c->full, out->partial += (double)c->partial, out->bars += (double)c->bars;
         if (rank) rank[r] += w;
         if (step) step[(int64_t)((r - src + W) % W) * W + r] += w;  // source (r - t) mod W at step t
       }

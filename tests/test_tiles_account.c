@@ -112,6 +112,21 @@ TEST(accounting_on_planner_layouts_matches_generic_and_brute_force_pairs) {
   check_planner_layout(LAYOUT_STRIPED, 1500, 2, 64, "block:0.3:64");
 }
 
+TEST(pattern_csv_counts_a_dense_layers_tiles_by_kind) {
+  // dense causal over 4 tiles of 128 on one rank: per head 6 tiles below the diagonal (FULL) and the 4
+  // diagonal ones (PARTIAL, the causal triangle), no bars; tiny-test has 4 heads
+  char cmd[1024], csv[600], *out = NULL, *text = NULL;
+  snprintf(csv, sizeof csv, "%s/d.csv", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s/sparsering pattern --model tiny-test --seq 512 --pattern dense --layout contiguous "
+           "--ranks 1 --csv %s", test_bin_dir(), csv);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  free(out);
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(text, ",24,16,0\n");
+  free(text);
+}
+
 TEST(pattern_command_prints_every_layer_and_writes_the_csv) {
   char cmd[1024], csv[600], *out = NULL;
   snprintf(csv, sizeof csv, "%s/p.csv", test_tmpdir());
@@ -125,7 +140,8 @@ TEST(pattern_command_prints_every_layer_and_writes_the_csv) {
   char *text = NULL;
   sr_error e;
   CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
-  CHECK_STR_CONTAINS(text, "layer,density,kept_pairs,work,worker_imbalance,step_imbalance_mean,step_imbalance_worst\n0,");
+  CHECK_STR_CONTAINS(text, "layer,density,kept_pairs,work,worker_imbalance,step_imbalance_mean,step_imbalance_worst,"
+                           "full_tiles,partial_tiles,bars\n0,");
   CHECK_STR_CONTAINS(text, "\n1,");
   free(text);
   snprintf(cmd, sizeof cmd, "%s/sparsering pattern --model tiny-test --seq 4K --pattern nope --ranks 2", test_bin_dir());

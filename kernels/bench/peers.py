@@ -151,6 +151,7 @@ def check(dirname):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     for kind, n in (("dense", 16384), ("vs", 65536), ("mix", 65536)):
         if not os.path.exists("%s/%s_%d_q.bin" % (dirname, kind, n)):
+            print("check %-6s %6dK: no dump in %s (the bench ran without that case)" % (kind, n // 1024, dirname), flush=True)
             continue
         def load(name, dtype, shape):
             t = torch.from_file("%s/%s_%d_%s.bin" % (dirname, kind, n, name), size=math.prod(shape), dtype=dtype)
