@@ -1,10 +1,11 @@
 // cmd_predict.c — `sparsering-exec predict`: the simulator's prediction of one layer's distributed attention,
 // forward and backward, as `attn --predict` prints it, for a plan and a recorded pattern (a trace, e.g. the
-// one `attn --trace-out` wrote), without running anything. With a vs-online plan the prediction charges the
+// one `attn --trace-out` wrote), without running anything. Without --trace the plan's own pattern is used
+// (dense, window, synthetic, preset: what `attn` runs on that plan); a vs-online plan needs the trace. With a vs-online plan the prediction charges the
 // online estimation on top of the recorded pattern, as for the run that estimated it; so a cost-model change
 // can be checked against a GPU run's measured time after the fact.
 //
-//   sparsering-exec predict --model M --cluster C --seq N --strategy S --pattern P --trace T [--layer L]
+//   sparsering-exec predict --model M --cluster C --seq N --strategy S --pattern P [--trace T] [--layer L]
 //                           [--step K] [--csv OUT.csv]
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "exec/exec.h"
 #include "exec/exec_plan.h"
 #include "exec/predict.h"
+#include "plan/pattern_spec.h"
 #include "plan/util.h"
 #include "traces/trace.h"
 
@@ -34,11 +36,24 @@ static int cmd_predict(int argc, char **argv) {
   if ((rc = cli_get_int(&a, "layer", 0, 0, 1 << 20, &layer, &e)) || (rc = cli_get_int(&a, "step", 0, 0, 1 << 30, &step, &e)))
     goto out;
   path = cli_get(&a, "trace", NULL);
+  if ((rc = exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e))) goto out;
   if (!path) {
-    rc = sr_input_error(&e, NULL, "--trace", "required: the recorded pattern to predict (attn --trace-out writes one)");
+    if (pattern_spec_is_online(p.spec.pattern)) {
+      rc = sr_input_error(&e, NULL, "--trace",
+                          "required for the online pattern '%s': the recorded pattern to predict (attn --trace-out writes one)",
+                          p.spec.pattern);
+      goto out;
+    }
+    if (layer >= pat.layers) {
+      rc = sr_input_error(&e, NULL, "--layer", "%lld: the model has %d layers", (long long)layer, pat.layers);
+      goto out;
+    }
+    double f, b;
+    if ((rc = predict_attention(&p, &pat, (int)layer, cli_get(&a, "csv", NULL), &f, &b, &e))) goto out;
+    printf("  layer %lld: predicted (sim, pattern %s, cluster %s) fwd %.3f ms bwd %.3f ms\n", (long long)layer,
+           p.spec.pattern, p.cluster.name, 1e3 * f, 1e3 * b);
     goto out;
   }
-  if ((rc = exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e))) goto out;
   if ((rc = trace_open(path, &t, &e))) goto out;
   t_open = 1;
   if ((rc = trace_read_step(&t, (int)step, &rec, &e))) goto out;
@@ -64,4 +79,4 @@ out:
   return rc ? sr_error_report(&e, "sparsering-exec predict") : 0;
 }
 
-EXEC_COMMAND("predict", cmd_predict, "the simulator's prediction of one layer's attention for a plan and a trace")
+EXEC_COMMAND("predict", cmd_predict, "the simulator's prediction of one layer's attention for a plan (and a trace: vs-online)")

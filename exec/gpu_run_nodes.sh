@@ -2,8 +2,8 @@
 # gpu_run_nodes.sh — issue 9's measurements on one host of 4 or 8 GPUs (kinds nvidia-h200-x4, -x8), the host
 # treated as 2 "nodes" of NP/2 GPUs so that both levels of the double ring run (the planner and the
 # executor take node membership from the plan's cluster, not from the machine). The clusters are written
-# here from models/clusters/h200-1x2.json with the same NVLink figures for the "inter-node" level, because
-# those are the wires the transfers take. Every timed run prints the simulator's prediction on the
+# here by scripts/cluster_nodes.py from models/clusters/h200-1x2.json (after stage cal: from the calibrated
+# cluster) with the same NVLink figures for the "inter-node" level, because those are the wires the transfers take. Every timed run prints the simulator's prediction on the
 # calibrated cluster; the table of measured against predicted is printed last.
 #
 # Run from the repository root: bash exec/gpu_run_nodes.sh [STAGES]   (default: a cal s512 weak strong train;
@@ -17,7 +17,9 @@
 #   s1m     the same at 1M
 #   weak    dense ring and MTraining at 128K tokens a GPU, W = 2, 4 (and 8 on NP = 8)
 #   strong  dense ring and MTraining at 512K tokens, W = 2, 4 (and 8)
-#   train   Qwen2.5-3B shape, one training step at 512K on NP GPUs, dense ring vs MTraining (train --predict;
+#   train   Qwen2.5-3B shape, one training step at 512K on NP GPUs, the dense striped ring vs MTraining
+#           (TRAIN_STRATEGIES, default "striped-ring mtraining": the contiguous dense ring's step takes about
+#           36 x 8.3 s of attention on 4 GPUs, past the step's limit; train --predict;
 #           `sparsering model --model qwen2.5-3b --seq 512K --world 4`: 115.1 GB a GPU for this trainer, so it fits 4)
 # NP (default: the GPUs nvidia-smi lists), SR_BUDGET_S (default 540: no step starts after it).
 # SR_DRY=1: the same steps on the CPU backend with tiny-test at 1/256 of the lengths (2000 tokens stay), to
@@ -56,15 +58,12 @@ if [ -z "${SR_DRY:-}" ]; then
   say "$ready"
 fi
 
-# cluster W: W ranks as 2 nodes of W/2 (W = 2: one node), NVLink figures on both levels; its path printed
+# cluster W: W ranks as 2 nodes of W/2 (W = 2: one node), NVLink figures on both levels, from the calibrated
+# cluster once stage cal has written it (else the shipped h200-1x2.json); its path printed
 cluster() {
-  local w=$1 nodes=2 f="$L/h200-nodes-$1.json"
-  [ "$w" -le 2 ] && nodes=1
-  sed -e "s/\"nodes\": 1,/\"nodes\": $nodes,/" -e "s/\"gpus_per_node\": 2,/\"gpus_per_node\": $((w / nodes)),/" \
-      -e "s/\"intra_node\": { \"gbps\": 450, \"latency_us\": 3.0 },/&\n  \"inter_node\": { \"nics_per_node\": $((w / nodes)), \"nic_gbps\": 450, \"latency_us\": 3.0 },/" \
-      -e "s/\"description\": \"[^\"]*\"/\"description\": \"one NVLink host of $w H200 as $nodes node(s) of $((w / nodes)) (gpu_run_nodes.sh)\"/" \
-      models/clusters/h200-1x2.json >"$f"
-  echo "$f"
+  local f="$L/h200-nodes-$1.json" base=models/clusters/h200-1x2.json
+  [ -f "${CAL:-}" ] && { base=$CAL; f="$L/h200-nodes-$1-calibrated.json"; }
+  python3 scripts/cluster_nodes.py "$base" "$1" "$f" && echo "$f"
 }
 launch() { echo "$MPIRUN --oversubscribe --bind-to none -np $1"; }
 RUN=$(launch $NP)
@@ -113,13 +112,13 @@ scaling() {
     for st in dense-ring mtraining; do timed "$1_${st}_${n}_w$w" 150 --strategy $st --seq $(tokens $n) --skip-empty-sends; done
   done
 }
-has weak && { say "(weak) 128K tokens a GPU, W = 2, 4, 8 (uncalibrated clusters: the calibration is for W = $NP)"; scaling weak; }
-has strong && { say "(strong) 512K tokens, W = 2, 4, 8 (uncalibrated clusters below W = $NP)"; scaling strong; }
+has weak && { say "(weak) 128K tokens a GPU, W = 2, 4, 8 (clusters for each W from the calibrated one)"; scaling weak; }
+has strong && { say "(strong) 512K tokens, W = 2, 4, 8 (clusters for each W from the calibrated one)"; scaling strong; }
 
 if has train; then
-  say "(train) Qwen2.5-3B shape, random init, one step at 512K on $NP ranks, dense ring vs MTraining"
+  say "(train) Qwen2.5-3B shape, random init, one step at 512K on $NP ranks: ${TRAIN_STRATEGIES:-striped-ring mtraining}"
   TM=qwen2.5-3b; [ -n "${SR_DRY:-}" ] && TM=tiny-test
-  for st in dense-ring mtraining; do
+  for st in ${TRAIN_STRATEGIES:-striped-ring mtraining}; do
     step "t_${st}_512K" 280 $RUN $B/sparsering-exec train --backend $BACKEND --model $TM "${CLUSTER[@]}" --strategy $st \
       --seq $(tokens 512K) --steps 1 --data passkey --loss all --lr 1e-4 --predict --attn-host-cache \
       --csv "$L/t_${st}_512K.csv" --label "t_${st}_512K"

@@ -38,10 +38,48 @@ TEST(nodes_script_dry_run_checks_every_layout_and_schedule_and_tables_the_scalin
     if (r) CHECK(strncmp(strchr(r, ' '), " (no result)", 12) != 0);  // measured and predicted
   }
   CHECK(table && strstr(table, "prediction error over 4 configurations") != NULL);
-  CHECK(strstr(out, "predict: tiny-test dense-ring seq 2048 W 4") != NULL);
+  CHECK(strstr(out, "predict: tiny-test striped-ring seq 2048 W 4") != NULL);
   CHECK(strstr(out, "predict: tiny-test mtraining seq 2048 W 4") != NULL);
   char csv[800];
   snprintf(csv, sizeof csv, "%s/logs/t_mtraining_512K.csv", test_tmpdir());
   CHECK(test_file_exists(csv));
   free(out);
+}
+
+// The table row of run `name` in the text after `from` (up to its line end) into dst; 0 when there is none.
+static int table_row(const char *from, const char *name, char *dst, size_t size) {
+  const char *r = from ? strstr(from, name) : NULL, *end = r ? strchr(r, '\n') : NULL;
+  if (!r || !end || (size_t)(end - r) >= size) return 0;
+  memcpy(dst, r, (size_t)(end - r));
+  dst[end - r] = 0;
+  return 1;
+}
+
+TEST(nodes_predict_repredicts_the_scaling_runs_as_the_runs_predicted_themselves) {
+  // after stage cal every W's cluster is written from the calibrated one, so exec/nodes_predict.sh, which
+  // re-predicts the logged runs on the same calibration, must reproduce each row of the run's own table
+  char cmd[2048], *run = NULL, *re = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs2 OUT=%s/out2 bash exec/gpu_run_nodes.sh 'cal strong'",
+           test_bin_dir(), test_tmpdir(), test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &run), 0);
+  snprintf(cmd, sizeof cmd, "SR_BIN=%s OUT=%s/re bash exec/nodes_predict.sh %s/out2/h200-nodes-4-calibrated.json %s/logs2",
+           test_bin_dir(), test_tmpdir(), test_tmpdir(), test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &re), 0);
+  const char *rows[] = {"strong_dense-ring_512K_w2", "strong_mtraining_512K_w2", "strong_dense-ring_512K_w4",
+                        "strong_mtraining_512K_w4"};
+  for (int i = 0; i < 4; i++) {
+    char a[256], b[256];
+    CHECK(table_row(run ? strstr(run, "== table") : NULL, rows[i], a, sizeof a));
+    CHECK(table_row(re ? strstr(re, "== table") : NULL, rows[i], b, sizeof b));
+    CHECK_STR_CONTAINS(b, a);
+    CHECK(strlen(a) > 60);  // measured and predicted columns, not "(no result)"
+  }
+  // a missing cluster file is an input error
+  free(re), re = NULL;
+  snprintf(cmd, sizeof cmd, "SR_BIN=%s bash exec/nodes_predict.sh %s/nonexistent.json %s/logs2 2>&1", test_bin_dir(),
+           test_tmpdir(), test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &re), 2);
+  CHECK_STR_CONTAINS(re, "nonexistent.json");
+  free(run), free(re);
 }

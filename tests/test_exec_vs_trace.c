@@ -145,6 +145,29 @@ TEST(exec_predict_of_a_written_trace_equals_the_prediction_of_the_run_that_wrote
   free(out);
 }
 
+TEST(exec_predict_without_a_trace_equals_the_prediction_of_attn_on_the_plans_own_pattern) {
+  // a synthetic pattern is the plan's own: `predict` needs no trace and prints what `attn --predict` printed
+  // for the run on that plan (gpu_run_nodes.sh re-predicts its scaling runs this way)
+  const char *plan_flags = "--model tiny-test --seq 999 --layout striped:16 --schedule ring --pattern vs-topp:0.9";
+  char cmd[2048], *out = NULL;
+  snprintf(cmd, sizeof cmd, "%s --layers 2 --predict", plan_flags);
+  CHECK_EQ_INT(attn_2ranks(cmd, &out), 0);
+  for (int layer = 0; layer < 2; layer++) {
+    char want[128], got[128], *o = NULL;
+    predicted_times(out, layer, want, sizeof want);
+    CHECK(want[0] != 0);
+    snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict %s --cluster %s --layer %d 2>&1", test_bin_dir(), plan_flags,
+             mpi_cpu_cluster(1, 2), layer);
+    CHECK_EQ_INT(test_run(cmd, &o), 0);
+    CHECK_STR_CONTAINS(o, "pattern vs-topp:0.9");
+    predicted_times(o, layer, got, sizeof got);
+    CHECK_STR_CONTAINS(got, want);
+    CHECK(strlen(got) == strlen(want));
+    free(o);
+  }
+  free(out);
+}
+
 TEST(exec_vs_online_trace_holds_the_reference_estimate_the_check_compared_against) {
   const int64_t N = 999;  // uneven shards under striped:16 on 2 ranks
   char trace[600], args[1200], cmd[2048], *out = NULL;
