@@ -229,6 +229,20 @@ __device__ __forceinline__ int sa_cols_run_on(const int64_t *pos, int t) {
   return ok;
 }
 
+// Is pred nonzero in any of the 128 threads of warpgroup wg (0 or 1: warps 4wg .. 4wg + 3)? A named
+// barrier (id 1 + wg; 0 is __syncthreads) with an OR reduction: every thread of the warpgroup must call
+// it. The ids are immediates, so the kernel reserves 3 barriers, not all 16.
+__device__ __forceinline__ int sa_wg_any(int pred, int wg) {
+  int r;
+  if (wg == 0)
+    asm volatile("{\n .reg .pred p, q;\n setp.ne.s32 p, %1, 0;\n bar.red.or.pred q, 1, 128, p;\n selp.s32 %0, 1, 0, q;\n}\n"
+                 : "=r"(r) : "r"(pred));
+  else
+    asm volatile("{\n .reg .pred p, q;\n setp.ne.s32 p, %1, 0;\n bar.red.or.pred q, 2, 128, p;\n selp.s32 %0, 1, 0, q;\n}\n"
+                 : "=r"(r) : "r"(pred));
+  return r;
+}
+
 // Keep bits of a thread's elements of a 16-row score tile over NT n8 tiles in accumulator layout:
 // bit n*4+e is row qp[e/2], column n*8 + 2t + e%2, whose key position is kp[col] (-1: no key). FULL
 // keeps every present key, BAR applies the causal mask, PARTIAL the head's element mask (causal

@@ -115,7 +115,8 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
 
 // Forward kernel variant (benchmark and GPU test): -1 = the default (the fastest where the sm_90a
 // image runs, else 0); mma.sync: 0 = one 16-row tile per warp, 1 = two; wgmma (Hopper; 0 elsewhere):
-// 2 = two CTAs per SM, 3 = one, 4 = one, pipelined. All compute the same function.
+// 2 = two CTAs per SM, 3 = one, 4 = one, pipelined, 5 = as 2, with a warpgroup skipping the softmax and
+// P V of a masked chunk's 64 x 64 block that keeps nothing. All compute the same function.
 extern int sa_fwd_variant;
 // 1 when the current device runs the sm_90a image of the library (the wgmma forward), else 0.
 int sa_wgmma_built(void);

@@ -290,7 +290,7 @@ __device__ __forceinline__ void wg_issue(const fwd_args &a, const wg_rows<D> &w,
   if (tid == 0) *sinfo = w.kind | w.n_valid << 4;
 }
 
-template <int D, int MINB>
+template <int D, int MINB, bool SKIP>
 __global__ void __launch_bounds__(WG_THREADS, MINB) sa_fwd_wg_kernel(const fwd_args a) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Swizzled tiles need 1024-byte alignment: the launch adds that much slack.
@@ -366,11 +366,12 @@ __global__ void __launch_bounds__(WG_THREADS, MINB) sa_fwd_wg_kernel(const fwd_a
       sa_wgmma_m64n64_ss(&s[0][0][0], dq0 + (((kk >> 2) * SA_BM * 128 + (kk & 3) * 32) >> 4),
                          dk0 + (((kk >> 2) * SA_BN * 128 + (kk & 3) * 32) >> 4));
     sa_wgmma_commit();
-    sa_wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < SA_BN / 2; i++) sa_reg_fence((&s[0][0][0])[i]);
 
+    // The keep bits while S = Q K^T runs. With SKIP, a warpgroup whose 64 x 64 block of a masked chunk
+    // keeps nothing (a slash band crossing the tile's other half, the causal corner) skips the softmax and
+    // O += P V: exact, since a row that keeps nothing in a chunk leaves (m, l, O) as they were.
     uint32_t keep = 0xffffffffu;
+    int wg_any = 1;
     if (kind != SA_CHUNK_FULL || n_valid != SA_BN) {
       int fast = 0;
       if (n_valid == SA_BN && (kind == SA_CHUNK_BAR || causal_partial)) {
@@ -380,6 +381,14 @@ __global__ void __launch_bounds__(WG_THREADS, MINB) sa_fwd_wg_kernel(const fwd_a
         fast = kmax <= qmin;
       }
       if (!fast) keep = sa_keep_bits<SA_BN / 8>(kind, mask, qp, kp, t);
+      if (SKIP) wg_any = sa_wg_any(keep != 0u, wg);
+    }
+    sa_wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < SA_BN / 2; i++) sa_reg_fence((&s[0][0][0])[i]);
+    if (!wg_any) {
+      __syncthreads();  // the next iteration's copy overwrites this buffer
+      continue;
     }
     fwd_softmax<SA_BN, D>(s[0], keep, a.scale_log2, m[0], l[0], o[0]);
 
@@ -592,11 +601,11 @@ static int fwd_launch(const fwd_args &a, int64_t cells, cudaStream_t st, sr_erro
   return SR_OK;
 }
 
-template <int D, int MINB>
+template <int D, int MINB, bool SKIP = false>
 static int fwd_launch_wg(const fwd_args &a, int64_t cells, cudaStream_t st, sr_error *e) {
   size_t smem = 1024 + (size_t)(SA_BM + 4 * SA_BN) * D * 2 + 2 * SA_BN * sizeof(int64_t) + 2 * sizeof(int);
-  SA_CUDA(cudaFuncSetAttribute(sa_fwd_wg_kernel<D, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  sa_fwd_wg_kernel<D, MINB><<<(unsigned)cells, WG_THREADS, smem, st>>>(a);
+  SA_CUDA(cudaFuncSetAttribute(sa_fwd_wg_kernel<D, MINB, SKIP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  sa_fwd_wg_kernel<D, MINB, SKIP><<<(unsigned)cells, WG_THREADS, smem, st>>>(a);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
@@ -649,6 +658,7 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   int d64 = s->head_dim == 64;
   if (var == 2) return d64 ? fwd_launch_wg<64, 2>(a, cells, st, e) : fwd_launch_wg<128, 2>(a, cells, st, e);
   if (var == 3) return d64 ? fwd_launch_wg<64, 1>(a, cells, st, e) : fwd_launch_wg<128, 1>(a, cells, st, e);
+  if (var == 5) return d64 ? fwd_launch_wg<64, 2, true>(a, cells, st, e) : fwd_launch_wg<128, 2, true>(a, cells, st, e);
   if (var == 4) return d64 ? fwd_launch_wgp<64>(a, cells, st, e) : fwd_launch_wgp<128>(a, cells, st, e);
   if (s->head_dim == 64) return var ? fwd_launch<64, 2>(a, cells, st, e) : fwd_launch<64, 1>(a, cells, st, e);
   return var ? fwd_launch<128, 2>(a, cells, st, e) : fwd_launch<128, 1>(a, cells, st, e);
