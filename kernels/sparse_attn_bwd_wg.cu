@@ -148,6 +148,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
       for (int kk = 0; kk < D / 16; kk++)
         sa_wgmma_m64n64_ss(&dp[0][0], ddoa + bw_kmajor(kk, SA_BM), dvb + bw_kmajor(kk, SA_BN));
       sa_wgmma_commit();
+      sa_wgmma_wait<1>();
     } else {
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
@@ -155,12 +156,12 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
         sa_wgmma_m64n64_ss(&dp[0][0], ddoa + bw_kmajor(kk, SA_BM), dvb + bw_kmajor(kk, SA_BN));
       }
       sa_wgmma_commit();
+      sa_wgmma_wait<0>();
+      bw_fence_regs<SA_BN / 2>(&dp[0][0]);
     }
+    bw_fence_regs<SA_BN / 2>(&s[0][0]);
 
-    // The keep bits while the products run. A warpgroup whose 64 x 64 block of a masked chunk keeps
-    // nothing skips the rest of the chunk (its dQ gains 0), as in the forward.
     uint32_t keep = 0xffffffffu;
-    int wg_any = 1;
     if (kind != SA_CHUNK_FULL || n_valid != SA_BN) {
       int fast = 0;
       if (n_valid == SA_BN && (kind == SA_CHUNK_BAR || causal_partial)) {
@@ -170,23 +171,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
         fast = kmax <= qmin;
       }
       if (!fast) keep = sa_keep_bits<SA_BN / 8>(kind, mask, qp, kp, t);
-      wg_any = sa_wg_any(keep != 0u, wg);
     }
-    if (!wg_any) {
-      sa_wgmma_wait<0>();  // the products still write s and dp
-      bw_fence_regs<SA_BN / 2>(&s[0][0]);
-      bw_fence_regs<SA_BN / 2>(&dp[0][0]);
-      __syncthreads();  // the next iteration's copy overwrites this buffer
-      continue;
-    }
-    if (OVL) {
-      sa_wgmma_wait<1>();
-    } else {
-      sa_wgmma_wait<0>();
-      bw_fence_regs<SA_BN / 2>(&dp[0][0]);
-    }
-    bw_fence_regs<SA_BN / 2>(&s[0][0]);
-
 #pragma unroll
     for (int n = 0; n < SA_BN / 8; n++)
 #pragma unroll
@@ -342,6 +327,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dkdv_wg_kernel(const bwd
       for (int kk = 0; kk < D / 16; kk++)
         sa_wgmma_m64n64_ss(&dp[0][0], dva + bw_kmajor(kk, BW_KEYS), ddob + bw_kmajor(kk, BW_QB));
       sa_wgmma_commit();
+      sa_wgmma_wait<1>();
     } else {
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
@@ -349,10 +335,11 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dkdv_wg_kernel(const bwd
         sa_wgmma_m64n64_ss(&dp[0][0], dva + bw_kmajor(kk, BW_KEYS), ddob + bw_kmajor(kk, BW_QB));
       }
       sa_wgmma_commit();
+      sa_wgmma_wait<0>();
+      bw_fence_regs<BW_QB / 2>(&dp[0][0]);
     }
+    bw_fence_regs<BW_QB / 2>(&s[0][0]);
 
-    // The keep bits while the products run. A warpgroup whose 64 keys keep nothing of the chunk's 64
-    // query rows skips the rest of it (its dK, dV gain 0), as in the forward.
     const head_mask *mask = a.masks ? &a.masks[cur.h] : NULL;
     uint32_t keep = 0;
     if (cur.kind == SA_CHUNK_FULL && kp[0] >= 0 && kp[1] >= 0 && qp[BW_QB - 1] >= 0) keep = 0xffffffffu;
@@ -365,23 +352,6 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dkdv_wg_kernel(const bwd
                      (cur.kind == SA_CHUNK_FULL ? 1 : mask ? sa_mask_keeps(mask, q, k) : k <= q);
         keep |= (uint32_t)keep_i << i;
       }
-    if (cur.kind != SA_CHUNK_FULL && !sa_wg_any(keep != 0u, wg)) {  // kind: the same in every thread
-      sa_wgmma_wait<0>();  // the products still write s and dp
-      bw_fence_regs<BW_QB / 2>(&s[0][0]);
-      bw_fence_regs<BW_QB / 2>(&dp[0][0]);
-      __syncthreads();  // the next iteration's copy overwrites this buffer
-      cur = nxt, nxt = nxt2;
-      continue;
-    }
-
-    if (OVL) {
-      sa_wgmma_wait<1>();
-    } else {
-      sa_wgmma_wait<0>();
-      bw_fence_regs<BW_QB / 2>(&dp[0][0]);
-    }
-    bw_fence_regs<BW_QB / 2>(&s[0][0]);
-
 #pragma unroll
     for (int n = 0; n < BW_QB / 8; n++)
 #pragma unroll
