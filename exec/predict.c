@@ -34,17 +34,25 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;
-  // Forward and backward of the layer: events before the last forward kernel ends are forward, events
-  // from the first backward kernel on are backward. Between the two lie the forward's closing all-to-all
-  // (Ulysses' gather, right after its last kernel) and the backward's opening one (its scatter, right
-  // before its first kernel), with the rest of the step (MLP, loss) between them when it takes time:
-  // such an event belongs to the side it is nearer to.
-  double bwd0 = INFINITY, fwd_end = -INFINITY;
+  // Forward and backward of the layer, rank by rank (an imbalanced layout's first ranks start their
+  // backward while the last ones still run their forward): a rank's events before its last forward kernel
+  // ends are forward, events from its first backward kernel on are backward. Between the two lie the
+  // forward's closing all-to-all (Ulysses' gather, right after its last kernel) and the backward's opening
+  // one (its scatter, right before its first kernel), with the rest of the step (MLP, loss) between them
+  // when it takes time: such an event belongs to the side it is nearer to.
+  int W = q.schedule.world;
+  double *bwd0 = malloc(sizeof(double) * (size_t)W), *fwd_end = malloc(sizeof(double) * (size_t)W);
+  if (!bwd0 || !fwd_end) {
+    free(bwd0), free(fwd_end);
+    sim_timeline_free(&tl);
+    return sr_internal_error(e, 0, "out of memory");
+  }
+  for (int r = 0; r < W; r++) bwd0[r] = INFINITY, fwd_end[r] = -INFINITY;
   for (int64_t i = 0; i < tl.n; i++) {
     const sim_event *v = &tl.ev[i];
-    if (v->layer != 0) continue;
-    if (v->phase == PHASE_ATTN_BWD && v->start < bwd0) bwd0 = v->start;
-    if (v->phase == PHASE_ATTN && v->start + v->dur > fwd_end) fwd_end = v->start + v->dur;
+    if (v->layer != 0 || v->rank < 0 || v->rank >= W) continue;
+    if (v->phase == PHASE_ATTN_BWD && v->start < bwd0[v->rank]) bwd0[v->rank] = v->start;
+    if (v->phase == PHASE_ATTN && v->start + v->dur > fwd_end[v->rank]) fwd_end[v->rank] = v->start + v->dur;
   }
   double f0 = INFINITY, f1 = -INFINITY, b0 = INFINITY, b1 = -INFINITY;
   int online = pattern_spec_is_online(p->spec.pattern);
@@ -52,20 +60,22 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   keep.ev = malloc(sizeof(sim_event) * (size_t)(tl.n > 0 ? tl.n : 1));
   uint8_t *side = malloc((size_t)(tl.n > 0 ? tl.n : 1));  // of each kept event: 1 backward
   if (!keep.ev || !side) {
-    free(keep.ev), free(side);
+    free(keep.ev), free(side), free(bwd0), free(fwd_end);
     sim_timeline_free(&tl);
     return sr_internal_error(e, 0, "out of memory");
   }
   for (int64_t i = 0; i < tl.n; i++) {
     const sim_event *v = &tl.ev[i];
-    if (v->layer != 0) continue;
-    int bwd = v->start >= bwd0 ? 1 : v->start < fwd_end ? 0 : v->start - fwd_end > bwd0 - (v->start + v->dur);
+    if (v->layer != 0 || v->rank < 0 || v->rank >= W) continue;
+    double b = bwd0[v->rank], f = fwd_end[v->rank];
+    int bwd = v->start >= b ? 1 : v->start < f ? 0 : v->start - f > b - (v->start + v->dur);
     if (bwd ? !is_bwd_phase(v->phase) : !is_fwd_phase(v->phase, online)) continue;
     side[keep.n] = (uint8_t)bwd;
     if (bwd) b0 = fmin(b0, v->start), b1 = fmax(b1, v->start + v->dur);
     else f0 = fmin(f0, v->start), f1 = fmax(f1, v->start + v->dur);
     keep.ev[keep.n++] = *v;
   }
+  free(bwd0), free(fwd_end);
   *fwd_s = f1 > f0 ? f1 - f0 : 0;
   *bwd_s = b1 > b0 ? b1 - b0 : 0;
   int rc = SR_OK;

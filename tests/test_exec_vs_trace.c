@@ -316,3 +316,34 @@ TEST(exec_trace_out_unwritable_path_exits_2_naming_the_flag) {
   CHECK_STR_CONTAINS(out, "--trace-out");
   free(out);
 }
+
+TEST(exec_predict_keeps_every_forward_step_when_ranks_start_their_backward_apart) {
+  // the contiguous dense ring at 1M on 8 GPUs: rank 0 has one forward step and starts its backward while
+  // rank 7 still runs its 8; the prediction must count rank r's r + 1 forward steps (it lost the last rank's
+  // last step when it split forward from backward at the first backward kernel of any rank)
+  char csv[600], cmd[2048], *out = NULL, *text = NULL;
+  snprintf(csv, sizeof csv, "%s/imbalanced.csv", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model qwen2.5-3b --cluster models/clusters/h100-1x8.json "
+           "--seq 1M --strategy dense-ring --csv %s 2>&1", test_bin_dir(), csv);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  snprintf(cmd, sizeof cmd, "cat %s", csv);
+  CHECK_EQ_INT(test_run(cmd, &text), 0);
+  int steps[8] = {0};
+  double last_rank_attn_us = 0;
+  for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    int layer, rank, step;
+    char phase[32], stream[32];
+    double start, dur;
+    if (sscanf(l, "sim,%d,%d,%d,%31[^,],%31[^,],%lf,%lf", &layer, &rank, &step, phase, stream, &start, &dur) == 7 &&
+        strcmp(phase, "attn") == 0 && rank >= 0 && rank < 8) {
+      steps[rank]++;
+      if (rank == 7) last_rank_attn_us += dur;
+    }
+  }
+  for (int r = 0; r < 8; r++) CHECK_EQ_INT(steps[r], r + 1);
+  // the forward lasts at least as long as the last rank's kernels
+  const char *f = out ? strstr(out, "fwd ") : NULL;
+  double fwd_ms = f ? atof(f + 4) : 0;
+  CHECK(fwd_ms >= last_rank_attn_us * 1e-3 - 0.001);  // printed to 3 decimals
+  free(out), free(text);
+}
