@@ -37,39 +37,35 @@ static int cmd_predict(int argc, char **argv) {
     goto out;
   path = cli_get(&a, "trace", NULL);
   if ((rc = exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e))) goto out;
-  if (!path) {
-    if (pattern_spec_is_online(p.spec.pattern)) {
-      rc = sr_input_error(&e, NULL, "--trace",
-                          "required for the online pattern '%s': the recorded pattern to predict (attn --trace-out writes one)",
-                          p.spec.pattern);
-      goto out;
-    }
-    if (layer >= pat.layers) {
-      rc = sr_input_error(&e, NULL, "--layer", "%lld: the model has %d layers", (long long)layer, pat.layers);
-      goto out;
-    }
-    double f, b;
-    if ((rc = predict_attention(&p, &pat, (int)layer, cli_get(&a, "csv", NULL), &f, &b, &e))) goto out;
-    printf("  layer %lld: predicted (sim, pattern %s, cluster %s) fwd %.3f ms bwd %.3f ms\n", (long long)layer,
-           p.spec.pattern, p.cluster.name, 1e3 * f, 1e3 * b);
+  const pattern *use = &pat;  // the plan's own pattern, or step K of the trace
+  char what[1100];
+  snprintf(what, sizeof what, "pattern %s", p.spec.pattern);
+  if (!path && pattern_spec_is_online(p.spec.pattern)) {
+    rc = sr_input_error(&e, NULL, "--trace",
+                        "required for the online pattern '%s': the recorded pattern to predict (attn --trace-out writes one)",
+                        p.spec.pattern);
     goto out;
   }
-  if ((rc = trace_open(path, &t, &e))) goto out;
-  t_open = 1;
-  if ((rc = trace_read_step(&t, (int)step, &rec, &e))) goto out;
-  if (rec.n_tokens != pat.n_tokens || rec.heads != pat.heads || rec.layers != pat.layers) {
-    rc = sr_input_error(&e, path, "shape",
-                        "the trace holds %lld tokens x %d layers x %d heads; the plan's model at --seq is %lld x %d x %d",
-                        (long long)rec.n_tokens, rec.layers, rec.heads, (long long)pat.n_tokens, pat.layers, pat.heads);
-    goto out;
+  if (path) {
+    if ((rc = trace_open(path, &t, &e))) goto out;
+    t_open = 1;
+    if ((rc = trace_read_step(&t, (int)step, &rec, &e))) goto out;
+    if (rec.n_tokens != pat.n_tokens || rec.heads != pat.heads || rec.layers != pat.layers) {
+      rc = sr_input_error(&e, path, "shape",
+                          "the trace holds %lld tokens x %d layers x %d heads; the plan's model at --seq is %lld x %d x %d",
+                          (long long)rec.n_tokens, rec.layers, rec.heads, (long long)pat.n_tokens, pat.layers, pat.heads);
+      goto out;
+    }
+    use = &rec;
+    snprintf(what, sizeof what, "%s", path);
   }
-  if (layer >= rec.layers) {
-    rc = sr_input_error(&e, NULL, "--layer", "%lld: the model has %d layers", (long long)layer, rec.layers);
+  if (layer >= use->layers) {
+    rc = sr_input_error(&e, NULL, "--layer", "%lld: the model has %d layers", (long long)layer, use->layers);
     goto out;
   }
   double f, b;
-  if ((rc = predict_attention(&p, &rec, (int)layer, cli_get(&a, "csv", NULL), &f, &b, &e))) goto out;
-  printf("  layer %lld: predicted (sim, %s, cluster %s) fwd %.3f ms bwd %.3f ms\n", (long long)layer, path,
+  if ((rc = predict_attention(&p, use, (int)layer, cli_get(&a, "csv", NULL), &f, &b, &e))) goto out;
+  printf("  layer %lld: predicted (sim, %s, cluster %s) fwd %.3f ms bwd %.3f ms\n", (long long)layer, what,
          p.cluster.name, 1e3 * f, 1e3 * b);
 out:
   if (t_open) trace_close(&t);
