@@ -83,3 +83,29 @@ TEST(nodes_predict_repredicts_the_scaling_runs_as_the_runs_predicted_themselves)
   CHECK_STR_CONTAINS(re, "nonexistent.json");
   free(run), free(re);
 }
+
+TEST(cluster_nodes_writes_two_nodes_and_refuses_bad_input) {
+  // scripts/cluster_nodes.py: 4 GPUs become 2 nodes of 2 that the planner loads; an odd count above 2 or a
+  // malformed base file is an input error (exit 2) naming what was wrong, with nothing written
+  char cmd[2048], out4[600], bad[600], *o = NULL;
+  snprintf(out4, sizeof out4, "%s/c4.json", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "python3 scripts/cluster_nodes.py models/clusters/h200-1x2.json 4 %s && %s/sparsering cluster --cluster %s",
+           out4, test_bin_dir(), out4);
+  CHECK_EQ_INT(test_run(cmd, &o), 0);
+  CHECK_STR_CONTAINS(o, "2 nodes x 2 = 4");
+  free(o), o = NULL;
+  snprintf(cmd, sizeof cmd, "python3 scripts/cluster_nodes.py models/clusters/h200-1x2.json 3 %s/c3.json 2>&1", test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &o), 2);
+  CHECK_STR_CONTAINS(o, "W = 3");
+  free(o), o = NULL;
+  snprintf(bad, sizeof bad, "%s/bad.json", test_tmpdir());
+  FILE *f = fopen(bad, "w");
+  if (f) fputs("{\"nodes\": 1,", f), fclose(f);
+  snprintf(cmd, sizeof cmd, "python3 scripts/cluster_nodes.py %s 4 %s/never.json 2>&1", bad, test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &o), 2);
+  CHECK_STR_CONTAINS(o, "bad.json");
+  char never[700];
+  snprintf(never, sizeof never, "%s/never.json", test_tmpdir());
+  CHECK(!test_file_exists(never));
+  free(o);
+}
