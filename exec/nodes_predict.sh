@@ -16,7 +16,7 @@ B=${SR_BIN:-bin}
 [ -f "$CAL" ] || { echo "nodes_predict.sh: $CAL: no such cluster file" >&2; exit 2; }
 L=${OUT:-$(mktemp -d /tmp/sr-nodes-predict-XXXXXX)}
 mkdir -p "$L"
-S=/dev/null
+export S=/dev/null  # gpu_exec_steps.sh's summary file (say): not kept here
 . scripts/gpu_exec_steps.sh  # exec_table
 logs=()
 for d in "$@"; do

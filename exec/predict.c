@@ -47,7 +47,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
     sim_timeline_free(&tl);
     return sr_internal_error(e, 0, "out of memory");
   }
-  for (int r = 0; r < W; r++) bwd0[r] = INFINITY, fwd_end[r] = -INFINITY;
+  for (int k = 0; k < W; k++) bwd0[k] = INFINITY, fwd_end[k] = -INFINITY;
   for (int64_t i = 0; i < tl.n; i++) {
     const sim_event *v = &tl.ev[i];
     if (v->layer != 0 || v->rank < 0 || v->rank >= W) continue;
