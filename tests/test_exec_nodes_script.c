@@ -109,3 +109,21 @@ TEST(cluster_nodes_writes_two_nodes_and_refuses_bad_input) {
   CHECK(!test_file_exists(never));
   free(o);
 }
+
+TEST(nodes_script_stops_when_a_correctness_run_fails) {
+  // a correctness run that exits non-zero without printing "failed" (an input error, say) still stops
+  // the script before any timing: a sparsering-exec that refuses everything stands in for it
+  char dir[700], exe[800], cmd[2048], *out = NULL;
+  snprintf(dir, sizeof dir, "%s/fakebin", test_tmpdir());
+  snprintf(exe, sizeof exe, "%s/sparsering-exec", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && printf '#!/bin/sh\\necho \"sparsering-exec attn: refused\" >&2\\nexit 2\\n' > %s && "
+           "chmod +x %s", dir, exe, exe);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs3 OUT=%s/out3 bash exec/gpu_run_nodes.sh 'a strong' 2>&1", dir,
+           test_tmpdir(), test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &out), 1);
+  CHECK_STR_CONTAINS(out, "correctness FAILED");
+  CHECK(out && strstr(out, "strong_") == NULL);  // nothing timed after it
+  free(out);
+}
