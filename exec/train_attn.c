@@ -324,10 +324,13 @@ int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e) {
     }
     if (i < 0 && (i = claim(b, key, 0)) >= 0) {  // not kept (or its prefetch failed): build it here
       b->slot_building[i] = 1;
-      if (!b->held || !b->held[key]) b->on_demand++;  // else restored (counted apart)
+      int fresh = !b->held || !b->held[key];
+      if (fresh) b->on_demand++;  // else restored (counted apart)
       pthread_mutex_unlock(&b->mu);
+      double t0 = sr_now();
       rc = build(b, i, key, e);
       pthread_mutex_lock(&b->mu);
+      if (fresh) b->on_demand_s += sr_now() - t0;
       b->slot_building[i] = 0;
       pthread_cond_broadcast(&b->cv);
       *out = b->slot[i];
@@ -377,6 +380,12 @@ int train_attn_host_cache(train_attn *b, double cap_gib, sr_error *e) {
   return SR_OK;
 }
 
+void train_attn_on_demand(train_attn *b, int64_t *built, double *seconds) {
+  pthread_mutex_lock(&b->mu);
+  *built = b->on_demand, *seconds = b->on_demand_s;
+  pthread_mutex_unlock(&b->mu);
+}
+
 int train_attn_held(const train_attn *b) {
   int n = 0;
   for (int l = 0; b->held && l < b->layers; l++) n += b->held[l] != NULL;
@@ -387,7 +396,7 @@ int train_attn_prebuild(train_attn *b, sr_error *e) {
   if (b->online_cpu) return SR_OK;  // its plans follow each sample's estimate
   dist_attn *first;
   int rc = train_attn_get(b, 0, &first, e);  // slot 0; on the GPU it sizes the cache
-  b->on_demand = 0;
+  b->on_demand = 0, b->on_demand_s = 0;
   int n = (int)sr_min64(b->cap, b->layers);
   if (rc || n <= 1) return rc;
   // Layers 1 .. n-1 into slots 1 .. n-1, in threads: a layer's tile index is seconds of CPU work at 128K

@@ -51,6 +51,7 @@ typedef struct {
   int64_t host_dropped;  // held plans freed to stay under the cap
   double restore_s;    // the restores' time (summed over threads)
   int64_t on_demand;   // of which built when their layer came (after the first step began)
+  double on_demand_s;  // their build seconds (wall time of the thread that needed them)
   double build_s;      // their build time (summed over threads)
   // building ahead
   int prefetch, threads, device, stop;
@@ -79,6 +80,8 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
 // (< 0: half of /proc/meminfo's MemAvailable, shared by the ranks of this node). A no-op for a shared plan and for
 // vs-online (plans follow each estimate). Before train_attn_prebuild.
 int train_attn_host_cache(train_attn *b, double cap_gib, sr_error *e);
+// Plans built when their layer came so far, and their build seconds (under the lock: build threads may run).
+void train_attn_on_demand(train_attn *b, int64_t *built, double *seconds);
 // Plans held in host memory now.
 int train_attn_held(const train_attn *b);
 // Build the plans that will be kept (layer 0 first: it sizes the cache on the GPU), before the first step.

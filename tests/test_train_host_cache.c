@@ -99,3 +99,22 @@ TEST(train_host_cache_cap_without_the_cache_is_refused) {
   CHECK_STR_CONTAINS(out, "--attn-host-gib");
   free(out);
 }
+
+// train --predict says how many plans the measured step built when their layer came: CPU work on the step's
+// critical path that the simulated step does not hold. With the uses above: without the host cache every
+// step builds 2 (the measured one is the best after the first); with it only the first step builds (1).
+TEST(train_predict_names_the_plans_the_measured_step_built) {
+  const char *dir = test_tmpdir();
+  const char *cluster = mpi_h200_cluster(1);
+  char *out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1 --predict", "plain", &out), 0);
+  CHECK_STR_CONTAINS(out, "predict: the measured step built 2 attention plan(s) when their layer came (");
+  free(out), out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1 --attn-host-cache --predict", "cached", &out), 0);
+  CHECK_STR_CONTAINS(out, "predict: tiny-test mtraining seq 512");
+  CHECK(out && strstr(out, "the measured step built") == NULL);  // step 2 restored its plans
+  free(out), out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 1, "--attn-cache 1 --attn-host-cache --predict", "one", &out), 0);
+  CHECK_STR_CONTAINS(out, "predict: the measured step built 1 attention plan(s) when their layer came (");
+  free(out);
+}
