@@ -3,8 +3,9 @@
 # treated as 2 "nodes" of NP/2 GPUs so that both levels of the double ring run (the planner and the
 # executor take node membership from the plan's cluster, not from the machine). The clusters are written
 # here by scripts/cluster_nodes.py from models/clusters/h200-1x2.json (after stage cal: from the calibrated
-# cluster) with the same NVLink figures for the "inter-node" level, because those are the wires the transfers take. Every timed run prints the simulator's prediction on the
-# calibrated cluster; the table of measured against predicted is printed last.
+# cluster) with the same NVLink figures for the "inter-node" level, because those are the wires the transfers
+# take. Every timed run prints the simulator's prediction on the calibrated cluster; the table of measured
+# against predicted is printed last.
 #
 # Run from the repository root: bash exec/gpu_run_nodes.sh [STAGES]   (default: a cal s512 weak strong train;
 # split over calls of at most 10 minutes, each re-running cal: a later call may find a fresh machine)
@@ -22,8 +23,8 @@
 #           36 x 8.3 s of attention on 4 GPUs, past the step's limit; train --predict;
 #           `sparsering model --model qwen2.5-3b --seq 512K --world 4`: 115.1 GB a GPU for this trainer, so it fits 4)
 # NP (default: the GPUs nvidia-smi lists), SR_BUDGET_S (default 540: no step starts after it).
-# SR_DRY=1: the same steps on the CPU backend with tiny-test (tiny-25m above 4 ranks) at 1/256 of the lengths (2000 tokens stay), to
-# check the script on a machine without GPUs: `SR_DRY=1 NP=4 bash exec/gpu_run_nodes.sh` (tests/test_exec_nodes_script.c).
+# SR_DRY=1: the same steps on the CPU backend with tiny-test (tiny-25m above 4 ranks) at 1/256 of the lengths
+# (2000 tokens stay), to check the script on a machine without GPUs: `SR_DRY=1 NP=4 bash exec/gpu_run_nodes.sh` (tests/test_exec_nodes_script.c).
 # SR_LOGS (default /tmp/sr-nodes-logs) and SR_BIN (default bin) move the logs and the binaries.
 set -o pipefail
 T0=$(date +%s)

@@ -10,6 +10,7 @@
 
 #include "exec/attn_data.h"
 #include "plan/pattern_estimate.h"
+#include "plan/util.h"
 #include "tests/mpi_fixture.h"
 #include "tests/test.h"
 #include "traces/trace.h"
@@ -326,8 +327,8 @@ TEST(exec_predict_keeps_every_forward_step_when_ranks_start_their_backward_apart
   snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model qwen2.5-3b --cluster models/clusters/h100-1x8.json "
            "--seq 1M --strategy dense-ring --csv %s 2>&1", test_bin_dir(), csv);
   CHECK_EQ_INT(test_run(cmd, &out), 0);
-  snprintf(cmd, sizeof cmd, "cat %s", csv);
-  CHECK_EQ_INT(test_run(cmd, &text), 0);
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
   int steps[8] = {0};
   double last_rank_attn_us = 0;
   for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
