@@ -173,6 +173,7 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
     a->ti_view.heads = a->nh;
     a->ti_view.tile_cnt += (int64_t)a->h_lo[a->gidx] * a->ti.n_qtiles * (a->R + 1);
     a->ti_view.bar_cnt += (int64_t)a->h_lo[a->gidx] * a->ti.n_qtiles * (a->R + 1);
+    if (a->ti_view.run_cnt) a->ti_view.run_cnt += (int64_t)a->h_lo[a->gidx] * a->ti.n_qtiles * (a->R + 1);
   }
   if (tiles_masks_build(pat, layer, &a->masks, e)) goto fail;
 

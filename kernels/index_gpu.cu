@@ -36,9 +36,10 @@ static int cmp_work(const void *a, const void *b) {
 int sa_gpu_index_upload(const tile_index *h, sa_gpu_index *out, sr_error *e) {
   memset(out, 0, sizeof *out);
   out->d = *h;
+  out->d.run_cnt = NULL, out->d.run_key = NULL, out->d.run_len = NULL;  // set as they reach the device
   int64_t cells = (int64_t)h->heads * h->n_qtiles, offs = cells * (h->world + 1);
   out->cells = cells;
-  // Work of a cell for one source: 64-key chunks it runs (2 per tile entry, bars in 64s).
+  // Work of a cell for one source: 64-key chunks it runs (2 per tile entry, 1 per run, bars in 64s).
   int32_t *order = (int32_t *)malloc(sizeof(int32_t) * (size_t)(cells * h->world + 1));
   cell_work *cw = (cell_work *)malloc(sizeof(cell_work) * (size_t)(cells + 1));
   if (!order || !cw) {
@@ -48,7 +49,8 @@ int sa_gpu_index_upload(const tile_index *h, sa_gpu_index *out, sr_error *e) {
   for (int s = 0; s < h->world; s++) {
     for (int64_t c = 0; c < cells; c++) {
       const int64_t *tc = h->tile_cnt + c * (h->world + 1), *bc = h->bar_cnt + c * (h->world + 1);
-      cw[c].work = 2 * (tc[s + 1] - tc[s]) + (bc[s + 1] - bc[s] + 63) / 64;
+      const int64_t *rc_ = h->run_cnt ? h->run_cnt + c * (h->world + 1) : NULL;
+      cw[c].work = 2 * (tc[s + 1] - tc[s]) + (rc_ ? rc_[s + 1] - rc_[s] : 0) + (bc[s + 1] - bc[s] + 63) / 64;
       cw[c].cell = (int32_t)c;
     }
     qsort(cw, (size_t)cells, sizeof *cw, cmp_work);
@@ -62,12 +64,17 @@ int sa_gpu_index_upload(const tile_index *h, sa_gpu_index *out, sr_error *e) {
   if ((rc = to_dev(&out->d.bar_cnt, h->bar_cnt, offs, e, &out->dev_bytes))) return rc;
   if ((rc = to_dev(&out->d.tile_idx, h->tile_idx, h->n_tiles, e, &out->dev_bytes))) return rc;
   if ((rc = to_dev(&out->d.tile_kind, h->tile_kind, h->n_tiles, e, &out->dev_bytes))) return rc;
-  return to_dev(&out->d.bar_idx, h->bar_idx, h->n_bars, e, &out->dev_bytes);
+  if ((rc = to_dev(&out->d.bar_idx, h->bar_idx, h->n_bars, e, &out->dev_bytes))) return rc;
+  if (!h->run_cnt) return SR_OK;
+  if ((rc = to_dev(&out->d.run_cnt, h->run_cnt, offs, e, &out->dev_bytes))) return rc;
+  if ((rc = to_dev(&out->d.run_key, h->run_key, h->n_runs, e, &out->dev_bytes))) return rc;
+  return to_dev(&out->d.run_len, h->run_len, h->n_runs, e, &out->dev_bytes);
 }
 
 void sa_gpu_index_free(sa_gpu_index *g) {
   cudaFree(g->order), cudaFree(g->d.tile_cnt), cudaFree(g->d.bar_cnt), cudaFree(g->d.tile_idx);
   cudaFree(g->d.tile_kind), cudaFree(g->d.bar_idx);
+  cudaFree(g->d.run_cnt), cudaFree(g->d.run_key), cudaFree(g->d.run_len);
   memset(g, 0, sizeof *g);
 }
 

@@ -20,8 +20,8 @@ static void segment(const tile_index *ti, const int64_t *cnt, int h, int64_t qt,
 }
 
 // The source-local keys that local query row r of head h attends to in this step (exactly the
-// elements the execution form keeps: FULL tiles whole, PARTIAL tiles under the head's element mask,
-// bars under the causal mask). Returns the count written into keys.
+// elements the execution form keeps: FULL tiles whole, PARTIAL tiles and runs under the head's element
+// mask, bars under the causal mask). Returns the count written into keys.
 static int64_t row_keys(const sa_shape *s, const int64_t *qpos, const int64_t *kpos, const tile_index *ti, int src,
                         const head_mask *masks, int h, int64_t r, int64_t *keys) {
   int64_t qt = r / TILE, n = 0, a, b;
@@ -32,6 +32,14 @@ static int64_t row_keys(const sa_shape *s, const int64_t *qpos, const int64_t *k
     for (int64_t k = k0; k < k1; k++) {
       int keep = ti->tile_kind[t] == TILE_FULL ? 1 : m ? sa_mask_keeps(m, qpos[r], kpos[k]) : kpos[k] <= qpos[r];
       if (keep) keys[n++] = k;
+    }
+  }
+  if (ti->run_cnt) {  // runs (the forward form): like PARTIAL tiles, over run_len keys from run_key
+    segment(ti, ti->run_cnt, h, qt, src, &a, &b);
+    for (int64_t t = a; t < b; t++) {
+      int64_t k0 = ti->run_key[t], k1 = k0 + ti->run_len[t] < s->n_k ? k0 + ti->run_len[t] : s->n_k;
+      for (int64_t k = k0; k < k1; k++)
+        if (m ? sa_mask_keeps(m, qpos[r], kpos[k]) : kpos[k] <= qpos[r]) keys[n++] = k;
     }
   }
   segment(ti, ti->bar_cnt, h, qt, src, &a, &b);

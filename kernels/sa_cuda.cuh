@@ -149,10 +149,13 @@ __device__ __forceinline__ void sa_mma_pb_mt(float (*acc)[D / 8][4], const float
 
 // ---- the chunks of one cell ----------------------------------------------------------------------
 
-// Chunks of a cell: 2 per tile entry (its two 64-key halves), then ceil(bars / 64) gathered bar chunks.
+// Chunks of a cell: 2 per tile entry (its two 64-key halves), one per run (the forward form), then
+// ceil(bars / 64) gathered bar chunks, which start at chunk bar_chunk0.
 typedef struct {
   int64_t t0;      // first tile entry
   int n_tile_chunks;
+  int64_t r0;      // first run
+  int bar_chunk0;  // n_tile_chunks + runs
   int64_t b0, b1;  // bar entries [b0, b1)
   int n_chunks;
 } sa_cell;
@@ -163,15 +166,18 @@ __device__ __forceinline__ sa_cell sa_cell_of(const tile_index *ti, int h, int q
   sa_cell c;
   c.t0 = ti->tile_cnt[off];
   c.n_tile_chunks = (int)(2 * (ti->tile_cnt[off + 1] - c.t0));
+  c.r0 = ti->run_cnt ? ti->run_cnt[off] : 0;
+  c.bar_chunk0 = c.n_tile_chunks + (ti->run_cnt ? (int)(ti->run_cnt[off + 1] - c.r0) : 0);
   c.b0 = ti->bar_cnt[off];
   c.b1 = ti->bar_cnt[off + 1];
-  c.n_chunks = c.n_tile_chunks + (int)((c.b1 - c.b0 + SA_BN - 1) / SA_BN);
+  c.n_chunks = c.bar_chunk0 + (int)((c.b1 - c.b0 + SA_BN - 1) / SA_BN);
   return c;
 }
 
 enum { SA_CHUNK_FULL = 0, SA_CHUNK_PARTIAL = 1, SA_CHUNK_BAR = 2 };
 
-// Where chunk ci's keys are: key r is base + r (idx == NULL) or idx[r], for r < n_valid.
+// Where chunk ci's keys are: key r is base + r (idx == NULL) or idx[r], for r < n_valid. A run is a
+// PARTIAL chunk of run_len keys from run_key.
 typedef struct {
   int kind;
   int n_valid;
@@ -181,14 +187,23 @@ typedef struct {
 
 __device__ __forceinline__ sa_chunk sa_chunk_of(const tile_index *ti, const sa_cell *c, int ci, int64_t n_k) {
   sa_chunk k;
-  if (ci < c->n_tile_chunks) {
-    k.kind = ti->tile_kind[c->t0 + ci / 2] == TILE_FULL ? SA_CHUNK_FULL : SA_CHUNK_PARTIAL;
-    k.base = (int64_t)ti->tile_idx[c->t0 + ci / 2] * TILE + (ci & 1) * SA_BN;
+  if (ci < c->bar_chunk0) {
+    int64_t len;
+    if (ci < c->n_tile_chunks) {
+      k.kind = ti->tile_kind[c->t0 + ci / 2] == TILE_FULL ? SA_CHUNK_FULL : SA_CHUNK_PARTIAL;
+      k.base = (int64_t)ti->tile_idx[c->t0 + ci / 2] * TILE + (ci & 1) * SA_BN;
+      len = SA_BN;
+    } else {
+      int64_t r = c->r0 + (ci - c->n_tile_chunks);
+      k.kind = SA_CHUNK_PARTIAL;
+      k.base = ti->run_key[r];
+      len = ti->run_len[r];
+    }
     k.idx = NULL;
     int64_t left = n_k - k.base;
-    k.n_valid = left < 0 ? 0 : left > SA_BN ? SA_BN : (int)left;
+    k.n_valid = left < 0 ? 0 : left > len ? (int)len : (int)left;
   } else {
-    int64_t b = c->b0 + (int64_t)(ci - c->n_tile_chunks) * SA_BN, left = c->b1 - b;
+    int64_t b = c->b0 + (int64_t)(ci - c->bar_chunk0) * SA_BN, left = c->b1 - b;
     k.kind = SA_CHUNK_BAR;
     k.base = 0;
     k.idx = ti->bar_idx + b;
@@ -258,12 +273,8 @@ __device__ __forceinline__ uint32_t sa_keep_bits(int kind, const head_mask *mask
     int64_t k0 = kp[0];
     uint64_t vert = sa_bits64(mask->vbits, mask->n_tokens, k0);
     uint64_t r0 = sa_vs_row64(mask, vert, qp[0], k0), r1 = sa_vs_row64(mask, vert, qp[1], k0);
-#pragma unroll
-    for (int i = 0; i < NT * 4; i++) {
-      int col = (i >> 2) * 8 + 2 * t + (i & 1);
-      bits |= (uint32_t)(((i & 2) ? r1 : r0) >> col & 1u) << i;
-    }
-    return bits;
+    bits = sa_quad_cols(r0, t) | sa_quad_cols(r1, t) << 2;
+    return NT >= 8 ? bits : bits & ((1u << (NT * 4)) - 1u);
   }
 #pragma unroll 1
   for (int i = 0; i < NT * 4; i++) {
@@ -282,13 +293,7 @@ __device__ __forceinline__ int sa_keep_bits_t_vs(int kind, const head_mask *mask
                                                  const int64_t *kp, int t, uint32_t *bits) {
   if (kind != SA_CHUNK_PARTIAL || !mask || mask->kind != PATTERN_VS || !sa_cols_run_on<8>(qp, t)) return 0;
   uint64_t r0 = kp[0] >= 0 ? sa_vs_col64(mask, qp[0], kp[0]) : 0, r1 = kp[1] >= 0 ? sa_vs_col64(mask, qp[0], kp[1]) : 0;
-  uint32_t b = 0;
-#pragma unroll
-  for (int i = 0; i < 32; i++) {
-    int col = (i >> 2) * 8 + 2 * t + (i & 1);
-    b |= (uint32_t)(((i & 2) ? r1 : r0) >> col & 1u) << i;
-  }
-  *bits = b;
+  *bits = sa_quad_cols(r0, t) | sa_quad_cols(r1, t) << 2;
   return 1;
 }
 

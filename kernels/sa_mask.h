@@ -83,6 +83,18 @@ static inline SA_HD uint64_t sa_vs_col64(const head_mask *m, int64_t q0, int64_t
   return (vert ? ~0ull : sa_bits64(m->sbits, m->n_tokens, d0)) & causal;
 }
 
+// A thread's keep bits of one row from the row's 64-bit keep word, in the accumulator layout of the
+// kernels (kernels/sa_cuda.cuh): bit n*4 + e of the result is bit n*8 + 2t + e of x (n < 8, e < 2), the
+// columns n*8 + 2t and n*8 + 2t + 1 that quad member t holds; the second row of the thread goes to bits
+// n*4 + 2 + e by a shift of 2. Four shift-or-mask steps instead of a shift and a mask an element (the
+// budget mix's partial chunks spend much of their integer work on these bits).
+static inline SA_HD uint32_t sa_quad_cols(uint64_t x, int t) {
+  x = (x >> (2 * t)) & 0x0303030303030303ull;  // pair n at 8n
+  x = (x | x >> 4) & 0x0033003300330033ull;    // pairs 2m, 2m + 1 at 16m, 16m + 4
+  x = (x | x >> 8) & 0x0000333300003333ull;    // pairs 4m .. 4m + 3 at 32m + 4i
+  return (uint32_t)(x | x >> 16) & 0x33333333u; // pair n at 4n
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
   int h = a.ti.heads == 1 ? (int)(blockIdx.x / ix_cells) : cell / n_qt, qt = cell % n_qt;
   int kvh = h / (a.heads / a.kv_heads);
   sa_cell c = sa_cell_of(&a.ti, h, qt, a.src);
-  const int c0 = BARS ? c.n_tile_chunks : 0;  // first chunk of the walk
+  const int c0 = BARS ? c.bar_chunk0 : 0;  // first chunk of the walk
   if (c.n_chunks == c0) return;
   int64_t row0 = (int64_t)qt * SA_BM;
   int n_rows = (int)min((int64_t)SA_BM, a.n_q - row0);

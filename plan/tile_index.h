@@ -34,6 +34,14 @@ typedef struct {
   uint8_t *tile_kind;    // [n_tiles] TILE_FULL or TILE_PARTIAL
   int64_t *bar_cnt;      // [heads * n_qtiles * (W+1)] absolute offsets into bar_idx
   int32_t *bar_idx;      // [n_bars] source-local key index (ascending within a segment)
+  // Runs: the forward form only (tiles_runs_build; tiles_build leaves them NULL / 0). A run is up to
+  // 64 consecutive source-local keys run_key .. run_key + run_len - 1, computed for the whole query
+  // tile under the head's element mask like a PARTIAL tile; a cell's runs are run_key[a..b) with
+  // a = run_cnt[(h*n_qtiles + i)*(W+1) + s], as for tiles. Runs, tiles and bars never overlap.
+  int64_t n_runs;
+  int64_t *run_cnt;      // [heads * n_qtiles * (W+1)] absolute offsets into run_key / run_len, or NULL
+  int32_t *run_key;      // [n_runs] first source-local key of the run (ascending within a segment)
+  uint8_t *run_len;      // [n_runs] keys in the run, 1..64
 } tile_index;
 
 // The transposed form for deterministic backward (dK/dV owned by one KV tile, no atomics): for

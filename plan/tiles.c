@@ -113,6 +113,9 @@ void tiles_free(tile_index *t) {
   free(t->tile_kind);
   free(t->bar_cnt);
   free(t->bar_idx);
+  free(t->run_cnt);
+  free(t->run_key);
+  free(t->run_len);
   memset(t, 0, sizeof *t);
 }
 
@@ -207,6 +210,7 @@ static int transpose_bars(const tile_index *t, int src, int64_t nkv_tokens, int6
 int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_index_t *out, sr_error *e) {
   memset(out, 0, sizeof *out);
   if (src < 0 || src >= t->world) return sr_input_error(e, NULL, "src", "%d outside [0, %d)", src, t->world);
+  if (t->n_runs) return sr_input_error(e, NULL, "index", "has runs (the forward form); the transpose takes the tile form");
   int W = t->world;
   int64_t nkv = sr_cdiv(n_src_tokens, TILE), nq = t->n_qtiles;
   out->heads = t->heads;

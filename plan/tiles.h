@@ -23,6 +23,13 @@ typedef struct {
 int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_index *out, sr_error *e);
 // Release a tile_index.
 void tiles_free(tile_index *t);
+// The forward form of an index (plan/tiles_runs.c): each PARTIAL tile of a VS head whose keys and whose
+// query tile's rows have consecutive positions is replaced by runs of up to 64 consecutive keys covering
+// the columns its slashes keep (a scattered slash costs two 64-key runs a query tile instead of two
+// 128-key tiles), and its verticals outside the runs become bars. The same kept elements, each
+// computed once. masks: one per head of `in` (tiles_masks_build); other heads and tiles are copied.
+// The backward takes the tile form (sa_bwd refuses an index with runs).
+int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e);
 // Transposed form of the entries of source rank src (for deterministic backward).
 int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_index_t *out, sr_error *e);
 // Release a tile_index_t.

@@ -67,3 +67,18 @@ TEST(vs_col64_equals_the_element_predicate_for_every_key_and_row_run) {
     CHECK_EQ_INT(bad, 0);
   }
 }
+
+// sa_quad_cols against the per-element form it replaces in the kernels: bit n*4 + e = bit n*8 + 2t + e.
+TEST(quad_cols_picks_each_quad_members_columns) {
+  uint64_t s = 0x243f6a8885a308d3ull;
+  for (int x = 0; x < 2000; x++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;  // xorshift64
+    uint64_t w = x == 0 ? ~0ull : x == 1 ? 0 : s;
+    for (int t = 0; t < 4; t++) {
+      uint32_t want = 0;
+      for (int i = 0; i < 32; i++)
+        if (!(i & 2)) want |= (uint32_t)(w >> ((i >> 2) * 8 + 2 * t + (i & 1)) & 1u) << i;
+      CHECK(sa_quad_cols(w, t) == want);
+    }
+  }
+}

@@ -12,13 +12,16 @@
 //   prints one table (TFLOP/s by ANCHORS.md's counts); --dump writes input set 0 and its outputs (raw
 //   bf16 q k v dout o, fp32 lse dq dk dv) of dense 16K, VS-like 64K and the budget mix at 64K for kernels/bench/peers.py, and the
 //   budget mix's pattern (preset_N_pattern.bin: int32 heads, then per head n_vert, n_slash, the verticals,
-//   the slash offsets) so that FlexAttention runs the identical mask.
+//   the slash offsets) so that FlexAttention runs the identical mask. After each budget-mix row, a "runs form" line:
+//   the default forward on the forward form of tiles_runs_build (scattered slashes as 64-key runs) against the
+//   tile form, its chunk counts and host build time, and its outputs against the tile form's.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/sparse_attn.h"
 #include "kernels/test/index_build.h"
@@ -81,6 +84,131 @@ static void qwen_mix(int64_t n, const char *dump, tile_index *ti, head_mask **ma
   }
   layout_free(&lay);
   pattern_free(&pat);
+}
+
+// Median of REPS timed default forwards over the input sets (after WARM), in ms.
+static double time_fwd(const sa_shape *sh, void **q, void **k, void **v, const int64_t *posd, const sa_gpu_index *gix,
+                       const head_mask *dmasks, void *ob, float *lse, cudaEvent_t e0, cudaEvent_t e1) {
+  float t[REPS];
+  for (int it = 0; it < WARM + REPS; it++) {
+    int s = it % SETS;
+    CK(cudaEventRecord(e0));
+    SR(sa_fwd(sh, q[s], k[s], v[s], posd, posd, gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    if (it >= WARM) CK(cudaEventElapsedTime(&t[it - WARM], e0, e1));
+  }
+  qsort(t, REPS, sizeof(float), cmp_f);
+  return (t[REPS / 2 - 1] + t[REPS / 2]) / 2;
+}
+
+// ||a - b|| / ||b|| of n device values (bf16 when bf16, else fp32), -inf entries equal on both sides skipped.
+static double dev_rel_err(const void *a, const void *b, int64_t n, int bf16) {
+  size_t es = bf16 ? 2 : 4;
+  void *ha = malloc(es * (size_t)n), *hb = malloc(es * (size_t)n);
+  CK(cudaMemcpy(ha, a, es * (size_t)n, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hb, b, es * (size_t)n, cudaMemcpyDeviceToHost));
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double x = bf16 ? __bfloat162float(((__nv_bfloat16 *)ha)[i]) : ((float *)ha)[i];
+    double y = bf16 ? __bfloat162float(((__nv_bfloat16 *)hb)[i]) : ((float *)hb)[i];
+    if (x == y) continue;  // also both -inf
+    num += (x - y) * (x - y), den += y * y;
+  }
+  free(ha), free(hb);
+  return den > 0 ? sqrt(num / den) : num > 0 ? INFINITY : 0;
+}
+
+// The budget mix's forward on the runs form (plan/tiles_runs.c) next to its tile form: one row with the
+// runs form's 64-key chunks as a share of the tile form's, its build time on the host, the default forward
+// on each form, and the runs form's O and LSE against the tile form's on input set 0.
+static void runs_row(int64_t N, const tile_index *ti, const head_mask *masks, const sa_shape *sh, void **q, void **k,
+                     void **v, const int64_t *posd, const sa_gpu_index *gix, const head_mask *dmasks, void *ob, float *lse,
+                     double t_tiles, cudaEvent_t e0, cudaEvent_t e1) {
+  layout lay;
+  tile_index tr;
+  SR(layout_build(LAYOUT_CONTIGUOUS, N, 1, 1, NULL, &lay, E));
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  SR(tiles_runs_build(ti, masks, &lay, &tr, E));
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double build_s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  double c_tiles = 2.0 * (double)ti->n_tiles, c_runs = 2.0 * (double)tr.n_tiles + (double)tr.n_runs;
+  sa_gpu_index gr;
+  SR(sa_gpu_index_upload(&tr, &gr, E));
+  double t_runs = time_fwd(sh, q, k, v, posd, &gr, dmasks, ob, lse, e0, e1);
+  int64_t nqo = N * sh->heads * sh->head_dim, nl = N * sh->heads;
+  void *ob2;
+  float *lse2;
+  CK(cudaMalloc(&ob2, 2 * (size_t)nqo));
+  CK(cudaMalloc((void **)&lse2, 4 * (size_t)nl));
+  SR(sa_fwd(sh, q[0], k[0], v[0], posd, posd, gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));
+  SR(sa_fwd(sh, q[0], k[0], v[0], posd, posd, &gr, 0, dmasks, ob2, lse2, NULL, NULL, NULL, E));
+  CK(cudaDeviceSynchronize());
+  double eo = dev_rel_err(ob2, ob, nqo, 1), el = dev_rel_err(lse2, lse, nl, 0);
+  // Both forms against float64 attention on a sample of (row, head) pairs of set 0: every key the head's
+  // mask keeps (sa_mask_keeps over all positions <= the row), from the bf16 inputs the GPU read.
+  enum { SAMPLE = 512 };
+  int H = sh->heads, KH = sh->kv_heads, D = sh->head_dim;
+  int64_t nkv = N * KH * D;
+  __nv_bfloat16 *kh = (__nv_bfloat16 *)malloc(2 * (size_t)nkv), *vh = (__nv_bfloat16 *)malloc(2 * (size_t)nkv);
+  CK(cudaMemcpy(kh, k[0], 2 * (size_t)nkv, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(vh, v[0], 2 * (size_t)nkv, cudaMemcpyDeviceToHost));
+  double num[2] = {0, 0}, lnum[2] = {0, 0}, den = 0, lden = 0, *acc = (double *)malloc(sizeof(double) * (size_t)D);
+  uint64_t rs = 99;
+  for (int x = 0; x < SAMPLE; x++) {
+    int64_t r = (int64_t)(ib_uniform(&rs) * (double)N), h = x % H;
+    if (r >= N) r = N - 1;
+    __nv_bfloat16 qr[128], o_g[2][128];
+    float l_g[2];
+    int64_t off = (r * H + h) * D;
+    CK(cudaMemcpy(qr, (const __nv_bfloat16 *)q[0] + off, 2 * (size_t)D, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(o_g[0], (const __nv_bfloat16 *)ob + off, 2 * (size_t)D, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(o_g[1], (const __nv_bfloat16 *)ob2 + off, 2 * (size_t)D, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&l_g[0], lse + h * N + r, 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&l_g[1], lse2 + h * N + r, 4, cudaMemcpyDeviceToHost));
+    double mx = -INFINITY, sum = 0;
+    int64_t kvh = h / (H / KH);
+    for (int pass = 0; pass < 2; pass++) {  // the row max, then the sums
+      if (pass) memset(acc, 0, sizeof(double) * (size_t)D);
+      for (int64_t kk = 0; kk <= r; kk++) {
+        if (!sa_mask_keeps(&masks[h], r, kk)) continue;
+        const __nv_bfloat16 *kr = kh + (kk * KH + kvh) * D, *vr = vh + (kk * KH + kvh) * D;
+        double dot = 0;
+        for (int c = 0; c < D; c++) dot += (double)__bfloat162float(qr[c]) * __bfloat162float(kr[c]);
+        dot *= sh->scale;
+        if (!pass) {
+          mx = dot > mx ? dot : mx;
+          continue;
+        }
+        double p = exp(dot - mx);
+        sum += p;
+        for (int c = 0; c < D; c++) acc[c] += p * __bfloat162float(vr[c]);
+      }
+    }
+    if (sum == 0) continue;
+    double lt = mx + log(sum);
+    for (int c = 0; c < D; c++) {
+      double t = acc[c] / sum;
+      den += t * t;
+      for (int f = 0; f < 2; f++) num[f] += (__bfloat162float(o_g[f][c]) - t) * (__bfloat162float(o_g[f][c]) - t);
+    }
+    lden += lt * lt;
+    for (int f = 0; f < 2; f++) lnum[f] += (l_g[f] - lt) * (l_g[f] - lt);
+  }
+  free(kh), free(vh), free(acc);
+  printf("runs form %6lldK: tile chunks %.0f (tiles %lld, bars %lld), runs form chunks %.0f = %.1f%% (FULL tiles %lld, runs %lld, bars %lld),"
+         " built in %.2f s; fwd tiles %.2f ms, runs %.2f ms (%.2fx); runs vs tiles: O %.2e, LSE %.2e;"
+         " vs float64 on %d sampled rows: tiles O %.2e LSE %.2e, runs O %.2e LSE %.2e\n",
+         (long long)(N / 1024), c_tiles, (long long)ti->n_tiles, (long long)ti->n_bars, c_runs, 100 * c_runs / c_tiles,
+         (long long)tr.n_tiles, (long long)tr.n_runs, (long long)tr.n_bars, build_s, t_tiles, t_runs, t_tiles / t_runs, eo, el,
+         (int)SAMPLE, sqrt(num[0] / den), sqrt(lnum[0] / lden), sqrt(num[1] / den), sqrt(lnum[1] / lden));
+  fflush(stdout);
+  CK(cudaFree(ob2));
+  CK(cudaFree(lse2));
+  sa_gpu_index_free(&gr);
+  tiles_free(&tr);
+  layout_free(&lay);
 }
 
 int main(int argc, char **argv) {
@@ -211,6 +339,7 @@ int main(int argc, char **argv) {
              cs[c].name, (long long)(N / 1024), 100 * work, mf, flop / mf / 1e9, mv[1], mv[2], mv[3], mv[4], mv[5], mv[6], mbv[1],
              mbv[2], mbv[3], mbv[4], mbv[5], mb, 2.5 * flop / mb / 1e9, mf + mb);
     fflush(stdout);
+    if (cs[c].vs == 2) runs_row(N, &ti, masks, &sh, q, k, v, posd, &gix, dmasks, ob, lse, mf, e0, e1);
     }
     if (dump && dumped) {  // set 0 once more, outputs kept for the independent check
       SR(sa_fwd(&sh, q[0], k[0], v[0], posd, posd, &gix, 0, dmasks, ob, lse, NULL, NULL, NULL, E));

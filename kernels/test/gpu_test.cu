@@ -25,7 +25,8 @@ extern "C" {  // the planner's C API
 
 typedef struct {
   const char *name;
-  int kind;  // pattern kind, -1 the closed-form VS-like mask, -2 VS built by the planner (plan/tiles.c)
+  int kind;  // pattern kind, -1 the closed-form VS-like mask, -2 VS built by the planner (plan/tiles.c),
+             // -3 the same with scattered slashes, the forward on the runs form (tiles_runs_build)
   int64_t N, g;
   int W, qr, H, KH, d, bars, small;
 } tcase;
@@ -40,6 +41,8 @@ static const tcase cases[] = {
     {"vs-like d128 N3000", -1, 3000, 1, 1, 0, 16, 2, 128, 1, 0},
     {"planner vs striped W2", -2, 2100, 128, 2, 1, 16, 2, 128, 1, 0},
     {"planner vs striped W3 d64", -2, 1700, 128, 3, 0, 16, 2, 64, 1, 1},
+    {"planner vs runs W2", -3, 2100, 128, 2, 1, 16, 2, 128, 1, 1},
+    {"planner vs runs d64 N3000", -3, 3000, 128, 1, 0, 16, 2, 64, 1, 0},
     {"window d64 N300 gqa1", PATTERN_WINDOW, 300, 1, 1, 0, 4, 4, 64, 0, 1},
     {"vs+bars d128 N400 gqa8", PATTERN_VS, 400, 1, 1, 0, 8, 1, 128, 1, 1},
     {"dense d64 N1", PATTERN_DENSE, 1, 1, 1, 0, 2, 1, 64, 0, 1},
@@ -137,6 +140,7 @@ static double rel_err(const float *out, const float *ref, int64_t n) {
 typedef struct {
   double o_b, lse_b, o_run, lse_run, merge, dq, dk, dv;
   int det;
+  int bad;  // a check that is not an error figure failed (the runs case: no runs, or sa_bwd took the runs form)
 } errs;
 
 static double fmax_(double a, double b) { return a > b ? a : b; }
@@ -147,33 +151,33 @@ static errs run_case(const tcase *c) {
   int H = c->H, KH = c->KH, d = c->d, W = c->W;
   int64_t N = c->N, n_q = positions(N, W, c->g, c->qr, NULL), n_k[8];
   layout lay;
-  if (c->kind == -2) {  // the planner's striped layout spreads remainders its own way: use its counts
+  if (c->kind <= -2) {  // the planner's striped layout spreads remainders its own way: use its counts
     SR(layout_build(LAYOUT_STRIPED, N, W, c->g, NULL, &lay, E));
     n_q = lay.rank_count[c->qr];
   }
   int64_t *qpos = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_q + 1)), *kpos[8];
-  if (c->kind == -2) layout_positions(&lay, c->qr, qpos);
+  if (c->kind <= -2) layout_positions(&lay, c->qr, qpos);
   else positions(N, W, c->g, c->qr, qpos);
   for (int s = 0; s < W; s++) {
-    n_k[s] = c->kind == -2 ? lay.rank_count[s] : positions(N, W, c->g, s, NULL);
+    n_k[s] = c->kind <= -2 ? lay.rank_count[s] : positions(N, W, c->g, s, NULL);
     kpos[s] = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_k[s] + 1));
-    if (c->kind == -2) layout_positions(&lay, s, kpos[s]);
+    if (c->kind <= -2) layout_positions(&lay, s, kpos[s]);
     else positions(N, W, c->g, s, kpos[s]);
   }
   head_mask masks[64], *pmasks = NULL;
   tile_index ti;
   pattern pat;
-  if (c->kind == -2) {  // random VS heads through the planner: striped layout, tiles_build, its masks
+  if (c->kind <= -2) {  // random VS heads through the planner: striped layout, tiles_build, its masks
     SR(pattern_alloc(&pat, N, 1, H, E));
     for (int h = 0; h < H; h++) {
       head_pattern *hp = pattern_head(&pat, 0, h);
       hp->kind = PATTERN_VS;
-      hp->vertical = (int32_t *)malloc(sizeof(int32_t) * 64), hp->slash = (int32_t *)malloc(sizeof(int32_t) * 8);
-      int nv = 0, ns = 0;
+      hp->vertical = (int32_t *)malloc(sizeof(int32_t) * 64), hp->slash = (int32_t *)malloc(sizeof(int32_t) * 32);
+      int nv = 0, ns = 0, scattered = c->kind == -3;
       for (int64_t k = 0; k < N && nv < 64; k++)
         if (uni() < 30.0 / N) hp->vertical[nv++] = (int32_t)k;
-      for (int64_t d = 0; d < N && ns < 8; d++)
-        if (d == 0 || (d < 300 && uni() < 0.01)) hp->slash[ns++] = (int32_t)d;
+      for (int64_t d = 0; d < N && ns < (scattered ? 32 : 8); d++)
+        if (d == 0 || (d < 300 && uni() < 0.01) || (scattered && uni() < 16.0 / N)) hp->slash[ns++] = (int32_t)d;
       hp->n_vertical = nv, hp->n_slash = ns;
     }
     SR(tiles_build(&pat, 0, &lay, c->qr, &ti, E));
@@ -198,9 +202,19 @@ static errs run_case(const tcase *c) {
     kposd[s] = (int64_t *)dev_copy(kpos[s], sizeof(int64_t) * (size_t)n_k[s]);
   }
   int64_t *qposd = (int64_t *)dev_copy(qpos, sizeof(int64_t) * (size_t)n_q);
-  sa_gpu_index gix;
+  sa_gpu_index gix, gix_runs, *gix_fwd = &gix;
   head_mask *dmasks;
   SR(sa_gpu_index_upload(&ti, &gix, E));
+  // The runs form runs the forward; the reference and the backward take the tile form (the same elements).
+  tile_index ti_runs;
+  int64_t n_runs = -1;
+  if (c->kind == -3) {
+    SR(tiles_runs_build(&ti, pmasks, &lay, &ti_runs, E));
+    SR(sa_gpu_index_upload(&ti_runs, &gix_runs, E));
+    gix_fwd = &gix_runs, n_runs = ti_runs.n_runs;
+    printf("  runs form: %lld runs, %lld tiles, %lld bars (tile form: %lld tiles, %lld bars)\n", (long long)ti_runs.n_runs,
+           (long long)ti_runs.n_tiles, (long long)ti_runs.n_bars, (long long)ti.n_tiles, (long long)ti.n_bars);
+  }
   SR(sa_gpu_masks_upload(masks, H, &dmasks, E));
 
   // ---- forward: per step O_b / LSE_b, running merge in the epilogue, and the standalone merge ----
@@ -241,7 +255,7 @@ static errs run_case(const tcase *c) {
   for (int s = 0; s < W; s++) {
     sa_shape sh = {n_q, n_k[s], H, KH, d, (float)(1.0 / sqrt((double)d))};
     poison(o_b, sizeof(__nv_bfloat16) * (size_t)nqo), poison(lse_b, sizeof(float) * (size_t)nl);
-    SR(sa_fwd(&sh, qd, kd[s], vd[s], qposd, kposd[s], &gix, s, dmasks, o_b, lse_b, o_run, lse_run, NULL, E));
+    SR(sa_fwd(&sh, qd, kd[s], vd[s], qposd, kposd[s], gix_fwd, s, dmasks, o_b, lse_b, o_run, lse_run, NULL, E));
     SR(sa_merge(n_q, H, d, o_m, lse_m, o_b, lse_b, NULL, E));
     CK(cudaDeviceSynchronize());
     float *ob = fetch_bf16(o_b, nqo), *lb = fetch_f32(lse_b, nl);
@@ -286,7 +300,7 @@ static errs run_case(const tcase *c) {
     sa_shape sh = {n_q, n_k[s], H, KH, d, (float)(1.0 / sqrt((double)d))};
     int64_t e = n_k[s] * KH * d;
     tile_index_t tt;
-    if (c->kind == -2) SR(tiles_transpose(&ti, s, n_k[s], &tt, E));
+    if (c->kind <= -2) SR(tiles_transpose(&ti, s, n_k[s], &tt, E));
     else ib_transpose(&ti, s, n_k[s], &tt);
     sa_gpu_index_t gtt;
     SR(sa_gpu_index_t_upload(&tt, H, KH, &gtt, E));
@@ -301,6 +315,10 @@ static errs run_case(const tcase *c) {
                 dv[rep][s], NULL, E));
     }
     sa_bwd_variant = -1;
+    sr_error e_refuse;
+    if (c->kind == -3 && s == 0)  // the backward refuses the forward form, before touching anything
+      r.bad |= sa_bwd(&sh, qd, kd[s], vd[s], lse_run, d_row, dod, qposd, kposd[s], &gix_runs, &gtt, s, dmasks, dq[0],
+                      dk[0][s], dv[0][s], NULL, &e_refuse) != SR_EINPUT;
     CK(cudaDeviceSynchronize());
     for (int bv = 0; bv < nbv; bv++) {
       float *g0 = fetch_f32(dk[2 * bv][s], e), *g1 = fetch_f32(dk[2 * bv + 1][s], e);
@@ -313,7 +331,7 @@ static errs run_case(const tcase *c) {
     for (int bv = 0; bv < nbv; bv++) r.dk = fmax_(r.dk, bwd_var[bv][1]), r.dv = fmax_(r.dv, bwd_var[bv][2]);
     free(dk_ref), free(dv_ref);
     sa_gpu_index_t_free(&gtt);
-    if (c->kind == -2) tiles_transpose_free(&tt);
+    if (c->kind <= -2) tiles_transpose_free(&tt);
     else ib_transpose_free(&tt);
     for (int rep = 0; rep < 2 * nbv; rep++) {
       CK(cudaFree(dk[rep][s]));
@@ -340,7 +358,9 @@ static errs run_case(const tcase *c) {
     CK(cudaFree(kd[s])); CK(cudaFree(vd[s])); CK(cudaFree(kposd[s]));
   }
   sa_gpu_masks_free(dmasks, H), sa_gpu_index_free(&gix);
-  if (c->kind == -2) {
+  if (c->kind == -3) sa_gpu_index_free(&gix_runs), tiles_free(&ti_runs);
+  r.bad |= n_runs == 0;  // a runs case whose form has no runs tests nothing new
+  if (c->kind <= -2) {
     tiles_free(&ti), tiles_masks_free(pmasks, H), pattern_free(&pat), layout_free(&lay);
   } else {
     ib_free(&ti);
@@ -361,7 +381,7 @@ int main(int argc, char **argv) {
     if (small && !cases[i].small) continue;
     errs r = run_case(&cases[i]);
     int ok = r.o_b <= 1e-2 && r.lse_b <= 1e-3 && r.o_run <= 1e-2 && r.lse_run <= 1e-3 && r.merge <= 1e-2 &&
-             r.dq <= 1e-2 && r.dk <= 1e-2 && r.dv <= 1e-2 && !r.det;
+             r.dq <= 1e-2 && r.dk <= 1e-2 && r.dv <= 1e-2 && !r.det && !r.bad;
     fails += !ok;
     printf("%-24s %9.2e %9.2e %9.2e %9.2e %9.2e %9.2e %9.2e %9.2e %5s %s\n", cases[i].name, r.o_b, r.lse_b, r.o_run,
            r.lse_run, r.merge, r.dq, r.dk, r.dv, r.det ? "NO" : "yes", ok ? "ok" : "FAIL");

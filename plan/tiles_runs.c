@@ -1,0 +1,255 @@
+// tiles_runs.c — the forward form of an execution form: scattered slashes as diagonal runs.
+//
+// A slash (offset o) of a VS head keeps (q, q - o): across one 128-row query tile that is a band of
+// 128 consecutive keys, which the tile form computes as the two (sometimes three halves of two) 128-key
+// KV tiles it crosses, 256 keys for 128 kept pairs. MInference (Jiang et al. 2024, the vertical-slash
+// kernel's index) instead covers each query block's slash bands with key blocks that start anywhere.
+// Here: in every PARTIAL tile of a VS head whose keys, and whose query tile's rows, have consecutive
+// global positions (every tile of the contiguous, zigzag and striped:128 layouts), the columns that
+// some row keeps through a slash are covered left to right by runs of up to 64 consecutive keys (the
+// greedy cover, which is the fewest runs for points on a line), a run never entering a tile that stays
+// an entry (FULL, or PARTIAL of another kind), a break of consecutive positions, or the source's end.
+// The tile's verticals outside the runs become bars (they are kept on every row q >= k: the causal
+// mask is theirs), and the old bars a run covers leave the bar list. So every kept (q, k) is computed
+// exactly once, by a FULL tile, a run (the head's element mask) or a bar (the causal mask), as in the
+// tile form; tests/test_tiles_runs.c checks that element by element.
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/tiles_internal.h"
+
+// The layout's positions and, per source rank, which KV tiles hold consecutive positions and which
+// continue into the next tile without a break.
+typedef struct {
+  int world;
+  int64_t **pos;     // [world][rank_count] global positions in local order
+  uint8_t **cons;    // [world][n_tiles] bit 0: the tile's keys are consecutive; bit 1: and so is the join to tile j + 1
+  int64_t *n_tiles;  // [world]
+} run_layout;
+
+static void run_layout_free(run_layout *r) {
+  for (int s = 0; s < r->world && r->pos; s++) free(r->pos[s]), free(r->cons[s]);
+  free(r->pos), free(r->cons), free(r->n_tiles);
+}
+
+static int run_layout_build(const layout *l, run_layout *r) {
+  memset(r, 0, sizeof *r);
+  r->world = l->world;
+  r->pos = calloc((size_t)l->world, sizeof *r->pos);
+  r->cons = calloc((size_t)l->world, sizeof *r->cons);
+  r->n_tiles = calloc((size_t)l->world, sizeof *r->n_tiles);
+  if (!r->pos || !r->cons || !r->n_tiles) return -1;
+  for (int s = 0; s < l->world; s++) {
+    int64_t n = l->rank_count[s], nt = sr_cdiv(n, TILE);
+    r->n_tiles[s] = nt;
+    r->pos[s] = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    r->cons[s] = calloc((size_t)nt + 1, 1);
+    if (!r->pos[s] || !r->cons[s]) return -1;
+    layout_positions(l, s, r->pos[s]);
+    const int64_t *p = r->pos[s];
+    for (int64_t j = 0; j < nt; j++) {
+      int64_t a = j * TILE, b = sr_min64(n, a + TILE), x = a + 1;
+      while (x < b && p[x] == p[x - 1] + 1) x++;
+      r->cons[s][j] = x == b;
+      if (x == b && b < n && b - a == TILE && p[b] == p[b - 1] + 1) r->cons[s][j] |= 2;
+    }
+  }
+  return 0;
+}
+
+typedef struct {
+  int32_t j;
+  uint8_t kind;
+} entry;
+
+static int cmp_entry(const void *a, const void *b) {
+  int32_t x = ((const entry *)a)->j, y = ((const entry *)b)->j;
+  return (x > y) - (x < y);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+// Is tile j one of the blocked (kept-entry) tiles, sorted ascending in blk[0..nb)?
+static int blocked(const int32_t *blk, int64_t nb, int32_t j) {
+  return bsearch(&j, blk, (size_t)nb, sizeof *blk, cmp_i32) != NULL;
+}
+
+// Builder state of one (head, query tile, source) cell of a VS head.
+typedef struct {
+  const uint32_t *vbits;
+  const int32_t *spre;  // spre[x] = slashes with offset < x
+  int64_t n_tokens;
+  int64_t qlo, qhi;     // positions of the query tile's first and last rows (consecutive)
+} cell_ctx;
+
+// Does some row of the query tile keep key position p through a slash (offset in [qlo - p, qhi - p], >= 0)?
+static int slash_needs(const cell_ctx *c, int64_t p) {
+  int64_t lo = sr_max64(0, c->qlo - p), hi = c->qhi - p;
+  return hi >= lo && c->spre[hi + 1] - c->spre[lo] > 0;
+}
+
+static int vertical_visible(const cell_ctx *c, int64_t p) {
+  return p <= c->qhi && ((c->vbits[p >> 5] >> (p & 31)) & 1u);
+}
+
+int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  if (in->n_runs) return sr_input_error(e, NULL, "index", "already has runs");
+  if (l->world != in->world || in->q_rank < 0 || in->q_rank >= l->world ||
+      sr_cdiv(l->rank_count[in->q_rank], TILE) != in->n_qtiles)
+    return sr_input_error(e, NULL, "layout", "does not match the index (world %d, query rank %d, %d query tiles)",
+                          in->world, in->q_rank, in->n_qtiles);
+  int W = in->world;
+  int64_t nq = in->n_qtiles, offs = (int64_t)in->heads * nq * (W + 1), ntok = l->n_tokens;
+  for (int h = 0; h < in->heads; h++)
+    if (masks[h].kind == PATTERN_VS && masks[h].n_tokens != ntok)
+      return sr_input_error(e, NULL, "masks", "head %d's mask has %lld tokens, the layout %lld", h,
+                            (long long)masks[h].n_tokens, (long long)ntok);
+  out->heads = in->heads, out->world = W, out->q_rank = in->q_rank, out->n_qtiles = in->n_qtiles;
+  out->tile_cnt = calloc((size_t)offs + 1, sizeof *out->tile_cnt);
+  out->bar_cnt = calloc((size_t)offs + 1, sizeof *out->bar_cnt);
+  out->run_cnt = calloc((size_t)offs + 1, sizeof *out->run_cnt);
+  int32_t *spre = malloc(sizeof(int32_t) * (size_t)(ntok + 1));
+  run_layout rl;
+  int bad = run_layout_build(l, &rl);
+  tile_buf tg = {0}, rg = {0}, bg = {0};
+  entry *ent = NULL;
+  int32_t *blk = NULL, *vb = NULL;
+  int64_t cap_ent = 0, cap_vb = 0;
+  int rc = SR_OK;
+  if (bad || !out->tile_cnt || !out->bar_cnt || !out->run_cnt || !spre) rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
+  const int64_t *qp = rc ? NULL : rl.pos[in->q_rank];
+  for (int h = 0; h < in->heads && !rc; h++) {
+    const head_mask *m = &masks[h];
+    int vs = m->kind == PATTERN_VS;
+    if (vs) {
+      spre[0] = 0;
+      for (int64_t x = 0; x < ntok; x++) spre[x + 1] = spre[x] + (int32_t)((m->sbits[x >> 5] >> (x & 31)) & 1u);
+    }
+    for (int64_t i = 0; i < nq && !rc; i++) {
+      int64_t r0 = i * TILE, r1 = sr_min64(l->rank_count[in->q_rank], r0 + TILE) - 1, x = r0 + 1;
+      while (x <= r1 && qp[x] == qp[x - 1] + 1) x++;
+      cell_ctx c = {m->vbits, spre, ntok, qp[r0], qp[r1]};
+      int qcons = vs && x > r1;
+      for (int s = 0; s < W && !rc; s++) {
+        int64_t cell = ((int64_t)h * nq + i) * (W + 1) + s;
+        int64_t ta = in->tile_cnt[cell], tb = in->tile_cnt[cell + 1], ba = in->bar_cnt[cell], bb = in->bar_cnt[cell + 1];
+        out->tile_cnt[cell] = tg.n, out->run_cnt[cell] = rg.n, out->bar_cnt[cell] = bg.n;
+        int64_t nt = tb - ta, nkeys = l->rank_count[s];
+        if (nt > cap_ent) {
+          cap_ent = 2 * nt;
+          free(ent), free(blk);
+          ent = malloc(sizeof *ent * (size_t)cap_ent), blk = malloc(sizeof *blk * (size_t)cap_ent);
+        }
+        if (tile_buf_grow(&tg, tg.n + nt, 1) || tile_buf_grow(&bg, bg.n + (bb - ba), 0) || (nt && (!ent || !blk))) {
+          rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
+          break;
+        }
+        // Split the entries: converted (ent, sorted) and kept (copied as they are, and blocking runs).
+        int64_t nc = 0, nb = 0;
+        for (int64_t a = ta; a < tb; a++) {
+          int32_t j = in->tile_idx[a];
+          if (j < 0 || j >= rl.n_tiles[s]) {
+            rc = sr_input_error(e, NULL, "tile_idx", "KV tile %d outside source %d's %lld tiles", j, s,
+                                (long long)rl.n_tiles[s]);
+            break;
+          }
+          if (qcons && in->tile_kind[a] == TILE_PARTIAL && (rl.cons[s][j] & 1)) {
+            ent[nc++] = (entry){j, in->tile_kind[a]};
+          } else {
+            blk[nb++] = j;
+            tg.idx[tg.n] = j;
+            tg.kind[tg.n++] = in->tile_kind[a];
+          }
+        }
+        if (rc) break;
+        if (nc == 0) {
+          memcpy(bg.idx + bg.n, in->bar_idx + ba, sizeof(int32_t) * (size_t)(bb - ba));
+          bg.n += bb - ba;
+          continue;
+        }
+        qsort(ent, (size_t)nc, sizeof *ent, cmp_entry);
+        qsort(blk, (size_t)nb, sizeof *blk, cmp_i32);
+        const int64_t *kp = rl.pos[s];
+        // Runs over the converted tiles' slash columns, left to right.
+        int64_t r_first = rg.n, run_end = -1;
+        for (int64_t x2 = 0; x2 < nc && !rc; x2++) {
+          int32_t j = ent[x2].j;
+          int64_t k0 = (int64_t)j * TILE, k1 = sr_min64(nkeys, k0 + TILE);
+          for (int64_t k = sr_max64(k0, run_end); k < k1; k++) {
+            if (!slash_needs(&c, kp[k])) continue;
+            int64_t limit = k1;
+            if ((rl.cons[s][j] & 2) && (rl.cons[s][j + 1] & 1) && !blocked(blk, nb, j + 1))
+              limit = sr_min64(nkeys, k0 + 2 * TILE);  // on into the next tile: its keys continue the positions
+            int64_t len = sr_min64(64, limit - k);
+            if (tile_buf_grow(&rg, rg.n + 1, 1)) {
+              rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
+              break;
+            }
+            rg.idx[rg.n] = (int32_t)k;
+            rg.kind[rg.n++] = (uint8_t)len;
+            run_end = k + len;
+            k = run_end - 1;
+          }
+        }
+        if (rc) break;
+        // Bars: the old ones no run covers, and the converted tiles' visible verticals no run covers,
+        // merged ascending (the two sets are disjoint: old bars lie outside every entry tile).
+        int64_t nv = 0, rp = r_first;
+        if (cap_vb < nc * TILE) {
+          cap_vb = 2 * nc * TILE;
+          free(vb);
+          vb = malloc(sizeof *vb * (size_t)cap_vb);
+          if (!vb) {
+            rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
+            break;
+          }
+        }
+        for (int64_t x2 = 0; x2 < nc; x2++) {
+          int64_t k0 = (int64_t)ent[x2].j * TILE, k1 = sr_min64(nkeys, k0 + TILE);
+          for (int64_t k = k0; k < k1; k++) {
+            if (!vertical_visible(&c, kp[k])) continue;
+            while (rp < rg.n && rg.idx[rp] + rg.kind[rp] <= k) rp++;
+            if (rp < rg.n && rg.idx[rp] <= k) continue;
+            vb[nv++] = (int32_t)k;
+          }
+        }
+        if (tile_buf_grow(&bg, bg.n + (bb - ba) + nv, 0)) {
+          rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
+          break;
+        }
+        int64_t a = ba, v = 0;
+        rp = r_first;
+        while (a < bb || v < nv) {
+          int32_t k;
+          if (v >= nv || (a < bb && in->bar_idx[a] < vb[v])) {
+            k = in->bar_idx[a++];
+            while (rp < rg.n && rg.idx[rp] + rg.kind[rp] <= k) rp++;
+            if (rp < rg.n && rg.idx[rp] <= k) continue;  // a run computes it
+          } else {
+            k = vb[v++];
+          }
+          bg.idx[bg.n++] = k;
+        }
+      }
+      int64_t end = ((int64_t)h * nq + i) * (W + 1) + W;
+      out->tile_cnt[end] = tg.n, out->run_cnt[end] = rg.n, out->bar_cnt[end] = bg.n;
+    }
+  }
+  free(spre), free(ent), free(blk), free(vb);
+  run_layout_free(&rl);
+  out->tile_idx = tg.idx, out->tile_kind = tg.kind, out->n_tiles = tg.n;
+  out->run_key = rg.idx, out->run_len = rg.kind, out->n_runs = rg.n;
+  out->bar_idx = bg.idx, out->n_bars = bg.n;
+  if (!rc && (!out->tile_idx || !out->run_key || !out->bar_idx)) {
+    // empty arrays still get a valid pointer, as tiles_build's consumers expect
+    if (!out->tile_idx) out->tile_idx = malloc(sizeof(int32_t)), out->tile_kind = malloc(1);
+    if (!out->run_key) out->run_key = malloc(sizeof(int32_t)), out->run_len = malloc(1);
+    if (!out->bar_idx) out->bar_idx = malloc(sizeof(int32_t));
+  }
+  if (rc) tiles_free(out);
+  return rc;
+}
