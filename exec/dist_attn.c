@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "exec/dist_internal.h"
+#include "plan/pattern_spec.h"
+#include "plan/tiles.h"
 #include "plan/util.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -112,6 +114,18 @@ static int ring_order(const struct dist_attn *a, int32_t **src, int *n_steps, sr
   return ring_order_flat(a->R, src, e);
 }
 
+// An index's view of this rank's heads [h_lo[gidx], h_lo[gidx + 1]) (the whole index when one head's
+// index serves every head).
+static tile_index heads_view(const dist_attn *a, const tile_index *t, int uniform) {
+  tile_index v = *t;
+  if (uniform) return v;
+  int64_t off = (int64_t)a->h_lo[a->gidx] * t->n_qtiles * (a->R + 1);
+  v.heads = a->nh;
+  v.tile_cnt += off, v.bar_cnt += off;
+  if (v.run_cnt) v.run_cnt += off;
+  return v;
+}
+
 int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
                      sr_error *e) {
   *out = NULL;
@@ -168,14 +182,15 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
   int uniform = pattern_layer_heads_uniform(pat, layer);
   if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(pat, layer, 0);
   if (tiles_build(uniform ? &one : pat, uniform ? 0 : layer, a->glay, a->group, &a->ti, e)) goto fail;
-  a->ti_view = a->ti;
-  if (!uniform) {
-    a->ti_view.heads = a->nh;
-    a->ti_view.tile_cnt += (int64_t)a->h_lo[a->gidx] * a->ti.n_qtiles * (a->R + 1);
-    a->ti_view.bar_cnt += (int64_t)a->h_lo[a->gidx] * a->ti.n_qtiles * (a->R + 1);
-    if (a->ti_view.run_cnt) a->ti_view.run_cnt += (int64_t)a->h_lo[a->gidx] * a->ti.n_qtiles * (a->R + 1);
-  }
+  a->ti_view = heads_view(a, &a->ti, uniform);
   if (tiles_masks_build(pat, layer, &a->masks, e)) goto fail;
+  // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
+  // keeps the tile form. A vs-online pattern is rebuilt in the tile form at run time, so it keeps that.
+  if (p->spec.fwd_runs && !pattern_spec_is_online(p->spec.pattern)) {
+    if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) goto fail;
+    if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
+    else a->ti_fwd_view = heads_view(a, &a->ti_fwd, uniform);
+  }
 
   // Skip map: which shards each member of this rank's ring touches, over this rank's heads.
   uint8_t *needs = NULL;
@@ -264,6 +279,7 @@ void dist_attn_free(dist_attn *a) {
   ring_plan_free(&a->rp);
   if (a->masks) tiles_masks_free(a->masks, a->H);
   if (a->ti.tile_cnt || a->ti.bar_cnt) tiles_free(&a->ti);
+  if (a->ti_fwd.tile_cnt) tiles_free(&a->ti_fwd);
   if (a->kpos)
     for (int g = 0; g < a->R; g++) free(a->kpos[g]);
   free(a->kpos);
@@ -290,6 +306,8 @@ int64_t dist_attn_host_bytes(const dist_attn *a) {
   const tile_index *t = &a->ti;
   int64_t cells = (int64_t)t->heads * t->n_qtiles * (t->world + 1);
   int64_t b = 2 * 8 * cells + 5 * t->n_tiles + 4 * t->n_bars;  // tile_cnt, bar_cnt; tile_idx + tile_kind; bar_idx
+  const tile_index *f = &a->ti_fwd;  // the forward form, when built: the same plus run_cnt, run_key + run_len
+  if (f->n_runs) b += 3 * 8 * ((int64_t)f->heads * f->n_qtiles * (f->world + 1)) + 5 * f->n_tiles + 4 * f->n_bars + 5 * f->n_runs;
   for (int h = 0; a->masks && h < a->H; h++) {  // as tiles_masks_build allocates them
     const head_mask *m = &a->masks[h];
     int64_t words = (m->n_tokens + 31) / 32;

@@ -85,6 +85,7 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
   if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
+  if (a->nh > 0 && a->ti_fwd.n_runs && sa_gpu_index_upload(&a->ti_fwd_view, &s->ix_fwd, e)) return e->code;
   // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c)
   if (a->nh > 0 && !online_vs_wanted(a) && transposes_upload(a, e)) return e->code;
   if (dist_cuda_positions_upload(a, e)) return e->code;
@@ -484,7 +485,7 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
   // The execution form the kernels run (a pattern estimated per forward pass would replace these).
-  const sa_gpu_index *ix = &st->ix;
+  const sa_gpu_index *ix = st->ix_fwd.cells ? &st->ix_fwd : &st->ix;  // plan.spec.fwd_runs: the runs form
   const head_mask *masks = st->masks + a->h_lo[a->gidx];
   // vs-online (U == 1): this forward's estimated pattern instead; kv_own's first plane is this rank's K.
   if (a->online && online_vs_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;

@@ -26,7 +26,7 @@ int dist_cuda_positions_upload(struct dist_attn *a, sr_error *e) {
 // Device bytes the plan's own copies hold (indices, transposes, masks, positions).
 int64_t dist_cuda_copies_bytes(const struct dist_attn *a) {
   const cuda_state *s = a->cuda;
-  int64_t b = ws_plan_fixed_bytes(a->glay->rank_count, a->R, a->masks, a->H) + s->ix.dev_bytes;
+  int64_t b = ws_plan_fixed_bytes(a->glay->rank_count, a->R, a->masks, a->H) + s->ix.dev_bytes + s->ix_fwd.dev_bytes;
   for (int g = 0; a->nh > 0 && g < a->R; g++) b += s->ixt[g].dev_bytes;
   return b;
 }
@@ -35,6 +35,7 @@ int64_t dist_cuda_copies_bytes(const struct dist_attn *a) {
 void dist_cuda_copies_free(struct dist_attn *a) {
   cuda_state *s = a->cuda;
   sa_gpu_index_free(&s->ix);
+  sa_gpu_index_free(&s->ix_fwd);
   if (s->masks) sa_gpu_masks_free(s->masks, a->H);
   s->masks = NULL;
   for (int g = 0; s->ixt && g < a->R; g++) sa_gpu_index_t_free(&s->ixt[g]);
@@ -86,6 +87,7 @@ int dist_attn_cuda_device_restore(struct dist_attn *a, sr_error *e) {
   if (!s || !s->released) return SR_OK;
   int rc = sa_gpu_masks_upload(a->masks, a->H, &s->masks, e);
   if (!rc && a->nh > 0) rc = sa_gpu_index_upload(&a->ti_view, &s->ix, e);
+  if (!rc && a->nh > 0 && a->ti_fwd.n_runs) rc = sa_gpu_index_upload(&a->ti_fwd_view, &s->ix_fwd, e);
   for (int g = 0; !rc && a->nh > 0 && g < a->R; g++)
     rc = sa_gpu_index_t_upload_chunks(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e);
   if (!rc) rc = dist_cuda_positions_upload(a, e);

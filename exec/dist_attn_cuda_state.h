@@ -17,6 +17,7 @@ typedef struct {
 
 typedef struct {
   sa_gpu_index ix;
+  sa_gpu_index ix_fwd;        // the forward form (a->ti_fwd_view) when plan.spec.fwd_runs built one (cells > 0)
   sa_gpu_index_t *ixt;        // [R] transposed index per source (backward)
   head_mask *masks;           // device masks [H]
   int64_t *qpos, **kpos;      // device positions

@@ -29,6 +29,8 @@ struct dist_attn {
   int64_t **kpos;             // [R] positions of every group's tokens
   tile_index ti;              // tiles_build(pattern, layer, glay, group), all heads
   tile_index ti_view;         // ti restricted to heads [h_lo[gidx], h_lo[gidx+1])
+  tile_index ti_fwd;          // plan.spec.fwd_runs: tiles_runs_build(ti), the forward's form (n_runs 0: none,
+  tile_index ti_fwd_view;     //   the forward takes ti); and its view of this rank's heads
   head_mask *masks;           // [H] element masks (host)
   ring_plan rp;               // transfers of the ring this rank belongs to
   int skipping;               // plan.spec.skip_empty_sends

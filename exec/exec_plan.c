@@ -45,11 +45,13 @@ int exec_plan_load(const cli_args *a, const char *layout, const char *schedule, 
     if (schedule) snprintf(s.schedule, sizeof s.schedule, "%s", schedule);
     if (pattern_src) snprintf(s.pattern, sizeof s.pattern, "%s", pattern_src);
     if (cli_has(a, "skip-empty-sends")) s.skip_empty_sends = 1;
+    if (cli_has(a, "fwd-runs")) s.fwd_runs = 1;
     if (!strategy) snprintf(s.strategy, sizeof s.strategy, "custom");
     rc = plan_build(&s, p, e);
   }
   if (rc) return rc;
   if (cli_has(a, "skip-empty-sends")) p->spec.skip_empty_sends = 1;
+  if (cli_has(a, "fwd-runs")) p->spec.fwd_runs = 1;
   // traces/ reads "trace:PATH" and hands every other source to the planner's pattern_from_spec.
   if (pattern_source_load(p->spec.pattern, &p->model, p->layout.n_tokens, p->spec.seed, 0, pat, e)) {
     plan_free(p);

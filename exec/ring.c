@@ -163,7 +163,8 @@ int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error
     if (src >= 0 && a->nh > 0) {
       sa_shape sh = step_shape(a, src);
       const float *k = cur, *v = cur + shard_rows(a, src) * a->nkv * a->d;
-      int rc = sa_ref_fwd(&sh, q, k, v, a->qpos, a->kpos[src], &a->ti_view, src, a->masks + a->h_lo[a->gidx], o, lse);
+      const tile_index *ti = a->ti_fwd.n_runs ? &a->ti_fwd_view : &a->ti_view;  // plan.spec.fwd_runs
+      int rc = sa_ref_fwd(&sh, q, k, v, a->qpos, a->kpos[src], ti, src, a->masks + a->h_lo[a->gidx], o, lse);
       if (rc) {
         sr_internal_error(e, 0, "rank %d: sa_ref_fwd failed at step %d (code %d)", a->c->rank, s, rc);
         goto fail;

@@ -51,6 +51,14 @@ TEST(exec_mpi_three_ranks_uneven_shards_match_dense) {
              3 * 3 * 2);
 }
 
+// --fwd-runs (plan.spec.fwd_runs): the forward on the runs form of plan/tiles_runs.c, the backward on the tile
+// form; vs-topp's scattered slashes at 1100 tokens make runs on every rank of these layouts (550 tokens,
+// five tiles a rank), vs-like's window edges too.
+TEST(exec_mpi_forward_on_the_runs_form_matches_dense) {
+  run_matrix(1, 2, "1100", "contiguous,zigzag,striped:128", "ring,usp", "vs-topp:0.9,vs-like:4:32:8", "--fwd-runs",
+             3 * 2 * 2);
+}
+
 TEST(exec_mpi_four_ranks_on_two_nodes_every_layout_schedule_pattern_with_skipping) {
   run_matrix(2, 2, "333", "contiguous,zigzag,striped:16", "ring,double-ring,ulysses,usp", PATTERNS,
              "--skip-empty-sends", 3 * 4 * 4);
