@@ -233,14 +233,18 @@ __device__ __forceinline__ void sa_load_rows(__nv_bfloat16 *s, const __nv_bfloat
 
 // ---- keep bits of partial tiles -----------------------------------------------------------------
 
-// Do the positions pos[col] of this thread's NT * 2 columns (n * 8 + 2t + {0, 1}) run on from pos[0]?
-// Then the 64-bit forms above give its bits exactly; other columns are no concern of this thread.
+// Do the positions pos[col] of this thread's NT * 2 columns (n * 8 + 2t + {0, 1}) below n_valid run on
+// from pos[0]? Then the 64-bit forms above give its bits exactly (columns from n_valid on hold no key and
+// are masked by the caller); other columns are no concern of this thread.
 template <int NT>
-__device__ __forceinline__ int sa_cols_run_on(const int64_t *pos, int t) {
+__device__ __forceinline__ int sa_cols_run_on(const int64_t *pos, int t, int n_valid = SA_BN) {
   int64_t p0 = pos[0];
   int ok = p0 >= 0;
 #pragma unroll
-  for (int n = 0; n < NT; n++) ok &= (pos[n * 8 + 2 * t] == p0 + n * 8 + 2 * t) & (pos[n * 8 + 2 * t + 1] == p0 + n * 8 + 2 * t + 1);
+  for (int n = 0; n < NT; n++) {
+    int c = n * 8 + 2 * t;
+    ok &= (c >= n_valid || pos[c] == p0 + c) & (c + 1 >= n_valid || pos[c + 1] == p0 + c + 1);
+  }
   return ok;
 }
 
@@ -261,18 +265,18 @@ __device__ __forceinline__ int sa_wg_any(int pred, int wg) {
 // Keep bits of a thread's elements of a 16-row score tile over NT n8 tiles in accumulator layout:
 // bit n*4+e is row qp[e/2], column n*8 + 2t + e%2, whose key position is kp[col] (-1: no key). FULL
 // keeps every present key, BAR applies the causal mask, PARTIAL the head's element mask (causal
-// when NULL). A VS head's partial chunk of consecutive keys (the tiles of every shipped layout) takes
-// its bits from 64-bit windows of the bit sets: a few loads a row instead of two an element (the
+// when NULL). A VS head's partial chunk of consecutive keys (the tiles of every shipped layout, and runs,
+// which may hold fewer than 64: n_valid) takes its bits from 64-bit windows of the bit sets: a few loads a row instead of two an element (the
 // budget mix's scattered slashes make most of its work such chunks). Otherwise a rolled loop, so
 // the pattern's predicate is compiled once.
 template <int NT = SA_BN / 8>
 __device__ __forceinline__ uint32_t sa_keep_bits(int kind, const head_mask *mask, const int64_t *qp,
-                                                 const int64_t *kp, int t) {
+                                                 const int64_t *kp, int t, int n_valid = SA_BN) {
   uint32_t bits = 0;
-  if (kind == SA_CHUNK_PARTIAL && mask && mask->kind == PATTERN_VS && sa_cols_run_on<NT>(kp, t)) {
+  if (kind == SA_CHUNK_PARTIAL && mask && mask->kind == PATTERN_VS && sa_cols_run_on<NT>(kp, t, n_valid)) {
     int64_t k0 = kp[0];
-    uint64_t vert = sa_bits64(mask->vbits, mask->n_tokens, k0);
-    uint64_t r0 = sa_vs_row64(mask, vert, qp[0], k0), r1 = sa_vs_row64(mask, vert, qp[1], k0);
+    uint64_t vert = sa_bits64(mask->vbits, mask->n_tokens, k0), valid = n_valid >= 64 ? ~0ull : (1ull << n_valid) - 1;
+    uint64_t r0 = sa_vs_row64(mask, vert, qp[0], k0) & valid, r1 = sa_vs_row64(mask, vert, qp[1], k0) & valid;
     bits = sa_quad_cols(r0, t) | sa_quad_cols(r1, t) << 2;
     return NT >= 8 ? bits : bits & ((1u << (NT * 4)) - 1u);
   }

@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(256 / MT, 2) sa_fwd_kernel(const fwd_args a) {
       }
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
-        uint32_t keep = all_kept ? 0xffffffffu : sa_keep_bits<KS / 8>(ch.kind, mask, qp[mt], kp + sub * KS, t);
+        uint32_t keep = all_kept ? 0xffffffffu : sa_keep_bits<KS / 8>(ch.kind, mask, qp[mt], kp + sub * KS, t, max(0, ch.n_valid - sub * KS));
         fwd_softmax<KS, D>(s[mt], keep, a.scale_log2, m[mt], l[mt], o[mt]);
       }
       sa_mma_pb_mt<KS, D, MT>(o, s, vb + sub * KS * S, S, lane);
@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(WG_THREADS, MINB) sa_fwd_wg_kernel(const fwd_a
         for (int x = 1; x < 32; x <<= 1) kmax = max(kmax, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)kmax, x));
         fast = kmax <= qmin;
       }
-      if (!fast) keep = sa_keep_bits<SA_BN / 8>(kind, mask, qp, kp, t);
+      if (!fast) keep = sa_keep_bits<SA_BN / 8>(kind, mask, qp, kp, t, n_valid);
       if (SKIP) wg_any = sa_wg_any(keep != 0u, wg);
     }
     sa_wgmma_wait<0>();
@@ -539,7 +539,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1) sa_fwd_wgp_kernel(const fwd_arg
         for (int x = 1; x < 32; x <<= 1) kmax = max(kmax, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)kmax, x));
         fast = kmax <= qmin;
       }
-      if (!fast) keep = sa_keep_bits<SA_BN / 8>(kind, mask, qp, kp, t);
+      if (!fast) keep = sa_keep_bits<SA_BN / 8>(kind, mask, qp, kp, t, n_valid);
     }
     float alpha[2];
     if (__all_sync(0xffffffffu, keep == 0xffffffffu))

@@ -167,7 +167,7 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
         }
         if (rc) break;
         if (nc == 0) {
-          memcpy(bg.idx + bg.n, in->bar_idx + ba, sizeof(int32_t) * (size_t)(bb - ba));
+          if (bb > ba) memcpy(bg.idx + bg.n, in->bar_idx + ba, sizeof(int32_t) * (size_t)(bb - ba));
           bg.n += bb - ba;
           continue;
         }
