@@ -10,19 +10,19 @@
 #include "traces/trace.h"
 
 // Run training on `world` ranks; fills loss[0..steps) from the CSV; returns the exit status.
-static int train_losses(int world, const char *layout, const char *pattern, int steps, double *loss) {
+static int train_losses(int world, const char *layout, const char *pattern, int steps, double *loss, const char *extra) {
   const char *dir = test_tmpdir();
   char csv[700], text[700], cmd[4096];
   const char *cluster = mpi_h200_cluster(world);
   snprintf(text, sizeof text, "%s/fox.txt", dir);
-  snprintf(csv, sizeof csv, "%s/train-%d-%s-%s.csv", dir, world, layout, pattern);
+  snprintf(csv, sizeof csv, "%s/train-%d-%s-%s%s.csv", dir, world, layout, pattern, *extra ? "-x" : "");
   snprintf(cmd, sizeof cmd, "for i in 1 2 3 4 5 6 7 8; do printf 'the quick brown fox jumps over the lazy dog %%d. ' $i; done > %s",
            text);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np %d %s/sparsering-exec train --model tiny-test --cluster %s --seq 90 "
-           "--layout %s --schedule ring --pattern %s --data %s --steps %d --lr 3e-3 --csv %s --quiet",
-           world, test_bin_dir(), cluster, layout, pattern, text, steps, csv);
+           "--layout %s --schedule ring --pattern %s --data %s --steps %d --lr 3e-3 --csv %s --quiet %s",
+           world, test_bin_dir(), cluster, layout, pattern, text, steps, csv, extra);
   char *out = NULL;
   int rc = test_run(cmd, &out);
   if (rc != 0) test_fail(__FILE__, __LINE__, "exit %d: %.2000s", rc, out ? out : "");
@@ -41,13 +41,17 @@ static int train_losses(int world, const char *layout, const char *pattern, int 
   return rc;
 }
 
-static void check_same_losses(int world, const char *layout, const char *pattern) {
+static void check_same_losses_x(int world, const char *layout, const char *pattern, const char *extra) {
   enum { STEPS = 3 };
   double one[STEPS] = {0}, many[STEPS] = {0};
-  if (train_losses(1, "contiguous", pattern, STEPS, one) != 0) return;
-  if (train_losses(world, layout, pattern, STEPS, many) != 0) return;
+  if (train_losses(1, "contiguous", pattern, STEPS, one, "") != 0) return;
+  if (train_losses(world, layout, pattern, STEPS, many, extra) != 0) return;
   for (int s = 0; s < STEPS; s++) CHECK_NEAR(many[s], one[s], 1e-5);
   CHECK(one[STEPS - 1] < one[0]);  // the steps did train
+}
+
+static void check_same_losses(int world, const char *layout, const char *pattern) {
+  check_same_losses_x(world, layout, pattern, "");
 }
 
 TEST(train_two_ranks_striped_match_one_process_loss) { check_same_losses(2, "striped:8", "dense"); }
@@ -57,6 +61,13 @@ TEST(train_four_ranks_zigzag_uneven_match_one_process_loss) { check_same_losses(
 // A vertical-slash pattern (sinks 4, window 16, 8 vertical columns): the distributed sparse attention
 // over 2 ranks trains exactly like the same pattern on one process.
 TEST(train_two_ranks_sparse_pattern_match_one_process_loss) { check_same_losses(2, "striped:8", "vs-like:4:16:8"); }
+
+// --fwd-runs: the forward on the runs form (scattered slashes as 64-key runs, plan/tiles_runs.c), the
+// backward on the tile form; contiguous shards, whose tiles hold consecutive positions, so the VS heads'
+// partial tiles become runs. The losses are those of one process on the tile form.
+TEST(train_two_ranks_forward_on_runs_match_one_process_loss) {
+  check_same_losses_x(2, "contiguous", "vs-topp:0.9", "--fwd-runs");
+}
 
 TEST(train_records_the_attention_pattern_of_chosen_steps_as_a_trace) {
   const char *dir = test_tmpdir();
