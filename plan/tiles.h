@@ -30,6 +30,14 @@ void tiles_free(tile_index *t);
 // computed once. masks: one per head of `in` (tiles_masks_build); other heads and tiles are copied.
 // The backward takes the tile form (sa_bwd refuses an index with runs).
 int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e);
+
+// Entries of the forward form of `layer`, summed over heads and query and source ranks (each rank's
+// tiles_build, then tiles_runs_build: as slow as building the executor's indices); work = TILE^2 (full +
+// partial) + TILE * 64 runs + TILE bars, the elements the forward kernels compute on that form.
+typedef struct {
+  double full, partial, runs, bars, work;
+} runs_count;
+int tiles_runs_count_layer(const pattern *p, int layer, const layout *l, runs_count *out, sr_error *e);
 // Transposed form of the entries of source rank src (for deterministic backward).
 int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_index_t *out, sr_error *e);
 // Release a tile_index_t.

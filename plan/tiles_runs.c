@@ -253,3 +253,23 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
   if (rc) tiles_free(out);
   return rc;
 }
+
+int tiles_runs_count_layer(const pattern *p, int layer, const layout *l, runs_count *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  head_mask *masks = NULL;
+  int rc = tiles_masks_build(p, layer, &masks, e);
+  for (int r = 0; r < l->world && !rc; r++) {
+    tile_index t, f;
+    if ((rc = tiles_build(p, layer, l, r, &t, e))) break;
+    rc = tiles_runs_build(&t, masks, l, &f, e);
+    tiles_free(&t);
+    if (rc) break;
+    for (int64_t x = 0; x < f.n_tiles; x++) f.tile_kind[x] == TILE_FULL ? out->full++ : out->partial++;
+    out->runs += (double)f.n_runs;
+    out->bars += (double)f.n_bars;
+    tiles_free(&f);
+  }
+  tiles_masks_free(masks, p->heads);  // NULL when its build failed
+  out->work = (double)TILE * TILE * (out->full + out->partial) + (double)TILE * 64 * out->runs + (double)TILE * out->bars;
+  return rc;
+}

@@ -313,3 +313,57 @@ TEST(runs_by_hand_one_slash_crosses_a_tile_join_and_the_last_rows_vertical_is_a_
   pattern_free(&p);
   fx_layout_free(&l);
 }
+
+// ---- the forward form's counts (sparsering pattern --fwd-runs) ------------------------------------
+
+TEST(runs_count_layer_sums_every_ranks_forward_form_and_saves_work_on_scattered_slashes) {
+  sr_error e;
+  layout l;
+  fx_layout(0, 1100, 2, 1, &l);
+  pattern p;
+  fx_mixed_pattern(&p, 1100, 5, 41);
+  uint64_t seed = 42;
+  for (int h = 0; h < 2; h++) {
+    head_pattern *hp = pattern_head(&p, 0, h);
+    free(hp->vertical), free(hp->slash);
+    scattered_head(hp, 1100, &seed);
+  }
+  runs_count rc;
+  CHECK_EQ_INT(tiles_runs_count_layer(&p, 0, &l, &rc, &e), SR_OK);
+  head_mask *masks;
+  CHECK_EQ_INT(tiles_masks_build(&p, 0, &masks, &e), SR_OK);
+  double full = 0, partial = 0, runs = 0, bars = 0, tile_work = 0;
+  for (int r = 0; r < 2; r++) {
+    tile_index t, f;
+    CHECK_EQ_INT(tiles_build(&p, 0, &l, r, &t, &e), SR_OK);
+    CHECK_EQ_INT(tiles_runs_build(&t, masks, &l, &f, &e), SR_OK);
+    tile_work += (double)TILE * TILE * (double)t.n_tiles + (double)TILE * (double)t.n_bars;
+    for (int64_t x = 0; x < f.n_tiles; x++) f.tile_kind[x] == TILE_FULL ? full++ : partial++;
+    runs += (double)f.n_runs, bars += (double)f.n_bars;
+    tiles_free(&t), tiles_free(&f);
+  }
+  CHECK(rc.full == full && rc.partial == partial && rc.runs == runs && rc.bars == bars);
+  CHECK(rc.work == (double)TILE * TILE * (full + partial) + (double)TILE * 64 * runs + (double)TILE * bars);
+  CHECK(runs > 0 && rc.work < tile_work);
+  tiles_masks_free(masks, p.heads);
+  pattern_free(&p);
+  fx_layout_free(&l);
+}
+
+TEST(pattern_cli_fwd_runs_adds_the_forward_forms_columns) {
+  // dense causal, 4 tiles of 128, one rank, tiny-test's 4 heads: no VS head, so the forward form is the
+  // tile form (24 FULL, 16 PARTIAL, no runs or bars; work 40 x 128^2)
+  char cmd[1024], csv[600], *out = NULL, *text = NULL;
+  snprintf(csv, sizeof csv, "%s/r.csv", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s/sparsering pattern --model tiny-test --seq 512 --pattern dense --layout contiguous "
+           "--ranks 1 --fwd-runs --csv %s", test_bin_dir(), csv);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "fwd runs");
+  CHECK_STR_CONTAINS(out, "100.0%");
+  free(out);
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(csv, &text, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(text, "full_tiles,partial_tiles,bars,runs_full_tiles,runs_partial_tiles,runs,runs_bars,runs_work\n");
+  CHECK_STR_CONTAINS(text, ",24,16,0,24,16,0,0,655360\n");
+  free(text);
+}
