@@ -31,8 +31,8 @@ typedef struct {
   int zero;               // optimizer state sharded over ranks (ZeRO-1; default 1)
   int kv_bytes;           // bytes per element of KV on the wire (2 = bf16)
   int skip_empty_sends;   // do not send KV shards no query of the receiver touches in that step
-  int fwd_runs;           // executor: the attention forward runs the forward form of tiles_runs_build (scattered
-                          // slashes as 64-key runs; the same elements); the simulator costs the tile form
+  int fwd_runs;           // the attention forward runs the forward form of tiles_runs_build (scattered slashes
+                          // as 64-key runs; the same elements): the executor, and the simulator's ring steps
   int64_t fpdt_chunk;     // FPDT chunk size in tokens (0: not FPDT)
   int fpdt_offload;       // FPDT host offload on/off
   uint64_t seed;          // seed of synthetic patterns

@@ -17,6 +17,8 @@ typedef struct {
   int64_t partial;   // PARTIAL tile entries (TILE x TILE computed, element mask applied)
   int64_t bars;      // bar entries: (query tile, gathered key column) pairs, TILE rows each
   double pairs;      // exact kept (q, k) elements (the pattern's true work)
+  int64_t runs;      // runs of up to 64 keys, TILE rows each, element mask applied (the forward form of
+                     // tiles_runs_account_layer; 0 in the tile form's counts)
 } work_count;
 
 // Execution form of `layer` for query rank q_rank over all source ranks (all heads).
@@ -38,6 +40,9 @@ typedef struct {
   double full, partial, runs, bars, work;
 } runs_count;
 int tiles_runs_count_layer(const pattern *p, int layer, const layout *l, runs_count *out, sr_error *e);
+// The same entries per (query rank, source rank), summed over heads: counts[q_rank * W + src] (full,
+// partial, runs, bars; pairs 0), what the simulator costs the forward with when plan.spec.fwd_runs is set.
+int tiles_runs_account_layer(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
 // Transposed form of the entries of source rank src (for deterministic backward).
 int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_index_t *out, sr_error *e);
 // Release a tile_index_t.

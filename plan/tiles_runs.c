@@ -254,22 +254,42 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
   return rc;
 }
 
-int tiles_runs_count_layer(const pattern *p, int layer, const layout *l, runs_count *out, sr_error *e) {
-  memset(out, 0, sizeof *out);
+int tiles_runs_account_layer(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e) {
+  int W = l->world;
+  memset(counts, 0, sizeof *counts * (size_t)W * (size_t)W);
   head_mask *masks = NULL;
   int rc = tiles_masks_build(p, layer, &masks, e);
-  for (int r = 0; r < l->world && !rc; r++) {
+  for (int q = 0; q < W && !rc; q++) {
     tile_index t, f;
-    if ((rc = tiles_build(p, layer, l, r, &t, e))) break;
+    if ((rc = tiles_build(p, layer, l, q, &t, e))) break;
     rc = tiles_runs_build(&t, masks, l, &f, e);
     tiles_free(&t);
     if (rc) break;
-    for (int64_t x = 0; x < f.n_tiles; x++) f.tile_kind[x] == TILE_FULL ? out->full++ : out->partial++;
-    out->runs += (double)f.n_runs;
-    out->bars += (double)f.n_bars;
+    for (int64_t c = 0; c < (int64_t)f.heads * f.n_qtiles; c++)
+      for (int s = 0; s < W; s++) {
+        const int64_t *tc = f.tile_cnt + c * (W + 1), *rc_ = f.run_cnt + c * (W + 1), *bc = f.bar_cnt + c * (W + 1);
+        work_count *w = &counts[(int64_t)q * W + s];
+        for (int64_t x = tc[s]; x < tc[s + 1]; x++) f.tile_kind[x] == TILE_FULL ? w->full++ : w->partial++;
+        w->runs += rc_[s + 1] - rc_[s];
+        w->bars += bc[s + 1] - bc[s];
+      }
     tiles_free(&f);
   }
   tiles_masks_free(masks, p->heads);  // NULL when its build failed
+  return rc;
+}
+
+int tiles_runs_count_layer(const pattern *p, int layer, const layout *l, runs_count *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  int W = l->world;
+  work_count *counts = malloc(sizeof *counts * (size_t)W * (size_t)W);
+  if (!counts) return sr_internal_error(e, 0, "tiles: out of memory for %d x %d counts", W, W);
+  int rc = tiles_runs_account_layer(p, layer, l, counts, e);
+  for (int64_t i = 0; !rc && i < (int64_t)W * W; i++) {
+    out->full += (double)counts[i].full, out->partial += (double)counts[i].partial;
+    out->runs += (double)counts[i].runs, out->bars += (double)counts[i].bars;
+  }
+  free(counts);
   out->work = (double)TILE * TILE * (out->full + out->partial) + (double)TILE * 64 * out->runs + (double)TILE * out->bars;
   return rc;
 }

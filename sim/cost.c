@@ -13,8 +13,12 @@ double cost_tile_flops(const model_config *m) { return 4.0 * TILE * TILE * (doub
 // A bar is one gathered key column against the TILE rows of a query tile: the same count with cols = 1.
 double cost_bar_flops(const model_config *m) { return 4.0 * TILE * (double)m->head_dim; }
 
+// A run (plan/tiles_runs.c) is up to 64 keys against the TILE rows: the same count with cols = 64.
+double cost_run_flops(const model_config *m) { return 4.0 * TILE * 64 * (double)m->head_dim; }
+
 double cost_attn_exec_flops(const model_config *m, const work_count *w) {
-  return (double)(w->full + w->partial) * cost_tile_flops(m) + (double)w->bars * cost_bar_flops(m);
+  return (double)(w->full + w->partial) * cost_tile_flops(m) + (double)w->runs * cost_run_flops(m) +
+         (double)w->bars * cost_bar_flops(m);
 }
 
 // Roofline-style compute time (Williams, Waterman & Patterson 2009): FLOPs / (peak x achieved fraction),
@@ -27,6 +31,10 @@ static double attn_time(const gpu_desc *g, const model_config *m, const work_cou
   double t = 0;
   if (w->full) t += ratio * (double)w->full * cost_tile_flops(m) / (peak * (ef > 0 ? ef : 1));
   if (w->partial) t += ratio * (double)w->partial * cost_tile_flops(m) / (peak * (ep > 0 ? ep : 1));
+  // Runs are masked chunks like a PARTIAL tile's halves: the PARTIAL efficiency (an assumption: the
+  // calibration measures PARTIAL tiles; docs/kernels.md measured a run at 17.1 ns against 35.1 ns a
+  // PARTIAL tile on one H200, i.e. at the same rate per element within 3%).
+  if (w->runs) t += ratio * (double)w->runs * cost_run_flops(m) / (peak * (ep > 0 ? ep : 1));
   if (w->bars) t += ratio * (double)w->bars * cost_bar_flops(m) / (peak * (eb > 0 ? eb : 1));
   return t;
 }

@@ -15,6 +15,8 @@
 double cost_tile_flops(const model_config *m);
 // FLOPs of one bar entry (TILE query rows x one gathered key, forward, one head): 4 * TILE * head_dim.
 double cost_bar_flops(const model_config *m);
+// FLOPs of one run of the forward form (64 keys against TILE rows).
+double cost_run_flops(const model_config *m);
 // Forward attention seconds of a work count (full and partial tiles, bars) on one GPU.
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w);
 // Backward attention seconds of a work count (MODEL_ATTN_BWD_RATIO x the forward FLOPs at the backward efficiencies).

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/pattern_spec.h"
 #include "sim/cost.h"
 #include "sim/ring.h"
 #include "sim/step_ctx.h"
@@ -44,19 +45,34 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
   memset(w, 0, sizeof *w);
   int rc = work_layer(&x->cache, x->pat, layer, agg, e);
   if (rc) return rc;
+  // plan.spec.fwd_runs: the executor's forward runs the forward form (plan/tiles_runs.c), whose counts
+  // need every rank's index built (slow at scale, hence opt-in); the backward keeps the tile form's. As in
+  // the executor, a vs-online pattern (estimated in the tile form at run time) keeps the tile form.
+  work_count *fwd = NULL;
+  if (x->p->spec.fwd_runs && !pattern_spec_is_online(x->p->spec.pattern)) {
+    fwd = malloc((size_t)W * W * sizeof *fwd);
+    if (!fwd) return sr_internal_error(e, 0, "sim: out of memory for the forward form's counts");
+    if ((rc = tiles_runs_account_layer(x->pat, layer, x->cache.l, fwd, e))) {
+      free(fwd);
+      return rc;
+    }
+  }
   w->fwd = malloc((size_t)s->n_steps * W * sizeof *w->fwd);
   w->bwd = malloc((size_t)s->n_steps * W * sizeof *w->bwd);
   w->entries = calloc((size_t)W, sizeof *w->entries);
   w->busy_fwd = calloc((size_t)W, sizeof *w->busy_fwd);
   w->busy_bwd = calloc((size_t)W, sizeof *w->busy_bwd);
-  if (!w->fwd || !w->bwd || !w->entries || !w->busy_fwd || !w->busy_bwd)
+  if (!w->fwd || !w->bwd || !w->entries || !w->busy_fwd || !w->busy_bwd) {
+    free(fwd);
     return sr_internal_error(e, 0, "sim: out of memory for layer work");
+  }
   w->dt_fwd = w->dt_bwd = -1;
   for (int st = 0; st < s->n_steps; st++)
     for (int r = 0; r < W; r++) {
       int src = schedule_at(s, st, r)->kv_src;
       const work_count *c = src >= 0 ? &agg[(int64_t)r * W + src] : NULL;
-      w->fwd[(int64_t)st * W + r] = c ? (float)cost_attn_fwd(&x->c->gpu, x->m, c) : 0.f;
+      const work_count *cf = src >= 0 && fwd ? &fwd[(int64_t)r * W + src] : c;
+      w->fwd[(int64_t)st * W + r] = cf ? (float)cost_attn_fwd(&x->c->gpu, x->m, cf) : 0.f;
       w->bwd[(int64_t)st * W + r] = c ? (float)cost_attn_bwd(&x->c->gpu, x->m, c) : 0.f;
     }
   for (int h = 0; h < x->pat->heads; h++)
@@ -68,6 +84,7 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
       w->pairs += c->pairs;
       w->exec_pairs += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
     }
+  free(fwd);
   uint64_t hsh = 1469598103934665603ull;
   hsh = fnv(hsh, w->fwd, (size_t)s->n_steps * W * sizeof *w->fwd);
   hsh = fnv(hsh, w->bwd, (size_t)s->n_steps * W * sizeof *w->bwd);

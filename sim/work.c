@@ -229,6 +229,7 @@ void work_add(work_count *a, const work_count *b) {
   a->partial += b->partial;
   a->bars += b->bars;
   a->pairs += b->pairs;
+  a->runs += b->runs;
 }
 
 // Runs of identical heads (every head of a dense or windowed layer) are added once, times their count:
@@ -239,6 +240,7 @@ static void add_scaled(work_count *agg, const work_count *w, int64_t n, double k
     agg[i].partial += (int64_t)k * w[i].partial;
     agg[i].bars += (int64_t)k * w[i].bars;
     agg[i].pairs += k * w[i].pairs;
+    agg[i].runs += (int64_t)k * w[i].runs;
   }
 }
 

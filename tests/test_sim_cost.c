@@ -27,13 +27,17 @@ TEST(sim_cost_attention_charges_each_tile_kind_at_its_efficiency) {
   memset(&m, 0, sizeof m);
   m.head_dim = 128;
   // One full tile: 4 * 128 * 128 * 128 FLOPs = 8388608 at 0.5e14 FLOP/s.
-  work_count w = {1, 0, 0, 0};
+  work_count w = {1, 0, 0, 0, 0};
   CHECK_REL(cost_attn_fwd(&g, &m, &w), 8388608.0 / 0.5e14, 1e-12);
   // One partial tile at a quarter of peak, plus ten bars of 4 * 128 * 128 FLOPs at a tenth.
-  work_count w2 = {0, 1, 10, 0};
+  work_count w2 = {0, 1, 10, 0, 0};
   CHECK_REL(cost_attn_fwd(&g, &m, &w2), 8388608.0 / 0.25e14 + 10 * 65536.0 / 0.1e14, 1e-12);
   // Backward: 2.5x the FLOPs at the backward efficiency.
   CHECK_REL(cost_attn_bwd(&g, &m, &w), 2.5 * 8388608.0 / 0.4e14, 1e-12);
+  // Two runs of the forward form (64 keys x 128 rows each, 4 * 128 * 64 * 128 FLOPs) at the PARTIAL rate.
+  work_count w3 = {0, 0, 0, 0, 2};
+  CHECK_REL(cost_attn_fwd(&g, &m, &w3), 2 * 4194304.0 / 0.25e14, 1e-12);
+  CHECK_REL(cost_attn_exec_flops(&m, &w3), 2 * 4194304.0, 1e-12);
 }
 
 TEST(sim_cost_gemm_and_memory_bound_ops_follow_the_roofline) {

@@ -358,3 +358,43 @@ TEST(sim_cli_checks_the_plan_flags_as_plan_does) {
       free(out);
     }
 }
+
+// plan.spec.fwd_runs: the forward is costed on the forward form (plan/tiles_runs.c), the backward on the
+// tile form. Attention seconds of layer 0 on 2 ranks (contiguous ring, vs-topp:0.9, whose scattered
+// slashes make runs) by phase, with and without the flag.
+static void attn_seconds(int fwd_runs, double *fwd, double *bwd) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  sr_error e;
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", test_cluster(1, 2));
+  snprintf(s.layout, sizeof s.layout, "contiguous");
+  snprintf(s.pattern, sizeof s.pattern, "vs-topp:0.9");
+  s.granularity = 1;
+  s.seq = 8192;
+  s.fwd_runs = fwd_runs;
+  plan p;
+  *fwd = *bwd = 0;
+  if (plan_build(&s, &p, &e)) {
+    test_fail(__FILE__, __LINE__, "%s", e.msg);
+    return;
+  }
+  sim_options o = {0, 1, 0};
+  sim_result r;
+  sim_timeline tl = {0};
+  CHECK_EQ_INT(sim_plan(&p, &o, &r, &tl, &e), SR_OK);
+  for (int64_t i = 0; i < tl.n; i++)
+    if (tl.ev[i].layer == 0 && tl.ev[i].phase == PHASE_ATTN) *fwd += tl.ev[i].dur;
+    else if (tl.ev[i].layer == 0 && tl.ev[i].phase == PHASE_ATTN_BWD) *bwd += tl.ev[i].dur;
+  sim_timeline_free(&tl);
+  plan_free(&p);
+}
+
+TEST(sim_fwd_runs_costs_the_forward_on_the_runs_form_and_the_backward_on_tiles) {
+  double f0, b0, f1, b1;
+  attn_seconds(0, &f0, &b0);
+  attn_seconds(1, &f1, &b1);
+  CHECK(f0 > 0 && b0 > 0);
+  CHECK(f1 < 0.95 * f0);       // fewer 64-key chunks at the same (PARTIAL) efficiency
+  CHECK_REL(b1, b0, 1e-12);    // the backward takes the tile form either way
+}

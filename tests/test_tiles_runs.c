@@ -30,6 +30,18 @@ static void scattered_head(head_pattern *h, int64_t n, uint64_t *seed) {
   h->n_slash = fx_unique(h->slash, ns);
 }
 
+// The fixture's mixed pattern (heads VS, VS, WINDOW, BLOCK, DENSE, ...) with its first two heads made of
+// scattered slashes.
+static void scattered_mixed_pattern(pattern *p, int64_t n, int heads, uint64_t seed) {
+  fx_mixed_pattern(p, n, heads, seed);
+  seed++;
+  for (int h = 0; h < 2 && h < heads; h++) {
+    head_pattern *hp = pattern_head(p, 0, h);
+    free(hp->vertical), free(hp->slash);
+    scattered_head(hp, n, &seed);
+  }
+}
+
 typedef struct {
   int64_t tiles_in, runs, converted;  // chunks of the tile form's PARTIAL VS tiles; runs; tiles converted
 } run_stats;
@@ -131,13 +143,8 @@ static run_stats check_case(int kind, int64_t n, int W, int64_t g, uint64_t seed
   layout l;
   fx_layout(kind, n, W, g, &l);
   pattern p;
-  fx_mixed_pattern(&p, n, 5, seed);
-  if (scattered)
-    for (int h = 0; h < 2; h++) {
-      head_pattern *hp = pattern_head(&p, 0, h);
-      free(hp->vertical), free(hp->slash);
-      scattered_head(hp, n, &seed);
-    }
+  if (scattered) scattered_mixed_pattern(&p, n, 5, seed);
+  else fx_mixed_pattern(&p, n, 5, seed);
   run_stats st = check_runs(&p, &l);
   pattern_free(&p);
   fx_layout_free(&l);
@@ -194,13 +201,8 @@ TEST(ref_fwd_equal_on_tile_and_runs_forms) {
   layout l;
   fx_layout(0, n, W, 1, &l);
   pattern p;
-  fx_mixed_pattern(&p, n, H, 31);
+  scattered_mixed_pattern(&p, n, H, 31);
   uint64_t seed = 32;
-  for (int h = 0; h < 2; h++) {
-    head_pattern *hp = pattern_head(&p, 0, h);
-    free(hp->vertical), free(hp->slash);
-    scattered_head(hp, n, &seed);
-  }
   head_mask *masks;
   CHECK_EQ_INT(tiles_masks_build(&p, 0, &masks, &e), SR_OK);
   int64_t nmax = l.rank_count[0];
@@ -321,13 +323,7 @@ TEST(runs_count_layer_sums_every_ranks_forward_form_and_saves_work_on_scattered_
   layout l;
   fx_layout(0, 1100, 2, 1, &l);
   pattern p;
-  fx_mixed_pattern(&p, 1100, 5, 41);
-  uint64_t seed = 42;
-  for (int h = 0; h < 2; h++) {
-    head_pattern *hp = pattern_head(&p, 0, h);
-    free(hp->vertical), free(hp->slash);
-    scattered_head(hp, 1100, &seed);
-  }
+  scattered_mixed_pattern(&p, 1100, 5, 41);
   runs_count rc;
   CHECK_EQ_INT(tiles_runs_count_layer(&p, 0, &l, &rc, &e), SR_OK);
   head_mask *masks;
@@ -366,4 +362,40 @@ TEST(pattern_cli_fwd_runs_adds_the_forward_forms_columns) {
   CHECK_STR_CONTAINS(text, "full_tiles,partial_tiles,bars,runs_full_tiles,runs_partial_tiles,runs,runs_bars,runs_work\n");
   CHECK_STR_CONTAINS(text, ",24,16,0,24,16,0,0,655360\n");
   free(text);
+}
+
+// tiles_runs_account_layer's (query rank, source rank) cells against the forms' own segments.
+TEST(runs_account_layer_splits_the_counts_by_query_and_source_rank) {
+  sr_error e;
+  layout l;
+  fx_layout(2, 1700, 3, 128, &l);  // striped:128 over 3 ranks
+  pattern p;
+  scattered_mixed_pattern(&p, 1700, 5, 51);
+  work_count acc[9];
+  CHECK_EQ_INT(tiles_runs_account_layer(&p, 0, &l, acc, &e), SR_OK);
+  head_mask *masks;
+  CHECK_EQ_INT(tiles_masks_build(&p, 0, &masks, &e), SR_OK);
+  int64_t bad = 0, runs = 0;
+  for (int q = 0; q < 3; q++) {
+    tile_index t, f;
+    CHECK_EQ_INT(tiles_build(&p, 0, &l, q, &t, &e), SR_OK);
+    CHECK_EQ_INT(tiles_runs_build(&t, masks, &l, &f, &e), SR_OK);
+    for (int s = 0; s < 3; s++) {
+      int64_t full = 0, partial = 0, nr = 0, nb = 0;
+      for (int64_t c = 0; c < (int64_t)f.heads * f.n_qtiles; c++) {
+        for (int64_t a = f.tile_cnt[c * 4 + s]; a < f.tile_cnt[c * 4 + s + 1]; a++) f.tile_kind[a] ? partial++ : full++;
+        nr += f.run_cnt[c * 4 + s + 1] - f.run_cnt[c * 4 + s];
+        nb += f.bar_cnt[c * 4 + s + 1] - f.bar_cnt[c * 4 + s];
+      }
+      const work_count *w = &acc[q * 3 + s];
+      bad += w->full != full || w->partial != partial || w->runs != nr || w->bars != nb;
+      runs += nr;
+    }
+    tiles_free(&t), tiles_free(&f);
+  }
+  CHECK_EQ_INT(bad, 0);
+  CHECK(runs > 0);
+  tiles_masks_free(masks, p.heads);
+  pattern_free(&p);
+  fx_layout_free(&l);
 }
