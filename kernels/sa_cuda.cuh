@@ -266,9 +266,9 @@ __device__ __forceinline__ int sa_wg_any(int pred, int wg) {
 // bit n*4+e is row qp[e/2], column n*8 + 2t + e%2, whose key position is kp[col] (-1: no key). FULL
 // keeps every present key, BAR applies the causal mask, PARTIAL the head's element mask (causal
 // when NULL). A VS head's partial chunk of consecutive keys (the tiles of every shipped layout, and runs,
-// which may hold fewer than 64: n_valid) takes its bits from 64-bit windows of the bit sets: a few loads a row instead of two an element (the
-// budget mix's scattered slashes make most of its work such chunks). Otherwise a rolled loop, so
-// the pattern's predicate is compiled once.
+// which may hold fewer than 64 keys: n_valid) takes its bits from 64-bit windows of the bit sets: a few
+// loads a row instead of two an element (the budget mix's scattered slashes make most of its work such
+// chunks). Otherwise a rolled loop, so the pattern's predicate is compiled once.
 template <int NT = SA_BN / 8>
 __device__ __forceinline__ uint32_t sa_keep_bits(int kind, const head_mask *mask, const int64_t *qp,
                                                  const int64_t *kp, int t, int n_valid = SA_BN) {
