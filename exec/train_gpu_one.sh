@@ -7,7 +7,8 @@
 # Every stage has its own time limit; logs and CSVs in $OUT/logs.tgz, the summary last.
 #
 # Run from the repository root: bash exec/train_gpu_one.sh [STAGES]
-#   STAGES: any of verify qwen passkey (default: all, in that order). A prebuilt bin/sparsering-exec is used
+#   STAGES: any of verify qwen passkey (default: all, in that order), and fwdruns (not in the default: the
+#   Qwen2.5-3B shape at 32K with MTraining's budget mix, the forward on the tile form and with --fwd-runs). A prebuilt bin/sparsering-exec is used
 #   when it runs on the machine; otherwise it is built (nvcc, sm_90).
 set -o pipefail
 OUT=${OUT:-/tmp/sr-train1-out}
@@ -55,6 +56,16 @@ if [[ $STAGES == *qwen* ]]; then
   run q3b-dense-32k 90 --backend cuda --model qwen2.5-3b --strategy dense-ring --seq 32K --steps 2 --loss all --predict --cluster "$CLP"
   run q3b-mtr-32k-c4 90 --backend cuda --model qwen2.5-3b --strategy mtraining --pattern vs-topp:0.95 --seq 32K --steps 2 \
     --loss all --predict --cluster "$CLP" --attn-cache 4
+fi
+
+if [[ $STAGES == *fwdruns* ]]; then
+  log "(2b) Qwen2.5-3B shape, one GPU, 32K, the budget mix (vs-preset): the forward on tiles, then on runs (--fwd-runs)"
+  for f in tiles runs; do
+    F=(); [ $f = runs ] && F=(--fwd-runs)
+    run q3b-mix-32k-$f 150 --backend cuda --model qwen2.5-3b --strategy mtraining --pattern vs-preset:qwen2.5-3b \
+      --seq 32K --steps 3 --loss all --predict --cluster "$CLP" --attn-cache 4 "${F[@]}"
+  done
+  echo "q3b-mix-32k runs vs tiles: $(same_losses $W/csv/train-q3b-mix-32k-tiles.csv $W/csv/train-q3b-mix-32k-runs.csv)" | tee -a "$S"
 fi
 
 if [[ $STAGES == *passkey* ]]; then

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/sa_mask.h"  // the 64-bit bit-set windows the kernels' keep bits use
 #include "plan/tiles_internal.h"
 
 // The layout's positions and, per source rank, which KV tiles hold consecutive positions and which
@@ -81,6 +82,7 @@ static int blocked(const int32_t *blk, int64_t nb, int32_t j) {
 typedef struct {
   const uint32_t *vbits;
   const int32_t *spre;  // spre[x] = slashes with offset < x
+  const uint32_t *dil;  // bit d: a slash in [d, d + TILE - 1], what a full query tile at qlo keeps of key qlo - d
   int64_t n_tokens;
   int64_t qlo, qhi;     // positions of the query tile's first and last rows (consecutive)
 } cell_ctx;
@@ -91,8 +93,41 @@ static int slash_needs(const cell_ctx *c, int64_t p) {
   return hi >= lo && c->spre[hi + 1] - c->spre[lo] > 0;
 }
 
-static int vertical_visible(const cell_ctx *c, int64_t p) {
-  return p <= c->qhi && ((c->vbits[p >> 5] >> (p & 31)) & 1u);
+// The slash-kept columns of nk (<= TILE) keys at consecutive positions from p0, as bits of need[2] (bit c:
+// key c). Keys at or before the query tile's first row take 64 bits at once from the dilated slash set
+// (reversed: column c has offset qlo - p0 - c), as the kernels' sa_vs_row64 does; the few keys past it
+// (the diagonal tile, or a short last query tile) one by one.
+static void tile_needs(const cell_ctx *c, int64_t p0, int64_t nk, uint64_t need[2]) {
+  int full_rows = c->qhi - c->qlo == TILE - 1;
+  for (int w = 0; w < 2; w++) {
+    int64_t pw = p0 + 64 * w, d0 = c->qlo - pw, n = sr_min64(64, nk - 64 * w), first = 0;
+    uint64_t m = 0;
+    if (full_rows && d0 >= 0) {
+      m = sa_brev64(sa_bits64(c->dil, c->n_tokens, d0 - 63));
+      first = d0 + 1;
+    }
+    for (int64_t x = first; x < n; x++)
+      if (slash_needs(c, pw + x)) m |= 1ull << x;
+    need[w] = n <= 0 ? 0 : n < 64 ? m & ((1ull << n) - 1) : m;
+  }
+}
+
+// The verticals among nk (<= TILE) keys at consecutive positions from p0 that some row keeps (p <= qhi).
+static void tile_verticals(const cell_ctx *c, int64_t p0, int64_t nk, uint64_t vert[2]) {
+  for (int w = 0; w < 2; w++) {
+    int64_t pw = p0 + 64 * w, n = sr_min64(sr_min64(64, nk - 64 * w), c->qhi - pw + 1);
+    uint64_t m = n <= 0 ? 0 : sa_bits64(c->vbits, c->n_tokens, pw);
+    vert[w] = n <= 0 ? 0 : n < 64 ? m & ((1ull << n) - 1) : m;
+  }
+}
+
+// The lowest set bit of the 128-bit mask b at or above bit `from` (128 when none).
+static int64_t next_bit(const uint64_t b[2], int64_t from) {
+  for (int w = (int)(from >> 6); w < 2; w++) {
+    uint64_t m = b[w] & (from > 64 * w ? ~0ull << (from - 64 * w) : ~0ull);
+    if (m) return 64 * w + __builtin_ctzll(m);
+  }
+  return 128;
 }
 
 int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e) {
@@ -113,6 +148,7 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
   out->bar_cnt = calloc((size_t)offs + 1, sizeof *out->bar_cnt);
   out->run_cnt = calloc((size_t)offs + 1, sizeof *out->run_cnt);
   int32_t *spre = malloc(sizeof(int32_t) * (size_t)(ntok + 1));
+  uint32_t *dil = calloc((size_t)((ntok + 31) / 32 + 1), sizeof *dil);
   run_layout rl;
   int bad = run_layout_build(l, &rl);
   tile_buf tg = {0}, rg = {0}, bg = {0};
@@ -120,7 +156,7 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
   int32_t *blk = NULL, *vb = NULL;
   int64_t cap_ent = 0, cap_vb = 0;
   int rc = SR_OK;
-  if (bad || !out->tile_cnt || !out->bar_cnt || !out->run_cnt || !spre) rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
+  if (bad || !out->tile_cnt || !out->bar_cnt || !out->run_cnt || !spre || !dil) rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
   const int64_t *qp = rc ? NULL : rl.pos[in->q_rank];
   for (int h = 0; h < in->heads && !rc; h++) {
     const head_mask *m = &masks[h];
@@ -128,11 +164,14 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
     if (vs) {
       spre[0] = 0;
       for (int64_t x = 0; x < ntok; x++) spre[x + 1] = spre[x] + (int32_t)((m->sbits[x >> 5] >> (x & 31)) & 1u);
+      memset(dil, 0, sizeof *dil * (size_t)((ntok + 31) / 32));
+      for (int64_t d = 0; d < ntok; d++)
+        if (spre[sr_min64(ntok, d + TILE)] > spre[d]) dil[d >> 5] |= 1u << (d & 31);
     }
     for (int64_t i = 0; i < nq && !rc; i++) {
       int64_t r0 = i * TILE, r1 = sr_min64(l->rank_count[in->q_rank], r0 + TILE) - 1, x = r0 + 1;
       while (x <= r1 && qp[x] == qp[x - 1] + 1) x++;
-      cell_ctx c = {m->vbits, spre, ntok, qp[r0], qp[r1]};
+      cell_ctx c = {m->vbits, spre, dil, ntok, qp[r0], qp[r1]};
       int qcons = vs && x > r1;
       for (int s = 0; s < W && !rc; s++) {
         int64_t cell = ((int64_t)h * nq + i) * (W + 1) + s;
@@ -179,8 +218,9 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
         for (int64_t x2 = 0; x2 < nc && !rc; x2++) {
           int32_t j = ent[x2].j;
           int64_t k0 = (int64_t)j * TILE, k1 = sr_min64(nkeys, k0 + TILE);
-          for (int64_t k = sr_max64(k0, run_end); k < k1; k++) {
-            if (!slash_needs(&c, kp[k])) continue;
+          uint64_t need[2];
+          tile_needs(&c, kp[k0], k1 - k0, need);
+          for (int64_t k = k0 + next_bit(need, sr_max64(0, run_end - k0)); k < k1; k = k0 + next_bit(need, run_end - k0)) {
             int64_t limit = k1;
             if ((rl.cons[s][j] & 2) && (rl.cons[s][j + 1] & 1) && !blocked(blk, nb, j + 1))
               limit = sr_min64(nkeys, k0 + 2 * TILE);  // on into the next tile: its keys continue the positions
@@ -192,7 +232,7 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
             rg.idx[rg.n] = (int32_t)k;
             rg.kind[rg.n++] = (uint8_t)len;
             run_end = k + len;
-            k = run_end - 1;
+            if (run_end >= k1) break;
           }
         }
         if (rc) break;
@@ -210,8 +250,10 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
         }
         for (int64_t x2 = 0; x2 < nc; x2++) {
           int64_t k0 = (int64_t)ent[x2].j * TILE, k1 = sr_min64(nkeys, k0 + TILE);
-          for (int64_t k = k0; k < k1; k++) {
-            if (!vertical_visible(&c, kp[k])) continue;
+          uint64_t vert[2];
+          tile_verticals(&c, kp[k0], k1 - k0, vert);
+          for (int64_t b = next_bit(vert, 0); b < 128; b = next_bit(vert, b + 1)) {
+            int64_t k = k0 + b;
             while (rp < rg.n && rg.idx[rp] + rg.kind[rp] <= k) rp++;
             if (rp < rg.n && rg.idx[rp] <= k) continue;
             vb[nv++] = (int32_t)k;
@@ -239,7 +281,7 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
       out->tile_cnt[end] = tg.n, out->run_cnt[end] = rg.n, out->bar_cnt[end] = bg.n;
     }
   }
-  free(spre), free(ent), free(blk), free(vb);
+  free(spre), free(dil), free(ent), free(blk), free(vb);
   run_layout_free(&rl);
   out->tile_idx = tg.idx, out->tile_kind = tg.kind, out->n_tiles = tg.n;
   out->run_key = rg.idx, out->run_len = rg.kind, out->n_runs = rg.n;
