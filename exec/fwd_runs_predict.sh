@@ -24,8 +24,12 @@ for t in "$T1" "$T2"; do
       --pattern "$pat" "${f[@]}" 2>&1 | tail -1)
     pf=$(echo "$line" | sed -n 's/.* fwd \([0-9.]*\) ms bwd \([0-9.]*\) ms.*/\1/p')
     pb=$(echo "$line" | sed -n 's/.* fwd \([0-9.]*\) ms bwd \([0-9.]*\) ms.*/\2/p')
+    if [ -z "$pf" ] || [ -z "$pb" ] || [ "$fwd" = "?" ] || [ "$bwd" = "?" ]; then
+      echo "fwd_runs_predict.sh: no prediction or no measurement for $np $pat $seq $form: $line" >&2
+      exit 1
+    fi
     awk -v np="$np" -v pat="$pat" -v seq="$seq" -v form="$form" -v mf="$fwd" -v pf="$pf" -v mb="$bwd" -v pb="$pb" \
       'BEGIN { printf "%-5s %-21s %-5s %-6s %12.2f %12.2f %+7.1f%% %12.2f %12.2f %+7.1f%%\n", np, pat, seq, form, mf, pf,
                100 * (pf - mf) / mf, mb, pb, 100 * (pb - mb) / mb }'
-  done
+  done || exit 1
 done

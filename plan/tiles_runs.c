@@ -58,16 +58,6 @@ static int run_layout_build(const layout *l, run_layout *r) {
   return 0;
 }
 
-typedef struct {
-  int32_t j;
-  uint8_t kind;
-} entry;
-
-static int cmp_entry(const void *a, const void *b) {
-  int32_t x = ((const entry *)a)->j, y = ((const entry *)b)->j;
-  return (x > y) - (x < y);
-}
-
 static int cmp_i32(const void *a, const void *b) {
   int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
   return (x > y) - (x < y);
@@ -152,8 +142,7 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
   run_layout rl;
   int bad = run_layout_build(l, &rl);
   tile_buf tg = {0}, rg = {0}, bg = {0};
-  entry *ent = NULL;
-  int32_t *blk = NULL, *vb = NULL;
+  int32_t *ent = NULL, *blk = NULL, *vb = NULL;
   int64_t cap_ent = 0, cap_vb = 0;
   int rc = SR_OK;
   if (bad || !out->tile_cnt || !out->bar_cnt || !out->run_cnt || !spre || !dil) rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
@@ -197,7 +186,7 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
             break;
           }
           if (qcons && in->tile_kind[a] == TILE_PARTIAL && (rl.cons[s][j] & 1)) {
-            ent[nc++] = (entry){j, in->tile_kind[a]};
+            ent[nc++] = j;
           } else {
             blk[nb++] = j;
             tg.idx[tg.n] = j;
@@ -210,13 +199,13 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
           bg.n += bb - ba;
           continue;
         }
-        qsort(ent, (size_t)nc, sizeof *ent, cmp_entry);
+        qsort(ent, (size_t)nc, sizeof *ent, cmp_i32);
         qsort(blk, (size_t)nb, sizeof *blk, cmp_i32);
         const int64_t *kp = rl.pos[s];
         // Runs over the converted tiles' slash columns, left to right.
         int64_t r_first = rg.n, run_end = -1;
         for (int64_t x2 = 0; x2 < nc && !rc; x2++) {
-          int32_t j = ent[x2].j;
+          int32_t j = ent[x2];
           int64_t k0 = (int64_t)j * TILE, k1 = sr_min64(nkeys, k0 + TILE);
           uint64_t need[2];
           tile_needs(&c, kp[k0], k1 - k0, need);
@@ -249,7 +238,7 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
           }
         }
         for (int64_t x2 = 0; x2 < nc; x2++) {
-          int64_t k0 = (int64_t)ent[x2].j * TILE, k1 = sr_min64(nkeys, k0 + TILE);
+          int64_t k0 = (int64_t)ent[x2] * TILE, k1 = sr_min64(nkeys, k0 + TILE);
           uint64_t vert[2];
           tile_verticals(&c, kp[k0], k1 - k0, vert);
           for (int64_t b = next_bit(vert, 0); b < 128; b = next_bit(vert, b + 1)) {
