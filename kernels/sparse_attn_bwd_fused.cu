@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
       for (int e = 0; e < 4; e++) {
         int col = n * 8 + 2 * t + (e & 1);
         float L = lb[col], l2 = L == -INFINITY ? INFINITY : L * SA_LOG2E;
-        s[n][e] = (keep >> (n * 4 + e)) & 1u ? exp2f(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;  // P^T
+        s[n][e] = (keep >> (n * 4 + e)) & 1u ? sa_exp2(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;  // P^T
       }
     uint32_t pa[4][4], da[4][4];
     bw_pack(pa, s);
