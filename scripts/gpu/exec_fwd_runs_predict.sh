@@ -1,9 +1,9 @@
 #!/bin/bash
-# fwd_runs_predict.sh — the simulator's predictions (`sparsering-exec predict`, CPU only) of the layers that
-# exec/fwd_runs_run.sh measured, with and without --fwd-runs, next to the measured forward and backward.
+# exec_fwd_runs_predict.sh — the simulator's predictions (`sparsering-exec predict`, CPU only) of the layers that
+# scripts/gpu/exec_fwd_runs_run.sh measured, with and without --fwd-runs, next to the measured forward and backward.
 # Cluster: the calibration of the 4-GPU run (exec/results/nodes-h200x4-2026-11-22/call4, the latest with the
 # 64-bit partial masks), reshaped to one and two GPUs. Run from the repository root after `make`:
-#   bash exec/fwd_runs_predict.sh [RESULTS_1GPU_TABLE] [RESULTS_2GPU_TABLE]
+#   bash scripts/gpu/exec_fwd_runs_predict.sh [RESULTS_1GPU_TABLE] [RESULTS_2GPU_TABLE]
 set -o pipefail
 CAL=exec/results/nodes-h200x4-2026-11-22/call4/h200-nodes-4-calibrated.json
 T1=${1:-exec/results/fwd-runs-h200-2026-11-22/call2_table.txt}
@@ -25,7 +25,7 @@ for t in "$T1" "$T2"; do
     pf=$(echo "$line" | sed -n 's/.* fwd \([0-9.]*\) ms bwd \([0-9.]*\) ms.*/\1/p')
     pb=$(echo "$line" | sed -n 's/.* fwd \([0-9.]*\) ms bwd \([0-9.]*\) ms.*/\2/p')
     if [ -z "$pf" ] || [ -z "$pb" ] || [ "$fwd" = "?" ] || [ "$bwd" = "?" ]; then
-      echo "fwd_runs_predict.sh: no prediction or no measurement for $np $pat $seq $form: $line" >&2
+      echo "exec_fwd_runs_predict.sh: no prediction or no measurement for $np $pat $seq $form: $line" >&2
       exit 1
     fi
     awk -v np="$np" -v pat="$pat" -v seq="$seq" -v form="$form" -v mf="$fwd" -v pf="$pf" -v mb="$bwd" -v pb="$pb" \

@@ -1,5 +1,5 @@
 #!/bin/bash
-# gpu_run_nodes.sh — issue 9's measurements on one host of 4 or 8 GPUs (kinds nvidia-h200-x4, -x8), the host
+# exec_nodes_run.sh — issue 9's measurements on one host of 4 or 8 GPUs (kinds nvidia-h200-x4, -x8), the host
 # treated as 2 "nodes" of NP/2 GPUs so that both levels of the double ring run (the planner and the
 # executor take node membership from the plan's cluster, not from the machine). The clusters are written
 # here by scripts/cluster_nodes.py from models/clusters/h200-1x2.json (after stage cal: from the calibrated
@@ -7,7 +7,7 @@
 # take. Every timed run prints the simulator's prediction on the calibrated cluster; the table of measured
 # against predicted is printed last.
 #
-# Run from the repository root: bash exec/gpu_run_nodes.sh [STAGES]   (default: a cal s512 weak strong train;
+# Run from the repository root: bash scripts/gpu/exec_nodes_run.sh [STAGES]   (default: a cal s512 weak strong train;
 # split over calls of at most 10 minutes, each re-running cal: a later call may find a fresh machine)
 #   a       correctness at W = NP against float64 dense masked attention, seq 2000 (uneven shards): every
 #           layout (striped:128, zigzag, contiguous) x schedule (ring, double-ring, ulysses, usp) x pattern
@@ -24,7 +24,7 @@
 #           `sparsering model --model qwen2.5-3b --seq 512K --world 4`: 115.1 GB a GPU for this trainer, so it fits 4)
 # NP (default: the GPUs nvidia-smi lists), SR_BUDGET_S (default 540: no step starts after it).
 # SR_DRY=1: the same steps on the CPU backend with tiny-test (tiny-25m above 4 ranks) at 1/256 of the lengths
-# (2000 tokens stay), to check the script on a machine without GPUs: `SR_DRY=1 NP=4 bash exec/gpu_run_nodes.sh` (tests/test_exec_nodes_script.c).
+# (2000 tokens stay), to check the script on a machine without GPUs: `SR_DRY=1 NP=4 bash scripts/gpu/exec_nodes_run.sh` (tests/test_exec_nodes_script.c).
 # SR_LOGS (default /tmp/sr-nodes-logs) and SR_BIN (default bin) move the logs and the binaries.
 set -o pipefail
 T0=$(date +%s)
@@ -38,7 +38,7 @@ S=$OUT/summary.txt
 STAGES=${1:-a cal s512 weak strong train}
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=120
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-. scripts/gpu_exec_steps.sh  # say, step, timed, exec_table
+. scripts/gpu/exec_steps.sh  # say, step, timed, exec_table
 
 if [ -n "${SR_DRY:-}" ]; then
   NP=${NP:-4}
@@ -50,11 +50,11 @@ else
   BACKEND=cuda MODEL=qwen2.5-3b
   tokens() { echo "$1"; }
 fi
-if [ "$NP" -lt 4 ]; then echo "gpu_run_nodes.sh: needs 4 or 8 ranks (NP=$NP)"; exit 2; fi
-say "== gpu_run_nodes.sh stages: $STAGES on $NP ranks, backend $BACKEND (started $(date -u +%H:%M:%S), budget ${SR_BUDGET_S:-540} s)"
+if [ "$NP" -lt 4 ]; then echo "exec_nodes_run.sh: needs 4 or 8 ranks (NP=$NP)"; exit 2; fi
+say "== exec_nodes_run.sh stages: $STAGES on $NP ranks, backend $BACKEND (started $(date -u +%H:%M:%S), budget ${SR_BUDGET_S:-540} s)"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv >"$L/gpu.txt" 2>&1
 
-. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
+. scripts/gpu/mpi.sh  # MPIRUN, MAKE_MPI
 if [ -z "${SR_DRY:-}" ]; then
   ready=$(sr_exec_ready "$L/build.log") || { say "$ready: failed"; tail -30 "$L/build.log"; exit 1; }
   say "$ready"

@@ -1,15 +1,15 @@
 #!/bin/bash
-# train_gpu_precision.sh — bf16 against TF32 GEMMs on ONE GPU (kind nvidia-h200), in one call: the GPU
+# train_precision.sh — bf16 against TF32 GEMMs on ONE GPU (kind nvidia-h200), in one call: the GPU
 # model against the CPU model with each precision (train-gpu-check, tiny-25m), then
 # `train` with each precision back to back: tiny-25m at 8K (12 steps: the loss must fall) and the
 # Qwen2.5-3B shape at 32K (dense ring, random init, 2 steps), step time and MFU from the CSVs.
 # Logs and CSVs in $OUT/logs/, the summary ($OUT/summary.txt) last.
 #
-# Run from the repository root: bash exec/train_gpu_precision.sh
+# Run from the repository root: bash scripts/gpu/train_precision.sh
 set -o pipefail
 OUT=${OUT:-/tmp/sr-prec-out}
 W="$OUT/logs"  # under $OUT: a call cut by its time limit still brings them back
-. scripts/gpu_train_common.sh  # S, log, X, CL1 (one-GPU cluster), Open MPI
+. scripts/gpu/train_common.sh  # S, log, X, CL1 (one-GPU cluster), Open MPI
 CL=$CL1
 
 # one training run: NAME, time limit, then train's flags

@@ -1,8 +1,8 @@
 #!/bin/bash
-# gpu_run.sh — everything kernels/ needs from one call on the GPU machine: build for sm_90, the GPU
+# kernels_run.sh — everything kernels/ needs from one call on the GPU machine: build for sm_90, the GPU
 # test (all kernels vs the CPU reference), compute-sanitizer memcheck and racecheck on the small
 # cases, the benchmark with its dumps, and the torch peers with the independent check. Logs in $OUT.
-# Run from the repository root: [PEERS=0] bash kernels/bench/gpu_run.sh [quick]   (PEERS=0: no torch peers)
+# Run from the repository root: [PEERS=0] bash scripts/gpu/kernels_run.sh [quick]   (PEERS=0: no torch peers)
 set -o pipefail
 OUT=${OUT:-/tmp/sr-out}
 mkdir -p "$OUT" /tmp/sr-dump

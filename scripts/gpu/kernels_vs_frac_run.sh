@@ -1,5 +1,5 @@
 #!/bin/bash
-# vs_frac_run.sh — estimation + conversion at 512K as a fraction of the sparse forward, on one GPU, in one call:
+# kernels_vs_frac_run.sh — estimation + conversion at 512K as a fraction of the sparse forward, on one GPU, in one call:
 # the GPU test of the estimators against the CPU reference (bin/sparsering-gpu-test-vs), pass 1 before / after a
 # change (BEFORE=path of a bench binary built before it; estimation only, random inputs), then the whole and
 # shard rows for the executor's planted vs inputs (top-p 0.9 and 0.95) and for the bench's random inputs (0.9).

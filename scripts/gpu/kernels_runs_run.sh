@@ -1,9 +1,9 @@
 #!/bin/bash
-# runs_run.sh — the forward form of plan/tiles_runs.c (scattered slashes as 64-key runs) on one GPU: the
+# kernels_runs_run.sh — the forward form of plan/tiles_runs.c (scattered slashes as 64-key runs) on one GPU: the
 # GPU test (every kernel against the CPU reference; the "planner vs runs" cases run the forward on the
 # runs form), then `bench --mix --defaults` (VS-like 128K and the budget mix at 64K / 128K with the default
 # kernels, each mix row followed by its "runs form" line). Prebuilt binaries; logs in $OUT.
-# Run from the repository root on the GPU machine: bash kernels/bench/runs_run.sh
+# Run from the repository root on the GPU machine: bash scripts/gpu/kernels_runs_run.sh
 set -o pipefail
 OUT=${OUT:-/tmp/sr-out}
 mkdir -p "$OUT"

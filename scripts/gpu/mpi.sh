@@ -1,4 +1,4 @@
-# gpu_mpi.sh — sourced by the GPU run scripts (from the repository root): Open MPI for the GPU machine.
+# mpi.sh — sourced by the GPU run scripts (from the repository root): Open MPI for the GPU machine.
 # Sets MPIRUN (the launcher) and MAKE_MPI (make arguments that build against it). The machine's own Open
 # MPI when it has mpirun and mpicc; otherwise the Debian packages carried in $MPI_DEBS (default
 # ../.gpu-exec-mpi, then .gpu-exec-mpi), unpacked once into /tmp/mpi and relocated with OPAL_PREFIX.
@@ -16,9 +16,9 @@ if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
     MAKE_MPI=(CC="gcc -I$_m/lib/x86_64-linux-gnu/openmpi/include"
               LDLIBS="-lcjson -lgsl -lgslcblas -lm -lpthread -L$_m/lib/x86_64-linux-gnu/openmpi/lib -lmpi")
     MPIRUN=$_m/bin/orterun
-    echo "gpu_mpi.sh: Open MPI from the carried packages ($_m)" >&2
+    echo "mpi.sh: Open MPI from the carried packages ($_m)" >&2
   else
-    echo "gpu_mpi.sh: no mpirun/mpicc here and no Open MPI packages in ${MPI_DEBS:-../.gpu-exec-mpi}" >&2
+    echo "mpi.sh: no mpirun/mpicc here and no Open MPI packages in ${MPI_DEBS:-../.gpu-exec-mpi}" >&2
   fi
 fi
 

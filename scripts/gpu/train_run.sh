@@ -1,11 +1,11 @@
 #!/bin/bash
-# train_gpu_run.sh — the trainer's 2-GPU measurements (kind nvidia-h200-x2), in one call that ends within
+# train_run.sh — the trainer's 2-GPU measurements (kind nvidia-h200-x2), in one call that ends within
 # about 6 minutes: (0) W = 2 against W = 1 on tiny-25m (NCCL gradient all-reduce and in-place ZeRO-1
 # all-gather), then (3) the Qwen2.5-3B shape (random init) at 128K and 256K tokens, dense ring vs MTraining,
 # one or two training steps each, with the simulator's prediction for the same plan printed next to the
 # measurement (`train --predict`). Logs under $OUT (summary.txt, logs.tgz); a short table last.
 #
-# Run from the repository root: bash exec/train_gpu_run.sh
+# Run from the repository root: bash scripts/gpu/train_run.sh
 #   A prebuilt bin/sparsering-exec (built on the development machine, carried) is used when it runs here;
 #   otherwise it is built (about 1.5 minutes of the budget). DEADLINE_S (default 330) caps the whole script:
 #   each run's time limit is what is left of it, and a run cut at the deadline says so in the table.
@@ -24,7 +24,7 @@ OUT=${OUT:-/tmp/sr-train-out}
 W=/tmp/sr-train-logs
 DEADLINE_S=${DEADLINE_S:-330}
 T="$W/table.txt"
-. scripts/gpu_train_common.sh  # S, t0, log, X, Open MPI
+. scripts/gpu/train_common.sh  # S, t0, log, X, Open MPI
 left() { echo $(( DEADLINE_S - ($(date +%s) - t0) )); }
 RUN="$MPIRUN --oversubscribe --bind-to none -np 2"
 # The simulator's cluster: h200-1x2 with our kernels' measured attention efficiencies (h200-1x2-bench, see

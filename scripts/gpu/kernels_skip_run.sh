@@ -1,10 +1,10 @@
 #!/bin/bash
-# skip_run.sh — the call that compared the forward's warpgroup skip (variant 5) with variant 2, and
+# kernels_skip_run.sh — the call that compared the forward's warpgroup skip (variant 5) with variant 2, and
 # profiled the budget mix's forward (docs/kernels.md, "A warpgroup skip, tried"). Prebuilt binaries.
-#   bash kernels/bench/skip_run.sh       GPU test (every variant), bench --skip-cmp (defaults, v2 next to v5)
+#   bash scripts/gpu/kernels_skip_run.sh       GPU test (every variant), bench --skip-cmp (defaults, v2 next to v5)
 #                                        with the dumps, peers.py --mix --check, memcheck and racecheck on
 #                                        --small with every forward and backward variant (fused ones included)
-#   bash kernels/bench/skip_run.sh ncu   Nsight Compute on the default forward of the mix at 128K (the 53rd
+#   bash scripts/gpu/kernels_skip_run.sh ncu   Nsight Compute on the default forward of the mix at 128K (the 53rd
 #                                        sa_fwd_wg_kernel launch of bench --mix --defaults: 26 a case before it)
 # Logs in $OUT. Run from the repository root on the GPU machine.
 set -o pipefail

@@ -1,5 +1,5 @@
 #!/bin/bash
-# fwd_runs_run.sh — the executor's forward on the runs form (`--fwd-runs`, plan.spec.fwd_runs; plan/tiles_runs.c)
+# exec_fwd_runs_run.sh — the executor's forward on the runs form (`--fwd-runs`, plan.spec.fwd_runs; plan/tiles_runs.c)
 # against the tile form on the GPU machine. With no argument, one GPU (kind nvidia-h200): correctness against
 # float64 dense attention (--check, seq 2000), then one layer of Qwen2.5-3B attention at 128K and 256K,
 # contiguous layout, with MTraining's published budget mix (vs-preset:qwen2.5-3b) and the synthetic
@@ -8,11 +8,11 @@
 # (the mtraining strategy: striped:128, double ring; and USP), then the mtraining strategy at 256K with
 # vs-topp:0.95 and with the budget mix, each with and without --fwd-runs.
 # Prebuilt bin/sparsering-exec (carry it with .devdeps and .gpu-exec-mpi). Table last; logs in $OUT.
-# Run from the repository root: bash exec/fwd_runs_run.sh [2]
+# Run from the repository root: bash scripts/gpu/exec_fwd_runs_run.sh [2]
 set -o pipefail
 OUT=${OUT:-/tmp/sr-out}
 mkdir -p "$OUT"
-. scripts/gpu_mpi.sh  # MPIRUN
+. scripts/gpu/mpi.sh  # MPIRUN
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN
 NP=${1:-1}
 if [ "$NP" = 2 ]; then

@@ -1,12 +1,12 @@
 #!/bin/bash
-# train_gpu_one.sh — the trainer on ONE GPU (kind nvidia-h200), in one call: the GPU model against the CPU
+# train_one.sh — the trainer on ONE GPU (kind nvidia-h200), in one call: the GPU model against the CPU
 # model, runs repeated against the committed CSVs, the Qwen2.5-3B shape at 32K (memory and step time
 # next to the simulator), and the passkey report run: packed short samples (512 tokens, 64 a step), then
 # 4K, then 32K with dense attention, MTraining's synthetic pattern (vs-topp) and MTraining's online
 # estimate (vs-online), each scored by exact match on held-out samples. Time limits: PK_*_S variables.
 # Every stage has its own time limit; logs and CSVs in $OUT/logs.tgz, the summary last.
 #
-# Run from the repository root: bash exec/train_gpu_one.sh [STAGES]
+# Run from the repository root: bash scripts/gpu/train_one.sh [STAGES]
 #   STAGES: any of verify qwen passkey (default: all, in that order), and fwdruns (not in the default: the
 #   Qwen2.5-3B shape at 32K with MTraining's budget mix, the forward on the tile form and with --fwd-runs). A prebuilt bin/sparsering-exec is used
 #   when it runs on the machine; otherwise it is built (nvcc, sm_90).
@@ -14,7 +14,7 @@ set -o pipefail
 OUT=${OUT:-/tmp/sr-train1-out}
 W=/tmp/sr-train1-logs
 STAGES=${1:-verify qwen passkey}
-. scripts/gpu_train_common.sh  # S, log, X, CL1 (one-GPU cluster), Open MPI
+. scripts/gpu/train_common.sh  # S, log, X, CL1 (one-GPU cluster), Open MPI
 CL=$CL1
 # for --predict: our kernels' measured attention efficiencies; GEMMs bf16 (--precision's default)
 CLP="$W/h200-1x1-train.json"

@@ -1,11 +1,11 @@
 #!/bin/bash
-# bwd_run.sh — the backward's own GPU call, lighter than gpu_run.sh: prebuilt binaries (no build), the
+# kernels_bwd_run.sh — the backward's own GPU call, lighter than kernels_run.sh: prebuilt binaries (no build), the
 # GPU test with forward variant 0 and every backward variant, the benchmark without the forward
 # variants and the 64K VS-like case (--fast), cuDNN SDPA in the same run (peers.py --cudnn), and
 # compute-sanitizer memcheck / racecheck on the small cases. Logs in $OUT.
 # check: instead, our default kernels' outputs and gradients (dense 16K, VS-like 64K) against torch
 # (peers.py --check), then cuDNN at 16K.
-# Run from the repository root on the GPU machine: bash kernels/bench/bwd_run.sh [nosan | check]
+# Run from the repository root on the GPU machine: bash scripts/gpu/kernels_bwd_run.sh [nosan | check]
 set -o pipefail
 OUT=${OUT:-/tmp/sr-out}
 mkdir -p "$OUT"

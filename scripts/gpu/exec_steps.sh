@@ -1,4 +1,4 @@
-# gpu_exec_steps.sh — sourced by the executor's GPU scripts (exec/gpu_run.sh, exec/gpu_run_nodes.sh): a step
+# exec_steps.sh — sourced by the executor's GPU scripts (scripts/gpu/exec_run.sh, scripts/gpu/exec_nodes_run.sh): a step
 # under the call's time budget, a timed attention run with the simulator's prediction, and the table of
 # measured against predicted times. The caller sets L (logs), S (summary), OUT, T_END (epoch seconds after
 # which no step starts), RUN (the launcher with its -np), X (the attn command), CLUSTER and PRED (arrays).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# gpu_run.sh — the executor's measurements on the GPU machine (2 x H200, NVLink), in one call of
+# exec_run.sh — the executor's measurements on the GPU machine (2 x H200, NVLink), in one call of
 # kind nvidia-h200-x2 (about 6 minutes of its 10; every step has its own time limit and the whole
 # script stops starting steps at SR_BUDGET_S seconds, default 540):
 #   build; (a) correctness against dense attention (ring, Ulysses, USP on the CUDA backend);
@@ -8,9 +8,9 @@
 #   CPU-side preparation is the slowest part). Every timed run also prints the simulator's
 #   prediction on the calibrated cluster, so (d)'s table (measured vs predicted, mean and max error)
 #   covers (b), (c) and (d). The table is printed last.
-# Run from the repository root:  bash exec/gpu_run.sh [STAGES]   (any of: a cal b c d c512 vson; default all
+# Run from the repository root:  bash scripts/gpu/exec_run.sh [STAGES]   (any of: a cal b c d c512 vson; default all
 # but vson)
-# If one call cannot hold it all, split it:  bash exec/gpu_run.sh "a cal b c"  then  bash exec/gpu_run.sh "cal d c512"
+# If one call cannot hold it all, split it:  bash scripts/gpu/exec_run.sh "a cal b c"  then  bash scripts/gpu/exec_run.sh "cal d c512"
 # (calibration is 10 s; a later call re-runs it because the machine may be a fresh one).
 # Output (three files: the run tool brings back only a few): $OUT/summary.txt grows as steps finish;
 # $OUT/logs.tgz holds every run's full output (refreshed after each step); the calibrated cluster is
@@ -35,11 +35,11 @@ B_LAYOUT=${B_LAYOUT:-striped:1}
 MT=(--strategy mtraining ${C_PATTERN:+--pattern "$C_PATTERN"})  # C_PATTERN: e.g. vs-online:0.95 once it runs on GPUs
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=60
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-. scripts/gpu_exec_steps.sh  # say, step, timed, exec_table
-say "== gpu_run.sh stages: $STAGES (started $(date -u +%H:%M:%S), budget ${SR_BUDGET_S:-540} s)"
+. scripts/gpu/exec_steps.sh  # say, step, timed, exec_table
+say "== exec_run.sh stages: $STAGES (started $(date -u +%H:%M:%S), budget ${SR_BUDGET_S:-540} s)"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv >"$L/gpu.txt" 2>&1
 
-. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
+. scripts/gpu/mpi.sh  # MPIRUN, MAKE_MPI
 if [ -n "${SR_NO_BUILD:-}" ] && [ -x bin/sparsering-exec ]; then :  # binaries built elsewhere and carried
 elif ! timeout 240 make -j32 "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" bin/sparsering-exec \
   bin/sparsering >"$L/build.log" 2>&1; then

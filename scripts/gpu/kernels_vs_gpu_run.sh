@@ -1,14 +1,14 @@
 #!/bin/bash
-# vs_gpu_run.sh — the GPU pattern estimators in one call on the GPU machine: build for sm_90, the GPU test
+# kernels_vs_gpu_run.sh — the GPU pattern estimators in one call on the GPU machine: build for sm_90, the GPU test
 # against the CPU reference (bin/sparsering-gpu-test-vs), the 512K benchmark (bin/sparsering-bench-vs), the
 # executor with vs-online on one GPU (checked against dense attention over the pattern it estimated), then
 # compute-sanitizer memcheck on the test (MEMCHECK=1). NO_EXEC=1 leaves the executor out. Logs in $OUT. Run from the repository root (Open MPI from
-# ../.gpu-exec-mpi when the machine has none, as exec/gpu_quick.sh).
+# ../.gpu-exec-mpi when the machine has none, as scripts/gpu/exec_quick.sh).
 set -o pipefail
 OUT=${OUT:-/tmp/sr-out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=20
-. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
+. scripts/gpu/mpi.sh  # MPIRUN, MAKE_MPI
 [ ${#MAKE_MPI[@]} -eq 0 ] && MAKE_MPI=(CC=mpicc)
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv | tee "$OUT/gpu.txt"
 t0=$(date +%s)

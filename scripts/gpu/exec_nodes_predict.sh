@@ -1,23 +1,23 @@
 #!/bin/bash
-# nodes_predict.sh CAL LOGDIR... — the simulator's predictions of gpu_run_nodes.sh's timed runs again, after the
+# exec_nodes_predict.sh CAL LOGDIR... — the simulator's predictions of exec_nodes_run.sh's timed runs again, after the
 # fact and on this machine (no GPU): for every s_*, weak_* and strong_* log in LOGDIR, its strategy, length and
 # rank count are read back from the log, the cluster for that rank count is written from the calibrated CAL
 # (scripts/cluster_nodes.py) and `sparsering-exec predict` simulates the run on it. The table of measured
-# against predicted (scripts/gpu_exec_steps.sh exec_table) is printed last. Runs with online estimation need
+# against predicted (scripts/gpu/exec_steps.sh exec_table) is printed last. Runs with online estimation need
 # their trace and are left with the prediction the run itself printed.
-#   bash exec/nodes_predict.sh exec/results/nodes-h200x4-2026-11-22/call2/h200-nodes-4-calibrated.json \
+#   bash scripts/gpu/exec_nodes_predict.sh exec/results/nodes-h200x4-2026-11-22/call2/h200-nodes-4-calibrated.json \
 #        exec/results/nodes-h200x4-2026-11-22/call2/logs
 # SR_BIN (default bin): where sparsering-exec is. Output: the table; the re-predicted logs in $OUT (default a
 # temporary folder).
 set -o pipefail
-if [ $# -lt 2 ]; then echo "usage: nodes_predict.sh CAL LOGDIR..." >&2; exit 2; fi
+if [ $# -lt 2 ]; then echo "usage: exec_nodes_predict.sh CAL LOGDIR..." >&2; exit 2; fi
 CAL=$1; shift
 B=${SR_BIN:-bin}
-[ -f "$CAL" ] || { echo "nodes_predict.sh: $CAL: no such cluster file" >&2; exit 2; }
+[ -f "$CAL" ] || { echo "exec_nodes_predict.sh: $CAL: no such cluster file" >&2; exit 2; }
 L=${OUT:-$(mktemp -d /tmp/sr-nodes-predict-XXXXXX)}
 mkdir -p "$L"
-export S=/dev/null  # gpu_exec_steps.sh's summary file (say): not kept here
-. scripts/gpu_exec_steps.sh  # exec_table
+export S=/dev/null  # exec_steps.sh's summary file (say): not kept here
+. scripts/gpu/exec_steps.sh  # exec_table
 logs=()
 for d in "$@"; do
   for f in "$d"/s_*.log "$d"/weak_*.log "$d"/strong_*.log; do

@@ -1,10 +1,10 @@
 #!/bin/bash
-# mix_run.sh — the budget-mix call on the GPU machine, lighter than gpu_run.sh: prebuilt binaries (no
+# kernels_mix_run.sh — the budget-mix call on the GPU machine, lighter than kernels_run.sh: prebuilt binaries (no
 # build), the benchmark on the VS-like mask at 128K and MTraining's Qwen2.5-3B budget mix at 64K and 128K
 # with the default kernels only (--mix --defaults), dumping the mix's pattern and the 64K outputs; then
 # peers.py --mix: our outputs and gradients against FlexAttention on the identical mask, and
 # FlexAttention's times on it, causal 128K and VS-like 128K next to them. Logs in $OUT.
-# Run from the repository root on the GPU machine: bash kernels/bench/mix_run.sh
+# Run from the repository root on the GPU machine: bash scripts/gpu/kernels_mix_run.sh
 set -o pipefail
 OUT=${OUT:-/tmp/sr-out}
 mkdir -p "$OUT" /tmp/sr-dump

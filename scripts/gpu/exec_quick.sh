@@ -1,10 +1,10 @@
 #!/bin/bash
-# gpu_quick.sh — a short, streamed version of gpu_run.sh for a small device budget: build (CUDA objects
+# exec_quick.sh — a short, streamed version of exec_run.sh for a small device budget: build (CUDA objects
 # may be carried prebuilt), launcher check, correctness at 2K tokens, dense striped ring at 128K,
 # MTraining vs dense ring at 256K, dense striped ring at 256K. Every step has its own timeout and
 # prints as it goes, so whatever finishes is in the output.
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=20
-. scripts/gpu_mpi.sh  # MPIRUN, MAKE_MPI
+. scripts/gpu/mpi.sh  # MPIRUN, MAKE_MPI
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 step build
