@@ -40,9 +40,9 @@ endif
 LIB_SRC   := $(wildcard plan/*.c sim/*.c traces/*.c kernels/*.c)
 CLI_SRC   := $(wildcard cli/*.c)
 EXEC_MAIN := $(wildcard exec/main.c)
-EXEC_SRC  := $(filter-out exec/main.c,$(wildcard exec/*.c))
+EXEC_SRC  := $(filter-out exec/main.c,$(wildcard exec/*.c train/*.c))
 TEST_SRC  := $(wildcard tests/*.c)
-CU_SRC    := $(wildcard kernels/*.cu exec/*.cu)
+CU_SRC    := $(wildcard kernels/*.cu exec/*.cu train/*.cu)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -84,7 +84,7 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# exec/ (all but main.c) is a library too, so the tests link it.
+# exec/ (all but main.c) and the trainer (train/) are a library too, so the tests link it.
 $(EXEC_LIB): $(EXEC_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^

@@ -33,7 +33,7 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
     out->activations = L * n * per_layer_saved + (in->recompute ? n * per_layer_full : 0);
   }
   if (in->exec_trainer) {
-    // sparsering-exec train's own allocations (exec/model_cuda.cu, counted by plan/model.h): fp32 weights
+    // sparsering-exec train's own allocations (train/model_cuda.cu, counted by plan/model.h): fp32 weights
     // and a bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; fp32 buffers a token
     out->weights = P * (4 + 2);
     out->grads = P * 4;

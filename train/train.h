@@ -3,15 +3,15 @@
 // (ZeRO-1: rank r updates its slice of the flat parameter vector, then the slices are all-gathered).
 //
 // The trainer talks to other ranks only through train_comm (three collectives), so the same code runs
-// single-process (world 1, no callbacks) and under MPI / NCCL (exec/train_cmd.c adapts exec/comm.h).
+// single-process (world 1, no callbacks) and under MPI / NCCL (train/train_cmd.c adapts exec/comm.h).
 // Library code: it never prints; the command prints progress from the returned step statistics.
 #ifndef SR_TRAIN_H
 #define SR_TRAIN_H
 
 #include <stdint.h>
 
-#include "exec/data.h"
-#include "exec/model_cpu.h"
+#include "train/data.h"
+#include "train/model_cpu.h"
 #include "plan/error.h"
 
 // The collectives the trainer needs (all sums are in place; world 1 needs none of them).

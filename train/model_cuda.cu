@@ -2,7 +2,7 @@
 // LM head (bf16 operands with fp32 accumulation, or fp32 operands on TF32 tensor cores), the small
 // kernels of model_cuda_kernels.cu for embedding, RMSNorm, RoPE, SwiGLU, chunked cross-entropy, AdamW
 // and the reductions, in llm.c's style (a check macro per call).
-// The step is the same sequence of operations as exec/model_ops.inc, so the CPU model is its reference.
+// The step is the same sequence of operations as train/model_ops.inc, so the CPU model is its reference.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -11,10 +11,10 @@
 #include <string.h>
 
 extern "C" {
-#include "exec/model_cuda.h"
+#include "train/model_cuda.h"
 #include "plan/util.h"
 }
-#include "exec/model_cuda_kernels.cuh"
+#include "train/model_cuda_kernels.cuh"
 
 // ---- checks ----------------------------------------------------------------------------------
 

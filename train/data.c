@@ -1,5 +1,5 @@
 // data.c — token files, the byte-level tokenizer and the passkey retrieval generator.
-#include "exec/data.h"
+#include "train/data.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 // train_recall.c — the attention recall probe of `train --eval-recall` (train_recall.h).
-#include "exec/train_recall.h"
+#include "train/train_recall.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 // train_attn.c — the trainer's attention plans (train_attn.h): a cache of per-layer dist_attn plans, built
 // before the first step in threads, on demand, or ahead of use by prefetch threads.
-#include "exec/train_attn.h"
+#include "train/train_attn.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
 #if SR_HAVE_CUDA
-#include "exec/model_cuda.h"
+#include "train/model_cuda.h"
 #endif
 
 // ---- the order of use ------------------------------------------------------------------------

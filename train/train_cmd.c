@@ -19,8 +19,8 @@
 #include "exec/comm.h"
 #include "exec/dist_attn.h"
 #include "exec/exec.h"
-#include "exec/train.h"
-#include "exec/train_attn.h"
+#include "train/train.h"
+#include "train/train_attn.h"
 #include "exec/exec_plan.h"
 #include "plan/pattern_spec.h"
 #include "plan/plan.h"
@@ -29,7 +29,7 @@
 #include "sim/sim.h"
 #include "traces/trace.h"
 #if SR_HAVE_CUDA
-#include "exec/model_cuda.h"
+#include "train/model_cuda.h"
 #endif
 
 // ---- the bridges: comm.h collectives and dist_attn.h behind the trainer's interfaces ----------

@@ -1,5 +1,5 @@
-// model_cuda_kernels.cuh — the kernels of the GPU transformer (exec/model_cuda_kernels.cu), one per op in
-// llm.c's style, declared for exec/model_cuda.cu, which launches them.
+// model_cuda_kernels.cuh — the kernels of the GPU transformer (train/model_cuda_kernels.cu), one per op in
+// llm.c's style, declared for train/model_cuda.cu, which launches them.
 #ifndef SR_MODEL_CUDA_KERNELS_CUH
 #define SR_MODEL_CUDA_KERNELS_CUH
 

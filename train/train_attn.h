@@ -19,8 +19,8 @@
 
 #include "exec/comm.h"
 #include "exec/dist_attn.h"
-#include "exec/train_online.h"
-#include "exec/train_recall.h"
+#include "train/train_online.h"
+#include "train/train_recall.h"
 #include "plan/error.h"
 #include "plan/pattern.h"
 #include "plan/plan.h"

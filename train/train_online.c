@@ -1,6 +1,6 @@
 // train_online.c — MTraining's online vertical-slash estimation for the trainer (train_online.h), on top of
 // the float64 reference passes and the top-p selection of plan/pattern_estimate.c.
-#include "exec/train_online.h"
+#include "train/train_online.h"
 
 #include "plan/pattern_spec.h"
 

@@ -1,12 +1,12 @@
 // model_cuda_kernels.cu — the GPU transformer's kernels (declared in model_cuda_kernels.cuh): embedding,
 // RMSNorm, RoPE, SwiGLU, bias and column sums, bf16 conversion, the naive reference attention, chunked
 // cross-entropy, AdamW, gradient norm and the random init. Plain CUDA C, one
-// thread per element or one block per row; exec/model_cuda.cu launches them.
+// thread per element or one block per row; train/model_cuda.cu launches them.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 
-#include "exec/model_cuda_kernels.cuh"
+#include "train/model_cuda_kernels.cuh"
 
 // ---- reductions ------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 // model_cpu.c — the CPU transformer: parameter table with Hugging Face names, activation memory,
 // rotary frequencies (linear / dynamic / YaRN / llama3 scaling), random init, AdamW with ZeRO-1 slices.
 // The numeric kernels live in model_ops.inc, compiled here once for float and once for double.
-#include "exec/model_cpu.h"
+#include "train/model_cpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #define R float
 #define F(name) name##_f32
 #define MODEL_OPS_CALLBACK 1
-#include "exec/model_ops.inc"
+#include "train/model_ops.inc"
 #undef R
 #undef F
 #undef MODEL_OPS_CALLBACK
@@ -23,7 +23,7 @@
 #define R double
 #define F(name) name##_f64
 #define MODEL_OPS_CALLBACK 0
-#include "exec/model_ops.inc"
+#include "train/model_ops.inc"
 #undef R
 #undef F
 #undef MODEL_OPS_CALLBACK

@@ -1,5 +1,5 @@
 // train.c — the context-parallel training step, ZeRO-1 AdamW, evaluation, checkpoints and resume.
-#include "exec/train.h"
+#include "train/train.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,10 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "exec/model_ckpt.h"
+#include "train/model_ckpt.h"
 #include "plan/util.h"
 #if SR_HAVE_CUDA
-#include "exec/model_cuda.h"
+#include "train/model_cuda.h"
 #endif
 
 // ---- options, create, free --------------------------------------------------------------------

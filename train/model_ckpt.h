@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "exec/model_cpu.h"
+#include "train/model_cpu.h"
 #include "plan/error.h"
 
 // One float32 tensor to write.

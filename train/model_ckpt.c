@@ -1,5 +1,5 @@
 // model_ckpt.c — safetensors reading and writing for weights and optimizer state.
-#include "exec/model_ckpt.h"
+#include "train/model_ckpt.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 // predict.c — the simulator's prediction of one layer's distributed attention (predict.h).
-#include "exec/predict.h"
+#include "sim/predict.h"
 
 #include <math.h>
 #include <stdlib.h>

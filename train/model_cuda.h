@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "exec/model_cpu.h"
+#include "train/model_cpu.h"
 #include "plan/error.h"
 
 typedef struct model_cuda model_cuda;

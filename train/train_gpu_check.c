@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "exec/exec.h"
-#include "exec/model_cpu.h"
+#include "train/model_cpu.h"
 #include "plan/util.h"
 
 #if SR_HAVE_CUDA
-#include "exec/model_cuda.h"
+#include "train/model_cuda.h"
 
 // Tolerances, against the CPU model's exact float32 arithmetic. A GEMM rounds its operands to p bits of
 // significand (TF32: 11, bf16: 8, the implicit bit included), a relative error up to u = 2^-p each, and
