@@ -143,7 +143,7 @@ bench: deps $(BIN)
 
 # The standard what-if studies into notebooks-data/ (CSV + JSON sidecar each), then their figures.
 studies: deps $(BIN)
-	python3 scripts/studies.py --bin $(BIN)
+	python3 scripts/studies.py --bin $(BIN) --out notebooks-data
 
 figures: deps
 	python3 scripts/figures.py

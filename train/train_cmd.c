@@ -8,12 +8,11 @@
 // Every rank holds its layout's tokens for every layer; attention runs through the executor's
 // distributed attention (dist_attn.h) for the plan's schedule and pattern; gradients are summed over
 // the comm backend and AdamW is sharded (ZeRO-1). Rank 0 prints a log line per step (loss, tokens/s,
-// MFU, attention density, time split) and a progress bar, and writes the CSV atomically every step.
+// MFU, attention density, time split) and a progress bar, and with --csv writes the CSV atomically every step.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "exec/comm.h"
@@ -332,11 +331,7 @@ static int cmd_train(int argc, char **argv) {
   double gpu_peak = cuda ? p.cluster.gpu.peak_tflops : 0;  // MFU against the plan's GPU when on GPUs
   if (peak <= 0) peak = gpu_peak;
   if (!label[0]) snprintf(label, sizeof label, "%s-%s-%lld", m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq);
-  snprintf(csv_path, sizeof csv_path, "%s", cli_get(&a, "csv", ""));
-  if (!csv_path[0]) {
-    snprintf(csv_path, sizeof csv_path, "notebooks-data/train-%s.csv", label);
-    if (R == 0) mkdir("notebooks-data", 0755);  // an existing folder is fine; a failure shows at the first write
-  }
+  snprintf(csv_path, sizeof csv_path, "%s", cli_get(&a, "csv", ""));  // empty: no CSV (only where asked)
   const char *ckpt = cli_get(&a, "ckpt", NULL);
   int quiet = cli_has(&a, "quiet");
   double flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
@@ -408,7 +403,7 @@ static int cmd_train(int argc, char **argv) {
       sr_buf_printf(&csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", label, (long long)st.step,
                     st.loss, st.grad_norm, st.lr, tps, peak > 0 ? mfu : 0.0, density, st.attn_s, gemm_s, st.comm_s,
                     st.time_s);
-      if (sr_write_atomic(csv_path, csv.data, csv.len, &e)) goto fail;
+      if (csv_path[0] && sr_write_atomic(csv_path, csv.data, csv.len, &e)) goto fail;
       double per = (sr_now() - run_t0) / (double)(t.step - first);
       if (isatty(2)) progress_bar(t.step, steps, st.loss, per * (double)(steps - t.step));
     }
@@ -491,7 +486,8 @@ static int cmd_train(int argc, char **argv) {
     if (ta.online_cpu)
       printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta.estimates,
              ta.estimate_s, density);
-    printf("train: done, %lld steps in %.2fs; csv %s\n", (long long)(t.step - first), sr_now() - run_t0, csv_path);
+    printf("train: done, %lld steps in %.2fs%s%s\n", (long long)(t.step - first), sr_now() - run_t0,
+           csv_path[0] ? "; csv " : "", csv_path);
   }
   goto done;
 fail:

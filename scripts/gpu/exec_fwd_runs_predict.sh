@@ -1,13 +1,13 @@
 #!/bin/bash
 # exec_fwd_runs_predict.sh — the simulator's predictions (`sparsering-exec predict`, CPU only) of the layers that
 # scripts/gpu/exec_fwd_runs_run.sh measured, with and without --fwd-runs, next to the measured forward and backward.
-# Cluster: the calibration of the 4-GPU run (exec/results/nodes-h200x4-2026-11-22/call4, the latest with the
+# Cluster: the calibration of the 4-GPU run (results/exec/2026-11-22-h200x4-two-nodes/call4, the latest with the
 # 64-bit partial masks), reshaped to one and two GPUs. Run from the repository root after `make`:
 #   bash scripts/gpu/exec_fwd_runs_predict.sh [RESULTS_1GPU_TABLE] [RESULTS_2GPU_TABLE]
 set -o pipefail
-CAL=exec/results/nodes-h200x4-2026-11-22/call4/h200-nodes-4-calibrated.json
-T1=${1:-exec/results/fwd-runs-h200-2026-11-22/call2_table.txt}
-T2=${2:-exec/results/fwd-runs-h200x2-2026-11-22/call2_table.txt}
+CAL=results/exec/2026-11-22-h200x4-two-nodes/call4/h200-nodes-4-calibrated.json
+T1=${1:-results/exec/2026-11-22-h200-fwd-runs/call2_table.txt}
+T2=${2:-results/exec/2026-11-22-h200x2-fwd-runs/call2_table.txt}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 for g in 1 2; do

@@ -5,8 +5,8 @@
 # (scripts/cluster_nodes.py) and `sparsering-exec predict` simulates the run on it. The table of measured
 # against predicted (scripts/gpu/exec_steps.sh exec_table) is printed last. Runs with online estimation need
 # their trace and are left with the prediction the run itself printed.
-#   bash scripts/gpu/exec_nodes_predict.sh exec/results/nodes-h200x4-2026-11-22/call2/h200-nodes-4-calibrated.json \
-#        exec/results/nodes-h200x4-2026-11-22/call2/logs
+#   bash scripts/gpu/exec_nodes_predict.sh results/exec/2026-11-22-h200x4-two-nodes/call2/h200-nodes-4-calibrated.json \
+#        results/exec/2026-11-22-h200x4-two-nodes/call2/logs
 # SR_BIN (default bin): where sparsering-exec is. Output: the table; the re-predicted logs in $OUT (default a
 # temporary folder).
 set -o pipefail

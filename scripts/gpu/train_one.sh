@@ -46,8 +46,8 @@ if [[ $STAGES == *verify* ]]; then
   run t25-dense-8k 40 --backend cuda --model tiny-25m --strategy dense-ring --seq 8K --steps 5 --loss all --lr 1e-3
   run t25-mtr-32k 40 --backend cuda --model tiny-25m --strategy mtraining --pattern vs-topp:0.95 --seq 32K --steps 3 --loss all --lr 1e-3
   run t25-mtr-32k-c3 40 --backend cuda --model tiny-25m --strategy mtraining --pattern vs-topp:0.95 --seq 32K --steps 3 --loss all --lr 1e-3 --attn-cache 3
-  echo "t25-dense-8k vs the first call: $(same_losses notebooks-data/train-h200-c1-t25-dense-8k.csv $W/csv/train-t25-dense-8k.csv)" | tee -a "$S"
-  echo "t25-mtr-32k vs the first call: $(same_losses notebooks-data/train-h200-c1-t25-mtr-32k.csv $W/csv/train-t25-mtr-32k.csv)" | tee -a "$S"
+  echo "t25-dense-8k vs the first call: $(same_losses results/train/2026-11-22-h200-c01-first-gpu-call/t25-dense-8k.csv $W/csv/train-t25-dense-8k.csv)" | tee -a "$S"
+  echo "t25-mtr-32k vs the first call: $(same_losses results/train/2026-11-22-h200-c01-first-gpu-call/t25-mtr-32k.csv $W/csv/train-t25-mtr-32k.csv)" | tee -a "$S"
   echo "t25-mtr-32k with 3 cached attention plans of 8: $(same_losses $W/csv/train-t25-mtr-32k.csv $W/csv/train-t25-mtr-32k-c3.csv)" | tee -a "$S"
 fi
 
