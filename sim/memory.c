@@ -48,7 +48,7 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   double bwd = 2 * shard * kv_tok * (in->kv_bytes_per_elem + in->grad_bytes_per_elem);
   out->kv_buffers = fwd > bwd ? fwd : bwd;
   out->index_bytes = in->recompute ? in->index_bytes : in->index_bytes * L;
-  // fp32 running output and LSE of the rank's queries (DESIGN.md: keep running outputs in fp32),
+  // fp32 running output and LSE of the rank's queries (docs/design.md, "The LSE merge": running outputs stay fp32),
   // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy.
   double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * 8;
   out->workspace = n * H * (d + 1) * 4 + ce + SIM_MEM_RESERVE;
