@@ -3,7 +3,7 @@
 # the short-sequence recipes, the first 32K fine-tune, the packed curriculum (call c4), PoSE (call c7) and the
 # PoSE curriculum with a 4K stage and batched 32K steps (calls c8-c10), and the online estimate with a forced
 # local window (calls c12-c16: the goal met in c14 and c16, dense and MTraining side by side)
-# (scripts/gpu/train_one.sh passkey; settings and results in docs/train.md)
+# (scripts/gpu/train_one.sh passkey; settings and results in results/JOURNAL.md and the calls' READMEs)
 import csv, matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt

@@ -1,6 +1,6 @@
 #!/bin/bash
 # kernels_skip_run.sh — the call that compared the forward's warpgroup skip (variant 5) with variant 2, and
-# profiled the budget mix's forward (docs/kernels.md, "A warpgroup skip, tried"). Prebuilt binaries.
+# profiled the budget mix's forward (results/JOURNAL.md, "A warpgroup skip, tried"). Prebuilt binaries.
 #   bash scripts/gpu/kernels_skip_run.sh       GPU test (every variant), bench --skip-cmp (defaults, v2 next to v5)
 #                                        with the dumps, peers.py --mix --check, memcheck and racecheck on
 #                                        --small with every forward and backward variant (fused ones included)

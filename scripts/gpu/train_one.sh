@@ -77,7 +77,7 @@ if [[ $STAGES == *passkey* ]]; then
   # PK_D=N: then N more 32K steps with each of PK_D_CFGS (default online) from the 32K model of PK_D_FROM.
   # PK_RECALL=N: the 32K scores also probe their first N samples (`--eval-recall`: the pattern's share of the
   # dense attention at the answer rows, per layer, right and wrong answers apart).
-  # The defaults are call c16's recipe (docs/train.md; 454 s on one H200): 3,000 packed steps of 64 x 512
+  # The defaults are call c16's recipe (results/train/2026-11-22-h200-c16-passkey-8-samples-a-step; 454 s on one H200): 3,000 packed steps of 64 x 512
   # tokens and 300 of 8 x 4K, both with PoSE to 32K, then 50 steps of 8 samples at 32K for MTraining with the
   # forced local window (vs-online:0.95:64:128) and for dense attention, 200 held-out samples each.
   CK=$W/ck
