@@ -1,7 +1,7 @@
 // cmd_bench_tune.c — `sparsering bench-tune`: wall time of the tuner's full search (bounds, pruning,
 // simulation, robustness check) on the standard case, Qwen2.5-3B at 512K tokens on 4 x 8 A100, with
-// MTraining's published per-head VS budgets for that model (DESIGN.md). Run it under `mpirun -np K`
-// to split the points over K processes.
+// MTraining's published per-head VS budgets for that model (docs/design.md, "The published Qwen2.5-3B
+// budget mix"). Run it under `mpirun -np K` to split the points over K processes.
 #include <stdio.h>
 #include <time.h>
 #include <string.h>

@@ -1,12 +1,10 @@
 // cmd_tune.c — `sparsering tune`: search the strategy space of a model, cluster, length and pattern in
-// the simulator, print the ranked leaders, write the full CSV and the chosen plan (with its predicted
-// step time). Under `mpirun -np K` the points are split over the ranks; rank 0 prints and writes.
-#include <errno.h>
+// the simulator, print the ranked leaders, write the chosen plan (with its predicted step time) and, with
+// --csv, the full CSV. Under `mpirun -np K` the points are split over the ranks; rank 0 prints and writes.
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/cmd_tune.h"
@@ -57,18 +55,6 @@ int tune_mpi_status(int status) {
 
 // ---------------------------------------------------------------------------------------------
 // the command
-
-// "notebooks-data/tune_<model>_<cluster>_<seq>_<pattern>.csv", names reduced to [A-Za-z0-9.-].
-static void default_csv(const plan_spec *s, char *out, size_t size) {
-  char tok[32], raw[1024];
-  const char *model = strrchr(s->model, '/') ? strrchr(s->model, '/') + 1 : s->model;
-  const char *cluster = strrchr(s->cluster, '/') ? strrchr(s->cluster, '/') + 1 : s->cluster;
-  snprintf(raw, sizeof raw, "%s_%s_%s_%s", model, cluster, sr_format_tokens(s->seq, tok, sizeof tok), s->pattern);
-  for (char *c = raw; *c; c++)
-    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
-      *c = '_';
-  snprintf(out, size, "notebooks-data/tune_%s.csv", raw);
-}
 
 static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const char **out, const char **csv,
                  int *representative, sr_error *e) {
@@ -128,7 +114,7 @@ static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const cha
 // Rank 0's outputs: the report, the CSV, the plan file.
 static int write_outputs(tune_sim *t, const tune_space *sp, const tune_result *r, const tune_options *o,
                          const plan_spec *base, const char *out, const char *csv, int size, sr_error *e) {
-  char tok[32], path[1200];
+  char tok[32];
   printf("tune: %s on %s (%d GPUs), %s tokens, pattern %s; %d process%s, %.1f s\n", tune_sim_model(t)->name,
          tune_sim_cluster(t)->name, cluster_world(tune_sim_cluster(t)), sr_format_tokens(base->seq, tok, sizeof tok),
          base->pattern, size, size == 1 ? "" : "es", r->search_wall_s);
@@ -137,18 +123,14 @@ static int write_outputs(tune_sim *t, const tune_space *sp, const tune_result *r
   if (rc) return rc;
   fputs(text, stdout);
   free(text);
-  if (!csv) {
-    default_csv(base, path, sizeof path);
-    if (mkdir("notebooks-data", 0777) && errno != EEXIST)
-      return sr_internal_error(e, errno, "tune: cannot create notebooks-data/");
-    csv = path;
+  if (csv) {  // the full CSV only where asked (--csv FILE)
+    char *body = NULL;
+    if ((rc = tune_csv(sp, r, &body, e))) return rc;
+    rc = sr_write_atomic(csv, body, strlen(body), e);
+    free(body);
+    if (rc) return rc;
+    printf("csv: %s (%d rows)\n", csv, r->n_points);
   }
-  char *body = NULL;
-  if ((rc = tune_csv(sp, r, &body, e))) return rc;
-  rc = sr_write_atomic(csv, body, strlen(body), e);
-  free(body);
-  if (rc) return rc;
-  printf("csv: %s (%d rows)\n", csv, r->n_points);
   if (r->chosen < 0) return sr_input_error(e, NULL, "tune", "no point of the space fits in memory; no plan written");
   plan p;
   if ((rc = tune_sim_plan(t, &sp->pt[r->chosen], &p, e))) return rc;

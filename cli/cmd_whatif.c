@@ -1,10 +1,9 @@
 // cmd_whatif.c — `sparsering whatif`: the strategies side by side on one model, cluster and length.
-// Without flags it runs the default study (Qwen2.5-3B, 512K tokens, 4 x 8 A100-40GB) and writes
-// notebooks-data/whatif_default.csv; `make run` runs it.
+// Without flags it runs the default study (Qwen2.5-3B, 512K tokens, 4 x 8 A100-40GB); `make run` runs it.
+// The table goes to stdout; a CSV is written only where --csv names one.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "plan/plan.h"
@@ -104,19 +103,17 @@ static int cmd_whatif(int argc, char **argv) {
   fputs(b.data ? b.data : "", stdout);
   int best = report_fastest(res, n);
   printf("fastest: %s; simulated in %.2f s\n", best >= 0 ? res[best].strategy : "(none fits)", sr_now() - t0);
-  // CSV: the default study goes to whatif_default.csv; others get a name from their settings.
-  char path[1024], lead[1200];
-  int is_default = !cli_has(&a, "model") && !cli_has(&a, "cluster") && !cli_has(&a, "seq") && !cli_has(&a, "pattern") &&
-                   !cli_has(&a, "strategies") && !cli_has(&a, "seed") && !cli_has(&a, "recompute") && !cli_has(&a, "zero");
-  if (cli_has(&a, "csv")) snprintf(path, sizeof path, "%s", cli_get(&a, "csv", ""));
-  else if (is_default) snprintf(path, sizeof path, "notebooks-data/whatif_default.csv");
-  else snprintf(path, sizeof path, "notebooks-data/whatif_%s_%s_%s.csv", m.name, c.name, tok);
-  report_csv_header(&csv, "model,cluster,seq");
-  snprintf(lead, sizeof lead, "%s,%s,%lld", m.name, c.name, (long long)st.base.seq);
-  for (int i = 0; i < n; i++) report_csv_row(&csv, lead, &res[i]);
-  if (!cli_has(&a, "csv")) mkdir("notebooks-data", 0755);  // the study's folder, when run from a fresh tree
-  int rc = sr_write_atomic(path, csv.data, csv.len, &e);
-  if (!rc) printf("wrote %s\n", path);
+  // CSV: only where asked (--csv FILE)
+  char lead[1200];
+  int rc = 0;
+  if (cli_has(&a, "csv")) {
+    const char *path = cli_get(&a, "csv", "");
+    report_csv_header(&csv, "model,cluster,seq");
+    snprintf(lead, sizeof lead, "%s,%s,%lld", m.name, c.name, (long long)st.base.seq);
+    for (int i = 0; i < n; i++) report_csv_row(&csv, lead, &res[i]);
+    rc = sr_write_atomic(path, csv.data, csv.len, &e);
+    if (!rc) printf("wrote %s\n", path);
+  }
   sr_buf_free(&b);
   sr_buf_free(&csv);
   free(res);

@@ -19,7 +19,7 @@
 #include "exec/exec.h"
 #include "exec/exec_dev.h"
 #include "exec/exec_plan.h"
-#include "exec/predict.h"
+#include "sim/predict.h"
 #include "exec/timeline.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"

@@ -12,7 +12,7 @@
 
 #include "exec/exec.h"
 #include "exec/exec_plan.h"
-#include "exec/predict.h"
+#include "sim/predict.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
 #include "traces/trace.h"

@@ -28,7 +28,8 @@ typedef struct {
 
 // CPU reference forward (float64 accumulation) of one ring step: computes the step's partial (O_b, L_b)
 // for source `src` and merges it into the running fp32 (o_run, lse_run) by the stable LSE merge of
-// DESIGN.md; rows without work in this step are left unchanged. Initialise o_run = 0, lse_run = -inf.
+// docs/design.md, "The LSE merge"; rows without work in this step are left unchanged. Initialise o_run = 0,
+// lse_run = -inf.
 int sa_ref_fwd(const sa_shape *s, const float *q, const float *k, const float *v, const int64_t *qpos,
                const int64_t *kpos, const tile_index *ti, int src, const head_mask *masks, float *o_run,
                float *lse_run);

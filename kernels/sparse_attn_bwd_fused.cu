@@ -24,8 +24,8 @@
 // j's list is the query tiles j.., so all tiles reach a chunk at the same step; their additions stagger
 // once by the hand-over time (a tile releases a chunk's semaphore while the next chunk's first products
 // run) and then follow one another. Under sink + window masks the sink tile, first in every order,
-// paces the window tiles. Measured: slower than the split kernels (docs/kernels.md, "Backward: the
-// fused kernel"), so it is not the default.
+// paces the window tiles. Measured: slower than the split kernels (results/JOURNAL.md, "The fused
+// backward"), so it is not the default.
 #include <cuda_runtime.h>
 #include <math.h>
 

@@ -4,7 +4,7 @@
 // cp.async; online softmax in registers in base 2. Two product engines: mma.sync m16n8k16 (sm_80 and
 // up; 16 or 32 rows a warp) and, on Hopper's sm_90a image, wgmma with a 64-row warpgroup tile (the
 // default there; kernels/sa_wgmma.cuh). The epilogue writes the step's O_b / LSE_b and merges into
-// the running fp32 (O, LSE) by the stable form of DESIGN.md.
+// the running fp32 (O, LSE) by the stable form of docs/design.md, "The LSE merge".
 #include <cuda_runtime.h>
 #include <math.h>
 

@@ -34,7 +34,7 @@ typedef struct {
   int32_t n_deps;
   int16_t resource;    // -1: none
   uint8_t stream;      // sim_stream
-  uint8_t phase;       // caller-defined label (sim/step.h's sim_phase)
+  uint8_t phase;       // caller-defined label (sim/sim.h's sim_phase)
 } sim_task;
 
 typedef struct {

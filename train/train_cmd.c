@@ -1,0 +1,511 @@
+// train_cmd.c — `sparsering-exec train`: real training with context parallelism under a plan.
+//
+//   mpirun -np W sparsering-exec train --model tiny-test --seq 4K --steps 50 --data passkey
+//       [--plan FILE | --cluster C --layout L --schedule S --pattern P | --strategy NAME]
+//       [--backend cpu|cuda] [--precision bf16|tf32] [--lr 3e-4] [--ckpt DIR --ckpt-every K] [--resume DIR]
+//       [--csv PATH] [--trace PATH --trace-steps 1,10,100] [--init WEIGHTS.safetensors]
+//
+// Every rank holds its layout's tokens for every layer; attention runs through the executor's
+// distributed attention (dist_attn.h) for the plan's schedule and pattern; gradients are summed over
+// the comm backend and AdamW is sharded (ZeRO-1). Rank 0 prints a log line per step (loss, tokens/s,
+// MFU, attention density, time split) and a progress bar, and with --csv writes the CSV atomically every step.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec/comm.h"
+#include "exec/dist_attn.h"
+#include "exec/exec.h"
+#include "train/train.h"
+#include "train/train_attn.h"
+#include "exec/exec_plan.h"
+#include "plan/pattern_spec.h"
+#include "plan/plan.h"
+#include "plan/tiles.h"
+#include "plan/util.h"
+#include "sim/sim.h"
+#include "traces/trace.h"
+#if SR_HAVE_CUDA
+#include "train/model_cuda.h"
+#endif
+
+// ---- the bridges: comm.h collectives and dist_attn.h behind the trainer's interfaces ----------
+
+// NCCL collectives are queued on the comm stream: comm_sync makes their results visible to the host and
+// to the compute stream before the trainer goes on (a no-op on the CPU backend).
+static int bridge_allreduce_f32(void *ctx, float *buf, int64_t n, sr_error *e) {
+  int rc = comm_allreduce(ctx, buf, buf, n, COMM_F32, COMM_SUM, e);
+  return rc ? rc : comm_sync(ctx, e);
+}
+
+static int bridge_allreduce_f64(void *ctx, double *buf, int64_t n, sr_error *e) {
+  comm *c = ctx;
+  int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->mpi);
+  return rc == MPI_SUCCESS ? SR_OK : sr_internal_error(e, 0, "MPI_Allreduce of %lld doubles failed", (long long)n);
+}
+
+static int bridge_allgather_f32(void *ctx, const float *send, float *recv, int64_t n, sr_error *e) {
+  int rc = comm_allgather(ctx, send, recv, n, COMM_F32, e);
+  return rc ? rc : comm_sync(ctx, e);
+}
+
+// ---- output -----------------------------------------------------------------------------------
+
+static void progress_bar(int64_t done, int64_t total, double loss, double eta_s) {
+  int width = 30, fill = total > 0 ? (int)(width * done / total) : width;
+  char bar[64];
+  for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+  bar[width] = 0;
+  fprintf(stderr, "\r[%s] %lld/%lld loss %.4f eta %.0fs ", bar, (long long)done, (long long)total, loss, eta_s);
+  if (done == total) fprintf(stderr, "\n");
+  fflush(stderr);
+}
+
+// FLOPs of one training step (forward + backward, recomputation not counted, as MFU is defined in
+// PaLM appendix B): GEMMs 3x forward (MODEL_GEMM_BWD_RATIO 2), attention 1 + MODEL_ATTN_BWD_RATIO.
+static double step_flops(const model_config *m, int64_t seq, double attn_pairs_per_layer) {
+  double gemm = ((double)m->num_layers * model_layer_gemm_flops_per_token(m) + model_lm_head_flops_per_token(m)) *
+                (double)seq * (1.0 + MODEL_GEMM_BWD_RATIO);
+  double attn = (double)m->num_layers * model_attn_flops(m, attn_pairs_per_layer) * (1.0 + MODEL_ATTN_BWD_RATIO);
+  return gemm + attn;
+}
+
+// Kept (query, key) pairs of the plan's pattern, summed over layers and averaged over heads (what
+// model_attn_flops takes), and their fraction of dense causal attention. Exact: the planner's tile
+// accounting, never an N x N mask.
+static int plan_attention_pairs(const plan *p, const pattern *pat, double *pairs, double *density, sr_error *e) {
+  int W = p->layout.world, H = pat->heads;
+  work_count *wc = malloc((size_t)H * (size_t)W * (size_t)W * sizeof *wc);
+  if (!wc) return sr_internal_error(e, 0, "train: out of memory");
+  double total = 0;
+  for (int l = 0; l < pat->layers; l++) {
+    int rc = tiles_account_layer(pat, l, &p->layout, wc, e);
+    if (rc) {
+      free(wc);
+      return rc;
+    }
+    for (int64_t i = 0; i < (int64_t)H * W * W; i++) total += wc[i].pairs;
+  }
+  free(wc);
+  *pairs = total / (double)H;
+  *density = *pairs / ((double)pat->layers * model_causal_pairs(p->spec.seq));
+  return SR_OK;
+}
+
+// Packed samples (--pack P): causal attention inside each sample of seq / P tokens and none across them,
+// as BLOCK heads of 128-token blocks (the sample length must be a multiple of 128), replacing the plan's
+// dense pattern; RoPE scores depend on relative positions only, so each sample trains as if alone.
+static int pack_pattern(const plan *p, pattern *pat, int64_t pack, sr_error *e) {
+  int64_t seq = p->spec.seq, len = seq / pack, B = 128;
+  if (strcmp(p->spec.pattern, "dense") != 0)
+    return sr_input_error(e, NULL, "--pack", "packs samples under the dense pattern, not '%s'", p->spec.pattern);
+  if (seq % pack != 0 || len % B != 0)
+    return sr_input_error(e, NULL, "--pack", "%lld samples in %lld tokens: each sample must be a multiple of %lld tokens",
+                          (long long)pack, (long long)seq, (long long)B);
+  int64_t nb = seq / B, words = sr_cdiv(nb, 64), per = len / B;
+  for (int64_t i = 0; i < (int64_t)pat->layers * pat->heads; i++) {
+    head_pattern *h = &pat->h[i];
+    free(h->vertical);
+    free(h->slash);
+    free(h->mask);
+    memset(h, 0, sizeof *h);
+    h->kind = PATTERN_BLOCK;
+    h->block = (int32_t)B;
+    h->n_blocks = nb;
+    h->row_words = words;
+    h->mask = calloc((size_t)(nb * words), sizeof *h->mask);
+    if (!h->mask) return sr_internal_error(e, 0, "train: out of memory for the packing mask");
+    for (int64_t r = 0; r < nb; r++)
+      for (int64_t c = (r / per) * per; c <= r; c++) h->mask[r * words + c / 64] |= 1ull << (c % 64);
+  }
+  return SR_OK;
+}
+
+// Is step (1-based) in the comma-separated list? An empty list records the first step only.
+static int step_listed(const char *list, int64_t step) {
+  if (!list || !*list) return step == 1;
+  for (const char *p = list; *p;) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p) return 0;
+    if (v == step) return 1;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return 0;
+}
+
+// ---- the recall probe (--eval-recall) -----------------------------------------------------------
+
+// The probe reads every key next to the answer rows of one passkey sample: one rank, one sample a sequence.
+static int recall_check(int64_t eval_n, int64_t pack, int world, const char *data, sr_error *e) {
+  if (eval_n == 0) return sr_input_error(e, NULL, "--eval-recall", "probes the --eval samples: give --eval");
+  if (strcmp(data, "passkey") != 0)
+    return sr_input_error(e, NULL, "--eval-recall", "probes the answer rows of passkey samples (--data is %s)", data);
+  if (pack > 1)
+    return sr_input_error(e, NULL, "--eval-recall", "needs one sample a sequence (--pack is %lld)", (long long)pack);
+  if (world != 1)
+    return sr_input_error(e, NULL, "--eval-recall", "needs every key on one rank (the job has %d)", world);
+  return SR_OK;
+}
+
+static void print_recall(const recall_tally *t) {
+  printf("eval recall: the pattern's share of the dense attention at the answer rows, %lld samples (%lld right, "
+         "%lld wrong); per layer: heads' mean | lowest head, right / wrong\n",
+         (long long)(t->n[0] + t->n[1]), (long long)t->n[1], (long long)t->n[0]);
+  for (int l = 0; l < t->layers; l++) {
+    char r[64] = "-", w[64] = "-";
+    if (t->n[1]) snprintf(r, sizeof r, "%.4f | %.4f", t->mean[1][l] / (double)t->n[1], t->min[1][l] / (double)t->n[1]);
+    if (t->n[0]) snprintf(w, sizeof w, "%.4f | %.4f", t->mean[0][l] / (double)t->n[0], t->min[0][l] / (double)t->n[0]);
+    printf("eval recall: layer %2d  right %s  wrong %s\n", l, r, w);
+  }
+}
+
+// ---- the command ------------------------------------------------------------------------------
+
+static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
+                                          "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
+                                          "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", "pack",
+                                          "build-threads", "attn-prefetch", "precision", "pose", "attn-host-gib", "eval-recall",
+                                          NULL};
+static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
+                                            "attn-host-cache", NULL};
+
+static int cmd_train(int argc, char **argv) {
+  sr_error e = {0};
+  cli_args a;
+  if (cli_parse(argc, argv, train_flags, train_switches, &a, &e)) return sr_error_report(&e, "sparsering-exec train");
+  const char *backend = cli_get(&a, "backend", "cpu");
+  int cuda = strcmp(backend, "cuda") == 0;
+  if (!cuda && strcmp(backend, "cpu") != 0) {
+    sr_input_error(&e, NULL, "--backend", "'%s' is not one of cpu, cuda", backend);
+    return sr_error_report(&e, "sparsering-exec train");
+  }
+  // GEMM precision of the CUDA model; the CPU model computes in float32 and takes no --precision
+  const char *precision = cli_get(&a, "precision", NULL);
+  if (precision && strcmp(precision, "bf16") != 0 && strcmp(precision, "tf32") != 0) {
+    sr_input_error(&e, NULL, "--precision", "'%s' is not one of bf16, tf32", precision);
+    return sr_error_report(&e, "sparsering-exec train");
+  }
+  if (precision && !cuda) {
+    sr_input_error(&e, NULL, "--precision", "%s selects the CUDA backend's GEMMs; the CPU backend computes in float32",
+                   precision);
+    return sr_error_report(&e, "sparsering-exec train");
+  }
+  int bf16 = !precision || strcmp(precision, "bf16") == 0;
+#if !SR_HAVE_CUDA
+  if (cuda) {
+    sr_input_error(&e, NULL, "--backend", "cuda: this build has no CUDA (nvcc was not found at build time)");
+    return sr_error_report(&e, "sparsering-exec train");
+  }
+#endif
+  comm c;
+  if (comm_init(&c, cuda ? COMM_NCCL : COMM_CPU, &argc, &argv, &e)) return sr_error_report(&e, "sparsering-exec train");
+  int R = c.rank, status = 0;
+  plan p;
+  pattern pat;
+  memset(&p, 0, sizeof p);
+  memset(&pat, 0, sizeof pat);
+  data_tokens data;
+  memset(&data, 0, sizeof data);
+  trainer t;
+  memset(&t, 0, sizeof t);
+  train_attn ta;
+  memset(&ta, 0, sizeof ta);
+  int64_t *pos = NULL;
+  attn_recall rec;
+  memset(&rec, 0, sizeof rec);
+  recall_tally tally;
+  memset(&tally, 0, sizeof tally);
+  sr_buf csv = {0};
+  trace_writer tw;
+  int tw_open = 0, traced = 0;
+  int64_t recall_n, steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
+  double lr, wd, depth, peak, host_gib;
+  // options
+  if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
+      cli_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
+      cli_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || cli_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
+      cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_int(&a, "batch", 1, 1, 1 << 20, &batch, &e) ||
+      cli_get_int(&a, "attn-cache", 0, 0, 1 << 20, &attn_cache, &e) || cli_get_int(&a, "pack", 1, 1, 1 << 16, &pack, &e) ||
+      cli_get_int(&a, "build-threads", 0, 0, 256, &build_threads, &e) ||
+      cli_get_int(&a, "attn-prefetch", 0, 0, 1024, &prefetch, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
+      cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
+      cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e) || cli_get_num(&a, "attn-host-gib", -1, -1, 1e6, &host_gib, &e) ||
+      cli_get_int(&a, "eval-recall", 0, 0, 1000000, &recall_n, &e))
+    goto fail;
+  if (cli_get(&a, "attn-host-gib", NULL) && !cli_has(&a, "attn-host-cache")) {
+    sr_input_error(&e, NULL, "--attn-host-gib", "sets the cap of --attn-host-cache, which is off");
+    goto fail;
+  }
+  if (exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e)) goto fail;
+  if (pack > 1 && pack_pattern(&p, &pat, pack, &e)) goto fail;
+  int64_t pose = 0;
+  if (cli_get(&a, "pose", NULL)) {
+    if (sr_parse_tokens(cli_get(&a, "pose", NULL), "--pose", &pose, &e)) goto fail;
+    if (pose <= p.spec.seq / pack) {
+      sr_input_error(&e, NULL, "--pose", "a span of %lld tokens does not reach past the %lld-token sample",
+                     (long long)pose, (long long)(p.spec.seq / pack));
+      goto fail;
+    }
+  }
+  if (p.layout.world != c.world) {
+    sr_input_error(&e, p.cluster.path, "world", "the plan spreads the sequence over %d ranks, the job has %d",
+                   p.layout.world, c.world);
+    goto fail;
+  }
+  const model_config *m = &p.model;
+  int64_t seq = p.spec.seq, n_local = p.layout.rank_count[R];
+  double pairs = 0, density = 1;
+  if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
+  pos = malloc((size_t)sr_max64(n_local, 1) * sizeof *pos);
+  if (!pos) {
+    sr_internal_error(&e, 0, "train: out of memory");
+    goto fail;
+  }
+  layout_positions(&p.layout, R, pos);
+  // plan-building threads: by default the node's cores shared by its ranks (the GPU machines: one node)
+  if (build_threads == 0) build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / c.world);
+  if (train_attn_init(&ta, &p, &pat, &c, cuda, (int)attn_cache, (int)prefetch, (int)build_threads, pos, &e)) goto fail;
+  if (cli_has(&a, "attn-host-cache") && train_attn_host_cache(&ta, host_gib, &e)) goto fail;
+  // data
+  const char *dsrc = cli_get(&a, "data", "passkey");
+  if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
+  if (recall_n > 0 && recall_check(eval_n, pack, c.world, dsrc, &e)) goto fail;
+  if (strcmp(dsrc, "passkey") != 0 && data_load(dsrc, cli_get(&a, "data-format", "auto"), &data, &e)) goto fail;
+  train_options o;
+  train_options_defaults(&o);
+  o.seq = seq;
+  o.steps = steps;
+  o.lr = lr;
+  o.weight_decay = wd;
+  o.warmup = warmup;
+  o.cosine = cli_has(&a, "cosine");
+  o.seed = (uint64_t)seed;
+  o.recompute = cli_has(&a, "recompute") || p.spec.recompute;
+  o.data = data.tokens ? &data : NULL;
+  o.passkey_depth = depth;
+  o.passkey_digits = (int)digits;
+  const char *loss_mode = cli_get(&a, "loss", cli_has(&a, "loss-all") ? "all" : "answer");
+  if (strcmp(loss_mode, "answer") == 0) o.passkey_loss = PASSKEY_LOSS_ANSWER;
+  else if (strcmp(loss_mode, "keys") == 0) o.passkey_loss = PASSKEY_LOSS_KEYS;
+  else if (strcmp(loss_mode, "all") == 0) o.passkey_loss = PASSKEY_LOSS_ALL;
+  else if (strcmp(loss_mode, "mix") == 0) o.passkey_loss = PASSKEY_LOSS_MIX;
+  else {
+    sr_input_error(&e, NULL, "--loss", "'%s' is not one of answer, keys, all, mix", loss_mode);
+    goto fail;
+  }
+  o.batch = batch;
+  o.pack = pack;
+  o.pose_span = pose;
+  o.cuda = cuda;
+  o.cuda_stream = c.compute_stream;
+  train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
+  if (trainer_create(&t, m, &o, &tc, n_local, pos, &e)) goto fail;
+  t.model.attn = (model_attention){&ta, train_attn_fwd, train_attn_bwd, ta.online_cpu ? train_attn_estimate : NULL};
+#if SR_HAVE_CUDA
+  if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ta, train_attn_fwd_dev, train_attn_bwd_dev});
+  // before the plans are built: their cache is sized from the memory left
+  if (cuda && model_cuda_set_precision(t.dev, bf16 ? MODEL_CUDA_BF16 : MODEL_CUDA_TF32, &e)) goto fail;
+#endif
+  if (recall_n > 0) {
+    if (attn_recall_init(&rec, (int)m->num_layers, (int)m->num_heads, (int)m->num_kv_heads, (int)m->head_dim, cuda,
+                         n_local, pos, &e) ||
+        recall_tally_init(&tally, (int)m->num_layers, &e))
+      goto fail;
+    ta.recall = &rec;
+  }
+  // the attention plans that will be kept are built before the first step, so step times hold no build
+  // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
+  double prebuild_t0 = sr_now();
+  if (train_attn_prebuild(&ta, &e)) goto fail;
+  double prebuild_s = sr_now() - prebuild_t0;
+  int64_t prebuilt = ta.built;
+  const char *init = cli_get(&a, "init", NULL), *resume = cli_get(&a, "resume", NULL);
+  if (init && trainer_init_weights(&t, init, &e)) goto fail;
+  if (resume && trainer_resume(&t, resume, &e)) goto fail;
+  // output files
+  char label[256], csv_path[600];
+  snprintf(label, sizeof label, "%s", cli_get(&a, "label", ""));
+  double gpu_peak = cuda ? p.cluster.gpu.peak_tflops : 0;  // MFU against the plan's GPU when on GPUs
+  if (peak <= 0) peak = gpu_peak;
+  if (!label[0]) snprintf(label, sizeof label, "%s-%s-%lld", m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq);
+  snprintf(csv_path, sizeof csv_path, "%s", cli_get(&a, "csv", ""));  // empty: no CSV (only where asked)
+  const char *ckpt = cli_get(&a, "ckpt", NULL);
+  int quiet = cli_has(&a, "quiet");
+  double flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
+  if (R == 0) {
+    printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
+           m->name, (long long)t.model.num_params, (long long)seq, c.world, layout_kind_name(p.layout.kind),
+           p.spec.schedule, p.spec.pattern, density);
+    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)", (long long)prebuilt,
+           prebuild_s, (long long)build_threads, ta.prefetch ? ", building ahead" : "");
+    if (cuda)  // what each kept plan holds for itself, and the scratch all plans share (exec/dist_workspace.h)
+      printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace, %d kept of %lld layers",
+             (double)ta.plan_bytes_max / (1 << 20), (double)ta.shared_bytes / (1 << 30), ta.cap, (long long)m->num_layers);
+    printf("\n");
+    printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
+           o.data ? o.data->path : "passkey", o.data ? "all" : loss_mode, (long long)batch, lr, wd, (long long)warmup,
+           o.recompute ? "on" : "off", (long long)t.slice);
+    if (cuda) printf("train: GEMMs %s\n", bf16 ? "bf16 operands, fp32 accumulation and outputs (--precision bf16)"
+                                                 : "fp32 operands on TF32 tensor cores (--precision tf32)");
+    sr_buf_printf(&csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
+  }
+  // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
+  const char *trace_path = cli_get(&a, "trace", NULL), *trace_steps = cli_get(&a, "trace-steps", "");
+  if (trace_path && R == 0) {
+    trace_info ti;
+    memset(&ti, 0, sizeof ti);
+    trace_info_set_model(&ti, m);
+    ti.seq_len = seq;
+    ti.layers = pat.layers;
+    ti.heads = pat.heads;
+    snprintf(ti.source, sizeof ti.source, "executor");
+    snprintf(ti.origin, sizeof ti.origin, "sparsering-exec train %s (%s)", label, p.spec.pattern);
+    ti.seed = p.spec.seed;
+    if (trace_writer_begin(&tw, &ti, &e)) goto fail;
+    tw_open = 1;
+  }
+  double run_t0 = sr_now(), best_s = INFINITY, first_s = 0;
+  int64_t first = t.step;
+  // plans built when their layer came in the measured step (and their build seconds): CPU work on the step's
+  // critical path that the simulated step does not hold
+  int64_t meas_built = 0;
+  double meas_build_s = 0;
+  while (t.step < steps) {
+    train_step_stats st;
+    int64_t od0, od1;
+    double bs0, bs1;
+    train_attn_on_demand(&ta, &od0, &bs0);
+    if (trainer_step(&t, &st, &e)) goto fail;
+    train_attn_on_demand(&ta, &od1, &bs1);
+    if (ta.online) {  // the step ran the patterns estimated from its (last) sample
+      if (train_attn_read_patterns(&ta, &e)) goto fail;  // CUDA: read them back from the executor
+      if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
+      flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
+    }
+    // MFU over the job's GPUs: the step's FLOPs are the whole sequence's, spread over c.world of them
+    double tps = (double)(seq * batch) / st.time_s,
+           mfu = peak > 0 ? flops / st.time_s / (peak * 1e12 * (double)c.world) : NAN;
+    if ((t.step > first + 1 || steps - first == 1) && !(st.time_s >= best_s))
+      best_s = st.time_s, meas_built = od1 - od0, meas_build_s = bs1 - bs0;
+    if (t.step == first + 1) first_s = st.time_s;
+    double gemm_s = st.time_s - st.attn_s - st.comm_s;
+    if (R == 0) {
+      char mfu_text[32] = "-";
+      if (peak > 0) snprintf(mfu_text, sizeof mfu_text, "%.2f%%", 100 * mfu);
+      if (!quiet)
+        printf("step %5lld | loss %.4f | %9.0f tok/s | MFU %s | density %.4f | attn %.3fs gemm %.3fs comm %.3fs | "
+               "lr %.2e | gnorm %.3f\n",
+               (long long)st.step, st.loss, tps, mfu_text, density, st.attn_s, gemm_s, st.comm_s, st.lr,
+               st.grad_norm);
+      sr_buf_printf(&csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", label, (long long)st.step,
+                    st.loss, st.grad_norm, st.lr, tps, peak > 0 ? mfu : 0.0, density, st.attn_s, gemm_s, st.comm_s,
+                    st.time_s);
+      if (csv_path[0] && sr_write_atomic(csv_path, csv.data, csv.len, &e)) goto fail;
+      double per = (sr_now() - run_t0) / (double)(t.step - first);
+      if (isatty(2)) progress_bar(t.step, steps, st.loss, per * (double)(steps - t.step));
+    }
+#if SR_HAVE_CUDA
+    if (cuda && t.step == first + 1) {  // every buffer exists once the first step ran
+      double used, total;
+      if (model_cuda_memory(&used, &total, &e)) goto fail;
+      printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", R, (long long)st.step, used, total);
+    }
+#endif
+    if (tw_open && step_listed(trace_steps, st.step)) {
+      // the plan's pattern is what every layer computed this step (patterns are built per plan)
+      if (trace_writer_add_step(&tw, &pat, NULL, &e)) goto fail;
+      traced++;
+    }
+    if (ckpt && ((ckpt_every > 0 && t.step % ckpt_every == 0) || t.step == steps) && trainer_save(&t, ckpt, &e))
+      goto fail;
+  }
+  if (eval_n > 0) {
+    // held-out sequences of `pack` samples each until eval_n samples are scored
+    int64_t exact = 0, scored = 0, nseq = sr_cdiv(eval_n, pack);
+    double loss = 0;
+    for (int64_t i = 0; i < nseq; i++) {
+      train_step_stats st;
+      // the probe: the rows whose next token is an answer digit, at the end of the one sample
+      if (i < recall_n) attn_recall_arm(&rec, seq - digits - 1, seq - 2);
+      else if (recall_n > 0) attn_recall_arm(&rec, 1, 0);
+      if (trainer_eval(&t, i, &st, &e)) goto fail;
+      if (i < recall_n) recall_tally_add(&tally, &rec, st.exact == st.samples);
+      exact += st.exact;
+      scored += st.samples;
+      loss += st.loss;
+    }
+    if (R == 0)
+      printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)scored,
+             (long long)exact, (long long)scored, 100.0 * (double)exact / (double)scored, loss / (double)nseq);
+    if (recall_n > 0 && R == 0) print_recall(&tally);
+  }
+  if (cli_has(&a, "predict") && R == 0 && t.step > first) {
+    // the simulator on the same plan and pattern (its cluster file: the plan's), next to the measurement
+    // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it
+    sim_options so = {0, 0, !pattern_spec_is_online(p.spec.pattern)};
+    sim_result sr;
+    snprintf(p.spec.trainer, sizeof p.spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
+    if (sim_run(&p, &pat, &so, &sr, NULL, &e)) goto fail;
+    double meas = isfinite(best_s) ? best_s : first_s;
+    printf("predict: %s %s seq %lld W %d | simulated step %.3fs %.0f tok/s MFU %.2f%% | measured step %.3fs (best after the "
+           "first; first %.3fs) %.0f tok/s MFU %.2f%% | measured/simulated %.2f\n",
+           m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq, c.world, sr.step_s,
+           sr.tokens_per_s, 100 * sr.mfu_sparse, meas, first_s, (double)seq / meas,
+           peak > 0 ? 100 * flops / (double)batch / meas / (peak * 1e12 * (double)c.world) : 0.0, meas / sr.step_s);
+    if (meas_built > 0)
+      printf("predict: the measured step built %lld attention plan(s) when their layer came (%.2fs of plan building "
+             "on the CPU), which the simulated step does not hold\n", (long long)meas_built, meas_build_s);
+    if (cuda)  // next to "GPU memory in use after step 1"; the kept plans' indices beyond one layer are extra
+      printf("predict: memory per GPU %.1f GiB simulated (--trainer exec: state %.1f, buffers %.1f, KV buffers %.1f, "
+             "one layer's index %.1f, workspace and reserve %.1f)\n",
+             sr.mem.total / 1073741824.0, (sr.mem.weights + sr.mem.grads + sr.mem.optim) / 1073741824.0,
+             sr.mem.activations / 1073741824.0, sr.mem.kv_buffers / 1073741824.0, sr.mem.index_bytes / 1073741824.0,
+             sr.mem.workspace / 1073741824.0);
+  }
+  if (tw_open) {
+    if (trace_writer_finish(&tw, trace_path, &e)) goto fail;
+    printf("train: trace of %d step(s) written to %s\n", traced, trace_path);
+  }
+  if (R == 0) {
+    printf("train: attention plans: %lld built (%.2fs; %lld when their layer came), %d kept of %lld layers%s",
+           (long long)ta.built, ta.build_s, (long long)ta.on_demand, ta.cap, (long long)m->num_layers,
+           ta.shared ? " (one pattern: shared)" : "");
+    if (ta.fit) printf(" (as many as fit: the first took %.2f GiB)", ta.plan_gib);
+    if (ta.host_cache)  // plans dropped from the device wait in host memory (--attn-host-cache)
+      printf("; %lld restored from host memory (%.2fs), %d held (%.2f GiB, cap %.2f GiB of MemAvailable %.1f GiB), "
+             "%lld freed over the cap",
+             (long long)ta.restored, ta.restore_s, train_attn_held(&ta), (double)ta.host_bytes / (1 << 30),
+             (double)ta.host_cap / (1 << 30), (double)ta.mem_available / (1 << 30), (long long)ta.host_dropped);
+    if (cuda)
+      printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace", (double)ta.plan_bytes_max / (1 << 20),
+             (double)ta.shared_bytes / (1 << 30));
+    printf("\n");
+    if (ta.online_cpu)
+      printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta.estimates,
+             ta.estimate_s, density);
+    printf("train: done, %lld steps in %.2fs%s%s\n", (long long)(t.step - first), sr_now() - run_t0,
+           csv_path[0] ? "; csv " : "", csv_path);
+  }
+  goto done;
+fail:
+  status = sr_error_report(&e, "sparsering-exec train");
+  if (c.world > 1) comm_abort(&c, R, e.msg);
+done:
+  train_attn_free(&ta);
+  attn_recall_free(&rec);
+  recall_tally_free(&tally);
+  trainer_free(&t);
+  data_free(&data);
+  free(pos);
+  sr_buf_free(&csv);
+  if (tw_open) trace_writer_free(&tw);
+  pattern_free(&pat);
+  plan_free(&p);
+  comm_free(&c);
+  return status;
+}
+
+EXEC_COMMAND("train", cmd_train, "train a model with context parallelism under a plan (CPU backend)")
