@@ -186,7 +186,7 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
   if (tiles_masks_build(pat, layer, &a->masks, e)) goto fail;
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
   // keeps the tile form. A vs-online pattern is rebuilt in the tile form at run time, so it keeps that.
-  if (p->spec.fwd_runs && !pattern_spec_is_online(p->spec.pattern)) {
+  if (p->spec.fwd_runs && pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE) {
     if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) goto fail;
     if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
     else a->ti_fwd_view = heads_view(a, &a->ti_fwd, uniform);

@@ -30,7 +30,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   pattern one = *pat;
   one.layers = 1;
   one.h = pattern_head(pat, layer, 0);
-  sim_options o = {0, 1, !pattern_spec_is_online(p->spec.pattern)};  // a given pattern: no estimation
+  sim_options o = {0, 1, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE};  // a given pattern: no estimation
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;
@@ -55,7 +55,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
     if (v->phase == PHASE_ATTN && v->start + v->dur > fwd_end[v->rank]) fwd_end[v->rank] = v->start + v->dur;
   }
   double f0 = INFINITY, f1 = -INFINITY, b0 = INFINITY, b1 = -INFINITY;
-  int online = pattern_spec_is_online(p->spec.pattern);
+  int online = pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE;
   sim_timeline keep = {0};
   keep.ev = malloc(sizeof(sim_event) * (size_t)(tl.n > 0 ? tl.n : 1));
   uint8_t *side = malloc((size_t)(tl.n > 0 ? tl.n : 1));  // of each kept event: 1 backward

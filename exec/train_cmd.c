@@ -450,7 +450,7 @@ static int cmd_train(int argc, char **argv) {
   if (cli_has(&a, "predict") && R == 0 && t.step > first) {
     // the simulator on the same plan and pattern (its cluster file: the plan's), next to the measurement
     // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it
-    sim_options so = {0, 0, !pattern_spec_is_online(p.spec.pattern)};
+    sim_options so = {0, 0, pattern_spec_estimation(p.spec.pattern) != PATTERN_ONLINE};
     sim_result sr;
     snprintf(p.spec.trainer, sizeof p.spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
     if (sim_run(&p, &pat, &so, &sr, NULL, &e)) goto fail;
