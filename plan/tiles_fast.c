@@ -507,7 +507,7 @@ int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count 
   }
   for (int h = 0; h < p->heads && !rc; h++) {
     work_count *hc = counts + (int64_t)h * W * W;
-    if (h > 0 && tiles_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
+    if (h > 0 && pattern_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
       memcpy(hc, hc - (int64_t)W * W, (size_t)W * W * sizeof *hc);
       continue;
     }

@@ -208,7 +208,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     // A layer whose heads equal the previous layer's (every layer of a dense model) shares its work.
     int same = l > 0;
     for (int h = 0; same && h < x->pat->heads; h++)
-      same = work_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
+      same = pattern_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
     if (same) {
       of[l] = of[l - 1];
       x->pairs += distinct[of[l]].pairs;
