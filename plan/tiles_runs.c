@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/sa_mask.h"  // the 64-bit bit-set windows the kernels' keep bits use
+#include "plan/head_mask_bits.h"  // the 64-bit keep-bit windows the kernels use too
 #include "plan/tiles_internal.h"
 
 // The layout's positions and, per source rank, which KV tiles hold consecutive positions and which
