@@ -180,7 +180,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     // Overlap efficiency: attention kernel time over wall time (1 = communication fully hidden).
     double kern = 0;
     for (int64_t i = mark; i < tl->n; i++)
-      if (tl->ev[i].stream == TL_COMPUTE && tl->ev[i].layer == layer) kern += tl->ev[i].dur_us * 1e-6;
+      if (tl->ev[i].stream == STREAM_COMPUTE && tl->ev[i].layer == layer) kern += tl->ev[i].dur;
     double tt[3] = {tf, tb, kern};  // the slowest rank sets the layer's time
     MPI_Allreduce(MPI_IN_PLACE, tt, 3, MPI_DOUBLE, MPI_MAX, c->mpi);
     fwd_sum += tt[0], bwd_sum += tt[1];
