@@ -7,11 +7,11 @@
 #include "cli/cli.h"
 #include "cli/plan_flags.h"
 #include "plan/plan.h"
+#include "plan/timeline.h"
 #include "plan/util.h"
 #include "sim/report.h"
 #include "sim/strategy.h"
 #include "sim/svg.h"
-#include "sim/timeline.h"
 
 #define GIB 1073741824.0
 
@@ -64,8 +64,9 @@ static int cmd_sim(int argc, char **argv) {
   int rc = sim_plan(&p, &o, &r, &tl, &e);
   if (!rc) {
     const char *run = p.spec.strategy[0] ? p.spec.strategy : "sim";
-    if (cli_has(&a, "timeline")) rc = timeline_write_json(&tl, run, cluster_world(&p.cluster), cli_get(&a, "timeline", ""), &e);
-    if (!rc && cli_has(&a, "csv")) rc = timeline_write_csv(&tl, run, cli_get(&a, "csv", ""), &e);
+    if (cli_has(&a, "timeline"))
+      rc = timeline_write_json(tl.ev, tl.n, run, cluster_world(&p.cluster), "sparsering sim", cli_get(&a, "timeline", ""), &e);
+    if (!rc && cli_has(&a, "csv")) rc = timeline_write_csv(tl.ev, tl.n, run, cli_get(&a, "csv", ""), &e);
     if (!rc && cli_has(&a, "svg")) {
       char title[1024];
       snprintf(title, sizeof title, "%s: %s on %s, %lld tokens, layout %s, schedule %s, pattern %s", run, p.model.name,

@@ -50,7 +50,7 @@ static void fail(comm *c, sr_error *e) {
 // --layers ran fewer, the layers not run repeat the run ones cyclically (the origin says so) rather than
 // keep the synthetic stand-in, which the inputs never produced.
 static int trace_out_write(const attn_opts *o_, const plan *pl, pattern *pat, int layers, sr_error *e) {
-  int online = pattern_spec_is_online(pl->spec.pattern);
+  int online = pattern_spec_estimation(pl->spec.pattern) == PATTERN_ONLINE;
   if (online)
     for (int l = layers; l < pat->layers; l++) {
       int src = l % layers;
@@ -150,7 +150,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   if (o_->cuda && exec_dev_alloc(&dev, nl, H, Hkv, d, e)) fail(c, e);
   double fwd_sum = 0, bwd_sum = 0, worst = 0;
   int64_t sent = 0, saved = 0, skipped = 0;
-  int check_failed = 0, online = pattern_spec_is_online(pl->spec.pattern);
+  int check_failed = 0, online = pattern_spec_estimation(pl->spec.pattern) == PATTERN_ONLINE;
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
     if (dist_attn_create(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, &da, e)) fail(c, e);
@@ -180,7 +180,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     // Overlap efficiency: attention kernel time over wall time (1 = communication fully hidden).
     double kern = 0;
     for (int64_t i = mark; i < tl->n; i++)
-      if (tl->ev[i].stream == TL_COMPUTE && tl->ev[i].layer == layer) kern += tl->ev[i].dur_us * 1e-6;
+      if (tl->ev[i].stream == STREAM_COMPUTE && tl->ev[i].layer == layer) kern += tl->ev[i].dur;
     double tt[3] = {tf, tb, kern};  // the slowest rank sets the layer's time
     MPI_Allreduce(MPI_IN_PLACE, tt, 3, MPI_DOUBLE, MPI_MAX, c->mpi);
     fwd_sum += tt[0], bwd_sum += tt[1];

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "plan/pattern_spec.h"
+#include "plan/timeline.h"
 #include "sim/sim.h"
-#include "sim/timeline.h"
 
 // online: the executor estimates the pattern and builds its execution form inside every forward
 // (online_vs_cuda.c, online_vs_cpu.c), so the simulator's estimation, its collectives and the index
@@ -30,7 +30,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   pattern one = *pat;
   one.layers = 1;
   one.h = pattern_head(pat, layer, 0);
-  sim_options o = {0, 1, !pattern_spec_is_online(p->spec.pattern)};  // a given pattern: no estimation
+  sim_options o = {0, 1, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE};  // a given pattern: no estimation
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;
@@ -49,15 +49,15 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   }
   for (int k = 0; k < W; k++) bwd0[k] = INFINITY, fwd_end[k] = -INFINITY;
   for (int64_t i = 0; i < tl.n; i++) {
-    const sim_event *v = &tl.ev[i];
+    const timeline_event *v = &tl.ev[i];
     if (v->layer != 0 || v->rank < 0 || v->rank >= W) continue;
     if (v->phase == PHASE_ATTN_BWD && v->start < bwd0[v->rank]) bwd0[v->rank] = v->start;
     if (v->phase == PHASE_ATTN && v->start + v->dur > fwd_end[v->rank]) fwd_end[v->rank] = v->start + v->dur;
   }
   double f0 = INFINITY, f1 = -INFINITY, b0 = INFINITY, b1 = -INFINITY;
-  int online = pattern_spec_is_online(p->spec.pattern);
+  int online = pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE;
   sim_timeline keep = {0};
-  keep.ev = malloc(sizeof(sim_event) * (size_t)(tl.n > 0 ? tl.n : 1));
+  keep.ev = malloc(sizeof(timeline_event) * (size_t)(tl.n > 0 ? tl.n : 1));
   uint8_t *side = malloc((size_t)(tl.n > 0 ? tl.n : 1));  // of each kept event: 1 backward
   if (!keep.ev || !side) {
     free(keep.ev), free(side), free(bwd0), free(fwd_end);
@@ -65,7 +65,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
     return sr_internal_error(e, 0, "out of memory");
   }
   for (int64_t i = 0; i < tl.n; i++) {
-    const sim_event *v = &tl.ev[i];
+    const timeline_event *v = &tl.ev[i];
     if (v->layer != 0 || v->rank < 0 || v->rank >= W) continue;
     double b = bwd0[v->rank], f = fwd_end[v->rank];
     int bwd = v->start >= b ? 1 : v->start < f ? 0 : v->start - f > b - (v->start + v->dur);
@@ -82,11 +82,11 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   if (keep.n == 0) rc = sr_internal_error(e, 0, "the simulator produced no attention tasks for layer %d", layer);
   if (rc == SR_OK && csv_path) {
     for (int64_t i = 0; i < keep.n; i++) {  // forward from 0, backward right after it; the layer as run
-      sim_event *v = &keep.ev[i];
+      timeline_event *v = &keep.ev[i];
       v->start = side[i] ? v->start - b0 + *fwd_s : v->start - f0;
       v->layer = layer;
     }
-    rc = timeline_write_csv(&keep, "sim", csv_path, e);
+    rc = timeline_write_csv(keep.ev, keep.n, "sim", csv_path, e);
   }
   free(keep.ev), free(side);
   sim_timeline_free(&tl);

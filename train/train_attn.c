@@ -242,7 +242,7 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
   b->be = cuda ? DIST_CUDA : DIST_CPU;
   b->layers = (int)p->model.num_layers;
   b->shared = strcmp(p->spec.pattern, "dense") == 0 || p->spec.pattern[0] == 0;
-  b->online = pattern_spec_is_online(p->spec.pattern);
+  b->online = pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE;
   b->online_cpu = b->online && !cuda;
   b->positions = positions;
   b->cap = b->shared ? 1 : cache > 0 ? (int)sr_min64(cache, b->layers) : b->layers;

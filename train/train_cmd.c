@@ -172,339 +172,413 @@ static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "
 static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
                                             "attn-host-cache", NULL};
 
-static int cmd_train(int argc, char **argv) {
-  sr_error e = {0};
-  cli_args a;
-  if (cli_parse(argc, argv, train_flags, train_switches, &a, &e)) return sr_error_report(&e, "sparsering-exec train");
-  const char *backend = cli_get(&a, "backend", "cpu");
-  int cuda = strcmp(backend, "cuda") == 0;
-  if (!cuda && strcmp(backend, "cpu") != 0) {
-    sr_input_error(&e, NULL, "--backend", "'%s' is not one of cpu, cuda", backend);
-    return sr_error_report(&e, "sparsering-exec train");
-  }
-  // GEMM precision of the CUDA model; the CPU model computes in float32 and takes no --precision
-  const char *precision = cli_get(&a, "precision", NULL);
-  if (precision && strcmp(precision, "bf16") != 0 && strcmp(precision, "tf32") != 0) {
-    sr_input_error(&e, NULL, "--precision", "'%s' is not one of bf16, tf32", precision);
-    return sr_error_report(&e, "sparsering-exec train");
-  }
-  if (precision && !cuda) {
-    sr_input_error(&e, NULL, "--precision", "%s selects the CUDA backend's GEMMs; the CPU backend computes in float32",
-                   precision);
-    return sr_error_report(&e, "sparsering-exec train");
-  }
-  int bf16 = !precision || strcmp(precision, "bf16") == 0;
-#if !SR_HAVE_CUDA
-  if (cuda) {
-    sr_input_error(&e, NULL, "--backend", "cuda: this build has no CUDA (nvcc was not found at build time)");
-    return sr_error_report(&e, "sparsering-exec train");
-  }
-#endif
+// Everything one run of the command holds, from its flags to its closing summary.
+typedef struct {
+  cli_args *a;
+  int cuda, bf16;             // --backend cuda; --precision bf16 (the CUDA model's GEMMs)
   comm c;
-  if (comm_init(&c, cuda ? COMM_NCCL : COMM_CPU, &argc, &argv, &e)) return sr_error_report(&e, "sparsering-exec train");
-  int R = c.rank, status = 0;
+  int R;                      // this rank
   plan p;
   pattern pat;
-  memset(&p, 0, sizeof p);
-  memset(&pat, 0, sizeof pat);
   data_tokens data;
-  memset(&data, 0, sizeof data);
   trainer t;
-  memset(&t, 0, sizeof t);
   train_attn ta;
-  memset(&ta, 0, sizeof ta);
-  int64_t *pos = NULL;
+  int64_t *pos;               // this rank's token positions
   attn_recall rec;
-  memset(&rec, 0, sizeof rec);
   recall_tally tally;
-  memset(&tally, 0, sizeof tally);
-  sr_buf csv = {0};
+  sr_buf csv;
   trace_writer tw;
-  int tw_open = 0, traced = 0;
-  int64_t recall_n, steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
-  double lr, wd, depth, peak, host_gib;
+  int tw_open, traced;
   // options
-  if (cli_get_int(&a, "steps", 20, 0, INT64_MAX, &steps, &e) || cli_get_int(&a, "eval", 0, 0, 1000000, &eval_n, &e) ||
-      cli_get_int(&a, "ckpt-every", 0, 0, INT64_MAX, &ckpt_every, &e) ||
-      cli_get_int(&a, "warmup", 0, 0, INT64_MAX, &warmup, &e) || cli_get_int(&a, "digits", 5, 1, 30, &digits, &e) ||
-      cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_int(&a, "batch", 1, 1, 1 << 20, &batch, &e) ||
-      cli_get_int(&a, "attn-cache", 0, 0, 1 << 20, &attn_cache, &e) || cli_get_int(&a, "pack", 1, 1, 1 << 16, &pack, &e) ||
-      cli_get_int(&a, "build-threads", 0, 0, 256, &build_threads, &e) ||
-      cli_get_int(&a, "attn-prefetch", 0, 0, 1024, &prefetch, &e) || cli_get_num(&a, "lr", 3e-4, 0, 10, &lr, &e) ||
-      cli_get_num(&a, "wd", 0, 0, 10, &wd, &e) || cli_get_num(&a, "depth", -1, -1, 1, &depth, &e) ||
-      cli_get_num(&a, "peak-tflops", 0, 0, 1e9, &peak, &e) || cli_get_num(&a, "attn-host-gib", -1, -1, 1e6, &host_gib, &e) ||
-      cli_get_int(&a, "eval-recall", 0, 0, 1000000, &recall_n, &e))
-    goto fail;
-  if (cli_get(&a, "attn-host-gib", NULL) && !cli_has(&a, "attn-host-cache")) {
-    sr_input_error(&e, NULL, "--attn-host-gib", "sets the cap of --attn-host-cache, which is off");
-    goto fail;
-  }
-  if (exec_plan_load(&a, NULL, NULL, NULL, &p, &pat, &e)) goto fail;
-  if (pack > 1 && pack_pattern(&p, &pat, pack, &e)) goto fail;
-  int64_t pose = 0;
-  if (cli_get(&a, "pose", NULL)) {
-    if (sr_parse_tokens(cli_get(&a, "pose", NULL), "--pose", &pose, &e)) goto fail;
-    if (pose <= p.spec.seq / pack) {
-      sr_input_error(&e, NULL, "--pose", "a span of %lld tokens does not reach past the %lld-token sample",
-                     (long long)pose, (long long)(p.spec.seq / pack));
-      goto fail;
-    }
-  }
-  if (p.layout.world != c.world) {
-    sr_input_error(&e, p.cluster.path, "world", "the plan spreads the sequence over %d ranks, the job has %d",
-                   p.layout.world, c.world);
-    goto fail;
-  }
-  const model_config *m = &p.model;
-  int64_t seq = p.spec.seq, n_local = p.layout.rank_count[R];
-  double pairs = 0, density = 1;
-  if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
-  pos = malloc((size_t)sr_max64(n_local, 1) * sizeof *pos);
-  if (!pos) {
-    sr_internal_error(&e, 0, "train: out of memory");
-    goto fail;
-  }
-  layout_positions(&p.layout, R, pos);
-  // plan-building threads: by default the node's cores shared by its ranks (the GPU machines: one node)
-  if (build_threads == 0) build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / c.world);
-  if (train_attn_init(&ta, &p, &pat, &c, cuda, (int)attn_cache, (int)prefetch, (int)build_threads, pos, &e)) goto fail;
-  if (cli_has(&a, "attn-host-cache") && train_attn_host_cache(&ta, host_gib, &e)) goto fail;
-  // data
-  const char *dsrc = cli_get(&a, "data", "passkey");
-  if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
-  if (recall_n > 0 && recall_check(eval_n, pack, c.world, dsrc, &e)) goto fail;
-  if (strcmp(dsrc, "passkey") != 0 && data_load(dsrc, cli_get(&a, "data-format", "auto"), &data, &e)) goto fail;
+  int64_t recall_n, steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
+  int64_t pose;
+  double lr, wd, depth, peak, host_gib;
   train_options o;
-  train_options_defaults(&o);
-  o.seq = seq;
-  o.steps = steps;
-  o.lr = lr;
-  o.weight_decay = wd;
-  o.warmup = warmup;
-  o.cosine = cli_has(&a, "cosine");
-  o.seed = (uint64_t)seed;
-  o.recompute = cli_has(&a, "recompute") || p.spec.recompute;
-  o.data = data.tokens ? &data : NULL;
-  o.passkey_depth = depth;
-  o.passkey_digits = (int)digits;
-  const char *loss_mode = cli_get(&a, "loss", cli_has(&a, "loss-all") ? "all" : "answer");
-  if (strcmp(loss_mode, "answer") == 0) o.passkey_loss = PASSKEY_LOSS_ANSWER;
-  else if (strcmp(loss_mode, "keys") == 0) o.passkey_loss = PASSKEY_LOSS_KEYS;
-  else if (strcmp(loss_mode, "all") == 0) o.passkey_loss = PASSKEY_LOSS_ALL;
-  else if (strcmp(loss_mode, "mix") == 0) o.passkey_loss = PASSKEY_LOSS_MIX;
-  else {
-    sr_input_error(&e, NULL, "--loss", "'%s' is not one of answer, keys, all, mix", loss_mode);
-    goto fail;
-  }
-  o.batch = batch;
-  o.pack = pack;
-  o.pose_span = pose;
-  o.cuda = cuda;
-  o.cuda_stream = c.compute_stream;
-  train_comm tc = {&c, R, c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
-  if (trainer_create(&t, m, &o, &tc, n_local, pos, &e)) goto fail;
-  t.model.attn = (model_attention){&ta, train_attn_fwd, train_attn_bwd, ta.online_cpu ? train_attn_estimate : NULL};
-#if SR_HAVE_CUDA
-  if (cuda) model_cuda_set_attention(t.dev, &(model_cuda_attention){&ta, train_attn_fwd_dev, train_attn_bwd_dev});
-  // before the plans are built: their cache is sized from the memory left
-  if (cuda && model_cuda_set_precision(t.dev, bf16 ? MODEL_CUDA_BF16 : MODEL_CUDA_TF32, &e)) goto fail;
+  const char *loss_mode, *ckpt, *trace_path, *trace_steps;
+  int quiet;
+  char label[256], csv_path[600];
+  // the plan's attention and its plans built before the first step
+  double pairs, density, flops, prebuild_s;
+  int64_t prebuilt;
+  // measurements: the run's start, the first step and the best after it, with the plans the best step built
+  // when their layer came (and their build seconds): CPU work on the step's critical path that the simulated
+  // step does not hold
+  double run_t0, best_s, first_s, meas_build_s;
+  int64_t first, meas_built;
+} train_run;
+
+// --backend and --precision (checked before the comm backend starts).
+static int backend_read(cli_args *a, int *cuda, int *bf16, sr_error *e) {
+  const char *backend = cli_get(a, "backend", "cpu");
+  *cuda = strcmp(backend, "cuda") == 0;
+  if (!*cuda && strcmp(backend, "cpu") != 0) return sr_input_error(e, NULL, "--backend", "'%s' is not one of cpu, cuda", backend);
+  // GEMM precision of the CUDA model; the CPU model computes in float32 and takes no --precision
+  const char *precision = cli_get(a, "precision", NULL);
+  if (precision && strcmp(precision, "bf16") != 0 && strcmp(precision, "tf32") != 0)
+    return sr_input_error(e, NULL, "--precision", "'%s' is not one of bf16, tf32", precision);
+  if (precision && !*cuda)
+    return sr_input_error(e, NULL, "--precision", "%s selects the CUDA backend's GEMMs; the CPU backend computes in float32",
+                          precision);
+  *bf16 = !precision || strcmp(precision, "bf16") == 0;
+#if !SR_HAVE_CUDA
+  if (*cuda) return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (nvcc was not found at build time)");
 #endif
-  if (recall_n > 0) {
-    if (attn_recall_init(&rec, (int)m->num_layers, (int)m->num_heads, (int)m->num_kv_heads, (int)m->head_dim, cuda,
-                         n_local, pos, &e) ||
-        recall_tally_init(&tally, (int)m->num_layers, &e))
-      goto fail;
-    ta.recall = &rec;
+  return SR_OK;
+}
+
+// The numeric options.
+static int options_read(train_run *r, sr_error *e) {
+  cli_args *a = r->a;
+  if (cli_get_int(a, "steps", 20, 0, INT64_MAX, &r->steps, e) || cli_get_int(a, "eval", 0, 0, 1000000, &r->eval_n, e) ||
+      cli_get_int(a, "ckpt-every", 0, 0, INT64_MAX, &r->ckpt_every, e) ||
+      cli_get_int(a, "warmup", 0, 0, INT64_MAX, &r->warmup, e) || cli_get_int(a, "digits", 5, 1, 30, &r->digits, e) ||
+      cli_get_int(a, "seed", 1, 0, INT64_MAX, &r->seed, e) || cli_get_int(a, "batch", 1, 1, 1 << 20, &r->batch, e) ||
+      cli_get_int(a, "attn-cache", 0, 0, 1 << 20, &r->attn_cache, e) || cli_get_int(a, "pack", 1, 1, 1 << 16, &r->pack, e) ||
+      cli_get_int(a, "build-threads", 0, 0, 256, &r->build_threads, e) ||
+      cli_get_int(a, "attn-prefetch", 0, 0, 1024, &r->prefetch, e) || cli_get_num(a, "lr", 3e-4, 0, 10, &r->lr, e) ||
+      cli_get_num(a, "wd", 0, 0, 10, &r->wd, e) || cli_get_num(a, "depth", -1, -1, 1, &r->depth, e) ||
+      cli_get_num(a, "peak-tflops", 0, 0, 1e9, &r->peak, e) || cli_get_num(a, "attn-host-gib", -1, -1, 1e6, &r->host_gib, e) ||
+      cli_get_int(a, "eval-recall", 0, 0, 1000000, &r->recall_n, e))
+    return e->code;
+  if (cli_get(a, "attn-host-gib", NULL) && !cli_has(a, "attn-host-cache"))
+    return sr_input_error(e, NULL, "--attn-host-gib", "sets the cap of --attn-host-cache, which is off");
+  return SR_OK;
+}
+
+// The plan and its pattern (packed with --pack), the --pose span, this rank's positions and the
+// distributed attention behind the trainer.
+static int plan_setup(train_run *r, sr_error *e) {
+  cli_args *a = r->a;
+  if (exec_plan_load(a, NULL, NULL, NULL, &r->p, &r->pat, e)) return e->code;
+  if (r->pack > 1 && pack_pattern(&r->p, &r->pat, r->pack, e)) return e->code;
+  if (cli_get(a, "pose", NULL)) {
+    if (sr_parse_tokens(cli_get(a, "pose", NULL), "--pose", &r->pose, e)) return e->code;
+    if (r->pose <= r->p.spec.seq / r->pack)
+      return sr_input_error(e, NULL, "--pose", "a span of %lld tokens does not reach past the %lld-token sample",
+                            (long long)r->pose, (long long)(r->p.spec.seq / r->pack));
+  }
+  if (r->p.layout.world != r->c.world)
+    return sr_input_error(e, r->p.cluster.path, "world", "the plan spreads the sequence over %d ranks, the job has %d",
+                          r->p.layout.world, r->c.world);
+  int64_t n_local = r->p.layout.rank_count[r->R];
+  r->density = 1;
+  if (plan_attention_pairs(&r->p, &r->pat, &r->pairs, &r->density, e)) return e->code;
+  r->pos = malloc((size_t)sr_max64(n_local, 1) * sizeof *r->pos);
+  if (!r->pos) return sr_internal_error(e, 0, "train: out of memory");
+  layout_positions(&r->p.layout, r->R, r->pos);
+  // plan-building threads: by default the node's cores shared by its ranks (the GPU machines: one node)
+  if (r->build_threads == 0) r->build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / r->c.world);
+  if (train_attn_init(&r->ta, &r->p, &r->pat, &r->c, r->cuda, (int)r->attn_cache, (int)r->prefetch,
+                      (int)r->build_threads, r->pos, e))
+    return e->code;
+  if (cli_has(a, "attn-host-cache") && train_attn_host_cache(&r->ta, r->host_gib, e)) return e->code;
+  return SR_OK;
+}
+
+// The data and the training options.
+static int options_set(train_run *r, sr_error *e) {
+  cli_args *a = r->a;
+  const char *dsrc = cli_get(a, "data", "passkey");
+  if (strcmp(dsrc, "corpus") == 0) dsrc = "build/corpus/debian-docs.txt";
+  if (r->recall_n > 0 && recall_check(r->eval_n, r->pack, r->c.world, dsrc, e)) return e->code;
+  if (strcmp(dsrc, "passkey") != 0 && data_load(dsrc, cli_get(a, "data-format", "auto"), &r->data, e)) return e->code;
+  train_options *o = &r->o;
+  train_options_defaults(o);
+  o->seq = r->p.spec.seq;
+  o->steps = r->steps;
+  o->lr = r->lr;
+  o->weight_decay = r->wd;
+  o->warmup = r->warmup;
+  o->cosine = cli_has(a, "cosine");
+  o->seed = (uint64_t)r->seed;
+  o->recompute = cli_has(a, "recompute") || r->p.spec.recompute;
+  o->data = r->data.tokens ? &r->data : NULL;
+  o->passkey_depth = r->depth;
+  o->passkey_digits = (int)r->digits;
+  r->loss_mode = cli_get(a, "loss", cli_has(a, "loss-all") ? "all" : "answer");
+  if (strcmp(r->loss_mode, "answer") == 0) o->passkey_loss = PASSKEY_LOSS_ANSWER;
+  else if (strcmp(r->loss_mode, "keys") == 0) o->passkey_loss = PASSKEY_LOSS_KEYS;
+  else if (strcmp(r->loss_mode, "all") == 0) o->passkey_loss = PASSKEY_LOSS_ALL;
+  else if (strcmp(r->loss_mode, "mix") == 0) o->passkey_loss = PASSKEY_LOSS_MIX;
+  else return sr_input_error(e, NULL, "--loss", "'%s' is not one of answer, keys, all, mix", r->loss_mode);
+  o->batch = r->batch;
+  o->pack = r->pack;
+  o->pose_span = r->pose;
+  o->cuda = r->cuda;
+  o->cuda_stream = r->c.compute_stream;
+  return SR_OK;
+}
+
+// The trainer with its attention, the recall probe, the plans built before the first step, and the
+// weights (--init, --resume).
+static int trainer_setup(train_run *r, sr_error *e) {
+  const model_config *m = &r->p.model;
+  int64_t n_local = r->p.layout.rank_count[r->R];
+  train_comm tc = {&r->c, r->R, r->c.world, bridge_allreduce_f32, bridge_allreduce_f64, bridge_allgather_f32};
+  if (trainer_create(&r->t, m, &r->o, &tc, n_local, r->pos, e)) return e->code;
+  train_attn *ta = &r->ta;
+  r->t.model.attn = (model_attention){ta, train_attn_fwd, train_attn_bwd, ta->online_cpu ? train_attn_estimate : NULL};
+#if SR_HAVE_CUDA
+  if (r->cuda) model_cuda_set_attention(r->t.dev, &(model_cuda_attention){ta, train_attn_fwd_dev, train_attn_bwd_dev});
+  // before the plans are built: their cache is sized from the memory left
+  if (r->cuda && model_cuda_set_precision(r->t.dev, r->bf16 ? MODEL_CUDA_BF16 : MODEL_CUDA_TF32, e)) return e->code;
+#endif
+  if (r->recall_n > 0) {
+    if (attn_recall_init(&r->rec, (int)m->num_layers, (int)m->num_heads, (int)m->num_kv_heads, (int)m->head_dim,
+                         r->cuda, n_local, r->pos, e) ||
+        recall_tally_init(&r->tally, (int)m->num_layers, e))
+      return e->code;
+    ta->recall = &r->rec;
   }
   // the attention plans that will be kept are built before the first step, so step times hold no build
   // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
   double prebuild_t0 = sr_now();
-  if (train_attn_prebuild(&ta, &e)) goto fail;
-  double prebuild_s = sr_now() - prebuild_t0;
-  int64_t prebuilt = ta.built;
-  const char *init = cli_get(&a, "init", NULL), *resume = cli_get(&a, "resume", NULL);
-  if (init && trainer_init_weights(&t, init, &e)) goto fail;
-  if (resume && trainer_resume(&t, resume, &e)) goto fail;
-  // output files
-  char label[256], csv_path[600];
-  snprintf(label, sizeof label, "%s", cli_get(&a, "label", ""));
-  double gpu_peak = cuda ? p.cluster.gpu.peak_tflops : 0;  // MFU against the plan's GPU when on GPUs
-  if (peak <= 0) peak = gpu_peak;
-  if (!label[0]) snprintf(label, sizeof label, "%s-%s-%lld", m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq);
-  snprintf(csv_path, sizeof csv_path, "%s", cli_get(&a, "csv", ""));  // empty: no CSV (only where asked)
-  const char *ckpt = cli_get(&a, "ckpt", NULL);
-  int quiet = cli_has(&a, "quiet");
-  double flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
-  if (R == 0) {
+  if (train_attn_prebuild(ta, e)) return e->code;
+  r->prebuild_s = sr_now() - prebuild_t0;
+  r->prebuilt = ta->built;
+  const char *init = cli_get(r->a, "init", NULL), *resume = cli_get(r->a, "resume", NULL);
+  if (init && trainer_init_weights(&r->t, init, e)) return e->code;
+  if (resume && trainer_resume(&r->t, resume, e)) return e->code;
+  return SR_OK;
+}
+
+// The label, the CSV path and header, the opening lines (rank 0) and the trace writer.
+static int outputs_open(train_run *r, sr_error *e) {
+  cli_args *a = r->a;
+  const model_config *m = &r->p.model;
+  const plan *p = &r->p;
+  int64_t seq = p->spec.seq;
+  snprintf(r->label, sizeof r->label, "%s", cli_get(a, "label", ""));
+  double gpu_peak = r->cuda ? p->cluster.gpu.peak_tflops : 0;  // MFU against the plan's GPU when on GPUs
+  if (r->peak <= 0) r->peak = gpu_peak;
+  if (!r->label[0])
+    snprintf(r->label, sizeof r->label, "%s-%s-%lld", m->name, p->spec.strategy[0] ? p->spec.strategy : "custom", (long long)seq);
+  snprintf(r->csv_path, sizeof r->csv_path, "%s", cli_get(a, "csv", ""));  // empty: no CSV (only where asked)
+  r->ckpt = cli_get(a, "ckpt", NULL);
+  r->quiet = cli_has(a, "quiet");
+  r->flops = (double)r->batch * step_flops(m, seq, r->pairs / (double)m->num_layers);
+  const train_attn *ta = &r->ta;
+  if (r->R == 0) {
     printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
-           m->name, (long long)t.model.num_params, (long long)seq, c.world, layout_kind_name(p.layout.kind),
-           p.spec.schedule, p.spec.pattern, density);
-    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)", (long long)prebuilt,
-           prebuild_s, (long long)build_threads, ta.prefetch ? ", building ahead" : "");
-    if (cuda)  // what each kept plan holds for itself, and the scratch all plans share (exec/dist_workspace.h)
+           m->name, (long long)r->t.model.num_params, (long long)seq, r->c.world, layout_kind_name(p->layout.kind),
+           p->spec.schedule, p->spec.pattern, r->density);
+    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)", (long long)r->prebuilt,
+           r->prebuild_s, (long long)r->build_threads, ta->prefetch ? ", building ahead" : "");
+    if (r->cuda)  // what each kept plan holds for itself, and the scratch all plans share (exec/dist_workspace.h)
       printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace, %d kept of %lld layers",
-             (double)ta.plan_bytes_max / (1 << 20), (double)ta.shared_bytes / (1 << 30), ta.cap, (long long)m->num_layers);
+             (double)ta->plan_bytes_max / (1 << 20), (double)ta->shared_bytes / (1 << 30), ta->cap, (long long)m->num_layers);
     printf("\n");
     printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
-           o.data ? o.data->path : "passkey", o.data ? "all" : loss_mode, (long long)batch, lr, wd, (long long)warmup,
-           o.recompute ? "on" : "off", (long long)t.slice);
-    if (cuda) printf("train: GEMMs %s\n", bf16 ? "bf16 operands, fp32 accumulation and outputs (--precision bf16)"
-                                                 : "fp32 operands on TF32 tensor cores (--precision tf32)");
-    sr_buf_printf(&csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
+           r->o.data ? r->o.data->path : "passkey", r->o.data ? "all" : r->loss_mode, (long long)r->batch, r->lr, r->wd,
+           (long long)r->warmup, r->o.recompute ? "on" : "off", (long long)r->t.slice);
+    if (r->cuda) printf("train: GEMMs %s\n", r->bf16 ? "bf16 operands, fp32 accumulation and outputs (--precision bf16)"
+                                                     : "fp32 operands on TF32 tensor cores (--precision tf32)");
+    sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
-  const char *trace_path = cli_get(&a, "trace", NULL), *trace_steps = cli_get(&a, "trace-steps", "");
-  if (trace_path && R == 0) {
+  r->trace_path = cli_get(a, "trace", NULL), r->trace_steps = cli_get(a, "trace-steps", "");
+  if (r->trace_path && r->R == 0) {
     trace_info ti;
     memset(&ti, 0, sizeof ti);
     trace_info_set_model(&ti, m);
     ti.seq_len = seq;
-    ti.layers = pat.layers;
-    ti.heads = pat.heads;
+    ti.layers = r->pat.layers;
+    ti.heads = r->pat.heads;
     snprintf(ti.source, sizeof ti.source, "executor");
-    snprintf(ti.origin, sizeof ti.origin, "sparsering-exec train %s (%s)", label, p.spec.pattern);
-    ti.seed = p.spec.seed;
-    if (trace_writer_begin(&tw, &ti, &e)) goto fail;
-    tw_open = 1;
+    snprintf(ti.origin, sizeof ti.origin, "sparsering-exec train %s (%s)", r->label, p->spec.pattern);
+    ti.seed = p->spec.seed;
+    if (trace_writer_begin(&r->tw, &ti, e)) return e->code;
+    r->tw_open = 1;
   }
-  double run_t0 = sr_now(), best_s = INFINITY, first_s = 0;
-  int64_t first = t.step;
-  // plans built when their layer came in the measured step (and their build seconds): CPU work on the step's
-  // critical path that the simulated step does not hold
-  int64_t meas_built = 0;
-  double meas_build_s = 0;
-  while (t.step < steps) {
+  return SR_OK;
+}
+
+// Rank 0's log line, CSV row (rewritten every step) and progress bar of one step.
+static int step_log(train_run *r, const train_step_stats *st, sr_error *e) {
+  int64_t seq = r->p.spec.seq;
+  // MFU over the job's GPUs: the step's FLOPs are the whole sequence's, spread over c.world of them
+  double tps = (double)(seq * r->batch) / st->time_s,
+         mfu = r->peak > 0 ? r->flops / st->time_s / (r->peak * 1e12 * (double)r->c.world) : NAN;
+  double gemm_s = st->time_s - st->attn_s - st->comm_s;
+  if (r->R != 0) return SR_OK;
+  char mfu_text[32] = "-";
+  if (r->peak > 0) snprintf(mfu_text, sizeof mfu_text, "%.2f%%", 100 * mfu);
+  if (!r->quiet)
+    printf("step %5lld | loss %.4f | %9.0f tok/s | MFU %s | density %.4f | attn %.3fs gemm %.3fs comm %.3fs | "
+           "lr %.2e | gnorm %.3f\n",
+           (long long)st->step, st->loss, tps, mfu_text, r->density, st->attn_s, gemm_s, st->comm_s, st->lr,
+           st->grad_norm);
+  sr_buf_printf(&r->csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", r->label, (long long)st->step,
+                st->loss, st->grad_norm, st->lr, tps, r->peak > 0 ? mfu : 0.0, r->density, st->attn_s, gemm_s,
+                st->comm_s, st->time_s);
+  if (r->csv_path[0] && sr_write_atomic(r->csv_path, r->csv.data, r->csv.len, e)) return e->code;
+  double per = (sr_now() - r->run_t0) / (double)(r->t.step - r->first);
+  if (isatty(2)) progress_bar(r->t.step, r->steps, st->loss, per * (double)(r->steps - r->t.step));
+  return SR_OK;
+}
+
+// The training steps, with their logs, traced steps and checkpoints.
+static int train_loop(train_run *r, sr_error *e) {
+  trainer *t = &r->t;
+  const model_config *m = &r->p.model;
+  r->run_t0 = sr_now(), r->best_s = INFINITY, r->first_s = 0;
+  r->first = t->step;
+  while (t->step < r->steps) {
     train_step_stats st;
     int64_t od0, od1;
     double bs0, bs1;
-    train_attn_on_demand(&ta, &od0, &bs0);
-    if (trainer_step(&t, &st, &e)) goto fail;
-    train_attn_on_demand(&ta, &od1, &bs1);
-    if (ta.online) {  // the step ran the patterns estimated from its (last) sample
-      if (train_attn_read_patterns(&ta, &e)) goto fail;  // CUDA: read them back from the executor
-      if (plan_attention_pairs(&p, &pat, &pairs, &density, &e)) goto fail;
-      flops = (double)batch * step_flops(m, seq, pairs / (double)m->num_layers);
+    train_attn_on_demand(&r->ta, &od0, &bs0);
+    if (trainer_step(t, &st, e)) return e->code;
+    train_attn_on_demand(&r->ta, &od1, &bs1);
+    if (r->ta.online) {  // the step ran the patterns estimated from its (last) sample
+      if (train_attn_read_patterns(&r->ta, e)) return e->code;  // CUDA: read them back from the executor
+      if (plan_attention_pairs(&r->p, &r->pat, &r->pairs, &r->density, e)) return e->code;
+      r->flops = (double)r->batch * step_flops(m, r->p.spec.seq, r->pairs / (double)m->num_layers);
     }
-    // MFU over the job's GPUs: the step's FLOPs are the whole sequence's, spread over c.world of them
-    double tps = (double)(seq * batch) / st.time_s,
-           mfu = peak > 0 ? flops / st.time_s / (peak * 1e12 * (double)c.world) : NAN;
-    if ((t.step > first + 1 || steps - first == 1) && !(st.time_s >= best_s))
-      best_s = st.time_s, meas_built = od1 - od0, meas_build_s = bs1 - bs0;
-    if (t.step == first + 1) first_s = st.time_s;
-    double gemm_s = st.time_s - st.attn_s - st.comm_s;
-    if (R == 0) {
-      char mfu_text[32] = "-";
-      if (peak > 0) snprintf(mfu_text, sizeof mfu_text, "%.2f%%", 100 * mfu);
-      if (!quiet)
-        printf("step %5lld | loss %.4f | %9.0f tok/s | MFU %s | density %.4f | attn %.3fs gemm %.3fs comm %.3fs | "
-               "lr %.2e | gnorm %.3f\n",
-               (long long)st.step, st.loss, tps, mfu_text, density, st.attn_s, gemm_s, st.comm_s, st.lr,
-               st.grad_norm);
-      sr_buf_printf(&csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", label, (long long)st.step,
-                    st.loss, st.grad_norm, st.lr, tps, peak > 0 ? mfu : 0.0, density, st.attn_s, gemm_s, st.comm_s,
-                    st.time_s);
-      if (csv_path[0] && sr_write_atomic(csv_path, csv.data, csv.len, &e)) goto fail;
-      double per = (sr_now() - run_t0) / (double)(t.step - first);
-      if (isatty(2)) progress_bar(t.step, steps, st.loss, per * (double)(steps - t.step));
-    }
+    if ((t->step > r->first + 1 || r->steps - r->first == 1) && !(st.time_s >= r->best_s))
+      r->best_s = st.time_s, r->meas_built = od1 - od0, r->meas_build_s = bs1 - bs0;
+    if (t->step == r->first + 1) r->first_s = st.time_s;
+    if (step_log(r, &st, e)) return e->code;
 #if SR_HAVE_CUDA
-    if (cuda && t.step == first + 1) {  // every buffer exists once the first step ran
+    if (r->cuda && t->step == r->first + 1) {  // every buffer exists once the first step ran
       double used, total;
-      if (model_cuda_memory(&used, &total, &e)) goto fail;
-      printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", R, (long long)st.step, used, total);
+      if (model_cuda_memory(&used, &total, e)) return e->code;
+      printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", r->R, (long long)st.step, used, total);
     }
 #endif
-    if (tw_open && step_listed(trace_steps, st.step)) {
+    if (r->tw_open && step_listed(r->trace_steps, st.step)) {
       // the plan's pattern is what every layer computed this step (patterns are built per plan)
-      if (trace_writer_add_step(&tw, &pat, NULL, &e)) goto fail;
-      traced++;
+      if (trace_writer_add_step(&r->tw, &r->pat, NULL, e)) return e->code;
+      r->traced++;
     }
-    if (ckpt && ((ckpt_every > 0 && t.step % ckpt_every == 0) || t.step == steps) && trainer_save(&t, ckpt, &e))
-      goto fail;
+    if (r->ckpt && ((r->ckpt_every > 0 && t->step % r->ckpt_every == 0) || t->step == r->steps) &&
+        trainer_save(t, r->ckpt, e))
+      return e->code;
   }
-  if (eval_n > 0) {
-    // held-out sequences of `pack` samples each until eval_n samples are scored
-    int64_t exact = 0, scored = 0, nseq = sr_cdiv(eval_n, pack);
-    double loss = 0;
-    for (int64_t i = 0; i < nseq; i++) {
-      train_step_stats st;
-      // the probe: the rows whose next token is an answer digit, at the end of the one sample
-      if (i < recall_n) attn_recall_arm(&rec, seq - digits - 1, seq - 2);
-      else if (recall_n > 0) attn_recall_arm(&rec, 1, 0);
-      if (trainer_eval(&t, i, &st, &e)) goto fail;
-      if (i < recall_n) recall_tally_add(&tally, &rec, st.exact == st.samples);
-      exact += st.exact;
-      scored += st.samples;
-      loss += st.loss;
-    }
-    if (R == 0)
-      printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)scored,
-             (long long)exact, (long long)scored, 100.0 * (double)exact / (double)scored, loss / (double)nseq);
-    if (recall_n > 0 && R == 0) print_recall(&tally);
+  return SR_OK;
+}
+
+// --eval: held-out sequences of `pack` samples each until eval_n samples are scored (and the recall probe).
+static int run_eval(train_run *r, sr_error *e) {
+  if (r->eval_n <= 0) return SR_OK;
+  int64_t exact = 0, scored = 0, nseq = sr_cdiv(r->eval_n, r->pack), seq = r->p.spec.seq;
+  double loss = 0;
+  for (int64_t i = 0; i < nseq; i++) {
+    train_step_stats st;
+    // the probe: the rows whose next token is an answer digit, at the end of the one sample
+    if (i < r->recall_n) attn_recall_arm(&r->rec, seq - r->digits - 1, seq - 2);
+    else if (r->recall_n > 0) attn_recall_arm(&r->rec, 1, 0);
+    if (trainer_eval(&r->t, i, &st, e)) return e->code;
+    if (i < r->recall_n) recall_tally_add(&r->tally, &r->rec, st.exact == st.samples);
+    exact += st.exact;
+    scored += st.samples;
+    loss += st.loss;
   }
-  if (cli_has(&a, "predict") && R == 0 && t.step > first) {
-    // the simulator on the same plan and pattern (its cluster file: the plan's), next to the measurement
-    // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it
-    sim_options so = {0, 0, !pattern_spec_is_online(p.spec.pattern)};
-    sim_result sr;
-    snprintf(p.spec.trainer, sizeof p.spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
-    if (sim_run(&p, &pat, &so, &sr, NULL, &e)) goto fail;
-    double meas = isfinite(best_s) ? best_s : first_s;
-    printf("predict: %s %s seq %lld W %d | simulated step %.3fs %.0f tok/s MFU %.2f%% | measured step %.3fs (best after the "
-           "first; first %.3fs) %.0f tok/s MFU %.2f%% | measured/simulated %.2f\n",
-           m->name, p.spec.strategy[0] ? p.spec.strategy : "custom", (long long)seq, c.world, sr.step_s,
-           sr.tokens_per_s, 100 * sr.mfu_sparse, meas, first_s, (double)seq / meas,
-           peak > 0 ? 100 * flops / (double)batch / meas / (peak * 1e12 * (double)c.world) : 0.0, meas / sr.step_s);
-    if (meas_built > 0)
-      printf("predict: the measured step built %lld attention plan(s) when their layer came (%.2fs of plan building "
-             "on the CPU), which the simulated step does not hold\n", (long long)meas_built, meas_build_s);
-    if (cuda)  // next to "GPU memory in use after step 1"; the kept plans' indices beyond one layer are extra
-      printf("predict: memory per GPU %.1f GiB simulated (--trainer exec: state %.1f, buffers %.1f, KV buffers %.1f, "
-             "one layer's index %.1f, workspace and reserve %.1f)\n",
-             sr.mem.total / 1073741824.0, (sr.mem.weights + sr.mem.grads + sr.mem.optim) / 1073741824.0,
-             sr.mem.activations / 1073741824.0, sr.mem.kv_buffers / 1073741824.0, sr.mem.index_bytes / 1073741824.0,
-             sr.mem.workspace / 1073741824.0);
+  if (r->R == 0)
+    printf("eval: %lld held-out samples, exact match %lld/%lld (%.1f%%), mean loss %.4f\n", (long long)scored,
+           (long long)exact, (long long)scored, 100.0 * (double)exact / (double)scored, loss / (double)nseq);
+  if (r->recall_n > 0 && r->R == 0) print_recall(&r->tally);
+  return SR_OK;
+}
+
+// --predict: the simulator on the same plan and pattern (its cluster file: the plan's), next to the measurement.
+static int run_predict(train_run *r, sr_error *e) {
+  if (!cli_has(r->a, "predict") || r->R != 0 || r->t.step <= r->first) return SR_OK;
+  plan *p = &r->p;
+  const model_config *m = &p->model;
+  int64_t seq = p->spec.seq;
+  // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it
+  sim_options so = {0, 0, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE};
+  sim_result sr;
+  snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
+  if (sim_run(p, &r->pat, &so, &sr, NULL, e)) return e->code;
+  double meas = isfinite(r->best_s) ? r->best_s : r->first_s;
+  printf("predict: %s %s seq %lld W %d | simulated step %.3fs %.0f tok/s MFU %.2f%% | measured step %.3fs (best after the "
+         "first; first %.3fs) %.0f tok/s MFU %.2f%% | measured/simulated %.2f\n",
+         m->name, p->spec.strategy[0] ? p->spec.strategy : "custom", (long long)seq, r->c.world, sr.step_s,
+         sr.tokens_per_s, 100 * sr.mfu_sparse, meas, r->first_s, (double)seq / meas,
+         r->peak > 0 ? 100 * r->flops / (double)r->batch / meas / (r->peak * 1e12 * (double)r->c.world) : 0.0,
+         meas / sr.step_s);
+  if (r->meas_built > 0)
+    printf("predict: the measured step built %lld attention plan(s) when their layer came (%.2fs of plan building "
+           "on the CPU), which the simulated step does not hold\n", (long long)r->meas_built, r->meas_build_s);
+  if (r->cuda)  // next to "GPU memory in use after step 1"; the kept plans' indices beyond one layer are extra
+    printf("predict: memory per GPU %.1f GiB simulated (--trainer exec: state %.1f, buffers %.1f, KV buffers %.1f, "
+           "one layer's index %.1f, workspace and reserve %.1f)\n",
+           sr.mem.total / 1073741824.0, (sr.mem.weights + sr.mem.grads + sr.mem.optim) / 1073741824.0,
+           sr.mem.activations / 1073741824.0, sr.mem.kv_buffers / 1073741824.0, sr.mem.index_bytes / 1073741824.0,
+           sr.mem.workspace / 1073741824.0);
+  return SR_OK;
+}
+
+// The trace file and rank 0's closing lines.
+static int run_finish(train_run *r, sr_error *e) {
+  if (r->tw_open) {
+    if (trace_writer_finish(&r->tw, r->trace_path, e)) return e->code;
+    printf("train: trace of %d step(s) written to %s\n", r->traced, r->trace_path);
   }
-  if (tw_open) {
-    if (trace_writer_finish(&tw, trace_path, &e)) goto fail;
-    printf("train: trace of %d step(s) written to %s\n", traced, trace_path);
+  if (r->R != 0) return SR_OK;
+  const train_attn *ta = &r->ta;
+  printf("train: attention plans: %lld built (%.2fs; %lld when their layer came), %d kept of %lld layers%s",
+         (long long)ta->built, ta->build_s, (long long)ta->on_demand, ta->cap, (long long)r->p.model.num_layers,
+         ta->shared ? " (one pattern: shared)" : "");
+  if (ta->fit) printf(" (as many as fit: the first took %.2f GiB)", ta->plan_gib);
+  if (ta->host_cache)  // plans dropped from the device wait in host memory (--attn-host-cache)
+    printf("; %lld restored from host memory (%.2fs), %d held (%.2f GiB, cap %.2f GiB of MemAvailable %.1f GiB), "
+           "%lld freed over the cap",
+           (long long)ta->restored, ta->restore_s, train_attn_held(ta), (double)ta->host_bytes / (1 << 30),
+           (double)ta->host_cap / (1 << 30), (double)ta->mem_available / (1 << 30), (long long)ta->host_dropped);
+  if (r->cuda)
+    printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace", (double)ta->plan_bytes_max / (1 << 20),
+           (double)ta->shared_bytes / (1 << 30));
+  printf("\n");
+  if (ta->online_cpu)
+    printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta->estimates,
+           ta->estimate_s, r->density);
+  printf("train: done, %lld steps in %.2fs%s%s\n", (long long)(r->t.step - r->first), sr_now() - r->run_t0,
+         r->csv_path[0] ? "; csv " : "", r->csv_path);
+  return SR_OK;
+}
+
+static void run_free(train_run *r) {
+  train_attn_free(&r->ta);
+  attn_recall_free(&r->rec);
+  recall_tally_free(&r->tally);
+  trainer_free(&r->t);
+  data_free(&r->data);
+  free(r->pos);
+  sr_buf_free(&r->csv);
+  if (r->tw_open) trace_writer_free(&r->tw);
+  pattern_free(&r->pat);
+  plan_free(&r->p);
+  comm_free(&r->c);
+}
+
+static int cmd_train(int argc, char **argv) {
+  sr_error e = {0};
+  cli_args a;
+  int cuda = 0, bf16 = 1;
+  if (cli_parse(argc, argv, train_flags, train_switches, &a, &e) || backend_read(&a, &cuda, &bf16, &e))
+    return sr_error_report(&e, "sparsering-exec train");
+  train_run *r = calloc(1, sizeof *r);  // large (the trainer, the plan): on the heap
+  if (!r) {
+    sr_internal_error(&e, 0, "train: out of memory");
+    return sr_error_report(&e, "sparsering-exec train");
   }
-  if (R == 0) {
-    printf("train: attention plans: %lld built (%.2fs; %lld when their layer came), %d kept of %lld layers%s",
-           (long long)ta.built, ta.build_s, (long long)ta.on_demand, ta.cap, (long long)m->num_layers,
-           ta.shared ? " (one pattern: shared)" : "");
-    if (ta.fit) printf(" (as many as fit: the first took %.2f GiB)", ta.plan_gib);
-    if (ta.host_cache)  // plans dropped from the device wait in host memory (--attn-host-cache)
-      printf("; %lld restored from host memory (%.2fs), %d held (%.2f GiB, cap %.2f GiB of MemAvailable %.1f GiB), "
-             "%lld freed over the cap",
-             (long long)ta.restored, ta.restore_s, train_attn_held(&ta), (double)ta.host_bytes / (1 << 30),
-             (double)ta.host_cap / (1 << 30), (double)ta.mem_available / (1 << 30), (long long)ta.host_dropped);
-    if (cuda)
-      printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace", (double)ta.plan_bytes_max / (1 << 20),
-             (double)ta.shared_bytes / (1 << 30));
-    printf("\n");
-    if (ta.online_cpu)
-      printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta.estimates,
-             ta.estimate_s, density);
-    printf("train: done, %lld steps in %.2fs%s%s\n", (long long)(t.step - first), sr_now() - run_t0,
-           csv_path[0] ? "; csv " : "", csv_path);
+  r->a = &a, r->cuda = cuda, r->bf16 = bf16;
+  if (comm_init(&r->c, cuda ? COMM_NCCL : COMM_CPU, &argc, &argv, &e)) {
+    free(r);
+    return sr_error_report(&e, "sparsering-exec train");
   }
-  goto done;
-fail:
-  status = sr_error_report(&e, "sparsering-exec train");
-  if (c.world > 1) comm_abort(&c, R, e.msg);
-done:
-  train_attn_free(&ta);
-  attn_recall_free(&rec);
-  recall_tally_free(&tally);
-  trainer_free(&t);
-  data_free(&data);
-  free(pos);
-  sr_buf_free(&csv);
-  if (tw_open) trace_writer_free(&tw);
-  pattern_free(&pat);
-  plan_free(&p);
-  comm_free(&c);
+  r->R = r->c.rank;
+  int status = 0;
+  if (options_read(r, &e) || plan_setup(r, &e) || options_set(r, &e) || trainer_setup(r, &e) || outputs_open(r, &e) ||
+      train_loop(r, &e) || run_eval(r, &e) || run_predict(r, &e) || run_finish(r, &e)) {
+    status = sr_error_report(&e, "sparsering-exec train");
+    if (r->c.world > 1) comm_abort(&r->c, r->R, e.msg);
+  }
+  run_free(r);
+  free(r);
   return status;
 }
 
