@@ -80,6 +80,17 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -Xcompiler -Wall -Xcompiler -fPIC -lineinfo -MMD -MP $(NVCC_FLAGS) -c $< -o $@
 
+# The commit is baked into one object (plan/version.c), rebuilt only when the commit changes: the stamp
+# file is rewritten only when `git describe` says something new. Outside a git checkout: "unknown".
+GIT_COMMIT := $(shell test -e .git && git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/git_commit.txt: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' > $@
+$(BUILD)/plan/version.o: $(BUILD)/git_commit.txt
+$(BUILD)/plan/version.o: CPPFLAGS += -DSR_GIT_COMMIT='"$(GIT_COMMIT)"'
+.PHONY: FORCE
+FORCE:
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^

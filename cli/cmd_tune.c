@@ -56,14 +56,34 @@ int tune_mpi_status(int status) {
 // ---------------------------------------------------------------------------------------------
 // the command
 
+static const cli_flag tune_flags[] = {
+    {"model", "NAME|PATH", "required", "the model: a shipped name (models/NAME.json) or a config file"},
+    {"cluster", "NAME|PATH", "required", "the cluster: a shipped name (models/clusters/NAME.json) or a description file"},
+    {"seq", "N", "required", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
+    {"pattern", "P", "required unless --trace", "attention pattern (docs/patterns.md)"},
+    {"trace", "FILE", NULL, "tune on a recorded trace: its step 0, its later steps for the robustness check"},
+    {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
+    {"trainer", "NAME", "mixed", "whose memory decides what fits: mixed (bf16 mixed precision) or exec (sparsering-exec train)"},
+    {"out", "FILE", "best_plan.json", "where to write the chosen plan (with its predicted step time)"},
+    {"csv", "FILE", NULL, "where to write every point's result (no CSV without it)"},
+    {"top", "N", "10", "rows of the ranking kept and shown, 1 to 1000"},
+    {"robust-top", "N", "5", "leaders re-simulated on perturbed patterns (0: no robustness check)"},
+    {"robust-steps", "N", "4", "perturbed pattern steps of the robustness check"},
+    {"margin", "F", "0.02", "means within this fraction of the best are tied: the best worst case wins"},
+    {"batch", "N", "16", "points a batch (pruning uses the best of earlier batches)"},
+    {"no-prune", NULL, NULL, "simulate every valid point that may fit (exhaustive)"},
+    {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage tune_usage = {
+    NULL, "sparsering tune --model qwen2.5-3b --cluster a100-4x8 --seq 512K --pattern vs-topp:0.95 -o best.json",
+    {tune_flags, NULL}};
+
 static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const char **out, const char **csv,
                  int *representative, sr_error *e) {
-  static const char *const flags[] = {"model", "cluster", "seq", "pattern", "trace", "seed", "out", "csv", "top", "robust-top",
-                                      "robust-steps", "margin", "batch", "trainer", NULL};
-  static const char *const switches[] = {"no-prune", "representative", NULL};
   cli_args a;
   int rc;
-  if ((rc = cli_parse(argc, argv, flags, switches, &a, e))) return rc;
+  if ((rc = cli_parse(argc, argv, &tune_usage, &a, e))) return rc;
   if (a.n_pos > 0) return sr_input_error(e, NULL, a.pos[0], "unexpected argument");
   plan_spec_defaults(s);
   const char *v;
@@ -172,5 +192,5 @@ static int cmd_tune(int argc, char **argv) {
 }
 
 CLI_COMMAND("tune", cmd_tune,
-            "search layouts, schedules and options in the simulator: --model M --cluster C --seq N --pattern P "
-            "(or --trace t.safetensors) [-o best_plan.json] [--csv out.csv] [--top 10]; split under mpirun -np K")
+            "search layouts, schedules and options in the simulator (mpirun -np K splits it)",
+            &tune_usage)

@@ -13,14 +13,28 @@
 
 #define MAX_STRATEGIES 32
 
+static const cli_flag whatif_flags[] = {
+    {"model", "NAME|PATH", "qwen2.5-3b", "the model: a shipped name (models/NAME.json) or a config file"},
+    {"cluster", "NAME|PATH", "a100-4x8", "the cluster: a shipped name (models/clusters/NAME.json) or a description file"},
+    {"seq", "N", "512K", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
+    {"pattern", "P", "each strategy's", "the sparse strategies' attention pattern (docs/patterns.md)"},
+    {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
+    {"strategies", "A,B,...", "all", "the strategies to compare, comma-separated"},
+    {"recompute", "0|1", "1", "per-layer activation recomputation"},
+    {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
+    {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
+    {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
+    {"csv", "FILE", "notebooks-data/whatif_*.csv", "where to write the table as CSV"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage whatif_usage = {NULL, "sparsering whatif --model qwen2.5-3b --cluster h100-8x8 --seq 1M --csv w.csv",
+                                       {whatif_flags, NULL}};
+
 static int cmd_whatif(int argc, char **argv) {
-  static const char *const flags[] = {"model", "cluster", "seq", "pattern", "seed", "strategies", "csv", "recompute",
-                                      "zero", "trainer", NULL};
-  static const char *const switches[] = {"representative", NULL};
   sr_error e;
   sr_error_clear(&e);
   cli_args a;
-  if (cli_parse(argc, argv, flags, switches, &a, &e)) return sr_error_report(&e, "sparsering whatif");
+  if (cli_parse(argc, argv, &whatif_usage, &a, &e)) return sr_error_report(&e, "sparsering whatif");
   if (a.n_pos > 0) {
     sr_input_error(&e, NULL, a.pos[0], "unexpected argument");
     return sr_error_report(&e, "sparsering whatif");
@@ -121,4 +135,5 @@ static int cmd_whatif(int argc, char **argv) {
 }
 
 CLI_COMMAND("whatif", cmd_whatif,
-            "strategies side by side: [--model qwen2.5-3b --cluster a100-4x8 --seq 512K] [--pattern P] [--csv out.csv]")
+            "the strategies side by side on one model, cluster and length",
+            &whatif_usage)

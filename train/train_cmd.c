@@ -164,13 +164,51 @@ static void print_recall(const recall_tally *t) {
 
 // ---- the command ------------------------------------------------------------------------------
 
-static const char *const train_flags[] = {EXEC_PLAN_FLAGS, "steps", "backend", "data", "data-format", "lr", "wd",
-                                          "warmup", "depth", "digits", "eval", "ckpt", "ckpt-every", "resume", "init",
-                                          "csv", "label", "peak-tflops", "trace", "trace-steps", "batch", "loss", "attn-cache", "pack",
-                                          "build-threads", "attn-prefetch", "precision", "pose", "attn-host-gib", "eval-recall",
-                                          NULL};
-static const char *const train_switches[] = {EXEC_PLAN_SWITCHES, "recompute", "loss-all", "quiet", "cosine", "predict",
-                                            "attn-host-cache", NULL};
+// --seed here also seeds the weights and the data (this table's row refines plan_spec_flags' row).
+static const cli_flag train_flags[] = {
+    {"backend", "NAME", "cpu", "cpu (float32 reference model, MPI) or cuda (one GPU a rank, NCCL)"},
+    {"precision", "NAME", "bf16", "the CUDA backend's GEMMs: bf16 or tf32"},
+    {"steps", "N", "20", "optimizer steps"},
+    {"seed", "X", "1 (the plan's patterns: 0)", "seed of the weights and the data, and of the plan's synthetic patterns, 0 to 2^53"},
+    {"data", "SRC", "passkey", "passkey (the retrieval task), corpus (build/corpus/debian-docs.txt), or a token/text file"},
+    {"data-format", "FMT", "auto", "the --data file's format: u16, u32 or text (auto: from its extension)"},
+    {"loss", "WHICH", "answer", "passkey positions scored: answer, keys, all, mix"},
+    {"loss-all", NULL, NULL, "the same as --loss all"},
+    {"depth", "D", "uniform", "passkey depth in the sequence, 0 to 1 (-1: uniform per sample)"},
+    {"digits", "N", "5", "passkey digits"},
+    {"lr", "X", "3e-4", "learning rate (AdamW)"},
+    {"wd", "X", "0", "weight decay"},
+    {"warmup", "N", "0", "steps of linear learning-rate warm-up"},
+    {"cosine", NULL, NULL, "decay the learning rate after the warm-up to a tenth at the last step"},
+    {"batch", "B", "1", "samples whose gradients a step accumulates"},
+    {"pack", "P", "1", "P samples of seq/P tokens in one sequence (block-diagonal pattern)"},
+    {"pose", "SPAN", NULL, "PoSE: a training sample's positions skip ahead to cover SPAN tokens"},
+    {"recompute", NULL, NULL, "per-layer activation recomputation (on already when the plan's recompute is 1, the default)"},
+    {"eval", "N", "0", "score N held-out passkey samples by exact match after training"},
+    {"eval-recall", "M", "0", "probe the first M --eval samples: the dense attention mass the pattern keeps"},
+    {"attn-cache", "K", "as memory allows", "attention plans kept (the others are rebuilt when their layer comes)"},
+    {"attn-prefetch", "D", "0", "build the plans of the next D layers ahead of use"},
+    {"attn-host-cache", NULL, NULL, "hold dropped plans in host memory and restore them by upload"},
+    {"attn-host-gib", "G", "half of MemAvailable", "the host cache's cap a rank, GiB (needs --attn-host-cache)"},
+    {"build-threads", "N", "cores / ranks", "threads building attention plans"},
+    {"init", "FILE", NULL, "start from the weights of a safetensors file (Hugging Face names)"},
+    {"ckpt", "DIR", NULL, "write model and optimizer checkpoints to DIR"},
+    {"ckpt-every", "K", "0 (at the end only)", "checkpoint every K steps"},
+    {"resume", "DIR", NULL, "continue from a checkpoint (any world size)"},
+    {"csv", "FILE", NULL, "the per-step log as CSV (none without it)"},
+    {"label", "NAME", "MODEL-STRATEGY-SEQ", "the run's name in the log and the CSV"},
+    {"peak-tflops", "P", "the cluster GPU's (cuda)", "peak TFLOP/s a rank, for MFU"},
+    {"predict", NULL, NULL, "after the steps, simulate the same plan and print simulated vs measured step time"},
+    {"trace", "FILE", NULL, "record the attention patterns of --trace-steps as a trace"},
+    {"trace-steps", "A,B,...", NULL, "the steps --trace records"},
+    {"quiet", NULL, NULL, "no per-step log lines (a --csv file is still written)"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage train_usage = {
+    NULL,
+    "mpirun -np 2 sparsering-exec train --backend cpu --model tiny-test --cluster h200-1x2 --strategy dense-ring "
+    "--seq 256 --steps 50 --data passkey",
+    {plan_spec_flags, exec_plan_flags, train_flags, NULL}};
 
 // Everything one run of the command holds, from its flags to its closing summary.
 typedef struct {
@@ -232,7 +270,7 @@ static int options_read(train_run *r, sr_error *e) {
   if (cli_get_int(a, "steps", 20, 0, INT64_MAX, &r->steps, e) || cli_get_int(a, "eval", 0, 0, 1000000, &r->eval_n, e) ||
       cli_get_int(a, "ckpt-every", 0, 0, INT64_MAX, &r->ckpt_every, e) ||
       cli_get_int(a, "warmup", 0, 0, INT64_MAX, &r->warmup, e) || cli_get_int(a, "digits", 5, 1, 30, &r->digits, e) ||
-      cli_get_int(a, "seed", 1, 0, INT64_MAX, &r->seed, e) || cli_get_int(a, "batch", 1, 1, 1 << 20, &r->batch, e) ||
+      cli_get_int(a, "seed", 1, 0, (int64_t)1 << 53, &r->seed, e) || cli_get_int(a, "batch", 1, 1, 1 << 20, &r->batch, e) ||
       cli_get_int(a, "attn-cache", 0, 0, 1 << 20, &r->attn_cache, e) || cli_get_int(a, "pack", 1, 1, 1 << 16, &r->pack, e) ||
       cli_get_int(a, "build-threads", 0, 0, 256, &r->build_threads, e) ||
       cli_get_int(a, "attn-prefetch", 0, 0, 1024, &r->prefetch, e) || cli_get_num(a, "lr", 3e-4, 0, 10, &r->lr, e) ||
@@ -558,7 +596,7 @@ static int cmd_train(int argc, char **argv) {
   sr_error e = {0};
   cli_args a;
   int cuda = 0, bf16 = 1;
-  if (cli_parse(argc, argv, train_flags, train_switches, &a, &e) || backend_read(&a, &cuda, &bf16, &e))
+  if (cli_parse(argc, argv, &train_usage, &a, &e) || backend_read(&a, &cuda, &bf16, &e))
     return sr_error_report(&e, "sparsering-exec train");
   train_run *r = calloc(1, sizeof *r);  // large (the trainer, the plan): on the heap
   if (!r) {
@@ -582,4 +620,5 @@ static int cmd_train(int argc, char **argv) {
   return status;
 }
 
-EXEC_COMMAND("train", cmd_train, "train a model with context parallelism under a plan (CPU backend)")
+EXEC_COMMAND("train", cmd_train, "train a model with context parallelism under a plan (CPU or CUDA backend)",
+             &train_usage)

@@ -204,13 +204,23 @@ done:
   return rc;
 }
 
-static const char *const check_flags[] = {"model", "seq", "precision", "time-model", "time-seq", "time-steps", NULL};
+static const cli_flag check_flags[] = {
+    {"model", "NAME|PATH", "tiny-test", "the model checked against the CPU one"},
+    {"seq", "N", "256", "tokens of the checked step"},
+    {"precision", "NAME", "bf16", "the GPU GEMMs' precision: bf16 or tf32"},
+    {"time-model", "NAME|PATH", "tiny-25m", "the model whose GPU step is then timed"},
+    {"time-seq", "N", "4096", "tokens of the timed steps (0: no timing)"},
+    {"time-steps", "N", "3", "timed steps (0: no timing)"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage check_usage = {NULL, "sparsering-exec train-gpu-check --model tiny-25m --seq 128 --precision tf32",
+                                      {check_flags, NULL}};
 
 static int cmd_train_gpu_check(int argc, char **argv) {
   sr_error e = {0};
   cli_args a;
   int64_t seq, tseq, tsteps;
-  if (cli_parse(argc, argv, check_flags, NULL, &a, &e) || cli_get_int(&a, "seq", 256, 2, 1 << 20, &seq, &e) ||
+  if (cli_parse(argc, argv, &check_usage, &a, &e) || cli_get_int(&a, "seq", 256, 2, 1 << 20, &seq, &e) ||
       cli_get_int(&a, "time-seq", 4096, 0, 1 << 24, &tseq, &e) ||
       cli_get_int(&a, "time-steps", 3, 0, 1000, &tsteps, &e))
     return sr_error_report(&e, "sparsering-exec train-gpu-check");
@@ -227,7 +237,8 @@ static int cmd_train_gpu_check(int argc, char **argv) {
   return 0;
 }
 
-EXEC_COMMAND("train-gpu-check", cmd_train_gpu_check, "check the GPU transformer against the CPU one, then time it")
+EXEC_COMMAND("train-gpu-check", cmd_train_gpu_check, "check the GPU transformer against the CPU one, then time it",
+             &check_usage)
 #else
 typedef int train_gpu_check_needs_cuda;  // without nvcc there is no GPU model to check
 #endif
