@@ -503,7 +503,7 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
     if (start_batch(a, tm, s, PHASE_KV_SEND, ops, n, &pend, e)) return e->code;
     int src = rp->src[(int64_t)s * a->R + a->group];
     if (src >= 0 && a->nh > 0) {
-      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
+      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
       int ti = timer_open(a, tm, s, PHASE_ATTN, STREAM_COMPUTE);
       if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], ix, src, masks, NULL, NULL, st->o_run, lse, CS(a), e))
@@ -574,7 +574,7 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
     if (src >= 0) {
       float *P = st->acc[p];
       CUDA_TRY(cudaMemsetAsync(P, 0, sizeof(float) * (size_t)elems, CS(a)));
-      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
+      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
       int ti = timer_open(a, tm, s, PHASE_ATTN_BWD, STREAM_COMPUTE);
       if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &ixt[src], src, masks, dq,

@@ -21,7 +21,7 @@ static int tag_of(int step, int kind) { return step * 8 + kind; }
 static int64_t shard_rows(const struct dist_attn *a, int g) { return a->glay->rank_count[g]; }
 
 static sa_shape step_shape(const struct dist_attn *a, int src) {
-  sa_shape s = {a->n_q, shard_rows(a, src), a->nh, a->nkv, a->d, a->scale};
+  sa_shape s = {a->n_q, shard_rows(a, src), a->nh, a->nkv, a->d, a->scale, 0};
   return s;
 }
 

@@ -33,6 +33,7 @@ typedef struct {
   int skip_empty_sends;   // do not send KV shards no query of the receiver touches in that step
   int fwd_runs;           // the attention forward runs the forward form of tiles_runs_build (scattered slashes
                           // as 64-key runs; the same elements): the executor, and the simulator's ring steps
+  int deterministic;      // the executor's GPU backward without float atomics (bit-reproducible, slower)
   int64_t fpdt_chunk;     // FPDT chunk size in tokens (0: not FPDT)
   int fpdt_offload;       // FPDT host offload on/off
   uint64_t seed;          // seed of synthetic patterns
