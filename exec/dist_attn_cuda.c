@@ -1,5 +1,5 @@
 // dist_attn_cuda.c — the CUDA backend of distributed attention (dist_attn.h): the same ring plan as
-// the CPU backend (ring_plan.h), with device copies of the tile indices and masks, bf16 KV shards
+// the CPU backend (plan/ring_plan.h), with device copies of the tile indices and masks, bf16 KV shards
 // double-buffered in device memory, fp32 dK/dV partial sums, the sparse attention kernels
 // (kernels/sparse_attn.h) on the compute stream and NCCL batches on the comm stream (comm.h): the
 // batch that brings step s+1's shard is queued before step s's kernels, and the compute stream waits
@@ -105,7 +105,7 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   s->ws_joined = 1;
   s->plan_bytes = dist_cuda_copies_bytes(a);
   // The second channel is opened collectively, by every rank when the ring plan has early transfers. The
-  // ring plan is the same on every rank (ring_plan.h), so no rank needs to ask the others; asking (an
+  // ring plan is the same on every rank (plan/ring_plan.h), so no rank needs to ask the others; asking (an
   // MPI collective here) crashed the trainer, which sets plans up from several threads at once.
   if (a->rp.n_early > 0 && comm_outer_init(a->c, e)) return e->code;
   if (a->rp.n_early) {

@@ -4,7 +4,7 @@
 #define SR_DIST_INTERNAL_H
 
 #include "exec/dist_attn.h"
-#include "exec/ring_plan.h"
+#include "plan/ring_plan.h"
 #include "kernels/sparse_attn.h"
 #include "plan/tiles.h"
 

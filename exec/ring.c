@@ -1,7 +1,7 @@
 // ring.c — the ring walk of distributed attention on the CPU backend: at step s compute against the
 // shard the ring plan names (tile index segment of that source), merging into the running fp32
 // (O, LSE), while the shard of step s+1 is in flight (MPI_Isend/Irecv); backward sends dK/dV with
-// their shard and flushes finished accumulators to the owner (ring_plan.h). Early inter-node
+// their shard and flushes finished accumulators to the owner (plan/ring_plan.h). Early inter-node
 // transfers (the double ring's outer ring) are posted at the step the ring plan says, into the outer
 // buffers, and waited for only before the step that computes on them.
 #include <math.h>

@@ -1,5 +1,5 @@
 // ring_plan.c — concrete transfers of a ring from its compute order (see ring_plan.h).
-#include "exec/ring_plan.h"
+#include "plan/ring_plan.h"
 
 #include <stdlib.h>
 #include <string.h>
