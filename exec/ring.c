@@ -3,7 +3,8 @@
 // (O, LSE), while the shard of step s+1 is in flight (MPI_Isend/Irecv); backward sends dK/dV with
 // their shard and flushes finished accumulators to the owner (plan/ring_plan.h). Early inter-node
 // transfers (the double ring's outer ring) are posted at the step the ring plan says, into the outer
-// buffers, and waited for only before the step that computes on them.
+// buffers, and waited for only before the step that computes on them. Every operation posted is one
+// of ring_ops.c's (the planner's routes, which the simulator costs); this file adds buffers and counts.
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
