@@ -1,4 +1,4 @@
-// ring_routes.c — a plan's rings for one layer as transfers in plan ranks (see ring_plan.h): the
+// ring_routes.c — a plan's rings for one layer as transfers in plan ranks (see plan/ring_plan.h): the
 // compute order, skip map and nodes of each ring, its ring_plan, and the ring_plan read out as KV,
 // accumulator and flush transfers with bytes, link and post step.
 #include <stdlib.h>
@@ -176,6 +176,8 @@ int ring_routes_build(const plan *p, const work_count *counts, ring_routes *rt, 
   sort_routes(grad, ng, rt->n_steps, W, rt->grad, rt->grad_at, pos);
   rt->n_kv = nk, rt->n_grad = ng;
   free(kv), free(grad), free(pos);
+  route *fit = realloc(rt->grad, sizeof *fit * (size_t)(ng > 0 ? ng : 1));  // sized for the worst case above
+  if (fit) rt->grad = fit;
   return SR_OK;
 }
 
