@@ -40,9 +40,9 @@ endif
 LIB_SRC   := $(wildcard plan/*.c sim/*.c traces/*.c kernels/*.c)
 CLI_SRC   := $(wildcard cli/*.c)
 EXEC_MAIN := $(wildcard exec/main.c)
-EXEC_SRC  := $(filter-out exec/main.c,$(wildcard exec/*.c))
+EXEC_SRC  := $(filter-out exec/main.c,$(wildcard exec/*.c train/*.c))
 TEST_SRC  := $(wildcard tests/*.c)
-CU_SRC    := $(wildcard kernels/*.cu exec/*.cu)
+CU_SRC    := $(wildcard kernels/*.cu exec/*.cu train/*.cu)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -80,11 +80,22 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -Xcompiler -Wall -Xcompiler -fPIC -lineinfo -MMD -MP $(NVCC_FLAGS) -c $< -o $@
 
+# The commit is baked into one object (plan/version.c), rebuilt only when the commit changes: the stamp
+# file is rewritten only when `git describe` says something new. Outside a git checkout: "unknown".
+GIT_COMMIT := $(shell test -e .git && git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/git_commit.txt: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' > $@
+$(BUILD)/plan/version.o: $(BUILD)/git_commit.txt
+$(BUILD)/plan/version.o: CPPFLAGS += -DSR_GIT_COMMIT='"$(GIT_COMMIT)"'
+.PHONY: FORCE
+FORCE:
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# exec/ (all but main.c) is a library too, so the tests link it.
+# exec/ (all but main.c) and the trainer (train/) are a library too, so the tests link it.
 $(EXEC_LIB): $(EXEC_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -143,7 +154,7 @@ bench: deps $(BIN)
 
 # The standard what-if studies into notebooks-data/ (CSV + JSON sidecar each), then their figures.
 studies: deps $(BIN)
-	python3 scripts/studies.py --bin $(BIN)
+	python3 scripts/studies.py --bin $(BIN) --out notebooks-data
 
 figures: deps
 	python3 scripts/figures.py

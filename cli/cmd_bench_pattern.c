@@ -65,13 +65,18 @@ static int bench_case(const model_config *m, int64_t n, int W, int runs, sr_erro
   return rc;
 }
 
+static const cli_flag bench_pattern_flags[] = {
+    {"runs", "N", "3", "runs a case (the median is reported; the 512K case takes at least 5), 1 to 15"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage bench_pattern_usage = {NULL, "sparsering bench-pattern --runs 5", {bench_pattern_flags, NULL}};
+
 static int cmd_bench_pattern(int argc, char **argv) {
-  static const char *const flags[] = {"runs", NULL};
   cli_args a;
   sr_error e = {0};
   int64_t runs = 3;
   model_config m;
-  if (cli_parse(argc, argv, flags, NULL, &a, &e) || cli_get_int(&a, "runs", 3, 1, 15, &runs, &e) ||
+  if (cli_parse(argc, argv, &bench_pattern_usage, &a, &e) || cli_get_int(&a, "runs", 3, 1, 15, &runs, &e) ||
       model_load("qwen2.5-3b", &m, &e))
     return sr_error_report(&e, "sparsering bench-pattern");
   printf("bench-pattern: exact tile accounting (full, partial, bars, kept pairs per head x rank x source), vs-preset\n");
@@ -81,4 +86,5 @@ static int cmd_bench_pattern(int argc, char **argv) {
 }
 
 CLI_COMMAND("bench-pattern", cmd_bench_pattern,
-            "time exact pattern accounting: Qwen2.5-3B 512K/W=32 and 4M/W=1024, striped G=128 ([--runs N])")
+            "time exact pattern accounting: Qwen2.5-3B 512K/W=32 and 4M/W=1024, striped G=128",
+            &bench_pattern_usage)

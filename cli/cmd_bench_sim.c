@@ -52,12 +52,17 @@ static int bench_one(const char *label, const char *model, const char *cluster, 
   return rc;
 }
 
+static const cli_flag bench_sim_flags[] = {
+    {"quick", NULL, NULL, "the 32-GPU case only"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage bench_sim_usage = {NULL, "sparsering bench-sim --quick", {bench_sim_flags, NULL}};
+
 static int cmd_bench_sim(int argc, char **argv) {
-  static const char *const switches[] = {"quick", NULL};
   sr_error e;
   sr_error_clear(&e);
   cli_args a;
-  if (cli_parse(argc, argv, NULL, switches, &a, &e)) return sr_error_report(&e, "sparsering bench-sim");
+  if (cli_parse(argc, argv, &bench_sim_usage, &a, &e)) return sr_error_report(&e, "sparsering bench-sim");
   // Wall times include waiting for a shared CPU; the CPU time (clock()) is the figure to compare.
   int rc = bench_one("qwen2.5-3b 512K a100-4x8 mtraining vs-preset", "qwen2.5-3b", "a100-4x8", 512 * 1024, "mtraining",
                      "vs-preset:qwen2.5-3b", 0, &e);
@@ -84,4 +89,5 @@ static int cmd_bench_sim(int argc, char **argv) {
   return rc ? sr_error_report(&e, "sparsering bench-sim") : 0;
 }
 
-CLI_COMMAND("bench-sim", cmd_bench_sim, "simulator speed: Qwen2.5-3B 512K on 32 GPUs; Llama-3.1-70B 4M on 1024 GPUs [--quick]")
+CLI_COMMAND("bench-sim", cmd_bench_sim, "simulator speed: Qwen2.5-3B 512K on 32 GPUs; Llama-3.1-70B 4M on 1024 GPUs",
+            &bench_sim_usage)

@@ -111,14 +111,26 @@ static int bench_tiles(const cli_args *a, sr_error *e) {
   return rc;
 }
 
+static const cli_flag bench_tiles_flags[] = {
+    {"model", "NAME|PATH", "qwen2.5-3b", "the model"},
+    {"seq", "N", "512K", "tokens in the sequence"},
+    {"layout", "L", "striped:128", "contiguous, zigzag, striped or striped:G"},
+    {"pattern", "P", "vs-topp:0.95", "attention pattern (docs/patterns.md)"},
+    {"world", "W", "2", "ranks the sequence is spread over"},
+    {"rank", "R", "0", "the rank whose preparation is timed"},
+    {"layer", "L", "0", "the layer whose pattern is used"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage bench_tiles_usage = {NULL, "sparsering bench-tiles --seq 512K --world 8 --rank 3",
+                                            {bench_tiles_flags, NULL}};
+
 static int cmd_bench_tiles(int argc, char **argv) {
-  static const char *const flags[] = {"model", "seq", "layout", "pattern", "world", "rank", "layer", NULL};
   cli_args a;
   sr_error e = {0};
-  if (cli_parse(argc, argv, flags, NULL, &a, &e) || bench_tiles(&a, &e)) return sr_error_report(&e, "sparsering bench-tiles");
+  if (cli_parse(argc, argv, &bench_tiles_usage, &a, &e) || bench_tiles(&a, &e)) return sr_error_report(&e, "sparsering bench-tiles");
   return 0;
 }
 
 CLI_COMMAND("bench-tiles", cmd_bench_tiles,
-            "time one layer's executor preparation for one rank ([--seq 512K --layout striped:128 --pattern vs-topp:0.95 "
-            "--world 2 --rank 0 --layer 0 --model qwen2.5-3b])")
+            "time one layer's executor preparation for one rank",
+            &bench_tiles_usage)

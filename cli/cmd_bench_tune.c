@@ -1,7 +1,7 @@
 // cmd_bench_tune.c — `sparsering bench-tune`: wall time of the tuner's full search (bounds, pruning,
 // simulation, robustness check) on the standard case, Qwen2.5-3B at 512K tokens on 4 x 8 A100, with
-// MTraining's published per-head VS budgets for that model (DESIGN.md). Run it under `mpirun -np K`
-// to split the points over K processes.
+// MTraining's published per-head VS budgets for that model (docs/design.md, "The published Qwen2.5-3B
+// budget mix"). Run it under `mpirun -np K` to split the points over K processes.
 #include <stdio.h>
 #include <time.h>
 #include <string.h>
@@ -10,9 +10,18 @@
 #include "cli/cmd_tune.h"
 #include "plan/util.h"
 
+static const cli_flag bench_tune_flags[] = {
+    {"model", "NAME|PATH", "qwen2.5-3b", "the model"},
+    {"cluster", "NAME|PATH", "a100-4x8", "the cluster"},
+    {"seq", "N", "512K", "tokens in the sequence"},
+    {"pattern", "P", "vs-preset:qwen2.5-3b", "attention pattern (docs/patterns.md)"},
+    {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
+    {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage bench_tune_usage = {NULL, "mpirun -np 4 sparsering bench-tune", {bench_tune_flags, NULL}};
+
 static int cmd_bench_tune(int argc, char **argv) {
-  static const char *const flags[] = {"model", "cluster", "seq", "pattern", "seed", NULL};
-  static const char *const switches[] = {"representative", NULL};
   tune_exchange x;
   tune_mpi_start(&argc, &argv, &x);
   sr_error e;
@@ -26,7 +35,7 @@ static int cmd_bench_tune(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   int64_t seed = 0;
   double t0 = sr_now();
-  int rc = cli_parse(argc, argv, flags, switches, &a, &e);
+  int rc = cli_parse(argc, argv, &bench_tune_usage, &a, &e);
   if (!rc) {
     snprintf(base.model, sizeof base.model, "%s", cli_get(&a, "model", "qwen2.5-3b"));
     snprintf(base.cluster, sizeof base.cluster, "%s", cli_get(&a, "cluster", "a100-4x8"));
@@ -70,5 +79,5 @@ static int cmd_bench_tune(int argc, char **argv) {
 }
 
 CLI_COMMAND("bench-tune", cmd_bench_tune,
-            "tuner speed: full search, Qwen2.5-3B, 512K, a100-4x8, vs-preset:qwen2.5-3b [--model --cluster --seq --pattern]; "
-            "mpirun -np K splits it")
+            "tuner speed: the full search, Qwen2.5-3B, 512K, a100-4x8, vs-preset:qwen2.5-3b (mpirun -np K splits it)",
+            &bench_tune_usage)

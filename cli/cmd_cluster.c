@@ -6,14 +6,19 @@
 #include "cli/cli.h"
 #include "plan/cluster.h"
 
+static const cli_flag cluster_flags[] = {
+    {"cluster", "NAME|PATH", "required", "the cluster: a shipped name (models/clusters/NAME.json) or a description file"},
+    {"json", NULL, NULL, "print the normalised file, every default made explicit"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage cluster_usage = {NULL, "sparsering cluster --cluster a100-4x8", {cluster_flags, NULL}};
+
 static int cmd_cluster(int argc, char **argv) {
-  static const char *const flags[] = {"cluster", NULL};
-  static const char *const switches[] = {"json", NULL};
   cli_args a;
   sr_error e = {0};
   const char *name = NULL;
   cluster_desc c;
-  if (cli_parse(argc, argv, flags, switches, &a, &e) || cli_require(&a, "cluster", &name, &e) || cluster_load(name, &c, &e))
+  if (cli_parse(argc, argv, &cluster_usage, &a, &e) || cli_require(&a, "cluster", &name, &e) || cluster_load(name, &c, &e))
     return sr_error_report(&e, "sparsering cluster");
   if (cli_has(&a, "json")) {
     char *text = cluster_to_json(&c);
@@ -44,4 +49,4 @@ static int cmd_cluster(int argc, char **argv) {
   return 0;
 }
 
-CLI_COMMAND("cluster", cmd_cluster, "print a cluster description (--cluster NAME|PATH [--json])")
+CLI_COMMAND("cluster", cmd_cluster, "print a cluster description", &cluster_usage)

@@ -10,12 +10,19 @@ static void print_row(const tlc_row *r) {
   printf("  %-24s %12.1f %12.1f %+9.1f%%\n", r->name, r->predicted_us, r->measured_us, 100 * r->rel_err);
 }
 
+static const cli_flag compare_flags[] = {
+    {"run-sim", "RUN", "all rows", "compare only this run of the predicted CSV (its run column)"},
+    {"run-exec", "RUN", "all rows", "compare only this run of the measured CSV"},
+    {"steps", NULL, NULL, "also print the error of every step"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage compare_usage = {"SIM.csv EXEC.csv", "sparsering compare sim.csv exec.csv --steps",
+                                        {compare_flags, NULL}};
+
 static int cmd_compare(int argc, char **argv) {
-  static const char *const flags[] = {"run-sim", "run-exec", NULL};
-  static const char *const switches[] = {"steps", NULL};
   sr_error e = {0};
   cli_args a;
-  if (cli_parse(argc, argv, flags, switches, &a, &e)) return sr_error_report(&e, "sparsering compare");
+  if (cli_parse(argc, argv, &compare_usage, &a, &e)) return sr_error_report(&e, "sparsering compare");
   if (a.n_pos != 2) {
     fprintf(stderr, "usage: sparsering compare SIM.csv EXEC.csv [--run-sim RUN] [--run-exec RUN] [--steps]\n");
     return 2;
@@ -48,4 +55,5 @@ static int cmd_compare(int argc, char **argv) {
   return 0;
 }
 
-CLI_COMMAND("compare", cmd_compare, "predicted (sim) vs measured (exec) timeline CSVs: per phase and step errors")
+CLI_COMMAND("compare", cmd_compare, "predicted (sim) vs measured (exec) timeline CSVs: per phase and step errors",
+            &compare_usage)

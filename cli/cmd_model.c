@@ -16,14 +16,21 @@ static void print_count(const char *label, double v, const char *unit) {
   printf("  %-34s %10.4g %s%s  (%.0f)\n", label, s, sfx, unit, v);
 }
 
+static const cli_flag model_flags[] = {
+    {"model", "NAME|PATH", "required", "the model: a shipped name (models/NAME.json) or a config file"},
+    {"seq", "N", NULL, "also the quantities of one sequence of N tokens"},
+    {"world", "W", "1", "with --seq: the executor trainer's memory per GPU on W GPUs"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage model_usage = {NULL, "sparsering model --model qwen2.5-3b --seq 32K --world 2", {model_flags, NULL}};
+
 static int cmd_model(int argc, char **argv) {
-  static const char *const flags[] = {"model", "seq", "world", NULL};
   cli_args a;
   sr_error e = {0};
   const char *name = NULL, *seq_text = NULL;
   int64_t seq = 0;
   model_config m;
-  if (cli_parse(argc, argv, flags, NULL, &a, &e) || cli_require(&a, "model", &name, &e) ||
+  if (cli_parse(argc, argv, &model_usage, &a, &e) || cli_require(&a, "model", &name, &e) ||
       ((seq_text = cli_get(&a, "seq", NULL)) && sr_parse_tokens(seq_text, "--seq", &seq, &e)) ||
       model_load(name, &m, &e))
     return sr_error_report(&e, "sparsering model");
@@ -74,7 +81,7 @@ static int cmd_model(int argc, char **argv) {
     int64_t world = 1;
     if (cli_get_int(&a, "world", 1, 1, 1 << 20, &world, &e)) return sr_error_report(&e, "sparsering model");
     int64_t local = (seq + world - 1) / world;
-    printf("sparsering-exec train --backend cuda on %lld GPU(s), %s local tokens each (fp32, exec/model_cuda.cu)\n",
+    printf("sparsering-exec train --backend cuda on %lld GPU(s), %s local tokens each (fp32, train/model_cuda.cu)\n",
            (long long)world, sr_format_tokens(local, buf, sizeof buf));
     print_count("model state per GPU (ZeRO-1)", model_exec_state_bytes(&m, (int)world), "B");
     print_count("buffers per local token, recompute", model_exec_bytes_per_token(&m, 1), "B");
@@ -84,4 +91,5 @@ static int cmd_model(int argc, char **argv) {
   return 0;
 }
 
-CLI_COMMAND("model", cmd_model, "print a model's derived quantities (--model NAME|PATH [--seq N [--world W]])")
+CLI_COMMAND("model", cmd_model, "print a model's derived quantities",
+            &model_usage)

@@ -21,16 +21,30 @@ static int layout_from_text(const char *text, int64_t g_flag, int64_t n, int W, 
   return layout_build(kind, n, W, kind == LAYOUT_STRIPED ? g : 1, NULL, l, e);
 }
 
+static const cli_flag pattern_flags[] = {
+    {"model", "NAME|PATH", "required", "the model: a shipped name (models/NAME.json) or a config file"},
+    {"seq", "N", "required", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
+    {"pattern", "P", "dense", "attention pattern (docs/patterns.md)"},
+    {"layout", "L", "striped", "contiguous, zigzag, striped, striped:G, permutation:PATH"},
+    {"ranks", "W", "1", "ranks the sequence is spread over"},
+    {"granularity", "G", "128", "tokens a block of the striped layout (when --layout gives no G)"},
+    {"seed", "X", "1", "seed of synthetic patterns"},
+    {"step", "S", "0", "training step of a drifting synthetic pattern"},
+    {"csv", "FILE", NULL, "write the per-layer table as CSV"},
+    {"fwd-runs", NULL, NULL, "also count the forward form's 64-key runs (the executor's --fwd-runs)"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage pattern_usage = {
+    NULL, "sparsering pattern --model qwen2.5-3b --seq 512K --pattern vs-preset:qwen2.5-3b --layout striped --ranks 32",
+    {pattern_flags, NULL}};
+
 static int cmd_pattern(int argc, char **argv) {
-  static const char *const flags[] = {"model", "seq", "pattern", "layout", "ranks", "granularity", "seed", "step", "csv",
-                                      NULL};
   const char *prog = "sparsering pattern";
   cli_args a;
   sr_error e = {0};
   const char *model_name = NULL, *seq_text = NULL, *spec = NULL, *layout_text = NULL;
   int64_t seq = 0, ranks = 0, g = 0, seed = 0, step = 0;
-  static const char *const switches[] = {"fwd-runs", NULL};
-  if (cli_parse(argc, argv, flags, switches, &a, &e) || cli_require(&a, "model", &model_name, &e) ||
+  if (cli_parse(argc, argv, &pattern_usage, &a, &e) || cli_require(&a, "model", &model_name, &e) ||
       cli_require(&a, "seq", &seq_text, &e) || sr_parse_tokens(seq_text, "--seq", &seq, &e) ||
       cli_get_int(&a, "ranks", 1, 1, 1 << 20, &ranks, &e) || cli_get_int(&a, "granularity", 128, 1, INT32_MAX, &g, &e) ||
       cli_get_int(&a, "seed", 1, 0, INT64_MAX, &seed, &e) || cli_get_int(&a, "step", 0, 0, INT32_MAX, &step, &e))
@@ -132,5 +146,5 @@ static int cmd_pattern(int argc, char **argv) {
 }
 
 CLI_COMMAND("pattern", cmd_pattern,
-            "a pattern's per-layer density and imbalance (--model M --seq N --pattern P --layout L --ranks W "
-            "[--granularity G] [--seed X] [--step S] [--csv out.csv] [--fwd-runs])")
+            "a pattern's per-layer density and imbalance on a layout",
+            &pattern_usage)

@@ -5,38 +5,40 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/plan_flags.h"
 #include "plan/plan.h"
+#include "plan/plan_flags.h"
 #include "plan/util.h"
 
 // ---------------------------------------------------------------------------------------------
 // plan
 
+static const cli_flag plan_flags[] = {
+    {"out", "FILE", "- (stdout)", "where to write the plan file (JSON; written atomically)"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage plan_usage = {
+    NULL, "sparsering plan --model qwen2.5-3b --cluster a100-4x8 --seq 512K --strategy mtraining -o plan.json",
+    {plan_spec_flags, plan_flags, NULL}};
+
 static int cmd_plan(int argc, char **argv) {
-  static const char *const flags[] = {"model", "cluster", "seq", "layout", "schedule", "granularity", "inner",
-                                      "ulysses", "pattern", "strategy", "seed", "out", NULL};
   sr_error e;
   sr_error_clear(&e);
   cli_args a;
-  plan_spec s;
   plan p;
-  if (cli_parse(argc, argv, flags, NULL, &a, &e) || cli_plan_spec_from_flags(&a, &s, &e)) return sr_error_report(&e, "sparsering plan");
+  if (cli_parse(argc, argv, &plan_usage, &a, &e)) return sr_error_report(&e, "sparsering plan");
   if (a.n_pos > 0) {
     sr_input_error(&e, NULL, a.pos[0], "unexpected argument");
     return sr_error_report(&e, "sparsering plan");
   }
-  const char *field = NULL;
-  if (plan_build_at(&s, &p, &field, &e)) {
-    cli_plan_error_as_flag(&e, field);
-    return sr_error_report(&e, "sparsering plan");
-  }
+  if (plan_build_from_flags(&a, &p, &e)) return sr_error_report(&e, "sparsering plan");
   int rc = plan_write(&p, cli_get(&a, "out", "-"), &e);
   plan_free(&p);
   return rc ? sr_error_report(&e, "sparsering plan") : 0;
 }
 
 CLI_COMMAND("plan", cmd_plan,
-            "build a plan: --model M --cluster C --seq N --layout L --schedule S [--strategy NAME] [-o plan.json]")
+            "build a plan (layout and schedule) and write it as JSON",
+            &plan_usage)
 
 // ---------------------------------------------------------------------------------------------
 // show
@@ -120,12 +122,17 @@ static void show_schedule(const plan *p, int brief) {
   }
 }
 
+static const cli_flag show_flags[] = {
+    {"brief", NULL, NULL, "per step the bytes by link class only, without each rank's line"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage show_usage = {"plan.json", "sparsering show plan.json --brief", {show_flags, NULL}};
+
 static int cmd_show(int argc, char **argv) {
-  static const char *const switches[] = {"brief", NULL};
   sr_error e;
   sr_error_clear(&e);
   cli_args a;
-  if (cli_parse(argc, argv, NULL, switches, &a, &e)) return sr_error_report(&e, "sparsering show");
+  if (cli_parse(argc, argv, &show_usage, &a, &e)) return sr_error_report(&e, "sparsering show");
   if (a.n_pos != 1) {
     sr_input_error(&e, NULL, NULL, "usage: sparsering show plan.json [--brief]");
     return sr_error_report(&e, "sparsering show");
@@ -148,10 +155,12 @@ static int cmd_show(int argc, char **argv) {
   return 0;
 }
 
-CLI_COMMAND("show", cmd_show, "print a plan file for a person: show plan.json [--brief]")
+CLI_COMMAND("show", cmd_show, "print a plan file for a person", &show_usage)
 
 // ---------------------------------------------------------------------------------------------
 // bench-plan: how long the planner takes for the largest plans we ship clusters for
+
+static const cli_usage bench_plan_usage = {NULL, "sparsering bench-plan", {NULL}};
 
 static int cmd_bench_plan(int argc, char **argv) {
   static const struct {
@@ -165,6 +174,12 @@ static int cmd_bench_plan(int argc, char **argv) {
   };
   sr_error e;
   sr_error_clear(&e);
+  cli_args a;
+  if (cli_parse(argc, argv, &bench_plan_usage, &a, &e)) return sr_error_report(&e, "sparsering bench-plan");
+  if (a.n_pos > 0) {
+    sr_input_error(&e, NULL, a.pos[0], "unexpected argument");
+    return sr_error_report(&e, "sparsering bench-plan");
+  }
   printf("%-10s %-12s %-12s %8s %10s %10s %10s\n", "cluster", "layout", "schedule", "seq", "runs", "build_ms",
          "json_ms");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -194,8 +209,8 @@ static int cmd_bench_plan(int argc, char **argv) {
     free(text);
     plan_free(&p);
   }
-  (void)argc, (void)argv;
   return 0;
 }
 
-CLI_COMMAND("bench-plan", cmd_bench_plan, "time the planner (layout + schedule build, JSON) on the largest shipped clusters")
+CLI_COMMAND("bench-plan", cmd_bench_plan, "time the planner (layout + schedule build, JSON) on the largest shipped clusters",
+            &bench_plan_usage)

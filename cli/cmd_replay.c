@@ -31,14 +31,25 @@ static int write_csv(const char *path, const replay_row *rows, int n, sr_error *
   return rc;
 }
 
+static const cli_flag replay_flags[] = {
+    {"cluster", "NAME|PATH", "required", "the cluster: a shipped name (models/clusters/NAME.json) or a description file"},
+    {"strategy", "NAME", "required", "a named strategy (as in sim): layout, schedule and what obtaining the pattern costs"},
+    {"model", "NAME|PATH", "the trace's", "the model"},
+    {"csv", "FILE", NULL, "write one row per step as CSV"},
+    {"no-estimate", NULL, NULL, "the trace is a given pattern: no online estimation cost"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage replay_usage = {
+    "t.safetensors",
+    "sparsering replay traces/samples/tiny25m-vs-topp-32k.safetensors --cluster h200-1x2 --strategy mtraining",
+    {replay_flags, NULL}};
+
 static int cmd_replay(int argc, char **argv) {
-  static const char *const flags[] = {"cluster", "strategy", "model", "csv", NULL};
-  static const char *const switches[] = {"no-estimate", NULL};
   const char *prog = "sparsering replay";
   cli_args a;
   sr_error e = {0};
   const char *cluster, *strategy;
-  if (cli_parse(argc, argv, flags, switches, &a, &e) || cli_require(&a, "cluster", &cluster, &e) ||
+  if (cli_parse(argc, argv, &replay_usage, &a, &e) || cli_require(&a, "cluster", &cluster, &e) ||
       cli_require(&a, "strategy", &strategy, &e))
     return sr_error_report(&e, prog);
   if (a.n_pos != 1) {
@@ -121,4 +132,5 @@ static int cmd_replay(int argc, char **argv) {
   return rc ? sr_error_report(&e, prog) : 0;
 }
 
-CLI_COMMAND("replay", cmd_replay, "simulate every step of an attention trace (t.safetensors --cluster C --strategy S)")
+CLI_COMMAND("replay", cmd_replay, "simulate every step of an attention trace",
+            &replay_usage)

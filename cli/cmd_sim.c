@@ -5,21 +5,36 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/plan_flags.h"
 #include "plan/plan.h"
+#include "plan/plan_flags.h"
+#include "plan/timeline.h"
 #include "plan/util.h"
 #include "sim/report.h"
 #include "sim/strategy.h"
 #include "sim/svg.h"
-#include "sim/timeline.h"
 
 #define GIB 1073741824.0
 
-// The plan's flags (cli/plan_flags.h) and the step's: recomputation and optimizer sharding.
+static const cli_flag sim_flags[] = {
+    {"plan", "FILE", NULL, "simulate this plan file (sparsering plan -o) instead of the plan flags"},
+    {"recompute", "0|1", "1", "per-layer activation recomputation"},
+    {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
+    {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
+    {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
+    {"timeline", "FILE", NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
+    {"csv", "FILE", NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
+    {"svg", "FILE", NULL, "draw the step's timeline as SVG"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage sim_usage = {
+    NULL, "sparsering sim --model qwen2.5-3b --cluster a100-4x8 --seq 512K --strategy mtraining --svg step.svg",
+    {plan_spec_flags, sim_flags, NULL}};
+
+// The plan's flags (plan/plan_flags.h) and the step's: recomputation and optimizer sharding.
 static int spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   int64_t x;
   int rc;
-  if ((rc = cli_plan_spec_from_flags(a, s, e))) return rc;
+  if ((rc = plan_spec_from_flags(a, s, e))) return rc;
   if ((rc = cli_get_int(a, "recompute", s->recompute, 0, 1, &x, e))) return rc;
   s->recompute = (int)x;
   if ((rc = cli_get_int(a, "zero", s->zero, 0, 1, &x, e))) return rc;
@@ -39,15 +54,11 @@ static void print_memory(const sim_memory *m) {
 }
 
 static int cmd_sim(int argc, char **argv) {
-  static const char *const flags[] = {"plan", "model", "cluster", "seq", "layout", "schedule", "granularity", "inner",
-                                      "ulysses", "pattern", "strategy", "seed", "recompute", "zero", "trainer", "timeline", "csv",
-                                      "svg", NULL};
-  static const char *const switches[] = {"representative", NULL};
   sr_error e;
   sr_error_clear(&e);
   cli_args a;
   plan p;
-  if (cli_parse(argc, argv, flags, switches, &a, &e)) return sr_error_report(&e, "sparsering sim");
+  if (cli_parse(argc, argv, &sim_usage, &a, &e)) return sr_error_report(&e, "sparsering sim");
   if (a.n_pos > 0) {
     sr_input_error(&e, NULL, a.pos[0], "unexpected argument");
     return sr_error_report(&e, "sparsering sim");
@@ -56,7 +67,12 @@ static int cmd_sim(int argc, char **argv) {
     if (plan_read(cli_get(&a, "plan", ""), &p, &e)) return sr_error_report(&e, "sparsering sim");
   } else {
     plan_spec s;
-    if (spec_from_flags(&a, &s, &e) || plan_build(&s, &p, &e)) return sr_error_report(&e, "sparsering sim");
+    const char *field = NULL;
+    if (spec_from_flags(&a, &s, &e)) return sr_error_report(&e, "sparsering sim");
+    if (plan_build_at(&s, &p, &field, &e)) {
+      plan_error_as_flag(&e, field);
+      return sr_error_report(&e, "sparsering sim");
+    }
   }
   sim_options o = {cli_has(&a, "representative"), cli_has(&a, "timeline") || cli_has(&a, "csv") || cli_has(&a, "svg"), 0};
   sim_timeline tl = {0};
@@ -64,8 +80,9 @@ static int cmd_sim(int argc, char **argv) {
   int rc = sim_plan(&p, &o, &r, &tl, &e);
   if (!rc) {
     const char *run = p.spec.strategy[0] ? p.spec.strategy : "sim";
-    if (cli_has(&a, "timeline")) rc = timeline_write_json(&tl, run, cluster_world(&p.cluster), cli_get(&a, "timeline", ""), &e);
-    if (!rc && cli_has(&a, "csv")) rc = timeline_write_csv(&tl, run, cli_get(&a, "csv", ""), &e);
+    if (cli_has(&a, "timeline"))
+      rc = timeline_write_json(tl.ev, tl.n, run, cluster_world(&p.cluster), "sparsering sim", cli_get(&a, "timeline", ""), &e);
+    if (!rc && cli_has(&a, "csv")) rc = timeline_write_csv(tl.ev, tl.n, run, cli_get(&a, "csv", ""), &e);
     if (!rc && cli_has(&a, "svg")) {
       char title[1024];
       snprintf(title, sizeof title, "%s: %s on %s, %lld tokens, layout %s, schedule %s, pattern %s", run, p.model.name,
@@ -101,4 +118,5 @@ static int cmd_sim(int argc, char **argv) {
 }
 
 CLI_COMMAND("sim", cmd_sim,
-            "simulate one training step: --plan plan.json | the plan flags; [--timeline out.json] [--csv out.csv] [--svg out.svg]")
+            "simulate one training step of a plan: summary, memory, timeline",
+            &sim_usage)

@@ -164,8 +164,14 @@ static void progress(int64_t done, int64_t total, double t0) {
 
 // ---- the command -----------------------------------------------------------------------------
 
+static const cli_flag sweep_flags[] = {
+    {"out", "FILE", "- (stdout)", "where to write the CSV (one row per point; written atomically)"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage sweep_usage = {"sweep.json", "mpirun -np 4 sparsering sweep notebooks-data/sweeps/seqlen.json -o out.csv",
+                                      {sweep_flags, NULL}};
+
 static int cmd_sweep(int argc, char **argv) {
-  static const char *const flags[] = {"out", NULL};
   sr_error e;
   sr_error_clear(&e);
   cli_args a;
@@ -178,7 +184,7 @@ static int cmd_sweep(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  if ((rc = cli_parse(argc, argv, flags, NULL, &a, &e)) == SR_OK) {
+  if ((rc = cli_parse(argc, argv, &sweep_usage, &a, &e)) == SR_OK) {
     if (a.n_pos != 1) rc = sr_input_error(&e, NULL, "sweep", "expected one sweep file (sparsering sweep sweep.json)");
     else rc = read_grid(a.pos[0], g, &e);
   }
@@ -244,4 +250,5 @@ static int cmd_sweep(int argc, char **argv) {
   return rc ? sr_error_report(&e, "sparsering sweep") : 0;
 }
 
-CLI_COMMAND("sweep", cmd_sweep, "simulate a grid (sweep.json) to CSV, in parallel under mpirun -np K: sweep.json [-o out.csv]")
+CLI_COMMAND("sweep", cmd_sweep, "simulate a grid (sweep.json) to CSV (mpirun -np K splits it)",
+            &sweep_usage)

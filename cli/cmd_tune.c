@@ -1,12 +1,10 @@
 // cmd_tune.c — `sparsering tune`: search the strategy space of a model, cluster, length and pattern in
-// the simulator, print the ranked leaders, write the full CSV and the chosen plan (with its predicted
-// step time). Under `mpirun -np K` the points are split over the ranks; rank 0 prints and writes.
-#include <errno.h>
+// the simulator, print the ranked leaders, write the chosen plan (with its predicted step time) and, with
+// --csv, the full CSV. Under `mpirun -np K` the points are split over the ranks; rank 0 prints and writes.
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/cmd_tune.h"
@@ -58,26 +56,34 @@ int tune_mpi_status(int status) {
 // ---------------------------------------------------------------------------------------------
 // the command
 
-// "notebooks-data/tune_<model>_<cluster>_<seq>_<pattern>.csv", names reduced to [A-Za-z0-9.-].
-static void default_csv(const plan_spec *s, char *out, size_t size) {
-  char tok[32], raw[1024];
-  const char *model = strrchr(s->model, '/') ? strrchr(s->model, '/') + 1 : s->model;
-  const char *cluster = strrchr(s->cluster, '/') ? strrchr(s->cluster, '/') + 1 : s->cluster;
-  snprintf(raw, sizeof raw, "%s_%s_%s_%s", model, cluster, sr_format_tokens(s->seq, tok, sizeof tok), s->pattern);
-  for (char *c = raw; *c; c++)
-    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
-      *c = '_';
-  snprintf(out, size, "notebooks-data/tune_%s.csv", raw);
-}
+static const cli_flag tune_flags[] = {
+    {"model", "NAME|PATH", "required", "the model: a shipped name (models/NAME.json) or a config file"},
+    {"cluster", "NAME|PATH", "required", "the cluster: a shipped name (models/clusters/NAME.json) or a description file"},
+    {"seq", "N", "required", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
+    {"pattern", "P", "required unless --trace", "attention pattern (docs/patterns.md)"},
+    {"trace", "FILE", NULL, "tune on a recorded trace: its step 0, its later steps for the robustness check"},
+    {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
+    {"trainer", "NAME", "mixed", "whose memory decides what fits: mixed (bf16 mixed precision) or exec (sparsering-exec train)"},
+    {"out", "FILE", "best_plan.json", "where to write the chosen plan (with its predicted step time)"},
+    {"csv", "FILE", NULL, "where to write every point's result (no CSV without it)"},
+    {"top", "N", "10", "rows of the ranking kept and shown, 1 to 1000"},
+    {"robust-top", "N", "5", "leaders re-simulated on perturbed patterns (0: no robustness check)"},
+    {"robust-steps", "N", "4", "perturbed pattern steps of the robustness check"},
+    {"margin", "F", "0.02", "means within this fraction of the best are tied: the best worst case wins"},
+    {"batch", "N", "16", "points a batch (pruning uses the best of earlier batches)"},
+    {"no-prune", NULL, NULL, "simulate every valid point that may fit (exhaustive)"},
+    {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage tune_usage = {
+    NULL, "sparsering tune --model qwen2.5-3b --cluster a100-4x8 --seq 512K --pattern vs-topp:0.95 -o best.json",
+    {tune_flags, NULL}};
 
 static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const char **out, const char **csv,
                  int *representative, sr_error *e) {
-  static const char *const flags[] = {"model", "cluster", "seq", "pattern", "trace", "seed", "out", "csv", "top", "robust-top",
-                                      "robust-steps", "margin", "batch", "trainer", NULL};
-  static const char *const switches[] = {"no-prune", "representative", NULL};
   cli_args a;
   int rc;
-  if ((rc = cli_parse(argc, argv, flags, switches, &a, e))) return rc;
+  if ((rc = cli_parse(argc, argv, &tune_usage, &a, e))) return rc;
   if (a.n_pos > 0) return sr_input_error(e, NULL, a.pos[0], "unexpected argument");
   plan_spec_defaults(s);
   const char *v;
@@ -128,7 +134,7 @@ static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const cha
 // Rank 0's outputs: the report, the CSV, the plan file.
 static int write_outputs(tune_sim *t, const tune_space *sp, const tune_result *r, const tune_options *o,
                          const plan_spec *base, const char *out, const char *csv, int size, sr_error *e) {
-  char tok[32], path[1200];
+  char tok[32];
   printf("tune: %s on %s (%d GPUs), %s tokens, pattern %s; %d process%s, %.1f s\n", tune_sim_model(t)->name,
          tune_sim_cluster(t)->name, cluster_world(tune_sim_cluster(t)), sr_format_tokens(base->seq, tok, sizeof tok),
          base->pattern, size, size == 1 ? "" : "es", r->search_wall_s);
@@ -137,18 +143,14 @@ static int write_outputs(tune_sim *t, const tune_space *sp, const tune_result *r
   if (rc) return rc;
   fputs(text, stdout);
   free(text);
-  if (!csv) {
-    default_csv(base, path, sizeof path);
-    if (mkdir("notebooks-data", 0777) && errno != EEXIST)
-      return sr_internal_error(e, errno, "tune: cannot create notebooks-data/");
-    csv = path;
+  if (csv) {  // the full CSV only where asked (--csv FILE)
+    char *body = NULL;
+    if ((rc = tune_csv(sp, r, &body, e))) return rc;
+    rc = sr_write_atomic(csv, body, strlen(body), e);
+    free(body);
+    if (rc) return rc;
+    printf("csv: %s (%d rows)\n", csv, r->n_points);
   }
-  char *body = NULL;
-  if ((rc = tune_csv(sp, r, &body, e))) return rc;
-  rc = sr_write_atomic(csv, body, strlen(body), e);
-  free(body);
-  if (rc) return rc;
-  printf("csv: %s (%d rows)\n", csv, r->n_points);
   if (r->chosen < 0) return sr_input_error(e, NULL, "tune", "no point of the space fits in memory; no plan written");
   plan p;
   if ((rc = tune_sim_plan(t, &sp->pt[r->chosen], &p, e))) return rc;
@@ -190,5 +192,5 @@ static int cmd_tune(int argc, char **argv) {
 }
 
 CLI_COMMAND("tune", cmd_tune,
-            "search layouts, schedules and options in the simulator: --model M --cluster C --seq N --pattern P "
-            "(or --trace t.safetensors) [-o best_plan.json] [--csv out.csv] [--top 10]; split under mpirun -np K")
+            "search layouts, schedules and options in the simulator (mpirun -np K splits it)",
+            &tune_usage)

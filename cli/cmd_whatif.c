@@ -1,10 +1,9 @@
 // cmd_whatif.c — `sparsering whatif`: the strategies side by side on one model, cluster and length.
-// Without flags it runs the default study (Qwen2.5-3B, 512K tokens, 4 x 8 A100-40GB) and writes
-// notebooks-data/whatif_default.csv; `make run` runs it.
+// Without flags it runs the default study (Qwen2.5-3B, 512K tokens, 4 x 8 A100-40GB); `make run` runs it.
+// The table goes to stdout; a CSV is written only where --csv names one.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "plan/plan.h"
@@ -14,14 +13,28 @@
 
 #define MAX_STRATEGIES 32
 
+static const cli_flag whatif_flags[] = {
+    {"model", "NAME|PATH", "qwen2.5-3b", "the model: a shipped name (models/NAME.json) or a config file"},
+    {"cluster", "NAME|PATH", "a100-4x8", "the cluster: a shipped name (models/clusters/NAME.json) or a description file"},
+    {"seq", "N", "512K", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
+    {"pattern", "P", "each strategy's", "the sparse strategies' attention pattern (docs/patterns.md)"},
+    {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
+    {"strategies", "A,B,...", "all", "the strategies to compare, comma-separated"},
+    {"recompute", "0|1", "1", "per-layer activation recomputation"},
+    {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
+    {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
+    {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
+    {"csv", "FILE", "notebooks-data/whatif_*.csv", "where to write the table as CSV"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage whatif_usage = {NULL, "sparsering whatif --model qwen2.5-3b --cluster h100-8x8 --seq 1M --csv w.csv",
+                                       {whatif_flags, NULL}};
+
 static int cmd_whatif(int argc, char **argv) {
-  static const char *const flags[] = {"model", "cluster", "seq", "pattern", "seed", "strategies", "csv", "recompute",
-                                      "zero", "trainer", NULL};
-  static const char *const switches[] = {"representative", NULL};
   sr_error e;
   sr_error_clear(&e);
   cli_args a;
-  if (cli_parse(argc, argv, flags, switches, &a, &e)) return sr_error_report(&e, "sparsering whatif");
+  if (cli_parse(argc, argv, &whatif_usage, &a, &e)) return sr_error_report(&e, "sparsering whatif");
   if (a.n_pos > 0) {
     sr_input_error(&e, NULL, a.pos[0], "unexpected argument");
     return sr_error_report(&e, "sparsering whatif");
@@ -104,19 +117,17 @@ static int cmd_whatif(int argc, char **argv) {
   fputs(b.data ? b.data : "", stdout);
   int best = report_fastest(res, n);
   printf("fastest: %s; simulated in %.2f s\n", best >= 0 ? res[best].strategy : "(none fits)", sr_now() - t0);
-  // CSV: the default study goes to whatif_default.csv; others get a name from their settings.
-  char path[1024], lead[1200];
-  int is_default = !cli_has(&a, "model") && !cli_has(&a, "cluster") && !cli_has(&a, "seq") && !cli_has(&a, "pattern") &&
-                   !cli_has(&a, "strategies") && !cli_has(&a, "seed") && !cli_has(&a, "recompute") && !cli_has(&a, "zero");
-  if (cli_has(&a, "csv")) snprintf(path, sizeof path, "%s", cli_get(&a, "csv", ""));
-  else if (is_default) snprintf(path, sizeof path, "notebooks-data/whatif_default.csv");
-  else snprintf(path, sizeof path, "notebooks-data/whatif_%s_%s_%s.csv", m.name, c.name, tok);
-  report_csv_header(&csv, "model,cluster,seq");
-  snprintf(lead, sizeof lead, "%s,%s,%lld", m.name, c.name, (long long)st.base.seq);
-  for (int i = 0; i < n; i++) report_csv_row(&csv, lead, &res[i]);
-  if (!cli_has(&a, "csv")) mkdir("notebooks-data", 0755);  // the study's folder, when run from a fresh tree
-  int rc = sr_write_atomic(path, csv.data, csv.len, &e);
-  if (!rc) printf("wrote %s\n", path);
+  // CSV: only where asked (--csv FILE)
+  char lead[1200];
+  int rc = 0;
+  if (cli_has(&a, "csv")) {
+    const char *path = cli_get(&a, "csv", "");
+    report_csv_header(&csv, "model,cluster,seq");
+    snprintf(lead, sizeof lead, "%s,%s,%lld", m.name, c.name, (long long)st.base.seq);
+    for (int i = 0; i < n; i++) report_csv_row(&csv, lead, &res[i]);
+    rc = sr_write_atomic(path, csv.data, csv.len, &e);
+    if (!rc) printf("wrote %s\n", path);
+  }
   sr_buf_free(&b);
   sr_buf_free(&csv);
   free(res);
@@ -124,4 +135,5 @@ static int cmd_whatif(int argc, char **argv) {
 }
 
 CLI_COMMAND("whatif", cmd_whatif,
-            "strategies side by side: [--model qwen2.5-3b --cluster a100-4x8 --seq 512K] [--pattern P] [--csv out.csv]")
+            "the strategies side by side on one model, cluster and length",
+            &whatif_usage)

@@ -19,16 +19,40 @@
 #include "exec/exec.h"
 #include "exec/exec_dev.h"
 #include "exec/exec_plan.h"
-#include "exec/predict.h"
+#include "sim/predict.h"
 #include "exec/timeline.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
 #include "traces/trace.h"
 
-static const char *const attn_flags[] = {EXEC_PLAN_FLAGS, "backend", "layers", "data-seed", "tol", "csv", "trace",
-                                         "fail-rank", "fail-at-step", "fail-mode", "repeat", "run", "predict-csv", "inputs",
-                                         "trace-out", NULL};
-static const char *const attn_switches[] = {EXEC_PLAN_SWITCHES, "check", "predict", NULL};
+// --layout, --schedule and --pattern take lists here (this table's rows refine plan_spec_flags' rows).
+static const cli_flag attn_flags[] = {
+    {"layout", "L,...", "required unless --strategy", "layouts to run, comma-separated (each as in sparsering plan)"},
+    {"schedule", "S,...", "required unless --strategy", "schedules to run, comma-separated"},
+    {"pattern", "P,...", "dense, or the strategy's", "patterns to run, comma-separated; every combination runs"},
+    {"backend", "NAME", "cpu", "cpu (the reference kernels over MPI) or cuda (one GPU a rank, NCCL)"},
+    {"layers", "N", "1", "layers to run, 1 to 1000 (each with its own pattern)"},
+    {"repeat", "N", "1", "forward + backward repetitions a layer (the last one is timed into the timeline)"},
+    {"inputs", "KIND", "random", "Q, K, V: random, or vs (attention that is vertical-slash)"},
+    {"data-seed", "X", "1", "seed of the inputs"},
+    {"check", NULL, NULL, "compare every layer against single-process dense masked attention"},
+    {"tol", "X", "1e-4 (cpu), 2e-2 (cuda)", "the check's tolerance (relative)"},
+    {"predict", NULL, NULL, "print the simulator's prediction of every layer beside the measured time"},
+    {"predict-csv", "FILE", NULL, "with the prediction: write its timeline as CSV (implies --predict)"},
+    {"csv", "FILE", NULL, "write the measured timeline as CSV (sparsering compare reads it)"},
+    {"trace", "FILE", NULL, "write the measured timeline as Chrome trace JSON (Perfetto)"},
+    {"run", "N", "0", "run number of the first combination in the timeline"},
+    {"trace-out", "FILE", NULL, "write the pattern the run ran (vs-online: the estimated one) as a trace"},
+    {"fail-rank", "R", "-1 (none)", "testing: this rank fails during the run"},
+    {"fail-at-step", "S", "0", "testing: the ring step at which --fail-rank fails"},
+    {"fail-mode", "MODE", "kill", "testing: kill (the rank exits) or hang (it stops answering)"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage attn_usage = {
+    NULL,
+    "mpirun -np 2 sparsering-exec attn --backend cpu --model tiny-test --cluster h200-1x2 --seq 700 --layout zigzag "
+    "--schedule ring --pattern vs-like:4:16:8 --check",
+    {plan_spec_flags, exec_plan_flags, attn_flags, NULL}};
 
 typedef struct {
   int cuda, check, fail_hang, predict, inputs;
@@ -50,7 +74,7 @@ static void fail(comm *c, sr_error *e) {
 // --layers ran fewer, the layers not run repeat the run ones cyclically (the origin says so) rather than
 // keep the synthetic stand-in, which the inputs never produced.
 static int trace_out_write(const attn_opts *o_, const plan *pl, pattern *pat, int layers, sr_error *e) {
-  int online = pattern_spec_is_online(pl->spec.pattern);
+  int online = pattern_spec_estimation(pl->spec.pattern) == PATTERN_ONLINE;
   if (online)
     for (int l = layers; l < pat->layers; l++) {
       int src = l % layers;
@@ -75,8 +99,10 @@ static int trace_out_write(const attn_opts *o_, const plan *pl, pattern *pat, in
   ti.layers = pat->layers;
   ti.heads = pat->heads;
   snprintf(ti.source, sizeof ti.source, "executor");
+  char lay[600];
   snprintf(ti.origin, sizeof ti.origin, "sparsering-exec attn %s | %s | %s, inputs %s, data seed %lld%s",
-           pl->spec.layout, pl->spec.schedule, pl->spec.pattern, o_->inputs == ATTN_INPUTS_VS ? "vs" : "random", (long long)o_->data_seed,
+           plan_spec_layout_flag(&pl->spec, lay, sizeof lay), pl->spec.schedule, pl->spec.pattern,
+           o_->inputs == ATTN_INPUTS_VS ? "vs" : "random", (long long)o_->data_seed,
            online && layers < pat->layers ? "; layers past --layers repeat the estimated ones" : "");
   ti.seed = pl->spec.seed;
   trace_writer tw;
@@ -150,7 +176,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   if (o_->cuda && exec_dev_alloc(&dev, nl, H, Hkv, d, e)) fail(c, e);
   double fwd_sum = 0, bwd_sum = 0, worst = 0;
   int64_t sent = 0, saved = 0, skipped = 0;
-  int check_failed = 0, online = pattern_spec_is_online(pl->spec.pattern);
+  int check_failed = 0, online = pattern_spec_estimation(pl->spec.pattern) == PATTERN_ONLINE;
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
     if (dist_attn_create(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, &da, e)) fail(c, e);
@@ -180,7 +206,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     // Overlap efficiency: attention kernel time over wall time (1 = communication fully hidden).
     double kern = 0;
     for (int64_t i = mark; i < tl->n; i++)
-      if (tl->ev[i].stream == TL_COMPUTE && tl->ev[i].layer == layer) kern += tl->ev[i].dur_us * 1e-6;
+      if (tl->ev[i].stream == STREAM_COMPUTE && tl->ev[i].layer == layer) kern += tl->ev[i].dur;
     double tt[3] = {tf, tb, kern};  // the slowest rank sets the layer's time
     MPI_Allreduce(MPI_IN_PLACE, tt, 3, MPI_DOUBLE, MPI_MAX, c->mpi);
     fwd_sum += tt[0], bwd_sum += tt[1];
@@ -218,9 +244,11 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     dist_attn_free(da);
   }
   if (c->rank == 0) {
+    char lay[600];  // "striped:G": the spec keeps G apart, and a log line should say it
     printf("attn %s | %s | %s: %d ranks, %s, seq %lld, %lld layer(s): fwd %.3f ms bwd %.3f ms per layer; "
            "sent %lld B, skipping saved %lld B (%lld receptions)",
-           pl->spec.layout, pl->spec.schedule, pl->spec.pattern, c->world, m->name, (long long)pl->layout.n_tokens,
+           plan_spec_layout_flag(&pl->spec, lay, sizeof lay), pl->spec.schedule, pl->spec.pattern, c->world, m->name,
+           (long long)pl->layout.n_tokens,
            (long long)layers, 1e3 * fwd_sum / (double)layers, 1e3 * bwd_sum / (double)layers, (long long)sent,
            (long long)saved, (long long)skipped);
     if (o_->check) printf("; check worst %.2e (tol %.0e) %s", worst, o_->tol, check_failed ? "FAIL" : "ok");
@@ -248,7 +276,7 @@ static int cmd_attn(int argc, char **argv) {
   sr_error e = {0};
   cli_args a;
   const char *prog = "sparsering-exec attn";
-  if (cli_parse(argc, argv, attn_flags, attn_switches, &a, &e)) return sr_error_report(&e, prog);
+  if (cli_parse(argc, argv, &attn_usage, &a, &e)) return sr_error_report(&e, prog);
   attn_opts o = {0};
   const char *backend = cli_get(&a, "backend", "cpu");
   o.cuda = strcmp(backend, "cuda") == 0;
@@ -330,4 +358,4 @@ static int cmd_attn(int argc, char **argv) {
   return code ? code : failed ? 1 : 0;
 }
 
-EXEC_COMMAND("attn", cmd_attn, "distributed attention forward+backward for a plan (--check against dense)")
+EXEC_COMMAND("attn", cmd_attn, "distributed attention forward+backward for a plan (--check against dense)", &attn_usage)

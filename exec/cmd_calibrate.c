@@ -30,12 +30,26 @@ static void log_points(sr_buf *log, const char *what, const int64_t *sz, const d
   for (int i = 0; i < n; i++) sr_buf_printf(log, "%s,%lld,%.3f\n", what, (long long)sz[i], t[i] * 1e6);
 }
 
+static const cli_flag calibrate_flags[] = {
+    {"out", "FILE", "required", "the cluster file to write (the simulator reads it)"},
+    {"backend", "NAME", "cuda", "cuda (links over NCCL, and the kernels) or cpu (links over MPI only)"},
+    {"cluster", "NAME|PATH", "h200-1x2", "the cluster description the measured values replace"},
+    {"reps", "N", "10", "repetitions a measured size"},
+    {"heads", "N", "16", "query heads of the attention kernels measured"},
+    {"kv-heads", "N", "2", "KV heads of the attention kernels measured"},
+    {"head-dim", "N", "128", "head dimension of the attention kernels measured"},
+    {"log", "FILE", NULL, "write every measured point as CSV"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage calibrate_usage = {
+    NULL, "mpirun -np 2 sparsering-exec calibrate --backend cuda --cluster h200-1x2 --out measured.json",
+    {calibrate_flags, NULL}};
+
 static int cmd_calibrate(int argc, char **argv) {
-  static const char *const flags[] = {"backend", "cluster", "out", "reps", "log", "heads", "kv-heads", "head-dim", NULL};
   sr_error e = {0};
   cli_args a;
   const char *prog = "sparsering-exec calibrate";
-  if (cli_parse(argc, argv, flags, NULL, &a, &e)) return sr_error_report(&e, prog);
+  if (cli_parse(argc, argv, &calibrate_usage, &a, &e)) return sr_error_report(&e, prog);
   const char *backend = cli_get(&a, "backend", "cuda");
   int cuda = strcmp(backend, "cuda") == 0;
   if (!cuda && strcmp(backend, "cpu") != 0) {
@@ -131,4 +145,5 @@ static int cmd_calibrate(int argc, char **argv) {
   return rc;
 }
 
-EXEC_COMMAND("calibrate", cmd_calibrate, "measure links and kernels, fit them, write a cluster file for the simulator")
+EXEC_COMMAND("calibrate", cmd_calibrate, "measure links and kernels, fit them, write a cluster file for the simulator",
+             &calibrate_usage)

@@ -12,13 +12,23 @@
 
 #include "exec/exec.h"
 #include "exec/exec_plan.h"
-#include "exec/predict.h"
+#include "sim/predict.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
 #include "traces/trace.h"
 
-static const char *const predict_flags[] = {EXEC_PLAN_FLAGS, "trace", "layer", "step", "csv", NULL};
-static const char *const predict_switches[] = {EXEC_PLAN_SWITCHES, NULL};
+static const cli_flag predict_flags[] = {
+    {"trace", "FILE", "required for vs-online", "the recorded pattern to predict (attn --trace-out writes one)"},
+    {"layer", "L", "0", "the layer to predict"},
+    {"step", "K", "0", "the step of the trace to predict"},
+    {"csv", "FILE", NULL, "write the predicted timeline as CSV"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage predict_usage = {
+    NULL,
+    "sparsering-exec predict --strategy mtraining --model qwen2.5-3b --cluster h200-1x2 --seq 256K "
+    "--pattern vs-online:0.95 --trace run.safetensors",
+    {plan_spec_flags, exec_plan_flags, predict_flags, NULL}};
 
 static int cmd_predict(int argc, char **argv) {
   sr_error e = {0};
@@ -32,7 +42,7 @@ static int cmd_predict(int argc, char **argv) {
   int t_open = 0, rc;
   int64_t layer, step;
   const char *path = NULL;
-  if ((rc = cli_parse(argc, argv, predict_flags, predict_switches, &a, &e))) goto out;
+  if ((rc = cli_parse(argc, argv, &predict_usage, &a, &e))) goto out;
   if ((rc = cli_get_int(&a, "layer", 0, 0, 1 << 20, &layer, &e)) || (rc = cli_get_int(&a, "step", 0, 0, 1 << 30, &step, &e)))
     goto out;
   path = cli_get(&a, "trace", NULL);
@@ -40,7 +50,7 @@ static int cmd_predict(int argc, char **argv) {
   const pattern *use = &pat;  // the plan's own pattern, or step K of the trace
   char what[1100];
   snprintf(what, sizeof what, "pattern %s", p.spec.pattern);
-  if (!path && pattern_spec_is_online(p.spec.pattern)) {
+  if (!path && pattern_spec_estimation(p.spec.pattern) == PATTERN_ONLINE) {
     rc = sr_input_error(&e, NULL, "--trace",
                         "required for the online pattern '%s': the recorded pattern to predict (attn --trace-out writes one)",
                         p.spec.pattern);
@@ -75,4 +85,5 @@ out:
   return rc ? sr_error_report(&e, "sparsering-exec predict") : 0;
 }
 
-EXEC_COMMAND("predict", cmd_predict, "the simulator's prediction of one layer's attention for a plan (and a trace: vs-online)")
+EXEC_COMMAND("predict", cmd_predict, "the simulator's prediction of one layer's attention for a plan (and a trace: vs-online)",
+             &predict_usage)

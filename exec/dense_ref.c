@@ -76,7 +76,7 @@ static void fwd_head(dense_job *j, int h, double *s, double *acc) {
       if (s[t] > m) m = s[t];
     }
     float *oi = j->o_out + (i * H + h) * d;
-    if (m == -INFINITY) {  // no kept key: the convention of DESIGN.md
+    if (m == -INFINITY) {  // no kept key: docs/design.md, "The LSE merge"
       memset(oi, 0, sizeof(float) * (size_t)d);
       j->lse_out[h * N + i] = -INFINITY;
       continue;

@@ -96,6 +96,80 @@ static tile_index heads_view(const dist_attn *a, const tile_index *t, int unifor
   return v;
 }
 
+static int oom(sr_error *e) { return sr_internal_error(e, 0, "out of memory"); }
+
+// Does the job fit the plan, the pattern the layer and the backend the comm backend?
+static int check_inputs(const plan *p, const pattern *pat, int layer, const comm *c, dist_backend be, sr_error *e) {
+  const model_config *m = &p->model;
+  if (c->world != p->layout.world)
+    return sr_input_error(e, NULL, "mpirun -np", "the plan is for %d ranks but %d were started", p->layout.world, c->world);
+  if (pat->heads != m->num_heads || pat->n_tokens != p->layout.n_tokens || layer < 0 || layer >= pat->layers)
+    return sr_input_error(e, NULL, "pattern", "shape %d layers x %d heads x %lld tokens does not fit layer %d of %lld heads x %lld tokens",
+                          pat->layers, pat->heads, (long long)pat->n_tokens, layer, (long long)m->num_heads,
+                          (long long)p->layout.n_tokens);
+  if (be == DIST_CUDA && c->kind != COMM_NCCL) return sr_input_error(e, NULL, "--backend", "cuda needs the NCCL comm backend");
+  return SR_OK;
+}
+
+// Groups of U ranks (Ulysses degree), this rank's heads within its group, the groups' layout and every
+// group's token positions.
+static int groups_init(struct dist_attn *a, sr_error *e) {
+  const plan *p = a->p;
+  const comm *c = a->c;
+  const schedule *sc = &p->schedule;
+  a->U = sc->kind == SCHED_ULYSSES ? c->world : sc->kind == SCHED_USP ? (sc->ulysses > 0 ? sc->ulysses : 1) : 1;
+  if (c->world % a->U)
+    return sr_input_error(e, NULL, "schedule.ulysses", "degree %d does not split %d ranks into groups", a->U, c->world);
+  a->R = c->world / a->U, a->group = c->rank / a->U, a->gidx = c->rank % a->U;
+  a->h_lo = malloc(sizeof(int) * (size_t)(a->U + 1));
+  a->kv_lo = malloc(sizeof(int) * (size_t)(2 * a->U));
+  if (!a->h_lo || !a->kv_lo) return oom(e);
+  int *kv_hi = a->kv_lo + a->U;
+  head_split(a->H, a->Hkv, a->U, a->h_lo, a->kv_lo, kv_hi);
+  a->nh = a->h_lo[a->gidx + 1] - a->h_lo[a->gidx];
+  a->nkv = kv_hi[a->gidx] - a->kv_lo[a->gidx];
+  if (a->nh == 0) a->nkv = 0;
+  if (a->U > 1) {
+    if (dist_group_layout(&p->layout, a->U, &a->glay_own, e)) return e->code;
+    a->glay = &a->glay_own;
+  } else {
+    a->glay = &p->layout;
+  }
+  a->n_local = p->layout.rank_count[c->rank];
+  a->n_q = a->glay->rank_count[a->group];
+  a->kpos = calloc((size_t)a->R, sizeof(int64_t *));
+  if (!a->kpos) return oom(e);
+  for (int g = 0; g < a->R; g++) {
+    a->n_kmax = sr_max64(a->n_kmax, a->glay->rank_count[g]);
+    a->kpos[g] = malloc(sizeof(int64_t) * (size_t)sr_max64(1, a->glay->rank_count[g]));
+    if (!a->kpos[g]) return oom(e);
+    layout_positions(a->glay, g, a->kpos[g]);
+  }
+  a->qpos = a->kpos[a->group];
+  return SR_OK;
+}
+
+// This group's tile index, the heads' masks and (plan.spec.fwd_runs) the forward form.
+static int indices_build(struct dist_attn *a, sr_error *e) {
+  const pattern *pat = a->pat;
+  // When every head of the layer keeps the same elements (dense, or one window), one head's index
+  // serves all heads (kernels/sparse_attn.h): H times less time and memory for the index.
+  pattern one = *pat;
+  int uniform = pattern_layer_heads_uniform(pat, a->layer);
+  if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(pat, a->layer, 0);
+  if (tiles_build(uniform ? &one : pat, uniform ? 0 : a->layer, a->glay, a->group, &a->ti, e)) return e->code;
+  a->ti_view = heads_view(a, &a->ti, uniform);
+  if (tiles_masks_build(pat, a->layer, &a->masks, e)) return e->code;
+  // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
+  // keeps the tile form. A vs-online pattern is rebuilt in the tile form at run time, so it keeps that.
+  if (a->p->spec.fwd_runs && pattern_spec_estimation(a->p->spec.pattern) != PATTERN_ONLINE) {
+    if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) return e->code;
+    if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
+    else a->ti_fwd_view = heads_view(a, &a->ti_fwd, uniform);
+  }
+  return SR_OK;
+}
+
 int dist_routes_build(struct dist_attn *a, sr_error *e) {
   const int R = a->R;
   work_count *wc = NULL, *rc_counts = NULL;
@@ -104,7 +178,7 @@ int dist_routes_build(struct dist_attn *a, sr_error *e) {
     rc_counts = malloc(sizeof(work_count) * (size_t)a->U * (size_t)R * (size_t)R);
     if (!wc || !rc_counts) {
       free(wc), free(rc_counts);
-      return sr_internal_error(e, 0, "out of memory");
+      return oom(e);
     }
     if (tiles_account_layer(a->pat, a->layer, a->glay, wc, e)) {
       free(wc), free(rc_counts);
@@ -132,109 +206,57 @@ int dist_routes_build(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
+// The CPU backend's buffers: own KV, two ring slots (KV, dK/dV accumulators in and out), the early
+// inter-node slots, dK/dV of the group and, under Ulysses, the group's q, o, dO, dQ and LSE.
+static int cpu_buffers(struct dist_attn *a, sr_error *e) {
+  int64_t row = (int64_t)sr_max64(1, a->nkv) * a->d, slot = 2 * sr_max64(1, a->n_kmax) * row;
+  a->kv_own = malloc(sizeof(float) * (size_t)slot);
+  for (int i = 0; i < 2; i++) {
+    a->kv_buf[i] = malloc(sizeof(float) * (size_t)slot);
+    a->acc[i] = malloc(sizeof(float) * (size_t)slot);
+    a->acc_in[i] = malloc(sizeof(float) * (size_t)slot);
+    if (!a->kv_buf[i] || !a->acc[i] || !a->acc_in[i]) return oom(e);
+  }
+  if (!a->kv_own) return oom(e);
+  for (int i = 0; i < 2 && a->rp->n_early; i++)
+    if (!(a->kv_outer[i] = malloc(sizeof(float) * (size_t)slot))) return oom(e);
+  a->dkvg = malloc(sizeof(float) * (size_t)(2 * sr_max64(1, a->n_q) * row));
+  if (!a->dkvg) return oom(e);
+  if (a->U > 1) {
+    int64_t nq = sr_max64(1, a->n_q), nh = sr_max64(1, a->nh);
+    a->qg = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
+    a->og = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
+    a->dog = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
+    a->dqg = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
+    a->lseg = malloc(sizeof(float) * (size_t)(nq * nh));
+    if (!a->qg || !a->og || !a->dog || !a->dqg || !a->lseg) return oom(e);
+  }
+  return SR_OK;
+}
+
 int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
                      sr_error *e) {
   *out = NULL;
-  const model_config *m = &p->model;
-  if (c->world != p->layout.world)
-    return sr_input_error(e, NULL, "mpirun -np", "the plan is for %d ranks but %d were started", p->layout.world, c->world);
-  if (pat->heads != m->num_heads || pat->n_tokens != p->layout.n_tokens || layer < 0 || layer >= pat->layers)
-    return sr_input_error(e, NULL, "pattern", "shape %d layers x %d heads x %lld tokens does not fit layer %d of %lld heads x %lld tokens",
-                          pat->layers, pat->heads, (long long)pat->n_tokens, layer, (long long)m->num_heads,
-                          (long long)p->layout.n_tokens);
-  if (be == DIST_CUDA && c->kind != COMM_NCCL) return sr_input_error(e, NULL, "--backend", "cuda needs the NCCL comm backend");
+  int rc = check_inputs(p, pat, layer, c, be, e);
+  if (rc) return rc;
   static const ring_plan no_ring;  // until the routes are built (a->rp is never NULL)
   struct dist_attn *a = calloc(1, sizeof *a);
-  if (!a) return sr_internal_error(e, 0, "out of memory");
+  if (!a) return oom(e);
   a->rp = &no_ring;
+  const model_config *m = &p->model;
   a->p = p, a->pat = pat, a->layer = layer, a->c = c, a->be = be, a->fail_rank = -1;
   a->H = (int)m->num_heads, a->Hkv = (int)m->num_kv_heads, a->d = (int)m->head_dim;
   a->scale = 1.0f / sqrtf((float)a->d);
   a->skipping = p->spec.skip_empty_sends;
   a->elem_kv = be == DIST_CUDA ? 2 : 4;
-  const schedule *sc = &p->schedule;
-  a->U = sc->kind == SCHED_ULYSSES ? c->world : sc->kind == SCHED_USP ? (sc->ulysses > 0 ? sc->ulysses : 1) : 1;
-  if (c->world % a->U) {
+  if (!(rc = groups_init(a, e)) && !(rc = indices_build(a, e)) && !(rc = dist_routes_build(a, e)))
+    rc = be == DIST_CPU ? cpu_buffers(a, e) : dist_attn_cuda_setup(a, e);
+  if (rc) {
     dist_attn_free(a);
-    return sr_input_error(e, NULL, "schedule.ulysses", "degree %d does not split %d ranks into groups", a->U, c->world);
-  }
-  a->R = c->world / a->U, a->group = c->rank / a->U, a->gidx = c->rank % a->U;
-  a->h_lo = malloc(sizeof(int) * (size_t)(a->U + 1));
-  a->kv_lo = malloc(sizeof(int) * (size_t)(2 * a->U));
-  if (!a->h_lo || !a->kv_lo) goto oom;
-  int *kv_hi = a->kv_lo + a->U;
-  head_split(a->H, a->Hkv, a->U, a->h_lo, a->kv_lo, kv_hi);
-  a->nh = a->h_lo[a->gidx + 1] - a->h_lo[a->gidx];
-  a->nkv = kv_hi[a->gidx] - a->kv_lo[a->gidx];
-  if (a->nh == 0) a->nkv = 0;
-  if (a->U > 1) {
-    if (dist_group_layout(&p->layout, a->U, &a->glay_own, e)) goto fail;
-    a->glay = &a->glay_own;
-  } else {
-    a->glay = &p->layout;
-  }
-  a->n_local = p->layout.rank_count[c->rank];
-  a->n_q = a->glay->rank_count[a->group];
-  a->kpos = calloc((size_t)a->R, sizeof(int64_t *));
-  if (!a->kpos) goto oom;
-  for (int g = 0; g < a->R; g++) {
-    a->n_kmax = sr_max64(a->n_kmax, a->glay->rank_count[g]);
-    a->kpos[g] = malloc(sizeof(int64_t) * (size_t)sr_max64(1, a->glay->rank_count[g]));
-    if (!a->kpos[g]) goto oom;
-    layout_positions(a->glay, g, a->kpos[g]);
-  }
-  a->qpos = a->kpos[a->group];
-  // When every head of the layer keeps the same elements (dense, or one window), one head's index
-  // serves all heads (kernels/sparse_attn.h): H times less time and memory for the index.
-  pattern one = *pat;
-  int uniform = pattern_layer_heads_uniform(pat, layer);
-  if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(pat, layer, 0);
-  if (tiles_build(uniform ? &one : pat, uniform ? 0 : layer, a->glay, a->group, &a->ti, e)) goto fail;
-  a->ti_view = heads_view(a, &a->ti, uniform);
-  if (tiles_masks_build(pat, layer, &a->masks, e)) goto fail;
-  // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
-  // keeps the tile form. A vs-online pattern is rebuilt in the tile form at run time, so it keeps that.
-  if (p->spec.fwd_runs && !pattern_spec_is_online(p->spec.pattern)) {
-    if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) goto fail;
-    if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
-    else a->ti_fwd_view = heads_view(a, &a->ti_fwd, uniform);
-  }
-
-  if (dist_routes_build(a, e)) goto fail;
-
-  if (be == DIST_CPU) {
-    int64_t row = (int64_t)sr_max64(1, a->nkv) * a->d, slot = 2 * sr_max64(1, a->n_kmax) * row;
-    a->kv_own = malloc(sizeof(float) * (size_t)slot);
-    for (int i = 0; i < 2; i++) {
-      a->kv_buf[i] = malloc(sizeof(float) * (size_t)slot);
-      a->acc[i] = malloc(sizeof(float) * (size_t)slot);
-      a->acc_in[i] = malloc(sizeof(float) * (size_t)slot);
-      if (!a->kv_buf[i] || !a->acc[i] || !a->acc_in[i]) goto oom;
-    }
-    if (!a->kv_own) goto oom;
-    for (int i = 0; i < 2 && a->rp->n_early; i++)
-      if (!(a->kv_outer[i] = malloc(sizeof(float) * (size_t)slot))) goto oom;
-    a->dkvg = malloc(sizeof(float) * (size_t)(2 * sr_max64(1, a->n_q) * row));
-    if (!a->dkvg) goto oom;
-    if (a->U > 1) {
-      int64_t nq = sr_max64(1, a->n_q), nh = sr_max64(1, a->nh);
-      a->qg = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
-      a->og = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
-      a->dog = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
-      a->dqg = malloc(sizeof(float) * (size_t)(nq * nh * a->d));
-      a->lseg = malloc(sizeof(float) * (size_t)(nq * nh));
-      if (!a->qg || !a->og || !a->dog || !a->dqg || !a->lseg) goto oom;
-    }
-  } else {
-    if (dist_attn_cuda_setup(a, e)) goto fail;
+    return e->code ? e->code : SR_EINTERNAL;
   }
   *out = a;
   return SR_OK;
-oom:
-  sr_internal_error(e, 0, "out of memory");
-fail:
-  dist_attn_free(a);
-  return e->code ? e->code : SR_EINTERNAL;
 }
 
 void dist_attn_free(dist_attn *a) {

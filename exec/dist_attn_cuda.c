@@ -141,8 +141,9 @@ typedef struct {
   double origin_s;
   struct {
     cudaEvent_t a, b;
-    int step, stream;
-    const char *phase;
+    int step;
+    timeline_stream stream;
+    timeline_phase phase;
     cudaStream_t st;
   } *ev;
 } cuda_timer;
@@ -163,7 +164,8 @@ static int timer_start(struct dist_attn *a, cuda_timer *t, sr_error *e) {
 
 // Record the opening event of an interval on CUDA stream st (timeline stream stream_id); returns its
 // slot (-1 when not timing).
-static int timer_open_on(struct dist_attn *a, cuda_timer *t, int step, const char *phase, int stream_id, cudaStream_t st) {
+static int timer_open_on(struct dist_attn *a, cuda_timer *t, int step, timeline_phase phase, timeline_stream stream_id,
+                         cudaStream_t st) {
   if (!a->tl) return -1;
   if (t->n == t->cap) {
     t->cap = t->cap ? 2 * t->cap : 64;
@@ -179,9 +181,9 @@ static int timer_open_on(struct dist_attn *a, cuda_timer *t, int step, const cha
   return i;
 }
 
-// The same on the compute stream (TL_COMPUTE) or the comm stream (other timeline streams).
-static int timer_open(struct dist_attn *a, cuda_timer *t, int step, const char *phase, int stream_id) {
-  return timer_open_on(a, t, step, phase, stream_id, stream_id != TL_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
+// The same on the compute stream (STREAM_COMPUTE) or the comm stream (other timeline streams).
+static int timer_open(struct dist_attn *a, cuda_timer *t, int step, timeline_phase phase, timeline_stream stream_id) {
+  return timer_open_on(a, t, step, phase, stream_id, stream_id != STREAM_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
 }
 
 static void timer_close(struct dist_attn *a, cuda_timer *t, int i) {
@@ -284,7 +286,7 @@ static int outer_post(struct dist_attn *a, cuda_timer *tm, int s, sr_error *e) {
     CUDA_TRY(cudaEventRecord(ev, CS(a)));
     CUDA_TRY(cudaStreamWaitEvent(OUTER_STREAM(a), ev, 0));
     cudaEventDestroy(ev);
-    ti = timer_open_on(a, tm, o->target[s] >= 0 ? o->target[s] : s + 1, "kv_send", dist_batch_stream(a, ops, n),
+    ti = timer_open_on(a, tm, o->target[s] >= 0 ? o->target[s] : s + 1, PHASE_KV_SEND, dist_batch_stream(a, ops, n),
                        OUTER_STREAM(a));
   }
   if (comm_p2p_start_outer(a->c, ops, n, &o->pend[s], e)) return e->code;
@@ -310,7 +312,7 @@ static int outer_end(struct dist_attn *a, sr_error *e) {
 }
 
 // Post a KV batch with its timing interval on the comm stream.
-static int start_batch(struct dist_attn *a, cuda_timer *t, int s, const char *phase, comm_p2p *ops, int n,
+static int start_batch(struct dist_attn *a, cuda_timer *t, int s, timeline_phase phase, comm_p2p *ops, int n,
                        comm_pending *p, sr_error *e) {
   int ti = -1;
   if (n > 0 && a->tl) {
@@ -343,9 +345,9 @@ static int heads_of(const struct dist_attn *a, int j, int kv) { return kv ? kv_h
 static int head_lo(const struct dist_attn *a, int j, int kv) { return kv ? a->kv_lo[j] : a->h_lo[j]; }
 
 // The all-to-all stays inside a node when the group's first and last ranks share one.
-static int a2a_stream(const struct dist_attn *a) {
+static timeline_stream a2a_stream(const struct dist_attn *a) {
   int first = a->group * a->U, last = first + a->U - 1;
-  return cluster_node_of(&a->p->cluster, first) == cluster_node_of(&a->p->cluster, last) ? TL_INTRA : TL_INTER;
+  return cluster_node_of(&a->p->cluster, first) == cluster_node_of(&a->p->cluster, last) ? STREAM_INTRA : STREAM_INTER;
 }
 
 // Strided device copy of rows x width bytes (no-op when empty).
@@ -459,7 +461,7 @@ static int a2a_open(struct dist_attn *a, cuda_timer *t, int step, sr_error *e) {
   cudaStreamWaitEvent((cudaStream_t)a->c->comm_stream, ev, 0);
   cudaEventDestroy(ev);
   (void)e;
-  return timer_open(a, t, step, "a2a", a2a_stream(a));
+  return timer_open(a, t, step, PHASE_A2A, a2a_stream(a));
 }
 
 // This rank's K|V packed [2, n_q, nkv, d] (the message format of the ring): a copy, or the all-to-all.
@@ -498,12 +500,12 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
     if (outer_post(a, tm, s, e)) return e->code;
     void *rbuf = post_kv(a, s, cur, ops, &n);
     comm_pending pend;
-    if (start_batch(a, tm, s, "kv_send", ops, n, &pend, e)) return e->code;
+    if (start_batch(a, tm, s, PHASE_KV_SEND, ops, n, &pend, e)) return e->code;
     int src = rp->src[(int64_t)s * a->R + a->group];
     if (src >= 0 && a->nh > 0) {
       sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
-      int ti = timer_open(a, tm, s, "attn", TL_COMPUTE);
+      int ti = timer_open(a, tm, s, PHASE_ATTN, STREAM_COMPUTE);
       if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], ix, src, masks, NULL, NULL, st->o_run, lse, CS(a), e))
         return e->code;
       timer_close(a, tm, ti);
@@ -565,7 +567,7 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
     if (outer_post(a, tm, s, e)) return e->code;
     void *rbuf = post_kv(a, s, cur, ops, &n);
     comm_pending kpend;
-    if (start_batch(a, tm, s, "kv_send", ops, n, &kpend, e)) return e->code;
+    if (start_batch(a, tm, s, PHASE_KV_SEND, ops, n, &kpend, e)) return e->code;
     int64_t i = (int64_t)s * R + me;
     int src = rp->src[i];
     int64_t elems = src >= 0 ? 2 * rows_of(a, src) * row : 0;
@@ -574,7 +576,7 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
       CUDA_TRY(cudaMemsetAsync(P, 0, sizeof(float) * (size_t)elems, CS(a)));
       sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
-      int ti = timer_open(a, tm, s, "attn_bwd", TL_COMPUTE);
+      int ti = timer_open(a, tm, s, PHASE_ATTN_BWD, STREAM_COMPUTE);
       if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &ixt[src], src, masks, dq,
                               P, P + rows_of(a, src) * row, CS(a), e))
         return e->code;
@@ -627,7 +629,7 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
         ops[n++] = op;
         n_flush_prev++;
       }
-    if (start_batch(a, tm, s, "dkv_send", ops, n, &apend, e)) return e->code;
+    if (start_batch(a, tm, s, PHASE_DKV_SEND, ops, n, &apend, e)) return e->code;
     if (comm_p2p_wait(a->c, &kpend, e) || outer_arrive(a, s, e)) return e->code;
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
     if (src >= 0) p = 1 - p;

@@ -56,10 +56,10 @@ struct dist_attn {
 static inline int dist_ring_rank(const struct dist_attn *a, int g) { return g * a->U + a->gidx; }
 
 // Timeline stream of a batch of transfers: "inter" when any peer sits on another node of the plan's cluster.
-static inline int dist_batch_stream(const struct dist_attn *a, const comm_p2p *ops, int n) {
+static inline timeline_stream dist_batch_stream(const struct dist_attn *a, const comm_p2p *ops, int n) {
   for (int i = 0; i < n; i++)
-    if (cluster_node_of(&a->p->cluster, ops[i].peer) != cluster_node_of(&a->p->cluster, a->c->rank)) return TL_INTER;
-  return TL_INTRA;
+    if (cluster_node_of(&a->p->cluster, ops[i].peer) != cluster_node_of(&a->p->cluster, a->c->rank)) return STREAM_INTER;
+  return STREAM_INTRA;
 }
 
 // The tokens of U consecutive ranks as one "rank" of a world of l->world / U groups (the layout the ring

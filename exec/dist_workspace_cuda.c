@@ -1,6 +1,6 @@
 // dist_workspace_cuda.c — the process's shared scratch workspace of the CUDA backend (dist_workspace.h).
 //
-// Plans are built in threads (exec/train_attn.c) while the main thread runs calls of plans already built.
+// Plans are built in threads (train/train_attn.c) while the main thread runs calls of plans already built.
 // A call holds the workspace shared (ws_acquire .. ws_release) while it queues its work; a plan that needs a
 // bigger buffer takes it exclusively, so no call is between two launches with an old address, then waits
 // for the device (work queued by earlier calls may still read the old buffer) before replacing it. Calls of

@@ -1,5 +1,5 @@
-// exec.h — the executor's command layer: self-registering subcommands of `sparsering-exec`, and a
-// small flag parser (the CLI's own parser lives in cli/, which the executor does not link).
+// exec.h — the executor's command layer: self-registering subcommands of `sparsering-exec`, with the
+// same flag parser and command table as bin/sparsering's (plan/args.h, plan/commands.h).
 //
 // A file exec/<name>.c registers its subcommands with EXEC_COMMAND; exec/main.c dispatches
 // `sparsering-exec <command> ...` (normally under `mpirun -np W`). Commands parse flags, call the
@@ -11,22 +11,20 @@
 #include <stdint.h>
 
 #include "plan/args.h"
+#include "plan/commands.h"
 #include "plan/error.h"
 
 typedef int (*exec_fn)(int argc, char **argv);  // argv[0] is the command name
 
-// Register a subcommand of sparsering-exec (used by EXEC_COMMAND).
-void exec_register(const char *name, exec_fn fn, const char *summary);
-// Find a registered subcommand by name (NULL when unknown).
-exec_fn exec_find(const char *name);
-// Print the registered subcommands, sorted by name, one per line.
-void exec_print_commands(void *file);
+// Register a subcommand of sparsering-exec (used by EXEC_COMMAND); usage: its flags, for its parser
+// and its --help.
+void exec_register(const char *name, exec_fn fn, const char *summary, const cli_usage *usage);
+// What `sparsering-exec argv[1..]` asks: a command to run, or a text to print (sr_commands_dispatch).
+int exec_dispatch(int argc, char **argv, sr_dispatch *d);
 
-// Register fn as `sparsering-exec name` (a constructor runs before main; the binary links the exec
-// library whole-archive so every registration is kept).
-#define EXEC_COMMAND(name, fn, summary) \
-  __attribute__((constructor)) static void exec_reg_##fn(void) { exec_register(name, fn, summary); }
-
-// Flags: plan/args.h (cli_parse, cli_get, ...), the same parser as bin/sparsering's.
+// Register fn as `sparsering-exec name` with its cli_usage (a constructor runs before main; the binary
+// links the exec library whole-archive so every registration is kept).
+#define EXEC_COMMAND(name, fn, summary, usage) \
+  __attribute__((constructor)) static void exec_reg_##fn(void) { exec_register(name, fn, summary, usage); }
 
 #endif

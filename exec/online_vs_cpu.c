@@ -61,7 +61,7 @@ void online_cpu_release(struct dist_attn *a) {
 }
 
 int dist_attn_estimate_online(dist_attn *a, sr_error *e) {
-  if (a->be != DIST_CPU || !pattern_spec_is_online(a->p->spec.pattern) || a->online_cpu) return SR_OK;
+  if (a->be != DIST_CPU || pattern_spec_estimation(a->p->spec.pattern) != PATTERN_ONLINE || a->online_cpu) return SR_OK;
   if (a->skipping)
     return sr_input_error(e, NULL, "--skip-empty-sends", "vs-online estimates the pattern at run time, so the shards "
                                                          "it needs are not known at plan time; run without skipping");

@@ -50,7 +50,7 @@ typedef struct {
                                cudaGetErrorString(r_), __FILE__, __LINE__);                               \
   } while (0)
 
-int online_vs_wanted(const struct dist_attn *a) { return pattern_spec_is_online(a->p->spec.pattern); }
+int online_vs_wanted(const struct dist_attn *a) { return pattern_spec_estimation(a->p->spec.pattern) == PATTERN_ONLINE; }
 
 int online_vs_setup(struct dist_attn *a, sr_error *e) {
   if (a->skipping)

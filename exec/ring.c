@@ -31,7 +31,7 @@ static void maybe_fail(const struct dist_attn *a, int step) {
   for (;;) pause();
 }
 
-static void record(struct dist_attn *a, int step, const char *phase, int stream, double t0, double t1) {
+static void record(struct dist_attn *a, int step, timeline_phase phase, timeline_stream stream, double t0, double t1) {
   if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, step, phase, stream, t0, t1);
 }
 
@@ -112,7 +112,7 @@ static int outer_arrive(struct dist_attn *a, outer_state *o, int s, sr_error *e)
   for (int b = 0; b < 2; b++)
     if (o->target[b] == s + 1) {
       if (comm_p2p_wait(a->c, &o->recv[b], e)) return e->code;
-      record(a, s + 1, "kv_send", TL_INTER, o->t_post[b], sr_now());
+      record(a, s + 1, PHASE_KV_SEND, STREAM_INTER, o->t_post[b], sr_now());
       o->target[b] = -1;
     }
   return SR_OK;
@@ -163,8 +163,8 @@ int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error
     double t1 = sr_now();
     if (comm_p2p_wait(a->c, &pend, e) || outer_arrive(a, &os, s, e)) goto fail;
     double t2 = sr_now();
-    if (src >= 0) record(a, s, "attn", TL_COMPUTE, t0, t1);
-    if (n > 0) record(a, s, "kv_send", dist_batch_stream(a, ops, n), tc, t2);
+    if (src >= 0) record(a, s, PHASE_ATTN, STREAM_COMPUTE, t0, t1);
+    if (n > 0) record(a, s, PHASE_KV_SEND, dist_batch_stream(a, ops, n), tc, t2);
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
   }
   return outer_end(a, &os, e);
@@ -209,14 +209,14 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
   if (outer_begin(a, &os, e)) goto fail;
   comm_pending apend = {0};  // accumulator sends of the previous step (and the receive for this step)
   double t_acc = 0;          // when that batch was posted (0: none)
-  int acc_sid = TL_INTRA;
+  timeline_stream acc_sid = STREAM_INTRA;
   int p = 0;
   for (int s = 0; s < rp->n_steps; s++) {
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
     float *rbuf;
     if (outer_post(a, &os, s, RING_TAG_KV_BWD, e) || post_kv(a, s, RING_TAG_KV_BWD, cur, ops, &n, &rbuf, e)) goto fail;
-    int kv_sid = dist_batch_stream(a, ops, n);
+    timeline_stream kv_sid = dist_batch_stream(a, ops, n);
     comm_pending kpend;
     double tc = sr_now();
     if (comm_p2p_start(a->c, ops, n, &kpend, e)) goto fail;
@@ -241,7 +241,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
       t1 = sr_now();
       // Accumulators of the earlier holders of this shard: arrived during the compute, or kept here.
       if (comm_p2p_wait(a->c, &apend, e)) goto fail;
-      if (t_acc > 0) record(a, s - 1, "dkv_send", acc_sid, t_acc, sr_now());
+      if (t_acc > 0) record(a, s - 1, PHASE_DKV_SEND, acc_sid, t_acc, sr_now());
       t_acc = 0;
       int af = rp->acc_from[i];
       const float *in = af == me ? a->acc[1 - p] : af >= 0 ? a->acc_in[s % 2] : NULL;
@@ -249,7 +249,7 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
         for (int64_t x = 0; x < elems; x++) P[x] += in[x];
     } else {
       if (comm_p2p_wait(a->c, &apend, e)) goto fail;
-      if (t_acc > 0) record(a, s - 1, "dkv_send", acc_sid, t_acc, sr_now());
+      if (t_acc > 0) record(a, s - 1, PHASE_DKV_SEND, acc_sid, t_acc, sr_now());
       t_acc = 0;
     }
     // Pass the accumulators on (or home), and receive the next step's.
@@ -273,13 +273,13 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
     a->st.bytes_sent += apend.bytes_sent;
     if (comm_p2p_wait(a->c, &kpend, e) || outer_arrive(a, &os, s, e)) goto fail;
     double t2 = sr_now();
-    if (src >= 0) record(a, s, "attn_bwd", TL_COMPUTE, t0, t1);
-    if (kpend.bytes_sent + kpend.bytes_recv > 0) record(a, s, "kv_send", kv_sid, tc, t2);
+    if (src >= 0) record(a, s, PHASE_ATTN_BWD, STREAM_COMPUTE, t0, t1);
+    if (kpend.bytes_sent + kpend.bytes_recv > 0) record(a, s, PHASE_KV_SEND, kv_sid, tc, t2);
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
     if (src >= 0) p = 1 - p;
   }
   if (comm_p2p_wait(a->c, &apend, e) || outer_end(a, &os, e)) goto fail;
-  if (t_acc > 0) record(a, rp->n_steps - 1, "dkv_send", acc_sid, t_acc, sr_now());
+  if (t_acc > 0) record(a, rp->n_steps - 1, PHASE_DKV_SEND, acc_sid, t_acc, sr_now());
   for (int f0 = 0; f0 < n_flush; f0 += COMM_MAX_BATCH * 2) {  // bounded waits, a batch at a time
     comm_pending all = {0};
     all.n_req = n_flush - f0 < COMM_MAX_BATCH * 2 ? n_flush - f0 : COMM_MAX_BATCH * 2;

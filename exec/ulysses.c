@@ -16,9 +16,9 @@ static int64_t member_off(const struct dist_attn *a, int j) {
   return off;
 }
 // The all-to-all stays inside a node when the group's first and last ranks share one.
-static int a2a_stream(const struct dist_attn *a) {
+static timeline_stream a2a_stream(const struct dist_attn *a) {
   int first = a->group * a->U, last = first + a->U - 1;
-  return cluster_node_of(&a->p->cluster, first) == cluster_node_of(&a->p->cluster, last) ? TL_INTRA : TL_INTER;
+  return cluster_node_of(&a->p->cluster, first) == cluster_node_of(&a->p->cluster, last) ? STREAM_INTRA : STREAM_INTER;
 }
 static int q_heads(const struct dist_attn *a, int j) { return a->h_lo[j + 1] - a->h_lo[j]; }
 static int kv_heads(const struct dist_attn *a, int j) {
@@ -157,11 +157,11 @@ int dist_attn_fwd(dist_attn *a, const void *q_, const void *k, const void *v, vo
   } else {
     double ta = sr_now();
     rc = scatter_heads(a, q, a->H, 0, a->qg, e) || load_kv(a, k, v, e);
-    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, 0, "a2a", a2a_stream(a), ta, sr_now());
+    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, 0, PHASE_A2A, a2a_stream(a), ta, sr_now());
     rc = rc || ring_fwd(a, a->qg, a->og, a->lseg, e);
     ta = sr_now();
     rc = rc || gather_heads(a, a->og, a->H, 0, 0, o, e) || move_lse(a, a->lseg, lse, 0, e);
-    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, a->rp->n_steps - 1, "a2a", a2a_stream(a), ta, sr_now());
+    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, a->rp->n_steps - 1, PHASE_A2A, a2a_stream(a), ta, sr_now());
   }
   a->st.bytes_saved += a->saved_fwd;
   a->st.shards_skipped += a->skipped;
@@ -187,7 +187,7 @@ int dist_attn_bwd(dist_attn *a, const void *q_, const void *k, const void *v, co
     double ta = sr_now();
     rc = scatter_heads(a, q, a->H, 0, a->qg, e) || scatter_heads(a, o, a->H, 0, a->og, e) ||
          scatter_heads(a, dout, a->H, 0, a->dog, e) || move_lse(a, lse, a->lseg, 1, e) || load_kv(a, k, v, e);
-    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, 0, "a2a", a2a_stream(a), ta, sr_now());
+    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, 0, PHASE_A2A, a2a_stream(a), ta, sr_now());
     if (!rc) memset(a->dqg, 0, sizeof(float) * (size_t)(a->n_q * a->nh * a->d));
     rc = rc || ring_bwd(a, a->qg, a->og, a->lseg, a->dog, a->dqg, a->dkvg, e);
     ta = sr_now();
@@ -197,7 +197,7 @@ int dist_attn_bwd(dist_attn *a, const void *q_, const void *k, const void *v, co
       memset(dv, 0, sizeof(float) * (size_t)(a->n_local * a->Hkv * a->d));
     }
     rc = rc || gather_heads(a, a->dkvg, a->Hkv, 1, 1, dk, e) || gather_heads(a, a->dkvg + plane, a->Hkv, 1, 1, dv, e);
-    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, a->rp->n_steps - 1, "a2a", a2a_stream(a), ta, sr_now());
+    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, a->rp->n_steps - 1, PHASE_A2A, a2a_stream(a), ta, sr_now());
   }
   a->st.bytes_saved += a->saved_bwd;
   a->st.bwd_s += sr_now() - t0;

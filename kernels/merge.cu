@@ -7,7 +7,7 @@
 #include "kernels/sa_gpu.h"
 #include "kernels/sparse_attn.h"
 
-// O <- O - sigma(Lb - L)(O - Ob), L <- L + softplus(Lb - L) (DESIGN.md, "Numerics that matter");
+// O <- O - sigma(Lb - L)(O - Ob), L <- L + softplus(Lb - L) (docs/design.md, "The LSE merge");
 // an empty partial (Lb = -inf) changes nothing; an empty running state takes the partial.
 __global__ void sa_merge_kernel(int64_t n_q, int heads, int d, float *o, float *lse, const __nv_bfloat16 *o_b,
                                 const float *lse_b) {

@@ -59,7 +59,7 @@ static int shape_ok(const sa_shape *s, const tile_index *ti, int src) {
 
 // ---- merge -------------------------------------------------------------------------------------
 
-// The stable LSE merge of DESIGN.md ("Numerics that matter") for one row, in double:
+// The stable LSE merge of docs/design.md ("The LSE merge") for one row, in double:
 // O <- O - sigma(Lb - L) (O - Ob), L <- L + softplus(Lb - L); an empty partial changes nothing and
 // an empty running state takes the partial as it is (softplus(inf) would give -inf + inf).
 static void merge_row(int d, float *o, float *lse, const double *ob, double lb) {

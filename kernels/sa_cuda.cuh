@@ -46,6 +46,15 @@ __device__ __forceinline__ void sa_cp_async_commit(void) { asm volatile("cp.asyn
 template <int N>
 __device__ __forceinline__ void sa_cp_async_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// 2^x by the special-function unit alone (ex2.approx.ftz: relative error ~2^-22; results below 2^-126
+// flush to 0, as do inputs of -inf). exp2f adds a range test and two multiplies to keep denormal
+// results, probabilities far below bf16's resolution of the row sum.
+__device__ __forceinline__ float sa_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ uint32_t sa_pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *(uint32_t *)&v;

@@ -28,7 +28,8 @@ typedef struct {
 
 // CPU reference forward (float64 accumulation) of one ring step: computes the step's partial (O_b, L_b)
 // for source `src` and merges it into the running fp32 (o_run, lse_run) by the stable LSE merge of
-// DESIGN.md; rows without work in this step are left unchanged. Initialise o_run = 0, lse_run = -inf.
+// docs/design.md, "The LSE merge"; rows without work in this step are left unchanged. Initialise o_run = 0,
+// lse_run = -inf.
 int sa_ref_fwd(const sa_shape *s, const float *q, const float *k, const float *v, const int64_t *qpos,
                const int64_t *kpos, const tile_index *ti, int src, const head_mask *masks, float *o_run,
                float *lse_run);
@@ -113,10 +114,10 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
            const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
            float *lse_run, void *stream, sr_error *e);
 
-// Forward kernel variant (benchmark and GPU test): -1 = the default (the fastest where the sm_90a
-// image runs, else 0); mma.sync: 0 = one 16-row tile per warp, 1 = two; wgmma (Hopper; 0 elsewhere):
-// 2 = two CTAs per SM, 3 = one, 4 = one, pipelined, 5 = as 2, with a warpgroup skipping the softmax and
-// P V of a masked chunk's 64 x 64 block that keeps nothing. All compute the same function.
+// Forward kernel variant (benchmark and GPU test only): -1 = the default (3 where the sm_90a image runs,
+// else 0); 0 = mma.sync (sm_80 and up); on Hopper (0 elsewhere): 2 = wgmma without warp specialization
+// (the previous default, kept for comparison), 3 = warp-specialized with the consumers taking turns,
+// 4 = warp-specialized without turns. All compute the same function.
 extern int sa_fwd_variant;
 // 1 when the current device runs the sm_90a image of the library (the wgmma forward), else 0.
 int sa_wgmma_built(void);

@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(DQ_THREADS, 1) sa_bwd_dq_kernel(const bwd_args
     for (int n = 0; n < SA_BN / 8; n++)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        float p = (keep >> (n * 4 + e)) & 1u ? exp2f(s[n][e] * a.scale_log2 - L2[e >> 1]) : 0.f;
+        float p = (keep >> (n * 4 + e)) & 1u ? sa_exp2(s[n][e] * a.scale_log2 - L2[e >> 1]) : 0.f;
         s[n][e] = p * (dp[n][e] - Dr[e >> 1]);  // dS
       }
     sa_mma_pb<SA_BN, D>(dq, s, kb, S, lane);
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         int col = n * 8 + 2 * t + (e & 1);
-        float p = (keep >> (n * 4 + e)) & 1u ? exp2f(s[n][e] * a.scale_log2 - l2[col]) : 0.f;
+        float p = (keep >> (n * 4 + e)) & 1u ? sa_exp2(s[n][e] * a.scale_log2 - l2[col]) : 0.f;
         s[n][e] = p;                        // P^T
         dp[n][e] = p * (dp[n][e] - dr[col]);  // dS^T
       }

@@ -24,8 +24,8 @@
 // j's list is the query tiles j.., so all tiles reach a chunk at the same step; their additions stagger
 // once by the hand-over time (a tile releases a chunk's semaphore while the next chunk's first products
 // run) and then follow one another. Under sink + window masks the sink tile, first in every order,
-// paces the window tiles. Measured: slower than the split kernels (docs/kernels.md, "Backward: the
-// fused kernel"), so it is not the default.
+// paces the window tiles. Measured: slower than the split kernels (results/JOURNAL.md, "The fused
+// backward"), so it is not the default.
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_fused_kernel(const bwd_a
       for (int e = 0; e < 4; e++) {
         int col = n * 8 + 2 * t + (e & 1);
         float L = lb[col], l2 = L == -INFINITY ? INFINITY : L * SA_LOG2E;
-        s[n][e] = (keep >> (n * 4 + e)) & 1u ? exp2f(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;  // P^T
+        s[n][e] = (keep >> (n * 4 + e)) & 1u ? sa_exp2(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;  // P^T
       }
     uint32_t pa[4][4], da[4][4];
     bw_pack(pa, s);

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_a
     for (int n = 0; n < SA_BN / 8; n++)
 #pragma unroll
       for (int e = 0; e < 4; e++)
-        s[n][e] = (keep >> (n * 4 + e)) & 1u ? exp2f(fmaf(s[n][e], a.scale_log2, -L2[e >> 1])) : 0.f;  // P
+        s[n][e] = (keep >> (n * 4 + e)) & 1u ? sa_exp2(fmaf(s[n][e], a.scale_log2, -L2[e >> 1])) : 0.f;  // P
     if (OVL) {
       sa_wgmma_wait<0>();
       bw_fence_regs<SA_BN / 2>(&dp[0][0]);
@@ -358,7 +358,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dkdv_wg_kernel(const bwd
       for (int e = 0; e < 4; e++) {
         int col = n * 8 + 2 * t + (e & 1);
         float L = lb[col], l2 = L == -INFINITY ? INFINITY : L * SA_LOG2E;
-        s[n][e] = (keep >> (n * 4 + e)) & 1u ? exp2f(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;  // P^T
+        s[n][e] = (keep >> (n * 4 + e)) & 1u ? sa_exp2(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;  // P^T
       }
     uint32_t pa[4][4], da[4][4];
     bw_pack(pa, s);

@@ -4,7 +4,7 @@
 // cp.async; online softmax in registers in base 2. Two product engines: mma.sync m16n8k16 (sm_80 and
 // up; 16 or 32 rows a warp) and, on Hopper's sm_90a image, wgmma with a 64-row warpgroup tile (the
 // default there; kernels/sa_wgmma.cuh). The epilogue writes the step's O_b / LSE_b and merges into
-// the running fp32 (O, LSE) by the stable form of DESIGN.md.
+// the running fp32 (O, LSE) by the stable form of docs/design.md, "The LSE merge".
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -13,18 +13,7 @@
 #include "kernels/sa_wgmma.cuh"
 #include "kernels/sparse_attn.h"
 
-typedef struct {
-  const __nv_bfloat16 *q, *k, *v;
-  const int64_t *qpos, *kpos;
-  tile_index ti;
-  const int32_t *order;
-  const head_mask *masks;
-  __nv_bfloat16 *o_b;
-  float *lse_b, *o_run, *lse_run;
-  int64_t n_q, n_k;
-  int heads, kv_heads, src;
-  float scale_log2;
-} fwd_args;
+#include "kernels/sa_fwd.cuh"
 
 // ---- chunk copy ----------------------------------------------------------------------------------
 
@@ -41,115 +30,6 @@ __device__ __forceinline__ void fwd_load_chunk(const fwd_args &a, const sa_cell 
   }
 }
 
-// ---- online softmax and epilogue (shared by the mma.sync and the wgmma kernels) ------------------
-
-// One softmax step of a 16-row tile over KS keys, scores s (raw Q K^T) in accumulator layout (rows
-// g, g + 8 of the tile in e / 2): mask by the keep bits (MASKED), update the row max m (base 2,
-// scaled) and sum l, leave P = exp2(scale s - m) in s (one FFMA per element) and the factor alpha by
-// which the output accumulators must be rescaled.
-template <int KS, bool MASKED>
-__device__ __forceinline__ void fwd_softmax_p(float (*s)[4], uint32_t keep, float scale_log2, float *m, float *l,
-                                              float *alpha) {
-  float cm[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < KS / 8; n++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      if (MASKED && !((keep >> (n * 4 + e)) & 1u)) s[n][e] = -INFINITY;
-      cm[e >> 1] = fmaxf(cm[e >> 1], s[n][e]);
-    }
-  float mu[2];
-#pragma unroll
-  for (int ri = 0; ri < 2; ri++) {
-    cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 1));
-    cm[ri] = fmaxf(cm[ri], __shfl_xor_sync(0xffffffffu, cm[ri], 2));
-    float mn = fmaxf(m[ri], cm[ri] == -INFINITY ? -INFINITY : cm[ri] * scale_log2);
-    mu[ri] = mn == -INFINITY ? 0.f : mn;  // an all-masked row so far: keep exp2 finite (it gives 0)
-    alpha[ri] = exp2f(m[ri] - mu[ri]);
-    m[ri] = mn;
-    l[ri] *= alpha[ri];
-  }
-#pragma unroll
-  for (int n = 0; n < KS / 8; n++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      float p = exp2f(fmaf(s[n][e], scale_log2, -mu[e >> 1]));
-      s[n][e] = p;
-      l[e >> 1] += p;
-    }
-}
-
-// o *= alpha per row; skipped when no row of the warp changed its max (alpha = 1), the common case
-// once a row has seen its largest scores.
-template <int D>
-__device__ __forceinline__ void fwd_rescale(float (*o)[4], const float *alpha) {
-  if (__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) return;
-#pragma unroll
-  for (int n = 0; n < D / 8; n++) {
-    o[n][0] *= alpha[0], o[n][1] *= alpha[0];
-    o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-  }
-}
-
-// Both, for one 16-row tile (one code path for masked and unmasked chunks: a second copy costs the
-// register-capped kernels spills).
-template <int KS, int D>
-__device__ __forceinline__ void fwd_softmax(float (*s)[4], uint32_t keep, float scale_log2, float *m, float *l,
-                                            float (*o)[4]) {
-  float alpha[2];
-  fwd_softmax_p<KS, true>(s, keep, scale_log2, m, l, alpha);
-  fwd_rescale<D>(o, alpha);
-}
-
-// Normalise, write the step's (O_b, LSE_b), merge into the running state, for MT 16-row tiles of a
-// warp (rows rl, outside the tile when >= n_rows).
-template <int D, int MT>
-__device__ __forceinline__ void fwd_epilogue(const fwd_args &a, float (*o)[D / 8][4], float (*m)[2], float (*l)[2],
-                                             const int (*rl)[2], int64_t row0, int n_rows, int h, int t) {
-  // Every lane reads the running LSE before any lane of its quad overwrites it.
-  float Lrun[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-    for (int ri = 0; ri < 2; ri++) {
-      l[mt][ri] += __shfl_xor_sync(0xffffffffu, l[mt][ri], 1);
-      l[mt][ri] += __shfl_xor_sync(0xffffffffu, l[mt][ri], 2);
-      Lrun[mt][ri] = a.o_run && rl[mt][ri] < n_rows ? a.lse_run[(int64_t)h * a.n_q + row0 + rl[mt][ri]] : -INFINITY;
-    }
-  __syncwarp();
-#pragma unroll
-  for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-    for (int ri = 0; ri < 2; ri++) {
-      if (rl[mt][ri] >= n_rows) continue;
-      int64_t row = row0 + rl[mt][ri];
-      float lr = l[mt][ri], inv = lr > 0.f ? 1.f / lr : 0.f;
-      float lse = lr > 0.f ? (m[mt][ri] + log2f(lr)) * SA_LN2 : -INFINITY;
-      int64_t base = (row * a.heads + h) * D;
-      if (a.o_b)
-#pragma unroll
-        for (int n = 0; n < D / 8; n++)
-          *(uint32_t *)(a.o_b + base + n * 8 + 2 * t) =
-              sa_pack_bf16(o[mt][n][2 * ri] * inv, o[mt][n][2 * ri + 1] * inv);
-      if (a.lse_b && t == 0) a.lse_b[(int64_t)h * a.n_q + row] = lse;
-      if (a.o_run && lse != -INFINITY) {
-        float L = Lrun[mt][ri], sig = 1.f, Lnew = lse;
-        if (L != -INFINITY) {  // O <- O - sigma(Lb - L)(O - Ob), L <- L + softplus(Lb - L)
-          float x = lse - L, ex = __expf(-fabsf(x));
-          sig = x >= 0.f ? 1.f / (1.f + ex) : ex / (1.f + ex);
-          Lnew = L + fmaxf(x, 0.f) + log1pf(ex);
-        }
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-          float2 *p = (float2 *)(a.o_run + base + n * 8 + 2 * t), r = *p;
-          r.x -= sig * (r.x - o[mt][n][2 * ri] * inv);
-          r.y -= sig * (r.y - o[mt][n][2 * ri + 1] * inv);
-          *p = r;
-        }
-        if (t == 0) a.lse_run[(int64_t)h * a.n_q + row] = Lnew;
-      }
-    }
-}
 
 // ---- the kernel ----------------------------------------------------------------------------------
 
@@ -290,8 +170,8 @@ __device__ __forceinline__ void wg_issue(const fwd_args &a, const wg_rows<D> &w,
   if (tid == 0) *sinfo = w.kind | w.n_valid << 4;
 }
 
-template <int D, int MINB, bool SKIP>
-__global__ void __launch_bounds__(WG_THREADS, MINB) sa_fwd_wg_kernel(const fwd_args a) {
+template <int D>
+__global__ void __launch_bounds__(WG_THREADS, 2) sa_fwd_wg_kernel(const fwd_args a) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Swizzled tiles need 1024-byte alignment: the launch adds that much slack.
   unsigned char *sq = smem_raw + ((1024 - (sa_smem_addr(smem_raw) & 1023)) & 1023);
@@ -367,11 +247,8 @@ __global__ void __launch_bounds__(WG_THREADS, MINB) sa_fwd_wg_kernel(const fwd_a
                          dk0 + (((kk >> 2) * SA_BN * 128 + (kk & 3) * 32) >> 4));
     sa_wgmma_commit();
 
-    // The keep bits while S = Q K^T runs. With SKIP, a warpgroup whose 64 x 64 block of a masked chunk
-    // keeps nothing (a slash band crossing the tile's other half, the causal corner) skips the softmax and
-    // O += P V: exact, since a row that keeps nothing in a chunk leaves (m, l, O) as they were.
+    // The keep bits while S = Q K^T runs.
     uint32_t keep = 0xffffffffu;
-    int wg_any = 1;
     if (kind != SA_CHUNK_FULL || n_valid != SA_BN) {
       int fast = 0;
       if (n_valid == SA_BN && (kind == SA_CHUNK_BAR || causal_partial)) {
@@ -381,15 +258,10 @@ __global__ void __launch_bounds__(WG_THREADS, MINB) sa_fwd_wg_kernel(const fwd_a
         fast = kmax <= qmin;
       }
       if (!fast) keep = sa_keep_bits<SA_BN / 8>(kind, mask, qp, kp, t, n_valid);
-      if (SKIP) wg_any = sa_wg_any(keep != 0u, wg);
     }
     sa_wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < SA_BN / 2; i++) sa_reg_fence((&s[0][0][0])[i]);
-    if (!wg_any) {
-      __syncthreads();  // the next iteration's copy overwrites this buffer
-      continue;
-    }
     fwd_softmax<SA_BN, D>(s[0], keep, a.scale_log2, m[0], l[0], o[0]);
 
     uint32_t pa[SA_BN / 16][4];
@@ -422,170 +294,6 @@ __global__ void __launch_bounds__(WG_THREADS, MINB) sa_fwd_wg_kernel(const fwd_a
   fwd_epilogue<D, 1>(a, o, m, l, rl, row0, n_rows, h, t);
 }
 
-// ---- the pipelined Hopper kernel (variant 4) ---------------------------------------------------------
-// One CTA per SM (registers for Q in registers and two score tiles' worth of live state), K/V in a
-// ring of WG_STAGES buffers with one barrier per chunk. Within a warpgroup the tensor cores and the
-// softmax overlap (FlashAttention-3's intra-warpgroup pipelining, Shah et al. 2024): chunk i issues
-// S_i = Q K_i^T and O += P_{i-1} V_{i-1} together, runs the softmax of S_i while the second product is
-// still running, and rescales O only after it has finished. A buffer is refilled two chunks after
-// its use, so copies are issued WG_STAGES - 2 chunks ahead.
-
-#define WG_STAGES 4
-
-template <int D>
-__global__ void __launch_bounds__(WG_THREADS, 1) sa_fwd_wgp_kernel(const fwd_args a) {
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char *sq = smem_raw + ((1024 - (sa_smem_addr(smem_raw) & 1023)) & 1023);
-  unsigned char *sk = sq + SA_BM * D * 2, *sv = sk + WG_STAGES * SA_BN * D * 2;
-  int64_t *skpos = (int64_t *)(sv + WG_STAGES * SA_BN * D * 2);
-  int *sinfo = (int *)(skpos + WG_STAGES * SA_BN);
-  int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int BUF = SA_BN * D * 2;
-
-  int n_qt = a.ti.n_qtiles, ix_cells = a.ti.heads * n_qt;
-  int cell = a.order[blockIdx.x % ix_cells];
-  int h = a.ti.heads == 1 ? (int)(blockIdx.x / ix_cells) : cell / n_qt, qt = cell % n_qt;
-  int kvh = h / (a.heads / a.kv_heads);
-  sa_cell c = sa_cell_of(&a.ti, h, qt, a.src);
-  int64_t row0 = (int64_t)qt * SA_BM;
-  int n_rows = (int)min((int64_t)SA_BM, a.n_q - row0);
-  int nc = c.n_chunks;
-
-  // Prologue: Q with chunk 0, then chunks up to WG_STAGES - 3, one cp.async group each.
-  sa_load_rows_sw128<D, SA_BM, WG_THREADS>(sq, a.q + (int64_t)h * D, row0, NULL, n_rows, (int64_t)a.heads * D, tid);
-  wg_rows<D> w;
-#pragma unroll
-  for (int p = 0; p < WG_STAGES - 2; p++) {
-    if (p < nc) {
-      wg_fetch<D>(a, c, p, tid, w);
-      wg_issue<D>(a, w, kvh, sk + p * BUF, sv + p * BUF, skpos + p * SA_BN, sinfo + p, tid);
-    }
-    sa_cp_async_commit();
-  }
-  if (WG_STAGES - 2 < nc) wg_fetch<D>(a, c, WG_STAGES - 2, tid, w);
-  sa_cp_async_wait<WG_STAGES - 3>();
-  __syncthreads();
-  uint32_t qa[D / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; kk++) sa_ldmatrix_a_sw128(qa[kk], sq, SA_BM, warp * 16, kk, lane);
-
-  int rl[1][2];
-  int64_t qp[2];
-  float o[1][D / 8][4], m[1][2], l[1][2];
-#pragma unroll
-  for (int i = 0; i < 2; i++) {
-    rl[0][i] = warp * 16 + g + 8 * i;
-    qp[i] = rl[0][i] < n_rows ? a.qpos[row0 + rl[0][i]] : -2;
-    m[0][i] = -INFINITY, l[0][i] = 0.f;
-  }
-#pragma unroll
-  for (int n = 0; n < D / 8; n++) o[0][n][0] = o[0][n][1] = o[0][n][2] = o[0][n][3] = 0.f;
-  int64_t qmin = min(qp[0], qp[1]);
-#pragma unroll
-  for (int x = 1; x < 32; x <<= 1) qmin = min(qmin, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)qmin, x));
-  const head_mask *mask = a.masks ? &a.masks[h] : NULL;
-  int causal_partial = !mask || mask->kind == PATTERN_DENSE;
-  uint32_t pa[SA_BN / 16][4];  // P of the previous chunk, waiting for its product with V
-#pragma unroll
-  for (int kk = 0; kk < SA_BN / 16; kk++) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
-
-  for (int ci = 0; ci < nc; ci++) {
-    int buf = ci % WG_STAGES, pbuf = (ci + WG_STAGES - 1) % WG_STAGES;
-    sa_cp_async_wait<WG_STAGES - 3>();  // chunk ci has landed (later ones may still be in flight)
-    sa_fence_proxy_async();
-    __syncthreads();  // chunk ci visible to all; every warp is done with chunk ci - 2's buffer
-    {
-      int nb = (ci + WG_STAGES - 2) % WG_STAGES;
-      if (ci + WG_STAGES - 2 < nc) {
-        wg_issue<D>(a, w, kvh, sk + nb * BUF, sv + nb * BUF, skpos + nb * SA_BN, sinfo + nb, tid);
-        if (ci + WG_STAGES - 1 < nc) wg_fetch<D>(a, c, ci + WG_STAGES - 1, tid, w);
-      }
-      sa_cp_async_commit();
-    }
-    const unsigned char *kb = sk + buf * BUF;
-    const int64_t *kp = skpos + buf * SA_BN;
-    int info = sinfo[buf], kind = info & 15, n_valid = info >> 4;
-
-    float s[1][SA_BN / 8][4];
-#pragma unroll
-    for (int i = 0; i < SA_BN / 2; i++) sa_reg_fence((&s[0][0][0])[i]);
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) sa_reg_fence((&o[0][0][0])[i]);
-    sa_wgmma_fence();
-    uint64_t dk0 = sa_desc_sw128(kb, 16, 1024);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-      sa_wgmma_m64n64_rs(&s[0][0][0], qa[kk], dk0 + (((kk >> 2) * SA_BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
-    sa_wgmma_commit();
-    if (ci > 0) {
-      uint64_t dv0 = sa_desc_sw128(sv + pbuf * BUF, SA_BN * 128, 1024);
-#pragma unroll
-      for (int kk = 0; kk < SA_BN / 16; kk++) {
-        if (D == 128) sa_wgmma_m64n128_rs_tb(&o[0][0][0], pa[kk], dv0 + ((kk * 16 * 128) >> 4));
-        else sa_wgmma_m64n64_rs_tb(&o[0][0][0], pa[kk], dv0 + ((kk * 16 * 128) >> 4));
-      }
-    }
-    sa_wgmma_commit();
-    sa_wgmma_wait<1>();  // S_i done; P_{i-1} V_{i-1} may still run
-#pragma unroll
-    for (int i = 0; i < SA_BN / 2; i++) sa_reg_fence((&s[0][0][0])[i]);
-
-    uint32_t keep = 0xffffffffu;
-    if (kind != SA_CHUNK_FULL || n_valid != SA_BN) {
-      int fast = 0;
-      if (n_valid == SA_BN && (kind == SA_CHUNK_BAR || causal_partial)) {
-        int64_t kmax = max(kp[lane], kp[lane + 32]);
-#pragma unroll
-        for (int x = 1; x < 32; x <<= 1) kmax = max(kmax, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)kmax, x));
-        fast = kmax <= qmin;
-      }
-      if (!fast) keep = sa_keep_bits<SA_BN / 8>(kind, mask, qp, kp, t, n_valid);
-    }
-    float alpha[2];
-    if (__all_sync(0xffffffffu, keep == 0xffffffffu))
-      fwd_softmax_p<SA_BN, false>(s[0], keep, a.scale_log2, m[0], l[0], alpha);
-    else
-      fwd_softmax_p<SA_BN, true>(s[0], keep, a.scale_log2, m[0], l[0], alpha);
-
-    sa_wgmma_wait<0>();  // P_{i-1} V_{i-1} done: O and the P registers are free
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) sa_reg_fence((&o[0][0][0])[i]);
-#pragma unroll
-    for (int kk = 0; kk < SA_BN / 16; kk++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]);
-    fwd_rescale<D>(o[0], alpha);
-#pragma unroll
-    for (int kk = 0; kk < SA_BN / 16; kk++) {
-      pa[kk][0] = sa_pack_bf16(s[0][2 * kk][0], s[0][2 * kk][1]);
-      pa[kk][1] = sa_pack_bf16(s[0][2 * kk][2], s[0][2 * kk][3]);
-      pa[kk][2] = sa_pack_bf16(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-      pa[kk][3] = sa_pack_bf16(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-    }
-  }
-  if (nc > 0) {  // the last chunk's P V (its buffer is still intact: nothing was copied after it)
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) sa_reg_fence((&o[0][0][0])[i]);
-    sa_wgmma_fence();
-    uint64_t dv0 = sa_desc_sw128(sv + ((nc - 1) % WG_STAGES) * BUF, SA_BN * 128, 1024);
-#pragma unroll
-    for (int kk = 0; kk < SA_BN / 16; kk++) {
-      if (D == 128) sa_wgmma_m64n128_rs_tb(&o[0][0][0], pa[kk], dv0 + ((kk * 16 * 128) >> 4));
-      else sa_wgmma_m64n64_rs_tb(&o[0][0][0], pa[kk], dv0 + ((kk * 16 * 128) >> 4));
-    }
-    sa_wgmma_commit();
-    sa_wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) sa_reg_fence((&o[0][0][0])[i]);
-#pragma unroll
-    for (int kk = 0; kk < SA_BN / 16; kk++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]);
-  }
-  sa_cp_async_wait<0>();
-  fwd_epilogue<D, 1>(a, o, m, l, rl, row0, n_rows, h, t);
-}
-
 // Writes 1 when this device runs the sm_90a image (the one with wgmma), 0 otherwise.
 __device__ int sa_wgmma_flag;
 __global__ void sa_wgmma_probe_kernel(void) { sa_wgmma_flag = SA_WGMMA_ARCH; }
@@ -601,21 +309,11 @@ static int fwd_launch(const fwd_args &a, int64_t cells, cudaStream_t st, sr_erro
   return SR_OK;
 }
 
-template <int D, int MINB, bool SKIP = false>
+template <int D>
 static int fwd_launch_wg(const fwd_args &a, int64_t cells, cudaStream_t st, sr_error *e) {
   size_t smem = 1024 + (size_t)(SA_BM + 4 * SA_BN) * D * 2 + 2 * SA_BN * sizeof(int64_t) + 2 * sizeof(int);
-  SA_CUDA(cudaFuncSetAttribute(sa_fwd_wg_kernel<D, MINB, SKIP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  sa_fwd_wg_kernel<D, MINB, SKIP><<<(unsigned)cells, WG_THREADS, smem, st>>>(a);
-  SA_CUDA(cudaGetLastError());
-  return SR_OK;
-}
-
-template <int D>
-static int fwd_launch_wgp(const fwd_args &a, int64_t cells, cudaStream_t st, sr_error *e) {
-  size_t smem =
-      1024 + (size_t)(SA_BM + 2 * WG_STAGES * SA_BN) * D * 2 + WG_STAGES * (SA_BN * sizeof(int64_t) + sizeof(int));
-  SA_CUDA(cudaFuncSetAttribute(sa_fwd_wgp_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  sa_fwd_wgp_kernel<D><<<(unsigned)cells, WG_THREADS, smem, st>>>(a);
+  SA_CUDA(cudaFuncSetAttribute(sa_fwd_wg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  sa_fwd_wg_kernel<D><<<(unsigned)cells, WG_THREADS, smem, st>>>(a);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
@@ -636,6 +334,7 @@ int sa_wgmma_built(void) {
 }
 
 int sa_fwd_variant = -1;
+#define SA_FWD_DEFAULT 3
 
 int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *qpos, const int64_t *kpos,
            const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
@@ -654,12 +353,9 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   cudaStream_t st = (cudaStream_t)stream;
   int var = sa_fwd_variant;
   // The wgmma kernel keeps source-local keys in 32 bits.
-  if (var >= 2 || var < 0) var = sa_wgmma_built() && s->n_k < INT32_MAX ? (var < 0 ? 2 : var) : 0;
+  if (var != 0) var = sa_wgmma_built() && s->n_k < INT32_MAX ? (var < 0 ? SA_FWD_DEFAULT : var) : 0;
   int d64 = s->head_dim == 64;
-  if (var == 2) return d64 ? fwd_launch_wg<64, 2>(a, cells, st, e) : fwd_launch_wg<128, 2>(a, cells, st, e);
-  if (var == 3) return d64 ? fwd_launch_wg<64, 1>(a, cells, st, e) : fwd_launch_wg<128, 1>(a, cells, st, e);
-  if (var == 5) return d64 ? fwd_launch_wg<64, 2, true>(a, cells, st, e) : fwd_launch_wg<128, 2, true>(a, cells, st, e);
-  if (var == 4) return d64 ? fwd_launch_wgp<64>(a, cells, st, e) : fwd_launch_wgp<128>(a, cells, st, e);
-  if (s->head_dim == 64) return var ? fwd_launch<64, 2>(a, cells, st, e) : fwd_launch<64, 1>(a, cells, st, e);
-  return var ? fwd_launch<128, 2>(a, cells, st, e) : fwd_launch<128, 1>(a, cells, st, e);
+  if (var == 3 || var == 4) return sa_fwd_ws_launch(a, cells, s->head_dim, var == 3, st, e);
+  if (var == 2) return d64 ? fwd_launch_wg<64>(a, cells, st, e) : fwd_launch_wg<128>(a, cells, st, e);
+  return d64 ? fwd_launch<64, 1>(a, cells, st, e) : fwd_launch<128, 1>(a, cells, st, e);
 }

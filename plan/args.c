@@ -1,4 +1,4 @@
-// args.c — flag parsing for the subcommands of both binaries (see args.h).
+// args.c — flag parsing and help for the subcommands of both binaries (see args.h).
 #include "plan/args.h"
 
 #include <errno.h>
@@ -7,44 +7,124 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int listed(const char *const *list, const char *k, size_t n) {
-  for (; list && *list; list++)
-    if (strlen(*list) == n && strncmp(*list, k, n) == 0) return 1;
+// ---------------------------------------------------------------------------------------------
+// the tables
+
+// The last row naming the flag: a command's own table, after a shared one, refines the shared row.
+static const cli_flag *find_n(const cli_usage *u, const char *k, size_t n) {
+  const cli_flag *found = NULL;
+  for (int t = 0; u && t < CLI_MAX_TABLES && u->tables[t]; t++)
+    for (const cli_flag *f = u->tables[t]; f->name; f++)
+      if (strlen(f->name) == n && strncmp(f->name, k, n) == 0) found = f;
+  return found;
+}
+
+// True when a table before table t names the flag (help lists a flag where it is first named).
+static int named_before(const cli_usage *u, int t, const char *name) {
+  for (int s = 0; s < t; s++)
+    for (const cli_flag *f = u->tables[s]; f->name; f++)
+      if (strcmp(f->name, name) == 0) return 1;
   return 0;
 }
 
-int cli_parse(int argc, char **argv, const char *const *flags, const char *const *switches, cli_args *a,
-              sr_error *e) {
+const cli_flag *cli_find_flag(const cli_usage *u, const char *name) { return find_n(u, name, strlen(name)); }
+
+// argv[i] as the parser reads it: a positional (NULL), or "--key[=value]" with klen the key's length.
+static const char *flag_text(const char *arg, size_t *klen) {
+  if (strcmp(arg, "-o") == 0) arg = "--out";
+  if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') return NULL;
+  const char *k = arg + 2, *eq = strchr(k, '=');
+  *klen = eq ? (size_t)(eq - k) : strlen(k);
+  return k;
+}
+
+// ---------------------------------------------------------------------------------------------
+// parsing
+
+int cli_parse(int argc, char **argv, const cli_usage *u, cli_args *a, sr_error *e) {
   memset(a, 0, sizeof *a);
   for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "-o") == 0) arg = "--out";
-    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
-      if (a->n_pos >= 64) return sr_input_error(e, NULL, arg, "too many arguments");
+    size_t klen;
+    const char *k = flag_text(argv[i], &klen);
+    if (!k) {
+      if (a->n_pos >= 64) return sr_input_error(e, NULL, argv[i], "too many arguments");
       a->pos[a->n_pos++] = argv[i];
       continue;
     }
-    const char *k = arg + 2;
-    const char *eq = strchr(k, '=');
-    size_t klen = eq ? (size_t)(eq - k) : strlen(k);
-    if (a->n_flags >= 64) return sr_input_error(e, NULL, arg, "too many flags");
-    if (listed(switches, k, klen)) {
-      a->key[a->n_flags] = k;
-      a->val[a->n_flags] = eq ? eq + 1 : "1";
-    } else if (listed(flags, k, klen)) {
-      a->key[a->n_flags] = k;
-      if (eq) a->val[a->n_flags] = eq + 1;
-      else if (i + 1 < argc) a->val[a->n_flags] = argv[++i];
-      else return sr_input_error(e, NULL, arg, "needs a value");
-    } else {
+    if (a->n_flags >= 64) return sr_input_error(e, NULL, argv[i], "too many flags");
+    const cli_flag *f = find_n(u, k, klen);
+    const char *eq = k[klen] == '=' ? k + klen + 1 : NULL;
+    if (!f) {
       char name[128];
       snprintf(name, sizeof name, "--%.*s", (int)klen, k);
-      return sr_input_error(e, NULL, name, "unknown flag for '%s'", argv[0]);
+      return sr_input_error(e, NULL, name, "unknown flag for '%s' (--help lists its flags)", argv[0]);
     }
+    a->key[a->n_flags] = k;
+    if (!f->value) a->val[a->n_flags] = eq ? eq : "1";
+    else if (eq) a->val[a->n_flags] = eq;
+    else if (i + 1 < argc) a->val[a->n_flags] = argv[++i];
+    else return sr_input_error(e, NULL, argv[i], "needs a value");
     a->n_flags++;
   }
   return SR_OK;
 }
+
+int cli_asks_help(int argc, char **argv, const cli_usage *u) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
+    size_t klen;
+    const char *k = flag_text(argv[i], &klen);
+    const cli_flag *f = k ? find_n(u, k, klen) : NULL;
+    if (f && f->value && k[klen] != '=') i++;  // the next word is this flag's value
+  }
+  return 0;
+}
+
+int cli_set(cli_args *a, const char *key, const char *val, sr_error *e) {
+  if (a->n_flags >= 64) return sr_input_error(e, NULL, key, "too many flags");
+  a->key[a->n_flags] = key;
+  a->val[a->n_flags] = val;
+  a->n_flags++;
+  return SR_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// help
+
+// "  -o, --out FILE": a row's left column.
+static void flag_label(const cli_flag *f, char *out, size_t size) {
+  snprintf(out, size, "  %s--%s%s%s", strcmp(f->name, "out") == 0 ? "-o, " : "", f->name, f->value ? " " : "",
+           f->value ? f->value : "");
+}
+
+int cli_help(const char *prog, const char *summary, const cli_usage *u, sr_buf *out) {
+  int bad = sr_buf_printf(out, "usage: %s%s%s [flags]\n", prog, u && u->args ? " " : "", u && u->args ? u->args : "");
+  if (summary && *summary) bad |= sr_buf_printf(out, "%s\n", summary);
+  int width = 12;  // "  -h, --help"
+  char label[160];
+  for (int t = 0; u && t < CLI_MAX_TABLES && u->tables[t]; t++)
+    for (const cli_flag *f = u->tables[t]; f->name; f++) {
+      flag_label(f, label, sizeof label);
+      if ((int)strlen(label) > width && strlen(label) <= 32) width = (int)strlen(label);
+    }
+  bad |= sr_buf_printf(out, "\nflags:\n");
+  for (int t = 0; u && t < CLI_MAX_TABLES && u->tables[t]; t++)
+    for (const cli_flag *row = u->tables[t]; row->name; row++) {
+      if (named_before(u, t, row->name)) continue;  // listed where an earlier table names it
+      const cli_flag *f = cli_find_flag(u, row->name);  // in the words of the last table that names it
+      flag_label(f, label, sizeof label);
+      bad |= sr_buf_printf(out, "%-*s  %s", width, label, f->help ? f->help : "");
+      if (f->def && strncmp(f->def, "required", 8) == 0) bad |= sr_buf_printf(out, " [%s]\n", f->def);
+      else if (f->def) bad |= sr_buf_printf(out, " [default: %s]\n", f->def);
+      else bad |= sr_buf_printf(out, "\n");
+    }
+  bad |= sr_buf_printf(out, "%-*s  print this help and exit\n", width, "  -h, --help");
+  if (u && u->example) bad |= sr_buf_printf(out, "\nexample:\n  %s\n", u->example);
+  return bad ? -1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// reading values
 
 static const char *lookup(const cli_args *a, const char *key) {
   size_t n = strlen(key);

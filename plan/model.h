@@ -75,7 +75,7 @@ double model_kv_bytes(const model_config *m, int64_t n, int bytes_per_elem);
 // per-layer recomputation (only the layer input is kept).
 double model_act_bytes_per_token_layer(const model_config *m, int recompute);
 
-// What `sparsering-exec train --backend cuda` itself holds per GPU (exec/model_cuda.cu's buffers, so the
+// What `sparsering-exec train --backend cuda` itself holds per GPU (train/model_cuda.cu's buffers, so the
 // simulator's mixed-precision figures above can be set beside this trainer's): model state = fp32
 // weights and gradients, the ZeRO-1 slice (1/world) of the fp32 AdamW moments, the bf16 weight copy of the
 // bf16 GEMMs; per local token = the fp32 input of every layer and of the final norm, one layer's fp32

@@ -117,3 +117,25 @@ int pattern_layer_heads_uniform(const pattern *p, int layer) {
   }
   return 1;
 }
+
+// ---------------------------------------------------------------------------------------------
+// comparison
+
+// Equal index arrays are often one array (a dense model's layers share their heads): compared by pointer
+// first, by content only when they differ.
+int pattern_heads_equal(const head_pattern *a, const head_pattern *b) {
+  if (a == b) return 1;
+  if (a->kind != b->kind) return 0;
+  switch (a->kind) {
+    case PATTERN_DENSE: return 1;
+    case PATTERN_WINDOW: return a->sinks == b->sinks && a->window == b->window;
+    case PATTERN_VS:
+      return a->n_vertical == b->n_vertical && a->n_slash == b->n_slash &&
+             (a->vertical == b->vertical || !memcmp(a->vertical, b->vertical, (size_t)a->n_vertical * sizeof *a->vertical)) &&
+             (a->slash == b->slash || !memcmp(a->slash, b->slash, (size_t)a->n_slash * sizeof *a->slash));
+    case PATTERN_BLOCK:
+      return a->block == b->block && a->n_blocks == b->n_blocks && a->row_words == b->row_words &&
+             (a->mask == b->mask || !memcmp(a->mask, b->mask, (size_t)(a->n_blocks * a->row_words) * sizeof *a->mask));
+  }
+  return 0;
+}

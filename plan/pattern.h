@@ -49,6 +49,9 @@ int pattern_keeps(const head_pattern *h, int64_t q, int64_t k);
 // Do all heads of `layer` keep the same elements (dense everywhere, or one and the same window)? Then one
 // head's execution form serves the layer.
 int pattern_layer_heads_uniform(const pattern *p, int layer);
+// Do two heads keep the same elements by the same description (kind, parameters and index arrays equal)?
+// Equal heads have equal execution forms and counts, so callers reuse one head's work for the other.
+int pattern_heads_equal(const head_pattern *a, const head_pattern *b);
 // Check a head's invariants (sorted, unique, in range); field names the head in the message.
 int pattern_validate_head(const head_pattern *h, int64_t n_tokens, const char *file, const char *field, sr_error *e);
 

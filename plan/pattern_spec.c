@@ -54,7 +54,11 @@ static int expect_parts(const char *spec, int n, int lo, int hi, const char *for
   return SR_OK;
 }
 
-int pattern_spec_is_online(const char *spec) { return strncmp(spec, "vs-online:", 10) == 0; }
+pattern_estimation pattern_spec_estimation(const char *spec) {
+  if (strncmp(spec, "vs-online:", 10) == 0) return PATTERN_ONLINE;
+  if (strncmp(spec, "vs-topp", 7) == 0 || strncmp(spec, "vs-preset", 9) == 0) return PATTERN_STAND_IN;
+  return PATTERN_FIXED;
+}
 
 // The selection's own `at` parts, then optionally SINKS:WINDOW: columns [0, SINKS) and diagonals [0, WINDOW)
 // forced into every head (MInference's estimate always keeps 30 and 100; ours keeps none unless asked).
@@ -89,7 +93,7 @@ static int online_parts(const char *spec, int n, char **part, vs_est_opts *o, sr
 
 int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e) {
   char buf[512], *part[MAX_PARTS];
-  if (!spec || !pattern_spec_is_online(spec))
+  if (!spec || pattern_spec_estimation(spec) != PATTERN_ONLINE)
     return sr_input_error(e, NULL, "pattern", "'%s' is not an online pattern (vs-online:P or vs-online:topk:V:S)",
                           spec ? spec : "");
   return online_parts(spec, split(spec, buf, sizeof buf, part), part, o, e);

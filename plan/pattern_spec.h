@@ -29,8 +29,17 @@
 // naming the field "pattern".
 int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                       sr_error *e);
-// Does the spec need the online estimation (vs-online)? The simulator adds its cost.
-int pattern_spec_is_online(const char *spec);
+// Where a source's pattern comes from in a training step. MTraining selects its vertical-slash pattern
+// from the data in every forward pass: vs-online is that selection (the executor and the trainer run it),
+// vs-topp and vs-preset are the planner's synthetic stand-ins for it; every other source is fixed.
+typedef enum {
+  PATTERN_FIXED,     // dense, window, vs-like, block, adaspa, trace: given before the step
+  PATTERN_STAND_IN,  // vs-topp, vs-preset: built before the step; the executor runs it as given, the
+                     // simulator charges the estimation it stands for (unless told the pattern is given)
+  PATTERN_ONLINE,    // vs-online: estimated from the data in every forward pass, and charged for
+} pattern_estimation;
+// How the spec's pattern is estimated (above); the one answer for the simulator and the executor.
+pattern_estimation pattern_spec_estimation(const char *spec);
 // The selection settings of an online spec, for every backend that estimates (CPU and CUDA executor, CPU
 // trainer): the last queries' scores, top-p P with cap 4096 or the fixed (V, S) budget, no forced sinks
 // or window. SR_EINPUT naming "pattern" for a spec that is not a well-formed vs-online one.

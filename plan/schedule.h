@@ -28,7 +28,7 @@
 //  - Bytes are per layer. KV: 2 (K and V) * tokens * kv heads carried * head_dim * kv_bytes_per_elem.
 //    dK+dV: the same count at grad_bytes_per_elem = 4: the partial sums are added on W ranks in turn,
 //    and rounding the running sum to bf16 at every hop would compound like a bf16 running output does
-//    (DESIGN.md, numerics), so they travel in fp32.
+//    (docs/design.md, "The LSE merge"), so they travel in fp32.
 #ifndef SR_SCHEDULE_H
 #define SR_SCHEDULE_H
 

@@ -183,7 +183,8 @@ int synth_vs_budgets(pattern *p, const int32_t *n_vertical, const int32_t *n_sla
 // ---------------------------------------------------------------------------------------------
 // presets
 
-// Published fixed budgets of MTraining for Qwen2.5-3B: (vertical, slash) x number of heads (DESIGN.md).
+// Published fixed budgets of MTraining for Qwen2.5-3B: (vertical, slash) x number of heads
+// (docs/design.md, "The published Qwen2.5-3B budget mix").
 static const struct {
   int32_t v, s, heads;
 } qwen25_3b_mix[] = {{1000, 6096, 310}, {3500, 100, 107}, {30, 800, 96}, {100, 800, 44}, {500, 700, 17}, {100, 750, 2}};

@@ -32,8 +32,9 @@ synth_opts synth_defaults(uint64_t seed, int step);
 // the kept tile diagonals stay few, as in the recorded patterns (isolated lines would each touch two
 // tile diagonals over the whole sequence).
 int synth_vs_budgets(pattern *p, const int32_t *n_vertical, const int32_t *n_slash, const synth_opts *o, sr_error *e);
-// The published per-head (vertical, slash) budget mix of a model ("qwen2.5-3b": 576 heads, DESIGN.md),
-// assigned to the pattern's heads by a seeded shuffle (proportionally when the head count differs).
+// The published per-head (vertical, slash) budget mix of a model ("qwen2.5-3b": 576 heads; docs/design.md,
+// "The published Qwen2.5-3B budget mix"), assigned to the pattern's heads by a seeded shuffle
+// (proportionally when the head count differs).
 int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error *e);
 // Top-p-like VS: per-layer sparsity in [87%, 99.6%] (mean about 94% at mass 0.9), per-head budgets around it.
 int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e);

@@ -70,7 +70,7 @@ int tiles_account_generic(const pattern *p, int layer, const layout *l, work_cou
   rc = tiles_comb_open(l, &cb, e);
   for (int h = 0; h < p->heads && !rc; h++) {
     work_count *hc = counts + (int64_t)h * W * W;
-    if (h > 0 && tiles_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
+    if (h > 0 && pattern_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
       memcpy(hc, hc - (int64_t)W * W, (size_t)W * W * sizeof *hc);  // every head of a dense or windowed layer
       continue;
     }

@@ -270,25 +270,28 @@ static int list_push(i64_list *x, int64_t v) {
   return 0;
 }
 
-static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
-  const int64_t T = TILE, nbi = c->nbi, Np = nbi * T, P = c->P;
-  const iset *D = &v->d, *K = &v->k;
-  i64_list kd = {0};
-  partial_diag *pd = NULL;
-  col_tile *ct = NULL;
-  int64_t n_pd = 0, n_ct = 0, cap_ct = 0, rc = 0;
-
-  // Kept tile diagonals: offset d reaches diagonals floor(d/T) .. ceil(d/T).
-  for (int64_t x = 0; x < D->n && D->lo[x] < Np && !rc; x++) {
+// Kept tile diagonals, ascending: offset d of D (below the interior's end) reaches diagonals floor(d/T) ..
+// ceil(d/T). Returns 0 or -1 when memory runs out.
+static int kept_diagonals(const fast_ctx *c, const iset *D, i64_list *kd) {
+  const int64_t T = TILE, nbi = c->nbi, Np = nbi * T;
+  for (int64_t x = 0; x < D->n && D->lo[x] < Np; x++) {
     int64_t a = D->lo[x] / T, b = sr_min64(sr_cdiv(sr_min64(D->hi[x], Np - 1), T), nbi - 1);
-    if (kd.n > 0 && a <= kd.delta[kd.n - 1]) a = kd.delta[kd.n - 1] + 1;
-    for (int64_t dl = a; dl <= b && !rc; dl++) rc = list_push(&kd, dl);
+    if (kd->n > 0 && a <= kd->delta[kd->n - 1]) a = kd->delta[kd->n - 1] + 1;
+    for (int64_t dl = a; dl <= b; dl++)
+      if (list_push(kd, dl)) return -1;
   }
-  pd = malloc((size_t)(kd.n + 1) * sizeof *pd);
-  if (rc || !pd) goto oom;
+  return 0;
+}
+
+// Count the tiles (full or partial) and Toeplitz pairs of every kept diagonal per residue into hc, and list
+// in pd the partial diagonals above the main one with the vertical prefix / suffix that would make them full.
+static void count_diagonals(fast_ctx *c, const iset *D, const i64_list *kd, work_count *hc, partial_diag *pd,
+                            int64_t *n_pd) {
+  const int64_t T = TILE, P = c->P;
+  *n_pd = 0;
   int64_t y0 = 0;  // first interval of D ending at or after the diagonal's lowest offset (moves forward)
-  for (int64_t x = 0; x < kd.n; x++) {
-    int64_t dl = kd.delta[x], lo = sr_max64(0, dl * T - T + 1), hi = dl * T + T - 1, sp = 0;
+  for (int64_t x = 0; x < kd->n; x++) {
+    int64_t dl = kd->delta[x], lo = sr_max64(0, dl * T - T + 1), hi = dl * T + T - 1, sp = 0;
     while (y0 < D->n && D->hi[y0] < lo) y0++;
     for (int64_t y = y0; y < D->n && D->lo[y] <= hi; y++)
       sp += pairs_in_d_range(dl * T, T, 0, T, sr_max64(lo, D->lo[y]), sr_min64(hi, D->hi[y]));
@@ -297,36 +300,44 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
       int64_t rpos = next_missing(D, y0, dl * T) - dl * T, rneg = prev_missing(D, y0, dl * T - 1) - dl * T;
       int64_t pre = rpos < T ? T - rpos : 0, suf = rneg > -T ? T + rneg : 0;
       if (!pre && !suf) full = 1;
-      else pd[n_pd++] = (partial_diag){.delta = dl, .pre = pre, .suf = suf};
+      else pd[(*n_pd)++] = (partial_diag){.delta = dl, .pre = pre, .suf = suf};
     }
     acc_add(c, dl % P, (double)(c->nbi_div - dl / P), full, !full, 0, (double)sp);
   }
   acc_flush(c, hc, 1, 0);
+}
 
-  // Column tiles of K below Np, in ascending order.
+// Column tiles of K below the interior's end, in ascending order (*ct grown as needed). Returns 0 or -1.
+static int column_tiles(const fast_ctx *c, const iset *K, col_tile **ct, int64_t *n_ct) {
+  const int64_t T = TILE, Np = c->nbi * T;
+  int64_t cap = 0;
+  *n_ct = 0;
   for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++) {
     int64_t lo = K->lo[y], hi = sr_min64(K->hi[y], Np - 1);
     for (int64_t kb = lo / T; kb <= hi / T; kb++) {
       int64_t k0 = sr_max64(lo, kb * T), k1 = sr_min64(hi, kb * T + T - 1), n = k1 - k0 + 1;
-      if (n_ct == 0 || ct[n_ct - 1].kb != kb) {
-        if (n_ct == cap_ct) {
-          cap_ct = cap_ct ? 2 * cap_ct : 64;
-          col_tile *g = realloc(ct, (size_t)cap_ct * sizeof *g);
-          if (!g) goto oom;
-          ct = g;
+      if (*n_ct == 0 || (*ct)[*n_ct - 1].kb != kb) {
+        if (*n_ct == cap) {
+          cap = cap ? 2 * cap : 64;
+          col_tile *g = realloc(*ct, (size_t)cap * sizeof *g);
+          if (!g) return -1;
+          *ct = g;
         }
-        ct[n_ct++] = (col_tile){.kb = kb};
+        (*ct)[(*n_ct)++] = (col_tile){.kb = kb};
       }
-      col_tile *t = &ct[n_ct - 1];
+      col_tile *t = &(*ct)[*n_ct - 1];
       t->cv += n;
       t->own += n * (kb * T + T) - (k0 + k1) * n / 2;  // sum over k of the rows kb*T+T-k of its own tile
       if (k0 == kb * T) t->vpre = n;
       if (k1 == kb * T + T - 1) t->vsuf = n;
     }
   }
-  if (n_ct == 0) goto done;
+  return 0;
+}
 
-  // Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes.
+// Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes.
+static void full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_pd, const col_tile *ct, int64_t n_ct,
+                            work_count *hc) {
   int64_t max_pre = 0, max_suf = 0;
   for (int64_t t = 0; t < n_ct; t++) {
     max_pre = sr_max64(max_pre, ct[t].vpre);
@@ -335,58 +346,56 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
   for (int64_t x = 0; x < n_pd; x++) {
     if (pd[x].pre > max_pre || pd[x].suf > max_suf) continue;
     for (int64_t t = 0; t < n_ct; t++) {
-      if (ct[t].vpre < pd[x].pre || ct[t].vsuf < pd[x].suf || ct[t].kb + pd[x].delta >= nbi) continue;
-      work_count *w = cell(hc, c, (ct[t].kb + pd[x].delta) % P, ct[t].kb % P);
+      if (ct[t].vpre < pd[x].pre || ct[t].vsuf < pd[x].suf || ct[t].kb + pd[x].delta >= c->nbi) continue;
+      work_count *w = cell(hc, c, (ct[t].kb + pd[x].delta) % c->P, ct[t].kb % c->P);
       w->full++;
       w->partial--;
     }
   }
+}
 
-  // Bars: for column tile kb the query tiles kb + Delta (Delta < lim = nbi - kb) whose diagonal is not
-  // kept. Column pairs: rows of the own tile, then T per later query tile, minus the pairs D keeps too.
-  int periodic = P < nbi;
-  int64_t *pre = c->kd_pre;
+// c->kd_pre from the kept diagonals: periodic, pre[dl] = kept diagonals <= dl of dl's residue class;
+// otherwise pre[dl] = kept diagonals < dl.
+static void kept_diagonal_prefix(fast_ctx *c, const i64_list *kd, int periodic) {
+  int64_t *pre = c->kd_pre, nbi = c->nbi, P = c->P;
   memset(pre, 0, (size_t)(nbi + 1) * sizeof *pre);
-  for (int64_t x = 0; x < kd.n; x++) pre[kd.delta[x] + (periodic ? 0 : 1)] = 1;
+  for (int64_t x = 0; x < kd->n; x++) pre[kd->delta[x] + (periodic ? 0 : 1)] = 1;
   if (periodic)
-    for (int64_t dl = P; dl < nbi; dl++) pre[dl] += pre[dl - P];  // pre[dl] = kept diagonals <= dl, same class
+    for (int64_t dl = P; dl < nbi; dl++) pre[dl] += pre[dl - P];
   else
-    for (int64_t dl = 1; dl <= nbi; dl++) pre[dl] += pre[dl - 1];  // pre[dl] = kept diagonals < dl
+    for (int64_t dl = 1; dl <= nbi; dl++) pre[dl] += pre[dl - 1];
+}
+
+// Without periodicity residues are tiles: sweep each column tile over the runs of equal ranks.
+static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct,
+                            work_count *hc) {
+  const int64_t T = TILE, nbi = c->nbi, Np = nbi * T, P = c->P, *pre = c->kd_pre;
+  for (int64_t t = 0; t < n_ct; t++)
+    acc_add(c, ct[t].kb % P, (double)(c->nbi_div - ct[t].kb / P), 0, 0, (double)ct[t].cv, 0);
+  acc_flush(c, hc, 0, 0);
+  for (int64_t t = 0; t < n_ct; t++)
+    acc_add(c, ct[t].kb % P, (double)(c->nbi_div - (ct[t].kb + 1) / P), 0, 0, 0, (double)(ct[t].cv * T));
+  acc_flush(c, hc, 0, 1);
   for (int64_t t = 0; t < n_ct; t++) {
-    int64_t s = ct[t].kb % P;
-    hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
-  }
-
-  if (!periodic) {
-    // Without periodicity residues are tiles: sweep each column tile over the runs of equal ranks.
-    for (int64_t t = 0; t < n_ct; t++)
-      acc_add(c, ct[t].kb % P, (double)(c->nbi_div - ct[t].kb / P), 0, 0, (double)ct[t].cv, 0);
-    acc_flush(c, hc, 0, 0);
-    for (int64_t t = 0; t < n_ct; t++)
-      acc_add(c, ct[t].kb % P, (double)(c->nbi_div - (ct[t].kb + 1) / P), 0, 0, 0, (double)(ct[t].cv * T));
-    acc_flush(c, hc, 0, 1);
-    for (int64_t t = 0; t < n_ct; t++) {
-      int64_t kb = ct[t].kb;
-      for (int64_t rho = kb; rho < nbi; rho = c->run_end[rho]) {
-        int64_t n = pre[c->run_end[rho] - kb] - pre[rho - kb];
-        if (n) cell(hc, c, rho, kb)->bars -= ct[t].cv * n;
-      }
+    int64_t kb = ct[t].kb;
+    for (int64_t rho = kb; rho < nbi; rho = c->run_end[rho]) {
+      int64_t n = pre[c->run_end[rho] - kb] - pre[rho - kb];
+      if (n) cell(hc, c, rho, kb)->bars -= ct[t].cv * n;
     }
-    for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)  // pairs in both D and K, one count of D per run
-      for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++)
-        for (int64_t rho = k / T; rho < nbi; rho = c->run_end[rho]) {
-          int64_t n = iset_count(D, sr_max64(rho * T, k) - k, c->run_end[rho] * T - 1 - k);
-          if (n) cell(hc, c, rho, k / T)->pairs -= (double)n;
-        }
-    goto done;
   }
+  for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)  // pairs in both D and K, one count of D per run
+    for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++)
+      for (int64_t rho = k / T; rho < nbi; rho = c->run_end[rho]) {
+        int64_t n = iset_count(D, sr_max64(rho * T, k) - k, c->run_end[rho] * T - 1 - k);
+        if (n) cell(hc, c, rho, k / T)->pairs -= (double)n;
+      }
+}
 
-  // Periodic: one pass over the query residues rho = s + j per column tile. Pairs in both D and K come
-  // from cumulative histograms of d mod T per residue j of d/T: a vertical at tile offset b meets offset
-  // d in query tile kb + d/T + [d mod T >= T - b]. The histograms hold the offsets with d/T <= M =
-  // nbi - kb - 2 (dropping the highest tiles as kb grows); the tile M + 1 is counted directly.
-  int64_t n_slots = 0, *js = c->touched, M = nbi - 2, top = D->n - 1;
-  double *same = c->acc, *next = c->acc + P;  // per residue j, zero between column tiles
+// Cumulative histograms of d mod T per residue j of d/T over D's offsets with d/T <= M (one slot per
+// residue in use, listed in c->touched); returns the number of slots.
+static int64_t offset_histograms(fast_ctx *c, const iset *D, int64_t M) {
+  const int64_t T = TILE, P = c->P;
+  int64_t n_slots = 0, *js = c->touched;
   for (int64_t x = 0; x < D->n && D->lo[x] <= M * T + T - 1; x++) {
     int64_t hi = sr_min64(D->hi[x], M * T + T - 1);
     for (int64_t d = D->lo[x]; d <= hi;) {
@@ -405,20 +414,81 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
     int32_t *hst = c->hist + a * (T + 1);
     for (int64_t x = 1; x <= T; x++) hst[x] += hst[x - 1];
   }
-  int64_t yk = 0;
-  for (int64_t t = 0; t < n_ct; t++) {
-    int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, q = (lim - 1) / P, r = (lim - 1) % P;
-    while (M > lim - 2) {  // drop offset tile M from its histogram
-      while (top >= 0 && D->lo[top] > M * T + T - 1) top--;
-      for (int64_t x = top; x >= 0 && D->hi[x] >= M * T; x--) {
-        int64_t e0 = sr_max64(D->lo[x], M * T) - M * T, e1 = sr_min64(D->hi[x], M * T + T - 1) - M * T;
-        int32_t *hst = c->hist + c->slot[M % P] * (T + 1);
-        for (int64_t x2 = e0 + 1; x2 <= e1; x2++) hst[x2] -= (int32_t)(x2 - e0);  // offsets < x2
-        int32_t all = (int32_t)(e1 - e0 + 1);
-        for (int64_t x2 = e1 + 1; x2 <= T; x2++) hst[x2] -= all;
-      }
-      M--;
+  return n_slots;
+}
+
+// Drop offset tile M from its histogram; *top walks D's intervals down from the last one.
+static void histogram_drop(fast_ctx *c, const iset *D, int64_t M, int64_t *top) {
+  const int64_t T = TILE;
+  while (*top >= 0 && D->lo[*top] > M * T + T - 1) (*top)--;
+  for (int64_t x = *top; x >= 0 && D->hi[x] >= M * T; x--) {
+    int64_t e0 = sr_max64(D->lo[x], M * T) - M * T, e1 = sr_min64(D->hi[x], M * T + T - 1) - M * T;
+    int32_t *hst = c->hist + c->slot[M % c->P] * (T + 1);
+    for (int64_t x2 = e0 + 1; x2 <= e1; x2++) hst[x2] -= (int32_t)(x2 - e0);  // offsets < x2
+    int32_t all = (int32_t)(e1 - e0 + 1);
+    for (int64_t x2 = e1 + 1; x2 <= T; x2++) hst[x2] -= all;
+  }
+}
+
+// Add the column of column tile t (source residue s, cv keys, query tiles up to lim = nbi - kb) for every
+// query residue: bars where the diagonal is not kept, pairs (T per later query tile, minus same and next,
+// the pairs D keeps too). Into row s of the transposed buffer (memory order; folded by colbuf_fold), or
+// without the buffer (very long periods) straight into the count matrix.
+static void column_add(fast_ctx *c, work_count *hc, int64_t s, int64_t lim, int64_t cv, const double *same,
+                       const double *next) {
+  const int64_t T = TILE, P = c->P, q = (lim - 1) / P, r = (lim - 1) % P, *pre = c->kd_pre;
+  if (c->colbuf) {
+    double *colrow = c->colbuf + s * P * 2;
+    c->col_used[s] = 1;
+    for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
+      int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
+      colrow[rho * 2] += (double)(cv * (all - kept));
+      colrow[rho * 2 + 1] += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
+      if (++rho == P) rho = 0;
     }
+  } else {
+    work_count *col = hc + c->R[s];
+    for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
+      int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
+      work_count *w = col + (int64_t)c->R[rho] * c->W;
+      w->bars += cv * (all - kept);
+      w->pairs += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
+      if (++rho == P) rho = 0;
+    }
+  }
+}
+
+// Fold the transposed columns into the count matrix in 32 x 32 blocks (both sides in cache), clearing them.
+static void colbuf_fold(fast_ctx *c, work_count *hc) {
+  const int64_t P = c->P;
+  for (int64_t r0 = 0; c->colbuf && r0 < P; r0 += 32)
+    for (int64_t s0 = 0; s0 < P; s0 += 32)
+      for (int64_t rho = r0; rho < r0 + 32 && rho < P; rho++) {
+        work_count *row = hc + (int64_t)c->R[rho] * c->W;
+        for (int64_t sg = s0; sg < s0 + 32 && sg < P; sg++) {
+          if (!c->col_used[sg]) continue;
+          double *v = c->colbuf + (sg * P + rho) * 2;
+          row[c->R[sg]].bars += (int64_t)v[0];
+          row[c->R[sg]].pairs += v[1];
+          v[0] = v[1] = 0;
+        }
+      }
+  if (c->col_used) memset(c->col_used, 0, (size_t)P);
+}
+
+// Periodic: one pass over the query residues rho = s + j per column tile. Pairs in both D and K come
+// from cumulative histograms of d mod T per residue j of d/T: a vertical at tile offset b meets offset
+// d in query tile kb + d/T + [d mod T >= T - b]. The histograms hold the offsets with d/T <= M =
+// nbi - kb - 2 (dropping the highest tiles as kb grows); the tile M + 1 is counted directly.
+static void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct,
+                             work_count *hc) {
+  const int64_t T = TILE, nbi = c->nbi, P = c->P;
+  int64_t M = nbi - 2, top = D->n - 1, yk = 0, *js = c->touched;
+  int64_t n_slots = offset_histograms(c, D, M);
+  double *same = c->acc, *next = c->acc + P;  // per residue j, zero between column tiles
+  for (int64_t t = 0; t < n_ct; t++) {
+    int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb;
+    for (; M > lim - 2; M--) histogram_drop(c, D, M, &top);
     while (yk < K->n && K->hi[yk] < kb * T) yk++;
     for (int64_t y = yk; y < K->n && K->lo[y] <= kb * T + T - 1; y++)
       for (int64_t k = sr_max64(K->lo[y], kb * T); k <= sr_min64(K->hi[y], kb * T + T - 1); k++) {
@@ -433,59 +503,42 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
         int64_t n = iset_count(D, lastd, lastd + T - 1 - b);
         if (n) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)n;
       }
-    // The column of source residue s goes to row s of the transposed buffer (memory order), folded below;
-    // without the buffer (very long periods) straight into the count matrix.
-    int64_t cv = ct[t].cv;
-    if (c->colbuf) {
-      double *colrow = c->colbuf + s * P * 2;
-      c->col_used[s] = 1;
-      for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
-        int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
-        colrow[rho * 2] += (double)(cv * (all - kept));
-        colrow[rho * 2 + 1] += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
-        if (++rho == P) rho = 0;
-      }
-    } else {
-      work_count *col = hc + c->R[s];
-      for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
-        int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
-        work_count *w = col + (int64_t)c->R[rho] * c->W;
-        w->bars += cv * (all - kept);
-        w->pairs += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
-        if (++rho == P) rho = 0;
-      }
-    }
+    column_add(c, hc, s, lim, ct[t].cv, same, next);
     for (int64_t a = 0; a < n_slots; a++) {
       same[js[a]] = 0;
       next[js[a] + 1 == P ? 0 : js[a] + 1] = 0;
     }
   }
   for (int64_t a = 0; a < n_slots; a++) c->slot[js[a]] = -1;
-  // Fold the transposed columns into the count matrix in 32 x 32 blocks (both sides in cache), clearing them.
-  for (int64_t r0 = 0; c->colbuf && r0 < P; r0 += 32)
-    for (int64_t s0 = 0; s0 < P; s0 += 32)
-      for (int64_t rho = r0; rho < r0 + 32 && rho < P; rho++) {
-        work_count *row = hc + (int64_t)c->R[rho] * c->W;
-        for (int64_t sg = s0; sg < s0 + 32 && sg < P; sg++) {
-          if (!c->col_used[sg]) continue;
-          double *v = c->colbuf + (sg * P + rho) * 2;
-          row[c->R[sg]].bars += (int64_t)v[0];
-          row[c->R[sg]].pairs += v[1];
-          v[0] = v[1] = 0;
-        }
-      }
-  if (c->col_used) memset(c->col_used, 0, (size_t)P);
+  colbuf_fold(c, hc);
+}
 
-done:
+// One head's interior tiles: the kept diagonals (Toeplitz part), then the column tiles of K with their
+// full exceptions, bars and pairs (less the pairs D keeps too). Returns 0 or -1 when memory runs out.
+static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
+  i64_list kd = {0};
+  partial_diag *pd = NULL;
+  col_tile *ct = NULL;
+  int64_t n_pd = 0, n_ct = 0;
+  int rc = kept_diagonals(c, &v->d, &kd);
+  if (!rc) rc = (pd = malloc((size_t)(kd.n + 1) * sizeof *pd)) ? 0 : -1;
+  if (!rc) count_diagonals(c, &v->d, &kd, hc, pd, &n_pd);
+  if (!rc) rc = column_tiles(c, &v->k, &ct, &n_ct);
+  if (!rc && n_ct > 0) {
+    full_exceptions(c, pd, n_pd, ct, n_ct, hc);
+    int periodic = c->P < c->nbi;
+    kept_diagonal_prefix(c, &kd, periodic);
+    for (int64_t t = 0; t < n_ct; t++) {  // column pairs: first the rows of the column's own tile
+      int64_t s = ct[t].kb % c->P;
+      hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
+    }
+    if (periodic) columns_periodic(c, &v->d, &v->k, ct, n_ct, hc);
+    else columns_by_runs(c, &v->d, &v->k, ct, n_ct, hc);
+  }
   free(kd.delta);
   free(pd);
   free(ct);
-  return 0;
-oom:
-  free(kd.delta);
-  free(pd);
-  free(ct);
-  return -1;
+  return rc;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -507,7 +560,7 @@ int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count 
   }
   for (int h = 0; h < p->heads && !rc; h++) {
     work_count *hc = counts + (int64_t)h * W * W;
-    if (h > 0 && tiles_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
+    if (h > 0 && pattern_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
       memcpy(hc, hc - (int64_t)W * W, (size_t)W * W * sizeof *hc);
       continue;
     }

@@ -55,8 +55,6 @@ typedef struct {
 int head_view_build(const head_pattern *h, int64_t n_tokens, head_view *v, sr_error *e);
 // Release a view.
 void head_view_free(head_view *v);
-// Do two heads keep the same elements by the same description? (Equal heads have equal counts.)
-int tiles_heads_equal(const head_pattern *a, const head_pattern *b);
 
 // ---------------------------------------------------------------------------------------------
 // counting (q, k) pairs of two global ranges

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/sa_mask.h"  // the 64-bit bit-set windows the kernels' keep bits use
+#include "plan/head_mask_bits.h"  // the 64-bit keep-bit windows the kernels use too
 #include "plan/tiles_internal.h"
 
 // The layout's positions and, per source rank, which KV tiles hold consecutive positions and which
@@ -120,161 +120,210 @@ static int64_t next_bit(const uint64_t b[2], int64_t from) {
   return 128;
 }
 
-int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e) {
-  memset(out, 0, sizeof *out);
+// ---------------------------------------------------------------------------------------------
+// building the forward form cell by cell
+
+// The forward form under construction and the scratch its cells share.
+typedef struct {
+  const tile_index *in;
+  const layout *l;
+  run_layout rl;
+  tile_buf tg, rg, bg;        // the new tiles, runs (idx = first key, kind = length) and bars
+  int32_t *spre;              // [n_tokens + 1] the head's slash prefix counts (cell_ctx.spre)
+  uint32_t *dil;              // the head's dilated slash set (cell_ctx.dil)
+  int32_t *ent, *blk, *vb;    // a cell's converted tiles, blocking tiles (both sorted) and new bars
+  int64_t cap_ent, cap_vb;
+} runs_builder;
+
+static int runs_oom(sr_error *e) { return sr_internal_error(e, 0, "tiles: out of memory for runs"); }
+
+// The slash prefix counts and the slash set dilated by TILE rows of VS head m.
+static void head_slash_sets(runs_builder *b, const head_mask *m) {
+  int64_t ntok = b->l->n_tokens;
+  int32_t *spre = b->spre;
+  spre[0] = 0;
+  for (int64_t x = 0; x < ntok; x++) spre[x + 1] = spre[x] + (int32_t)((m->sbits[x >> 5] >> (x & 31)) & 1u);
+  memset(b->dil, 0, sizeof *b->dil * (size_t)((ntok + 31) / 32));
+  for (int64_t d = 0; d < ntok; d++)
+    if (spre[sr_min64(ntok, d + TILE)] > spre[d]) b->dil[d >> 5] |= 1u << (d & 31);
+}
+
+// Split the tile entries [ta, tb) of a cell with source s: the converted ones (PARTIAL tiles of consecutive
+// keys, when the query tile's rows are consecutive: qcons) into b->ent, the others copied to the new tiles
+// as they are and listed in b->blk, where runs may not enter. Room is made for the cell's bars too.
+static int split_entries(runs_builder *b, int s, int64_t ta, int64_t tb, int64_t n_bars, int qcons, int64_t *nc,
+                         int64_t *nb, sr_error *e) {
+  const tile_index *in = b->in;
+  int64_t nt = tb - ta;
+  if (nt > b->cap_ent) {
+    b->cap_ent = 2 * nt;
+    free(b->ent), free(b->blk);
+    b->ent = malloc(sizeof *b->ent * (size_t)b->cap_ent), b->blk = malloc(sizeof *b->blk * (size_t)b->cap_ent);
+  }
+  if (tile_buf_grow(&b->tg, b->tg.n + nt, 1) || tile_buf_grow(&b->bg, b->bg.n + n_bars, 0) || (nt && (!b->ent || !b->blk)))
+    return runs_oom(e);
+  *nc = *nb = 0;
+  for (int64_t a = ta; a < tb; a++) {
+    int32_t j = in->tile_idx[a];
+    if (j < 0 || j >= b->rl.n_tiles[s])
+      return sr_input_error(e, NULL, "tile_idx", "KV tile %d outside source %d's %lld tiles", j, s,
+                            (long long)b->rl.n_tiles[s]);
+    if (qcons && in->tile_kind[a] == TILE_PARTIAL && (b->rl.cons[s][j] & 1)) {
+      b->ent[(*nc)++] = j;
+    } else {
+      b->blk[(*nb)++] = j;
+      b->tg.idx[b->tg.n] = j;
+      b->tg.kind[b->tg.n++] = in->tile_kind[a];
+    }
+  }
+  return SR_OK;
+}
+
+// Runs over the converted tiles' slash columns of source s, left to right (the greedy cover); a run goes
+// on into the next tile where its keys continue the positions and the tile is not blocked.
+static int cover_runs(runs_builder *b, const cell_ctx *c, int s, int64_t nc, int64_t nb, sr_error *e) {
+  const int64_t *kp = b->rl.pos[s], nkeys = b->l->rank_count[s];
+  const uint8_t *cons = b->rl.cons[s];
+  int64_t run_end = -1;
+  for (int64_t x2 = 0; x2 < nc; x2++) {
+    int32_t j = b->ent[x2];
+    int64_t k0 = (int64_t)j * TILE, k1 = sr_min64(nkeys, k0 + TILE);
+    uint64_t need[2];
+    tile_needs(c, kp[k0], k1 - k0, need);
+    for (int64_t k = k0 + next_bit(need, sr_max64(0, run_end - k0)); k < k1; k = k0 + next_bit(need, run_end - k0)) {
+      int64_t limit = k1;
+      if ((cons[j] & 2) && (cons[j + 1] & 1) && !blocked(b->blk, nb, j + 1))
+        limit = sr_min64(nkeys, k0 + 2 * TILE);  // on into the next tile: its keys continue the positions
+      int64_t len = sr_min64(64, limit - k);
+      if (tile_buf_grow(&b->rg, b->rg.n + 1, 1)) return runs_oom(e);
+      b->rg.idx[b->rg.n] = (int32_t)k;
+      b->rg.kind[b->rg.n++] = (uint8_t)len;
+      run_end = k + len;
+      if (run_end >= k1) break;
+    }
+  }
+  return SR_OK;
+}
+
+// Does a run from r_first on cover key k? *rp walks the runs forward (keys asked in ascending order).
+static int run_covers(const tile_buf *rg, int64_t *rp, int64_t k) {
+  while (*rp < rg->n && rg->idx[*rp] + rg->kind[*rp] <= k) (*rp)++;
+  return *rp < rg->n && rg->idx[*rp] <= k;
+}
+
+// Bars of a cell with source s: the old ones [ba, bb) no run covers, and the converted tiles' visible
+// verticals no run covers, merged ascending (the two sets are disjoint: old bars lie outside every entry
+// tile). The cell's runs start at r_first.
+static int cell_bars(runs_builder *b, const cell_ctx *c, int s, int64_t ba, int64_t bb, int64_t r_first, int64_t nc,
+                     sr_error *e) {
+  const int64_t *kp = b->rl.pos[s], nkeys = b->l->rank_count[s];
+  const int32_t *old = b->in->bar_idx;
+  int64_t nv = 0, rp = r_first;
+  if (b->cap_vb < nc * TILE) {
+    b->cap_vb = 2 * nc * TILE;
+    free(b->vb);
+    b->vb = malloc(sizeof *b->vb * (size_t)b->cap_vb);
+    if (!b->vb) return runs_oom(e);
+  }
+  for (int64_t x2 = 0; x2 < nc; x2++) {
+    int64_t k0 = (int64_t)b->ent[x2] * TILE, k1 = sr_min64(nkeys, k0 + TILE);
+    uint64_t vert[2];
+    tile_verticals(c, kp[k0], k1 - k0, vert);
+    for (int64_t bit = next_bit(vert, 0); bit < 128; bit = next_bit(vert, bit + 1))
+      if (!run_covers(&b->rg, &rp, k0 + bit)) b->vb[nv++] = (int32_t)(k0 + bit);
+  }
+  if (tile_buf_grow(&b->bg, b->bg.n + (bb - ba) + nv, 0)) return runs_oom(e);
+  int64_t a = ba, v = 0;
+  rp = r_first;
+  while (a < bb || v < nv) {
+    int32_t k;
+    if (v >= nv || (a < bb && old[a] < b->vb[v])) {
+      k = old[a++];
+      if (run_covers(&b->rg, &rp, k)) continue;  // a run computes it
+    } else {
+      k = b->vb[v++];
+    }
+    b->bg.idx[b->bg.n++] = k;
+  }
+  return SR_OK;
+}
+
+// One (head, query tile, source s) cell at offset `cell` of the count arrays.
+static int build_cell(runs_builder *b, tile_index *out, const cell_ctx *c, int qcons, int64_t cell, int s, sr_error *e) {
+  const tile_index *in = b->in;
+  int64_t ta = in->tile_cnt[cell], tb = in->tile_cnt[cell + 1], ba = in->bar_cnt[cell], bb = in->bar_cnt[cell + 1];
+  out->tile_cnt[cell] = b->tg.n, out->run_cnt[cell] = b->rg.n, out->bar_cnt[cell] = b->bg.n;
+  int64_t nc = 0, nb = 0;
+  int rc = split_entries(b, s, ta, tb, bb - ba, qcons, &nc, &nb, e);
+  if (rc) return rc;
+  if (nc == 0) {  // nothing converted: the old bars stay
+    if (bb > ba) memcpy(b->bg.idx + b->bg.n, in->bar_idx + ba, sizeof(int32_t) * (size_t)(bb - ba));
+    b->bg.n += bb - ba;
+    return SR_OK;
+  }
+  qsort(b->ent, (size_t)nc, sizeof *b->ent, cmp_i32);
+  qsort(b->blk, (size_t)nb, sizeof *b->blk, cmp_i32);
+  int64_t r_first = b->rg.n;
+  if ((rc = cover_runs(b, c, s, nc, nb, e))) return rc;
+  return cell_bars(b, c, s, ba, bb, r_first, nc, e);
+}
+
+// Every cell of head h (mask m) into out.
+static int build_head(runs_builder *b, tile_index *out, int h, const head_mask *m, sr_error *e) {
+  const tile_index *in = b->in;
+  int W = in->world, vs = m->kind == PATTERN_VS;
+  int64_t nq = in->n_qtiles;
+  const int64_t *qp = b->rl.pos[in->q_rank];
+  if (vs) head_slash_sets(b, m);
+  for (int64_t i = 0; i < nq; i++) {
+    int64_t r0 = i * TILE, r1 = sr_min64(b->l->rank_count[in->q_rank], r0 + TILE) - 1, x = r0 + 1;
+    while (x <= r1 && qp[x] == qp[x - 1] + 1) x++;
+    cell_ctx c = {m->vbits, b->spre, b->dil, b->l->n_tokens, qp[r0], qp[r1]};
+    int qcons = vs && x > r1;  // the query tile's rows have consecutive positions
+    for (int s = 0; s < W; s++) {
+      int rc = build_cell(b, out, &c, qcons, ((int64_t)h * nq + i) * (W + 1) + s, s, e);
+      if (rc) return rc;
+    }
+    int64_t end = ((int64_t)h * nq + i) * (W + 1) + W;
+    out->tile_cnt[end] = b->tg.n, out->run_cnt[end] = b->rg.n, out->bar_cnt[end] = b->bg.n;
+  }
+  return SR_OK;
+}
+
+// Does the index belong to the layout, with no runs yet, and do the VS masks span its tokens?
+static int runs_check(const tile_index *in, const head_mask *masks, const layout *l, sr_error *e) {
   if (in->n_runs) return sr_input_error(e, NULL, "index", "already has runs");
   if (l->world != in->world || in->q_rank < 0 || in->q_rank >= l->world ||
       sr_cdiv(l->rank_count[in->q_rank], TILE) != in->n_qtiles)
     return sr_input_error(e, NULL, "layout", "does not match the index (world %d, query rank %d, %d query tiles)",
                           in->world, in->q_rank, in->n_qtiles);
-  int W = in->world;
-  int64_t nq = in->n_qtiles, offs = (int64_t)in->heads * nq * (W + 1), ntok = l->n_tokens;
   for (int h = 0; h < in->heads; h++)
-    if (masks[h].kind == PATTERN_VS && masks[h].n_tokens != ntok)
+    if (masks[h].kind == PATTERN_VS && masks[h].n_tokens != l->n_tokens)
       return sr_input_error(e, NULL, "masks", "head %d's mask has %lld tokens, the layout %lld", h,
-                            (long long)masks[h].n_tokens, (long long)ntok);
-  out->heads = in->heads, out->world = W, out->q_rank = in->q_rank, out->n_qtiles = in->n_qtiles;
+                            (long long)masks[h].n_tokens, (long long)l->n_tokens);
+  return SR_OK;
+}
+
+int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  int rc = runs_check(in, masks, l, e);
+  if (rc) return rc;
+  int64_t offs = (int64_t)in->heads * in->n_qtiles * (in->world + 1), ntok = l->n_tokens;
+  out->heads = in->heads, out->world = in->world, out->q_rank = in->q_rank, out->n_qtiles = in->n_qtiles;
   out->tile_cnt = calloc((size_t)offs + 1, sizeof *out->tile_cnt);
   out->bar_cnt = calloc((size_t)offs + 1, sizeof *out->bar_cnt);
   out->run_cnt = calloc((size_t)offs + 1, sizeof *out->run_cnt);
-  int32_t *spre = malloc(sizeof(int32_t) * (size_t)(ntok + 1));
-  uint32_t *dil = calloc((size_t)((ntok + 31) / 32 + 1), sizeof *dil);
-  run_layout rl;
-  int bad = run_layout_build(l, &rl);
-  tile_buf tg = {0}, rg = {0}, bg = {0};
-  int32_t *ent = NULL, *blk = NULL, *vb = NULL;
-  int64_t cap_ent = 0, cap_vb = 0;
-  int rc = SR_OK;
-  if (bad || !out->tile_cnt || !out->bar_cnt || !out->run_cnt || !spre || !dil) rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
-  const int64_t *qp = rc ? NULL : rl.pos[in->q_rank];
-  for (int h = 0; h < in->heads && !rc; h++) {
-    const head_mask *m = &masks[h];
-    int vs = m->kind == PATTERN_VS;
-    if (vs) {
-      spre[0] = 0;
-      for (int64_t x = 0; x < ntok; x++) spre[x + 1] = spre[x] + (int32_t)((m->sbits[x >> 5] >> (x & 31)) & 1u);
-      memset(dil, 0, sizeof *dil * (size_t)((ntok + 31) / 32));
-      for (int64_t d = 0; d < ntok; d++)
-        if (spre[sr_min64(ntok, d + TILE)] > spre[d]) dil[d >> 5] |= 1u << (d & 31);
-    }
-    for (int64_t i = 0; i < nq && !rc; i++) {
-      int64_t r0 = i * TILE, r1 = sr_min64(l->rank_count[in->q_rank], r0 + TILE) - 1, x = r0 + 1;
-      while (x <= r1 && qp[x] == qp[x - 1] + 1) x++;
-      cell_ctx c = {m->vbits, spre, dil, ntok, qp[r0], qp[r1]};
-      int qcons = vs && x > r1;
-      for (int s = 0; s < W && !rc; s++) {
-        int64_t cell = ((int64_t)h * nq + i) * (W + 1) + s;
-        int64_t ta = in->tile_cnt[cell], tb = in->tile_cnt[cell + 1], ba = in->bar_cnt[cell], bb = in->bar_cnt[cell + 1];
-        out->tile_cnt[cell] = tg.n, out->run_cnt[cell] = rg.n, out->bar_cnt[cell] = bg.n;
-        int64_t nt = tb - ta, nkeys = l->rank_count[s];
-        if (nt > cap_ent) {
-          cap_ent = 2 * nt;
-          free(ent), free(blk);
-          ent = malloc(sizeof *ent * (size_t)cap_ent), blk = malloc(sizeof *blk * (size_t)cap_ent);
-        }
-        if (tile_buf_grow(&tg, tg.n + nt, 1) || tile_buf_grow(&bg, bg.n + (bb - ba), 0) || (nt && (!ent || !blk))) {
-          rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
-          break;
-        }
-        // Split the entries: converted (ent, sorted) and kept (copied as they are, and blocking runs).
-        int64_t nc = 0, nb = 0;
-        for (int64_t a = ta; a < tb; a++) {
-          int32_t j = in->tile_idx[a];
-          if (j < 0 || j >= rl.n_tiles[s]) {
-            rc = sr_input_error(e, NULL, "tile_idx", "KV tile %d outside source %d's %lld tiles", j, s,
-                                (long long)rl.n_tiles[s]);
-            break;
-          }
-          if (qcons && in->tile_kind[a] == TILE_PARTIAL && (rl.cons[s][j] & 1)) {
-            ent[nc++] = j;
-          } else {
-            blk[nb++] = j;
-            tg.idx[tg.n] = j;
-            tg.kind[tg.n++] = in->tile_kind[a];
-          }
-        }
-        if (rc) break;
-        if (nc == 0) {
-          if (bb > ba) memcpy(bg.idx + bg.n, in->bar_idx + ba, sizeof(int32_t) * (size_t)(bb - ba));
-          bg.n += bb - ba;
-          continue;
-        }
-        qsort(ent, (size_t)nc, sizeof *ent, cmp_i32);
-        qsort(blk, (size_t)nb, sizeof *blk, cmp_i32);
-        const int64_t *kp = rl.pos[s];
-        // Runs over the converted tiles' slash columns, left to right.
-        int64_t r_first = rg.n, run_end = -1;
-        for (int64_t x2 = 0; x2 < nc && !rc; x2++) {
-          int32_t j = ent[x2];
-          int64_t k0 = (int64_t)j * TILE, k1 = sr_min64(nkeys, k0 + TILE);
-          uint64_t need[2];
-          tile_needs(&c, kp[k0], k1 - k0, need);
-          for (int64_t k = k0 + next_bit(need, sr_max64(0, run_end - k0)); k < k1; k = k0 + next_bit(need, run_end - k0)) {
-            int64_t limit = k1;
-            if ((rl.cons[s][j] & 2) && (rl.cons[s][j + 1] & 1) && !blocked(blk, nb, j + 1))
-              limit = sr_min64(nkeys, k0 + 2 * TILE);  // on into the next tile: its keys continue the positions
-            int64_t len = sr_min64(64, limit - k);
-            if (tile_buf_grow(&rg, rg.n + 1, 1)) {
-              rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
-              break;
-            }
-            rg.idx[rg.n] = (int32_t)k;
-            rg.kind[rg.n++] = (uint8_t)len;
-            run_end = k + len;
-            if (run_end >= k1) break;
-          }
-        }
-        if (rc) break;
-        // Bars: the old ones no run covers, and the converted tiles' visible verticals no run covers,
-        // merged ascending (the two sets are disjoint: old bars lie outside every entry tile).
-        int64_t nv = 0, rp = r_first;
-        if (cap_vb < nc * TILE) {
-          cap_vb = 2 * nc * TILE;
-          free(vb);
-          vb = malloc(sizeof *vb * (size_t)cap_vb);
-          if (!vb) {
-            rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
-            break;
-          }
-        }
-        for (int64_t x2 = 0; x2 < nc; x2++) {
-          int64_t k0 = (int64_t)ent[x2] * TILE, k1 = sr_min64(nkeys, k0 + TILE);
-          uint64_t vert[2];
-          tile_verticals(&c, kp[k0], k1 - k0, vert);
-          for (int64_t b = next_bit(vert, 0); b < 128; b = next_bit(vert, b + 1)) {
-            int64_t k = k0 + b;
-            while (rp < rg.n && rg.idx[rp] + rg.kind[rp] <= k) rp++;
-            if (rp < rg.n && rg.idx[rp] <= k) continue;
-            vb[nv++] = (int32_t)k;
-          }
-        }
-        if (tile_buf_grow(&bg, bg.n + (bb - ba) + nv, 0)) {
-          rc = sr_internal_error(e, 0, "tiles: out of memory for runs");
-          break;
-        }
-        int64_t a = ba, v = 0;
-        rp = r_first;
-        while (a < bb || v < nv) {
-          int32_t k;
-          if (v >= nv || (a < bb && in->bar_idx[a] < vb[v])) {
-            k = in->bar_idx[a++];
-            while (rp < rg.n && rg.idx[rp] + rg.kind[rp] <= k) rp++;
-            if (rp < rg.n && rg.idx[rp] <= k) continue;  // a run computes it
-          } else {
-            k = vb[v++];
-          }
-          bg.idx[bg.n++] = k;
-        }
-      }
-      int64_t end = ((int64_t)h * nq + i) * (W + 1) + W;
-      out->tile_cnt[end] = tg.n, out->run_cnt[end] = rg.n, out->bar_cnt[end] = bg.n;
-    }
-  }
-  free(spre), free(dil), free(ent), free(blk), free(vb);
-  run_layout_free(&rl);
-  out->tile_idx = tg.idx, out->tile_kind = tg.kind, out->n_tiles = tg.n;
-  out->run_key = rg.idx, out->run_len = rg.kind, out->n_runs = rg.n;
-  out->bar_idx = bg.idx, out->n_bars = bg.n;
+  runs_builder b = {.in = in, .l = l};
+  int bad = run_layout_build(l, &b.rl);
+  b.spre = malloc(sizeof(int32_t) * (size_t)(ntok + 1));
+  b.dil = calloc((size_t)((ntok + 31) / 32 + 1), sizeof *b.dil);
+  if (bad || !out->tile_cnt || !out->bar_cnt || !out->run_cnt || !b.spre || !b.dil) rc = runs_oom(e);
+  for (int h = 0; h < in->heads && !rc; h++) rc = build_head(&b, out, h, &masks[h], e);
+  free(b.spre), free(b.dil), free(b.ent), free(b.blk), free(b.vb);
+  run_layout_free(&b.rl);
+  out->tile_idx = b.tg.idx, out->tile_kind = b.tg.kind, out->n_tiles = b.tg.n;
+  out->run_key = b.rg.idx, out->run_len = b.rg.kind, out->n_runs = b.rg.n;
+  out->bar_idx = b.bg.idx, out->n_bars = b.bg.n;
   if (!rc && (!out->tile_idx || !out->run_key || !out->bar_idx)) {
     // empty arrays still get a valid pointer, as tiles_build's consumers expect
     if (!out->tile_idx) out->tile_idx = malloc(sizeof(int32_t)), out->tile_kind = malloc(1);

@@ -118,23 +118,6 @@ void head_view_free(head_view *v) {
   iset_free(&v->dg);
 }
 
-int tiles_heads_equal(const head_pattern *a, const head_pattern *b) {
-  if (a == b) return 1;
-  if (a->kind != b->kind) return 0;
-  switch (a->kind) {
-    case PATTERN_DENSE: return 1;
-    case PATTERN_WINDOW: return a->sinks == b->sinks && a->window == b->window;
-    case PATTERN_VS:
-      return a->n_vertical == b->n_vertical && a->n_slash == b->n_slash &&
-             !memcmp(a->vertical, b->vertical, (size_t)a->n_vertical * sizeof *a->vertical) &&
-             !memcmp(a->slash, b->slash, (size_t)a->n_slash * sizeof *a->slash);
-    case PATTERN_BLOCK:
-      return a->block == b->block && a->n_blocks == b->n_blocks && a->row_words == b->row_words &&
-             !memcmp(a->mask, b->mask, (size_t)(a->n_blocks * a->row_words) * sizeof *a->mask);
-  }
-  return 0;
-}
-
 // ---------------------------------------------------------------------------------------------
 // pair counting
 

@@ -2,7 +2,7 @@
 """cluster_nodes.py BASE W OUT: the cluster of W GPUs of one NVLink host seen as 2 "nodes" of W/2 (one node
 for W <= 2), written from BASE (a shipped or a calibrated cluster JSON) with its GPU, its efficiencies and its
 links kept: the "inter-node" level takes BASE's inter_node figures where it has them, else its intra_node
-ones, because on one host those transfers take the same NVLink wires (exec/gpu_run_nodes.sh)."""
+ones, because on one host those transfers take the same NVLink wires (scripts/gpu/exec_nodes_run.sh)."""
 import json
 import os
 import sys

@@ -13,7 +13,7 @@ Studies (default: all of them):
     bandwidth   inter-node bandwidth what-if (100/200/400/800 Gb/s per GPU): MTraining vs USP vs dense ring
     timeline    one simulated step, task by task (CSV for the Gantt figure, SVG for browsers)
     replay      trace replay over recorded steps (traces/samples/), when `sparsering replay` exists
-    measured    simulated vs measured attention time per layer, from the executor's logs (exec/results/)
+    measured    simulated vs measured attention time per layer, from the executor's logs (results/exec/)
 
 Standard library only: the notebooks need pandas and matplotlib, the studies do not.
 """
@@ -308,7 +308,7 @@ def study_replay(args):
     return s
 
 
-# A line of `sparsering-exec attn` output (exec/results/*/*.log): one layer's measured attention wall time.
+# A line of `sparsering-exec attn` output (results/exec/*/*.log): one layer's measured attention wall time.
 EXEC_LINE = re.compile(r"^attn (\S+) \| (\S+) \| (\S+): (\d+) ranks, (\S+), seq (\d+), 1 layer\(s\): "
                        r"fwd ([\d.]+) ms bwd ([\d.]+) ms")
 

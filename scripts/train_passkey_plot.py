@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-# passkey loss curves of the GPU calls (notebooks-data/train-h200-*.csv) into a PNG:
+# passkey loss curves of the GPU calls (results/train/2026-11-22-h200-cNN-*/*.csv) into results/train/passkey-h200.png:
 # the short-sequence recipes, the first 32K fine-tune, the packed curriculum (call c4), PoSE (call c7) and the
 # PoSE curriculum with a 4K stage and batched 32K steps (calls c8-c10), and the online estimate with a forced
 # local window (calls c12-c16: the goal met in c14 and c16, dense and MTraining side by side)
-# (exec/train_gpu_one.sh passkey; settings and results in docs/train.md)
+# (scripts/gpu/train_one.sh passkey; settings and results in results/JOURNAL.md and the calls' READMEs)
 import csv, matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-def load(name):
-    with open(f"notebooks-data/train-h200-{name}.csv") as f:
+import glob
+def load(name):  # "cN-RUN": RUN.csv of call N's folder
+    call, run = name.split("-", 1)
+    folder, = glob.glob(f"results/train/2026-11-22-h200-c{int(call[1:]):02d}-*/")
+    with open(f"{folder}{run}.csv") as f:
         r = list(csv.DictReader(f))
     return [int(x["step"]) for x in r], [float(x["loss"]) for x in r]
 fig, axs = plt.subplots(4, 2, figsize=(13, 16))
@@ -98,4 +101,4 @@ ax[7].set_yscale("log"); ax[7].set_xlabel("32K step (4 samples each; c16: 8; lr 
 ax[7].set_title("32K stages of calls c12-c16: forcing 64 sinks and 128 local diagonals\n(c13's dense model scored 92.0% under vs-online:0.95:64:128 untrained, c10's 30% without)", fontsize=9)
 ax[7].legend(fontsize=7)
 fig.tight_layout()
-fig.savefig("notebooks-data/train-passkey-h200.png", dpi=110)
+fig.savefig("results/train/passkey-h200.png", dpi=110)

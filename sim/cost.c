@@ -32,7 +32,7 @@ static double attn_time(const gpu_desc *g, const model_config *m, const work_cou
   if (w->full) t += ratio * (double)w->full * cost_tile_flops(m) / (peak * (ef > 0 ? ef : 1));
   if (w->partial) t += ratio * (double)w->partial * cost_tile_flops(m) / (peak * (ep > 0 ? ep : 1));
   // Runs are masked chunks like a PARTIAL tile's halves: the PARTIAL efficiency (an assumption: the
-  // calibration measures PARTIAL tiles; docs/kernels.md measured a run at 17.1 ns against 35.1 ns a
+  // calibration measures PARTIAL tiles; results/JOURNAL.md has a run at 17.1 ns against 35.1 ns a
   // PARTIAL tile on one H200, i.e. at the same rate per element within 3%).
   if (w->runs) t += ratio * (double)w->runs * cost_run_flops(m) / (peak * (ep > 0 ? ep : 1));
   if (w->bars) t += ratio * (double)w->bars * cost_bar_flops(m) / (peak * (eb > 0 ? eb : 1));

@@ -68,7 +68,7 @@ static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
   return 0;
 }
 
-int32_t engine_add(sim_engine *g, int rank, sim_stream stream, double dur, int resource, int phase, int layer,
+int32_t engine_add(sim_engine *g, int rank, timeline_stream stream, double dur, int resource, int phase, int layer,
                    int step, const int32_t *deps, int n_deps) {
   if (g->n_tasks >= INT32_MAX - 1) return -1;
   // One extra slot for the implicit stream predecessor.

@@ -17,11 +17,8 @@
 #include <stdint.h>
 
 #include "plan/error.h"
+#include "plan/timeline.h"  // the streams (timeline_stream)
 
-// STREAM_COPY carries host->device copies and STREAM_COPY_OUT device->host copies (GPUs have a copy
-// engine per direction and PCIe is full duplex); STREAM_COLL carries collectives (gradient reduction,
-// the estimation's broadcasts), as DDP/NCCL do on a stream of their own.
-typedef enum { STREAM_COMPUTE, STREAM_INTRA, STREAM_INTER, STREAM_COPY, STREAM_COLL, STREAM_COPY_OUT, STREAM_COUNT } sim_stream;
 
 typedef struct {
   double dur;          // seconds
@@ -33,8 +30,8 @@ typedef struct {
   int32_t layer;       // -1 when none
   int32_t n_deps;
   int16_t resource;    // -1: none
-  uint8_t stream;      // sim_stream
-  uint8_t phase;       // caller-defined label (sim/step.h's sim_phase)
+  uint8_t stream;      // timeline_stream
+  uint8_t phase;       // caller-defined label (the simulator's: plan/timeline.h's timeline_phase)
 } sim_task;
 
 typedef struct {
@@ -62,7 +59,7 @@ int engine_init(sim_engine *g, int n_ranks, int n_resources, const int *servers,
 void engine_free(sim_engine *g);
 // Add a task; returns its id (>= 0) or -1 when memory runs out. deps are ids of earlier tasks of this
 // chunk (negative ids are ignored, so callers may pass "no task" as -1).
-int32_t engine_add(sim_engine *g, int rank, sim_stream stream, double dur, int resource, int phase, int layer,
+int32_t engine_add(sim_engine *g, int rank, timeline_stream stream, double dur, int resource, int phase, int layer,
                    int step, const int32_t *deps, int n_deps);
 // A zero-duration virtual task that ends when all deps have ended (a collective's rendezvous).
 int32_t engine_barrier(sim_engine *g, const int32_t *deps, int n_deps);

@@ -17,13 +17,14 @@
 #define EST_MAX_INDICES 4096 // top-p is capped at 4096 verticals and 4096 slashes per head
 // Our estimator (kernels/vs_estimate.cu) scores in float64 so that GPU and CPU select the same pattern bit for
 // bit, on the FP64 vector units: its scoring pass ran at 15.0 TFLOP/s on the H200, 0.44 of the 34 TFLOP/s
-// FP64 vector peak (docs/kernels.md, "Pass 1", 512K whole, kernels/bench/results/vsest-h200-2026-11-22).
+// FP64 vector peak (results/JOURNAL.md, "VS estimation + conversion at 512K", pass 1, 512K whole;
+// results/kernels/2026-11-22-h200-vs-estimation-512k).
 #define EST_FP64_EFF 0.44
-// The rest of our estimator against the byte counts below, from the same H200 measurement (docs/kernels.md,
-// "Estimation + conversion at 512K", 512K whole, planted inputs; kernels/bench/results/vsest-h200-2026-11-22),
-// where those bytes take 2.105 ms (passes 2-3) and 0.280 ms (selection) at 0.85 of 4800 GB/s:
-// passes 2 and 3 took 2.22 + 3.55 ms, so they run at 0.365 of that rate (the shard, 256K keys: 2.92 ms
-// measured, 2.88 predicted); the selection took 3.56 ms, 0.0786 of it (the same for the shard: every
+// The rest of our estimator against the byte counts below, from the same H200 measurement
+// (results/JOURNAL.md, "VS estimation + conversion at 512K", 512K whole, planted inputs;
+// results/kernels/2026-11-22-h200-vs-estimation-512k), where those bytes take 2.105 ms (passes 2-3) and
+// 0.280 ms (selection) at 0.85 of 4800 GB/s: passes 2 and 3 took 2.22 + 3.55 ms, so they run at 0.365 of
+// that rate (the shard, 256K keys: 2.92 ms measured, 2.88 predicted); the selection took 3.56 ms, 0.0786 of it (the same for the shard: every
 // rank selects over all N columns and diagonals).
 #define EST_PASS23_EFF 0.365
 #define EST_SELECT_EFF 0.0786

@@ -33,7 +33,7 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
     out->activations = L * n * per_layer_saved + (in->recompute ? n * per_layer_full : 0);
   }
   if (in->exec_trainer) {
-    // sparsering-exec train's own allocations (exec/model_cuda.cu, counted by plan/model.h): fp32 weights
+    // sparsering-exec train's own allocations (train/model_cuda.cu, counted by plan/model.h): fp32 weights
     // and a bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; fp32 buffers a token
     out->weights = P * (4 + 2);
     out->grads = P * 4;
@@ -48,7 +48,7 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   double bwd = 2 * shard * kv_tok * (in->kv_bytes_per_elem + in->grad_bytes_per_elem);
   out->kv_buffers = fwd > bwd ? fwd : bwd;
   out->index_bytes = in->recompute ? in->index_bytes : in->index_bytes * L;
-  // fp32 running output and LSE of the rank's queries (DESIGN.md: keep running outputs in fp32),
+  // fp32 running output and LSE of the rank's queries (docs/design.md, "The LSE merge": running outputs stay fp32),
   // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy.
   double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * 8;
   out->workspace = n * H * (d + 1) * 4 + ce + SIM_MEM_RESERVE;

@@ -62,7 +62,7 @@ double ring_link_time(const cluster_desc *c, link_class link, double bytes) {
   }
 }
 
-static sim_stream stream_of(link_class link) {
+static timeline_stream stream_of(link_class link) {
   return link == LINK_INTER ? STREAM_INTER : link == LINK_HOST ? STREAM_COPY : STREAM_INTRA;
 }
 

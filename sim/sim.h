@@ -15,35 +15,8 @@
 #include "plan/pattern.h"
 #include "plan/plan.h"
 #include "plan/ring_plan.h"
+#include "plan/timeline.h"
 #include "sim/engine.h"
-
-// What a task does (the timeline's "phase" column).
-typedef enum {
-  PHASE_QKV,          // QKV projection (+ norm, RoPE)
-  PHASE_ESTIMATE,     // online pattern estimation: scores of the last 64 queries, top-p
-  PHASE_INDEX,        // building the tile index from the selected verticals and slashes
-  PHASE_ATTN,         // attention forward (a ring step)
-  PHASE_KV_SEND,      // KV shard transfer
-  PHASE_POST,         // output projection, MLP, residuals
-  PHASE_LOSS,         // LM head and cross-entropy (forward + backward)
-  PHASE_POST_BWD,     // backward of output projection and MLP
-  PHASE_ATTN_BWD,     // attention backward (a ring step)
-  PHASE_DKV_SEND,     // dK/dV transfer
-  PHASE_QKV_BWD,      // backward of the QKV projection
-  PHASE_RECOMPUTE,    // recomputed forward GEMMs and elementwise ops of a layer
-  PHASE_A2A,          // Ulysses all-to-all
-  PHASE_COLLECTIVE,   // broadcasts / all-reduces of the estimation
-  PHASE_GRAD_REDUCE,  // gradient all-reduce / reduce-scatter
-  PHASE_OPTIMIZER,    // AdamW update (+ parameter all-gather under ZeRO-1)
-  PHASE_H2D,          // host -> device copy (FPDT prefetch)
-  PHASE_D2H,          // device -> host copy (FPDT offload)
-  PHASE_COUNT
-} sim_phase;
-
-// Name of a phase ("attn", "kv_send", ...).
-const char *sim_phase_name(int phase);
-// Name of a stream ("compute", "intra", "inter", "copy" (host->device), "coll", "copy_out" (device->host)).
-const char *sim_stream_name(int stream);
 
 // A ring transfer the simulator costed: the planner's route, in which layer and pass.
 typedef struct {
@@ -68,15 +41,9 @@ typedef struct {
                         // executor's vs-topp / vs-preset runs, whose pattern is built before the step)
 } sim_options;
 
-// One task of the timeline (seconds; written as microseconds).
+// The tasks a simulation recorded (sim_options.record_timeline), in the order they were scheduled.
 typedef struct {
-  double start, dur;
-  int32_t rank, layer, step;
-  uint8_t stream, phase;
-} sim_event;
-
-typedef struct {
-  sim_event *ev;
+  timeline_event *ev;
   int64_t n, cap;
 } sim_timeline;
 

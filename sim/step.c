@@ -14,14 +14,6 @@
 #include "sim/ring.h"
 #include "sim/step_ctx.h"
 
-static const char *const phase_names[PHASE_COUNT] = {
-    "qkv",      "estimate", "index",    "attn",       "kv_send",     "post",      "loss", "post_bwd", "attn_bwd",
-    "dkv_send", "qkv_bwd",  "recompute", "a2a",       "collective",  "grad_reduce", "optimizer", "h2d", "d2h"};
-static const char *const stream_names[STREAM_COUNT] = {"compute", "intra", "inter", "copy", "coll", "copy_out"};
-
-const char *sim_phase_name(int phase) { return phase >= 0 && phase < PHASE_COUNT ? phase_names[phase] : "?"; }
-const char *sim_stream_name(int stream) { return stream >= 0 && stream < STREAM_COUNT ? stream_names[stream] : "?"; }
-
 void sim_timeline_free(sim_timeline *t) {
   free(t->ev);
   memset(t, 0, sizeof *t);
@@ -40,19 +32,20 @@ int ctx_flush(sim_ctx *x, sr_error *e) {
     if (x->tl) {
       if (x->tl->n == x->tl->cap) {
         int64_t cap = x->tl->cap ? 2 * x->tl->cap : 4096;
-        sim_event *ev = realloc(x->tl->ev, (size_t)cap * sizeof *ev);
+        timeline_event *ev = realloc(x->tl->ev, (size_t)cap * sizeof *ev);
         if (!ev) return sr_internal_error(e, 0, "sim: out of memory for the timeline");
         x->tl->ev = ev;
         x->tl->cap = cap;
       }
-      x->tl->ev[x->tl->n++] = (sim_event){t->start, t->dur, t->rank, t->layer, t->step, t->stream, t->phase};
+      x->tl->ev[x->tl->n++] = (timeline_event){.start = t->start, .dur = t->dur, .rank = t->rank, .layer = t->layer,
+                                                .step = t->step, .stream = t->stream, .phase = t->phase};
     }
   }
   engine_clear(&x->g);
   return SR_OK;
 }
 
-int ctx_each(sim_ctx *x, sim_stream stream, const double *dur, double dur0, int phase, int layer, int step,
+int ctx_each(sim_ctx *x, timeline_stream stream, const double *dur, double dur0, int phase, int layer, int step,
              const int32_t *deps, int32_t *out, sr_error *e) {
   for (int r = 0; r < x->W; r++) {
     int32_t d = deps ? deps[r] : -1;

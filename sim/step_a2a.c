@@ -44,7 +44,7 @@ static int group_a2a(sim_ctx *x, a2a_state *s, double sent, int layer, const int
   int per_node = s->U < x->c->gpus_per_node ? s->U : x->c->gpus_per_node;
   double t = cost_alltoall_cluster(x->c, s->U, per_node, held);
   x->comm_bytes += sent * x->W;
-  sim_stream stream = x->p->schedule.a2a_link == LINK_INTER ? STREAM_INTER : STREAM_INTRA;
+  timeline_stream stream = x->p->schedule.a2a_link == LINK_INTER ? STREAM_INTER : STREAM_INTRA;
   for (int g = 0; g < s->R; g++) {
     int32_t bar = s->U > 1 ? engine_barrier(&x->g, deps + (int64_t)g * s->U, s->U) : deps[(int64_t)g * s->U];
     for (int u = 0; u < s->U; u++) {

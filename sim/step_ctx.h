@@ -42,7 +42,7 @@ typedef struct {
 int ctx_flush(sim_ctx *x, sr_error *e);
 // Add one task per rank on `stream` of dur[r] (or dur0 when dur is NULL) after deps[r] (may be NULL);
 // ids go to out[r].
-int ctx_each(sim_ctx *x, sim_stream stream, const double *dur, double dur0, int phase, int layer, int step,
+int ctx_each(sim_ctx *x, timeline_stream stream, const double *dur, double dur0, int phase, int layer, int step,
              const int32_t *deps, int32_t *out, sr_error *e);
 // A collective over all ranks: a rendezvous after every deps[r], then one task per rank of `dur` on
 // STREAM_COLL; ids go to out[r].

@@ -61,14 +61,14 @@ static int a2a(sim_ctx *x, double bytes, int layer, int chunk, const int32_t *de
   double t = cost_alltoall_cluster(x->c, x->W, x->c->gpus_per_node, bytes);
   x->comm_bytes += bytes * (x->W - 1);
   int32_t bar = engine_barrier(&x->g, deps, x->W);
-  sim_stream stream = x->W > x->c->gpus_per_node ? STREAM_INTER : STREAM_INTRA;
+  timeline_stream stream = x->W > x->c->gpus_per_node ? STREAM_INTER : STREAM_INTRA;
   for (int r = 0; r < x->W; r++)
     if ((out[r] = engine_add(&x->g, r, stream, t, -1, PHASE_A2A, layer, chunk, &bar, 1)) < 0)
       return sr_internal_error(e, 0, "sim: out of memory for tasks");
   return SR_OK;
 }
 
-static int add(sim_ctx *x, int r, sim_stream st, double dur, int phase, int layer, int chunk, int32_t d0, int32_t d1,
+static int add(sim_ctx *x, int r, timeline_stream st, double dur, int phase, int layer, int chunk, int32_t d0, int32_t d1,
                int32_t *out, sr_error *e) {
   int32_t d[2] = {d0, d1};
   *out = engine_add(&x->g, r, st, dur, -1, phase, layer, chunk, d, 2);

@@ -12,7 +12,6 @@
 #include "sim/cost.h"
 #include "sim/ring.h"
 #include "sim/step_ctx.h"
-#include "sim/strategy.h"
 
 // Work of one distinct layer (layers whose accounting is identical share one).
 typedef struct {
@@ -52,7 +51,7 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
   // need every rank's index built (slow at scale, hence opt-in); the backward keeps the tile form's. As in
   // the executor, a vs-online pattern (estimated in the tile form at run time) keeps the tile form.
   work_count *fwd = NULL;
-  if (x->p->spec.fwd_runs && !pattern_spec_is_online(x->p->spec.pattern)) {
+  if (x->p->spec.fwd_runs && pattern_spec_estimation(x->p->spec.pattern) != PATTERN_ONLINE) {
     fwd = malloc((size_t)W * W * sizeof *fwd);
     if (!fwd) return sr_internal_error(e, 0, "sim: out of memory for the forward form's counts");
     if ((rc = tiles_runs_account_layer(x->pat, layer, x->cache.l, fwd, e))) {
@@ -243,7 +242,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
-  st.online = sim_pattern_is_online(p->spec.pattern) && !x->o->fixed_pattern;
+  st.online = pattern_spec_estimation(p->spec.pattern) != PATTERN_FIXED && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
   st.ring.log = x->transfers;
   // Account every layer; identical layers share their work.
@@ -251,7 +250,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     // A layer whose heads equal the previous layer's (every layer of a dense model) shares its work.
     int same = l > 0;
     for (int h = 0; same && h < x->pat->heads; h++)
-      same = work_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
+      same = pattern_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
     if (same) {
       of[l] = of[l - 1];
       x->pairs += distinct[of[l]].pairs;

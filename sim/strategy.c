@@ -4,16 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plan/pattern_spec.h"
 #include "traces/trace.h"
-
-// pattern_spec_is_online names only "vs-online"; the planner's VS strategies use "vs-topp:P" and
-// "vs-preset" budgets, and both are top-p / top-k selections MTraining makes from the data in every
-// forward pass, so they pay the estimation too. Static sources (dense, window, vs-like, block, traces)
-// do not.
-int sim_pattern_is_online(const char *source) {
-  return pattern_spec_is_online(source) || strncmp(source, "vs-topp", 7) == 0 || strncmp(source, "vs-preset", 9) == 0;
-}
 
 int sim_pattern_build(const plan *p, pattern *out, sr_error *e) {
   // traces/ resolves "trace:PATH" (a recorded step) and hands every other source to pattern_from_spec.

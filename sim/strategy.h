@@ -18,9 +18,6 @@ typedef struct {
 // Build the pattern of a plan from its source string (plan.spec.pattern: pattern_spec.h's sources or
 // "trace:PATH"; training step 0).
 int sim_pattern_build(const plan *p, pattern *out, sr_error *e);
-// Does a plan's pattern source stand for patterns estimated online in every forward pass (MTraining's
-// top-p / top-k vertical-slash selection)? Those pay the estimation cost.
-int sim_pattern_is_online(const char *source);
 // Simulate a built plan (its pattern built here).
 int sim_plan(const plan *p, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e);
 // Simulate strategy `name` of a study. A configuration the strategy cannot run (e.g. a Ulysses degree

@@ -36,7 +36,7 @@ sim_svg_options sim_svg_defaults(void) { return (sim_svg_options){NULL, 0, -1}; 
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-static int keep(const sim_event *v, const sim_svg_options *o) { return v->rank >= 0 && (o->layer < 0 || v->layer == o->layer); }
+static int keep(const timeline_event *v, const sim_svg_options *o) { return v->rank >= 0 && (o->layer < 0 || v->layer == o->layer); }
 
 // Append s with the five XML special characters escaped.
 static int put_escaped(sr_buf *b, const char *s) {
@@ -68,7 +68,7 @@ int sim_svg_write(const sim_timeline *t, const sim_svg_options *opt, const char 
   double t0 = INFINITY, t1 = -INFINITY;
   int64_t n_kept = 0;
   for (int64_t i = 0; i < t->n; i++) {
-    const sim_event *v = &t->ev[i];
+    const timeline_event *v = &t->ev[i];
     if (!keep(v, &o)) continue;
     if (v->rank + 1 > world) world = v->rank + 1;
     if (v->stream < STREAM_COUNT) used_stream[v->stream] = 1;
@@ -143,16 +143,16 @@ int sim_svg_write(const sim_timeline *t, const sim_svg_options *opt, const char 
     for (int s = 0; s < STREAM_COUNT; s++)
       if (lane_of[s] >= 0)
         rc |= sr_buf_printf(&b, "<text x=\"%d\" y=\"%d\" fill=\"#666666\" text-anchor=\"end\" font-size=\"9\">%s</text>\n",
-                            MARGIN_LEFT - 6, y + lane_of[s] * (LANE_H + LANE_GAP) + LANE_H - 2, sim_stream_name(s));
+                            MARGIN_LEFT - 6, y + lane_of[s] * (LANE_H + LANE_GAP) + LANE_H - 2, timeline_stream_name(s));
     for (int64_t j = first[r]; j < first[r + 1] && !rc; j++) {
-      const sim_event *v = &t->ev[order[j]];
+      const timeline_event *v = &t->ev[order[j]];
       if (v->stream >= STREAM_COUNT) continue;
       double x = MARGIN_LEFT + (v->start - t0) * xscale, w = v->dur * xscale;
       rc |= sr_buf_printf(&b,
                           "<rect class=\"bar\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>rank %d %s: "
                           "%s, layer %d, step %d, start %.6g %s, %.6g %s</title></rect>\n",
                           x, y + lane_of[v->stream] * (LANE_H + LANE_GAP), w > 0.2 ? w : 0.2, LANE_H, colour_of(v->phase),
-                          r, sim_stream_name(v->stream), sim_phase_name(v->phase), v->layer, v->step,
+                          r, timeline_stream_name(v->stream), timeline_phase_name(v->phase), v->layer, v->step,
                           (v->start - t0) / unit, unit_name, v->dur / unit, unit_name);
     }
     rc |= sr_buf_printf(&b, "</g>\n");
@@ -166,7 +166,7 @@ int sim_svg_write(const sim_timeline *t, const sim_svg_options *opt, const char 
     if (!used_phase[p]) continue;
     int lx = MARGIN_LEFT + (k % LEGEND_COLS) * (PLOT_W / LEGEND_COLS), yy = ly + (k / LEGEND_COLS) * LEGEND_ROW_H;
     rc |= sr_buf_printf(&b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
-                        lx, yy, colour_of(p), lx + 16, yy + 10, sim_phase_name(p));
+                        lx, yy, colour_of(p), lx + 16, yy + 10, timeline_phase_name(p));
     k++;
   }
   rc |= sr_buf_printf(&b, "</g>\n</svg>\n");

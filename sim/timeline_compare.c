@@ -6,19 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/timeline.h"
 #include "plan/util.h"
 
 // ---------------------------------------------------------------------------------------------
 // reading
 
-static const char *const columns[] = {"run", "layer", "rank", "step", "phase", "stream", "start_us", "dur_us"};
+// The columns are plan/timeline.h's: 0 run, 1 layer, 2 rank, 3 step, 4 phase, 5 stream, 6 start_us, 7 dur_us.
 
 int tlc_read_csv(const char *path, tlc_timeline *t, sr_error *e) {
   memset(t, 0, sizeof *t);
   char *text;
   if (sr_read_file(path, &text, NULL, e)) return e->code;
-  int col_of[8];  // position of each known column in the file
-  for (int i = 0; i < 8; i++) col_of[i] = -1;
+  int col_of[TIMELINE_COLUMNS];  // position of each known column in the file
+  for (int i = 0; i < TIMELINE_COLUMNS; i++) col_of[i] = -1;
   char *save = NULL, *line = strtok_r(text, "\n", &save);
   if (!line) {
     free(text);
@@ -27,13 +28,13 @@ int tlc_read_csv(const char *path, tlc_timeline *t, sr_error *e) {
   int ncol = 0;
   for (char *p = line, *f; (f = strsep(&p, ",")) != NULL; ncol++) {
     f[strcspn(f, "\r")] = '\0';
-    for (int i = 0; i < 8; i++)
-      if (strcmp(f, columns[i]) == 0) col_of[i] = ncol;
+    for (int i = 0; i < TIMELINE_COLUMNS; i++)
+      if (strcmp(f, timeline_columns[i]) == 0) col_of[i] = ncol;
   }
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < TIMELINE_COLUMNS; i++)
     if (col_of[i] < 0) {
       free(text);
-      return sr_input_error(e, path, columns[i], "missing column in the header");
+      return sr_input_error(e, path, timeline_columns[i], "missing column in the header");
     }
   int64_t cap = 0, lineno = 1;
   while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
@@ -54,7 +55,7 @@ int tlc_read_csv(const char *path, tlc_timeline *t, sr_error *e) {
     for (char *p = line, *f; (f = strsep(&p, ",")) != NULL; k++) {
       f[strcspn(f, "\r")] = '\0';
       char *end = NULL;
-      for (int i = 0; i < 8; i++) {
+      for (int i = 0; i < TIMELINE_COLUMNS; i++) {
         if (col_of[i] != k) continue;
         got++;
         if (i == 0) snprintf(x->run, sizeof x->run, "%s", f);
@@ -64,7 +65,7 @@ int tlc_read_csv(const char *path, tlc_timeline *t, sr_error *e) {
           double v = strtod(f, &end);
           if (end == f || *end) {
             char field[64];
-            snprintf(field, sizeof field, "line %lld: %s", (long long)lineno, columns[i]);
+            snprintf(field, sizeof field, "line %lld: %s", (long long)lineno, timeline_columns[i]);
             sr_input_error(e, path, field, "'%s' is not a number", f);  // f points into text: report first
             free(text), tlc_free(t);
             return SR_EINPUT;
@@ -77,7 +78,7 @@ int tlc_read_csv(const char *path, tlc_timeline *t, sr_error *e) {
         }
       }
     }
-    if (got != 8) {
+    if (got != TIMELINE_COLUMNS) {
       char field[64];
       snprintf(field, sizeof field, "line %lld", (long long)lineno);
       free(text), tlc_free(t);

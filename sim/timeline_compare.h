@@ -1,7 +1,7 @@
 // timeline_compare.h — predicted (simulator) vs measured (executor) timelines: both are CSVs with
 // columns run,layer,rank,step,phase,stream,start_us,dur_us. Used by `sparsering compare`.
 //
-// Aggregation (a step is as slow as its slowest rank, DESIGN.md "step-level imbalance"):
+// Aggregation (a step is as slow as its slowest rank, docs/design.md, "Balance: worker and step imbalance"):
 //   phase time  = sum over (layer, step) of the max over ranks of that phase's summed duration;
 //   step time   = per (layer, step), the max over ranks of (last end - first start) of its events;
 //   total       = last end - first start over all events.

@@ -77,7 +77,7 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return z ^ (z >> 31);
 }
 
-// Hash of exactly what work_heads_equal compares.
+// Hash of exactly what pattern_heads_equal compares.
 static uint64_t head_hash(const head_pattern *h) {
   uint64_t k = mix(0, (uint64_t)h->kind);
   switch (h->kind) {
@@ -111,7 +111,7 @@ static uint64_t store_hash(work_store *s, const layout *l, const head_pattern *h
 static const work_count *store_find(const work_store *s, const layout *l, const head_pattern *h, uint64_t hash) {
   for (const store_entry *x = s->bucket[hash % STORE_BUCKETS]; x; x = x->next)
     if (x->hash == hash && x->kind == l->kind && x->n_tokens == l->n_tokens && x->world == l->world &&
-        x->granularity == l->granularity && work_heads_equal(&x->head, h))
+        x->granularity == l->granularity && pattern_heads_equal(&x->head, h))
       return x->counts;
   return NULL;
 }
@@ -182,27 +182,10 @@ void work_cache_free(work_cache *c) {
   c->store = store;
 }
 
-int work_heads_equal(const head_pattern *a, const head_pattern *b) {
-  if (a == b) return 1;
-  if (a->kind != b->kind) return 0;
-  switch (a->kind) {
-    case PATTERN_DENSE: return 1;
-    case PATTERN_WINDOW: return a->sinks == b->sinks && a->window == b->window;
-    case PATTERN_VS:
-      return a->n_vertical == b->n_vertical && a->n_slash == b->n_slash &&
-             (a->vertical == b->vertical || !memcmp(a->vertical, b->vertical, (size_t)a->n_vertical * 4)) &&
-             (a->slash == b->slash || !memcmp(a->slash, b->slash, (size_t)a->n_slash * 4));
-    case PATTERN_BLOCK:
-      return a->block == b->block && a->n_blocks == b->n_blocks && a->row_words == b->row_words &&
-             (a->mask == b->mask || !memcmp(a->mask, b->mask, (size_t)(a->n_blocks * a->row_words) * 8));
-  }
-  return 0;
-}
-
 int work_head(work_cache *c, const pattern *pat, int layer, int head, const work_count **out, sr_error *e) {
   const head_pattern *h = pattern_head(pat, layer, head);
   for (int i = 0; i < c->n_cached; i++)
-    if (c->key[i] && work_heads_equal(c->key[i], h)) {
+    if (c->key[i] && pattern_heads_equal(c->key[i], h)) {
       *out = c->val[i];
       return SR_OK;
     }
@@ -252,7 +235,7 @@ int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr
   int mult = 0;
   for (int h = 0; h < pat->heads; h++) {
     const head_pattern *hp = pattern_head(pat, layer, h);
-    if (run && work_heads_equal(run_head, hp)) {
+    if (run && pattern_heads_equal(run_head, hp)) {
       mult++;
       continue;
     }

@@ -15,8 +15,8 @@
 #define WORK_CACHE 4
 
 // Counts that outlive one simulation, keyed by (layout kind, n_tokens, world, granularity; head pattern
-// contents as work_heads_equal compares them). The heads are copied, so patterns may be freed while the
-// store lives. Explicit-permutation layouts are not stored (their identity is the permutation).
+// contents as pattern_heads_equal compares them). The heads are copied, so patterns may be freed while
+// the store lives. Explicit-permutation layouts are not stored (their identity is the permutation).
 typedef struct work_store work_store;
 
 typedef struct {
@@ -48,8 +48,6 @@ void work_cache_free(work_cache *c);
 int work_head(work_cache *c, const pattern *pat, int layer, int head, const work_count **out, sr_error *e);
 // Sum of every head of `layer` into agg[q_rank * W + src] (zeroed first).
 int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr_error *e);
-// Do two heads keep exactly the same (q, k) pairs (same kind, parameters and index arrays)?
-int work_heads_equal(const head_pattern *a, const head_pattern *b);
 // Add b into a.
 void work_add(work_count *a, const work_count *b);
 

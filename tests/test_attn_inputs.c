@@ -11,7 +11,7 @@
 #include "tests/test.h"
 
 enum { NQ_EST = 64 };   // the CUDA path estimates from the last 64 queries (exec/online_vs_cuda.c)
-#define TOP_P 0.95      // `--pattern vs-online:0.95`, the stage gpu_run.sh runs
+#define TOP_P 0.95      // `--pattern vs-online:0.95`, the stage scripts/gpu/exec_run.sh runs
 #define SEED 7
 
 typedef struct {

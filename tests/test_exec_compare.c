@@ -112,9 +112,9 @@ TEST(compare_cli_prints_phase_errors_and_their_mean) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// predict_attention (exec/predict.c)
+// predict_attention (sim/predict.c)
 
-#include "exec/predict.h"
+#include "sim/predict.h"
 #include "plan/pattern_spec.h"
 
 // Predicted forward and backward of layer 0 of a qwen2.5-3b plan on the 2 x H200 cluster.

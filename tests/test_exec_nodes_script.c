@@ -1,4 +1,4 @@
-// test_exec_nodes_script.c — exec/gpu_run_nodes.sh (issue 9's runs for a 4- or 8-GPU host) on the CPU
+// test_exec_nodes_script.c — scripts/gpu/exec_nodes_run.sh (issue 9's runs for a 4- or 8-GPU host) on the CPU
 // backend (SR_DRY=1): the correctness stage covers every layout x schedule x pattern at W = 4 and passes,
 // the strong-scaling stage times both strategies at W = 2 and 4, each with its prediction, into the
 // table, and the training stage runs a step of each strategy at W = 4 with its prediction (CSVs in the
@@ -19,7 +19,7 @@ static int count(const char *s, const char *needle) {
 TEST(nodes_script_dry_run_checks_every_layout_and_schedule_and_tables_the_scaling_runs) {
   char cmd[2048], *out = NULL;
   snprintf(cmd, sizeof cmd,
-           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs OUT=%s/out bash exec/gpu_run_nodes.sh 'a strong train'",
+           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs OUT=%s/out bash scripts/gpu/exec_nodes_run.sh 'a strong train'",
            test_bin_dir(), test_tmpdir(), test_tmpdir());
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   if (!out) return;
@@ -56,14 +56,14 @@ static int table_row(const char *from, const char *name, char *dst, size_t size)
 }
 
 TEST(nodes_predict_repredicts_the_scaling_runs_as_the_runs_predicted_themselves) {
-  // after stage cal every W's cluster is written from the calibrated one, so exec/nodes_predict.sh, which
+  // after stage cal every W's cluster is written from the calibrated one, so scripts/gpu/exec_nodes_predict.sh, which
   // re-predicts the logged runs on the same calibration, must reproduce each row of the run's own table
   char cmd[2048], *run = NULL, *re = NULL;
   snprintf(cmd, sizeof cmd,
-           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs2 OUT=%s/out2 bash exec/gpu_run_nodes.sh 'cal strong'",
+           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs2 OUT=%s/out2 bash scripts/gpu/exec_nodes_run.sh 'cal strong'",
            test_bin_dir(), test_tmpdir(), test_tmpdir());
   CHECK_EQ_INT(test_run(cmd, &run), 0);
-  snprintf(cmd, sizeof cmd, "SR_BIN=%s OUT=%s/re bash exec/nodes_predict.sh %s/out2/h200-nodes-4-calibrated.json %s/logs2",
+  snprintf(cmd, sizeof cmd, "SR_BIN=%s OUT=%s/re bash scripts/gpu/exec_nodes_predict.sh %s/out2/h200-nodes-4-calibrated.json %s/logs2",
            test_bin_dir(), test_tmpdir(), test_tmpdir(), test_tmpdir());
   CHECK_EQ_INT(test_run(cmd, &re), 0);
   const char *rows[] = {"strong_dense-ring_512K_w2", "strong_mtraining_512K_w2", "strong_dense-ring_512K_w4",
@@ -77,7 +77,7 @@ TEST(nodes_predict_repredicts_the_scaling_runs_as_the_runs_predicted_themselves)
   }
   // a missing cluster file is an input error
   free(re), re = NULL;
-  snprintf(cmd, sizeof cmd, "SR_BIN=%s bash exec/nodes_predict.sh %s/nonexistent.json %s/logs2 2>&1", test_bin_dir(),
+  snprintf(cmd, sizeof cmd, "SR_BIN=%s bash scripts/gpu/exec_nodes_predict.sh %s/nonexistent.json %s/logs2 2>&1", test_bin_dir(),
            test_tmpdir(), test_tmpdir());
   CHECK_EQ_INT(test_run(cmd, &re), 2);
   CHECK_STR_CONTAINS(re, "nonexistent.json");
@@ -120,7 +120,7 @@ TEST(nodes_script_stops_when_a_correctness_run_fails) {
            "chmod +x %s", dir, exe, exe);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
   snprintf(cmd, sizeof cmd,
-           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs3 OUT=%s/out3 bash exec/gpu_run_nodes.sh 'a strong' 2>&1", dir,
+           MPI_ENV "SR_DRY=1 NP=4 SR_BIN=%s SR_LOGS=%s/logs3 OUT=%s/out3 bash scripts/gpu/exec_nodes_run.sh 'a strong' 2>&1", dir,
            test_tmpdir(), test_tmpdir());
   CHECK_EQ_INT(test_run(cmd, &out), 1);
   CHECK_STR_CONTAINS(out, "correctness FAILED");

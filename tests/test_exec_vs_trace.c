@@ -148,7 +148,7 @@ TEST(exec_predict_of_a_written_trace_equals_the_prediction_of_the_run_that_wrote
 
 TEST(exec_predict_without_a_trace_equals_the_prediction_of_attn_on_the_plans_own_pattern) {
   // a synthetic pattern is the plan's own: `predict` needs no trace and prints what `attn --predict` printed
-  // for the run on that plan (gpu_run_nodes.sh re-predicts its scaling runs this way)
+  // for the run on that plan (scripts/gpu/exec_nodes_run.sh re-predicts its scaling runs this way)
   const char *plan_flags = "--model tiny-test --seq 999 --layout striped:16 --schedule ring --pattern vs-topp:0.9";
   char cmd[2048], *out = NULL;
   snprintf(cmd, sizeof cmd, "%s --layers 2 --predict", plan_flags);

@@ -1,6 +1,7 @@
-// test_kernels_mask64.c — the 64-element keep-bit forms of a VS head's mask (kernels/sa_mask.h), which the
-// kernels' partial tiles use, held to the per-element predicate sa_mask_keeps on every (row, run) of a
-// random mask, including runs that start before 0, end past n and straddle word boundaries.
+// test_kernels_mask64.c — the 64-element keep-bit forms of a VS head's mask (plan/head_mask_bits.h), which
+// the kernels' partial tiles and the planner's forward form use, held to the kernels' per-element predicate
+// sa_mask_keeps (kernels/sa_mask.h) on every (row, run) of a random mask, including runs that start before
+// 0, end past n and straddle word boundaries.
 #include <stdlib.h>
 #include <string.h>
 

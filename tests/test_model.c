@@ -138,7 +138,7 @@ TEST(model_kv_and_activation_bytes_match_closed_form) {
 }
 
 TEST(model_exec_trainer_bytes_list_the_cuda_trainers_buffers) {
-  // small_llama: hidden 8, 2 heads of 4, 1 KV head, MLP 16, 3 layers. exec/model_cuda.cu's float buffers a token:
+  // small_llama: hidden 8, 2 heads of 4, 1 KV head, MLP 16, 3 layers. train/model_cuda.cu's float buffers a token:
   //   layer inputs x[0..3]: 4 x 8 = 32
   //   one layer (recompute): ln1 8, rstd1 1, q 8, k 4, v 4, o 8, lse 2, x2 8, ln2 8, rstd2 1, gate, up, h 16 each = 100
   //   lnf 8, rstdf 1, tmp 8, dx 8, dln 8, dlnf 8, dq 8, dout 8, dk 4, dv 4, dh 16 = 81

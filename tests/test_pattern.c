@@ -75,3 +75,25 @@ TEST(pattern_layer_heads_uniform_only_when_every_head_keeps_the_same_elements) {
   CHECK(!pattern_layer_heads_uniform(&p, 2));  // dense and window mixed, though this window keeps everything
   pattern_free(&p);
 }
+
+TEST(pattern_heads_equal_compares_descriptions_by_content_not_by_address) {
+  int32_t v1[] = {0, 5, 9}, v2[] = {0, 5, 9}, v3[] = {0, 5, 10}, s1[] = {0, 1}, s2[] = {0, 1};
+  head_pattern a = {.kind = PATTERN_VS, .n_vertical = 3, .n_slash = 2, .vertical = v1, .slash = s1};
+  head_pattern b = {.kind = PATTERN_VS, .n_vertical = 3, .n_slash = 2, .vertical = v2, .slash = s2};
+  CHECK(pattern_heads_equal(&a, &b));  // equal arrays at other addresses
+  b.vertical = v3;
+  CHECK(!pattern_heads_equal(&a, &b));  // one vertical differs
+  b.vertical = v2, b.n_slash = 1;
+  CHECK(!pattern_heads_equal(&a, &b));  // a shorter slash list
+  head_pattern w1 = {.kind = PATTERN_WINDOW, .sinks = 4, .window = 16}, w2 = w1, d = {.kind = PATTERN_DENSE};
+  CHECK(pattern_heads_equal(&w1, &w2));
+  w2.window = 17;
+  CHECK(!pattern_heads_equal(&w1, &w2));
+  CHECK(!pattern_heads_equal(&w1, &d));  // another kind, even where it would keep the same elements
+  uint64_t m1[] = {0x5, 0x3}, m2[] = {0x5, 0x3};
+  head_pattern k1 = {.kind = PATTERN_BLOCK, .block = 4, .n_blocks = 2, .row_words = 1, .mask = m1}, k2 = k1;
+  k2.mask = m2;
+  CHECK(pattern_heads_equal(&k1, &k2));
+  m2[1] = 0x1;
+  CHECK(!pattern_heads_equal(&k1, &k2));
+}

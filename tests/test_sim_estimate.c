@@ -64,7 +64,7 @@ static int phase_fixed_s(const char *cluster, const char *spec, int phase, int f
   int rc = sim_plan(&p, &o, &r, &tl, &e);
   for (int k = 0; k < 2; k++) per_rank[k] = 0, count[k] = p.layout.rank_count[k];
   for (int64_t i = 0; !rc && i < tl.n; i++) {
-    const sim_event *v = &tl.ev[i];
+    const timeline_event *v = &tl.ev[i];
     if (v->layer == 0 && v->phase == phase && v->stream == STREAM_COMPUTE && v->rank < 2 &&
         !(first && per_rank[v->rank] > 0))
       per_rank[v->rank] += v->dur;

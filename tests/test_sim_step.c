@@ -382,7 +382,7 @@ TEST(sim_cli_bad_inputs_exit_2) {
 }
 
 TEST(sim_cli_checks_the_plan_flags_as_plan_does) {
-  // One parser (cli/plan_flags.c) for both commands: the same bad flags give the same error.
+  // One parser (plan/plan_flags.c) for both commands: the same bad flags give the same error.
   const char *bad[] = {"--layout striped:64 --granularity 32 --schedule ring", "--layout zigzag --granularity 16 --schedule ring",
                        "--layout zigzag --schedule ring --inner 0"};
   const char *flag[] = {"--granularity", "--granularity", "--inner"};

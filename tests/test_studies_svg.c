@@ -56,8 +56,9 @@ static int bar_geometry(const char *report, const char *key, double *x, double *
   return 0;
 }
 
-static sim_event ev(double start_s, double dur_s, int rank, int layer, int step, int stream, int phase) {
-  return (sim_event){start_s, dur_s, rank, layer, step, (uint8_t)stream, (uint8_t)phase};
+static timeline_event ev(double start_s, double dur_s, int rank, int layer, int step, int stream, int phase) {
+  return (timeline_event){.start = start_s, .dur = dur_s, .rank = rank, .layer = layer, .step = step, .stream = (uint8_t)stream,
+                          .phase = (uint8_t)phase};
 }
 
 // The chart of t with options o (NULL: the defaults), written to the test's folder, as svg_summary reports
@@ -75,7 +76,7 @@ static char *chart(const sim_timeline *t, const sim_svg_options *o) {
 
 TEST(svg_has_one_row_per_rank_including_idle_ranks) {
   // Ranks 0 and 2 have tasks, rank 1 none: the chart still has three rows.
-  sim_event e3[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN), ev(0, 2e-3, 2, 0, 1, STREAM_INTER, PHASE_KV_SEND)};
+  timeline_event e3[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN), ev(0, 2e-3, 2, 0, 1, STREAM_INTER, PHASE_KV_SEND)};
   sim_timeline t = {e3, 2, 2};
   sim_svg_options o = sim_svg_defaults();
   o.world = 3;
@@ -88,7 +89,7 @@ TEST(svg_has_one_row_per_rank_including_idle_ranks) {
 }
 
 TEST(svg_rows_default_to_the_largest_rank_of_the_timeline) {
-  sim_event e1[] = {ev(0, 1e-3, 4, 0, 0, STREAM_COMPUTE, PHASE_QKV)};
+  timeline_event e1[] = {ev(0, 1e-3, 4, 0, 0, STREAM_COMPUTE, PHASE_QKV)};
   sim_timeline t = {e1, 1, 1};
   char *out = chart(&t, NULL);
   CHECK_STR_CONTAINS(out, "ranks 5\n");
@@ -97,7 +98,7 @@ TEST(svg_rows_default_to_the_largest_rank_of_the_timeline) {
 
 TEST(svg_lanes_are_the_streams_in_use_in_every_row) {
   // compute on rank 0, the inter-node link on rank 1: both rows show both lanes, and no other.
-  sim_event e2[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN), ev(0, 1e-3, 1, 0, 0, STREAM_INTER, PHASE_KV_SEND)};
+  timeline_event e2[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN), ev(0, 1e-3, 1, 0, 0, STREAM_INTER, PHASE_KV_SEND)};
   sim_timeline t = {e2, 2, 2};
   char *out = chart(&t, NULL);
   CHECK_STR_CONTAINS(out, "row 0 bars 1 lanes compute,inter\n");
@@ -106,7 +107,7 @@ TEST(svg_lanes_are_the_streams_in_use_in_every_row) {
 }
 
 TEST(svg_every_task_is_a_bar_with_a_title_naming_phase_layer_and_step) {
-  sim_event e3[] = {ev(0, 1e-3, 0, 3, 2, STREAM_COMPUTE, PHASE_ATTN_BWD), ev(1e-3, 1e-3, 0, 3, 2, STREAM_INTRA, PHASE_DKV_SEND),
+  timeline_event e3[] = {ev(0, 1e-3, 0, 3, 2, STREAM_COMPUTE, PHASE_ATTN_BWD), ev(1e-3, 1e-3, 0, 3, 2, STREAM_INTRA, PHASE_DKV_SEND),
                     ev(0, 5e-4, 1, 7, -1, STREAM_COLL, PHASE_GRAD_REDUCE)};
   sim_timeline t = {e3, 3, 3};
   char *out = chart(&t, NULL);
@@ -119,7 +120,7 @@ TEST(svg_every_task_is_a_bar_with_a_title_naming_phase_layer_and_step) {
 
 TEST(svg_bars_are_placed_in_proportion_to_time) {
   // A takes [0, 1) ms, B [1, 3) ms: B is twice as wide as A and starts where A ends.
-  sim_event e2[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_QKV), ev(1e-3, 2e-3, 1, 0, 0, STREAM_COMPUTE, PHASE_POST)};
+  timeline_event e2[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_QKV), ev(1e-3, 2e-3, 1, 0, 0, STREAM_COMPUTE, PHASE_POST)};
   sim_timeline t = {e2, 2, 2};
   char *out = chart(&t, NULL);
   double xa = 0, wa = 0, xb = 0, wb = 0;
@@ -131,7 +132,7 @@ TEST(svg_bars_are_placed_in_proportion_to_time) {
 }
 
 TEST(svg_layer_filter_keeps_only_that_layers_tasks) {
-  sim_event e4[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN), ev(1e-3, 1e-3, 0, 1, 0, STREAM_COMPUTE, PHASE_ATTN),
+  timeline_event e4[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN), ev(1e-3, 1e-3, 0, 1, 0, STREAM_COMPUTE, PHASE_ATTN),
                     ev(2e-3, 1e-3, 1, 1, 1, STREAM_COMPUTE, PHASE_ATTN), ev(3e-3, 1e-3, 1, 2, 0, STREAM_COMPUTE, PHASE_ATTN)};
   sim_timeline t = {e4, 4, 4};
   sim_svg_options o = sim_svg_defaults();
@@ -144,7 +145,7 @@ TEST(svg_layer_filter_keeps_only_that_layers_tasks) {
 }
 
 TEST(svg_title_with_markup_characters_is_escaped) {
-  sim_event e1[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN)};
+  timeline_event e1[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN)};
   sim_timeline t = {e1, 1, 1};
   sim_svg_options o = sim_svg_defaults();
   o.title = "a<b & \"c\" > 'd'";
@@ -163,7 +164,7 @@ TEST(svg_empty_timeline_is_still_a_chart) {
 }
 
 TEST(svg_unwritable_path_is_an_error_not_a_crash) {
-  sim_event e1[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN)};
+  timeline_event e1[] = {ev(0, 1e-3, 0, 0, 0, STREAM_COMPUTE, PHASE_ATTN)};
   sim_timeline t = {e1, 1, 1};
   sr_error e = {0};
   CHECK(sim_svg_write(&t, NULL, "/nonexistent-dir/x/t.svg", &e) != SR_OK);

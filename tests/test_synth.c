@@ -285,3 +285,13 @@ TEST(online_spec_suffix_forces_sinks_and_window_and_defaults_to_none) {
   CHECK_EQ_INT(pattern_spec_online_opts("vs-online:topk:512:256:64:128", &o, &e), SR_OK);
   CHECK(o.topk_v == 512 && o.topk_s == 256 && o.sinks == 64 && o.window == 128);
 }
+
+TEST(only_vs_online_is_estimated_online_vs_topp_and_vs_preset_stand_in_for_it_and_the_rest_are_fixed) {
+  CHECK_EQ_INT(pattern_spec_estimation("vs-online:0.9"), PATTERN_ONLINE);
+  CHECK_EQ_INT(pattern_spec_estimation("vs-online:topk:40:60:30:100"), PATTERN_ONLINE);
+  CHECK_EQ_INT(pattern_spec_estimation("vs-topp:0.95"), PATTERN_STAND_IN);
+  CHECK_EQ_INT(pattern_spec_estimation("vs-preset:qwen2.5-3b"), PATTERN_STAND_IN);
+  static const char *const fixed[] = {"dense", "window:4:64", "vs-like:4:64:8", "block:0.2", "adaspa:0.9",
+                                      "trace:t.safetensors"};
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) CHECK_EQ_INT(pattern_spec_estimation(fixed[i]), PATTERN_FIXED);
+}

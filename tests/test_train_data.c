@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/data.h"
-#include "exec/model_ckpt.h"
+#include "train/data.h"
+#include "train/model_ckpt.h"
 #include "plan/util.h"
 #include "tests/test.h"
 

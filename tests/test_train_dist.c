@@ -77,7 +77,7 @@ TEST(train_records_the_attention_pattern_of_chosen_steps_as_a_trace) {
   snprintf(csv, sizeof csv, "%s/run.csv", dir);
   snprintf(cmd, sizeof cmd,
            MPI_ENV "mpirun --oversubscribe -np 2 "
-           "%s/sparsering-exec train --model tiny-test --cluster %s --seq 300 --layout striped:16 "
+           "%s/sparsering-exec train --model tiny-test --cluster %s --seq 300 --layout striped:16 --schedule ring "
            "--pattern window:4:64 --data passkey --digits 3 --steps 3 --trace %s --trace-steps 1,3 --csv %s --quiet",
            test_bin_dir(), cluster, trace, csv);
   char *out = NULL;
@@ -126,7 +126,7 @@ TEST(train_two_ranks_resume_from_a_checkpoint_continues_bit_for_bit) {
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
   snprintf(base, sizeof base,
            MPI_ENV "mpirun --oversubscribe -np 2 "
-           "%s/sparsering-exec train --model tiny-test --cluster %s --seq 64 --layout striped:8 --data %s "
+           "%s/sparsering-exec train --model tiny-test --cluster %s --seq 64 --layout striped:8 --schedule ring --data %s "
            "--lr 3e-3 --quiet",
            test_bin_dir(), cluster, text);
   snprintf(cmd, sizeof cmd, "%s --steps 4 --csv %s/full.csv", base, dir);
@@ -151,7 +151,7 @@ TEST(train_two_ranks_resume_from_a_checkpoint_continues_bit_for_bit) {
 TEST(train_plan_for_more_ranks_than_the_job_is_an_input_error) {
   char cmd[2048];
   snprintf(cmd, sizeof cmd,
-           MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster h200-1x2 --seq 64 --steps 1 2>&1",
+           MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster h200-1x2 --strategy dense-ring --seq 64 --steps 1 2>&1",
            test_bin_dir());
   char *out = NULL;
   CHECK_EQ_INT(test_run(cmd, &out), 2);

@@ -1,5 +1,5 @@
 // test_train_host_cache.c — the trainer's host cache of attention plans (`train --attn-host-cache`,
-// exec/train_attn.h): a plan dropped from the device waits in host memory and comes back by a restore, so each
+// train/train_attn.h): a plan dropped from the device waits in host memory and comes back by a restore, so each
 // layer's plan is built once; the losses are those of the run without the cache; a cap too small for one plan
 // gives the rebuilds of the run without it. CPU backend: release and restore are no-ops there, so the tests
 // check the cache's policy (which plan is built, held, restored, freed), not the uploads.

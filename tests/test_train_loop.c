@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/train.h"
+#include "train/train.h"
 #include "plan/model.h"
 #include "tests/test.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/model_cpu.h"
+#include "train/model_cpu.h"
 #include "tests/test.h"
 
 // ---- helpers ----------------------------------------------------------------------------------

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/model_cpu.h"
-#include "exec/train_online.h"
+#include "train/model_cpu.h"
+#include "train/train_online.h"
 #include "tests/mpi_fixture.h"
 #include "tests/test.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/train.h"
+#include "train/train.h"
 #include "plan/model.h"
 #include "tests/mpi_fixture.h"
 #include "tests/test.h"

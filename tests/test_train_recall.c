@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/train_recall.h"
+#include "train/train_recall.h"
 #include "tests/mpi_fixture.h"
 #include "tests/test.h"
 

@@ -10,7 +10,7 @@ Timing: CUDA events, 3 warm-ups, median of 10, inputs rotated over 3 sets.
 With --check DIR (files from `sparsering-bench-attn --dump DIR`) it first compares our kernels'
 outputs and gradients with SDPA (dense) and FlexAttention (VS-like) on the same inputs.
 Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd] [--cudnn] [--mix]
-  (--fwd: no backward timings; --cudnn: SDPA cuDNN with GQA at 16K and 64K only; --mix: FlexAttention
+  (--fwd: no backward timings; --cudnn: SDPA cuDNN with GQA at 16K, 64K and 128K only; --mix: FlexAttention
   causal and VS-like at 128K and the budget mix at 64K and 128K only, the mix read from --check DIR)
 """
 import math
@@ -208,7 +208,8 @@ def main():
     flex = torch.compile(flex_attention)
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
     print("%-30s %7s %9s %9s %9s %9s" % ("peer", "N", "fwd ms", "fwd TF/s", "bwd ms", "bwd TF/s"))
-    for n in (() if only_mix else (16384,) if quick else (16384, 65536)):
+    sizes = (16384, 65536, 131072) if "--cudnn" in args else (16384, 65536)
+    for n in (() if only_mix else (16384,) if quick else sizes):
         flop = 4.0 * n * n * D * H / 2
         bench("SDPA cuDNN (GQA)", n, sdpa(SDPBackend.CUDNN_ATTENTION, True), flop=flop)
         if "--cudnn" in args:

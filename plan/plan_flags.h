@@ -1,0 +1,28 @@
+// plan_flags.h — the one definition of the plan's command-line flags: the flags that make a plan spec
+// (--model --cluster --seq --strategy --layout --granularity --schedule --inner --ulysses --pattern --seed),
+// read the same way by `sparsering plan`/`sim` and by `sparsering-exec attn`/`train`/`predict`.
+#ifndef SR_PLAN_FLAGS_H
+#define SR_PLAN_FLAGS_H
+
+#include "plan/args.h"
+#include "plan/plan.h"
+
+// The plan flags as a table for a command's cli_usage (its parser and its --help).
+extern const cli_flag plan_spec_flags[];
+
+// Fill a plan spec from the plan flags. A strategy sets layout, schedule and pattern, and explicit flags
+// override it; without one --layout and --schedule are required. The spec is canonical: "striped" plus
+// a granularity, never "striped:G" (--granularity must agree with a G in --layout); --seed lies in
+// [0, 2^53] (it travels through JSON numbers). Errors name the flag ("--seed: ...").
+int plan_spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e);
+// Rewrite a library error that names a spec field ("inner: ...") as the flag ("--inner: ..."); a file
+// error gets the flag that named the file in front (flag_of_file: "model", "cluster", "layout", or NULL).
+// Returns e->code.
+int plan_error_as_flag(sr_error *e, const char *flag_of_file);
+// The --layout text of a spec's layout: "striped:G" for the striped layout (the spec keeps G apart), else
+// the spec's layout ("zigzag", "permutation:PATH"). Returns out.
+const char *plan_spec_layout_flag(const plan_spec *s, char *out, size_t size);
+// Build the plan the flags describe (plan_spec_from_flags, then plan_build_at), errors named as flags.
+int plan_build_from_flags(const cli_args *a, plan *p, sr_error *e);
+
+#endif

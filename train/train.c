@@ -1,0 +1,465 @@
+// train.c — the context-parallel training step, ZeRO-1 AdamW, evaluation, checkpoints and resume.
+#include "train/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "train/model_ckpt.h"
+#include "plan/util.h"
+#if SR_HAVE_CUDA
+#include "train/model_cuda.h"
+#endif
+
+// ---- options, create, free --------------------------------------------------------------------
+
+void train_options_defaults(train_options *o) {
+  memset(o, 0, sizeof *o);
+  o->seq = 1024;
+  o->steps = 100;
+  o->lr = 3e-4;
+  o->seed = 1;
+  o->passkey_depth = -1;
+  o->passkey_digits = 5;
+}
+
+int trainer_create(trainer *t, const model_config *cfg, const train_options *o, const train_comm *comm,
+                   int64_t n_local, const int64_t *pos, sr_error *e) {
+  memset(t, 0, sizeof *t);
+  t->opt = *o;
+  if (comm) t->comm = *comm;
+  else t->comm.world = 1;
+  if (t->comm.world < 1 || t->comm.rank < 0 || t->comm.rank >= t->comm.world)
+    return sr_input_error(e, NULL, "world", "rank %d of %d", t->comm.rank, t->comm.world);
+  if (o->seq < 2) return sr_input_error(e, NULL, "seq", "%lld tokens: need at least 2", (long long)o->seq);
+  if (o->data && o->data->max_token >= cfg->vocab_size)
+    return sr_input_error(e, o->data->path, "tokens", "holds token %lld, beyond the model's vocabulary of %lld",
+                          (long long)o->data->max_token, (long long)cfg->vocab_size);
+  int64_t pack = o->pack > 1 ? o->pack : 1, min_len = data_passkey_min_seq(o->passkey_digits > 0 ? o->passkey_digits : 5);
+  if (pack > 1 && (o->data || o->seq % pack != 0 || o->seq / pack < min_len))
+    return sr_input_error(e, NULL, "pack", "%lld passkey samples in %lld tokens: need passkey data, a divisor of the "
+                          "sequence and at least %lld tokens a sample", (long long)pack, (long long)o->seq,
+                          (long long)min_len);
+  if (!o->data && cfg->vocab_size < 256)
+    return sr_input_error(e, cfg->path, "vocab_size", "passkey samples are bytes: need 256, have %lld",
+                          (long long)cfg->vocab_size);
+  for (int64_t i = 0; i < n_local; i++)
+    if (pos[i] < 0 || pos[i] >= o->seq)
+      return sr_input_error(e, NULL, "positions", "position %lld outside the sequence of %lld", (long long)pos[i],
+                            (long long)o->seq);
+  // a rank may hold no token when the layout leaves it empty; it still takes part in the collectives.
+  // On the GPU the host model keeps only the tensor table (and the weights of saves and loads): its
+  // activations are sized for one token, and the weights are drawn on the device.
+  int rc = model_cpu_create(&t->model, cfg, MODEL_F32, o->cuda ? 1 : sr_max64(n_local, 1), o->seq, o->recompute, e);
+  if (rc) return rc;
+  if (!o->cuda) model_init_random(&t->model, o->seed);
+  int64_t P = t->model.num_params, W = t->comm.world;
+  t->slice = sr_cdiv(P, W);
+  int64_t lo = sr_min64(P, t->comm.rank * t->slice), hi = sr_min64(P, lo + t->slice);
+  rc = adamw_create(&t->adam, lo, hi, o->lr, o->weight_decay, e);
+  if (rc) {
+    model_cpu_free(&t->model);
+    return rc;
+  }
+  t->n_local = n_local;
+  size_t nl = (size_t)sr_max64(n_local, 1), ns = (size_t)o->seq;
+  t->pos = malloc(nl * sizeof *t->pos);
+  t->rope_pos = malloc(nl * sizeof *t->rope_pos);
+  t->seq_tok = malloc(ns * sizeof(int32_t));
+  t->seq_tgt = malloc(ns * sizeof(int32_t));
+  t->tok = malloc(nl * sizeof(int32_t));
+  t->tgt = malloc(nl * sizeof(int32_t));
+  t->argmax = malloc(nl * sizeof(int32_t));
+  t->gather = W > 1 && !o->cuda ? malloc((size_t)(W * t->slice) * sizeof(float)) : NULL;
+  if (!t->pos || !t->rope_pos || !t->seq_tok || !t->seq_tgt || !t->tok || !t->tgt || !t->argmax ||
+      (W > 1 && !o->cuda && !t->gather)) {
+    trainer_free(t);
+    return sr_internal_error(e, 0, "trainer: out of memory for %lld tokens", (long long)o->seq);
+  }
+  if (n_local > 0) memcpy(t->pos, pos, (size_t)n_local * sizeof *pos);
+  // A packed sample starts at position 0, as it would alone: RoPE alone would not care (scores depend on
+  // relative positions), but logn attention scales queries by their absolute position.
+  trainer_rope_positions(t, 0, 1, t->rope_pos);
+  if (o->cuda) {
+#if SR_HAVE_CUDA
+    // parameters padded to W slices: the ZeRO-1 all-gather runs in place, with no staging copies
+    model_cuda *d = NULL;
+    rc = model_cuda_create(&d, &t->model, sr_max64(n_local, 1), W * t->slice, &o->seed, lo, hi, o->cuda_stream, e);
+    t->dev = d;
+    if (rc) {
+      trainer_free(t);
+      return rc;
+    }
+#else
+    trainer_free(t);
+    return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (nvcc was not found at build time)");
+#endif
+  }
+  return SR_OK;
+}
+
+void trainer_free(trainer *t) {
+#if SR_HAVE_CUDA
+  if (t->dev) {
+    model_cuda_free(t->dev);
+  }
+#endif
+  model_cpu_free(&t->model);
+  adamw_free(&t->adam);
+  free(t->pos);
+  free(t->rope_pos);
+  free(t->seq_tok);
+  free(t->seq_tgt);
+  free(t->tok);
+  free(t->tgt);
+  free(t->argmax);
+  free(t->gather);
+  memset(t, 0, sizeof *t);
+}
+
+// ---- samples ----------------------------------------------------------------------------------
+
+static uint64_t mix64(uint64_t z) {  // splitmix64 finaliser: decorrelates (seed, index) pairs
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *tokens, int32_t *targets,
+                   int64_t *answer_start, sr_error *e) {
+  const train_options *o = &t->opt;
+  *answer_start = -1;
+  if (o->data) {
+    // held-out sequences are read from the far end of the stream's cycle
+    int64_t idx = held_out ? (int64_t)(mix64(o->seed ^ (uint64_t)index) % (uint64_t)sr_max64(o->data->n, 1)) : index;
+    return data_sequence(o->data, idx, o->seq, tokens, targets, e);
+  }
+  // a packed sequence holds samples index * pack .. index * pack + pack - 1, each seq / pack tokens
+  int64_t pack = o->pack > 1 ? o->pack : 1, len = o->seq / pack;
+  for (int64_t k = 0; k < pack; k++) {
+    int64_t j = index * pack + k, ans = -1;
+    uint64_t s = mix64(o->seed * 0x100000001B3ull + (uint64_t)j + (held_out ? 0x8000000000000000ull : 0));
+    double depth = o->passkey_depth >= 0 ? o->passkey_depth : (double)(mix64(s) >> 11) / 9007199254740992.0;
+    int digits = o->passkey_digits > 0 ? o->passkey_digits : 5;
+    // held-out samples are scored on the answer alone, whatever the training loss
+    passkey_loss loss = held_out ? PASSKEY_LOSS_ANSWER : o->passkey_loss;
+    if (loss == PASSKEY_LOSS_MIX) loss = j % 2 ? PASSKEY_LOSS_ALL : PASSKEY_LOSS_KEYS;
+    int rc = data_passkey(len, depth, digits, s, loss, tokens + k * len, targets + k * len, &ans, e);
+    if (rc) return rc;
+    if (k == 0) *answer_start = ans;
+  }
+  return SR_OK;
+}
+
+// PoSE (Zhu et al. 2023, "PoSE: Efficient Context Window Extension of LLMs via Positional Skip-wise
+// Training", two chunks): sample j of len tokens keeps positions 0 .. c-1 and continues at c + u, with the
+// split c uniform in [1, len - 1] and the skip u uniform in [0, span - len], both drawn from (seed, j) so
+// every rank agrees. Inside each chunk distances stay those of real text; across the split they reach
+// span - 1. Held-out samples rotate contiguously, as at inference.
+void trainer_rope_positions(const trainer *t, int64_t index, int held_out, int64_t *out) {
+  const train_options *o = &t->opt;
+  int64_t pack = o->pack > 1 ? o->pack : 1, len = o->seq / pack;
+  int pose = !held_out && o->pose_span > len && len > 1;
+  for (int64_t i = 0; i < t->n_local; i++) {
+    int64_t k = t->pos[i] / len, off = t->pos[i] % len;
+    out[i] = off;
+    if (!pose) continue;
+    uint64_t s = mix64(o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)(index * pack + k) + 0x5105E);
+    int64_t c = 1 + (int64_t)(s % (uint64_t)(len - 1)), u = (int64_t)(mix64(s) % (uint64_t)(o->pose_span - len + 1));
+    if (off >= c) out[i] += u;
+  }
+}
+
+// ---- the step ---------------------------------------------------------------------------------
+
+// Forward (and with grads the backward, accumulated) of sample `index`; loss_weight scales its mean loss
+// in the gradient (1 / samples per step). Adds its mean loss, mispredictions, targets and times into st.
+static int forward_sample(trainer *t, int64_t index, int held_out, int grads, double loss_weight,
+                          train_step_stats *st, sr_error *e) {
+  int64_t ans;
+  int rc = trainer_sample(t, index, held_out, t->seq_tok, t->seq_tgt, &ans, e);
+  if (rc) return rc;
+  int64_t count = 0;
+  for (int64_t i = 0; i < t->opt.seq; i++) count += t->seq_tgt[i] >= 0;
+  for (int64_t i = 0; i < t->n_local; i++) {
+    t->tok[i] = t->seq_tok[t->pos[i]];
+    t->tgt[i] = t->seq_tgt[t->pos[i]];
+  }
+  trainer_rope_positions(t, index, held_out, t->rope_pos);
+  double loss = 0, scale = count ? loss_weight / (double)count : 0;
+  // a rank holding no token still runs the model: its attention takes part in the ring
+#if SR_HAVE_CUDA
+  if (t->dev) {
+    rc = model_cuda_forward_backward(t->dev, t->n_local, t->tok, t->rope_pos, t->tgt, grads, scale, &loss, t->argmax,
+                                     &t->model.time_attn, e);
+    if (!rc) rc = model_cuda_attn_time(t->dev, &t->model.time_attn, e);  // waits for this sample's backward
+  } else
+#endif
+    rc = model_forward_backward(&t->model, t->n_local, t->tok, t->rope_pos, t->tgt, grads, scale, &loss, t->argmax, e);
+  if (rc) return rc;
+  // mispredictions by packed sample (segment seq / pack of the global positions), summed over ranks
+  int64_t pack = t->opt.pack > 1 ? t->opt.pack : 1, len = t->opt.seq / pack;
+  double *sums = calloc((size_t)(2 + pack), sizeof *sums);
+  if (!sums) return sr_internal_error(e, 0, "trainer: out of memory");
+  sums[0] = loss;
+  for (int64_t i = 0; i < t->n_local; i++)
+    if (t->tgt[i] >= 0 && t->argmax[i] != t->tgt[i]) sums[1] += 1, sums[2 + t->pos[i] / len] += 1;
+  double c0 = sr_now();
+  if (t->comm.world > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, sums, 2 + pack, e))) {
+    free(sums);
+    return rc;
+  }
+  st->comm_s += sr_now() - c0;
+  st->loss += count ? sums[0] / (double)count : 0;
+  st->mispredicted += (int64_t)sums[1];
+  st->samples += pack;
+  for (int64_t k = 0; k < pack; k++) st->exact += sums[2 + k] == 0;
+  free(sums);
+  st->targets += count;
+  st->attn_s += t->model.time_attn;
+  return SR_OK;
+}
+
+// Every sample of step `step` (batch of them, gradients accumulated); st->loss is their mean loss.
+static int forward_batch(trainer *t, int64_t step, train_step_stats *st, sr_error *e) {
+  int64_t B = t->opt.batch > 1 ? t->opt.batch : 1;
+  for (int64_t b = 0; b < B; b++) {
+    int rc = forward_sample(t, step * B + b, 0, 1, 1.0 / (double)B, st, e);
+    if (rc) return rc;
+  }
+  st->loss /= (double)B;
+  return SR_OK;
+}
+
+static double lr_at(const train_options *o, int64_t step) {
+  if (o->warmup > 0 && step < o->warmup) return o->lr * (double)(step + 1) / (double)o->warmup;
+  if (o->cosine && o->steps > o->warmup + 1) {
+    // SGDR's half cosine (Loshchilov & Hutter 2017) down to a tenth of the peak, as GPT-3 / llm.c do
+    double f = (double)(step - o->warmup) / (double)(o->steps - 1 - o->warmup);
+    f = f < 0 ? 0 : f > 1 ? 1 : f;
+    return o->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(M_PI * f)));
+  }
+  return o->lr;
+}
+
+#if SR_HAVE_CUDA
+// The step on the GPU: the same sequence as trainer_step, with device gradients and parameters.
+static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
+  double t0 = sr_now();
+  int rc = model_cuda_zero_grad(t->dev, e);
+  if (rc || (rc = forward_batch(t, t->step, st, e))) return rc;
+  int64_t P = t->model.num_params, W = t->comm.world;
+  if ((rc = model_cuda_sync(t->dev, e))) return rc;  // the backward is queued: finish it before the all-reduce
+  double c0 = sr_now(), ss = 0;
+  if (W > 1 && (rc = t->comm.allreduce_f32(t->comm.ctx, model_cuda_grads(t->dev), P, e))) return rc;
+  if ((rc = model_cuda_grad_sumsq(t->dev, t->adam.lo, t->adam.hi, &ss, e))) return rc;
+  if (W > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, &ss, 1, e))) return rc;
+  st->comm_s += sr_now() - c0;
+  st->grad_norm = sqrt(ss);
+  st->lr = t->adam.lr = lr_at(&t->opt, t->step);
+  if ((rc = model_cuda_adamw(t->dev, &t->adam, adamw_clip_scale(&t->adam, st->grad_norm), e))) return rc;
+  if (W > 1) {
+    // in place: rank r's slice starts at r * slice of the padded parameter buffer (NCCL's in-place form)
+    float *w = model_cuda_params(t->dev);
+    if ((rc = model_cuda_sync(t->dev, e))) return rc;
+    c0 = sr_now();
+    rc = t->comm.allgather_f32(t->comm.ctx, w + (int64_t)t->comm.rank * t->slice, w, t->slice, e);
+    st->comm_s += sr_now() - c0;
+    if (rc) return rc;
+  }
+  if ((rc = model_cuda_sync(t->dev, e))) return rc;
+  t->step++;
+  st->step = t->step;
+  st->time_s = sr_now() - t0;
+  return SR_OK;
+}
+#endif
+
+int trainer_step(trainer *t, train_step_stats *st, sr_error *e) {
+  memset(st, 0, sizeof *st);
+#if SR_HAVE_CUDA
+  if (t->dev) return trainer_step_cuda(t, st, e);
+#endif
+  double t0 = sr_now();
+  model_zero_grad(&t->model);
+  int rc = forward_batch(t, t->step, st, e);
+  if (rc) return rc;
+  int64_t P = t->model.num_params, W = t->comm.world;
+  float *g = t->model.grads, *w = t->model.params;
+  double c0 = sr_now();
+  if (W > 1 && (rc = t->comm.allreduce_f32(t->comm.ctx, g, P, e))) return rc;
+  double ss = model_grad_sumsq(&t->model, t->adam.lo, t->adam.hi);
+  if (W > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, &ss, 1, e))) return rc;
+  st->comm_s += sr_now() - c0;
+  st->grad_norm = sqrt(ss);
+  st->lr = t->adam.lr = lr_at(&t->opt, t->step);
+  adamw_update(&t->adam, &t->model, adamw_clip_scale(&t->adam, st->grad_norm));
+  if (W > 1) {
+    // ZeRO-1: every rank's updated slice goes to every rank (the last slice may be short: padded)
+    float *mine = malloc((size_t)t->slice * sizeof(float));
+    if (!mine) return sr_internal_error(e, 0, "trainer: out of memory");
+    int64_t n = t->adam.hi - t->adam.lo;
+    memcpy(mine, w + t->adam.lo, (size_t)sr_max64(n, 0) * sizeof(float));
+    memset(mine + sr_max64(n, 0), 0, (size_t)(t->slice - sr_max64(n, 0)) * sizeof(float));
+    c0 = sr_now();
+    rc = t->comm.allgather_f32(t->comm.ctx, mine, t->gather, t->slice, e);
+    st->comm_s += sr_now() - c0;
+    free(mine);
+    if (rc) return rc;
+    memcpy(w, t->gather, (size_t)P * sizeof(float));
+  }
+  t->step++;
+  st->step = t->step;
+  st->time_s = sr_now() - t0;
+  return SR_OK;
+}
+
+int trainer_eval(trainer *t, int64_t index, train_step_stats *st, sr_error *e) {
+  memset(st, 0, sizeof *st);
+  double t0 = sr_now();
+  int rc = forward_sample(t, index, 1, 0, 1.0, st, e);
+  st->step = t->step;
+  st->time_s = sr_now() - t0;
+  return rc;
+}
+
+// ---- checkpoints ------------------------------------------------------------------------------
+
+// Full moments (m or v) of every rank's slice, gathered: out holds num_params floats.
+static int gather_moments(trainer *t, const float *slice_vals, float *out, sr_error *e) {
+  int64_t P = t->model.num_params, n = t->adam.hi - t->adam.lo;
+  if (t->comm.world == 1) {
+    memcpy(out, slice_vals, (size_t)P * sizeof(float));
+    return SR_OK;
+  }
+  float *mine = calloc((size_t)t->slice, sizeof(float));
+  if (!mine) return sr_internal_error(e, 0, "trainer: out of memory");
+  if (n > 0) memcpy(mine, slice_vals, (size_t)n * sizeof(float));
+  int rc;
+#if SR_HAVE_CUDA
+  if (t->dev) {
+    // NCCL gathers device buffers: stage the slices through device scratch held only for the save
+    float *dev = NULL;
+    rc = model_cuda_alloc(&dev, (t->comm.world + 1) * t->slice, e);
+    if (!rc) rc = model_cuda_transfer(dev, mine, t->slice, 1, e);
+    if (!rc) rc = t->comm.allgather_f32(t->comm.ctx, dev, dev + t->slice, t->slice, e);
+    if (!rc) rc = model_cuda_transfer(dev + t->slice, out, P, 0, e);
+    model_cuda_release(dev);
+    free(mine);
+    return rc;
+  }
+#endif
+  rc = t->comm.allgather_f32(t->comm.ctx, mine, t->gather, t->slice, e);
+  free(mine);
+  if (!rc) memcpy(out, t->gather, (size_t)P * sizeof(float));
+  return rc;
+}
+
+int trainer_save(trainer *t, const char *dir, sr_error *e) {
+#if SR_HAVE_CUDA
+  if (t->dev) {
+    int drc = model_cuda_download(t->dev, &t->model, e);
+    if (!drc) drc = model_cuda_moments(t->dev, t->adam.m, t->adam.v, 1, e);
+    if (drc) return drc;
+  }
+#endif
+  int64_t P = t->model.num_params;
+  float *m = malloc((size_t)P * sizeof(float)), *v = malloc((size_t)P * sizeof(float));
+  ckpt_tensor *ts = calloc((size_t)(2 * t->model.num_tensors), sizeof *ts);
+  char (*names)[112] = calloc((size_t)(2 * t->model.num_tensors), sizeof *names);
+  int rc = SR_OK;
+  if (!m || !v || !ts || !names) {
+    rc = sr_internal_error(e, 0, "trainer: out of memory saving a checkpoint");
+    goto done;
+  }
+  if ((rc = gather_moments(t, t->adam.m, m, e)) || (rc = gather_moments(t, t->adam.v, v, e))) goto done;
+  if (t->comm.rank != 0) goto done;
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    rc = sr_internal_error(e, errno, "%s: cannot create the checkpoint directory", dir);
+    goto done;
+  }
+  char step[32], adam_step[32], seed[32], path[1024];
+  snprintf(step, sizeof step, "%lld", (long long)t->step);
+  snprintf(adam_step, sizeof adam_step, "%lld", (long long)t->adam.step);
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->opt.seed);
+  const char *meta[] = {"format", "pt", "step", step, "adam_step", adam_step, "seed", seed,
+                        "model", t->model.cfg.name};
+  int nt = t->model.num_tensors;
+  for (int i = 0; i < nt; i++) {
+    const model_tensor *mt = &t->model.tensors[i];
+    snprintf(names[i], sizeof names[i], "exp_avg.%s", mt->name);
+    snprintf(names[nt + i], sizeof names[nt + i], "exp_avg_sq.%s", mt->name);
+    ts[i] = (ckpt_tensor){names[i], m + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
+    ts[nt + i] = (ckpt_tensor){names[nt + i], v + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
+  }
+  // optimizer first, weights last: both carry the step, and resume refuses a pair that disagrees
+  snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+  if ((rc = ckpt_write_f32(path, ts, 2 * nt, meta, 5, e))) goto done;
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  rc = model_save_weights(&t->model, path, meta, 5, e);
+done:
+  free(m);
+  free(v);
+  free(ts);
+  free(names);
+  return rc;
+}
+
+int trainer_init_weights(trainer *t, const char *path, sr_error *e) {
+  int rc = model_load_weights(&t->model, path, e);
+#if SR_HAVE_CUDA
+  if (rc == SR_OK && t->dev) rc = model_cuda_upload(t->dev, &t->model, e);
+#endif
+  return rc;
+}
+
+int trainer_resume(trainer *t, const char *dir, sr_error *e) {
+  char path[1024], name[112];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  int rc = model_load_weights(&t->model, path, e);
+  if (rc) return rc;
+  ckpt_file *wf = NULL, *of = NULL;
+  if ((rc = ckpt_open(path, &wf, e))) return rc;
+  snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+  if ((rc = ckpt_open(path, &of, e))) goto done;
+  const char *ws = ckpt_meta(wf, "step"), *os = ckpt_meta(of, "step"), *as = ckpt_meta(of, "adam_step");
+  if (!ws || !os || !as || strcmp(ws, os) != 0) {
+    rc = sr_input_error(e, path, "step", "weights at step %s but optimizer at step %s (an interrupted save?)",
+                        ws ? ws : "?", os ? os : "?");
+    goto done;
+  }
+  int64_t P = t->model.num_params;
+  float *full = malloc((size_t)P * sizeof(float));
+  if (!full) {
+    rc = sr_internal_error(e, 0, "trainer: out of memory resuming");
+    goto done;
+  }
+  for (int pass = 0; pass < 2 && rc == SR_OK; pass++) {
+    for (int i = 0; i < t->model.num_tensors && rc == SR_OK; i++) {
+      const model_tensor *mt = &t->model.tensors[i];
+      snprintf(name, sizeof name, "%s.%s", pass ? "exp_avg_sq" : "exp_avg", mt->name);
+      rc = ckpt_read_f32(of, name, mt->numel, full + mt->offset, e);
+    }
+    float *dst = pass ? t->adam.v : t->adam.m;
+    if (rc == SR_OK && t->adam.hi > t->adam.lo)
+      memcpy(dst, full + t->adam.lo, (size_t)(t->adam.hi - t->adam.lo) * sizeof(float));
+  }
+  free(full);
+  if (rc == SR_OK) {
+    t->step = strtoll(ws, NULL, 10);
+    t->adam.step = strtoll(as, NULL, 10);
+  }
+#if SR_HAVE_CUDA
+  if (rc == SR_OK && t->dev) {
+    rc = model_cuda_upload(t->dev, &t->model, e);
+    if (!rc) rc = model_cuda_moments(t->dev, t->adam.m, t->adam.v, 0, e);
+  }
+#endif
+done:
+  ckpt_close(wf);
+  ckpt_close(of);
+  return rc;
+}

@@ -1,0 +1,110 @@
+// train.h — the training step with context parallelism: every rank holds its layout's tokens of the
+// one training sequence for every layer; gradients are summed over ranks; AdamW state is sharded
+// (ZeRO-1: rank r updates its slice of the flat parameter vector, then the slices are all-gathered).
+//
+// The trainer talks to other ranks only through train_comm (three collectives), so the same code runs
+// single-process (world 1, no callbacks) and under MPI / NCCL (train/train_cmd.c adapts exec/comm.h).
+// Library code: it never prints; the command prints progress from the returned step statistics.
+#ifndef SR_TRAIN_H
+#define SR_TRAIN_H
+
+#include <stdint.h>
+
+#include "train/data.h"
+#include "train/model_cpu.h"
+#include "plan/error.h"
+
+// The collectives the trainer needs (all sums are in place; world 1 needs none of them).
+typedef struct {
+  void *ctx;
+  int rank, world;
+  // Sum n float32 values over ranks, in place.
+  int (*allreduce_f32)(void *ctx, float *buf, int64_t n, sr_error *e);
+  // Sum n float64 values over ranks, in place (scalars: loss, gradient norm, counts).
+  int (*allreduce_f64)(void *ctx, double *buf, int64_t n, sr_error *e);
+  // Gather n float32 values from every rank: recv holds world blocks of n, block r from rank r.
+  int (*allgather_f32)(void *ctx, const float *send, float *recv, int64_t n, sr_error *e);
+} train_comm;
+
+// What to train on and how.
+typedef struct {
+  int64_t seq;              // tokens of the global sequence per step
+  int64_t steps;            // optimizer steps of the run
+  double lr, weight_decay;  // AdamW (β 0.9 / 0.95, clip 1.0)
+  int64_t warmup;           // linear learning-rate warm-up steps (0: none)
+  int cosine;               // after warm-up, cosine decay from lr to lr / 10 at the last step (else constant)
+  uint64_t seed;            // weights and passkey samples
+  int recompute;            // per-layer activation recomputation
+  const data_tokens *data;  // token stream; NULL trains on passkey samples
+  double passkey_depth;     // key depth in [0, 1]; < 0 draws it uniformly per sample
+  int passkey_digits;       // digits of the key (default 5)
+  passkey_loss passkey_loss;  // which passkey positions take loss (held-out scoring: the answer only)
+  int64_t batch;            // samples per optimizer step (gradient accumulation; 0 or 1: one)
+  int64_t pack;             // passkey samples packed in one sequence, seq / pack tokens each (0 or 1: one);
+                            // attention must then be block-diagonal by sample (train --pack builds that
+                            // pattern), so a packed sequence trains exactly like a batch of its samples
+  int64_t pose_span;        // PoSE (positional skip-wise training; 0: off): a training sample of len tokens
+                            // rotates by positions that jump once, at a random token, by a random skip in
+                            // [0, pose_span - len], so short samples teach distances up to pose_span
+  int cuda;                 // run the model on this rank's GPU (model_cuda.h; needs SR_HAVE_CUDA)
+  void *cuda_stream;        // cudaStream_t the model runs on (the comm backend's compute stream)
+} train_options;
+
+// Measurements of one step (seconds are wall time on this rank).
+typedef struct {
+  int64_t step;             // 1-based index of the step just taken
+  double loss;              // mean cross-entropy over the sequence's targets (nats)
+  double grad_norm;         // global L2 norm before clipping
+  double lr;
+  int64_t targets;          // scored tokens in the whole sequence
+  int64_t mispredicted;     // scored tokens whose argmax is wrong (0: an exact match)
+  int64_t samples, exact;   // samples scored (pack per sequence) and those without a misprediction
+  double time_s, attn_s, comm_s;  // whole step; attention callback; gradient / parameter collectives
+} train_step_stats;
+
+typedef struct {
+  train_options opt;
+  train_comm comm;
+  model_cpu model;
+  adamw_state adam;
+  int64_t n_local;          // tokens this rank holds
+  int64_t *pos;             // their global positions (layout order)
+  int64_t *rope_pos;        // the positions the model rotates by: pos, or pos within its sample when packed
+  int32_t *seq_tok, *seq_tgt;     // the whole sequence of the current sample
+  int32_t *tok, *tgt, *argmax;    // this rank's tokens, targets, predictions
+  int64_t step;             // steps taken
+  int64_t slice;            // ZeRO-1 slice length: ceil(num_params / world)
+  float *gather;            // world * slice floats for the CPU all-gathers (the GPU gathers in place)
+  void *dev;                // model_cuda when opt.cuda: the host model then keeps only the tensor table and
+                            // the weights of the last save/load
+} trainer;
+
+// Set defaults: lr 3e-4, wd 0, seed 1, recompute off, passkey with 5 digits at random depth.
+void train_options_defaults(train_options *o);
+// Build the model (random init from opt->seed), the optimizer slice and buffers for n_local tokens at
+// positions pos (copied). comm may be NULL for a single process holding every token. With opt->cuda the
+// model is mirrored on the GPU and the comm callbacks receive device buffers for the float32 collectives.
+int trainer_create(trainer *t, const model_config *cfg, const train_options *o, const train_comm *comm,
+                   int64_t n_local, const int64_t *pos, sr_error *e);
+// Free everything trainer_create allocated.
+void trainer_free(trainer *t);
+// One optimizer step on sample number t->step (every rank builds the same sample and keeps its tokens).
+int trainer_step(trainer *t, train_step_stats *st, sr_error *e);
+// Forward only on held-out sample `index` (passkey seeds disjoint from training): loss and mispredictions.
+int trainer_eval(trainer *t, int64_t index, train_step_stats *st, sr_error *e);
+// The sample of a step: whole-sequence tokens and targets (passkey: answer_start too, else -1).
+int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *tokens, int32_t *targets,
+                   int64_t *answer_start, sr_error *e);
+// The rotary positions of this rank's tokens for sample `index` into out[n_local]: each position within its
+// packed sample, plus under PoSE (training samples only) the sample's skip past its split token.
+void trainer_rope_positions(const trainer *t, int64_t index, int held_out, int64_t *out);
+// Save weights (DIR/model.safetensors, Hugging Face names) and optimizer state (DIR/optimizer.safetensors:
+// full moments, step) atomically; every rank calls (the moment slices are gathered), rank 0 writes.
+int trainer_save(trainer *t, const char *dir, sr_error *e);
+// Start from weights in a safetensors file with Hugging Face names (a real checkpoint, or a
+// model.safetensors of ours); F32, BF16, F16 and F64 tensors load. Optimizer state starts fresh.
+int trainer_init_weights(trainer *t, const char *path, sr_error *e);
+// Restore what trainer_save wrote (any world size): the next step continues bit for bit.
+int trainer_resume(trainer *t, const char *dir, sr_error *e);
+
+#endif

@@ -1,0 +1,509 @@
+// train_attn.c — the trainer's attention plans (train_attn.h): a cache of per-layer dist_attn plans, built
+// before the first step in threads, on demand, or ahead of use by prefetch threads.
+#include "train/train_attn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/pattern_spec.h"
+#include "plan/util.h"
+#if SR_HAVE_CUDA
+#include "train/model_cuda.h"
+#endif
+
+// ---- the order of use ------------------------------------------------------------------------
+
+// A step uses the layers up (forward) then down (backward; a recomputed forward and its backward are one
+// use): place k of the cycle of 2 L uses.
+static int order_at(const train_attn *b, int k) {
+  int L = b->layers;
+  k %= 2 * L;
+  return k < L ? k : 2 * L - 1 - k;
+}
+
+// Uses from the current one until `layer` is used again (2 L + 1 when never).
+static int next_use(const train_attn *b, int layer) {
+  for (int k = 1; k <= 2 * b->layers; k++)
+    if (order_at(b, b->pos + k) == layer) return k;
+  return 2 * b->layers + 1;
+}
+
+// A call for `layer`: a new use unless it continues the current one (the backward of the last forward).
+static void advance(train_attn *b, int layer) {
+  if (layer == b->last_layer) return;
+  int k = next_use(b, layer);
+  if (k <= 2 * b->layers) b->pos = (b->pos + k) % (2 * b->layers);
+  b->last_layer = layer;
+}
+
+static int find(const train_attn *b, int key) {
+  for (int i = 0; i < b->n; i++)
+    if (b->slot_layer[i] == key) return i;
+  return -1;
+}
+
+// ---- building ---------------------------------------------------------------------------------
+
+// The plan of `key`: restored from host memory when it is held there, else built. Called without the lock (the
+// held plan is taken under it, so no other thread sees it); *restored says which.
+static int obtain(train_attn *b, int key, dist_attn **out, int *restored, sr_error *e) {
+  dist_attn *d = NULL;
+  pthread_mutex_lock(&b->mu);
+  if (b->held && b->held[key]) {
+    d = b->held[key], b->held[key] = NULL;
+    b->host_bytes -= b->held_bytes[key];
+  }
+  pthread_mutex_unlock(&b->mu);
+  *restored = d != NULL;
+  *out = NULL;
+  if (!d) return dist_attn_create(b->p, b->pat, key, b->c, b->be, out, e);
+  int rc = dist_attn_device_restore(d, e);
+  if (rc) dist_attn_free(d);
+  else *out = d;
+  return rc;
+}
+
+// Count a plan obtained in dt seconds (lock held).
+static void count(train_attn *b, int restored, double dt) {
+  if (restored) b->restored++, b->restore_s += dt;
+  else b->built++, b->build_s += dt;
+}
+
+// Device bytes of a plan just built, for the report (any thread; the lock is not held).
+static void note_bytes(train_attn *b, const dist_attn *d) {
+  int64_t plan_bytes = 0, need = 0, shared = d ? dist_attn_shared_bytes() : 0;
+  if (d) dist_attn_device_bytes(d, &plan_bytes, &need);
+  pthread_mutex_lock(&b->mu);
+  b->plan_bytes_max = sr_max64(b->plan_bytes_max, plan_bytes);
+  b->shared_bytes = sr_max64(b->shared_bytes, shared);
+  pthread_mutex_unlock(&b->mu);
+}
+
+// dist_attn_create for `key` into slot i, timed; on the GPU the first build sizes the cache. Called without
+// the lock: slot i is marked as building, so no other thread touches it.
+static int build(train_attn *b, int i, int key, sr_error *e) {
+  double t0 = sr_now(), gib = 0;
+  int cap = 0, rc = SR_OK;
+#if SR_HAVE_CUDA
+  pthread_mutex_lock(&b->mu);
+  int first = b->fit && b->built == 0;
+  pthread_mutex_unlock(&b->mu);
+  double used0 = 0, used1 = 0, total = 0;
+  int64_t shared0 = dist_attn_shared_bytes();
+  if (first && (rc = model_cuda_memory(&used0, &total, e))) return rc;
+#endif
+  dist_attn *d = NULL;
+  int restored = 0;
+  rc = obtain(b, key, &d, &restored, e);
+  double dt = sr_now() - t0;
+#if SR_HAVE_CUDA
+  if (!rc && first && !restored && !(rc = model_cuda_memory(&used1, &total, e))) {
+    // Every buffer of the model exists already, and so does the attention scratch every plan shares (the
+    // first plan made it; the layers of one model share its shape). What the first plan took beyond that
+    // is its own (indices, masks, positions; allocator rounding included, so never less than the bytes it
+    // asked for). Keep 3 GiB for NCCL, cuBLAS and the allocator, and count each further plan at 1.25 x
+    // the first (layers' sparse indices differ in size).
+    int64_t own = 0, need = 0;
+    dist_attn_device_bytes(d, &own, &need);
+    double grown = (double)(dist_attn_shared_bytes() - shared0) / (1 << 30);
+    gib = fmax(used1 - used0 - grown, (double)own / (1 << 30));
+    int more = gib > 0 ? (int)floor((total - used1 - 3.0) / (1.25 * gib)) : b->layers;
+    cap = (int)sr_max64(1, sr_min64(b->layers, 1 + sr_max64(more, 0)));
+  }
+#endif
+  if (rc && d) {
+    dist_attn_free(d);
+    d = NULL;
+  }
+  note_bytes(b, d);
+  pthread_mutex_lock(&b->mu);
+  count(b, restored, dt);
+  if (cap > 0) b->cap = cap, b->plan_gib = gib;
+  b->slot[i] = d;
+  b->slot_layer[i] = rc ? -1 : key;
+  b->slot_used[i] = ++b->clock;
+  pthread_mutex_unlock(&b->mu);
+  return rc;
+}
+
+// With the host cache: keep the plan of `layer`, just dropped from the device, in host memory (lock held);
+// 0 when it is not kept (no host cache, or its device copies could not be released). Over the cap, the held
+// plan whose next use is farthest is freed (it may be this one).
+static int hold(train_attn *b, int layer, dist_attn *d) {
+  if (!b->host_cache || !d || layer < 0) return 0;
+  sr_error ignore = {0};
+  if (dist_attn_device_release(d, &ignore)) return 0;  // its layer builds it again, as without the cache
+  int64_t bytes = dist_attn_host_bytes(d);
+  b->held[layer] = d, b->held_bytes[layer] = bytes, b->host_bytes += bytes;
+  while (b->host_bytes > b->host_cap) {
+    int far = -1, far_u = -1;
+    for (int l = 0; l < b->layers; l++)
+      if (b->held[l] && next_use(b, l) > far_u) far_u = next_use(b, l), far = l;
+    dist_attn_free(b->held[far]);
+    b->host_bytes -= b->held_bytes[far];
+    b->held[far] = NULL;
+    b->host_dropped++;
+  }
+  return 1;
+}
+
+static void evict(train_attn *b, int i) {
+  // on the GPU both wait for the work queued so far (dist_attn_cuda_release, dist_attn_device_release)
+  if (!hold(b, b->slot_layer[i], b->slot[i])) dist_attn_free(b->slot[i]);
+  b->slot[i] = NULL;
+  b->slot_layer[i] = -1;
+  b->slot_used[i] = 0;
+}
+
+// A slot for a plan needed `need` uses from now (0: now), not holding `keep`: a free one, else the kept plan
+// used least recently (no prefetch) or the one next used farthest away, only if farther than `need`.
+// -1 when every candidate is being built or is needed sooner.
+static int claim(train_attn *b, int keep, int need) {
+  if (b->n < b->cap) {
+    int i = b->n++;
+    b->slot_layer[i] = -1;
+    return i;
+  }
+  int victim = -1, far = need;
+  for (int i = 0; i < b->n; i++) {
+    if (b->slot_building[i] || b->slot_layer[i] == keep) continue;
+    if (b->slot_layer[i] < 0) return i;
+    if (!b->prefetch) {
+      if (victim < 0 || b->slot_used[i] < b->slot_used[victim]) victim = i;
+      continue;
+    }
+    int u = next_use(b, b->slot_layer[i]);
+    if (u > far) far = u, victim = i;
+  }
+  if (victim >= 0) evict(b, victim);
+  return victim;
+}
+
+// Queue builds for the next `prefetch` layers after the current use that are not kept (lock held).
+static void prefetch_after(train_attn *b, int cur) {
+  int seen = 0;
+  for (int k = 1; k <= 2 * b->layers && seen < b->prefetch; k++) {
+    int x = order_at(b, b->pos + k);
+    if (x == cur) continue;
+    seen++;
+    if (find(b, x) >= 0) continue;
+    int i = claim(b, cur, k);
+    if (i < 0) return;
+    b->slot_layer[i] = x;
+    b->slot_building[i] = 1;
+    b->queue[(b->q_head + b->q_len++) % b->layers] = i;
+    pthread_cond_broadcast(&b->cv);
+  }
+}
+
+static void *prefetch_worker(void *arg) {
+  train_attn *b = arg;
+#if SR_HAVE_CUDA
+  sr_error ignore = {0};
+  if (b->device >= 0) model_cuda_set_device(b->device, &ignore);  // new threads start on device 0
+#endif
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    while (!b->stop && b->q_len == 0) pthread_cond_wait(&b->cv, &b->mu);
+    if (b->stop) break;
+    int i = b->queue[b->q_head];
+    b->q_head = (b->q_head + 1) % b->layers, b->q_len--;
+    int layer = b->slot_layer[i];
+    pthread_mutex_unlock(&b->mu);
+    // a failed build leaves the slot empty: the layer's use then builds it and reports the error
+    sr_error e = {0};
+    dist_attn *d = NULL;
+    double t0 = sr_now();
+    int restored = 0;
+    int rc = obtain(b, layer, &d, &restored, &e);
+    if (!rc) note_bytes(b, d);
+    pthread_mutex_lock(&b->mu);
+    count(b, restored, sr_now() - t0);
+    b->slot[i] = rc ? NULL : d;
+    if (rc) b->slot_layer[i] = -1;
+    b->slot_used[i] = ++b->clock;
+    b->slot_building[i] = 0;
+    pthread_cond_broadcast(&b->cv);
+  }
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+// ---- the cache --------------------------------------------------------------------------------
+
+int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cuda, int cache, int prefetch,
+                    int threads, const int64_t *positions, sr_error *e) {
+  memset(b, 0, sizeof *b);
+  b->p = p;
+  b->pat = pat;
+  b->c = c;
+  b->be = cuda ? DIST_CUDA : DIST_CPU;
+  b->layers = (int)p->model.num_layers;
+  b->shared = strcmp(p->spec.pattern, "dense") == 0 || p->spec.pattern[0] == 0;
+  b->online = pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE;
+  b->online_cpu = b->online && !cuda;
+  b->positions = positions;
+  b->cap = b->shared ? 1 : cache > 0 ? (int)sr_min64(cache, b->layers) : b->layers;
+  b->fit = cuda && !b->shared && cache == 0;
+  // building ahead reads the pattern while the online estimate rewrites it: not both
+  b->prefetch = b->shared || b->online ? 0 : prefetch;
+  b->threads = threads > 0 ? threads : 1;
+  b->device = -1;
+  b->last_layer = -1;
+  b->pos = 2 * b->layers - 1;  // the first use is the first forward's layer 0
+  if (b->online_cpu) {
+    // the estimate needs every key next to the last queries: with more ranks it would take the three
+    // combining passes of plan/pattern_estimate.h over the comm backend, which the CPU trainer does not run
+    if (c->world != 1)
+      return sr_input_error(e, NULL, "--pattern", "%s: online estimation trains on one rank (the job has %d)",
+                            p->spec.pattern, c->world);
+    if (online_vs_from_spec(&b->ov, p->spec.pattern, e)) return e->code;
+  }
+  size_t L = (size_t)b->layers;
+  b->slot = calloc(L, sizeof *b->slot);
+  b->slot_layer = malloc(L * sizeof *b->slot_layer);
+  b->slot_building = calloc(L, 1);
+  b->slot_used = calloc(L, sizeof *b->slot_used);
+  b->queue = calloc(L, sizeof *b->queue);
+  if (!b->slot || !b->slot_layer || !b->slot_building || !b->slot_used || !b->queue)
+    return sr_internal_error(e, 0, "train: out of memory");
+  for (size_t i = 0; i < L; i++) b->slot_layer[i] = -1;
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
+#if SR_HAVE_CUDA
+  if (cuda) {
+    int rc = model_cuda_get_device(&b->device, e);
+    if (rc) return rc;
+  }
+#endif
+  if (b->prefetch > 0) {
+    b->tid = calloc((size_t)b->threads, sizeof *b->tid);
+    if (!b->tid) return sr_internal_error(e, 0, "train: out of memory");
+    for (; b->n_tid < b->threads; b->n_tid++)
+      if (pthread_create(&b->tid[b->n_tid], NULL, prefetch_worker, b) != 0) break;
+    if (b->n_tid == 0) b->prefetch = 0;
+  }
+  return SR_OK;
+}
+
+void train_attn_free(train_attn *b) {
+  if (b->slot) {
+    pthread_mutex_lock(&b->mu);
+    b->stop = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    for (int i = 0; i < b->n_tid; i++) pthread_join(b->tid[i], NULL);
+    for (int i = 0; i < b->n; i++) dist_attn_free(b->slot[i]);
+    for (int l = 0; b->held && l < b->layers; l++) dist_attn_free(b->held[l]);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+  }
+  free(b->tid);
+  free(b->slot);
+  free(b->slot_layer);
+  free(b->slot_building);
+  free(b->slot_used);
+  free(b->queue);
+  free(b->held);
+  free(b->held_bytes);
+  memset(b, 0, sizeof *b);
+}
+
+int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e) {
+  int key = b->shared ? 0 : layer, rc = SR_OK, i;
+  pthread_mutex_lock(&b->mu);
+  if (b->prefetch || b->host_cache) advance(b, key);  // the host cache's cap frees by next use
+  for (;;) {
+    i = find(b, key);
+    if (i >= 0 && !b->slot_building[i]) {
+      b->slot_used[i] = ++b->clock;
+      *out = b->slot[i];
+      break;
+    }
+    if (i < 0 && (i = claim(b, key, 0)) >= 0) {  // not kept (or its prefetch failed): build it here
+      b->slot_building[i] = 1;
+      int fresh = !b->held || !b->held[key];
+      if (fresh) b->on_demand++;  // else restored (counted apart)
+      pthread_mutex_unlock(&b->mu);
+      double t0 = sr_now();
+      rc = build(b, i, key, e);
+      pthread_mutex_lock(&b->mu);
+      if (fresh) b->on_demand_s += sr_now() - t0;
+      b->slot_building[i] = 0;
+      pthread_cond_broadcast(&b->cv);
+      *out = b->slot[i];
+      break;
+    }
+    pthread_cond_wait(&b->cv, &b->mu);  // being built ahead, or every slot is
+  }
+  if (!rc && b->prefetch) prefetch_after(b, key);
+  pthread_mutex_unlock(&b->mu);
+  return rc;
+}
+
+// MemAvailable of /proc/meminfo in bytes (0: not there).
+static int64_t mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kib = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  fclose(f);
+  return (int64_t)kib * 1024;
+}
+
+int train_attn_host_cache(train_attn *b, double cap_gib, sr_error *e) {
+  if (b->shared || b->online) return SR_OK;
+  b->mem_available = mem_available();
+  if (cap_gib < 0) {
+    if (b->mem_available <= 0)
+      return sr_input_error(e, "/proc/meminfo", "MemAvailable", "not found: give the host cache's cap (--attn-host-gib)");
+    // Half of what is free, split between the ranks of this node (each holds its own plans): the rest is the
+    // model's host side, MPI and the page cache.
+    int64_t ranks = sr_max64(1, sr_min64(b->c->world, b->p->cluster.gpus_per_node));
+    b->host_cap = b->mem_available / 2 / ranks;
+  } else {
+    b->host_cap = (int64_t)(cap_gib * (double)(1 << 30));
+  }
+  dist_attn **held = calloc((size_t)b->layers, sizeof *held);
+  int64_t *held_bytes = calloc((size_t)b->layers, sizeof *held_bytes);
+  if (!held || !held_bytes) {
+    free(held), free(held_bytes);
+    return sr_internal_error(e, 0, "train: out of memory");
+  }
+  pthread_mutex_lock(&b->mu);  // the building-ahead threads may have started
+  b->held = held, b->held_bytes = held_bytes, b->host_cache = 1;
+  pthread_mutex_unlock(&b->mu);
+  return SR_OK;
+}
+
+void train_attn_on_demand(train_attn *b, int64_t *built, double *seconds) {
+  pthread_mutex_lock(&b->mu);
+  *built = b->on_demand, *seconds = b->on_demand_s;
+  pthread_mutex_unlock(&b->mu);
+}
+
+int train_attn_held(const train_attn *b) {
+  int n = 0;
+  for (int l = 0; b->held && l < b->layers; l++) n += b->held[l] != NULL;
+  return n;
+}
+
+int train_attn_prebuild(train_attn *b, sr_error *e) {
+  if (b->online_cpu) return SR_OK;  // its plans follow each sample's estimate
+  dist_attn *first;
+  int rc = train_attn_get(b, 0, &first, e);  // slot 0; on the GPU it sizes the cache
+  b->on_demand = 0, b->on_demand_s = 0;
+  int n = (int)sr_min64(b->cap, b->layers);
+  if (rc || n <= 1) return rc;
+  // Layers 1 .. n-1 into slots 1 .. n-1, in threads: a layer's tile index is seconds of CPU work at 128K
+  // tokens a rank (measured: 2-36 s for Qwen2.5-3B's vs-topp layers at 128K-256K on the 2-core container).
+  pthread_mutex_lock(&b->mu);
+  for (int l = 1; l < n; l++) {
+    // layer 0's use above queued its next layers already when building ahead: queued twice, the second build
+    // would replace (and leak) the first
+    if (l < b->n && b->slot_layer[l] == l) continue;
+    b->slot_layer[l] = l;
+    b->slot_building[l] = 1;
+    b->queue[(b->q_head + b->q_len++) % b->layers] = l;
+  }
+  b->n = n;
+  int own = b->n_tid == 0;  // no prefetch threads: start some for this
+  if (own && (b->tid = calloc((size_t)b->threads, sizeof *b->tid)) != NULL)
+    for (; b->n_tid < b->threads && b->n_tid < n - 1; b->n_tid++)
+      if (pthread_create(&b->tid[b->n_tid], NULL, prefetch_worker, b) != 0) break;
+  pthread_cond_broadcast(&b->cv);
+  while (b->n_tid == 0 && b->q_len > 0) {  // no thread could start: build them here, one by one
+    int i = b->queue[b->q_head];
+    b->q_head = (b->q_head + 1) % b->layers, b->q_len--;
+    pthread_mutex_unlock(&b->mu);
+    sr_error ignore = {0};
+    build(b, i, i, &ignore);  // a failure leaves the slot empty: reported below
+    pthread_mutex_lock(&b->mu);
+    b->slot_building[i] = 0;
+  }
+  for (int l = 1; l < n; l++)
+    while (b->slot_building[l]) pthread_cond_wait(&b->cv, &b->mu);
+  if (own && b->n_tid > 0) {  // stop the build threads again (no building ahead)
+    b->stop = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    for (int i = 0; i < b->n_tid; i++) pthread_join(b->tid[i], NULL);
+    pthread_mutex_lock(&b->mu);
+    b->stop = 0, b->n_tid = 0;
+  }
+  if (own) {
+    free(b->tid);
+    b->tid = NULL;
+  }
+  pthread_mutex_unlock(&b->mu);
+  for (int l = 1; l < n && !rc; l++)  // a failed build: again here, for its error
+    if (!b->slot[l]) rc = build(b, l, l, e);
+  return rc;
+}
+
+int train_attn_read_patterns(train_attn *b, sr_error *e) {
+  for (int i = 0; b->online && !b->online_cpu && i < b->n; i++)
+    if (b->slot[i] && b->slot_layer[i] >= 0) {
+      int rc = dist_attn_pattern_used(b->slot[i], b->pat, e);
+      if (rc) return rc;
+    }
+  return SR_OK;
+}
+
+// ---- the model's callbacks --------------------------------------------------------------------
+
+int train_attn_estimate(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e) {
+  train_attn *b = ctx;
+  const model_config *m = &b->p->model;
+  double t0 = sr_now();
+  int rc = online_vs_estimate(&b->ov, q, k, b->positions, T, (int)m->num_heads, (int)m->num_kv_heads,
+                              (int)m->head_dim, b->pat, layer, e);
+  pthread_mutex_lock(&b->mu);
+  int i = find(b, layer);  // its plan was built from the old pattern
+  if (i >= 0) evict(b, i);
+  pthread_mutex_unlock(&b->mu);
+  b->estimates++;
+  b->estimate_s += sr_now() - t0;
+  return rc;
+}
+
+// The recall probe after a forward, on the pattern that forward ran (vs-online on CUDA: read back first)
+static int probe(train_attn *b, dist_attn *a, int layer, const void *q, const void *k, sr_error *e) {
+  if (!b->recall || b->recall->lo > b->recall->hi) return SR_OK;
+  int rc = b->online && !b->online_cpu ? dist_attn_pattern_used(a, b->pat, e) : SR_OK;
+  return rc ? rc : attn_recall_layer(b->recall, layer, q, k, b->pat, e);
+}
+
+int train_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o, float *lse,
+                   sr_error *e) {
+  dist_attn *a;
+  int rc = train_attn_get(ctx, layer, &a, e);
+  if (!rc) rc = dist_attn_fwd(a, q, k, v, o, lse, e);
+  return rc ? rc : probe(ctx, a, layer, q, k, e);
+}
+
+int train_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
+                   const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e) {
+  dist_attn *a;
+  int rc = train_attn_get(ctx, layer, &a, e);
+  return rc ? rc : dist_attn_bwd(a, q, k, v, o, lse, dout, dq, dk, dv, e);
+}
+
+int train_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, void *o, float *lse,
+                       sr_error *e) {
+  dist_attn *a;
+  int rc = train_attn_get(ctx, layer, &a, e);
+  if (!rc) rc = dist_attn_fwd(a, q, k, v, o, lse, e);
+  return rc ? rc : probe(ctx, a, layer, q, k, e);
+}
+
+int train_attn_bwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, const void *o,
+                       const float *lse, const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
+  dist_attn *a;
+  int rc = train_attn_get(ctx, layer, &a, e);
+  return rc ? rc : dist_attn_bwd(a, q, k, v, o, lse, dout, dq, dk, dv, e);
+}
