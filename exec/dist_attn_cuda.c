@@ -1,5 +1,5 @@
 // dist_attn_cuda.c — the CUDA backend of distributed attention (dist_attn.h): the same ring plan as
-// the CPU backend (ring_plan.h), with device copies of the tile indices and masks, bf16 KV shards
+// the CPU backend (plan/ring_plan.h), with device copies of the tile indices and masks, bf16 KV shards
 // double-buffered in device memory, fp32 dK/dV partial sums, the sparse attention kernels
 // (kernels/sparse_attn.h) on the compute stream and NCCL batches on the comm stream (comm.h): the
 // batch that brings step s+1's shard is queued before step s's kernels, and the compute stream waits
@@ -91,26 +91,26 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (dist_cuda_positions_upload(a, e)) return e->code;
   // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
   ws_shape *sh = &s->shape;
-  for (int st = 0; st < a->rp.n_steps; st++) {
+  for (int st = 0; st < a->rp->n_steps; st++) {
     int n = 0;
     for (int g = 0; g < R; g++)
-      n += g != a->group && a->rp.flush[(int64_t)st * R + g] && a->rp.src[(int64_t)st * R + g] == a->group;
+      n += g != a->group && a->rp->flush[(int64_t)st * R + g] && a->rp->src[(int64_t)st * R + g] == a->group;
     if (n > sh->max_flush) sh->max_flush = n;
   }
   sh->n_q = a->n_q, sh->n_kmax = a->n_kmax, sh->n_local = a->n_local;
-  sh->nh = a->nh, sh->nkv = a->nkv, sh->H = a->H, sh->d = a->d, sh->U = a->U, sh->early = a->rp.n_early > 0;
+  sh->nh = a->nh, sh->nkv = a->nkv, sh->H = a->H, sh->d = a->d, sh->U = a->U, sh->early = a->rp->n_early > 0;
   for (int j = 0; a->U > 1 && j < a->U; j++)  // KV heads over the group's members (replicated heads per member)
     sh->ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
   if (ws_attach(sh, e)) return e->code;
   s->ws_joined = 1;
   s->plan_bytes = dist_cuda_copies_bytes(a);
   // The second channel is opened collectively, by every rank when the ring plan has early transfers. The
-  // ring plan is the same on every rank (ring_plan.h), so no rank needs to ask the others; asking (an
+  // ring plan is the same on every rank (plan/ring_plan.h), so no rank needs to ask the others; asking (an
   // MPI collective here) crashed the trainer, which sets plans up from several threads at once.
-  if (a->rp.n_early > 0 && comm_outer_init(a->c, e)) return e->code;
-  if (a->rp.n_early) {
-    s->os.pend = calloc((size_t)a->rp.n_steps, sizeof(comm_pending));
-    s->os.target = malloc(sizeof(int) * (size_t)a->rp.n_steps);
+  if (a->rp->n_early > 0 && comm_outer_init(a->c, e)) return e->code;
+  if (a->rp->n_early) {
+    s->os.pend = calloc((size_t)a->rp->n_steps, sizeof(comm_pending));
+    s->os.target = malloc(sizeof(int) * (size_t)a->rp->n_steps);
     if (!s->os.pend || !s->os.target) return sr_internal_error(e, 0, "out of memory");
   }
   if (online_vs_wanted(a) && a->U > 1)
@@ -220,7 +220,7 @@ static void maybe_fail(const struct dist_attn *a, int step) {
 // KV sends of step s (for step s+1) and this rank's receive; returns the receive buffer.
 static void *post_kv(struct dist_attn *a, int s, const void *cur, comm_p2p *ops, int *n) {
   cuda_state *st = a->cuda;
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int R = a->R, me = a->group;
   int64_t row = (int64_t)a->nkv * a->d;
   void *rbuf = NULL;
@@ -243,8 +243,8 @@ static void *post_kv(struct dist_attn *a, int s, const void *cur, comm_p2p *ops,
 
 static const void *next_cur(const struct dist_attn *a, int s, const void *cur, void *rbuf) {
   int64_t i1 = (int64_t)(s + 1) * a->R + a->group;
-  if (a->rp.from[i1] >= 0) return a->rp.early[i1] ? ((cuda_state *)a->cuda)->kv_outer[a->rp.early[i1] - 1] : rbuf;
-  if (a->rp.src[i1] == a->group) return ((cuda_state *)a->cuda)->kv_own;
+  if (a->rp->from[i1] >= 0) return a->rp->early[i1] ? ((cuda_state *)a->cuda)->kv_outer[a->rp->early[i1] - 1] : rbuf;
+  if (a->rp->src[i1] == a->group) return ((cuda_state *)a->cuda)->kv_own;
   return cur;
 }
 
@@ -254,15 +254,15 @@ static const void *next_cur(const struct dist_attn *a, int s, const void *cur, v
 // Forget the previous call's groups (each was waited for by outer_end).
 static void outer_begin(struct dist_attn *a) {
   outer_state *o = &((cuda_state *)a->cuda)->os;
-  for (int s = 0; o->target && s < a->rp.n_steps; s++) o->target[s] = -1;
-  if (o->pend) memset(o->pend, 0, sizeof(comm_pending) * (size_t)a->rp.n_steps);
+  for (int s = 0; o->target && s < a->rp->n_steps; s++) o->target[s] = -1;
+  if (o->pend) memset(o->pend, 0, sizeof(comm_pending) * (size_t)a->rp->n_steps);
 }
 
 // Post the early transfers whose post step is s: this rank's reception and its own shard's sends.
 static int outer_post(struct dist_attn *a, cuda_timer *tm, int s, sr_error *e) {
   cuda_state *st = a->cuda;
   outer_state *o = &st->os;
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int R = a->R, me = a->group, n = 0;
   int64_t row = (int64_t)a->nkv * a->d;
   if (!rp->n_early) return SR_OK;
@@ -306,7 +306,7 @@ static int outer_arrive(struct dist_attn *a, int s, sr_error *e) {
 // End of the call: the compute stream waits for every group (the own shard may change with the next call).
 static int outer_end(struct dist_attn *a, sr_error *e) {
   outer_state *o = &((cuda_state *)a->cuda)->os;
-  for (int p = 0; o->pend && p < a->rp.n_steps; p++)
+  for (int p = 0; o->pend && p < a->rp->n_steps; p++)
     if (comm_p2p_wait(a->c, &o->pend[p], e)) return e->code;
   return SR_OK;
 }
@@ -482,7 +482,7 @@ static int load_kv(struct dist_attn *a, const void *k, const void *v, sr_error *
 
 static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, void *o, float *lse, sr_error *e) {
   cuda_state *st = a->cuda;
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int64_t row = (int64_t)a->nkv * a->d;
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
@@ -530,7 +530,7 @@ static int fwd_call(struct dist_attn *a, const void *q, const void *k, const voi
     if (a2a_scatter(a, q, 0, COMM_BF16, st->qg, e) || load_kv(a, k, v, e)) return e->code ? e->code : SR_EINTERNAL;
     timer_close(a, &tm, ti);
     if (ring_fwd_cuda(a, &tm, st->qg, st->og, st->lseg, e)) return e->code;
-    ti = a2a_open(a, &tm, a->rp.n_steps - 1, e);
+    ti = a2a_open(a, &tm, a->rp->n_steps - 1, e);
     if (a2a_gather(a, st->og, 0, COMM_BF16, 0, o, e) || a2a_lse(a, st->lseg, lse, 0, e))
       return e->code ? e->code : SR_EINTERNAL;
     timer_close(a, &tm, ti);
@@ -546,7 +546,7 @@ static int fwd_call(struct dist_attn *a, const void *q, const void *k, const voi
 static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, const void *o, const float *lse,
                          const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
   cuda_state *st = a->cuda;
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int R = a->R, me = a->group;
   int64_t row = (int64_t)a->nkv * a->d, plane = a->n_q * row;
   if (a->nh > 0 && sa_bwd_prepare(a->n_q, a->nh, a->d, o, dout, st->d_row, CS(a), e)) return e->code;
@@ -660,7 +660,7 @@ static int bwd_call(struct dist_attn *a, const void *q, const void *k, const voi
       return e->code ? e->code : SR_EINTERNAL;
     timer_close(a, &tm, ti);
     if (ring_bwd_cuda(a, &tm, st->qg, st->og, st->lseg, st->dog, st->dqg, st->dkvg, st->dkvg + plane, e)) return e->code;
-    ti = a2a_open(a, &tm, a->rp.n_steps - 1, e);
+    ti = a2a_open(a, &tm, a->rp->n_steps - 1, e);
     // Replicated KV heads (U > Hkv): every member's partial dK/dV adds up at the token's owner.
     CUDA_TRY(cudaMemsetAsync(dk, 0, sizeof(float) * (size_t)kn, CS(a)));
     CUDA_TRY(cudaMemsetAsync(dv, 0, sizeof(float) * (size_t)kn, CS(a)));

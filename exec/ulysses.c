@@ -161,7 +161,7 @@ int dist_attn_fwd(dist_attn *a, const void *q_, const void *k, const void *v, vo
     rc = rc || ring_fwd(a, a->qg, a->og, a->lseg, e);
     ta = sr_now();
     rc = rc || gather_heads(a, a->og, a->H, 0, 0, o, e) || move_lse(a, a->lseg, lse, 0, e);
-    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, a->rp.n_steps - 1, PHASE_A2A, a2a_stream(a), ta, sr_now());
+    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, a->rp->n_steps - 1, PHASE_A2A, a2a_stream(a), ta, sr_now());
   }
   a->st.bytes_saved += a->saved_fwd;
   a->st.shards_skipped += a->skipped;
@@ -197,7 +197,7 @@ int dist_attn_bwd(dist_attn *a, const void *q_, const void *k, const void *v, co
       memset(dv, 0, sizeof(float) * (size_t)(a->n_local * a->Hkv * a->d));
     }
     rc = rc || gather_heads(a, a->dkvg, a->Hkv, 1, 1, dk, e) || gather_heads(a, a->dkvg + plane, a->Hkv, 1, 1, dv, e);
-    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, a->rp.n_steps - 1, PHASE_A2A, a2a_stream(a), ta, sr_now());
+    if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, a->rp->n_steps - 1, PHASE_A2A, a2a_stream(a), ta, sr_now());
   }
   a->st.bytes_saved += a->saved_bwd;
   a->st.bwd_s += sr_now() - t0;
