@@ -17,7 +17,6 @@ measured errors and PASS or FAIL; the run ends with "N passed, N failed" and exi
           SDPA against sparsering (vs-online:0.95), each timed in this one call (the issue's >= 2x goal).
 """
 import json
-import math
 import os
 import subprocess
 import sys
@@ -303,6 +302,7 @@ def stage_bench():
     for impl in ("sdpa", "sparsering"):
         torch.manual_seed(0)
         m = Qwen2ForCausalLM._from_config(Qwen2Config(**cfg), attn_implementation=impl, torch_dtype=torch.bfloat16).cuda()
+        m.train()
         m.gradient_checkpointing_enable()
         m.config.use_cache = False
         opt = torch.optim.AdamW(m.parameters(), lr=1e-5)
