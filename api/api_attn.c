@@ -238,7 +238,7 @@ int sr_attn_forward_cpu(const sr_attn *a, const float *q, const float *k, const 
   if (!rc) {
     memset(o, 0, sizeof(float) * (size_t)(rows * a->head_dim));
     for (int64_t i = 0; i < rows; i++) lse[i] = -INFINITY;
-    sa_shape s = {a->n, a->n, a->heads, a->kv_heads, a->head_dim, a->scale};
+    sa_shape s = {a->n, a->n, a->heads, a->kv_heads, a->head_dim, a->scale, 0};
     if (sa_ref_fwd(&s, q, k, v, a->pos, a->pos, &f->ti, 0, f->masks, o, lse))
       rc = sr_internal_error(&e, 0, "attention reference forward: shape does not fit the index, or out of memory");
   }
@@ -257,7 +257,7 @@ int sr_attn_backward_cpu(const sr_attn *a, const float *q, const float *k, const
     memset(dq, 0, sizeof(float) * (size_t)(a->n * a->heads * a->head_dim));
     memset(dk, 0, sizeof(float) * (size_t)(a->n * a->kv_heads * a->head_dim));
     memset(dv, 0, sizeof(float) * (size_t)(a->n * a->kv_heads * a->head_dim));
-    sa_shape s = {a->n, a->n, a->heads, a->kv_heads, a->head_dim, a->scale};
+    sa_shape s = {a->n, a->n, a->heads, a->kv_heads, a->head_dim, a->scale, 0};
     if (sa_ref_bwd(&s, q, k, v, o, lse, dout, a->pos, a->pos, &f->ti, 0, f->masks, dq, dk, dv))
       rc = sr_internal_error(&e, 0, "attention reference backward: shape does not fit the index, or out of memory");
   }

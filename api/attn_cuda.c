@@ -139,7 +139,7 @@ static int saved_make(sr_attn *a, attn_dev *d, void *stream, sr_attn_saved **out
 }
 
 static sa_shape shape_of(const sr_attn *a) {
-  sa_shape s = {a->n, a->n, a->heads, a->kv_heads, a->head_dim, a->scale};
+  sa_shape s = {a->n, a->n, a->heads, a->kv_heads, a->head_dim, a->scale, 0};
   return s;
 }
 
