@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "plan/plan.h"
+#include "plan/plan_flags.h"
 #include "plan/util.h"
 #include "sim/report.h"
 #include "sim/strategy.h"
@@ -20,15 +21,12 @@ static const cli_flag whatif_flags[] = {
     {"pattern", "P", "each strategy's", "the sparse strategies' attention pattern (docs/patterns.md)"},
     {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
     {"strategies", "A,B,...", "all", "the strategies to compare, comma-separated"},
-    {"recompute", "0|1", "1", "per-layer activation recomputation"},
-    {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
-    {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
     {"csv", "FILE", "notebooks-data/whatif_*.csv", "where to write the table as CSV"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage whatif_usage = {NULL, "sparsering whatif --model qwen2.5-3b --cluster h100-8x8 --seq 1M --csv w.csv",
-                                       {whatif_flags, NULL}};
+                                       {whatif_flags, plan_step_flags, NULL}};
 
 static int cmd_whatif(int argc, char **argv) {
   sr_error e;
@@ -48,17 +46,8 @@ static int cmd_whatif(int argc, char **argv) {
   if (sr_parse_tokens(cli_get(&a, "seq", "512K"), "--seq", &st.base.seq, &e)) return sr_error_report(&e, "sparsering whatif");
   if (cli_get_int(&a, "seed", 0, 0, (int64_t)1 << 53, &x, &e)) return sr_error_report(&e, "sparsering whatif");
   st.base.seed = (uint64_t)x;
-  if (cli_get_int(&a, "recompute", 1, 0, 1, &x, &e)) return sr_error_report(&e, "sparsering whatif");
-  st.base.recompute = (int)x;
-  if (cli_get_int(&a, "zero", 1, 0, 1, &x, &e)) return sr_error_report(&e, "sparsering whatif");
-  st.base.zero = (int)x;
-  // whose memory to count: a mixed-precision trainer's, or sparsering-exec train's (plan_build checks it)
-  const char *tr = cli_get(&a, "trainer", "mixed");
-  if (strcmp(tr, "mixed") != 0 && strcmp(tr, "exec") != 0) {
-    sr_input_error(&e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
-    return sr_error_report(&e, "sparsering whatif");
-  }
-  snprintf(st.base.trainer, sizeof st.base.trainer, "%s", tr);
+  // the step's options (recomputation, ZeRO, offloads, whose memory; plan_build checks what exec runs)
+  if (plan_step_from_flags(&a, &st.base, &e)) return sr_error_report(&e, "sparsering whatif");
   const char *pat = cli_get(&a, "pattern", "");
   if (strlen(pat) >= sizeof st.sparse_pattern) {
     sr_input_error(&e, NULL, "--pattern", "too long");
