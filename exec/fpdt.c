@@ -204,7 +204,11 @@ void fpdt_free(struct dist_attn *a) {
 // the CPU backend
 
 static void record(struct dist_attn *a, int step, timeline_phase ph, timeline_stream st, double t0) {
-  if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, step, ph, st, t0, sr_now());
+  if (!a->tl) return;
+  // the all-to-alls span every rank: inter-node when the first and the last rank sit on different nodes
+  if (st == STREAM_INTRA && cluster_node_of(&a->p->cluster, 0) != cluster_node_of(&a->p->cluster, a->c->world - 1))
+    st = STREAM_INTER;
+  timeline_add(a->tl, a->layer, a->c->rank, step, ph, st, t0, sr_now());
 }
 
 // Chunk j's K and V where a pair reads them: `k`, `v` set to [n_j, nkv, d] each.
