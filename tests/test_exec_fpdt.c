@@ -52,6 +52,12 @@ TEST(exec_fpdt_two_ranks_match_dense_on_every_layout_with_and_without_offload) {
                       3 * 4);
 }
 
+// --fwd-runs: the chunks' forward on the runs form (plan/tiles_runs.c), the backward on the tiles
+TEST(exec_fpdt_forward_on_the_runs_form_matches_dense) {
+  check_matches_dense(2, "1100", "--fpdt-chunk 512 --layout contiguous,striped:128 --pattern vs-topp:0.9,vs-like:4:32:8 "
+                      "--fwd-runs", 2 * 2);
+}
+
 TEST(exec_fpdt_three_ranks_uneven_parts_and_heads_match_dense) {
   // 4 query heads over 3 ranks (1, 1, 2; the planner's Ulysses schedule would refuse the degree, FPDT takes any
   // schedule) and 301 tokens: every chunk's parts differ between ranks
