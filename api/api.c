@@ -11,6 +11,7 @@
 #include "plan/args.h"
 #include "plan/plan.h"
 #include "plan/plan_flags.h"
+#include "plan/plan_flags.h"
 #include "plan/timeline.h"
 #include "plan/util.h"
 #include "plan/version.h"
@@ -158,7 +159,7 @@ static char *report_json(const plan *p, const sim_result *r) {
 }
 
 int sr_api_sim(int argc, const char *const *argv, char **report, char **timeline_csv, char **err) {
-  static const cli_usage u = {NULL, NULL, {plan_spec_flags, sim_step_flags, NULL}};
+  static const cli_usage u = {NULL, NULL, {plan_spec_flags, plan_step_flags, sim_step_flags, NULL}};
   sr_error e;
   sr_error_clear(&e);
   cli_args a;
@@ -192,7 +193,7 @@ int sr_api_sim(int argc, const char *const *argv, char **report, char **timeline
 // whatif and tune
 
 int sr_api_whatif(int argc, const char *const *argv, char **csv, char **err) {
-  static const cli_usage u = {NULL, NULL, {whatif_flags, NULL}};
+  static const cli_usage u = {NULL, NULL, {whatif_flags, plan_step_flags, NULL}};
   sr_error e;
   sr_error_clear(&e);
   cli_args a;

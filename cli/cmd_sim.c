@@ -25,14 +25,17 @@ static const cli_flag sim_out_flags[] = {
 };
 static const cli_usage sim_usage = {
     NULL, "sparsering sim --model qwen2.5-3b --cluster a100-4x8 --seq 512K --strategy mtraining --svg step.svg",
-    {plan_spec_flags, sim_step_flags, sim_out_flags, NULL}};
+    {plan_spec_flags, plan_step_flags, sim_step_flags, sim_out_flags, NULL}};
 
 static void print_memory(const sim_memory *m) {
   printf("memory per GPU (GiB): weights %.2f, grads %.2f, optimizer %.2f, activations %.2f, KV buffers %.2f, "
          "index %.2f, workspace+reserve %.2f = %.2f of %.0f: %s\n",
          m->weights / GIB, m->grads / GIB, m->optim / GIB, m->activations / GIB, m->kv_buffers / GIB,
          m->index_bytes / GIB, m->workspace / GIB, m->total / GIB, m->capacity / GIB, m->fits ? "fits" : "OUT OF MEMORY");
-  if (m->host_bytes > 0) printf("pinned host memory per node: %.1f GiB\n", m->host_bytes / GIB);
+  if (m->host_bytes > 0)
+    printf("host memory per node (GiB): optimizer %.2f, checkpoints %.2f, attention chunks %.2f = %.2f of %.0f%s\n",
+           m->host_optim / GIB, m->host_activations / GIB, m->host_attn / GIB, m->host_bytes / GIB,
+           m->host_capacity / GIB, m->host_bytes > m->host_capacity ? ": OUT OF HOST MEMORY" : "");
 }
 
 static int cmd_sim(int argc, char **argv) {

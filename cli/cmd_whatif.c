@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "plan/plan.h"
+#include "plan/plan_flags.h"
 #include "plan/util.h"
 #include "sim/report.h"
 #include "sim/strategy.h"
@@ -14,11 +15,11 @@
 
 // The study's flags are sim/study_flags.h's; the CSV is this command's output.
 static const cli_flag whatif_out_flags[] = {
-    {"csv", "FILE", "notebooks-data/whatif_*.csv", "where to write the table as CSV"},
+    {"csv", "FILE", NULL, "where to write the table as CSV (no CSV without it)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage whatif_usage = {NULL, "sparsering whatif --model qwen2.5-3b --cluster h100-8x8 --seq 1M --csv w.csv",
-                                       {whatif_flags, whatif_out_flags, NULL}};
+                                       {whatif_flags, plan_step_flags, whatif_out_flags, NULL}};
 
 static int cmd_whatif(int argc, char **argv) {
   sr_error e;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exec/dist_internal.h"
+#include "exec/fpdt.h"
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
@@ -84,12 +85,12 @@ void dist_group_layout_free(layout *g) {
 // ---------------------------------------------------------------------------------------------
 // create / free
 
-// An index's view of this rank's heads [h_lo[gidx], h_lo[gidx + 1]) (the whole index when one head's
+// An index's view of this rank's query heads [h_lo[gidx], h_lo[gidx + 1]) (the whole index when one head's
 // index serves every head).
-static tile_index heads_view(const dist_attn *a, const tile_index *t, int uniform) {
+tile_index dist_heads_view(const dist_attn *a, const tile_index *t, int uniform) {
   tile_index v = *t;
   if (uniform) return v;
-  int64_t off = (int64_t)a->h_lo[a->gidx] * t->n_qtiles * (a->R + 1);
+  int64_t off = (int64_t)a->h_lo[a->gidx] * t->n_qtiles * (t->world + 1);
   v.heads = a->nh;
   v.tile_cnt += off, v.bar_cnt += off;
   if (v.run_cnt) v.run_cnt += off;
@@ -117,7 +118,8 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
   const plan *p = a->p;
   const comm *c = a->c;
   const schedule *sc = &p->schedule;
-  a->U = sc->kind == SCHED_ULYSSES ? c->world : sc->kind == SCHED_USP ? (sc->ulysses > 0 ? sc->ulysses : 1) : 1;
+  int fpdt = p->spec.fpdt_chunk > 0;  // FPDT: Ulysses over every rank inside each chunk, whatever the schedule
+  a->U = fpdt || sc->kind == SCHED_ULYSSES ? c->world : sc->kind == SCHED_USP ? (sc->ulysses > 0 ? sc->ulysses : 1) : 1;
   if (c->world % a->U)
     return sr_input_error(e, NULL, "schedule.ulysses", "degree %d does not split %d ranks into groups", a->U, c->world);
   a->R = c->world / a->U, a->group = c->rank / a->U, a->gidx = c->rank % a->U;
@@ -129,6 +131,11 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
   a->nh = a->h_lo[a->gidx + 1] - a->h_lo[a->gidx];
   a->nkv = kv_hi[a->gidx] - a->kv_lo[a->gidx];
   if (a->nh == 0) a->nkv = 0;
+  if (fpdt) {  // the chunks are fpdt.c's: no group layout, no ring
+    a->glay = &p->layout;
+    a->n_local = a->n_q = p->layout.rank_count[c->rank];
+    return SR_OK;
+  }
   if (a->U > 1) {
     if (dist_group_layout(&p->layout, a->U, &a->glay_own, e)) return e->code;
     a->glay = &a->glay_own;
@@ -158,14 +165,14 @@ static int indices_build(struct dist_attn *a, sr_error *e) {
   int uniform = pattern_layer_heads_uniform(pat, a->layer);
   if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(pat, a->layer, 0);
   if (tiles_build(uniform ? &one : pat, uniform ? 0 : a->layer, a->glay, a->group, &a->ti, e)) return e->code;
-  a->ti_view = heads_view(a, &a->ti, uniform);
+  a->ti_view = dist_heads_view(a, &a->ti, uniform);
   if (tiles_masks_build(pat, a->layer, &a->masks, e)) return e->code;
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
   // keeps the tile form. A vs-online pattern is rebuilt in the tile form at run time, so it keeps that.
   if (a->p->spec.fwd_runs && pattern_spec_estimation(a->p->spec.pattern) != PATTERN_ONLINE) {
     if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) return e->code;
     if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
-    else a->ti_fwd_view = heads_view(a, &a->ti_fwd, uniform);
+    else a->ti_fwd_view = dist_heads_view(a, &a->ti_fwd, uniform);
   }
   return SR_OK;
 }
@@ -234,6 +241,8 @@ static int cpu_buffers(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
+int dist_attn_check_plan(const plan *p, sr_error *e) { return fpdt_plan_check(p, e); }
+
 int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
                      sr_error *e) {
   *out = NULL;
@@ -249,7 +258,8 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
   a->scale = 1.0f / sqrtf((float)a->d);
   a->skipping = p->spec.skip_empty_sends;
   a->elem_kv = be == DIST_CUDA ? 2 : 4;
-  if (!(rc = groups_init(a, e)) && !(rc = indices_build(a, e)) && !(rc = dist_routes_build(a, e)))
+  if (!(rc = groups_init(a, e)) && p->spec.fpdt_chunk > 0) rc = fpdt_setup(a, e);
+  else if (!rc && !(rc = indices_build(a, e)) && !(rc = dist_routes_build(a, e)))
     rc = be == DIST_CPU ? cpu_buffers(a, e) : dist_attn_cuda_setup(a, e);
   if (rc) {
     dist_attn_free(a);
@@ -261,6 +271,7 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
 
 void dist_attn_free(dist_attn *a) {
   if (!a) return;
+  fpdt_free(a);
   if (a->be == DIST_CUDA) dist_attn_cuda_release(a);
   online_cpu_release(a);
   ring_routes_free(&a->routes);
@@ -282,6 +293,8 @@ void dist_attn_free(dist_attn *a) {
 // device copies released and restored (the CPU backend has none)
 
 int dist_attn_device_release(dist_attn *a, sr_error *e) {
+  if (a->fpdt && a->be == DIST_CUDA)
+    return sr_input_error(e, NULL, "fpdt_chunk", "FPDT plans keep their device copies (layer %d)", a->layer);
   return a->be == DIST_CUDA ? dist_attn_cuda_device_release(a, e) : SR_OK;
 }
 
@@ -304,6 +317,17 @@ int64_t dist_attn_host_bytes(const dist_attn *a) {
   }
   for (int g = 0; a->kpos && g < a->R; g++) b += 8 * a->glay->rank_count[g];
   return b + (a->be == DIST_CUDA ? dist_attn_cuda_host_bytes(a) : 0);
+}
+
+int64_t dist_attn_offload_bytes(const dist_attn *a) {
+  const struct fpdt_state *f = a->fpdt;
+  if (!f || !f->offload) return 0;
+  if (a->be == DIST_CUDA) {
+    int64_t plan, shared, host;
+    fpdt_cuda_bytes(a, &plan, &shared, &host);
+    return host;
+  }
+  return 2 * f->koff[f->u] * a->nkv * a->d * (int64_t)sizeof(float);
 }
 
 void dist_attn_set_timeline(dist_attn *a, timeline *t) { a->tl = t; }

@@ -47,6 +47,7 @@ struct dist_attn {
   void *cuda;                 // CUDA backend state (dist_attn_cuda.c)
   void *online;               // vs-online estimation state on CUDA (online_vs_cuda.c), NULL otherwise
   void *online_cpu;           // vs-online estimation state on the CPU backend (online_vs_cpu.c), NULL otherwise
+  struct fpdt_state *fpdt;    // plan.spec.fpdt_chunk > 0: FPDT's chunks, indices and buffers (exec/fpdt.h), else NULL
   timeline *tl;
   dist_stats st;
   int fail_rank, fail_step, fail_hang;
@@ -105,6 +106,21 @@ int ring_ops_early(const ring_plan *rp, int me, int s, int kind, ring_op *ops, i
 int ring_ops_grad(const ring_plan *rp, int me, int s, ring_op *ops, int max);
 // The flush receptions of its own shard, posted at the start of the backward.
 int ring_ops_flush_recv(const ring_plan *rp, int me, ring_op *ops, int max);
+
+// An index's view of this rank's query heads [h_lo[gidx], h_lo[gidx + 1]) (the whole index when one head's index
+// serves every head: uniform).
+tile_index dist_heads_view(const struct dist_attn *a, const tile_index *t, int uniform);
+
+// Ulysses all-to-alls inside this rank's group (ulysses.c, CPU backend). rows[j]: the tokens member j holds in
+// this exchange (the plan's shards, or one FPDT chunk's parts); member j's come j-th in the group's order.
+// x [rows[gidx], Htot, d] (Htot = H, or Hkv with kv) -> out [sum rows, this rank's heads, d]:
+int ulysses_scatter(struct dist_attn *a, const int64_t *rows, const float *x, int Htot, int kv, float *out, sr_error *e);
+// in [sum rows, this rank's heads, d] -> x [rows[gidx], Htot, d], written (add = 0) or added (replicated KV heads):
+int ulysses_gather(struct dist_attn *a, const int64_t *rows, const float *in, int Htot, int kv, int add, float *x,
+                   sr_error *e);
+// LSE of this rank's rows [H, rows[gidx]] (row h at h * ld) -> [nh, sum rows] (to_group), or back.
+int ulysses_lse(struct dist_attn *a, const int64_t *rows, int64_t ld, const float *from, float *to, int to_group,
+                sr_error *e);
 
 // Forward ring over the groups: q [n_q, nh, d], kv_own packed; writes o [n_q, nh, d], lse [nh, n_q].
 int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error *e);

@@ -155,18 +155,9 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   r->n_tasks = x.n_tasks;
   // ---- memory ----
   mem_inputs mi;
-  memset(&mi, 0, sizeof mi);
-  mi.world = W;
-  for (int k = 0; k < W; k++) mi.tokens_per_rank = sr_max64(mi.tokens_per_rank, p->layout.rank_count[k]);
+  sim_mem_inputs(p, &mi);
   mi.kv_shard_tokens = kv_shard > x.kv_shard_tokens ? kv_shard : x.kv_shard_tokens;
   mi.index_bytes = x.max_index_bytes;
-  mi.recompute = p->spec.recompute;
-  mi.zero = p->spec.zero;
-  mi.fpdt_chunk = p->spec.fpdt_chunk;
-  mi.fpdt_offload = p->spec.fpdt_offload;
-  mi.kv_bytes_per_elem = p->spec.kv_bytes > 0 ? p->spec.kv_bytes : 2;
-  mi.grad_bytes_per_elem = p->schedule.grad_bytes_per_elem > 0 ? p->schedule.grad_bytes_per_elem : 4;
-  mi.exec_trainer = strcmp(p->spec.trainer, "exec") == 0;
   sim_memory_estimate(m, c, &mi, &r->mem);
   r->account_wall_s = x.have_cache ? x.cache.wall_s : 0;
   ctx_free(&x);

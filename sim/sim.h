@@ -47,12 +47,16 @@ typedef struct {
   int64_t n, cap;
 } sim_timeline;
 
-// Memory per rank, bytes (see memory.h for the model).
+// Memory per rank and per node, bytes (see memory.h for the model).
 typedef struct {
   double weights, grads, optim, activations, kv_buffers, index_bytes, workspace;
   double total;          // peak per GPU
-  double host_bytes;     // per node, pinned host memory (FPDT offload)
+  // host memory of a node (its ranks together): the optimizer state and fp32 gradients with optimizer offload,
+  // the checkpoints with activation offload, FPDT's offloaded chunks
+  double host_optim, host_activations, host_attn;
+  double host_bytes;     // their sum, per node
   double capacity;       // GPU memory of the cluster's GPU
+  double host_capacity;  // host memory of a node
   int fits;              // total <= capacity and host_bytes <= host memory
 } sim_memory;
 

@@ -13,26 +13,14 @@
 
 const cli_flag sim_step_flags[] = {
     {"plan", "FILE", NULL, "simulate this plan file (sparsering plan -o) instead of the plan flags"},
-    {"recompute", "0|1", "1", "per-layer activation recomputation"},
-    {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
-    {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
     {NULL, NULL, NULL, NULL},
 };
 
-// The plan's flags (plan/plan_flags.h) and the step's: recomputation, optimizer sharding, whose memory.
+// The plan's flags and the step's (plan/plan_flags.h): recomputation, ZeRO, offloads, whose memory.
 static int step_spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
-  int64_t x;
-  int rc;
-  if ((rc = plan_spec_from_flags(a, s, e))) return rc;
-  if ((rc = cli_get_int(a, "recompute", s->recompute, 0, 1, &x, e))) return rc;
-  s->recompute = (int)x;
-  if ((rc = cli_get_int(a, "zero", s->zero, 0, 1, &x, e))) return rc;
-  s->zero = (int)x;
-  const char *tr = cli_get(a, "trainer", NULL);
-  if (tr && snprintf(s->trainer, sizeof s->trainer, "%s", tr) >= (int)sizeof s->trainer)
-    return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
-  return SR_OK;
+  int rc = plan_spec_from_flags(a, s, e);
+  return rc ? rc : plan_step_from_flags(a, s, e);
 }
 
 int sim_plan_from_flags(const cli_args *a, plan *p, sr_error *e) {
@@ -60,9 +48,6 @@ const cli_flag whatif_flags[] = {
     {"pattern", "P", "each strategy's", "the sparse strategies' attention pattern (docs/patterns.md)"},
     {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
     {"strategies", "A,B,...", "all", "the strategies to compare, comma-separated"},
-    {"recompute", "0|1", "1", "per-layer activation recomputation"},
-    {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
-    {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
     {NULL, NULL, NULL, NULL},
 };
@@ -75,7 +60,7 @@ static int flag_in_front(sr_error *e, const char *flag) {
   return e->code;
 }
 
-// The study's settings: model, cluster, length, seed, recomputation, ZeRO, trainer, sparse pattern.
+// The study's settings: model, cluster, length, seed, the step's options, sparse pattern.
 static int study_base_from_flags(const cli_args *a, strategy_study *st, sr_error *e) {
   int64_t x;
   int rc;
@@ -86,15 +71,8 @@ static int study_base_from_flags(const cli_args *a, strategy_study *st, sr_error
   if ((rc = sr_parse_tokens(cli_get(a, "seq", "512K"), "--seq", &st->base.seq, e))) return rc;
   if ((rc = cli_get_int(a, "seed", 0, 0, (int64_t)1 << 53, &x, e))) return rc;
   st->base.seed = (uint64_t)x;
-  if ((rc = cli_get_int(a, "recompute", 1, 0, 1, &x, e))) return rc;
-  st->base.recompute = (int)x;
-  if ((rc = cli_get_int(a, "zero", 1, 0, 1, &x, e))) return rc;
-  st->base.zero = (int)x;
-  // whose memory to count: a mixed-precision trainer's, or sparsering-exec train's (plan_build checks it)
-  const char *tr = cli_get(a, "trainer", "mixed");
-  if (strcmp(tr, "mixed") != 0 && strcmp(tr, "exec") != 0)
-    return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
-  snprintf(st->base.trainer, sizeof st->base.trainer, "%s", tr);
+  // the step's options (recomputation, ZeRO, offloads, whose memory; plan_build checks what exec runs)
+  if ((rc = plan_step_from_flags(a, &st->base, e))) return rc;
   const char *pat = cli_get(a, "pattern", "");
   if (strlen(pat) >= sizeof st->sparse_pattern) return sr_input_error(e, NULL, "--pattern", "too long");
   snprintf(st->sparse_pattern, sizeof st->sparse_pattern, "%s", pat);

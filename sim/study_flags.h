@@ -16,7 +16,7 @@
 
 // ---- sim: one training step of a plan ---------------------------------------------------------
 
-// The step's flags after the plan flags: --plan FILE, --recompute, --zero, --trainer, --representative.
+// The sim command's flags besides the plan's and the step's (plan/plan_flags.h): --plan FILE, --representative.
 extern const cli_flag sim_step_flags[];
 // The plan the flags describe: the --plan file, or the plan flags with the step's options. Errors name flags.
 int sim_plan_from_flags(const cli_args *a, plan *p, sr_error *e);
@@ -27,7 +27,8 @@ sim_options sim_options_from_flags(const cli_args *a, int record_timeline);
 
 #define WHATIF_MAX_STRATEGIES 32
 
-// --model --cluster --seq --pattern --seed --strategies --recompute --zero --trainer --representative.
+// --model --cluster --seq --pattern --seed --strategies --representative (with the step's flags,
+// plan/plan_flags.h's plan_step_flags).
 extern const cli_flag whatif_flags[];
 
 typedef struct {

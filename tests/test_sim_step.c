@@ -360,10 +360,13 @@ TEST(sim_cli_bad_inputs_exit_2) {
   snprintf(cmd, sizeof cmd, "%s/sparsering whatif --model tiny-test --strategies warp-drive", test_bin_dir());
   CHECK_EQ_INT(test_run(cmd, &out), 2);
   free(out);
-  // --trainer: a name outside mixed|exec, and exec with what sparsering-exec train does not do
+  // --trainer: a name outside mixed|exec, and exec with what sparsering-exec train does not do (ZeRO other than 1,
+  // optimizer offload)
   const char *trainer_bad[] = {"whatif --model tiny-test --trainer fp16", "sim --strategy dense-ring --model tiny-test "
                                "--cluster h200-1x2 --seq 4K --trainer exec --zero 0",
-                               "sim --strategy fpdt --model tiny-test --cluster h200-1x2 --seq 4K --trainer exec"};
+                               "sim --strategy dense-ring --model tiny-test --cluster h200-1x2 --seq 4K --trainer exec --zero 3",
+                               "sim --strategy fpdt --model tiny-test --cluster h200-1x2 --seq 4K --trainer exec "
+                               "--offload-optimizer"};
   for (size_t i = 0; i < sizeof trainer_bad / sizeof trainer_bad[0]; i++) {
     snprintf(cmd, sizeof cmd, "%s/sparsering %s", test_bin_dir(), trainer_bad[i]);
     CHECK_EQ_INT(test_run(cmd, &out), 2);
