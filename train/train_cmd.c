@@ -474,9 +474,10 @@ static int step_log(train_run *r, const train_step_stats *st, sr_error *e) {
 // Memory after the first step: each GPU's use (printed per rank), the largest over the ranks, and the pinned host
 // memory of rank 0's node (the ranks' offloaded layer inputs and FPDT chunks).
 static int memory_measure(train_run *r, sr_error *e) {
-  double used = 0, total = 0, pinned = 0;
+  double used = 0, pinned = 0;
 #if SR_HAVE_CUDA
   if (r->cuda) {
+    double total = 0;
     if (model_cuda_memory(&used, &total, e)) return e->code;
     printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", r->R, (long long)r->t.step, used, total);
     pinned = (double)(model_cuda_pinned_bytes(r->t.dev) + dist_attn_shared_pinned_bytes());
