@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "plan/balance.h"
 #include "plan/model.h"
 #include "plan/util.h"
 #include "traces/trace.h"
@@ -90,11 +91,102 @@ static int write_stats_csv(const char *path, const trace_head_stats *st, int64_t
   return rc;
 }
 
+// ---- what matters for balance: density per head, where the work sits, imbalance per layout ----
+
+// Parse a comma-separated list of rank counts ("8,32,64") into ranks[0..*n).
+static int parse_ranks(const char *text, int *ranks, int cap, int *n, sr_error *e) {
+  *n = 0;
+  for (const char *p = text; *p;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 1 || v > (1 << 20) || (*end && *end != ',') || *n == cap)
+      return sr_input_error(e, NULL, "--ranks", "'%s': expected up to %d rank counts >= 1, comma-separated", text, cap);
+    ranks[(*n)++] = (int)v;
+    p = *end ? end + 1 : end;
+  }
+  if (*n == 0) return sr_input_error(e, NULL, "--ranks", "'%s': no rank count", text);
+  return SR_OK;
+}
+
+// Density of every (layer, head), mean over steps: the grid behind the per-layer table (up to 32 heads).
+static void print_head_grid(const trace_info *in, const trace_head_stats *st) {
+  if (in->heads > 32) return;
+  printf("\ndensity per head (%%, mean over steps)\n%5s", "layer");
+  for (int h = 0; h < in->heads; h++) printf(" %6s%d", "h", h);
+  printf("\n");
+  for (int l = 0; l < in->layers; l++) {
+    printf("%5d", l);
+    for (int h = 0; h < in->heads; h++) {
+      double d = 0;
+      for (int s = 0; s < in->steps; s++) d += st[((int64_t)s * in->layers + l) * in->heads + h].density;
+      printf(" %7.2f", 100 * d / in->steps);
+    }
+    printf("\n");
+  }
+}
+
+static void print_positions_row(const char *label, const trace_position_stats *x) {
+  if (!x->heads) {
+    printf("%5s %6d   (no VS or window heads)\n", label, 0);
+    return;
+  }
+  double all = x->vertical_pairs + x->slash_pairs;
+  printf("%5s %6d %9.1f%% %8.1f%% %8.1f%% %10.1f%% %9.0f %9.0f %9.0f\n", label, x->heads,
+         all > 0 ? 100 * x->vertical_pairs / all : 0, 100 * x->vertical_first[0], 100 * x->vertical_first[1],
+         100 * x->slash_local, x->slash_q[0], x->slash_q[1], x->slash_q[2]);
+}
+
+// Where the kept pairs of step `step` sit, per layer and over all layers.
+static int print_positions(const pattern *p, int step, sr_error *e) {
+  printf("\nwhere the work sits (step %d; VS and window heads; a column v holds N - v pairs, a diagonal d N - d)\n"
+         "%5s %6s %10s %9s %9s %11s %9s %9s %9s\n%5s %6s %10s %9s %9s %11s %9s %9s %9s\n", step, "layer", "heads",
+         "vertical", "v < 1%", "v < 10%", "slash", "slash", "slash", "slash", "", "", "share", "of N", "of N",
+         "d < 128", "p50", "p90", "p99");
+  trace_position_stats x;
+  for (int l = 0; l < p->layers; l++) {
+    if (trace_positions(p, l, &x, e)) return e->code;
+    char label[16];
+    snprintf(label, sizeof label, "%d", l);
+    print_positions_row(label, &x);
+  }
+  if (trace_positions(p, -1, &x, e)) return e->code;
+  print_positions_row("all", &x);
+  return SR_OK;
+}
+
+static const char *const balance_layouts[] = {"contiguous", "zigzag", "striped:128", "balanced"};
+#define N_BALANCE_LAYOUTS 4
+
+// Worker and step imbalance of p on each layout at each rank count (balanced: by p itself).
+static int print_balance(const pattern *p, int step, const int *ranks, int n_ranks, sr_error *e) {
+  printf("\nbalance (step %d; exact tile accounting, work = 128^2 x tiles + 128 x bars; worker = max/mean of a rank's work;\n"
+         "step = sum over layers and flat-ring steps of the slowest rank's work / of the mean rank's; balanced: dealt by\n"
+         "this step's own work)\n%-12s", step, "layout");
+  for (int i = 0; i < n_ranks; i++) printf("   %4d ranks: worker   step", ranks[i]);
+  printf("\n");
+  for (int k = 0; k < N_BALANCE_LAYOUTS; k++) {
+    printf("%-12s", balance_layouts[k]);
+    for (int i = 0; i < n_ranks; i++) {
+      layout l;
+      balance_figures f;
+      if (balance_layout_named(p, balance_layouts[k], ranks[i], &l, e)) return e->code;
+      int rc = balance_of(p, &l, &f, e);
+      layout_free(&l);
+      if (rc) return rc;
+      printf("   %19.4f %6.4f", f.worker, f.step);
+    }
+    printf("\n");
+  }
+  return SR_OK;
+}
+
 static const cli_flag stats_flags[] = {
     {"csv", "FILE", NULL, "write one row per step, layer and head as CSV"},
+    {"step", "S", "0", "the step whose positions and imbalance are shown"},
+    {"ranks", "LIST", "8,32,64", "rank counts of the imbalance table (comma-separated)"},
     {NULL, NULL, NULL, NULL},
 };
-static const cli_usage stats_usage = {"t.safetensors", "sparsering trace stats t.safetensors --csv heads.csv",
+static const cli_usage stats_usage = {"t.safetensors", "sparsering trace stats t.safetensors --ranks 8,16,32,64 --csv heads.csv",
                                       {stats_flags, NULL}};
 
 static int trace_stats_cmd(int argc, char **argv) {
@@ -163,8 +255,18 @@ static int trace_stats_cmd(int argc, char **argv) {
          (long long)n);
   if (all_jn) printf(", mean drift J %.4f between consecutive steps\n", all_j / (double)all_jn);
   else printf("%s\n", in->steps > 1 ? ", drift not comparable (heads changed kind)" : ", one step (no drift)");
+  print_head_grid(in, st);
+  int64_t step = 0;
+  int ranks[16], n_ranks = 0;
+  int rc = cli_get_int(&a, "step", 0, 0, in->steps - 1, &step, &e);
+  if (!rc) rc = parse_ranks(cli_get(&a, "ranks", "8,32,64"), ranks, 16, &n_ranks, &e);
+  pattern p = {0};
+  if (!rc) rc = trace_read_step(&t, (int)step, &p, &e);
+  if (!rc) rc = print_positions(&p, (int)step, &e);
+  if (!rc) rc = print_balance(&p, (int)step, ranks, n_ranks, &e);
+  if (p.h) pattern_free(&p);
   const char *csv = cli_get(&a, "csv", NULL);
-  int rc = csv ? write_stats_csv(csv, st, n, &e) : SR_OK;
+  if (!rc && csv) rc = write_stats_csv(csv, st, n, &e);
   free(st);
   trace_close(&t);
   return rc ? sr_error_report(&e, "sparsering trace stats") : 0;
@@ -317,6 +419,7 @@ CLI_COMMAND("bench-trace", bench_trace, "trace write/read/stats speed",
 // the group: `sparsering trace` alone lists these three (plan/commands.h)
 
 CLI_COMMAND("trace gen", trace_gen, "write a trace from a pattern generator (docs/traces.md)", &gen_usage)
-CLI_COMMAND("trace stats", trace_stats_cmd, "summarise a trace per layer: density, kinds, drift between steps", &stats_usage)
+CLI_COMMAND("trace stats", trace_stats_cmd,
+            "summarise a trace: density per layer and head, drift, where the work sits, imbalance per layout", &stats_usage)
 CLI_COMMAND("trace import-minference", trace_import, "a trace from an MInference/MTraining head config",
             &import_usage)

@@ -16,6 +16,9 @@
 //                max(1, floor(N/W)) (`granularity`; the asked one stays in `granularity_asked`).
 //   permutation  the file's order perm[0..N) is cut like contiguous: rank r holds perm[s_r .. s_r+c_r)
 //                in that local order.
+//   balanced     G-token blocks as striped, each on the rank the caller's assignment names
+//                (layout_build_blocks; plan/balance.c deals them by measured work, floor or ceil of
+//                blocks / W a rank), a rank's blocks in ascending global order.
 //
 // Ranks hold zero tokens only when N < W (contiguous, zigzag, permutation: ranks N..W-1; striped with
 // G = 1: the same ranks). They have no runs; schedules still pass other ranks' shards through them.
@@ -169,6 +172,9 @@ int layout_build(layout_kind kind, int64_t n_tokens, int world, int64_t granular
   if (n_tokens < 1) return sr_input_error(e, NULL, "seq", "%lld tokens: need at least 1", (long long)n_tokens);
   if (world < 1) return sr_input_error(e, NULL, "world", "%d ranks: need at least 1", world);
   if (granularity < 1) return sr_input_error(e, NULL, "granularity", "%lld: need at least 1", (long long)granularity);
+  if (kind == LAYOUT_BALANCED)
+    return sr_input_error(e, NULL, "layout", "a balanced layout is dealt by a pattern's work (plan/balance.h: "
+                          "balance_layout), not built from a kind alone");
   if (kind == LAYOUT_PERMUTATION) {
     if (!perm) return sr_input_error(e, NULL, "layout", "permutation layout needs a permutation");
     int rc = check_permutation(perm, n_tokens, "permutation", e);
@@ -197,6 +203,42 @@ int layout_build(layout_kind kind, int64_t n_tokens, int world, int64_t granular
 oom:
   layout_free(out);
   return sr_internal_error(e, ENOMEM, "layout of %lld tokens over %d ranks", (long long)n_tokens, world);
+}
+
+int layout_build_blocks(layout_kind kind, int64_t n_tokens, int world, int64_t block, const int32_t *block_rank,
+                        layout *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  if (n_tokens < 1) return sr_input_error(e, NULL, "seq", "%lld tokens: need at least 1", (long long)n_tokens);
+  if (world < 1) return sr_input_error(e, NULL, "world", "%d ranks: need at least 1", world);
+  if (block < 1) return sr_input_error(e, NULL, "granularity", "%lld: need at least 1", (long long)block);
+  const int64_t nb = sr_cdiv(n_tokens, block);
+  for (int64_t b = 0; b < nb; b++)
+    if (block_rank[b] < 0 || block_rank[b] >= world)
+      return sr_input_error(e, NULL, "layout", "block %lld is dealt to rank %d, outside [0, %d)", (long long)b,
+                            block_rank[b], world);
+  out->kind = kind;
+  out->n_tokens = n_tokens;
+  out->world = world;
+  out->granularity = out->granularity_asked = block;
+  out->rank_count = calloc((size_t)world, sizeof *out->rank_count);
+  // A rank's blocks in global order: a counting sort of the blocks by rank.
+  int64_t *start = calloc((size_t)world + 1, sizeof *start), *order = malloc((size_t)nb * sizeof *order);
+  int bad = !out->rank_count || !start || !order;
+  for (int64_t b = 0; !bad && b < nb; b++) start[block_rank[b] + 1]++;
+  for (int r = 0; !bad && r < world; r++) start[r + 1] += start[r];
+  for (int64_t b = 0; !bad && b < nb; b++) order[start[block_rank[b]]++] = b;
+  run_builder bld = {.l = out, .cur_rank = -1};
+  for (int64_t i = 0; !bad && i < nb; i++) {
+    int64_t b = order[i];
+    bad = builder_add(&bld, block_rank[b], b * block, sr_min64(block, n_tokens - b * block));
+  }
+  free(start);
+  free(order);
+  if (bad || finish_index(out)) {
+    layout_free(out);
+    return sr_internal_error(e, ENOMEM, "layout of %lld tokens over %d ranks", (long long)n_tokens, world);
+  }
+  return SR_OK;
 }
 
 void layout_free(layout *l) {
@@ -249,6 +291,7 @@ const char *layout_kind_name(layout_kind kind) {
     case LAYOUT_ZIGZAG: return "zigzag";
     case LAYOUT_STRIPED: return "striped";
     case LAYOUT_PERMUTATION: return "permutation";
+    case LAYOUT_BALANCED: return "balanced";
   }
   return "unknown";
 }
@@ -281,10 +324,11 @@ int layout_parse_kind(const char *text, layout_kind *kind, int64_t *g, sr_error 
     *kind = LAYOUT_STRIPED;
     if (g) *g = v;
   } else if (layout_permutation_path(text)) *kind = LAYOUT_PERMUTATION;
+  else if (strcmp(text, "balanced") == 0) *kind = LAYOUT_BALANCED;
   else
     return sr_input_error(e, NULL, "layout",
-                          "unknown layout '%s' (expected contiguous, zigzag, striped, striped:G, permutation:PATH)",
-                          text);
+                          "unknown layout '%s' (expected contiguous, zigzag, striped, striped:G, permutation:PATH, "
+                          "balanced)", text);
   return SR_OK;
 }
 

@@ -15,6 +15,8 @@ typedef enum {
   LAYOUT_ZIGZAG,       // 2W chunks; rank r holds chunks r and 2W-1-r (balances dense causal work)
   LAYOUT_STRIPED,      // blocks of G tokens; global block b lives on rank b mod W (G=1: Striped Attention, G=128: MTraining)
   LAYOUT_PERMUTATION,  // an explicit token order read from a file, cut into W near-equal slices
+  LAYOUT_BALANCED,     // blocks of G tokens dealt to ranks by their measured work (plan/balance.h); a rank's blocks
+                       // sit in global order, so its local order ascends like contiguous, zigzag and striped
 } layout_kind;
 
 typedef struct {
@@ -28,7 +30,7 @@ typedef struct {
   layout_kind kind;
   int64_t n_tokens;
   int world;
-  int64_t granularity;     // G used for striped (1 otherwise); smaller than asked only when N < W*G (see layout.c)
+  int64_t granularity;     // G used for striped and balanced (1 otherwise); smaller than asked only when N < W*G (layout.c)
   int64_t granularity_asked;  // G the caller asked for
   int64_t *rank_count;     // [world] tokens per rank
   int64_t n_runs;
@@ -42,6 +44,11 @@ typedef struct {
 // block for striped). perm (n_tokens entries, a permutation of 0..n-1) is used only for LAYOUT_PERMUTATION.
 int layout_build(layout_kind kind, int64_t n_tokens, int world, int64_t granularity, const int64_t *perm,
                  layout *out, sr_error *e);
+// Build a layout of blocks of `block` tokens (block b = [b*block, min((b+1)*block, n))) where block b lives on
+// rank block_rank[b]; each rank's blocks in ascending global order. kind names what decided the ranks
+// (LAYOUT_BALANCED); any assignment is accepted, ranks may hold different counts or none.
+int layout_build_blocks(layout_kind kind, int64_t n_tokens, int world, int64_t block, const int32_t *block_rank,
+                        layout *out, sr_error *e);
 // Read a permutation file (JSON array of n integers, or one integer per line) and build the layout.
 int layout_load_permutation(const char *path, int64_t n_tokens, int world, layout *out, sr_error *e);
 // Release a layout's arrays.
@@ -55,11 +62,11 @@ int64_t layout_global(const layout *l, int rank, int64_t local);
 void layout_positions(const layout *l, int rank, int64_t *out);
 
 // Parse "contiguous", "zigzag", "striped" (G from the caller), "striped:128", "striped1" (G = 1),
-// "permutation:PATH"; sets *g when the text gives G.
+// "permutation:PATH", "balanced" (built from a pattern: plan/balance.h); sets *g when the text gives G.
 int layout_parse_kind(const char *text, layout_kind *kind, int64_t *g, sr_error *e);
 // The PATH of a "permutation:PATH" layout string, or NULL for any other string.
 const char *layout_permutation_path(const char *text);
-// Name of a kind ("contiguous", "zigzag", "striped", "permutation").
+// Name of a kind ("contiguous", "zigzag", "striped", "permutation", "balanced").
 const char *layout_kind_name(layout_kind kind);
 
 #endif

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plan/balance.h"
+#include "traces/trace.h"
+
 // ---------------------------------------------------------------------------------------------
 // spec
 
@@ -68,6 +71,46 @@ int plan_spec_apply_strategy(plan_spec *s, const char *name, sr_error *e) {
 // ---------------------------------------------------------------------------------------------
 // building
 
+// The balanced layout is dealt by the work of the plan's own pattern at step 0 (plan/balance.h). The
+// pattern may be a recorded trace ("trace:PATH") or a generator fitted to one ("vs-fit:PATH"), which the
+// traces module reads: the one place the planner reaches into traces/.
+static int balanced_layout(plan *p, int world, sr_error *e) {
+  pattern pat;
+  int rc = pattern_source_load(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, &pat, e);
+  if (rc) return rc;
+  rc = balance_layout(&pat, world, &p->layout, e);
+  pattern_free(&pat);
+  return rc;
+}
+
+static int build_schedule(plan *p, sr_error *e) {
+  const plan_spec *s = &p->spec;
+  schedule_kind sk;
+  int rc = schedule_parse_kind(s->schedule, &sk, e);
+  if (!rc) rc = schedule_build(sk, &p->cluster, &p->model, &p->layout, s->inner, s->ulysses, s->kv_bytes, &p->schedule, e);
+  return rc;
+}
+
+int plan_rebalance(plan *p, const pattern *pat, sr_error *e) {
+  if (p->layout.kind != LAYOUT_BALANCED)
+    return sr_input_error(e, NULL, "layout", "only a balanced layout is re-balanced (the plan's is %s)",
+                          layout_kind_name(p->layout.kind));
+  layout l;
+  int rc = balance_layout(pat, p->layout.world, &l, e);
+  if (rc) return rc;
+  schedule old = p->schedule;
+  layout was = p->layout;
+  p->layout = l;
+  if ((rc = build_schedule(p, e))) {  // the plan stays as it was
+    p->layout = was;
+    layout_free(&l);
+    return rc;
+  }
+  schedule_free(&old);
+  layout_free(&was);
+  return SR_OK;
+}
+
 int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) {
   memset(p, 0, sizeof *p);
   p->spec = *s;
@@ -110,13 +153,11 @@ int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) 
   if ((rc = layout_parse_kind(s->layout, &lk, &g, e))) return rc;
   const int world = cluster_world(&p->cluster);
   if (lk == LAYOUT_PERMUTATION) rc = layout_load_permutation(layout_permutation_path(s->layout), s->seq, world, &p->layout, e);
+  else if (lk == LAYOUT_BALANCED) rc = balanced_layout(p, world, e);
   else rc = layout_build(lk, s->seq, world, g, NULL, &p->layout, e);
   if (rc) return rc;
   *field = "schedule";
-  schedule_kind sk;
-  rc = schedule_parse_kind(s->schedule, &sk, e);
-  if (!rc) rc = schedule_build(sk, &p->cluster, &p->model, &p->layout, s->inner, s->ulysses, s->kv_bytes, &p->schedule, e);
-  if (rc) {
+  if ((rc = build_schedule(p, e))) {
     layout_free(&p->layout);
     return rc;
   }

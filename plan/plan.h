@@ -13,6 +13,7 @@
 #include "plan/error.h"
 #include "plan/layout.h"
 #include "plan/model.h"
+#include "plan/pattern.h"
 #include "plan/schedule.h"
 
 // What the user asked for (the plan file's "spec"): strings as given, so the plan is reproducible.
@@ -20,7 +21,8 @@ typedef struct {
   char model[512];        // shipped name or path
   char cluster[512];      // shipped name or path
   int64_t seq;            // tokens in the sequence
-  char layout[512];       // "contiguous", "zigzag", "striped", "permutation:PATH" (see layout_parse_kind)
+  char layout[512];       // "contiguous", "zigzag", "striped", "permutation:PATH", "balanced" (see layout_parse_kind;
+                          // balanced: dealt by the work of `pattern` at step 0, plan/balance.h)
   int64_t granularity;    // striped G (default 128)
   char schedule[32];      // "ring", "double-ring", "ulysses", "usp"
   int inner;              // double-ring inner size (0: GPUs per node)
@@ -67,6 +69,9 @@ int plan_build(const plan_spec *s, plan *p, sr_error *e);
 int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e);
 // Release a plan's arrays.
 void plan_free(plan *p);
+// Re-deal a balanced layout by pattern pat's work (the pattern drifted) and rebuild the schedule on it;
+// the plan is unchanged on error. Input error for any other layout kind.
+int plan_rebalance(plan *p, const pattern *pat, sr_error *e);
 // Serialise a plan as JSON text (deterministic). Returns a malloc'd string.
 int plan_to_json(const plan *p, char **out, sr_error *e);
 // Write a plan file atomically.

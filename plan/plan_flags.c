@@ -15,7 +15,8 @@ const cli_flag plan_spec_flags[] = {
     {"strategy", "NAME", NULL,
      "a named strategy (dense-ring, zigzag-ring, striped-ring, ulysses, usp, fpdt, naive-sparse, mtraining, "
      "mtraining-zigzag, mtraining-flat): sets layout, schedule and pattern; flags given alongside override it"},
-    {"layout", "L", "required unless --strategy", "contiguous, zigzag, striped, striped:G, striped1, permutation:PATH"},
+    {"layout", "L", "required unless --strategy",
+     "contiguous, zigzag, striped, striped:G, striped1, permutation:PATH, balanced (dealt by the pattern's work)"},
     {"granularity", "G", "128", "tokens a block of the striped layout (striped only; a G in --layout must agree)"},
     {"schedule", "S", "required unless --strategy", "ring, double-ring, ulysses, usp"},
     {"inner", "K", "GPUs per node", "inner ring size of the double ring"},

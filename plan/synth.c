@@ -11,20 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/synth_internal.h"
 #include "plan/util.h"
 
 // ---------------------------------------------------------------------------------------------
 // seeding
 
-static uint64_t mix64(uint64_t x) {  // splitmix64's finaliser (Steele, Lea, Flood 2014)
+uint64_t synth_mix64(uint64_t x) {  // splitmix64's finaliser (Steele, Lea, Flood 2014)
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
 
-static void reseed(gsl_rng *r, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  uint64_t h = mix64(a ^ mix64(b ^ mix64(c ^ mix64(d))));
+void synth_reseed(gsl_rng *r, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  uint64_t h = synth_mix64(a ^ synth_mix64(b ^ synth_mix64(c ^ synth_mix64(d))));
   gsl_rng_set(r, (unsigned long)(h & 0xffffffffu));
 }
 
@@ -35,14 +36,7 @@ synth_opts synth_defaults(uint64_t seed, int step) {
 
 enum { KEY_VERT = 1, KEY_SLASH, KEY_TOPP, KEY_TOPP_HEAD, KEY_LIKE, KEY_BLOCK, KEY_BLOCK_NOISE, KEY_ADASPA, KEY_PRESET };
 
-typedef struct {
-  gsl_rng *r;
-  uint8_t *mark;  // [n] scratch, all zero between uses
-  int32_t *tmp;   // [n] scratch for sorting
-  int64_t n;
-} synth_ctx;
-
-static int ctx_init(synth_ctx *c, int64_t n, sr_error *e) {
+int synth_ctx_init(synth_ctx *c, int64_t n, sr_error *e) {
   c->n = n;
   c->r = gsl_rng_alloc(gsl_rng_mt19937);
   c->mark = calloc((size_t)n + 1, 1);
@@ -56,7 +50,7 @@ static int ctx_init(synth_ctx *c, int64_t n, sr_error *e) {
   return SR_OK;
 }
 
-static void ctx_free(synth_ctx *c) {
+void synth_ctx_free(synth_ctx *c) {
   gsl_rng_free(c->r);
   free(c->mark);
   free(c->tmp);
@@ -67,8 +61,8 @@ static int cmp_i32(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static uint64_t head_key(const synth_opts *o, int layer, int head) {
-  return mix64(o->seed ^ mix64(((uint64_t)(uint32_t)layer << 32) | (uint32_t)head));
+uint64_t synth_head_key(const synth_opts *o, int layer, int head) {
+  return synth_mix64(o->seed ^ synth_mix64(((uint64_t)(uint32_t)layer << 32) | (uint32_t)head));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -76,7 +70,7 @@ static uint64_t head_key(const synth_opts *o, int layer, int head) {
 
 // Sort non-negative indices ascending: LSD radix sort, 8 bits a pass, only as many passes as the
 // largest index needs (indices are below N), through c->tmp.
-static void sort_indices(synth_ctx *c, int32_t *a, int64_t n) {
+void synth_sort_indices(synth_ctx *c, int32_t *a, int64_t n) {
   if (n < 32) {
     qsort(a, (size_t)n, sizeof *a, cmp_i32);
     return;
@@ -113,7 +107,7 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
     int64_t quota = rest / L + (g < rest % L);
     if (!quota) continue;
     int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
-    reseed(c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
+    synth_reseed(c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
     for (int64_t taken = 0, tries = 0; taken < quota && tries < 16 * quota + 64; tries++) {
       double u = gsl_rng_uniform(c->r);
       int64_t x;
@@ -138,10 +132,10 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
       out[count++] = (int32_t)x;
     }
   for (int64_t i = 0; i < count; i++) c->mark[out[i]] = 0;
-  sort_indices(c, out, count);
+  synth_sort_indices(c, out, count);
 }
 
-static void head_clear(head_pattern *h) {
+void synth_head_clear(head_pattern *h) {
   free(h->vertical);
   free(h->slash);
   free(h->mask);
@@ -153,7 +147,7 @@ static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64
   int64_t n = c->n;
   nv = sr_max64(0, sr_min64(nv, n));
   ns = sr_max64(0, sr_min64(ns, n));
-  head_clear(h);
+  synth_head_clear(h);
   h->kind = PATTERN_VS;
   h->vertical = malloc((size_t)nv * sizeof(int32_t) + 1);
   h->slash = malloc((size_t)ns * sizeof(int32_t) + 1);
@@ -169,14 +163,14 @@ static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64
 
 int synth_vs_budgets(pattern *p, const int32_t *n_vertical, const int32_t *n_slash, const synth_opts *o, sr_error *e) {
   synth_ctx c;
-  int rc = ctx_init(&c, p->n_tokens, e);
+  int rc = synth_ctx_init(&c, p->n_tokens, e);
   if (rc) return rc;
   for (int l = 0; l < p->layers && !rc; l++)
     for (int h = 0; h < p->heads && !rc; h++) {
       int64_t x = (int64_t)l * p->heads + h;
-      rc = vs_head(&c, pattern_head(p, l, h), n_vertical[x], n_slash[x], head_key(o, l, h), o, e);
+      rc = vs_head(&c, pattern_head(p, l, h), n_vertical[x], n_slash[x], synth_head_key(o, l, h), o, e);
     }
-  ctx_free(&c);
+  synth_ctx_free(&c);
   return rc;
 }
 
@@ -222,7 +216,7 @@ int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error 
     int64_t x = 0;
     for (int i = 0; i < n_mix; i++)
       for (int64_t k = 0; k < cnt[i]; k++) kind[x++] = i;
-    reseed(r, o->seed, KEY_PRESET, 0, 0);  // the assignment is step-independent: budgets are per head
+    synth_reseed(r, o->seed, KEY_PRESET, 0, 0);  // the assignment is step-independent: budgets are per head
     gsl_ran_shuffle(r, kind, (size_t)total, sizeof *kind);
     for (x = 0; x < total; x++) {
       nv[x] = qwen25_3b_mix[kind[x]].v;
@@ -243,7 +237,7 @@ int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error 
 double synth_topp_layer_sparsity(uint64_t seed, int layer, double mass) {
   gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
   if (!r) return 0.94;
-  reseed(r, seed, KEY_TOPP, (uint64_t)layer, 0);
+  synth_reseed(r, seed, KEY_TOPP, (uint64_t)layer, 0);
   double u = gsl_rng_uniform(r);
   gsl_rng_free(r);
   // u^0.8 has mean 1/1.8, so the mean sparsity is 0.87 + 0.126/1.8 = 0.94 (MTraining's reported average);
@@ -264,7 +258,7 @@ static double vs_pairs_estimate(const head_pattern *h, int64_t n) {
 int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) {
   if (!(mass > 0 && mass < 1)) return sr_input_error(e, NULL, "pattern", "top-p mass %g must be in (0, 1)", mass);
   synth_ctx c;
-  int rc = ctx_init(&c, p->n_tokens, e);
+  int rc = synth_ctx_init(&c, p->n_tokens, e);
   if (rc) return rc;
   int64_t n = p->n_tokens;
   double causal = (double)n * (double)(n + 1) / 2;
@@ -272,7 +266,7 @@ int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) {
   if (!w || !phi) rc = sr_internal_error(e, 0, "synth: out of memory");
   for (int l = 0; l < p->layers && !rc; l++) {
     double density = 1 - synth_topp_layer_sparsity(o->seed, l, mass), wsum = 0;
-    reseed(c.r, o->seed, KEY_TOPP_HEAD, (uint64_t)l, 0);
+    synth_reseed(c.r, o->seed, KEY_TOPP_HEAD, (uint64_t)l, 0);
     for (int h = 0; h < p->heads; h++) {  // heads differ around the layer's density; the mean is kept
       w[h] = 0.4 + 1.2 * gsl_rng_uniform(c.r);
       phi[h] = 0.3 + 0.6 * gsl_rng_uniform(c.r);  // share of the budget on slashes
@@ -282,7 +276,7 @@ int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) {
       double target = fmin(1.0, density * w[h] * p->heads / wsum) * causal;
       double total = target / (0.75 * (double)n);  // each index keeps about 3/4 of a column or diagonal
       head_pattern *hp = pattern_head(p, l, h);
-      uint64_t key = head_key(o, l, h);
+      uint64_t key = synth_head_key(o, l, h);
       for (int pass = 0; pass < 2 && !rc; pass++) {
         total = fmin(total, 2.0 * (double)n);
         rc = vs_head(&c, hp, (int64_t)llround(total * (1 - phi[h])), (int64_t)llround(total * phi[h]), key, o, e);
@@ -293,7 +287,7 @@ int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) {
   }
   free(w);
   free(phi);
-  ctx_free(&c);
+  synth_ctx_free(&c);
   return rc;
 }
 
@@ -304,13 +298,13 @@ int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, con
   if (sinks < 0 || window < 0 || n_vert < 0)
     return sr_input_error(e, NULL, "pattern", "vs-like needs sinks, window and verticals >= 0");
   synth_ctx c;
-  int rc = ctx_init(&c, p->n_tokens, e);
+  int rc = synth_ctx_init(&c, p->n_tokens, e);
   if (rc) return rc;
   int64_t n = p->n_tokens, s0 = sr_min64(sinks, n), w0 = sr_min64(window, n);
   for (int l = 0; l < p->layers && !rc; l++)
     for (int h = 0; h < p->heads && !rc; h++) {
       head_pattern *hp = pattern_head(p, l, h);
-      head_clear(hp);
+      synth_head_clear(hp);
       hp->kind = PATTERN_VS;
       hp->vertical = malloc((size_t)(s0 + n_vert + 1) * sizeof(int32_t));
       hp->slash = malloc((size_t)(w0 + 1) * sizeof(int32_t));
@@ -320,7 +314,7 @@ int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, con
       }
       int64_t nv = 0;
       for (int64_t k = 0; k < s0; k++) hp->vertical[nv++] = (int32_t)k;
-      reseed(c.r, o->seed, KEY_LIKE, (uint64_t)l, (uint64_t)h);
+      synth_reseed(c.r, o->seed, KEY_LIKE, (uint64_t)l, (uint64_t)h);
       for (int64_t x = 0; x < n_vert; x++) {
         double u = gsl_rng_uniform(c.r);
         hp->vertical[nv++] = (int32_t)sr_min64(n - 1, (int64_t)(n * u * u * u));
@@ -333,7 +327,7 @@ int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, con
       for (int64_t d = 0; d < w0; d++) hp->slash[d] = (int32_t)d;
       hp->n_slash = (int32_t)w0;
     }
-  ctx_free(&c);
+  synth_ctx_free(&c);
   return rc;
 }
 
@@ -356,7 +350,7 @@ static int cmp_hot(const void *a, const void *b) {
 static int block_head(synth_ctx *c, head_pattern *h, double density, int32_t B, uint64_t key, const synth_opts *o,
                       hot_col *hot, sr_error *e) {
   int64_t n = c->n, nb = sr_cdiv(n, B), rw = sr_cdiv(nb, 64);
-  head_clear(h);
+  synth_head_clear(h);
   h->kind = PATTERN_BLOCK;
   h->block = B;
   h->n_blocks = nb;
@@ -364,7 +358,7 @@ static int block_head(synth_ctx *c, head_pattern *h, double density, int32_t B, 
   h->mask = calloc((size_t)(nb * rw) + 1, sizeof(uint64_t));
   if (!h->mask) return sr_internal_error(e, 0, "synth: out of memory for a %lld x %lld block mask", (long long)nb,
                                          (long long)nb);
-  reseed(c->r, key, KEY_BLOCK, 0, 0);
+  synth_reseed(c->r, key, KEY_BLOCK, 0, 0);
   int64_t spots[8], n_spots = 1 + (int64_t)gsl_rng_uniform_int(c->r, 4);
   for (int64_t i = 0; i < n_spots; i++) spots[i] = (int64_t)gsl_rng_uniform_int(c->r, (unsigned long)nb);
   double width = 1 + (double)nb / 32;
@@ -376,7 +370,7 @@ static int block_head(synth_ctx *c, head_pattern *h, double density, int32_t B, 
   int64_t L = o->drift_period > 0 ? o->drift_period : 1;
   for (int64_t g = 0; g < L && g < nb; g++) {
     int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
-    reseed(c->r, key, KEY_BLOCK_NOISE, (uint64_t)g, (uint64_t)epoch);
+    synth_reseed(c->r, key, KEY_BLOCK_NOISE, (uint64_t)g, (uint64_t)epoch);
     for (int64_t col = g; col < nb; col += L) hot[col].key -= log(-log(gsl_rng_uniform_pos(c->r)));
   }
   qsort(hot, (size_t)nb, sizeof *hot, cmp_hot);
@@ -403,15 +397,15 @@ static int block_head(synth_ctx *c, head_pattern *h, double density, int32_t B, 
 static int block_heads(pattern *p, const double *density, int32_t B, const synth_opts *o, sr_error *e) {
   if (B < 1) return sr_input_error(e, NULL, "pattern", "block size %d must be >= 1", B);
   synth_ctx c;
-  int rc = ctx_init(&c, p->n_tokens, e);
+  int rc = synth_ctx_init(&c, p->n_tokens, e);
   if (rc) return rc;
   hot_col *hot = malloc((size_t)sr_cdiv(p->n_tokens, B) * sizeof *hot + 1);
   if (!hot) rc = sr_internal_error(e, 0, "synth: out of memory");
   for (int l = 0; l < p->layers && !rc; l++)
     for (int h = 0; h < p->heads && !rc; h++)
-      rc = block_head(&c, pattern_head(p, l, h), density[(int64_t)l * p->heads + h], B, head_key(o, l, h), o, hot, e);
+      rc = block_head(&c, pattern_head(p, l, h), density[(int64_t)l * p->heads + h], B, synth_head_key(o, l, h), o, hot, e);
   free(hot);
-  ctx_free(&c);
+  synth_ctx_free(&c);
   return rc;
 }
 
@@ -448,7 +442,7 @@ int synth_adaspa(pattern *p, double sparsity, int32_t block, const synth_opts *o
   int rc = SR_OK;
   if (!d || !hr || !r) rc = sr_internal_error(e, 0, "synth: out of memory");
   for (int l = 0; l < p->layers && !rc; l++) {
-    reseed(r, o->seed, KEY_ADASPA, (uint64_t)l, 0);
+    synth_reseed(r, o->seed, KEY_ADASPA, (uint64_t)l, 0);
     int n_high = 0;
     for (int h = 0; h < p->heads; h++) {
       hr[h] = (head_recall){.recall = 0.5 + 0.5 * gsl_rng_uniform(r), .head = h};

@@ -253,7 +253,7 @@ static double compute_lower_bound(const tune_sim *t, const plan *p) {
 static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_error *e, int *rc) {
   const layout *l = &p->layout;
   *rc = SR_OK;
-  if (l->kind == LAYOUT_PERMUTATION) return NULL;
+  if (l->kind == LAYOUT_PERMUTATION || l->kind == LAYOUT_BALANCED) return NULL;  // keyed by kind: theirs is their order
   for (int k = 0; k < t->n_ring; k++)
     if (t->ring[k].kind == l->kind && t->ring[k].granularity == l->granularity && t->ring[k].world == l->world)
       return &t->ring[k];

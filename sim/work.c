@@ -190,7 +190,8 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
       return SR_OK;
     }
   // The store's counts never move, so they are handed out directly (no slot of this cache is used).
-  work_store *st = c->store && c->l->kind != LAYOUT_PERMUTATION ? c->store : NULL;
+  // Permutation and balanced layouts are identified by their token order, not by the key: never stored.
+  work_store *st = c->store && c->l->kind != LAYOUT_PERMUTATION && c->l->kind != LAYOUT_BALANCED ? c->store : NULL;
   uint64_t hash = st ? store_hash(st, c->l, h) : 0;
   if (st && (*out = store_find(st, c->l, h, hash))) return SR_OK;
   // Account this head alone: a one-layer, one-head view of the pattern.

@@ -16,7 +16,7 @@
 
 // Counts that outlive one simulation, keyed by (layout kind, n_tokens, world, granularity; head pattern
 // contents as pattern_heads_equal compares them). The heads are copied, so patterns may be freed while
-// the store lives. Explicit-permutation layouts are not stored (their identity is the permutation).
+// the store lives. Explicit-permutation and balanced layouts are not stored (their identity is their order).
 typedef struct work_store work_store;
 
 typedef struct {

@@ -149,3 +149,94 @@ int trace_stats(const trace_file *t, trace_head_stats **out, int64_t *n_out, sr_
   *n_out = per_step * in->steps;
   return SR_OK;
 }
+
+// ---------------------------------------------------------------------------------------------
+// where the kept pairs sit: columns by key position, diagonals by offset
+
+// A run of diagonals [a, b] of one head; its mass is sum_{d=a}^{b} (n - d).
+typedef struct {
+  int64_t a, b;
+} diag_run;
+
+static int cmp_diag_run(const void *x, const void *y) {
+  const diag_run *p = x, *q = y;
+  return (p->a > q->a) - (p->a < q->a);
+}
+
+static double diag_mass(int64_t a, int64_t b, int64_t n) {  // sum_{d=a}^{b} (n - d)
+  return b < a ? 0 : (double)(b - a + 1) * (double)n - (double)(a + b) * (double)(b - a + 1) / 2;
+}
+
+static double col_mass_below(const int32_t *v, int32_t nv, double limit, int64_t n) {  // sum over v < limit of n - v
+  double m = 0;
+  for (int32_t i = 0; i < nv && v[i] < limit; i++) m += (double)(n - v[i]);
+  return m;
+}
+
+// The smallest offset x with mass of every run's part at or below x >= target (runs sorted by start; runs
+// may overlap, as they come from different heads): walk the sorted runs with a binary search inside a run.
+static double diag_quantile(const diag_run *r, int64_t nr, double target, int64_t n) {
+  // Mass at or below x over all runs is monotone in x; search x over [0, n) on it.
+  int64_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    double m = 0;
+    for (int64_t i = 0; i < nr && r[i].a <= mid; i++) m += diag_mass(r[i].a, sr_min64(r[i].b, mid), n);
+    if (m >= target) hi = mid;
+    else lo = mid + 1;
+  }
+  return (double)lo;
+}
+
+int trace_positions(const pattern *p, int layer, trace_position_stats *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  const int64_t n = p->n_tokens;
+  const int l0 = layer < 0 ? 0 : layer, l1 = layer < 0 ? p->layers : layer + 1;
+  int64_t nr = 0, cap = 0;
+  diag_run *runs = NULL;
+  for (int l = l0; l < l1; l++)
+    for (int h = 0; h < p->heads; h++) {
+      const head_pattern *hp = pattern_head(p, l, h);
+      if (hp->kind != PATTERN_VS && hp->kind != PATTERN_WINDOW) continue;
+      out->heads++;
+      int64_t need = nr + (hp->kind == PATTERN_VS ? hp->n_slash : 1);
+      if (need > cap) {
+        cap = sr_max64(2 * cap, need + 64);
+        diag_run *g = realloc(runs, (size_t)cap * sizeof *g);
+        if (!g) {
+          free(runs);
+          return sr_internal_error(e, ENOMEM, "trace positions");
+        }
+        runs = g;
+      }
+      if (hp->kind == PATTERN_WINDOW) {
+        int64_t s = sr_min64(hp->sinks, n), w = sr_min64(hp->window, n);
+        out->vertical_pairs += diag_mass(0, s - 1, n);  // column v holds n - v pairs: the same sum
+        out->vertical_first[0] += diag_mass(0, sr_min64(s, (int64_t)ceil(0.01 * (double)n)) - 1, n);
+        out->vertical_first[1] += diag_mass(0, sr_min64(s, (int64_t)ceil(0.10 * (double)n)) - 1, n);
+        if (w > 0) runs[nr++] = (diag_run){0, w - 1};
+        continue;
+      }
+      out->vertical_pairs += col_mass_below(hp->vertical, hp->n_vertical, (double)n, n);
+      out->vertical_first[0] += col_mass_below(hp->vertical, hp->n_vertical, 0.01 * (double)n, n);
+      out->vertical_first[1] += col_mass_below(hp->vertical, hp->n_vertical, 0.10 * (double)n, n);
+      for (int32_t j = 0; j < hp->n_slash; j++) {  // consecutive offsets as one run
+        int64_t a = hp->slash[j];
+        while (j + 1 < hp->n_slash && hp->slash[j + 1] == hp->slash[j] + 1) j++;
+        runs[nr++] = (diag_run){a, hp->slash[j]};
+      }
+    }
+  if (out->vertical_pairs > 0) out->vertical_first[0] /= out->vertical_pairs, out->vertical_first[1] /= out->vertical_pairs;
+  qsort(runs, (size_t)nr, sizeof *runs, cmp_diag_run);
+  for (int64_t i = 0; i < nr; i++) {
+    out->slash_pairs += diag_mass(runs[i].a, runs[i].b, n);
+    out->slash_local += diag_mass(runs[i].a, sr_min64(runs[i].b, TRACE_LOCAL_OFFSET - 1), n);
+  }
+  if (out->slash_pairs > 0) {
+    out->slash_local /= out->slash_pairs;
+    static const double qs[3] = {0.5, 0.9, 0.99};
+    for (int i = 0; i < 3; i++) out->slash_q[i] = diag_quantile(runs, nr, qs[i] * out->slash_pairs, n);
+  }
+  free(runs);
+  return SR_OK;
+}

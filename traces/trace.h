@@ -188,6 +188,21 @@ double trace_head_union_pairs(const head_pattern *a, const head_pattern *b, int6
 // Statistics of every (step, layer, head), in that order (malloc'd array of steps * layers * heads).
 int trace_stats(const trace_file *t, trace_head_stats **out, int64_t *n_out, sr_error *e);
 
+// Where a pattern's kept pairs sit, over its VS and window heads (dense and block heads have no columns or
+// diagonals to place). A column v holds n - v causal pairs and a diagonal d holds n - d: that is its mass.
+#define TRACE_LOCAL_OFFSET 128  // "local" diagonals: offsets below one tile
+typedef struct {
+  int heads;                // VS and window heads counted
+  double vertical_pairs;    // mass of the columns (window heads: their sinks)
+  double vertical_first[2]; // share of vertical_pairs on keys in the first 1% and the first 10% of the sequence
+  double slash_pairs;       // mass of the diagonals (window heads: offsets [0, window)); pairs on both counted in both
+  double slash_local;       // share of slash_pairs at offsets below TRACE_LOCAL_OFFSET
+  double slash_q[3];        // offsets at or below which 50%, 90% and 99% of slash_pairs lie (tokens)
+} trace_position_stats;
+
+// Position statistics of one layer of p (layer -1: every layer).
+int trace_positions(const pattern *p, int layer, trace_position_stats *out, sr_error *e);
+
 // ---------------------------------------------------------------------------------------------
 // MInference / MTraining head configs (import.c)
 
