@@ -109,15 +109,16 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
   char buf[512], *part[MAX_PARTS];
   int n = split(spec, buf, sizeof buf, part);
   const char *kind = part[0];
-  if (strcmp(kind, "trace") == 0)
-    return sr_input_error(e, NULL, "pattern", "'%s': trace patterns are read by the traces module, not synthesised", spec);
+  if (strcmp(kind, "trace") == 0 || strcmp(kind, "vs-fit") == 0)
+    return sr_input_error(e, NULL, "pattern", "'%s': trace patterns and fits are read by the traces module "
+                          "(pattern_source_load), not synthesised here", spec);
   static const char *const known[] = {"dense", "window", "vs-like", "vs-preset", "vs-topp", "vs-online", "block", "adaspa"};
   int found = 0;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) found |= strcmp(kind, known[i]) == 0;
   if (!found)
     return sr_input_error(e, NULL, "pattern",
                           "unknown pattern source '%s' (expected dense, window:S:W, vs-like:S:W:NV, vs-preset:NAME, "
-                          "vs-topp:P, vs-online:P, vs-online:topk:V:S, block:D[:B], adaspa:S[:B] or trace:PATH)", spec);
+                          "vs-topp:P, vs-online:P, vs-online:topk:V:S, block:D[:B], adaspa:S[:B], trace:PATH or vs-fit:PATH)", spec);
   int rc = pattern_alloc(out, n_tokens, (int)m->num_layers, (int)m->num_heads, e);
   if (rc) return rc;
   synth_opts o = synth_defaults(seed, step);

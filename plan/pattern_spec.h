@@ -13,7 +13,8 @@
 //                              [0, WINDOW) besides what it selects (MInference keeps 30 and 100)
 //   block:DENSITY[:B]          clustered block-sparse, B = 128 by default
 //   adaspa:SPARSITY[:B]        AdaSpa-like head-adaptive block-sparse, B = 128 by default
-// "trace:PATH" is read by traces/ and is an input error here.
+// "trace:PATH" (a recorded trace) and "vs-fit:PATH" (the generator fitted to one, synth_fitted) are read by
+// traces/ and are input errors here.
 #ifndef SR_PATTERN_SPEC_H
 #define SR_PATTERN_SPEC_H
 

@@ -23,7 +23,7 @@ const cli_flag plan_spec_flags[] = {
     {"ulysses", "U", "GPUs per node (usp), all GPUs (ulysses)", "Ulysses degree of the ulysses and usp schedules"},
     {"pattern", "P", "dense, or the strategy's",
      "attention pattern: dense, window:S:W, vs-like:S:W:N, vs-preset:MODEL, vs-topp:P, vs-online:P, block:D, "
-     "adaspa:S, trace:PATH (docs/patterns.md)"},
+     "adaspa:S, trace:PATH, vs-fit:PATH (docs/patterns.md)"},
     {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
     {"fpdt-chunk", "N", "64K with --strategy fpdt, else 0 (off)",
      "FPDT: tokens a chunk (the sequence in chunks of N consecutive tokens spread over every rank, Ulysses inside a "

@@ -50,4 +50,45 @@ int synth_block(pattern *p, double density, int32_t block, const synth_opts *o, 
 // the n heads of a layer with recall > 0.8 get (1+s)/2, the n lowest-recall heads (3s-1)/2, the rest s.
 int synth_adaspa(pattern *p, double sparsity, int32_t block, const synth_opts *o, sr_error *e);
 
+// ---------------------------------------------------------------------------------------------
+// generators fitted to a recorded pattern (synth_fit.c generates; traces/fit.c fits from a trace)
+//
+// Per head the shape that decides where work falls, in units that carry to any length N: budgets and the
+// local window per token of N (so density is kept), attention sinks in tokens, and the positions of the
+// other indices as quantiles of their share of N. A fit of L0 x H0 heads drives any model: head (l, h)
+// takes the fitted head (l L0 / L, h H0 / H).
+
+#define SYNTH_FIT_Q 33     // quantiles of a position distribution: at shares 0, 1/32, ..., 1 of the draws
+#define SYNTH_FIT_BINS 32  // bins of block rows and block columns (share of the sequence)
+
+typedef struct {
+  pattern_kind kind;
+  // VS heads. Beyond the leading runs (verticals [0, sinks), slashes [0, window N)) indices come in runs of
+  // consecutive positions (RoPE neighbours score alike); their starts follow the quantiles.
+  double n_vertical, n_slash;  // budgets per token: round(x N) at length N (capped at N)
+  int64_t sinks;               // leading verticals, in tokens at any length
+  double window;               // leading slashes per token of N
+  double v_run, s_run;         // mean length of the runs beyond the leading runs (tokens)
+  float v_q[SYNTH_FIT_Q];      // quantiles of vertical run starts / N
+  float s_q[SYNTH_FIT_Q];      // quantiles of slash run starts (offsets) / N
+  // WINDOW heads: in tokens at any length
+  int64_t w_sinks, w_window;
+  // BLOCK heads: blocks of `block` tokens; each block row keeps its diagonal, the first and the previous
+  // block, then the most popular columns (with Gumbel noise: sampling without replacement) up to its quota
+  int32_t block;
+  float b_row[SYNTH_FIT_BINS]; // kept share of a row's causal blocks, per bin of row position / rows
+  float b_col[SYNTH_FIT_BINS]; // popularity of a column beyond the structural ones, per bin of its position
+} synth_fit_head;
+
+typedef struct {
+  int layers, heads;
+  int64_t n0;                  // the recorded length (budgets above are already per token of it)
+  synth_fit_head *h;           // [layers * heads]
+} synth_fit;
+
+// Heads of p (any length and shape) drawn from the fit; seeded and drifting as the other generators.
+int synth_fitted(pattern *p, const synth_fit *f, const synth_opts *o, sr_error *e);
+// Release a fit's heads.
+void synth_fit_free(synth_fit *f);
+
 #endif

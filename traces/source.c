@@ -1,5 +1,6 @@
 // source.c — pattern sources for the simulator and the executor: "trace:PATH" replays a recorded
-// step of a trace; every other source string goes to the planner's generators (pattern_from_spec).
+// step of a trace, "vs-fit:PATH" draws the generator fitted to one (fit.c); every other source string
+// goes to the planner's generators (pattern_from_spec).
 #include <string.h>
 
 #include "plan/pattern_spec.h"
@@ -7,6 +8,10 @@
 
 int pattern_source_load(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step,
                         pattern *out, sr_error *e) {
+  if (strncmp(spec, "vs-fit:", 7) == 0) {
+    if (!spec[7]) return sr_input_error(e, NULL, "pattern", "'%s': expected vs-fit:PATH (a trace file)", spec);
+    return trace_fit_pattern(spec + 7, m, n_tokens, seed, step, out, e);
+  }
   if (strncmp(spec, "trace:", 6) != 0) return pattern_from_spec(spec, m, n_tokens, seed, step, out, e);
   const char *path = spec + 6;
   trace_file t;

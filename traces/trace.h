@@ -16,6 +16,7 @@
 #include "plan/error.h"
 #include "plan/model.h"
 #include "plan/pattern.h"
+#include "plan/synth.h"
 
 // ---------------------------------------------------------------------------------------------
 // safetensors container
@@ -223,11 +224,23 @@ int minference_pattern(const minference_config *c, int64_t n_tokens, uint64_t se
                        sr_error *e);
 
 // ---------------------------------------------------------------------------------------------
+// generators fitted to a trace (fit.c; the generator is the planner's, plan/synth.h)
+
+// Fit every (layer, head) of a trace over all its steps (a head's steps of another kind than step 0's are
+// skipped): budgets and leading runs per token, quantiles of the other runs' starts, block row shares
+// and column popularity.
+int trace_fit(const trace_file *t, synth_fit *out, sr_error *e);
+// The "vs-fit:PATH" pattern: the trace at PATH fitted, then drawn for model m at n_tokens (any length and
+// shape), seeded and drifting by (seed, step) like the other generators.
+int trace_fit_pattern(const char *path, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
+                      sr_error *e);
+
+// ---------------------------------------------------------------------------------------------
 // pattern sources
 
 // Resolve a pattern source: "trace:PATH" reads recorded step `step` of that trace (checking its
-// sequence length, layers and heads against the request), anything else goes to the planner's
-// pattern_from_spec.
+// sequence length, layers and heads against the request), "vs-fit:PATH" draws the generator fitted to
+// that trace (any length and model), anything else goes to the planner's pattern_from_spec.
 int pattern_source_load(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step,
                         pattern *out, sr_error *e);
 

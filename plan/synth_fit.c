@@ -1,0 +1,176 @@
+// synth_fit.c — patterns drawn from a fitted head description (synth.h, "generators fitted to a recorded
+// pattern"): vertical-slash heads from fitted budgets, leading runs and quantiles of run starts; window
+// heads as recorded; block heads from fitted row shares and column popularity.
+//
+// Draws use the shared seeding (synth_internal.h): each head's indices are split into drift groups as in
+// synth.c, so a fitted pattern drifts from step to step the way the synthetic ones do.
+#include <gsl/gsl_rng.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/synth.h"
+#include "plan/synth_internal.h"
+#include "plan/util.h"
+
+enum { KEY_FIT_VERT = 101, KEY_FIT_SLASH, KEY_FIT_BLOCK };
+
+void synth_fit_free(synth_fit *f) {
+  free(f->h);
+  memset(f, 0, sizeof *f);
+}
+
+// The quantile function of q (SYNTH_FIT_Q points at shares 0, 1/(Q-1), ..., 1), linear in between.
+static double quantile_at(const float *q, double u) {
+  double x = u * (SYNTH_FIT_Q - 1);
+  int i = (int)x;
+  if (i >= SYNTH_FIT_Q - 1) return q[SYNTH_FIT_Q - 1];
+  return q[i] + (x - i) * (q[i + 1] - q[i]);
+}
+
+// `budget` distinct indices in [0, n): [0, lead) always, the rest as runs of `run` consecutive indices whose
+// starts follow the quantiles q (share of n), drawn group by group (drift), topped up with the lowest
+// unused indices when draws keep colliding. Sorted ascending into out.
+static void draw_runs(synth_ctx *c, int32_t *out, int64_t budget, int64_t lead, const float *q, int64_t run,
+                      int kind, uint64_t key, const synth_opts *o) {
+  const int64_t n = c->n;
+  int64_t count = 0;
+  for (int64_t i = 0; i < lead; i++) out[count++] = (int32_t)i, c->mark[i] = 1;
+  const int64_t rest = budget - lead, L = o->drift_period > 0 ? o->drift_period : 1;
+  for (int64_t g = 0; g < L && rest > 0; g++) {
+    int64_t quota = rest / L + (g < rest % L);
+    if (!quota) continue;
+    int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
+    synth_reseed(c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
+    for (int64_t taken = 0, tries = 0; taken < quota && tries < 16 * quota + 64; tries++) {
+      int64_t x = (int64_t)(quantile_at(q, gsl_rng_uniform(c->r)) * (double)n);
+      x = sr_max64(0, sr_min64(n - 1, x));
+      for (int64_t j = 0; j < run && taken < quota && x + j < n; j++) {
+        if (c->mark[x + j]) continue;
+        c->mark[x + j] = 1;
+        out[count++] = (int32_t)(x + j);
+        taken++;
+      }
+    }
+  }
+  for (int64_t x = 0; count < budget && x < n; x++)
+    if (!c->mark[x]) c->mark[x] = 1, out[count++] = (int32_t)x;
+  for (int64_t i = 0; i < count; i++) c->mark[out[i]] = 0;
+  synth_sort_indices(c, out, count);
+}
+
+static int vs_head(synth_ctx *c, head_pattern *h, const synth_fit_head *f, uint64_t key, const synth_opts *o,
+                   sr_error *e) {
+  const int64_t n = c->n;
+  int64_t nv = sr_min64(n, llround(f->n_vertical * (double)n)), ns = sr_min64(n, llround(f->n_slash * (double)n));
+  int64_t sinks = sr_min64(f->sinks, nv), window = sr_min64(llround(f->window * (double)n), ns);
+  synth_head_clear(h);
+  h->kind = PATTERN_VS;
+  h->vertical = malloc((size_t)nv * sizeof(int32_t) + 1);
+  h->slash = malloc((size_t)ns * sizeof(int32_t) + 1);
+  if (!h->vertical || !h->slash) return sr_internal_error(e, 0, "synth: out of memory");
+  draw_runs(c, h->vertical, nv, sinks, f->v_q, sr_max64(1, llround(f->v_run)), KEY_FIT_VERT, key, o);
+  draw_runs(c, h->slash, ns, window, f->s_q, sr_max64(1, llround(f->s_run)), KEY_FIT_SLASH, key, o);
+  h->n_vertical = (int32_t)nv;
+  h->n_slash = (int32_t)ns;
+  return SR_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// block heads
+
+typedef struct {
+  double key;
+  int64_t c;
+} ranked_col;
+
+static int cmp_ranked(const void *a, const void *b) {
+  const ranked_col *x = a, *y = b;
+  if (x->key != y->key) return x->key > y->key ? -1 : 1;
+  return (x->c > y->c) - (x->c < y->c);
+}
+
+static int block_head(synth_ctx *c, head_pattern *h, const synth_fit_head *f, uint64_t key, const synth_opts *o,
+                      ranked_col *rank, sr_error *e) {
+  const int64_t n = c->n, B = sr_max64(1, f->block), nb = sr_cdiv(n, B), rw = sr_cdiv(nb, 64);
+  synth_head_clear(h);
+  h->kind = PATTERN_BLOCK;
+  h->block = (int32_t)B;
+  h->n_blocks = nb;
+  h->row_words = rw;
+  h->mask = calloc((size_t)(nb * rw) + 1, sizeof(uint64_t));
+  if (!h->mask) return sr_internal_error(e, 0, "synth: out of memory for a %lld x %lld block mask", (long long)nb,
+                                         (long long)nb);
+  // Columns ranked by log popularity + Gumbel noise (weighted sampling without replacement), the noise
+  // redrawn by drift group.
+  const int64_t L = o->drift_period > 0 ? o->drift_period : 1;
+  for (int64_t col = 0; col < nb; col++) {
+    double pop = f->b_col[sr_min64(SYNTH_FIT_BINS - 1, col * SYNTH_FIT_BINS / nb)];
+    rank[col] = (ranked_col){.key = log(pop > 0 ? pop : 1e-12), .c = col};
+  }
+  for (int64_t g = 0; g < L && g < nb; g++) {
+    int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
+    synth_reseed(c->r, key, KEY_FIT_BLOCK, (uint64_t)g, (uint64_t)epoch);
+    for (int64_t col = g; col < nb; col += L) rank[col].key -= log(-log(gsl_rng_uniform_pos(c->r)));
+  }
+  qsort(rank, (size_t)nb, sizeof *rank, cmp_ranked);
+  for (int64_t p = 0; p < nb; p++) {
+    uint64_t *row = h->mask + p * rw;
+    double share = f->b_row[sr_min64(SYNTH_FIT_BINS - 1, p * SYNTH_FIT_BINS / nb)];
+    int64_t quota = sr_max64(1, sr_min64(p + 1, llround(share * (double)(p + 1)))), kept = 0;
+    int64_t structural[3] = {p, 0, p - 1};
+    for (int i = 0; i < 3 && kept < quota; i++) {
+      int64_t col = structural[i];
+      if (col < 0 || ((row[col / 64] >> (col % 64)) & 1u)) continue;
+      row[col / 64] |= 1ull << (col % 64);
+      kept++;
+    }
+    for (int64_t i = 0; i < nb && kept < quota; i++) {
+      int64_t col = rank[i].c;
+      if (col > p || ((row[col / 64] >> (col % 64)) & 1u)) continue;
+      row[col / 64] |= 1ull << (col % 64);
+      kept++;
+    }
+  }
+  return SR_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// every head
+
+int synth_fitted(pattern *p, const synth_fit *f, const synth_opts *o, sr_error *e) {
+  if (f->layers < 1 || f->heads < 1 || !f->h) return sr_input_error(e, NULL, "pattern", "an empty fit");
+  synth_ctx c;
+  int rc = synth_ctx_init(&c, p->n_tokens, e);
+  if (rc) return rc;
+  // one ranking buffer for the block heads, as long as the finest of them needs
+  int64_t most_blocks = 0;
+  for (int64_t x = 0; x < (int64_t)f->layers * f->heads; x++)
+    if (f->h[x].kind == PATTERN_BLOCK) most_blocks = sr_max64(most_blocks, sr_cdiv(p->n_tokens, sr_max64(1, f->h[x].block)));
+  ranked_col *rank = most_blocks ? malloc((size_t)most_blocks * sizeof *rank) : NULL;
+  if (most_blocks && !rank) rc = sr_internal_error(e, 0, "synth: out of memory for %lld blocks", (long long)most_blocks);
+  for (int l = 0; l < p->layers && !rc; l++)
+    for (int h = 0; h < p->heads && !rc; h++) {
+      const synth_fit_head *fh =
+          &f->h[(int64_t)l * f->layers / p->layers * f->heads + (int64_t)h * f->heads / p->heads];
+      head_pattern *hp = pattern_head(p, l, h);
+      uint64_t key = synth_head_key(o, l, h);
+      switch (fh->kind) {
+        case PATTERN_DENSE:
+          synth_head_clear(hp);
+          hp->kind = PATTERN_DENSE;
+          break;
+        case PATTERN_WINDOW:
+          synth_head_clear(hp);
+          hp->kind = PATTERN_WINDOW;
+          hp->sinks = fh->w_sinks;
+          hp->window = fh->w_window;
+          break;
+        case PATTERN_VS: rc = vs_head(&c, hp, fh, key, o, e); break;
+        case PATTERN_BLOCK: rc = block_head(&c, hp, fh, key, o, rank, e); break;
+      }
+    }
+  free(rank);
+  synth_ctx_free(&c);
+  return rc;
+}
