@@ -1,31 +1,24 @@
-// cmd_pattern.c — `sparsering pattern`: a sparse attention pattern on a layout, per layer: density and
-// worker/step imbalance from the exact tile accounting (docs/patterns.md).
+// cmd_pattern.c — `sparsering pattern`: a sparse attention pattern (any source: generators, trace:PATH,
+// vs-fit:PATH) on a layout, per layer: density and worker/step imbalance from the exact tile accounting
+// (docs/patterns.md).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "plan/balance.h"
 #include "plan/layout.h"
 #include "plan/model.h"
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
-
-// Build the layout of a --layout string (with --granularity) for n tokens over W ranks.
-static int layout_from_text(const char *text, int64_t g_flag, int64_t n, int W, layout *l, sr_error *e) {
-  layout_kind kind;
-  int64_t g = g_flag;
-  int rc = layout_parse_kind(text, &kind, &g, e);
-  if (rc) return rc;
-  if (kind == LAYOUT_PERMUTATION) return layout_load_permutation(layout_permutation_path(text), n, W, l, e);
-  return layout_build(kind, n, W, kind == LAYOUT_STRIPED ? g : 1, NULL, l, e);
-}
+#include "traces/trace.h"
 
 static const cli_flag pattern_flags[] = {
     {"model", "NAME|PATH", "required", "the model: a shipped name (models/NAME.json) or a config file"},
     {"seq", "N", "required", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
     {"pattern", "P", "dense", "attention pattern (docs/patterns.md)"},
-    {"layout", "L", "striped", "contiguous, zigzag, striped, striped:G, permutation:PATH"},
+    {"layout", "L", "striped", "contiguous, zigzag, striped, striped:G, permutation:PATH, balanced (by this pattern)"},
     {"ranks", "W", "1", "ranks the sequence is spread over"},
     {"granularity", "G", "128", "tokens a block of the striped layout (when --layout gives no G)"},
     {"seed", "X", "1", "seed of synthetic patterns"},
@@ -55,13 +48,23 @@ static int cmd_pattern(int argc, char **argv) {
   layout l;
   pattern p;
   if (model_load(model_name, &m, &e)) return sr_error_report(&e, prog);
-  if (layout_from_text(layout_text, g, seq, (int)ranks, &l, &e)) return sr_error_report(&e, prog);
   double t0 = sr_now();
-  if (pattern_from_spec(spec, &m, seq, (uint64_t)seed, (int)step, &p, &e)) {
-    layout_free(&l);
+  if (pattern_source_load(spec, &m, seq, (uint64_t)seed, (int)step, &p, &e)) return sr_error_report(&e, prog);
+  double t1 = sr_now();
+  // --granularity stands for striped's G when the layout text gives none
+  char text[600];
+  layout_kind lk;
+  int64_t lg = 0;
+  if (layout_parse_kind(layout_text, &lk, &lg, &e)) {
+    pattern_free(&p);
     return sr_error_report(&e, prog);
   }
-  double t1 = sr_now();
+  if (lk == LAYOUT_STRIPED && lg == 0) snprintf(text, sizeof text, "striped:%lld", (long long)g);
+  else snprintf(text, sizeof text, "%s", layout_text);
+  if (balance_layout_named(&p, text, (int)ranks, &l, &e)) {
+    pattern_free(&p);
+    return sr_error_report(&e, prog);
+  }
   int W = (int)ranks;
   work_count *counts = malloc((size_t)p.heads * W * W * sizeof *counts);
   layer_summary *sum = calloc((size_t)p.layers, sizeof *sum);

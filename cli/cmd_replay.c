@@ -5,29 +5,58 @@
 // plan so the simulator charges what the strategy pays to obtain a pattern (MTraining's online
 // estimation), while the work simulated is the recorded pattern's. --no-estimate makes the trace the
 // plan's pattern source instead ("trace:PATH", a given pattern: no estimation cost).
+//
+// --layout balanced deals the layout by the recorded step 0's work (plan/balance.h); the pattern drifts
+// over the steps, so --rebalance-every K and --rebalance-above X deal it again by the step's own pattern
+// (every K steps, or when the step's worker imbalance on the current layout exceeds X) and charge that
+// step the re-shard all-to-all (sim_reshard_s) on top of its simulated time.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "plan/balance.h"
 #include "plan/plan.h"
 #include "plan/util.h"
 #include "sim/sim.h"
 #include "traces/trace.h"
 
 typedef struct {
-  double step_s, tokens_per_s, worker_imbalance, step_imbalance, exposed_comm_s, density;
+  double step_s, tokens_per_s, worker_imbalance, step_imbalance, exposed_comm_s, density, reshard_s;
 } replay_row;
 
 static int write_csv(const char *path, const replay_row *rows, int n, sr_error *e) {
   sr_buf b = {0};
-  int bad = sr_buf_printf(&b, "step,step_s,tokens_per_s,worker_imbalance,step_imbalance,exposed_comm_s,density\n");
+  int bad = sr_buf_printf(&b, "step,step_s,tokens_per_s,worker_imbalance,step_imbalance,exposed_comm_s,density,"
+                             "reshard_s\n");
   for (int i = 0; i < n && !bad; i++)
-    bad |= sr_buf_printf(&b, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", i, rows[i].step_s, rows[i].tokens_per_s,
-                         rows[i].worker_imbalance, rows[i].step_imbalance, rows[i].exposed_comm_s, rows[i].density);
+    bad |= sr_buf_printf(&b, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", i, rows[i].step_s, rows[i].tokens_per_s,
+                         rows[i].worker_imbalance, rows[i].step_imbalance, rows[i].exposed_comm_s, rows[i].density,
+                         rows[i].reshard_s);
   int rc = bad ? sr_internal_error(e, 12, "building %s", path) : sr_write_atomic(path, b.data, b.len, e);
   sr_buf_free(&b);
+  return rc;
+}
+
+// Deal the balanced layout by step 0's pattern, and again at later steps when asked (every K steps, or when
+// the step's worker imbalance on the current layout exceeds `above`); a re-deal charges the re-shard.
+static int replay_balance(plan *p, const pattern *pat, int step, int64_t every, double above, int *dealt,
+                          double *reshard_s, double *wall_s, sr_error *e) {
+  *dealt = step == 0 || (every > 0 && step % every == 0);
+  if (!*dealt && above > 0) {
+    balance_figures f;
+    if (balance_of(pat, &p->layout, &f, e)) return e->code;
+    *dealt = f.worker > above;
+  }
+  if (!*dealt) return SR_OK;
+  layout old;
+  int rc = layout_copy(&p->layout, &old, e);
+  double t0 = sr_now();
+  if (!rc) rc = plan_rebalance(p, pat, e);
+  *wall_s += sr_now() - t0;
+  if (!rc && step > 0) rc = sim_reshard_s(p, &old, &p->layout, reshard_s, e);
+  layout_free(&old);
   return rc;
 }
 
@@ -37,6 +66,9 @@ static const cli_flag replay_flags[] = {
     {"model", "NAME|PATH", "the trace's", "the model"},
     {"csv", "FILE", NULL, "write one row per step as CSV"},
     {"no-estimate", NULL, NULL, "the trace is a given pattern: no online estimation cost"},
+    {"layout", "L", "the strategy's", "the layout instead (balanced: dealt by the recorded step 0's work)"},
+    {"rebalance-every", "K", NULL, "balanced: deal the layout again by the step's pattern every K steps (re-shard charged)"},
+    {"rebalance-above", "X", NULL, "balanced: deal it again when the step's worker imbalance on it exceeds X (re-shard charged)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage replay_usage = {
@@ -76,6 +108,19 @@ static int cmd_replay(int argc, char **argv) {
   const char *field = NULL;
   int rc = plan_spec_apply_strategy(&s, strategy, &e);
   if (rc == SR_OK && cli_has(&a, "no-estimate")) snprintf(s.pattern, sizeof s.pattern, "trace:%s", a.pos[0]);
+  // A balanced layout is dealt by the recorded steps below, not by the strategy's own pattern source.
+  const char *layout_text = cli_get(&a, "layout", NULL);
+  layout_kind lk = LAYOUT_STRIPED;
+  int64_t every = 0, g = 0;
+  double above = 0;
+  if (rc == SR_OK && layout_text && !(rc = layout_parse_kind(layout_text, &lk, &g, &e))) {
+    snprintf(s.layout, sizeof s.layout, "%s", lk == LAYOUT_BALANCED ? "striped" : layout_text);
+    s.granularity = lk == LAYOUT_STRIPED ? (g > 0 ? g : 128) : lk == LAYOUT_BALANCED ? 128 : 1;
+  }
+  if (rc == SR_OK) rc = cli_get_int(&a, "rebalance-every", 0, 1, INT32_MAX, &every, &e);
+  if (rc == SR_OK) rc = cli_get_num(&a, "rebalance-above", 0, 1, 1e9, &above, &e);
+  if (rc == SR_OK && (every || above) && lk != LAYOUT_BALANCED)
+    rc = sr_input_error(&e, NULL, every ? "--rebalance-every" : "--rebalance-above", "re-balances --layout balanced only");
   if (rc || plan_build_at(&s, &p, &field, &e)) {
     trace_close(&t);
     return sr_error_report(&e, prog);
@@ -94,22 +139,34 @@ static int cmd_replay(int argc, char **argv) {
            cli_has(&a, "no-estimate") ? " (no estimation cost)" : "", "step", "time (s)", "tokens/s", "worker imb",
            "step imb", "exposed (s)", "density");
   sim_options o = {0};
+  int n_rebalanced = 0;
+  double plan_wall_s = 0;
   for (int step = 0; step < in->steps && rc == SR_OK; step++) {
     pattern pat;
     sim_result r;
     if ((rc = trace_read_step(&t, step, &pat, &e))) break;
-    rc = sim_run(&p, &pat, &o, &r, NULL, &e);
+    double reshard_s = 0;
+    int dealt = 0;
+    if (lk == LAYOUT_BALANCED) rc = replay_balance(&p, &pat, step, every, above, &dealt, &reshard_s, &plan_wall_s, &e);
+    n_rebalanced += dealt;
+    if (rc == SR_OK) rc = sim_run(&p, &pat, &o, &r, NULL, &e);
     pattern_free(&pat);
     if (rc) break;
     if (!r.feasible) {
       rc = sr_input_error(&e, NULL, "--strategy", "%s cannot run this configuration: %s", strategy, r.note);
       break;
     }
-    rows[step] = (replay_row){r.step_s, r.tokens_per_s, r.worker_imbalance, r.step_imbalance, r.exposed_comm_s,
-                              r.density};
-    printf("%5d %12.6g %14.1f %10.4f %10.4f %12.6g %8.3f%%\n", step, r.step_s, r.tokens_per_s, r.worker_imbalance,
+    const double step_s = r.step_s + reshard_s;
+    rows[step] = (replay_row){step_s, (double)in->seq_len / step_s, r.worker_imbalance, r.step_imbalance,
+                              r.exposed_comm_s, r.density, reshard_s};
+    printf("%5d %12.6g %14.1f %10.4f %10.4f %12.6g %8.3f%%", step, step_s, rows[step].tokens_per_s, r.worker_imbalance,
            r.step_imbalance, r.exposed_comm_s, 100 * r.density);
+    if (dealt && step > 0) printf("   re-balanced, re-shard %.6g s", reshard_s);
+    printf("\n");
   }
+  if (rc == SR_OK && lk == LAYOUT_BALANCED)
+    printf("\nbalanced layout dealt %d time(s) by the recorded steps' work (planner %.3f s on this machine)\n",
+           n_rebalanced, plan_wall_s);
   if (rc == SR_OK) {
     double sum = 0, lo = INFINITY, hi = 0, wi = 0, si = 0;
     for (int i = 0; i < in->steps; i++) {

@@ -58,14 +58,48 @@ int balance_of(const pattern *p, const layout *l, balance_figures *out, sr_error
 }
 
 // ---------------------------------------------------------------------------------------------
-// work of each query block: the per query-tile scan of a one-rank contiguous layout (whose tiles are
-// the global tiles), summed over heads and layers
+// work of each query block
+//
+// On a layout of aligned tiles, query tile b (rows [128 b, 128 b + 128)) meets KV tile b - Delta as an
+// entry exactly when D holds an offset in (128 (Delta - 1), 128 (Delta + 1)) (the tile-diagonal rule,
+// docs/patterns.md): an interval [a, c] of D marks the diagonals floor(a / 128) .. floor(c / 128) +
+// [c mod 128 != 0]. A column of K in KV tile t is a bar of every query tile b >= t whose diagonal b - t is
+// not an entry. So per interior query tile (every tile but a short last one)
+//   entries(b) = #{Delta in T : Delta <= b},  bars(b) = #{k in K : tile(k) <= b} - sum_{Delta in T, Delta <= b} cnt(b - Delta),
+// with cnt(t) the columns in tile t; sums over an interval of T are differences of a prefix of cnt. A
+// short last tile and block heads go through the per query-tile scan of a one-rank contiguous layout
+// (its tiles are the global tiles), which is also the reference the tests hold this against.
+
+static void head_block_work_closed(const head_view *v, int64_t nbi, int64_t *diag, int64_t *cnt, double *out) {
+  // diag: the entry diagonals as runs [diag[2i], diag[2i+1]] (x < nbi); cnt[t + 1]: prefix count of K by tile
+  int64_t n_runs = 0;
+  for (int64_t i = 0; i < v->d.n; i++) {
+    int64_t lo = v->d.lo[i] / TILE, hi = sr_min64(nbi - 1, v->d.hi[i] / TILE + (v->d.hi[i] % TILE != 0));
+    if (lo > hi) continue;
+    if (n_runs && lo <= diag[2 * n_runs - 1] + 1) diag[2 * n_runs - 1] = sr_max64(diag[2 * n_runs - 1], hi);
+    else diag[2 * n_runs] = lo, diag[2 * n_runs + 1] = hi, n_runs++;
+  }
+  memset(cnt, 0, (size_t)(nbi + 2) * sizeof *cnt);
+  for (int64_t i = 0; i < v->k.n; i++)
+    for (int64_t t = v->k.lo[i] / TILE; t <= v->k.hi[i] / TILE && t < nbi; t++)
+      cnt[t + 1] += sr_min64(v->k.hi[i], t * TILE + TILE - 1) - sr_max64(v->k.lo[i], t * TILE) + 1;
+  for (int64_t t = 0; t < nbi; t++) cnt[t + 1] += cnt[t];
+  for (int64_t b = 0; b < nbi; b++) {
+    double entries = 0, bars = (double)cnt[b + 1];
+    for (int64_t r = 0; r < n_runs && diag[2 * r] <= b; r++) {  // diagonals x .. y meet KV tiles b - y .. b - x
+      int64_t x = diag[2 * r], y = sr_min64(diag[2 * r + 1], b);
+      entries += (double)(y - x + 1);
+      bars -= (double)(cnt[b - x + 1] - cnt[b - y]);
+    }
+    out[b] = (double)TILE * TILE * entries + (double)TILE * bars;
+  }
+}
 
 int balance_block_work(const pattern *p, double *work, sr_error *e) {
-  const int64_t nb = sr_cdiv(p->n_tokens, TILE);
+  const int64_t n = p->n_tokens, nb = sr_cdiv(n, TILE), nbi = n % TILE ? nb - 1 : nb;
   memset(work, 0, (size_t)nb * sizeof *work);
   layout one;
-  int rc = layout_build(LAYOUT_CONTIGUOUS, p->n_tokens, 1, 1, NULL, &one, e);
+  int rc = layout_build(LAYOUT_CONTIGUOUS, n, 1, 1, NULL, &one, e);
   if (rc) return rc;
   tile_scan s;
   if ((rc = tile_scan_init(&s, &one, e))) {
@@ -73,15 +107,18 @@ int balance_block_work(const pattern *p, double *work, sr_error *e) {
     return rc;
   }
   double *head = malloc((size_t)nb * sizeof *head);
-  if (!head) rc = sr_internal_error(e, ENOMEM, "balance: work of %lld blocks", (long long)nb);
+  int64_t *diag = malloc((size_t)(2 * nb + 2) * sizeof *diag), *cnt = malloc((size_t)(nb + 2) * sizeof *cnt);
+  if (!head || !diag || !cnt) rc = sr_internal_error(e, ENOMEM, "balance: work of %lld blocks", (long long)nb);
   for (int layer = 0; layer < p->layers && !rc; layer++)
     for (int h = 0; h < p->heads && !rc; h++) {
       // Heads equal to the previous one (every head of a dense or windowed layer) cost the same.
       if (h == 0 || !pattern_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
         head_view v;
-        if ((rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e))) break;
+        if ((rc = head_view_build(pattern_head(p, layer, h), n, &v, e))) break;
         rc = tile_scan_head(&s, &v, e);
-        for (int64_t b = 0; b < nb && !rc; b++) {
+        int64_t first_scanned = v.is_block ? 0 : nbi;
+        if (!rc && !v.is_block) head_block_work_closed(&v, nbi, diag, cnt, head);
+        for (int64_t b = first_scanned; b < nb && !rc; b++) {
           // want_pairs: on a monotone layout the bars come as counts, which is all work needs
           if ((rc = tile_scan_qtile(&s, &v, 0, b, 1, e))) break;
           head[b] = (double)TILE * TILE * (double)s.n_tiles +
@@ -91,7 +128,7 @@ int balance_block_work(const pattern *p, double *work, sr_error *e) {
       }
       for (int64_t b = 0; b < nb && !rc; b++) work[b] += head[b];
     }
-  free(head);
+  free(head), free(diag), free(cnt);
   tile_scan_free(&s);
   layout_free(&one);
   return rc;

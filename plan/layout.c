@@ -241,6 +241,24 @@ int layout_build_blocks(layout_kind kind, int64_t n_tokens, int world, int64_t b
   return SR_OK;
 }
 
+int layout_copy(const layout *src, layout *dst, sr_error *e) {
+  *dst = *src;
+  const size_t W = (size_t)src->world, R = (size_t)(src->n_runs > 0 ? src->n_runs : 1);
+  dst->rank_count = malloc(W * sizeof *dst->rank_count);
+  dst->runs = malloc(R * sizeof *dst->runs);
+  dst->rank_run_begin = malloc((W + 1) * sizeof *dst->rank_run_begin);
+  dst->by_global = malloc(R * sizeof *dst->by_global);
+  if (!dst->rank_count || !dst->runs || !dst->rank_run_begin || !dst->by_global) {
+    layout_free(dst);
+    return sr_internal_error(e, ENOMEM, "copy of a layout of %lld runs", (long long)src->n_runs);
+  }
+  memcpy(dst->rank_count, src->rank_count, W * sizeof *dst->rank_count);
+  memcpy(dst->runs, src->runs, (size_t)src->n_runs * sizeof *dst->runs);
+  memcpy(dst->rank_run_begin, src->rank_run_begin, (W + 1) * sizeof *dst->rank_run_begin);
+  memcpy(dst->by_global, src->by_global, (size_t)src->n_runs * sizeof *dst->by_global);
+  return SR_OK;
+}
+
 void layout_free(layout *l) {
   free(l->rank_count);
   free(l->runs);

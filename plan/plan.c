@@ -92,9 +92,9 @@ static int build_schedule(plan *p, sr_error *e) {
 }
 
 int plan_rebalance(plan *p, const pattern *pat, sr_error *e) {
-  if (p->layout.kind != LAYOUT_BALANCED)
-    return sr_input_error(e, NULL, "layout", "only a balanced layout is re-balanced (the plan's is %s)",
-                          layout_kind_name(p->layout.kind));
+  if (pat->n_tokens != p->layout.n_tokens)
+    return sr_input_error(e, NULL, "pattern", "covers %lld tokens; the plan has %lld", (long long)pat->n_tokens,
+                          (long long)p->layout.n_tokens);
   layout l;
   int rc = balance_layout(pat, p->layout.world, &l, e);
   if (rc) return rc;
@@ -102,12 +102,14 @@ int plan_rebalance(plan *p, const pattern *pat, sr_error *e) {
   layout was = p->layout;
   p->layout = l;
   if ((rc = build_schedule(p, e))) {  // the plan stays as it was
-    p->layout = was;
+    p->layout = was, p->schedule = old;
     layout_free(&l);
     return rc;
   }
   schedule_free(&old);
   layout_free(&was);
+  snprintf(p->spec.layout, sizeof p->spec.layout, "balanced");
+  p->spec.granularity = 1;  // as plan_flags writes every layout but striped
   return SR_OK;
 }
 

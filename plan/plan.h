@@ -69,8 +69,9 @@ int plan_build(const plan_spec *s, plan *p, sr_error *e);
 int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e);
 // Release a plan's arrays.
 void plan_free(plan *p);
-// Re-deal a balanced layout by pattern pat's work (the pattern drifted) and rebuild the schedule on it;
-// the plan is unchanged on error. Input error for any other layout kind.
+// Deal the plan's layout anew as balanced by pattern pat's work (the pattern drifted, or a recorded step
+// rather than the plan's own pattern decides) and rebuild the schedule on it; spec.layout becomes
+// "balanced". The plan is unchanged on error.
 int plan_rebalance(plan *p, const pattern *pat, sr_error *e);
 // Serialise a plan as JSON text (deterministic). Returns a malloc'd string.
 int plan_to_json(const plan *p, char **out, sr_error *e);

@@ -25,6 +25,7 @@ typedef struct {
   int32_t *R;                        // [P] rank of residue
   int64_t *run_end;                  // [P] end (exclusive) of the run of equal R containing rho
   int unit_runs;                     // every run has length 1
+  int64_t n_runs;                    // runs of equal ranks over the residues
   int has_last;                      // the last global tile is short: scanned, not counted here
   int last_rank;                     // rank and local tile of the last global tile
   int64_t last_local_tile;
@@ -133,6 +134,7 @@ static int fast_init(const layout *l, fast_ctx *c) {
   for (int64_t x = P - 1; x >= 0; x--) {
     c->run_end[x] = (x + 1 < P && c->R[x + 1] == c->R[x]) ? c->run_end[x + 1] : x + 1;
     c->unit_runs &= c->run_end[x] == x + 1;
+    c->n_runs += c->run_end[x] == x + 1;  // x ends its run
   }
   free(tr);
   return 1;
@@ -366,9 +368,18 @@ static void kept_diagonal_prefix(fast_ctx *c, const i64_list *kd, int periodic) 
     for (int64_t dl = 1; dl <= nbi; dl++) pre[dl] += pre[dl - 1];
 }
 
+// Elements of D at or below x, for x that never decreases between calls: *i only moves forward (the
+// intervals before it end below x; cum counts their elements).
+static inline int64_t count_le_walk(const iset *d, int64_t *i, int64_t x) {
+  while (*i < d->n && d->hi[*i] < x) (*i)++;
+  int64_t n = d->cum[*i];
+  if (*i < d->n && d->lo[*i] <= x) n += x - d->lo[*i] + 1;
+  return n;
+}
+
 // Without periodicity residues are tiles: sweep each column tile over the runs of equal ranks.
-static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct,
-                            work_count *hc) {
+static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const i64_list *kd, const col_tile *ct,
+                            int64_t n_ct, work_count *hc) {
   const int64_t T = TILE, nbi = c->nbi, Np = nbi * T, P = c->P, *pre = c->kd_pre;
   for (int64_t t = 0; t < n_ct; t++)
     acc_add(c, ct[t].kb % P, (double)(c->nbi_div - ct[t].kb / P), 0, 0, (double)ct[t].cv, 0);
@@ -376,19 +387,45 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const col
   for (int64_t t = 0; t < n_ct; t++)
     acc_add(c, ct[t].kb % P, (double)(c->nbi_div - (ct[t].kb + 1) / P), 0, 0, 0, (double)(ct[t].cv * T));
   acc_flush(c, hc, 0, 1);
+  // A column tile is no bar of the query tiles on its kept diagonals: either one count of kept diagonals
+  // per run of equal ranks, or (many short runs: a balanced layout's dealt tiles) one step per kept
+  // diagonal, whichever walk is shorter.
+  int by_diagonal = kd->n < c->n_runs;
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t kb = ct[t].kb;
+    if (by_diagonal) {
+      for (int64_t x = 0; x < kd->n && kb + kd->delta[x] < nbi; x++) cell(hc, c, kb + kd->delta[x], kb)->bars -= ct[t].cv;
+      continue;
+    }
     for (int64_t rho = kb; rho < nbi; rho = c->run_end[rho]) {
       int64_t n = pre[c->run_end[rho] - kb] - pre[rho - kb];
       if (n) cell(hc, c, rho, kb)->bars -= ct[t].cv * n;
     }
   }
-  for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)  // pairs in both D and K, one count of D per run
-    for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++)
-      for (int64_t rho = k / T; rho < nbi; rho = c->run_end[rho]) {
-        int64_t n = iset_count(D, sr_max64(rho * T, k) - k, c->run_end[rho] * T - 1 - k);
+  // Pairs in both D and K: one count of D per run of equal ranks, or (many short runs) per query tile that
+  // an interval of D reaches from the column, whichever walk is shorter.
+  double d_tiles = 0;
+  for (int64_t y = 0; y < D->n && D->lo[y] < Np; y++) d_tiles += (double)(sr_min64(D->hi[y], Np - 1) - D->lo[y]) / T + 2;
+  const int by_interval = d_tiles < (double)c->n_runs;
+  for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)
+    for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++) {
+      if (by_interval) {
+        for (int64_t i = 0; i < D->n && k + D->lo[i] < Np; i++)  // rows q = k + d, d in [lo, hi]
+          for (int64_t q = k + D->lo[i], qe = sr_min64(k + D->hi[i], Np - 1); q <= qe;) {
+            int64_t end = sr_min64(qe, q / T * T + T - 1);
+            cell(hc, c, q / T, k / T)->pairs -= (double)(end - q + 1);
+            q = end + 1;
+          }
+        continue;
+      }
+      // the runs' offset ranges ascend, so D's elements below each end are counted by a forward walk
+      int64_t i = 0, below = 0;  // below: D's elements < the current range's start
+      for (int64_t rho = k / T; rho < nbi && i < D->n; rho = c->run_end[rho]) {
+        int64_t upto = count_le_walk(D, &i, c->run_end[rho] * T - 1 - k), n = upto - below;
+        below = upto;
         if (n) cell(hc, c, rho, k / T)->pairs -= (double)n;
       }
+    }
 }
 
 // Cumulative histograms of d mod T per residue j of d/T over D's offsets with d/T <= M (one slot per
@@ -533,7 +570,7 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
       hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
     }
     if (periodic) columns_periodic(c, &v->d, &v->k, ct, n_ct, hc);
-    else columns_by_runs(c, &v->d, &v->k, ct, n_ct, hc);
+    else columns_by_runs(c, &v->d, &v->k, &kd, ct, n_ct, hc);
   }
   free(kd.delta);
   free(pd);

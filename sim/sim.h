@@ -96,5 +96,10 @@ int sim_run_transfers(const plan *p, const pattern *pat, const sim_options *o, s
                       sim_timeline *tl, sr_error *e);
 // Release a timeline's events.
 void sim_timeline_free(sim_timeline *t);
+// Seconds of the all-to-all that re-shards the sequence from layout `from` to `to` (a re-balanced layout,
+// plan_rebalance): every token that changes rank carries its residual stream (hidden_size bf16 values), and
+// the rank that sends most sets the time (cost_alltoall_cluster over the plan's cluster). The cost of
+// switching layout inside a step; between steps a data loader that reads the new positions pays none of it.
+int sim_reshard_s(const plan *p, const layout *from, const layout *to, double *seconds, sr_error *e);
 
 #endif
