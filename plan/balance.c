@@ -13,51 +13,6 @@ static double cell_work(const work_count *c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// figures
-
-int balance_of(const pattern *p, const layout *l, balance_figures *out, sr_error *e) {
-  memset(out, 0, sizeof *out);
-  const int W = l->world;
-  work_count *counts = malloc((size_t)p->heads * W * W * sizeof *counts);
-  double *rank = calloc((size_t)W, sizeof *rank), *step = calloc((size_t)W * W, sizeof *step);
-  if (!counts || !rank || !step) {
-    free(counts), free(rank), free(step);
-    return sr_internal_error(e, ENOMEM, "balance: %d x %d x %d work counts", p->heads, W, W);
-  }
-  double slowest = 0;  // sum over layers and steps of the step's slowest rank
-  int rc = SR_OK;
-  for (int layer = 0; layer < p->layers && !rc; layer++) {
-    if (!(rc = tiles_account_layer(p, layer, l, counts, e))) {
-      memset(step, 0, (size_t)W * W * sizeof *step);
-      for (int h = 0; h < p->heads; h++)
-        for (int r = 0; r < W; r++)
-          for (int src = 0; src < W; src++) {
-            double w = cell_work(&counts[((int64_t)h * W + r) * W + src]);
-            rank[r] += w;
-            step[(int64_t)((r - src + W) % W) * W + r] += w;  // source (r - t) mod W at step t
-          }
-      for (int t = 0; t < W; t++) {
-        double mx = 0;
-        for (int r = 0; r < W; r++) mx = step[(int64_t)t * W + r] > mx ? step[(int64_t)t * W + r] : mx;
-        slowest += mx;
-      }
-    }
-  }
-  if (!rc) {
-    double mx = 0;
-    for (int r = 0; r < W; r++) {
-      out->work += rank[r];
-      if (rank[r] > mx) mx = rank[r];
-    }
-    const double mean = out->work / W;
-    out->worker = mean > 0 ? mx / mean : 1;
-    out->step = mean > 0 ? slowest / mean : 1;
-  }
-  free(counts), free(rank), free(step);
-  return rc;
-}
-
-// ---------------------------------------------------------------------------------------------
 // work of each query block
 //
 // On a layout of aligned tiles, query tile b (rows [128 b, 128 b + 128)) meets KV tile b - Delta as an
@@ -70,19 +25,30 @@ int balance_of(const pattern *p, const layout *l, balance_figures *out, sr_error
 // short last tile and block heads go through the per query-tile scan of a one-rank contiguous layout
 // (its tiles are the global tiles), which is also the reference the tests hold this against.
 
-static void head_block_work_closed(const head_view *v, int64_t nbi, int64_t *diag, int64_t *cnt, double *out) {
-  // diag: the entry diagonals as runs [diag[2i], diag[2i+1]] (x < nbi); cnt[t + 1]: prefix count of K by tile
-  int64_t n_runs = 0;
+// The entry diagonals of a head's D below nbi as runs [runs[2i], runs[2i+1]]; returns the number of runs.
+static int64_t entry_diagonals(const head_view *v, int64_t nbi, int64_t *runs) {
+  int64_t n = 0;
   for (int64_t i = 0; i < v->d.n; i++) {
     int64_t lo = v->d.lo[i] / TILE, hi = sr_min64(nbi - 1, v->d.hi[i] / TILE + (v->d.hi[i] % TILE != 0));
     if (lo > hi) continue;
-    if (n_runs && lo <= diag[2 * n_runs - 1] + 1) diag[2 * n_runs - 1] = sr_max64(diag[2 * n_runs - 1], hi);
-    else diag[2 * n_runs] = lo, diag[2 * n_runs + 1] = hi, n_runs++;
+    if (n && lo <= runs[2 * n - 1] + 1) runs[2 * n - 1] = sr_max64(runs[2 * n - 1], hi);
+    else runs[2 * n] = lo, runs[2 * n + 1] = hi, n++;
   }
-  memset(cnt, 0, (size_t)(nbi + 2) * sizeof *cnt);
+  return n;
+}
+
+// Columns of K in each tile below nbi into cnt[0 .. nbi).
+static void columns_by_tile(const head_view *v, int64_t nbi, int64_t *cnt) {
+  memset(cnt, 0, (size_t)(nbi + 1) * sizeof *cnt);
   for (int64_t i = 0; i < v->k.n; i++)
     for (int64_t t = v->k.lo[i] / TILE; t <= v->k.hi[i] / TILE && t < nbi; t++)
-      cnt[t + 1] += sr_min64(v->k.hi[i], t * TILE + TILE - 1) - sr_max64(v->k.lo[i], t * TILE) + 1;
+      cnt[t] += sr_min64(v->k.hi[i], t * TILE + TILE - 1) - sr_max64(v->k.lo[i], t * TILE) + 1;
+}
+
+static void head_block_work_closed(const head_view *v, int64_t nbi, int64_t *diag, int64_t *cnt, double *out) {
+  const int64_t n_runs = entry_diagonals(v, nbi, diag);
+  columns_by_tile(v, nbi, cnt + 1);  // cnt[t + 1] becomes the prefix count of columns in tiles <= t
+  cnt[0] = 0;
   for (int64_t t = 0; t < nbi; t++) cnt[t + 1] += cnt[t];
   for (int64_t b = 0; b < nbi; b++) {
     double entries = 0, bars = (double)cnt[b + 1];
@@ -131,6 +97,162 @@ int balance_block_work(const pattern *p, double *work, sr_error *e) {
   free(head), free(diag), free(cnt);
   tile_scan_free(&s);
   layout_free(&one);
+  return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// figures
+//
+// On a layout of aligned tiles (tile b on rank R(b)) the same rule gives a head's work per (query rank,
+// source rank) without visiting tile pairs one by one: every column of tile c would be a bar of every
+// query tile b >= c (TILE each), and each entry diagonal Delta turns the pair (b, b - Delta) into a tile
+// (TILE^2) instead of its bars. The first sum runs over column tiles with, per rank, its tiles at or after c;
+// a diagonal run of Delta x .. y either pair by pair (short runs) or as a sliding window of source ranks
+// (long runs: dense and wide windows). A short last tile and block heads take the planner's accounting.
+
+// The rank of every global tile into R when l's local tiles are aligned global tiles; 0 when they are not.
+static int aligned_tile_ranks(const layout *l, int32_t *R) {
+  const int64_t n = l->n_tokens, nb = sr_cdiv(n, TILE);
+  for (int64_t b = 0; b < nb; b++) {
+    int64_t r = layout_run_of_global(l, b * TILE);
+    const layout_run *run = r >= 0 ? &l->runs[r] : NULL;
+    if (!run || (run->local + b * TILE - run->global) % TILE != 0 || run->global + run->len < sr_min64(b * TILE + TILE, n))
+      return 0;
+    R[b] = run->rank;
+  }
+  return 1;
+}
+
+typedef struct {
+  int W;
+  int64_t nbi;
+  const int32_t *R;
+  int64_t *runs, *cnt, *after;  // entry diagonal runs; columns by tile; a rank's tiles at or after the current one
+  double *window;               // [W] sliding window of one diagonal run, by source rank
+} rank_work_ctx;
+
+// One head's interior work per (query rank r, source rank s) added to M[r W + s].
+static void head_rank_work(rank_work_ctx *c, const head_view *v, double *M) {
+  const int W = c->W;
+  const int64_t nbi = c->nbi, *cnt = c->cnt;
+  const int32_t *R = c->R;
+  const double T1 = TILE, T2 = (double)TILE * TILE;
+  const int64_t n_runs = entry_diagonals(v, nbi, c->runs);
+  columns_by_tile(v, nbi, c->cnt);
+  memset(c->after, 0, (size_t)W * sizeof *c->after);
+  for (int64_t b = nbi - 1; b >= 0; b--) {  // bars as if no diagonal were kept
+    c->after[R[b]]++;
+    if (cnt[b])
+      for (int r = 0; r < W; r++) M[(int64_t)r * W + R[b]] += T1 * (double)cnt[b] * (double)c->after[r];
+  }
+  for (int64_t k = 0; k < n_runs; k++) {  // kept diagonals: a tile instead of the bars of its columns
+    const int64_t x = c->runs[2 * k], y = c->runs[2 * k + 1];
+    if (y - x + 1 <= W) {
+      for (int64_t d = x; d <= y; d++)
+        for (int64_t b = d; b < nbi; b++) M[(int64_t)R[b] * W + R[b - d]] += T2 - T1 * (double)cnt[b - d];
+      continue;
+    }
+    memset(c->window, 0, (size_t)W * sizeof *c->window);  // source tiles b - y .. b - x, by rank
+    for (int64_t b = x; b < nbi; b++) {
+      int64_t in = b - x, out = b - y - 1;
+      c->window[R[in]] += T2 - T1 * (double)cnt[in];
+      if (out >= 0) c->window[R[out]] -= T2 - T1 * (double)cnt[out];
+      for (int s = 0; s < W; s++) M[(int64_t)R[b] * W + s] += c->window[s];
+    }
+  }
+}
+
+// A layer's work per (query rank, source rank), summed over heads, into M[r W + s].
+static int layer_rank_work(const pattern *p, int layer, const layout *l, rank_work_ctx *c, tile_scan *s,
+                           work_count *counts, double *M, sr_error *e) {
+  const int W = l->world;
+  memset(M, 0, (size_t)W * W * sizeof *M);
+  int block = 0;
+  for (int h = 0; h < p->heads; h++) block |= pattern_head(p, layer, h)->kind == PATTERN_BLOCK;
+  if (!c) block = 1;  // not aligned: the accounting does it all
+  if (block) {
+    int rc = tiles_account_layer(p, layer, l, counts, e);
+    for (int h = 0; h < p->heads && !rc; h++)
+      for (int64_t x = 0; x < (int64_t)W * W; x++) M[x] += cell_work(&counts[(int64_t)h * W * W + x]);
+    return rc;
+  }
+  const int64_t nb = sr_cdiv(p->n_tokens, TILE);
+  double *hm = M + (int64_t)W * W;  // one head's cells (reused for its equal successors)
+  int rc = SR_OK;
+  for (int h = 0; h < p->heads && !rc; h++) {
+    if (h == 0 || !pattern_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1))) {
+      head_view v;
+      if ((rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e))) break;
+      memset(hm, 0, (size_t)W * W * sizeof *hm);
+      head_rank_work(c, &v, hm);
+      if (c->nbi < nb) {  // the short last query tile, scanned on this layout
+        int32_t q_rank;
+        int64_t local;
+        layout_locate(l, (nb - 1) * TILE, &q_rank, &local);
+        if (!(rc = tile_scan_head(s, &v, e)) && !(rc = tile_scan_qtile(s, &v, q_rank, local / TILE, 1, e))) {
+          memset(counts, 0, (size_t)W * sizeof *counts);
+          tiles_account_scan(s, counts);
+          for (int src = 0; src < W; src++) hm[(int64_t)q_rank * W + src] += cell_work(&counts[src]);
+        }
+      }
+      head_view_free(&v);
+    }
+    for (int64_t x = 0; x < (int64_t)W * W; x++) M[x] += hm[x];
+  }
+  return rc;
+}
+
+int balance_of(const pattern *p, const layout *l, balance_figures *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  if (l->n_tokens != p->n_tokens)
+    return sr_input_error(e, NULL, "seq", "layout has %lld tokens but the pattern %lld", (long long)l->n_tokens,
+                          (long long)p->n_tokens);
+  const int W = l->world;
+  const int64_t n = p->n_tokens, nb = sr_cdiv(n, TILE);
+  work_count *counts = malloc((size_t)p->heads * W * W * sizeof *counts);
+  double *rank = calloc((size_t)W, sizeof *rank), *step = calloc((size_t)W * W, sizeof *step),
+         *M = malloc((size_t)2 * W * W * sizeof *M);
+  int32_t *R = malloc((size_t)nb * sizeof *R);
+  rank_work_ctx ctx = {.W = W, .nbi = n % TILE ? nb - 1 : nb, .R = R};
+  ctx.runs = malloc((size_t)(2 * nb + 2) * sizeof *ctx.runs);
+  ctx.cnt = malloc((size_t)(nb + 2) * sizeof *ctx.cnt);
+  ctx.after = malloc((size_t)W * sizeof *ctx.after);
+  ctx.window = malloc((size_t)W * sizeof *ctx.window);
+  tile_scan s;
+  int have_scan = 0, rc = SR_OK;
+  if (!counts || !rank || !step || !M || !R || !ctx.runs || !ctx.cnt || !ctx.after || !ctx.window)
+    rc = sr_internal_error(e, ENOMEM, "balance: %d x %d x %d work counts", p->heads, W, W);
+  const int aligned = !rc && aligned_tile_ranks(l, R);
+  if (!rc && aligned && !(rc = tile_scan_init(&s, l, e))) have_scan = 1;
+  double slowest = 0;  // sum over layers and steps of the step's slowest rank
+  for (int layer = 0; layer < p->layers && !rc; layer++) {
+    if ((rc = layer_rank_work(p, layer, l, aligned ? &ctx : NULL, &s, counts, M, e))) break;
+    memset(step, 0, (size_t)W * W * sizeof *step);
+    for (int r = 0; r < W; r++)
+      for (int src = 0; src < W; src++) {
+        double w = M[(int64_t)r * W + src];
+        rank[r] += w;
+        step[(int64_t)((r - src + W) % W) * W + r] += w;  // source (r - t) mod W at step t
+      }
+    for (int t = 0; t < W; t++) {
+      double mx = 0;
+      for (int r = 0; r < W; r++) mx = step[(int64_t)t * W + r] > mx ? step[(int64_t)t * W + r] : mx;
+      slowest += mx;
+    }
+  }
+  if (!rc) {
+    double mx = 0;
+    for (int r = 0; r < W; r++) {
+      out->work += rank[r];
+      if (rank[r] > mx) mx = rank[r];
+    }
+    const double mean = out->work / W;
+    out->worker = mean > 0 ? mx / mean : 1;
+    out->step = mean > 0 ? slowest / mean : 1;
+  }
+  if (have_scan) tile_scan_free(&s);
+  free(counts), free(rank), free(step), free(M), free(R);
+  free(ctx.runs), free(ctx.cnt), free(ctx.after), free(ctx.window);
   return rc;
 }
 
@@ -251,8 +373,49 @@ int balance_assign(const double *work, int64_t n_blocks, int world, int32_t *blo
   return rc;
 }
 
+// Which rank a dealt group of blocks becomes does not change any rank's load, but it decides which ranks
+// meet at which ring step. Groups take the rank whose striped blocks (b mod W = r) they share most
+// (greedy, largest overlap first; ties: lower group, then lower rank), so ring neighbours hold neighbouring
+// blocks as in striped wherever the dealing allows, and a dealing that equals striped's is striped.
+typedef struct {
+  int64_t overlap;
+  int group, rank;
+} group_match;
+
+static int cmp_match(const void *a, const void *b) {
+  const group_match *x = a, *y = b;
+  if (x->overlap != y->overlap) return x->overlap > y->overlap ? -1 : 1;
+  if (x->group != y->group) return x->group < y->group ? -1 : 1;
+  return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static int number_like_striped(int64_t nb, int world, int32_t *block_rank, sr_error *e) {
+  const int64_t W = world;
+  group_match *m = calloc((size_t)(W * W), sizeof *m);
+  int32_t *label = malloc((size_t)W * sizeof *label);
+  uint8_t *taken = calloc((size_t)W, 1);
+  if (!m || !label || !taken) {
+    free(m), free(label), free(taken);
+    return sr_internal_error(e, ENOMEM, "balance: numbering %d ranks", world);
+  }
+  for (int64_t i = 0; i < W * W; i++) m[i].group = (int)(i / W), m[i].rank = (int)(i % W);
+  for (int64_t b = 0; b < nb; b++) m[(int64_t)block_rank[b] * W + b % W].overlap++;
+  qsort(m, (size_t)(W * W), sizeof *m, cmp_match);
+  for (int r = 0; r < world; r++) label[r] = -1;
+  for (int64_t i = 0; i < W * W; i++)
+    if (label[m[i].group] < 0 && !taken[m[i].rank]) label[m[i].group] = m[i].rank, taken[m[i].rank] = 1;
+  for (int64_t b = 0; b < nb; b++) block_rank[b] = label[block_rank[b]];
+  free(m), free(label), free(taken);
+  return SR_OK;
+}
+
 // ---------------------------------------------------------------------------------------------
 // the layout
+
+// Does a have lower step imbalance than b (then lower worker imbalance)?
+static int better(const balance_figures *a, const balance_figures *b) {
+  return a->step < b->step || (a->step == b->step && a->worker < b->worker);
+}
 
 int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
   memset(out, 0, sizeof *out);
@@ -261,17 +424,40 @@ int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
   // Blocks of a tile; fewer tokens when a tile a rank would leave ranks empty (striped's rule).
   const int64_t g = n < (int64_t)world * TILE ? sr_max64(1, n / world) : TILE, nb = sr_cdiv(n, g);
   double *tile_work = malloc((size_t)nt * sizeof *tile_work), *work = calloc((size_t)nb, sizeof *work);
-  int32_t *rank = malloc((size_t)nb * sizeof *rank);
-  int rc = !tile_work || !work || !rank ? sr_internal_error(e, ENOMEM, "balance: %lld blocks", (long long)nb) : SR_OK;
+  int32_t *rank[3] = {malloc((size_t)nb * sizeof(int32_t)), malloc((size_t)nb * sizeof(int32_t)),
+                      malloc((size_t)nb * sizeof(int32_t))};
+  int rc = !tile_work || !work || !rank[0] || !rank[1] || !rank[2]
+               ? sr_internal_error(e, ENOMEM, "balance: %lld blocks", (long long)nb) : SR_OK;
   if (!rc) rc = balance_block_work(p, tile_work, e);
   if (!rc) {
     if (g == TILE) memcpy(work, tile_work, (size_t)nb * sizeof *work);
     else  // a token takes its tile's work over the tile's rows
       for (int64_t t = 0; t < n; t++) work[t / g] += tile_work[t / TILE] / (double)sr_min64(TILE, n - t / TILE * TILE);
-    rc = balance_assign(work, nb, world, rank, e);
+    rc = balance_assign(work, nb, world, rank[0], e);
   }
-  if (!rc) rc = layout_build_blocks(LAYOUT_BALANCED, n, world, g, rank, out, e);
-  free(tile_work), free(work), free(rank);
+  // Three candidates: the dealing numbered as dealt, the dealing numbered like striped, and striped's own
+  // blocks (b on rank b mod W). The ranks' loads are the dealing's in the first two, but their numbering moves
+  // work between ring steps; the planner keeps the candidate with the lowest step imbalance among those no
+  // worse than striped on both figures, so the balanced layout is never worse than striped on either (and is
+  // striped's blocks when nothing dealt does better).
+  if (!rc) {
+    memcpy(rank[1], rank[0], (size_t)nb * sizeof(int32_t));
+    rc = number_like_striped(nb, world, rank[1], e);
+    for (int64_t b = 0; b < nb; b++) rank[2][b] = (int32_t)(b % world);
+  }
+  balance_figures f[3];
+  layout cand[3];
+  memset(cand, 0, sizeof cand);
+  for (int i = 0; i < 3 && !rc; i++)
+    if (!(rc = layout_build_blocks(LAYOUT_BALANCED, n, world, g, rank[i], &cand[i], e))) rc = balance_of(p, &cand[i], &f[i], e);
+  int best = 2;  // a candidate replaces striped's blocks only when strictly better; ties keep what is closer to striped
+  for (int i = 1; i >= 0 && !rc; i--)
+    if (f[i].worker <= f[2].worker && f[i].step <= f[2].step && better(&f[i], &f[best])) best = i;
+  for (int i = 0; i < 3; i++) {
+    if (!rc && i == best) *out = cand[i];
+    else layout_free(&cand[i]);
+  }
+  free(tile_work), free(work), free(rank[0]), free(rank[1]), free(rank[2]);
   return rc;
 }
 

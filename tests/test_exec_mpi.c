@@ -59,6 +59,15 @@ TEST(exec_mpi_forward_on_the_runs_form_matches_dense) {
              3 * 2 * 2);
 }
 
+// The balanced layout (plan/balance.h): tiles dealt by the pattern's work, so a rank's tiles are scattered
+// and uneven in position; 1100 tokens make 9 tiles (the last short) over 2 and 4 ranks, 301 over 4 ranks
+// blocks of 75 tokens (fewer than a tile a rank).
+TEST(exec_mpi_balanced_layout_matches_dense) {
+  run_matrix(1, 2, "1100", "balanced", "ring,double-ring", "vs-topp:0.9,vs-like:4:32:8", "", 2 * 2);
+  run_matrix(1, 4, "1100", "balanced", "ring,usp", "vs-topp:0.9,window:4:40,block:0.3:32", "", 2 * 3);
+  run_matrix(1, 4, "301", "balanced", "ring", "vs-like:4:32:8", "", 1);
+}
+
 TEST(exec_mpi_four_ranks_on_two_nodes_every_layout_schedule_pattern_with_skipping) {
   run_matrix(2, 2, "333", "contiguous,zigzag,striped:16", "ring,double-ring,ulysses,usp", PATTERNS,
              "--skip-empty-sends", 3 * 4 * 4);

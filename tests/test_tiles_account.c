@@ -48,6 +48,40 @@ TEST(fast_accounting_equals_generic_contiguous_aligned) { check_fast_equals_gene
 TEST(fast_accounting_equals_generic_zigzag_aligned) { check_fast_equals_generic(1, 2 * 2 * 3 * TILE, 2, 1, 26, 10); }
 TEST(fast_accounting_equals_generic_with_fewer_tiles_than_ranks) { check_fast_equals_generic(2, 300, 6, 128, 27, 5); }
 
+// Tiles dealt to ranks at random (a balanced layout's shape): many runs of one tile, no period, so the fast
+// path walks the kept diagonals and D's intervals per column instead of the runs.
+TEST(fast_accounting_equals_generic_on_tiles_dealt_at_random) {
+  sr_error e;
+  const int W = 3;
+  const int64_t n = 150 * TILE + 40;
+  uint64_t seed = 77;
+  int32_t *owner = malloc((size_t)n * sizeof *owner), r = 0;
+  for (int64_t t = 0; t < n; t++) {
+    if (t % TILE == 0) r = (int32_t)(fx_rand(&seed) % W);
+    owner[t] = r;
+  }
+  layout l;
+  fx_layout_from_owner(owner, n, W, LAYOUT_BALANCED, TILE, &l);
+  free(owner);
+  pattern p;
+  fx_mixed_pattern(&p, n, 3, 31);  // VS, VS, window
+  size_t cells = (size_t)p.heads * W * W;
+  work_count *fast = calloc(cells, sizeof *fast), *gen = calloc(cells, sizeof *gen);
+  int handled = 0;
+  CHECK_EQ_INT(tiles_account_fast(&p, 0, &l, fast, &handled, &e), SR_OK);
+  CHECK_EQ_INT(handled, 1);
+  CHECK_EQ_INT(tiles_account_generic(&p, 0, &l, gen, &e), SR_OK);
+  for (size_t x = 0; x < cells; x++) {
+    CHECK_EQ_INT(fast[x].full, gen[x].full);
+    CHECK_EQ_INT(fast[x].partial, gen[x].partial);
+    CHECK_EQ_INT(fast[x].bars, gen[x].bars);
+    CHECK_NEAR(fast[x].pairs, gen[x].pairs, 0);
+  }
+  free(fast), free(gen);
+  pattern_free(&p);
+  fx_layout_free(&l);
+}
+
 TEST(fast_accounting_equals_generic_without_the_column_buffer) {
   tiles_fast_colbuf_max_period = 0;  // long periods write columns straight into the count matrix
   check_fast_equals_generic(2, 9000, 8, 128, 29, 10);

@@ -127,3 +127,39 @@ TEST(trace_replay_simulates_the_recorded_sparse_steps) {
   free(csv);
   for (int i = 0; i < 4; i++) CHECK(online[i] > got[i]);
 }
+
+// --layout balanced deals the layout by recorded step 0; --rebalance-every 2 deals it again at step 2 by that
+// step's pattern and charges the re-shard all-to-all there (the last CSV column), only there.
+TEST(trace_replay_rebalances_a_balanced_layout_and_charges_the_reshard) {
+  const char *trace = "traces/samples/tiny25m-vs-topp-32k.safetensors";
+  const char *d = test_tmpdir();
+  char cmd[2000], *out = NULL;
+  snprintf(cmd, sizeof cmd, "%s/sparsering replay %s --cluster h200-1x8 --strategy mtraining --no-estimate "
+           "--layout balanced --rebalance-every 2 --csv %s/b.csv", test_bin_dir(), trace, d);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "re-balanced, re-shard");
+  free(out);
+  char path[700], *csv = NULL;
+  sr_error e;
+  snprintf(path, sizeof path, "%s/b.csv", d);
+  CHECK_EQ_INT(sr_read_file(path, &csv, NULL, &e), SR_OK);
+  double reshard[4] = {-1, -1, -1, -1};
+  const char *p = csv ? strchr(csv, '\n') : NULL;
+  for (int i = 0; p && p[1] && i < 4; i++) {
+    const char *last = p + 1, *nl = strchr(p + 1, '\n');
+    for (const char *q = p + 1; q < nl; q++)
+      if (*q == ',') last = q + 1;
+    reshard[i] = atof(last);
+    p = nl;
+  }
+  free(csv);
+  CHECK_NEAR(reshard[0], 0, 0);
+  CHECK_NEAR(reshard[1], 0, 0);
+  CHECK(reshard[2] > 0);
+  CHECK_NEAR(reshard[3], 0, 0);
+  snprintf(cmd, sizeof cmd, "%s/sparsering replay %s --cluster h200-1x8 --strategy mtraining --rebalance-every 2",
+           test_bin_dir(), trace);
+  CHECK_EQ_INT(test_run(cmd, &out), 2);  // only a balanced layout is re-balanced
+  CHECK_STR_CONTAINS(out, "--rebalance-every");
+  free(out);
+}

@@ -1,0 +1,251 @@
+// test_trace_fit.c — what a trace says about balance (where its work sits) on hand-made heads, the generator
+// fitted to a trace ("vs-fit:PATH"): exact budgets and leading runs at the recorded length, kept density at
+// another length, heads mapped onto another model, and the goal: on every shipped trace each worker and step
+// imbalance of the fit within 10% of the recording's at 8, 32 and 64 ranks; plus the commands.
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/balance.h"
+#include "plan/pattern_spec.h"
+#include "plan/util.h"
+#include "tests/test.h"
+#include "traces/trace.h"
+
+static int32_t *ints(int n, ...) {
+  va_list ap;
+  va_start(ap, n);
+  int32_t *v = malloc((size_t)n * sizeof *v + 1);
+  for (int i = 0; i < n; i++) v[i] = va_arg(ap, int);
+  va_end(ap);
+  return v;
+}
+
+// n = 1000. Columns 0, 5, 50, 500 hold 1000, 995, 950, 500 pairs (3445); the first 1% (v < 10) holds 1995,
+// the first 10% (v < 100) 2945. Diagonals 0, 1, 200 hold 1000, 999, 800 (2799); below 128: 1999; half the mass
+// (1399.5) is reached at d = 1, 90% (2519.1) and 99% only at d = 200.
+TEST(trace_positions_place_columns_by_key_and_diagonals_by_offset) {
+  sr_error e;
+  pattern p;
+  CHECK_EQ_INT(pattern_alloc(&p, 1000, 1, 1, &e), SR_OK);
+  head_pattern *h = pattern_head(&p, 0, 0);
+  h->kind = PATTERN_VS;
+  h->vertical = ints(4, 0, 5, 50, 500), h->n_vertical = 4;
+  h->slash = ints(3, 0, 1, 200), h->n_slash = 3;
+  trace_position_stats x;
+  CHECK_EQ_INT(trace_positions(&p, -1, &x, &e), SR_OK);
+  CHECK_EQ_INT(x.heads, 1);
+  CHECK_NEAR(x.vertical_pairs, 3445, 0);
+  CHECK_REL(x.vertical_first[0], 1995.0 / 3445, 1e-12);
+  CHECK_REL(x.vertical_first[1], 2945.0 / 3445, 1e-12);
+  CHECK_NEAR(x.slash_pairs, 2799, 0);
+  CHECK_REL(x.slash_local, 1999.0 / 2799, 1e-12);
+  CHECK_NEAR(x.slash_q[0], 1, 0);
+  CHECK_NEAR(x.slash_q[1], 200, 0);
+  CHECK_NEAR(x.slash_q[2], 200, 0);
+  pattern_free(&p);
+}
+
+// Sinks 4 and window 10 at n = 1000: columns 0..3 (3994 pairs, all in the first 1%), diagonals 0..9 (9955
+// pairs, all local); sum_{d <= x} (1000 - d) first reaches half (4977.5) at x = 4 (4990; x = 3: 3994).
+TEST(trace_positions_of_a_window_head_are_its_sinks_and_its_window) {
+  sr_error e;
+  pattern p;
+  CHECK_EQ_INT(pattern_alloc(&p, 1000, 1, 1, &e), SR_OK);
+  head_pattern *h = pattern_head(&p, 0, 0);
+  h->kind = PATTERN_WINDOW, h->sinks = 4, h->window = 10;
+  trace_position_stats x;
+  CHECK_EQ_INT(trace_positions(&p, 0, &x, &e), SR_OK);
+  CHECK_NEAR(x.vertical_pairs, 3994, 0);
+  CHECK_NEAR(x.vertical_first[0], 1, 0);
+  CHECK_NEAR(x.slash_pairs, 9955, 0);
+  CHECK_NEAR(x.slash_local, 1, 0);
+  CHECK_NEAR(x.slash_q[0], 4, 0);
+  pattern_free(&p);
+}
+
+// A one-step trace of vs-topp written into the test's folder.
+static void write_trace(const char *path, int64_t n, const char *spec, int steps) {
+  sr_error e;
+  model_config m;
+  CHECK_EQ_INT(model_load("tiny-test", &m, &e), SR_OK);
+  trace_info in;
+  memset(&in, 0, sizeof in);
+  trace_info_set_model(&in, &m);
+  in.seq_len = n, in.layers = (int)m.num_layers, in.heads = (int)m.num_heads, in.seed = 4;
+  snprintf(in.source, sizeof in.source, "generator");
+  snprintf(in.origin, sizeof in.origin, "%s", spec);
+  trace_writer w;
+  CHECK_EQ_INT(trace_writer_begin(&w, &in, &e), SR_OK);
+  for (int s = 0; s < steps; s++) {
+    pattern p;
+    CHECK_EQ_INT(pattern_from_spec(spec, &m, n, 4, s, &p, &e), SR_OK);
+    CHECK_EQ_INT(trace_writer_add_step(&w, &p, NULL, &e), SR_OK);
+    pattern_free(&p);
+  }
+  CHECK_EQ_INT(trace_writer_finish(&w, path, &e), SR_OK);
+  trace_writer_free(&w);
+}
+
+static int32_t leading_run(const int32_t *x, int32_t n) {
+  int32_t i = 0;
+  while (i < n && x[i] == i) i++;
+  return i;
+}
+
+TEST(fitted_generator_keeps_budgets_and_leading_runs_at_the_recorded_length) {
+  sr_error e;
+  char path[600];
+  snprintf(path, sizeof path, "%s/t.safetensors", test_tmpdir());
+  write_trace(path, 5000, "vs-topp:0.9", 1);
+  model_config m;
+  CHECK_EQ_INT(model_load("tiny-test", &m, &e), SR_OK);
+  pattern rec, fit;
+  CHECK_EQ_INT(pattern_from_spec("vs-topp:0.9", &m, 5000, 4, 0, &rec, &e), SR_OK);
+  CHECK_EQ_INT(trace_fit_pattern(path, &m, 5000, 1, 0, &fit, &e), SR_OK);
+  for (int64_t x = 0; x < (int64_t)rec.layers * rec.heads; x++) {
+    const head_pattern *a = &rec.h[x], *b = &fit.h[x];
+    CHECK_EQ_INT(b->kind, PATTERN_VS);
+    CHECK_EQ_INT(b->n_vertical, a->n_vertical);
+    CHECK_EQ_INT(b->n_slash, a->n_slash);
+    CHECK_EQ_INT(leading_run(b->vertical, b->n_vertical), leading_run(a->vertical, a->n_vertical));
+    CHECK_EQ_INT(leading_run(b->slash, b->n_slash), leading_run(a->slash, a->n_slash));
+    CHECK_EQ_INT(pattern_validate_head(b, 5000, "fit", "head", &e), SR_OK);
+  }
+  pattern_free(&rec), pattern_free(&fit);
+}
+
+// Budgets and the window scale with N, so a column or diagonal keeps ~ N pairs and density stays: at twice
+// the length the fit's density is the recording's within 5% (sinks stay in tokens, collisions differ).
+TEST(fitted_generator_keeps_density_at_another_length) {
+  sr_error e;
+  char path[600];
+  snprintf(path, sizeof path, "%s/t.safetensors", test_tmpdir());
+  write_trace(path, 4096, "vs-topp:0.9", 2);
+  model_config m;
+  CHECK_EQ_INT(model_load("tiny-test", &m, &e), SR_OK);
+  pattern rec, fit;
+  CHECK_EQ_INT(pattern_from_spec("vs-topp:0.9", &m, 4096, 4, 0, &rec, &e), SR_OK);
+  CHECK_EQ_INT(trace_fit_pattern(path, &m, 8192, 1, 0, &fit, &e), SR_OK);
+  double a = 0, b = 0;
+  for (int64_t x = 0; x < (int64_t)rec.layers * rec.heads; x++) {
+    a += trace_head_kept_pairs(&rec.h[x], 4096) / (4096.0 * 4097 / 2);
+    b += trace_head_kept_pairs(&fit.h[x], 8192) / (8192.0 * 8193 / 2);
+  }
+  CHECK_REL(b, a, 0.05);
+  pattern_free(&rec), pattern_free(&fit);
+}
+
+// tiny-test's 2 x 4 fitted heads drive tiny-25m's 8 x 8: head (l, h) takes fitted head (l 2 / 8, h 4 / 8),
+// so its budgets per token are that head's.
+TEST(fitted_generator_maps_heads_onto_another_model) {
+  sr_error e;
+  char path[600];
+  snprintf(path, sizeof path, "%s/t.safetensors", test_tmpdir());
+  write_trace(path, 4096, "vs-topp:0.9", 1);
+  model_config small, big;
+  CHECK_EQ_INT(model_load("tiny-test", &small, &e), SR_OK);
+  CHECK_EQ_INT(model_load("tiny-25m", &big, &e), SR_OK);
+  pattern rec, fit;
+  CHECK_EQ_INT(pattern_from_spec("vs-topp:0.9", &small, 4096, 4, 0, &rec, &e), SR_OK);
+  CHECK_EQ_INT(trace_fit_pattern(path, &big, 4096, 1, 0, &fit, &e), SR_OK);
+  CHECK_EQ_INT(fit.layers, 8);
+  CHECK_EQ_INT(fit.heads, 8);
+  for (int l = 0; l < 8; l++)
+    for (int h = 0; h < 8; h++) {
+      const head_pattern *src = pattern_head(&rec, l * 2 / 8, h * 4 / 8), *dst = pattern_head(&fit, l, h);
+      CHECK_EQ_INT(dst->n_vertical, src->n_vertical);
+      CHECK_EQ_INT(dst->n_slash, src->n_slash);
+    }
+  pattern_free(&rec), pattern_free(&fit);
+}
+
+TEST(vs_fit_of_a_missing_trace_is_an_input_error_naming_it) {
+  sr_error e = {0};
+  model_config m;
+  CHECK_EQ_INT(model_load("tiny-test", &m, &e), SR_OK);
+  pattern p;
+  CHECK_EQ_INT(pattern_source_load("vs-fit:/nonexistent/t.safetensors", &m, 1000, 0, 0, &p, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "/nonexistent/t.safetensors");
+  CHECK_EQ_INT(pattern_source_load("vs-fit:", &m, 1000, 0, 0, &p, &e), SR_EINPUT);
+  CHECK_EQ_INT(pattern_from_spec("vs-fit:x", &m, 1000, 0, 0, &p, &e), SR_EINPUT);  // the planner alone cannot read it
+}
+
+// The goal of the fit: on every shipped trace, each worker and step imbalance of contiguous, zigzag,
+// striped:128 and balanced at 8, 32 and 64 ranks within 10% of the recording's.
+TEST(fitted_imbalance_is_within_ten_percent_of_each_shipped_trace) {
+  static const char *const names[] = {"tiny25m-vs-topp-32k", "tiny25m-dense-32k", "tiny25m-block-16k",
+                                      "tiny-test-minference-8k"};
+  static const char *const layouts[] = {"contiguous", "zigzag", "striped:128", "balanced"};
+  const int ranks[] = {8, 32, 64};
+  sr_error e;
+  for (int i = 0; i < 4; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "traces/samples/%s.safetensors", names[i]);
+    trace_file t;
+    CHECK_EQ_INT(trace_open(path, &t, &e), SR_OK);
+    model_config m;
+    memset(&m, 0, sizeof m);
+    m.num_layers = t.info.layers, m.num_heads = t.info.heads;
+    pattern rec, fit;
+    CHECK_EQ_INT(trace_read_step(&t, 0, &rec, &e), SR_OK);
+    CHECK_EQ_INT(trace_fit_pattern(path, &m, t.info.seq_len, 1, 0, &fit, &e), SR_OK);
+    for (int k = 0; k < 4; k++)
+      for (int w = 0; w < 3; w++) {
+        layout la, lb;
+        balance_figures a, b;
+        CHECK_EQ_INT(balance_layout_named(&rec, layouts[k], ranks[w], &la, &e), SR_OK);
+        CHECK_EQ_INT(balance_layout_named(&fit, layouts[k], ranks[w], &lb, &e), SR_OK);
+        CHECK_EQ_INT(balance_of(&rec, &la, &a, &e), SR_OK);
+        CHECK_EQ_INT(balance_of(&fit, &lb, &b, &e), SR_OK);
+        if (fabs(b.worker / a.worker - 1) > 0.10 || fabs(b.step / a.step - 1) > 0.10)
+          test_fail(__FILE__, __LINE__, "%s, %s at %d ranks: recorded %.4f/%.4f, fitted %.4f/%.4f", names[i],
+                    layouts[k], ranks[w], a.worker, a.step, b.worker, b.step);
+        layout_free(&la), layout_free(&lb);
+      }
+    pattern_free(&rec), pattern_free(&fit);
+    trace_close(&t);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the commands
+
+static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run(char **out, const char *fmt, ...) {
+  char cmd[4096];
+  int n = snprintf(cmd, sizeof cmd, "%s/sparsering ", test_bin_dir());
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
+  va_end(ap);
+  return test_run(cmd, out);
+}
+
+TEST(trace_stats_shows_where_the_work_sits_and_the_imbalance_of_each_layout) {
+  char *out = NULL;
+  CHECK_EQ_INT(run(&out, "trace stats traces/samples/tiny-test-minference-8k.safetensors --ranks 2,4"), 0);
+  CHECK_STR_CONTAINS(out, "density per head");
+  CHECK_STR_CONTAINS(out, "where the work sits");
+  CHECK_STR_CONTAINS(out, "2 ranks: worker");
+  CHECK_STR_CONTAINS(out, "4 ranks: worker");
+  static const char *const layouts[] = {"contiguous", "zigzag", "striped:128", "balanced"};
+  for (int i = 0; i < 4; i++) CHECK_STR_CONTAINS(out, layouts[i]);
+  free(out);
+  CHECK_EQ_INT(run(&out, "trace stats traces/samples/tiny-test-minference-8k.safetensors --ranks 0"), 2);
+  free(out);
+}
+
+TEST(trace_fit_compares_fitted_with_recorded_figures_in_its_csv) {
+  char *out = NULL, *csv = NULL, path[600];
+  snprintf(path, sizeof path, "%s/fit.csv", test_tmpdir());
+  CHECK_EQ_INT(run(&out, "trace fit traces/samples/tiny-test-minference-8k.safetensors --ranks 8 --csv %s", path), 0);
+  CHECK_STR_CONTAINS(out, "8 of 8 imbalance figures within 10%");
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(path, &csv, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(csv, "figure,layout,ranks,recorded,fitted,rel_diff\n");
+  CHECK_STR_CONTAINS(csv, "worker imbalance,balanced,8,");
+  free(out), free(csv);
+}
