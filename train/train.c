@@ -21,10 +21,13 @@ void train_options_defaults(train_options *o) {
   o->seq = 1024;
   o->steps = 100;
   o->lr = 3e-4;
+  o->clip = 1.0;
   o->seed = 1;
   o->passkey_depth = -1;
   o->passkey_digits = 5;
 }
+
+int64_t train_default_warmup(int64_t steps) { return sr_min64(100, sr_max64(10, steps / 10)); }
 
 int trainer_create(trainer *t, const model_config *cfg, const train_options *o, const train_comm *comm,
                    int64_t n_local, const int64_t *pos, sr_error *e) {
@@ -64,6 +67,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     model_cpu_free(&t->model);
     return rc;
   }
+  t->adam.grad_clip = o->clip;
   t->n_local = n_local;
   size_t nl = (size_t)sr_max64(n_local, 1), ns = (size_t)o->seq;
   t->pos = malloc(nl * sizeof *t->pos);

@@ -178,7 +178,8 @@ static const cli_flag train_flags[] = {
     {"digits", "N", "5", "passkey digits"},
     {"lr", "X", "3e-4", "learning rate (AdamW)"},
     {"wd", "X", "0", "weight decay"},
-    {"warmup", "N", "0", "steps of linear learning-rate warm-up"},
+    {"warmup", "N", "10% of the steps, 10 to 100", "steps of linear learning-rate warm-up (0: none)"},
+    {"clip", "X", "1.0", "clip the global gradient norm to X (0: no clipping)"},
     {"cosine", NULL, NULL, "decay the learning rate after the warm-up to a tenth at the last step"},
     {"batch", "B", "1", "samples whose gradients a step accumulates"},
     {"pack", "P", "1", "P samples of seq/P tokens in one sequence (block-diagonal pattern)"},
@@ -230,7 +231,7 @@ typedef struct {
   // options
   int64_t recall_n, steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
   int64_t pose;
-  double lr, wd, depth, peak, host_gib;
+  double lr, wd, clip, depth, peak, host_gib;
   train_options o;
   const char *loss_mode, *ckpt, *trace_path, *trace_steps;
   int quiet;
@@ -269,7 +270,7 @@ static int options_read(train_run *r, sr_error *e) {
   cli_args *a = r->a;
   if (cli_get_int(a, "steps", 20, 0, INT64_MAX, &r->steps, e) || cli_get_int(a, "eval", 0, 0, 1000000, &r->eval_n, e) ||
       cli_get_int(a, "ckpt-every", 0, 0, INT64_MAX, &r->ckpt_every, e) ||
-      cli_get_int(a, "warmup", 0, 0, INT64_MAX, &r->warmup, e) || cli_get_int(a, "digits", 5, 1, 30, &r->digits, e) ||
+      cli_get_int(a, "warmup", -1, 0, INT64_MAX, &r->warmup, e) || cli_get_num(a, "clip", 1.0, 0, 1e9, &r->clip, e) || cli_get_int(a, "digits", 5, 1, 30, &r->digits, e) ||
       cli_get_int(a, "seed", 1, 0, (int64_t)1 << 53, &r->seed, e) || cli_get_int(a, "batch", 1, 1, 1 << 20, &r->batch, e) ||
       cli_get_int(a, "attn-cache", 0, 0, 1 << 20, &r->attn_cache, e) || cli_get_int(a, "pack", 1, 1, 1 << 16, &r->pack, e) ||
       cli_get_int(a, "build-threads", 0, 0, 256, &r->build_threads, e) ||
@@ -278,6 +279,7 @@ static int options_read(train_run *r, sr_error *e) {
       cli_get_num(a, "peak-tflops", 0, 0, 1e9, &r->peak, e) || cli_get_num(a, "attn-host-gib", -1, -1, 1e6, &r->host_gib, e) ||
       cli_get_int(a, "eval-recall", 0, 0, 1000000, &r->recall_n, e))
     return e->code;
+  if (r->warmup < 0) r->warmup = train_default_warmup(r->steps);
   if (cli_get(a, "attn-host-gib", NULL) && !cli_has(a, "attn-host-cache"))
     return sr_input_error(e, NULL, "--attn-host-gib", "sets the cap of --attn-host-cache, which is off");
   return SR_OK;
@@ -327,6 +329,7 @@ static int options_set(train_run *r, sr_error *e) {
   o->lr = r->lr;
   o->weight_decay = r->wd;
   o->warmup = r->warmup;
+  o->clip = r->clip;
   o->cosine = cli_has(a, "cosine");
   o->seed = (uint64_t)r->seed;
   o->recompute = cli_has(a, "recompute") || r->p.spec.recompute;
@@ -406,9 +409,9 @@ static int outputs_open(train_run *r, sr_error *e) {
       printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace, %d kept of %lld layers",
              (double)ta->plan_bytes_max / (1 << 20), (double)ta->shared_bytes / (1 << 30), ta->cap, (long long)m->num_layers);
     printf("\n");
-    printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
+    printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, clip %g, recompute %s, ZeRO-1 slice %lld\n",
            r->o.data ? r->o.data->path : "passkey", r->o.data ? "all" : r->loss_mode, (long long)r->batch, r->lr, r->wd,
-           (long long)r->warmup, r->o.recompute ? "on" : "off", (long long)r->t.slice);
+           (long long)r->warmup, r->clip, r->o.recompute ? "on" : "off", (long long)r->t.slice);
     if (r->cuda) printf("train: GEMMs %s\n", r->bf16 ? "bf16 operands, fp32 accumulation and outputs (--precision bf16)"
                                                      : "fp32 operands on TF32 tensor cores (--precision tf32)");
     sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
