@@ -158,6 +158,23 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
   return SR_OK;
 }
 
+int train_samples_write(const train_options *o, int64_t steps, const char *path, sr_error *e) {
+  trainer t;  // trainer_sample reads the options only
+  memset(&t, 0, sizeof t);
+  t.opt = *o;
+  int64_t B = o->batch > 1 ? o->batch : 1, seq = o->seq, n = steps * B, ans;
+  if (seq < 2 || steps < 0) return sr_input_error(e, NULL, "seq", "%lld tokens, %lld steps", (long long)seq, (long long)steps);
+  int32_t *buf = malloc((size_t)sr_max64(1, n) * 2 * (size_t)seq * sizeof(int32_t));
+  if (!buf) return sr_internal_error(e, 0, "train: out of memory for %lld samples of %lld tokens", (long long)n, (long long)seq);
+  int rc = SR_OK;
+  for (int64_t i = 0; i < n && rc == SR_OK; i++)
+    rc = trainer_sample(&t, i, 0, buf + 2 * i * seq, buf + (2 * i + 1) * seq, &ans, e);
+  // int32 in memory is the file's little-endian layout on every machine this builds for (x86-64, aarch64)
+  if (rc == SR_OK) rc = sr_write_atomic(path, buf, (size_t)n * 2 * (size_t)seq * sizeof(int32_t), e);
+  free(buf);
+  return rc;
+}
+
 // PoSE (Zhu et al. 2023, "PoSE: Efficient Context Window Extension of LLMs via Positional Skip-wise
 // Training", two chunks): sample j of len tokens keeps positions 0 .. c-1 and continues at c + u, with the
 // split c uniform in [1, len - 1] and the skip u uniform in [0, span - len], both drawn from (seed, j) so

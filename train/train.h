@@ -100,6 +100,10 @@ int trainer_eval(trainer *t, int64_t index, train_step_stats *st, sr_error *e);
 // The sample of a step: whole-sequence tokens and targets (passkey: answer_start too, else -1).
 int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *tokens, int32_t *targets,
                    int64_t *answer_start, sr_error *e);
+// Write the samples of steps [0, steps) (batch of them a step) as a PyTorch peer reads them: for each sample, seq
+// int32 tokens then seq int32 targets (-1: no loss), little-endian, nothing else; written atomically. The
+// same sequences trainer_step trains on, so another trainer can run on exactly this token stream.
+int train_samples_write(const train_options *o, int64_t steps, const char *path, sr_error *e);
 // The rotary positions of this rank's tokens for sample `index` into out[n_local]: each position within its
 // packed sample, plus under PoSE (training samples only) the sample's skip past its split token.
 void trainer_rope_positions(const trainer *t, int64_t index, int held_out, int64_t *out);

@@ -203,6 +203,7 @@ static const cli_flag train_flags[] = {
     {"trace", "FILE", NULL, "record the attention patterns of --trace-steps as a trace"},
     {"trace-steps", "A,B,...", NULL, "the steps --trace records"},
     {"quiet", NULL, NULL, "no per-step log lines (a --csv file is still written)"},
+    {"write-samples", "FILE", NULL, "write the steps' token sequences (int32 tokens then targets a sample) to FILE and stop"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage train_usage = {
@@ -581,6 +582,15 @@ static int run_finish(train_run *r, sr_error *e) {
   return SR_OK;
 }
 
+// --write-samples: the token stream of the run's steps, for a peer trainer to run on (scripts/gpu/train_peer.py).
+static int write_samples(train_run *r, const char *path, sr_error *e) {
+  if (r->R != 0) return SR_OK;
+  if (train_samples_write(&r->o, r->steps, path, e)) return e->code;
+  printf("train: the samples of %lld step(s) (%lld a step, %lld tokens each) written to %s\n", (long long)r->steps,
+         (long long)r->batch, (long long)r->p.spec.seq, path);
+  return SR_OK;
+}
+
 static void run_free(train_run *r) {
   train_attn_free(&r->ta);
   attn_recall_free(&r->rec);
@@ -613,8 +623,11 @@ static int cmd_train(int argc, char **argv) {
   }
   r->R = r->c.rank;
   int status = 0;
-  if (options_read(r, &e) || plan_setup(r, &e) || options_set(r, &e) || trainer_setup(r, &e) || outputs_open(r, &e) ||
-      train_loop(r, &e) || run_eval(r, &e) || run_predict(r, &e) || run_finish(r, &e)) {
+  const char *samples = cli_get(&a, "write-samples", NULL);
+  if (options_read(r, &e) || plan_setup(r, &e) || options_set(r, &e) ||
+      (samples ? write_samples(r, samples, &e)
+               : trainer_setup(r, &e) || outputs_open(r, &e) || train_loop(r, &e) || run_eval(r, &e) ||
+                     run_predict(r, &e) || run_finish(r, &e))) {
     status = sr_error_report(&e, "sparsering-exec train");
     if (r->c.world > 1) comm_abort(&r->c, r->R, e.msg);
   }
