@@ -59,6 +59,7 @@ typedef struct {
   const char *predict_csv, *trace_out;
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
+  dist_index_build index_build;  // --index-build
 } attn_opts;
 
 // A rank that hits an error stops the whole job with the message (never a hang on the others).
@@ -179,7 +180,11 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   int check_failed = 0, online = pattern_spec_estimation(pl->spec.pattern) == PATTERN_ONLINE;
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
-    if (dist_attn_create(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, &da, e)) fail(c, e);
+    double tc = sr_now();
+    if (dist_attn_create_with(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, o_->index_build, &da, e)) fail(c, e);
+    tc = sr_now() - tc;
+    if (c->rank == 0)
+      printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, tc, dist_attn_index_on_gpu(da) ? "GPU" : "host");
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
     if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online estimates on the CPU backend too
     float *in[4] = {q, k, v, dout};
@@ -284,7 +289,8 @@ static int cmd_attn(int argc, char **argv) {
   o.predict_csv = cli_get(&a, "predict-csv", NULL);
   o.predict = cli_has(&a, "predict") || o.predict_csv;
   o.trace_out = cli_get(&a, "trace-out", NULL);
-  if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e)) return sr_error_report(&e, prog);
+  if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e) || exec_index_build(&a, &o.index_build, &e))
+    return sr_error_report(&e, prog);
   const char *fmode = cli_get(&a, "fail-mode", "kill");
   o.fail_hang = strcmp(fmode, "hang") == 0;
   if (!o.fail_hang && strcmp(fmode, "kill") != 0) {
@@ -354,6 +360,7 @@ static int cmd_attn(int argc, char **argv) {
   const char *csv = cli_get(&a, "csv", NULL), *trace = cli_get(&a, "trace", NULL);
   if (!code && (csv || trace) && timeline_write(&tl, &c, csv, trace, &e)) fail(&c, &e);
   timeline_free(&tl);
+  dist_attn_builder_free();  // the GPU index builder's device state, before the device goes
   comm_free(&c);
   return code ? code : failed ? 1 : 0;
 }

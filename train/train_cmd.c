@@ -245,6 +245,9 @@ typedef struct {
   // step does not hold
   double run_t0, best_s, first_s, meas_build_s;
   int64_t first, meas_built;
+  int64_t waits;              // plan waits over the run's steps, and the seconds their layers spent getting plans
+  double wait_s;
+  dist_index_build index_build;  // --index-build
 } train_run;
 
 // --backend and --precision (checked before the comm backend starts).
@@ -309,9 +312,11 @@ static int plan_setup(train_run *r, sr_error *e) {
   layout_positions(&r->p.layout, r->R, r->pos);
   // plan-building threads: by default the node's cores shared by its ranks (the GPU machines: one node)
   if (r->build_threads == 0) r->build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / r->c.world);
-  if (train_attn_init(&r->ta, &r->p, &r->pat, &r->c, r->cuda, (int)r->attn_cache, (int)r->prefetch,
+  if (exec_index_build(a, &r->index_build, e) ||
+      train_attn_init(&r->ta, &r->p, &r->pat, &r->c, r->cuda, (int)r->attn_cache, (int)r->prefetch,
                       (int)r->build_threads, r->pos, e))
     return e->code;
+  r->ta.index_build = r->index_build;
   if (cli_has(a, "attn-host-cache") && train_attn_host_cache(&r->ta, r->host_gib, e)) return e->code;
   return SR_OK;
 }
@@ -404,18 +409,20 @@ static int outputs_open(train_run *r, sr_error *e) {
     printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
            m->name, (long long)r->t.model.num_params, (long long)seq, r->c.world, layout_kind_name(p->layout.kind),
            p->spec.schedule, p->spec.pattern, r->density);
-    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)", (long long)r->prebuilt,
-           r->prebuild_s, (long long)r->build_threads, ta->prefetch ? ", building ahead" : "");
+    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s; tile indices of %lld "
+           "built on the GPU)", (long long)r->prebuilt, r->prebuild_s, (long long)r->build_threads,
+           ta->prefetch ? ", building ahead" : "", (long long)ta->built_gpu);
     if (r->cuda)  // what each kept plan holds for itself, and the scratch all plans share (exec/dist_workspace.h)
-      printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace, %d kept of %lld layers",
-             (double)ta->plan_bytes_max / (1 << 20), (double)ta->shared_bytes / (1 << 30), ta->cap, (long long)m->num_layers);
+      printf("; device memory %.1f MiB per plan (largest), %.2f GiB in the %d kept of %lld layers, %.2f GiB shared "
+             "workspace", (double)ta->plan_bytes_max / (1 << 20), (double)train_attn_kept_bytes(&r->ta) / (1 << 30),
+             ta->cap, (long long)m->num_layers, (double)ta->shared_bytes / (1 << 30));
     printf("\n");
     printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, clip %g, recompute %s, ZeRO-1 slice %lld\n",
            r->o.data ? r->o.data->path : "passkey", r->o.data ? "all" : r->loss_mode, (long long)r->batch, r->lr, r->wd,
            (long long)r->warmup, r->clip, r->o.recompute ? "on" : "off", (long long)r->t.slice);
     if (r->cuda) printf("train: GEMMs %s\n", r->bf16 ? "bf16 operands, fp32 accumulation and outputs (--precision bf16)"
                                                      : "fp32 operands on TF32 tensor cores (--precision tf32)");
-    sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
+    sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s,plan_wait_s\n");
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
   r->trace_path = cli_get(a, "trace", NULL), r->trace_steps = cli_get(a, "trace-steps", "");
@@ -435,8 +442,9 @@ static int outputs_open(train_run *r, sr_error *e) {
   return SR_OK;
 }
 
-// Rank 0's log line, CSV row (rewritten every step) and progress bar of one step.
-static int step_log(train_run *r, const train_step_stats *st, sr_error *e) {
+// Rank 0's log line, CSV row (rewritten every step) and progress bar of one step; waits and wait_s: the step's
+// plan waits and the seconds its layers spent getting their plans (train_attn_waits).
+static int step_log(train_run *r, const train_step_stats *st, int64_t waits, double wait_s, sr_error *e) {
   int64_t seq = r->p.spec.seq;
   // MFU over the job's GPUs: the step's FLOPs are the whole sequence's, spread over c.world of them
   double tps = (double)(seq * r->batch) / st->time_s,
@@ -447,12 +455,12 @@ static int step_log(train_run *r, const train_step_stats *st, sr_error *e) {
   if (r->peak > 0) snprintf(mfu_text, sizeof mfu_text, "%.2f%%", 100 * mfu);
   if (!r->quiet)
     printf("step %5lld | loss %.4f | %9.0f tok/s | MFU %s | density %.4f | attn %.3fs gemm %.3fs comm %.3fs | "
-           "lr %.2e | gnorm %.3f\n",
-           (long long)st->step, st->loss, tps, mfu_text, r->density, st->attn_s, gemm_s, st->comm_s, st->lr,
-           st->grad_norm);
-  sr_buf_printf(&r->csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", r->label, (long long)st->step,
-                st->loss, st->grad_norm, st->lr, tps, r->peak > 0 ? mfu : 0.0, r->density, st->attn_s, gemm_s,
-                st->comm_s, st->time_s);
+           "plan-wait %.3fs (%lld) | lr %.2e | gnorm %.3f\n",
+           (long long)st->step, st->loss, tps, mfu_text, r->density, st->attn_s, gemm_s, st->comm_s, wait_s,
+           (long long)waits, st->lr, st->grad_norm);
+  sr_buf_printf(&r->csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", r->label,
+                (long long)st->step, st->loss, st->grad_norm, st->lr, tps, r->peak > 0 ? mfu : 0.0, r->density,
+                st->attn_s, gemm_s, st->comm_s, st->time_s, wait_s);
   if (r->csv_path[0] && sr_write_atomic(r->csv_path, r->csv.data, r->csv.len, e)) return e->code;
   double per = (sr_now() - r->run_t0) / (double)(r->t.step - r->first);
   if (isatty(2)) progress_bar(r->t.step, r->steps, st->loss, per * (double)(r->steps - r->t.step));
@@ -469,9 +477,14 @@ static int train_loop(train_run *r, sr_error *e) {
     train_step_stats st;
     int64_t od0, od1;
     double bs0, bs1;
+    int64_t w0, w1;
+    double ws0, ws1;
     train_attn_on_demand(&r->ta, &od0, &bs0);
+    train_attn_waits(&r->ta, &w0, &ws0);
     if (trainer_step(t, &st, e)) return e->code;
     train_attn_on_demand(&r->ta, &od1, &bs1);
+    train_attn_waits(&r->ta, &w1, &ws1);
+    r->waits += w1 - w0, r->wait_s += ws1 - ws0;
     if (r->ta.online) {  // the step ran the patterns estimated from its (last) sample
       if (train_attn_read_patterns(&r->ta, e)) return e->code;  // CUDA: read them back from the executor
       if (plan_attention_pairs(&r->p, &r->pat, &r->pairs, &r->density, e)) return e->code;
@@ -480,7 +493,7 @@ static int train_loop(train_run *r, sr_error *e) {
     if ((t->step > r->first + 1 || r->steps - r->first == 1) && !(st.time_s >= r->best_s))
       r->best_s = st.time_s, r->meas_built = od1 - od0, r->meas_build_s = bs1 - bs0;
     if (t->step == r->first + 1) r->first_s = st.time_s;
-    if (step_log(r, &st, e)) return e->code;
+    if (step_log(r, &st, w1 - w0, ws1 - ws0, e)) return e->code;
 #if SR_HAVE_CUDA
     if (r->cuda && t->step == r->first + 1) {  // every buffer exists once the first step ran
       double used, total;
@@ -561,6 +574,8 @@ static int run_finish(train_run *r, sr_error *e) {
   }
   if (r->R != 0) return SR_OK;
   const train_attn *ta = &r->ta;
+  printf("train: plan waits in the steps: %lld (%.3fs getting plans); tile indices built on the GPU: %lld of %lld\n",
+         (long long)r->waits, r->wait_s, (long long)ta->built_gpu, (long long)ta->built);
   printf("train: attention plans: %lld built (%.2fs; %lld when their layer came), %d kept of %lld layers%s",
          (long long)ta->built, ta->build_s, (long long)ta->on_demand, ta->cap, (long long)r->p.model.num_layers,
          ta->shared ? " (one pattern: shared)" : "");
