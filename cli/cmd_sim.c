@@ -74,7 +74,7 @@ static int cmd_sim(int argc, char **argv) {
       return sr_error_report(&e, "sparsering sim");
     }
   }
-  sim_options o = {cli_has(&a, "representative"), cli_has(&a, "timeline") || cli_has(&a, "csv") || cli_has(&a, "svg"), 0};
+  sim_options o = {cli_has(&a, "representative"), cli_has(&a, "timeline") || cli_has(&a, "csv") || cli_has(&a, "svg"), 0, 0, 0};
   sim_timeline tl = {0};
   sim_result r;
   int rc = sim_plan(&p, &o, &r, &tl, &e);

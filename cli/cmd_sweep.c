@@ -145,7 +145,7 @@ static int run_point(const sweep_grid *g, int64_t i, sr_buf *row, sr_error *e) {
   st.base.recompute = (int)g->recompute;
   st.base.zero = (int)g->zero;
   snprintf(st.sparse_pattern, sizeof st.sparse_pattern, "%s", g->patterns[pi]);
-  sim_options o = {g->representative, 0, 0};
+  sim_options o = {g->representative, 0, 0, 0, 0};
   sim_result r;
   int rc = sim_strategy(&st, g->strategies[k], &o, &r, NULL, e);
   if (rc) return rc;

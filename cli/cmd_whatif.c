@@ -94,7 +94,7 @@ static int cmd_whatif(int argc, char **argv) {
   } else {
     for (int i = 0; plan_strategy_names[i] && n < MAX_STRATEGIES; i++) snprintf(names[n++], 64, "%s", plan_strategy_names[i]);
   }
-  sim_options o = {cli_has(&a, "representative"), 0, 0};
+  sim_options o = {cli_has(&a, "representative"), 0, 0, 0, 0};
   sim_result *res = calloc((size_t)n, sizeof *res);
   if (!res) return 1;
   double t0 = sr_now();

@@ -34,7 +34,8 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   }
   if (in->exec_trainer) {
     // sparsering-exec train's own allocations (train/model_cuda.cu, counted by plan/model.h): fp32 weights
-    // and a bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; fp32 buffers a token
+    // and a bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; its buffers a token
+    // (recompute 2: selective recomputation, every layer's attention output and LSE kept)
     out->weights = P * (4 + 2);
     out->grads = P * 4;
     out->optim = P * 8 / W;
@@ -49,8 +50,9 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   out->kv_buffers = fwd > bwd ? fwd : bwd;
   out->index_bytes = in->recompute ? in->index_bytes : in->index_bytes * L;
   // fp32 running output and LSE of the rank's queries (docs/design.md, "The LSE merge": running outputs stay fp32),
-  // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy.
-  double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * 8;
+  // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy (sparsering-exec
+  // train: bf16 logits, their gradient written in place).
+  double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * (in->exec_trainer ? 2 : 8);
   out->workspace = n * H * (d + 1) * 4 + ce + SIM_MEM_RESERVE;
   out->total = out->weights + out->grads + out->optim + out->activations + out->kv_buffers + out->index_bytes +
                out->workspace;

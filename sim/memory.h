@@ -6,7 +6,7 @@
 // the fp32 running attention output and the chunked cross-entropy's logits, and a fixed reserve for
 // the CUDA context, NCCL buffers and allocator fragmentation. FPDT with offload keeps two chunks on
 // the GPU and every layer's q/k/v/o/lse chunks in pinned host memory. With exec_trainer the model state
-// and the activations are those sparsering-exec train allocates (plan/model.h: fp32), the rest as above.
+// and the activations are those sparsering-exec train allocates (plan/model.h), the rest as above.
 #ifndef SR_MEMORY_H
 #define SR_MEMORY_H
 
@@ -26,7 +26,7 @@ typedef struct {
   int64_t tokens_per_rank;   // the largest rank's tokens
   int64_t kv_shard_tokens;   // the largest KV shard a rank receives (ring kinds; 0 otherwise)
   double index_bytes;        // one layer's tile index on the largest rank
-  int recompute, zero;
+  int recompute, zero;       // recompute: 0 none, 1 per layer, 2 per layer but attention's output and LSE kept
   int64_t fpdt_chunk;        // FPDT chunk (tokens over all ranks); 0 when not FPDT
   int fpdt_offload;
   int grad_bytes_per_elem;   // dK/dV on the wire (4: fp32)

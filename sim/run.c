@@ -64,7 +64,7 @@ int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, stru
                           (long long)pat->n_tokens, (long long)p->layout.n_tokens);
   if (p->layout.world != W)
     return sr_input_error(e, NULL, "layout", "is over %d ranks; the cluster has %d GPUs", p->layout.world, W);
-  sim_options none = {0, 0, 0};
+  sim_options none = {0, 0, 0, 0, 0};
   sim_ctx x;
   memset(&x, 0, sizeof x);
   x.p = p;
@@ -141,7 +141,7 @@ int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, stru
   for (int k = 0; k < W; k++) mi.tokens_per_rank = sr_max64(mi.tokens_per_rank, p->layout.rank_count[k]);
   mi.kv_shard_tokens = kv_shard > x.kv_shard_tokens ? kv_shard : x.kv_shard_tokens;
   mi.index_bytes = x.max_index_bytes;
-  mi.recompute = p->spec.recompute;
+  mi.recompute = p->spec.recompute && x.o->keep_attn ? 2 : p->spec.recompute;
   mi.zero = p->spec.zero;
   mi.fpdt_chunk = p->spec.fpdt_chunk;
   mi.fpdt_offload = p->spec.fpdt_offload;

@@ -110,11 +110,13 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   }
   int rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e);
   if (rc) return rc;
+  // selective recomputation: the rerun keeps the first forward's attention output (sim_options.keep_attn)
+  int attn = !(recompute && x->o->keep_attn);
   if (st->online && !recompute) {
     if ((rc = estimate_layer(x, layer, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  if (w->sparse) {
+  if (w->sparse && attn && (st->online || !x->o->index_ready)) {
     for (int r = 0; r < W; r++)
       st->dur[r] = st->online && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r]);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
@@ -122,7 +124,8 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   }
   for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->fwd[i];
   st->ring.layer = layer;
-  if ((rc = ring_forward(&x->g, &st->ring, st->comp, PHASE_ATTN, PHASE_KV_SEND, x->a, x->b, e))) return rc;
+  if (!attn) memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
+  else if ((rc = ring_forward(&x->g, &st->ring, st->comp, PHASE_ATTN, PHASE_KV_SEND, x->a, x->b, e))) return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     st->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);
@@ -238,7 +241,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
         bwd += (double)(rs->send_bwd.peer >= 0 ? rs->send_bwd.bytes : 0) +
                (double)(rs->send_outer_bwd.peer >= 0 ? rs->send_outer_bwd.bytes : 0);
       }
-    x->comm_bytes += L * ((p->spec.recompute ? 2 : 1) * fwd + bwd);
+    x->comm_bytes += L * ((p->spec.recompute && !x->o->keep_attn ? 2 : 1) * fwd + bwd);
   }
   int rep = x->o->representative && !x->tl;
   for (int l = 0; l < L; l++) {

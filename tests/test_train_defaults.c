@@ -68,3 +68,22 @@ TEST(train_default_warmup_keeps_a_wide_random_model_at_lr_3e_4_from_jumping) {
   CHECK(warm[1] < warm[0]);
   CHECK(warm[2] < warm[1]);
 }
+
+TEST(train_default_recomputation_keeps_attention_output_and_trains_as_the_full_rerun) {
+  // Selective recomputation is the default (the CPU backend always has the memory); --recompute-attn reruns the
+  // attention forward in the backward as before. The losses are the same bit for bit.
+  char cmd[4096], *out = NULL;
+  const char *dir = test_tmpdir(), *flags[2] = {"", "--recompute-attn"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --strategy mtraining "
+             "--pattern vs-topp:0.95 --seq 512 --steps 3 %s --csv %s/rec%d.csv 2>&1", test_bin_dir(),
+             mpi_cpu_cluster(1, 1), flags[i], dir, i);
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, i == 0 ? "recompute selective (each layer's attention output and LSE kept: "
+                                   : "recompute full (--recompute-attn)");
+    free(out);
+    out = NULL;
+  }
+  snprintf(cmd, sizeof cmd, "bash -c 'cmp <(cut -d, -f2-5 %s/rec0.csv) <(cut -d, -f2-5 %s/rec1.csv)'", dir, dir);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+}

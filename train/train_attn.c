@@ -13,6 +13,11 @@
 #include "train/model_cuda.h"
 #endif
 
+// Sizing the cache by memory (GPU, no fixed cap): each plan kept beyond the first is counted at 1.25 x the first
+// plan's own bytes (layers' sparse indices differ in size), and 3 GiB stay free for NCCL, cuBLAS and the allocator.
+#define PLAN_GROWTH 1.25
+#define PLAN_RESERVE_GIB 3.0
+
 // ---- the order of use ------------------------------------------------------------------------
 
 // A step uses the layers up (forward) then down (backward; a recomputed forward and its backward are one
@@ -112,7 +117,7 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
     dist_attn_device_bytes(d, &own, &need);
     double grown = (double)(shared_now() - shared0) / (1 << 30);
     gib = fmax(used1 - used0 - grown, (double)own / (1 << 30));
-    int more = gib > 0 ? (int)floor((total - used1 - 3.0) / (1.25 * gib)) : b->layers;
+    int more = gib > 0 ? (int)floor((total - used1 - PLAN_RESERVE_GIB) / (PLAN_GROWTH * gib)) : b->layers;
     cap = (int)sr_max64(1, sr_min64(b->layers, 1 + sr_max64(more, 0)));
   }
 #endif
@@ -417,6 +422,33 @@ int train_attn_held(const train_attn *b) {
   int n = 0;
   for (int l = 0; b->held && l < b->layers; l++) n += b->held[l] != NULL;
   return n;
+}
+
+int train_attn_prebuild_first(train_attn *b, sr_error *e) {
+  if (b->online_cpu) return SR_OK;  // its plans follow each sample's estimate
+  dist_attn *first;
+  int rc = train_attn_get(b, 0, &first, e);  // slot 0; on the GPU it sizes the cache
+  b->on_demand = 0, b->on_demand_s = 0, b->waits = 0, b->get_s = 0;  // the steps' figures start after the prebuild
+  return rc;
+}
+
+double train_attn_plans_need(const train_attn *b) {
+  if (b->shared || b->plan_gib <= 0) return 0;
+  return (double)(b->layers - b->n) * PLAN_GROWTH * b->plan_gib * (double)(1 << 30);
+}
+
+int train_attn_refit(train_attn *b, sr_error *e) {
+#if SR_HAVE_CUDA
+  if (!b->fit || b->plan_gib <= 0) return SR_OK;
+  double used = 0, total = 0;
+  int rc = model_cuda_memory(&used, &total, e);
+  if (rc) return rc;
+  int more = (int)floor((total - used - PLAN_RESERVE_GIB) / (PLAN_GROWTH * b->plan_gib));
+  pthread_mutex_lock(&b->mu);
+  b->cap = (int)sr_max64(sr_max64(1, b->n), sr_min64(b->layers, b->n + sr_max64(more, 0)));
+  pthread_mutex_unlock(&b->mu);
+#endif
+  return SR_OK;
 }
 
 int train_attn_prebuild(train_attn *b, sr_error *e) {

@@ -94,6 +94,15 @@ int train_attn_held(const train_attn *b);
 void train_attn_waits(train_attn *b, int64_t *waits, double *seconds);
 // Device bytes the plans kept now hold for themselves (dist_attn_device_bytes; 0 on the CPU backend).
 int64_t train_attn_kept_bytes(train_attn *b);
+// Build layer 0's plan before train_attn_prebuild: on the GPU it measures what a plan takes for itself and sizes
+// the cache from the memory left (unless given a cap).
+int train_attn_prebuild_first(train_attn *b, sr_error *e);
+// Device bytes the plans not built yet would take to keep every layer's, by the first plan's measure (0: one
+// shared plan, or no measure).
+double train_attn_plans_need(const train_attn *b);
+// Size the cache again from the device memory free now (something else took some since the first plan), by the
+// first plan's measure; a no-op unless the cache is sized by memory (CUDA, no fixed cap).
+int train_attn_refit(train_attn *b, sr_error *e);
 // Build the plans that will be kept (layer 0 first: it sizes the cache on the GPU), before the first step; when
 // every layer's plan is kept, the GPU index builder's device state is freed after (no build will need it).
 int train_attn_prebuild(train_attn *b, sr_error *e);

@@ -185,6 +185,8 @@ static const cli_flag train_flags[] = {
     {"pack", "P", "1", "P samples of seq/P tokens in one sequence (block-diagonal pattern)"},
     {"pose", "SPAN", NULL, "PoSE: a training sample's positions skip ahead to cover SPAN tokens"},
     {"recompute", NULL, NULL, "per-layer activation recomputation (on already when the plan's recompute is 1, the default)"},
+    {"recompute-attn", NULL, NULL, "rerun each layer's attention forward in the backward (default: its output and LSE are "
+     "kept where memory allows)"},
     {"eval", "N", "0", "score N held-out passkey samples by exact match after training"},
     {"eval-recall", "M", "0", "probe the first M --eval samples: the dense attention mass the pattern keeps"},
     {"attn-cache", "K", "as memory allows", "attention plans kept (the others are rebuilt when their layer comes)"},
@@ -247,6 +249,8 @@ typedef struct {
   int64_t first, meas_built;
   int64_t waits;              // plan waits over the run's steps, and the seconds their layers spent getting plans
   double wait_s;
+  int keep_wanted;            // selective recomputation asked for on the GPU (decided by keep_attn_decide)
+  double keep_bytes, keep_free;  // what it takes on this rank, and what was free beside the plans
   dist_index_build index_build;  // --index-build
 } train_run;
 
@@ -338,7 +342,11 @@ static int options_set(train_run *r, sr_error *e) {
   o->clip = r->clip;
   o->cosine = cli_has(a, "cosine");
   o->seed = (uint64_t)r->seed;
-  o->recompute = cli_has(a, "recompute") || r->p.spec.recompute;
+  // Selective recomputation unless --recompute-attn: on the CPU always; on the GPU the memory decides once the
+  // model and the first attention plan are on the device (keep_attn_decide), so the device model starts full.
+  int rec = cli_has(a, "recompute") || r->p.spec.recompute, keep = rec && !cli_has(a, "recompute-attn");
+  o->recompute = !rec ? MODEL_RECOMPUTE_OFF : keep && !r->cuda ? MODEL_RECOMPUTE_KEEP_ATTN : MODEL_RECOMPUTE_FULL;
+  r->keep_wanted = keep && r->cuda;
   o->data = r->data.tokens ? &r->data : NULL;
   o->passkey_depth = r->depth;
   o->passkey_digits = (int)r->digits;
@@ -354,6 +362,45 @@ static int options_set(train_run *r, sr_error *e) {
   o->cuda = r->cuda;
   o->cuda_stream = r->c.compute_stream;
   return SR_OK;
+}
+
+// The recomputation on the GPU: each layer's attention output (bf16) and LSE (fp32) kept when they fit beside the
+// plans of every layer (by the first plan's measure) and 3 GiB kept free, on every rank (the ranks' attention calls
+// are collective, so they must all skip or all rerun attention's forward); the cache is sized again after.
+static int keep_attn_decide(train_run *r, sr_error *e) {
+  const model_config *m = &r->p.model;
+  int64_t n = r->p.layout.rank_count[r->R];
+  // the CPU model keeps fp32 o and lse (model_cpu.c), the GPU model bf16 o and fp32 lse (plan/model.h)
+  r->keep_bytes = r->cuda ? (model_exec_bytes_per_token(m, MODEL_RECOMPUTE_KEEP_ATTN) -
+                             model_exec_bytes_per_token(m, MODEL_RECOMPUTE_FULL)) * (double)n
+                          : (double)(m->num_layers - 1) * (double)n * (double)(m->num_heads * (m->head_dim + 1)) * 4;
+  if (!r->keep_wanted) return SR_OK;
+#if SR_HAVE_CUDA
+  double used = 0, total = 0;
+  if (model_cuda_memory(&used, &total, e)) return e->code;
+  r->keep_free = (total - used - 3.0) * (double)(1 << 30) - train_attn_plans_need(&r->ta);
+  int fits = r->keep_bytes <= r->keep_free;
+  if (r->c.world > 1 && MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, r->c.mpi) != MPI_SUCCESS)
+    return sr_internal_error(e, 0, "MPI_Allreduce of the recomputation's choice failed");
+  if (!fits) return SR_OK;
+  if (model_cuda_set_recompute(r->t.dev, MODEL_RECOMPUTE_KEEP_ATTN, e)) return e->code;
+  r->o.recompute = r->t.opt.recompute = MODEL_RECOMPUTE_KEEP_ATTN;
+  return train_attn_refit(&r->ta, e);
+#else
+  return SR_OK;
+#endif
+}
+
+// The recomputation in words, for the opening line.
+static void recompute_text(const train_run *r, char *out, size_t size) {
+  double gib = r->keep_bytes / (double)(1 << 30);
+  if (r->o.recompute == MODEL_RECOMPUTE_OFF) snprintf(out, size, "off");
+  else if (r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN)
+    snprintf(out, size, "selective (each layer's attention output and LSE kept: %.2f GiB)", gib);
+  else if (r->keep_wanted)
+    snprintf(out, size, "full (keeping attention's output and LSE would take %.2f GiB, %.2f GiB free beside the plans)",
+             gib, r->keep_free / (double)(1 << 30));
+  else snprintf(out, size, "full (--recompute-attn)");
 }
 
 // The trainer with its attention, the recall probe, the plans built before the first step, and the
@@ -380,7 +427,7 @@ static int trainer_setup(train_run *r, sr_error *e) {
   // the attention plans that will be kept are built before the first step, so step times hold no build
   // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
   double prebuild_t0 = sr_now();
-  if (train_attn_prebuild(ta, e)) return e->code;
+  if (train_attn_prebuild_first(ta, e) || keep_attn_decide(r, e) || train_attn_prebuild(ta, e)) return e->code;
   r->prebuild_s = sr_now() - prebuild_t0;
   r->prebuilt = ta->built;
   const char *init = cli_get(r->a, "init", NULL), *resume = cli_get(r->a, "resume", NULL);
@@ -417,11 +464,19 @@ static int outputs_open(train_run *r, sr_error *e) {
              "workspace", (double)ta->plan_bytes_max / (1 << 20), (double)train_attn_kept_bytes(&r->ta) / (1 << 30),
              ta->cap, (long long)m->num_layers, (double)ta->shared_bytes / (1 << 30));
     printf("\n");
+    char rec[200];
+    recompute_text(r, rec, sizeof rec);
     printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, clip %g, recompute %s, ZeRO-1 slice %lld\n",
            r->o.data ? r->o.data->path : "passkey", r->o.data ? "all" : r->loss_mode, (long long)r->batch, r->lr, r->wd,
-           (long long)r->warmup, r->clip, r->o.recompute ? "on" : "off", (long long)r->t.slice);
-    if (r->cuda) printf("train: GEMMs %s\n", r->bf16 ? "bf16 operands, fp32 accumulation and outputs (--precision bf16)"
-                                                     : "fp32 operands on TF32 tensor cores (--precision tf32)");
+           (long long)r->warmup, r->clip, rec, (long long)r->t.slice);
+#if SR_HAVE_CUDA
+    if (r->cuda)
+      printf("train: GEMMs %s; activations and scratch %.2f GiB\n",
+             r->bf16 ? "bf16 operands and activations, fp32 accumulation, residual stream and weight gradients "
+                       "(--precision bf16)"
+                     : "fp32 operands on TF32 tensor cores (--precision tf32)",
+             (double)model_cuda_act_bytes(r->t.dev) / (1 << 30));
+#endif
     sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s,plan_wait_s\n");
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
@@ -542,8 +597,12 @@ static int run_predict(train_run *r, sr_error *e) {
   plan *p = &r->p;
   const model_config *m = &p->model;
   int64_t seq = p->spec.seq;
-  // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it
-  sim_options so = {0, 0, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE};
+  // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it; the step's
+  // recomputation keeps attention's output when the run did (selective), and with every layer's plan kept no
+  // index is built in the step
+  const train_attn *ta = &r->ta;
+  sim_options so = {0, 0, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE,
+                    r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN, ta->shared || ta->cap >= ta->layers};
   sim_result sr;
   snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
   if (sim_run(p, &r->pat, &so, &sr, NULL, e)) return e->code;
