@@ -207,6 +207,10 @@ static int attn_block_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_er
     to_bf16_run(d->dob, d->dob_act, T * QD, d->stream);
     KCHECK();
   }
+  if (!d->bf16) {  // TF32: the O GEMM's fp32 input again (one scratch serves every layer)
+    from_bf16_run(d->ob_act, a->ob, T * QD, d->stream);
+    KCHECK();
+  }
   if ((rc = linear_dw(d, LGD(d, l, MODEL_T_O), d->dxb, C, d->bf16 ? (const void *)a->ob : d->ob_act, QD, T, QD, C, e)) ||
       (rc = attention_bwd(d, l, T, a, attn_s, e)))
     return rc;
