@@ -141,7 +141,8 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   CU(cudaMalloc((void **)&d->argmax, (size_t)N * sizeof(int)));
   for (int l = 0; l <= L; l++)
     if ((rc = dalloc(&d->x[l], N * C, e))) return rc;
-  if ((rc = model_cuda_alloc_acts(d, e))) return rc;  // TF32 until model_cuda_set_precision says otherwise
+  // the activations come with the precision (model_cuda_set_precision), or at the first forward (TF32): made
+  // here in TF32's fp32 they would take more memory than the bf16 ones replacing them, if only for a moment
   return init_seed ? init_random(d, *init_seed, e) : model_cuda_upload(d, h, e);
 }
 
