@@ -241,6 +241,16 @@ static void *prefetch_worker(void *arg) {
 
 // ---- the cache --------------------------------------------------------------------------------
 
+// The building-ahead threads (b->prefetch > 0); none started: no building ahead.
+static int start_builders(train_attn *b, sr_error *e) {
+  b->tid = calloc((size_t)b->threads, sizeof *b->tid);
+  if (!b->tid) return sr_internal_error(e, 0, "train: out of memory");
+  for (; b->n_tid < b->threads; b->n_tid++)
+    if (pthread_create(&b->tid[b->n_tid], NULL, prefetch_worker, b) != 0) break;
+  if (b->n_tid == 0) b->prefetch = 0;
+  return SR_OK;
+}
+
 int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cuda, int cache, int prefetch,
                     int threads, const int64_t *positions, sr_error *e) {
   memset(b, 0, sizeof *b);
@@ -286,14 +296,15 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
     if (rc) return rc;
   }
 #endif
-  if (b->prefetch > 0) {
-    b->tid = calloc((size_t)b->threads, sizeof *b->tid);
-    if (!b->tid) return sr_internal_error(e, 0, "train: out of memory");
-    for (; b->n_tid < b->threads; b->n_tid++)
-      if (pthread_create(&b->tid[b->n_tid], NULL, prefetch_worker, b) != 0) break;
-    if (b->n_tid == 0) b->prefetch = 0;
-  }
-  return SR_OK;
+  return b->prefetch > 0 ? start_builders(b, e) : SR_OK;
+}
+
+int train_attn_prefetch_auto(train_attn *b, int depth, sr_error *e) {
+  if (b->prefetch || b->shared || b->online || b->cap >= b->layers || depth <= 0) return SR_OK;
+  pthread_mutex_lock(&b->mu);
+  b->prefetch = depth;
+  pthread_mutex_unlock(&b->mu);
+  return start_builders(b, e);
 }
 
 void train_attn_free(train_attn *b) {

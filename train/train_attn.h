@@ -86,6 +86,9 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
 // (< 0: half of /proc/meminfo's MemAvailable, shared by the ranks of this node). A no-op for a shared plan and for
 // vs-online (plans follow each estimate). Before train_attn_prebuild.
 int train_attn_host_cache(train_attn *b, double cap_gib, sr_error *e);
+// Build the next `depth` layers' plans ahead of use from now on, when not every layer's plan is kept and nothing
+// is built ahead yet (after train_attn_prebuild: the CUDA trainer's default, whose builds take milliseconds).
+int train_attn_prefetch_auto(train_attn *b, int depth, sr_error *e);
 // Plans built when their layer came so far, and their build seconds (under the lock: build threads may run).
 void train_attn_on_demand(train_attn *b, int64_t *built, double *seconds);
 // Plans held in host memory now.

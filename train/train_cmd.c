@@ -190,7 +190,7 @@ static const cli_flag train_flags[] = {
     {"eval", "N", "0", "score N held-out passkey samples by exact match after training"},
     {"eval-recall", "M", "0", "probe the first M --eval samples: the dense attention mass the pattern keeps"},
     {"attn-cache", "K", "as memory allows", "attention plans kept (the others are rebuilt when their layer comes)"},
-    {"attn-prefetch", "D", "0", "build the plans of the next D layers ahead of use"},
+    {"attn-prefetch", "D", "0 (cuda: 2 when not every plan is kept)", "build the plans of the next D layers ahead of use"},
     {"attn-host-cache", NULL, NULL, "hold dropped plans in host memory and restore them by upload"},
     {"attn-host-gib", "G", "half of MemAvailable", "the host cache's cap a rank, GiB (needs --attn-host-cache)"},
     {"build-threads", "N", "cores / ranks", "threads building attention plans"},
@@ -428,6 +428,9 @@ static int trainer_setup(train_run *r, sr_error *e) {
   // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
   double prebuild_t0 = sr_now();
   if (train_attn_prebuild_first(ta, e) || keep_attn_decide(r, e) || train_attn_prebuild(ta, e)) return e->code;
+  // on the GPU a plan takes milliseconds to build (its tile index is built there): when not every plan is kept,
+  // the next two layers' are built ahead by default, so their layers do not wait for them
+  if (r->cuda && !cli_get(r->a, "attn-prefetch", NULL) && train_attn_prefetch_auto(ta, 2, e)) return e->code;
   r->prebuild_s = sr_now() - prebuild_t0;
   r->prebuilt = ta->built;
   const char *init = cli_get(r->a, "init", NULL), *resume = cli_get(r->a, "resume", NULL);
