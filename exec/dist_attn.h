@@ -62,7 +62,7 @@ int dist_attn_index_on_gpu(const dist_attn *a);
 // Free the GPU index builder's device state (remade by the next GPU build), e.g. once every plan that will be
 // kept is built; waits for its stream. A no-op without one.
 void dist_attn_builder_free(void);
-// Device bytes the GPU index builder holds now (its scratch and last results; 0 when freed).
+// Device bytes the GPU index builder holds now (measured around its builds; 0 when freed).
 int64_t dist_attn_builder_bytes(void);
 // Release everything dist_attn_create allocated.
 void dist_attn_free(dist_attn *a);

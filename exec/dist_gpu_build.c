@@ -31,7 +31,7 @@ static struct {
   vs_gpu_conv conv;
   sa_gpu_transposer *tr;
   cudaStream_t st;
-  int64_t result_bytes;    // the transposes' device bytes of the last build (the transposer's own results)
+  int64_t bytes;           // device bytes the builder took, measured around its builds (one build at a time)
 } gb;
 
 // FNV-1a over the layout's runs, the query rank and the heads: equal keys, equal device tables.
@@ -54,7 +54,7 @@ static void builder_free_locked(void) {
   sa_gpu_transposer_free(gb.tr);
   cudaStreamDestroy(gb.st);
   memset(&gb.lay, 0, sizeof gb.lay), memset(&gb.bits, 0, sizeof gb.bits), memset(&gb.conv, 0, sizeof gb.conv);
-  gb.tr = NULL, gb.ready = 0, gb.key = 0, gb.result_bytes = 0;
+  gb.tr = NULL, gb.ready = 0, gb.key = 0, gb.bytes = 0;
 }
 
 // The builder for this plan's layout, query rank and heads (lock held).
@@ -119,26 +119,30 @@ static int transposes_download(struct dist_attn *a, sr_error *e) {
   s->tt_host = calloc((size_t)a->R, sizeof *s->tt_host);
   s->bc_host = calloc((size_t)a->R, sizeof *s->bc_host);
   if (!s->tt_host || !s->bc_host) return sr_internal_error(e, 0, "rank %d: out of memory for the transposes", a->c->rank);
-  gb.result_bytes = 0;
   for (int g = 0; g < a->R; g++) {
     const sa_gpu_index_t *t;
     if (sa_gpu_transpose(gb.tr, &gb.conv.ix.d, g, rows_of(a, g), a->H, a->Hkv, gb.st, &t, e)) return e->code;
     // sa_gpu_index_t_download copies on the legacy stream, which does not wait for a non-blocking one
     CUDA_TRY(cudaStreamSynchronize(gb.st));
     if (sa_gpu_index_t_download(t, &s->tt_host[g], &s->bc_host[g], e)) return e->code;
-    gb.result_bytes += t->dev_bytes;
   }
   return SR_OK;
 }
 
 int dist_gpu_build(struct dist_attn *a, sr_error *e) {
   pthread_mutex_lock(&gb_mu);
+  // Only the builder allocates device memory in here (the plan's copies are uploaded after), so what the device
+  // lost across the call is the builder's growth (when no other thread allocates meanwhile: the first plan's
+  // build, which sizes the trainer's cache, runs alone).
+  size_t free0 = 0, free1 = 0, total = 0;
+  cudaMemGetInfo(&free0, &total);
   int rc = builder_ready(a, e);
   if (!rc) rc = bits_upload(a, e);
   if (!rc) rc = vs_gpu_convert(&gb.conv, &gb.bits, &gb.lay, gb.st, e);
   if (!rc) rc = index_download(a, &gb.conv.ix, &a->ti, e);
   if (!rc) rc = transposes_download(a, e);
   if (rc) builder_free_locked();  // a failed build leaves nothing half made behind
+  else if (cudaMemGetInfo(&free1, &total) == cudaSuccess && free0 > free1) gb.bytes += (int64_t)(free0 - free1);
   pthread_mutex_unlock(&gb_mu);
   if (rc) return e->code ? e->code : SR_EINTERNAL;
   a->ti_view = a->ti;  // one group of one rank (U = 1): this rank computes every head
@@ -162,15 +166,7 @@ void dist_attn_builder_free(void) {
 
 int64_t dist_attn_builder_bytes(void) {
   pthread_mutex_lock(&gb_mu);
-  int64_t b = 0;
-  if (gb.ready) {
-    const vs_gpu_conv *c = &gb.conv;
-    int64_t offs = c->cells * (c->world + 1), nk = (int64_t)c->world * c->cells;
-    b = 2 * 4 * (int64_t)c->heads * gb.bits.words + gb.lay.all_tiles * (4 + 16) + gb.lay.n_tokens * 8;
-    b += 4 * (int64_t)c->heads * c->n_tokens + 8 * (int64_t)c->heads * (c->world + 1) + 2 * 4 * c->heads * (c->words + 1);
-    b += 4 * 8 * (offs + 1) + 2 * 8 * (nk + 1) + (int64_t)c->cub_bytes + 4 * (nk + 1);
-    b += 5 * c->cap_tiles + 4 * c->cap_bars + gb.result_bytes;  // the index; the transposes stand for their scratch
-  }
+  int64_t b = gb.ready ? gb.bytes : 0;
   pthread_mutex_unlock(&gb_mu);
   return b;
 }
