@@ -86,6 +86,14 @@ struct model_cuda {
   double rope_mscale;
   cudaEvent_t *ev;  // attention timing: pairs of events (timer_mark)
   int n_ev, cap_ev;
+  // activation offload (model_cuda_set_offload): x[l] lives in slot l % slots (x[L] in its own buffer); x[0..L-slots-1]
+  // go to pinned host memory on the copy-out stream once written and come back on the copy-in stream one layer ahead
+  // of their backward. Events order the streams; the host never waits.
+  int offload, slots;
+  float *ckpt_host;           // pinned [(L - slots) * max_tokens * hidden]
+  cudaStream_t d2h, h2d;
+  cudaEvent_t *out_done;      // [L] x[i]'s copy to the host done
+  cudaEvent_t written, in_done;  // x[i] written (the copy out may start); the prefetched input arrived
 };
 
 #define DP(d, idx) ((d)->params + (d)->tensors[idx].offset)
@@ -100,5 +108,12 @@ static inline size_t act_size(const model_cuda *d) { return d->bf16 ? 2 : 4; }
 int model_cuda_alloc_acts(model_cuda *d, sr_error *e);
 // The bf16 mirror of the weights, remade when stale (model_cuda.cu).
 int model_cuda_refresh_weights(model_cuda *d, sr_error *e);
+// The activation offload's stream orderings around the step (model_cuda.cu; no-ops without offload): x[i] was just
+// written (its copy to the host starts once the stream reaches this point); layer l is about to write x[l + 1] into a
+// slot (waits until the input that held it is on the host); layer l's backward begins (waits for its own input, and
+// fetches x[l - 1] meanwhile).
+int model_cuda_offload_out(model_cuda *d, int i, int64_t T, sr_error *e);
+int model_cuda_slot_free(model_cuda *d, int l, sr_error *e);
+int model_cuda_offload_in(model_cuda *d, int l, int64_t T, sr_error *e);
 
 #endif

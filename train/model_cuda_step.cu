@@ -306,8 +306,11 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
     embed_fwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(d->x[0], DP(d, d->t_embed), d->tok, T, C);
     KCHECK();
   }
+  if ((rc = model_cuda_offload_out(d, 0, T, e))) return rc;  // activation offload: each layer input to the host once written
   for (int l = 0; l < L; l++)
-    if ((rc = layer_fwd(d, l, T, 0, attn_s, e))) return rc;
+    if ((rc = model_cuda_slot_free(d, l, e)) || (rc = layer_fwd(d, l, T, 0, attn_s, e)) ||
+        (l + 1 < L && (rc = model_cuda_offload_out(d, l + 1, T, e))))
+      return rc;
   if ((rc = head_loss(d, T, grads, loss_scale, e))) return rc;
   float *losses = (float *)malloc((size_t)sr_max64(T, 1) * sizeof(float));
   if (!losses) return sr_internal_error(e, 0, "model_cuda: out of memory");
@@ -326,7 +329,7 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
                                  d->rstdf, T, C, e)))
     return rc;
   for (int l = L - 1; l >= 0; l--)
-    if ((rc = layer_bwd(d, l, T, attn_s, e))) return rc;
+    if ((rc = model_cuda_offload_in(d, l, T, e)) || (rc = layer_bwd(d, l, T, attn_s, e))) return rc;
   if (T > 0) {
     embed_bwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(DG(d, d->t_embed), d->dx, d->tok, T, C);
     KCHECK();
