@@ -21,9 +21,9 @@ static const cli_flag sim_flags[] = {
     {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
     {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
-    {"timeline", "FILE", NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
-    {"csv", "FILE", NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
-    {"svg", "FILE", NULL, "draw the step's timeline as SVG"},
+    {"timeline", cli_out_file, NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
+    {"csv", cli_out_file, NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
+    {"svg", cli_out_file, NULL, "draw the step's timeline as SVG"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage sim_usage = {

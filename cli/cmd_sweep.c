@@ -165,7 +165,7 @@ static void progress(int64_t done, int64_t total, double t0) {
 // ---- the command -----------------------------------------------------------------------------
 
 static const cli_flag sweep_flags[] = {
-    {"out", "FILE", "- (stdout)", "where to write the CSV (one row per point; written atomically)"},
+    {"out", cli_out_file, "- (stdout)", "where to write the CSV (one row per point; written atomically)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage sweep_usage = {"sweep.json", "mpirun -np 4 sparsering sweep notebooks-data/sweeps/seqlen.json -o out.csv",

@@ -24,7 +24,7 @@ static const cli_flag whatif_flags[] = {
     {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
     {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
-    {"csv", "FILE", "notebooks-data/whatif_*.csv", "where to write the table as CSV"},
+    {"csv", cli_out_file, "notebooks-data/whatif_*.csv", "where to write the table as CSV"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage whatif_usage = {NULL, "sparsering whatif --model qwen2.5-3b --cluster h100-8x8 --seq 1M --csv w.csv",
