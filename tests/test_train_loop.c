@@ -89,12 +89,14 @@ TEST(train_resume_from_checkpoint_continues_bit_for_bit) {
   data_free(&d);
 }
 
-TEST(train_resume_refuses_weights_and_optimizer_from_different_steps) {
+TEST(train_resume_refuses_an_optimizer_slice_of_another_checkpoint) {
+  // step 2's slice copied over step 1's: its checksum is not the manifest's; with the manifest made to agree,
+  // its metadata still names step 2
   data_tokens d = repetitive_text();
   trainer a;
   train_step_stats st;
   sr_error e = {0};
-  char dir[600], dir2[600], cmd[1400];
+  char dir[600], dir2[600], cmd[1800];
   snprintf(dir, sizeof dir, "%s/ckpt", test_tmpdir());
   snprintf(dir2, sizeof dir2, "%s/ckpt2", test_tmpdir());
   if (make_trainer(&a, &d, 16, 3e-3, 0)) return;
@@ -102,10 +104,21 @@ TEST(train_resume_refuses_weights_and_optimizer_from_different_steps) {
   CHECK_EQ_INT(trainer_save(&a, dir, &e), SR_OK);
   CHECK_EQ_INT(trainer_step(&a, &st, &e), SR_OK);
   CHECK_EQ_INT(trainer_save(&a, dir2, &e), SR_OK);
-  snprintf(cmd, sizeof cmd, "cp %s/optimizer.safetensors %s/optimizer.safetensors", dir2, dir);
+  const char *slice = "optimizer-00000-of-00001.safetensors";
+  snprintf(cmd, sizeof cmd, "cp %s/step-000000002/%s %s/step-000000001/%s", dir2, slice, dir, slice);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
   CHECK_EQ_INT(trainer_resume(&a, dir, &e), SR_EINPUT);
-  CHECK_STR_CONTAINS(e.msg, "interrupted");
+  CHECK_STR_CONTAINS(e.msg, "crc32c");
+  CHECK_STR_CONTAINS(e.msg, slice);
+  // the manifest's entry for the slice taken from step 2's manifest: size and checksum agree, the step does not
+  snprintf(cmd, sizeof cmd,
+           "python3 -c \"import json; a = json.load(open('%s/step-000000001/MANIFEST.json')); "
+           "b = json.load(open('%s/step-000000002/MANIFEST.json')); a['files'][1] = b['files'][1]; "
+           "json.dump(a, open('%s/step-000000001/MANIFEST.json', 'w'))\"", dir, dir2, dir);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  CHECK_EQ_INT(trainer_resume(&a, dir, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "step: '2', the manifest says '1'");
+  CHECK_EQ_INT(a.step, 2);  // a refused checkpoint leaves the trainer as it was
   trainer_free(&a);
   data_free(&d);
 }
@@ -156,7 +169,7 @@ TEST(train_starts_from_saved_weights_by_hugging_face_name) {
   sr_error e = {0};
   char dir[600], path[700];
   snprintf(dir, sizeof dir, "%s/ckpt", test_tmpdir());
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  snprintf(path, sizeof path, "%s/step-000000003/model.safetensors", dir);  // the weights of train/ckpt.h's layout
   if (make_trainer(&a, &d, 32, 3e-3, 0)) return;
   for (int s = 0; s < 3; s++) CHECK_EQ_INT(trainer_step(&a, &st, &e), SR_OK);
   CHECK_EQ_INT(trainer_save(&a, dir, &e), SR_OK);

@@ -54,6 +54,32 @@ TEST(atomic_write_into_missing_directory_is_an_input_error) {
 
 // ---- reliability: checksums, directories given as files, output checks, all-or-none outputs ----
 
+#include "plan/checksum.h"
+
+TEST(crc32c_matches_the_rfc_3720_check_values) {
+  // RFC 3720 appendix B.4 and the "123456789" check value of the Castagnoli polynomial
+  unsigned char zeros[32] = {0}, ones[32], up[32];
+  for (int i = 0; i < 32; i++) ones[i] = 0xFF, up[i] = (unsigned char)i;
+  CHECK_EQ_INT(sr_crc32c(0, "123456789", 9), 0xE3069283u);
+  CHECK_EQ_INT(sr_crc32c(0, zeros, 32), 0x8A9136AAu);
+  CHECK_EQ_INT(sr_crc32c(0, ones, 32), 0x62A8AB43u);
+  CHECK_EQ_INT(sr_crc32c(0, up, 32), 0x46DD794Eu);
+  CHECK_EQ_INT(sr_crc32c_portable(0, "123456789", 9), 0xE3069283u);
+  CHECK_EQ_INT(sr_crc32c(0, "", 0), 0);
+}
+
+TEST(crc32c_by_instruction_and_by_tables_agree_at_every_length_and_split) {
+  unsigned char buf[300];
+  uint64_t s = 12345;
+  for (int i = 0; i < 300; i++) s = s * 6364136223846793005ull + 1442695040888963407ull, buf[i] = (unsigned char)(s >> 56);
+  for (int n = 0; n <= 300; n += 7) {
+    uint32_t whole = sr_crc32c(0, buf + 1, (size_t)(n < 299 ? n : 299));  // + 1: an unaligned start too
+    CHECK_EQ_INT(whole, sr_crc32c_portable(0, buf + 1, (size_t)(n < 299 ? n : 299)));
+    int cut = n / 3;
+    CHECK_EQ_INT(sr_crc32c(sr_crc32c(0, buf + 1, (size_t)cut), buf + 1 + cut, (size_t)((n < 299 ? n : 299) - cut)), whole);
+  }
+}
+
 TEST(a_directory_given_as_a_file_is_named_a_directory_not_missing) {
   sr_error e;
   char *text = NULL, found[600];
