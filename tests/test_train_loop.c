@@ -230,3 +230,51 @@ TEST(train_mix_loss_alternates_keys_and_every_byte_and_evaluates_on_the_answer) 
   CHECK_EQ_INT(ev.targets, 5);
   trainer_free(&t);
 }
+
+TEST(train_held_out_text_windows_never_come_from_the_text_training_reads) {
+  // Every token names its own position (a vocabulary of 4096 over 3000 tokens), so a window tells where in
+  // the stream it was read. Held-out windows used to be training windows (a random index on the same grid).
+  const char *cfg = "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 8,"
+                    " \"vocab_size\": 4096, \"max_position_embeddings\": 64}";
+  model_config c;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_from_json_text(cfg, "pos.json", &c, &e), SR_OK);
+  enum { N = 3000, SEQ = 64 };
+  data_tokens d = {0};
+  d.tokens = malloc(N * sizeof *d.tokens);
+  for (int i = 0; i < N; i++) d.tokens[i] = i;
+  d.n = N, d.max_token = N - 1;
+  train_options o;
+  train_options_defaults(&o);
+  o.seq = SEQ;
+  o.data = &d;
+  int64_t pos[SEQ];
+  for (int i = 0; i < SEQ; i++) pos[i] = i;
+  trainer t;
+  if (trainer_create(&t, &c, &o, NULL, SEQ, pos, &e) != SR_OK) {
+    test_fail(__FILE__, __LINE__, "%s", e.msg);
+    return;
+  }
+  static char trained[N];
+  int32_t tok[SEQ], tgt[SEQ];
+  int64_t ans;
+  for (int64_t i = 0; i < 4 * N / SEQ; i++) {  // four passes over the stream: every window training reads
+    CHECK_EQ_INT(trainer_sample(&t, i, 0, tok, tgt, &ans, &e), SR_OK);
+    for (int j = 0; j < SEQ; j++) trained[tok[j]] = trained[tgt[j]] = 1;
+  }
+  int clean = 1, held_read = 0;
+  for (int64_t i = 0; i < 200; i++) {
+    CHECK_EQ_INT(trainer_sample(&t, i, 1, tok, tgt, &ans, &e), SR_OK);
+    for (int j = 0; j < SEQ; j++) {
+      clean &= !trained[tok[j]] && !trained[tgt[j]];
+      held_read += tgt[j] == tok[j] + 1;  // contiguous text with its next tokens as targets
+    }
+  }
+  CHECK(clean);
+  CHECK_EQ_INT(held_read, 200 * SEQ);
+  int untrained = 0;
+  for (int i = 0; i < N; i++) untrained += !trained[i];
+  CHECK_EQ_INT(untrained, N / 20);  // the stream's last 5% (150 tokens, more than a window) is held out
+  trainer_free(&t);
+  data_free(&d);
+}

@@ -129,11 +129,9 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
                    int64_t *answer_start, sr_error *e) {
   const train_options *o = &t->opt;
   *answer_start = -1;
-  if (o->data) {
-    // held-out sequences are read from the far end of the stream's cycle
-    int64_t idx = held_out ? (int64_t)(mix64(o->seed ^ (uint64_t)index) % (uint64_t)sr_max64(o->data->n, 1)) : index;
-    return data_sequence(o->data, idx, o->seq, tokens, targets, e);
-  }
+  if (o->data)  // held-out windows come from the stream's end, which training never reads
+    return held_out ? data_heldout_sequence(o->data, index, o->seq, o->seed, tokens, targets, e)
+                    : data_train_sequence(o->data, index, o->seq, tokens, targets, e);
   // a packed sequence holds samples index * pack .. index * pack + pack - 1, each seq / pack tokens
   int64_t pack = o->pack > 1 ? o->pack : 1, len = o->seq / pack;
   for (int64_t k = 0; k < pack; k++) {
