@@ -316,7 +316,7 @@ TEST(safetensors_expect_names_the_wrong_dtype_or_shape) {
 
 // Every input the fuzzer ever crashed on stays a regression test: each must parse or be refused cleanly.
 TEST(safetensors_fuzz_regressions_parse_or_fail_cleanly) {
-  DIR *d = opendir("tests/fuzz/regress");
+  DIR *d = opendir("tests/fuzz/regress/trace");
   CHECK(d != NULL);
   if (!d) return;
   struct dirent *de;
@@ -324,7 +324,7 @@ TEST(safetensors_fuzz_regressions_parse_or_fail_cleanly) {
   while ((de = readdir(d)) != NULL) {
     if (de->d_name[0] == '.') continue;
     char path[700];
-    snprintf(path, sizeof path, "tests/fuzz/regress/%s", de->d_name);
+    snprintf(path, sizeof path, "tests/fuzz/regress/trace/%s", de->d_name);
     sr_error e;
     st_file f;
     int rc = st_read(path, &f, &e);
