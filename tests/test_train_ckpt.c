@@ -378,3 +378,25 @@ TEST(a_non_finite_loss_stops_the_step_before_its_update_and_the_checkpoint_stays
   free(w), free(before), free(after);
   data_free(&d);
 }
+
+TEST(init_from_a_checkpoint_directory_takes_its_verified_weights_and_fresh_moments) {
+  data_tokens d = fox();
+  const char *root = saved_at_3(&d);
+  trainer a, b;
+  sr_error e = {0};
+  if (make_trainer(&a, &d, 100) || make_trainer(&b, &d, 100)) return;
+  CHECK_EQ_INT(trainer_resume(&a, root, &e), SR_OK);
+  CHECK_EQ_INT(trainer_init_weights(&b, root, &e), SR_OK);
+  CHECK(memcmp(a.model.params, b.model.params, (size_t)a.model.num_params * sizeof(float)) == 0);
+  CHECK_EQ_INT(b.step, 0);
+  char *bytes = NULL;
+  size_t n = 0;
+  CHECK_EQ_INT(sr_read_file(path_in(root, "model.safetensors"), &bytes, &n, &e), SR_OK);
+  bytes[n - 3] ^= 1;  // a damaged weight file is refused by its checksum here too
+  CHECK_EQ_INT(sr_write_atomic(path_in(root, "model.safetensors"), bytes, n, &e), SR_OK);
+  CHECK_EQ_INT(trainer_init_weights(&b, root, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "crc32c");
+  free(bytes);
+  trainer_free(&a), trainer_free(&b);
+  data_free(&d);
+}

@@ -103,7 +103,8 @@ void trainer_rope_positions(const trainer *t, int64_t index, int held_out, int64
 // is removed only after). Every rank calls; all return the same status.
 int trainer_save(trainer *t, const char *root, sr_error *e);
 // Start from weights in a safetensors file with Hugging Face names (a real checkpoint, or a
-// model.safetensors of ours); F32, BF16, F16 and F64 tensors load. Optimizer state starts fresh.
+// model.safetensors of ours; F32, BF16, F16 and F64 tensors load), or from the weights of a checkpoint
+// directory of trainer_save (its root: the newest), verified by its manifest. Optimizer state starts fresh.
 int trainer_init_weights(trainer *t, const char *path, sr_error *e);
 // Restore what trainer_save wrote (any world size; path: the root, whose newest checkpoint is taken, or a
 // checkpoint directory), the next step continuing bit for bit. Every field and tensor is validated first

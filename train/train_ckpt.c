@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "plan/util.h"
 #include "train/ckpt.h"
@@ -91,7 +92,18 @@ done:
 }
 
 int trainer_init_weights(trainer *t, const char *path, sr_error *e) {
-  int rc = model_load_weights(&t->model, path, e);
+  struct stat st;
+  int rc;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {  // a checkpoint: its weights, verified by its manifest
+    char dir[1100];
+    ckpt_manifest mf = {0};
+    rc = ckpt_locate(path, dir, sizeof dir, e);
+    if (!rc) rc = ckpt_manifest_read(dir, &mf, e);
+    if (!rc) rc = ckpt_load_model(dir, &mf, &t->model, e);
+    ckpt_manifest_free(&mf);
+  } else {
+    rc = model_load_weights(&t->model, path, e);
+  }
 #if SR_HAVE_CUDA
   if (rc == SR_OK && t->dev) rc = model_cuda_upload(t->dev, &t->model, e);
 #endif

@@ -193,7 +193,7 @@ static const cli_flag train_flags[] = {
     {"attn-host-cache", NULL, NULL, "hold dropped plans in host memory and restore them by upload"},
     {"attn-host-gib", "G", "half of MemAvailable", "the host cache's cap a rank, GiB (needs --attn-host-cache)"},
     {"build-threads", "N", "cores / ranks", "threads building attention plans"},
-    {"init", "FILE", NULL, "start from the weights of a safetensors file (Hugging Face names)"},
+    {"init", "FILE|DIR", NULL, "start from the weights of a safetensors file (Hugging Face names) or of a checkpoint"},
     {"ckpt", cli_out_dir, NULL, "write model and optimizer checkpoints to DIR"},
     {"ckpt-every", "K", "0 (at the end only)", "checkpoint every K steps"},
     {"resume", "DIR", NULL, "continue from a checkpoint (any world size)"},
