@@ -288,6 +288,11 @@ int comm_host_bcast(comm *c, void *buf, int count, MPI_Datatype t, int root, sr_
   return finish(c, MPI_Ibcast(buf, count, t, root, c->mpi, &r), &r, "broadcast", e);
 }
 
+int comm_host_allgather(comm *c, const void *send, int count, MPI_Datatype t, void *recv, sr_error *e) {
+  MPI_Request r;
+  return finish(c, MPI_Iallgather(send, count, t, recv, count, t, c->mpi, &r), &r, "all-gather", e);
+}
+
 int comm_host_gather(comm *c, const void *send, int count, MPI_Datatype t, void *recv, int root, sr_error *e) {
   MPI_Request r;
   return finish(c, MPI_Igather(send, count, t, recv, count, t, root, c->mpi, &r), &r, "gather", e);

@@ -108,6 +108,8 @@ int comm_sync(comm *c, sr_error *e);
 int comm_host_allreduce(comm *c, void *buf, int count, MPI_Datatype t, MPI_Op op, sr_error *e);
 // Broadcast count elements of t from root (host memory, bounded).
 int comm_host_bcast(comm *c, void *buf, int count, MPI_Datatype t, int root, sr_error *e);
+// All-gather count elements of every rank into recv (rank r's at r * count) on every rank (host memory, bounded).
+int comm_host_allgather(comm *c, const void *send, int count, MPI_Datatype t, void *recv, sr_error *e);
 // Gather count elements from every rank into recv (rank r's at r * count) on root (host memory, bounded).
 int comm_host_gather(comm *c, const void *send, int count, MPI_Datatype t, void *recv, int root, sr_error *e);
 // Gather counts[r] elements from every rank r into recv at displs[r] on root (host memory, bounded; counts,

@@ -10,6 +10,10 @@
 // The result equals single-process causal attention masked by the layer's pattern (plan/pattern.h)
 // over the whole sequence, restricted to this rank's tokens; softmax scale 1/sqrt(d); LSE natural log.
 //
+// With plan.spec.fpdt_chunk > 0 the layer runs FPDT instead of the schedule (exec/fpdt.h): the sequence in
+// chunks of fpdt_chunk tokens, Ulysses over every rank inside a chunk, chunk i's queries against KV chunks
+// 0..i merged online, with plan.spec.fpdt_offload the gathered KV chunks in (pinned) host memory, fetched back
+// double-buffered ahead of use; the same result as the schedule's, to rounding.
 // The plan's schedule is walked step by step: ring and double ring move KV shards around (the next
 // step's shard in flight while this step computes) and merge partial (O, LSE) in fp32; Ulysses
 // exchanges heads by all-to-all and computes locally; USP does Ulysses inside a group and a ring
@@ -40,10 +44,15 @@ typedef struct {
   int64_t bytes_saved;       // bytes skip_empty_sends did not send (vs the same schedule without skipping)
   int64_t shards_skipped;    // KV shard receptions skipped
   double fwd_s, bwd_s;       // wall time of the calls (CUDA: after a stream sync when timing is on)
+  int64_t host_bytes_out;    // FPDT with offload: bytes copied to pinned host memory (gathered KV chunks)
+  int64_t host_bytes_in;     //   and fetched back from it
 } dist_stats;
 
 typedef struct dist_attn dist_attn;  // per (layer, rank): tile indices, masks, skip map, buffers
 
+// Input errors dist_attn_create would meet for this plan on any rank (FPDT's: fpdt.h), found without building
+// anything, so a command reports them once and exits 2 instead of every rank aborting.
+int dist_attn_check_plan(const plan *p, sr_error *e);
 // Prepare `layer` of the plan for this rank (comm->rank): builds the tile indices once.
 int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
                      sr_error *e);
@@ -82,6 +91,11 @@ int dist_attn_device_restore(dist_attn *a, sr_error *e);
 int64_t dist_attn_host_bytes(const dist_attn *a);
 // Bytes the process's shared workspace holds now (the largest need of every buffer over the plans alive).
 int64_t dist_attn_shared_bytes(void);
+// Host bytes this plan's calls need for offloaded chunks (FPDT with offload: pinned, from the workspace on CUDA;
+// the CPU backend's stand-in for host memory), 0 for every other plan.
+int64_t dist_attn_offload_bytes(const dist_attn *a);
+// Pinned host bytes the process's shared workspace holds now (0 on the CPU backend).
+int64_t dist_attn_shared_pinned_bytes(void);
 // Counters of the calls so far.
 dist_stats dist_attn_stats(const dist_attn *a);
 // Zero the counters.

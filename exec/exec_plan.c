@@ -10,6 +10,7 @@ const cli_flag exec_plan_flags[] = {
     {"plan", "FILE", NULL, "run this plan file (sparsering plan -o) instead of the plan flags"},
     {"skip-empty-sends", NULL, NULL, "do not send KV shards no query of the receiver touches in that step"},
     {"fwd-runs", NULL, NULL, "the attention forward runs the tiles' forward form (scattered slashes as 64-key runs)"},
+    {"deterministic", NULL, NULL, "the GPU backward without float atomics: gradients repeat bit for bit (slower)"},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -33,12 +34,14 @@ int exec_plan_load(const cli_args *a, const char *layout, const char *schedule, 
     if (plan_spec_from_flags(&b, &s, e)) return e->code;
     s.skip_empty_sends = cli_has(a, "skip-empty-sends");
     s.fwd_runs = cli_has(a, "fwd-runs");
+    s.deterministic = cli_has(a, "deterministic");
     rc = plan_build_at(&s, p, &field, e);
     if (rc) plan_error_as_flag(e, field);
   }
   if (rc) return rc;
   if (cli_has(a, "skip-empty-sends")) p->spec.skip_empty_sends = 1;
   if (cli_has(a, "fwd-runs")) p->spec.fwd_runs = 1;
+  if (cli_has(a, "deterministic")) p->spec.deterministic = 1;
   // traces/ reads "trace:PATH" and hands every other source to the planner's pattern_from_spec.
   if (pattern_source_load(p->spec.pattern, &p->model, p->layout.n_tokens, p->spec.seed, 0, pat, e)) {
     plan_free(p);

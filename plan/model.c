@@ -305,3 +305,13 @@ double model_exec_bytes_per_token(const model_config *m, int recompute) {
   double misc = 2 * half * 4 + 8 + 4 * 3 + 4;      // cos, sin; pos (int64); tok, tgt, argmax; losses
   return inputs + layer * (recompute ? 1 : L) + grads + bf16 + misc;
 }
+
+double model_exec_offload_saved_per_token(const model_config *m) {
+  int64_t L = m->num_layers, slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
+  return (double)(L - slots) * (double)m->hidden_size * 4;  // of x[0..L]: the slots and x[L] stay
+}
+
+double model_exec_offload_host_per_token(const model_config *m) {
+  int64_t L = m->num_layers, slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
+  return (double)(L - slots) * (double)m->hidden_size * 4;  // x[0..L-slots-1]: the last ones stay in their slots
+}

@@ -84,5 +84,13 @@ double model_act_bytes_per_token_layer(const model_config *m, int recompute);
 // the chunked cross-entropy's logits are not in these.
 double model_exec_state_bytes(const model_config *m, int world);
 double model_exec_bytes_per_token(const model_config *m, int recompute);
+// `train --offload-activations`: the layer inputs x[0..L-1] (fp32, the per-layer checkpoints) share
+// MODEL_EXEC_OFFLOAD_SLOTS device buffers (in the backward: the layer's input, the recomputed output, the next
+// input coming back; train/model_cuda.cu), and the inputs that leave their slot (all but the last `slots`) wait in
+// pinned host memory between forward and backward; x[L] keeps its own buffer. Per local token: the device bytes this
+// saves from model_exec_bytes_per_token, and the pinned host bytes it takes.
+#define MODEL_EXEC_OFFLOAD_SLOTS 3
+double model_exec_offload_saved_per_token(const model_config *m);
+double model_exec_offload_host_per_token(const model_config *m);
 
 #endif

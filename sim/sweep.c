@@ -92,7 +92,7 @@ int sweep_parse(const char *text, const char *path, sweep_grid *g, sr_error *e) 
   }
   if ((rc = json_get_int(root, "seed", 0, 0, (int64_t)1 << 53, &g->seed, path, NULL, e)) ||
       (rc = json_get_int(root, "recompute", 0, 0, 1, &g->recompute, path, NULL, e)) ||
-      (rc = json_get_int(root, "zero", 0, 0, 1, &g->zero, path, NULL, e)) ||
+      (rc = json_get_int(root, "zero", 0, 0, 3, &g->zero, path, NULL, e)) ||
       (rc = json_get_bool(root, "representative", 0, &g->representative, path, NULL, e)))
     goto out;
   // Every model and cluster must load before any work starts.

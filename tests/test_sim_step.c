@@ -117,6 +117,44 @@ static double fpdt_step(const char *cluster, int offload) {
   return r.step_s;
 }
 
+// tiny-test on 1 x 4, contiguous layout of 1024 tokens a rank, a causal window of 256 without sinks.
+static int run_window(int skip, sim_result *r) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", test_cluster(1, 4));
+  snprintf(s.layout, sizeof s.layout, "contiguous");
+  snprintf(s.schedule, sizeof s.schedule, "ring");
+  snprintf(s.pattern, sizeof s.pattern, "window:0:256");
+  s.seq = 4096;
+  s.skip_empty_sends = skip;
+  plan p;
+  sr_error e;
+  if (plan_build(&s, &p, &e)) return -1;
+  sim_options o = {0, 0, 0};
+  int rc = sim_plan(&p, &o, r, NULL, &e);
+  plan_free(&p);
+  return rc;
+}
+
+TEST(sim_step_skipping_empty_sends_moves_only_the_shards_the_window_touches) {
+  // Rank q needs only shard q-1 besides its own. Per layer, without skipping: W(W-1) KV hops forward
+  // (twice, with recomputation) and backward, W(W-1) accumulator hops and W flushes. With skipping:
+  // W-1 KV hops, W-1 accumulator hops (q-1's own, with its shard) and W-1 flushes (shard q-1, home).
+  // KV = 2 x 1024 tokens x 2 KV heads x 16 x 2 bytes; dK/dV the same at 4 bytes. (The gradient
+  // reduction's bytes, also counted, are the same in both.)
+  const double W = 4, L = 2, kv = 2.0 * 1024 * 2 * 16 * 2, dkv = 2 * kv;
+  sim_result all, kept;
+  CHECK_EQ_INT(run_window(0, &all), SR_OK);
+  CHECK_EQ_INT(run_window(1, &kept), SR_OK);
+  double ring_all = L * (3 * W * (W - 1) * kv + (W * (W - 1) + W) * dkv);
+  double ring_kept = L * (3 * (W - 1) * kv + 2 * (W - 1) * dkv);
+  CHECK(all.comm_bytes - kept.comm_bytes == ring_all - ring_kept);
+  CHECK(kept.comm_bytes > ring_kept);
+  CHECK(kept.step_s < all.step_s);
+  CHECK(kept.attn_fwd_s == all.attn_fwd_s);  // the same work, computed on the same steps
+}
+
 TEST(sim_step_fpdt_prefetch_hides_when_pcie_outpaces_chunk_compute) {
   // With a PCIe link far faster than a chunk pair's compute (and no latency) every fetch finishes
   // before the compute that needs it: offload costs nothing. With a slow link the fetches show.
@@ -322,10 +360,13 @@ TEST(sim_cli_bad_inputs_exit_2) {
   snprintf(cmd, sizeof cmd, "%s/sparsering whatif --model tiny-test --strategies warp-drive", test_bin_dir());
   CHECK_EQ_INT(test_run(cmd, &out), 2);
   free(out);
-  // --trainer: a name outside mixed|exec, and exec with what sparsering-exec train does not do
+  // --trainer: a name outside mixed|exec, and exec with what sparsering-exec train does not do (ZeRO other than 1,
+  // optimizer offload)
   const char *trainer_bad[] = {"whatif --model tiny-test --trainer fp16", "sim --strategy dense-ring --model tiny-test "
                                "--cluster h200-1x2 --seq 4K --trainer exec --zero 0",
-                               "sim --strategy fpdt --model tiny-test --cluster h200-1x2 --seq 4K --trainer exec"};
+                               "sim --strategy dense-ring --model tiny-test --cluster h200-1x2 --seq 4K --trainer exec --zero 3",
+                               "sim --strategy fpdt --model tiny-test --cluster h200-1x2 --seq 4K --trainer exec "
+                               "--offload-optimizer"};
   for (size_t i = 0; i < sizeof trainer_bad / sizeof trainer_bad[0]; i++) {
     snprintf(cmd, sizeof cmd, "%s/sparsering %s", test_bin_dir(), trainer_bad[i]);
     CHECK_EQ_INT(test_run(cmd, &out), 2);

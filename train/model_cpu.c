@@ -201,9 +201,38 @@ void model_cpu_free(model_cpu *m) {
   free(m->params);
   free(m->grads);
   free(m->act_mem);
+  free(m->ckpt_host);
   free(m->x);
   free(m->acts);
   memset(m, 0, sizeof *m);
+}
+
+// ---- activation offload ----------------------------------------------------------------------
+
+int model_cpu_set_offload(model_cpu *m, sr_error *e) {
+  int L = (int)m->cfg.num_layers;
+  m->slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
+  size_t per = (size_t)m->max_tokens * (size_t)m->cfg.hidden_size * (size_t)m->dtype;
+  if (L > m->slots && !(m->ckpt_host = malloc(per * (size_t)(L - m->slots))))
+    return sr_internal_error(e, 0, "model: out of memory for %d offloaded layer inputs", L - m->slots);
+  for (int l = m->slots; l < L; l++) m->x[l] = m->x[l % m->slots];  // x[slots..L-1] keep their memory unused
+  m->offload = 1;
+  return SR_OK;
+}
+
+// x[i] leaves its slot before x[i + slots] is written there; the last `slots` inputs stay for the backward.
+void model_offload_out(model_cpu *m, int i, int64_t T) {
+  int L = (int)m->cfg.num_layers;
+  if (!m->offload || i >= L - m->slots) return;
+  size_t row = (size_t)m->cfg.hidden_size * (size_t)m->dtype;
+  memcpy((char *)m->ckpt_host + (size_t)i * (size_t)m->max_tokens * row, m->x[i], (size_t)T * row);
+}
+
+void model_offload_in(model_cpu *m, int l, int64_t T) {
+  int L = (int)m->cfg.num_layers;
+  if (!m->offload || l >= L - m->slots) return;
+  size_t row = (size_t)m->cfg.hidden_size * (size_t)m->dtype;
+  memcpy(m->x[l], (char *)m->ckpt_host + (size_t)l * (size_t)m->max_tokens * row, (size_t)T * row);
 }
 
 // ---- initialisation ---------------------------------------------------------------------------

@@ -75,6 +75,11 @@ typedef struct {
   model_layer_acts *acts;
   void *lnf, *rstdf, *logits, *scratch;  // scratch: backward buffers
   model_attention attn;       // attn.forward == NULL: local dense causal reference
+  // activation offload (model_cpu_set_offload): the layer inputs x[0..L-1] share `slots` buffers (x[l] in slot
+  // l % slots, x[L] its own), and each of x[0..L-slots-1] waits in host memory between forward and backward (the
+  // GPU model's scheme, train/model_cuda.cu; on the CPU "host" is a second buffer and the copies memcpy)
+  int offload, slots;
+  void *ckpt_host;            // [(L - slots) * max_tokens * hidden]: x[l] at l * max_tokens * hidden
   // timings of the last forward_backward, seconds (attention callback vs the rest)
   double time_attn, time_other;
 } model_cpu;
@@ -85,6 +90,13 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
                      int recompute, sr_error *e);
 // Free everything model_cpu_create allocated.
 void model_cpu_free(model_cpu *m);
+// Turn activation offload on (before the first forward): the layer inputs share MODEL_EXEC_OFFLOAD_SLOTS buffers
+// and the rest wait in host memory. The results are bit-identical to the resident model's.
+int model_cpu_set_offload(model_cpu *m, sr_error *e);
+// The offload's copies around a step (called by the forward and backward): x[i] was just written (out), layer l's
+// backward is next (in). No-ops without offload and for the inputs that stay in their slot.
+void model_offload_out(model_cpu *m, int i, int64_t T);
+void model_offload_in(model_cpu *m, int l, int64_t T);
 // Initialise weights: normal(0, 0.02) for matrices (GPT-2/llm.c recipe), ones for norms, zeros for biases;
 // reproducible for a seed whatever the dtype (the same float64 draws, rounded).
 void model_init_random(model_cpu *m, uint64_t seed);

@@ -73,6 +73,14 @@ struct model_cuda {
   double rope_mscale;
   cudaEvent_t *ev;  // attention timing: pairs of events (timer_mark)
   int n_ev, cap_ev;
+  // activation offload (model_cuda_set_offload): x[l] lives in slot l % slots (x[L] in its own buffer); x[0..L-slots-1]
+  // go to pinned host memory on the copy-out stream once written and come back on the copy-in stream one layer ahead
+  // of their backward. Events order the streams; the host never waits.
+  int offload, slots;
+  float *ckpt_host;           // pinned [(L - slots) * max_tokens * hidden]
+  cudaStream_t d2h, h2d;
+  cudaEvent_t *out_done;      // [L] x[i]'s copy to the host done
+  cudaEvent_t written, in_done;  // x[i] written (the copy out may start); the prefetched input arrived
 };
 
 #define DP(d, idx) ((d)->params + (d)->tensors[idx].offset)
@@ -304,7 +312,16 @@ extern "C" void model_cuda_free(model_cuda *d) {
                   d->dq, d->dout, d->dk, d->dv, d->dh, d->qb, d->kb, d->vb, d->ob, d->dob, d->wb, d->sa, d->sb};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
   if (d->x)
-    for (int l = 0; l <= L; l++) cudaFree(d->x[l]);
+    for (int l = 0; l <= L; l++)
+      if (!d->offload || l < d->slots || l == L) cudaFree(d->x[l]);  // the other inputs share the slots
+  if (d->ckpt_host) cudaFreeHost(d->ckpt_host);
+  if (d->d2h) cudaStreamDestroy(d->d2h);
+  if (d->h2d) cudaStreamDestroy(d->h2d);
+  for (int l = 0; d->out_done && l < L; l++)
+    if (d->out_done[l]) cudaEventDestroy(d->out_done[l]);
+  free(d->out_done);
+  if (d->written) cudaEventDestroy(d->written);
+  if (d->in_done) cudaEventDestroy(d->in_done);
   if (d->acts)
     for (int l = 0; l < (d->recompute ? 1 : L); l++) {
       layer_buf *a = &d->acts[l];
@@ -319,6 +336,73 @@ extern "C" void model_cuda_free(model_cuda *d) {
   free(d->tensors);
   free(d->t_layer);
   free(d);
+}
+
+// ---- activation offload ------------------------------------------------------------------------
+
+extern "C" int model_cuda_set_offload(model_cuda *d, sr_error *e) {
+  int L = (int)d->cfg.num_layers;
+  d->slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
+  d->offload = 1;
+  if (L <= d->slots) return SR_OK;  // every input stays in its slot
+  CU(cudaDeviceSynchronize());
+  for (int l = d->slots; l < L; l++) {
+    cudaFree(d->x[l]);
+    d->x[l] = d->x[l % d->slots];
+  }
+  size_t bytes = (size_t)(L - d->slots) * (size_t)d->max_tokens * (size_t)d->cfg.hidden_size * sizeof(float);
+  CU(cudaMallocHost((void **)&d->ckpt_host, bytes));  // pinned: the copy engines read and write it directly
+  CU(cudaStreamCreateWithFlags(&d->d2h, cudaStreamNonBlocking));
+  CU(cudaStreamCreateWithFlags(&d->h2d, cudaStreamNonBlocking));
+  d->out_done = (cudaEvent_t *)calloc((size_t)L, sizeof(cudaEvent_t));
+  if (!d->out_done) return sr_internal_error(e, 0, "model_cuda: out of memory");
+  for (int l = 0; l < L; l++) CU(cudaEventCreateWithFlags(&d->out_done[l], cudaEventDisableTiming));
+  CU(cudaEventCreateWithFlags(&d->written, cudaEventDisableTiming));
+  CU(cudaEventCreateWithFlags(&d->in_done, cudaEventDisableTiming));
+  return SR_OK;
+}
+
+extern "C" int64_t model_cuda_pinned_bytes(const model_cuda *d) {
+  int L = (int)d->cfg.num_layers;
+  return d->ckpt_host ? (int64_t)(L - d->slots) * d->max_tokens * d->cfg.hidden_size * 4 : 0;
+}
+
+static float *host_input(model_cuda *d, int l) { return d->ckpt_host + (size_t)l * d->max_tokens * d->cfg.hidden_size; }
+static int moves(const model_cuda *d, int l) { return d->ckpt_host && l < (int)d->cfg.num_layers - d->slots; }
+
+// x[i] was just written: its copy to the host, once the stream reaches this point.
+static int offload_out(model_cuda *d, int i, int64_t T, sr_error *e) {
+  if (!moves(d, i)) return SR_OK;
+  CU(cudaEventRecord(d->written, d->stream));
+  CU(cudaStreamWaitEvent(d->d2h, d->written, 0));
+  CU(cudaMemcpyAsync(host_input(d, i), d->x[i], (size_t)(T * d->cfg.hidden_size) * sizeof(float), cudaMemcpyDeviceToHost,
+                     d->d2h));
+  CU(cudaEventRecord(d->out_done[i], d->d2h));
+  return SR_OK;
+}
+
+// Before layer l writes x[l + 1] into its slot: the input that held the slot has left it.
+static int slot_free(model_cuda *d, int l, sr_error *e) {
+  int prev = l + 1 - d->slots;
+  if (prev >= 0 && moves(d, prev)) CU(cudaStreamWaitEvent(d->stream, d->out_done[prev], 0));
+  return SR_OK;
+}
+
+// Backward of layer l begins: x[l - 1] comes back into its slot meanwhile (the slot's last reader, layer l + 2's
+// backward, and writer, layer l + 1's recomputation, are queued before this point); layer l's own input waits.
+static int offload_in(model_cuda *d, int l, int64_t T, sr_error *e) {
+  if (!d->ckpt_host) return SR_OK;
+  int L = (int)d->cfg.num_layers;
+  if (l == L - 1) CU(cudaStreamWaitEvent(d->stream, d->out_done[L - d->slots - 1], 0));  // every copy out is done
+  if (moves(d, l)) CU(cudaStreamWaitEvent(d->stream, d->in_done, 0));
+  if (l >= 1 && moves(d, l - 1)) {
+    CU(cudaEventRecord(d->written, d->stream));
+    CU(cudaStreamWaitEvent(d->h2d, d->written, 0));
+    CU(cudaMemcpyAsync(d->x[l - 1], host_input(d, l - 1), (size_t)(T * d->cfg.hidden_size) * sizeof(float),
+                       cudaMemcpyHostToDevice, d->h2d));
+    CU(cudaEventRecord(d->in_done, d->h2d));
+  }
+  return SR_OK;
 }
 
 extern "C" void model_cuda_set_attention(model_cuda *d, const model_cuda_attention *a) {
@@ -600,8 +684,10 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
     embed_fwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(d->x[0], DP(d, d->t_embed), d->tok, T, C);
     KCHECK();
   }
+  if ((rc = offload_out(d, 0, T, e))) return rc;  // activation offload: each layer input to the host once written
   for (int l = 0; l < L; l++)
-    if ((rc = layer_fwd(d, l, T, attn_s, e))) return rc;
+    if ((rc = slot_free(d, l, e)) || (rc = layer_fwd(d, l, T, attn_s, e)) || (l + 1 < L && (rc = offload_out(d, l + 1, T, e))))
+      return rc;
   if (T > 0) {
     rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(d->lnf, d->rstdf, d->x[L], DP(d, d->t_norm), T, C, (float)c->rms_norm_eps);
     KCHECK();
@@ -635,7 +721,7 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
   if (T > 0 && (rc = rmsnorm_bwd(d, d->dx, DG(d, d->t_norm), d->dlnf, d->x[L], DP(d, d->t_norm), d->rstdf, T, C, e)))
     return rc;
   for (int l = L - 1; l >= 0; l--)
-    if ((rc = layer_bwd(d, l, T, attn_s, e))) return rc;
+    if ((rc = offload_in(d, l, T, e)) || (rc = layer_bwd(d, l, T, attn_s, e))) return rc;
   if (T > 0) {
     embed_bwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(DG(d, d->t_embed), d->dx, d->tok, T, C);
     KCHECK();

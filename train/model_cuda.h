@@ -44,6 +44,13 @@ typedef enum { MODEL_CUDA_TF32 = 0, MODEL_CUDA_BF16 = 1 } model_cuda_precision;
 int model_cuda_set_precision(model_cuda *d, model_cuda_precision p, sr_error *e);
 // Free the device model.
 void model_cuda_free(model_cuda *d);
+// Activation offload (before the first forward): the layer inputs x[0..L-1] share MODEL_EXEC_OFFLOAD_SLOTS device
+// buffers; those that leave their slot go to pinned host memory on a copy-out stream once written and come back on a
+// copy-in stream one layer ahead of their backward (events order the streams, the host does not wait). Results are
+// bit-identical to the resident model's.
+int model_cuda_set_offload(model_cuda *d, sr_error *e);
+// Pinned host bytes the activation offload holds (0 without it).
+int64_t model_cuda_pinned_bytes(const model_cuda *d);
 // Route attention through a distributed implementation (NULL fields: the naive kernel).
 void model_cuda_set_attention(model_cuda *d, const model_cuda_attention *a);
 // Device pointers of the flat parameters and gradients (num_params floats each).

@@ -53,6 +53,10 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   int rc = model_cpu_create(&t->model, cfg, MODEL_F32, o->cuda ? 1 : sr_max64(n_local, 1), o->seq, o->recompute, e);
   if (rc) return rc;
   if (!o->cuda) model_init_random(&t->model, o->seed);
+  if (!o->cuda && o->offload_activations && (rc = model_cpu_set_offload(&t->model, e))) {
+    model_cpu_free(&t->model);
+    return rc;
+  }
   int64_t P = t->model.num_params, W = t->comm.world;
   t->slice = sr_cdiv(P, W);
   int64_t lo = sr_min64(P, t->comm.rank * t->slice), hi = sr_min64(P, lo + t->slice);
@@ -86,6 +90,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     model_cuda *d = NULL;
     rc = model_cuda_create(&d, &t->model, sr_max64(n_local, 1), W * t->slice, &o->seed, lo, hi, o->cuda_stream, e);
     t->dev = d;
+    if (!rc && o->offload_activations) rc = model_cuda_set_offload(d, e);
     if (rc) {
       trainer_free(t);
       return rc;

@@ -35,6 +35,7 @@ typedef struct {
   int cosine;               // after warm-up, cosine decay from lr to lr / 10 at the last step (else constant)
   uint64_t seed;            // weights and passkey samples
   int recompute;            // per-layer activation recomputation
+  int offload_activations;  // the layer inputs wait in (pinned) host memory between forward and backward
   const data_tokens *data;  // token stream; NULL trains on passkey samples
   double passkey_depth;     // key depth in [0, 1]; < 0 draws it uniformly per sample
   int passkey_digits;       // digits of the key (default 5)

@@ -186,6 +186,8 @@ static const cli_flag train_flags[] = {
     {"pack", "P", "1", "P samples of seq/P tokens in one sequence (block-diagonal pattern)"},
     {"pose", "SPAN", NULL, "PoSE: a training sample's positions skip ahead to cover SPAN tokens"},
     {"recompute", NULL, NULL, "per-layer activation recomputation (on already when the plan's recompute is 1, the default)"},
+    {"offload-activations", NULL, NULL,
+     "the layer inputs wait in pinned host memory between forward and backward (copies overlapped with compute)"},
     {"eval", "N", "0", "score N held-out passkey samples by exact match after training"},
     {"eval-recall", "M", "0", "probe the first M --eval samples: the dense attention mass the pattern keeps"},
     {"attn-cache", "K", "as memory allows", "attention plans kept (the others are rebuilt when their layer comes)"},
@@ -245,6 +247,10 @@ typedef struct {
   // step does not hold
   double run_t0, best_s, first_s, meas_build_s;
   int64_t first, meas_built;
+  // memory after the first step: device memory in use on the fullest GPU, pinned host memory of rank 0's node
+  // (offloaded layer inputs and attention chunks; the CPU backend: the offloaded layer inputs' stand-in)
+  double gpu_used, host_pinned;
+  int mem_measured;
 } train_run;
 
 // --backend and --precision (checked before the comm backend starts).
@@ -300,6 +306,7 @@ static int plan_setup(train_run *r, sr_error *e) {
   if (r->p.layout.world != r->c.world)
     return sr_input_error(e, r->p.cluster.path, "world", "the plan spreads the sequence over %d ranks, the job has %d",
                           r->p.layout.world, r->c.world);
+  if (dist_attn_check_plan(&r->p, e)) return e->code;  // what the attention cannot run (FPDT's layout, ...)
   int64_t n_local = r->p.layout.rank_count[r->R];
   r->density = 1;
   if (plan_attention_pairs(&r->p, &r->pat, &r->pairs, &r->density, e)) return e->code;
@@ -332,6 +339,8 @@ static int options_set(train_run *r, sr_error *e) {
   o->cosine = cli_has(a, "cosine");
   o->seed = (uint64_t)r->seed;
   o->recompute = cli_has(a, "recompute") || r->p.spec.recompute;
+  o->offload_activations = cli_has(a, "offload-activations") || r->p.spec.offload_activations;
+  r->p.spec.offload_activations = o->offload_activations;  // what --predict simulates
   o->data = r->data.tokens ? &r->data : NULL;
   o->passkey_depth = r->depth;
   o->passkey_digits = (int)r->digits;
@@ -399,18 +408,25 @@ static int outputs_open(train_run *r, sr_error *e) {
   r->flops = (double)r->batch * step_flops(m, seq, r->pairs / (double)m->num_layers);
   const train_attn *ta = &r->ta;
   if (r->R == 0) {
-    printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
-           m->name, (long long)r->t.model.num_params, (long long)seq, r->c.world, layout_kind_name(p->layout.kind),
-           p->spec.schedule, p->spec.pattern, r->density);
+    char sched[128], tok[32];  // FPDT runs in place of the schedule: say so
+    if (p->spec.fpdt_chunk > 0)
+      snprintf(sched, sizeof sched, "FPDT in %s-token chunks%s", sr_format_tokens(p->spec.fpdt_chunk, tok, sizeof tok),
+               p->spec.fpdt_offload ? " offloaded" : "");
+    else
+      snprintf(sched, sizeof sched, "%s schedule", p->spec.schedule);
+    printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s, pattern %s, density %.4f)\n", m->name,
+           (long long)r->t.model.num_params, (long long)seq, r->c.world, layout_kind_name(p->layout.kind), sched,
+           p->spec.pattern, r->density);
     printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)", (long long)r->prebuilt,
            r->prebuild_s, (long long)r->build_threads, ta->prefetch ? ", building ahead" : "");
     if (r->cuda)  // what each kept plan holds for itself, and the scratch all plans share (exec/dist_workspace.h)
       printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace, %d kept of %lld layers",
              (double)ta->plan_bytes_max / (1 << 20), (double)ta->shared_bytes / (1 << 30), ta->cap, (long long)m->num_layers);
     printf("\n");
-    printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
-           r->o.data ? r->o.data->path : "passkey", r->o.data ? "all" : r->loss_mode, (long long)r->batch, r->lr, r->wd,
-           (long long)r->warmup, r->o.recompute ? "on" : "off", (long long)r->t.slice);
+    printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, activation offload %s, "
+           "ZeRO-1 slice %lld\n", r->o.data ? r->o.data->path : "passkey", r->o.data ? "all" : r->loss_mode,
+           (long long)r->batch, r->lr, r->wd, (long long)r->warmup, r->o.recompute ? "on" : "off",
+           r->o.offload_activations ? "on" : "off", (long long)r->t.slice);
     if (r->cuda) printf("train: GEMMs %s\n", r->bf16 ? "bf16 operands, fp32 accumulation and outputs (--precision bf16)"
                                                      : "fp32 operands on TF32 tensor cores (--precision tf32)");
     sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
@@ -458,6 +474,37 @@ static int step_log(train_run *r, const train_step_stats *st, sr_error *e) {
   return SR_OK;
 }
 
+// Memory after the first step: each GPU's use (printed per rank), the largest over the ranks, and the pinned host
+// memory of rank 0's node (the ranks' offloaded layer inputs and FPDT chunks).
+static int memory_measure(train_run *r, sr_error *e) {
+  double used = 0, total = 0, pinned = 0;
+#if SR_HAVE_CUDA
+  if (r->cuda) {
+    if (model_cuda_memory(&used, &total, e)) return e->code;
+    printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", r->R, (long long)r->t.step, used, total);
+    pinned = (double)(model_cuda_pinned_bytes(r->t.dev) + dist_attn_shared_pinned_bytes());
+  }
+#endif
+  (void)total;  // read only by the CUDA backend's line
+  if (!r->cuda && r->t.model.ckpt_host)
+    pinned = (double)((r->t.model.cfg.num_layers - r->t.model.slots) * r->t.model.max_tokens * r->t.model.cfg.hidden_size * 4);
+  double *all = malloc(sizeof(double) * 2 * (size_t)r->c.world);
+  if (!all) return sr_internal_error(e, 0, "train: out of memory");
+  double mine[2] = {used, pinned};
+  if (comm_host_allgather(&r->c, mine, 2, MPI_DOUBLE, all, e)) {
+    free(all);
+    return e->code;
+  }
+  r->gpu_used = r->host_pinned = 0;
+  for (int k = 0; k < r->c.world; k++) {
+    r->gpu_used = fmax(r->gpu_used, all[2 * k]);
+    if (comm_node_of(&r->c, k) == comm_node_of(&r->c, 0)) r->host_pinned += all[2 * k + 1];
+  }
+  free(all);
+  r->mem_measured = 1;
+  return SR_OK;
+}
+
 // The training steps, with their logs, traced steps and checkpoints.
 static int train_loop(train_run *r, sr_error *e) {
   trainer *t = &r->t;
@@ -480,13 +527,7 @@ static int train_loop(train_run *r, sr_error *e) {
       r->best_s = st.time_s, r->meas_built = od1 - od0, r->meas_build_s = bs1 - bs0;
     if (t->step == r->first + 1) r->first_s = st.time_s;
     if (step_log(r, &st, e)) return e->code;
-#if SR_HAVE_CUDA
-    if (r->cuda && t->step == r->first + 1) {  // every buffer exists once the first step ran
-      double used, total;
-      if (model_cuda_memory(&used, &total, e)) return e->code;
-      printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", r->R, (long long)st.step, used, total);
-    }
-#endif
+    if (t->step == r->first + 1 && memory_measure(r, e)) return e->code;  // every buffer exists after step 1
     if (r->tw_open && step_listed(r->trace_steps, st.step)) {
       // the plan's pattern is what every layer computed this step (patterns are built per plan)
       if (trace_writer_add_step(&r->tw, &r->pat, NULL, e)) return e->code;
@@ -543,12 +584,16 @@ static int run_predict(train_run *r, sr_error *e) {
   if (r->meas_built > 0)
     printf("predict: the measured step built %lld attention plan(s) when their layer came (%.2fs of plan building "
            "on the CPU), which the simulated step does not hold\n", (long long)r->meas_built, r->meas_build_s);
+  const double G = 1073741824.0;
   if (r->cuda)  // next to "GPU memory in use after step 1"; the kept plans' indices beyond one layer are extra
-    printf("predict: memory per GPU %.1f GiB simulated (--trainer exec: state %.1f, buffers %.1f, KV buffers %.1f, "
-           "one layer's index %.1f, workspace and reserve %.1f)\n",
-           sr.mem.total / 1073741824.0, (sr.mem.weights + sr.mem.grads + sr.mem.optim) / 1073741824.0,
-           sr.mem.activations / 1073741824.0, sr.mem.kv_buffers / 1073741824.0, sr.mem.index_bytes / 1073741824.0,
-           sr.mem.workspace / 1073741824.0);
+    printf("predict: memory per GPU %.1f GiB simulated, %.1f measured (the fullest GPU after step 1; --trainer exec: "
+           "state %.1f, buffers %.1f, KV buffers %.1f, one layer's index %.1f, workspace and reserve %.1f)\n",
+           sr.mem.total / G, r->gpu_used, (sr.mem.weights + sr.mem.grads + sr.mem.optim) / G, sr.mem.activations / G,
+           sr.mem.kv_buffers / G, sr.mem.index_bytes / G, sr.mem.workspace / G);
+  if (sr.mem.host_bytes > 0 || r->host_pinned > 0)
+    printf("predict: host memory of a node %.2f GiB simulated (offloaded layer inputs %.2f, attention chunks %.2f), "
+           "%.2f GiB pinned measured%s\n", sr.mem.host_bytes / G, sr.mem.host_activations / G, sr.mem.host_attn / G,
+           r->host_pinned / G, r->cuda ? "" : " (the CPU backend's fp32 stand-in, no attention chunks)");
   return SR_OK;
 }
 
