@@ -164,7 +164,9 @@ static int indices_build(struct dist_attn *a, sr_error *e) {
   pattern one = *pat;
   int uniform = pattern_layer_heads_uniform(pat, a->layer);
   if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(pat, a->layer, 0);
-  if (tiles_build(uniform ? &one : pat, uniform ? 0 : a->layer, a->glay, a->group, &a->ti, e)) return e->code;
+  // built on the GPU (dist_gpu_build, at the CUDA set-up), from the masks below
+  if (!a->gpu_index && tiles_build(uniform ? &one : pat, uniform ? 0 : a->layer, a->glay, a->group, &a->ti, e))
+    return e->code;
   a->ti_view = dist_heads_view(a, &a->ti, uniform);
   if (tiles_masks_build(pat, a->layer, &a->masks, e)) return e->code;
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
@@ -241,10 +243,36 @@ static int cpu_buffers(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
+// Is the layer's index to be built on the GPU? `how` asks; the plan, pattern and backend decide whether it can.
+static int gpu_index_wanted(const struct dist_attn *a, dist_index_build how, sr_error *e) {
+  if (how == DIST_INDEX_CPU) return 0;
+  const char *why = NULL;
+  if (a->be != DIST_CUDA) why = "the CPU backend builds on the host";
+  else if (a->p->spec.fpdt_chunk > 0) why = "FPDT builds its chunks' indices on the host";
+  else if (a->U != 1) why = "the GPU build takes ring and double-ring schedules";
+  else if (pattern_spec_estimation(a->p->spec.pattern) == PATTERN_ONLINE) why = "vs-online builds its own on the GPU";
+  else if (a->p->spec.fwd_runs) why = "the forward form (--fwd-runs) is built on the host";
+  for (int h = 0; !why && h < a->H; h++)
+    if (pattern_head(a->pat, a->layer, h)->kind != PATTERN_VS) why = "the layer has heads that are not vertical-slash";
+  if (!why && !dist_gpu_build_supported(a)) why = "the layout's ranks do not hold their tokens in global order";
+  if (why && how == DIST_INDEX_GPU) {
+    sr_input_error(e, NULL, "--index-build", "gpu: layer %d: %s", a->layer, why);
+    return -1;
+  }
+  return why ? 0 : 1;
+}
+
 int dist_attn_check_plan(const plan *p, sr_error *e) { return fpdt_plan_check(p, e); }
 
 int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
                      sr_error *e) {
+  return dist_attn_create_with(p, pat, layer, c, be, DIST_INDEX_AUTO, out, e);
+}
+
+int dist_attn_index_on_gpu(const dist_attn *a) { return a->gpu_index; }
+
+int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_index_build how,
+                          dist_attn **out, sr_error *e) {
   *out = NULL;
   int rc = check_inputs(p, pat, layer, c, be, e);
   if (rc) return rc;
@@ -258,7 +286,8 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
   a->scale = 1.0f / sqrtf((float)a->d);
   a->skipping = p->spec.skip_empty_sends;
   a->elem_kv = be == DIST_CUDA ? 2 : 4;
-  if (!(rc = groups_init(a, e)) && p->spec.fpdt_chunk > 0) rc = fpdt_setup(a, e);
+  if (!(rc = groups_init(a, e)) && (a->gpu_index = gpu_index_wanted(a, how, e)) < 0) rc = e->code;
+  else if (!rc && p->spec.fpdt_chunk > 0) rc = fpdt_setup(a, e);
   else if (!rc && !(rc = indices_build(a, e)) && !(rc = dist_routes_build(a, e)))
     rc = be == DIST_CPU ? cpu_buffers(a, e) : dist_attn_cuda_setup(a, e);
   if (rc) {

@@ -53,9 +53,26 @@ typedef struct dist_attn dist_attn;  // per (layer, rank): tile indices, masks, 
 // Input errors dist_attn_create would meet for this plan on any rank (FPDT's: fpdt.h), found without building
 // anything, so a command reports them once and exits 2 instead of every rank aborting.
 int dist_attn_check_plan(const plan *p, sr_error *e);
-// Prepare `layer` of the plan for this rank (comm->rank): builds the tile indices once.
+// Where the tile index and its transposes are built. GPU: on the device from the layer's vertical-slash bit
+// sets (kernels/vs_gpu.h, transpose_gpu.h; milliseconds where the host takes seconds at long lengths), then
+// kept on the host as a host build's, bit for bit the same arrays; it takes the CUDA backend, a ring or double
+// ring, a fixed pattern whose every head of the layer is vertical-slash, the tile form (no --fwd-runs) and a
+// layout whose ranks hold their tokens in global order. AUTO: the GPU where it can, else the host.
+typedef enum { DIST_INDEX_AUTO, DIST_INDEX_CPU, DIST_INDEX_GPU } dist_index_build;
+
+// Prepare `layer` of the plan for this rank (comm->rank): builds the tile indices once (DIST_INDEX_AUTO).
 int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
                      sr_error *e);
+// The same, building the tile indices where `how` says (DIST_INDEX_GPU where it cannot: an input error).
+int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_index_build how,
+                          dist_attn **out, sr_error *e);
+// Were this plan's tile indices built on the GPU?
+int dist_attn_index_on_gpu(const dist_attn *a);
+// Free the GPU index builder's device state (remade by the next GPU build), e.g. once every plan that will be
+// kept is built; waits for its stream. A no-op without one.
+void dist_attn_builder_free(void);
+// Device bytes the GPU index builder holds now (measured around its builds; 0 when freed).
+int64_t dist_attn_builder_bytes(void);
 // Release everything dist_attn_create allocated.
 void dist_attn_free(dist_attn *a);
 // Record per-step events into t (NULL: none). CUDA timing syncs per step, so use it to measure, not to train.

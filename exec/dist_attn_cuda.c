@@ -83,12 +83,17 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   s->ixt = calloc((size_t)R, sizeof(sa_gpu_index_t));
   s->kpos = calloc((size_t)R, sizeof(int64_t *));
   if (!s->ixt || !s->kpos) return sr_internal_error(e, 0, "out of memory");
+  // A GPU-built index comes to the host first, with its transposes, as a host build would leave it.
+  if (a->gpu_index && dist_gpu_build(a, e)) return e->code;
   // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
   if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
   if (a->nh > 0 && a->ti_fwd.n_runs && sa_gpu_index_upload(&a->ti_fwd_view, &s->ix_fwd, e)) return e->code;
-  // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c)
-  if (a->nh > 0 && !online_vs_wanted(a) && transposes_upload(a, e)) return e->code;
+  // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c); a GPU build brought its
+  // transposes along
+  for (int g = 0; a->nh > 0 && s->tt_host && g < R; g++)
+    if (sa_gpu_index_t_upload_chunks(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e)) return e->code;
+  if (a->nh > 0 && !online_vs_wanted(a) && !s->tt_host && transposes_upload(a, e)) return e->code;
   if (dist_cuda_positions_upload(a, e)) return e->code;
   // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
   ws_shape *sh = &s->shape;

@@ -27,6 +27,7 @@ struct dist_attn {
   int64_t n_kmax;             // largest group's tokens
   int64_t *qpos;              // [n_q] global positions of the group's tokens
   int64_t **kpos;             // [R] positions of every group's tokens
+  int gpu_index;              // ti and the transposes are built on the GPU (dist_gpu_build), not by tiles_build
   tile_index ti;              // tiles_build(pattern, layer, glay, group), all heads
   tile_index ti_view;         // ti restricted to heads [h_lo[gidx], h_lo[gidx+1])
   tile_index ti_fwd;          // plan.spec.fwd_runs: tiles_runs_build(ti), the forward's form (n_runs 0: none,
@@ -133,6 +134,12 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
 // and masks from the estimated pattern.
 void online_cpu_release(struct dist_attn *a);
 int online_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
+
+// A fixed VS layer's execution form built on the GPU (dist_gpu_build.c, CUDA builds): fills a->ti (a->ti_view)
+// and the CUDA state's host transposes from a->masks' bit sets. dist_gpu_build_supported: can it, for this
+// plan's layout and size (ring or double ring: U = 1)? Always 0 without CUDA.
+int dist_gpu_build(struct dist_attn *a, sr_error *e);
+int dist_gpu_build_supported(const struct dist_attn *a);
 
 // CUDA backend (dist_attn_cuda.c): device buffers and index copies; forward and backward. Builds
 // without CUDA get versions that report the backend as unavailable.

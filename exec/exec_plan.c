@@ -10,6 +10,7 @@ const cli_flag exec_plan_flags[] = {
     {"plan", "FILE", NULL, "run this plan file (sparsering plan -o) instead of the plan flags"},
     {"skip-empty-sends", NULL, NULL, "do not send KV shards no query of the receiver touches in that step"},
     {"fwd-runs", NULL, NULL, "the attention forward runs the tiles' forward form (scattered slashes as 64-key runs)"},
+    {"index-build", "WHERE", "auto", "build the tile indices on the gpu (vertical-slash layers, CUDA), the cpu, or auto: the GPU where it can"},
     {"deterministic", NULL, NULL, "the GPU backward without float atomics: gradients repeat bit for bit (slower)"},
     {NULL, NULL, NULL, NULL},
 };
@@ -47,5 +48,14 @@ int exec_plan_load(const cli_args *a, const char *layout, const char *schedule, 
     plan_free(p);
     return e->code;
   }
+  return SR_OK;
+}
+
+int exec_index_build(const cli_args *a, dist_index_build *how, sr_error *e) {
+  const char *v = cli_get(a, "index-build", "auto");
+  if (strcmp(v, "auto") == 0) *how = DIST_INDEX_AUTO;
+  else if (strcmp(v, "gpu") == 0) *how = DIST_INDEX_GPU;
+  else if (strcmp(v, "cpu") == 0) *how = DIST_INDEX_CPU;
+  else return sr_input_error(e, NULL, "--index-build", "'%s' is not one of auto, gpu, cpu", v);
   return SR_OK;
 }

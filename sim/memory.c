@@ -110,8 +110,9 @@ static void activations(const model_config *m, const mem_inputs *in, int ranks_p
 }
 
 // sparsering-exec train's own allocations (train/model_cuda.cu, counted by plan/model.h): fp32 weights and a
-// bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; fp32 buffers a token, the
-// layer inputs on the host with --offload-activations; FPDT's executor offloads its gathered KV chunks only.
+// bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; its buffers a token (recompute 2:
+// selective recomputation, every layer's attention output and LSE kept), the layer inputs on the host with
+// --offload-activations; FPDT's executor offloads its gathered KV chunks only.
 static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_per_node, sim_memory *out) {
   double P = (double)model_param_count(m), n = (double)in->tokens_per_rank;
   int W = in->world > 0 ? in->world : 1;
@@ -146,8 +147,9 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   out->kv_buffers = fwd > bwd ? fwd : bwd;
   out->index_bytes = in->recompute ? in->index_bytes : in->index_bytes * L;
   // fp32 running output and LSE of the rank's queries (docs/design.md, "The LSE merge": running outputs stay fp32),
-  // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy.
-  double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * 8;
+  // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy (sparsering-exec
+  // train: bf16 logits, their gradient written in place).
+  double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * (in->exec_trainer ? 2 : 8);
   double running = n * H * (d + 1) * 4;
   if (in->fpdt_chunk > 0) {  // a chunk's running state; the exec trainer's KV chunks as its executor holds them
     fpdt_buffers b = fpdt_exec_buffers(m, in);

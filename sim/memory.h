@@ -8,7 +8,7 @@
 // allocator fragmentation. What lives in pinned host memory is counted per node (every rank of the node
 // together): the optimizer state with optimizer offload (ZeRO-Offload), the checkpoints with activation
 // offload, FPDT's offloaded chunks. With exec_trainer the model state and the activations are those
-// sparsering-exec train allocates (plan/model.h: fp32), and FPDT's buffers those of its executor
+// sparsering-exec train allocates (plan/model.h), and FPDT's buffers those of its executor
 // (exec/fpdt.c: the gathered KV chunks offloaded, dK/dV accumulated on the GPU).
 #ifndef SR_MEMORY_H
 #define SR_MEMORY_H
@@ -31,7 +31,7 @@ typedef struct {
   int64_t tokens_per_rank;   // the largest rank's tokens
   int64_t kv_shard_tokens;   // the largest KV shard a rank receives (ring kinds; 0 otherwise)
   double index_bytes;        // one layer's tile index on the largest rank
-  int recompute;
+  int recompute;             // 0 none, 1 per layer, 2 per layer but attention's output and LSE kept
   int zero;                  // ZeRO stage 0..3
   int offload_activations;   // the per-layer checkpoints in pinned host memory (two layers' on the GPU)
   int offload_optimizer;     // the optimizer state and its fp32 gradients in host memory

@@ -1,6 +1,7 @@
 // run.c — sim_run: set up the engine for a plan, build and schedule the step for its strategy, and
 // turn what ran into the summary metrics (step time, throughput, MFU dense and sparse, imbalance,
 // exposed communication, memory).
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,7 +83,7 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
                           (long long)pat->n_tokens, (long long)p->layout.n_tokens);
   if (p->layout.world != W)
     return sr_input_error(e, NULL, "layout", "is over %d ranks; the cluster has %d GPUs", p->layout.world, W);
-  sim_options none = {0, 0, 0};
+  sim_options none = {0, 0, 0, 0, 0};
   sim_ctx x;
   memset(&x, 0, sizeof x);
   x.p = p;
@@ -135,6 +136,11 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   int64_t N = p->layout.n_tokens;
   double causal = (double)m->num_layers * (double)m->num_heads * model_causal_pairs(N);
   r->step_s = engine_makespan(&x.g);
+  if (!isfinite(r->step_s)) {  // the cluster's figures are checked one by one; together they may still overflow
+    ctx_free(&x);
+    return sr_input_error(e, c->path, NULL, "the simulated step takes %g s: the cluster's figures are beyond simulation",
+                          r->step_s);
+  }
   r->tokens_per_s = r->step_s > 0 ? (double)N / r->step_s : 0;
   r->model_flops_dense = model_flops(m, N, causal);
   r->model_flops_sparse = model_flops(m, N, x.pairs);
@@ -158,6 +164,7 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   sim_mem_inputs(p, &mi);
   mi.kv_shard_tokens = kv_shard > x.kv_shard_tokens ? kv_shard : x.kv_shard_tokens;
   mi.index_bytes = x.max_index_bytes;
+  mi.recompute = p->spec.recompute && x.o->keep_attn ? 2 : p->spec.recompute;  // selective: O and LSE kept
   sim_memory_estimate(m, c, &mi, &r->mem);
   r->account_wall_s = x.have_cache ? x.cache.wall_s : 0;
   ctx_free(&x);

@@ -39,6 +39,11 @@ typedef struct {
   int fixed_pattern;    // the pattern is given, not estimated in the step: no estimation or conversion
                         // cost even for the VS sources planned as MTraining's online estimate (the
                         // executor's vs-topp / vs-preset runs, whose pattern is built before the step)
+  int keep_attn;        // selective recomputation (with plan.spec.recompute): each layer keeps attention's output
+                        // and LSE, so the recomputed forward runs no attention (nor its transfers or index), and
+                        // memory counts them (sparsering-exec train's default where memory allows)
+  int index_ready;      // every layer's execution form exists before the step (the trainer's kept plans): a
+                        // fixed pattern's forward builds no index in the step
 } sim_options;
 
 // The tasks a simulation recorded (sim_options.record_timeline), in the order they were scheduled.

@@ -106,14 +106,18 @@ static int layer_fwd(sim_ctx *x, a2a_state *s, int layer, int recompute, sr_erro
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e)))
     return rc;
-  if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_qkv, layer, x->a, x->b, e))) return rc;
-  if ((rc = layer_compute(x, s, layer, 0, !recompute, e))) return rc;
-  s->rc.layer = layer;
-  if ((rc = ring_forward(&x->g, &s->rc, &s->rt, s->comp, PHASE_ATTN, PHASE_KV_SEND, x->b, x->a, e))) return rc;
-  if (!recompute)
-    for (int r = 0; r < W; r++)
-      for (int st = 0; st < s->R; st++) x->attn_f[r] += s->comp[(int64_t)st * W + r];
-  if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_out, layer, x->a, x->b, e))) return rc;
+  if (recompute && x->o->keep_attn) {  // selective recomputation: attention's output and LSE are kept
+    memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
+  } else {
+    if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_qkv, layer, x->a, x->b, e))) return rc;
+    if ((rc = layer_compute(x, s, layer, 0, !recompute, e))) return rc;
+    s->rc.layer = layer;
+    if ((rc = ring_forward(&x->g, &s->rc, &s->rt, s->comp, PHASE_ATTN, PHASE_KV_SEND, x->b, x->a, e))) return rc;
+    if (!recompute)
+      for (int r = 0; r < W; r++)
+        for (int st = 0; st < s->R; st++) x->attn_f[r] += s->comp[(int64_t)st * W + r];
+    if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_out, layer, x->a, x->b, e))) return rc;
+  }
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     s->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);

@@ -149,11 +149,13 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   }
   int rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e);
   if (rc) return rc;
+  // selective recomputation: the rerun keeps the first forward's attention output (sim_options.keep_attn)
+  int attn = !(recompute && x->o->keep_attn);
   if (st->online && !recompute) {
     if ((rc = estimate_layer(x, layer, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  if (w->sparse) {
+  if (w->sparse && attn && (st->online || !x->o->index_ready)) {
     for (int r = 0; r < W; r++)
       st->dur[r] = st->online && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r]);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
@@ -161,7 +163,9 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   }
   for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->fwd[i];
   st->ring.layer = layer;
-  if ((rc = ring_forward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN, PHASE_KV_SEND, x->a, x->b, e)))
+  if (!attn) memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
+  else if ((rc = ring_forward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN, PHASE_KV_SEND, x->a, x->b,
+                              e)))
     return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
@@ -272,13 +276,14 @@ int step_ring(sim_ctx *x, sr_error *e) {
     else layer_work_free(&w);
     of[l] = k;
   }
-  // Bytes on the wire: per layer its routes' forward sends (twice with recomputation) and backward sends.
+  // Bytes on the wire: per layer its routes' forward sends (twice with recomputation, unless the rerun keeps
+  // attention's output: sim_options.keep_attn) and backward sends.
   for (int k = 0; k < st.n_routes; k++) {
     int layers = 0;
     for (int l = 0; l < L; l++) layers += distinct[of[l]].routes == k;
     double fwd, bwd;
     ring_routes_bytes(&st.routes[k], &fwd, &bwd);
-    x->comm_bytes += layers * ((p->spec.recompute ? 2 : 1) * fwd + bwd);
+    x->comm_bytes += layers * ((p->spec.recompute && !x->o->keep_attn ? 2 : 1) * fwd + bwd);
   }
   int rep = x->o->representative && !x->tl;
   for (int l = 0; l < L; l++) {

@@ -1,6 +1,7 @@
 // test_sim_fpdt.c — the simulated FPDT step as its executor runs it (sim/step_fpdt.c, exec/fpdt.h), read off
 // the recorded timeline: a chunk's fetch back from the host waits for its copy to the host, the fetches are
-// double-buffered in the forward and in the backward, and without offload nothing crosses PCIe.
+// double-buffered in the forward and in the backward, without offload nothing crosses PCIe, and selective
+// recomputation reruns no chunk's attention.
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,23 +27,27 @@ static const char *slow_pcie_cluster(void) {
   return path;
 }
 
-// FPDT on tiny-test, 4096 tokens in 4 chunks of 1024, no recomputation (one forward and one backward a layer).
-static int fpdt_timeline(int offload, sim_timeline *tl) {
+// FPDT on tiny-test, 4096 tokens in 4 chunks of 1024, with recomputation or not, the rerun keeping attention's
+// output (sim_options.keep_attn) or not.
+static int fpdt_timeline_with(int offload, int recompute, int keep_attn, sim_timeline *tl) {
   plan_spec s;
   plan_spec_defaults(&s);
   sr_error e;
   CHECK_EQ_INT(plan_spec_apply_strategy(&s, "fpdt", &e), SR_OK);
   snprintf(s.model, sizeof s.model, "tiny-test");
   snprintf(s.cluster, sizeof s.cluster, "%s", slow_pcie_cluster());
-  s.seq = 4096, s.fpdt_chunk = 1024, s.fpdt_offload = offload, s.recompute = 0;
+  s.seq = 4096, s.fpdt_chunk = 1024, s.fpdt_offload = offload, s.recompute = recompute;
   plan p;
   if (plan_build(&s, &p, &e)) return -1;
-  sim_options o = {0, 1, 0};
+  sim_options o = {0, 1, 0, keep_attn, 0};
   sim_result r;
   int rc = sim_plan(&p, &o, &r, tl, &e);
   plan_free(&p);
   return rc;
 }
+
+// No recomputation (one forward and one backward a layer).
+static int fpdt_timeline(int offload, sim_timeline *tl) { return fpdt_timeline_with(offload, 0, 0, tl); }
 
 static int count_phase(const sim_timeline *tl, int phase) {
   int n = 0;
@@ -127,4 +132,20 @@ TEST(sim_fpdt_fetches_are_double_buffered_in_the_forward_and_the_backward) {
     for (int l = 0; l < 2; l++)
       for (int bwd = 0; bwd < 2; bwd++) check_pass(&tl, r, l, bwd, 4);
   sim_timeline_free(&tl);
+}
+
+TEST(sim_fpdt_selective_recomputation_runs_the_chunks_attention_once_a_layer) {
+  // With recomputation the backward reruns each layer's forward; keeping attention's output and LSE (selective
+  // recomputation, as the exec trainer runs it) leaves the chunk pairs out of the rerun. 4 chunks: 4 x 5 / 2 = 10
+  // forward pairs a rank and layer, 2 ranks, 2 layers: 40 forward pair computes once, 80 with the full rerun; the
+  // backward's 40 either way.
+  sim_timeline keep = {0}, full = {0};
+  CHECK_EQ_INT(fpdt_timeline_with(0, 1, 1, &keep), SR_OK);
+  CHECK_EQ_INT(fpdt_timeline_with(0, 1, 0, &full), SR_OK);
+  CHECK_EQ_INT(count_phase(&keep, PHASE_ATTN), 2 * 2 * 10);
+  CHECK_EQ_INT(count_phase(&full, PHASE_ATTN), 2 * 2 * 2 * 10);
+  CHECK_EQ_INT(count_phase(&keep, PHASE_ATTN_BWD), 2 * 2 * 10);
+  CHECK_EQ_INT(count_phase(&full, PHASE_ATTN_BWD), 2 * 2 * 10);
+  sim_timeline_free(&keep);
+  sim_timeline_free(&full);
 }

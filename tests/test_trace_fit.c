@@ -10,6 +10,7 @@
 
 #include "plan/balance.h"
 #include "plan/pattern_spec.h"
+#include "plan/plan.h"
 #include "plan/util.h"
 #include "tests/test.h"
 #include "traces/trace.h"
@@ -171,6 +172,25 @@ TEST(vs_fit_of_a_missing_trace_is_an_input_error_naming_it) {
   CHECK_STR_CONTAINS(e.msg, "/nonexistent/t.safetensors");
   CHECK_EQ_INT(pattern_source_load("vs-fit:", &m, 1000, 0, 0, &p, &e), SR_EINPUT);
   CHECK_EQ_INT(pattern_from_spec("vs-fit:x", &m, 1000, 0, 0, &p, &e), SR_EINPUT);  // the planner alone cannot read it
+}
+
+// A plan takes a fit as its pattern, and a balanced layout dealt by it (the planner reads it through traces/).
+TEST(a_plan_takes_a_fitted_pattern_and_a_layout_balanced_by_it) {
+  sr_error e;
+  plan_spec s;
+  plan_spec_defaults(&s);
+  snprintf(s.model, sizeof s.model, "qwen2.5-3b");
+  snprintf(s.cluster, sizeof s.cluster, "h200-1x8");
+  snprintf(s.pattern, sizeof s.pattern, "vs-fit:traces/samples/tiny25m-vs-topp-32k.safetensors");
+  snprintf(s.layout, sizeof s.layout, "balanced");
+  s.seq = 64 * 1024;  // another model and length than the trace's
+  plan p;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  CHECK_EQ_INT(p.layout.kind, LAYOUT_BALANCED);
+  CHECK_EQ_INT(p.layout.n_tokens, 64 * 1024);
+  plan_free(&p);
+  snprintf(s.pattern, sizeof s.pattern, "vs-fit:");
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_EINPUT);
 }
 
 // The goal of the fit: on every shipped trace, each worker and step imbalance of contiguous, zigzag,

@@ -1,7 +1,7 @@
 // test_train_fpdt.c — `sparsering-exec train` with FPDT and with activation offload on the CPU backend: FPDT
 // trains like the dense ring (the same attention, merged chunk by chunk: equal to rounding), its offloaded run
 // exactly like its resident one, and offloading the layer inputs changes no bit of any loss, with and without
-// recomputation, on one and on two ranks.
+// recomputation (selective, the CPU default, and full: --recompute-attn), on one and on two ranks.
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +71,7 @@ TEST(train_activation_offload_changes_no_bit_of_the_losses) {
     int world;
     const char *flags;
   } cases[] = {{1, "--strategy dense-ring"}, {2, "--strategy striped-ring --recompute"},
-               {2, "--strategy fpdt --fpdt-chunk 40"}};
+               {2, "--strategy striped-ring --recompute --recompute-attn"}, {2, "--strategy fpdt --fpdt-chunk 40"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char base[STEPS][64], off[STEPS][64], flags[256];
     snprintf(flags, sizeof flags, "%s --offload-activations", cases[i].flags);

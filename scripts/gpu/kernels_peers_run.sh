@@ -17,3 +17,4 @@ timeout 200 stdbuf -oL ./bin/sparsering-bench-attn --skip-cmp >"$OUT/bench.log" 
 echo "bench exit $?"; grep -v "^runs form" "$OUT/bench.log" | tail -7
 timeout 100 python3 kernels/bench/peers.py --cudnn >"$OUT/peers.log" 2>&1
 echo "peers exit $?"; grep -v Warn "$OUT/peers.log" | tail -4
+python3 kernels/bench/table.py "$OUT/bench.log" "$OUT/peers.log" | tee "$OUT/table.txt"
