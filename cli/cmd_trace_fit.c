@@ -106,7 +106,7 @@ static const cli_flag fit_flags[] = {
     {"ranks", "LIST", "8,32,64", "rank counts of the imbalance comparison (comma-separated)"},
     {"step", "S", "0", "the recorded step compared (the fit uses every step)"},
     {"seed", "X", "1", "seed of the fitted generator's draw"},
-    {"csv", "FILE", NULL, "write figure,layout,ranks,recorded,fitted,rel_diff rows"},
+    {"csv", cli_out_file, NULL, "write figure,layout,ranks,recorded,fitted,rel_diff rows"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage fit_usage = {"t.safetensors", "sparsering trace fit traces/samples/tiny25m-vs-topp-32k.safetensors --ranks 8,32,64",
