@@ -542,20 +542,51 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// entry point
+// entry points
+
+int tiles_fast_open(const layout *l, tiles_fast **out, sr_error *e) {
+  *out = NULL;
+  fast_ctx *c = malloc(sizeof *c);
+  if (!c) return sr_internal_error(e, 0, "tiles: out of memory");
+  int ok = fast_init(l, c);
+  if (ok <= 0) {
+    free(c);
+    return ok < 0 ? sr_internal_error(e, 0, "tiles: out of memory") : SR_OK;
+  }
+  *out = (tiles_fast *)c;
+  return SR_OK;
+}
+
+void tiles_fast_close(tiles_fast *f) {
+  if (!f) return;
+  fast_free((fast_ctx *)f);
+  free(f);
+}
+
+int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
+  fast_ctx *c = (fast_ctx *)f;
+  int W = c->W, rc = SR_OK;
+  if (v->is_block) return tiles_account_head_generic(s, v, hc, e);
+  if (c->nbi > 0 && fast_head(c, v, hc)) return sr_internal_error(e, 0, "tiles: out of memory");
+  if (c->has_last) {
+    rc = tile_scan_head(s, v, e);
+    if (!rc) rc = tile_scan_qtile(s, v, c->last_rank, c->last_local_tile, 1, e);
+    if (!rc) tiles_account_scan(s, hc + (int64_t)c->last_rank * W);
+  }
+  return rc;
+}
 
 int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e) {
   *handled = 0;
-  fast_ctx c;
-  int ok = fast_init(l, &c);
-  if (ok < 0) return sr_internal_error(e, 0, "tiles: out of memory");
-  if (ok == 0) return SR_OK;
-  int W = l->world, rc = SR_OK;
+  tiles_fast *f = NULL;
+  int rc = tiles_fast_open(l, &f, e);
+  if (rc || !f) return rc;
+  int W = l->world;
   memset(counts, 0, (size_t)p->heads * W * W * sizeof *counts);
   tile_scan s;
   rc = tile_scan_init(&s, l, e);
   if (rc) {
-    fast_free(&c);
+    tiles_fast_close(f);
     return rc;
   }
   for (int h = 0; h < p->heads && !rc; h++) {
@@ -567,18 +598,11 @@ int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count 
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
-    if (v.is_block) {
-      rc = tiles_account_head_generic(&s, &v, hc, e);
-    } else {
-      if (c.nbi > 0 && fast_head(&c, &v, hc)) rc = sr_internal_error(e, 0, "tiles: out of memory");
-      if (!rc && c.has_last) rc = tile_scan_head(&s, &v, e);
-      if (!rc && c.has_last) rc = tile_scan_qtile(&s, &v, c.last_rank, c.last_local_tile, 1, e);
-      if (!rc && c.has_last) tiles_account_scan(&s, hc + (int64_t)c.last_rank * W);
-    }
+    rc = tiles_fast_head(f, &s, &v, hc, e);
     head_view_free(&v);
   }
   tile_scan_free(&s);
-  fast_free(&c);
+  tiles_fast_close(f);
   if (!rc) *handled = 1;
   return rc;
 }
