@@ -135,25 +135,28 @@ static inline int mark(uint64_t *bits, int64_t x) {
   return 0;
 }
 
-// The marked indices ascending into out (count of them), clearing the marks: a scan of the bitmap when
-// it is short against the indices, else a sort of the list out already holds and a clear per index.
+// The marked indices ascending into out (count of them), clearing the marks. Indices below n_struct are
+// exactly [0, n_struct) and already in place (draws below it collide with them); the rest come from a scan
+// of the bitmap when it is short against them, else from a sort of what out holds and a clear per index.
 // Either gives the one sorted list of the set.
-static void take_sorted(synth_ctx *c, int32_t *out, int64_t count) {
-  int64_t words = c->n / 64 + 1;
-  if (words <= 4 * count) {
-    int64_t k = 0;
-    for (int64_t w = 0; w < words && k < count; w++) {
+static void take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_struct) {
+  int64_t words = c->n / 64 + 1, w0 = n_struct / 64, rest = count - n_struct;
+  if (words - w0 <= 4 * rest) {
+    int64_t k = n_struct;
+    for (int64_t w = w0; w < words && k < count; w++) {
       uint64_t x = c->bits[w];
+      if (w == w0) x &= ~0ull << (n_struct & 63);
       c->bits[w] = 0;
       while (x) {
         out[k++] = (int32_t)(w * 64 + __builtin_ctzll(x));
         x &= x - 1;
       }
     }
-    return;
+  } else {
+    for (int64_t i = n_struct; i < count; i++) c->bits[out[i] >> 6] = 0;
+    sort_indices(c, out + n_struct, rest);
   }
-  for (int64_t i = 0; i < count; i++) c->bits[out[i] >> 6] = 0;
-  sort_indices(c, out, count);
+  memset(c->bits, 0, (size_t)(w0 + 1) * sizeof *c->bits);
 }
 
 // Draw `budget` distinct indices in [0, n): [0, n_struct) always, the rest from the drifting groups
@@ -198,7 +201,7 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
       bits[w] |= 1ull << (x & 63);
       out[count++] = (int32_t)x;
     }
-  take_sorted(c, out, count);
+  take_sorted(c, out, count, n_struct);
 }
 
 static void head_clear(head_pattern *h) {
