@@ -42,6 +42,7 @@ typedef struct {
   int64_t n_m;
   int64_t *cvm, *cvcum, *cmcum, *kd_first, *kd_t;
   uint8_t *s_used;                   // [P] source residues with a column tile
+  int64_t *run_v, *run_u;            // non-periodic: [nbi + 1] prefix sums over column tiles (columns_runs_add)
 } fast_ctx;
 
 typedef struct {
@@ -81,6 +82,8 @@ static void fast_free(fast_ctx *c) {
   free(c->kd_first);
   free(c->kd_t);
   free(c->s_used);
+  free(c->run_v);
+  free(c->run_u);
 }
 
 // Returns 1 when aligned (c filled), 0 when not, -1 on out of memory.
@@ -140,8 +143,10 @@ static int fast_init(const layout *l, fast_ctx *c) {
   c->kd_first = malloc((size_t)(P + 1) * sizeof *c->kd_first);
   c->kd_t = malloc((size_t)(c->nbi + 1) * sizeof *c->kd_t);
   c->s_used = calloc((size_t)P, 1);
+  c->run_v = malloc((size_t)(c->nbi + 1) * sizeof *c->run_v);
+  c->run_u = malloc((size_t)(c->nbi + 1) * sizeof *c->run_u);
   if (!c->kd_pre || !c->R || !c->run_end || !c->acc || !c->touched || !c->hist || !c->cvm || !c->cvcum || !c->cmcum ||
-      !c->kd_first || !c->kd_t || !c->s_used) {
+      !c->kd_first || !c->kd_t || !c->s_used || !c->run_v || !c->run_u) {
     free(tr);
     fast_free(c);
     return -1;
@@ -380,16 +385,45 @@ static void kept_diagonal_prefix(fast_ctx *c, const i64_list *kd) {
   for (int64_t dl = 1; dl <= nbi; dl++) pre[dl] += pre[dl - 1];
 }
 
-// Without periodicity residues are tiles: sweep each column tile over the runs of equal ranks.
+// Without periodicity every column tile kb adds v(kb) = scale x its keys to each query tile rho >= kb +
+// shift (bars: scale 1, shift 0; pairs: scale T, shift 1, the own tile being counted apart). Summed per
+// (query run [r0, r1), source run) with prefix sums V, U of v and v (kb + shift) over the column tiles:
+// a column tile with kb + shift <= r0 reaches all r1 - r0 query tiles of the run, one with
+// r0 < kb + shift < r1 reaches r1 - kb - shift of them.
+static void columns_runs_add(fast_ctx *c, work_count *hc, const col_tile *ct, int64_t n_ct, int pairs) {
+  const int64_t nbi = c->nbi, scale = pairs ? TILE : 1, shift = pairs ? 1 : 0;
+  int64_t *V = c->run_v, *U = c->run_u;
+  memset(V, 0, (size_t)(nbi + 1) * sizeof *V);
+  memset(U, 0, (size_t)(nbi + 1) * sizeof *U);
+  for (int64_t t = 0; t < n_ct; t++) {
+    V[ct[t].kb + 1] = ct[t].cv * scale;
+    U[ct[t].kb + 1] = ct[t].cv * scale * (ct[t].kb + shift);
+  }
+  for (int64_t x = 0; x < nbi; x++) {
+    V[x + 1] += V[x];
+    U[x + 1] += U[x];
+  }
+  for (int64_t r0 = 0; r0 < nbi; r0 = c->run_end[r0]) {
+    int64_t r1 = c->run_end[r0];
+    for (int64_t s0 = 0; s0 < nbi && s0 + shift < r1; s0 = c->run_end[s0]) {
+      int64_t s1 = c->run_end[s0], a_end = sr_max64(s0, sr_min64(s1, r0 - shift + 1));
+      int64_t b_end = sr_max64(a_end, sr_min64(s1, r1 - shift));
+      int64_t v = (V[a_end] - V[s0]) * (r1 - r0) + r1 * (V[b_end] - V[a_end]) - (U[b_end] - U[a_end]);
+      if (!v) continue;
+      work_count *w = cell(hc, c, r0, s0);
+      if (pairs) w->pairs += (double)v;
+      else w->bars += v;
+    }
+  }
+}
+
+// Without periodicity residues are tiles: the columns' bars and pairs by runs of equal ranks, less the
+// bars of kept diagonals and the pairs D keeps too.
 static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct,
                             work_count *hc) {
-  const int64_t T = TILE, nbi = c->nbi, Np = nbi * T, P = c->P, *pre = c->kd_pre;
-  for (int64_t t = 0; t < n_ct; t++)
-    acc_add(c, ct[t].kb % P, (double)(c->nbi_div - ct[t].kb / P), 0, 0, (double)ct[t].cv, 0);
-  acc_flush(c, hc, 0, 0);
-  for (int64_t t = 0; t < n_ct; t++)
-    acc_add(c, ct[t].kb % P, (double)(c->nbi_div - (ct[t].kb + 1) / P), 0, 0, 0, (double)(ct[t].cv * T));
-  acc_flush(c, hc, 0, 1);
+  const int64_t T = TILE, nbi = c->nbi, Np = nbi * T, *pre = c->kd_pre;
+  columns_runs_add(c, hc, ct, n_ct, 0);
+  columns_runs_add(c, hc, ct, n_ct, 1);
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t kb = ct[t].kb;
     for (int64_t rho = kb; rho < nbi; rho = c->run_end[rho]) {
@@ -397,12 +431,18 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const col
       if (n) cell(hc, c, rho, kb)->bars -= ct[t].cv * n;
     }
   }
-  for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)  // pairs in both D and K, one count of D per run
-    for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++)
-      for (int64_t rho = k / T; rho < nbi; rho = c->run_end[rho]) {
-        int64_t n = iset_count(D, sr_max64(rho * T, k) - k, c->run_end[rho] * T - 1 - k);
+  // Pairs in both D and K, one count of D per run: the runs cut the offsets [0, Np - 1 - k] into
+  // consecutive ranges, so one forward walk over D's intervals serves every run of a column.
+  for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)
+    for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++) {
+      int64_t x = 0;
+      for (int64_t rho = k / T; rho < nbi && x < D->n; rho = c->run_end[rho]) {
+        int64_t a = sr_max64(rho * T, k) - k, b = c->run_end[rho] * T - 1 - k, n = 0;
+        while (x < D->n && D->hi[x] < a) x++;
+        for (int64_t z = x; z < D->n && D->lo[z] <= b; z++) n += sr_min64(D->hi[z], b) - sr_max64(D->lo[z], a) + 1;
         if (n) cell(hc, c, rho, k / T)->pairs -= (double)n;
       }
+    }
 }
 
 // Cumulative histograms of d mod T per residue j of d/T over D's offsets with d/T <= M, stored transposed
