@@ -98,8 +98,15 @@ static int cmd_whatif(int argc, char **argv) {
   sim_result *res = calloc((size_t)n, sizeof *res);
   if (!res) return 1;
   double t0 = sr_now();
+  // The strategies share their pattern and accounting (the sparse ones run the same pattern, some on the
+  // same layout): built and counted once.
+  if (sim_cache_open(&st.cache, &e)) {
+    free(res);
+    return sr_error_report(&e, "sparsering whatif");
+  }
   for (int i = 0; i < n; i++) {
     if (sim_strategy(&st, names[i], &o, &res[i], NULL, &e)) {
+      sim_cache_close(st.cache);
       free(res);
       if (strncmp(e.msg, "strategy:", 9) == 0) {
         char msg[sizeof e.msg];
@@ -109,6 +116,7 @@ static int cmd_whatif(int argc, char **argv) {
       return sr_error_report(&e, "sparsering whatif");
     }
   }
+  sim_cache_close(st.cache);
   char tok[32];
   printf("what-if: %s on %s (%d x %d %s), %s tokens, sparse pattern %s\n", m.name, c.name, c.nodes, c.gpus_per_node,
          c.gpu.name, sr_format_tokens(st.base.seq, tok, sizeof tok), pat[0] ? pat : "(planner default)");

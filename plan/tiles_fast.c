@@ -43,6 +43,8 @@ typedef struct {
   int64_t *cvm, *cvcum, *cmcum, *kd_first, *kd_t;
   uint8_t *s_used;                   // [P] source residues with a column tile
   int64_t *run_v, *run_u;            // non-periodic: [nbi + 1] prefix sums over column tiles (columns_runs_add)
+  int32_t *k_cnt;                    // non-periodic: [nbi * TILE + 1] keys of K below each token (overlap_by_runs)
+  int64_t *k_sum;                    //   and the sum of those keys
 } fast_ctx;
 
 typedef struct {
@@ -84,6 +86,8 @@ static void fast_free(fast_ctx *c) {
   free(c->s_used);
   free(c->run_v);
   free(c->run_u);
+  free(c->k_cnt);
+  free(c->k_sum);
 }
 
 // Returns 1 when aligned (c filled), 0 when not, -1 on out of memory.
@@ -145,6 +149,15 @@ static int fast_init(const layout *l, fast_ctx *c) {
   c->s_used = calloc((size_t)P, 1);
   c->run_v = malloc((size_t)(c->nbi + 1) * sizeof *c->run_v);
   c->run_u = malloc((size_t)(c->nbi + 1) * sizeof *c->run_u);
+  if (P == c->nbi) {
+    c->k_cnt = malloc((size_t)(c->nbi * TILE + 1) * sizeof *c->k_cnt);
+    c->k_sum = malloc((size_t)(c->nbi * TILE + 1) * sizeof *c->k_sum);
+    if (!c->k_cnt || !c->k_sum) {
+      free(tr);
+      fast_free(c);
+      return -1;
+    }
+  }
   if (!c->kd_pre || !c->R || !c->run_end || !c->acc || !c->touched || !c->hist || !c->cvm || !c->cvcum || !c->cmcum ||
       !c->kd_first || !c->kd_t || !c->s_used || !c->run_v || !c->run_u) {
     free(tr);
@@ -417,11 +430,67 @@ static void columns_runs_add(fast_ctx *c, work_count *hc, const col_tile *ct, in
   }
 }
 
+// Pairs kept both by D and by K, without periodicity: for source run [S0, S1) (tokens), an interval
+// [lo, hi] of D and a query run [R0, R1), key k keeps f(k) = |[k + lo, k + hi] n [R0, R1)| of them, i.e.
+// min(k + hi, R1 - 1) - max(k + lo, R0) + 1 for k in [R0 - hi, R1 - lo) and 0 outside: linear between
+// the breakpoints R0 - lo + 1 and R1 - hi, so summed over the keys of a range from prefix counts and
+// prefix sums of K by token (k_cnt, k_sum) in O(1). Query runs visited: those the union of the ranges
+// [k + lo, k + hi] over the source run can reach.
+static void overlap_by_runs(fast_ctx *c, const iset *D, const iset *K, work_count *hc) {
+  const int64_t T = TILE, nbi = c->nbi, Np = nbi * T;
+  int32_t *cnt = c->k_cnt;
+  int64_t *sum = c->k_sum;
+  int64_t x = 0, kc = 0, ks = 0;  // cnt[x], sum[x]: keys below token x
+  for (int64_t y = 0; y <= K->n; y++) {
+    int64_t lo = y < K->n ? sr_min64(K->lo[y], Np) : Np, hi = y < K->n ? sr_min64(K->hi[y], Np - 1) : Np - 1;
+    for (; x <= lo; x++) {  // up to the interval: constant
+      cnt[x] = (int32_t)kc;
+      sum[x] = ks;
+    }
+    for (; x <= hi + 1 && y < K->n; x++) {  // inside it: keys x - 1 counted
+      kc++;
+      ks += x - 1;
+      cnt[x] = (int32_t)kc;
+      sum[x] = ks;
+    }
+  }
+  for (int64_t s0 = 0; s0 < nbi; s0 = c->run_end[s0]) {
+    int64_t S0 = s0 * T, S1 = c->run_end[s0] * T;
+    if (cnt[S1] == cnt[S0]) continue;
+    for (int64_t z = 0; z < D->n && D->lo[z] + S0 < Np; z++) {
+      int64_t lo = D->lo[z], hi = sr_min64(D->hi[z], Np - 1);
+      // From the tile of the first query the interval reaches (a run's tail: no query lies before it).
+      for (int64_t r0 = (S0 + lo) / T; r0 < nbi && r0 * T <= S1 - 1 + hi;) {
+        int64_t r1 = c->run_end[r0], R0 = r0 * T, R1 = r1 * T, A = sr_max64(R0 - hi, S0), B = sr_min64(R1 - lo, S1), n = 0;
+        // f is linear between the cuts v1 = R0 - lo + 1 (v = max(k + lo, R0) turns from R0 to k + lo)
+        // and u1 = R1 - hi (u = min(k + hi, R1 - 1) turns from k + hi to R1 - 1)
+        int64_t cut[4] = {A, sr_min64(sr_max64(R0 - lo + 1, A), B), sr_min64(sr_max64(R1 - hi, A), B), B};
+        if (cut[1] > cut[2]) {
+          int64_t t = cut[1];
+          cut[1] = cut[2];
+          cut[2] = t;
+        }
+        for (int p = 0; p < 3 && A < B; p++) {
+          int64_t x0 = cut[p], x1 = cut[p + 1];
+          if (x0 >= x1) continue;
+          int64_t m = x0;  // the piece's branch, from its first key
+          int64_t au = m + hi <= R1 - 1 ? 1 : 0, bu = au ? hi : R1 - 1;  // u = au k + bu
+          int64_t av = m + lo <= R0 ? 0 : 1, bv = av ? lo : R0;          // v = av k + bv
+          int64_t kc = cnt[x1] - cnt[x0], ks = sum[x1] - sum[x0];
+          n += (au - av) * ks + (bu - bv + 1) * kc;
+        }
+        if (n) cell(hc, c, r0, s0)->pairs -= (double)n;
+        r0 = r1;
+      }
+    }
+  }
+}
+
 // Without periodicity residues are tiles: the columns' bars and pairs by runs of equal ranks, less the
 // bars of kept diagonals and the pairs D keeps too.
 static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct,
                             work_count *hc) {
-  const int64_t T = TILE, nbi = c->nbi, Np = nbi * T, *pre = c->kd_pre;
+  const int64_t nbi = c->nbi, *pre = c->kd_pre;
   columns_runs_add(c, hc, ct, n_ct, 0);
   columns_runs_add(c, hc, ct, n_ct, 1);
   for (int64_t t = 0; t < n_ct; t++) {
@@ -431,18 +500,7 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const col
       if (n) cell(hc, c, rho, kb)->bars -= ct[t].cv * n;
     }
   }
-  // Pairs in both D and K, one count of D per run: the runs cut the offsets [0, Np - 1 - k] into
-  // consecutive ranges, so one forward walk over D's intervals serves every run of a column.
-  for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)
-    for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++) {
-      int64_t x = 0;
-      for (int64_t rho = k / T; rho < nbi && x < D->n; rho = c->run_end[rho]) {
-        int64_t a = sr_max64(rho * T, k) - k, b = c->run_end[rho] * T - 1 - k, n = 0;
-        while (x < D->n && D->hi[x] < a) x++;
-        for (int64_t z = x; z < D->n && D->lo[z] <= b; z++) n += sr_min64(D->hi[z], b) - sr_max64(D->lo[z], a) + 1;
-        if (n) cell(hc, c, rho, k / T)->pairs -= (double)n;
-      }
-    }
+  overlap_by_runs(c, D, K, hc);
 }
 
 // Cumulative histograms of d mod T per residue j of d/T over D's offsets with d/T <= M, stored transposed
