@@ -43,8 +43,9 @@ typedef struct {
   int64_t *cvm, *cvcum, *cmcum, *kd_first, *kd_t;
   uint8_t *s_used;                   // [P] source residues with a column tile
   int64_t *run_v, *run_u;            // non-periodic: [nbi + 1] prefix sums over column tiles (columns_runs_add)
-  int32_t *k_cnt;                    // non-periodic: [nbi * TILE + 1] keys of K below each token (overlap_by_runs)
-  int64_t *k_sum;                    //   and the sum of those keys
+  int32_t *k_flat;                   // non-periodic: K's keys below nbi * TILE, ascending (overlap_by_runs)
+  int64_t *k_sum;                    //   [i] the sum of the first i of them
+  int64_t *k_tile;                   //   [nbi + 2] index of the first key of each tile
 } fast_ctx;
 
 typedef struct {
@@ -86,8 +87,9 @@ static void fast_free(fast_ctx *c) {
   free(c->s_used);
   free(c->run_v);
   free(c->run_u);
-  free(c->k_cnt);
+  free(c->k_flat);
   free(c->k_sum);
+  free(c->k_tile);
 }
 
 // Returns 1 when aligned (c filled), 0 when not, -1 on out of memory.
@@ -150,9 +152,10 @@ static int fast_init(const layout *l, fast_ctx *c) {
   c->run_v = malloc((size_t)(c->nbi + 1) * sizeof *c->run_v);
   c->run_u = malloc((size_t)(c->nbi + 1) * sizeof *c->run_u);
   if (P == c->nbi) {
-    c->k_cnt = malloc((size_t)(c->nbi * TILE + 1) * sizeof *c->k_cnt);
+    c->k_flat = malloc((size_t)(c->nbi * TILE + 1) * sizeof *c->k_flat);
     c->k_sum = malloc((size_t)(c->nbi * TILE + 1) * sizeof *c->k_sum);
-    if (!c->k_cnt || !c->k_sum) {
+    c->k_tile = malloc((size_t)(c->nbi + 2) * sizeof *c->k_tile);
+    if (!c->k_flat || !c->k_sum || !c->k_tile) {
       free(tr);
       fast_free(c);
       return -1;
@@ -430,33 +433,42 @@ static void columns_runs_add(fast_ctx *c, work_count *hc, const col_tile *ct, in
   }
 }
 
+// Keys of K below token x (count, sum), from the flat key list and its tile index: a binary search
+// inside x's tile.
+static inline void keys_below(const fast_ctx *c, int64_t x, int64_t *cnt, int64_t *sum) {
+  int64_t lo = c->k_tile[x / TILE], hi = c->k_tile[x / TILE + 1];
+  while (lo < hi) {
+    int64_t mid = (lo + hi) / 2;
+    if (c->k_flat[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  *cnt = lo;
+  *sum = c->k_sum[lo];
+}
+
 // Pairs kept both by D and by K, without periodicity: for source run [S0, S1) (tokens), an interval
 // [lo, hi] of D and a query run [R0, R1), key k keeps f(k) = |[k + lo, k + hi] n [R0, R1)| of them, i.e.
 // min(k + hi, R1 - 1) - max(k + lo, R0) + 1 for k in [R0 - hi, R1 - lo) and 0 outside: linear between
-// the breakpoints R0 - lo + 1 and R1 - hi, so summed over the keys of a range from prefix counts and
-// prefix sums of K by token (k_cnt, k_sum) in O(1). Query runs visited: those the union of the ranges
-// [k + lo, k + hi] over the source run can reach.
+// the breakpoints R0 - lo + 1 and R1 - hi, so summed over the keys of a range from their count and sum
+// (keys_below). Query runs visited: those the union of the ranges [k + lo, k + hi] over the source run
+// can reach.
 static void overlap_by_runs(fast_ctx *c, const iset *D, const iset *K, work_count *hc) {
   const int64_t T = TILE, nbi = c->nbi, Np = nbi * T;
-  int32_t *cnt = c->k_cnt;
-  int64_t *sum = c->k_sum;
-  int64_t x = 0, kc = 0, ks = 0;  // cnt[x], sum[x]: keys below token x
-  for (int64_t y = 0; y <= K->n; y++) {
-    int64_t lo = y < K->n ? sr_min64(K->lo[y], Np) : Np, hi = y < K->n ? sr_min64(K->hi[y], Np - 1) : Np - 1;
-    for (; x <= lo; x++) {  // up to the interval: constant
-      cnt[x] = (int32_t)kc;
-      sum[x] = ks;
+  int64_t n_keys = 0;
+  for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)
+    for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++) {
+      c->k_flat[n_keys] = (int32_t)k;
+      c->k_sum[n_keys + 1] = (n_keys ? c->k_sum[n_keys] : 0) + k;
+      n_keys++;
     }
-    for (; x <= hi + 1 && y < K->n; x++) {  // inside it: keys x - 1 counted
-      kc++;
-      ks += x - 1;
-      cnt[x] = (int32_t)kc;
-      sum[x] = ks;
-    }
+  c->k_sum[0] = 0;
+  for (int64_t t = 0, i = 0; t <= nbi + 1; t++) {
+    while (i < n_keys && c->k_flat[i] < t * T) i++;
+    c->k_tile[t] = i;
   }
   for (int64_t s0 = 0; s0 < nbi; s0 = c->run_end[s0]) {
     int64_t S0 = s0 * T, S1 = c->run_end[s0] * T;
-    if (cnt[S1] == cnt[S0]) continue;
+    if (c->k_tile[s0] == c->k_tile[c->run_end[s0]]) continue;  // no key in the source run
     for (int64_t z = 0; z < D->n && D->lo[z] + S0 < Np; z++) {
       int64_t lo = D->lo[z], hi = sr_min64(D->hi[z], Np - 1);
       // From the tile of the first query the interval reaches (a run's tail: no query lies before it).
@@ -470,14 +482,17 @@ static void overlap_by_runs(fast_ctx *c, const iset *D, const iset *K, work_coun
           cut[1] = cut[2];
           cut[2] = t;
         }
+        int64_t c0, s0k, c1, s1k;
+        if (A < B) keys_below(c, cut[0], &c0, &s0k);
         for (int p = 0; p < 3 && A < B; p++) {
           int64_t x0 = cut[p], x1 = cut[p + 1];
           if (x0 >= x1) continue;
-          int64_t m = x0;  // the piece's branch, from its first key
-          int64_t au = m + hi <= R1 - 1 ? 1 : 0, bu = au ? hi : R1 - 1;  // u = au k + bu
-          int64_t av = m + lo <= R0 ? 0 : 1, bv = av ? lo : R0;          // v = av k + bv
-          int64_t kc = cnt[x1] - cnt[x0], ks = sum[x1] - sum[x0];
-          n += (au - av) * ks + (bu - bv + 1) * kc;
+          keys_below(c, x1, &c1, &s1k);
+          int64_t au = x0 + hi <= R1 - 1 ? 1 : 0, bu = au ? hi : R1 - 1;  // u = au k + bu on the piece
+          int64_t av = x0 + lo <= R0 ? 0 : 1, bv = av ? lo : R0;          // v = av k + bv
+          n += (au - av) * (s1k - s0k) + (bu - bv + 1) * (c1 - c0);
+          c0 = c1;
+          s0k = s1k;
         }
         if (n) cell(hc, c, r0, s0)->pairs -= (double)n;
         r0 = r1;
