@@ -14,32 +14,54 @@
 
 typedef struct {
   uint32_t mt[SR_MT_N];
-  int mti;
+  int mti;    // next word to output
+  int ready;  // words of the current round already twisted (outputs mti < ready are available)
+  int init;   // words of the seeded state computed so far (the first round fills them on demand)
 } sr_mt;
 
-// Seed as gsl_rng_set does (the low 32 bits of s; 0 means 4357).
+// Seed as gsl_rng_set does (the low 32 bits of s; 0 means 4357). The state's other 623 words follow from
+// the first by Knuth's recurrence; the first round computes them only as far as its outputs need (output
+// k reads words k + 1 and k + 397), so a seed whose stream is used for a few draws, as most of the
+// generators' reseeds are, costs a few hundred steps instead of two passes over the whole state.
 static inline void sr_mt_seed(sr_mt *r, uint32_t s) {
-  if (s == 0) s = 4357;
-  r->mt[0] = s;
-  for (int i = 1; i < SR_MT_N; i++) r->mt[i] = 1812433253u * (r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) + (uint32_t)i;
-  r->mti = SR_MT_N;
+  r->mt[0] = s ? s : 4357;
+  r->init = 1;
+  r->mti = r->ready = 0;
 }
 
-// Regenerate the 624 words of state (the twist).
-static inline void sr_mt_twist(sr_mt *r) {
-  uint32_t *mt = r->mt;
-  int k = 0;
 #define SR_MT_MIX(a, b, c) ((c) ^ ((((a) & 0x80000000u) | ((b) & 0x7fffffffu)) >> 1) ^ (((b) & 1u) ? 0x9908b0dfu : 0u))
-  for (; k < SR_MT_N - SR_MT_M; k++) mt[k] = SR_MT_MIX(mt[k], mt[k + 1], mt[k + SR_MT_M]);
-  for (; k < SR_MT_N - 1; k++) mt[k] = SR_MT_MIX(mt[k], mt[k + 1], mt[k + SR_MT_M - SR_MT_N]);
-  mt[SR_MT_N - 1] = SR_MT_MIX(mt[SR_MT_N - 1], mt[0], mt[SR_MT_M - 1]);
-#undef SR_MT_MIX
-  r->mti = 0;
+
+// Twist words [a, b) of the current round (words before a twisted already, the seeded state complete as
+// far as they need it).
+static inline void sr_mt_twist_words(uint32_t *mt, int a, int b) {
+  int k = a;
+  for (; k < b && k < SR_MT_N - SR_MT_M; k++) mt[k] = SR_MT_MIX(mt[k], mt[k + 1], mt[k + SR_MT_M]);
+  for (; k < b && k < SR_MT_N - 1; k++) mt[k] = SR_MT_MIX(mt[k], mt[k + 1], mt[k + SR_MT_M - SR_MT_N]);
+  if (k < b) mt[k] = SR_MT_MIX(mt[SR_MT_N - 1], mt[0], mt[SR_MT_M - 1]);
+}
+
+// Make the next outputs available: a whole round's twist, or in the first round after seeding the next
+// words (8, then doubling) with just the seeded words they need.
+static inline void sr_mt_refill(sr_mt *r) {
+  uint32_t *mt = r->mt;
+  if (r->mti == SR_MT_N) {
+    sr_mt_twist_words(mt, 0, SR_MT_N);
+    r->mti = 0;
+    r->ready = SR_MT_N;
+    return;
+  }
+  int end = r->ready + (r->ready < 8 ? 8 : r->ready);
+  if (end > SR_MT_N) end = SR_MT_N;
+  // Words below N - M read seeded word k + M; once past them every seeded word has been read or is next.
+  int need = end - 1 < SR_MT_N - SR_MT_M ? end + SR_MT_M : SR_MT_N;
+  for (; r->init < need; r->init++) mt[r->init] = 1812433253u * (mt[r->init - 1] ^ (mt[r->init - 1] >> 30)) + (uint32_t)r->init;
+  sr_mt_twist_words(mt, r->ready, end);
+  r->ready = end;
 }
 
 // The next 32-bit output.
 static inline uint32_t sr_mt_next(sr_mt *r) {
-  if (r->mti >= SR_MT_N) sr_mt_twist(r);
+  if (r->mti >= r->ready) sr_mt_refill(r);
   uint32_t k = r->mt[r->mti++];
   k ^= k >> 11;
   k ^= (k << 7) & 0x9d2c5680u;

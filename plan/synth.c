@@ -162,9 +162,10 @@ static void take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_str
 // Draw `budget` distinct indices in [0, n): [0, n_struct) always, the rest from the drifting groups
 // (verticals: floor(n u^3) or floor(n u); slashes: bands of SYNTH_SLASH_BAND consecutive offsets starting
 // log-uniformly on [lo, n)), topped up with the lowest
-// unused indices when draws keep colliding (budgets near n). Sorted ascending into out.
+// unused indices when draws keep colliding (budgets near n). Into out, sorted ascending when `sorted`
+// (else in drawing order: the calibration pass only sums them).
 static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_struct, int kind, int64_t lo,
-                         uint64_t key, const synth_opts *o) {
+                         uint64_t key, const synth_opts *o, int sorted) {
   int64_t n = c->n, count = 0;
   uint64_t *bits = c->bits;
   for (int64_t i = 0; i < n_struct; i++) out[count++] = (int32_t)i;
@@ -201,7 +202,12 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
       bits[w] |= 1ull << (x & 63);
       out[count++] = (int32_t)x;
     }
-  take_sorted(c, out, count, n_struct);
+  if (sorted) {
+    take_sorted(c, out, count, n_struct);
+    return;
+  }
+  for (int64_t i = n_struct; i < count; i++) bits[out[i] >> 6] = 0;
+  memset(bits, 0, (size_t)(n_struct / 64 + 1) * sizeof *bits);
 }
 
 static void head_clear(head_pattern *h) {
@@ -223,11 +229,27 @@ static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64
   if (!h->vertical || !h->slash) return sr_internal_error(e, 0, "synth: out of memory");
   int64_t sinks = nv > 0 ? sr_max64(1, sr_min64(64, nv / 8)) : 0;  // the first tokens: attention sinks
   int64_t window = ns > 0 ? sr_max64(1, ns * 3 / 4) : 0;            // offset 0 and the local window
-  draw_indices(c, h->vertical, nv, sinks, KEY_VERT, 0, key, o);
-  draw_indices(c, h->slash, ns, window, KEY_SLASH, sr_max64(1, window), key, o);
+  draw_indices(c, h->vertical, nv, sinks, KEY_VERT, 0, key, o, 1);
+  draw_indices(c, h->slash, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 1);
   h->n_vertical = (int32_t)nv;
   h->n_slash = (int32_t)ns;
   return SR_OK;
+}
+
+// Kept pairs of the head vs_head would draw, ignoring the few pairs both a slash and a vertical keep (for
+// budget calibration): sum over its indices x of n - x, drawn into c->tmp and not sorted. The sum of at
+// most 2n integers below n is exact in a double for n < 2^26 tokens, in any order.
+static double vs_pairs_drawn(synth_ctx *c, int64_t nv, int64_t ns, uint64_t key, const synth_opts *o) {
+  int64_t n = c->n;
+  nv = sr_max64(0, sr_min64(nv, n));
+  ns = sr_max64(0, sr_min64(ns, n));
+  int64_t sinks = nv > 0 ? sr_max64(1, sr_min64(64, nv / 8)) : 0, window = ns > 0 ? sr_max64(1, ns * 3 / 4) : 0;
+  double s = 0;
+  draw_indices(c, c->tmp, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 0);
+  for (int64_t i = 0; i < ns; i++) s += (double)(n - c->tmp[i]);
+  draw_indices(c, c->tmp, nv, sinks, KEY_VERT, 0, key, o, 0);
+  for (int64_t i = 0; i < nv; i++) s += (double)(n - c->tmp[i]);
+  return s;
 }
 
 typedef struct {
@@ -328,14 +350,6 @@ double synth_topp_layer_sparsity(uint64_t seed, int layer, double mass) {
   return density >= 1 ? 0 : 1 - density;
 }
 
-// Kept pairs of a VS head ignoring the few pairs both a slash and a vertical keep (for budget calibration).
-static double vs_pairs_estimate(const head_pattern *h, int64_t n) {
-  double s = 0;
-  for (int32_t i = 0; i < h->n_slash; i++) s += (double)(n - h->slash[i]);
-  for (int32_t i = 0; i < h->n_vertical; i++) s += (double)(n - h->vertical[i]);
-  return s;
-}
-
 typedef struct {
   pattern *p;
   const synth_opts *o;
@@ -351,13 +365,13 @@ static int topp_item(void *ctx, int x, int thread, sr_error *e) {
   double total = target / (0.75 * (double)n);  // each index keeps about 3/4 of a column or diagonal
   head_pattern *hp = pattern_head(j->p, l, h);
   uint64_t key = head_key(j->o, l, h);
-  for (int pass = 0; pass < 2 && !rc; pass++) {
-    total = fmin(total, 2.0 * (double)n);
-    rc = vs_head(&j->pool.c[thread], hp, (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi), key, j->o,
-                 e);
-    double got = vs_pairs_estimate(hp, n);
-    if (got > 0) total *= target / got;  // one calibration step: budgets scale linearly with the pairs
-  }
+  // One calibration step: the budgets scale linearly with the pairs, so a first draw's pairs correct them.
+  total = fmin(total, 2.0 * (double)n);
+  double got = vs_pairs_drawn(&j->pool.c[thread], (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi),
+                              key, j->o);
+  if (got > 0) total *= target / got;
+  total = fmin(total, 2.0 * (double)n);
+  rc = vs_head(&j->pool.c[thread], hp, (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi), key, j->o, e);
   return rc;
 }
 
