@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cmd_tune.h"
@@ -51,6 +52,35 @@ int tune_mpi_status(int status) {
   int out = status;
   MPI_Allreduce(&status, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// progress
+
+// One line on stderr, redrawn: points decided of all, simulated, pruned, the best step so far, elapsed
+// time and the estimate of what is left.
+static void progress_bar(void *ctx, const tune_progress *p) {
+  const tune_space *sp = ctx;
+  int width = 24, fill = p->n_points > 0 ? (int)((int64_t)width * p->done / p->n_points) : width;
+  char best[160] = "none yet";
+  if (p->best >= 0) {
+    char label[128];
+    tune_point_label(&sp->pt[p->best], label, sizeof label);
+    snprintf(best, sizeof best, "%.4g s (%s)", p->best_s, label);
+  }
+  char eta[32] = "";
+  if (p->eta_s > 0) snprintf(eta, sizeof eta, ", ETA %.0f s", p->eta_s);
+  fprintf(stderr, "\r\033[Ktune %-10s [%.*s%*s] %d/%d points, %d simulated, %d pruned, best %s, %.0f s%s",
+          p->phase, fill, "########################", width - fill, "", p->done, p->n_points, p->simulated, p->pruned,
+          best, p->elapsed_s, eta);
+  if (!strcmp(p->phase, "done")) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+void tune_progress_on_terminal(tune_options *o, const tune_space *sp, int rank) {
+  if (rank != 0 || !isatty(STDERR_FILENO)) return;
+  o->progress = progress_bar;
+  o->progress_ctx = (void *)sp;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -179,6 +209,7 @@ static int cmd_tune(int argc, char **argv) {
   if (!rc) rc = tune_space_full(tune_sim_model(t), tune_sim_cluster(t), base.seq, &sp, &e);
   if (!rc) {
     tune_evaluator ev = tune_sim_evaluator(t);
+    tune_progress_on_terminal(&o, &sp, x.rank);
     rc = tune_search(&sp, &ev, &x, &o, &r, &e);
   }
   if (!rc && x.rank == 0) rc = write_outputs(t, &sp, &r, &o, &base, out, csv, x.size, &e);

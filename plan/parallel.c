@@ -16,6 +16,10 @@ int sr_threads(void) {
   return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
+// Set on the threads of a running loop: a loop started inside one runs serially, so nested loops (a
+// layer's heads inside one of the tuner's points) never start threads times threads.
+static __thread int in_loop;
+
 typedef struct {
   sr_item_fn fn;
   void *ctx;
@@ -35,6 +39,7 @@ typedef struct {
 static void *worker(void *p) {
   worker_arg *a = p;
   loop_state *s = a->s;
+  in_loop = 1;
   for (;;) {
     pthread_mutex_lock(&s->mu);
     // Items past a failure are not started: the error to return is already the lowest one's or a lower
@@ -61,6 +66,7 @@ static void *worker(void *p) {
 int sr_parallel_for(int n, int threads, sr_item_fn fn, void *ctx, sr_error *e) {
   if (n <= 0) return SR_OK;
   if (threads > n) threads = n;
+  if (in_loop) threads = 1;
   if (threads <= 1) {
     for (int i = 0; i < n; i++) {
       int rc = fn(ctx, i, 0, e);
@@ -85,6 +91,7 @@ int sr_parallel_for(int n, int threads, sr_item_fn fn, void *ctx, sr_error *e) {
   }
   args[0] = (worker_arg){&s, 0};
   worker(&args[0]);  // the caller is thread 0
+  in_loop = 0;
   for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
   pthread_mutex_destroy(&s.mu);
   if (s.rc) {

@@ -1,6 +1,7 @@
 // work.c — per-layer attention work from the planner's exact tile accounting (see work.h).
 #include "sim/work.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,7 @@ typedef struct {
 } head_memo;
 
 struct work_store {
+  pthread_mutex_t mu;  // simulations on several threads share a store (the tuner's points)
   interned *head_bucket[STORE_BUCKETS];
   count_entry *bucket[STORE_BUCKETS];
   int64_t max_bytes, bytes, entries, heads;
@@ -57,6 +59,7 @@ int work_store_open(int64_t max_bytes, work_store **out, sr_error *e) {
   *out = calloc(1, sizeof **out);
   if (!*out) return sr_internal_error(e, 0, "work: out of memory for the accounting store");
   (*out)->max_bytes = max_bytes;
+  pthread_mutex_init(&(*out)->mu, NULL);
   return SR_OK;
 }
 
@@ -81,6 +84,7 @@ void work_store_close(work_store *s) {
       free(x);
     }
   }
+  pthread_mutex_destroy(&s->mu);
   free(s);
 }
 
@@ -180,8 +184,12 @@ static const work_count *store_find(const work_store *s, const layout *l, int is
 }
 
 // Copy counts into the store; a full store or a failed allocation just leaves them out.
+static const work_count *store_find(const work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids,
+                                    uint64_t hash);
+
 static void store_add(work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids, uint64_t hash,
                       const work_count *counts) {
+  if (store_find(s, l, is_layer, ids, n_ids, hash)) return;  // another thread stored the same counts meanwhile
   size_t nc = (size_t)l->world * (size_t)l->world * sizeof *counts;
   int64_t need = (int64_t)(sizeof(count_entry) + nc + (size_t)n_ids * sizeof *ids);
   if (s->bytes + need > s->max_bytes) return;
@@ -283,9 +291,16 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
     }
   // The store's counts never move, so they are handed out directly (no slot of this cache is used).
   work_store *st = usable_store(c);
-  int32_t id = st ? intern(st, h) : -1;
-  uint64_t hash = id >= 0 ? key_hash(c->l, 0, &id, 1) : 0;
-  if (id >= 0 && (*out = store_find(st, c->l, 0, &id, 1, hash))) return SR_OK;
+  int32_t id = -1;
+  uint64_t hash = 0;
+  if (st) {
+    pthread_mutex_lock(&st->mu);
+    id = intern(st, h);
+    hash = id >= 0 ? key_hash(c->l, 0, &id, 1) : 0;
+    *out = id >= 0 ? store_find(st, c->l, 0, &id, 1, hash) : NULL;
+    pthread_mutex_unlock(&st->mu);
+    if (*out) return SR_OK;
+  }
   int slot = c->n_cached < WORK_CACHE ? c->n_cached++ : (c->next++ % WORK_CACHE);
   c->key[slot] = NULL;
   double t0 = sr_now();
@@ -294,7 +309,11 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
   if (rc) return rc;
   c->key[slot] = h;
   *out = c->val[slot];
-  if (id >= 0) store_add(st, c->l, 0, &id, 1, hash, c->val[slot]);
+  if (id >= 0) {
+    pthread_mutex_lock(&st->mu);
+    store_add(st, c->l, 0, &id, 1, hash, c->val[slot]);
+    pthread_mutex_unlock(&st->mu);
+  }
   return SR_OK;
 }
 
@@ -350,19 +369,21 @@ int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr
   int32_t *ids = st ? malloc((size_t)H * sizeof *ids) : NULL;
   uint64_t hash = 0;
   if (ids) {
+    pthread_mutex_lock(&st->mu);
     for (int h = 0; h < H && ids; h++)
       if ((ids[h] = intern(st, pattern_head(pat, layer, h))) < 0) {
         free(ids);
         ids = NULL;  // the store is full: account as without it
       }
+    const work_count *hit = NULL;
     if (ids) {
       hash = key_hash(c->l, 1, ids, H);
-      const work_count *hit = store_find(st, c->l, 1, ids, H, hash);
-      if (hit) {
-        memcpy(agg, hit, (size_t)n * sizeof *agg);
-        free(ids);
-        return SR_OK;
-      }
+      if ((hit = store_find(st, c->l, 1, ids, H, hash))) memcpy(agg, hit, (size_t)n * sizeof *agg);
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (hit) {
+      free(ids);
+      return SR_OK;
     }
   }
   layer_job j = {c, malloc((size_t)H * sizeof *j.head), calloc((size_t)H, sizeof *j.mult), 0};
@@ -389,7 +410,11 @@ int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr
     memset(c->part[t], 0, (size_t)n * sizeof *c->part[t]);
   }
   c->wall_s += sr_now() - t0;
-  if (!rc && ids) store_add(st, c->l, 1, ids, H, hash, agg);
+  if (!rc && ids) {
+    pthread_mutex_lock(&st->mu);
+    store_add(st, c->l, 1, ids, H, hash, agg);
+    pthread_mutex_unlock(&st->mu);
+  }
 out:
   free(j.head);
   free(j.mult);

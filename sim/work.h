@@ -22,7 +22,7 @@
 // contents (pattern_heads_equal): a layer's sum under the layer's heads, a head's counts under the head.
 // Each distinct head is copied once (interned), whatever the layouts it is accounted on, so patterns may
 // be freed while the store lives. Explicit-permutation layouts are not stored (their identity is the
-// permutation).
+// permutation). Simulations on several threads may share one store (its lookups and insertions lock).
 typedef struct work_store work_store;
 
 typedef struct {
