@@ -168,6 +168,8 @@ static int write_outputs(tune_sim *t, const tune_space *sp, const tune_result *r
   printf("tune: %s on %s (%d GPUs), %s tokens, pattern %s; %d process%s, %.1f s\n", tune_sim_model(t)->name,
          tune_sim_cluster(t)->name, cluster_world(tune_sim_cluster(t)), sr_format_tokens(base->seq, tok, sizeof tok),
          base->pattern, size, size == 1 ? "" : "es", r->search_wall_s);
+  char note[600];
+  printf("%s\n", cluster_calibration_note(tune_sim_cluster(t), note, sizeof note));
   char *text = NULL;
   int rc = tune_report(sp, r, o, &text, e);
   if (rc) return rc;

@@ -120,6 +120,8 @@ static int cmd_whatif(int argc, char **argv) {
   char tok[32];
   printf("what-if: %s on %s (%d x %d %s), %s tokens, sparse pattern %s\n", m.name, c.name, c.nodes, c.gpus_per_node,
          c.gpu.name, sr_format_tokens(st.base.seq, tok, sizeof tok), pat[0] ? pat : "(planner default)");
+  char note[600];
+  printf("%s\n", cluster_calibration_note(&c, note, sizeof note));
   sr_buf b = {0}, csv = {0};
   report_table(&b, res, n);
   fputs(b.data ? b.data : "", stdout);
