@@ -24,6 +24,7 @@ static const cli_flag whatif_flags[] = {
     {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
     {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
+    {"attention-only", NULL, NULL, "the step holds only each layer's attention, forward and backward"},
     {"csv", "FILE", "notebooks-data/whatif_*.csv", "where to write the table as CSV"},
     {NULL, NULL, NULL, NULL},
 };
@@ -59,6 +60,7 @@ static int cmd_whatif(int argc, char **argv) {
     return sr_error_report(&e, "sparsering whatif");
   }
   snprintf(st.base.trainer, sizeof st.base.trainer, "%s", tr);
+  st.base.attention_only = cli_has(&a, "attention-only");
   const char *pat = cli_get(&a, "pattern", "");
   if (strlen(pat) >= sizeof st.sparse_pattern) {
     sr_input_error(&e, NULL, "--pattern", "too long");

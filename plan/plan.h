@@ -36,6 +36,9 @@ typedef struct {
   int64_t fpdt_chunk;     // FPDT chunk size in tokens (0: not FPDT)
   int fpdt_offload;       // FPDT host offload on/off
   uint64_t seed;          // seed of synthetic patterns
+  int attention_only;     // the simulated step holds only each layer's attention, forward and backward (no
+                          // GEMMs, norms, loss, recomputation, gradient reduction or optimizer): kernel and
+                          // ring studies, the step `sparsering-exec attn` times
   char trainer[16];       // whose memory the simulator counts: "mixed" (a bf16 mixed-precision trainer, default)
                           // or "exec" (sparsering-exec train: fp32 state and buffers, plan/model.h)
   double predicted_step_s;  // simulator's prediction recorded by `sim`/`tune` (0 when none)

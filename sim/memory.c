@@ -52,6 +52,14 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy.
   double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * 8;
   out->workspace = n * H * (d + 1) * 4 + ce + SIM_MEM_RESERVE;
+  if (in->attention_only) {
+    // Attention alone: no weights, gradients or optimizer state; each layer's q, k, v, o and dO in bf16,
+    // its LSE and the fp32 dQ accumulator (the executor's attn workspace), no cross-entropy logits.
+    out->weights = out->grads = out->optim = 0;
+    out->activations = L * n * ((H + 2 * KV) * d * 2 + 2 * H * d * 2 + H * 4 + H * d * 4);
+    out->host_bytes = 0;
+    out->workspace = n * H * (d + 1) * 4 + SIM_MEM_RESERVE;
+  }
   out->total = out->weights + out->grads + out->optim + out->activations + out->kv_buffers + out->index_bytes +
                out->workspace;
   out->capacity = c->gpu.mem_gib * GIB;

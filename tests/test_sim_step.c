@@ -398,3 +398,53 @@ TEST(sim_fwd_runs_costs_the_forward_on_the_runs_form_and_the_backward_on_tiles) 
   CHECK(f1 < 0.95 * f0);       // fewer 64-key chunks at the same (PARTIAL) efficiency
   CHECK_REL(b1, b0, 1e-12);    // the backward takes the tile form either way
 }
+
+// An attention-only step on one GPU is each layer's attention forward and backward, nothing else: its time
+// is the layers' attention time from the cost model on the layer's whole tile counts (one rank, one ring
+// step), here dense causal over 16 tiles: 136 tiles a head (16 diagonal PARTIAL, 120 FULL).
+TEST(sim_attention_only_step_is_the_layers_attention_forward_and_backward) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  sr_error e;
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, "dense-ring", &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", test_cluster(1, 1));
+  s.seq = 16 * 128;
+  s.attention_only = 1;
+  plan p;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  sim_result r;
+  sim_options o = {0, 0, 0};
+  CHECK_EQ_INT(sim_plan(&p, &o, &r, NULL, &e), SR_OK);
+  // 4 heads x (120 FULL + 16 PARTIAL) tiles of 4 * 128^2 * d FLOPs at 0.5 x 100 TFLOP/s, backward 2.5x.
+  double d = (double)p.model.head_dim, heads = (double)p.model.num_heads, layers = (double)p.model.num_layers;
+  double fwd = heads * 136 * 4.0 * 128 * 128 * d / 50e12;
+  CHECK_REL(r.step_s, layers * (fwd + 2.5 * fwd), 1e-6);
+  CHECK_REL(r.attn_fwd_s, layers * fwd, 1e-6);
+  CHECK(r.mem.weights == 0 && r.mem.optim == 0);
+  plan_free(&p);
+}
+
+TEST(sim_attention_only_survives_the_plan_file) {
+  char path[700], cmd[1600], *out = NULL;
+  snprintf(path, sizeof path, "%s/p.json", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s/sparsering plan --model tiny-test --cluster h200-1x2 --seq 4K --strategy zigzag-ring -o %s",
+           test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  free(out);
+  plan p;
+  sr_error e;
+  CHECK_EQ_INT(plan_read(path, &p, &e), SR_OK);
+  CHECK_EQ_INT(p.spec.attention_only, 0);
+  p.spec.attention_only = 1;
+  CHECK_EQ_INT(plan_write(&p, path, &e), SR_OK);
+  plan_free(&p);
+  CHECK_EQ_INT(plan_read(path, &p, &e), SR_OK);
+  CHECK_EQ_INT(p.spec.attention_only, 1);
+  plan_free(&p);
+  // The flag on a plan file: only attention in the step.
+  snprintf(cmd, sizeof cmd, "%s/sparsering sim --plan %s --attention-only", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "weights 0.00");
+  free(out);
+}
