@@ -231,6 +231,7 @@ static double compute_lower_bound(const tune_sim *t, const plan *p) {
   memset(&x, 0, sizeof x);
   x.m = m;
   x.c = &t->c;
+  x.p = p;
   int W = p->layout.world;
   int64_t n_max = 0;
   for (int r = 0; r < W; r++) n_max = sr_max64(n_max, p->layout.rank_count[r]);
@@ -350,6 +351,7 @@ static double ring_lower_bound(const tune_sim *t, const plan *p, const struct ri
   memset(&x, 0, sizeof x);
   x.m = m;
   x.c = &t->c;
+  x.p = p;
   int W = p->layout.world;
   double passes = 1 + MODEL_GEMM_BWD_RATIO + (p->spec.recompute ? 1 : 0);
   double P = (double)model_param_count(m);
