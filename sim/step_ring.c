@@ -66,13 +66,18 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
     return sr_internal_error(e, 0, "sim: out of memory for layer work");
   }
   w->dt_fwd = w->dt_bwd = -1;
+  const gpu_desc *g = &x->c->gpu;
   for (int st = 0; st < s->n_steps; st++)
     for (int r = 0; r < W; r++) {
       int src = schedule_at(s, st, r)->kv_src;
       const work_count *c = src >= 0 ? &agg[(int64_t)r * W + src] : NULL;
       const work_count *cf = src >= 0 && fwd ? &fwd[(int64_t)r * W + src] : c;
-      w->fwd[(int64_t)st * W + r] = cf ? (float)cost_attn_fwd(&x->c->gpu, x->m, cf) : 0.f;
-      w->bwd[(int64_t)st * W + r] = c ? (float)cost_attn_bwd(&x->c->gpu, x->m, c) : 0.f;
+      // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
+      double qt = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE), H = (double)x->m->num_heads;
+      w->fwd[(int64_t)st * W + r] =
+          cf ? (float)(cost_attn_fwd(g, x->m, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
+      w->bwd[(int64_t)st * W + r] =
+          c ? (float)(cost_attn_bwd(g, x->m, c) + cost_ring_step(g, 1, cost_ring_cells(c, qt, H))) : 0.f;
     }
   for (int h = 0; h < x->pat->heads; h++)
     if (pattern_head(x->pat, layer, h)->kind != PATTERN_DENSE) w->sparse = 1;

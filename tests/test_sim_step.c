@@ -448,3 +448,37 @@ TEST(sim_attention_only_survives_the_plan_file) {
   CHECK_STR_CONTAINS(out, "weights 0.00");
   free(out);
 }
+
+// Ring-step costs beyond the kernel's work (cost_ring_step): on one GPU a layer's attention is one step
+// forward and one backward, each adding its fixed time and its time per (query tile, head) cell; dense
+// causal over 16 tiles and 4 heads runs 16 x 4 = 64 cells.
+TEST(sim_ring_step_costs_add_a_fixed_and_a_per_cell_time_to_each_step) {
+  double t[2];
+  for (int k = 0; k < 2; k++) {
+    char path[700], text[2048];
+    snprintf(path, sizeof path, "%s/ring%d.json", test_tmpdir(), k);
+    snprintf(text, sizeof text,
+             "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
+             " \"mem_gib\": 40, \"efficiency\": {\"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_bwd_full\": 0.5,"
+             " \"attn_bwd_partial\": 0.5}%s},"
+             " \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
+             k ? ", \"ring_step\": {\"fwd_us\": 10, \"bwd_us\": 20, \"fwd_cell_us\": 0.5, \"bwd_cell_us\": 1}" : "");
+    sr_error e;
+    CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+    plan_spec s;
+    plan_spec_defaults(&s);
+    CHECK_EQ_INT(plan_spec_apply_strategy(&s, "dense-ring", &e), SR_OK);
+    snprintf(s.model, sizeof s.model, "tiny-test");
+    snprintf(s.cluster, sizeof s.cluster, "%s", path);
+    s.seq = 16 * 128;
+    s.attention_only = 1;
+    plan p;
+    CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+    sim_result r;
+    CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+    t[k] = r.step_s;
+    plan_free(&p);
+  }
+  // 2 layers x ((10 + 64 x 0.5) + (20 + 64 x 1)) us
+  CHECK_REL(t[1] - t[0], 2 * (10 + 32 + 20 + 64) * 1e-6, 1e-5);
+}
