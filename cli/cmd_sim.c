@@ -22,6 +22,7 @@ static const cli_flag sim_flags[] = {
     {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
     {"attention-only", NULL, NULL, "the step holds only each layer's attention, forward and backward (kernel and ring studies)"},
+    {"first-step", NULL, NULL, "a first training step: every layer's attention plan is built on the host when its layer comes"},
     {"timeline", "FILE", NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
     {"csv", "FILE", NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
     {"svg", "FILE", NULL, "draw the step's timeline as SVG"},
@@ -41,6 +42,7 @@ static int spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   if ((rc = cli_get_int(a, "zero", s->zero, 0, 1, &x, e))) return rc;
   s->zero = (int)x;
   s->attention_only = cli_has(a, "attention-only");
+  if (cli_has(a, "first-step")) s->first_step_plans = 1 << 20;  // every layer
   const char *tr = cli_get(a, "trainer", NULL);
   if (tr && snprintf(s->trainer, sizeof s->trainer, "%s", tr) >= (int)sizeof s->trainer)
     return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
@@ -68,6 +70,7 @@ static int cmd_sim(int argc, char **argv) {
   if (cli_has(&a, "plan")) {
     if (plan_read(cli_get(&a, "plan", ""), &p, &e)) return sr_error_report(&e, "sparsering sim");
     if (cli_has(&a, "attention-only")) p.spec.attention_only = 1;
+    if (cli_has(&a, "first-step")) p.spec.first_step_plans = 1 << 20;
   } else {
     plan_spec s;
     const char *field = NULL;

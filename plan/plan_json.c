@@ -34,6 +34,7 @@ static cJSON *spec_to_json(const plan_spec *s) {
   cJSON_AddBoolToObject(o, "skip_empty_sends", s->skip_empty_sends);
   cJSON_AddBoolToObject(o, "fwd_runs", s->fwd_runs);
   if (s->attention_only) cJSON_AddBoolToObject(o, "attention_only", 1);  // absent (false) in every other plan
+  if (s->first_step_plans) cJSON_AddNumberToObject(o, "first_step_plans", s->first_step_plans);  // absent: 0
   cJSON_AddNumberToObject(o, "fpdt_chunk", (double)s->fpdt_chunk);
   cJSON_AddBoolToObject(o, "fpdt_offload", s->fpdt_offload);
   cJSON_AddNumberToObject(o, "seed", (double)s->seed);
@@ -177,7 +178,7 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   static const char *const known[] = {"model", "cluster", "seq", "layout", "granularity", "schedule", "inner",
                                       "ulysses", "pattern", "strategy", "recompute", "zero", "kv_bytes",
                                       "skip_empty_sends", "fpdt_chunk", "fpdt_offload", "seed", "predicted_step_s",
-                                      "trainer", "fwd_runs", "attention_only", NULL};
+                                      "trainer", "fwd_runs", "attention_only", "first_step_plans", NULL};
   int rc;
   int64_t v;
   double d;
@@ -210,6 +211,9 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   if ((rc = json_get_str(o, "trainer", 0, s->trainer, sizeof s->trainer, file, "spec", e))) return rc;
   if ((rc = json_get_bool(o, "fwd_runs", 0, &s->fwd_runs, file, "spec", e))) return rc;  // optional, as trainer
   if ((rc = json_get_bool(o, "attention_only", 0, &s->attention_only, file, "spec", e))) return rc;
+  int64_t fsp = 0;
+  if ((rc = json_get_int(o, "first_step_plans", 0, 0, 1 << 20, &fsp, file, "spec", e))) return rc;
+  s->first_step_plans = (int)fsp;
   return SR_OK;
 }
 

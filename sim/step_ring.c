@@ -120,8 +120,11 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
   if (w->sparse) {
+    // The first training step builds the plans of its last layers on the host when their layer comes.
+    int building = !recompute && layer >= (int)x->m->num_layers - x->p->spec.first_step_plans;
     for (int r = 0; r < W; r++)
-      st->dur[r] = st->online && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r]);
+      st->dur[r] = (st->online && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r])) +
+                   (building ? estimate_plan_build(x, w->entries[r]) : 0);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
@@ -157,6 +160,16 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
     st->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_post(x, n) + ctx_mem_post(x, n));
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_POST_BWD, layer, -1, NULL, x->a, e))) return rc;
+  // vs-online (the executor's own estimation): the forward's estimate transposed for the backward, every pass.
+  if (st->online && w->sparse && pattern_spec_estimation(x->p->spec.pattern) == PATTERN_ONLINE) {
+    for (int r = 0; r < W; r++) {
+      int sources = 0;
+      for (int k = 0; k < s->n_steps; k++) sources += schedule_at(s, k, r)->kv_src >= 0;
+      st->dur[r] = estimate_transpose(x, w->entries[r], sources);
+    }
+    if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
+    memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
+  }
   for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->bwd[i];
   st->ring.layer = layer;
   if ((rc = ring_backward(&x->g, &st->ring, st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND, PHASE_DKV_SEND, x->a, x->b, e)))

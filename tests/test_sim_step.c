@@ -8,6 +8,7 @@
 
 #include "plan/plan.h"
 #include "plan/util.h"
+#include "plan/tiles.h"
 #include "sim/memory.h"
 #include "sim/strategy.h"
 #include "tests/test.h"
@@ -481,4 +482,42 @@ TEST(sim_ring_step_costs_add_a_fixed_and_a_per_cell_time_to_each_step) {
   }
   // 2 layers x ((10 + 64 x 0.5) + (20 + 64 x 1)) us
   CHECK_REL(t[1] - t[0], 2 * (10 + 32 + 20 + 64) * 1e-6, 1e-5);
+}
+
+// The first training step builds its layers' attention plans on the host when their layer comes: on one
+// GPU the step grows by the plan building of every layer, 13.5 ns a tile or bar entry (sim/estimate.c),
+// the entries counted here by the planner's accounting.
+TEST(sim_first_step_adds_the_host_plan_building_of_every_layer) {
+  double t[2], entries = 0;
+  for (int k = 0; k < 2; k++) {
+    plan_spec s;
+    plan_spec_defaults(&s);
+    sr_error e;
+    snprintf(s.model, sizeof s.model, "tiny-test");
+    snprintf(s.cluster, sizeof s.cluster, "%s", test_cluster(1, 1));
+    snprintf(s.pattern, sizeof s.pattern, "vs-like:4:256:32");
+    snprintf(s.layout, sizeof s.layout, "contiguous");
+    s.granularity = 1;
+    s.seq = 4096;
+    s.first_step_plans = k ? 1000 : 0;
+    plan p;
+    CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+    sim_result r;
+    CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+    t[k] = r.step_s;
+    if (k == 0) {
+      pattern pat;
+      CHECK_EQ_INT(sim_pattern_build(&p, &pat, &e), SR_OK);
+      work_count *c = calloc((size_t)pat.heads, sizeof *c);
+      for (int l = 0; l < pat.layers; l++) {
+        CHECK_EQ_INT(tiles_account_layer(&pat, l, &p.layout, c, &e), SR_OK);
+        for (int h = 0; h < pat.heads; h++) entries += (double)(c[h].full + c[h].partial + c[h].bars);
+      }
+      free(c);
+      pattern_free(&pat);
+    }
+    plan_free(&p);
+  }
+  CHECK(entries > 0);
+  CHECK_REL(t[1] - t[0], entries * 13.5e-9, 1e-6);
 }
