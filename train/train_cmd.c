@@ -538,14 +538,14 @@ static int run_predict(train_run *r, sr_error *e) {
          r->peak > 0 ? 100 * r->flops / (double)r->batch / meas / (r->peak * 1e12 * (double)r->c.world) : 0.0,
          meas / sr.step_s);
   if (r->meas_built > 0) {
-    // The first step also built plans when their layer came: the simulator's first step holds that building.
+    // The measured step built plans when their layer came (a first step does): simulated with that building.
     plan q = *p;  // shares the arrays; only the spec differs
     q.spec.first_step_plans = (int)r->meas_built;
     sim_result fr;
     if (sim_run(&q, &r->pat, &so, &fr, NULL, e)) return e->code;
-    printf("predict: first step with its %lld attention plan(s) built when their layer came (%.2fs of plan building "
-           "measured on the CPU): simulated %.3fs | measured first step %.3fs | measured/simulated %.2f\n",
-           (long long)r->meas_built, r->meas_build_s, fr.step_s, r->first_s, r->first_s / fr.step_s);
+    printf("predict: the measured step built %lld attention plan(s) when their layer came (%.2fs of plan building on "
+           "the CPU); simulated with that building %.3fs | measured %.3fs | measured/simulated %.2f\n",
+           (long long)r->meas_built, r->meas_build_s, fr.step_s, meas, meas / fr.step_s);
   }
   if (r->cuda)  // next to "GPU memory in use after step 1"; the kept plans' indices beyond one layer are extra
     printf("predict: memory per GPU %.1f GiB simulated (--trainer exec: state %.1f, buffers %.1f, KV buffers %.1f, "
