@@ -25,6 +25,7 @@
 // sums are guarded by `mu` (the accounting store locks itself); everything else a point reads is fixed.
 struct tune_sim {
   pthread_mutex_t mu;
+  pthread_cond_t ring_done;         // a layout's attention sums finished (ring_attention)
   plan_spec base;
   model_config m;
   cluster_desc c;
@@ -39,6 +40,7 @@ struct tune_sim {
     int64_t granularity;
     int world;
     double *fwd, *bwd;              // [world] one forward pass, one backward pass
+    int ready;                      // 0 while a thread computes them (others wait rather than compute too)
   } **ring;                         // [n_ring] (entries never move once added)
   int n_ring, cap_ring;
 };
@@ -68,6 +70,7 @@ int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_
   tune_sim *t = calloc(1, sizeof *t);
   if (!t) return sr_internal_error(e, 0, "tune: out of memory");
   pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->ring_done, NULL);
   t->base = *base;
   t->representative = representative;
   // The base spec must build as it is (its own layout and schedule), so bad inputs fail here, once.
@@ -117,6 +120,7 @@ void tune_sim_close(tune_sim *t) {
   for (int k = 0; k <= TUNE_MAX_STEPS; k++)
     if (t->have[k]) pattern_free(&t->pat[k]);
   pthread_mutex_destroy(&t->mu);
+  pthread_cond_destroy(&t->ring_done);
   free(t);
 }
 
@@ -260,49 +264,49 @@ static double compute_lower_bound(const tune_sim *t, const plan *p) {
 // on this layout (the counts sim_run uses, shared through the store): a rank computes every cell
 // (its queries, source rank) once per pass, in whole tiles and bars, at the cost model's per-kind
 // efficiencies (cost.c), whatever the ring order. NULL when the layout cannot be cached.
-static const struct ring_attn *ring_find(const tune_sim *t, const layout *l) {
+static struct ring_attn *ring_find(const tune_sim *t, const layout *l) {
   for (int k = 0; k < t->n_ring; k++)
     if (t->ring[k]->kind == l->kind && t->ring[k]->granularity == l->granularity && t->ring[k]->world == l->world)
       return t->ring[k];
   return NULL;
 }
 
-static void ring_attn_free(struct ring_attn *ra) {
-  if (!ra) return;
-  free(ra->fwd);
-  free(ra->bwd);
-  free(ra);
+// A layout's entry, new and not ready (under t->mu); NULL when memory runs out.
+static struct ring_attn *ring_add(tune_sim *t, const layout *l) {
+  if (t->n_ring == t->cap_ring) {
+    int cap = t->cap_ring ? 2 * t->cap_ring : 16;
+    struct ring_attn **g = realloc(t->ring, (size_t)cap * sizeof *g);
+    if (!g) return NULL;
+    t->ring = g;
+    t->cap_ring = cap;
+  }
+  struct ring_attn *ra = calloc(1, sizeof *ra);
+  if (!ra) return NULL;
+  ra->kind = l->kind;
+  ra->granularity = l->granularity;
+  ra->world = l->world;
+  t->ring[t->n_ring++] = ra;
+  return ra;
 }
 
-static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_error *e, int *rc) {
-  const layout *l = &p->layout;
-  *rc = SR_OK;
-  if (l->kind == LAYOUT_PERMUTATION) return NULL;
-  pthread_mutex_lock(&t->mu);
-  const struct ring_attn *found = ring_find(t, l);
-  pthread_mutex_unlock(&t->mu);
-  if (found) return found;
+// Each rank's attention seconds over all layers of the base pattern on this layout.
+static int ring_sums(tune_sim *t, const layout *l, struct ring_attn *ra, sr_error *e) {
   const pattern *pat = NULL;
-  if ((*rc = pattern_at(t, 0, &pat, e))) return NULL;
-  // Computed outside the lock (another thread may account another layout meanwhile), added under it.
+  int rc = pattern_at(t, 0, &pat, e);
+  if (rc) return rc;
   int W = l->world;
-  struct ring_attn *ra = calloc(1, sizeof *ra);
+  ra->fwd = calloc((size_t)W, sizeof *ra->fwd);
+  ra->bwd = calloc((size_t)W, sizeof *ra->bwd);
   work_count *agg = malloc((size_t)W * W * sizeof *agg);
   work_cache c;
   memset(&c, 0, sizeof c);
   c.store = t->store;
-  if (ra) {
-    ra->fwd = calloc((size_t)W, sizeof *ra->fwd);
-    ra->bwd = calloc((size_t)W, sizeof *ra->bwd);
-  }
-  if (!ra || !ra->fwd || !ra->bwd || !agg || (*rc = work_cache_init(&c, l, e))) {
-    if (!*rc) *rc = sr_internal_error(e, 0, "tune: out of memory");
-    ring_attn_free(ra);
+  if (!ra->fwd || !ra->bwd || !agg || (rc = work_cache_init(&c, l, e))) {
     free(agg);
-    return NULL;
+    return rc ? rc : sr_internal_error(e, 0, "tune: out of memory");
   }
-  for (int layer = 0; layer < pat->layers && !*rc; layer++) {
-    if ((*rc = work_layer(&c, pat, layer, agg, e))) break;
+  for (int layer = 0; layer < pat->layers && !rc; layer++) {
+    if ((rc = work_layer(&c, pat, layer, agg, e))) break;
     for (int r = 0; r < W; r++)
       for (int src = 0; src < W; src++) {
         ra->fwd[r] += cost_attn_fwd(&t->c.gpu, &t->m, &agg[(int64_t)r * W + src]);
@@ -311,32 +315,39 @@ static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_err
   }
   work_cache_free(&c);
   free(agg);
-  if (*rc) {
-    ring_attn_free(ra);
+  return rc;
+}
+
+// The sums of this layout: found, waited for while another thread computes them, or computed here (outside
+// the lock: other layouts go on meanwhile). NULL when the layout cannot be cached or the computation failed.
+static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_error *e, int *rc) {
+  const layout *l = &p->layout;
+  *rc = SR_OK;
+  if (l->kind == LAYOUT_PERMUTATION) return NULL;
+  pthread_mutex_lock(&t->mu);
+  struct ring_attn *ra = ring_find(t, l);
+  if (ra) {
+    while (!ra->ready) pthread_cond_wait(&t->ring_done, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+    return ra->fwd ? ra : NULL;
+  }
+  ra = ring_add(t, l);
+  pthread_mutex_unlock(&t->mu);
+  if (!ra) {
+    *rc = sr_internal_error(e, 0, "tune: out of memory");
     return NULL;
   }
-  ra->kind = l->kind;
-  ra->granularity = l->granularity;
-  ra->world = W;
+  *rc = ring_sums(t, l, ra, e);
   pthread_mutex_lock(&t->mu);
-  if ((found = ring_find(t, l))) {  // another thread added the same sums first: they are equal
-    ring_attn_free(ra);
-  } else {
-    if (t->n_ring == t->cap_ring) {
-      int cap = t->cap_ring ? 2 * t->cap_ring : 16;
-      struct ring_attn **g = realloc(t->ring, (size_t)cap * sizeof *g);
-      if (g) {
-        t->ring = g;
-        t->cap_ring = cap;
-      }
-    }
-    if (t->n_ring < t->cap_ring) t->ring[t->n_ring++] = ra;
-    else *rc = sr_internal_error(e, 0, "tune: out of memory");
-    found = *rc ? NULL : ra;
-    if (*rc) ring_attn_free(ra);
+  if (*rc) {  // no sums: the points of this layout go without the tighter bound
+    free(ra->fwd);
+    free(ra->bwd);
+    ra->fwd = ra->bwd = NULL;
   }
+  ra->ready = 1;
+  pthread_cond_broadcast(&t->ring_done);
   pthread_mutex_unlock(&t->mu);
-  return found;
+  return *rc ? NULL : ra;
 }
 
 // The ring kinds' bound, tighter on sparse patterns than the kept-pair one: the busiest rank's compute
