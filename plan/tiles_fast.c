@@ -181,12 +181,11 @@ static int fast_init(const layout *l, fast_ctx *c) {
 // residue sweeps
 
 // For every query residue rho add w(rho) = A + B * ([rho < nbi mod P] - [rho < brk]) (four values:
-// full, partial, bars, pairs) to cell(R(rho), src): src = R(fixed_src) when fixed_src >= 0, else
-// R((rho - shift) mod P). Runs of equal ranks are added in one step.
-static void sweep(const fast_ctx *c, work_count *hc, int64_t fixed_src, int64_t shift, int64_t brk, const double *A,
-                  const double *B) {
+// full, partial, bars, pairs) to cell(R(rho), R((rho - shift) mod P)), the diagonal of residue `shift`.
+// Runs of equal ranks are added in one step.
+static void sweep(const fast_ctx *c, work_count *hc, int64_t shift, int64_t brk, const double *A, const double *B) {
   int64_t P = c->P;
-  if (c->unit_runs && fixed_src < 0) {  // every residue its own rank run (striped G = TILE): a plain loop
+  if (c->unit_runs) {  // every residue its own rank run (striped G = TILE): a plain loop
     int64_t cut[4] = {0, sr_min64(c->nbi_mod, brk), sr_max64(c->nbi_mod, brk), P};
     for (int piece = 0; piece < 3; piece++) {
       int64_t a = cut[piece], b = cut[piece + 1];
@@ -207,11 +206,7 @@ static void sweep(const fast_ctx *c, work_count *hc, int64_t fixed_src, int64_t 
     return;
   }
   for (int64_t rho = 0; rho < P;) {
-    int64_t end = c->run_end[rho], k = fixed_src;
-    if (fixed_src < 0) {
-      k = pmod(rho - shift, P);
-      end = sr_min64(end, rho + (c->run_end[k] - k));
-    }
+    int64_t k = pmod(rho - shift, P), end = sr_min64(c->run_end[rho], rho + (c->run_end[k] - k));
     if (rho < c->nbi_mod) end = sr_min64(end, c->nbi_mod);
     if (rho < brk) end = sr_min64(end, brk);
     double f = (double)((rho < c->nbi_mod) - (rho < brk)), n = (double)(end - rho);
@@ -236,14 +231,14 @@ static void acc_add(fast_ctx *c, int64_t j, double mult, double full, double par
   a[4] += full, a[5] += partial, a[6] += bars, a[7] += pairs;
 }
 
-// Sweep and clear every touched residue; diagonal: src = R(rho - j), else src = R(j) with break at j + brk_shift.
 static int cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
 }
 
-static void acc_flush(fast_ctx *c, work_count *hc, int diagonal, int64_t brk_shift) {
-  if (diagonal && c->P < c->nbi) {
+// Sweep and clear every touched diagonal residue j: cells (R(rho), R(rho - j)).
+static void acc_flush(fast_ctx *c, work_count *hc) {
+  if (c->P < c->nbi) {
     // Periodic: walk the count matrix row by row (query residue rho), the diagonals in ascending j, so
     // the cells (rho, rho - j) of a row are visited in memory order instead of one cache line per cell.
     int64_t P = c->P;
@@ -269,8 +264,7 @@ static void acc_flush(fast_ctx *c, work_count *hc, int diagonal, int64_t brk_shi
   for (int64_t t = 0; t < c->n_touched; t++) {
     int64_t j = c->touched[t];
     double *a = c->acc + j * 8;
-    if (diagonal) sweep(c, hc, -1, j, j, a, a + 4);
-    else sweep(c, hc, j, 0, pmod(j + brk_shift, c->P), a, a + 4);
+    sweep(c, hc, j, j, a, a + 4);
     memset(a, 0, 8 * sizeof *a);
   }
   c->n_touched = 0;
@@ -343,7 +337,7 @@ static void count_diagonals(fast_ctx *c, const iset *D, const i64_list *kd, work
     }
     acc_add(c, dl % P, (double)(c->nbi_div - dl / P), full, !full, 0, (double)sp);
   }
-  acc_flush(c, hc, 1, 0);
+  acc_flush(c, hc);
 }
 
 // Column tiles of K below the interior's end, in ascending order (*ct grown as needed). Returns 0 or -1.
