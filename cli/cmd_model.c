@@ -81,12 +81,15 @@ static int cmd_model(int argc, char **argv) {
     int64_t world = 1;
     if (cli_get_int(&a, "world", 1, 1, 1 << 20, &world, &e)) return sr_error_report(&e, "sparsering model");
     int64_t local = (seq + world - 1) / world;
-    printf("sparsering-exec train --backend cuda on %lld GPU(s), %s local tokens each (fp32, train/model_cuda.cu)\n",
+    printf("sparsering-exec train --backend cuda on %lld GPU(s), %s local tokens each (bf16 GEMMs, train/model_cuda.cu)\n",
            (long long)world, sr_format_tokens(local, buf, sizeof buf));
     print_count("model state per GPU (ZeRO-1)", model_exec_state_bytes(&m, (int)world), "B");
     print_count("buffers per local token, recompute", model_exec_bytes_per_token(&m, 1), "B");
     print_count("per GPU, state + buffers, recompute",
                 model_exec_state_bytes(&m, (int)world) + model_exec_bytes_per_token(&m, 1) * (double)local, "B");
+    // selective recomputation: every layer's attention output and LSE kept besides
+    print_count("per GPU, selective recompute", model_exec_state_bytes(&m, (int)world) +
+                model_exec_bytes_per_token(&m, 2) * (double)local, "B");
   }
   return 0;
 }

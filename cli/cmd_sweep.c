@@ -104,7 +104,7 @@ static int read_grid(const char *path, sweep_grid *g, sr_error *e) {
   }
   if ((rc = json_get_int(root, "seed", 0, 0, (int64_t)1 << 53, &g->seed, path, NULL, e)) ||
       (rc = json_get_int(root, "recompute", 0, 0, 1, &g->recompute, path, NULL, e)) ||
-      (rc = json_get_int(root, "zero", 0, 0, 1, &g->zero, path, NULL, e)) ||
+      (rc = json_get_int(root, "zero", 0, 0, 3, &g->zero, path, NULL, e)) ||
       (rc = json_get_bool(root, "representative", 0, &g->representative, path, NULL, e)))
     goto out;
   // Every model and cluster must load before any work starts.
@@ -146,7 +146,7 @@ static int run_point(const sweep_grid *g, int64_t i, sim_cache *cache, sr_buf *r
   st.base.zero = (int)g->zero;
   snprintf(st.sparse_pattern, sizeof st.sparse_pattern, "%s", g->patterns[pi]);
   st.cache = cache;
-  sim_options o = {g->representative, 0, 0};
+  sim_options o = {g->representative, 0, 0, 0, 0};
   sim_result r;
   int rc = sim_strategy(&st, g->strategies[k], &o, &r, NULL, e);
   if (rc) return rc;

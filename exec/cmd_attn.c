@@ -43,6 +43,7 @@ static const cli_flag attn_flags[] = {
     {"trace", "FILE", NULL, "write the measured timeline as Chrome trace JSON (Perfetto)"},
     {"run", "N", "0", "run number of the first combination in the timeline"},
     {"trace-out", "FILE", NULL, "write the pattern the run ran (vs-online: the estimated one) as a trace"},
+    {"digest", NULL, NULL, "print a hash of every layer's O, LSE, dQ, dK, dV over the ranks (bit-exact comparison of runs)"},
     {"fail-rank", "R", "-1 (none)", "testing: this rank fails during the run"},
     {"fail-at-step", "S", "0", "testing: the ring step at which --fail-rank fails"},
     {"fail-mode", "MODE", "kill", "testing: kill (the rank exits) or hang (it stops answering)"},
@@ -55,10 +56,11 @@ static const cli_usage attn_usage = {
     {plan_spec_flags, exec_plan_flags, attn_flags, NULL}};
 
 typedef struct {
-  int cuda, check, fail_hang, predict, inputs;
+  int cuda, check, fail_hang, predict, inputs, digest;
   const char *predict_csv, *trace_out;
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
+  dist_index_build index_build;  // --index-build
 } attn_opts;
 
 // A rank that hits an error stops the whole job with the message (never a hang on the others).
@@ -154,6 +156,84 @@ static int trace_out_check(const char *path, sr_error *e) {
   return SR_OK;
 }
 
+// --digest: FNV-1a over the bits of this rank's outputs, then over the ranks' hashes in rank order (rank 0's).
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+static int outputs_digest(comm *c, const float *o, const float *lse, const float *dq, const float *dk, const float *dv,
+                          size_t qn, size_t kn, size_t ln, uint64_t *out, sr_error *e) {
+  uint64_t h = 1469598103934665603ull;
+  h = fnv(h, o, qn * 4), h = fnv(h, lse, ln * 4), h = fnv(h, dq, qn * 4), h = fnv(h, dk, kn * 4), h = fnv(h, dv, kn * 4);
+  uint64_t *all = malloc(sizeof(uint64_t) * (size_t)c->world);
+  if (!all) return sr_internal_error(e, 0, "out of memory");
+  if (MPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) {
+    free(all);
+    return sr_internal_error(e, 0, "rank %d: gathering the digests failed", c->rank);
+  }
+  *out = fnv(1469598103934665603ull, all, sizeof(uint64_t) * (size_t)c->world);
+  free(all);
+  return SR_OK;
+}
+
+// What the run held, largest over its layers and ranks: device memory in use after a layer (CUDA), the attention
+// plan's own device bytes, the shared workspace, pinned host memory (CUDA) or the offloaded chunks (CPU backend),
+// and the bytes copied to and from the host.
+typedef struct {
+  double used, plan, shared, pinned, offload, out, in;
+} attn_memory;
+
+static int memory_after_layer(const attn_opts *o_, dist_attn *da, attn_memory *m, sr_error *e) {
+  int64_t plan = 0, shared = 0, used = 0, total = 0;
+  dist_attn_device_bytes(da, &plan, &shared);
+  if (o_->cuda && exec_dev_memory(&used, &total, e)) return e->code;
+  dist_stats st = dist_attn_stats(da);
+  double v[7] = {(double)used, (double)plan, (double)shared, (double)dist_attn_shared_pinned_bytes(),
+                 (double)dist_attn_offload_bytes(da), (double)st.host_bytes_out, (double)st.host_bytes_in};
+  double *f = &m->used;
+  for (int i = 0; i < 7; i++) f[i] = fmax(f[i], v[i]);
+  return SR_OK;
+}
+
+// Bytes as "12.34 GiB", "56.7 MiB" or "8.0 KiB" (one of four rotating buffers: several in one printf).
+static const char *size_text(double b) {
+  static char buf[4][32];
+  static int k;
+  char *t = buf[k++ % 4];
+  if (b >= 1073741824.0) snprintf(t, 32, "%.2f GiB", b / 1073741824.0);
+  else if (b >= 1048576.0) snprintf(t, 32, "%.1f MiB", b / 1048576.0);
+  else snprintf(t, 32, "%.1f KiB", b / 1024.0);
+  return t;
+}
+
+// Rank 0's memory lines: measured (the largest rank) and, with --predict, the simulator's.
+static void memory_print(const attn_opts *o_, const plan *pl, comm *c, attn_memory *m) {
+  MPI_Allreduce(MPI_IN_PLACE, &m->used, 7, MPI_DOUBLE, MPI_MAX, c->mpi);
+  if (c->rank != 0) return;
+  int64_t n = 0;
+  for (int r = 0; r < pl->layout.world; r++) n = sr_max64(n, pl->layout.rank_count[r]);
+  const model_config *md = &pl->model;
+  double inputs = (double)exec_dev_bytes(n, (int)md->num_heads, (int)md->num_kv_heads, (int)md->head_dim);
+  if (o_->cuda) {
+    printf("  memory per GPU (largest rank): %s in use after a layer (the rank's tensors %s, ", size_text(m->used),
+           size_text(inputs));
+    printf("the attention plan %s, the shared workspace %s); pinned host memory %s\n", size_text(m->plan),
+           size_text(m->shared), size_text(m->pinned));
+  } else if (m->offload > 0) {
+    printf("  host memory (CPU backend, fp32): offloaded chunks %s a rank\n", size_text(m->offload));
+  }
+  if (m->out > 0) printf("  host copies (a rank, last repetition): %.0f B out, %.0f B back\n", m->out, m->in);
+  if (!o_->predict) return;
+  sim_attn_memory pm;
+  predict_attention_memory(pl, &pm);
+  printf("  memory predicted (sim, a GPU's bf16 tensors): %s (the rank's tensors %s, ", size_text(pm.tensors + pm.buffers),
+         size_text(pm.tensors));
+  printf("attention buffers %s; the tile index not counted); pinned host memory %s\n", size_text(pm.buffers),
+         size_text(pm.host_bytes));
+}
+
 // One plan: every layer's forward + backward, timings, bytes, the check and the trace. Returns 1 when the
 // check fails, 2 when --trace-out could not be written (input error), 3 on another error writing it.
 static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeline *tl, sr_error *e) {
@@ -177,9 +257,14 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   double fwd_sum = 0, bwd_sum = 0, worst = 0;
   int64_t sent = 0, saved = 0, skipped = 0;
   int check_failed = 0, online = pattern_spec_estimation(pl->spec.pattern) == PATTERN_ONLINE;
+  attn_memory mem = {0};
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
-    if (dist_attn_create(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, &da, e)) fail(c, e);
+    double tc = sr_now();
+    if (dist_attn_create_with(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, o_->index_build, &da, e)) fail(c, e);
+    tc = sr_now() - tc;
+    if (c->rank == 0)
+      printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, tc, dist_attn_index_on_gpu(da) ? "GPU" : "host");
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
     if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online estimates on the CPU backend too
     float *in[4] = {q, k, v, dout};
@@ -226,12 +311,19 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
       char note[600];
       if (layer == 0) printf("  %s\n", cluster_calibration_note(&pl->cluster, note, sizeof note));
     }
+    if (memory_after_layer(o_, da, &mem, e)) fail(c, e);
     dist_stats st = dist_attn_stats(da);
     int64_t cnt[3] = {st.bytes_sent, st.bytes_saved, st.shards_skipped};
     MPI_Allreduce(MPI_IN_PLACE, cnt, 3, MPI_INT64_T, MPI_SUM, c->mpi);
     sent += cnt[0], saved += cnt[1], skipped += cnt[2];
+    if ((o_->check || o_->digest) && o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
+    if (o_->digest) {
+      uint64_t h = 0;
+      if (outputs_digest(c, o, lse, dq, dk, dv, (size_t)(nl * H * d), (size_t)(nl * Hkv * d), (size_t)(nl * H), &h, e))
+        fail(c, e);
+      if (c->rank == 0) printf("  digest layer %d: %016llx\n", layer, (unsigned long long)h);
+    }
     if (o_->check) {
-      if (o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
       attn_errors er = {0};
       if (attn_check_layer(pl, pat, layer, o_->inputs, (uint64_t)o_->data_seed, o_->cuda, c, o, lse, dq, dk, dv, &er, e)) fail(c, e);
       if (c->rank == 0) {
@@ -245,11 +337,17 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     }
     dist_attn_free(da);
   }
+  memory_print(o_, pl, c, &mem);
   if (c->rank == 0) {
-    char lay[600];  // "striped:G": the spec keeps G apart, and a log line should say it
+    char lay[600], sched[128], tok[32];  // "striped:G": the spec keeps G apart, and a log line should say it
+    if (pl->spec.fpdt_chunk > 0)  // FPDT runs in place of the schedule: say so
+      snprintf(sched, sizeof sched, "fpdt:%s%s", sr_format_tokens(pl->spec.fpdt_chunk, tok, sizeof tok),
+               pl->spec.fpdt_offload ? "+offload" : "");
+    else
+      snprintf(sched, sizeof sched, "%s", pl->spec.schedule);
     printf("attn %s | %s | %s: %d ranks, %s, seq %lld, %lld layer(s): fwd %.3f ms bwd %.3f ms per layer; "
            "sent %lld B, skipping saved %lld B (%lld receptions)",
-           plan_spec_layout_flag(&pl->spec, lay, sizeof lay), pl->spec.schedule, pl->spec.pattern, c->world, m->name,
+           plan_spec_layout_flag(&pl->spec, lay, sizeof lay), sched, pl->spec.pattern, c->world, m->name,
            (long long)pl->layout.n_tokens,
            (long long)layers, 1e3 * fwd_sum / (double)layers, 1e3 * bwd_sum / (double)layers, (long long)sent,
            (long long)saved, (long long)skipped);
@@ -286,7 +384,9 @@ static int cmd_attn(int argc, char **argv) {
   o.predict_csv = cli_get(&a, "predict-csv", NULL);
   o.predict = cli_has(&a, "predict") || o.predict_csv;
   o.trace_out = cli_get(&a, "trace-out", NULL);
-  if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e)) return sr_error_report(&e, prog);
+  o.digest = cli_has(&a, "digest");
+  if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e) || exec_index_build(&a, &o.index_build, &e))
+    return sr_error_report(&e, prog);
   const char *fmode = cli_get(&a, "fail-mode", "kill");
   o.fail_hang = strcmp(fmode, "hang") == 0;
   if (!o.fail_hang && strcmp(fmode, "kill") != 0) {
@@ -338,6 +438,12 @@ static int cmd_attn(int argc, char **argv) {
           code = c.rank == 0 ? sr_error_report(&e, prog) : (e.code == SR_EINPUT ? 2 : 1);
           break;
         }
+        if (pl.layout.world == c.world && dist_attn_check_plan(&pl, &e)) {  // the same on every rank: exit 2
+          code = c.rank == 0 ? sr_error_report(&e, prog) : 2;
+          pattern_free(&pat);
+          plan_free(&pl);
+          break;
+        }
         if (pl.layout.world != c.world) {
           sr_input_error(&e, pl.spec.cluster, "nodes x gpus_per_node", "the plan is for %d ranks but mpirun started %d",
                          pl.layout.world, c.world);
@@ -356,6 +462,7 @@ static int cmd_attn(int argc, char **argv) {
   const char *csv = cli_get(&a, "csv", NULL), *trace = cli_get(&a, "trace", NULL);
   if (!code && (csv || trace) && timeline_write(&tl, &c, csv, trace, &e)) fail(&c, &e);
   timeline_free(&tl);
+  dist_attn_builder_free();  // the GPU index builder's device state, before the device goes
   comm_free(&c);
   return code ? code : failed ? 1 : 0;
 }

@@ -20,7 +20,7 @@ typedef struct {
   const char *help;   // what the flag does, one line
 } cli_flag;
 
-#define CLI_MAX_TABLES 4
+#define CLI_MAX_TABLES 6
 
 // A command's command line: its flag tables and how to call it. A flag named in several tables takes
 // the last table's row (so a command's own table, after a shared one, can describe a shared flag in its

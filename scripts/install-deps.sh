@@ -24,6 +24,11 @@ if command -v python3 >/dev/null 2>&1; then
     echo "install-deps: pip install pandas matplotlib nbclient nbformat ipykernel"
     python3 -m pip install -q pandas matplotlib nbclient nbformat ipykernel
   }
+  # The Python package's install test builds python/ without network isolation: setuptools (present) + wheel.
+  python3 -c "import setuptools, wheel" 2>/dev/null || {
+    echo "install-deps: pip install setuptools wheel"
+    python3 -m pip install -q setuptools wheel
+  }
 fi
 # The trainer's natural-text corpus (Debian documentation; provenance beside it).
 sh "$(dirname "$0")/build-corpus.sh" build/corpus || echo "install-deps: corpus not built (training on it needs build/corpus)"

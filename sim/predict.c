@@ -13,14 +13,16 @@
 // (online_vs_cuda.c, online_vs_cpu.c), so the simulator's estimation, its collectives and the index
 // build (sim/estimate.c) belong to the measured forward, and the transposed index to the backward; for
 // every other pattern the indices are built at set-up, outside the timed calls.
+// FPDT's copies to and from the host run inside the attention calls (a call ends after its last copy out).
 static int is_fwd_phase(int ph, int online) {
   if (online && (ph == PHASE_ESTIMATE || ph == PHASE_COLLECTIVE || ph == PHASE_INDEX)) return 1;
-  return ph == PHASE_ATTN || ph == PHASE_KV_SEND || ph == PHASE_A2A;
+  return ph == PHASE_ATTN || ph == PHASE_KV_SEND || ph == PHASE_A2A || ph == PHASE_H2D || ph == PHASE_D2H;
 }
 // online: the backward makes the transposed index of the forward's estimate first (sim/estimate.c).
 static int is_bwd_phase(int ph, int online) {
   if (online && ph == PHASE_INDEX) return 1;
-  return ph == PHASE_ATTN_BWD || ph == PHASE_KV_SEND || ph == PHASE_DKV_SEND || ph == PHASE_A2A;
+  return ph == PHASE_ATTN_BWD || ph == PHASE_KV_SEND || ph == PHASE_DKV_SEND || ph == PHASE_A2A || ph == PHASE_H2D ||
+         ph == PHASE_D2H;
 }
 
 int predict_attention(const plan *p, const pattern *pat, int layer, const char *csv_path, double *fwd_s, double *bwd_s,
@@ -32,7 +34,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   pattern one = *pat;
   one.layers = 1;
   one.h = pattern_head(pat, layer, 0);
-  sim_options o = {0, 1, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE};  // a given pattern: no estimation
+  sim_options o = {0, 1, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE, 0, 0};  // a given pattern: no estimation
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;
@@ -93,4 +95,13 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   free(keep.ev), free(side);
   sim_timeline_free(&tl);
   return rc;
+}
+
+void predict_attention_memory(const plan *p, sim_attn_memory *out) {
+  mem_inputs mi;
+  sim_mem_inputs(p, &mi);
+  // a ring rank receives shards as large as the largest rank's (Ulysses and USP: their groups', not counted)
+  int ring = p->spec.fpdt_chunk == 0 && (p->schedule.kind == SCHED_RING || p->schedule.kind == SCHED_DOUBLE_RING);
+  mi.kv_shard_tokens = ring ? mi.tokens_per_rank : 0;
+  sim_attn_memory_estimate(&p->model, &mi, out);
 }

@@ -135,19 +135,24 @@ TEST(model_kv_and_activation_bytes_match_closed_form) {
   // 8h = 64; Q,K,V 2*(8+4+4) = 32; O 2*8 = 16; LSE 4*2 = 8; SwiGLU 6*16 = 96.
   CHECK_NEAR(model_act_bytes_per_token_layer(&m, 0), 216.0, 0);
   CHECK_NEAR(model_act_bytes_per_token_layer(&m, 1), 16.0, 0);  // layer input only, bf16
+  CHECK_NEAR(model_act_bytes_per_token_layer(&m, 2), 16.0 + 16 + 8, 0);  // and attention's O (bf16) and LSE
 }
 
 TEST(model_exec_trainer_bytes_list_the_cuda_trainers_buffers) {
-  // small_llama: hidden 8, 2 heads of 4, 1 KV head, MLP 16, 3 layers. train/model_cuda.cu's float buffers a token:
-  //   layer inputs x[0..3]: 4 x 8 = 32
-  //   one layer (recompute): ln1 8, rstd1 1, q 8, k 4, v 4, o 8, lse 2, x2 8, ln2 8, rstd2 1, gate, up, h 16 each = 100
-  //   lnf 8, rstdf 1, tmp 8, dx 8, dln 8, dlnf 8, dq 8, dout 8, dk 4, dv 4, dh 16 = 81
-  // bf16 qb 8, kb 4, vb 4, ob 8, dob 8 = 32 x 2 B; cos and sin 2 floats each, pos 8 B, tok/tgt/argmax 12 B, loss 4 B
+  // small_llama: hidden 8, 2 heads of 4, 1 KV head, MLP 16, 3 layers; bf16 GEMMs. train/model_cuda.cu's bytes a token:
+  //   layer inputs x[0..3], fp32: 4 x 8 x 4 = 128
+  //   one layer (recompute): ln1, ln2 bf16 16 + 16, rstd1 + rstd2 8, q, k, v bf16 2 x 16 = 32, o bf16 16, lse 2 x 4 = 8,
+  //     x2 fp32 32, gate|up bf16 2 x 32 = 64, h bf16 32: 224
+  //   scratch: q|k|v fp32 4 x 16 = 64, lnf bf16 16, rstdf 4, dx and dln fp32 32 + 32, dh bf16 32, dq fp32 32,
+  //     dk + dv fp32 32, dq|dk|dv bf16 32, dob bf16 16, dxb bf16 16: 308
+  //   cos and sin 2 floats each 16, pos 8, tok/tgt/argmax 12, loss 4: 40
   model_config m;
   sr_error e = {0};
   CHECK_EQ_INT(model_from_json_text(small_llama, "small.json", &m, &e), SR_OK);
-  CHECK_NEAR(model_exec_bytes_per_token(&m, 1), (32 + 100 + 81) * 4.0 + 64 + 16 + 8 + 12 + 4, 0);
-  CHECK_NEAR(model_exec_bytes_per_token(&m, 0), (32 + 3 * 100 + 81) * 4.0 + 64 + 16 + 8 + 12 + 4, 0);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 1), 128 + 224 + 308 + 40, 0);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 0), 128 + 3 * 224 + 308 + 40, 0);
+  // selective recomputation: the 2 other layers' o (16) and lse (8) too
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 2), 128 + 224 + 2 * (16 + 8) + 308 + 40, 0);
   // fp32 weights and grads, a bf16 copy, and the fp32 moments m and v split over the ZeRO-1 ranks
   double P = (double)model_param_count(&m);
   CHECK_NEAR(model_exec_state_bytes(&m, 1), 18 * P, 0);

@@ -127,6 +127,8 @@ TEST(plan_json_round_trips_byte_for_byte) {
     s.granularity = 64;
     if (k == 2) s.ulysses = 2;  // tiny-test has 4 heads and 2 KV heads
     s.fwd_runs = k == 1;
+    s.deterministic = k == 2;
+    s.zero = k + 1, s.offload_activations = k == 0, s.offload_optimizer = k == 2;  // ZeRO stages 1..3
     plan p, q;
     CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
     char *path = tmp_path("rt.json"), *a = NULL, *b = NULL;
@@ -139,6 +141,10 @@ TEST(plan_json_round_trips_byte_for_byte) {
     CHECK(disk && a && strcmp(disk, a) == 0);
     CHECK_EQ_INT(q.spec.seed, 12345);
     CHECK_EQ_INT(q.spec.fwd_runs, k == 1);
+    CHECK_EQ_INT(q.spec.deterministic, k == 2);
+    CHECK_EQ_INT(q.spec.zero, k + 1);
+    CHECK_EQ_INT(q.spec.offload_activations, k == 0);
+    CHECK_EQ_INT(q.spec.offload_optimizer, k == 2);
     free(a), free(b), free(disk);
     plan_free(&p);
     plan_free(&q);
@@ -221,6 +227,9 @@ TEST(plan_read_accepts_a_hand_written_spec_only_plan) {
   CHECK_EQ_INT(q.layout.rank_count[1], 3);
   CHECK_EQ_INT(q.schedule.n_steps, 2);
   CHECK_EQ_INT(q.spec.fwd_runs, 0);  // optional: plans from before it run the forward on the tile form
+  CHECK_EQ_INT(q.spec.deterministic, 0);  // optional too: the fastest backward
+  CHECK_EQ_INT(q.spec.zero, 1);      // "zero": true, from before the stages, is ZeRO-1
+  CHECK_EQ_INT(q.spec.offload_activations, 0);
   plan_free(&q);
 }
 

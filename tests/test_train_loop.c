@@ -1,8 +1,10 @@
 // test_train_loop.c — the training loop on one process: a tiny model learns a repetitive text,
 // resuming from a checkpoint continues bit for bit, and held-out passkey evaluation scores exact matches.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/dense_ref.h"
 #include "train/train.h"
 #include "plan/model.h"
 #include "tests/test.h"
@@ -146,6 +148,70 @@ TEST(train_recomputation_gives_bit_identical_losses_and_gradients) {
   CHECK(memcmp(a.model.params, b.model.params, (size_t)a.model.num_params * sizeof(float)) == 0);
   trainer_free(&a);
   trainer_free(&b);
+  data_free(&d);
+}
+
+// Attention through the model's callback (one process, positions 0..T-1, dense), counting the calls.
+typedef struct {
+  pattern dense;
+  const model_config *c;
+  int fwd, bwd;
+} counting_attn;
+
+static int counted_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o,
+                       float *lse, sr_error *e) {
+  counting_attn *a = ctx;
+  a->fwd++;
+  int d = (int)a->c->head_dim;
+  return dense_attn_fwd(&a->dense, layer, T, (int)a->c->num_heads, (int)a->c->num_kv_heads, d, 1.0f / sqrtf((float)d), q,
+                        k, v, o, lse)
+             ? sr_internal_error(e, 0, "dense reference: out of memory")
+             : SR_OK;
+}
+
+static int counted_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
+                       const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e) {
+  counting_attn *a = ctx;
+  a->bwd++;
+  int d = (int)a->c->head_dim;
+  return dense_attn_bwd(&a->dense, layer, T, (int)a->c->num_heads, (int)a->c->num_kv_heads, d, 1.0f / sqrtf((float)d), q,
+                        k, v, o, lse, dout, dq, dk, dv)
+             ? sr_internal_error(e, 0, "dense reference: out of memory")
+             : SR_OK;
+}
+
+TEST(train_selective_recomputation_keeps_full_recomputations_gradients_bit_for_bit_with_one_attention_forward_a_layer) {
+  // Selective recomputation keeps each layer's attention output and LSE: the backward reruns the rest of the
+  // layer but not attention, so a step runs the attention forward L times (as without recomputation) instead of
+  // 2 L, and every number is the same, the kept O and LSE being those the full rerun would compute again.
+  data_tokens d = repetitive_text();
+  int modes[3] = {MODEL_RECOMPUTE_OFF, MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN};
+  trainer t[3];
+  counting_attn ca[3];
+  sr_error e = {0};
+  for (int i = 0; i < 3; i++) {
+    if (make_trainer(&t[i], &d, 40, 3e-3, modes[i])) return;
+    memset(&ca[i], 0, sizeof ca[i]);
+    ca[i].c = &t[i].model.cfg;
+    CHECK_EQ_INT(pattern_alloc(&ca[i].dense, 40, (int)ca[i].c->num_layers, (int)ca[i].c->num_heads, &e), SR_OK);
+    t[i].model.attn = (model_attention){&ca[i], counted_fwd, counted_bwd, NULL};
+  }
+  int L = (int)t[0].model.cfg.num_layers;
+  for (int s = 0; s < 2; s++) {
+    train_step_stats st[3];
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(trainer_step(&t[i], &st[i], &e), SR_OK);
+    CHECK(st[2].loss == st[1].loss && st[2].loss == st[0].loss);
+    CHECK(st[2].grad_norm == st[1].grad_norm && st[2].grad_norm == st[0].grad_norm);
+  }
+  CHECK(memcmp(t[2].model.params, t[1].model.params, (size_t)t[1].model.num_params * sizeof(float)) == 0);
+  CHECK_EQ_INT(ca[0].fwd, 2 * L);
+  CHECK_EQ_INT(ca[1].fwd, 2 * 2 * L);
+  CHECK_EQ_INT(ca[2].fwd, 2 * L);
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ_INT(ca[i].bwd, 2 * L);
+    pattern_free(&ca[i].dense);
+    trainer_free(&t[i]);
+  }
   data_free(&d);
 }
 

@@ -21,10 +21,13 @@ void train_options_defaults(train_options *o) {
   o->seq = 1024;
   o->steps = 100;
   o->lr = 3e-4;
+  o->clip = 1.0;
   o->seed = 1;
   o->passkey_depth = -1;
   o->passkey_digits = 5;
 }
+
+int64_t train_default_warmup(int64_t steps) { return sr_min64(100, sr_max64(10, steps / 10)); }
 
 int trainer_create(trainer *t, const model_config *cfg, const train_options *o, const train_comm *comm,
                    int64_t n_local, const int64_t *pos, sr_error *e) {
@@ -56,6 +59,10 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   int rc = model_cpu_create(&t->model, cfg, MODEL_F32, o->cuda ? 1 : sr_max64(n_local, 1), o->seq, o->recompute, e);
   if (rc) return rc;
   if (!o->cuda) model_init_random(&t->model, o->seed);
+  if (!o->cuda && o->offload_activations && (rc = model_cpu_set_offload(&t->model, e))) {
+    model_cpu_free(&t->model);
+    return rc;
+  }
   int64_t P = t->model.num_params, W = t->comm.world;
   t->slice = sr_cdiv(P, W);
   int64_t lo = sr_min64(P, t->comm.rank * t->slice), hi = sr_min64(P, lo + t->slice);
@@ -64,6 +71,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     model_cpu_free(&t->model);
     return rc;
   }
+  t->adam.grad_clip = o->clip;
   t->n_local = n_local;
   size_t nl = (size_t)sr_max64(n_local, 1), ns = (size_t)o->seq;
   t->pos = malloc(nl * sizeof *t->pos);
@@ -89,6 +97,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     model_cuda *d = NULL;
     rc = model_cuda_create(&d, &t->model, sr_max64(n_local, 1), W * t->slice, &o->seed, lo, hi, o->cuda_stream, e);
     t->dev = d;
+    if (!rc && o->offload_activations) rc = model_cuda_set_offload(d, e);
     if (rc) {
       trainer_free(t);
       return rc;
@@ -152,6 +161,23 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
     if (k == 0) *answer_start = ans;
   }
   return SR_OK;
+}
+
+int train_samples_write(const train_options *o, int64_t steps, const char *path, sr_error *e) {
+  trainer t;  // trainer_sample reads the options only
+  memset(&t, 0, sizeof t);
+  t.opt = *o;
+  int64_t B = o->batch > 1 ? o->batch : 1, seq = o->seq, n = steps * B, ans;
+  if (seq < 2 || steps < 0) return sr_input_error(e, NULL, "seq", "%lld tokens, %lld steps", (long long)seq, (long long)steps);
+  int32_t *buf = malloc((size_t)sr_max64(1, n) * 2 * (size_t)seq * sizeof(int32_t));
+  if (!buf) return sr_internal_error(e, 0, "train: out of memory for %lld samples of %lld tokens", (long long)n, (long long)seq);
+  int rc = SR_OK;
+  for (int64_t i = 0; i < n && rc == SR_OK; i++)
+    rc = trainer_sample(&t, i, 0, buf + 2 * i * seq, buf + (2 * i + 1) * seq, &ans, e);
+  // int32 in memory is the file's little-endian layout on every machine this builds for (x86-64, aarch64)
+  if (rc == SR_OK) rc = sr_write_atomic(path, buf, (size_t)n * 2 * (size_t)seq * sizeof(int32_t), e);
+  free(buf);
+  return rc;
 }
 
 // PoSE (Zhu et al. 2023, "PoSE: Efficient Context Window Extension of LLMs via Positional Skip-wise
