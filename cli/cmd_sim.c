@@ -18,9 +18,9 @@
 
 // The outputs: the sim flags themselves are sim/study_flags.h's.
 static const cli_flag sim_out_flags[] = {
-    {"timeline", "FILE", NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
-    {"csv", "FILE", NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
-    {"svg", "FILE", NULL, "draw the step's timeline as SVG"},
+    {"timeline", cli_out_file, NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
+    {"csv", cli_out_file, NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
+    {"svg", cli_out_file, NULL, "draw the step's timeline as SVG"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage sim_usage = {

@@ -89,8 +89,8 @@ void tune_progress_on_terminal(tune_options *o, const tune_space *sp, int rank) 
 
 // The search's flags are sim/study_flags.h's; the outputs are this command's.
 static const cli_flag tune_out_flags[] = {
-    {"out", "FILE", "best_plan.json", "where to write the chosen plan (with its predicted step time)"},
-    {"csv", "FILE", NULL, "where to write every point's result (no CSV without it)"},
+    {"out", cli_out_file, "best_plan.json", "where to write the chosen plan (with its predicted step time)"},
+    {"csv", cli_out_file, NULL, "where to write every point's result (no CSV without it)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage tune_usage = {

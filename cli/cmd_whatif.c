@@ -15,7 +15,7 @@
 
 // The study's flags are sim/study_flags.h's; the CSV is this command's output.
 static const cli_flag whatif_out_flags[] = {
-    {"csv", "FILE", NULL, "where to write the table as CSV (no CSV without it)"},
+    {"csv", cli_out_file, NULL, "where to write the table as CSV (no CSV without it)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage whatif_usage = {NULL, "sparsering whatif --model qwen2.5-3b --cluster h100-8x8 --seq 1M --csv w.csv",

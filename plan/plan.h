@@ -79,5 +79,7 @@ int plan_to_json(const plan *p, char **out, sr_error *e);
 int plan_write(const plan *p, const char *path, sr_error *e);
 // Read a plan file and rebuild it (the spec is authoritative; derived data are recomputed and checked).
 int plan_read(const char *path, plan *p, sr_error *e);
+// The same from the file's text (path names it in messages).
+int plan_parse(const char *text, const char *path, plan *p, sr_error *e);
 
 #endif

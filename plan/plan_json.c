@@ -317,8 +317,18 @@ static int in_file(sr_error *e, const char *file, const char *field) {
 
 int plan_read(const char *path, plan *p, sr_error *e) {
   memset(p, 0, sizeof *p);
+  char *text = NULL;
+  int rc = sr_read_file(path, &text, NULL, e);
+  if (rc) return rc;
+  rc = plan_parse(text, path, p, e);
+  free(text);
+  return rc;
+}
+
+int plan_parse(const char *text, const char *path, plan *p, sr_error *e) {
+  memset(p, 0, sizeof *p);
   cJSON *root = NULL;
-  int rc = json_load_file(path, &root, e);
+  int rc = json_parse_text(text, path, &root, e);
   if (rc) return rc;
   static const char *const known[] = {"format", "version", "spec", "model", "cluster", "layout", "schedule", NULL};
   char fmt[64] = "";

@@ -429,20 +429,20 @@ static int like_item(void *ctx, int x, int thread, sr_error *e) {
   head_pattern *hp = pattern_head(j->p, l, h);
   head_clear(hp);
   hp->kind = PATTERN_VS;
-  hp->vertical = malloc((size_t)(s0 + j->n_vert + 1) * sizeof(int32_t));
+  // draws may repeat: the marks keep their union, collected as first marked (at most n of them)
+  int64_t most = sr_min64(n, s0 + j->n_vert);
+  hp->vertical = malloc((size_t)(most + 1) * sizeof(int32_t));
   hp->slash = malloc((size_t)(w0 + 1) * sizeof(int32_t));
   if (!hp->vertical || !hp->slash) return sr_internal_error(e, 0, "synth: out of memory");
-  int64_t nv = 0;
-  for (int64_t k = 0; k < s0; k++) hp->vertical[nv++] = (int32_t)k;
+  int64_t m = 0;
+  for (int64_t k = 0; k < s0; k++) mark(c->bits, k), hp->vertical[m++] = (int32_t)k;
   reseed(&c->r, j->o->seed, KEY_LIKE, (uint64_t)l, (uint64_t)h);
   for (int64_t x2 = 0; x2 < j->n_vert; x2++) {
     double u = sr_mt_uniform(&c->r);
-    hp->vertical[nv++] = (int32_t)sr_min64(n - 1, (int64_t)(n * u * u * u));
+    int64_t v = sr_min64(n - 1, (int64_t)(n * u * u * u));
+    if (!mark(c->bits, v)) hp->vertical[m++] = (int32_t)v;
   }
-  qsort(hp->vertical, (size_t)nv, sizeof(int32_t), cmp_i32);
-  int64_t m = 0;  // draws may repeat: the mask keeps the union
-  for (int64_t x2 = 0; x2 < nv; x2++)
-    if (m == 0 || hp->vertical[x2] != hp->vertical[m - 1]) hp->vertical[m++] = hp->vertical[x2];
+  take_sorted(c, hp->vertical, m, s0);
   hp->n_vertical = (int32_t)m;
   for (int64_t d = 0; d < w0; d++) hp->slash[d] = (int32_t)d;
   hp->n_slash = (int32_t)w0;
@@ -452,6 +452,11 @@ static int like_item(void *ctx, int x, int thread, sr_error *e) {
 int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, const synth_opts *o, sr_error *e) {
   if (sinks < 0 || window < 0 || n_vert < 0)
     return sr_input_error(e, NULL, "pattern", "vs-like needs sinks, window and verticals >= 0");
+  // every vertical is drawn, one random number each (6.7e17 of them once also overflowed the size of the
+  // array holding them; found by tests/fuzz/fuzz_pattern_spec.c)
+  if (n_vert > VS_LIKE_MAX_VERTICALS)
+    return sr_input_error(e, NULL, "pattern", "vs-like: %lld verticals a head, at most %d", (long long)n_vert,
+                          VS_LIKE_MAX_VERTICALS);
   int items = p->layers * p->heads;
   like_job j = {p, sr_min64(sinks, p->n_tokens), sr_min64(window, p->n_tokens), n_vert, o, {0}};
   int rc = pool_open(&j.pool, p->n_tokens, items, e);

@@ -1,6 +1,7 @@
 // run.c — sim_run: set up the engine for a plan, build and schedule the step for its strategy, and
 // turn what ran into the summary metrics (step time, throughput, MFU dense and sparse, imbalance,
 // exposed communication, memory).
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +144,11 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   int64_t N = p->layout.n_tokens;
   double causal = (double)m->num_layers * (double)m->num_heads * model_causal_pairs(N);
   r->step_s = engine_makespan(&x.g);
+  if (!isfinite(r->step_s)) {  // the cluster's figures are checked one by one; together they may still overflow
+    ctx_free(&x);
+    return sr_input_error(e, c->path, NULL, "the simulated step takes %g s: the cluster's figures are beyond simulation",
+                          r->step_s);
+  }
   r->tokens_per_s = r->step_s > 0 ? (double)N / r->step_s : 0;
   r->model_flops_dense = model_flops(m, N, causal, p->spec.attention_only);
   r->model_flops_sparse = model_flops(m, N, x.pairs, p->spec.attention_only);
