@@ -2,13 +2,14 @@
 // pattern"): vertical-slash heads from fitted budgets, leading runs and quantiles of run starts; window
 // heads as recorded; block heads from fitted row shares and column popularity.
 //
-// Draws use the shared seeding (synth_internal.h): each head's indices are split into drift groups as in
-// synth.c, so a fitted pattern drifts from step to step the way the synthetic ones do.
-#include <gsl/gsl_rng.h>
+// Draws use the shared seeding, marks and per-thread contexts (synth_internal.h): each head's indices are
+// split into drift groups as in synth.c, so a fitted pattern drifts from step to step the way the synthetic
+// ones do, and heads are drawn in parallel with the same result for any thread count.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/parallel.h"
 #include "plan/synth.h"
 #include "plan/synth_internal.h"
 #include "plan/util.h"
@@ -34,29 +35,33 @@ static double quantile_at(const float *q, double u) {
 static void draw_runs(synth_ctx *c, int32_t *out, int64_t budget, int64_t lead, const float *q, int64_t run,
                       int kind, uint64_t key, const synth_opts *o) {
   const int64_t n = c->n;
+  uint64_t *bits = c->bits;
   int64_t count = 0;
-  for (int64_t i = 0; i < lead; i++) out[count++] = (int32_t)i, c->mark[i] = 1;
+  for (int64_t i = 0; i < lead; i++) out[count++] = (int32_t)i, synth_mark(bits, i);
   const int64_t rest = budget - lead, L = o->drift_period > 0 ? o->drift_period : 1;
   for (int64_t g = 0; g < L && rest > 0; g++) {
     int64_t quota = rest / L + (g < rest % L);
     if (!quota) continue;
     int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
-    synth_reseed(c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
+    synth_reseed(&c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
     for (int64_t taken = 0, tries = 0; taken < quota && tries < 16 * quota + 64; tries++) {
-      int64_t x = (int64_t)(quantile_at(q, gsl_rng_uniform(c->r)) * (double)n);
+      int64_t x = (int64_t)(quantile_at(q, sr_mt_uniform(&c->r)) * (double)n);
       x = sr_max64(0, sr_min64(n - 1, x));
       for (int64_t j = 0; j < run && taken < quota && x + j < n; j++) {
-        if (c->mark[x + j]) continue;
-        c->mark[x + j] = 1;
+        if (synth_mark(bits, x + j)) continue;
         out[count++] = (int32_t)(x + j);
         taken++;
       }
     }
   }
-  for (int64_t x = 0; count < budget && x < n; x++)
-    if (!c->mark[x]) c->mark[x] = 1, out[count++] = (int32_t)x;
-  for (int64_t i = 0; i < count; i++) c->mark[out[i]] = 0;
-  synth_sort_indices(c, out, count);
+  for (int64_t w = 0; count < budget && w * 64 < n; w++)  // the lowest unused indices, word by word
+    for (uint64_t free_bits = ~bits[w]; free_bits && count < budget; free_bits &= free_bits - 1) {
+      int64_t x = w * 64 + __builtin_ctzll(free_bits);
+      if (x >= n) break;
+      bits[w] |= 1ull << (x & 63);
+      out[count++] = (int32_t)x;
+    }
+  synth_take_sorted(c, out, count, lead);
 }
 
 static int vs_head(synth_ctx *c, head_pattern *h, const synth_fit_head *f, uint64_t key, const synth_opts *o,
@@ -110,8 +115,8 @@ static int block_head(synth_ctx *c, head_pattern *h, const synth_fit_head *f, ui
   }
   for (int64_t g = 0; g < L && g < nb; g++) {
     int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
-    synth_reseed(c->r, key, KEY_FIT_BLOCK, (uint64_t)g, (uint64_t)epoch);
-    for (int64_t col = g; col < nb; col += L) rank[col].key -= log(-log(gsl_rng_uniform_pos(c->r)));
+    synth_reseed(&c->r, key, KEY_FIT_BLOCK, (uint64_t)g, (uint64_t)epoch);
+    for (int64_t col = g; col < nb; col += L) rank[col].key -= log(-log(sr_mt_uniform_pos(&c->r)));
   }
   qsort(rank, (size_t)nb, sizeof *rank, cmp_ranked);
   for (int64_t p = 0; p < nb; p++) {
@@ -138,39 +143,59 @@ static int block_head(synth_ctx *c, head_pattern *h, const synth_fit_head *f, ui
 // ---------------------------------------------------------------------------------------------
 // every head
 
+typedef struct {
+  pattern *p;
+  const synth_fit *f;
+  const synth_opts *o;
+  synth_pool pool;
+  ranked_col **rank;  // [threads] column ranking scratch of the block heads (NULL without block heads)
+} fit_job;
+
+static int fit_item(void *ctx, int x, int thread, sr_error *e) {
+  fit_job *j = ctx;
+  const synth_fit *f = j->f;
+  int l = x / j->p->heads, h = x % j->p->heads;
+  const synth_fit_head *fh =
+      &f->h[(int64_t)l * f->layers / j->p->layers * f->heads + (int64_t)h * f->heads / j->p->heads];
+  head_pattern *hp = pattern_head(j->p, l, h);
+  uint64_t key = synth_head_key(j->o, l, h);
+  switch (fh->kind) {
+    case PATTERN_DENSE:
+      synth_head_clear(hp);
+      hp->kind = PATTERN_DENSE;
+      return SR_OK;
+    case PATTERN_WINDOW:
+      synth_head_clear(hp);
+      hp->kind = PATTERN_WINDOW;
+      hp->sinks = fh->w_sinks;
+      hp->window = fh->w_window;
+      return SR_OK;
+    case PATTERN_VS: return vs_head(&j->pool.c[thread], hp, fh, key, j->o, e);
+    case PATTERN_BLOCK: return block_head(&j->pool.c[thread], hp, fh, key, j->o, j->rank[thread], e);
+  }
+  return SR_OK;
+}
+
 int synth_fitted(pattern *p, const synth_fit *f, const synth_opts *o, sr_error *e) {
   if (f->layers < 1 || f->heads < 1 || !f->h) return sr_input_error(e, NULL, "pattern", "an empty fit");
-  synth_ctx c;
-  int rc = synth_ctx_init(&c, p->n_tokens, e);
+  int items = p->layers * p->heads;
+  fit_job j = {p, f, o, {0}, NULL};
+  int rc = synth_pool_open(&j.pool, p->n_tokens, items, e);
   if (rc) return rc;
-  // one ranking buffer for the block heads, as long as the finest of them needs
+  // a ranking buffer a thread for the block heads, as long as the finest of them needs
   int64_t most_blocks = 0;
   for (int64_t x = 0; x < (int64_t)f->layers * f->heads; x++)
-    if (f->h[x].kind == PATTERN_BLOCK) most_blocks = sr_max64(most_blocks, sr_cdiv(p->n_tokens, sr_max64(1, f->h[x].block)));
-  ranked_col *rank = most_blocks ? malloc((size_t)most_blocks * sizeof *rank) : NULL;
-  if (most_blocks && !rank) rc = sr_internal_error(e, 0, "synth: out of memory for %lld blocks", (long long)most_blocks);
-  for (int l = 0; l < p->layers && !rc; l++)
-    for (int h = 0; h < p->heads && !rc; h++) {
-      const synth_fit_head *fh =
-          &f->h[(int64_t)l * f->layers / p->layers * f->heads + (int64_t)h * f->heads / p->heads];
-      head_pattern *hp = pattern_head(p, l, h);
-      uint64_t key = synth_head_key(o, l, h);
-      switch (fh->kind) {
-        case PATTERN_DENSE:
-          synth_head_clear(hp);
-          hp->kind = PATTERN_DENSE;
-          break;
-        case PATTERN_WINDOW:
-          synth_head_clear(hp);
-          hp->kind = PATTERN_WINDOW;
-          hp->sinks = fh->w_sinks;
-          hp->window = fh->w_window;
-          break;
-        case PATTERN_VS: rc = vs_head(&c, hp, fh, key, o, e); break;
-        case PATTERN_BLOCK: rc = block_head(&c, hp, fh, key, o, rank, e); break;
-      }
-    }
-  free(rank);
-  synth_ctx_free(&c);
+    if (f->h[x].kind == PATTERN_BLOCK)
+      most_blocks = sr_max64(most_blocks, sr_cdiv(p->n_tokens, sr_max64(1, f->h[x].block)));
+  if (most_blocks) {
+    j.rank = calloc((size_t)j.pool.n, sizeof *j.rank);
+    for (int t = 0; j.rank && t < j.pool.n && !rc; t++)
+      if (!(j.rank[t] = malloc((size_t)most_blocks * sizeof **j.rank))) rc = -1;
+    if (!j.rank || rc) rc = sr_internal_error(e, 0, "synth: out of memory for %lld blocks", (long long)most_blocks);
+  }
+  if (!rc) rc = sr_parallel_for(items, j.pool.n, fit_item, &j, e);
+  for (int t = 0; j.rank && t < j.pool.n; t++) free(j.rank[t]);
+  free(j.rank);
+  synth_pool_close(&j.pool);
   return rc;
 }

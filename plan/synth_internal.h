@@ -1,34 +1,71 @@
-// synth_internal.h — the seeding, scratch and sorting that every synthetic generator (synth.c, synth_fit.c)
-// shares, so two generators draw the same way (not a public API; plan/synth.h is).
+// synth_internal.h — the seeding, per-thread scratch, marks and sorting that every synthetic generator
+// (synth.c, synth_fit.c) shares, so two generators draw the same way (not a public API; plan/synth.h is).
+//
+// Draws come from MT19937 with GSL's conventions (plan/rng.h), reseeded per (layer, head, index group,
+// drift epoch) from a splitmix64 hash, so a head never depends on another head's draws and heads may be
+// drawn in parallel, one context per thread (synth_pool, plan/parallel.h).
 #ifndef SR_SYNTH_INTERNAL_H
 #define SR_SYNTH_INTERNAL_H
 
-#include <gsl/gsl_rng.h>
 #include <stdint.h>
 
 #include "plan/error.h"
 #include "plan/pattern.h"
+#include "plan/rng.h"
 #include "plan/synth.h"
 
+// One thread's generator state and scratch.
 typedef struct {
-  gsl_rng *r;
-  uint8_t *mark;  // [n] scratch, all zero between uses
-  int32_t *tmp;   // [n] scratch for sorting
+  sr_mt r;
+  uint64_t *bits;  // [n / 64 + 2] marks of drawn indices, all zero between uses
+  int32_t *tmp;    // [n + 1] scratch for sorting
   int64_t n;
 } synth_ctx;
 
-// splitmix64's finaliser: the hash every stream's seed comes from.
-uint64_t synth_mix64(uint64_t x);
-// Reseed r from a hash of four numbers (a head never depends on how many draws another head made).
-void synth_reseed(gsl_rng *r, uint64_t a, uint64_t b, uint64_t c, uint64_t d);
+// A context per thread (sr_threads, parallel.h): heads are independent, each drawn from its own seeds, so
+// which thread draws a head changes nothing.
+typedef struct {
+  synth_ctx *c;
+  int n;
+} synth_pool;
+
+// splitmix64's finaliser (Steele, Lea, Flood 2014): the hash every stream's seed comes from.
+static inline uint64_t synth_mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Reseed r from a hash of four numbers, as gsl_rng_set seeded GSL's mt19937 (the patterns are those GSL drew).
+static inline void synth_reseed(sr_mt *r, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  uint64_t h = synth_mix64(a ^ synth_mix64(b ^ synth_mix64(c ^ synth_mix64(d))));
+  sr_mt_seed(r, (uint32_t)(h & 0xffffffffu));
+}
+
+// Mark x in bits; returns 1 when it was marked already.
+static inline int synth_mark(uint64_t *bits, int64_t x) {
+  uint64_t m = 1ull << (x & 63), *w = &bits[x >> 6];
+  if (*w & m) return 1;
+  *w |= m;
+  return 0;
+}
+
 // The stream key of head (layer, head) under o's seed.
 uint64_t synth_head_key(const synth_opts *o, int layer, int head);
-// Scratch for n tokens (a generator, its marks and a sort buffer).
+// Scratch for n tokens (marks all clear and a sort buffer; the generator is seeded before each use).
 int synth_ctx_init(synth_ctx *c, int64_t n, sr_error *e);
 // Release it.
 void synth_ctx_free(synth_ctx *c);
+// One context per thread for `items` heads of n_tokens tokens (at most sr_threads(), at most items).
+int synth_pool_open(synth_pool *p, int64_t n_tokens, int items, sr_error *e);
+// Release the pool's contexts.
+void synth_pool_close(synth_pool *p);
 // Sort non-negative indices below c->n ascending (radix sort through c->tmp).
 void synth_sort_indices(synth_ctx *c, int32_t *a, int64_t n);
+// The `count` marked indices of out (out[0, n_struct) is [0, n_struct), the rest in any order) sorted
+// ascending into out, clearing every mark.
+void synth_take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_struct);
 // Free a head's arrays and zero it.
 void synth_head_clear(head_pattern *h);
 

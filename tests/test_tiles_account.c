@@ -48,13 +48,10 @@ TEST(fast_accounting_equals_generic_contiguous_aligned) { check_fast_equals_gene
 TEST(fast_accounting_equals_generic_zigzag_aligned) { check_fast_equals_generic(1, 2 * 2 * 3 * TILE, 2, 1, 26, 10); }
 TEST(fast_accounting_equals_generic_with_fewer_tiles_than_ranks) { check_fast_equals_generic(2, 300, 6, 128, 27, 5); }
 
-// Tiles dealt to ranks at random (a balanced layout's shape): many runs of one tile, no period, so the fast
-// path walks the kept diagonals and D's intervals per column instead of the runs.
-TEST(fast_accounting_equals_generic_on_tiles_dealt_at_random) {
+// Tiles dealt to W ranks at random (a balanced layout's shape): many runs of one tile, no period, so the
+// fast path walks the kept diagonals and D's intervals per column instead of the runs.
+static void check_dealt_fast_equals_generic(int W, int64_t n, uint64_t seed) {
   sr_error e;
-  const int W = 3;
-  const int64_t n = 150 * TILE + 40;
-  uint64_t seed = 77;
   int32_t *owner = malloc((size_t)n * sizeof *owner), r = 0;
   for (int64_t t = 0; t < n; t++) {
     if (t % TILE == 0) r = (int32_t)(fx_rand(&seed) % W);
@@ -80,6 +77,23 @@ TEST(fast_accounting_equals_generic_on_tiles_dealt_at_random) {
   free(fast), free(gen);
   pattern_free(&p);
   fx_layout_free(&l);
+}
+
+TEST(fast_accounting_equals_generic_on_tiles_dealt_at_random) { check_dealt_fast_equals_generic(3, 150 * TILE + 40, 77); }
+
+// Without periodicity the pairs both the slashes and the verticals keep come from one of three walks (in
+// closed form per run, key by key over the runs, key by key over the tiles), the one estimated cheapest:
+// each alone gives the generic counts, on long runs and on tiles dealt at random.
+TEST(fast_accounting_equals_generic_whichever_overlap_walk_it_takes) {
+  for (int walk = 1; walk <= 3; walk++) {
+    tiles_fast_overlap_walk = walk;
+    check_fast_equals_generic(0, 3 * 4 * TILE, 3, 1, 25, 10);
+    check_fast_equals_generic(1, 2 * 2 * 3 * TILE, 2, 1, 26, 10);
+    check_fast_equals_generic(0, 3000, 1, 1, 21, 10);
+    check_dealt_fast_equals_generic(3, 150 * TILE + 40, 77);
+    check_dealt_fast_equals_generic(5, 64 * TILE, 78);
+  }
+  tiles_fast_overlap_walk = 0;
 }
 
 TEST(fast_accounting_equals_generic_without_the_column_buffer) {
