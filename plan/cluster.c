@@ -62,11 +62,12 @@ static void gpu_defaults(gpu_desc *g) {
   g->eff_attn_bwd_full = 0.4, g->eff_attn_bwd_partial = 0.3, g->eff_attn_bwd_bar = 0.2;
   g->eff_mem = 0.8;
   g->comm_slowdown = 1.0;
+  g->adaspa_search_ratio = 0;  // AdaSpa's reported ratio (sim/estimate.c)
 }
 
 static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error *e) {
   static const char *const known[] = {"name",       "peak_tflops",   "fp64_tflops", "hbm_gbps",
-                                      "mem_gib",    "efficiency",    "comm_slowdown", NULL};
+                                      "mem_gib",    "efficiency",    "comm_slowdown", "adaspa_search_ratio", NULL};
   static const char *const known_eff[] = {"gemm", "attn_fwd_full", "attn_fwd_partial", "attn_fwd_bar", "attn_bwd_full",
                                           "attn_bwd_partial", "attn_bwd_bar", "mem", NULL};
   const cJSON *gpu = NULL;
@@ -91,6 +92,10 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
     for (int i = 0; known_eff[i]; i++)
       if ((rc = get_efficiency(eff, known_eff[i], dst[i], file, e))) return rc;
   }
+  // optional: the search's measured share of a dense forward (written back only when given)
+  if ((rc = get_positive(gpu, "adaspa_search_ratio", 0, 100, "share of a dense forward", &g->adaspa_search_ratio, file,
+                         "gpu", e)))
+    return rc;
   double slow = NAN;
   if ((rc = json_get_num(gpu, "comm_slowdown", 0, -INFINITY, INFINITY, &slow, file, "gpu", e))) return rc;
   if (!isnan(slow)) {
@@ -243,6 +248,7 @@ char *cluster_to_json(const cluster_desc *c) {
   add_num(eff, "attn_bwd_bar", g->eff_attn_bwd_bar, &ok);
   add_num(eff, "mem", g->eff_mem, &ok);
   add_num(gpu, "comm_slowdown", g->comm_slowdown, &ok);
+  if (g->adaspa_search_ratio > 0) add_num(gpu, "adaspa_search_ratio", g->adaspa_search_ratio, &ok);
   if (c->gpus_per_node > 1) {
     cJSON *intra = add_obj(root, "intra_node", &ok);
     add_num(intra, "gbps", c->intra.gbps, &ok);

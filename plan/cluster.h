@@ -19,6 +19,8 @@ typedef struct {
   double eff_attn_bwd_full, eff_attn_bwd_partial, eff_attn_bwd_bar;
   double eff_mem;           // achieved fraction of HBM bandwidth for memory-bound ops
   double comm_slowdown;     // compute runs this much slower while a comm kernel shares the SMs (1 = none)
+  double adaspa_search_ratio;  // AdaSpa's LSE-cached block search as a share of one dense attention forward over
+                               // the same keys (0: AdaSpa's reported 0.5; scripts/gpu/adaspa_run.sh measures it)
 } gpu_desc;
 
 typedef struct {

@@ -56,6 +56,7 @@ static int expect_parts(const char *spec, int n, int lo, int hi, const char *for
 
 pattern_estimation pattern_spec_estimation(const char *spec) {
   if (strncmp(spec, "vs-online:", 10) == 0) return PATTERN_ONLINE;
+  if (strncmp(spec, "adaspa-online:", 14) == 0) return PATTERN_SEARCHED;
   if (strncmp(spec, "vs-topp", 7) == 0 || strncmp(spec, "vs-preset", 9) == 0) return PATTERN_STAND_IN;
   return PATTERN_FIXED;
 }
@@ -99,6 +100,30 @@ int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e) {
   return online_parts(spec, split(spec, buf, sizeof buf, part), part, o, e);
 }
 
+int pattern_spec_at_run_time(const char *spec) {
+  pattern_estimation k = pattern_spec_estimation(spec);
+  return k == PATTERN_ONLINE || k == PATTERN_SEARCHED;
+}
+
+// adaspa:S[:B] and adaspa-online:S[:B] (parts already split)
+static int adaspa_parts(const char *spec, int n, char **part, adaspa_opts *o, sr_error *e) {
+  *o = adaspa_defaults();
+  int64_t B = o->block;
+  int rc = expect_parts(spec, n, 2, 3, strcmp(part[0], "adaspa") ? "adaspa-online:SPARSITY[:B]" : "adaspa:SPARSITY[:B]", e);
+  if (!rc) rc = parse_frac(spec, part[1], "sparsity", 0, 0.999999, &o->sparsity, e);
+  if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
+  if (!rc && B > INT32_MAX) rc = sr_input_error(e, NULL, "pattern", "'%s': block size above %d", spec, INT32_MAX);
+  o->block = (int32_t)B;
+  return rc;
+}
+
+int pattern_spec_adaspa_opts(const char *spec, adaspa_opts *o, sr_error *e) {
+  char buf[512], *part[MAX_PARTS];
+  if (!spec || pattern_spec_estimation(spec) != PATTERN_SEARCHED)
+    return sr_input_error(e, NULL, "pattern", "'%s' is not a searched pattern (adaspa-online:S[:B])", spec ? spec : "");
+  return adaspa_parts(spec, split(spec, buf, sizeof buf, part), part, o, e);
+}
+
 int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                       sr_error *e) {
   memset(out, 0, sizeof *out);
@@ -111,13 +136,15 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
   const char *kind = part[0];
   if (strcmp(kind, "trace") == 0)
     return sr_input_error(e, NULL, "pattern", "'%s': trace patterns are read by the traces module, not synthesised", spec);
-  static const char *const known[] = {"dense", "window", "vs-like", "vs-preset", "vs-topp", "vs-online", "block", "adaspa"};
+  static const char *const known[] = {"dense", "window", "vs-like", "vs-preset", "vs-topp", "vs-online", "block", "adaspa",
+                                      "adaspa-online"};
   int found = 0;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) found |= strcmp(kind, known[i]) == 0;
   if (!found)
     return sr_input_error(e, NULL, "pattern",
                           "unknown pattern source '%s' (expected dense, window:S:W, vs-like:S:W:NV, vs-preset:NAME, "
-                          "vs-topp:P, vs-online:P, vs-online:topk:V:S, block:D[:B], adaspa:S[:B] or trace:PATH)", spec);
+                          "vs-topp:P, vs-online:P, vs-online:topk:V:S, block:D[:B], adaspa:S[:B], adaspa-online:S[:B] or "
+                          "trace:PATH)", spec);
   int rc = pattern_alloc(out, n_tokens, (int)m->num_layers, (int)m->num_heads, e);
   if (rc) return rc;
   synth_opts o = synth_defaults(seed, step);
@@ -165,11 +192,10 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
     if (!rc) rc = parse_frac(spec, part[1], "density", 1e-9, 1, &x, e);
     if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
     if (!rc) rc = synth_block(out, x, (int32_t)B, &o, e);
-  } else {
-    rc = expect_parts(spec, n, 2, 3, "adaspa:SPARSITY[:B]", e);
-    if (!rc) rc = parse_frac(spec, part[1], "sparsity", 0, 0.999999, &x, e);
-    if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
-    if (!rc) rc = synth_adaspa(out, x, (int32_t)B, &o, e);
+  } else {  // adaspa, and adaspa-online's stand-in (the same synthetic AdaSpa-like heads)
+    adaspa_opts ao;
+    rc = adaspa_parts(spec, n, part, &ao, e);
+    if (!rc) rc = synth_adaspa(out, ao.sparsity, ao.block, &o, e);
   }
   if (rc) pattern_free(out);
   return rc;

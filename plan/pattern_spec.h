@@ -13,6 +13,10 @@
 //                              [0, WINDOW) besides what it selects (MInference keeps 30 and 100)
 //   block:DENSITY[:B]          clustered block-sparse, B = 128 by default
 //   adaspa:SPARSITY[:B]        AdaSpa-like head-adaptive block-sparse, B = 128 by default
+//   adaspa-online:SPARSITY[:B] AdaSpa's block search from the data (executor and trainer): a dense pass for each
+//                              row's LSE, the block masses, the head-adaptive top blocks, the mask reused
+//                              between searches (plan.spec.search_every); planned and simulated as
+//                              adaspa:SPARSITY[:B] (the simulator adds the search)
 // "trace:PATH" is read by traces/ and is an input error here.
 #ifndef SR_PATTERN_SPEC_H
 #define SR_PATTERN_SPEC_H
@@ -37,6 +41,8 @@ typedef enum {
   PATTERN_STAND_IN,  // vs-topp, vs-preset: built before the step; the executor runs it as given, the
                      // simulator charges the estimation it stands for (unless told the pattern is given)
   PATTERN_ONLINE,    // vs-online: estimated from the data in every forward pass, and charged for
+  PATTERN_SEARCHED,  // adaspa-online: searched from the data at chosen steps and reused in between (AdaSpa),
+                     // and charged for
 } pattern_estimation;
 // How the spec's pattern is estimated (above); the one answer for the simulator and the executor.
 pattern_estimation pattern_spec_estimation(const char *spec);
@@ -44,5 +50,11 @@ pattern_estimation pattern_spec_estimation(const char *spec);
 // trainer): the last queries' scores, top-p P with cap 4096 or the fixed (V, S) budget, no forced sinks
 // or window. SR_EINPUT naming "pattern" for a spec that is not a well-formed vs-online one.
 int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e);
+// Is the pattern that runs chosen from the data at run time (vs-online or adaspa-online)? Then a run's pattern is
+// what the executor reports (dist_attn_pattern_used), not the plan's stand-in.
+int pattern_spec_at_run_time(const char *spec);
+// The search settings of an "adaspa-online:S[:B]" spec (threshold 0.8, AdaSpa's); SR_EINPUT naming "pattern"
+// for any other spec.
+int pattern_spec_adaspa_opts(const char *spec, adaspa_opts *o, sr_error *e);
 
 #endif

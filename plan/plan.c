@@ -18,6 +18,7 @@ void plan_spec_defaults(plan_spec *s) {
   s->recompute = 1;
   s->zero = 1;
   s->kv_bytes = 2;  // bf16
+  s->search_every = 1;
   snprintf(s->trainer, sizeof s->trainer, "mixed");
 }
 
@@ -41,10 +42,13 @@ static const strategy_row strategies[] = {
     {"mtraining", "striped", 128, "double-ring", "vs-topp:0.95", 0},
     {"mtraining-zigzag", "zigzag", 1, "double-ring", "vs-topp:0.95", 0},
     {"mtraining-flat", "striped", 128, "ring", "vs-topp:0.95", 0},
+    // AdaSpa's LSE-cached block search, searched from the data (sparsity 0.9: one block in ten a row, near the
+    // density of MTraining's top-p patterns); --search-every sets how often
+    {"adaspa", "striped", 128, "ring", "adaspa-online:0.9", 0},
 };
 
 const char *const plan_strategy_names[] = {"dense-ring", "zigzag-ring", "striped-ring", "ulysses", "usp", "fpdt",
-                                           "naive-sparse", "mtraining", "mtraining-zigzag", "mtraining-flat", NULL};
+                                           "naive-sparse", "mtraining", "mtraining-zigzag", "mtraining-flat", "adaspa", NULL};
 
 int plan_spec_apply_strategy(plan_spec *s, const char *name, sr_error *e) {
   for (size_t i = 0; i < sizeof strategies / sizeof *strategies; i++) {
@@ -90,6 +94,9 @@ int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) 
                                                (long long)s->fpdt_chunk);
   if (s->fpdt_offload && s->fpdt_chunk == 0)
     return sr_input_error(e, NULL, "fpdt_offload", "offloads FPDT's chunks: give a chunk size (fpdt_chunk) too");
+  *field = "search_every";
+  if (s->search_every < 1)
+    return sr_input_error(e, NULL, "search_every", "%lld steps: expected 1 (every step) or more", (long long)s->search_every);
   *field = "trainer";
   if (strcmp(s->trainer, "exec") == 0 && s->zero != 1)
     return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train shards the optimizer state only (ZeRO-1), "

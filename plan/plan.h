@@ -41,6 +41,7 @@ typedef struct {
                           // chunks of consecutive tokens, each spread over every rank (Ulysses inside a chunk)
   int fpdt_offload;       // FPDT: the gathered KV chunks wait in pinned host memory, fetched back ahead of use
   uint64_t seed;          // seed of synthetic patterns
+  int64_t search_every;   // adaspa-online: a search every this many training steps, the mask reused in between (1)
   char trainer[16];       // whose memory the simulator counts: "mixed" (a bf16 mixed-precision trainer, default)
                           // or "exec" (sparsering-exec train: fp32 state and buffers, plan/model.h)
   double predicted_step_s;  // simulator's prediction recorded by `sim`/`tune` (0 when none)

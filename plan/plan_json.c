@@ -39,6 +39,7 @@ static cJSON *spec_to_json(const plan_spec *s) {
   cJSON_AddNumberToObject(o, "fpdt_chunk", (double)s->fpdt_chunk);
   cJSON_AddBoolToObject(o, "fpdt_offload", s->fpdt_offload);
   cJSON_AddNumberToObject(o, "seed", (double)s->seed);
+  cJSON_AddNumberToObject(o, "search_every", (double)s->search_every);
   cJSON_AddStringToObject(o, "trainer", s->trainer);
   cJSON_AddNumberToObject(o, "predicted_step_s", s->predicted_step_s);
   return o;
@@ -192,7 +193,8 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   static const char *const known[] = {"model", "cluster", "seq", "layout", "granularity", "schedule", "inner",
                                       "ulysses", "pattern", "strategy", "recompute", "zero", "kv_bytes",
                                       "skip_empty_sends", "fpdt_chunk", "fpdt_offload", "seed", "predicted_step_s",
-                                      "trainer", "fwd_runs", "deterministic", "offload_activations", "offload_optimizer", NULL};
+                                      "trainer", "fwd_runs", "deterministic", "offload_activations", "offload_optimizer",
+                                      "search_every", NULL};
   int rc;
   int64_t v;
   double d;
@@ -227,6 +229,7 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   if ((rc = json_get_bool(o, "deterministic", 0, &s->deterministic, file, "spec", e))) return rc;  // optional
   if ((rc = json_get_bool(o, "offload_activations", 0, &s->offload_activations, file, "spec", e))) return rc;  // optional
   if ((rc = json_get_bool(o, "offload_optimizer", 0, &s->offload_optimizer, file, "spec", e))) return rc;      // optional
+  if ((rc = json_get_int(o, "search_every", 0, 1, (int64_t)1 << 40, &s->search_every, file, "spec", e))) return rc;  // optional
   return SR_OK;
 }
 

@@ -1,6 +1,6 @@
 // step_ring.c — a training step under ring context parallelism (flat ring or double ring) driven by
 // the plan's schedule: per layer the QKV projection, MTraining's online estimation when the pattern is
-// estimated online, the tile-index build for sparse patterns, the ring attention pass, and the rest of
+// estimated online (AdaSpa's search when it is searched), the tile-index build for sparse patterns, the ring attention pass, and the rest of
 // the layer; then backward with recomputation (index build + sparse forward run again, as in
 // MTraining), the ring backward with dK/dV travelling, and the layer's gradient reduction. The ring
 // passes cost the planner's routes of the layer (plan/ring_plan.h: skipped shards move nothing, early
@@ -51,7 +51,7 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
   // need every rank's index built (slow at scale, hence opt-in); the backward keeps the tile form's. As in
   // the executor, a vs-online pattern (estimated in the tile form at run time) keeps the tile form.
   work_count *fwd = NULL;
-  if (x->p->spec.fwd_runs && pattern_spec_estimation(x->p->spec.pattern) != PATTERN_ONLINE) {
+  if (x->p->spec.fwd_runs && !pattern_spec_at_run_time(x->p->spec.pattern)) {
     fwd = malloc((size_t)W * W * sizeof *fwd);
     if (!fwd) return sr_internal_error(e, 0, "sim: out of memory for the forward form's counts");
     if ((rc = tiles_runs_account_layer(x->pat, layer, x->cache.l, fwd, e))) {
@@ -102,6 +102,7 @@ typedef struct {
   double *comp;        // [n_steps * W] scratch in seconds
   double *dur;         // [W]
   int online;          // pattern estimated online (MTraining)
+  int search;          // pattern searched at chosen steps (AdaSpa's adaspa-online)
   ring_routes *routes; // [n_routes] the distinct routes of the layers (one unless shards are skipped)
   int n_routes;
 } ring_state;
@@ -155,7 +156,12 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
     if ((rc = estimate_layer(x, layer, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  if (w->sparse && attn && (st->online || !x->o->index_ready)) {
+  if (st->search && !recompute) {  // AdaSpa: the search and its index, a share of them a step (estimate.c)
+    if ((rc = search_layer(x, layer, w->entries, x->a, x->b, e))) return rc;
+    memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
+  }
+  // a searched mask's index lives until the next search (above); the recomputation reuses it
+  if (w->sparse && attn && !st->search && (st->online || !x->o->index_ready)) {
     for (int r = 0; r < W; r++)
       st->dur[r] = st->online && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r]);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
@@ -246,7 +252,9 @@ int step_ring(sim_ctx *x, sr_error *e) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
-  st.online = pattern_spec_estimation(p->spec.pattern) != PATTERN_FIXED && !x->o->fixed_pattern;
+  pattern_estimation how = pattern_spec_estimation(p->spec.pattern);
+  st.online = how != PATTERN_FIXED && how != PATTERN_SEARCHED && !x->o->fixed_pattern;
+  st.search = how == PATTERN_SEARCHED && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
   st.ring.log = x->transfers;
   // Account every layer; identical layers share their work.
