@@ -48,6 +48,7 @@ struct dist_attn {
   void *cuda;                 // CUDA backend state (dist_attn_cuda.c)
   void *online;               // vs-online estimation state on CUDA (online_vs_cuda.c), NULL otherwise
   void *online_cpu;           // vs-online estimation state on the CPU backend (online_vs_cpu.c), NULL otherwise
+  void *adaspa;               // adaspa-online search state, either backend (online_adaspa.h), NULL otherwise
   struct fpdt_state *fpdt;    // plan.spec.fpdt_chunk > 0: FPDT's chunks, indices and buffers (exec/fpdt.h), else NULL
   timeline *tl;
   dist_stats st;
@@ -123,6 +124,11 @@ int ulysses_gather(struct dist_attn *a, const int64_t *rows, const float *in, in
 int ulysses_lse(struct dist_attn *a, const int64_t *rows, int64_t ld, const float *from, float *to, int to_group,
                 sr_error *e);
 
+// One step of a walk: compute on the shard of source group src (kv: its K|V packed [2, rows, nkv, d]) at ring step s.
+typedef int (*ring_visit)(struct dist_attn *a, int s, int src, const float *kv, void *ctx, sr_error *e);
+// The forward ring's walk (kv_own loaded): every step's transfers as the forward posts them, visit on each shard
+// this rank computes on (its time on the timeline as `phase`). The forward is one; AdaSpa's search passes others.
+int ring_walk(struct dist_attn *a, timeline_phase phase, ring_visit visit, void *ctx, sr_error *e);
 // Forward ring over the groups: q [n_q, nh, d], kv_own packed; writes o [n_q, nh, d], lse [nh, n_q].
 int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error *e);
 // Backward ring: accumulates dq [n_q, nh, d]; writes this group's dK|dV [2, n_q, nkv, d] into dkv.

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "exec/dist_internal.h"
+#include "exec/online_adaspa.h"
 #include "exec/online_vs_cuda.h"
 #include "plan/pattern_estimate.h"
 #include "plan/pattern_spec.h"
@@ -149,6 +150,7 @@ oom:
 }
 
 int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e) {
+  if (a->adaspa) return adaspa_pattern_used(a, pat, e);  // adaspa-online, either backend: the mask in use
   online_cpu *o = a->online_cpu;
   if (!o) return online_vs_pattern_used(a, pat, e);  // CUDA: downloaded from the device
   if (pat->heads != a->H || pat->n_tokens != o->est.n_tokens || a->layer >= pat->layers)
