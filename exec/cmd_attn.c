@@ -299,7 +299,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
       dist_attn_reset_stats(da);
       // adaspa-online: a repetition is a step on the same inputs (the first one's dense pass serves every later
       // search: AdaSpa's cached LSE)
-      dist_attn_search_step(da, rep, rep == 0 ? DIST_SEARCH_NEW_INPUTS : 0);
+      dist_attn_search_step(da, rep, 0);
       if (comm_barrier(c, e)) fail(c, e);
       double t0 = sr_now();
       int rc = o_->cuda ? dist_attn_fwd(da, dev.q, dev.k, dev.v, dev.o, dev.lse, e) : dist_attn_fwd(da, q, k, v, o, lse, e);

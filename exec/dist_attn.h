@@ -94,10 +94,12 @@ int dist_attn_estimate_online(dist_attn *a, sr_error *e);
 // adaspa-online (AdaSpa's block search from the data, both backends; exec/online_adaspa.h): the step the next
 // forwards belong to. The first forward of a step searches a new block mask when step is a multiple of
 // plan.spec.search_every, when flags hold DIST_SEARCH_FORCE, or when the plan has no mask yet; every other forward
-// (the steps between searches, a recomputation within the step) runs the kept mask. DIST_SEARCH_NEW_INPUTS: Q and
-// K are not those of the cached LSE (a new sample), so a search runs its dense pass first (else the LSE-cached
-// search alone); DIST_SEARCH_MEASURE_REUSE: a reuse forward on new inputs runs the dense pass too, to measure the
-// kept mask's recall on them. Without a call every forward is step 0's. A no-op for other patterns.
+// (the steps between searches, a recomputation within the step: calls repeating the step and flags change
+// nothing) runs the kept mask. A search runs the dense pass for the LSE unless the LSE cached by the last one is of
+// the same inputs (AdaSpa's LSE-cached search): it is, until DIST_SEARCH_NEW_INPUTS says that every forward brings
+// new Q and K (training: a new sample each). A reuse forward on the inputs of the cached LSE reports the kept
+// mask's recall on them; DIST_SEARCH_MEASURE_REUSE runs the dense pass in reuse forwards on new inputs to report
+// it there too. Without a call every forward is step 0's, on the same inputs. A no-op for other patterns.
 enum { DIST_SEARCH_FORCE = 1, DIST_SEARCH_NEW_INPUTS = 2, DIST_SEARCH_MEASURE_REUSE = 4 };
 void dist_attn_search_step(dist_attn *a, int64_t step, int flags);
 typedef struct {

@@ -21,9 +21,10 @@ typedef struct {
   adaspa_opts opts;        // base sparsity, block, threshold (pattern_spec_adaspa_opts)
   int64_t every;           // plan.spec.search_every
   int64_t step;            // the step of the coming forwards (dist_attn_search_step)
-  int64_t searched_step;   // the step whose first forward searched last (-1: none yet)
+  int64_t measured_step;   // the step of the last reused mask's recall (its first forward's; INT64_MIN: none)
+  int64_t searched_step;   // the step of the last search (INT64_MIN: none, or a forced step began)
   int flags;               // DIST_SEARCH_* of the current step
-  int lse_valid;           // the cached LSE is of the current inputs
+  int lse_valid;           // the cached LSE is of the current inputs (never across forwards with NEW_INPUTS)
   int reusing;             // the current forward runs the kept mask
   pattern est;             // one layer: the mask in use (BLOCK heads)
   int has_mask;
@@ -32,8 +33,14 @@ typedef struct {
 } adaspa_common;
 
 // Does the forward at the common state's step search? (No mask yet, or the step's first forward at a
-// multiple of `every` or forced.) Counts the reuse otherwise.
+// multiple of `every` or forced.) Counts the reuse otherwise. Forgets the cached LSE first when every forward
+// brings new inputs.
 int adaspa_wants_search(adaspa_common *c);
+// Does a reuse forward run the dense pass to measure the kept mask's recall (DIST_SEARCH_MEASURE_REUSE, a mask
+// searched at an earlier step, no LSE of these inputs)? And may its recall be reported (the LSE is of them)? Only
+// the first forward of a step measures (a recomputation's would repeat it).
+int adaspa_measure_dense(const adaspa_common *c);
+int adaspa_measure_recall(const adaspa_common *c);
 // Initialise the common part from the plan (opts, every, an empty one-layer pattern of H heads).
 int adaspa_common_init(adaspa_common *c, const struct dist_attn *a, sr_error *e);
 // Record a finished search: its mask's recall and budgets (recall, sparsity [H]).

@@ -25,18 +25,27 @@
 int adaspa_common_init(adaspa_common *c, const struct dist_attn *a, sr_error *e) {
   if (pattern_spec_adaspa_opts(a->p->spec.pattern, &c->opts, e)) return e->code;
   c->every = a->p->spec.search_every > 0 ? a->p->spec.search_every : 1;
-  c->searched_step = -1;
-  c->flags = DIST_SEARCH_NEW_INPUTS;
+  c->searched_step = c->measured_step = INT64_MIN;
   c->st.recall_reused = -1;
   return pattern_alloc(&c->est, a->glay->n_tokens, 1, a->H, e);
 }
 
 int adaspa_wants_search(adaspa_common *c) {
+  if (c->flags & DIST_SEARCH_NEW_INPUTS) c->lse_valid = 0;
   int want = !c->has_mask ||
              (c->searched_step != c->step && ((c->flags & DIST_SEARCH_FORCE) || c->step % c->every == 0));
   c->reusing = !want;
   if (!want) c->st.reuses++;
   return want;
+}
+
+int adaspa_measure_dense(const adaspa_common *c) {
+  return c->reusing && !c->lse_valid && (c->flags & DIST_SEARCH_MEASURE_REUSE) && c->step != c->searched_step &&
+         c->step != c->measured_step;
+}
+
+int adaspa_measure_recall(const adaspa_common *c) {
+  return c->reusing && c->lse_valid && c->step != c->searched_step && c->step != c->measured_step;
 }
 
 void adaspa_common_searched(adaspa_common *c, int heads, const double *recall, const double *sparsity) {
@@ -51,8 +60,7 @@ void dist_attn_search_step(dist_attn *a, int64_t step, int flags) {
   adaspa_common *c = a->adaspa;
   if (!c || (step == c->step && flags == c->flags)) return;  // the same step again: a recomputation
   c->step = step, c->flags = flags;
-  if (flags & DIST_SEARCH_FORCE) c->searched_step = -1;
-  if (flags & DIST_SEARCH_NEW_INPUTS) c->lse_valid = 0;
+  if (flags & DIST_SEARCH_FORCE) c->searched_step = INT64_MIN;
 }
 
 int dist_attn_search_stats(const dist_attn *a, dist_search_stats *out, sr_error *e) {
@@ -226,18 +234,19 @@ int adaspa_cpu_before(struct dist_attn *a, const float *q, sr_error *e) {
     return search(a, o, e);
   }
   // a reuse forward: on new inputs the dense pass only when asked to measure the kept mask's recall
-  if (!o->c.lse_valid && (o->c.flags & DIST_SEARCH_MEASURE_REUSE) && dense_pass(a, o, e)) return e->code;
+  if (adaspa_measure_dense(&o->c) && dense_pass(a, o, e)) return e->code;
   return SR_OK;
 }
 
 int adaspa_cpu_after(struct dist_attn *a, const float *lse, sr_error *e) {
   adaspa_cpu *o = a->adaspa;
-  if (!o->c.reusing || !o->c.lse_valid) return SR_OK;
+  if (!adaspa_measure_recall(&o->c)) return SR_OK;
   // a row keeps exp(LSE_sparse - LSE_dense) of its softmax mass
   double sum[2] = {0, (double)((int64_t)a->H * a->n_q)};
   for (int64_t r = 0; r < (int64_t)a->H * a->n_q; r++) sum[0] += exp((double)lse[r] - o->lse[r]);
   if (MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_DOUBLE, MPI_SUM, a->c->mpi) != MPI_SUCCESS)
     return sr_internal_error(e, 0, "rank %d: adaspa-online: summing the reused mask's recall failed", a->c->rank);
+  o->c.measured_step = o->c.step;
   o->c.reused_sum += sum[1] > 0 ? sum[0] / sum[1] : 1;
   o->c.st.reused_measured++;
   o->c.st.recall_reused = o->c.reused_sum / (double)o->c.st.reused_measured;

@@ -179,7 +179,7 @@ int adaspa_cuda_forward(struct dist_attn *a, const void *q, const void *k, const
   adaspa_cuda *o = a->adaspa;
   if (adaspa_wants_search(&o->c)) {
     if ((!o->c.lse_valid && dense_pass(a, o, q, k, e)) || search(a, o, q, k, e)) return e->code;
-  } else if (!o->c.lse_valid && (o->c.flags & DIST_SEARCH_MEASURE_REUSE) && dense_pass(a, o, q, k, e)) {
+  } else if (adaspa_measure_dense(&o->c) && dense_pass(a, o, q, k, e)) {
     return e->code;
   }
   *ix = &o->ix;
@@ -189,7 +189,7 @@ int adaspa_cuda_forward(struct dist_attn *a, const void *q, const void *k, const
 
 int adaspa_cuda_after(struct dist_attn *a, const float *lse, sr_error *e) {
   adaspa_cuda *o = a->adaspa;
-  if (!o->c.reusing || !o->c.lse_valid) return SR_OK;
+  if (!adaspa_measure_recall(&o->c)) return SR_OK;
   int64_t rows = (int64_t)a->H * o->n;
   float *h = malloc(sizeof(float) * (size_t)(2 * rows));
   if (!h) return sr_internal_error(e, 0, "out of memory");
@@ -200,6 +200,7 @@ int adaspa_cuda_after(struct dist_attn *a, const float *lse, sr_error *e) {
   for (int64_t i = 0; r == cudaSuccess && i < rows; i++) sum += exp((double)h[i] - (double)h[rows + i]);
   free(h);
   if (r != cudaSuccess) return sr_internal_error(e, 0, "adaspa-online: %s", cudaGetErrorString(r));
+  o->c.measured_step = o->c.step;
   o->c.reused_sum += rows > 0 ? sum / (double)rows : 1;
   o->c.st.reused_measured++;
   o->c.st.recall_reused = o->c.reused_sum / (double)o->c.st.reused_measured;

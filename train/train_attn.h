@@ -68,13 +68,18 @@ typedef struct {
   int n_tid;
   int *queue, q_head, q_len;  // slots to build, in order
   // vs-online on the CPU backend: each forward re-estimates the layer's pattern from its q and k (one
-  // rank); on CUDA the executor's dist_attn estimates inside every forward itself (online_vs_cuda.c)
+  // rank); on CUDA the executor's dist_attn estimates inside every forward itself (online_vs_cuda.c), as it searches
+  // adaspa-online's mask on either backend (online: the pattern is chosen at run time)
   int online, online_cpu;
   online_vs ov;
   const int64_t *positions;
   int64_t estimates;
   double estimate_s;
   attn_recall *recall;  // `--eval-recall`: measured after each forward while armed (NULL: off)
+  // adaspa-online (either backend): each plan searches its mask inside its forwards (exec/dist_attn.h), at the
+  // step and with the flags set here (train_attn_search_at)
+  int64_t search_step;
+  int search_flags;
 } train_attn;
 
 // Prepare the plans of plan p (pattern pat) for this rank: cache K plans (0: every layer, or as many as fit
@@ -111,7 +116,12 @@ int train_attn_refit(train_attn *b, sr_error *e);
 int train_attn_prebuild(train_attn *b, sr_error *e);
 // The plan of `layer`, built now if it is not kept.
 int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e);
-// CUDA vs-online: write the patterns the kept plans last ran into b->pat (density, trace).
+// adaspa-online: the step the coming forwards belong to and their DIST_SEARCH_* flags (dist_attn_search_step).
+void train_attn_search_at(train_attn *b, int64_t step, int flags);
+// adaspa-online: the search counters of the plans kept now, summed (recall_search: mean over them; recall_reused:
+// over the measured forwards); SR_OK with zeros for other patterns.
+int train_attn_search_stats(const train_attn *b, dist_search_stats *out, sr_error *e);
+// CUDA vs-online, adaspa-online: write the patterns the kept plans last ran into b->pat (density, trace).
 int train_attn_read_patterns(train_attn *b, sr_error *e);
 // Stop the threads and free every plan.
 void train_attn_free(train_attn *b);
