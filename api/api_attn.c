@@ -85,7 +85,10 @@ int sr_attn_new(const char *spec, int64_t n, int heads, int kv_heads, int head_d
   if (!rc) {
     snprintf(a->pattern, sizeof a->pattern, "%s", spec);
     a->online = pattern_spec_estimation(spec) == PATTERN_ONLINE;
-    if (a->online) {
+    if (pattern_spec_estimation(spec) == PATTERN_SEARCHED) {  // not its synthetic stand-in in its place
+      rc = sr_input_error(&e, NULL, "pattern", "'%s' searches its mask in sparsering-exec attn and train; this API runs "
+                          "given patterns and vs-online", spec);
+    } else if (a->online) {
       rc = pattern_spec_online_opts(spec, &a->opts, &e);
     } else {
       // the source's layer 0 for a one-layer model of this shape

@@ -3,12 +3,13 @@
 // (--trace-out) is bit for bit what one process's exact search selects on the same generated inputs for 1 to 4
 // ranks and several layouts, the attention over it equals float64 dense attention under that mask (--check), the
 // mask is reused between searches (--search-every) with its recall reported, and the plans it cannot run are
-// refused as input errors.
+// refused as input errors (the C API too, which runs given patterns).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "kernels/attn_inputs.h"
 #include "plan/pattern_estimate.h"
 #include "tests/mpi_fixture.h"
@@ -122,4 +123,15 @@ TEST(exec_adaspa_online_is_refused_where_it_cannot_search) {
     CHECK_STR_CONTAINS(out, why[i]);
     free(out);
   }
+}
+
+TEST(api_refuses_adaspa_online_rather_than_running_its_stand_in) {
+  // the API's shapes run given patterns; a searched one would silently be its synthetic stand-in
+  sr_attn *a = NULL;
+  char *err = NULL;
+  CHECK_EQ_INT(sr_attn_new("adaspa-online:0.8:64", 512, H, HKV, D, 0, 0, &a, &err), 2);
+  CHECK_STR_CONTAINS(err, "adaspa-online:0.8:64");
+  CHECK(a == NULL);
+  sr_api_free(err);
+  sr_attn_free(a);
 }
