@@ -113,10 +113,10 @@ double estimate_convert(const sim_ctx *x, int layer, int rank) {
 // A search, per layer, in the forward of a search step: the dense pass, a dense attention forward of the rank's
 // queries against every key that leaves each row's LSE (exec: online_adaspa_*.c), unless the LSE cached from an
 // earlier dense pass is of the same inputs -- never in training, where every step brings a new sample; then the
-// LSE-cached search, which AdaSpa reports at about half a full attention (AdaSpa, sec. 4.3: "about 0.5x"; the
+// LSE-cached search, which AdaSpa reports at about half a full attention (its fused LSE-cached online search; the
 // cluster file's gpu.adaspa_search_ratio, measured by scripts/gpu/adaspa_run.sh, replaces it); the all-reduce of
 // every head's kept and total mass at the base sparsity (the budgets), and the new mask's tile index. The two
-// passes ride the ring as the attention does, K alone moving for the search; at the lengths searched they are
+// passes ride the ring as the attention does (the CPU backend's K|V shards; K alone would do); at long lengths they are
 // compute-bound, so their transfers are taken as hidden under their compute. A mask serves search_every steps,
 // so one simulated step carries 1 / search_every of a search (the average step of the cycle).
 #define ADASPA_SEARCH_RATIO 0.5

@@ -111,15 +111,15 @@ TEST(exec_adaspa_online_reuses_the_mask_between_searches_and_reports_its_recall)
 }
 
 TEST(exec_adaspa_online_is_refused_where_it_cannot_search) {
-  // skipping decides the shards at plan time (before any mask), Ulysses splits the heads over the ranks
+  // skipping decides the shards at plan time (before any mask), Ulysses splits the heads over the ranks, FPDT
+  // chunks the sequence: input errors found before any rank starts (exit 2)
   const char *bad[] = {"--layout striped:16 --schedule ring --skip-empty-sends", "--layout contiguous --schedule ulysses",
                        "--layout contiguous --schedule ulysses --fpdt-chunk 256"};
   const char *why[] = {"skip", "ring and double-ring", "FPDT"};
   for (int i = 0; i < 3; i++) {
     char args[600], *out = NULL;
     snprintf(args, sizeof args, "%s --pattern adaspa-online:0.5:32", bad[i]);
-    int rc = attn_run(2, args, &out);
-    CHECK(rc != 0);
+    CHECK_EQ_INT(attn_run(2, args, &out), 2);
     CHECK_STR_CONTAINS(out, why[i]);
     free(out);
   }
