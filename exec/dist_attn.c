@@ -264,20 +264,7 @@ static int gpu_index_wanted(const struct dist_attn *a, dist_index_build how, sr_
   return why ? 0 : 1;
 }
 
-int dist_attn_check_plan(const plan *p, sr_error *e) {
-  // adaspa-online searches over the ring before any mask exists (online_adaspa.h), so what needs the mask at plan
-  // time, or splits the heads over ranks, cannot run it
-  if (pattern_spec_estimation(p->spec.pattern) == PATTERN_SEARCHED && p->spec.fpdt_chunk == 0) {
-    const schedule *s = &p->schedule;
-    if (p->spec.skip_empty_sends)
-      return sr_input_error(e, NULL, "skip_empty_sends", "adaspa-online searches its mask at run time, so the shards it "
-                                                         "needs are not known at plan time; run without skipping");
-    if (s->kind == SCHED_ULYSSES || (s->kind == SCHED_USP && s->ulysses > 1))
-      return sr_input_error(e, NULL, "schedule", "adaspa-online runs with ring and double-ring schedules, not %s",
-                            p->spec.schedule);
-  }
-  return fpdt_plan_check(p, e);
-}
+int dist_attn_check_plan(const plan *p, sr_error *e) { return fpdt_plan_check(p, e); }
 
 int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
                      sr_error *e) {

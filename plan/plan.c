@@ -2,6 +2,8 @@
 // schedule from a spec (JSON reading and writing live in plan_json.c).
 #include "plan/plan.h"
 
+#include "plan/pattern_spec.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -72,6 +74,25 @@ int plan_spec_apply_strategy(plan_spec *s, const char *name, sr_error *e) {
 // ---------------------------------------------------------------------------------------------
 // building
 
+// adaspa-online searches its mask over the ring at run time (exec/online_adaspa.h): no skip map can be made at plan
+// time, and a schedule that splits the heads over ranks (Ulysses, USP) or chunks the sequence (FPDT) does not run it
+// (the simulator would charge no search there).
+static int searched_check(const plan_spec *s, const schedule *sc, const char **field, sr_error *e) {
+  if (pattern_spec_estimation(s->pattern) != PATTERN_SEARCHED) return SR_OK;
+  *field = "skip_empty_sends";
+  if (s->skip_empty_sends)
+    return sr_input_error(e, NULL, "skip_empty_sends", "%s searches its mask at run time, so the shards it needs are not "
+                          "known at plan time; plan it without skipping", s->pattern);
+  *field = "fpdt_chunk";
+  if (s->fpdt_chunk > 0)
+    return sr_input_error(e, NULL, "fpdt_chunk", "%s searches over the ring, not inside FPDT's chunks", s->pattern);
+  *field = "pattern";
+  if (sc->kind == SCHED_ULYSSES || (sc->kind == SCHED_USP && sc->ulysses > 1))
+    return sr_input_error(e, NULL, "pattern", "%s runs with ring and double-ring schedules, not %s", s->pattern,
+                          s->schedule);
+  return SR_OK;
+}
+
 int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) {
   memset(p, 0, sizeof *p);
   p->spec = *s;
@@ -123,8 +144,10 @@ int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) 
   schedule_kind sk;
   rc = schedule_parse_kind(s->schedule, &sk, e);
   if (!rc) rc = schedule_build(sk, &p->cluster, &p->model, &p->layout, s->inner, s->ulysses, s->kv_bytes, &p->schedule, e);
+  if (!rc) rc = searched_check(s, &p->schedule, field, e);
   if (rc) {
-    layout_free(&p->layout);
+    if (!strcmp(*field, "schedule")) layout_free(&p->layout);
+    else plan_free(p);
     return rc;
   }
   *field = NULL;

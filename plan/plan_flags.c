@@ -62,7 +62,8 @@ int plan_step_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
 // the field is a flag: "--inner: ...", and a file error gets the flag that named the file in front.
 int plan_error_as_flag(sr_error *e, const char *flag_of_file) {
   static const char *const fields[] = {"seq", "layout", "granularity", "schedule", "inner", "ulysses", "pattern",
-                                       "strategy", "trainer", "zero", "fpdt_chunk", "fpdt_offload", "search_every", NULL};
+                                       "strategy", "trainer", "zero", "fpdt_chunk", "fpdt_offload", "search_every",
+                                       "skip_empty_sends", NULL};
   char msg[sizeof e->msg];
   for (const char *const *f = fields; *f; f++) {
     size_t n = strlen(*f);

@@ -295,7 +295,8 @@ static int diff_json(const cJSON *got, const cJSON *want, char *path, size_t cap
 static int in_file(sr_error *e, const char *file, const char *field) {
   if (e->code != SR_EINPUT) return e->code;
   static const char *const spec_fields[] = {"seq", "layout", "granularity", "schedule", "inner", "ulysses",
-                                            "pattern", "strategy", "kv_bytes", "zero", "fpdt_chunk", "fpdt_offload", NULL};
+                                            "pattern", "strategy", "kv_bytes", "zero", "fpdt_chunk", "fpdt_offload",
+                                            "search_every", "skip_empty_sends", NULL};
   char msg[sizeof e->msg];
   for (const char *const *f = spec_fields; *f; f++) {
     size_t n = strlen(*f);

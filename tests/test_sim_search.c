@@ -118,3 +118,44 @@ TEST(sim_whatif_runs_adaspa_beside_mtraining_and_keeps_its_search_under_a_vs_pat
   CHECK_EQ_INT(plan_spec_apply_strategy(&s, "adaspa", &e), SR_OK);
   CHECK_STR_CONTAINS(s.pattern, "adaspa-online:");
 }
+
+TEST(plan_refuses_adaspa_online_where_its_search_does_not_run) {
+  // the search makes the mask at run time over the ring: no skip map, no Ulysses head split, no FPDT chunks; so
+  // tune and whatif never rank a point that the executor refuses and whose search the simulator would not charge
+  const struct {
+    const char *schedule;
+    int ulysses, skip;
+    int64_t fpdt;
+    const char *field;
+  } bad[] = {{"ring", 0, 1, 0, "skip_empty_sends"}, {"ulysses", 0, 0, 0, "pattern"}, {"usp", 2, 0, 0, "pattern"},
+             {"ulysses", 0, 0, 1024, "fpdt_chunk"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    plan_spec s;
+    plan_spec_defaults(&s);
+    snprintf(s.model, sizeof s.model, "tiny-test");
+    snprintf(s.cluster, sizeof s.cluster, "%s", cluster(4, 0));
+    snprintf(s.pattern, sizeof s.pattern, "adaspa-online:0.8");
+    snprintf(s.schedule, sizeof s.schedule, "%s", bad[i].schedule);
+    s.seq = SEQ, s.ulysses = bad[i].ulysses, s.skip_empty_sends = bad[i].skip, s.fpdt_chunk = bad[i].fpdt;
+    plan p;
+    sr_error e = {0};
+    const char *field = NULL;
+    CHECK_EQ_INT(plan_build_at(&s, &p, &field, &e), SR_EINPUT);
+    CHECK(field && strcmp(field, bad[i].field) == 0);
+    CHECK_STR_CONTAINS(e.msg, "adaspa-online:0.8");
+  }
+  plan_spec s;  // the ring and the double ring plan
+  plan_spec_defaults(&s);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", cluster(4, 0));
+  snprintf(s.pattern, sizeof s.pattern, "adaspa-online:0.8");
+  s.seq = SEQ;
+  plan p;
+  sr_error e = {0};
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  plan_free(&p);
+  snprintf(s.schedule, sizeof s.schedule, "double-ring");
+  s.inner = 2;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  plan_free(&p);
+}
