@@ -52,6 +52,8 @@ static const strategy_row strategies[] = {
 const char *const plan_strategy_names[] = {"dense-ring", "zigzag-ring", "striped-ring", "ulysses", "usp", "fpdt",
                                            "naive-sparse", "mtraining", "mtraining-zigzag", "mtraining-flat", "adaspa", NULL};
 
+int plan_strategy_in_default_study(const char *name) { return strcmp(name, "adaspa") != 0; }
+
 int plan_spec_apply_strategy(plan_spec *s, const char *name, sr_error *e) {
   for (size_t i = 0; i < sizeof strategies / sizeof *strategies; i++) {
     const strategy_row *r = &strategies[i];

@@ -47,7 +47,7 @@ const cli_flag whatif_flags[] = {
     {"seq", "N", "512K", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
     {"pattern", "P", "each strategy's", "the sparse strategies' attention pattern (docs/patterns.md)"},
     {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
-    {"strategies", "A,B,...", "all", "the strategies to compare, comma-separated"},
+    {"strategies", "A,B,...", "all but adaspa", "the strategies to compare, comma-separated"},
     {"search-every", "K", "1", "adaspa-online: a block search every K training steps, the mask reused in between"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
     {NULL, NULL, NULL, NULL},
@@ -97,7 +97,8 @@ int whatif_from_flags(const cli_args *a, whatif_study *w, sr_error *e) {
     if (w->n == 0) return sr_input_error(e, NULL, "--strategies", "empty list");
   } else {
     for (int i = 0; plan_strategy_names[i] && w->n < WHATIF_MAX_STRATEGIES; i++)
-      snprintf(w->names[w->n++], 64, "%s", plan_strategy_names[i]);
+      if (plan_strategy_in_default_study(plan_strategy_names[i]))
+        snprintf(w->names[w->n++], 64, "%s", plan_strategy_names[i]);
   }
   w->o = sim_options_from_flags(a, 0);
   return SR_OK;

@@ -107,6 +107,7 @@ TEST(sim_whatif_runs_adaspa_beside_mtraining_and_keeps_its_search_under_a_vs_pat
   int found = 0;
   for (int i = 0; plan_strategy_names[i]; i++) found += strcmp(plan_strategy_names[i], "adaspa") == 0;
   CHECK_EQ_INT(found, 1);
+  CHECK(!plan_strategy_in_default_study("adaspa") && plan_strategy_in_default_study("mtraining"));
   sim_options o = {0, 0, 0, 0, 0};
   sim_result ra, rm;
   sr_error e;
