@@ -42,30 +42,34 @@ done:
   return rc;
 }
 
-// `sparsering-exec attn ARGS` on `ranks` CPU ranks of one node (tiny-test's attention unless ARGS say otherwise).
-static int attn_run(int ranks, const char *args, char **out) {
+// `sparsering-exec attn ARGS` on `ranks` CPU ranks over `nodes` nodes (tiny-test's attention unless ARGS say otherwise).
+static int attn_on(int nodes, int ranks, const char *args, char **out) {
   char cmd[2048];
   snprintf(cmd, sizeof cmd, MPI_ENV "mpirun --oversubscribe -np %d %s/sparsering-exec attn --model tiny-test --cluster %s "
-           "--seq %d --inputs vs --data-seed %d %s 2>&1", ranks, test_bin_dir(), mpi_cpu_cluster(1, ranks), SEQ,
-           DATA_SEED, args);
+           "--seq %d --inputs vs --data-seed %d %s 2>&1", ranks, test_bin_dir(), mpi_cpu_cluster(nodes, ranks / nodes),
+           SEQ, DATA_SEED, args);
   return test_run(cmd, out);
 }
+
+static int attn_run(int ranks, const char *args, char **out) { return attn_on(1, ranks, args, out); }
 
 TEST(exec_adaspa_online_mask_equals_one_process_search_on_1_to_4_ranks_and_passes_the_check) {
   pattern want[2];
   CHECK_EQ_INT(reference_search(0, &want[0]), 0);
   CHECK_EQ_INT(reference_search(1, &want[1]), 0);
-  // layouts whose block rows are whole on a rank (striped:32), split over ranks (striped:16, zigzag), one rank
+  // layouts whose block rows are whole on a rank (striped:32), split over ranks (striped:16, zigzag), one rank; the
+  // flat ring, and the double ring over 2 nodes (its early inter-node transfers carry the search's shards too)
   const struct {
-    int ranks;
-    const char *layout;
-  } runs[] = {{1, "contiguous"}, {2, "striped:16"}, {3, "zigzag"}, {4, "striped:32"}};
+    int nodes, ranks;
+    const char *layout, *schedule;
+  } runs[] = {{1, 1, "contiguous", "ring"}, {1, 2, "striped:16", "ring"}, {1, 3, "zigzag", "ring"},
+              {1, 4, "striped:32", "ring"}, {2, 4, "striped:16", "double-ring"}};
   for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
     char trace[600], args[1200], *out = NULL;
-    snprintf(trace, sizeof trace, "%s/adaspa-%d.safetensors", test_tmpdir(), runs[r].ranks);
-    snprintf(args, sizeof args, "--layout %s --schedule ring --pattern adaspa-online:%g:%d --layers 2 --check --trace-out %s",
-             runs[r].layout, SPARSITY, BLOCK, trace);
-    CHECK_EQ_INT(attn_run(runs[r].ranks, args, &out), 0);
+    snprintf(trace, sizeof trace, "%s/adaspa-%zu.safetensors", test_tmpdir(), r);
+    snprintf(args, sizeof args, "--layout %s --schedule %s --pattern adaspa-online:%g:%d --layers 2 --check --trace-out %s",
+             runs[r].layout, runs[r].schedule, SPARSITY, BLOCK, trace);
+    CHECK_EQ_INT(attn_on(runs[r].nodes, runs[r].ranks, args, &out), 0);
     CHECK_EQ_INT(count_lines(out, "  check layer ", " ok"), 2);  // float64 dense attention under the searched mask
     free(out);
     trace_file t;
