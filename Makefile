@@ -9,6 +9,7 @@
 #   make studies    run the standard what-if studies into notebooks-data/ (CSV + JSON sidecars)
 #   make figures    execute the notebooks of notebooks-data/ headless and write their PNG files
 #   make gpu-test   kernel tests against the CPU reference (GPU machine only)
+#   make fuzz       every parser's fuzz harness under clang's libFuzzer, FUZZ_SECONDS (60) each
 #
 # Sources are found by folder (one concept a folder), so adding a .c file needs no edit here.
 
@@ -71,10 +72,16 @@ BIN       := $(BIN_DIR)/sparsering
 EXEC_BIN  := $(BIN_DIR)/sparsering-exec
 TEST_BIN  := $(BUILD)/run_tests
 
+# Fuzz harnesses (tests/fuzz/fuzz_NAME.c), each linked with the replay driver (tests/fuzz/replay.c) so `make test`
+# runs every one on its seed corpus plus mutations with any compiler; tests/fuzz/run.sh builds them against
+# clang's libFuzzer for the long campaigns.
+FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay-%)
+
 # GPU-only tools of kernels/ (their sources sit in subfolders so they stay out of the library).
 GPU_TOOLS := $(if $(CU_LIB),bin/sparsering-gpu-test bin/sparsering-gpu-test-vs bin/sparsering-bench-attn bin/sparsering-bench-vs)
 
-.PHONY: all run test bench gpu-test deps clean studies figures python-libs
+.PHONY: all run test bench gpu-test deps clean studies figures python-libs fuzz
 EXEC_TARGET := $(if $(EXEC_MAIN),$(EXEC_BIN))
 all: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS) $(SO) $(CU_SO)
 
@@ -137,6 +144,11 @@ $(EXEC_BIN): $(EXEC_MAIN_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 $(TEST_BIN): $(TEST_OBJ) $(API_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(API_OBJ) $(EXEC_LIB) -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
 
+$(BUILD)/fuzz/replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(EXEC_LIB) $(LIB) $(CU_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ tests/fuzz/replay.c $< $(EXEC_LIB) \
+	  -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
+
 bin/sparsering-gpu-test: kernels/test/gpu_test.cu kernels/test/index_build.h kernels/test/check.h $(LIB) $(CU_LIB)
 	@mkdir -p bin
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
@@ -161,9 +173,16 @@ run: deps
 
 # Tests run the CLI binaries too, so build them first; SR_BIN tells the tests where they are.
 test: deps
-	$(MAKE) -j$(JOBS) $(BIN) $(EXEC_TARGET) $(TEST_BIN) $(if $(filter 1,$(SAN)),,python-libs)
+	$(MAKE) -j$(JOBS) $(BIN) $(EXEC_TARGET) $(TEST_BIN) $(FUZZ_REPLAY) $(if $(filter 1,$(SAN)),,python-libs)
 	$(if $(filter 1,$(SAN)),$(MAKE) -j$(JOBS) SAN=0 python-libs)
-	SR_BIN=$(CURDIR)/$(BIN_DIR) SR_SAN=$(SAN) ./$(TEST_BIN)
+	SR_BIN=$(CURDIR)/$(BIN_DIR) SR_FUZZ=$(CURDIR)/$(BUILD)/fuzz SR_SAN=$(SAN) ./$(TEST_BIN)
+
+# The long fuzzing campaigns: every harness against clang's libFuzzer (ASan + UBSan) for SECONDS each
+# (`make fuzz FUZZ_SECONDS=600`); installs clang and its runtime first (FUZZ=1 scripts/install-deps.sh).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@FUZZ=1 sh scripts/install-deps.sh
+	@for n in $(FUZZ_NAMES); do tests/fuzz/run.sh $$n $(FUZZ_SECONDS) || exit 1; done
 
 # Each area registers its own bench-* command; run them all.
 bench: deps $(BIN)

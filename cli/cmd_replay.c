@@ -35,7 +35,7 @@ static const cli_flag replay_flags[] = {
     {"cluster", "NAME|PATH", "required", "the cluster: a shipped name (models/clusters/NAME.json) or a description file"},
     {"strategy", "NAME", "required", "a named strategy (as in sim): layout, schedule and what obtaining the pattern costs"},
     {"model", "NAME|PATH", "the trace's", "the model"},
-    {"csv", "FILE", NULL, "write one row per step as CSV"},
+    {"csv", cli_out_file, NULL, "write one row per step as CSV"},
     {"no-estimate", NULL, NULL, "the trace is a given pattern: no online estimation cost"},
     {NULL, NULL, NULL, NULL},
 };
@@ -93,6 +93,10 @@ static int cmd_replay(int argc, char **argv) {
            in->pattern_kind, in->source, in->origin, cluster, strategy,
            cli_has(&a, "no-estimate") ? " (no estimation cost)" : "", "step", "time (s)", "tokens/s", "worker imb",
            "step imb", "exposed (s)", "density");
+  if (rc == SR_OK) {
+    char note[600];
+    printf("%s\n\n", cluster_calibration_note(&p.cluster, note, sizeof note));
+  }
   sim_options o = {0};
   for (int step = 0; step < in->steps && rc == SR_OK; step++) {
     pattern pat;

@@ -18,9 +18,9 @@
 
 // The outputs: the sim flags themselves are sim/study_flags.h's.
 static const cli_flag sim_out_flags[] = {
-    {"timeline", "FILE", NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
-    {"csv", "FILE", NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
-    {"svg", "FILE", NULL, "draw the step's timeline as SVG"},
+    {"timeline", cli_out_file, NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
+    {"csv", cli_out_file, NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
+    {"svg", cli_out_file, NULL, "draw the step's timeline as SVG"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage sim_usage = {
@@ -73,6 +73,8 @@ static int cmd_sim(int argc, char **argv) {
     printf("%s: %s on %s (%d GPUs), %s tokens, layout %s, schedule %s, pattern %s\n", p.spec.strategy, p.model.name,
            p.cluster.name, cluster_world(&p.cluster), sr_format_tokens(p.spec.seq, tok, sizeof tok), p.spec.layout,
            p.spec.schedule, p.spec.pattern);
+    char note[600];
+    printf("%s\n", cluster_calibration_note(&p.cluster, note, sizeof note));
     sr_buf b = {0};
     report_table(&b, &r, 1);
     fputs(b.data ? b.data : "", stdout);

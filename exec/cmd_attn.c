@@ -38,11 +38,11 @@ static const cli_flag attn_flags[] = {
     {"check", NULL, NULL, "compare every layer against single-process dense masked attention"},
     {"tol", "X", "1e-4 (cpu), 2e-2 (cuda)", "the check's tolerance (relative)"},
     {"predict", NULL, NULL, "print the simulator's prediction of every layer beside the measured time"},
-    {"predict-csv", "FILE", NULL, "with the prediction: write its timeline as CSV (implies --predict)"},
-    {"csv", "FILE", NULL, "write the measured timeline as CSV (sparsering compare reads it)"},
-    {"trace", "FILE", NULL, "write the measured timeline as Chrome trace JSON (Perfetto)"},
+    {"predict-csv", cli_out_file, NULL, "with the prediction: write its timeline as CSV (implies --predict)"},
+    {"csv", cli_out_file, NULL, "write the measured timeline as CSV (sparsering compare reads it)"},
+    {"trace", cli_out_file, NULL, "write the measured timeline as Chrome trace JSON (Perfetto)"},
     {"run", "N", "0", "run number of the first combination in the timeline"},
-    {"trace-out", "FILE", NULL, "write the pattern the run ran (vs-online: the estimated one) as a trace"},
+    {"trace-out", cli_out_file, NULL, "write the pattern the run ran (vs-online: the estimated one) as a trace"},
     {"digest", NULL, NULL, "print a hash of every layer's O, LSE, dQ, dK, dV over the ranks (bit-exact comparison of runs)"},
     {"fail-rank", "R", "-1 (none)", "testing: this rank fails during the run"},
     {"fail-at-step", "S", "0", "testing: the ring step at which --fail-rank fails"},
@@ -68,7 +68,7 @@ static void fail(comm *c, sr_error *e) __attribute__((noreturn));
 static void fail(comm *c, sr_error *e) {
   char m[1100];
   snprintf(m, sizeof m, "%s", e->msg);
-  comm_abort(c, c->rank, m);
+  comm_abort(c, c->rank, m, comm_status_of(e));
 }
 
 // --trace-out: the pattern the run ran (vs-online: estimated by its last forward) as a one-step trace
@@ -136,9 +136,8 @@ static int same_on_every_rank(comm *c, const pattern *pat, int layer, sr_error *
     }
   }
   uint64_t lo = h, hi = h;
-  if (MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, c->mpi) != MPI_SUCCESS ||
-      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, c->mpi) != MPI_SUCCESS)
-    return sr_internal_error(e, 0, "rank %d: comparing the estimated patterns failed", c->rank);
+  if (comm_host_allreduce(c, &lo, 1, MPI_UINT64_T, MPI_MIN, e) || comm_host_allreduce(c, &hi, 1, MPI_UINT64_T, MPI_MAX, e))
+    return e->code;
   if (lo != hi) return sr_internal_error(e, 0, "layer %d: the ranks estimated different patterns", layer);
   return SR_OK;
 }
@@ -187,9 +186,9 @@ static int outputs_digest(comm *c, const float *o, const float *lse, const float
   h = fnv(h, o, qn * 4), h = fnv(h, lse, ln * 4), h = fnv(h, dq, qn * 4), h = fnv(h, dk, kn * 4), h = fnv(h, dv, kn * 4);
   uint64_t *all = malloc(sizeof(uint64_t) * (size_t)c->world);
   if (!all) return sr_internal_error(e, 0, "out of memory");
-  if (MPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) {
+  if (comm_host_gather(c, &h, 1, MPI_UINT64_T, all, 0, e)) {
     free(all);
-    return sr_internal_error(e, 0, "rank %d: gathering the digests failed", c->rank);
+    return e->code;
   }
   *out = fnv(1469598103934665603ull, all, sizeof(uint64_t) * (size_t)c->world);
   free(all);
@@ -228,7 +227,8 @@ static const char *size_text(double b) {
 
 // Rank 0's memory lines: measured (the largest rank) and, with --predict, the simulator's.
 static void memory_print(const attn_opts *o_, const plan *pl, comm *c, attn_memory *m) {
-  MPI_Allreduce(MPI_IN_PLACE, &m->used, 7, MPI_DOUBLE, MPI_MAX, c->mpi);
+  sr_error e = {0};
+  if (comm_host_allreduce(c, &m->used, 7, MPI_DOUBLE, MPI_MAX, &e)) comm_abort(c, c->rank, e.msg, 1);
   if (c->rank != 0) return;
   int64_t n = 0;
   for (int r = 0; r < pl->layout.world; r++) n = sr_max64(n, pl->layout.rank_count[r]);
@@ -315,7 +315,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     for (int64_t i = mark; i < tl->n; i++)
       if (tl->ev[i].stream == STREAM_COMPUTE && tl->ev[i].layer == layer) kern += tl->ev[i].dur;
     double tt[3] = {tf, tb, kern};  // the slowest rank sets the layer's time
-    MPI_Allreduce(MPI_IN_PLACE, tt, 3, MPI_DOUBLE, MPI_MAX, c->mpi);
+    if (comm_host_allreduce(c, tt, 3, MPI_DOUBLE, MPI_MAX, e)) fail(c, e);
     fwd_sum += tt[0], bwd_sum += tt[1];
     if (c->rank == 0)
       printf("  layer %d: fwd %.3f ms, bwd %.3f ms; attention kernels (busiest rank) %.3f ms; overlap efficiency %.3f\n",
@@ -331,11 +331,13 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
              layer, online ? "estimated pattern, " : "", pl->cluster.name, 1e3 * pf, 1e3 * pb, 100 * (pf - tt[0]) / tt[0],
              100 * (pb - tt[1]) / tt[1],
              100 * (pf + pb - tt[0] - tt[1]) / (tt[0] + tt[1]));
+      char note[600];
+      if (layer == 0) printf("  %s\n", cluster_calibration_note(&pl->cluster, note, sizeof note));
     }
     if (memory_after_layer(o_, da, &mem, e)) fail(c, e);
     dist_stats st = dist_attn_stats(da);
     int64_t cnt[3] = {st.bytes_sent, st.bytes_saved, st.shards_skipped};
-    MPI_Allreduce(MPI_IN_PLACE, cnt, 3, MPI_INT64_T, MPI_SUM, c->mpi);
+    if (comm_host_allreduce(c, cnt, 3, MPI_INT64_T, MPI_SUM, e)) fail(c, e);
     sent += cnt[0], saved += cnt[1], skipped += cnt[2];
     if ((o_->check || o_->digest) && o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
     if (o_->digest) {
@@ -380,7 +382,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     }
     fflush(stdout);
   }
-  MPI_Bcast(&check_failed, 1, MPI_INT, 0, c->mpi);
+  if (comm_host_bcast(c, &check_failed, 1, MPI_INT, 0, e)) fail(c, e);
   exec_dev_free(&dev);
   free(pos), free(q), free(k), free(v), free(dout), free(o), free(dq), free(dk), free(dv), free(lse);
   return check_failed;

@@ -21,7 +21,7 @@ static const cli_flag predict_flags[] = {
     {"trace", "FILE", "required for vs-online", "the recorded pattern to predict (attn --trace-out writes one)"},
     {"layer", "L", "0", "the layer to predict"},
     {"step", "K", "0", "the step of the trace to predict"},
-    {"csv", "FILE", NULL, "write the predicted timeline as CSV"},
+    {"csv", cli_out_file, NULL, "write the predicted timeline as CSV"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage predict_usage = {
@@ -77,6 +77,8 @@ static int cmd_predict(int argc, char **argv) {
   if ((rc = predict_attention(&p, use, (int)layer, cli_get(&a, "csv", NULL), &f, &b, &e))) goto out;
   printf("  layer %lld: predicted (sim, %s, cluster %s) fwd %.3f ms bwd %.3f ms\n", (long long)layer, what,
          p.cluster.name, 1e3 * f, 1e3 * b);
+  char note[600];
+  printf("  %s\n", cluster_calibration_note(&p.cluster, note, sizeof note));
 out:
   if (t_open) trace_close(&t);
   pattern_free(&rec);

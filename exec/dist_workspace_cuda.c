@@ -81,12 +81,6 @@ int64_t ws_host_bytes(void) { return held(1); }
 
 #else  // no CUDA in this build
 
-static void release(int i) {
-  if (ws_is_host((ws_buffer)i)) cudaFreeHost(ws.buf[i]);
-  else cudaFree(ws.buf[i]);
-  ws.buf[i] = NULL, ws.have[i] = 0;
-}
-
 int ws_attach(const ws_shape *s, sr_error *e) {
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (built without nvcc or with SAN=1)");
 }

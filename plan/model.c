@@ -81,6 +81,19 @@ static void model_name_from_path(const char *path, char *out, size_t size) {
   snprintf(out, size, "%.*s", (int)n, base);
 }
 
+// The counts are int64: every field may sit at its maximum and a layer still fits (under 2^51), but the
+// layers, embeddings and LM head together may not. Refuse a model past 2^53 parameters (the largest
+// count a double, and so every report, holds exactly) before any count is taken.
+static int check_param_count(const model_config *m, const char *file, sr_error *e) {
+  double layer = (double)model_layer_param_count(m), embed = (double)m->vocab_size * (double)m->hidden_size;
+  double total = embed * (m->tie_word_embeddings ? 1 : 2) + (double)m->num_layers * layer + (double)m->hidden_size;
+  if (total > 9007199254740992.0)
+    return sr_input_error(e, file, "num_hidden_layers",
+                          "%lld layers of %.4g parameters make %.4g parameters, more than the 2^53 (9.007e15) counted exactly",
+                          (long long)m->num_layers, layer, total);
+  return SR_OK;
+}
+
 static int model_from_json(const cJSON *root, const char *file, model_config *m, sr_error *e) {
   if (!cJSON_IsObject(root)) return sr_input_error(e, file, NULL, "expected a JSON object (a Hugging Face config.json)");
   int rc;
@@ -159,7 +172,8 @@ static int model_from_json(const cJSON *root, const char *file, model_config *m,
   if (m->use_logn_attn &&
       (rc = json_get_int(root, "seq_length", 1, 2, INT64_MAX, &m->logn_seq_length, file, NULL, e)))
     return rc;
-  return parse_rope_scaling(root, file, m, e);
+  if ((rc = parse_rope_scaling(root, file, m, e))) return rc;
+  return check_param_count(m, file, e);
 }
 
 double model_logn_factor(int64_t pos, int64_t seq_length) {

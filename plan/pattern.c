@@ -123,6 +123,11 @@ int pattern_layer_heads_uniform(const pattern *p, int layer) {
 
 // Equal index arrays are often one array (a dense model's layers share their heads): compared by pointer
 // first, by content only when they differ.
+// Equal arrays of n elements of size w; an empty array may be NULL, which memcmp must never see.
+static int same_array(const void *x, const void *y, int64_t n, size_t w) {
+  return n <= 0 || x == y || (x && y && !memcmp(x, y, (size_t)n * w));
+}
+
 int pattern_heads_equal(const head_pattern *a, const head_pattern *b) {
   if (a == b) return 1;
   if (a->kind != b->kind) return 0;
@@ -131,11 +136,11 @@ int pattern_heads_equal(const head_pattern *a, const head_pattern *b) {
     case PATTERN_WINDOW: return a->sinks == b->sinks && a->window == b->window;
     case PATTERN_VS:
       return a->n_vertical == b->n_vertical && a->n_slash == b->n_slash &&
-             (a->vertical == b->vertical || !memcmp(a->vertical, b->vertical, (size_t)a->n_vertical * sizeof *a->vertical)) &&
-             (a->slash == b->slash || !memcmp(a->slash, b->slash, (size_t)a->n_slash * sizeof *a->slash));
+             same_array(a->vertical, b->vertical, a->n_vertical, sizeof *a->vertical) &&
+             same_array(a->slash, b->slash, a->n_slash, sizeof *a->slash);
     case PATTERN_BLOCK:
       return a->block == b->block && a->n_blocks == b->n_blocks && a->row_words == b->row_words &&
-             (a->mask == b->mask || !memcmp(a->mask, b->mask, (size_t)(a->n_blocks * a->row_words) * sizeof *a->mask));
+             same_array(a->mask, b->mask, a->n_blocks * a->row_words, sizeof *a->mask);
   }
   return 0;
 }

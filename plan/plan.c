@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plan/pattern_spec.h"
+
 // ---------------------------------------------------------------------------------------------
 // spec
 
@@ -132,6 +134,8 @@ int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) 
                           s->kv_bytes);
   *field = "model";
   if ((rc = model_load(s->model, &p->model, e))) return rc;
+  *field = "pattern";
+  if ((rc = pattern_spec_check(s->pattern, &p->model, s->seq, e))) return rc;
   *field = "cluster";
   if ((rc = cluster_load(s->cluster, &p->cluster, e))) return rc;
   *field = "layout";

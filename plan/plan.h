@@ -42,6 +42,12 @@ typedef struct {
   int fpdt_offload;       // FPDT: the gathered KV chunks wait in pinned host memory, fetched back ahead of use
   uint64_t seed;          // seed of synthetic patterns
   int64_t search_every;   // adaspa-online: a search every this many training steps, the mask reused in between (1)
+  int attention_only;     // the simulated step holds only each layer's attention, forward and backward (no
+                          // GEMMs, norms, loss, recomputation, gradient reduction or optimizer): kernel and
+                          // ring studies, the step `sparsering-exec attn` times
+  int first_step_plans;   // a first training step: the attention plans (host-built execution forms) of the
+                          // last this-many layers are built inside the step, when their layer comes (the
+                          // trainer builds the rest before it); 0: a later step, every plan built already
   char trainer[16];       // whose memory the simulator counts: "mixed" (a bf16 mixed-precision trainer, default)
                           // or "exec" (sparsering-exec train: fp32 state and buffers, plan/model.h)
   double predicted_step_s;  // simulator's prediction recorded by `sim`/`tune` (0 when none)
@@ -77,5 +83,7 @@ int plan_to_json(const plan *p, char **out, sr_error *e);
 int plan_write(const plan *p, const char *path, sr_error *e);
 // Read a plan file and rebuild it (the spec is authoritative; derived data are recomputed and checked).
 int plan_read(const char *path, plan *p, sr_error *e);
+// The same from the file's text (path names it in messages).
+int plan_parse(const char *text, const char *path, plan *p, sr_error *e);
 
 #endif

@@ -36,6 +36,8 @@ static cJSON *spec_to_json(const plan_spec *s) {
   cJSON_AddBoolToObject(o, "skip_empty_sends", s->skip_empty_sends);
   cJSON_AddBoolToObject(o, "fwd_runs", s->fwd_runs);
   cJSON_AddBoolToObject(o, "deterministic", s->deterministic);
+  if (s->attention_only) cJSON_AddBoolToObject(o, "attention_only", 1);  // absent (false) in every other plan
+  if (s->first_step_plans) cJSON_AddNumberToObject(o, "first_step_plans", s->first_step_plans);  // absent: 0
   cJSON_AddNumberToObject(o, "fpdt_chunk", (double)s->fpdt_chunk);
   cJSON_AddBoolToObject(o, "fpdt_offload", s->fpdt_offload);
   cJSON_AddNumberToObject(o, "seed", (double)s->seed);
@@ -194,7 +196,7 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
                                       "ulysses", "pattern", "strategy", "recompute", "zero", "kv_bytes",
                                       "skip_empty_sends", "fpdt_chunk", "fpdt_offload", "seed", "predicted_step_s",
                                       "trainer", "fwd_runs", "deterministic", "offload_activations", "offload_optimizer",
-                                      "search_every", NULL};
+                                      "attention_only", "first_step_plans", "search_every", NULL};
   int rc;
   int64_t v;
   double d;
@@ -230,6 +232,10 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   if ((rc = json_get_bool(o, "offload_activations", 0, &s->offload_activations, file, "spec", e))) return rc;  // optional
   if ((rc = json_get_bool(o, "offload_optimizer", 0, &s->offload_optimizer, file, "spec", e))) return rc;      // optional
   if ((rc = json_get_int(o, "search_every", 0, 1, (int64_t)1 << 40, &s->search_every, file, "spec", e))) return rc;  // optional
+  if ((rc = json_get_bool(o, "attention_only", 0, &s->attention_only, file, "spec", e))) return rc;
+  int64_t fsp = 0;
+  if ((rc = json_get_int(o, "first_step_plans", 0, 0, 1 << 20, &fsp, file, "spec", e))) return rc;
+  s->first_step_plans = (int)fsp;
   return SR_OK;
 }
 
@@ -314,8 +320,18 @@ static int in_file(sr_error *e, const char *file, const char *field) {
 
 int plan_read(const char *path, plan *p, sr_error *e) {
   memset(p, 0, sizeof *p);
+  char *text = NULL;
+  int rc = sr_read_file(path, &text, NULL, e);
+  if (rc) return rc;
+  rc = plan_parse(text, path, p, e);
+  free(text);
+  return rc;
+}
+
+int plan_parse(const char *text, const char *path, plan *p, sr_error *e) {
+  memset(p, 0, sizeof *p);
   cJSON *root = NULL;
-  int rc = json_load_file(path, &root, e);
+  int rc = json_parse_text(text, path, &root, e);
   if (rc) return rc;
   static const char *const known[] = {"format", "version", "spec", "model", "cluster", "layout", "schedule", NULL};
   char fmt[64] = "";

@@ -355,3 +355,61 @@ TEST(model_cli_prints_params_and_exits_2_on_bad_input) {
   CHECK_STR_CONTAINS(out, "vocab_size");
   free(out);
 }
+
+TEST(model_config_key_given_twice_is_refused_naming_it) {
+  // cJSON would take the first, Python's json the last: neither is guessed
+  model_config m;
+  sr_error e = {0};
+  const char *twice = "{\"hidden_size\": 8, \"hidden_size\": 16, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+                      " \"intermediate_size\": 16, \"vocab_size\": 10, \"max_position_embeddings\": 64}";
+  CHECK_EQ_INT(model_from_json_text(twice, "m.json", &m, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "m.json: hidden_size: given twice");
+  const char *nested = "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 16,"
+                       " \"vocab_size\": 10, \"max_position_embeddings\": 64,"
+                       " \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2, \"factor\": 4}}";
+  CHECK_EQ_INT(model_from_json_text(nested, "m.json", &m, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "rope_scaling.factor: given twice");
+}
+
+TEST(model_number_beyond_a_double_is_named_so_not_as_inf_out_of_range) {
+  model_config m;
+  sr_error e = {0};
+  const char *huge = "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 16,"
+                     " \"vocab_size\": 10, \"max_position_embeddings\": 64, \"rope_theta\": 1e400}";
+  CHECK_EQ_INT(model_from_json_text(huge, "m.json", &m, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "m.json: rope_theta: a number as large as 1e400 is beyond the range of a double");
+  CHECK(!strstr(e.msg, "inf"));
+}
+
+TEST(model_config_at_every_fields_maximum_is_refused_rather_than_miscounted) {
+  // 65536 layers of 2^20-wide layers with 2^14 heads of 2^14: about 7.4e19 parameters, past int64 (the
+  // count used to wrap and print a wrong total with exit status 0)
+  model_config m;
+  sr_error e = {0};
+  const char *maxed = "{\"hidden_size\": 1048576, \"num_attention_heads\": 16384, \"num_key_value_heads\": 16384,"
+                      " \"head_dim\": 16384, \"num_hidden_layers\": 65536, \"intermediate_size\": 4194304,"
+                      " \"vocab_size\": 67108864, \"max_position_embeddings\": 1099511627776, \"mlp_bias\": true,"
+                      " \"attention_bias\": true}";
+  CHECK_EQ_INT(model_from_json_text(maxed, "max.json", &m, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "max.json: num_hidden_layers:");
+  CHECK_STR_CONTAINS(e.msg, "more than the 2^53");
+  // the largest shipped model stays far inside the bound
+  model_config big = load_ok("llama-3.1-70b");
+  CHECK(model_param_count(&big) > 0);
+}
+
+TEST(model_cli_checks_world_before_printing_with_or_without_seq) {
+  char cmd[800], *out = NULL;
+  snprintf(cmd, sizeof cmd, "%s/sparsering model --model tiny-test --seq 1024 --world 0 2>/dev/null", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK(out && out[0] == '\0');  // no report before the error
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/sparsering model --model tiny-test --world 0", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "--world");
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/sparsering model --model tiny-test --world 2", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);  // a good --world without --seq says nothing: named, not ignored
+  CHECK_STR_CONTAINS(out, "give --seq too");
+  free(out);
+}

@@ -198,3 +198,11 @@ TEST(tune_cli_trainer_exec_keeps_to_what_sparsering_exec_train_runs) {
   CHECK_STR_CONTAINS(out, "--trainer");
   free(out);
 }
+
+TEST(tune_on_a_16_token_vs_topp_pattern_runs_clean_under_the_sanitizers) {
+  // Its heads keep no vertical: comparing two of them once passed NULL to memcmp (UBSan, sim/work.c via
+  // pattern_heads_equal). Only `make test SAN=1` sees the difference; here the run must simply succeed.
+  char *out = NULL;
+  CHECK_EQ_INT(sr("", "tune --model tiny-test --cluster h200-1x2 --seq 16 --pattern vs-topp:0.95 -o best.json", &out), 0);
+  free(out);
+}

@@ -108,13 +108,18 @@ int train_samples_write(const train_options *o, int64_t steps, const char *path,
 // The rotary positions of this rank's tokens for sample `index` into out[n_local]: each position within its
 // packed sample, plus under PoSE (training samples only) the sample's skip past its split token.
 void trainer_rope_positions(const trainer *t, int64_t index, int held_out, int64_t *out);
-// Save weights (DIR/model.safetensors, Hugging Face names) and optimizer state (DIR/optimizer.safetensors:
-// full moments, step) atomically; every rank calls (the moment slices are gathered), rank 0 writes.
-int trainer_save(trainer *t, const char *dir, sr_error *e);
+// Save a checkpoint into root as root/step-N (train/ckpt.h: the weights under Hugging Face names, every
+// rank's optimizer slice, a manifest of sizes and CRC32Cs, committed by one rename; the previous checkpoint
+// is removed only after). Every rank calls; all return the same status.
+int trainer_save(trainer *t, const char *root, sr_error *e);
 // Start from weights in a safetensors file with Hugging Face names (a real checkpoint, or a
-// model.safetensors of ours); F32, BF16, F16 and F64 tensors load. Optimizer state starts fresh.
+// model.safetensors of ours; F32, BF16, F16 and F64 tensors load), or from the weights of a checkpoint
+// directory of trainer_save (its root: the newest), verified by its manifest. Optimizer state starts fresh.
 int trainer_init_weights(trainer *t, const char *path, sr_error *e);
-// Restore what trainer_save wrote (any world size): the next step continues bit for bit.
-int trainer_resume(trainer *t, const char *dir, sr_error *e);
+// Restore what trainer_save wrote (any world size; path: the root, whose newest checkpoint is taken, or a
+// checkpoint directory), the next step continuing bit for bit. Every field and tensor is validated first
+// (train/ckpt.h): a damaged or foreign checkpoint is an input error naming what is wrong, and leaves the
+// trainer untouched. Every rank calls; all return the same status.
+int trainer_resume(trainer *t, const char *path, sr_error *e);
 
 #endif

@@ -36,14 +36,16 @@
 // NCCL collectives are queued on the comm stream: comm_sync makes their results visible to the host and
 // to the compute stream before the trainer goes on (a no-op on the CPU backend).
 static int bridge_allreduce_f32(void *ctx, float *buf, int64_t n, sr_error *e) {
+  // test hook: SR_TRAIN_HANG=R makes rank R stuck (alive, never answering) before its first all-reduce
+  const char *hang = getenv("SR_TRAIN_HANG");
+  if (hang && *hang && atoi(hang) == ((comm *)ctx)->rank)
+    for (;;) pause();
   int rc = comm_allreduce(ctx, buf, buf, n, COMM_F32, COMM_SUM, e);
   return rc ? rc : comm_sync(ctx, e);
 }
 
 static int bridge_allreduce_f64(void *ctx, double *buf, int64_t n, sr_error *e) {
-  comm *c = ctx;
-  int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->mpi);
-  return rc == MPI_SUCCESS ? SR_OK : sr_internal_error(e, 0, "MPI_Allreduce of %lld doubles failed", (long long)n);
+  return comm_host_allreduce(ctx, buf, (int)n, MPI_DOUBLE, MPI_SUM, e);
 }
 
 static int bridge_allgather_f32(void *ctx, const float *send, float *recv, int64_t n, sr_error *e) {
@@ -197,15 +199,15 @@ static const cli_flag train_flags[] = {
     {"attn-host-cache", NULL, NULL, "hold dropped plans in host memory and restore them by upload"},
     {"attn-host-gib", "G", "half of MemAvailable", "the host cache's cap a rank, GiB (needs --attn-host-cache)"},
     {"build-threads", "N", "cores / ranks", "threads building attention plans"},
-    {"init", "FILE", NULL, "start from the weights of a safetensors file (Hugging Face names)"},
-    {"ckpt", "DIR", NULL, "write model and optimizer checkpoints to DIR"},
+    {"init", "FILE|DIR", NULL, "start from the weights of a safetensors file (Hugging Face names) or of a checkpoint"},
+    {"ckpt", cli_out_dir, NULL, "write model and optimizer checkpoints to DIR"},
     {"ckpt-every", "K", "0 (at the end only)", "checkpoint every K steps"},
     {"resume", "DIR", NULL, "continue from a checkpoint (any world size)"},
-    {"csv", "FILE", NULL, "the per-step log as CSV (none without it)"},
+    {"csv", cli_out_file, NULL, "the per-step log as CSV (none without it)"},
     {"label", "NAME", "MODEL-STRATEGY-SEQ", "the run's name in the log and the CSV"},
     {"peak-tflops", "P", "the cluster GPU's (cuda)", "peak TFLOP/s a rank, for MFU"},
     {"predict", NULL, NULL, "after the steps, simulate the same plan and print simulated vs measured step time"},
-    {"trace", "FILE", NULL, "record the attention patterns of --trace-steps as a trace"},
+    {"trace", cli_out_file, NULL, "record the attention patterns of --trace-steps as a trace"},
     {"trace-steps", "A,B,...", NULL, "the steps --trace records"},
     {"quiet", NULL, NULL, "no per-step log lines (a --csv file is still written)"},
     {"write-samples", "FILE", NULL, "write the steps' token sequences (int32 tokens then targets a sample) to FILE and stop"},
@@ -538,7 +540,8 @@ static int step_log(train_run *r, const train_step_stats *st, int64_t waits, dou
   sr_buf_printf(&r->csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", r->label,
                 (long long)st->step, st->loss, st->grad_norm, st->lr, tps, r->peak > 0 ? mfu : 0.0, r->density,
                 st->attn_s, gemm_s, st->comm_s, st->time_s, wait_s);
-  if (r->csv_path[0] && sr_write_atomic(r->csv_path, r->csv.data, r->csv.len, e)) return e->code;
+  // rewritten every step, at once: the log of a long run shows its progress (and what a failed run did)
+  if (r->csv_path[0] && sr_write_atomic_now(r->csv_path, r->csv.data, r->csv.len, e)) return e->code;
   double per = (sr_now() - r->run_t0) / (double)(r->t.step - r->first);
   if (isatty(2)) progress_bar(r->t.step, r->steps, st->loss, per * (double)(r->steps - r->t.step));
   return SR_OK;
@@ -555,12 +558,16 @@ static int memory_measure(train_run *r, sr_error *e) {
     pinned = (double)(model_cuda_pinned_bytes(r->t.dev) + dist_attn_shared_pinned_bytes());
   }
 #endif
+  (void)total;  // read only by the CUDA backend's line
   if (!r->cuda && r->t.model.ckpt_host)
     pinned = (double)((r->t.model.cfg.num_layers - r->t.model.slots) * r->t.model.max_tokens * r->t.model.cfg.hidden_size * 4);
   double *all = malloc(sizeof(double) * 2 * (size_t)r->c.world);
   if (!all) return sr_internal_error(e, 0, "train: out of memory");
   double mine[2] = {used, pinned};
-  MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, r->c.mpi);
+  if (comm_host_allgather(&r->c, mine, 2, MPI_DOUBLE, all, e)) {
+    free(all);
+    return e->code;
+  }
   r->gpu_used = r->host_pinned = 0;
   for (int k = 0; k < r->c.world; k++) {
     r->gpu_used = fmax(r->gpu_used, all[2 * k]);
@@ -660,9 +667,16 @@ static int run_predict(train_run *r, sr_error *e) {
          sr.tokens_per_s, 100 * sr.mfu_sparse, meas, r->first_s, (double)seq / meas,
          r->peak > 0 ? 100 * r->flops / (double)r->batch / meas / (r->peak * 1e12 * (double)r->c.world) : 0.0,
          meas / sr.step_s);
-  if (r->meas_built > 0)
-    printf("predict: the measured step built %lld attention plan(s) when their layer came (%.2fs of plan building "
-           "on the CPU), which the simulated step does not hold\n", (long long)r->meas_built, r->meas_build_s);
+  if (r->meas_built > 0) {
+    // The measured step built plans when their layer came (a first step does): simulated with that building.
+    plan q = *p;  // shares the arrays; only the spec differs
+    q.spec.first_step_plans = (int)r->meas_built;
+    sim_result fr;
+    if (sim_run(&q, &r->pat, &so, &fr, NULL, e)) return e->code;
+    printf("predict: the measured step built %lld attention plan(s) when their layer came (%.2fs of plan building on "
+           "the CPU); simulated with that building %.3fs | measured %.3fs | measured/simulated %.2f\n",
+           (long long)r->meas_built, r->meas_build_s, fr.step_s, meas, meas / fr.step_s);
+  }
   const double G = 1073741824.0;
   if (r->cuda)  // next to "GPU memory in use after step 1"; the kept plans' indices beyond one layer are extra
     printf("predict: memory per GPU %.1f GiB simulated, %.1f measured (the fullest GPU after step 1; --trainer exec: "
@@ -764,7 +778,7 @@ static int cmd_train(int argc, char **argv) {
                : trainer_setup(r, &e) || outputs_open(r, &e) || train_loop(r, &e) || run_eval(r, &e) ||
                      run_predict(r, &e) || run_finish(r, &e))) {
     status = sr_error_report(&e, "sparsering-exec train");
-    if (r->c.world > 1) comm_abort(&r->c, r->R, e.msg);
+    if (r->c.world > 1) comm_abort(&r->c, r->R, e.msg, status);  // the error's status (2: bad input), as without MPI
   }
   run_free(r);
   free(r);

@@ -105,11 +105,11 @@ if [[ $STAGES == *pkpre* ]]; then
   train pkA 240 --strategy dense-ring --seq 32K --pack 64 --loss keys --lr 1e-3 --warmup 50 --cosine --steps 3000 \
     --eval 256 --quiet --ckpt $CK-A --ckpt-every 200 --pose 32K
   train pkB 60 --strategy dense-ring --seq 32K --pack 8 --loss keys --lr 2e-4 --warmup 10 --cosine --steps 300 \
-    --eval 256 --quiet --init $CK-A/model.safetensors --ckpt $CK-B --ckpt-every 100 --pose 32K
+    --eval 256 --quiet --init $CK-A --ckpt $CK-B --ckpt-every 100 --pose 32K
 fi
 
 if [[ $STAGES == *pk32k* ]]; then
-  if [ ! -f $CK-B/model.safetensors ]; then log "(pk32k) no $CK-B/model.safetensors: run pkpre first on this machine"; else
+  if ! ls -d $CK-B/step-* >/dev/null 2>&1; then log "(pk32k) no checkpoint in $CK-B: run pkpre first on this machine"; else
     log "(pk32k) 32K, 50 steps of 8 samples from pkpre's model: dense, vs-online, adaspa-online; 200 held-out samples"
     cfgs="dense vs-online:0.95:64:128 adaspa-online:0.9 ${ADASPA_CFGS:+$(for c in $ADASPA_CFGS; do echo adaspa-online:$c; done)}"
     for c in $cfgs; do
@@ -121,7 +121,7 @@ if [[ $STAGES == *pk32k* ]]; then
       esac
       n=pk32-${c//:/-}
       train $n 240 "${P[@]}" --seq 32K --loss keys --lr 5e-5 --warmup 5 --cosine --steps 50 --batch 8 --eval 200 \
-        --init $CK-B/model.safetensors
+        --init $CK-B
     done
     echo "== passkey at 32K: exact match and tokens/s (mean of the steps after the first)" | tee -a "$S"
     for c in $cfgs; do
