@@ -13,6 +13,11 @@
 //                              [0, WINDOW) besides what it selects (MInference keeps 30 and 100)
 //   block:DENSITY[:B]          clustered block-sparse, B = 128 by default
 //   adaspa:SPARSITY[:B]        AdaSpa-like head-adaptive block-sparse, B = 128 by default
+//   moba:B:K                   MoBA block gating: blocks of B tokens (a multiple of 128), K blocks a query
+//                              (its own included); selected from Q and K in every forward by the executor and
+//                              the trainer, planned and simulated on the stand-in of plan/gating.h
+//   token-topk:K[:IH:ID]       DeepSeek-style token top-k: K tokens a query from an indexer of IH heads of
+//                              dimension ID (64 and 128 by default, DeepSeek-V3.2's); likewise
 // "trace:PATH" is read by traces/ and is an input error here.
 #ifndef SR_PATTERN_SPEC_H
 #define SR_PATTERN_SPEC_H
@@ -20,6 +25,7 @@
 #include <stdint.h>
 
 #include "plan/error.h"
+#include "plan/gating.h"
 #include "plan/model.h"
 #include "plan/pattern.h"
 #include "plan/pattern_estimate.h"
@@ -37,6 +43,8 @@ typedef enum {
   PATTERN_STAND_IN,  // vs-topp, vs-preset: built before the step; the executor runs it as given, the
                      // simulator charges the estimation it stands for (unless told the pattern is given)
   PATTERN_ONLINE,    // vs-online: estimated from the data in every forward pass, and charged for
+  PATTERN_GATED,     // moba, token-topk: selected from Q and K by the model's gate in every forward pass (the
+                     // executor and the trainer run it), planned on the stand-in, the gate charged by the simulator
 } pattern_estimation;
 // How the spec's pattern is estimated (above); the one answer for the simulator and the executor.
 pattern_estimation pattern_spec_estimation(const char *spec);
@@ -44,5 +52,7 @@ pattern_estimation pattern_spec_estimation(const char *spec);
 // trainer): the last queries' scores, top-p P with cap 4096 or the fixed (V, S) budget, no forced sinks
 // or window. SR_EINPUT naming "pattern" for a spec that is not a well-formed vs-online one.
 int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e);
+// The settings of a gated spec (moba:B:K, token-topk:K[:IH:ID]); SR_EINPUT naming "pattern" otherwise.
+int pattern_spec_gating_opts(const char *spec, gating_opts *o, sr_error *e);
 
 #endif

@@ -77,7 +77,7 @@ int tiles_account_generic(const pattern *p, int layer, const layout *l, work_cou
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
-    rc = cb && !v.is_block ? account_head_comb(cb, &s, &v, hc, e) : tiles_account_head_generic(&s, &v, hc, e);
+    rc = cb && !v.is_block && !v.is_tokens ? account_head_comb(cb, &s, &v, hc, e) : tiles_account_head_generic(&s, &v, hc, e);
     head_view_free(&v);
   }
   tiles_comb_close(cb);

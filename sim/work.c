@@ -92,6 +92,11 @@ static uint64_t head_hash(const head_pattern *h) {
       k = mix(mix(mix(k, (uint64_t)h->block), (uint64_t)h->n_blocks), (uint64_t)h->row_words);
       for (int64_t i = 0; i < h->n_blocks * h->row_words; i++) k = mix(k, h->mask[i]);
       break;
+    case PATTERN_MOBA:
+    case PATTERN_TOKENS:  // stand-ins only are stored (store_add): their draws follow from these
+      k = mix(mix(mix(mix(mix(k, (uint64_t)h->block), (uint64_t)h->topk), (uint64_t)h->tok_window), h->gen_key),
+              (uint64_t)h->gen_step);
+      break;
   }
   return k;
 }
@@ -126,6 +131,8 @@ static void *dup_or_null(const void *p, size_t n, int *fail) {
 
 // Copy counts into the store; a full store or a failed allocation just leaves it out.
 static void store_add(work_store *s, const layout *l, const head_pattern *h, uint64_t hash, const work_count *counts) {
+  // selections from the data (the executor's) are not stored: they change every forward pass
+  if ((h->kind == PATTERN_MOBA || h->kind == PATTERN_TOKENS) && !h->gen_key) return;
   size_t nc = (size_t)l->world * (size_t)l->world * sizeof *counts;
   size_t nv = h->kind == PATTERN_VS ? (size_t)h->n_vertical * 4 : 0, ns = h->kind == PATTERN_VS ? (size_t)h->n_slash * 4 : 0;
   size_t nm = h->kind == PATTERN_BLOCK ? (size_t)(h->n_blocks * h->row_words) * 8 : 0;
