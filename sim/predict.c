@@ -9,8 +9,8 @@
 #include "plan/timeline.h"
 #include "sim/sim.h"
 
-// online: the executor estimates the pattern and builds its execution form inside every forward
-// (online_vs_cuda.c, online_vs_cpu.c), so the simulator's estimation, its collectives and the index
+// online: the executor estimates the pattern (or a gated pattern's gate selects it) and builds its execution
+// form inside every forward (online_vs_cuda.c, online_vs_cpu.c, online_gate_cpu.c), so the simulator's estimation, its collectives and the index
 // build (sim/estimate.c) belong to the measured forward; for every other pattern the index is built
 // at set-up, outside the timed calls.
 static int is_fwd_phase(int ph, int online) {
@@ -30,7 +30,8 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   pattern one = *pat;
   one.layers = 1;
   one.h = pattern_head(pat, layer, 0);
-  sim_options o = {0, 1, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE};  // a given pattern: no estimation
+  pattern_estimation how = pattern_spec_estimation(p->spec.pattern);
+  sim_options o = {0, 1, how != PATTERN_ONLINE && how != PATTERN_GATED};  // a given pattern: no estimation
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;
@@ -55,7 +56,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
     if (v->phase == PHASE_ATTN && v->start + v->dur > fwd_end[v->rank]) fwd_end[v->rank] = v->start + v->dur;
   }
   double f0 = INFINITY, f1 = -INFINITY, b0 = INFINITY, b1 = -INFINITY;
-  int online = pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE;
+  int online = how == PATTERN_ONLINE || how == PATTERN_GATED;
   sim_timeline keep = {0};
   keep.ev = malloc(sizeof(timeline_event) * (size_t)(tl.n > 0 ? tl.n : 1));
   uint8_t *side = malloc((size_t)(tl.n > 0 ? tl.n : 1));  // of each kept event: 1 backward

@@ -1,6 +1,6 @@
 // step_ring.c — a training step under ring context parallelism (flat ring or double ring) driven by
 // the plan's schedule: per layer the QKV projection, MTraining's online estimation when the pattern is
-// estimated online, the tile-index build for sparse patterns, the ring attention pass, and the rest of
+// estimated online (or the gate of moba / token-topk), the tile-index build for sparse patterns, the ring attention pass, and the rest of
 // the layer; then backward with recomputation (index build + sparse forward run again, as in
 // MTraining), the ring backward with dK/dV travelling, and the layer's gradient reduction.
 #include <stdlib.h>
@@ -46,9 +46,10 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
   if (rc) return rc;
   // plan.spec.fwd_runs: the executor's forward runs the forward form (plan/tiles_runs.c), whose counts
   // need every rank's index built (slow at scale, hence opt-in); the backward keeps the tile form's. As in
-  // the executor, a vs-online pattern (estimated in the tile form at run time) keeps the tile form.
+  // the executor, a vs-online or gated pattern (selected in the tile form at run time) keeps the tile form.
   work_count *fwd = NULL;
-  if (x->p->spec.fwd_runs && pattern_spec_estimation(x->p->spec.pattern) != PATTERN_ONLINE) {
+  pattern_estimation how = pattern_spec_estimation(x->p->spec.pattern);
+  if (x->p->spec.fwd_runs && how != PATTERN_ONLINE && how != PATTERN_GATED) {
     fwd = malloc((size_t)W * W * sizeof *fwd);
     if (!fwd) return sr_internal_error(e, 0, "sim: out of memory for the forward form's counts");
     if ((rc = tiles_runs_account_layer(x->pat, layer, x->cache.l, fwd, e))) {
@@ -98,7 +99,8 @@ typedef struct {
   ring_ctx ring;
   double *comp;        // [n_steps * W] scratch in seconds
   double *dur;         // [W]
-  int online;          // pattern estimated online (MTraining)
+  int online;          // pattern estimated online (MTraining) or selected by a gate (gated)
+  int gated;           // moba, token-topk: the gate's cost (gating_cost.c), then the index build
 } ring_state;
 
 static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, int recompute, sr_error *e) {
@@ -111,12 +113,12 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   int rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e);
   if (rc) return rc;
   if (st->online && !recompute) {
-    if ((rc = estimate_layer(x, layer, x->a, x->b, e))) return rc;
+    if ((rc = st->gated ? gating_layer(x, layer, x->a, x->b, e) : estimate_layer(x, layer, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
   if (w->sparse) {
     for (int r = 0; r < W; r++)
-      st->dur[r] = st->online && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r]);
+      st->dur[r] = st->online && !st->gated && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r]);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
@@ -202,6 +204,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     goto done;
   }
   st.online = pattern_spec_estimation(p->spec.pattern) != PATTERN_FIXED && !x->o->fixed_pattern;
+  st.gated = pattern_spec_estimation(p->spec.pattern) == PATTERN_GATED;
   if ((rc = ring_ctx_init(&st.ring, s, x->c, e))) goto done;
   // Account every layer; identical layers share their work.
   for (int l = 0; l < L; l++) {
