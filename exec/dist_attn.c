@@ -191,8 +191,9 @@ static int indices_build(struct dist_attn *a, sr_error *e) {
   a->ti_view = heads_view(a, &a->ti, uniform);
   if (tiles_masks_build(pat, a->layer, &a->masks, e)) return e->code;
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
-  // keeps the tile form. A vs-online pattern is rebuilt in the tile form at run time, so it keeps that.
-  if (a->p->spec.fwd_runs && pattern_spec_estimation(a->p->spec.pattern) != PATTERN_ONLINE) {
+  // keeps the tile form. A vs-online or gated pattern is rebuilt in the tile form at run time, so it keeps that.
+  pattern_estimation how = pattern_spec_estimation(a->p->spec.pattern);
+  if (a->p->spec.fwd_runs && how != PATTERN_ONLINE && how != PATTERN_GATED) {
     if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) return e->code;
     if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
     else a->ti_fwd_view = heads_view(a, &a->ti_fwd, uniform);
@@ -310,6 +311,7 @@ void dist_attn_free(dist_attn *a) {
   if (!a) return;
   if (a->be == DIST_CUDA) dist_attn_cuda_release(a);
   online_cpu_release(a);
+  gate_cpu_release(a);
   ring_plan_free(&a->rp);
   if (a->masks) tiles_masks_free(a->masks, a->H);
   if (a->ti.tile_cnt || a->ti.bar_cnt) tiles_free(&a->ti);

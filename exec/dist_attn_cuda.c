@@ -18,6 +18,7 @@
 
 #include "exec/dist_internal.h"
 #include "exec/dist_workspace.h"
+#include "plan/pattern_spec.h"
 #include "plan/util.h"
 
 #if SR_HAVE_CUDA
@@ -49,7 +50,7 @@ static void *transpose_run(void *arg) {
   return NULL;
 }
 
-static int transposes_upload(struct dist_attn *a, sr_error *e) {
+int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e) {
   cuda_state *s = a->cuda;
   transpose_job jobs[TRANSPOSE_THREADS];
   pthread_t th[TRANSPOSE_THREADS];
@@ -86,8 +87,10 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
   if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
   if (a->nh > 0 && a->ti_fwd.n_runs && sa_gpu_index_upload(&a->ti_fwd_view, &s->ix_fwd, e)) return e->code;
-  // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c)
-  if (a->nh > 0 && !online_vs_wanted(a) && transposes_upload(a, e)) return e->code;
+  // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c); a gated pattern
+  // uploads each forward's selection with its transposes (online_gate_cuda.c)
+  int gated = pattern_spec_estimation(a->p->spec.pattern) == PATTERN_GATED;
+  if (a->nh > 0 && !online_vs_wanted(a) && !gated && dist_cuda_transposes_upload(a, e)) return e->code;
   if (dist_cuda_positions_upload(a, e)) return e->code;
   // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
   ws_shape *sh = &s->shape;
@@ -116,6 +119,9 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (online_vs_wanted(a) && a->U > 1)
     return sr_input_error(e, NULL, "pattern", "vs-online runs with ring and double-ring schedules on the CUDA backend");
   if (online_vs_wanted(a) && online_vs_setup(a, e)) return e->code;
+  if (gated && a->U > 1)
+    return sr_input_error(e, NULL, "pattern", "gated patterns run with ring and double-ring schedules on the CUDA backend");
+  if (gated && gate_cuda_setup(a, e)) return e->code;
   return SR_OK;
 }
 
@@ -486,6 +492,8 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   int64_t row = (int64_t)a->nkv * a->d;
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
+  // moba (U == 1): this forward's selection replaces the plan's device copies first (online_gate_cuda.c)
+  if (a->gate_cpu && gate_cuda_forward(a, q, st->kv_own, e)) return e->code;
   // The execution form the kernels run (a pattern estimated per forward pass would replace these).
   const sa_gpu_index *ix = st->ix_fwd.cells ? &st->ix_fwd : &st->ix;  // plan.spec.fwd_runs: the runs form
   const head_mask *masks = st->masks + a->h_lo[a->gidx];

@@ -54,6 +54,8 @@ typedef struct {
 
 static inline int64_t rows_of(const struct dist_attn *a, int g) { return a->glay->rank_count[g]; }
 
+// The transposed index of every source (a->ti_view) to the device (s->ixt), transposed in threads.
+int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e);
 // Every group's global positions to the device (s->kpos; s->qpos: this rank's group).
 int dist_cuda_positions_upload(struct dist_attn *a, sr_error *e);
 // Device bytes the plan's own copies hold (indices, transposes, masks, positions).

@@ -46,6 +46,7 @@ struct dist_attn {
   void *cuda;                 // CUDA backend state (dist_attn_cuda.c)
   void *online;               // vs-online estimation state on CUDA (online_vs_cuda.c), NULL otherwise
   void *online_cpu;           // vs-online estimation state on the CPU backend (online_vs_cpu.c), NULL otherwise
+  void *gate_cpu;             // moba / token-topk selection state on the CPU backend (online_gate_cpu.c), or NULL
   timeline *tl;
   dist_stats st;
   int fail_rank, fail_step, fail_hang;
@@ -72,6 +73,19 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
 // and masks from the estimated pattern.
 void online_cpu_release(struct dist_attn *a);
 int online_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
+
+// Gated patterns (moba, token-topk) on the CPU backend (online_gate_cpu.c, set up by dist_attn_estimate_online):
+// set-up, release, this forward's selection from q and k (rebuilds ti, ti_view and masks), and the whole
+// layer's last selection into pat (collective).
+int gate_cpu_setup(struct dist_attn *a, sr_error *e);
+void gate_cpu_release(struct dist_attn *a);
+int gate_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
+int gate_cpu_pattern_used(struct dist_attn *a, pattern *pat, sr_error *e);
+
+// moba on the CUDA backend (online_gate_cuda.c): set-up (token top-k is an input error there), and this
+// forward's selection from q, k (device bf16; U == 1), uploaded in place of the plan's index, transposes and masks.
+int gate_cuda_setup(struct dist_attn *a, sr_error *e);
+int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_error *e);
 
 // CUDA backend (dist_attn_cuda.c): device buffers and index copies; forward and backward. Builds
 // without CUDA get versions that report the backend as unavailable.

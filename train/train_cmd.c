@@ -415,6 +415,8 @@ static int outputs_open(train_run *r, sr_error *e) {
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
   r->trace_path = cli_get(a, "trace", NULL), r->trace_steps = cli_get(a, "trace-steps", "");
+  if (r->trace_path && strncmp(p->spec.pattern, "token-topk:", 11) == 0)
+    return sr_input_error(e, NULL, "--trace", "token top-k selections (each row its own keys) have no trace kind");
   if (r->trace_path && r->R == 0) {
     trace_info ti;
     memset(&ti, 0, sizeof ti);
@@ -526,7 +528,8 @@ static int run_predict(train_run *r, sr_error *e) {
   const model_config *m = &p->model;
   int64_t seq = p->spec.seq;
   // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it
-  sim_options so = {0, 0, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE};
+  pattern_estimation how = pattern_spec_estimation(p->spec.pattern);
+  sim_options so = {0, 0, how != PATTERN_ONLINE && how != PATTERN_GATED};
   sim_result sr;
   snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
   if (sim_run(p, &r->pat, &so, &sr, NULL, e)) return e->code;
@@ -571,7 +574,8 @@ static int run_finish(train_run *r, sr_error *e) {
            (double)ta->shared_bytes / (1 << 30));
   printf("\n");
   if (ta->online_cpu)
-    printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta->estimates,
+    printf("train: %s: %lld (%.2fs), last density %.4f\n",
+           ta->gated ? "gated selections (moba / token-topk)" : "online vertical-slash estimates", (long long)ta->estimates,
            ta->estimate_s, r->density);
   printf("train: done, %lld steps in %.2fs%s%s\n", (long long)(r->t.step - r->first), sr_now() - r->run_t0,
          r->csv_path[0] ? "; csv " : "", r->csv_path);
