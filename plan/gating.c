@@ -40,14 +40,45 @@ static draw_rng group_rng(const head_pattern *h, int64_t t) {
   return r;
 }
 
-static int cmp_i32(const void *a, const void *b) {
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return (x > y) - (x < y);
+// Sort non-negative a[0..n) ascending: insertion for a few, else LSD radix in 8-bit digits (a group's draws
+// are sorted millions of times at 4M tokens: qsort's calls dominated the accounting).
+static void sort_small(int32_t *a, int64_t n) {
+  if (n <= 48) {
+    for (int64_t i = 1; i < n; i++) {
+      int32_t x = a[i];
+      int64_t j = i;
+      for (; j > 0 && a[j - 1] > x; j--) a[j] = a[j - 1];
+      a[j] = x;
+    }
+    return;
+  }
+  int32_t buf[1024], *tmp = n <= 1024 ? buf : malloc(sizeof(int32_t) * (size_t)n), *src = a, *dst = tmp;
+  if (!tmp) {  // out of memory: insertion sort, slow but right
+    for (int64_t i = 1; i < n; i++) {
+      int32_t x = a[i];
+      int64_t j = i;
+      for (; j > 0 && a[j - 1] > x; j--) a[j] = a[j - 1];
+      a[j] = x;
+    }
+    return;
+  }
+  int32_t max = 0;
+  for (int64_t i = 0; i < n; i++) max = a[i] > max ? a[i] : max;
+  for (int shift = 0; shift < 31 && (max >> shift) > 0; shift += 8) {
+    int64_t cnt[257] = {0};
+    for (int64_t i = 0; i < n; i++) cnt[((src[i] >> shift) & 255) + 1]++;
+    for (int d = 0; d < 256; d++) cnt[d + 1] += cnt[d];
+    for (int64_t i = 0; i < n; i++) dst[cnt[(src[i] >> shift) & 255]++] = src[i];
+    int32_t *t = src;
+    src = dst, dst = t;
+  }
+  if (src != a) memcpy(a, src, sizeof(int32_t) * (size_t)n);
+  if (tmp != buf) free(tmp);
 }
 
 // Sort a[0..n) and drop repeats; returns the new count.
 static int64_t sort_unique(int32_t *a, int64_t n) {
-  qsort(a, (size_t)n, sizeof *a, cmp_i32);
+  sort_small(a, n);
   int64_t m = 0;
   for (int64_t i = 0; i < n; i++)
     if (m == 0 || a[i] != a[m - 1]) a[m++] = a[i];
@@ -75,14 +106,15 @@ static int64_t fill_distinct(int32_t *a, int64_t have, int64_t want, int64_t lo,
 // ---------------------------------------------------------------------------------------------
 // MoBA
 
-// Fitted to selections recorded from tiny-test trained with moba:128:4 on the CPU (docs/patterns.md,
-// "MoBA stand-in"): the union of a group's rows is MOBA_RHO times one row's K - 1 picks; the previous block
-// and the first are in it that often; of the other picks, MOBA_RECENT sit at log-uniform distance behind
-// the own block and the rest anywhere.
-#define MOBA_RHO 1.6
-#define MOBA_P_PREV 0.9
-#define MOBA_P_FIRST 0.5
-#define MOBA_RECENT 0.6
+// Fitted to selections recorded from tiny-test trained with moba:128:4 on the CPU, steps 50-150 of
+// results/gating/2026-11-27-cpu-moba-standin-fit (scripts/fit_moba_standin.py; docs/patterns.md, "MoBA
+// stand-in"): the union of a group's 128 rows is rho = 4.1 times one row's K - 1 picks (MOBA_DEFAULT_RHO,
+// gating.h; a toy model's rows choose diversely, so the spec may give another rho); the previous block and
+// the first are in it that often; of the other picks, MOBA_RECENT sit at log-uniform distance behind the own
+// block and the rest anywhere (the recorded picks are nearly uniform).
+#define MOBA_P_PREV 0.95
+#define MOBA_P_FIRST 0.86
+#define MOBA_RECENT 0.02
 
 // One pick among blocks [0, own): par[0] = share at log-uniform distance.
 static int32_t moba_draw(draw_rng *r, int64_t lo, int64_t own, const double *par) {
@@ -103,7 +135,7 @@ static int64_t moba_standin_blocks(const head_pattern *h, int64_t t, int32_t *ou
     return own;
   }
   draw_rng r = group_rng(h, t);
-  double u = MOBA_RHO * (double)want;
+  double u = (h->gen_rho > 0 ? h->gen_rho : MOBA_DEFAULT_RHO) * (double)want;
   int64_t n = (int64_t)floor(u) + (rng_unit(&r) < u - floor(u));  // stochastic rounding: the mean is rho (K - 1)
   if (n >= own) {
     for (int64_t c = 0; c < own; c++) out[c] = (int32_t)c;
@@ -145,10 +177,11 @@ int moba_block_mask(const head_pattern *h, int64_t n_tokens, uint64_t **mask, in
   return 0;
 }
 
-int gating_moba_standin(pattern *p, int32_t block, int32_t topk, const synth_opts *o, sr_error *e) {
+int gating_moba_standin(pattern *p, int32_t block, int32_t topk, double rho, const synth_opts *o, sr_error *e) {
   if (block < TILE || block % TILE)
     return sr_input_error(e, NULL, "pattern", "moba block size %d must be a multiple of %d", block, TILE);
   if (topk < 1) return sr_input_error(e, NULL, "pattern", "moba top-k %d must be >= 1", topk);
+  if (!(rho >= 1)) return sr_input_error(e, NULL, "pattern", "moba union ratio %g must be >= 1", rho);
   for (int l = 0; l < p->layers; l++)
     for (int x = 0; x < p->heads; x++) {
       head_pattern *h = pattern_head(p, l, x);
@@ -159,6 +192,7 @@ int gating_moba_standin(pattern *p, int32_t block, int32_t topk, const synth_opt
       h->n_groups = gating_n_groups(p->n_tokens);
       h->gen_key = mix64(o->seed ^ mix64(((uint64_t)(uint32_t)l << 32 | (uint32_t)x) ^ 0x6d6f6261ull)) | 1u;
       h->gen_step = o->step;
+      h->gen_rho = rho;
     }
   return SR_OK;
 }
@@ -188,16 +222,6 @@ static int32_t tokens_draw(draw_rng *r, int64_t lo, int64_t pool, const double *
   return (int32_t)(lo + rng_below(r, pool - lo));
 }
 
-typedef struct {
-  int32_t chunk, stretch;
-} chunk_pick;
-
-static int cmp_pick(const void *a, const void *b) {
-  const chunk_pick *x = a, *y = b;
-  if (x->chunk != y->chunk) return x->chunk < y->chunk ? -1 : 1;
-  return (x->stretch > y->stretch) - (x->stretch < y->stretch);
-}
-
 static int64_t tokens_standin_spans(const head_pattern *h, int64_t n_tokens, int64_t t, tokens_span *out) {
   if (t * TILE < h->topk) {  // every row keeps every earlier token
     int64_t last = sr_min64(t * TILE + TILE, n_tokens) - 1;
@@ -208,7 +232,7 @@ static int64_t tokens_standin_spans(const head_pattern *h, int64_t n_tokens, int
   if (m == 0) return 0;
   draw_rng r = group_rng(h, t);
   int32_t buf[65], *a = m <= 64 ? buf : malloc((size_t)m * sizeof *a);
-  chunk_pick *pk = malloc((size_t)(TOKENS_STRETCHES * m) * sizeof *pk);
+  int32_t *pk = malloc((size_t)(TOKENS_STRETCHES * m) * sizeof *pk);  // chunk * TOKENS_STRETCHES + stretch
   if (!a || !pk) {
     if (a != buf) free(a);
     free(pk);
@@ -219,18 +243,19 @@ static int64_t tokens_standin_spans(const head_pattern *h, int64_t n_tokens, int
   for (int j = 0; j < TOKENS_STRETCHES; j++) {
     a[0] = 0;  // the first chunk: the attention sink
     int64_t got = fill_distinct(a, 1, m, 0, pool, &r, tokens_draw, par);
-    for (int64_t x = 0; x < got; x++) pk[n++] = (chunk_pick){a[x], j};
+    for (int64_t x = 0; x < got; x++) pk[n++] = a[x] * TOKENS_STRETCHES + j;
   }
-  qsort(pk, (size_t)n, sizeof *pk, cmp_pick);
+  sort_small(pk, n);
   int64_t ns = 0;
   for (int64_t x = 0; x < n; x++) {
-    uint64_t bits = 0xffffffffull << (32 * (pk[x].stretch % 2));
-    if (ns > 0 && out[ns - 1].key == pk[x].chunk * TOKENS_CHUNK) {
-      out[ns - 1].rows[pk[x].stretch / 2] |= bits;
+    int32_t chunk = pk[x] / TOKENS_STRETCHES, stretch = pk[x] % TOKENS_STRETCHES;
+    uint64_t bits = 0xffffffffull << (32 * (stretch % 2));
+    if (ns > 0 && out[ns - 1].key == chunk * TOKENS_CHUNK) {
+      out[ns - 1].rows[stretch / 2] |= bits;
       continue;
     }
-    out[ns] = (tokens_span){pk[x].chunk * TOKENS_CHUNK, TOKENS_CHUNK, {0, 0}};
-    out[ns++].rows[pk[x].stretch / 2] = bits;
+    out[ns] = (tokens_span){chunk * TOKENS_CHUNK, TOKENS_CHUNK, {0, 0}};
+    out[ns++].rows[stretch / 2] = bits;
   }
   if (a != buf) free(a);
   free(pk);

@@ -37,7 +37,11 @@
 typedef struct {
   pattern_kind kind;
   int32_t block, topk, ih, id;
+  double rho;  // MoBA: the stand-in's union ratio (moba:B:K:RHO; MOBA_DEFAULT_RHO when not given)
 } gating_opts;
+// The MoBA stand-in's union of a group's rows over one row's K - 1 picks, fitted to the recorded selections
+// of a toy model (plan/gating.c); moba:B:K:RHO sets another for planning and simulation.
+#define MOBA_DEFAULT_RHO 4.1
 #define TOKENS_DEFAULT_IH 64
 #define TOKENS_DEFAULT_ID 128
 
@@ -71,10 +75,11 @@ double gating_head_pairs(const head_pattern *h, int64_t n_tokens);
 // ---- the stand-ins (planner and simulator; drawn on demand, nothing stored) ----------------------
 
 // MoBA stand-in heads of block B and top K: per group the union of its rows' picks, drawn as
-// min(candidates, round(rho (K - 1))) earlier blocks: the previous block with probability p_prev, the first
-// with p_first, the rest at log-uniform distance behind the own block (share p_recent) or uniformly. The
-// constants are fitted to selections recorded from the tiny model (docs/patterns.md, "MoBA stand-in").
-int gating_moba_standin(pattern *p, int32_t block, int32_t topk, const synth_opts *o, sr_error *e);
+// min(candidates, round(rho (K - 1))) earlier blocks (rho >= 1: 1 when a group's rows all choose alike): the
+// previous block with probability p_prev, the first with p_first, the rest at log-uniform distance behind the
+// own block (share p_recent) or uniformly. The constants are fitted to selections recorded from the tiny
+// model (docs/patterns.md, "MoBA stand-in").
+int gating_moba_standin(pattern *p, int32_t block, int32_t topk, double rho, const synth_opts *o, sr_error *e);
 // Token top-k stand-in of K tokens a query, one selection per layer (every head the same): a local window
 // of w = K - 32 m tokens (m = floor(3 K / 128)) and m chunks of 32 earlier tokens for each 32-row stretch of
 // a group (the first chunk always, the rest at log-uniform distance or uniformly), so each row keeps

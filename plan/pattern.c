@@ -226,7 +226,7 @@ int pattern_heads_equal(const head_pattern *a, const head_pattern *b) {
              (a->slash == b->slash || !memcmp(a->slash, b->slash, (size_t)a->n_slash * sizeof *a->slash));
     case PATTERN_MOBA:
       if (a->block != b->block || a->topk != b->topk || a->n_groups != b->n_groups || a->gen_key != b->gen_key ||
-          a->gen_step != b->gen_step)
+          a->gen_step != b->gen_step || a->gen_rho != b->gen_rho)
         return 0;
       return a->gen_key || ((a->sel_off == b->sel_off || !memcmp(a->sel_off, b->sel_off, sizeof(int64_t) * (size_t)(a->n_groups + 1))) &&
                             (a->sel == b->sel || !memcmp(a->sel, b->sel, sizeof(int32_t) * (size_t)a->sel_off[a->n_groups])));

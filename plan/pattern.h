@@ -49,6 +49,7 @@ typedef struct {
   int64_t tok_window;
   uint64_t gen_key;          // stand-in draws (0: explicit arrays)
   int32_t gen_step;          // training step of the stand-in's drift
+  double gen_rho;            // MOBA stand-in: a group's union over one row's topk - 1 picks
 } head_pattern;
 
 typedef struct {

@@ -107,9 +107,12 @@ static int gating_parts(const char *spec, int n, char **part, gating_opts *o, sr
   int rc;
   if (strcmp(part[0], "moba") == 0) {
     o->kind = PATTERN_MOBA;
-    rc = expect_parts(spec, n, 3, 3, "moba:B:K (blocks of B tokens, a multiple of 128; K blocks a query, its own included)", e);
+    rc = expect_parts(spec, n, 3, 4, "moba:B:K[:RHO] (blocks of B tokens, a multiple of 128; K blocks a query, its own "
+                      "included; RHO the stand-in's union ratio)", e);
     if (!rc) rc = parse_int(spec, part[1], "block size", 128, &a, e);
     if (!rc) rc = parse_int(spec, part[2], "top-k", 1, &b, e);
+    o->rho = MOBA_DEFAULT_RHO;
+    if (!rc && n == 4) rc = parse_frac(spec, part[3], "union ratio", 1, 1e6, &o->rho, e);
     if (!rc && (a % 128 || a > INT32_MAX))
       rc = sr_input_error(e, NULL, "pattern", "'%s': block size %lld should be a multiple of 128 (a query tile)", spec, (long long)a);
     if (!rc && b > INT32_MAX) rc = sr_input_error(e, NULL, "pattern", "'%s': top-k above %d", spec, INT32_MAX);
@@ -203,7 +206,8 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
   } else if (strcmp(kind, "moba") == 0 || strcmp(kind, "token-topk") == 0) {
     gating_opts g;
     rc = gating_parts(spec, n, part, &g, e);
-    if (!rc) rc = g.kind == PATTERN_MOBA ? gating_moba_standin(out, g.block, g.topk, &o, e) : gating_tokens_standin(out, g.topk, &o, e);
+    if (!rc)
+      rc = g.kind == PATTERN_MOBA ? gating_moba_standin(out, g.block, g.topk, g.rho, &o, e) : gating_tokens_standin(out, g.topk, &o, e);
   } else if (strcmp(kind, "block") == 0) {
     rc = expect_parts(spec, n, 2, 3, "block:DENSITY[:B]", e);
     if (!rc) rc = parse_frac(spec, part[1], "density", 1e-9, 1, &x, e);

@@ -13,9 +13,10 @@
 //                              [0, WINDOW) besides what it selects (MInference keeps 30 and 100)
 //   block:DENSITY[:B]          clustered block-sparse, B = 128 by default
 //   adaspa:SPARSITY[:B]        AdaSpa-like head-adaptive block-sparse, B = 128 by default
-//   moba:B:K                   MoBA block gating: blocks of B tokens (a multiple of 128), K blocks a query
+//   moba:B:K[:RHO]             MoBA block gating: blocks of B tokens (a multiple of 128), K blocks a query
 //                              (its own included); selected from Q and K in every forward by the executor and
-//                              the trainer, planned and simulated on the stand-in of plan/gating.h
+//                              the trainer, planned and simulated on the stand-in of plan/gating.h, whose
+//                              128-row groups keep RHO (K - 1) blocks (default MOBA_DEFAULT_RHO)
 //   token-topk:K[:IH:ID]       DeepSeek-style token top-k: K tokens a query from an indexer of IH heads of
 //                              dimension ID (64 and 128 by default, DeepSeek-V3.2's); likewise
 // "trace:PATH" is read by traces/ and is an input error here.

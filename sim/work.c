@@ -94,8 +94,9 @@ static uint64_t head_hash(const head_pattern *h) {
       break;
     case PATTERN_MOBA:
     case PATTERN_TOKENS:  // stand-ins only are stored (store_add): their draws follow from these
-      k = mix(mix(mix(mix(mix(k, (uint64_t)h->block), (uint64_t)h->topk), (uint64_t)h->tok_window), h->gen_key),
-              (uint64_t)h->gen_step);
+      k = mix(mix(mix(mix(mix(mix(k, (uint64_t)h->block), (uint64_t)h->topk), (uint64_t)h->tok_window), h->gen_key),
+                  (uint64_t)h->gen_step),
+              (uint64_t)(h->gen_rho * 1e6));
       break;
   }
   return k;

@@ -35,6 +35,10 @@ TEST(moba_spec_reads_block_and_top_k_and_refuses_blocks_that_split_a_query_tile)
   CHECK_EQ_INT(pattern_spec_estimation("moba:4096:12"), PATTERN_GATED);
   CHECK_EQ_INT(pattern_spec_gating_opts("moba:200:3", &g, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "multiple of 128");
+  CHECK_NEAR(g.rho, MOBA_DEFAULT_RHO, 0);
+  CHECK_EQ_INT(pattern_spec_gating_opts("moba:4096:12:1.5", &g, &e), SR_OK);
+  CHECK_NEAR(g.rho, 1.5, 0);
+  CHECK_EQ_INT(pattern_spec_gating_opts("moba:4096:12:0.5", &g, &e), SR_EINPUT);
   CHECK_EQ_INT(pattern_spec_gating_opts("moba:256", &g, &e), SR_EINPUT);
   CHECK_EQ_INT(pattern_spec_gating_opts("vs-online:0.9", &g, &e), SR_EINPUT);
 }
@@ -201,7 +205,7 @@ static void check_layouts(int kind, int64_t n, int W, int64_t g, uint64_t seed) 
   tokens_random_head(pattern_head(&p, 0, 3), n, 1 + (int64_t)(fx_rand(&seed) % 300), &seed);
   pattern sa, sb;
   model_config m = tiny_model(1, 1, 1);
-  CHECK_EQ_INT(pattern_from_spec("moba:128:3", &m, n, seed, 0, &sa, &e), SR_OK);
+  CHECK_EQ_INT(pattern_from_spec("moba:128:3:1.5", &m, n, seed, 0, &sa, &e), SR_OK);
   CHECK_EQ_INT(pattern_from_spec("token-topk:100", &m, n, seed, 0, &sb, &e), SR_OK);
   *pattern_head(&p, 0, 1) = *pattern_head(&sa, 0, 0);  // stand-ins hold no arrays: copied as they are
   *pattern_head(&p, 0, 4) = *pattern_head(&sb, 0, 0);
@@ -395,7 +399,7 @@ TEST(moba_stand_in_keeps_about_rho_times_k_minus_one_earlier_blocks_a_group) {
   pattern p;
   sr_error e;
   int64_t N = 256 * 1024;
-  CHECK_EQ_INT(pattern_from_spec("moba:1024:5", &m, N, 7, 0, &p, &e), SR_OK);
+  CHECK_EQ_INT(pattern_from_spec("moba:1024:5:1.6", &m, N, 7, 0, &p, &e), SR_OK);
   int32_t buf[256];
   double sum = 0, groups = 0;
   int64_t bad = 0;
@@ -406,7 +410,7 @@ TEST(moba_stand_in_keeps_about_rho_times_k_minus_one_earlier_blocks_a_group) {
       if (own > 12) sum += (double)n, groups++;
     }
   CHECK_EQ_INT(bad, 0);
-  CHECK_NEAR(sum / groups, 1.6 * 4, 0.25);  // MOBA_RHO (K - 1)
+  CHECK_NEAR(sum / groups, 1.6 * 4, 0.25);  // rho (K - 1)
   pattern_free(&p);
 }
 
@@ -455,7 +459,7 @@ TEST(token_topk_stand_in_rows_keep_exactly_k_tokens) {
 
 TEST(gated_head_pairs_equal_brute_force) {
   model_config m = tiny_model(1, 1, 1);
-  const char *specs[] = {"moba:128:3", "moba:256:2", "token-topk:200", "token-topk:40"};
+  const char *specs[] = {"moba:128:3:1.5", "moba:256:2", "token-topk:200", "token-topk:40"};
   for (int x = 0; x < 4; x++) {
     pattern p;
     sr_error e;
