@@ -130,6 +130,7 @@ static int32_t moba_draw(draw_rng *r, int64_t lo, int64_t own, const double *par
 
 static int64_t moba_standin_blocks(const head_pattern *h, int64_t t, int32_t *out) {
   int64_t own = t * TILE / h->block, want = (int64_t)h->topk - 1;
+  if (want == 0) return 0;  // K = 1: the own block only
   if (own <= want) {
     for (int64_t c = 0; c < own; c++) out[c] = (int32_t)c;
     return own;

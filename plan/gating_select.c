@@ -62,7 +62,8 @@ static int moba_rows(const moba_shape *s, const double *mean, const float *q, co
     int64_t own = pos[i] / s->block, t = pos[i] / TILE;
     for (int h = 0; h < s->heads; h++) {
       uint64_t *b = bits + ((int64_t)h * ng + t) * words;
-      if (own <= want) {  // every earlier block
+      if (own <= want || want == 0) {  // every earlier block (K = 1: the own block only, none)
+        if (want == 0) continue;
         for (int64_t c = 0; c < own; c++) b[c / 64] |= 1ull << (c % 64);
         continue;
       }

@@ -48,13 +48,13 @@ static void rows_set(uint64_t m[2], int64_t a, int64_t b) {
 static int prepare_moba(tile_scan *s, const head_view *v, sr_error *e) {
   const head_pattern *h = v->h;
   int64_t nb = sr_cdiv(v->n_tokens, h->block), gw = sr_cdiv(nb, 64);
-  if (gw != s->gw || !s->grp_bits) {
+  if (gw != s->gw || !s->grp_bits || nb + 1 > s->grp_buf_cap) {  // heads of one layer may differ in B
     free(s->grp_bits), free(s->grp_buf);
     s->grp_bits = malloc(sizeof(uint64_t) * (size_t)(TILE * gw));
     s->grp_buf = malloc(sizeof(int32_t) * (size_t)(nb + 1));
-    s->gw = gw;
+    s->gw = gw, s->grp_buf_cap = nb + 1;
     if (!s->grp_bits || !s->grp_buf) {
-      s->gw = 0;
+      s->gw = 0, s->grp_buf_cap = 0;
       return sr_internal_error(e, 0, "tiles: out of memory for %lld blocks", (long long)nb);
     }
   }

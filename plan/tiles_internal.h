@@ -138,7 +138,8 @@ typedef struct {
   uint64_t grp_rows[TILE][2];
   int64_t gw;
   uint64_t *grp_bits;        // [TILE * gw]
-  int32_t *grp_buf;          // MOBA: one group's blocks
+  int32_t *grp_buf;          // MOBA: one group's blocks (room for grp_buf_cap)
+  int64_t grp_buf_cap;
   tokens_span *spans;        // TOKENS: every group's spans, group x's from grp_span[x]
   int64_t grp_span[TILE + 1];
   int64_t span_cap;

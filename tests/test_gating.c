@@ -536,3 +536,25 @@ TEST(token_topk_selection_of_rows_split_over_ranks_equals_one_process) {
   pattern_free(&one), pattern_free(&split);
   free(q), free(k), free(ki), free(all), free(pos), free(keys), free(cnt);
 }
+
+TEST(moba_with_top_1_keeps_the_own_block_only_from_the_data_and_in_the_stand_in) {
+  int H = 1, Hkv = 1, d = 4;
+  int64_t N = 600;
+  float *q = calloc((size_t)(N * H * d), sizeof(float)), *k = calloc((size_t)(N * Hkv * d), sizeof(float));
+  int64_t *pos = malloc(sizeof(int64_t) * (size_t)N);
+  for (int64_t i = 0; i < N; i++) pos[i] = i, q[i * d] = 1, k[i * d] = (float)(i % 5);
+  pattern p, sp;
+  sr_error e;
+  pattern_alloc(&p, N, 1, H, &e);
+  moba_shape s = {H, Hkv, d, N, 128, 1};
+  CHECK_EQ_INT(moba_select(&s, q, k, pos, N, &p, 0, &e), SR_OK);
+  CHECK_EQ_INT(pattern_head(&p, 0, 0)->sel_off[gating_n_groups(N)], 0);
+  model_config m = tiny_model(1, 1, 1);
+  CHECK_EQ_INT(pattern_from_spec("moba:128:1", &m, N, 1, 0, &sp, &e), SR_OK);
+  int32_t buf[8];
+  int64_t any = 0;
+  for (int64_t t = 0; t < gating_n_groups(N); t++) any += moba_group_blocks(pattern_head(&sp, 0, 0), N, t, buf);
+  CHECK_EQ_INT(any, 0);
+  pattern_free(&p), pattern_free(&sp);
+  free(q), free(k), free(pos);
+}
