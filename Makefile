@@ -1,6 +1,7 @@
 # sparsering — build, test and run.
 #
-#   make            build bin/sparsering (and bin/sparsering-exec, CUDA objects where nvcc exists)
+#   make            build bin/sparsering (and bin/sparsering-exec, CUDA objects where nvcc exists) and the
+#                   shared libraries of the Python package (python/): build/release/libsparsering{,_cuda}.so
 #   make run        install missing packages, build, run the default what-if study
 #   make test       install missing packages, build, run the test suite ("N passed, N failed")
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -8,6 +9,7 @@
 #   make studies    run the standard what-if studies into notebooks-data/ (CSV + JSON sidecars)
 #   make figures    execute the notebooks of notebooks-data/ headless and write their PNG files
 #   make gpu-test   kernel tests against the CPU reference (GPU machine only)
+#   make fuzz       every parser's fuzz harness under clang's libFuzzer, FUZZ_SECONDS (60) each
 #
 # Sources are found by folder (one concept a folder), so adding a .c file needs no edit here.
 
@@ -42,6 +44,9 @@ CLI_SRC   := $(wildcard cli/*.c)
 EXEC_MAIN := $(wildcard exec/main.c)
 EXEC_SRC  := $(filter-out exec/main.c,$(wildcard exec/*.c train/*.c))
 TEST_SRC  := $(wildcard tests/*.c)
+# The C API of other languages (api/api.h): api/*_cuda.c only in the CUDA shared library.
+API_CUDA_SRC := $(wildcard api/*_cuda.c)
+API_SRC   := $(filter-out $(API_CUDA_SRC),$(wildcard api/*.c))
 CU_SRC    := $(wildcard kernels/*.cu exec/*.cu train/*.cu)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -50,11 +55,16 @@ EXEC_OBJ  := $(EXEC_SRC:%.c=$(BUILD)/%.o)
 EXEC_MAIN_OBJ := $(EXEC_MAIN:%.c=$(BUILD)/%.o)
 EXEC_LIB  := $(BUILD)/libsparsering_exec.a
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
+API_OBJ   := $(API_SRC:%.c=$(BUILD)/%.o)
+API_CUDA_OBJ := $(API_CUDA_SRC:%.c=$(BUILD)/%.o)
 CU_OBJ    := $(if $(filter 1,$(GPU)),$(CU_SRC:%.cu=$(BUILD)/%.cu.o))
 LIB       := $(BUILD)/libsparsering.a
 CU_LIB    := $(if $(CU_OBJ),$(BUILD)/libsparsering_cuda.a)
-# The kernels and the planner as one shared library too (for ctypes / other languages): position-independent
-# objects (-fPIC costs nothing measurable on x86-64), linked with the CUDA runtime.
+# The planner, simulator and traces as a shared library with the C API (api/api.h) for other languages
+# (python/ loads it with ctypes), always built; and the kernels with all of that as a second one, linked
+# with the CUDA runtime, where nvcc exists. Position-independent objects (-fPIC costs nothing measurable
+# on x86-64).
+SO        := $(BUILD)/libsparsering.so
 CU_SO     := $(if $(CU_OBJ),$(BUILD)/libsparsering_cuda.so)
 
 BIN_DIR   := $(if $(filter 1,$(SAN)),$(BUILD)/bin,bin)
@@ -62,12 +72,18 @@ BIN       := $(BIN_DIR)/sparsering
 EXEC_BIN  := $(BIN_DIR)/sparsering-exec
 TEST_BIN  := $(BUILD)/run_tests
 
+# Fuzz harnesses (tests/fuzz/fuzz_NAME.c), each linked with the replay driver (tests/fuzz/replay.c) so `make test`
+# runs every one on its seed corpus plus mutations with any compiler; tests/fuzz/run.sh builds them against
+# clang's libFuzzer for the long campaigns.
+FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay-%)
+
 # GPU-only tools of kernels/ (their sources sit in subfolders so they stay out of the library).
 GPU_TOOLS := $(if $(CU_LIB),bin/sparsering-gpu-test bin/sparsering-gpu-test-vs bin/sparsering-bench-attn bin/sparsering-bench-vs)
 
-.PHONY: all run test bench gpu-test deps clean studies figures
+.PHONY: all run test bench gpu-test deps clean studies figures python-libs fuzz
 EXEC_TARGET := $(if $(EXEC_MAIN),$(EXEC_BIN))
-all: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS) $(CU_SO)
+all: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS) $(SO) $(CU_SO)
 
 deps:
 	@sh scripts/install-deps.sh
@@ -104,8 +120,15 @@ $(CU_LIB): $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(CU_SO): $(CU_OBJ) $(LIB_OBJ)
+$(SO): $(LIB_OBJ) $(API_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+$(CU_SO): $(CU_OBJ) $(LIB_OBJ) $(API_OBJ) $(API_CUDA_OBJ)
 	$(CC) -shared -o $@ $^ $(LDLIBS) $(GPU_LIBS)
+
+# The shared libraries the Python package loads; a sanitizer build tests Python against the release ones
+# (a sanitized library does not load into an unsanitized python3).
+python-libs: $(SO) $(CU_SO)
 
 # The whole-archive wrap keeps the self-registering commands and tests (constructor functions).
 $(BIN): $(CLI_OBJ) $(LIB) $(CU_LIB)
@@ -118,8 +141,13 @@ $(EXEC_BIN): $(EXEC_MAIN_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
 	@mkdir -p $(BIN_DIR)
 	$(CC) $(LDFLAGS) -o $@ $(EXEC_MAIN_OBJ) -Wl,--whole-archive $(EXEC_LIB) -Wl,--no-whole-archive -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
 
-$(TEST_BIN): $(TEST_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(EXEC_LIB) -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
+$(TEST_BIN): $(TEST_OBJ) $(API_OBJ) $(EXEC_LIB) $(LIB) $(CU_LIB)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(API_OBJ) $(EXEC_LIB) -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
+
+$(BUILD)/fuzz/replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(EXEC_LIB) $(LIB) $(CU_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ tests/fuzz/replay.c $< $(EXEC_LIB) \
+	  -Wl,--start-group $(LIB) $(CU_LIB) -Wl,--end-group $(LDLIBS) $(GPU_LIBS)
 
 bin/sparsering-gpu-test: kernels/test/gpu_test.cu kernels/test/index_build.h kernels/test/check.h $(LIB) $(CU_LIB)
 	@mkdir -p bin
@@ -145,8 +173,16 @@ run: deps
 
 # Tests run the CLI binaries too, so build them first; SR_BIN tells the tests where they are.
 test: deps
-	$(MAKE) -j$(JOBS) $(BIN) $(EXEC_TARGET) $(TEST_BIN)
-	SR_BIN=$(CURDIR)/$(BIN_DIR) SR_SAN=$(SAN) ./$(TEST_BIN)
+	$(MAKE) -j$(JOBS) $(BIN) $(EXEC_TARGET) $(TEST_BIN) $(FUZZ_REPLAY) $(if $(filter 1,$(SAN)),,python-libs)
+	$(if $(filter 1,$(SAN)),$(MAKE) -j$(JOBS) SAN=0 python-libs)
+	SR_BIN=$(CURDIR)/$(BIN_DIR) SR_FUZZ=$(CURDIR)/$(BUILD)/fuzz SR_SAN=$(SAN) ./$(TEST_BIN)
+
+# The long fuzzing campaigns: every harness against clang's libFuzzer (ASan + UBSan) for SECONDS each
+# (`make fuzz FUZZ_SECONDS=600`); installs clang and its runtime first (FUZZ=1 scripts/install-deps.sh).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@FUZZ=1 sh scripts/install-deps.sh
+	@for n in $(FUZZ_NAMES); do tests/fuzz/run.sh $$n $(FUZZ_SECONDS) || exit 1; done
 
 # Each area registers its own bench-* command; run them all.
 bench: deps $(BIN)
@@ -157,6 +193,7 @@ studies: deps $(BIN)
 	python3 scripts/studies.py --bin $(BIN) --out notebooks-data
 
 figures: deps
+	$(MAKE) SAN=0 python-libs
 	python3 scripts/figures.py
 
 gpu-test: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
@@ -167,4 +204,4 @@ gpu-test: $(BIN) $(EXEC_TARGET) $(GPU_TOOLS)
 clean:
 	rm -rf build bin
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(EXEC_OBJ:.o=.d) $(EXEC_MAIN_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CU_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(API_OBJ:.o=.d) $(API_CUDA_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(EXEC_OBJ:.o=.d) $(EXEC_MAIN_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CU_OBJ:.o=.d)

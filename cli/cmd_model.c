@@ -28,12 +28,17 @@ static int cmd_model(int argc, char **argv) {
   cli_args a;
   sr_error e = {0};
   const char *name = NULL, *seq_text = NULL;
-  int64_t seq = 0;
+  int64_t seq = 0, world = 1;
   model_config m;
+  // every flag is checked before the report starts, used or not (--world means nothing without --seq)
   if (cli_parse(argc, argv, &model_usage, &a, &e) || cli_require(&a, "model", &name, &e) ||
       ((seq_text = cli_get(&a, "seq", NULL)) && sr_parse_tokens(seq_text, "--seq", &seq, &e)) ||
-      model_load(name, &m, &e))
+      cli_get_int(&a, "world", 1, 1, 1 << 20, &world, &e) || model_load(name, &m, &e))
     return sr_error_report(&e, "sparsering model");
+  if (cli_has(&a, "world") && !seq_text) {
+    sr_input_error(&e, NULL, "--world", "gives the memory per GPU of one sequence: give --seq too");
+    return sr_error_report(&e, "sparsering model");
+  }
 
   printf("model %s (%s)\n", m.name, m.path);
   printf("  architecture                       %s%s%s\n", m.architecture[0] ? m.architecture : "(none)",
@@ -78,15 +83,16 @@ static int cmd_model(int argc, char **argv) {
     print_count("GEMM FLOPs per layer (fwd)", model_layer_gemm_flops_per_token(&m) * (double)seq, "FLOP");
     print_count("K+V bytes per layer", model_kv_bytes(&m, seq, 2), "B");
     print_count("activations, all layers", model_act_bytes_per_token_layer(&m, 0) * (double)seq * (double)m.num_layers, "B");
-    int64_t world = 1;
-    if (cli_get_int(&a, "world", 1, 1, 1 << 20, &world, &e)) return sr_error_report(&e, "sparsering model");
     int64_t local = (seq + world - 1) / world;
-    printf("sparsering-exec train --backend cuda on %lld GPU(s), %s local tokens each (fp32, train/model_cuda.cu)\n",
+    printf("sparsering-exec train --backend cuda on %lld GPU(s), %s local tokens each (bf16 GEMMs, train/model_cuda.cu)\n",
            (long long)world, sr_format_tokens(local, buf, sizeof buf));
     print_count("model state per GPU (ZeRO-1)", model_exec_state_bytes(&m, (int)world), "B");
     print_count("buffers per local token, recompute", model_exec_bytes_per_token(&m, 1), "B");
     print_count("per GPU, state + buffers, recompute",
                 model_exec_state_bytes(&m, (int)world) + model_exec_bytes_per_token(&m, 1) * (double)local, "B");
+    // selective recomputation: every layer's attention output and LSE kept besides
+    print_count("per GPU, selective recompute", model_exec_state_bytes(&m, (int)world) +
+                model_exec_bytes_per_token(&m, 2) * (double)local, "B");
   }
   return 0;
 }

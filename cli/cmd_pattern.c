@@ -30,7 +30,7 @@ static const cli_flag pattern_flags[] = {
     {"granularity", "G", "128", "tokens a block of the striped layout (when --layout gives no G)"},
     {"seed", "X", "1", "seed of synthetic patterns"},
     {"step", "S", "0", "training step of a drifting synthetic pattern"},
-    {"csv", "FILE", NULL, "write the per-layer table as CSV"},
+    {"csv", cli_out_file, NULL, "write the per-layer table as CSV"},
     {"fwd-runs", NULL, NULL, "also count the forward form's 64-key runs (the executor's --fwd-runs)"},
     {NULL, NULL, NULL, NULL},
 };

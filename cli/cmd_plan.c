@@ -13,7 +13,7 @@
 // plan
 
 static const cli_flag plan_flags[] = {
-    {"out", "FILE", "- (stdout)", "where to write the plan file (JSON; written atomically)"},
+    {"out", cli_out_file, "- (stdout)", "where to write the plan file (JSON; written atomically)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage plan_usage = {

@@ -35,7 +35,7 @@ static const cli_flag replay_flags[] = {
     {"cluster", "NAME|PATH", "required", "the cluster: a shipped name (models/clusters/NAME.json) or a description file"},
     {"strategy", "NAME", "required", "a named strategy (as in sim): layout, schedule and what obtaining the pattern costs"},
     {"model", "NAME|PATH", "the trace's", "the model"},
-    {"csv", "FILE", NULL, "write one row per step as CSV"},
+    {"csv", cli_out_file, NULL, "write one row per step as CSV"},
     {"no-estimate", NULL, NULL, "the trace is a given pattern: no online estimation cost"},
     {NULL, NULL, NULL, NULL},
 };

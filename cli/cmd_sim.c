@@ -11,46 +11,31 @@
 #include "plan/util.h"
 #include "sim/report.h"
 #include "sim/strategy.h"
+#include "sim/study_flags.h"
 #include "sim/svg.h"
 
 #define GIB 1073741824.0
 
-static const cli_flag sim_flags[] = {
-    {"plan", "FILE", NULL, "simulate this plan file (sparsering plan -o) instead of the plan flags"},
-    {"recompute", "0|1", "1", "per-layer activation recomputation"},
-    {"zero", "0|1", "1", "optimizer state sharded over ranks (ZeRO-1)"},
-    {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
-    {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
-    {"timeline", "FILE", NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
-    {"csv", "FILE", NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
-    {"svg", "FILE", NULL, "draw the step's timeline as SVG"},
+// The outputs: the sim flags themselves are sim/study_flags.h's.
+static const cli_flag sim_out_flags[] = {
+    {"timeline", cli_out_file, NULL, "write the step's timeline as Perfetto / Chrome trace JSON"},
+    {"csv", cli_out_file, NULL, "write the step's timeline as CSV (sparsering compare reads it)"},
+    {"svg", cli_out_file, NULL, "draw the step's timeline as SVG"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage sim_usage = {
     NULL, "sparsering sim --model qwen2.5-3b --cluster a100-4x8 --seq 512K --strategy mtraining --svg step.svg",
-    {plan_spec_flags, sim_flags, NULL}};
-
-// The plan's flags (plan/plan_flags.h) and the step's: recomputation and optimizer sharding.
-static int spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
-  int64_t x;
-  int rc;
-  if ((rc = plan_spec_from_flags(a, s, e))) return rc;
-  if ((rc = cli_get_int(a, "recompute", s->recompute, 0, 1, &x, e))) return rc;
-  s->recompute = (int)x;
-  if ((rc = cli_get_int(a, "zero", s->zero, 0, 1, &x, e))) return rc;
-  s->zero = (int)x;
-  const char *tr = cli_get(a, "trainer", NULL);
-  if (tr && snprintf(s->trainer, sizeof s->trainer, "%s", tr) >= (int)sizeof s->trainer)
-    return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
-  return SR_OK;
-}
+    {plan_spec_flags, plan_step_flags, sim_step_flags, sim_out_flags, NULL}};
 
 static void print_memory(const sim_memory *m) {
   printf("memory per GPU (GiB): weights %.2f, grads %.2f, optimizer %.2f, activations %.2f, KV buffers %.2f, "
          "index %.2f, workspace+reserve %.2f = %.2f of %.0f: %s\n",
          m->weights / GIB, m->grads / GIB, m->optim / GIB, m->activations / GIB, m->kv_buffers / GIB,
          m->index_bytes / GIB, m->workspace / GIB, m->total / GIB, m->capacity / GIB, m->fits ? "fits" : "OUT OF MEMORY");
-  if (m->host_bytes > 0) printf("pinned host memory per node: %.1f GiB\n", m->host_bytes / GIB);
+  if (m->host_bytes > 0)
+    printf("host memory per node (GiB): optimizer %.2f, checkpoints %.2f, attention chunks %.2f = %.2f of %.0f%s\n",
+           m->host_optim / GIB, m->host_activations / GIB, m->host_attn / GIB, m->host_bytes / GIB,
+           m->host_capacity / GIB, m->host_bytes > m->host_capacity ? ": OUT OF HOST MEMORY" : "");
 }
 
 static int cmd_sim(int argc, char **argv) {
@@ -63,18 +48,8 @@ static int cmd_sim(int argc, char **argv) {
     sr_input_error(&e, NULL, a.pos[0], "unexpected argument");
     return sr_error_report(&e, "sparsering sim");
   }
-  if (cli_has(&a, "plan")) {
-    if (plan_read(cli_get(&a, "plan", ""), &p, &e)) return sr_error_report(&e, "sparsering sim");
-  } else {
-    plan_spec s;
-    const char *field = NULL;
-    if (spec_from_flags(&a, &s, &e)) return sr_error_report(&e, "sparsering sim");
-    if (plan_build_at(&s, &p, &field, &e)) {
-      plan_error_as_flag(&e, field);
-      return sr_error_report(&e, "sparsering sim");
-    }
-  }
-  sim_options o = {cli_has(&a, "representative"), cli_has(&a, "timeline") || cli_has(&a, "csv") || cli_has(&a, "svg"), 0};
+  if (sim_plan_from_flags(&a, &p, &e)) return sr_error_report(&e, "sparsering sim");
+  sim_options o = sim_options_from_flags(&a, cli_has(&a, "timeline") || cli_has(&a, "csv") || cli_has(&a, "svg"));
   sim_timeline tl = {0};
   sim_result r;
   int rc = sim_plan(&p, &o, &r, &tl, &e);

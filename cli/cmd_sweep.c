@@ -18,112 +18,7 @@
 #include "plan/util.h"
 #include "sim/report.h"
 #include "sim/strategy.h"
-
-#define AXIS_MAX 64
-
-typedef struct {
-  char models[AXIS_MAX][512], clusters[AXIS_MAX][512], strategies[AXIS_MAX][64], patterns[AXIS_MAX][512];
-  int64_t seq[AXIS_MAX];
-  int n_models, n_clusters, n_seq, n_strategies, n_patterns;
-  int64_t seed, recompute, zero;
-  int representative;
-} sweep_grid;
-
-// ---- the sweep file --------------------------------------------------------------------------
-
-static int read_axis(const cJSON *root, const char *key, int required, char (*out)[512], size_t width, int *n,
-                     const char *file, sr_error *e) {
-  const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, key);
-  *n = 0;
-  if (!a) return required ? sr_input_error(e, file, key, "missing (a list of names)") : SR_OK;
-  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > AXIS_MAX)
-    return sr_input_error(e, file, key, "expected a list of 1 to %d strings", AXIS_MAX);
-  const cJSON *it;
-  cJSON_ArrayForEach(it, a) {
-    if (!cJSON_IsString(it) || strlen(it->valuestring) >= width)
-      return sr_input_error(e, file, key, "entry %d is not a string (or is too long)", *n);
-    snprintf((char *)out + (size_t)*n * width, width, "%s", it->valuestring);
-    (*n)++;
-  }
-  return SR_OK;
-}
-
-static int read_grid(const char *path, sweep_grid *g, sr_error *e) {
-  static const char *const known[] = {"models", "clusters", "seq", "strategies", "patterns", "seed", "recompute",
-                                      "zero", "representative", NULL};
-  cJSON *root = NULL;
-  int rc = json_load_file(path, &root, e);
-  if (rc) return rc;
-  memset(g, 0, sizeof *g);
-  g->recompute = 1;
-  g->zero = 1;
-  g->representative = 1;
-  if (!cJSON_IsObject(root)) {
-    rc = sr_input_error(e, path, NULL, "expected a JSON object");
-    goto out;
-  }
-  if ((rc = json_check_known(root, known, path, NULL, e))) goto out;
-  if ((rc = read_axis(root, "models", 1, g->models, 512, &g->n_models, path, e)) ||
-      (rc = read_axis(root, "clusters", 1, g->clusters, 512, &g->n_clusters, path, e)) ||
-      (rc = read_axis(root, "patterns", 0, g->patterns, 512, &g->n_patterns, path, e)))
-    goto out;
-  {
-    char tmp[AXIS_MAX][512];
-    if ((rc = read_axis(root, "strategies", 1, tmp, 512, &g->n_strategies, path, e))) goto out;
-    for (int i = 0; i < g->n_strategies; i++) {
-      plan_spec s;
-      plan_spec_defaults(&s);
-      if ((rc = plan_spec_apply_strategy(&s, tmp[i], e))) {
-        char msg[sizeof e->msg];
-        snprintf(msg, sizeof msg, "%s: strategies[%d]: %s", path, i, e->msg);
-        snprintf(e->msg, sizeof e->msg, "%s", msg);
-        goto out;
-      }
-      snprintf(g->strategies[i], 64, "%s", tmp[i]);
-    }
-  }
-  if (g->n_patterns == 0) g->n_patterns = 1;  // "": the planner's pattern of each strategy
-  const cJSON *sq = cJSON_GetObjectItemCaseSensitive(root, "seq");
-  if (!cJSON_IsArray(sq) || cJSON_GetArraySize(sq) < 1 || cJSON_GetArraySize(sq) > AXIS_MAX) {
-    rc = sr_input_error(e, path, "seq", "expected a list of 1 to %d lengths (\"512K\" or integers)", AXIS_MAX);
-    goto out;
-  }
-  const cJSON *it;
-  cJSON_ArrayForEach(it, sq) {
-    char field[32];
-    snprintf(field, sizeof field, "seq[%d]", g->n_seq);
-    if (cJSON_IsString(it)) {
-      if ((rc = sr_parse_tokens(it->valuestring, field, &g->seq[g->n_seq], e))) goto out;
-    } else if (cJSON_IsNumber(it) && it->valuedouble >= 1 && it->valuedouble == (double)(int64_t)it->valuedouble) {
-      g->seq[g->n_seq] = (int64_t)it->valuedouble;
-    } else {
-      rc = sr_input_error(e, path, field, "expected a token count");
-      goto out;
-    }
-    g->n_seq++;
-  }
-  if ((rc = json_get_int(root, "seed", 0, 0, (int64_t)1 << 53, &g->seed, path, NULL, e)) ||
-      (rc = json_get_int(root, "recompute", 0, 0, 1, &g->recompute, path, NULL, e)) ||
-      (rc = json_get_int(root, "zero", 0, 0, 1, &g->zero, path, NULL, e)) ||
-      (rc = json_get_bool(root, "representative", 0, &g->representative, path, NULL, e)))
-    goto out;
-  // Every model and cluster must load before any work starts.
-  for (int i = 0; i < g->n_models; i++) {
-    model_config m;
-    if ((rc = model_load(g->models[i], &m, e))) goto out;
-  }
-  for (int i = 0; i < g->n_clusters; i++) {
-    cluster_desc c;
-    if ((rc = cluster_load(g->clusters[i], &c, e))) goto out;
-  }
-out:
-  cJSON_Delete(root);
-  return rc;
-}
-
-static int64_t n_points(const sweep_grid *g) {
-  return (int64_t)g->n_models * g->n_clusters * g->n_seq * g->n_patterns * g->n_strategies;
-}
+#include "sim/sweep.h"
 
 // Point i in a fixed order: model, cluster, length, pattern, then strategy fastest.
 static int run_point(const sweep_grid *g, int64_t i, sr_buf *row, sr_error *e) {
@@ -145,7 +40,7 @@ static int run_point(const sweep_grid *g, int64_t i, sr_buf *row, sr_error *e) {
   st.base.recompute = (int)g->recompute;
   st.base.zero = (int)g->zero;
   snprintf(st.sparse_pattern, sizeof st.sparse_pattern, "%s", g->patterns[pi]);
-  sim_options o = {g->representative, 0, 0};
+  sim_options o = {g->representative, 0, 0, 0, 0};
   sim_result r;
   int rc = sim_strategy(&st, g->strategies[k], &o, &r, NULL, e);
   if (rc) return rc;
@@ -165,7 +60,7 @@ static void progress(int64_t done, int64_t total, double t0) {
 // ---- the command -----------------------------------------------------------------------------
 
 static const cli_flag sweep_flags[] = {
-    {"out", "FILE", "- (stdout)", "where to write the CSV (one row per point; written atomically)"},
+    {"out", cli_out_file, "- (stdout)", "where to write the CSV (one row per point; written atomically)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage sweep_usage = {"sweep.json", "mpirun -np 4 sparsering sweep notebooks-data/sweeps/seqlen.json -o out.csv",
@@ -186,10 +81,10 @@ static int cmd_sweep(int argc, char **argv) {
   }
   if ((rc = cli_parse(argc, argv, &sweep_usage, &a, &e)) == SR_OK) {
     if (a.n_pos != 1) rc = sr_input_error(&e, NULL, "sweep", "expected one sweep file (sparsering sweep sweep.json)");
-    else rc = read_grid(a.pos[0], g, &e);
+    else rc = sweep_read(a.pos[0], g, &e);
   }
   // Every process reads the same file, so they agree on the grid or on the error.
-  int64_t total = rc ? 0 : n_points(g);
+  int64_t total = rc ? 0 : sweep_points(g);
   sr_buf rows = {0};
   double t0 = sr_now();
   int tty = rank == 0 && isatty(2);

@@ -18,7 +18,7 @@ static const cli_flag gen_flags[] = {
     {"model", "NAME|PATH", "required", "the model: a shipped name (models/NAME.json) or a config file"},
     {"seq", "N", "required", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
     {"pattern", "P", "required", "the pattern generator (docs/patterns.md)"},
-    {"out", "FILE", "required", "the trace file to write (safetensors)"},
+    {"out", cli_out_file, "required", "the trace file to write (safetensors)"},
     {"steps", "S", "1", "training steps to record (a synthetic pattern drifts from step to step)"},
     {"seed", "X", "0", "seed of the generator"},
     {NULL, NULL, NULL, NULL},
@@ -91,7 +91,7 @@ static int write_stats_csv(const char *path, const trace_head_stats *st, int64_t
 }
 
 static const cli_flag stats_flags[] = {
-    {"csv", "FILE", NULL, "write one row per step, layer and head as CSV"},
+    {"csv", cli_out_file, NULL, "write one row per step, layer and head as CSV"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage stats_usage = {"t.safetensors", "sparsering trace stats t.safetensors --csv heads.csv",
@@ -175,7 +175,7 @@ static int trace_stats_cmd(int argc, char **argv) {
 
 static const cli_flag import_flags[] = {
     {"seq", "N", "required", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
-    {"out", "FILE", "required", "the trace file to write (safetensors)"},
+    {"out", cli_out_file, "required", "the trace file to write (safetensors)"},
     {"model", "NAME|PATH", NULL, "the model the config is for (checked against it, recorded in the trace)"},
     {"steps", "S", "1", "training steps to record"},
     {"seed", "X", "0", "seed of the synthesised indices"},

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/cmd_tune.h"
 #include "plan/util.h"
+#include "sim/study_flags.h"
 
 // ---------------------------------------------------------------------------------------------
 // MPI
@@ -56,28 +57,15 @@ int tune_mpi_status(int status) {
 // ---------------------------------------------------------------------------------------------
 // the command
 
-static const cli_flag tune_flags[] = {
-    {"model", "NAME|PATH", "required", "the model: a shipped name (models/NAME.json) or a config file"},
-    {"cluster", "NAME|PATH", "required", "the cluster: a shipped name (models/clusters/NAME.json) or a description file"},
-    {"seq", "N", "required", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
-    {"pattern", "P", "required unless --trace", "attention pattern (docs/patterns.md)"},
-    {"trace", "FILE", NULL, "tune on a recorded trace: its step 0, its later steps for the robustness check"},
-    {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
-    {"trainer", "NAME", "mixed", "whose memory decides what fits: mixed (bf16 mixed precision) or exec (sparsering-exec train)"},
-    {"out", "FILE", "best_plan.json", "where to write the chosen plan (with its predicted step time)"},
-    {"csv", "FILE", NULL, "where to write every point's result (no CSV without it)"},
-    {"top", "N", "10", "rows of the ranking kept and shown, 1 to 1000"},
-    {"robust-top", "N", "5", "leaders re-simulated on perturbed patterns (0: no robustness check)"},
-    {"robust-steps", "N", "4", "perturbed pattern steps of the robustness check"},
-    {"margin", "F", "0.02", "means within this fraction of the best are tied: the best worst case wins"},
-    {"batch", "N", "16", "points a batch (pruning uses the best of earlier batches)"},
-    {"no-prune", NULL, NULL, "simulate every valid point that may fit (exhaustive)"},
-    {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time"},
+// The search's flags are sim/study_flags.h's; the outputs are this command's.
+static const cli_flag tune_out_flags[] = {
+    {"out", cli_out_file, "best_plan.json", "where to write the chosen plan (with its predicted step time)"},
+    {"csv", cli_out_file, NULL, "where to write every point's result (no CSV without it)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage tune_usage = {
     NULL, "sparsering tune --model qwen2.5-3b --cluster a100-4x8 --seq 512K --pattern vs-topp:0.95 -o best.json",
-    {tune_flags, NULL}};
+    {tune_flags, tune_out_flags, NULL}};
 
 static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const char **out, const char **csv,
                  int *representative, sr_error *e) {
@@ -85,47 +73,7 @@ static int parse(int argc, char **argv, plan_spec *s, tune_options *o, const cha
   int rc;
   if ((rc = cli_parse(argc, argv, &tune_usage, &a, e))) return rc;
   if (a.n_pos > 0) return sr_input_error(e, NULL, a.pos[0], "unexpected argument");
-  plan_spec_defaults(s);
-  const char *v;
-  int64_t x;
-  if ((rc = cli_require(&a, "model", &v, e))) return rc;
-  snprintf(s->model, sizeof s->model, "%s", v);
-  if ((rc = cli_require(&a, "cluster", &v, e))) return rc;
-  snprintf(s->cluster, sizeof s->cluster, "%s", v);
-  if ((rc = cli_require(&a, "seq", &v, e)) || (rc = sr_parse_tokens(v, "--seq", &s->seq, e))) return rc;
-  // A recorded trace is the pattern source "trace:PATH": its step 0 is tuned, its later steps are the
-  // perturbed patterns of the robustness check.
-  if (cli_has(&a, "trace") && cli_has(&a, "pattern"))
-    return sr_input_error(e, NULL, "--trace", "give either --pattern or --trace, not both");
-  if (cli_has(&a, "trace")) {
-    v = cli_get(&a, "trace", "");
-    if (!*v || strlen(v) + 6 >= sizeof s->pattern) return sr_input_error(e, NULL, "--trace", "empty or too long");
-    snprintf(s->pattern, sizeof s->pattern, "trace:%s", v);
-  } else {
-    if ((rc = cli_require(&a, "pattern", &v, e))) return rc;
-    if (!*v || strlen(v) >= sizeof s->pattern) return sr_input_error(e, NULL, "--pattern", "empty or too long");
-    snprintf(s->pattern, sizeof s->pattern, "%s", v);
-  }
-  if ((rc = cli_get_int(&a, "seed", 0, 0, (int64_t)1 << 53, &x, e))) return rc;
-  s->seed = (uint64_t)x;
-  // whose memory decides "fits": a mixed-precision trainer's, or sparsering-exec train's (then the points it
-  // cannot run, FPDT, no ZeRO-1, fp8 KV, are invalid: plan_build says why)
-  v = cli_get(&a, "trainer", "mixed");
-  if (strcmp(v, "mixed") != 0 && strcmp(v, "exec") != 0)
-    return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", v);
-  snprintf(s->trainer, sizeof s->trainer, "%s", v);
-  tune_options_defaults(o);
-  if ((rc = cli_get_int(&a, "top", o->top, 1, 1000, &x, e))) return rc;
-  o->top = (int)x;
-  if ((rc = cli_get_int(&a, "robust-top", o->robust_top, 0, 100, &x, e))) return rc;
-  o->robust_top = (int)x;
-  if ((rc = cli_get_int(&a, "robust-steps", o->robust_steps, 0, 64, &x, e))) return rc;
-  o->robust_steps = (int)x;
-  if ((rc = cli_get_int(&a, "batch", o->batch, 1, 100000, &x, e))) return rc;
-  o->batch = (int)x;
-  if ((rc = cli_get_num(&a, "margin", o->robust_margin, 0, 1, &o->robust_margin, e))) return rc;
-  o->no_prune = cli_has(&a, "no-prune");
-  *representative = cli_has(&a, "representative");
+  if ((rc = tune_spec_from_flags(&a, s, o, representative, e))) return rc;
   *out = cli_get(&a, "out", "best_plan.json");
   *csv = cli_get(&a, "csv", NULL);
   return SR_OK;

@@ -11,13 +11,25 @@ void cli_register(const char *name, cli_fn fn, const char *summary, const cli_us
   sr_commands_add(&commands, name, fn, summary, usage);
 }
 
+// The command's files appear together when it succeeds, and none when it fails (plan/util.h).
+static int run_command(const sr_dispatch *d) {
+  sr_outputs_defer();
+  int status = d->fn(d->argc, d->argv);
+  if (status != 0) {
+    sr_outputs_discard();
+    return status;
+  }
+  sr_error e = {0};
+  return sr_outputs_commit(&e) ? sr_error_report(&e, "sparsering") : 0;
+}
+
 int main(int argc, char **argv) {
   sr_dispatch d;
   if (sr_commands_dispatch(&commands, "sparsering", argc, argv, &d)) {
     fprintf(stderr, "sparsering: out of memory\n");
     return 1;
   }
-  if (d.fn) return d.fn(d.argc, d.argv);
+  if (d.fn) return run_command(&d);
   fputs(d.text.data ? d.text.data : "", d.status ? stderr : stdout);
   sr_buf_free(&d.text);
   return d.status;

@@ -11,8 +11,7 @@
 // Rank 0 receives each rank's rows of [n_r, width] and scatters them into global order [N, width].
 static int gather_rows(const layout *l, comm *c, const float *mine, int64_t width, float *global, sr_error *e) {
   if (c->rank != 0) {
-    int rc = MPI_Send(mine, (int)(l->rank_count[c->rank] * width), MPI_FLOAT, 0, 91, c->mpi);
-    return rc == MPI_SUCCESS ? SR_OK : sr_internal_error(e, 0, "rank %d: check: MPI_Send failed", c->rank);
+    return comm_host_send(c, mine, (int)(l->rank_count[c->rank] * width), MPI_FLOAT, 0, 91, e);
   }
   int64_t nmax = 0;
   for (int r = 0; r < c->world; r++) nmax = sr_max64(nmax, l->rank_count[r]);
@@ -25,7 +24,10 @@ static int gather_rows(const layout *l, comm *c, const float *mine, int64_t widt
   for (int r = 0; r < c->world; r++) {
     int64_t n = l->rank_count[r];
     if (r == 0) memcpy(buf, mine, sizeof(float) * (size_t)(n * width));
-    else MPI_Recv(buf, (int)(n * width), MPI_FLOAT, r, 91, c->mpi, MPI_STATUS_IGNORE);
+    else if (comm_host_recv(c, buf, (int)(n * width), MPI_FLOAT, r, 91, e)) {
+      free(buf), free(pos);
+      return e->code;
+    }
     layout_positions(l, r, pos);
     for (int64_t t = 0; t < n; t++) memcpy(global + pos[t] * width, buf + t * width, sizeof(float) * (size_t)width);
   }
@@ -92,7 +94,7 @@ int attn_check_layer(const plan *p, const pattern *pat, int layer, int inputs, u
       if (!(g[i] = malloc(sizeof(float) * sz[i]))) rc = sr_internal_error(e, 0, "out of memory");
   }
   int bad = rc != SR_OK;
-  MPI_Bcast(&bad, 1, MPI_INT, 0, c->mpi);  // every rank must join the gathers, or none
+  if (comm_host_bcast(c, &bad, 1, MPI_INT, 0, e)) bad = 1, rc = e->code;  // every rank must join the gathers, or none
   if (bad) goto done;
   if (gather_rows(l, c, o, (int64_t)H * d, g[0], e) || gather_rows(l, c, lt, H, g[1], e) ||
       gather_rows(l, c, dq, (int64_t)H * d, g[2], e) || gather_rows(l, c, dk, (int64_t)Hkv * d, g[3], e) ||

@@ -115,7 +115,7 @@ int calib_attn_time(int phase, int kind, int size, int heads, int kv_heads, int 
   CK(cudaMemset(dout, 0x3c, qn * 2));
   CK(cudaMemset(o16, 0x3c, qn * 2));
   CK(cudaMemset(lse, 0, sizeof(float) * (size_t)N_TOKENS * heads));
-  sa_shape sh = {N_TOKENS, N_TOKENS, heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim)};
+  sa_shape sh = {N_TOKENS, N_TOKENS, heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0};
   if (phase == 1) {
     if (tiles_transpose(&t, 0, N_TOKENS, &tt, e) || sa_gpu_index_t_upload(&tt, heads, kv_heads, &ixt, e) ||
         sa_bwd_prepare(N_TOKENS, heads, head_dim, o16, dout, drow, NULL, e)) {

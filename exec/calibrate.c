@@ -93,7 +93,7 @@ int calib_p2p(comm *c, int a, int b, const int64_t *sizes, int n, int reps, doub
     if (rc == SR_OK && comm_barrier(c, e)) rc = e->code;
   }
   // Every rank gets rank a's medians.
-  if (rc == SR_OK) MPI_Bcast(seconds, n, MPI_DOUBLE, a, c->mpi);
+  if (rc == SR_OK && comm_host_bcast(c, seconds, n, MPI_DOUBLE, a, e)) rc = e->code;
   buf_free(c, buf), free(t);
   return rc ? (e->code ? e->code : SR_EINTERNAL) : SR_OK;
 }
@@ -125,7 +125,7 @@ int calib_alltoall(comm *c, const int64_t *sizes, int n, int reps, double *secon
       double t0 = sr_now();
       rc = comm_alltoallv(c, sb, k, k + W, rb, k + 2 * W, k + 3 * W, COMM_BYTE, e) || comm_sync(c, e);
       double dt = sr_now() - t0;
-      MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, c->mpi);  // finished when the last rank is
+      if (rc == SR_OK && comm_host_allreduce(c, &dt, 1, MPI_DOUBLE, MPI_MAX, e)) rc = e->code;  // finished when the last rank is
       if (rep > 0) t[rep - 1] = dt;
     }
     seconds[i] = median(t, reps);

@@ -38,11 +38,12 @@ static const cli_flag attn_flags[] = {
     {"check", NULL, NULL, "compare every layer against single-process dense masked attention"},
     {"tol", "X", "1e-4 (cpu), 2e-2 (cuda)", "the check's tolerance (relative)"},
     {"predict", NULL, NULL, "print the simulator's prediction of every layer beside the measured time"},
-    {"predict-csv", "FILE", NULL, "with the prediction: write its timeline as CSV (implies --predict)"},
-    {"csv", "FILE", NULL, "write the measured timeline as CSV (sparsering compare reads it)"},
-    {"trace", "FILE", NULL, "write the measured timeline as Chrome trace JSON (Perfetto)"},
+    {"predict-csv", cli_out_file, NULL, "with the prediction: write its timeline as CSV (implies --predict)"},
+    {"csv", cli_out_file, NULL, "write the measured timeline as CSV (sparsering compare reads it)"},
+    {"trace", cli_out_file, NULL, "write the measured timeline as Chrome trace JSON (Perfetto)"},
     {"run", "N", "0", "run number of the first combination in the timeline"},
-    {"trace-out", "FILE", NULL, "write the pattern the run ran (vs-online: the estimated one) as a trace"},
+    {"trace-out", cli_out_file, NULL, "write the pattern the run ran (vs-online: the estimated one) as a trace"},
+    {"digest", NULL, NULL, "print a hash of every layer's O, LSE, dQ, dK, dV over the ranks (bit-exact comparison of runs)"},
     {"fail-rank", "R", "-1 (none)", "testing: this rank fails during the run"},
     {"fail-at-step", "S", "0", "testing: the ring step at which --fail-rank fails"},
     {"fail-mode", "MODE", "kill", "testing: kill (the rank exits) or hang (it stops answering)"},
@@ -55,10 +56,11 @@ static const cli_usage attn_usage = {
     {plan_spec_flags, exec_plan_flags, attn_flags, NULL}};
 
 typedef struct {
-  int cuda, check, fail_hang, predict, inputs;
+  int cuda, check, fail_hang, predict, inputs, digest;
   const char *predict_csv, *trace_out;
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
+  dist_index_build index_build;  // --index-build
 } attn_opts;
 
 // A rank that hits an error stops the whole job with the message (never a hang on the others).
@@ -66,7 +68,7 @@ static void fail(comm *c, sr_error *e) __attribute__((noreturn));
 static void fail(comm *c, sr_error *e) {
   char m[1100];
   snprintf(m, sizeof m, "%s", e->msg);
-  comm_abort(c, c->rank, m);
+  comm_abort(c, c->rank, m, comm_status_of(e));
 }
 
 // --trace-out: the pattern the run ran (vs-online: estimated by its last forward) as a one-step trace
@@ -140,9 +142,8 @@ static int same_on_every_rank(comm *c, const pattern *pat, int layer, sr_error *
     }
   }
   uint64_t lo = h, hi = h;
-  if (MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, c->mpi) != MPI_SUCCESS ||
-      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, c->mpi) != MPI_SUCCESS)
-    return sr_internal_error(e, 0, "rank %d: comparing the estimated patterns failed", c->rank);
+  if (comm_host_allreduce(c, &lo, 1, MPI_UINT64_T, MPI_MIN, e) || comm_host_allreduce(c, &hi, 1, MPI_UINT64_T, MPI_MAX, e))
+    return e->code;
   if (lo != hi) return sr_internal_error(e, 0, "layer %d: the ranks estimated different patterns", layer);
   return SR_OK;
 }
@@ -162,6 +163,85 @@ static int trace_out_check(const char *path, sr_error *e) {
   if (access(dir, W_OK | X_OK) != 0)
     return sr_input_error(e, NULL, "--trace-out", "%s: cannot write in folder %s (%s)", path, dir, strerror(errno));
   return SR_OK;
+}
+
+// --digest: FNV-1a over the bits of this rank's outputs, then over the ranks' hashes in rank order (rank 0's).
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+static int outputs_digest(comm *c, const float *o, const float *lse, const float *dq, const float *dk, const float *dv,
+                          size_t qn, size_t kn, size_t ln, uint64_t *out, sr_error *e) {
+  uint64_t h = 1469598103934665603ull;
+  h = fnv(h, o, qn * 4), h = fnv(h, lse, ln * 4), h = fnv(h, dq, qn * 4), h = fnv(h, dk, kn * 4), h = fnv(h, dv, kn * 4);
+  uint64_t *all = malloc(sizeof(uint64_t) * (size_t)c->world);
+  if (!all) return sr_internal_error(e, 0, "out of memory");
+  if (comm_host_gather(c, &h, 1, MPI_UINT64_T, all, 0, e)) {
+    free(all);
+    return e->code;
+  }
+  *out = fnv(1469598103934665603ull, all, sizeof(uint64_t) * (size_t)c->world);
+  free(all);
+  return SR_OK;
+}
+
+// What the run held, largest over its layers and ranks: device memory in use after a layer (CUDA), the attention
+// plan's own device bytes, the shared workspace, pinned host memory (CUDA) or the offloaded chunks (CPU backend),
+// and the bytes copied to and from the host.
+typedef struct {
+  double used, plan, shared, pinned, offload, out, in;
+} attn_memory;
+
+static int memory_after_layer(const attn_opts *o_, dist_attn *da, attn_memory *m, sr_error *e) {
+  int64_t plan = 0, shared = 0, used = 0, total = 0;
+  dist_attn_device_bytes(da, &plan, &shared);
+  if (o_->cuda && exec_dev_memory(&used, &total, e)) return e->code;
+  dist_stats st = dist_attn_stats(da);
+  double v[7] = {(double)used, (double)plan, (double)shared, (double)dist_attn_shared_pinned_bytes(),
+                 (double)dist_attn_offload_bytes(da), (double)st.host_bytes_out, (double)st.host_bytes_in};
+  double *f = &m->used;
+  for (int i = 0; i < 7; i++) f[i] = fmax(f[i], v[i]);
+  return SR_OK;
+}
+
+// Bytes as "12.34 GiB", "56.7 MiB" or "8.0 KiB" (one of four rotating buffers: several in one printf).
+static const char *size_text(double b) {
+  static char buf[4][32];
+  static int k;
+  char *t = buf[k++ % 4];
+  if (b >= 1073741824.0) snprintf(t, 32, "%.2f GiB", b / 1073741824.0);
+  else if (b >= 1048576.0) snprintf(t, 32, "%.1f MiB", b / 1048576.0);
+  else snprintf(t, 32, "%.1f KiB", b / 1024.0);
+  return t;
+}
+
+// Rank 0's memory lines: measured (the largest rank) and, with --predict, the simulator's.
+static void memory_print(const attn_opts *o_, const plan *pl, comm *c, attn_memory *m) {
+  sr_error e = {0};
+  if (comm_host_allreduce(c, &m->used, 7, MPI_DOUBLE, MPI_MAX, &e)) comm_abort(c, c->rank, e.msg, 1);
+  if (c->rank != 0) return;
+  int64_t n = 0;
+  for (int r = 0; r < pl->layout.world; r++) n = sr_max64(n, pl->layout.rank_count[r]);
+  const model_config *md = &pl->model;
+  double inputs = (double)exec_dev_bytes(n, (int)md->num_heads, (int)md->num_kv_heads, (int)md->head_dim);
+  if (o_->cuda) {
+    printf("  memory per GPU (largest rank): %s in use after a layer (the rank's tensors %s, ", size_text(m->used),
+           size_text(inputs));
+    printf("the attention plan %s, the shared workspace %s); pinned host memory %s\n", size_text(m->plan),
+           size_text(m->shared), size_text(m->pinned));
+  } else if (m->offload > 0) {
+    printf("  host memory (CPU backend, fp32): offloaded chunks %s a rank\n", size_text(m->offload));
+  }
+  if (m->out > 0) printf("  host copies (a rank, last repetition): %.0f B out, %.0f B back\n", m->out, m->in);
+  if (!o_->predict) return;
+  sim_attn_memory pm;
+  predict_attention_memory(pl, &pm);
+  printf("  memory predicted (sim, a GPU's bf16 tensors): %s (the rank's tensors %s, ", size_text(pm.tensors + pm.buffers),
+         size_text(pm.tensors));
+  printf("attention buffers %s; the tile index not counted); pinned host memory %s\n", size_text(pm.buffers),
+         size_text(pm.host_bytes));
 }
 
 // One plan: every layer's forward + backward, timings, bytes, the check and the trace. Returns 1 when the
@@ -199,9 +279,14 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   int64_t sent = 0, saved = 0, skipped = 0;
   pattern_estimation how = pattern_spec_estimation(pl->spec.pattern);
   int check_failed = 0, online = how == PATTERN_ONLINE || how == PATTERN_GATED;
+  attn_memory mem = {0};
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
-    if (dist_attn_create(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, &da, e)) fail(c, e);
+    double tc = sr_now();
+    if (dist_attn_create_with(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, o_->index_build, &da, e)) fail(c, e);
+    tc = sr_now() - tc;
+    if (c->rank == 0)
+      printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, tc, dist_attn_index_on_gpu(da) ? "GPU" : "host");
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
     if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online, moba, token-topk select on the CPU backend too
     float *in[4] = {q, k, v, dout};
@@ -230,7 +315,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     for (int64_t i = mark; i < tl->n; i++)
       if (tl->ev[i].stream == STREAM_COMPUTE && tl->ev[i].layer == layer) kern += tl->ev[i].dur;
     double tt[3] = {tf, tb, kern};  // the slowest rank sets the layer's time
-    MPI_Allreduce(MPI_IN_PLACE, tt, 3, MPI_DOUBLE, MPI_MAX, c->mpi);
+    if (comm_host_allreduce(c, tt, 3, MPI_DOUBLE, MPI_MAX, e)) fail(c, e);
     fwd_sum += tt[0], bwd_sum += tt[1];
     if (c->rank == 0)
       printf("  layer %d: fwd %.3f ms, bwd %.3f ms; attention kernels (busiest rank) %.3f ms; overlap efficiency %.3f\n",
@@ -246,12 +331,19 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
              100 * (pb - tt[1]) / tt[1],
              100 * (pf + pb - tt[0] - tt[1]) / (tt[0] + tt[1]));
     }
+    if (memory_after_layer(o_, da, &mem, e)) fail(c, e);
     dist_stats st = dist_attn_stats(da);
     int64_t cnt[3] = {st.bytes_sent, st.bytes_saved, st.shards_skipped};
-    MPI_Allreduce(MPI_IN_PLACE, cnt, 3, MPI_INT64_T, MPI_SUM, c->mpi);
+    if (comm_host_allreduce(c, cnt, 3, MPI_INT64_T, MPI_SUM, e)) fail(c, e);
     sent += cnt[0], saved += cnt[1], skipped += cnt[2];
+    if ((o_->check || o_->digest) && o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
+    if (o_->digest) {
+      uint64_t h = 0;
+      if (outputs_digest(c, o, lse, dq, dk, dv, (size_t)(nl * H * d), (size_t)(nl * Hkv * d), (size_t)(nl * H), &h, e))
+        fail(c, e);
+      if (c->rank == 0) printf("  digest layer %d: %016llx\n", layer, (unsigned long long)h);
+    }
     if (o_->check) {
-      if (o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
       attn_errors er = {0};
       if (attn_check_layer(pl, pat, layer, o_->inputs, (uint64_t)o_->data_seed, o_->cuda, c, o, lse, dq, dk, dv, &er, e)) fail(c, e);
       if (c->rank == 0) {
@@ -265,11 +357,17 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     }
     dist_attn_free(da);
   }
+  memory_print(o_, pl, c, &mem);
   if (c->rank == 0) {
-    char lay[600];  // "striped:G": the spec keeps G apart, and a log line should say it
+    char lay[600], sched[128], tok[32];  // "striped:G": the spec keeps G apart, and a log line should say it
+    if (pl->spec.fpdt_chunk > 0)  // FPDT runs in place of the schedule: say so
+      snprintf(sched, sizeof sched, "fpdt:%s%s", sr_format_tokens(pl->spec.fpdt_chunk, tok, sizeof tok),
+               pl->spec.fpdt_offload ? "+offload" : "");
+    else
+      snprintf(sched, sizeof sched, "%s", pl->spec.schedule);
     printf("attn %s | %s | %s: %d ranks, %s, seq %lld, %lld layer(s): fwd %.3f ms bwd %.3f ms per layer; "
            "sent %lld B, skipping saved %lld B (%lld receptions)",
-           plan_spec_layout_flag(&pl->spec, lay, sizeof lay), pl->spec.schedule, pl->spec.pattern, c->world, m->name,
+           plan_spec_layout_flag(&pl->spec, lay, sizeof lay), sched, pl->spec.pattern, c->world, m->name,
            (long long)pl->layout.n_tokens,
            (long long)layers, 1e3 * fwd_sum / (double)layers, 1e3 * bwd_sum / (double)layers, (long long)sent,
            (long long)saved, (long long)skipped);
@@ -281,7 +379,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     }
     fflush(stdout);
   }
-  MPI_Bcast(&check_failed, 1, MPI_INT, 0, c->mpi);
+  if (comm_host_bcast(c, &check_failed, 1, MPI_INT, 0, e)) fail(c, e);
   exec_dev_free(&dev);
   free(pos), free(q), free(k), free(v), free(dout), free(o), free(dq), free(dk), free(dv), free(lse);
   return check_failed;
@@ -306,7 +404,9 @@ static int cmd_attn(int argc, char **argv) {
   o.predict_csv = cli_get(&a, "predict-csv", NULL);
   o.predict = cli_has(&a, "predict") || o.predict_csv;
   o.trace_out = cli_get(&a, "trace-out", NULL);
-  if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e)) return sr_error_report(&e, prog);
+  o.digest = cli_has(&a, "digest");
+  if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e) || exec_index_build(&a, &o.index_build, &e))
+    return sr_error_report(&e, prog);
   const char *fmode = cli_get(&a, "fail-mode", "kill");
   o.fail_hang = strcmp(fmode, "hang") == 0;
   if (!o.fail_hang && strcmp(fmode, "kill") != 0) {
@@ -358,6 +458,12 @@ static int cmd_attn(int argc, char **argv) {
           code = c.rank == 0 ? sr_error_report(&e, prog) : (e.code == SR_EINPUT ? 2 : 1);
           break;
         }
+        if (pl.layout.world == c.world && dist_attn_check_plan(&pl, &e)) {  // the same on every rank: exit 2
+          code = c.rank == 0 ? sr_error_report(&e, prog) : 2;
+          pattern_free(&pat);
+          plan_free(&pl);
+          break;
+        }
         if (pl.layout.world != c.world) {
           sr_input_error(&e, pl.spec.cluster, "nodes x gpus_per_node", "the plan is for %d ranks but mpirun started %d",
                          pl.layout.world, c.world);
@@ -376,6 +482,7 @@ static int cmd_attn(int argc, char **argv) {
   const char *csv = cli_get(&a, "csv", NULL), *trace = cli_get(&a, "trace", NULL);
   if (!code && (csv || trace) && timeline_write(&tl, &c, csv, trace, &e)) fail(&c, &e);
   timeline_free(&tl);
+  dist_attn_builder_free();  // the GPU index builder's device state, before the device goes
   comm_free(&c);
   return code ? code : failed ? 1 : 0;
 }

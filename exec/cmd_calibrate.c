@@ -16,7 +16,7 @@ static void fail(comm *c, sr_error *e) __attribute__((noreturn));
 static void fail(comm *c, sr_error *e) {
   char m[1100];
   snprintf(m, sizeof m, "%s", e->msg);
-  comm_abort(c, c->rank, m);
+  comm_abort(c, c->rank, m, comm_status_of(e));
 }
 
 // Sizes 2^lo .. 2^hi bytes, every other power of two.
@@ -31,14 +31,14 @@ static void log_points(sr_buf *log, const char *what, const int64_t *sz, const d
 }
 
 static const cli_flag calibrate_flags[] = {
-    {"out", "FILE", "required", "the cluster file to write (the simulator reads it)"},
+    {"out", cli_out_file, "required", "the cluster file to write (the simulator reads it)"},
     {"backend", "NAME", "cuda", "cuda (links over NCCL, and the kernels) or cpu (links over MPI only)"},
     {"cluster", "NAME|PATH", "h200-1x2", "the cluster description the measured values replace"},
     {"reps", "N", "10", "repetitions a measured size"},
     {"heads", "N", "16", "query heads of the attention kernels measured"},
     {"kv-heads", "N", "2", "KV heads of the attention kernels measured"},
     {"head-dim", "N", "128", "head dimension of the attention kernels measured"},
-    {"log", "FILE", NULL, "write every measured point as CSV"},
+    {"log", cli_out_file, NULL, "write every measured point as CSV"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage calibrate_usage = {
@@ -140,7 +140,7 @@ static int cmd_calibrate(int argc, char **argv) {
     if (!rc) printf("wrote %s\n", out);
   }
   sr_buf_free(&log);
-  MPI_Bcast(&rc, 1, MPI_INT, 0, c.mpi);
+  if (comm_host_bcast(&c, &rc, 1, MPI_INT, 0, &e)) fail(&c, &e);
   comm_free(&c);
   return rc;
 }

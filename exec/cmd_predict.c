@@ -21,7 +21,7 @@ static const cli_flag predict_flags[] = {
     {"trace", "FILE", "required for vs-online", "the recorded pattern to predict (attn --trace-out writes one)"},
     {"layer", "L", "0", "the layer to predict"},
     {"step", "K", "0", "the step of the trace to predict"},
-    {"csv", "FILE", NULL, "write the predicted timeline as CSV"},
+    {"csv", cli_out_file, NULL, "write the predicted timeline as CSV"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage predict_usage = {

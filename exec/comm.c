@@ -3,10 +3,13 @@
 #include "exec/comm.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "exec/comm_internal.h"
 #include "plan/util.h"
@@ -21,6 +24,44 @@ static int mpi_error(comm *c, int rc, const char *what, sr_error *e) {
   int n = 0;
   MPI_Error_string(rc, s, &n);
   return sr_internal_error(e, 0, "rank %d: %s: %s", c->rank, what, s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the launcher's watchdog
+
+static pid_t launcher;  // the parent when the watch started (mpirun); 0: not watched
+
+static int launcher_alive(void) { return getppid() == launcher; }
+
+// Poll the parent every 20 ms: once mpirun is gone (the rank re-parented), close the commit gate (a commit
+// in progress finishes first; none starts after) and end the process. Runs for the life of the process.
+static void *launcher_watchdog(void *arg) {
+  int rank = (int)(intptr_t)arg;
+  for (;;) {
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+    if (launcher_alive()) continue;
+    sr_commit_gate_close();
+    char m[160];
+    int n = snprintf(m, sizeof m, "sparsering-exec: rank %d: its launcher (pid %d) is gone; stopping\n", rank, (int)launcher);
+    if (write(2, m, (size_t)n) < 0) { /* stderr went with the launcher: stop all the same */ }
+    _exit(1);
+  }
+  return NULL;
+}
+
+// Under mpirun (Open MPI or PMIx sets these), watch the parent; a process started by hand is left alone.
+static void launcher_watch(int rank) {
+  if (launcher || (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK"))) return;
+  launcher = getppid();
+  if (launcher <= 1) return;  // already orphaned: nothing to watch
+  sr_commit_gate_set(launcher_alive);
+  pthread_t th;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&th, &at, launcher_watchdog, (void *)(intptr_t)rank) != 0) launcher = 0;
+  pthread_attr_destroy(&at);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -40,9 +81,12 @@ int comm_init(comm *c, comm_kind kind, int *argc, char ***argv, sr_error *e) {
   MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
   MPI_Comm_rank(c->mpi, &c->rank);
   MPI_Comm_size(c->mpi, &c->world);
-  c->timeout_s = 120;
+  // a stuck peer is named within half a minute; a run whose ranks legitimately wait longer (a first step
+  // building plans for minutes) raises it
+  c->timeout_s = 30;
   const char *t = getenv("SR_COMM_TIMEOUT");
   if (t && atof(t) > 0) c->timeout_s = atof(t);
+  launcher_watch(c->rank);
 
   // Node discovery: ranks sharing memory form a node; nodes are numbered by their lowest rank.
   MPI_Comm shm;
@@ -81,7 +125,7 @@ void comm_free(comm *c) {
   if (c->owns_mpi) MPI_Finalize();
 }
 
-void comm_abort(comm *c, int failed_rank, const char *cause) {
+void comm_abort(comm *c, int failed_rank, const char *cause, int status) {
   if (failed_rank >= 0)
     fprintf(stderr, "sparsering-exec: rank %d failed: %s; aborting all %d ranks (seen by rank %d)\n", failed_rank,
             cause, c->world, c->rank);
@@ -90,7 +134,8 @@ void comm_abort(comm *c, int failed_rank, const char *cause) {
   fflush(stderr);
   // The communicator first: a peer blocked inside an NCCL kernel would otherwise never return.
   if (c->kind == COMM_NCCL) comm_nccl_abort(c);
-  MPI_Abort(MPI_COMM_WORLD, 1);
+  sr_outputs_discard();
+  MPI_Abort(MPI_COMM_WORLD, status);
   abort();  // MPI_Abort does not return; this keeps the noreturn promise if it ever did
 }
 
@@ -152,7 +197,7 @@ static int wait_bounded(comm *c, int n, MPI_Request *req, const int32_t *peers, 
       }
       char cause[256];
       snprintf(cause, sizeof cause, "%s: rank %d waited %.0f s for it (gone or stuck)", what, c->rank, c->timeout_s);
-      comm_abort(c, culprit, cause);
+      comm_abort(c, culprit, cause, 1);
     }
     struct timespec ts = {0, sleep_ns};
     nanosleep(&ts, NULL);
@@ -177,20 +222,29 @@ static int check_count(comm *c, int64_t count, const char *what, sr_error *e) {
   return SR_OK;
 }
 
+// Complete one nonblocking collective (rc: its start's code) by the bounded wait.
+static int finish(comm *c, int rc, MPI_Request *r, const char *what, sr_error *e) {
+  if (rc != MPI_SUCCESS) return mpi_error(c, rc, what, e);
+  return wait_bounded(c, 1, r, NULL, what, e);
+}
+
 int comm_allreduce(comm *c, const void *send, void *recv, int64_t count, comm_dtype t, comm_redop op, sr_error *e) {
   if (c->kind == COMM_NCCL) return comm_nccl_allreduce(c, send, recv, count, t, op, e);
   if (t != COMM_F32) return sr_internal_error(e, 0, "comm_allreduce: the CPU backend reduces fp32 only");
   if (check_count(c, count, "allreduce", e)) return e->code;
-  int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, op == COMM_SUM ? MPI_SUM : MPI_MAX, c->mpi);
-  return rc == MPI_SUCCESS ? SR_OK : mpi_error(c, rc, "MPI_Allreduce", e);
+  MPI_Request r;
+  int rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, op == COMM_SUM ? MPI_SUM : MPI_MAX,
+                          c->mpi, &r);
+  return finish(c, rc, &r, "all-reduce", e);
 }
 
 int comm_allgather(comm *c, const void *send, void *recv, int64_t count, comm_dtype t, sr_error *e) {
   if (c->kind == COMM_NCCL) return comm_nccl_allgather(c, send, recv, count, t, e);
   int64_t n = count * (t == COMM_F32 ? 1 : comm_dtype_size(t));
   if (check_count(c, n, "allgather", e)) return e->code;
-  int rc = MPI_Allgather(send, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), c->mpi);
-  return rc == MPI_SUCCESS ? SR_OK : mpi_error(c, rc, "MPI_Allgather", e);
+  MPI_Request r;
+  int rc = MPI_Iallgather(send, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), c->mpi, &r);
+  return finish(c, rc, &r, "all-gather", e);
 }
 
 int comm_alltoallv(comm *c, const void *send, const int64_t *sc, const int64_t *sd, void *recv, const int64_t *rc_,
@@ -221,8 +275,49 @@ int comm_bcast(comm *c, void *buf, int64_t count, comm_dtype t, int root, sr_err
   if (c->kind == COMM_NCCL) return comm_nccl_bcast(c, buf, count, t, root, e);
   int64_t n = count * (t == COMM_F32 ? 1 : comm_dtype_size(t));
   if (check_count(c, n, "bcast", e)) return e->code;
-  int rc = MPI_Bcast(buf, (int)n, mpi_type(t), root, c->mpi);
-  return rc == MPI_SUCCESS ? SR_OK : mpi_error(c, rc, "MPI_Bcast", e);
+  return comm_host_bcast(c, buf, (int)n, mpi_type(t), root, e);
+}
+
+int comm_host_allreduce(comm *c, void *buf, int count, MPI_Datatype t, MPI_Op op, sr_error *e) {
+  MPI_Request r;
+  return finish(c, MPI_Iallreduce(MPI_IN_PLACE, buf, count, t, op, c->mpi, &r), &r, "all-reduce", e);
+}
+
+int comm_host_bcast(comm *c, void *buf, int count, MPI_Datatype t, int root, sr_error *e) {
+  MPI_Request r;
+  return finish(c, MPI_Ibcast(buf, count, t, root, c->mpi, &r), &r, "broadcast", e);
+}
+
+int comm_host_allgather(comm *c, const void *send, int count, MPI_Datatype t, void *recv, sr_error *e) {
+  MPI_Request r;
+  return finish(c, MPI_Iallgather(send, count, t, recv, count, t, c->mpi, &r), &r, "all-gather", e);
+}
+
+int comm_host_gather(comm *c, const void *send, int count, MPI_Datatype t, void *recv, int root, sr_error *e) {
+  MPI_Request r;
+  return finish(c, MPI_Igather(send, count, t, recv, count, t, root, c->mpi, &r), &r, "gather", e);
+}
+
+int comm_host_gatherv(comm *c, const void *send, int count, MPI_Datatype t, void *recv, const int *counts,
+                      const int *displs, int root, sr_error *e) {
+  MPI_Request r;
+  return finish(c, MPI_Igatherv(send, count, t, recv, counts, displs, t, root, c->mpi, &r), &r, "gather", e);
+}
+
+int comm_host_send(comm *c, const void *buf, int count, MPI_Datatype t, int peer, int tag, sr_error *e) {
+  MPI_Request r;
+  int rc = MPI_Isend(buf, count, t, peer, tag, c->mpi, &r);
+  if (rc != MPI_SUCCESS) return mpi_error(c, rc, "send", e);
+  int32_t who = peer;
+  return wait_bounded(c, 1, &r, &who, "send", e);
+}
+
+int comm_host_recv(comm *c, void *buf, int count, MPI_Datatype t, int peer, int tag, sr_error *e) {
+  MPI_Request r;
+  int rc = MPI_Irecv(buf, count, t, peer, tag, c->mpi, &r);
+  if (rc != MPI_SUCCESS) return mpi_error(c, rc, "receive", e);
+  int32_t who = peer;
+  return wait_bounded(c, 1, &r, &who, "receive", e);
 }
 
 int comm_barrier(comm *c, sr_error *e) {

@@ -9,10 +9,13 @@
 // the batch is ordered after the compute stream's queued work by an event (not a host sync: the host
 // keeps queuing kernels), and comm_p2p_wait makes the compute stream wait on the batch's event.
 //
-// Failure: every wait is bounded (timeout_s). A rank that sees an error (MPI, CUDA, NCCL, a timeout)
-// calls comm_abort, which prints one line naming the failed rank and the cause, aborts the NCCL
-// communicator (so no rank stays blocked in a collective) and then MPI_Abort's the whole job. A
-// killed process is noticed by mpirun, which stops every rank and names the rank and the signal.
+// Failure: every wait is bounded (timeout_s, collectives included). A rank that sees an error (MPI, CUDA,
+// NCCL, a timeout) calls comm_abort, which prints one line naming the failed rank and the cause, aborts the
+// NCCL communicator (so no rank stays blocked in a collective) and then MPI_Abort's the whole job with the
+// error's exit status (2 for bad input, as without MPI). A killed process is noticed by mpirun, which stops
+// every rank and names the rank and the signal. A killed mpirun is noticed by every rank it started: a
+// watchdog thread sees the rank's parent change and ends the rank within a second, and from then on no
+// output of the rank is committed (plan/util.h's commit gate asks the same question first).
 #ifndef SR_COMM_H
 #define SR_COMM_H
 
@@ -32,7 +35,7 @@ typedef struct {
   int node, nodes;              // this rank's node index and the number of nodes
   int *node_of;                 // [world] node of every rank
   MPI_Comm mpi;                 // private duplicate of MPI_COMM_WORLD (our tags never clash with others')
-  double timeout_s;             // bound on any wait before the job is aborted (default 120; SR_COMM_TIMEOUT)
+  double timeout_s;             // bound on any wait before the job is aborted (default 30; SR_COMM_TIMEOUT)
   // NCCL backend only (opaque here so C files without CUDA headers can include this one).
   void *nccl;                   // ncclComm_t
   void *comm_stream;            // cudaStream_t: every NCCL call runs here
@@ -100,9 +103,29 @@ int comm_barrier(comm *c, sr_error *e);
 // Block the host until the compute and comm streams are idle (NCCL; no-op on CPU), bounded by timeout_s.
 int comm_sync(comm *c, sr_error *e);
 
+// Host-memory MPI collectives and transfers (scalars, statistics, checks) for both backends, bounded by
+// timeout_s like every wait: a stuck peer ends in comm_abort, never in a hang. allreduce is in place.
+int comm_host_allreduce(comm *c, void *buf, int count, MPI_Datatype t, MPI_Op op, sr_error *e);
+// Broadcast count elements of t from root (host memory, bounded).
+int comm_host_bcast(comm *c, void *buf, int count, MPI_Datatype t, int root, sr_error *e);
+// All-gather count elements of every rank into recv (rank r's at r * count) on every rank (host memory, bounded).
+int comm_host_allgather(comm *c, const void *send, int count, MPI_Datatype t, void *recv, sr_error *e);
+// Gather count elements from every rank into recv (rank r's at r * count) on root (host memory, bounded).
+int comm_host_gather(comm *c, const void *send, int count, MPI_Datatype t, void *recv, int root, sr_error *e);
+// Gather counts[r] elements from every rank r into recv at displs[r] on root (host memory, bounded; counts,
+// displs and recv are read on root only).
+int comm_host_gatherv(comm *c, const void *send, int count, MPI_Datatype t, void *recv, const int *counts,
+                      const int *displs, int root, sr_error *e);
+// Send count elements to peer with tag, or receive them from it (host memory, bounded).
+int comm_host_send(comm *c, const void *buf, int count, MPI_Datatype t, int peer, int tag, sr_error *e);
+int comm_host_recv(comm *c, void *buf, int count, MPI_Datatype t, int peer, int tag, sr_error *e);
+
 // Stop the whole job: print "sparsering-exec: rank R failed: CAUSE; aborting all W ranks" to stderr,
-// abort the NCCL communicator, then MPI_Abort. failed_rank is the rank at fault (this rank for its
-// own errors, the peer for a timeout waiting on it, -1 when unknown). Never returns.
-void comm_abort(comm *c, int failed_rank, const char *cause) __attribute__((noreturn));
+// abort the NCCL communicator, then MPI_Abort with exit status `status` (2: bad input, 1: anything else).
+// failed_rank is the rank at fault (this rank for its own errors, the peer for a timeout waiting on it, -1
+// when unknown). Outputs this rank staged are removed (plan/util.h). Never returns.
+void comm_abort(comm *c, int failed_rank, const char *cause, int status) __attribute__((noreturn));
+// The exit status of an error: 2 for bad input, 1 else (what sr_error_report returns).
+static inline int comm_status_of(const sr_error *e) { return e->code == SR_EINPUT ? 2 : 1; }
 
 #endif

@@ -29,7 +29,7 @@
     if (err_ != cudaSuccess) {                                                                \
       char m_[512];                                                                           \
       snprintf(m_, sizeof m_, "CUDA error %s at %s:%d (%s)", cudaGetErrorString(err_), __FILE__, __LINE__, #call); \
-      comm_abort(c, (c)->rank, m_);                                                           \
+      comm_abort(c, (c)->rank, m_, 1);                                                        \
     }                                                                                         \
   } while (0)
 #define NCCL_OK(c, call)                                                                      \
@@ -38,7 +38,7 @@
     if (r_ != ncclSuccess && r_ != ncclInProgress) {                                          \
       char m_[512];                                                                           \
       snprintf(m_, sizeof m_, "NCCL error %s at %s:%d (%s)", ncclGetErrorString(r_), __FILE__, __LINE__, #call); \
-      comm_abort(c, (c)->rank, m_);                                                           \
+      comm_abort(c, (c)->rank, m_, 1);                                                        \
     }                                                                                         \
   } while (0)
 
@@ -54,7 +54,7 @@ int comm_nccl_init(comm *c, sr_error *e) {
   CUDA_OK(c, cudaSetDevice(c->device));
   ncclUniqueId id;
   if (c->rank == 0) NCCL_OK(c, ncclGetUniqueId(&id));
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, c->mpi);
+  if (comm_host_bcast(c, &id, (int)sizeof id, MPI_BYTE, 0, e)) return e->code;
   ncclComm_t nc;
   NCCL_OK(c, ncclCommInitRank(&nc, c->world, id, c->rank));
   c->nccl = nc;
@@ -215,7 +215,7 @@ int comm_nccl_sync(comm *c, sr_error *e) {
     if (async != ncclSuccess) {
       char m[256];
       snprintf(m, sizeof m, "NCCL asynchronous error: %s", ncclGetErrorString(async));
-      comm_abort(c, c->rank, m);
+      comm_abort(c, c->rank, m, 1);
     }
     cudaError_t a = cudaStreamQuery(COMM_STREAM(c)), b = cudaStreamQuery(COMPUTE_STREAM(c));
     if (c->outer_stream && a == cudaSuccess) a = cudaStreamQuery((cudaStream_t)c->outer_stream);
@@ -225,7 +225,7 @@ int comm_nccl_sync(comm *c, sr_error *e) {
     if (sr_now() - t0 > c->timeout_s) {
       char m[256];
       snprintf(m, sizeof m, "GPU work or NCCL transfer not finished after %.0f s (a peer is gone or stuck)", c->timeout_s);
-      comm_abort(c, c->rank, m);
+      comm_abort(c, c->rank, m, 1);
     }
     struct timespec ts = {0, 20000};
     nanosleep(&ts, NULL);

@@ -1,12 +1,13 @@
 // dist_attn.c — distributed attention of one layer (dist_attn.h): set-up from the plan (groups,
-// head split, tile indices, skip map, ring plan) and the Ulysses all-to-all around the ring walk
-// (ring.c). The CPU backend computes with the CPU reference kernels; the CUDA backend lives in
+// head split, tile indices, the planner's routes of the layer) and the Ulysses all-to-all around the
+// ring walk (ring.c). The CPU backend computes with the CPU reference kernels; the CUDA backend lives in
 // dist_attn_cuda.c.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/dist_internal.h"
+#include "exec/fpdt.h"
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
@@ -43,7 +44,7 @@ static int compare_run_global(const void *x, const void *y, void *runs_) {
   return a < b ? -1 : a > b;
 }
 
-static int group_layout(const layout *l, int U, layout *g, sr_error *e) {
+int dist_group_layout(const layout *l, int U, layout *g, sr_error *e) {
   memset(g, 0, sizeof *g);
   int R = l->world / U;
   g->kind = l->kind, g->n_tokens = l->n_tokens, g->world = R, g->granularity = l->granularity;
@@ -76,7 +77,7 @@ static int group_layout(const layout *l, int U, layout *g, sr_error *e) {
   return SR_OK;
 }
 
-static void group_layout_free(layout *g) {
+void dist_group_layout_free(layout *g) {
   free(g->rank_count), free(g->runs), free(g->rank_run_begin), free(g->by_global);
   memset(g, 0, sizeof *g);
 }
@@ -84,42 +85,12 @@ static void group_layout_free(layout *g) {
 // ---------------------------------------------------------------------------------------------
 // create / free
 
-// The compute order of the ring: the plan's schedule for ring kinds when it is a valid order
-// (every member starts on its own shard, sees each shard at most once), else a flat ring.
-static int ring_order(const struct dist_attn *a, int32_t **src, int *n_steps, sr_error *e) {
-  const schedule *sc = &a->p->schedule;
-  if (a->U == 1 && (sc->kind == SCHED_RING || sc->kind == SCHED_DOUBLE_RING) && sc->world == a->R && sc->n_steps >= 1 &&
-      sc->steps) {
-    int R = a->R, ok = 1;
-    int32_t *o = malloc(sizeof(int32_t) * (size_t)sc->n_steps * (size_t)R);
-    uint8_t *seen = calloc((size_t)R * (size_t)R, 1);
-    if (!o || !seen) {
-      free(o), free(seen);
-      return sr_internal_error(e, 0, "out of memory");
-    }
-    for (int s = 0; s < sc->n_steps && ok; s++)
-      for (int g = 0; g < R && ok; g++) {
-        int k = schedule_at(sc, s, g)->kv_src;
-        if (k < -1 || k >= R || (s == 0 && k != g) || (k >= 0 && seen[g * R + k]++)) ok = 0;
-        o[s * R + g] = k;
-      }
-    free(seen);
-    if (ok) {
-      *src = o, *n_steps = sc->n_steps;
-      return SR_OK;
-    }
-    free(o);
-  }
-  *n_steps = a->R;
-  return ring_order_flat(a->R, src, e);
-}
-
-// An index's view of this rank's heads [h_lo[gidx], h_lo[gidx + 1]) (the whole index when one head's
+// An index's view of this rank's query heads [h_lo[gidx], h_lo[gidx + 1]) (the whole index when one head's
 // index serves every head).
-static tile_index heads_view(const dist_attn *a, const tile_index *t, int uniform) {
+tile_index dist_heads_view(const dist_attn *a, const tile_index *t, int uniform) {
   tile_index v = *t;
   if (uniform) return v;
-  int64_t off = (int64_t)a->h_lo[a->gidx] * t->n_qtiles * (a->R + 1);
+  int64_t off = (int64_t)a->h_lo[a->gidx] * t->n_qtiles * (t->world + 1);
   v.heads = a->nh;
   v.tile_cnt += off, v.bar_cnt += off;
   if (v.run_cnt) v.run_cnt += off;
@@ -147,7 +118,8 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
   const plan *p = a->p;
   const comm *c = a->c;
   const schedule *sc = &p->schedule;
-  a->U = sc->kind == SCHED_ULYSSES ? c->world : sc->kind == SCHED_USP ? (sc->ulysses > 0 ? sc->ulysses : 1) : 1;
+  int fpdt = p->spec.fpdt_chunk > 0;  // FPDT: Ulysses over every rank inside each chunk, whatever the schedule
+  a->U = fpdt || sc->kind == SCHED_ULYSSES ? c->world : sc->kind == SCHED_USP ? (sc->ulysses > 0 ? sc->ulysses : 1) : 1;
   if (c->world % a->U)
     return sr_input_error(e, NULL, "schedule.ulysses", "degree %d does not split %d ranks into groups", a->U, c->world);
   a->R = c->world / a->U, a->group = c->rank / a->U, a->gidx = c->rank % a->U;
@@ -159,8 +131,13 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
   a->nh = a->h_lo[a->gidx + 1] - a->h_lo[a->gidx];
   a->nkv = kv_hi[a->gidx] - a->kv_lo[a->gidx];
   if (a->nh == 0) a->nkv = 0;
+  if (fpdt) {  // the chunks are fpdt.c's: no group layout, no ring
+    a->glay = &p->layout;
+    a->n_local = a->n_q = p->layout.rank_count[c->rank];
+    return SR_OK;
+  }
   if (a->U > 1) {
-    if (group_layout(&p->layout, a->U, &a->glay_own, e)) return e->code;
+    if (dist_group_layout(&p->layout, a->U, &a->glay_own, e)) return e->code;
     a->glay = &a->glay_own;
   } else {
     a->glay = &p->layout;
@@ -187,8 +164,10 @@ static int indices_build(struct dist_attn *a, sr_error *e) {
   pattern one = *pat;
   int uniform = pattern_layer_heads_uniform(pat, a->layer);
   if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(pat, a->layer, 0);
-  if (tiles_build(uniform ? &one : pat, uniform ? 0 : a->layer, a->glay, a->group, &a->ti, e)) return e->code;
-  a->ti_view = heads_view(a, &a->ti, uniform);
+  // built on the GPU (dist_gpu_build, at the CUDA set-up), from the masks below
+  if (!a->gpu_index && tiles_build(uniform ? &one : pat, uniform ? 0 : a->layer, a->glay, a->group, &a->ti, e))
+    return e->code;
+  a->ti_view = dist_heads_view(a, &a->ti, uniform);
   if (tiles_masks_build(pat, a->layer, &a->masks, e)) return e->code;
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
   // keeps the tile form. A vs-online or gated pattern is rebuilt in the tile form at run time, so it keeps that.
@@ -196,64 +175,45 @@ static int indices_build(struct dist_attn *a, sr_error *e) {
   if (a->p->spec.fwd_runs && how != PATTERN_ONLINE && how != PATTERN_GATED) {
     if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) return e->code;
     if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
-    else a->ti_fwd_view = heads_view(a, &a->ti_fwd, uniform);
+    else a->ti_fwd_view = dist_heads_view(a, &a->ti_fwd, uniform);
   }
   return SR_OK;
 }
 
-// Skip map: which shards each member of this rank's ring touches, over this rank's heads
-// (needs[q * R + s]); NULL when not skipping.
-static int skip_map(struct dist_attn *a, uint8_t **out, sr_error *e) {
-  *out = NULL;
-  if (!a->skipping) return SR_OK;
-  int R = a->R;
-  work_count *wc = malloc(sizeof(work_count) * (size_t)a->H * (size_t)R * (size_t)R);
-  uint8_t *needs = calloc((size_t)R * (size_t)R, 1);
-  if (!wc || !needs) {
-    free(wc), free(needs);
-    return oom(e);
-  }
-  if (tiles_account_layer(a->pat, a->layer, a->glay, wc, e)) {
-    free(wc), free(needs);
-    return e->code;
-  }
-  for (int h = a->h_lo[a->gidx]; h < a->h_lo[a->gidx + 1]; h++)
-    for (int q = 0; q < R; q++)
-      for (int s = 0; s < R; s++) {
-        const work_count *w = &wc[((int64_t)h * R + q) * R + s];
-        if (w->full + w->partial + w->bars > 0) needs[q * R + s] = 1;
-      }
-  free(wc);
-  *out = needs;
-  return SR_OK;
-}
-
-// The ring plan (who sends which shard when) from the compute order and the skip map, and what
-// skipping saves this rank against the same order without it.
-static int routing_build(struct dist_attn *a, sr_error *e) {
-  uint8_t *needs = NULL;
-  if (skip_map(a, &needs, e)) return e->code;
-  int32_t *order = NULL;
-  int n_steps = 0;
-  int *node_of = malloc(sizeof(int) * (size_t)a->R);
-  if (!node_of || ring_order(a, &order, &n_steps, e)) {
-    free(needs), free(node_of);
-    return !node_of ? oom(e) : e->code;
-  }
-  for (int g = 0; g < a->R; g++) node_of[g] = cluster_node_of(&a->p->cluster, dist_ring_rank(a, g));
-  int rc = ring_plan_build(a->R, n_steps, order, needs, node_of, &a->rp, e);
-  if (rc == SR_OK)  // receptions the same order would make without skipping, and their bytes
-    for (int s = 1; s < n_steps; s++) {
-      int k = order[s * a->R + a->group];
-      if (k >= 0 && k != a->group && a->rp.src[s * a->R + a->group] < 0) {
-        int64_t shard = a->glay->rank_count[k] * a->nkv * a->d;
-        a->skipped++;
-        a->saved_fwd += 2 * shard * a->elem_kv;
-        a->saved_bwd += 2 * shard * (a->elem_kv + 4);  // KV again, plus fp32 dK/dV accumulators
-      }
+int dist_routes_build(struct dist_attn *a, sr_error *e) {
+  const int R = a->R;
+  work_count *wc = NULL, *rc_counts = NULL;
+  if (a->skipping) {  // the pattern's tile counts over the ring's layout, for the planner's skip map
+    wc = malloc(sizeof(work_count) * (size_t)a->H * (size_t)R * (size_t)R);
+    rc_counts = malloc(sizeof(work_count) * (size_t)a->U * (size_t)R * (size_t)R);
+    if (!wc || !rc_counts) {
+      free(wc), free(rc_counts);
+      return oom(e);
     }
-  free(order), free(needs), free(node_of);
-  return rc;
+    if (tiles_account_layer(a->pat, a->layer, a->glay, wc, e)) {
+      free(wc), free(rc_counts);
+      return e->code;
+    }
+    ring_counts_from_heads(a->p, wc, rc_counts);
+  }
+  int rc = ring_routes_build(a->p, rc_counts, &a->routes, e);
+  free(wc), free(rc_counts);
+  if (rc) return rc;
+  if (a->routes.ulysses != a->U || a->routes.ring != R)
+    return sr_internal_error(e, 0, "routes of %d rings of %d for %d groups of %d", a->routes.ulysses, a->routes.ring, R,
+                             a->U);
+  a->rp = &a->routes.rings[a->gidx];
+  // Receptions skipping saved on this rank, and their bytes (the same order without skipping).
+  for (int s = 1; s < a->rp->n_steps; s++) {
+    const int k = a->rp->order[s * R + a->group];
+    if (k >= 0 && k != a->group && a->rp->src[s * R + a->group] < 0) {
+      int64_t shard = a->glay->rank_count[k] * a->nkv * a->d;
+      a->skipped++;
+      a->saved_fwd += 2 * shard * a->elem_kv;
+      a->saved_bwd += 2 * shard * (a->elem_kv + 4);  // KV again, plus fp32 dK/dV accumulators
+    }
+  }
+  return SR_OK;
 }
 
 // The CPU backend's buffers: own KV, two ring slots (KV, dK/dV accumulators in and out), the early
@@ -268,7 +228,7 @@ static int cpu_buffers(struct dist_attn *a, sr_error *e) {
     if (!a->kv_buf[i] || !a->acc[i] || !a->acc_in[i]) return oom(e);
   }
   if (!a->kv_own) return oom(e);
-  for (int i = 0; i < 2 && a->rp.n_early; i++)
+  for (int i = 0; i < 2 && a->rp->n_early; i++)
     if (!(a->kv_outer[i] = malloc(sizeof(float) * (size_t)slot))) return oom(e);
   a->dkvg = malloc(sizeof(float) * (size_t)(2 * sr_max64(1, a->n_q) * row));
   if (!a->dkvg) return oom(e);
@@ -284,20 +244,52 @@ static int cpu_buffers(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
+// Is the layer's index to be built on the GPU? `how` asks; the plan, pattern and backend decide whether it can.
+static int gpu_index_wanted(const struct dist_attn *a, dist_index_build how, sr_error *e) {
+  if (how == DIST_INDEX_CPU) return 0;
+  const char *why = NULL;
+  if (a->be != DIST_CUDA) why = "the CPU backend builds on the host";
+  else if (a->p->spec.fpdt_chunk > 0) why = "FPDT builds its chunks' indices on the host";
+  else if (a->U != 1) why = "the GPU build takes ring and double-ring schedules";
+  else if (pattern_spec_estimation(a->p->spec.pattern) == PATTERN_ONLINE) why = "vs-online builds its own on the GPU";
+  else if (a->p->spec.fwd_runs) why = "the forward form (--fwd-runs) is built on the host";
+  for (int h = 0; !why && h < a->H; h++)
+    if (pattern_head(a->pat, a->layer, h)->kind != PATTERN_VS) why = "the layer has heads that are not vertical-slash";
+  if (!why && !dist_gpu_build_supported(a)) why = "the layout's ranks do not hold their tokens in global order";
+  if (why && how == DIST_INDEX_GPU) {
+    sr_input_error(e, NULL, "--index-build", "gpu: layer %d: %s", a->layer, why);
+    return -1;
+  }
+  return why ? 0 : 1;
+}
+
+int dist_attn_check_plan(const plan *p, sr_error *e) { return fpdt_plan_check(p, e); }
+
 int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
                      sr_error *e) {
+  return dist_attn_create_with(p, pat, layer, c, be, DIST_INDEX_AUTO, out, e);
+}
+
+int dist_attn_index_on_gpu(const dist_attn *a) { return a->gpu_index; }
+
+int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_index_build how,
+                          dist_attn **out, sr_error *e) {
   *out = NULL;
   int rc = check_inputs(p, pat, layer, c, be, e);
   if (rc) return rc;
+  static const ring_plan no_ring;  // until the routes are built (a->rp is never NULL)
   struct dist_attn *a = calloc(1, sizeof *a);
   if (!a) return oom(e);
+  a->rp = &no_ring;
   const model_config *m = &p->model;
   a->p = p, a->pat = pat, a->layer = layer, a->c = c, a->be = be, a->fail_rank = -1;
   a->H = (int)m->num_heads, a->Hkv = (int)m->num_kv_heads, a->d = (int)m->head_dim;
   a->scale = 1.0f / sqrtf((float)a->d);
   a->skipping = p->spec.skip_empty_sends;
   a->elem_kv = be == DIST_CUDA ? 2 : 4;
-  if (!(rc = groups_init(a, e)) && !(rc = indices_build(a, e)) && !(rc = routing_build(a, e)))
+  if (!(rc = groups_init(a, e)) && (a->gpu_index = gpu_index_wanted(a, how, e)) < 0) rc = e->code;
+  else if (!rc && p->spec.fpdt_chunk > 0) rc = fpdt_setup(a, e);
+  else if (!rc && !(rc = indices_build(a, e)) && !(rc = dist_routes_build(a, e)))
     rc = be == DIST_CPU ? cpu_buffers(a, e) : dist_attn_cuda_setup(a, e);
   if (rc) {
     dist_attn_free(a);
@@ -309,17 +301,18 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
 
 void dist_attn_free(dist_attn *a) {
   if (!a) return;
+  fpdt_free(a);
   if (a->be == DIST_CUDA) dist_attn_cuda_release(a);
   online_cpu_release(a);
   gate_cpu_release(a);
-  ring_plan_free(&a->rp);
+  ring_routes_free(&a->routes);
   if (a->masks) tiles_masks_free(a->masks, a->H);
   if (a->ti.tile_cnt || a->ti.bar_cnt) tiles_free(&a->ti);
   if (a->ti_fwd.tile_cnt) tiles_free(&a->ti_fwd);
   if (a->kpos)
     for (int g = 0; g < a->R; g++) free(a->kpos[g]);
   free(a->kpos);
-  if (a->glay == &a->glay_own) group_layout_free(&a->glay_own);
+  if (a->glay == &a->glay_own) dist_group_layout_free(&a->glay_own);
   free(a->h_lo), free(a->kv_lo);
   free(a->kv_own);
   for (int i = 0; i < 2; i++) free(a->kv_buf[i]), free(a->acc[i]), free(a->acc_in[i]), free(a->kv_outer[i]);
@@ -331,6 +324,8 @@ void dist_attn_free(dist_attn *a) {
 // device copies released and restored (the CPU backend has none)
 
 int dist_attn_device_release(dist_attn *a, sr_error *e) {
+  if (a->fpdt && a->be == DIST_CUDA)
+    return sr_input_error(e, NULL, "fpdt_chunk", "FPDT plans keep their device copies (layer %d)", a->layer);
   return a->be == DIST_CUDA ? dist_attn_cuda_device_release(a, e) : SR_OK;
 }
 
@@ -353,6 +348,17 @@ int64_t dist_attn_host_bytes(const dist_attn *a) {
   }
   for (int g = 0; a->kpos && g < a->R; g++) b += 8 * a->glay->rank_count[g];
   return b + (a->be == DIST_CUDA ? dist_attn_cuda_host_bytes(a) : 0);
+}
+
+int64_t dist_attn_offload_bytes(const dist_attn *a) {
+  const struct fpdt_state *f = a->fpdt;
+  if (!f || !f->offload) return 0;
+  if (a->be == DIST_CUDA) {
+    int64_t plan, shared, host;
+    fpdt_cuda_bytes(a, &plan, &shared, &host);
+    return host;
+  }
+  return 2 * f->koff[f->u] * a->nkv * a->d * (int64_t)sizeof(float);
 }
 
 void dist_attn_set_timeline(dist_attn *a, timeline *t) { a->tl = t; }

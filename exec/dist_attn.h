@@ -10,6 +10,10 @@
 // The result equals single-process causal attention masked by the layer's pattern (plan/pattern.h)
 // over the whole sequence, restricted to this rank's tokens; softmax scale 1/sqrt(d); LSE natural log.
 //
+// With plan.spec.fpdt_chunk > 0 the layer runs FPDT instead of the schedule (exec/fpdt.h): the sequence in
+// chunks of fpdt_chunk tokens, Ulysses over every rank inside a chunk, chunk i's queries against KV chunks
+// 0..i merged online, with plan.spec.fpdt_offload the gathered KV chunks in (pinned) host memory, fetched back
+// double-buffered ahead of use; the same result as the schedule's, to rounding.
 // The plan's schedule is walked step by step: ring and double ring move KV shards around (the next
 // step's shard in flight while this step computes) and merge partial (O, LSE) in fp32; Ulysses
 // exchanges heads by all-to-all and computes locally; USP does Ulysses inside a group and a ring
@@ -40,13 +44,35 @@ typedef struct {
   int64_t bytes_saved;       // bytes skip_empty_sends did not send (vs the same schedule without skipping)
   int64_t shards_skipped;    // KV shard receptions skipped
   double fwd_s, bwd_s;       // wall time of the calls (CUDA: after a stream sync when timing is on)
+  int64_t host_bytes_out;    // FPDT with offload: bytes copied to pinned host memory (gathered KV chunks)
+  int64_t host_bytes_in;     //   and fetched back from it
 } dist_stats;
 
 typedef struct dist_attn dist_attn;  // per (layer, rank): tile indices, masks, skip map, buffers
 
-// Prepare `layer` of the plan for this rank (comm->rank): builds the tile indices once.
+// Input errors dist_attn_create would meet for this plan on any rank (FPDT's: fpdt.h), found without building
+// anything, so a command reports them once and exits 2 instead of every rank aborting.
+int dist_attn_check_plan(const plan *p, sr_error *e);
+// Where the tile index and its transposes are built. GPU: on the device from the layer's vertical-slash bit
+// sets (kernels/vs_gpu.h, transpose_gpu.h; milliseconds where the host takes seconds at long lengths), then
+// kept on the host as a host build's, bit for bit the same arrays; it takes the CUDA backend, a ring or double
+// ring, a fixed pattern whose every head of the layer is vertical-slash, the tile form (no --fwd-runs) and a
+// layout whose ranks hold their tokens in global order. AUTO: the GPU where it can, else the host.
+typedef enum { DIST_INDEX_AUTO, DIST_INDEX_CPU, DIST_INDEX_GPU } dist_index_build;
+
+// Prepare `layer` of the plan for this rank (comm->rank): builds the tile indices once (DIST_INDEX_AUTO).
 int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_attn **out,
                      sr_error *e);
+// The same, building the tile indices where `how` says (DIST_INDEX_GPU where it cannot: an input error).
+int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_index_build how,
+                          dist_attn **out, sr_error *e);
+// Were this plan's tile indices built on the GPU?
+int dist_attn_index_on_gpu(const dist_attn *a);
+// Free the GPU index builder's device state (remade by the next GPU build), e.g. once every plan that will be
+// kept is built; waits for its stream. A no-op without one.
+void dist_attn_builder_free(void);
+// Device bytes the GPU index builder holds now (measured around its builds; 0 when freed).
+int64_t dist_attn_builder_bytes(void);
 // Release everything dist_attn_create allocated.
 void dist_attn_free(dist_attn *a);
 // Record per-step events into t (NULL: none). CUDA timing syncs per step, so use it to measure, not to train.
@@ -84,6 +110,11 @@ int dist_attn_device_restore(dist_attn *a, sr_error *e);
 int64_t dist_attn_host_bytes(const dist_attn *a);
 // Bytes the process's shared workspace holds now (the largest need of every buffer over the plans alive).
 int64_t dist_attn_shared_bytes(void);
+// Host bytes this plan's calls need for offloaded chunks (FPDT with offload: pinned, from the workspace on CUDA;
+// the CPU backend's stand-in for host memory), 0 for every other plan.
+int64_t dist_attn_offload_bytes(const dist_attn *a);
+// Pinned host bytes the process's shared workspace holds now (0 on the CPU backend).
+int64_t dist_attn_shared_pinned_bytes(void);
 // Counters of the calls so far.
 dist_stats dist_attn_stats(const dist_attn *a);
 // Zero the counters.

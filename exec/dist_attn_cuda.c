@@ -1,5 +1,5 @@
 // dist_attn_cuda.c — the CUDA backend of distributed attention (dist_attn.h): the same ring plan as
-// the CPU backend (ring_plan.h), with device copies of the tile indices and masks, bf16 KV shards
+// the CPU backend (plan/ring_plan.h), with device copies of the tile indices and masks, bf16 KV shards
 // double-buffered in device memory, fp32 dK/dV partial sums, the sparse attention kernels
 // (kernels/sparse_attn.h) on the compute stream and NCCL batches on the comm stream (comm.h): the
 // batch that brings step s+1's shard is queued before step s's kernels, and the compute stream waits
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "exec/dist_internal.h"
+#include "exec/fpdt.h"
 #include "exec/dist_workspace.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
@@ -83,37 +84,43 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   s->ixt = calloc((size_t)R, sizeof(sa_gpu_index_t));
   s->kpos = calloc((size_t)R, sizeof(int64_t *));
   if (!s->ixt || !s->kpos) return sr_internal_error(e, 0, "out of memory");
+  // A GPU-built index comes to the host first, with its transposes, as a host build would leave it.
+  if (a->gpu_index && dist_gpu_build(a, e)) return e->code;
   // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
   if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
   if (a->nh > 0 && a->ti_fwd.n_runs && sa_gpu_index_upload(&a->ti_fwd_view, &s->ix_fwd, e)) return e->code;
   // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c); a gated pattern
-  // uploads each forward's selection with its transposes (online_gate_cuda.c)
+  // uploads each forward's selection with its transposes (online_gate_cuda.c); a GPU build brought its
+  // transposes along
   int gated = pattern_spec_estimation(a->p->spec.pattern) == PATTERN_GATED;
-  if (a->nh > 0 && !online_vs_wanted(a) && !gated && dist_cuda_transposes_upload(a, e)) return e->code;
+  for (int g = 0; a->nh > 0 && s->tt_host && g < R; g++)
+    if (sa_gpu_index_t_upload_chunks(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e)) return e->code;
+  if (a->nh > 0 && !online_vs_wanted(a) && !gated && !s->tt_host && dist_cuda_transposes_upload(a, e))
+    return e->code;
   if (dist_cuda_positions_upload(a, e)) return e->code;
   // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
   ws_shape *sh = &s->shape;
-  for (int st = 0; st < a->rp.n_steps; st++) {
+  for (int st = 0; st < a->rp->n_steps; st++) {
     int n = 0;
     for (int g = 0; g < R; g++)
-      n += g != a->group && a->rp.flush[(int64_t)st * R + g] && a->rp.src[(int64_t)st * R + g] == a->group;
+      n += g != a->group && a->rp->flush[(int64_t)st * R + g] && a->rp->src[(int64_t)st * R + g] == a->group;
     if (n > sh->max_flush) sh->max_flush = n;
   }
   sh->n_q = a->n_q, sh->n_kmax = a->n_kmax, sh->n_local = a->n_local;
-  sh->nh = a->nh, sh->nkv = a->nkv, sh->H = a->H, sh->d = a->d, sh->U = a->U, sh->early = a->rp.n_early > 0;
+  sh->nh = a->nh, sh->nkv = a->nkv, sh->H = a->H, sh->d = a->d, sh->U = a->U, sh->early = a->rp->n_early > 0;
   for (int j = 0; a->U > 1 && j < a->U; j++)  // KV heads over the group's members (replicated heads per member)
     sh->ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
   if (ws_attach(sh, e)) return e->code;
   s->ws_joined = 1;
   s->plan_bytes = dist_cuda_copies_bytes(a);
   // The second channel is opened collectively, by every rank when the ring plan has early transfers. The
-  // ring plan is the same on every rank (ring_plan.h), so no rank needs to ask the others; asking (an
+  // ring plan is the same on every rank (plan/ring_plan.h), so no rank needs to ask the others; asking (an
   // MPI collective here) crashed the trainer, which sets plans up from several threads at once.
-  if (a->rp.n_early > 0 && comm_outer_init(a->c, e)) return e->code;
-  if (a->rp.n_early) {
-    s->os.pend = calloc((size_t)a->rp.n_steps, sizeof(comm_pending));
-    s->os.target = malloc(sizeof(int) * (size_t)a->rp.n_steps);
+  if (a->rp->n_early > 0 && comm_outer_init(a->c, e)) return e->code;
+  if (a->rp->n_early) {
+    s->os.pend = calloc((size_t)a->rp->n_steps, sizeof(comm_pending));
+    s->os.target = malloc(sizeof(int) * (size_t)a->rp->n_steps);
     if (!s->os.pend || !s->os.target) return sr_internal_error(e, 0, "out of memory");
   }
   if (online_vs_wanted(a) && a->U > 1)
@@ -138,81 +145,7 @@ void dist_attn_cuda_release(struct dist_attn *a) {
   a->cuda = NULL;
 }
 
-// ---------------------------------------------------------------------------------------------
-// timing: CUDA events, turned into host times when the call ends
-
-typedef struct {
-  int n, cap;
-  cudaEvent_t origin;
-  double origin_s;
-  struct {
-    cudaEvent_t a, b;
-    int step;
-    timeline_stream stream;
-    timeline_phase phase;
-    cudaStream_t st;
-  } *ev;
-} cuda_timer;
-
 #define OUTER_STREAM(a) ((cudaStream_t)(a)->c->outer_stream)
-
-static int timer_start(struct dist_attn *a, cuda_timer *t, sr_error *e) {
-  memset(t, 0, sizeof *t);
-  if (!a->tl) return SR_OK;
-  CUDA_TRY(cudaStreamSynchronize(CS(a)));
-  CUDA_TRY(cudaStreamSynchronize((cudaStream_t)a->c->comm_stream));
-  if (a->c->outer_stream) CUDA_TRY(cudaStreamSynchronize(OUTER_STREAM(a)));
-  CUDA_TRY(cudaEventCreate(&t->origin));
-  t->origin_s = sr_now();  // both streams are idle, so the origin event completes now
-  CUDA_TRY(cudaEventRecord(t->origin, CS(a)));
-  return SR_OK;
-}
-
-// Record the opening event of an interval on CUDA stream st (timeline stream stream_id); returns its
-// slot (-1 when not timing).
-static int timer_open_on(struct dist_attn *a, cuda_timer *t, int step, timeline_phase phase, timeline_stream stream_id,
-                         cudaStream_t st) {
-  if (!a->tl) return -1;
-  if (t->n == t->cap) {
-    t->cap = t->cap ? 2 * t->cap : 64;
-    void *p = realloc(t->ev, sizeof(*t->ev) * (size_t)t->cap);
-    if (!p) return -1;
-    t->ev = p;
-  }
-  int i = t->n++;
-  cudaEventCreate(&t->ev[i].a);
-  cudaEventCreate(&t->ev[i].b);
-  t->ev[i].step = step, t->ev[i].stream = stream_id, t->ev[i].phase = phase, t->ev[i].st = st;
-  cudaEventRecord(t->ev[i].a, st);
-  return i;
-}
-
-// The same on the compute stream (STREAM_COMPUTE) or the comm stream (other timeline streams).
-static int timer_open(struct dist_attn *a, cuda_timer *t, int step, timeline_phase phase, timeline_stream stream_id) {
-  return timer_open_on(a, t, step, phase, stream_id, stream_id != STREAM_COMPUTE ? (cudaStream_t)a->c->comm_stream : CS(a));
-}
-
-static void timer_close(struct dist_attn *a, cuda_timer *t, int i) {
-  if (i >= 0) cudaEventRecord(t->ev[i].b, t->ev[i].st);
-}
-
-static int timer_finish(struct dist_attn *a, cuda_timer *t, sr_error *e) {
-  if (!a->tl) return SR_OK;
-  CUDA_TRY(cudaStreamSynchronize(CS(a)));
-  CUDA_TRY(cudaStreamSynchronize((cudaStream_t)a->c->comm_stream));
-  if (a->c->outer_stream) CUDA_TRY(cudaStreamSynchronize(OUTER_STREAM(a)));
-  for (int i = 0; i < t->n; i++) {
-    float m0 = 0, m1 = 0;
-    cudaEventElapsedTime(&m0, t->origin, t->ev[i].a);
-    cudaEventElapsedTime(&m1, t->origin, t->ev[i].b);
-    timeline_add(a->tl, a->layer, a->c->rank, t->ev[i].step, t->ev[i].phase, t->ev[i].stream, t->origin_s + m0 * 1e-3,
-                 t->origin_s + m1 * 1e-3);
-    cudaEventDestroy(t->ev[i].a), cudaEventDestroy(t->ev[i].b);
-  }
-  cudaEventDestroy(t->origin);
-  free(t->ev);
-  return SR_OK;
-}
 
 // ---------------------------------------------------------------------------------------------
 // ring walk
@@ -226,7 +159,7 @@ static void maybe_fail(const struct dist_attn *a, int step) {
 // KV sends of step s (for step s+1) and this rank's receive; returns the receive buffer.
 static void *post_kv(struct dist_attn *a, int s, const void *cur, comm_p2p *ops, int *n) {
   cuda_state *st = a->cuda;
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int R = a->R, me = a->group;
   int64_t row = (int64_t)a->nkv * a->d;
   void *rbuf = NULL;
@@ -249,8 +182,8 @@ static void *post_kv(struct dist_attn *a, int s, const void *cur, comm_p2p *ops,
 
 static const void *next_cur(const struct dist_attn *a, int s, const void *cur, void *rbuf) {
   int64_t i1 = (int64_t)(s + 1) * a->R + a->group;
-  if (a->rp.from[i1] >= 0) return a->rp.early[i1] ? ((cuda_state *)a->cuda)->kv_outer[a->rp.early[i1] - 1] : rbuf;
-  if (a->rp.src[i1] == a->group) return ((cuda_state *)a->cuda)->kv_own;
+  if (a->rp->from[i1] >= 0) return a->rp->early[i1] ? ((cuda_state *)a->cuda)->kv_outer[a->rp->early[i1] - 1] : rbuf;
+  if (a->rp->src[i1] == a->group) return ((cuda_state *)a->cuda)->kv_own;
   return cur;
 }
 
@@ -260,15 +193,15 @@ static const void *next_cur(const struct dist_attn *a, int s, const void *cur, v
 // Forget the previous call's groups (each was waited for by outer_end).
 static void outer_begin(struct dist_attn *a) {
   outer_state *o = &((cuda_state *)a->cuda)->os;
-  for (int s = 0; o->target && s < a->rp.n_steps; s++) o->target[s] = -1;
-  if (o->pend) memset(o->pend, 0, sizeof(comm_pending) * (size_t)a->rp.n_steps);
+  for (int s = 0; o->target && s < a->rp->n_steps; s++) o->target[s] = -1;
+  if (o->pend) memset(o->pend, 0, sizeof(comm_pending) * (size_t)a->rp->n_steps);
 }
 
 // Post the early transfers whose post step is s: this rank's reception and its own shard's sends.
 static int outer_post(struct dist_attn *a, cuda_timer *tm, int s, sr_error *e) {
   cuda_state *st = a->cuda;
   outer_state *o = &st->os;
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int R = a->R, me = a->group, n = 0;
   int64_t row = (int64_t)a->nkv * a->d;
   if (!rp->n_early) return SR_OK;
@@ -292,11 +225,11 @@ static int outer_post(struct dist_attn *a, cuda_timer *tm, int s, sr_error *e) {
     CUDA_TRY(cudaEventRecord(ev, CS(a)));
     CUDA_TRY(cudaStreamWaitEvent(OUTER_STREAM(a), ev, 0));
     cudaEventDestroy(ev);
-    ti = timer_open_on(a, tm, o->target[s] >= 0 ? o->target[s] : s + 1, PHASE_KV_SEND, dist_batch_stream(a, ops, n),
+    ti = cuda_timer_open_on(a, tm, o->target[s] >= 0 ? o->target[s] : s + 1, PHASE_KV_SEND, dist_batch_stream(a, ops, n),
                        OUTER_STREAM(a));
   }
   if (comm_p2p_start_outer(a->c, ops, n, &o->pend[s], e)) return e->code;
-  timer_close(a, tm, ti);
+  cuda_timer_close(a, tm, ti);
   a->st.bytes_sent += o->pend[s].bytes_sent;
   return SR_OK;
 }
@@ -312,7 +245,7 @@ static int outer_arrive(struct dist_attn *a, int s, sr_error *e) {
 // End of the call: the compute stream waits for every group (the own shard may change with the next call).
 static int outer_end(struct dist_attn *a, sr_error *e) {
   outer_state *o = &((cuda_state *)a->cuda)->os;
-  for (int p = 0; o->pend && p < a->rp.n_steps; p++)
+  for (int p = 0; o->pend && p < a->rp->n_steps; p++)
     if (comm_p2p_wait(a->c, &o->pend[p], e)) return e->code;
   return SR_OK;
 }
@@ -328,146 +261,26 @@ static int start_batch(struct dist_attn *a, cuda_timer *t, int s, timeline_phase
     CUDA_TRY(cudaEventRecord(ev, CS(a)));
     CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)a->c->comm_stream, ev, 0));
     cudaEventDestroy(ev);
-    ti = timer_open(a, t, s, phase, dist_batch_stream(a, ops, n));
+    ti = cuda_timer_open(a, t, s, phase, dist_batch_stream(a, ops, n));
   }
   if (comm_p2p_start(a->c, ops, n, p, e)) return e->code;
-  timer_close(a, t, ti);
+  cuda_timer_close(a, t, ti);
   a->st.bytes_sent += p->bytes_sent;
   return SR_OK;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ulysses all-to-all (U > 1): device versions of ulysses.c's scatter/gather, staged through st->stage
+// Ulysses all-to-all (U > 1): ulysses_cuda.c, over the plan's shards
 
-static int64_t member_rows(const struct dist_attn *a, int j) { return a->p->layout.rank_count[a->group * a->U + j]; }
-static int64_t member_off(const struct dist_attn *a, int j) {
-  int64_t off = 0;
-  for (int i = 0; i < j; i++) off += member_rows(a, i);
-  return off;
-}
-static int q_heads(const struct dist_attn *a, int j) { return a->h_lo[j + 1] - a->h_lo[j]; }
-static int kv_heads(const struct dist_attn *a, int j) { return q_heads(a, j) ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0; }
-static int heads_of(const struct dist_attn *a, int j, int kv) { return kv ? kv_heads(a, j) : q_heads(a, j); }
-static int head_lo(const struct dist_attn *a, int j, int kv) { return kv ? a->kv_lo[j] : a->h_lo[j]; }
-
-// The all-to-all stays inside a node when the group's first and last ranks share one.
-static timeline_stream a2a_stream(const struct dist_attn *a) {
-  int first = a->group * a->U, last = first + a->U - 1;
-  return cluster_node_of(&a->p->cluster, first) == cluster_node_of(&a->p->cluster, last) ? STREAM_INTRA : STREAM_INTER;
-}
-
-// Strided device copy of rows x width bytes (no-op when empty).
-static int copy2d(struct dist_attn *a, void *dst, int64_t dpitch, const void *src, int64_t spitch, int64_t width,
-                  int64_t rows, sr_error *e) {
-  if (width <= 0 || rows <= 0) return SR_OK;
-  CUDA_TRY(cudaMemcpy2DAsync(dst, (size_t)dpitch, src, (size_t)spitch, (size_t)width, (size_t)rows,
-                             cudaMemcpyDeviceToDevice, CS(a)));
-  return SR_OK;
-}
-
-// Per-peer counts over the whole world (zero outside the group); freed by the caller.
-static int64_t *counts_new(const struct dist_attn *a, sr_error *e) {
-  int64_t *k = calloc((size_t)a->c->world * 4, sizeof(int64_t));
-  if (!k) sr_internal_error(e, 0, "out of memory");
-  return k;
-}
-
-// x [n_local, Htot, d] (Htot = H, or Hkv with kv) -> out [n_q, my heads, d] over the group's tokens.
+static const int64_t *plan_rows(const struct dist_attn *a) { return a->p->layout.rank_count + (int64_t)a->group * a->U; }
 static int a2a_scatter(struct dist_attn *a, const void *x, int kv, comm_dtype dt, void *out, sr_error *e) {
-  cuda_state *st = a->cuda;
-  int U = a->U, base = a->group * U, d = a->d, es = comm_dtype_size(dt);
-  int Htot = kv ? a->Hkv : a->H, me_cnt = heads_of(a, a->gidx, kv);
-  int64_t *k = counts_new(a, e), *sc = k, *sd = k + a->c->world, *rc = sd + a->c->world, *rd = rc + a->c->world;
-  if (!k) return e->code;
-  int64_t off = 0;
-  int r = SR_OK;
-  for (int j = 0; j < U && r == SR_OK; j++) {
-    int lo = head_lo(a, j, kv), cnt = heads_of(a, j, kv);
-    r = copy2d(a, (char *)st->stage + off * es, (int64_t)cnt * d * es, (const char *)x + (int64_t)lo * d * es,
-               (int64_t)Htot * d * es, (int64_t)cnt * d * es, a->n_local, e);
-    sc[base + j] = a->n_local * cnt * d, sd[base + j] = off;
-    off += a->n_local * cnt * d;
-    rc[base + j] = member_rows(a, j) * me_cnt * d, rd[base + j] = member_off(a, j) * me_cnt * d;
-  }
-  if (r == SR_OK) r = comm_alltoallv(a->c, st->stage, sc, sd, out, rc, rd, dt, e);
-  a->st.bytes_sent += (off - sc[a->c->rank]) * es;
-  free(k);
-  return r;
+  return ulysses_cuda_scatter(a, plan_rows(a), ((cuda_state *)a->cuda)->stage, x, kv, dt, out, e);
 }
-
-// in [n_q, my heads, d] -> x [n_local, Htot, d]: written (add = 0) or added (fp32; replicated KV heads sum).
 static int a2a_gather(struct dist_attn *a, const void *in, int kv, comm_dtype dt, int add, void *x, sr_error *e) {
-  cuda_state *st = a->cuda;
-  int U = a->U, base = a->group * U, d = a->d, es = comm_dtype_size(dt);
-  int Htot = kv ? a->Hkv : a->H, me_cnt = heads_of(a, a->gidx, kv);
-  int64_t *k = counts_new(a, e), *sc = k, *sd = k + a->c->world, *rc = sd + a->c->world, *rd = rc + a->c->world;
-  if (!k) return e->code;
-  int64_t off = 0;
-  for (int j = 0; j < U; j++) {
-    int cnt = heads_of(a, j, kv);
-    sc[base + j] = member_rows(a, j) * me_cnt * d, sd[base + j] = member_off(a, j) * me_cnt * d;
-    rc[base + j] = a->n_local * cnt * d, rd[base + j] = off;
-    off += a->n_local * cnt * d;
-  }
-  int r = comm_alltoallv(a->c, in, sc, sd, st->stage, rc, rd, dt, e);
-  for (int j = 0; j < U && r == SR_OK; j++) {
-    int lo = head_lo(a, j, kv), cnt = heads_of(a, j, kv);
-    const char *b = (const char *)st->stage + rd[base + j] * es;
-    if (add) {
-      cudaError_t ce = (cudaError_t)dist_cuda_add2d((float *)x + (int64_t)lo * d, (int64_t)Htot * d, (const float *)b,
-                                                    (int64_t)cnt * d, a->n_local, (int64_t)cnt * d, CS(a));
-      CUDA_TRY(ce);
-    } else {
-      r = copy2d(a, (char *)x + (int64_t)lo * d * es, (int64_t)Htot * d * es, b, (int64_t)cnt * d * es,
-                 (int64_t)cnt * d * es, a->n_local, e);
-    }
-  }
-  for (int j = 0; j < U; j++) a->st.bytes_sent += j == a->gidx ? 0 : sc[base + j] * es;
-  free(k);
-  return r;
+  return ulysses_cuda_gather(a, plan_rows(a), ((cuda_state *)a->cuda)->stage, in, kv, dt, add, x, e);
 }
-
-// LSE [H, n_local] -> [nh, n_q] (to_group) or back.
 static int a2a_lse(struct dist_attn *a, const float *from, float *to, int to_group, sr_error *e) {
-  cuda_state *st = a->cuda;
-  float *tmp = st->stage;
-  int U = a->U, base = a->group * U, nh = a->nh, W = a->c->world;
-  int64_t *k = counts_new(a, e), *sc = k, *sd = k + W, *rc = sd + W, *rd = rc + W;
-  if (!k) return e->code;
-  int r = SR_OK;
-  if (to_group) {
-    for (int j = 0; j < U; j++) {
-      sc[base + j] = (int64_t)q_heads(a, j) * a->n_local, sd[base + j] = (int64_t)a->h_lo[j] * a->n_local;
-      rc[base + j] = nh * member_rows(a, j), rd[base + j] = nh * member_off(a, j);
-    }
-    r = comm_alltoallv(a->c, from, sc, sd, tmp, rc, rd, COMM_F32, e);
-    for (int j = 0; j < U && r == SR_OK; j++)
-      r = copy2d(a, to + member_off(a, j), a->n_q * 4, tmp + rd[base + j], member_rows(a, j) * 4, member_rows(a, j) * 4,
-                 nh, e);
-  } else {
-    for (int j = 0; j < U && r == SR_OK; j++) {
-      sc[base + j] = nh * member_rows(a, j), sd[base + j] = nh * member_off(a, j);
-      r = copy2d(a, tmp + sd[base + j], member_rows(a, j) * 4, from + member_off(a, j), a->n_q * 4, member_rows(a, j) * 4,
-                 nh, e);
-      rc[base + j] = (int64_t)q_heads(a, j) * a->n_local, rd[base + j] = (int64_t)a->h_lo[j] * a->n_local;
-    }
-    if (r == SR_OK) r = comm_alltoallv(a->c, tmp, sc, sd, to, rc, rd, COMM_F32, e);
-  }
-  for (int j = 0; j < U; j++) a->st.bytes_sent += j == a->gidx ? 0 : sc[base + j] * 4;
-  free(k);
-  return r;
-}
-
-// Open an "a2a" interval on the comm stream once the compute queued so far is done (the all-to-all's start).
-static int a2a_open(struct dist_attn *a, cuda_timer *t, int step, sr_error *e) {
-  if (!a->tl) return -1;
-  cudaEvent_t ev;
-  if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) return -1;
-  cudaEventRecord(ev, CS(a));
-  cudaStreamWaitEvent((cudaStream_t)a->c->comm_stream, ev, 0);
-  cudaEventDestroy(ev);
-  (void)e;
-  return timer_open(a, t, step, PHASE_A2A, a2a_stream(a));
+  return ulysses_cuda_lse(a, plan_rows(a), a->n_local, ((cuda_state *)a->cuda)->stage, from, to, to_group, e);
 }
 
 // This rank's K|V packed [2, n_q, nkv, d] (the message format of the ring): a copy, or the all-to-all.
@@ -488,7 +301,7 @@ static int load_kv(struct dist_attn *a, const void *k, const void *v, sr_error *
 
 static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, void *o, float *lse, sr_error *e) {
   cuda_state *st = a->cuda;
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int64_t row = (int64_t)a->nkv * a->d;
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
@@ -511,12 +324,12 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
     if (start_batch(a, tm, s, PHASE_KV_SEND, ops, n, &pend, e)) return e->code;
     int src = rp->src[(int64_t)s * a->R + a->group];
     if (src >= 0 && a->nh > 0) {
-      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
+      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
-      int ti = timer_open(a, tm, s, PHASE_ATTN, STREAM_COMPUTE);
+      int ti = cuda_timer_open(a, tm, s, PHASE_ATTN, STREAM_COMPUTE);
       if (sa_fwd(&sh, q, kk, vv, st->qpos, st->kpos[src], ix, src, masks, NULL, NULL, st->o_run, lse, CS(a), e))
         return e->code;
-      timer_close(a, tm, ti);
+      cuda_timer_close(a, tm, ti);
     }
     if (comm_p2p_wait(a->c, &pend, e) || outer_arrive(a, s, e)) return e->code;
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
@@ -530,20 +343,20 @@ static int fwd_call(struct dist_attn *a, const void *q, const void *k, const voi
   cuda_state *st = a->cuda;
   double t0 = sr_now();
   cuda_timer tm;
-  if (timer_start(a, &tm, e)) return e->code;
+  if (cuda_timer_start(a, &tm, e)) return e->code;
   if (a->U == 1) {
     if (load_kv(a, k, v, e) || ring_fwd_cuda(a, &tm, q, o, lse, e)) return e->code ? e->code : SR_EINTERNAL;
   } else {
-    int ti = a2a_open(a, &tm, 0, e);
+    int ti = ulysses_cuda_open(a, &tm, 0, e);
     if (a2a_scatter(a, q, 0, COMM_BF16, st->qg, e) || load_kv(a, k, v, e)) return e->code ? e->code : SR_EINTERNAL;
-    timer_close(a, &tm, ti);
+    cuda_timer_close(a, &tm, ti);
     if (ring_fwd_cuda(a, &tm, st->qg, st->og, st->lseg, e)) return e->code;
-    ti = a2a_open(a, &tm, a->rp.n_steps - 1, e);
+    ti = ulysses_cuda_open(a, &tm, a->rp->n_steps - 1, e);
     if (a2a_gather(a, st->og, 0, COMM_BF16, 0, o, e) || a2a_lse(a, st->lseg, lse, 0, e))
       return e->code ? e->code : SR_EINTERNAL;
-    timer_close(a, &tm, ti);
+    cuda_timer_close(a, &tm, ti);
   }
-  if (timer_finish(a, &tm, e)) return e->code;
+  if (cuda_timer_finish(a, &tm, e)) return e->code;
   a->st.bytes_saved += a->saved_fwd;
   a->st.shards_skipped += a->skipped;
   a->st.fwd_s += sr_now() - t0;
@@ -554,7 +367,7 @@ static int fwd_call(struct dist_attn *a, const void *q, const void *k, const voi
 static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, const void *o, const float *lse,
                          const void *dout, float *dq, float *dk, float *dv, sr_error *e) {
   cuda_state *st = a->cuda;
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int R = a->R, me = a->group;
   int64_t row = (int64_t)a->nkv * a->d, plane = a->n_q * row;
   if (a->nh > 0 && sa_bwd_prepare(a->n_q, a->nh, a->d, o, dout, st->d_row, CS(a), e)) return e->code;
@@ -582,13 +395,13 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
     if (src >= 0) {
       float *P = st->acc[p];
       CUDA_TRY(cudaMemsetAsync(P, 0, sizeof(float) * (size_t)elems, CS(a)));
-      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale};
+      sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
-      int ti = timer_open(a, tm, s, PHASE_ATTN_BWD, STREAM_COMPUTE);
+      int ti = cuda_timer_open(a, tm, s, PHASE_ATTN_BWD, STREAM_COMPUTE);
       if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &ixt[src], src, masks, dq,
                               P, P + rows_of(a, src) * row, CS(a), e))
         return e->code;
-      timer_close(a, tm, ti);
+      cuda_timer_close(a, tm, ti);
     }
     // The accumulators (and flushes) of the previous batch have arrived once the compute stream waits on it.
     if (comm_p2p_wait(a->c, &apend, e)) return e->code;
@@ -656,28 +469,28 @@ static int bwd_call(struct dist_attn *a, const void *q, const void *k, const voi
   cuda_state *st = a->cuda;
   double t0 = sr_now();
   cuda_timer tm;
-  if (timer_start(a, &tm, e)) return e->code;
+  if (cuda_timer_start(a, &tm, e)) return e->code;
   if (a->U == 1) {
     if (load_kv(a, k, v, e) || ring_bwd_cuda(a, &tm, q, o, lse, dout, dq, dk, dv, e))
       return e->code ? e->code : SR_EINTERNAL;
   } else {
     int64_t plane = a->n_q * a->nkv * a->d, kn = a->n_local * a->Hkv * a->d;
-    int ti = a2a_open(a, &tm, 0, e);
+    int ti = ulysses_cuda_open(a, &tm, 0, e);
     if (a2a_scatter(a, q, 0, COMM_BF16, st->qg, e) || a2a_scatter(a, o, 0, COMM_BF16, st->og, e) ||
         a2a_scatter(a, dout, 0, COMM_BF16, st->dog, e) || a2a_lse(a, lse, st->lseg, 1, e) || load_kv(a, k, v, e))
       return e->code ? e->code : SR_EINTERNAL;
-    timer_close(a, &tm, ti);
+    cuda_timer_close(a, &tm, ti);
     if (ring_bwd_cuda(a, &tm, st->qg, st->og, st->lseg, st->dog, st->dqg, st->dkvg, st->dkvg + plane, e)) return e->code;
-    ti = a2a_open(a, &tm, a->rp.n_steps - 1, e);
+    ti = ulysses_cuda_open(a, &tm, a->rp->n_steps - 1, e);
     // Replicated KV heads (U > Hkv): every member's partial dK/dV adds up at the token's owner.
     CUDA_TRY(cudaMemsetAsync(dk, 0, sizeof(float) * (size_t)kn, CS(a)));
     CUDA_TRY(cudaMemsetAsync(dv, 0, sizeof(float) * (size_t)kn, CS(a)));
     if (a2a_gather(a, st->dqg, 0, COMM_F32, 0, dq, e) || a2a_gather(a, st->dkvg, 1, COMM_F32, 1, dk, e) ||
         a2a_gather(a, st->dkvg + plane, 1, COMM_F32, 1, dv, e))
       return e->code ? e->code : SR_EINTERNAL;
-    timer_close(a, &tm, ti);
+    cuda_timer_close(a, &tm, ti);
   }
-  if (timer_finish(a, &tm, e)) return e->code;
+  if (cuda_timer_finish(a, &tm, e)) return e->code;
   a->st.bytes_saved += a->saved_bwd;
   a->st.bwd_s += sr_now() - t0;
   return SR_OK;
@@ -724,12 +537,18 @@ int dist_attn_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const 
 }
 
 void dist_attn_device_bytes(const dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes) {
+  if (a && a->fpdt && a->be == DIST_CUDA) {
+    int64_t host;
+    fpdt_cuda_bytes(a, plan_bytes, shared_bytes, &host);
+    return;
+  }
   const cuda_state *s = a && a->be == DIST_CUDA ? a->cuda : NULL;
   *plan_bytes = s && !s->released ? s->plan_bytes : 0;
   *shared_bytes = s ? ws_total_bytes(&s->shape) : 0;
 }
 
 int64_t dist_attn_shared_bytes(void) { return ws_bytes(); }
+int64_t dist_attn_shared_pinned_bytes(void) { return ws_host_bytes(); }
 
 #else  // no CUDA in this build
 
@@ -748,5 +567,6 @@ void dist_attn_device_bytes(const dist_attn *a, int64_t *plan_bytes, int64_t *sh
   *plan_bytes = 0, *shared_bytes = 0;
 }
 int64_t dist_attn_shared_bytes(void) { return 0; }
+int64_t dist_attn_shared_pinned_bytes(void) { return 0; }
 
 #endif

@@ -56,6 +56,53 @@ static inline int64_t rows_of(const struct dist_attn *a, int g) { return a->glay
 
 // The transposed index of every source (a->ti_view) to the device (s->ixt), transposed in threads.
 int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e);
+
+// ---- timing (cuda_timer.c): an event pair per interval, host times on the call's timeline at its end ----------
+
+typedef struct {
+  int n, cap;
+  cudaEvent_t origin;
+  double origin_s;
+  struct {
+    cudaEvent_t a, b;
+    int step;
+    timeline_stream stream;
+    timeline_phase phase;
+    cudaStream_t st;
+  } *ev;
+} cuda_timer;
+
+// Start timing a call (a no-op without a timeline): waits for the streams, records the origin.
+int cuda_timer_start(struct dist_attn *a, cuda_timer *t, sr_error *e);
+// Open an interval on CUDA stream st (timeline stream stream_id); returns its slot (-1 when not timing).
+int cuda_timer_open_on(struct dist_attn *a, cuda_timer *t, int step, timeline_phase phase, timeline_stream stream_id,
+                       cudaStream_t st);
+// The same on the compute stream (STREAM_COMPUTE) or the comm stream (other timeline streams).
+int cuda_timer_open(struct dist_attn *a, cuda_timer *t, int step, timeline_phase phase, timeline_stream stream_id);
+// Close interval i (from an open; -1: nothing).
+void cuda_timer_close(struct dist_attn *a, cuda_timer *t, int i);
+// End of the call: wait for the work, add every interval to the timeline, free the events.
+int cuda_timer_finish(struct dist_attn *a, cuda_timer *t, sr_error *e);
+
+// ---- Ulysses all-to-alls on device buffers (ulysses_cuda.c), the CUDA twins of ulysses.c's ----------------------
+// rows[j]: the tokens member j of this rank's group holds in this exchange (the plan's shards, or one FPDT chunk's
+// parts); stage: the workspace's staging buffer (WS_STAGE). Elements are bf16 (COMM_BF16) or fp32 (COMM_F32).
+
+// x [rows[gidx], Htot, d] (Htot = H, or Hkv with kv) -> out [sum rows, this rank's heads, d].
+int ulysses_cuda_scatter(struct dist_attn *a, const int64_t *rows, void *stage, const void *x, int kv, comm_dtype dt,
+                         void *out, sr_error *e);
+// in [sum rows, this rank's heads, d] -> x [rows[gidx], Htot, d]: written (add = 0) or added (fp32; replicated KV heads).
+int ulysses_cuda_gather(struct dist_attn *a, const int64_t *rows, void *stage, const void *in, int kv, comm_dtype dt,
+                        int add, void *x, sr_error *e);
+// LSE of this rank's rows [H, rows[gidx]] (row h at h * ld floats) -> [nh, sum rows] (to_group), or back.
+int ulysses_cuda_lse(struct dist_attn *a, const int64_t *rows, int64_t ld, void *stage, const float *from, float *to,
+                     int to_group, sr_error *e);
+// Open an "a2a" interval on the comm stream once the compute queued so far is done (the all-to-all's start).
+int ulysses_cuda_open(struct dist_attn *a, cuda_timer *t, int step, sr_error *e);
+// Strided device copy of rows x width bytes on the compute stream (no-op when empty).
+int dist_cuda_copy2d(struct dist_attn *a, void *dst, int64_t dpitch, const void *src, int64_t spitch, int64_t width,
+                     int64_t rows, sr_error *e);
+
 // Every group's global positions to the device (s->kpos; s->qpos: this rank's group).
 int dist_cuda_positions_upload(struct dist_attn *a, sr_error *e);
 // Device bytes the plan's own copies hold (indices, transposes, masks, positions).

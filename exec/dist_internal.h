@@ -4,7 +4,7 @@
 #define SR_DIST_INTERNAL_H
 
 #include "exec/dist_attn.h"
-#include "exec/ring_plan.h"
+#include "plan/ring_plan.h"
 #include "kernels/sparse_attn.h"
 #include "plan/tiles.h"
 
@@ -27,12 +27,14 @@ struct dist_attn {
   int64_t n_kmax;             // largest group's tokens
   int64_t *qpos;              // [n_q] global positions of the group's tokens
   int64_t **kpos;             // [R] positions of every group's tokens
+  int gpu_index;              // ti and the transposes are built on the GPU (dist_gpu_build), not by tiles_build
   tile_index ti;              // tiles_build(pattern, layer, glay, group), all heads
   tile_index ti_view;         // ti restricted to heads [h_lo[gidx], h_lo[gidx+1])
   tile_index ti_fwd;          // plan.spec.fwd_runs: tiles_runs_build(ti), the forward's form (n_runs 0: none,
   tile_index ti_fwd_view;     //   the forward takes ti); and its view of this rank's heads
   head_mask *masks;           // [H] element masks (host)
-  ring_plan rp;               // transfers of the ring this rank belongs to
+  ring_routes routes;         // the layer's transfers, every ring (plan/ring_plan.h: what the simulator costs)
+  const ring_plan *rp;        // the ring this rank belongs to (routes.rings[gidx]): what ring.c posts
   int skipping;               // plan.spec.skip_empty_sends
   int64_t elem_kv;            // bytes of one KV element on the wire (4 on CPU, 2 on CUDA)
   // Host work buffers (CPU backend).
@@ -47,6 +49,7 @@ struct dist_attn {
   void *online;               // vs-online estimation state on CUDA (online_vs_cuda.c), NULL otherwise
   void *online_cpu;           // vs-online estimation state on the CPU backend (online_vs_cpu.c), NULL otherwise
   void *gate_cpu;             // moba / token-topk selection state on the CPU backend (online_gate_cpu.c), or NULL
+  struct fpdt_state *fpdt;    // plan.spec.fpdt_chunk > 0: FPDT's chunks, indices and buffers (exec/fpdt.h), else NULL
   timeline *tl;
   dist_stats st;
   int fail_rank, fail_step, fail_hang;
@@ -61,6 +64,65 @@ static inline timeline_stream dist_batch_stream(const struct dist_attn *a, const
     if (cluster_node_of(&a->p->cluster, ops[i].peer) != cluster_node_of(&a->p->cluster, a->c->rank)) return STREAM_INTER;
   return STREAM_INTRA;
 }
+
+// The tokens of U consecutive ranks as one "rank" of a world of l->world / U groups (the layout the ring
+// runs on under ulysses and usp); release with dist_group_layout_free.
+int dist_group_layout(const layout *l, int U, layout *g, sr_error *e);
+void dist_group_layout_free(layout *g);
+// The layer's routes (a->routes, a->rp) from the plan and, when skipping, the pattern's tile counts over
+// a->glay; also the receptions and bytes skipping saves on this rank. Needs a set up to the group layout.
+int dist_routes_build(struct dist_attn *a, sr_error *e);
+// ---- a step's point-to-point operations as ring data (ring_ops.c; ring.c posts exactly these) ----
+
+// Message kinds: one tag per (step, kind), so concurrent messages between the same pair never mix.
+// Early transfers take RING_TAG_OUTER + their KV kind, tagged with the step that computes on them.
+enum { RING_TAG_KV_FWD = 0, RING_TAG_KV_BWD = 1, RING_TAG_ACC = 2, RING_TAG_FLUSH = 3, RING_TAG_OUTER = 4 };
+
+// What an operation reads (send) or fills (receive).
+typedef enum {
+  RING_BUF_KV_OWN,   // this member's own K|V
+  RING_BUF_KV_CUR,   // the shard it computes on now
+  RING_BUF_KV_NEXT,  // its other receive buffer (the next step's shard)
+  RING_BUF_OUTER0,   // outer (early) receive buffer 0; RING_BUF_OUTER0 + 1 is buffer 1
+  RING_BUF_OUTER1,
+  RING_BUF_ACC,      // the dK|dV accumulator of the step just computed
+  RING_BUF_ACC_IN,   // the arriving accumulator of the next step
+  RING_BUF_FLUSH,    // a finished accumulator of this member's own shard
+} ring_buf;
+
+typedef struct {
+  int peer;              // ring member sent to / received from
+  int is_send;
+  int shard;             // member whose shard's K|V or dK|dV moves (its rows set the count)
+  int tag_step, tag_kind;
+  ring_buf buf;
+} ring_op;
+
+// Each returns the number of operations written to ops (at most max; ops NULL: count only), -1 past max.
+// The ordinary KV operations member `me` posts at the start of step s, for step s+1 (kind: RING_TAG_KV_*).
+int ring_ops_kv(const ring_plan *rp, int me, int s, int kind, ring_op *ops, int max);
+// The early KV operations it posts at the start of step s (receptions into an outer buffer, own-shard sends).
+int ring_ops_early(const ring_plan *rp, int me, int s, int kind, ring_op *ops, int max);
+// The dK/dV operations it posts after its backward compute of step s: accumulators passed on, the flush
+// to the owner, the reception of step s+1's accumulator.
+int ring_ops_grad(const ring_plan *rp, int me, int s, ring_op *ops, int max);
+// The flush receptions of its own shard, posted at the start of the backward.
+int ring_ops_flush_recv(const ring_plan *rp, int me, ring_op *ops, int max);
+
+// An index's view of this rank's query heads [h_lo[gidx], h_lo[gidx + 1]) (the whole index when one head's index
+// serves every head: uniform).
+tile_index dist_heads_view(const struct dist_attn *a, const tile_index *t, int uniform);
+
+// Ulysses all-to-alls inside this rank's group (ulysses.c, CPU backend). rows[j]: the tokens member j holds in
+// this exchange (the plan's shards, or one FPDT chunk's parts); member j's come j-th in the group's order.
+// x [rows[gidx], Htot, d] (Htot = H, or Hkv with kv) -> out [sum rows, this rank's heads, d]:
+int ulysses_scatter(struct dist_attn *a, const int64_t *rows, const float *x, int Htot, int kv, float *out, sr_error *e);
+// in [sum rows, this rank's heads, d] -> x [rows[gidx], Htot, d], written (add = 0) or added (replicated KV heads):
+int ulysses_gather(struct dist_attn *a, const int64_t *rows, const float *in, int Htot, int kv, int add, float *x,
+                   sr_error *e);
+// LSE of this rank's rows [H, rows[gidx]] (row h at h * ld) -> [nh, sum rows] (to_group), or back.
+int ulysses_lse(struct dist_attn *a, const int64_t *rows, int64_t ld, const float *from, float *to, int to_group,
+                sr_error *e);
 
 // Forward ring over the groups: q [n_q, nh, d], kv_own packed; writes o [n_q, nh, d], lse [nh, n_q].
 int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error *e);
@@ -86,6 +148,12 @@ int gate_cpu_pattern_used(struct dist_attn *a, pattern *pat, sr_error *e);
 // forward's selection from q, k (device bf16; U == 1), uploaded in place of the plan's index, transposes and masks.
 int gate_cuda_setup(struct dist_attn *a, sr_error *e);
 int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_error *e);
+
+// A fixed VS layer's execution form built on the GPU (dist_gpu_build.c, CUDA builds): fills a->ti (a->ti_view)
+// and the CUDA state's host transposes from a->masks' bit sets. dist_gpu_build_supported: can it, for this
+// plan's layout and size (ring or double ring: U = 1)? Always 0 without CUDA.
+int dist_gpu_build(struct dist_attn *a, sr_error *e);
+int dist_gpu_build_supported(const struct dist_attn *a);
 
 // CUDA backend (dist_attn_cuda.c): device buffers and index copies; forward and backward. Builds
 // without CUDA get versions that report the backend as unavailable.

@@ -6,8 +6,40 @@
 
 // ---- one plan's scratch --------------------------------------------------------------------------
 
+// FPDT's buffers: a chunk's running output, LSE and D; under Ulysses (U > 1) its gathered q, o, dO and dQ, the
+// all-to-all staging and every chunk's fp32 dK/dV; the chunks' KV resident (U > 1; one rank reads its own K and V)
+// or in pinned host memory with two fetch buffers (and, U > 1, two buffers a chunk is gathered into).
+static void fpdt_bytes(const ws_shape *s, int64_t bytes[WS_COUNT]) {
+  int64_t row = sr_max64(1, s->nkv) * s->d;
+  int64_t chunk = 2 * sr_max64(1, s->n_q) * row, all = 2 * sr_max64(1, s->fpdt_tokens) * row;
+  int64_t qn = sr_max64(1, s->n_q * s->nh * s->d), rows_h = sr_max64(1, s->n_q * s->nh);
+  bytes[WS_O_RUN] = 4 * qn;
+  bytes[WS_D_ROW] = bytes[WS_LSEG] = 4 * rows_h;
+  if (s->U > 1) {
+    // a chunk's LSE exchange packs the rank's column block and receives beside it (ulysses_cuda_lse)
+    int64_t stage = s->n_local * sr_max64(s->H, s->ktot) * s->d + s->n_q * s->nh + s->n_local * s->H;
+    bytes[WS_QG] = bytes[WS_OG] = bytes[WS_DOG] = 2 * qn;
+    bytes[WS_DQG] = 4 * qn;
+    bytes[WS_STAGE] = 4 * sr_max64(1, stage);
+    bytes[WS_FPDT_DKV] = 4 * all;
+  }
+  if (s->fpdt_offload) {
+    bytes[WS_FPDT_KV0] = bytes[WS_FPDT_KV1] = 2 * chunk;
+    if (s->U > 1) bytes[WS_FPDT_STAGE0] = bytes[WS_FPDT_STAGE1] = 2 * chunk;
+    bytes[WS_FPDT_HOST] = 2 * all;
+  } else if (s->U > 1) {
+    bytes[WS_FPDT_KV_ALL] = 2 * all;
+  }
+}
+
+int ws_is_host(ws_buffer b) { return b == WS_FPDT_HOST; }
+
 void ws_buffer_bytes(const ws_shape *s, int64_t bytes[WS_COUNT]) {
   for (int i = 0; i < WS_COUNT; i++) bytes[i] = 0;
+  if (s->fpdt_tokens > 0) {
+    fpdt_bytes(s, bytes);
+    return;
+  }
   // Empty shapes still get one element, so every buffer a call names is a valid address.
   int64_t row = sr_max64(1, s->nkv) * s->d;
   int64_t slot = 2 * sr_max64(1, s->n_kmax) * row;  // a KV shard of the largest group, K and V
@@ -37,7 +69,14 @@ void ws_buffer_bytes(const ws_shape *s, int64_t bytes[WS_COUNT]) {
 int64_t ws_total_bytes(const ws_shape *s) {
   int64_t b[WS_COUNT], t = 0;
   ws_buffer_bytes(s, b);
-  for (int i = 0; i < WS_COUNT; i++) t += b[i];
+  for (int i = 0; i < WS_COUNT; i++) t += ws_is_host((ws_buffer)i) ? 0 : b[i];
+  return t;
+}
+
+int64_t ws_host_total_bytes(const ws_shape *s) {
+  int64_t b[WS_COUNT], t = 0;
+  ws_buffer_bytes(s, b);
+  for (int i = 0; i < WS_COUNT; i++) t += ws_is_host((ws_buffer)i) ? b[i] : 0;
   return t;
 }
 

@@ -1,5 +1,6 @@
 // dist_workspace.h — the CUDA backend's scratch buffers of distributed attention (KV double buffers, fp32
-// dK/dV accumulators, flush receptions, the running O, the Ulysses side's gathered tensors and staging),
+// dK/dV accumulators, flush receptions, the running O, the Ulysses side's gathered tensors and staging; FPDT's
+// chunk buffers and its pinned host memory),
 // held once per process and shared by every layer's plan: a call uses them only while it runs, and the
 // calls of one process queue on one compute stream, one after the other. What a plan keeps for itself
 // (tile indices, positions, masks) stays with the plan.
@@ -30,6 +31,12 @@ typedef enum {
   WS_DQG,                     // fp32 [n_q, nh, d]
   WS_DKVG,                    // fp32 [2, n_q, nkv, d]
   WS_STAGE,                   // fp32-sized all-to-all staging
+  // FPDT (exec/fpdt.h); n_q is then the largest chunk's tokens, n_local this rank's largest part of one
+  WS_FPDT_KV0, WS_FPDT_KV1,   // bf16 [2, n_q, nkv, d]: offload's fetch buffers
+  WS_FPDT_STAGE0, WS_FPDT_STAGE1,  // bf16, likewise: chunks gathered on their way to the host (offload, U > 1)
+  WS_FPDT_KV_ALL,             // bf16 [2, fpdt_tokens, nkv, d]: every gathered chunk (no offload, U > 1)
+  WS_FPDT_DKV,                // fp32, likewise: every chunk's dK/dV accumulators (U > 1)
+  WS_FPDT_HOST,               // PINNED HOST memory, bf16 [2, fpdt_tokens, nkv, d]: the offloaded chunks
   WS_COUNT
 } ws_buffer;
 
@@ -45,12 +52,18 @@ typedef struct {
   int64_t ktot;      // KV heads over the group's members, replicated heads once per member (U > 1)
   int max_flush;     // most dK|dV flushes one step brings to this rank
   int early;         // the ring plan has early (inter-node) transfers
+  int64_t fpdt_tokens;  // FPDT: the tokens of every chunk together (0: not FPDT: the ring's buffers)
+  int fpdt_offload;     // FPDT: the chunks wait in pinned host memory
 } ws_shape;
 
 // Bytes of every buffer a plan of shape s needs (0: not needed), into bytes[WS_COUNT].
 void ws_buffer_bytes(const ws_shape *s, int64_t bytes[WS_COUNT]);
-// Their sum: the scratch one plan of shape s needs (what every plan held for itself before sharing).
+// Whether buffer b is pinned host memory (the others are device memory).
+int ws_is_host(ws_buffer b);
+// The device buffers' sum: the scratch one plan of shape s needs (what every plan held for itself before sharing).
 int64_t ws_total_bytes(const ws_shape *s);
+// The pinned host buffers' sum for a plan of shape s.
+int64_t ws_host_total_bytes(const ws_shape *s);
 // Device bytes a plan keeps for itself besides its tile indices: the key positions of every group
 // (rows[g] tokens each, at least one slot) and the element masks of the model's `heads` heads.
 int64_t ws_plan_fixed_bytes(const int64_t *rows, int groups, const head_mask *masks, int heads);
@@ -66,7 +79,9 @@ void ws_detach(void);
 void ws_acquire(void *buf[WS_COUNT]);
 // End of the call's use (its queued work keeps running; a later replacement waits for the device).
 void ws_release(void);
-// Bytes the workspace holds now.
+// Device bytes the workspace holds now.
 int64_t ws_bytes(void);
+// Pinned host bytes the workspace holds now.
+int64_t ws_host_bytes(void);
 
 #endif

@@ -20,6 +20,12 @@ static struct {
   void *buf[WS_COUNT];
 } ws;
 
+static void release(int i) {
+  if (ws_is_host((ws_buffer)i)) cudaFreeHost(ws.buf[i]);
+  else cudaFree(ws.buf[i]);
+  ws.buf[i] = NULL, ws.have[i] = 0;
+}
+
 int ws_attach(const ws_shape *s, sr_error *e) {
   int64_t need[WS_COUNT];
   ws_buffer_bytes(s, need);
@@ -30,15 +36,16 @@ int ws_attach(const ws_shape *s, sr_error *e) {
     cudaError_t r = cudaDeviceSynchronize();
     for (int i = 0; i < WS_COUNT && r == cudaSuccess; i++) {
       if (need[i] <= ws.have[i]) continue;
-      cudaFree(ws.buf[i]);
-      ws.buf[i] = NULL, ws.have[i] = 0;
-      r = cudaMalloc(&ws.buf[i], (size_t)need[i]);
+      release(i);
+      // pinned host memory: the copy engines reach it without a staging copy, so transfers overlap compute
+      r = ws_is_host((ws_buffer)i) ? cudaMallocHost(&ws.buf[i], (size_t)need[i]) : cudaMalloc(&ws.buf[i], (size_t)need[i]);
       if (r == cudaSuccess) ws.have[i] = need[i];
       else ws.buf[i] = NULL;
     }
     if (r != cudaSuccess)
-      rc = sr_internal_error(e, 0, "shared attention workspace (%.2f GiB for this plan): CUDA error %s",
-                             (double)ws_total_bytes(s) / (1 << 30), cudaGetErrorString(r));
+      rc = sr_internal_error(e, 0, "shared attention workspace (%.2f GiB of device and %.2f GiB of pinned host memory "
+                             "for this plan): CUDA error %s", (double)ws_total_bytes(s) / (1 << 30),
+                             (double)ws_host_total_bytes(s) / (1 << 30), cudaGetErrorString(r));
   }
   if (rc == SR_OK) ws.plans++;
   pthread_rwlock_unlock(&ws_use);
@@ -49,7 +56,7 @@ void ws_detach(void) {
   pthread_rwlock_wrlock(&ws_use);
   if (ws.plans > 0 && --ws.plans == 0) {
     cudaDeviceSynchronize();
-    for (int i = 0; i < WS_COUNT; i++) cudaFree(ws.buf[i]), ws.buf[i] = NULL, ws.have[i] = 0;
+    for (int i = 0; i < WS_COUNT; i++) release(i);
   }
   pthread_rwlock_unlock(&ws_use);
 }
@@ -61,13 +68,16 @@ void ws_acquire(void *buf[WS_COUNT]) {
 
 void ws_release(void) { pthread_rwlock_unlock(&ws_use); }
 
-int64_t ws_bytes(void) {
+static int64_t held(int host) {
   pthread_rwlock_rdlock(&ws_use);
   int64_t t = 0;
-  for (int i = 0; i < WS_COUNT; i++) t += ws.have[i];
+  for (int i = 0; i < WS_COUNT; i++) t += ws_is_host((ws_buffer)i) == host ? ws.have[i] : 0;
   pthread_rwlock_unlock(&ws_use);
   return t;
 }
+
+int64_t ws_bytes(void) { return held(0); }
+int64_t ws_host_bytes(void) { return held(1); }
 
 #else  // no CUDA in this build
 
@@ -80,5 +90,6 @@ void ws_acquire(void *buf[WS_COUNT]) {
 }
 void ws_release(void) {}
 int64_t ws_bytes(void) { return 0; }
+int64_t ws_host_bytes(void) { return 0; }
 
 #endif

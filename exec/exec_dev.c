@@ -4,6 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+int64_t exec_dev_bytes(int64_t n, int H, int Hkv, int d) {
+  int64_t m = n > 0 ? n : 1, qn = m * H * d, kn = m * Hkv * d;
+  return (3 * qn + 2 * kn) * 2 + (m * H + qn + 2 * kn) * 4;
+}
+
 #if SR_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -75,6 +80,14 @@ int exec_dev_download(exec_dev *x, float *o, float *lse, float *dq, float *dk, f
   return r == cudaSuccess ? SR_OK : cuda_err(r, "download", e);
 }
 
+int exec_dev_memory(int64_t *used, int64_t *total, sr_error *e) {
+  size_t f = 0, t = 0;
+  cudaError_t r = cudaMemGetInfo(&f, &t);
+  if (r != cudaSuccess) return cuda_err(r, "cudaMemGetInfo", e);
+  *used = (int64_t)(t - f), *total = (int64_t)t;
+  return SR_OK;
+}
+
 void exec_dev_free(exec_dev *x) {
   void *all[9] = {x->q, x->k, x->v, x->o, x->dout, x->lse, x->dq, x->dk, x->dv};
   for (int i = 0; i < 9; i++)
@@ -95,5 +108,9 @@ int exec_dev_download(exec_dev *x, float *o, float *lse, float *dq, float *dk, f
   return exec_dev_alloc(x, 0, 0, 0, 0, e);
 }
 void exec_dev_free(exec_dev *x) {}
+int exec_dev_memory(int64_t *used, int64_t *total, sr_error *e) {
+  *used = *total = 0;
+  return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (built without nvcc or with SAN=1)");
+}
 
 #endif

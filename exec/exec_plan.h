@@ -5,12 +5,14 @@
 #ifndef SR_EXEC_PLAN_H
 #define SR_EXEC_PLAN_H
 
+#include "exec/dist_attn.h"
 #include "exec/exec.h"
 #include "plan/pattern.h"
 #include "plan/plan.h"
 #include "plan/plan_flags.h"
 
-// --plan, --skip-empty-sends, --fwd-runs: what exec_plan_load reads besides plan_spec_flags. A command's
+// --plan, --skip-empty-sends, --fwd-runs (and --index-build, read by exec_index_build): what exec_plan_load reads
+// besides plan_spec_flags. A command's
 // cli_usage lists both tables.
 extern const cli_flag exec_plan_flags[];
 
@@ -19,5 +21,8 @@ extern const cli_flag exec_plan_flags[];
 // On error nothing needs freeing.
 int exec_plan_load(const cli_args *a, const char *layout, const char *schedule, const char *pattern_src, plan *p,
                    pattern *pat, sr_error *e);
+
+// --index-build: where the commands build their plans' tile indices (dist_attn.h).
+int exec_index_build(const cli_args *a, dist_index_build *how, sr_error *e);
 
 #endif

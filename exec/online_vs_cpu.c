@@ -97,7 +97,6 @@ int dist_attn_estimate_online(dist_attn *a, sr_error *e) {
 int online_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e) {
   online_cpu *o = a->online_cpu;
   int64_t N = a->glay->n_tokens, H = a->H, first = N - o->n_est, row = H * a->d;
-  MPI_Comm mc = a->c->mpi;
   memset(o->q_est, 0, sizeof(float) * (size_t)(o->n_est * row));
   for (int64_t i = 0; i < a->n_q; i++)
     if (a->qpos[i] >= first) memcpy(o->q_est + (a->qpos[i] - first) * row, q + i * row, sizeof(float) * (size_t)row);
@@ -106,17 +105,13 @@ int online_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_e
   memset(o->row_sum, 0, sizeof(vs_acc) * (size_t)(H * o->n_est));
   memset(o->scores, 0, sizeof(vs_acc) * (size_t)(2 * H * N));
   int cnt_q = (int)(o->n_est * row), cnt_r = (int)(H * o->n_est), cnt_s = (int)(2 * H * N);
-  if (MPI_Allreduce(MPI_IN_PLACE, o->q_est, cnt_q, MPI_FLOAT, MPI_SUM, mc) != MPI_SUCCESS)
-    return sr_internal_error(e, 0, "rank %d: online VS: gathering the estimation queries failed", a->c->rank);
+  if (comm_host_allreduce(a->c, o->q_est, cnt_q, MPI_FLOAT, MPI_SUM, e)) return e->code;  // the estimation queries
   vs_est_rowmax(&qs, k, a->qpos, a->n_q, o->row_max);
-  if (MPI_Allreduce(MPI_IN_PLACE, o->row_max, cnt_r, MPI_DOUBLE, MPI_MAX, mc) != MPI_SUCCESS)
-    return sr_internal_error(e, 0, "rank %d: online VS: combining the row maxima failed", a->c->rank);
+  if (comm_host_allreduce(a->c, o->row_max, cnt_r, MPI_DOUBLE, MPI_MAX, e)) return e->code;
   vs_est_rowsum(&qs, k, a->qpos, a->n_q, o->row_max, o->row_sum);
-  if (MPI_Allreduce(MPI_IN_PLACE, o->row_sum, cnt_r, o->acc_type, o->acc_add, mc) != MPI_SUCCESS)
-    return sr_internal_error(e, 0, "rank %d: online VS: combining the row sums failed", a->c->rank);
+  if (comm_host_allreduce(a->c, o->row_sum, cnt_r, o->acc_type, o->acc_add, e)) return e->code;
   vs_est_scores(&qs, k, a->qpos, a->n_q, o->row_max, o->row_sum, o->scores, o->scores + H * N);
-  if (MPI_Allreduce(MPI_IN_PLACE, o->scores, cnt_s, o->acc_type, o->acc_add, mc) != MPI_SUCCESS)
-    return sr_internal_error(e, 0, "rank %d: online VS: combining the column and diagonal sums failed", a->c->rank);
+  if (comm_host_allreduce(a->c, o->scores, cnt_s, o->acc_type, o->acc_add, e)) return e->code;
   if (vs_est_select(o->scores, o->scores + H * N, &qs, &o->opts, &o->est, 0, e)) return e->code;
   o->estimated = 1;
   // this forward's execution form (the backward reuses it)

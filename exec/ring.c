@@ -1,9 +1,10 @@
 // ring.c — the ring walk of distributed attention on the CPU backend: at step s compute against the
 // shard the ring plan names (tile index segment of that source), merging into the running fp32
 // (O, LSE), while the shard of step s+1 is in flight (MPI_Isend/Irecv); backward sends dK/dV with
-// their shard and flushes finished accumulators to the owner (ring_plan.h). Early inter-node
+// their shard and flushes finished accumulators to the owner (plan/ring_plan.h). Early inter-node
 // transfers (the double ring's outer ring) are posted at the step the ring plan says, into the outer
-// buffers, and waited for only before the step that computes on them.
+// buffers, and waited for only before the step that computes on them. Every operation posted is one
+// of ring_ops.c's (the planner's routes, which the simulator costs); this file adds buffers and counts.
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,15 +14,12 @@
 #include "exec/dist_internal.h"
 #include "plan/util.h"
 
-// Message tags: one per (step, kind), so concurrent messages between the same pair never mix.
-// Early transfers take 4 + their KV kind, tagged with the step that computes on them.
-enum { TAG_KV_FWD = 0, TAG_KV_BWD = 1, TAG_ACC = 2, TAG_FLUSH = 3, TAG_OUTER = 4 };
 static int tag_of(int step, int kind) { return step * 8 + kind; }
 
 static int64_t shard_rows(const struct dist_attn *a, int g) { return a->glay->rank_count[g]; }
 
 static sa_shape step_shape(const struct dist_attn *a, int src) {
-  sa_shape s = {a->n_q, shard_rows(a, src), a->nh, a->nkv, a->d, a->scale};
+  sa_shape s = {a->n_q, shard_rows(a, src), a->nh, a->nkv, a->d, a->scale, 0};
   return s;
 }
 
@@ -37,35 +35,30 @@ static void record(struct dist_attn *a, int step, timeline_phase phase, timeline
   if (a->tl) timeline_add(a->tl, a->layer, a->c->rank, step, phase, stream, t0, t1);
 }
 
-// Add the KV sends of step s (for step s+1) and this rank's receive to a batch; returns the receive buffer.
-static float *post_kv(struct dist_attn *a, int s, int kind, const float *cur, comm_p2p *ops, int *n) {
-  const ring_plan *rp = &a->rp;
-  int R = a->R, me = a->group;
+// Add the ordinary KV operations of step s (for step s+1) to a batch; *rbuf gets the receive buffer.
+static int post_kv(struct dist_attn *a, int s, int kind, const float *cur, comm_p2p *ops, int *n, float **rbuf,
+                   sr_error *e) {
+  ring_op ro[COMM_MAX_BATCH];
   int64_t row = (int64_t)a->nkv * a->d;
-  float *rbuf = NULL;
-  if (s + 1 >= rp->n_steps) return NULL;
-  int64_t i1 = (int64_t)(s + 1) * R;
-  int h = rp->from[i1 + me];
-  if (h >= 0 && !rp->early[i1 + me]) {
-    rbuf = cur == a->kv_buf[0] ? a->kv_buf[1] : a->kv_buf[0];
-    comm_p2p op = {dist_ring_rank(a, h), 0, rbuf, 2 * shard_rows(a, rp->src[i1 + me]) * row, COMM_F32, tag_of(s, kind)};
+  int m = ring_ops_kv(a->rp, a->group, s, kind, ro, COMM_MAX_BATCH);
+  *rbuf = NULL;
+  if (m < 0)
+    return sr_internal_error(e, 0, "rank %d: more than %d KV transfers at step %d", a->c->rank, COMM_MAX_BATCH, s);
+  for (int i = 0; i < m; i++) {
+    void *buf = ro[i].buf == RING_BUF_KV_OWN ? a->kv_own : (void *)cur;
+    if (ro[i].buf == RING_BUF_KV_NEXT) buf = *rbuf = cur == a->kv_buf[0] ? a->kv_buf[1] : a->kv_buf[0];
+    comm_p2p op = {dist_ring_rank(a, ro[i].peer), ro[i].is_send, buf, 2 * shard_rows(a, ro[i].shard) * row, COMM_F32,
+                   tag_of(ro[i].tag_step, ro[i].tag_kind)};
     ops[(*n)++] = op;
   }
-  for (int g = 0; g < R; g++) {
-    if (g == me || rp->from[i1 + g] != me || rp->early[i1 + g]) continue;
-    int shard = rp->src[i1 + g];
-    const float *data = rp->from_own[i1 + g] ? a->kv_own : cur;
-    comm_p2p op = {dist_ring_rank(a, g), 1, (void *)data, 2 * shard_rows(a, shard) * row, COMM_F32, tag_of(s, kind)};
-    ops[(*n)++] = op;
-  }
-  return rbuf;
+  return SR_OK;
 }
 
 // The shard buffer of step s+1, given where it arrived (rbuf) or where it already is.
 static const float *next_cur(const struct dist_attn *a, int s, const float *cur, float *rbuf) {
   int64_t i1 = (int64_t)(s + 1) * a->R + a->group;
-  if (a->rp.from[i1] >= 0) return a->rp.early[i1] ? a->kv_outer[a->rp.early[i1] - 1] : rbuf;
-  if (a->rp.src[i1] == a->group) return a->kv_own;
+  if (a->rp->from[i1] >= 0) return a->rp->early[i1] ? a->kv_outer[a->rp->early[i1] - 1] : rbuf;
+  if (a->rp->src[i1] == a->group) return a->kv_own;
   return cur;  // same shard kept in place, or idle
 }
 
@@ -82,36 +75,33 @@ typedef struct {
 static int outer_begin(struct dist_attn *a, outer_state *o, sr_error *e) {
   memset(o, 0, sizeof *o);
   o->target[0] = o->target[1] = -1;
-  if (!a->rp.n_early) return SR_OK;
-  o->sends = calloc((size_t)a->rp.n_steps, sizeof(comm_pending));
+  if (!a->rp->n_early) return SR_OK;
+  o->sends = calloc((size_t)a->rp->n_steps, sizeof(comm_pending));
   return o->sends ? SR_OK : sr_internal_error(e, 0, "out of memory");
 }
 
 // Post the early transfers whose post step is s: this rank's reception and its own shard's sends.
 static int outer_post(struct dist_attn *a, outer_state *o, int s, int kind, sr_error *e) {
-  const ring_plan *rp = &a->rp;
-  int R = a->R, me = a->group;
   int64_t row = (int64_t)a->nkv * a->d;
-  if (!rp->n_early) return SR_OK;
+  if (!a->rp->n_early) return SR_OK;
+  ring_op ro[COMM_MAX_BATCH];
   comm_p2p ops[COMM_MAX_BATCH];
-  int n = 0;
-  for (int t = s + 1; t < rp->n_steps; t++)
-    for (int g = 0; g < R; g++) {
-      int64_t i = (int64_t)t * R + g;
-      if (!rp->early[i] || rp->post_at[i] != s || (g != me && rp->from[i] != me)) continue;
-      int64_t count = 2 * shard_rows(a, rp->src[i]) * row;
-      if (g == me) {
-        int b = rp->early[i] - 1;
-        comm_p2p op = {dist_ring_rank(a, rp->from[i]), 0, a->kv_outer[b], count, COMM_F32, tag_of(t, TAG_OUTER + kind)};
-        o->t_post[b] = sr_now(), o->target[b] = t;
-        if (comm_p2p_start(a->c, &op, 1, &o->recv[b], e)) return e->code;
-      } else if (n < COMM_MAX_BATCH) {
-        comm_p2p op = {dist_ring_rank(a, g), 1, a->kv_own, count, COMM_F32, tag_of(t, TAG_OUTER + kind)};
-        ops[n++] = op;
-      } else {
-        return sr_internal_error(e, 0, "rank %d: more than %d early sends at step %d", a->c->rank, COMM_MAX_BATCH, s);
-      }
+  int m = ring_ops_early(a->rp, a->group, s, kind, ro, COMM_MAX_BATCH), n = 0;
+  if (m < 0)
+    return sr_internal_error(e, 0, "rank %d: more than %d early sends at step %d", a->c->rank, COMM_MAX_BATCH, s);
+  for (int i = 0; i < m; i++) {
+    int64_t count = 2 * shard_rows(a, ro[i].shard) * row;
+    int tag = tag_of(ro[i].tag_step, ro[i].tag_kind);
+    if (!ro[i].is_send) {
+      int b = ro[i].buf - RING_BUF_OUTER0;
+      comm_p2p op = {dist_ring_rank(a, ro[i].peer), 0, a->kv_outer[b], count, COMM_F32, tag};
+      o->t_post[b] = sr_now(), o->target[b] = ro[i].tag_step;
+      if (comm_p2p_start(a->c, &op, 1, &o->recv[b], e)) return e->code;
+    } else {
+      comm_p2p op = {dist_ring_rank(a, ro[i].peer), 1, a->kv_own, count, COMM_F32, tag};
+      ops[n++] = op;
     }
+  }
   if (comm_p2p_start(a->c, ops, n, &o->sends[s], e)) return e->code;
   a->st.bytes_sent += o->sends[s].bytes_sent;
   return SR_OK;
@@ -131,7 +121,7 @@ static int outer_arrive(struct dist_attn *a, outer_state *o, int s, sr_error *e)
 // End of the call: the own-shard sends are done (the shard may change with the next call).
 static int outer_end(struct dist_attn *a, outer_state *o, sr_error *e) {
   int rc = SR_OK;
-  for (int s = 0; o->sends && s < a->rp.n_steps && rc == SR_OK; s++) rc = comm_p2p_wait(a->c, &o->sends[s], e);
+  for (int s = 0; o->sends && s < a->rp->n_steps && rc == SR_OK; s++) rc = comm_p2p_wait(a->c, &o->sends[s], e);
   free(o->sends);
   o->sends = NULL;
   return rc;
@@ -141,7 +131,7 @@ static int outer_end(struct dist_attn *a, outer_state *o, sr_error *e) {
 // forward
 
 int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error *e) {
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int64_t nrow = (int64_t)a->nh * a->d;
   memset(o, 0, sizeof(float) * (size_t)(a->n_q * nrow));
   for (int64_t i = 0; i < a->n_q * a->nh; i++) lse[i] = -INFINITY;
@@ -152,8 +142,8 @@ int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error
     maybe_fail(a, s);
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
-    if (outer_post(a, &os, s, TAG_KV_FWD, e)) goto fail;
-    float *rbuf = post_kv(a, s, TAG_KV_FWD, cur, ops, &n);
+    float *rbuf;
+    if (outer_post(a, &os, s, RING_TAG_KV_FWD, e) || post_kv(a, s, RING_TAG_KV_FWD, cur, ops, &n, &rbuf, e)) goto fail;
     comm_pending pend;
     double tc = sr_now();
     if (comm_p2p_start(a->c, ops, n, &pend, e)) goto fail;
@@ -188,7 +178,7 @@ fail:
 
 int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *lse, const float *dout, float *dq,
              float *dkv, sr_error *e) {
-  const ring_plan *rp = &a->rp;
+  const ring_plan *rp = a->rp;
   int R = a->R, me = a->group;
   int64_t row = (int64_t)a->nkv * a->d;
   int64_t own_elems = 2 * a->n_q * row;
@@ -196,27 +186,24 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
   outer_state os = {0};  // before the first goto fail, which frees os.sends
 
   // Flushes of this rank's shard from members whose accumulator chains end elsewhere: post them all now.
-  int n_flush = 0;
-  for (int s = 0; s < rp->n_steps; s++)
-    for (int g = 0; g < R; g++)
-      if (g != me && rp->flush[(int64_t)s * R + g] && rp->src[(int64_t)s * R + g] == me) n_flush++;
+  int n_flush = ring_ops_flush_recv(rp, me, NULL, 0);
+  ring_op *fops = n_flush ? malloc(sizeof(ring_op) * (size_t)n_flush) : NULL;
   float *flush_buf = n_flush ? malloc(sizeof(float) * (size_t)(own_elems * n_flush)) : NULL;
   MPI_Request *freq = n_flush ? malloc(sizeof(MPI_Request) * (size_t)n_flush) : NULL;
   int32_t *fpeer = n_flush ? malloc(sizeof(int32_t) * (size_t)n_flush) : NULL;
-  if (n_flush && (!flush_buf || !freq || !fpeer)) {
-    free(flush_buf), free(freq), free(fpeer);
+  if (n_flush && (!fops || !flush_buf || !freq || !fpeer)) {
+    free(fops), free(flush_buf), free(freq), free(fpeer);
     return sr_internal_error(e, 0, "out of memory");
   }
-  int fi = 0;
-  for (int s = 0; s < rp->n_steps && n_flush; s++)
-    for (int g = 0; g < R; g++)
-      if (g != me && rp->flush[(int64_t)s * R + g] && rp->src[(int64_t)s * R + g] == me) {
-        comm_p2p op = {dist_ring_rank(a, g), 0, flush_buf + own_elems * fi, own_elems, COMM_F32, tag_of(s, TAG_FLUSH)};
-        comm_pending one;
-        if (comm_p2p_start(a->c, &op, 1, &one, e)) goto fail;
-        fpeer[fi] = one.peer[0];
-        freq[fi++] = one.req[0];
-      }
+  ring_ops_flush_recv(rp, me, fops, n_flush);
+  for (int fi = 0; fi < n_flush; fi++) {
+    comm_p2p op = {dist_ring_rank(a, fops[fi].peer), 0, flush_buf + own_elems * fi, own_elems, COMM_F32,
+                   tag_of(fops[fi].tag_step, fops[fi].tag_kind)};
+    comm_pending one;
+    if (comm_p2p_start(a->c, &op, 1, &one, e)) goto fail;
+    fpeer[fi] = one.peer[0];
+    freq[fi] = one.req[0];
+  }
 
   const float *cur = a->kv_own;
   if (outer_begin(a, &os, e)) goto fail;
@@ -227,8 +214,8 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
   for (int s = 0; s < rp->n_steps; s++) {
     comm_p2p ops[COMM_MAX_BATCH];
     int n = 0;
-    if (outer_post(a, &os, s, TAG_KV_BWD, e)) goto fail;
-    float *rbuf = post_kv(a, s, TAG_KV_BWD, cur, ops, &n);
+    float *rbuf;
+    if (outer_post(a, &os, s, RING_TAG_KV_BWD, e) || post_kv(a, s, RING_TAG_KV_BWD, cur, ops, &n, &rbuf, e)) goto fail;
     timeline_stream kv_sid = dist_batch_stream(a, ops, n);
     comm_pending kpend;
     double tc = sr_now();
@@ -266,32 +253,20 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
       t_acc = 0;
     }
     // Pass the accumulators on (or home), and receive the next step's.
-    n = 0;
-    if (src >= 0) {
-      int64_t elems = 2 * shard_rows(a, src) * row;
-      if (s + 1 < rp->n_steps)
-        for (int g = 0; g < R; g++)
-          if (g != me && rp->acc_from[(int64_t)(s + 1) * R + g] == me) {
-            comm_p2p op = {dist_ring_rank(a, g), 1, a->acc[p], elems, COMM_F32, tag_of(s, TAG_ACC)};
-            ops[n++] = op;
-          }
-      if (rp->flush[i]) {
-        if (src == me) {
-          for (int64_t x = 0; x < elems; x++) dkv[x] += a->acc[p][x];
-        } else {
-          comm_p2p op = {dist_ring_rank(a, src), 1, a->acc[p], elems, COMM_F32, tag_of(s, TAG_FLUSH)};
-          ops[n++] = op;
-        }
-      }
+    if (src == me && rp->flush[i])  // a chain that ends at the owner: added here
+      for (int64_t x = 0; x < 2 * shard_rows(a, src) * row; x++) dkv[x] += a->acc[p][x];
+    ring_op ro[COMM_MAX_BATCH];
+    int m = ring_ops_grad(rp, me, s, ro, COMM_MAX_BATCH);
+    if (m < 0) {
+      sr_internal_error(e, 0, "rank %d: more than %d accumulator transfers at step %d", a->c->rank, COMM_MAX_BATCH, s);
+      goto fail;
     }
-    if (s + 1 < rp->n_steps) {
-      int64_t i1 = (int64_t)(s + 1) * R + me;
-      int af = rp->acc_from[i1];
-      if (af >= 0 && af != me) {
-        comm_p2p op = {dist_ring_rank(a, af), 0, a->acc_in[(s + 1) % 2], 2 * shard_rows(a, rp->src[i1]) * row, COMM_F32,
-                       tag_of(s, TAG_ACC)};
-        ops[n++] = op;
-      }
+    n = 0;
+    for (int k = 0; k < m; k++) {
+      void *buf = ro[k].buf == RING_BUF_ACC ? a->acc[p] : a->acc_in[(s + 1) % 2];
+      comm_p2p op = {dist_ring_rank(a, ro[k].peer), ro[k].is_send, buf, 2 * shard_rows(a, ro[k].shard) * row, COMM_F32,
+                     tag_of(ro[k].tag_step, ro[k].tag_kind)};
+      ops[n++] = op;
     }
     if (n > 0) t_acc = sr_now(), acc_sid = dist_batch_stream(a, ops, n);
     if (comm_p2p_start(a->c, ops, n, &apend, e)) goto fail;
@@ -316,9 +291,9 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
     for (int f = 0; f < n_flush; f++)
       for (int64_t x = 0; x < own_elems; x++) dkv[x] += flush_buf[own_elems * f + x];
   }
-  free(flush_buf), free(freq), free(fpeer);
+  free(fops), free(flush_buf), free(freq), free(fpeer);
   return SR_OK;
 fail:
-  free(flush_buf), free(freq), free(fpeer), free(os.sends);
+  free(fops), free(flush_buf), free(freq), free(fpeer), free(os.sends);
   return e->code ? e->code : SR_EINTERNAL;
 }

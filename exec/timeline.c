@@ -47,13 +47,21 @@ static int gather_events(timeline *t, comm *c, timeline_event **all, int64_t *n_
     free(counts), free(displs);
     return sr_internal_error(e, 0, "out of memory");
   }
-  MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, c->mpi);
+  int rc = comm_host_gather(c, &bytes, 1, MPI_INT, counts, 0, e);
+  if (rc) {
+    free(counts), free(displs);
+    return rc;
+  }
   int64_t total = 0;
   if (c->rank == 0)
     for (int r = 0; r < c->world; r++) displs[r] = (int)total, total += counts[r];
   char *buf = c->rank == 0 ? malloc((size_t)sr_max64(1, total)) : NULL;
-  MPI_Gatherv(t->ev, bytes, MPI_BYTE, buf, counts, displs, MPI_BYTE, 0, c->mpi);
+  rc = comm_host_gatherv(c, t->ev, bytes, MPI_BYTE, buf, counts, displs, 0, e);
   free(counts), free(displs);
+  if (rc) {
+    free(buf);
+    return rc;
+  }
   if (c->rank == 0) {
     *all = (timeline_event *)buf;
     *n_out = total / (int64_t)sizeof(timeline_event);

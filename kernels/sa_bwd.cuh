@@ -24,20 +24,18 @@ typedef struct {
   float scale, scale_log2;
 } bwd_args;
 
-// dQ over the cells of ix and dK, dV over the KV tiles of ixt with wgmma (sm_90a image only; keys in
-// 32 bits); the bar chunks stay with the mma.sync kernels. overlap: products split into groups so
-// that the exponentials and dS overlap the dP and dV products (sa_bwd_variant 2).
-int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int overlap, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
-                    sr_error *e);
+// The deterministic Hopper backward (sa_bwd_variant 1): dQ over the cells of ix (query-major) and dK, dV
+// over the KV tiles of ixt (KV-major) with wgmma, no float atomics (sm_90a image only; keys in 32 bits);
+// the products split into groups so that the exponentials and dS overlap the dP and dV products. The
+// bar chunks stay with the mma.sync kernels.
+int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e);
 
-// dQ of the bar chunks only, query-major with wgmma (after sa_bwd_fused_tiles on the same stream).
+// dQ of the bar chunks only, query-major with wgmma (after sa_bwd_ws_tiles' kernel on the same stream).
 int sa_bwd_wg_dq_bars(const bwd_args *a, int head_dim, int64_t q_cells, cudaStream_t st, sr_error *e);
 
-// sa_bwd_variants 3 (early = 1) and 4: one KV-major kernel for the tiles (dK, dV and dQ, the dQ of each
-// query chunk added by its KV tiles in ascending tile order under an integer semaphore), then the bars'
-// dQ (sa_bwd_wg_dq_bars); kernels/sparse_attn_bwd_fused.cu. early: the semaphore is taken while the
-// first products run instead of before the chunk's first barrier.
-int sa_bwd_fused_tiles(const bwd_args *a, int head_dim, int early, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
-                       sr_error *e);
+// The default backward on the sm_90a image (sa_bwd_variant 2): the warp-specialized KV-major kernel for
+// the tiles (dK, dV in registers; dQ added by float atomics, so dQ is not bit-reproducible), then the
+// bars' dQ (sa_bwd_wg_dq_bars); kernels/sparse_attn_bwd_ws.cu.
+int sa_bwd_ws_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e);
 
 #endif

@@ -1,5 +1,5 @@
 // sa_bwd_wg.cuh — device helpers of the Hopper (wgmma) backward kernels shared by
-// kernels/sparse_attn_bwd_wg.cu (the split dQ and dK/dV kernels) and kernels/sparse_attn_bwd_fused.cu
+// kernels/sparse_attn_bwd_wg.cu (the split dQ and dK/dV kernels) and kernels/sparse_attn_bwd_ws.cu
 // (the fused KV-major kernel): tile sizes, descriptor offsets of k16 steps in 128-byte swizzled tiles,
 // packing of accumulators into A fragments, and the register-operand product of the P/dS tiles.
 #ifndef SR_SA_BWD_WG_CUH

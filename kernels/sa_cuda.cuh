@@ -293,7 +293,9 @@ __device__ __forceinline__ uint32_t sa_keep_bits(int kind, const head_mask *mask
   for (int i = 0; i < NT * 4; i++) {
     int col = (i >> 2) * 8 + 2 * t + (i & 1);
     int64_t k = kp[col], q = (i & 2) ? qp[1] : qp[0];
-    int keep = k >= 0 && (kind == SA_CHUNK_FULL ? 1 : kind == SA_CHUNK_BAR || !mask ? k <= q : sa_mask_keeps(mask, q, k));
+    // Columns from n_valid on hold no key (their positions may be stale): never looked up.
+    int keep = col < n_valid && k >= 0 &&
+               (kind == SA_CHUNK_FULL ? 1 : kind == SA_CHUNK_BAR || !mask ? k <= q : sa_mask_keeps(mask, q, k));
     bits |= (uint32_t)keep << i;
   }
   return bits;

@@ -24,6 +24,7 @@ typedef struct {
   int64_t n_q, n_k;        // local query rows; keys of the source shard
   int32_t heads, kv_heads, head_dim;
   float scale;             // softmax scale, usually 1/sqrt(head_dim)
+  int32_t deterministic;   // GPU backward: 1 = bit-reproducible (no float atomics; slower), 0 = the fastest
 } sa_shape;
 
 // CPU reference forward (float64 accumulation) of one ring step: computes the step's partial (O_b, L_b)
@@ -137,11 +138,10 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
            const void *dout, const int64_t *qpos, const int64_t *kpos, const sa_gpu_index *ix,
            const sa_gpu_index_t *ixt, int src, const head_mask *masks, float *dq, float *dk, float *dv, void *stream,
            sr_error *e);
-// Backward tile kernels (benchmark and GPU test): -1 = the default (2 where the sm_90a image runs, else
-// 0); 0 = mma.sync (sm_80 and up); wgmma (Hopper; 0 elsewhere): 1 = one product group per phase,
-// 2 = groups split so that the softmax overlaps the products, 3 and 4 = one fused KV-major kernel
-// whose KV tiles add dQ in a fixed order under integer semaphores (3 takes a chunk's semaphore while
-// its first products run, 4 before them). The bars' dK/dV use the mma.sync kernels in all.
+// Backward tile kernels (benchmark and GPU test only): -1 = the default (2 where the sm_90a image runs,
+// 1 there with sa_shape.deterministic, else 0); 0 = mma.sync (sm_80 and up, bit-reproducible); on Hopper
+// (0 elsewhere): 1 = split dQ and dK/dV kernels with wgmma (bit-reproducible), 2 = one warp-specialized
+// KV-major kernel, dQ added by float atomics. The bars' dK/dV use the mma.sync kernels in all.
 extern int sa_bwd_variant;
 
 #ifdef __cplusplus

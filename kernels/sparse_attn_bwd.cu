@@ -375,11 +375,11 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
                                (int)kv_smem));
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_kernel<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bar_smem));
-  if (var >= 3) {
-    int rc = sa_bwd_fused_tiles(&a, D, var == 3, q_cells, kv_cells, st, e);
+  if (var == 2) {
+    int rc = sa_bwd_ws_tiles(&a, D, q_cells, kv_cells, st, e);
     if (rc) return rc;
-  } else if (var) {
-    int rc = sa_bwd_wg_tiles(&a, D, var == 2, q_cells, kv_cells, st, e);
+  } else if (var == 1) {
+    int rc = sa_bwd_wg_tiles(&a, D, q_cells, kv_cells, st, e);
     if (rc) return rc;
   } else {
     if (q_cells) sa_bwd_dq_kernel<D><<<(unsigned)q_cells, DQ_THREADS, dq_smem, st>>>(a);
@@ -418,7 +418,8 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   int64_t q_cells = (int64_t)s->heads * ix->d.n_qtiles, kv_cells = (int64_t)s->kv_heads * ixt->d.n_kvtiles;
   cudaStream_t st = (cudaStream_t)stream;
   // The wgmma kernels keep source-local keys in 32 bits.
-  int var = sa_bwd_variant < 0 ? 2 : sa_bwd_variant;
+  // The default: the warp-specialized kernel, or with s->deterministic the split kernels (bit-reproducible).
+  int var = sa_bwd_variant >= 0 ? sa_bwd_variant : s->deterministic ? 1 : 2;
   if (!sa_wgmma_built() || s->n_k >= INT32_MAX) var = 0;
   return s->head_dim == 64 ? bwd_launch<64>(a, q_cells, kv_cells, var, st, e)
                            : bwd_launch<128>(a, q_cells, kv_cells, var, st, e);

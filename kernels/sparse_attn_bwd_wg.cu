@@ -60,7 +60,7 @@ __device__ __forceinline__ void bw_issue(const bwd_args &a, const bw_rows<D> &w,
   if (tid == 0) *sinfo = w.kind | w.n_valid << 4;
 }
 
-// BARS: only the cell's gathered bar chunks (the fused kernel of kernels/sparse_attn_bwd_fused.cu has
+// BARS: only the cell's gathered bar chunks (the warp-specialized kernel of kernels/sparse_attn_bwd_ws.cu has
 // added the tiles' dQ before this kernel runs on the same stream).
 template <int D, bool OVL, bool BARS>
 __global__ void __launch_bounds__(BW_THREADS, 1) sa_bwd_dq_wg_kernel(const bwd_args a) {
@@ -431,11 +431,6 @@ int sa_bwd_wg_dq_bars(const bwd_args *a, int head_dim, int64_t q_cells, cudaStre
   return head_dim == 64 ? bw_launch_dq_bars<64>(*a, q_cells, st, e) : bw_launch_dq_bars<128>(*a, q_cells, st, e);
 }
 
-int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int overlap, int64_t q_cells, int64_t kv_cells, cudaStream_t st,
-                    sr_error *e) {
-  if (overlap)
-    return head_dim == 64 ? bw_launch<64, true>(*a, q_cells, kv_cells, st, e)
-                          : bw_launch<128, true>(*a, q_cells, kv_cells, st, e);
-  return head_dim == 64 ? bw_launch<64, false>(*a, q_cells, kv_cells, st, e)
-                        : bw_launch<128, false>(*a, q_cells, kv_cells, st, e);
+int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {
+  return head_dim == 64 ? bw_launch<64, true>(*a, q_cells, kv_cells, st, e) : bw_launch<128, true>(*a, q_cells, kv_cells, st, e);
 }

@@ -5,7 +5,7 @@
 // each) never wait on a CTA-wide barrier, so they drift apart and one's softmax runs under the other's
 // products. Inside a consumer, chunk c's S = Q K^T is issued together with chunk c-1's O += P V, and the
 // softmax of S_c runs while P V is still on the tensor cores (intra-warpgroup overlap). Registers move
-// from the producer (40) to the consumers (232) with setmaxnreg.
+// from the producer (56) to the consumers (224) with setmaxnreg.
 //
 // A chunk is two 64-key halves, each one of: half of a tile entry (FULL or PARTIAL), a run (the forward
 // form; two runs a chunk), or 64 gathered bar keys (128 bars a chunk). The producer copies them all with
@@ -25,8 +25,10 @@
 #define WS_BN 128       // keys a chunk: two halves of SA_BN
 #define WS_STAGES 2     // K/V buffers in flight (Q 32 KB + 2 x (K 32 KB + V 32 KB) at d = 128)
 #define WS_THREADS 384  // producer warpgroup + two consumer warpgroups
+// The registers a CTA holds are fixed at launch (168 a thread under the cap of 384 threads): the producer
+// gives back 128 x (168 - 56), exactly what the consumers take, 256 x (224 - 168).
 #define WS_PROD_REGS 56
-#define WS_CONS_REGS 224  // 128 x 56 + 256 x 224 <= 65536
+#define WS_CONS_REGS 224
 
 // ---- the chunk walk ---------------------------------------------------------------------------------
 

@@ -10,6 +10,9 @@
 // ---------------------------------------------------------------------------------------------
 // the tables
 
+const char cli_out_file[] = "FILE";
+const char cli_out_dir[] = "DIR";
+
 // The last row naming the flag: a command's own table, after a shared one, refines the shared row.
 static const cli_flag *find_n(const cli_usage *u, const char *k, size_t n) {
   const cli_flag *found = NULL;
@@ -41,6 +44,29 @@ static const char *flag_text(const char *arg, size_t *klen) {
 // ---------------------------------------------------------------------------------------------
 // parsing
 
+// Every output flag given (the last of a repeated one) can be written, and no two name the same file, so
+// no command computes for minutes and then fails on --csv /nonexistent/x.
+static int check_outputs(const cli_usage *u, const cli_args *a, sr_error *e) {
+  for (int i = 0; i < a->n_flags; i++) {
+    size_t klen = strcspn(a->key[i], "=");
+    const cli_flag *f = find_n(u, a->key[i], klen);
+    if (!f || (f->value != cli_out_file && f->value != cli_out_dir)) continue;
+    char name[128];
+    snprintf(name, sizeof name, "--%s", f->name);
+    if (a->val[i] != cli_get(a, f->name, NULL)) continue;  // a repeated flag: the last one counts
+    int rc = sr_check_output(a->val[i], f->value == cli_out_dir, name, e);
+    if (rc) return rc;
+    for (int j = 0; j < i; j++) {
+      const cli_flag *g = find_n(u, a->key[j], strcspn(a->key[j], "="));
+      if (g && g != f && (g->value == cli_out_file || g->value == cli_out_dir) && strcmp(a->val[j], "-") != 0 &&
+          strcmp(a->val[j], a->val[i]) == 0 && a->val[j] == cli_get(a, g->name, NULL))
+        return sr_input_error(e, NULL, name, "'%s' is also given to --%s: two outputs cannot share a file", a->val[i],
+                              g->name);
+    }
+  }
+  return SR_OK;
+}
+
 int cli_parse(int argc, char **argv, const cli_usage *u, cli_args *a, sr_error *e) {
   memset(a, 0, sizeof *a);
   for (int i = 1; i < argc; i++) {
@@ -66,7 +92,7 @@ int cli_parse(int argc, char **argv, const cli_usage *u, cli_args *a, sr_error *
     else return sr_input_error(e, NULL, argv[i], "needs a value");
     a->n_flags++;
   }
-  return SR_OK;
+  return check_outputs(u, a, e);
 }
 
 int cli_asks_help(int argc, char **argv, const cli_usage *u) {
@@ -169,8 +195,15 @@ int cli_get_num(const cli_args *a, const char *key, double def, double lo, doubl
   char *end;
   errno = 0;
   double x = strtod(v, &end);
-  if (end == v || *end || errno || !isfinite(x)) return sr_input_error(e, NULL, name, "'%s' is not a number", v);
-  if (x < lo || x > hi) return sr_input_error(e, NULL, name, "%g is out of range [%g, %g]", x, lo, hi);
+  if (end == v || *end || isnan(x) || (isinf(x) && errno != ERANGE))
+    return sr_input_error(e, NULL, name, "'%s' is not a number", v);
+  if (errno == ERANGE && isinf(x))
+    return sr_input_error(e, NULL, name, "'%s' is beyond the range of a double (at most 1.8e308 in magnitude)", v);
+  if (errno == ERANGE) return sr_input_error(e, NULL, name, "'%s' is too small for a double (it would read as %g)", v, x);
+  if (x < lo || x > hi) {
+    if (isinf(hi)) return sr_input_error(e, NULL, name, "%g is out of range (at least %g)", x, lo);
+    return sr_input_error(e, NULL, name, "%g is out of range [%g, %g]", x, lo, hi);
+  }
   *out = x;
   return SR_OK;
 }

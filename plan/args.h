@@ -20,7 +20,13 @@ typedef struct {
   const char *help;   // what the flag does, one line
 } cli_flag;
 
-#define CLI_MAX_TABLES 4
+// The value of a row naming a file (cli_out_file, help shows "FILE") or a directory (cli_out_dir, "DIR") the
+// command writes: the parser checks that it can be written (its directory exists and takes files, it is not a
+// directory, no other output flag names it) before the command does any work.
+extern const char cli_out_file[];
+extern const char cli_out_dir[];
+
+#define CLI_MAX_TABLES 6
 
 // A command's command line: its flag tables and how to call it. A flag named in several tables takes
 // the last table's row (so a command's own table, after a shared one, can describe a shared flag in its
@@ -40,7 +46,8 @@ typedef struct {
   const char *pos[64];
 } cli_args;
 
-// Parse argv[1..] against u's tables. "-o" is an alias of "--out".
+// Parse argv[1..] against u's tables. "-o" is an alias of "--out". Output flags (cli_out_file, cli_out_dir)
+// are checked as sr_check_output says.
 int cli_parse(int argc, char **argv, const cli_usage *u, cli_args *a, sr_error *e);
 // True when argv[1..] asks for help: "-h" or "--help" where a flag may stand (not as another flag's value).
 int cli_asks_help(int argc, char **argv, const cli_usage *u);

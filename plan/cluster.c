@@ -22,6 +22,8 @@ static int get_positive(const cJSON *obj, const char *key, int required, double 
   char f[128];
   snprintf(f, sizeof f, "%s.%s", ctx, key);
   if (!(v > 0)) return sr_input_error(e, file, f, "%g must be positive (%s)", v, unit);
+  // a figure a millionth of any real device's (1e-320) would make every time infinite
+  if (v < 1e-3) return sr_input_error(e, file, f, "%g %s is implausibly small (at least 0.001)", v, unit);
   if (v > hi) return sr_input_error(e, file, f, "%g %s is implausibly large (at most %g)", v, unit, hi);
   *out = v;
   return SR_OK;
@@ -47,6 +49,7 @@ static int get_efficiency(const cJSON *obj, const char *key, double *out, const 
   char f[128];
   snprintf(f, sizeof f, "gpu.efficiency.%s", key);
   if (!(v > 0 && v <= 1)) return sr_input_error(e, file, f, "%g is not a fraction of peak in (0, 1]", v);
+  if (v < 1e-4) return sr_input_error(e, file, f, "%g of peak is implausibly small (at least 0.0001)", v);
   *out = v;
   return SR_OK;
 }

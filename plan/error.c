@@ -10,6 +10,8 @@ int sr_input_error(sr_error *e, const char *file, const char *field, const char 
   size_t n = 0;
   e->code = SR_EINPUT;
   e->msg[0] = '\0';
+  snprintf(e->file, sizeof e->file, "%s", file ? file : "");
+  snprintf(e->field, sizeof e->field, "%s", field ? field : "");
   if (file) n += (size_t)snprintf(e->msg + n, sizeof e->msg - n, "%s: ", file);
   if (field && n < sizeof e->msg) n += (size_t)snprintf(e->msg + n, sizeof e->msg - n, "%s: ", field);
   if (n < sizeof e->msg) {
@@ -24,6 +26,7 @@ int sr_input_error(sr_error *e, const char *file, const char *field, const char 
 int sr_internal_error(sr_error *e, int errno_value, const char *fmt, ...) {
   if (!e) return SR_EINTERNAL;
   e->code = SR_EINTERNAL;
+  e->file[0] = e->field[0] = '\0';
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(e->msg, sizeof e->msg, fmt, ap);
@@ -35,7 +38,7 @@ int sr_internal_error(sr_error *e, int errno_value, const char *fmt, ...) {
 
 void sr_error_clear(sr_error *e) {
   e->code = SR_OK;
-  e->msg[0] = '\0';
+  e->msg[0] = e->file[0] = e->field[0] = '\0';
 }
 
 int sr_error_report(const sr_error *e, const char *prog) {

@@ -11,9 +11,14 @@ enum { SR_OK = 0, SR_EINTERNAL = 1, SR_EINPUT = 2 };
 typedef struct {
   int code;        // SR_OK, SR_EINPUT (bad input: exit 2) or SR_EINTERNAL (system, out of memory)
   char msg[1024];  // "FILE: FIELD: reason" for input errors
+  // The file and the field sr_input_error was given ("" when none), kept as they were when callers later
+  // put context in front of msg, so other languages (api/) can report them apart from the text.
+  char file[512];
+  char field[128];
 } sr_error;
 
-// Record an input error naming the file and the field (either may be NULL); returns SR_EINPUT.
+// Record an input error naming the file and the field (either may be NULL; both are kept in e->file and
+// e->field too); returns SR_EINPUT.
 int sr_input_error(sr_error *e, const char *file, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 // Record a system/internal error (errno text appended when errno_value != 0); returns SR_EINTERNAL.

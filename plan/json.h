@@ -12,8 +12,11 @@
 
 // Parse a JSON file; on a syntax error the message gives the file and line. Caller frees *out with cJSON_Delete.
 int json_load_file(const char *path, cJSON **out, sr_error *e);
-// Parse JSON text (name is used in messages).
+// Parse JSON text (name is used in messages). A key given twice in one object is an input error: JSON
+// readers disagree on which one counts (cJSON the first, Python the last), so neither is guessed.
 int json_parse_text(const char *text, const char *name, cJSON **out, sr_error *e);
+// The input error of json_parse_text for a key given twice in one object of root (for headers parsed elsewhere).
+int json_check_duplicates(const cJSON *root, const char *file, sr_error *e);
 
 // Required or optional number fields of an object. `ctx` prefixes the field name ("gpu" -> "gpu.peak_tflops").
 // Optional getters leave *out untouched when the field is absent or null; present-but-wrong-type is an error.

@@ -23,6 +23,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,7 +334,8 @@ static int read_perm_json(const char *text, const char *path, int64_t n, int64_t
   }
   const cJSON *it;
   cJSON_ArrayForEach(it, root) {
-    if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble) {
+    // bounded before the cast (a cast of 1e300 is undefined); the range itself is check_permutation's
+    if (!cJSON_IsNumber(it) || !(fabs(it->valuedouble) < 9e15) || it->valuedouble != (double)(int64_t)it->valuedouble) {
       char f[64];
       snprintf(f, sizeof f, "[%lld]", (long long)i);
       cJSON_Delete(root);
@@ -345,23 +347,26 @@ static int read_perm_json(const char *text, const char *path, int64_t n, int64_t
   return SR_OK;
 }
 
-int layout_load_permutation(const char *path, int64_t n_tokens, int world, layout *out, sr_error *e) {
+int layout_parse_permutation(const char *text, const char *path, int64_t n_tokens, int world, layout *out, sr_error *e) {
   memset(out, 0, sizeof *out);
   if (n_tokens < 1) return sr_input_error(e, NULL, "seq", "%lld tokens: need at least 1", (long long)n_tokens);
-  char *text = NULL;
-  int rc = sr_read_file(path, &text, NULL, e);
-  if (rc) return rc;
   int64_t *perm = malloc((size_t)n_tokens * sizeof *perm);
-  if (!perm) {
-    free(text);
-    return sr_internal_error(e, ENOMEM, "permutation of %lld tokens", (long long)n_tokens);
-  }
+  if (!perm) return sr_internal_error(e, ENOMEM, "permutation of %lld tokens", (long long)n_tokens);
   const char *p = text;
   while (isspace((unsigned char)*p)) p++;
-  rc = *p == '[' ? read_perm_json(text, path, n_tokens, perm, e) : read_perm_lines(text, path, n_tokens, perm, e);
-  free(text);
+  int rc = *p == '[' ? read_perm_json(text, path, n_tokens, perm, e) : read_perm_lines(text, path, n_tokens, perm, e);
   if (!rc) rc = check_permutation(perm, n_tokens, path, e);
   if (!rc) rc = layout_build(LAYOUT_PERMUTATION, n_tokens, world, 1, perm, out, e);
   free(perm);
+  return rc;
+}
+
+int layout_load_permutation(const char *path, int64_t n_tokens, int world, layout *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  char *text = NULL;
+  int rc = sr_read_file(path, &text, NULL, e);
+  if (rc) return rc;
+  rc = layout_parse_permutation(text, path, n_tokens, world, out, e);
+  free(text);
   return rc;
 }

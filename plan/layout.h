@@ -44,6 +44,8 @@ int layout_build(layout_kind kind, int64_t n_tokens, int world, int64_t granular
                  layout *out, sr_error *e);
 // Read a permutation file (JSON array of n integers, or one integer per line) and build the layout.
 int layout_load_permutation(const char *path, int64_t n_tokens, int world, layout *out, sr_error *e);
+// The same from the file's text (path names it in messages).
+int layout_parse_permutation(const char *text, const char *path, int64_t n_tokens, int world, layout *out, sr_error *e);
 // Release a layout's arrays.
 void layout_free(layout *l);
 

@@ -81,6 +81,19 @@ static void model_name_from_path(const char *path, char *out, size_t size) {
   snprintf(out, size, "%.*s", (int)n, base);
 }
 
+// The counts are int64: every field may sit at its maximum and a layer still fits (under 2^51), but the
+// layers, embeddings and LM head together may not. Refuse a model past 2^53 parameters (the largest
+// count a double, and so every report, holds exactly) before any count is taken.
+static int check_param_count(const model_config *m, const char *file, sr_error *e) {
+  double layer = (double)model_layer_param_count(m), embed = (double)m->vocab_size * (double)m->hidden_size;
+  double total = embed * (m->tie_word_embeddings ? 1 : 2) + (double)m->num_layers * layer + (double)m->hidden_size;
+  if (total > 9007199254740992.0)
+    return sr_input_error(e, file, "num_hidden_layers",
+                          "%lld layers of %.4g parameters make %.4g parameters, more than the 2^53 (9.007e15) counted exactly",
+                          (long long)m->num_layers, layer, total);
+  return SR_OK;
+}
+
 static int model_from_json(const cJSON *root, const char *file, model_config *m, sr_error *e) {
   if (!cJSON_IsObject(root)) return sr_input_error(e, file, NULL, "expected a JSON object (a Hugging Face config.json)");
   int rc;
@@ -159,7 +172,8 @@ static int model_from_json(const cJSON *root, const char *file, model_config *m,
   if (m->use_logn_attn &&
       (rc = json_get_int(root, "seq_length", 1, 2, INT64_MAX, &m->logn_seq_length, file, NULL, e)))
     return rc;
-  return parse_rope_scaling(root, file, m, e);
+  if ((rc = parse_rope_scaling(root, file, m, e))) return rc;
+  return check_param_count(m, file, e);
 }
 
 double model_logn_factor(int64_t pos, int64_t seq_length) {
@@ -262,10 +276,12 @@ double model_kv_bytes(const model_config *m, int64_t n, int bytes_per_elem) {
 //        down_proj input silu(gate)*up                              3 x 2I       =  6I
 // Check: with Hkv = H, Hd = h, a 4h GELU MLP (2 x 8h instead of 6I) and no LSE this gives
 // 8h + 6h + 2h + 16h = 32h = the paper's 34h less its two 1-byte dropout masks (2h).
-// With full per-layer recomputation only the layer input (2h bytes) is kept (the paper's 2sbh).
+// With full per-layer recomputation only the layer input (2h bytes) is kept (the paper's 2sbh); with selective
+// recomputation (recompute 2) also attention's output O and its LSE, so the rerun skips attention.
 double model_act_bytes_per_token_layer(const model_config *m, int recompute) {
   double h = (double)m->hidden_size, I = (double)m->intermediate_size;
   double q = (double)(m->num_heads * m->head_dim), kv = (double)(m->num_kv_heads * m->head_dim);
+  if (recompute == 2) return 2.0 * h + 2.0 * q + 4.0 * (double)m->num_heads;
   if (recompute) return 2.0 * h;
   return 8.0 * h + 2.0 * (q + 2.0 * kv) + 2.0 * q + 4.0 * (double)m->num_heads + 6.0 * I;
 }
@@ -281,13 +297,25 @@ double model_exec_state_bytes(const model_config *m, int world) {
 double model_exec_bytes_per_token(const model_config *m, int recompute) {
   double C = (double)m->hidden_size, QD = (double)(m->num_heads * m->head_dim),
          KD = (double)(m->num_kv_heads * m->head_dim), I = (double)m->intermediate_size, H = (double)m->num_heads,
-         L = (double)m->num_layers, half = (double)(m->head_dim / 2);
-  double inputs = (L + 1) * C * 4;  // x[0..L]
-  // ln1, rstd1, q, k, v, o, lse (per head), x2, ln2, rstd2, gate, up, h: of one layer under recompute
-  double layer = (3 * C + 2 + 2 * QD + 2 * KD + H + 3 * I) * 4;
-  // lnf, rstdf, tmp, dx, dln, dlnf, dq, dout, dk, dv, dh
-  double grads = (5 * C + 1 + 2 * QD + 2 * KD + I) * 4;
-  double bf16 = (3 * QD + 2 * KD) * 2;             // qb, ob, dob, kb, vb
-  double misc = 2 * half * 4 + 8 + 4 * 3 + 4;      // cos, sin; pos (int64); tok, tgt, argmax; losses
-  return inputs + layer * (recompute ? 1 : L) + grads + bf16 + misc;
+         L = (double)m->num_layers, half = (double)(m->head_dim / 2), W = QD + 2 * KD;
+  double inputs = (L + 1) * C * 4;  // x[0..L], fp32
+  // one layer's set: ln1, ln2 (bf16), rstd1, rstd2, q, k, v, o (bf16), lse, x2 (fp32), gate|up, h (bf16)
+  double layer = 2 * C + 2 * C + 8 + 2 * W + 2 * QD + 4 * H + 4 * C + 4 * I + 2 * I;
+  // selective recomputation: every other layer's o (bf16) and lse too
+  double kept = recompute == 2 ? (L - 1) * (2 * QD + 4 * H) : 0;
+  // q|k|v GEMM output (fp32; the norms' weight rows in the backward), lnf (bf16), rstdf, dx, dln (fp32), dh (bf16),
+  // dq, dk, dv (fp32), dq|dk|dv, dob, dxb (bf16)
+  double scratch = 4 * (W > C ? W : C) + 2 * C + 4 + 4 * C + 4 * C + 2 * I + 4 * QD + 8 * KD + 2 * W + 2 * QD + 2 * C;
+  double misc = 2 * half * 4 + 8 + 4 * 3 + 4;  // cos, sin; pos (int64); tok, tgt, argmax; losses
+  return inputs + layer * (recompute ? 1 : L) + kept + scratch + misc;
+}
+
+double model_exec_offload_saved_per_token(const model_config *m) {
+  int64_t L = m->num_layers, slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
+  return (double)(L - slots) * (double)m->hidden_size * 4;  // of x[0..L]: the slots and x[L] stay
+}
+
+double model_exec_offload_host_per_token(const model_config *m) {
+  int64_t L = m->num_layers, slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
+  return (double)(L - slots) * (double)m->hidden_size * 4;  // x[0..L-slots-1]: the last ones stay in their slots
 }

@@ -71,18 +71,27 @@ double model_kv_bytes(const model_config *m, int64_t n, int bytes_per_elem);
 #define MODEL_BYTES_WEIGHT 2.0
 #define MODEL_BYTES_GRAD 2.0
 #define MODEL_BYTES_OPTIM 12.0
-// Activation bytes saved per token per layer for backward without recomputation (bf16), and with
-// per-layer recomputation (only the layer input is kept).
+// Activation bytes saved per token per layer for backward without recomputation (recompute 0; bf16), with
+// per-layer recomputation (1: only the layer input is kept) and with selective recomputation (2: the layer input,
+// attention's output and its LSE).
 double model_act_bytes_per_token_layer(const model_config *m, int recompute);
 
-// What `sparsering-exec train --backend cuda` itself holds per GPU (train/model_cuda.cu's buffers, so the
-// simulator's mixed-precision figures above can be set beside this trainer's): model state = fp32
-// weights and gradients, the ZeRO-1 slice (1/world) of the fp32 AdamW moments, the bf16 weight copy of the
-// bf16 GEMMs; per local token = the fp32 input of every layer and of the final norm, one layer's fp32
-// activations (all layers' without recompute), the backward's fp32 gradient buffers, the bf16 q/k/v/o/dO
-// handed to the attention, RoPE tables and token bookkeeping. Attention plans, the attention workspace and
-// the chunked cross-entropy's logits are not in these.
+// What `sparsering-exec train --backend cuda` itself holds per GPU with its default bf16 GEMMs
+// (train/model_cuda.cu's buffers, so the simulator's mixed-precision figures above can be set beside this
+// trainer's): model state = fp32 weights and gradients, the ZeRO-1 slice (1/world) of the fp32 AdamW moments,
+// the bf16 weight copy; per local token = the fp32 input of every layer and of the final norm, one layer's
+// activations (all layers' without recomputation, recompute 0; every layer's attention output and LSE besides
+// under selective recomputation, 2), the backward's gradient buffers, RoPE tables and token bookkeeping.
+// Attention plans, the attention workspace and the chunked cross-entropy's logits are not in these.
 double model_exec_state_bytes(const model_config *m, int world);
 double model_exec_bytes_per_token(const model_config *m, int recompute);
+// `train --offload-activations`: the layer inputs x[0..L-1] (fp32, the per-layer checkpoints) share
+// MODEL_EXEC_OFFLOAD_SLOTS device buffers (in the backward: the layer's input, the recomputed output, the next
+// input coming back; train/model_cuda.cu), and the inputs that leave their slot (all but the last `slots`) wait in
+// pinned host memory between forward and backward; x[L] keeps its own buffer. Per local token: the device bytes this
+// saves from model_exec_bytes_per_token, and the pinned host bytes it takes.
+#define MODEL_EXEC_OFFLOAD_SLOTS 3
+double model_exec_offload_saved_per_token(const model_config *m);
+double model_exec_offload_host_per_token(const model_config *m);
 
 #endif

@@ -214,6 +214,11 @@ int pattern_layer_heads_uniform(const pattern *p, int layer) {
 
 // Equal index arrays are often one array (a dense model's layers share their heads): compared by pointer
 // first, by content only when they differ.
+// Equal arrays of n elements of size w; an empty array may be NULL, which memcmp must never see.
+static int same_array(const void *x, const void *y, int64_t n, size_t w) {
+  return n <= 0 || x == y || (x && y && !memcmp(x, y, (size_t)n * w));
+}
+
 int pattern_heads_equal(const head_pattern *a, const head_pattern *b) {
   if (a == b) return 1;
   if (a->kind != b->kind) return 0;
@@ -222,26 +227,29 @@ int pattern_heads_equal(const head_pattern *a, const head_pattern *b) {
     case PATTERN_WINDOW: return a->sinks == b->sinks && a->window == b->window;
     case PATTERN_VS:
       return a->n_vertical == b->n_vertical && a->n_slash == b->n_slash &&
-             (a->vertical == b->vertical || !memcmp(a->vertical, b->vertical, (size_t)a->n_vertical * sizeof *a->vertical)) &&
-             (a->slash == b->slash || !memcmp(a->slash, b->slash, (size_t)a->n_slash * sizeof *a->slash));
-    case PATTERN_MOBA:
+             same_array(a->vertical, b->vertical, a->n_vertical, sizeof *a->vertical) &&
+             same_array(a->slash, b->slash, a->n_slash, sizeof *a->slash);
+    case PATTERN_MOBA: {
       if (a->block != b->block || a->topk != b->topk || a->n_groups != b->n_groups || a->gen_key != b->gen_key ||
           a->gen_step != b->gen_step || a->gen_rho != b->gen_rho)
         return 0;
-      return a->gen_key || ((a->sel_off == b->sel_off || !memcmp(a->sel_off, b->sel_off, sizeof(int64_t) * (size_t)(a->n_groups + 1))) &&
-                            (a->sel == b->sel || !memcmp(a->sel, b->sel, sizeof(int32_t) * (size_t)a->sel_off[a->n_groups])));
-    case PATTERN_TOKENS:
+      if (a->gen_key) return 1;
+      if (!same_array(a->sel_off, b->sel_off, a->n_groups + 1, sizeof *a->sel_off)) return 0;
+      return same_array(a->sel, b->sel, a->sel_off ? a->sel_off[a->n_groups] : 0, sizeof *a->sel);
+    }
+    case PATTERN_TOKENS: {
       if (a->topk != b->topk || a->tok_window != b->tok_window || a->n_groups != b->n_groups ||
           a->gen_key != b->gen_key || a->gen_step != b->gen_step)
         return 0;
       if (a->gen_key) return 1;
-      if (a->tok_off != b->tok_off && memcmp(a->tok_off, b->tok_off, sizeof(int64_t) * (size_t)(a->n_groups + 1))) return 0;
-      return (a->tok_key == b->tok_key || !memcmp(a->tok_key, b->tok_key, sizeof(int32_t) * (size_t)a->tok_off[a->n_groups])) &&
-             (a->tok_rows == b->tok_rows ||
-              !memcmp(a->tok_rows, b->tok_rows, 2 * sizeof(uint64_t) * (size_t)a->tok_off[a->n_groups]));
+      if (!same_array(a->tok_off, b->tok_off, a->n_groups + 1, sizeof *a->tok_off)) return 0;
+      int64_t n = a->tok_off ? a->tok_off[a->n_groups] : 0;
+      return same_array(a->tok_key, b->tok_key, n, sizeof *a->tok_key) &&
+             same_array(a->tok_rows, b->tok_rows, 2 * n, sizeof *a->tok_rows);
+    }
     case PATTERN_BLOCK:
       return a->block == b->block && a->n_blocks == b->n_blocks && a->row_words == b->row_words &&
-             (a->mask == b->mask || !memcmp(a->mask, b->mask, (size_t)(a->n_blocks * a->row_words) * sizeof *a->mask));
+             same_array(a->mask, b->mask, a->n_blocks * a->row_words, sizeof *a->mask);
   }
   return 0;
 }

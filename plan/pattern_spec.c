@@ -212,13 +212,27 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
     rc = expect_parts(spec, n, 2, 3, "block:DENSITY[:B]", e);
     if (!rc) rc = parse_frac(spec, part[1], "density", 1e-9, 1, &x, e);
     if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
+    if (!rc && B > INT32_MAX) rc = sr_input_error(e, NULL, "pattern", "'%s': block size above %d", spec, INT32_MAX);
     if (!rc) rc = synth_block(out, x, (int32_t)B, &o, e);
   } else {
     rc = expect_parts(spec, n, 2, 3, "adaspa:SPARSITY[:B]", e);
     if (!rc) rc = parse_frac(spec, part[1], "sparsity", 0, 0.999999, &x, e);
     if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
+    if (!rc && B > INT32_MAX) rc = sr_input_error(e, NULL, "pattern", "'%s': block size above %d", spec, INT32_MAX);
     if (!rc) rc = synth_adaspa(out, x, (int32_t)B, &o, e);
   }
   if (rc) pattern_free(out);
+  return rc;
+}
+
+int pattern_spec_check(const char *spec, const model_config *m, int64_t n_tokens, sr_error *e) {
+  if (spec && strncmp(spec, "trace:", 6) == 0)
+    return spec[6] ? SR_OK : sr_input_error(e, NULL, "pattern", "'trace:' names no trace file (trace:PATH)");
+  if (n_tokens > INT32_MAX)
+    return sr_input_error(e, NULL, "seq", "%lld tokens exceed the 32-bit index range of patterns", (long long)n_tokens);
+  // No spec's validity depends on the length, so a short one checks it without the cost of a long one.
+  pattern p;
+  int rc = pattern_from_spec(spec, m, n_tokens < 1024 ? n_tokens : 1024, 0, 0, &p, e);
+  if (rc == SR_OK) pattern_free(&p);
   return rc;
 }

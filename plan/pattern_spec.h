@@ -36,6 +36,9 @@
 // naming the field "pattern".
 int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                       sr_error *e);
+// Input error unless spec is a pattern source the model can have at n_tokens ("trace:PATH": a path is
+// named; the file is read where the pattern is built). Cheap: builds the pattern of a short sequence.
+int pattern_spec_check(const char *spec, const model_config *m, int64_t n_tokens, sr_error *e);
 // Where a source's pattern comes from in a training step. MTraining selects its vertical-slash pattern
 // from the data in every forward pass: vs-online is that selection (the executor and the trainer run it),
 // vs-topp and vs-preset are the planner's synthetic stand-ins for it; every other source is fixed.

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plan/pattern_spec.h"
+
 // ---------------------------------------------------------------------------------------------
 // spec
 
@@ -83,15 +85,27 @@ int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) 
   *field = "trainer";
   if (strcmp(s->trainer, "mixed") != 0 && strcmp(s->trainer, "exec") != 0)
     return sr_input_error(e, NULL, "trainer", "'%s' is not one of mixed, exec", s->trainer);
-  if (strcmp(s->trainer, "exec") == 0 && s->fpdt_chunk > 0)
-    return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train does not run FPDT's chunked pipeline");
-  if (strcmp(s->trainer, "exec") == 0 && !s->zero)
-    return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train always shards the optimizer (ZeRO-1)");
+  *field = "zero";
+  if (s->zero < 0 || s->zero > 3) return sr_input_error(e, NULL, "zero", "stage %d: expected 0, 1, 2 or 3", s->zero);
+  *field = "fpdt_chunk";
+  if (s->fpdt_chunk < 0) return sr_input_error(e, NULL, "fpdt_chunk", "%lld tokens: expected 0 (off) or more",
+                                               (long long)s->fpdt_chunk);
+  if (s->fpdt_offload && s->fpdt_chunk == 0)
+    return sr_input_error(e, NULL, "fpdt_offload", "offloads FPDT's chunks: give a chunk size (fpdt_chunk) too");
+  *field = "trainer";
+  if (strcmp(s->trainer, "exec") == 0 && s->zero != 1)
+    return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train shards the optimizer state only (ZeRO-1), "
+                          "not ZeRO-%d", s->zero);
+  if (strcmp(s->trainer, "exec") == 0 && s->offload_optimizer)
+    return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train keeps the optimizer on the GPU "
+                          "(no optimizer offload)");
   if (strcmp(s->trainer, "exec") == 0 && s->kv_bytes != 2)
     return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train sends K and V in bf16 (kv_bytes 2, not %d)",
                           s->kv_bytes);
   *field = "model";
   if ((rc = model_load(s->model, &p->model, e))) return rc;
+  *field = "pattern";
+  if ((rc = pattern_spec_check(s->pattern, &p->model, s->seq, e))) return rc;
   *field = "cluster";
   if ((rc = cluster_load(s->cluster, &p->cluster, e))) return rc;
   *field = "layout";

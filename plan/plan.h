@@ -28,13 +28,18 @@ typedef struct {
   char pattern[512];      // pattern source: "dense", "window:128:4096", "vs-preset:qwen2.5-3b", "trace:PATH", ...
   char strategy[64];      // label ("mtraining", "dense-ring", ...; "custom" when built from flags)
   int recompute;          // per-layer activation recomputation (default 1)
-  int zero;               // optimizer state sharded over ranks (ZeRO-1; default 1)
+  int zero;               // ZeRO stage 0..3 (default 1): 1 shards the optimizer state over the ranks, 2 also the
+                          // gradients, 3 also the weights (gathered a layer at a time)
+  int offload_activations;  // the per-layer checkpoints live in pinned host memory between forward and backward
+  int offload_optimizer;  // the optimizer state and its update live in host memory (ZeRO-Offload)
   int kv_bytes;           // bytes per element of KV on the wire (2 = bf16)
   int skip_empty_sends;   // do not send KV shards no query of the receiver touches in that step
   int fwd_runs;           // the attention forward runs the forward form of tiles_runs_build (scattered slashes
                           // as 64-key runs; the same elements): the executor, and the simulator's ring steps
-  int64_t fpdt_chunk;     // FPDT chunk size in tokens (0: not FPDT)
-  int fpdt_offload;       // FPDT host offload on/off
+  int deterministic;      // the executor's GPU backward without float atomics (bit-reproducible, slower)
+  int64_t fpdt_chunk;     // FPDT chunk size in tokens (0: not FPDT): the sequence is cut into ceil(seq / chunk)
+                          // chunks of consecutive tokens, each spread over every rank (Ulysses inside a chunk)
+  int fpdt_offload;       // FPDT: the gathered KV chunks wait in pinned host memory, fetched back ahead of use
   uint64_t seed;          // seed of synthetic patterns
   char trainer[16];       // whose memory the simulator counts: "mixed" (a bf16 mixed-precision trainer, default)
                           // or "exec" (sparsering-exec train: fp32 state and buffers, plan/model.h)
@@ -68,5 +73,7 @@ int plan_to_json(const plan *p, char **out, sr_error *e);
 int plan_write(const plan *p, const char *path, sr_error *e);
 // Read a plan file and rebuild it (the spec is authoritative; derived data are recomputed and checked).
 int plan_read(const char *path, plan *p, sr_error *e);
+// The same from the file's text (path names it in messages).
+int plan_parse(const char *text, const char *path, plan *p, sr_error *e);
 
 #endif

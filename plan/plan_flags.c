@@ -22,21 +22,53 @@ const cli_flag plan_spec_flags[] = {
     {"ulysses", "U", "GPUs per node (usp), all GPUs (ulysses)", "Ulysses degree of the ulysses and usp schedules"},
     {"pattern", "P", "dense, or the strategy's",
      "attention pattern: dense, window:S:W, vs-like:S:W:N, vs-preset:MODEL, vs-topp:P, vs-online:P, block:D, "
-     "adaspa:S, trace:PATH (docs/patterns.md)"},
+     "adaspa:S, moba:B:K, token-topk:K, trace:PATH (docs/patterns.md)"},
     {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
+    {"fpdt-chunk", "N", "64K with --strategy fpdt, else 0 (off)",
+     "FPDT: tokens a chunk (the sequence in chunks of N consecutive tokens spread over every rank, Ulysses inside a "
+     "chunk); 0 turns FPDT off"},
+    {"fpdt-offload", "0|1", "1 with --strategy fpdt, else 0",
+     "FPDT: keep the gathered KV chunks in pinned host memory and fetch them back ahead of use"},
     {NULL, NULL, NULL, NULL},
 };
+
+const cli_flag plan_step_flags[] = {
+    {"recompute", "0|1", "1", "per-layer activation recomputation"},
+    {"zero", "0..3", "1", "ZeRO stage: 1 shards the optimizer state over the ranks, 2 also the gradients, 3 also the weights"},
+    {"offload-activations", NULL, NULL, "keep the per-layer checkpoints in pinned host memory between forward and backward"},
+    {"offload-optimizer", NULL, NULL, "keep the optimizer state and its update in host memory (ZeRO-Offload)"},
+    {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
+    {NULL, NULL, NULL, NULL},
+};
+
+int plan_step_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
+  int64_t x;
+  int rc;
+  if ((rc = cli_get_int(a, "recompute", s->recompute, 0, 1, &x, e))) return rc;
+  s->recompute = (int)x;
+  if ((rc = cli_get_int(a, "zero", s->zero, 0, 3, &x, e))) return rc;
+  s->zero = (int)x;
+  if (cli_has(a, "offload-activations")) s->offload_activations = 1;
+  if (cli_has(a, "offload-optimizer")) s->offload_optimizer = 1;
+  const char *tr = cli_get(a, "trainer", NULL);
+  if (tr && (strcmp(tr, "mixed") != 0 && strcmp(tr, "exec") != 0))
+    return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
+  if (tr) snprintf(s->trainer, sizeof s->trainer, "%s", tr);
+  return SR_OK;
+}
 
 // Library errors name spec fields ("inner: ...") or files ("models/x.json: ..."); on the command line
 // the field is a flag: "--inner: ...", and a file error gets the flag that named the file in front.
 int plan_error_as_flag(sr_error *e, const char *flag_of_file) {
   static const char *const fields[] = {"seq", "layout", "granularity", "schedule", "inner", "ulysses", "pattern",
-                                       "strategy", "trainer", NULL};
+                                       "strategy", "trainer", "zero", "fpdt_chunk", "fpdt_offload", NULL};
   char msg[sizeof e->msg];
   for (const char *const *f = fields; *f; f++) {
     size_t n = strlen(*f);
     if (strncmp(e->msg, *f, n) == 0 && e->msg[n] == ':') {
       snprintf(msg, sizeof msg, "--%s", e->msg);
+      for (size_t i = 2; i < n + 2; i++)  // a field's underscores are a flag's dashes (fpdt_chunk: --fpdt-chunk)
+        if (msg[i] == '_') msg[i] = '-';
       snprintf(e->msg, sizeof e->msg, "%s", msg);
       return e->code;
     }
@@ -75,6 +107,23 @@ static int layout_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   return SR_OK;
 }
 
+// --fpdt-chunk and --fpdt-offload over what a strategy set: a chunk alone turns FPDT on without offload
+// (--strategy fpdt offloads), --fpdt-chunk 0 turns it off (and its offload with it).
+static int fpdt_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
+  const char *v = cli_get(a, "fpdt-chunk", NULL);
+  int64_t x;
+  int rc;
+  if (v) {
+    if (strcmp(v, "0") == 0) s->fpdt_chunk = 0, s->fpdt_offload = 0;
+    else if ((rc = sr_parse_tokens(v, "--fpdt-chunk", &s->fpdt_chunk, e))) return rc;
+  }
+  if ((rc = cli_get_int(a, "fpdt-offload", s->fpdt_offload, 0, 1, &x, e))) return rc;
+  s->fpdt_offload = (int)x;
+  if (s->fpdt_offload && s->fpdt_chunk == 0)
+    return sr_input_error(e, NULL, "--fpdt-offload", "offloads FPDT's chunks: give --fpdt-chunk N (or --strategy fpdt)");
+  return SR_OK;
+}
+
 int plan_spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   const char *v;
   int64_t x;
@@ -109,7 +158,7 @@ int plan_spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   }
   if ((rc = cli_get_int(a, "seed", 0, 0, SEED_MAX, &x, e))) return rc;
   s->seed = (uint64_t)x;
-  return SR_OK;
+  return fpdt_from_flags(a, s, e);
 }
 
 const char *plan_spec_layout_flag(const plan_spec *s, char *out, size_t size) {

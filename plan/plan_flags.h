@@ -1,5 +1,6 @@
 // plan_flags.h — the one definition of the plan's command-line flags: the flags that make a plan spec
-// (--model --cluster --seq --strategy --layout --granularity --schedule --inner --ulysses --pattern --seed),
+// (--model --cluster --seq --strategy --layout --granularity --schedule --inner --ulysses --pattern --seed
+// --fpdt-chunk --fpdt-offload),
 // read the same way by `sparsering plan`/`sim` and by `sparsering-exec attn`/`train`/`predict`.
 #ifndef SR_PLAN_FLAGS_H
 #define SR_PLAN_FLAGS_H
@@ -9,6 +10,12 @@
 
 // The plan flags as a table for a command's cli_usage (its parser and its --help).
 extern const cli_flag plan_spec_flags[];
+
+// What a training step does beyond the plan's attention, for the simulator's commands (sim, whatif):
+// --recompute 0|1, --zero 0..3, --offload-activations, --offload-optimizer, --trainer mixed|exec.
+extern const cli_flag plan_step_flags[];
+// Read those flags into s (absent flags keep s's values).
+int plan_step_from_flags(const cli_args *a, plan_spec *s, sr_error *e);
 
 // Fill a plan spec from the plan flags. A strategy sets layout, schedule and pattern, and explicit flags
 // override it; without one --layout and --schedule are required. The spec is canonical: "striped" plus

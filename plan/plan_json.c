@@ -29,10 +29,13 @@ static cJSON *spec_to_json(const plan_spec *s) {
   cJSON_AddStringToObject(o, "pattern", s->pattern);
   cJSON_AddStringToObject(o, "strategy", s->strategy);
   cJSON_AddBoolToObject(o, "recompute", s->recompute);
-  cJSON_AddBoolToObject(o, "zero", s->zero);
+  cJSON_AddNumberToObject(o, "zero", s->zero);
+  cJSON_AddBoolToObject(o, "offload_activations", s->offload_activations);
+  cJSON_AddBoolToObject(o, "offload_optimizer", s->offload_optimizer);
   cJSON_AddNumberToObject(o, "kv_bytes", s->kv_bytes);
   cJSON_AddBoolToObject(o, "skip_empty_sends", s->skip_empty_sends);
   cJSON_AddBoolToObject(o, "fwd_runs", s->fwd_runs);
+  cJSON_AddBoolToObject(o, "deterministic", s->deterministic);
   cJSON_AddNumberToObject(o, "fpdt_chunk", (double)s->fpdt_chunk);
   cJSON_AddBoolToObject(o, "fpdt_offload", s->fpdt_offload);
   cJSON_AddNumberToObject(o, "seed", (double)s->seed);
@@ -172,11 +175,24 @@ int plan_write(const plan *p, const char *path, sr_error *e) {
 // ---------------------------------------------------------------------------------------------
 // reading
 
+// spec.zero: the ZeRO stage 0..3; plan files from before the stages say true (ZeRO-1) or false.
+static int read_zero(const cJSON *o, const char *file, int *zero, sr_error *e) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, "zero");
+  if (it && cJSON_IsBool(it)) {
+    *zero = cJSON_IsTrue(it);
+    return SR_OK;
+  }
+  int64_t v;
+  int rc = json_get_int(o, "zero", 1, 0, 3, &v, file, "spec", e);
+  if (rc == SR_OK) *zero = (int)v;
+  return rc;
+}
+
 static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e) {
   static const char *const known[] = {"model", "cluster", "seq", "layout", "granularity", "schedule", "inner",
                                       "ulysses", "pattern", "strategy", "recompute", "zero", "kv_bytes",
                                       "skip_empty_sends", "fpdt_chunk", "fpdt_offload", "seed", "predicted_step_s",
-                                      "trainer", "fwd_runs", NULL};
+                                      "trainer", "fwd_runs", "deterministic", "offload_activations", "offload_optimizer", NULL};
   int rc;
   int64_t v;
   double d;
@@ -195,7 +211,7 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   if ((rc = json_get_str(o, "pattern", 1, s->pattern, sizeof s->pattern, file, "spec", e))) return rc;
   if ((rc = json_get_str(o, "strategy", 1, s->strategy, sizeof s->strategy, file, "spec", e))) return rc;
   if ((rc = json_get_bool(o, "recompute", 1, &s->recompute, file, "spec", e))) return rc;
-  if ((rc = json_get_bool(o, "zero", 1, &s->zero, file, "spec", e))) return rc;
+  if ((rc = read_zero(o, file, &s->zero, e))) return rc;
   if ((rc = json_get_int(o, "kv_bytes", 1, 1, 8, &v, file, "spec", e))) return rc;
   s->kv_bytes = (int)v;
   if ((rc = json_get_bool(o, "skip_empty_sends", 1, &s->skip_empty_sends, file, "spec", e))) return rc;
@@ -208,6 +224,9 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   // optional (plan files from before it count a mixed-precision trainer)
   if ((rc = json_get_str(o, "trainer", 0, s->trainer, sizeof s->trainer, file, "spec", e))) return rc;
   if ((rc = json_get_bool(o, "fwd_runs", 0, &s->fwd_runs, file, "spec", e))) return rc;  // optional, as trainer
+  if ((rc = json_get_bool(o, "deterministic", 0, &s->deterministic, file, "spec", e))) return rc;  // optional
+  if ((rc = json_get_bool(o, "offload_activations", 0, &s->offload_activations, file, "spec", e))) return rc;  // optional
+  if ((rc = json_get_bool(o, "offload_optimizer", 0, &s->offload_optimizer, file, "spec", e))) return rc;      // optional
   return SR_OK;
 }
 
@@ -273,7 +292,7 @@ static int diff_json(const cJSON *got, const cJSON *want, char *path, size_t cap
 static int in_file(sr_error *e, const char *file, const char *field) {
   if (e->code != SR_EINPUT) return e->code;
   static const char *const spec_fields[] = {"seq", "layout", "granularity", "schedule", "inner", "ulysses",
-                                            "pattern", "strategy", "kv_bytes", NULL};
+                                            "pattern", "strategy", "kv_bytes", "zero", "fpdt_chunk", "fpdt_offload", NULL};
   char msg[sizeof e->msg];
   for (const char *const *f = spec_fields; *f; f++) {
     size_t n = strlen(*f);
@@ -291,8 +310,18 @@ static int in_file(sr_error *e, const char *file, const char *field) {
 
 int plan_read(const char *path, plan *p, sr_error *e) {
   memset(p, 0, sizeof *p);
+  char *text = NULL;
+  int rc = sr_read_file(path, &text, NULL, e);
+  if (rc) return rc;
+  rc = plan_parse(text, path, p, e);
+  free(text);
+  return rc;
+}
+
+int plan_parse(const char *text, const char *path, plan *p, sr_error *e) {
+  memset(p, 0, sizeof *p);
   cJSON *root = NULL;
-  int rc = json_load_file(path, &root, e);
+  int rc = json_parse_text(text, path, &root, e);
   if (rc) return rc;
   static const char *const known[] = {"format", "version", "spec", "model", "cluster", "layout", "schedule", NULL};
   char fmt[64] = "";

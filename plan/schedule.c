@@ -17,6 +17,13 @@ int64_t schedule_kv_bytes(const model_config *m, int64_t tokens, int kv_heads, i
   return 2 * tokens * (int64_t)kv_heads * m->head_dim * bytes_per_elem;
 }
 
+int64_t schedule_shard_tokens(const schedule *s, const layout *l, int rank) {
+  const int u = s->ulysses > 1 ? s->ulysses : 1;
+  int64_t tokens = 0;
+  for (int k = (rank / u) * u; k < (rank / u + 1) * u; k++) tokens += l->rank_count[k];
+  return tokens;
+}
+
 const char *link_class_name(link_class c) {
   switch (c) {
     case LINK_NONE: return "none";
@@ -197,11 +204,7 @@ int schedule_build(schedule_kind kind, const cluster_desc *c, const model_config
   // the owner's group's tokens with the owner's slice of KV heads.
   const int u = out->ulysses;
   for (int r = 0; r < W; r++) {
-    int64_t tokens = l->rank_count[r];
-    if (u > 1) {
-      tokens = 0;
-      for (int k = (r / u) * u; k < (r / u + 1) * u; k++) tokens += l->rank_count[k];
-    }
+    int64_t tokens = schedule_shard_tokens(out, l, r);
     shard_bytes[r] = schedule_kv_bytes(m, tokens, out->kv_heads_per_rank, kv_bytes_per_elem);
     grad_bytes[r] = schedule_kv_bytes(m, tokens, out->kv_heads_per_rank, out->grad_bytes_per_elem);
   }

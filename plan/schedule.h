@@ -101,6 +101,8 @@ static inline const ring_step *schedule_at(const schedule *s, int step, int rank
 }
 // Bytes of K+V (or dK+dV) for `tokens` tokens and `kv_heads` heads at `bytes_per_elem`: 2*tokens*kv_heads*head_dim*b.
 int64_t schedule_kv_bytes(const model_config *m, int64_t tokens, int kv_heads, int bytes_per_elem);
+// Tokens of rank r's KV shard: its layout tokens (ring kinds) or its Ulysses group's (ulysses, usp).
+int64_t schedule_shard_tokens(const schedule *s, const layout *l, int rank);
 // Name of a link class ("none", "intra", "inter", "host").
 const char *link_class_name(link_class c);
 // Parse "ring", "double-ring", "ulysses", "usp".

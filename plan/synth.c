@@ -303,6 +303,11 @@ int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) {
 int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, const synth_opts *o, sr_error *e) {
   if (sinks < 0 || window < 0 || n_vert < 0)
     return sr_input_error(e, NULL, "pattern", "vs-like needs sinks, window and verticals >= 0");
+  // every vertical is drawn, one random number each (6.7e17 of them once also overflowed the size of the
+  // array holding them; found by tests/fuzz/fuzz_pattern_spec.c)
+  if (n_vert > VS_LIKE_MAX_VERTICALS)
+    return sr_input_error(e, NULL, "pattern", "vs-like: %lld verticals a head, at most %d", (long long)n_vert,
+                          VS_LIKE_MAX_VERTICALS);
   synth_ctx c;
   int rc = ctx_init(&c, p->n_tokens, e);
   if (rc) return rc;
@@ -312,23 +317,24 @@ int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, con
       head_pattern *hp = pattern_head(p, l, h);
       head_clear(hp);
       hp->kind = PATTERN_VS;
-      hp->vertical = malloc((size_t)(s0 + n_vert + 1) * sizeof(int32_t));
+      // draws may repeat: the mask keeps their union, collected as first marked (at most n of them)
+      int64_t most = sr_min64(n, s0 + n_vert);
+      hp->vertical = malloc((size_t)(most + 1) * sizeof(int32_t));
       hp->slash = malloc((size_t)(w0 + 1) * sizeof(int32_t));
       if (!hp->vertical || !hp->slash) {
         rc = sr_internal_error(e, 0, "synth: out of memory");
         break;
       }
-      int64_t nv = 0;
-      for (int64_t k = 0; k < s0; k++) hp->vertical[nv++] = (int32_t)k;
+      int64_t m = 0;
+      for (int64_t k = 0; k < s0; k++) c.mark[k] = 1, hp->vertical[m++] = (int32_t)k;
       reseed(c.r, o->seed, KEY_LIKE, (uint64_t)l, (uint64_t)h);
       for (int64_t x = 0; x < n_vert; x++) {
         double u = gsl_rng_uniform(c.r);
-        hp->vertical[nv++] = (int32_t)sr_min64(n - 1, (int64_t)(n * u * u * u));
+        int64_t v = sr_min64(n - 1, (int64_t)(n * u * u * u));
+        if (!c.mark[v]) c.mark[v] = 1, hp->vertical[m++] = (int32_t)v;
       }
-      qsort(hp->vertical, (size_t)nv, sizeof(int32_t), cmp_i32);
-      int64_t m = 0;  // draws may repeat: the mask keeps the union
-      for (int64_t x = 0; x < nv; x++)
-        if (m == 0 || hp->vertical[x] != hp->vertical[m - 1]) hp->vertical[m++] = hp->vertical[x];
+      for (int64_t x = 0; x < m; x++) c.mark[hp->vertical[x]] = 0;
+      qsort(hp->vertical, (size_t)m, sizeof(int32_t), cmp_i32);
       hp->n_vertical = (int32_t)m;
       for (int64_t d = 0; d < w0; d++) hp->slash[d] = (int32_t)d;
       hp->n_slash = (int32_t)w0;

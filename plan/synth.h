@@ -42,6 +42,7 @@ int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e);
 double synth_topp_layer_sparsity(uint64_t seed, int layer, double mass);
 // ANCHORS' VS-like mask: per head verticals [0, sinks) plus n_vert draws at floor(N*u^3), slashes [0, window).
 // Step-independent (a fixed mask, as measured there).
+#define VS_LIKE_MAX_VERTICALS (1 << 20)  // draws a head (the spec's NV); past it an input error
 int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, const synth_opts *o, sr_error *e);
 // Block-sparse heads: per block row p keep about density*(p+1) blocks: the diagonal, the first block,
 // then blocks from a per-head list of "hot" column blocks (clustered early and around a few hot spots).

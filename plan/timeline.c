@@ -31,18 +31,22 @@ static int finish(sr_buf *b, int rc, int64_t n, const char *path, sr_error *e) {
   return rc;
 }
 
-int timeline_write_csv(const timeline_event *ev, int64_t n, const char *run, const char *path, sr_error *e) {
-  sr_buf b = {0};
+int timeline_csv_text(const timeline_event *ev, int64_t n, const char *run, sr_buf *b) {
   int rc = 0;
-  for (int c = 0; c < TIMELINE_COLUMNS; c++) rc |= sr_buf_printf(&b, "%s%s", c ? "," : "", timeline_columns[c]);
-  rc |= sr_buf_printf(&b, "\n");
+  for (int c = 0; c < TIMELINE_COLUMNS; c++) rc |= sr_buf_printf(b, "%s%s", c ? "," : "", timeline_columns[c]);
+  rc |= sr_buf_printf(b, "\n");
   char buf[16];
   for (int64_t i = 0; i < n && !rc; i++) {
     const timeline_event *v = &ev[i];
-    rc |= sr_buf_printf(&b, "%s,%d,%d,%d,%s,%s,%.3f,%.3f\n", run_text(v, run, buf), v->layer, v->rank, v->step,
+    rc |= sr_buf_printf(b, "%s,%d,%d,%d,%s,%s,%.3f,%.3f\n", run_text(v, run, buf), v->layer, v->rank, v->step,
                         timeline_phase_name(v->phase), timeline_stream_name(v->stream), v->start * 1e6, v->dur * 1e6);
   }
-  return finish(&b, rc, n, path, e);
+  return rc ? -1 : 0;
+}
+
+int timeline_write_csv(const timeline_event *ev, int64_t n, const char *run, const char *path, sr_error *e) {
+  sr_buf b = {0};
+  return finish(&b, timeline_csv_text(ev, n, run, &b), n, path, e);
 }
 
 int timeline_write_json(const timeline_event *ev, int64_t n, const char *run, int world, const char *source,

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "plan/error.h"
+#include "plan/util.h"
 
 // Streams of a rank (the trace's tid). STREAM_COPY carries host->device copies and STREAM_COPY_OUT
 // device->host copies (GPUs have a copy engine per direction and PCIe is full duplex); STREAM_COLL
@@ -59,6 +60,9 @@ typedef struct {
   uint8_t stream, phase;  // timeline_stream, timeline_phase
 } timeline_event;
 
+// Append ev[0..n) as the CSV text (header first) to b; run as for timeline_write_csv. Returns 0, or -1
+// when memory runs out.
+int timeline_csv_text(const timeline_event *ev, int64_t n, const char *run, sr_buf *b);
 // Write ev[0..n) as the CSV to path (atomically). run: the run column of every event, or NULL for each
 // event's run number.
 int timeline_write_csv(const timeline_event *ev, int64_t n, const char *run, const char *path, sr_error *e);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,136 @@ void sr_buf_free(sr_buf *b) {
 // ---------------------------------------------------------------------------------------------
 // files
 
+// ---------------------------------------------------------------------------------------------
+// the commit gate
+
+static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+static int (*gate_alive)(void);
+static int gate_closed;
+
+void sr_commit_gate_set(int (*alive)(void)) {
+  pthread_mutex_lock(&gate);
+  gate_alive = alive;
+  pthread_mutex_unlock(&gate);
+}
+
+int sr_commit_gate_enter(void) {
+  pthread_mutex_lock(&gate);
+  if (gate_closed || (gate_alive && !gate_alive())) {
+    gate_closed = 1;
+    pthread_mutex_unlock(&gate);
+    return -1;
+  }
+  return 0;
+}
+
+void sr_commit_gate_leave(void) { pthread_mutex_unlock(&gate); }
+
+void sr_commit_gate_close(void) {
+  pthread_mutex_lock(&gate);  // held until the process ends: no commit starts after this
+  gate_closed = 1;
+}
+
+static int gate_refuses(const char *path, sr_error *e) {
+  return sr_internal_error(e, 0, "%s: not written: this process must write no more (its launcher is gone)", path);
+}
+
+// Staged outputs of the command running (sr_outputs_defer): their temporary files and their targets.
+static struct {
+  int on, n, cap;
+  char **tmp, **path;
+} staged;
+
+void sr_outputs_defer(void) { staged.on = 1; }
+
+static void staged_clear(void) {
+  for (int i = 0; i < staged.n; i++) free(staged.tmp[i]), free(staged.path[i]);
+  free(staged.tmp), free(staged.path);
+  memset(&staged, 0, sizeof staged);
+}
+
+int sr_outputs_commit(sr_error *e) {
+  int rc = SR_OK;
+  if (staged.n && sr_commit_gate_enter() != 0) {
+    rc = gate_refuses(staged.path[0], e);
+    sr_outputs_discard();
+    return rc;
+  }
+  for (int i = 0; i < staged.n; i++) {
+    if (rc == SR_OK && rename(staged.tmp[i], staged.path[i]) != 0)
+      rc = sr_input_error(e, staged.path[i], NULL, "cannot rename temporary file into place: %s", strerror(errno));
+    if (rc != SR_OK) unlink(staged.tmp[i]);
+  }
+  if (staged.n) sr_commit_gate_leave();
+  staged_clear();
+  return rc;
+}
+
+void sr_outputs_discard(void) {
+  for (int i = 0; i < staged.n; i++) unlink(staged.tmp[i]);
+  staged_clear();
+}
+
+// Keep tmp for sr_outputs_commit (a second write of the same path replaces the first); 0, or -1 out of memory.
+static int stage(const char *tmp, const char *path) {
+  for (int i = 0; i < staged.n; i++)
+    if (strcmp(staged.path[i], path) == 0) {
+      if (strcmp(staged.tmp[i], tmp) != 0) unlink(staged.tmp[i]);
+      free(staged.tmp[i]);
+      return (staged.tmp[i] = strdup(tmp)) ? 0 : -1;
+    }
+  if (staged.n == staged.cap) {
+    int cap = staged.cap ? 2 * staged.cap : 8;
+    char **t = realloc(staged.tmp, (size_t)cap * sizeof *t), **p = t ? realloc(staged.path, (size_t)cap * sizeof *p) : NULL;
+    if (t) staged.tmp = t;
+    if (!p) return -1;
+    staged.path = p, staged.cap = cap;
+  }
+  staged.tmp[staged.n] = strdup(tmp), staged.path[staged.n] = strdup(path);
+  if (!staged.tmp[staged.n] || !staged.path[staged.n]) return free(staged.tmp[staged.n]), free(staged.path[staged.n]), -1;
+  staged.n++;
+  return 0;
+}
+
+static int write_atomic(const char *path, const void *data, size_t n, int defer, sr_error *e);
+
 int sr_write_atomic(const char *path, const void *data, size_t n, sr_error *e) {
+  return write_atomic(path, data, n, staged.on, e);
+}
+
+int sr_write_atomic_now(const char *path, const void *data, size_t n, sr_error *e) {
+  return write_atomic(path, data, n, 0, e);
+}
+
+int sr_check_output(const char *path, int is_dir, const char *field, sr_error *e) {
+  if (!path || !*path) return sr_input_error(e, NULL, field, "an empty path");
+  if (strcmp(path, "-") == 0) {
+    if (is_dir) return sr_input_error(e, NULL, field, "'-' (stdout) cannot hold a directory");
+    return SR_OK;
+  }
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    if (!is_dir && S_ISDIR(st.st_mode)) return sr_input_error(e, path, field, "is a directory, not a file");
+    if (is_dir && !S_ISDIR(st.st_mode)) return sr_input_error(e, path, field, "exists and is not a directory");
+    if (is_dir && access(path, W_OK | X_OK) != 0)
+      return sr_input_error(e, path, field, "cannot write into the directory: %s", strerror(errno));
+  }
+  // the directory the file (or the new directory) goes into
+  size_t len = strlen(path);
+  while (len > 1 && path[len - 1] == '/') len--;
+  const char *slash = memrchr(path, '/', len);
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  if (!dir) return sr_internal_error(e, ENOMEM, "%s", path);
+  int rc = SR_OK;
+  if (stat(dir, &st) != 0) rc = sr_input_error(e, path, field, "the directory %s does not exist", dir);
+  else if (!S_ISDIR(st.st_mode)) rc = sr_input_error(e, path, field, "%s is not a directory", dir);
+  else if (access(dir, W_OK | X_OK) != 0)
+    rc = sr_input_error(e, path, field, "cannot write into the directory %s: %s", dir, strerror(errno));
+  free(dir);
+  return rc;
+}
+
+static int write_atomic(const char *path, const void *data, size_t n, int defer, sr_error *e) {
   if (strcmp(path, "-") == 0) {
     if (fwrite(data, 1, n, stdout) != n) return sr_internal_error(e, errno, "writing stdout");
     fflush(stdout);
@@ -93,8 +223,20 @@ int sr_write_atomic(const char *path, const void *data, size_t n, sr_error *e) {
   }
   if (fsync(fd) != 0 && errno != EINVAL) { /* some filesystems refuse fsync; the rename still holds */ }
   close(fd);
-  if (rename(tmp, path) != 0) {
-    int err = errno;
+  if (defer) {
+    int bad = stage(tmp, path);
+    if (bad) unlink(tmp);
+    free(tmp);
+    return bad ? sr_internal_error(e, ENOMEM, "%s", path) : SR_OK;
+  }
+  if (sr_commit_gate_enter() != 0) {
+    unlink(tmp);
+    free(tmp);
+    return gate_refuses(path, e);
+  }
+  int moved = rename(tmp, path), err = errno;
+  sr_commit_gate_leave();
+  if (moved != 0) {
     unlink(tmp);
     free(tmp);
     return sr_input_error(e, path, NULL, "cannot rename temporary file into place: %s", strerror(err));
@@ -107,6 +249,11 @@ int sr_read_file(const char *path, char **out, size_t *n, sr_error *e) {
   *out = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return sr_input_error(e, path, NULL, "cannot open: %s", strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(f);
+    return sr_input_error(e, path, NULL, "is a directory, not a file");
+  }
   sr_buf b = {0};
   char chunk[65536];
   size_t r;
@@ -207,6 +354,9 @@ int sr_find_data_file(const char *name, const char *dir, char *out, size_t size,
       return SR_OK;
     }
   }
+  struct stat st;
+  if (stat(name, &st) == 0 && S_ISDIR(st.st_mode))
+    return sr_input_error(e, name, NULL, "is a directory, not a file (nor a shipped %s name)", dir);
   return sr_input_error(e, name, NULL, "no such file, and no shipped %s named '%s' (see %s/)", dir, name, dir);
 }
 

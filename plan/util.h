@@ -24,6 +24,36 @@ void sr_buf_free(sr_buf *b);
 
 // Write bytes to path atomically: a temporary file beside it, fsync, then rename. "-" writes stdout.
 int sr_write_atomic(const char *path, const void *data, size_t n, sr_error *e);
+// Input error naming field unless path can be written before any work is done: "-" (stdout, files only), or
+// a path that is not a directory (is_dir: that is a directory or does not exist yet) whose directory exists
+// and takes new files.
+int sr_check_output(const char *path, int is_dir, const char *field, sr_error *e);
+
+// The outputs of one command, all or none: after sr_outputs_defer, sr_write_atomic leaves each file as its
+// temporary beside the target; sr_outputs_commit renames them all into place (when the command succeeded),
+// sr_outputs_discard removes them (when it failed). Both end the deferral. The binaries' main()s do this
+// around every command, so a command failing at its third output leaves none of the first two.
+void sr_outputs_defer(void);
+// Rename every staged output into place; input error naming the first that cannot be.
+int sr_outputs_commit(sr_error *e);
+// Remove every staged output.
+void sr_outputs_discard(void);
+// sr_write_atomic that renames into place at once, deferral or not: for a file a long command rewrites as
+// it goes (the trainer's per-step log), which must show its progress.
+int sr_write_atomic_now(const char *path, const void *data, size_t n, sr_error *e);
+
+// The commit gate: every output becomes visible (its rename) inside sr_commit_gate_enter / _leave. A process
+// that must write no more (its launcher is gone: exec/comm.h) closes the gate and ends; a commit in
+// progress finishes first, none starts after. alive (may be NULL) is asked at every enter, so no commit
+// starts once it says no, even before the watchdog noticed.
+void sr_commit_gate_set(int (*alive)(void));
+// Enter the gate: 0 (commit, then leave), or -1 when it is closed (do not commit; nothing to leave).
+int sr_commit_gate_enter(void);
+// Leave the gate after a commit.
+void sr_commit_gate_leave(void);
+// Close the gate for good (waits for a commit in progress; the caller then ends the process).
+void sr_commit_gate_close(void);
+
 // Read a whole file into a NUL-terminated malloc'd buffer (length in *n when n != NULL).
 int sr_read_file(const char *path, char **out, size_t *n, sr_error *e);
 

@@ -1,45 +1,143 @@
-// memory.c — the per-GPU memory model (see memory.h).
+// memory.c — the per-GPU and per-node memory model (see memory.h).
 #include "sim/memory.h"
+
+#include <string.h>
 
 #define GIB 1073741824.0
 
-void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem_inputs *in, sim_memory *out) {
-  double P = (double)model_param_count(m);
+static double max2(double a, double b) { return a > b ? a : b; }
+static double min2(double a, double b) { return a < b ? a : b; }
+
+// ---- FPDT's attention buffers --------------------------------------------------------------------
+
+// What one rank of FPDT's executor (exec/fpdt.c, exec/dist_workspace.h) holds besides the layer's tensors:
+// Ulysses over all W ranks inside a chunk, so a rank computes hr = H / W query heads and kvr KV heads (one
+// at least: replicated when W > KV) over a chunk's C tokens, and its KV heads over all N tokens.
+typedef struct {
+  double kv;        // KV of the chunks: resident [2, N, kvr, d] bf16 (W > 1), or with offload two fetch buffers
+                    // and (W > 1) two gathering buffers of a chunk
+  double dkv;       // fp32 dK/dV accumulators of every chunk (W > 1; one rank writes straight into dK, dV)
+  double chunk;     // a chunk's running output, LSE and D (fp32), and (W > 1) its gathered q, o, dO (bf16), dQ (fp32)
+  double host;      // with offload: every chunk's KV, bf16, pinned
+} fpdt_buffers;
+
+static fpdt_buffers fpdt_exec_buffers(const model_config *m, const mem_inputs *in) {
+  fpdt_buffers b = {0};
   int W = in->world > 0 ? in->world : 1;
-  double n = (double)in->tokens_per_rank;
-  double L = (double)m->num_layers;
+  double d = (double)m->head_dim, N = (double)in->seq, C = min2((double)in->fpdt_chunk, N);
+  double hr = (double)m->num_heads / W, kvr = max2(1, (double)m->num_kv_heads / W);
+  double kv_all = 2 * N * kvr * d * 2, kv_chunk = 2 * C * kvr * d * 2;
+  if (in->fpdt_offload) {
+    b.kv = 2 * kv_chunk + (W > 1 ? 2 * kv_chunk : 0);
+    b.host = kv_all;
+  } else {
+    b.kv = W > 1 ? kv_all : 0;  // one rank reads K and V where they are
+  }
+  b.dkv = W > 1 ? 2 * kv_all : 0;
+  b.chunk = C * hr * (d + 2) * 4 + (W > 1 ? C * hr * d * (2 + 2 + 2 + 4) : 0);
+  return b;
+}
+
+// ---- the step ------------------------------------------------------------------------------------
+
+void sim_mem_inputs(const plan *p, mem_inputs *mi) {
+  memset(mi, 0, sizeof *mi);
+  mi->world = p->layout.world;
+  mi->seq = p->layout.n_tokens;
+  for (int r = 0; r < p->layout.world; r++)
+    if (p->layout.rank_count[r] > mi->tokens_per_rank) mi->tokens_per_rank = p->layout.rank_count[r];
+  mi->recompute = p->spec.recompute;
+  mi->zero = p->spec.zero;
+  mi->offload_activations = p->spec.offload_activations;
+  mi->offload_optimizer = p->spec.offload_optimizer;
+  mi->fpdt_chunk = p->spec.fpdt_chunk;
+  mi->fpdt_offload = p->spec.fpdt_offload;
+  mi->kv_bytes_per_elem = p->spec.kv_bytes > 0 ? p->spec.kv_bytes : 2;
+  mi->grad_bytes_per_elem = p->schedule.grad_bytes_per_elem > 0 ? p->schedule.grad_bytes_per_elem : 4;
+  mi->exec_trainer = strcmp(p->spec.trainer, "exec") == 0;
+}
+
+// Model state: mixed-precision AdamW (ZeRO paper, Rajbhandari et al. 2020, sec. 3.1): 2 bytes of bf16 weights,
+// 2 of gradients, 12 of fp32 master weights + momentum + variance. ZeRO-1 shards the 12 over the ranks, ZeRO-2
+// also the gradients (a layer's are whole until its reduce-scatter), ZeRO-3 also the weights (two modules
+// gathered: the one in use and the one prefetched; the embedding is the largest). Optimizer offload
+// (ZeRO-Offload, Ren et al. 2021) moves the 12 bytes and an fp32 copy of the gradients (4) to the host.
+static void model_state(const model_config *m, const mem_inputs *in, int ranks_per_node, sim_memory *out) {
+  double P = (double)model_param_count(m), Pl = (double)model_layer_param_count(m);
+  double Pe = (double)(m->vocab_size * m->hidden_size);
+  int W = in->world > 0 ? in->world : 1, z = in->zero;
+  out->weights = z >= 3 ? MODEL_BYTES_WEIGHT * (P / W + 2 * max2(Pl, Pe)) : MODEL_BYTES_WEIGHT * P;
+  out->grads = z >= 2 ? MODEL_BYTES_GRAD * (P / W + Pl) : MODEL_BYTES_GRAD * P;
+  double shard = z >= 1 ? P / W : P;
+  out->optim = MODEL_BYTES_OPTIM * shard;
+  if (in->offload_optimizer) {
+    out->host_optim = ranks_per_node * (MODEL_BYTES_OPTIM + 4) * shard;
+    out->optim = 0;
+  }
+}
+
+// Activations of a mixed-precision trainer: checkpoints (every layer's saved activations: its input alone with
+// recomputation) and the working set of the layer in flight. FPDT works a chunk at a time (Yao et al. 2024:
+// the FFN and the loss are chunked too): two chunks of the layer in flight, and the attention's q/k/v/o/lse of
+// every chunk of the layers held (one with recomputation), offloaded to the host but for two chunks.
+static void activations(const model_config *m, const mem_inputs *in, int ranks_per_node, sim_memory *out) {
+  int W = in->world > 0 ? in->world : 1;
+  double n = (double)in->tokens_per_rank, L = (double)m->num_layers;
   double H = (double)m->num_heads, KV = (double)m->num_kv_heads, d = (double)m->head_dim;
-  // Mixed-precision AdamW (ZeRO paper, Rajbhandari et al. 2020, sec. 3.1): 2 bytes of bf16 weights,
-  // 2 of gradients, 12 of fp32 master weights + momentum + variance; ZeRO-1 shards the 12 over ranks.
-  out->weights = P * MODEL_BYTES_WEIGHT;
-  out->grads = P * MODEL_BYTES_GRAD;
-  out->optim = P * MODEL_BYTES_OPTIM / (in->zero ? W : 1);
-  double per_layer_saved = model_act_bytes_per_token_layer(m, in->recompute);
-  double per_layer_full = model_act_bytes_per_token_layer(m, 0);
-  out->host_bytes = 0;
+  double saved = model_act_bytes_per_token_layer(m, in->recompute), full = model_act_bytes_per_token_layer(m, 0);
+  double ckpt_layer = n * saved, work;  // a layer's checkpoint; the working set of the layer in flight
   if (in->fpdt_chunk > 0) {
-    // FPDT: a chunk holds C / W tokens of this rank; two chunks live on the GPU (double buffering).
-    double chunk = (double)in->fpdt_chunk / W;
-    if (chunk > n) chunk = n;
-    double qkvo = ((H + 2 * KV) * d * 2 + H * d * 2 + H * 4);  // q, k, v, o bf16 and fp32 LSE per token
+    double chunk = min2((double)in->fpdt_chunk / W, n);
+    double qkvo = (H + 2 * KV) * d * 2 + H * d * 2 + H * 4;  // q, k, v, o bf16 and fp32 LSE a token
+    double attn_set = (in->recompute ? 1 : L) * n * qkvo;
+    if (!in->recompute) ckpt_layer = n * (full - qkvo);  // the rest of each layer's activations stays
+    work = 2 * chunk * full;
     if (in->fpdt_offload) {
-      out->activations = L * n * (double)m->hidden_size * 2 + 2 * chunk * per_layer_full;
-      out->host_bytes = c->gpus_per_node * L * n * qkvo;
+      work += 2 * chunk * qkvo;
+      out->host_attn = ranks_per_node * attn_set;
     } else {
-      out->activations = L * n * per_layer_saved + n * per_layer_full;
+      work += attn_set;
     }
   } else {
-    // Per-layer recomputation keeps each layer's input; the layer in backward is rebuilt in full.
-    out->activations = L * n * per_layer_saved + (in->recompute ? n * per_layer_full : 0);
+    work = in->recompute ? n * full : 0;
   }
-  if (in->exec_trainer) {
-    // sparsering-exec train's own allocations (train/model_cuda.cu, counted by plan/model.h): fp32 weights
-    // and a bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; fp32 buffers a token
-    out->weights = P * (4 + 2);
-    out->grads = P * 4;
-    out->optim = P * 8 / W;
-    out->activations = n * model_exec_bytes_per_token(m, in->recompute);
+  double ckpt = L * ckpt_layer;
+  if (in->offload_activations) {  // the layer in use and the one coming back stay on the GPU
+    out->host_activations = ranks_per_node * ckpt;
+    ckpt = min2(L, 2) * ckpt_layer;
   }
+  out->activations = ckpt + work;
+}
+
+// sparsering-exec train's own allocations (train/model_cuda.cu, counted by plan/model.h): fp32 weights and a
+// bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; its buffers a token (recompute 2:
+// selective recomputation, every layer's attention output and LSE kept), the layer inputs on the host with
+// --offload-activations; FPDT's executor offloads its gathered KV chunks only.
+static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_per_node, sim_memory *out) {
+  double P = (double)model_param_count(m), n = (double)in->tokens_per_rank;
+  int W = in->world > 0 ? in->world : 1;
+  out->weights = P * (4 + 2);
+  out->grads = P * 4;
+  out->optim = P * 8 / W;
+  out->host_optim = 0;
+  out->activations = n * model_exec_bytes_per_token(m, in->recompute);
+  out->host_activations = 0;
+  if (in->offload_activations) {
+    out->activations -= n * model_exec_offload_saved_per_token(m);
+    out->host_activations = ranks_per_node * n * model_exec_offload_host_per_token(m);
+  }
+  out->host_attn = in->fpdt_chunk > 0 ? ranks_per_node * fpdt_exec_buffers(m, in).host : 0;
+}
+
+void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem_inputs *in, sim_memory *out) {
+  int W = in->world > 0 ? in->world : 1;
+  int per_node = c->gpus_per_node > 0 && c->gpus_per_node < W ? c->gpus_per_node : W;
+  double n = (double)in->tokens_per_rank, L = (double)m->num_layers;
+  double H = (double)m->num_heads, KV = (double)m->num_kv_heads, d = (double)m->head_dim;
+  out->host_optim = out->host_activations = out->host_attn = 0;
+  model_state(m, in, per_node, out);
+  activations(m, in, per_node, out);
+  if (in->exec_trainer) exec_trainer(m, in, per_node, out);
   // Ring double buffers: forward holds the shard being used and the one arriving (K and V); backward
   // also carries the travelling dK/dV at grad precision.
   double kv_tok = 2 * KV * d;
@@ -49,11 +147,41 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   out->kv_buffers = fwd > bwd ? fwd : bwd;
   out->index_bytes = in->recompute ? in->index_bytes : in->index_bytes * L;
   // fp32 running output and LSE of the rank's queries (docs/design.md, "The LSE merge": running outputs stay fp32),
-  // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy.
-  double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * 8;
-  out->workspace = n * H * (d + 1) * 4 + ce + SIM_MEM_RESERVE;
+  // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy (sparsering-exec
+  // train: bf16 logits, their gradient written in place).
+  double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * (in->exec_trainer ? 2 : 8);
+  double running = n * H * (d + 1) * 4;
+  if (in->fpdt_chunk > 0) {  // a chunk's running state; the exec trainer's KV chunks as its executor holds them
+    fpdt_buffers b = fpdt_exec_buffers(m, in);
+    if (in->exec_trainer) out->kv_buffers = b.kv + b.dkv;
+    running = b.chunk;
+  }
+  out->workspace = running + ce + SIM_MEM_RESERVE;
   out->total = out->weights + out->grads + out->optim + out->activations + out->kv_buffers + out->index_bytes +
                out->workspace;
+  out->host_bytes = out->host_optim + out->host_activations + out->host_attn;
   out->capacity = c->gpu.mem_gib * GIB;
-  out->fits = out->total <= out->capacity && out->host_bytes <= c->host_mem_gib * GIB;
+  out->host_capacity = c->host_mem_gib * GIB;
+  out->fits = out->total <= out->capacity && out->host_bytes <= out->host_capacity;
+}
+
+// ---- one attention layer ---------------------------------------------------------------------------
+
+void sim_attn_memory_estimate(const model_config *m, const mem_inputs *in, sim_attn_memory *out) {
+  double n = (double)in->tokens_per_rank, H = (double)m->num_heads, KV = (double)m->num_kv_heads;
+  double d = (double)m->head_dim;
+  // Q, O, dO bf16 and dQ fp32 [n, H, d]; K, V bf16 and dK, dV fp32 [n, KV, d]; LSE fp32 [H, n]
+  out->tensors = n * (H * d * (2 + 2 + 2 + 4) + KV * d * 2 * (2 + 4) + H * 4);
+  if (in->fpdt_chunk > 0) {
+    fpdt_buffers b = fpdt_exec_buffers(m, in);
+    out->buffers = b.kv + b.dkv + b.chunk;
+    out->host_bytes = b.host;
+  } else {  // the ring's: this rank's KV, two shards in flight (bf16) with two fp32 dK/dV partial sums going and two
+            // coming, one flush coming home, the running output and D
+    double shard = (double)in->kv_shard_tokens, kv_tok = 2 * KV * d;
+    out->buffers = n * kv_tok * 2 + 2 * shard * kv_tok * 2 + 4 * shard * kv_tok * 4 + n * kv_tok * 4 + n * H * (d + 1) * 4;
+    out->host_bytes = 0;
+  }
+  out->index_bytes = in->index_bytes;
+  out->total = out->tensors + out->buffers + out->index_bytes;
 }

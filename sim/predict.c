@@ -13,12 +13,14 @@
 // form inside every forward (online_vs_cuda.c, online_vs_cpu.c, online_gate_cpu.c), so the simulator's estimation, its collectives and the index
 // build (sim/estimate.c) belong to the measured forward; for every other pattern the index is built
 // at set-up, outside the timed calls.
+// FPDT's copies to and from the host run inside the attention calls (a call ends after its last copy out).
 static int is_fwd_phase(int ph, int online) {
   if (online && (ph == PHASE_ESTIMATE || ph == PHASE_COLLECTIVE || ph == PHASE_INDEX)) return 1;
-  return ph == PHASE_ATTN || ph == PHASE_KV_SEND || ph == PHASE_A2A;
+  return ph == PHASE_ATTN || ph == PHASE_KV_SEND || ph == PHASE_A2A || ph == PHASE_H2D || ph == PHASE_D2H;
 }
 static int is_bwd_phase(int ph) {
-  return ph == PHASE_ATTN_BWD || ph == PHASE_KV_SEND || ph == PHASE_DKV_SEND || ph == PHASE_A2A;
+  return ph == PHASE_ATTN_BWD || ph == PHASE_KV_SEND || ph == PHASE_DKV_SEND || ph == PHASE_A2A || ph == PHASE_H2D ||
+         ph == PHASE_D2H;
 }
 
 int predict_attention(const plan *p, const pattern *pat, int layer, const char *csv_path, double *fwd_s, double *bwd_s,
@@ -31,7 +33,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   one.layers = 1;
   one.h = pattern_head(pat, layer, 0);
   pattern_estimation how = pattern_spec_estimation(p->spec.pattern);
-  sim_options o = {0, 1, how != PATTERN_ONLINE && how != PATTERN_GATED};  // a given pattern: no estimation
+  sim_options o = {0, 1, how != PATTERN_ONLINE && how != PATTERN_GATED, 0, 0};  // a given pattern: no estimation
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;
@@ -92,4 +94,13 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   free(keep.ev), free(side);
   sim_timeline_free(&tl);
   return rc;
+}
+
+void predict_attention_memory(const plan *p, sim_attn_memory *out) {
+  mem_inputs mi;
+  sim_mem_inputs(p, &mi);
+  // a ring rank receives shards as large as the largest rank's (Ulysses and USP: their groups', not counted)
+  int ring = p->spec.fpdt_chunk == 0 && (p->schedule.kind == SCHED_RING || p->schedule.kind == SCHED_DOUBLE_RING);
+  mi.kv_shard_tokens = ring ? mi.tokens_per_rank : 0;
+  sim_attn_memory_estimate(&p->model, &mi, out);
 }

@@ -9,6 +9,7 @@
 #include "plan/error.h"
 #include "plan/pattern.h"
 #include "plan/plan.h"
+#include "sim/memory.h"
 
 // Simulate `layer` alone (a one-layer model with that layer's pattern, no recomputation) and return
 // the spans of its attention forward (attn, kv_send, a2a; for vs-online also the estimation, its
@@ -17,5 +18,9 @@
 // `layer`), backward placed right after forward as the executor runs them.
 int predict_attention(const plan *p, const pattern *pat, int layer, const char *csv_path, double *fwd_s, double *bwd_s,
                       sr_error *e);
+// The device and pinned host memory one layer's attention takes on the rank holding the most tokens, as
+// `sparsering-exec attn` holds it (sim/memory.h: the rank's tensors, the ring's or FPDT's buffers; the tile index
+// is not counted), for the memory the executor measures.
+void predict_attention_memory(const plan *p, sim_attn_memory *out);
 
 #endif

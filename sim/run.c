@@ -1,6 +1,7 @@
 // run.c — sim_run: set up the engine for a plan, build and schedule the step for its strategy, and
 // turn what ran into the summary metrics (step time, throughput, MFU dense and sparse, imbalance,
 // exposed communication, memory).
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,12 +44,30 @@ static double model_flops(const model_config *m, int64_t n, double pairs) {
   return (1 + MODEL_GEMM_BWD_RATIO) * gemm + (1 + MODEL_ATTN_BWD_RATIO) * attn;
 }
 
+static int run(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store,
+               sim_transfers *transfers, sim_result *r, sim_timeline *tl, sr_error *e);
+
 int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e) {
-  return sim_run_shared(p, pat, o, NULL, r, tl, e);
+  return run(p, pat, o, NULL, NULL, r, tl, e);
 }
 
 int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store, sim_result *r,
                    sim_timeline *tl, sr_error *e) {
+  return run(p, pat, o, store, NULL, r, tl, e);
+}
+
+int sim_run_transfers(const plan *p, const pattern *pat, const sim_options *o, sim_transfers *transfers, sim_result *r,
+                      sim_timeline *tl, sr_error *e) {
+  return run(p, pat, o, NULL, transfers, r, tl, e);
+}
+
+void sim_transfers_free(sim_transfers *t) {
+  free(t->t);
+  memset(t, 0, sizeof *t);
+}
+
+static int run(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store,
+               sim_transfers *transfers, sim_result *r, sim_timeline *tl, sr_error *e) {
   double t_start = sr_now();
   memset(r, 0, sizeof *r);
   snprintf(r->strategy, sizeof r->strategy, "%s", p->spec.strategy);
@@ -64,7 +83,7 @@ int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, stru
                           (long long)pat->n_tokens, (long long)p->layout.n_tokens);
   if (p->layout.world != W)
     return sr_input_error(e, NULL, "layout", "is over %d ranks; the cluster has %d GPUs", p->layout.world, W);
-  sim_options none = {0, 0, 0};
+  sim_options none = {0, 0, 0, 0, 0};
   sim_ctx x;
   memset(&x, 0, sizeof x);
   x.p = p;
@@ -75,6 +94,7 @@ int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, stru
   x.W = W;
   x.tl = (o && o->record_timeline) ? tl : NULL;
   x.r = r;
+  x.transfers = transfers;
   x.cache.store = store;  // work_cache_init keeps it, whichever step builder calls it
   // NICs shared by several GPUs of a node become one resource per node with a server per NIC.
   int n_res = (c->nodes > 1 && c->nics_per_node < c->gpus_per_node) ? c->nodes : 0;
@@ -116,6 +136,11 @@ int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, stru
   int64_t N = p->layout.n_tokens;
   double causal = (double)m->num_layers * (double)m->num_heads * model_causal_pairs(N);
   r->step_s = engine_makespan(&x.g);
+  if (!isfinite(r->step_s)) {  // the cluster's figures are checked one by one; together they may still overflow
+    ctx_free(&x);
+    return sr_input_error(e, c->path, NULL, "the simulated step takes %g s: the cluster's figures are beyond simulation",
+                          r->step_s);
+  }
   r->tokens_per_s = r->step_s > 0 ? (double)N / r->step_s : 0;
   r->model_flops_dense = model_flops(m, N, causal);
   r->model_flops_sparse = model_flops(m, N, x.pairs);
@@ -136,18 +161,10 @@ int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, stru
   r->n_tasks = x.n_tasks;
   // ---- memory ----
   mem_inputs mi;
-  memset(&mi, 0, sizeof mi);
-  mi.world = W;
-  for (int k = 0; k < W; k++) mi.tokens_per_rank = sr_max64(mi.tokens_per_rank, p->layout.rank_count[k]);
+  sim_mem_inputs(p, &mi);
   mi.kv_shard_tokens = kv_shard > x.kv_shard_tokens ? kv_shard : x.kv_shard_tokens;
   mi.index_bytes = x.max_index_bytes;
-  mi.recompute = p->spec.recompute;
-  mi.zero = p->spec.zero;
-  mi.fpdt_chunk = p->spec.fpdt_chunk;
-  mi.fpdt_offload = p->spec.fpdt_offload;
-  mi.kv_bytes_per_elem = p->spec.kv_bytes > 0 ? p->spec.kv_bytes : 2;
-  mi.grad_bytes_per_elem = p->schedule.grad_bytes_per_elem > 0 ? p->schedule.grad_bytes_per_elem : 4;
-  mi.exec_trainer = strcmp(p->spec.trainer, "exec") == 0;
+  mi.recompute = p->spec.recompute && x.o->keep_attn ? 2 : p->spec.recompute;  // selective: O and LSE kept
   sim_memory_estimate(m, c, &mi, &r->mem);
   r->account_wall_s = x.have_cache ? x.cache.wall_s : 0;
   ctx_free(&x);

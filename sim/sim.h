@@ -14,8 +14,24 @@
 #include "plan/error.h"
 #include "plan/pattern.h"
 #include "plan/plan.h"
+#include "plan/ring_plan.h"
 #include "plan/timeline.h"
 #include "sim/engine.h"
+
+// A ring transfer the simulator costed: the planner's route, in which layer and pass.
+typedef struct {
+  route r;
+  int32_t layer;
+  int32_t backward;     // 0: forward pass (recomputation included), 1: backward pass
+} sim_transfer;
+
+typedef struct {
+  sim_transfer *t;
+  int64_t n, cap;
+} sim_transfers;
+
+// Release a transfer list.
+void sim_transfers_free(sim_transfers *t);
 
 typedef struct {
   int representative;   // simulate one layer per distinct work pattern and repeat its time (sweeps)
@@ -23,6 +39,11 @@ typedef struct {
   int fixed_pattern;    // the pattern is given, not estimated in the step: no estimation or conversion
                         // cost even for the VS sources planned as MTraining's online estimate (the
                         // executor's vs-topp / vs-preset runs, whose pattern is built before the step)
+  int keep_attn;        // selective recomputation (with plan.spec.recompute): each layer keeps attention's output
+                        // and LSE, so the recomputed forward runs no attention (nor its transfers or index), and
+                        // memory counts them (sparsering-exec train's default where memory allows)
+  int index_ready;      // every layer's execution form exists before the step (the trainer's kept plans): a
+                        // fixed pattern's forward builds no index in the step
 } sim_options;
 
 // The tasks a simulation recorded (sim_options.record_timeline), in the order they were scheduled.
@@ -31,12 +52,16 @@ typedef struct {
   int64_t n, cap;
 } sim_timeline;
 
-// Memory per rank, bytes (see memory.h for the model).
+// Memory per rank and per node, bytes (see memory.h for the model).
 typedef struct {
   double weights, grads, optim, activations, kv_buffers, index_bytes, workspace;
   double total;          // peak per GPU
-  double host_bytes;     // per node, pinned host memory (FPDT offload)
+  // host memory of a node (its ranks together): the optimizer state and fp32 gradients with optimizer offload,
+  // the checkpoints with activation offload, FPDT's offloaded chunks
+  double host_optim, host_activations, host_attn;
+  double host_bytes;     // their sum, per node
   double capacity;       // GPU memory of the cluster's GPU
+  double host_capacity;  // host memory of a node
   int fits;              // total <= capacity and host_bytes <= host memory
 } sim_memory;
 
@@ -70,6 +95,10 @@ int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result 
 struct work_store;
 int sim_run_shared(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store, sim_result *r,
                    sim_timeline *tl, sr_error *e);
+// sim_run that also appends every ring transfer it costs to `transfers` (in the order costed), so a
+// test can hold the simulator's transfers against the executor's. Results are identical to sim_run's.
+int sim_run_transfers(const plan *p, const pattern *pat, const sim_options *o, sim_transfers *transfers, sim_result *r,
+                      sim_timeline *tl, sr_error *e);
 // Release a timeline's events.
 void sim_timeline_free(sim_timeline *t);
 

@@ -115,20 +115,31 @@ int ctx_loss(sim_ctx *x, sr_error *e) {
 }
 
 // Gradients of a layer are summed over all ranks once every rank finished its backward (bucketed like
-// DDP, on the collective stream so they overlap the next layer's backward). ZeRO-1 reduce-scatters
-// (each rank updates its shard), otherwise all-reduce; costs in cost.c (Thakur et al. 2005).
+// DDP, on the collective stream so they overlap the next layer's backward). ZeRO-1 and up reduce-scatter
+// (each rank updates its shard), otherwise all-reduce; costs in cost.c (Thakur et al. 2005). ZeRO-3 gathers
+// the layer's bf16 weights before each use (forward, recomputation, backward; DeepSpeed prefetches them on
+// its own stream): those all-gathers are counted here too, on the same collective stream, so they cost time
+// only where they outlast the compute they overlap.
 int ctx_grad_reduce(sim_ctx *x, int layer, const int32_t *deps, sr_error *e) {
   double gbps, lat;
   ctx_coll_link(x, &gbps, &lat);
   double bytes = (double)model_layer_param_count(x->m) * MODEL_BYTES_GRAD;
-  double t = x->p->spec.zero ? cost_reduce_scatter(x->W, bytes, gbps, lat) : cost_allreduce(x->W, bytes, gbps, lat);
-  x->comm_bytes += bytes * (x->p->spec.zero ? 1.0 : 2.0) * (x->W - 1);
+  int zero = x->p->spec.zero;
+  double t = zero ? cost_reduce_scatter(x->W, bytes, gbps, lat) : cost_allreduce(x->W, bytes, gbps, lat);
+  x->comm_bytes += bytes * (zero ? 1.0 : 2.0) * (x->W - 1);
+  if (zero >= 3) {
+    double w = (double)model_layer_param_count(x->m) * MODEL_BYTES_WEIGHT, uses = x->p->spec.recompute ? 3 : 2;
+    t += uses * cost_allgather(x->W, w, gbps, lat);
+    x->comm_bytes += uses * w * (x->W - 1);
+  }
   return ctx_collective(x, t, PHASE_GRAD_REDUCE, layer, deps, x->c2, e);
 }
 
 // AdamW reads fp32 master weights, m, v and the bf16 gradient and writes master, m, v and the bf16
-// weights: 28 bytes a parameter of this rank's share (ZeRO accounting), memory-bound. Under ZeRO-1 the
-// updated bf16 weights are then all-gathered. Gradients of the embeddings and LM head are reduced here.
+// weights: 28 bytes a parameter of this rank's share (ZeRO accounting), memory-bound. Under ZeRO-1 and -2 the
+// updated bf16 weights are then all-gathered (ZeRO-3 keeps its shard). Gradients of the embeddings and LM head
+// are reduced here. With optimizer offload (ZeRO-Offload) the shard's bf16 gradients go to the host and its
+// updated bf16 weights come back over PCIe; the update on the host's CPU is not timed.
 int ctx_optimizer(sim_ctx *x, sr_error *e) {
   double P = (double)model_param_count(x->m);
   double rest = P - (double)x->m->num_layers * (double)model_layer_param_count(x->m);
@@ -145,9 +156,14 @@ int ctx_optimizer(sim_ctx *x, sr_error *e) {
   int rc = ctx_each(x, STREAM_COMPUTE, NULL, reduce, PHASE_GRAD_REDUCE, -1, -1, NULL, x->a, e);
   if (rc) return rc;
   double share = x->p->spec.zero ? P / x->W : P;
-  rc = ctx_each(x, STREAM_COMPUTE, NULL, cost_mem(&x->c->gpu, 28.0 * share), PHASE_OPTIMIZER, -1, -1, x->a, x->b, e);
+  if (x->p->spec.offload_optimizer) {
+    double pcie = 2 * cost_p2p(&x->c->host, MODEL_BYTES_GRAD * share);  // gradients out, weights back
+    rc = ctx_each(x, STREAM_COMPUTE, NULL, pcie, PHASE_OPTIMIZER, -1, -1, x->a, x->b, e);
+  } else {
+    rc = ctx_each(x, STREAM_COMPUTE, NULL, cost_mem(&x->c->gpu, 28.0 * share), PHASE_OPTIMIZER, -1, -1, x->a, x->b, e);
+  }
   if (rc) return rc;
-  if (x->p->spec.zero) {
+  if (x->p->spec.zero && x->p->spec.zero < 3) {
     double t = cost_allgather(x->W, P * MODEL_BYTES_WEIGHT, gbps, lat);
     x->comm_bytes += P * MODEL_BYTES_WEIGHT * (x->W - 1);
     rc = ctx_collective(x, t, PHASE_OPTIMIZER, -1, x->b, x->c2, e);

@@ -5,7 +5,8 @@
 // [u*hq, (u+1)*hq) of group g's tokens (the plan's schedule: degrees, ring steps, all-to-all volumes). Per layer: QKV projection of the rank's own tokens, an
 // all-to-all inside the group (scatter heads, gather sequence), ring attention across groups on that
 // head subset (a single local pass when R = 1), the reverse all-to-all, and the rest of the layer.
-// Backward mirrors it (all-to-all of dO, ring backward, all-to-all of dQ/dK/dV).
+// Backward mirrors it (all-to-all of dO, ring backward, all-to-all of dQ/dK/dV). The ring passes cost
+// the planner's routes of the layer (plan/ring_plan.h), one ring per Ulysses index.
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,13 +21,16 @@ typedef struct {
   double *comp;        // [R * W] seconds of rank r at ring step s
   double *dur;         // [W]
   work_count *agg;     // [W * W] one head subset's counts over the plan's layout
-  work_count *grp;     // [R * R] the same summed over Ulysses groups
+  work_count *grp;     // [U * R * R] each ring's head subset, summed over Ulysses groups
   ring_ctx rc;
   int have_rc;
+  ring_routes rt;      // the routes of the layer last computed (every layer's when nothing is skipped)
+  int have_rt;
 } a2a_state;
 
 static void a2a_free(a2a_state *s) {
   if (s->have_rc) ring_ctx_free(&s->rc);
+  if (s->have_rt) ring_routes_free(&s->rt);
   free(s->comp);
   free(s->dur);
   free(s->agg);
@@ -66,21 +70,30 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
       if (rc) return rc;
       for (int64_t i = 0; i < (int64_t)W * W; i++) work_add(&s->agg[i], &w[i]);
     }
-    memset(s->grp, 0, (size_t)R * R * sizeof *s->grp);
+    work_count *grp = s->grp + (int64_t)u * R * R;
+    memset(grp, 0, (size_t)R * R * sizeof *grp);
     for (int q = 0; q < W; q++)
-      for (int k = 0; k < W; k++) work_add(&s->grp[(q / U) * R + k / U], &s->agg[(int64_t)q * W + k]);
+      for (int k = 0; k < W; k++) work_add(&grp[(q / U) * R + k / U], &s->agg[(int64_t)q * W + k]);
     for (int g = 0; g < R; g++) {
       int r = g * U + u;
       for (int st = 0; st < sch->n_steps && st < R; st++) {
         int src = schedule_at(sch, st, r)->kv_src;
         if (src < 0) continue;
-        const work_count *c = &s->grp[(int64_t)g * R + src / U];
+        const work_count *c = &grp[(int64_t)g * R + src / U];
         s->comp[(int64_t)st * W + r] = bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c);
       }
     }
     if (count_pairs)
-      for (int i = 0; i < R * R; i++) x->pairs += s->grp[i].pairs;
+      for (int i = 0; i < R * R; i++) x->pairs += grp[i].pairs;
   }
+  // Routes: built once when nothing is skipped, else from this layer's counts.
+  if (s->have_rt && !x->p->spec.skip_empty_sends) return SR_OK;
+  if (s->have_rt) ring_routes_free(&s->rt);
+  s->have_rt = 0;
+  int rc = ring_routes_build(x->p, s->grp, &s->rt, e);
+  if (rc) return rc;
+  s->have_rt = 1;
+  if (s->rt.n_steps != R) return sr_internal_error(e, 0, "sim: routes of %d steps for a ring of %d", s->rt.n_steps, R);
   return SR_OK;
 }
 
@@ -93,14 +106,18 @@ static int layer_fwd(sim_ctx *x, a2a_state *s, int layer, int recompute, sr_erro
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e)))
     return rc;
-  if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_qkv, layer, x->a, x->b, e))) return rc;
-  if ((rc = layer_compute(x, s, layer, 0, !recompute, e))) return rc;
-  s->rc.layer = layer;
-  if ((rc = ring_forward(&x->g, &s->rc, s->comp, PHASE_ATTN, PHASE_KV_SEND, x->b, x->a, e))) return rc;
-  if (!recompute)
-    for (int r = 0; r < W; r++)
-      for (int st = 0; st < s->R; st++) x->attn_f[r] += s->comp[(int64_t)st * W + r];
-  if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_out, layer, x->a, x->b, e))) return rc;
+  if (recompute && x->o->keep_attn) {  // selective recomputation: attention's output and LSE are kept
+    memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
+  } else {
+    if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_qkv, layer, x->a, x->b, e))) return rc;
+    if ((rc = layer_compute(x, s, layer, 0, !recompute, e))) return rc;
+    s->rc.layer = layer;
+    if ((rc = ring_forward(&x->g, &s->rc, &s->rt, s->comp, PHASE_ATTN, PHASE_KV_SEND, x->b, x->a, e))) return rc;
+    if (!recompute)
+      for (int r = 0; r < W; r++)
+        for (int st = 0; st < s->R; st++) x->attn_f[r] += s->comp[(int64_t)st * W + r];
+    if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_out, layer, x->a, x->b, e))) return rc;
+  }
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     s->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);
@@ -120,7 +137,7 @@ static int layer_bwd(sim_ctx *x, a2a_state *s, int layer, sr_error *e) {
   if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_out, layer, x->a, x->b, e))) return rc;  // dO
   if ((rc = layer_compute(x, s, layer, 1, 0, e))) return rc;
   s->rc.layer = layer;
-  if ((rc = ring_backward(&x->g, &s->rc, s->comp, PHASE_ATTN_BWD, PHASE_KV_SEND, PHASE_DKV_SEND, x->b, x->a, e)))
+  if ((rc = ring_backward(&x->g, &s->rc, &s->rt, s->comp, PHASE_ATTN_BWD, PHASE_KV_SEND, PHASE_DKV_SEND, x->b, x->a, e)))
     return rc;
   for (int r = 0; r < W; r++)
     for (int st = 0; st < s->R; st++) x->attn_b[r] += s->comp[(int64_t)st * W + r];
@@ -148,13 +165,14 @@ int step_a2a(sim_ctx *x, sr_error *e) {
   s.comp = calloc((size_t)s.R * W, sizeof *s.comp);
   s.dur = calloc((size_t)W, sizeof *s.dur);
   s.agg = calloc((size_t)W * W, sizeof *s.agg);
-  s.grp = calloc((size_t)s.R * s.R, sizeof *s.grp);
+  s.grp = calloc((size_t)s.U * s.R * s.R, sizeof *s.grp);
   if (!s.comp || !s.dur || !s.agg || !s.grp) {
     rc = sr_internal_error(e, 0, "sim: out of memory");
     goto out;
   }
-  if ((rc = ring_ctx_init(&s.rc, sch, x->c, e))) goto out;
+  if ((rc = ring_ctx_init(&s.rc, W, x->c, e))) goto out;
   s.have_rc = 1;
+  s.rc.log = x->transfers;
   if (s.R > 1)
     for (int r = 0; r < W; r++) {
       int64_t t = 0;

@@ -35,6 +35,7 @@ typedef struct {
   int32_t *a, *b, *c2;     // [W] scratch task ids
   work_cache cache;
   int have_cache;
+  sim_transfers *transfers; // sim_run_transfers: every ring transfer costed (NULL: not kept)
 } sim_ctx;
 
 // Schedule the tasks added since the last flush, collect busy times and timeline events, clear.

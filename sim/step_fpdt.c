@@ -1,14 +1,18 @@
 // step_fpdt.c — a training step under FPDT (Fully Pipelined Distributed Transformer, DeepSpeed
-// "Ulysses-Offload"; Yao et al. 2024).
+// "Ulysses-Offload"; Yao et al. 2024) as the executor runs it (exec/fpdt.c, docs/exec.md).
 //
-// The sequence is cut into u = ceil(N / C) chunks of C tokens; every rank holds C / W tokens of each
-// chunk. Per chunk i: QKV projection, Ulysses all-to-all over all W ranks (each gets chunk i's C tokens
-// for H / W heads), attention of chunk i against chunks 0..i with online LSE merging, the reverse
-// all-to-all, the rest of the layer. With offload, each chunk's q/k/v/o/lse go to pinned host memory
-// on the copy stream and the KV chunk j is fetched back for (i, j) while (i, j-1) computes (two
-// buffers: fetch j waits until (i, j-2) released its buffer), so the prefetch hides when a chunk's
-// compute is at least its PCIe time. Backward inverts the loop: outer over KV chunk j, inner over
-// query chunks i >= j, fetching q/o/lse/dO (and the fp32 dQ accumulator, written back after).
+// The sequence is cut into u = ceil(N / C) chunks of C consecutive tokens; every rank holds its layout's
+// tokens of each chunk. Per layer: the QKV projection of the rank's tokens, then the attention chunk by chunk:
+// chunk i's Ulysses all-to-all over all W ranks (each gets chunk i's tokens for H / W heads), its queries
+// against its own KV chunk, then against KV chunks 0..i-1 with the online LSE merge, and the reverse
+// all-to-all of its output; then the rest of the layer. With offload, chunk i's KV goes to pinned host memory
+// (copy-out stream) once gathered, and a KV chunk j < i comes back (copy stream) into one of two buffers while
+// the previous pair computes: the fetch of the k-th fetched pair waits until pair k-2 released its buffer and
+// until chunk j's offload has finished. Backward: the recomputed forward (with recomputation; without its
+// attention under selective recomputation, sim_options.keep_attn), the layer's
+// tail, the KV of every chunk gathered again (and offloaded), then the query chunks in reverse order, each
+// gathering its q, o, dO and LSE, computing against its own KV chunk and then chunks 0..i-1 (the same
+// prefetching; dK/dV accumulate on the GPU), and sending dQ, dK, dV of the chunk back.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +22,14 @@
 #include "sim/step_ctx.h"
 
 typedef struct {
-  int u;               // chunks
-  layout lay;          // chunks as a contiguous layout over u "ranks"
+  int u;                    // chunks
+  layout lay;               // chunks as a contiguous layout over u "ranks"
   int have_lay;
   double *attn_f, *attn_b;  // [W * u * u] seconds of rank r for chunk pair (i, j)
-  int32_t *h2d, *att;       // [W * u] scratch task ids
+  int32_t *d2h;             // [W * u] the offload of rank r's KV chunk j (-1: none)
+  int32_t *used;            // [W * 2] the compute of the last two fetched pairs of rank r (their buffers)
+  int64_t *fetched;         // [W] pairs fetched so far in this pass
+  int32_t *last;            // [W] the rank's last compute task
   double *dur;              // [W]
 } fpdt_state;
 
@@ -30,12 +37,15 @@ static void fpdt_free(fpdt_state *s) {
   if (s->have_lay) layout_free(&s->lay);
   free(s->attn_f);
   free(s->attn_b);
-  free(s->h2d);
-  free(s->att);
+  free(s->d2h);
+  free(s->used);
+  free(s->fetched);
+  free(s->last);
   free(s->dur);
 }
 
 static int64_t idx(const fpdt_state *s, int r, int i, int j) { return ((int64_t)r * s->u + i) * s->u + j; }
+static int oom(sr_error *e) { return sr_internal_error(e, 0, "sim: out of memory for tasks"); }
 
 static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
   int W = x->W, H = (int)x->m->num_heads, u = s->u;
@@ -50,120 +60,161 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
       for (int j = 0; j <= i; j++) {
         s->attn_f[idx(s, r, i, j)] += cost_attn_fwd(&x->c->gpu, x->m, &w[(int64_t)i * u + j]);
         s->attn_b[idx(s, r, i, j)] += cost_attn_bwd(&x->c->gpu, x->m, &w[(int64_t)i * u + j]);
-        x->pairs += w[(int64_t)i * u + j].pairs;
       }
   }
   return SR_OK;
 }
 
-// All-to-all over all W ranks of `bytes` per rank: a rendezvous, then one task per rank.
+// The layer's kept (q, k) pairs, into the step's total.
+static int count_pairs(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
+  int H = (int)x->m->num_heads, u = s->u;
+  for (int h = 0; h < H; h++) {
+    const work_count *w;
+    int rc = work_head(&x->cache, x->pat, layer, h, &w, e);
+    if (rc) return rc;
+    for (int i = 0; i < u; i++)
+      for (int j = 0; j <= i; j++) x->pairs += w[(int64_t)i * u + j].pairs;
+  }
+  return SR_OK;
+}
+
+// An all-to-all over all W ranks of `bytes` per rank after deps[r]: a rendezvous, then one task per rank.
+// One rank has nothing to exchange (the executor reads its own tensors): its tasks pass deps through.
 static int a2a(sim_ctx *x, double bytes, int layer, int chunk, const int32_t *deps, int32_t *out, sr_error *e) {
+  if (x->W == 1) {
+    out[0] = deps[0];
+    return SR_OK;
+  }
   double t = cost_alltoall_cluster(x->c, x->W, x->c->gpus_per_node, bytes);
   x->comm_bytes += bytes * (x->W - 1);
   int32_t bar = engine_barrier(&x->g, deps, x->W);
   timeline_stream stream = x->W > x->c->gpus_per_node ? STREAM_INTER : STREAM_INTRA;
   for (int r = 0; r < x->W; r++)
-    if ((out[r] = engine_add(&x->g, r, stream, t, -1, PHASE_A2A, layer, chunk, &bar, 1)) < 0)
-      return sr_internal_error(e, 0, "sim: out of memory for tasks");
+    if ((out[r] = engine_add(&x->g, r, stream, t, -1, PHASE_A2A, layer, chunk, &bar, 1)) < 0) return oom(e);
   return SR_OK;
 }
 
-static int add(sim_ctx *x, int r, timeline_stream st, double dur, int phase, int layer, int chunk, int32_t d0, int32_t d1,
-               int32_t *out, sr_error *e) {
-  int32_t d[2] = {d0, d1};
-  *out = engine_add(&x->g, r, st, dur, -1, phase, layer, chunk, d, 2);
-  return *out < 0 ? sr_internal_error(e, 0, "sim: out of memory for tasks") : SR_OK;
+// Tokens of chunk i (the last may be short), and a rank's share of them.
+static double chunk_tokens(const sim_ctx *x, int i) {
+  int64_t C = x->p->spec.fpdt_chunk, N = x->p->layout.n_tokens, left = N - (int64_t)i * C;
+  return (double)(left < C ? left : C);
 }
 
-static int layer_fwd(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
-  int W = x->W, u = s->u, rc;
-  const model_config *m = x->m;
-  const cluster_desc *c = x->c;
-  int off = x->p->spec.fpdt_offload;
-  double C = (double)x->p->spec.fpdt_chunk, cr = C / W;
-  double hr = (double)m->num_heads / W, kvr = (double)m->num_kv_heads / W < 1 ? 1 : (double)m->num_kv_heads / W;
-  double kve = (double)(m->num_kv_heads > W ? m->num_kv_heads : W);
-  double kv_chunk = C * kvr * m->head_dim * 2 * 2;                                  // K and V, bf16
-  double act_chunk = C * ((hr + 2 * kvr) * m->head_dim * 2 + hr * m->head_dim * 2 + hr * 4);  // q k v o lse
-  for (int i = 0; i < u; i++) {
-    if ((rc = ctx_each(x, STREAM_COMPUTE, NULL, ctx_gemm_qkv(x, cr) + ctx_mem_pre(x, cr), PHASE_QKV, layer, i, NULL,
-                       x->a, e)))
-      return rc;
-    if ((rc = a2a(x, cr * ((double)m->num_heads + 2 * kve) * m->head_dim * 2, layer, i, x->a, x->b, e))) return rc;
-    for (int r = 0; r < W; r++) {
-      int32_t prev = x->b[r];
-      for (int j = 0; j <= i; j++) {
-        int32_t fetch = -1;
-        if (off && j < i) {
-          int32_t freed = j >= 2 ? s->att[(int64_t)r * u + j - 2] : -1;
-          if ((rc = add(x, r, STREAM_COPY, cost_p2p(&c->host, kv_chunk), PHASE_H2D, layer, i, freed, -1, &fetch, e)))
-            return rc;
-        }
-        int32_t id;
-        if ((rc = add(x, r, STREAM_COMPUTE, s->attn_f[idx(s, r, i, j)], PHASE_ATTN, layer, i, prev, fetch, &id, e)))
-          return rc;
-        s->att[(int64_t)r * u + j] = id;
-        prev = id;
-        x->attn_f[r] += s->attn_f[idx(s, r, i, j)];
-      }
-      x->a[r] = prev;
-      if (off) {
-        int32_t d;
-        if ((rc = add(x, r, STREAM_COPY_OUT, cost_p2p(&c->host, act_chunk), PHASE_D2H, layer, i, prev, -1, &d, e))) return rc;
-      }
-    }
-    if ((rc = a2a(x, cr * (double)m->num_heads * m->head_dim * 2, layer, i, x->a, x->b, e))) return rc;
-    if ((rc = ctx_each(x, STREAM_COMPUTE, NULL, ctx_gemm_post(x, cr) + ctx_mem_post(x, cr), PHASE_POST, layer, i, x->b,
-                       x->a, e)))
-      return rc;
+// Bytes of chunk i's K and V on one rank after its all-to-all (the rank's KV heads, one at least, bf16).
+static double kv_chunk_bytes(const sim_ctx *x, int i) {
+  double kvr = (double)x->m->num_kv_heads / x->W;
+  return chunk_tokens(x, i) * (kvr < 1 ? 1 : kvr) * (double)x->m->head_dim * 2 * 2;
+}
+
+// Query chunk i of rank r against KV chunk j: with offload a fetch first (after the buffer it lands in was
+// released by the compute of the pair fetched two before, and after chunk j's offload), then the compute.
+static int pair(sim_ctx *x, fpdt_state *s, int r, int i, int j, int fetch, int bwd, int layer, sr_error *e) {
+  int32_t f = -1;
+  if (fetch) {
+    int64_t k = s->fetched[r]++;
+    int32_t d[2] = {k >= 2 ? s->used[r * 2 + k % 2] : -1, s->d2h[(int64_t)r * s->u + j]};
+    f = engine_add(&x->g, r, STREAM_COPY, cost_p2p(&x->c->host, kv_chunk_bytes(x, j)), -1, PHASE_H2D, layer, j, d, 2);
+    if (f < 0) return oom(e);
+  }
+  int32_t d[2] = {s->last[r], f};
+  double t = bwd ? s->attn_b[idx(s, r, i, j)] : s->attn_f[idx(s, r, i, j)];
+  int32_t id = engine_add(&x->g, r, STREAM_COMPUTE, t, -1, bwd ? PHASE_ATTN_BWD : PHASE_ATTN, layer, i, d, 2);
+  if (id < 0) return oom(e);
+  if (fetch) s->used[r * 2 + (s->fetched[r] - 1) % 2] = id;
+  s->last[r] = id;
+  return SR_OK;
+}
+
+// Chunk j's gathered KV goes to the host once its all-to-all delivered it (ready[r]).
+static int offload(sim_ctx *x, fpdt_state *s, int j, int layer, const int32_t *ready, sr_error *e) {
+  for (int r = 0; r < x->W; r++) {
+    int32_t id = engine_add(&x->g, r, STREAM_COPY_OUT, cost_p2p(&x->c->host, kv_chunk_bytes(x, j)), -1, PHASE_D2H,
+                            layer, j, &ready[r], 1);
+    if (id < 0) return oom(e);
+    s->d2h[(int64_t)r * s->u + j] = id;
   }
   return SR_OK;
+}
+
+static void pass_begin(sim_ctx *x, fpdt_state *s) {
+  for (int r = 0; r < x->W; r++) s->fetched[r] = 0, s->used[2 * r] = s->used[2 * r + 1] = -1;
+}
+
+static int layer_fwd(sim_ctx *x, fpdt_state *s, int layer, int recompute, sr_error *e) {
+  int W = x->W, u = s->u, rc;
+  int off = x->p->spec.fpdt_offload;
+  const model_config *m = x->m;
+  double H = (double)m->num_heads, d = (double)m->head_dim;
+  double kve = (double)(m->num_kv_heads > W ? m->num_kv_heads : W);  // KV heads over the ranks, replicated ones too
+  for (int r = 0; r < W; r++) {
+    double n = (double)x->p->layout.rank_count[r];
+    s->dur[r] = ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n);
+  }
+  if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e)))
+    return rc;
+  pass_begin(x, s);
+  // selective recomputation (sim_options.keep_attn): the rerun keeps the first forward's attention output and LSE
+  for (int i = 0; i < (recompute && x->o->keep_attn ? 0 : u); i++) {
+    double cr = chunk_tokens(x, i) / W;
+    if ((rc = a2a(x, cr * (H + 2 * kve) * d * 2, layer, i, x->a, x->b, e))) return rc;  // q, k, v of the chunk
+    if (off && (rc = offload(x, s, i, layer, x->b, e))) return rc;
+    for (int r = 0; r < W; r++) {
+      s->last[r] = x->b[r];
+      if ((rc = pair(x, s, r, i, i, 0, 0, layer, e))) return rc;
+      for (int j = 0; j < i; j++)
+        if ((rc = pair(x, s, r, i, j, off, 0, layer, e))) return rc;
+      if (!recompute)
+        for (int j = 0; j <= i; j++) x->attn_f[r] += s->attn_f[idx(s, r, i, j)];
+      x->b[r] = s->last[r];
+    }
+    if ((rc = a2a(x, cr * H * (d * 2 + 4), layer, i, x->b, x->a, e))) return rc;  // o and LSE back
+  }
+  for (int r = 0; r < W; r++) {
+    double n = (double)x->p->layout.rank_count[r];
+    s->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);
+  }
+  return ctx_each(x, STREAM_COMPUTE, s->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_POST, layer, -1, x->a, x->a, e);
 }
 
 static int layer_bwd(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
   int W = x->W, u = s->u, rc;
-  const model_config *m = x->m;
-  const cluster_desc *c = x->c;
   int off = x->p->spec.fpdt_offload;
-  double C = (double)x->p->spec.fpdt_chunk, cr = C / W;
-  double hr = (double)m->num_heads / W, kvr = (double)m->num_kv_heads / W < 1 ? 1 : (double)m->num_kv_heads / W;
+  const model_config *m = x->m;
+  double H = (double)m->num_heads, d = (double)m->head_dim;
   double kve = (double)(m->num_kv_heads > W ? m->num_kv_heads : W);
-  double kv_chunk = C * kvr * m->head_dim * 2 * 2;
-  double q_chunk = C * hr * (m->head_dim * 2 * 3 + 4 + m->head_dim * 4);  // q, o, dO bf16, lse, dQ fp32
-  double dq_chunk = C * hr * m->head_dim * 4;
-  double rec = x->p->spec.recompute ? ctx_gemm_qkv(x, cr) + ctx_gemm_post(x, cr) + ctx_mem_pre(x, cr) + ctx_mem_post(x, cr) : 0;
-  // Backward of the layer's tail per chunk (with its recomputation), then the all-to-all of dO.
-  int32_t *ready = s->h2d;  // reuse: a2a of dO per (r, i)
+  if (x->p->spec.recompute && (rc = layer_fwd(x, s, layer, 1, e))) return rc;
+  for (int r = 0; r < W; r++) {
+    double n = (double)x->p->layout.rank_count[r];
+    s->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_post(x, n) + ctx_mem_post(x, n));
+  }
+  if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, PHASE_POST_BWD, layer, -1, x->p->spec.recompute ? x->a : NULL, x->a,
+                     e)))
+    return rc;
+  // every chunk's KV gathered again (the backward starts from the last query chunk, which needs them all)
+  for (int j = 0; j < u; j++) {
+    if ((rc = a2a(x, chunk_tokens(x, j) / W * 2 * kve * d * 2, layer, j, x->a, x->b, e))) return rc;
+    if (off && (rc = offload(x, s, j, layer, x->b, e))) return rc;
+    memcpy(x->a, x->b, sizeof(int32_t) * (size_t)W);
+  }
+  pass_begin(x, s);
   for (int i = u - 1; i >= 0; i--) {
-    double t = rec + MODEL_GEMM_BWD_RATIO * (ctx_gemm_post(x, cr) + ctx_mem_post(x, cr));
-    if ((rc = ctx_each(x, STREAM_COMPUTE, NULL, t, PHASE_POST_BWD, layer, i, NULL, x->a, e))) return rc;
-    if ((rc = a2a(x, cr * (double)m->num_heads * m->head_dim * 2, layer, i, x->a, x->b, e))) return rc;
-    for (int r = 0; r < W; r++) ready[(int64_t)r * u + i] = x->b[r];
-  }
-  for (int j = u - 1; j >= 0; j--) {
+    double cr = chunk_tokens(x, i) / W;
+    if ((rc = a2a(x, cr * H * (3 * d * 2 + 4), layer, i, x->a, x->b, e))) return rc;  // q, o, dO, LSE
     for (int r = 0; r < W; r++) {
-      int32_t kv = -1, prev = -1, prev2 = -1;
-      if (off && (rc = add(x, r, STREAM_COPY, cost_p2p(&c->host, kv_chunk), PHASE_H2D, layer, j, -1, -1, &kv, e)))
-        return rc;
-      for (int i = j; i < u; i++) {
-        int32_t fq = -1, id;
-        if (off && (rc = add(x, r, STREAM_COPY, cost_p2p(&c->host, q_chunk), PHASE_H2D, layer, i, prev2, -1, &fq, e)))
-          return rc;
-        int32_t d[4] = {kv, fq, ready[(int64_t)r * u + i], prev};
-        id = engine_add(&x->g, r, STREAM_COMPUTE, s->attn_b[idx(s, r, i, j)], -1, PHASE_ATTN_BWD, layer, i, d, 4);
-        if (id < 0) return sr_internal_error(e, 0, "sim: out of memory for tasks");
-        if (off && (rc = add(x, r, STREAM_COPY_OUT, cost_p2p(&c->host, dq_chunk), PHASE_D2H, layer, i, id, -1, &fq, e)))
-          return rc;
-        x->attn_b[r] += s->attn_b[idx(s, r, i, j)];
-        prev2 = prev;
-        prev = id;
-      }
-      x->a[r] = prev;
+      s->last[r] = x->b[r];
+      if ((rc = pair(x, s, r, i, i, off, 1, layer, e))) return rc;  // its own KV chunk first, as in the forward
+      for (int j = 0; j < i; j++)
+        if ((rc = pair(x, s, r, i, j, off, 1, layer, e))) return rc;
+      for (int j = 0; j <= i; j++) x->attn_b[r] += s->attn_b[idx(s, r, i, j)];
+      x->b[r] = s->last[r];
     }
-    if ((rc = a2a(x, cr * ((double)m->num_heads + 2 * kve) * m->head_dim * 2, layer, j, x->a, x->b, e))) return rc;
-    double t = MODEL_GEMM_BWD_RATIO * (ctx_gemm_qkv(x, cr) + ctx_mem_pre(x, cr));
-    if ((rc = ctx_each(x, STREAM_COMPUTE, NULL, t, PHASE_QKV_BWD, layer, j, x->b, x->a, e))) return rc;
+    if ((rc = a2a(x, cr * (H + 2 * kve) * d * 4, layer, i, x->b, x->a, e))) return rc;  // dQ, dK, dV (fp32)
   }
+  for (int r = 0; r < W; r++) {
+    double n = (double)x->p->layout.rank_count[r];
+    s->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n));
+  }
+  if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, PHASE_QKV_BWD, layer, -1, x->a, x->a, e))) return rc;
   return ctx_grad_reduce(x, layer, x->a, e);
 }
 
@@ -187,21 +238,24 @@ int step_fpdt(sim_ctx *x, sr_error *e) {
   size_t n = (size_t)W * s.u * s.u;
   s.attn_f = malloc(n * sizeof *s.attn_f);
   s.attn_b = malloc(n * sizeof *s.attn_b);
-  s.h2d = malloc((size_t)W * s.u * sizeof *s.h2d);
-  s.att = malloc((size_t)W * s.u * sizeof *s.att);
+  s.d2h = malloc((size_t)W * s.u * sizeof *s.d2h);
+  s.used = malloc((size_t)W * 2 * sizeof *s.used);
+  s.fetched = malloc((size_t)W * sizeof *s.fetched);
+  s.last = malloc((size_t)W * sizeof *s.last);
   s.dur = malloc((size_t)W * sizeof *s.dur);
-  if (!s.attn_f || !s.attn_b || !s.h2d || !s.att || !s.dur) {
+  if (!s.attn_f || !s.attn_b || !s.d2h || !s.used || !s.fetched || !s.last || !s.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for FPDT");
     goto out;
   }
+  for (int64_t k = 0; k < (int64_t)W * s.u; k++) s.d2h[k] = -1;
   int L = (int)x->m->num_layers;
   for (int l = 0; l < L; l++)
-    if ((rc = account(x, &s, l, e)) || (rc = layer_fwd(x, &s, l, e)) || (rc = ctx_flush(x, e))) goto out;
+    if ((rc = account(x, &s, l, e)) || (rc = layer_fwd(x, &s, l, 0, e)) || (rc = ctx_flush(x, e)) ||
+        (rc = count_pairs(x, &s, l, e)))
+      goto out;
   if ((rc = ctx_loss(x, e))) goto out;
-  double keep = x->pairs;
   for (int l = L - 1; l >= 0; l--)
     if ((rc = account(x, &s, l, e)) || (rc = layer_bwd(x, &s, l, e)) || (rc = ctx_flush(x, e))) goto out;
-  x->pairs = keep;
   rc = ctx_optimizer(x, e);
 out:
   fpdt_free(&s);

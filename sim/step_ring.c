@@ -2,7 +2,9 @@
 // the plan's schedule: per layer the QKV projection, MTraining's online estimation when the pattern is
 // estimated online (or the gate of moba / token-topk), the tile-index build for sparse patterns, the ring attention pass, and the rest of
 // the layer; then backward with recomputation (index build + sparse forward run again, as in
-// MTraining), the ring backward with dK/dV travelling, and the layer's gradient reduction.
+// MTraining), the ring backward with dK/dV travelling, and the layer's gradient reduction. The ring
+// passes cost the planner's routes of the layer (plan/ring_plan.h: skipped shards move nothing, early
+// inter-node posts overlap the steps in between), the transfers the executor posts.
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,7 @@ typedef struct {
   float *fwd, *bwd;   // [n_steps * W] attention seconds of rank r at ring step s (index s * W + r)
   float *entries;     // [W] tile + bar entries of rank r (its index build)
   int sparse;         // some head is not dense: an index is built
+  int routes;         // the layer's routes (index into ring_state.routes)
   // Representative mode: the layer's simulated duration and per-rank busy time, once known.
   double dt_fwd, dt_bwd;
   double *busy_fwd, *busy_bwd;
@@ -101,7 +104,43 @@ typedef struct {
   double *dur;         // [W]
   int online;          // pattern estimated online (MTraining) or selected by a gate (gated)
   int gated;           // moba, token-topk: the gate's cost (gating_cost.c), then the index build
+  ring_routes *routes; // [n_routes] the distinct routes of the layers (one unless shards are skipped)
+  int n_routes;
 } ring_state;
+
+// The routes of a layer whose counts are agg: the same entry for every layer unless skipping makes
+// them differ (routes are equal when every rank computes the same shards at every step).
+static int layer_routes(sim_ctx *x, ring_state *st, const work_count *agg, int *out, sr_error *e) {
+  if (st->n_routes > 0 && !x->p->spec.skip_empty_sends) {
+    *out = 0;
+    return SR_OK;
+  }
+  ring_routes rt;
+  int rc = ring_routes_build(x->p, agg, &rt, e);
+  if (rc) return rc;
+  if (rt.n_steps != x->p->schedule.n_steps) {
+    ring_routes_free(&rt);
+    return sr_internal_error(e, 0, "sim: routes of %d steps for a schedule of %d", rt.n_steps, x->p->schedule.n_steps);
+  }
+  size_t n = (size_t)rt.n_steps * (size_t)rt.world * sizeof *rt.kv_src;
+  for (int k = 0; k < st->n_routes; k++) {
+    const ring_routes *o = &st->routes[k];
+    if (o->n_steps == rt.n_steps && o->n_kv == rt.n_kv && o->n_grad == rt.n_grad && !memcmp(o->kv_src, rt.kv_src, n)) {
+      ring_routes_free(&rt);
+      *out = k;
+      return SR_OK;
+    }
+  }
+  ring_routes *grown = realloc(st->routes, (size_t)(st->n_routes + 1) * sizeof *grown);
+  if (!grown) {
+    ring_routes_free(&rt);
+    return sr_internal_error(e, 0, "sim: out of memory for routes");
+  }
+  st->routes = grown;
+  st->routes[st->n_routes] = rt;
+  *out = st->n_routes++;
+  return SR_OK;
+}
 
 static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, int recompute, sr_error *e) {
   const schedule *s = &x->p->schedule;
@@ -112,11 +151,13 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   }
   int rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e);
   if (rc) return rc;
+  // selective recomputation: the rerun keeps the first forward's attention output (sim_options.keep_attn)
+  int attn = !(recompute && x->o->keep_attn);
   if (st->online && !recompute) {
     if ((rc = st->gated ? gating_layer(x, layer, x->a, x->b, e) : estimate_layer(x, layer, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  if (w->sparse) {
+  if (w->sparse && attn && (st->online || !x->o->index_ready)) {
     for (int r = 0; r < W; r++)
       st->dur[r] = st->online && !st->gated && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r]);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
@@ -124,7 +165,10 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   }
   for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->fwd[i];
   st->ring.layer = layer;
-  if ((rc = ring_forward(&x->g, &st->ring, st->comp, PHASE_ATTN, PHASE_KV_SEND, x->a, x->b, e))) return rc;
+  if (!attn) memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
+  else if ((rc = ring_forward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN, PHASE_KV_SEND, x->a, x->b,
+                              e)))
+    return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     st->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);
@@ -156,7 +200,8 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
   if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_POST_BWD, layer, -1, NULL, x->a, e))) return rc;
   for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->bwd[i];
   st->ring.layer = layer;
-  if ((rc = ring_backward(&x->g, &st->ring, st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND, PHASE_DKV_SEND, x->a, x->b, e)))
+  if ((rc = ring_backward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND,
+                         PHASE_DKV_SEND, x->a, x->b, e)))
     return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
@@ -205,7 +250,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   }
   st.online = pattern_spec_estimation(p->spec.pattern) != PATTERN_FIXED && !x->o->fixed_pattern;
   st.gated = pattern_spec_estimation(p->spec.pattern) == PATTERN_GATED;
-  if ((rc = ring_ctx_init(&st.ring, s, x->c, e))) goto done;
+  if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
+  st.ring.log = x->transfers;
   // Account every layer; identical layers share their work.
   for (int l = 0; l < L; l++) {
     // A layer whose heads equal the previous layer's (every layer of a dense model) shares its work.
@@ -219,29 +265,28 @@ int step_ring(sim_ctx *x, sr_error *e) {
       continue;
     }
     layer_work w;
-    if ((rc = account(x, l, agg, &w, e))) {
+    if ((rc = account(x, l, agg, &w, e)) || (rc = layer_routes(x, &st, agg, &w.routes, e))) {
       layer_work_free(&w);
       goto done_ring;
     }
     x->pairs += w.pairs;
     x->exec_pairs += w.exec_pairs;
     int k = 0;
-    while (k < n_distinct && (distinct[k].hash != w.hash || distinct[k].pairs != w.pairs)) k++;
+    while (k < n_distinct &&
+           (distinct[k].hash != w.hash || distinct[k].pairs != w.pairs || distinct[k].routes != w.routes))
+      k++;
     if (k == n_distinct) distinct[n_distinct++] = w;
     else layer_work_free(&w);
     of[l] = k;
   }
-  // Bytes on the wire per layer: forward sends (twice with recomputation) and backward sends.
-  {
-    double fwd = 0, bwd = 0;
-    for (int k = 0; k < s->n_steps; k++)
-      for (int r = 0; r < W; r++) {
-        const ring_step *rs = schedule_at(s, k, r);
-        fwd += (double)(rs->send.peer >= 0 ? rs->send.bytes : 0) + (double)(rs->send_outer.peer >= 0 ? rs->send_outer.bytes : 0);
-        bwd += (double)(rs->send_bwd.peer >= 0 ? rs->send_bwd.bytes : 0) +
-               (double)(rs->send_outer_bwd.peer >= 0 ? rs->send_outer_bwd.bytes : 0);
-      }
-    x->comm_bytes += L * ((p->spec.recompute ? 2 : 1) * fwd + bwd);
+  // Bytes on the wire: per layer its routes' forward sends (twice with recomputation, unless the rerun keeps
+  // attention's output: sim_options.keep_attn) and backward sends.
+  for (int k = 0; k < st.n_routes; k++) {
+    int layers = 0;
+    for (int l = 0; l < L; l++) layers += distinct[of[l]].routes == k;
+    double fwd, bwd;
+    ring_routes_bytes(&st.routes[k], &fwd, &bwd);
+    x->comm_bytes += layers * ((p->spec.recompute && !x->o->keep_attn ? 2 : 1) * fwd + bwd);
   }
   int rep = x->o->representative && !x->tl;
   for (int l = 0; l < L; l++) {
@@ -304,6 +349,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
     }
 done_ring:
   ring_ctx_free(&st.ring);
+  for (int k = 0; k < st.n_routes; k++) ring_routes_free(&st.routes[k]);
+  free(st.routes);
 done:
   for (int k = 0; k < n_distinct; k++) layer_work_free(&distinct[k]);
   free(distinct);

@@ -238,9 +238,24 @@ static void match(const named *p, int np, const named *m, int nm, tlc_row *rows,
   if (!cnt) *mx = NAN;
 }
 
+// Input error unless some event of t belongs to run (NULL: every run does), naming the runs t holds.
+static int check_run(const tlc_timeline *t, const char *run, const char *flag, sr_error *e) {
+  if (!run) return SR_OK;
+  char runs[256] = "";
+  for (int64_t i = 0; i < t->n; i++) {
+    if (strcmp(t->ev[i].run, run) == 0) return SR_OK;
+    char quoted[80];
+    snprintf(quoted, sizeof quoted, "'%s'", t->ev[i].run);
+    if (!strstr(runs, quoted) && strlen(runs) + strlen(quoted) + 3 < sizeof runs)
+      snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s", runs[0] ? ", " : "", quoted);
+  }
+  return sr_input_error(e, NULL, flag, "no row has run '%s' (the file's runs: %s)", run, runs[0] ? runs : "none");
+}
+
 int tlc_compare(const tlc_timeline *pred, const tlc_timeline *meas, const char *run_pred, const char *run_meas,
                 tlc_report *r, sr_error *e) {
   memset(r, 0, sizeof *r);
+  if (check_run(pred, run_pred, "--run-sim", e) || check_run(meas, run_meas, "--run-exec", e)) return e->code;
   named *pp, *ps, *mp, *ms;
   int npp, nps, nmp, nms;
   double tp, tm;
@@ -262,6 +277,9 @@ int tlc_compare(const tlc_timeline *pred, const tlc_timeline *meas, const char *
     list_missing(mp, nmp, pp, npp, r->only_measured, sizeof r->only_measured);
   }
   free(pp), free(ps), free(mp), free(ms);
+  if (rc == SR_OK && r->n_phases == 0 && r->n_steps == 0)  // no error to report: "nan% over 0 phases" says nothing
+    rc = sr_input_error(e, NULL, NULL, "the two timelines share no phase and no step (only predicted: %s; only measured: %s)",
+                        r->only_predicted[0] ? r->only_predicted : "none", r->only_measured[0] ? r->only_measured : "none");
   if (rc) tlc_report_free(r);
   return rc;
 }

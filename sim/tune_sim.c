@@ -332,18 +332,9 @@ static double ring_lower_bound(const tune_sim *t, const plan *p, const struct ri
 // (whose KV buffers hold a whole layout shard), no KV buffers: both only add (memory.c).
 static void memory_lower_bound(const model_config *m, const cluster_desc *c, const plan *p, sim_memory *out) {
   mem_inputs mi;
-  memset(&mi, 0, sizeof mi);
-  mi.world = p->layout.world;
-  for (int r = 0; r < p->layout.world; r++) mi.tokens_per_rank = sr_max64(mi.tokens_per_rank, p->layout.rank_count[r]);
+  sim_mem_inputs(p, &mi);
   int ring = p->spec.fpdt_chunk == 0 && (p->schedule.kind == SCHED_RING || p->schedule.kind == SCHED_DOUBLE_RING);
   mi.kv_shard_tokens = ring ? mi.tokens_per_rank : 0;
-  mi.recompute = p->spec.recompute;
-  mi.zero = p->spec.zero;
-  mi.fpdt_chunk = p->spec.fpdt_chunk;
-  mi.fpdt_offload = p->spec.fpdt_offload;
-  mi.kv_bytes_per_elem = p->spec.kv_bytes > 0 ? p->spec.kv_bytes : 2;
-  mi.grad_bytes_per_elem = p->schedule.grad_bytes_per_elem > 0 ? p->schedule.grad_bytes_per_elem : 4;
-  mi.exec_trainer = strcmp(p->spec.trainer, "exec") == 0;
   sim_memory_estimate(m, c, &mi, out);
 }
 
@@ -383,7 +374,7 @@ static int sim_point(void *ctx, const tune_point *pt, int step, tune_eval *out, 
   plan p;
   int invalid;
   if ((rc = point_plan(t, pt, &p, out, &invalid, e)) || invalid) return rc;
-  sim_options o = {t->representative, 0, 0};
+  sim_options o = {t->representative, 0, 0, 0, 0};
   sim_result r;
   rc = sim_run_shared(&p, pat, &o, t->store, &r, NULL, e);
   plan_free(&p);
@@ -415,7 +406,7 @@ int tune_sim_plan(tune_sim *t, const tune_point *pt, plan *out, sr_error *e) {
   // The prediction recorded is what `sparsering sim --plan` computes for this file: the full
   // (non-representative) simulation of the base pattern.
   const pattern *pat = NULL;
-  sim_options o = {0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0};
   sim_result r;
   if ((rc = pattern_at(t, 0, &pat, e)) || (rc = sim_run_shared(out, pat, &o, t->store, &r, NULL, e))) {
     plan_free(out);

@@ -107,3 +107,47 @@ TEST(cli_set_gives_a_flag_a_value_as_if_given_last) {
   CHECK_EQ_INT(cli_set(&a, "model", "m2", &e), SR_OK);
   CHECK(strcmp(cli_get(&a, "model", ""), "m2") == 0);
 }
+
+TEST(cli_num_beyond_a_double_is_named_so_not_as_inf_out_of_range) {
+  const char *argv[] = {"demo", "--steps", "1e400"};
+  cli_args a;
+  sr_error e;
+  CHECK_EQ_INT(parse(&a, &e, 3, argv), SR_OK);
+  double x;
+  CHECK_EQ_INT(cli_get_num(&a, "steps", 0, 0, INFINITY, &x, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "'1e400' is beyond the range of a double");
+  CHECK(!strstr(e.msg, "inf"));
+}
+
+// A command writing two files: the parser checks them before the command runs.
+static const cli_flag outs[] = {
+    {"csv", cli_out_file, NULL, "a CSV"},
+    {"svg", cli_out_file, NULL, "an SVG"},
+    {"ckpt", cli_out_dir, NULL, "checkpoints"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage out_usage = {NULL, "sparsering demo --csv x.csv", {outs, NULL}};
+
+TEST(output_flags_are_checked_when_parsed_and_may_not_share_a_file) {
+  cli_args a;
+  sr_error e;
+  char ok[700], help_text[64];
+  snprintf(ok, sizeof ok, "%s/x.csv", test_tmpdir());
+  const char *bad_dir[] = {"demo", "--csv", ok, "--svg", "/nonexistent-dir/x.svg"};
+  CHECK_EQ_INT(cli_parse(5, (char **)bad_dir, &out_usage, &a, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "--svg: the directory /nonexistent-dir does not exist");
+  const char *same[] = {"demo", "--csv", ok, "--svg", ok};
+  CHECK_EQ_INT(cli_parse(5, (char **)same, &out_usage, &a, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "also given to --csv");
+  const char *dir_as_file[] = {"demo", "--csv", test_tmpdir()};
+  CHECK_EQ_INT(cli_parse(3, (char **)dir_as_file, &out_usage, &a, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "is a directory, not a file");
+  const char *good[] = {"demo", "--csv", ok, "--ckpt", test_tmpdir()};
+  CHECK_EQ_INT(cli_parse(5, (char **)good, &out_usage, &a, &e), SR_OK);
+  sr_buf h = {0};  // help names the value as before
+  CHECK_EQ_INT(cli_help("sparsering demo", NULL, &out_usage, &h), 0);
+  snprintf(help_text, sizeof help_text, "--csv FILE");
+  CHECK_STR_CONTAINS(h.data, help_text);
+  CHECK_STR_CONTAINS(h.data, "--ckpt DIR");
+  sr_buf_free(&h);
+}

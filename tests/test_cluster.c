@@ -227,3 +227,32 @@ TEST(cluster_written_json_reads_back_identically) {
     free(text);
   }
 }
+
+TEST(cluster_denormal_or_overflowing_figures_are_refused_not_simulated_as_inf) {
+  // 1e-320 GB/s made every transfer take infinite time (step time inf, then -nan, exit 0)
+  cluster_desc c;
+  sr_error e = {0};
+  const char *tiny = "{\"nodes\": 2, \"gpus_per_node\": 8, " GPU_OK ", " INTRA_OK ", "
+                     "\"inter_node\": {\"nics_per_node\": 4, \"nic_gbps\": 1e-320, \"latency_us\": 5}, " HOST_OK "}";
+  CHECK_EQ_INT(parse(tiny, &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "c.json: inter_node.nic_gbps:");
+  CHECK_STR_CONTAINS(e.msg, "implausibly small");
+  const char *huge = "{\"nodes\": 2, \"gpus_per_node\": 8, " GPU_OK ", " INTRA_OK ", "
+                     "\"inter_node\": {\"nics_per_node\": 4, \"nic_gbps\": 1e400, \"latency_us\": 5}, " HOST_OK "}";
+  CHECK_EQ_INT(parse(huge, &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "inter_node.nic_gbps: a number as large as 1e400 is beyond the range of a double");
+  CHECK(!strstr(e.msg, "[-inf, inf]"));
+  const char *eff = "{\"nodes\": 2, \"gpus_per_node\": 8, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100, "
+                    "\"hbm_gbps\": 1000, \"mem_gib\": 40, \"efficiency\": {\"gemm\": 1e-320}}, " INTRA_OK ", " INTER_OK
+                    ", " HOST_OK "}";
+  CHECK_EQ_INT(parse(eff, &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "gpu.efficiency.gemm");
+}
+
+TEST(cluster_key_given_twice_is_refused) {
+  cluster_desc c;
+  sr_error e = {0};
+  const char *twice = "{\"nodes\": 2, \"nodes\": 4, \"gpus_per_node\": 8, " GPU_OK ", " INTRA_OK ", " INTER_OK ", " HOST_OK "}";
+  CHECK_EQ_INT(parse(twice, &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "c.json: nodes: given twice");
+}

@@ -148,3 +148,18 @@ TEST(predict_attention_keeps_ulysses_backward_all_to_all_out_of_the_forward) {
   CHECK(uf < 2 * rf);  // the forward span holds one forward's compute and two all-to-alls, not the backward's
   CHECK(ub >= 0.9 * rb);
 }
+
+TEST(compare_a_run_no_row_has_is_an_input_error_not_nan_over_0_phases) {
+  char cmd[2048], *out = NULL;
+  const char *p = write_tmp("p.csv", pred_csv), *m = write_tmp("m.csv", meas_csv);
+  snprintf(cmd, sizeof cmd, "%s/sparsering compare %s %s --run-sim abc", test_bin_dir(), p, m);
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "--run-sim: no row has run 'abc' (the file's runs: '0')");
+  CHECK(!strstr(out, "nan"));
+  free(out);
+  const char *other = write_tmp("o.csv", "run,layer,rank,step,phase,stream,start_us,dur_us\n0,5,0,7,gemm,compute,0,10\n");
+  snprintf(cmd, sizeof cmd, "%s/sparsering compare %s %s", test_bin_dir(), p, other);
+  CHECK_EQ_INT(test_run(cmd, &out), 2);  // nothing in common: no error to report
+  CHECK_STR_CONTAINS(out, "share no phase and no step");
+  free(out);
+}

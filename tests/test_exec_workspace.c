@@ -121,3 +121,55 @@ TEST(workspace_plan_keeps_positions_and_mask_bits) {
   m[2].n_tokens = 100, m[2].block = 64, m[2].row_words = 1, m[2].bmask = blocks;  // 2 block rows x 1 word
   CHECK_EQ_INT(ws_plan_fixed_bytes(rows, 3, m, 3), 72 + 3 * (int64_t)sizeof(head_mask) + 2 * 4 * 4 + 2 * 8);
 }
+
+// FPDT on one rank, Qwen2.5-3B at 512K tokens in 64K chunks (exec/fpdt.h): a chunk's running state, and with
+// offload two fetch buffers of a chunk's K|V and every chunk's K|V in pinned host memory.
+static ws_shape qwen3b_fpdt_512k(int offload) {
+  ws_shape s;
+  memset(&s, 0, sizeof s);
+  s.n_q = s.n_local = 65536;  // the largest chunk, and this rank's part of it (all of it: one rank)
+  s.nh = 16, s.nkv = 2, s.H = 16, s.d = 128, s.U = 1;
+  s.fpdt_tokens = 524288, s.fpdt_offload = offload;
+  return s;
+}
+
+TEST(workspace_fpdt_one_rank_holds_a_chunks_state_and_with_offload_the_chunks_in_pinned_memory) {
+  ws_shape s = qwen3b_fpdt_512k(1);
+  int64_t b[WS_COUNT];
+  ws_buffer_bytes(&s, b);
+  // running O of a chunk: 64 Ki tokens x 8 KiB; LSE and D: 64 B a token
+  CHECK_EQ_INT(b[WS_O_RUN], 512 * MIB);
+  CHECK_EQ_INT(b[WS_LSEG], 4 * MIB);
+  CHECK_EQ_INT(b[WS_D_ROW], 4 * MIB);
+  // K|V of a token is 1 KiB in bf16: a chunk's 64 MiB twice (fetch buffers), every chunk's 512 MiB on the host
+  CHECK_EQ_INT(b[WS_FPDT_KV0], 64 * MIB);
+  CHECK_EQ_INT(b[WS_FPDT_KV1], 64 * MIB);
+  CHECK_EQ_INT(b[WS_FPDT_HOST], 512 * MIB);
+  CHECK(ws_is_host(WS_FPDT_HOST) && !ws_is_host(WS_FPDT_KV0));
+  // one rank reads its own K and V: no gathering, no dK/dV accumulators, none of the ring's buffers
+  CHECK_EQ_INT(b[WS_FPDT_STAGE0] + b[WS_FPDT_KV_ALL] + b[WS_FPDT_DKV] + b[WS_QG] + b[WS_STAGE], 0);
+  CHECK_EQ_INT(b[WS_KV_OWN] + b[WS_KV_BUF0] + b[WS_ACC0] + b[WS_FLUSH0], 0);
+  CHECK_EQ_INT(ws_total_bytes(&s), (512 + 4 + 4 + 64 + 64) * MIB);
+  CHECK_EQ_INT(ws_host_total_bytes(&s), 512 * MIB);
+  s = qwen3b_fpdt_512k(0);  // resident: the chunks stay where the caller's K and V are
+  CHECK_EQ_INT(ws_total_bytes(&s), (512 + 4 + 4) * MIB);
+  CHECK_EQ_INT(ws_host_total_bytes(&s), 0);
+}
+
+TEST(workspace_fpdt_two_ranks_gather_chunks_and_accumulate_every_chunks_dk_dv) {
+  ws_shape s = qwen3b_fpdt_512k(0);
+  s.U = 2, s.nh = 8, s.nkv = 1, s.n_local = 32768, s.ktot = 2;  // two ranks: 8 query heads and 1 KV head each
+  int64_t b[WS_COUNT];
+  ws_buffer_bytes(&s, b);
+  // a token of one KV head: K|V 512 B in bf16, 1 KiB in fp32
+  CHECK_EQ_INT(b[WS_FPDT_KV_ALL], 256 * MIB);
+  CHECK_EQ_INT(b[WS_FPDT_DKV], 512 * MIB);
+  CHECK_EQ_INT(b[WS_QG], 128 * MIB);  // 8 heads x 128 bf16 = 2 KiB a token of the chunk
+  CHECK_EQ_INT(b[WS_DQG], 256 * MIB);
+  s.fpdt_offload = 1;
+  ws_buffer_bytes(&s, b);
+  CHECK_EQ_INT(b[WS_FPDT_KV_ALL], 0);
+  CHECK_EQ_INT(b[WS_FPDT_STAGE0], 32 * MIB);  // a gathered chunk on its way out: 64 Ki tokens x 512 B
+  CHECK_EQ_INT(b[WS_FPDT_KV1], 32 * MIB);
+  CHECK_EQ_INT(b[WS_FPDT_HOST], 256 * MIB);
+}

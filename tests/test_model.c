@@ -135,19 +135,24 @@ TEST(model_kv_and_activation_bytes_match_closed_form) {
   // 8h = 64; Q,K,V 2*(8+4+4) = 32; O 2*8 = 16; LSE 4*2 = 8; SwiGLU 6*16 = 96.
   CHECK_NEAR(model_act_bytes_per_token_layer(&m, 0), 216.0, 0);
   CHECK_NEAR(model_act_bytes_per_token_layer(&m, 1), 16.0, 0);  // layer input only, bf16
+  CHECK_NEAR(model_act_bytes_per_token_layer(&m, 2), 16.0 + 16 + 8, 0);  // and attention's O (bf16) and LSE
 }
 
 TEST(model_exec_trainer_bytes_list_the_cuda_trainers_buffers) {
-  // small_llama: hidden 8, 2 heads of 4, 1 KV head, MLP 16, 3 layers. train/model_cuda.cu's float buffers a token:
-  //   layer inputs x[0..3]: 4 x 8 = 32
-  //   one layer (recompute): ln1 8, rstd1 1, q 8, k 4, v 4, o 8, lse 2, x2 8, ln2 8, rstd2 1, gate, up, h 16 each = 100
-  //   lnf 8, rstdf 1, tmp 8, dx 8, dln 8, dlnf 8, dq 8, dout 8, dk 4, dv 4, dh 16 = 81
-  // bf16 qb 8, kb 4, vb 4, ob 8, dob 8 = 32 x 2 B; cos and sin 2 floats each, pos 8 B, tok/tgt/argmax 12 B, loss 4 B
+  // small_llama: hidden 8, 2 heads of 4, 1 KV head, MLP 16, 3 layers; bf16 GEMMs. train/model_cuda.cu's bytes a token:
+  //   layer inputs x[0..3], fp32: 4 x 8 x 4 = 128
+  //   one layer (recompute): ln1, ln2 bf16 16 + 16, rstd1 + rstd2 8, q, k, v bf16 2 x 16 = 32, o bf16 16, lse 2 x 4 = 8,
+  //     x2 fp32 32, gate|up bf16 2 x 32 = 64, h bf16 32: 224
+  //   scratch: q|k|v fp32 4 x 16 = 64, lnf bf16 16, rstdf 4, dx and dln fp32 32 + 32, dh bf16 32, dq fp32 32,
+  //     dk + dv fp32 32, dq|dk|dv bf16 32, dob bf16 16, dxb bf16 16: 308
+  //   cos and sin 2 floats each 16, pos 8, tok/tgt/argmax 12, loss 4: 40
   model_config m;
   sr_error e = {0};
   CHECK_EQ_INT(model_from_json_text(small_llama, "small.json", &m, &e), SR_OK);
-  CHECK_NEAR(model_exec_bytes_per_token(&m, 1), (32 + 100 + 81) * 4.0 + 64 + 16 + 8 + 12 + 4, 0);
-  CHECK_NEAR(model_exec_bytes_per_token(&m, 0), (32 + 3 * 100 + 81) * 4.0 + 64 + 16 + 8 + 12 + 4, 0);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 1), 128 + 224 + 308 + 40, 0);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 0), 128 + 3 * 224 + 308 + 40, 0);
+  // selective recomputation: the 2 other layers' o (16) and lse (8) too
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 2), 128 + 224 + 2 * (16 + 8) + 308 + 40, 0);
   // fp32 weights and grads, a bf16 copy, and the fp32 moments m and v split over the ZeRO-1 ranks
   double P = (double)model_param_count(&m);
   CHECK_NEAR(model_exec_state_bytes(&m, 1), 18 * P, 0);
@@ -348,5 +353,63 @@ TEST(model_cli_prints_params_and_exits_2_on_bad_input) {
   CHECK_EQ_INT(test_run(cmd, &out), 2);
   CHECK_STR_CONTAINS(out, path);
   CHECK_STR_CONTAINS(out, "vocab_size");
+  free(out);
+}
+
+TEST(model_config_key_given_twice_is_refused_naming_it) {
+  // cJSON would take the first, Python's json the last: neither is guessed
+  model_config m;
+  sr_error e = {0};
+  const char *twice = "{\"hidden_size\": 8, \"hidden_size\": 16, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+                      " \"intermediate_size\": 16, \"vocab_size\": 10, \"max_position_embeddings\": 64}";
+  CHECK_EQ_INT(model_from_json_text(twice, "m.json", &m, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "m.json: hidden_size: given twice");
+  const char *nested = "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 16,"
+                       " \"vocab_size\": 10, \"max_position_embeddings\": 64,"
+                       " \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2, \"factor\": 4}}";
+  CHECK_EQ_INT(model_from_json_text(nested, "m.json", &m, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "rope_scaling.factor: given twice");
+}
+
+TEST(model_number_beyond_a_double_is_named_so_not_as_inf_out_of_range) {
+  model_config m;
+  sr_error e = {0};
+  const char *huge = "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 16,"
+                     " \"vocab_size\": 10, \"max_position_embeddings\": 64, \"rope_theta\": 1e400}";
+  CHECK_EQ_INT(model_from_json_text(huge, "m.json", &m, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "m.json: rope_theta: a number as large as 1e400 is beyond the range of a double");
+  CHECK(!strstr(e.msg, "inf"));
+}
+
+TEST(model_config_at_every_fields_maximum_is_refused_rather_than_miscounted) {
+  // 65536 layers of 2^20-wide layers with 2^14 heads of 2^14: about 7.4e19 parameters, past int64 (the
+  // count used to wrap and print a wrong total with exit status 0)
+  model_config m;
+  sr_error e = {0};
+  const char *maxed = "{\"hidden_size\": 1048576, \"num_attention_heads\": 16384, \"num_key_value_heads\": 16384,"
+                      " \"head_dim\": 16384, \"num_hidden_layers\": 65536, \"intermediate_size\": 4194304,"
+                      " \"vocab_size\": 67108864, \"max_position_embeddings\": 1099511627776, \"mlp_bias\": true,"
+                      " \"attention_bias\": true}";
+  CHECK_EQ_INT(model_from_json_text(maxed, "max.json", &m, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "max.json: num_hidden_layers:");
+  CHECK_STR_CONTAINS(e.msg, "more than the 2^53");
+  // the largest shipped model stays far inside the bound
+  model_config big = load_ok("llama-3.1-70b");
+  CHECK(model_param_count(&big) > 0);
+}
+
+TEST(model_cli_checks_world_before_printing_with_or_without_seq) {
+  char cmd[800], *out = NULL;
+  snprintf(cmd, sizeof cmd, "%s/sparsering model --model tiny-test --seq 1024 --world 0 2>/dev/null", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK(out && out[0] == '\0');  // no report before the error
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/sparsering model --model tiny-test --world 0", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "--world");
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/sparsering model --model tiny-test --world 2", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);  // a good --world without --seq says nothing: named, not ignored
+  CHECK_STR_CONTAINS(out, "give --seq too");
   free(out);
 }

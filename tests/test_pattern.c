@@ -97,3 +97,22 @@ TEST(pattern_heads_equal_compares_descriptions_by_content_not_by_address) {
   m2[1] = 0x1;
   CHECK(!pattern_heads_equal(&k1, &k2));
 }
+
+TEST(heads_with_empty_index_arrays_compare_equal_whether_or_not_they_allocated_them) {
+  // n_vertical 0 with vertical NULL on one side and an allocation on the other: equal, and memcmp never
+  // sees the NULL (undefined behaviour that `make test SAN=1` stops on)
+  int32_t one[1] = {0};
+  head_pattern a = {0}, b = {0};
+  a.kind = b.kind = PATTERN_VS;
+  b.vertical = one, b.slash = one;
+  CHECK(pattern_heads_equal(&a, &b));
+  CHECK(pattern_heads_equal(&b, &a));
+  b.n_vertical = 1, a.n_vertical = 1;
+  a.vertical = NULL;  // a count without its array is not the same head
+  CHECK(!pattern_heads_equal(&a, &b));
+  uint64_t word[1] = {0};
+  head_pattern c = {0}, d = {0};
+  c.kind = d.kind = PATTERN_BLOCK;
+  d.mask = word;
+  CHECK(pattern_heads_equal(&c, &d));
+}

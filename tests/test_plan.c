@@ -127,6 +127,8 @@ TEST(plan_json_round_trips_byte_for_byte) {
     s.granularity = 64;
     if (k == 2) s.ulysses = 2;  // tiny-test has 4 heads and 2 KV heads
     s.fwd_runs = k == 1;
+    s.deterministic = k == 2;
+    s.zero = k + 1, s.offload_activations = k == 0, s.offload_optimizer = k == 2;  // ZeRO stages 1..3
     plan p, q;
     CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
     char *path = tmp_path("rt.json"), *a = NULL, *b = NULL;
@@ -139,6 +141,10 @@ TEST(plan_json_round_trips_byte_for_byte) {
     CHECK(disk && a && strcmp(disk, a) == 0);
     CHECK_EQ_INT(q.spec.seed, 12345);
     CHECK_EQ_INT(q.spec.fwd_runs, k == 1);
+    CHECK_EQ_INT(q.spec.deterministic, k == 2);
+    CHECK_EQ_INT(q.spec.zero, k + 1);
+    CHECK_EQ_INT(q.spec.offload_activations, k == 0);
+    CHECK_EQ_INT(q.spec.offload_optimizer, k == 2);
     free(a), free(b), free(disk);
     plan_free(&p);
     plan_free(&q);
@@ -221,6 +227,9 @@ TEST(plan_read_accepts_a_hand_written_spec_only_plan) {
   CHECK_EQ_INT(q.layout.rank_count[1], 3);
   CHECK_EQ_INT(q.schedule.n_steps, 2);
   CHECK_EQ_INT(q.spec.fwd_runs, 0);  // optional: plans from before it run the forward on the tile form
+  CHECK_EQ_INT(q.spec.deterministic, 0);  // optional too: the fastest backward
+  CHECK_EQ_INT(q.spec.zero, 1);      // "zero": true, from before the stages, is ZeRO-1
+  CHECK_EQ_INT(q.spec.offload_activations, 0);
   plan_free(&q);
 }
 
@@ -341,5 +350,49 @@ TEST(plan_cli_permutation_layout_reads_the_file) {
   CHECK_EQ_INT(sr("show p.json", &out), 0);
   CHECK_STR_CONTAINS(out, "permutation");
   CHECK_STR_CONTAINS(out, "min 4, max 4");
+  free(out);
+}
+
+TEST(plan_an_unknown_pattern_is_refused_by_plan_by_show_and_by_sim) {
+  // `plan --pattern abc` used to write the plan (exit 0) and `show` to print it; only `sim` refused it
+  char *out = NULL;
+  CHECK_EQ_INT(sr("plan --model tiny-test --cluster h200-1x2 --seq 1K --layout striped --schedule ring --pattern abc "
+                  "-o p.json", &out), 2);
+  CHECK_STR_CONTAINS(out, "unknown pattern source 'abc'");
+  CHECK(!test_file_exists(tmp_path("p.json")));
+  free(out);
+  write_text(tmp_path("hand.json"),
+             "{\"format\": \"sparsering-plan\", \"version\": 1, \"spec\": {\"model\": \"tiny-test\", \"cluster\": "
+             "\"h200-1x2\", \"seq\": 1024, \"layout\": \"striped\", \"granularity\": 1, \"schedule\": \"ring\", "
+             "\"inner\": 0, \"ulysses\": 0, \"pattern\": \"abc\", \"strategy\": \"custom\", \"recompute\": true, "
+             "\"zero\": true, \"kv_bytes\": 2, \"skip_empty_sends\": false, \"fpdt_chunk\": 0, \"fpdt_offload\": "
+             "false, \"seed\": 3, \"predicted_step_s\": 0}}");
+  CHECK_EQ_INT(sr("show hand.json", &out), 2);
+  CHECK_STR_CONTAINS(out, "hand.json: spec.pattern");
+  free(out);
+  CHECK_EQ_INT(sr("sim --plan hand.json", &out), 2);
+  free(out);
+  CHECK_EQ_INT(sr("plan --model tiny-test --cluster h200-1x2 --seq 1K --layout striped --schedule ring "
+                  "--pattern block:0.5:4294967297 -o p.json", &out), 2);  // a block size past 32 bits, not truncated
+  CHECK_STR_CONTAINS(out, "block size above");
+  free(out);
+}
+
+TEST(sim_writes_no_output_when_one_of_them_cannot_be_written) {
+  // --timeline A --csv B --svg /bad used to leave A and B written: all of one command's outputs or none
+  char *out = NULL;
+  CHECK_EQ_INT(sr("sim --model tiny-test --cluster h200-1x2 --seq 1K --strategy striped-ring --timeline a.json "
+                  "--csv b.csv --svg /nonexistent-dir/c.svg", &out), 2);
+  CHECK_STR_CONTAINS(out, "--svg");
+  CHECK(!test_file_exists(tmp_path("a.json")) && !test_file_exists(tmp_path("b.csv")));
+  free(out);
+  CHECK_EQ_INT(sr("sim --model tiny-test --cluster h200-1x2 --seq 1K --strategy striped-ring --timeline a.json "
+                  "--csv b.csv --svg c.svg", &out), 0);
+  CHECK(test_file_exists(tmp_path("a.json")) && test_file_exists(tmp_path("b.csv")) && test_file_exists(tmp_path("c.svg")));
+  free(out);
+  char cmd[800];
+  snprintf(cmd, sizeof cmd, "ls -a '%s'", test_tmpdir());
+  test_run(cmd, &out);
+  CHECK(out && !strstr(out, ".tmp."));
   free(out);
 }

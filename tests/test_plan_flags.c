@@ -62,6 +62,32 @@ TEST(plan_flags_take_seeds_up_to_2_to_the_53_and_refuse_larger_naming_the_flag) 
   CHECK(strncmp(e.msg, "--seed:", 7) == 0);
 }
 
+TEST(plan_flags_fpdt_chunk_and_offload_refine_the_strategy_and_zero_turns_fpdt_off) {
+  plan_spec s;
+  sr_error e = {0};
+  CHECK_EQ_INT(spec_of("--strategy fpdt", &s, &e), SR_OK);  // 64K chunks, offloaded
+  CHECK_EQ_INT(s.fpdt_chunk, 65536);
+  CHECK_EQ_INT(s.fpdt_offload, 1);
+  CHECK_EQ_INT(spec_of("--strategy fpdt --fpdt-chunk 16K --fpdt-offload 0", &s, &e), SR_OK);
+  CHECK_EQ_INT(s.fpdt_chunk, 16384);
+  CHECK_EQ_INT(s.fpdt_offload, 0);
+  CHECK_EQ_INT(spec_of("--strategy fpdt --fpdt-chunk 0", &s, &e), SR_OK);  // plain Ulysses again
+  CHECK_EQ_INT(s.fpdt_chunk, 0);
+  CHECK_EQ_INT(s.fpdt_offload, 0);
+  CHECK_EQ_INT(spec_of("--strategy ulysses --fpdt-chunk 1000", &s, &e), SR_OK);  // a chunk alone: FPDT, resident
+  CHECK_EQ_INT(s.fpdt_chunk, 1000);
+  CHECK_EQ_INT(s.fpdt_offload, 0);
+}
+
+TEST(plan_flags_refuse_fpdt_offload_without_a_chunk_and_a_bad_chunk_naming_the_flag) {
+  plan_spec s;
+  sr_error e = {0};
+  CHECK_EQ_INT(spec_of("--strategy ulysses --fpdt-offload 1", &s, &e), SR_EINPUT);
+  CHECK(strncmp(e.msg, "--fpdt-offload:", 15) == 0);
+  CHECK_EQ_INT(spec_of("--strategy fpdt --fpdt-chunk 2.5", &s, &e), SR_EINPUT);
+  CHECK(strncmp(e.msg, "--fpdt-chunk:", 13) == 0);
+}
+
 TEST(plan_flags_need_a_layout_and_a_schedule_unless_a_strategy_sets_them) {
   plan_spec s;
   sr_error e = {0};

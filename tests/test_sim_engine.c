@@ -84,38 +84,56 @@ TEST(sim_engine_stream_free_times_carry_over_chunks) {
 
 // ---- ring task graphs --------------------------------------------------------------------------
 
-// A flat ring by hand, as schedule.h describes it: at step s rank r computes on shard (r - s) mod W and
-// sends it to r + 1; backward, the same KV hops carry the partial dK/dV of the step's shard, and at the
-// last step a gradient-only hop takes each partial home.
-static schedule flat_ring(int W, int64_t bytes, int64_t grad_bytes, link_class link) {
-  schedule s;
-  memset(&s, 0, sizeof s);
-  s.kind = SCHED_RING;
-  s.world = W;
-  s.nodes = 1;
-  s.gpus_per_node = W;
-  s.ring = W;
-  s.inner = W;
-  s.outer = 1;
-  s.ulysses = 1;
-  s.n_steps = W;
-  s.steps = calloc((size_t)W * W, sizeof *s.steps);
-  transfer none = {.peer = -1, .shard = -1, .grad_shard = -1, .link = LINK_NONE};
+// Routes by hand, in plan/ring_plan.h's form: routes are added in (post step, sender) order and
+// indexed by post step when done.
+static void routes_open(ring_routes *rt, int W, int n_steps) {
+  memset(rt, 0, sizeof *rt);
+  rt->world = W, rt->n_steps = n_steps, rt->ulysses = 1, rt->ring = W;
+  rt->kv_src = malloc(sizeof *rt->kv_src * (size_t)(W * n_steps));
+  rt->kv = malloc(sizeof *rt->kv * (size_t)(2 * W * n_steps));
+  rt->grad = malloc(sizeof *rt->grad * (size_t)(2 * W * n_steps));
+  rt->kv_at = calloc((size_t)n_steps + 1, sizeof *rt->kv_at);
+  rt->grad_at = calloc((size_t)n_steps + 1, sizeof *rt->grad_at);
+}
+
+static void route_add(ring_routes *rt, route_kind kind, int post_at, int step, int from, int to, int shard,
+                      int64_t bytes, link_class link, int level) {
+  route r = {kind, post_at, step, from, to, shard, bytes, link, level};
+  if (kind == ROUTE_KV) rt->kv[rt->n_kv++] = r;
+  else rt->grad[rt->n_grad++] = r;
+}
+
+static void routes_close(ring_routes *rt) {
+  for (int s = 0; s <= rt->n_steps; s++) {
+    rt->kv_at[s] = rt->grad_at[s] = 0;
+    for (int64_t i = 0; i < rt->n_kv; i++) rt->kv_at[s] += rt->kv[i].post_at < s;
+    for (int64_t i = 0; i < rt->n_grad; i++) rt->grad_at[s] += rt->grad[i].post_at < s;
+  }
+}
+
+// A flat ring: at step s rank r computes on shard (r - s) mod W and sends it to r + 1; backward, the
+// accumulator of the step's shard follows the same hop, and after the last step each accumulator
+// goes to its owner (r + 1).
+static ring_routes flat_ring(int W, int64_t bytes, int64_t grad_bytes, link_class link) {
+  ring_routes rt;
+  routes_open(&rt, W, W);
   for (int st = 0; st < W; st++)
     for (int r = 0; r < W; r++) {
-      ring_step *rs = &s.steps[st * W + r];
-      rs->kv_src = ((r - st) % W + W) % W;
-      rs->send = rs->recv = rs->send_bwd = rs->recv_bwd = none;
-      rs->send_outer = rs->recv_outer = rs->send_outer_bwd = rs->recv_outer_bwd = none;
-      int next = (r + 1) % W;
+      int shard = ((r - st) % W + W) % W, next = (r + 1) % W;
+      rt.kv_src[st * W + r] = shard;
       if (st < W - 1) {
-        rs->send = (transfer){next, rs->kv_src, bytes, link, 0, -1, 0};
-        rs->send_bwd = (transfer){next, rs->kv_src, bytes + grad_bytes, link, 0, rs->kv_src, grad_bytes};
+        route_add(&rt, ROUTE_KV, st, st + 1, r, next, shard, bytes, link, 0);
+        route_add(&rt, ROUTE_ACC, st, st + 1, r, next, shard, grad_bytes, link, 0);
       } else {
-        rs->send_bwd = (transfer){next, -1, grad_bytes, link, 0, rs->kv_src, grad_bytes};
+        route_add(&rt, ROUTE_FLUSH, st, st, r, next, shard, grad_bytes, link, 0);
       }
     }
-  return s;
+  routes_close(&rt);
+  return rt;
+}
+
+static void routes_drop(ring_routes *rt) {
+  free(rt->kv_src), free(rt->kv), free(rt->grad), free(rt->kv_at), free(rt->grad_at);
 }
 
 static cluster_desc one_node(int W, double gbps) {
@@ -132,7 +150,7 @@ static cluster_desc one_node(int W, double gbps) {
 }
 
 static double ring_fwd_makespan(int W, double step_compute, double bytes, double gbps) {
-  schedule s = flat_ring(W, (int64_t)bytes, 0, LINK_INTRA);
+  ring_routes s = flat_ring(W, (int64_t)bytes, 0, LINK_INTRA);
   cluster_desc c = one_node(W, gbps);
   double *comp = malloc((size_t)W * W * sizeof *comp);
   for (int i = 0; i < W * W; i++) comp[i] = step_compute;
@@ -140,16 +158,16 @@ static double ring_fwd_makespan(int W, double step_compute, double bytes, double
   sim_engine g;
   sr_error e;
   int32_t *done = malloc((size_t)W * sizeof *done);
-  CHECK_EQ_INT(ring_ctx_init(&x, &s, &c, &e), SR_OK);
+  CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
   CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
-  CHECK_EQ_INT(ring_forward(&g, &x, comp, 0, 1, NULL, done, &e), SR_OK);
+  CHECK_EQ_INT(ring_forward(&g, &x, &s, comp, 0, 1, NULL, done, &e), SR_OK);
   CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
   double m = engine_makespan(&g);
   engine_free(&g);
   ring_ctx_free(&x);
   free(done);
   free(comp);
-  free(s.steps);
+  routes_drop(&s);
   return m;
 }
 
@@ -166,7 +184,7 @@ TEST(sim_ring_link_bound_takes_w_minus_one_transfers_plus_one_compute) {
 TEST(sim_ring_slow_rank_delays_its_successors) {
   // Rank 0 computes 10x slower at step 0 in a compute-bound ring of 4 (1 ms a step elsewhere).
   int W = 4;
-  schedule s = flat_ring(W, 1000, 0, LINK_INTRA);
+  ring_routes s = flat_ring(W, 1000, 0, LINK_INTRA);
   cluster_desc c = one_node(W, 1000);
   double comp[16];
   for (int i = 0; i < 16; i++) comp[i] = 1e-3;
@@ -175,9 +193,9 @@ TEST(sim_ring_slow_rank_delays_its_successors) {
   sim_engine g;
   sr_error e;
   int32_t done[4];
-  CHECK_EQ_INT(ring_ctx_init(&x, &s, &c, &e), SR_OK);
+  CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
   CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
-  CHECK_EQ_INT(ring_forward(&g, &x, comp, 0, 1, NULL, done, &e), SR_OK);
+  CHECK_EQ_INT(ring_forward(&g, &x, &s, comp, 0, 1, NULL, done, &e), SR_OK);
   CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
   // Rank 0 ends at 10 + 3 x 1 ms. Rank 0's send of step 1 (shard 3, for rank 1's step 2) waits for its
   // step 0, so rank 1 runs steps 2..3 from 10 ms: 12 ms; rank 2 gets shard 3 one hop later for its
@@ -188,13 +206,13 @@ TEST(sim_ring_slow_rank_delays_its_successors) {
   CHECK_NEAR(g.tasks[done[3]].end, 4e-3, 1e-6);
   engine_free(&g);
   ring_ctx_free(&x);
-  free(s.steps);
+  routes_drop(&s);
 }
 
 TEST(sim_ring_backward_returns_dkv_to_the_owner) {
   // Link-bound backward on 3 ranks: every rank's pass ends when its own dK/dV came home.
   int W = 3;
-  schedule s = flat_ring(W, 1, 2, LINK_INTRA);  // KV 1 byte, dK/dV 2 bytes a hop
+  ring_routes s = flat_ring(W, 1, 2, LINK_INTRA);  // KV 1 byte, dK/dV 2 bytes a hop
   cluster_desc c = one_node(W, 1e-9);           // 1 byte/s: a KV hop takes 1 s, a dK/dV hop 2 s
   double comp[9];
   for (int i = 0; i < 9; i++) comp[i] = 1e-6;
@@ -202,14 +220,89 @@ TEST(sim_ring_backward_returns_dkv_to_the_owner) {
   sim_engine g;
   sr_error e;
   int32_t done[3];
-  CHECK_EQ_INT(ring_ctx_init(&x, &s, &c, &e), SR_OK);
+  CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
   CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
-  CHECK_EQ_INT(ring_backward(&g, &x, comp, 0, 1, 2, NULL, done, &e), SR_OK);
+  CHECK_EQ_INT(ring_backward(&g, &x, &s, comp, 0, 1, 2, NULL, done, &e), SR_OK);
   CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
   // Each sender's link, in order: step 0 KV 0..1, its own shard's partial 1..3; step 1 KV 3..4, the
   // partial received at 3 plus its step-1 share 4..6; step 2 the partial received at 6 goes home 6..8.
   for (int r = 0; r < W; r++) CHECK_NEAR(g.tasks[done[r]].end, 8.0, 1e-4);
   engine_free(&g);
   ring_ctx_free(&x);
-  free(s.steps);
+  routes_drop(&s);
+}
+
+// Rank 3 of 4 computes its own shard, then shards 2 and 1 (ordinary hops from ranks 2 and 1, 2 s each)
+// and last shard 0, which rank 0 sends from its own memory, posted at step `post` (5 s). The other
+// ranks compute only their own shard. Steps take 2 s; 1 byte/s. Returns rank 3's end.
+static double early_ring_end(int post) {
+  int W = 4;
+  ring_routes rt;
+  routes_open(&rt, W, W);
+  for (int i = 0; i < W * W; i++) rt.kv_src[i] = -1;
+  for (int r = 0; r < W; r++) rt.kv_src[r] = r;
+  rt.kv_src[1 * W + 3] = 2, rt.kv_src[2 * W + 3] = 1, rt.kv_src[3 * W + 3] = 0;
+  route_add(&rt, ROUTE_KV, 0, 1, 2, 3, 2, 2, LINK_INTRA, 0);
+  if (post == 0) route_add(&rt, ROUTE_KV, 0, 3, 0, 3, 0, 5, LINK_INTRA, 1);
+  route_add(&rt, ROUTE_KV, 1, 2, 1, 3, 1, 2, LINK_INTRA, 0);
+  if (post == 2) route_add(&rt, ROUTE_KV, 2, 3, 0, 3, 0, 5, LINK_INTRA, 0);
+  routes_close(&rt);
+  cluster_desc c = one_node(W, 1e-9);
+  double comp[16];
+  for (int i = 0; i < 16; i++) comp[i] = 2;
+  ring_ctx x;
+  sim_engine g;
+  sr_error e;
+  int32_t done[4];
+  CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
+  CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
+  CHECK_EQ_INT(ring_forward(&g, &x, &rt, comp, 0, 1, NULL, done, &e), SR_OK);
+  CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
+  double end = g.tasks[done[3]].end;
+  engine_free(&g);
+  ring_ctx_free(&x);
+  routes_drop(&rt);
+  return end;
+}
+
+TEST(sim_ring_early_transfer_runs_under_the_steps_in_between) {
+  // Posted at step 0, shard 0's 5 s transfer runs under steps 0..2 (0..6 s): step 3 runs 6..8 s.
+  // Posted at step 2 as an ordinary transfer, it starts when rank 3 ends step 1 (4 s): step 3 runs 9..11 s.
+  CHECK_NEAR(early_ring_end(0), 8.0, 1e-6);
+  CHECK_NEAR(early_ring_end(2), 11.0, 1e-6);
+}
+
+TEST(sim_ring_owner_is_done_when_every_flush_of_its_shard_arrived) {
+  // Shard 0 is computed by rank 1 at step 1 and by rank 2 at step 2 (each sent from rank 0's own memory),
+  // two accumulator chains that each end with a flush home: rank 1's (5 bytes) after its step 1 ends at
+  // 2 s, arriving at 7 s; rank 2's (1 byte) after its step 2 ends at 3 s, arriving at 4 s. Rank 0 is
+  // done at 7 s: after both, not after the last one posted. Steps take 1 s; 1 byte/s.
+  int W = 3;
+  ring_routes rt;
+  routes_open(&rt, W, W);
+  for (int i = 0; i < W * W; i++) rt.kv_src[i] = -1;
+  for (int r = 0; r < W; r++) rt.kv_src[r] = r;
+  rt.kv_src[1 * W + 1] = 0, rt.kv_src[2 * W + 2] = 0;
+  route_add(&rt, ROUTE_KV, 0, 1, 0, 1, 0, 1, LINK_INTRA, 0);
+  route_add(&rt, ROUTE_KV, 1, 2, 0, 2, 0, 1, LINK_INTRA, 0);
+  route_add(&rt, ROUTE_FLUSH, 1, 1, 1, 0, 0, 5, LINK_INTRA, 0);
+  route_add(&rt, ROUTE_FLUSH, 2, 2, 2, 0, 0, 1, LINK_INTRA, 0);
+  routes_close(&rt);
+  cluster_desc c = one_node(W, 1e-9);
+  double comp[9];
+  for (int i = 0; i < 9; i++) comp[i] = 1;
+  ring_ctx x;
+  sim_engine g;
+  sr_error e;
+  int32_t done[3];
+  CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
+  CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
+  CHECK_EQ_INT(ring_backward(&g, &x, &rt, comp, 0, 1, 2, NULL, done, &e), SR_OK);
+  CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
+  CHECK_NEAR(g.tasks[done[0]].end, 7.0, 1e-6);
+  CHECK_NEAR(g.tasks[done[1]].end, 2.0, 1e-6);
+  CHECK_NEAR(g.tasks[done[2]].end, 3.0, 1e-6);
+  engine_free(&g);
+  ring_ctx_free(&x);
+  routes_drop(&rt);
 }

@@ -51,7 +51,7 @@ static int gate_s(const char *cluster, const char *spec, int fixed, int64_t B, d
     for (int64_t i = 0; i < p.layout.rank_count[r]; i++) blocks[r] += (double)(pos[i] / B), keys[r] += (double)(pos[i] + 1);
     free(pos);
   }
-  sim_options o = {0, 1, fixed};
+  sim_options o = {0, 1, fixed, 0, 0};
   sim_result res;
   sim_timeline tl = {0};
   int rc = sim_plan(&p, &o, &res, &tl, &e);

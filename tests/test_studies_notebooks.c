@@ -1,7 +1,8 @@
 // test_studies_notebooks.c — the study data and figures of notebooks-data/: every notebook executes
 // headless on the shipped CSVs and writes its PNG files (non-empty, PNG signature); the validation
 // notebook draws its scatter once a measured CSV exists and draws nothing without one; a failing
-// notebook fails `make figures` by name; every shipped CSV has a JSON sidecar naming its commands,
+// notebook fails `make figures` by name (python_api.ipynb plans and simulates through the Python package,
+// which needs build/release/libsparsering.so); every shipped CSV has a JSON sidecar naming its commands,
 // inputs and git version, with its row count. Python's pandas, matplotlib and nbclient are required
 // (scripts/install-deps.sh installs them): their absence fails these tests.
 #include <cjson/cJSON.h>
@@ -70,8 +71,9 @@ TEST(studies_every_notebook_executes_and_writes_its_figures) {
   if (rc) printf("%s\n", log ? log : "");
   CHECK_STR_CONTAINS(log, "0 failed");
   free(log);
-  const char *always[] = {"strategies.png", "seqlen.png", "imbalance.png", "imbalance_heatmap.png", "bandwidth.png",
-                          "gantt.png", "gated.png", "gated_imbalance.png"};
+  const char *always[] = {"strategies.png", "seqlen.png",       "imbalance.png",       "imbalance_heatmap.png",
+                          "bandwidth.png",  "gantt.png",        "python_study.png",    "python_timeline.png",
+                          "gated.png",      "gated_imbalance.png"};
   for (size_t i = 0; i < sizeof always / sizeof always[0]; i++) check_png(out, always[i]);
   // Figures of optional data: drawn exactly when their CSV exists.
   const char *optional[][2] = {{"replay.csv", "replay.png"}, {"measured.csv", "sim_vs_measured.png"}};

@@ -295,3 +295,17 @@ TEST(only_vs_online_is_estimated_online_vs_topp_and_vs_preset_stand_in_for_it_an
                                       "trace:t.safetensors"};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) CHECK_EQ_INT(pattern_spec_estimation(fixed[i]), PATTERN_FIXED);
 }
+
+TEST(vs_like_with_more_verticals_than_a_head_can_hold_is_an_input_error) {
+  // found by tests/fuzz/fuzz_pattern_spec.c: "vs-like:4:4:668880706420538933" asked malloc for 2.7e18 bytes, and
+  // 2^62 verticals would have overflowed the size into a small allocation written past its end
+  model_config m;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_load("tiny-test", &m, &e), SR_OK);
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("vs-like:4:4:668880706420538933", &m, 256, 0, 0, &p, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "at most 1048576");
+  CHECK_EQ_INT(pattern_from_spec("vs-like:4:4:4611686018427387904", &m, 256, 0, 0, &p, &e), SR_EINPUT);
+  CHECK_EQ_INT(pattern_from_spec("vs-like:4:4:16", &m, 256, 0, 0, &p, &e), SR_OK);
+  pattern_free(&p);
+}

@@ -226,7 +226,7 @@ TEST(ref_fwd_equal_on_tile_and_runs_forms) {
       lse[v] = malloc(sizeof(float) * (size_t)(nqr * H));
       for (int64_t x = 0; x < nqr * H; x++) lse[v][x] = -INFINITY;
       for (int s = 0; s < W; s++) {
-        sa_shape sh = {nqr, l.rank_count[s], H, KH, d, 0.25f};
+        sa_shape sh = {nqr, l.rank_count[s], H, KH, d, 0.25f, 0};
         // the same random K/V rows serve every source (only the pattern's elements differ)
         CHECK_EQ_INT(sa_ref_fwd(&sh, qf, kf, vf, pos[q], pos[s], v ? &f : &t, s, masks, o[v], lse[v]), 0);
       }

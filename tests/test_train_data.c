@@ -1,9 +1,13 @@
-// test_train_data.c — token files, the byte tokenizer, passkey samples, and safetensors checkpoints.
+// test_train_data.c — token files, the byte tokenizer, passkey samples, the samples file a peer trainer reads, and
+// safetensors checkpoints.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "train/data.h"
 #include "train/model_ckpt.h"
+#include "train/train.h"
 #include "plan/util.h"
 #include "tests/test.h"
 
@@ -206,16 +210,17 @@ TEST(train_checkpoint_reads_bf16_tensors_as_their_float_values) {
   CHECK_EQ_INT(sr_write_atomic(path, buf, 8 + hl + 4, &e), SR_OK);
   ckpt_file *f;
   CHECK_EQ_INT(ckpt_open(path, &f, &e), SR_OK);
-  float out[2];
-  CHECK_EQ_INT(ckpt_read_f32(f, "w", 2, out, &e), SR_OK);
+  float out[3];
+  int64_t two[1] = {2}, three[1] = {3};
+  CHECK_EQ_INT(ckpt_read_f32(f, "w", 1, two, out, &e), SR_OK);
   CHECK(out[0] == 1.0f && out[1] == -3.0f);
-  CHECK_EQ_INT(ckpt_read_f32(f, "w", 3, out, &e), SR_EINPUT);
+  CHECK_EQ_INT(ckpt_read_f32(f, "w", 1, three, out, &e), SR_EINPUT);
   ckpt_close(f);
 }
 
 TEST(train_checkpoint_is_readable_by_the_python_safetensors_package) {
   if (test_run("python3 -c 'import safetensors, numpy'", NULL) != 0) {
-    printf("    (python safetensors missing: interop not checked)\n");
+    test_fail(__FILE__, __LINE__, "python3 with numpy and safetensors is required (scripts/install-deps.sh)");
     return;
   }
   model_config c = small_config();
@@ -244,4 +249,56 @@ TEST(train_checkpoint_is_readable_by_the_python_safetensors_package) {
   CHECK_STR_CONTAINS(out, " 15\n");  // embedding + 12 layer tensors (with q/k/v biases) + final norm + LM head
   free(out);
   model_cpu_free(&a);
+}
+
+TEST(train_samples_file_holds_each_steps_tokens_and_targets_as_the_trainer_draws_them) {
+  // The file a PyTorch peer trains on: per sample seq int32 tokens, then seq int32 targets; batch samples a step.
+  model_config c;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_load("tiny-test", &c, &e), SR_OK);
+  train_options o;
+  train_options_defaults(&o);
+  o.seq = 300;
+  o.batch = 2;
+  o.passkey_loss = PASSKEY_LOSS_ALL;
+  char path[600];
+  snprintf(path, sizeof path, "%s/samples.i32", test_tmpdir());
+  CHECK_EQ_INT(train_samples_write(&o, 3, path, &e), SR_OK);
+  char *raw = NULL;
+  size_t n = 0;
+  CHECK_EQ_INT(sr_read_file(path, &raw, &n, &e), SR_OK);
+  CHECK_EQ_INT((int64_t)n, 3 * 2 * 2 * 300 * 4);
+  int64_t pos[300];
+  for (int i = 0; i < 300; i++) pos[i] = i;
+  trainer t;
+  CHECK_EQ_INT(trainer_create(&t, &c, &o, NULL, 300, pos, &e), SR_OK);
+  int32_t tok[300], tgt[300];
+  int64_t ans;
+  const int32_t *f = (const int32_t *)raw;
+  for (int64_t i = 0; i < 6 && raw; i++) {  // sample i of the run: step i / 2, the (i % 2)-th of its batch
+    CHECK_EQ_INT(trainer_sample(&t, i, 0, tok, tgt, &ans, &e), SR_OK);
+    CHECK(memcmp(f + 2 * i * 300, tok, sizeof tok) == 0);
+    CHECK(memcmp(f + (2 * i + 1) * 300, tgt, sizeof tgt) == 0);
+  }
+  trainer_free(&t);
+  free(raw);
+}
+
+TEST(the_python_interop_test_fails_rather_than_passes_when_safetensors_is_missing) {
+  // Its siblings fail when Python's safetensors is missing; this one used to print a note and pass. A
+  // PYTHONPATH whose safetensors package raises ImportError hides the installed one from a run of it alone.
+  char dir[700], cmd[2400], exe[1024];
+  snprintf(dir, sizeof dir, "%s/py/safetensors", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && echo 'raise ImportError(\"hidden by the test\")' > %s/__init__.py", dir, dir);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  CHECK(n > 0);
+  exe[n > 0 ? n : 0] = '\0';
+  snprintf(cmd, sizeof cmd, "PYTHONPATH=%s/py '%s' train_checkpoint_is_readable_by_the_python_safetensors_package",
+           test_tmpdir(), exe);
+  char *out = NULL;
+  CHECK_EQ_INT(test_run(cmd, &out), 1);
+  CHECK_STR_CONTAINS(out, "0 passed, 1 failed");
+  CHECK_STR_CONTAINS(out, "scripts/install-deps.sh");
+  free(out);
 }

@@ -144,7 +144,7 @@ TEST(train_two_ranks_resume_from_a_checkpoint_continues_bit_for_bit) {
   CHECK_EQ_INT(csv_losses(path, second, 4), 2);  // steps 3 and 4 only
   CHECK(strcmp(second[0], full[2]) == 0);
   CHECK(strcmp(second[1], full[3]) == 0);
-  snprintf(path, sizeof path, "%s/ckpt/model.safetensors", dir);
+  snprintf(path, sizeof path, "%s/ckpt/step-000000002/model.safetensors", dir);
   CHECK(test_file_exists(path));
 }
 

@@ -1,8 +1,10 @@
 // test_train_loop.c — the training loop on one process: a tiny model learns a repetitive text,
 // resuming from a checkpoint continues bit for bit, and held-out passkey evaluation scores exact matches.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/dense_ref.h"
 #include "train/train.h"
 #include "plan/model.h"
 #include "tests/test.h"
@@ -89,12 +91,14 @@ TEST(train_resume_from_checkpoint_continues_bit_for_bit) {
   data_free(&d);
 }
 
-TEST(train_resume_refuses_weights_and_optimizer_from_different_steps) {
+TEST(train_resume_refuses_an_optimizer_slice_of_another_checkpoint) {
+  // step 2's slice copied over step 1's: its checksum is not the manifest's; with the manifest made to agree,
+  // its metadata still names step 2
   data_tokens d = repetitive_text();
   trainer a;
   train_step_stats st;
   sr_error e = {0};
-  char dir[600], dir2[600], cmd[1400];
+  char dir[600], dir2[600], cmd[1800];
   snprintf(dir, sizeof dir, "%s/ckpt", test_tmpdir());
   snprintf(dir2, sizeof dir2, "%s/ckpt2", test_tmpdir());
   if (make_trainer(&a, &d, 16, 3e-3, 0)) return;
@@ -102,10 +106,21 @@ TEST(train_resume_refuses_weights_and_optimizer_from_different_steps) {
   CHECK_EQ_INT(trainer_save(&a, dir, &e), SR_OK);
   CHECK_EQ_INT(trainer_step(&a, &st, &e), SR_OK);
   CHECK_EQ_INT(trainer_save(&a, dir2, &e), SR_OK);
-  snprintf(cmd, sizeof cmd, "cp %s/optimizer.safetensors %s/optimizer.safetensors", dir2, dir);
+  const char *slice = "optimizer-00000-of-00001.safetensors";
+  snprintf(cmd, sizeof cmd, "cp %s/step-000000002/%s %s/step-000000001/%s", dir2, slice, dir, slice);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
   CHECK_EQ_INT(trainer_resume(&a, dir, &e), SR_EINPUT);
-  CHECK_STR_CONTAINS(e.msg, "interrupted");
+  CHECK_STR_CONTAINS(e.msg, "crc32c");
+  CHECK_STR_CONTAINS(e.msg, slice);
+  // the manifest's entry for the slice taken from step 2's manifest: size and checksum agree, the step does not
+  snprintf(cmd, sizeof cmd,
+           "python3 -c \"import json; a = json.load(open('%s/step-000000001/MANIFEST.json')); "
+           "b = json.load(open('%s/step-000000002/MANIFEST.json')); a['files'][1] = b['files'][1]; "
+           "json.dump(a, open('%s/step-000000001/MANIFEST.json', 'w'))\"", dir, dir2, dir);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  CHECK_EQ_INT(trainer_resume(&a, dir, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "step: '2', the manifest says '1'");
+  CHECK_EQ_INT(a.step, 2);  // a refused checkpoint leaves the trainer as it was
   trainer_free(&a);
   data_free(&d);
 }
@@ -149,6 +164,70 @@ TEST(train_recomputation_gives_bit_identical_losses_and_gradients) {
   data_free(&d);
 }
 
+// Attention through the model's callback (one process, positions 0..T-1, dense), counting the calls.
+typedef struct {
+  pattern dense;
+  const model_config *c;
+  int fwd, bwd;
+} counting_attn;
+
+static int counted_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o,
+                       float *lse, sr_error *e) {
+  counting_attn *a = ctx;
+  a->fwd++;
+  int d = (int)a->c->head_dim;
+  return dense_attn_fwd(&a->dense, layer, T, (int)a->c->num_heads, (int)a->c->num_kv_heads, d, 1.0f / sqrtf((float)d), q,
+                        k, v, o, lse)
+             ? sr_internal_error(e, 0, "dense reference: out of memory")
+             : SR_OK;
+}
+
+static int counted_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
+                       const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e) {
+  counting_attn *a = ctx;
+  a->bwd++;
+  int d = (int)a->c->head_dim;
+  return dense_attn_bwd(&a->dense, layer, T, (int)a->c->num_heads, (int)a->c->num_kv_heads, d, 1.0f / sqrtf((float)d), q,
+                        k, v, o, lse, dout, dq, dk, dv)
+             ? sr_internal_error(e, 0, "dense reference: out of memory")
+             : SR_OK;
+}
+
+TEST(train_selective_recomputation_keeps_full_recomputations_gradients_bit_for_bit_with_one_attention_forward_a_layer) {
+  // Selective recomputation keeps each layer's attention output and LSE: the backward reruns the rest of the
+  // layer but not attention, so a step runs the attention forward L times (as without recomputation) instead of
+  // 2 L, and every number is the same, the kept O and LSE being those the full rerun would compute again.
+  data_tokens d = repetitive_text();
+  int modes[3] = {MODEL_RECOMPUTE_OFF, MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN};
+  trainer t[3];
+  counting_attn ca[3];
+  sr_error e = {0};
+  for (int i = 0; i < 3; i++) {
+    if (make_trainer(&t[i], &d, 40, 3e-3, modes[i])) return;
+    memset(&ca[i], 0, sizeof ca[i]);
+    ca[i].c = &t[i].model.cfg;
+    CHECK_EQ_INT(pattern_alloc(&ca[i].dense, 40, (int)ca[i].c->num_layers, (int)ca[i].c->num_heads, &e), SR_OK);
+    t[i].model.attn = (model_attention){&ca[i], counted_fwd, counted_bwd, NULL};
+  }
+  int L = (int)t[0].model.cfg.num_layers;
+  for (int s = 0; s < 2; s++) {
+    train_step_stats st[3];
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(trainer_step(&t[i], &st[i], &e), SR_OK);
+    CHECK(st[2].loss == st[1].loss && st[2].loss == st[0].loss);
+    CHECK(st[2].grad_norm == st[1].grad_norm && st[2].grad_norm == st[0].grad_norm);
+  }
+  CHECK(memcmp(t[2].model.params, t[1].model.params, (size_t)t[1].model.num_params * sizeof(float)) == 0);
+  CHECK_EQ_INT(ca[0].fwd, 2 * L);
+  CHECK_EQ_INT(ca[1].fwd, 2 * 2 * L);
+  CHECK_EQ_INT(ca[2].fwd, 2 * L);
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ_INT(ca[i].bwd, 2 * L);
+    pattern_free(&ca[i].dense);
+    trainer_free(&t[i]);
+  }
+  data_free(&d);
+}
+
 TEST(train_starts_from_saved_weights_by_hugging_face_name) {
   data_tokens d = repetitive_text();
   trainer a, b;
@@ -156,7 +235,7 @@ TEST(train_starts_from_saved_weights_by_hugging_face_name) {
   sr_error e = {0};
   char dir[600], path[700];
   snprintf(dir, sizeof dir, "%s/ckpt", test_tmpdir());
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  snprintf(path, sizeof path, "%s/step-000000003/model.safetensors", dir);  // the weights of train/ckpt.h's layout
   if (make_trainer(&a, &d, 32, 3e-3, 0)) return;
   for (int s = 0; s < 3; s++) CHECK_EQ_INT(trainer_step(&a, &st, &e), SR_OK);
   CHECK_EQ_INT(trainer_save(&a, dir, &e), SR_OK);
@@ -216,4 +295,52 @@ TEST(train_mix_loss_alternates_keys_and_every_byte_and_evaluates_on_the_answer) 
   CHECK_EQ_INT(trainer_eval(&t, 0, &ev, &e), SR_OK);
   CHECK_EQ_INT(ev.targets, 5);
   trainer_free(&t);
+}
+
+TEST(train_held_out_text_windows_never_come_from_the_text_training_reads) {
+  // Every token names its own position (a vocabulary of 4096 over 3000 tokens), so a window tells where in
+  // the stream it was read. Held-out windows used to be training windows (a random index on the same grid).
+  const char *cfg = "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 8,"
+                    " \"vocab_size\": 4096, \"max_position_embeddings\": 64}";
+  model_config c;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_from_json_text(cfg, "pos.json", &c, &e), SR_OK);
+  enum { N = 3000, SEQ = 64 };
+  data_tokens d = {0};
+  d.tokens = malloc(N * sizeof *d.tokens);
+  for (int i = 0; i < N; i++) d.tokens[i] = i;
+  d.n = N, d.max_token = N - 1;
+  train_options o;
+  train_options_defaults(&o);
+  o.seq = SEQ;
+  o.data = &d;
+  int64_t pos[SEQ];
+  for (int i = 0; i < SEQ; i++) pos[i] = i;
+  trainer t;
+  if (trainer_create(&t, &c, &o, NULL, SEQ, pos, &e) != SR_OK) {
+    test_fail(__FILE__, __LINE__, "%s", e.msg);
+    return;
+  }
+  static char trained[N];
+  int32_t tok[SEQ], tgt[SEQ];
+  int64_t ans;
+  for (int64_t i = 0; i < 4 * N / SEQ; i++) {  // four passes over the stream: every window training reads
+    CHECK_EQ_INT(trainer_sample(&t, i, 0, tok, tgt, &ans, &e), SR_OK);
+    for (int j = 0; j < SEQ; j++) trained[tok[j]] = trained[tgt[j]] = 1;
+  }
+  int clean = 1, held_read = 0;
+  for (int64_t i = 0; i < 200; i++) {
+    CHECK_EQ_INT(trainer_sample(&t, i, 1, tok, tgt, &ans, &e), SR_OK);
+    for (int j = 0; j < SEQ; j++) {
+      clean &= !trained[tok[j]] && !trained[tgt[j]];
+      held_read += tgt[j] == tok[j] + 1;  // contiguous text with its next tokens as targets
+    }
+  }
+  CHECK(clean);
+  CHECK_EQ_INT(held_read, 200 * SEQ);
+  int untrained = 0;
+  for (int i = 0; i < N; i++) untrained += !trained[i];
+  CHECK_EQ_INT(untrained, N / 20);  // the stream's last 5% (150 tokens, more than a window) is held out
+  trainer_free(&t);
+  data_free(&d);
 }

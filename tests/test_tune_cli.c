@@ -165,8 +165,8 @@ TEST(tune_cli_trace_steps_drive_the_robustness_check) {
 }
 
 TEST(tune_cli_trainer_exec_keeps_to_what_sparsering_exec_train_runs) {
-  // every simulated point of --trainer exec shards the optimizer, sends bf16 K/V and is no FPDT (the trainer
-  // runs nothing else; the others are invalid with the planner's reason), and the plan file keeps the trainer
+  // every simulated point of --trainer exec shards the optimizer (ZeRO-1) and sends bf16 K/V (the trainer runs
+  // nothing else; the others are invalid with the planner's reason; FPDT it runs), and the plan file keeps the trainer
   char *out = NULL;
   CHECK_EQ_INT(sr("", TUNE_ARGS " --trainer exec -o exec.json --csv exec.csv", &out), 0);
   CHECK_STR_CONTAINS(out, "chosen: #");
@@ -188,7 +188,7 @@ TEST(tune_cli_trainer_exec_keeps_to_what_sparsering_exec_train_runs) {
     if (sscanf(row, "%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%lld,%*[^,],%*[^,],%d,%d,%*[^,],%31[^,]", &fpdt, &zero,
                &kv, status) == 4 && strcmp(status, "simulated") == 0) {
       simulated++;
-      CHECK(fpdt == 0 && zero == 1 && kv == 2);
+      CHECK(fpdt >= 0 && zero == 1 && kv == 2);
     }
     line = end;
   }
@@ -196,5 +196,13 @@ TEST(tune_cli_trainer_exec_keeps_to_what_sparsering_exec_train_runs) {
   free(csv), free(plan_text);
   CHECK_EQ_INT(sr("", TUNE_ARGS " --trainer fp16 -o x.json 2>&1", &out), 2);
   CHECK_STR_CONTAINS(out, "--trainer");
+  free(out);
+}
+
+TEST(tune_on_a_16_token_vs_topp_pattern_runs_clean_under_the_sanitizers) {
+  // Its heads keep no vertical: comparing two of them once passed NULL to memcmp (UBSan, sim/work.c via
+  // pattern_heads_equal). Only `make test SAN=1` sees the difference; here the run must simply succeed.
+  char *out = NULL;
+  CHECK_EQ_INT(sr("", "tune --model tiny-test --cluster h200-1x2 --seq 16 --pattern vs-topp:0.95 -o best.json", &out), 0);
   free(out);
 }

@@ -222,12 +222,44 @@ TEST(tune_plan_round_trips_through_the_file_and_the_simulator) {
   // Simulating the plan read back as `sparsering sim --plan` does (sim_plan, default options) gives
   // the recorded prediction, exactly.
   sim_result r;
-  sim_options so = {0, 0, 0};
+  sim_options so = {0, 0, 0, 0, 0};
   CHECK_EQ_INT(sim_plan(&q, &so, &r, NULL, &e), SR_OK);
   CHECK(r.step_s == p.spec.predicted_step_s);
   plan_free(&p);
   plan_free(&q);
   tune_sim_close(t);
+}
+
+TEST(tune_sees_skipped_empty_sends_where_a_window_leaves_shards_untouched) {
+  // The same ring point with skipping off and on: on a window over the contiguous layout, which leaves
+  // most shards untouched, the skipped sends cost nothing, so it moves fewer bytes and steps faster;
+  // dense attention over the zigzag layout needs every shard on every rank and the two tie.
+  const char *patterns[] = {"window:0:256", "dense"};
+  const layout_kind layouts[] = {LAYOUT_CONTIGUOUS, LAYOUT_ZIGZAG};
+  for (int k = 0; k < 2; k++) {
+    plan_spec s;
+    base_spec(&s, small_cluster(80), 8192, patterns[k]);
+    tune_sim *t;
+    sr_error e;
+    CHECK_EQ_INT(tune_sim_open(&s, 0, &t, &e), SR_OK);
+    if (!t) return;
+    tune_evaluator ev = tune_sim_evaluator(t);
+    tune_eval v[2];
+    for (int skip = 0; skip <= 1; skip++) {
+      tune_point pt = {.layout = layouts[k], .granularity = 1, .schedule = SCHED_RING, .recompute = 1, .zero = 1,
+                       .kv_bytes = 2, .skip_empty_sends = skip};
+      memset(&v[skip], 0, sizeof v[skip]);
+      CHECK_EQ_INT(ev.simulate(ev.ctx, &pt, 0, &v[skip], &e), SR_OK);
+    }
+    if (k == 0) {
+      CHECK(v[1].step_s < v[0].step_s);
+      CHECK(v[1].comm_bytes < v[0].comm_bytes);
+    } else {
+      CHECK(v[1].step_s == v[0].step_s);
+      CHECK(v[1].comm_bytes == v[0].comm_bytes);
+    }
+    tune_sim_close(t);
+  }
 }
 
 TEST(tune_sim_open_rejects_bad_inputs) {

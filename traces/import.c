@@ -47,8 +47,18 @@ static int parse_entry(const cJSON *v, minference_config *c, int64_t idx, const 
 
 int minference_load(const char *path, const model_config *m, minference_config *c, sr_error *e) {
   memset(c, 0, sizeof *c);
+  char *text = NULL;
+  int rc = sr_read_file(path, &text, NULL, e);
+  if (rc) return rc;
+  rc = minference_parse(text, path, m, c, e);
+  free(text);
+  return rc;
+}
+
+int minference_parse(const char *text, const char *path, const model_config *m, minference_config *c, sr_error *e) {
+  memset(c, 0, sizeof *c);
   cJSON *root;
-  int rc = json_load_file(path, &root, e);
+  int rc = json_parse_text(text, path, &root, e);
   if (rc) return rc;
   if (!cJSON_IsArray(root) || cJSON_GetArraySize(root) < 1) {
     cJSON_Delete(root);
@@ -65,21 +75,30 @@ int minference_load(const char *path, const model_config *m, minference_config *
     return sr_input_error(e, path, NULL, "%d layers x %d heads, but model %s has %lld x %lld", c->layers, c->heads,
                           m->name, (long long)m->num_layers, (long long)m->num_heads);
   }
+  // every layer's size first: the arrays are allocated for layers x heads, which a short hostile file
+  // (one long layer, thousands of empty ones) would otherwise make hundreds of megabytes
+  char field[64];
+  const cJSON *layer;
+  int l = 0;
+  cJSON_ArrayForEach(layer, root) {
+    if ((!cJSON_IsObject(layer) && !cJSON_IsArray(layer)) || cJSON_GetArraySize(layer) != c->heads) {
+      snprintf(field, sizeof field, "[%d]", l);
+      rc = sr_input_error(e, path, field, "expected %d heads (as layer 0), found %d", c->heads,
+                          cJSON_IsObject(layer) || cJSON_IsArray(layer) ? cJSON_GetArraySize(layer) : 0);
+      cJSON_Delete(root);
+      return rc;
+    }
+    l++;
+  }
   size_t n = (size_t)c->layers * (size_t)c->heads;
   c->kind = calloc(n, sizeof *c->kind);
   c->a = calloc(n, sizeof *c->a);
   c->b = calloc(n, sizeof *c->b);
   c->score = calloc(n, sizeof *c->score);
   if (!c->kind || !c->a || !c->b || !c->score) rc = sr_internal_error(e, ENOMEM, "%s", path);
-  char field[64];
-  for (int l = 0; l < c->layers && rc == SR_OK; l++) {
-    const cJSON *layer = cJSON_GetArrayItem(root, l);
-    snprintf(field, sizeof field, "[%d]", l);
-    if ((!cJSON_IsObject(layer) && !cJSON_IsArray(layer)) || cJSON_GetArraySize(layer) != c->heads) {
-      rc = sr_input_error(e, path, field, "expected %d heads (as layer 0), found %d", c->heads,
-                          cJSON_IsObject(layer) || cJSON_IsArray(layer) ? cJSON_GetArraySize(layer) : 0);
-      break;
-    }
+  l = 0;
+  cJSON_ArrayForEach(layer, root) {
+    if (rc != SR_OK) break;
     for (int h = 0; h < c->heads && rc == SR_OK; h++) {
       const cJSON *v;
       if (cJSON_IsArray(layer)) {
@@ -97,6 +116,7 @@ int minference_load(const char *path, const model_config *m, minference_config *
       }
       rc = parse_entry(v, c, (int64_t)l * c->heads + h, path, field, e);
     }
+    l++;
   }
   cJSON_Delete(root);
   if (rc) minference_free(c);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "plan/json.h"
 #include "plan/util.h"
 #include "traces/trace.h"
 
@@ -276,6 +277,7 @@ int st_parse(const void *bytes, size_t n, const char *name, st_file *f, sr_error
       break;
     }
   if (rc == SR_OK && !cJSON_IsObject(root)) rc = sr_input_error(e, f->name, "header", "is not a JSON object");
+  if (rc == SR_OK) rc = json_check_duplicates(root, f->name, e);
   uint64_t data_len = n - 8 - hlen;
   const uint8_t *data = h + hlen;
   if (rc == SR_OK) {

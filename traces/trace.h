@@ -201,6 +201,8 @@ typedef struct {
 // Load a config: a JSON list per layer of {"HEAD": [TYPE, A, B, SCORE]} (or a list in head order);
 // when m != NULL its layers and heads must match.
 int minference_load(const char *path, const model_config *m, minference_config *c, sr_error *e);
+// The same from the file's text (path names it in messages).
+int minference_parse(const char *text, const char *path, const model_config *m, minference_config *c, sr_error *e);
 // Release a config.
 void minference_free(minference_config *c);
 // The pattern of step `step`: budgets exact (capped at n_tokens), indices synthesised from (seed, step).

@@ -107,6 +107,39 @@ int data_sequence(const data_tokens *d, int64_t index, int64_t seq, int32_t *tok
   return SR_OK;
 }
 
+int64_t data_heldout_tokens(const data_tokens *d, int64_t seq) {
+  int64_t h = sr_max64(seq + 1, d->n / 20);
+  return seq > 0 && d->n - h >= 2 ? h : 0;
+}
+
+int data_train_sequence(const data_tokens *d, int64_t index, int64_t seq, int32_t *tokens, int32_t *targets, sr_error *e) {
+  data_tokens train = *d;
+  train.n = d->n - data_heldout_tokens(d, seq);
+  return data_sequence(&train, index, seq, tokens, targets, e);
+}
+
+static uint64_t mix64(uint64_t z) {  // splitmix64 finaliser: decorrelates (seed, index) pairs
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+int data_heldout_sequence(const data_tokens *d, int64_t index, int64_t seq, uint64_t seed, int32_t *tokens,
+                          int32_t *targets, sr_error *e) {
+  int64_t h = data_heldout_tokens(d, seq);
+  if (h == 0)
+    return sr_input_error(e, d->path, NULL, "%lld tokens hold no held-out window of %lld tokens apart from the "
+                          "training text (need at least %lld)", (long long)d->n, (long long)seq, (long long)(seq + 3));
+  // a window and its next-token targets inside [n - h, n): starts n - h .. n - seq - 1
+  int64_t start = d->n - h + (int64_t)(mix64(seed ^ mix64((uint64_t)index)) % (uint64_t)(h - seq));
+  for (int64_t j = 0; j < seq; j++) {
+    tokens[j] = d->tokens[start + j];
+    targets[j] = d->tokens[start + j + 1];
+  }
+  return SR_OK;
+}
+
 // ---- passkey retrieval ------------------------------------------------------------------------
 
 // The prompt of the Landmark Attention paper's passkey task (and LongLoRA / YaRN evaluations).

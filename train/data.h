@@ -35,6 +35,16 @@ int64_t data_bytes_decode(const int32_t *tokens, int64_t n, char *out);
 // stream of two or more tokens serves any seq) and their next tokens as targets.
 int data_sequence(const data_tokens *d, int64_t index, int64_t seq, int32_t *tokens, int32_t *targets, sr_error *e);
 
+// Held-out text: the end of the stream, max(seq + 1, n / 20) tokens, is never read by training (so a held-out
+// window is text the model has not seen); 0 when the stream is too short to spare that and keep two tokens.
+int64_t data_heldout_tokens(const data_tokens *d, int64_t seq);
+// Training sequence number `index`: data_sequence over the stream without its held-out end.
+int data_train_sequence(const data_tokens *d, int64_t index, int64_t seq, int32_t *tokens, int32_t *targets, sr_error *e);
+// Held-out sequence number `index` (seed picks the windows): seq tokens and their targets from inside the
+// held-out end; an input error when the stream has none.
+int data_heldout_sequence(const data_tokens *d, int64_t index, int64_t seq, uint64_t seed, int32_t *tokens,
+                          int32_t *targets, sr_error *e);
+
 // ---- passkey retrieval (Mohtashami & Jaggi 2023, "Landmark Attention", section 4.2) --------------
 
 // Shortest sequence that holds the passkey prompt with `digits` digits and no filler.

@@ -164,10 +164,16 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
   m->params = calloc((size_t)m->num_params, (size_t)dtype);
   m->grads = calloc((size_t)m->num_params, (size_t)dtype);
   if (!m->params || !m->grads) goto oom;
+  if (recompute < MODEL_RECOMPUTE_OFF || recompute > MODEL_RECOMPUTE_KEEP_ATTN) {
+    model_cpu_free(m);
+    return sr_input_error(e, NULL, "recompute", "%d is not a recomputation mode (0, 1 or 2)", recompute);
+  }
   int64_t per_layer = N * (C + 1 + QD + KD + KD + QD + C + C + 1 + 3 * I) + H * N;
   int64_t layer_sets = recompute ? 1 : L;
+  int64_t kept_attn = recompute == MODEL_RECOMPUTE_KEEP_ATTN ? (L - 1) * (N * QD + H * N) : 0;
   int64_t scratch = N * (3 * C + 2 * QD + 2 * KD + 3 * I) + N;
-  int64_t total = (L + 1) * N * C + layer_sets * per_layer + N * C + N + m->ce_chunk * c->vocab_size + scratch;
+  int64_t total =
+      (L + 1) * N * C + layer_sets * per_layer + kept_attn + N * C + N + m->ce_chunk * c->vocab_size + scratch;
   m->act_mem = calloc((size_t)total, (size_t)dtype);
   if (!m->act_mem) goto oom;
   char *p = m->act_mem;
@@ -177,6 +183,10 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
     model_layer_acts *a = &m->acts[l];
     if (l > 0 && recompute) {
       *a = m->acts[0];
+      if (recompute == MODEL_RECOMPUTE_KEEP_ATTN) {  // the attention's output and LSE stay each layer's own
+        CARVE(a->o, N * QD);
+        CARVE(a->lse, H * N);
+      }
       continue;
     }
     CARVE(a->ln1, N * C); CARVE(a->rstd1, N); CARVE(a->q, N * QD); CARVE(a->k, N * KD); CARVE(a->v, N * KD);
@@ -201,9 +211,38 @@ void model_cpu_free(model_cpu *m) {
   free(m->params);
   free(m->grads);
   free(m->act_mem);
+  free(m->ckpt_host);
   free(m->x);
   free(m->acts);
   memset(m, 0, sizeof *m);
+}
+
+// ---- activation offload ----------------------------------------------------------------------
+
+int model_cpu_set_offload(model_cpu *m, sr_error *e) {
+  int L = (int)m->cfg.num_layers;
+  m->slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
+  size_t per = (size_t)m->max_tokens * (size_t)m->cfg.hidden_size * (size_t)m->dtype;
+  if (L > m->slots && !(m->ckpt_host = malloc(per * (size_t)(L - m->slots))))
+    return sr_internal_error(e, 0, "model: out of memory for %d offloaded layer inputs", L - m->slots);
+  for (int l = m->slots; l < L; l++) m->x[l] = m->x[l % m->slots];  // x[slots..L-1] keep their memory unused
+  m->offload = 1;
+  return SR_OK;
+}
+
+// x[i] leaves its slot before x[i + slots] is written there; the last `slots` inputs stay for the backward.
+void model_offload_out(model_cpu *m, int i, int64_t T) {
+  int L = (int)m->cfg.num_layers;
+  if (!m->offload || i >= L - m->slots) return;
+  size_t row = (size_t)m->cfg.hidden_size * (size_t)m->dtype;
+  memcpy((char *)m->ckpt_host + (size_t)i * (size_t)m->max_tokens * row, m->x[i], (size_t)T * row);
+}
+
+void model_offload_in(model_cpu *m, int l, int64_t T) {
+  int L = (int)m->cfg.num_layers;
+  if (!m->offload || l >= L - m->slots) return;
+  size_t row = (size_t)m->cfg.hidden_size * (size_t)m->dtype;
+  memcpy(m->x[l], (char *)m->ckpt_host + (size_t)l * (size_t)m->max_tokens * row, (size_t)T * row);
 }
 
 // ---- initialisation ---------------------------------------------------------------------------
@@ -303,7 +342,7 @@ double model_grad_sumsq(const model_cpu *m, int64_t lo, int64_t hi) {
 }
 
 double adamw_clip_scale(const adamw_state *s, double grad_norm) {
-  return grad_norm > s->grad_clip && grad_norm > 0 ? s->grad_clip / grad_norm : 1.0;
+  return s->grad_clip > 0 && grad_norm > s->grad_clip ? s->grad_clip / grad_norm : 1.0;
 }
 
 void adamw_update(adamw_state *s, model_cpu *m, double grad_scale) {

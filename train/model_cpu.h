@@ -16,6 +16,12 @@
 
 enum { MODEL_F32 = 4, MODEL_F64 = 8 };  // element size in bytes doubles as the dtype tag
 
+// Activation recomputation (model_cpu.recompute): none (every layer's activations kept), full (only each
+// layer's input kept; the backward reruns the layer's forward, attention included), or selective (full, but
+// each layer's attention output O and LSE are kept too, O(tokens) a layer, so the rerun skips attention: the
+// backward takes the kept O and LSE, bit for bit the ones the forward computed).
+enum { MODEL_RECOMPUTE_OFF = 0, MODEL_RECOMPUTE_FULL = 1, MODEL_RECOMPUTE_KEEP_ATTN = 2 };
+
 // Tensors of one layer, in Hugging Face order; biases exist only with attention_bias.
 enum {
   MODEL_T_LN1, MODEL_T_Q, MODEL_T_QB, MODEL_T_K, MODEL_T_KB, MODEL_T_V, MODEL_T_VB, MODEL_T_O,
@@ -48,7 +54,8 @@ typedef struct {
   int (*estimate)(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e);
 } model_attention;
 
-// Per-layer activation pointers (into one allocation); under recomputation all layers share one set.
+// Per-layer activation pointers (into one allocation); under recomputation all layers share one set (but for o
+// and lse, each layer's own under MODEL_RECOMPUTE_KEEP_ATTN).
 typedef struct {
   void *ln1, *rstd1, *q, *k, *v, *o, *lse, *x2, *ln2, *rstd2, *gate, *up, *h;
 } model_layer_acts;
@@ -57,7 +64,7 @@ typedef struct {
 typedef struct {
   model_config cfg;
   int dtype;                  // MODEL_F32 or MODEL_F64
-  int recompute;              // keep only each layer's input; rerun the layer forward inside backward
+  int recompute;              // MODEL_RECOMPUTE_*: what the backward reruns of each layer's forward
   int64_t max_tokens;         // local tokens the activations are sized for
   int64_t ce_chunk;           // tokens per cross-entropy chunk (logits exist only for one chunk)
   int64_t num_params;
@@ -75,16 +82,29 @@ typedef struct {
   model_layer_acts *acts;
   void *lnf, *rstdf, *logits, *scratch;  // scratch: backward buffers
   model_attention attn;       // attn.forward == NULL: local dense causal reference
+  // activation offload (model_cpu_set_offload): the layer inputs x[0..L-1] share `slots` buffers (x[l] in slot
+  // l % slots, x[L] its own), and each of x[0..L-slots-1] waits in host memory between forward and backward (the
+  // GPU model's scheme, train/model_cuda.cu; on the CPU "host" is a second buffer and the copies memcpy)
+  int offload, slots;
+  void *ckpt_host;            // [(L - slots) * max_tokens * hidden]: x[l] at l * max_tokens * hidden
   // timings of the last forward_backward, seconds (attention callback vs the rest)
   double time_attn, time_other;
 } model_cpu;
 
 // Create a model for up to max_tokens local tokens (seq_len: the global sequence length, used by dynamic
-// RoPE scaling). Parameters are zero; call model_init_random or model_load_safetensors next.
+// RoPE scaling; recompute: MODEL_RECOMPUTE_*). Parameters are zero; call model_init_random or
+// model_load_safetensors next.
 int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t max_tokens, int64_t seq_len,
                      int recompute, sr_error *e);
 // Free everything model_cpu_create allocated.
 void model_cpu_free(model_cpu *m);
+// Turn activation offload on (before the first forward): the layer inputs share MODEL_EXEC_OFFLOAD_SLOTS buffers
+// and the rest wait in host memory. The results are bit-identical to the resident model's.
+int model_cpu_set_offload(model_cpu *m, sr_error *e);
+// The offload's copies around a step (called by the forward and backward): x[i] was just written (out), layer l's
+// backward is next (in). No-ops without offload and for the inputs that stay in their slot.
+void model_offload_out(model_cpu *m, int i, int64_t T);
+void model_offload_in(model_cpu *m, int l, int64_t T);
 // Initialise weights: normal(0, 0.02) for matrices (GPT-2/llm.c recipe), ones for norms, zeros for biases;
 // reproducible for a seed whatever the dtype (the same float64 draws, rounded).
 void model_init_random(model_cpu *m, uint64_t seed);
@@ -122,7 +142,7 @@ double model_grad_sumsq(const model_cpu *m, int64_t lo, int64_t hi);
 // One AdamW update of the owned slice, gradients multiplied by grad_scale first (clipping); weight decay
 // applies to matrices only (norm gains and biases are not decayed, as in llm.c / nanoGPT).
 void adamw_update(adamw_state *s, model_cpu *m, double grad_scale);
-// Clip factor for a global gradient norm: min(1, clip / norm).
+// Clip factor for a global gradient norm: min(1, clip / norm) (1 when grad_clip <= 0: no clipping).
 double adamw_clip_scale(const adamw_state *s, double grad_norm);
 
 #endif

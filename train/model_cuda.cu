@@ -1,179 +1,90 @@
-// model_cuda.cu — the transformer of model_cpu.c on one GPU: cuBLAS GEMMs for every linear layer and the
-// LM head (bf16 operands with fp32 accumulation, or fp32 operands on TF32 tensor cores), the small
-// kernels of model_cuda_kernels.cu for embedding, RMSNorm, RoPE, SwiGLU, chunked cross-entropy, AdamW
-// and the reductions, in llm.c's style (a check macro per call).
-// The step is the same sequence of operations as train/model_ops.inc, so the CPU model is its reference.
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
+// model_cuda.cu — the transformer of model_cpu.c on one GPU: its state (parameters, gradients, AdamW moments,
+// activations and scratch sized by the GEMM precision and the recomputation), the copies between host and
+// device, the random init, the gradient norm and AdamW, in llm.c's style (a check macro per call). The step
+// itself (GEMMs, layers, attention, loss) is train/model_cuda_step.cu.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-extern "C" {
-#include "train/model_cuda.h"
-#include "plan/util.h"
-}
+#include "train/model_cuda_internal.cuh"
 #include "train/model_cuda_kernels.cuh"
-
-// ---- checks ----------------------------------------------------------------------------------
-
-#define CU(call)                                                                                          \
-  do {                                                                                                    \
-    cudaError_t err_ = (call);                                                                            \
-    if (err_ != cudaSuccess)                                                                              \
-      return sr_internal_error(e, 0, "%s:%d: CUDA: %s", __FILE__, __LINE__, cudaGetErrorString(err_));    \
-  } while (0)
-#define CB(call)                                                                                          \
-  do {                                                                                                    \
-    cublasStatus_t st_ = (call);                                                                          \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                     \
-      return sr_internal_error(e, 0, "%s:%d: cuBLAS status %d", __FILE__, __LINE__, (int)st_);            \
-  } while (0)
-#define KCHECK() CU(cudaGetLastError())
-
-// At least one block: a rank holding no token still runs every layer (its attention takes part in the
-// ring), and every kernel checks its bounds.
-static inline unsigned grid_for(int64_t n, int block) { return n > 0 ? (unsigned)((n + block - 1) / block) : 1u; }
-static inline unsigned rows_grid(int64_t T) { return T > 0 ? (unsigned)T : 1u; }
-
-// ---- the device model ------------------------------------------------------------------------
-
-struct layer_buf {
-  float *ln1, *rstd1, *q, *k, *v, *o, *lse, *x2, *ln2, *rstd2, *gate, *up, *h;
-};
-
-struct model_cuda {
-  model_config cfg;
-  int recompute, num_tensors;
-  int64_t num_params, max_tokens, ce_chunk, lo, hi;
-  model_tensor *tensors;
-  int t_embed, t_norm, t_lm_head;
-  int (*t_layer)[MODEL_LAYER_TENSORS];
-  cudaStream_t stream;
-  cublasHandle_t blas;
-  float *params, *grads, *m, *v;
-  double *inv_freq, *sumsq;
-  float *cosv, *sinv;
-  long long *pos;
-  int *tok, *tgt, *argmax;
-  float *losses;
-  float **x;
-  layer_buf *acts;
-  float *lnf, *rstdf, *logits, *tmp;
-  float *dx, *dln, *dlnf, *dq, *dout, *dk, *dv, *dh;
-  __nv_bfloat16 *qb, *kb, *vb, *ob, *dob;
-  // bf16 GEMMs (model_cuda_set_precision): a bf16 mirror of the parameters, remade at the first forward
-  // after they change, and two scratch buffers the fp32 GEMM operands are converted into just before use,
-  // gemm_rows token rows at a time (activations are never duplicated whole in bf16)
-  int bf16, wb_stale;
-  __nv_bfloat16 *wb, *sa, *sb;  // weights; input rows; output-gradient rows (and a logits chunk)
-  int64_t gemm_rows;
-  model_cuda_attention attn;
-  double rope_mscale;
-  cudaEvent_t *ev;  // attention timing: pairs of events (timer_mark)
-  int n_ev, cap_ev;
-};
-
-#define DP(d, idx) ((d)->params + (d)->tensors[idx].offset)
-#define DG(d, idx) ((d)->grads + (d)->tensors[idx].offset)
-#define LPD(d, l, w) ((d)->t_layer[l][w] >= 0 ? DP(d, (d)->t_layer[l][w]) : (float *)NULL)
-#define LGD(d, l, w) ((d)->t_layer[l][w] >= 0 ? DG(d, (d)->t_layer[l][w]) : (float *)NULL)
 
 static int dalloc(float **p, int64_t n, sr_error *e) {
   CU(cudaMalloc((void **)p, (size_t)(n > 0 ? n : 1) * sizeof(float)));
   return SR_OK;
 }
 
-// ---- linear layers through cuBLAS (row-major [rows, features] seen as column-major transposes) ---
+// ---- activations -------------------------------------------------------------------------------
 
-// Rows of one bf16 GEMM chunk: the scratch holds this many token rows of the widest operand. 16K rows keep
-// every GEMM of a 2K-hidden model large enough to fill the GPU while the scratch stays a fixed size.
-#define GEMM_ROWS 16384
-
-// C = op(A) op(B) + beta C with fp32 C: A, B fp32 on TF32 tensor cores, or bf16 (d->bf16) with fp32
-// accumulation (CUBLAS_COMPUTE_32F), so only the operands are rounded.
-static int gemm(model_cuda *d, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
-                const void *B, int ldb, float beta, float *C, int ldc, sr_error *e) {
-  const float one = 1.0f;
-  if (d->bf16)
-    CB(cublasGemmEx(d->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F,
-                    ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  else
-    CB(cublasSgemm(d->blas, ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta, C, ldc));
-  return SR_OK;
-}
-
-// A GEMM operand of n fp32 values as the GEMM reads it: the values themselves (TF32), or their bf16 copy
-// made in scratch (bf16).
-static int operand(model_cuda *d, const void **out, const float *src, int64_t n, __nv_bfloat16 *scratch, sr_error *e) {
-  *out = src;
-  if (!d->bf16 || n <= 0) return SR_OK;
-  to_bf16_k<<<grid_for(n, 256), 256, 0, d->stream>>>(scratch, src, n);
-  KCHECK();
-  *out = scratch;
-  return SR_OK;
-}
-
-// A weight as the GEMMs read it: fp32 master (TF32) or its bf16 mirror at the same offset.
-static const void *weight(const model_cuda *d, const float *w) {
-  return d->bf16 ? (const void *)(d->wb + (w - d->params)) : (const void *)w;
-}
-
-// Rows per GEMM: bf16 operands go through scratch of gemm_rows rows; TF32 reads the fp32 buffers whole.
-static int64_t chunk_rows(const model_cuda *d, int64_t T) { return d->bf16 ? d->gemm_rows : sr_max64(T, 1); }
-
-static int matmul_fwd(model_cuda *d, float *out, const float *inp, const float *w, const float *b, int64_t T, int in,
-                      int outc, float beta, sr_error *e) {
-  const void *wv = weight(d, w), *iv;
-  int rc;
-  for (int64_t t0 = 0, R = chunk_rows(d, T); t0 < T; t0 += R) {
-    int64_t n = sr_min64(R, T - t0);
-    if ((rc = operand(d, &iv, inp + t0 * in, n * in, d->sa, e)) ||
-        (rc = gemm(d, CUBLAS_OP_T, CUBLAS_OP_N, outc, (int)n, in, wv, in, iv, in, beta, out + t0 * outc, outc, e)))
-      return rc;
+static void free_acts(model_cuda *d) {
+  int L = (int)d->cfg.num_layers;
+  for (int l = 0; d->acts && l < L; l++) {
+    layer_buf *a = &d->acts[l];
+    int own = l == 0 || !d->recompute;  // under recomputation layers > 0 share layer 0's set
+    int own_attn = own || d->recompute == MODEL_RECOMPUTE_KEEP_ATTN;
+    if (own) {
+      void *b[] = {a->ln1, a->ln2, a->rstd1, a->rstd2, a->qb, a->kb, a->vb, a->x2, a->gu, a->h};
+      for (size_t i = 0; i < sizeof b / sizeof *b; i++) cudaFree(b[i]);
+    }
+    if (own_attn) cudaFree(a->ob), cudaFree(a->lse);
+    memset(a, 0, sizeof *a);
   }
-  if (b) {
-    add_bias_k<<<grid_for(T * outc, 256), 256, 0, d->stream>>>(out, b, T, outc);
-    KCHECK();
+  void *b[] = {d->qkv, d->ob_act, d->lnf, d->rstdf, d->logits, d->dx, d->dln, d->dh, d->dq, d->dk, d->dv, d->dqkv,
+               d->dob, d->dob_act};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) cudaFree(b[i]);
+  if (d->dxb != (void *)d->dx) cudaFree(d->dxb);
+  d->qkv = NULL, d->ob_act = NULL, d->lnf = NULL, d->rstdf = NULL, d->logits = NULL, d->dx = NULL, d->dln = NULL;
+  d->dh = NULL, d->dq = NULL, d->dk = NULL, d->dv = NULL, d->dqkv = NULL, d->dob = NULL, d->dob_act = NULL;
+  d->dxb = NULL, d->acts_ready = 0, d->act_bytes = 0;
+}
+
+// cudaMalloc of n bytes (at least one), counted into d->act_bytes.
+static int amalloc(model_cuda *d, void **p, int64_t n, sr_error *e) {
+  n = n > 0 ? n : 1;
+  CU(cudaMalloc(p, (size_t)n));
+  d->act_bytes += n;
+  return SR_OK;
+}
+
+int model_cuda_alloc_acts(model_cuda *d, sr_error *e) {
+  free_acts(d);
+  const model_config *c = &d->cfg;
+  int L = (int)c->num_layers;
+  int64_t C = c->hidden_size, QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim,
+          I = c->intermediate_size, N = d->max_tokens, H = c->num_heads, V = c->vocab_size, W = QD + 2 * KD;
+  int64_t es = (int64_t)act_size(d);
+  int rc = SR_OK;
+#define A(p, bytes) \
+  if ((rc = amalloc(d, (void **)&(p), (bytes), e))) return rc
+  for (int l = 0; l < L; l++) {
+    layer_buf *a = &d->acts[l];
+    if (l > 0 && d->recompute) {
+      *a = d->acts[0];
+      if (d->recompute == MODEL_RECOMPUTE_KEEP_ATTN) {  // attention's output and LSE stay each layer's own
+        A(a->ob, N * QD * 2);
+        A(a->lse, H * N * 4);
+      }
+      continue;
+    }
+    A(a->ln1, N * C * es); A(a->ln2, N * C * es); A(a->rstd1, N * 4); A(a->rstd2, N * 4);
+    A(a->qb, N * QD * 2); A(a->kb, N * KD * 2); A(a->vb, N * KD * 2); A(a->ob, N * QD * 2); A(a->lse, H * N * 4);
+    A(a->x2, N * C * 4); A(a->gu, N * 2 * I * es); A(a->h, N * I * es);
   }
-  return SR_OK;
-}
-
-static int colsum(model_cuda *d, float *out, const float *in, int64_t rows, int C, sr_error *e) {
-  int64_t splits = rows / 256 + 1;
-  if (splits > 1024) splits = 1024;
-  int64_t per = (rows + splits - 1) / splits;
-  colsum_k<<<dim3((unsigned)((C + 31) / 32), (unsigned)splits), dim3(32, 8), 0, d->stream>>>(out, in, rows, C, per);
-  KCHECK();
-  return SR_OK;
-}
-
-// dinp += dout W (when dinp); dw += doutᵀ inp; db += column sums of dout (when db). The weight gradient
-// accumulates in fp32 over the row chunks (and over the batch's samples).
-static int matmul_bwd(model_cuda *d, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                      const float *w, int64_t T, int in, int outc, sr_error *e) {
-  const void *wv = weight(d, w), *gv, *iv;
-  int rc;
-  for (int64_t t0 = 0, R = chunk_rows(d, T); t0 < T; t0 += R) {
-    int64_t n = sr_min64(R, T - t0);
-    if ((rc = operand(d, &gv, dout + t0 * outc, n * outc, d->sb, e))) return rc;
-    if (dinp &&
-        (rc = gemm(d, CUBLAS_OP_N, CUBLAS_OP_N, in, (int)n, outc, wv, in, gv, outc, 1.0f, dinp + t0 * in, in, e)))
-      return rc;
-    if ((rc = operand(d, &iv, inp + t0 * in, n * in, d->sa, e)) ||
-        (rc = gemm(d, CUBLAS_OP_N, CUBLAS_OP_T, in, outc, (int)n, iv, in, gv, outc, 1.0f, dw, in, e)))
-      return rc;
+  // qkv also holds the RMSNorms' weight-gradient rows in the backward (C <= Hq*D + 2*Hkv*D for every model here)
+  A(d->qkv, N * sr_max64(W, C) * 4);
+  A(d->lnf, N * C * es); A(d->rstdf, N * 4); A(d->logits, d->ce_chunk * V * es);
+  A(d->dx, N * C * 4); A(d->dln, N * C * 4); A(d->dh, N * I * es);
+  A(d->dq, N * QD * 4); A(d->dk, N * KD * 4); A(d->dv, N * KD * 4); A(d->dqkv, N * W * es); A(d->dob, N * QD * 2);
+  if (d->bf16) {
+    A(d->dxb, N * C * 2);
+  } else {  // TF32: the GEMMs read fp32, attention's output and dout are converted on their way
+    d->dxb = d->dx;
+    A(d->ob_act, N * QD * 4);
+    A(d->dob_act, N * QD * 4);
   }
-  if (db) return colsum(d, db, dout, T, outc, e);
+#undef A
+  d->acts_ready = 1;
   return SR_OK;
-}
-
-static int rmsnorm_bwd(model_cuda *d, float *dx, float *dw, const float *dout, const float *x, const float *w,
-                       const float *rstd, int64_t T, int C, sr_error *e) {
-  rmsnorm_bwd_k<<<rows_grid(T), 256, 0, d->stream>>>(dx, d->tmp, dout, x, w, rstd, T, C);
-  KCHECK();
-  return colsum(d, dw, d->tmp, T, C, e);
 }
 
 // ---- create / free ---------------------------------------------------------------------------
@@ -189,7 +100,8 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   d->recompute = h->recompute;
   d->num_params = h->num_params;
   d->max_tokens = sr_max64(max_tokens, 1);
-  d->ce_chunk = sr_min64(h->ce_chunk > 1 ? h->ce_chunk : 512, d->max_tokens);
+  // 2K-token chunks of logits (sim/memory.h's SIM_CE_CHUNK): GEMMs of 2K x hidden x vocabulary fill the GPU
+  d->ce_chunk = sr_min64(2048, d->max_tokens);
   d->lo = lo;
   d->hi = hi;
   d->num_tensors = h->num_tensors;
@@ -208,53 +120,29 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   memcpy(d->t_layer, h->t_layer, (size_t)L * sizeof *d->t_layer);
   CB(cublasCreate(&d->blas));
   CB(cublasSetStream(d->blas, d->stream));
-  // TF32 tensor cores for the fp32 GEMMs (10-bit mantissa products, fp32 accumulation); bf16 GEMMs
-  // (model_cuda_set_precision) go through cublasGemmEx
-  CB(cublasSetMathMode(d->blas, CUBLAS_TF32_TENSOR_OP_MATH));
-  int64_t C = c->hidden_size, QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim,
-          I = c->intermediate_size, N = d->max_tokens, H = c->num_heads, half = c->head_dim / 2, V = c->vocab_size;
+  int64_t C = c->hidden_size, N = d->max_tokens, half = c->head_dim / 2;
   int rc = SR_OK;
-#define A(p, n) \
-  if ((rc = dalloc(&(p), (n), e))) return rc
   capacity = sr_max64(capacity, d->num_params);
-  A(d->params, capacity);
-  A(d->grads, capacity);
+  if ((rc = dalloc(&d->params, capacity, e)) || (rc = dalloc(&d->grads, capacity, e)) ||
+      (rc = dalloc(&d->m, hi - lo, e)) || (rc = dalloc(&d->v, hi - lo, e)))
+    return rc;
   CU(cudaMemset(d->params, 0, (size_t)capacity * sizeof(float)));
   CU(cudaMemset(d->grads, 0, (size_t)capacity * sizeof(float)));
-  A(d->m, hi - lo);
-  A(d->v, hi - lo);
   CU(cudaMemset(d->m, 0, (size_t)sr_max64(hi - lo, 1) * sizeof(float)));
   CU(cudaMemset(d->v, 0, (size_t)sr_max64(hi - lo, 1) * sizeof(float)));
   CU(cudaMalloc((void **)&d->inv_freq, (size_t)half * sizeof(double)));
   CU(cudaMemcpy(d->inv_freq, h->inv_freq, (size_t)half * sizeof(double), cudaMemcpyHostToDevice));
   CU(cudaMalloc((void **)&d->sumsq, sizeof(double)));
-  A(d->cosv, N * half);
-  A(d->sinv, N * half);
+  if ((rc = dalloc(&d->cosv, N * half, e)) || (rc = dalloc(&d->sinv, N * half, e)) || (rc = dalloc(&d->losses, N, e)))
+    return rc;
   CU(cudaMalloc((void **)&d->pos, (size_t)N * sizeof(long long)));
   CU(cudaMalloc((void **)&d->tok, (size_t)N * sizeof(int)));
   CU(cudaMalloc((void **)&d->tgt, (size_t)N * sizeof(int)));
   CU(cudaMalloc((void **)&d->argmax, (size_t)N * sizeof(int)));
-  A(d->losses, N);
-  for (int l = 0; l <= L; l++) A(d->x[l], N * C);
-  for (int l = 0; l < L; l++) {
-    layer_buf *a = &d->acts[l];
-    if (l > 0 && d->recompute) {
-      *a = d->acts[0];
-      continue;
-    }
-    A(a->ln1, N * C); A(a->rstd1, N); A(a->q, N * QD); A(a->k, N * KD); A(a->v, N * KD); A(a->o, N * QD);
-    A(a->lse, H * N); A(a->x2, N * C); A(a->ln2, N * C); A(a->rstd2, N); A(a->gate, N * I); A(a->up, N * I);
-    A(a->h, N * I);
-  }
-  A(d->lnf, N * C); A(d->rstdf, N); A(d->logits, d->ce_chunk * V); A(d->tmp, N * C);
-  A(d->dx, N * C); A(d->dln, N * C); A(d->dlnf, N * C); A(d->dq, N * QD); A(d->dout, N * QD);
-  A(d->dk, N * KD); A(d->dv, N * KD); A(d->dh, N * I);
-#undef A
-  CU(cudaMalloc((void **)&d->qb, (size_t)(N * QD) * 2));
-  CU(cudaMalloc((void **)&d->kb, (size_t)(N * KD) * 2));
-  CU(cudaMalloc((void **)&d->vb, (size_t)(N * KD) * 2));
-  CU(cudaMalloc((void **)&d->ob, (size_t)(N * QD) * 2));
-  CU(cudaMalloc((void **)&d->dob, (size_t)(N * QD) * 2));
+  for (int l = 0; l <= L; l++)
+    if ((rc = dalloc(&d->x[l], N * C, e))) return rc;
+  // the activations come with the precision (model_cuda_set_precision), or at the first forward (TF32): made
+  // here in TF32's fp32 they would take more memory than the bf16 ones replacing them, if only for a moment
   return init_seed ? init_random(d, *init_seed, e) : model_cuda_upload(d, h, e);
 }
 
@@ -299,18 +187,21 @@ extern "C" int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t m
 extern "C" void model_cuda_free(model_cuda *d) {
   if (!d) return;
   int L = (int)d->cfg.num_layers;
+  free_acts(d);
   void *bufs[] = {d->params, d->grads, d->m, d->v, d->inv_freq, d->sumsq, d->cosv, d->sinv, d->pos, d->tok,
-                  d->tgt, d->argmax, d->losses, d->lnf, d->rstdf, d->logits, d->tmp, d->dx, d->dln, d->dlnf,
-                  d->dq, d->dout, d->dk, d->dv, d->dh, d->qb, d->kb, d->vb, d->ob, d->dob, d->wb, d->sa, d->sb};
+                  d->tgt, d->argmax, d->losses, d->wb};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
   if (d->x)
-    for (int l = 0; l <= L; l++) cudaFree(d->x[l]);
-  if (d->acts)
-    for (int l = 0; l < (d->recompute ? 1 : L); l++) {
-      layer_buf *a = &d->acts[l];
-      float *ab[] = {a->ln1, a->rstd1, a->q, a->k, a->v, a->o, a->lse, a->x2, a->ln2, a->rstd2, a->gate, a->up, a->h};
-      for (size_t i = 0; i < sizeof ab / sizeof *ab; i++) cudaFree(ab[i]);
-    }
+    for (int l = 0; l <= L; l++)
+      if (!d->offload || l < d->slots || l == L) cudaFree(d->x[l]);  // the other inputs share the slots
+  if (d->ckpt_host) cudaFreeHost(d->ckpt_host);
+  if (d->d2h) cudaStreamDestroy(d->d2h);
+  if (d->h2d) cudaStreamDestroy(d->h2d);
+  for (int l = 0; d->out_done && l < L; l++)
+    if (d->out_done[l]) cudaEventDestroy(d->out_done[l]);
+  free(d->out_done);
+  if (d->written) cudaEventDestroy(d->written);
+  if (d->in_done) cudaEventDestroy(d->in_done);
   if (d->blas) cublasDestroy(d->blas);
   for (int i = 0; i < d->cap_ev; i++) cudaEventDestroy(d->ev[i]);
   free(d->ev);
@@ -321,12 +212,80 @@ extern "C" void model_cuda_free(model_cuda *d) {
   free(d);
 }
 
+// ---- activation offload ------------------------------------------------------------------------
+
+extern "C" int model_cuda_set_offload(model_cuda *d, sr_error *e) {
+  int L = (int)d->cfg.num_layers;
+  d->slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
+  d->offload = 1;
+  if (L <= d->slots) return SR_OK;  // every input stays in its slot
+  CU(cudaDeviceSynchronize());
+  for (int l = d->slots; l < L; l++) {
+    cudaFree(d->x[l]);
+    d->x[l] = d->x[l % d->slots];
+  }
+  size_t bytes = (size_t)(L - d->slots) * (size_t)d->max_tokens * (size_t)d->cfg.hidden_size * sizeof(float);
+  CU(cudaMallocHost((void **)&d->ckpt_host, bytes));  // pinned: the copy engines read and write it directly
+  CU(cudaStreamCreateWithFlags(&d->d2h, cudaStreamNonBlocking));
+  CU(cudaStreamCreateWithFlags(&d->h2d, cudaStreamNonBlocking));
+  d->out_done = (cudaEvent_t *)calloc((size_t)L, sizeof(cudaEvent_t));
+  if (!d->out_done) return sr_internal_error(e, 0, "model_cuda: out of memory");
+  for (int l = 0; l < L; l++) CU(cudaEventCreateWithFlags(&d->out_done[l], cudaEventDisableTiming));
+  CU(cudaEventCreateWithFlags(&d->written, cudaEventDisableTiming));
+  CU(cudaEventCreateWithFlags(&d->in_done, cudaEventDisableTiming));
+  return SR_OK;
+}
+
+extern "C" int64_t model_cuda_pinned_bytes(const model_cuda *d) {
+  int L = (int)d->cfg.num_layers;
+  return d->ckpt_host ? (int64_t)(L - d->slots) * d->max_tokens * d->cfg.hidden_size * 4 : 0;
+}
+
+static float *host_input(model_cuda *d, int l) { return d->ckpt_host + (size_t)l * d->max_tokens * d->cfg.hidden_size; }
+static int moves(const model_cuda *d, int l) { return d->ckpt_host && l < (int)d->cfg.num_layers - d->slots; }
+
+// x[i] was just written: its copy to the host, once the stream reaches this point.
+int model_cuda_offload_out(model_cuda *d, int i, int64_t T, sr_error *e) {
+  if (!moves(d, i)) return SR_OK;
+  CU(cudaEventRecord(d->written, d->stream));
+  CU(cudaStreamWaitEvent(d->d2h, d->written, 0));
+  CU(cudaMemcpyAsync(host_input(d, i), d->x[i], (size_t)(T * d->cfg.hidden_size) * sizeof(float), cudaMemcpyDeviceToHost,
+                     d->d2h));
+  CU(cudaEventRecord(d->out_done[i], d->d2h));
+  return SR_OK;
+}
+
+// Before layer l writes x[l + 1] into its slot: the input that held the slot has left it.
+int model_cuda_slot_free(model_cuda *d, int l, sr_error *e) {
+  int prev = l + 1 - d->slots;
+  if (prev >= 0 && moves(d, prev)) CU(cudaStreamWaitEvent(d->stream, d->out_done[prev], 0));
+  return SR_OK;
+}
+
+// Backward of layer l begins: x[l - 1] comes back into its slot meanwhile (the slot's last reader, layer l + 2's
+// backward, and writer, layer l + 1's recomputation, are queued before this point); layer l's own input waits.
+int model_cuda_offload_in(model_cuda *d, int l, int64_t T, sr_error *e) {
+  if (!d->ckpt_host) return SR_OK;
+  int L = (int)d->cfg.num_layers;
+  if (l == L - 1) CU(cudaStreamWaitEvent(d->stream, d->out_done[L - d->slots - 1], 0));  // every copy out is done
+  if (moves(d, l)) CU(cudaStreamWaitEvent(d->stream, d->in_done, 0));
+  if (l >= 1 && moves(d, l - 1)) {
+    CU(cudaEventRecord(d->written, d->stream));
+    CU(cudaStreamWaitEvent(d->h2d, d->written, 0));
+    CU(cudaMemcpyAsync(d->x[l - 1], host_input(d, l - 1), (size_t)(T * d->cfg.hidden_size) * sizeof(float),
+                       cudaMemcpyHostToDevice, d->h2d));
+    CU(cudaEventRecord(d->in_done, d->h2d));
+  }
+  return SR_OK;
+}
+
 extern "C" void model_cuda_set_attention(model_cuda *d, const model_cuda_attention *a) {
   if (a) d->attn = *a;
   else memset(&d->attn, 0, sizeof d->attn);
 }
 extern "C" float *model_cuda_params(model_cuda *d) { return d->params; }
 extern "C" float *model_cuda_grads(model_cuda *d) { return d->grads; }
+extern "C" int64_t model_cuda_act_bytes(const model_cuda *d) { return d->act_bytes; }
 
 extern "C" int model_cuda_upload(model_cuda *d, const model_cpu *h, sr_error *e) {
   CU(cudaMemcpy(d->params, h->params, (size_t)d->num_params * sizeof(float), cudaMemcpyHostToDevice));
@@ -337,26 +296,29 @@ extern "C" int model_cuda_upload(model_cuda *d, const model_cpu *h, sr_error *e)
 extern "C" int model_cuda_set_precision(model_cuda *d, model_cuda_precision p, sr_error *e) {
   if (p != MODEL_CUDA_BF16 && p != MODEL_CUDA_TF32)
     return sr_input_error(e, NULL, "--precision", "unknown GEMM precision %d", (int)p);
-  d->bf16 = p == MODEL_CUDA_BF16;
+  int bf16 = p == MODEL_CUDA_BF16;
   d->wb_stale = 1;
-  if (!d->bf16 || d->wb) return SR_OK;
-  const model_config *c = &d->cfg;
-  int64_t C = c->hidden_size, QD = c->num_heads * c->head_dim, I = c->intermediate_size, V = c->vocab_size;
-  int64_t widest = sr_max64(C, sr_max64(QD, I));
-  d->gemm_rows = sr_min64(d->max_tokens, GEMM_ROWS);
-  // sa: the inputs (ln1, o, ln2, h, lnf rows); sb: the output gradients, the widest being a logits chunk
-  CU(cudaMalloc((void **)&d->wb, (size_t)sr_max64(d->num_params, 1) * 2));
-  CU(cudaMalloc((void **)&d->sa, (size_t)(d->gemm_rows * widest) * 2));
-  CU(cudaMalloc((void **)&d->sb, (size_t)sr_max64(d->gemm_rows * widest, d->ce_chunk * V) * 2));
-  return SR_OK;
+  if (bf16 == d->bf16 && d->acts_ready) return SR_OK;
+  d->bf16 = bf16;
+  if (bf16 && !d->wb) CU(cudaMalloc((void **)&d->wb, (size_t)sr_max64(d->num_params, 1) * 2));
+  return model_cuda_alloc_acts(d, e);  // the activations take the GEMMs' dtype
+}
+
+extern "C" int model_cuda_set_recompute(model_cuda *d, int recompute, sr_error *e) {
+  if (recompute < MODEL_RECOMPUTE_OFF || recompute > MODEL_RECOMPUTE_KEEP_ATTN)
+    return sr_input_error(e, NULL, "recompute", "%d is not a recomputation mode (0, 1 or 2)", recompute);
+  if (recompute == d->recompute && d->acts_ready) return SR_OK;
+  free_acts(d);  // by the old mode's sharing
+  d->recompute = recompute;
+  return model_cuda_alloc_acts(d, e);
 }
 
 // The bf16 mirror is remade once per change of the weights (an optimizer step, an upload), at the next
 // forward rather than in model_cuda_adamw: with ZeRO-1 the other ranks' slices arrive after the update,
 // by the all-gather into the parameter buffer.
-static int refresh_weights(model_cuda *d, sr_error *e) {
+int model_cuda_refresh_weights(model_cuda *d, sr_error *e) {
   if (!d->bf16 || !d->wb_stale) return SR_OK;
-  to_bf16_k<<<grid_for(d->num_params, 256), 256, 0, d->stream>>>(d->wb, d->params, d->num_params);
+  to_bf16_run(d->wb, d->params, d->num_params, d->stream);
   KCHECK();
   d->wb_stale = 0;
   return SR_OK;
@@ -431,217 +393,6 @@ extern "C" int model_cuda_transfer(float *dev, float *host, int64_t n, int to_de
 
 extern "C" int model_cuda_alloc(float **p, int64_t n, sr_error *e) { return dalloc(p, n, e); }
 extern "C" void model_cuda_release(float *p) { cudaFree(p); }
-
-// ---- attention ------------------------------------------------------------------------------
-
-// Attention time without host syncs: an event before and after every attention call on the stream, read
-// by model_cuda_attn_time once the work is done (a sync per attention call would serialise host and GPU).
-static int timer_mark(model_cuda *d, sr_error *e) {
-  if (d->n_ev == d->cap_ev) {
-    int cap = d->cap_ev ? 2 * d->cap_ev : 64;
-    cudaEvent_t *ev = (cudaEvent_t *)realloc(d->ev, (size_t)cap * sizeof *ev);
-    if (!ev) return sr_internal_error(e, 0, "model_cuda: out of memory for timing events");
-    d->ev = ev;
-    for (int i = d->cap_ev; i < cap; i++) CU(cudaEventCreate(&d->ev[i]));
-    d->cap_ev = cap;
-  }
-  CU(cudaEventRecord(d->ev[d->n_ev++], d->stream));
-  return SR_OK;
-}
-
-extern "C" int model_cuda_attn_time(model_cuda *d, double *seconds, sr_error *e) {
-  *seconds = 0;
-  if (d->n_ev == 0) return SR_OK;
-  CU(cudaEventSynchronize(d->ev[d->n_ev - 1]));
-  for (int i = 0; i + 1 < d->n_ev; i += 2) {
-    float ms = 0;
-    CU(cudaEventElapsedTime(&ms, d->ev[i], d->ev[i + 1]));
-    *seconds += 1e-3 * ms;
-  }
-  d->n_ev = 0;
-  return SR_OK;
-}
-
-static int attention_fwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
-  const model_config *c = &d->cfg;
-  int64_t QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-  int rc0 = attn_s ? timer_mark(d, e) : SR_OK;
-  if (rc0) return rc0;
-  if (d->attn.forward) {
-    to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->qb, a->q, T * QD);
-    to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->kb, a->k, T * KD);
-    to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->vb, a->v, T * KD);
-    KCHECK();
-    int rc = d->attn.forward(d->attn.ctx, l, T, d->qb, d->kb, d->vb, d->ob, a->lse, e);
-    if (rc) return rc;
-    from_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(a->o, d->ob, T * QD);
-  } else {
-    attn_naive_fwd_k<<<grid_for(T * c->num_heads, 128), 128, 0, d->stream>>>(
-        a->o, a->lse, a->q, a->k, a->v, d->pos, T, (int)c->num_heads, (int)c->num_kv_heads, (int)c->head_dim);
-  }
-  KCHECK();
-  return attn_s ? timer_mark(d, e) : SR_OK;
-}
-
-static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
-  const model_config *c = &d->cfg;
-  int64_t QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-  int rc0 = attn_s ? timer_mark(d, e) : SR_OK;
-  if (rc0) return rc0;
-  if (d->attn.backward) {
-    // the forward's bf16 q, k, v are overwritten by later layers: convert again (cheap next to attention)
-    to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->qb, a->q, T * QD);
-    to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->kb, a->k, T * KD);
-    to_bf16_k<<<grid_for(T * KD, 256), 256, 0, d->stream>>>(d->vb, a->v, T * KD);
-    to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->ob, a->o, T * QD);
-    to_bf16_k<<<grid_for(T * QD, 256), 256, 0, d->stream>>>(d->dob, d->dout, T * QD);
-    KCHECK();
-    int rc = d->attn.backward(d->attn.ctx, l, T, d->qb, d->kb, d->vb, d->ob, a->lse, d->dob, d->dq, d->dk, d->dv, e);
-    if (rc) return rc;
-  } else {
-    CU(cudaMemsetAsync(d->dq, 0, (size_t)(T * QD) * sizeof(float), d->stream));
-    CU(cudaMemsetAsync(d->dk, 0, (size_t)(T * KD) * sizeof(float), d->stream));
-    CU(cudaMemsetAsync(d->dv, 0, (size_t)(T * KD) * sizeof(float), d->stream));
-    attn_naive_bwd_k<<<grid_for(T * c->num_heads, 128), 128, 0, d->stream>>>(
-        d->dq, d->dk, d->dv, a->q, a->k, a->v, a->o, a->lse, d->dout, d->pos, T, (int)c->num_heads,
-        (int)c->num_kv_heads, (int)c->head_dim);
-    KCHECK();
-  }
-  return attn_s ? timer_mark(d, e) : SR_OK;
-}
-
-// ---- layers ---------------------------------------------------------------------------------
-
-static int layer_fwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *e) {
-  const model_config *c = &d->cfg;
-  int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
-      I = (int)c->intermediate_size;
-  layer_buf *a = &d->acts[l];
-  float *x = d->x[l], *xo = d->x[l + 1];
-  int rc;
-  rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(a->ln1, a->rstd1, x, LPD(d, l, MODEL_T_LN1), T, C, (float)c->rms_norm_eps);
-  KCHECK();
-  if ((rc = matmul_fwd(d, a->q, a->ln1, LPD(d, l, MODEL_T_Q), LPD(d, l, MODEL_T_QB), T, C, Hq * D, 0.0f, e)) ||
-      (rc = matmul_fwd(d, a->k, a->ln1, LPD(d, l, MODEL_T_K), LPD(d, l, MODEL_T_KB), T, C, Hkv * D, 0.0f, e)) ||
-      (rc = matmul_fwd(d, a->v, a->ln1, LPD(d, l, MODEL_T_V), LPD(d, l, MODEL_T_VB), T, C, Hkv * D, 0.0f, e)))
-    return rc;
-  rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(a->q, d->cosv, d->sinv, d->pos, c->logn_seq_length, T, Hq, D, 0);
-  rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(a->k, d->cosv, d->sinv, d->pos, 0, T, Hkv, D, 0);
-  KCHECK();
-  if ((rc = attention_fwd(d, l, T, a, attn_s, e))) return rc;
-  CU(cudaMemcpyAsync(a->x2, x, (size_t)(T * C) * sizeof(float), cudaMemcpyDeviceToDevice, d->stream));
-  if ((rc = matmul_fwd(d, a->x2, a->o, LPD(d, l, MODEL_T_O), NULL, T, Hq * D, C, 1.0f, e))) return rc;
-  rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(a->ln2, a->rstd2, a->x2, LPD(d, l, MODEL_T_LN2), T, C, (float)c->rms_norm_eps);
-  KCHECK();
-  if ((rc = matmul_fwd(d, a->gate, a->ln2, LPD(d, l, MODEL_T_GATE), NULL, T, C, I, 0.0f, e)) ||
-      (rc = matmul_fwd(d, a->up, a->ln2, LPD(d, l, MODEL_T_UP), NULL, T, C, I, 0.0f, e)))
-    return rc;
-  swiglu_fwd_k<<<grid_for(T * I, 256), 256, 0, d->stream>>>(a->h, a->gate, a->up, T * I);
-  KCHECK();
-  CU(cudaMemcpyAsync(xo, a->x2, (size_t)(T * C) * sizeof(float), cudaMemcpyDeviceToDevice, d->stream));
-  return matmul_fwd(d, xo, a->h, LPD(d, l, MODEL_T_DOWN), NULL, T, I, C, 1.0f, e);
-}
-
-// d->dx holds dL/d(layer output) on entry and dL/d(layer input) on return.
-static int layer_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *e) {
-  const model_config *c = &d->cfg;
-  int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
-      I = (int)c->intermediate_size;
-  int rc;
-  if (d->recompute && (rc = layer_fwd(d, l, T, attn_s, e))) return rc;
-  layer_buf *a = &d->acts[l];
-  float *x = d->x[l];
-  CU(cudaMemsetAsync(d->dh, 0, (size_t)(T * I) * sizeof(float), d->stream));
-  if ((rc = matmul_bwd(d, d->dh, LGD(d, l, MODEL_T_DOWN), NULL, d->dx, a->h, LPD(d, l, MODEL_T_DOWN), T, I, C, e)))
-    return rc;
-  // dgate and dup overwrite gate and up, which nothing reads after this (saves 2 x T x I floats)
-  float *dgate = a->gate, *dup = a->up;
-  swiglu_bwd_k<<<grid_for(T * I, 256), 256, 0, d->stream>>>(dgate, dup, d->dh, a->gate, a->up, T * I);
-  KCHECK();
-  CU(cudaMemsetAsync(d->dln, 0, (size_t)(T * C) * sizeof(float), d->stream));
-  if ((rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_GATE), NULL, dgate, a->ln2, LPD(d, l, MODEL_T_GATE), T, C, I, e)) ||
-      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_UP), NULL, dup, a->ln2, LPD(d, l, MODEL_T_UP), T, C, I, e)) ||
-      (rc = rmsnorm_bwd(d, d->dx, LGD(d, l, MODEL_T_LN2), d->dln, a->x2, LPD(d, l, MODEL_T_LN2), a->rstd2, T, C, e)))
-    return rc;
-  CU(cudaMemsetAsync(d->dout, 0, (size_t)(T * Hq * D) * sizeof(float), d->stream));
-  if ((rc = matmul_bwd(d, d->dout, LGD(d, l, MODEL_T_O), NULL, d->dx, a->o, LPD(d, l, MODEL_T_O), T, Hq * D, C, e)))
-    return rc;
-  if ((rc = attention_bwd(d, l, T, a, attn_s, e))) return rc;
-  rope_k<<<grid_for(T * Hq * (D / 2), 256), 256, 0, d->stream>>>(d->dq, d->cosv, d->sinv, d->pos, c->logn_seq_length, T, Hq, D, 1);
-  rope_k<<<grid_for(T * Hkv * (D / 2), 256), 256, 0, d->stream>>>(d->dk, d->cosv, d->sinv, d->pos, 0, T, Hkv, D, 1);
-  KCHECK();
-  CU(cudaMemsetAsync(d->dln, 0, (size_t)(T * C) * sizeof(float), d->stream));
-  if ((rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_Q), LGD(d, l, MODEL_T_QB), d->dq, a->ln1, LPD(d, l, MODEL_T_Q), T, C, Hq * D, e)) ||
-      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_K), LGD(d, l, MODEL_T_KB), d->dk, a->ln1, LPD(d, l, MODEL_T_K), T, C, Hkv * D, e)) ||
-      (rc = matmul_bwd(d, d->dln, LGD(d, l, MODEL_T_V), LGD(d, l, MODEL_T_VB), d->dv, a->ln1, LPD(d, l, MODEL_T_V), T, C, Hkv * D, e)))
-    return rc;
-  return rmsnorm_bwd(d, d->dx, LGD(d, l, MODEL_T_LN1), d->dln, x, LPD(d, l, MODEL_T_LN1), a->rstd1, T, C, e);
-}
-
-// ---- the model ------------------------------------------------------------------------------
-
-extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32_t *tokens, const int64_t *pos,
-                                           const int32_t *targets, int grads, double loss_scale, double *loss_sum,
-                                           int32_t *argmax, double *attn_s, sr_error *e) {
-  const model_config *c = &d->cfg;
-  int C = (int)c->hidden_size, L = (int)c->num_layers, V = (int)c->vocab_size, half = (int)(c->head_dim / 2);
-  int rc;
-  if (T < 0 || T > d->max_tokens)
-    return sr_input_error(e, NULL, "tokens", "%lld local tokens, the model holds room for 0..%lld", (long long)T,
-                          (long long)d->max_tokens);
-  if (attn_s) *attn_s = 0;
-  if ((rc = refresh_weights(d, e))) return rc;
-  CU(cudaMemcpyAsync(d->tok, tokens, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
-  CU(cudaMemcpyAsync(d->tgt, targets, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
-  CU(cudaMemcpyAsync(d->pos, pos, (size_t)T * sizeof(long long), cudaMemcpyHostToDevice, d->stream));
-  if (T > 0) {
-    rope_table_k<<<grid_for(T * half, 256), 256, 0, d->stream>>>(d->cosv, d->sinv, d->pos, d->inv_freq, d->rope_mscale,
-                                                               T, half);
-    embed_fwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(d->x[0], DP(d, d->t_embed), d->tok, T, C);
-    KCHECK();
-  }
-  for (int l = 0; l < L; l++)
-    if ((rc = layer_fwd(d, l, T, attn_s, e))) return rc;
-  if (T > 0) {
-    rmsnorm_fwd_k<<<rows_grid(T), 256, 0, d->stream>>>(d->lnf, d->rstdf, d->x[L], DP(d, d->t_norm), T, C, (float)c->rms_norm_eps);
-    KCHECK();
-  }
-  if (grads) CU(cudaMemsetAsync(d->dlnf, 0, (size_t)(T * C) * sizeof(float), d->stream));
-  float *W = DP(d, d->t_lm_head);
-  for (int64_t t0 = 0; t0 < T; t0 += d->ce_chunk) {
-    int64_t n = sr_min64(d->ce_chunk, T - t0);
-    if ((rc = matmul_fwd(d, d->logits, d->lnf + t0 * C, W, NULL, n, C, V, 0.0f, e))) return rc;
-    cross_entropy_k<<<(unsigned)n, 256, 0, d->stream>>>(d->logits, V, d->tgt + t0, (float)loss_scale, grads,
-                                                        d->losses + t0, d->argmax + t0);
-    KCHECK();
-    // softmax − onehot (fp32 in logits) into the final norm's and the LM head's gradients (dlnf is zero)
-    if (grads && (rc = matmul_bwd(d, d->dlnf + t0 * C, DG(d, d->t_lm_head), NULL, d->logits, d->lnf + t0 * C, W, n, C,
-                                  V, e)))
-      return rc;
-  }
-  float *losses = (float *)malloc((size_t)sr_max64(T, 1) * sizeof(float));
-  if (!losses) return sr_internal_error(e, 0, "model_cuda: out of memory");
-  cudaError_t ce = cudaMemcpyAsync(losses, d->losses, (size_t)T * sizeof(float), cudaMemcpyDeviceToHost, d->stream);
-  if (ce == cudaSuccess && argmax)
-    ce = cudaMemcpyAsync(argmax, d->argmax, (size_t)T * sizeof(int), cudaMemcpyDeviceToHost, d->stream);
-  if (ce == cudaSuccess) ce = cudaStreamSynchronize(d->stream);
-  double total = 0;
-  for (int64_t t = 0; t < T; t++) total += losses[t];
-  free(losses);
-  if (ce != cudaSuccess) return sr_internal_error(e, 0, "%s:%d: CUDA: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
-  *loss_sum = total;
-  if (!grads) return SR_OK;
-  CU(cudaMemsetAsync(d->dx, 0, (size_t)(T * C) * sizeof(float), d->stream));
-  if (T > 0 && (rc = rmsnorm_bwd(d, d->dx, DG(d, d->t_norm), d->dlnf, d->x[L], DP(d, d->t_norm), d->rstdf, T, C, e)))
-    return rc;
-  for (int l = L - 1; l >= 0; l--)
-    if ((rc = layer_bwd(d, l, T, attn_s, e))) return rc;
-  if (T > 0) {
-    embed_bwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(DG(d, d->t_embed), d->dx, d->tok, T, C);
-    KCHECK();
-  }
-  return SR_OK;
-}
 
 extern "C" int model_cuda_grad_sumsq(model_cuda *d, int64_t lo, int64_t hi, double *out, sr_error *e) {
   CU(cudaMemsetAsync(d->sumsq, 0, sizeof(double), d->stream));

@@ -1,9 +1,9 @@
 // model_cuda.h — the CPU transformer's twin on one GPU: the same parameter table (model_cpu.h),
 // the same forward, analytic backward, chunked cross-entropy and AdamW, with cuBLAS GEMMs and
-// llm.c-style kernels for the rest (fp32 master weights and activations; attention inputs are
-// converted to bf16 for the executor's distributed attention, which runs on the same stream). The GEMMs
-// run on bf16 operands with fp32 accumulation and fp32 outputs (model_cuda_set_precision), or on the fp32
-// values through TF32 tensor cores (the default of model_cuda_create).
+// llm.c-style fused kernels for the rest: fp32 master weights, gradients and residual stream; the GEMMs run on
+// bf16 operands with fp32 accumulation (model_cuda_set_precision), the activations that only feed GEMMs kept in
+// bf16, or on fp32 operands through TF32 tensor cores (the default of model_cuda_create); attention's inputs and
+// output are bf16 either way (the executor's distributed attention, which runs on the same stream).
 //
 // Built only where nvcc is (SR_HAVE_CUDA); every call returns an sr_error naming the CUDA / cuBLAS
 // failure and its file:line.
@@ -36,14 +36,29 @@ typedef struct {
 int model_cuda_create(model_cuda **out, const model_cpu *h, int64_t max_tokens, int64_t param_capacity,
                       const uint64_t *init_seed, int64_t lo, int64_t hi, void *stream, sr_error *e);
 // GEMM precision. BF16: the weights' bf16 mirror (remade at the first forward after model_cuda_adamw or an
-// upload; writers through model_cuda_params write between an update and the next forward) and the GEMMs'
-// activation and gradient operands converted to bf16 just before each GEMM, in fixed scratch; products
-// accumulate in fp32 and land in the fp32 activations, gradients and weight gradients. TF32: fp32 operands.
+// upload; writers through model_cuda_params write between an update and the next forward), and every GEMM
+// operand (norm outputs, gate|up, SwiGLU's output, attention's output, the activation gradients the GEMMs read)
+// written in bf16 by the kernel that makes it; products accumulate in fp32 into the fp32 residual stream and
+// weight gradients (q|k|v's outputs stay fp32 until their biases, rotation and logn scale are applied, then
+// round once). TF32: fp32 operands and activations.
 typedef enum { MODEL_CUDA_TF32 = 0, MODEL_CUDA_BF16 = 1 } model_cuda_precision;
-// Select the GEMM precision (BF16 allocates the mirror, 2 bytes a parameter, and the scratch).
+// Select the GEMM precision (BF16 allocates the mirror, 2 bytes a parameter; the activations are reallocated in
+// the GEMMs' dtype).
 int model_cuda_set_precision(model_cuda *d, model_cuda_precision p, sr_error *e);
+// Select the recomputation (MODEL_RECOMPUTE_*, model_cpu.h; model_cuda_create takes the host model's); the
+// activations are reallocated: selective recomputation keeps each layer's bf16 attention output and fp32 LSE.
+int model_cuda_set_recompute(model_cuda *d, int recompute, sr_error *e);
+// Device bytes of the activations and scratch as now allocated (for the run's report).
+int64_t model_cuda_act_bytes(const model_cuda *d);
 // Free the device model.
 void model_cuda_free(model_cuda *d);
+// Activation offload (before the first forward): the layer inputs x[0..L-1] share MODEL_EXEC_OFFLOAD_SLOTS device
+// buffers; those that leave their slot go to pinned host memory on a copy-out stream once written and come back on a
+// copy-in stream one layer ahead of their backward (events order the streams, the host does not wait). Results are
+// bit-identical to the resident model's.
+int model_cuda_set_offload(model_cuda *d, sr_error *e);
+// Pinned host bytes the activation offload holds (0 without it).
+int64_t model_cuda_pinned_bytes(const model_cuda *d);
 // Route attention through a distributed implementation (NULL fields: the naive kernel).
 void model_cuda_set_attention(model_cuda *d, const model_cuda_attention *a);
 // Device pointers of the flat parameters and gradients (num_params floats each).

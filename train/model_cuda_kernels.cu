@@ -1,7 +1,9 @@
 // model_cuda_kernels.cu — the GPU transformer's kernels (declared in model_cuda_kernels.cuh): embedding,
-// RMSNorm, RoPE, SwiGLU, bias and column sums, bf16 conversion, the naive reference attention, chunked
-// cross-entropy, AdamW, gradient norm and the random init. Plain CUDA C, one
-// thread per element or one block per row; train/model_cuda.cu launches them.
+// RMSNorm (fused with the residual copy, and in the backward with the next GEMM's operand), the q|k|v epilogue
+// (biases, rotary, logn, bf16) and its backward, SwiGLU over the fused gate|up GEMM output, column sums,
+// conversions, the naive reference attention, chunked cross-entropy, AdamW, gradient norm and the random init.
+// Plain CUDA C, one thread per element or one block per row; train/model_cuda.cu launches them, and
+// train/model_ref.c is the CPU reference of each fused one.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -43,7 +45,16 @@ __global__ void embed_bwd_k(float *dwte, const float *dx, const int *tok, int64_
   atomicAdd(&dwte[(int64_t)tok[t] * C + c], dx[i]);
 }
 
-__global__ void rmsnorm_fwd_k(float *out, float *rstd, const float *x, const float *w, int64_t T, int C, float eps) {
+// ---- element access in the GEMM operands' dtype (fp32 arithmetic) ----------------------------------------
+
+__device__ __forceinline__ float ld_f(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ld_f(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void st_f(float *p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void st_f(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16(v); }
+
+template <typename Tt>
+__global__ void rmsnorm_fwd_k(Tt *out, float *rstd, float *xcopy, const float *x, const float *w, int64_t T, int C,
+                              float eps) {
   int64_t t = blockIdx.x;
   if (t >= T) return;
   const float *xt = x + t * C;
@@ -52,11 +63,14 @@ __global__ void rmsnorm_fwd_k(float *out, float *rstd, const float *x, const flo
   ss = block_sum(ss);
   float r = rsqrtf(ss / (float)C + eps);
   if (threadIdx.x == 0) rstd[t] = r;
-  for (int i = threadIdx.x; i < C; i += blockDim.x) out[t * C + i] = xt[i] * r * w[i];
+  for (int i = threadIdx.x; i < C; i += blockDim.x) {
+    st_f(out, t * C + i, xt[i] * r * w[i]);
+    if (xcopy) xcopy[t * C + i] = xt[i];
+  }
 }
 
-// dx += the RMSNorm input gradient; tmp = dy * x * r (column-summed into dw afterwards).
-__global__ void rmsnorm_bwd_k(float *dx, float *tmp, const float *dout, const float *x, const float *w,
+template <typename Tt>
+__global__ void rmsnorm_bwd_k(float *dx, Tt *dx_act, float *tmp, const float *dout, const float *x, const float *w,
                               const float *rstd, int64_t T, int C) {
   int64_t t = blockIdx.x;
   if (t >= T) return;
@@ -66,30 +80,27 @@ __global__ void rmsnorm_bwd_k(float *dx, float *tmp, const float *dout, const fl
   dot = block_sum(dot);
   float c = dot * r * r * r / (float)C;
   for (int i = threadIdx.x; i < C; i += blockDim.x) {
-    dx[t * C + i] += dy[i] * w[i] * r - c * xt[i];
+    float g = dx[t * C + i] + dy[i] * w[i] * r - c * xt[i];
+    dx[t * C + i] = g;
+    if (dx_act) st_f(dx_act, t * C + i, g);
     tmp[t * C + i] = dy[i] * xt[i] * r;
   }
 }
 
-// out[c] += sum over rows of in[rows, C]; grid (ceil(C/32), splits), block (32, 8).
-__global__ void colsum_k(float *out, const float *in, int64_t rows, int C, int64_t rows_per_split) {
+// out[c] += sum over rows of in[rows, C] (row stride ld); grid (ceil(C/32), splits), block (32, 8).
+__global__ void colsum_k(float *out, const float *in, int64_t rows, int C, int64_t rows_per_split, int ld) {
   __shared__ float sh[8][33];
   int c = blockIdx.x * 32 + threadIdx.x;
   int64_t r0 = blockIdx.y * rows_per_split, r1 = r0 + rows_per_split < rows ? r0 + rows_per_split : rows;
   float s = 0;
   if (c < C)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) s += in[r * C + c];
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) s += in[r * ld + c];
   sh[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && c < C) {
     for (int k = 1; k < 8; k++) s += sh[k][threadIdx.x];
     atomicAdd(&out[c], s);
   }
-}
-
-__global__ void add_bias_k(float *out, const float *b, int64_t T, int OC) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < T * OC) out[i] += b[i % OC];
 }
 
 __global__ void rope_table_k(float *cosv, float *sinv, const long long *pos, const double *inv_freq, double mscale,
@@ -101,119 +112,152 @@ __global__ void rope_table_k(float *cosv, float *sinv, const long long *pos, con
   sinv[i] = (float)(sin(ang) * mscale);
 }
 
-__global__ void rope_k(float *x, const float *cosv, const float *sinv, const long long *pos, long long logn_len,
-                       int64_t T, int H, int D, int inverse) {
-  int half = D / 2;
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= T * H * half) return;
-  int j = (int)(i % half);
-  int64_t th = i / half, t = th / H;
-  float c = cosv[t * half + j], s = sinv[t * half + j];
-  if (logn_len > 1 && pos[t] + 1 > logn_len) {  // model_logn_factor, in double as on the CPU
-    float f = (float)(log((double)(pos[t] + 1)) / log((double)logn_len));
-    c *= f, s *= f;
+// model_logn_factor (plan/model.c), in double as on the CPU: 1 at positions within logn_len.
+__device__ __forceinline__ float logn_factor(long long pos, long long logn_len) {
+  return logn_len > 1 && pos + 1 > logn_len ? (float)(log((double)(pos + 1)) / log((double)logn_len)) : 1.0f;
+}
+
+__global__ void qkv_post_k(__nv_bfloat16 *q, __nv_bfloat16 *k, __nv_bfloat16 *v, const float *qkv, const float *bq,
+                           const float *bk, const float *bv, const float *cosv, const float *sinv, const long long *pos,
+                           long long logn_len, int64_t T, int Hq, int Hkv, int D) {
+  int64_t t = blockIdx.x;
+  if (t >= T) return;
+  int half = D / 2, QD = Hq * D, KD = Hkv * D, W = QD + 2 * KD;
+  const float *row = qkv + t * W;
+  const float *cs = cosv + t * half, *sn = sinv + t * half;
+  float fq = logn_factor(pos[t], logn_len);
+  int nq = Hq * half, nk = Hkv * half;
+  for (int j = threadIdx.x; j < nq + nk + KD; j += blockDim.x) {
+    if (j < nq + nk) {  // a rotated pair (i, i + half) of a q or k head
+      int kv = j >= nq, jj = kv ? j - nq : j, h = jj / half, i = jj % half, col = h * D + i;
+      const float *src = row + (kv ? QD : 0), *b = kv ? bk : bq;
+      float a = src[col] + (b ? b[col] : 0.0f), c = src[col + half] + (b ? b[col + half] : 0.0f);
+      float f = kv ? 1.0f : fq, cc = cs[i] * f, ss = sn[i] * f;
+      __nv_bfloat16 *dst = kv ? k + t * KD : q + t * QD;
+      dst[col] = __float2bfloat16(a * cc - c * ss);
+      dst[col + half] = __float2bfloat16(c * cc + a * ss);
+    } else {
+      int col = j - nq - nk;
+      v[t * KD + col] = __float2bfloat16(row[QD + KD + col] + (bv ? bv[col] : 0.0f));
+    }
   }
-  if (inverse) s = -s;
-  float *v = x + th * D;
-  float a = v[j], b = v[j + half];
-  v[j] = a * c - b * s;
-  v[j + half] = b * c + a * s;
 }
 
-__global__ void swiglu_fwd_k(float *h, const float *gate, const float *up, int64_t n) {
+template <typename Tt>
+__global__ void qkv_bwd_post_k(Tt *dqkv, float *dq, float *dk, const float *dv, const float *cosv, const float *sinv,
+                               const long long *pos, long long logn_len, int64_t T, int Hq, int Hkv, int D) {
+  int64_t t = blockIdx.x;
+  if (t >= T) return;
+  int half = D / 2, QD = Hq * D, KD = Hkv * D, W = QD + 2 * KD;
+  const float *cs = cosv + t * half, *sn = sinv + t * half;
+  float fq = logn_factor(pos[t], logn_len);
+  int nq = Hq * half, nk = Hkv * half;
+  for (int j = threadIdx.x; j < nq + nk + KD; j += blockDim.x) {
+    if (j < nq + nk) {  // the transpose of the rotation: by the negative angle, with the same scale
+      int kv = j >= nq, jj = kv ? j - nq : j, h = jj / half, i = jj % half, col = h * D + i;
+      float *g = kv ? dk + t * KD : dq + t * QD;
+      float f = kv ? 1.0f : fq, cc = cs[i] * f, ss = -sn[i] * f;
+      float a = g[col], c = g[col + half], ra = a * cc - c * ss, rc = c * cc + a * ss;
+      g[col] = ra, g[col + half] = rc;
+      st_f(dqkv, t * W + (kv ? QD : 0) + col, ra);
+      st_f(dqkv, t * W + (kv ? QD : 0) + col + half, rc);
+    } else {
+      int col = j - nq - nk;
+      st_f(dqkv, t * W + QD + KD + col, dv[t * KD + col]);
+    }
+  }
+}
+
+template <typename Tt>
+__global__ void swiglu_fwd_k(Tt *h, const Tt *gu, int64_t T, int I) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float g = gate[i];
-  h[i] = g / (1.0f + expf(-g)) * up[i];
+  if (i >= T * I) return;
+  int64_t t = i / I, j = i % I;
+  float g = ld_f(gu, t * 2 * I + j), u = ld_f(gu, t * 2 * I + I + j);
+  st_f(h, i, g / (1.0f + expf(-g)) * u);
 }
 
-// In place: dgate may be gate and dup may be up (every input is read before either output is written).
-__global__ void swiglu_bwd_k(float *dgate, float *dup, const float *dh, const float *gate, const float *up, int64_t n) {
+template <typename Tt>
+__global__ void swiglu_bwd_k(Tt *dgu, const Tt *dh, const Tt *gu, int64_t T, int I) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float g = gate[i], u = up[i], d = dh[i], s = 1.0f / (1.0f + expf(-g));
-  dup[i] = d * g * s;
-  dgate[i] = d * u * s * (1.0f + g * (1.0f - s));
+  if (i >= T * I) return;
+  int64_t t = i / I, j = i % I, a = t * 2 * I + j, b = a + I;
+  float g = ld_f(gu, a), u = ld_f(gu, b), d = ld_f(dh, i), s = 1.0f / (1.0f + expf(-g));
+  st_f(dgu, b, d * g * s);
+  st_f(dgu, a, d * u * s * (1.0f + g * (1.0f - s)));
 }
 
-__global__ void add_k(float *out, const float *a, int64_t n) {
+template <typename To, typename Ti>
+__global__ void convert_k(To *out, const Ti *in, int64_t n) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] += a[i];
+  if (i < n) st_f(out, i, ld_f(in, i));
 }
 
-__global__ void to_bf16_k(__nv_bfloat16 *out, const float *in, int64_t n) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __float2bfloat16(in[i]);
-}
+#define NAIVE_MAX_D 256
 
-__global__ void from_bf16_k(float *out, const __nv_bfloat16 *in, int64_t n) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __bfloat162float(in[i]);
-}
-
-// Naive dense causal attention by global position (one thread per query row and head), for single-GPU
-// checks only: O(T^2) per head, no tiling.
-__global__ void attn_naive_fwd_k(float *o, float *lse, const float *q, const float *k, const float *v,
-                                 const long long *pos, int64_t T, int H, int Hkv, int D) {
+__global__ void attn_naive_fwd_k(__nv_bfloat16 *o, float *lse, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                                 const __nv_bfloat16 *v, const long long *pos, int64_t T, int H, int Hkv, int D) {
   int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= T * H) return;
+  if (idx >= T * H || D > NAIVE_MAX_D) return;
   int64_t i = idx / H;
   int h = (int)(idx % H), kh = h / (H / Hkv);
-  float scale = rsqrtf((float)D), mx = -INFINITY, sum = 0;
-  const float *qi = q + idx * D;
-  float *oi = o + idx * D;
-  for (int d = 0; d < D; d++) oi[d] = 0;
+  float scale = rsqrtf((float)D), mx = -INFINITY, sum = 0, acc[NAIVE_MAX_D];
+  const __nv_bfloat16 *qi = q + idx * D;
+  for (int d = 0; d < D; d++) acc[d] = 0;
   for (int64_t j = 0; j < T; j++) {
     if (pos[j] > pos[i]) continue;
-    const float *kj = k + (j * Hkv + kh) * D, *vj = v + (j * Hkv + kh) * D;
+    const __nv_bfloat16 *kj = k + (j * Hkv + kh) * D, *vj = v + (j * Hkv + kh) * D;
     float s = 0;
-    for (int d = 0; d < D; d++) s += qi[d] * kj[d];
+    for (int d = 0; d < D; d++) s += __bfloat162float(qi[d]) * __bfloat162float(kj[d]);
     s *= scale;
     float nm = fmaxf(mx, s), corr = expf(mx - nm), p = expf(s - nm);
     sum = sum * corr + p;
-    for (int d = 0; d < D; d++) oi[d] = oi[d] * corr + p * vj[d];
+    for (int d = 0; d < D; d++) acc[d] = acc[d] * corr + p * __bfloat162float(vj[d]);
     mx = nm;
   }
-  for (int d = 0; d < D; d++) oi[d] /= sum;
+  for (int d = 0; d < D; d++) o[idx * D + d] = __float2bfloat16(acc[d] / sum);
   lse[(int64_t)h * T + i] = mx + logf(sum);
 }
 
-__global__ void attn_naive_bwd_k(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
-                                 const float *o, const float *lse, const float *dout, const long long *pos, int64_t T,
-                                 int H, int Hkv, int D) {
+__global__ void attn_naive_bwd_k(float *dq, float *dk, float *dv, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                                 const __nv_bfloat16 *v, const __nv_bfloat16 *o, const float *lse,
+                                 const __nv_bfloat16 *dout, const long long *pos, int64_t T, int H, int Hkv, int D) {
   int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= T * H) return;
   int64_t i = idx / H;
   int h = (int)(idx % H), kh = h / (H / Hkv);
   float scale = rsqrtf((float)D), L = lse[(int64_t)h * T + i], Di = 0;
-  const float *qi = q + idx * D, *oi = o + idx * D, *doi = dout + idx * D;
+  const __nv_bfloat16 *qi = q + idx * D, *oi = o + idx * D, *doi = dout + idx * D;
   float *dqi = dq + idx * D;
-  for (int d = 0; d < D; d++) Di += doi[d] * oi[d];
+  for (int d = 0; d < D; d++) Di += __bfloat162float(doi[d]) * __bfloat162float(oi[d]);
   for (int64_t j = 0; j < T; j++) {
     if (pos[j] > pos[i]) continue;
-    const float *kj = k + (j * Hkv + kh) * D, *vj = v + (j * Hkv + kh) * D;
+    const __nv_bfloat16 *kj = k + (j * Hkv + kh) * D, *vj = v + (j * Hkv + kh) * D;
     float s = 0, dp = 0;
-    for (int d = 0; d < D; d++) s += qi[d] * kj[d], dp += doi[d] * vj[d];
+    for (int d = 0; d < D; d++)
+      s += __bfloat162float(qi[d]) * __bfloat162float(kj[d]), dp += __bfloat162float(doi[d]) * __bfloat162float(vj[d]);
     float p = expf(s * scale - L), ds = p * (dp - Di) * scale;
     for (int d = 0; d < D; d++) {
-      dqi[d] += ds * kj[d];
-      atomicAdd(&dk[(j * Hkv + kh) * D + d], ds * qi[d]);
-      atomicAdd(&dv[(j * Hkv + kh) * D + d], p * doi[d]);
+      dqi[d] += ds * __bfloat162float(kj[d]);
+      atomicAdd(&dk[(j * Hkv + kh) * D + d], ds * __bfloat162float(qi[d]));
+      atomicAdd(&dv[(j * Hkv + kh) * D + d], p * __bfloat162float(doi[d]));
     }
   }
 }
 
-// One block per row of logits: loss, argmax, and (grads) dlogits = (softmax - onehot) * scale in place.
-__global__ void cross_entropy_k(float *logits, int V, const int *targets, float scale, int grads, float *losses,
+template <typename Tt>
+__global__ void cross_entropy_k(Tt *logits, int V, const int *targets, float scale, int grads, float *losses,
                                 int *argmax) {
   int64_t r = blockIdx.x;
-  float *lg = logits + r * V;
+  Tt *lg = logits + r * V;
   __shared__ float smax[32];
   __shared__ int sidx[32];
   float mx = -INFINITY;
   int mi = 0;
-  for (int j = threadIdx.x; j < V; j += blockDim.x)
-    if (lg[j] > mx) mx = lg[j], mi = j;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) {
+    float x = ld_f(lg, j);
+    if (x > mx) mx = x, mi = j;
+  }
   for (int o = 16; o > 0; o >>= 1) {
     float om = __shfl_xor_sync(0xffffffff, mx, o);
     int oi = __shfl_xor_sync(0xffffffff, mi, o);
@@ -230,18 +274,79 @@ __global__ void cross_entropy_k(float *logits, int V, const int *targets, float 
   mx = smax[0];
   mi = sidx[0];
   float s = 0;
-  for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(lg[j] - mx);
+  for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(ld_f(lg, j) - mx);
   s = block_sum(s);
   int tgt = targets[r];
   if (threadIdx.x == 0) {
     argmax[r] = mi;
-    losses[r] = tgt >= 0 ? mx + logf(s) - lg[tgt] : 0.0f;
+    losses[r] = tgt >= 0 ? mx + logf(s) - ld_f(lg, tgt) : 0.0f;
   }
   __syncthreads();  // lg[tgt] is read above before being overwritten below
   if (grads)
     for (int j = threadIdx.x; j < V; j += blockDim.x)
-      lg[j] = tgt < 0 ? 0.0f : (expf(lg[j] - mx) / s - (j == tgt ? 1.0f : 0.0f)) * scale;
+      st_f(lg, j, tgt < 0 ? 0.0f : (expf(ld_f(lg, j) - mx) / s - (j == tgt ? 1.0f : 0.0f)) * scale);
 }
+
+// ---- launchers of the templated kernels --------------------------------------------------------------------
+
+#define BY_DTYPE(bf16, call_bf16, call_f32) \
+  do {                                       \
+    if (bf16) call_bf16;                     \
+    else call_f32;                           \
+  } while (0)
+typedef __nv_bfloat16 bf16_t;
+
+void rmsnorm_fwd_run(int bf16, void *out, float *rstd, float *xcopy, const float *x, const float *w, int64_t T, int C,
+                     float eps, cudaStream_t st) {
+  unsigned g = T > 0 ? (unsigned)T : 1u;
+  BY_DTYPE(bf16, (rmsnorm_fwd_k<bf16_t><<<g, 256, 0, st>>>((bf16_t *)out, rstd, xcopy, x, w, T, C, eps)),
+           (rmsnorm_fwd_k<float><<<g, 256, 0, st>>>((float *)out, rstd, xcopy, x, w, T, C, eps)));
+}
+
+void rmsnorm_bwd_run(int bf16, float *dx, void *dx_act, float *tmp, const float *dout, const float *x, const float *w,
+                     const float *rstd, int64_t T, int C, cudaStream_t st) {
+  unsigned g = T > 0 ? (unsigned)T : 1u;
+  BY_DTYPE(bf16, (rmsnorm_bwd_k<bf16_t><<<g, 256, 0, st>>>(dx, (bf16_t *)dx_act, tmp, dout, x, w, rstd, T, C)),
+           (rmsnorm_bwd_k<float><<<g, 256, 0, st>>>(dx, (float *)dx_act, tmp, dout, x, w, rstd, T, C)));
+}
+
+void qkv_bwd_post_run(int bf16, void *dqkv, float *dq, float *dk, const float *dv, const float *cosv, const float *sinv,
+                      const long long *pos, long long logn_len, int64_t T, int Hq, int Hkv, int D, cudaStream_t st) {
+  unsigned g = T > 0 ? (unsigned)T : 1u;
+  BY_DTYPE(bf16,
+           (qkv_bwd_post_k<bf16_t><<<g, 256, 0, st>>>((bf16_t *)dqkv, dq, dk, dv, cosv, sinv, pos, logn_len, T, Hq, Hkv, D)),
+           (qkv_bwd_post_k<float><<<g, 256, 0, st>>>((float *)dqkv, dq, dk, dv, cosv, sinv, pos, logn_len, T, Hq, Hkv, D)));
+}
+
+static unsigned elem_grid(int64_t n) { return n > 0 ? (unsigned)((n + 255) / 256) : 1u; }
+
+void swiglu_fwd_run(int bf16, void *h, const void *gu, int64_t T, int I, cudaStream_t st) {
+  BY_DTYPE(bf16, (swiglu_fwd_k<bf16_t><<<elem_grid(T * I), 256, 0, st>>>((bf16_t *)h, (const bf16_t *)gu, T, I)),
+           (swiglu_fwd_k<float><<<elem_grid(T * I), 256, 0, st>>>((float *)h, (const float *)gu, T, I)));
+}
+
+void swiglu_bwd_run(int bf16, void *dgu, const void *dh, const void *gu, int64_t T, int I, cudaStream_t st) {
+  BY_DTYPE(bf16,
+           (swiglu_bwd_k<bf16_t><<<elem_grid(T * I), 256, 0, st>>>((bf16_t *)dgu, (const bf16_t *)dh, (const bf16_t *)gu, T, I)),
+           (swiglu_bwd_k<float><<<elem_grid(T * I), 256, 0, st>>>((float *)dgu, (const float *)dh, (const float *)gu, T, I)));
+}
+
+void to_bf16_run(__nv_bfloat16 *out, const float *in, int64_t n, cudaStream_t st) {
+  convert_k<bf16_t, float><<<elem_grid(n), 256, 0, st>>>(out, in, n);
+}
+
+void from_bf16_run(float *out, const __nv_bfloat16 *in, int64_t n, cudaStream_t st) {
+  convert_k<float, bf16_t><<<elem_grid(n), 256, 0, st>>>(out, in, n);
+}
+
+void cross_entropy_run(int bf16, void *logits, int64_t rows, int V, const int *targets, float scale, int grads,
+                       float *losses, int *argmax, cudaStream_t st) {
+  if (rows <= 0) return;
+  BY_DTYPE(bf16,
+           (cross_entropy_k<bf16_t><<<(unsigned)rows, 256, 0, st>>>((bf16_t *)logits, V, targets, scale, grads, losses, argmax)),
+           (cross_entropy_k<float><<<(unsigned)rows, 256, 0, st>>>((float *)logits, V, targets, scale, grads, losses, argmax)));
+}
+#undef BY_DTYPE
 
 __global__ void sumsq_k(double *out, const float *g, int64_t n) {
   float s = 0;

@@ -1,14 +1,11 @@
-// train.c — the context-parallel training step, ZeRO-1 AdamW, evaluation, checkpoints and resume.
+// train.c — the context-parallel training step, ZeRO-1 AdamW and evaluation (checkpoints: train_ckpt.c).
 #include "train/train.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "train/model_ckpt.h"
 #include "plan/util.h"
 #if SR_HAVE_CUDA
 #include "train/model_cuda.h"
@@ -21,10 +18,13 @@ void train_options_defaults(train_options *o) {
   o->seq = 1024;
   o->steps = 100;
   o->lr = 3e-4;
+  o->clip = 1.0;
   o->seed = 1;
   o->passkey_depth = -1;
   o->passkey_digits = 5;
 }
+
+int64_t train_default_warmup(int64_t steps) { return sr_min64(100, sr_max64(10, steps / 10)); }
 
 int trainer_create(trainer *t, const model_config *cfg, const train_options *o, const train_comm *comm,
                    int64_t n_local, const int64_t *pos, sr_error *e) {
@@ -56,6 +56,10 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   int rc = model_cpu_create(&t->model, cfg, MODEL_F32, o->cuda ? 1 : sr_max64(n_local, 1), o->seq, o->recompute, e);
   if (rc) return rc;
   if (!o->cuda) model_init_random(&t->model, o->seed);
+  if (!o->cuda && o->offload_activations && (rc = model_cpu_set_offload(&t->model, e))) {
+    model_cpu_free(&t->model);
+    return rc;
+  }
   int64_t P = t->model.num_params, W = t->comm.world;
   t->slice = sr_cdiv(P, W);
   int64_t lo = sr_min64(P, t->comm.rank * t->slice), hi = sr_min64(P, lo + t->slice);
@@ -64,6 +68,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     model_cpu_free(&t->model);
     return rc;
   }
+  t->adam.grad_clip = o->clip;
   t->n_local = n_local;
   size_t nl = (size_t)sr_max64(n_local, 1), ns = (size_t)o->seq;
   t->pos = malloc(nl * sizeof *t->pos);
@@ -89,6 +94,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     model_cuda *d = NULL;
     rc = model_cuda_create(&d, &t->model, sr_max64(n_local, 1), W * t->slice, &o->seed, lo, hi, o->cuda_stream, e);
     t->dev = d;
+    if (!rc && o->offload_activations) rc = model_cuda_set_offload(d, e);
     if (rc) {
       trainer_free(t);
       return rc;
@@ -132,11 +138,9 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
                    int64_t *answer_start, sr_error *e) {
   const train_options *o = &t->opt;
   *answer_start = -1;
-  if (o->data) {
-    // held-out sequences are read from the far end of the stream's cycle
-    int64_t idx = held_out ? (int64_t)(mix64(o->seed ^ (uint64_t)index) % (uint64_t)sr_max64(o->data->n, 1)) : index;
-    return data_sequence(o->data, idx, o->seq, tokens, targets, e);
-  }
+  if (o->data)  // held-out windows come from the stream's end, which training never reads
+    return held_out ? data_heldout_sequence(o->data, index, o->seq, o->seed, tokens, targets, e)
+                    : data_train_sequence(o->data, index, o->seq, tokens, targets, e);
   // a packed sequence holds samples index * pack .. index * pack + pack - 1, each seq / pack tokens
   int64_t pack = o->pack > 1 ? o->pack : 1, len = o->seq / pack;
   for (int64_t k = 0; k < pack; k++) {
@@ -152,6 +156,23 @@ int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *token
     if (k == 0) *answer_start = ans;
   }
   return SR_OK;
+}
+
+int train_samples_write(const train_options *o, int64_t steps, const char *path, sr_error *e) {
+  trainer t;  // trainer_sample reads the options only
+  memset(&t, 0, sizeof t);
+  t.opt = *o;
+  int64_t B = o->batch > 1 ? o->batch : 1, seq = o->seq, n = steps * B, ans;
+  if (seq < 2 || steps < 0) return sr_input_error(e, NULL, "seq", "%lld tokens, %lld steps", (long long)seq, (long long)steps);
+  int32_t *buf = malloc((size_t)sr_max64(1, n) * 2 * (size_t)seq * sizeof(int32_t));
+  if (!buf) return sr_internal_error(e, 0, "train: out of memory for %lld samples of %lld tokens", (long long)n, (long long)seq);
+  int rc = SR_OK;
+  for (int64_t i = 0; i < n && rc == SR_OK; i++)
+    rc = trainer_sample(&t, i, 0, buf + 2 * i * seq, buf + (2 * i + 1) * seq, &ans, e);
+  // int32 in memory is the file's little-endian layout on every machine this builds for (x86-64, aarch64)
+  if (rc == SR_OK) rc = sr_write_atomic(path, buf, (size_t)n * 2 * (size_t)seq * sizeof(int32_t), e);
+  free(buf);
+  return rc;
 }
 
 // PoSE (Zhu et al. 2023, "PoSE: Efficient Context Window Extension of LLMs via Positional Skip-wise
@@ -234,6 +255,15 @@ static int forward_batch(trainer *t, int64_t step, train_step_stats *st, sr_erro
   return SR_OK;
 }
 
+// A step whose loss or gradient norm is not finite would put NaN into every weight: the run stops before
+// the update, so the weights (and every checkpoint) stay those of the last good step.
+static int check_finite(const trainer *t, const train_step_stats *st, sr_error *e) {
+  if (isfinite(st->loss) && isfinite(st->grad_norm)) return SR_OK;
+  return sr_internal_error(e, 0, "step %lld: loss %g, gradient norm %g: not finite; stopped before its update (the "
+                           "weights and the last checkpoint are those of step %lld)", (long long)t->step + 1, st->loss,
+                           st->grad_norm, (long long)t->step);
+}
+
 static double lr_at(const train_options *o, int64_t step) {
   if (o->warmup > 0 && step < o->warmup) return o->lr * (double)(step + 1) / (double)o->warmup;
   if (o->cosine && o->steps > o->warmup + 1) {
@@ -259,6 +289,7 @@ static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
   if (W > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, &ss, 1, e))) return rc;
   st->comm_s += sr_now() - c0;
   st->grad_norm = sqrt(ss);
+  if ((rc = check_finite(t, st, e))) return rc;
   st->lr = t->adam.lr = lr_at(&t->opt, t->step);
   if ((rc = model_cuda_adamw(t->dev, &t->adam, adamw_clip_scale(&t->adam, st->grad_norm), e))) return rc;
   if (W > 1) {
@@ -295,6 +326,7 @@ int trainer_step(trainer *t, train_step_stats *st, sr_error *e) {
   if (W > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, &ss, 1, e))) return rc;
   st->comm_s += sr_now() - c0;
   st->grad_norm = sqrt(ss);
+  if ((rc = check_finite(t, st, e))) return rc;
   st->lr = t->adam.lr = lr_at(&t->opt, t->step);
   adamw_update(&t->adam, &t->model, adamw_clip_scale(&t->adam, st->grad_norm));
   if (W > 1) {
@@ -323,143 +355,5 @@ int trainer_eval(trainer *t, int64_t index, train_step_stats *st, sr_error *e) {
   int rc = forward_sample(t, index, 1, 0, 1.0, st, e);
   st->step = t->step;
   st->time_s = sr_now() - t0;
-  return rc;
-}
-
-// ---- checkpoints ------------------------------------------------------------------------------
-
-// Full moments (m or v) of every rank's slice, gathered: out holds num_params floats.
-static int gather_moments(trainer *t, const float *slice_vals, float *out, sr_error *e) {
-  int64_t P = t->model.num_params, n = t->adam.hi - t->adam.lo;
-  if (t->comm.world == 1) {
-    memcpy(out, slice_vals, (size_t)P * sizeof(float));
-    return SR_OK;
-  }
-  float *mine = calloc((size_t)t->slice, sizeof(float));
-  if (!mine) return sr_internal_error(e, 0, "trainer: out of memory");
-  if (n > 0) memcpy(mine, slice_vals, (size_t)n * sizeof(float));
-  int rc;
-#if SR_HAVE_CUDA
-  if (t->dev) {
-    // NCCL gathers device buffers: stage the slices through device scratch held only for the save
-    float *dev = NULL;
-    rc = model_cuda_alloc(&dev, (t->comm.world + 1) * t->slice, e);
-    if (!rc) rc = model_cuda_transfer(dev, mine, t->slice, 1, e);
-    if (!rc) rc = t->comm.allgather_f32(t->comm.ctx, dev, dev + t->slice, t->slice, e);
-    if (!rc) rc = model_cuda_transfer(dev + t->slice, out, P, 0, e);
-    model_cuda_release(dev);
-    free(mine);
-    return rc;
-  }
-#endif
-  rc = t->comm.allgather_f32(t->comm.ctx, mine, t->gather, t->slice, e);
-  free(mine);
-  if (!rc) memcpy(out, t->gather, (size_t)P * sizeof(float));
-  return rc;
-}
-
-int trainer_save(trainer *t, const char *dir, sr_error *e) {
-#if SR_HAVE_CUDA
-  if (t->dev) {
-    int drc = model_cuda_download(t->dev, &t->model, e);
-    if (!drc) drc = model_cuda_moments(t->dev, t->adam.m, t->adam.v, 1, e);
-    if (drc) return drc;
-  }
-#endif
-  int64_t P = t->model.num_params;
-  float *m = malloc((size_t)P * sizeof(float)), *v = malloc((size_t)P * sizeof(float));
-  ckpt_tensor *ts = calloc((size_t)(2 * t->model.num_tensors), sizeof *ts);
-  char (*names)[112] = calloc((size_t)(2 * t->model.num_tensors), sizeof *names);
-  int rc = SR_OK;
-  if (!m || !v || !ts || !names) {
-    rc = sr_internal_error(e, 0, "trainer: out of memory saving a checkpoint");
-    goto done;
-  }
-  if ((rc = gather_moments(t, t->adam.m, m, e)) || (rc = gather_moments(t, t->adam.v, v, e))) goto done;
-  if (t->comm.rank != 0) goto done;
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-    rc = sr_internal_error(e, errno, "%s: cannot create the checkpoint directory", dir);
-    goto done;
-  }
-  char step[32], adam_step[32], seed[32], path[1024];
-  snprintf(step, sizeof step, "%lld", (long long)t->step);
-  snprintf(adam_step, sizeof adam_step, "%lld", (long long)t->adam.step);
-  snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->opt.seed);
-  const char *meta[] = {"format", "pt", "step", step, "adam_step", adam_step, "seed", seed,
-                        "model", t->model.cfg.name};
-  int nt = t->model.num_tensors;
-  for (int i = 0; i < nt; i++) {
-    const model_tensor *mt = &t->model.tensors[i];
-    snprintf(names[i], sizeof names[i], "exp_avg.%s", mt->name);
-    snprintf(names[nt + i], sizeof names[nt + i], "exp_avg_sq.%s", mt->name);
-    ts[i] = (ckpt_tensor){names[i], m + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
-    ts[nt + i] = (ckpt_tensor){names[nt + i], v + mt->offset, mt->ndim, {mt->shape[0], mt->shape[1]}};
-  }
-  // optimizer first, weights last: both carry the step, and resume refuses a pair that disagrees
-  snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-  if ((rc = ckpt_write_f32(path, ts, 2 * nt, meta, 5, e))) goto done;
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  rc = model_save_weights(&t->model, path, meta, 5, e);
-done:
-  free(m);
-  free(v);
-  free(ts);
-  free(names);
-  return rc;
-}
-
-int trainer_init_weights(trainer *t, const char *path, sr_error *e) {
-  int rc = model_load_weights(&t->model, path, e);
-#if SR_HAVE_CUDA
-  if (rc == SR_OK && t->dev) rc = model_cuda_upload(t->dev, &t->model, e);
-#endif
-  return rc;
-}
-
-int trainer_resume(trainer *t, const char *dir, sr_error *e) {
-  char path[1024], name[112];
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  int rc = model_load_weights(&t->model, path, e);
-  if (rc) return rc;
-  ckpt_file *wf = NULL, *of = NULL;
-  if ((rc = ckpt_open(path, &wf, e))) return rc;
-  snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-  if ((rc = ckpt_open(path, &of, e))) goto done;
-  const char *ws = ckpt_meta(wf, "step"), *os = ckpt_meta(of, "step"), *as = ckpt_meta(of, "adam_step");
-  if (!ws || !os || !as || strcmp(ws, os) != 0) {
-    rc = sr_input_error(e, path, "step", "weights at step %s but optimizer at step %s (an interrupted save?)",
-                        ws ? ws : "?", os ? os : "?");
-    goto done;
-  }
-  int64_t P = t->model.num_params;
-  float *full = malloc((size_t)P * sizeof(float));
-  if (!full) {
-    rc = sr_internal_error(e, 0, "trainer: out of memory resuming");
-    goto done;
-  }
-  for (int pass = 0; pass < 2 && rc == SR_OK; pass++) {
-    for (int i = 0; i < t->model.num_tensors && rc == SR_OK; i++) {
-      const model_tensor *mt = &t->model.tensors[i];
-      snprintf(name, sizeof name, "%s.%s", pass ? "exp_avg_sq" : "exp_avg", mt->name);
-      rc = ckpt_read_f32(of, name, mt->numel, full + mt->offset, e);
-    }
-    float *dst = pass ? t->adam.v : t->adam.m;
-    if (rc == SR_OK && t->adam.hi > t->adam.lo)
-      memcpy(dst, full + t->adam.lo, (size_t)(t->adam.hi - t->adam.lo) * sizeof(float));
-  }
-  free(full);
-  if (rc == SR_OK) {
-    t->step = strtoll(ws, NULL, 10);
-    t->adam.step = strtoll(as, NULL, 10);
-  }
-#if SR_HAVE_CUDA
-  if (rc == SR_OK && t->dev) {
-    rc = model_cuda_upload(t->dev, &t->model, e);
-    if (!rc) rc = model_cuda_moments(t->dev, t->adam.m, t->adam.v, 0, e);
-  }
-#endif
-done:
-  ckpt_close(wf);
-  ckpt_close(of);
   return rc;
 }

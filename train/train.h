@@ -30,11 +30,13 @@ typedef struct {
 typedef struct {
   int64_t seq;              // tokens of the global sequence per step
   int64_t steps;            // optimizer steps of the run
-  double lr, weight_decay;  // AdamW (β 0.9 / 0.95, clip 1.0)
-  int64_t warmup;           // linear learning-rate warm-up steps (0: none)
+  double lr, weight_decay;  // AdamW (β 0.9 / 0.95)
+  double clip;              // global gradient-norm clip (0: none; default 1.0, MTraining's recipe)
+  int64_t warmup;           // linear learning-rate warm-up steps (0: none; the command's default: train_default_warmup)
   int cosine;               // after warm-up, cosine decay from lr to lr / 10 at the last step (else constant)
   uint64_t seed;            // weights and passkey samples
-  int recompute;            // per-layer activation recomputation
+  int recompute;            // per-layer activation recomputation: MODEL_RECOMPUTE_* (model_cpu.h)
+  int offload_activations;  // the layer inputs wait in (pinned) host memory between forward and backward
   const data_tokens *data;  // token stream; NULL trains on passkey samples
   double passkey_depth;     // key depth in [0, 1]; < 0 draws it uniformly per sample
   int passkey_digits;       // digits of the key (default 5)
@@ -79,8 +81,12 @@ typedef struct {
                             // the weights of the last save/load
 } trainer;
 
-// Set defaults: lr 3e-4, wd 0, seed 1, recompute off, passkey with 5 digits at random depth.
+// Set defaults: lr 3e-4, wd 0, clip 1.0, no warm-up, seed 1, recompute off, passkey with 5 digits at random depth.
 void train_options_defaults(train_options *o);
+// The warm-up a run of `steps` steps gets unless told otherwise: 10% of its steps, at least 10 and at most 100
+// (a short run still starts at a tenth of its learning rate: Adam's first updates move every weight by about
+// lr, which at 3e-4 on a random 3B model drove the loss from 9.6 to 14.7 in one step).
+int64_t train_default_warmup(int64_t steps);
 // Build the model (random init from opt->seed), the optimizer slice and buffers for n_local tokens at
 // positions pos (copied). comm may be NULL for a single process holding every token. With opt->cuda the
 // model is mirrored on the GPU and the comm callbacks receive device buffers for the float32 collectives.
@@ -95,16 +101,25 @@ int trainer_eval(trainer *t, int64_t index, train_step_stats *st, sr_error *e);
 // The sample of a step: whole-sequence tokens and targets (passkey: answer_start too, else -1).
 int trainer_sample(const trainer *t, int64_t index, int held_out, int32_t *tokens, int32_t *targets,
                    int64_t *answer_start, sr_error *e);
+// Write the samples of steps [0, steps) (batch of them a step) as a PyTorch peer reads them: for each sample, seq
+// int32 tokens then seq int32 targets (-1: no loss), little-endian, nothing else; written atomically. The
+// same sequences trainer_step trains on, so another trainer can run on exactly this token stream.
+int train_samples_write(const train_options *o, int64_t steps, const char *path, sr_error *e);
 // The rotary positions of this rank's tokens for sample `index` into out[n_local]: each position within its
 // packed sample, plus under PoSE (training samples only) the sample's skip past its split token.
 void trainer_rope_positions(const trainer *t, int64_t index, int held_out, int64_t *out);
-// Save weights (DIR/model.safetensors, Hugging Face names) and optimizer state (DIR/optimizer.safetensors:
-// full moments, step) atomically; every rank calls (the moment slices are gathered), rank 0 writes.
-int trainer_save(trainer *t, const char *dir, sr_error *e);
+// Save a checkpoint into root as root/step-N (train/ckpt.h: the weights under Hugging Face names, every
+// rank's optimizer slice, a manifest of sizes and CRC32Cs, committed by one rename; the previous checkpoint
+// is removed only after). Every rank calls; all return the same status.
+int trainer_save(trainer *t, const char *root, sr_error *e);
 // Start from weights in a safetensors file with Hugging Face names (a real checkpoint, or a
-// model.safetensors of ours); F32, BF16, F16 and F64 tensors load. Optimizer state starts fresh.
+// model.safetensors of ours; F32, BF16, F16 and F64 tensors load), or from the weights of a checkpoint
+// directory of trainer_save (its root: the newest), verified by its manifest. Optimizer state starts fresh.
 int trainer_init_weights(trainer *t, const char *path, sr_error *e);
-// Restore what trainer_save wrote (any world size): the next step continues bit for bit.
-int trainer_resume(trainer *t, const char *dir, sr_error *e);
+// Restore what trainer_save wrote (any world size; path: the root, whose newest checkpoint is taken, or a
+// checkpoint directory), the next step continuing bit for bit. Every field and tensor is validated first
+// (train/ckpt.h): a damaged or foreign checkpoint is an input error naming what is wrong, and leaves the
+// trainer untouched. Every rank calls; all return the same status.
+int trainer_resume(trainer *t, const char *path, sr_error *e);
 
 #endif

@@ -13,6 +13,11 @@
 #include "train/model_cuda.h"
 #endif
 
+// Sizing the cache by memory (GPU, no fixed cap): each plan kept beyond the first is counted at 1.25 x the first
+// plan's own bytes (layers' sparse indices differ in size), and 3 GiB stay free for NCCL, cuBLAS and the allocator.
+#define PLAN_GROWTH 1.25
+#define PLAN_RESERVE_GIB 3.0
+
 // ---- the order of use ------------------------------------------------------------------------
 
 // A step uses the layers up (forward) then down (backward; a recomputed forward and its backward are one
@@ -58,22 +63,25 @@ static int obtain(train_attn *b, int key, dist_attn **out, int *restored, sr_err
   pthread_mutex_unlock(&b->mu);
   *restored = d != NULL;
   *out = NULL;
-  if (!d) return dist_attn_create(b->p, b->pat, key, b->c, b->be, out, e);
+  if (!d) return dist_attn_create_with(b->p, b->pat, key, b->c, b->be, b->index_build, out, e);
   int rc = dist_attn_device_restore(d, e);
   if (rc) dist_attn_free(d);
   else *out = d;
   return rc;
 }
 
-// Count a plan obtained in dt seconds (lock held).
-static void count(train_attn *b, int restored, double dt) {
+// Count a plan d obtained in dt seconds (lock held).
+static void count(train_attn *b, const dist_attn *d, int restored, double dt) {
   if (restored) b->restored++, b->restore_s += dt;
-  else b->built++, b->build_s += dt;
+  else b->built++, b->build_s += dt, b->built_gpu += d && dist_attn_index_on_gpu(d);
 }
+
+// Bytes the process's attention scratch holds: the shared workspace and the GPU index builder.
+static int64_t shared_now(void) { return dist_attn_shared_bytes() + dist_attn_builder_bytes(); }
 
 // Device bytes of a plan just built, for the report (any thread; the lock is not held).
 static void note_bytes(train_attn *b, const dist_attn *d) {
-  int64_t plan_bytes = 0, need = 0, shared = d ? dist_attn_shared_bytes() : 0;
+  int64_t plan_bytes = 0, need = 0, shared = d ? shared_now() : 0;
   if (d) dist_attn_device_bytes(d, &plan_bytes, &need);
   pthread_mutex_lock(&b->mu);
   b->plan_bytes_max = sr_max64(b->plan_bytes_max, plan_bytes);
@@ -91,7 +99,7 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
   int first = b->fit && b->built == 0;
   pthread_mutex_unlock(&b->mu);
   double used0 = 0, used1 = 0, total = 0;
-  int64_t shared0 = dist_attn_shared_bytes();
+  int64_t shared0 = shared_now();
   if (first && (rc = model_cuda_memory(&used0, &total, e))) return rc;
 #endif
   dist_attn *d = NULL;
@@ -107,9 +115,9 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
     // the first (layers' sparse indices differ in size).
     int64_t own = 0, need = 0;
     dist_attn_device_bytes(d, &own, &need);
-    double grown = (double)(dist_attn_shared_bytes() - shared0) / (1 << 30);
+    double grown = (double)(shared_now() - shared0) / (1 << 30);
     gib = fmax(used1 - used0 - grown, (double)own / (1 << 30));
-    int more = gib > 0 ? (int)floor((total - used1 - 3.0) / (1.25 * gib)) : b->layers;
+    int more = gib > 0 ? (int)floor((total - used1 - PLAN_RESERVE_GIB) / (PLAN_GROWTH * gib)) : b->layers;
     cap = (int)sr_max64(1, sr_min64(b->layers, 1 + sr_max64(more, 0)));
   }
 #endif
@@ -119,7 +127,7 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
   }
   note_bytes(b, d);
   pthread_mutex_lock(&b->mu);
-  count(b, restored, dt);
+  count(b, d, restored, dt);
   if (cap > 0) b->cap = cap, b->plan_gib = gib;
   b->slot[i] = d;
   b->slot_layer[i] = rc ? -1 : key;
@@ -220,7 +228,7 @@ static void *prefetch_worker(void *arg) {
     int rc = obtain(b, layer, &d, &restored, &e);
     if (!rc) note_bytes(b, d);
     pthread_mutex_lock(&b->mu);
-    count(b, restored, sr_now() - t0);
+    count(b, rc ? NULL : d, restored, sr_now() - t0);
     b->slot[i] = rc ? NULL : d;
     if (rc) b->slot_layer[i] = -1;
     b->slot_used[i] = ++b->clock;
@@ -232,6 +240,16 @@ static void *prefetch_worker(void *arg) {
 }
 
 // ---- the cache --------------------------------------------------------------------------------
+
+// The building-ahead threads (b->prefetch > 0); none started: no building ahead.
+static int start_builders(train_attn *b, sr_error *e) {
+  b->tid = calloc((size_t)b->threads, sizeof *b->tid);
+  if (!b->tid) return sr_internal_error(e, 0, "train: out of memory");
+  for (; b->n_tid < b->threads; b->n_tid++)
+    if (pthread_create(&b->tid[b->n_tid], NULL, prefetch_worker, b) != 0) break;
+  if (b->n_tid == 0) b->prefetch = 0;
+  return SR_OK;
+}
 
 int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cuda, int cache, int prefetch,
                     int threads, const int64_t *positions, sr_error *e) {
@@ -280,17 +298,19 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
     if (rc) return rc;
   }
 #endif
-  if (b->prefetch > 0) {
-    b->tid = calloc((size_t)b->threads, sizeof *b->tid);
-    if (!b->tid) return sr_internal_error(e, 0, "train: out of memory");
-    for (; b->n_tid < b->threads; b->n_tid++)
-      if (pthread_create(&b->tid[b->n_tid], NULL, prefetch_worker, b) != 0) break;
-    if (b->n_tid == 0) b->prefetch = 0;
-  }
-  return SR_OK;
+  return b->prefetch > 0 ? start_builders(b, e) : SR_OK;
+}
+
+int train_attn_prefetch_auto(train_attn *b, int depth, sr_error *e) {
+  if (b->prefetch || b->shared || b->online || b->cap >= b->layers || depth <= 0) return SR_OK;
+  pthread_mutex_lock(&b->mu);
+  b->prefetch = depth;
+  pthread_mutex_unlock(&b->mu);
+  return start_builders(b, e);
 }
 
 void train_attn_free(train_attn *b) {
+  dist_attn_builder_free();
   if (b->slot) {
     pthread_mutex_lock(&b->mu);
     b->stop = 1;
@@ -314,10 +334,11 @@ void train_attn_free(train_attn *b) {
 }
 
 int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e) {
-  int key = b->shared ? 0 : layer, rc = SR_OK, i;
+  int key = b->shared ? 0 : layer, rc = SR_OK, i, waited = 0;
+  double t0 = sr_now();
   pthread_mutex_lock(&b->mu);
   if (b->prefetch || b->host_cache) advance(b, key);  // the host cache's cap frees by next use
-  for (;;) {
+  for (;; waited = 1) {
     i = find(b, key);
     if (i >= 0 && !b->slot_building[i]) {
       b->slot_used[i] = ++b->clock;
@@ -325,6 +346,7 @@ int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e) {
       break;
     }
     if (i < 0 && (i = claim(b, key, 0)) >= 0) {  // not kept (or its prefetch failed): build it here
+      waited = 1;
       b->slot_building[i] = 1;
       int fresh = !b->held || !b->held[key];
       if (fresh) b->on_demand++;  // else restored (counted apart)
@@ -341,8 +363,29 @@ int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e) {
     pthread_cond_wait(&b->cv, &b->mu);  // being built ahead, or every slot is
   }
   if (!rc && b->prefetch) prefetch_after(b, key);
+  b->waits += waited;
+  b->get_s += sr_now() - t0;
   pthread_mutex_unlock(&b->mu);
   return rc;
+}
+
+void train_attn_waits(train_attn *b, int64_t *waits, double *seconds) {
+  pthread_mutex_lock(&b->mu);
+  *waits = b->waits, *seconds = b->get_s;
+  pthread_mutex_unlock(&b->mu);
+}
+
+int64_t train_attn_kept_bytes(train_attn *b) {
+  int64_t total = 0;
+  pthread_mutex_lock(&b->mu);
+  for (int i = 0; i < b->n; i++)
+    if (b->slot[i] && !b->slot_building[i]) {
+      int64_t own = 0, need = 0;
+      dist_attn_device_bytes(b->slot[i], &own, &need);
+      total += own;
+    }
+  pthread_mutex_unlock(&b->mu);
+  return total;
 }
 
 // MemAvailable of /proc/meminfo in bytes (0: not there).
@@ -394,12 +437,40 @@ int train_attn_held(const train_attn *b) {
   return n;
 }
 
+int train_attn_prebuild_first(train_attn *b, sr_error *e) {
+  if (b->online_cpu) return SR_OK;  // its plans follow each sample's estimate
+  dist_attn *first;
+  int rc = train_attn_get(b, 0, &first, e);  // slot 0; on the GPU it sizes the cache
+  b->on_demand = 0, b->on_demand_s = 0, b->waits = 0, b->get_s = 0;  // the steps' figures start after the prebuild
+  return rc;
+}
+
+double train_attn_plans_need(const train_attn *b) {
+  if (b->shared || b->plan_gib <= 0) return 0;
+  return (double)(b->layers - b->n) * PLAN_GROWTH * b->plan_gib * (double)(1 << 30);
+}
+
+int train_attn_refit(train_attn *b, sr_error *e) {
+#if SR_HAVE_CUDA
+  if (!b->fit || b->plan_gib <= 0) return SR_OK;
+  double used = 0, total = 0;
+  int rc = model_cuda_memory(&used, &total, e);
+  if (rc) return rc;
+  int more = (int)floor((total - used - PLAN_RESERVE_GIB) / (PLAN_GROWTH * b->plan_gib));
+  pthread_mutex_lock(&b->mu);
+  b->cap = (int)sr_max64(sr_max64(1, b->n), sr_min64(b->layers, b->n + sr_max64(more, 0)));
+  pthread_mutex_unlock(&b->mu);
+#endif
+  return SR_OK;
+}
+
 int train_attn_prebuild(train_attn *b, sr_error *e) {
   if (b->online_cpu) return SR_OK;  // its plans follow each sample's estimate
   dist_attn *first;
   int rc = train_attn_get(b, 0, &first, e);  // slot 0; on the GPU it sizes the cache
-  b->on_demand = 0, b->on_demand_s = 0;
+  b->on_demand = 0, b->on_demand_s = 0, b->waits = 0, b->get_s = 0;  // the steps' figures start after the prebuild
   int n = (int)sr_min64(b->cap, b->layers);
+  if (!rc && (b->shared || n >= b->layers) && n <= 1) dist_attn_builder_free();  // every layer's plan is kept
   if (rc || n <= 1) return rc;
   // Layers 1 .. n-1 into slots 1 .. n-1, in threads: a layer's tile index is seconds of CPU work at 128K
   // tokens a rank (measured: 2-36 s for Qwen2.5-3B's vs-topp layers at 128K-256K on the 2-core container).
@@ -444,6 +515,8 @@ int train_attn_prebuild(train_attn *b, sr_error *e) {
   pthread_mutex_unlock(&b->mu);
   for (int l = 1; l < n && !rc; l++)  // a failed build: again here, for its error
     if (!b->slot[l]) rc = build(b, l, l, e);
+  b->waits = 0, b->get_s = 0;
+  if (!rc && n >= b->layers) dist_attn_builder_free();  // every layer's plan is kept: no build will come
   return rc;
 }
 

@@ -43,6 +43,12 @@ typedef struct {
   char *slot_building; // a prefetch thread is building it
   int64_t *slot_used, clock;
   int64_t built;       // plans built so far (before the first step, on demand and ahead)
+  int64_t built_gpu;   // of which with their tile index built on the GPU (dist_attn_index_on_gpu)
+  dist_index_build index_build;  // where the tile indices are built (set before train_attn_prebuild; default AUTO)
+  // plan waits: uses of a plan that was not ready when its layer came (built then, restored, or still being built
+  // ahead), and the seconds the layers spent getting their plans (every use, waits and evictions included)
+  int64_t waits;
+  double get_s;
   // host cache: plans dropped from the device held in host memory (device copies released)
   int host_cache;
   int64_t host_cap, host_bytes, mem_available;  // bytes: the cap, held now, MemAvailable when the cap was set
@@ -85,11 +91,28 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
 // (< 0: half of /proc/meminfo's MemAvailable, shared by the ranks of this node). A no-op for a shared plan and for
 // vs-online (plans follow each estimate). Before train_attn_prebuild.
 int train_attn_host_cache(train_attn *b, double cap_gib, sr_error *e);
+// Build the next `depth` layers' plans ahead of use from now on, when not every layer's plan is kept and nothing
+// is built ahead yet (after train_attn_prebuild: the CUDA trainer's default, whose builds take milliseconds).
+int train_attn_prefetch_auto(train_attn *b, int depth, sr_error *e);
 // Plans built when their layer came so far, and their build seconds (under the lock: build threads may run).
 void train_attn_on_demand(train_attn *b, int64_t *built, double *seconds);
 // Plans held in host memory now.
 int train_attn_held(const train_attn *b);
-// Build the plans that will be kept (layer 0 first: it sizes the cache on the GPU), before the first step.
+// Plan waits so far and the seconds spent getting plans (under the lock: build threads may run).
+void train_attn_waits(train_attn *b, int64_t *waits, double *seconds);
+// Device bytes the plans kept now hold for themselves (dist_attn_device_bytes; 0 on the CPU backend).
+int64_t train_attn_kept_bytes(train_attn *b);
+// Build layer 0's plan before train_attn_prebuild: on the GPU it measures what a plan takes for itself and sizes
+// the cache from the memory left (unless given a cap).
+int train_attn_prebuild_first(train_attn *b, sr_error *e);
+// Device bytes the plans not built yet would take to keep every layer's, by the first plan's measure (0: one
+// shared plan, or no measure).
+double train_attn_plans_need(const train_attn *b);
+// Size the cache again from the device memory free now (something else took some since the first plan), by the
+// first plan's measure; a no-op unless the cache is sized by memory (CUDA, no fixed cap).
+int train_attn_refit(train_attn *b, sr_error *e);
+// Build the plans that will be kept (layer 0 first: it sizes the cache on the GPU), before the first step; when
+// every layer's plan is kept, the GPU index builder's device state is freed after (no build will need it).
 int train_attn_prebuild(train_attn *b, sr_error *e);
 // The plan of `layer`, built now if it is not kept.
 int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e);

@@ -36,14 +36,16 @@
 // NCCL collectives are queued on the comm stream: comm_sync makes their results visible to the host and
 // to the compute stream before the trainer goes on (a no-op on the CPU backend).
 static int bridge_allreduce_f32(void *ctx, float *buf, int64_t n, sr_error *e) {
+  // test hook: SR_TRAIN_HANG=R makes rank R stuck (alive, never answering) before its first all-reduce
+  const char *hang = getenv("SR_TRAIN_HANG");
+  if (hang && *hang && atoi(hang) == ((comm *)ctx)->rank)
+    for (;;) pause();
   int rc = comm_allreduce(ctx, buf, buf, n, COMM_F32, COMM_SUM, e);
   return rc ? rc : comm_sync(ctx, e);
 }
 
 static int bridge_allreduce_f64(void *ctx, double *buf, int64_t n, sr_error *e) {
-  comm *c = ctx;
-  int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->mpi);
-  return rc == MPI_SUCCESS ? SR_OK : sr_internal_error(e, 0, "MPI_Allreduce of %lld doubles failed", (long long)n);
+  return comm_host_allreduce(ctx, buf, (int)n, MPI_DOUBLE, MPI_SUM, e);
 }
 
 static int bridge_allgather_f32(void *ctx, const float *send, float *recv, int64_t n, sr_error *e) {
@@ -178,30 +180,36 @@ static const cli_flag train_flags[] = {
     {"digits", "N", "5", "passkey digits"},
     {"lr", "X", "3e-4", "learning rate (AdamW)"},
     {"wd", "X", "0", "weight decay"},
-    {"warmup", "N", "0", "steps of linear learning-rate warm-up"},
+    {"warmup", "N", "10% of the steps, 10 to 100", "steps of linear learning-rate warm-up (0: none)"},
+    {"clip", "X", "1.0", "clip the global gradient norm to X (0: no clipping)"},
     {"cosine", NULL, NULL, "decay the learning rate after the warm-up to a tenth at the last step"},
     {"batch", "B", "1", "samples whose gradients a step accumulates"},
     {"pack", "P", "1", "P samples of seq/P tokens in one sequence (block-diagonal pattern)"},
     {"pose", "SPAN", NULL, "PoSE: a training sample's positions skip ahead to cover SPAN tokens"},
     {"recompute", NULL, NULL, "per-layer activation recomputation (on already when the plan's recompute is 1, the default)"},
+    {"recompute-attn", NULL, NULL, "rerun each layer's attention forward in the backward (default: its output and LSE are "
+     "kept where memory allows)"},
+    {"offload-activations", NULL, NULL,
+     "the layer inputs wait in pinned host memory between forward and backward (copies overlapped with compute)"},
     {"eval", "N", "0", "score N held-out passkey samples by exact match after training"},
     {"eval-recall", "M", "0", "probe the first M --eval samples: the dense attention mass the pattern keeps"},
     {"attn-cache", "K", "as memory allows", "attention plans kept (the others are rebuilt when their layer comes)"},
-    {"attn-prefetch", "D", "0", "build the plans of the next D layers ahead of use"},
+    {"attn-prefetch", "D", "0 (cuda: 2 when not every plan is kept)", "build the plans of the next D layers ahead of use"},
     {"attn-host-cache", NULL, NULL, "hold dropped plans in host memory and restore them by upload"},
     {"attn-host-gib", "G", "half of MemAvailable", "the host cache's cap a rank, GiB (needs --attn-host-cache)"},
     {"build-threads", "N", "cores / ranks", "threads building attention plans"},
-    {"init", "FILE", NULL, "start from the weights of a safetensors file (Hugging Face names)"},
-    {"ckpt", "DIR", NULL, "write model and optimizer checkpoints to DIR"},
+    {"init", "FILE|DIR", NULL, "start from the weights of a safetensors file (Hugging Face names) or of a checkpoint"},
+    {"ckpt", cli_out_dir, NULL, "write model and optimizer checkpoints to DIR"},
     {"ckpt-every", "K", "0 (at the end only)", "checkpoint every K steps"},
     {"resume", "DIR", NULL, "continue from a checkpoint (any world size)"},
-    {"csv", "FILE", NULL, "the per-step log as CSV (none without it)"},
+    {"csv", cli_out_file, NULL, "the per-step log as CSV (none without it)"},
     {"label", "NAME", "MODEL-STRATEGY-SEQ", "the run's name in the log and the CSV"},
     {"peak-tflops", "P", "the cluster GPU's (cuda)", "peak TFLOP/s a rank, for MFU"},
     {"predict", NULL, NULL, "after the steps, simulate the same plan and print simulated vs measured step time"},
-    {"trace", "FILE", NULL, "record the attention patterns of --trace-steps as a trace"},
+    {"trace", cli_out_file, NULL, "record the attention patterns of --trace-steps as a trace"},
     {"trace-steps", "A,B,...", NULL, "the steps --trace records"},
     {"quiet", NULL, NULL, "no per-step log lines (a --csv file is still written)"},
+    {"write-samples", "FILE", NULL, "write the steps' token sequences (int32 tokens then targets a sample) to FILE and stop"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage train_usage = {
@@ -230,7 +238,7 @@ typedef struct {
   // options
   int64_t recall_n, steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
   int64_t pose;
-  double lr, wd, depth, peak, host_gib;
+  double lr, wd, clip, depth, peak, host_gib;
   train_options o;
   const char *loss_mode, *ckpt, *trace_path, *trace_steps;
   int quiet;
@@ -243,6 +251,15 @@ typedef struct {
   // step does not hold
   double run_t0, best_s, first_s, meas_build_s;
   int64_t first, meas_built;
+  int64_t waits;              // plan waits over the run's steps, and the seconds their layers spent getting plans
+  double wait_s;
+  int keep_wanted;            // selective recomputation asked for on the GPU (decided by keep_attn_decide)
+  double keep_bytes, keep_free;  // what it takes on this rank, and what was free beside the plans
+  dist_index_build index_build;  // --index-build
+  // memory after the first step: device memory in use on the fullest GPU, pinned host memory of rank 0's node
+  // (offloaded layer inputs and attention chunks; the CPU backend: the offloaded layer inputs' stand-in)
+  double gpu_used, host_pinned;
+  int mem_measured;
 } train_run;
 
 // --backend and --precision (checked before the comm backend starts).
@@ -269,7 +286,7 @@ static int options_read(train_run *r, sr_error *e) {
   cli_args *a = r->a;
   if (cli_get_int(a, "steps", 20, 0, INT64_MAX, &r->steps, e) || cli_get_int(a, "eval", 0, 0, 1000000, &r->eval_n, e) ||
       cli_get_int(a, "ckpt-every", 0, 0, INT64_MAX, &r->ckpt_every, e) ||
-      cli_get_int(a, "warmup", 0, 0, INT64_MAX, &r->warmup, e) || cli_get_int(a, "digits", 5, 1, 30, &r->digits, e) ||
+      cli_get_int(a, "warmup", -1, 0, INT64_MAX, &r->warmup, e) || cli_get_num(a, "clip", 1.0, 0, 1e9, &r->clip, e) || cli_get_int(a, "digits", 5, 1, 30, &r->digits, e) ||
       cli_get_int(a, "seed", 1, 0, (int64_t)1 << 53, &r->seed, e) || cli_get_int(a, "batch", 1, 1, 1 << 20, &r->batch, e) ||
       cli_get_int(a, "attn-cache", 0, 0, 1 << 20, &r->attn_cache, e) || cli_get_int(a, "pack", 1, 1, 1 << 16, &r->pack, e) ||
       cli_get_int(a, "build-threads", 0, 0, 256, &r->build_threads, e) ||
@@ -278,6 +295,7 @@ static int options_read(train_run *r, sr_error *e) {
       cli_get_num(a, "peak-tflops", 0, 0, 1e9, &r->peak, e) || cli_get_num(a, "attn-host-gib", -1, -1, 1e6, &r->host_gib, e) ||
       cli_get_int(a, "eval-recall", 0, 0, 1000000, &r->recall_n, e))
     return e->code;
+  if (r->warmup < 0) r->warmup = train_default_warmup(r->steps);
   if (cli_get(a, "attn-host-gib", NULL) && !cli_has(a, "attn-host-cache"))
     return sr_input_error(e, NULL, "--attn-host-gib", "sets the cap of --attn-host-cache, which is off");
   return SR_OK;
@@ -298,6 +316,7 @@ static int plan_setup(train_run *r, sr_error *e) {
   if (r->p.layout.world != r->c.world)
     return sr_input_error(e, r->p.cluster.path, "world", "the plan spreads the sequence over %d ranks, the job has %d",
                           r->p.layout.world, r->c.world);
+  if (dist_attn_check_plan(&r->p, e)) return e->code;  // what the attention cannot run (FPDT's layout, ...)
   int64_t n_local = r->p.layout.rank_count[r->R];
   r->density = 1;
   if (plan_attention_pairs(&r->p, &r->pat, &r->pairs, &r->density, e)) return e->code;
@@ -306,9 +325,11 @@ static int plan_setup(train_run *r, sr_error *e) {
   layout_positions(&r->p.layout, r->R, r->pos);
   // plan-building threads: by default the node's cores shared by its ranks (the GPU machines: one node)
   if (r->build_threads == 0) r->build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / r->c.world);
-  if (train_attn_init(&r->ta, &r->p, &r->pat, &r->c, r->cuda, (int)r->attn_cache, (int)r->prefetch,
+  if (exec_index_build(a, &r->index_build, e) ||
+      train_attn_init(&r->ta, &r->p, &r->pat, &r->c, r->cuda, (int)r->attn_cache, (int)r->prefetch,
                       (int)r->build_threads, r->pos, e))
     return e->code;
+  r->ta.index_build = r->index_build;
   if (cli_has(a, "attn-host-cache") && train_attn_host_cache(&r->ta, r->host_gib, e)) return e->code;
   return SR_OK;
 }
@@ -327,9 +348,16 @@ static int options_set(train_run *r, sr_error *e) {
   o->lr = r->lr;
   o->weight_decay = r->wd;
   o->warmup = r->warmup;
+  o->clip = r->clip;
   o->cosine = cli_has(a, "cosine");
   o->seed = (uint64_t)r->seed;
-  o->recompute = cli_has(a, "recompute") || r->p.spec.recompute;
+  // Selective recomputation unless --recompute-attn: on the CPU always; on the GPU the memory decides once the
+  // model and the first attention plan are on the device (keep_attn_decide), so the device model starts full.
+  int rec = cli_has(a, "recompute") || r->p.spec.recompute, keep = rec && !cli_has(a, "recompute-attn");
+  o->recompute = !rec ? MODEL_RECOMPUTE_OFF : keep && !r->cuda ? MODEL_RECOMPUTE_KEEP_ATTN : MODEL_RECOMPUTE_FULL;
+  r->keep_wanted = keep && r->cuda;
+  o->offload_activations = cli_has(a, "offload-activations") || r->p.spec.offload_activations;
+  r->p.spec.offload_activations = o->offload_activations;  // what --predict simulates
   o->data = r->data.tokens ? &r->data : NULL;
   o->passkey_depth = r->depth;
   o->passkey_digits = (int)r->digits;
@@ -345,6 +373,45 @@ static int options_set(train_run *r, sr_error *e) {
   o->cuda = r->cuda;
   o->cuda_stream = r->c.compute_stream;
   return SR_OK;
+}
+
+// The recomputation on the GPU: each layer's attention output (bf16) and LSE (fp32) kept when they fit beside the
+// plans of every layer (by the first plan's measure) and 3 GiB kept free, on every rank (the ranks' attention calls
+// are collective, so they must all skip or all rerun attention's forward); the cache is sized again after.
+static int keep_attn_decide(train_run *r, sr_error *e) {
+  const model_config *m = &r->p.model;
+  int64_t n = r->p.layout.rank_count[r->R];
+  // the CPU model keeps fp32 o and lse (model_cpu.c), the GPU model bf16 o and fp32 lse (plan/model.h)
+  r->keep_bytes = r->cuda ? (model_exec_bytes_per_token(m, MODEL_RECOMPUTE_KEEP_ATTN) -
+                             model_exec_bytes_per_token(m, MODEL_RECOMPUTE_FULL)) * (double)n
+                          : (double)(m->num_layers - 1) * (double)n * (double)(m->num_heads * (m->head_dim + 1)) * 4;
+  if (!r->keep_wanted) return SR_OK;
+#if SR_HAVE_CUDA
+  double used = 0, total = 0;
+  if (model_cuda_memory(&used, &total, e)) return e->code;
+  r->keep_free = (total - used - 3.0) * (double)(1 << 30) - train_attn_plans_need(&r->ta);
+  int fits = r->keep_bytes <= r->keep_free;
+  if (r->c.world > 1 && MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, r->c.mpi) != MPI_SUCCESS)
+    return sr_internal_error(e, 0, "MPI_Allreduce of the recomputation's choice failed");
+  if (!fits) return SR_OK;
+  if (model_cuda_set_recompute(r->t.dev, MODEL_RECOMPUTE_KEEP_ATTN, e)) return e->code;
+  r->o.recompute = r->t.opt.recompute = MODEL_RECOMPUTE_KEEP_ATTN;
+  return train_attn_refit(&r->ta, e);
+#else
+  return SR_OK;
+#endif
+}
+
+// The recomputation in words, for the opening line.
+static void recompute_text(const train_run *r, char *out, size_t size) {
+  double gib = r->keep_bytes / (double)(1 << 30);
+  if (r->o.recompute == MODEL_RECOMPUTE_OFF) snprintf(out, size, "off");
+  else if (r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN)
+    snprintf(out, size, "selective (each layer's attention output and LSE kept: %.2f GiB)", gib);
+  else if (r->keep_wanted)
+    snprintf(out, size, "full (keeping attention's output and LSE would take %.2f GiB, %.2f GiB free beside the plans)",
+             gib, r->keep_free / (double)(1 << 30));
+  else snprintf(out, size, "full (--recompute-attn)");
 }
 
 // The trainer with its attention, the recall probe, the plans built before the first step, and the
@@ -371,7 +438,10 @@ static int trainer_setup(train_run *r, sr_error *e) {
   // the attention plans that will be kept are built before the first step, so step times hold no build
   // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
   double prebuild_t0 = sr_now();
-  if (train_attn_prebuild(ta, e)) return e->code;
+  if (train_attn_prebuild_first(ta, e) || keep_attn_decide(r, e) || train_attn_prebuild(ta, e)) return e->code;
+  // on the GPU a plan takes milliseconds to build (its tile index is built there): when not every plan is kept,
+  // the next two layers' are built ahead by default, so their layers do not wait for them
+  if (r->cuda && !cli_get(r->a, "attn-prefetch", NULL) && train_attn_prefetch_auto(ta, 2, e)) return e->code;
   r->prebuild_s = sr_now() - prebuild_t0;
   r->prebuilt = ta->built;
   const char *init = cli_get(r->a, "init", NULL), *resume = cli_get(r->a, "resume", NULL);
@@ -397,21 +467,38 @@ static int outputs_open(train_run *r, sr_error *e) {
   r->flops = (double)r->batch * step_flops(m, seq, r->pairs / (double)m->num_layers);
   const train_attn *ta = &r->ta;
   if (r->R == 0) {
-    printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s schedule, pattern %s, density %.4f)\n",
-           m->name, (long long)r->t.model.num_params, (long long)seq, r->c.world, layout_kind_name(p->layout.kind),
-           p->spec.schedule, p->spec.pattern, r->density);
-    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s)", (long long)r->prebuilt,
-           r->prebuild_s, (long long)r->build_threads, ta->prefetch ? ", building ahead" : "");
+    char sched[128], tok[32];  // FPDT runs in place of the schedule: say so
+    if (p->spec.fpdt_chunk > 0)
+      snprintf(sched, sizeof sched, "FPDT in %s-token chunks%s", sr_format_tokens(p->spec.fpdt_chunk, tok, sizeof tok),
+               p->spec.fpdt_offload ? " offloaded" : "");
+    else
+      snprintf(sched, sizeof sched, "%s schedule", p->spec.schedule);
+    printf("train: %s, %lld params, seq %lld on %d rank(s) (%s layout, %s, pattern %s, density %.4f)\n", m->name,
+           (long long)r->t.model.num_params, (long long)seq, r->c.world, layout_kind_name(p->layout.kind), sched,
+           p->spec.pattern, r->density);
+    printf("train: %lld attention plan(s) built before the first step in %.2fs (%lld threads%s; tile indices of %lld "
+           "built on the GPU)", (long long)r->prebuilt, r->prebuild_s, (long long)r->build_threads,
+           ta->prefetch ? ", building ahead" : "", (long long)ta->built_gpu);
     if (r->cuda)  // what each kept plan holds for itself, and the scratch all plans share (exec/dist_workspace.h)
-      printf("; device memory %.1f MiB per plan (largest), %.2f GiB shared workspace, %d kept of %lld layers",
-             (double)ta->plan_bytes_max / (1 << 20), (double)ta->shared_bytes / (1 << 30), ta->cap, (long long)m->num_layers);
+      printf("; device memory %.1f MiB per plan (largest), %.2f GiB in the %d kept of %lld layers, %.2f GiB shared "
+             "workspace", (double)ta->plan_bytes_max / (1 << 20), (double)train_attn_kept_bytes(&r->ta) / (1 << 30),
+             ta->cap, (long long)m->num_layers, (double)ta->shared_bytes / (1 << 30));
     printf("\n");
-    printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, recompute %s, ZeRO-1 slice %lld\n",
-           r->o.data ? r->o.data->path : "passkey", r->o.data ? "all" : r->loss_mode, (long long)r->batch, r->lr, r->wd,
-           (long long)r->warmup, r->o.recompute ? "on" : "off", (long long)r->t.slice);
-    if (r->cuda) printf("train: GEMMs %s\n", r->bf16 ? "bf16 operands, fp32 accumulation and outputs (--precision bf16)"
-                                                     : "fp32 operands on TF32 tensor cores (--precision tf32)");
-    sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s\n");
+    char rec[200];
+    recompute_text(r, rec, sizeof rec);
+    printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, clip %g, recompute %s, activation offload "
+           "%s, ZeRO-1 slice %lld\n", r->o.data ? r->o.data->path : "passkey", r->o.data ? "all" : r->loss_mode,
+           (long long)r->batch, r->lr, r->wd, (long long)r->warmup, r->clip, rec, r->o.offload_activations ? "on" : "off",
+           (long long)r->t.slice);
+#if SR_HAVE_CUDA
+    if (r->cuda)
+      printf("train: GEMMs %s; activations and scratch %.2f GiB\n",
+             r->bf16 ? "bf16 operands and activations, fp32 accumulation, residual stream and weight gradients "
+                       "(--precision bf16)"
+                     : "fp32 operands on TF32 tensor cores (--precision tf32)",
+             (double)model_cuda_act_bytes(r->t.dev) / (1 << 30));
+#endif
+    sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s,plan_wait_s\n");
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
   r->trace_path = cli_get(a, "trace", NULL), r->trace_steps = cli_get(a, "trace-steps", "");
@@ -433,8 +520,9 @@ static int outputs_open(train_run *r, sr_error *e) {
   return SR_OK;
 }
 
-// Rank 0's log line, CSV row (rewritten every step) and progress bar of one step.
-static int step_log(train_run *r, const train_step_stats *st, sr_error *e) {
+// Rank 0's log line, CSV row (rewritten every step) and progress bar of one step; waits and wait_s: the step's
+// plan waits and the seconds its layers spent getting their plans (train_attn_waits).
+static int step_log(train_run *r, const train_step_stats *st, int64_t waits, double wait_s, sr_error *e) {
   int64_t seq = r->p.spec.seq;
   // MFU over the job's GPUs: the step's FLOPs are the whole sequence's, spread over c.world of them
   double tps = (double)(seq * r->batch) / st->time_s,
@@ -445,15 +533,47 @@ static int step_log(train_run *r, const train_step_stats *st, sr_error *e) {
   if (r->peak > 0) snprintf(mfu_text, sizeof mfu_text, "%.2f%%", 100 * mfu);
   if (!r->quiet)
     printf("step %5lld | loss %.4f | %9.0f tok/s | MFU %s | density %.4f | attn %.3fs gemm %.3fs comm %.3fs | "
-           "lr %.2e | gnorm %.3f\n",
-           (long long)st->step, st->loss, tps, mfu_text, r->density, st->attn_s, gemm_s, st->comm_s, st->lr,
-           st->grad_norm);
-  sr_buf_printf(&r->csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", r->label, (long long)st->step,
-                st->loss, st->grad_norm, st->lr, tps, r->peak > 0 ? mfu : 0.0, r->density, st->attn_s, gemm_s,
-                st->comm_s, st->time_s);
-  if (r->csv_path[0] && sr_write_atomic(r->csv_path, r->csv.data, r->csv.len, e)) return e->code;
+           "plan-wait %.3fs (%lld) | lr %.2e | gnorm %.3f\n",
+           (long long)st->step, st->loss, tps, mfu_text, r->density, st->attn_s, gemm_s, st->comm_s, wait_s,
+           (long long)waits, st->lr, st->grad_norm);
+  sr_buf_printf(&r->csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", r->label,
+                (long long)st->step, st->loss, st->grad_norm, st->lr, tps, r->peak > 0 ? mfu : 0.0, r->density,
+                st->attn_s, gemm_s, st->comm_s, st->time_s, wait_s);
+  // rewritten every step, at once: the log of a long run shows its progress (and what a failed run did)
+  if (r->csv_path[0] && sr_write_atomic_now(r->csv_path, r->csv.data, r->csv.len, e)) return e->code;
   double per = (sr_now() - r->run_t0) / (double)(r->t.step - r->first);
   if (isatty(2)) progress_bar(r->t.step, r->steps, st->loss, per * (double)(r->steps - r->t.step));
+  return SR_OK;
+}
+
+// Memory after the first step: each GPU's use (printed per rank), the largest over the ranks, and the pinned host
+// memory of rank 0's node (the ranks' offloaded layer inputs and FPDT chunks).
+static int memory_measure(train_run *r, sr_error *e) {
+  double used = 0, total = 0, pinned = 0;
+#if SR_HAVE_CUDA
+  if (r->cuda) {
+    if (model_cuda_memory(&used, &total, e)) return e->code;
+    printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", r->R, (long long)r->t.step, used, total);
+    pinned = (double)(model_cuda_pinned_bytes(r->t.dev) + dist_attn_shared_pinned_bytes());
+  }
+#endif
+  (void)total;  // read only by the CUDA backend's line
+  if (!r->cuda && r->t.model.ckpt_host)
+    pinned = (double)((r->t.model.cfg.num_layers - r->t.model.slots) * r->t.model.max_tokens * r->t.model.cfg.hidden_size * 4);
+  double *all = malloc(sizeof(double) * 2 * (size_t)r->c.world);
+  if (!all) return sr_internal_error(e, 0, "train: out of memory");
+  double mine[2] = {used, pinned};
+  if (comm_host_allgather(&r->c, mine, 2, MPI_DOUBLE, all, e)) {
+    free(all);
+    return e->code;
+  }
+  r->gpu_used = r->host_pinned = 0;
+  for (int k = 0; k < r->c.world; k++) {
+    r->gpu_used = fmax(r->gpu_used, all[2 * k]);
+    if (comm_node_of(&r->c, k) == comm_node_of(&r->c, 0)) r->host_pinned += all[2 * k + 1];
+  }
+  free(all);
+  r->mem_measured = 1;
   return SR_OK;
 }
 
@@ -467,9 +587,14 @@ static int train_loop(train_run *r, sr_error *e) {
     train_step_stats st;
     int64_t od0, od1;
     double bs0, bs1;
+    int64_t w0, w1;
+    double ws0, ws1;
     train_attn_on_demand(&r->ta, &od0, &bs0);
+    train_attn_waits(&r->ta, &w0, &ws0);
     if (trainer_step(t, &st, e)) return e->code;
     train_attn_on_demand(&r->ta, &od1, &bs1);
+    train_attn_waits(&r->ta, &w1, &ws1);
+    r->waits += w1 - w0, r->wait_s += ws1 - ws0;
     if (r->ta.online) {  // the step ran the patterns estimated from its (last) sample
       if (train_attn_read_patterns(&r->ta, e)) return e->code;  // CUDA: read them back from the executor
       if (plan_attention_pairs(&r->p, &r->pat, &r->pairs, &r->density, e)) return e->code;
@@ -478,14 +603,8 @@ static int train_loop(train_run *r, sr_error *e) {
     if ((t->step > r->first + 1 || r->steps - r->first == 1) && !(st.time_s >= r->best_s))
       r->best_s = st.time_s, r->meas_built = od1 - od0, r->meas_build_s = bs1 - bs0;
     if (t->step == r->first + 1) r->first_s = st.time_s;
-    if (step_log(r, &st, e)) return e->code;
-#if SR_HAVE_CUDA
-    if (r->cuda && t->step == r->first + 1) {  // every buffer exists once the first step ran
-      double used, total;
-      if (model_cuda_memory(&used, &total, e)) return e->code;
-      printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", r->R, (long long)st.step, used, total);
-    }
-#endif
+    if (step_log(r, &st, w1 - w0, ws1 - ws0, e)) return e->code;
+    if (t->step == r->first + 1 && memory_measure(r, e)) return e->code;  // every buffer exists after step 1
     if (r->tw_open && step_listed(r->trace_steps, st.step)) {
       // the plan's pattern is what every layer computed this step (patterns are built per plan)
       if (trace_writer_add_step(&r->tw, &r->pat, NULL, e)) return e->code;
@@ -527,9 +646,13 @@ static int run_predict(train_run *r, sr_error *e) {
   plan *p = &r->p;
   const model_config *m = &p->model;
   int64_t seq = p->spec.seq;
-  // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it
+  // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it; the step's
+  // recomputation keeps attention's output when the run did (selective), and with every layer's plan kept no
+  // index is built in the step
+  const train_attn *ta = &r->ta;
   pattern_estimation how = pattern_spec_estimation(p->spec.pattern);
-  sim_options so = {0, 0, how != PATTERN_ONLINE && how != PATTERN_GATED};
+  sim_options so = {0, 0, how != PATTERN_ONLINE && how != PATTERN_GATED, r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN,
+                    ta->shared || ta->cap >= ta->layers};
   sim_result sr;
   snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
   if (sim_run(p, &r->pat, &so, &sr, NULL, e)) return e->code;
@@ -543,12 +666,16 @@ static int run_predict(train_run *r, sr_error *e) {
   if (r->meas_built > 0)
     printf("predict: the measured step built %lld attention plan(s) when their layer came (%.2fs of plan building "
            "on the CPU), which the simulated step does not hold\n", (long long)r->meas_built, r->meas_build_s);
+  const double G = 1073741824.0;
   if (r->cuda)  // next to "GPU memory in use after step 1"; the kept plans' indices beyond one layer are extra
-    printf("predict: memory per GPU %.1f GiB simulated (--trainer exec: state %.1f, buffers %.1f, KV buffers %.1f, "
-           "one layer's index %.1f, workspace and reserve %.1f)\n",
-           sr.mem.total / 1073741824.0, (sr.mem.weights + sr.mem.grads + sr.mem.optim) / 1073741824.0,
-           sr.mem.activations / 1073741824.0, sr.mem.kv_buffers / 1073741824.0, sr.mem.index_bytes / 1073741824.0,
-           sr.mem.workspace / 1073741824.0);
+    printf("predict: memory per GPU %.1f GiB simulated, %.1f measured (the fullest GPU after step 1; --trainer exec: "
+           "state %.1f, buffers %.1f, KV buffers %.1f, one layer's index %.1f, workspace and reserve %.1f)\n",
+           sr.mem.total / G, r->gpu_used, (sr.mem.weights + sr.mem.grads + sr.mem.optim) / G, sr.mem.activations / G,
+           sr.mem.kv_buffers / G, sr.mem.index_bytes / G, sr.mem.workspace / G);
+  if (sr.mem.host_bytes > 0 || r->host_pinned > 0)
+    printf("predict: host memory of a node %.2f GiB simulated (offloaded layer inputs %.2f, attention chunks %.2f), "
+           "%.2f GiB pinned measured%s\n", sr.mem.host_bytes / G, sr.mem.host_activations / G, sr.mem.host_attn / G,
+           r->host_pinned / G, r->cuda ? "" : " (the CPU backend's fp32 stand-in, no attention chunks)");
   return SR_OK;
 }
 
@@ -560,6 +687,8 @@ static int run_finish(train_run *r, sr_error *e) {
   }
   if (r->R != 0) return SR_OK;
   const train_attn *ta = &r->ta;
+  printf("train: plan waits in the steps: %lld (%.3fs getting plans); tile indices built on the GPU: %lld of %lld\n",
+         (long long)r->waits, r->wait_s, (long long)ta->built_gpu, (long long)ta->built);
   printf("train: attention plans: %lld built (%.2fs; %lld when their layer came), %d kept of %lld layers%s",
          (long long)ta->built, ta->build_s, (long long)ta->on_demand, ta->cap, (long long)r->p.model.num_layers,
          ta->shared ? " (one pattern: shared)" : "");
@@ -579,6 +708,15 @@ static int run_finish(train_run *r, sr_error *e) {
            ta->estimate_s, r->density);
   printf("train: done, %lld steps in %.2fs%s%s\n", (long long)(r->t.step - r->first), sr_now() - r->run_t0,
          r->csv_path[0] ? "; csv " : "", r->csv_path);
+  return SR_OK;
+}
+
+// --write-samples: the token stream of the run's steps, for a peer trainer to run on (scripts/gpu/train_peer.py).
+static int write_samples(train_run *r, const char *path, sr_error *e) {
+  if (r->R != 0) return SR_OK;
+  if (train_samples_write(&r->o, r->steps, path, e)) return e->code;
+  printf("train: the samples of %lld step(s) (%lld a step, %lld tokens each) written to %s\n", (long long)r->steps,
+         (long long)r->batch, (long long)r->p.spec.seq, path);
   return SR_OK;
 }
 
@@ -614,10 +752,13 @@ static int cmd_train(int argc, char **argv) {
   }
   r->R = r->c.rank;
   int status = 0;
-  if (options_read(r, &e) || plan_setup(r, &e) || options_set(r, &e) || trainer_setup(r, &e) || outputs_open(r, &e) ||
-      train_loop(r, &e) || run_eval(r, &e) || run_predict(r, &e) || run_finish(r, &e)) {
+  const char *samples = cli_get(&a, "write-samples", NULL);
+  if (options_read(r, &e) || plan_setup(r, &e) || options_set(r, &e) ||
+      (samples ? write_samples(r, samples, &e)
+               : trainer_setup(r, &e) || outputs_open(r, &e) || train_loop(r, &e) || run_eval(r, &e) ||
+                     run_predict(r, &e) || run_finish(r, &e))) {
     status = sr_error_report(&e, "sparsering-exec train");
-    if (r->c.world > 1) comm_abort(&r->c, r->R, e.msg);
+    if (r->c.world > 1) comm_abort(&r->c, r->R, e.msg, status);  // the error's status (2: bad input), as without MPI
   }
   run_free(r);
   free(r);

@@ -1,6 +1,7 @@
-// train_gpu_check.c — `sparsering-exec train-gpu-check`: the GPU model (model_cuda.cu) against the CPU
-// model (model_cpu.c) on the same weights and tokens: loss, every parameter tensor's gradient and one
-// AdamW update; then the GPU step time of a larger model. Exit 0 when every error is within tolerance.
+// train_gpu_check.c — `sparsering-exec train-gpu-check`: each fused kernel of the GPU model against its CPU
+// reference (train/model_ref.h); the GPU model (model_cuda.cu) against the CPU model (model_cpu.c) on the same
+// weights and tokens: loss, every parameter tensor's gradient and one AdamW update, and its recomputation modes
+// against each other; then the GPU step time of a larger model. Exit 0 when every error is within tolerance.
 //
 //   sparsering-exec train-gpu-check [--model tiny-test] [--seq 256] [--precision bf16|tf32]
 //                                   [--time-model tiny-25m] [--time-seq 4096] [--time-steps 3]
@@ -15,6 +16,8 @@
 
 #if SR_HAVE_CUDA
 #include "train/model_cuda.h"
+#include "train/model_cuda_ops.h"
+#include "train/model_ref.h"
 
 // Tolerances, against the CPU model's exact float32 arithmetic. A GEMM rounds its operands to p bits of
 // significand (TF32: 11, bf16: 8, the implicit bit included), a relative error up to u = 2^-p each, and
@@ -41,6 +44,42 @@ static void sample_tokens(int64_t T, int64_t vocab, int32_t *tok, int32_t *tgt, 
       pos[i + j] = pos[i + 8 + j];
       pos[i + 8 + j] = a;
     }
+}
+
+// The GPU model's recomputation modes against its run without recomputation (gradients g0, loss l0): full and
+// selective recomputation rerun the same forward, so the loss is the same bit for bit and the gradients the same
+// but for the order of float atomics (the naive attention's dK/dV, the embedding's and the norms' sums).
+static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const int32_t *tok, const int64_t *pos,
+                           const int32_t *tgt, double scale, double l0, const float *g0, int *bad, sr_error *e) {
+  const int modes[2] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN};
+  const char *names[2] = {"full", "selective"};
+  float *g = malloc((size_t)h->num_params * 4);
+  if (!g) return sr_internal_error(e, 0, "out of memory");
+  int rc = SR_OK;
+  for (int m = 0; m < 2 && !rc; m++) {
+    double l = 0;
+    if ((rc = model_cuda_set_recompute(d, modes[m], e)) || (rc = model_cuda_zero_grad(d, e)) ||
+        (rc = model_cuda_forward_backward(d, T, tok, pos, tgt, 1, scale, &l, NULL, NULL, e)) ||
+        (rc = model_cuda_sync(d, e)) || (rc = model_cuda_download_grads(d, g, e)))
+      break;
+    double worst = 0;
+    for (int i = 0; i < h->num_tensors; i++) {
+      const model_tensor *t = &h->tensors[i];
+      double mx = 0, diff = 0;
+      for (int64_t j = 0; j < t->numel; j++) {
+        mx = fmax(mx, fabs(g0[t->offset + j]));
+        diff = fmax(diff, fabs(g[t->offset + j] - g0[t->offset + j]));
+      }
+      worst = fmax(worst, mx > 0 ? diff / mx : diff);
+    }
+    int ok = l == l0 && worst <= 1e-4;
+    printf("  recomputation %s: loss %s the run without, gradients within %.2e of its (tol 1e-4) %s\n", names[m],
+           l == l0 ? "equals" : "DIFFERS from", worst, ok ? "ok" : "FAIL");
+    *bad |= !ok;
+  }
+  free(g);
+  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, e);
+  return rc;
 }
 
 static int check(const char *model_name, int64_t T, int bf16, sr_error *e) {
@@ -113,6 +152,7 @@ static int check(const char *model_name, int64_t T, int bf16, sr_error *e) {
   }
   printf("  gradients: %d tensors, worst max|gpu-cpu|/max|cpu| %.2e (%s) (tol %.0e)\n", h.num_tensors, worst,
          worst_name, grad_rel_tol);
+  if ((rc = check_recompute(d, &h, T, tok, pos, tgt, scale, lg, g_gpu, &bad, e))) goto done;
   // one AdamW update on both sides from their own gradients; compare the weights after
   if ((rc = adamw_create(&sc, 0, h.num_params, 1e-3, 0.1, e)) || (rc = adamw_create(&sg, 0, h.num_params, 1e-3, 0.1, e)))
     goto done;
@@ -155,6 +195,109 @@ done:
   free(am_c);
   free(am_g);
   free(g_gpu);
+  return rc;
+}
+
+// ---- the fused kernels against their CPU references (train/model_ref.h) ---------------------------------
+
+// Uniform values in [-a, a] from a 64-bit LCG (the same draws every run).
+static void fill_uniform(float *x, int64_t n, float a, uint64_t *s) {
+  for (int64_t i = 0; i < n; i++) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = a * (2.0f * (float)((*s >> 40) & 0xffffff) / 16777216.0f - 1.0f);
+  }
+}
+
+// Largest error of got against want over n values, in units of the tolerance: a bf16 result may be one unit in
+// the last place off (2^-7 relative: a value on a rounding boundary rounds either way after sums in another
+// order), an fp32 one 1e-4 relative; both with 1e-6 of the array's largest magnitude for values near zero.
+static double worst_err(const float *got, const float *want, int64_t n, int bf16) {
+  double mx = 0, worst = 0;
+  for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(want[i]));
+  for (int64_t i = 0; i < n; i++) {
+    double tol = (bf16 ? 0x1p-7 : 1e-4) * fabs(want[i]) + 1e-6 * mx;
+    double err = fabs((double)got[i] - want[i]) / (tol > 0 ? tol : 1e-30);
+    if (!(err <= worst)) worst = err;  // NaN counts as worst
+  }
+  return worst;
+}
+
+static int report(const char *what, int bf16, double err, int *bad) {
+  int ok = err <= 1.0;
+  printf("  kernel %-16s %s operands: worst error %.3f of its tolerance %s\n", what, bf16 ? "bf16" : "fp32", err,
+         ok ? "ok" : "FAIL");
+  *bad |= !ok;
+  return SR_OK;
+}
+
+// Each fused kernel on random inputs of a small odd shape, in both operand dtypes, against its reference.
+static int check_kernels(sr_error *e) {
+  enum { T = 37, C = 96, Hq = 4, Hkv = 2, D = 16, I = 40, V = 300 };
+  enum { QD = Hq * D, KD = Hkv * D, W = QD + 2 * KD, N = T * (W > 2 * I ? W : 2 * I) + T * V };
+  float *a = malloc(sizeof(float) * N * 12);
+  if (!a) return sr_internal_error(e, 0, "out of memory");
+  float *x = a, *w = a + N, *g1 = a + 2 * N, *g2 = a + 3 * N, *r1 = a + 4 * N, *r2 = a + 5 * N, *in = a + 6 * N,
+        *in2 = a + 7 * N, *g3 = a + 8 * N, *r3 = a + 9 * N, *cs = a + 10 * N, *sn = a + 11 * N;
+  int64_t pos[T];
+  int32_t tgt[T], am_g[T], am_r[T];
+  double inv[D / 2];
+  for (int i = 0; i < T; i++) pos[i] = 3 * i + 1, tgt[i] = i % 5 == 4 ? -1 : (i * 37) % V;
+  for (int i = 0; i < D / 2; i++) inv[i] = pow(10000.0, -2.0 * i / D);
+  model_ref_rope_table(pos, inv, 1.0, T, D / 2, cs, sn);
+  printf("train-gpu-check: the fused kernels against their CPU references (%d rows)\n", T);
+  int bad = 0, rc = SR_OK;
+  for (int bf16 = 1; bf16 >= 0 && !rc; bf16--) {
+    uint64_t s = 7 + (uint64_t)bf16;
+    // RMSNorm forward: out (operand dtype), rstd (fp32)
+    fill_uniform(x, T * C, 2.0f, &s), fill_uniform(w, C, 1.5f, &s);
+    if ((rc = model_cuda_op_rmsnorm_fwd(bf16, x, w, T, C, 1e-6f, g1, g2, e))) break;
+    model_ref_rmsnorm_fwd(bf16, x, w, T, C, 1e-6f, r1, r2);
+    report("rmsnorm", bf16, fmax(worst_err(g1, r1, T * C, bf16), worst_err(g2, r2, T, 0)), &bad);
+    // RMSNorm backward: dx accumulated (fp32), dx as operand, weight rows (fp32)
+    fill_uniform(in, T * C, 1.0f, &s), fill_uniform(g1, T * C, 0.5f, &s);
+    memcpy(r1, g1, sizeof(float) * T * C);
+    if ((rc = model_cuda_op_rmsnorm_bwd(bf16, g1, g2, g3, in, x, w, r2, T, C, e))) break;
+    model_ref_rmsnorm_bwd(bf16, r1, in2, r3, in, x, w, r2, T, C);
+    report("rmsnorm_bwd", bf16,
+           fmax(fmax(worst_err(g1, r1, T * C, 0), worst_err(g2, in2, T * C, bf16)), worst_err(g3, r3, T * C, 0)), &bad);
+    // q|k|v epilogue (bf16 out whatever the operands; run once) with logn past position 40
+    if (bf16) {
+      fill_uniform(in, T * W, 3.0f, &s), fill_uniform(w, W, 0.5f, &s);
+      if ((rc = model_cuda_op_qkv_post(in, w, w + QD, w + QD + KD, cs, sn, pos, 40, T, Hq, Hkv, D, g1, g2, g3, e))) break;
+      model_ref_qkv_post(in, w, w + QD, w + QD + KD, cs, sn, pos, 40, T, Hq, Hkv, D, r1, r2, r3);
+      report("qkv_post", 1,
+             fmax(fmax(worst_err(g1, r1, T * QD, 1), worst_err(g2, r2, T * KD, 1)), worst_err(g3, r3, T * KD, 1)), &bad);
+    }
+    // its backward: dq, dk rotated back (fp32), dq|dk|dv as operands
+    fill_uniform(g1, T * QD, 1.0f, &s), fill_uniform(g2, T * KD, 1.0f, &s), fill_uniform(in2, T * KD, 1.0f, &s);
+    memcpy(r1, g1, sizeof(float) * T * QD), memcpy(r2, g2, sizeof(float) * T * KD);
+    if ((rc = model_cuda_op_qkv_bwd_post(bf16, g1, g2, in2, cs, sn, pos, 40, T, Hq, Hkv, D, g3, e))) break;
+    model_ref_qkv_bwd_post(bf16, r1, r2, in2, cs, sn, pos, 40, T, Hq, Hkv, D, r3);
+    report("qkv_bwd_post", bf16,
+           fmax(fmax(worst_err(g1, r1, T * QD, 0), worst_err(g2, r2, T * KD, 0)), worst_err(g3, r3, T * W, bf16)), &bad);
+    // SwiGLU forward and backward over gate|up rows; the operands as the device holds them
+    fill_uniform(in, T * 2 * I, 4.0f, &s), fill_uniform(in2, T * I, 1.0f, &s);
+    for (int64_t i = 0; bf16 && i < T * 2 * I; i++) in[i] = model_bf16_round(in[i]);
+    for (int64_t i = 0; bf16 && i < T * I; i++) in2[i] = model_bf16_round(in2[i]);
+    if ((rc = model_cuda_op_swiglu_fwd(bf16, in, T, I, g1, e)) || (rc = model_cuda_op_swiglu_bwd(bf16, in2, in, T, I, g2, e)))
+      break;
+    model_ref_swiglu_fwd(bf16, in, T, I, r1);
+    model_ref_swiglu_bwd(bf16, in2, in, T, I, r2);
+    report("swiglu", bf16, worst_err(g1, r1, T * I, bf16), &bad);
+    report("swiglu_bwd", bf16, worst_err(g2, r2, T * 2 * I, bf16), &bad);
+    // cross-entropy: losses, argmax (exact), dlogits in place
+    fill_uniform(in, T * V, 6.0f, &s);
+    for (int64_t i = 0; bf16 && i < T * V; i++) in[i] = model_bf16_round(in[i]);
+    memcpy(r1, in, sizeof(float) * T * V);
+    if ((rc = model_cuda_op_cross_entropy(bf16, in, T, V, tgt, 0.125f, 1, g2, am_g, e))) break;
+    model_ref_cross_entropy(bf16, r1, T, V, tgt, 0.125f, 1, r2, am_r);
+    int am_diff = 0;
+    for (int i = 0; i < T; i++) am_diff += am_g[i] != am_r[i];
+    report("cross_entropy", bf16, fmax(fmax(worst_err(in, r1, T * V, bf16), worst_err(g2, r2, T, 0)), am_diff ? 1e9 : 0),
+           &bad);
+  }
+  free(a);
+  if (!rc && bad) rc = sr_internal_error(e, 0, "train-gpu-check: a fused kernel disagrees with its CPU reference");
   return rc;
 }
 
@@ -230,7 +373,7 @@ static int cmd_train_gpu_check(int argc, char **argv) {
     return sr_error_report(&e, "sparsering-exec train-gpu-check");
   }
   int bf16 = strcmp(prec, "bf16") == 0;
-  if (check(cli_get(&a, "model", "tiny-test"), seq, bf16, &e))
+  if (check_kernels(&e) || check(cli_get(&a, "model", "tiny-test"), seq, bf16, &e))
     return sr_error_report(&e, "sparsering-exec train-gpu-check");
   if (tseq > 0 && tsteps > 0 && time_steps(cli_get(&a, "time-model", "tiny-25m"), tseq, (int)tsteps, bf16, &e))
     return sr_error_report(&e, "sparsering-exec train-gpu-check");

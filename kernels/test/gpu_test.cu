@@ -283,12 +283,12 @@ static errs run_case(const tcase *c) {
   float *o16f = (float *)malloc(sizeof(float) * (size_t)(nqo + 1));
   for (int64_t i = 0; i < nqo; i++) o16[i] = __float2bfloat16(o_fin[i]), o16f[i] = __bfloat162float(o16[i]);
   void *od = dev_copy(o16, sizeof(__nv_bfloat16) * (size_t)nqo);
-  // Every backward variant (sa_bwd_variant 0: mma.sync; 1, 2: wgmma, 3, 4: fused wgmma with the ordered
-  // dQ, where the sm_90a image runs), each
-  // run twice from zero (runs 2 bv and 2 bv + 1), which must agree bit for bit.
-  int nbv = sa_wgmma_built() && !bwd_one ? 5 : 1;
-  double bwd_var[5][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
-  float *d_row, *dq[10], *dk[10][8], *dv[10][8];
+  // Every backward variant (sa_bwd_variant 0: mma.sync; 1: split wgmma kernels; 2: warp-specialized, dQ
+  // by float atomics; 1 and 2 where the sm_90a image runs), each run twice from zero (runs 2 bv and
+  // 2 bv + 1), which must agree bit for bit (variant 2's dQ excepted: atomics add in any order).
+  int nbv = sa_wgmma_built() && !bwd_one ? 3 : 1;
+  double bwd_var[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+  float *d_row, *dq[6], *dk[6][8], *dv[6][8];
   CK(cudaMalloc((void **)&d_row, sizeof(float) * (size_t)(nl + 1)));
   poison(d_row, sizeof(float) * (size_t)nl);
   SR(sa_bwd_prepare(n_q, H, d, od, dod, d_row, NULL, E));
@@ -342,13 +342,13 @@ static errs run_case(const tcase *c) {
   for (int bv = 0; bv < nbv; bv++) {
     float *q0 = fetch_f32(dq[2 * bv], nqo), *q1 = fetch_f32(dq[2 * bv + 1], nqo);
     bwd_var[bv][0] = rel_err(q0, dq_ref, nqo);
-    r.det |= memcmp(q0, q1, sizeof(float) * (size_t)nqo) != 0;
+    if (bv < 2) r.det |= memcmp(q0, q1, sizeof(float) * (size_t)nqo) != 0;
     free(q0), free(q1);
   }
   for (int bv = 0; bv < nbv; bv++) r.dq = fmax_(r.dq, bwd_var[bv][0]);
   printf("  dQ dK dV by backward variant:");
   for (int bv = 0; bv < nbv; bv++) printf("  %d %.2e %.2e %.2e", bv, bwd_var[bv][0], bwd_var[bv][1], bwd_var[bv][2]);
-  printf("%s\n", nbv > 1 ? "" : " (no sm_90a image: 1-4 not run)");
+  printf("%s\n", nbv > 1 ? "" : " (variants 1, 2 not run)");
   free(dq_ref), free(o16), free(o16f), free(o_fin), free(l_fin), free(o_mh), free(l_mh);
   free(o_run_ref), free(lse_run_ref), free(qh), free(doh), free(qpos);
   for (int rep = 0; rep < 2 * nbv; rep++) CK(cudaFree(dq[rep])); CK(cudaFree(d_row)); CK(cudaFree(od)); CK(cudaFree(o_b));

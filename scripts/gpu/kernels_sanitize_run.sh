@@ -1,6 +1,6 @@
 #!/bin/bash
 # kernels_sanitize_run.sh — compute-sanitizer memcheck and racecheck of every kernel's GPU test on the GPU machine:
-# the attention kernels (`sparsering-gpu-test --small`: forward variants 0-5, backward 0-4) and the VS
+# the attention kernels (`sparsering-gpu-test --small`: every forward and backward variant) and the VS
 # estimation, conversion and AdaSpa search kernels (`sparsering-gpu-test-vs`). Prebuilt binaries; logs and
 # one summary line per run in $OUT. SAN_LIMIT_S (default 150) bounds each run; SAN_TESTS (default both, as
 # "gpu-test" and/or "gpu-test-vs") and SAN_TOOLS (default "memcheck racecheck") pick the runs, so that the

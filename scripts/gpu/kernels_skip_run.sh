@@ -1,5 +1,6 @@
 #!/bin/bash
-# kernels_skip_run.sh — the call that compared the forward's warpgroup skip (variant 5) with variant 2, and
+# kernels_skip_run.sh — the call that compared the forward's warpgroup skip (variant 5, removed 2026-11-27;
+# --skip-cmp now compares the Hopper variants of sparsering-bench-attn) with variant 2, and
 # profiled the budget mix's forward (results/JOURNAL.md, "A warpgroup skip, tried"). Prebuilt binaries.
 #   bash scripts/gpu/kernels_skip_run.sh       GPU test (every variant), bench --skip-cmp (defaults, v2 next to v5)
 #                                        with the dumps, peers.py --mix --check, memcheck and racecheck on

@@ -3,6 +3,9 @@
 # MPI when it has mpirun and mpicc; otherwise the Debian packages carried in $MPI_DEBS (default
 # ../.gpu-exec-mpi, then .gpu-exec-mpi), unpacked once into /tmp/mpi and relocated with OPAL_PREFIX.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+# The executor's waits are bounded by 30 s by default; a first step at 512K builds plans for over a minute
+# while its peers wait, so the GPU runs keep the bound they were measured with unless a script sets its own.
+export SR_COMM_TIMEOUT=${SR_COMM_TIMEOUT:-120}
 MAKE_MPI=()
 MPIRUN=mpirun
 if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then

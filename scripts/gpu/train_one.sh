@@ -98,24 +98,24 @@ if [[ $STAGES == *passkey* ]]; then
     ${POSE:+--pose $POSE}
   if [ -n "${PK_ZS:-}" ]; then
     log "(3a') the 512-token model scored at 4K and at 32K (${PK_C_CFGS:-online:0.95:64:128 dense}) without training there"
-    run pkZ-4k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --steps 0 --eval 64 --init $CK-A/model.safetensors
+    run pkZ-4k 40 --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --steps 0 --eval 64 --init $CK-A
     for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-online:0.95:64:128 dense}}; do
       run pkZ-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} ${PK_RECALL:+--eval-recall $PK_RECALL} \
-        --init $CK-A/model.safetensors
+        --init $CK-A
     done
   fi
   last=$CK-A
   if [ "${PK_B:-300}" -gt 0 ]; then
     log "(3b) 8 samples of 4K a step, ${PK_B:-300} steps"
     run pkB-4kx8 ${PK_B_S:-50} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 8 --loss keys \
-      --lr ${PK_B_LR:-2e-4} --warmup 10 --cosine --steps ${PK_B:-300} --eval 256 --quiet --init $CK-A/model.safetensors \
+      --lr ${PK_B_LR:-2e-4} --warmup 10 --cosine --steps ${PK_B:-300} --eval 256 --quiet --init $CK-A \
       --ckpt $CK-B --ckpt-every 100 ${POSE:+--pose $POSE}
     last=$CK-B
   fi
   if [ "${PK_B2:-0}" -gt 0 ]; then
     log "(3b2) 2 samples of 16K a step, $PK_B2 steps"
     run pkB2-16kx2 ${PK_B2_S:-60} --backend cuda --model $PKM --strategy dense-ring --seq 32K --pack 2 --loss keys \
-      --lr ${PK_B2_LR:-5e-4} --warmup 10 --cosine --steps $PK_B2 --eval 64 --quiet --init $last/model.safetensors \
+      --lr ${PK_B2_LR:-5e-4} --warmup 10 --cosine --steps $PK_B2 --eval 64 --quiet --init $last \
       --ckpt $CK-B2 --ckpt-every 50 ${POSE:+--pose $POSE}
     last=$CK-B2
   fi
@@ -123,14 +123,14 @@ if [[ $STAGES == *passkey* ]]; then
     log "(3b') the model of the last packed stage scored at 32K (${PK_ZS_CFGS:-${PK_C_CFGS:-online:0.95:64:128 dense}})"
     for c in ${PK_ZS_CFGS:-${PK_C_CFGS:-online:0.95:64:128 dense}}; do
       run pkY-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_ZS_N:-32} ${PK_RECALL:+--eval-recall $PK_RECALL} \
-        --init $last/model.safetensors
+        --init $last
     done
   fi
   log "(3c) 32K: ${PK_C_CFGS:-online:0.95:64:128 dense}, ${PK_C:-50} steps each"
   for c in ${PK_C_CFGS:-online:0.95:64:128 dense}; do
     run pkC-32k-${c//:/-} ${PK_C_S:-150} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
       --lr ${PK_C_LR:-5e-5} --warmup 5 --cosine --steps ${PK_C:-50} --batch ${PK_C_BATCH:-8} --eval ${PK_C_N:-200} ${PK_RECALL:+--eval-recall $PK_RECALL} \
-      --init $last/model.safetensors ${PK_D:+--ckpt $CK-C-$c}
+      --init $last ${PK_D:+--ckpt $CK-C-$c}
   done
   if [ "${PK_D:-0}" -gt 0 ]; then
     # the model of the first 32K run (PK_D_FROM, default dense) scored with, then trained further with, PK_D_CFGS
@@ -138,10 +138,10 @@ if [[ $STAGES == *passkey* ]]; then
     log "(3d) from ${PK_D_FROM:-dense}'s 32K model: ${PK_D_CFGS:-online}, scored first, then $PK_D steps"
     for c in ${PK_D_CFGS:-online}; do
       run pkD0-32k-${c//:/-} 60 --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --steps 0 --eval ${PK_C_N:-200} ${PK_RECALL:+--eval-recall $PK_RECALL} \
-        --init $from/model.safetensors
+        --init $from
       run pkD-32k-${c//:/-} ${PK_D_S:-120} --backend cuda --model $PKM $(pk_cfg $c) --seq 32K --loss keys \
         --lr ${PK_D_LR:-${PK_C_LR:-5e-5}} --warmup 5 --cosine --steps $PK_D --batch ${PK_C_BATCH:-8} \
-        --eval ${PK_C_N:-200} ${PK_RECALL:+--eval-recall $PK_RECALL} --init $from/model.safetensors
+        --eval ${PK_C_N:-200} ${PK_RECALL:+--eval-recall $PK_RECALL} --init $from
     done
   fi
 fi

@@ -1,10 +1,10 @@
-// test_exec_ring_plan.c — the ring plan (exec/ring_plan.h): transfers of a ring, skipping, and the
+// test_ring_plan.c — the ring plan (plan/ring_plan.h): transfers of a ring, skipping, and the
 // rule that every dK/dV contribution reaches its shard's owner exactly once, checked by replaying
 // the plan's messages as token counts (an independent walk of the transfers, not the builder's).
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/ring_plan.h"
+#include "plan/ring_plan.h"
 #include "tests/test.h"
 
 // Replay: each compute adds 1 to the accumulator it holds; accumulators move as the plan says; flushes

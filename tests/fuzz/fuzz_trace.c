@@ -1,11 +1,6 @@
-// fuzz_trace_reader.c — libFuzzer target for the trace reader: any byte string fed to the safetensors
-// parser, and when it parses to the trace schema check, the per-step reader and the statistics, must
-// give SR_OK or an error, never a crash, a leak or undefined behaviour. Built and run by
-// tests/fuzz/run.sh (not part of the test runner).
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-
+// fuzz_trace.c — the trace reader: any byte string fed to the safetensors parser, and when it parses to the
+// trace schema check, the per-step reader and the statistics (tests/fuzz/fuzz.h).
+#include "tests/fuzz/fuzz.h"
 #include "traces/trace.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

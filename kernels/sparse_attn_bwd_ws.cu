@@ -1,0 +1,400 @@
+// sparse_attn_bwd_ws.cu — the Hopper backward of one ring step's tiles (sm_90a, sa_bwd_variant 2, the
+// default there), warp-specialized in the manner of FlashAttention-3's backward (Shah et al. 2024): one
+// CTA of three warpgroups owns a KV tile of 128 keys of one KV head. The producer warpgroup loads K and V
+// once and then, through a two-stage mbarrier ring, every 64-row query chunk of every query head of the
+// GQA group that uses the tile (the transposed index): Q and dO by the tensor-copy engine, the rows'
+// LSE, D = rowsum(dO O) and positions by cp.async. Each consumer warpgroup owns 64 of the keys and
+// computes per chunk
+//   S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T - LSE), dS^T = P^T (dP^T - D),  dV += P^T dO,  dK += dS^T Q,
+// with dK and dV in registers for the whole walk, and the chunk's dQ = dS K through shared memory
+// (dS^T as it sits in the accumulators; at d = 128 warpgroup w takes head dims 64w.., at d = 64 its own
+// 64 keys), added to the fp32 dQ in global memory by vector atomics (red.global.add.v2.f32). Five
+// products per (chunk, tile) instead of the seven of the split kernels; the order of the dQ additions
+// varies from run to run, so dQ is not bit-reproducible: the deterministic backward (sa_shape.deterministic,
+// sa_bwd_variant 1) stays for callers that need it. Bars run in the mma.sync bar kernels and the bars-only dQ kernel
+// afterwards, as for every variant.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/sa_bwd.cuh"
+#include "kernels/sa_bwd_wg.cuh"
+#include "kernels/sa_gpu.h"
+#include "kernels/sa_pipe.cuh"
+
+#define BS_STAGES 2
+#define BS_THREADS 384
+// The registers a CTA holds are fixed at launch (168 a thread under the cap of 384 threads): what the
+// producer gives back, 128 x (168 - 24), is exactly what the consumers take, 256 x (240 - 168). Asking
+// for more would leave setmaxnreg.inc waiting for ever.
+#define BS_PROD_REGS 24
+#define BS_CONS_REGS 240
+#define BS_DS_BAR 5       // named barrier: both consumer warpgroups' halves of dS^T are in shared memory
+
+// ---- shared memory ---------------------------------------------------------------------------------
+
+// What a stage's query chunk is: the head, first row, rows present and tile kind (written by the
+// producer's elected thread before its arrival).
+typedef struct {
+  int64_t r0;
+  int h, nv, kind, pad;
+} bs_info;
+
+template <int D>
+struct bs_smem {
+  unsigned char *k, *v, *q0, *do0, *ds0;  // stage i of Q at q0 + i * CHUNK_BYTES, dS^T buffer b at ds0 + b * DS_BYTES
+  int64_t *qpos;                          // [BS_STAGES][64]
+  float *lse, *drow;                      // [BS_STAGES][64] each
+  bs_info *info;                          // [BS_STAGES]
+  uint64_t *kv_full, *full, *empty;       // full, empty [BS_STAGES]
+  static constexpr int TILE_BYTES = BW_KEYS * D * 2, CHUNK_BYTES = BW_QB * D * 2, DS_BYTES = BW_KEYS * BW_QB * 2;
+  static constexpr size_t bytes() {
+    return 1024 + 2 * (size_t)TILE_BYTES + 2 * BS_STAGES * (size_t)CHUNK_BYTES + 2 * (size_t)DS_BYTES +
+           BS_STAGES * BW_QB * (8 + 4 + 4) + BS_STAGES * sizeof(bs_info) + (1 + 2 * BS_STAGES) * 8;
+  }
+};
+
+template <int D>
+__device__ __forceinline__ bs_smem<D> bs_smem_of(unsigned char *raw) {
+  bs_smem<D> s;
+  unsigned char *p = raw + ((1024 - (sa_smem_addr(raw) & 1023)) & 1023);
+  s.k = p, p += bs_smem<D>::TILE_BYTES;
+  s.v = p, p += bs_smem<D>::TILE_BYTES;
+  s.q0 = p, p += BS_STAGES * bs_smem<D>::CHUNK_BYTES;
+  s.do0 = p, p += BS_STAGES * bs_smem<D>::CHUNK_BYTES;
+  s.ds0 = p, p += 2 * bs_smem<D>::DS_BYTES;
+  s.qpos = (int64_t *)p, p += BS_STAGES * BW_QB * 8;
+  s.lse = (float *)p, p += BS_STAGES * BW_QB * 4;
+  s.drow = (float *)p, p += BS_STAGES * BW_QB * 4;
+  s.info = (bs_info *)p, p += BS_STAGES * sizeof(bs_info);
+  uint64_t *b = (uint64_t *)p;
+  s.kv_full = b, s.full = b + 1, s.empty = b + 1 + BS_STAGES;
+  return s;
+}
+
+// The tensor maps of one call: K, V [n_k, kv_heads * d] in boxes of 128 keys x 64 dims, Q, dO
+// [n_q, heads * d] in boxes of 64 rows x 64 dims (128-byte swizzle).
+typedef struct {
+  CUtensorMap k, v, q, dout;
+} bs_maps;
+
+// ---- the chunk walk -----------------------------------------------------------------------------------
+
+// Query chunk f of the CTA's walk: per head of the group (s_cum: cumulative chunk counts, s_beg: its
+// first transposed entry), its query tiles, two 64-row halves each.
+__device__ __forceinline__ bs_info bs_locate(const bwd_args &a, const int64_t *s_cum, const int64_t *s_beg, int kvh,
+                                             int group, int64_t f) {
+  int x = 0;
+  while (s_cum[x + 1] <= f) x++;
+  int64_t local = f - s_cum[x], pos = s_beg[x] + local / 2;
+  bs_info q;
+  q.h = kvh * group + x;
+  q.r0 = (int64_t)a.tt.q_idx[pos] * TILE + (local & 1) * BW_QB;
+  q.kind = a.tt.q_kind[pos] == TILE_FULL ? SA_CHUNK_FULL : SA_CHUNK_PARTIAL;
+  int64_t left = a.n_q - q.r0;
+  q.nv = left < 0 ? 0 : left > BW_QB ? BW_QB : (int)left;
+  q.pad = 0;
+  return q;
+}
+
+// ---- producer ---------------------------------------------------------------------------------------
+
+template <int D>
+__device__ __forceinline__ void bs_produce(const bwd_args &a, const bs_maps &mp, const bs_smem<D> &sm, const int64_t *s_cum,
+                                           const int64_t *s_beg, int kvh, int group, int j, int64_t total, int pt) {
+  if (pt == 0) {
+    sa_mbar_arrive_expect_tx(sm.kv_full, 2 * bs_smem<D>::TILE_BYTES);
+#pragma unroll
+    for (int cb = 0; cb < D / 64; cb++) {
+      sa_tma_load_2d(sm.k + cb * BW_KEYS * 128, &mp.k, kvh * D + cb * 64, j * TILE, sm.kv_full);
+      sa_tma_load_2d(sm.v + cb * BW_KEYS * 128, &mp.v, kvh * D + cb * 64, j * TILE, sm.kv_full);
+    }
+  }
+  for (int64_t f = 0; f < total; f++) {
+    int st = (int)(f % BS_STAGES);
+    sa_mbar_wait(&sm.empty[st], (uint32_t)(((f / BS_STAGES) & 1) ^ 1));
+    bs_info q = bs_locate(a, s_cum, s_beg, kvh, group, f);
+    if (pt == 0) {
+      sm.info[st] = q;  // published by the release of the arrival below
+      sa_mbar_arrive_expect_tx(&sm.full[st], 2 * bs_smem<D>::CHUNK_BYTES);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; cb++) {
+        sa_tma_load_2d(sm.q0 + st * bs_smem<D>::CHUNK_BYTES + cb * BW_QB * 128, &mp.q, q.h * D + cb * 64, (int)q.r0,
+                       &sm.full[st]);
+        sa_tma_load_2d(sm.do0 + st * bs_smem<D>::CHUNK_BYTES + cb * BW_QB * 128, &mp.dout, q.h * D + cb * 64, (int)q.r0,
+                       &sm.full[st]);
+      }
+    }
+    if (pt < q.nv) {  // rows past nv keep stale values: the consumers mask those columns
+      int x = st * BW_QB + pt;
+      int64_t hr = (int64_t)q.h * a.n_q + q.r0 + pt;
+      sa_cp_async8(sm.qpos + x, a.qpos + q.r0 + pt);
+      bw_cp_async4(sm.lse + x, a.lse + hr);
+      bw_cp_async4(sm.drow + x, a.d_row + hr);
+    }
+    sa_mbar_arrive_cp_async(&sm.full[st]);
+  }
+  sa_cp_async_wait<0>();
+}
+
+// ---- consumer ---------------------------------------------------------------------------------------
+
+// p[0] += x, p[1] += y as one 8-byte atomic (red.global.add.v2.f32, sm_90).
+__device__ __forceinline__ void bs_red_add2(float *p, float x, float y) {
+#if SA_WGMMA_ARCH
+  atomicAdd((float2 *)p, make_float2(x, y));
+#endif
+}
+
+// Keep bits of a thread's transposed 16 x 64 block (keys kp[0], kp[1]; query columns n * 8 + 2t + e % 2).
+// Positions of columns past nv are stale (whatever an earlier chunk, or nothing, left in the stage), so
+// they are never read: those columns keep nothing.
+__device__ __forceinline__ uint32_t bs_keep(const bs_info &q, const head_mask *mask, const int64_t *qp, const int64_t *kp,
+                                            int t) {
+  uint32_t keep = 0;
+  if (q.nv == BW_QB) {
+    if (q.kind == SA_CHUNK_FULL && kp[0] >= 0 && kp[1] >= 0) return 0xffffffffu;
+    if (sa_keep_bits_t_vs(q.kind, mask, qp, kp, t, &keep)) return keep;
+  }
+#pragma unroll 1
+  for (int i = 0; i < 32; i++) {
+    int col = (i >> 2) * 8 + 2 * t + (i & 1);
+    if (col >= q.nv) continue;
+    int64_t qq = qp[col], k = (i & 2) ? kp[1] : kp[0];
+    int keep_i = k >= 0 && (q.kind == SA_CHUNK_FULL ? 1 : mask ? sa_mask_keeps(mask, qq, k) : k <= qq);
+    keep |= (uint32_t)keep_i << i;
+  }
+  return keep;
+}
+
+template <int D>
+__device__ __forceinline__ void bs_consume(const bwd_args &a, const bs_smem<D> &sm, int kvh, int j, int n_valid,
+                                           int64_t total, int wg, int lw, int lane) {
+  int g = lane >> 2, t = lane & 3;
+  int64_t base = (int64_t)j * TILE;
+  int kr[2] = {lw * 16 + g, lw * 16 + g + 8};  // this thread's two keys (rows of the 128-key tile)
+  int64_t kp[2];
+#pragma unroll
+  for (int i = 0; i < 2; i++) kp[i] = kr[i] < n_valid ? a.kpos[base + kr[i]] : -1;
+  float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.f;
+  uint64_t dka = sa_desc_sw128(sm.k + wg * 64 * 128, 16, 1024), dva = sa_desc_sw128(sm.v + wg * 64 * 128, 16, 1024);
+  // dQ's operands: at d = 128, dS^T over all 128 keys and K's head-dim block wg; at d = 64, the warpgroup's
+  // own 64 keys of dS^T and of K.
+  const int DQ_KEYS = D == 128 ? BW_KEYS : 64;
+  uint64_t dkq = D == 128 ? sa_desc_sw128(sm.k + wg * BW_KEYS * 128, BW_KEYS * 128, 1024)
+                          : sa_desc_sw128(sm.k + wg * 64 * 128, BW_KEYS * 128, 1024);
+  sa_mbar_wait(sm.kv_full, 0);
+
+  for (int64_t f = 0; f < total; f++) {
+    int st = (int)(f % BS_STAGES);
+    sa_mbar_wait(&sm.full[st], (uint32_t)((f / BS_STAGES) & 1));
+    const bs_info q = sm.info[st];
+    const unsigned char *qb = sm.q0 + st * bs_smem<D>::CHUNK_BYTES, *dob = sm.do0 + st * bs_smem<D>::CHUNK_BYTES;
+    const int64_t *qp = sm.qpos + st * BW_QB;
+    const float *lb = sm.lse + st * BW_QB, *db = sm.drow + st * BW_QB;
+    unsigned char *ds = sm.ds0 + (f & 1) * bs_smem<D>::DS_BYTES;
+
+    // S^T and dP^T as two groups: P^T's exponentials run under the dP^T product.
+    float s[BW_QB / 8][4], dp[BW_QB / 8][4];
+#pragma unroll
+    for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.f;
+    bw_fence_regs<BW_QB / 2>(&s[0][0]);
+    bw_fence_regs<BW_QB / 2>(&dp[0][0]);
+    sa_wgmma_fence();
+    uint64_t dqb = sa_desc_sw128(qb, 16, 1024), ddob = sa_desc_sw128(dob, 16, 1024);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+      sa_wgmma_m64n64_ss(&s[0][0], dka + bw_kmajor(kk, BW_KEYS), dqb + bw_kmajor(kk, BW_QB));
+    sa_wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+      sa_wgmma_m64n64_ss(&dp[0][0], dva + bw_kmajor(kk, BW_KEYS), ddob + bw_kmajor(kk, BW_QB));
+    sa_wgmma_commit();
+    sa_wgmma_wait<1>();
+    bw_fence_regs<BW_QB / 2>(&s[0][0]);
+
+    const head_mask *mask = a.masks ? &a.masks[q.h] : NULL;
+    uint32_t keep = bs_keep(q, mask, qp, kp, t);
+#pragma unroll
+    for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float L = lb[n * 8 + 2 * t + (e & 1)], l2 = L == -INFINITY ? INFINITY : L * SA_LOG2E;
+        s[n][e] = (keep >> (n * 4 + e)) & 1u ? sa_exp2(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;  // P^T
+      }
+    uint32_t pa[4][4], da[4][4];
+    bw_pack(pa, s);
+    bw_fence_regs<D / 2>(&dv[0][0]);
+    sa_wgmma_fence();
+    bw_mma_rs<D>(&dv[0][0], pa, sa_desc_sw128(dob, BW_QB * 128, 1024));  // dV += P^T dO, under dS^T
+    sa_wgmma_commit();
+    sa_wgmma_wait<1>();  // dP^T (the older group) done
+    bw_fence_regs<BW_QB / 2>(&dp[0][0]);
+#pragma unroll
+    for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)  // dS^T; exactly 0 where nothing is kept (D of a column past nv is stale)
+        dp[n][e] = (keep >> (n * 4 + e)) & 1u ? s[n][e] * (dp[n][e] - db[n * 8 + 2 * t + (e & 1)]) : 0.f;
+    bw_pack(da, dp);
+    // dS^T into shared memory as it sits in the accumulators (row = key, column = query row).
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        int row = kr[x & 1], col = kk * 16 + (x >> 1) * 8 + 2 * t;
+        *(uint32_t *)(ds + sa_sw128_offset(row, col, BW_KEYS)) = da[kk][x];
+      }
+    bw_fence_regs<D / 2>(&dk[0][0]);
+    sa_wgmma_fence();
+    bw_mma_rs<D>(&dk[0][0], da, sa_desc_sw128(qb, BW_QB * 128, 1024));  // dK += dS^T Q
+    sa_wgmma_commit();
+    sa_fence_proxy_async();  // dS^T, written by plain stores, is read next by the tensor cores
+    if (D == 128) sa_named_sync<BS_DS_BAR>(256);
+    else if (wg == 0) sa_named_sync<BS_DS_BAR + 1>(128);
+    else sa_named_sync<BS_DS_BAR + 2>(128);
+
+    // dQ (query rows x head dims) = dS K: A = dS^T (M-major), B = K (N-major).
+    float dq[BW_QB / 8][4];
+#pragma unroll
+    for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) dq[n][e] = 0.f;
+    bw_fence_regs<BW_QB / 2>(&dq[0][0]);
+    sa_wgmma_fence();
+    uint64_t dds = sa_desc_sw128(ds + (D == 128 ? 0 : wg * 64 * 128), BW_KEYS * 128, 1024);
+#pragma unroll
+    for (int kk = 0; kk < DQ_KEYS / 16; kk++) sa_wgmma_m64n64_ss_tt(&dq[0][0], dds + bw_nmajor(kk), dkq + bw_nmajor(kk));
+    sa_wgmma_commit();
+    sa_wgmma_wait<0>();
+    bw_fence_regs<D / 2>(&dv[0][0]);
+    bw_fence_regs<D / 2>(&dk[0][0]);
+    bw_fence_regs<BW_QB / 2>(&dq[0][0]);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]), sa_reg_fence_u32(da[kk][r]);
+    __syncwarp();
+    if (lane == 0) sa_mbar_arrive(&sm.empty[st]);  // Q, dO, LSE, D and the positions of stage st are free
+
+    // Query rows (lw % 4) * 16 + g (+ 8), head dims (D == 128 ? 64 wg : 0) + 8n + 2t (+1): vector atomics.
+#pragma unroll
+    for (int ri = 0; ri < 2; ri++) {
+      int r = (lw & 3) * 16 + g + 8 * ri;
+      if (r >= q.nv) continue;
+      float *out = a.dq + ((q.r0 + r) * a.heads + q.h) * D + (D == 128 ? wg * 64 : 0) + 2 * t;
+#pragma unroll
+      for (int n = 0; n < BW_QB / 8; n++)
+        bs_red_add2(out + n * 8, a.scale * dq[n][2 * ri], a.scale * dq[n][2 * ri + 1]);
+    }
+  }
+  for (int ri = 0; ri < 2; ri++) {
+    if (kr[ri] >= n_valid) continue;
+    int64_t key = base + kr[ri];
+    float *ok = a.dk + (key * a.kv_heads + kvh) * D, *ov = a.dv + (key * a.kv_heads + kvh) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) {
+      float2 *p = (float2 *)(ok + n * 8 + 2 * t), r = *p;
+      r.x += a.scale * dk[n][2 * ri], r.y += a.scale * dk[n][2 * ri + 1];
+      *p = r;
+      p = (float2 *)(ov + n * 8 + 2 * t), r = *p;
+      r.x += dv[n][2 * ri], r.y += dv[n][2 * ri + 1];
+      *p = r;
+    }
+  }
+}
+
+// ---- the kernel -------------------------------------------------------------------------------------
+
+template <int D>
+__global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_kernel(const __grid_constant__ bwd_args a,
+                                                                  const __grid_constant__ bs_maps mp) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  bs_smem<D> sm = bs_smem_of<D>(smem_raw);
+  __shared__ int64_t s_cum[33];
+  __shared__ int64_t s_beg[32];
+  int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
+  int group = a.heads / a.kv_heads;
+  // Tile-major over the KV heads: the heaviest tiles (the first, under a causal mask) start first.
+  int j = (int)(blockIdx.x / a.kv_heads), kvh = (int)(blockIdx.x % a.kv_heads);
+  int n_valid = (int)min((int64_t)TILE, a.n_k - (int64_t)j * TILE);
+  if (tid == 0) {
+    s_cum[0] = 0;
+    for (int gi = 0; gi < group; gi++) {
+      int ih = a.tt.heads == 1 ? 0 : kvh * group + gi;
+      int64_t x = (int64_t)ih * a.tt.n_kvtiles + j;
+      int64_t b = a.tt.kv_cnt[x], en = a.tt.kv_cnt[x + 1];
+      s_beg[gi] = b, s_cum[gi + 1] = s_cum[gi] + 2 * (en - b);
+    }
+    sa_mbar_init(sm.kv_full, 1);
+    for (int i = 0; i < BS_STAGES; i++) {
+      sa_mbar_init(&sm.full[i], 129);  // the elected thread's (with Q's and dO's bytes) + 128 on landing
+      sa_mbar_init(&sm.empty[i], 8);   // one per consumer warp
+    }
+  }
+  __syncthreads();
+  int64_t total = s_cum[group];
+  if (total == 0) return;  // no query chunk uses this tile (dK, dV unchanged)
+  if (wg == 0) {
+    sa_setmaxnreg_dec<BS_PROD_REGS>();
+    bs_produce<D>(a, mp, sm, s_cum, s_beg, kvh, group, j, total, tid);
+  } else {
+    sa_setmaxnreg_inc<BS_CONS_REGS>();
+    bs_consume<D>(a, sm, kvh, j, n_valid, total, wg - 1, warp - 4, lane);
+  }
+}
+
+// ---- host ---------------------------------------------------------------------------------------------
+
+static PFN_cuTensorMapEncodeTiled_v12000 bs_encode;
+
+static int bs_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int box_rows, sr_error *e) {
+  cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)(rows > 0 ? rows : 1)}, stride[1] = {(cuuint64_t)cols * 2};
+  cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, estride[2] = {1, 1};
+  CUresult r = bs_encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dim, stride, box, estride,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return sr_internal_error(e, 0, "cuTensorMapEncodeTiled (%lld x %lld): error %d", (long long)rows, (long long)cols, (int)r);
+  return SR_OK;
+}
+
+template <int D>
+static int bs_launch(const bwd_args &a, int64_t kv_cells, cudaStream_t st, sr_error *e) {
+  if (!bs_encode) {
+    cudaDriverEntryPointQueryResult q;
+    void *fn = NULL;
+    SA_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !fn) return sr_internal_error(e, 0, "cuTensorMapEncodeTiled: not in the driver");
+    bs_encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+  }
+  bs_maps mp;
+  memset(&mp, 0, sizeof mp);
+  int rc;
+  if ((rc = bs_map(&mp.k, a.k, a.n_k, (int64_t)a.kv_heads * D, BW_KEYS, e)) ||
+      (rc = bs_map(&mp.v, a.v, a.n_k, (int64_t)a.kv_heads * D, BW_KEYS, e)) ||
+      (rc = bs_map(&mp.q, a.q, a.n_q, (int64_t)a.heads * D, BW_QB, e)) ||
+      (rc = bs_map(&mp.dout, a.dout, a.n_q, (int64_t)a.heads * D, BW_QB, e)))
+    return rc;
+  size_t smem = bs_smem<D>::bytes();
+  SA_CUDA(cudaFuncSetAttribute(sa_bwd_ws_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  sa_bwd_ws_kernel<D><<<(unsigned)kv_cells, BS_THREADS, smem, st>>>(a, mp);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
+int sa_bwd_ws_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {
+  if (kv_cells && a->n_k > 0 && a->n_q > 0) {
+    int rc = head_dim == 64 ? bs_launch<64>(*a, kv_cells, st, e) : bs_launch<128>(*a, kv_cells, st, e);
+    if (rc) return rc;
+  }
+  if (a->ti.n_bars) return sa_bwd_wg_dq_bars(a, head_dim, q_cells, st, e);
+  return SR_OK;
+}

@@ -1,0 +1,59 @@
+"""A Hugging Face transformers attention backend: after `import sparsering.hf`,
+
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sparsering")
+
+runs the attention of Qwen2 / Llama models (any model that dispatches through transformers'
+AttentionInterface) through sparsering's kernels with MTraining's online vertical-slash pattern
+("vs-online:0.95" unless the model's config has a `sparsering_pattern`, or set_pattern() says otherwise).
+
+The backend is causal over whole, unpadded sequences (the training case): the attention mask transformers
+passes is not read (none is built for it where transformers' mask registry allows). Dropout is not applied.
+Query, key and value arrive as [B, heads, N, D]; the kernels take [B, N, heads, D] (sparsering.torch), in bf16
+(fp32 or fp16 CUDA inputs, as autocast may give, are converted and the output converted back).
+"""
+import torch
+
+from . import torch as _st
+
+NAME = "sparsering"
+DEFAULT_PATTERN = "vs-online:0.95"
+_pattern = None
+
+
+def set_pattern(pattern):
+    """The pattern every layer runs (a source string, a VSPattern, or None for the config's / the default)."""
+    global _pattern
+    _pattern = pattern
+
+
+def sparsering_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers' attention-function signature: returns (attn_output [B, N, H, D], None)."""
+    pattern = _pattern
+    if pattern is None:
+        pattern = getattr(getattr(module, "config", None), "sparsering_pattern", None) or DEFAULT_PATTERN
+    # under autocast the rotary embedding may hand over fp32: the kernels take bf16 (the output goes back)
+    cast = query.is_cuda and query.dtype != torch.bfloat16
+    q, k, v = (x.transpose(1, 2).to(torch.bfloat16) if cast else x.transpose(1, 2) for x in (query, key, value))
+    out = _st.sparse_attention(q, k, v, pattern, scale=scaling)
+    return (out.to(query.dtype) if cast else out), None
+
+
+def _no_mask(*args, **kwargs):
+    """The mask function of the backend: none (attention is causal in the kernels)."""
+    return None
+
+
+def register():
+    """Register attn_implementation="sparsering" (done on import)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, sparsering_attention)
+    try:  # transformers >= 4.53 builds masks per implementation; ours needs none
+        from transformers.masking_utils import AttentionMaskInterface
+
+        AttentionMaskInterface.register(NAME, _no_mask)
+    except ImportError:
+        pass
+
+
+register()

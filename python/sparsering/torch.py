@@ -1,0 +1,149 @@
+"""sparsering's sparse attention as a PyTorch autograd function.
+
+    import sparsering.torch as st
+    o = st.sparse_attention(q, k, v, "vs-online:0.95")            # q [B, N, H, D], k, v [B, N, Hkv, D]
+    o, lse = st.sparse_attention(q, k, v, "dense", return_lse=True)  # lse [B, H, N], natural log
+
+Tensors: bf16 CUDA tensors in the [batch, tokens, heads, head_dim] layout (FlashAttention's; a 3-d
+[tokens, heads, head_dim] tensor is one sequence), head_dim 64 or 128, heads a multiple of the KV heads
+(GQA). Attention is causal over positions 0..N-1 of each sequence (no padding mask), with softmax scale
+1/sqrt(head_dim) unless given. The forward and backward are our kernels (kernels/sparse_attn.h) on the
+current CUDA stream; the gradients are computed in fp32 and returned in the inputs' dtype. Float32 CPU
+tensors run the CPU reference kernels instead (float64 accumulation: small shapes, for tests).
+
+pattern: a source string ("dense", "window:S:W", "vs-topp:0.95", "vs-online:0.95", "block:0.1", ...;
+docs/patterns.md), a VSPattern of explicit per-head verticals and slashes, or a prepared
+sparsering.Attention of the same shape. "vs-online:P" estimates MTraining's vertical-slash pattern from
+the last 64 queries of each sequence in every forward, on the GPU, and the backward runs the same pattern.
+Prepared shapes of string patterns are cached (SHAPES_CACHED of them).
+"""
+import collections
+
+import torch
+
+from .attention import Attention, VSPattern
+
+SHAPES_CACHED = 16
+_cache = collections.OrderedDict()
+
+
+def _attention_for(pattern, n, heads, kv_heads, head_dim, scale, seed):
+    """The Attention of a pattern for this shape: given, cached, or made."""
+    if isinstance(pattern, Attention):
+        want = (n, heads, kv_heads, head_dim)
+        have = (pattern.n, pattern.heads, pattern.kv_heads, pattern.head_dim)
+        if have != want:
+            raise ValueError(f"the Attention's shape {have} is not the tensors' {want} (n, heads, kv_heads, head_dim)")
+        return pattern
+    if isinstance(pattern, VSPattern):
+        return Attention(n, heads, kv_heads, head_dim, pattern, scale)
+    key = (str(pattern), n, heads, kv_heads, head_dim, scale, seed)
+    if key in _cache:
+        _cache.move_to_end(key)
+        return _cache[key]
+    a = Attention(n, heads, kv_heads, head_dim, str(pattern), scale, seed)
+    _cache[key] = a
+    while len(_cache) > SHAPES_CACHED:
+        _cache.popitem(last=False)
+    return a
+
+
+def _p(t):
+    return t.data_ptr()
+
+
+class _SparseAttention(torch.autograd.Function):
+    """q, k, v [B, N, H(kv), D] contiguous -> o [B, N, H, D], lse [B, H, N] (not differentiable)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, attn):
+        B, N, H, D = q.shape
+        o = torch.empty_like(q)
+        lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
+        keep = any(ctx.needs_input_grad[:3])
+        saved = []
+        if q.is_cuda:
+            with torch.cuda.device(q.device):
+                stream = torch.cuda.current_stream().cuda_stream
+                for b in range(B):
+                    saved.append(attn.forward_ptr(_p(q[b]), _p(k[b]), _p(v[b]), _p(o[b]), _p(lse[b]), stream, keep))
+        else:
+            for b in range(B):
+                ob, lb = attn.forward_cpu(*(x[b].detach().numpy() for x in (q, k, v)))
+                o[b].copy_(torch.from_numpy(ob))
+                lse[b].copy_(torch.from_numpy(lb))
+        ctx.attn, ctx.saved = attn, saved  # saved: released with the graph
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        attn = ctx.attn
+        do = do.contiguous()
+        dq = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+        dk = torch.empty(k.shape, dtype=torch.float32, device=k.device)
+        dv = torch.empty(v.shape, dtype=torch.float32, device=v.device)
+        if q.is_cuda:
+            with torch.cuda.device(q.device):
+                stream = torch.cuda.current_stream().cuda_stream
+                d_row = torch.empty(q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)
+                for b in range(q.shape[0]):
+                    attn.backward_ptr(ctx.saved[b], _p(q[b]), _p(k[b]), _p(v[b]), _p(o[b]), _p(lse[b]), _p(do[b]),
+                                      _p(d_row), _p(dq[b]), _p(dk[b]), _p(dv[b]), stream)
+        else:
+            for b in range(q.shape[0]):
+                g = attn.backward_cpu(*(x[b].detach().numpy() for x in (q, k, v, o, lse, do)))
+                for dst, src in zip((dq[b], dk[b], dv[b]), g):
+                    dst.copy_(torch.from_numpy(src))
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
+
+
+def _check(q, k, v):
+    if q.dim() not in (3, 4) or k.dim() != q.dim() or v.shape != k.shape:
+        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: expected [B, N, H, D] and "
+                         "[B, N, Hkv, D] (or without B)")
+    if q.shape[:-2] != k.shape[:-2] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch, tokens or head_dim")
+    if q.is_cuda:
+        if q.dtype != torch.bfloat16 or k.dtype != torch.bfloat16 or v.dtype != torch.bfloat16:
+            raise TypeError(f"CUDA tensors must be bfloat16 (got {q.dtype}, {k.dtype}, {v.dtype})")
+        if not (k.is_cuda and v.is_cuda) or k.device != q.device or v.device != q.device:
+            raise ValueError("q, k and v must be on the same CUDA device")
+    elif q.dtype != torch.float32 or k.dtype != torch.float32 or v.dtype != torch.float32:
+        raise TypeError("CPU tensors (the reference kernels) must be float32")
+
+
+def sparse_attention(q, k, v, pattern="dense", *, scale=None, return_lse=False, seed=0):
+    """Causal sparse attention: o [B, N, H, D] (and lse [B, H, N] with return_lse). See the module's help."""
+    _check(q, k, v)
+    squeeze = q.dim() == 3
+    if squeeze:
+        q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
+    _, N, H, D = q.shape
+    attn = _attention_for(pattern, N, H, k.shape[2], D, scale, seed)
+    o, lse = _SparseAttention.apply(q.contiguous(), k.contiguous(), v.contiguous(), attn)
+    if squeeze:
+        o, lse = o.squeeze(0), lse.squeeze(0)
+    return (o, lse) if return_lse else o
+
+
+def vs_estimate(q, k, pattern="vs-online:0.95", *, scale=None):
+    """MTraining's online vertical-slash estimate of q [B, N, H, D], k [B, N, Hkv, D] (the pattern
+    "vs-online:..." selects from the last 64 queries): a VSPattern per sequence (one VSPattern for 3-d
+    tensors), the indices sparse_attention(q, k, v, "vs-online:...") runs."""
+    if q.dim() == 3:
+        return vs_estimate(q.unsqueeze(0), k.unsqueeze(0), pattern, scale=scale)[0]
+    _check(q, k, k)
+    _, N, H, D = q.shape
+    attn = _attention_for(pattern, N, H, k.shape[2], D, scale, 0)
+    q, k = q.detach().contiguous(), k.detach().contiguous()
+    out = []
+    for b in range(q.shape[0]):
+        if q.is_cuda:
+            with torch.cuda.device(q.device):
+                out.append(attn.estimate_ptr(_p(q[b]), _p(k[b]), torch.cuda.current_stream().cuda_stream))
+        else:
+            out.append(attn.estimate_cpu(q[b].numpy(), k[b].numpy()))
+    return out

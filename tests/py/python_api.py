@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""python_api.py CASE — the Python package (python/sparsering) on the CPU, one case a run, for
+tests/test_python_api.c: each case prints "ok CASE" or fails with an assertion naming what differed.
+The command line (bin/sparsering, from $SR_BIN) is the reference the package must equal: the same flags
+give the same plan file, timeline CSV, what-if CSV and tuner outputs, and the same error messages.
+
+    SR_BIN=bin PYTHONPATH=python python3 tests/py/python_api.py plan_equals_cli
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+import sparsering
+from sparsering import SparseringError
+
+BIN = os.path.join(os.environ.get("SR_BIN", "bin"), "sparsering")
+# A small configuration every case can afford on two shared cores.
+SMALL = dict(model="tiny-25m", cluster="h200-1x8", seq="64K")
+
+
+def cli(*args, ok=True):
+    """Run bin/sparsering; returns (exit status, stdout, stderr)."""
+    p = subprocess.run([BIN] + [str(a) for a in args], capture_output=True, text=True)
+    if ok and p.returncode != 0:
+        raise AssertionError(f"sparsering {' '.join(map(str, args))}: exit {p.returncode}: {p.stderr}")
+    return p.returncode, p.stdout, p.stderr
+
+
+def flags(**kw):
+    out = []
+    for k, v in kw.items():
+        out += ["--" + k.replace("_", "-"), str(v)]
+    return out
+
+
+def case_plan_equals_cli(tmp):
+    kw = dict(SMALL, layout="striped:128", schedule="double-ring", inner=4, pattern="vs-topp:0.95")
+    path = os.path.join(tmp, "p.json")
+    cli("plan", *flags(**kw), "-o", path)
+    p = sparsering.plan(**kw)
+    with open(path) as f:
+        assert p.json == f.read(), "the plan's JSON differs from `sparsering plan -o`"
+    # the derived views: every token on exactly one rank; a double ring of 8 ranks has 8 steps, each of whose
+    # forward sends moves one KV shard of a rank's tokens
+    assert sum(p.rank_tokens) == 64 * 1024 and len(p.rank_tokens) == 8
+    t = p.transfers
+    assert sorted(t.step.unique()) == list(range(8 - 1)) or sorted(t.step.unique()) == list(range(8))
+    fwd = t[t.direction == "fwd"]
+    assert (fwd.src != fwd.dst).all() and set(fwd.link) <= {"intra", "inter"}
+    # a saved plan reads back as the same plan, and simulates the same from its file
+    saved = os.path.join(tmp, "saved.json")
+    p.save(saved)
+    assert sparsering.load_plan(saved).json == p.json
+
+
+def case_simulate_equals_cli(tmp):
+    kw = dict(SMALL, strategy="mtraining")
+    csv = os.path.join(tmp, "t.csv")
+    _, out, _ = cli("sim", *flags(**kw), "--csv", csv)
+    report, timeline = sparsering.plan(**kw).simulate()
+    with open(csv) as f:
+        text = f.read()
+    import pandas as pd
+    import io
+    assert timeline.equals(pd.read_csv(io.StringIO(text))), "the timeline differs from `sim --csv`"
+    assert len(timeline) == text.count("\n") - 1
+    # the report's figures are the ones the command prints (its table rounds them)
+    assert report["strategy"] == "mtraining" and report["feasible"]
+    assert f"{report['step_s']:.3f}" in out, (report["step_s"], out)
+    assert f"forward {report['attn_fwd_s']:.3f} s, backward {report['attn_bwd_s']:.3f} s" in out
+    assert f"= {report['memory']['total'] / 2**30:.2f} of" in out
+    # the step's end is the last task's end (an independent reading of the same timeline)
+    end = (timeline.start_us + timeline.dur_us).max() * 1e-6
+    assert abs(end - report["step_s"]) <= 1e-3 * report["step_s"], (end, report["step_s"])
+    # the options of sim: recomputation off costs memory, not time
+    r0, _ = sparsering.plan(**kw).simulate(recompute=0, timeline=False)
+    assert r0["memory"]["activations"] > report["memory"]["activations"]
+
+
+def case_whatif_equals_cli(tmp):
+    kw = dict(SMALL, strategies="dense-ring,striped-ring,mtraining", pattern="vs-topp:0.95")
+    csv = os.path.join(tmp, "w.csv")
+    cli("whatif", *flags(**kw), "--csv", csv)
+    import pandas as pd
+    df = sparsering.whatif(**dict(kw, strategies=["dense-ring", "striped-ring", "mtraining"]))
+    assert df.equals(pd.read_csv(csv)), "the what-if table differs from `whatif --csv`"
+    assert list(df.strategy) == ["dense-ring", "striped-ring", "mtraining"]
+
+
+def case_tune_equals_cli(tmp):
+    kw = dict(model="tiny-test", cluster="h200-1x2", seq="8K", pattern="vs-topp:0.95", robust_steps=1)
+    csv, plan = os.path.join(tmp, "t.csv"), os.path.join(tmp, "best.json")
+    _, out, _ = cli("tune", *flags(**kw), "--csv", csv, "-o", plan)
+    t = sparsering.tune(**kw)
+    import pandas as pd
+    assert t.points.equals(pd.read_csv(csv)), "the tuner's points differ from `tune --csv`"
+    with open(plan) as f:
+        assert t.plan.json == f.read(), "the chosen plan differs from `tune -o`"
+    assert t.report in out, "the report is not the one `tune` prints"
+    # the chosen plan simulates (from its text) to the step time the tuner predicted for it
+    r, _ = t.plan.simulate(timeline=False)
+    assert abs(r["step_s"] - t.plan.spec["predicted_step_s"]) <= 1e-9 * r["step_s"]
+
+
+def expect_error(fn, **kw):
+    try:
+        fn(**kw)
+    except SparseringError as err:
+        return err
+    raise AssertionError(f"{fn.__name__}({kw}) did not raise")
+
+
+def case_errors_carry_file_field_and_reason(tmp):
+    # a bad flag value: the field is the flag, the message the command line's
+    err = expect_error(sparsering.plan, **dict(SMALL, seq="12Q", strategy="mtraining"))
+    _, _, stderr = cli("plan", *flags(**dict(SMALL, seq="12Q", strategy="mtraining")), ok=False)
+    assert stderr.strip() == f"sparsering plan: {err.message}", (stderr, err.message)
+    assert err.code == 2 and err.is_input_error and err.field == "--seq" and err.file == ""
+    assert err.message.endswith(err.reason) and "12Q" in err.reason
+    # a bad model file: the file and the field inside it, behind the flag that named the file
+    bad = os.path.join(tmp, "bad.json")
+    with open("models/tiny-test.json") as f:
+        text = f.read()
+    with open(bad, "w") as f:
+        f.write(text.replace('"num_attention_heads": 4', '"num_attention_heads": -4'))
+    err = expect_error(sparsering.plan, model=bad, cluster="h200-1x2", seq="8K", strategy="dense-ring")
+    assert err.file == bad and err.field == "num_attention_heads", (err.file, err.field, err.message)
+    assert err.message.startswith("--model: " + bad) and err.reason and "num_attention_heads" not in err.reason
+    # an unknown keyword is an unknown flag; a missing plan file names the file
+    err = expect_error(sparsering.whatif, **dict(SMALL, strategies="nope"))
+    assert err.field == "--strategies" or "nope" in err.message, err.message
+    missing = os.path.join(tmp, "missing.json")
+    err = expect_error(sparsering.load_plan, path=missing)
+    assert err.file == missing, (err.file, err.message)
+    # an impossible attention shape
+    err = expect_error(sparsering.Attention, n=64, heads=3, kv_heads=2, head_dim=16)
+    assert err.field == "kv_heads" and err.code == 2
+
+
+def rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def case_calls_do_not_leak(tmp):
+    small = dict(model="tiny-test", cluster="h200-1x2", seq="4K", strategy="mtraining")
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((64, 4, 16)).astype(np.float32) for _ in range(3))
+    k, v = k[:, :2], v[:, :2]
+
+    def one_round():
+        p = sparsering.plan(**small)
+        p.simulate(timeline=False)
+        try:
+            sparsering.plan(**dict(small, seq="12Q"))
+        except SparseringError:
+            pass
+        a = sparsering.Attention(64, 4, 2, 16, "vs-online:0.9")
+        o, lse = a.forward_cpu(q, k, v)
+        a.backward_cpu(q, k, v, o, lse, o)
+        a.close()
+
+    for _ in range(200):  # warm: allocator pools and caches reach their size
+        one_round()
+    before = rss_kib()
+    for _ in range(1000):
+        one_round()
+    grown = rss_kib() - before
+    # a round makes a plan file's text (2 KiB), a report, an error and an attention index: leaking any of them
+    # would grow the process by their size times 1000, a MiB or more
+    assert grown < 1024, f"RSS grew by {grown} KiB over 1000 rounds"
+    print(f"rss grew {grown} KiB over 1000 rounds")
+
+
+def reference(q, k, v, keep, scale):
+    """Masked softmax attention in float64 with numpy: o [n, h, d], lse [h, n], and its gradients."""
+    n, h, d = q.shape
+    g = h // k.shape[1]
+    kk, vv = np.repeat(k, g, axis=1).astype(np.float64), np.repeat(v, g, axis=1).astype(np.float64)
+    s = np.einsum("qhd,khd->hqk", q.astype(np.float64), kk) * scale
+    s = np.where(keep, s, -np.inf)
+    m = s.max(axis=2, keepdims=True)
+    p = np.exp(s - m)
+    z = p.sum(axis=2, keepdims=True)
+    p /= z
+    o = np.einsum("hqk,khd->qhd", p, vv)
+    lse = (np.log(z) + m)[:, :, 0]
+    return o, lse, p, kk, vv
+
+
+def case_attention_reference_matches_numpy(tmp):
+    n, h, hkv, d = 200, 4, 2, 16
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((n, h, d)).astype(np.float32)
+    k = rng.standard_normal((n, hkv, d)).astype(np.float32)
+    v = rng.standard_normal((n, hkv, d)).astype(np.float32)
+    do = rng.standard_normal((n, h, d)).astype(np.float32)
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    vs = sparsering.VSPattern(vertical=[[0, 5, 130], [1], [], [199]], slash=[[0, 1, 2], [0, 64], [0], [0, 3, 150]])
+    cases = [("dense", np.broadcast_to(causal, (h, n, n))),
+             ("window:4:16", np.broadcast_to(causal & ((np.arange(n)[None, :] < 4) |
+                                                       (np.arange(n)[:, None] - np.arange(n)[None, :] < 16)), (h, n, n))),
+             (vs, vs.keeps(n))]
+    scale = d ** -0.5
+    for pattern, keep in cases:
+        a = sparsering.Attention(n, h, hkv, d, pattern)
+        o, lse = a.forward_cpu(q, k, v)
+        o_ref, lse_ref, p, kk, vv = reference(q, k, v, keep, scale)
+        assert np.abs(o - o_ref).max() < 1e-5 and np.abs(lse - lse_ref).max() < 1e-5, pattern
+        dq, dk, dv = a.backward_cpu(q, k, v, o, lse, do)
+        # gradients of softmax attention: dP = dO V^T, dS = P (dP - rowsum(dO * O)), dQ = dS K s, dK = dS^T Q s
+        dp = np.einsum("qhd,khd->hqk", do.astype(np.float64), vv)
+        ds = p * (dp - np.einsum("qhd,qhd->hq", do.astype(np.float64), o_ref)[:, :, None])
+        dq_ref = np.einsum("hqk,khd->qhd", ds, kk) * scale
+        dk_full = np.einsum("hqk,qhd->khd", ds, q.astype(np.float64)) * scale
+        dv_full = np.einsum("hqk,qhd->khd", p, do.astype(np.float64))
+        dk_ref = dk_full.reshape(n, hkv, h // hkv, d).sum(axis=2)
+        dv_ref = dv_full.reshape(n, hkv, h // hkv, d).sum(axis=2)
+        for got, want in ((dq, dq_ref), (dk, dk_ref), (dv, dv_ref)):
+            assert np.abs(got - want).max() < 1e-4, (pattern, np.abs(got - want).max())
+        a.close()
+    # explicit indices keep exactly what they say: the info counts the kept pairs
+    a = sparsering.Attention(n, h, hkv, d, vs)
+    assert a.info["pairs"] == vs.keeps(n).sum()
+    # the online estimate: what it selects, run as explicit indices, gives the online forward's output
+    a = sparsering.Attention(n, h, hkv, d, "vs-online:0.9")
+    est = a.estimate_cpu(q, k)
+    o_online, _ = a.forward_cpu(q, k, v)
+    o_explicit, _ = sparsering.Attention(n, h, hkv, d, est).forward_cpu(q, k, v)
+    assert np.array_equal(o_online, o_explicit)
+    # a key every late query attends to strongly is among the estimate's verticals
+    k2 = k.copy()
+    k2[77] = 4 * q[-64:].mean(axis=0)[:: h // hkv]
+    assert all(77 in est2 for est2 in a.estimate_cpu(q, k2).vertical)
+
+
+def case_gpu_calls_need_a_device(tmp):
+    from sparsering import _lib
+    if not _lib.has_cuda_lib():
+        print("skip: libsparsering_cuda.so not built (no nvcc)")
+        return
+    a = sparsering.Attention(256, 4, 2, 64, "dense")
+    try:
+        a.forward_ptr(0, 0, 0, 0, 0)
+    except SparseringError as err:
+        if "no CUDA device" not in err.message:
+            raise
+        print("no CUDA device: refused as expected")
+    else:
+        print("skip: a GPU is present (scripts/gpu/python_check.sh tests it)")
+    # sparsering.torch needs torch: without it the import says so
+    import importlib
+    try:
+        importlib.import_module("sparsering.torch")
+        print("torch present: sparsering.torch imported")
+    except ImportError as err:
+        assert "torch" in str(err), err
+        print("no torch:", err)
+
+
+def case_pip_install_is_self_contained(tmp):
+    target = os.path.join(tmp, "site")
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--target",
+                        target, os.path.abspath("python")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert os.path.isfile(os.path.join(target, "sparsering", "lib", "libsparsering.so"))
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARSERING_LIB_DIR", "SR_ROOT", "PYTHONPATH")}
+    env["PYTHONPATH"] = target
+    code = ("import sparsering; p = sparsering.plan(model='qwen2.5-3b', cluster='a100-4x8', seq='512K', "
+            "strategy='mtraining'); print(sum(p.rank_tokens))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp, env=env)
+    assert p.returncode == 0 and p.stdout.strip() == str(512 * 1024), p.stdout + p.stderr
+
+
+def main():
+    name = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()["case_" + name](tmp)
+    print("ok", name)
+
+
+if __name__ == "__main__":
+    main()
