@@ -133,6 +133,8 @@ static char *report_json(const plan *p, const sim_result *r) {
   cJSON_AddStringToObject(o, "pattern", p->spec.pattern);
   cJSON_AddBoolToObject(o, "feasible", r->feasible);
   cJSON_AddStringToObject(o, "note", r->note);
+  char cal[600];  // whether the times rest on measured efficiencies, as every report says
+  cJSON_AddStringToObject(o, "calibration", cluster_calibration_note(&p->cluster, cal, sizeof cal));
   const struct {
     const char *name;
     double v;

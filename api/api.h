@@ -32,7 +32,8 @@ int sr_api_plan(int argc, const char *const *argv, char **plan_json, char **err)
 // Read and check a plan file (as `sparsering show` and `sim --plan` do) -> its JSON as `plan -o` writes it.
 int sr_api_plan_read(const char *path, char **plan_json, char **err);
 // `sparsering sim`'s flags (the plan flags or --plan FILE, and the step's; no output flags) -> the report
-// as JSON (report_csv_row's columns by name, the attention times, the memory) and, when timeline_csv is not
+// as JSON (report_csv_row's columns by name, the attention times, the memory, "calibration": the line `sim`
+// prints on where the cluster's efficiencies come from) and, when timeline_csv is not
 // NULL, the step's timeline as the CSV `sim --csv` writes.
 int sr_api_sim(int argc, const char *const *argv, char **report_json, char **timeline_csv, char **err);
 // `sparsering whatif`'s flags (without --csv) -> the CSV `whatif --csv` writes.

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/cmd_tune.h"
+#include "plan/parallel.h"
 #include "plan/util.h"
 
 static const cli_flag bench_tune_flags[] = {
@@ -51,23 +52,26 @@ static int cmd_bench_tune(int argc, char **argv) {
   tune_options_defaults(&o);
   if (!rc) {
     tune_evaluator ev = tune_sim_evaluator(t);
+    tune_progress_on_terminal(&o, &sp, x.rank);
     rc = tune_search(&sp, &ev, &x, &o, &r, &e);
   }
   double wall = sr_now() - t0;
   if (!rc && x.rank == 0) {
     char tok[32], label[128] = "none fits";
     if (r.chosen >= 0) tune_point_label(&sp.pt[r.chosen], label, sizeof label);
-    printf("bench-tune: %s on %s, %s tokens, pattern %s, %d process%s\n", base.model, base.cluster,
-           sr_format_tokens(base.seq, tok, sizeof tok), base.pattern, x.size, x.size == 1 ? "" : "es");
+    printf("bench-tune: %s on %s, %s tokens, pattern %s, %d process%s x %d thread%s\n", base.model, base.cluster,
+           sr_format_tokens(base.seq, tok, sizeof tok), base.pattern, x.size, x.size == 1 ? "" : "es", sr_threads(),
+           sr_threads() == 1 ? "" : "s");
     printf("  %d points: %d simulated (%d do not fit), %d pruned by memory, %d pruned by the compute bound, %d invalid\n",
            r.n_points, r.n_simulated, r.n_oom, r.n_pruned_memory, r.n_pruned_bound, r.n_invalid);
     printf("  chosen: %s, %.5g s a step\n", label, r.chosen >= 0 ? r.ev[r.chosen].step_s : 0.0);
-    // CPU time too: the machine is shared, so wall time alone says little about the tuner.
+    // CPU time too (all threads of rank 0): the machine is shared, so wall time alone says little.
     printf("  wall %.2f s (pattern %.2f s, search %.2f s); CPU of rank 0 %.2f s\n", wall, t_open, r.search_wall_s,
            (double)clock() / CLOCKS_PER_SEC);
     int64_t n_heads, bytes;
     tune_sim_store_usage(t, &n_heads, &bytes);
-    printf("  accounting store of rank 0: %lld (layout, head) counts, %.1f MiB\n", (long long)n_heads, bytes / 1048576.0);
+    printf("  accounting store of rank 0: %lld entries (layer sums, head counts), %.1f MiB\n", (long long)n_heads,
+           bytes / 1048576.0);
   }
   int status = rc ? (x.rank == 0 ? sr_error_report(&e, "sparsering bench-tune") : (rc == SR_EINPUT ? 2 : 1)) : 0;
   status = tune_mpi_status(status);

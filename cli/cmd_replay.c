@@ -93,6 +93,10 @@ static int cmd_replay(int argc, char **argv) {
            in->pattern_kind, in->source, in->origin, cluster, strategy,
            cli_has(&a, "no-estimate") ? " (no estimation cost)" : "", "step", "time (s)", "tokens/s", "worker imb",
            "step imb", "exposed (s)", "density");
+  if (rc == SR_OK) {
+    char note[600];
+    printf("%s\n\n", cluster_calibration_note(&p.cluster, note, sizeof note));
+  }
   sim_options o = {0};
   for (int step = 0; step < in->steps && rc == SR_OK; step++) {
     pattern pat;

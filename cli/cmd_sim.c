@@ -73,6 +73,8 @@ static int cmd_sim(int argc, char **argv) {
     printf("%s: %s on %s (%d GPUs), %s tokens, layout %s, schedule %s, pattern %s\n", p.spec.strategy, p.model.name,
            p.cluster.name, cluster_world(&p.cluster), sr_format_tokens(p.spec.seq, tok, sizeof tok), p.spec.layout,
            p.spec.schedule, p.spec.pattern);
+    char note[600];
+    printf("%s\n", cluster_calibration_note(&p.cluster, note, sizeof note));
     sr_buf b = {0};
     report_table(&b, &r, 1);
     fputs(b.data ? b.data : "", stdout);

@@ -21,7 +21,7 @@
 #include "sim/sweep.h"
 
 // Point i in a fixed order: model, cluster, length, pattern, then strategy fastest.
-static int run_point(const sweep_grid *g, int64_t i, sr_buf *row, sr_error *e) {
+static int run_point(const sweep_grid *g, int64_t i, sim_cache *cache, sr_buf *row, sr_error *e) {
   int k = (int)(i % g->n_strategies);
   int64_t j = i / g->n_strategies;
   int pi = (int)(j % g->n_patterns);
@@ -40,6 +40,7 @@ static int run_point(const sweep_grid *g, int64_t i, sr_buf *row, sr_error *e) {
   st.base.recompute = (int)g->recompute;
   st.base.zero = (int)g->zero;
   snprintf(st.sparse_pattern, sizeof st.sparse_pattern, "%s", g->patterns[pi]);
+  st.cache = cache;
   sim_options o = {g->representative, 0, 0, 0, 0};
   sim_result r;
   int rc = sim_strategy(&st, g->strategies[k], &o, &r, NULL, e);
@@ -88,10 +89,21 @@ static int cmd_sweep(int argc, char **argv) {
   sr_buf rows = {0};
   double t0 = sr_now();
   int tty = rank == 0 && isatty(2);
+  // Which efficiencies the numbers rest on, once per cluster (stderr: stdout may be the CSV).
+  for (int ci = 0; !rc && rank == 0 && ci < g->n_clusters; ci++) {
+    cluster_desc cd;
+    char note[600];
+    if (!cluster_load(g->clusters[ci], &cd, &e)) fprintf(stderr, "%s: %s\n", cd.name, cluster_calibration_note(&cd, note, sizeof note));
+    sr_error_clear(&e);
+  }
+  // A process's points share built patterns and accounting (consecutive points differ by strategy).
+  sim_cache *cache = NULL;
+  if (!rc) rc = sim_cache_open(&cache, &e);
   for (int64_t i = rank; !rc && i < total; i += size) {
-    rc = run_point(g, i, &rows, &e);
+    rc = run_point(g, i, cache, &rows, &e);
     if (tty) progress(i + 1 < total ? i + 1 : total, total, t0);
   }
+  sim_cache_close(cache);
   // Agree on failure: the lowest failing rank's error is reported by rank 0.
   int worst = rc, code;
   MPI_Allreduce(&worst, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

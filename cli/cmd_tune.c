@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cmd_tune.h"
@@ -55,6 +56,35 @@ int tune_mpi_status(int status) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// progress
+
+// One line on stderr, redrawn: points decided of all, simulated, pruned, the best step so far, elapsed
+// time and the estimate of what is left.
+static void progress_bar(void *ctx, const tune_progress *p) {
+  const tune_space *sp = ctx;
+  int width = 24, fill = p->n_points > 0 ? (int)((int64_t)width * p->done / p->n_points) : width;
+  char best[160] = "none yet";
+  if (p->best >= 0) {
+    char label[128];
+    tune_point_label(&sp->pt[p->best], label, sizeof label);
+    snprintf(best, sizeof best, "%.4g s (%s)", p->best_s, label);
+  }
+  char eta[32] = "";
+  if (p->eta_s > 0) snprintf(eta, sizeof eta, ", ETA %.0f s", p->eta_s);
+  fprintf(stderr, "\r\033[Ktune %-10s [%.*s%*s] %d/%d points, %d simulated, %d pruned, best %s, %.0f s%s",
+          p->phase, fill, "########################", width - fill, "", p->done, p->n_points, p->simulated, p->pruned,
+          best, p->elapsed_s, eta);
+  if (!strcmp(p->phase, "done")) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+void tune_progress_on_terminal(tune_options *o, const tune_space *sp, int rank) {
+  if (rank != 0 || !isatty(STDERR_FILENO)) return;
+  o->progress = progress_bar;
+  o->progress_ctx = (void *)sp;
+}
+
+// ---------------------------------------------------------------------------------------------
 // the command
 
 // The search's flags are sim/study_flags.h's; the outputs are this command's.
@@ -86,6 +116,8 @@ static int write_outputs(tune_sim *t, const tune_space *sp, const tune_result *r
   printf("tune: %s on %s (%d GPUs), %s tokens, pattern %s; %d process%s, %.1f s\n", tune_sim_model(t)->name,
          tune_sim_cluster(t)->name, cluster_world(tune_sim_cluster(t)), sr_format_tokens(base->seq, tok, sizeof tok),
          base->pattern, size, size == 1 ? "" : "es", r->search_wall_s);
+  char note[600];
+  printf("%s\n", cluster_calibration_note(tune_sim_cluster(t), note, sizeof note));
   char *text = NULL;
   int rc = tune_report(sp, r, o, &text, e);
   if (rc) return rc;
@@ -127,6 +159,7 @@ static int cmd_tune(int argc, char **argv) {
   if (!rc) rc = tune_space_full(tune_sim_model(t), tune_sim_cluster(t), base.seq, &sp, &e);
   if (!rc) {
     tune_evaluator ev = tune_sim_evaluator(t);
+    tune_progress_on_terminal(&o, &sp, x.rank);
     rc = tune_search(&sp, &ev, &x, &o, &r, &e);
   }
   if (!rc && x.rank == 0) rc = write_outputs(t, &sp, &r, &o, &base, out, csv, x.size, &e);

@@ -39,6 +39,8 @@ static int cmd_whatif(int argc, char **argv) {
   const char *pat = w.st.sparse_pattern;
   printf("what-if: %s on %s (%d x %d %s), %s tokens, sparse pattern %s\n", w.m.name, w.c.name, w.c.nodes,
          w.c.gpus_per_node, w.c.gpu.name, sr_format_tokens(w.st.base.seq, tok, sizeof tok), pat[0] ? pat : "(planner default)");
+  char note[600];
+  printf("%s\n", cluster_calibration_note(&w.c, note, sizeof note));
   sr_buf b = {0}, csv = {0};
   report_table(&b, w.res, w.n);
   fputs(b.data ? b.data : "", stdout);

@@ -1,6 +1,7 @@
 // calib_kernels.c — kernel efficiencies for calibration (calibrate.h): cuBLAS bf16 GEMMs of a
 // transformer layer's shapes, and the sparse attention kernels on synthetic tile indices holding one
 // kind of tile each, timed with CUDA events.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,21 @@ static int gemm_tflops(double *tflops, sr_error *e) {
   return SR_OK;
 }
 
+int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *peak_tflops,
+                       double *fp64_tflops, sr_error *e) {
+  int dev = 0, clock_khz = 0, bus_bits = 0;
+  struct cudaDeviceProp prop;
+  CK(cudaGetDevice(&dev), "cudaGetDevice");
+  CK(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+  CK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev), "cudaDeviceGetAttribute");
+  CK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev), "cudaDeviceGetAttribute");
+  snprintf(name, size, "%s", prop.name);
+  *mem_gib = (double)prop.totalGlobalMem / 1073741824.0;
+  *hbm_gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;  // double data rate
+  calib_gpu_peaks(prop.name, peak_tflops, fp64_tflops);
+  return SR_OK;
+}
+
 int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
                           sr_error *e) {
   memset(k, 0, sizeof *k);
@@ -74,6 +90,11 @@ int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, 
 }
 
 #else
+
+int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *peak_tflops,
+                       double *fp64_tflops, sr_error *e) {
+  return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (the GPU's identity needs a GPU build)");
+}
 
 int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
                           sr_error *e) {

@@ -2,6 +2,7 @@
 #include "exec/calibrate.h"
 
 #include <gsl/gsl_fit.h>
+#include <gsl/gsl_multifit.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,52 @@ int calib_fit_rate(const double *flops, const double *seconds, int n, double *tf
   *tflops = gflops * 1e9 / 1e12;
   *overhead_us = lat;
   return SR_OK;
+}
+
+int calib_fit_ring_step(const double *steps, const double *cells, const double *extra_s, const double *total_s, int n,
+                        double *step_us, double *cell_us, sr_error *e) {
+  if (n < 2) return sr_input_error(e, NULL, "ring steps", "the fit needs at least 2 measurements, got %d", n);
+  gsl_matrix *X = gsl_matrix_alloc((size_t)n, 2), *cov = gsl_matrix_alloc(2, 2);
+  gsl_vector *y = gsl_vector_alloc((size_t)n), *w = gsl_vector_alloc((size_t)n), *c = gsl_vector_alloc(2);
+  gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc((size_t)n, 2);
+  int rc = SR_OK;
+  if (!X || !cov || !y || !w || !c || !ws) {
+    rc = sr_internal_error(e, 0, "out of memory");
+  } else {
+    for (int i = 0; i < n; i++) {
+      gsl_matrix_set(X, (size_t)i, 0, steps[i]);
+      gsl_matrix_set(X, (size_t)i, 1, cells[i]);
+      gsl_vector_set(y, (size_t)i, extra_s[i]);
+      gsl_vector_set(w, (size_t)i, total_s[i] > 0 ? 1.0 / (total_s[i] * total_s[i]) : 0);
+    }
+    size_t rank = 0;
+    double chisq;
+    // A rank-deficient design (steps proportional to cells) cannot separate the two costs.
+    if (gsl_multifit_wlinear_tsvd(X, w, y, 1e-12, c, cov, &chisq, &rank, ws) || rank < 2) {
+      rc = sr_input_error(e, NULL, "ring steps", "the measurements do not separate the fixed and the per-cell cost");
+    } else {
+      *step_us = fmax(0, gsl_vector_get(c, 0)) * 1e6;
+      *cell_us = fmax(0, gsl_vector_get(c, 1)) * 1e6;
+    }
+  }
+  if (X) gsl_matrix_free(X);
+  if (cov) gsl_matrix_free(cov);
+  if (y) gsl_vector_free(y);
+  if (w) gsl_vector_free(w);
+  if (c) gsl_vector_free(c);
+  if (ws) gsl_multifit_linear_free(ws);
+  return rc;
+}
+
+// NVIDIA's datasheets (dense, without sparsity): H100 SXM / H200 SXM 989 bf16 and 34 FP64, H100 PCIe 756
+// and 26, H800 SXM 989 and 1 (FP64 cut), A100 / A800 312 and 9.7. The PCIe H100 is told apart by name.
+void calib_gpu_peaks(const char *name, double *peak_tflops, double *fp64_tflops) {
+  *peak_tflops = *fp64_tflops = 0;
+  if (strstr(name, "H200")) *peak_tflops = 989, *fp64_tflops = 34;
+  else if (strstr(name, "H800")) *peak_tflops = 989, *fp64_tflops = 1;
+  else if (strstr(name, "H100") && strstr(name, "PCIe")) *peak_tflops = 756, *fp64_tflops = 26;
+  else if (strstr(name, "H100")) *peak_tflops = 989, *fp64_tflops = 34;
+  else if (strstr(name, "A100") || strstr(name, "A800")) *peak_tflops = 312, *fp64_tflops = 9.7;
 }
 
 static int cmp_double(const void *x, const void *y) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "exec/comm.h"
+#include "plan/cluster.h"
 #include "plan/error.h"
 
 // Fit seconds = latency + bytes / bandwidth over n >= 2 points by least squares weighted by
@@ -29,6 +30,15 @@ int calib_p2p(comm *c, int a, int b, const int64_t *sizes, int n, int reps, doub
 // other ranks), median of reps; seconds[] on every rank.
 int calib_alltoall(comm *c, const int64_t *sizes, int n, int reps, double *seconds, sr_error *e);
 
+// The GPU this rank runs on: its name, memory (GiB) and HBM bandwidth (GB/s, from the memory clock and bus
+// width: 2 transfers a clock) from the device, and its dense bf16 and FP64 vector peaks (TFLOP/s) from the
+// datasheets of the GPUs known here (calib_gpu_peaks; 0 when the name is not known). CUDA only.
+int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *peak_tflops,
+                       double *fp64_tflops, sr_error *e);
+// Datasheet peaks of a GPU by its device name (dense bf16 tensor-core and FP64 vector TFLOP/s): H200, H100
+// SXM and PCIe, H800, A100, A800; 0 and 0 when unknown.
+void calib_gpu_peaks(const char *name, double *peak_tflops, double *fp64_tflops);
+
 #define CALIB_SIZES 3  // work sizes per (phase, kind) that the rate fit takes
 // Measured kernel efficiencies (fraction of peak_tflops), CUDA only.
 typedef struct {
@@ -44,5 +54,32 @@ typedef struct {
 // calib_fit_rate; efficiencies relative to peak_tflops.
 int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
                           sr_error *e);
+
+// Fit the time a ring step costs beyond its kernel's work (sim/cost.c, cost_ring_step) over n >= 2
+// measurements: extra_s[i] = steps[i] x fixed + cells[i] x per_cell, by least squares weighted by
+// 1 / total_s[i]^2 (relative errors; total_s the measured times the extras are part of). Outputs
+// microseconds; a negative coefficient (noise around zero) is reported as 0. Input error when the
+// measurements do not determine both (steps and cells proportional, or fewer than 2 points).
+int calib_fit_ring_step(const double *steps, const double *cells, const double *extra_s, const double *total_s, int n,
+                        double *step_us, double *cell_us, sr_error *e);
+
+#define CALIB_RING_CONFIGS 10  // (layout, ring size) pairs the ring-step benchmark runs
+// A layer of dense causal attention split into the steps one rank of a ring runs, on this GPU.
+typedef struct {
+  int n;
+  char layout[CALIB_RING_CONFIGS][32];  // "contiguous", "zigzag", "striped:128"
+  int world[CALIB_RING_CONFIGS];
+  double steps[CALIB_RING_CONFIGS], cells[CALIB_RING_CONFIGS];
+  double measured_s[2][CALIB_RING_CONFIGS];  // [fwd, bwd] all the rank's steps, one pass
+  double kernel_s[2][CALIB_RING_CONFIGS];    // the cost model's kernel time of the same steps (sim/cost.c)
+  double step_us[2], cell_us[2];             // the fit (calib_fit_ring_step)
+} calib_ring;
+
+// Time, on this rank's GPU, the ring steps of a dense causal layer (32K tokens, the given head shape) for
+// the contiguous, zigzag and striped:128 layouts on rings of 1 to 8 ranks (the queries of the last rank
+// against every source shard, one kernel call a step, as the executor runs them), forward and backward;
+// subtract the kernel time the cost model gives on gpu's efficiencies (calibrated just before) and fit
+// the ring-step costs per phase. CUDA only.
+int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, calib_ring *out, sr_error *e);
 
 #endif

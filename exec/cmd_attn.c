@@ -330,6 +330,8 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
              layer, online ? "estimated pattern, " : "", pl->cluster.name, 1e3 * pf, 1e3 * pb, 100 * (pf - tt[0]) / tt[0],
              100 * (pb - tt[1]) / tt[1],
              100 * (pf + pb - tt[0] - tt[1]) / (tt[0] + tt[1]));
+      char note[600];
+      if (layer == 0) printf("  %s\n", cluster_calibration_note(&pl->cluster, note, sizeof note));
     }
     if (memory_after_layer(o_, da, &mem, e)) fail(c, e);
     dist_stats st = dist_attn_stats(da);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/calibrate.h"
 #include "exec/comm.h"
@@ -109,6 +110,21 @@ static int cmd_calibrate(int argc, char **argv) {
              lat, gbps);
   }
   if (cuda) {
+    // The GPU measured, not the cluster file's: its name, memory and HBM from the device, its peaks from the
+    // datasheets (kept from the file when the name is not known), before the efficiencies relative to them.
+    char gname[sizeof cl.gpu.name];
+    double mem_gib, hbm, peak, fp64;
+    if (calib_gpu_identity(gname, sizeof gname, &mem_gib, &hbm, &peak, &fp64, &e)) fail(&c, &e);
+    if (c.rank == 0) {
+      printf("GPU: %s, %.1f GiB, HBM %.0f GB/s (the file said %s, %.1f GiB, %.0f GB/s)", gname, mem_gib, hbm, cl.gpu.name,
+             cl.gpu.mem_gib, cl.gpu.hbm_gbps);
+      if (peak > 0) printf("; datasheet peaks %.0f bf16 / %.1f FP64 TFLOP/s\n", peak, fp64);
+      else printf("; peaks of %s unknown here: the file's %.0f bf16 / %.1f FP64 TFLOP/s kept\n", gname, cl.gpu.peak_tflops,
+                  cl.gpu.fp64_tflops);
+    }
+    snprintf(cl.gpu.name, sizeof cl.gpu.name, "%s", gname);
+    cl.gpu.mem_gib = mem_gib, cl.gpu.hbm_gbps = hbm;
+    if (peak > 0) cl.gpu.peak_tflops = peak, cl.gpu.fp64_tflops = fp64;
     calib_kernels k;
     const char *kind[3] = {"full", "partial", "bar"}, *ph[2] = {"fwd", "bwd"};
     if (calib_kernels_measure(&c, cl.gpu.peak_tflops, (int)heads, (int)kvh, (int)hd, &k, &e)) fail(&c, &e);
@@ -126,12 +142,38 @@ static int cmd_calibrate(int argc, char **argv) {
       for (int j = 0; j < 3; j++)
         for (int i = 0; i < CALIB_SIZES; i++)
           sr_buf_printf(&log, "attn_%s_%s,%.0f,%.3f\n", ph[p], kind[j], k.flops[p][j][i], k.seconds[p][j][i] * 1e6);
+    // A layer split into the steps of a ring: what a step costs beyond its kernel's work (sim/cost.c).
+    calib_ring rg;
+    if (calib_ring_measure(&cl.gpu, (int)heads, (int)kvh, (int)hd, &rg, &e)) fail(&c, &e);
+    for (int p = 0; p < 2; p++) cl.gpu.ring_step_us[p] = rg.step_us[p], cl.gpu.ring_cell_us[p] = rg.cell_us[p];
+    if (c.rank == 0) {
+      printf("ring steps (dense causal layer, 32K tokens, one GPU): measured vs the cost model's kernel time\n");
+      for (int i = 0; i < rg.n; i++)
+        printf("  %-12s W=%d: %2.0f steps, %6.0f cells: fwd %.3f ms (kernels %.3f), bwd %.3f ms (kernels %.3f)\n",
+               rg.layout[i], rg.world[i], rg.steps[i], rg.cells[i], rg.measured_s[0][i] * 1e3, rg.kernel_s[0][i] * 1e3,
+               rg.measured_s[1][i] * 1e3, rg.kernel_s[1][i] * 1e3);
+      printf("ring step beyond the kernel: fwd %.1f us + %.3f us a cell, bwd %.1f us + %.3f us a cell\n", rg.step_us[0],
+             rg.cell_us[0], rg.step_us[1], rg.cell_us[1]);
+    }
+    for (int i = 0; i < rg.n; i++)
+      sr_buf_printf(&log, "ring_%s_w%d,%.0f,%.3f,%.3f\n", rg.layout[i], rg.world[i], rg.cells[i], rg.measured_s[0][i] * 1e6,
+                    rg.measured_s[1][i] * 1e6);
   }
   int rc = 0;
   if (c.rank == 0) {
     char base[sizeof cl.name];
     snprintf(base, sizeof base, "%s", cl.name);
     snprintf(cl.name, sizeof cl.name, "calibrated-%s", base);
+    // The file says what was measured, on which GPU and when: reports print it ("calibrated: ...").
+    char day[32];
+    time_t now = time(NULL);
+    strftime(day, sizeof day, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    cl.calibrated = cuda;  // links alone (the CPU backend) leave the efficiencies uncalibrated
+    if (cuda)
+      snprintf(cl.calibration, sizeof cl.calibration, "sparsering-exec calibrate on %d x %s, %s", c.world, cl.gpu.name, day);
+    else if (!cl.calibration[0])
+      snprintf(cl.calibration, sizeof cl.calibration, "the file %s (links measured by sparsering-exec calibrate, %s)",
+               cli_get(&a, "cluster", "h200-1x2"), day);
     char *json = cluster_to_json(&cl);
     if (!json || sr_write_atomic(out, json, strlen(json), &e)) rc = sr_error_report(&e, prog);
     free(json);

@@ -77,6 +77,8 @@ static int cmd_predict(int argc, char **argv) {
   if ((rc = predict_attention(&p, use, (int)layer, cli_get(&a, "csv", NULL), &f, &b, &e))) goto out;
   printf("  layer %lld: predicted (sim, %s, cluster %s) fwd %.3f ms bwd %.3f ms\n", (long long)layer, what,
          p.cluster.name, 1e3 * f, 1e3 * b);
+  char note[600];
+  printf("  %s\n", cluster_calibration_note(&p.cluster, note, sizeof note));
 out:
   if (t_open) trace_close(&t);
   pattern_free(&rec);

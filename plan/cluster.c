@@ -68,8 +68,9 @@ static void gpu_defaults(gpu_desc *g) {
 }
 
 static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error *e) {
-  static const char *const known[] = {"name",    "peak_tflops", "fp64_tflops",   "fp8_tflops", "hbm_gbps",
-                                      "mem_gib", "efficiency",  "comm_slowdown", NULL};
+  static const char *const known[] = {"name",       "peak_tflops",   "fp64_tflops",   "fp8_tflops", "hbm_gbps",
+                                      "mem_gib",    "efficiency",    "comm_slowdown", "ring_step",  NULL};
+  static const char *const known_ring[] = {"fwd_us", "bwd_us", "fwd_cell_us", "bwd_cell_us", NULL};
   static const char *const known_eff[] = {"gemm", "attn_fwd_full", "attn_fwd_partial", "attn_fwd_bar", "attn_bwd_full",
                                           "attn_bwd_partial", "attn_bwd_bar", "mem", NULL};
   const cJSON *gpu = NULL;
@@ -105,7 +106,27 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
       return sr_input_error(e, file, "gpu.comm_slowdown", "%g is out of range [1, 10] (1 = no slowdown)", slow);
     g->comm_slowdown = slow;
   }
+  const cJSON *ring = cJSON_GetObjectItemCaseSensitive(gpu, "ring_step");
+  if (ring && !cJSON_IsNull(ring)) {
+    if (!cJSON_IsObject(ring)) return sr_input_error(e, file, "gpu.ring_step", "expected an object");
+    if ((rc = json_check_known(ring, known_ring, file, "gpu.ring_step", e))) return rc;
+    double *dst[] = {&g->ring_step_us[0], &g->ring_step_us[1], &g->ring_cell_us[0], &g->ring_cell_us[1]};
+    for (int i = 0; known_ring[i]; i++)
+      if ((rc = get_latency(ring, known_ring[i], dst[i], file, "gpu.ring_step", e))) return rc;
+  }
   return SR_OK;
+}
+
+// "calibration": {"measured": true|false, "source": "..."} (optional: absent means not measured).
+static int parse_calibration(const cJSON *root, const char *file, cluster_desc *c, sr_error *e) {
+  static const char *const known[] = {"measured", "source", NULL};
+  const cJSON *cal = cJSON_GetObjectItemCaseSensitive(root, "calibration");
+  if (!cal || cJSON_IsNull(cal)) return SR_OK;
+  if (!cJSON_IsObject(cal)) return sr_input_error(e, file, "calibration", "expected an object {measured, source}");
+  int rc = json_check_known(cal, known, file, "calibration", e);
+  if (!rc) rc = json_get_bool(cal, "measured", 1, &c->calibrated, file, "calibration", e);
+  if (!rc) rc = json_get_str(cal, "source", 1, c->calibration, sizeof c->calibration, file, "calibration", e);
+  return rc;
 }
 
 static int parse_links(const cJSON *root, const char *file, cluster_desc *c, sr_error *e) {
@@ -164,7 +185,7 @@ static void cluster_name_from_path(const char *path, char *out, size_t size) {
 
 int cluster_from_json_text(const char *text, const char *file, cluster_desc *c, sr_error *e) {
   static const char *const known[] = {"name", "description", "nodes", "gpus_per_node", "gpu",
-                                      "intra_node", "inter_node", "host", NULL};
+                                      "intra_node", "inter_node", "host", "calibration", NULL};
   memset(c, 0, sizeof *c);
   cJSON *root = NULL;
   int rc = json_parse_text(text, file, &root, e);
@@ -189,6 +210,7 @@ int cluster_from_json_text(const char *text, const char *file, cluster_desc *c, 
   c->gpus_per_node = (int)gpn;
   if ((rc = parse_gpu(root, file, &c->gpu, e))) goto done;
   if ((rc = parse_links(root, file, c, e))) goto done;
+  if ((rc = parse_calibration(root, file, c, e))) goto done;
   snprintf(c->path, sizeof c->path, "%s", file);
 done:
   cJSON_Delete(root);
@@ -250,6 +272,13 @@ char *cluster_to_json(const cluster_desc *c) {
   add_num(eff, "attn_bwd_bar", g->eff_attn_bwd_bar, &ok);
   add_num(eff, "mem", g->eff_mem, &ok);
   add_num(gpu, "comm_slowdown", g->comm_slowdown, &ok);
+  if (g->ring_step_us[0] > 0 || g->ring_step_us[1] > 0 || g->ring_cell_us[0] > 0 || g->ring_cell_us[1] > 0) {
+    cJSON *ring = add_obj(gpu, "ring_step", &ok);
+    add_num(ring, "fwd_us", g->ring_step_us[0], &ok);
+    add_num(ring, "bwd_us", g->ring_step_us[1], &ok);
+    add_num(ring, "fwd_cell_us", g->ring_cell_us[0], &ok);
+    add_num(ring, "bwd_cell_us", g->ring_cell_us[1], &ok);
+  }
   if (c->gpus_per_node > 1) {
     cJSON *intra = add_obj(root, "intra_node", &ok);
     add_num(intra, "gbps", c->intra.gbps, &ok);
@@ -265,6 +294,11 @@ char *cluster_to_json(const cluster_desc *c) {
   add_num(host, "pcie_gbps", c->host.gbps, &ok);
   add_num(host, "latency_us", c->host.latency_us, &ok);
   add_num(host, "mem_gib", c->host_mem_gib, &ok);
+  if (c->calibration[0]) {
+    cJSON *cal = add_obj(root, "calibration", &ok);
+    if (cal && !cJSON_AddBoolToObject(cal, "measured", c->calibrated)) ok = 0;
+    add_str(cal, "source", c->calibration, &ok);
+  }
   char *out = ok ? json_print_stable(root) : NULL;
   cJSON_Delete(root);
   return out;
@@ -274,4 +308,11 @@ double cluster_inter_gbps_per_gpu(const cluster_desc *c) {
   // The node's NICs are shared by its GPUs; a single-node cluster has no inter-node traffic.
   if (c->nics_per_node <= 0 || c->gpus_per_node <= 0) return 0.0;
   return (double)c->nics_per_node * c->nic.gbps / (double)c->gpus_per_node;
+}
+
+const char *cluster_calibration_note(const cluster_desc *c, char *buf, size_t size) {
+  if (c->calibrated) snprintf(buf, size, "calibrated: %s", c->calibration[0] ? c->calibration : c->path);
+  else if (c->calibration[0]) snprintf(buf, size, "uncalibrated: efficiencies from %s", c->calibration);
+  else snprintf(buf, size, "uncalibrated: efficiencies from %s (no calibration recorded)", c->path[0] ? c->path : c->name);
+  return buf;
 }

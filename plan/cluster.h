@@ -3,6 +3,7 @@
 #ifndef SR_CLUSTER_H
 #define SR_CLUSTER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "plan/error.h"
@@ -20,6 +21,12 @@ typedef struct {
   double eff_attn_bwd_full, eff_attn_bwd_partial, eff_attn_bwd_bar;
   double eff_mem;           // achieved fraction of HBM bandwidth for memory-bound ops
   double comm_slowdown;     // compute runs this much slower while a comm kernel shares the SMs (1 = none)
+  // Ring step costs beyond the kernel's work (sim/cost.c, cost_ring_step; 0 = not modelled): per step of a
+  // rank with work, a fixed time (launch, waiting on the received shard's event) and a time per (query
+  // tile, head) cell the step's kernel runs (its prologue and epilogue, the forward's LSE merge into the
+  // running fp32 output). [0] forward, [1] backward. Fitted by sparsering-exec calibrate (exec/calib_ring.c).
+  double ring_step_us[2];
+  double ring_cell_us[2];
 } gpu_desc;
 
 typedef struct {
@@ -39,6 +46,10 @@ typedef struct {
   link_desc nic;            // one NIC's bandwidth per direction and the network latency
   link_desc host;           // PCIe host<->device per GPU
   double host_mem_gib;      // per node
+  // Where the efficiencies come from (the file's "calibration": {"measured": bool, "source": text}):
+  // measured on this GPU by sparsering-exec calibrate, or derived (guesses); reports say which.
+  int calibrated;
+  char calibration[384];
 } cluster_desc;
 
 // Load a shipped cluster by name (models/clusters/<name>.json) or a path; validates every field,
@@ -55,5 +66,8 @@ static inline int cluster_world(const cluster_desc *c) { return c->nodes * c->gp
 static inline int cluster_node_of(const cluster_desc *c, int rank) { return rank / c->gpus_per_node; }
 // Inter-node bandwidth available to one GPU: nics_per_node * nic.gbps / gpus_per_node.
 double cluster_inter_gbps_per_gpu(const cluster_desc *c);
+// The line reports print about the efficiencies: "calibrated: SOURCE" or "uncalibrated: efficiencies
+// from SOURCE" (the file's path when it records no source). Returns buf.
+const char *cluster_calibration_note(const cluster_desc *c, char *buf, size_t size);
 
 #endif

@@ -41,6 +41,12 @@ typedef struct {
                           // chunks of consecutive tokens, each spread over every rank (Ulysses inside a chunk)
   int fpdt_offload;       // FPDT: the gathered KV chunks wait in pinned host memory, fetched back ahead of use
   uint64_t seed;          // seed of synthetic patterns
+  int attention_only;     // the simulated step holds only each layer's attention, forward and backward (no
+                          // GEMMs, norms, loss, recomputation, gradient reduction or optimizer): kernel and
+                          // ring studies, the step `sparsering-exec attn` times
+  int first_step_plans;   // a first training step: the attention plans (host-built execution forms) of the
+                          // last this-many layers are built inside the step, when their layer comes (the
+                          // trainer builds the rest before it); 0: a later step, every plan built already
   char trainer[16];       // whose memory the simulator counts: "mixed" (a bf16 mixed-precision trainer, default)
                           // or "exec" (sparsering-exec train: fp32 state and buffers, plan/model.h)
   double predicted_step_s;  // simulator's prediction recorded by `sim`/`tune` (0 when none)

@@ -38,6 +38,7 @@ const cli_flag plan_step_flags[] = {
     {"offload-activations", NULL, NULL, "keep the per-layer checkpoints in pinned host memory between forward and backward"},
     {"offload-optimizer", NULL, NULL, "keep the optimizer state and its update in host memory (ZeRO-Offload)"},
     {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
+    {"attention-only", NULL, NULL, "the step holds only each layer's attention, forward and backward (kernel and ring studies)"},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -50,6 +51,7 @@ int plan_step_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   s->zero = (int)x;
   if (cli_has(a, "offload-activations")) s->offload_activations = 1;
   if (cli_has(a, "offload-optimizer")) s->offload_optimizer = 1;
+  if (cli_has(a, "attention-only")) s->attention_only = 1;
   const char *tr = cli_get(a, "trainer", NULL);
   if (tr && (strcmp(tr, "mixed") != 0 && strcmp(tr, "exec") != 0))
     return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);

@@ -12,7 +12,8 @@
 extern const cli_flag plan_spec_flags[];
 
 // What a training step does beyond the plan's attention, for the simulator's commands (sim, whatif):
-// --recompute 0|1, --zero 0..3, --offload-activations, --offload-optimizer, --trainer mixed|exec.
+// --recompute 0|1, --zero 0..3, --offload-activations, --offload-optimizer, --trainer mixed|exec,
+// --attention-only.
 extern const cli_flag plan_step_flags[];
 // Read those flags into s (absent flags keep s's values).
 int plan_step_from_flags(const cli_args *a, plan_spec *s, sr_error *e);

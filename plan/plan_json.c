@@ -36,6 +36,8 @@ static cJSON *spec_to_json(const plan_spec *s) {
   cJSON_AddBoolToObject(o, "skip_empty_sends", s->skip_empty_sends);
   cJSON_AddBoolToObject(o, "fwd_runs", s->fwd_runs);
   cJSON_AddBoolToObject(o, "deterministic", s->deterministic);
+  if (s->attention_only) cJSON_AddBoolToObject(o, "attention_only", 1);  // absent (false) in every other plan
+  if (s->first_step_plans) cJSON_AddNumberToObject(o, "first_step_plans", s->first_step_plans);  // absent: 0
   cJSON_AddNumberToObject(o, "fpdt_chunk", (double)s->fpdt_chunk);
   cJSON_AddBoolToObject(o, "fpdt_offload", s->fpdt_offload);
   cJSON_AddNumberToObject(o, "seed", (double)s->seed);
@@ -192,7 +194,8 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   static const char *const known[] = {"model", "cluster", "seq", "layout", "granularity", "schedule", "inner",
                                       "ulysses", "pattern", "strategy", "recompute", "zero", "kv_bytes",
                                       "skip_empty_sends", "fpdt_chunk", "fpdt_offload", "seed", "predicted_step_s",
-                                      "trainer", "fwd_runs", "deterministic", "offload_activations", "offload_optimizer", NULL};
+                                      "trainer", "fwd_runs", "deterministic", "offload_activations", "offload_optimizer",
+                                      "attention_only", "first_step_plans", NULL};
   int rc;
   int64_t v;
   double d;
@@ -227,6 +230,10 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   if ((rc = json_get_bool(o, "deterministic", 0, &s->deterministic, file, "spec", e))) return rc;  // optional
   if ((rc = json_get_bool(o, "offload_activations", 0, &s->offload_activations, file, "spec", e))) return rc;  // optional
   if ((rc = json_get_bool(o, "offload_optimizer", 0, &s->offload_optimizer, file, "spec", e))) return rc;      // optional
+  if ((rc = json_get_bool(o, "attention_only", 0, &s->attention_only, file, "spec", e))) return rc;
+  int64_t fsp = 0;
+  if ((rc = json_get_int(o, "first_step_plans", 0, 0, 1 << 20, &fsp, file, "spec", e))) return rc;
+  s->first_step_plans = (int)fsp;
   return SR_OK;
 }
 

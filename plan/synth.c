@@ -1,16 +1,18 @@
 // synth.c — seeded synthetic patterns (see synth.h): vertical-slash with budgets, presets and top-p-like
 // sparsity, ANCHORS' VS-like mask, clustered block-sparse and AdaSpa-like head-adaptive block-sparse.
 //
-// Every random draw comes from GSL's mt19937, reseeded per (layer, head, index group, drift epoch) from a
-// splitmix64 hash of those numbers, so a head never depends on how many draws another head made.
+// Every random draw comes from MT19937 (GSL's mt19937 bit for bit, plan/rng.h), reseeded per (layer, head,
+// index group, drift epoch) from a splitmix64 hash of those numbers, so a head never depends on how many
+// draws another head made; heads are therefore drawn in parallel (parallel.h), with the same result for
+// any thread count.
 #include "plan/synth.h"
 
-#include <gsl/gsl_randist.h>
-#include <gsl/gsl_rng.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/parallel.h"
+#include "plan/rng.h"
 #include "plan/util.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -23,9 +25,10 @@ static uint64_t mix64(uint64_t x) {  // splitmix64's finaliser (Steele, Lea, Flo
   return x ^ (x >> 31);
 }
 
-static void reseed(gsl_rng *r, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+// MT19937 with GSL's seeding and outputs (rng.h): the patterns are those GSL's mt19937 drew before.
+static void reseed(sr_mt *r, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   uint64_t h = mix64(a ^ mix64(b ^ mix64(c ^ mix64(d))));
-  gsl_rng_set(r, (unsigned long)(h & 0xffffffffu));
+  sr_mt_seed(r, (uint32_t)(h & 0xffffffffu));
 }
 
 synth_opts synth_defaults(uint64_t seed, int step) {
@@ -35,31 +38,59 @@ synth_opts synth_defaults(uint64_t seed, int step) {
 
 enum { KEY_VERT = 1, KEY_SLASH, KEY_TOPP, KEY_TOPP_HEAD, KEY_LIKE, KEY_BLOCK, KEY_BLOCK_NOISE, KEY_ADASPA, KEY_PRESET };
 
+// One thread's generator state and scratch.
 typedef struct {
-  gsl_rng *r;
-  uint8_t *mark;  // [n] scratch, all zero between uses
-  int32_t *tmp;   // [n] scratch for sorting
+  sr_mt r;
+  uint64_t *bits;  // [n / 64 + 1] marks of drawn indices, all zero between uses
+  int32_t *tmp;    // [n] scratch for sorting
   int64_t n;
 } synth_ctx;
 
+static void ctx_free(synth_ctx *c) {
+  free(c->bits);
+  free(c->tmp);
+  c->bits = NULL;
+  c->tmp = NULL;
+}
+
 static int ctx_init(synth_ctx *c, int64_t n, sr_error *e) {
+  memset(c, 0, sizeof *c);
   c->n = n;
-  c->r = gsl_rng_alloc(gsl_rng_mt19937);
-  c->mark = calloc((size_t)n + 1, 1);
+  c->bits = calloc((size_t)(n / 64) + 2, sizeof *c->bits);
   c->tmp = malloc(((size_t)n + 1) * sizeof *c->tmp);
-  if (!c->r || !c->mark || !c->tmp) {
-    if (c->r) gsl_rng_free(c->r);
-    free(c->mark);
-    free(c->tmp);
+  if (!c->bits || !c->tmp) {
+    ctx_free(c);
     return sr_internal_error(e, 0, "synth: out of memory for %lld tokens", (long long)n);
   }
   return SR_OK;
 }
 
-static void ctx_free(synth_ctx *c) {
-  gsl_rng_free(c->r);
-  free(c->mark);
-  free(c->tmp);
+// A context per thread (sr_threads, parallel.h): heads are independent, each drawn from its own seeds, so
+// which thread draws a head changes nothing.
+typedef struct {
+  synth_ctx *c;
+  int n;
+} ctx_pool;
+
+static int pool_open(ctx_pool *p, int64_t n_tokens, int items, sr_error *e) {
+  p->n = sr_threads();
+  if (p->n > items) p->n = items > 0 ? items : 1;
+  p->c = calloc((size_t)p->n, sizeof *p->c);
+  if (!p->c) return sr_internal_error(e, 0, "synth: out of memory");
+  for (int t = 0; t < p->n; t++) {
+    int rc = ctx_init(&p->c[t], n_tokens, e);
+    if (rc) {
+      for (int u = 0; u < t; u++) ctx_free(&p->c[u]);
+      free(p->c);
+      return rc;
+    }
+  }
+  return SR_OK;
+}
+
+static void pool_close(ctx_pool *p) {
+  for (int t = 0; t < p->n; t++) ctx_free(&p->c[t]);
+  free(p->c);
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -96,28 +127,61 @@ static void sort_indices(synth_ctx *c, int32_t *a, int64_t n) {
   if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
+// Mark x; returns 1 when it was marked already.
+static inline int mark(uint64_t *bits, int64_t x) {
+  uint64_t m = 1ull << (x & 63), *w = &bits[x >> 6];
+  if (*w & m) return 1;
+  *w |= m;
+  return 0;
+}
+
+// The marked indices ascending into out (count of them), clearing the marks. Indices below n_struct are
+// exactly [0, n_struct) and already in place (draws below it collide with them); the rest come from a scan
+// of the bitmap when it is short against them, else from a sort of what out holds and a clear per index.
+// Either gives the one sorted list of the set.
+static void take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_struct) {
+  int64_t words = c->n / 64 + 1, w0 = n_struct / 64, rest = count - n_struct;
+  if (words - w0 <= 4 * rest) {
+    int64_t k = n_struct;
+    for (int64_t w = w0; w < words && k < count; w++) {
+      uint64_t x = c->bits[w];
+      if (w == w0) x &= ~0ull << (n_struct & 63);
+      c->bits[w] = 0;
+      while (x) {
+        out[k++] = (int32_t)(w * 64 + __builtin_ctzll(x));
+        x &= x - 1;
+      }
+    }
+  } else {
+    for (int64_t i = n_struct; i < count; i++) c->bits[out[i] >> 6] = 0;
+    sort_indices(c, out + n_struct, rest);
+  }
+  memset(c->bits, 0, (size_t)(w0 + 1) * sizeof *c->bits);
+}
+
 // Draw `budget` distinct indices in [0, n): [0, n_struct) always, the rest from the drifting groups
 // (verticals: floor(n u^3) or floor(n u); slashes: bands of SYNTH_SLASH_BAND consecutive offsets starting
 // log-uniformly on [lo, n)), topped up with the lowest
-// unused indices when draws keep colliding (budgets near n). Sorted ascending into out.
+// unused indices when draws keep colliding (budgets near n). Into out, sorted ascending when `sorted`
+// (else in drawing order: the calibration pass only sums them).
 static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_struct, int kind, int64_t lo,
-                         uint64_t key, const synth_opts *o) {
+                         uint64_t key, const synth_opts *o, int sorted) {
   int64_t n = c->n, count = 0;
-  for (int64_t i = 0; i < n_struct; i++) {
-    out[count++] = (int32_t)i;
-    c->mark[i] = 1;
-  }
+  uint64_t *bits = c->bits;
+  for (int64_t i = 0; i < n_struct; i++) out[count++] = (int32_t)i;
+  for (int64_t w = 0; w < n_struct / 64; w++) bits[w] = ~0ull;
+  for (int64_t i = n_struct / 64 * 64; i < n_struct; i++) bits[i >> 6] |= 1ull << (i & 63);
   int64_t rest = budget - n_struct, L = o->drift_period > 0 ? o->drift_period : 1;
   double span = lo > 0 ? log((double)n / (double)lo) : 0;
   for (int64_t g = 0; g < L && rest > 0; g++) {
     int64_t quota = rest / L + (g < rest % L);
     if (!quota) continue;
     int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
-    reseed(c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
+    reseed(&c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
     for (int64_t taken = 0, tries = 0; taken < quota && tries < 16 * quota + 64; tries++) {
-      double u = gsl_rng_uniform(c->r);
+      double u = sr_mt_uniform(&c->r);
       int64_t x;
-      if (kind == KEY_VERT) x = gsl_rng_uniform(c->r) < 0.75 ? (int64_t)(n * u * u * u) : (int64_t)(n * u);
+      if (kind == KEY_VERT) x = sr_mt_uniform(&c->r) < 0.75 ? (int64_t)(n * u * u * u) : (int64_t)(n * u);
       else x = (int64_t)((double)lo * exp(u * span));
       if (x >= n) x = n - 1;
       if (x < 0) x = 0;
@@ -125,20 +189,25 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
       // so top-p keeps runs of them, not isolated lines); verticals are single columns.
       int64_t run = kind == KEY_VERT ? 1 : SYNTH_SLASH_BAND;
       for (int64_t j = 0; j < run && taken < quota && x + j < n; j++) {
-        if (c->mark[x + j]) continue;
-        c->mark[x + j] = 1;
+        if (mark(bits, x + j)) continue;
         out[count++] = (int32_t)(x + j);
         taken++;
       }
     }
   }
-  for (int64_t x = 0; count < budget && x < n; x++)
-    if (!c->mark[x]) {
-      c->mark[x] = 1;
+  for (int64_t w = 0; count < budget && w * 64 < n; w++)  // the lowest unused indices, word by word
+    for (uint64_t free_bits = ~bits[w]; free_bits && count < budget; free_bits &= free_bits - 1) {
+      int64_t x = w * 64 + __builtin_ctzll(free_bits);
+      if (x >= n) break;
+      bits[w] |= 1ull << (x & 63);
       out[count++] = (int32_t)x;
     }
-  for (int64_t i = 0; i < count; i++) c->mark[out[i]] = 0;
-  sort_indices(c, out, count);
+  if (sorted) {
+    take_sorted(c, out, count, n_struct);
+    return;
+  }
+  for (int64_t i = n_struct; i < count; i++) bits[out[i] >> 6] = 0;
+  memset(bits, 0, (size_t)(n_struct / 64 + 1) * sizeof *bits);
 }
 
 static void head_clear(head_pattern *h) {
@@ -160,23 +229,49 @@ static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64
   if (!h->vertical || !h->slash) return sr_internal_error(e, 0, "synth: out of memory");
   int64_t sinks = nv > 0 ? sr_max64(1, sr_min64(64, nv / 8)) : 0;  // the first tokens: attention sinks
   int64_t window = ns > 0 ? sr_max64(1, ns * 3 / 4) : 0;            // offset 0 and the local window
-  draw_indices(c, h->vertical, nv, sinks, KEY_VERT, 0, key, o);
-  draw_indices(c, h->slash, ns, window, KEY_SLASH, sr_max64(1, window), key, o);
+  draw_indices(c, h->vertical, nv, sinks, KEY_VERT, 0, key, o, 1);
+  draw_indices(c, h->slash, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 1);
   h->n_vertical = (int32_t)nv;
   h->n_slash = (int32_t)ns;
   return SR_OK;
 }
 
+// Kept pairs of the head vs_head would draw, ignoring the few pairs both a slash and a vertical keep (for
+// budget calibration): sum over its indices x of n - x, drawn into c->tmp and not sorted. The sum of at
+// most 2n integers below n is exact in a double for n < 2^26 tokens, in any order.
+static double vs_pairs_drawn(synth_ctx *c, int64_t nv, int64_t ns, uint64_t key, const synth_opts *o) {
+  int64_t n = c->n;
+  nv = sr_max64(0, sr_min64(nv, n));
+  ns = sr_max64(0, sr_min64(ns, n));
+  int64_t sinks = nv > 0 ? sr_max64(1, sr_min64(64, nv / 8)) : 0, window = ns > 0 ? sr_max64(1, ns * 3 / 4) : 0;
+  double s = 0;
+  draw_indices(c, c->tmp, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 0);
+  for (int64_t i = 0; i < ns; i++) s += (double)(n - c->tmp[i]);
+  draw_indices(c, c->tmp, nv, sinks, KEY_VERT, 0, key, o, 0);
+  for (int64_t i = 0; i < nv; i++) s += (double)(n - c->tmp[i]);
+  return s;
+}
+
+typedef struct {
+  pattern *p;
+  const int32_t *nv, *ns;
+  const synth_opts *o;
+  ctx_pool pool;
+} budgets_job;
+
+static int budgets_item(void *ctx, int x, int thread, sr_error *e) {
+  budgets_job *j = ctx;
+  int l = x / j->p->heads, h = x % j->p->heads;
+  return vs_head(&j->pool.c[thread], pattern_head(j->p, l, h), j->nv[x], j->ns[x], head_key(j->o, l, h), j->o, e);
+}
+
 int synth_vs_budgets(pattern *p, const int32_t *n_vertical, const int32_t *n_slash, const synth_opts *o, sr_error *e) {
-  synth_ctx c;
-  int rc = ctx_init(&c, p->n_tokens, e);
+  int items = p->layers * p->heads;
+  budgets_job j = {p, n_vertical, n_slash, o, {0}};
+  int rc = pool_open(&j.pool, p->n_tokens, items, e);
   if (rc) return rc;
-  for (int l = 0; l < p->layers && !rc; l++)
-    for (int h = 0; h < p->heads && !rc; h++) {
-      int64_t x = (int64_t)l * p->heads + h;
-      rc = vs_head(&c, pattern_head(p, l, h), n_vertical[x], n_slash[x], head_key(o, l, h), o, e);
-    }
-  ctx_free(&c);
+  rc = sr_parallel_for(items, j.pool.n, budgets_item, &j, e);
+  pool_close(&j.pool);
   return rc;
 }
 
@@ -214,23 +309,27 @@ int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error 
   }
   int32_t *kind = malloc((size_t)total * sizeof *kind), *nv = malloc((size_t)total * sizeof *nv),
           *ns = malloc((size_t)total * sizeof *ns);
-  gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+  sr_mt r;
   int rc = SR_OK;
-  if (!kind || !nv || !ns || !r) {
+  if (!kind || !nv || !ns) {
     rc = sr_internal_error(e, 0, "synth: out of memory");
   } else {
     int64_t x = 0;
     for (int i = 0; i < n_mix; i++)
       for (int64_t k = 0; k < cnt[i]; k++) kind[x++] = i;
-    reseed(r, o->seed, KEY_PRESET, 0, 0);  // the assignment is step-independent: budgets are per head
-    gsl_ran_shuffle(r, kind, (size_t)total, sizeof *kind);
+    reseed(&r, o->seed, KEY_PRESET, 0, 0);  // the assignment is step-independent: budgets are per head
+    for (int64_t i = total - 1; i > 0; i--) {  // gsl_ran_shuffle's Fisher-Yates, draw for draw
+      int64_t j = sr_mt_uniform_int(&r, (uint32_t)(i + 1));
+      int32_t t = kind[i];
+      kind[i] = kind[j];
+      kind[j] = t;
+    }
     for (x = 0; x < total; x++) {
       nv[x] = qwen25_3b_mix[kind[x]].v;
       ns[x] = qwen25_3b_mix[kind[x]].s;
     }
     rc = synth_vs_budgets(p, nv, ns, o, e);
   }
-  if (r) gsl_rng_free(r);
   free(kind);
   free(nv);
   free(ns);
@@ -241,11 +340,9 @@ int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error 
 // top-p-like
 
 double synth_topp_layer_sparsity(uint64_t seed, int layer, double mass) {
-  gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-  if (!r) return 0.94;
-  reseed(r, seed, KEY_TOPP, (uint64_t)layer, 0);
-  double u = gsl_rng_uniform(r);
-  gsl_rng_free(r);
+  sr_mt r;
+  reseed(&r, seed, KEY_TOPP, (uint64_t)layer, 0);
+  double u = sr_mt_uniform(&r);
   // u^0.8 has mean 1/1.8, so the mean sparsity is 0.87 + 0.126/1.8 = 0.94 (MTraining's reported average);
   // a higher mass keeps more: density scales like log(1 - mass) / log(0.1), 1 at the default 0.9.
   double s = 0.87 + 0.126 * pow(u, 0.8);
@@ -253,52 +350,104 @@ double synth_topp_layer_sparsity(uint64_t seed, int layer, double mass) {
   return density >= 1 ? 0 : 1 - density;
 }
 
-// Kept pairs of a VS head ignoring the few pairs both a slash and a vertical keep (for budget calibration).
-static double vs_pairs_estimate(const head_pattern *h, int64_t n) {
-  double s = 0;
-  for (int32_t i = 0; i < h->n_slash; i++) s += (double)(n - h->slash[i]);
-  for (int32_t i = 0; i < h->n_vertical; i++) s += (double)(n - h->vertical[i]);
-  return s;
+typedef struct {
+  pattern *p;
+  const synth_opts *o;
+  const double *target, *phi;  // [layers * heads] kept pairs aimed at, share of the budget on slashes
+  ctx_pool pool;
+} topp_job;
+
+static int topp_item(void *ctx, int x, int thread, sr_error *e) {
+  topp_job *j = ctx;
+  int l = x / j->p->heads, h = x % j->p->heads, rc = SR_OK;
+  int64_t n = j->p->n_tokens;
+  double target = j->target[x], phi = j->phi[x];
+  double total = target / (0.75 * (double)n);  // each index keeps about 3/4 of a column or diagonal
+  head_pattern *hp = pattern_head(j->p, l, h);
+  uint64_t key = head_key(j->o, l, h);
+  // One calibration step: the budgets scale linearly with the pairs, so a first draw's pairs correct them.
+  total = fmin(total, 2.0 * (double)n);
+  double got = vs_pairs_drawn(&j->pool.c[thread], (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi),
+                              key, j->o);
+  if (got > 0) total *= target / got;
+  total = fmin(total, 2.0 * (double)n);
+  rc = vs_head(&j->pool.c[thread], hp, (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi), key, j->o, e);
+  return rc;
 }
 
 int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) {
   if (!(mass > 0 && mass < 1)) return sr_input_error(e, NULL, "pattern", "top-p mass %g must be in (0, 1)", mass);
-  synth_ctx c;
-  int rc = ctx_init(&c, p->n_tokens, e);
-  if (rc) return rc;
+  int items = p->layers * p->heads;
   int64_t n = p->n_tokens;
   double causal = (double)n * (double)(n + 1) / 2;
-  double *w = malloc((size_t)p->heads * sizeof *w), *phi = malloc((size_t)p->heads * sizeof *phi);
-  if (!w || !phi) rc = sr_internal_error(e, 0, "synth: out of memory");
-  for (int l = 0; l < p->layers && !rc; l++) {
+  double *w = malloc((size_t)p->heads * sizeof *w + 1), *phi = malloc((size_t)items * sizeof *phi + 1),
+         *target = malloc((size_t)items * sizeof *target + 1);
+  if (!w || !phi || !target) {
+    free(w);
+    free(phi);
+    free(target);
+    return sr_internal_error(e, 0, "synth: out of memory");
+  }
+  sr_mt r;
+  for (int l = 0; l < p->layers; l++) {
     double density = 1 - synth_topp_layer_sparsity(o->seed, l, mass), wsum = 0;
-    reseed(c.r, o->seed, KEY_TOPP_HEAD, (uint64_t)l, 0);
+    reseed(&r, o->seed, KEY_TOPP_HEAD, (uint64_t)l, 0);
     for (int h = 0; h < p->heads; h++) {  // heads differ around the layer's density; the mean is kept
-      w[h] = 0.4 + 1.2 * gsl_rng_uniform(c.r);
-      phi[h] = 0.3 + 0.6 * gsl_rng_uniform(c.r);  // share of the budget on slashes
+      w[h] = 0.4 + 1.2 * sr_mt_uniform(&r);
+      phi[l * p->heads + h] = 0.3 + 0.6 * sr_mt_uniform(&r);  // share of the budget on slashes
       wsum += w[h];
     }
-    for (int h = 0; h < p->heads && !rc; h++) {
-      double target = fmin(1.0, density * w[h] * p->heads / wsum) * causal;
-      double total = target / (0.75 * (double)n);  // each index keeps about 3/4 of a column or diagonal
-      head_pattern *hp = pattern_head(p, l, h);
-      uint64_t key = head_key(o, l, h);
-      for (int pass = 0; pass < 2 && !rc; pass++) {
-        total = fmin(total, 2.0 * (double)n);
-        rc = vs_head(&c, hp, (int64_t)llround(total * (1 - phi[h])), (int64_t)llround(total * phi[h]), key, o, e);
-        double got = vs_pairs_estimate(hp, n);
-        if (got > 0) total *= target / got;  // one calibration step: budgets scale linearly with the pairs
-      }
-    }
+    for (int h = 0; h < p->heads; h++) target[l * p->heads + h] = fmin(1.0, density * w[h] * p->heads / wsum) * causal;
+  }
+  topp_job j = {p, o, target, phi, {0}};
+  int rc = pool_open(&j.pool, n, items, e);
+  if (!rc) {
+    rc = sr_parallel_for(items, j.pool.n, topp_item, &j, e);
+    pool_close(&j.pool);
   }
   free(w);
   free(phi);
-  ctx_free(&c);
+  free(target);
   return rc;
 }
 
 // ---------------------------------------------------------------------------------------------
 // ANCHORS' VS-like mask
+
+typedef struct {
+  pattern *p;
+  int64_t s0, w0, n_vert;
+  const synth_opts *o;
+  ctx_pool pool;
+} like_job;
+
+static int like_item(void *ctx, int x, int thread, sr_error *e) {
+  like_job *j = ctx;
+  int l = x / j->p->heads, h = x % j->p->heads;
+  int64_t n = j->p->n_tokens, s0 = j->s0, w0 = j->w0;
+  synth_ctx *c = &j->pool.c[thread];
+  head_pattern *hp = pattern_head(j->p, l, h);
+  head_clear(hp);
+  hp->kind = PATTERN_VS;
+  // draws may repeat: the marks keep their union, collected as first marked (at most n of them)
+  int64_t most = sr_min64(n, s0 + j->n_vert);
+  hp->vertical = malloc((size_t)(most + 1) * sizeof(int32_t));
+  hp->slash = malloc((size_t)(w0 + 1) * sizeof(int32_t));
+  if (!hp->vertical || !hp->slash) return sr_internal_error(e, 0, "synth: out of memory");
+  int64_t m = 0;
+  for (int64_t k = 0; k < s0; k++) mark(c->bits, k), hp->vertical[m++] = (int32_t)k;
+  reseed(&c->r, j->o->seed, KEY_LIKE, (uint64_t)l, (uint64_t)h);
+  for (int64_t x2 = 0; x2 < j->n_vert; x2++) {
+    double u = sr_mt_uniform(&c->r);
+    int64_t v = sr_min64(n - 1, (int64_t)(n * u * u * u));
+    if (!mark(c->bits, v)) hp->vertical[m++] = (int32_t)v;
+  }
+  take_sorted(c, hp->vertical, m, s0);
+  hp->n_vertical = (int32_t)m;
+  for (int64_t d = 0; d < w0; d++) hp->slash[d] = (int32_t)d;
+  hp->n_slash = (int32_t)w0;
+  return SR_OK;
+}
 
 int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, const synth_opts *o, sr_error *e) {
   if (sinks < 0 || window < 0 || n_vert < 0)
@@ -308,38 +457,12 @@ int synth_vs_like(pattern *p, int64_t sinks, int64_t window, int64_t n_vert, con
   if (n_vert > VS_LIKE_MAX_VERTICALS)
     return sr_input_error(e, NULL, "pattern", "vs-like: %lld verticals a head, at most %d", (long long)n_vert,
                           VS_LIKE_MAX_VERTICALS);
-  synth_ctx c;
-  int rc = ctx_init(&c, p->n_tokens, e);
+  int items = p->layers * p->heads;
+  like_job j = {p, sr_min64(sinks, p->n_tokens), sr_min64(window, p->n_tokens), n_vert, o, {0}};
+  int rc = pool_open(&j.pool, p->n_tokens, items, e);
   if (rc) return rc;
-  int64_t n = p->n_tokens, s0 = sr_min64(sinks, n), w0 = sr_min64(window, n);
-  for (int l = 0; l < p->layers && !rc; l++)
-    for (int h = 0; h < p->heads && !rc; h++) {
-      head_pattern *hp = pattern_head(p, l, h);
-      head_clear(hp);
-      hp->kind = PATTERN_VS;
-      // draws may repeat: the mask keeps their union, collected as first marked (at most n of them)
-      int64_t most = sr_min64(n, s0 + n_vert);
-      hp->vertical = malloc((size_t)(most + 1) * sizeof(int32_t));
-      hp->slash = malloc((size_t)(w0 + 1) * sizeof(int32_t));
-      if (!hp->vertical || !hp->slash) {
-        rc = sr_internal_error(e, 0, "synth: out of memory");
-        break;
-      }
-      int64_t m = 0;
-      for (int64_t k = 0; k < s0; k++) c.mark[k] = 1, hp->vertical[m++] = (int32_t)k;
-      reseed(c.r, o->seed, KEY_LIKE, (uint64_t)l, (uint64_t)h);
-      for (int64_t x = 0; x < n_vert; x++) {
-        double u = gsl_rng_uniform(c.r);
-        int64_t v = sr_min64(n - 1, (int64_t)(n * u * u * u));
-        if (!c.mark[v]) c.mark[v] = 1, hp->vertical[m++] = (int32_t)v;
-      }
-      for (int64_t x = 0; x < m; x++) c.mark[hp->vertical[x]] = 0;
-      qsort(hp->vertical, (size_t)m, sizeof(int32_t), cmp_i32);
-      hp->n_vertical = (int32_t)m;
-      for (int64_t d = 0; d < w0; d++) hp->slash[d] = (int32_t)d;
-      hp->n_slash = (int32_t)w0;
-    }
-  ctx_free(&c);
+  rc = sr_parallel_for(items, j.pool.n, like_item, &j, e);
+  pool_close(&j.pool);
   return rc;
 }
 
@@ -370,9 +493,9 @@ static int block_head(synth_ctx *c, head_pattern *h, double density, int32_t B, 
   h->mask = calloc((size_t)(nb * rw) + 1, sizeof(uint64_t));
   if (!h->mask) return sr_internal_error(e, 0, "synth: out of memory for a %lld x %lld block mask", (long long)nb,
                                          (long long)nb);
-  reseed(c->r, key, KEY_BLOCK, 0, 0);
-  int64_t spots[8], n_spots = 1 + (int64_t)gsl_rng_uniform_int(c->r, 4);
-  for (int64_t i = 0; i < n_spots; i++) spots[i] = (int64_t)gsl_rng_uniform_int(c->r, (unsigned long)nb);
+  reseed(&c->r, key, KEY_BLOCK, 0, 0);
+  int64_t spots[8], n_spots = 1 + (int64_t)sr_mt_uniform_int(&c->r, 4);
+  for (int64_t i = 0; i < n_spots; i++) spots[i] = (int64_t)sr_mt_uniform_int(&c->r, (uint32_t)nb);
   double width = 1 + (double)nb / 32;
   for (int64_t col = 0; col < nb; col++) {
     double wgt = 1.0 / (1.0 + (double)col / 4.0);
@@ -382,8 +505,8 @@ static int block_head(synth_ctx *c, head_pattern *h, double density, int32_t B, 
   int64_t L = o->drift_period > 0 ? o->drift_period : 1;
   for (int64_t g = 0; g < L && g < nb; g++) {
     int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
-    reseed(c->r, key, KEY_BLOCK_NOISE, (uint64_t)g, (uint64_t)epoch);
-    for (int64_t col = g; col < nb; col += L) hot[col].key -= log(-log(gsl_rng_uniform_pos(c->r)));
+    reseed(&c->r, key, KEY_BLOCK_NOISE, (uint64_t)g, (uint64_t)epoch);
+    for (int64_t col = g; col < nb; col += L) hot[col].key -= log(-log(sr_mt_uniform_pos(&c->r)));
   }
   qsort(hot, (size_t)nb, sizeof *hot, cmp_hot);
   for (int64_t p = 0; p < nb; p++) {
@@ -406,18 +529,36 @@ static int block_head(synth_ctx *c, head_pattern *h, double density, int32_t B, 
   return SR_OK;
 }
 
+typedef struct {
+  pattern *p;
+  const double *density;
+  int32_t B;
+  const synth_opts *o;
+  ctx_pool pool;
+  hot_col **hot;  // [threads] column ranking scratch
+} block_job;
+
+static int block_item(void *ctx, int x, int thread, sr_error *e) {
+  block_job *j = ctx;
+  int l = x / j->p->heads, h = x % j->p->heads;
+  return block_head(&j->pool.c[thread], pattern_head(j->p, l, h), j->density[x], j->B, head_key(j->o, l, h), j->o,
+                    j->hot[thread], e);
+}
+
 static int block_heads(pattern *p, const double *density, int32_t B, const synth_opts *o, sr_error *e) {
   if (B < 1) return sr_input_error(e, NULL, "pattern", "block size %d must be >= 1", B);
-  synth_ctx c;
-  int rc = ctx_init(&c, p->n_tokens, e);
+  int items = p->layers * p->heads;
+  block_job j = {p, density, B, o, {0}, NULL};
+  int rc = pool_open(&j.pool, p->n_tokens, items, e);
   if (rc) return rc;
-  hot_col *hot = malloc((size_t)sr_cdiv(p->n_tokens, B) * sizeof *hot + 1);
-  if (!hot) rc = sr_internal_error(e, 0, "synth: out of memory");
-  for (int l = 0; l < p->layers && !rc; l++)
-    for (int h = 0; h < p->heads && !rc; h++)
-      rc = block_head(&c, pattern_head(p, l, h), density[(int64_t)l * p->heads + h], B, head_key(o, l, h), o, hot, e);
-  free(hot);
-  ctx_free(&c);
+  j.hot = calloc((size_t)j.pool.n, sizeof *j.hot);
+  for (int t = 0; j.hot && t < j.pool.n && !rc; t++)
+    if (!(j.hot[t] = malloc((size_t)sr_cdiv(p->n_tokens, B) * sizeof **j.hot + 1))) rc = -1;
+  if (!j.hot || rc) rc = sr_internal_error(e, 0, "synth: out of memory");
+  else rc = sr_parallel_for(items, j.pool.n, block_item, &j, e);
+  for (int t = 0; j.hot && t < j.pool.n; t++) free(j.hot[t]);
+  free(j.hot);
+  pool_close(&j.pool);
   return rc;
 }
 
@@ -450,14 +591,14 @@ int synth_adaspa(pattern *p, double sparsity, int32_t block, const synth_opts *o
   int64_t total = (int64_t)p->layers * p->heads;
   double *d = malloc((size_t)total * sizeof *d);
   head_recall *hr = malloc((size_t)p->heads * sizeof *hr);
-  gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+  sr_mt r;
   int rc = SR_OK;
-  if (!d || !hr || !r) rc = sr_internal_error(e, 0, "synth: out of memory");
+  if (!d || !hr) rc = sr_internal_error(e, 0, "synth: out of memory");
   for (int l = 0; l < p->layers && !rc; l++) {
-    reseed(r, o->seed, KEY_ADASPA, (uint64_t)l, 0);
+    reseed(&r, o->seed, KEY_ADASPA, (uint64_t)l, 0);
     int n_high = 0;
     for (int h = 0; h < p->heads; h++) {
-      hr[h] = (head_recall){.recall = 0.5 + 0.5 * gsl_rng_uniform(r), .head = h};
+      hr[h] = (head_recall){.recall = 0.5 + 0.5 * sr_mt_uniform(&r), .head = h};
       n_high += hr[h].recall > 0.8;
     }
     if (n_high > p->heads / 2) n_high = p->heads / 2;  // the high and the low groups must not overlap
@@ -471,7 +612,6 @@ int synth_adaspa(pattern *p, double sparsity, int32_t block, const synth_opts *o
     }
   }
   if (!rc) rc = block_heads(p, d, block, o, e);
-  if (r) gsl_rng_free(r);
   free(d);
   free(hr);
   return rc;

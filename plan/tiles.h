@@ -56,6 +56,16 @@ void tiles_masks_free(head_mask *m, int heads);
 // Exact work counts of `layer`: counts[(head * W + q_rank) * W + src], W = l->world. Fast: uses the
 // Toeplitz structure of slashes and the sortedness of verticals, never the N x N mask.
 int tiles_account_layer(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
+// The tables of one layout that accounting builds (the fast path's period, the class tables, the scan's
+// bookkeeping), kept for accounting many heads: open one per layout (and per thread), then add heads.
+typedef struct tiles_accounter tiles_accounter;
+// Prepare exact accounting on layout l (l must outlive the accounter).
+int tiles_accounter_open(const layout *l, tiles_accounter **out, sr_error *e);
+// Release an accounter (NULL is fine).
+void tiles_accounter_close(tiles_accounter *a);
+// Add the exact counts of head h (over l->n_tokens tokens) to counts[q_rank * W + src]: the numbers
+// tiles_account_layer gives that head, added, so a layer's heads may be summed in one array.
+int tiles_account_head_add(tiles_accounter *a, const head_pattern *h, work_count *counts, sr_error *e);
 
 // ---- additive (patterns area): a layer's totals and imbalance, for reports ------------------------
 

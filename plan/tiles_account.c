@@ -86,6 +86,55 @@ int tiles_account_generic(const pattern *p, int layer, const layout *l, work_cou
 }
 
 // ---------------------------------------------------------------------------------------------
+// an accounter: the tables of one layout, kept for many heads
+
+struct tiles_accounter {
+  const layout *l;
+  tile_scan s;
+  tiles_fast *fast;  // aligned layouts (the fast path), or NULL
+  tile_comb *cb;     // striped layouts whose stripe divides a tile (class tables), or NULL
+};
+
+int tiles_accounter_open(const layout *l, tiles_accounter **out, sr_error *e) {
+  *out = NULL;
+  tiles_accounter *a = calloc(1, sizeof *a);
+  if (!a) return sr_internal_error(e, 0, "tiles: out of memory");
+  a->l = l;
+  int rc = tile_scan_init(&a->s, l, e);
+  if (rc) {
+    free(a);
+    return rc;
+  }
+  rc = tiles_fast_open(l, &a->fast, e);
+  if (!rc && !a->fast) rc = tiles_comb_open(l, &a->cb, e);
+  if (rc) {
+    tiles_accounter_close(a);
+    return rc;
+  }
+  *out = a;
+  return SR_OK;
+}
+
+void tiles_accounter_close(tiles_accounter *a) {
+  if (!a) return;
+  tiles_fast_close(a->fast);
+  tiles_comb_close(a->cb);
+  tile_scan_free(&a->s);
+  free(a);
+}
+
+int tiles_account_head_add(tiles_accounter *a, const head_pattern *h, work_count *counts, sr_error *e) {
+  head_view v;
+  int rc = head_view_build(h, a->l->n_tokens, &v, e);
+  if (rc) return rc;
+  if (a->fast) rc = tiles_fast_head(a->fast, &a->s, &v, counts, e);
+  else if (a->cb && !v.is_block && !v.is_tokens) rc = account_head_comb(a->cb, &a->s, &v, counts, e);
+  else rc = tiles_account_head_generic(&a->s, &v, counts, e);
+  head_view_free(&v);
+  return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
 // entry point
 
 int tiles_account_layer(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e) {
@@ -93,8 +142,17 @@ int tiles_account_layer(const pattern *p, int layer, const layout *l, work_count
   if (l->n_tokens != p->n_tokens)
     return sr_input_error(e, NULL, "seq", "layout has %lld tokens but the pattern %lld", (long long)l->n_tokens,
                           (long long)p->n_tokens);
-  int handled = 0;
-  int rc = tiles_account_fast(p, layer, l, counts, &handled, e);
-  if (rc || handled) return rc;
-  return tiles_account_generic(p, layer, l, counts, e);
+  tiles_accounter *a = NULL;
+  int W = l->world, rc = tiles_accounter_open(l, &a, e);
+  if (rc) return rc;
+  memset(counts, 0, (size_t)p->heads * W * W * sizeof *counts);
+  for (int h = 0; h < p->heads && !rc; h++) {
+    work_count *hc = counts + (int64_t)h * W * W;
+    if (h > 0 && pattern_heads_equal(pattern_head(p, layer, h), pattern_head(p, layer, h - 1)))
+      memcpy(hc, hc - (int64_t)W * W, (size_t)W * W * sizeof *hc);  // every head of a dense or windowed layer
+    else
+      rc = tiles_account_head_add(a, pattern_head(p, layer, h), hc, e);
+  }
+  tiles_accounter_close(a);
+  return rc;
 }

@@ -33,11 +33,20 @@ typedef struct {
   double *acc;                       // [P * 8] A (4 values) and B (4 values) per residue
   int64_t *touched;
   int64_t n_touched;
-  int64_t *slot;                     // [P] histogram slot of residue j, -1 when none
-  int32_t *hist;                     // [P * (TILE + 1)] cumulative offset histograms (used slots only)
+  int32_t *hist;                     // [(TILE + 1) * P] cumulative offset histograms, transposed
   int64_t *kd_pre;                   // [nbi + 1] prefix counts of kept diagonals
   double *colbuf;                    // periodic: [P * P * 2] (bars, pairs) by (source residue, query residue)
   uint8_t *col_used;                 // [P] source residues with a column in colbuf
+  int64_t *ov_same, *ov_next;        // with colbuf: [P * P] column_overlap's sums by (source residue, j)
+  // periodic: keys of K per column tile s + m P (cvm[s * n_m + m]), their prefix sums over m, and the kept
+  // diagonals j + t P listed by residue j (kd_t[kd_first[j] .. kd_first[j + 1]), t ascending)
+  int64_t n_m;
+  int64_t *cvm, *cvcum, *cmcum, *kd_first, *kd_t;
+  uint8_t *s_used;                   // [P] source residues with a column tile
+  int64_t *run_v, *run_u;            // non-periodic: [nbi + 1] prefix sums over column tiles (columns_runs_add)
+  int32_t *k_flat;                   // non-periodic: K's keys below nbi * TILE, ascending (overlap_by_runs)
+  int64_t *k_sum;                    //   [i] the sum of the first i of them
+  int64_t *k_tile;                   //   [nbi + 2] index of the first key of each tile
 } fast_ctx;
 
 typedef struct {
@@ -66,11 +75,23 @@ static void fast_free(fast_ctx *c) {
   free(c->run_end);
   free(c->acc);
   free(c->touched);
-  free(c->slot);
   free(c->hist);
   free(c->kd_pre);
   free(c->colbuf);
   free(c->col_used);
+  free(c->ov_same);
+  free(c->ov_next);
+  free(c->cvm);
+  free(c->cvcum);
+  free(c->cmcum);
+  free(c->kd_first);
+  free(c->kd_t);
+  free(c->s_used);
+  free(c->run_v);
+  free(c->run_u);
+  free(c->k_flat);
+  free(c->k_sum);
+  free(c->k_tile);
 }
 
 // Returns 1 when aligned (c filled), 0 when not, -1 on out of memory.
@@ -110,27 +131,45 @@ static int fast_init(const layout *l, fast_ctx *c) {
   c->run_end = malloc((size_t)P * sizeof *c->run_end);
   c->acc = calloc((size_t)P * 8, sizeof *c->acc);
   c->touched = malloc((size_t)P * sizeof *c->touched);
-  c->slot = malloc((size_t)P * sizeof *c->slot);
   c->hist = malloc((size_t)P * (TILE + 1) * sizeof *c->hist);
   c->kd_pre = malloc((size_t)(c->nbi + 2) * sizeof *c->kd_pre);
   if (P < c->nbi && P <= tiles_fast_colbuf_max_period) {  // periodic: a transposed column buffer
     c->colbuf = calloc((size_t)P * (size_t)P * 2, sizeof *c->colbuf);
     c->col_used = calloc((size_t)P, 1);
-    if (!c->colbuf || !c->col_used) {
+    c->ov_same = calloc((size_t)P * (size_t)P, sizeof *c->ov_same);
+    c->ov_next = calloc((size_t)P * (size_t)P, sizeof *c->ov_next);
+    if (!c->colbuf || !c->col_used || !c->ov_same || !c->ov_next) {
       free(tr);
       fast_free(c);
       return -1;
     }
   }
-  if (!c->kd_pre || !c->R || !c->run_end || !c->acc || !c->touched || !c->slot || !c->hist) {
+  c->n_m = c->nbi / P + 1;
+  c->cvm = calloc((size_t)P * (size_t)c->n_m, sizeof *c->cvm);
+  c->cvcum = malloc((size_t)(c->n_m + 1) * sizeof *c->cvcum);
+  c->cmcum = malloc((size_t)(c->n_m + 1) * sizeof *c->cmcum);
+  c->kd_first = malloc((size_t)(P + 1) * sizeof *c->kd_first);
+  c->kd_t = malloc((size_t)(c->nbi + 1) * sizeof *c->kd_t);
+  c->s_used = calloc((size_t)P, 1);
+  c->run_v = malloc((size_t)(c->nbi + 1) * sizeof *c->run_v);
+  c->run_u = malloc((size_t)(c->nbi + 1) * sizeof *c->run_u);
+  if (P == c->nbi) {
+    c->k_flat = malloc((size_t)(c->nbi * TILE + 1) * sizeof *c->k_flat);
+    c->k_sum = malloc((size_t)(c->nbi * TILE + 1) * sizeof *c->k_sum);
+    c->k_tile = malloc((size_t)(c->nbi + 2) * sizeof *c->k_tile);
+    if (!c->k_flat || !c->k_sum || !c->k_tile) {
+      free(tr);
+      fast_free(c);
+      return -1;
+    }
+  }
+  if (!c->kd_pre || !c->R || !c->run_end || !c->acc || !c->touched || !c->hist || !c->cvm || !c->cvcum || !c->cmcum ||
+      !c->kd_first || !c->kd_t || !c->s_used || !c->run_v || !c->run_u) {
     free(tr);
     fast_free(c);
     return -1;
   }
-  for (int64_t x = 0; x < P; x++) {
-    c->R[x] = x < nb ? tr[x] : 0;
-    c->slot[x] = -1;
-  }
+  for (int64_t x = 0; x < P; x++) c->R[x] = x < nb ? tr[x] : 0;
   c->unit_runs = 1;
   for (int64_t x = P - 1; x >= 0; x--) {
     c->run_end[x] = (x + 1 < P && c->R[x + 1] == c->R[x]) ? c->run_end[x + 1] : x + 1;
@@ -144,12 +183,11 @@ static int fast_init(const layout *l, fast_ctx *c) {
 // residue sweeps
 
 // For every query residue rho add w(rho) = A + B * ([rho < nbi mod P] - [rho < brk]) (four values:
-// full, partial, bars, pairs) to cell(R(rho), src): src = R(fixed_src) when fixed_src >= 0, else
-// R((rho - shift) mod P). Runs of equal ranks are added in one step.
-static void sweep(const fast_ctx *c, work_count *hc, int64_t fixed_src, int64_t shift, int64_t brk, const double *A,
-                  const double *B) {
+// full, partial, bars, pairs) to cell(R(rho), R((rho - shift) mod P)), the diagonal of residue `shift`.
+// Runs of equal ranks are added in one step.
+static void sweep(const fast_ctx *c, work_count *hc, int64_t shift, int64_t brk, const double *A, const double *B) {
   int64_t P = c->P;
-  if (c->unit_runs && fixed_src < 0) {  // every residue its own rank run (striped G = TILE): a plain loop
+  if (c->unit_runs) {  // every residue its own rank run (striped G = TILE): a plain loop
     int64_t cut[4] = {0, sr_min64(c->nbi_mod, brk), sr_max64(c->nbi_mod, brk), P};
     for (int piece = 0; piece < 3; piece++) {
       int64_t a = cut[piece], b = cut[piece + 1];
@@ -170,11 +208,7 @@ static void sweep(const fast_ctx *c, work_count *hc, int64_t fixed_src, int64_t 
     return;
   }
   for (int64_t rho = 0; rho < P;) {
-    int64_t end = c->run_end[rho], k = fixed_src;
-    if (fixed_src < 0) {
-      k = pmod(rho - shift, P);
-      end = sr_min64(end, rho + (c->run_end[k] - k));
-    }
+    int64_t k = pmod(rho - shift, P), end = sr_min64(c->run_end[rho], rho + (c->run_end[k] - k));
     if (rho < c->nbi_mod) end = sr_min64(end, c->nbi_mod);
     if (rho < brk) end = sr_min64(end, brk);
     double f = (double)((rho < c->nbi_mod) - (rho < brk)), n = (double)(end - rho);
@@ -199,14 +233,14 @@ static void acc_add(fast_ctx *c, int64_t j, double mult, double full, double par
   a[4] += full, a[5] += partial, a[6] += bars, a[7] += pairs;
 }
 
-// Sweep and clear every touched residue; diagonal: src = R(rho - j), else src = R(j) with break at j + brk_shift.
 static int cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
 }
 
-static void acc_flush(fast_ctx *c, work_count *hc, int diagonal, int64_t brk_shift) {
-  if (diagonal && c->P < c->nbi) {
+// Sweep and clear every touched diagonal residue j: cells (R(rho), R(rho - j)).
+static void acc_flush(fast_ctx *c, work_count *hc) {
+  if (c->P < c->nbi) {
     // Periodic: walk the count matrix row by row (query residue rho), the diagonals in ascending j, so
     // the cells (rho, rho - j) of a row are visited in memory order instead of one cache line per cell.
     int64_t P = c->P;
@@ -232,8 +266,7 @@ static void acc_flush(fast_ctx *c, work_count *hc, int diagonal, int64_t brk_shi
   for (int64_t t = 0; t < c->n_touched; t++) {
     int64_t j = c->touched[t];
     double *a = c->acc + j * 8;
-    if (diagonal) sweep(c, hc, -1, j, j, a, a + 4);
-    else sweep(c, hc, j, 0, pmod(j + brk_shift, c->P), a, a + 4);
+    sweep(c, hc, j, j, a, a + 4);
     memset(a, 0, 8 * sizeof *a);
   }
   c->n_touched = 0;
@@ -306,7 +339,7 @@ static void count_diagonals(fast_ctx *c, const iset *D, const i64_list *kd, work
     }
     acc_add(c, dl % P, (double)(c->nbi_div - dl / P), full, !full, 0, (double)sp);
   }
-  acc_flush(c, hc, 1, 0);
+  acc_flush(c, hc);
 }
 
 // Column tiles of K below the interior's end, in ascending order (*ct grown as needed). Returns 0 or -1.
@@ -356,28 +389,121 @@ static void full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n
   }
 }
 
-// c->kd_pre from the kept diagonals: periodic, pre[dl] = kept diagonals <= dl of dl's residue class;
-// otherwise pre[dl] = kept diagonals < dl.
-static void kept_diagonal_prefix(fast_ctx *c, const i64_list *kd, int periodic) {
-  int64_t *pre = c->kd_pre, nbi = c->nbi, P = c->P;
+// c->kd_pre from the kept diagonals: pre[dl] = kept diagonals < dl (the non-periodic columns).
+static void kept_diagonal_prefix(fast_ctx *c, const i64_list *kd) {
+  int64_t *pre = c->kd_pre, nbi = c->nbi;
   memset(pre, 0, (size_t)(nbi + 1) * sizeof *pre);
-  for (int64_t x = 0; x < kd->n; x++) pre[kd->delta[x] + (periodic ? 0 : 1)] = 1;
-  if (periodic)
-    for (int64_t dl = P; dl < nbi; dl++) pre[dl] += pre[dl - P];
-  else
-    for (int64_t dl = 1; dl <= nbi; dl++) pre[dl] += pre[dl - 1];
+  for (int64_t x = 0; x < kd->n; x++) pre[kd->delta[x] + 1] = 1;
+  for (int64_t dl = 1; dl <= nbi; dl++) pre[dl] += pre[dl - 1];
 }
 
-// Without periodicity residues are tiles: sweep each column tile over the runs of equal ranks.
+// Without periodicity every column tile kb adds v(kb) = scale x its keys to each query tile rho >= kb +
+// shift (bars: scale 1, shift 0; pairs: scale T, shift 1, the own tile being counted apart). Summed per
+// (query run [r0, r1), source run) with prefix sums V, U of v and v (kb + shift) over the column tiles:
+// a column tile with kb + shift <= r0 reaches all r1 - r0 query tiles of the run, one with
+// r0 < kb + shift < r1 reaches r1 - kb - shift of them.
+static void columns_runs_add(fast_ctx *c, work_count *hc, const col_tile *ct, int64_t n_ct, int pairs) {
+  const int64_t nbi = c->nbi, scale = pairs ? TILE : 1, shift = pairs ? 1 : 0;
+  int64_t *V = c->run_v, *U = c->run_u;
+  memset(V, 0, (size_t)(nbi + 1) * sizeof *V);
+  memset(U, 0, (size_t)(nbi + 1) * sizeof *U);
+  for (int64_t t = 0; t < n_ct; t++) {
+    V[ct[t].kb + 1] = ct[t].cv * scale;
+    U[ct[t].kb + 1] = ct[t].cv * scale * (ct[t].kb + shift);
+  }
+  for (int64_t x = 0; x < nbi; x++) {
+    V[x + 1] += V[x];
+    U[x + 1] += U[x];
+  }
+  for (int64_t r0 = 0; r0 < nbi; r0 = c->run_end[r0]) {
+    int64_t r1 = c->run_end[r0];
+    for (int64_t s0 = 0; s0 < nbi && s0 + shift < r1; s0 = c->run_end[s0]) {
+      int64_t s1 = c->run_end[s0], a_end = sr_max64(s0, sr_min64(s1, r0 - shift + 1));
+      int64_t b_end = sr_max64(a_end, sr_min64(s1, r1 - shift));
+      int64_t v = (V[a_end] - V[s0]) * (r1 - r0) + r1 * (V[b_end] - V[a_end]) - (U[b_end] - U[a_end]);
+      if (!v) continue;
+      work_count *w = cell(hc, c, r0, s0);
+      if (pairs) w->pairs += (double)v;
+      else w->bars += v;
+    }
+  }
+}
+
+// Keys of K below token x (count, sum), from the flat key list and its tile index: a binary search
+// inside x's tile.
+static inline void keys_below(const fast_ctx *c, int64_t x, int64_t *cnt, int64_t *sum) {
+  int64_t lo = c->k_tile[x / TILE], hi = c->k_tile[x / TILE + 1];
+  while (lo < hi) {
+    int64_t mid = (lo + hi) / 2;
+    if (c->k_flat[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  *cnt = lo;
+  *sum = c->k_sum[lo];
+}
+
+// Pairs kept both by D and by K, without periodicity: for source run [S0, S1) (tokens), an interval
+// [lo, hi] of D and a query run [R0, R1), key k keeps f(k) = |[k + lo, k + hi] n [R0, R1)| of them, i.e.
+// min(k + hi, R1 - 1) - max(k + lo, R0) + 1 for k in [R0 - hi, R1 - lo) and 0 outside: linear between
+// the breakpoints R0 - lo + 1 and R1 - hi, so summed over the keys of a range from their count and sum
+// (keys_below). Query runs visited: those the union of the ranges [k + lo, k + hi] over the source run
+// can reach.
+static void overlap_by_runs(fast_ctx *c, const iset *D, const iset *K, work_count *hc) {
+  const int64_t T = TILE, nbi = c->nbi, Np = nbi * T;
+  int64_t n_keys = 0;
+  for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)
+    for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++) {
+      c->k_flat[n_keys] = (int32_t)k;
+      c->k_sum[n_keys + 1] = (n_keys ? c->k_sum[n_keys] : 0) + k;
+      n_keys++;
+    }
+  c->k_sum[0] = 0;
+  for (int64_t t = 0, i = 0; t <= nbi + 1; t++) {
+    while (i < n_keys && c->k_flat[i] < t * T) i++;
+    c->k_tile[t] = i;
+  }
+  for (int64_t s0 = 0; s0 < nbi; s0 = c->run_end[s0]) {
+    int64_t S0 = s0 * T, S1 = c->run_end[s0] * T;
+    if (c->k_tile[s0] == c->k_tile[c->run_end[s0]]) continue;  // no key in the source run
+    for (int64_t z = 0; z < D->n && D->lo[z] + S0 < Np; z++) {
+      int64_t lo = D->lo[z], hi = sr_min64(D->hi[z], Np - 1);
+      // From the tile of the first query the interval reaches (a run's tail: no query lies before it).
+      for (int64_t r0 = (S0 + lo) / T; r0 < nbi && r0 * T <= S1 - 1 + hi;) {
+        int64_t r1 = c->run_end[r0], R0 = r0 * T, R1 = r1 * T, A = sr_max64(R0 - hi, S0), B = sr_min64(R1 - lo, S1), n = 0;
+        // f is linear between the cuts v1 = R0 - lo + 1 (v = max(k + lo, R0) turns from R0 to k + lo)
+        // and u1 = R1 - hi (u = min(k + hi, R1 - 1) turns from k + hi to R1 - 1)
+        int64_t cut[4] = {A, sr_min64(sr_max64(R0 - lo + 1, A), B), sr_min64(sr_max64(R1 - hi, A), B), B};
+        if (cut[1] > cut[2]) {
+          int64_t t = cut[1];
+          cut[1] = cut[2];
+          cut[2] = t;
+        }
+        int64_t c0, s0k, c1, s1k;
+        if (A < B) keys_below(c, cut[0], &c0, &s0k);
+        for (int p = 0; p < 3 && A < B; p++) {
+          int64_t x0 = cut[p], x1 = cut[p + 1];
+          if (x0 >= x1) continue;
+          keys_below(c, x1, &c1, &s1k);
+          int64_t au = x0 + hi <= R1 - 1 ? 1 : 0, bu = au ? hi : R1 - 1;  // u = au k + bu on the piece
+          int64_t av = x0 + lo <= R0 ? 0 : 1, bv = av ? lo : R0;          // v = av k + bv
+          n += (au - av) * (s1k - s0k) + (bu - bv + 1) * (c1 - c0);
+          c0 = c1;
+          s0k = s1k;
+        }
+        if (n) cell(hc, c, r0, s0)->pairs -= (double)n;
+        r0 = r1;
+      }
+    }
+  }
+}
+
+// Without periodicity residues are tiles: the columns' bars and pairs by runs of equal ranks, less the
+// bars of kept diagonals and the pairs D keeps too.
 static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct,
                             work_count *hc) {
-  const int64_t T = TILE, nbi = c->nbi, Np = nbi * T, P = c->P, *pre = c->kd_pre;
-  for (int64_t t = 0; t < n_ct; t++)
-    acc_add(c, ct[t].kb % P, (double)(c->nbi_div - ct[t].kb / P), 0, 0, (double)ct[t].cv, 0);
-  acc_flush(c, hc, 0, 0);
-  for (int64_t t = 0; t < n_ct; t++)
-    acc_add(c, ct[t].kb % P, (double)(c->nbi_div - (ct[t].kb + 1) / P), 0, 0, 0, (double)(ct[t].cv * T));
-  acc_flush(c, hc, 0, 1);
+  const int64_t nbi = c->nbi, *pre = c->kd_pre;
+  columns_runs_add(c, hc, ct, n_ct, 0);
+  columns_runs_add(c, hc, ct, n_ct, 1);
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t kb = ct[t].kb;
     for (int64_t rho = kb; rho < nbi; rho = c->run_end[rho]) {
@@ -385,77 +511,122 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const col
       if (n) cell(hc, c, rho, kb)->bars -= ct[t].cv * n;
     }
   }
-  for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++)  // pairs in both D and K, one count of D per run
-    for (int64_t k = K->lo[y]; k <= sr_min64(K->hi[y], Np - 1); k++)
-      for (int64_t rho = k / T; rho < nbi; rho = c->run_end[rho]) {
-        int64_t n = iset_count(D, sr_max64(rho * T, k) - k, c->run_end[rho] * T - 1 - k);
-        if (n) cell(hc, c, rho, k / T)->pairs -= (double)n;
-      }
+  overlap_by_runs(c, D, K, hc);
 }
 
-// Cumulative histograms of d mod T per residue j of d/T over D's offsets with d/T <= M (one slot per
-// residue in use, listed in c->touched); returns the number of slots.
-static int64_t offset_histograms(fast_ctx *c, const iset *D, int64_t M) {
+// Cumulative histograms of d mod T per residue j of d/T over D's offsets with d/T <= M, stored transposed
+// (hist[x * P + j] = offsets of residue j with d mod T < x), so that a vertical reads one contiguous row
+// for all residues. [*jlo, *jhi] bounds the residues in use (empty: *jlo > *jhi).
+static void offset_histograms(fast_ctx *c, const iset *D, int64_t M, int64_t *jlo, int64_t *jhi) {
   const int64_t T = TILE, P = c->P;
-  int64_t n_slots = 0, *js = c->touched;
+  int32_t *hx = c->hist;
+  memset(hx, 0, (size_t)(T + 1) * (size_t)P * sizeof *hx);
+  *jlo = P;
+  *jhi = -1;
   for (int64_t x = 0; x < D->n && D->lo[x] <= M * T + T - 1; x++) {
     int64_t hi = sr_min64(D->hi[x], M * T + T - 1);
     for (int64_t d = D->lo[x]; d <= hi;) {
       int64_t j = (d / T) % P, e1 = sr_min64(hi, (d / T) * T + T - 1);
-      if (c->slot[j] < 0) {
-        c->slot[j] = n_slots;
-        js[n_slots++] = j;
-        memset(c->hist + c->slot[j] * (T + 1), 0, (size_t)(T + 1) * sizeof *c->hist);
-      }
-      int32_t *hst = c->hist + c->slot[j] * (T + 1);
-      for (int64_t x2 = d; x2 <= e1; x2++) hst[x2 % T + 1]++;
+      *jlo = sr_min64(*jlo, j);
+      *jhi = sr_max64(*jhi, j);
+      for (int64_t x2 = d; x2 <= e1; x2++) hx[(x2 % T + 1) * P + j]++;
       d = e1 + 1;
     }
   }
-  for (int64_t a = 0; a < n_slots; a++) {  // hst[x] = offsets with d mod T < x
-    int32_t *hst = c->hist + a * (T + 1);
-    for (int64_t x = 1; x <= T; x++) hst[x] += hst[x - 1];
-  }
-  return n_slots;
+  for (int64_t x = 1; x <= T; x++)  // cumulative in x
+    for (int64_t j = *jlo; j <= *jhi; j++) hx[x * P + j] += hx[(x - 1) * P + j];
 }
 
 // Drop offset tile M from its histogram; *top walks D's intervals down from the last one.
 static void histogram_drop(fast_ctx *c, const iset *D, int64_t M, int64_t *top) {
-  const int64_t T = TILE;
+  const int64_t T = TILE, P = c->P, j = M % P;
+  int32_t *hx = c->hist;
   while (*top >= 0 && D->lo[*top] > M * T + T - 1) (*top)--;
   for (int64_t x = *top; x >= 0 && D->hi[x] >= M * T; x--) {
     int64_t e0 = sr_max64(D->lo[x], M * T) - M * T, e1 = sr_min64(D->hi[x], M * T + T - 1) - M * T;
-    int32_t *hst = c->hist + c->slot[M % c->P] * (T + 1);
-    for (int64_t x2 = e0 + 1; x2 <= e1; x2++) hst[x2] -= (int32_t)(x2 - e0);  // offsets < x2
+    for (int64_t x2 = e0 + 1; x2 <= e1; x2++) hx[x2 * P + j] -= (int32_t)(x2 - e0);  // offsets < x2
     int32_t all = (int32_t)(e1 - e0 + 1);
-    for (int64_t x2 = e1 + 1; x2 <= T; x2++) hst[x2] -= all;
+    for (int64_t x2 = e1 + 1; x2 <= T; x2++) hx[x2 * P + j] -= all;
   }
 }
 
-// Add the column of column tile t (source residue s, cv keys, query tiles up to lim = nbi - kb) for every
-// query residue: bars where the diagonal is not kept, pairs (T per later query tile, minus same and next,
-// the pairs D keeps too). Into row s of the transposed buffer (memory order; folded by colbuf_fold), or
-// without the buffer (very long periods) straight into the count matrix.
-static void column_add(fast_ctx *c, work_count *hc, int64_t s, int64_t lim, int64_t cv, const double *same,
-                       const double *next) {
-  const int64_t T = TILE, P = c->P, q = (lim - 1) / P, r = (lim - 1) % P, *pre = c->kd_pre;
-  if (c->colbuf) {
-    double *colrow = c->colbuf + s * P * 2;
-    c->col_used[s] = 1;
-    for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
-      int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
-      colrow[rho * 2] += (double)(cv * (all - kept));
-      colrow[rho * 2 + 1] += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
-      if (++rho == P) rho = 0;
+// A vertical of source residue s whose query rows reach offsets with d mod T < T - b in residue j's tile
+// (row[j]) meets D there, in query residue s + j, and the other offsets of that tile (row_all[j] - row[j])
+// in the next query tile, residue s + j + 1: those pairs are kept by D too, so the column's pairs lose them.
+// With the column buffer they are summed per (s, j) first (independent elements: the loop vectorises) and
+// deducted once per residue pair by columns_by_residue.
+static void column_overlap(fast_ctx *c, work_count *hc, int64_t s, const int32_t *row, const int32_t *row_all,
+                           int64_t jlo, int64_t jhi) {
+  const int64_t P = c->P;
+  int64_t rho = s + jlo >= P ? s + jlo - P : s + jlo;
+  if (c->ov_same) {
+    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P;
+    for (int64_t j = jlo; j <= jhi; j++) {
+      same[j] += row[j];
+      next[j] += row_all[j] - row[j];
     }
   } else {
-    work_count *col = hc + c->R[s];
-    for (int64_t j = 0, rho = s; j < P && j < lim; j++) {
-      int64_t qq = j <= r ? q : q - 1, all = qq + 1, kept = pre[j + qq * P];
-      work_count *w = col + (int64_t)c->R[rho] * c->W;
-      w->bars += cv * (all - kept);
-      w->pairs += (double)(cv * T * (all - (j == 0))) - same[j] - next[j];
-      if (++rho == P) rho = 0;
+    for (int64_t j = jlo; j <= jhi; j++) {
+      int64_t r1 = rho + 1 == P ? 0 : rho + 1;
+      cell(hc, c, rho, s)->pairs -= (double)row[j];
+      cell(hc, c, r1, s)->pairs -= (double)(row_all[j] - row[j]);
+      rho = r1;
+    }
+  }
+}
+
+// The columns' bars and pairs (before column_overlap's deductions), summed per (source residue s, query
+// residue s + j) over the column tiles s + m P. Column tile m reaches residue j in Q - m + 1 query tiles,
+// Q = (nbi - s - 1) / P - [j > (nbi - s - 1) mod P] (none when m > Q), of which those on kept diagonals
+// j + t P, t <= Q - m, hold no bar. So with CV(x) = keys of the tiles m <= x:
+//   query tiles x keys  = sum_m cv_m (Q - m + 1) = (Q + 1) CV(Q) - sum_{m <= Q} m cv_m
+//   kept ones x keys    = sum_{kept t <= Q} CV(Q - t)
+// and the pairs are T per query tile and key, less the column's own tile (counted apart) at j = 0.
+static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) {
+  const int64_t T = TILE, P = c->P, nbi = c->nbi, n_m = c->n_m;
+  int64_t *first = c->kd_first, *cvcum = c->cvcum, *cmcum = c->cmcum;
+  memset(first, 0, (size_t)(P + 1) * sizeof *first);
+  for (int64_t x = 0; x < kd->n; x++) first[kd->delta[x] % P + 1]++;
+  for (int64_t j = 0; j < P; j++) first[j + 1] += first[j];
+  for (int64_t x = 0; x < kd->n; x++) c->kd_t[first[kd->delta[x] % P]++] = kd->delta[x] / P;  // ascending t
+  for (int64_t j = P; j > 0; j--) first[j] = first[j - 1];
+  first[0] = 0;
+  for (int64_t s = 0; s < P; s++) {
+    if (!c->s_used[s] || nbi - s - 1 < 0) continue;
+    int64_t *cv = c->cvm + s * n_m, q0 = (nbi - s - 1) / P, r = (nbi - s - 1) % P;
+    cvcum[0] = cmcum[0] = 0;
+    for (int64_t m = 0; m < n_m; m++) {
+      cvcum[m + 1] = cvcum[m] + cv[m];
+      cmcum[m + 1] = cmcum[m] + m * cv[m];
+      cv[m] = 0;
+    }
+    c->s_used[s] = 0;
+    int64_t *same = c->ov_same ? c->ov_same + s * P : NULL, *next = c->ov_next ? c->ov_next + s * P : NULL;
+    for (int64_t j = 0; j < P; j++) {
+      int64_t Q = q0 - (j > r), bars = 0, pairs = 0;
+      if (Q >= 0 && cvcum[Q + 1]) {
+        int64_t all = (Q + 1) * cvcum[Q + 1] - cmcum[Q + 1], kept = 0;
+        for (int64_t x = first[j]; x < first[j + 1] && c->kd_t[x] <= Q; x++) kept += cvcum[Q - c->kd_t[x] + 1];
+        bars = all - kept;
+        pairs = T * (all - (j == 0 ? cvcum[Q + 1] : 0));
+      }
+      if (same) pairs -= same[j] + next[j == 0 ? P - 1 : j - 1];
+      if (!bars && !pairs) continue;
+      int64_t rho = s + j >= P ? s + j - P : s + j;
+      if (c->colbuf) {
+        double *v = c->colbuf + (s * P + rho) * 2;
+        c->col_used[s] = 1;
+        v[0] += (double)bars;
+        v[1] += (double)pairs;
+      } else {
+        work_count *w = cell(hc, c, rho, s);
+        w->bars += bars;
+        w->pairs += (double)pairs;
+      }
+    }
+    if (same) {
+      memset(same, 0, (size_t)P * sizeof *same);
+      memset(next, 0, (size_t)P * sizeof *next);
     }
   }
 }
@@ -478,40 +649,33 @@ static void colbuf_fold(fast_ctx *c, work_count *hc) {
   if (c->col_used) memset(c->col_used, 0, (size_t)P);
 }
 
-// Periodic: one pass over the query residues rho = s + j per column tile. Pairs in both D and K come
+// Periodic: the columns summed by residue (columns_by_residue), less the pairs D keeps too. Those come
 // from cumulative histograms of d mod T per residue j of d/T: a vertical at tile offset b meets offset
 // d in query tile kb + d/T + [d mod T >= T - b]. The histograms hold the offsets with d/T <= M =
 // nbi - kb - 2 (dropping the highest tiles as kb grows); the tile M + 1 is counted directly.
 static void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct,
-                             work_count *hc) {
+                             const i64_list *kd, work_count *hc) {
   const int64_t T = TILE, nbi = c->nbi, P = c->P;
-  int64_t M = nbi - 2, top = D->n - 1, yk = 0, *js = c->touched;
-  int64_t n_slots = offset_histograms(c, D, M);
-  double *same = c->acc, *next = c->acc + P;  // per residue j, zero between column tiles
+  int64_t M = nbi - 2, top = D->n - 1, yk = 0, jlo, jhi;
+  offset_histograms(c, D, M, &jlo, &jhi);
+  const int32_t *row_all = c->hist + T * P;
   for (int64_t t = 0; t < n_ct; t++) {
-    int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb;
+    int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, lastd = (lim - 1) * T, last_pairs = 0;
+    c->cvm[s * c->n_m + kb / P] = ct[t].cv;
+    c->s_used[s] = 1;
     for (; M > lim - 2; M--) histogram_drop(c, D, M, &top);
+    int64_t f = iset_first_ge(D, lastd);  // D's intervals in the last query tile's offsets
     while (yk < K->n && K->hi[yk] < kb * T) yk++;
     for (int64_t y = yk; y < K->n && K->lo[y] <= kb * T + T - 1; y++)
       for (int64_t k = sr_max64(K->lo[y], kb * T); k <= sr_min64(K->hi[y], kb * T + T - 1); k++) {
         int64_t b = k - kb * T;
-        for (int64_t a = 0; a < n_slots; a++) {
-          const int32_t *hst = c->hist + a * (T + 1);
-          int64_t j1 = js[a] + 1 == P ? 0 : js[a] + 1;
-          same[js[a]] += hst[T - b];
-          next[j1] += hst[T] - hst[T - b];
-        }
-        int64_t lastd = (lim - 1) * T;
-        int64_t n = iset_count(D, lastd, lastd + T - 1 - b);
-        if (n) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)n;
+        if (jlo <= jhi) column_overlap(c, hc, s, c->hist + (T - b) * P, row_all, jlo, jhi);
+        for (int64_t x = f; x < D->n && D->lo[x] <= lastd + T - 1 - b; x++)
+          last_pairs += sr_min64(D->hi[x], lastd + T - 1 - b) - sr_max64(D->lo[x], lastd) + 1;
       }
-    column_add(c, hc, s, lim, ct[t].cv, same, next);
-    for (int64_t a = 0; a < n_slots; a++) {
-      same[js[a]] = 0;
-      next[js[a] + 1 == P ? 0 : js[a] + 1] = 0;
-    }
+    if (last_pairs) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)last_pairs;
   }
-  for (int64_t a = 0; a < n_slots; a++) c->slot[js[a]] = -1;
+  columns_by_residue(c, hc, kd);
   colbuf_fold(c, hc);
 }
 
@@ -529,13 +693,15 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
   if (!rc && n_ct > 0) {
     full_exceptions(c, pd, n_pd, ct, n_ct, hc);
     int periodic = c->P < c->nbi;
-    kept_diagonal_prefix(c, &kd, periodic);
     for (int64_t t = 0; t < n_ct; t++) {  // column pairs: first the rows of the column's own tile
       int64_t s = ct[t].kb % c->P;
       hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
     }
-    if (periodic) columns_periodic(c, &v->d, &v->k, ct, n_ct, hc);
-    else columns_by_runs(c, &v->d, &v->k, ct, n_ct, hc);
+    if (periodic) columns_periodic(c, &v->d, &v->k, ct, n_ct, &kd, hc);
+    else {
+      kept_diagonal_prefix(c, &kd);
+      columns_by_runs(c, &v->d, &v->k, ct, n_ct, hc);
+    }
   }
   free(kd.delta);
   free(pd);
@@ -544,20 +710,54 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// entry point
+// entry points
+
+int tiles_fast_open(const layout *l, tiles_fast **out, sr_error *e) {
+  *out = NULL;
+  fast_ctx *c = malloc(sizeof *c);
+  if (!c) return sr_internal_error(e, 0, "tiles: out of memory");
+  int ok = fast_init(l, c);
+  if (ok <= 0) {
+    free(c);
+    return ok < 0 ? sr_internal_error(e, 0, "tiles: out of memory") : SR_OK;
+  }
+  *out = (tiles_fast *)c;
+  return SR_OK;
+}
+
+void tiles_fast_close(tiles_fast *f) {
+  if (!f) return;
+  fast_free((fast_ctx *)f);
+  free(f);
+}
+
+int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
+  fast_ctx *c = (fast_ctx *)f;
+  int W = c->W, rc = SR_OK;
+  if (v->is_block && !v->is_moba) return tiles_account_head_generic(s, v, hc, e);
+  int bad = 0;  // MOBA: its own pass; TOKENS: the window as a Toeplitz part, then the groups' keys
+  if (c->nbi > 0 && v->is_moba) bad = gated_fast_moba(c->tile_rank, c->nbi, W, v, hc);
+  else if (c->nbi > 0) bad = fast_head(c, v, hc) || (v->is_tokens && gated_fast_tokens(c->tile_rank, c->nbi, W, v, hc));
+  if (bad) return sr_internal_error(e, 0, "tiles: out of memory");
+  if (c->has_last) {
+    rc = tile_scan_head(s, v, e);
+    if (!rc) rc = tile_scan_qtile(s, v, c->last_rank, c->last_local_tile, 1, e);
+    if (!rc) tiles_account_scan(s, hc + (int64_t)c->last_rank * W);
+  }
+  return rc;
+}
 
 int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e) {
   *handled = 0;
-  fast_ctx c;
-  int ok = fast_init(l, &c);
-  if (ok < 0) return sr_internal_error(e, 0, "tiles: out of memory");
-  if (ok == 0) return SR_OK;
-  int W = l->world, rc = SR_OK;
+  tiles_fast *f = NULL;
+  int rc = tiles_fast_open(l, &f, e);
+  if (rc || !f) return rc;
+  int W = l->world;
   memset(counts, 0, (size_t)p->heads * W * W * sizeof *counts);
   tile_scan s;
   rc = tile_scan_init(&s, l, e);
   if (rc) {
-    fast_free(&c);
+    tiles_fast_close(f);
     return rc;
   }
   for (int h = 0; h < p->heads && !rc; h++) {
@@ -569,21 +769,11 @@ int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count 
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
-    if (v.is_block && !v.is_moba) {
-      rc = tiles_account_head_generic(&s, &v, hc, e);
-    } else {
-      int bad = 0;  // MOBA: its own pass; TOKENS: the window as a Toeplitz part, then the groups' keys
-      if (c.nbi > 0 && v.is_moba) bad = gated_fast_moba(c.tile_rank, c.nbi, W, &v, hc);
-      else if (c.nbi > 0) bad = fast_head(&c, &v, hc) || (v.is_tokens && gated_fast_tokens(c.tile_rank, c.nbi, W, &v, hc));
-      if (bad) rc = sr_internal_error(e, 0, "tiles: out of memory");
-      if (!rc && c.has_last) rc = tile_scan_head(&s, &v, e);
-      if (!rc && c.has_last) rc = tile_scan_qtile(&s, &v, c.last_rank, c.last_local_tile, 1, e);
-      if (!rc && c.has_last) tiles_account_scan(&s, hc + (int64_t)c.last_rank * W);
-    }
+    rc = tiles_fast_head(f, &s, &v, hc, e);
     head_view_free(&v);
   }
   tile_scan_free(&s);
-  fast_free(&c);
+  tiles_fast_close(f);
   if (!rc) *handled = 1;
   return rc;
 }

@@ -221,6 +221,15 @@ int gated_mask_tokens(const head_pattern *h, int64_t n_tokens, head_mask *m);
 
 // Longest period for which the fast path buffers columns transposed (memory P^2 x 16 bytes); tests lower it.
 extern int64_t tiles_fast_colbuf_max_period;
+// The fast path's tables for a layout whose local tiles are aligned global tiles (its period, the rank of
+// each residue); *out stays NULL when the layout is not aligned (the generic path applies).
+typedef struct tiles_fast tiles_fast;
+int tiles_fast_open(const layout *l, tiles_fast **out, sr_error *e);
+// Release them (NULL is fine).
+void tiles_fast_close(tiles_fast *f);
+// Add one head's exact counts to hc[q_rank * W + src] (BLOCK heads through the scan s, as every short last
+// query tile).
+int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
 // is not aligned it sets *handled = 0 and writes nothing, so the caller falls back to the generic path.
 int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e);

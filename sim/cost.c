@@ -50,6 +50,25 @@ double cost_attn_bwd(const gpu_desc *g, const model_config *m, const work_count 
                    g->eff_attn_bwd_bar);
 }
 
+// A ring step is one kernel launch per rank (the executor launches it for every step with a source) that
+// also waits for the shard's arrival event, so it costs a fixed time beyond its work; ring attention
+// implementations lose 10-20% to such per-step costs at small steps (the launch and synchronisation
+// overhead of a kernel: a few microseconds each, NVIDIA CUDA C++ Best Practices Guide, "Asynchronous and
+// overlapping transfers with computation"; Liu et al. 2023, Ring Attention, sec. 3, on blockwise overheads).
+// Each (query tile, head) cell of the step adds its fixed work: loading the Q tile, the epilogue, and in
+// the forward the LSE merge of the step's partial into the running fp32 output (docs/design.md, "The LSE
+// merge"; Milakov & Gimelshein 2018: 8d + 8 bytes read and written a row). Both are fitted per phase by
+// sparsering-exec calibrate (exec/calib_ring.c) from a layer split into the steps of a ring on one GPU.
+double cost_ring_step(const gpu_desc *g, int phase, double cells) {
+  int p = phase ? 1 : 0;
+  return (g->ring_step_us[p] + (cells > 0 ? cells : 0) * g->ring_cell_us[p]) * 1e-6;
+}
+
+double cost_ring_cells(const work_count *w, double q_tiles, double heads) {
+  double entries = (double)(w->full + w->partial + w->bars + w->runs), most = q_tiles * heads;
+  return entries < most ? entries : most;
+}
+
 // Roofline compute bound (Williams et al. 2009): FLOPs / (peak x GEMM efficiency).
 double cost_gemm(const gpu_desc *g, double flops) {
   double r = g->peak_tflops * 1e12 * (g->eff_gemm > 0 ? g->eff_gemm : 1);

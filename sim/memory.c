@@ -55,6 +55,7 @@ void sim_mem_inputs(const plan *p, mem_inputs *mi) {
   mi->kv_bytes_per_elem = p->spec.kv_bytes > 0 ? p->spec.kv_bytes : 2;
   mi->grad_bytes_per_elem = p->schedule.grad_bytes_per_elem > 0 ? p->schedule.grad_bytes_per_elem : 4;
   mi->exec_trainer = strcmp(p->spec.trainer, "exec") == 0;
+  mi->attention_only = p->spec.attention_only;
 }
 
 // Model state: mixed-precision AdamW (ZeRO paper, Rajbhandari et al. 2020, sec. 3.1): 2 bytes of bf16 weights,
@@ -157,6 +158,15 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
     running = b.chunk;
   }
   out->workspace = running + ce + SIM_MEM_RESERVE;
+  if (in->attention_only) {
+    // Attention alone: no weights, gradients or optimizer state; each layer's q, k, v, o and dO in bf16,
+    // its LSE and the fp32 dQ accumulator (the executor's attn workspace) on the GPU, nothing on the host,
+    // no cross-entropy logits.
+    out->weights = out->grads = out->optim = 0;
+    out->activations = L * n * ((H + 2 * KV) * d * 2 + 2 * H * d * 2 + H * 4 + H * d * 4);
+    out->host_optim = out->host_activations = out->host_attn = 0;
+    out->workspace = running + SIM_MEM_RESERVE;
+  }
   out->total = out->weights + out->grads + out->optim + out->activations + out->kv_buffers + out->index_bytes +
                out->workspace;
   out->host_bytes = out->host_optim + out->host_activations + out->host_attn;

@@ -10,15 +10,18 @@
 #include "sim/sim.h"
 
 // online: the executor estimates the pattern (or a gated pattern's gate selects it) and builds its execution
-// form inside every forward (online_vs_cuda.c, online_vs_cpu.c, online_gate_cpu.c), so the simulator's estimation, its collectives and the index
-// build (sim/estimate.c) belong to the measured forward; for every other pattern the index is built
-// at set-up, outside the timed calls.
+// form inside every forward (online_vs_cuda.c, online_vs_cpu.c, online_gate_cpu.c), so the simulator's
+// estimation, its collectives and the index build (sim/estimate.c, sim/gating_cost.c) belong to the measured
+// forward, and vs-online's transposed index to the backward; for every other pattern the indices are built at
+// set-up, outside the timed calls.
 // FPDT's copies to and from the host run inside the attention calls (a call ends after its last copy out).
 static int is_fwd_phase(int ph, int online) {
   if (online && (ph == PHASE_ESTIMATE || ph == PHASE_COLLECTIVE || ph == PHASE_INDEX)) return 1;
   return ph == PHASE_ATTN || ph == PHASE_KV_SEND || ph == PHASE_A2A || ph == PHASE_H2D || ph == PHASE_D2H;
 }
-static int is_bwd_phase(int ph) {
+// online: the backward makes the transposed index of the forward's estimate first (sim/estimate.c).
+static int is_bwd_phase(int ph, int online) {
+  if (online && ph == PHASE_INDEX) return 1;
   return ph == PHASE_ATTN_BWD || ph == PHASE_KV_SEND || ph == PHASE_DKV_SEND || ph == PHASE_A2A || ph == PHASE_H2D ||
          ph == PHASE_D2H;
 }
@@ -72,7 +75,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
     if (v->layer != 0 || v->rank < 0 || v->rank >= W) continue;
     double b = bwd0[v->rank], f = fwd_end[v->rank];
     int bwd = v->start >= b ? 1 : v->start < f ? 0 : v->start - f > b - (v->start + v->dur);
-    if (bwd ? !is_bwd_phase(v->phase) : !is_fwd_phase(v->phase, online)) continue;
+    if (bwd ? !is_bwd_phase(v->phase, online) : !is_fwd_phase(v->phase, online)) continue;
     side[keep.n] = (uint8_t)bwd;
     if (bwd) b0 = fmin(b0, v->start), b1 = fmax(b1, v->start + v->dur);
     else f0 = fmin(f0, v->start), f1 = fmax(f1, v->start + v->dur);

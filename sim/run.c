@@ -38,7 +38,8 @@ static double mean_of(const double *v, int n) {
 // Model FLOPs of a step, the usual MFU convention (Chowdhery et al. 2022, PaLM, app. B; Narayanan et al.
 // 2021): forward GEMMs x 3 (backward = 2x forward), attention forward x (1 + 2.5) (FlashAttention-2's
 // backward ratio); recomputation is not counted. `pairs` are (q, k) pairs summed over layers and heads.
-static double model_flops(const model_config *m, int64_t n, double pairs) {
+static double model_flops(const model_config *m, int64_t n, double pairs, int attention_only) {
+  if (attention_only) return (1 + MODEL_ATTN_BWD_RATIO) * 4.0 * pairs * (double)m->head_dim;
   double gemm = (double)n * ((double)m->num_layers * model_layer_gemm_flops_per_token(m) + model_lm_head_flops_per_token(m));
   double attn = 4.0 * pairs * (double)m->head_dim;
   return (1 + MODEL_GEMM_BWD_RATIO) * gemm + (1 + MODEL_ATTN_BWD_RATIO) * attn;
@@ -84,6 +85,13 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   if (p->layout.world != W)
     return sr_input_error(e, NULL, "layout", "is over %d ranks; the cluster has %d GPUs", p->layout.world, W);
   sim_options none = {0, 0, 0, 0, 0};
+  // An attention-only step runs each layer's attention forward and backward once: no recomputation.
+  plan attn_only;
+  if (p->spec.attention_only) {
+    attn_only = *p;  // shares the arrays; only the spec differs
+    attn_only.spec.recompute = 0;
+    p = &attn_only;
+  }
   sim_ctx x;
   memset(&x, 0, sizeof x);
   x.p = p;
@@ -142,8 +150,8 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
                           r->step_s);
   }
   r->tokens_per_s = r->step_s > 0 ? (double)N / r->step_s : 0;
-  r->model_flops_dense = model_flops(m, N, causal);
-  r->model_flops_sparse = model_flops(m, N, x.pairs);
+  r->model_flops_dense = model_flops(m, N, causal, p->spec.attention_only);
+  r->model_flops_sparse = model_flops(m, N, x.pairs, p->spec.attention_only);
   double peak = (double)W * c->gpu.peak_tflops * 1e12 * r->step_s;
   r->mfu_dense = peak > 0 ? r->model_flops_dense / peak : 0;
   r->mfu_sparse = peak > 0 ? r->model_flops_sparse / peak : 0;

@@ -72,12 +72,14 @@ void ctx_coll_link(const sim_ctx *x, double *gbps, double *lat_us) {
 // The QKV projection is 2 * hidden * (H + 2 KV) * head_dim FLOPs a token (one MAC = 2 FLOPs); the rest
 // of the layer's GEMMs (output projection, MLP) is the model's per-token total minus that.
 double ctx_gemm_qkv(const sim_ctx *x, double n) {
+  if (x->p->spec.attention_only) return 0;
   const model_config *m = x->m;
   double f = 2.0 * m->hidden_size * (double)(m->num_heads + 2 * m->num_kv_heads) * m->head_dim;
   return cost_gemm(&x->c->gpu, f * n);
 }
 
 double ctx_gemm_post(const sim_ctx *x, double n) {
+  if (x->p->spec.attention_only) return 0;
   const model_config *m = x->m;
   double qkv = 2.0 * m->hidden_size * (double)(m->num_heads + 2 * m->num_kv_heads) * m->head_dim;
   double f = model_layer_gemm_flops_per_token(m) - qkv;
@@ -88,12 +90,14 @@ double ctx_gemm_post(const sim_ctx *x, double n) {
 // (read + write hidden) and RoPE on q and k (read + write); after it two residual adds (2 reads +
 // 1 write of hidden), the second RMSNorm, and SwiGLU (2 reads + 1 write of intermediate).
 double ctx_mem_pre(const sim_ctx *x, double n) {
+  if (x->p->spec.attention_only) return 0;
   const model_config *m = x->m;
   double b = 2.0 * (2.0 * m->hidden_size + 2.0 * (double)(m->num_heads + m->num_kv_heads) * m->head_dim);
   return cost_mem(&x->c->gpu, b * n);
 }
 
 double ctx_mem_post(const sim_ctx *x, double n) {
+  if (x->p->spec.attention_only) return 0;
   const model_config *m = x->m;
   double b = 2.0 * (8.0 * m->hidden_size + 3.0 * m->intermediate_size);
   return cost_mem(&x->c->gpu, b * n);
@@ -102,6 +106,7 @@ double ctx_mem_post(const sim_ctx *x, double n) {
 // LM head forward + backward (3x the forward GEMM FLOPs, MODEL_GEMM_BWD_RATIO) and the chunked
 // cross-entropy's softmax over fp32 logits (read, write, read again in backward), on every rank's tokens.
 int ctx_loss(sim_ctx *x, sr_error *e) {
+  if (x->p->spec.attention_only) return SR_OK;  // no loss in an attention-only step
   double *dur = malloc((size_t)x->W * sizeof *dur);
   if (!dur) return sr_internal_error(e, 0, "sim: out of memory");
   for (int r = 0; r < x->W; r++) {
@@ -121,6 +126,7 @@ int ctx_loss(sim_ctx *x, sr_error *e) {
 // its own stream): those all-gathers are counted here too, on the same collective stream, so they cost time
 // only where they outlast the compute they overlap.
 int ctx_grad_reduce(sim_ctx *x, int layer, const int32_t *deps, sr_error *e) {
+  if (x->p->spec.attention_only) return SR_OK;  // attention has no weights
   double gbps, lat;
   ctx_coll_link(x, &gbps, &lat);
   double bytes = (double)model_layer_param_count(x->m) * MODEL_BYTES_GRAD;
@@ -141,6 +147,7 @@ int ctx_grad_reduce(sim_ctx *x, int layer, const int32_t *deps, sr_error *e) {
 // are reduced here. With optimizer offload (ZeRO-Offload) the shard's bf16 gradients go to the host and its
 // updated bf16 weights come back over PCIe; the update on the host's CPU is not timed.
 int ctx_optimizer(sim_ctx *x, sr_error *e) {
+  if (x->p->spec.attention_only) return SR_OK;
   double P = (double)model_param_count(x->m);
   double rest = P - (double)x->m->num_layers * (double)model_layer_param_count(x->m);
   double gbps, lat;

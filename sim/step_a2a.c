@@ -76,11 +76,15 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
       for (int k = 0; k < W; k++) work_add(&grp[(q / U) * R + k / U], &s->agg[(int64_t)q * W + k]);
     for (int g = 0; g < R; g++) {
       int r = g * U + u;
+      int64_t tokens = 0;  // the group's queries, which rank r runs for its heads after the all-to-all
+      for (int k = g * U; k < (g + 1) * U; k++) tokens += x->p->layout.rank_count[k];
+      double qt = (double)((tokens + TILE - 1) / TILE);
       for (int st = 0; st < sch->n_steps && st < R; st++) {
         int src = schedule_at(sch, st, r)->kv_src;
         if (src < 0) continue;
         const work_count *c = &grp[(int64_t)g * R + src / U];
-        s->comp[(int64_t)st * W + r] = bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c);
+        double step = cost_ring_step(&x->c->gpu, bwd, cost_ring_cells(c, qt, s->hq));  // 0 unless calibrated
+        s->comp[(int64_t)st * W + r] = (bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c)) + step;
       }
     }
     if (count_pairs)

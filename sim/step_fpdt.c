@@ -62,6 +62,14 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
         s->attn_b[idx(s, r, i, j)] += cost_attn_bwd(&x->c->gpu, x->m, &w[(int64_t)i * u + j]);
       }
   }
+  // Each chunk pair is one kernel call per rank: its fixed cost (cost_ring_step without cells; 0 unless
+  // the cluster file gives it).
+  for (int r = 0; r < W; r++)
+    for (int i = 0; i < u; i++)
+      for (int j = 0; j <= i; j++) {
+        s->attn_f[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 0, 0);
+        s->attn_b[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 1, 0);
+      }
   return SR_OK;
 }
 

@@ -70,13 +70,18 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
     return sr_internal_error(e, 0, "sim: out of memory for layer work");
   }
   w->dt_fwd = w->dt_bwd = -1;
+  const gpu_desc *g = &x->c->gpu;
   for (int st = 0; st < s->n_steps; st++)
     for (int r = 0; r < W; r++) {
       int src = schedule_at(s, st, r)->kv_src;
       const work_count *c = src >= 0 ? &agg[(int64_t)r * W + src] : NULL;
       const work_count *cf = src >= 0 && fwd ? &fwd[(int64_t)r * W + src] : c;
-      w->fwd[(int64_t)st * W + r] = cf ? (float)cost_attn_fwd(&x->c->gpu, x->m, cf) : 0.f;
-      w->bwd[(int64_t)st * W + r] = c ? (float)cost_attn_bwd(&x->c->gpu, x->m, c) : 0.f;
+      // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
+      double qt = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE), H = (double)x->m->num_heads;
+      w->fwd[(int64_t)st * W + r] =
+          cf ? (float)(cost_attn_fwd(g, x->m, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
+      w->bwd[(int64_t)st * W + r] =
+          c ? (float)(cost_attn_bwd(g, x->m, c) + cost_ring_step(g, 1, cost_ring_cells(c, qt, H))) : 0.f;
     }
   for (int h = 0; h < x->pat->heads; h++)
     if (pattern_head(x->pat, layer, h)->kind != PATTERN_DENSE) w->sparse = 1;
@@ -157,9 +162,14 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
     if ((rc = st->gated ? gating_layer(x, layer, x->a, x->b, e) : estimate_layer(x, layer, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  if (w->sparse && attn && (st->online || !x->o->index_ready)) {
+  // The first training step builds the plans of its last layers on the host when their layer comes (then
+  // their index is built in the step even where the trainer keeps every plan).
+  int building = w->sparse && !recompute && layer >= (int)x->m->num_layers - x->p->spec.first_step_plans;
+  if (w->sparse && attn && (st->online || !x->o->index_ready || building)) {
     for (int r = 0; r < W; r++)
-      st->dur[r] = st->online && !st->gated && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r]);
+      st->dur[r] = (st->online && !st->gated && !recompute ? estimate_convert(x, layer, r)
+                                                           : estimate_index_build(x, w->entries[r])) +
+                   (building ? estimate_plan_build(x, w->entries[r]) : 0);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
@@ -198,6 +208,16 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
     st->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_post(x, n) + ctx_mem_post(x, n));
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_POST_BWD, layer, -1, NULL, x->a, e))) return rc;
+  // vs-online (the executor's own estimation): the forward's estimate transposed for the backward, every pass.
+  if (st->online && w->sparse && pattern_spec_estimation(x->p->spec.pattern) == PATTERN_ONLINE) {
+    for (int r = 0; r < W; r++) {
+      int sources = 0;
+      for (int k = 0; k < s->n_steps; k++) sources += schedule_at(s, k, r)->kv_src >= 0;
+      st->dur[r] = estimate_transpose(x, w->entries[r], sources);
+    }
+    if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
+    memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
+  }
   for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->bwd[i];
   st->ring.layer = layer;
   if ((rc = ring_backward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND,

@@ -10,10 +10,22 @@
 // The study's settings shared by every strategy: model, cluster, length, seed, recompute, ZeRO.
 // sparse_pattern (may be "" for the planner's default) replaces the pattern of the strategies whose
 // pattern is sparse (naive-sparse, mtraining*), so every sparse strategy runs the same pattern.
+typedef struct sim_cache sim_cache;
 typedef struct {
   plan_spec base;
   char sparse_pattern[512];
+  sim_cache *cache;  // shared patterns and accounting (NULL: none; results do not change)
 } strategy_study;
+
+// What the simulations of a study share (whatif's strategies, a sweep's points): the patterns built,
+// keyed by source string, model shape, length and seed (the last few kept), and the accounting store
+// (sim/work.h), which keeps each distinct head once and the counts per (layout, layer). Results are
+// bit-identical with and without it; only the time changes.
+int sim_cache_open(sim_cache **out, sr_error *e);
+// Release a cache (NULL is fine).
+void sim_cache_close(sim_cache *c);
+// sim_plan with the pattern and the accounting taken from the cache when it holds them (c may be NULL).
+int sim_plan_cached(const plan *p, const sim_options *o, sim_cache *c, sim_result *r, sim_timeline *tl, sr_error *e);
 
 // Build the pattern of a plan from its source string (plan.spec.pattern: pattern_spec.h's sources or
 // "trace:PATH"; training step 0).

@@ -14,6 +14,7 @@
 const cli_flag sim_step_flags[] = {
     {"plan", "FILE", NULL, "simulate this plan file (sparsering plan -o) instead of the plan flags"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
+    {"first-step", NULL, NULL, "a first training step: every layer's attention plan is built on the host when its layer comes"},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -25,10 +26,17 @@ static int step_spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
 
 int sim_plan_from_flags(const cli_args *a, plan *p, sr_error *e) {
   memset(p, 0, sizeof *p);
-  if (cli_has(a, "plan")) return plan_read(cli_get(a, "plan", ""), p, e);
+  if (cli_has(a, "plan")) {
+    if (plan_read(cli_get(a, "plan", ""), p, e)) return e->code;
+    // a plan file's step simulated as attention alone, or as a first step, without planning it again
+    if (cli_has(a, "attention-only")) p->spec.attention_only = 1;
+    if (cli_has(a, "first-step")) p->spec.first_step_plans = 1 << 20;  // every layer
+    return SR_OK;
+  }
   plan_spec s;
   const char *field = NULL;
   if (step_spec_from_flags(a, &s, e)) return e->code;
+  if (cli_has(a, "first-step")) s.first_step_plans = 1 << 20;  // every layer
   if (plan_build_at(&s, p, &field, e)) return plan_error_as_flag(e, field);
   return SR_OK;
 }
@@ -106,16 +114,28 @@ int whatif_run(whatif_study *w, sr_error *e) {
   w->res = calloc((size_t)w->n, sizeof *w->res);
   if (!w->res) return sr_internal_error(e, 0, "whatif: out of memory");
   double t0 = sr_now();
-  for (int i = 0; i < w->n; i++) {
-    if (sim_strategy(&w->st, w->names[i], &w->o, &w->res[i], NULL, e)) {
+  // The strategies share their pattern and accounting (the sparse ones run the same pattern, some on the
+  // same layout): built and counted once. A cache the caller set is kept (and left open).
+  sim_cache *own = NULL;
+  if (!w->st.cache) {
+    if (sim_cache_open(&own, e)) return e->code;
+    w->st.cache = own;
+  }
+  int rc = SR_OK;
+  for (int i = 0; i < w->n && !rc; i++) {
+    if ((rc = sim_strategy(&w->st, w->names[i], &w->o, &w->res[i], NULL, e))) {
       if (strncmp(e->msg, "strategy:", 9) == 0) {  // the flag that named it
         char msg[sizeof e->msg];
         snprintf(msg, sizeof msg, "--strategies%s", e->msg + 8);
         snprintf(e->msg, sizeof e->msg, "%s", msg);
       }
-      return e->code;
     }
   }
+  if (own) {
+    sim_cache_close(own);
+    w->st.cache = NULL;
+  }
+  if (rc) return e->code;
   w->wall_s = sr_now() - t0;
   return SR_OK;
 }

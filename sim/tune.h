@@ -105,6 +105,8 @@ typedef struct {
   // Simulate a point on the pattern of perturbation step `step` (0: the base pattern): set step_s,
   // mem_bytes, mem_capacity, fits and the imbalance and communication figures.
   int (*simulate)(void *ctx, const tune_point *p, int step, tune_eval *out, sr_error *e);
+  int thread_safe;  // bound and simulate may run on several threads at once (then a process's share of a
+                    // batch is split over tune_options.threads threads)
 } tune_evaluator;
 
 // Cooperating processes. allgather: every process passes `count` records of `bytes` each; afterwards
@@ -118,6 +120,18 @@ typedef struct {
 // ---------------------------------------------------------------------------------------------
 // the search
 
+// Where the search stands, for a progress bar (tune_options.progress): counts so far and the best fitting
+// step found. ETA assumes the points left are simulated at the pace so far (pruning only shortens it).
+typedef struct {
+  const char *phase;     // "bounds", "search", "robustness", "done"
+  int n_points;
+  int done;              // points decided (invalid, pruned, simulated)
+  int simulated, pruned; // pruned: by memory or by the bound
+  int32_t best;          // the fastest fitting point so far (-1: none)
+  double best_s;
+  double elapsed_s, eta_s;
+} tune_progress;
+
 typedef struct {
   int batch;             // points per batch (fixed, so the answer does not depend on the process count)
   int top;               // rows of the ranking kept (and shown)
@@ -125,6 +139,10 @@ typedef struct {
   int robust_steps;      // perturbed steps 1..robust_steps (step 0, the base pattern, counts too)
   double robust_margin;  // means within this fraction of the best mean are "tied": the best worst case wins
   int no_prune;          // simulate every valid point that may fit (exhaustive; for tests and checks)
+  int threads;           // threads a process evaluates its points on, when the evaluator is thread safe
+                         // (0: sr_threads(); the answer is the same for any count)
+  void (*progress)(void *ctx, const tune_progress *p);  // called after each phase and batch (NULL: none)
+  void *progress_ctx;
 } tune_options;
 
 // Defaults: batch 16, top 10, robust_top 5, robust_steps 4, margin 0.02 (2 %), pruning on.

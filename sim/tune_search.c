@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/parallel.h"
 #include "plan/util.h"
 #include "sim/tune.h"
 
@@ -46,10 +47,42 @@ typedef struct {
   int32_t step;
 } tune_job;
 
-// Run jobs[0..m) of one kind: job j runs on process j mod K, then every process receives every result,
-// res[j] for job j. in[j] (may be NULL) is the record each job starts from. An evaluator error on any
-// process is returned by all of them (after the exchange, so no process is left waiting).
-static int run_jobs(const tune_space *s, const tune_evaluator *ev, const tune_exchange *x, int kind,
+// One process's share of a batch: its jobs k = 0, 1, ... are jobs[k * K + me].
+typedef struct {
+  const tune_space *s;
+  const tune_evaluator *ev;
+  int kind, K, me, m;
+  const tune_job *jobs;
+  const tune_eval *in;
+  tune_eval *mine;
+} share;
+
+// Evaluate one job of the share; an evaluator error is recorded in the job's record (and returned by
+// run_jobs after the exchange), so the item itself always succeeds.
+static int share_item(void *ctx, int k, int thread, sr_error *e) {
+  share *sh = ctx;
+  int j = k * sh->K + sh->me;
+  tune_eval *t = &sh->mine[k];
+  if (sh->in) *t = sh->in[j];
+  else memset(t, 0, sizeof *t);
+  t->index = sh->jobs[j].point;
+  sr_error err;
+  sr_error_clear(&err);
+  const tune_point *p = &sh->s->pt[sh->jobs[j].point];
+  int rc = sh->kind == JOB_BOUND ? sh->ev->bound(sh->ev->ctx, p, t, &err)
+                                 : sh->ev->simulate(sh->ev->ctx, p, sh->jobs[j].step, t, &err);
+  if (rc) {
+    t->err = rc;
+    snprintf(t->note, sizeof t->note, "%s", err.msg);
+  }
+  return SR_OK;
+}
+
+// Run jobs[0..m) of one kind: job j runs on process j mod K (its share split over `threads` threads when
+// the evaluator allows it), then every process receives every result, res[j] for job j. in[j] (may be
+// NULL) is the record each job starts from. An evaluator error on any process is returned by all of them
+// (after the exchange, so no process is left waiting).
+static int run_jobs(const tune_space *s, const tune_evaluator *ev, const tune_exchange *x, int kind, int threads,
                     const tune_job *jobs, int m, const tune_eval *in, tune_eval *res, sr_error *e) {
   if (m == 0) return SR_OK;
   const int K = x && x->size > 0 ? x->size : 1, me = x && x->size > 0 ? x->rank : 0;
@@ -62,24 +95,10 @@ static int run_jobs(const tune_space *s, const tune_evaluator *ev, const tune_ex
     return sr_internal_error(e, 0, "tune: out of memory for %d jobs", m);
   }
   for (int k = 0; k < per; k++) mine[k].index = -1;
-  for (int k = 0; k < per; k++) {
-    int j = k * K + me;
-    if (j >= m) break;
-    tune_eval *t = &mine[k];
-    if (in) *t = in[j];
-    else memset(t, 0, sizeof *t);
-    t->index = jobs[j].point;
-    sr_error err;
-    sr_error_clear(&err);
-    const tune_point *p = &s->pt[jobs[j].point];
-    int rc = kind == JOB_BOUND ? ev->bound(ev->ctx, p, t, &err) : ev->simulate(ev->ctx, p, jobs[j].step, t, &err);
-    if (rc) {
-      t->err = rc;
-      snprintf(t->note, sizeof t->note, "%s", err.msg);
-    }
-  }
-  int rc = SR_OK;
-  if (x && x->allgather && K > 1) rc = x->allgather(x->ctx, mine, all, sizeof *mine, per, e);
+  share sh = {s, ev, kind, K, me, m, jobs, in, mine};
+  int n_mine = me < m ? (m - me + K - 1) / K : 0;
+  int rc = sr_parallel_for(n_mine, ev->thread_safe ? threads : 1, share_item, &sh, e);
+  if (!rc && x && x->allgather && K > 1) rc = x->allgather(x->ctx, mine, all, sizeof *mine, per, e);
   else memcpy(all, mine, (size_t)per * sizeof *mine);
   if (!rc) {
     for (int j = 0; j < m; j++) res[j] = all[(size_t)(j % K) * per + j / K];
@@ -132,6 +151,24 @@ static int32_t choose_robust(const tune_robust *rb, int n, double margin) {
   return pick < 0 ? -1 : rb[pick].index;
 }
 
+static int threads_of(const tune_options *o) { return o->threads > 0 ? o->threads : sr_threads(); }
+
+// Tell the progress callback where the search stands.
+static void report_progress(const tune_options *o, const char *phase, const tune_result *r, int done, double t0,
+                            double eta) {
+  if (!o->progress) return;
+  tune_progress p = {phase, r->n_points, done, r->n_simulated, r->n_pruned_memory + r->n_pruned_bound, -1, 0,
+                     sr_now() - t0, eta};
+  for (int i = 0; i < r->n_points; i++) {
+    const tune_eval *v = &r->ev[i];
+    if (v->status == TUNE_SIMULATED && (p.best < 0 || v->step_s < p.best_s)) {
+      p.best = i;
+      p.best_s = v->step_s;
+    }
+  }
+  o->progress(o->progress_ctx, &p);
+}
+
 static int robustness(const tune_space *s, const tune_evaluator *ev, const tune_exchange *x, const tune_options *o,
                       const int32_t *order, int n_fit, tune_result *r, sr_error *e) {
   int T = o->robust_top < n_fit ? o->robust_top : n_fit;
@@ -147,7 +184,7 @@ static int robustness(const tune_space *s, const tune_evaluator *ev, const tune_
   }
   for (int t = 0; t < T; t++)
     for (int k = 0; k < S; k++) jobs[t * S + k] = (tune_job){order[t], k + 1};
-  int rc = run_jobs(s, ev, x, JOB_SIMULATE, jobs, T * S, NULL, res, e);
+  int rc = run_jobs(s, ev, x, JOB_SIMULATE, threads_of(o), jobs, T * S, NULL, res, e);
   if (!rc) {
     for (int t = 0; t < T; t++) {
       const tune_eval *base = &r->ev[order[t]];
@@ -202,7 +239,8 @@ int tune_search(const tune_space *s, const tune_evaluator *ev, const tune_exchan
   }
   // ---- bounds of every point, split over processes ----
   for (int i = 0; i < n; i++) jobs[i] = (tune_job){i, 0};
-  if ((rc = run_jobs(s, ev, x, JOB_BOUND, jobs, n, NULL, r->ev, e))) goto done;
+  report_progress(o, "bounds", r, 0, t0, 0);
+  if ((rc = run_jobs(s, ev, x, JOB_BOUND, threads_of(o), jobs, n, NULL, r->ev, e))) goto done;
   int nc = 0;
   for (int i = 0; i < n; i++) {
     tune_eval *v = &r->ev[i];
@@ -228,6 +266,9 @@ int tune_search(const tune_space *s, const tune_evaluator *ev, const tune_exchan
   }
   int n_kbest = 0;
   qsort_r(order, (size_t)nc, sizeof *order, by_bound, r->ev);
+  double t_search = sr_now();
+  int robust_sims = (o->robust_top > 0 ? o->robust_top : 0) * (o->robust_steps > 0 ? o->robust_steps : 0);
+  report_progress(o, "search", r, n - nc, t0, 0);
   for (int pos = 0; pos < nc; pos += B) {
     double threshold = n_kbest == K ? kbest[K - 1] : INFINITY;
     int m = 0;
@@ -241,7 +282,7 @@ int tune_search(const tune_space *s, const tune_evaluator *ev, const tune_exchan
       in[m] = *v;
       jobs[m++] = (tune_job){order[k], 0};
     }
-    if ((rc = run_jobs(s, ev, x, JOB_SIMULATE, jobs, m, in, res, e))) {
+    if ((rc = run_jobs(s, ev, x, JOB_SIMULATE, threads_of(o), jobs, m, in, res, e))) {
       free(kbest);
       goto done;
     }
@@ -270,6 +311,11 @@ int tune_search(const tune_space *s, const tune_evaluator *ev, const tune_exchan
       }
       kbest[at] = v->step_s;
     }
+    // ETA: the candidates left at the pace per candidate so far, then the robustness check's simulations
+    // at the pace per simulated point.
+    int seen = pos + B < nc ? pos + B : nc;
+    double spent = sr_now() - t_search, per_sim = r->n_simulated > 0 ? spent / r->n_simulated : 0;
+    report_progress(o, "search", r, n - nc + seen, t0, spent / seen * (nc - seen) + per_sim * robust_sims);
   }
   free(kbest);
   // ---- ranking of the fitting points ----
@@ -288,7 +334,9 @@ int tune_search(const tune_space *s, const tune_evaluator *ev, const tune_exchan
   r->best = n_fit > 0 ? order[0] : -1;
   r->chosen = r->best;
   // ---- robustness of the leaders ----
+  report_progress(o, "robustness", r, n, t0, 0);
   rc = robustness(s, ev, x, o, order, n_fit, r, e);
+  if (!rc) report_progress(o, "done", r, n, t0, 0);
 done:
   free(jobs);
   free(order);

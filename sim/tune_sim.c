@@ -2,6 +2,7 @@
 // (the base spec with the point's options), its bounds come from the memory model and the GEMM time
 // of the busiest rank, and its step time from sim_run on the pattern of the requested training step.
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,9 +21,12 @@
 // chunk layouts have W = chunks) plus the head's indices. bench-tune's full space (Qwen2.5-3B, 512K,
 // a100-4x8) stores 17 layouts x 576 heads in 484 MiB; beyond the bound heads are accounted per run.
 #define TUNE_STORE_MAX_BYTES ((int64_t)512 << 20)
-#define TUNE_RING_LAYOUTS 64
 
+// Points are evaluated on several threads at once: the lazily built patterns and the per-layout attention
+// sums are guarded by `mu` (the accounting store locks itself); everything else a point reads is fixed.
 struct tune_sim {
+  pthread_mutex_t mu;
+  pthread_cond_t ring_done;         // a layout's attention sums finished (ring_attention)
   plan_spec base;
   model_config m;
   cluster_desc c;
@@ -37,8 +41,9 @@ struct tune_sim {
     int64_t granularity;
     int world;
     double *fwd, *bwd;              // [world] one forward pass, one backward pass
-  } ring[TUNE_RING_LAYOUTS];
-  int n_ring;
+    int ready;                      // 0 while a thread computes them (others wait rather than compute too)
+  } **ring;                         // [n_ring] (entries never move once added)
+  int n_ring, cap_ring;
 };
 
 static double pattern_pairs(const pattern *p);
@@ -49,20 +54,24 @@ static double pattern_pairs(const pattern *p);
 static int pattern_at(tune_sim *t, int step, const pattern **out, sr_error *e) {
   if (step < 0 || step > TUNE_MAX_STEPS)
     return sr_input_error(e, NULL, "robust-steps", "step %d: expected 0..%d", step, TUNE_MAX_STEPS);
+  int rc = SR_OK;
+  pthread_mutex_lock(&t->mu);
   if (!t->have[step]) {
     // "trace:PATH" reads recorded step `step`; synthetic sources drift with `step` (trace.h).
-    int rc = pattern_source_load(t->base.pattern, &t->m, t->base.seq, t->base.seed, step, &t->pat[step], e);
-    if (rc) return rc;
-    t->have[step] = 1;
+    rc = pattern_source_load(t->base.pattern, &t->m, t->base.seq, t->base.seed, step, &t->pat[step], e);
+    if (!rc) t->have[step] = 1;
   }
+  pthread_mutex_unlock(&t->mu);
   *out = &t->pat[step];
-  return SR_OK;
+  return rc;
 }
 
 int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_error *e) {
   *out = NULL;
   tune_sim *t = calloc(1, sizeof *t);
   if (!t) return sr_internal_error(e, 0, "tune: out of memory");
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->ring_done, NULL);
   t->base = *base;
   t->representative = representative;
   // The base spec must build as it is (its own layout and schedule), so bad inputs fail here, once.
@@ -104,11 +113,15 @@ void tune_sim_close(tune_sim *t) {
   if (!t) return;
   work_store_close(t->store);
   for (int k = 0; k < t->n_ring; k++) {
-    free(t->ring[k].fwd);
-    free(t->ring[k].bwd);
+    free(t->ring[k]->fwd);
+    free(t->ring[k]->bwd);
+    free(t->ring[k]);
   }
+  free(t->ring);
   for (int k = 0; k <= TUNE_MAX_STEPS; k++)
     if (t->have[k]) pattern_free(&t->pat[k]);
+  pthread_mutex_destroy(&t->mu);
+  pthread_cond_destroy(&t->ring_done);
   free(t);
 }
 
@@ -225,6 +238,7 @@ static double compute_lower_bound(const tune_sim *t, const plan *p) {
   memset(&x, 0, sizeof x);
   x.m = m;
   x.c = &t->c;
+  x.p = p;
   int W = p->layout.world;
   int64_t n_max = 0;
   for (int r = 0; r < W; r++) n_max = sr_max64(n_max, p->layout.rank_count[r]);
@@ -253,33 +267,49 @@ static double compute_lower_bound(const tune_sim *t, const plan *p) {
 // on this layout (the counts sim_run uses, shared through the store): a rank computes every cell
 // (its queries, source rank) once per pass, in whole tiles and bars, at the cost model's per-kind
 // efficiencies (cost.c), whatever the ring order. NULL when the layout cannot be cached.
-static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_error *e, int *rc) {
-  const layout *l = &p->layout;
-  *rc = SR_OK;
-  if (l->kind == LAYOUT_PERMUTATION) return NULL;
+static struct ring_attn *ring_find(const tune_sim *t, const layout *l) {
   for (int k = 0; k < t->n_ring; k++)
-    if (t->ring[k].kind == l->kind && t->ring[k].granularity == l->granularity && t->ring[k].world == l->world)
-      return &t->ring[k];
-  if (t->n_ring == TUNE_RING_LAYOUTS) return NULL;
+    if (t->ring[k]->kind == l->kind && t->ring[k]->granularity == l->granularity && t->ring[k]->world == l->world)
+      return t->ring[k];
+  return NULL;
+}
+
+// A layout's entry, new and not ready (under t->mu); NULL when memory runs out.
+static struct ring_attn *ring_add(tune_sim *t, const layout *l) {
+  if (t->n_ring == t->cap_ring) {
+    int cap = t->cap_ring ? 2 * t->cap_ring : 16;
+    struct ring_attn **g = realloc(t->ring, (size_t)cap * sizeof *g);
+    if (!g) return NULL;
+    t->ring = g;
+    t->cap_ring = cap;
+  }
+  struct ring_attn *ra = calloc(1, sizeof *ra);
+  if (!ra) return NULL;
+  ra->kind = l->kind;
+  ra->granularity = l->granularity;
+  ra->world = l->world;
+  t->ring[t->n_ring++] = ra;
+  return ra;
+}
+
+// Each rank's attention seconds over all layers of the base pattern on this layout.
+static int ring_sums(tune_sim *t, const layout *l, struct ring_attn *ra, sr_error *e) {
   const pattern *pat = NULL;
-  if ((*rc = pattern_at(t, 0, &pat, e))) return NULL;
+  int rc = pattern_at(t, 0, &pat, e);
+  if (rc) return rc;
   int W = l->world;
-  struct ring_attn *ra = &t->ring[t->n_ring];
   ra->fwd = calloc((size_t)W, sizeof *ra->fwd);
   ra->bwd = calloc((size_t)W, sizeof *ra->bwd);
   work_count *agg = malloc((size_t)W * W * sizeof *agg);
   work_cache c;
   memset(&c, 0, sizeof c);
   c.store = t->store;
-  if (!ra->fwd || !ra->bwd || !agg || (*rc = work_cache_init(&c, l, e))) {
-    if (!*rc) *rc = sr_internal_error(e, 0, "tune: out of memory");
-    free(ra->fwd);
-    free(ra->bwd);
+  if (!ra->fwd || !ra->bwd || !agg || (rc = work_cache_init(&c, l, e))) {
     free(agg);
-    return NULL;
+    return rc ? rc : sr_internal_error(e, 0, "tune: out of memory");
   }
-  for (int layer = 0; layer < pat->layers && !*rc; layer++) {
-    if ((*rc = work_layer(&c, pat, layer, agg, e))) break;
+  for (int layer = 0; layer < pat->layers && !rc; layer++) {
+    if ((rc = work_layer(&c, pat, layer, agg, e))) break;
     for (int r = 0; r < W; r++)
       for (int src = 0; src < W; src++) {
         ra->fwd[r] += cost_attn_fwd(&t->c.gpu, &t->m, &agg[(int64_t)r * W + src]);
@@ -288,16 +318,39 @@ static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_err
   }
   work_cache_free(&c);
   free(agg);
-  if (*rc) {
-    free(ra->fwd);
-    free(ra->bwd);
+  return rc;
+}
+
+// The sums of this layout: found, waited for while another thread computes them, or computed here (outside
+// the lock: other layouts go on meanwhile). NULL when the layout cannot be cached or the computation failed.
+static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_error *e, int *rc) {
+  const layout *l = &p->layout;
+  *rc = SR_OK;
+  if (l->kind == LAYOUT_PERMUTATION) return NULL;
+  pthread_mutex_lock(&t->mu);
+  struct ring_attn *ra = ring_find(t, l);
+  if (ra) {
+    while (!ra->ready) pthread_cond_wait(&t->ring_done, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+    return ra->fwd ? ra : NULL;
+  }
+  ra = ring_add(t, l);
+  pthread_mutex_unlock(&t->mu);
+  if (!ra) {
+    *rc = sr_internal_error(e, 0, "tune: out of memory");
     return NULL;
   }
-  ra->kind = l->kind;
-  ra->granularity = l->granularity;
-  ra->world = W;
-  t->n_ring++;
-  return ra;
+  *rc = ring_sums(t, l, ra, e);
+  pthread_mutex_lock(&t->mu);
+  if (*rc) {  // no sums: the points of this layout go without the tighter bound
+    free(ra->fwd);
+    free(ra->bwd);
+    ra->fwd = ra->bwd = NULL;
+  }
+  ra->ready = 1;
+  pthread_cond_broadcast(&t->ring_done);
+  pthread_mutex_unlock(&t->mu);
+  return *rc ? NULL : ra;
 }
 
 // The ring kinds' bound, tighter on sparse patterns than the kept-pair one: the busiest rank's compute
@@ -312,6 +365,7 @@ static double ring_lower_bound(const tune_sim *t, const plan *p, const struct ri
   memset(&x, 0, sizeof x);
   x.m = m;
   x.c = &t->c;
+  x.p = p;
   int W = p->layout.world;
   double passes = 1 + MODEL_GEMM_BWD_RATIO + (p->spec.recompute ? 1 : 0);
   double P = (double)model_param_count(m);
@@ -395,7 +449,7 @@ static int sim_point(void *ctx, const tune_point *pt, int step, tune_eval *out, 
   return SR_OK;
 }
 
-tune_evaluator tune_sim_evaluator(tune_sim *t) { return (tune_evaluator){t, sim_bound, sim_point}; }
+tune_evaluator tune_sim_evaluator(tune_sim *t) { return (tune_evaluator){t, sim_bound, sim_point, 1}; }
 
 int tune_sim_plan(tune_sim *t, const tune_point *pt, plan *out, sr_error *e) {
   plan_spec s = t->base;

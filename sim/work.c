@@ -1,30 +1,42 @@
-// work.c — per-layer attention work from tiles_account_layer (see work.h).
+// work.c — per-layer attention work from the planner's exact tile accounting (see work.h).
 #include "sim/work.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/parallel.h"
 #include "plan/util.h"
 
 // ---------------------------------------------------------------------------------------------
-// store: a hash table of (layout key, copied head) -> counts [W * W]; entries are never evicted, so
+// store: interned heads (one copy of each distinct head) and count entries keyed by a layout and a list
+// of interned heads (one head: its counts; a layer's heads: their sum). Entries are never evicted, so
 // counts handed out stay valid until work_store_close.
 
 #define STORE_BUCKETS 4096
 
-typedef struct store_entry {
-  struct store_entry *next;
+typedef struct interned {
+  struct interned *next;
+  uint64_t hash;
+  head_pattern head;   // a copy; its arrays live with the entry
+  int32_t id;
+} interned;
+
+typedef struct count_entry {
+  struct count_entry *next;
   uint64_t hash;
   layout_kind kind;
   int64_t n_tokens, granularity;
   int world;
-  head_pattern head;   // a copy; its arrays live with the entry
+  int is_layer;        // a layer's sum (work_layer) rather than one head's counts (work_head)
+  int n_ids;
+  int32_t *ids;        // [n_ids] interned heads, in head order
   work_count *counts;  // [world * world]
-} store_entry;
+} count_entry;
 
 // Hashing a VS head reads all its indices (thousands), and every simulation looks up every head again:
 // a small table remembers the hash of a head by its address and array pointers. A stale memo (a head
-// changed in place) can only make a lookup miss, never return wrong counts: store_find compares contents.
+// changed in place) can only make a lookup miss, never return wrong counts: lookups compare contents.
 #define STORE_MEMO 4096
 
 typedef struct {
@@ -36,8 +48,10 @@ typedef struct {
 } head_memo;
 
 struct work_store {
-  store_entry *bucket[STORE_BUCKETS];
-  int64_t max_bytes, bytes, entries;
+  pthread_mutex_t mu;  // simulations on several threads share a store (the tuner's points)
+  interned *head_bucket[STORE_BUCKETS];
+  count_entry *bucket[STORE_BUCKETS];
+  int64_t max_bytes, bytes, entries, heads;
   head_memo memo[STORE_MEMO];
 };
 
@@ -45,29 +59,38 @@ int work_store_open(int64_t max_bytes, work_store **out, sr_error *e) {
   *out = calloc(1, sizeof **out);
   if (!*out) return sr_internal_error(e, 0, "work: out of memory for the accounting store");
   (*out)->max_bytes = max_bytes;
+  pthread_mutex_init(&(*out)->mu, NULL);
   return SR_OK;
 }
 
-static void entry_free(store_entry *s) {
-  free(s->head.vertical);
-  free(s->head.slash);
-  free(s->head.mask);
-  free(s->counts);
-  free(s);
+static void head_copy_free(head_pattern *h) {
+  free(h->vertical);
+  free(h->slash);
+  free(h->mask);
 }
 
 void work_store_close(work_store *s) {
   if (!s) return;
-  for (int b = 0; b < STORE_BUCKETS; b++)
-    for (store_entry *x = s->bucket[b], *nx; x; x = nx) {
+  for (int b = 0; b < STORE_BUCKETS; b++) {
+    for (count_entry *x = s->bucket[b], *nx; x; x = nx) {
       nx = x->next;
-      entry_free(x);
+      free(x->ids);
+      free(x->counts);
+      free(x);
     }
+    for (interned *x = s->head_bucket[b], *nx; x; x = nx) {
+      nx = x->next;
+      head_copy_free(&x->head);
+      free(x);
+    }
+  }
+  pthread_mutex_destroy(&s->mu);
   free(s);
 }
 
 int64_t work_store_entries(const work_store *s) { return s ? s->entries : 0; }
 int64_t work_store_bytes(const work_store *s) { return s ? s->bytes : 0; }
+int64_t work_store_heads(const work_store *s) { return s ? s->heads : 0; }
 
 // splitmix64's finaliser (Steele et al. 2014) mixes each word into the running hash.
 static uint64_t mix(uint64_t h, uint64_t v) {
@@ -93,7 +116,7 @@ static uint64_t head_hash(const head_pattern *h) {
       for (int64_t i = 0; i < h->n_blocks * h->row_words; i++) k = mix(k, h->mask[i]);
       break;
     case PATTERN_MOBA:
-    case PATTERN_TOKENS:  // stand-ins only are stored (store_add): their draws follow from these
+    case PATTERN_TOKENS:  // stand-ins only are interned (intern): their draws follow from these
       k = mix(mix(mix(mix(mix(mix(k, (uint64_t)h->block), (uint64_t)h->topk), (uint64_t)h->tok_window), h->gen_key),
                   (uint64_t)h->gen_step),
               (uint64_t)(h->gen_rho * 1e6));
@@ -102,24 +125,14 @@ static uint64_t head_hash(const head_pattern *h) {
   return k;
 }
 
-// The head's hash (memoised) combined with the layout key.
-static uint64_t store_hash(work_store *s, const layout *l, const head_pattern *h) {
+static uint64_t memo_hash(work_store *s, const head_pattern *h) {
   head_memo *m = &s->memo[((uintptr_t)h / sizeof *h) % STORE_MEMO];
   const void *v = h->kind == PATTERN_VS ? (const void *)h->vertical : NULL, *sl = h->kind == PATTERN_VS ? (const void *)h->slash : NULL;
   const void *mk = h->kind == PATTERN_BLOCK ? (const void *)h->mask : NULL;
   if (!(m->h == h && m->kind == (int)h->kind && m->vertical == v && m->slash == sl && m->mask == mk &&
         m->n_vertical == h->n_vertical && m->n_slash == h->n_slash))
     *m = (head_memo){h, v, sl, mk, h->n_vertical, h->n_slash, (int)h->kind, head_hash(h)};
-  uint64_t k = mix(mix(mix(mix(0, (uint64_t)l->kind), (uint64_t)l->n_tokens), (uint64_t)l->world), (uint64_t)l->granularity);
-  return mix(k, m->hash);
-}
-
-static const work_count *store_find(const work_store *s, const layout *l, const head_pattern *h, uint64_t hash) {
-  for (const store_entry *x = s->bucket[hash % STORE_BUCKETS]; x; x = x->next)
-    if (x->hash == hash && x->kind == l->kind && x->n_tokens == l->n_tokens && x->world == l->world &&
-        x->granularity == l->granularity && pattern_heads_equal(&x->head, h))
-      return x->counts;
-  return NULL;
+  return m->hash;
 }
 
 static void *dup_or_null(const void *p, size_t n, int *fail) {
@@ -130,16 +143,68 @@ static void *dup_or_null(const void *p, size_t n, int *fail) {
   return q;
 }
 
-// Copy counts into the store; a full store or a failed allocation just leaves it out.
-static void store_add(work_store *s, const layout *l, const head_pattern *h, uint64_t hash, const work_count *counts) {
-  // selections from the data (the executor's) are not stored: they change every forward pass
-  if ((h->kind == PATTERN_MOBA || h->kind == PATTERN_TOKENS) && !h->gen_key) return;
-  size_t nc = (size_t)l->world * (size_t)l->world * sizeof *counts;
+// The id of head h in the store, copying it in when new; -1 when the store is full or h is a selection from the
+// data (nothing is cached).
+static int32_t intern(work_store *s, const head_pattern *h) {
+  // selections from the data (the executor's) are not stored: they change every forward pass; a stand-in holds
+  // no arrays (its hash is cheap, and the memo would not see its draws' key change)
+  int gated = h->kind == PATTERN_MOBA || h->kind == PATTERN_TOKENS;
+  if (gated && !h->gen_key) return -1;
+  uint64_t hash = gated ? head_hash(h) : memo_hash(s, h);
+  for (interned *x = s->head_bucket[hash % STORE_BUCKETS]; x; x = x->next)
+    if (x->hash == hash && pattern_heads_equal(&x->head, h)) return x->id;
   size_t nv = h->kind == PATTERN_VS ? (size_t)h->n_vertical * 4 : 0, ns = h->kind == PATTERN_VS ? (size_t)h->n_slash * 4 : 0;
   size_t nm = h->kind == PATTERN_BLOCK ? (size_t)(h->n_blocks * h->row_words) * 8 : 0;
-  int64_t need = (int64_t)(sizeof(store_entry) + nc + nv + ns + nm);
+  int64_t need = (int64_t)(sizeof(interned) + nv + ns + nm);
+  if (s->bytes + need > s->max_bytes) return -1;
+  interned *x = calloc(1, sizeof *x);
+  if (!x) return -1;
+  int fail = 0;
+  x->hash = hash;
+  x->head = *h;
+  x->head.vertical = dup_or_null(h->vertical, nv, &fail);
+  x->head.slash = dup_or_null(h->slash, ns, &fail);
+  x->head.mask = dup_or_null(h->mask, nm, &fail);
+  if (fail) {
+    head_copy_free(&x->head);
+    free(x);
+    return -1;
+  }
+  x->id = (int32_t)s->heads++;
+  x->next = s->head_bucket[hash % STORE_BUCKETS];
+  s->head_bucket[hash % STORE_BUCKETS] = x;
+  s->bytes += need;
+  return x->id;
+}
+
+static uint64_t key_hash(const layout *l, int is_layer, const int32_t *ids, int n_ids) {
+  uint64_t k = mix(mix(mix(mix(mix(0, (uint64_t)l->kind), (uint64_t)l->n_tokens), (uint64_t)l->world),
+                       (uint64_t)l->granularity), (uint64_t)is_layer);
+  for (int i = 0; i < n_ids; i++) k = mix(k, (uint64_t)ids[i]);
+  return k;
+}
+
+static const work_count *store_find(const work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids,
+                                    uint64_t hash) {
+  for (const count_entry *x = s->bucket[hash % STORE_BUCKETS]; x; x = x->next)
+    if (x->hash == hash && x->kind == l->kind && x->n_tokens == l->n_tokens && x->world == l->world &&
+        x->granularity == l->granularity && x->is_layer == is_layer && x->n_ids == n_ids &&
+        !memcmp(x->ids, ids, (size_t)n_ids * sizeof *ids))
+      return x->counts;
+  return NULL;
+}
+
+// Copy counts into the store; a full store or a failed allocation just leaves them out.
+static const work_count *store_find(const work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids,
+                                    uint64_t hash);
+
+static void store_add(work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids, uint64_t hash,
+                      const work_count *counts) {
+  if (store_find(s, l, is_layer, ids, n_ids, hash)) return;  // another thread stored the same counts meanwhile
+  size_t nc = (size_t)l->world * (size_t)l->world * sizeof *counts;
+  int64_t need = (int64_t)(sizeof(count_entry) + nc + (size_t)n_ids * sizeof *ids);
   if (s->bytes + need > s->max_bytes) return;
-  store_entry *x = calloc(1, sizeof *x);
+  count_entry *x = calloc(1, sizeof *x);
   if (!x) return;
   int fail = 0;
   x->hash = hash;
@@ -147,19 +212,25 @@ static void store_add(work_store *s, const layout *l, const head_pattern *h, uin
   x->n_tokens = l->n_tokens;
   x->world = l->world;
   x->granularity = l->granularity;
-  x->head = *h;
-  x->head.vertical = dup_or_null(h->vertical, nv, &fail);
-  x->head.slash = dup_or_null(h->slash, ns, &fail);
-  x->head.mask = dup_or_null(h->mask, nm, &fail);
+  x->is_layer = is_layer;
+  x->n_ids = n_ids;
+  x->ids = dup_or_null(ids, (size_t)n_ids * sizeof *ids, &fail);
   x->counts = dup_or_null(counts, nc, &fail);
   if (fail || !x->counts) {
-    entry_free(x);
+    free(x->ids);
+    free(x->counts);
+    free(x);
     return;
   }
   x->next = s->bucket[hash % STORE_BUCKETS];
   s->bucket[hash % STORE_BUCKETS] = x;
   s->bytes += need;
   s->entries++;
+}
+
+// The store when it may serve this layout.
+static work_store *usable_store(const work_cache *c) {
+  return c->store && c->l->kind != LAYOUT_PERMUTATION ? c->store : NULL;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -171,23 +242,55 @@ int work_cache_init(work_cache *c, const layout *l, sr_error *e) {
   c->store = store;
   c->l = l;
   c->world = l->world;
+  c->threads = sr_threads();
   size_t n = (size_t)l->world * (size_t)l->world;
-  c->scratch = malloc(n * sizeof *c->scratch);
-  for (int i = 0; i < WORK_CACHE; i++) c->val[i] = malloc(n * sizeof *c->val[i]);
-  for (int i = 0; i < WORK_CACHE; i++)
-    if (!c->val[i] || !c->scratch) {
-      work_cache_free(c);
-      return sr_internal_error(e, 0, "work: out of memory for %d ranks", l->world);
-    }
+  c->acct = calloc((size_t)c->threads, sizeof *c->acct);
+  c->part = calloc((size_t)c->threads, sizeof *c->part);
+  c->scratch = calloc((size_t)c->threads, sizeof *c->scratch);
+  int fail = !c->acct || !c->part || !c->scratch;
+  for (int i = 0; i < WORK_CACHE && !fail; i++) fail = !(c->val[i] = malloc(n * sizeof *c->val[i]));
+  if (fail) {
+    work_cache_free(c);
+    return sr_internal_error(e, 0, "work: out of memory for %d ranks", l->world);
+  }
   return SR_OK;
 }
 
 void work_cache_free(work_cache *c) {
+  for (int t = 0; t < c->threads; t++) {
+    if (c->acct) tiles_accounter_close(c->acct[t]);
+    if (c->part) free(c->part[t]);
+    if (c->scratch) free(c->scratch[t]);
+  }
+  free(c->acct);
+  free(c->part);
   free(c->scratch);
   for (int i = 0; i < WORK_CACHE; i++) free(c->val[i]);
   work_store *store = c->store;
   memset(c, 0, sizeof c[0]);
   c->store = store;
+}
+
+// Thread t's accounter and its arrays, made on first use.
+static int thread_state(work_cache *c, int t, sr_error *e) {
+  size_t n = (size_t)c->world * (size_t)c->world;
+  if (!c->acct[t]) {
+    int rc = tiles_accounter_open(c->l, &c->acct[t], e);
+    if (rc) return rc;
+  }
+  if (!c->part[t] && !(c->part[t] = calloc(n, sizeof *c->part[t])))
+    return sr_internal_error(e, 0, "work: out of memory for %d ranks", c->world);
+  if (!c->scratch[t] && !(c->scratch[t] = malloc(n * sizeof *c->scratch[t])))
+    return sr_internal_error(e, 0, "work: out of memory for %d ranks", c->world);
+  return SR_OK;
+}
+
+// One head's counts into out (zeroed first), on thread t's accounter.
+static int account_one(work_cache *c, int t, const head_pattern *h, work_count *out, sr_error *e) {
+  int rc = thread_state(c, t, e);
+  if (rc) return rc;
+  memset(out, 0, (size_t)c->world * c->world * sizeof *out);
+  return tiles_account_head_add(c->acct[t], h, out, e);
 }
 
 int work_head(work_cache *c, const pattern *pat, int layer, int head, const work_count **out, sr_error *e) {
@@ -198,20 +301,30 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
       return SR_OK;
     }
   // The store's counts never move, so they are handed out directly (no slot of this cache is used).
-  work_store *st = c->store && c->l->kind != LAYOUT_PERMUTATION ? c->store : NULL;
-  uint64_t hash = st ? store_hash(st, c->l, h) : 0;
-  if (st && (*out = store_find(st, c->l, h, hash))) return SR_OK;
-  // Account this head alone: a one-layer, one-head view of the pattern.
-  pattern view = {pat->n_tokens, 1, 1, (head_pattern *)h};
+  work_store *st = usable_store(c);
+  int32_t id = -1;
+  uint64_t hash = 0;
+  if (st) {
+    pthread_mutex_lock(&st->mu);
+    id = intern(st, h);
+    hash = id >= 0 ? key_hash(c->l, 0, &id, 1) : 0;
+    *out = id >= 0 ? store_find(st, c->l, 0, &id, 1, hash) : NULL;
+    pthread_mutex_unlock(&st->mu);
+    if (*out) return SR_OK;
+  }
   int slot = c->n_cached < WORK_CACHE ? c->n_cached++ : (c->next++ % WORK_CACHE);
   c->key[slot] = NULL;
   double t0 = sr_now();
-  int rc = tiles_account_layer(&view, 0, c->l, c->val[slot], e);
+  int rc = account_one(c, 0, h, c->val[slot], e);
   c->wall_s += sr_now() - t0;
   if (rc) return rc;
   c->key[slot] = h;
   *out = c->val[slot];
-  if (st) store_add(st, c->l, h, hash, c->val[slot]);
+  if (id >= 0) {
+    pthread_mutex_lock(&st->mu);
+    store_add(st, c->l, 0, &id, 1, hash, c->val[slot]);
+    pthread_mutex_unlock(&st->mu);
+  }
   return SR_OK;
 }
 
@@ -223,8 +336,8 @@ void work_add(work_count *a, const work_count *b) {
   a->runs += b->runs;
 }
 
-// Runs of identical heads (every head of a dense or windowed layer) are added once, times their count:
-// summing W^2 cells per head dominated whole simulations at W = 1024.
+// Identical heads (every head of a dense or windowed layer) are accounted once and added times their
+// count: summing W^2 cells per head dominated whole simulations at W = 1024.
 static void add_scaled(work_count *agg, const work_count *w, int64_t n, double k) {
   for (int64_t i = 0; i < n; i++) {
     agg[i].full += (int64_t)k * w[i].full;
@@ -235,25 +348,87 @@ static void add_scaled(work_count *agg, const work_count *w, int64_t n, double k
   }
 }
 
+// The distinct heads of a layer and how often each occurs.
+typedef struct {
+  work_cache *c;
+  const head_pattern **head;  // [n] distinct heads
+  int *mult;                  // [n]
+  int n;
+} layer_job;
+
+static int layer_item(void *ctx, int i, int t, sr_error *e) {
+  layer_job *j = ctx;
+  work_cache *c = j->c;
+  int rc = thread_state(c, t, e);
+  if (rc) return rc;
+  if (j->mult[i] == 1) return tiles_account_head_add(c->acct[t], j->head[i], c->part[t], e);
+  if ((rc = account_one(c, t, j->head[i], c->scratch[t], e))) return rc;
+  add_scaled(c->part[t], c->scratch[t], (int64_t)c->world * c->world, j->mult[i]);
+  return SR_OK;
+}
+
+// Threads worth starting: each costs tens of microseconds, a small layer's heads less.
+static int threads_for(const work_cache *c, int n_distinct) {
+  double work = (double)n_distinct * (double)c->l->n_tokens;
+  return work >= (double)(1 << 20) ? c->threads : 1;
+}
+
 int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr_error *e) {
   int64_t n = (int64_t)c->world * c->world;
-  memset(agg, 0, (size_t)n * sizeof *agg);
-  const work_count *run = NULL;
-  const head_pattern *run_head = NULL;
-  int mult = 0;
-  for (int h = 0; h < pat->heads; h++) {
-    const head_pattern *hp = pattern_head(pat, layer, h);
-    if (run && pattern_heads_equal(run_head, hp)) {
-      mult++;
-      continue;
+  int H = pat->heads, rc = SR_OK;
+  work_store *st = usable_store(c);
+  int32_t *ids = st ? malloc((size_t)H * sizeof *ids) : NULL;
+  uint64_t hash = 0;
+  if (ids) {
+    pthread_mutex_lock(&st->mu);
+    for (int h = 0; h < H && ids; h++)
+      if ((ids[h] = intern(st, pattern_head(pat, layer, h))) < 0) {
+        free(ids);
+        ids = NULL;  // the store is full: account as without it
+      }
+    const work_count *hit = NULL;
+    if (ids) {
+      hash = key_hash(c->l, 1, ids, H);
+      if ((hit = store_find(st, c->l, 1, ids, H, hash))) memcpy(agg, hit, (size_t)n * sizeof *agg);
     }
-    // Flush before work_head: a miss may evict the slot `run` points into.
-    if (run) add_scaled(agg, run, n, mult);
-    int rc = work_head(c, pat, layer, h, &run, e);
-    if (rc) return rc;
-    run_head = hp;
-    mult = 1;
+    pthread_mutex_unlock(&st->mu);
+    if (hit) {
+      free(ids);
+      return SR_OK;
+    }
   }
-  if (run) add_scaled(agg, run, n, mult);
-  return SR_OK;
+  layer_job j = {c, malloc((size_t)H * sizeof *j.head), calloc((size_t)H, sizeof *j.mult), 0};
+  if (!j.head || !j.mult) {
+    rc = sr_internal_error(e, 0, "work: out of memory");
+    goto out;
+  }
+  for (int h = 0; h < H; h++) {  // distinct heads by content (a layer has few heads: pairwise is fine)
+    const head_pattern *hp = pattern_head(pat, layer, h);
+    int k = 0;
+    while (k < j.n && !pattern_heads_equal(j.head[k], hp)) k++;
+    if (k == j.n) j.head[j.n++] = hp;
+    j.mult[k]++;
+  }
+  double t0 = sr_now();
+  int threads = threads_for(c, j.n);
+  for (int t = 0; t < threads && !rc; t++) rc = thread_state(c, t, e);
+  if (!rc) rc = sr_parallel_for(j.n, threads, layer_item, &j, e);
+  memset(agg, 0, (size_t)n * sizeof *agg);
+  for (int t = 0; t < threads; t++) {
+    if (!c->part[t]) continue;
+    if (!rc)
+      for (int64_t i = 0; i < n; i++) work_add(&agg[i], &c->part[t][i]);
+    memset(c->part[t], 0, (size_t)n * sizeof *c->part[t]);
+  }
+  c->wall_s += sr_now() - t0;
+  if (!rc && ids) {
+    pthread_mutex_lock(&st->mu);
+    store_add(st, c->l, 1, ids, H, hash, agg);
+    pthread_mutex_unlock(&st->mu);
+  }
+out:
+  free(j.head);
+  free(j.mult);
+  free(ids);
+  return rc;
 }

@@ -55,6 +55,49 @@ TEST(api_errors_give_the_message_and_its_file_field_and_reason_apart) {
   sr_api_free(err);
 }
 
+TEST(api_sim_report_says_whether_its_cluster_is_calibrated) {
+  const char *argv[] = {"sim", "--model", "tiny-test", "--cluster", "h200-1x2-calibrated", "--seq", "4K",
+                        "--strategy", "dense-ring"};
+  char *json = NULL, *err = NULL;
+  CHECK_EQ_INT(sr_api_sim(9, argv, &json, NULL, &err), 0);
+  cJSON *r = cJSON_Parse(json ? json : "");
+  CHECK(strncmp(str_of(r, "calibration"), "calibrated: ", 12) == 0);
+  cJSON_Delete(r);
+  sr_api_free(json);
+  // a shipped file whose efficiencies are derived, not measured
+  argv[4] = "a100-1x8";
+  json = NULL;
+  CHECK_EQ_INT(sr_api_sim(9, argv, &json, NULL, &err), 0);
+  r = cJSON_Parse(json ? json : "");
+  CHECK(strncmp(str_of(r, "calibration"), "uncalibrated: efficiencies from ", 32) == 0);
+  cJSON_Delete(r);
+  sr_api_free(json);
+}
+
+static double num_of(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+// sim's step flags (shared with whatif) and its own: --attention-only leaves no model state; --first-step
+// adds every layer's plan building to a sparse step.
+TEST(api_sim_takes_attention_only_and_first_step) {
+  const char *argv[] = {"sim", "--model", "tiny-test", "--cluster", "h200-1x2", "--seq", "4K", "--strategy", "mtraining", NULL};
+  double step[3], weights[3];
+  for (int k = 0; k < 3; k++) {
+    argv[9] = k == 1 ? "--attention-only" : "--first-step";
+    char *json = NULL, *err = NULL;
+    CHECK_EQ_INT(sr_api_sim(k ? 10 : 9, argv, &json, NULL, &err), 0);
+    cJSON *r = cJSON_Parse(json ? json : "");
+    step[k] = num_of(r, "step_s");
+    weights[k] = num_of(cJSON_GetObjectItemCaseSensitive(r, "memory"), "weights");
+    cJSON_Delete(r);
+    sr_api_free(json);
+  }
+  CHECK(weights[0] > 0 && weights[1] == 0 && weights[2] == weights[0]);
+  CHECK(step[1] < step[0] && step[2] > step[0]);
+}
+
 TEST(api_attention_shapes_run_the_reference_and_release_cleanly) {
   enum { N = 100, H = 4, KH = 2, D = 8 };
   float *q = malloc(sizeof(float) * N * H * D), *k = malloc(sizeof(float) * N * KH * D);

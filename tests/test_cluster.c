@@ -25,9 +25,9 @@ static void write_file(const char *path, const char *text) {
 // shipped clusters
 
 TEST(cluster_shipped_files_all_load) {
-  const char *names[] = {"a100-4x8", "h100-8x8", "h100-1x8", "h200-1x2", "h200-1x8"};
-  const int world[] = {32, 64, 8, 2, 8};
-  for (int i = 0; i < 5; i++) {
+  const char *names[] = {"a100-4x8", "h100-8x8", "h100-1x8", "h200-1x2", "h200-1x8", "a100-1x8", "h800-1x8"};
+  const int world[] = {32, 64, 8, 2, 8, 8, 8};
+  for (int i = 0; i < 7; i++) {
     cluster_desc c;
     sr_error e = {0};
     int rc = cluster_load(names[i], &c, &e);
@@ -208,16 +208,21 @@ static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
          x->eff_mem == y->eff_mem && x->comm_slowdown == y->comm_slowdown && a->intra.gbps == b->intra.gbps &&
          a->intra.latency_us == b->intra.latency_us && a->nics_per_node == b->nics_per_node &&
          a->nic.gbps == b->nic.gbps && a->nic.latency_us == b->nic.latency_us && a->host.gbps == b->host.gbps &&
-         a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib;
+         a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib &&
+         x->ring_step_us[0] == y->ring_step_us[0] && x->ring_step_us[1] == y->ring_step_us[1] &&
+         x->ring_cell_us[0] == y->ring_cell_us[0] && x->ring_cell_us[1] == y->ring_cell_us[1] &&
+         a->calibrated == b->calibrated && strcmp(a->calibration, b->calibration) == 0;
 }
 
 TEST(cluster_written_json_reads_back_identically) {
-  const char *names[] = {"a100-4x8", "h100-8x8", "h100-1x8", "h200-1x2", "h200-1x8"};
-  for (int i = 0; i < 5; i++) {
+  const char *names[] = {"a100-4x8", "h100-8x8", "h100-1x8", "h200-1x2", "h200-1x8", "a100-1x8", "h800-1x8",
+                         "h200-1x2-calibrated"};
+  for (int i = 0; i < 8; i++) {
     cluster_desc a, b;
     sr_error e = {0};
     CHECK_EQ_INT(cluster_load(names[i], &a, &e), SR_OK);
     a.gpu.eff_attn_fwd_bar = 0.123456789012345;  // a calibrated figure with many digits
+    a.gpu.ring_step_us[1] = 12.5, a.gpu.ring_cell_us[0] = 0.0625;
     char *text = cluster_to_json(&a);
     CHECK(text != NULL);
     if (!text) continue;
@@ -226,6 +231,43 @@ TEST(cluster_written_json_reads_back_identically) {
     CHECK(same_cluster(&a, &b));
     free(text);
   }
+}
+
+// Reports say where the efficiencies come from: measured clusters name their calibration; every other
+// shipped cluster is uncalibrated and says from what its figures were derived.
+TEST(cluster_calibration_note_says_calibrated_or_where_the_guesses_come_from) {
+  const char *derived[] = {"a100-4x8", "h100-8x8", "h100-1x8", "h200-1x2", "h200-1x8", "a100-1x8", "h800-1x8"};
+  char note[600];
+  for (int i = 0; i < 7; i++) {
+    cluster_desc c;
+    sr_error e = {0};
+    CHECK_EQ_INT(cluster_load(derived[i], &c, &e), SR_OK);
+    CHECK_EQ_INT(c.calibrated, 0);
+    CHECK_STR_CONTAINS(cluster_calibration_note(&c, note, sizeof note), "uncalibrated: efficiencies from our H200 measurements");
+  }
+  cluster_desc c;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load("h200-1x2-calibrated", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.calibrated, 1);
+  CHECK_STR_CONTAINS(cluster_calibration_note(&c, note, sizeof note), "calibrated: sparsering-exec calibrate on 2 x H200");
+  // A file that records nothing is uncalibrated, and the note names the file.
+  CHECK_EQ_INT(cluster_from_json_text("{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"G\", \"peak_tflops\": 100, "
+                                      "\"hbm_gbps\": 1000, \"mem_gib\": 40}, " HOST_OK "}", "bare.json", &c, &e), SR_OK);
+  CHECK_STR_CONTAINS(cluster_calibration_note(&c, note, sizeof note), "uncalibrated: efficiencies from bare.json (no calibration recorded)");
+}
+
+// Derived guesses follow docs/models.md's rule from the same H200 reference: the H800 and H100 (same
+// compute, 3350 GB/s) keep the H200's tile fractions and scale its bars by 3350 / 4800.
+TEST(cluster_derived_bar_efficiency_scales_with_hbm_over_peak) {
+  cluster_desc h200, h800, a100;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load("h200-1x8", &h200, &e), SR_OK);
+  CHECK_EQ_INT(cluster_load("h800-1x8", &h800, &e), SR_OK);
+  CHECK_EQ_INT(cluster_load("a100-1x8", &a100, &e), SR_OK);
+  CHECK_NEAR(h800.gpu.eff_attn_fwd_full, h200.gpu.eff_attn_fwd_full, 0);
+  CHECK_NEAR(h800.gpu.eff_attn_fwd_bar, h200.gpu.eff_attn_fwd_bar * 3350 / 4800, 5e-4);
+  CHECK_NEAR(a100.gpu.eff_attn_bwd_bar, h200.gpu.eff_attn_bwd_bar * (2039.0 / 4800) / (312.0 / 989), 5e-4);
+  CHECK_NEAR(h800.intra.gbps, 200, 0);  // NVLink of the H800: 400 GB/s both ways
 }
 
 TEST(cluster_denormal_or_overflowing_figures_are_refused_not_simulated_as_inf) {

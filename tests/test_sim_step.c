@@ -8,6 +8,7 @@
 
 #include "plan/plan.h"
 #include "plan/util.h"
+#include "plan/tiles.h"
 #include "sim/memory.h"
 #include "sim/strategy.h"
 #include "tests/test.h"
@@ -488,4 +489,141 @@ TEST(sim_fwd_runs_costs_the_forward_on_the_runs_form_and_the_backward_on_tiles) 
   CHECK(f0 > 0 && b0 > 0);
   CHECK(f1 < 0.95 * f0);       // fewer 64-key chunks at the same (PARTIAL) efficiency
   CHECK_REL(b1, b0, 1e-12);    // the backward takes the tile form either way
+}
+
+// An attention-only step on one GPU is each layer's attention forward and backward, nothing else: its time
+// is the layers' attention time from the cost model on the layer's whole tile counts (one rank, one ring
+// step), here dense causal over 16 tiles: 136 tiles a head (16 diagonal PARTIAL, 120 FULL).
+TEST(sim_attention_only_step_is_the_layers_attention_forward_and_backward) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  sr_error e;
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, "dense-ring", &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", test_cluster(1, 1));
+  s.seq = 16 * 128;
+  s.attention_only = 1;
+  plan p;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  sim_result r;
+  sim_options o = {0, 0, 0, 0, 0};
+  CHECK_EQ_INT(sim_plan(&p, &o, &r, NULL, &e), SR_OK);
+  // 4 heads x (120 FULL + 16 PARTIAL) tiles of 4 * 128^2 * d FLOPs at 0.5 x 100 TFLOP/s, backward 2.5x.
+  double d = (double)p.model.head_dim, heads = (double)p.model.num_heads, layers = (double)p.model.num_layers;
+  double fwd = heads * 136 * 4.0 * 128 * 128 * d / 50e12;
+  CHECK_REL(r.step_s, layers * (fwd + 2.5 * fwd), 1e-6);
+  CHECK_REL(r.attn_fwd_s, layers * fwd, 1e-6);
+  CHECK(r.mem.weights == 0 && r.mem.optim == 0);
+  plan_free(&p);
+}
+
+TEST(sim_attention_only_survives_the_plan_file) {
+  char path[700], cmd[1600], *out = NULL;
+  snprintf(path, sizeof path, "%s/p.json", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s/sparsering plan --model tiny-test --cluster h200-1x2 --seq 4K --strategy zigzag-ring -o %s",
+           test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  free(out);
+  plan p;
+  sr_error e;
+  CHECK_EQ_INT(plan_read(path, &p, &e), SR_OK);
+  CHECK_EQ_INT(p.spec.attention_only, 0);
+  p.spec.attention_only = 1;
+  CHECK_EQ_INT(plan_write(&p, path, &e), SR_OK);
+  plan_free(&p);
+  CHECK_EQ_INT(plan_read(path, &p, &e), SR_OK);
+  CHECK_EQ_INT(p.spec.attention_only, 1);
+  plan_free(&p);
+  // The flag on a plan file: only attention in the step.
+  snprintf(cmd, sizeof cmd, "%s/sparsering sim --plan %s --attention-only", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "weights 0.00");
+  free(out);
+}
+
+// Ring-step costs beyond the kernel's work (cost_ring_step): on one GPU a layer's attention is one step
+// forward and one backward, each adding its fixed time and its time per (query tile, head) cell; dense
+// causal over 16 tiles and 4 heads runs 16 x 4 = 64 cells.
+TEST(sim_ring_step_costs_add_a_fixed_and_a_per_cell_time_to_each_step) {
+  double t[2];
+  for (int k = 0; k < 2; k++) {
+    char path[700], text[2048];
+    snprintf(path, sizeof path, "%s/ring%d.json", test_tmpdir(), k);
+    snprintf(text, sizeof text,
+             "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
+             " \"mem_gib\": 40, \"efficiency\": {\"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_bwd_full\": 0.5,"
+             " \"attn_bwd_partial\": 0.5}%s},"
+             " \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
+             k ? ", \"ring_step\": {\"fwd_us\": 10, \"bwd_us\": 20, \"fwd_cell_us\": 0.5, \"bwd_cell_us\": 1}" : "");
+    sr_error e;
+    CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+    plan_spec s;
+    plan_spec_defaults(&s);
+    CHECK_EQ_INT(plan_spec_apply_strategy(&s, "dense-ring", &e), SR_OK);
+    snprintf(s.model, sizeof s.model, "tiny-test");
+    snprintf(s.cluster, sizeof s.cluster, "%s", path);
+    s.seq = 16 * 128;
+    s.attention_only = 1;
+    plan p;
+    CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+    sim_result r;
+    CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+    t[k] = r.step_s;
+    plan_free(&p);
+  }
+  // 2 layers x ((10 + 64 x 0.5) + (20 + 64 x 1)) us
+  CHECK_REL(t[1] - t[0], 2 * (10 + 32 + 20 + 64) * 1e-6, 1e-5);
+}
+
+// One GPU, tiny-test, vs-like:4:256:32 over 4096 contiguous tokens: the step's time with the plans of the
+// last first_step_plans layers built in the step, and (when entries is not NULL) the tile and bar entries
+// of every layer by the planner's accounting.
+static double first_step_time(int first_step_plans, int index_ready, double *entries) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  sr_error e;
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", test_cluster(1, 1));
+  snprintf(s.pattern, sizeof s.pattern, "vs-like:4:256:32");
+  snprintf(s.layout, sizeof s.layout, "contiguous");
+  s.granularity = 1;
+  s.seq = 4096;
+  s.first_step_plans = first_step_plans;
+  plan p;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  sim_options o = {0, 0, 0, 0, index_ready};
+  sim_result r;
+  CHECK_EQ_INT(sim_plan(&p, &o, &r, NULL, &e), SR_OK);
+  if (entries) {
+    *entries = 0;
+    pattern pat;
+    CHECK_EQ_INT(sim_pattern_build(&p, &pat, &e), SR_OK);
+    work_count *c = calloc((size_t)pat.heads, sizeof *c);
+    for (int l = 0; l < pat.layers; l++) {
+      CHECK_EQ_INT(tiles_account_layer(&pat, l, &p.layout, c, &e), SR_OK);
+      for (int h = 0; h < pat.heads; h++) *entries += (double)(c[h].full + c[h].partial + c[h].bars);
+    }
+    free(c);
+    pattern_free(&pat);
+  }
+  plan_free(&p);
+  return r.step_s;
+}
+
+// The first training step builds its layers' attention plans on the host when their layer comes: on one
+// GPU the step grows by the plan building of every layer, 13.5 ns a tile or bar entry (sim/estimate.c),
+// the entries counted here by the planner's accounting.
+TEST(sim_first_step_adds_the_host_plan_building_of_every_layer) {
+  double entries = 0, t0 = first_step_time(0, 0, &entries), t1 = first_step_time(1000, 0, NULL);
+  CHECK(entries > 0);
+  CHECK_REL(t1 - t0, entries * 13.5e-9, 1e-6);
+}
+
+// Where the trainer keeps every layer's plan (sim_options.index_ready) a later step builds no index, but
+// a first step still builds each plan, index included, when its layer comes: the step grows by the plan
+// building and the index build (16 bytes an entry at the test GPU's 1000 GB/s x 0.8) of every layer.
+TEST(sim_first_step_builds_plans_and_their_index_even_where_every_plan_is_kept) {
+  double entries = 0, t0 = first_step_time(0, 1, &entries), t1 = first_step_time(1000, 1, NULL);
+  CHECK(entries > 0);
+  CHECK_REL(t1 - t0, entries * (13.5e-9 + 16.0 / 800e9), 1e-6);
 }

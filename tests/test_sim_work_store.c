@@ -1,6 +1,6 @@
 // test_sim_work_store.c — the shared accounting store (work.h): simulating with it gives exactly the
 // results of simulating without it, whichever strategy, however often the store is reused, and when it
-// is too small to hold anything; it holds one entry per distinct (layout, head).
+// is too small to hold anything; it holds one copy per distinct head and one entry per distinct (layout, layer).
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,24 +92,32 @@ TEST(sim_work_store_too_small_to_hold_anything_changes_nothing) {
   check_store_matches_private("vs-like:4:256:32", 0, 1);
 }
 
-// One entry per distinct head for one layout: distinct heads counted by brute force (pairwise
-// comparison of their index arrays), independently of the store's hashing.
-TEST(sim_work_store_holds_one_entry_per_distinct_head_and_layout) {
+// One copy per distinct head, whatever the layouts; one entry per distinct layer and layout. Distinct
+// heads and layers are counted by brute force (pairwise comparison of their index arrays), independently
+// of the store's hashing.
+static int heads_same(const head_pattern *a, const head_pattern *b) {
+  return a->kind == b->kind && a->n_vertical == b->n_vertical && a->n_slash == b->n_slash &&
+         !memcmp(a->vertical, b->vertical, (size_t)a->n_vertical * 4) && !memcmp(a->slash, b->slash, (size_t)a->n_slash * 4);
+}
+
+TEST(sim_work_store_holds_one_copy_per_distinct_head_and_one_entry_per_distinct_layer_and_layout) {
   sr_error e;
   plan p;
   pattern pat;
   CHECK_EQ_INT(build(&points[0], "vs-like:4:256:32", &p, &pat, &e), SR_OK);
-  int n = pat.layers * pat.heads, distinct = 0;
+  int n = pat.layers * pat.heads, distinct = 0, layers = 0;
   for (int i = 0; i < n; i++) {
-    const head_pattern *a = &pat.h[i];
     int seen = 0;
-    for (int j = 0; j < i && !seen; j++) {
-      const head_pattern *b = &pat.h[j];
-      seen = a->kind == b->kind && a->n_vertical == b->n_vertical && a->n_slash == b->n_slash &&
-             !memcmp(a->vertical, b->vertical, (size_t)a->n_vertical * 4) &&
-             !memcmp(a->slash, b->slash, (size_t)a->n_slash * 4);
-    }
+    for (int j = 0; j < i && !seen; j++) seen = heads_same(&pat.h[i], &pat.h[j]);
     distinct += !seen;
+  }
+  for (int l = 0; l < pat.layers; l++) {
+    int seen = 0;
+    for (int k = 0; k < l && !seen; k++) {
+      seen = 1;
+      for (int h = 0; h < pat.heads && seen; h++) seen = heads_same(pattern_head(&pat, l, h), pattern_head(&pat, k, h));
+    }
+    layers += !seen;
   }
   CHECK(distinct > 1);
   work_store *st = NULL;
@@ -117,12 +125,14 @@ TEST(sim_work_store_holds_one_entry_per_distinct_head_and_layout) {
   sim_options o = {0, 0, 0, 0, 0};
   sim_result r;
   for (int rep = 0; rep < 2; rep++) CHECK_EQ_INT(sim_run_shared(&p, &pat, &o, st, &r, NULL, &e), SR_OK);
-  CHECK_EQ_INT((int)work_store_entries(st), distinct);
-  // A second layout adds its own entries.
+  CHECK_EQ_INT((int)work_store_heads(st), distinct);
+  CHECK_EQ_INT((int)work_store_entries(st), layers);
+  // A second layout adds its own entries, and no copy of a head.
   plan q;
   CHECK_EQ_INT(build(&points[1], "vs-like:4:256:32", &q, NULL, &e), SR_OK);
   CHECK_EQ_INT(sim_run_shared(&q, &pat, &o, st, &r, NULL, &e), SR_OK);
-  CHECK_EQ_INT((int)work_store_entries(st), 2 * distinct);
+  CHECK_EQ_INT((int)work_store_heads(st), distinct);
+  CHECK_EQ_INT((int)work_store_entries(st), 2 * layers);
   work_store_close(st);
   plan_free(&q);
   pattern_free(&pat);

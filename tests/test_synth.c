@@ -1,10 +1,13 @@
 // test_synth.c — synthetic patterns and pattern source strings: reproducibility, drift, the published
-// budget mix, structure, sparsity targets, and input errors naming the field.
+// budget mix, structure, sparsity targets, input errors naming the field, and the generator (GSL's
+// mt19937 draw for draw) and thread count changing nothing.
+#include <gsl/gsl_rng.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan/layout.h"
 #include "plan/pattern_spec.h"
+#include "plan/rng.h"
 #include "plan/synth.h"
 #include "plan/tiles.h"
 #include "tests/test.h"
@@ -294,6 +297,51 @@ TEST(only_vs_online_is_estimated_online_vs_topp_and_vs_preset_stand_in_for_it_an
   static const char *const fixed[] = {"dense", "window:4:64", "vs-like:4:64:8", "block:0.2", "adaspa:0.9",
                                       "trace:t.safetensors"};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) CHECK_EQ_INT(pattern_spec_estimation(fixed[i]), PATTERN_FIXED);
+}
+
+// plan/rng.h is GSL's mt19937 draw for draw: raw outputs, uniform, uniform_pos and uniform_int, from seeds
+// that include GSL's special case 0 (which it replaces by 4357) and the largest 32-bit seed.
+TEST(synth_mt19937_draws_equal_gsl) {
+  const unsigned long seeds[] = {0, 1, 4357, 0xffffffffu, 0x9e3779b9u, 123456789u};
+  const uint32_t ns[] = {1, 2, 3, 4, 1000, 4096, 0x7fffffffu, 0xfffffffeu};
+  gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+  for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+    sr_mt m;
+    sr_mt_seed(&m, (uint32_t)seeds[i]);
+    gsl_rng_set(g, seeds[i]);
+    int bad = 0;
+    for (int k = 0; k < 3000; k++) {
+      switch (k % 4) {
+        case 0: bad += sr_mt_next(&m) != (uint32_t)gsl_rng_get(g); break;
+        case 1: bad += sr_mt_uniform(&m) != gsl_rng_uniform(g); break;
+        case 2: bad += sr_mt_uniform_pos(&m) != gsl_rng_uniform_pos(g); break;
+        default: {
+          uint32_t n = ns[(k / 4) % (sizeof ns / sizeof *ns)];
+          bad += sr_mt_uniform_int(&m, n) != (uint32_t)gsl_rng_uniform_int(g, n);
+        }
+      }
+    }
+    CHECK_EQ_INT(bad, 0);
+  }
+  gsl_rng_free(g);
+}
+
+// Heads are drawn in parallel: the pattern is the same for one thread and for several.
+TEST(synth_patterns_do_not_depend_on_the_thread_count) {
+  const char *specs[] = {"vs-topp:0.9", "vs-preset:qwen2.5-3b", "vs-like:8:100:40", "block:0.3:64", "adaspa:0.8"};
+  model_config m = shape(3, 5);
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    pattern a, b;
+    sr_error e;
+    setenv("SR_THREADS", "1", 1);
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 5000, 9, 2, &a, &e), SR_OK);
+    setenv("SR_THREADS", "3", 1);
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 5000, 9, 2, &b, &e), SR_OK);
+    unsetenv("SR_THREADS");
+    for (int x = 0; x < 15; x++) CHECK(pattern_heads_equal(&a.h[x], &b.h[x]));
+    pattern_free(&a);
+    pattern_free(&b);
+  }
 }
 
 TEST(vs_like_with_more_verticals_than_a_head_can_hold_is_an_input_error) {

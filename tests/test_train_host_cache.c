@@ -100,8 +100,8 @@ TEST(train_host_cache_cap_without_the_cache_is_refused) {
   free(out);
 }
 
-// train --predict says how many plans the measured step built when their layer came: CPU work on the step's
-// critical path that the simulated step does not hold. With the uses above: without the host cache every
+// train --predict says how many plans the measured step built when their layer came (CPU work on the step's
+// critical path) and simulates the step with that building (plan_spec.first_step_plans). With the uses above: without the host cache every
 // step builds 2 (the measured one is the best after the first); with it only the first step builds (1).
 TEST(train_predict_names_the_plans_the_measured_step_built) {
   const char *dir = test_tmpdir();
@@ -109,6 +109,7 @@ TEST(train_predict_names_the_plans_the_measured_step_built) {
   char *out = NULL;
   CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1 --predict", "plain", &out), 0);
   CHECK_STR_CONTAINS(out, "predict: the measured step built 2 attention plan(s) when their layer came (");
+  CHECK_STR_CONTAINS(out, "simulated with that building");
   free(out), out = NULL;
   CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 2, "--attn-cache 1 --attn-host-cache --predict", "cached", &out), 0);
   CHECK_STR_CONTAINS(out, "predict: tiny-test mtraining seq 512");

@@ -46,7 +46,7 @@ static void hand_space(tune_space *s) {
 TEST(tune_robustness_prefers_the_better_worst_case_within_the_margin) {
   tune_space s = {0};
   hand_space(&s);
-  tune_evaluator ev = {NULL, hand_bound, hand_simulate};
+  tune_evaluator ev = {NULL, hand_bound, hand_simulate, 0};
   tune_options o;
   tune_options_defaults(&o);  // margin 2 %: p1's mean is within it, and its worst case 1.05 < 1.20
   tune_result r;
@@ -67,7 +67,7 @@ TEST(tune_robustness_prefers_the_better_worst_case_within_the_margin) {
 TEST(tune_robustness_keeps_the_fastest_mean_outside_the_margin) {
   tune_space s = {0};
   hand_space(&s);
-  tune_evaluator ev = {NULL, hand_bound, hand_simulate};
+  tune_evaluator ev = {NULL, hand_bound, hand_simulate, 0};
   tune_options o;
   tune_options_defaults(&o);
   o.robust_margin = 0.001;  // 1.044 > 1.04 x 1.001: p1 is no longer tied with p0
@@ -82,7 +82,7 @@ TEST(tune_robustness_keeps_the_fastest_mean_outside_the_margin) {
 TEST(tune_robustness_off_chooses_the_fastest) {
   tune_space s = {0};
   hand_space(&s);
-  tune_evaluator ev = {NULL, hand_bound, hand_simulate};
+  tune_evaluator ev = {NULL, hand_bound, hand_simulate, 0};
   tune_options o;
   tune_options_defaults(&o);
   o.robust_top = 0;
@@ -151,7 +151,7 @@ static int par_allgather(void *ctx, const void *mine, void *all, size_t bytes, i
 
 static void *par_main(void *arg) {
   par_thread *t = arg;
-  tune_evaluator ev = {NULL, par_bound, par_simulate};
+  tune_evaluator ev = {NULL, par_bound, par_simulate, 0};
   tune_exchange x = {t->rank, t->size, t, par_allgather};
   tune_options o;
   tune_options_defaults(&o);

@@ -176,7 +176,7 @@ TEST(tune_search_top_equals_exhaustive_search) {
   }
   qsort_r(ok, (size_t)n_ok, sizeof *ok, cmp_step_index, st);
   toy_ctx t = {0, 0, -1};
-  tune_evaluator ev = {&t, toy_bound, toy_simulate};
+  tune_evaluator ev = {&t, toy_bound, toy_simulate, 0};
   tune_options o;
   tune_options_defaults(&o);
   o.robust_top = 0;
@@ -204,7 +204,7 @@ TEST(tune_search_chosen_plan_fits_in_memory) {
   tune_space s = {0};
   toy_space(&s);
   toy_ctx t = {0, 0, -1};
-  tune_evaluator ev = {&t, toy_bound, toy_simulate};
+  tune_evaluator ev = {&t, toy_bound, toy_simulate, 0};
   tune_result r;
   sr_error e;
   CHECK_EQ_INT(tune_search(&s, &ev, NULL, NULL, &r, &e), SR_OK);
@@ -225,7 +225,7 @@ TEST(tune_search_pruned_points_cannot_enter_the_top) {
   tune_space s = {0};
   toy_space(&s);
   toy_ctx t = {0, 0, -1};
-  tune_evaluator ev = {&t, toy_bound, toy_simulate};
+  tune_evaluator ev = {&t, toy_bound, toy_simulate, 0};
   tune_result r;
   sr_error e;
   CHECK_EQ_INT(tune_search(&s, &ev, NULL, NULL, &r, &e), SR_OK);
@@ -240,7 +240,7 @@ TEST(tune_search_without_pruning_gives_the_same_answer) {
   tune_space s = {0};
   toy_space(&s);
   toy_ctx t1 = {0, 0, -1}, t2 = {0, 0, -1};
-  tune_evaluator ev1 = {&t1, toy_bound, toy_simulate}, ev2 = {&t2, toy_bound, toy_simulate};
+  tune_evaluator ev1 = {&t1, toy_bound, toy_simulate, 0}, ev2 = {&t2, toy_bound, toy_simulate, 0};
   tune_options o;
   tune_options_defaults(&o);
   tune_result a, b;
@@ -263,7 +263,7 @@ TEST(tune_search_returns_an_evaluator_error) {
   toy_space(&s);
   toy_ctx t = {0, 0, 17};
   for (; toy_invalid(&s.pt[t.fail_point]) || toy_mem(&s.pt[t.fail_point]) * 0.95 > TOY_CAPACITY;) t.fail_point++;
-  tune_evaluator ev = {&t, toy_bound, toy_simulate};
+  tune_evaluator ev = {&t, toy_bound, toy_simulate, 0};
   tune_options o;
   tune_options_defaults(&o);
   o.no_prune = 1;  // so the failing point is certainly simulated

@@ -1,0 +1,189 @@
+// calib_ring.c — the costs of a ring step beyond its kernel's work (sim/cost.c, cost_ring_step), measured
+// on one GPU (calibrate.h, calib_ring_measure): one layer of dense causal attention split into the steps
+// one rank of a ring runs (its queries against each source shard: contiguous blocks, zigzag's pairs of
+// halves, 128-token stripes), one kernel call a step as the executor makes them (exec/dist_attn_cuda.c),
+// the forward merging each step into the running fp32 output. The time beyond the cost model's kernel time
+// on the efficiencies calibrated just before is fitted as steps x fixed + cells x per-cell.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/calibrate.h"
+#include "plan/layout.h"
+#include "plan/model.h"
+#include "plan/tiles.h"
+#include "plan/util.h"
+#include "sim/cost.h"
+
+#if SR_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/sparse_attn.h"
+
+#define RING_TOKENS 32768
+
+#define CK(call)                                                                                     \
+  do {                                                                                               \
+    cudaError_t r_ = (call);                                                                         \
+    if (r_ != cudaSuccess) {                                                                         \
+      rc = sr_internal_error(e, 0, "ring-step calibration: CUDA error %s at line %d", cudaGetErrorString(r_), __LINE__); \
+      goto done;                                                                                     \
+    }                                                                                                \
+  } while (0)
+
+// The configurations: one step (the whole layer), then rings of 2, 4 and 8 ranks per layout.
+static const struct {
+  layout_kind kind;
+  int64_t g;
+  int world;
+} configs[CALIB_RING_CONFIGS] = {
+    {LAYOUT_CONTIGUOUS, 1, 1}, {LAYOUT_CONTIGUOUS, 1, 2},  {LAYOUT_CONTIGUOUS, 1, 4}, {LAYOUT_CONTIGUOUS, 1, 8},
+    {LAYOUT_ZIGZAG, 1, 2},     {LAYOUT_ZIGZAG, 1, 4},      {LAYOUT_ZIGZAG, 1, 8},     {LAYOUT_STRIPED, 128, 2},
+    {LAYOUT_STRIPED, 128, 4},  {LAYOUT_STRIPED, 128, 8},
+};
+
+// Time one configuration: the last rank's steps against every source, forward then backward (mean of 5
+// passes after 2 warm-ups); and what the cost model says those kernels take.
+static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int head_dim, calib_ring *out,
+                       sr_error *e) {
+  int W = configs[i].world, q_rank = W - 1, rc = SR_OK;
+  layout l;
+  memset(&l, 0, sizeof l);
+  pattern pat;
+  memset(&pat, 0, sizeof pat);
+  tile_index t;
+  memset(&t, 0, sizeof t);
+  head_mask *masks = NULL, *masks_d = NULL;
+  sa_gpu_index ix = {0};
+  sa_gpu_index_t *ixt = calloc((size_t)W, sizeof *ixt);
+  tile_index_t *tt = calloc((size_t)W, sizeof *tt);
+  int64_t **pos_d = calloc((size_t)W, sizeof *pos_d), *pos_h = malloc(sizeof(int64_t) * RING_TOKENS);
+  work_count *counts = calloc((size_t)heads * W * W, sizeof *counts);
+  void *q = NULL, *k = NULL, *v = NULL, *dout = NULL, *o16 = NULL;
+  float *o = NULL, *lse = NULL, *drow = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  if (!ixt || !tt || !pos_d || !pos_h || !counts) {
+    rc = sr_internal_error(e, 0, "out of memory");
+    goto done;
+  }
+  if ((rc = layout_build(configs[i].kind, RING_TOKENS, W, configs[i].g, NULL, &l, e)) ||
+      (rc = pattern_alloc(&pat, RING_TOKENS, 1, heads, e)) || (rc = tiles_build(&pat, 0, &l, q_rank, &t, e)) ||
+      (rc = tiles_account_layer(&pat, 0, &l, counts, e)) || (rc = tiles_masks_build(&pat, 0, &masks, e)) ||
+      (rc = sa_gpu_index_upload(&t, &ix, e)) || (rc = sa_gpu_masks_upload(masks, heads, &masks_d, e)))
+    goto done;
+  // The cost model's kernel time of these steps, and the steps and cells the fit needs.
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.num_heads = heads, m.num_kv_heads = kv_heads, m.head_dim = head_dim;
+  int64_t n_q = l.rank_count[q_rank], max_k = 0;
+  double qt = (double)((n_q + TILE - 1) / TILE);
+  out->steps[i] = W;
+  for (int src = 0; src < W; src++) {
+    work_count wc;
+    memset(&wc, 0, sizeof wc);
+    for (int h = 0; h < heads; h++) {
+      const work_count *c = &counts[((int64_t)h * W + q_rank) * W + src];
+      wc.full += c->full, wc.partial += c->partial, wc.bars += c->bars, wc.runs += c->runs, wc.pairs += c->pairs;
+    }
+    out->kernel_s[0][i] += cost_attn_fwd(gpu, &m, &wc);
+    out->kernel_s[1][i] += cost_attn_bwd(gpu, &m, &wc);
+    out->cells[i] += cost_ring_cells(&wc, qt, heads);
+    max_k = sr_max64(max_k, l.rank_count[src]);
+    layout_positions(&l, src, pos_h);
+    CK(cudaMalloc((void **)&pos_d[src], sizeof(int64_t) * (size_t)(l.rank_count[src] + 1)));
+    CK(cudaMemcpy(pos_d[src], pos_h, sizeof(int64_t) * (size_t)l.rank_count[src], cudaMemcpyHostToDevice));
+    if ((rc = tiles_transpose(&t, src, l.rank_count[src], &tt[src], e)) ||
+        (rc = sa_gpu_index_t_upload(&tt[src], heads, kv_heads, &ixt[src], e)))
+      goto done;
+  }
+  size_t qn = (size_t)n_q * heads * head_dim, kn = (size_t)max_k * kv_heads * head_dim;
+  CK(cudaMalloc(&q, qn * 2));
+  CK(cudaMalloc(&dout, qn * 2));
+  CK(cudaMalloc(&o16, qn * 2));
+  CK(cudaMalloc(&k, kn * 2));
+  CK(cudaMalloc(&v, kn * 2));
+  CK(cudaMalloc((void **)&o, qn * 4));
+  CK(cudaMalloc((void **)&dq, qn * 4));
+  CK(cudaMalloc((void **)&dk, kn * 4));
+  CK(cudaMalloc((void **)&dv, kn * 4));
+  CK(cudaMalloc((void **)&lse, sizeof(float) * (size_t)n_q * heads));
+  CK(cudaMalloc((void **)&drow, sizeof(float) * (size_t)n_q * heads));
+  // Small equal inputs: throughput does not depend on the values.
+  CK(cudaMemset(q, 0x3c, qn * 2));
+  CK(cudaMemset(k, 0x3c, kn * 2));
+  CK(cudaMemset(v, 0x3c, kn * 2));
+  CK(cudaMemset(dout, 0x3c, qn * 2));
+  CK(cudaMemset(o16, 0x3c, qn * 2));
+  CK(cudaMemset(o, 0, qn * 4));
+  CK(cudaMemset(lse, 0, sizeof(float) * (size_t)n_q * heads));
+  if ((rc = sa_bwd_prepare(n_q, heads, head_dim, o16, dout, drow, NULL, e))) goto done;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  const int warm = 2, reps = 5;
+  for (int phase = 0; phase < 2; phase++) {
+    for (int r = 0; r < warm + reps; r++) {
+      if (r == warm) CK(cudaEventRecord(e0, NULL));
+      for (int src = 0; src < W; src++) {
+        // deterministic 0: the fastest backward, the one attn and train run by default
+        sa_shape sh = {n_q, l.rank_count[src], heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0};
+        int bad = phase == 0 ? sa_fwd(&sh, q, k, v, pos_d[q_rank], pos_d[src], &ix, src, masks_d, NULL, NULL, o, lse,
+                                      NULL, e)
+                             : sa_bwd(&sh, q, k, v, lse, drow, dout, pos_d[q_rank], pos_d[src], &ix, &ixt[src], src,
+                                      masks_d, dq, dk, dv, NULL, e);
+        if (bad) {
+          rc = e->code;
+          goto done;
+        }
+      }
+    }
+    CK(cudaEventRecord(e1, NULL));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    out->measured_s[phase][i] = ms * 1e-3 / reps;
+  }
+  snprintf(out->layout[i], sizeof out->layout[i], "%s", configs[i].kind == LAYOUT_STRIPED ? "striped:128"
+                                                        : layout_kind_name(configs[i].kind));
+  out->world[i] = W;
+done:
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(dout), cudaFree(o16), cudaFree(o), cudaFree(lse), cudaFree(drow);
+  cudaFree(dq), cudaFree(dk), cudaFree(dv);
+  for (int src = 0; pos_d && src < W; src++) cudaFree(pos_d[src]);
+  for (int src = 0; ixt && tt && src < W; src++) sa_gpu_index_t_free(&ixt[src]), tiles_transpose_free(&tt[src]);
+  if (masks_d) sa_gpu_masks_free(masks_d, heads);
+  if (masks) tiles_masks_free(masks, heads);
+  sa_gpu_index_free(&ix);
+  tiles_free(&t);
+  pattern_free(&pat);
+  layout_free(&l);
+  free(ixt), free(tt), free(pos_d), free(pos_h), free(counts);
+  return rc;
+}
+
+int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, calib_ring *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < CALIB_RING_CONFIGS; i++) {
+    int rc = ring_config(gpu, i, heads, kv_heads, head_dim, out, e);
+    if (rc) return rc;
+    out->n++;
+  }
+  for (int phase = 0; phase < 2; phase++) {
+    double extra[CALIB_RING_CONFIGS];
+    for (int i = 0; i < out->n; i++) extra[i] = out->measured_s[phase][i] - out->kernel_s[phase][i];
+    int rc = calib_fit_ring_step(out->steps, out->cells, extra, out->measured_s[phase], out->n, &out->step_us[phase],
+                                 &out->cell_us[phase], e);
+    if (rc) return rc;
+  }
+  return SR_OK;
+}
+
+#else
+
+int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, calib_ring *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (ring-step calibration needs a GPU build)");
+}
+
+#endif

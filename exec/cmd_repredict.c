@@ -1,0 +1,299 @@
+// cmd_repredict.c — `sparsering-exec repredict`: every GPU run kept under results/ predicted again by the
+// simulator as it is now, from the run's own log and the calibrated cluster of its call, and the error
+// table (per run and pass, mean and max): the README's sim-vs-real table is this command's output.
+//
+// A result folder lists its runs in `repredict.tsv`, one line a group of logs (tab-separated, '#' starts a
+// comment): GLOB (logs, relative to the folder), CLUSTER (the calibrated cluster file of their call,
+// relative to the folder), and the run's flags the log does not show (--skip-empty-sends, --fwd-runs,
+// --granularity G, --inner K, --ulysses U, --seed X, --trace FILE for vs-online). Each log's summary line
+//   attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, L layer(s): fwd X ms bwd Y ms per layer
+// gives the plan and the measured times; the cluster is the calibrated one for W ranks (the calibration of
+// one host of W GPUs seen as up to 2 nodes, as scripts/cluster_nodes.py does); the prediction is
+// `sparsering-exec predict`'s (sim/predict.h: one layer, forward and backward spans).
+#include <ftw.h>
+#include <glob.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec/exec.h"
+#include "plan/pattern_spec.h"
+#include "plan/plan.h"
+#include "plan/util.h"
+#include "sim/predict.h"
+#include "traces/trace.h"
+
+#define MAX_MANIFESTS 256
+
+typedef struct {
+  char path[1024];                   // the log, relative to the root
+  char layout[64], schedule[32], pattern[512], model[128];
+  int world;
+  int64_t seq;
+  double fwd_ms, bwd_ms;             // measured, per layer
+  double pfwd_ms, pbwd_ms;           // predicted
+  char skipped[256];                 // why it was not predicted ("" when it was)
+} rerun;
+
+// ---------------------------------------------------------------------------------------------
+// finding the manifests
+
+static char found[MAX_MANIFESTS][1024];
+static int n_found;
+
+static int on_file(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st;
+  if (type == FTW_F && !strcmp(path + ftw->base, "repredict.tsv") && n_found < MAX_MANIFESTS)
+    snprintf(found[n_found++], sizeof found[0], "%s", path);
+  return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+// ---------------------------------------------------------------------------------------------
+// one log
+
+// The summary line of a log: "attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, ...: fwd X ms bwd Y ms".
+static int parse_log(const char *file, rerun *r) {
+  char *text = NULL;
+  sr_error e;
+  if (sr_read_file(file, &text, NULL, &e)) return -1;
+  int ok = 0;
+  char *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line && !ok; line = strtok_r(NULL, "\n", &save)) {
+    if (strncmp(line, "attn ", 5) != 0) continue;
+    char *bar1 = strstr(line, " | "), *bar2 = bar1 ? strstr(bar1 + 3, " | ") : NULL;
+    char *ranks = bar2 ? strstr(bar2, " ranks, ") : NULL;
+    if (!ranks) continue;
+    char *colon = ranks;
+    while (colon > bar2 && *colon != ':') colon--;
+    if (*colon != ':') continue;
+    snprintf(r->layout, sizeof r->layout, "%.*s", (int)(bar1 - line - 5), line + 5);
+    snprintf(r->schedule, sizeof r->schedule, "%.*s", (int)(bar2 - bar1 - 3), bar1 + 3);
+    snprintf(r->pattern, sizeof r->pattern, "%.*s", (int)(colon - bar2 - 3), bar2 + 3);
+    long long seq = 0;
+    char model[128];
+    if (sscanf(colon + 1, " %d ranks, %127[^,], seq %lld", &r->world, model, &seq) != 3) continue;
+    snprintf(r->model, sizeof r->model, "%s", model);
+    r->seq = seq;
+    char *f = strstr(colon, ": fwd ");
+    ok = f && sscanf(f, ": fwd %lf ms bwd %lf ms", &r->fwd_ms, &r->bwd_ms) == 2;
+  }
+  free(text);
+  return ok ? 0 : -1;
+}
+
+// The calibrated cluster for W ranks of one host: itself when it has W GPUs, else W GPUs as 2 nodes of
+// W / 2 (one node for W <= 2) with its GPU, efficiencies and links; the inter-node level takes its
+// inter_node figures, else its intra_node ones (on one host those transfers use the same NVLink).
+static int cluster_for(const char *cal, int W, char *out_path, size_t size, sr_error *e) {
+  cluster_desc c;
+  int rc = cluster_load(cal, &c, e);
+  if (rc) return rc;
+  if (cluster_world(&c) != W) {
+    if (W > 2 && W % 2) return sr_input_error(e, cal, "ranks", "%d ranks: needs 1, 2 or an even count", W);
+    if (c.nics_per_node == 0) c.nic = c.intra;
+    c.nodes = W > 2 ? 2 : 1;
+    c.gpus_per_node = W / c.nodes;
+    c.nics_per_node = c.gpus_per_node;
+  }
+  char *json = cluster_to_json(&c);
+  snprintf(out_path, size, "/tmp/sr-repredict-XXXXXX.json");
+  int fd = json ? mkstemps(out_path, 5) : -1;
+  if (fd < 0) {
+    free(json);
+    return sr_internal_error(e, 0, "repredict: cannot write a temporary cluster");
+  }
+  FILE *f = fdopen(fd, "w");
+  fputs(json, f);
+  fclose(f);
+  free(json);
+  return SR_OK;
+}
+
+// The run's pattern: the plan's own, or (vs-online) step 0 of the trace the run wrote.
+static int run_pattern(const plan *p, const char *trace_path, pattern *out, sr_error *e) {
+  if (pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE)
+    return pattern_source_load(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, out, e);
+  if (!trace_path) return sr_input_error(e, NULL, "trace", "vs-online: no trace of the estimated pattern kept");
+  trace_file t;
+  int rc = trace_open(trace_path, &t, e);
+  if (rc) return rc;
+  rc = trace_read_step(&t, 0, out, e);
+  trace_close(&t);
+  return rc;
+}
+
+static void predict_run(const char *dir, const char *cal, const char *flags, rerun *r) {
+  sr_error e;
+  sr_error_clear(&e);
+  plan_spec s;
+  plan_spec_defaults(&s);
+  snprintf(s.strategy, sizeof s.strategy, "custom");
+  snprintf(s.model, sizeof s.model, "%s", r->model);
+  s.seq = r->seq;
+  snprintf(s.schedule, sizeof s.schedule, "%s", r->schedule);
+  snprintf(s.pattern, sizeof s.pattern, "%s", r->pattern);
+  layout_kind k;
+  int64_t g = 0;
+  if (layout_parse_kind(r->layout, &k, &g, &e)) {
+    snprintf(r->skipped, sizeof r->skipped, "layout: %s", e.msg);
+    return;
+  }
+  snprintf(s.layout, sizeof s.layout, "%s", layout_kind_name(k));
+  s.granularity = k == LAYOUT_STRIPED ? (g > 0 ? g : 128) : 1;
+  char trace[1100] = "", buf[1024], *tok[64], *save = NULL;
+  int nt = 0;
+  snprintf(buf, sizeof buf, "%s", flags);
+  for (char *t = strtok_r(buf, " ", &save); t && nt < 64; t = strtok_r(NULL, " ", &save)) tok[nt++] = t;
+  for (int i = 0; i < nt; i++) {
+    const char *val = i + 1 < nt ? tok[i + 1] : NULL;
+    if (!strcmp(tok[i], "--skip-empty-sends")) s.skip_empty_sends = 1;
+    else if (!strcmp(tok[i], "--fwd-runs")) s.fwd_runs = 1;
+    else if (!val) break;
+    else if (!strcmp(tok[i], "--granularity")) s.granularity = atoll(val), i++;
+    else if (!strcmp(tok[i], "--inner")) s.inner = atoi(val), i++;
+    else if (!strcmp(tok[i], "--ulysses")) s.ulysses = atoi(val), i++;
+    else if (!strcmp(tok[i], "--seed")) s.seed = (uint64_t)atoll(val), i++;
+    else if (!strcmp(tok[i], "--trace")) snprintf(trace, sizeof trace, "%s/%s", dir, val), i++;
+  }
+  char cpath[600];
+  if (cluster_for(cal, r->world, cpath, sizeof cpath, &e)) {
+    snprintf(r->skipped, sizeof r->skipped, "cluster: %s", e.msg);
+    return;
+  }
+  snprintf(s.cluster, sizeof s.cluster, "%s", cpath);
+  plan p;
+  pattern pat;
+  memset(&pat, 0, sizeof pat);
+  double f = 0, b = 0;
+  int rc = plan_build(&s, &p, &e);
+  if (!rc) {
+    rc = run_pattern(&p, trace[0] ? trace : NULL, &pat, &e);
+    if (!rc) rc = predict_attention(&p, &pat, 0, NULL, &f, &b, &e);
+    pattern_free(&pat);
+    plan_free(&p);
+  }
+  unlink(cpath);
+  if (rc) {
+    snprintf(r->skipped, sizeof r->skipped, "%s", e.msg);
+    return;
+  }
+  r->pfwd_ms = 1e3 * f, r->pbwd_ms = 1e3 * b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// manifests and the table
+
+static int read_manifest(const char *root, const char *manifest, rerun **runs, int *n, int *cap) {
+  char dir[1024], *text = NULL;
+  snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(manifest, '/') - manifest), manifest);
+  sr_error e;
+  if (sr_read_file(manifest, &text, NULL, &e)) return -1;
+  char *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    if (!*line || line[0] == '#') continue;
+    char *tab1 = strchr(line, '\t'), *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL;
+    if (!tab1) continue;
+    *tab1 = 0;
+    if (tab2) *tab2 = 0;
+    char pat[2100], cal[2100];
+    snprintf(pat, sizeof pat, "%s/%s", dir, line);
+    snprintf(cal, sizeof cal, "%s/%s", dir, tab1 + 1);
+    const char *flags = tab2 ? tab2 + 1 : "";
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0) continue;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+      if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        rerun *grown = realloc(*runs, (size_t)*cap * sizeof *grown);
+        if (!grown) break;
+        *runs = grown;
+      }
+      rerun *r = &(*runs)[*n];
+      memset(r, 0, sizeof *r);
+      size_t lr = strlen(root);
+      snprintf(r->path, sizeof r->path, "%s", strncmp(g.gl_pathv[i], root, lr) ? g.gl_pathv[i] : g.gl_pathv[i] + lr + 1);
+      if (parse_log(g.gl_pathv[i], r)) snprintf(r->skipped, sizeof r->skipped, "no attn summary line in the log");
+      else predict_run(dir, cal, flags, r);
+      (*n)++;
+    }
+    globfree(&g);
+  }
+  free(text);
+  return 0;
+}
+
+static double err(double pred, double meas) { return meas > 0 ? (pred - meas) / meas : 0; }
+
+static const cli_flag repredict_flags[] = {
+    {"root", "DIR", "results", "the folder whose repredict.tsv manifests list the runs"},
+    {"csv", "FILE", NULL, "also write the table as CSV"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_usage repredict_usage = {NULL, "sparsering-exec repredict --root results", {repredict_flags, NULL}};
+
+static int cmd_repredict(int argc, char **argv) {
+  sr_error e = {0};
+  cli_args a;
+  const char *prog = "sparsering-exec repredict";
+  if (cli_parse(argc, argv, &repredict_usage, &a, &e)) return sr_error_report(&e, prog);
+  const char *root = cli_get(&a, "root", "results");
+  n_found = 0;
+  if (nftw(root, on_file, 16, FTW_PHYS) != 0) {
+    sr_input_error(&e, root, NULL, "cannot walk the folder");
+    return sr_error_report(&e, prog);
+  }
+  qsort(found, (size_t)n_found, sizeof found[0], cmp_str);
+  rerun *runs = NULL;
+  int n = 0, cap = 0;
+  for (int i = 0; i < n_found; i++) read_manifest(root, found[i], &runs, &n, &cap);
+  sr_buf csv = {0};
+  sr_buf_printf(&csv, "run,world,seq,layout,schedule,pattern,fwd_ms,bwd_ms,pred_fwd_ms,pred_bwd_ms,err_fwd,err_bwd,err_layer\n");
+  printf("repredict: the runs listed under %s (%d manifest%s) predicted again on their calibrated clusters;\n"
+         "error = (predicted - measured) / measured\n", root, n_found, n_found == 1 ? "" : "s");
+  printf("%-66s %3s %6s %-26s %9s %9s %9s %9s %8s %8s %8s\n", "run", "W", "seq", "pattern", "fwd_ms", "bwd_ms", "pfwd_ms",
+         "pbwd_ms", "err_fwd", "err_bwd", "err_tot");
+  double sum_pass = 0, max_pass = 0, sum_layer = 0, max_layer = 0;
+  int n_ok = 0, n_skip = 0;
+  for (int i = 0; i < n; i++) {
+    rerun *r = &runs[i];
+    if (r->skipped[0]) {
+      n_skip++;
+      continue;
+    }
+    double ef = err(r->pfwd_ms, r->fwd_ms), eb = err(r->pbwd_ms, r->bwd_ms);
+    double et = err(r->pfwd_ms + r->pbwd_ms, r->fwd_ms + r->bwd_ms);
+    char tok[32];
+    printf("%-66.66s %3d %6s %-26.26s %9.1f %9.1f %9.1f %9.1f %+7.1f%% %+7.1f%% %+7.1f%%\n", r->path, r->world,
+           sr_format_tokens(r->seq, tok, sizeof tok), r->pattern, r->fwd_ms, r->bwd_ms, r->pfwd_ms, r->pbwd_ms, 100 * ef,
+           100 * eb, 100 * et);
+    sr_buf_printf(&csv, "%s,%d,%lld,%s,%s,%s,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f\n", r->path, r->world, (long long)r->seq,
+                  r->layout, r->schedule, r->pattern, r->fwd_ms, r->bwd_ms, r->pfwd_ms, r->pbwd_ms, ef, eb, et);
+    sum_pass += fabs(ef) + fabs(eb);
+    max_pass = fmax(max_pass, fmax(fabs(ef), fabs(eb)));
+    sum_layer += fabs(et);
+    max_layer = fmax(max_layer, fabs(et));
+    n_ok++;
+  }
+  if (n_ok)
+    printf("error over %d runs: per pass (fwd, bwd) mean %.1f%% max %.1f%%; per layer (fwd+bwd) mean %.1f%% max %.1f%%\n",
+           n_ok, 100 * sum_pass / (2 * n_ok), 100 * max_pass, 100 * sum_layer / n_ok, 100 * max_layer);
+  if (n_skip) {
+    printf("not predicted (%d):\n", n_skip);
+    for (int i = 0; i < n; i++)
+      if (runs[i].skipped[0]) printf("  %s: %s\n", runs[i].path, runs[i].skipped);
+  }
+  int rc = 0;
+  const char *csv_path = cli_get(&a, "csv", NULL);
+  if (csv_path && sr_write_atomic(csv_path, csv.data, csv.len, &e)) rc = sr_error_report(&e, prog);
+  sr_buf_free(&csv);
+  free(runs);
+  return rc;
+}
+
+EXEC_COMMAND("repredict", cmd_repredict,
+             "predict every GPU run kept under results/ again from its log and calibrated cluster; print the error table",
+             &repredict_usage)

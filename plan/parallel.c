@@ -1,0 +1,102 @@
+// parallel.c — sr_parallel_for on POSIX threads (see parallel.h).
+#include "plan/parallel.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int sr_threads(void) {
+  const char *env = getenv("SR_THREADS");
+  if (env && *env) {
+    int t = atoi(env);
+    if (t >= 1 && t <= 256) return t;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+// Set on the threads of a running loop: a loop started inside one runs serially, so nested loops (a
+// layer's heads inside one of the tuner's points) never start threads times threads.
+static __thread int in_loop;
+
+typedef struct {
+  sr_item_fn fn;
+  void *ctx;
+  int n;
+  int next;              // next item to take (under mu)
+  int failed_item;       // lowest failing item so far (n: none)
+  sr_error err;          // its error
+  int rc;
+  pthread_mutex_t mu;
+} loop_state;
+
+typedef struct {
+  loop_state *s;
+  int thread;
+} worker_arg;
+
+static void *worker(void *p) {
+  worker_arg *a = p;
+  loop_state *s = a->s;
+  in_loop = 1;
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    // Items past a failure are not started: the error to return is already the lowest one's or a lower
+    // item still running will replace it.
+    int item = s->next < s->failed_item ? s->next++ : s->n;
+    pthread_mutex_unlock(&s->mu);
+    if (item >= s->n) break;
+    sr_error e;
+    sr_error_clear(&e);
+    int rc = s->fn(s->ctx, item, a->thread, &e);
+    if (rc) {
+      pthread_mutex_lock(&s->mu);
+      if (item < s->failed_item) {
+        s->failed_item = item;
+        s->err = e;
+        s->rc = rc;
+      }
+      pthread_mutex_unlock(&s->mu);
+    }
+  }
+  return NULL;
+}
+
+int sr_parallel_for(int n, int threads, sr_item_fn fn, void *ctx, sr_error *e) {
+  if (n <= 0) return SR_OK;
+  if (threads > n) threads = n;
+  if (in_loop) threads = 1;
+  if (threads <= 1) {
+    for (int i = 0; i < n; i++) {
+      int rc = fn(ctx, i, 0, e);
+      if (rc) return rc;
+    }
+    return SR_OK;
+  }
+  loop_state s;
+  memset(&s, 0, sizeof s);
+  s.fn = fn;
+  s.ctx = ctx;
+  s.n = n;
+  s.failed_item = n;
+  pthread_mutex_init(&s.mu, NULL);
+  pthread_t th[256];
+  worker_arg args[256];
+  int started = 0;
+  for (int t = 1; t < threads && t < 256; t++) {
+    args[t] = (worker_arg){&s, t};
+    if (pthread_create(&th[t], NULL, worker, &args[t]) != 0) break;
+    started = t;
+  }
+  args[0] = (worker_arg){&s, 0};
+  worker(&args[0]);  // the caller is thread 0
+  in_loop = 0;
+  for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+  pthread_mutex_destroy(&s.mu);
+  if (s.rc) {
+    *e = s.err;
+    return s.rc;
+  }
+  return SR_OK;
+}

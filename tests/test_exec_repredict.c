@@ -1,0 +1,64 @@
+// test_exec_repredict.c — `sparsering-exec repredict`: the runs a results folder's manifest lists are
+// predicted again from their logs' summary lines on their calibrated clusters, exactly as `predict` does
+// for the same plan; errors are (predicted - measured) / measured; runs it cannot predict are named.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/util.h"
+#include "tests/test.h"
+
+static void write_file(const char *path, const char *text) {
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+}
+
+TEST(repredict_predicts_each_listed_run_as_predict_does_and_names_what_it_cannot) {
+  const char *dir = test_tmpdir();
+  char path[800], cmd[2400], *out = NULL, *pred = NULL;
+  snprintf(path, sizeof path, "%s/run", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs", path);
+  CHECK_EQ_INT(system(cmd), 0);
+  // A one-host calibration of 2 GPUs; the logs: a dense zigzag ring on 2 ranks measured at 2 + 5 ms, and a
+  // vs-online run whose estimated pattern was not kept.
+  snprintf(cmd, sizeof cmd, "%s/cal.json", path);
+  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
+                  " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_bwd_full\": 0.2,"
+                  " \"attn_bwd_partial\": 0.1}}, \"intra_node\": {\"gbps\": 350, \"latency_us\": 80},"
+                  " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+  snprintf(cmd, sizeof cmd, "%s/logs/a_zigzag.log", path);
+  write_file(cmd, "  layer 0: fwd 2.000 ms, bwd 5.000 ms\n"
+                  "attn zigzag | ring | dense: 2 ranks, qwen2.5-0.5b, seq 16384, 1 layer(s): fwd 2.000 ms bwd 5.000 ms per layer; sent 0 B\n");
+  snprintf(cmd, sizeof cmd, "%s/logs/b_online.log", path);
+  write_file(cmd, "attn striped | double-ring | vs-online:0.95: 2 ranks, qwen2.5-0.5b, seq 16384, 1 layer(s): fwd 1.000 ms bwd "
+                  "2.000 ms per layer; sent 0 B\n");
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "# test\nlogs/*.log\tcal.json\t--skip-empty-sends\n");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/t.csv", test_bin_dir(), dir, dir);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "run/logs/a_zigzag.log");
+  CHECK_STR_CONTAINS(out, "error over 1 runs");
+  CHECK_STR_CONTAINS(out, "run/logs/b_online.log: trace: vs-online: no trace of the estimated pattern kept");
+  // The same plan through `predict` on the same cluster gives the row's predicted times.
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/cal.json --seq 16384 --layout zigzag "
+           "--schedule ring --pattern dense --skip-empty-sends", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &pred), 0);
+  double pf = 0, pb = 0;
+  const char *at = pred ? strstr(pred, ") fwd ") : NULL;
+  CHECK(at && sscanf(at, ") fwd %lf ms bwd %lf ms", &pf, &pb) == 2);
+  char *csv = NULL;
+  sr_error e;
+  snprintf(cmd, sizeof cmd, "%s/t.csv", dir);
+  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
+  const char *row = csv ? strstr(csv, "run/logs/a_zigzag.log,") : NULL;
+  double mf = 0, mb = 0, cf = 0, cb = 0, ef = 0;
+  CHECK(row && sscanf(strchr(row, ',') + 1, "%*d,%*d,%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf,%lf", &mf, &mb, &cf, &cb, &ef) == 5);
+  CHECK_NEAR(mf, 2.0, 1e-9);
+  CHECK_NEAR(mb, 5.0, 1e-9);
+  CHECK_NEAR(cf, pf, 1e-3);
+  CHECK_NEAR(cb, pb, 1e-3);
+  CHECK_NEAR(ef, (cf - 2.0) / 2.0, 2e-4);  // the CSV rounds errors to 4 decimals
+  free(csv);
+  free(out);
+  free(pred);
+}
