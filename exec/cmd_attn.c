@@ -129,6 +129,16 @@ static int same_on_every_rank(comm *c, const pattern *pat, int layer, sr_error *
     const head_pattern *hp = pattern_head(pat, layer, i);
     for (int64_t w = 0; hp->kind == PATTERN_BLOCK && w < hp->n_blocks * hp->row_words; w++)
       h = (h ^ hp->mask[w]) * 1099511628211ull;
+    if (hp->kind == PATTERN_MOBA || hp->kind == PATTERN_TOKENS) {  // a gate's selection: its arrays
+      int moba = hp->kind == PATTERN_MOBA;
+      int64_t n = moba ? hp->sel_off[hp->n_groups] : hp->tok_off[hp->n_groups];
+      const int64_t *off = moba ? hp->sel_off : hp->tok_off;
+      const int32_t *v = moba ? hp->sel : hp->tok_key;
+      for (int64_t t = 0; t <= hp->n_groups; t++) h = (h ^ (uint64_t)off[t]) * 1099511628211ull;
+      for (int64_t x = 0; x < n; x++) h = (h ^ (uint32_t)v[x]) * 1099511628211ull;
+      for (int64_t x = 0; !moba && x < 2 * n; x++) h = (h ^ hp->tok_rows[x]) * 1099511628211ull;
+      continue;
+    }
     int32_t nv = hp->kind == PATTERN_VS ? hp->n_vertical : -1, ns = hp->kind == PATTERN_VS ? hp->n_slash : -1;
     for (int32_t j = -1; j < nv + ns + 1; j++) {
       int32_t x = j < 0 ? nv : j < nv ? hp->vertical[j] : j == nv ? ns : hp->slash[j - nv - 1];
@@ -258,6 +268,17 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   const model_config *m = &pl->model;
   int H = (int)m->num_heads, Hkv = (int)m->num_kv_heads, d = (int)m->head_dim;
   int64_t layers = o_->layers < pat->layers ? o_->layers : pat->layers;
+  if (o_->trace_out && pattern_spec_estimation(pl->spec.pattern) == PATTERN_GATED) {  // before a long run
+    gating_opts g = {0};
+    pattern_spec_gating_opts(pl->spec.pattern, &g, e);
+    if (g.kind == PATTERN_TOKENS || layers < pat->layers) {
+      sr_input_error(e, NULL, "--trace-out", g.kind == PATTERN_TOKENS ? "token top-k selections (each row its own keys) "
+                     "have no trace kind" : "a gated pattern's trace holds every layer it selected: run all %d "
+                     "layers (--layers %d)", pat->layers, pat->layers);
+      if (c->rank == 0) sr_error_report(e, "sparsering-exec attn");
+      return 2;
+    }
+  }
   int64_t nl = pl->layout.rank_count[c->rank];
   int64_t *pos = malloc(sizeof(int64_t) * (size_t)sr_max64(1, nl));
   size_t qn = (size_t)sr_max64(1, nl * H * d), kn = (size_t)sr_max64(1, nl * Hkv * d);
@@ -274,8 +295,8 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   if (o_->cuda && exec_dev_alloc(&dev, nl, H, Hkv, d, e)) fail(c, e);
   double fwd_sum = 0, bwd_sum = 0, worst = 0;
   int64_t sent = 0, saved = 0, skipped = 0;
-  int check_failed = 0, online = pattern_spec_at_run_time(pl->spec.pattern);
-  int searched = pattern_spec_estimation(pl->spec.pattern) == PATTERN_SEARCHED;
+  pattern_estimation how = pattern_spec_estimation(pl->spec.pattern);
+  int check_failed = 0, online = pattern_spec_at_run_time(pl->spec.pattern), searched = how == PATTERN_SEARCHED;
   attn_memory mem = {0};
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
@@ -285,7 +306,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     if (c->rank == 0)
       printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, tc, dist_attn_index_on_gpu(da) ? "GPU" : "host");
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
-    if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online estimates on the CPU backend too
+    if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online, moba, token-topk select on the CPU backend too
     float *in[4] = {q, k, v, dout};
     for (int t = 0; t < 4; t++)
       if (attn_inputs_fill(o_->inputs, (uint64_t)o_->data_seed, layer, t, pos, nl, pl->layout.n_tokens, H, Hkv, d, in[t], e))
@@ -320,8 +341,9 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     if (c->rank == 0)
       printf("  layer %d: fwd %.3f ms, bwd %.3f ms; attention kernels (busiest rank) %.3f ms; overlap efficiency %.3f\n",
              layer, 1e3 * tt[0], 1e3 * tt[1], 1e3 * tt[2], tt[2] / (tt[0] + tt[1]));
-    // vs-online, adaspa-online: the pattern the last forward ran replaces the stand-in in pat, so the check, the
-    // prediction and the trace all see what ran (every rank estimated or searched the same one)
+    // vs-online, adaspa-online, moba, token-topk: the pattern the last forward estimated, searched or selected
+    // replaces the stand-in in pat, so the check, the prediction and the trace all see what ran (every rank holds
+    // the same one)
     if (online && (dist_attn_pattern_used(da, pat, e) || same_on_every_rank(c, pat, layer, e))) fail(c, e);
     if (searched && c->rank == 0 && search_print(da, layer, e)) fail(c, e);
     if (o_->predict && c->rank == 0) {

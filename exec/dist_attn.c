@@ -171,7 +171,8 @@ static int indices_build(struct dist_attn *a, sr_error *e) {
   a->ti_view = dist_heads_view(a, &a->ti, uniform);
   if (tiles_masks_build(pat, a->layer, &a->masks, e)) return e->code;
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
-  // keeps the tile form. A vs-online pattern is rebuilt in the tile form at run time, so it keeps that.
+  // keeps the tile form. A pattern chosen at run time (vs-online, gated, adaspa-online) is rebuilt in the tile form
+  // then, so it keeps that.
   if (a->p->spec.fwd_runs && !pattern_spec_at_run_time(a->p->spec.pattern)) {
     if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) return e->code;
     if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
@@ -308,6 +309,7 @@ void dist_attn_free(dist_attn *a) {
   if (a->be == DIST_CUDA) dist_attn_cuda_release(a);
   online_cpu_release(a);
   adaspa_cpu_release(a);
+  gate_cpu_release(a);
   ring_routes_free(&a->routes);
   if (a->masks) tiles_masks_free(a->masks, a->H);
   if (a->ti.tile_cnt || a->ti.bar_cnt) tiles_free(&a->ti);

@@ -82,14 +82,16 @@ int dist_attn_fwd(dist_attn *a, const void *q, const void *k, const void *v, voi
 // Backward with the forward's final O and LSE: writes (not accumulates) dQ, dK, dV of this rank's tokens.
 int dist_attn_bwd(dist_attn *a, const void *q, const void *k, const void *v, const void *o, const float *lse,
                   const void *dout, float *dq, float *dk, float *dv, sr_error *e);
-// The pattern the last forward ran when it was estimated online (vs-online or adaspa-online, either backend): written into
-// layer `layer` of pat (the layer this dist_attn was created for); a no-op for every other pattern. Every
+// The pattern the last forward ran when it was estimated online (vs-online, either backend), searched
+// (adaspa-online, either backend) or selected by a gate (moba, token-topk; collective: every rank calls it):
+// written into layer `layer` of pat (the layer this dist_attn was created for); a no-op for every other pattern. Every
 // rank estimates the same pattern, so each rank's copy is the whole estimate (rank 0's is the run's).
 int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e);
 // vs-online on the CPU backend: estimate the pattern from Q and K in every forward from now on, as the CUDA
-// backend always does (same settings, online_vs_cpu.c); without this call the CPU backend runs the pattern
-// given to dist_attn_create (the trainer estimates per sample itself). Ring and double ring only, no
-// skipping (input errors); a no-op for other patterns and on CUDA. Collective: every rank calls it.
+// backend always does (same settings, online_vs_cpu.c); moba and token-topk likewise select theirs by the gate
+// (online_gate_cpu.c). Without this call the CPU backend runs the pattern given to dist_attn_create (the
+// trainer selects per sample itself). Ring and double ring only, no skipping (input errors); a no-op for
+// other patterns and on CUDA. Collective: every rank calls it.
 int dist_attn_estimate_online(dist_attn *a, sr_error *e);
 // adaspa-online (AdaSpa's block search from the data, both backends; exec/online_adaspa.h): the step the next
 // forwards belong to. The first forward of a step searches a new block mask when step is a multiple of

@@ -49,6 +49,7 @@ struct dist_attn {
   void *online;               // vs-online estimation state on CUDA (online_vs_cuda.c), NULL otherwise
   void *online_cpu;           // vs-online estimation state on the CPU backend (online_vs_cpu.c), NULL otherwise
   void *adaspa;               // adaspa-online search state, either backend (online_adaspa.h), NULL otherwise
+  void *gate_cpu;             // moba / token-topk selection state on the CPU backend (online_gate_cpu.c), or NULL
   struct fpdt_state *fpdt;    // plan.spec.fpdt_chunk > 0: FPDT's chunks, indices and buffers (exec/fpdt.h), else NULL
   timeline *tl;
   dist_stats st;
@@ -140,6 +141,19 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
 // and masks from the estimated pattern.
 void online_cpu_release(struct dist_attn *a);
 int online_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
+
+// Gated patterns (moba, token-topk) on the CPU backend (online_gate_cpu.c, set up by dist_attn_estimate_online):
+// set-up, release, this forward's selection from q and k (rebuilds ti, ti_view and masks), and the whole
+// layer's last selection into pat (collective).
+int gate_cpu_setup(struct dist_attn *a, sr_error *e);
+void gate_cpu_release(struct dist_attn *a);
+int gate_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
+int gate_cpu_pattern_used(struct dist_attn *a, pattern *pat, sr_error *e);
+
+// moba on the CUDA backend (online_gate_cuda.c): set-up (token top-k is an input error there), and this
+// forward's selection from q, k (device bf16; U == 1), uploaded in place of the plan's index, transposes and masks.
+int gate_cuda_setup(struct dist_attn *a, sr_error *e);
+int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_error *e);
 
 // A fixed VS layer's execution form built on the GPU (dist_gpu_build.c, CUDA builds): fills a->ti (a->ti_view)
 // and the CUDA state's host transposes from a->masks' bit sets. dist_gpu_build_supported: can it, for this

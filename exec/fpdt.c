@@ -28,7 +28,13 @@ int fpdt_plan_check(const plan *p, sr_error *e) {
   if (p->model.num_heads < l->world)
     return sr_input_error(e, NULL, "fpdt_chunk", "FPDT's Ulysses runs over all %d ranks, more than the %lld query heads",
                           l->world, (long long)p->model.num_heads);
-  if (pattern_spec_at_run_time(p->spec.pattern))
+  if (pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE)
+    return sr_input_error(e, NULL, "pattern", "vs-online runs with ring and double-ring schedules, not FPDT");
+  // FPDT builds its chunks' indices once, from the plan's pattern; a gated pattern selects every forward
+  if (pattern_spec_estimation(p->spec.pattern) == PATTERN_GATED)
+    return sr_input_error(e, NULL, "pattern", "moba and token-topk run with ring and double-ring schedules, not FPDT");
+  // adaspa-online searches over the ring (plan_build refuses it with FPDT; this is for plans read from files)
+  if (pattern_spec_estimation(p->spec.pattern) == PATTERN_SEARCHED)
     return sr_input_error(e, NULL, "pattern", "%s runs with ring and double-ring schedules, not FPDT", p->spec.pattern);
   if (p->spec.skip_empty_sends) return sr_input_error(e, NULL, "skip_empty_sends", "skips ring transfers; FPDT has none");
   // Each rank's local order must follow the sequence (every layout but some permutations), so that its part of

@@ -69,9 +69,9 @@ static void gpu_defaults(gpu_desc *g) {
 }
 
 static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error *e) {
-  static const char *const known[] = {"name",          "peak_tflops", "fp64_tflops",         "hbm_gbps",
-                                      "mem_gib",       "efficiency",  "comm_slowdown",       "ring_step",
-                                      "adaspa_search_ratio", NULL};
+  static const char *const known[] = {"name",          "peak_tflops", "fp64_tflops",   "fp8_tflops", "hbm_gbps",
+                                      "mem_gib",       "efficiency",  "comm_slowdown", "ring_step",  "adaspa_search_ratio",
+                                      NULL};
   static const char *const known_ring[] = {"fwd_us", "bwd_us", "fwd_cell_us", "bwd_cell_us", NULL};
   static const char *const known_eff[] = {"gemm", "attn_fwd_full", "attn_fwd_partial", "attn_fwd_bar", "attn_bwd_full",
                                           "attn_bwd_partial", "attn_bwd_bar", "mem", NULL};
@@ -86,6 +86,9 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
   g->fp64_tflops = g->peak_tflops * (34.0 / 989.0);
   if ((rc = get_positive(gpu, "fp64_tflops", 0, 1e4, "FP64 vector TFLOP/s", &g->fp64_tflops, file, "gpu", e)))
     return rc;
+  // absent: no FP8 units (A100), the indexer runs at the bf16 rate
+  g->fp8_tflops = g->peak_tflops;
+  if ((rc = get_positive(gpu, "fp8_tflops", 0, 1e5, "dense FP8 TFLOP/s", &g->fp8_tflops, file, "gpu", e))) return rc;
   if ((rc = get_positive(gpu, "hbm_gbps", 1, 1e6, "GB/s", &g->hbm_gbps, file, "gpu", e))) return rc;
   if ((rc = get_positive(gpu, "mem_gib", 1, 1e5, "GiB", &g->mem_gib, file, "gpu", e))) return rc;
   const cJSON *eff = cJSON_GetObjectItemCaseSensitive(gpu, "efficiency");
@@ -262,6 +265,7 @@ char *cluster_to_json(const cluster_desc *c) {
   add_str(gpu, "name", g->name, &ok);
   add_num(gpu, "peak_tflops", g->peak_tflops, &ok);
   add_num(gpu, "fp64_tflops", g->fp64_tflops, &ok);
+  add_num(gpu, "fp8_tflops", g->fp8_tflops, &ok);
   add_num(gpu, "hbm_gbps", g->hbm_gbps, &ok);
   add_num(gpu, "mem_gib", g->mem_gib, &ok);
   cJSON *eff = add_obj(gpu, "efficiency", &ok);

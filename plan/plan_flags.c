@@ -22,7 +22,7 @@ const cli_flag plan_spec_flags[] = {
     {"ulysses", "U", "GPUs per node (usp), all GPUs (ulysses)", "Ulysses degree of the ulysses and usp schedules"},
     {"pattern", "P", "dense, or the strategy's",
      "attention pattern: dense, window:S:W, vs-like:S:W:N, vs-preset:MODEL, vs-topp:P, vs-online:P, block:D, "
-     "adaspa:S, adaspa-online:S, trace:PATH (docs/patterns.md)"},
+     "adaspa:S, adaspa-online:S, moba:B:K, token-topk:K, trace:PATH (docs/patterns.md)"},
     {"search-every", "K", "1", "adaspa-online: search the block mask every K training steps, reuse it in between"},
     {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
     {"fpdt-chunk", "N", "64K with --strategy fpdt, else 0 (off)",

@@ -9,11 +9,12 @@
 #include "plan/timeline.h"
 #include "sim/sim.h"
 
-// online: the executor estimates the pattern and builds its execution form inside every forward
-// (online_vs_cuda.c, online_vs_cpu.c; adaspa-online's search in the forwards that search,
-// online_adaspa_*.c), so the simulator's estimation, its collectives and the index build (sim/estimate.c)
-// belong to the measured forward, and the transposed index to the backward; for every other pattern the
-// indices are built at set-up, outside the timed calls.
+// online: the executor estimates the pattern (or a gated pattern's gate selects it, or adaspa-online searches it)
+// and builds its execution form inside every forward (online_vs_cuda.c, online_vs_cpu.c, online_gate_cpu.c;
+// adaspa-online in the forwards that search, online_adaspa_*.c), so the simulator's estimation, its collectives
+// and the index build (sim/estimate.c, sim/gating_cost.c) belong to the measured forward, and vs-online's
+// transposed index to the backward; for every other pattern the indices are built at set-up, outside the timed
+// calls.
 // FPDT's copies to and from the host run inside the attention calls (a call ends after its last copy out).
 static int is_fwd_phase(int ph, int online) {
   if (online && (ph == PHASE_ESTIMATE || ph == PHASE_COLLECTIVE || ph == PHASE_INDEX)) return 1;

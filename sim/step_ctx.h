@@ -62,6 +62,9 @@ int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_e
 // all-reduce and the index build of entries[r] tile + bar entries on rank r, all over plan.spec.search_every (the
 // average step of a search cycle); last task per rank into out[r].
 int search_layer(sim_ctx *x, int layer, const float *entries, const int32_t *qkv, int32_t *out, sr_error *e);
+// A gated pattern's selection for layer `layer` (moba's block gating, token top-k's indexer; gating_cost.c),
+// after qkv[r]; last task per rank into out[r].
+int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e);
 // Seconds to build one rank's tile index from `entries` tile and bar entries.
 double estimate_index_build(const sim_ctx *x, double entries);
 // Seconds to convert layer `layer`'s estimated indices to rank `rank`'s execution form on the GPU (online),

@@ -260,8 +260,10 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
   b->be = cuda ? DIST_CUDA : DIST_CPU;
   b->layers = (int)p->model.num_layers;
   b->shared = strcmp(p->spec.pattern, "dense") == 0 || p->spec.pattern[0] == 0;
-  b->online = pattern_spec_at_run_time(p->spec.pattern);
-  b->online_cpu = pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE && !cuda;
+  b->gated = pattern_spec_estimation(p->spec.pattern) == PATTERN_GATED;
+  b->online = pattern_spec_at_run_time(p->spec.pattern);  // vs-online, gated, adaspa-online
+  // the trainer estimates or gates on the CPU itself; adaspa-online searches inside dist_attn on either backend
+  b->online_cpu = (pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE || b->gated) && !cuda;
   b->positions = positions;
   b->cap = b->shared ? 1 : cache > 0 ? (int)sr_min64(cache, b->layers) : b->layers;
   b->fit = cuda && !b->shared && cache == 0;
@@ -277,7 +279,8 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
     if (c->world != 1)
       return sr_input_error(e, NULL, "--pattern", "%s: online estimation trains on one rank (the job has %d)",
                             p->spec.pattern, c->world);
-    if (online_vs_from_spec(&b->ov, p->spec.pattern, e)) return e->code;
+    if (b->gated ? pattern_spec_gating_opts(p->spec.pattern, &b->gate, e) : online_vs_from_spec(&b->ov, p->spec.pattern, e))
+      return e->code;
   }
   size_t L = (size_t)b->layers;
   b->slot = calloc(L, sizeof *b->slot);
@@ -557,8 +560,16 @@ int train_attn_estimate(void *ctx, int layer, int64_t T, const float *q, const f
   train_attn *b = ctx;
   const model_config *m = &b->p->model;
   double t0 = sr_now();
-  int rc = online_vs_estimate(&b->ov, q, k, b->positions, T, (int)m->num_heads, (int)m->num_kv_heads,
-                              (int)m->head_dim, b->pat, layer, e);
+  int H = (int)m->num_heads, Hkv = (int)m->num_kv_heads, d = (int)m->head_dim, rc;
+  if (b->gated && b->gate.kind == PATTERN_MOBA) {
+    moba_shape s = {H, Hkv, d, b->pat->n_tokens, b->gate.block, b->gate.topk};
+    rc = moba_select(&s, q, k, b->positions, T, b->pat, layer, e);
+  } else if (b->gated) {
+    tokens_shape s = {H, Hkv, d, b->pat->n_tokens, b->gate.topk, b->gate.ih, b->gate.id};
+    rc = tokens_select(&s, q, k, b->positions, T, b->pat, layer, e);
+  } else {
+    rc = online_vs_estimate(&b->ov, q, k, b->positions, T, H, Hkv, d, b->pat, layer, e);
+  }
   pthread_mutex_lock(&b->mu);
   int i = find(b, layer);  // its plan was built from the old pattern
   if (i >= 0) evict(b, i);

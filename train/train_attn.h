@@ -19,6 +19,7 @@
 
 #include "exec/comm.h"
 #include "exec/dist_attn.h"
+#include "plan/gating.h"
 #include "train/train_online.h"
 #include "train/train_recall.h"
 #include "plan/error.h"
@@ -68,10 +69,14 @@ typedef struct {
   int n_tid;
   int *queue, q_head, q_len;  // slots to build, in order
   // vs-online on the CPU backend: each forward re-estimates the layer's pattern from its q and k (one
-  // rank); on CUDA the executor's dist_attn estimates inside every forward itself (online_vs_cuda.c), as it searches
-  // adaspa-online's mask on either backend (online: the pattern is chosen at run time)
+  // rank); on CUDA the executor's dist_attn estimates inside every forward itself (online_vs_cuda.c).
+  // Gated patterns (moba, token-topk) likewise: the gate selects from q and k (plan/gating.h) on the CPU,
+  // inside dist_attn on CUDA (moba; online_gate_cuda.c). adaspa-online's mask is searched inside dist_attn on
+  // either backend (online: the pattern is chosen at run time; online_cpu: by the trainer on the CPU).
   int online, online_cpu;
+  int gated;
   online_vs ov;
+  gating_opts gate;
   const int64_t *positions;
   int64_t estimates;
   double estimate_s;
@@ -131,7 +136,7 @@ int train_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float 
                    sr_error *e);
 int train_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
                    const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e);
-// ... the CPU online estimate hook (model_attention.estimate) ...
+// ... the CPU online estimate hook (model_attention.estimate; a gated pattern's selection too) ...
 int train_attn_estimate(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e);
 // ... and device bf16 (model_cuda_attention).
 int train_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, void *o, float *lse,

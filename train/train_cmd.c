@@ -505,6 +505,8 @@ static int outputs_open(train_run *r, sr_error *e) {
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
   r->trace_path = cli_get(a, "trace", NULL), r->trace_steps = cli_get(a, "trace-steps", "");
+  if (r->trace_path && strncmp(p->spec.pattern, "token-topk:", 11) == 0)
+    return sr_input_error(e, NULL, "--trace", "token top-k selections (each row its own keys) have no trace kind");
   if (r->trace_path && r->R == 0) {
     trace_info ti;
     memset(&ti, 0, sizeof ti);
@@ -655,8 +657,8 @@ static int run_predict(train_run *r, sr_error *e) {
   // recomputation keeps attention's output when the run did (selective), and with every layer's plan kept no
   // index is built in the step
   const train_attn *ta = &r->ta;
-  sim_options so = {0, 0, !pattern_spec_at_run_time(p->spec.pattern),
-                    r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN, ta->shared || ta->cap >= ta->layers};
+  sim_options so = {0, 0, !pattern_spec_at_run_time(p->spec.pattern), r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN,
+                    ta->shared || ta->cap >= ta->layers};
   sim_result sr;
   snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
   if (sim_run(p, &r->pat, &so, &sr, NULL, e)) return e->code;
@@ -714,7 +716,8 @@ static int run_finish(train_run *r, sr_error *e) {
            (double)ta->shared_bytes / (1 << 30));
   printf("\n");
   if (ta->online_cpu)
-    printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta->estimates,
+    printf("train: %s: %lld (%.2fs), last density %.4f\n",
+           ta->gated ? "gated selections (moba / token-topk)" : "online vertical-slash estimates", (long long)ta->estimates,
            ta->estimate_s, r->density);
   dist_search_stats ss;
   if (pattern_spec_estimation(r->p.spec.pattern) == PATTERN_SEARCHED) {
