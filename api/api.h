@@ -51,8 +51,10 @@ int sr_api_tune(int argc, const char *const *argv, char **csv, char **report, ch
 typedef struct sr_attn sr_attn;
 
 // A shape with a pattern source (plan/pattern_spec.h: "dense", "window:S:W", "vs-topp:0.95", "vs-online:0.95",
-// ...; layer 0 of a one-layer model of this shape, synthetic sources drawn from seed). scale: the softmax
-// scale (0: 1/sqrt(head_dim)). "vs-online:..." is estimated from Q and K in every GPU forward.
+// "moba:B:K", "token-topk:K", ...; layer 0 of a one-layer model of this shape, synthetic sources drawn from seed).
+// scale: the softmax scale (0: 1/sqrt(head_dim)). "vs-online:..." is estimated from Q and K in every GPU forward;
+// the gated "moba:..." and "token-topk:..." are selected from Q and K in every CPU reference call (the GPU
+// calls refuse them).
 int sr_attn_new(const char *pattern, int64_t n, int heads, int kv_heads, int head_dim, double scale, uint64_t seed,
                 sr_attn **out, char **err);
 // A shape with explicit vertical-slash indices: per head h, counts[2h] verticals (key positions) then
@@ -63,11 +65,12 @@ int sr_attn_new_vs(int64_t n, int heads, int kv_heads, int head_dim, double scal
 // Release a shape (and its device copies).
 void sr_attn_free(sr_attn *a);
 // What the shape runs, as JSON: n, heads, kv_heads, head_dim, scale, pattern, online (estimated per
-// forward), and for a fixed pattern its kept pairs, density (of the causal pairs), tiles (full, partial),
-// bars.
+// forward), gated (selected per forward), and for a fixed pattern its kept pairs, density (of the causal
+// pairs), tiles (full, partial), bars.
 int sr_attn_info(const sr_attn *a, char **json, char **err);
 // CPU reference (float64 accumulation; small shapes, for tests): float32 host tensors; o and lse written.
-// An online pattern is estimated from q and k on the CPU first (sr_attn_estimate_cpu), in the backward too.
+// An online pattern is estimated from q and k on the CPU first (sr_attn_estimate_cpu), a gated one selected
+// (plan/gating.h), in the backward too.
 int sr_attn_forward_cpu(const sr_attn *a, const float *q, const float *k, const float *v, float *o, float *lse,
                         char **err);
 // CPU reference backward with the forward's o and lse: dq, dk, dv (float32 host) overwritten.

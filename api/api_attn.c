@@ -1,6 +1,7 @@
 // api_attn.c — the host half of one-device attention (api.h): a shape and its pattern (from a source
 // string or explicit vertical-slash indices), the pattern's execution form on one rank, the CPU reference
-// forward and backward, and the online estimate on the CPU. The GPU half is attn_cuda.c.
+// forward and backward, and the online estimate (or a gated pattern's selection) on the CPU. The GPU half is
+// attn_cuda.c.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,8 +86,14 @@ int sr_attn_new(const char *spec, int64_t n, int heads, int kv_heads, int head_d
   if (!rc) {
     snprintf(a->pattern, sizeof a->pattern, "%s", spec);
     a->online = pattern_spec_estimation(spec) == PATTERN_ONLINE;
-    if (a->online) {
+    a->gated = pattern_spec_estimation(spec) == PATTERN_GATED;
+    if (pattern_spec_estimation(spec) == PATTERN_SEARCHED) {  // not its synthetic stand-in in its place
+      rc = sr_input_error(&e, NULL, "pattern", "'%s' searches its mask in sparsering-exec attn and train; this API runs "
+                          "given patterns, vs-online and gated patterns", spec);
+    } else if (a->online) {
       rc = pattern_spec_online_opts(spec, &a->opts, &e);
+    } else if (a->gated) {
+      rc = pattern_spec_gating_opts(spec, &a->gate, &e);
     } else {
       // the source's layer 0 for a one-layer model of this shape
       model_config m;
@@ -174,7 +181,8 @@ int sr_attn_info(const sr_attn *a, char **json, char **err) {
   cJSON_AddNumberToObject(o, "scale", a->scale);
   cJSON_AddStringToObject(o, "pattern", a->pattern);
   cJSON_AddBoolToObject(o, "online", a->online);
-  if (!a->online) {
+  cJSON_AddBoolToObject(o, "gated", a->gated);
+  if (!a->online && !a->gated) {
     const attn_form *f = &a->form;
     double pairs = 0, partial = 0, copies = f->uniform ? a->heads : 1;  // a uniform index serves every head
     for (int h = 0; h < a->heads; h++) pairs += tune_head_pairs(pattern_head(&f->pat, 0, h), a->n);
@@ -214,13 +222,26 @@ static int estimate_cpu(const sr_attn *a, const float *q, const float *k, patter
   return rc;
 }
 
-// The form a CPU call runs: the shape's own, or (online) one estimated from q and k into *tmp.
+// A gated pattern's selection from float32 host q, k (plan/gating.h's CPU reference, the executor's and the
+// trainer's) into a one-layer pattern: MoBA's blocks per 128-row group, or each row's top-k tokens.
+static int select_cpu(const sr_attn *a, const float *q, const float *k, pattern *out, sr_error *e) {
+  if (pattern_alloc(out, a->n, 1, a->heads, e)) return e->code;
+  const gating_opts *g = &a->gate;
+  if (g->kind == PATTERN_MOBA) {
+    moba_shape s = {a->heads, a->kv_heads, a->head_dim, a->n, g->block, g->topk};
+    return moba_select(&s, q, k, a->pos, a->n, out, 0, e);
+  }
+  tokens_shape s = {a->heads, a->kv_heads, a->head_dim, a->n, g->topk, g->ih, g->id};
+  return tokens_select(&s, q, k, a->pos, a->n, out, 0, e);
+}
+
+// The form a CPU call runs: the shape's own, or (online, gated) one estimated or selected from q and k into *tmp.
 static int form_for(const sr_attn *a, const float *q, const float *k, attn_form *tmp, const attn_form **f, sr_error *e) {
   memset(tmp, 0, sizeof *tmp);
   *f = &a->form;
-  if (!a->online) return SR_OK;
+  if (!a->online && !a->gated) return SR_OK;
   pattern p = {0};
-  int rc = estimate_cpu(a, q, k, &p, e);
+  int rc = a->gated ? select_cpu(a, q, k, &p, e) : estimate_cpu(a, q, k, &p, e);
   if (!rc) rc = attn_form_build(&p, &a->lay, tmp, e);
   pattern_free(&p);
   *f = tmp;
@@ -252,7 +273,7 @@ int sr_attn_backward_cpu(const sr_attn *a, const float *q, const float *k, const
   sr_error_clear(&e);
   attn_form tmp;
   const attn_form *f;
-  int rc = form_for(a, q, k, &tmp, &f, &e);  // online: the same estimate as the forward's (same q, k)
+  int rc = form_for(a, q, k, &tmp, &f, &e);  // online, gated: the same selection as the forward's (same q, k)
   if (!rc) {
     memset(dq, 0, sizeof(float) * (size_t)(a->n * a->heads * a->head_dim));
     memset(dk, 0, sizeof(float) * (size_t)(a->n * a->kv_heads * a->head_dim));

@@ -7,6 +7,7 @@
 
 #include "api/api.h"
 #include "plan/error.h"
+#include "plan/gating.h"
 #include "plan/layout.h"
 #include "plan/pattern.h"
 #include "plan/pattern_estimate.h"
@@ -43,6 +44,8 @@ struct sr_attn {
   char pattern[512];       // the source, or "explicit" for sr_attn_new_vs
   int online;              // estimated from Q and K every forward (vs-online)
   vs_est_opts opts;        // the estimate's settings when online
+  int gated;               // selected from Q and K every forward (moba, token-topk; CPU reference only)
+  gating_opts gate;        // the selection's settings when gated
   layout lay;              // contiguous, one rank
   int64_t *pos;            // [n] 0..n-1
   attn_form form;          // fixed patterns: the execution form

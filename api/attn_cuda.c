@@ -3,7 +3,7 @@
 // first use and run by the kernels' sa_fwd / sa_bwd (kernels/sparse_attn.h) as one ring step of one rank;
 // vs-online estimated on the GPU in every forward (kernels/vs_gpu.h) and converted into an execution form
 // that the forward hands to its backward, which transposes it on the GPU (kernels/transpose_gpu.h), as the
-// executor's online_vs_cuda.c does for a ring of one.
+// executor's online_vs_cuda.c does for a ring of one. Gated patterns (moba, token-topk) are refused here.
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +63,10 @@ static void dev_free(void *p) {
 // The device state on the current device (made on the first call; a later call on another device is refused).
 static int dev_get(sr_attn *a, attn_dev **out, sr_error *e) {
   int cur = -1, count = 0;
+  // moba and token-topk select on the host (plan/gating.h); their GPU path is the executor's (online_gate_cuda.c)
+  if (a->gated)
+    return sr_input_error(e, NULL, "pattern", "'%s' selects its keys from Q and K on the host: the GPU calls run fixed "
+                          "and vs-online patterns (sr_attn_forward_cpu runs it)", a->pattern);
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
     return sr_internal_error(e, 0, "attention: no CUDA device is available");
   CU(cudaGetDevice(&cur));

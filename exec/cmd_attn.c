@@ -76,7 +76,7 @@ static void fail(comm *c, sr_error *e) {
 // --layers ran fewer, the layers not run repeat the run ones cyclically (the origin says so) rather than
 // keep the synthetic stand-in, which the inputs never produced.
 static int trace_out_write(const attn_opts *o_, const plan *pl, pattern *pat, int layers, sr_error *e) {
-  int online = pattern_spec_estimation(pl->spec.pattern) == PATTERN_ONLINE;
+  int online = pattern_spec_at_run_time(pl->spec.pattern);
   if (online)
     for (int l = layers; l < pat->layers; l++) {
       int src = l % layers;
@@ -84,14 +84,15 @@ static int trace_out_write(const attn_opts *o_, const plan *pl, pattern *pat, in
         head_pattern *d = pattern_head(pat, l, h);
         const head_pattern *s = pattern_head(pat, src, h);
         free(d->vertical), free(d->slash), free(d->mask);
-        memset(d, 0, sizeof *d);
-        d->kind = s->kind;
+        *d = *s;  // kind and sizes (a BLOCK head's block, blocks and words); the arrays are copied below
+        size_t mask_bytes = s->mask ? sizeof(uint64_t) * (size_t)(s->n_blocks * s->row_words) : 0;
         d->vertical = malloc(sizeof(int32_t) * (size_t)s->n_vertical + 4);
         d->slash = malloc(sizeof(int32_t) * (size_t)s->n_slash + 4);
-        if (!d->vertical || !d->slash) return sr_internal_error(e, 0, "out of memory");
+        d->mask = s->mask ? malloc(mask_bytes + 8) : NULL;
+        if (!d->vertical || !d->slash || (s->mask && !d->mask)) return sr_internal_error(e, 0, "out of memory");
         if (s->n_vertical) memcpy(d->vertical, s->vertical, sizeof(int32_t) * (size_t)s->n_vertical);
         if (s->n_slash) memcpy(d->slash, s->slash, sizeof(int32_t) * (size_t)s->n_slash);
-        d->n_vertical = s->n_vertical, d->n_slash = s->n_slash;
+        if (s->mask) memcpy(d->mask, s->mask, mask_bytes);
       }
     }
   trace_info ti;
@@ -119,12 +120,25 @@ static int trace_out_write(const attn_opts *o_, const plan *pl, pattern *pat, in
   return rc;
 }
 
-// The online estimate combines exact fixed-point sums, so every rank selects the same pattern and rank 0's
-// copy is the run's; a hash of the layer's indices, compared over the ranks, makes that a checked fact.
+// The online estimate and the block search combine exact fixed-point sums, so every rank selects the same
+// pattern and rank 0's copy is the run's; a hash of the layer's indices (and block masks), compared over the
+// ranks, makes that a checked fact.
 static int same_on_every_rank(comm *c, const pattern *pat, int layer, sr_error *e) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (int i = 0; i < pat->heads; i++) {
     const head_pattern *hp = pattern_head(pat, layer, i);
+    for (int64_t w = 0; hp->kind == PATTERN_BLOCK && w < hp->n_blocks * hp->row_words; w++)
+      h = (h ^ hp->mask[w]) * 1099511628211ull;
+    if (hp->kind == PATTERN_MOBA || hp->kind == PATTERN_TOKENS) {  // a gate's selection: its arrays
+      int moba = hp->kind == PATTERN_MOBA;
+      int64_t n = moba ? hp->sel_off[hp->n_groups] : hp->tok_off[hp->n_groups];
+      const int64_t *off = moba ? hp->sel_off : hp->tok_off;
+      const int32_t *v = moba ? hp->sel : hp->tok_key;
+      for (int64_t t = 0; t <= hp->n_groups; t++) h = (h ^ (uint64_t)off[t]) * 1099511628211ull;
+      for (int64_t x = 0; x < n; x++) h = (h ^ (uint32_t)v[x]) * 1099511628211ull;
+      for (int64_t x = 0; !moba && x < 2 * n; x++) h = (h ^ hp->tok_rows[x]) * 1099511628211ull;
+      continue;
+    }
     int32_t nv = hp->kind == PATTERN_VS ? hp->n_vertical : -1, ns = hp->kind == PATTERN_VS ? hp->n_slash : -1;
     for (int32_t j = -1; j < nv + ns + 1; j++) {
       int32_t x = j < 0 ? nv : j < nv ? hp->vertical[j] : j == nv ? ns : hp->slash[j - nv - 1];
@@ -152,6 +166,20 @@ static int trace_out_check(const char *path, sr_error *e) {
     return sr_input_error(e, NULL, "--trace-out", "'%s' is not a file path", path);
   if (access(dir, W_OK | X_OK) != 0)
     return sr_input_error(e, NULL, "--trace-out", "%s: cannot write in folder %s (%s)", path, dir, strerror(errno));
+  return SR_OK;
+}
+
+// adaspa-online: the layer's searches and reuses, the searched mask's recall and budgets, the reused mask's recall
+// (measured on the repetitions' inputs, which the cached LSE describes) and the last search's times.
+static int search_print(dist_attn *da, int layer, sr_error *e) {
+  dist_search_stats s;
+  if (dist_attn_search_stats(da, &s, e)) return e->code;
+  printf("  layer %d: search: %lld search(es), %lld reuse(s), %lld dense pass(es); recall %.4f at the search (mean "
+         "sparsity %.4f)", layer, (long long)s.searches, (long long)s.reuses, (long long)s.dense_passes, s.recall_search,
+         s.sparsity_mean);
+  if (s.reused_measured > 0) printf(", %.4f reused (%lld forwards)", s.recall_reused, (long long)s.reused_measured);
+  printf("; last dense pass %.3f ms, last LSE-cached search %.3f ms, its mask to execution form %.3f ms\n",
+         1e3 * s.dense_s, 1e3 * s.search_s, 1e3 * s.index_s);
   return SR_OK;
 }
 
@@ -240,6 +268,17 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   const model_config *m = &pl->model;
   int H = (int)m->num_heads, Hkv = (int)m->num_kv_heads, d = (int)m->head_dim;
   int64_t layers = o_->layers < pat->layers ? o_->layers : pat->layers;
+  if (o_->trace_out && pattern_spec_estimation(pl->spec.pattern) == PATTERN_GATED) {  // before a long run
+    gating_opts g = {0};
+    pattern_spec_gating_opts(pl->spec.pattern, &g, e);
+    if (g.kind == PATTERN_TOKENS || layers < pat->layers) {
+      sr_input_error(e, NULL, "--trace-out", g.kind == PATTERN_TOKENS ? "token top-k selections (each row its own keys) "
+                     "have no trace kind" : "a gated pattern's trace holds every layer it selected: run all %d "
+                     "layers (--layers %d)", pat->layers, pat->layers);
+      if (c->rank == 0) sr_error_report(e, "sparsering-exec attn");
+      return 2;
+    }
+  }
   int64_t nl = pl->layout.rank_count[c->rank];
   int64_t *pos = malloc(sizeof(int64_t) * (size_t)sr_max64(1, nl));
   size_t qn = (size_t)sr_max64(1, nl * H * d), kn = (size_t)sr_max64(1, nl * Hkv * d);
@@ -256,7 +295,8 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   if (o_->cuda && exec_dev_alloc(&dev, nl, H, Hkv, d, e)) fail(c, e);
   double fwd_sum = 0, bwd_sum = 0, worst = 0;
   int64_t sent = 0, saved = 0, skipped = 0;
-  int check_failed = 0, online = pattern_spec_estimation(pl->spec.pattern) == PATTERN_ONLINE;
+  pattern_estimation how = pattern_spec_estimation(pl->spec.pattern);
+  int check_failed = 0, online = pattern_spec_at_run_time(pl->spec.pattern), searched = how == PATTERN_SEARCHED;
   attn_memory mem = {0};
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
@@ -266,7 +306,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     if (c->rank == 0)
       printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, tc, dist_attn_index_on_gpu(da) ? "GPU" : "host");
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
-    if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online estimates on the CPU backend too
+    if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online, moba, token-topk select on the CPU backend too
     float *in[4] = {q, k, v, dout};
     for (int t = 0; t < 4; t++)
       if (attn_inputs_fill(o_->inputs, (uint64_t)o_->data_seed, layer, t, pos, nl, pl->layout.n_tokens, H, Hkv, d, in[t], e))
@@ -278,6 +318,9 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
       if (rep == o_->repeat - 1) mark = tl->n;
       dist_attn_set_timeline(da, rep == o_->repeat - 1 ? tl : NULL);
       dist_attn_reset_stats(da);
+      // adaspa-online: a repetition is a step on the same inputs (the first one's dense pass serves every later
+      // search: AdaSpa's cached LSE)
+      dist_attn_search_step(da, rep, 0);
       if (comm_barrier(c, e)) fail(c, e);
       double t0 = sr_now();
       int rc = o_->cuda ? dist_attn_fwd(da, dev.q, dev.k, dev.v, dev.o, dev.lse, e) : dist_attn_fwd(da, q, k, v, o, lse, e);
@@ -298,9 +341,11 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     if (c->rank == 0)
       printf("  layer %d: fwd %.3f ms, bwd %.3f ms; attention kernels (busiest rank) %.3f ms; overlap efficiency %.3f\n",
              layer, 1e3 * tt[0], 1e3 * tt[1], 1e3 * tt[2], tt[2] / (tt[0] + tt[1]));
-    // vs-online: the pattern the last forward estimated replaces the stand-in in pat, so the check, the
-    // prediction and the trace all see what ran (every rank estimated the same one)
+    // vs-online, adaspa-online, moba, token-topk: the pattern the last forward estimated, searched or selected
+    // replaces the stand-in in pat, so the check, the prediction and the trace all see what ran (every rank holds
+    // the same one)
     if (online && (dist_attn_pattern_used(da, pat, e) || same_on_every_rank(c, pat, layer, e))) fail(c, e);
+    if (searched && c->rank == 0 && search_print(da, layer, e)) fail(c, e);
     if (o_->predict && c->rank == 0) {
       double pf, pb;
       if (predict_attention(pl, pat, layer, o_->predict_csv, &pf, &pb, e)) fail(c, e);

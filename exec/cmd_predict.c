@@ -50,7 +50,7 @@ static int cmd_predict(int argc, char **argv) {
   const pattern *use = &pat;  // the plan's own pattern, or step K of the trace
   char what[1100];
   snprintf(what, sizeof what, "pattern %s", p.spec.pattern);
-  if (!path && pattern_spec_estimation(p.spec.pattern) == PATTERN_ONLINE) {
+  if (!path && pattern_spec_at_run_time(p.spec.pattern)) {
     rc = sr_input_error(&e, NULL, "--trace",
                         "required for the online pattern '%s': the recorded pattern to predict (attn --trace-out writes one)",
                         p.spec.pattern);

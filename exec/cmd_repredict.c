@@ -113,11 +113,15 @@ static int cluster_for(const char *cal, int W, char *out_path, size_t size, sr_e
   return SR_OK;
 }
 
-// The run's pattern: the plan's own, or (vs-online) step 0 of the trace the run wrote.
+// The run's pattern: the plan's own, or (vs-online, adaspa-online: chosen at run time) step 0 of the trace the
+// run wrote.
 static int run_pattern(const plan *p, const char *trace_path, pattern *out, sr_error *e) {
-  if (pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE)
+  if (!pattern_spec_at_run_time(p->spec.pattern))
     return pattern_source_load(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, out, e);
-  if (!trace_path) return sr_input_error(e, NULL, "trace", "vs-online: no trace of the estimated pattern kept");
+  if (!trace_path)
+    return sr_input_error(e, NULL, "trace", "%s", pattern_spec_estimation(p->spec.pattern) == PATTERN_SEARCHED
+                                                         ? "adaspa-online: no trace of the searched mask kept"
+                                                         : "vs-online: no trace of the estimated pattern kept");
   trace_file t;
   int rc = trace_open(trace_path, &t, e);
   if (rc) return rc;
@@ -157,6 +161,7 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
     else if (!strcmp(tok[i], "--inner")) s.inner = atoi(val), i++;
     else if (!strcmp(tok[i], "--ulysses")) s.ulysses = atoi(val), i++;
     else if (!strcmp(tok[i], "--seed")) s.seed = (uint64_t)atoll(val), i++;
+    else if (!strcmp(tok[i], "--search-every")) s.search_every = atoll(val), i++;
     else if (!strcmp(tok[i], "--trace")) snprintf(trace, sizeof trace, "%s/%s", dir, val), i++;
   }
   char cpath[600];

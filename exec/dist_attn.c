@@ -8,6 +8,7 @@
 
 #include "exec/dist_internal.h"
 #include "exec/fpdt.h"
+#include "exec/online_adaspa.h"
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
@@ -170,8 +171,9 @@ static int indices_build(struct dist_attn *a, sr_error *e) {
   a->ti_view = dist_heads_view(a, &a->ti, uniform);
   if (tiles_masks_build(pat, a->layer, &a->masks, e)) return e->code;
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
-  // keeps the tile form. A vs-online pattern is rebuilt in the tile form at run time, so it keeps that.
-  if (a->p->spec.fwd_runs && pattern_spec_estimation(a->p->spec.pattern) != PATTERN_ONLINE) {
+  // keeps the tile form. A pattern chosen at run time (vs-online, gated, adaspa-online) is rebuilt in the tile form
+  // then, so it keeps that.
+  if (a->p->spec.fwd_runs && !pattern_spec_at_run_time(a->p->spec.pattern)) {
     if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) return e->code;
     if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
     else a->ti_fwd_view = dist_heads_view(a, &a->ti_fwd, uniform);
@@ -251,6 +253,7 @@ static int gpu_index_wanted(const struct dist_attn *a, dist_index_build how, sr_
   else if (a->p->spec.fpdt_chunk > 0) why = "FPDT builds its chunks' indices on the host";
   else if (a->U != 1) why = "the GPU build takes ring and double-ring schedules";
   else if (pattern_spec_estimation(a->p->spec.pattern) == PATTERN_ONLINE) why = "vs-online builds its own on the GPU";
+  else if (pattern_spec_estimation(a->p->spec.pattern) == PATTERN_SEARCHED) why = "adaspa-online searches its own";
   else if (a->p->spec.fwd_runs) why = "the forward form (--fwd-runs) is built on the host";
   for (int h = 0; !why && h < a->H; h++)
     if (pattern_head(a->pat, a->layer, h)->kind != PATTERN_VS) why = "the layer has heads that are not vertical-slash";
@@ -290,6 +293,8 @@ int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c,
   else if (!rc && p->spec.fpdt_chunk > 0) rc = fpdt_setup(a, e);
   else if (!rc && !(rc = indices_build(a, e)) && !(rc = dist_routes_build(a, e)))
     rc = be == DIST_CPU ? cpu_buffers(a, e) : dist_attn_cuda_setup(a, e);
+  // adaspa-online searches its own mask in the forwards (the CUDA set-up prepared its search above)
+  if (!rc && be == DIST_CPU && pattern_spec_estimation(p->spec.pattern) == PATTERN_SEARCHED) rc = adaspa_cpu_setup(a, e);
   if (rc) {
     dist_attn_free(a);
     return e->code ? e->code : SR_EINTERNAL;
@@ -303,6 +308,8 @@ void dist_attn_free(dist_attn *a) {
   fpdt_free(a);
   if (a->be == DIST_CUDA) dist_attn_cuda_release(a);
   online_cpu_release(a);
+  adaspa_cpu_release(a);
+  gate_cpu_release(a);
   ring_routes_free(&a->routes);
   if (a->masks) tiles_masks_free(a->masks, a->H);
   if (a->ti.tile_cnt || a->ti.bar_cnt) tiles_free(&a->ti);

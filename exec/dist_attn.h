@@ -82,15 +82,39 @@ int dist_attn_fwd(dist_attn *a, const void *q, const void *k, const void *v, voi
 // Backward with the forward's final O and LSE: writes (not accumulates) dQ, dK, dV of this rank's tokens.
 int dist_attn_bwd(dist_attn *a, const void *q, const void *k, const void *v, const void *o, const float *lse,
                   const void *dout, float *dq, float *dk, float *dv, sr_error *e);
-// The pattern the last forward ran when it was estimated online (vs-online, either backend): written into
-// layer `layer` of pat (the layer this dist_attn was created for); a no-op for every other pattern. Every
+// The pattern the last forward ran when it was estimated online (vs-online, either backend), searched
+// (adaspa-online, either backend) or selected by a gate (moba, token-topk; collective: every rank calls it):
+// written into layer `layer` of pat (the layer this dist_attn was created for); a no-op for every other pattern. Every
 // rank estimates the same pattern, so each rank's copy is the whole estimate (rank 0's is the run's).
 int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e);
 // vs-online on the CPU backend: estimate the pattern from Q and K in every forward from now on, as the CUDA
-// backend always does (same settings, online_vs_cpu.c); without this call the CPU backend runs the pattern
-// given to dist_attn_create (the trainer estimates per sample itself). Ring and double ring only, no
-// skipping (input errors); a no-op for other patterns and on CUDA. Collective: every rank calls it.
+// backend always does (same settings, online_vs_cpu.c); moba and token-topk likewise select theirs by the gate
+// (online_gate_cpu.c). Without this call the CPU backend runs the pattern given to dist_attn_create (the
+// trainer selects per sample itself). Ring and double ring only, no skipping (input errors); a no-op for
+// other patterns and on CUDA. Collective: every rank calls it.
 int dist_attn_estimate_online(dist_attn *a, sr_error *e);
+// adaspa-online (AdaSpa's block search from the data, both backends; exec/online_adaspa.h): the step the next
+// forwards belong to. The first forward of a step searches a new block mask when step is a multiple of
+// plan.spec.search_every, when flags hold DIST_SEARCH_FORCE, or when the plan has no mask yet; every other forward
+// (the steps between searches, a recomputation within the step: calls repeating the step and flags change
+// nothing) runs the kept mask. A search runs the dense pass for the LSE unless the LSE cached by the last one is of
+// the same inputs (AdaSpa's LSE-cached search): it is, until DIST_SEARCH_NEW_INPUTS says that every forward brings
+// new Q and K (training: a new sample each). A reuse forward on the inputs of the cached LSE reports the kept
+// mask's recall on them; DIST_SEARCH_MEASURE_REUSE runs the dense pass in reuse forwards on new inputs to report
+// it there too. Without a call every forward is step 0's, on the same inputs. A no-op for other patterns.
+enum { DIST_SEARCH_FORCE = 1, DIST_SEARCH_NEW_INPUTS = 2, DIST_SEARCH_MEASURE_REUSE = 4 };
+void dist_attn_search_step(dist_attn *a, int64_t step, int flags);
+typedef struct {
+  int64_t searches, reuses, dense_passes;  // forwards that searched, that ran a kept mask; dense passes run
+  double recall_search;    // the last search's mask: mean over heads of kept / total block mass
+  double sparsity_mean;    // the last search's head budgets, mean (the base sparsity up to the rounding of n)
+  double recall_reused;    // the kept mask on the inputs of reuse forwards, mean over rows and heads (-1: none)
+  int64_t reused_measured; // reuse forwards behind recall_reused
+  double dense_s, search_s, index_s;  // the last search's dense pass, LSE-cached search (masses and selection),
+                                      // and mask -> execution form, seconds (CUDA: synchronised)
+} dist_search_stats;
+// The search counters so far (SR_OK); an input error for a plan that does not search.
+int dist_attn_search_stats(const dist_attn *a, dist_search_stats *out, sr_error *e);
 // CUDA backend's device memory: bytes this plan keeps for itself (tile indices, masks, positions) and bytes
 // of scratch it needs from the workspace every plan of the process shares (dist_workspace.h); 0 and 0 on the CPU.
 void dist_attn_device_bytes(const dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes);

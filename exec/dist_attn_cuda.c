@@ -19,13 +19,16 @@
 #include "exec/dist_internal.h"
 #include "exec/fpdt.h"
 #include "exec/dist_workspace.h"
+#include "plan/pattern_spec.h"
 #include "plan/util.h"
 
 #if SR_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "exec/dist_cuda.h"
+#include "exec/online_adaspa.h"
 #include "exec/online_vs_cuda.h"
+#include "plan/pattern_spec.h"
 
 #include "exec/dist_attn_cuda_state.h"
 
@@ -50,7 +53,7 @@ static void *transpose_run(void *arg) {
   return NULL;
 }
 
-static int transposes_upload(struct dist_attn *a, sr_error *e) {
+int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e) {
   cuda_state *s = a->cuda;
   transpose_job jobs[TRANSPOSE_THREADS];
   pthread_t th[TRANSPOSE_THREADS];
@@ -89,11 +92,15 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
   if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
   if (a->nh > 0 && a->ti_fwd.n_runs && sa_gpu_index_upload(&a->ti_fwd_view, &s->ix_fwd, e)) return e->code;
-  // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c); a GPU build brought its
+  // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c); a gated pattern
+  // uploads each forward's selection with its transposes (online_gate_cuda.c); a GPU build brought its
   // transposes along
+  int gated = pattern_spec_estimation(a->p->spec.pattern) == PATTERN_GATED;
   for (int g = 0; a->nh > 0 && s->tt_host && g < R; g++)
     if (sa_gpu_index_t_upload_chunks(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e)) return e->code;
-  if (a->nh > 0 && !online_vs_wanted(a) && !s->tt_host && transposes_upload(a, e)) return e->code;
+  int searched = pattern_spec_estimation(a->p->spec.pattern) == PATTERN_SEARCHED;  // adaspa-online: its own
+  if (a->nh > 0 && !online_vs_wanted(a) && !gated && !searched && !s->tt_host && dist_cuda_transposes_upload(a, e))
+    return e->code;
   if (dist_cuda_positions_upload(a, e)) return e->code;
   // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
   ws_shape *sh = &s->shape;
@@ -122,6 +129,10 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (online_vs_wanted(a) && a->U > 1)
     return sr_input_error(e, NULL, "pattern", "vs-online runs with ring and double-ring schedules on the CUDA backend");
   if (online_vs_wanted(a) && online_vs_setup(a, e)) return e->code;
+  if (gated && a->U > 1)
+    return sr_input_error(e, NULL, "pattern", "gated patterns run with ring and double-ring schedules on the CUDA backend");
+  if (gated && gate_cuda_setup(a, e)) return e->code;
+  if (searched && adaspa_cuda_setup(a, e)) return e->code;
   return SR_OK;
 }
 
@@ -130,6 +141,7 @@ void dist_attn_cuda_release(struct dist_attn *a) {
   if (!s) return;
   cudaDeviceSynchronize();
   online_vs_release(a);
+  adaspa_cuda_release(a);
   dist_cuda_copies_free(a);
   dist_cuda_host_transposes_free(a);
   if (s->ws_joined) ws_detach();
@@ -298,11 +310,15 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   int64_t row = (int64_t)a->nkv * a->d;
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
+  // moba (U == 1): this forward's selection replaces the plan's device copies first (online_gate_cuda.c)
+  if (a->gate_cpu && gate_cuda_forward(a, q, st->kv_own, e)) return e->code;
   // The execution form the kernels run (a pattern estimated per forward pass would replace these).
   const sa_gpu_index *ix = st->ix_fwd.cells ? &st->ix_fwd : &st->ix;  // plan.spec.fwd_runs: the runs form
   const head_mask *masks = st->masks + a->h_lo[a->gidx];
   // vs-online (U == 1): this forward's estimated pattern instead; kv_own's first plane is this rank's K.
   if (a->online && online_vs_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
+  // adaspa-online (R == 1): the kept mask's form, after a search when this forward searches
+  if (a->adaspa && adaspa_cuda_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   const void *cur = st->kv_own;
   outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
@@ -327,7 +343,7 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   }
   if (outer_end(a, e)) return e->code;
   CUDA_TRY((cudaError_t)dist_cuda_to_bf16(o, st->o_run, a->n_q * a->nh * a->d, CS(a)));
-  return SR_OK;
+  return a->adaspa ? adaspa_cuda_after(a, lse, e) : SR_OK;  // the reused mask's recall, when measurable
 }
 
 static int fwd_call(struct dist_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, sr_error *e) {
@@ -369,6 +385,7 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
   const sa_gpu_index_t *ixt = st->ixt;
   const head_mask *masks = st->masks + a->h_lo[a->gidx];
   if (a->online && online_vs_backward(a, &ix, &ixt, &masks, e)) return e->code;  // the last forward's pattern
+  if (a->adaspa && adaspa_cuda_backward(a, &ix, &ixt, &masks, e)) return e->code;
   const void *cur = st->kv_own;
   comm_pending apend = {0};
   int p = 0, n_flush_prev = 0, fpar = 0;

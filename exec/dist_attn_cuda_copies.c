@@ -58,9 +58,9 @@ int dist_attn_cuda_device_release(struct dist_attn *a, sr_error *e) {
   cuda_state *s = a->cuda;
   if (!s || s->released) return SR_OK;
   // vs-online's index is the GPU estimate of each forward, held in device state of its own (online_vs_cuda.c)
-  if (a->online)
-    return sr_input_error(e, NULL, "pattern", "vs-online plans estimate their index on the GPU every forward: "
-                          "their device copies cannot be released");
+  if (a->online || a->adaspa)
+    return sr_input_error(e, NULL, "pattern", "%s plans make their index at run time: their device copies cannot be "
+                          "released", a->p->spec.pattern);
   CUDA_TRY(cudaDeviceSynchronize());  // the work queued so far reads the copies
   if (a->nh > 0 && !s->tt_host) {
     // The transposes are the one set-up product not kept on the host; copying them back (tens of ms a GiB)

@@ -54,6 +54,9 @@ typedef struct {
 
 static inline int64_t rows_of(const struct dist_attn *a, int g) { return a->glay->rank_count[g]; }
 
+// The transposed index of every source (a->ti_view) to the device (s->ixt), transposed in threads.
+int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e);
+
 // ---- timing (cuda_timer.c): an event pair per interval, host times on the call's timeline at its end ----------
 
 typedef struct {

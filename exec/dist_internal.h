@@ -48,6 +48,8 @@ struct dist_attn {
   void *cuda;                 // CUDA backend state (dist_attn_cuda.c)
   void *online;               // vs-online estimation state on CUDA (online_vs_cuda.c), NULL otherwise
   void *online_cpu;           // vs-online estimation state on the CPU backend (online_vs_cpu.c), NULL otherwise
+  void *adaspa;               // adaspa-online search state, either backend (online_adaspa.h), NULL otherwise
+  void *gate_cpu;             // moba / token-topk selection state on the CPU backend (online_gate_cpu.c), or NULL
   struct fpdt_state *fpdt;    // plan.spec.fpdt_chunk > 0: FPDT's chunks, indices and buffers (exec/fpdt.h), else NULL
   timeline *tl;
   dist_stats st;
@@ -123,6 +125,11 @@ int ulysses_gather(struct dist_attn *a, const int64_t *rows, const float *in, in
 int ulysses_lse(struct dist_attn *a, const int64_t *rows, int64_t ld, const float *from, float *to, int to_group,
                 sr_error *e);
 
+// One step of a walk: compute on the shard of source group src (kv: its K|V packed [2, rows, nkv, d]) at ring step s.
+typedef int (*ring_visit)(struct dist_attn *a, int s, int src, const float *kv, void *ctx, sr_error *e);
+// The forward ring's walk (kv_own loaded): every step's transfers as the forward posts them, visit on each shard
+// this rank computes on (its time on the timeline as `phase`). The forward is one; AdaSpa's search passes others.
+int ring_walk(struct dist_attn *a, timeline_phase phase, ring_visit visit, void *ctx, sr_error *e);
 // Forward ring over the groups: q [n_q, nh, d], kv_own packed; writes o [n_q, nh, d], lse [nh, n_q].
 int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error *e);
 // Backward ring: accumulates dq [n_q, nh, d]; writes this group's dK|dV [2, n_q, nkv, d] into dkv.
@@ -134,6 +141,19 @@ int ring_bwd(struct dist_attn *a, const float *q, const float *o, const float *l
 // and masks from the estimated pattern.
 void online_cpu_release(struct dist_attn *a);
 int online_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
+
+// Gated patterns (moba, token-topk) on the CPU backend (online_gate_cpu.c, set up by dist_attn_estimate_online):
+// set-up, release, this forward's selection from q and k (rebuilds ti, ti_view and masks), and the whole
+// layer's last selection into pat (collective).
+int gate_cpu_setup(struct dist_attn *a, sr_error *e);
+void gate_cpu_release(struct dist_attn *a);
+int gate_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
+int gate_cpu_pattern_used(struct dist_attn *a, pattern *pat, sr_error *e);
+
+// moba on the CUDA backend (online_gate_cuda.c): set-up (token top-k is an input error there), and this
+// forward's selection from q, k (device bf16; U == 1), uploaded in place of the plan's index, transposes and masks.
+int gate_cuda_setup(struct dist_attn *a, sr_error *e);
+int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_error *e);
 
 // A fixed VS layer's execution form built on the GPU (dist_gpu_build.c, CUDA builds): fills a->ti (a->ti_view)
 // and the CUDA state's host transposes from a->masks' bit sets. dist_gpu_build_supported: can it, for this

@@ -30,6 +30,12 @@ int fpdt_plan_check(const plan *p, sr_error *e) {
                           l->world, (long long)p->model.num_heads);
   if (pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE)
     return sr_input_error(e, NULL, "pattern", "vs-online runs with ring and double-ring schedules, not FPDT");
+  // FPDT builds its chunks' indices once, from the plan's pattern; a gated pattern selects every forward
+  if (pattern_spec_estimation(p->spec.pattern) == PATTERN_GATED)
+    return sr_input_error(e, NULL, "pattern", "moba and token-topk run with ring and double-ring schedules, not FPDT");
+  // adaspa-online searches over the ring (plan_build refuses it with FPDT; this is for plans read from files)
+  if (pattern_spec_estimation(p->spec.pattern) == PATTERN_SEARCHED)
+    return sr_input_error(e, NULL, "pattern", "%s runs with ring and double-ring schedules, not FPDT", p->spec.pattern);
   if (p->spec.skip_empty_sends) return sr_input_error(e, NULL, "skip_empty_sends", "skips ring transfers; FPDT has none");
   // Each rank's local order must follow the sequence (every layout but some permutations), so that its part of
   // a chunk is a contiguous range of its rows.

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "exec/dist_internal.h"
+#include "exec/online_adaspa.h"
 #include "exec/online_vs_cuda.h"
 #include "plan/pattern_estimate.h"
 #include "plan/pattern_spec.h"
@@ -61,6 +62,8 @@ void online_cpu_release(struct dist_attn *a) {
 }
 
 int dist_attn_estimate_online(dist_attn *a, sr_error *e) {
+  if (a->be == DIST_CPU && pattern_spec_estimation(a->p->spec.pattern) == PATTERN_GATED && !a->gate_cpu)
+    return gate_cpu_setup(a, e);
   if (a->be != DIST_CPU || pattern_spec_estimation(a->p->spec.pattern) != PATTERN_ONLINE || a->online_cpu) return SR_OK;
   if (a->skipping)
     return sr_input_error(e, NULL, "--skip-empty-sends", "vs-online estimates the pattern at run time, so the shards "
@@ -144,6 +147,8 @@ oom:
 }
 
 int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e) {
+  if (a->adaspa) return adaspa_pattern_used(a, pat, e);  // adaspa-online, either backend: the mask in use
+  if (a->gate_cpu) return gate_cpu_pattern_used(a, pat, e);
   online_cpu *o = a->online_cpu;
   if (!o) return online_vs_pattern_used(a, pat, e);  // CUDA: downloaded from the device
   if (pat->heads != a->H || pat->n_tokens != o->est.n_tokens || a->layer >= pat->layers)

@@ -130,11 +130,8 @@ static int outer_end(struct dist_attn *a, outer_state *o, sr_error *e) {
 // ---------------------------------------------------------------------------------------------
 // forward
 
-int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error *e) {
+int ring_walk(struct dist_attn *a, timeline_phase phase, ring_visit visit, void *ctx, sr_error *e) {
   const ring_plan *rp = a->rp;
-  int64_t nrow = (int64_t)a->nh * a->d;
-  memset(o, 0, sizeof(float) * (size_t)(a->n_q * nrow));
-  for (int64_t i = 0; i < a->n_q * a->nh; i++) lse[i] = -INFINITY;
   const float *cur = a->kv_own;
   outer_state os;
   if (outer_begin(a, &os, e)) return e->code;
@@ -150,20 +147,11 @@ int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error
     a->st.bytes_sent += pend.bytes_sent;
     int src = rp->src[(int64_t)s * a->R + a->group];
     double t0 = sr_now();
-    if (src >= 0 && a->nh > 0) {
-      sa_shape sh = step_shape(a, src);
-      const float *k = cur, *v = cur + shard_rows(a, src) * a->nkv * a->d;
-      const tile_index *ti = a->ti_fwd.n_runs ? &a->ti_fwd_view : &a->ti_view;  // plan.spec.fwd_runs
-      int rc = sa_ref_fwd(&sh, q, k, v, a->qpos, a->kpos[src], ti, src, a->masks + a->h_lo[a->gidx], o, lse);
-      if (rc) {
-        sr_internal_error(e, 0, "rank %d: sa_ref_fwd failed at step %d (code %d)", a->c->rank, s, rc);
-        goto fail;
-      }
-    }
+    if (src >= 0 && visit(a, s, src, cur, ctx, e)) goto fail;
     double t1 = sr_now();
     if (comm_p2p_wait(a->c, &pend, e) || outer_arrive(a, &os, s, e)) goto fail;
     double t2 = sr_now();
-    if (src >= 0) record(a, s, PHASE_ATTN, STREAM_COMPUTE, t0, t1);
+    if (src >= 0) record(a, s, phase, STREAM_COMPUTE, t0, t1);
     if (n > 0) record(a, s, PHASE_KV_SEND, dist_batch_stream(a, ops, n), tc, t2);
     if (s + 1 < rp->n_steps) cur = next_cur(a, s, cur, rbuf);
   }
@@ -171,6 +159,30 @@ int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error
 fail:
   free(os.sends);
   return e->code ? e->code : SR_EINTERNAL;
+}
+
+typedef struct {
+  const float *q;
+  float *o, *lse;
+} fwd_step;
+
+// One step of the forward: this rank's queries against the shard of source src, merged into (O, LSE).
+static int fwd_visit(struct dist_attn *a, int s, int src, const float *kv, void *ctx, sr_error *e) {
+  fwd_step *f = ctx;
+  if (a->nh == 0) return SR_OK;
+  sa_shape sh = step_shape(a, src);
+  const float *k = kv, *v = kv + shard_rows(a, src) * a->nkv * a->d;
+  const tile_index *ti = a->ti_fwd.n_runs ? &a->ti_fwd_view : &a->ti_view;  // plan.spec.fwd_runs
+  int rc = sa_ref_fwd(&sh, f->q, k, v, a->qpos, a->kpos[src], ti, src, a->masks + a->h_lo[a->gidx], f->o, f->lse);
+  return rc ? sr_internal_error(e, 0, "rank %d: sa_ref_fwd failed at step %d (code %d)", a->c->rank, s, rc) : SR_OK;
+}
+
+int ring_fwd(struct dist_attn *a, const float *q, float *o, float *lse, sr_error *e) {
+  int64_t nrow = (int64_t)a->nh * a->d;
+  memset(o, 0, sizeof(float) * (size_t)(a->n_q * nrow));
+  for (int64_t i = 0; i < a->n_q * a->nh; i++) lse[i] = -INFINITY;
+  fwd_step f = {q, o, lse};
+  return ring_walk(a, PHASE_ATTN, fwd_visit, &f, e);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 
 #include "exec/dist_internal.h"
 #include "exec/fpdt.h"
+#include "exec/online_adaspa.h"
 #include "plan/util.h"
 
 // The all-to-alls take `rows`: the tokens each member of this rank's group holds in this exchange (the plan's
@@ -165,8 +166,12 @@ int dist_attn_fwd(dist_attn *a, const void *q_, const void *k, const void *v, vo
   const float *q = q_;
   float *o = o_;
   int rc;
-  if (a->U == 1) {  // vs-online: this forward's estimate first (online_vs_cpu.c)
-    rc = (a->online_cpu && online_cpu_forward(a, q, k, e)) || load_kv(a, k, v, e) || ring_fwd(a, q, o, lse, e);
+  if (a->U == 1) {  // vs-online, moba, token-topk: this forward's selection first (online_vs_cpu.c, online_gate_cpu.c);
+                    // adaspa-online: its search on the loaded shards, and the reused mask's recall after
+                    // (online_adaspa_cpu.c)
+    rc = (a->online_cpu && online_cpu_forward(a, q, k, e)) || (a->gate_cpu && gate_cpu_forward(a, q, k, e)) ||
+         load_kv(a, k, v, e) || (a->adaspa && adaspa_cpu_before(a, q, e)) || ring_fwd(a, q, o, lse, e) ||
+         (a->adaspa && adaspa_cpu_after(a, lse, e));
   } else {
     double ta = sr_now();
     rc = ulysses_scatter(a, plan_rows(a), q, a->H, 0, a->qg, e) || load_kv(a, k, v, e);

@@ -21,7 +21,8 @@ static void segment(const tile_index *ti, const int64_t *cnt, int h, int64_t qt,
 
 // The source-local keys that local query row r of head h attends to in this step (exactly the
 // elements the execution form keeps: FULL tiles whole, PARTIAL tiles and runs under the head's element
-// mask, bars under the causal mask). Returns the count written into keys.
+// mask, bars under the causal mask, or under the element mask for a TOKENS head, whose rows choose their
+// keys one by one). Returns the count written into keys.
 static int64_t row_keys(const sa_shape *s, const int64_t *qpos, const int64_t *kpos, const tile_index *ti, int src,
                         const head_mask *masks, int h, int64_t r, int64_t *keys) {
   int64_t qt = r / TILE, n = 0, a, b;
@@ -43,9 +44,10 @@ static int64_t row_keys(const sa_shape *s, const int64_t *qpos, const int64_t *k
     }
   }
   segment(ti, ti->bar_cnt, h, qt, src, &a, &b);
+  int masked_bars = m && m->kind == PATTERN_TOKENS;
   for (int64_t t = a; t < b; t++) {
     int64_t k = ti->bar_idx[t];
-    if (k < s->n_k && kpos[k] <= qpos[r]) keys[n++] = k;
+    if (k < s->n_k && (masked_bars ? sa_mask_keeps(m, qpos[r], kpos[k]) : kpos[k] <= qpos[r])) keys[n++] = k;
   }
   return n;
 }

@@ -27,6 +27,16 @@ static inline SA_HD int sa_mask_keeps(const head_mask *m, int64_t q, int64_t k) 
       int64_t c = k / m->block;
       return (int)((m->bmask[(q / m->block) * m->row_words + (c >> 6)] >> (c & 63)) & 1u);
     }
+    case PATTERN_TOKENS: {  // the window, or a key of the query's group that its row chose
+      if (q - k < m->window) return 1;
+      int64_t t = q / TILE, r = q % TILE, lo = m->tok_off[t], hi = m->tok_off[t + 1], end = hi;
+      while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (m->tok_key[mid] < k) lo = mid + 1;
+        else hi = mid;
+      }
+      return lo < end && m->tok_key[lo] == k && (int)((m->tok_rows[2 * lo + r / 64] >> (r % 64)) & 1u);
+    }
     default: return 0;
   }
 }

@@ -22,7 +22,7 @@ static double cell_work(const work_count *c) {
 // not an entry. So per interior query tile (every tile but a short last one)
 //   entries(b) = #{Delta in T : Delta <= b},  bars(b) = #{k in K : tile(k) <= b} - sum_{Delta in T, Delta <= b} cnt(b - Delta),
 // with cnt(t) the columns in tile t; sums over an interval of T are differences of a prefix of cnt. A
-// short last tile and block heads go through the per query-tile scan of a one-rank contiguous layout
+// short last tile, block heads and gated heads go through the per query-tile scan of a one-rank contiguous layout
 // (its tiles are the global tiles), which is also the reference the tests hold this against.
 
 // The entry diagonals of a head's D below nbi as runs [runs[2i], runs[2i+1]]; returns the number of runs.
@@ -82,8 +82,10 @@ int balance_block_work(const pattern *p, double *work, sr_error *e) {
         head_view v;
         if ((rc = head_view_build(pattern_head(p, layer, h), n, &v, e))) break;
         rc = tile_scan_head(&s, &v, e);
-        int64_t first_scanned = v.is_block ? 0 : nbi;
-        if (!rc && !v.is_block) head_block_work_closed(&v, nbi, diag, cnt, head);
+        // Block heads and gated ones (MoBA's blocks, token top-k's per-row keys) are no Toeplitz part and columns.
+        const int closed = !v.is_block && !v.is_tokens;
+        int64_t first_scanned = closed ? nbi : 0;
+        if (!rc && closed) head_block_work_closed(&v, nbi, diag, cnt, head);
         for (int64_t b = first_scanned; b < nb && !rc; b++) {
           // want_pairs: on a monotone layout the bars come as counts, which is all work needs
           if ((rc = tile_scan_qtile(&s, &v, 0, b, 1, e))) break;
@@ -108,7 +110,7 @@ int balance_block_work(const pattern *p, double *work, sr_error *e) {
 // query tile b >= c (TILE each), and each entry diagonal Delta turns the pair (b, b - Delta) into a tile
 // (TILE^2) instead of its bars. The first sum runs over column tiles with, per rank, its tiles at or after c;
 // a diagonal run of Delta x .. y either pair by pair (short runs) or as a sliding window of source ranks
-// (long runs: dense and wide windows). A short last tile and block heads take the planner's accounting.
+// (long runs: dense and wide windows). A short last tile, block heads and gated heads take the planner's accounting.
 
 // The rank of every global tile into R when l's local tiles are aligned global tiles; 0 when they are not.
 static int aligned_tile_ranks(const layout *l, int32_t *R) {
@@ -168,7 +170,10 @@ static int layer_rank_work(const pattern *p, int layer, const layout *l, rank_wo
   const int W = l->world;
   memset(M, 0, (size_t)W * W * sizeof *M);
   int block = 0;
-  for (int h = 0; h < p->heads; h++) block |= pattern_head(p, layer, h)->kind == PATTERN_BLOCK;
+  for (int h = 0; h < p->heads; h++) {
+    pattern_kind k = pattern_head(p, layer, h)->kind;
+    block |= k == PATTERN_BLOCK || k == PATTERN_MOBA || k == PATTERN_TOKENS;  // no Toeplitz part and columns
+  }
   if (!c) block = 1;  // not aligned: the accounting does it all
   if (block) {
     int rc = tiles_account_layer(p, layer, l, counts, e);

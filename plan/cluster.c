@@ -65,11 +65,13 @@ static void gpu_defaults(gpu_desc *g) {
   g->eff_attn_bwd_full = 0.4, g->eff_attn_bwd_partial = 0.3, g->eff_attn_bwd_bar = 0.2;
   g->eff_mem = 0.8;
   g->comm_slowdown = 1.0;
+  g->adaspa_search_ratio = 0;  // AdaSpa's reported ratio (sim/estimate.c)
 }
 
 static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error *e) {
-  static const char *const known[] = {"name",       "peak_tflops",   "fp64_tflops",   "hbm_gbps",
-                                      "mem_gib",    "efficiency",    "comm_slowdown", "ring_step", NULL};
+  static const char *const known[] = {"name",          "peak_tflops", "fp64_tflops",   "fp8_tflops", "hbm_gbps",
+                                      "mem_gib",       "efficiency",  "comm_slowdown", "ring_step",  "adaspa_search_ratio",
+                                      NULL};
   static const char *const known_ring[] = {"fwd_us", "bwd_us", "fwd_cell_us", "bwd_cell_us", NULL};
   static const char *const known_eff[] = {"gemm", "attn_fwd_full", "attn_fwd_partial", "attn_fwd_bar", "attn_bwd_full",
                                           "attn_bwd_partial", "attn_bwd_bar", "mem", NULL};
@@ -84,6 +86,9 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
   g->fp64_tflops = g->peak_tflops * (34.0 / 989.0);
   if ((rc = get_positive(gpu, "fp64_tflops", 0, 1e4, "FP64 vector TFLOP/s", &g->fp64_tflops, file, "gpu", e)))
     return rc;
+  // absent: no FP8 units (A100), the indexer runs at the bf16 rate
+  g->fp8_tflops = g->peak_tflops;
+  if ((rc = get_positive(gpu, "fp8_tflops", 0, 1e5, "dense FP8 TFLOP/s", &g->fp8_tflops, file, "gpu", e))) return rc;
   if ((rc = get_positive(gpu, "hbm_gbps", 1, 1e6, "GB/s", &g->hbm_gbps, file, "gpu", e))) return rc;
   if ((rc = get_positive(gpu, "mem_gib", 1, 1e5, "GiB", &g->mem_gib, file, "gpu", e))) return rc;
   const cJSON *eff = cJSON_GetObjectItemCaseSensitive(gpu, "efficiency");
@@ -95,6 +100,10 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
     for (int i = 0; known_eff[i]; i++)
       if ((rc = get_efficiency(eff, known_eff[i], dst[i], file, e))) return rc;
   }
+  // optional: the search's measured share of a dense forward (written back only when given)
+  if ((rc = get_positive(gpu, "adaspa_search_ratio", 0, 100, "share of a dense forward", &g->adaspa_search_ratio, file,
+                         "gpu", e)))
+    return rc;
   double slow = NAN;
   if ((rc = json_get_num(gpu, "comm_slowdown", 0, -INFINITY, INFINITY, &slow, file, "gpu", e))) return rc;
   if (!isnan(slow)) {
@@ -256,6 +265,7 @@ char *cluster_to_json(const cluster_desc *c) {
   add_str(gpu, "name", g->name, &ok);
   add_num(gpu, "peak_tflops", g->peak_tflops, &ok);
   add_num(gpu, "fp64_tflops", g->fp64_tflops, &ok);
+  add_num(gpu, "fp8_tflops", g->fp8_tflops, &ok);
   add_num(gpu, "hbm_gbps", g->hbm_gbps, &ok);
   add_num(gpu, "mem_gib", g->mem_gib, &ok);
   cJSON *eff = add_obj(gpu, "efficiency", &ok);
@@ -268,6 +278,7 @@ char *cluster_to_json(const cluster_desc *c) {
   add_num(eff, "attn_bwd_bar", g->eff_attn_bwd_bar, &ok);
   add_num(eff, "mem", g->eff_mem, &ok);
   add_num(gpu, "comm_slowdown", g->comm_slowdown, &ok);
+  if (g->adaspa_search_ratio > 0) add_num(gpu, "adaspa_search_ratio", g->adaspa_search_ratio, &ok);
   if (g->ring_step_us[0] > 0 || g->ring_step_us[1] > 0 || g->ring_cell_us[0] > 0 || g->ring_cell_us[1] > 0) {
     cJSON *ring = add_obj(gpu, "ring_step", &ok);
     add_num(ring, "fwd_us", g->ring_step_us[0], &ok);

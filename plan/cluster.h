@@ -12,6 +12,7 @@ typedef struct {
   char name[64];            // "A100-SXM4-40GB"
   double peak_tflops;       // dense bf16 tensor-core peak
   double fp64_tflops;       // FP64 vector (CUDA-core) peak: the online pattern estimator scores in float64
+  double fp8_tflops;        // dense FP8 tensor-core peak (token top-k's indexer); the bf16 peak where there is none
   double hbm_gbps;          // HBM bandwidth
   double mem_gib;           // device memory
   // Achieved fraction of peak, per kind of work (calibration overwrites these).
@@ -26,6 +27,8 @@ typedef struct {
   // running fp32 output). [0] forward, [1] backward. Fitted by sparsering-exec calibrate (exec/calib_ring.c).
   double ring_step_us[2];
   double ring_cell_us[2];
+  double adaspa_search_ratio;  // AdaSpa's LSE-cached block search as a share of one dense attention forward over
+                               // the same keys (0: AdaSpa's reported 0.5; scripts/gpu/adaspa_run.sh measures it)
 } gpu_desc;
 
 typedef struct {

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/gating.h"
+#include "plan/tile_index.h"
+
 // ---------------------------------------------------------------------------------------------
 // allocation
 
@@ -21,21 +24,68 @@ int pattern_alloc(pattern *p, int64_t n_tokens, int layers, int heads, sr_error 
   return SR_OK;
 }
 
+void pattern_head_clear(head_pattern *h) {
+  free(h->vertical);
+  free(h->slash);
+  free(h->mask);
+  free(h->sel_off);
+  free(h->sel);
+  free(h->tok_off);
+  free(h->tok_key);
+  free(h->tok_rows);
+  memset(h, 0, sizeof *h);
+  h->kind = PATTERN_DENSE;
+}
+
 void pattern_free(pattern *p) {
   if (!p) return;
-  if (p->h) {
-    for (int64_t i = 0; i < (int64_t)p->layers * p->heads; i++) {
-      free(p->h[i].vertical);
-      free(p->h[i].slash);
-      free(p->h[i].mask);
-    }
-  }
+  if (p->h)
+    for (int64_t i = 0; i < (int64_t)p->layers * p->heads; i++) pattern_head_clear(&p->h[i]);
   free(p->h);
   memset(p, 0, sizeof *p);
 }
 
 // ---------------------------------------------------------------------------------------------
 // the reference keep rule
+
+// Does MoBA group t keep (earlier) block c?
+static int moba_keeps_block(const head_pattern *h, int64_t t, int64_t c) {
+  if (!h->gen_key) {
+    int64_t lo = h->sel_off[t], hi = h->sel_off[t + 1];
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (h->sel[mid] < c) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < h->sel_off[t + 1] && h->sel[lo] == c;
+  }
+  int32_t *buf = malloc(sizeof(int32_t) * (size_t)(t * TILE / h->block + 1));
+  int64_t n = buf ? moba_group_blocks(h, 0, t, buf) : 0, kept = 0;
+  for (int64_t x = 0; x < n; x++) kept |= buf[x] == c;
+  free(buf);
+  return (int)kept;
+}
+
+// Does row q of its group keep key k through the group's keys?
+static int tokens_keeps(const head_pattern *h, int64_t q, int64_t k) {
+  int64_t t = q / TILE, r = q % TILE;
+  if (!h->gen_key) {
+    int64_t lo = h->tok_off[t], hi = h->tok_off[t + 1];
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (h->tok_key[mid] < k) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < h->tok_off[t + 1] && h->tok_key[lo] == k && ((h->tok_rows[2 * lo + r / 64] >> (r % 64)) & 1u);
+  }
+  tokens_span *sp = malloc(sizeof *sp * (size_t)tokens_group_room(h, t));
+  int64_t n = sp ? tokens_group_spans(h, q + 1, t, sp) : 0;
+  int kept = 0;
+  for (int64_t x = 0; x < n; x++)
+    if (k >= sp[x].key && k < (int64_t)sp[x].key + sp[x].len) kept = (int)((sp[x].rows[r / 64] >> (r % 64)) & 1u);
+  free(sp);
+  return kept;
+}
 
 static int sorted_contains(const int32_t *a, int32_t n, int64_t x) {
   int32_t lo = 0, hi = n;
@@ -57,6 +107,8 @@ int pattern_keeps(const head_pattern *h, int64_t q, int64_t k) {
       int64_t p = q / h->block, c = k / h->block;
       return (int)((h->mask[p * h->row_words + c / 64] >> (c % 64)) & 1u);
     }
+    case PATTERN_MOBA: return k / h->block == q / h->block || moba_keeps_block(h, q / TILE, k / h->block);
+    case PATTERN_TOKENS: return q - k < h->tok_window || tokens_keeps(h, q, k);
   }
   return 0;
 }
@@ -76,6 +128,43 @@ static int check_sorted_unique(const int32_t *a, int32_t n, int64_t n_tokens, co
                             a[i], a[i - 1]);
   }
   return SR_OK;
+}
+
+// Offsets [n_groups + 1] from 0, non-decreasing; each group's entries ascending, each in [0, lim(group)).
+static int check_groups(const int64_t *off, const int32_t *v, int64_t ng, int64_t per, int64_t step, const char *what,
+                        const char *file, const char *field, sr_error *e) {
+  if (!off || off[0] != 0) return sr_input_error(e, file, field, "%s: offsets missing or not starting at 0", what);
+  for (int64_t t = 0; t < ng; t++) {
+    if (off[t + 1] < off[t]) return sr_input_error(e, file, field, "%s: group %lld has a negative count", what, (long long)t);
+    int64_t lim = (t * TILE + per) / step;  // MOBA: the own block (per 0, step B); TOKENS: past the last row
+    for (int64_t x = off[t]; x < off[t + 1]; x++)
+      if (v[x] < 0 || v[x] >= lim || (x > off[t] && v[x] <= v[x - 1]))
+        return sr_input_error(e, file, field, "%s: group %lld entry %d is not ascending in [0, %lld)", what,
+                              (long long)t, v[x], (long long)lim);
+  }
+  return SR_OK;
+}
+
+static int validate_moba(const head_pattern *h, int64_t n_tokens, const char *file, const char *field, sr_error *e) {
+  if (h->block < TILE || h->block % TILE)
+    return sr_input_error(e, file, field, "moba block size %d must be a multiple of %d", h->block, TILE);
+  if (h->topk < 1) return sr_input_error(e, file, field, "moba top-k %d must be >= 1", h->topk);
+  if (h->n_groups != gating_n_groups(n_tokens))
+    return sr_input_error(e, file, field, "n_groups %lld should be ceil(%lld / %d)", (long long)h->n_groups,
+                          (long long)n_tokens, TILE);
+  return h->gen_key ? SR_OK : check_groups(h->sel_off, h->sel, h->n_groups, 0, h->block, "moba blocks", file, field, e);
+}
+
+static int validate_tokens(const head_pattern *h, int64_t n_tokens, const char *file, const char *field, sr_error *e) {
+  if (h->topk < 1 || h->tok_window < 0)
+    return sr_input_error(e, file, field, "token top-k %d must be >= 1 and its window %lld >= 0", h->topk,
+                          (long long)h->tok_window);
+  if (h->n_groups != gating_n_groups(n_tokens))
+    return sr_input_error(e, file, field, "n_groups %lld should be ceil(%lld / %d)", (long long)h->n_groups,
+                          (long long)n_tokens, TILE);
+  if (h->gen_key) return SR_OK;
+  if (!h->tok_rows) return sr_input_error(e, file, field, "token top-k head without row masks");
+  return check_groups(h->tok_off, h->tok_key, h->n_groups, TILE, 1, "token keys", file, field, e);
 }
 
 int pattern_validate_head(const head_pattern *h, int64_t n_tokens, const char *file, const char *field, sr_error *e) {
@@ -103,6 +192,8 @@ int pattern_validate_head(const head_pattern *h, int64_t n_tokens, const char *f
       if (!h->mask) return sr_input_error(e, file, field, "block pattern without a mask");
       return SR_OK;
     }
+    case PATTERN_MOBA: return validate_moba(h, n_tokens, file, field, e);
+    case PATTERN_TOKENS: return validate_tokens(h, n_tokens, file, field, e);
   }
   return sr_input_error(e, file, field, "unknown pattern kind %d", (int)h->kind);
 }
@@ -138,6 +229,24 @@ int pattern_heads_equal(const head_pattern *a, const head_pattern *b) {
       return a->n_vertical == b->n_vertical && a->n_slash == b->n_slash &&
              same_array(a->vertical, b->vertical, a->n_vertical, sizeof *a->vertical) &&
              same_array(a->slash, b->slash, a->n_slash, sizeof *a->slash);
+    case PATTERN_MOBA: {
+      if (a->block != b->block || a->topk != b->topk || a->n_groups != b->n_groups || a->gen_key != b->gen_key ||
+          a->gen_step != b->gen_step || a->gen_rho != b->gen_rho)
+        return 0;
+      if (a->gen_key) return 1;
+      if (!same_array(a->sel_off, b->sel_off, a->n_groups + 1, sizeof *a->sel_off)) return 0;
+      return same_array(a->sel, b->sel, a->sel_off ? a->sel_off[a->n_groups] : 0, sizeof *a->sel);
+    }
+    case PATTERN_TOKENS: {
+      if (a->topk != b->topk || a->tok_window != b->tok_window || a->n_groups != b->n_groups ||
+          a->gen_key != b->gen_key || a->gen_step != b->gen_step)
+        return 0;
+      if (a->gen_key) return 1;
+      if (!same_array(a->tok_off, b->tok_off, a->n_groups + 1, sizeof *a->tok_off)) return 0;
+      int64_t n = a->tok_off ? a->tok_off[a->n_groups] : 0;
+      return same_array(a->tok_key, b->tok_key, n, sizeof *a->tok_key) &&
+             same_array(a->tok_rows, b->tok_rows, 2 * n, sizeof *a->tok_rows);
+    }
     case PATTERN_BLOCK:
       return a->block == b->block && a->n_blocks == b->n_blocks && a->row_words == b->row_words &&
              same_array(a->mask, b->mask, a->n_blocks * a->row_words, sizeof *a->mask);

@@ -5,6 +5,9 @@
 //   WINDOW  k < sinks  or  q - k < window                      (attention sinks + sliding window)
 //   VS      k in vertical  or  (q - k) in slash                (MTraining / MInference vertical-slash)
 //   BLOCK   mask[q / block][k / block]                         (AdaSpa / block-sparse)
+//   MOBA    k / block == q / block, or k / block in sel(q / TILE)    (MoBA block gating, plan/gating.h)
+//   TOKENS  q - k < window, or k in keys(q / TILE) for row q % TILE  (DeepSeek-style token top-k)
+// MOBA and TOKENS select per query group: the TILE (128) consecutive global rows [TILE t, TILE t + TILE).
 // The execution form (tile_index.h) computes exactly these elements: tiles that are wholly kept run
 // unmasked, tiles kept in part run with this element mask, and vertical columns outside kept tiles
 // run as gathered "bars".
@@ -15,7 +18,7 @@
 
 #include "plan/error.h"
 
-typedef enum { PATTERN_DENSE, PATTERN_WINDOW, PATTERN_VS, PATTERN_BLOCK } pattern_kind;
+typedef enum { PATTERN_DENSE, PATTERN_WINDOW, PATTERN_VS, PATTERN_BLOCK, PATTERN_MOBA, PATTERN_TOKENS } pattern_kind;
 
 typedef struct {
   pattern_kind kind;
@@ -28,6 +31,25 @@ typedef struct {
   int64_t n_blocks;          // ceil(n_tokens / B)
   int64_t row_words;         // 64-bit words per block row: ceil(n_blocks / 64)
   uint64_t *mask;            // [n_blocks * row_words], bit (p, c) = word[p*row_words + c/64] >> (c%64)
+  // MOBA (block = B, a multiple of TILE) and TOKENS, per query group t (n_groups = ceil(n_tokens / TILE)):
+  //   MOBA   group t keeps its own block causally and the earlier blocks sel[sel_off[t] .. sel_off[t + 1])
+  //          (ascending): the union of its rows' top (topk - 1) blocks.
+  //   TOKENS group t holds keys tok_key[tok_off[t] .. tok_off[t + 1]) (ascending); row r of the group keeps
+  //          key x when bit r of the 128-bit row mask tok_rows[2x], tok_rows[2x + 1] is set; every row also
+  //          keeps offsets q - k < tok_window (the stand-in's local window; 0 for selections from data).
+  // A stand-in (gen_key != 0) holds no arrays: its group selections are drawn on demand from gen_key and
+  // gen_step (plan/gating.h), so a 4M-token model costs no memory.
+  int32_t topk;              // MOBA: blocks a query keeps, its own included; TOKENS: tokens a query keeps
+  int64_t n_groups;
+  int64_t *sel_off;          // MOBA: [n_groups + 1]
+  int32_t *sel;
+  int64_t *tok_off;          // TOKENS: [n_groups + 1]
+  int32_t *tok_key;
+  uint64_t *tok_rows;        // TOKENS: [2 * tok_off[n_groups]]
+  int64_t tok_window;
+  uint64_t gen_key;          // stand-in draws (0: explicit arrays)
+  int32_t gen_step;          // training step of the stand-in's drift
+  double gen_rho;            // MOBA stand-in: a group's union over one row's topk - 1 picks
 } head_pattern;
 
 typedef struct {
@@ -40,11 +62,14 @@ typedef struct {
 int pattern_alloc(pattern *p, int64_t n_tokens, int layers, int heads, sr_error *e);
 // Release all arrays of a pattern.
 void pattern_free(pattern *p);
+// Release one head's arrays and make it DENSE (a head about to be rewritten).
+void pattern_head_clear(head_pattern *h);
 // Head (layer, head).
 static inline head_pattern *pattern_head(const pattern *p, int layer, int head) {
   return &p->h[(int64_t)layer * p->heads + head];
 }
-// Does the head keep (q, k)? The reference semantics (O(log) for VS); causal included.
+// Does the head keep (q, k)? The reference semantics (O(log) for VS; MOBA and TOKENS stand-ins draw the
+// query's group on every call: slow, for tests); causal included.
 int pattern_keeps(const head_pattern *h, int64_t q, int64_t k);
 // Do all heads of `layer` keep the same elements (dense everywhere, or one and the same window)? Then one
 // head's execution form serves the layer.

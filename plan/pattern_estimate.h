@@ -80,4 +80,61 @@ int adaspa_search_layer(const float *q, const float *k, int64_t n, int32_t heads
                         float scale, int32_t block, const double *lse, double s, pattern *p, int layer, double *recall,
                         sr_error *e);
 
+// ---------------------------------------------------------------------------------------------
+// AdaSpa block search over ranks (adaspa-online in the executor and the trainer): exact
+//
+// A rank searches its own queries against every shard of keys it sees (the ring brings each one), in three
+// passes over the shards: row maxima (adaspa_rowmax), row sums of exp(score - max) in 128-bit fixed point
+// (adaspa_rowsum) -- together the dense pass, whose LSE = max + log(sum) (adaspa_lse) can be cached -- then
+// the block masses, exp(score - LSE) in fixed point summed per (query block, key block) (adaspa_mass_add).
+// Scores are float64 sums in dimension order and exp is vs_fixed.h's, so every partial is exact: the masses
+// (and so the masks) equal one process's over all keys bit for bit, whatever the number of ranks and the
+// order of the shards. The selection ranks the fixed-point masses (ties: the lower column).
+
+typedef struct {
+  double sparsity;   // base sparsity s: the share of each causal block row's blocks dropped
+  int32_t block;     // B (128 by default)
+  double threshold;  // heads whose recall at s exceeds it are the "easy" ones (AdaSpa: 0.8)
+} adaspa_opts;
+
+typedef struct {
+  int32_t heads, kv_heads, head_dim;
+  int32_t block;         // B: query block q / B, key block k / B (global positions)
+  int64_t n_q;           // query rows searched here
+  int64_t n_tokens;      // N: nb = ceil(N / B) block rows and columns
+  float scale;           // softmax scale, usually 1/sqrt(head_dim)
+  const float *q;        // [n_q, heads, head_dim]
+  const int64_t *qpos;   // [n_q] global positions
+} adaspa_query;
+
+// Defaults: sparsity 0.8, B 128, threshold 0.8.
+adaspa_opts adaspa_defaults(void);
+// Max-merge the causal score maxima against one shard of keys (k [n_k, kv_heads, head_dim] at kpos) into
+// row_max [heads * n_q] (row h * n_q + i; initialise to -INFINITY).
+void adaspa_rowmax(const adaspa_query *qs, const float *k, const int64_t *kpos, int64_t n_k, double *row_max);
+// Add the shard's fixed-point exp(score - row_max) into row_sum [heads * n_q] (initialise to 0).
+void adaspa_rowsum(const adaspa_query *qs, const float *k, const int64_t *kpos, int64_t n_k, const double *row_max,
+                   vs_acc *row_sum);
+// Each row's LSE = max + log(sum) [heads * n_q] once every shard has been seen.
+void adaspa_lse(const adaspa_query *qs, const double *row_max, const vs_acc *row_sum, double *lse);
+// Add the shard's fixed-point exp(score - lse) into mass [heads, nb, nb] (initialise to 0), by query block and key
+// block; lse [heads * n_q] from adaspa_lse (cached: of the same Q and K, else exp saturates at 1).
+void adaspa_mass_add(const adaspa_query *qs, const float *k, const int64_t *kpos, int64_t n_k, const double *lse,
+                     vs_acc *mass);
+// Per causal block row pb in [row_lo, row_hi) of one head's masses [nb, nb]: keep the
+// ceil((1 - sparsity) (pb + 1)) blocks of largest mass (at least 1; ties: lower column), as adaspa_select; set
+// their bits in mask (row_words words a row; NULL: no mask) and add their mass into *kept, the row's into *total.
+void adaspa_select_rows(const vs_acc *mass, int64_t nb, double sparsity, int64_t row_lo, int64_t row_hi,
+                        int64_t row_words, uint64_t *mask, vs_acc *kept, vs_acc *total);
+// The head-adaptive masks: from every head's masses [heads, nb, nb] and its kept / total mass at base sparsity
+// o->sparsity (all rows), the sparsities of adaspa_head_sparsity, then BLOCK heads (block o->block) of pattern
+// layer `layer` at them; sparsity [heads] (may be NULL) and recall [heads] = kept / total at them out.
+int adaspa_masks_build(const vs_acc *mass, const vs_acc *kept, const vs_acc *total, const adaspa_opts *o, pattern *p,
+                       int layer, double *sparsity, double *recall, sr_error *e);
+// One process, every key: the three passes (lse NULL: the dense pass here; else lse [heads * n_q] cached) over
+// k [n_k, kv_heads, head_dim] at kpos, the selection at base sparsity, the budgets and the masks into layer
+// `layer` of p (its n_tokens = qs->n_tokens); recall [heads] out. The reference the distributed search equals.
+int adaspa_search_exact(const adaspa_query *qs, const float *k, const int64_t *kpos, int64_t n_k, const double *lse,
+                        const adaspa_opts *o, pattern *p, int layer, double *recall, sr_error *e);
+
 #endif

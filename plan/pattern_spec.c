@@ -56,6 +56,8 @@ static int expect_parts(const char *spec, int n, int lo, int hi, const char *for
 
 pattern_estimation pattern_spec_estimation(const char *spec) {
   if (strncmp(spec, "vs-online:", 10) == 0) return PATTERN_ONLINE;
+  if (strncmp(spec, "adaspa-online:", 14) == 0) return PATTERN_SEARCHED;
+  if (strncmp(spec, "moba:", 5) == 0 || strncmp(spec, "token-topk:", 11) == 0) return PATTERN_GATED;
   if (strncmp(spec, "vs-topp", 7) == 0 || strncmp(spec, "vs-preset", 9) == 0) return PATTERN_STAND_IN;
   return PATTERN_FIXED;
 }
@@ -99,6 +101,70 @@ int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e) {
   return online_parts(spec, split(spec, buf, sizeof buf, part), part, o, e);
 }
 
+int pattern_spec_at_run_time(const char *spec) {
+  pattern_estimation k = pattern_spec_estimation(spec);
+  return k == PATTERN_ONLINE || k == PATTERN_SEARCHED || k == PATTERN_GATED;
+}
+
+// adaspa:S[:B] and adaspa-online:S[:B] (parts already split)
+static int adaspa_parts(const char *spec, int n, char **part, adaspa_opts *o, sr_error *e) {
+  *o = adaspa_defaults();
+  int64_t B = o->block;
+  int rc = expect_parts(spec, n, 2, 3, strcmp(part[0], "adaspa") ? "adaspa-online:SPARSITY[:B]" : "adaspa:SPARSITY[:B]", e);
+  if (!rc) rc = parse_frac(spec, part[1], "sparsity", 0, 0.999999, &o->sparsity, e);
+  if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
+  if (!rc && B > INT32_MAX) rc = sr_input_error(e, NULL, "pattern", "'%s': block size above %d", spec, INT32_MAX);
+  o->block = (int32_t)B;
+  return rc;
+}
+
+int pattern_spec_adaspa_opts(const char *spec, adaspa_opts *o, sr_error *e) {
+  char buf[512], *part[MAX_PARTS];
+  if (!spec || pattern_spec_estimation(spec) != PATTERN_SEARCHED)
+    return sr_input_error(e, NULL, "pattern", "'%s' is not a searched pattern (adaspa-online:S[:B])", spec ? spec : "");
+  return adaspa_parts(spec, split(spec, buf, sizeof buf, part), part, o, e);
+}
+
+// moba:B:K or token-topk:K[:IH:ID] (parts already split)
+static int gating_parts(const char *spec, int n, char **part, gating_opts *o, sr_error *e) {
+  memset(o, 0, sizeof *o);
+  int64_t a = 0, b = 0, c = 0;
+  int rc;
+  if (strcmp(part[0], "moba") == 0) {
+    o->kind = PATTERN_MOBA;
+    rc = expect_parts(spec, n, 3, 4, "moba:B:K[:RHO] (blocks of B tokens, a multiple of 128; K blocks a query, its own "
+                      "included; RHO the stand-in's union ratio)", e);
+    if (!rc) rc = parse_int(spec, part[1], "block size", 128, &a, e);
+    if (!rc) rc = parse_int(spec, part[2], "top-k", 1, &b, e);
+    o->rho = MOBA_DEFAULT_RHO;
+    if (!rc && n == 4) rc = parse_frac(spec, part[3], "union ratio", 1, 1e6, &o->rho, e);
+    if (!rc && (a % 128 || a > INT32_MAX))
+      rc = sr_input_error(e, NULL, "pattern", "'%s': block size %lld should be a multiple of 128 (a query tile)", spec, (long long)a);
+    if (!rc && b > INT32_MAX) rc = sr_input_error(e, NULL, "pattern", "'%s': top-k above %d", spec, INT32_MAX);
+    o->block = (int32_t)a, o->topk = (int32_t)b;
+    return rc;
+  }
+  o->kind = PATTERN_TOKENS;
+  b = TOKENS_DEFAULT_IH, c = TOKENS_DEFAULT_ID;
+  rc = n == 2 || n == 4 ? SR_OK
+                        : sr_input_error(e, NULL, "pattern", "'%s': expected token-topk:K[:IH:ID] (K tokens a query; "
+                                                             "indexer heads and their dimension)", spec);
+  if (!rc) rc = parse_int(spec, part[1], "top-k", 1, &a, e);
+  if (!rc && n == 4) rc = parse_int(spec, part[2], "indexer heads", 1, &b, e);
+  if (!rc && n == 4) rc = parse_int(spec, part[3], "indexer dimension", 1, &c, e);
+  if (!rc && (a > INT32_MAX || b > 4096 || c > 4096))
+    rc = sr_input_error(e, NULL, "pattern", "'%s': top-k above %d or an indexer above 4096 heads or dimensions", spec, INT32_MAX);
+  o->topk = (int32_t)a, o->ih = (int32_t)b, o->id = (int32_t)c;
+  return rc;
+}
+
+int pattern_spec_gating_opts(const char *spec, gating_opts *o, sr_error *e) {
+  char buf[512], *part[MAX_PARTS];
+  if (!spec || pattern_spec_estimation(spec) != PATTERN_GATED)
+    return sr_input_error(e, NULL, "pattern", "'%s' is not a gated pattern (moba:B:K or token-topk:K[:IH:ID])", spec ? spec : "");
+  return gating_parts(spec, split(spec, buf, sizeof buf, part), part, o, e);
+}
+
 int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                       sr_error *e) {
   memset(out, 0, sizeof *out);
@@ -112,13 +178,15 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
   if (strcmp(kind, "trace") == 0 || strcmp(kind, "vs-fit") == 0)
     return sr_input_error(e, NULL, "pattern", "'%s': trace patterns and fits are read by the traces module "
                           "(pattern_source_load), not synthesised here", spec);
-  static const char *const known[] = {"dense", "window", "vs-like", "vs-preset", "vs-topp", "vs-online", "block", "adaspa"};
+  static const char *const known[] = {"dense",     "window", "vs-like", "vs-preset",     "vs-topp", "vs-online",
+                                      "block",     "adaspa", "adaspa-online", "moba", "token-topk"};
   int found = 0;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) found |= strcmp(kind, known[i]) == 0;
   if (!found)
     return sr_input_error(e, NULL, "pattern",
                           "unknown pattern source '%s' (expected dense, window:S:W, vs-like:S:W:NV, vs-preset:NAME, "
-                          "vs-topp:P, vs-online:P, vs-online:topk:V:S, block:D[:B], adaspa:S[:B], trace:PATH or vs-fit:PATH)", spec);
+                          "vs-topp:P, vs-online:P, vs-online:topk:V:S, block:D[:B], adaspa:S[:B], adaspa-online:S[:B], "
+                          "moba:B:K, token-topk:K[:IH:ID], trace:PATH or vs-fit:PATH)", spec);
   int rc = pattern_alloc(out, n_tokens, (int)m->num_layers, (int)m->num_heads, e);
   if (rc) return rc;
   synth_opts o = synth_defaults(seed, step);
@@ -161,18 +229,21 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
     rc = expect_parts(spec, n, 2, 2, "vs-topp:P with P in (0, 1)", e);
     if (!rc) rc = parse_frac(spec, part[1], "top-p mass", 1e-6, 1 - 1e-6, &x, e);
     if (!rc) rc = synth_vs_topp(out, x, &o, e);
+  } else if (strcmp(kind, "moba") == 0 || strcmp(kind, "token-topk") == 0) {
+    gating_opts g;
+    rc = gating_parts(spec, n, part, &g, e);
+    if (!rc)
+      rc = g.kind == PATTERN_MOBA ? gating_moba_standin(out, g.block, g.topk, g.rho, &o, e) : gating_tokens_standin(out, g.topk, &o, e);
   } else if (strcmp(kind, "block") == 0) {
     rc = expect_parts(spec, n, 2, 3, "block:DENSITY[:B]", e);
     if (!rc) rc = parse_frac(spec, part[1], "density", 1e-9, 1, &x, e);
     if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
     if (!rc && B > INT32_MAX) rc = sr_input_error(e, NULL, "pattern", "'%s': block size above %d", spec, INT32_MAX);
     if (!rc) rc = synth_block(out, x, (int32_t)B, &o, e);
-  } else {
-    rc = expect_parts(spec, n, 2, 3, "adaspa:SPARSITY[:B]", e);
-    if (!rc) rc = parse_frac(spec, part[1], "sparsity", 0, 0.999999, &x, e);
-    if (!rc && n == 3) rc = parse_int(spec, part[2], "block size", 1, &B, e);
-    if (!rc && B > INT32_MAX) rc = sr_input_error(e, NULL, "pattern", "'%s': block size above %d", spec, INT32_MAX);
-    if (!rc) rc = synth_adaspa(out, x, (int32_t)B, &o, e);
+  } else {  // adaspa, and adaspa-online's stand-in (the same synthetic AdaSpa-like heads)
+    adaspa_opts ao;
+    rc = adaspa_parts(spec, n, part, &ao, e);
+    if (!rc) rc = synth_adaspa(out, ao.sparsity, ao.block, &o, e);
   }
   if (rc) pattern_free(out);
   return rc;

@@ -13,6 +13,16 @@
 //                              [0, WINDOW) besides what it selects (MInference keeps 30 and 100)
 //   block:DENSITY[:B]          clustered block-sparse, B = 128 by default
 //   adaspa:SPARSITY[:B]        AdaSpa-like head-adaptive block-sparse, B = 128 by default
+//   adaspa-online:SPARSITY[:B] AdaSpa's block search from the data (executor and trainer): a dense pass for each
+//                              row's LSE, the block masses, the head-adaptive top blocks, the mask reused
+//                              between searches (plan.spec.search_every); planned and simulated as
+//                              adaspa:SPARSITY[:B] (the simulator adds the search)
+//   moba:B:K[:RHO]             MoBA block gating: blocks of B tokens (a multiple of 128), K blocks a query
+//                              (its own included); selected from Q and K in every forward by the executor and
+//                              the trainer, planned and simulated on the stand-in of plan/gating.h, whose
+//                              128-row groups keep RHO (K - 1) blocks (default MOBA_DEFAULT_RHO)
+//   token-topk:K[:IH:ID]       DeepSeek-style token top-k: K tokens a query from an indexer of IH heads of
+//                              dimension ID (64 and 128 by default, DeepSeek-V3.2's); likewise
 // "trace:PATH" (a recorded trace) and "vs-fit:PATH" (the generator fitted to one, synth_fitted) are read by
 // traces/ and are input errors here.
 #ifndef SR_PATTERN_SPEC_H
@@ -21,6 +31,7 @@
 #include <stdint.h>
 
 #include "plan/error.h"
+#include "plan/gating.h"
 #include "plan/model.h"
 #include "plan/pattern.h"
 #include "plan/pattern_estimate.h"
@@ -37,10 +48,14 @@ int pattern_spec_check(const char *spec, const model_config *m, int64_t n_tokens
 // from the data in every forward pass: vs-online is that selection (the executor and the trainer run it),
 // vs-topp and vs-preset are the planner's synthetic stand-ins for it; every other source is fixed.
 typedef enum {
-  PATTERN_FIXED,     // dense, window, vs-like, block, adaspa, trace: given before the step
+  PATTERN_FIXED,     // dense, window, vs-like, block, adaspa, trace, vs-fit: given before the step
   PATTERN_STAND_IN,  // vs-topp, vs-preset: built before the step; the executor runs it as given, the
                      // simulator charges the estimation it stands for (unless told the pattern is given)
   PATTERN_ONLINE,    // vs-online: estimated from the data in every forward pass, and charged for
+  PATTERN_SEARCHED,  // adaspa-online: searched from the data at chosen steps and reused in between (AdaSpa),
+                     // and charged for
+  PATTERN_GATED,     // moba, token-topk: selected from Q and K by the model's gate in every forward pass (the
+                     // executor and the trainer run it), planned on the stand-in, the gate charged by the simulator
 } pattern_estimation;
 // How the spec's pattern is estimated (above); the one answer for the simulator and the executor.
 pattern_estimation pattern_spec_estimation(const char *spec);
@@ -48,5 +63,13 @@ pattern_estimation pattern_spec_estimation(const char *spec);
 // trainer): the last queries' scores, top-p P with cap 4096 or the fixed (V, S) budget, no forced sinks
 // or window. SR_EINPUT naming "pattern" for a spec that is not a well-formed vs-online one.
 int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e);
+// Is the pattern that runs chosen from the data at run time (vs-online, adaspa-online, moba, token-topk)? Then a
+// run's pattern is what the executor reports (dist_attn_pattern_used), not the plan's stand-in.
+int pattern_spec_at_run_time(const char *spec);
+// The search settings of an "adaspa-online:S[:B]" spec (threshold 0.8, AdaSpa's); SR_EINPUT naming "pattern"
+// for any other spec.
+int pattern_spec_adaspa_opts(const char *spec, adaspa_opts *o, sr_error *e);
+// The settings of a gated spec (moba:B:K, token-topk:K[:IH:ID]); SR_EINPUT naming "pattern" otherwise.
+int pattern_spec_gating_opts(const char *spec, gating_opts *o, sr_error *e);
 
 #endif

@@ -2,6 +2,8 @@
 // schedule from a spec (JSON reading and writing live in plan_json.c).
 #include "plan/plan.h"
 
+#include "plan/pattern_spec.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +24,7 @@ void plan_spec_defaults(plan_spec *s) {
   s->recompute = 1;
   s->zero = 1;
   s->kv_bytes = 2;  // bf16
+  s->search_every = 1;
   snprintf(s->trainer, sizeof s->trainer, "mixed");
 }
 
@@ -45,10 +48,15 @@ static const strategy_row strategies[] = {
     {"mtraining", "striped", 128, "double-ring", "vs-topp:0.95", 0},
     {"mtraining-zigzag", "zigzag", 1, "double-ring", "vs-topp:0.95", 0},
     {"mtraining-flat", "striped", 128, "ring", "vs-topp:0.95", 0},
+    // AdaSpa's LSE-cached block search, searched from the data (sparsity 0.9: one block in ten a row, near the
+    // density of MTraining's top-p patterns); --search-every sets how often
+    {"adaspa", "striped", 128, "ring", "adaspa-online:0.9", 0},
 };
 
 const char *const plan_strategy_names[] = {"dense-ring", "zigzag-ring", "striped-ring", "ulysses", "usp", "fpdt",
-                                           "naive-sparse", "mtraining", "mtraining-zigzag", "mtraining-flat", NULL};
+                                           "naive-sparse", "mtraining", "mtraining-zigzag", "mtraining-flat", "adaspa", NULL};
+
+int plan_strategy_in_default_study(const char *name) { return strcmp(name, "adaspa") != 0; }
 
 int plan_spec_apply_strategy(plan_spec *s, const char *name, sr_error *e) {
   for (size_t i = 0; i < sizeof strategies / sizeof *strategies; i++) {
@@ -114,6 +122,25 @@ int plan_rebalance(plan *p, const pattern *pat, sr_error *e) {
   return SR_OK;
 }
 
+// adaspa-online searches its mask over the ring at run time (exec/online_adaspa.h): no skip map can be made at plan
+// time, and a schedule that splits the heads over ranks (Ulysses, USP) or chunks the sequence (FPDT) does not run it
+// (the simulator would charge no search there).
+static int searched_check(const plan_spec *s, const schedule *sc, const char **field, sr_error *e) {
+  if (pattern_spec_estimation(s->pattern) != PATTERN_SEARCHED) return SR_OK;
+  *field = "skip_empty_sends";
+  if (s->skip_empty_sends)
+    return sr_input_error(e, NULL, "skip_empty_sends", "%s searches its mask at run time, so the shards it needs are not "
+                          "known at plan time; plan it without skipping", s->pattern);
+  *field = "fpdt_chunk";
+  if (s->fpdt_chunk > 0)
+    return sr_input_error(e, NULL, "fpdt_chunk", "%s searches over the ring, not inside FPDT's chunks", s->pattern);
+  *field = "pattern";
+  if (sc->kind == SCHED_ULYSSES || (sc->kind == SCHED_USP && sc->ulysses > 1))
+    return sr_input_error(e, NULL, "pattern", "%s runs with ring and double-ring schedules, not %s", s->pattern,
+                          s->schedule);
+  return SR_OK;
+}
+
 int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) {
   memset(p, 0, sizeof *p);
   p->spec = *s;
@@ -136,6 +163,9 @@ int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) 
                                                (long long)s->fpdt_chunk);
   if (s->fpdt_offload && s->fpdt_chunk == 0)
     return sr_input_error(e, NULL, "fpdt_offload", "offloads FPDT's chunks: give a chunk size (fpdt_chunk) too");
+  *field = "search_every";
+  if (s->search_every < 1)
+    return sr_input_error(e, NULL, "search_every", "%lld steps: expected 1 (every step) or more", (long long)s->search_every);
   *field = "trainer";
   if (strcmp(s->trainer, "exec") == 0 && s->zero != 1)
     return sr_input_error(e, NULL, "trainer", "exec: sparsering-exec train shards the optimizer state only (ZeRO-1), "
@@ -162,8 +192,11 @@ int plan_build_at(const plan_spec *s, plan *p, const char **field, sr_error *e) 
   else rc = layout_build(lk, s->seq, world, g, NULL, &p->layout, e);
   if (rc) return rc;
   *field = "schedule";
-  if ((rc = build_schedule(p, e))) {
-    layout_free(&p->layout);
+  rc = build_schedule(p, e);
+  if (!rc) rc = searched_check(s, &p->schedule, field, e);
+  if (rc) {
+    if (!strcmp(*field, "schedule")) layout_free(&p->layout);
+    else plan_free(p);
     return rc;
   }
   *field = NULL;

@@ -43,6 +43,7 @@ typedef struct {
                           // chunks of consecutive tokens, each spread over every rank (Ulysses inside a chunk)
   int fpdt_offload;       // FPDT: the gathered KV chunks wait in pinned host memory, fetched back ahead of use
   uint64_t seed;          // seed of synthetic patterns
+  int64_t search_every;   // adaspa-online: a search every this many training steps, the mask reused in between (1)
   int attention_only;     // the simulated step holds only each layer's attention, forward and backward (no
                           // GEMMs, norms, loss, recomputation, gradient reduction or optimizer): kernel and
                           // ring studies, the step `sparsering-exec attn` times
@@ -69,6 +70,9 @@ void plan_spec_defaults(plan_spec *s);
 int plan_spec_apply_strategy(plan_spec *s, const char *name, sr_error *e);
 // Names of the known strategies, NULL-terminated.
 extern const char *const plan_strategy_names[];
+// Does `whatif` run this strategy when not given --strategies? Every one but adaspa, whose block masks take the
+// generic tile accounting (about a minute more at the default study's 512K); it runs when named.
+int plan_strategy_in_default_study(const char *name);
 // Build a plan from a spec: loads model and cluster, builds layout and schedule.
 int plan_build(const plan_spec *s, plan *p, sr_error *e);
 // plan_build that also says, on failure, which spec field was at fault ("model", "layout", ...).

@@ -14,7 +14,7 @@ const cli_flag plan_spec_flags[] = {
     {"seq", "N", "required", "tokens in the sequence: 524288, 512K, 1M, 1.5M (K = 1024)"},
     {"strategy", "NAME", NULL,
      "a named strategy (dense-ring, zigzag-ring, striped-ring, ulysses, usp, fpdt, naive-sparse, mtraining, "
-     "mtraining-zigzag, mtraining-flat): sets layout, schedule and pattern; flags given alongside override it"},
+     "mtraining-zigzag, mtraining-flat, adaspa): sets layout, schedule and pattern; flags given alongside override it"},
     {"layout", "L", "required unless --strategy",
      "contiguous, zigzag, striped, striped:G, striped1, permutation:PATH, balanced (dealt by the pattern's work)"},
     {"granularity", "G", "128", "tokens a block of the striped layout (striped only; a G in --layout must agree)"},
@@ -23,7 +23,8 @@ const cli_flag plan_spec_flags[] = {
     {"ulysses", "U", "GPUs per node (usp), all GPUs (ulysses)", "Ulysses degree of the ulysses and usp schedules"},
     {"pattern", "P", "dense, or the strategy's",
      "attention pattern: dense, window:S:W, vs-like:S:W:N, vs-preset:MODEL, vs-topp:P, vs-online:P, block:D, "
-     "adaspa:S, trace:PATH, vs-fit:PATH (docs/patterns.md)"},
+     "adaspa:S, adaspa-online:S, moba:B:K, token-topk:K, trace:PATH, vs-fit:PATH (docs/patterns.md)"},
+    {"search-every", "K", "1", "adaspa-online: search the block mask every K training steps, reuse it in between"},
     {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
     {"fpdt-chunk", "N", "64K with --strategy fpdt, else 0 (off)",
      "FPDT: tokens a chunk (the sequence in chunks of N consecutive tokens spread over every rank, Ulysses inside a "
@@ -64,7 +65,8 @@ int plan_step_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
 // the field is a flag: "--inner: ...", and a file error gets the flag that named the file in front.
 int plan_error_as_flag(sr_error *e, const char *flag_of_file) {
   static const char *const fields[] = {"seq", "layout", "granularity", "schedule", "inner", "ulysses", "pattern",
-                                       "strategy", "trainer", "zero", "fpdt_chunk", "fpdt_offload", NULL};
+                                       "strategy", "trainer", "zero", "fpdt_chunk", "fpdt_offload", "search_every",
+                                       "skip_empty_sends", NULL};
   char msg[sizeof e->msg];
   for (const char *const *f = fields; *f; f++) {
     size_t n = strlen(*f);
@@ -161,6 +163,7 @@ int plan_spec_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   }
   if ((rc = cli_get_int(a, "seed", 0, 0, SEED_MAX, &x, e))) return rc;
   s->seed = (uint64_t)x;
+  if ((rc = cli_get_int(a, "search-every", s->search_every, 1, (int64_t)1 << 40, &s->search_every, e))) return rc;
   return fpdt_from_flags(a, s, e);
 }
 

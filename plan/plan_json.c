@@ -41,6 +41,7 @@ static cJSON *spec_to_json(const plan_spec *s) {
   cJSON_AddNumberToObject(o, "fpdt_chunk", (double)s->fpdt_chunk);
   cJSON_AddBoolToObject(o, "fpdt_offload", s->fpdt_offload);
   cJSON_AddNumberToObject(o, "seed", (double)s->seed);
+  cJSON_AddNumberToObject(o, "search_every", (double)s->search_every);
   cJSON_AddStringToObject(o, "trainer", s->trainer);
   cJSON_AddNumberToObject(o, "predicted_step_s", s->predicted_step_s);
   return o;
@@ -195,7 +196,7 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
                                       "ulysses", "pattern", "strategy", "recompute", "zero", "kv_bytes",
                                       "skip_empty_sends", "fpdt_chunk", "fpdt_offload", "seed", "predicted_step_s",
                                       "trainer", "fwd_runs", "deterministic", "offload_activations", "offload_optimizer",
-                                      "attention_only", "first_step_plans", NULL};
+                                      "attention_only", "first_step_plans", "search_every", NULL};
   int rc;
   int64_t v;
   double d;
@@ -230,6 +231,7 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   if ((rc = json_get_bool(o, "deterministic", 0, &s->deterministic, file, "spec", e))) return rc;  // optional
   if ((rc = json_get_bool(o, "offload_activations", 0, &s->offload_activations, file, "spec", e))) return rc;  // optional
   if ((rc = json_get_bool(o, "offload_optimizer", 0, &s->offload_optimizer, file, "spec", e))) return rc;      // optional
+  if ((rc = json_get_int(o, "search_every", 0, 1, (int64_t)1 << 40, &s->search_every, file, "spec", e))) return rc;  // optional
   if ((rc = json_get_bool(o, "attention_only", 0, &s->attention_only, file, "spec", e))) return rc;
   int64_t fsp = 0;
   if ((rc = json_get_int(o, "first_step_plans", 0, 0, 1 << 20, &fsp, file, "spec", e))) return rc;
@@ -299,7 +301,8 @@ static int diff_json(const cJSON *got, const cJSON *want, char *path, size_t cap
 static int in_file(sr_error *e, const char *file, const char *field) {
   if (e->code != SR_EINPUT) return e->code;
   static const char *const spec_fields[] = {"seq", "layout", "granularity", "schedule", "inner", "ulysses",
-                                            "pattern", "strategy", "kv_bytes", "zero", "fpdt_chunk", "fpdt_offload", NULL};
+                                            "pattern", "strategy", "kv_bytes", "zero", "fpdt_chunk", "fpdt_offload",
+                                            "search_every", "skip_empty_sends", NULL};
   char msg[sizeof e->msg];
   for (const char *const *f = spec_fields; *f; f++) {
     size_t n = strlen(*f);

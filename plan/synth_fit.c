@@ -172,12 +172,18 @@ static int fit_item(void *ctx, int x, int thread, sr_error *e) {
       return SR_OK;
     case PATTERN_VS: return vs_head(&j->pool.c[thread], hp, fh, key, j->o, e);
     case PATTERN_BLOCK: return block_head(&j->pool.c[thread], hp, fh, key, j->o, j->rank[thread], e);
+    case PATTERN_MOBA:
+    case PATTERN_TOKENS: break;  // traces store gated heads as block masks or not at all: no fit has them
   }
   return SR_OK;
 }
 
 int synth_fitted(pattern *p, const synth_fit *f, const synth_opts *o, sr_error *e) {
   if (f->layers < 1 || f->heads < 1 || !f->h) return sr_input_error(e, NULL, "pattern", "an empty fit");
+  for (int64_t x = 0; x < (int64_t)f->layers * f->heads; x++)
+    if (f->h[x].kind == PATTERN_MOBA || f->h[x].kind == PATTERN_TOKENS)
+      return sr_input_error(e, NULL, "pattern", "fitted head %lld is gated (MoBA or token top-k): fits hold dense, "
+                            "window, vertical-slash and block heads", (long long)x);
   int items = p->layers * p->heads;
   fit_job j = {p, f, o, {0}, NULL};
   int rc = synth_pool_open(&j.pool, p->n_tokens, items, e);

@@ -64,8 +64,11 @@ typedef struct {
 // The element mask of one head as plain data, for partial tiles (kernels and CPU reference).
 // Bit sets are over global positions: vbits bit k set = key k is a vertical; sbits bit d set = slash
 // offset d kept. Pointers are host or device memory, matching the function they are passed to.
+// A MOBA head's mask is a BLOCK mask of TILE-token blocks (its group rows against its kept blocks); a TOKENS
+// head's is its window plus its groups' keys and row masks (kind TOKENS: the CPU reference reads it; the
+// GPU kernels do not, so token top-k does not run there).
 typedef struct {
-  int32_t kind;            // pattern_kind (pattern.h): DENSE, WINDOW, VS, BLOCK
+  int32_t kind;            // pattern_kind (pattern.h): DENSE, WINDOW, VS, BLOCK, TOKENS
   int64_t n_tokens;
   int64_t sinks, window;   // WINDOW
   const uint32_t *vbits;   // VS: [ceil(n_tokens / 32)]
@@ -73,6 +76,9 @@ typedef struct {
   int32_t block;           // BLOCK: block size
   int64_t row_words;       // BLOCK: 64-bit words per block row
   const uint64_t *bmask;   // BLOCK: [n_blocks * row_words]
+  const int64_t *tok_off;  // TOKENS (window in `window`): [ceil(n_tokens / TILE) + 1] offsets into tok_key
+  const int32_t *tok_key;  //   keys of each query group, ascending
+  const uint64_t *tok_rows;//   [2 per key] rows of the group keeping the key
 } head_mask;
 
 #endif

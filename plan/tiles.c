@@ -66,7 +66,7 @@ int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_i
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
     rc = tile_scan_head(&s, &v, e);
-    int64_t interior = cb && !v.is_block ? tiles_comb_interior(cb) : 0;
+    int64_t interior = cb && !v.is_block && !v.is_tokens ? tiles_comb_interior(cb) : 0;
     if (!rc && interior) rc = tiles_comb_head(cb, &s, &v, 0, e);
     for (int64_t i = 0; i < nq && !rc; i++) {
       int64_t base = ((int64_t)h * nq + i) * (W + 1);
@@ -311,6 +311,10 @@ int tiles_masks_build(const pattern *p, int layer, head_mask **out, sr_error *e)
       m[h].block = hp->block;
       m[h].row_words = hp->row_words;
       m[h].bmask = bm;
+    } else if ((hp->kind == PATTERN_MOBA && gated_mask_moba(hp, p->n_tokens, &m[h])) ||
+               (hp->kind == PATTERN_TOKENS && gated_mask_tokens(hp, p->n_tokens, &m[h]))) {
+      tiles_masks_free(m, p->heads);
+      return sr_internal_error(e, 0, "tiles: out of memory for masks");
     }
   }
   *out = m;
@@ -323,6 +327,9 @@ void tiles_masks_free(head_mask *m, int heads) {
     free((void *)m[h].vbits);
     free((void *)m[h].sbits);
     free((void *)m[h].bmask);
+    free((void *)m[h].tok_off);
+    free((void *)m[h].tok_key);
+    free((void *)m[h].tok_rows);
   }
   free(m);
 }

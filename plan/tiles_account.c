@@ -77,7 +77,7 @@ int tiles_account_generic(const pattern *p, int layer, const layout *l, work_cou
     head_view v;
     rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
     if (rc) break;
-    rc = cb && !v.is_block ? account_head_comb(cb, &s, &v, hc, e) : tiles_account_head_generic(&s, &v, hc, e);
+    rc = cb && !v.is_block && !v.is_tokens ? account_head_comb(cb, &s, &v, hc, e) : tiles_account_head_generic(&s, &v, hc, e);
     head_view_free(&v);
   }
   tiles_comb_close(cb);
@@ -128,7 +128,7 @@ int tiles_account_head_add(tiles_accounter *a, const head_pattern *h, work_count
   int rc = head_view_build(h, a->l->n_tokens, &v, e);
   if (rc) return rc;
   if (a->fast) rc = tiles_fast_head(a->fast, &a->s, &v, counts, e);
-  else if (a->cb && !v.is_block) rc = account_head_comb(a->cb, &a->s, &v, counts, e);
+  else if (a->cb && !v.is_block && !v.is_tokens) rc = account_head_comb(a->cb, &a->s, &v, counts, e);
   else rc = tiles_account_head_generic(&a->s, &v, counts, e);
   head_view_free(&v);
   return rc;

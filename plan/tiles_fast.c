@@ -24,6 +24,7 @@ typedef struct {
   int W;
   int64_t P, nbi, nbi_div, nbi_mod;  // period, interior tiles, nbi / P, nbi % P
   int32_t *R;                        // [P] rank of residue
+  int32_t *tile_rank;                // [nb] rank of every global tile (MOBA and TOKENS heads)
   int64_t *run_end;                  // [P] end (exclusive) of the run of equal R containing rho
   int unit_runs;                     // every run has length 1
   int64_t n_runs;                    // runs of equal ranks over the residues
@@ -73,6 +74,7 @@ static inline int64_t pmod(int64_t x, int64_t P) {
 
 static void fast_free(fast_ctx *c) {
   free(c->R);
+  free(c->tile_rank);
   free(c->run_end);
   free(c->acc);
   free(c->touched);
@@ -179,7 +181,7 @@ static int fast_init(const layout *l, fast_ctx *c) {
     c->unit_runs &= c->run_end[x] == x + 1;
     c->n_runs += c->run_end[x] == x + 1;  // x ends its run
   }
-  free(tr);
+  c->tile_rank = tr;
   return 1;
 }
 
@@ -810,8 +812,11 @@ void tiles_fast_close(tiles_fast *f) {
 int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
   fast_ctx *c = (fast_ctx *)f;
   int W = c->W, rc = SR_OK;
-  if (v->is_block) return tiles_account_head_generic(s, v, hc, e);
-  if (c->nbi > 0 && fast_head(c, v, hc)) return sr_internal_error(e, 0, "tiles: out of memory");
+  if (v->is_block && !v->is_moba) return tiles_account_head_generic(s, v, hc, e);
+  int bad = 0;  // MOBA: its own pass; TOKENS: the window as a Toeplitz part, then the groups' keys
+  if (c->nbi > 0 && v->is_moba) bad = gated_fast_moba(c->tile_rank, c->nbi, W, v, hc);
+  else if (c->nbi > 0) bad = fast_head(c, v, hc) || (v->is_tokens && gated_fast_tokens(c->tile_rank, c->nbi, W, v, hc));
+  if (bad) return sr_internal_error(e, 0, "tiles: out of memory");
   if (c->has_last) {
     rc = tile_scan_head(s, v, e);
     if (!rc) rc = tile_scan_qtile(s, v, c->last_rank, c->last_local_tile, 1, e);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "plan/error.h"
+#include "plan/gating.h"
 #include "plan/layout.h"
 #include "plan/pattern.h"
 #include "plan/tile_index.h"
@@ -42,11 +43,18 @@ int iset_any(const iset *s, int64_t a, int64_t b);
 
 // ---------------------------------------------------------------------------------------------
 // a head as (D, K), or BLOCK
+//
+// MOBA heads are block heads whose row blocks are the query groups (TILE rows) and column blocks B keys,
+// kept when the column block is the group's own or one it selected. TOKENS heads are D = [0, window) plus
+// per-group keys under row masks (plan/gating.h): those keys become bars masked per element, or, inside a
+// tile entry, part of that PARTIAL tile.
 
 typedef struct {
   const head_pattern *h;
   int64_t n_tokens;
-  int is_block;
+  int is_block;    // BLOCK or MOBA
+  int is_moba, is_tokens;
+  int64_t row_block, col_block;  // block heads: rows and keys of a block (BLOCK: both `block`; MOBA: TILE, B)
   iset d, k;   // Toeplitz offsets and columns (empty for BLOCK)
   iset dg;     // D's intervals merged across gaps <= TILE: candidate search only
 } head_view;
@@ -123,6 +131,18 @@ typedef struct {
   int bars_counted;
   int64_t *bar_n;     // [world] bars of the query tile per source rank
   int64_t *bar_rows;  // [world] their kept pairs (rows q >= k)
+  // MOBA and TOKENS heads: the query groups the current query tile's rows fall in (ascending), the tile's
+  // rows of each as a 128-bit mask, and each group's selection (MOBA: blocks kept, own included, as a bit
+  // set of gw words; TOKENS: its spans)
+  int64_t n_grp, grp[TILE];
+  uint64_t grp_rows[TILE][2];
+  int64_t gw;
+  uint64_t *grp_bits;        // [TILE * gw]
+  int32_t *grp_buf;          // MOBA: one group's blocks (room for grp_buf_cap)
+  int64_t grp_buf_cap;
+  tokens_span *spans;        // TOKENS: every group's spans, group x's from grp_span[x]
+  int64_t grp_span[TILE + 1];
+  int64_t span_cap;
 } tile_scan;
 
 // Prepare a scanner for a layout.
@@ -135,6 +155,12 @@ int tile_scan_head(tile_scan *s, const head_view *v, sr_error *e);
 // (src, key)); with want_pairs also the exact kept pairs of each entry, and on monotone layouts the bars
 // only as per-source sums (bar_n, bar_rows; bars_counted = 1), which is all accounting needs.
 int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int want_pairs, sr_error *e);
+
+// Mark the KV tiles holding keys of the global range [ka, kb] as candidates of the query tile being
+// scanned (once each); -1 on out of memory.
+int tile_scan_mark_keys(tile_scan *s, int64_t ka, int64_t kb);
+// Append a bar (source-local key, kept pairs); -1 on out of memory.
+int tile_scan_push_bar(tile_scan *s, int32_t src, int32_t key, int64_t rows);
 
 // Add a scanned query tile's entries and bars to row[src] (the counts of its head and query rank).
 void tiles_account_scan(const tile_scan *s, work_count *row);
@@ -170,6 +196,28 @@ int tiles_comb_emit(tile_comb *c, const tile_scan *s, int q_rank, int64_t i, til
                     int64_t *tile_cnt, int64_t *bar_cnt, sr_error *e);
 // Add the exact counts of every interior query tile of the head to hc[q_rank * W + src] (want_pairs classes).
 int tiles_comb_account_head(tile_comb *c, const tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
+
+// ---------------------------------------------------------------------------------------------
+// MOBA and TOKENS heads (tiles_gated.c)
+
+// The query tile's groups and their selections (after the tile's segments are in s->qs); SR_OK or out of memory.
+int gated_tile_prepare(tile_scan *s, const head_view *v, sr_error *e);
+// MOBA: mark the KV tiles of every kept block of the tile's groups as candidates; -1 on out of memory.
+int gated_mark_moba(tile_scan *s);
+// Does the tile's group p keep column block c (MOBA)?
+int gated_moba_kept(const tile_scan *s, int64_t p, int64_t c);
+// TOKENS: after the tile entries are classified, the groups' keys outside every entry become bars (rows:
+// kept pairs), those inside an entry add their pairs to it (want_pairs); bars sorted by (src, key).
+int gated_tokens_bars(tile_scan *s, const head_view *v, int want_pairs, sr_error *e);
+// Counts of the interior query tiles (global tiles t < nbi, local tile = group t on rank tile_rank[t]) of a
+// MOBA head, or of a TOKENS head's group keys (its window part is counted as any Toeplitz part), on a
+// layout whose local tiles are aligned global tiles; hc[q_rank * W + src]. -1 on out of memory.
+int gated_fast_moba(const int32_t *tile_rank, int64_t nbi, int W, const head_view *v, work_count *hc);
+int gated_fast_tokens(const int32_t *tile_rank, int64_t nbi, int W, const head_view *v, work_count *hc);
+// Element masks (host): a MOBA head as a BLOCK mask of TILE-token blocks, a TOKENS head as its window and
+// every group's keys with their row masks (a stand-in's drawn here); -1 on out of memory.
+int gated_mask_moba(const head_pattern *h, int64_t n_tokens, head_mask *m);
+int gated_mask_tokens(const head_pattern *h, int64_t n_tokens, head_mask *m);
 
 // Longest period for which the fast path buffers columns transposed (memory P^2 x 16 bytes); tests lower it.
 extern int64_t tiles_fast_colbuf_max_period;

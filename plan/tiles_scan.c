@@ -49,6 +49,9 @@ void tile_scan_free(tile_scan *s) {
   free(s->vt_first);
   free(s->bar_n);
   free(s->bar_rows);
+  free(s->grp_bits);
+  free(s->grp_buf);
+  free(s->spans);
   memset(s, 0, sizeof *s);
 }
 
@@ -145,7 +148,7 @@ static int push_tile(tile_scan *s, int32_t src, int32_t j) {
   return 0;
 }
 
-static int push_bar(tile_scan *s, int32_t src, int32_t key, int64_t rows) {
+int tile_scan_push_bar(tile_scan *s, int32_t src, int32_t key, int64_t rows) {
   if (s->n_bars == s->cap_bars) {
     int64_t cap = s->cap_bars ? 2 * s->cap_bars : 256;
     scan_bar *b = realloc(s->bars, (size_t)cap * sizeof *b);
@@ -172,7 +175,7 @@ static int64_t by_global_at(const layout *l, int64_t t) {
   return lo;
 }
 
-static int mark_key_range(tile_scan *s, int64_t ka, int64_t kb) {
+int tile_scan_mark_keys(tile_scan *s, int64_t ka, int64_t kb) {
   const layout *l = s->lt.l;
   if (ka < 0) ka = 0;
   if (kb > l->n_tokens - 1) kb = l->n_tokens - 1;
@@ -198,9 +201,10 @@ static int mark_candidates(tile_scan *s, const head_view *v) {
     if (!v->is_block) {
       // offsets of one group [d0, d1] reach keys [qa - d1, qe - d0]; groups only over-approximate
       for (int64_t g = 0; g < v->dg.n && v->dg.lo[g] <= qe; g++)
-        if (mark_key_range(s, qa - v->dg.hi[g], qe - v->dg.lo[g])) return -1;
+        if (tile_scan_mark_keys(s, qa - v->dg.hi[g], qe - v->dg.lo[g])) return -1;
       continue;
     }
+    if (v->is_moba) return gated_mark_moba(s);
     const head_pattern *h = v->h;
     for (int64_t p = qa / h->block; p <= qe / h->block; p++) {
       int64_t qhi = sr_min64(qe, (p + 1) * h->block - 1);
@@ -209,7 +213,7 @@ static int mark_candidates(tile_scan *s, const head_view *v) {
         for (uint64_t bits = row[w]; bits; bits &= bits - 1) {
           int64_t c = w * 64 + __builtin_ctzll(bits);
           if (c * h->block > qhi) break;
-          if (mark_key_range(s, c * h->block, sr_min64((c + 1) * h->block - 1, qhi))) return -1;
+          if (tile_scan_mark_keys(s, c * h->block, sr_min64((c + 1) * h->block - 1, qhi))) return -1;
         }
       }
     }
@@ -220,25 +224,28 @@ static int mark_candidates(tile_scan *s, const head_view *v) {
 // ---------------------------------------------------------------------------------------------
 // classification of one (query tile, KV tile) pair
 
-static int block_bit(const head_pattern *h, int64_t p, int64_t c) {
+// Does row block p keep column block c (BLOCK: the mask bit; MOBA: the group's own block or a selected one)?
+static int block_kept(const tile_scan *s, const head_view *v, int64_t p, int64_t c) {
+  const head_pattern *h = v->h;
+  if (v->is_moba) return gated_moba_kept(s, p, c);
   return (int)((h->mask[p * h->row_words + c / 64] >> (c % 64)) & 1u);
 }
 
-// Block heads: entry iff some set block holds a causal element; FULL iff all blocks set and all causal.
-static int classify_block(const head_view *v, const tile_seg *qs, int nq, const tile_seg *ks, int nk, int64_t *pairs) {
-  const head_pattern *h = v->h;
-  int64_t B = h->block, kept = 0;
+// Block heads: entry iff some kept block holds a causal element; FULL iff all blocks kept and all causal.
+static int classify_block(const tile_scan *s, const head_view *v, const tile_seg *qs, int nq, const tile_seg *ks,
+                          int nk, int64_t *pairs) {
+  int64_t Rb = v->row_block, Cb = v->col_block, kept = 0;
   int any = 0, full = 1;
   for (int a = 0; a < nq; a++)
     for (int b = 0; b < nk; b++) {
       int64_t qa = qs[a].g, qe = qa + qs[a].len - 1, ka = ks[b].g, ke = ka + ks[b].len - 1;
       if (qa < ke) full = 0;
       if (qe < ka) continue;
-      for (int64_t p = qa / B; p <= qe / B; p++) {
-        int64_t q0 = sr_max64(qa, p * B), q1 = sr_min64(qe, p * B + B - 1);
-        for (int64_t c = ka / B; c <= ke / B && c <= p; c++) {
-          int64_t k0 = sr_max64(ka, c * B), k1 = sr_min64(ke, c * B + B - 1);
-          if (!block_bit(h, p, c)) {
+      for (int64_t p = qa / Rb; p <= qe / Rb; p++) {
+        int64_t q0 = sr_max64(qa, p * Rb), q1 = sr_min64(qe, p * Rb + Rb - 1);
+        for (int64_t c = ka / Cb; c <= ke / Cb && c * Cb <= q1; c++) {
+          int64_t k0 = sr_max64(ka, c * Cb), k1 = sr_min64(ke, c * Cb + Cb - 1);
+          if (!block_kept(s, v, p, c)) {
             full = 0;
             continue;
           }
@@ -289,10 +296,10 @@ static int segment_full(const head_view *v, int64_t qa, int64_t lq, int64_t ka, 
 }
 
 // 0: not an entry, 1: PARTIAL, 2: FULL; *pairs gets the kept elements when want_pairs.
-static int classify(const head_view *v, const tile_seg *qs, int nq, const tile_seg *ks, int nk, int want_pairs,
-                    int64_t *pairs) {
+static int classify(const tile_scan *s, const head_view *v, const tile_seg *qs, int nq, const tile_seg *ks, int nk,
+                    int want_pairs, int64_t *pairs) {
   *pairs = 0;
-  if (v->is_block) return classify_block(v, qs, nq, ks, nk, pairs);
+  if (v->is_block) return classify_block(s, v, qs, nq, ks, nk, pairs);
   int any = 0, full = 1;
   for (int a = 0; a < nq; a++)
     for (int b = 0; b < nk; b++) {
@@ -364,6 +371,7 @@ int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int
   s->n_qs = tile_segments(&s->lt, q_rank, i, s->qs);
   int64_t qmax = -1;
   for (int a = 0; a < s->n_qs; a++) qmax = sr_max64(qmax, s->qs[a].g + s->qs[a].len - 1);
+  if ((v->is_moba || v->is_tokens) && gated_tile_prepare(s, v, e)) return e->code;
   if (mark_candidates(s, v)) return sr_internal_error(e, 0, "tiles: out of memory");
 
   // Keep the candidates that really are entries; slot -1 marks a rejected one for the bar pass.
@@ -372,7 +380,7 @@ int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int
     scan_tile t = s->tiles[c];
     int nk = tile_segments(&s->lt, t.src, t.j, s->ks);
     int64_t pairs = 0;
-    int kind = classify(v, s->qs, s->n_qs, s->ks, nk, want_pairs, &pairs);
+    int kind = classify(s, v, s->qs, s->n_qs, s->ks, nk, want_pairs, &pairs);
     int64_t flat = s->lt.tile_base[t.src] + t.j;
     if (!kind) {
       s->slot[flat] = -1;
@@ -390,6 +398,10 @@ int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int
   // taken per source rank in local order (the order of the index).
   int64_t qsize = 0, qmin = s->n_qs ? s->qs[0].g : 0;
   for (int a = 0; a < s->n_qs; a++) qsize += s->qs[a].len, qmin = sr_min64(qmin, s->qs[a].g);
+  if (v->is_tokens) {  // no columns of K: the bars are the groups' keys, masked per row
+    s->bars_counted = 0;
+    return gated_tokens_bars(s, v, want_pairs, e);
+  }
   s->bars_counted = want_pairs && s->monotone;
   if (s->bars_counted) {
     count_bars(s, qmin, qmax, qsize);
@@ -409,7 +421,7 @@ int tile_scan_qtile(tile_scan *s, const head_view *v, int q_rank, int64_t i, int
         rows = 0;
         for (int a = 0; a < s->n_qs; a++) rows += sr_max64(0, s->qs[a].g + s->qs[a].len - sr_max64(s->qs[a].g, k));
       }
-      if (push_bar(s, src, s->vk_local[x], rows)) return sr_internal_error(e, 0, "tiles: out of memory");
+      if (tile_scan_push_bar(s, src, s->vk_local[x], rows)) return sr_internal_error(e, 0, "tiles: out of memory");
     }
   return SR_OK;
 }

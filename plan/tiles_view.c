@@ -95,7 +95,18 @@ int head_view_build(const head_pattern *h, int64_t n_tokens, head_view *v, sr_er
             iset_push(&v->k, 0, sr_min64(h->sinks, n_tokens) - 1);
       break;
     case PATTERN_VS: bad = push_sorted(&v->d, h->slash, h->n_slash) || push_sorted(&v->k, h->vertical, h->n_vertical); break;
-    case PATTERN_BLOCK: v->is_block = 1; break;
+    case PATTERN_BLOCK:
+      v->is_block = 1;
+      v->row_block = v->col_block = h->block;
+      break;
+    case PATTERN_MOBA:
+      v->is_block = v->is_moba = 1;
+      v->row_block = TILE, v->col_block = h->block;
+      break;
+    case PATTERN_TOKENS:
+      v->is_tokens = 1;
+      bad = iset_push(&v->d, 0, sr_min64(h->tok_window, n_tokens) - 1);
+      break;
   }
   // Candidate groups: a query segment of <= TILE rows sees D's intervals closer than TILE as one key range.
   for (int64_t i = 0; !bad && i < v->d.n; i++) {

@@ -14,6 +14,7 @@ Studies (default: all of them):
     timeline    one simulated step, task by task (CSV for the Gantt figure, SVG for browsers)
     replay      trace replay over recorded steps (traces/samples/), when `sparsering replay` exists
     measured    simulated vs measured attention time per layer, from the executor's logs (results/exec/)
+    gated       MTraining, MoBA and token top-k side by side at 512K-4M, worker and step imbalance per layout
 
 Standard library only: the notebooks need pandas and matplotlib, the studies do not.
 """
@@ -375,9 +376,22 @@ def study_validation(args):
     return s
 
 
+def study_gated(args):
+    s = Study("gated", "How do MTraining's vertical-slash patterns, MoBA's block gating and DeepSeek-style token "
+              "top-k compare at 512K-4M tokens on the shipped clusters, gate or indexer included, and how evenly "
+              "does each layout spread their work over ranks and ring steps?", args.out)
+    run_sweep(s, args, "gated")
+    s.notes.append("Layouts run as strategies with the same pattern: naive-sparse = contiguous (flat ring), "
+                   "mtraining-zigzag = zigzag (flat ring), mtraining = striped G=128 (double ring). moba:4096:12 "
+                   "draws the stand-in's 128-row unions at the fitted rho 4.1 (results/gating/"
+                   "2026-11-27-cpu-moba-standin-fit), moba:4096:12:1 at rho 1 (a group's rows choose alike); "
+                   "token-topk:2048 with DeepSeek-V3.2's indexer (64 heads of 128, FP8).")
+    return s
+
+
 STUDIES = {"strategies": study_strategies, "seqlen": study_seqlen, "imbalance": study_imbalance,
            "bandwidth": study_bandwidth, "timeline": study_timeline, "replay": study_replay,
-           "measured": study_validation}
+           "measured": study_validation, "gated": study_gated}
 
 
 def main():

@@ -8,6 +8,7 @@
 // selected indices are broadcast. Each rank then builds its tile index from them.
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plan/layout.h"
 #include "plan/pattern_spec.h"
@@ -139,3 +140,51 @@ double estimate_transpose(const sim_ctx *x, double entries, int sources) {
 }
 
 double estimate_plan_build(const sim_ctx *x, double entries) { return EST_PLAN_BUILD_ENTRY_S * entries; }
+
+// ---------------------------------------------------------------------------------------------
+// AdaSpa's block search (adaspa-online)
+//
+// A search, per layer, in the forward of a search step: the dense pass, a dense attention forward of the rank's
+// queries against every key that leaves each row's LSE (exec: online_adaspa_*.c), unless the LSE cached from an
+// earlier dense pass is of the same inputs -- never in training, where every step brings a new sample; then the
+// LSE-cached search, which AdaSpa reports at about half a full attention (its fused LSE-cached online search; the
+// cluster file's gpu.adaspa_search_ratio, measured by scripts/gpu/adaspa_run.sh, replaces it); the all-reduce of
+// every head's kept and total mass at the base sparsity (the budgets), and the new mask's tile index. The two
+// passes ride the ring as the attention does (the CPU backend's K|V shards; K alone would do); at long lengths they are
+// compute-bound, so their transfers are taken as hidden under their compute. A mask serves search_every steps,
+// so one simulated step carries 1 / search_every of a search (the average step of the cycle).
+#define ADASPA_SEARCH_RATIO 0.5
+
+// Forward seconds of dense causal attention of rank r's queries against every key: its causal pairs (the sum of
+// position + 1 over its tokens) as full tiles, at the full-tile rate.
+static double dense_fwd_s(const sim_ctx *x, int r) {
+  const layout *l = &x->p->layout;
+  double pairs = 0;
+  for (int64_t i = l->rank_run_begin[r]; i < l->rank_run_begin[r + 1]; i++) {
+    double g = (double)l->runs[i].global, n = (double)l->runs[i].len;
+    pairs += n * g + n * (n + 1) / 2;
+  }
+  work_count w = {0};
+  w.full = (int64_t)ceil(pairs * (double)x->m->num_heads / (double)(TILE * TILE));
+  w.pairs = pairs * (double)x->m->num_heads;
+  return cost_attn_fwd(&x->c->gpu, x->m, &w);
+}
+
+int search_layer(sim_ctx *x, int layer, const float *entries, const int32_t *qkv, int32_t *out, sr_error *e) {
+  int W = x->W;
+  double every = (double)(x->p->spec.search_every > 0 ? x->p->spec.search_every : 1);
+  double ratio = x->c->gpu.adaspa_search_ratio > 0 ? x->c->gpu.adaspa_search_ratio : ADASPA_SEARCH_RATIO;
+  double *dur = calloc((size_t)W, sizeof *dur);
+  if (!dur) return sr_internal_error(e, 0, "sim: out of memory");
+  for (int r = 0; r < W; r++) dur[r] = (1.0 + ratio) * dense_fwd_s(x, r) / every;  // dense pass + search
+  int rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, qkv, x->c2, e);
+  double gbps, lat;
+  ctx_coll_link(x, &gbps, &lat);
+  double bytes = 2.0 * (double)x->m->num_heads * 16;  // kept and total, 128-bit fixed point a head
+  if (!rc) rc = ctx_collective(x, cost_allreduce(W, bytes, gbps, lat) / every, PHASE_COLLECTIVE, layer, x->c2, out, e);
+  for (int r = 0; r < W && !rc; r++) dur[r] = estimate_index_build(x, entries[r]) / every;
+  if (!rc) rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_INDEX, layer, -1, out, x->c2, e);
+  if (!rc) memcpy(out, x->c2, (size_t)W * sizeof *out);
+  free(dur);
+  return rc;
+}

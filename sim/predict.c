@@ -9,10 +9,12 @@
 #include "plan/timeline.h"
 #include "sim/sim.h"
 
-// online: the executor estimates the pattern and builds its execution form inside every forward
-// (online_vs_cuda.c, online_vs_cpu.c), so the simulator's estimation, its collectives and the index
-// build (sim/estimate.c) belong to the measured forward, and the transposed index to the backward; for
-// every other pattern the indices are built at set-up, outside the timed calls.
+// online: the executor estimates the pattern (or a gated pattern's gate selects it, or adaspa-online searches it)
+// and builds its execution form inside every forward (online_vs_cuda.c, online_vs_cpu.c, online_gate_cpu.c;
+// adaspa-online in the forwards that search, online_adaspa_*.c), so the simulator's estimation, its collectives
+// and the index build (sim/estimate.c, sim/gating_cost.c) belong to the measured forward, and vs-online's
+// transposed index to the backward; for every other pattern the indices are built at set-up, outside the timed
+// calls.
 // FPDT's copies to and from the host run inside the attention calls (a call ends after its last copy out).
 static int is_fwd_phase(int ph, int online) {
   if (online && (ph == PHASE_ESTIMATE || ph == PHASE_COLLECTIVE || ph == PHASE_INDEX)) return 1;
@@ -34,7 +36,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   pattern one = *pat;
   one.layers = 1;
   one.h = pattern_head(pat, layer, 0);
-  sim_options o = {0, 1, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE, 0, 0};  // a given pattern: no estimation
+  sim_options o = {0, 1, !pattern_spec_at_run_time(p->spec.pattern), 0, 0};  // a given pattern: no estimation
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;
@@ -59,7 +61,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
     if (v->phase == PHASE_ATTN && v->start + v->dur > fwd_end[v->rank]) fwd_end[v->rank] = v->start + v->dur;
   }
   double f0 = INFINITY, f1 = -INFINITY, b0 = INFINITY, b1 = -INFINITY;
-  int online = pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE;
+  int online = pattern_spec_at_run_time(p->spec.pattern);
   sim_timeline keep = {0};
   keep.ev = malloc(sizeof(timeline_event) * (size_t)(tl.n > 0 ? tl.n : 1));
   uint8_t *side = malloc((size_t)(tl.n > 0 ? tl.n : 1));  // of each kept event: 1 backward

@@ -58,6 +58,13 @@ void ctx_coll_link(const sim_ctx *x, double *gbps, double *lat_us);
 
 // MTraining's online estimation for layer `layer`, after qkv[r]; last task per rank into out[r].
 int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e);
+// AdaSpa's search for layer `layer` (adaspa-online), after qkv[r]: the dense pass, the LSE-cached search, the budgets'
+// all-reduce and the index build of entries[r] tile + bar entries on rank r, all over plan.spec.search_every (the
+// average step of a search cycle); last task per rank into out[r].
+int search_layer(sim_ctx *x, int layer, const float *entries, const int32_t *qkv, int32_t *out, sr_error *e);
+// A gated pattern's selection for layer `layer` (moba's block gating, token top-k's indexer; gating_cost.c),
+// after qkv[r]; last task per rank into out[r].
+int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e);
 // Seconds to build one rank's tile index from `entries` tile and bar entries.
 double estimate_index_build(const sim_ctx *x, double entries);
 // Seconds to convert layer `layer`'s estimated indices to rank `rank`'s execution form on the GPU (online),

@@ -1,6 +1,7 @@
 // step_ring.c — a training step under ring context parallelism (flat ring or double ring) driven by
 // the plan's schedule: per layer the QKV projection, MTraining's online estimation when the pattern is
-// estimated online, the tile-index build for sparse patterns, the ring attention pass, and the rest of
+// estimated online (or the gate of moba / token-topk, or AdaSpa's search when it is searched), the tile-index
+// build for sparse patterns, the ring attention pass, and the rest of
 // the layer; then backward with recomputation (index build + sparse forward run again, as in
 // MTraining), the ring backward with dK/dV travelling, and the layer's gradient reduction. The ring
 // passes cost the planner's routes of the layer (plan/ring_plan.h: skipped shards move nothing, early
@@ -49,9 +50,9 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
   if (rc) return rc;
   // plan.spec.fwd_runs: the executor's forward runs the forward form (plan/tiles_runs.c), whose counts
   // need every rank's index built (slow at scale, hence opt-in); the backward keeps the tile form's. As in
-  // the executor, a vs-online pattern (estimated in the tile form at run time) keeps the tile form.
+  // the executor, a vs-online or gated pattern (selected in the tile form at run time) keeps the tile form.
   work_count *fwd = NULL;
-  if (x->p->spec.fwd_runs && pattern_spec_estimation(x->p->spec.pattern) != PATTERN_ONLINE) {
+  if (x->p->spec.fwd_runs && !pattern_spec_at_run_time(x->p->spec.pattern)) {
     fwd = malloc((size_t)W * W * sizeof *fwd);
     if (!fwd) return sr_internal_error(e, 0, "sim: out of memory for the forward form's counts");
     if ((rc = tiles_runs_account_layer(x->pat, layer, x->cache.l, fwd, e))) {
@@ -106,7 +107,9 @@ typedef struct {
   ring_ctx ring;
   double *comp;        // [n_steps * W] scratch in seconds
   double *dur;         // [W]
-  int online;          // pattern estimated online (MTraining)
+  int online;          // pattern estimated online (MTraining) or selected by a gate (gated)
+  int gated;           // moba, token-topk: the gate's cost (gating_cost.c), then the index build
+  int search;          // pattern searched at chosen steps (AdaSpa's adaspa-online)
   ring_routes *routes; // [n_routes] the distinct routes of the layers (one unless shards are skipped)
   int n_routes;
 } ring_state;
@@ -157,15 +160,21 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   // selective recomputation: the rerun keeps the first forward's attention output (sim_options.keep_attn)
   int attn = !(recompute && x->o->keep_attn);
   if (st->online && !recompute) {
-    if ((rc = estimate_layer(x, layer, x->a, x->b, e))) return rc;
+    if ((rc = st->gated ? gating_layer(x, layer, x->a, x->b, e) : estimate_layer(x, layer, x->a, x->b, e))) return rc;
+    memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
+  }
+  if (st->search && !recompute) {  // AdaSpa: the search and its index, a share of them a step (estimate.c)
+    if ((rc = search_layer(x, layer, w->entries, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
   // The first training step builds the plans of its last layers on the host when their layer comes (then
-  // their index is built in the step even where the trainer keeps every plan).
+  // their index is built in the step even where the trainer keeps every plan). A searched mask's index is
+  // built by its search (above) and lives until the next one; the recomputation reuses it.
   int building = w->sparse && !recompute && layer >= (int)x->m->num_layers - x->p->spec.first_step_plans;
-  if (w->sparse && attn && (st->online || !x->o->index_ready || building)) {
+  if (w->sparse && attn && !st->search && (st->online || !x->o->index_ready || building)) {
     for (int r = 0; r < W; r++)
-      st->dur[r] = (st->online && !recompute ? estimate_convert(x, layer, r) : estimate_index_build(x, w->entries[r])) +
+      st->dur[r] = (st->online && !st->gated && !recompute ? estimate_convert(x, layer, r)
+                                                           : estimate_index_build(x, w->entries[r])) +
                    (building ? estimate_plan_build(x, w->entries[r]) : 0);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
@@ -265,7 +274,10 @@ int step_ring(sim_ctx *x, sr_error *e) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
-  st.online = pattern_spec_estimation(p->spec.pattern) != PATTERN_FIXED && !x->o->fixed_pattern;
+  pattern_estimation how = pattern_spec_estimation(p->spec.pattern);
+  st.online = how != PATTERN_FIXED && how != PATTERN_SEARCHED && !x->o->fixed_pattern;
+  st.gated = how == PATTERN_GATED;
+  st.search = how == PATTERN_SEARCHED && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
   st.ring.log = x->transfers;
   // Account every layer; identical layers share their work.

@@ -115,7 +115,10 @@ int sim_strategy(const strategy_study *s, const char *name, const sim_options *o
   plan_spec spec = s->base;
   int rc = plan_spec_apply_strategy(&spec, name, e);
   if (rc) return rc;
-  if (s->sparse_pattern[0] && strcmp(spec.pattern, "dense") != 0)
+  // AdaSpa's strategy keeps its search unless the study's pattern is an AdaSpa source too (a VS pattern run on
+  // it would be another mtraining row)
+  int adaspa_row = strncmp(spec.pattern, "adaspa", 6) == 0, adaspa_given = strncmp(s->sparse_pattern, "adaspa", 6) == 0;
+  if (s->sparse_pattern[0] && strcmp(spec.pattern, "dense") != 0 && (!adaspa_row || adaspa_given))
     snprintf(spec.pattern, sizeof spec.pattern, "%s", s->sparse_pattern);
   plan p;
   const char *field = NULL;

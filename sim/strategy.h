@@ -1,6 +1,6 @@
 // strategy.h — running the simulator on named strategies (the planner's table: dense-ring,
 // zigzag-ring, striped-ring, ulysses, usp, fpdt, naive-sparse, mtraining, mtraining-zigzag,
-// mtraining-flat) and on plans: build the plan and its pattern, simulate, release.
+// mtraining-flat, adaspa) and on plans: build the plan and its pattern, simulate, release.
 #ifndef SR_STRATEGY_H
 #define SR_STRATEGY_H
 
@@ -9,7 +9,8 @@
 
 // The study's settings shared by every strategy: model, cluster, length, seed, recompute, ZeRO.
 // sparse_pattern (may be "" for the planner's default) replaces the pattern of the strategies whose
-// pattern is sparse (naive-sparse, mtraining*), so every sparse strategy runs the same pattern.
+// pattern is sparse (naive-sparse, mtraining*, adaspa), so every sparse strategy runs the same pattern; the adaspa
+// strategy takes it only when it is an AdaSpa source (adaspa:, adaspa-online:) and keeps its search otherwise.
 typedef struct sim_cache sim_cache;
 typedef struct {
   plan_spec base;

@@ -55,7 +55,8 @@ const cli_flag whatif_flags[] = {
     {"seq", "N", "512K", "tokens in the sequence: 524288, 512K, 1M (K = 1024)"},
     {"pattern", "P", "each strategy's", "the sparse strategies' attention pattern (docs/patterns.md)"},
     {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
-    {"strategies", "A,B,...", "all", "the strategies to compare, comma-separated"},
+    {"strategies", "A,B,...", "all but adaspa", "the strategies to compare, comma-separated"},
+    {"search-every", "K", "1", "adaspa-online: a block search every K training steps, the mask reused in between"},
     {"representative", NULL, NULL, "simulate one layer per distinct work pattern and repeat its time (faster)"},
     {NULL, NULL, NULL, NULL},
 };
@@ -81,6 +82,7 @@ static int study_base_from_flags(const cli_args *a, strategy_study *st, sr_error
   st->base.seed = (uint64_t)x;
   // the step's options (recomputation, ZeRO, offloads, whose memory; plan_build checks what exec runs)
   if ((rc = plan_step_from_flags(a, &st->base, e))) return rc;
+  if ((rc = cli_get_int(a, "search-every", 1, 1, (int64_t)1 << 40, &st->base.search_every, e))) return rc;
   const char *pat = cli_get(a, "pattern", "");
   if (strlen(pat) >= sizeof st->sparse_pattern) return sr_input_error(e, NULL, "--pattern", "too long");
   snprintf(st->sparse_pattern, sizeof st->sparse_pattern, "%s", pat);
@@ -103,7 +105,8 @@ int whatif_from_flags(const cli_args *a, whatif_study *w, sr_error *e) {
     if (w->n == 0) return sr_input_error(e, NULL, "--strategies", "empty list");
   } else {
     for (int i = 0; plan_strategy_names[i] && w->n < WHATIF_MAX_STRATEGIES; i++)
-      snprintf(w->names[w->n++], 64, "%s", plan_strategy_names[i]);
+      if (plan_strategy_in_default_study(plan_strategy_names[i]))
+        snprintf(w->names[w->n++], 64, "%s", plan_strategy_names[i]);
   }
   w->o = sim_options_from_flags(a, 0);
   return SR_OK;
@@ -163,6 +166,7 @@ const cli_flag tune_flags[] = {
     {"pattern", "P", "required unless --trace", "attention pattern (docs/patterns.md)"},
     {"trace", "FILE", NULL, "tune on a recorded trace: its step 0, its later steps for the robustness check"},
     {"seed", "X", "0", "seed of synthetic patterns, 0 to 2^53"},
+    {"search-every", "K", "1", "adaspa-online: a block search every K training steps, the mask reused in between"},
     {"trainer", "NAME", "mixed", "whose memory decides what fits: mixed (bf16 mixed precision) or exec (sparsering-exec train)"},
     {"top", "N", "10", "rows of the ranking kept and shown, 1 to 1000"},
     {"robust-top", "N", "5", "leaders re-simulated on perturbed patterns (0: no robustness check)"},
@@ -206,6 +210,7 @@ int tune_spec_from_flags(const cli_args *a, plan_spec *s, tune_options *o, int *
   if ((rc = tune_pattern_from_flags(a, s, e))) return rc;
   if ((rc = cli_get_int(a, "seed", 0, 0, (int64_t)1 << 53, &x, e))) return rc;
   s->seed = (uint64_t)x;
+  if ((rc = cli_get_int(a, "search-every", 1, 1, (int64_t)1 << 40, &s->search_every, e))) return rc;
   // whose memory decides "fits": a mixed-precision trainer's, or sparsering-exec train's (then the points it
   // cannot run, FPDT, no ZeRO-1, fp8 KV, are invalid: plan_build says why)
   v = cli_get(a, "trainer", "mixed");

@@ -11,6 +11,7 @@
 #include "sim/memory.h"
 #include "sim/sim.h"
 #include "sim/step_ctx.h"
+#include "plan/gating.h"
 #include "sim/tune.h"
 #include "sim/work.h"
 #include "traces/trace.h"
@@ -151,6 +152,8 @@ static int64_t count_le(const int32_t *a, int32_t n, int64_t x) {
 double tune_head_pairs(const head_pattern *h, int64_t n) {
   double N = (double)n;
   switch (h->kind) {
+    case PATTERN_MOBA:
+    case PATTERN_TOKENS: return gating_head_pairs(h, n);
     case PATTERN_DENSE: return tri(N);
     case PATTERN_WINDOW: {
       // Window: key q - w + 1 .. q, min(q + 1, w) keys a row. Sinks outside it: k < min(s, q - w + 1),

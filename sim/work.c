@@ -115,6 +115,12 @@ static uint64_t head_hash(const head_pattern *h) {
       k = mix(mix(mix(k, (uint64_t)h->block), (uint64_t)h->n_blocks), (uint64_t)h->row_words);
       for (int64_t i = 0; i < h->n_blocks * h->row_words; i++) k = mix(k, h->mask[i]);
       break;
+    case PATTERN_MOBA:
+    case PATTERN_TOKENS:  // stand-ins only are interned (intern): their draws follow from these
+      k = mix(mix(mix(mix(mix(mix(k, (uint64_t)h->block), (uint64_t)h->topk), (uint64_t)h->tok_window), h->gen_key),
+                  (uint64_t)h->gen_step),
+              (uint64_t)(h->gen_rho * 1e6));
+      break;
   }
   return k;
 }
@@ -137,9 +143,14 @@ static void *dup_or_null(const void *p, size_t n, int *fail) {
   return q;
 }
 
-// The id of head h in the store, copying it in when new; -1 when the store is full (nothing is cached).
+// The id of head h in the store, copying it in when new; -1 when the store is full or h is a selection from the
+// data (nothing is cached).
 static int32_t intern(work_store *s, const head_pattern *h) {
-  uint64_t hash = memo_hash(s, h);
+  // selections from the data (the executor's) are not stored: they change every forward pass; a stand-in holds
+  // no arrays (its hash is cheap, and the memo would not see its draws' key change)
+  int gated = h->kind == PATTERN_MOBA || h->kind == PATTERN_TOKENS;
+  if (gated && !h->gen_key) return -1;
+  uint64_t hash = gated ? head_hash(h) : memo_hash(s, h);
   for (interned *x = s->head_bucket[hash % STORE_BUCKETS]; x; x = x->next)
     if (x->hash == hash && pattern_heads_equal(&x->head, h)) return x->id;
   size_t nv = h->kind == PATTERN_VS ? (size_t)h->n_vertical * 4 : 0, ns = h->kind == PATTERN_VS ? (size_t)h->n_slash * 4 : 0;

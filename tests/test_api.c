@@ -1,6 +1,6 @@
 // test_api.c — the C API of other languages (api/api.h) in C, so the sanitizer build runs it too (the
 // Python tests load the release library): a plan from flags, errors as JSON with their file, field and
-// reason apart, and attention shapes (explicit, online) made, run on the CPU reference and released.
+// reason apart, and attention shapes (explicit, online, gated) made, run on the CPU reference and released.
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -132,5 +132,70 @@ TEST(api_attention_shapes_run_the_reference_and_release_cleanly) {
   CHECK_EQ_INT(sr_attn_new_vs(N, H, KH, D, 0, counts, bad, &a, &err), 2);
   CHECK_STR_CONTAINS(err, "heads[0]");
   sr_api_free(err);
+  free(q), free(k), free(v), free(o), free(lse), free(dq), free(dk), free(dv);
+}
+
+// Causal softmax attention of row i of head h over keys [lo, i] in float64, the GQA grouping of api.h.
+static void rows_ref(const float *q, const float *k, const float *v, int n, int H, int KH, int D, int h, int i, int lo,
+                     double *o) {
+  int g = h / (H / KH);
+  double scale = 1.0 / sqrt((double)D), mx = -INFINITY, sum = 0;
+  double *w = malloc(sizeof(double) * (size_t)n);
+  for (int j = lo; j <= i; j++) {
+    double s = 0;
+    for (int x = 0; x < D; x++) s += (double)q[((size_t)i * H + h) * D + x] * k[((size_t)j * KH + g) * D + x];
+    w[j] = s * scale;
+    if (w[j] > mx) mx = w[j];
+  }
+  for (int x = 0; x < D; x++) o[x] = 0;
+  for (int j = lo; j <= i; j++) {
+    double p = exp(w[j] - mx);
+    sum += p;
+    for (int x = 0; x < D; x++) o[x] += p * v[((size_t)j * KH + g) * D + x];
+  }
+  for (int x = 0; x < D; x++) o[x] /= sum;
+  free(w);
+}
+
+TEST(api_gated_shapes_select_from_q_and_k_in_every_cpu_reference_call) {
+  enum { N = 512, H = 4, KH = 2, D = 8 };
+  float *q = malloc(sizeof(float) * N * H * D), *k = malloc(sizeof(float) * N * KH * D);
+  float *v = malloc(sizeof(float) * N * KH * D), *o = malloc(sizeof(float) * N * H * D), *lse = malloc(sizeof(float) * H * N);
+  float *dq = malloc(sizeof(float) * N * H * D), *dk = malloc(sizeof(float) * N * KH * D), *dv = malloc(sizeof(float) * N * KH * D);
+  for (int i = 0; i < N * H * D; i++) q[i] = (float)sin(0.37 * i);
+  for (int i = 0; i < N * KH * D; i++) k[i] = (float)cos(0.11 * i), v[i] = (float)sin(0.05 * i);
+  // moba:128:4 keeps every block (each query's own and at most 3 earlier ones), token-topk:512 every token, so
+  // both are dense causal attention; moba:128:1 keeps the own block only: keys [128 floor(i / 128), i]
+  const char *specs[] = {"moba:128:4", "token-topk:512:1:8", "moba:128:1"};
+  int own_block_only[] = {0, 0, 1};
+  double want[D];
+  for (int s = 0; s < 3; s++) {
+    sr_attn *a = NULL;
+    char *err = NULL, *json = NULL;
+    CHECK_EQ_INT(sr_attn_new(specs[s], N, H, KH, D, 0, 0, &a, &err), 0);
+    if (!a) continue;
+    CHECK_EQ_INT(sr_attn_info(a, &json, &err), 0);
+    CHECK_STR_CONTAINS(json, "\"gated\":true");
+    CHECK_STR_CONTAINS(json, "\"online\":false");
+    sr_api_free(json);
+    CHECK_EQ_INT(sr_attn_forward_cpu(a, q, k, v, o, lse, &err), 0);
+    double worst = 0;
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < N; i++) {
+        rows_ref(q, k, v, N, H, KH, D, h, i, own_block_only[s] ? i / 128 * 128 : 0, want);
+        for (int x = 0; x < D; x++) worst = fmax(worst, fabs(o[((size_t)i * H + h) * D + x] - want[x]));
+      }
+    CHECK(worst < 1e-5);
+    if (worst >= 1e-5) printf("  %s: worst |o - reference| %g\n", specs[s], worst);
+    CHECK_EQ_INT(sr_attn_backward_cpu(a, q, k, v, o, lse, o, dq, dk, dv, &err), 0);
+    int finite = 1;
+    for (int i = 0; i < N * KH * D; i++) finite &= isfinite(dk[i]) && isfinite(dv[i]);
+    CHECK(finite);
+    // a gated shape has no vertical-slash estimate
+    uint32_t bits[H * (N / 32)];
+    CHECK_EQ_INT(sr_attn_estimate_cpu(a, q, k, bits, bits, &err), 2);
+    sr_api_free(err);
+    sr_attn_free(a);
+  }
   free(q), free(k), free(v), free(o), free(lse), free(dq), free(dk), free(dv);
 }

@@ -82,25 +82,23 @@ TEST(balanced_layout_is_a_permutation_with_even_block_counts_and_ascending_local
 
 // A tile's work is the same on every layout of aligned tiles, so one rank a tile (contiguous, W = tiles)
 // gives it by the planner's accounting: the rank's work summed over sources.
-TEST(block_work_equals_the_accounting_of_one_rank_a_tile) {
+static void check_block_work(const pattern *p) {
   sr_error e;
-  const int64_t n = 20 * TILE + 77;  // a short last tile
-  pattern p;
-  fx_mixed_pattern(&p, n, 10, 41);  // VS, VS, window, block, dense heads
+  const int64_t n = p->n_tokens;
   const int64_t nb = (n + TILE - 1) / TILE;
   double *work = malloc((size_t)nb * sizeof *work);
-  CHECK_EQ_INT(balance_block_work(&p, work, &e), SR_OK);
+  CHECK_EQ_INT(balance_block_work(p, work, &e), SR_OK);
   const int W = (int)nb;
   int32_t *owner = malloc((size_t)n * sizeof *owner);
   for (int64_t t = 0; t < n; t++) owner[t] = (int32_t)(t / TILE);  // rank b holds tile b (the last one short)
   layout l;
   fx_layout_from_owner(owner, n, W, LAYOUT_CONTIGUOUS, 1, &l);
   free(owner);
-  work_count *c = calloc((size_t)p.heads * W * W, sizeof *c);
-  CHECK_EQ_INT(tiles_account_layer(&p, 0, &l, c, &e), SR_OK);
+  work_count *c = calloc((size_t)p->heads * W * W, sizeof *c);
+  CHECK_EQ_INT(tiles_account_layer(p, 0, &l, c, &e), SR_OK);
   for (int b = 0; b < W; b++) {
     double want = 0;
-    for (int h = 0; h < p.heads; h++)
+    for (int h = 0; h < p->heads; h++)
       for (int s = 0; s < W; s++) {
         const work_count *x = &c[((int64_t)h * W + b) * W + s];
         want += (double)TILE * TILE * (double)(x->full + x->partial) + (double)TILE * (double)x->bars;
@@ -109,52 +107,75 @@ TEST(block_work_equals_the_accounting_of_one_rank_a_tile) {
   }
   free(c), free(work);
   fx_layout_free(&l);
+}
+
+TEST(block_work_equals_the_accounting_of_one_rank_a_tile) {
+  pattern p;
+  fx_mixed_pattern(&p, 20 * TILE + 77, 10, 41);  // VS, VS, window, block, dense heads; a short last tile
+  check_block_work(&p);
   pattern_free(&p);
 }
 
 // The figures' closed form on aligned layouts (balance.c) against the planner's accounting: tiles dealt to
 // ranks at random, a short last tile, every head kind (block heads take the accounting in both).
-TEST(balance_figures_on_dealt_tiles_equal_those_of_the_tile_accounting) {
+static void check_figures_on_dealt_tiles(const pattern *p, int W, uint64_t seed) {
   sr_error e;
-  for (int trial = 0; trial < 3; trial++) {
-    const int W = 2 + trial;
-    const int64_t n = (30 + 7 * trial) * TILE + (trial ? 50 : 0);
-    pattern p;
-    fx_mixed_pattern(&p, n, trial == 2 ? 10 : 3, 50 + trial);  // 3 heads: VS, VS, window (no block head)
-    uint64_t seed = 9 + trial;
-    int32_t *owner = malloc((size_t)n * sizeof *owner), tr = 0;
-    for (int64_t t = 0; t < n; t++) {
-      if (t % TILE == 0) tr = (int32_t)(fx_rand(&seed) % (uint64_t)W);
-      owner[t] = tr;
-    }
-    layout l;
-    fx_layout_from_owner(owner, n, W, LAYOUT_BALANCED, TILE, &l);
-    balance_figures f;
-    CHECK_EQ_INT(balance_of(&p, &l, &f, &e), SR_OK);
-    // the reference: tiles_account_layer's cells, summed as balance.h defines the figures
-    work_count *c = calloc((size_t)p.heads * W * W, sizeof *c);
-    double rank[8] = {0}, slowest = 0, total = 0;
-    CHECK_EQ_INT(tiles_account_layer(&p, 0, &l, c, &e), SR_OK);
-    for (int t = 0; t < W; t++) {
-      double mx = 0;
-      for (int r = 0; r < W; r++) {
-        double w = 0;
-        for (int h = 0; h < p.heads; h++) {
-          const work_count *x = &c[((int64_t)h * W + r) * W + (r - t + W) % W];
-          w += (double)TILE * TILE * (double)(x->full + x->partial) + (double)TILE * (double)x->bars;
-        }
-        rank[r] += w, total += w;
-        mx = w > mx ? w : mx;
+  const int64_t n = p->n_tokens;
+  int32_t *owner = malloc((size_t)n * sizeof *owner), tr = 0;
+  for (int64_t t = 0; t < n; t++) {
+    if (t % TILE == 0) tr = (int32_t)(fx_rand(&seed) % (uint64_t)W);
+    owner[t] = tr;
+  }
+  layout l;
+  fx_layout_from_owner(owner, n, W, LAYOUT_BALANCED, TILE, &l);
+  balance_figures f;
+  CHECK_EQ_INT(balance_of(p, &l, &f, &e), SR_OK);
+  // the reference: tiles_account_layer's cells, summed as balance.h defines the figures
+  work_count *c = calloc((size_t)p->heads * W * W, sizeof *c);
+  double rank[8] = {0}, slowest = 0, total = 0;
+  CHECK_EQ_INT(tiles_account_layer(p, 0, &l, c, &e), SR_OK);
+  for (int t = 0; t < W; t++) {
+    double mx = 0;
+    for (int r = 0; r < W; r++) {
+      double w = 0;
+      for (int h = 0; h < p->heads; h++) {
+        const work_count *x = &c[((int64_t)h * W + r) * W + (r - t + W) % W];
+        w += (double)TILE * TILE * (double)(x->full + x->partial) + (double)TILE * (double)x->bars;
       }
-      slowest += mx;
+      rank[r] += w, total += w;
+      mx = w > mx ? w : mx;
     }
-    double top = 0;
-    for (int r = 0; r < W; r++) top = rank[r] > top ? rank[r] : top;
-    CHECK_REL(f.work, total, 1e-12);
-    CHECK_REL(f.worker, top / (total / W), 1e-12);
-    CHECK_REL(f.step, slowest / (total / W), 1e-12);
-    free(c), free(owner);
-    fx_layout_free(&l);
+    slowest += mx;
+  }
+  double top = 0;
+  for (int r = 0; r < W; r++) top = rank[r] > top ? rank[r] : top;
+  CHECK_REL(f.work, total, 1e-12);
+  CHECK_REL(f.worker, top / (total / W), 1e-12);
+  CHECK_REL(f.step, slowest / (total / W), 1e-12);
+  free(c), free(owner);
+  fx_layout_free(&l);
+}
+
+TEST(balance_figures_on_dealt_tiles_equal_those_of_the_tile_accounting) {
+  for (int trial = 0; trial < 3; trial++) {
+    pattern p;  // 3 heads: VS, VS, window (no block head); 10: every kind
+    fx_mixed_pattern(&p, (30 + 7 * trial) * TILE + (trial ? 50 : 0), trial == 2 ? 10 : 3, 50 + trial);
+    check_figures_on_dealt_tiles(&p, 2 + trial, 9 + trial);
+    pattern_free(&p);
+  }
+}
+
+// Gated heads (MoBA blocks, token top-k keys) are no Toeplitz part and columns: the block work and the
+// figures take them through the planner's accounting, and agree with it.
+TEST(block_work_and_balance_figures_of_gated_heads_equal_the_accounting) {
+  sr_error e;
+  model_config m = {.num_layers = 1, .num_heads = 3};
+  const char *const specs[] = {"moba:256:3", "token-topk:64"};
+  for (int i = 0; i < 2; i++) {
+    pattern p;
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 24 * TILE + 50, 5, 0, &p, &e), SR_OK);
+    check_block_work(&p);
+    check_figures_on_dealt_tiles(&p, 3, 11);
     pattern_free(&p);
   }
 }

@@ -2,7 +2,8 @@
 // forward and backward equal single-process dense masked attention in float64 (exec/dense_ref.c) for several
 // chunk counts, layouts and uneven lengths (301 and 333 tokens split over chunks that do not divide them), with
 // and without offload; the offloaded run gives bit-identical outputs to the resident one (--digest); the run
-// says it is FPDT and copies through host memory only with offload; a layout FPDT cannot chunk is refused.
+// says it is FPDT and copies through host memory only with offload; a layout FPDT cannot chunk and the gated
+// patterns (selected every forward) are refused.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,4 +121,16 @@ TEST(exec_fpdt_refuses_a_layout_whose_ranks_hold_tokens_out_of_sequence_order) {
   CHECK_EQ_INT(fpdt_attn(2, "300", cmd, &out), 2);
   CHECK_STR_CONTAINS(out, "sequence order");
   free(out);
+}
+
+TEST(exec_fpdt_refuses_gated_patterns_which_select_their_keys_every_forward) {
+  // FPDT builds its chunks' indices once from the plan's pattern; moba and token-topk choose theirs from Q and K
+  const char *specs[] = {"moba:128:2", "token-topk:64"};
+  for (int i = 0; i < 2; i++) {
+    char flags[256], *out = NULL;
+    snprintf(flags, sizeof flags, "--fpdt-chunk 128 --pattern %s", specs[i]);
+    CHECK_EQ_INT(fpdt_attn(2, "512", flags, &out), 2);
+    CHECK_STR_CONTAINS(out, "moba and token-topk run with ring and double-ring schedules, not FPDT");
+    free(out);
+  }
 }

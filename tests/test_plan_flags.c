@@ -194,3 +194,26 @@ TEST(exec_builds_from_the_flags_the_plan_sparsering_plan_writes_granularity_incl
   CHECK(strcmp(pred[0][0], pred[1][0]) == 0);
   CHECK(strcmp(pred[0][0], pred[2][0]) != 0);  // G = 16 is not G = 128: the granularity counted
 }
+
+TEST(plan_flags_search_every_reaches_the_plan_file_and_back) {
+  // adaspa-online's reuse schedule is a plan option: --search-every K into the spec, through the plan file,
+  // and K < 1 refused naming the flag
+  plan_spec s;
+  sr_error e = {0};
+  CHECK_EQ_INT(spec_of("--strategy adaspa --search-every 4", &s, &e), SR_OK);
+  CHECK_EQ_INT(s.search_every, 4);
+  CHECK_STR_CONTAINS(s.pattern, "adaspa-online:");
+  plan p, q;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  char path[700];
+  snprintf(path, sizeof path, "%s/plan.json", test_tmpdir());
+  CHECK_EQ_INT(plan_write(&p, path, &e), SR_OK);
+  CHECK_EQ_INT(plan_read(path, &q, &e), SR_OK);
+  CHECK_EQ_INT(q.spec.search_every, 4);
+  plan_free(&p), plan_free(&q);
+  CHECK_EQ_INT(spec_of("--strategy adaspa", &s, &e), SR_OK);
+  CHECK_EQ_INT(s.search_every, 1);
+  e = (sr_error){0};
+  CHECK_EQ_INT(spec_of("--strategy adaspa --search-every 0", &s, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "--search-every");
+}

@@ -2,9 +2,10 @@
 // command line: a plan, a simulated step's report and timeline, a what-if table and a tuner search equal
 // what bin/sparsering writes for the same flags; errors raise SparseringError with the C error's file,
 // field and reason; 1000 rounds of calls leave the process's memory where it was; the CPU reference
-// attention equals numpy's masked softmax and its gradients; the GPU calls refuse cleanly without a device;
-// `pip install ./python` gives a package that works outside the repository. Each case is one run of
-// tests/py/python_api.py (numpy and pandas: scripts/install-deps.sh), which prints "ok CASE".
+// attention (MoBA's own block included) equals numpy's masked softmax and its gradients; the GPU calls refuse
+// cleanly without a device, and gated patterns always; `pip install ./python` gives a package that works
+// outside the repository. Each case is one run of tests/py/python_api.py (numpy and pandas:
+// scripts/install-deps.sh), which prints "ok CASE".
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -71,8 +71,9 @@ TEST(studies_every_notebook_executes_and_writes_its_figures) {
   if (rc) printf("%s\n", log ? log : "");
   CHECK_STR_CONTAINS(log, "0 failed");
   free(log);
-  const char *always[] = {"strategies.png", "seqlen.png",      "imbalance.png",     "imbalance_heatmap.png",
-                          "bandwidth.png",  "gantt.png",       "python_study.png",  "python_timeline.png"};
+  const char *always[] = {"strategies.png", "seqlen.png",       "imbalance.png",       "imbalance_heatmap.png",
+                          "bandwidth.png",  "gantt.png",        "python_study.png",    "python_timeline.png",
+                          "gated.png",      "gated_imbalance.png"};
   for (size_t i = 0; i < sizeof always / sizeof always[0]; i++) check_png(out, always[i]);
   // Figures of optional data: drawn exactly when their CSV exists.
   const char *optional[][2] = {{"replay.csv", "replay.png"}, {"measured.csv", "sim_vs_measured.png"}};
@@ -131,15 +132,15 @@ static int count_csv_rows(const char *path) {
 TEST(studies_every_study_csv_has_a_sidecar_with_commands_inputs_and_version) {
   // The studies of scripts/studies.py; replay.csv only once the traces area provides `sparsering replay`,
   // measured.csv only once executor results exist.
-  const char *studies[] = {"strategies", "seqlen", "imbalance", "imbalance_heat", "bandwidth", "timeline", "replay",
-                           "measured"};
-  for (int i = 0; i < 8; i++) {
+  const char *studies[] = {"strategies", "seqlen", "imbalance", "imbalance_heat", "bandwidth", "timeline", "gated",
+                           "replay", "measured"};
+  for (int i = 0; i < 9; i++) {
     char csv[4600], side[4700], *text = NULL;
     size_t n = 0;
     snprintf(csv, sizeof csv, "%s/notebooks-data/%s.csv", repo_root(), studies[i]);
     snprintf(side, sizeof side, "%s.json", csv);
     if (!test_file_exists(csv)) {
-      if (i < 6) test_fail(__FILE__, __LINE__, "%s is not shipped", csv);
+      if (i < 7) test_fail(__FILE__, __LINE__, "%s is not shipped", csv);
       continue;
     }
     sr_error e = {0};

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/gating.h"
 #include "plan/util.h"
 #include "traces/trace.h"
 
@@ -64,6 +65,8 @@ double trace_head_kept_pairs(const head_pattern *h, int64_t n) {
     case PATTERN_WINDOW: return window_pairs(h->sinks, h->window, n);
     case PATTERN_VS: return vs_pairs(h->vertical, h->n_vertical, h->slash, h->n_slash, n);
     case PATTERN_BLOCK: return block_pairs(h, NULL, n, NULL);
+    case PATTERN_MOBA:
+    case PATTERN_TOKENS: return gating_head_pairs(h, n);
   }
   return 0;
 }
@@ -81,7 +84,7 @@ static int32_t merge_union(const int32_t *a, int32_t na, const int32_t *b, int32
 
 double trace_head_union_pairs(const head_pattern *a, const head_pattern *b, int64_t n) {
   if (a->kind == PATTERN_DENSE || b->kind == PATTERN_DENSE) return (double)n * (double)(n + 1) / 2;
-  if (a->kind != b->kind) return -1;
+  if (a->kind != b->kind || a->kind == PATTERN_MOBA || a->kind == PATTERN_TOKENS) return -1;
   if (a->kind == PATTERN_WINDOW)  // longer sink prefix and longer window cover the shorter ones
     return window_pairs(sr_max64(a->sinks, b->sinks), sr_max64(a->window, b->window), n);
   if (a->kind == PATTERN_BLOCK) return a->block == b->block ? block_pairs(a, b, n, NULL) : -1;

@@ -9,6 +9,8 @@
 #include "plan/util.h"
 #include "traces/trace.h"
 
+#include "plan/gating.h"
+
 static const char *const kind_names[] = {"dense", "window", "vs", "block"};
 
 // Largest sequence the schema stores: positions are int32.
@@ -23,6 +25,8 @@ static int to_trace_kind(pattern_kind k) {
     case PATTERN_WINDOW: return TRACE_KIND_WINDOW;
     case PATTERN_VS: return TRACE_KIND_VS;
     case PATTERN_BLOCK: return TRACE_KIND_BLOCK;
+    case PATTERN_MOBA: return TRACE_KIND_BLOCK;  // stored as its BLOCK mask of TILE-token blocks
+    case PATTERN_TOKENS: return -1;              // per-row choices: no trace kind holds them
   }
   return -1;
 }
@@ -79,6 +83,9 @@ static int write_layer(trace_writer *t, const pattern *p, int step, int layer, c
     int k = to_trace_kind(hp->kind);
     if (k < 0) {
       free(kind);
+      if (hp->kind == PATTERN_TOKENS)
+        return sr_input_error(e, NULL, "pattern", "layer %d head %d: token top-k selections (each row its own keys) "
+                              "have no trace kind", layer, h);
       return sr_input_error(e, NULL, "pattern", "layer %d head %d has an unknown kind %d", layer, h, (int)hp->kind);
     }
     kind[h] = (uint8_t)k;
@@ -89,11 +96,12 @@ static int write_layer(trace_writer *t, const pattern *p, int step, int layer, c
       if (hp->n_slash > max_s) max_s = hp->n_slash;
     }
     if (k == TRACE_KIND_BLOCK) {
-      if (t->info.block_size == 0) t->info.block_size = hp->block;
-      if (hp->block != t->info.block_size) {
+      int32_t bs = hp->kind == PATTERN_MOBA ? TILE : hp->block;
+      if (t->info.block_size == 0) t->info.block_size = bs;
+      if (bs != t->info.block_size) {
         free(kind);
         return sr_input_error(e, NULL, "pattern", "layer %d head %d has block size %d but the trace uses %lld (one "
-                              "block size per trace)", layer, h, hp->block, (long long)t->info.block_size);
+                              "block size per trace)", layer, h, bs, (long long)t->info.block_size);
       }
     }
   }
@@ -146,9 +154,21 @@ static int write_layer(trace_writer *t, const pattern *p, int step, int layer, c
     int64_t nb = sr_cdiv(n, t->info.block_size), row_bytes = sr_cdiv(nb, 8);
     uint8_t *bits = calloc((size_t)(H * nb * row_bytes), 1);
     if (!bits) return sr_internal_error(e, ENOMEM, "trace step %d: block mask", step);
-    for (int h = 0; h < H; h++) {
+    for (int h = 0; h < H && rc == SR_OK; h++) {
       const head_pattern *hp = pattern_head(p, layer, h);
       if (hp->kind == PATTERN_BLOCK) pack_block_mask(hp, nb, row_bytes, bits + h * nb * row_bytes);
+      if (hp->kind != PATTERN_MOBA) continue;
+      head_pattern as_block = {.kind = PATTERN_BLOCK, .block = TILE, .n_blocks = nb};
+      if (moba_block_mask(hp, n, &as_block.mask, &as_block.row_words)) {
+        rc = sr_internal_error(e, ENOMEM, "trace step %d: block mask", step);
+        break;
+      }
+      pack_block_mask(&as_block, nb, row_bytes, bits + h * nb * row_bytes);
+      free(as_block.mask);
+    }
+    if (rc) {
+      free(bits);
+      return rc;
     }
     tensor_name(name, sizeof name, step, layer, "block_mask");
     rc = st_writer_add(&t->w, name, ST_U8, 3, (int64_t[]){H, nb, row_bytes}, bits, e);

@@ -260,8 +260,10 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
   b->be = cuda ? DIST_CUDA : DIST_CPU;
   b->layers = (int)p->model.num_layers;
   b->shared = strcmp(p->spec.pattern, "dense") == 0 || p->spec.pattern[0] == 0;
-  b->online = pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE;
-  b->online_cpu = b->online && !cuda;
+  b->gated = pattern_spec_estimation(p->spec.pattern) == PATTERN_GATED;
+  b->online = pattern_spec_at_run_time(p->spec.pattern);  // vs-online, gated, adaspa-online
+  // the trainer estimates or gates on the CPU itself; adaspa-online searches inside dist_attn on either backend
+  b->online_cpu = (pattern_spec_estimation(p->spec.pattern) == PATTERN_ONLINE || b->gated) && !cuda;
   b->positions = positions;
   b->cap = b->shared ? 1 : cache > 0 ? (int)sr_min64(cache, b->layers) : b->layers;
   b->fit = cuda && !b->shared && cache == 0;
@@ -277,7 +279,8 @@ int train_attn_init(train_attn *b, const plan *p, pattern *pat, comm *c, int cud
     if (c->world != 1)
       return sr_input_error(e, NULL, "--pattern", "%s: online estimation trains on one rank (the job has %d)",
                             p->spec.pattern, c->world);
-    if (online_vs_from_spec(&b->ov, p->spec.pattern, e)) return e->code;
+    if (b->gated ? pattern_spec_gating_opts(p->spec.pattern, &b->gate, e) : online_vs_from_spec(&b->ov, p->spec.pattern, e))
+      return e->code;
   }
   size_t L = (size_t)b->layers;
   b->slot = calloc(L, sizeof *b->slot);
@@ -527,14 +530,46 @@ int train_attn_read_patterns(train_attn *b, sr_error *e) {
   return SR_OK;
 }
 
+void train_attn_search_at(train_attn *b, int64_t step, int flags) { b->search_step = step, b->search_flags = flags; }
+
+int train_attn_search_stats(const train_attn *b, dist_search_stats *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  out->recall_reused = -1;
+  if (pattern_spec_estimation(b->p->spec.pattern) != PATTERN_SEARCHED) return SR_OK;
+  int plans = 0;
+  double reused = 0;
+  for (int i = 0; i < b->n; i++) {
+    if (!b->slot[i] || b->slot_layer[i] < 0) continue;
+    dist_search_stats s;
+    int rc = dist_attn_search_stats(b->slot[i], &s, e);
+    if (rc) return rc;
+    out->searches += s.searches, out->reuses += s.reuses, out->dense_passes += s.dense_passes;
+    out->recall_search += s.recall_search, out->sparsity_mean += s.sparsity_mean;
+    out->dense_s += s.dense_s, out->search_s += s.search_s, out->index_s += s.index_s;
+    if (s.reused_measured > 0) reused += s.recall_reused * (double)s.reused_measured, out->reused_measured += s.reused_measured;
+    plans++;
+  }
+  if (plans > 0) out->recall_search /= plans, out->sparsity_mean /= plans;
+  if (out->reused_measured > 0) out->recall_reused = reused / (double)out->reused_measured;
+  return SR_OK;
+}
+
 // ---- the model's callbacks --------------------------------------------------------------------
 
 int train_attn_estimate(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e) {
   train_attn *b = ctx;
   const model_config *m = &b->p->model;
   double t0 = sr_now();
-  int rc = online_vs_estimate(&b->ov, q, k, b->positions, T, (int)m->num_heads, (int)m->num_kv_heads,
-                              (int)m->head_dim, b->pat, layer, e);
+  int H = (int)m->num_heads, Hkv = (int)m->num_kv_heads, d = (int)m->head_dim, rc;
+  if (b->gated && b->gate.kind == PATTERN_MOBA) {
+    moba_shape s = {H, Hkv, d, b->pat->n_tokens, b->gate.block, b->gate.topk};
+    rc = moba_select(&s, q, k, b->positions, T, b->pat, layer, e);
+  } else if (b->gated) {
+    tokens_shape s = {H, Hkv, d, b->pat->n_tokens, b->gate.topk, b->gate.ih, b->gate.id};
+    rc = tokens_select(&s, q, k, b->positions, T, b->pat, layer, e);
+  } else {
+    rc = online_vs_estimate(&b->ov, q, k, b->positions, T, H, Hkv, d, b->pat, layer, e);
+  }
   pthread_mutex_lock(&b->mu);
   int i = find(b, layer);  // its plan was built from the old pattern
   if (i >= 0) evict(b, i);
@@ -553,8 +588,10 @@ static int probe(train_attn *b, dist_attn *a, int layer, const void *q, const vo
 
 int train_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o, float *lse,
                    sr_error *e) {
+  train_attn *b = ctx;
   dist_attn *a;
   int rc = train_attn_get(ctx, layer, &a, e);
+  if (!rc) dist_attn_search_step(a, b->search_step, b->search_flags);  // adaspa-online (a no-op otherwise)
   if (!rc) rc = dist_attn_fwd(a, q, k, v, o, lse, e);
   return rc ? rc : probe(ctx, a, layer, q, k, e);
 }
@@ -568,8 +605,10 @@ int train_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float 
 
 int train_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, void *o, float *lse,
                        sr_error *e) {
+  train_attn *b = ctx;
   dist_attn *a;
   int rc = train_attn_get(ctx, layer, &a, e);
+  if (!rc) dist_attn_search_step(a, b->search_step, b->search_flags);  // adaspa-online (a no-op otherwise)
   if (!rc) rc = dist_attn_fwd(a, q, k, v, o, lse, e);
   return rc ? rc : probe(ctx, a, layer, q, k, e);
 }

@@ -19,6 +19,7 @@
 
 #include "exec/comm.h"
 #include "exec/dist_attn.h"
+#include "plan/gating.h"
 #include "train/train_online.h"
 #include "train/train_recall.h"
 #include "plan/error.h"
@@ -68,13 +69,22 @@ typedef struct {
   int n_tid;
   int *queue, q_head, q_len;  // slots to build, in order
   // vs-online on the CPU backend: each forward re-estimates the layer's pattern from its q and k (one
-  // rank); on CUDA the executor's dist_attn estimates inside every forward itself (online_vs_cuda.c)
+  // rank); on CUDA the executor's dist_attn estimates inside every forward itself (online_vs_cuda.c).
+  // Gated patterns (moba, token-topk) likewise: the gate selects from q and k (plan/gating.h) on the CPU,
+  // inside dist_attn on CUDA (moba; online_gate_cuda.c). adaspa-online's mask is searched inside dist_attn on
+  // either backend (online: the pattern is chosen at run time; online_cpu: by the trainer on the CPU).
   int online, online_cpu;
+  int gated;
   online_vs ov;
+  gating_opts gate;
   const int64_t *positions;
   int64_t estimates;
   double estimate_s;
   attn_recall *recall;  // `--eval-recall`: measured after each forward while armed (NULL: off)
+  // adaspa-online (either backend): each plan searches its mask inside its forwards (exec/dist_attn.h), at the
+  // step and with the flags set here (train_attn_search_at)
+  int64_t search_step;
+  int search_flags;
 } train_attn;
 
 // Prepare the plans of plan p (pattern pat) for this rank: cache K plans (0: every layer, or as many as fit
@@ -111,7 +121,12 @@ int train_attn_refit(train_attn *b, sr_error *e);
 int train_attn_prebuild(train_attn *b, sr_error *e);
 // The plan of `layer`, built now if it is not kept.
 int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e);
-// CUDA vs-online: write the patterns the kept plans last ran into b->pat (density, trace).
+// adaspa-online: the step the coming forwards belong to and their DIST_SEARCH_* flags (dist_attn_search_step).
+void train_attn_search_at(train_attn *b, int64_t step, int flags);
+// adaspa-online: the search counters of the plans kept now, summed (recall_search: mean over them; recall_reused:
+// over the measured forwards); SR_OK with zeros for other patterns.
+int train_attn_search_stats(const train_attn *b, dist_search_stats *out, sr_error *e);
+// CUDA vs-online, adaspa-online: write the patterns the kept plans last ran into b->pat (density, trace).
 int train_attn_read_patterns(train_attn *b, sr_error *e);
 // Stop the threads and free every plan.
 void train_attn_free(train_attn *b);
@@ -121,7 +136,7 @@ int train_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float 
                    sr_error *e);
 int train_attn_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
                    const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e);
-// ... the CPU online estimate hook (model_attention.estimate) ...
+// ... the CPU online estimate hook (model_attention.estimate; a gated pattern's selection too) ...
 int train_attn_estimate(void *ctx, int layer, int64_t T, const float *q, const float *k, sr_error *e);
 // ... and device bf16 (model_cuda_attention).
 int train_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const void *k, const void *v, void *o, float *lse,

@@ -193,6 +193,7 @@ static const cli_flag train_flags[] = {
      "the layer inputs wait in pinned host memory between forward and backward (copies overlapped with compute)"},
     {"eval", "N", "0", "score N held-out passkey samples by exact match after training"},
     {"eval-recall", "M", "0", "probe the first M --eval samples: the dense attention mass the pattern keeps"},
+    {"search-recall", NULL, NULL, "adaspa-online: a dense pass in the steps that reuse a mask, to report its recall"},
     {"attn-cache", "K", "as memory allows", "attention plans kept (the others are rebuilt when their layer comes)"},
     {"attn-prefetch", "D", "0 (cuda: 2 when not every plan is kept)", "build the plans of the next D layers ahead of use"},
     {"attn-host-cache", NULL, NULL, "hold dropped plans in host memory and restore them by upload"},
@@ -242,6 +243,7 @@ typedef struct {
   train_options o;
   const char *loss_mode, *ckpt, *trace_path, *trace_steps;
   int quiet;
+  int search_recall;          // --search-recall
   char label[256], csv_path[600];
   // the plan's attention and its plans built before the first step
   double pairs, density, flops, prebuild_s;
@@ -464,6 +466,7 @@ static int outputs_open(train_run *r, sr_error *e) {
   snprintf(r->csv_path, sizeof r->csv_path, "%s", cli_get(a, "csv", ""));  // empty: no CSV (only where asked)
   r->ckpt = cli_get(a, "ckpt", NULL);
   r->quiet = cli_has(a, "quiet");
+  r->search_recall = cli_has(a, "search-recall");
   r->flops = (double)r->batch * step_flops(m, seq, r->pairs / (double)m->num_layers);
   const train_attn *ta = &r->ta;
   if (r->R == 0) {
@@ -502,6 +505,8 @@ static int outputs_open(train_run *r, sr_error *e) {
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
   r->trace_path = cli_get(a, "trace", NULL), r->trace_steps = cli_get(a, "trace-steps", "");
+  if (r->trace_path && strncmp(p->spec.pattern, "token-topk:", 11) == 0)
+    return sr_input_error(e, NULL, "--trace", "token top-k selections (each row its own keys) have no trace kind");
   if (r->trace_path && r->R == 0) {
     trace_info ti;
     memset(&ti, 0, sizeof ti);
@@ -589,6 +594,8 @@ static int train_loop(train_run *r, sr_error *e) {
     double ws0, ws1;
     train_attn_on_demand(&r->ta, &od0, &bs0);
     train_attn_waits(&r->ta, &w0, &ws0);
+    // adaspa-online: every step brings a new sample; a search at every plan.spec.search_every-th step
+    train_attn_search_at(&r->ta, t->step, DIST_SEARCH_NEW_INPUTS | (r->search_recall ? DIST_SEARCH_MEASURE_REUSE : 0));
     if (trainer_step(t, &st, e)) return e->code;
     train_attn_on_demand(&r->ta, &od1, &bs1);
     train_attn_waits(&r->ta, &w1, &ws1);
@@ -625,6 +632,8 @@ static int run_eval(train_run *r, sr_error *e) {
     // the probe: the rows whose next token is an answer digit, at the end of the one sample
     if (i < r->recall_n) attn_recall_arm(&r->rec, seq - r->digits - 1, seq - 2);
     else if (r->recall_n > 0) attn_recall_arm(&r->rec, 1, 0);
+    // adaspa-online searches every held-out sequence (a mask searched on another sample would miss its passkey)
+    train_attn_search_at(&r->ta, -1 - i, DIST_SEARCH_FORCE | DIST_SEARCH_NEW_INPUTS);
     if (trainer_eval(&r->t, i, &st, e)) return e->code;
     if (i < r->recall_n) recall_tally_add(&r->tally, &r->rec, st.exact == st.samples);
     exact += st.exact;
@@ -648,8 +657,8 @@ static int run_predict(train_run *r, sr_error *e) {
   // recomputation keeps attention's output when the run did (selective), and with every layer's plan kept no
   // index is built in the step
   const train_attn *ta = &r->ta;
-  sim_options so = {0, 0, pattern_spec_estimation(p->spec.pattern) != PATTERN_ONLINE,
-                    r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN, ta->shared || ta->cap >= ta->layers};
+  sim_options so = {0, 0, !pattern_spec_at_run_time(p->spec.pattern), r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN,
+                    ta->shared || ta->cap >= ta->layers};
   sim_result sr;
   snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
   if (sim_run(p, &r->pat, &so, &sr, NULL, e)) return e->code;
@@ -707,8 +716,19 @@ static int run_finish(train_run *r, sr_error *e) {
            (double)ta->shared_bytes / (1 << 30));
   printf("\n");
   if (ta->online_cpu)
-    printf("train: online vertical-slash estimates: %lld (%.2fs), last density %.4f\n", (long long)ta->estimates,
+    printf("train: %s: %lld (%.2fs), last density %.4f\n",
+           ta->gated ? "gated selections (moba / token-topk)" : "online vertical-slash estimates", (long long)ta->estimates,
            ta->estimate_s, r->density);
+  dist_search_stats ss;
+  if (pattern_spec_estimation(r->p.spec.pattern) == PATTERN_SEARCHED) {
+    if (train_attn_search_stats(ta, &ss, e)) return e->code;
+    printf("train: adaspa-online block search (every %lld steps): %lld searches, %lld reuses, %lld dense passes; "
+           "recall %.4f at the last searches (mean sparsity %.4f), last density %.4f", (long long)r->p.spec.search_every,
+           (long long)ss.searches, (long long)ss.reuses, (long long)ss.dense_passes, ss.recall_search, ss.sparsity_mean,
+           r->density);
+    if (ss.reused_measured > 0) printf("; reused masks %.4f (%lld forwards)", ss.recall_reused, (long long)ss.reused_measured);
+    printf("\n");
+  }
   printf("train: done, %lld steps in %.2fs%s%s\n", (long long)(r->t.step - r->first), sr_now() - r->run_t0,
          r->csv_path[0] ? "; csv " : "", r->csv_path);
   return SR_OK;

@@ -70,7 +70,8 @@ class Attention:
     """One attention shape and its pattern.
 
     pattern: a source string ("dense", "window:S:W", "vs-like:S:W:NV", "vs-topp:0.95", "vs-preset:qwen2.5-3b",
-    "block:D", "vs-online:0.95" estimated from Q and K every forward, ...; docs/patterns.md), or a VSPattern.
+    "block:D", "vs-online:0.95" estimated from Q and K every forward, "moba:B:K" and "token-topk:K" selected
+    from Q and K by every CPU reference call, ...; docs/patterns.md), or a VSPattern.
     scale: the softmax scale (default 1/sqrt(head_dim)); seed: of synthetic sources.
     """
 
@@ -100,6 +101,7 @@ class Attention:
         self.info = self._info()
         self.scale = self.info["scale"]
         self.online = bool(self.info["online"])
+        self.gated = bool(self.info["gated"])
 
     def __del__(self):
         self.close()

@@ -15,6 +15,8 @@ pattern: a source string ("dense", "window:S:W", "vs-topp:0.95", "vs-online:0.95
 docs/patterns.md), a VSPattern of explicit per-head verticals and slashes, or a prepared
 sparsering.Attention of the same shape. "vs-online:P" estimates MTraining's vertical-slash pattern from
 the last 64 queries of each sequence in every forward, on the GPU, and the backward runs the same pattern.
+The gated "moba:B:K" and "token-topk:K" select from Q and K on the CPU reference only (float32 CPU tensors);
+on CUDA tensors they are refused (SparseringError).
 Prepared shapes of string patterns are cached (SHAPES_CACHED of them).
 """
 import collections

@@ -203,7 +203,10 @@ def case_attention_reference_matches_numpy(tmp):
     cases = [("dense", np.broadcast_to(causal, (h, n, n))),
              ("window:4:16", np.broadcast_to(causal & ((np.arange(n)[None, :] < 4) |
                                                        (np.arange(n)[:, None] - np.arange(n)[None, :] < 16)), (h, n, n))),
-             (vs, vs.keeps(n))]
+             (vs, vs.keeps(n)),
+             # MoBA with K = 1 selects its own 128-token block only (the gate runs, but has nothing to choose)
+             ("moba:128:1", np.broadcast_to(causal & (np.arange(n)[:, None] // 128 == np.arange(n)[None, :] // 128),
+                                            (h, n, n)))]
     scale = d ** -0.5
     for pattern, keep in cases:
         a = sparsering.Attention(n, h, hkv, d, pattern)
@@ -242,6 +245,13 @@ def case_gpu_calls_need_a_device(tmp):
     if not _lib.has_cuda_lib():
         print("skip: libsparsering_cuda.so not built (no nvcc)")
         return
+    # a gated pattern selects on the host: the GPU calls refuse it, device or not
+    try:
+        sparsering.Attention(256, 4, 2, 64, "moba:128:2").forward_ptr(0, 0, 0, 0, 0)
+    except SparseringError as err:
+        assert "selects its keys from Q and K on the host" in err.message, err.message
+    else:
+        raise AssertionError("a moba shape ran on the GPU")
     a = sparsering.Attention(256, 4, 2, 64, "dense")
     try:
         a.forward_ptr(0, 0, 0, 0, 0)

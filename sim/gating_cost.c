@@ -1,0 +1,106 @@
+// gating_cost.c — the cost of a gated pattern's selection in every forward pass (moba, token-topk;
+// plan/gating.h), as the executor runs it (exec/online_gate_cpu.c): the selection happens before the ring,
+// after the QKV projection; the tile index is then built as for any sparse pattern.
+//
+// MoBA (Lu et al. 2025; MoBA's reference code, moba_efficient.py: key_gate_weight = mean of each chunk's
+// keys, gate = einsum(q, key_gate_weight), topk over the chunks), per rank with n tokens and per layer:
+//   1. block sums of the local keys: one read of K, n x Hkv x d bf16 (memory bound);
+//   2. all-reduce of the block sums, nb x Hkv x d fp32 (nb = N / B blocks; a rank's keys of a block are
+//      summed locally, so under striped layouts the "all-gather of block means" is this all-reduce);
+//   3. gate scores q . mean(K_c) for every local row and every complete earlier block c: a GEMM of
+//      2 x H x d x C FLOPs, C = sum over the rank's rows of floor(pos / B), and the fp32 scores written and
+//      read once by the top-k;
+//   4. when a query group's rows sit on several ranks (striped layouts whose stripes split a 128-row
+//      group), the groups' block sets are united by a bitwise-OR all-reduce, H x groups x nb / 8 bytes.
+// Token top-k (DeepSeek-V3.2, "DeepSeek Sparse Attention": a lightning indexer of IH heads of dimension ID in
+// FP8, I(t, s) = sum_j w_j ReLU(q_j(t) . k(s)); DeepGEMM's fp8_mqa_logits writes the fp32 logits
+// [rows, keys] that the top-k reads), per rank and layer:
+//   1. the indexer's projections: a GEMM of 2 x n x hidden x (IH ID + ID + IH) FLOPs (queries, the one key,
+//      the head weights; DSA projects from the query latent, here from the hidden state);
+//   2. all-gather of every token's indexer key, N x ID bytes in FP8;
+//   3. logits: 2 x IH x ID FLOPs a causal (row, key) pair at the FP8 tensor rate, P = sum over the rank's
+//      rows of (pos + 1) pairs, and the fp32 logits written and read once by the top-k (memory bound).
+// The indexer's own training (DSA's KL loss on its logits) is not charged: the executor's indexer has no
+// weights to train.
+#include <math.h>
+#include <stdlib.h>
+
+#include "plan/gating.h"
+#include "plan/pattern_spec.h"
+#include "plan/util.h"
+#include "sim/cost.h"
+#include "sim/step_ctx.h"
+
+// sum over p in [0, n) of floor(p / B)
+static double floor_prefix(int64_t n, int64_t B) {
+  int64_t m = n / B;
+  return (double)B * (double)m * (double)(m - 1) / 2 + (double)m * (double)(n - m * B);
+}
+
+// Per rank: its rows' candidate blocks (sum of floor(pos / B)) and causal keys (sum of pos + 1).
+static void rank_sums(const layout *l, int r, int64_t B, double *blocks, double *keys) {
+  *blocks = 0, *keys = 0;
+  for (int64_t x = l->rank_run_begin[r]; x < l->rank_run_begin[r + 1]; x++) {
+    int64_t g = l->runs[x].global, n = l->runs[x].len;
+    if (B > 0) *blocks += floor_prefix(g + n, B) - floor_prefix(g, B);
+    *keys += (double)n * (double)(2 * g + n + 1) / 2;
+  }
+}
+
+// Do some query group's rows sit on two ranks (a run of the layout starting or ending inside a group)?
+static int groups_split(const layout *l) {
+  for (int64_t x = 0; x < l->n_runs; x++) {
+    int64_t a = l->runs[x].global, b = a + l->runs[x].len;
+    if (a % TILE || (b % TILE && b != l->n_tokens)) return 1;
+  }
+  return 0;
+}
+
+int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e) {
+  gating_opts g;
+  if (pattern_spec_gating_opts(x->p->spec.pattern, &g, e)) return e->code;
+  const layout *l = &x->p->layout;
+  const model_config *m = x->m;
+  const gpu_desc *gpu = &x->c->gpu;
+  int W = x->W;
+  double H = (double)m->num_heads, Hkv = (double)m->num_kv_heads, d = (double)m->head_dim, N = (double)l->n_tokens;
+  double gbps, lat;
+  ctx_coll_link(x, &gbps, &lat);
+  double *dur = malloc((size_t)W * sizeof *dur);
+  if (!dur) return sr_internal_error(e, 0, "sim: out of memory");
+  int rc;
+  if (g.kind == PATTERN_MOBA) {
+    double nb = ceil(N / g.block), sums = nb * Hkv * d * 4;
+    for (int r = 0; r < W; r++) dur[r] = cost_mem(gpu, (double)l->rank_count[r] * Hkv * d * 2);
+    if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, qkv, out, e))) goto done;
+    x->comm_bytes += 2 * sums * (W - 1);  // ring all-reduce: 2 (W - 1) / W of the buffer a rank, W ranks
+    if ((rc = ctx_collective(x, cost_allreduce(W, sums, gbps, lat), PHASE_COLLECTIVE, layer, out, x->c2, e))) goto done;
+    for (int r = 0; r < W; r++) {
+      double cand, keys;
+      rank_sums(l, r, g.block, &cand, &keys);
+      dur[r] = cost_gemm(gpu, 2 * H * d * cand) + cost_mem(gpu, 2 * H * cand * 4);
+    }
+    if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto done;
+    if (groups_split(l)) {
+      double bits = H * ceil(N / TILE) * ceil(nb / 64) * 8;
+      x->comm_bytes += 2 * bits * (W - 1);
+      rc = ctx_collective(x, cost_allreduce(W, bits, gbps, lat), PHASE_COLLECTIVE, layer, out, out, e);
+    }
+    goto done;
+  }
+  double ih = g.ih, id = g.id, fp8 = gpu->fp8_tflops * 1e12 * (gpu->eff_gemm > 0 ? gpu->eff_gemm : 1);
+  for (int r = 0; r < W; r++)
+    dur[r] = cost_gemm(gpu, 2 * (double)l->rank_count[r] * (double)m->hidden_size * (ih * id + id + ih));
+  if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, qkv, out, e))) goto done;
+  x->comm_bytes += N * id * (W - 1);  // every rank receives the keys of the others
+  if ((rc = ctx_collective(x, cost_allgather(W, N * id, gbps, lat), PHASE_COLLECTIVE, layer, out, x->c2, e))) goto done;
+  for (int r = 0; r < W; r++) {
+    double cand, pairs;
+    rank_sums(l, r, 0, &cand, &pairs);
+    dur[r] = (fp8 > 0 ? 2 * ih * id * pairs / fp8 : 0) + cost_mem(gpu, 2 * pairs * 4);
+  }
+  rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e);
+done:
+  free(dur);
+  return rc;
+}

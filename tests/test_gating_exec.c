@@ -1,0 +1,112 @@
+// test_gating_exec.c — gated patterns (moba, token-topk; plan/gating.h) in the executor and the trainer on
+// the CPU backend: the selection made from the data on 1, 2 and 3 ranks runs as tiles and bars whose
+// result equals single-process dense attention masked by that selection (exec/dense_ref.c, float64), the
+// ranks select what one process selects, and a tiny model trains with them.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/mpi_fixture.h"
+#include "tests/test.h"
+
+// `attn --check` over layouts x patterns on `ranks` ranks of one node; each run must print its "ok" line.
+static void check_matrix(int ranks, const char *seq, const char *layouts, const char *patterns, int runs) {
+  char cmd[4096], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np %d %s/sparsering-exec attn --model tiny-test --cluster %s --seq %s "
+                   "--layout %s --schedule ring --pattern %s --check 2>&1",
+           ranks, test_bin_dir(), mpi_cpu_cluster(1, ranks), seq, layouts, patterns);
+  int rc = test_run(cmd, &out);
+  CHECK_EQ_INT(rc, 0);
+  CHECK_EQ_INT(count_lines(out, "attn ", " ok"), runs);
+  if (rc != 0 || count_lines(out, "attn ", " ok") != runs) fprintf(stderr, "%s\n%.3000s\n", cmd, out ? out : "");
+  free(out);
+}
+
+#define GATED "moba:128:2,moba:256:3,token-topk:60:4:16"
+
+TEST(gated_patterns_on_one_rank_equal_dense_attention_masked_by_the_selection) {
+  check_matrix(1, "701", "contiguous", GATED, 3);
+}
+
+TEST(gated_patterns_on_two_ranks_equal_dense_attention_masked_by_the_selection) {
+  check_matrix(2, "701", "contiguous,zigzag,striped:1,striped:128", GATED, 4 * 3);
+}
+
+TEST(gated_patterns_on_three_uneven_ranks_equal_dense_attention_masked_by_the_selection) {
+  check_matrix(3, "650", "zigzag,striped:16", GATED, 2 * 3);
+}
+
+// The selection the ranks make together (block sums all-reduced, groups' choices OR-ed: striped:1 puts
+// every group's rows on all three ranks) is the one a single process makes, bit for bit: both traces.
+TEST(moba_selection_on_three_ranks_equals_the_single_process_selection) {
+  const char *dir = test_tmpdir();
+  char cmd[4096];
+  for (int np = 1; np <= 3; np += 2) {
+    snprintf(cmd, sizeof cmd,
+             MPI_ENV "mpirun --oversubscribe -np %d %s/sparsering-exec attn --model tiny-test --cluster %s --seq 900 "
+                     "--layout %s --schedule ring --pattern moba:128:3 --layers 2 --trace-out %s/m%d.safetensors 2>&1",
+             np, test_bin_dir(), mpi_cpu_cluster(1, np), np == 1 ? "contiguous" : "striped:1", dir, np);
+    char *out = NULL;
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    free(out);
+  }
+  // the traces differ only in their origin line (the command); their block masks must be equal
+  snprintf(cmd, sizeof cmd, "python3 -c \"from safetensors.numpy import load_file as L; import numpy as np; "
+           "a = L('%s/m1.safetensors'); b = L('%s/m3.safetensors'); "
+           "ks = [k for k in a if 'block_mask' in k]; assert ks and all(np.array_equal(a[k], b[k]) for k in ks)\"",
+           dir, dir);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+}
+
+TEST(attn_trace_out_refuses_token_topk_before_the_run) {
+  char cmd[2048], *out = NULL;
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec attn --model tiny-test --cluster %s --seq 300 --layout contiguous "
+           "--schedule ring --pattern token-topk:40 --trace-out %s/t.safetensors 2>&1",
+           test_bin_dir(), mpi_cpu_cluster(1, 1), test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, "no trace kind");
+  free(out);
+}
+
+// Loss of the first and the last line of a train CSV (run,step,loss,...).
+static void first_last_loss(const char *csv, double *first, double *last) {
+  FILE *f = fopen(csv, "r");
+  char line[1024];
+  *first = *last = NAN;
+  int n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (n++ > 0) {
+      const char *c = strchr(strchr(line, ',') + 1, ',') + 1;
+      *last = atof(c);
+      if (n == 2) *first = *last;
+    }
+  if (f) fclose(f);
+}
+
+TEST(moba_trains_a_tiny_model_end_to_end_on_the_cpu_backend) {
+  char cmd[4096], csv[700], *out = NULL;
+  snprintf(csv, sizeof csv, "%s/moba.csv", test_tmpdir());
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --layout contiguous "
+           "--schedule ring --pattern moba:128:2 --seq 768 --steps 15 --loss all --csv %s 2>&1",
+           test_bin_dir(), mpi_h200_cluster(1), csv);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "gated selections (moba / token-topk): 30");  // 2 layers x 15 steps
+  double first, last;
+  first_last_loss(csv, &first, &last);
+  CHECK(last < first - 0.3);  // random init at 5.5 nats (vocabulary 256): it learns
+  free(out);
+}
+
+TEST(token_topk_trains_a_tiny_model_on_the_cpu_backend) {
+  char cmd[4096], csv[700], *out = NULL;
+  snprintf(csv, sizeof csv, "%s/tok.csv", test_tmpdir());
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec train --model tiny-test --cluster %s --layout contiguous "
+           "--schedule ring --pattern token-topk:64:4:16 --seq 512 --steps 6 --loss all --csv %s 2>&1",
+           test_bin_dir(), mpi_h200_cluster(1), csv);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  double first, last;
+  first_last_loss(csv, &first, &last);
+  CHECK(last < first);
+  free(out);
+}
