@@ -34,7 +34,7 @@ int sa_bwd_wg_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv
 int sa_bwd_wg_dq_bars(const bwd_args *a, int head_dim, int64_t q_cells, cudaStream_t st, sr_error *e);
 
 // The default backward on the sm_90a image (sa_bwd_variant 2): the warp-specialized KV-major kernel for
-// the tiles (dK, dV in registers; dQ added by float atomics, so dQ is not bit-reproducible), then the
+// the tiles (dK, dV in registers; dQ added by TMA reductions in any order, so not bit-reproducible), then the
 // bars' dQ (sa_bwd_wg_dq_bars); kernels/sparse_attn_bwd_ws.cu.
 int sa_bwd_ws_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e);
 

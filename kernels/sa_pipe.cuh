@@ -84,6 +84,34 @@ __device__ __forceinline__ void sa_tma_load_1d(void *dst, const void *tmap, int 
 #endif
 }
 
+// A box of shared memory added into a tensor map's box (fp32 add at L2: the TMA's reduction), in the
+// calling thread's bulk group; commit the group, then wait until its reads of shared memory are done
+// (the buffer may be written again) or until it has completed.
+__device__ __forceinline__ void sa_tma_reduce_add_2d(const void *tmap, int c0, int c1, const void *src) {
+#if SA_WGMMA_ARCH
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(tmap),
+               "r"(c0), "r"(c1), "r"(sa_smem_addr(src))
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void sa_bulk_commit(void) {
+#if SA_WGMMA_ARCH
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void sa_bulk_wait_read(void) {
+#if SA_WGMMA_ARCH
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void sa_bulk_wait(void) {
+#if SA_WGMMA_ARCH
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 // ---- named barriers (ids 0..15; 0 is __syncthreads) ---------------------------------------------------
 // The consumers' turn taking: a warpgroup syncs on its own id before issuing its products and arrives on
 // the other's id after, so one warpgroup's softmax runs while the other's products use the tensor cores.

@@ -141,7 +141,7 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
 // Backward tile kernels (benchmark and GPU test only): -1 = the default (2 where the sm_90a image runs,
 // 1 there with sa_shape.deterministic, else 0); 0 = mma.sync (sm_80 and up, bit-reproducible); on Hopper
 // (0 elsewhere): 1 = split dQ and dK/dV kernels with wgmma (bit-reproducible), 2 = one warp-specialized
-// KV-major kernel, dQ added by float atomics. The bars' dK/dV use the mma.sync kernels in all.
+// KV-major kernel, dQ added by the tensor-copy engine's reduction (any order). The bars' dK/dV use the mma.sync kernels in all.
 extern int sa_bwd_variant;
 
 #ifdef __cplusplus

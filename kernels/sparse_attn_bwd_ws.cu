@@ -8,7 +8,9 @@
 //   S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T - LSE), dS^T = P^T (dP^T - D),  dV += P^T dO,  dK += dS^T Q,
 // with dK and dV in registers for the whole walk, and the chunk's dQ = dS K through shared memory
 // (dS^T as it sits in the accumulators; at d = 128 warpgroup w takes head dims 64w.., at d = 64 its own
-// 64 keys), added to the fp32 dQ in global memory by vector atomics (red.global.add.v2.f32). Five
+// 64 keys). The consumers leave the chunk's dQ in shared memory and a writer warp of the producer
+// warpgroup adds it to the fp32 dQ in global memory with the tensor-copy engine's reduction (as
+// FlashAttention-3 does), so the consumers issue no atomics and go on to the next chunk. Five
 // products per (chunk, tile) instead of the seven of the split kernels; the order of the dQ additions
 // varies from run to run, so dQ is not bit-reproducible: the deterministic backward (sa_shape.deterministic,
 // sa_bwd_variant 1) stays for callers that need it. Bars run in the mma.sync bar kernels and the bars-only dQ kernel
@@ -32,6 +34,7 @@
 #define BS_PROD_REGS 24
 #define BS_CONS_REGS 240
 #define BS_DS_BAR 5       // named barrier: both consumer warpgroups' halves of dS^T are in shared memory
+#define BS_LOADERS 64     // producer threads that copy (warps 0 and 1: one a query row); warp 2 writes dQ
 
 // ---- shared memory ---------------------------------------------------------------------------------
 
@@ -45,14 +48,17 @@ typedef struct {
 template <int D>
 struct bs_smem {
   unsigned char *k, *v, *q0, *do0, *ds0;  // stage i of Q at q0 + i * CHUNK_BYTES, dS^T buffer b at ds0 + b * DS_BYTES
+  float *dq;                              // a chunk's dQ: per consumer warpgroup two boxes of 64 rows x 32 floats
   int64_t *qpos;                          // [BS_STAGES][64]
   float *lse, *drow;                      // [BS_STAGES][64] each
   bs_info *info;                          // [BS_STAGES]
   uint64_t *kv_full, *full, *empty;       // full, empty [BS_STAGES]
+  uint64_t *dq_full, *dq_empty;           // the consumers' dQ is in shared memory / the writer has read it
   static constexpr int TILE_BYTES = BW_KEYS * D * 2, CHUNK_BYTES = BW_QB * D * 2, DS_BYTES = BW_KEYS * BW_QB * 2;
+  static constexpr int DQ_BOX_BYTES = BW_QB * 32 * 4, DQ_BYTES = 4 * DQ_BOX_BYTES;
   static constexpr size_t bytes() {
-    return 1024 + 2 * (size_t)TILE_BYTES + 2 * BS_STAGES * (size_t)CHUNK_BYTES + 2 * (size_t)DS_BYTES +
-           BS_STAGES * BW_QB * (8 + 4 + 4) + BS_STAGES * sizeof(bs_info) + (1 + 2 * BS_STAGES) * 8;
+    return 1024 + 2 * (size_t)TILE_BYTES + 2 * BS_STAGES * (size_t)CHUNK_BYTES + 2 * (size_t)DS_BYTES + DQ_BYTES +
+           BS_STAGES * BW_QB * (8 + 4 + 4) + BS_STAGES * sizeof(bs_info) + (3 + 2 * BS_STAGES) * 8;
   }
 };
 
@@ -65,19 +71,22 @@ __device__ __forceinline__ bs_smem<D> bs_smem_of(unsigned char *raw) {
   s.q0 = p, p += BS_STAGES * bs_smem<D>::CHUNK_BYTES;
   s.do0 = p, p += BS_STAGES * bs_smem<D>::CHUNK_BYTES;
   s.ds0 = p, p += 2 * bs_smem<D>::DS_BYTES;
+  s.dq = (float *)p, p += bs_smem<D>::DQ_BYTES;  // 1024-aligned: the boxes are 128-byte swizzled
   s.qpos = (int64_t *)p, p += BS_STAGES * BW_QB * 8;
   s.lse = (float *)p, p += BS_STAGES * BW_QB * 4;
   s.drow = (float *)p, p += BS_STAGES * BW_QB * 4;
   s.info = (bs_info *)p, p += BS_STAGES * sizeof(bs_info);
   uint64_t *b = (uint64_t *)p;
   s.kv_full = b, s.full = b + 1, s.empty = b + 1 + BS_STAGES;
+  s.dq_full = b + 1 + 2 * BS_STAGES, s.dq_empty = b + 2 + 2 * BS_STAGES;
   return s;
 }
 
 // The tensor maps of one call: K, V [n_k, kv_heads * d] in boxes of 128 keys x 64 dims, Q, dO
-// [n_q, heads * d] in boxes of 64 rows x 64 dims (128-byte swizzle).
+// [n_q, heads * d] in boxes of 64 rows x 64 dims, the fp32 dQ [n_q, heads * d] in boxes of 64 rows x
+// 32 dims (all 128-byte swizzle).
 typedef struct {
-  CUtensorMap k, v, q, dout;
+  CUtensorMap k, v, q, dout, dq;
 } bs_maps;
 
 // ---- the chunk walk -----------------------------------------------------------------------------------
@@ -127,7 +136,7 @@ __device__ __forceinline__ void bs_produce(const bwd_args &a, const bs_maps &mp,
                        &sm.full[st]);
       }
     }
-    if (pt < q.nv) {  // rows past nv keep stale values: the consumers mask those columns
+    if (pt < q.nv) {  // rows past nv keep stale values: the consumers mask those columns (pt < BS_LOADERS)
       int x = st * BW_QB + pt;
       int64_t hr = (int64_t)q.h * a.n_q + q.r0 + pt;
       sa_cp_async8(sm.qpos + x, a.qpos + q.r0 + pt);
@@ -141,11 +150,37 @@ __device__ __forceinline__ void bs_produce(const bwd_args &a, const bs_maps &mp,
 
 // ---- consumer ---------------------------------------------------------------------------------------
 
-// p[0] += x, p[1] += y as one 8-byte atomic (red.global.add.v2.f32, sm_90).
-__device__ __forceinline__ void bs_red_add2(float *p, float x, float y) {
-#if SA_WGMMA_ARCH
-  atomicAdd((float2 *)p, make_float2(x, y));
-#endif
+// ---- the dQ writer ------------------------------------------------------------------------------------
+
+// Producer warp 2: per chunk, once both consumer warpgroups have left their dQ in shared memory, add its
+// four boxes to dQ in global memory (rows past n_q are clipped by the tensor map), and free the buffer
+// when the engine has read it. At d = 128 warpgroup w holds head dims 64w.., at d = 64 both hold all 64
+// dims (each its own keys' share), so both are added.
+template <int D>
+__device__ __forceinline__ void bs_write_dq(const bwd_args &a, const bs_maps &mp, const bs_smem<D> &sm, const int64_t *s_cum,
+                                            const int64_t *s_beg, int kvh, int group, int64_t total, int lane) {
+  for (int64_t f = 0; f < total; f++) {
+    sa_mbar_wait(sm.dq_full, (uint32_t)(f & 1));
+    if (lane == 0) {
+      bs_info q = bs_locate(a, s_cum, s_beg, kvh, group, f);
+#pragma unroll
+      for (int b = 0; b < 4; b++) {
+        int w = b >> 1, c0 = q.h * D + (D == 128 ? 64 * w : 0) + 32 * (b & 1);
+        sa_tma_reduce_add_2d(&mp.dq, c0, (int)q.r0, (const unsigned char *)sm.dq + b * bs_smem<D>::DQ_BOX_BYTES);
+      }
+      sa_bulk_commit();
+      sa_bulk_wait_read<0>();
+      sa_mbar_arrive(sm.dq_empty);
+    }
+    __syncwarp();
+  }
+  if (lane == 0) sa_bulk_wait<0>();  // the additions are done before the CTA's shared memory goes
+}
+
+// Byte offset of dQ element (row, col) of one 64-row x 32-float box, 128-byte swizzled as the tensor
+// map reads it: 16-byte unit u of a row sits at u ^ (row % 8).
+__device__ __forceinline__ int bs_dq_offset(int row, int col) {
+  return row * 128 + ((((col >> 2) ^ row) & 7) << 4) + ((col & 3) << 2);
 }
 
 // Keep bits of a thread's transposed 16 x 64 block (keys kp[0], kp[1]; query columns n * 8 + 2t + e % 2).
@@ -284,16 +319,20 @@ __device__ __forceinline__ void bs_consume(const bwd_args &a, const bs_smem<D> &
     __syncwarp();
     if (lane == 0) sa_mbar_arrive(&sm.empty[st]);  // Q, dO, LSE, D and the positions of stage st are free
 
-    // Query rows (lw % 4) * 16 + g (+ 8), head dims (D == 128 ? 64 wg : 0) + 8n + 2t (+1): vector atomics.
+    // Query rows (lw % 4) * 16 + g (+ 8), the warpgroup's 64 columns 8n + 2t (+1): into its two boxes
+    // once the writer has read the previous chunk's (rows past nv hold zeros; the tensor map clips them).
+    sa_mbar_wait(sm.dq_empty, (uint32_t)((f & 1) ^ 1));
+    unsigned char *dqs = (unsigned char *)sm.dq + wg * 2 * bs_smem<D>::DQ_BOX_BYTES;
 #pragma unroll
     for (int ri = 0; ri < 2; ri++) {
       int r = (lw & 3) * 16 + g + 8 * ri;
-      if (r >= q.nv) continue;
-      float *out = a.dq + ((q.r0 + r) * a.heads + q.h) * D + (D == 128 ? wg * 64 : 0) + 2 * t;
 #pragma unroll
       for (int n = 0; n < BW_QB / 8; n++)
-        bs_red_add2(out + n * 8, a.scale * dq[n][2 * ri], a.scale * dq[n][2 * ri + 1]);
+        *(float2 *)(dqs + (n >> 2) * bs_smem<D>::DQ_BOX_BYTES + bs_dq_offset(r, (n & 3) * 8 + 2 * t)) =
+            make_float2(a.scale * dq[n][2 * ri], a.scale * dq[n][2 * ri + 1]);
     }
+    sa_fence_proxy_async();  // plain stores, read next by the tensor-copy engine
+    sa_mbar_arrive(sm.dq_full);
   }
   for (int ri = 0; ri < 2; ri++) {
     if (kr[ri] >= n_valid) continue;
@@ -335,16 +374,19 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_kernel(const __grid_c
     }
     sa_mbar_init(sm.kv_full, 1);
     for (int i = 0; i < BS_STAGES; i++) {
-      sa_mbar_init(&sm.full[i], 129);  // the elected thread's (with Q's and dO's bytes) + 128 on landing
-      sa_mbar_init(&sm.empty[i], 8);   // one per consumer warp
+      sa_mbar_init(&sm.full[i], 1 + BS_LOADERS);  // the elected thread's (with Q's and dO's bytes) + one a loader
+      sa_mbar_init(&sm.empty[i], 8);              // one per consumer warp
     }
+    sa_mbar_init(sm.dq_full, 256);  // every consumer thread
+    sa_mbar_init(sm.dq_empty, 1);   // the writer
   }
   __syncthreads();
   int64_t total = s_cum[group];
   if (total == 0) return;  // no query chunk uses this tile (dK, dV unchanged)
   if (wg == 0) {
     sa_setmaxnreg_dec<BS_PROD_REGS>();
-    bs_produce<D>(a, mp, sm, s_cum, s_beg, kvh, group, j, total, tid);
+    if (tid < BS_LOADERS) bs_produce<D>(a, mp, sm, s_cum, s_beg, kvh, group, j, total, tid);
+    else if (warp == 2) bs_write_dq<D>(a, mp, sm, s_cum, s_beg, kvh, group, total, lane);
   } else {
     sa_setmaxnreg_inc<BS_CONS_REGS>();
     bs_consume<D>(a, sm, kvh, j, n_valid, total, wg - 1, warp - 4, lane);
@@ -355,10 +397,13 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_kernel(const __grid_c
 
 static PFN_cuTensorMapEncodeTiled_v12000 bs_encode;
 
-static int bs_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int box_rows, sr_error *e) {
-  cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)(rows > 0 ? rows : 1)}, stride[1] = {(cuuint64_t)cols * 2};
-  cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, estride[2] = {1, 1};
-  CUresult r = bs_encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dim, stride, box, estride,
+// A row-major [rows, cols] tensor of bf16 (elem 2: boxes of 64 columns) or fp32 (elem 4: 32 columns),
+// each box 128 bytes wide.
+static int bs_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int box_rows, int elem, sr_error *e) {
+  cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)(rows > 0 ? rows : 1)}, stride[1] = {(cuuint64_t)cols * elem};
+  cuuint32_t box[2] = {(cuuint32_t)(128 / elem), (cuuint32_t)box_rows}, estride[2] = {1, 1};
+  CUresult r = bs_encode(m, elem == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base,
+                         dim, stride, box, estride,
                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
@@ -378,10 +423,11 @@ static int bs_launch(const bwd_args &a, int64_t kv_cells, cudaStream_t st, sr_er
   bs_maps mp;
   memset(&mp, 0, sizeof mp);
   int rc;
-  if ((rc = bs_map(&mp.k, a.k, a.n_k, (int64_t)a.kv_heads * D, BW_KEYS, e)) ||
-      (rc = bs_map(&mp.v, a.v, a.n_k, (int64_t)a.kv_heads * D, BW_KEYS, e)) ||
-      (rc = bs_map(&mp.q, a.q, a.n_q, (int64_t)a.heads * D, BW_QB, e)) ||
-      (rc = bs_map(&mp.dout, a.dout, a.n_q, (int64_t)a.heads * D, BW_QB, e)))
+  if ((rc = bs_map(&mp.k, a.k, a.n_k, (int64_t)a.kv_heads * D, BW_KEYS, 2, e)) ||
+      (rc = bs_map(&mp.v, a.v, a.n_k, (int64_t)a.kv_heads * D, BW_KEYS, 2, e)) ||
+      (rc = bs_map(&mp.q, a.q, a.n_q, (int64_t)a.heads * D, BW_QB, 2, e)) ||
+      (rc = bs_map(&mp.dout, a.dout, a.n_q, (int64_t)a.heads * D, BW_QB, 2, e)) ||
+      (rc = bs_map(&mp.dq, a.dq, a.n_q, (int64_t)a.heads * D, BW_QB, 4, e)))
     return rc;
   size_t smem = bs_smem<D>::bytes();
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_ws_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

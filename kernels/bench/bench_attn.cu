@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   printf("forward variants (sa_fwd_variant): v0 mma.sync, v2 wgmma, v3 warp-specialized wgmma with turns, v4 without;"
          " fwd = the default (%s)\n", sa_wgmma_built() ? "v3" : "v0, no sm_90a image");
-  printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 split wgmma kernels (deterministic), b2 warp-specialized (dQ by atomics);"
+  printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 split wgmma kernels (deterministic), b2 warp-specialized (dQ by TMA reduction);"
          " bwd = the default (%s)\n",
          sa_wgmma_built() ? "b2" : "b0, no sm_90a image");
   printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms",
