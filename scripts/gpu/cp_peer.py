@@ -137,13 +137,22 @@ def refuse(msg):
 
 # ---- the distributed set-up -----------------------------------------------------------------------------------------
 
+def cp_module():
+    """The module holding context parallelism's options and helpers: torch.distributed.tensor.experimental._attention
+    (a stub re-exporting _context_parallel._attention since the move; the module itself before it)."""
+    try:
+        import torch.distributed.tensor.experimental._attention as cp
+    except ImportError:
+        import torch.distributed.tensor.experimental._context_parallel._attention as cp
+    return cp
+
+
 def setup(a):
     """One process a GPU under torchrun: the NCCL group, a 1-D device mesh over every rank, context parallelism's
     options. Returns (mesh, rank, world, device)."""
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.experimental._attention import _cp_options, set_rotate_method
 
     if "LOCAL_RANK" not in os.environ:
         refuse("run under torchrun (torchrun --standalone --nproc-per-node G scripts/gpu/cp_peer.py ...)")
@@ -157,8 +166,8 @@ def setup(a):
     if rank != 0:
         sys.stdout = open(os.devnull, "w")  # rank 0 speaks; every rank's errors still reach stderr
     mesh = init_device_mesh("cuda", (world,), mesh_dim_names=("cp",))
-    _cp_options.enable_load_balance = a.load_balance
-    set_rotate_method(a.rotate)
+    cp_module()._cp_options.enable_load_balance = a.load_balance
+    cp_module().set_rotate_method(a.rotate)
     return mesh, rank, world, dev
 
 
@@ -245,7 +254,6 @@ def check_layer(mesh, n, gqa, seed, dev):
     """Context parallelism's O, dQ, dK, dV (gathered back into sequence order) against one GPU's SDPA on the whole
     sequence with the KV heads repeated. Returns {name: max |error| / max |reference|}."""
     import torch
-    from torch.distributed.tensor.experimental._attention import context_parallel_unshard
 
     full = layer_inputs(n, seed, dev)
     ref = [t.clone().requires_grad_() for t in full[:3]]
@@ -257,7 +265,7 @@ def check_layer(mesh, n, gqa, seed, dev):
             t.requires_grad_()
         o = attention(q, k, v, gqa)
         torch.autograd.backward(o, do)
-        got = context_parallel_unshard(mesh, [o.detach(), q.grad, k.grad, v.grad], [2, 2, 2, 2])
+        got = cp_module().context_parallel_unshard(mesh, [o.detach(), q.grad, k.grad, v.grad], [2, 2, 2, 2])
     return {name: ((g.float() - w.float()).abs().max() / w.float().abs().max().clamp_min(1e-30)).item()
             for name, g, w in zip(("O", "dQ", "dK", "dV"), got, want)}
 
