@@ -38,17 +38,15 @@ S=$OUT/summary.txt
 STAGES=${1:-a cal s512 weak strong train}
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN SR_COMM_TIMEOUT=120
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-. scripts/gpu/exec_steps.sh  # say, step, timed, exec_table
+. scripts/gpu/exec_steps.sh  # say, step, timed, exec_table, tokens, cluster, launch
 
 if [ -n "${SR_DRY:-}" ]; then
   NP=${NP:-4}
   BACKEND=cpu MODEL=tiny-test
   [ "$NP" -gt 4 ] && MODEL=tiny-25m  # Ulysses' degree (NP) must divide the query heads: tiny-test has 4
-  tokens() { local n=$1; [ "$n" = 2000 ] && { echo 2000; return; }; n=${n/K/*1024}; n=${n/M/*1048576}; echo $(( ($n) / 256 )); }
 else
   NP=${NP:-$(nvidia-smi -L 2>/dev/null | wc -l)}
   BACKEND=cuda MODEL=qwen2.5-3b
-  tokens() { echo "$1"; }
 fi
 if [ "$NP" -lt 4 ]; then echo "exec_nodes_run.sh: needs 4 or 8 ranks (NP=$NP)"; exit 2; fi
 say "== exec_nodes_run.sh stages: $STAGES on $NP ranks, backend $BACKEND (started $(date -u +%H:%M:%S), budget ${SR_BUDGET_S:-540} s)"
@@ -60,14 +58,6 @@ if [ -z "${SR_DRY:-}" ]; then
   say "$ready"
 fi
 
-# cluster W: W ranks as 2 nodes of W/2 (W = 2: one node), NVLink figures on both levels, from the calibrated
-# cluster once stage cal has written it (else the shipped h200-1x2.json); its path printed
-cluster() {
-  local f="$L/h200-nodes-$1.json" base=models/clusters/h200-1x2.json
-  [ -f "${CAL:-}" ] && { base=$CAL; f="$L/h200-nodes-$1-calibrated.json"; }
-  python3 scripts/cluster_nodes.py "$base" "$1" "$f" && echo "$f"
-}
-launch() { echo "$MPIRUN --oversubscribe --bind-to none -np $1"; }
 RUN=$(launch $NP)
 X="$B/sparsering-exec attn --backend $BACKEND --model $MODEL"
 CN=$(cluster $NP)

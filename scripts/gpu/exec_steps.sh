@@ -1,8 +1,30 @@
-# exec_steps.sh — sourced by the executor's GPU scripts (scripts/gpu/exec_run.sh, scripts/gpu/exec_nodes_run.sh): a step
-# under the call's time budget, a timed attention run with the simulator's prediction, and the table of
-# measured against predicted times. The caller sets L (logs), S (summary), OUT, T_END (epoch seconds after
-# which no step starts), RUN (the launcher with its -np), X (the attn command), CLUSTER and PRED (arrays).
+# exec_steps.sh — sourced by the executor's GPU scripts (scripts/gpu/exec_run.sh, scripts/gpu/exec_nodes_run.sh,
+# scripts/gpu/multi_vs_peer.sh): a step under the call's time budget, a timed attention run with the simulator's
+# prediction, and the table of measured against predicted times; for the scripts that treat one host as 2
+# "nodes", the lengths of the dry path, the clusters and the launcher. The caller sets L (logs), S (summary), OUT,
+# T_END (epoch seconds after which no step starts), RUN (the launcher with its -np), X (the attn command), CLUSTER
+# and PRED (arrays); MPIRUN (scripts/gpu/mpi.sh) and CAL (the calibrated cluster's path, once written) for cluster.
 say() { echo "$*" | tee -a "$S"; }
+
+# tokens N: the length a run takes for N (512K, 1M, a count); under SR_DRY (the CPU backend) 1/256 of it, the
+# correctness runs' 2000 tokens kept.
+tokens() {
+  [ -z "${SR_DRY:-}" ] && { echo "$1"; return; }
+  local n=$1
+  [ "$n" = 2000 ] && { echo 2000; return; }
+  n=${n/K/*1024}; n=${n/M/*1048576}
+  echo $(( ($n) / 256 ))
+}
+
+# cluster W: W ranks as 2 nodes of W/2 (W = 2: one node), NVLink figures on both levels, from the calibrated
+# cluster once it has been written to $CAL (else the shipped h200-1x2.json); its path printed
+cluster() {
+  local f="$L/h200-nodes-$1.json" base=models/clusters/h200-1x2.json
+  [ -f "${CAL:-}" ] && { base=$CAL; f="$L/h200-nodes-$1-calibrated.json"; }
+  python3 scripts/cluster_nodes.py "$base" "$1" "$f" && echo "$f"
+}
+# launch W: the launcher of W ranks on this host
+launch() { echo "$MPIRUN --oversubscribe --bind-to none -np $1"; }
 
 # step NAME LIMIT_S CMD...: run with min(LIMIT_S, time left) as its limit; output in $L/NAME.log.
 step() {
