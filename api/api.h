@@ -90,10 +90,13 @@ typedef struct sr_attn_saved sr_attn_saved;
 int sr_attn_forward(sr_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, void *stream,
                     sr_attn_saved **saved, char **err);
 // GPU backward with the forward's o (bf16), lse and saved pattern: dq, dk, dv fp32 device tensors are
-// overwritten; d_row is fp32 device scratch of heads * n floats.
+// overwritten; d_row is fp32 device scratch of heads * n floats. deterministic 0 runs the fastest kernels
+// (on Hopper dQ is summed by float atomics, in an order that varies from call to call); 1 the split kernels
+// without float atomics (sa_shape.deterministic: dq, dk, dv repeat bit for bit, slower). The forward and the
+// CPU reference are bit-reproducible either way.
 int sr_attn_backward(sr_attn *a, const sr_attn_saved *saved, const void *q, const void *k, const void *v,
                      const void *o, const float *lse, const void *dout, float *d_row, float *dq, float *dk, float *dv,
-                     void *stream, char **err);
+                     int deterministic, void *stream, char **err);
 // Release what a forward saved (NULL is fine).
 void sr_attn_saved_free(sr_attn_saved *s);
 // The online estimate alone (MTraining's vertical-slash selection from the last 64 queries, the shape's

@@ -170,11 +170,12 @@ int sr_attn_forward(sr_attn *a, const void *q, const void *k, const void *v, voi
 
 int sr_attn_backward(sr_attn *a, const sr_attn_saved *saved, const void *q, const void *k, const void *v,
                      const void *o, const float *lse, const void *dout, float *d_row, float *dq, float *dk, float *dv,
-                     void *stream, char **err) {
+                     int deterministic, void *stream, char **err) {
   sr_error e;
   sr_error_clear(&e);
   attn_dev *d;
   sa_shape sh = shape_of(a);
+  sh.deterministic = deterministic != 0;  // the kernels' choice of backward (kernels/sparse_attn.h)
   cudaStream_t st = (cudaStream_t)stream;
   const sa_gpu_index *ix = NULL;
   const sa_gpu_index_t *ixt = NULL;

@@ -78,7 +78,7 @@ def _declare(lib, cuda):
     if cuda:
         sig.update({
             "sr_attn_forward": (i32, [vp, vp, vp, vp, vp, vp, vp, _out, _out]),
-            "sr_attn_backward": (i32, [vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, _out]),
+            "sr_attn_backward": (i32, [vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, i32, vp, _out]),
             "sr_attn_saved_free": (None, [vp]),
             "sr_attn_estimate": (i32, [vp, vp, vp, vp, vp, vp, _out]),
         })

@@ -189,12 +189,14 @@ class Attention:
         _lib.check(self._lib, rc, err)
         return Saved(self._lib, saved.value) if saved.value else None
 
-    def backward_ptr(self, saved, q, k, v, o, lse, do, d_row, dq, dk, dv, stream=0):
-        """GPU backward on device pointers: dq, dk, dv fp32 written; d_row fp32 scratch [heads, n]."""
+    def backward_ptr(self, saved, q, k, v, o, lse, do, d_row, dq, dk, dv, stream=0, deterministic=False):
+        """GPU backward on device pointers: dq, dk, dv fp32 written; d_row fp32 scratch [heads, n].
+        deterministic: the kernels without float atomics (gradients repeat bit for bit; slower), else the
+        fastest ones (on Hopper dQ is summed by atomics in a varying order)."""
         fn = self._gpu("sr_attn_backward")
         err = ctypes.c_void_p()
-        rc = fn(self._h, saved.handle if saved else None, q, k, v, o, lse, do, d_row, dq, dk, dv, stream or None,
-                ctypes.byref(err))
+        rc = fn(self._h, saved.handle if saved else None, q, k, v, o, lse, do, d_row, dq, dk, dv, int(bool(deterministic)),
+                stream or None, ctypes.byref(err))
         _lib.check(self._lib, rc, err)
 
     def estimate_ptr(self, q, k, stream=0):

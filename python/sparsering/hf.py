@@ -5,6 +5,9 @@
 runs the attention of Qwen2 / Llama models (any model that dispatches through transformers'
 AttentionInterface) through sparsering's kernels with MTraining's online vertical-slash pattern
 ("vs-online:0.95" unless the model's config has a `sparsering_pattern`, or set_pattern() says otherwise).
+The backward runs the fastest kernels unless set_deterministic(True), a config's `sparsering_deterministic`
+= True or torch.use_deterministic_algorithms(True) asks for the bit-reproducible ones
+(sparsering.torch.sparse_attention's deterministic).
 
 The backend is causal over whole, unpadded sequences (the training case): the attention mask transformers
 passes is not read (none is built for it where transformers' mask registry allows). Dropout is not applied.
@@ -18,6 +21,7 @@ from . import torch as _st
 NAME = "sparsering"
 DEFAULT_PATTERN = "vs-online:0.95"
 _pattern = None
+_deterministic = False
 
 
 def set_pattern(pattern):
@@ -26,15 +30,24 @@ def set_pattern(pattern):
     _pattern = pattern
 
 
+def set_deterministic(on=True):
+    """Every layer's backward without float atomics (gradients repeat bit for bit; slower), or (False) as the
+    config / torch's deterministic mode say."""
+    global _deterministic
+    _deterministic = bool(on)
+
+
 def sparsering_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """transformers' attention-function signature: returns (attn_output [B, N, H, D], None)."""
+    config = getattr(module, "config", None)
     pattern = _pattern
     if pattern is None:
-        pattern = getattr(getattr(module, "config", None), "sparsering_pattern", None) or DEFAULT_PATTERN
+        pattern = getattr(config, "sparsering_pattern", None) or DEFAULT_PATTERN
+    deterministic = _deterministic or bool(getattr(config, "sparsering_deterministic", False))
     # under autocast the rotary embedding may hand over fp32: the kernels take bf16 (the output goes back)
     cast = query.is_cuda and query.dtype != torch.bfloat16
     q, k, v = (x.transpose(1, 2).to(torch.bfloat16) if cast else x.transpose(1, 2) for x in (query, key, value))
-    out = _st.sparse_attention(q, k, v, pattern, scale=scaling)
+    out = _st.sparse_attention(q, k, v, pattern, scale=scaling, deterministic=deterministic)
     return (out.to(query.dtype) if cast else out), None
 
 

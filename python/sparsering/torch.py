@@ -3,6 +3,7 @@
     import sparsering.torch as st
     o = st.sparse_attention(q, k, v, "vs-online:0.95")            # q [B, N, H, D], k, v [B, N, Hkv, D]
     o, lse = st.sparse_attention(q, k, v, "dense", return_lse=True)  # lse [B, H, N], natural log
+    o = st.sparse_attention(q, k, v, "dense", deterministic=True)    # a backward that repeats bit for bit
 
 Tensors: bf16 CUDA tensors in the [batch, tokens, heads, head_dim] layout (FlashAttention's; a 3-d
 [tokens, heads, head_dim] tensor is one sequence), head_dim 64 or 128, heads a multiple of the KV heads
@@ -17,6 +18,13 @@ sparsering.Attention of the same shape. "vs-online:P" estimates MTraining's vert
 the last 64 queries of each sequence in every forward, on the GPU, and the backward runs the same pattern.
 The gated "moba:B:K" and "token-topk:K" select from Q and K on the CPU reference only (float32 CPU tensors);
 on CUDA tensors they are refused (SparseringError).
+
+deterministic: the GPU backward's kernels. False (the default) runs the fastest ones: on Hopper dQ is summed
+by float atomics, in an order that varies from call to call, so gradients may differ in their last bits
+between two identical calls. True runs the split kernels without float atomics (kernels/sparse_attn.h,
+sa_shape.deterministic; the trainer's --deterministic): dQ, dK and dV repeat bit for bit, at some cost in
+speed. It is also on while torch.use_deterministic_algorithms(True) is. The forward is bit-reproducible
+either way, and so is the CPU reference, which accepts the flag and has nothing to change.
 Prepared shapes of string patterns are cached (SHAPES_CACHED of them).
 """
 import collections
@@ -58,7 +66,7 @@ class _SparseAttention(torch.autograd.Function):
     """q, k, v [B, N, H(kv), D] contiguous -> o [B, N, H, D], lse [B, H, N] (not differentiable)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, attn):
+    def forward(ctx, q, k, v, attn, deterministic):
         B, N, H, D = q.shape
         o = torch.empty_like(q)
         lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)
@@ -74,7 +82,7 @@ class _SparseAttention(torch.autograd.Function):
                 ob, lb = attn.forward_cpu(*(x[b].detach().numpy() for x in (q, k, v)))
                 o[b].copy_(torch.from_numpy(ob))
                 lse[b].copy_(torch.from_numpy(lb))
-        ctx.attn, ctx.saved = attn, saved  # saved: released with the graph
+        ctx.attn, ctx.saved, ctx.deterministic = attn, saved, deterministic  # saved: released with the graph
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.mark_non_differentiable(lse)
         return o, lse
@@ -93,13 +101,13 @@ class _SparseAttention(torch.autograd.Function):
                 d_row = torch.empty(q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)
                 for b in range(q.shape[0]):
                     attn.backward_ptr(ctx.saved[b], _p(q[b]), _p(k[b]), _p(v[b]), _p(o[b]), _p(lse[b]), _p(do[b]),
-                                      _p(d_row), _p(dq[b]), _p(dk[b]), _p(dv[b]), stream)
-        else:
+                                      _p(d_row), _p(dq[b]), _p(dk[b]), _p(dv[b]), stream, ctx.deterministic)
+        else:  # the CPU reference sums in a fixed order: deterministic either way
             for b in range(q.shape[0]):
                 g = attn.backward_cpu(*(x[b].detach().numpy() for x in (q, k, v, o, lse, do)))
                 for dst, src in zip((dq[b], dk[b], dv[b]), g):
                     dst.copy_(torch.from_numpy(src))
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None
 
 
 def _check(q, k, v):
@@ -117,15 +125,18 @@ def _check(q, k, v):
         raise TypeError("CPU tensors (the reference kernels) must be float32")
 
 
-def sparse_attention(q, k, v, pattern="dense", *, scale=None, return_lse=False, seed=0):
-    """Causal sparse attention: o [B, N, H, D] (and lse [B, H, N] with return_lse). See the module's help."""
+def sparse_attention(q, k, v, pattern="dense", *, scale=None, return_lse=False, seed=0, deterministic=False):
+    """Causal sparse attention: o [B, N, H, D] (and lse [B, H, N] with return_lse). deterministic=True: the
+    backward's gradients repeat bit for bit (no float atomics; slower; also on under
+    torch.use_deterministic_algorithms(True)). See the module's help."""
     _check(q, k, v)
     squeeze = q.dim() == 3
     if squeeze:
         q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
     _, N, H, D = q.shape
     attn = _attention_for(pattern, N, H, k.shape[2], D, scale, seed)
-    o, lse = _SparseAttention.apply(q.contiguous(), k.contiguous(), v.contiguous(), attn)
+    det = bool(deterministic) or torch.are_deterministic_algorithms_enabled()
+    o, lse = _SparseAttention.apply(q.contiguous(), k.contiguous(), v.contiguous(), attn, det)
     if squeeze:
         o, lse = o.squeeze(0), lse.squeeze(0)
     return (o, lse) if return_lse else o

@@ -240,6 +240,39 @@ def case_attention_reference_matches_numpy(tmp):
     assert all(77 in est2 for est2 in a.estimate_cpu(q, k2).vertical)
 
 
+def case_cpu_backward_is_deterministic_and_accepts_the_flag(tmp):
+    """The CPU reference sums in a fixed order: its gradients repeat bit for bit, and sparse_attention's
+    deterministic=True (which picks the GPU's atomic-free backward) is accepted there and changes nothing."""
+    n, h, hkv, d = 160, 4, 2, 16
+    rng = np.random.default_rng(11)
+    q, do = (rng.standard_normal((n, h, d)).astype(np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((n, hkv, d)).astype(np.float32) for _ in range(2))
+    for pattern in ("dense", "vs-online:0.9"):
+        a = sparsering.Attention(n, h, hkv, d, pattern)
+        o, lse = a.forward_cpu(q, k, v)
+        first, second = a.backward_cpu(q, k, v, o, lse, do), a.backward_cpu(q, k, v, o, lse, do)
+        assert all(np.array_equal(x, y) for x, y in zip(first, second)), pattern
+        a.close()
+    try:
+        import torch
+        import sparsering.torch as st
+    except ImportError as err:
+        print("skip sparsering.torch:", err)
+        return
+    t = [torch.from_numpy(x[None]) for x in (q, k, v, do)]
+
+    def grads(pattern, deterministic):
+        qq, kk, vv = (x.clone().requires_grad_() for x in t[:3])
+        o = st.sparse_attention(qq, kk, vv, pattern, deterministic=deterministic)
+        return [o.detach()] + list(torch.autograd.grad(o, (qq, kk, vv), t[3]))
+
+    for pattern in ("dense", "vs-online:0.9"):
+        det, again, default = grads(pattern, True), grads(pattern, True), grads(pattern, False)
+        assert all(torch.equal(x, y) for x, y in zip(det, again)), pattern
+        assert all(torch.equal(x, y) for x, y in zip(det, default)), pattern
+    print("torch present: deterministic=True accepted on CPU tensors")
+
+
 def case_gpu_calls_need_a_device(tmp):
     from sparsering import _lib
     if not _lib.has_cuda_lib():
@@ -259,6 +292,13 @@ def case_gpu_calls_need_a_device(tmp):
         if "no CUDA device" not in err.message:
             raise
         print("no CUDA device: refused as expected")
+        # the backward's deterministic flag reaches the C call (its signature takes it) before the refusal
+        try:
+            a.backward_ptr(None, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, deterministic=True)
+        except SparseringError as err:
+            assert "no CUDA device" in err.message, err.message
+        else:
+            raise AssertionError("a deterministic backward ran without a device")
     else:
         print("skip: a GPU is present (scripts/gpu/python_check.sh tests it)")
     # sparsering.torch needs torch: without it the import says so
