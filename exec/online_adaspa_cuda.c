@@ -30,7 +30,7 @@ typedef struct {
   adaspa_common c;          // first: the shared part
   int64_t n, nb, rw;        // tokens, block rows, 64-bit words a block row
   float *lse;               // device [H, n]: the cached LSE of the last dense pass
-  double *mass;             // device [H, nb, nb]
+  float *mass;              // device [H, nb, nb]
   uint64_t *mask;           // device [H, nb, rw]
   double *kt;               // device [2 H]: kept, total
   uint64_t *mask_h;         // host [H, nb, rw]
@@ -93,15 +93,16 @@ int adaspa_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (adaspa_common_init(&o->c, a, e)) return e->code;
   int H = a->H;
   o->n = a->n_q, o->nb = sr_cdiv(o->n, o->c.opts.block), o->rw = sr_cdiv(o->nb, 64);
-  if (o->c.opts.block > 128 || a->d > 128 || o->nb > 8192)
-    return sr_input_error(e, NULL, "pattern", "adaspa-online on the GPU takes blocks of at most 128 tokens and at most "
-                                              "8192 block rows (block %d, %lld rows)", o->c.opts.block, (long long)o->nb);
+  int B = o->c.opts.block;
+  if (B < 16 || B > 128 || B % 16 || o->nb > 8192)
+    return sr_input_error(e, NULL, "pattern", "adaspa-online on the GPU takes blocks of 16 to 128 tokens in steps of 16 "
+                                              "and at most 8192 block rows (block %d, %lld rows)", B, (long long)o->nb);
   o->mask_h = malloc(sizeof(uint64_t) * (size_t)(H * o->nb * o->rw));
   o->recall = malloc(sizeof(double) * (size_t)H), o->sparsity = malloc(sizeof(double) * (size_t)H);
   o->kt_h = malloc(sizeof(double) * (size_t)(2 * H));
   if (!o->mask_h || !o->recall || !o->sparsity || !o->kt_h) return sr_internal_error(e, 0, "out of memory");
   AS_CUDA(cudaMalloc((void **)&o->lse, sizeof(float) * (size_t)(H * o->n)));
-  AS_CUDA(cudaMalloc((void **)&o->mass, sizeof(double) * (size_t)(H * o->nb * o->nb)));
+  AS_CUDA(cudaMalloc((void **)&o->mass, sizeof(float) * (size_t)(H * o->nb * o->nb)));
   AS_CUDA(cudaMalloc((void **)&o->mask, sizeof(uint64_t) * (size_t)(H * o->nb * o->rw)));
   AS_CUDA(cudaMalloc((void **)&o->kt, sizeof(double) * (size_t)(2 * H)));
   // the dense pass's index: one dense head's (every head runs it; the causal mask alone, masks NULL)

@@ -1,19 +1,175 @@
-// adaspa_gpu.cu — AdaSpa's block search on the GPU (vs_gpu.h): block masses with a cached LSE and the
-// per-row top-k block selection, as plan/pattern_estimate.c's adaspa_block_mass / adaspa_select.
+// adaspa_gpu.cu — AdaSpa's block search on the GPU (vs_gpu.h): block masses with a cached LSE on the tensor
+// cores, and the per-row top-k block selection of plan/pattern_estimate.c's adaspa_select.
 //
-// Scores are float64 sums of exact float products in dimension order (the reference's own order), so they
-// equal the reference's; only exp (CUDA's, within 1 ulp) and the order of the mass sums differ, which
-// moves masses by about 1e-15 relative. The selection sorts each row by (mass desc, column asc) and keeps
-// ceil((1 - sparsity) * (row + 1)) blocks, computed with the same rounded operations as the reference.
+// Masses: one CTA of 8 warps per (head, tile of R = floor(256 / B) * B query rows, whole query blocks); each warp
+// keeps the bf16 A fragments of its 32 rows in registers and walks the causal keys in 64-key chunks staged in
+// shared memory (cp.async, two buffers), S = Q K^T by mma.sync m16n8k16 with fp32 accumulators, 16 keys at a
+// time; p = exp2(s * scale * log2e - LSE * log2e) (ex2.approx), masked only in 16-key groups that reach the
+// diagonal; each thread sums its p of the current key block in registers, and at a key block's end the warp
+// reduces its sums by shuffles into shared memory, where the CTA adds its row tiles' sums (fixed order) into one
+// fp32 write per (query block, key block). No atomics, so the masses are the same bits run to run.
+// Accuracy against the float64 reference: docs/design.md, "AdaSpa's block masses on the GPU".
+// The selection sorts each row by (mass desc, column asc) and keeps ceil((1 - sparsity) * (row + 1)) blocks,
+// computed with the same rounded operations as the reference: O(P log^2 P) compare-exchanges a row (bitonic,
+// P = the row's length rounded up to a power of two), so O(nb^2 log^2 nb) a head, a few hundred microseconds at
+// nb = 1024 beside the masses' O(n^2 d).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <string.h>
 
+#include "kernels/sa_cuda.cuh"
 #include "kernels/sa_gpu.h"
 #include "kernels/vs_gpu.h"
 
-enum { AM_THREADS = 256, AS_THREADS = 1024, AS_MAX_NB = 8192 };
+enum {
+  AM_THREADS = 256,  // 8 warps of 32 query rows (two 16-row tiles each)
+  AM_ROWS = 256,     // query rows staged per CTA; R = floor(AM_ROWS / B) * B of them are the CTA's
+  AM_TILES = AM_ROWS / 16,
+  AM_KC = 64,        // keys per chunk
+  AS_THREADS = 1024,
+  AS_MAX_NB = 8192
+};
+
+typedef struct {
+  const __nv_bfloat16 *q, *k;
+  const float *lse;
+  float *mass;
+  int64_t n, nb;
+  int heads, kv_heads, B, R, n_ct;
+  float scale_log2;
+} mass_args;
+
+// Add p = exp2(s * c + off) of a thread's elements of one 16-row x 16-key tile into *run, masking keys after their
+// row when `diag` (j > i: the causal mask inside a diagonal group). Rows outside the sequence carry off = -inf.
+__device__ __forceinline__ void add_probs(const float (*s)[4], float c, const float *off, int diag, int i0, int j0,
+                                          float *run) {
+  float p[8];
+#pragma unroll
+  for (int n = 0; n < 2; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      float a = fmaf(s[n][e], c, off[e >> 1]);
+      if (diag && j0 + 8 * n + (e & 1) > i0 + 8 * (e >> 1)) a = -INFINITY;
+      p[n * 4 + e] = sa_exp2(a);
+    }
+  *run += ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
+template <int D>
+__global__ void __launch_bounds__(AM_THREADS, 2) adaspa_mass_kernel(const mass_args a) {
+  const int S = D + 8;  // shared row stride in bf16 elements (the pad keeps ldmatrix free of bank conflicts)
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16 *sq = (__nv_bfloat16 *)smem, *sk = sq;  // Q is staged once, then the K buffers take its place
+  __shared__ float ws[AM_TILES][4];                      // a row tile's sum of one key block (slot: key block % 4)
+  int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+
+  // Heaviest tiles (longest causal rows) first; consecutive blocks take the heads of one KV head.
+  int ct = a.n_ct - 1 - (int)(blockIdx.x / a.heads), h = (int)(blockIdx.x % a.heads);
+  int kvh = h / (a.heads / a.kv_heads);
+  int row0 = ct * a.R, pb0 = row0 / a.B;   // positions fit in 32 bits (checked on the host)
+  int n_rows = min(a.R, (int)a.n - row0);  // the CTA's rows in the sequence
+  int kend = row0 + n_rows;                // causal: keys before the CTA's last row + 1
+
+  sa_load_rows<D, AM_ROWS, AM_THREADS>(sq, a.q + (int64_t)h * D, row0, NULL, n_rows, (int64_t)a.heads * D, tid);
+  sa_cp_async_commit();
+  sa_cp_async_wait<0>();
+  __syncthreads();
+  uint32_t qa[2][D / 16][4];
+  sa_load_a<D>(qa[0], sq + (warp * 32) * S, S, lane);
+  sa_load_a<D>(qa[1], sq + (warp * 32 + 16) * S, S, lane);
+  __syncthreads();  // every warp holds its Q: the staging area becomes the K buffers
+
+  // Per row tile mt: the first row, and each of this thread's two rows' -LSE * log2e (-inf: not a row of the
+  // CTA, or no finite LSE, as adaspa_mass_add skips such rows).
+  int rbase[2];
+  float off[2][2], run[2] = {0.f, 0.f};
+  int last_local = n_rows - 1;
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++) {
+    rbase[mt] = row0 + warp * 32 + mt * 16;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      int local = warp * 32 + mt * 16 + g + 8 * r;
+      float l = local <= last_local ? a.lse[(int64_t)h * a.n + (row0 + local)] : -INFINITY;
+      off[mt][r] = l > -INFINITY && l < INFINITY ? -l * SA_LOG2E : -INFINITY;
+    }
+  }
+  // The warp's first and last row of the CTA (last -1 when it has none): groups after its last are all masked.
+  int wrows = min(32, n_rows - warp * 32);
+  int wfirst = row0 + warp * 32, wlast = wrows > 0 ? wfirst + wrows - 1 : -1;
+
+  int n_chunks = (kend + AM_KC - 1) / AM_KC;
+  int64_t kstride = (int64_t)a.kv_heads * D;
+  sa_load_rows<D, AM_KC, AM_THREADS>(sk, a.k + (int64_t)kvh * D, 0, NULL, min(AM_KC, kend), kstride, tid);
+  sa_cp_async_commit();
+  int mat = lane >> 3, krow = (lane & 7) + (mat >> 1) * 8, kcol = (mat & 1) * 8;
+  int cur_cb = 0, next_end = a.B;  // the key block being summed, and the key after it
+
+  for (int c = 0; c < n_chunks; c++) {
+    int buf = c & 1;
+    int k0 = c * AM_KC;
+    if (c + 1 < n_chunks) {
+      int k1 = k0 + AM_KC;
+      sa_load_rows<D, AM_KC, AM_THREADS>(sk + (buf ^ 1) * AM_KC * S, a.k + (int64_t)kvh * D, k1, NULL,
+                                         min(AM_KC, kend - k1), kstride, tid);
+      sa_cp_async_commit();
+      sa_cp_async_wait<1>();
+    } else {
+      sa_cp_async_wait<0>();
+    }
+    __syncthreads();  // chunk c is in place; the last chunk's combine has read ws
+    const __nv_bfloat16 *kb = sk + buf * AM_KC * S;
+    int cb_first = cur_cb, ended = 0;  // the key blocks that end in this chunk (at most 4, consecutive)
+
+#pragma unroll
+    for (int gi = 0; gi < AM_KC / 16; gi++) {
+      int kg = k0 + 16 * gi;
+      if (kg >= kend) break;  // the same for the whole CTA
+      if (kg <= wlast) {
+        float s[2][2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+          for (int n = 0; n < 2; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+          uint32_t r[4];
+          sa_ldmatrix_x4(r, kb + (gi * 16 + krow) * S + kk * 16 + kcol);
+#pragma unroll
+          for (int mt = 0; mt < 2; mt++) {
+            sa_mma(s[mt][0], qa[mt][kk], r[0], r[1]);
+            sa_mma(s[mt][1], qa[mt][kk], r[2], r[3]);
+          }
+        }
+        int diag = kg + 15 > wfirst;  // some key of the group lies after some row of the warp
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+          add_probs(s[mt], a.scale_log2, off[mt], diag, rbase[mt] + g, kg + 2 * t, &run[mt]);
+      }
+      if (kg + 16 == next_end || kg + 16 >= kend) {  // key block cur_cb ends here: the warp's sums out
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+          float v = run[mt];
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+          if (lane == 0) ws[warp * 2 + mt][cur_cb & 3] = v;
+          run[mt] = 0.f;
+        }
+        cur_cb++, next_end += a.B, ended++;
+      }
+    }
+    __syncthreads();  // ws holds the blocks that ended in this chunk; buffer buf is free for chunk c + 2
+    int QB = a.R / a.B, tpb = a.B / 16;
+    if (tid < ended * QB) {  // one thread a (query block, ended key block): its row tiles' sums in order
+      int cb = cb_first + tid / QB, pb = pb0 + tid % QB;
+      int rt0 = (tid % QB) * tpb;
+      float v = 0.f;
+      for (int x = 0; x < tpb; x++) v += ws[rt0 + x][cb & 3];
+      if (pb < a.nb) a.mass[((int64_t)h * a.nb + pb) * a.nb + cb] = v;
+    }
+  }
+}
 
 static __device__ double block_sum_double(double v, double *s) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -26,53 +182,16 @@ static __device__ double block_sum_double(double v, double *s) {
   return t;
 }
 
-// Block (query block pb, head h): mass[h][pb][cb] for every cb <= pb.
-__global__ void adaspa_mass_kernel(const __nv_bfloat16 *q, const __nv_bfloat16 *k, int64_t n, int32_t heads,
-                                   int32_t kv_heads, int32_t d, double scale, int32_t B, const float *lse,
-                                   double *mass) {
-  extern __shared__ float sm[];
-  __shared__ double red[32];
-  float *qs = sm, *ks = sm + B * d;
-  int64_t pb = blockIdx.x, nb = gridDim.x;
-  int h = blockIdx.y, kvh = h / (heads / kv_heads);
-  int64_t q0 = pb * B;
-  int rows = (int)min((int64_t)B, n - q0);
-  for (int x = threadIdx.x; x < B * d; x += blockDim.x) {
-    int i = x / d, c = x % d;
-    qs[x] = i < rows ? __bfloat162float(q[((q0 + i) * heads + h) * d + c]) : 0.f;
-  }
-  for (int64_t cb = 0; cb <= pb; cb++) {
-    int64_t k0 = cb * B;
-    int cols = (int)min((int64_t)B, n - k0);
-    __syncthreads();
-    for (int x = threadIdx.x; x < B * d; x += blockDim.x) {
-      int j = x / d, c = x % d;
-      ks[x] = j < cols ? __bfloat162float(k[((k0 + j) * kv_heads + kvh) * d + c]) : 0.f;
-    }
-    __syncthreads();
-    double acc = 0;
-    for (int x = threadIdx.x; x < rows * cols; x += blockDim.x) {
-      int i = x / cols, j = x % cols;
-      if (k0 + j > q0 + i) continue;
-      double s = 0;
-      for (int c = 0; c < d; c++) s = fma((double)qs[i * d + c], (double)ks[j * d + c], s);
-      acc += exp(__dmul_rn(s, scale) - (double)lse[(int64_t)h * n + q0 + i]);
-    }
-    acc = block_sum_double(acc, red);
-    if (threadIdx.x == 0) mass[((int64_t)h * nb + pb) * nb + cb] = acc;
-  }
-}
-
 // Block (row pb, head h): sort the row's pb + 1 masses, keep the quota, set the mask bits, add kept / total.
-__global__ void adaspa_select_kernel(const double *mass, int64_t nb, const double *sparsity, int64_t row_words,
+__global__ void adaspa_select_kernel(const float *mass, int64_t nb, const double *sparsity, int64_t row_words,
                                      uint64_t *mask, double *kept, double *total) {
   extern __shared__ __align__(16) unsigned char smraw[];
   __shared__ double red[32];
-  double *val = (double *)smraw;
+  float *val = (float *)smraw;
   int32_t *col = (int32_t *)(val + AS_MAX_NB);
   int64_t pb = blockIdx.x;
   int h = blockIdx.y, t = threadIdx.x, n = (int)pb + 1;
-  const double *row = mass + ((int64_t)h * nb + pb) * nb;
+  const float *row = mass + ((int64_t)h * nb + pb) * nb;
   uint64_t *mrow = mask + ((int64_t)h * nb + pb) * row_words;
   int P2 = 1;
   while (P2 < n) P2 <<= 1;
@@ -91,7 +210,7 @@ __global__ void adaspa_select_kernel(const double *mass, int64_t nb, const doubl
         if (y <= x) continue;
         bool y_first = val[y] != val[x] ? val[y] > val[x] : col[y] < col[x];
         if ((x & size) == 0 ? y_first : !y_first) {
-          double tv = val[x];
+          float tv = val[x];
           val[x] = val[y], val[y] = tv;
           int32_t tc = col[x];
           col[x] = col[y], col[y] = tc;
@@ -114,23 +233,38 @@ __global__ void adaspa_select_kernel(const double *mass, int64_t nb, const doubl
 
 #define ST(s) ((cudaStream_t)(s))
 
-int adaspa_gpu_block_mass(const void *q, const void *k, int64_t n, int32_t heads, int32_t kv_heads, int32_t head_dim,
-                          float scale, int32_t block, const float *lse, double *mass, void *stream, sr_error *e) {
-  if (block < 1 || block > 128 || heads < 1 || kv_heads < 1 || heads % kv_heads || head_dim < 1 || head_dim > 128)
-    return sr_input_error(e, NULL, "estimate", "bad AdaSpa shape (block %d <= 128, heads %d/%d, head_dim %d <= 128)",
-                          block, heads, kv_heads, head_dim);
-  int64_t nb = (n + block - 1) / block;
-  if (nb < 1) return SR_OK;
-  size_t sm = sizeof(float) * 2 * (size_t)block * (size_t)head_dim;
-  SA_CUDA(cudaFuncSetAttribute(adaspa_mass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-  SA_CUDA(cudaMemsetAsync(mass, 0, sizeof(double) * (size_t)(heads * nb * nb), ST(stream)));
-  adaspa_mass_kernel<<<dim3((unsigned)nb, (unsigned)heads), AM_THREADS, sm, ST(stream)>>>(
-      (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, n, heads, kv_heads, head_dim, (double)scale, block, lse, mass);
+template <int D>
+static int mass_launch(const mass_args &a, cudaStream_t st, sr_error *e) {
+  size_t sm = sizeof(__nv_bfloat16) * (size_t)AM_ROWS * (D + 8);  // >= the two K buffers (2 x 64 rows)
+  SA_CUDA(cudaFuncSetAttribute(adaspa_mass_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+  adaspa_mass_kernel<D><<<(unsigned)(a.n_ct * a.heads), AM_THREADS, sm, st>>>(a);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
 
-int adaspa_gpu_select(const double *mass, int32_t heads, int64_t nb, const double *sparsity, int64_t row_words,
+int adaspa_gpu_block_mass(const void *q, const void *k, int64_t n, int32_t heads, int32_t kv_heads, int32_t head_dim,
+                          float scale, int32_t block, const float *lse, float *mass, void *stream, sr_error *e) {
+  if (block < 16 || block > 128 || block % 16 || heads < 1 || kv_heads < 1 || heads % kv_heads ||
+      (head_dim != 64 && head_dim != 128))
+    return sr_input_error(e, NULL, "estimate",
+                          "bad AdaSpa shape for the GPU (block %d: a multiple of 16 up to 128; heads %d/%d; head_dim "
+                          "%d: 64 or 128)", block, heads, kv_heads, head_dim);
+  int64_t nb = (n + block - 1) / block;
+  if (nb < 1) return SR_OK;
+  mass_args a;
+  a.q = (const __nv_bfloat16 *)q, a.k = (const __nv_bfloat16 *)k, a.lse = lse, a.mass = mass;
+  a.n = n, a.nb = nb, a.heads = heads, a.kv_heads = kv_heads, a.B = block, a.R = AM_ROWS / block * block;
+  int64_t n_ct = (n + a.R - 1) / a.R;
+  if (n > INT32_MAX - AM_ROWS || n_ct * heads > INT32_MAX)
+    return sr_input_error(e, NULL, "estimate", "%lld tokens of %d heads: too many for the GPU search", (long long)n, heads);
+  a.n_ct = (int)n_ct;
+  a.scale_log2 = scale * SA_LOG2E;
+  // blocks above the diagonal stay 0 (the kernel writes the causal ones and those its tiles reach)
+  SA_CUDA(cudaMemsetAsync(mass, 0, sizeof(float) * (size_t)(heads * nb * nb), ST(stream)));
+  return head_dim == 64 ? mass_launch<64>(a, ST(stream), e) : mass_launch<128>(a, ST(stream), e);
+}
+
+int adaspa_gpu_select(const float *mass, int32_t heads, int64_t nb, const double *sparsity, int64_t row_words,
                       uint64_t *mask, double *kept, double *total, void *stream, sr_error *e) {
   if (nb < 1 || nb > AS_MAX_NB)
     return sr_input_error(e, NULL, "blocks", "the GPU AdaSpa selection takes 1..%d block rows, got %lld", AS_MAX_NB,
@@ -143,7 +277,7 @@ int adaspa_gpu_select(const double *mass, int32_t heads, int64_t nb, const doubl
   SA_CUDA(cudaMemcpy(sp, sparsity, sizeof(double) * (size_t)heads, cudaMemcpyHostToDevice));
   SA_CUDA(cudaMemsetAsync(kept, 0, sizeof(double) * (size_t)heads, ST(stream)));
   SA_CUDA(cudaMemsetAsync(total, 0, sizeof(double) * (size_t)heads, ST(stream)));
-  size_t sm = (size_t)AS_MAX_NB * (8 + 4);
+  size_t sm = (size_t)AS_MAX_NB * (4 + 4);
   SA_CUDA(cudaFuncSetAttribute(adaspa_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
   adaspa_select_kernel<<<dim3((unsigned)nb, (unsigned)heads), AS_THREADS, sm, ST(stream)>>>(mass, nb, sp, row_words,
                                                                                              mask, kept, total);

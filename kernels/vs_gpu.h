@@ -1,6 +1,7 @@
 // vs_gpu.h — online pattern estimation on the GPU: MTraining's vertical-slash (VS) estimation with top-p
 // and cap selection, the conversion of the selected indices into the execution form (tile_index.h) for a
-// layout and query rank, and AdaSpa's block search (block mass with a cached LSE, per-row top-k).
+// layout and query rank, and AdaSpa's block search (block mass with a cached LSE, per-row top-k). The VS
+// estimation gives the CPU reference's bits; AdaSpa's masses are fp32 tensor-core sums within a stated bound of it.
 //
 // VS estimation follows the CPU reference plan/pattern_estimate.h pass by pass and gives the same bits:
 // scores in float64 summed in the same order, exp and the fixed-point rounding of plan/vs_fixed.h, exact
@@ -145,14 +146,18 @@ int vs_gpu_convert(vs_gpu_conv *c, const vs_gpu_est *g, const vs_gpu_layout *L, 
 
 // ---- AdaSpa --------------------------------------------------------------------------------------------
 
-// Block mass of every head (adaspa_block_mass with a cached LSE): q [n, heads, d], k [n, kv_heads, d] bf16,
-// lse [heads, n] fp32 (natural log), mass [heads, nb, nb] float64 (device), nb = ceil(n / block), block <= 128.
+// Block mass of every head with a cached LSE, on the tensor cores: mass[h][pb][cb] = sum over rows i of query
+// block pb and keys j <= i of key block cb of exp(q_i.k_j * scale - lse[h][i]); q [n, heads, d], k [n, kv_heads, d]
+// bf16 (query head h reads KV head h / (heads / kv_heads)), lse [heads, n] fp32 (natural log; rows whose LSE is not
+// finite add nothing), mass [heads, nb, nb] fp32 (device; blocks above the diagonal 0), nb = ceil(n / block).
+// block a multiple of 16 up to 128, head_dim 64 or 128. Each mass is within a relative error bound of the float64
+// reference adaspa_block_mass (docs/design.md, "AdaSpa's block masses on the GPU"); the same bits run to run.
 int adaspa_gpu_block_mass(const void *q, const void *k, int64_t n, int32_t heads, int32_t kv_heads, int32_t head_dim,
-                          float scale, int32_t block, const float *lse, double *mass, void *stream, sr_error *e);
+                          float scale, int32_t block, const float *lse, float *mass, void *stream, sr_error *e);
 // Per head h and causal block row, the top ceil((1 - sparsity[h]) * (row + 1)) blocks by mass (ties: lower
-// column), as adaspa_select: mask [heads, nb, row_words] bits, kept [heads] and total [heads] masses
-// (device; recall = kept / total). sparsity is a host array [heads]; nb <= 8192.
-int adaspa_gpu_select(const double *mass, int32_t heads, int64_t nb, const double *sparsity, int64_t row_words,
+// column), as adaspa_select on the same masses: mask [heads, nb, row_words] bits, kept [heads] and total [heads]
+// masses (device, float64 sums; recall = kept / total). sparsity is a host array [heads]; nb <= 8192.
+int adaspa_gpu_select(const float *mass, int32_t heads, int64_t nb, const double *sparsity, int64_t row_words,
                       uint64_t *mask, double *kept, double *total, void *stream, sr_error *e);
 
 #ifdef __cplusplus

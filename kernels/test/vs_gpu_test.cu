@@ -7,8 +7,9 @@
 //       sa_fwd over it must give the same bits as over the host-built index; the transposed index built on
 //       the GPU from that execution form (kernels/transpose_gpu.h), for every source, must equal tiles_transpose
 //       and sa_bar_chunks_build array for array, also for an index of one head serving every head.
-//   AdaSpa: block masses (relative error), the per-row top-k on the reference's masses (identical masks),
-//       and the end-to-end masks (rows that differ are counted; 0 expected).
+//   AdaSpa: fp32 tensor-core block masses within the stated relative bound of the float64 reference (every
+//       causal block; 0 above the diagonal), the per-row top-k on the reference's masses (identical masks), and
+//       end to end recall within 1e-3 of the reference's and masks that differ only on near-ties (counted).
 // Usage: sparsering-gpu-test-vs
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -359,65 +360,132 @@ static vres run_vcase(const vcase *c) {
 }
 
 // ---- AdaSpa cases -----------------------------------------------------------------------------------------
+// The GPU masses are fp32 tensor-core sums: each must lie within the relative bound of mass_bound of the float64
+// reference (adaspa_block_mass on the same bf16 inputs and the same fp32 LSE); the selection on the reference's
+// masses must give the reference's masks exactly; end to end, the masks may differ only on near-ties: a block
+// kept by one side and not the other has a reference mass within the bound of its row's boundary (the smallest
+// mass the reference keeps), and every head's recall is within 1e-3 of the reference's.
 
 typedef struct {
   const char *name;
   int64_t n;
   int H, KH, d, B;
+  double amp;  // q and k uniform in [-amp, amp]
+  int zero_q;  // all-zero queries: uniform attention, so every full block of a row ties
 } acase;
 
 static const acase acases[] = {
-    {"adaspa n700 d64 B64", 700, 4, 2, 64, 64},
-    {"adaspa n1000 d128 B128", 1000, 2, 1, 128, 128},
-    {"adaspa n1300 d128 B32", 1300, 4, 4, 128, 32},
+    {"adaspa n700 d64 B64", 700, 4, 2, 64, 64, 2, 0},
+    {"adaspa n1000 d128 B128", 1000, 2, 1, 128, 128, 2, 0},
+    {"adaspa n1300 d128 B32", 1300, 4, 4, 128, 32, 2, 0},
+    {"adaspa n1500 GQA8 B128", 1500, 8, 1, 128, 128, 2, 0},  // 6 CTAs a head, the last one partly past n
+    {"adaspa n600 B16 peaked", 600, 2, 1, 128, 16, 4, 0},    // 16 query blocks a CTA; larger logits
+    {"adaspa n1111 d64 B48", 1111, 4, 2, 64, 48, 2, 0},      // R = 240: 15 row tiles, one warp half idle
+    {"adaspa n900 B64 ties", 900, 2, 1, 128, 64, 2, 1},
 };
 
 typedef struct {
-  double mass_err, recall_err;
-  int sel_exact, rows_differ;
+  double mass_err, bound;   // worst relative error of a causal block's mass; the bound it must stay within
+  int mass_ok;              // every causal block within the bound, every block above the diagonal 0
+  int sel_exact;            // the selection on the reference's (fp32-rounded) masses: the reference's masks
+  double sel_recall_err;    // ... and its recall
+  double recall_err;        // end to end: worst |recall - the reference's| over heads
+  int64_t near_ties, bad;   // end to end: blocks selected by one side only, within the bound of the boundary / not
 } ares;
+
+// The relative error bound of a GPU block mass against the float64 reference (docs/design.md, "AdaSpa's block
+// masses on the GPU"): sabs = the largest sum_x |q_x k_x| of a causal pair, lmax = the largest |LSE|.
+static double mass_bound(int d, int B, double scale, double sabs, double lmax) {
+  const double u = ldexp(1.0, -24), log2e = 1.4426950408889634, c = scale * log2e;
+  double da = 2 * u * ((2 * d + 2) * c * sabs + 2 * log2e * lmax);  // the exponent's error (base 2)
+  return 1.01 * (log(2.0) * da + ldexp(1.0, -21) + (B / 8 + 8) * u);  // 1.01: the second-order terms
+}
+
+// The cached LSE as the kernels keep it (fp32 of the float64 dense row LSE), and the bound's sabs and lmax.
+static void dense_lse(const float *qr, const float *kr, int64_t n, int H, int KH, int d, float scale, float *lse,
+                      double *sabs, double *lmax) {
+  double *s = (double *)malloc(sizeof(double) * (size_t)n);
+  *sabs = 0, *lmax = 0;
+  for (int h = 0; h < H; h++)
+    for (int64_t i = 0; i < n; i++) {
+      double m = -INFINITY, z = 0;
+      for (int64_t j = 0; j <= i; j++) {
+        double t = 0, ta = 0;
+        for (int x = 0; x < d; x++) {
+          double p = (double)qr[(i * H + h) * d + x] * kr[(j * KH + h / (H / KH)) * d + x];
+          t += p, ta += fabs(p);
+        }
+        s[j] = t * scale;
+        m = fmax(m, s[j]);
+        *sabs = fmax(*sabs, ta);
+      }
+      for (int64_t j = 0; j <= i; j++) z += exp(s[j] - m);
+      lse[h * n + i] = (float)(m + log(z));
+      *lmax = fmax(*lmax, fabs((double)lse[h * n + i]));
+    }
+  free(s);
+}
+
+// End to end: compare the GPU's masks (mg, on its masses) with the reference's (mc, on its masses mass_c) row by
+// row; a block in one only must have a reference mass within the bound eps of the row's boundary mass.
+static void count_swaps(const uint64_t *mg, const uint64_t *mc, const double *mass_c, int H, int64_t nb, int64_t rw,
+                        double eps, ares *r) {
+  for (int64_t x = 0; x < H * nb; x++) {
+    int64_t pb = x % nb;
+    const double *row = mass_c + x * nb;
+    double boundary = INFINITY;
+    for (int64_t cb = 0; cb <= pb; cb++)
+      if (mc[x * rw + cb / 64] >> (cb % 64) & 1) boundary = fmin(boundary, row[cb]);
+    for (int64_t cb = 0; cb <= pb; cb++) {
+      int kg = (int)(mg[x * rw + cb / 64] >> (cb % 64) & 1), kc = (int)(mc[x * rw + cb / 64] >> (cb % 64) & 1);
+      if (kg == kc) continue;
+      int near = row[cb] >= boundary * (1 - eps) / (1 + eps) && row[cb] <= boundary * (1 + eps) / (1 - eps);
+      if (near) r->near_ties++;
+      else r->bad++;
+    }
+  }
+}
 
 static ares run_acase(const acase *c) {
   ares r;
   memset(&r, 0, sizeof r);
-  int64_t n = c->n, nb = (n + c->B - 1) / c->B, rw = (nb + 63) / 64;
+  int64_t n = c->n, nb = (n + c->B - 1) / c->B, rw = (nb + 63) / 64, cells = (int64_t)c->H * nb * nb;
   int H = c->H, KH = c->KH, d = c->d;
   float scale = 1.0f / sqrtf((float)d);
   float *qf = (float *)malloc(sizeof(float) * (size_t)(n * H * d)), *kf = (float *)malloc(sizeof(float) * (size_t)(n * KH * d));
-  for (int64_t i = 0; i < n * H * d; i++) qf[i] = (float)(2 * (2 * uni() - 1));
-  for (int64_t i = 0; i < n * KH * d; i++) kf[i] = (float)(2 * (2 * uni() - 1));
+  for (int64_t i = 0; i < n * H * d; i++) qf[i] = c->zero_q ? 0.f : (float)(c->amp * (2 * uni() - 1));
+  for (int64_t i = 0; i < n * KH * d; i++) kf[i] = (float)(c->amp * (2 * uni() - 1));
   float *qr = (float *)malloc(sizeof(float) * (size_t)(n * H * d)), *kr = (float *)malloc(sizeof(float) * (size_t)(n * KH * d));
   void *qd = to_bf16_dev(qf, n * H * d, qr), *kd = to_bf16_dev(kf, n * KH * d, kr);
-  // cached LSE: the dense pass's row LSE, rounded to fp32 as the kernels keep it
   float *lse = (float *)malloc(sizeof(float) * (size_t)(H * n));
-  double *lsed = (double *)malloc(sizeof(double) * (size_t)(H * n));
-  for (int h = 0; h < H; h++)
-    for (int64_t i = 0; i < n; i++) {
-      double m = -INFINITY, z = 0, *s = (double *)malloc(sizeof(double) * (size_t)(i + 1));
-      for (int64_t j = 0; j <= i; j++) {
-        double t = 0;
-        for (int x = 0; x < d; x++) t += (double)qr[(i * H + h) * d + x] * kr[(j * KH + h / (H / KH)) * d + x];
-        s[j] = t * scale;
-        m = fmax(m, s[j]);
-      }
-      for (int64_t j = 0; j <= i; j++) z += exp(s[j] - m);
-      free(s);
-      lse[h * n + i] = (float)(m + log(z));
-      lsed[h * n + i] = lse[h * n + i];
-    }
-  double *mass_c = (double *)malloc(sizeof(double) * (size_t)(H * nb * nb));
+  double *lsed = (double *)malloc(sizeof(double) * (size_t)(H * n)), sabs, lmax;
+  dense_lse(qr, kr, n, H, KH, d, scale, lse, &sabs, &lmax);
+  for (int64_t x = 0; x < H * n; x++) lsed[x] = lse[x];
+  r.bound = mass_bound(d, c->B, scale, sabs, lmax);
+
+  // masses
+  double *mass_c = (double *)malloc(sizeof(double) * (size_t)cells);
   for (int h = 0; h < H; h++)
     SR(adaspa_block_mass(qr, kr, n, H, KH, d, h, scale, c->B, lsed + h * n, mass_c + h * nb * nb, E));
-  float *lse_d = (float *)dev_copy(lse, sizeof(float) * (size_t)(H * n));
-  double *mass_g;
-  CK(cudaMalloc((void **)&mass_g, sizeof(double) * (size_t)(H * nb * nb)));
-  CK(cudaMemset(mass_g, 0xff, sizeof(double) * (size_t)(H * nb * nb)));
+  float *lse_d = (float *)dev_copy(lse, sizeof(float) * (size_t)(H * n)), *mass_g;
+  CK(cudaMalloc((void **)&mass_g, sizeof(float) * (size_t)cells));
+  CK(cudaMemset(mass_g, 0xff, sizeof(float) * (size_t)cells));
   SR(adaspa_gpu_block_mass(qd, kd, n, H, KH, d, scale, c->B, lse_d, mass_g, NULL, E));
-  double *mg = (double *)fetch(mass_g, sizeof(double) * (size_t)(H * nb * nb));
-  double num = 0, den = 0;
-  for (int64_t x = 0; x < H * nb * nb; x++) num += (mg[x] - mass_c[x]) * (mg[x] - mass_c[x]), den += mass_c[x] * mass_c[x];
-  r.mass_err = sqrt(num / den);
-  // selection: sparsities per head as the head-adaptive rule would give them
+  float *mg = (float *)fetch(mass_g, sizeof(float) * (size_t)cells);
+  r.mass_ok = 1;
+  double floor_abs = (double)c->B * c->B * ldexp(1.0, -126);  // elements below 2^-126 flush to 0 (ex2.approx.ftz)
+  for (int64_t x = 0; x < cells; x++) {
+    int64_t pb = x / nb % nb, cb = x % nb;
+    double g = mg[x], want = mass_c[x];
+    if (cb > pb) {
+      r.mass_ok &= g == 0;
+      continue;
+    }
+    r.mass_ok &= fabs(g - want) <= r.bound * want + floor_abs;
+    if (want > 0) r.mass_err = fmax(r.mass_err, fabs(g - want) / want);
+  }
+
+  // selection, per-head sparsities as the head-adaptive rule would give them
   double sp[16];
   for (int h = 0; h < H; h++) sp[h] = 0.2 + 0.7 * h / (H > 1 ? H - 1 : 1);
   uint64_t *mask_d;
@@ -427,25 +495,34 @@ static ares run_acase(const acase *c) {
   CK(cudaMalloc((void **)&tot_d, 8 * (size_t)H));
   uint64_t *mask_c = (uint64_t *)malloc(8 * (size_t)(H * nb * rw));
   double rec_c[16];
-  for (int h = 0; h < H; h++) rec_c[h] = adaspa_select(mass_c + h * nb * nb, nb, sp[h], rw, mask_c + h * nb * rw);
+  // round 0: the GPU selection on the reference's masses rounded to fp32 against adaspa_select on the same values;
+  // round 1: end to end, the GPU's masses and selection against the reference's
+  double *mass_cf = (double *)malloc(sizeof(double) * (size_t)cells);
+  float *mass_f = (float *)malloc(sizeof(float) * (size_t)cells);
+  for (int64_t x = 0; x < cells; x++) mass_f[x] = (float)mass_c[x], mass_cf[x] = mass_f[x];
   for (int round = 0; round < 2; round++) {
-    double *src = mass_g;
-    if (round == 0) src = (double *)dev_copy(mass_c, sizeof(double) * (size_t)(H * nb * nb));
+    const double *ref = round == 0 ? mass_cf : mass_c;
+    for (int h = 0; h < H; h++) rec_c[h] = adaspa_select(ref + h * nb * nb, nb, sp[h], rw, mask_c + h * nb * rw);
+    float *src = round == 0 ? (float *)dev_copy(mass_f, sizeof(float) * (size_t)cells) : mass_g;
     CK(cudaMemset(mask_d, 0xff, 8 * (size_t)(H * nb * rw)));
     SR(adaspa_gpu_select(src, H, nb, sp, rw, mask_d, kept_d, tot_d, NULL, E));
     uint64_t *mgk = (uint64_t *)fetch(mask_d, 8 * (size_t)(H * nb * rw));
     double *kp = (double *)fetch(kept_d, 8 * (size_t)H), *tt = (double *)fetch(tot_d, 8 * (size_t)H);
+    double err = 0;
+    for (int h = 0; h < H; h++) err = fmax(err, fabs(kp[h] / tt[h] - rec_c[h]));
     if (round == 0) {
       r.sel_exact = memcmp(mgk, mask_c, 8 * (size_t)(H * nb * rw)) == 0;
-      for (int h = 0; h < H; h++) r.recall_err = fmax(r.recall_err, fabs(kp[h] / tt[h] - rec_c[h]));
+      r.sel_recall_err = err;
       cudaFree(src);
     } else {
-      for (int64_t x = 0; x < H * nb; x++) r.rows_differ += memcmp(mgk + x * rw, mask_c + x * rw, 8 * (size_t)rw) != 0;
+      r.recall_err = err;
+      count_swaps(mgk, mask_c, mass_c, H, nb, rw, r.bound, &r);
     }
     free(mgk), free(kp), free(tt);
   }
   cudaFree(mask_d), cudaFree(kept_d), cudaFree(tot_d), cudaFree(mass_g), cudaFree(lse_d), cudaFree(qd), cudaFree(kd);
-  free(qf), free(kf), free(qr), free(kr), free(lse), free(lsed), free(mass_c), free(mg), free(mask_c);
+  free(qf), free(kf), free(qr), free(kr), free(lse), free(lsed), free(mass_c), free(mass_cf), free(mass_f), free(mg);
+  free(mask_c);
   return r;
 }
 
@@ -464,13 +541,15 @@ int main(void) {
            (long long)r.n_slash, (long long)r.n_tiles, (long long)r.n_bars, ok ? "ok" : "FAIL");
     fflush(stdout);
   }
-  printf("%-24s %9s %10s %9s %11s\n", "adaspa case", "mass err", "recall err", "select", "rows differ");
+  printf("%-24s %9s %9s %6s %9s %10s %10s %6s\n", "adaspa case", "mass err", "bound", "select", "sel rec", "recall err",
+         "near ties", "bad");
   for (size_t i = 0; i < sizeof acases / sizeof acases[0]; i++) {
     ares r = run_acase(&acases[i]);
-    int ok = r.mass_err <= 1e-12 && r.recall_err <= 1e-12 && r.sel_exact && r.rows_differ == 0;
+    int ok = r.mass_ok && r.sel_exact && r.sel_recall_err <= 1e-12 && r.recall_err <= 1e-3 && r.bad == 0;
     fails += !ok;
-    printf("%-24s %9.2e %10.2e %9s %11d %s\n", acases[i].name, r.mass_err, r.recall_err, r.sel_exact ? "same" : "DIFF",
-           r.rows_differ, ok ? "ok" : "FAIL");
+    printf("%-24s %9.2e %9.2e %6s %9.2e %10.2e %10lld %6lld %s\n", acases[i].name, r.mass_err, r.bound,
+           r.sel_exact ? "same" : "DIFF", r.sel_recall_err, r.recall_err, (long long)r.near_ties, (long long)r.bad,
+           ok ? "ok" : r.mass_ok ? "FAIL" : "FAIL (a mass outside the bound)");
     fflush(stdout);
   }
   printf("gpu-test-vs: %d failed\n", fails);
