@@ -2,7 +2,8 @@
 # fpdt_run.sh — FPDT in the executor and the trainer (issue 23) on ONE GPU (kind nvidia-h100-x1 or nvidia-h200), in
 # one call of about 5-6 minutes:
 #   check  FPDT on the GPU against float64 dense attention (Qwen2.5-3B heads, 4K tokens in 1K chunks, dense and
-#          VS-like, --check), resident and offloaded, and the two bit for bit (--digest: a hash of O, LSE, dQ, dK, dV)
+#          VS-like, --check), resident and offloaded, and the two bit for bit (--digest: a hash of O, LSE, dQ, dK, dV;
+#          --deterministic, since the default backward adds dQ in any order)
 #   attn   one layer of Qwen2.5-3B attention (dense, one rank) at 128K, 256K, 512K: FPDT in 64K chunks resident and
 #          offloaded (pinned host memory, double-buffered fetches), and the one-rank ring (plain attention) at 128K
 #          and 256K as the baseline; --repeat 2 (the second timed), --predict: simulated fwd/bwd and memory beside
@@ -70,7 +71,7 @@ if [[ $STAGES == *check* ]]; then
   log "(check) FPDT vs float64 dense attention on the GPU, Qwen2.5-3B heads, 4K tokens in 1K chunks"
   for off in 0 1; do
     step check-off$off 90 attn --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 4K --strategy fpdt \
-      --fpdt-chunk 1K --fpdt-offload $off --pattern dense,vs-like:4:256:64 --check --digest
+      --fpdt-chunk 1K --fpdt-offload $off --pattern dense,vs-like:4:256:64 --check --digest --deterministic
   done
   a=$(grep -h "digest layer" "$W/check-off0.log" | sort | md5sum) b=$(grep -h "digest layer" "$W/check-off1.log" | sort | md5sum)
   echo "offloaded vs resident outputs: $([ "$a" = "$b" ] && echo "bit-identical" || echo "DIFFERENT")" | tee -a "$S"

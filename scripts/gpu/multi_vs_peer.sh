@@ -172,6 +172,7 @@ if has train; then
   sed 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2.json >"$CL1"
   for seq in $TRAIN_SEQS; do
     n=$(tokens $seq) steps=$((WARM + TIMED))
+    nn=${n/K/*1024}; nn=$((${nn/M/*1048576}))  # the token count as a number (n keeps its K/M suffix for the flags)
     say "(train) $TM, random init, $WARM + $TIMED steps at $seq ($n tokens) on $NP ranks: the peer, ours ($TRAIN_STRATEGIES)"
     samples="$L/samples-$n.i32"
     if ! $B/sparsering-exec train --model $TM --cluster "$CL1" --strategy dense-ring --seq "$n" --steps $steps --data passkey \
@@ -196,7 +197,7 @@ if has train; then
       grep -E "^train: .*(params|memory)|^predict|rror|failed" "$L/$name.log" | sed "s/^/   /" | tee -a "$S"
       s=$(median_step "$L/$name.csv" $TIMED)
       what="train step: $(ours_what $st)"
-      if [ -n "$s" ]; then row train "$seq" ours "$what, $(awk -v n="$n" -v s="$s" 'BEGIN {printf "%.0f", n / s}') tok/s" - - \
+      if [ -n "$s" ]; then row train "$seq" ours "$what, $(awk -v n="$nn" -v s="$s" 'BEGIN {printf "%.0f", n / s}') tok/s" - - \
         "$(awk -v s="$s" 'BEGIN {print 1000 * s}')"; else row train "$seq" ours "$what" failed - -; fi
     done
   done
