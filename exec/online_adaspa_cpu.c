@@ -218,7 +218,8 @@ static int search(struct dist_attn *a, adaspa_cpu *o, sr_error *e) {
   a->masks = NULL;
   if (a->ti.tile_cnt || a->ti.bar_cnt) tiles_free(&a->ti);
   memset(&a->ti, 0, sizeof a->ti);
-  if (tiles_build(&o->c.est, 0, a->glay, a->group, &a->ti, e) || tiles_masks_build(&o->c.est, 0, &a->masks, e))
+  if (tiles_build(&o->c.est, 0, a->glay, a->group, &a->ti, e) ||
+      tiles_masks_build_for(&o->c.est, 0, a->glay, a->group, &a->masks, e))
     return e->code;
   a->ti_view = a->ti;  // U == 1: this rank computes every head
   adaspa_common_searched(&o->c, H, o->recall, o->sparsity);

@@ -165,8 +165,10 @@ static int search(struct dist_attn *a, adaspa_cuda *o, const void *q, const void
     memcpy(hp->mask, o->mask_h + (int64_t)h * o->nb * o->rw, sizeof(uint64_t) * (size_t)(o->nb * o->rw));
   }
   form_free(o);  // the device is idle here (the selection synchronised the stream)
-  if (tiles_build(&o->c.est, 0, a->glay, a->group, &o->ti, e) || tiles_masks_build(&o->c.est, 0, &o->hmasks, e) ||
-      sa_gpu_index_upload(&o->ti, &o->ix, e))
+  // masks for this index: a head whose partial tiles keep their causal elements (B = 128) gets the causal mask,
+  // the kernels' cheaper partial path, and nothing to upload
+  if (tiles_build(&o->c.est, 0, a->glay, a->group, &o->ti, e) ||
+      tiles_masks_build_for(&o->c.est, 0, a->glay, a->group, &o->hmasks, e) || sa_gpu_index_upload(&o->ti, &o->ix, e))
     return e->code;
   o->have_ix = 1;
   if (sa_gpu_masks_upload(o->hmasks, H, &o->masks, e)) return e->code;

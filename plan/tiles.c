@@ -60,10 +60,18 @@ int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_i
   }
   tile_buf tg = {0}, bg = {0};
   tile_comb *cb = NULL;
+  tiles_blocks *blk = NULL;
   if (!rc) rc = tiles_comb_open(l, &cb, e);
+  if (!rc) rc = tiles_blocks_open(l, &blk, e);
   for (int h = 0; h < p->heads && !rc; h++) {
+    const head_pattern *hp = pattern_head(p, layer, h);
+    if (blk && hp->kind == PATTERN_BLOCK) {  // straight from the bitmap (tiles_blocks.c)
+      int64_t base = (int64_t)h * nq * (W + 1);
+      rc = tiles_blocks_head(blk, hp, q_rank, &tg, bg.n, out->tile_cnt + base, out->bar_cnt + base, e);
+      continue;
+    }
     head_view v;
-    rc = head_view_build(pattern_head(p, layer, h), p->n_tokens, &v, e);
+    rc = head_view_build(hp, p->n_tokens, &v, e);
     if (rc) break;
     rc = tile_scan_head(&s, &v, e);
     int64_t interior = cb && !v.is_block && !v.is_tokens ? tiles_comb_interior(cb) : 0;
@@ -97,6 +105,7 @@ int tiles_build(const pattern *p, int layer, const layout *l, int q_rank, tile_i
   }
   tile_scan_free(&s);
   tiles_comb_close(cb);
+  tiles_blocks_close(blk);
   out->tile_idx = tg.idx;
   out->tile_kind = tg.kind;
   out->bar_idx = bg.idx;
@@ -144,6 +153,11 @@ static int transpose_bars(const tile_index *t, int src, int64_t nkv_tokens, int6
   if (!at || !cur || !out->bar_key_head || !out->bar_key || !out->bar_q_cnt || !out->bar_q_idx) {
     free(at), free(cur);
     return sr_internal_error(e, 0, "tiles: out of memory for the transpose");
+  }
+  if (!n_uses) {  // no bars (block heads): nothing to count, and a sweep over every key of every head saved
+    out->bar_q_cnt[0] = 0, out->n_bar_keys = 0;
+    free(at), free(cur);
+    return SR_OK;
   }
   int64_t keys = 0, used = 0;
   int32_t *q_idx = out->bar_q_idx;
@@ -319,6 +333,28 @@ int tiles_masks_build(const pattern *p, int layer, head_mask **out, sr_error *e)
   }
   *out = m;
   return SR_OK;
+}
+
+int tiles_masks_build_for(const pattern *p, int layer, const layout *l, int q_rank, head_mask **out, sr_error *e) {
+  int rc = tiles_masks_build(p, layer, out, e);
+  if (rc) return rc;
+  if (q_rank < 0 || q_rank >= l->world || l->n_tokens != p->n_tokens) {
+    tiles_masks_free(*out, p->heads), *out = NULL;
+    return sr_input_error(e, NULL, "rank", "%d outside [0, %d), or the layout's tokens not the pattern's", q_rank, l->world);
+  }
+  tiles_blocks *blk = NULL;
+  rc = tiles_blocks_open(l, &blk, e);
+  for (int h = 0; h < p->heads && blk && !rc; h++) {
+    const head_pattern *hp = pattern_head(p, layer, h);
+    int plain = hp->kind == PATTERN_BLOCK && hp->block % TILE == 0;  // a tile pair lies in one block: kept or not
+    if (hp->kind != PATTERN_BLOCK || (!plain && (rc = tiles_blocks_plain(blk, hp, q_rank, &plain, e))) || !plain) continue;
+    head_mask *m = &(*out)[h];  // the causal mask: the kernels' cheaper partial tiles, no bit set to upload
+    free((void *)m->bmask);
+    m->bmask = NULL, m->kind = PATTERN_DENSE, m->block = 0, m->row_words = 0;
+  }
+  tiles_blocks_close(blk);
+  if (rc) tiles_masks_free(*out, p->heads), *out = NULL;
+  return rc;
 }
 
 void tiles_masks_free(head_mask *m, int heads) {

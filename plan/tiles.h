@@ -50,6 +50,10 @@ void tiles_transpose_free(tile_index_t *t);
 
 // Element masks of every head of `layer` (host memory; free with tiles_masks_free).
 int tiles_masks_build(const pattern *p, int layer, head_mask **out, sr_error *e);
+// The element masks the index tiles_build(p, layer, l, q_rank) runs with: tiles_masks_build's, except that a head
+// whose PARTIAL tiles there keep every causal element they hold (a BLOCK head on a tile-aligned layout, e.g. of
+// TILE-token blocks) gets a DENSE mask, which the kernels run as the causal mask with no bit set to read or upload.
+int tiles_masks_build_for(const pattern *p, int layer, const layout *l, int q_rank, head_mask **out, sr_error *e);
 // Release masks built by tiles_masks_build (heads entries).
 void tiles_masks_free(head_mask *m, int heads);
 

@@ -219,6 +219,24 @@ int gated_fast_tokens(const int32_t *tile_rank, int64_t nbi, int W, const head_v
 int gated_mask_moba(const head_pattern *h, int64_t n_tokens, head_mask *m);
 int gated_mask_tokens(const head_pattern *h, int64_t n_tokens, head_mask *m);
 
+// ---------------------------------------------------------------------------------------------
+// BLOCK heads on layouts whose local tiles are aligned global tiles (tiles_blocks.c): entries straight from
+// the block bitmap
+
+// Off in tests and benchmarks that want the per-tile scan as the reference (1 by default).
+extern int tiles_blocks_enabled;
+typedef struct tiles_blocks tiles_blocks;
+// Open the tables of an aligned layout; *out stays NULL when the layout is not aligned or the path is off.
+int tiles_blocks_open(const layout *l, tiles_blocks **out, sr_error *e);
+// Release them (NULL is fine).
+void tiles_blocks_close(tiles_blocks *b);
+// Append a BLOCK head's entries for every query tile of q_rank to tiles (what tile_scan_qtile gives), writing
+// the absolute offsets of its cells: tile_cnt / bar_cnt [nq * (W + 1)] (no bars: each bar offset is n_bars).
+int tiles_blocks_head(tiles_blocks *b, const head_pattern *h, int q_rank, tile_buf *tiles, int64_t n_bars,
+                      int64_t *tile_cnt, int64_t *bar_cnt, sr_error *e);
+// *plain = 1 when every PARTIAL entry of the BLOCK head on q_rank's query tiles keeps all its causal elements.
+int tiles_blocks_plain(tiles_blocks *b, const head_pattern *h, int q_rank, int *plain, sr_error *e);
+
 // Longest period for which the fast path buffers columns transposed (memory P^2 x 16 bytes); tests lower it.
 extern int64_t tiles_fast_colbuf_max_period;
 // How the fast path counts the pairs both D and K keep without periodicity (tiles_fast.c, overlap): 0 the walk
