@@ -276,7 +276,9 @@ static void print_train(const rerun *runs, int n) {
              "step", "attn", "rest", "comm", "step", "attn", "rest", "comm", "err_step", "err_attn");
     double es = err(t->pstep_s, t->step_s), ea = err(t->pattn_s, t->attn_s);
     char tok[32];
-    printf("%-60.60s %3d %5s %-12.12s %7.3f %6.3f %6.3f %5.3f | %7.3f %6.3f %6.3f %5.3f %+7.1f%% %+7.1f%%\n", r->path, t->world,
+    size_t len = strlen(r->path);  // the path's end names the run
+    const char *name = len > 60 ? r->path + len - 60 : r->path;
+    printf("%-60.60s %3d %5s %-12.12s %7.3f %6.3f %6.3f %5.3f | %7.3f %6.3f %6.3f %5.3f %+7.1f%% %+7.1f%%\n", name, t->world,
            sr_format_tokens(t->seq, tok, sizeof tok), t->pattern, t->step_s, t->attn_s, t->rest_s, t->comm_s, t->pstep_s,
            t->pattn_s, t->prest_s, t->pcomm_s, 100 * es, 100 * ea);
     sum += fabs(es), worst = fmax(worst, fabs(es));
