@@ -82,8 +82,9 @@ int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, 
       double *f = k->flops[phase][kind], *t = k->seconds[phase][kind];
       for (int i = 0; i < CALIB_SIZES; i++)  // 1, 2, 4 units of work per query tile
         if (calib_attn_time(phase, kind, 1 << i, heads, kv_heads, head_dim, &f[i], &t[i], e)) return e->code;
-      if (calib_fit_rate(f, t, CALIB_SIZES, &k->attn_tflops[phase][kind], &k->attn_overhead_us[phase][kind], e))
+      if (calib_fit_rate(f, t, CALIB_SIZES, &k->attn_slope_tflops[phase][kind], &k->attn_overhead_us[phase][kind], e))
         return e->code;
+      k->attn_tflops[phase][kind] = calib_sustained_rate(f, t, CALIB_SIZES);
       k->attn[phase][kind] = k->attn_tflops[phase][kind] / peak_tflops;
     }
   return SR_OK;

@@ -5,6 +5,7 @@
 // the forward merging each step into the running fp32 output. The time beyond the cost model's kernel time
 // on the efficiencies calibrated just before is fitted as steps x fixed + cells x per-cell.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,21 +16,7 @@
 #include "plan/util.h"
 #include "sim/cost.h"
 
-#if SR_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "kernels/sparse_attn.h"
-
 #define RING_TOKENS 32768
-
-#define CK(call)                                                                                     \
-  do {                                                                                               \
-    cudaError_t r_ = (call);                                                                         \
-    if (r_ != cudaSuccess) {                                                                         \
-      rc = sr_internal_error(e, 0, "ring-step calibration: CUDA error %s at line %d", cudaGetErrorString(r_), __LINE__); \
-      goto done;                                                                                     \
-    }                                                                                                \
-  } while (0)
 
 // The configurations: one step (the whole layer), then rings of 2, 4 and 8 ranks per layout.
 static const struct {
@@ -41,6 +28,70 @@ static const struct {
     {LAYOUT_ZIGZAG, 1, 2},     {LAYOUT_ZIGZAG, 1, 4},      {LAYOUT_ZIGZAG, 1, 8},     {LAYOUT_STRIPED, 128, 2},
     {LAYOUT_STRIPED, 128, 4},  {LAYOUT_STRIPED, 128, 8},
 };
+
+// The cost model's side of configuration i: the last rank's steps against every source shard (their work counted
+// by the planner's accounting, as the simulator counts it), their kernel time and their cells.
+int calib_ring_config_model(const gpu_desc *gpu, int i, int heads, int kv_heads, int head_dim, calib_ring *out,
+                            sr_error *e) {
+  int W = configs[i].world, q_rank = W - 1, rc;
+  layout l;
+  memset(&l, 0, sizeof l);
+  pattern pat;
+  memset(&pat, 0, sizeof pat);
+  work_count *counts = calloc((size_t)heads * W * W, sizeof *counts);
+  if (!counts) return sr_internal_error(e, 0, "out of memory");
+  if ((rc = layout_build(configs[i].kind, RING_TOKENS, W, configs[i].g, NULL, &l, e)) ||
+      (rc = pattern_alloc(&pat, RING_TOKENS, 1, heads, e)) || (rc = tiles_account_layer(&pat, 0, &l, counts, e))) {
+    pattern_free(&pat), layout_free(&l), free(counts);
+    return rc;
+  }
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.num_heads = heads, m.num_kv_heads = kv_heads, m.head_dim = head_dim;
+  double qt = (double)((l.rank_count[q_rank] + TILE - 1) / TILE);
+  if (configs[i].kind == LAYOUT_STRIPED) snprintf(out->layout[i], sizeof out->layout[i], "striped:%lld", (long long)configs[i].g);
+  else snprintf(out->layout[i], sizeof out->layout[i], "%s", layout_kind_name(configs[i].kind));
+  out->world[i] = W, out->steps[i] = W, out->cells[i] = 0, out->kernel_s[0][i] = out->kernel_s[1][i] = 0;
+  for (int src = 0; src < W; src++) {
+    work_count wc;
+    memset(&wc, 0, sizeof wc);
+    for (int h = 0; h < heads; h++) {
+      const work_count *c = &counts[((int64_t)h * W + q_rank) * W + src];
+      wc.full += c->full, wc.partial += c->partial, wc.bars += c->bars, wc.runs += c->runs, wc.pairs += c->pairs;
+    }
+    out->kernel_s[0][i] += cost_attn_fwd(gpu, &m, &wc);
+    out->kernel_s[1][i] += cost_attn_bwd(gpu, &m, &wc);
+    out->cells[i] += cost_ring_cells(&wc, qt, heads);
+  }
+  pattern_free(&pat), layout_free(&l), free(counts);
+  return SR_OK;
+}
+
+int calib_ring_fit(calib_ring *out, sr_error *e) {
+  for (int phase = 0; phase < 2; phase++) {
+    double extra[CALIB_RING_CONFIGS];
+    for (int i = 0; i < out->n; i++) extra[i] = out->measured_s[phase][i] - out->kernel_s[phase][i];
+    int rc = calib_fit_ring_step(out->steps, out->cells, extra, out->measured_s[phase], out->n, &out->step_us[phase],
+                                 &out->cell_us[phase], e);
+    if (rc) return rc;
+  }
+  return SR_OK;
+}
+
+#if SR_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/sparse_attn.h"
+
+
+#define CK(call)                                                                                     \
+  do {                                                                                               \
+    cudaError_t r_ = (call);                                                                         \
+    if (r_ != cudaSuccess) {                                                                         \
+      rc = sr_internal_error(e, 0, "ring-step calibration: CUDA error %s at line %d", cudaGetErrorString(r_), __LINE__); \
+      goto done;                                                                                     \
+    }                                                                                                \
+  } while (0)
 
 // Time one configuration: the last rank's steps against every source, forward then backward (mean of 5
 // passes after 2 warm-ups); and what the cost model says those kernels take.
@@ -58,36 +109,22 @@ static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int 
   sa_gpu_index_t *ixt = calloc((size_t)W, sizeof *ixt);
   tile_index_t *tt = calloc((size_t)W, sizeof *tt);
   int64_t **pos_d = calloc((size_t)W, sizeof *pos_d), *pos_h = malloc(sizeof(int64_t) * RING_TOKENS);
-  work_count *counts = calloc((size_t)heads * W * W, sizeof *counts);
   void *q = NULL, *k = NULL, *v = NULL, *dout = NULL, *o16 = NULL;
   float *o = NULL, *lse = NULL, *drow = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
   cudaEvent_t e0 = NULL, e1 = NULL;
-  if (!ixt || !tt || !pos_d || !pos_h || !counts) {
+  if (!ixt || !tt || !pos_d || !pos_h) {
     rc = sr_internal_error(e, 0, "out of memory");
     goto done;
   }
   if ((rc = layout_build(configs[i].kind, RING_TOKENS, W, configs[i].g, NULL, &l, e)) ||
       (rc = pattern_alloc(&pat, RING_TOKENS, 1, heads, e)) || (rc = tiles_build(&pat, 0, &l, q_rank, &t, e)) ||
-      (rc = tiles_account_layer(&pat, 0, &l, counts, e)) || (rc = tiles_masks_build(&pat, 0, &masks, e)) ||
+      (rc = tiles_masks_build(&pat, 0, &masks, e)) ||
       (rc = sa_gpu_index_upload(&t, &ix, e)) || (rc = sa_gpu_masks_upload(masks, heads, &masks_d, e)))
     goto done;
   // The cost model's kernel time of these steps, and the steps and cells the fit needs.
-  model_config m;
-  memset(&m, 0, sizeof m);
-  m.num_heads = heads, m.num_kv_heads = kv_heads, m.head_dim = head_dim;
+  if ((rc = calib_ring_config_model(gpu, i, heads, kv_heads, head_dim, out, e))) goto done;
   int64_t n_q = l.rank_count[q_rank], max_k = 0;
-  double qt = (double)((n_q + TILE - 1) / TILE);
-  out->steps[i] = W;
   for (int src = 0; src < W; src++) {
-    work_count wc;
-    memset(&wc, 0, sizeof wc);
-    for (int h = 0; h < heads; h++) {
-      const work_count *c = &counts[((int64_t)h * W + q_rank) * W + src];
-      wc.full += c->full, wc.partial += c->partial, wc.bars += c->bars, wc.runs += c->runs, wc.pairs += c->pairs;
-    }
-    out->kernel_s[0][i] += cost_attn_fwd(gpu, &m, &wc);
-    out->kernel_s[1][i] += cost_attn_bwd(gpu, &m, &wc);
-    out->cells[i] += cost_ring_cells(&wc, qt, heads);
     max_k = sr_max64(max_k, l.rank_count[src]);
     layout_positions(&l, src, pos_h);
     CK(cudaMalloc((void **)&pos_d[src], sizeof(int64_t) * (size_t)(l.rank_count[src] + 1)));
@@ -142,9 +179,6 @@ static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int 
     CK(cudaEventElapsedTime(&ms, e0, e1));
     out->measured_s[phase][i] = ms * 1e-3 / reps;
   }
-  snprintf(out->layout[i], sizeof out->layout[i], "%s", configs[i].kind == LAYOUT_STRIPED ? "striped:128"
-                                                        : layout_kind_name(configs[i].kind));
-  out->world[i] = W;
 done:
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
@@ -158,7 +192,7 @@ done:
   tiles_free(&t);
   pattern_free(&pat);
   layout_free(&l);
-  free(ixt), free(tt), free(pos_d), free(pos_h), free(counts);
+  free(ixt), free(tt), free(pos_d), free(pos_h);
   return rc;
 }
 
@@ -169,14 +203,7 @@ int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_di
     if (rc) return rc;
     out->n++;
   }
-  for (int phase = 0; phase < 2; phase++) {
-    double extra[CALIB_RING_CONFIGS];
-    for (int i = 0; i < out->n; i++) extra[i] = out->measured_s[phase][i] - out->kernel_s[phase][i];
-    int rc = calib_fit_ring_step(out->steps, out->cells, extra, out->measured_s[phase], out->n, &out->step_us[phase],
-                                 &out->cell_us[phase], e);
-    if (rc) return rc;
-  }
-  return SR_OK;
+  return calib_ring_fit(out, e);
 }
 
 #else

@@ -37,6 +37,13 @@ int calib_fit_rate(const double *flops, const double *seconds, int n, double *tf
   return SR_OK;
 }
 
+double calib_sustained_rate(const double *flops, const double *seconds, int n) {
+  int big = -1;
+  for (int i = 0; i < n; i++)
+    if (seconds[i] > 0 && (big < 0 || flops[i] > flops[big])) big = i;
+  return big < 0 ? 0 : flops[big] / seconds[big] / 1e12;
+}
+
 int calib_fit_ring_step(const double *steps, const double *cells, const double *extra_s, const double *total_s, int n,
                         double *step_us, double *cell_us, sr_error *e) {
   if (n < 2) return sr_input_error(e, NULL, "ring steps", "the fit needs at least 2 measurements, got %d", n);

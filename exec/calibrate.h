@@ -22,6 +22,14 @@ int calib_fit_link(const double *bytes, const double *seconds, int n, double *la
 // prologue; not in the simulator's model, so it is reported and left out of the efficiency).
 int calib_fit_rate(const double *flops, const double *seconds, int n, double *tflops, double *overhead_us, sr_error *e);
 
+// The rate a long attention call sustains (TFLOP/s): FLOPs over seconds of the largest of n timed calls,
+// fixed cost included. The simulator takes it as the kernel's efficiency rather than the fit's slope
+// (calib_fit_rate), whose fixed cost long calls were expected to amortize and do not (docs/sim.md,
+// "Sustained rates"): on 4 H100 the 256K-512K forwards ran at 572-575 TFLOP/s a GPU against a slope of 712
+// and a largest call of 601; on 4 H200 the 512K-1M forwards at 350-357 against 381 and 358
+// (results/exec/2026-11-27-h100x4-vs-context-parallel, results/exec/2026-11-22-h200x4-two-nodes).
+double calib_sustained_rate(const double *flops, const double *seconds, int n);
+
 // One-way time of a message between ranks a and b for each size (half the ping-pong round trip,
 // median of reps). Collective over c (other ranks wait at the final barrier). Buffers are host
 // memory on COMM_CPU and device memory on COMM_NCCL. seconds[] is filled on every rank.
@@ -43,15 +51,16 @@ void calib_gpu_peaks(const char *name, double *peak_tflops, double *fp64_tflops)
 // Measured kernel efficiencies (fraction of peak_tflops), CUDA only.
 typedef struct {
   double gemm;
-  double attn[2][3];  // [fwd, bwd][full, partial, bar]: fitted rate / peak
-  double gemm_tflops, attn_tflops[2][3];  // the achieved rates behind them
+  double attn[2][3];  // [fwd, bwd][full, partial, bar]: sustained rate (calib_sustained_rate) / peak
+  double gemm_tflops, attn_tflops[2][3];  // the sustained rates behind them
+  double attn_slope_tflops[2][3];         // the fit's slope (calib_fit_rate), reported
   double attn_overhead_us[2][3];          // fitted fixed time per kernel call
   double flops[2][3][CALIB_SIZES], seconds[2][3][CALIB_SIZES];  // the timings the fits took
 } calib_kernels;
 
 // Run cuBLAS bf16 GEMMs and the sparse attention kernels on synthetic tile indices (one kind of
 // tile each, CALIB_SIZES amounts of work) on this rank's GPU; fit each (phase, kind) with
-// calib_fit_rate; efficiencies relative to peak_tflops.
+// calib_fit_rate and take its sustained rate (calib_sustained_rate); efficiencies relative to peak_tflops.
 int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
                           sr_error *e);
 
@@ -78,8 +87,22 @@ typedef struct {
 // Time, on this rank's GPU, the ring steps of a dense causal layer (32K tokens, the given head shape) for
 // the contiguous, zigzag and striped:128 layouts on rings of 1 to 8 ranks (the queries of the last rank
 // against every source shard, one kernel call a step, as the executor runs them), forward and backward;
-// subtract the kernel time the cost model gives on gpu's efficiencies (calibrated just before) and fit
-// the ring-step costs per phase. CUDA only.
+// subtract the kernel time the cost model gives on gpu's efficiencies and fit the ring-step costs per phase.
+// calibrate passes the fits' slopes (calib_kernels.attn_slope_tflops): these calls are of the kernel
+// benchmark's size (32K tokens, K and V within L2), where the slope holds, unlike long calls. CUDA only.
 int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, calib_ring *out, sr_error *e);
+// The host half of calib_ring_measure for configuration i (0 .. CALIB_RING_CONFIGS-1): its layout name, ring
+// size, steps, cells and the cost model's kernel time on gpu's efficiencies (out->kernel_s[.][i]); no GPU.
+int calib_ring_config_model(const gpu_desc *gpu, int i, int heads, int kv_heads, int head_dim, calib_ring *out,
+                            sr_error *e);
+// Fit the ring-step costs (out->step_us, cell_us) from out's measured and kernel times (configurations 0 .. n-1).
+int calib_ring_fit(calib_ring *out, sr_error *e);
+
+// Calibrate again from the points a calibration logged (`calibrate --log`, CSV measure,amount,us[,us]): the
+// attention efficiencies by the current rule (calib_sustained_rate; GEMM, links, GPU identity kept from cl) and,
+// when the log holds ring rows, the ring-step costs as calibrate fits them (against the kernel time at the fits'
+// slopes). Input error naming the file when a (phase, kind) has fewer than 2 points.
+int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, int heads, int kv_heads, int head_dim,
+                         sr_error *e);
 
 #endif

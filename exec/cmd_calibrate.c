@@ -40,11 +40,47 @@ static const cli_flag calibrate_flags[] = {
     {"kv-heads", "N", "2", "KV heads of the attention kernels measured"},
     {"head-dim", "N", "128", "head dimension of the attention kernels measured"},
     {"log", cli_out_file, NULL, "write every measured point as CSV"},
+    {"refit", "CSV", NULL,
+     "no measuring: calibrate again from an earlier calibration's --log under today's fitting rules (the attention "
+     "efficiencies and the ring steps; links, GEMM and GPU kept from --cluster, the file that calibration wrote)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage calibrate_usage = {
     NULL, "mpirun -np 2 sparsering-exec calibrate --backend cuda --cluster h200-1x2 --out measured.json",
     {calibrate_flags, NULL}};
+
+// --refit: the kept timings of an earlier calibration fitted again (calib_refit_from_log), on the host alone.
+static int refit(cli_args *a, int heads, int kvh, int hd, const char *prog) {
+  sr_error e = {0};
+  const char *csv_path = cli_get(a, "refit", NULL), *src = cli_get(a, "cluster", "h200-1x2"), *out = cli_get(a, "out", NULL);
+  cluster_desc cl;
+  char *csv = NULL;
+  size_t n;
+  if (cluster_load(src, &cl, &e) || sr_read_file(csv_path, &csv, &n, &e) ||
+      calib_refit_from_log(csv_path, csv, &cl, heads, kvh, hd, &e)) {
+    free(csv);
+    return sr_error_report(&e, prog);
+  }
+  free(csv);
+  char was[sizeof cl.calibration];
+  snprintf(was, sizeof was, "%s", cl.calibration[0] ? cl.calibration : src);
+  snprintf(cl.calibration, sizeof cl.calibration, "%s; refitted from its log %s (sustained attention rates)", was, csv_path);
+  const char *ph[2] = {"fwd", "bwd"};
+  const double *ef[2][3] = {{&cl.gpu.eff_attn_fwd_full, &cl.gpu.eff_attn_fwd_partial, &cl.gpu.eff_attn_fwd_bar},
+                            {&cl.gpu.eff_attn_bwd_full, &cl.gpu.eff_attn_bwd_partial, &cl.gpu.eff_attn_bwd_bar}};
+  for (int p = 0; p < 2; p++)
+    printf("attention %s sustained: full %.0f, partial %.0f, bar %.0f TFLOP/s (%.3f / %.3f / %.3f of peak %.0f)\n", ph[p],
+           *ef[p][0] * cl.gpu.peak_tflops, *ef[p][1] * cl.gpu.peak_tflops, *ef[p][2] * cl.gpu.peak_tflops, *ef[p][0],
+           *ef[p][1], *ef[p][2], cl.gpu.peak_tflops);
+  printf("ring step beyond the kernel: fwd %.1f us + %.3f us a cell, bwd %.1f us + %.3f us a cell\n", cl.gpu.ring_step_us[0],
+         cl.gpu.ring_cell_us[0], cl.gpu.ring_step_us[1], cl.gpu.ring_cell_us[1]);
+  char *json = cluster_to_json(&cl);
+  int rc = 0;
+  if (!json || sr_write_atomic(out, json, strlen(json), &e)) rc = sr_error_report(&e, prog);
+  free(json);
+  if (!rc) printf("wrote %s\n", out);
+  return rc;
+}
 
 static int cmd_calibrate(int argc, char **argv) {
   sr_error e = {0};
@@ -61,13 +97,14 @@ static int cmd_calibrate(int argc, char **argv) {
   if (cli_get_int(&a, "reps", 10, 1, 1000, &reps, &e) || cli_get_int(&a, "heads", 16, 1, 1024, &heads, &e) ||
       cli_get_int(&a, "kv-heads", 2, 1, 1024, &kvh, &e) || cli_get_int(&a, "head-dim", 128, 1, 1024, &hd, &e))
     return sr_error_report(&e, prog);
-  cluster_desc cl;
-  if (cluster_load(cli_get(&a, "cluster", "h200-1x2"), &cl, &e)) return sr_error_report(&e, prog);
   const char *out = cli_get(&a, "out", NULL);
   if (!out) {
     sr_input_error(&e, NULL, "--out", "required: the cluster file to write");
     return sr_error_report(&e, prog);
   }
+  if (cli_has(&a, "refit")) return refit(&a, (int)heads, (int)kvh, (int)hd, prog);
+  cluster_desc cl;
+  if (cluster_load(cli_get(&a, "cluster", "h200-1x2"), &cl, &e)) return sr_error_report(&e, prog);
   comm c;
   if (comm_init(&c, cuda ? COMM_NCCL : COMM_CPU, &argc, &argv, &e)) {
     if (c.node_of) fail(&c, &e);
@@ -135,8 +172,9 @@ static int cmd_calibrate(int argc, char **argv) {
       printf("GEMM (cuBLAS bf16): %.0f TFLOP/s = %.3f of peak %.0f\n", k.gemm_tflops, k.gemm, cl.gpu.peak_tflops);
       for (int p = 0; p < 2; p++)
         for (int j = 0; j < 3; j++)
-          printf("attention %s %-7s: %.0f TFLOP/s = %.3f of peak (fit over %d sizes; fixed %.1f us per call)\n", ph[p],
-                 kind[j], k.attn_tflops[p][j], k.attn[p][j], CALIB_SIZES, k.attn_overhead_us[p][j]);
+          printf("attention %s %-7s: %.0f TFLOP/s = %.3f of peak (sustained: the largest of %d sizes; fit slope %.0f, "
+                 "fixed %.1f us per call)\n", ph[p], kind[j], k.attn_tflops[p][j], k.attn[p][j], CALIB_SIZES,
+                 k.attn_slope_tflops[p][j], k.attn_overhead_us[p][j]);
     }
     for (int p = 0; p < 2; p++)
       for (int j = 0; j < 3; j++)
@@ -144,7 +182,12 @@ static int cmd_calibrate(int argc, char **argv) {
           sr_buf_printf(&log, "attn_%s_%s,%.0f,%.3f\n", ph[p], kind[j], k.flops[p][j][i], k.seconds[p][j][i] * 1e6);
     // A layer split into the steps of a ring: what a step costs beyond its kernel's work (sim/cost.c).
     calib_ring rg;
-    if (calib_ring_measure(&cl.gpu, (int)heads, (int)kvh, (int)hd, &rg, &e)) fail(&c, &e);
+    gpu_desc slopes = cl.gpu;  // the 32K-token ring steps run at the slopes' rates (calibrate.h)
+    double *se[2][3] = {{&slopes.eff_attn_fwd_full, &slopes.eff_attn_fwd_partial, &slopes.eff_attn_fwd_bar},
+                        {&slopes.eff_attn_bwd_full, &slopes.eff_attn_bwd_partial, &slopes.eff_attn_bwd_bar}};
+    for (int p = 0; p < 2; p++)
+      for (int j = 0; j < 3; j++) *se[p][j] = k.attn_slope_tflops[p][j] / cl.gpu.peak_tflops;
+    if (calib_ring_measure(&slopes, (int)heads, (int)kvh, (int)hd, &rg, &e)) fail(&c, &e);
     for (int p = 0; p < 2; p++) cl.gpu.ring_step_us[p] = rg.step_us[p], cl.gpu.ring_cell_us[p] = rg.cell_us[p];
     if (c.rank == 0) {
       printf("ring steps (dense causal layer, 32K tokens, one GPU): measured vs the cost model's kernel time\n");

@@ -9,7 +9,9 @@
 //   attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, L layer(s): fwd X ms bwd Y ms per layer
 // gives the plan and the measured times; the cluster is the calibrated one for W ranks (the calibration of
 // one host of W GPUs seen as up to 2 nodes, as scripts/cluster_nodes.py does); the prediction is
-// `sparsering-exec predict`'s (sim/predict.h: one layer, forward and backward spans).
+// `sparsering-exec predict`'s (sim/predict.h: one layer, forward and backward spans). A log of
+// `sparsering-exec train --predict` instead is a training step, simulated as train --predict simulates it
+// (exec/repredict.h), in a table of its own: the step and its split (attention, the rest, exposed comm).
 #include <ftw.h>
 #include <glob.h>
 #include <math.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "exec/repredict.h"
 #include "plan/pattern_spec.h"
 #include "plan/plan.h"
 #include "plan/util.h"
@@ -35,6 +38,8 @@ typedef struct {
   double fwd_ms, bwd_ms;             // measured, per layer
   double pfwd_ms, pbwd_ms;           // predicted
   char skipped[256];                 // why it was not predicted ("" when it was)
+  int is_train;                      // a training step (t), not a layer
+  train_rerun t;
 } rerun;
 
 // ---------------------------------------------------------------------------------------------
@@ -189,6 +194,29 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
   r->pfwd_ms = 1e3 * f, r->pbwd_ms = 1e3 * b;
 }
 
+// A training step's log (exec/repredict.h).
+static int parse_train(const char *file, rerun *r) {
+  char *text = NULL;
+  sr_error e;
+  if (sr_read_file(file, &text, NULL, &e)) return -1;
+  int rc = repredict_parse_train_log(text, &r->t);
+  free(text);
+  if (rc == 0) r->is_train = 1, r->world = r->t.world, r->seq = r->t.seq;
+  return rc;
+}
+
+static void predict_train(const char *cal, const char *flags, rerun *r) {
+  sr_error e;
+  sr_error_clear(&e);
+  char cpath[600];
+  if (cluster_for(cal, r->t.world, cpath, sizeof cpath, &e)) {
+    snprintf(r->skipped, sizeof r->skipped, "cluster: %s", e.msg);
+    return;
+  }
+  if (repredict_train_run(cpath, flags, &r->t, &e)) snprintf(r->skipped, sizeof r->skipped, "%s", e.msg);
+  unlink(cpath);
+}
+
 // ---------------------------------------------------------------------------------------------
 // manifests and the table
 
@@ -221,8 +249,9 @@ static int read_manifest(const char *root, const char *manifest, rerun **runs, i
       memset(r, 0, sizeof *r);
       size_t lr = strlen(root);
       snprintf(r->path, sizeof r->path, "%s", strncmp(g.gl_pathv[i], root, lr) ? g.gl_pathv[i] : g.gl_pathv[i] + lr + 1);
-      if (parse_log(g.gl_pathv[i], r)) snprintf(r->skipped, sizeof r->skipped, "no attn summary line in the log");
-      else predict_run(dir, cal, flags, r);
+      if (!parse_log(g.gl_pathv[i], r)) predict_run(dir, cal, flags, r);
+      else if (!parse_train(g.gl_pathv[i], r)) predict_train(cal, flags, r);
+      else snprintf(r->skipped, sizeof r->skipped, "no attn summary line (nor a train --predict step) in the log");
       (*n)++;
     }
     globfree(&g);
@@ -233,9 +262,33 @@ static int read_manifest(const char *root, const char *manifest, rerun **runs, i
 
 static double err(double pred, double meas) { return meas > 0 ? (pred - meas) / meas : 0; }
 
+// The training steps: measured and simulated step and split (attention calls, the rest, exposed comm).
+static void print_train(const rerun *runs, int n) {
+  int n_ok = 0;
+  double sum = 0, worst = 0;
+  for (int i = 0; i < n; i++) {
+    const rerun *r = &runs[i];
+    if (!r->is_train || r->skipped[0]) continue;
+    const train_rerun *t = &r->t;
+    if (n_ok++ == 0)
+      printf("training steps (train --predict logs), seconds a step: measured | simulated (attention calls, the rest, "
+             "exposed comm)\n%-60s %3s %5s %-12s %7s %6s %6s %5s | %7s %6s %6s %5s %8s %8s\n", "run", "W", "seq", "pattern",
+             "step", "attn", "rest", "comm", "step", "attn", "rest", "comm", "err_step", "err_attn");
+    double es = err(t->pstep_s, t->step_s), ea = err(t->pattn_s, t->attn_s);
+    char tok[32];
+    size_t len = strlen(r->path);  // the path's end names the run
+    const char *name = len > 60 ? r->path + len - 60 : r->path;
+    printf("%-60.60s %3d %5s %-12.12s %7.3f %6.3f %6.3f %5.3f | %7.3f %6.3f %6.3f %5.3f %+7.1f%% %+7.1f%%\n", name, t->world,
+           sr_format_tokens(t->seq, tok, sizeof tok), t->pattern, t->step_s, t->attn_s, t->rest_s, t->comm_s, t->pstep_s,
+           t->pattn_s, t->prest_s, t->pcomm_s, 100 * es, 100 * ea);
+    sum += fabs(es), worst = fmax(worst, fabs(es));
+  }
+  if (n_ok) printf("error over %d training steps: mean %.1f%% max %.1f%%\n", n_ok, 100 * sum / n_ok, 100 * worst);
+}
+
 static const cli_flag repredict_flags[] = {
     {"root", "DIR", "results", "the folder whose repredict.tsv manifests list the runs"},
-    {"csv", "FILE", NULL, "also write the table as CSV"},
+    {"csv", "FILE", NULL, "also write the layers' table as CSV"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage repredict_usage = {NULL, "sparsering-exec repredict --root results", {repredict_flags, NULL}};
@@ -269,6 +322,7 @@ static int cmd_repredict(int argc, char **argv) {
       n_skip++;
       continue;
     }
+    if (r->is_train) continue;
     double ef = err(r->pfwd_ms, r->fwd_ms), eb = err(r->pbwd_ms, r->bwd_ms);
     double et = err(r->pfwd_ms + r->pbwd_ms, r->fwd_ms + r->bwd_ms);
     char tok[32];
@@ -286,6 +340,7 @@ static int cmd_repredict(int argc, char **argv) {
   if (n_ok)
     printf("error over %d runs: per pass (fwd, bwd) mean %.1f%% max %.1f%%; per layer (fwd+bwd) mean %.1f%% max %.1f%%\n",
            n_ok, 100 * sum_pass / (2 * n_ok), 100 * max_pass, 100 * sum_layer / n_ok, 100 * max_layer);
+  print_train(runs, n);
   if (n_skip) {
     printf("not predicted (%d):\n", n_skip);
     for (int i = 0; i < n; i++)

@@ -23,7 +23,11 @@ double cost_attn_exec_flops(const model_config *m, const work_count *w) {
 
 // Roofline-style compute time (Williams, Waterman & Patterson 2009): FLOPs / (peak x achieved fraction),
 // with one achieved fraction per kind of tile, since masked (PARTIAL) tiles and gathered bars run far
-// below unmasked tiles (ANCHORS.md: FlexAttention evaluates touched blocks element by element).
+// below unmasked tiles (ANCHORS.md: FlexAttention evaluates touched blocks element by element). A
+// calibrated fraction is the sustained rate of the calibration's largest call (exec/calibrate.h,
+// calib_sustained_rate), not its fit's slope: long calls run at the former (4 x H100, 256K-512K forwards:
+// 572-575 TFLOP/s a GPU against a slope of 712 and a largest call of 601,
+// results/exec/2026-11-27-h100x4-vs-context-parallel; docs/sim.md, "Sustained rates").
 static double attn_time(const gpu_desc *g, const model_config *m, const work_count *w, double ratio, double ef,
                         double ep, double eb) {
   double peak = g->peak_tflops * 1e12;

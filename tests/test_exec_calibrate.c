@@ -1,11 +1,13 @@
 // test_exec_calibrate.c — the calibration's fits and tables that need no GPU: the ring-step fit separates
-// a step's fixed cost from its per-cell cost, the GPU's datasheet peaks come from its device name, and a
-// links-only calibration (CPU backend) leaves the file uncalibrated and says so.
+// a step's fixed cost from its per-cell cost, the sustained rate is the largest call's, a logged calibration
+// refits to the same ring steps and to sustained efficiencies, the GPU's datasheet peaks come from its device
+// name, and a links-only calibration (CPU backend) leaves the file uncalibrated and says so.
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/calibrate.h"
 #include "plan/cluster.h"
+#include "plan/util.h"
 #include "tests/mpi_fixture.h"
 #include "tests/test.h"
 
@@ -27,6 +29,83 @@ TEST(calib_fit_ring_step_refuses_measurements_that_cannot_separate_the_costs) {
   sr_error e = {0};
   CHECK_EQ_INT(calib_fit_ring_step(steps, cells, extra, total, 3, &a, &b, &e), SR_EINPUT);
   CHECK_EQ_INT(calib_fit_ring_step(steps, cells, extra, total, 1, &a, &b, &e), SR_EINPUT);
+}
+
+TEST(calib_sustained_rate_is_the_largest_calls_work_over_its_time_fixed_cost_included) {
+  // 250 us fixed + 1 TFLOP per ms (1000 TFLOP/s slope): the largest call, 4e12 FLOPs, takes 4.25 ms, so
+  // 4e12 / 4.25e-3 s = 941.2 TFLOP/s, not the slope's 1000. Order does not matter.
+  double f[3] = {4e12, 1e12, 2e12}, t[3] = {4.25e-3, 1.25e-3, 2.25e-3};
+  CHECK_REL(calib_sustained_rate(f, t, 3), 4e12 / 4.25e-3 / 1e12, 1e-12);
+  double tf, us;
+  sr_error e = {0};
+  CHECK_EQ_INT(calib_fit_rate(f, t, 3, &tf, &us, &e), SR_OK);
+  CHECK_REL(tf, 1000, 1e-9);
+  CHECK_REL(us, 250, 1e-6);
+  CHECK(calib_sustained_rate(f, t, 0) == 0);
+}
+
+// A calibration log of 3 sizes a (phase, kind): slope 500 TFLOP/s (fwd) and 250 (bwd), 100 us fixed a call.
+static void log_attention(sr_buf *b) {
+  const char *ph[2] = {"fwd", "bwd"}, *kind[3] = {"full", "partial", "bar"};
+  sr_buf_printf(b, "measure,amount,us\np2p_intra,1024,95.0\n");
+  for (int p = 0; p < 2; p++)
+    for (int k = 0; k < 3; k++)
+      for (int i = 1; i <= 4; i *= 2) {
+        double flops = i * 1e12, us = 100 + flops / (p ? 250e12 : 500e12) * 1e6;
+        sr_buf_printf(b, "attn_%s_%s,%.0f,%.3f\n", ph[p], kind[k], flops, us);
+      }
+}
+
+TEST(calib_refit_from_log_takes_the_largest_calls_rate_as_every_attention_efficiency) {
+  sr_buf b = {0};
+  log_attention(&b);
+  cluster_desc c;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load("h200-1x2", &c, &e), SR_OK);
+  double gemm = c.gpu.eff_gemm;
+  CHECK_EQ_INT(calib_refit_from_log("cal.csv", b.data, &c, 16, 2, 128, &e), SR_OK);
+  // fwd: 4e12 FLOPs in 100 us + 8 ms; bwd: in 100 us + 16 ms; relative to the H200's 989 TFLOP/s
+  CHECK_REL(c.gpu.eff_attn_fwd_full, 4e12 / 8.1e-3 / 989e12, 1e-6);
+  CHECK_REL(c.gpu.eff_attn_fwd_bar, 4e12 / 8.1e-3 / 989e12, 1e-6);
+  CHECK_REL(c.gpu.eff_attn_bwd_partial, 4e12 / 16.1e-3 / 989e12, 1e-6);
+  CHECK(c.gpu.eff_gemm == gemm);  // what the log does not refit stays
+  sr_buf_free(&b);
+}
+
+TEST(calib_refit_from_log_fits_the_ring_steps_against_the_kernel_time_at_the_slopes) {
+  // ring rows whose time is the cost model's kernel time at the slopes plus 30 us a step and 0.1 us a cell
+  sr_buf b = {0};
+  log_attention(&b);
+  cluster_desc c, slopes;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load("h200-1x2", &c, &e), SR_OK);
+  slopes = c;
+  slopes.gpu.eff_attn_fwd_full = slopes.gpu.eff_attn_fwd_partial = slopes.gpu.eff_attn_fwd_bar = 500.0 / 989;
+  slopes.gpu.eff_attn_bwd_full = slopes.gpu.eff_attn_bwd_partial = slopes.gpu.eff_attn_bwd_bar = 250.0 / 989;
+  calib_ring r;
+  memset(&r, 0, sizeof r);
+  for (int i = 0; i < CALIB_RING_CONFIGS; i++) {
+    CHECK_EQ_INT(calib_ring_config_model(&slopes.gpu, i, 16, 2, 128, &r, &e), SR_OK);
+    double extra = r.steps[i] * 30e-6 + r.cells[i] * 0.1e-6;
+    sr_buf_printf(&b, "ring_%s_w%d,%.0f,%.6f,%.6f\n", r.layout[i], r.world[i], r.cells[i], (r.kernel_s[0][i] + extra) * 1e6,
+                  (r.kernel_s[1][i] + extra) * 1e6);
+  }
+  CHECK_EQ_INT(calib_refit_from_log("cal.csv", b.data, &c, 16, 2, 128, &e), SR_OK);
+  for (int p = 0; p < 2; p++) {
+    CHECK_REL(c.gpu.ring_step_us[p], 30, 1e-3);
+    CHECK_REL(c.gpu.ring_cell_us[p], 0.1, 1e-3);
+  }
+  sr_buf_free(&b);
+}
+
+TEST(calib_refit_from_log_refuses_a_log_with_a_kind_timed_at_one_size) {
+  const char *log = "measure,amount,us\nattn_fwd_full,1000000000000,2100.0\n";
+  cluster_desc c;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load("h200-1x2", &c, &e), SR_OK);
+  CHECK_EQ_INT(calib_refit_from_log("old.csv", log, &c, 16, 2, 128, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "old.csv");
+  CHECK_STR_CONTAINS(e.msg, "fwd full: 1 timed size");
 }
 
 TEST(calib_gpu_peaks_come_from_the_datasheets_by_device_name) {

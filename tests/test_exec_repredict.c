@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plan/util.h"
+#include "tests/mpi_fixture.h"
 #include "tests/test.h"
 
 static void write_file(const char *path, const char *text) {
@@ -61,4 +62,41 @@ TEST(repredict_predicts_each_listed_run_as_predict_does_and_names_what_it_cannot
   free(csv);
   free(out);
   free(pred);
+}
+
+// A `train --predict` log listed in a manifest is a training step: repredict simulates it as the trainer's
+// --predict did, so the simulated step of its row is the one the trainer printed. Slow GPU figures (0.01
+// TFLOP/s, 0.5 GB/s) make tiny-test's step seconds long, so the 3 printed decimals compare closely.
+TEST(repredict_simulates_a_logged_training_step_as_train_predict_did) {
+  const char *dir = test_tmpdir();
+  char path[800], cmd[2400], *log = NULL, *out = NULL;
+  snprintf(path, sizeof path, "%s/trun", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs", path);
+  CHECK_EQ_INT(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/cal.json", path);
+  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"slow\", \"peak_tflops\": 0.01,"
+                  " \"fp64_tflops\": 34, \"hbm_gbps\": 0.5, \"mem_gib\": 140, \"efficiency\": {\"gemm\": 0.8,"
+                  " \"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_fwd_bar\": 0.1, \"attn_bwd_full\": 0.2, \"attn_bwd_partial\": 0.1, \"attn_bwd_bar\": 0.05}},"
+                  " \"intra_node\": {\"gbps\": 350, \"latency_us\": 80}, \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256},"
+                  " \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+  snprintf(cmd, sizeof cmd, MPI_ENV "mpirun -np 2 %s/sparsering-exec train --model tiny-test --cluster %s/cal.json --strategy "
+           "mtraining --pattern vs-topp:0.95 --seq 2048 --steps 2 --predict > %s/logs/t.log 2>&1", test_bin_dir(), path, path);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  snprintf(cmd, sizeof cmd, "%s/logs/t.log", path);
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(cmd, &log, NULL, &e), SR_OK);
+  const char *at = log ? strstr(log, "simulated step ") : NULL;
+  double trainer = 0;
+  CHECK(at && sscanf(at, "simulated step %lfs", &trainer) == 1 && trainer > 1);
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "logs/*.log\tcal.json\t\n");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "error over 1 training steps");
+  const char *row = out ? strstr(out, "logs/t.log ") : NULL, *bar = row ? strchr(row, '|') : NULL;
+  double sim = 0;
+  CHECK(bar && sscanf(bar, "| %lf", &sim) == 1);
+  CHECK_NEAR(sim, trainer, 1.5e-3);
+  free(log);
+  free(out);
 }

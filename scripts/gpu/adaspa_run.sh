@@ -35,10 +35,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 ready=$(sr_exec_ready "$W/build.log") || { log "$ready: failed"; tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
 log "$ready"
 
-# One GPU of this machine's kind as a cluster file (a plan's world must equal the job's ranks): our kernels'
-# measured efficiencies on an H200, the datasheet's on an H100.
+# One GPU of this machine's kind as a cluster file (a plan's world must equal the job's ranks): on an H100
+# h100-1x1-calibrated (sparsering-exec calibrate on 4 x H100, 2026-11-27, results/exec/2026-11-27-h100x4-vs-context-
+# parallel), on an H200 h200-1x2-bench (our kernels' efficiencies measured on one H200 on 2026-11-25).
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu" in *H100*) base=models/clusters/h100-1x8.json ;; *) base=models/clusters/h200-1x2-bench.json ;; esac
+case "$gpu" in *H100*) base=models/clusters/h100-1x1-calibrated.json ;; *) base=models/clusters/h200-1x2-bench.json ;; esac
 CL=$W/gpu-1x1.json
 python3 -c "
 import json

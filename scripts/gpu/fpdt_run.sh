@@ -15,8 +15,9 @@
 #          qwen2.5-3b --seq 128K --trainer exec [--offload-activations]`; stage q3b, not in the default, runs it on
 #          an H200.)
 # Each step has its own time limit and none starts after SR_BUDGET_S (330) seconds. The cluster for --predict is one
-# GPU of the machine's kind: h200-1x2-bench (our kernels' measured efficiencies) on an H200, h100-1x8 (datasheet)
-# on an H100. Logs in $OUT/logs.tgz, the summary (every line that matters) in $OUT/summary.txt and printed last.
+# GPU of the machine's kind: on an H100 h100-1x1-calibrated (sparsering-exec calibrate on 4 x H100, 2026-11-27,
+# results/exec/2026-11-27-h100x4-vs-context-parallel, the current kernels), on an H200 h200-1x2-bench (our kernels'
+# efficiencies measured on one H200 on 2026-11-25, before the warp-specialized kernels). Logs in $OUT/logs.tgz, the summary (every line that matters) in $OUT/summary.txt and printed last.
 #
 # Run from the repository root: bash scripts/gpu/fpdt_run.sh [STAGES]   (STAGES: any of check attn train q3b;
 # default "check attn train"). A prebuilt bin/sparsering-exec is used when it runs here (carry .devdeps and
@@ -39,7 +40,7 @@ log "$ready"
 
 # One GPU of this machine's kind, as a cluster file (a plan's world must equal the job's ranks).
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu" in *H100*) base=models/clusters/h100-1x8.json ;; *) base=models/clusters/h200-1x2-bench.json ;; esac
+case "$gpu" in *H100*) base=models/clusters/h100-1x1-calibrated.json ;; *) base=models/clusters/h200-1x2-bench.json ;; esac
 CL=$W/gpu-1x1.json
 python3 -c "
 import json, sys

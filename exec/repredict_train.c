@@ -1,0 +1,125 @@
+// repredict_train.c — a logged training step predicted again (repredict.h): the plan and options of
+// `sparsering-exec train --predict` rebuilt from the lines the trainer prints, the simulator run on the
+// calibrated cluster, and the step split as the trainer splits it (attention calls, the rest, exposed comm).
+#include "exec/repredict.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/pattern_spec.h"
+#include "plan/plan.h"
+#include "plan/util.h"
+#include "sim/sim.h"
+#include "traces/trace.h"
+
+// The trainer's lines (train/train_cmd.c):
+//   train: MODEL, P params, seq N on W rank(s) (LAYOUT layout, SCHEDULE schedule, pattern PAT, density D)
+//   train: data ..., recompute selective (...) | recompute full (...)
+//   train: attention plans: B built (...), K kept of L layers (...)   ("(one pattern: shared)": every layer's)
+//   step S | ... | attn As gemm Gs comm Cs | ...
+//   predict: ... | measured step Xs (best after the first; ...
+int repredict_parse_train_log(const char *text, train_rerun *r) {
+  char *copy = strdup(text), *save = NULL;
+  if (!copy) return -1;
+  int head = 0, n_steps = 0;
+  long long kept = -1, layers = -1;
+  double a = 0, g = 0, c = 0;
+  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    long long seq, st;
+    char model[128], lay[64], sch[32], pat[512];
+    if (!head && sscanf(line, "train: %127[^,], %*s params, seq %lld on %d rank(s) (%63s layout, %31s schedule, pattern %511[^,],",
+                        model, &seq, &r->world, lay, sch, pat) == 6) {
+      snprintf(r->model, sizeof r->model, "%s", model);
+      snprintf(r->layout, sizeof r->layout, "%s", lay);
+      snprintf(r->schedule, sizeof r->schedule, "%s", sch);
+      snprintf(r->pattern, sizeof r->pattern, "%s", pat);
+      r->seq = seq, head = 1;
+    }
+    if (strncmp(line, "train: data ", 12) == 0) r->keep_attn = strstr(line, "recompute selective") != NULL;
+    if (strncmp(line, "train: attention plans: ", 24) == 0) {
+      const char *k = strstr(line, " kept of ");
+      if (k) {
+        const char *p = k;
+        while (p > line && p[-1] != ' ') p--;
+        kept = atoll(p), layers = atoll(k + 9);
+      }
+      if (strstr(line, "one pattern: shared")) r->index_ready = 1;
+    }
+    double sa, sg, sc;
+    if (sscanf(line, "step %lld |", &st) == 1 && st > 1) {
+      const char *x = strstr(line, "| attn ");
+      if (x && sscanf(x, "| attn %lfs gemm %lfs comm %lfs", &sa, &sg, &sc) == 3) a += sa, g += sg, c += sc, n_steps++;
+    }
+    const char *m = strncmp(line, "predict: ", 9) == 0 ? strstr(line, "| measured step ") : NULL;
+    if (m) sscanf(m, "| measured step %lfs", &r->step_s);
+  }
+  free(copy);
+  if (kept >= 0 && layers > 0 && kept >= layers) r->index_ready = 1;
+  if (n_steps) r->attn_s = a / n_steps, r->rest_s = g / n_steps, r->comm_s = c / n_steps;
+  return head && r->step_s > 0 ? 0 : -1;  // the split needs the step lines (not under --quiet)
+}
+
+// The step's attention on the busiest rank as the trainer times it (its attention calls: the kernels and
+// ring steps of every layer, forward, recomputed forward and backward, with the estimation and index build of
+// a run-time pattern) and the rest of its compute (GEMMs, elementwise ops, loss, optimizer).
+static void split_timeline(const sim_timeline *tl, int W, double *attn, double *rest) {
+  double *at = calloc((size_t)W, sizeof *at), *re = calloc((size_t)W, sizeof *re);
+  *attn = *rest = 0;
+  if (!at || !re) {
+    free(at), free(re);
+    return;
+  }
+  for (int64_t i = 0; i < tl->n; i++) {
+    const timeline_event *v = &tl->ev[i];
+    if (v->rank < 0 || v->rank >= W || v->stream != STREAM_COMPUTE) continue;
+    int ph = v->phase;
+    if (ph == PHASE_ATTN || ph == PHASE_ATTN_BWD || ph == PHASE_ESTIMATE || ph == PHASE_INDEX) at[v->rank] += v->dur;
+    else re[v->rank] += v->dur;
+  }
+  int busiest = 0;
+  for (int k = 1; k < W; k++)
+    if (at[k] > at[busiest]) busiest = k;
+  *attn = at[busiest], *rest = re[busiest];
+  free(at), free(re);
+}
+
+int repredict_train_run(const char *cluster_path, const char *flags, train_rerun *r, sr_error *e) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  snprintf(s.strategy, sizeof s.strategy, "custom");
+  snprintf(s.model, sizeof s.model, "%s", r->model);
+  snprintf(s.cluster, sizeof s.cluster, "%s", cluster_path);
+  snprintf(s.schedule, sizeof s.schedule, "%s", r->schedule);
+  snprintf(s.pattern, sizeof s.pattern, "%s", r->pattern);
+  snprintf(s.trainer, sizeof s.trainer, "exec");  // memory: the trainer's own (plan/model.h)
+  s.seq = r->seq;
+  layout_kind k;
+  int64_t g = 0;
+  if (layout_parse_kind(r->layout, &k, &g, e)) return e->code;
+  snprintf(s.layout, sizeof s.layout, "%s", layout_kind_name(k));
+  s.granularity = k == LAYOUT_STRIPED ? (g > 0 ? g : 128) : 1;
+  if (strstr(flags, "--skip-empty-sends")) s.skip_empty_sends = 1;
+  if (strstr(flags, "--fwd-runs")) s.fwd_runs = 1;
+  plan p;
+  pattern pat;
+  memset(&pat, 0, sizeof pat);
+  int rc = plan_build(&s, &p, e);
+  if (rc) return rc;
+  // as train --predict (train/train_cmd.c, run_predict): a synthetic pattern built before the step, the
+  // recomputation keeping attention's output when the run did, no index build with every layer's plan kept
+  sim_options o = {0, 1, !pattern_spec_at_run_time(s.pattern), r->keep_attn, r->index_ready};
+  sim_result sr;
+  sim_timeline tl = {0};
+  rc = pattern_source_load(s.pattern, &p.model, s.seq, s.seed, 0, &pat, e);
+  if (!rc) rc = sim_run(&p, &pat, &o, &sr, &tl, e);
+  if (!rc) {
+    r->pstep_s = sr.step_s;
+    split_timeline(&tl, p.schedule.world, &r->pattn_s, &r->prest_s);
+    r->pcomm_s = sr.step_s - r->pattn_s - r->prest_s;
+  }
+  sim_timeline_free(&tl);
+  pattern_free(&pat);
+  plan_free(&p);
+  return rc;
+}
