@@ -12,6 +12,7 @@
 // closed form per run of ranks, or key by key when keys are few or the runs short: overlap). The interior
 // query tiles (all full size: qb < nbi, every tile unless the last one is short) are counted this way; a
 // short last query tile goes through the same exact scan tiles_build uses, as do BLOCK heads.
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@
 
 int64_t tiles_fast_colbuf_max_period = 2048;  // 2048^2 x 16 bytes = 64 MiB at most
 int tiles_fast_overlap_walk = 0;
+int64_t tiles_fast_overlap_spill_keys = 0;
 
 typedef struct {
   int W;
@@ -40,6 +42,9 @@ typedef struct {
   double *colbuf;                    // periodic: [P * P * 2] (bars, pairs) by (source residue, query residue)
   uint8_t *col_used;                 // [P] source residues with a column in colbuf
   int64_t *ov_same, *ov_next;        // with colbuf: [P * P] column_overlap's sums by (source residue, j)
+  int32_t *ov_acc;                   //   [P * P] the verticals' rows since the last spill into ov_same
+  int64_t ov_room;                   //   verticals ov_acc may still take before a spill (no int32 overflow)
+  int64_t *ov_keys, *ov_corr;        //   [P] verticals so far, [P * P] their row_all changes (overlap_event)
   // periodic: keys of K per column tile s + m P (cvm[s * n_m + m]), their prefix sums over m, and the kept
   // diagonals j + t P listed by residue j (kd_t[kd_first[j] .. kd_first[j + 1]), t ascending)
   int64_t n_m;
@@ -84,6 +89,9 @@ static void fast_free(fast_ctx *c) {
   free(c->col_used);
   free(c->ov_same);
   free(c->ov_next);
+  free(c->ov_acc);
+  free(c->ov_keys);
+  free(c->ov_corr);
   free(c->cvm);
   free(c->cvcum);
   free(c->cmcum);
@@ -142,7 +150,10 @@ static int fast_init(const layout *l, fast_ctx *c) {
     c->col_used = calloc((size_t)P, 1);
     c->ov_same = calloc((size_t)P * (size_t)P, sizeof *c->ov_same);
     c->ov_next = calloc((size_t)P * (size_t)P, sizeof *c->ov_next);
-    if (!c->colbuf || !c->col_used || !c->ov_same || !c->ov_next) {
+    c->ov_acc = calloc((size_t)P * (size_t)P, sizeof *c->ov_acc);
+    c->ov_keys = calloc((size_t)P, sizeof *c->ov_keys);
+    c->ov_corr = calloc((size_t)P * (size_t)P, sizeof *c->ov_corr);
+    if (!c->colbuf || !c->col_used || !c->ov_same || !c->ov_next || !c->ov_acc || !c->ov_keys || !c->ov_corr) {
       free(tr);
       fast_free(c);
       return -1;
@@ -634,26 +645,78 @@ static void histogram_drop(fast_ctx *c, const iset *D, int64_t M, int64_t *top) 
 // A vertical of source residue s whose query rows reach offsets with d mod T < T - b in residue j's tile
 // (row[j]) meets D there, in query residue s + j, and the other offsets of that tile (row_all[j] - row[j])
 // in the next query tile, residue s + j + 1: those pairs are kept by D too, so the column's pairs lose them.
-// With the column buffer they are summed per (s, j) first (independent elements: the loop vectorises) and
-// deducted once per residue pair by columns_by_residue.
+// Without the column buffer they are deducted cell by cell here.
 static void column_overlap(fast_ctx *c, work_count *hc, int64_t s, const int32_t *row, const int32_t *row_all,
                            int64_t jlo, int64_t jhi) {
   const int64_t P = c->P;
   int64_t rho = s + jlo >= P ? s + jlo - P : s + jlo;
-  if (c->ov_same) {
-    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P;
-    for (int64_t j = jlo; j <= jhi; j++) {
-      same[j] += row[j];
-      next[j] += row_all[j] - row[j];
-    }
-  } else {
-    for (int64_t j = jlo; j <= jhi; j++) {
-      int64_t r1 = rho + 1 == P ? 0 : rho + 1;
-      cell(hc, c, rho, s)->pairs -= (double)row[j];
-      cell(hc, c, r1, s)->pairs -= (double)(row_all[j] - row[j]);
-      rho = r1;
-    }
+  for (int64_t j = jlo; j <= jhi; j++) {
+    int64_t r1 = rho + 1 == P ? 0 : rho + 1;
+    cell(hc, c, rho, s)->pairs -= (double)row[j];
+    cell(hc, c, r1, s)->pairs -= (double)(row_all[j] - row[j]);
+    rho = r1;
   }
+}
+
+// With the column buffer the same pairs are summed per (s, j), for columns_by_residue to deduct once per
+// residue pair, and cheaper: a vertical adds only its row, into 32-bit sums (one SIMD lane an element)
+// spilled into ov_same before they could overflow; the other offsets' sums follow at the end from the
+// verticals counted per s and from how row_all changed under them (overlap_event, overlap_settle). All
+// integers, so the order of the additions changes nothing.
+static void overlap_spill(fast_ctx *c, int64_t jlo, int64_t jhi) {
+  const int64_t P = c->P;
+  for (int64_t s = 0; s < P; s++) {
+    if (!c->ov_keys[s]) continue;
+    int64_t *same = c->ov_same + s * P;
+    int32_t *acc = c->ov_acc + s * P;
+    for (int64_t j = jlo; j <= jhi; j++) same[j] += acc[j];
+    memset(acc + jlo, 0, (size_t)(jhi - jlo + 1) * sizeof *acc);
+  }
+}
+
+typedef int32_t i32x4 __attribute__((vector_size(16)));  // GCC and Clang vector extension
+
+static inline void overlap_add(fast_ctx *c, int64_t s, const int32_t *row, int64_t jlo, int64_t jhi, int64_t max_row) {
+  if (c->ov_room-- <= 0) {
+    overlap_spill(c, jlo, jhi);
+    c->ov_room = INT32_MAX / (max_row > 0 ? max_row : 1) - 1;
+    if (tiles_fast_overlap_spill_keys > 0) c->ov_room = sr_min64(c->ov_room, tiles_fast_overlap_spill_keys - 1);
+  }
+  int32_t *acc = c->ov_acc + c->P * s;
+  int64_t j = jlo;
+  for (; j + 4 <= jhi + 1; j += 4) {  // four lanes a step (-O2 leaves the plain loop scalar)
+    i32x4 x, y;
+    memcpy(&x, acc + j, sizeof x);
+    memcpy(&y, row + j, sizeof y);
+    x += y;
+    memcpy(acc + j, &x, sizeof x);
+  }
+  for (; j <= jhi; j++) acc[j] += row[j];
+  c->ov_keys[s]++;
+}
+
+// row_all[j] fell by `drop`: the verticals so far saw the larger value. A vertical's next-tile pairs are
+// row_all - row, so summed over s's verticals they are keys(s) x the final row_all plus these corrections.
+static void overlap_event(fast_ctx *c, int64_t j, int64_t drop) {
+  const int64_t P = c->P;
+  for (int64_t s = 0; s < P; s++)
+    if (c->ov_keys[s]) c->ov_corr[s * P + j] += drop * c->ov_keys[s];
+}
+
+// The head's sums into ov_same and ov_next (what columns_by_residue reads), clearing the rest.
+static void overlap_settle(fast_ctx *c, const int32_t *row_all, int64_t jlo, int64_t jhi) {
+  const int64_t P = c->P;
+  overlap_spill(c, jlo, jhi);
+  for (int64_t s = 0; s < P; s++) {
+    if (!c->ov_keys[s]) continue;
+    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, *corr = c->ov_corr + s * P, n = c->ov_keys[s];
+    for (int64_t j = jlo; j <= jhi; j++) {
+      next[j] += n * row_all[j] + corr[j] - same[j];
+      corr[j] = 0;
+    }
+    c->ov_keys[s] = 0;
+  }
+  c->ov_room = 0;
 }
 
 // The columns' bars and pairs (before column_overlap's deductions), summed per (source residue s, query
@@ -740,22 +803,35 @@ static void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const co
   int64_t M = nbi - 2, top = D->n - 1, yk = 0, jlo, jhi;
   offset_histograms(c, D, M, &jlo, &jhi);
   const int32_t *row_all = c->hist + T * P;
+  int64_t max_row = 0;  // row_all only falls: its largest element bounds what a vertical adds
+  for (int64_t j = jlo; j <= jhi; j++) max_row = sr_max64(max_row, row_all[j]);
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, lastd = (lim - 1) * T, last_pairs = 0;
     c->cvm[s * c->n_m + kb / P] = ct[t].cv;
     c->s_used[s] = 1;
-    for (; M > lim - 2; M--) histogram_drop(c, D, M, &top);
+    for (; M > lim - 2; M--) {
+      int64_t j = M % P, before = row_all[j];
+      histogram_drop(c, D, M, &top);
+      if (c->ov_acc && row_all[j] != before) overlap_event(c, j, before - row_all[j]);
+    }
     int64_t f = iset_first_ge(D, lastd);  // D's intervals in the last query tile's offsets
+    int in_last = f < D->n && D->lo[f] <= lastd + T - 1;
     while (yk < K->n && K->hi[yk] < kb * T) yk++;
     for (int64_t y = yk; y < K->n && K->lo[y] <= kb * T + T - 1; y++)
       for (int64_t k = sr_max64(K->lo[y], kb * T); k <= sr_min64(K->hi[y], kb * T + T - 1); k++) {
         int64_t b = k - kb * T;
-        if (jlo <= jhi) column_overlap(c, hc, s, c->hist + (T - b) * P, row_all, jlo, jhi);
-        for (int64_t x = f; x < D->n && D->lo[x] <= lastd + T - 1 - b; x++)
+        if (jlo > jhi) {
+        } else if (c->ov_acc) {
+          overlap_add(c, s, c->hist + (T - b) * P, jlo, jhi, max_row);
+        } else {
+          column_overlap(c, hc, s, c->hist + (T - b) * P, row_all, jlo, jhi);
+        }
+        for (int64_t x = f; in_last && x < D->n && D->lo[x] <= lastd + T - 1 - b; x++)
           last_pairs += sr_min64(D->hi[x], lastd + T - 1 - b) - sr_max64(D->lo[x], lastd) + 1;
       }
     if (last_pairs) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)last_pairs;
   }
+  if (c->ov_acc && jlo <= jhi) overlap_settle(c, row_all, jlo, jhi);
   columns_by_residue(c, hc, kd);
   colbuf_fold(c, hc);
 }
