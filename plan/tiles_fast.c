@@ -44,7 +44,7 @@ typedef struct {
   int64_t *ov_same, *ov_next;        // with colbuf: [P * P] column_overlap's sums by (source residue, j)
   int32_t *ov_acc;                   //   [P * P] the verticals' rows since the last spill into ov_same
   int64_t ov_room;                   //   verticals ov_acc may still take before a spill (no int32 overflow)
-  int64_t *ov_keys, *ov_corr;        //   [P] verticals so far, [P * P] their row_all changes (overlap_event)
+  int64_t *ov_keys, *ov_corr;        //   [P] verticals so far, [P * P] by (j, s): their row_all changes (overlap_event)
   // periodic: keys of K per column tile s + m P (cvm[s * n_m + m]), their prefix sums over m, and the kept
   // diagonals j + t P listed by residue j (kd_t[kd_first[j] .. kd_first[j + 1]), t ascending)
   int64_t n_m;
@@ -387,23 +387,31 @@ static int column_tiles(const fast_ctx *c, const iset *K, col_tile **ct, int64_t
   return 0;
 }
 
-// Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes.
-static void full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_pd, const col_tile *ct, int64_t n_ct,
-                            work_count *hc) {
-  int64_t max_pre = 0, max_suf = 0;
+// Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes. A
+// partial diagonal misses a prefix or a suffix, so only column tiles with verticals at a tile edge can
+// complete one: those are listed first (few: a vertical lands on an edge one time in TILE / 2), in ascending
+// kb, so a diagonal stops at the first that would fall past the interior. Returns 0 or -1 (out of memory).
+static int full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_pd, const col_tile *ct, int64_t n_ct,
+                           work_count *hc) {
+  int64_t max_pre = 0, max_suf = 0, n_edge = 0, *edge = malloc((size_t)(n_ct + 1) * sizeof *edge);
+  if (!edge) return -1;
   for (int64_t t = 0; t < n_ct; t++) {
     max_pre = sr_max64(max_pre, ct[t].vpre);
     max_suf = sr_max64(max_suf, ct[t].vsuf);
+    if (ct[t].vpre || ct[t].vsuf) edge[n_edge++] = t;
   }
   for (int64_t x = 0; x < n_pd; x++) {
     if (pd[x].pre > max_pre || pd[x].suf > max_suf) continue;
-    for (int64_t t = 0; t < n_ct; t++) {
-      if (ct[t].vpre < pd[x].pre || ct[t].vsuf < pd[x].suf || ct[t].kb + pd[x].delta >= c->nbi) continue;
-      work_count *w = cell(hc, c, (ct[t].kb + pd[x].delta) % c->P, ct[t].kb % c->P);
+    for (int64_t i = 0; i < n_edge && ct[edge[i]].kb + pd[x].delta < c->nbi; i++) {
+      const col_tile *t = &ct[edge[i]];
+      if (t->vpre < pd[x].pre || t->vsuf < pd[x].suf) continue;
+      work_count *w = cell(hc, c, (t->kb + pd[x].delta) % c->P, t->kb % c->P);
       w->full++;
       w->partial--;
     }
   }
+  free(edge);
+  return 0;
 }
 
 // c->kd_pre from the kept diagonals: pre[dl] = kept diagonals < dl (the non-periodic columns).
@@ -699,8 +707,9 @@ static inline void overlap_add(fast_ctx *c, int64_t s, const int32_t *row, int64
 // row_all - row, so summed over s's verticals they are keys(s) x the final row_all plus these corrections.
 static void overlap_event(fast_ctx *c, int64_t j, int64_t drop) {
   const int64_t P = c->P;
+  int64_t *corr = c->ov_corr + j * P;  // stored by (j, s): an event reads one row
   for (int64_t s = 0; s < P; s++)
-    if (c->ov_keys[s]) c->ov_corr[s * P + j] += drop * c->ov_keys[s];
+    if (c->ov_keys[s]) corr[s] += drop * c->ov_keys[s];
 }
 
 // The head's sums into ov_same and ov_next (what columns_by_residue reads), clearing the rest.
@@ -709,10 +718,10 @@ static void overlap_settle(fast_ctx *c, const int32_t *row_all, int64_t jlo, int
   overlap_spill(c, jlo, jhi);
   for (int64_t s = 0; s < P; s++) {
     if (!c->ov_keys[s]) continue;
-    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, *corr = c->ov_corr + s * P, n = c->ov_keys[s];
+    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, *corr = c->ov_corr + s, n = c->ov_keys[s];
     for (int64_t j = jlo; j <= jhi; j++) {
-      next[j] += n * row_all[j] + corr[j] - same[j];
-      corr[j] = 0;
+      next[j] += n * row_all[j] + corr[j * P] - same[j];
+      corr[j * P] = 0;
     }
     c->ov_keys[s] = 0;
   }
@@ -847,8 +856,8 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
   if (!rc) rc = (pd = malloc((size_t)(kd.n + 1) * sizeof *pd)) ? 0 : -1;
   if (!rc) count_diagonals(c, &v->d, &kd, hc, pd, &n_pd);
   if (!rc) rc = column_tiles(c, &v->k, &ct, &n_ct);
+  if (!rc && n_ct > 0) rc = full_exceptions(c, pd, n_pd, ct, n_ct, hc);
   if (!rc && n_ct > 0) {
-    full_exceptions(c, pd, n_pd, ct, n_ct, hc);
     int periodic = c->P < c->nbi;
     for (int64_t t = 0; t < n_ct; t++) {  // column pairs: first the rows of the column's own tile
       int64_t s = ct[t].kb % c->P;
