@@ -41,8 +41,8 @@ static void fast_free(fast_ctx *c) {
   free(c->ov_same);
   free(c->ov_next);
   free(c->ov_acc);
+  free(c->ov_all);
   free(c->ov_keys);
-  free(c->ov_corr);
   free(c->cvm);
   free(c->cvcum);
   free(c->cmcum);
@@ -102,9 +102,9 @@ static int fast_init(const layout *l, fast_ctx *c) {
     c->ov_same = calloc((size_t)P * (size_t)P, sizeof *c->ov_same);
     c->ov_next = calloc((size_t)P * (size_t)P, sizeof *c->ov_next);
     c->ov_acc = calloc((size_t)P * (size_t)P, sizeof *c->ov_acc);
+    c->ov_all = calloc((size_t)P * (size_t)P, sizeof *c->ov_all);
     c->ov_keys = calloc((size_t)P, sizeof *c->ov_keys);
-    c->ov_corr = calloc((size_t)P * (size_t)P, sizeof *c->ov_corr);
-    if (!c->colbuf || !c->col_used || !c->ov_same || !c->ov_next || !c->ov_acc || !c->ov_keys || !c->ov_corr) {
+    if (!c->colbuf || !c->col_used || !c->ov_same || !c->ov_next || !c->ov_acc || !c->ov_all || !c->ov_keys) {
       free(tr);
       fast_free(c);
       return -1;

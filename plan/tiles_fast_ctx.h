@@ -28,9 +28,9 @@ typedef struct {
   double *colbuf;                    // periodic: [P * P * 2] (bars, pairs) by (source residue, query residue)
   uint8_t *col_used;                 // [P] source residues with a column in colbuf
   int64_t *ov_same, *ov_next;        // with colbuf: [P * P] column_overlap's sums by (source residue, j)
-  int32_t *ov_acc;                   //   [P * P] the verticals' rows since the last spill into ov_same
-  int64_t ov_room;                   //   verticals ov_acc may still take before a spill (no int32 overflow)
-  int64_t *ov_keys, *ov_corr;        //   [P] verticals so far, [P * P] by (j, s): their row_all changes (overlap_event)
+  int32_t *ov_acc, *ov_all;          //   [P * P] the verticals' rows and row_all since the last spill
+  int64_t ov_room;                   //   verticals they may still take before a spill (no int32 overflow)
+  int64_t *ov_keys;                  //   [P] verticals since the last spill by source residue
   // periodic: keys of K per column tile s + m P (cvm[s * n_m + m]), their prefix sums over m, and the kept
   // diagonals j + t P listed by residue j (kd_t[kd_first[j] .. kd_first[j + 1]), t ascending)
   int64_t n_m;

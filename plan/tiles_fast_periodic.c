@@ -47,11 +47,20 @@ static void histogram_drop(fast_ctx *c, const iset *D, int64_t M, int64_t *top) 
 // A vertical of source residue s whose query rows reach offsets with d mod T < T - b in residue j's tile
 // (row[j]) meets D there, in query residue s + j, and the other offsets of that tile (row_all[j] - row[j])
 // in the next query tile, residue s + j + 1: those pairs are kept by D too, so the column's pairs lose them.
-// Without the column buffer they are deducted cell by cell here.
+// With the column buffer they are summed per (s, j) first and deducted once per residue pair by
+// columns_by_residue; without it, cell by cell here.
 static void column_overlap(fast_ctx *c, work_count *hc, int64_t s, const int32_t *row, const int32_t *row_all,
                            int64_t jlo, int64_t jhi) {
   const int64_t P = c->P;
   int64_t rho = s + jlo >= P ? s + jlo - P : s + jlo;
+  if (c->ov_same) {
+    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P;
+    for (int64_t j = jlo; j <= jhi; j++) {
+      same[j] += row[j];
+      next[j] += row_all[j] - row[j];
+    }
+    return;
+  }
   for (int64_t j = jlo; j <= jhi; j++) {
     int64_t r1 = rho + 1 == P ? 0 : rho + 1;
     cell(hc, c, rho, s)->pairs -= (double)row[j];
@@ -60,66 +69,53 @@ static void column_overlap(fast_ctx *c, work_count *hc, int64_t s, const int32_t
   }
 }
 
-// With the column buffer the same pairs are summed per (s, j), for columns_by_residue to deduct once per
-// residue pair, and cheaper: a vertical adds only its row, into 32-bit sums (one SIMD lane an element)
-// spilled into ov_same before they could overflow; the other offsets' sums follow at the end from the
-// verticals counted per s and from how row_all changed under them (overlap_event, overlap_settle). All
-// integers, so the order of the additions changes nothing.
+// Many verticals a residue (more than two on average): cheaper in 32-bit sums, a vertical adding its row
+// and row_all four SIMD lanes a step, spilled into ov_same and ov_next (row_all - row) before they could
+// overflow and at the end of the head; with fewer, the spill (a pass over the residues) would cost more
+// than it saves. All integers, so the order of the additions changes nothing.
 static void overlap_spill(fast_ctx *c, int64_t jlo, int64_t jhi) {
   const int64_t P = c->P;
   for (int64_t s = 0; s < P; s++) {
     if (!c->ov_keys[s]) continue;
-    int64_t *same = c->ov_same + s * P;
-    int32_t *acc = c->ov_acc + s * P;
-    for (int64_t j = jlo; j <= jhi; j++) same[j] += acc[j];
+    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P;
+    int32_t *acc = c->ov_acc + s * P, *all = c->ov_all + s * P;
+    for (int64_t j = jlo; j <= jhi; j++) {
+      same[j] += acc[j];
+      next[j] += (int64_t)all[j] - acc[j];
+    }
     memset(acc + jlo, 0, (size_t)(jhi - jlo + 1) * sizeof *acc);
+    memset(all + jlo, 0, (size_t)(jhi - jlo + 1) * sizeof *all);
+    c->ov_keys[s] = 0;
   }
 }
 
 typedef int32_t i32x4 __attribute__((vector_size(16)));  // GCC and Clang vector extension
 
-static inline void overlap_add(fast_ctx *c, int64_t s, const int32_t *row, int64_t jlo, int64_t jhi, int64_t max_row) {
+static inline void overlap_add(fast_ctx *c, int64_t s, const int32_t *row, const int32_t *row_all, int64_t jlo,
+                               int64_t jhi, int64_t max_row) {
   if (c->ov_room-- <= 0) {
     overlap_spill(c, jlo, jhi);
     c->ov_room = INT32_MAX / (max_row > 0 ? max_row : 1) - 1;
     if (tiles_fast_overlap_spill_keys > 0) c->ov_room = sr_min64(c->ov_room, tiles_fast_overlap_spill_keys - 1);
   }
-  int32_t *acc = c->ov_acc + c->P * s;
+  int32_t *acc = c->ov_acc + c->P * s, *all = c->ov_all + c->P * s;
   int64_t j = jlo;
   for (; j + 4 <= jhi + 1; j += 4) {  // four lanes a step (-O2 leaves the plain loop scalar)
-    i32x4 x, y;
+    i32x4 x, y, u, v;
     memcpy(&x, acc + j, sizeof x);
     memcpy(&y, row + j, sizeof y);
+    memcpy(&u, all + j, sizeof u);
+    memcpy(&v, row_all + j, sizeof v);
     x += y;
+    u += v;
     memcpy(acc + j, &x, sizeof x);
+    memcpy(all + j, &u, sizeof u);
   }
-  for (; j <= jhi; j++) acc[j] += row[j];
+  for (; j <= jhi; j++) {
+    acc[j] += row[j];
+    all[j] += row_all[j];
+  }
   c->ov_keys[s]++;
-}
-
-// row_all[j] fell by `drop`: the verticals so far saw the larger value. A vertical's next-tile pairs are
-// row_all - row, so summed over s's verticals they are keys(s) x the final row_all plus these corrections.
-static void overlap_event(fast_ctx *c, int64_t j, int64_t drop) {
-  const int64_t P = c->P;
-  int64_t *corr = c->ov_corr + j * P;  // stored by (j, s): an event reads one row
-  for (int64_t s = 0; s < P; s++)
-    if (c->ov_keys[s]) corr[s] += drop * c->ov_keys[s];
-}
-
-// The head's sums into ov_same and ov_next (what columns_by_residue reads), clearing the rest.
-static void overlap_settle(fast_ctx *c, const int32_t *row_all, int64_t jlo, int64_t jhi) {
-  const int64_t P = c->P;
-  overlap_spill(c, jlo, jhi);
-  for (int64_t s = 0; s < P; s++) {
-    if (!c->ov_keys[s]) continue;
-    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, *corr = c->ov_corr + s, n = c->ov_keys[s];
-    for (int64_t j = jlo; j <= jhi; j++) {
-      next[j] += n * row_all[j] + corr[j * P] - same[j];
-      corr[j * P] = 0;
-    }
-    c->ov_keys[s] = 0;
-  }
-  c->ov_room = 0;
 }
 
 // The columns' bars and pairs (before column_overlap's deductions), summed per (source residue s, query
@@ -208,15 +204,14 @@ void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile 
   const int32_t *row_all = c->hist + T * P;
   int64_t max_row = 0;  // row_all only falls: its largest element bounds what a vertical adds
   for (int64_t j = jlo; j <= jhi; j++) max_row = sr_max64(max_row, row_all[j]);
+  int64_t keys = 0;
+  for (int64_t t = 0; t < n_ct; t++) keys += ct[t].cv;
+  int lanes = c->ov_acc && keys > 2 * P;
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, lastd = (lim - 1) * T, last_pairs = 0;
     c->cvm[s * c->n_m + kb / P] = ct[t].cv;
     c->s_used[s] = 1;
-    for (; M > lim - 2; M--) {
-      int64_t j = M % P, before = row_all[j];
-      histogram_drop(c, D, M, &top);
-      if (c->ov_acc && row_all[j] != before) overlap_event(c, j, before - row_all[j]);
-    }
+    for (; M > lim - 2; M--) histogram_drop(c, D, M, &top);
     int64_t f = iset_first_ge(D, lastd);  // D's intervals in the last query tile's offsets
     int in_last = f < D->n && D->lo[f] <= lastd + T - 1;
     while (yk < K->n && K->hi[yk] < kb * T) yk++;
@@ -224,8 +219,8 @@ void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile 
       for (int64_t k = sr_max64(K->lo[y], kb * T); k <= sr_min64(K->hi[y], kb * T + T - 1); k++) {
         int64_t b = k - kb * T;
         if (jlo > jhi) {
-        } else if (c->ov_acc) {
-          overlap_add(c, s, c->hist + (T - b) * P, jlo, jhi, max_row);
+        } else if (lanes) {
+          overlap_add(c, s, c->hist + (T - b) * P, row_all, jlo, jhi, max_row);
         } else {
           column_overlap(c, hc, s, c->hist + (T - b) * P, row_all, jlo, jhi);
         }
@@ -234,7 +229,8 @@ void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile 
       }
     if (last_pairs) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)last_pairs;
   }
-  if (c->ov_acc && jlo <= jhi) overlap_settle(c, row_all, jlo, jhi);
+  if (lanes && jlo <= jhi) overlap_spill(c, jlo, jhi);
+  c->ov_room = 0;
   columns_by_residue(c, hc, kd);
   colbuf_fold(c, hc);
 }

@@ -103,9 +103,10 @@ TEST(fast_accounting_equals_generic_without_the_column_buffer) {
 }
 
 // The periodic path (striped, the stripe a multiple of a tile) sums the verticals' overlap with the slashes
-// in 32-bit lanes and derives the next tile's share from per-residue vertical counts: on a grid of small
-// striped layouts (periods of one to 24 tiles, short last tiles or none) its counts are the generic
-// scan's, whether the lanes spill every vertical, every seventh, or only when they must.
+// in 32-bit lanes when a head has many verticals a residue, else in 64-bit sums: on a grid of small striped
+// layouts (periods of one to 15 tiles, short last tiles or none; heads with many and with few verticals)
+// its counts are the generic scan's, whether the lanes spill every vertical, every seventh, or only when
+// they must.
 TEST(fast_accounting_equals_generic_on_a_grid_of_striped_layouts) {
   static const int64_t spills[] = {1, 7, 0};
   static const int ranks[] = {1, 2, 3, 5};
