@@ -29,6 +29,35 @@ static inline void sr_mt_seed(sr_mt *r, uint32_t s) {
   r->mti = r->ready = 0;
 }
 
+// Generators seeded together by sr_mt_seed_lanes.
+#define SR_MT_LANES 8
+
+// Seed r[0 .. n) from s[0 .. n) (n <= SR_MT_LANES) as sr_mt_seed does, and compute each one's seeded words
+// below `upto` (at most SR_MT_N) now, all SR_MT_LANES recurrences interleaved: each word waits on the one
+// before (a multiply a step), so one chain at a time leaves the multiplier mostly idle, eight at a time
+// keep it busy. The words are those sr_mt_refill would compute on demand, so the outputs do not change. r
+// holds SR_MT_LANES generators; those from n on are scratch.
+static inline void sr_mt_seed_lanes(sr_mt *r, const uint32_t *s, int n, int upto) {
+  uint32_t x0, x1, x2, x3, x4, x5, x6, x7;
+  for (int l = 0; l < SR_MT_LANES; l++) sr_mt_seed(&r[l], s[l < n ? l : 0]);
+  x0 = r[0].mt[0], x1 = r[1].mt[0], x2 = r[2].mt[0], x3 = r[3].mt[0];
+  x4 = r[4].mt[0], x5 = r[5].mt[0], x6 = r[6].mt[0], x7 = r[7].mt[0];
+#define SR_MT_LANE(x, l) (x = 1812433253u * (x ^ (x >> 30)) + (uint32_t)i, r[l].mt[i] = x)
+  for (int i = 1; i < upto; i++) {
+    SR_MT_LANE(x0, 0), SR_MT_LANE(x1, 1), SR_MT_LANE(x2, 2), SR_MT_LANE(x3, 3);
+    SR_MT_LANE(x4, 4), SR_MT_LANE(x5, 5), SR_MT_LANE(x6, 6), SR_MT_LANE(x7, 7);
+  }
+#undef SR_MT_LANE
+  for (int l = 0; l < SR_MT_LANES; l++) r[l].init = upto > 1 ? upto : 1;
+}
+
+// Seeded words the first round needs for `outputs` outputs (what sr_mt_refill computes by then).
+static inline int sr_mt_words_for(int64_t outputs) {
+  int64_t end = 8;
+  while (end < outputs && end < SR_MT_N) end *= 2;
+  return end - 1 < SR_MT_N - SR_MT_M ? (int)end + SR_MT_M : SR_MT_N;
+}
+
 #define SR_MT_MIX(a, b, c) ((c) ^ ((((a) & 0x80000000u) | ((b) & 0x7fffffffu)) >> 1) ^ (((b) & 1u) ? 0x9908b0dfu : 0u))
 
 // Twist words [a, b) of the current round (words before a twisted already, the seeded state complete as

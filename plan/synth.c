@@ -138,25 +138,60 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
   for (int64_t i = n_struct / 64 * 64; i < n_struct; i++) bits[i >> 6] |= 1ull << (i & 63);
   int64_t rest = budget - n_struct, L = o->drift_period > 0 ? o->drift_period : 1;
   double span = lo > 0 ? log((double)n / (double)lo) : 0;
-  for (int64_t g = 0; g < L && rest > 0; g++) {
-    int64_t quota = rest / L + (g < rest % L);
-    if (!quota) continue;
-    int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
-    synth_reseed(&c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
-    for (int64_t taken = 0, tries = 0; taken < quota && tries < 16 * quota + 64; tries++) {
-      double u = sr_mt_uniform(&c->r);
-      int64_t x;
-      if (kind == KEY_VERT) x = sr_mt_uniform(&c->r) < 0.75 ? (int64_t)(n * u * u * u) : (int64_t)(n * u);
-      else x = (int64_t)((double)lo * exp(u * span));
-      if (x >= n) x = n - 1;
-      if (x < 0) x = 0;
-      // Slashes come in bands of consecutive offsets (neighbouring diagonals score alike under RoPE,
-      // so top-p keeps runs of them, not isolated lines); verticals are single columns.
-      int64_t run = kind == KEY_VERT ? 1 : SYNTH_SLASH_BAND;
-      for (int64_t j = 0; j < run && taken < quota && x + j < n; j++) {
-        if (synth_mark(bits, x + j)) continue;
-        out[count++] = (int32_t)(x + j);
-        taken++;
+  for (int64_t g0 = 0; g0 < L && rest > 0; g0 += SR_MT_LANES) {
+    // The groups' generators are seeded SR_MT_LANES at a time (plan/rng.h), as far as their draws will read.
+    int64_t quota[SR_MT_LANES], lanes = sr_min64(SR_MT_LANES, L - g0), any = 0;
+    uint32_t seed[SR_MT_LANES];
+    int words = 1;
+    for (int64_t g = g0; g < g0 + lanes; g++) {
+      int64_t q = rest / L + (g < rest % L), epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
+      quota[g - g0] = q;
+      seed[g - g0] = synth_seed32(key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
+      any |= q;
+      // about two outputs a vertical, one a band of slashes (draws that collide read more, on demand)
+      if (q) words = sr_max64(words, sr_mt_words_for(kind == KEY_VERT ? 2 * q : q / SYNTH_SLASH_BAND + 1));
+    }
+    if (!any) continue;
+    sr_mt_seed_lanes(c->lanes, seed, (int)lanes, words);
+    for (int64_t g = g0; g < g0 + lanes; g++) {
+      int64_t q = quota[g - g0];
+      sr_mt *r = &c->lanes[g - g0];
+      for (int64_t taken = 0, tries = 0; taken < q && tries < 16 * q + 64; tries++) {
+        double u = sr_mt_uniform(r);
+        int64_t x;
+        if (kind == KEY_VERT) {
+          // Verticals are single columns, floor(n u^3) three times in four, else floor(n u). Both are
+          // computed and one kept, and a column already drawn is written but not counted: random outcomes
+          // without branches (a mispredicted branch cost more than the arithmetic).
+          double nu = (double)n * u;
+          int64_t cubic = (int64_t)(nu * u * u), linear = (int64_t)nu;
+          x = sr_mt_uniform(r) < 0.75 ? cubic : linear;
+          x = x >= n ? n - 1 : x < 0 ? 0 : x;
+          uint64_t *w = &bits[x >> 6], m = 1ull << (x & 63);
+          int64_t fresh = (*w & m) == 0;
+          *w |= m;
+          out[count] = (int32_t)x;
+          count += fresh;
+          taken += fresh;
+          continue;
+        }
+        x = (int64_t)((double)lo * exp(u * span));
+        if (x >= n) x = n - 1;
+        if (x < 0) x = 0;
+        // Slashes come in bands of consecutive offsets (neighbouring diagonals score alike under RoPE, so
+        // top-p keeps runs of them, not isolated lines): the band's unmarked offsets ascending, a word of
+        // marks at a time, until the quota is met.
+        for (int64_t a = x, end = sr_min64(x + SYNTH_SLASH_BAND, n); a < end && taken < q;) {
+          int64_t w = a >> 6, b = sr_min64(end, (w + 1) * 64);
+          uint64_t m = (~0ull << (a & 63)) & (~0ull >> (63 - ((b - 1) & 63))), free_bits = ~bits[w] & m;
+          for (; free_bits && taken < q; free_bits &= free_bits - 1) {
+            int64_t y = w * 64 + __builtin_ctzll(free_bits);
+            bits[w] |= 1ull << (y & 63);
+            out[count++] = (int32_t)y;
+            taken++;
+          }
+          a = b;
+        }
       }
     }
   }

@@ -17,6 +17,7 @@
 // One thread's generator state and scratch.
 typedef struct {
   sr_mt r;
+  sr_mt lanes[SR_MT_LANES];  // the index groups' generators, seeded SR_MT_LANES at a time
   uint64_t *bits;  // [n / 64 + 2] marks of drawn indices, all zero between uses
   int32_t *tmp;    // [n + 1] scratch for sorting
   int64_t n;
@@ -38,9 +39,12 @@ static inline uint64_t synth_mix64(uint64_t x) {
 }
 
 // Reseed r from a hash of four numbers, as gsl_rng_set seeded GSL's mt19937 (the patterns are those GSL drew).
-static inline void synth_reseed(sr_mt *r, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+static inline uint32_t synth_seed32(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   uint64_t h = synth_mix64(a ^ synth_mix64(b ^ synth_mix64(c ^ synth_mix64(d))));
-  sr_mt_seed(r, (uint32_t)(h & 0xffffffffu));
+  return (uint32_t)(h & 0xffffffffu);
+}
+static inline void synth_reseed(sr_mt *r, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  sr_mt_seed(r, synth_seed32(a, b, c, d));
 }
 
 // Mark x in bits; returns 1 when it was marked already.

@@ -12,62 +12,18 @@
 // closed form per run of ranks, or key by key when keys are few or the runs short: overlap). The interior
 // query tiles (all full size: qb < nbi, every tile unless the last one is short) are counted this way; a
 // short last query tile goes through the same exact scan tiles_build uses, as do BLOCK heads.
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/tiles_fast_ctx.h"
 #include "plan/tiles_internal.h"
 
 int64_t tiles_fast_colbuf_max_period = 2048;  // 2048^2 x 16 bytes = 64 MiB at most
 int tiles_fast_overlap_walk = 0;
+int64_t tiles_fast_overlap_spill_keys = 0;
 
-typedef struct {
-  int W;
-  int64_t P, nbi, nbi_div, nbi_mod;  // period, interior tiles, nbi / P, nbi % P
-  int32_t *R;                        // [P] rank of residue
-  int32_t *tile_rank;                // [nb] rank of every global tile (MOBA and TOKENS heads)
-  int64_t *run_end;                  // [P] end (exclusive) of the run of equal R containing rho
-  int unit_runs;                     // every run has length 1
-  int64_t n_runs;                    // runs of equal ranks over the residues
-  int has_last;                      // the last global tile is short: scanned, not counted here
-  int last_rank;                     // rank and local tile of the last global tile
-  int64_t last_local_tile;
-  // per-head scratch, indexed by residue; `touched` lists the residues in use
-  double *acc;                       // [P * 8] A (4 values) and B (4 values) per residue
-  int64_t *touched;
-  int64_t n_touched;
-  int32_t *hist;                     // [(TILE + 1) * P] cumulative offset histograms, transposed
-  int64_t *kd_pre;                   // [nbi + 1] prefix counts of kept diagonals
-  double *colbuf;                    // periodic: [P * P * 2] (bars, pairs) by (source residue, query residue)
-  uint8_t *col_used;                 // [P] source residues with a column in colbuf
-  int64_t *ov_same, *ov_next;        // with colbuf: [P * P] column_overlap's sums by (source residue, j)
-  // periodic: keys of K per column tile s + m P (cvm[s * n_m + m]), their prefix sums over m, and the kept
-  // diagonals j + t P listed by residue j (kd_t[kd_first[j] .. kd_first[j + 1]), t ascending)
-  int64_t n_m;
-  int64_t *cvm, *cvcum, *cmcum, *kd_first, *kd_t;
-  uint8_t *s_used;                   // [P] source residues with a column tile
-  int64_t *run_v, *run_u;            // non-periodic: [nbi + 1] prefix sums over column tiles (columns_runs_add)
-  int64_t *src_run;                  //   [nbi + 1] the runs holding column tiles (their first tiles)
-  int32_t *k_flat;                   // non-periodic: K's keys below nbi * TILE, ascending (overlap_by_runs)
-  int64_t *k_sum;                    //   [i] the sum of the first i of them
-  int64_t *k_tile;                   //   [nbi + 2] index of the first key of each tile
-} fast_ctx;
-
-typedef struct {
-  int64_t kb, cv, own, vpre, vsuf;   // column tile: keys of K in it, sum of their own-tile rows, runs at its edges
-} col_tile;
-
-typedef struct {
-  int64_t delta, pre, suf;           // a partial diagonal and the vertical prefix/suffix that would make it full
-} partial_diag;
-
-static inline work_count *cell(work_count *hc, const fast_ctx *c, int64_t rho_q, int64_t rho_k) {
-  return &hc[(int64_t)c->R[rho_q] * c->W + c->R[rho_k]];
-}
-
-static inline int64_t pmod(int64_t x, int64_t P) {
-  int64_t m = x % P;
-  return m < 0 ? m + P : m;
-}
+// the context, column tiles and cells: plan/tiles_fast_ctx.h
 
 // ---------------------------------------------------------------------------------------------
 // setup: is the layout aligned, and what is its period?
@@ -84,6 +40,9 @@ static void fast_free(fast_ctx *c) {
   free(c->col_used);
   free(c->ov_same);
   free(c->ov_next);
+  free(c->ov_acc);
+  free(c->ov_all);
+  free(c->ov_keys);
   free(c->cvm);
   free(c->cvcum);
   free(c->cmcum);
@@ -142,7 +101,10 @@ static int fast_init(const layout *l, fast_ctx *c) {
     c->col_used = calloc((size_t)P, 1);
     c->ov_same = calloc((size_t)P * (size_t)P, sizeof *c->ov_same);
     c->ov_next = calloc((size_t)P * (size_t)P, sizeof *c->ov_next);
-    if (!c->colbuf || !c->col_used || !c->ov_same || !c->ov_next) {
+    c->ov_acc = calloc((size_t)P * (size_t)P, sizeof *c->ov_acc);
+    c->ov_all = calloc((size_t)P * (size_t)P, sizeof *c->ov_all);
+    c->ov_keys = calloc((size_t)P, sizeof *c->ov_keys);
+    if (!c->colbuf || !c->col_used || !c->ov_same || !c->ov_next || !c->ov_acc || !c->ov_all || !c->ov_keys) {
       free(tr);
       fast_free(c);
       return -1;
@@ -294,10 +256,6 @@ static int64_t prev_missing(const iset *d, int64_t from, int64_t y) {
   return (i < d->n && d->lo[i] <= y) ? d->lo[i] - 1 : y;
 }
 
-typedef struct {
-  int64_t *delta;
-  int64_t n, cap;
-} i64_list;
 
 static int list_push(i64_list *x, int64_t v) {
   if (x->n == x->cap) {
@@ -376,23 +334,31 @@ static int column_tiles(const fast_ctx *c, const iset *K, col_tile **ct, int64_t
   return 0;
 }
 
-// Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes.
-static void full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_pd, const col_tile *ct, int64_t n_ct,
-                            work_count *hc) {
-  int64_t max_pre = 0, max_suf = 0;
+// Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes. A
+// partial diagonal misses a prefix or a suffix, so only column tiles with verticals at a tile edge can
+// complete one: those are listed first (few: a vertical lands on an edge one time in TILE / 2), in ascending
+// kb, so a diagonal stops at the first that would fall past the interior. Returns 0 or -1 (out of memory).
+static int full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_pd, const col_tile *ct, int64_t n_ct,
+                           work_count *hc) {
+  int64_t max_pre = 0, max_suf = 0, n_edge = 0, *edge = malloc((size_t)(n_ct + 1) * sizeof *edge);
+  if (!edge) return -1;
   for (int64_t t = 0; t < n_ct; t++) {
     max_pre = sr_max64(max_pre, ct[t].vpre);
     max_suf = sr_max64(max_suf, ct[t].vsuf);
+    if (ct[t].vpre || ct[t].vsuf) edge[n_edge++] = t;
   }
   for (int64_t x = 0; x < n_pd; x++) {
     if (pd[x].pre > max_pre || pd[x].suf > max_suf) continue;
-    for (int64_t t = 0; t < n_ct; t++) {
-      if (ct[t].vpre < pd[x].pre || ct[t].vsuf < pd[x].suf || ct[t].kb + pd[x].delta >= c->nbi) continue;
-      work_count *w = cell(hc, c, (ct[t].kb + pd[x].delta) % c->P, ct[t].kb % c->P);
+    for (int64_t i = 0; i < n_edge && ct[edge[i]].kb + pd[x].delta < c->nbi; i++) {
+      const col_tile *t = &ct[edge[i]];
+      if (t->vpre < pd[x].pre || t->vsuf < pd[x].suf) continue;
+      work_count *w = cell(hc, c, (t->kb + pd[x].delta) % c->P, t->kb % c->P);
       w->full++;
       w->partial--;
     }
   }
+  free(edge);
+  return 0;
 }
 
 // c->kd_pre from the kept diagonals: pre[dl] = kept diagonals < dl (the non-periodic columns).
@@ -595,170 +561,8 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const i64
   overlap(c, D, K, n_src, hc);
 }
 
-// Cumulative histograms of d mod T per residue j of d/T over D's offsets with d/T <= M, stored transposed
-// (hist[x * P + j] = offsets of residue j with d mod T < x), so that a vertical reads one contiguous row
-// for all residues. [*jlo, *jhi] bounds the residues in use (empty: *jlo > *jhi).
-static void offset_histograms(fast_ctx *c, const iset *D, int64_t M, int64_t *jlo, int64_t *jhi) {
-  const int64_t T = TILE, P = c->P;
-  int32_t *hx = c->hist;
-  memset(hx, 0, (size_t)(T + 1) * (size_t)P * sizeof *hx);
-  *jlo = P;
-  *jhi = -1;
-  for (int64_t x = 0; x < D->n && D->lo[x] <= M * T + T - 1; x++) {
-    int64_t hi = sr_min64(D->hi[x], M * T + T - 1);
-    for (int64_t d = D->lo[x]; d <= hi;) {
-      int64_t j = (d / T) % P, e1 = sr_min64(hi, (d / T) * T + T - 1);
-      *jlo = sr_min64(*jlo, j);
-      *jhi = sr_max64(*jhi, j);
-      for (int64_t x2 = d; x2 <= e1; x2++) hx[(x2 % T + 1) * P + j]++;
-      d = e1 + 1;
-    }
-  }
-  for (int64_t x = 1; x <= T; x++)  // cumulative in x
-    for (int64_t j = *jlo; j <= *jhi; j++) hx[x * P + j] += hx[(x - 1) * P + j];
-}
+// The periodic columns (columns_periodic) are in plan/tiles_fast_periodic.c.
 
-// Drop offset tile M from its histogram; *top walks D's intervals down from the last one.
-static void histogram_drop(fast_ctx *c, const iset *D, int64_t M, int64_t *top) {
-  const int64_t T = TILE, P = c->P, j = M % P;
-  int32_t *hx = c->hist;
-  while (*top >= 0 && D->lo[*top] > M * T + T - 1) (*top)--;
-  for (int64_t x = *top; x >= 0 && D->hi[x] >= M * T; x--) {
-    int64_t e0 = sr_max64(D->lo[x], M * T) - M * T, e1 = sr_min64(D->hi[x], M * T + T - 1) - M * T;
-    for (int64_t x2 = e0 + 1; x2 <= e1; x2++) hx[x2 * P + j] -= (int32_t)(x2 - e0);  // offsets < x2
-    int32_t all = (int32_t)(e1 - e0 + 1);
-    for (int64_t x2 = e1 + 1; x2 <= T; x2++) hx[x2 * P + j] -= all;
-  }
-}
-
-// A vertical of source residue s whose query rows reach offsets with d mod T < T - b in residue j's tile
-// (row[j]) meets D there, in query residue s + j, and the other offsets of that tile (row_all[j] - row[j])
-// in the next query tile, residue s + j + 1: those pairs are kept by D too, so the column's pairs lose them.
-// With the column buffer they are summed per (s, j) first (independent elements: the loop vectorises) and
-// deducted once per residue pair by columns_by_residue.
-static void column_overlap(fast_ctx *c, work_count *hc, int64_t s, const int32_t *row, const int32_t *row_all,
-                           int64_t jlo, int64_t jhi) {
-  const int64_t P = c->P;
-  int64_t rho = s + jlo >= P ? s + jlo - P : s + jlo;
-  if (c->ov_same) {
-    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P;
-    for (int64_t j = jlo; j <= jhi; j++) {
-      same[j] += row[j];
-      next[j] += row_all[j] - row[j];
-    }
-  } else {
-    for (int64_t j = jlo; j <= jhi; j++) {
-      int64_t r1 = rho + 1 == P ? 0 : rho + 1;
-      cell(hc, c, rho, s)->pairs -= (double)row[j];
-      cell(hc, c, r1, s)->pairs -= (double)(row_all[j] - row[j]);
-      rho = r1;
-    }
-  }
-}
-
-// The columns' bars and pairs (before column_overlap's deductions), summed per (source residue s, query
-// residue s + j) over the column tiles s + m P. Column tile m reaches residue j in Q - m + 1 query tiles,
-// Q = (nbi - s - 1) / P - [j > (nbi - s - 1) mod P] (none when m > Q), of which those on kept diagonals
-// j + t P, t <= Q - m, hold no bar. So with CV(x) = keys of the tiles m <= x:
-//   query tiles x keys  = sum_m cv_m (Q - m + 1) = (Q + 1) CV(Q) - sum_{m <= Q} m cv_m
-//   kept ones x keys    = sum_{kept t <= Q} CV(Q - t)
-// and the pairs are T per query tile and key, less the column's own tile (counted apart) at j = 0.
-static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) {
-  const int64_t T = TILE, P = c->P, nbi = c->nbi, n_m = c->n_m;
-  int64_t *first = c->kd_first, *cvcum = c->cvcum, *cmcum = c->cmcum;
-  memset(first, 0, (size_t)(P + 1) * sizeof *first);
-  for (int64_t x = 0; x < kd->n; x++) first[kd->delta[x] % P + 1]++;
-  for (int64_t j = 0; j < P; j++) first[j + 1] += first[j];
-  for (int64_t x = 0; x < kd->n; x++) c->kd_t[first[kd->delta[x] % P]++] = kd->delta[x] / P;  // ascending t
-  for (int64_t j = P; j > 0; j--) first[j] = first[j - 1];
-  first[0] = 0;
-  for (int64_t s = 0; s < P; s++) {
-    if (!c->s_used[s] || nbi - s - 1 < 0) continue;
-    int64_t *cv = c->cvm + s * n_m, q0 = (nbi - s - 1) / P, r = (nbi - s - 1) % P;
-    cvcum[0] = cmcum[0] = 0;
-    for (int64_t m = 0; m < n_m; m++) {
-      cvcum[m + 1] = cvcum[m] + cv[m];
-      cmcum[m + 1] = cmcum[m] + m * cv[m];
-      cv[m] = 0;
-    }
-    c->s_used[s] = 0;
-    int64_t *same = c->ov_same ? c->ov_same + s * P : NULL, *next = c->ov_next ? c->ov_next + s * P : NULL;
-    for (int64_t j = 0; j < P; j++) {
-      int64_t Q = q0 - (j > r), bars = 0, pairs = 0;
-      if (Q >= 0 && cvcum[Q + 1]) {
-        int64_t all = (Q + 1) * cvcum[Q + 1] - cmcum[Q + 1], kept = 0;
-        for (int64_t x = first[j]; x < first[j + 1] && c->kd_t[x] <= Q; x++) kept += cvcum[Q - c->kd_t[x] + 1];
-        bars = all - kept;
-        pairs = T * (all - (j == 0 ? cvcum[Q + 1] : 0));
-      }
-      if (same) pairs -= same[j] + next[j == 0 ? P - 1 : j - 1];
-      if (!bars && !pairs) continue;
-      int64_t rho = s + j >= P ? s + j - P : s + j;
-      if (c->colbuf) {
-        double *v = c->colbuf + (s * P + rho) * 2;
-        c->col_used[s] = 1;
-        v[0] += (double)bars;
-        v[1] += (double)pairs;
-      } else {
-        work_count *w = cell(hc, c, rho, s);
-        w->bars += bars;
-        w->pairs += (double)pairs;
-      }
-    }
-    if (same) {
-      memset(same, 0, (size_t)P * sizeof *same);
-      memset(next, 0, (size_t)P * sizeof *next);
-    }
-  }
-}
-
-// Fold the transposed columns into the count matrix in 32 x 32 blocks (both sides in cache), clearing them.
-static void colbuf_fold(fast_ctx *c, work_count *hc) {
-  const int64_t P = c->P;
-  for (int64_t r0 = 0; c->colbuf && r0 < P; r0 += 32)
-    for (int64_t s0 = 0; s0 < P; s0 += 32)
-      for (int64_t rho = r0; rho < r0 + 32 && rho < P; rho++) {
-        work_count *row = hc + (int64_t)c->R[rho] * c->W;
-        for (int64_t sg = s0; sg < s0 + 32 && sg < P; sg++) {
-          if (!c->col_used[sg]) continue;
-          double *v = c->colbuf + (sg * P + rho) * 2;
-          row[c->R[sg]].bars += (int64_t)v[0];
-          row[c->R[sg]].pairs += v[1];
-          v[0] = v[1] = 0;
-        }
-      }
-  if (c->col_used) memset(c->col_used, 0, (size_t)P);
-}
-
-// Periodic: the columns summed by residue (columns_by_residue), less the pairs D keeps too. Those come
-// from cumulative histograms of d mod T per residue j of d/T: a vertical at tile offset b meets offset
-// d in query tile kb + d/T + [d mod T >= T - b]. The histograms hold the offsets with d/T <= M =
-// nbi - kb - 2 (dropping the highest tiles as kb grows); the tile M + 1 is counted directly.
-static void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct,
-                             const i64_list *kd, work_count *hc) {
-  const int64_t T = TILE, nbi = c->nbi, P = c->P;
-  int64_t M = nbi - 2, top = D->n - 1, yk = 0, jlo, jhi;
-  offset_histograms(c, D, M, &jlo, &jhi);
-  const int32_t *row_all = c->hist + T * P;
-  for (int64_t t = 0; t < n_ct; t++) {
-    int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, lastd = (lim - 1) * T, last_pairs = 0;
-    c->cvm[s * c->n_m + kb / P] = ct[t].cv;
-    c->s_used[s] = 1;
-    for (; M > lim - 2; M--) histogram_drop(c, D, M, &top);
-    int64_t f = iset_first_ge(D, lastd);  // D's intervals in the last query tile's offsets
-    while (yk < K->n && K->hi[yk] < kb * T) yk++;
-    for (int64_t y = yk; y < K->n && K->lo[y] <= kb * T + T - 1; y++)
-      for (int64_t k = sr_max64(K->lo[y], kb * T); k <= sr_min64(K->hi[y], kb * T + T - 1); k++) {
-        int64_t b = k - kb * T;
-        if (jlo <= jhi) column_overlap(c, hc, s, c->hist + (T - b) * P, row_all, jlo, jhi);
-        for (int64_t x = f; x < D->n && D->lo[x] <= lastd + T - 1 - b; x++)
-          last_pairs += sr_min64(D->hi[x], lastd + T - 1 - b) - sr_max64(D->lo[x], lastd) + 1;
-      }
-    if (last_pairs) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)last_pairs;
-  }
-  columns_by_residue(c, hc, kd);
-  colbuf_fold(c, hc);
-}
 
 // One head's interior tiles: the kept diagonals (Toeplitz part), then the column tiles of K with their
 // full exceptions, bars and pairs (less the pairs D keeps too). Returns 0 or -1 when memory runs out.
@@ -771,8 +575,8 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
   if (!rc) rc = (pd = malloc((size_t)(kd.n + 1) * sizeof *pd)) ? 0 : -1;
   if (!rc) count_diagonals(c, &v->d, &kd, hc, pd, &n_pd);
   if (!rc) rc = column_tiles(c, &v->k, &ct, &n_ct);
+  if (!rc && n_ct > 0) rc = full_exceptions(c, pd, n_pd, ct, n_ct, hc);
   if (!rc && n_ct > 0) {
-    full_exceptions(c, pd, n_pd, ct, n_ct, hc);
     int periodic = c->P < c->nbi;
     for (int64_t t = 0; t < n_ct; t++) {  // column pairs: first the rows of the column's own tile
       int64_t s = ct[t].kb % c->P;

@@ -243,6 +243,9 @@ extern int64_t tiles_fast_colbuf_max_period;
 // estimated cheapest, 1 in closed form per run, 2 key by key over the runs, 3 key by key over the tiles D's
 // intervals reach. The counts are the same; tests force each.
 extern int tiles_fast_overlap_walk;
+// Periodic layouts sum the verticals' overlap rows in 32-bit lanes, spilled into 64-bit sums before they could
+// overflow; a positive value spills at least every that many verticals (tests force frequent spills).
+extern int64_t tiles_fast_overlap_spill_keys;
 // The fast path's tables for a layout whose local tiles are aligned global tiles (its period, the rank of
 // each residue); *out stays NULL when the layout is not aligned (the generic path applies).
 typedef struct tiles_fast tiles_fast;

@@ -77,9 +77,29 @@ int iset_any(const iset *s, int64_t a, int64_t b) {
 // ---------------------------------------------------------------------------------------------
 // head views
 
+// Ascending indices as intervals (iset_push of each as [x, x], with room for all of them made first).
 static int push_sorted(iset *s, const int32_t *a, int32_t n) {
-  for (int32_t i = 0; i < n; i++)
-    if (iset_push(s, a[i], a[i])) return -1;
+  if (n > s->cap - s->n) {
+    int64_t cap = s->n + n;
+    int64_t *lo = realloc(s->lo, (size_t)cap * sizeof *lo);
+    if (!lo) return -1;
+    s->lo = lo;
+    int64_t *hi = realloc(s->hi, (size_t)cap * sizeof *hi);
+    if (!hi) return -1;
+    s->hi = hi;
+    s->cap = cap;
+  }
+  int64_t m = s->n, *lo = s->lo, *hi = s->hi;
+  for (int32_t i = 0; i < n; i++) {
+    int64_t x = a[i];
+    if (m > 0 && x <= hi[m - 1] + 1) {
+      if (x > hi[m - 1]) hi[m - 1] = x;
+    } else {
+      lo[m] = hi[m] = x;
+      m++;
+    }
+  }
+  s->n = m;
   return 0;
 }
 

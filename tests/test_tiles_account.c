@@ -102,6 +102,26 @@ TEST(fast_accounting_equals_generic_without_the_column_buffer) {
   check_fast_equals_generic(2, 6000, 2, 256, 30, 10);
 }
 
+// The periodic path (striped, the stripe a multiple of a tile) sums the verticals' overlap with the slashes
+// in 32-bit lanes when a head has many verticals a residue, else in 64-bit sums: on a grid of small striped
+// layouts (periods of one to 15 tiles, short last tiles or none; heads with many and with few verticals)
+// its counts are the generic scan's, whether the lanes spill every vertical, every seventh, or only when
+// they must.
+TEST(fast_accounting_equals_generic_on_a_grid_of_striped_layouts) {
+  static const int64_t spills[] = {1, 7, 0};
+  static const int ranks[] = {1, 2, 3, 5};
+  static const int64_t stripes[] = {128, 256, 384};
+  static const int64_t tokens[] = {40 * TILE, 61 * TILE + 17, 97 * TILE + 100};
+  uint64_t seed = 400;
+  for (int a = 0; a < 3; a++) {
+    tiles_fast_overlap_spill_keys = spills[a];
+    for (int w = 0; w < 4; w++)
+      for (int g = 0; g < 3; g++)
+        for (int n = 0; n < 3; n++) check_fast_equals_generic(2, tokens[n], ranks[w], stripes[g], seed++, 5);
+  }
+  tiles_fast_overlap_spill_keys = 0;
+}
+
 TEST(fast_accounting_declines_unaligned_layouts) {
   sr_error e;
   layout l;

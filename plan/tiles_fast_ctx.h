@@ -1,0 +1,73 @@
+// tiles_fast_ctx.h — the fast accounting path's tables and scratch, shared by plan/tiles_fast.c (the head's
+// diagonals, exceptions and non-periodic columns) and plan/tiles_fast_periodic.c (the columns of a periodic
+// layout). Not a public API: plan/tiles.h is.
+#ifndef SR_TILES_FAST_CTX_H
+#define SR_TILES_FAST_CTX_H
+
+#include <stdint.h>
+
+#include "plan/tiles_internal.h"
+
+typedef struct {
+  int W;
+  int64_t P, nbi, nbi_div, nbi_mod;  // period, interior tiles, nbi / P, nbi % P
+  int32_t *R;                        // [P] rank of residue
+  int32_t *tile_rank;                // [nb] rank of every global tile (MOBA and TOKENS heads)
+  int64_t *run_end;                  // [P] end (exclusive) of the run of equal R containing rho
+  int unit_runs;                     // every run has length 1
+  int64_t n_runs;                    // runs of equal ranks over the residues
+  int has_last;                      // the last global tile is short: scanned, not counted here
+  int last_rank;                     // rank and local tile of the last global tile
+  int64_t last_local_tile;
+  // per-head scratch, indexed by residue; `touched` lists the residues in use
+  double *acc;                       // [P * 8] A (4 values) and B (4 values) per residue
+  int64_t *touched;
+  int64_t n_touched;
+  int32_t *hist;                     // [(TILE + 1) * P] cumulative offset histograms, transposed
+  int64_t *kd_pre;                   // [nbi + 1] prefix counts of kept diagonals
+  double *colbuf;                    // periodic: [P * P * 2] (bars, pairs) by (source residue, query residue)
+  uint8_t *col_used;                 // [P] source residues with a column in colbuf
+  int64_t *ov_same, *ov_next;        // with colbuf: [P * P] column_overlap's sums by (source residue, j)
+  int32_t *ov_acc, *ov_all;          //   [P * P] the verticals' rows and row_all since the last spill
+  int64_t ov_room;                   //   verticals they may still take before a spill (no int32 overflow)
+  int64_t *ov_keys;                  //   [P] verticals since the last spill by source residue
+  // periodic: keys of K per column tile s + m P (cvm[s * n_m + m]), their prefix sums over m, and the kept
+  // diagonals j + t P listed by residue j (kd_t[kd_first[j] .. kd_first[j + 1]), t ascending)
+  int64_t n_m;
+  int64_t *cvm, *cvcum, *cmcum, *kd_first, *kd_t;
+  uint8_t *s_used;                   // [P] source residues with a column tile
+  int64_t *run_v, *run_u;            // non-periodic: [nbi + 1] prefix sums over column tiles (columns_runs_add)
+  int64_t *src_run;                  //   [nbi + 1] the runs holding column tiles (their first tiles)
+  int32_t *k_flat;                   // non-periodic: K's keys below nbi * TILE, ascending (overlap_by_runs)
+  int64_t *k_sum;                    //   [i] the sum of the first i of them
+  int64_t *k_tile;                   //   [nbi + 2] index of the first key of each tile
+} fast_ctx;
+
+typedef struct {
+  int64_t kb, cv, own, vpre, vsuf;   // column tile: keys of K in it, sum of their own-tile rows, runs at its edges
+} col_tile;
+
+typedef struct {
+  int64_t delta, pre, suf;           // a partial diagonal and the vertical prefix/suffix that would make it full
+} partial_diag;
+
+static inline work_count *cell(work_count *hc, const fast_ctx *c, int64_t rho_q, int64_t rho_k) {
+  return &hc[(int64_t)c->R[rho_q] * c->W + c->R[rho_k]];
+}
+
+static inline int64_t pmod(int64_t x, int64_t P) {
+  int64_t m = x % P;
+  return m < 0 ? m + P : m;
+}
+
+typedef struct {
+  int64_t *delta;
+  int64_t n, cap;
+} i64_list;
+
+// The columns of K on a periodic layout (P < nbi, column buffer or not): their bars and pairs summed by
+// residue, less the pairs D keeps too (plan/tiles_fast_periodic.c). kd: the kept diagonals, ascending.
+void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, const i64_list *kd,
+                      work_count *hc);
+
+#endif
