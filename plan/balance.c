@@ -470,7 +470,7 @@ static int refine_by_steps(const pattern *p, int world, int64_t nb, const int32_
 }
 
 // Candidates, in the order ties keep (the first is striped's own blocks, kept unless another is strictly better).
-enum { CAND_STRIPED, CAND_LIKE_STRIPED, CAND_DEALT, CAND_REFINED, CAND_ZIGZAG, N_CAND };
+enum { CAND_STRIPED, CAND_LIKE_STRIPED, CAND_DEALT, CAND_SNAKE, CAND_REFINED, CAND_ZIGZAG, N_CAND };
 
 int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
   memset(out, 0, sizeof *out);
@@ -495,7 +495,8 @@ int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
     rc = balance_assign(work, nb, world, rank[CAND_DEALT], e);
   }
   // The candidates: striped's own blocks (b on rank b mod W); the dealing numbered as dealt and numbered like
-  // striped (the ranks' loads are the dealing's, but the numbering moves work between ring steps); the better
+  // striped (the ranks' loads are the dealing's, but the numbering moves work between ring steps); striped's
+  // blocks in snake order; the better
   // of those refined ring step by ring step (tiles only); zigzag's chunks. The planner keeps the candidate with
   // the lowest step imbalance among those no worse than striped on both figures, so the balanced layout is
   // never worse than striped on either (and is striped's blocks when nothing else does better).
@@ -505,10 +506,14 @@ int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
   memset(cand, 0, sizeof cand);
   if (!rc) {
     for (int64_t b = 0; b < nb; b++) rank[CAND_STRIPED][b] = (int32_t)(b % world);
+    // striped with every other round of W blocks dealt backwards: causal work evens out over a rank's rounds
+    // while a block's neighbours stay one rank away, so each slash offset still lands on one ring step
+    for (int64_t b = 0; b < nb; b++)
+      rank[CAND_SNAKE][b] = (int32_t)((b / world) % 2 == 0 ? b % world : world - 1 - b % world);
     memcpy(rank[CAND_LIKE_STRIPED], rank[CAND_DEALT], (size_t)nb * sizeof(int32_t));
     rc = number_like_striped(nb, world, rank[CAND_LIKE_STRIPED], e);
   }
-  for (int i = CAND_STRIPED; i <= CAND_DEALT && !rc; i++)
+  for (int i = CAND_STRIPED; i <= CAND_SNAKE && !rc; i++)
     if (!(rc = layout_build_blocks(LAYOUT_BALANCED, n, world, g, rank[i], &cand[i], e)) &&
         !(rc = balance_of(p, &cand[i], &f[i], e)))
       have[i] = 1;
