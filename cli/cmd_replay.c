@@ -68,7 +68,7 @@ static const cli_flag replay_flags[] = {
     {"model", "NAME|PATH", "the trace's", "the model"},
     {"csv", cli_out_file, NULL, "write one row per step as CSV"},
     {"no-estimate", NULL, NULL, "the trace is a given pattern: no online estimation cost"},
-    {"layout", "L", "the strategy's", "the layout instead (balanced: dealt by the recorded step 0's work)"},
+    {"layout", "L", "the strategy's", "the layout instead (balanced: dealt by step 0's work; striped:128 kept if faster)"},
     {"rebalance-every", "K", NULL, "balanced: deal the layout again by the step's pattern every K steps (re-shard charged)"},
     {"rebalance-above", "X", NULL, "balanced: deal it again when the step's worker imbalance on it exceeds X (re-shard charged)"},
     {NULL, NULL, NULL, NULL},

@@ -423,9 +423,9 @@ TEST(balanced_layout_takes_zigzag_chunks_when_ranks_hold_one_tile) {
 }
 
 // MTraining's step (double ring over one node of 8, every recorded pair given: trace:PATH) on the balanced
-// layout against striped:128: never slower by more than 0.1%. tiny25m-block-16k is 0.04% slower: its step is
-// bound by the KV transfers (attention 0.25 ms of 2.5 ms), so the last ring step's compute shows, and the
-// dealt layout's last step is heavier than striped's although its busiest rank computes 4% less.
+// layout against striped:128: never slower. (tiny25m-block-16k was 0.04% slower before the step refinement:
+// its step is bound by the KV transfers, so the last ring step's compute shows; on more ranks, where the
+// planner's layout can still lose by 0.03%, `replay` keeps striped:128: trace_replay tests.)
 TEST(balanced_mtraining_step_is_no_slower_than_striped_on_the_shipped_traces) {
   sr_error e;
   for (int i = 0; i < N_SHIPPED; i++) {
@@ -452,7 +452,7 @@ TEST(balanced_mtraining_step_is_no_slower_than_striped_on_the_shipped_traces) {
       step_s[k] = r.step_s;
       plan_free(&p);
     }
-    if (!(step_s[1] <= step_s[0] * (1 + 1e-3)))
+    if (!(step_s[1] <= step_s[0] * (1 + 1e-12)))
       test_fail(__FILE__, __LINE__, "%s: balanced %.6g s, striped:128 %.6g s", shipped[i], step_s[1], step_s[0]);
     pattern_free(&pat);
     trace_close(&t);
