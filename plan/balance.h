@@ -24,9 +24,10 @@
 // two dealings refined ring step by ring step (balance_steps.c: swaps of two blocks and renumberings of two
 // ranks that lower the sum over layers and steps of the slowest rank's work, on the exact tile-pair work,
 // never raising the heaviest rank; tiles only, up to 2^23 layers x tiles^2), and zigzag's 2W chunks when N
-// divides into them (half-tile chunks where ranks hold one tile). The planner keeps the lowest step
-// imbalance among those no worse than striped on both figures, so the balanced layout is never worse than
-// striped:128 on either. Deterministic: no draw, fixed orders and budgets.
+// divides into them. The planner keeps the lowest step sum among those no worse than striped on both
+// figures, compared in work (the slowest rank's, the step sum) rather than in ratios: chunks smaller than a
+// tile put far-apart rows in one kernel tile and add work, which a ratio hides. So the balanced layout is
+// never worse than striped:128 on either. Deterministic: no draw, fixed orders and budgets.
 #ifndef SR_BALANCE_H
 #define SR_BALANCE_H
 
