@@ -137,8 +137,8 @@ def main():
 ## Imbalance: recorded and fitted
 
 "within 10%" compares each figure itself (|fitted / recorded - 1| <= 0.10). Where a trace has one tile a rank
-(8K tokens on 64 ranks) every dealing of tiles is striped:128's; the balanced layout then takes zigzag's half-tile
-chunks where they are better (plan/balance.h).
+(8K tokens on 64 ranks) every dealing of whole tiles is striped:128's, and chunks finer than a tile add work (a kernel
+tile holds far-apart rows), so the balanced layout is striped:128 there (plan/balance.h).
 
 {chr(10).join(sections)}
 ## MTraining's simulated step, striped:128 against balanced
