@@ -191,7 +191,6 @@ static void apply_relabel(steps_search *s, int ra, int rb) {
   }
 }
 
-
 int balance_refine_steps(const double *P, int layers, int64_t nb, int world, int32_t *block_rank, int64_t *swaps,
                          sr_error *e) {
   *swaps = 0;
