@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/balance_internal.h"
 #include "plan/tiles.h"
 #include "plan/tiles_internal.h"
 
@@ -261,6 +262,37 @@ int balance_of(const pattern *p, const layout *l, balance_figures *out, sr_error
   return rc;
 }
 
+// The pair work is the rank work of the layout with one tile a rank (rank q holds tile q).
+int balance_pair_work(const pattern *p, double *P, sr_error *e) {
+  const int64_t n = p->n_tokens, nb = sr_cdiv(n, TILE);
+  if (nb > 1 << 20) return sr_input_error(e, NULL, "seq", "%lld tiles: too many for pair work", (long long)nb);
+  const int W = (int)nb;
+  int32_t *R = malloc((size_t)nb * sizeof *R);
+  work_count *counts = malloc((size_t)p->heads * W * W * sizeof *counts);
+  double *M = malloc((size_t)2 * W * W * sizeof *M);
+  rank_work_ctx ctx = {.W = W, .nbi = n % TILE ? nb - 1 : nb, .R = R};
+  ctx.runs = malloc((size_t)(2 * nb + 2) * sizeof *ctx.runs);
+  ctx.cnt = malloc((size_t)(nb + 2) * sizeof *ctx.cnt);
+  ctx.after = malloc((size_t)W * sizeof *ctx.after);
+  ctx.window = malloc((size_t)W * sizeof *ctx.window);
+  layout l = {0};
+  tile_scan s;
+  int have_scan = 0, rc = SR_OK;
+  if (!R || !counts || !M || !ctx.runs || !ctx.cnt || !ctx.after || !ctx.window)
+    rc = sr_internal_error(e, ENOMEM, "balance: pair work of %lld tiles", (long long)nb);
+  for (int64_t b = 0; b < nb && !rc; b++) R[b] = (int32_t)b;
+  if (!rc) rc = layout_build_blocks(LAYOUT_BALANCED, n, W, TILE, R, &l, e);
+  if (!rc && !(rc = tile_scan_init(&s, &l, e))) have_scan = 1;
+  for (int layer = 0; layer < p->layers && !rc; layer++)
+    if (!(rc = layer_rank_work(p, layer, &l, &ctx, &s, counts, M, e)))
+      memcpy(P + (int64_t)layer * W * W, M, (size_t)W * W * sizeof *M);
+  if (have_scan) tile_scan_free(&s);
+  layout_free(&l);
+  free(R), free(counts), free(M);
+  free(ctx.runs), free(ctx.cnt), free(ctx.after), free(ctx.window);
+  return rc;
+}
+
 // ---------------------------------------------------------------------------------------------
 // dealing blocks: heaviest first to the least loaded rank with room, then improving swaps
 
@@ -417,10 +449,42 @@ static int number_like_striped(int64_t nb, int world, int32_t *block_rank, sr_er
 // ---------------------------------------------------------------------------------------------
 // the layout
 
-// Does a have lower step imbalance than b (then lower worker imbalance)?
+// Candidates are compared in work, not in ratios: the slowest rank's work (worker x mean) and the step sum
+// (step x mean). Blocks of whole tiles cost the same on every layout, but chunks smaller than a tile put
+// far-apart rows in one kernel tile, which meets the keys of both: zigzag's half-tile chunks on the 8K
+// MInference trace at 64 ranks even out the ratios (1.022 / 1.052) on twice striped's work, a slower step.
+static double slowest_rank(const balance_figures *f) { return f->worker * f->work; }
+static double step_sum(const balance_figures *f) { return f->step * f->work; }
+
+static int below(double a, double b) { return a < b * (1 - 1e-12); }
+
+// Is a's step sum lower than b's (then its slowest rank's work)?
 static int better(const balance_figures *a, const balance_figures *b) {
-  return a->step < b->step || (a->step == b->step && a->worker < b->worker);
+  return below(step_sum(a), step_sum(b)) || (!below(step_sum(b), step_sum(a)) && below(slowest_rank(a), slowest_rank(b)));
 }
+
+// Is a no worse than b on either (within rounding)?
+static int no_worse(const balance_figures *a, const balance_figures *b) {
+  return !below(slowest_rank(b), slowest_rank(a)) && !below(step_sum(b), step_sum(a));
+}
+
+// The dealing refined ring step by ring step (balance_steps.c) from rank_from, into rank_to; 0 when the pair
+// work table would be too large (then rank_to is rank_from).
+static int refine_by_steps(const pattern *p, int world, int64_t nb, const int32_t *rank_from, int32_t *rank_to,
+                           sr_error *e) {
+  memcpy(rank_to, rank_from, (size_t)nb * sizeof *rank_to);
+  if ((double)p->layers * (double)nb * (double)nb > (double)BALANCE_PAIR_WORK_MAX) return SR_OK;
+  double *P = malloc((size_t)p->layers * nb * nb * sizeof *P);
+  if (!P) return sr_internal_error(e, ENOMEM, "balance: pair work of %lld blocks", (long long)nb);
+  int64_t swaps;
+  int rc = balance_pair_work(p, P, e);
+  if (!rc) rc = balance_refine_steps(P, p->layers, nb, world, rank_to, &swaps, e);
+  free(P);
+  return rc;
+}
+
+// Candidates, in the order ties keep (the first is striped's own blocks, kept unless another is strictly better).
+enum { CAND_STRIPED, CAND_LIKE_STRIPED, CAND_DEALT, CAND_SNAKE, CAND_REFINED, CAND_ZIGZAG, N_CAND };
 
 int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
   memset(out, 0, sizeof *out);
@@ -428,41 +492,68 @@ int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
   const int64_t n = p->n_tokens, nt = sr_cdiv(n, TILE);
   // Blocks of a tile; fewer tokens when a tile a rank would leave ranks empty (striped's rule).
   const int64_t g = n < (int64_t)world * TILE ? sr_max64(1, n / world) : TILE, nb = sr_cdiv(n, g);
+  // zigzag's 2W chunks as blocks (rank r holds chunks r and 2W - 1 - r), when they are equal
+  const int64_t gz = n % (2 * (int64_t)world) == 0 ? n / (2 * (int64_t)world) : 0;
   double *tile_work = malloc((size_t)nt * sizeof *tile_work), *work = calloc((size_t)nb, sizeof *work);
-  int32_t *rank[3] = {malloc((size_t)nb * sizeof(int32_t)), malloc((size_t)nb * sizeof(int32_t)),
-                      malloc((size_t)nb * sizeof(int32_t))};
-  int rc = !tile_work || !work || !rank[0] || !rank[1] || !rank[2]
-               ? sr_internal_error(e, ENOMEM, "balance: %lld blocks", (long long)nb) : SR_OK;
+  int32_t *rank[N_CAND];
+  int rc = !tile_work || !work ? sr_internal_error(e, ENOMEM, "balance: %lld blocks", (long long)nb) : SR_OK;
+  for (int i = 0; i < N_CAND; i++) {
+    rank[i] = malloc((size_t)(i == CAND_ZIGZAG ? 2 * (int64_t)world : nb) * sizeof(int32_t));
+    if (!rank[i] && !rc) rc = sr_internal_error(e, ENOMEM, "balance: %lld blocks", (long long)nb);
+  }
   if (!rc) rc = balance_block_work(p, tile_work, e);
   if (!rc) {
     if (g == TILE) memcpy(work, tile_work, (size_t)nb * sizeof *work);
     else  // a token takes its tile's work over the tile's rows
       for (int64_t t = 0; t < n; t++) work[t / g] += tile_work[t / TILE] / (double)sr_min64(TILE, n - t / TILE * TILE);
-    rc = balance_assign(work, nb, world, rank[0], e);
+    rc = balance_assign(work, nb, world, rank[CAND_DEALT], e);
   }
-  // Three candidates: the dealing numbered as dealt, the dealing numbered like striped, and striped's own
-  // blocks (b on rank b mod W). The ranks' loads are the dealing's in the first two, but their numbering moves
-  // work between ring steps; the planner keeps the candidate with the lowest step imbalance among those no
-  // worse than striped on both figures, so the balanced layout is never worse than striped on either (and is
-  // striped's blocks when nothing dealt does better).
-  if (!rc) {
-    memcpy(rank[1], rank[0], (size_t)nb * sizeof(int32_t));
-    rc = number_like_striped(nb, world, rank[1], e);
-    for (int64_t b = 0; b < nb; b++) rank[2][b] = (int32_t)(b % world);
-  }
-  balance_figures f[3];
-  layout cand[3];
+  // The candidates: striped's own blocks (b on rank b mod W); the dealing numbered as dealt and numbered like
+  // striped (the ranks' loads are the dealing's, but the numbering moves work between ring steps); striped's
+  // blocks in snake order; the better
+  // of those refined ring step by ring step (tiles only); zigzag's chunks. The planner keeps the candidate with
+  // the lowest step sum among those no worse than striped in work on either figure, so the balanced layout is
+  // never worse than striped on either (and is striped's blocks when nothing else does better).
+  balance_figures f[N_CAND];
+  layout cand[N_CAND];
+  int have[N_CAND] = {0};
   memset(cand, 0, sizeof cand);
-  for (int i = 0; i < 3 && !rc; i++)
-    if (!(rc = layout_build_blocks(LAYOUT_BALANCED, n, world, g, rank[i], &cand[i], e))) rc = balance_of(p, &cand[i], &f[i], e);
-  int best = 2;  // a candidate replaces striped's blocks only when strictly better; ties keep what is closer to striped
-  for (int i = 1; i >= 0 && !rc; i--)
-    if (f[i].worker <= f[2].worker && f[i].step <= f[2].step && better(&f[i], &f[best])) best = i;
-  for (int i = 0; i < 3; i++) {
+  if (!rc) {
+    for (int64_t b = 0; b < nb; b++) rank[CAND_STRIPED][b] = (int32_t)(b % world);
+    // striped with every other round of W blocks dealt backwards: causal work evens out over a rank's rounds
+    // while a block's neighbours stay one rank away, so each slash offset still lands on one ring step
+    for (int64_t b = 0; b < nb; b++)
+      rank[CAND_SNAKE][b] = (int32_t)((b / world) % 2 == 0 ? b % world : world - 1 - b % world);
+    memcpy(rank[CAND_LIKE_STRIPED], rank[CAND_DEALT], (size_t)nb * sizeof(int32_t));
+    rc = number_like_striped(nb, world, rank[CAND_LIKE_STRIPED], e);
+  }
+  for (int i = CAND_STRIPED; i <= CAND_SNAKE && !rc; i++)
+    if (!(rc = layout_build_blocks(LAYOUT_BALANCED, n, world, g, rank[i], &cand[i], e)) &&
+        !(rc = balance_of(p, &cand[i], &f[i], e)))
+      have[i] = 1;
+  if (!rc && g == TILE && world > 1) {
+    const int from = better(&f[CAND_LIKE_STRIPED], &f[CAND_DEALT]) ? CAND_LIKE_STRIPED : CAND_DEALT;
+    if (!(rc = refine_by_steps(p, world, nb, rank[from], rank[CAND_REFINED], e)) &&
+        !(rc = layout_build_blocks(LAYOUT_BALANCED, n, world, g, rank[CAND_REFINED], &cand[CAND_REFINED], e)) &&
+        !(rc = balance_of(p, &cand[CAND_REFINED], &f[CAND_REFINED], e)))
+      have[CAND_REFINED] = 1;
+  }
+  if (!rc && gz > 0 && world > 1) {
+    for (int64_t b = 0; b < 2 * (int64_t)world; b++) rank[CAND_ZIGZAG][b] = (int32_t)(b < world ? b : 2 * world - 1 - b);
+    if (!(rc = layout_build_blocks(LAYOUT_BALANCED, n, world, gz, rank[CAND_ZIGZAG], &cand[CAND_ZIGZAG], e)) &&
+        !(rc = balance_of(p, &cand[CAND_ZIGZAG], &f[CAND_ZIGZAG], e)))
+      have[CAND_ZIGZAG] = 1;
+  }
+  int best = CAND_STRIPED;
+  for (int i = CAND_STRIPED + 1; i < N_CAND && !rc; i++)
+    if (have[i] && no_worse(&f[i], &f[CAND_STRIPED]) && better(&f[i], &f[best]))
+      best = i;
+  for (int i = 0; i < N_CAND; i++) {
     if (!rc && i == best) *out = cand[i];
     else layout_free(&cand[i]);
+    free(rank[i]);
   }
-  free(tile_work), free(work), free(rank[0]), free(rank[1]), free(rank[2]);
+  free(tile_work), free(work);
   return rc;
 }
 

@@ -18,10 +18,16 @@
 // every key (the causal structure: a row sees keys at or before it), which on any layout of aligned tiles
 // does not depend on where the keys live. A rank's blocks sit in global order, so its local order ascends
 // like contiguous, zigzag and striped (the tile forms and the GPU estimator's conversion accept it).
-// Which rank a dealt group becomes moves work between ring steps only: of the dealing numbered as dealt,
-// the dealing numbered like striped (each group takes the rank whose striped blocks it shares most) and
-// striped's own blocks, the planner keeps the lowest step imbalance among those no worse than striped on
-// both figures, so the balanced layout is never worse than striped:128 on either.
+// Which rank a dealt group becomes moves work between ring steps only. The candidates: striped's own blocks,
+// the dealing numbered as dealt and numbered like striped (each group takes the rank whose striped blocks it
+// shares most), striped's blocks in snake order (every other round of W blocks backwards), the better of the
+// two dealings refined ring step by ring step (balance_steps.c: swaps of two blocks and renumberings of two
+// ranks that lower the sum over layers and steps of the slowest rank's work, on the exact tile-pair work,
+// never raising the heaviest rank; tiles only, up to 2^23 layers x tiles^2), and zigzag's 2W chunks when N
+// divides into them. The planner keeps the lowest step sum among those no worse than striped on both
+// figures, compared in work (the slowest rank's, the step sum) rather than in ratios: chunks smaller than a
+// tile put far-apart rows in one kernel tile and add work, which a ratio hides. So the balanced layout is
+// never worse than striped:128 on either. Deterministic: no draw, fixed orders and budgets.
 #ifndef SR_BALANCE_H
 #define SR_BALANCE_H
 
@@ -51,7 +57,8 @@ int balance_assign(const double *work, int64_t n_blocks, int world, int32_t *blo
 
 // The balanced layout of pattern p over `world` ranks: blocks of TILE tokens (of max(1, N / W) when
 // N < W x TILE, as striped), dealt by balance_assign on their work (a block smaller than a tile takes its
-// rows' share of the tile's work), numbered and guarded against striped as above.
+// rows' share of the tile's work), numbered, refined by steps and guarded against striped as above (or
+// zigzag's chunks as blocks).
 int balance_layout(const pattern *p, int world, layout *out, sr_error *e);
 
 // Build the layout a layout string names (layout_parse_kind: contiguous, zigzag, striped[:G], balanced;

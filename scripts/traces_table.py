@@ -127,7 +127,7 @@ def main():
   over the mean rank's, never below worker) of contiguous, zigzag, striped:128 and balanced at 8, 32 and 64 ranks,
   for the recorded step 0 and for the generator fitted to the trace (`vs-fit:PATH`, drawn at the same length, seed 1);
   then MTraining's simulated step (`replay --no-estimate`, mean over the recorded steps) on striped:128 and on the
-  balanced layout (dealt by recorded step 0).
+  balanced layout (dealt by recorded step 0; replay keeps striped:128 when it simulates step 0 faster, and says so).
 - **Caveat**: none of these traces records a trained model. Three come from the planner's own generators and one from
   a hand-written MInference-style config with synthesised positions; the fit reproduces them, and the balanced layout
   is measured on them. Traces of a model with real structure need the GPU (docs/traces.md, "Recorded models").
@@ -136,8 +136,9 @@ def main():
 
 ## Imbalance: recorded and fitted
 
-"within 10%" compares each figure itself (|fitted / recorded - 1| <= 0.10). Where a trace has fewer tiles than
-ranks x 2 (8K tokens on 64 ranks: one 128-token tile a rank) striped:128 and balanced cannot differ.
+"within 10%" compares each figure itself (|fitted / recorded - 1| <= 0.10). Where a trace has one tile a rank
+(8K tokens on 64 ranks) every dealing of whole tiles is striped:128's, and chunks finer than a tile add work (a kernel
+tile holds far-apart rows), so the balanced layout is striped:128 there (plan/balance.h).
 
 {chr(10).join(sections)}
 ## MTraining's simulated step, striped:128 against balanced

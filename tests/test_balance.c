@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plan/balance.h"
+#include "plan/balance_internal.h"
 #include "plan/pattern_spec.h"
 #include "plan/plan.h"
 #include "plan/tiles.h"
@@ -56,8 +57,9 @@ TEST(balanced_layout_is_a_permutation_with_even_block_counts_and_ascending_local
     layout l;
     CHECK_EQ_INT(balance_layout(&p, W, &l, &e), SR_OK);
     CHECK_EQ_INT(l.kind, LAYOUT_BALANCED);
-    const int64_t g = n < (int64_t)W * TILE ? n / W : TILE, nb = (n + g - 1) / g;
-    CHECK_EQ_INT(l.granularity, g);
+    // blocks of a tile (of N / W when a tile a rank would leave ranks empty), or zigzag's 2W equal chunks
+    const int64_t g = l.granularity, nb = (n + g - 1) / g;
+    CHECK(g == (n < (int64_t)W * TILE ? n / W : TILE) || (n % (2 * W) == 0 && g == n / (2 * W)));
     char *seen = calloc((size_t)n, 1);
     int64_t *pos = malloc((size_t)n * sizeof *pos);
     for (int r = 0; r < W; r++) {
@@ -325,6 +327,64 @@ TEST(reshard_costs_nothing_without_moves_and_more_when_more_tokens_move) {
   plan_free(&p);
 }
 
+// The pair work of a layer, summed over key tiles and layers, is each query tile's block work (two
+// computations: the Toeplitz closed form per rank pair, the per-block closed form and scan).
+TEST(pair_work_sums_to_each_blocks_work) {
+  sr_error e;
+  model_config m = {.num_layers = 2, .num_heads = 3};
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("vs-topp:0.9", &m, 5000, 3, 0, &p, &e), SR_OK);
+  const int64_t nb = (5000 + TILE - 1) / TILE;
+  double *P = malloc((size_t)2 * nb * nb * sizeof *P), *work = malloc((size_t)nb * sizeof *work);
+  CHECK_EQ_INT(balance_pair_work(&p, P, &e), SR_OK);
+  CHECK_EQ_INT(balance_block_work(&p, work, &e), SR_OK);
+  for (int64_t q = 0; q < nb; q++) {
+    double sum = 0;
+    for (int l = 0; l < 2; l++)
+      for (int64_t c = 0; c < nb; c++) {
+        if (c > q) CHECK_NEAR(P[(l * nb + q) * nb + c], 0, 0);  // causal: no key tile after the query tile
+        sum += P[(l * nb + q) * nb + c];
+      }
+    CHECK_NEAR(sum, work[q], 1e-9 * work[q]);
+  }
+  free(P), free(work);
+  pattern_free(&p);
+}
+
+// The refinement's swaps lower the step figure's numerator and never raise the heaviest rank, measured
+// afterwards by balance_of on the layouts themselves.
+TEST(step_refinement_lowers_step_imbalance_without_raising_worker_imbalance) {
+  sr_error e;
+  model_config m = {.num_layers = 4, .num_heads = 4};
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("vs-topp:0.9", &m, 128 * 64, 5, 0, &p, &e), SR_OK);
+  const int W = 16;
+  const int64_t nb = 64;
+  double *P = malloc((size_t)4 * nb * nb * sizeof *P), *work = malloc((size_t)nb * sizeof *work);
+  int32_t *R = malloc((size_t)nb * sizeof *R);
+  CHECK_EQ_INT(balance_block_work(&p, work, &e), SR_OK);
+  CHECK_EQ_INT(balance_assign(work, nb, W, R, &e), SR_OK);
+  balance_figures before, after;
+  layout l;
+  CHECK_EQ_INT(layout_build_blocks(LAYOUT_BALANCED, p.n_tokens, W, TILE, R, &l, &e), SR_OK);
+  CHECK_EQ_INT(balance_of(&p, &l, &before, &e), SR_OK);
+  layout_free(&l);
+  int64_t swaps = 0;
+  CHECK_EQ_INT(balance_pair_work(&p, P, &e), SR_OK);
+  CHECK_EQ_INT(balance_refine_steps(P, 4, nb, W, R, &swaps, &e), SR_OK);
+  CHECK(swaps > 0);
+  int64_t held[16] = {0};
+  for (int64_t b = 0; b < nb; b++) held[R[b]]++;
+  for (int r = 0; r < W; r++) CHECK_EQ_INT(held[r], nb / W);  // block counts unchanged
+  CHECK_EQ_INT(layout_build_blocks(LAYOUT_BALANCED, p.n_tokens, W, TILE, R, &l, &e), SR_OK);
+  CHECK_EQ_INT(balance_of(&p, &l, &after, &e), SR_OK);
+  layout_free(&l);
+  CHECK(after.step < before.step);
+  CHECK(after.worker <= before.worker * (1 + 1e-12));
+  free(P), free(work), free(R);
+  pattern_free(&p);
+}
+
 // ---------------------------------------------------------------------------------------------
 // the shipped traces
 
@@ -342,10 +402,31 @@ TEST(balanced_imbalance_is_never_worse_than_striped_on_the_shipped_traces) {
   }
 }
 
+// 8K tokens on 64 ranks is one tile a rank: every dealing of tiles is striped's. zigzag's half-tile chunks
+// even out the ratios (worker 1.885 -> 1.022 on the MInference trace) but each rank's one kernel tile then
+// holds an early and a late chunk and meets the keys of both: more work on the slowest rank than striped's,
+// so the balanced layout keeps striped's whole tiles.
+TEST(balanced_layout_keeps_whole_tiles_where_half_tile_chunks_add_work) {
+  pattern p = shipped_step0("tiny-test-minference-8k");
+  if (p.h) {
+    sr_error e;
+    layout l;
+    CHECK_EQ_INT(balance_layout(&p, 64, &l, &e), SR_OK);
+    CHECK_EQ_INT(l.granularity, TILE);
+    balance_figures b, s = figures(&p, "striped:128", 64), z = figures(&p, "zigzag", 64);
+    CHECK_EQ_INT(balance_of(&p, &l, &b, &e), SR_OK);
+    CHECK(z.worker < s.worker);                        // the ratio says zigzag ...
+    CHECK(z.worker * z.work > s.worker * s.work);      // ... the work says striped
+    CHECK_NEAR(b.worker * b.work, s.worker * s.work, 1e-12 * s.worker * s.work);
+    layout_free(&l);
+    pattern_free(&p);
+  }
+}
+
 // MTraining's step (double ring over one node of 8, every recorded pair given: trace:PATH) on the balanced
-// layout against striped:128: never slower by more than 0.1%. tiny25m-block-16k is 0.04% slower: its step is
-// bound by the KV transfers (attention 0.25 ms of 2.5 ms), so the last ring step's compute shows, and the
-// dealt layout's last step is heavier than striped's although its busiest rank computes 4% less.
+// layout against striped:128: never slower. (tiny25m-block-16k was 0.04% slower before the step refinement:
+// its step is bound by the KV transfers, so the last ring step's compute shows; on more ranks, where the
+// planner's layout can still lose by 0.03%, `replay` keeps striped:128: trace_replay tests.)
 TEST(balanced_mtraining_step_is_no_slower_than_striped_on_the_shipped_traces) {
   sr_error e;
   for (int i = 0; i < N_SHIPPED; i++) {
@@ -372,7 +453,7 @@ TEST(balanced_mtraining_step_is_no_slower_than_striped_on_the_shipped_traces) {
       step_s[k] = r.step_s;
       plan_free(&p);
     }
-    if (!(step_s[1] <= step_s[0] * (1 + 1e-3)))
+    if (!(step_s[1] <= step_s[0] * (1 + 1e-12)))
       test_fail(__FILE__, __LINE__, "%s: balanced %.6g s, striped:128 %.6g s", shipped[i], step_s[1], step_s[0]);
     pattern_free(&pat);
     trace_close(&t);
