@@ -25,46 +25,8 @@ OUT=${OUT:-/tmp/sr-adaspa-out}
 W=/tmp/sr-adaspa-logs
 STAGES=${1:-check cost}
 BUDGET=${SR_BUDGET_S:-540}
-mkdir -p "$OUT" "$W/csv"
-export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN
-S="$OUT/summary.txt"
-t0=$(date +%s)
-log() { echo "== [$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$S"
-. scripts/gpu/mpi.sh  # MPIRUN, sr_exec_ready
-ready=$(sr_exec_ready "$W/build.log") || { log "$ready: failed"; tail -30 "$W/build.log" | tee -a "$S"; exit 1; }
-log "$ready"
-
-# One GPU of this machine's kind as a cluster file (a plan's world must equal the job's ranks): on an H100
-# h100-1x1-calibrated (sparsering-exec calibrate on 4 x H100, 2026-11-27, results/exec/2026-11-27-h100x4-vs-context-
-# parallel), on an H200 h200-1x2-bench (our kernels' efficiencies measured on one H200 on 2026-11-25).
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu" in *H100*) base=models/clusters/h100-1x1-calibrated.json ;; *) base=models/clusters/h200-1x2-bench.json ;; esac
-CL=$W/gpu-1x1.json
-python3 -c "
-import json
-c = json.load(open('$base'))
-c['nodes'], c['gpus_per_node'] = 1, 1
-c.pop('inter_node', None)
-c['description'] = 'one GPU of $base'
-json.dump(c, open('$CL', 'w'), indent=1)" || { log "cannot write the cluster from $base"; exit 1; }
-log "cluster: one GPU of $base"
-
-X=($MPIRUN --oversubscribe --bind-to none -np 1 bin/sparsering-exec)
-# step NAME LIMIT ARGS...: one run under its time limit unless the budget is spent; its log kept, the lines that
-# matter (summaries, searches, predictions, checks, evals, errors) in the summary
-step() {
-  local name=$1 lim=$2
-  shift 2
-  if [ $(( $(date +%s) - t0 )) -ge "$BUDGET" ]; then log "$name: skipped (budget of $BUDGET s spent)"; return; fi
-  local s=$(date +%s)
-  timeout "$lim" "${X[@]}" "$@" >"$W/$name.log" 2>&1
-  local rc=$?
-  echo "exit $rc" >>"$W/$name.log"
-  { echo "-- $name (exit $rc, $(( $(date +%s) - s )) s): $*"
-    grep -E "^attn |search|predicted|check layer|^eval|^train: (tiny|qwen|adaspa|done)|rror|failed" "$W/$name.log" |
-      grep -v "^  layer [0-9]*: set up"; } >>"$S"
-}
+STEP_KEEP='^attn |search|predicted|check layer|^eval|^train: (tiny|qwen|adaspa|done)|rror|failed'
+. scripts/gpu/one_gpu_common.sh  # S, log, CL, X, step
 
 if [[ $STAGES == *check* ]]; then
   log "(check) the CUDA search vs float64 dense attention under its own mask, Qwen2.5-3B heads, 4K tokens"
