@@ -46,9 +46,9 @@ int dist_attn_moba_gate_gpu(dist_attn *a, sr_error *e) {
   gating_opts g;
   if (a->be != DIST_CUDA)
     return sr_input_error(e, NULL, "--moba-gate", "gpu: the CPU backend gates on the host; use --backend cuda");
-  if (pattern_spec_estimation(a->p->spec.pattern) != PATTERN_GATED || pattern_spec_gating_opts(a->p->spec.pattern, &g, e) ||
-      g.kind != PATTERN_MOBA)
-    return sr_input_error(e, NULL, "--moba-gate", "gpu: the pattern is not moba:B:K");
+  if (pattern_spec_estimation(a->p->spec.pattern) != PATTERN_GATED) return SR_OK;  // nothing to gate
+  if (pattern_spec_gating_opts(a->p->spec.pattern, &g, e)) return e->code;
+  if (g.kind != PATTERN_MOBA) return SR_OK;  // token top-k: refused on CUDA by its own set-up
   if (a->R != 1 || a->U != 1)
     return sr_input_error(e, NULL, "--moba-gate", "gpu: one process a sequence for now (the ranks' sums are not on NCCL yet)");
   for (int64_t i = 0; i < a->n_q; i++)
