@@ -30,6 +30,7 @@ static const cli_flag attn_flags[] = {
     {"layout", "L,...", "required unless --strategy", "layouts to run, comma-separated (each as in sparsering plan)"},
     {"schedule", "S,...", "required unless --strategy", "schedules to run, comma-separated"},
     {"pattern", "P,...", "dense, or the strategy's", "patterns to run, comma-separated; every combination runs"},
+    EXEC_MOBA_GATE_FLAG,
     {"backend", "NAME", "cpu", "cpu (the reference kernels over MPI) or cuda (one GPU a rank, NCCL)"},
     {"layers", "N", "1", "layers to run, 1 to 1000 (each with its own pattern)"},
     {"repeat", "N", "1", "forward + backward repetitions a layer (the last one is timed into the timeline)"},
@@ -61,6 +62,7 @@ typedef struct {
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
   dist_index_build index_build;  // --index-build
+  int moba_gate_gpu;             // --moba-gate gpu
 } attn_opts;
 
 // A rank that hits an error stops the whole job with the message (never a hang on the others).
@@ -305,6 +307,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     tc = sr_now() - tc;
     if (c->rank == 0)
       printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, tc, dist_attn_index_on_gpu(da) ? "GPU" : "host");
+    if (o_->moba_gate_gpu && dist_attn_moba_gate_gpu(da, e)) fail(c, e);
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
     if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online, moba, token-topk select on the CPU backend too
     float *in[4] = {q, k, v, dout};
@@ -430,7 +433,8 @@ static int cmd_attn(int argc, char **argv) {
   o.predict = cli_has(&a, "predict") || o.predict_csv;
   o.trace_out = cli_get(&a, "trace-out", NULL);
   o.digest = cli_has(&a, "digest");
-  if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e) || exec_index_build(&a, &o.index_build, &e))
+  if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e) || exec_index_build(&a, &o.index_build, &e) ||
+      exec_moba_gate(&a, o.cuda, &o.moba_gate_gpu, &e))
     return sr_error_report(&e, prog);
   const char *fmode = cli_get(&a, "fail-mode", "kill");
   o.fail_hang = strcmp(fmode, "hang") == 0;

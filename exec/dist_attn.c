@@ -309,6 +309,7 @@ void dist_attn_free(dist_attn *a) {
   if (a->be == DIST_CUDA) dist_attn_cuda_release(a);
   online_cpu_release(a);
   adaspa_cpu_release(a);
+  gate_gpu_release(a);
   gate_cpu_release(a);
   ring_routes_free(&a->routes);
   if (a->masks) tiles_masks_free(a->masks, a->H);

@@ -93,6 +93,10 @@ int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e);
 // trainer selects per sample itself). Ring and double ring only, no skipping (input errors); a no-op for
 // other patterns and on CUDA. Collective: every rank calls it.
 int dist_attn_estimate_online(dist_attn *a, sr_error *e);
+// moba:B:K on the CUDA backend: select with the gate on the GPU from now on (kernels/moba_gpu.h; the same
+// selection as the host gate, bit for bit) instead of on the host; a no-op for other patterns (so a pattern list
+// may mix them). One process a sequence (R = 1, U = 1); input errors on the CPU backend and on several ranks.
+int dist_attn_moba_gate_gpu(dist_attn *a, sr_error *e);
 // adaspa-online (AdaSpa's block search from the data, both backends; exec/online_adaspa.h): the step the next
 // forwards belong to. The first forward of a step searches a new block mask when step is a multiple of
 // plan.spec.search_every, when flags hold DIST_SEARCH_FORCE, or when the plan has no mask yet; every other forward

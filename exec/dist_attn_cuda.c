@@ -311,7 +311,7 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
   // moba (U == 1): this forward's selection replaces the plan's device copies first (online_gate_cuda.c)
-  if (a->gate_cpu && gate_cuda_forward(a, q, st->kv_own, e)) return e->code;
+  if (a->gate_cpu && !a->gate_gpu && gate_cuda_forward(a, q, st->kv_own, e)) return e->code;
   // The execution form the kernels run (a pattern estimated per forward pass would replace these).
   const sa_gpu_index *ix = st->ix_fwd.cells ? &st->ix_fwd : &st->ix;  // plan.spec.fwd_runs: the runs form
   const head_mask *masks = st->masks + a->h_lo[a->gidx];
@@ -319,6 +319,8 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   if (a->online && online_vs_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   // adaspa-online (R == 1): the kept mask's form, after a search when this forward searches
   if (a->adaspa && adaspa_cuda_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
+  // moba with --moba-gate gpu (R == 1): the selection and its form built on the device
+  if (a->gate_gpu && gate_gpu_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   const void *cur = st->kv_own;
   outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
@@ -386,6 +388,7 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
   const head_mask *masks = st->masks + a->h_lo[a->gidx];
   if (a->online && online_vs_backward(a, &ix, &ixt, &masks, e)) return e->code;  // the last forward's pattern
   if (a->adaspa && adaspa_cuda_backward(a, &ix, &ixt, &masks, e)) return e->code;
+  if (a->gate_gpu && gate_gpu_backward(a, &ix, &ixt, &masks, e)) return e->code;
   const void *cur = st->kv_own;
   comm_pending apend = {0};
   int p = 0, n_flush_prev = 0, fpar = 0;

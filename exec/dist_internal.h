@@ -50,6 +50,7 @@ struct dist_attn {
   void *online_cpu;           // vs-online estimation state on the CPU backend (online_vs_cpu.c), NULL otherwise
   void *adaspa;               // adaspa-online search state, either backend (online_adaspa.h), NULL otherwise
   void *gate_cpu;             // moba / token-topk selection state on the CPU backend (online_gate_cpu.c), or NULL
+  void *gate_gpu;             // moba's gate on the GPU (--moba-gate gpu, online_gate_gpu.c), or NULL
   struct fpdt_state *fpdt;    // plan.spec.fpdt_chunk > 0: FPDT's chunks, indices and buffers (exec/fpdt.h), else NULL
   timeline *tl;
   dist_stats st;
@@ -149,6 +150,18 @@ int gate_cpu_setup(struct dist_attn *a, sr_error *e);
 void gate_cpu_release(struct dist_attn *a);
 int gate_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
 int gate_cpu_pattern_used(struct dist_attn *a, pattern *pat, sr_error *e);
+// MoBA's host bit sets [H, n_groups, words] (what the GPU gate copies its selection into), and marking them selected.
+uint64_t *gate_cpu_moba_bits(struct dist_attn *a);
+void gate_cpu_mark_selected(struct dist_attn *a);
+// MoBA's gate on the GPU (online_gate_gpu.c): release; this forward's selection and its execution form (the
+// index and masks the kernels run); the backward's (the form transposed on first use); the last selection
+// copied into the host gate's bit sets (dist_attn_pattern_used).
+void gate_gpu_release(struct dist_attn *a);
+int gate_gpu_forward(struct dist_attn *a, const void *q, const void *k, const sa_gpu_index **ix, const head_mask **masks,
+                     sr_error *e);
+int gate_gpu_backward(struct dist_attn *a, const sa_gpu_index **ix, const sa_gpu_index_t **ixt, const head_mask **masks,
+                      sr_error *e);
+int gate_gpu_bits_to_host(struct dist_attn *a, sr_error *e);
 
 // moba on the CUDA backend (online_gate_cuda.c): set-up (token top-k is an input error there), and this
 // forward's selection from q, k (device bf16; U == 1), uploaded in place of the plan's index, transposes and masks.

@@ -24,5 +24,12 @@ int exec_plan_load(const cli_args *a, const char *layout, const char *schedule, 
 
 // --index-build: where the commands build their plans' tile indices (dist_attn.h).
 int exec_index_build(const cli_args *a, dist_index_build *how, sr_error *e);
+// The --moba-gate entry of the flag tables of attn and train.
+#define EXEC_MOBA_GATE_FLAG                                                                                          \
+  {"moba-gate", "WHERE", "host",                                                                                     \
+   "moba:B:K on --backend cuda: the gate on the host (the measured path) or the gpu (the same selection bit for bit, " \
+   "one process a sequence; not yet run on a GPU)"}
+// --moba-gate host|gpu: *gpu = 1 for the GPU gate (dist_attn_moba_gate_gpu); an input error on the CPU backend.
+int exec_moba_gate(const cli_args *a, int cuda, int *gpu, sr_error *e);
 
 #endif

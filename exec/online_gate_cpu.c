@@ -138,6 +138,10 @@ int gate_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_err
   return SR_OK;
 }
 
+uint64_t *gate_cpu_moba_bits(struct dist_attn *a) { return ((gate_cpu *)a->gate_cpu)->bits; }
+
+void gate_cpu_mark_selected(struct dist_attn *a) { ((gate_cpu *)a->gate_cpu)->estimated = 1; }
+
 // Every rank's rows of the last token top-k selection, gathered: the whole layer's selection into pat.
 static int tokens_gather(struct dist_attn *a, gate_cpu *o, pattern *pat, sr_error *e) {
   int W = a->c->world, K = o->g.topk;

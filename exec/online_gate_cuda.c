@@ -6,7 +6,8 @@
 // its transposes and the masks (a MOBA head's mask is a BLOCK mask of 128-token blocks, which the kernels
 // read) are built on the host and uploaded in place of the plan's. Selected blocks are whole 128 x 128 tiles,
 // FULL where every element is visible, so the kernels run them at their dense rate; the host selection and
-// the uploads are the price of this first version (a GPU gate is future work, docs/patterns.md).
+// the uploads are the price of this path (`--moba-gate host`, the default); `--moba-gate gpu` runs the same
+// selection on the device instead (online_gate_gpu.c, kernels/moba_gpu.h).
 // Token top-k does not run here: its bars need a per-element mask, and the kernels' bars take the causal
 // mask only (kernels/sparse_attn.h); dist_attn_cuda_setup refuses it.
 #include <stdlib.h>

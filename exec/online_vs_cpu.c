@@ -148,7 +148,7 @@ oom:
 
 int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e) {
   if (a->adaspa) return adaspa_pattern_used(a, pat, e);  // adaspa-online, either backend: the mask in use
-  if (a->gate_cpu) return gate_cpu_pattern_used(a, pat, e);
+  if (a->gate_cpu) return gate_gpu_bits_to_host(a, e) ? e->code : gate_cpu_pattern_used(a, pat, e);
   online_cpu *o = a->online_cpu;
   if (!o) return online_vs_pattern_used(a, pat, e);  // CUDA: downloaded from the device
   if (pat->heads != a->H || pat->n_tokens != o->est.n_tokens || a->layer >= pat->layers)

@@ -110,3 +110,49 @@ TEST(token_topk_trains_a_tiny_model_on_the_cpu_backend) {
   CHECK(last < first);
   free(out);
 }
+
+// `attn` or `train` of a tiny moba run with extra flags: its exit status and output.
+static int run_moba(const char *cmd_name, const char *extra, char **out) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec %s --model tiny-test --cluster %s --layout contiguous "
+           "--schedule ring --pattern moba:128:2 --seq 384 %s %s 2>&1",
+           test_bin_dir(), cmd_name, strcmp(cmd_name, "train") == 0 ? mpi_h200_cluster(1) : mpi_cpu_cluster(1, 1),
+           strcmp(cmd_name, "train") == 0 ? "--steps 1" : "", extra);
+  return test_run(cmd, out);
+}
+
+TEST(moba_gate_gpu_is_refused_on_the_cpu_backend_by_attn_and_train) {
+  const char *cmds[] = {"attn", "train"};
+  for (int i = 0; i < 2; i++) {
+    char *out = NULL;
+    CHECK_EQ_INT(run_moba(cmds[i], "--moba-gate gpu", &out), 2);
+    CHECK_STR_CONTAINS(out, "--moba-gate: gpu: the CPU backend gates on the host; use --backend cuda");
+    free(out);
+  }
+}
+
+TEST(moba_gate_takes_only_host_or_gpu) {
+  char *out = NULL;
+  CHECK_EQ_INT(run_moba("attn", "--moba-gate device", &out), 2);
+  CHECK_STR_CONTAINS(out, "--moba-gate: 'device' is not one of host, gpu");
+  free(out);
+}
+
+TEST(moba_gate_host_is_the_default_and_runs_on_the_cpu_backend) {
+  char *out = NULL;
+  CHECK_EQ_INT(run_moba("attn", "--moba-gate host --check", &out), 0);
+  CHECK_EQ_INT(count_lines(out, "attn ", " ok"), 1);
+  free(out);
+}
+
+TEST(moba_gate_help_says_the_gpu_gate_has_not_run_on_a_gpu) {
+  const char *cmds[] = {"attn", "train"};
+  for (int i = 0; i < 2; i++) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s/sparsering-exec %s --help 2>&1", test_bin_dir(), cmds[i]);
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, "--moba-gate");
+    CHECK_STR_CONTAINS(out, "not yet run on a GPU");
+    free(out);
+  }
+}

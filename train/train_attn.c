@@ -63,7 +63,11 @@ static int obtain(train_attn *b, int key, dist_attn **out, int *restored, sr_err
   pthread_mutex_unlock(&b->mu);
   *restored = d != NULL;
   *out = NULL;
-  if (!d) return dist_attn_create_with(b->p, b->pat, key, b->c, b->be, b->index_build, out, e);
+  if (!d) {
+    int rc = dist_attn_create_with(b->p, b->pat, key, b->c, b->be, b->index_build, out, e);
+    if (!rc && b->moba_gate_gpu && (rc = dist_attn_moba_gate_gpu(*out, e))) dist_attn_free(*out), *out = NULL;
+    return rc;
+  }
   int rc = dist_attn_device_restore(d, e);
   if (rc) dist_attn_free(d);
   else *out = d;
