@@ -95,6 +95,16 @@ static double cell_after(const steps_search *s, int l, int r, int src, int64_t a
   return C - Ar[b * W + ra] - Ac[a * W + rb] + Pba + Ac[b * W + rb] - Pbb + Ar[a * W + ra] - Paa + Pab;
 }
 
+// The slowest rank's work at step t of layer l among the ranks a move leaves alone (not in rows[4]):
+// the first of the kept top entries that is none of them (0 when all are).
+static double top_excluding(const steps_search *s, int l, int t, const int rows[4]) {
+  const double *v = s->top + ((int64_t)l * s->W + t) * TOP_K;
+  const int32_t *rk = s->top_rank + ((int64_t)l * s->W + t) * TOP_K;
+  for (int i = 0; i < TOP_K && rk[i] >= 0; i++)
+    if (rk[i] != rows[0] && rk[i] != rows[1] && rk[i] != rows[2] && rk[i] != rows[3]) return v[i];
+  return 0;
+}
+
 // Change of the sum over layers and steps of the slowest rank's work if a and b swapped.
 static double swap_gain(const steps_search *s, int64_t a, int64_t b) {
   const int W = s->W, ra = s->R[a], rb = s->R[b];
@@ -102,19 +112,12 @@ static double swap_gain(const steps_search *s, int64_t a, int64_t b) {
   for (int l = 0; l < s->L; l++)
     for (int t = 0; t < W; t++) {
       const int rows[4] = {ra, rb, (ra + t) % W, (rb + t) % W};
-      double mx = 0;
-      const double *v = s->top + ((int64_t)l * W + t) * TOP_K;
-      const int32_t *rk = s->top_rank + ((int64_t)l * W + t) * TOP_K;
-      for (int i = 0; i < TOP_K && rk[i] >= 0; i++)
-        if (rk[i] != rows[0] && rk[i] != rows[1] && rk[i] != rows[2] && rk[i] != rows[3]) {
-          mx = v[i];
-          break;
-        }
+      double mx = top_excluding(s, l, t, rows);
       for (int i = 0; i < 4; i++) {
         const double x = cell_after(s, l, rows[i], (rows[i] - t + W) % W, a, ra, b, rb);
         if (x > mx) mx = x;
       }
-      delta += mx - v[0];
+      delta += mx - s->top[((int64_t)l * W + t) * TOP_K];  // the step's slowest rank now
     }
   return delta;
 }
@@ -155,20 +158,13 @@ static double relabel_gain(const steps_search *s, int ra, int rb) {
     const double *C = s->C + (int64_t)l * W * W;
     for (int t = 0; t < W; t++) {
       const int rows[4] = {ra, rb, (ra + t) % W, (rb + t) % W};
-      double mx = 0;
-      const double *v = s->top + ((int64_t)l * W + t) * TOP_K;
-      const int32_t *rk = s->top_rank + ((int64_t)l * W + t) * TOP_K;
-      for (int i = 0; i < TOP_K && rk[i] >= 0; i++)
-        if (rk[i] != rows[0] && rk[i] != rows[1] && rk[i] != rows[2] && rk[i] != rows[3]) {
-          mx = v[i];
-          break;
-        }
+      double mx = top_excluding(s, l, t, rows);
       for (int i = 0; i < 4; i++) {
         const int r = rows[i], src = (r - t + W) % W;
         const int pr = r == ra ? rb : r == rb ? ra : r, ps = src == ra ? rb : src == rb ? ra : src;
         if (C[(int64_t)pr * W + ps] > mx) mx = C[(int64_t)pr * W + ps];
       }
-      delta += mx - v[0];
+      delta += mx - s->top[((int64_t)l * W + t) * TOP_K];  // the step's slowest rank now
     }
   }
   return delta;
