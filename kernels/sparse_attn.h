@@ -143,6 +143,10 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
 // (0 elsewhere): 1 = split dQ and dK/dV kernels with wgmma (bit-reproducible), 2 = one warp-specialized
 // KV-major kernel, dQ added by the tensor-copy engine's reduction (any order). The bars' dK/dV use the mma.sync kernels in all.
 extern int sa_bwd_variant;
+// Variant 2's split of a heavy KV tile's walk over several CTAs (dK, dV then added by atomics): 0 = automatic
+// (a tile whose query chunks exceed an SM's share of the call's, in parts of half that share); > 0 = every
+// tile in parts of that many chunks (tests).
+extern int sa_bwd_ws_cap;
 
 #ifdef __cplusplus
 }

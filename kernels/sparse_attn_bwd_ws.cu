@@ -112,7 +112,7 @@ __device__ __forceinline__ bs_info bs_locate(const bwd_args &a, const int64_t *s
 
 template <int D>
 __device__ __forceinline__ void bs_produce(const bwd_args &a, const bs_maps &mp, const bs_smem<D> &sm, const int64_t *s_cum,
-                                           const int64_t *s_beg, int kvh, int group, int j, int64_t total, int pt) {
+                                           const int64_t *s_beg, int kvh, int group, int j, int64_t f0, int64_t f1, int pt) {
   if (pt == 0) {
     sa_mbar_arrive_expect_tx(sm.kv_full, 2 * bs_smem<D>::TILE_BYTES);
 #pragma unroll
@@ -121,9 +121,10 @@ __device__ __forceinline__ void bs_produce(const bwd_args &a, const bs_maps &mp,
       sa_tma_load_2d(sm.v + cb * BW_KEYS * 128, &mp.v, kvh * D + cb * 64, j * TILE, sm.kv_full);
     }
   }
-  for (int64_t f = 0; f < total; f++) {
-    int st = (int)(f % BS_STAGES);
-    sa_mbar_wait(&sm.empty[st], (uint32_t)(((f / BS_STAGES) & 1) ^ 1));
+  for (int64_t f = f0; f < f1; f++) {
+    int64_t i = f - f0;  // the stages' and barriers' phases count from the CTA's first chunk
+    int st = (int)(i % BS_STAGES);
+    sa_mbar_wait(&sm.empty[st], (uint32_t)(((i / BS_STAGES) & 1) ^ 1));
     bs_info q = bs_locate(a, s_cum, s_beg, kvh, group, f);
     if (pt == 0) {
       sm.info[st] = q;  // published by the release of the arrival below
@@ -158,9 +159,9 @@ __device__ __forceinline__ void bs_produce(const bwd_args &a, const bs_maps &mp,
 // dims (each its own keys' share), so both are added.
 template <int D>
 __device__ __forceinline__ void bs_write_dq(const bwd_args &a, const bs_maps &mp, const bs_smem<D> &sm, const int64_t *s_cum,
-                                            const int64_t *s_beg, int kvh, int group, int64_t total, int lane) {
-  for (int64_t f = 0; f < total; f++) {
-    sa_mbar_wait(sm.dq_full, (uint32_t)(f & 1));
+                                            const int64_t *s_beg, int kvh, int group, int64_t f0, int64_t f1, int lane) {
+  for (int64_t f = f0; f < f1; f++) {
+    sa_mbar_wait(sm.dq_full, (uint32_t)((f - f0) & 1));
     if (lane == 0) {
       bs_info q = bs_locate(a, s_cum, s_beg, kvh, group, f);
 #pragma unroll
@@ -206,7 +207,7 @@ __device__ __forceinline__ uint32_t bs_keep(const bs_info &q, const head_mask *m
 
 template <int D>
 __device__ __forceinline__ void bs_consume(const bwd_args &a, const bs_smem<D> &sm, int kvh, int j, int n_valid,
-                                           int64_t total, int wg, int lw, int lane) {
+                                           int64_t f0, int64_t f1, bool split, int wg, int lw, int lane) {
   int g = lane >> 2, t = lane & 3;
   int64_t base = (int64_t)j * TILE;
   int kr[2] = {lw * 16 + g, lw * 16 + g + 8};  // this thread's two keys (rows of the 128-key tile)
@@ -226,14 +227,15 @@ __device__ __forceinline__ void bs_consume(const bwd_args &a, const bs_smem<D> &
                           : sa_desc_sw128(sm.k + wg * 64 * 128, BW_KEYS * 128, 1024);
   sa_mbar_wait(sm.kv_full, 0);
 
-  for (int64_t f = 0; f < total; f++) {
-    int st = (int)(f % BS_STAGES);
-    sa_mbar_wait(&sm.full[st], (uint32_t)((f / BS_STAGES) & 1));
+  for (int64_t f = f0; f < f1; f++) {
+    int64_t i = f - f0;
+    int st = (int)(i % BS_STAGES);
+    sa_mbar_wait(&sm.full[st], (uint32_t)((i / BS_STAGES) & 1));
     const bs_info q = sm.info[st];
     const unsigned char *qb = sm.q0 + st * bs_smem<D>::CHUNK_BYTES, *dob = sm.do0 + st * bs_smem<D>::CHUNK_BYTES;
     const int64_t *qp = sm.qpos + st * BW_QB;
     const float *lb = sm.lse + st * BW_QB, *db = sm.drow + st * BW_QB;
-    unsigned char *ds = sm.ds0 + (f & 1) * bs_smem<D>::DS_BYTES;
+    unsigned char *ds = sm.ds0 + (i & 1) * bs_smem<D>::DS_BYTES;
 
     // S^T and dP^T as two groups: P^T's exponentials run under the dP^T product.
     float s[BW_QB / 8][4], dp[BW_QB / 8][4];
@@ -253,31 +255,56 @@ __device__ __forceinline__ void bs_consume(const bwd_args &a, const bs_smem<D> &
     for (int kk = 0; kk < D / 16; kk++)
       sa_wgmma_m64n64_ss(&dp[0][0], dva + bw_kmajor(kk, BW_KEYS), ddob + bw_kmajor(kk, BW_QB));
     sa_wgmma_commit();
-    sa_wgmma_wait<1>();
-    bw_fence_regs<BW_QB / 2>(&s[0][0]);
 
     const head_mask *mask = a.masks ? &a.masks[q.h] : NULL;
     uint32_t keep = bs_keep(q, mask, qp, kp, t);
+    // A warp whose 16 x 64 block keeps every pair (FULL chunks, most of a causal chunk's warps) skips the
+    // per-element selects: every column is then a present row, so its LSE and D are not stale.
+    const bool all = __all_sync(0xffffffffu, keep == 0xffffffffu);
+    // The rows' LSE in base 2 (-inf: +inf, so that exp2 gives 0), a pair of columns 8n + 2t (+1) a load.
+    float2 l2[BW_QB / 8];
 #pragma unroll
-    for (int n = 0; n < BW_QB / 8; n++)
+    for (int n = 0; n < BW_QB / 8; n++) {
+      float2 L = *(const float2 *)(lb + n * 8 + 2 * t);
+      l2[n] = make_float2(L.x == -INFINITY ? INFINITY : L.x * SA_LOG2E, L.y == -INFINITY ? INFINITY : L.y * SA_LOG2E);
+    }
+    sa_wgmma_wait<1>();
+    bw_fence_regs<BW_QB / 2>(&s[0][0]);
+    if (all) {
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float L = lb[n * 8 + 2 * t + (e & 1)], l2 = L == -INFINITY ? INFINITY : L * SA_LOG2E;
-        s[n][e] = (keep >> (n * 4 + e)) & 1u ? sa_exp2(fmaf(s[n][e], a.scale_log2, -l2)) : 0.f;  // P^T
-      }
+      for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = sa_exp2(fmaf(s[n][e], a.scale_log2, -(e & 1 ? l2[n].y : l2[n].x)));  // P^T
+    } else {
+#pragma unroll
+      for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          s[n][e] = (keep >> (n * 4 + e)) & 1u ? sa_exp2(fmaf(s[n][e], a.scale_log2, -(e & 1 ? l2[n].y : l2[n].x))) : 0.f;
+    }
     uint32_t pa[4][4], da[4][4];
     bw_pack(pa, s);
     bw_fence_regs<D / 2>(&dv[0][0]);
     sa_wgmma_fence();
     bw_mma_rs<D>(&dv[0][0], pa, sa_desc_sw128(dob, BW_QB * 128, 1024));  // dV += P^T dO, under dS^T
     sa_wgmma_commit();
+    float2 dr[BW_QB / 8];  // the rows' D, loaded while dP^T and dV run
+#pragma unroll
+    for (int n = 0; n < BW_QB / 8; n++) dr[n] = *(const float2 *)(db + n * 8 + 2 * t);
     sa_wgmma_wait<1>();  // dP^T (the older group) done
     bw_fence_regs<BW_QB / 2>(&dp[0][0]);
+    if (all) {
 #pragma unroll
-    for (int n = 0; n < BW_QB / 8; n++)
+      for (int n = 0; n < BW_QB / 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++)  // dS^T; exactly 0 where nothing is kept (D of a column past nv is stale)
-        dp[n][e] = (keep >> (n * 4 + e)) & 1u ? s[n][e] * (dp[n][e] - db[n * 8 + 2 * t + (e & 1)]) : 0.f;
+        for (int e = 0; e < 4; e++) dp[n][e] = s[n][e] * (dp[n][e] - (e & 1 ? dr[n].y : dr[n].x));  // dS^T
+    } else {
+#pragma unroll
+      for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)  // dS^T; exactly 0 where nothing is kept (D of a column past nv is stale)
+          dp[n][e] = (keep >> (n * 4 + e)) & 1u ? s[n][e] * (dp[n][e] - (e & 1 ? dr[n].y : dr[n].x)) : 0.f;
+    }
     bw_pack(da, dp);
     // dS^T into shared memory as it sits in the accumulators (row = key, column = query row).
 #pragma unroll
@@ -287,74 +314,101 @@ __device__ __forceinline__ void bs_consume(const bwd_args &a, const bs_smem<D> &
         int row = kr[x & 1], col = kk * 16 + (x >> 1) * 8 + 2 * t;
         *(uint32_t *)(ds + sa_sw128_offset(row, col, BW_KEYS)) = da[kk][x];
       }
-    bw_fence_regs<D / 2>(&dk[0][0]);
-    sa_wgmma_fence();
-    bw_mma_rs<D>(&dk[0][0], da, sa_desc_sw128(qb, BW_QB * 128, 1024));  // dK += dS^T Q
-    sa_wgmma_commit();
     sa_fence_proxy_async();  // dS^T, written by plain stores, is read next by the tensor cores
     if (D == 128) sa_named_sync<BS_DS_BAR>(256);
     else if (wg == 0) sa_named_sync<BS_DS_BAR + 1>(128);
     else sa_named_sync<BS_DS_BAR + 2>(128);
 
-    // dQ (query rows x head dims) = dS K: A = dS^T (M-major), B = K (N-major).
+    // dQ (query rows x head dims) = dS K: A = dS^T (M-major), B = K (N-major); issued before dK += dS^T Q
+    // so that dK runs while dQ goes to shared memory (the groups complete in order).
     float dq[BW_QB / 8][4];
 #pragma unroll
     for (int n = 0; n < BW_QB / 8; n++)
 #pragma unroll
       for (int e = 0; e < 4; e++) dq[n][e] = 0.f;
     bw_fence_regs<BW_QB / 2>(&dq[0][0]);
+    bw_fence_regs<D / 2>(&dk[0][0]);
     sa_wgmma_fence();
     uint64_t dds = sa_desc_sw128(ds + (D == 128 ? 0 : wg * 64 * 128), BW_KEYS * 128, 1024);
 #pragma unroll
     for (int kk = 0; kk < DQ_KEYS / 16; kk++) sa_wgmma_m64n64_ss_tt(&dq[0][0], dds + bw_nmajor(kk), dkq + bw_nmajor(kk));
     sa_wgmma_commit();
-    sa_wgmma_wait<0>();
+    bw_mma_rs<D>(&dk[0][0], da, sa_desc_sw128(qb, BW_QB * 128, 1024));  // dK += dS^T Q
+    sa_wgmma_commit();
+    sa_wgmma_wait<1>();  // dV and dQ done; dK may still run
+    bw_fence_regs<BW_QB / 2>(&dq[0][0]);
+
+    // Query rows (lw % 4) * 16 + g (+ 8), the warpgroup's 64 columns 8n + 2t (+1): into its two boxes
+    // once the writer has read the previous chunk's (rows past nv hold zeros; the tensor map clips them).
+    // Threads with t >= 2 store column block n ^ 2 when the others store n: a half-warp's 8-byte stores
+    // then fill 8 distinct 16-byte units of a swizzled row group, no bank conflict.
+    sa_mbar_wait(sm.dq_empty, (uint32_t)((i & 1) ^ 1));
+    unsigned char *dqs = (unsigned char *)sm.dq + wg * 2 * bs_smem<D>::DQ_BOX_BYTES;
+    const bool swap = t & 2;
+#pragma unroll
+    for (int ri = 0; ri < 2; ri++) {
+      int r = (lw & 3) * 16 + g + 8 * ri;
+#pragma unroll
+      for (int n = 0; n < BW_QB / 8; n++) {
+        int m = swap ? n ^ 2 : n;
+        float x0 = swap ? dq[n ^ 2][2 * ri] : dq[n][2 * ri], x1 = swap ? dq[n ^ 2][2 * ri + 1] : dq[n][2 * ri + 1];
+        *(float2 *)(dqs + (m >> 2) * bs_smem<D>::DQ_BOX_BYTES + bs_dq_offset(r, (m & 3) * 8 + 2 * t)) =
+            make_float2(a.scale * x0, a.scale * x1);
+      }
+    }
+    sa_fence_proxy_async();  // plain stores, read next by the tensor-copy engine
+    sa_mbar_arrive(sm.dq_full);
+    sa_wgmma_wait<0>();  // dK done: Q of stage st and dS^T's registers are free
     bw_fence_regs<D / 2>(&dv[0][0]);
     bw_fence_regs<D / 2>(&dk[0][0]);
-    bw_fence_regs<BW_QB / 2>(&dq[0][0]);
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
 #pragma unroll
       for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]), sa_reg_fence_u32(da[kk][r]);
     __syncwarp();
     if (lane == 0) sa_mbar_arrive(&sm.empty[st]);  // Q, dO, LSE, D and the positions of stage st are free
-
-    // Query rows (lw % 4) * 16 + g (+ 8), the warpgroup's 64 columns 8n + 2t (+1): into its two boxes
-    // once the writer has read the previous chunk's (rows past nv hold zeros; the tensor map clips them).
-    sa_mbar_wait(sm.dq_empty, (uint32_t)((f & 1) ^ 1));
-    unsigned char *dqs = (unsigned char *)sm.dq + wg * 2 * bs_smem<D>::DQ_BOX_BYTES;
-#pragma unroll
-    for (int ri = 0; ri < 2; ri++) {
-      int r = (lw & 3) * 16 + g + 8 * ri;
-#pragma unroll
-      for (int n = 0; n < BW_QB / 8; n++)
-        *(float2 *)(dqs + (n >> 2) * bs_smem<D>::DQ_BOX_BYTES + bs_dq_offset(r, (n & 3) * 8 + 2 * t)) =
-            make_float2(a.scale * dq[n][2 * ri], a.scale * dq[n][2 * ri + 1]);
-    }
-    sa_fence_proxy_async();  // plain stores, read next by the tensor-copy engine
-    sa_mbar_arrive(sm.dq_full);
   }
+  // dK, dV of the CTA's keys: added in place when the CTA walks the tile's every chunk, by atomics when
+  // the walk is split over several CTAs (any order: not bit-reproducible).
   for (int ri = 0; ri < 2; ri++) {
     if (kr[ri] >= n_valid) continue;
     int64_t key = base + kr[ri];
     float *ok = a.dk + (key * a.kv_heads + kvh) * D, *ov = a.dv + (key * a.kv_heads + kvh) * D;
 #pragma unroll
     for (int n = 0; n < D / 8; n++) {
-      float2 *p = (float2 *)(ok + n * 8 + 2 * t), r = *p;
-      r.x += a.scale * dk[n][2 * ri], r.y += a.scale * dk[n][2 * ri + 1];
-      *p = r;
-      p = (float2 *)(ov + n * 8 + 2 * t), r = *p;
-      r.x += dv[n][2 * ri], r.y += dv[n][2 * ri + 1];
-      *p = r;
+      float2 *pk = (float2 *)(ok + n * 8 + 2 * t), *pv = (float2 *)(ov + n * 8 + 2 * t);
+      float2 xk = make_float2(a.scale * dk[n][2 * ri], a.scale * dk[n][2 * ri + 1]);
+      float2 xv = make_float2(dv[n][2 * ri], dv[n][2 * ri + 1]);
+      if (split) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        atomicAdd(pk, xk), atomicAdd(pv, xv);  // 8-byte vector reductions
+#else  // the sm_80 image compiles this kernel but never runs it
+        atomicAdd(&pk->x, xk.x), atomicAdd(&pk->y, xk.y), atomicAdd(&pv->x, xv.x), atomicAdd(&pv->y, xv.y);
+#endif
+      } else {
+        float2 r = *pk;
+        *pk = make_float2(r.x + xk.x, r.y + xk.y);
+        r = *pv;
+        *pv = make_float2(r.x + xv.x, r.y + xv.y);
+      }
     }
   }
 }
 
 // ---- the kernel -------------------------------------------------------------------------------------
 
+// CTA x walks part `x % splits` of KV cell x / splits (tile-major over the KV heads: the heaviest tiles of a
+// causal mask first). A cell whose query chunks alone exceed one SM's fair share of the call's chunks (all of
+// them over n_sms) is split into parts of half that share (at most `splits`) of consecutive chunks, so that a
+// tile used by every query (a vertical line's) does not leave the other SMs idle while its CTA walks; with
+// cap > 0, every cell is split into parts of cap chunks (tests). The CTAs of parts a cell does not need return
+// at once. Dense masks are never split: splitting their evenly loaded cells measured slower on one H100
+// (bench-attn, dense causal 64K: parts of 1024 chunks 124 ms, unsplit 93 ms; 4 ranks at 512K: 2544 ms against
+// 1736 ms), while the VS-like mask at 128K gains (46 ms against 62 ms unsplit).
 template <int D>
 __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_kernel(const __grid_constant__ bwd_args a,
-                                                                  const __grid_constant__ bs_maps mp) {
+                                                                  const __grid_constant__ bs_maps mp, int splits,
+                                                                  int n_sms, int64_t cap) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   bs_smem<D> sm = bs_smem_of<D>(smem_raw);
   __shared__ int64_t s_cum[33];
@@ -362,7 +416,9 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_kernel(const __grid_c
   int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
   int group = a.heads / a.kv_heads;
   // Tile-major over the KV heads: the heaviest tiles (the first, under a causal mask) start first.
-  int j = (int)(blockIdx.x / a.kv_heads), kvh = (int)(blockIdx.x % a.kv_heads);
+  int64_t cell = blockIdx.x / splits;
+  int part = (int)(blockIdx.x % splits);
+  int j = (int)(cell / a.kv_heads), kvh = (int)(cell % a.kv_heads);
   int n_valid = (int)min((int64_t)TILE, a.n_k - (int64_t)j * TILE);
   if (tid == 0) {
     s_cum[0] = 0;
@@ -382,20 +438,30 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_kernel(const __grid_c
   }
   __syncthreads();
   int64_t total = s_cum[group];
-  if (total == 0) return;  // no query chunk uses this tile (dK, dV unchanged)
+  int64_t parts = 1;
+  if (cap > 0) {
+    parts = min((int64_t)splits, (total + cap - 1) / cap);
+  } else if (splits > 1) {  // every cell's chunks: 2 x (transposed entries), x heads when one index serves all
+    int64_t all = 2 * a.tt.kv_cnt[(int64_t)a.tt.heads * a.tt.n_kvtiles] * (a.tt.heads == 1 ? a.heads : 1);
+    int64_t fair = (all + n_sms - 1) / n_sms, part_chunks = max((int64_t)256, fair / 2);
+    if (total > fair) parts = min((int64_t)splits, (total + part_chunks - 1) / part_chunks);
+  }
+  if (part >= parts) return;  // no query chunk uses this tile (dK, dV unchanged), or no part is left for this CTA
+  int64_t f0 = total * part / parts, f1 = total * (part + 1) / parts;
   if (wg == 0) {
     sa_setmaxnreg_dec<BS_PROD_REGS>();
-    if (tid < BS_LOADERS) bs_produce<D>(a, mp, sm, s_cum, s_beg, kvh, group, j, total, tid);
-    else if (warp == 2) bs_write_dq<D>(a, mp, sm, s_cum, s_beg, kvh, group, total, lane);
+    if (tid < BS_LOADERS) bs_produce<D>(a, mp, sm, s_cum, s_beg, kvh, group, j, f0, f1, tid);
+    else if (warp == 2) bs_write_dq<D>(a, mp, sm, s_cum, s_beg, kvh, group, f0, f1, lane);
   } else {
     sa_setmaxnreg_inc<BS_CONS_REGS>();
-    bs_consume<D>(a, sm, kvh, j, n_valid, total, wg - 1, warp - 4, lane);
+    bs_consume<D>(a, sm, kvh, j, n_valid, f0, f1, parts > 1, wg - 1, warp - 4, lane);
   }
 }
 
 // ---- host ---------------------------------------------------------------------------------------------
 
 static PFN_cuTensorMapEncodeTiled_v12000 bs_encode;
+int sa_bwd_ws_cap = 0;
 
 // A row-major [rows, cols] tensor of bf16 (elem 2: boxes of 64 columns) or fp32 (elem 4: 32 columns),
 // each box 128 bytes wide.
@@ -431,7 +497,15 @@ static int bs_launch(const bwd_args &a, int64_t kv_cells, cudaStream_t st, sr_er
     return rc;
   size_t smem = bs_smem<D>::bytes();
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_ws_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  sa_bwd_ws_kernel<D><<<(unsigned)kv_cells, BS_THREADS, smem, st>>>(a, mp);
+  // At most 4 parts a cell (a vertical line's tile against the VS-like mask at 128K is 4x an SM's share at
+  // most); sa_bwd_ws_cap > 0 sets the part size (tests: up to 64 parts).
+  static int n_sms;
+  if (!n_sms) SA_CUDA(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0));
+  int group = a.heads / a.kv_heads;
+  int64_t max_chunks = 2 * (int64_t)group * a.tt.n_qtiles, cap = sa_bwd_ws_cap;
+  int splits = cap > 0 ? (int)min((int64_t)64, (max_chunks + cap - 1) / cap) : 4;
+  if (splits < 1 || kv_cells * splits > INT32_MAX) splits = 1, cap = 0;
+  sa_bwd_ws_kernel<D><<<(unsigned)(kv_cells * splits), BS_THREADS, smem, st>>>(a, mp, splits, n_sms, cap);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }

@@ -223,6 +223,8 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--dump-only") == 0 && i + 1 < argc) dump = argv[++i], dump_only = 1;
     if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump = argv[++i];
   }
+  // SR_BWD_WS_CAP: the backward's part size in query chunks (sa_bwd_ws_cap; 0 or unset: automatic).
+  if (getenv("SR_BWD_WS_CAP")) sa_bwd_ws_cap = atoi(getenv("SR_BWD_WS_CAP"));
   const int H = 16, KH = 2, D = 128;
   bcase cs[] = {{"dense causal", 0, 16384}, {"dense causal", 0, 65536}, {"vs-like", 1, 65536}, {"vs-like", 1, 131072},
                 {"qwen mix", 2, 65536}, {"qwen mix", 2, 131072}};
