@@ -62,7 +62,7 @@ typedef struct {
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
   dist_index_build index_build;  // --index-build
-  int moba_gate_gpu;             // --moba-gate gpu
+  int moba_gate;                 // --moba-gate: EXEC_GATE_HOST, _GPU or _AUTO
 } attn_opts;
 
 // A rank that hits an error stops the whole job with the message (never a hang on the others).
@@ -307,7 +307,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     tc = sr_now() - tc;
     if (c->rank == 0)
       printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, tc, dist_attn_index_on_gpu(da) ? "GPU" : "host");
-    if (o_->moba_gate_gpu && dist_attn_moba_gate_gpu(da, e)) fail(c, e);
+    if (o_->moba_gate != EXEC_GATE_HOST && dist_attn_moba_gate_gpu(da, o_->moba_gate == EXEC_GATE_GPU, e)) fail(c, e);
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
     if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online, moba, token-topk select on the CPU backend too
     float *in[4] = {q, k, v, dout};
@@ -434,7 +434,7 @@ static int cmd_attn(int argc, char **argv) {
   o.trace_out = cli_get(&a, "trace-out", NULL);
   o.digest = cli_has(&a, "digest");
   if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e) || exec_index_build(&a, &o.index_build, &e) ||
-      exec_moba_gate(&a, o.cuda, &o.moba_gate_gpu, &e))
+      exec_moba_gate(&a, o.cuda, &o.moba_gate, &e))
     return sr_error_report(&e, prog);
   const char *fmode = cli_get(&a, "fail-mode", "kill");
   o.fail_hang = strcmp(fmode, "hang") == 0;

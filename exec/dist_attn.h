@@ -95,8 +95,9 @@ int dist_attn_pattern_used(dist_attn *a, pattern *pat, sr_error *e);
 int dist_attn_estimate_online(dist_attn *a, sr_error *e);
 // moba:B:K on the CUDA backend: select with the gate on the GPU from now on (kernels/moba_gpu.h; the same
 // selection as the host gate, bit for bit) instead of on the host; a no-op for other patterns (so a pattern list
-// may mix them). One process a sequence (R = 1, U = 1); input errors on the CPU backend and on several ranks.
-int dist_attn_moba_gate_gpu(dist_attn *a, sr_error *e);
+// may mix them). One process a sequence (R = 1, U = 1), tokens in global order, K <= MOBA_GPU_MAX_TOPK: where
+// that does not hold, or on the CPU backend, an input error if `required`, else the host gate stays (auto).
+int dist_attn_moba_gate_gpu(dist_attn *a, int required, sr_error *e);
 // adaspa-online (AdaSpa's block search from the data, both backends; exec/online_adaspa.h): the step the next
 // forwards belong to. The first forward of a step searches a new block mask when step is a multiple of
 // plan.spec.search_every, when flags hold DIST_SEARCH_FORCE, or when the plan has no mask yet; every other forward

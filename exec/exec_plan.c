@@ -51,11 +51,14 @@ int exec_plan_load(const cli_args *a, const char *layout, const char *schedule, 
   return SR_OK;
 }
 
-int exec_moba_gate(const cli_args *a, int cuda, int *gpu, sr_error *e) {
-  const char *v = cli_get(a, "moba-gate", "host");
-  *gpu = strcmp(v, "gpu") == 0;
-  if (!*gpu && strcmp(v, "host") != 0) return sr_input_error(e, NULL, "--moba-gate", "'%s' is not one of host, gpu", v);
-  if (*gpu && !cuda) return sr_input_error(e, NULL, "--moba-gate", "gpu: the CPU backend gates on the host; use --backend cuda");
+int exec_moba_gate(const cli_args *a, int cuda, int *gate, sr_error *e) {
+  const char *v = cli_get(a, "moba-gate", "auto");
+  if (strcmp(v, "auto") == 0) *gate = cuda ? EXEC_GATE_AUTO : EXEC_GATE_HOST;
+  else if (strcmp(v, "host") == 0) *gate = EXEC_GATE_HOST;
+  else if (strcmp(v, "gpu") == 0) *gate = EXEC_GATE_GPU;
+  else return sr_input_error(e, NULL, "--moba-gate", "'%s' is not one of auto, host, gpu", v);
+  if (*gate == EXEC_GATE_GPU && !cuda)
+    return sr_input_error(e, NULL, "--moba-gate", "gpu: the CPU backend gates on the host; use --backend cuda");
   return SR_OK;
 }
 

@@ -26,10 +26,12 @@ int exec_plan_load(const cli_args *a, const char *layout, const char *schedule, 
 int exec_index_build(const cli_args *a, dist_index_build *how, sr_error *e);
 // The --moba-gate entry of the flag tables of attn and train.
 #define EXEC_MOBA_GATE_FLAG                                                                                          \
-  {"moba-gate", "WHERE", "host",                                                                                     \
-   "moba:B:K on --backend cuda: the gate on the host (the measured path) or the gpu (the same selection bit for bit, " \
-   "one process a sequence; not yet run on a GPU)"}
-// --moba-gate host|gpu: *gpu = 1 for the GPU gate (dist_attn_moba_gate_gpu); an input error on the CPU backend.
-int exec_moba_gate(const cli_args *a, int cuda, int *gpu, sr_error *e);
+  {"moba-gate", "WHERE", "auto",                                                                                     \
+   "where moba:B:K selects its blocks: gpu (the host's selection bit for bit; --backend cuda, one process a "       \
+   "sequence, K <= 64), host, or auto: the gpu where it applies, else the host"}
+// --moba-gate auto|host|gpu: *gate = EXEC_GATE_AUTO, _HOST or _GPU (dist_attn_moba_gate_gpu's `required` for
+// _GPU); gpu is an input error on the CPU backend, auto there is the host.
+enum { EXEC_GATE_HOST = 0, EXEC_GATE_GPU = 1, EXEC_GATE_AUTO = 2 };
+int exec_moba_gate(const cli_args *a, int cuda, int *gate, sr_error *e);
 
 #endif

@@ -42,19 +42,28 @@ void gate_gpu_release(struct dist_attn *a) {
   a->gate_gpu = NULL;
 }
 
-int dist_attn_moba_gate_gpu(dist_attn *a, sr_error *e) {
+#define GATE_STR_(x) #x
+#define GATE_STR(x) GATE_STR_(x)
+// Why the GPU gate cannot serve this rank's pattern (NULL: it can).
+static const char *gate_gpu_refusal(const dist_attn *a, const gating_opts *g) {
+  if (a->R != 1 || a->U != 1) return "one process a sequence for now (the ranks' sums are not on NCCL yet)";
+  for (int64_t i = 0; i < a->n_q; i++)
+    if (a->qpos[i] != i) return "the tokens are not in global order";
+  if (g->topk > MOBA_GPU_MAX_TOPK) return "top-k above the GPU gate's " GATE_STR(MOBA_GPU_MAX_TOPK);
+  return NULL;
+}
+
+int dist_attn_moba_gate_gpu(dist_attn *a, int required, sr_error *e) {
   gating_opts g;
-  if (a->be != DIST_CUDA)
+  if (a->be != DIST_CUDA) {
+    if (!required) return SR_OK;
     return sr_input_error(e, NULL, "--moba-gate", "gpu: the CPU backend gates on the host; use --backend cuda");
+  }
   if (pattern_spec_estimation(a->p->spec.pattern) != PATTERN_GATED) return SR_OK;  // nothing to gate
   if (pattern_spec_gating_opts(a->p->spec.pattern, &g, e)) return e->code;
   if (g.kind != PATTERN_MOBA) return SR_OK;  // token top-k: refused on CUDA by its own set-up
-  if (a->R != 1 || a->U != 1)
-    return sr_input_error(e, NULL, "--moba-gate", "gpu: one process a sequence for now (the ranks' sums are not on NCCL yet)");
-  for (int64_t i = 0; i < a->n_q; i++)
-    if (a->qpos[i] != i) return sr_input_error(e, NULL, "--moba-gate", "gpu: the tokens are not in global order");
-  if (g.topk > MOBA_GPU_MAX_TOPK)
-    return sr_input_error(e, NULL, "--moba-gate", "gpu: top-k %d above the GPU gate's %d", g.topk, MOBA_GPU_MAX_TOPK);
+  const char *why = gate_gpu_refusal(a, &g);
+  if (why) return required ? sr_input_error(e, NULL, "--moba-gate", "gpu: %s", why) : SR_OK;  // auto: the host gate
   gate_gpu *o = calloc(1, sizeof *o);
   if (!o) return sr_internal_error(e, 0, "out of memory");
   a->gate_gpu = o;
@@ -110,7 +119,8 @@ int gate_gpu_bits_to_host(struct dist_attn *a, sr_error *e) {
 
 void gate_gpu_release(struct dist_attn *a) { (void)a; }
 
-int dist_attn_moba_gate_gpu(dist_attn *a, sr_error *e) {
+int dist_attn_moba_gate_gpu(dist_attn *a, int required, sr_error *e) {
+  if (!required) return SR_OK;
   if (a->be != DIST_CUDA)
     return sr_input_error(e, NULL, "--moba-gate", "gpu: the CPU backend gates on the host; use --backend cuda");
   return sr_input_error(e, NULL, "--moba-gate", "gpu: this build has no CUDA");

@@ -131,28 +131,39 @@ TEST(moba_gate_gpu_is_refused_on_the_cpu_backend_by_attn_and_train) {
   }
 }
 
-TEST(moba_gate_takes_only_host_or_gpu) {
+TEST(moba_gate_takes_only_auto_host_or_gpu) {
   char *out = NULL;
   CHECK_EQ_INT(run_moba("attn", "--moba-gate device", &out), 2);
-  CHECK_STR_CONTAINS(out, "--moba-gate: 'device' is not one of host, gpu");
+  CHECK_STR_CONTAINS(out, "--moba-gate: 'device' is not one of auto, host, gpu");
   free(out);
 }
 
-TEST(moba_gate_host_is_the_default_and_runs_on_the_cpu_backend) {
+TEST(moba_gate_host_runs_on_the_cpu_backend) {
   char *out = NULL;
   CHECK_EQ_INT(run_moba("attn", "--moba-gate host --check", &out), 0);
   CHECK_EQ_INT(count_lines(out, "attn ", " ok"), 1);
   free(out);
 }
 
-TEST(moba_gate_help_says_the_gpu_gate_has_not_run_on_a_gpu) {
+TEST(moba_gate_auto_is_the_default_and_gates_on_the_host_on_the_cpu_backend) {
+  const char *extra[] = {"--check", "--moba-gate auto --check"};
+  for (int i = 0; i < 2; i++) {
+    char *out = NULL;
+    CHECK_EQ_INT(run_moba("attn", extra[i], &out), 0);
+    CHECK_EQ_INT(count_lines(out, "attn ", " ok"), 1);
+    free(out);
+  }
+}
+
+TEST(moba_gate_help_names_auto_as_the_default_and_the_gpu_gate_s_limits) {
   const char *cmds[] = {"attn", "train"};
   for (int i = 0; i < 2; i++) {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "%s/sparsering-exec %s --help 2>&1", test_bin_dir(), cmds[i]);
     CHECK_EQ_INT(test_run(cmd, &out), 0);
     CHECK_STR_CONTAINS(out, "--moba-gate");
-    CHECK_STR_CONTAINS(out, "not yet run on a GPU");
+    CHECK_STR_CONTAINS(out, "auto: the gpu where it applies, else the host");
+    CHECK_STR_CONTAINS(out, "one process a sequence");
     free(out);
   }
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/exec_plan.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
 #if SR_HAVE_CUDA
@@ -65,7 +66,8 @@ static int obtain(train_attn *b, int key, dist_attn **out, int *restored, sr_err
   *out = NULL;
   if (!d) {
     int rc = dist_attn_create_with(b->p, b->pat, key, b->c, b->be, b->index_build, out, e);
-    if (!rc && b->moba_gate_gpu && (rc = dist_attn_moba_gate_gpu(*out, e))) dist_attn_free(*out), *out = NULL;
+    if (!rc && b->moba_gate != EXEC_GATE_HOST && (rc = dist_attn_moba_gate_gpu(*out, b->moba_gate == EXEC_GATE_GPU, e)))
+      dist_attn_free(*out), *out = NULL;
     return rc;
   }
   int rc = dist_attn_device_restore(d, e);

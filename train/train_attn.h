@@ -45,7 +45,7 @@ typedef struct {
   int64_t built;       // plans built so far (before the first step, on demand and ahead)
   int64_t built_gpu;   // of which with their tile index built on the GPU (dist_attn_index_on_gpu)
   dist_index_build index_build;  // where the tile indices are built (set before train_attn_prebuild; default AUTO)
-  int moba_gate_gpu;             // moba: the gate on the GPU (dist_attn_moba_gate_gpu; set like index_build)
+  int moba_gate;                 // moba: EXEC_GATE_HOST, _GPU or _AUTO (dist_attn_moba_gate_gpu; set like index_build)
   // plan waits: uses of a plan that was not ready when its layer came (built then, restored, or still being built
   // ahead), and the seconds the layers spent getting their plans (every use, waits and evictions included)
   int64_t waits;

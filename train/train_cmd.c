@@ -259,7 +259,7 @@ typedef struct {
   int keep_wanted;            // selective recomputation asked for on the GPU (decided by keep_attn_decide)
   double keep_bytes, keep_free;  // what it takes on this rank, and what was free beside the plans
   dist_index_build index_build;  // --index-build
-  int moba_gate_gpu;             // --moba-gate gpu
+  int moba_gate;                 // --moba-gate: EXEC_GATE_HOST, _GPU or _AUTO
   // memory after the first step: device memory in use on the fullest GPU, pinned host memory of rank 0's node
   // (offloaded layer inputs and attention chunks; the CPU backend: the offloaded layer inputs' stand-in)
   double gpu_used, host_pinned;
@@ -329,12 +329,12 @@ static int plan_setup(train_run *r, sr_error *e) {
   layout_positions(&r->p.layout, r->R, r->pos);
   // plan-building threads: by default the node's cores shared by its ranks (the GPU machines: one node)
   if (r->build_threads == 0) r->build_threads = sr_max64(1, sysconf(_SC_NPROCESSORS_ONLN) / r->c.world);
-  if (exec_index_build(a, &r->index_build, e) || exec_moba_gate(a, r->cuda, &r->moba_gate_gpu, e) ||
+  if (exec_index_build(a, &r->index_build, e) || exec_moba_gate(a, r->cuda, &r->moba_gate, e) ||
       train_attn_init(&r->ta, &r->p, &r->pat, &r->c, r->cuda, (int)r->attn_cache, (int)r->prefetch,
                       (int)r->build_threads, r->pos, e))
     return e->code;
   r->ta.index_build = r->index_build;
-  r->ta.moba_gate_gpu = r->moba_gate_gpu;
+  r->ta.moba_gate = r->moba_gate;
   if (cli_has(a, "attn-host-cache") && train_attn_host_cache(&r->ta, r->host_gib, e)) return e->code;
   return SR_OK;
 }
