@@ -5,7 +5,9 @@
 // `vs-preset:qwen2.5-3b`, seed 1, layer 0, its execution form built by plan/tiles.h) at 64K and 128K, forward (the default and every variant of sa_fwd_variant, side by side)
 // and backward (both variants of sa_bwd_variant). CUDA events around each call, 3 warm-up runs,
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
-// Usage: sparsering-bench-attn [--quick] [--fast] [--mix] [--defaults] [--dump DIR] [--dump-only DIR]
+// Usage: sparsering-bench-attn [--quick] [--fast] [--mix] [--defaults] [--shapes] [--dump DIR] [--dump-only DIR]
+//   (--shapes: instead, dense causal at 128K (16 / 2 heads, d 128), MHA 16 / 16 and d 64 at 16K and 64K, the
+//   default kernels only; the mask column names the shape)
 //   (--fast: forward default only, no 64K VS-like, no budget mix; --mix: only VS-like 128K and the budget mix;
 //   --defaults: the default forward and backward only, no other variant; --dump-only: the dumps with the
 //   defaults, no timing)
@@ -55,6 +57,7 @@ typedef struct {
   const char *name;
   int vs;  // 0 dense causal, 1 VS-like, 2 the Qwen2.5-3B budget mix
   int64_t n;
+  int h, kh, d;  // query heads, KV heads, head dim (0: the Qwen2.5-3B shape, 16 / 2 / 128)
 } bcase;
 
 // The budget mix at n tokens as the planner builds it: layer 0 of vs-preset:qwen2.5-3b (seed 1) on one rank,
@@ -212,7 +215,7 @@ static void runs_row(int64_t N, const tile_index *ti, const head_mask *masks, co
 }
 
 int main(int argc, char **argv) {
-  int quick = 0, fast = 0, mix = 0, defaults = 0, dump_only = 0, skip_cmp = 0;
+  int quick = 0, fast = 0, mix = 0, defaults = 0, dump_only = 0, skip_cmp = 0, shapes = 0;
   const char *dump = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = 1;
@@ -222,13 +225,18 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--skip-cmp") == 0) skip_cmp = defaults = 1;  // the defaults, and every Hopper forward and backward variant
     if (strcmp(argv[i], "--dump-only") == 0 && i + 1 < argc) dump = argv[++i], dump_only = 1;
     if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump = argv[++i];
+    if (strcmp(argv[i], "--shapes") == 0) shapes = defaults = 1;
   }
   // SR_BWD_WS_CAP: the backward's part size in query chunks (sa_bwd_ws_cap; 0 or unset: automatic).
   if (getenv("SR_BWD_WS_CAP")) sa_bwd_ws_cap = atoi(getenv("SR_BWD_WS_CAP"));
-  const int H = 16, KH = 2, D = 128;
-  bcase cs[] = {{"dense causal", 0, 16384}, {"dense causal", 0, 65536}, {"vs-like", 1, 65536}, {"vs-like", 1, 131072},
-                {"qwen mix", 2, 65536}, {"qwen mix", 2, 131072}};
-  int ncs = quick && !dump_only ? 1 : 6;
+  bcase cs_main[] = {{"dense causal", 0, 16384}, {"dense causal", 0, 65536}, {"vs-like", 1, 65536}, {"vs-like", 1, 131072},
+                     {"qwen mix", 2, 65536}, {"qwen mix", 2, 131072}};
+  // --shapes: the dense causal goals' other shapes (the default kernels only): 128K at the Qwen2.5-3B shape, MHA
+  // (16 / 16 heads) and d 64 (16 / 2) at 16K and 64K, as peers.py --shapes times cuDNN on them.
+  bcase cs_shapes[] = {{"dense causal", 0, 131072}, {"dense MHA", 0, 16384, 16, 16, 128}, {"dense MHA", 0, 65536, 16, 16, 128},
+                       {"dense d64", 0, 16384, 16, 2, 64}, {"dense d64", 0, 65536, 16, 2, 64}};
+  bcase *cs = shapes ? cs_shapes : cs_main;
+  int ncs = shapes ? 5 : quick && !dump_only ? 1 : 6;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -245,6 +253,7 @@ int main(int argc, char **argv) {
   CK(cudaEventCreate(&e1));
   uint64_t st = 7;
   for (int c = 0; c < ncs; c++) {
+    const int H = cs[c].h ? cs[c].h : 16, KH = cs[c].kh ? cs[c].kh : 2, D = cs[c].d ? cs[c].d : 128;
     int64_t N = cs[c].n, nqo = N * H * D, nkv = N * KH * D, nl = N * H;
     if (cs[c].vs == 2 && dump) {  // the mix's mask for peers.py, also under --dump-only
       tile_index tm;
@@ -253,7 +262,8 @@ int main(int argc, char **argv) {
       tiles_free(&tm), tiles_masks_free(mm, H);
     }
     int dumped = c == 0 || c == 2 || c == 4;  // dense 16K, VS-like 64K, the mix at 64K
-    if ((fast && c >= 2 && c != 3) || (mix && c < 3) || (dump_only && !dumped)) continue;
+    if (!shapes && ((fast && c >= 2 && c != 3) || (mix && c < 3) || (dump_only && !dumped))) continue;
+    if (shapes && (dump || quick)) continue;  // --shapes: timing only
     tile_index ti;
     head_mask vs_masks[16], *masks = vs_masks, *mix_masks = NULL, *dmasks = NULL;
     if (cs[c].vs == 2) qwen_mix(N, NULL, &ti, &mix_masks), masks = mix_masks;

@@ -9,9 +9,11 @@ budget mix at 64K and 128K, read from the pattern files the benchmark's --dump w
 Timing: CUDA events, 3 warm-ups, median of 10, inputs rotated over 3 sets.
 With --check DIR (files from `sparsering-bench-attn --dump DIR`) it first compares our kernels'
 outputs and gradients with SDPA (dense) and FlexAttention (VS-like) on the same inputs.
-Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd] [--cudnn] [--mix]
+Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd] [--cudnn] [--mix] [--shapes]
   (--fwd: no backward timings; --cudnn: SDPA cuDNN with GQA at 16K, 64K and 128K only; --mix: FlexAttention
-  causal and VS-like at 128K and the budget mix at 64K and 128K only, the mix read from --check DIR)
+  causal and VS-like at 128K and the budget mix at 64K and 128K only, the mix read from --check DIR; --shapes:
+  SDPA cuDNN on dense causal attention with MHA (16 / 16 heads, d 128) and d 64 (16 / 2 heads) at 16K and 64K,
+  the shapes of sparsering-bench-attn --shapes)
 """
 import math
 import os
@@ -208,6 +210,14 @@ def main():
     flex = torch.compile(flex_attention)
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
     print("%-30s %7s %9s %9s %9s %9s" % ("peer", "N", "fwd ms", "fwd TF/s", "bwd ms", "bwd TF/s"))
+    if "--shapes" in args:  # the other shapes of the dense goals; the module's H, KH, D set per shape
+        global H, KH, D
+        for h, kh, d, name in ((16, 16, 128, "SDPA cuDNN (MHA 16/16)"), (16, 2, 64, "SDPA cuDNN (GQA d64)")):
+            H, KH, D = h, kh, d
+            for n in (16384, 65536):
+                bench(name, n, sdpa(SDPBackend.CUDNN_ATTENTION, kh != h), flop=4.0 * n * n * D * H / 2)
+        H, KH, D = 16, 2, 128
+        return
     sizes = (16384, 65536, 131072) if "--cudnn" in args else (16384, 65536)
     for n in (() if only_mix else (16384,) if quick else sizes):
         flop = 4.0 * n * n * D * H / 2
