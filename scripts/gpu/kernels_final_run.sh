@@ -32,8 +32,11 @@ if [ "${PEERS_MIX:-1}" = 1 ]; then
 fi
 s=$(date +%s); timeout 100 compute-sanitizer --tool memcheck ./bin/sparsering-gpu-test --small --bwd >"$L/memcheck.log" 2>&1
 echo "memcheck: exit $?, $(grep -E 'ERROR SUMMARY' "$L/memcheck.log" | tail -1), $(($(date +%s) - s)) s" | tee -a "$L/status.txt"
+python3 kernels/bench/table.py "$L"/bench.log "$L"/mix.log "$L"/shapes.log "$L"/cudnn.log "$L"/cudnn-shapes.log \
+  "$L"/peers-mix.log >"$L/table.txt" 2>&1
 tar czf "$OUT/kernels.tgz" -C "$L" .
 echo "== tables"
+cat "$L/table.txt"
 grep -E "^(mask|dense|vs-like|qwen|runs)" "$L/bench.log" "$L/mix.log" "$L/shapes.log" 2>/dev/null | cut -c1-220
 grep -vE "^\s*$" "$L/cudnn.log" | tail -6
 [ -f "$L/cudnn-shapes.log" ] && grep -E "SDPA" "$L/cudnn-shapes.log"
