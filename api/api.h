@@ -42,6 +42,17 @@ int sr_api_whatif(int argc, const char *const *argv, char **csv, char **err);
 // report it prints, and the chosen plan's JSON (what `tune -o` writes; "" when no point fits).
 int sr_api_tune(int argc, const char *const *argv, char **csv, char **report, char **plan_json, char **err);
 
+// ---- inspection (api_tools.c) -----------------------------------------------------------------
+// `sparsering model --model M [--seq N --world W]`'s figures as JSON (counts, FLOPs, bytes by name; under
+// "sequence" those of one sequence when seq is neither NULL nor ""); errors name --model, --seq, --world.
+int sr_api_model(const char *model, const char *seq, int world, char **json, char **err);
+// `sparsering cluster --cluster C --json`: the normalised description file, every default explicit.
+int sr_api_cluster(const char *cluster, char **json, char **err);
+// `sparsering compare SIM.csv EXEC.csv [--run-sim R] [--run-exec R]` (runs NULL: all rows) as JSON: phases, steps
+// ([{name, predicted_us, measured_us, rel_err}]), total, the mean and max |error| per phase and per step.
+int sr_api_compare(const char *sim_csv, const char *exec_csv, const char *run_sim, const char *run_exec, char **json,
+                   char **err);
+
 // ---- attention on one device ------------------------------------------------------------------
 // One causal attention shape (n tokens, heads query heads over kv_heads KV heads, head_dim) with its
 // pattern, on one rank (the whole sequence, positions 0..n-1). Tensors are [n, heads, head_dim] for Q, O,

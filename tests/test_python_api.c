@@ -5,7 +5,10 @@
 // attention (MoBA's own block included) equals numpy's masked softmax and its gradients, and repeats bit for
 // bit (sparse_attention's deterministic flag accepted, where torch is installed); the GPU calls refuse
 // cleanly without a device, and gated patterns always; `pip install ./python` gives a package that works
-// outside the repository. Each case is one run of tests/py/python_api.py (numpy and pandas:
+// outside the repository; the other CPU commands (sparsering.commands: model, cluster, compare, show, pattern,
+// replay, sweep, trace gen / stats / fit / import-minference, predict, repredict) give what the command line
+// gives, checked against figures derived apart from them, and their bad input raises SparseringError naming the
+// flag. Each case is one run of tests/py/python_api.py (numpy and pandas:
 // scripts/install-deps.sh), which prints "ok CASE".
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,3 +41,22 @@ TEST(python_cpu_attention_backward_repeats_bit_for_bit_and_accepts_deterministic
 }
 TEST(python_gpu_attention_refuses_cleanly_without_a_device) { python_case("gpu_calls_need_a_device"); }
 TEST(python_pip_install_gives_a_self_contained_package) { python_case("pip_install_is_self_contained"); }
+
+// sparsering.commands: the other CPU commands, each against a figure derived apart from it
+TEST(python_model_gives_the_cli_counts_and_the_sequence_flops) { python_case("model_equals_cli"); }
+TEST(python_cluster_is_the_cli_cluster_json) { python_case("cluster_equals_cli"); }
+TEST(python_compare_of_a_timeline_twice_as_slow_is_minus_half) { python_case("compare_gives_relative_errors"); }
+TEST(python_show_gives_the_bytes_show_brief_prints) { python_case("show_step_bytes_equal_cli"); }
+TEST(python_pattern_dense_keeps_every_causal_pair) { python_case("pattern_dense_keeps_every_causal_pair"); }
+TEST(python_trace_gen_then_stats_gives_the_pattern_density) { python_case("trace_gen_then_stats_round_trip"); }
+TEST(python_trace_import_minference_records_every_head) {
+  python_case("trace_import_minference_gives_the_config_heads");
+}
+TEST(python_trace_fit_compares_recorded_with_fitted) { python_case("trace_fit_compares_recorded_with_fitted"); }
+TEST(python_replay_step_is_the_simulated_trace_step) { python_case("replay_steps_are_simulated_steps"); }
+TEST(python_sweep_rows_are_the_whatif_rows) { python_case("sweep_rows_are_whatif_rows"); }
+TEST(python_predict_forward_and_backward_span_its_timeline) { python_case("predict_spans_its_timeline"); }
+TEST(python_repredict_errors_are_its_predictions_against_the_logs) {
+  python_case("repredict_errors_are_its_predictions");
+}
+TEST(python_command_errors_raise_sparsering_error_naming_the_flag) { python_case("command_errors_name_the_flag"); }

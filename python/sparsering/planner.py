@@ -95,6 +95,22 @@ class Plan:
         cols = ["step", "direction", "src", "dst", "shard", "grad_shard", "bytes", "grad_bytes", "link", "level"]
         return pd.DataFrame(rows, columns=cols)
 
+    @property
+    def step_bytes(self):
+        """DataFrame step, direction (fwd / bwd), link (intra / inter), bytes: what a ring step sends over each
+        link class, summed over ranks (one layer; a backward send's bytes hold its dK+dV), as `sparsering show
+        --brief` prints."""
+        t = self.transfers
+        rows = []
+        for step in [st["step"] for st in self.data["schedule"]["steps"]]:
+            for direction in ("fwd", "bwd"):
+                for link in ("intra", "inter"):
+                    sel = t[(t.step == step) & (t.direction == direction) & (t.link == link)]
+                    rows.append((step, direction, link, int(sel.bytes.sum())))
+        import pandas as pd
+
+        return pd.DataFrame(rows, columns=["step", "direction", "link", "bytes"])
+
     def save(self, path):
         """Write the plan file (the same bytes `sparsering plan -o` writes); returns path."""
         tmp = f"{path}.tmp{os.getpid()}"

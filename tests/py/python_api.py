@@ -325,6 +325,185 @@ def case_pip_install_is_self_contained(tmp):
     assert p.returncode == 0 and p.stdout.strip() == str(512 * 1024), p.stdout + p.stderr
 
 
+# ---- the other CPU commands (sparsering.commands) ----------------------------------------------------------
+
+TRACE = dict(model="tiny-test", seq="8K")  # 2 layers x 4 heads: a trace small enough for every case
+
+
+def cli_number(text, label):
+    """The exact count `sparsering model` prints in parentheses after a label."""
+    import re
+    m = re.search(re.escape(label) + r"\s.*\((\d+)\)", text)
+    assert m, (label, text)
+    return int(m.group(1))
+
+
+def case_model_equals_cli(tmp):
+    from sparsering import commands
+    _, out, _ = cli("model", "--model", "qwen2.5-3b")
+    m = commands.model("qwen2.5-3b", seq="32K", world=2)
+    assert m["params"] == cli_number(out, "total") and m["layer_params"] == cli_number(out, "per layer")
+    assert m["embedding_params"] == cli_number(out, "embedding") == m["vocab_size"] * m["hidden_size"]
+    assert (m["layers"], m["heads"], m["kv_heads"], m["head_dim"]) == (36, 16, 2, 128), m
+    # one sequence's attention FLOPs per layer: 4 FLOPs a (query, key) pair per head dim and query head
+    n = 32 * 1024
+    assert m["sequence"]["attn_flops_per_layer"] == 4 * n * (n + 1) // 2 * 128 * 16
+    assert m["sequence"]["kv_bytes_per_layer"] == 2 * n * 2 * 128 * 2  # K and V, 2 KV heads, bf16
+    assert m["sequence"]["exec_local_tokens"] == n // 2 and "sequence" not in commands.model("qwen2.5-3b")
+
+
+def case_cluster_equals_cli(tmp):
+    import json
+    from sparsering import commands
+    _, out, _ = cli("cluster", "--cluster", "a100-4x8", "--json")
+    c = commands.cluster("a100-4x8")
+    assert c == json.loads(out), "the cluster differs from `cluster --json`"
+    assert c["nodes"] * c["gpus_per_node"] == 32
+
+
+def case_compare_gives_relative_errors(tmp):
+    import pandas as pd
+    from sparsering import commands
+    csv = os.path.join(tmp, "sim.csv")
+    cli("sim", *flags(**SMALL, strategy="mtraining"), "--csv", csv)
+    r = commands.compare(csv, csv)
+    assert r["phases"] and all(p["rel_err"] == 0 for p in r["phases"]) and r["phase_max_abs"] == 0
+    # a "measurement" that takes twice as long everywhere: every predicted time is half the measured one
+    slow = os.path.join(tmp, "slow.csv")
+    t = pd.read_csv(csv)
+    t.assign(start_us=2 * t.start_us, dur_us=2 * t.dur_us).to_csv(slow, index=False)
+    r = commands.compare(csv, slow)
+    assert all(abs(p["rel_err"] + 0.5) < 1e-6 for p in r["phases"] + r["steps"] + [r["total"]]), r
+    assert abs(r["step_max_abs"] - 0.5) < 1e-6 and len(r["steps"]) > 0
+
+
+def mib(text):
+    """Bytes of `show`'s human figure ("32.00 MiB", "0 B")."""
+    value, unit = text.split()
+    return float(value) * 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)
+
+
+def case_show_step_bytes_equal_cli(tmp):
+    import re
+    from sparsering import commands
+    path = os.path.join(tmp, "p.json")
+    cli("plan", "--model", "tiny-25m", "--cluster", "a100-4x8", "--seq", "64K", "--strategy", "mtraining", "-o", path)
+    _, out, _ = cli("show", path, "--brief")
+    got = commands.show(path).set_index(["step", "direction", "link"]).bytes
+    lines = re.findall(r"step (\d+): fwd intra (.+?) inter (.+?) \| bwd intra (.+?) inter (.+)", out)
+    assert len(lines) == len(got) // 4 == 32, (len(lines), len(got))
+    for step, *figs in lines:
+        for (d, link), fig in zip([("fwd", "intra"), ("fwd", "inter"), ("bwd", "intra"), ("bwd", "inter")], figs):
+            want = mib(fig)
+            assert abs(got[(int(step), d, link)] - want) <= 0.01 * max(want, 1), (step, d, link, fig)
+    assert got.xs("inter", level="link").sum() > 0, "four nodes: some sends cross nodes"
+
+
+def case_pattern_dense_keeps_every_causal_pair(tmp):
+    from sparsering import commands
+    t = commands.pattern("tiny-25m", "16K", pattern="dense", ranks=4)
+    n = 16 * 1024
+    assert len(t) == commands.model("tiny-25m")["layers"]
+    assert (t.density == 1).all() and (t.kept_pairs == n * (n + 1) // 2 * commands.model("tiny-25m")["heads"]).all()
+    # a window keeps less, and striped:128 spreads it evenly over 4 ranks
+    w = commands.pattern("tiny-25m", "16K", pattern="window:64:256", ranks=4)
+    assert (w.density < 0.1).all() and (w.worker_imbalance < 1.05).all(), w
+
+
+def case_trace_gen_then_stats_round_trip(tmp):
+    from sparsering import commands
+    path = commands.trace_gen(pattern="vs-topp:0.9", out=os.path.join(tmp, "t.safetensors"), steps=2, seed=3,
+                              **TRACE)
+    st = commands.trace_stats(path)
+    assert len(st) == 2 * 2 * 4 and set(st.step) == {0, 1} and (st.kind == "vs").all(), st
+    # the recorded pattern, read back as the trace:PATH source, has the per-layer density the stats give
+    per_layer = st[st.step == 0].groupby("layer").density.mean()
+    tab = commands.pattern(pattern=f"trace:{path}", ranks=2, **TRACE)
+    assert all(abs(a - b) < 1e-6 for a, b in zip(per_layer, tab.density)), (list(per_layer), list(tab.density))
+    assert st[st.step == 1].jaccard_prev.notna().all()  # the second step is compared with the first
+
+
+def case_trace_import_minference_gives_the_config_heads(tmp):
+    from sparsering import commands
+    path = commands.trace_import_minference("traces/samples/minference-tiny-test.json", "8K",
+                                            os.path.join(tmp, "m.safetensors"), model="tiny-test")
+    st = commands.trace_stats(path)
+    m = commands.model("tiny-test")
+    assert len(st) == m["layers"] * m["heads"] and (st.density > 0).all() and (st.density <= 1).all()
+
+
+def case_trace_fit_compares_recorded_with_fitted(tmp):
+    from sparsering import commands
+    path = commands.trace_gen(pattern="vs-topp:0.9", out=os.path.join(tmp, "t.safetensors"), **TRACE)
+    fit = commands.trace_fit(path, ranks=[2, 4])
+    density = fit[fit.figure == "density"].iloc[0]
+    assert abs(density.recorded - 100 * commands.trace_stats(path).density.mean()) < 1e-4, density
+    imb = fit[fit.figure == "worker imbalance"]
+    assert set(imb.ranks) == {2, 4} and len(imb) == 2 * 4  # 4 layouts at 2 rank counts
+    assert all(abs(r.rel_diff - (r.fitted - r.recorded) / r.recorded) < 1e-6 for r in imb.itertuples())
+
+
+def case_replay_steps_are_simulated_steps(tmp):
+    from sparsering import commands
+    path = commands.trace_gen(pattern="vs-topp:0.9", out=os.path.join(tmp, "t.safetensors"), steps=2, **TRACE)
+    r = commands.replay(path, cluster="h200-1x2", strategy="mtraining", no_estimate=True)
+    assert list(r.step) == [0, 1] and all(abs(x.tokens_per_s * x.step_s - 8192) < 1e-3 for x in r.itertuples())
+    # step 0 with no estimation cost is the plan whose pattern is the trace's step 0, simulated
+    report, _ = sparsering.plan(cluster="h200-1x2", strategy="mtraining", pattern=f"trace:{path}",
+                                **TRACE).simulate(timeline=False)
+    assert abs(r.step_s[0] - report["step_s"]) <= 1e-6 * report["step_s"], (r.step_s[0], report["step_s"])
+
+
+def case_sweep_rows_are_whatif_rows(tmp):
+    from sparsering import commands
+    grid = {"models": ["tiny-25m"], "clusters": ["h200-1x8"], "seq": ["64K"], "strategies": ["dense-ring", "mtraining"],
+            "patterns": ["vs-topp:0.95"]}
+    s = commands.sweep(grid)  # a sweep simulates representative layers by default, as whatif --representative
+    w = sparsering.whatif(strategies=["dense-ring", "mtraining"], pattern="vs-topp:0.95", representative=True, **SMALL)
+    assert list(s.point) == [0, 1] and list(s.strategy) == list(w.strategy)
+    assert all(abs(a - b) <= 1e-6 * b for a, b in zip(s.step_s, w.step_s)), (list(s.step_s), list(w.step_s))
+
+
+def case_predict_spans_its_timeline(tmp):
+    from sparsering import commands
+    p = commands.predict(model="tiny-test", cluster="h200-1x2", seq="8K", strategy="dense-ring")
+    t = p.timeline
+    assert p.fwd_ms > 0 and p.bwd_ms > 0 and set(t.run) == {"sim"} and set(t.layer) == {0}
+    # the backward is placed right after the forward: together they span the timeline
+    span_ms = ((t.start_us + t.dur_us).max() - t.start_us.min()) / 1e3
+    assert abs(p.fwd_ms + p.bwd_ms - span_ms) <= 2e-3 + 1e-3 * span_ms, (p, span_ms)
+
+
+def case_repredict_errors_are_its_predictions(tmp):
+    from sparsering import commands
+    t = commands.repredict(root="results/exec/2026-11-22-h200x2-exec-run-wgmma-forward")
+    assert len(t) > 0 and (t.world == 2).all()
+    err = (t.pred_fwd_ms - t.fwd_ms) / t.fwd_ms
+    assert (abs(err - t.err_fwd) < 1e-3).all(), t
+
+
+def case_command_errors_name_the_flag(tmp):
+    from sparsering import commands
+    # through the binary: the command line's message, its exit status 2 as an input error naming the flag
+    err = expect_error(commands.pattern, model="tiny-25m", seq="12Q")
+    _, _, stderr = cli("pattern", "--model", "tiny-25m", "--seq", "12Q", ok=False)
+    assert stderr.strip() == f"sparsering pattern: {err.message}", (stderr, err.message)
+    assert err.code == 2 and err.field == "--seq" and "12Q" in err.reason
+    err = expect_error(commands.predict, model="tiny-test", cluster="h200-1x2", seq="8K", strategy="mtraining",
+                       pattern="vs-online:0.95")
+    assert err.code == 2 and err.field == "--trace", err.message
+    missing = os.path.join(tmp, "missing.safetensors")
+    err = expect_error(commands.trace_stats, trace=missing)
+    assert err.code == 2 and err.file == missing, (err.file, err.message)
+    # through the library: the flag named as in sparsering.plan
+    err = expect_error(commands.model, model="qwen2.5-3b", seq="12Q")
+    assert err.code == 2 and err.field == "--seq"
+    err = expect_error(commands.cluster, cluster="nope")
+    assert err.code == 2 and err.message.startswith("--cluster: nope")
+    err = expect_error(commands.compare, sim_csv=missing, exec_csv=missing)
+    assert err.code == 2 and err.file == missing
+
+
 def main():
     name = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
