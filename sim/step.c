@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sim/cost.h"
+#include "sim/exec_cost.h"
 #include "sim/memory.h"
 #include "sim/ring.h"
 #include "sim/step_ctx.h"
@@ -86,12 +87,20 @@ double ctx_gemm_post(const sim_ctx *x, double n) {
   return cost_gemm(&x->c->gpu, (f > 0 ? f : 0) * n);
 }
 
+int ctx_exec_trainer(const sim_ctx *x) { return strcmp(x->p->spec.trainer, "exec") == 0; }
+
 // Memory-bound ops move bf16 tensors (roofline, Williams et al. 2009): before attention an RMSNorm
 // (read + write hidden) and RoPE on q and k (read + write); after it two residual adds (2 reads +
-// 1 write of hidden), the second RMSNorm, and SwiGLU (2 reads + 1 write of intermediate).
+// 1 write of hidden), the second RMSNorm, and SwiGLU (2 reads + 1 write of intermediate). The exec
+// trainer's kernels and GEMM epilogues as it runs them instead (sim/exec_cost.c).
 double ctx_mem_pre(const sim_ctx *x, double n) {
   if (x->p->spec.attention_only) return 0;
   const model_config *m = x->m;
+  if (ctx_exec_trainer(x)) {
+    exec_layer_bytes eb;
+    exec_cost_layer(m, &eb);
+    return cost_mem(&x->c->gpu, eb.fwd_pre * n);
+  }
   double b = 2.0 * (2.0 * m->hidden_size + 2.0 * (double)(m->num_heads + m->num_kv_heads) * m->head_dim);
   return cost_mem(&x->c->gpu, b * n);
 }
@@ -99,24 +108,67 @@ double ctx_mem_pre(const sim_ctx *x, double n) {
 double ctx_mem_post(const sim_ctx *x, double n) {
   if (x->p->spec.attention_only) return 0;
   const model_config *m = x->m;
+  if (ctx_exec_trainer(x)) {
+    exec_layer_bytes eb;
+    exec_cost_layer(m, &eb);
+    return cost_mem(&x->c->gpu, eb.fwd_post * n);
+  }
   double b = 2.0 * (8.0 * m->hidden_size + 3.0 * m->intermediate_size);
   return cost_mem(&x->c->gpu, b * n);
 }
 
+// Backward of the layer's two halves: MODEL_GEMM_BWD_RATIO x the forward's GEMMs (input and weight gradients),
+// and for the memory-bound ops 2x the forward's bytes; the exec trainer's backward kernels as it runs them
+// (sim/exec_cost.c), its weight gradients' fp32 accumulation charged once a layer with the q|k|v half.
+double ctx_bwd_post(const sim_ctx *x, double n) {
+  if (!ctx_exec_trainer(x) || x->p->spec.attention_only)
+    return MODEL_GEMM_BWD_RATIO * (ctx_gemm_post(x, n) + ctx_mem_post(x, n));
+  exec_layer_bytes eb;
+  exec_cost_layer(x->m, &eb);
+  return MODEL_GEMM_BWD_RATIO * ctx_gemm_post(x, n) + cost_mem(&x->c->gpu, eb.bwd_post * n);
+}
+
+double ctx_bwd_pre(const sim_ctx *x, double n) {
+  if (!ctx_exec_trainer(x) || x->p->spec.attention_only)
+    return MODEL_GEMM_BWD_RATIO * (ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n));
+  exec_layer_bytes eb;
+  exec_cost_layer(x->m, &eb);
+  return MODEL_GEMM_BWD_RATIO * ctx_gemm_qkv(x, n) +
+         cost_mem(&x->c->gpu, eb.bwd_pre * n + exec_cost_weight_grads(x->m));
+}
+
 // LM head forward + backward (3x the forward GEMM FLOPs, MODEL_GEMM_BWD_RATIO) and the chunked
-// cross-entropy's softmax over fp32 logits (read, write, read again in backward), on every rank's tokens.
+// cross-entropy's softmax over fp32 logits (read, write, read again in backward), on every rank's tokens;
+// the exec trainer's bf16 logits, embedding, final norm and LM head gradient as it runs them (sim/exec_cost.c).
+double ctx_loss_cost(const sim_ctx *x, double n) {
+  if (x->p->spec.attention_only) return 0;
+  double gemm = cost_gemm(&x->c->gpu, (1 + MODEL_GEMM_BWD_RATIO) * model_lm_head_flops_per_token(x->m) * n);
+  if (ctx_exec_trainer(x))
+    return gemm + cost_mem(&x->c->gpu, exec_cost_loss_token(x->m) * n + exec_cost_lm_head_grads(x->m, n));
+  return gemm + cost_mem(&x->c->gpu, 3.0 * 4.0 * n * (double)x->m->vocab_size);
+}
+
 int ctx_loss(sim_ctx *x, sr_error *e) {
   if (x->p->spec.attention_only) return SR_OK;  // no loss in an attention-only step
   double *dur = malloc((size_t)x->W * sizeof *dur);
   if (!dur) return sr_internal_error(e, 0, "sim: out of memory");
-  for (int r = 0; r < x->W; r++) {
-    double n = (double)x->p->layout.rank_count[r];
-    dur[r] = cost_gemm(&x->c->gpu, (1 + MODEL_GEMM_BWD_RATIO) * model_lm_head_flops_per_token(x->m) * n) +
-             cost_mem(&x->c->gpu, 3.0 * 4.0 * n * (double)x->m->vocab_size);
-  }
+  for (int r = 0; r < x->W; r++) dur[r] = ctx_loss_cost(x, (double)x->p->layout.rank_count[r]);
   int rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_LOSS, -1, -1, NULL, x->a, e);
   free(dur);
   return rc ? rc : ctx_flush(x, e);
+}
+
+double ctx_step_compute(const sim_ctx *x, double n, double share) {
+  const gpu_desc *g = &x->c->gpu;
+  double layers = (double)x->m->num_layers, loss = ctx_loss_cost(x, n);
+  double fwd = ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n) + ctx_gemm_post(x, n) + ctx_mem_post(x, n);
+  if (!ctx_exec_trainer(x)) {
+    double passes = 1 + MODEL_GEMM_BWD_RATIO + (x->p->spec.recompute ? 1 : 0);
+    return layers * passes * fwd + loss + cost_mem(g, 28.0 * share);
+  }
+  double P = (double)model_param_count(x->m), fwd_passes = 1 + (x->p->spec.recompute ? 1 : 0);
+  return layers * (fwd_passes * fwd + ctx_bwd_post(x, n) + ctx_bwd_pre(x, n)) + loss +
+         cost_mem(g, exec_cost_optimizer(share) + exec_cost_weights(P));
 }
 
 // Gradients of a layer are summed over all ranks once every rank finished its backward (bucketed like
@@ -127,6 +179,7 @@ int ctx_loss(sim_ctx *x, sr_error *e) {
 // only where they outlast the compute they overlap.
 int ctx_grad_reduce(sim_ctx *x, int layer, const int32_t *deps, sr_error *e) {
   if (x->p->spec.attention_only) return SR_OK;  // attention has no weights
+  if (ctx_exec_trainer(x)) return SR_OK;        // the exec trainer reduces every gradient after the backward
   double gbps, lat;
   ctx_coll_link(x, &gbps, &lat);
   double bytes = (double)model_layer_param_count(x->m) * MODEL_BYTES_GRAD;
@@ -146,8 +199,35 @@ int ctx_grad_reduce(sim_ctx *x, int layer, const int32_t *deps, sr_error *e) {
 // updated bf16 weights are then all-gathered (ZeRO-3 keeps its shard). Gradients of the embeddings and LM head
 // are reduced here. With optimizer offload (ZeRO-Offload) the shard's bf16 gradients go to the host and its
 // updated bf16 weights come back over PCIe; the update on the host's CPU is not timed.
+// sparsering-exec train's step end (train/train.c, trainer_step_cuda), each part after the one before (the host
+// waits for the stream before every collective): the fp32 gradients all-reduced whole (allreduce_f32 of every
+// parameter), the per-sample loss sums (forward_sample: loss, misses and one exact-match count, 3 doubles) and the
+// squared gradient norm all-reduced, the norm and AdamW over the rank's ZeRO-1 slice, the fp32 slices all-gathered
+// (the padded ceil(P / W) a rank), then the bf16 weight mirror remade and the gradients cleared for the next step
+// (exec_cost_optimizer's and exec_cost_weights' bytes). Collective costs as for the other trainer (Thakur et al. 2005).
+static int exec_optimizer(sim_ctx *x, sr_error *e) {
+  double P = (double)model_param_count(x->m), W = x->W, slice = ceil(P / W);
+  double gbps, lat;
+  ctx_coll_link(x, &gbps, &lat);
+  const gpu_desc *g = &x->c->gpu;
+  double reduce = cost_allreduce(x->W, 4 * P, gbps, lat) + cost_allreduce(x->W, 3 * 8, gbps, lat) +
+                  cost_allreduce(x->W, 8, gbps, lat);
+  double gather = cost_allgather(x->W, 4 * slice * W, gbps, lat);
+  x->comm_bytes += 4 * P * 2 * (W - 1) + 4 * slice * (W - 1);
+  double update = cost_mem(g, exec_cost_optimizer(slice)), after = cost_mem(g, exec_cost_weights(P));
+  int rc;
+  if ((rc = ctx_each(x, STREAM_COMPUTE, NULL, 0, PHASE_GRAD_REDUCE, -1, -1, NULL, x->a, e)) ||
+      (rc = ctx_collective(x, reduce, PHASE_GRAD_REDUCE, -1, x->a, x->c2, e)) ||
+      (rc = ctx_each(x, STREAM_COMPUTE, NULL, update, PHASE_OPTIMIZER, -1, -1, x->c2, x->b, e)) ||
+      (rc = ctx_collective(x, gather, PHASE_OPTIMIZER, -1, x->b, x->c2, e)) ||
+      (rc = ctx_each(x, STREAM_COMPUTE, NULL, after, PHASE_OPTIMIZER, -1, -1, x->c2, x->a, e)))
+    return rc;
+  return ctx_flush(x, e);
+}
+
 int ctx_optimizer(sim_ctx *x, sr_error *e) {
   if (x->p->spec.attention_only) return SR_OK;
+  if (ctx_exec_trainer(x)) return exec_optimizer(x, e);
   double P = (double)model_param_count(x->m);
   double rest = P - (double)x->m->num_layers * (double)model_layer_param_count(x->m);
   double gbps, lat;

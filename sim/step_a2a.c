@@ -135,7 +135,7 @@ static int layer_bwd(sim_ctx *x, a2a_state *s, int layer, sr_error *e) {
   if (x->p->spec.recompute && (rc = layer_fwd(x, s, layer, 1, e))) return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    s->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_post(x, n) + ctx_mem_post(x, n));
+    s->dur[r] = ctx_bwd_post(x, n);
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, PHASE_POST_BWD, layer, -1, NULL, x->a, e))) return rc;
   if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_out, layer, x->a, x->b, e))) return rc;  // dO
@@ -148,7 +148,7 @@ static int layer_bwd(sim_ctx *x, a2a_state *s, int layer, sr_error *e) {
   if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_qkv, layer, x->a, x->b, e))) return rc;  // dQ, dK, dV
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    s->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n));
+    s->dur[r] = ctx_bwd_pre(x, n);
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, PHASE_QKV_BWD, layer, -1, x->b, x->a, e))) return rc;
   return ctx_grad_reduce(x, layer, x->a, e);

@@ -53,6 +53,19 @@ double ctx_gemm_post(const sim_ctx *x, double n);
 // Seconds of the memory-bound ops (norms, RoPE, SwiGLU, residuals) around attention for n tokens.
 double ctx_mem_pre(const sim_ctx *x, double n);
 double ctx_mem_post(const sim_ctx *x, double n);
+// Seconds of the backward of a layer's MLP half (output projection and MLP) and of its q|k|v half for n tokens.
+double ctx_bwd_post(const sim_ctx *x, double n);
+double ctx_bwd_pre(const sim_ctx *x, double n);
+// Seconds of the loss (LM head forward and backward, cross-entropy, and the exec trainer's embedding and final
+// norm) for n tokens.
+double ctx_loss_cost(const sim_ctx *x, double n);
+// Seconds of a rank's compute stream outside attention in one step for n tokens and an optimizer `share` of the
+// parameters: every layer's forward, backward and recomputation, the loss, the optimizer's passes (the tuner's
+// lower bounds; the step adds index builds, estimation, communication and waiting).
+double ctx_step_compute(const sim_ctx *x, double n, double share);
+// Whether the step is sparsering-exec train's (plan spec trainer "exec"): its own kernels, gradient
+// reduction and optimizer (sim/exec_cost.h).
+int ctx_exec_trainer(const sim_ctx *x);
 // Bus bandwidth and latency of a collective over all ranks.
 void ctx_coll_link(const sim_ctx *x, double *gbps, double *lat_us);
 

@@ -211,7 +211,7 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
   if (x->p->spec.recompute && (rc = layer_forward(x, st, w, layer, 1, e))) return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    st->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_post(x, n) + ctx_mem_post(x, n));
+    st->dur[r] = ctx_bwd_post(x, n);
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_POST_BWD, layer, -1, NULL, x->a, e))) return rc;
   // vs-online (the executor's own estimation): the forward's estimate transposed for the backward, every pass.
@@ -231,7 +231,7 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
     return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    st->dur[r] = MODEL_GEMM_BWD_RATIO * (ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n));
+    st->dur[r] = ctx_bwd_pre(x, n);
     double a = 0;
     for (int k = 0; k < s->n_steps; k++) a += w->bwd[(int64_t)k * W + r];
     x->attn_b[r] += a;

@@ -220,11 +220,10 @@ static double eff_or_one(double e) { return e > 0 ? e : 1; }  // cost.c's conven
 
 // Step time cannot be below the busiest rank's compute stream, whose tasks run one after another.
 // Every strategy puts on it at least, per rank with n tokens:
-//  - per layer, the forward GEMMs and memory-bound ops of its tokens, their backward
-//    (MODEL_GEMM_BWD_RATIO x) and, with recomputation, the forward again: the simulator's own
-//    ctx_gemm_* and ctx_mem_* costs (step.c), called here on a context holding only model and cluster;
-//  - the loss: LM head forward + backward and the cross-entropy's three passes over fp32 logits
-//    (step.c, ctx_loss), and the AdamW update of its parameter share, 28 bytes a parameter (ctx_optimizer);
+//  - per layer, the forward GEMMs and memory-bound ops of its tokens, their backward and, with
+//    recomputation, the forward again; the loss; the optimizer's passes over its parameter share: the
+//    simulator's own costs (step.c, ctx_step_compute), called here on a context holding only model,
+//    cluster and plan (the exec trainer's kernels where the plan's trainer is "exec");
 //  - its share of attention: every kept pair runs once forward (again under recomputation, except in
 //    FPDT, which recomputes GEMMs only) and once backward, in tiles or bars that cover it, at 4 head_dim
 //    FLOPs a pair forward (FlashAttention-2, Dao 2023, sec. 4.1) and MODEL_ATTN_BWD_RATIO x that
@@ -242,18 +241,10 @@ static double compute_lower_bound(const tune_sim *t, const plan *p) {
   int W = p->layout.world;
   int64_t n_max = 0;
   for (int r = 0; r < W; r++) n_max = sr_max64(n_max, p->layout.rank_count[r]);
-  double passes = 1 + MODEL_GEMM_BWD_RATIO + (p->spec.recompute ? 1 : 0);
   double P = (double)model_param_count(m);
-  double optimizer = cost_mem(g, 28.0 * (p->spec.zero ? P / W : P));
   double per_rank[2];
   double ns[2] = {(double)n_max, (double)p->layout.n_tokens / W};
-  for (int k = 0; k < 2; k++) {
-    double n = ns[k];
-    double layer = ctx_gemm_qkv(&x, n) + ctx_mem_pre(&x, n) + ctx_gemm_post(&x, n) + ctx_mem_post(&x, n);
-    double loss = cost_gemm(g, (1 + MODEL_GEMM_BWD_RATIO) * model_lm_head_flops_per_token(m) * n) +
-                  cost_mem(g, 3.0 * 4.0 * n * (double)m->vocab_size);
-    per_rank[k] = (double)m->num_layers * passes * layer + loss + optimizer;
-  }
+  for (int k = 0; k < 2; k++) per_rank[k] = ctx_step_compute(&x, ns[k], p->spec.zero ? P / W : P);
   double peak = g->peak_tflops * 1e12;
   double ef = fmax(eff_or_one(g->eff_attn_fwd_full), fmax(eff_or_one(g->eff_attn_fwd_partial), eff_or_one(g->eff_attn_fwd_bar)));
   double eb = fmax(eff_or_one(g->eff_attn_bwd_full), fmax(eff_or_one(g->eff_attn_bwd_partial), eff_or_one(g->eff_attn_bwd_bar)));
@@ -360,23 +351,17 @@ static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_err
 // lowered by 1e-6 relative, well above that rounding (6e-8).
 static double ring_lower_bound(const tune_sim *t, const plan *p, const struct ring_attn *ra) {
   const model_config *m = &t->m;
-  const gpu_desc *g = &t->c.gpu;
   sim_ctx x;
   memset(&x, 0, sizeof x);
   x.m = m;
   x.c = &t->c;
   x.p = p;
   int W = p->layout.world;
-  double passes = 1 + MODEL_GEMM_BWD_RATIO + (p->spec.recompute ? 1 : 0);
   double P = (double)model_param_count(m);
-  double optimizer = cost_mem(g, 28.0 * (p->spec.zero ? P / W : P));
   double fwd_passes = 1 + (p->spec.recompute ? 1 : 0), lb = 0;
   for (int r = 0; r < W; r++) {
-    double n = (double)p->layout.rank_count[r];
-    double layer = ctx_gemm_qkv(&x, n) + ctx_mem_pre(&x, n) + ctx_gemm_post(&x, n) + ctx_mem_post(&x, n);
-    double loss = cost_gemm(g, (1 + MODEL_GEMM_BWD_RATIO) * model_lm_head_flops_per_token(m) * n) +
-                  cost_mem(g, 3.0 * 4.0 * n * (double)m->vocab_size);
-    double v = (double)m->num_layers * passes * layer + loss + optimizer + fwd_passes * ra->fwd[r] + ra->bwd[r];
+    double v = ctx_step_compute(&x, (double)p->layout.rank_count[r], p->spec.zero ? P / W : P) +
+               fwd_passes * ra->fwd[r] + ra->bwd[r];
     if (v > lb) lb = v;
   }
   return lb * (1 - 1e-6);

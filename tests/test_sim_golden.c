@@ -217,9 +217,10 @@ static const golden_sim options[] = {
     {"tiny-test h200-1x8 8192 mtraining pattern=vs-online:topk:64:256 fixed=1", "0x1.177c856d4db1dp-12", 0x80b7382cf0d0b315ull},
     {"tiny-test h200-1x8 8192 mtraining pattern=vs-topp:0.9 runs=1", "0x1.d6f2868bf6f2cp-10", 0x618c70469c23e13bull},
     {"tiny-test h200-1x8 8192 mtraining pattern=vs-topp:0.9 recompute=0 zero=0 kv=1 skip=1", "0x1.cef5d874d98e5p-10", 0x67f5542a9f10949full},
-    // Reprinted at the merge of main: the exec trainer's memory (231359e: bf16 activations and logits);
-    // the step is unchanged.
-    {"tiny-test h200-1x8 8192 mtraining pattern=vs-topp:0.9 trainer=exec seed=3", "0x1.d6f1f53db4c79p-10", 0x7345eed0d2c56219ull},
+    // Reprinted at the merge of main: the exec trainer's memory (231359e: bf16 activations and logits).
+    // Reprinted on branch trainpred: the exec trainer's own non-attention kernels, fp32 gradient all-reduce
+    // after the backward and optimizer passes (sim/exec_cost.c); step before 0x1.d6f1f53db4c79p-10.
+    {"tiny-test h200-1x8 8192 mtraining pattern=vs-topp:0.9 trainer=exec seed=3", "0x1.ee6cc985ad4cap-10", 0xcea9e967a5b262abull},
     {"tiny-test h200-1x8 8192 mtraining pattern=vs-topp:0.9 layout=striped g=1", "0x1.d714af275889dp-10", 0x92ba4ede49a9c1acull},
     {"tiny-test h200-1x8 8192 mtraining pattern=vs-topp:0.9 layout=contiguous schedule=ring", "0x1.d6fd432f6fe5dp-10", 0x4f9b57b5fa784e48ull},
     // These three reprinted at the merge of main: routing (307926c; 2 nodes: early inter-node posts, skipped
