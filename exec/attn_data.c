@@ -65,8 +65,7 @@ static double lse_err(const float *got, const float *ref_t, int64_t N, int H) {
   return worst;
 }
 
-// Round to the nearest bf16 (ties to even) and back: what the GPU run saw.
-static void round_bf16(float *x, int64_t n) {
+void attn_round_bf16(float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     uint32_t u;
     memcpy(&u, &x[i], 4);
@@ -119,8 +118,8 @@ int attn_check_layer(const plan *p, const pattern *pat, int layer, int inputs, u
   free(pos);
   if (rc) goto done;
   if (bf16_inputs) {
-    round_bf16(in[0], (int64_t)qsz), round_bf16(in[1], (int64_t)ksz);
-    round_bf16(in[2], (int64_t)ksz), round_bf16(in[3], (int64_t)qsz);
+    attn_round_bf16(in[0], (int64_t)qsz), attn_round_bf16(in[1], (int64_t)ksz);
+    attn_round_bf16(in[2], (int64_t)ksz), attn_round_bf16(in[3], (int64_t)qsz);
   }
   float scale = 1.0f / sqrtf((float)d);
   if (dense_attn_fwd(pat, layer, N, H, Hkv, d, scale, in[0], in[1], in[2], ref[0], ref[1]) ||

@@ -27,4 +27,14 @@ int attn_check_layer(const plan *p, const pattern *pat, int layer, int inputs, u
                      const float *o, const float *lse, const float *dq, const float *dk, const float *dv,
                      attn_errors *err, sr_error *e);
 
+// Round x[0..n) to the nearest bf16 (ties to even) and back: what the CUDA backend's tensors hold.
+void attn_round_bf16(float *x, int64_t n);
+
+// The selection a run of a gated pattern (moba:B:K) made in layer `layer`, recomputed on the host from the run's
+// inputs (kind `inputs`, seed `seed`; bf16_inputs: rounded to bf16 as the CUDA backend holds them, which its GPU
+// gate selects from bit for bit, kernels/moba_gpu.h): layer `layer` of pat (the plan's pattern, e.g. its stand-in)
+// becomes the run's MOBA heads (attn_selection.c). Token top-k: an input error.
+int attn_gated_selection(const plan *p, int layer, int inputs, uint64_t seed, int bf16_inputs, pattern *pat,
+                         sr_error *e);
+
 #endif

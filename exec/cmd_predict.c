@@ -3,22 +3,29 @@
 // one `attn --trace-out` wrote), without running anything. Without --trace the plan's own pattern is used
 // (dense, window, synthetic, preset: what `attn` runs on that plan); a vs-online plan needs the trace. With a vs-online plan the prediction charges the
 // online estimation on top of the recorded pattern, as for the run that estimated it; so a cost-model change
-// can be checked against a GPU run's measured time after the fact.
+// can be checked against a GPU run's measured time after the fact. A moba plan without --trace predicts the
+// selection the run made: its gate's choices recomputed from the run's seeded inputs (--inputs, --data-seed; as
+// bf16, the CUDA backend's tensors), exec/attn_data.h attn_gated_selection.
 //
 //   sparsering-exec predict --model M --cluster C --seq N --strategy S --pattern P [--trace T] [--layer L]
 //                           [--step K] [--csv OUT.csv]
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "exec/attn_data.h"
 #include "exec/exec.h"
 #include "exec/exec_plan.h"
 #include "sim/predict.h"
+#include "plan/gating.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
 #include "traces/trace.h"
 
 static const cli_flag predict_flags[] = {
     {"trace", "FILE", "required for vs-online", "the recorded pattern to predict (attn --trace-out writes one)"},
+    {"inputs", "KIND", "random", "moba without --trace: the run's Q, K (random or vs), whose selection is recomputed"},
+    {"data-seed", "X", "1", "moba without --trace: the seed of the run's inputs"},
     {"layer", "L", "0", "the layer to predict"},
     {"step", "K", "0", "the step of the trace to predict"},
     {"csv", cli_out_file, NULL, "write the predicted timeline as CSV"},
@@ -50,7 +57,18 @@ static int cmd_predict(int argc, char **argv) {
   const pattern *use = &pat;  // the plan's own pattern, or step K of the trace
   char what[1100];
   snprintf(what, sizeof what, "pattern %s", p.spec.pattern);
-  if (!path && pattern_spec_at_run_time(p.spec.pattern)) {
+  gating_opts g;
+  if (!path && pattern_spec_estimation(p.spec.pattern) == PATTERN_GATED &&
+      pattern_spec_gating_opts(p.spec.pattern, &g, &e) == SR_OK && g.kind == PATTERN_MOBA) {
+    int inputs;
+    int64_t seed;
+    if ((rc = attn_inputs_parse(cli_get(&a, "inputs", "random"), &inputs, &e)) ||
+        (rc = cli_get_int(&a, "data-seed", 1, 0, INT64_MAX, &seed, &e)) ||
+        (rc = attn_gated_selection(&p, (int)layer, inputs, (uint64_t)seed, 1, &pat, &e)))
+      goto out;
+    snprintf(what, sizeof what, "the run's selection (%s inputs, data seed %lld)", cli_get(&a, "inputs", "random"),
+             (long long)seed);
+  } else if (!path && pattern_spec_at_run_time(p.spec.pattern)) {
     rc = sr_input_error(&e, NULL, "--trace",
                         "required for the online pattern '%s': the recorded pattern to predict (attn --trace-out writes one)",
                         p.spec.pattern);

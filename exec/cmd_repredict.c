@@ -5,7 +5,9 @@
 // A result folder lists its runs in `repredict.tsv`, one line a group of logs (tab-separated, '#' starts a
 // comment): GLOB (logs, relative to the folder), CLUSTER (the calibrated cluster file of their call,
 // relative to the folder), and the run's flags the log does not show (--skip-empty-sends, --fwd-runs,
-// --granularity G, --inner K, --ulysses U, --seed X, --trace FILE for vs-online). Each log's summary line
+// --granularity G, --inner K, --ulysses U, --seed X, --trace FILE for vs-online; for moba --inputs KIND and
+// --data-seed X of the run, whose selection is then recomputed from those inputs, and --moba-gate host for a run
+// whose gate ran on the host, which the simulator does not model). Each log's summary line
 //   attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, L layer(s): fwd X ms bwd Y ms per layer
 // gives the plan and the measured times; the cluster is the calibrated one for W ranks (the calibration of
 // one host of W GPUs seen as up to 2 nodes, as scripts/cluster_nodes.py does); the prediction is
@@ -20,8 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec/attn_data.h"
 #include "exec/exec.h"
 #include "exec/repredict.h"
+#include "plan/gating.h"
 #include "plan/pattern_spec.h"
 #include "plan/plan.h"
 #include "plan/util.h"
@@ -118,11 +122,23 @@ static int cluster_for(const char *cal, int W, char *out_path, size_t size, sr_e
   return SR_OK;
 }
 
-// The run's pattern: the plan's own, or (vs-online, adaspa-online: chosen at run time) step 0 of the trace the
-// run wrote.
-static int run_pattern(const plan *p, const char *trace_path, pattern *out, sr_error *e) {
+// The run's inputs (moba: its selection is recomputed from them).
+typedef struct {
+  int inputs;
+  uint64_t seed;
+} run_inputs;
+
+// The run's pattern: the plan's own; moba's selection recomputed from the run's inputs (bf16, as the GPU run held
+// them); or (vs-online, adaspa-online: chosen at run time) step 0 of the trace the run wrote.
+static int run_pattern(const plan *p, const char *trace_path, const run_inputs *in, pattern *out, sr_error *e) {
   if (!pattern_spec_at_run_time(p->spec.pattern))
     return pattern_source_load(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, out, e);
+  gating_opts g;
+  if (!trace_path && pattern_spec_estimation(p->spec.pattern) == PATTERN_GATED &&
+      pattern_spec_gating_opts(p->spec.pattern, &g, e) == SR_OK && g.kind == PATTERN_MOBA) {
+    int rc = pattern_source_load(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, out, e);
+    return rc ? rc : attn_gated_selection(p, 0, in->inputs, in->seed, 1, out, e);
+  }
   if (!trace_path)
     return sr_input_error(e, NULL, "trace", "%s", pattern_spec_estimation(p->spec.pattern) == PATTERN_SEARCHED
                                                          ? "adaspa-online: no trace of the searched mask kept"
@@ -154,7 +170,8 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
   snprintf(s.layout, sizeof s.layout, "%s", layout_kind_name(k));
   s.granularity = k == LAYOUT_STRIPED ? (g > 0 ? g : 128) : 1;
   char trace[1100] = "", buf[1024], *tok[64], *save = NULL;
-  int nt = 0;
+  int nt = 0, host_gate = 0;
+  run_inputs in = {ATTN_INPUTS_RANDOM, 1};
   snprintf(buf, sizeof buf, "%s", flags);
   for (char *t = strtok_r(buf, " ", &save); t && nt < 64; t = strtok_r(NULL, " ", &save)) tok[nt++] = t;
   for (int i = 0; i < nt; i++) {
@@ -168,6 +185,13 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
     else if (!strcmp(tok[i], "--seed")) s.seed = (uint64_t)atoll(val), i++;
     else if (!strcmp(tok[i], "--search-every")) s.search_every = atoll(val), i++;
     else if (!strcmp(tok[i], "--trace")) snprintf(trace, sizeof trace, "%s/%s", dir, val), i++;
+    else if (!strcmp(tok[i], "--data-seed")) in.seed = (uint64_t)atoll(val), i++;
+    else if (!strcmp(tok[i], "--inputs")) in.inputs = strcmp(val, "vs") ? ATTN_INPUTS_RANDOM : ATTN_INPUTS_VS, i++;
+    else if (!strcmp(tok[i], "--moba-gate")) host_gate = !strcmp(val, "host"), i++;
+  }
+  if (host_gate) {  // its forward is the host's selection and uploads (online_gate_cuda.c): not simulated
+    snprintf(r->skipped, sizeof r->skipped, "moba with --moba-gate host: the simulator models the GPU gate");
+    return;
   }
   char cpath[600];
   if (cluster_for(cal, r->world, cpath, sizeof cpath, &e)) {
@@ -181,7 +205,7 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
   double f = 0, b = 0;
   int rc = plan_build(&s, &p, &e);
   if (!rc) {
-    rc = run_pattern(&p, trace[0] ? trace : NULL, &pat, &e);
+    rc = run_pattern(&p, trace[0] ? trace : NULL, &in, &pat, &e);
     if (!rc) rc = predict_attention(&p, &pat, 0, NULL, &f, &b, &e);
     pattern_free(&pat);
     plan_free(&p);

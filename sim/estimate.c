@@ -141,6 +141,12 @@ double estimate_transpose(const sim_ctx *x, double entries, int sources) {
 
 double estimate_plan_build(const sim_ctx *x, double entries) { return EST_PLAN_BUILD_ENTRY_S * entries; }
 
+double estimate_fp64_rate(const sim_ctx *x) { return x->c->gpu.fp64_tflops * 1e12 * EST_FP64_EFF; }
+
+// A radix sort of pairs: 4 passes of 8-bit digits over the 8-byte pairs, each reading and writing them (Adinets &
+// Merrill 2022, "Onesweep"), 64 bytes a pair, at the rate measured for our selection's sort (EST_SELECT_EFF).
+double estimate_sort_pairs(const sim_ctx *x, double n) { return cost_mem(&x->c->gpu, 64.0 * n) / EST_SELECT_EFF; }
+
 // ---------------------------------------------------------------------------------------------
 // AdaSpa's block search (adaspa-online)
 //

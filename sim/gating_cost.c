@@ -1,17 +1,35 @@
 // gating_cost.c — the cost of a gated pattern's selection in every forward pass (moba, token-topk;
-// plan/gating.h), as the executor runs it (exec/online_gate_cpu.c): the selection happens before the ring,
-// after the QKV projection; the tile index is then built as for any sparse pattern.
+// plan/gating.h), as the executor runs it: the selection happens before the ring, after the QKV projection;
+// the tile index is then built as for any sparse pattern.
 //
 // MoBA (Lu et al. 2025; MoBA's reference code, moba_efficient.py: key_gate_weight = mean of each chunk's
-// keys, gate = einsum(q, key_gate_weight), topk over the chunks), per rank with n tokens and per layer:
+// keys, gate = einsum(q, key_gate_weight), topk over the chunks), as our GPU gate runs it (kernels/moba_gate.cu,
+// exec/online_gate_gpu.c, docs/patterns.md "The gate on the GPU"; `--moba-gate auto` takes it), per rank with
+// n tokens and per layer:
 //   1. block sums of the local keys: one read of K, n x Hkv x d bf16 (memory bound);
 //   2. all-reduce of the block sums, nb x Hkv x d fp32 (nb = N / B blocks; a rank's keys of a block are
 //      summed locally, so under striped layouts the "all-gather of block means" is this all-reduce);
-//   3. gate scores q . mean(K_c) for every local row and every complete earlier block c: a GEMM of
-//      2 x H x d x C FLOPs, C = sum over the rank's rows of floor(pos / B), and the fp32 scores written and
-//      read once by the top-k;
+//   3. scores (moba_gate.cu select_kernel: one thread a (row, head)): a row whose own block c = floor(pos / B)
+//      is at most K - 1 keeps every earlier block unscored; every other row scores its c earlier blocks,
+//      S = the sum of c over those rows, H x d x S multiply-adds (scored_blocks below). Two bounds, the
+//      larger taken (roofline, Williams et al. 2009):
+//      - FP64: each multiply-add is a separately rounded multiply and add (__dmul_rn, __dadd_rn, the host's
+//        arithmetic bit for bit: no FMA), two FP64 instructions, i.e. 4 FLOPs of the FP64 peak (which counts an
+//        FMA as 2), at the rate our float64 scorer sustains (estimate_fp64_rate);
+//      - loads: each multiply-add loads one bf16 element of the row's query, and the 32 lanes of a warp are 32
+//        rows H x d x 2 bytes apart, so every load instruction touches 32 distinct sectors: 32 L1 wavefronts, one
+//        a cycle an SM (CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory": a warp's access costs
+//        as many transactions as the 32-byte sectors it touches; Nsight Compute Kernel Profiling Guide, "L1TEX":
+//        a wavefront is the unit processed in one cycle), i.e. one wavefront a (row, head, block, dimension).
+//        A Hopper SM issues 64 FP64 FMAs a cycle (NVIDIA H100 Tensor Core GPU Architecture whitepaper), so the
+//        GPU's wavefronts a second, SMs x clock, are its FP64 peak / 128 (our GPU gate is built for sm_90a
+//        only). This bound is 128 / (4 / 0.44) = 14 times the FP64 one: the gate is load bound.
+//      The fp64 scores stay in registers (a thread's running top K - 1), so no score is written;
 //   4. when a query group's rows sit on several ranks (striped layouts whose stripes split a 128-row
 //      group), the groups' block sets are united by a bitwise-OR all-reduce, H x groups x nb / 8 bytes.
+// The execution form the gate's bit sets make (FULL tiles, the diagonal PARTIAL, BLOCK masks) is then built on
+// the GPU like any index (step_ring.c: estimate_index_build, 16 bytes an entry), and every backward transposes
+// it on the GPU (gating_transpose below).
 // Token top-k (DeepSeek-V3.2, "DeepSeek Sparse Attention": a lightning indexer of IH heads of dimension ID in
 // FP8, I(t, s) = sum_j w_j ReLU(q_j(t) . k(s)); DeepGEMM's fp8_mqa_logits writes the fp32 logits
 // [rows, keys] that the top-k reads), per rank and layer:
@@ -47,6 +65,18 @@ static void rank_sums(const layout *l, int r, int64_t B, double *blocks, double 
   }
 }
 
+// Per rank: the blocks its rows score, the sum of floor(pos / B) over its rows with floor(pos / B) > K - 1
+// (a row of an earlier block keeps every earlier block unscored: moba_gate.cu select_kernel, gating_select.c).
+static double scored_blocks(const layout *l, int r, int64_t B, int32_t topk) {
+  int64_t from = (int64_t)(topk > 1 ? topk : 1) * B;  // the first position whose own block exceeds K - 1
+  double s = 0;
+  for (int64_t x = l->rank_run_begin[r]; x < l->rank_run_begin[r + 1]; x++) {
+    int64_t g = l->runs[x].global, n = l->runs[x].len, a = g > from ? g : from;
+    if (g + n > a) s += floor_prefix(g + n, B) - floor_prefix(a, B);
+  }
+  return topk > 1 ? s : 0;
+}
+
 // Do some query group's rows sit on two ranks (a run of the layout starting or ending inside a group)?
 static int groups_split(const layout *l) {
   for (int64_t x = 0; x < l->n_runs; x++) {
@@ -75,10 +105,10 @@ int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_err
     if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, qkv, out, e))) goto done;
     x->comm_bytes += 2 * sums * (W - 1);  // ring all-reduce: 2 (W - 1) / W of the buffer a rank, W ranks
     if ((rc = ctx_collective(x, cost_allreduce(W, sums, gbps, lat), PHASE_COLLECTIVE, layer, out, x->c2, e))) goto done;
+    double fp64 = estimate_fp64_rate(x), wavefronts = gpu->fp64_tflops * 1e12 / 128;  // (3) above
     for (int r = 0; r < W; r++) {
-      double cand, keys;
-      rank_sums(l, r, g.block, &cand, &keys);
-      dur[r] = cost_gemm(gpu, 2 * H * d * cand) + cost_mem(gpu, 2 * H * cand * 4);
+      double madds = H * d * scored_blocks(l, r, g.block, g.topk);
+      dur[r] = fmax(fp64 > 0 ? 4 * madds / fp64 : 0, wavefronts > 0 ? madds / wavefronts : 0);
     }
     if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto done;
     if (groups_split(l)) {
@@ -103,4 +133,12 @@ int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_err
 done:
   free(dur);
   return rc;
+}
+
+// The backward's transposed index of the gate's form, built on the GPU every pass (online_gate_gpu.c
+// gate_gpu_backward, kernels/transpose_gpu.cu): each entry's (head, KV tile, query tile) key and its value
+// gathered, sorted by a radix sort of pairs, then split into the arrays the backward reads: memory passes of 16
+// bytes an entry as an index build (estimate_index_build) and the sort (estimate_sort_pairs).
+double gating_transpose(const sim_ctx *x, double entries) {
+  return estimate_index_build(x, entries) + estimate_sort_pairs(x, entries);
 }

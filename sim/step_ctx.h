@@ -89,6 +89,13 @@ double estimate_transpose(const sim_ctx *x, double entries, int sources);
 // Seconds to build one rank's attention plan (its execution form, transposes, upload) on the host from
 // `entries` tile and bar entries: the first training step's plans built when their layer comes.
 double estimate_plan_build(const sim_ctx *x, double entries);
+// FLOP/s our float64 scoring sustains on the GPU's FP64 vector units (estimate.c, EST_FP64_EFF).
+double estimate_fp64_rate(const sim_ctx *x);
+// Seconds our GPU's radix sort of n (32-bit key, 32-bit value) pairs takes (estimate.c, EST_SELECT_EFF).
+double estimate_sort_pairs(const sim_ctx *x, double n);
+// Seconds a MoBA backward pass spends making, on the GPU, the transposed index of the form its forward's gate
+// built, of `entries` tile entries (gating_cost.c).
+double gating_transpose(const sim_ctx *x, double entries);
 
 // Ring kinds (flat ring, double ring) driven by the plan's schedule.
 int step_ring(sim_ctx *x, sr_error *e);

@@ -109,6 +109,7 @@ typedef struct {
   double *dur;         // [W]
   int online;          // pattern estimated online (MTraining) or selected by a gate (gated)
   int gated;           // moba, token-topk: the gate's cost (gating_cost.c), then the index build
+  int moba;            // moba: its gate's form transposed on the GPU in every backward (gating_cost.c)
   int search;          // pattern searched at chosen steps (AdaSpa's adaspa-online)
   ring_routes *routes; // [n_routes] the distinct routes of the layers (one unless shards are skipped)
   int n_routes;
@@ -224,6 +225,12 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
+  // moba: the form its gate built on the GPU, transposed for the backward on the GPU, every pass (gating_cost.c)
+  if (st->online && st->gated && w->sparse && st->moba) {
+    for (int r = 0; r < W; r++) st->dur[r] = gating_transpose(x, w->entries[r]);
+    if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
+    memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
+  }
   for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->bwd[i];
   st->ring.layer = layer;
   if ((rc = ring_backward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND,
@@ -277,6 +284,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   pattern_estimation how = pattern_spec_estimation(p->spec.pattern);
   st.online = how != PATTERN_FIXED && how != PATTERN_SEARCHED && !x->o->fixed_pattern;
   st.gated = how == PATTERN_GATED;
+  gating_opts go;
+  st.moba = st.gated && pattern_spec_gating_opts(p->spec.pattern, &go, e) == SR_OK && go.kind == PATTERN_MOBA;
   st.search = how == PATTERN_SEARCHED && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
   st.ring.log = x->transfers;

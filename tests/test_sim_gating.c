@@ -1,5 +1,6 @@
 // test_sim_gating.c — the simulated cost of a gated pattern's selection (sim/gating_cost.c) follows the
-// selection as the executor makes it: MoBA's q . mean(K) scores are a GEMM over each row's earlier blocks,
+// selection as the executor makes it: MoBA's q . mean(K) scores are float64 loads and multiply-adds on the FP64
+// units for the rows past their first K - 1 blocks (the GPU gate, kernels/moba_gate.cu),
 // token top-k's logits run at the FP8 tensor rate (gpu.fp8_tflops; the bf16 peak where the GPU has none),
 // and a given pattern (the simulator told not to estimate) is charged nothing.
 #include <math.h>
@@ -32,8 +33,10 @@ static const char *cluster_rates(double peak, double fp8) {
 }
 
 // Each rank's summed PHASE_ESTIMATE compute time in layer 0 (mtraining's layout, tiny-test, 4096 tokens),
-// and per rank the sums over its tokens of floor(pos / B) (MoBA's candidate blocks) and pos + 1 (causal keys).
-static int gate_s(const char *cluster, const char *spec, int fixed, int64_t B, double *t, double *blocks, double *keys) {
+// and per rank the sums over its tokens of floor(pos / B) where it exceeds K - 1 (MoBA's scored blocks; K = 0:
+// every token's) and pos + 1 (causal keys).
+static int gate_s(const char *cluster, const char *spec, int fixed, int64_t B, int64_t K, double *t, double *blocks,
+                  double *keys) {
   plan_spec s;
   plan_spec_defaults(&s);
   sr_error e;
@@ -48,7 +51,10 @@ static int gate_s(const char *cluster, const char *spec, int fixed, int64_t B, d
     t[r] = blocks[r] = keys[r] = 0;
     int64_t *pos = malloc(sizeof(int64_t) * (size_t)p.layout.rank_count[r]);
     layout_positions(&p.layout, r, pos);
-    for (int64_t i = 0; i < p.layout.rank_count[r]; i++) blocks[r] += (double)(pos[i] / B), keys[r] += (double)(pos[i] + 1);
+    for (int64_t i = 0; i < p.layout.rank_count[r]; i++) {
+      if (pos[i] / B > K - 1) blocks[r] += (double)(pos[i] / B);
+      keys[r] += (double)(pos[i] + 1);
+    }
     free(pos);
   }
   sim_options o = {0, 1, fixed, 0, 0};
@@ -66,8 +72,8 @@ static int gate_s(const char *cluster, const char *spec, int fixed, int64_t B, d
 
 TEST(sim_token_topk_logits_run_at_the_fp8_tensor_rate) {
   double t1[2], t2[2], bl[2], keys[2];
-  CHECK_EQ_INT(gate_s(cluster_rates(989, 2000), "token-topk:64:4:16", 0, 1, t1, bl, keys), 0);
-  CHECK_EQ_INT(gate_s(cluster_rates(989, 4000), "token-topk:64:4:16", 0, 1, t2, bl, keys), 0);
+  CHECK_EQ_INT(gate_s(cluster_rates(989, 2000), "token-topk:64:4:16", 0, 1, 0, t1, bl, keys), 0);
+  CHECK_EQ_INT(gate_s(cluster_rates(989, 4000), "token-topk:64:4:16", 0, 1, 0, t2, bl, keys), 0);
   for (int r = 0; r < 2; r++) {
     // 4 indexer heads of 16: 2 x 4 x 16 FLOPs a (row, earlier key) pair at 0.5 of the FP8 peak; doubling the
     // peak takes half of that off, nothing else changes (projections at the bf16 rate, logits memory bound)
@@ -79,19 +85,20 @@ TEST(sim_token_topk_logits_run_at_the_fp8_tensor_rate) {
 
 TEST(cluster_without_fp8_runs_the_indexer_at_the_bf16_peak) {
   double t0[2], tp[2], bl[2], keys[2];
-  CHECK_EQ_INT(gate_s(cluster_rates(312, -1), "token-topk:64:4:16", 0, 1, t0, bl, keys), 0);
-  CHECK_EQ_INT(gate_s(cluster_rates(312, 312), "token-topk:64:4:16", 0, 1, tp, bl, keys), 0);
+  CHECK_EQ_INT(gate_s(cluster_rates(312, -1), "token-topk:64:4:16", 0, 1, 0, t0, bl, keys), 0);
+  CHECK_EQ_INT(gate_s(cluster_rates(312, 312), "token-topk:64:4:16", 0, 1, 0, tp, bl, keys), 0);
   for (int r = 0; r < 2; r++) CHECK_NEAR(t0[r], tp[r], 1e-12 * tp[r]);
 }
 
-TEST(sim_moba_gate_scores_each_row_against_its_earlier_blocks_as_a_gemm) {
+TEST(sim_moba_gate_scores_rows_past_their_first_k_minus_1_blocks_one_query_load_a_multiply_add) {
   double t1[2], t2[2], bl[2], keys[2];
-  CHECK_EQ_INT(gate_s(cluster_rates(500, -1), "moba:256:3", 0, 256, t1, bl, keys), 0);
-  CHECK_EQ_INT(gate_s(cluster_rates(1000, -1), "moba:256:3", 0, 256, t2, bl, keys), 0);
+  CHECK_EQ_INT(gate_s(cluster_rates(500, -1), "moba:256:3", 0, 256, 3, t1, bl, keys), 0);
+  CHECK_EQ_INT(gate_s(cluster_rates(1000, -1), "moba:256:3", 0, 256, 3, t2, bl, keys), 0);
   for (int r = 0; r < 2; r++) {
-    // tiny-test: 4 heads of 16; 2 x 4 x 16 FLOPs a (row, earlier block) at 0.5 of the peak
-    double half = 2.0 * 4 * 16 * bl[r] / (500e12 * 0.5) / 2;
-    CHECK(t1[r] > 0);
+    // tiny-test: 4 heads of 16; 4 x 16 multiply-adds a scored (row, block), each one L1 wavefront at the FP64 peak
+    // / 128 a second (the FP64 peak defaults to the bf16 peak x 34 / 989): doubling the peak halves them
+    double half = 4.0 * 16 * bl[r] / (500e12 * 34 / 989 / 128) / 2;
+    CHECK(t1[r] > 0 && bl[r] > 0);
     CHECK_NEAR(t1[r] - t2[r], half, 1e-9 * t1[r]);
   }
 }
@@ -100,7 +107,7 @@ TEST(sim_given_gated_pattern_is_charged_no_gate) {
   double t[2], bl[2], keys[2];
   const char *specs[] = {"moba:256:3", "token-topk:64:4:16"};
   for (int x = 0; x < 2; x++) {
-    CHECK_EQ_INT(gate_s(cluster_rates(989, -1), specs[x], 1, 1, t, bl, keys), 0);
+    CHECK_EQ_INT(gate_s(cluster_rates(989, -1), specs[x], 1, 1, 0, t, bl, keys), 0);
     CHECK(t[0] == 0 && t[1] == 0);
   }
 }
