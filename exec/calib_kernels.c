@@ -1,6 +1,7 @@
 // calib_kernels.c — kernel efficiencies for calibration (calibrate.h): cuBLAS bf16 GEMMs of a
 // transformer layer's shapes, and the sparse attention kernels on synthetic tile indices holding one
 // kind of tile each, timed with CUDA events.
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,38 @@
     if (r_ != cudaSuccess) return sr_internal_error(e, 0, "%s: CUDA error %s", what, cudaGetErrorString(r_)); \
   } while (0)
 
-// Achieved TFLOP/s of bf16 GEMMs (fp32 accumulate) over the shapes of a layer's projections.
+// n bf16 values uniform in [-1, 1) into device memory (a splitmix64 stream from seed; 1M values a copy). The
+// GEMMs are timed on such operands, not on zeros: a tensor-core product of zeros draws less power, so the GPU
+// holds higher clocks than on real data and the calibration overstates the trainer's GEMM rate (on one H100
+// the exec trainer's non-attention work ran at about 680 TFLOP/s where a zero-operand calibration said 869,
+// results/sim/2026-11-27-train-step-model).
+static int fill_bf16_uniform(void *dev, size_t n, uint64_t seed, sr_error *e) {
+  enum { CHUNK = 1 << 20 };
+  uint16_t *h = malloc(sizeof(uint16_t) * CHUNK);
+  if (!h) return sr_internal_error(e, 0, "out of memory");
+  for (size_t at = 0; at < n; at += CHUNK) {
+    size_t m = n - at < CHUNK ? n - at : CHUNK;
+    for (size_t i = 0; i < m; i++) {
+      uint64_t z = (seed += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      float x = (float)((double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+      uint32_t bits;
+      memcpy(&bits, &x, sizeof bits);
+      h[i] = (uint16_t)(bits >> 16);  // bf16: the float's upper half (truncation is enough for operands)
+    }
+    cudaError_t r = cudaMemcpy((uint16_t *)dev + at, h, sizeof(uint16_t) * m, cudaMemcpyHostToDevice);
+    if (r != cudaSuccess) {
+      free(h);
+      return sr_internal_error(e, 0, "cudaMemcpy: CUDA error %s", cudaGetErrorString(r));
+    }
+  }
+  free(h);
+  return SR_OK;
+}
+
+// Achieved TFLOP/s of bf16 GEMMs (fp32 accumulate) over the shapes of a layer's projections, on random operands.
 static int gemm_tflops(double *tflops, sr_error *e) {
   const int shapes[3][3] = {{8192, 2048, 2048}, {8192, 11008, 2048}, {8192, 2048, 11008}};  // Qwen2.5-3B-like
   cublasHandle_t h;
@@ -29,8 +61,7 @@ static int gemm_tflops(double *tflops, sr_error *e) {
   CK(cudaMalloc(&A, maxe * 2), "cudaMalloc");
   CK(cudaMalloc(&B, maxe * 2), "cudaMalloc");
   CK(cudaMalloc(&C, maxe * 2), "cudaMalloc");
-  CK(cudaMemset(A, 0, maxe * 2), "cudaMemset");
-  CK(cudaMemset(B, 0, maxe * 2), "cudaMemset");
+  if (fill_bf16_uniform(A, maxe, 1, e) || fill_bf16_uniform(B, maxe, 2, e)) return e->code;
   cudaEvent_t t0, t1;
   CK(cudaEventCreate(&t0), "event");
   CK(cudaEventCreate(&t1), "event");
