@@ -303,7 +303,7 @@ static void count_diagonals(fast_ctx *c, const iset *D, const i64_list *kd, work
     }
     acc_add(c, dl % P, (double)(c->nbi_div - dl / P), full, !full, 0, (double)sp);
   }
-  acc_flush(c, hc);
+  if (!(c->pending && c->P < c->nbi)) acc_flush(c, hc);
 }
 
 // Column tiles of K below the interior's end, in ascending order (*ct grown as needed). Returns 0 or -1.
@@ -582,7 +582,7 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
       int64_t s = ct[t].kb % c->P;
       hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
     }
-    if (periodic) columns_periodic(c, &v->d, &v->k, ct, n_ct, &kd, hc);
+    if (periodic) rc = columns_periodic(c, &v->d, &v->k, ct, n_ct, &kd, hc);
     else columns_by_runs(c, &v->d, &v->k, &kd, ct, n_ct, hc);
   }
   free(kd.delta);
@@ -611,6 +611,22 @@ void tiles_fast_close(tiles_fast *f) {
   if (!f) return;
   fast_free((fast_ctx *)f);
   free(f);
+}
+
+void tiles_fast_fold(tiles_fast *f, work_count *hc) {
+  fast_ctx *c = (fast_ctx *)f;
+  if (c->P < c->nbi) {
+    acc_flush(c, hc);
+    colbuf_fold(c, hc);
+  }
+}
+
+int tiles_fast_head_pending(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
+  fast_ctx *c = (fast_ctx *)f;
+  c->pending = 1;
+  int rc = tiles_fast_head(f, s, v, hc, e);
+  c->pending = 0;
+  return rc;
 }
 
 int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
