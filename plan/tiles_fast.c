@@ -337,27 +337,34 @@ static int column_tiles(const fast_ctx *c, const iset *K, col_tile **ct, int64_t
 // Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes. A
 // partial diagonal misses a prefix or a suffix, so only column tiles with verticals at a tile edge can
 // complete one: those are listed first (few: a vertical lands on an edge one time in TILE / 2), in ascending
-// kb, so a diagonal stops at the first that would fall past the interior. Returns 0 or -1 (out of memory).
+// kb, so a diagonal stops at the first that would fall past the interior. A diagonal missing two or more
+// offsets on a side searches only the tiles with two or more verticals at that edge (rarer still), one
+// missing one offset the tiles with a vertical there. Returns 0 or -1 (out of memory).
 static int full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_pd, const col_tile *ct, int64_t n_ct,
                            work_count *hc) {
-  int64_t max_pre = 0, max_suf = 0, n_edge = 0, *edge = malloc((size_t)(n_ct + 1) * sizeof *edge);
-  if (!edge) return -1;
+  int64_t max_pre = 0, max_suf = 0, n[4] = {0}, *list = malloc((size_t)(4 * n_ct + 1) * sizeof *list);
+  if (!list) return -1;
+  int64_t *edge[4] = {list, list + n_ct, list + 2 * n_ct, list + 3 * n_ct};  // vpre >= 1, vsuf >= 1, >= 2, >= 2
   for (int64_t t = 0; t < n_ct; t++) {
     max_pre = sr_max64(max_pre, ct[t].vpre);
     max_suf = sr_max64(max_suf, ct[t].vsuf);
-    if (ct[t].vpre || ct[t].vsuf) edge[n_edge++] = t;
+    if (ct[t].vpre >= 1) edge[0][n[0]++] = t;
+    if (ct[t].vsuf >= 1) edge[1][n[1]++] = t;
+    if (ct[t].vpre >= 2) edge[2][n[2]++] = t;
+    if (ct[t].vsuf >= 2) edge[3][n[3]++] = t;
   }
   for (int64_t x = 0; x < n_pd; x++) {
     if (pd[x].pre > max_pre || pd[x].suf > max_suf) continue;
-    for (int64_t i = 0; i < n_edge && ct[edge[i]].kb + pd[x].delta < c->nbi; i++) {
-      const col_tile *t = &ct[edge[i]];
+    int k = pd[x].pre >= 2 ? 2 : pd[x].suf >= 2 ? 3 : pd[x].pre ? 0 : 1;  // pre = suf = 0 is a full diagonal
+    for (int64_t i = 0; i < n[k] && ct[edge[k][i]].kb + pd[x].delta < c->nbi; i++) {
+      const col_tile *t = &ct[edge[k][i]];
       if (t->vpre < pd[x].pre || t->vsuf < pd[x].suf) continue;
       work_count *w = cell(hc, c, (t->kb + pd[x].delta) % c->P, t->kb % c->P);
       w->full++;
       w->partial--;
     }
   }
-  free(edge);
+  free(list);
   return 0;
 }
 

@@ -347,11 +347,13 @@ int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *
   int64_t M = nbi - 2, top = D->n - 1, yk = 0, jlo = P, jhi = -1, keys = 0, pieces = 0;
   for (int64_t t = 0; t < n_ct; t++) keys += ct[t].cv;
   for (int64_t x = 0; x < D->n && D->lo[x] < nbi * T; x++) pieces += (sr_min64(D->hi[x], nbi * T - 1) - D->lo[x]) / T + 2;
-  // By offset tile (overlap_by_tiles) where it takes fewer steps than the histogram rows (P lanes a vertical,
-  // eight a step); its steps are scalar, about three a piece of D and two a column tile's entry.
+  // By offset tile (overlap_by_tiles) where it is estimated cheaper than by vertical (the histogram rows, P
+  // lanes a vertical). Unit costs measured on Llama-3.1-70B vs-topp heads at 4M tokens, periods 256 and 1024:
+  // about 0.2 ns a vertical and residue, 16 times that a piece of D and residue, twice that a column tile's
+  // entry; at period 32 (Qwen2.5-3B, 512K) both take the same time.
   int by_tiles = tiles_fast_overlap_by_tiles ? tiles_fast_overlap_by_tiles == 2
-                                             : (double)P * (3.0 * (double)pieces) + 2.0 * (double)n_ct * T <
-                                                   (double)keys * (double)P / 8;
+                                             : 16.0 * (double)pieces * (double)P + 2.0 * (double)n_ct * T <
+                                                   (double)keys * (double)P;
   by_tiles = by_tiles && c->ov_same;
   if (by_tiles && overlap_by_tiles(c, D, K, ct, n_ct)) return -1;
   if (!by_tiles) offset_histograms(c, D, M, &jlo, &jhi);
