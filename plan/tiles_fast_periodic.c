@@ -246,19 +246,67 @@ void colbuf_fold(fast_ctx *c, work_count *hc) {
 // pieces by descending dt makes mu ascend, so the column tiles of s join N in order. Returns 0 or -1.
 int tiles_fast_overlap_by_tiles = 0;
 
-// Add pieces x, x - 1, ... of overlap_by_tiles to one source residue's sums while their mu stays below lim
-// (no further column tile joins): S[y + 1] = S(y), n = N(T - 1). Returns the first piece not added.
-static int64_t pieces_add(const int32_t *pc, int64_t x, int64_t aq, int64_t ar, int64_t lim, const int64_t *S, int64_t n,
-                          int64_t *same, int64_t *next) {
-  for (; x >= 0; x--) {
-    const int32_t *p = pc + 4 * x;
+// One source residue's walk over the pieces of overlap_by_tiles. A run of whole offset tiles (consecutive dt,
+// every offset kept: the local window) adds the same to each of its residues, so it is added as ranges of
+// residues into difference arrays, summed into the residue's sums once at its end.
+typedef struct {
+  const int32_t *pc, *run;  // pieces; run[x]: the first piece of the run of whole tiles holding x (x: none)
+  int64_t P, A, aq, ar;     // A = nbi - 2 - s, aq = A / P, ar = A mod P
+  int64_t *dsame, *dnext;   // [P + 1] differences over residues
+  int64_t whole_same, whole_next, ranged;  // added to every residue; some range added
+} piece_walk;
+
+static void range_add(int64_t *d, int64_t P, int64_t first, int64_t last, int64_t v) {
+  if (first <= last) {
+    d[first] += v, d[last + 1] -= v;
+  } else {  // wraps past P - 1
+    d[first] += v, d[P] -= v, d[0] += v, d[last + 1] -= v;
+  }
+}
+
+// Add pieces x, x - 1, ... to the residue's sums while their mu stays below lim (no further column tile
+// joins): S[y + 1] = S(y), n = N(T - 1). Returns the first piece not added.
+static int64_t pieces_add(piece_walk *w, int64_t x, int64_t lim, const int64_t *S, int64_t n, int64_t *same,
+                          int64_t *next) {
+  const int64_t P = w->P;
+  while (x >= 0) {
+    const int32_t *p = w->pc + 4 * x;
     int64_t j = p[1], e0 = p[2], e1 = p[3];
-    if (aq - p[0] - (j > ar) >= lim) break;
+    if (w->aq - p[0] - (j > w->ar) >= lim) break;
+    if (x - w->run[x] >= 3) {  // whole tiles dt - (x - lo) .. dt, those with mu < lim: dt > A - lim P
+      int64_t dt = p[0] * P + j, lo = w->run[x];
+      if (lim != INT64_MAX) lo = sr_max64(lo, x - dt + w->A - lim * P + 1);
+      int64_t L = x - lo + 1, g = S[TILE], nx = TILE * n - g, r = L % P;
+      w->whole_same += L / P * g;
+      w->whole_next += L / P * nx;
+      if (r) {
+        range_add(w->dsame, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, g);
+        range_add(w->dnext, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, nx);
+      }
+      w->ranged = 1;
+      x = lo - 1;
+      continue;
+    }
     int64_t g = S[TILE - e0] - S[TILE - 1 - e1];
     same[j] += g;
     next[j] += (e1 - e0 + 1) * n - g;
+    x--;
   }
   return x;
+}
+
+// The ranges added by pieces_add into the residue's sums, clearing them.
+static void pieces_ranges_fold(piece_walk *w, int64_t *same, int64_t *next) {
+  if (!w->ranged) return;
+  for (int64_t j = 0, a = 0, b = 0; j < w->P; j++) {
+    a += w->dsame[j];
+    b += w->dnext[j];
+    same[j] += a + w->whole_same;
+    next[j] += b + w->whole_next;
+  }
+  memset(w->dsame, 0, (size_t)(w->P + 1) * sizeof *w->dsame);
+  memset(w->dnext, 0, (size_t)(w->P + 1) * sizeof *w->dnext);
+  w->whole_same = w->whole_next = w->ranged = 0;
 }
 
 static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct) {
@@ -285,15 +333,26 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
   // column tiles grouped by source residue (ascending kb within each), with their first interval of K
   int64_t *first = calloc((size_t)P + 1, sizeof *first), *order = malloc((size_t)(n_ct + 1) * sizeof *order),
           *yfirst = malloc((size_t)(n_ct + 1) * sizeof *yfirst), *ms = malloc((size_t)(n_ct + 1) * sizeof *ms),
-          S[TILE + 1], cnt[TILE];
-  if (!first || !order || !yfirst || !ms) {
+          *diff = calloc(2 * ((size_t)P + 1), sizeof *diff), S[TILE + 1], cnt[TILE];
+  int32_t *run = malloc((size_t)(n_pc + 1) * sizeof *run);
+  if (!first || !order || !yfirst || !ms || !diff || !run) {
     free(pc);
     free(first);
     free(order);
     free(yfirst);
     free(ms);
+    free(diff);
+    free(run);
     return -1;
   }
+  for (int64_t x = 0; x < n_pc; x++) {  // runs of whole tiles with consecutive dt
+    const int32_t *p = pc + 4 * x, *q = p - 4;
+    int whole = p[2] == 0 && p[3] == T - 1;
+    run[x] = (int32_t)(x > 0 && whole && q[2] == 0 && q[3] == T - 1 && (int64_t)q[0] * P + q[1] + 1 == (int64_t)p[0] * P + p[1]
+                           ? run[x - 1]
+                           : x);
+  }
+  piece_walk w = {pc, run, P, 0, 0, 0, diff, diff + P + 1, 0, 0, 0};
   for (int64_t t = 0, y = 0; t < n_ct; t++) {
     first[ct[t].kb % P + 1]++;
     while (y < K->n && K->hi[y] < ct[t].kb * T) y++;
@@ -310,6 +369,7 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
     int64_t i = first[s], end = first[s + 1], A = nbi - 2 - s, x = n_pc - 1;
     if (i == end || A < 0) continue;
     int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, aq = A / P, ar = A % P;
+    w.A = A, w.aq = aq, w.ar = ar;
     memset(cnt, 0, sizeof cnt);
     // pieces that reach no column tile of s yet (mu below the first one's m)
     while (x >= 0 && aq - pc[4 * x] - (pc[4 * x + 1] > ar) < ms[i]) x--;
@@ -326,14 +386,17 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
         sum += n;
         S[y + 1] = sum;
       }
-      x = pieces_add(pc, x, aq, ar, i < end ? ms[i] : INT64_MAX, S, S[T] - S[T - 1], same, next);
+      x = pieces_add(&w, x, i < end ? ms[i] : INT64_MAX, S, S[T] - S[T - 1], same, next);
     }
+    pieces_ranges_fold(&w, same, next);
   }
   free(pc);
   free(first);
   free(order);
   free(yfirst);
   free(ms);
+  free(diff);
+  free(run);
   return 0;
 }
 
