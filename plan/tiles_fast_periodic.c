@@ -141,13 +141,10 @@ static void rows_add(int32_t *acc, int32_t *all, const int32_t *hist, int64_t P,
   rows_add_plain(acc, all, hist, P, b, n, jlo, jhi);
 }
 
-// The n verticals of one column tile of source residue s, at tile offsets b[0 .. n), into the 32-bit sums.
-// After a spill they take `cap` verticals (each adding at most max_row to a sum) without overflowing.
-static void overlap_tile_add(fast_ctx *c, int64_t s, const int32_t *b, int n, int64_t jlo, int64_t jhi,
-                             int64_t max_row) {
+// The n verticals of one column tile of source residue s, at tile offsets b[0 .. n), into the 32-bit sums,
+// which take `cap` verticals after a spill without overflowing (columns_periodic).
+static void overlap_tile_add(fast_ctx *c, int64_t s, const int32_t *b, int n, int64_t jlo, int64_t jhi, int64_t cap) {
   const int64_t P = c->P;
-  int64_t cap = INT32_MAX / (max_row > 0 ? max_row : 1);
-  if (tiles_fast_overlap_spill_keys > 0) cap = sr_min64(cap, tiles_fast_overlap_spill_keys);
   for (int i = 0; i < n;) {
     if (c->ov_room <= 0) {
       overlap_spill(c, jlo, jhi);
@@ -423,13 +420,16 @@ int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *
   const int32_t *row_all = c->hist + T * P;
   int64_t max_row = 0;  // row_all only falls: its largest element bounds what a vertical adds
   for (int64_t j = jlo; j <= jhi; j++) max_row = sr_max64(max_row, row_all[j]);
+  int64_t cap = INT32_MAX / (max_row > 0 ? max_row : 1);  // verticals the 32-bit sums take between spills
+  if (tiles_fast_overlap_spill_keys > 0) cap = sr_min64(cap, tiles_fast_overlap_spill_keys);
   int lanes = c->ov_acc && keys > 2 * P;
+  int64_t f = D->n;  // D's first interval ending at or after lastd: lastd falls as kb grows, so f walks down
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, lastd = (lim - 1) * T, last_pairs = 0;
     c->cvm[s * c->n_m + kb / P] = ct[t].cv;
     c->s_used[s] = 1;
     for (; !by_tiles && M > lim - 2; M--) histogram_drop(c, D, M, &top);
-    int64_t f = iset_first_ge(D, lastd);  // D's intervals in the last query tile's offsets
+    while (f > 0 && D->hi[f - 1] >= lastd) f--;  // D's intervals in the last query tile's offsets from f
     int in_last = f < D->n && D->lo[f] <= lastd + T - 1;
     while (yk < K->n && K->hi[yk] < kb * T) yk++;
     int32_t bs[TILE];  // the tile offsets of the tile's verticals
@@ -442,7 +442,7 @@ int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *
         for (int64_t x = f; in_last && x < D->n && D->lo[x] <= lastd + T - 1 - b; x++)
           last_pairs += sr_min64(D->hi[x], lastd + T - 1 - b) - sr_max64(D->lo[x], lastd) + 1;
       }
-    if (jlo <= jhi && lanes && n_b) overlap_tile_add(c, s, bs, n_b, jlo, jhi, max_row);
+    if (jlo <= jhi && lanes && n_b) overlap_tile_add(c, s, bs, n_b, jlo, jhi, cap);
     if (last_pairs) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)last_pairs;
   }
   if (lanes && jlo <= jhi) overlap_spill(c, jlo, jhi);
