@@ -70,6 +70,12 @@ void tiles_accounter_close(tiles_accounter *a);
 // Add the exact counts of head h (over l->n_tokens tokens) to counts[q_rank * W + src]: the numbers
 // tiles_account_layer gives that head, added, so a layer's heads may be summed in one array.
 int tiles_account_head_add(tiles_accounter *a, const head_pattern *h, work_count *counts, sr_error *e);
+// The same, but part of the counts may stay pending in the accounter (a periodic layout's sums by residue,
+// folded into the W x W cells once for many heads instead of once a head) until tiles_accounter_fold with the
+// same counts: call it before reading counts or adding heads of this accounter to other counts.
+int tiles_account_head_add_pending(tiles_accounter *a, const head_pattern *h, work_count *counts, sr_error *e);
+// Add the pending counts into counts (the array the pending heads were added to) and clear them.
+void tiles_accounter_fold(tiles_accounter *a, work_count *counts);
 
 // ---- additive (patterns area): a layer's totals and imbalance, for reports ------------------------
 

@@ -123,15 +123,28 @@ void tiles_accounter_close(tiles_accounter *a) {
   free(a);
 }
 
-int tiles_account_head_add(tiles_accounter *a, const head_pattern *h, work_count *counts, sr_error *e) {
+static int head_add(tiles_accounter *a, const head_pattern *h, int pending, work_count *counts, sr_error *e) {
   head_view v;
   int rc = head_view_build(h, a->l->n_tokens, &v, e);
   if (rc) return rc;
-  if (a->fast) rc = tiles_fast_head(a->fast, &a->s, &v, counts, e);
+  if (a->fast && pending) rc = tiles_fast_head_pending(a->fast, &a->s, &v, counts, e);
+  else if (a->fast) rc = tiles_fast_head(a->fast, &a->s, &v, counts, e);
   else if (a->cb && !v.is_block && !v.is_tokens) rc = account_head_comb(a->cb, &a->s, &v, counts, e);
   else rc = tiles_account_head_generic(&a->s, &v, counts, e);
   head_view_free(&v);
   return rc;
+}
+
+int tiles_account_head_add(tiles_accounter *a, const head_pattern *h, work_count *counts, sr_error *e) {
+  return head_add(a, h, 0, counts, e);
+}
+
+int tiles_account_head_add_pending(tiles_accounter *a, const head_pattern *h, work_count *counts, sr_error *e) {
+  return head_add(a, h, 1, counts, e);
+}
+
+void tiles_accounter_fold(tiles_accounter *a, work_count *counts) {
+  if (a && a->fast) tiles_fast_fold(a->fast, counts);
 }
 
 // ---------------------------------------------------------------------------------------------

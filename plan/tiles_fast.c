@@ -303,7 +303,7 @@ static void count_diagonals(fast_ctx *c, const iset *D, const i64_list *kd, work
     }
     acc_add(c, dl % P, (double)(c->nbi_div - dl / P), full, !full, 0, (double)sp);
   }
-  acc_flush(c, hc);
+  if (!(c->pending && c->P < c->nbi)) acc_flush(c, hc);
 }
 
 // Column tiles of K below the interior's end, in ascending order (*ct grown as needed). Returns 0 or -1.
@@ -337,27 +337,34 @@ static int column_tiles(const fast_ctx *c, const iset *K, col_tile **ct, int64_t
 // Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes. A
 // partial diagonal misses a prefix or a suffix, so only column tiles with verticals at a tile edge can
 // complete one: those are listed first (few: a vertical lands on an edge one time in TILE / 2), in ascending
-// kb, so a diagonal stops at the first that would fall past the interior. Returns 0 or -1 (out of memory).
+// kb, so a diagonal stops at the first that would fall past the interior. A diagonal missing two or more
+// offsets on a side searches only the tiles with two or more verticals at that edge (rarer still), one
+// missing one offset the tiles with a vertical there. Returns 0 or -1 (out of memory).
 static int full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_pd, const col_tile *ct, int64_t n_ct,
                            work_count *hc) {
-  int64_t max_pre = 0, max_suf = 0, n_edge = 0, *edge = malloc((size_t)(n_ct + 1) * sizeof *edge);
-  if (!edge) return -1;
+  int64_t max_pre = 0, max_suf = 0, n[4] = {0}, *list = malloc((size_t)(4 * n_ct + 1) * sizeof *list);
+  if (!list) return -1;
+  int64_t *edge[4] = {list, list + n_ct, list + 2 * n_ct, list + 3 * n_ct};  // vpre >= 1, vsuf >= 1, >= 2, >= 2
   for (int64_t t = 0; t < n_ct; t++) {
     max_pre = sr_max64(max_pre, ct[t].vpre);
     max_suf = sr_max64(max_suf, ct[t].vsuf);
-    if (ct[t].vpre || ct[t].vsuf) edge[n_edge++] = t;
+    if (ct[t].vpre >= 1) edge[0][n[0]++] = t;
+    if (ct[t].vsuf >= 1) edge[1][n[1]++] = t;
+    if (ct[t].vpre >= 2) edge[2][n[2]++] = t;
+    if (ct[t].vsuf >= 2) edge[3][n[3]++] = t;
   }
   for (int64_t x = 0; x < n_pd; x++) {
     if (pd[x].pre > max_pre || pd[x].suf > max_suf) continue;
-    for (int64_t i = 0; i < n_edge && ct[edge[i]].kb + pd[x].delta < c->nbi; i++) {
-      const col_tile *t = &ct[edge[i]];
+    int k = pd[x].pre >= 2 ? 2 : pd[x].suf >= 2 ? 3 : pd[x].pre ? 0 : 1;  // pre = suf = 0 is a full diagonal
+    for (int64_t i = 0; i < n[k] && ct[edge[k][i]].kb + pd[x].delta < c->nbi; i++) {
+      const col_tile *t = &ct[edge[k][i]];
       if (t->vpre < pd[x].pre || t->vsuf < pd[x].suf) continue;
       work_count *w = cell(hc, c, (t->kb + pd[x].delta) % c->P, t->kb % c->P);
       w->full++;
       w->partial--;
     }
   }
-  free(edge);
+  free(list);
   return 0;
 }
 
@@ -582,7 +589,7 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
       int64_t s = ct[t].kb % c->P;
       hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
     }
-    if (periodic) columns_periodic(c, &v->d, &v->k, ct, n_ct, &kd, hc);
+    if (periodic) rc = columns_periodic(c, &v->d, &v->k, ct, n_ct, &kd, hc);
     else columns_by_runs(c, &v->d, &v->k, &kd, ct, n_ct, hc);
   }
   free(kd.delta);
@@ -611,6 +618,22 @@ void tiles_fast_close(tiles_fast *f) {
   if (!f) return;
   fast_free((fast_ctx *)f);
   free(f);
+}
+
+void tiles_fast_fold(tiles_fast *f, work_count *hc) {
+  fast_ctx *c = (fast_ctx *)f;
+  if (c->P < c->nbi) {
+    acc_flush(c, hc);
+    colbuf_fold(c, hc);
+  }
+}
+
+int tiles_fast_head_pending(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
+  fast_ctx *c = (fast_ctx *)f;
+  c->pending = 1;
+  int rc = tiles_fast_head(f, s, v, hc, e);
+  c->pending = 0;
+  return rc;
 }
 
 int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {

@@ -15,6 +15,7 @@ typedef struct {
   int32_t *tile_rank;                // [nb] rank of every global tile (MOBA and TOKENS heads)
   int64_t *run_end;                  // [P] end (exclusive) of the run of equal R containing rho
   int unit_runs;                     // every run has length 1
+  int pending;                       // periodic: leave the residue sums (acc, colbuf) for tiles_fast_fold
   int64_t n_runs;                    // runs of equal ranks over the residues
   int has_last;                      // the last global tile is short: scanned, not counted here
   int last_rank;                     // rank and local tile of the last global tile
@@ -65,9 +66,12 @@ typedef struct {
   int64_t n, cap;
 } i64_list;
 
+// Fold the column buffer into hc, clearing it (columns_periodic leaves it when c->pending).
+void colbuf_fold(fast_ctx *c, work_count *hc);
 // The columns of K on a periodic layout (P < nbi, column buffer or not): their bars and pairs summed by
 // residue, less the pairs D keeps too (plan/tiles_fast_periodic.c). kd: the kept diagonals, ascending.
-void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, const i64_list *kd,
-                      work_count *hc);
+// Returns 0 or -1 when memory runs out.
+int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, const i64_list *kd,
+                     work_count *hc);
 
 #endif

@@ -69,10 +69,12 @@ static void column_overlap(fast_ctx *c, work_count *hc, int64_t s, const int32_t
   }
 }
 
-// Many verticals a residue (more than two on average): cheaper in 32-bit sums, a vertical adding its row
-// and row_all four SIMD lanes a step, spilled into ov_same and ov_next (row_all - row) before they could
-// overflow and at the end of the head; with fewer, the spill (a pass over the residues) would cost more
-// than it saves. All integers, so the order of the additions changes nothing.
+// Many verticals a residue (more than two on average): cheaper in 32-bit sums. A column tile's verticals add
+// their rows into ov_acc together and row_all (the same for each of them) times their number into ov_all,
+// eight residues a step, the sums kept in registers across the tile's rows; both are spilled into ov_same
+// and ov_next (row_all - row) before they could overflow and at the end of the head. With fewer verticals
+// the spill (a pass over the residues) would cost more than it saves. All integers, so the order of the
+// additions changes nothing.
 static void overlap_spill(fast_ctx *c, int64_t jlo, int64_t jhi) {
   const int64_t P = c->P;
   for (int64_t s = 0; s < P; s++) {
@@ -89,33 +91,71 @@ static void overlap_spill(fast_ctx *c, int64_t jlo, int64_t jhi) {
   }
 }
 
-typedef int32_t i32x4 __attribute__((vector_size(16)));  // GCC and Clang vector extension
+typedef int32_t i32x8 __attribute__((vector_size(32)));  // GCC and Clang vector extension
 
-static inline void overlap_add(fast_ctx *c, int64_t s, const int32_t *row, const int32_t *row_all, int64_t jlo,
-                               int64_t jhi, int64_t max_row) {
-  if (c->ov_room-- <= 0) {
-    overlap_spill(c, jlo, jhi);
-    c->ov_room = INT32_MAX / (max_row > 0 ? max_row : 1) - 1;
-    if (tiles_fast_overlap_spill_keys > 0) c->ov_room = sr_min64(c->ov_room, tiles_fast_overlap_spill_keys - 1);
+// acc[j] += sum over the n rows of hist[(T - b[i]) * P + j] and all[j] += n row_all[j], j in [jlo, jhi]: eight
+// lanes a step (one AVX2 register where the CPU has it, two SSE2 registers otherwise).
+#define ROWS_ADD_BODY                                                                  \
+  const int32_t *row_all = hist + TILE * P;                                            \
+  int64_t j = jlo;                                                                     \
+  for (; j + 8 <= jhi + 1; j += 8) {                                                   \
+    i32x8 x, y, u, v;                                                                  \
+    memcpy(&x, acc + j, sizeof x);                                                     \
+    for (int i = 0; i < n; i++) {                                                      \
+      memcpy(&y, hist + (TILE - b[i]) * P + j, sizeof y);                              \
+      x += y;                                                                          \
+    }                                                                                  \
+    memcpy(acc + j, &x, sizeof x);                                                     \
+    memcpy(&u, all + j, sizeof u);                                                     \
+    memcpy(&v, row_all + j, sizeof v);                                                 \
+    u += v * n;                                                                        \
+    memcpy(all + j, &u, sizeof u);                                                     \
+  }                                                                                    \
+  for (; j <= jhi; j++) {                                                              \
+    for (int i = 0; i < n; i++) acc[j] += hist[(TILE - b[i]) * P + j];                 \
+    all[j] += n * row_all[j];                                                          \
   }
-  int32_t *acc = c->ov_acc + c->P * s, *all = c->ov_all + c->P * s;
-  int64_t j = jlo;
-  for (; j + 4 <= jhi + 1; j += 4) {  // four lanes a step (-O2 leaves the plain loop scalar)
-    i32x4 x, y, u, v;
-    memcpy(&x, acc + j, sizeof x);
-    memcpy(&y, row + j, sizeof y);
-    memcpy(&u, all + j, sizeof u);
-    memcpy(&v, row_all + j, sizeof v);
-    x += y;
-    u += v;
-    memcpy(acc + j, &x, sizeof x);
-    memcpy(all + j, &u, sizeof u);
+
+static void rows_add_plain(int32_t *acc, int32_t *all, const int32_t *hist, int64_t P, const int32_t *b, int n,
+                           int64_t jlo, int64_t jhi) {
+  ROWS_ADD_BODY
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void rows_add_avx2(int32_t *acc, int32_t *all, const int32_t *hist, int64_t P,
+                                                          const int32_t *b, int n, int64_t jlo, int64_t jhi) {
+  ROWS_ADD_BODY
+}
+#endif
+
+static void rows_add(int32_t *acc, int32_t *all, const int32_t *hist, int64_t P, const int32_t *b, int n, int64_t jlo,
+                     int64_t jhi) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static int avx2 = -1;  // a benign race: every thread writes the same value
+  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (avx2) {
+    rows_add_avx2(acc, all, hist, P, b, n, jlo, jhi);
+    return;
   }
-  for (; j <= jhi; j++) {
-    acc[j] += row[j];
-    all[j] += row_all[j];
+#endif
+  rows_add_plain(acc, all, hist, P, b, n, jlo, jhi);
+}
+
+// The n verticals of one column tile of source residue s, at tile offsets b[0 .. n), into the 32-bit sums,
+// which take `cap` verticals after a spill without overflowing (columns_periodic).
+static void overlap_tile_add(fast_ctx *c, int64_t s, const int32_t *b, int n, int64_t jlo, int64_t jhi, int64_t cap) {
+  const int64_t P = c->P;
+  for (int i = 0; i < n;) {
+    if (c->ov_room <= 0) {
+      overlap_spill(c, jlo, jhi);
+      c->ov_room = cap;
+    }
+    int g = (int)sr_min64(n - i, c->ov_room);
+    rows_add(c->ov_acc + P * s, c->ov_all + P * s, c->hist, P, b + i, g, jlo, jhi);
+    c->ov_room -= g;
+    c->ov_keys[s] += g;
+    i += g;
   }
-  c->ov_keys[s]++;
 }
 
 // The columns' bars and pairs (before column_overlap's deductions), summed per (source residue s, query
@@ -175,7 +215,7 @@ static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) 
 }
 
 // Fold the transposed columns into the count matrix in 32 x 32 blocks (both sides in cache), clearing them.
-static void colbuf_fold(fast_ctx *c, work_count *hc) {
+void colbuf_fold(fast_ctx *c, work_count *hc) {
   const int64_t P = c->P;
   for (int64_t r0 = 0; c->colbuf && r0 < P; r0 += 32)
     for (int64_t s0 = 0; s0 < P; s0 += 32)
@@ -192,45 +232,222 @@ static void colbuf_fold(fast_ctx *c, work_count *hc) {
   if (c->col_used) memset(c->col_used, 0, (size_t)P);
 }
 
+// The same sums (ov_same, ov_next) by offset tile instead of by vertical, for long periods: with P residues
+// a vertical costs P in the histogram rows, while here a source residue s costs one step per piece of D in an
+// offset tile (at most a few per tile) plus T per column tile of s. Offset tile dt (residue j = dt mod P)
+// reaches a vertical of column tile kb = s + m P when dt <= nbi - kb - 2, i.e. m <= mu = (nbi - 2 - s - dt) / P;
+// its offsets e in [e0, e1] of the tile meet a vertical at tile offset b in the same query residue (s + j)
+// when e < T - b and in the next one otherwise. So with N(y) the verticals of the column tiles m <= mu at
+// offsets b <= y and S its prefix sums, the piece keeps sum_{e = e0..e1} N(T - 1 - e) = S(T - 1 - e0) -
+// S(T - 2 - e1) pairs in the same residue and (e1 - e0 + 1) N(T - 1) less that in the next. Walking the
+// pieces by descending dt makes mu ascend, so the column tiles of s join N in order. Returns 0 or -1.
+int tiles_fast_overlap_by_tiles = 0;
+
+// One source residue's walk over the pieces of overlap_by_tiles. A run of whole offset tiles (consecutive dt,
+// every offset kept: the local window) adds the same to each of its residues, so it is added as ranges of
+// residues into difference arrays, summed into the residue's sums once at its end.
+typedef struct {
+  const int32_t *pc, *run;  // pieces; run[x]: the first piece of the run of whole tiles holding x (x: none)
+  int64_t P, A, aq, ar;     // A = nbi - 2 - s, aq = A / P, ar = A mod P
+  int64_t *dsame, *dnext;   // [P + 1] differences over residues
+  int64_t whole_same, whole_next, ranged;  // added to every residue; some range added
+} piece_walk;
+
+static void range_add(int64_t *d, int64_t P, int64_t first, int64_t last, int64_t v) {
+  if (first <= last) {
+    d[first] += v, d[last + 1] -= v;
+  } else {  // wraps past P - 1
+    d[first] += v, d[P] -= v, d[0] += v, d[last + 1] -= v;
+  }
+}
+
+// Add pieces x, x - 1, ... to the residue's sums while their mu stays below lim (no further column tile
+// joins): S[y + 1] = S(y), n = N(T - 1). Returns the first piece not added.
+static int64_t pieces_add(piece_walk *w, int64_t x, int64_t lim, const int64_t *S, int64_t n, int64_t *same,
+                          int64_t *next) {
+  const int64_t P = w->P;
+  while (x >= 0) {
+    const int32_t *p = w->pc + 4 * x;
+    int64_t j = p[1], e0 = p[2], e1 = p[3];
+    if (w->aq - p[0] - (j > w->ar) >= lim) break;
+    if (x - w->run[x] >= 3) {  // whole tiles dt - (x - lo) .. dt, those with mu < lim: dt > A - lim P
+      int64_t dt = p[0] * P + j, lo = w->run[x];
+      if (lim != INT64_MAX) lo = sr_max64(lo, x - dt + w->A - lim * P + 1);
+      int64_t L = x - lo + 1, g = S[TILE], nx = TILE * n - g, r = L % P;
+      w->whole_same += L / P * g;
+      w->whole_next += L / P * nx;
+      if (r) {
+        range_add(w->dsame, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, g);
+        range_add(w->dnext, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, nx);
+      }
+      w->ranged = 1;
+      x = lo - 1;
+      continue;
+    }
+    int64_t g = S[TILE - e0] - S[TILE - 1 - e1];
+    same[j] += g;
+    next[j] += (e1 - e0 + 1) * n - g;
+    x--;
+  }
+  return x;
+}
+
+// The ranges added by pieces_add into the residue's sums, clearing them.
+static void pieces_ranges_fold(piece_walk *w, int64_t *same, int64_t *next) {
+  if (!w->ranged) return;
+  for (int64_t j = 0, a = 0, b = 0; j < w->P; j++) {
+    a += w->dsame[j];
+    b += w->dnext[j];
+    same[j] += a + w->whole_same;
+    next[j] += b + w->whole_next;
+  }
+  memset(w->dsame, 0, (size_t)(w->P + 1) * sizeof *w->dsame);
+  memset(w->dnext, 0, (size_t)(w->P + 1) * sizeof *w->dnext);
+  w->whole_same = w->whole_next = w->ranged = 0;
+}
+
+static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct) {
+  const int64_t T = TILE, P = c->P, nbi = c->nbi, dmax = (nbi - 1) * T - 1;  // offsets of tiles dt <= nbi - 2
+  int64_t n_pc = 0, cap = 0;
+  int32_t *pc = NULL;  // pieces (dt / P, dt mod P, e0, e1), ascending dt
+  for (int64_t x = 0; x < D->n && D->lo[x] <= dmax; x++)
+    for (int64_t d = D->lo[x], hi = sr_min64(D->hi[x], dmax); d <= hi;) {
+      int64_t dt = d / T, end = sr_min64(hi, dt * T + T - 1);
+      if (n_pc == cap) {
+        cap = cap ? 2 * cap : 256;
+        int32_t *g = realloc(pc, (size_t)cap * 4 * sizeof *g);
+        if (!g) {
+          free(pc);
+          return -1;
+        }
+        pc = g;
+      }
+      pc[4 * n_pc] = (int32_t)(dt / P), pc[4 * n_pc + 1] = (int32_t)(dt % P);
+      pc[4 * n_pc + 2] = (int32_t)(d - dt * T), pc[4 * n_pc + 3] = (int32_t)(end - dt * T);
+      n_pc++;
+      d = end + 1;
+    }
+  // column tiles grouped by source residue (ascending kb within each), with their first interval of K
+  int64_t *first = calloc((size_t)P + 1, sizeof *first), *order = malloc((size_t)(n_ct + 1) * sizeof *order),
+          *yfirst = malloc((size_t)(n_ct + 1) * sizeof *yfirst), *ms = malloc((size_t)(n_ct + 1) * sizeof *ms),
+          *diff = calloc(2 * ((size_t)P + 1), sizeof *diff), S[TILE + 1], cnt[TILE];
+  int32_t *run = malloc((size_t)(n_pc + 1) * sizeof *run);
+  if (!first || !order || !yfirst || !ms || !diff || !run) {
+    free(pc);
+    free(first);
+    free(order);
+    free(yfirst);
+    free(ms);
+    free(diff);
+    free(run);
+    return -1;
+  }
+  for (int64_t x = 0; x < n_pc; x++) {  // runs of whole tiles with consecutive dt
+    const int32_t *p = pc + 4 * x, *q = p - 4;
+    int whole = p[2] == 0 && p[3] == T - 1;
+    run[x] = (int32_t)(x > 0 && whole && q[2] == 0 && q[3] == T - 1 && (int64_t)q[0] * P + q[1] + 1 == (int64_t)p[0] * P + p[1]
+                           ? run[x - 1]
+                           : x);
+  }
+  piece_walk w = {pc, run, P, 0, 0, 0, diff, diff + P + 1, 0, 0, 0};
+  for (int64_t t = 0, y = 0; t < n_ct; t++) {
+    first[ct[t].kb % P + 1]++;
+    while (y < K->n && K->hi[y] < ct[t].kb * T) y++;
+    yfirst[t] = y;
+  }
+  for (int64_t r = 0; r < P; r++) first[r + 1] += first[r];
+  for (int64_t t = 0; t < n_ct; t++) {
+    ms[first[ct[t].kb % P]] = ct[t].kb / P;
+    order[first[ct[t].kb % P]++] = t;
+  }
+  for (int64_t r = P; r > 0; r--) first[r] = first[r - 1];
+  first[0] = 0;
+  for (int64_t s = 0; s < P; s++) {
+    int64_t i = first[s], end = first[s + 1], A = nbi - 2 - s, x = n_pc - 1;
+    if (i == end || A < 0) continue;
+    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, aq = A / P, ar = A % P;
+    w.A = A, w.aq = aq, w.ar = ar;
+    memset(cnt, 0, sizeof cnt);
+    // pieces that reach no column tile of s yet (mu below the first one's m)
+    while (x >= 0 && aq - pc[4 * x] - (pc[4 * x + 1] > ar) < ms[i]) x--;
+    while (x >= 0) {
+      int64_t mu = aq - pc[4 * x] - (pc[4 * x + 1] > ar);
+      for (; i < end && ms[i] <= mu; i++) {  // column tile joins N
+        int64_t t = order[i], kb = ct[t].kb;
+        for (int64_t y = yfirst[t]; y < K->n && K->lo[y] <= kb * T + T - 1; y++)
+          for (int64_t k = sr_max64(K->lo[y], kb * T); k <= sr_min64(K->hi[y], kb * T + T - 1); k++) cnt[k - kb * T]++;
+      }
+      S[0] = 0;
+      for (int64_t y = 0, n = 0, sum = 0; y < T; y++) {
+        n += cnt[y];
+        sum += n;
+        S[y + 1] = sum;
+      }
+      x = pieces_add(&w, x, i < end ? ms[i] : INT64_MAX, S, S[T] - S[T - 1], same, next);
+    }
+    pieces_ranges_fold(&w, same, next);
+  }
+  free(pc);
+  free(first);
+  free(order);
+  free(yfirst);
+  free(ms);
+  free(diff);
+  free(run);
+  return 0;
+}
+
 // Periodic: the columns summed by residue (columns_by_residue), less the pairs D keeps too. Those come
 // from cumulative histograms of d mod T per residue j of d/T: a vertical at tile offset b meets offset
 // d in query tile kb + d/T + [d mod T >= T - b]. The histograms hold the offsets with d/T <= M =
 // nbi - kb - 2 (dropping the highest tiles as kb grows); the tile M + 1 is counted directly.
-void columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct,
-                             const i64_list *kd, work_count *hc) {
+int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, const i64_list *kd,
+                     work_count *hc) {
   const int64_t T = TILE, nbi = c->nbi, P = c->P;
-  int64_t M = nbi - 2, top = D->n - 1, yk = 0, jlo, jhi;
-  offset_histograms(c, D, M, &jlo, &jhi);
+  int64_t M = nbi - 2, top = D->n - 1, yk = 0, jlo = P, jhi = -1, keys = 0, pieces = 0;
+  for (int64_t t = 0; t < n_ct; t++) keys += ct[t].cv;
+  for (int64_t x = 0; x < D->n && D->lo[x] < nbi * T; x++) pieces += (sr_min64(D->hi[x], nbi * T - 1) - D->lo[x]) / T + 2;
+  // By offset tile (overlap_by_tiles) where it is estimated cheaper than by vertical (the histogram rows, P
+  // lanes a vertical). Unit costs measured on Llama-3.1-70B vs-topp heads at 4M tokens, periods 256 and 1024:
+  // about 0.2 ns a vertical and residue, 16 times that a piece of D and residue, twice that a column tile's
+  // entry; at period 32 (Qwen2.5-3B, 512K) both take the same time.
+  int by_tiles = tiles_fast_overlap_by_tiles ? tiles_fast_overlap_by_tiles == 2
+                                             : 16.0 * (double)pieces * (double)P + 2.0 * (double)n_ct * T <
+                                                   (double)keys * (double)P;
+  by_tiles = by_tiles && c->ov_same;
+  if (by_tiles && overlap_by_tiles(c, D, K, ct, n_ct)) return -1;
+  if (!by_tiles) offset_histograms(c, D, M, &jlo, &jhi);
   const int32_t *row_all = c->hist + T * P;
   int64_t max_row = 0;  // row_all only falls: its largest element bounds what a vertical adds
   for (int64_t j = jlo; j <= jhi; j++) max_row = sr_max64(max_row, row_all[j]);
-  int64_t keys = 0;
-  for (int64_t t = 0; t < n_ct; t++) keys += ct[t].cv;
+  int64_t cap = INT32_MAX / (max_row > 0 ? max_row : 1);  // verticals the 32-bit sums take between spills
+  if (tiles_fast_overlap_spill_keys > 0) cap = sr_min64(cap, tiles_fast_overlap_spill_keys);
   int lanes = c->ov_acc && keys > 2 * P;
+  int64_t f = D->n;  // D's first interval ending at or after lastd: lastd falls as kb grows, so f walks down
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, lastd = (lim - 1) * T, last_pairs = 0;
     c->cvm[s * c->n_m + kb / P] = ct[t].cv;
     c->s_used[s] = 1;
-    for (; M > lim - 2; M--) histogram_drop(c, D, M, &top);
-    int64_t f = iset_first_ge(D, lastd);  // D's intervals in the last query tile's offsets
+    for (; !by_tiles && M > lim - 2; M--) histogram_drop(c, D, M, &top);
+    while (f > 0 && D->hi[f - 1] >= lastd) f--;  // D's intervals in the last query tile's offsets from f
     int in_last = f < D->n && D->lo[f] <= lastd + T - 1;
     while (yk < K->n && K->hi[yk] < kb * T) yk++;
+    int32_t bs[TILE];  // the tile offsets of the tile's verticals
+    int n_b = 0;
     for (int64_t y = yk; y < K->n && K->lo[y] <= kb * T + T - 1; y++)
       for (int64_t k = sr_max64(K->lo[y], kb * T); k <= sr_min64(K->hi[y], kb * T + T - 1); k++) {
         int64_t b = k - kb * T;
-        if (jlo > jhi) {
-        } else if (lanes) {
-          overlap_add(c, s, c->hist + (T - b) * P, row_all, jlo, jhi, max_row);
-        } else {
-          column_overlap(c, hc, s, c->hist + (T - b) * P, row_all, jlo, jhi);
-        }
+        bs[n_b++] = (int32_t)b;
+        if (jlo <= jhi && !lanes) column_overlap(c, hc, s, c->hist + (T - b) * P, row_all, jlo, jhi);
         for (int64_t x = f; in_last && x < D->n && D->lo[x] <= lastd + T - 1 - b; x++)
           last_pairs += sr_min64(D->hi[x], lastd + T - 1 - b) - sr_max64(D->lo[x], lastd) + 1;
       }
+    if (jlo <= jhi && lanes && n_b) overlap_tile_add(c, s, bs, n_b, jlo, jhi, cap);
     if (last_pairs) cell(hc, c, (nbi - 1) % P, s)->pairs -= (double)last_pairs;
   }
   if (lanes && jlo <= jhi) overlap_spill(c, jlo, jhi);
   c->ov_room = 0;
   columns_by_residue(c, hc, kd);
-  colbuf_fold(c, hc);
+  if (!c->pending) colbuf_fold(c, hc);
+  return 0;
 }

@@ -246,6 +246,9 @@ extern int tiles_fast_overlap_walk;
 // Periodic layouts sum the verticals' overlap rows in 32-bit lanes, spilled into 64-bit sums before they could
 // overflow; a positive value spills at least every that many verticals (tests force frequent spills).
 extern int64_t tiles_fast_overlap_spill_keys;
+// How periodic layouts with a column buffer count those pairs: 0 the cheaper way by estimate, 1 by vertical
+// (histogram rows), 2 by offset tile. The counts are the same; tests force each.
+extern int tiles_fast_overlap_by_tiles;
 // The fast path's tables for a layout whose local tiles are aligned global tiles (its period, the rank of
 // each residue); *out stays NULL when the layout is not aligned (the generic path applies).
 typedef struct tiles_fast tiles_fast;
@@ -255,6 +258,11 @@ void tiles_fast_close(tiles_fast *f);
 // Add one head's exact counts to hc[q_rank * W + src] (BLOCK heads through the scan s, as every short last
 // query tile).
 int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
+// The same, leaving a periodic layout's residue sums (diagonals and columns by residue pair) in f for
+// tiles_fast_fold: heads added to one hc this way fold once, not once a head (two passes over P^2 cells).
+int tiles_fast_head_pending(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
+// Add the residue sums left by tiles_fast_head_pending into hc and clear them.
+void tiles_fast_fold(tiles_fast *f, work_count *hc);
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
 // is not aligned it sets *handled = 0 and writes nothing, so the caller falls back to the generic path.
 int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e);

@@ -361,7 +361,10 @@ static int layer_item(void *ctx, int i, int t, sr_error *e) {
   work_cache *c = j->c;
   int rc = thread_state(c, t, e);
   if (rc) return rc;
-  if (j->mult[i] == 1) return tiles_account_head_add(c->acct[t], j->head[i], c->part[t], e);
+  // A thread's heads leave their sums by residue pending in its accounter, folded into part[t] once
+  // (work_layer) instead of once a head; a repeated head is accounted on its own, so those are folded first.
+  if (j->mult[i] == 1) return tiles_account_head_add_pending(c->acct[t], j->head[i], c->part[t], e);
+  tiles_accounter_fold(c->acct[t], c->part[t]);
   if ((rc = account_one(c, t, j->head[i], c->scratch[t], e))) return rc;
   add_scaled(c->part[t], c->scratch[t], (int64_t)c->world * c->world, j->mult[i]);
   return SR_OK;
@@ -416,6 +419,7 @@ int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr
   memset(agg, 0, (size_t)n * sizeof *agg);
   for (int t = 0; t < threads; t++) {
     if (!c->part[t]) continue;
+    tiles_accounter_fold(c->acct[t], c->part[t]);
     if (!rc)
       for (int64_t i = 0; i < n; i++) work_add(&agg[i], &c->part[t][i]);
     memset(c->part[t], 0, (size_t)n * sizeof *c->part[t]);

@@ -113,6 +113,7 @@ TEST(fast_accounting_equals_generic_on_a_grid_of_striped_layouts) {
   static const int64_t stripes[] = {128, 256, 384};
   static const int64_t tokens[] = {40 * TILE, 61 * TILE + 17, 97 * TILE + 100};
   uint64_t seed = 400;
+  tiles_fast_overlap_by_tiles = 1;  // by vertical, through the lanes
   for (int a = 0; a < 3; a++) {
     tiles_fast_overlap_spill_keys = spills[a];
     for (int w = 0; w < 4; w++)
@@ -120,6 +121,117 @@ TEST(fast_accounting_equals_generic_on_a_grid_of_striped_layouts) {
         for (int n = 0; n < 3; n++) check_fast_equals_generic(2, tokens[n], ranks[w], stripes[g], seed++, 5);
   }
   tiles_fast_overlap_spill_keys = 0;
+  tiles_fast_overlap_by_tiles = 0;
+}
+
+// Long periods count the same overlap by offset tile (each piece of the slashes in an offset tile against
+// the verticals of the column tiles it reaches) instead of by vertical: on the same grid its counts are the
+// generic scan's too.
+TEST(fast_accounting_by_offset_tile_equals_generic_on_a_grid_of_striped_layouts) {
+  static const int ranks[] = {1, 2, 3, 5};
+  static const int64_t stripes[] = {128, 256, 384};
+  static const int64_t tokens[] = {40 * TILE, 61 * TILE + 17, 97 * TILE + 100};
+  uint64_t seed = 500;
+  tiles_fast_overlap_by_tiles = 2;
+  for (int w = 0; w < 4; w++)
+    for (int g = 0; g < 3; g++)
+      for (int n = 0; n < 3; n++) check_fast_equals_generic(2, tokens[n], ranks[w], stripes[g], seed++, 5);
+  tiles_fast_overlap_by_tiles = 0;
+}
+
+// Heads whose slashes hold long runs of whole offset tiles (a local window of 11 tiles and more, a band of
+// 7 whole tiles further out), with verticals in most column tiles: by offset tile, those runs are added as
+// ranges of residues (wrapping around the period, several periods long, cut where a column tile joins);
+// the counts are still the generic scan's.
+static void fx_long_window_head(head_pattern *h, int64_t n, uint64_t *seed) {
+  h->kind = PATTERN_VS;
+  int32_t cap = 4096;
+  h->vertical = malloc((size_t)cap * sizeof(int32_t));
+  h->slash = malloc((size_t)cap * sizeof(int32_t));
+  int32_t nv = 0, ns = 0;
+  for (int64_t k = 0; k < 64; k++) h->vertical[nv++] = (int32_t)k;  // sinks
+  for (int x = 0; x < 300; x++) h->vertical[nv++] = (int32_t)(fx_rand(seed) % (uint64_t)n);
+  int64_t win = 11 * TILE + (int64_t)(fx_rand(seed) % (6 * TILE));
+  for (int64_t d = 0; d < win && d < n && ns < cap; d++) h->slash[ns++] = (int32_t)d;
+  int64_t band = (25 + (int64_t)(fx_rand(seed) % 6)) * TILE + (int64_t)(fx_rand(seed) % 2) * 40;
+  for (int64_t d = band; d < band + 7 * TILE && d < n && ns < cap; d++) h->slash[ns++] = (int32_t)d;
+  for (int x = 0; x < 20 && ns < cap; x++) h->slash[ns++] = (int32_t)(fx_rand(seed) % (uint64_t)n);
+  h->n_vertical = fx_unique(h->vertical, nv);
+  h->n_slash = fx_unique(h->slash, ns);
+}
+
+TEST(fast_accounting_by_offset_tile_equals_generic_on_runs_of_whole_offset_tiles) {
+  static const int ranks[] = {1, 2, 3, 5};
+  static const int64_t stripes[] = {128, 256};
+  static const int64_t tokens[] = {61 * TILE + 17, 97 * TILE + 100, 120 * TILE};
+  uint64_t seed = 600;
+  tiles_fast_overlap_by_tiles = 2;
+  for (int w = 0; w < 4; w++)
+    for (int g = 0; g < 2; g++)
+      for (int t = 0; t < 3; t++) {
+        sr_error e;
+        const int W = ranks[w], heads = 3;
+        const int64_t n = tokens[t];
+        layout l;
+        fx_layout(2, n, W, stripes[g], &l);
+        pattern p;
+        pattern_alloc(&p, n, 1, heads, &e);
+        for (int h = 0; h < heads; h++) fx_long_window_head(pattern_head(&p, 0, h), n, &seed);
+        size_t cells = (size_t)heads * W * W;
+        work_count *fast = calloc(cells, sizeof *fast), *gen = calloc(cells, sizeof *gen);
+        int handled = 0;
+        CHECK_EQ_INT(tiles_account_fast(&p, 0, &l, fast, &handled, &e), SR_OK);
+        CHECK_EQ_INT(handled, 1);
+        CHECK_EQ_INT(tiles_account_generic(&p, 0, &l, gen, &e), SR_OK);
+        int bad = 0;
+        for (size_t x = 0; x < cells; x++)
+          bad += fast[x].full != gen[x].full || fast[x].partial != gen[x].partial || fast[x].bars != gen[x].bars ||
+                 fast[x].pairs != gen[x].pairs;
+        CHECK_EQ_INT(bad, 0);
+        free(fast), free(gen);
+        pattern_free(&p);
+        fx_layout_free(&l);
+      }
+  tiles_fast_overlap_by_tiles = 0;
+}
+
+// Heads added with their sums by residue left pending and folded once give the counts of the same heads
+// added one by one, and a head added to other counts after the fold carries none of them.
+TEST(heads_folded_once_count_what_heads_added_one_by_one_count) {
+  sr_error e;
+  const int W = 3, heads = 10;
+  const int64_t n = 61 * TILE + 17;
+  layout l;
+  fx_layout(2, n, W, 128, &l);  // period of 3 tiles, shorter than the 61 interior ones
+  pattern p;
+  fx_mixed_pattern(&p, n, heads, 41);
+  size_t cells = (size_t)W * W;
+  work_count *one = calloc(cells, sizeof *one), *folded = calloc(cells, sizeof *folded), *alone = calloc(cells, sizeof *alone),
+             *last = calloc(cells, sizeof *last);
+  tiles_accounter *a = NULL, *b = NULL;
+  CHECK_EQ_INT(tiles_accounter_open(&l, &a, &e), SR_OK);
+  CHECK_EQ_INT(tiles_accounter_open(&l, &b, &e), SR_OK);
+  for (int h = 0; h < heads - 1; h++) {
+    CHECK_EQ_INT(tiles_account_head_add(a, pattern_head(&p, 0, h), one, &e), SR_OK);
+    CHECK_EQ_INT(tiles_account_head_add_pending(b, pattern_head(&p, 0, h), folded, &e), SR_OK);
+  }
+  tiles_accounter_fold(b, folded);
+  CHECK_EQ_INT(tiles_account_head_add(a, pattern_head(&p, 0, heads - 1), alone, &e), SR_OK);
+  CHECK_EQ_INT(tiles_account_head_add(b, pattern_head(&p, 0, heads - 1), last, &e), SR_OK);
+  for (size_t x = 0; x < cells; x++) {
+    CHECK_EQ_INT(folded[x].full, one[x].full);
+    CHECK_EQ_INT(folded[x].partial, one[x].partial);
+    CHECK_EQ_INT(folded[x].bars, one[x].bars);
+    CHECK_NEAR(folded[x].pairs, one[x].pairs, 0);
+    CHECK_EQ_INT(last[x].full, alone[x].full);
+    CHECK_EQ_INT(last[x].bars, alone[x].bars);
+    CHECK_NEAR(last[x].pairs, alone[x].pairs, 0);
+  }
+  tiles_accounter_close(a);
+  tiles_accounter_close(b);
+  free(one), free(folded), free(alone), free(last);
+  pattern_free(&p);
+  fx_layout_free(&l);
 }
 
 TEST(fast_accounting_declines_unaligned_layouts) {
