@@ -131,9 +131,10 @@ int sa_merge(int64_t n_q, int32_t heads, int32_t head_dim, float *o, float *lse,
 int sa_bwd_prepare(int64_t n_q, int32_t heads, int32_t head_dim, const void *o, const void *dout, float *d_row,
                    void *stream, sr_error *e);
 
-// Backward of one ring step with the final LSE and D from sa_bwd_prepare: dq += (query-major kernel
-// over ix), dk, dv += for the source shard (KV-major kernels over ixt, then the bar chunks); no float
-// atomics, so the result is bit-for-bit reproducible.
+// Backward of one ring step with the final LSE and D from sa_bwd_prepare: dq +=, and dk, dv += for the
+// source shard (KV-major over ixt, then the bar chunks). With s->deterministic (or off Hopper) no float
+// atomics: the result repeats bit for bit. The Hopper default adds dQ by the TMA's reductions and, for KV
+// tiles walked by several CTAs, dK and dV by vector reductions, in any order.
 int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const float *lse, const float *d_row,
            const void *dout, const int64_t *qpos, const int64_t *kpos, const sa_gpu_index *ix,
            const sa_gpu_index_t *ixt, int src, const head_mask *masks, float *dq, float *dk, float *dv, void *stream,

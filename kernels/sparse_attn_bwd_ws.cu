@@ -14,7 +14,9 @@
 // products per (chunk, tile) instead of the seven of the split kernels; the order of the dQ additions
 // varies from run to run, so dQ is not bit-reproducible: the deterministic backward (sa_shape.deterministic,
 // sa_bwd_variant 1) stays for callers that need it. Bars run in the mma.sync bar kernels and the bars-only dQ kernel
-// afterwards, as for every variant.
+// afterwards, as for every variant. A KV tile used by more query chunks than an SM's fair share of the call's
+// (a vertical line's tile, used by every query tile) is walked by several CTAs, each a run of its chunks, which
+// add their dK and dV by vector reductions (sa_bwd_ws_kernel, "split walks").
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
