@@ -61,6 +61,11 @@ int balance_assign(const double *work, int64_t n_blocks, int world, int32_t *blo
 // zigzag's chunks as blocks).
 int balance_layout(const pattern *p, int world, layout *out, sr_error *e);
 
+// Lower bounds on pattern p's worker and step imbalance over every layout of whole TILE blocks with floor or
+// ceil(blocks / W) blocks a rank (balance_bound.c: the mean, pigeonhole over the heaviest tiles, and per layer
+// the heaviest rank's query and key work); the step bound is the worker bound alone past the pair-work size.
+int balance_tile_bound(const pattern *p, int world, balance_figures *out, sr_error *e);
+
 // Build the layout a layout string names (layout_parse_kind: contiguous, zigzag, striped[:G], balanced;
 // permutation:PATH reads its file) for pattern p's tokens over `world` ranks; "balanced" is balanced by p.
 int balance_layout_named(const pattern *p, const char *text, int world, layout *out, sr_error *e);
