@@ -510,8 +510,8 @@ int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
   }
   // The candidates: striped's own blocks (b on rank b mod W); the dealing numbered as dealt and numbered like
   // striped (the ranks' loads are the dealing's, but the numbering moves work between ring steps); striped's
-  // blocks in snake order; the better
-  // of those refined ring step by ring step (tiles only); zigzag's chunks. The planner keeps the candidate with
+  // blocks in snake order; each of those three refined ring step by ring step, the best kept (tiles only);
+  // zigzag's chunks. The planner keeps the candidate with
   // the lowest step sum among those no worse than striped in work on either figure, so the balanced layout is
   // never worse than striped on either (and is striped's blocks when nothing else does better).
   balance_figures f[N_CAND];
