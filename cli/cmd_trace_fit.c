@@ -43,6 +43,12 @@ static void imbalance_row(fit_report *r, const char *figure, const char *layout,
   if (fabs(d) > r->worst) r->worst = fabs(d);
 }
 
+// A lower bound over every layout of whole tiles: shown and written, not counted against the goal.
+static void bound_row(fit_report *r, const char *figure, int ranks, double rec, double fit) {
+  printf("  %-22s %-12s %6d %12.4f %12.4f %+8.1f%%\n", figure, "tile-bound", ranks, rec, fit, 100 * rel(rec, fit));
+  sr_buf_printf(&r->csv, "%s,tile-bound,%d,%.9g,%.9g,%.9g\n", figure, ranks, rec, fit, rel(rec, fit));
+}
+
 static double pattern_density(const pattern *p) {
   double kept = 0;
   for (int64_t x = 0; x < (int64_t)p->layers * p->heads; x++) kept += trace_head_kept_pairs(&p->h[x], p->n_tokens);
@@ -85,6 +91,13 @@ static int compare_balance(const pattern *rec, const pattern *fit, const int *ra
       imbalance_row(r, "worker imbalance", fit_layouts[k], ranks[i], a.worker, b.worker);
       imbalance_row(r, "step imbalance", fit_layouts[k], ranks[i], a.step, b.step);
     }
+  // What whole tiles allow at best (balance_tile_bound), shown beside the layouts, not judged.
+  for (int i = 0; i < n_ranks; i++) {
+    balance_figures a, b;
+    if (balance_tile_bound(rec, ranks[i], &a, e) || balance_tile_bound(fit, ranks[i], &b, e)) return e->code;
+    bound_row(r, "worker imbalance", ranks[i], a.worker, b.worker);
+    bound_row(r, "step imbalance", ranks[i], a.step, b.step);
+  }
   return SR_OK;
 }
 

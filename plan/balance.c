@@ -470,15 +470,15 @@ static int no_worse(const balance_figures *a, const balance_figures *b) {
 
 // The dealing refined ring step by ring step (balance_steps.c) from rank_from, into rank_to; 0 when the pair
 // work table would be too large (then rank_to is rank_from).
-static int refine_by_steps(const pattern *p, int world, int64_t nb, const int32_t *rank_from, int32_t *rank_to,
-                           sr_error *e) {
+static int refine_by_steps(const pattern *p, int world, int64_t nb, int spread, const int32_t *rank_from,
+                           int32_t *rank_to, sr_error *e) {
   memcpy(rank_to, rank_from, (size_t)nb * sizeof *rank_to);
   if ((double)p->layers * (double)nb * (double)nb > (double)BALANCE_PAIR_WORK_MAX) return SR_OK;
   double *P = malloc((size_t)p->layers * nb * nb * sizeof *P);
   if (!P) return sr_internal_error(e, ENOMEM, "balance: pair work of %lld blocks", (long long)nb);
   int64_t swaps;
   int rc = balance_pair_work(p, P, e);
-  if (!rc) rc = balance_refine_steps(P, p->layers, nb, world, rank_to, &swaps, e);
+  if (!rc) rc = balance_refine_steps(P, p->layers, nb, world, spread, rank_to, &swaps, e);
   free(P);
   return rc;
 }
@@ -510,8 +510,8 @@ int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
   }
   // The candidates: striped's own blocks (b on rank b mod W); the dealing numbered as dealt and numbered like
   // striped (the ranks' loads are the dealing's, but the numbering moves work between ring steps); striped's
-  // blocks in snake order; the better
-  // of those refined ring step by ring step (tiles only); zigzag's chunks. The planner keeps the candidate with
+  // blocks in snake order; each of those three refined ring step by ring step, the best kept (tiles only);
+  // zigzag's chunks. The planner keeps the candidate with
   // the lowest step sum among those no worse than striped in work on either figure, so the balanced layout is
   // never worse than striped on either (and is striped's blocks when nothing else does better).
   balance_figures f[N_CAND];
@@ -532,11 +532,25 @@ int balance_layout(const pattern *p, int world, layout *out, sr_error *e) {
         !(rc = balance_of(p, &cand[i], &f[i], e)))
       have[i] = 1;
   if (!rc && g == TILE && world > 1) {
-    const int from = better(&f[CAND_LIKE_STRIPED], &f[CAND_DEALT]) ? CAND_LIKE_STRIPED : CAND_DEALT;
-    if (!(rc = refine_by_steps(p, world, nb, rank[from], rank[CAND_REFINED], e)) &&
-        !(rc = layout_build_blocks(LAYOUT_BALANCED, n, world, g, rank[CAND_REFINED], &cand[CAND_REFINED], e)) &&
-        !(rc = balance_of(p, &cand[CAND_REFINED], &f[CAND_REFINED], e)))
-      have[CAND_REFINED] = 1;
+    // each dealing refined with and without the plateau walk (a local search ends where it starts from and
+    // walks), the best kept (ties: the first)
+    const int from[6] = {CAND_DEALT, CAND_LIKE_STRIPED, CAND_SNAKE, CAND_DEALT, CAND_LIKE_STRIPED, CAND_SNAKE};
+    int32_t *trial = malloc((size_t)nb * sizeof *trial);
+    if (!trial) rc = sr_internal_error(e, ENOMEM, "balance: %lld blocks", (long long)nb);
+    for (int i = 0; i < 6 && !rc; i++) {
+      layout l = {0};
+      balance_figures fl;
+      if (!(rc = refine_by_steps(p, world, nb, i >= 3, rank[from[i]], trial, e)) &&
+          !(rc = layout_build_blocks(LAYOUT_BALANCED, n, world, g, trial, &l, e)) && !(rc = balance_of(p, &l, &fl, e)) &&
+          (!have[CAND_REFINED] || better(&fl, &f[CAND_REFINED]))) {
+        layout_free(&cand[CAND_REFINED]);
+        cand[CAND_REFINED] = l, f[CAND_REFINED] = fl, have[CAND_REFINED] = 1;
+        memcpy(rank[CAND_REFINED], trial, (size_t)nb * sizeof *trial);
+      } else {
+        layout_free(&l);
+      }
+    }
+    free(trial);
   }
   if (!rc && gz > 0 && world > 1) {
     for (int64_t b = 0; b < 2 * (int64_t)world; b++) rank[CAND_ZIGZAG][b] = (int32_t)(b < world ? b : 2 * world - 1 - b);

@@ -20,10 +20,11 @@
 // like contiguous, zigzag and striped (the tile forms and the GPU estimator's conversion accept it).
 // Which rank a dealt group becomes moves work between ring steps only. The candidates: striped's own blocks,
 // the dealing numbered as dealt and numbered like striped (each group takes the rank whose striped blocks it
-// shares most), striped's blocks in snake order (every other round of W blocks backwards), the better of the
-// two dealings refined ring step by ring step (balance_steps.c: swaps of two blocks and renumberings of two
-// ranks that lower the sum over layers and steps of the slowest rank's work, on the exact tile-pair work,
-// never raising the heaviest rank; tiles only, up to 2^23 layers x tiles^2), and zigzag's 2W chunks when N
+// shares most), striped's blocks in snake order (every other round of W blocks backwards), the best of those
+// three refined ring step by ring step, each with and without a plateau walk (balance_steps.c: swaps of two
+// blocks and renumberings of two ranks that lower the sum over layers and steps of the slowest rank's work,
+// on the exact tile-pair work, the heaviest rank rising at most to 1% over the mean; tiles only, up to 2^23
+// layers x tiles^2), and zigzag's 2W chunks when N
 // divides into them. The planner keeps the lowest step sum among those no worse than striped on both
 // figures, compared in work (the slowest rank's, the step sum) rather than in ratios: chunks smaller than a
 // tile put far-apart rows in one kernel tile and add work, which a ratio hides. So the balanced layout is
@@ -60,6 +61,11 @@ int balance_assign(const double *work, int64_t n_blocks, int world, int32_t *blo
 // rows' share of the tile's work), numbered, refined by steps and guarded against striped as above (or
 // zigzag's chunks as blocks).
 int balance_layout(const pattern *p, int world, layout *out, sr_error *e);
+
+// Lower bounds on pattern p's worker and step imbalance over every layout of whole TILE blocks with floor or
+// ceil(blocks / W) blocks a rank (balance_bound.c: the mean, pigeonhole over the heaviest tiles, and per layer
+// the heaviest rank's query and key work); the step bound is the worker bound alone past the pair-work size.
+int balance_tile_bound(const pattern *p, int world, balance_figures *out, sr_error *e);
 
 // Build the layout a layout string names (layout_parse_kind: contiguous, zigzag, striped[:G], balanced;
 // permutation:PATH reads its file) for pattern p's tokens over `world` ranks; "balanced" is balanced by p.

@@ -12,15 +12,33 @@
 // work is the sum of its tile pairs', so this gives balance_of's figures for every dealing of tiles.
 int balance_pair_work(const pattern *p, double *P, sr_error *e);
 
+// The step refinement lets the heaviest rank's load rise up to this share above the mean (never above its
+// starting value otherwise): the step sum is the ring's compute time, and a dealing even to 0.1% leaves
+// almost no swap of unequal blocks.
+#define BALANCE_WORKER_SLACK 0.01
+
 // Pair-work tables at most this many doubles (layers x blocks^2) are built for the step refinement.
 #define BALANCE_PAIR_WORK_MAX ((int64_t)1 << 23)
 
 // Refine a dealing of TILE blocks (block_rank, nb = ceil(N / TILE)) by swaps of two blocks of different ranks
 // that lower the step figure's numerator (the sum over layers and ring steps of the slowest rank's work)
-// without raising the heaviest rank's load; P from balance_pair_work. First improvement in block order,
-// pass after pass, until a pass finds none or a fixed budget of evaluated swaps is spent (deterministic).
-// Sets *swaps to the swaps made.
-int balance_refine_steps(const double *P, int layers, int64_t nb, int world, int32_t *block_rank, int64_t *swaps,
-                         sr_error *e);
+// without raising the heaviest rank's load above the larger of its own and BALANCE_WORKER_SLACK over the
+// mean, and renumberings of two ranks; P from balance_pair_work. With `spread`, a swap that leaves the step
+// sum unchanged is also made when it lowers the sum of squares of the rank-pair cells (a walk along the
+// plateau). First improvement in block order, pass after pass, until a pass finds none or a fixed budget of
+// evaluated swaps is spent (deterministic). Sets *swaps to the swaps and renumberings made.
+int balance_refine_steps(const double *P, int layers, int64_t nb, int world, int spread, int32_t *block_rank,
+                         int64_t *swaps, sr_error *e);
+
+// A lower bound on the largest sum a rank holds when n values are dealt over `world` ranks, floor or
+// ceil(n / world) a rank: the mean, and for each j the j + 1 lightest of the j world + 1 heaviest values
+// (some rank holds j + 1 of them) plus the lightest values for its other places. scratch holds n doubles.
+double balance_heaviest_bound(const double *v, int64_t n, int world, double *scratch);
+
+// Lower bounds from pair work P (layers x nb x nb) on any dealing of the nb tiles over `world` ranks as above:
+// *heaviest on the heaviest rank's load over all layers, *step_sum on the sum over layers and ring steps of
+// the slowest rank's work.
+int balance_pair_bound(const double *P, int layers, int64_t nb, int world, double *heaviest, double *step_sum,
+                       sr_error *e);
 
 #endif

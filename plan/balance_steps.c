@@ -122,6 +122,24 @@ static double swap_gain(const steps_search *s, int64_t a, int64_t b) {
   return delta;
 }
 
+// Change of the sum of squares of every rank-pair cell (all layers) if a and b swapped: the tie-break that
+// moves the search along a plateau of the step sum (a swap that evens out cells below a step's maximum
+// changes no maximum but makes room for a later swap that does).
+static double swap_spread(const steps_search *s, int64_t a, int64_t b) {
+  const int W = s->W, ra = s->R[a], rb = s->R[b];
+  double delta = 0;
+  for (int l = 0; l < s->L; l++) {
+    const double *C = s->C + (int64_t)l * W * W;
+    for (int r = 0; r < W; r++)
+      for (int src = 0; src < W; src++) {
+        if (r != ra && r != rb && src != ra && src != rb) continue;
+        const double x = cell_after(s, l, r, src, a, ra, b, rb), y = C[(int64_t)r * W + src];
+        delta += x * x - y * y;
+      }
+  }
+  return delta;
+}
+
 static void apply_swap(steps_search *s, int64_t a, int64_t b) {
   const int W = s->W, ra = s->R[a], rb = s->R[b];
   for (int64_t i = 0; i < s->count[ra]; i++)
@@ -187,8 +205,8 @@ static void apply_relabel(steps_search *s, int ra, int rb) {
   }
 }
 
-int balance_refine_steps(const double *P, int layers, int64_t nb, int world, int32_t *block_rank, int64_t *swaps,
-                         sr_error *e) {
+int balance_refine_steps(const double *P, int layers, int64_t nb, int world, int spread, int32_t *block_rank,
+                         int64_t *swaps, sr_error *e) {
   *swaps = 0;
   if (world < 2 || nb < 2 || layers < 1) return SR_OK;
   const int W = world;
@@ -221,7 +239,8 @@ int balance_refine_steps(const double *P, int layers, int64_t nb, int world, int
   for (int64_t b = 0; b < nb && !rc; b++) s.load[block_rank[b]] += s.bw[b];
   double total = 0;
   for (int r = 0; r < W; r++) total += s.load[r];
-  const double eps = 1e-12 * (total > 0 ? total : 1);
+  const double eps = 1e-12 * (total > 0 ? total : 1), eps2 = 1e-9 * eps * (total > 0 ? total : 1);
+  const double cap_load = (1 + BALANCE_WORKER_SLACK) * total / W;
   int64_t budget = (int64_t)(EVAL_BUDGET / ((double)layers * W));
   for (int improved = 1; improved && budget > 0 && !rc;) {
     improved = 0;
@@ -229,12 +248,13 @@ int balance_refine_steps(const double *P, int layers, int64_t nb, int world, int
       for (int64_t b = a + 1; b < nb && budget > 0; b++) {
         const int ra = s.R[a], rb = s.R[b];
         if (ra == rb || (s.bw[a] == 0 && s.bw[b] == 0)) continue;
-        double heaviest = 0;
+        double heaviest = cap_load;
         for (int r = 0; r < W; r++) heaviest = s.load[r] > heaviest ? s.load[r] : heaviest;
         const double la = s.load[ra] + s.bw[b] - s.bw[a], lb = s.load[rb] + s.bw[a] - s.bw[b];
         if (la > heaviest + eps || lb > heaviest + eps) continue;
         budget--;
-        if (swap_gain(&s, a, b) < -eps) {
+        const double gain = swap_gain(&s, a, b);
+        if (gain < -eps || (spread && gain <= eps && swap_spread(&s, a, b) < -eps2)) {
           apply_swap(&s, a, b);
           ++*swaps;
           improved = 1;

@@ -20,7 +20,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAYOUTS = ["contiguous", "zigzag", "striped:128", "balanced"]
+LAYOUTS = ["contiguous", "zigzag", "striped:128", "balanced", "tile-bound"]
+GOAL = 1.05  # issue 25: worker and step imbalance of the balanced layout
 RANKS = [8, 32, 64]
 # Where each shipped trace comes from (traces/samples/README.md): none is a recording of a trained model.
 ORIGIN = {
@@ -59,10 +60,30 @@ def table(name, rows):
                 b = fig[("step imbalance", lay, w)][k]
                 cells += [f"{a:.3f}", f"{b:.3f}"]
             out.append(f"| {src} | {lay} | " + " | ".join(cells) + " |")
-    worst = max(abs(float(r["rel_diff"])) for r in rows if "imbalance" in r["figure"])
-    n = sum(1 for r in rows if "imbalance" in r["figure"])
-    within = sum(1 for r in rows if "imbalance" in r["figure"] and abs(float(r["rel_diff"])) <= 0.10)
+    judged = [r for r in rows if "imbalance" in r["figure"] and r["layout"] != "tile-bound"]
+    worst = max(abs(float(r["rel_diff"])) for r in judged)
+    n = len(judged)
+    within = sum(1 for r in judged if abs(float(r["rel_diff"])) <= 0.10)
     return "\n".join(out), within, n, worst
+
+
+def verdict(name, rows):
+    """Markdown rows: the balanced layout's step figure beside the whole-tile bound, recorded step 0."""
+    fig = {(r["figure"], r["layout"], int(r["ranks"])): float(r["recorded"]) for r in rows}
+    out = []
+    for w in RANKS:
+        bw, bs = fig[("worker imbalance", "balanced", w)], fig[("step imbalance", "balanced", w)]
+        lw, ls = fig[("worker imbalance", "tile-bound", w)], fig[("step imbalance", "tile-bound", w)]
+        if bw <= GOAL and bs <= GOAL:
+            why = "met"
+        elif ls > GOAL or lw > GOAL:
+            why = "whole tiles: no layout of whole tiles reaches 1.05"
+        elif bs <= ls * 1.005:
+            why = "at the bound"
+        else:
+            why = f"the search (or a loose bound): {bs / ls - 1:+.1%} over the bound"
+        out.append(f"| {name} | {w} | {bw:.3f} / {bs:.3f} | {lw:.3f} / {ls:.3f} | {why} |")
+    return out
 
 
 def replay_step(binary, trace, cluster, layout):
@@ -86,7 +107,7 @@ def main():
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     traces = sorted(glob.glob(os.path.join(ROOT, "traces/samples/*.safetensors")))
-    sections, commands, replay = [], [], []
+    sections, commands, replay, verdicts = [], [], [], []
     for t in traces:
         name = os.path.basename(t)[: -len(".safetensors")]
         rel = os.path.relpath(t, ROOT)
@@ -97,6 +118,7 @@ def main():
         with open(os.path.join(out, f"fit-{name}.txt"), "w") as f:
             f.write(text)
         md, within, n, worst = table(name, fit_rows(csv_path))
+        verdicts += verdict(name, fit_rows(csv_path))
         stats = {r["figure"]: (float(r["recorded"]), float(r["fitted"])) for r in csv.DictReader(open(csv_path))
                  if not r["layout"]}
         dens = stats.get("density", (0, 0))
@@ -140,7 +162,18 @@ def main():
 (8K tokens on 64 ranks) every dealing of whole tiles is striped:128's, and chunks finer than a tile add work (a kernel
 tile holds far-apart rows), so the balanced layout is striped:128 there (plan/balance.h).
 
+"tile-bound" is not a layout: it is a lower bound on each figure over every layout of whole 128-token tiles with
+floor or ceil(tiles / W) tiles a rank (plan/balance.h, balance_tile_bound: the mean, pigeonhole over the heaviest
+tiles, and per layer the heaviest rank's query and key work, since every ring step has one rank on each rank's
+queries and one on its keys). A figure above it is not proven reachable.
+
 {chr(10).join(sections)}
+## The balanced layout against the whole-tile bound (recorded step 0, worker / step)
+
+| trace | ranks | balanced | tile bound | what keeps it above 1.05 |
+|---|---:|---:|---:|---|
+{chr(10).join(verdicts)}
+
 ## MTraining's simulated step, striped:128 against balanced
 
 {chr(10).join(rep)}

@@ -351,7 +351,7 @@ TEST(pair_work_sums_to_each_blocks_work) {
   pattern_free(&p);
 }
 
-// The refinement's swaps lower the step figure's numerator and never raise the heaviest rank, measured
+// The refinement's swaps lower the step figure's numerator and raise the heaviest rank at most to the slack, measured
 // afterwards by balance_of on the layouts themselves.
 TEST(step_refinement_lowers_step_imbalance_without_raising_worker_imbalance) {
   sr_error e;
@@ -371,7 +371,7 @@ TEST(step_refinement_lowers_step_imbalance_without_raising_worker_imbalance) {
   layout_free(&l);
   int64_t swaps = 0;
   CHECK_EQ_INT(balance_pair_work(&p, P, &e), SR_OK);
-  CHECK_EQ_INT(balance_refine_steps(P, 4, nb, W, R, &swaps, &e), SR_OK);
+  CHECK_EQ_INT(balance_refine_steps(P, 4, nb, W, 1, R, &swaps, &e), SR_OK);
   CHECK(swaps > 0);
   int64_t held[16] = {0};
   for (int64_t b = 0; b < nb; b++) held[R[b]]++;
@@ -380,7 +380,8 @@ TEST(step_refinement_lowers_step_imbalance_without_raising_worker_imbalance) {
   CHECK_EQ_INT(balance_of(&p, &l, &after, &e), SR_OK);
   layout_free(&l);
   CHECK(after.step < before.step);
-  CHECK(after.worker <= before.worker * (1 + 1e-12));
+  // the heaviest rank may rise to BALANCE_WORKER_SLACK over the mean, never above a heavier start
+  CHECK(after.worker <= (before.worker > 1 + BALANCE_WORKER_SLACK ? before.worker : 1 + BALANCE_WORKER_SLACK) + 1e-12);
   free(P), free(work), free(R);
   pattern_free(&p);
 }

@@ -123,7 +123,8 @@ def trace_stats(trace):
 
 def trace_fit(trace, ranks=None, step=None, seed=None):
     """Fit the generator to a trace (vs-fit:PATH) and compare (`sparsering trace fit --csv`), a DataFrame: figure,
-    layout, ranks, recorded, fitted, rel_diff. ranks: a list or "8,32,64"."""
+    layout, ranks, recorded, fitted, rel_diff (layout "tile-bound": the lower bound over every layout of whole
+    tiles, not a layout). ranks: a list or "8,32,64"."""
     flags = _flags(ranks=ranks, step=step, seed=seed)
     return _cli.frame(_cli.run_csv("sparsering", ["trace", "fit"], [trace] + flags)[1])
 

@@ -439,7 +439,10 @@ def case_trace_fit_compares_recorded_with_fitted(tmp):
     density = fit[fit.figure == "density"].iloc[0]
     assert abs(density.recorded - 100 * commands.trace_stats(path).density.mean()) < 1e-4, density
     imb = fit[fit.figure == "worker imbalance"]
-    assert set(imb.ranks) == {2, 4} and len(imb) == 2 * 4  # 4 layouts at 2 rank counts
+    assert set(imb.ranks) == {2, 4} and len(imb) == 2 * 5  # 4 layouts and the whole-tile bound at 2 rank counts
+    bound = imb[imb.layout == "tile-bound"]
+    assert all(b.recorded <= r.recorded * (1 + 1e-9) for b in bound.itertuples()
+               for r in imb[(imb.layout == "balanced") & (imb.ranks == b.ranks)].itertuples())
     assert all(abs(r.rel_diff - (r.fitted - r.recorded) / r.recorded) < 1e-6 for r in imb.itertuples())
 
 
