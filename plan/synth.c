@@ -253,7 +253,7 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
   double span = lo > 0 ? log((double)n / (double)lo) : 0;
   if (kind != KEY_VERT) mode = CACHE_NONE;
   if (mode == CACHE_RECORD) cache_open(c, L);
-  if (!c->vc.groups) mode = CACHE_NONE;
+  if (c->vc.groups != L) mode = CACHE_NONE;  // nothing recorded, or recorded for another drift period
   for (int64_t g0 = 0; g0 < L && (rest > 0 || mode == CACHE_RECORD); g0 += SR_MT_LANES) {
     // The groups' generators are seeded SR_MT_LANES at a time (plan/rng.h), as far as their draws will read.
     int64_t quota[SR_MT_LANES], lanes = sr_min64(SR_MT_LANES, L - g0), any = 0;
