@@ -24,13 +24,17 @@ synth_opts synth_defaults(uint64_t seed, int step) {
   return o;
 }
 
+enum { CACHE_NONE, CACHE_RECORD, CACHE_REPLAY };  // draw_indices' use of the verticals' cache (synth_vert_cache)
 enum { KEY_VERT = 1, KEY_SLASH, KEY_TOPP, KEY_TOPP_HEAD, KEY_LIKE, KEY_BLOCK, KEY_BLOCK_NOISE, KEY_ADASPA, KEY_PRESET };
 
 void synth_ctx_free(synth_ctx *c) {
   free(c->bits);
   free(c->tmp);
-  c->bits = NULL;
-  c->tmp = NULL;
+  free(c->vc.x);
+  free(c->vc.first);
+  free(c->vc.mt);
+  free(c->vc.seeded);
+  memset(c, 0, sizeof *c);
 }
 
 int synth_ctx_init(synth_ctx *c, int64_t n, sr_error *e) {
@@ -124,75 +128,158 @@ void synth_take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_stru
   memset(c->bits, 0, (size_t)(w0 + 1) * sizeof *c->bits);
 }
 
+// A vertical of group g's stream: floor(n u^3) three times in four, else floor(n u), clamped to [0, n).
+// Both are computed and one kept (a mispredicted branch cost more than the arithmetic); two outputs a draw.
+static inline int64_t vertical_of(uint32_t a, uint32_t b, int64_t n) {
+  // u is sr_mt_uniform's a / 2^32; b / 2^32 < 0.75 (both exact in a double) is b < 3 * 2^30
+  double u = a / 4294967296.0, nu = (double)n * u;
+  int64_t cubic = (int64_t)(nu * u * u), linear = (int64_t)nu, x = b < 3221225472u ? cubic : linear;
+  return x >= n ? n - 1 : x < 0 ? 0 : x;
+}
+
+// Make room for `more` candidates in c's vertical cache; 0 when it cannot (the cache is then dropped: the
+// final draw draws afresh, with the same result).
+static int cache_reserve(synth_ctx *c, int64_t more) {
+  synth_vert_cache *v = &c->vc;
+  if (v->used + more <= v->cap) return 1;
+  int64_t cap = sr_max64(2 * v->cap, v->used + more);
+  int32_t *x = realloc(v->x, (size_t)cap * sizeof *x);
+  if (!x) return v->groups = 0;
+  v->x = x;
+  v->cap = cap;
+  return 1;
+}
+
+// Group g's verticals: its stream's candidates until q are fresh (16 q + 64 tries at most). A candidate
+// already marked is written but not counted (no branch on the random outcome). With the cache recording,
+// every candidate is kept in draw order and the stream left in c->vc.mt[g]; replaying, the recorded
+// candidates come first, then that stream goes on: the stream is fixed by the seed alone, whatever the quota
+// and the marks, so both give the candidates a fresh draw would.
+static int64_t draw_group_verticals(synth_ctx *c, sr_mt *r, int g, int64_t q, int32_t *out, int64_t count, int mode) {
+  int64_t n = c->n, taken = 0, tries = 0, most = 16 * q + 64;
+  uint64_t *bits = c->bits;
+  synth_vert_cache *v = &c->vc;
+#define SR_KEEP_VERTICAL(x)                                  \
+  do {                                                       \
+    uint64_t *w_ = &bits[(x) >> 6], m_ = 1ull << ((x) & 63); \
+    int64_t fresh_ = (*w_ & m_) == 0;                        \
+    *w_ |= m_;                                               \
+    out[count] = (int32_t)(x);                               \
+    count += fresh_;                                         \
+    taken += fresh_;                                         \
+  } while (0)
+  if (mode == CACHE_REPLAY)
+    for (int64_t k = v->first[g], end = v->first[g + 1]; k < end && taken < q && tries < most; k++, tries++)
+      SR_KEEP_VERTICAL((int64_t)v->x[k]);
+  int record = mode == CACHE_RECORD && cache_reserve(c, most);
+  int32_t *rec = record ? v->x + v->used : NULL;
+  for (; taken < q && tries < most; tries++) {
+    uint32_t a = sr_mt_next(r), b = sr_mt_next(r);
+    int64_t x = vertical_of(a, b, n);
+    if (record) *rec++ = (int32_t)x;
+    SR_KEEP_VERTICAL(x);
+  }
+#undef SR_KEEP_VERTICAL
+  if (record) v->used = rec - v->x;
+  return count;
+}
+
+// Group g's slashes: bands of consecutive offsets (neighbouring diagonals score alike under RoPE, so top-p
+// keeps runs of them, not isolated lines) starting log-uniformly on [lo, n): each band's unmarked offsets
+// ascending, a word of marks at a time, until the quota is met.
+static int64_t draw_group_slashes(synth_ctx *c, sr_mt *r, int64_t q, int64_t lo, double span, int32_t *out,
+                                  int64_t count) {
+  int64_t n = c->n;
+  uint64_t *bits = c->bits;
+  for (int64_t taken = 0, tries = 0; taken < q && tries < 16 * q + 64; tries++) {
+    double u = sr_mt_uniform(r);
+    int64_t x = (int64_t)((double)lo * exp(u * span));
+    if (x >= n) x = n - 1;
+    if (x < 0) x = 0;
+    for (int64_t a = x, end = sr_min64(x + SYNTH_SLASH_BAND, n); a < end && taken < q;) {
+      int64_t w = a >> 6, b = sr_min64(end, (w + 1) * 64);
+      uint64_t m = (~0ull << (a & 63)) & (~0ull >> (63 - ((b - 1) & 63))), free_bits = ~bits[w] & m;
+      for (; free_bits && taken < q; free_bits &= free_bits - 1) {
+        int64_t y = w * 64 + __builtin_ctzll(free_bits);
+        bits[w] |= 1ull << (y & 63);
+        out[count++] = (int32_t)y;
+        taken++;
+      }
+      a = b;
+    }
+  }
+  return count;
+}
+
+// Start recording the verticals' streams of a head with `groups` groups (none recorded when their
+// generators, 2.5 KB each, cannot be allocated or are more than SYNTH_CACHE_GROUPS).
+#define SYNTH_CACHE_GROUPS 4096
+static void cache_open(synth_ctx *c, int64_t groups) {
+  synth_vert_cache *v = &c->vc;
+  v->groups = 0;
+  v->used = 0;
+  if (groups > SYNTH_CACHE_GROUPS) return;
+  if (groups > v->groups_cap) {
+    free(v->mt);
+    free(v->first);
+    free(v->seeded);
+    v->mt = malloc((size_t)(groups + SR_MT_LANES) * sizeof *v->mt);
+    v->first = malloc((size_t)(groups + 1) * sizeof *v->first);
+    v->seeded = malloc((size_t)groups);
+    v->groups_cap = v->mt && v->first && v->seeded ? groups : 0;
+    if (!v->groups_cap) return;
+  }
+  memset(v->seeded, 0, (size_t)groups);
+  v->first[0] = 0;
+  v->groups = (int)groups;
+}
+
 // Draw `budget` distinct indices in [0, n): [0, n_struct) always, the rest from the drifting groups
 // (verticals: floor(n u^3) or floor(n u); slashes: bands of SYNTH_SLASH_BAND consecutive offsets starting
-// log-uniformly on [lo, n)), topped up with the lowest
-// unused indices when draws keep colliding (budgets near n). Into out, sorted ascending when `sorted`
-// (else in drawing order: the calibration pass only sums them).
+// log-uniformly on [lo, n)), topped up with the lowest unused indices when draws keep colliding (budgets
+// near n). Into out, sorted ascending when `sorted` (else in drawing order from out[n_struct] on, out[0,
+// n_struct) left as it was: the calibration pass only sums them). `mode` (verticals only): CACHE_RECORD
+// keeps every group's candidates and generator in c->vc, CACHE_REPLAY draws from them (the key and options
+// recorded, any budget), CACHE_NONE neither.
 static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_struct, int kind, int64_t lo,
-                         uint64_t key, const synth_opts *o, int sorted) {
-  int64_t n = c->n, count = 0;
+                         uint64_t key, const synth_opts *o, int sorted, int mode) {
+  int64_t n = c->n, count = n_struct;
   uint64_t *bits = c->bits;
-  for (int64_t i = 0; i < n_struct; i++) out[count++] = (int32_t)i;
+  if (sorted)  // unsorted draws are only summed, their structure in closed form (vs_pairs_drawn)
+    for (int64_t i = 0; i < n_struct; i++) out[i] = (int32_t)i;
   for (int64_t w = 0; w < n_struct / 64; w++) bits[w] = ~0ull;
   for (int64_t i = n_struct / 64 * 64; i < n_struct; i++) bits[i >> 6] |= 1ull << (i & 63);
   int64_t rest = budget - n_struct, L = o->drift_period > 0 ? o->drift_period : 1;
   double span = lo > 0 ? log((double)n / (double)lo) : 0;
-  for (int64_t g0 = 0; g0 < L && rest > 0; g0 += SR_MT_LANES) {
+  if (kind != KEY_VERT) mode = CACHE_NONE;
+  if (mode == CACHE_RECORD) cache_open(c, L);
+  if (c->vc.groups != L) mode = CACHE_NONE;  // nothing recorded, or recorded for another drift period
+  for (int64_t g0 = 0; g0 < L && (rest > 0 || mode == CACHE_RECORD); g0 += SR_MT_LANES) {
     // The groups' generators are seeded SR_MT_LANES at a time (plan/rng.h), as far as their draws will read.
     int64_t quota[SR_MT_LANES], lanes = sr_min64(SR_MT_LANES, L - g0), any = 0;
     uint32_t seed[SR_MT_LANES];
     int words = 1;
     for (int64_t g = g0; g < g0 + lanes; g++) {
-      int64_t q = rest / L + (g < rest % L), epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
+      int64_t q = rest > 0 ? rest / L + (g < rest % L) : 0;
+      int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
       quota[g - g0] = q;
       seed[g - g0] = synth_seed32(key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
-      any |= q;
+      any |= q && !(mode == CACHE_REPLAY && c->vc.seeded[g]);
       // about two outputs a vertical, one a band of slashes (draws that collide read more, on demand)
       if (q) words = sr_max64(words, sr_mt_words_for(kind == KEY_VERT ? 2 * q : q / SYNTH_SLASH_BAND + 1));
     }
-    if (!any) continue;
-    sr_mt_seed_lanes(c->lanes, seed, (int)lanes, words);
+    sr_mt *lane = mode == CACHE_NONE ? c->lanes : c->vc.mt + g0;
+    if (mode == CACHE_REPLAY) {  // the recorded generators go on; those never seeded start now
+      for (int64_t g = g0; any && g < g0 + lanes; g++)
+        if (!c->vc.seeded[g]) sr_mt_seed(&lane[g - g0], seed[g - g0]);
+    } else if (any) {
+      sr_mt_seed_lanes(lane, seed, (int)lanes, words);
+    }
     for (int64_t g = g0; g < g0 + lanes; g++) {
-      int64_t q = quota[g - g0];
-      sr_mt *r = &c->lanes[g - g0];
-      for (int64_t taken = 0, tries = 0; taken < q && tries < 16 * q + 64; tries++) {
-        double u = sr_mt_uniform(r);
-        int64_t x;
-        if (kind == KEY_VERT) {
-          // Verticals are single columns, floor(n u^3) three times in four, else floor(n u). Both are
-          // computed and one kept, and a column already drawn is written but not counted: random outcomes
-          // without branches (a mispredicted branch cost more than the arithmetic).
-          double nu = (double)n * u;
-          int64_t cubic = (int64_t)(nu * u * u), linear = (int64_t)nu;
-          x = sr_mt_uniform(r) < 0.75 ? cubic : linear;
-          x = x >= n ? n - 1 : x < 0 ? 0 : x;
-          uint64_t *w = &bits[x >> 6], m = 1ull << (x & 63);
-          int64_t fresh = (*w & m) == 0;
-          *w |= m;
-          out[count] = (int32_t)x;
-          count += fresh;
-          taken += fresh;
-          continue;
-        }
-        x = (int64_t)((double)lo * exp(u * span));
-        if (x >= n) x = n - 1;
-        if (x < 0) x = 0;
-        // Slashes come in bands of consecutive offsets (neighbouring diagonals score alike under RoPE, so
-        // top-p keeps runs of them, not isolated lines): the band's unmarked offsets ascending, a word of
-        // marks at a time, until the quota is met.
-        for (int64_t a = x, end = sr_min64(x + SYNTH_SLASH_BAND, n); a < end && taken < q;) {
-          int64_t w = a >> 6, b = sr_min64(end, (w + 1) * 64);
-          uint64_t m = (~0ull << (a & 63)) & (~0ull >> (63 - ((b - 1) & 63))), free_bits = ~bits[w] & m;
-          for (; free_bits && taken < q; free_bits &= free_bits - 1) {
-            int64_t y = w * 64 + __builtin_ctzll(free_bits);
-            bits[w] |= 1ull << (y & 63);
-            out[count++] = (int32_t)y;
-            taken++;
-          }
-          a = b;
-        }
-      }
+      if (mode == CACHE_RECORD) c->vc.seeded[g] = (uint8_t)(any != 0);
+      if (kind == KEY_VERT) count = draw_group_verticals(c, &lane[g - g0], (int)g, quota[g - g0], out, count, mode);
+      else count = draw_group_slashes(c, &lane[g - g0], quota[g - g0], lo, span, out, count);
+      if (mode == CACHE_RECORD && c->vc.groups) c->vc.first[g + 1] = c->vc.used;
     }
   }
   for (int64_t w = 0; count < budget && w * 64 < n; w++)  // the lowest unused indices, word by word
@@ -202,6 +289,7 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
       bits[w] |= 1ull << (x & 63);
       out[count++] = (int32_t)x;
     }
+  if (mode == CACHE_REPLAY) c->vc.groups = 0;  // its generators went on: a second replay would differ
   if (sorted) {
     synth_take_sorted(c, out, count, n_struct);
     return;
@@ -217,7 +305,9 @@ void synth_head_clear(head_pattern *h) {
   memset(h, 0, sizeof *h);
 }
 
-static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64_t key, const synth_opts *o,
+// A VS head of nv verticals and ns slashes; `mode` as draw_indices' (CACHE_REPLAY after a calibration draw
+// of the same head recorded its verticals' streams).
+static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64_t key, const synth_opts *o, int mode,
                    sr_error *e) {
   int64_t n = c->n;
   nv = sr_max64(0, sr_min64(nv, n));
@@ -229,8 +319,8 @@ static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64
   if (!h->vertical || !h->slash) return sr_internal_error(e, 0, "synth: out of memory");
   int64_t sinks = nv > 0 ? sr_max64(1, sr_min64(64, nv / 8)) : 0;  // the first tokens: attention sinks
   int64_t window = ns > 0 ? sr_max64(1, ns * 3 / 4) : 0;            // offset 0 and the local window
-  draw_indices(c, h->vertical, nv, sinks, KEY_VERT, 0, key, o, 1);
-  draw_indices(c, h->slash, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 1);
+  draw_indices(c, h->vertical, nv, sinks, KEY_VERT, 0, key, o, 1, mode);
+  draw_indices(c, h->slash, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 1, CACHE_NONE);
   h->n_vertical = (int32_t)nv;
   h->n_slash = (int32_t)ns;
   return SR_OK;
@@ -238,17 +328,20 @@ static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64
 
 // Kept pairs of the head vs_head would draw, ignoring the few pairs both a slash and a vertical keep (for
 // budget calibration): sum over its indices x of n - x, drawn into c->tmp and not sorted. The sum of at
-// most 2n integers below n is exact in a double for n < 2^26 tokens, in any order.
-static double vs_pairs_drawn(synth_ctx *c, int64_t nv, int64_t ns, uint64_t key, const synth_opts *o) {
+// most 2n integers below n is exact in a double for n < 2^26 tokens, in any order. `mode` CACHE_RECORD keeps
+// the verticals' streams for the head's final draw.
+static double vs_pairs_drawn(synth_ctx *c, int64_t nv, int64_t ns, uint64_t key, const synth_opts *o, int mode) {
   int64_t n = c->n;
   nv = sr_max64(0, sr_min64(nv, n));
   ns = sr_max64(0, sr_min64(ns, n));
   int64_t sinks = nv > 0 ? sr_max64(1, sr_min64(64, nv / 8)) : 0, window = ns > 0 ? sr_max64(1, ns * 3 / 4) : 0;
-  double s = 0;
-  draw_indices(c, c->tmp, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 0);
-  for (int64_t i = 0; i < ns; i++) s += (double)(n - c->tmp[i]);
-  draw_indices(c, c->tmp, nv, sinks, KEY_VERT, 0, key, o, 0);
-  for (int64_t i = 0; i < nv; i++) s += (double)(n - c->tmp[i]);
+  // [0, m) is always drawn: its n - x sum to m n - m (m - 1) / 2
+  double s = (double)window * (double)n - (double)window * (double)(window - 1) / 2 + (double)sinks * (double)n -
+             (double)sinks * (double)(sinks - 1) / 2;
+  draw_indices(c, c->tmp, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 0, CACHE_NONE);
+  for (int64_t i = window; i < ns; i++) s += (double)(n - c->tmp[i]);
+  draw_indices(c, c->tmp, nv, sinks, KEY_VERT, 0, key, o, 0, mode);
+  for (int64_t i = sinks; i < nv; i++) s += (double)(n - c->tmp[i]);
   return s;
 }
 
@@ -262,7 +355,8 @@ typedef struct {
 static int budgets_item(void *ctx, int x, int thread, sr_error *e) {
   budgets_job *j = ctx;
   int l = x / j->p->heads, h = x % j->p->heads;
-  return vs_head(&j->pool.c[thread], pattern_head(j->p, l, h), j->nv[x], j->ns[x], synth_head_key(j->o, l, h), j->o, e);
+  return vs_head(&j->pool.c[thread], pattern_head(j->p, l, h), j->nv[x], j->ns[x], synth_head_key(j->o, l, h), j->o,
+                 CACHE_NONE, e);
 }
 
 int synth_vs_budgets(pattern *p, const int32_t *n_vertical, const int32_t *n_slash, const synth_opts *o, sr_error *e) {
@@ -354,6 +448,7 @@ typedef struct {
   pattern *p;
   const synth_opts *o;
   const double *target, *phi;  // [layers * heads] kept pairs aimed at, share of the budget on slashes
+  int redraw;                  // the final draw draws its verticals afresh (the method before the cache)
   synth_pool pool;
 } topp_job;
 
@@ -366,16 +461,19 @@ static int topp_item(void *ctx, int x, int thread, sr_error *e) {
   head_pattern *hp = pattern_head(j->p, l, h);
   uint64_t key = synth_head_key(j->o, l, h);
   // One calibration step: the budgets scale linearly with the pairs, so a first draw's pairs correct them.
+  // The final draw reads its verticals' candidates from the calibration's streams (the same seeds) instead
+  // of drawing them again: the same indices, about half the draws.
   total = fmin(total, 2.0 * (double)n);
   double got = vs_pairs_drawn(&j->pool.c[thread], (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi),
-                              key, j->o);
+                              key, j->o, j->redraw ? CACHE_NONE : CACHE_RECORD);
   if (got > 0) total *= target / got;
   total = fmin(total, 2.0 * (double)n);
-  rc = vs_head(&j->pool.c[thread], hp, (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi), key, j->o, e);
+  rc = vs_head(&j->pool.c[thread], hp, (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi), key, j->o,
+               j->redraw ? CACHE_NONE : CACHE_REPLAY, e);
   return rc;
 }
 
-int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) {
+static int vs_topp(pattern *p, double mass, const synth_opts *o, int redraw, sr_error *e) {
   if (!(mass > 0 && mass < 1)) return sr_input_error(e, NULL, "pattern", "top-p mass %g must be in (0, 1)", mass);
   int items = p->layers * p->heads;
   int64_t n = p->n_tokens;
@@ -399,7 +497,7 @@ int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) {
     }
     for (int h = 0; h < p->heads; h++) target[l * p->heads + h] = fmin(1.0, density * w[h] * p->heads / wsum) * causal;
   }
-  topp_job j = {p, o, target, phi, {0}};
+  topp_job j = {p, o, target, phi, redraw, {0}};
   int rc = synth_pool_open(&j.pool, n, items, e);
   if (!rc) {
     rc = sr_parallel_for(items, j.pool.n, topp_item, &j, e);
@@ -410,6 +508,10 @@ int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) {
   free(target);
   return rc;
 }
+
+int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e) { return vs_topp(p, mass, o, 0, e); }
+
+int synth_vs_topp_redrawn(pattern *p, double mass, const synth_opts *o, sr_error *e) { return vs_topp(p, mass, o, 1, e); }
 
 // ---------------------------------------------------------------------------------------------
 // ANCHORS' VS-like mask

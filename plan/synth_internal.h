@@ -14,6 +14,19 @@
 #include "plan/rng.h"
 #include "plan/synth.h"
 
+// A head's vertical candidates as its calibration draw drew them, group by group, with each group's
+// generator where the candidates end: the final draw of the same head (same seeds) reads them instead of
+// drawing them again. A group's stream depends on its seed only, not on its quota or on the marks.
+typedef struct {
+  int32_t *x;         // [cap] candidates in draw order, used of them filled
+  int64_t used, cap;
+  int64_t *first;     // [groups + 1] group g's candidates are x[first[g], first[g + 1])
+  sr_mt *mt;          // [groups + SR_MT_LANES] group g's generator, just past its candidates
+  uint8_t *seeded;    // [groups] whether group g's generator was seeded (its batch drew)
+  int groups;         // groups recorded (0: nothing to replay)
+  int64_t groups_cap; // groups the arrays hold
+} synth_vert_cache;
+
 // One thread's generator state and scratch.
 typedef struct {
   sr_mt r;
@@ -21,6 +34,7 @@ typedef struct {
   uint64_t *bits;  // [n / 64 + 2] marks of drawn indices, all zero between uses
   int32_t *tmp;    // [n + 1] scratch for sorting
   int64_t n;
+  synth_vert_cache vc;  // synth_vs_topp's calibration draw, replayed by its final draw
 } synth_ctx;
 
 // A context per thread (sr_threads, parallel.h): heads are independent, each drawn from its own seeds, so
@@ -70,6 +84,9 @@ void synth_sort_indices(synth_ctx *c, int32_t *a, int64_t n);
 // The `count` marked indices of out (out[0, n_struct) is [0, n_struct), the rest in any order) sorted
 // ascending into out, clearing every mark.
 void synth_take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_struct);
+// synth_vs_topp as it was before its final draw reused the calibration draw's verticals (both draws
+// drawn in full), kept so that a test can show that the reuse changes no index.
+int synth_vs_topp_redrawn(pattern *p, double mass, const synth_opts *o, sr_error *e);
 // Free a head's arrays and zero it.
 void synth_head_clear(head_pattern *h);
 

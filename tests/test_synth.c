@@ -1,6 +1,6 @@
 // test_synth.c — synthetic patterns and pattern source strings: reproducibility, drift, the published
 // budget mix, structure, sparsity targets, input errors naming the field, and the generator (GSL's
-// mt19937 draw for draw) and thread count changing nothing.
+// mt19937 draw for draw), thread count and top-p's reuse of its calibration draw changing nothing.
 #include <gsl/gsl_rng.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 #include "plan/pattern_spec.h"
 #include "plan/rng.h"
 #include "plan/synth.h"
+#include "plan/synth_internal.h"
 #include "plan/tiles.h"
 #include "tests/test.h"
 
@@ -376,4 +377,78 @@ TEST(vs_like_with_more_verticals_than_a_head_can_hold_is_an_input_error) {
   CHECK_EQ_INT(pattern_from_spec("vs-like:4:4:4611686018427387904", &m, 256, 0, 0, &p, &e), SR_EINPUT);
   CHECK_EQ_INT(pattern_from_spec("vs-like:4:4:16", &m, 256, 0, 0, &p, &e), SR_OK);
   pattern_free(&p);
+}
+
+// vs-topp draws each head twice: a calibration draw whose kept pairs correct the budgets, then the head.
+// The final draw reads its verticals' candidates from the calibration's streams instead of drawing them
+// again; drawing both in full (the method before) must give the same indices, on lengths from a few
+// hundred tokens (dense heads: collisions, top-ups; groups the calibration never drew) to 512K, any drift period (one group, fewer groups
+// than generators seeded together, more), steps and masses (the final budgets above and below the
+// calibration's, so the streams are read past what the calibration drew).
+TEST(topp_final_draw_from_the_calibration_streams_equals_drawing_both_afresh) {
+  const int64_t lengths[] = {128, 300, 5000, 70001, 131072, 524288};
+  const double masses[] = {0.5, 0.9, 0.95, 1 - 1e-10};
+  const int drifts[] = {20, 0, 3, 64, 9};  // 128 tokens at the densest mass: 64 groups, some never drawn at first
+  int cases = 0;
+  for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++)
+    for (size_t k = 0; k < sizeof masses / sizeof *masses; k++) {
+      int64_t n = lengths[i];
+      int layers = n > 100000 ? 1 : 3, heads = n > 100000 ? 6 : 5;
+      synth_opts o = synth_defaults(1 + 7 * i + k, (int)(3 * k + i));
+      o.drift_period = drifts[(i + k) % (sizeof drifts / sizeof *drifts)];
+      pattern a, b;
+      sr_error e;
+      CHECK_EQ_INT(pattern_alloc(&a, n, layers, heads, &e), SR_OK);
+      CHECK_EQ_INT(pattern_alloc(&b, n, layers, heads, &e), SR_OK);
+      CHECK_EQ_INT(synth_vs_topp(&a, masses[k], &o, &e), SR_OK);
+      CHECK_EQ_INT(synth_vs_topp_redrawn(&b, masses[k], &o, &e), SR_OK);
+      if (!same_pattern(&a, &b)) test_fail(__FILE__, __LINE__, "n %lld mass %g: heads differ", (long long)n, masses[k]);
+      cases++;
+      pattern_free(&a);
+      pattern_free(&b);
+    }
+  CHECK_EQ_INT(cases, 24);
+}
+
+// FNV-1a over every head's verticals, then its slashes, head after head.
+static uint64_t pattern_checksum(const pattern *p) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int64_t x = 0; x < (int64_t)p->layers * p->heads; x++) {
+    for (int32_t i = 0; i < p->h[x].n_vertical; i++) h = (h ^ (uint32_t)p->h[x].vertical[i]) * 0x100000001b3ull;
+    for (int32_t i = 0; i < p->h[x].n_slash; i++) h = (h ^ (uint32_t)p->h[x].slash[i]) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+// The same heads as the code before the reuse drew them: its checksums (main at d0940c0, the pattern drawn
+// by synth_vs_topp with synth_defaults(seed, step)), guarding the draw itself, which both methods share.
+TEST(topp_patterns_equal_those_drawn_before_the_calibration_streams_were_reused) {
+  const struct {
+    int64_t n;
+    int layers, heads;
+    double mass;
+    uint64_t seed;
+    int step;
+    int64_t verticals, slashes;
+    uint64_t checksum;
+  } cases[] = {
+      {5000, 3, 5, 0.9, 9, 2, 1712, 2260, 0x6173225ef4df729full},
+      {70001, 4, 8, 0.99, 3, 7, 110754, 162000, 0xae233f6f8652cc04ull},
+      {131072, 2, 16, 0.5, 42, 25, 17804, 28391, 0x21208a1e7c9587d7ull},
+      {4096, 2, 4, 0.999999, 5, 0, 1645, 1643, 0x681e848ac829f94bull},
+      {524288, 2, 16, 0.95, 1, 0, 215468, 412536, 0xcd33b8e85f6a30e6ull},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    pattern p;
+    sr_error e;
+    synth_opts o = synth_defaults(cases[i].seed, cases[i].step);
+    CHECK_EQ_INT(pattern_alloc(&p, cases[i].n, cases[i].layers, cases[i].heads, &e), SR_OK);
+    CHECK_EQ_INT(synth_vs_topp(&p, cases[i].mass, &o, &e), SR_OK);
+    int64_t nv = 0, ns = 0;
+    for (int64_t x = 0; x < (int64_t)p.layers * p.heads; x++) nv += p.h[x].n_vertical, ns += p.h[x].n_slash;
+    CHECK_EQ_INT(nv, cases[i].verticals);
+    CHECK_EQ_INT(ns, cases[i].slashes);
+    CHECK(pattern_checksum(&p) == cases[i].checksum);
+    pattern_free(&p);
+  }
 }
