@@ -153,16 +153,20 @@ static int layer_routes(sim_ctx *x, ring_state *st, const work_count *agg, int *
 }
 
 // The attention call's passes before or after its ring (ctx_attn_call: the fwd_pre, fwd_post or bwd_pre seconds of
-// each rank, which = 0, 1, 2), on each rank's compute stream after deps; out gets each rank's pass. Counted as the
-// call's attention (busy[r], when given).
-static int call_passes(sim_ctx *x, ring_state *st, int which, int phase, int layer, const int32_t *deps, int32_t *out,
-                       double *busy, sr_error *e) {
+// each rank, which = 0, 1, 2) into dur[r]; added to busy[r] (the call's attention time) when busy is given.
+static void call_pass_s(const sim_ctx *x, int which, double *dur, double *busy) {
   for (int r = 0; r < x->W; r++) {
     double t[3];
     ctx_attn_call(x, (double)x->p->layout.rank_count[r], &t[0], &t[1], &t[2]);
-    st->dur[r] = t[which];
+    if (dur) dur[r] = t[which];
     if (busy) busy[r] += t[which];
   }
+}
+
+// Those passes as tasks on each rank's compute stream after deps; out gets each rank's pass.
+static int call_passes(sim_ctx *x, ring_state *st, int which, int phase, int layer, const int32_t *deps, int32_t *out,
+                       double *busy, sr_error *e) {
+  call_pass_s(x, which, st->dur, busy);
   return ctx_each(x, STREAM_COMPUTE, st->dur, 0, phase, layer, -1, deps, out, e);
 }
 
@@ -350,6 +354,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     layer_work *w = &distinct[of[l]];
     if (rep && w->dt_fwd >= 0) {
       replay(x, w->dt_fwd, w->busy_fwd);
+      call_pass_s(x, 0, NULL, x->attn_f), call_pass_s(x, 1, NULL, x->attn_f);  // as layer_forward counts them
       for (int r = 0; r < W; r++) {
         double a = 0;
         for (int k = 0; k < s->n_steps; k++) a += w->fwd[(int64_t)k * W + r];
@@ -379,6 +384,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     layer_work *w = &distinct[of[l]];
     if (rep && w->dt_bwd >= 0) {
       replay(x, w->dt_bwd, w->busy_bwd);
+      call_pass_s(x, 2, NULL, x->attn_b);
       for (int r = 0; r < W; r++)
         for (int k = 0; k < s->n_steps; k++) x->attn_b[r] += w->bwd[(int64_t)k * W + r];
       continue;

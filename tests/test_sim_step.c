@@ -632,3 +632,18 @@ TEST(sim_first_step_builds_plans_and_their_index_even_where_every_plan_is_kept) 
   CHECK(entries > 0);
   CHECK_REL(t1 - t0, entries * (13.5e-9 + 16.0 / 800e9), 1e-6);
 }
+
+// Representative mode replays the layers equal to one already simulated (every layer of a dense model): the
+// attention it reports, the call passes around the kernels included, is the full simulation's (its step time is
+// an approximation: a replayed layer starts on every rank at once).
+TEST(sim_representative_mode_reports_the_full_simulations_attention) {
+  sim_result full, rep;
+  sim_options o = {0, 0, 0, 0, 0};
+  CHECK_EQ_INT(run_spec_opts("striped-ring", test_cluster(1, 4), 4 * 4096, 1, o, &full, NULL), 0);
+  o.representative = 1;
+  CHECK_EQ_INT(run_spec_opts("striped-ring", test_cluster(1, 4), 4 * 4096, 1, o, &rep, NULL), 0);
+  CHECK(full.attn_fwd_s > 0 && full.attn_bwd_s > 0);
+  CHECK_REL(rep.attn_fwd_s, full.attn_fwd_s, 1e-9);
+  CHECK_REL(rep.attn_bwd_s, full.attn_bwd_s, 1e-9);
+  CHECK_REL(rep.worker_imbalance, full.worker_imbalance, 1e-9);
+}
