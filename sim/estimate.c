@@ -49,11 +49,14 @@
 // ring steps' own fixed costs (cost_ring_step) are part of these while they are not calibrated. They are
 // charged to vs-online, the executor's own estimation, only: the stand-ins (vs-topp, vs-preset) of what-if
 // studies keep the estimation and conversion of MTraining, whose per-source costs on 32 or more ranks these
-// two points (2 and 4 sources) cannot tell.
-#define EST_ONLINE_FWD_S 3.04e-3
+// two points (2 and 4 sources) cannot tell. The attention call's own passes around its kernels, now modelled apart
+// (sim/exec_cost.c, exec_cost_attn_call), were part of both gaps: at both points' 128K tokens a rank of
+// Qwen2.5-3B on the H200 (4.08 TB/s) 0.73 ms a forward, 0.66 ms a backward and 0.26 ms a backward source, taken
+// out of the fit's 3.04, 1.12, 16.9 and 1.9 ms (the forward's per-source term holds none).
+#define EST_ONLINE_FWD_S 2.31e-3
 #define EST_ONLINE_FWD_SRC_S 1.12e-3
-#define EST_ONLINE_BWD_S 16.9e-3
-#define EST_ONLINE_BWD_SRC_S 1.9e-3
+#define EST_ONLINE_BWD_S 16.24e-3
+#define EST_ONLINE_BWD_SRC_S 1.64e-3
 // The first training step's attention plans built on the host when their layer comes: 13.5 ns a tile or
 // bar entry of the rank's plan (its index, transposes, bar chunks and upload), fitted to the one measured
 // first step (results/exec/2026-11-22-h200x4-two-nodes, call3: MTraining vs-topp:0.95 at 512K on 4 ranks,

@@ -71,3 +71,22 @@ double exec_cost_optimizer(double share) { return 4 * share + 28 * share; }
 // The next forward's model_cuda_refresh_weights remakes the bf16 mirror of every weight (4 read + 2 written) and
 // the next step's model_cuda_zero_grad clears every fp32 gradient (4 written).
 double exec_cost_weights(double params) { return (4 + 2) * params + 4 * params; }
+
+// The ring attention call beyond its kernels (exec/dist_attn_cuda.c with U == 1; the kernel calibration,
+// exec/calib_kernels.c and exec/calib_ring.c, times sa_fwd / sa_bwd alone on buffers set up once).
+//   fwd_call / ring_fwd_cuda: load_kv copies this rank's K and V into the packed ring buffer (two bf16 planes, each
+//   read and written: 2 x 2 x 2 KD), dist_cuda_fill clears the fp32 running output (4 QD) and sets the LSE (4 a
+//   head); after the last step dist_cuda_to_bf16 reads the fp32 output and writes it bf16 (4 QD + 2 QD).
+//   bwd_call / ring_bwd_cuda: load_kv again (8 KD); sa_bwd_prepare reads o and dout (bf16: 2 QD + 2 QD) and writes
+//   a float a row and head (4 H); cudaMemsetAsync clears dQ (4 QD), dK and dV (4 KD each).
+//   Each step with a source of m keys clears the fp32 dK|dV partial P of 2 m KD elements (8 KD a key) and adds one
+//   such partial to another (dist_cuda_add: two read, one written, 24 KD a key): a source's accumulator passes
+//   through the k ranks computing on it, k - 1 of which add the one received, and the last one's sum is added
+//   into the owner's dK and dV (the flush): k adds for k computing steps, charged one a step.
+void exec_cost_attn_call(const model_config *m, exec_attn_call_bytes *b) {
+  double d = (double)m->head_dim, H = (double)m->num_heads, QD = H * d, KD = (double)m->num_kv_heads * d;
+  b->fwd_pre = 8 * KD + 4 * QD + 4 * H;
+  b->fwd_post = 6 * QD;
+  b->bwd_pre = 8 * KD + 4 * QD + 4 * H + 4 * QD + 8 * KD;
+  b->bwd_step = 8 * KD + 24 * KD;
+}

@@ -137,6 +137,20 @@ double ctx_bwd_pre(const sim_ctx *x, double n) {
          cost_mem(&x->c->gpu, eb.bwd_pre * n + exec_cost_weight_grads(x->m));
 }
 
+void ctx_attn_call(const sim_ctx *x, double n, double *fwd_pre, double *fwd_post, double *bwd_pre) {
+  exec_attn_call_bytes b;
+  exec_cost_attn_call(x->m, &b);
+  *fwd_pre = cost_mem(&x->c->gpu, b.fwd_pre * n);
+  *fwd_post = cost_mem(&x->c->gpu, b.fwd_post * n);
+  *bwd_pre = cost_mem(&x->c->gpu, b.bwd_pre * n);
+}
+
+double ctx_attn_call_step(const sim_ctx *x, double m) {
+  exec_attn_call_bytes b;
+  exec_cost_attn_call(x->m, &b);
+  return cost_mem(&x->c->gpu, b.bwd_step * m);
+}
+
 // LM head forward + backward (3x the forward GEMM FLOPs, MODEL_GEMM_BWD_RATIO) and the chunked
 // cross-entropy's softmax over fp32 logits (read, write, read again in backward), on every rank's tokens;
 // the exec trainer's bf16 logits, embedding, final norm and LM head gradient as it runs them (sim/exec_cost.c).

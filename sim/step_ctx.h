@@ -56,6 +56,11 @@ double ctx_mem_post(const sim_ctx *x, double n);
 // Seconds of the backward of a layer's MLP half (output projection and MLP) and of its q|k|v half for n tokens.
 double ctx_bwd_post(const sim_ctx *x, double n);
 double ctx_bwd_pre(const sim_ctx *x, double n);
+// Seconds of a ring attention call's passes around its kernels (sim/exec_cost.c, exec_cost_attn_call) for a rank of
+// n query tokens: before and after the forward's ring, before the backward's; and a backward step's on a source of
+// m keys.
+void ctx_attn_call(const sim_ctx *x, double n, double *fwd_pre, double *fwd_post, double *bwd_pre);
+double ctx_attn_call_step(const sim_ctx *x, double m);
 // Seconds of the loss (LM head forward and backward, cross-entropy, and the exec trainer's embedding and final
 // norm) for n tokens.
 double ctx_loss_cost(const sim_ctx *x, double n);

@@ -80,8 +80,11 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
       double qt = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE), H = (double)x->m->num_heads;
       w->fwd[(int64_t)st * W + r] =
           cf ? (float)(cost_attn_fwd(g, x->m, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
-      w->bwd[(int64_t)st * W + r] =
-          c ? (float)(cost_attn_bwd(g, x->m, c) + cost_ring_step(g, 1, cost_ring_cells(c, qt, H))) : 0.f;
+      // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step)
+      double keys = src >= 0 ? (double)x->p->layout.rank_count[src] : 0;
+      w->bwd[(int64_t)st * W + r] = c ? (float)(cost_attn_bwd(g, x->m, c) + cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) +
+                                                ctx_attn_call_step(x, keys))
+                                      : 0.f;
     }
   for (int h = 0; h < x->pat->heads; h++)
     if (pattern_head(x->pat, layer, h)->kind != PATTERN_DENSE) w->sparse = 1;
@@ -149,6 +152,24 @@ static int layer_routes(sim_ctx *x, ring_state *st, const work_count *agg, int *
   return SR_OK;
 }
 
+// The attention call's passes before or after its ring (ctx_attn_call: the fwd_pre, fwd_post or bwd_pre seconds of
+// each rank, which = 0, 1, 2) into dur[r]; added to busy[r] (the call's attention time) when busy is given.
+static void call_pass_s(const sim_ctx *x, int which, double *dur, double *busy) {
+  for (int r = 0; r < x->W; r++) {
+    double t[3];
+    ctx_attn_call(x, (double)x->p->layout.rank_count[r], &t[0], &t[1], &t[2]);
+    if (dur) dur[r] = t[which];
+    if (busy) busy[r] += t[which];
+  }
+}
+
+// Those passes as tasks on each rank's compute stream after deps; out gets each rank's pass.
+static int call_passes(sim_ctx *x, ring_state *st, int which, int phase, int layer, const int32_t *deps, int32_t *out,
+                       double *busy, sr_error *e) {
+  call_pass_s(x, which, st->dur, busy);
+  return ctx_each(x, STREAM_COMPUTE, st->dur, 0, phase, layer, -1, deps, out, e);
+}
+
 static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, int recompute, sr_error *e) {
   const schedule *s = &x->p->schedule;
   int W = x->W;
@@ -183,8 +204,10 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->fwd[i];
   st->ring.layer = layer;
   if (!attn) memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
-  else if ((rc = ring_forward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN, PHASE_KV_SEND, x->a, x->b,
-                              e)))
+  else if ((rc = call_passes(x, st, 0, PHASE_ATTN, layer, x->a, x->b, recompute ? NULL : x->attn_f, e)) ||
+           (rc = ring_forward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN, PHASE_KV_SEND, x->b, x->c2,
+                              e)) ||
+           (rc = call_passes(x, st, 1, PHASE_ATTN, layer, x->c2, x->b, recompute ? NULL : x->attn_f, e)))
     return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
@@ -233,8 +256,9 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
   }
   for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->bwd[i];
   st->ring.layer = layer;
-  if ((rc = ring_backward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND,
-                         PHASE_DKV_SEND, x->a, x->b, e)))
+  if ((rc = call_passes(x, st, 2, PHASE_ATTN_BWD, layer, x->a, x->c2, x->attn_b, e)) ||
+      (rc = ring_backward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND,
+                         PHASE_DKV_SEND, x->c2, x->b, e)))
     return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
@@ -330,6 +354,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     layer_work *w = &distinct[of[l]];
     if (rep && w->dt_fwd >= 0) {
       replay(x, w->dt_fwd, w->busy_fwd);
+      call_pass_s(x, 0, NULL, x->attn_f), call_pass_s(x, 1, NULL, x->attn_f);  // as layer_forward counts them
       for (int r = 0; r < W; r++) {
         double a = 0;
         for (int k = 0; k < s->n_steps; k++) a += w->fwd[(int64_t)k * W + r];
@@ -359,6 +384,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     layer_work *w = &distinct[of[l]];
     if (rep && w->dt_bwd >= 0) {
       replay(x, w->dt_bwd, w->busy_bwd);
+      call_pass_s(x, 2, NULL, x->attn_b);
       for (int r = 0; r < W; r++)
         for (int k = 0; k < s->n_steps; k++) x->attn_b[r] += w->bwd[(int64_t)k * W + r];
       continue;

@@ -58,7 +58,7 @@ TEST(repredict_predicts_each_listed_run_as_predict_does_and_names_what_it_cannot
   CHECK_NEAR(mb, 5.0, 1e-9);
   CHECK_NEAR(cf, pf, 1e-3);
   CHECK_NEAR(cb, pb, 1e-3);
-  CHECK_NEAR(ef, (cf - 2.0) / 2.0, 2e-4);  // the CSV rounds errors to 4 decimals
+  CHECK_NEAR(ef, (cf - 2.0) / 2.0, 3e-4);  // the CSV rounds times to 3 decimals (2.5e-4 here) and errors to 4
   free(csv);
   free(out);
   free(pred);

@@ -336,7 +336,7 @@ TEST(exec_predict_keeps_every_forward_step_when_ranks_start_their_backward_apart
     char phase[32], stream[32];
     double start, dur;
     if (sscanf(l, "sim,%d,%d,%d,%31[^,],%31[^,],%lf,%lf", &layer, &rank, &step, phase, stream, &start, &dur) == 7 &&
-        strcmp(phase, "attn") == 0 && rank >= 0 && rank < 8) {
+        strcmp(phase, "attn") == 0 && step >= 0 && rank >= 0 && rank < 8) {  // ring steps (the call's passes: -1)
       steps[rank]++;
       if (rank == 7) last_rank_attn_us += dur;
     }

@@ -137,8 +137,9 @@ TEST(sim_online_conversion_follows_its_fit_to_the_measured_conversions) {
   double scale = 4800e9 * 0.85 / (1000e9 * 0.8);  // the fit is at the H200's memory rate
   for (int r = 0; r < 2; r++) {
     double qt = ceil((double)n[r] / 128);
-    // with vs-online's per-forward costs (sim/estimate.c, fitted: 3.04 ms + 1.12 ms a source; 2 sources)
-    double want = 0.58e-3 + (30.65e-9 * qt * 4 + 8.47e-12 * qt * 4 * 100) * scale + 3.04e-3 + 2 * 1.12e-3;
+    // with vs-online's per-forward costs (sim/estimate.c, fitted: 3.04 ms + 1.12 ms a source; 2 sources), less
+    // the call passes modelled apart since (0.73 ms at the fit's points): 2.31 ms + 1.12 ms a source
+    double want = 0.58e-3 + (30.65e-9 * qt * 4 + 8.47e-12 * qt * 4 * 100) * scale + 2.31e-3 + 2 * 1.12e-3;
     CHECK_NEAR(t[r], want, 1e-12);
   }
 }

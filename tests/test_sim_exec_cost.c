@@ -1,6 +1,7 @@
 // test_sim_exec_cost.c — the exec trainer's non-attention work (sim/exec_cost.c, step.c with plan spec trainer
 // "exec"): each term's bytes for tiny-test counted by hand from the kernels train/model_cuda_step.cu runs, and
-// the simulated step charging them at the cluster's rates.
+// the simulated step charging them at the cluster's rates; and the ring attention call's own passes around its
+// kernels (exec/dist_attn_cuda.c).
 //
 // tiny-test (models/tiny-test.json): hidden C = 64, intermediate I = 128, 4 heads and 2 KV heads of d = 16
 // (q 64 columns, k and v 32 each: q|k|v 128), q/k/v biases, vocabulary 256, 2 layers, tied embeddings.
@@ -188,5 +189,39 @@ TEST(sim_exec_trainer_all_reduces_fp32_gradients_whole_after_the_backward_and_ga
   CHECK_REL(phase_s(&tl, PHASE_OPTIMIZER, STREAM_COLL, -1), ag, 1e-9);
   // The optimizer's compute: the norm and AdamW over the slice, the mirror and the clearing over all.
   CHECK_REL(phase_s(&tl, PHASE_OPTIMIZER, STREAM_COMPUTE, -1), (32 * slice + 10 * P) / mem_rate, 1e-9);
+  sim_timeline_free(&tl);
+}
+
+// ---- the ring attention call's own passes ----------------------------------------------------------
+
+TEST(exec_cost_ring_attention_call_bytes_are_its_copies_clears_conversion_and_partial_sums) {
+  model_config m = tiny();  // q 64 columns, k and v 32 each, 4 heads
+  exec_attn_call_bytes b;
+  exec_cost_attn_call(&m, &b);
+  // Forward, a query token: its k and v rows (bf16) read and written into the ring buffer (2 x 2 x 32 x 2 = 256),
+  // the fp32 running output cleared (64 x 4 = 256), the LSE of 4 heads set (16); after the ring the fp32 output
+  // read (256) and written as bf16 (128).
+  CHECK_NEAR(b.fwd_pre, 256 + 256 + 16, 0);
+  CHECK_NEAR(b.fwd_post, 256 + 128, 0);
+  // Backward, a query token: k and v packed again (256), o and dout read as bf16 (2 x 128) and one float a head
+  // written (16), dQ (64 fp32) and dK, dV (32 fp32 each) cleared (256 + 256).
+  CHECK_NEAR(b.bwd_pre, 256 + 256 + 16 + 256 + 256, 0);
+  // A key of a step's source: its fp32 dK|dV partial (2 x 32 x 4 = 256) cleared, then added to another partial
+  // (two read, one written: 768).
+  CHECK_NEAR(b.bwd_step, 256 + 768, 0);
+}
+
+TEST(sim_ring_attention_charges_the_calls_passes_beside_the_kernels_on_one_gpu) {
+  sim_timeline tl = {0};
+  CHECK_EQ_INT(exec_step(1, &tl), 0);
+  // Dense causal attention over 4096 tokens on one rank: 32 query tiles of 128, per head 32 x 31 / 2 whole tiles
+  // below the diagonal and 32 masked ones on it, 4 heads; a tile is 4 x 128 x 128 x 16 FLOPs, at 0.5 of 100
+  // TFLOP/s, the backward 2.5 times the forward's; one ring step (its fixed costs uncalibrated: 0).
+  double n = 4096, tiles = 4 * (32 * 31 / 2 + 32), flops = tiles * 4.0 * 128 * 128 * 16;
+  double fwd = flops / gemm_rate, bwd = 2.5 * flops / gemm_rate;
+  // The call's passes (bytes above): the forward's 528 + 384 a token; the backward's 1040 a token and 1024 a key
+  // of its one source (all 4096 tokens). The simulator keeps a step's seconds as a float: 1e-7.
+  CHECK_REL(phase_s(&tl, PHASE_ATTN, STREAM_COMPUTE, 0), fwd + (528 + 384) * n / mem_rate, 1e-7);
+  CHECK_REL(phase_s(&tl, PHASE_ATTN_BWD, STREAM_COMPUTE, 0), bwd + (1040 + 1024) * n / mem_rate, 1e-7);
   sim_timeline_free(&tl);
 }
