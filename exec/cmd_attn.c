@@ -22,6 +22,7 @@
 #include "sim/predict.h"
 #include "exec/timeline.h"
 #include "plan/pattern_spec.h"
+#include "plan/tiles.h"
 #include "plan/util.h"
 #include "traces/trace.h"
 
@@ -173,6 +174,27 @@ static int trace_out_check(const char *path, sr_error *e) {
 
 // adaspa-online: the layer's searches and reuses, the searched mask's recall and budgets, the reused mask's recall
 // (measured on the repetitions' inputs, which the cached LSE describes) and the last search's times.
+// The layer's work as the plan counts it (plan/tiles.h): the kept pairs and what the kernels compute (whole
+// tiles and bars), both as shares of the causal pairs, so a time can be read against the dense rate per pair.
+static int work_print(const plan *pl, const pattern *pat, int layer, sr_error *e) {
+  int W = pl->layout.world, H = pat->heads;
+  work_count *wc = malloc((size_t)H * (size_t)W * (size_t)W * sizeof *wc);
+  if (!wc) return sr_internal_error(e, 0, "attn: out of memory");
+  int rc = tiles_account_layer(pat, layer, &pl->layout, wc, e);
+  if (rc) {
+    free(wc);
+    return rc;
+  }
+  double kept = 0, computed = 0;
+  for (int64_t i = 0; i < (int64_t)H * W * W; i++)
+    kept += wc[i].pairs, computed += (double)(wc[i].full + wc[i].partial) * TILE * TILE + (double)wc[i].bars * TILE;
+  free(wc);
+  double causal = (double)H * model_causal_pairs(pl->spec.seq);
+  printf("  layer %d: work: kept pairs %.4f%% of causal, computed %.4f%% (%.2fx the kept)\n", layer,
+         100 * kept / causal, 100 * computed / causal, kept > 0 ? computed / kept : 0.0);
+  return SR_OK;
+}
+
 static int search_print(dist_attn *da, int layer, sr_error *e) {
   dist_search_stats s;
   if (dist_attn_search_stats(da, &s, e)) return e->code;
@@ -349,6 +371,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     // the same one)
     if (online && (dist_attn_pattern_used(da, pat, e) || same_on_every_rank(c, pat, layer, e))) fail(c, e);
     if (searched && c->rank == 0 && search_print(da, layer, e)) fail(c, e);
+    if (c->rank == 0 && work_print(pl, pat, layer, e)) fail(c, e);
     if (o_->predict && c->rank == 0) {
       double pf, pb;
       if (predict_attention(pl, pat, layer, o_->predict_csv, &pf, &pb, e)) fail(c, e);

@@ -2,6 +2,7 @@
 // the CPU backend: the selection made from the data on 1, 2 and 3 ranks runs as tiles and bars whose
 // result equals single-process dense attention masked by that selection (exec/dense_ref.c, float64), the
 // ranks select what one process selects, and a tiny model trains with them.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,4 +167,29 @@ TEST(moba_gate_help_names_auto_as_the_default_and_the_gpu_gate_s_limits) {
     CHECK_STR_CONTAINS(out, "one process a sequence");
     free(out);
   }
+}
+
+// attn's "work" line: the kept pairs and the computed ones (whole tiles and bars) as shares of the causal pairs.
+// Dense keeps every causal pair; moba on vertical-slash inputs keeps a part of them (on random inputs the union
+// of a 128-row tile's choices is every block) and computes at least what it keeps.
+static void work_shares(const char *extra, double *kept, double *computed) {
+  char cmd[4096], *out = NULL;
+  snprintf(cmd, sizeof cmd, MPI_ENV "%s/sparsering-exec attn --model tiny-test --cluster %s --layout contiguous "
+           "--schedule ring --seq 2K %s 2>&1", test_bin_dir(), mpi_cpu_cluster(1, 1), extra);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  const char *w = out ? strstr(out, "layer 0: work: kept pairs ") : NULL;
+  CHECK(w != NULL);
+  *kept = *computed = -1;
+  if (w) CHECK_EQ_INT(sscanf(w, "layer 0: work: kept pairs %lf%% of causal, computed %lf%%", kept, computed), 2);
+  free(out);
+}
+
+TEST(attn_prints_the_kept_and_computed_shares_of_the_causal_pairs) {
+  double kept, computed;
+  work_shares("--pattern dense", &kept, &computed);
+  CHECK(fabs(kept - 100) < 1e-3);
+  CHECK(computed >= kept && computed < 110);  // the diagonal tiles compute their masked halves
+  work_shares("--pattern moba:256:2 --inputs vs", &kept, &computed);
+  CHECK(kept > 10 && kept < 90);
+  CHECK(computed >= kept);
 }

@@ -9,8 +9,10 @@ budget mix at 64K and 128K, read from the pattern files the benchmark's --dump w
 Timing: CUDA events, 3 warm-ups, median of 10, inputs rotated over 3 sets.
 With --check DIR (files from `sparsering-bench-attn --dump DIR`) it first compares our kernels'
 outputs and gradients with SDPA (dense) and FlexAttention (VS-like) on the same inputs.
-Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd] [--cudnn] [--mix] [--shapes]
-  (--fwd: no backward timings; --cudnn: SDPA cuDNN with GQA at 16K, 64K and 128K only; --mix: FlexAttention
+Usage: python3 kernels/bench/peers.py [--check DIR] [--quick] [--fwd] [--cudnn [--seqs N,N...]] [--mix] [--shapes]
+  (--fwd: no backward timings; --cudnn: SDPA cuDNN with GQA at 16K, 64K and 128K only, or at --seqs (e.g.
+  128K,512K: the dense layer that `sparsering-exec attn` one rank is compared with; from 256K on 1 warm-up and 3
+  timed repetitions); --mix: FlexAttention
   causal and VS-like at 128K and the budget mix at 64K and 128K only, the mix read from --check DIR; --shapes:
   SDPA cuDNN on dense causal attention with MHA (16 / 16 heads, d 128) and d 64 (16 / 2 heads) at 16K and 64K,
   the shapes of sparsering-bench-attn --shapes)
@@ -81,15 +83,16 @@ def mix_mask(dirname, n):
     return vert.cuda(), slash.cuda()
 
 
-def time_ms(fn):
+def time_ms(fn, n=0):
     ts = []
-    for it in range(WARM + REPS):
+    warm, reps = (1, 3) if n >= 262144 else (WARM, REPS)  # a 512K backward takes seconds
+    for it in range(warm + reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn(it % SETS)
         b.record()
         b.synchronize()
-        if it >= WARM:
+        if it >= warm:
             ts.append(a.elapsed_time(b))
     return statistics.median(ts)
 
@@ -117,7 +120,7 @@ def bench(name, n, fwd, gqa_expand=False, flop=None):
             with torch.no_grad():
                 fwd(q, k, v)
 
-        tf = time_ms(run_fwd)
+        tf = time_ms(run_fwd, n)
         if FWD_ONLY:
             rate = lambda ms: "%9.0f" % (flop / ms / 1e9) if flop else "%9s" % "-"
             print("%-30s %6dK %9.2f %s %9s %9s" % (name, n // 1024, tf, rate(tf), "-", "-"), flush=True)
@@ -132,7 +135,7 @@ def bench(name, n, fwd, gqa_expand=False, flop=None):
             q, k, v, do = sets[s]
             torch.autograd.grad(outs[s], (q, k, v), do, retain_graph=True)
 
-        tb = time_ms(run_bwd)
+        tb = time_ms(run_bwd, n)
         rate = lambda ms, m: "%9.0f" % (m * flop / ms / 1e9) if flop else "%9s" % "-"
         print("%-30s %6dK %9.2f %s %9.2f %s" % (name, n // 1024, tf, rate(tf, 1), tb, rate(tb, 2.5)), flush=True)
         del sets, outs
@@ -219,6 +222,12 @@ def main():
         H, KH, D = 16, 2, 128
         return
     sizes = (16384, 65536, 131072) if "--cudnn" in args else (16384, 65536)
+    if "--seqs" in args:
+        try:
+            sizes = tuple(int(x[:-1]) * 1024 if x[-1] in "kK" else int(x)
+                          for x in args[args.index("--seqs") + 1].split(","))
+        except (IndexError, ValueError):
+            sys.exit("peers.py: --seqs wants lengths like 128K,512K")
     for n in (() if only_mix else (16384,) if quick else sizes):
         flop = 4.0 * n * n * D * H / 2
         bench("SDPA cuDNN (GQA)", n, sdpa(SDPBackend.CUDNN_ATTENTION, True), flop=flop)

@@ -2,7 +2,8 @@
 # train_vs_peer.sh — ours against the PyTorch peer (scripts/gpu/train_peer.py) on ONE GPU, in one call: the
 # Qwen2.5-3B shape (models/qwen2.5-3b.json, random init), one sequence a step, the same token stream (ours writes
 # it: train --write-samples), each run the median of TIMED steps after WARM warm-up steps. Ours: dense-ring,
-# mtraining with vs-topp:0.95 and with vs-preset:qwen2.5-3b (train's defaults otherwise, --predict next to each);
+# mtraining with vs-topp:0.95 and with vs-preset:qwen2.5-3b, optionally (run moba) MoBA's gating (train's defaults
+# otherwise, --predict next to each);
 # the peer: eager and each decoder layer torch.compile'd. Prints one table: tokens/s and the ratio to the faster
 # peer of the same length.
 #
@@ -12,6 +13,7 @@
 #   PY        the Python with torch and transformers (default python3)
 #   EXTRA     more flags for our runs (e.g. "--attn-prefetch 4")
 #   LIMIT_S   a run's time limit, seconds (default: twice its estimate + 120)
+#   MOBA      the pattern of run moba (default moba:4096:12: blocks of 4096 keys, each query's top 12 and its own)
 #   MODEL     the model (default qwen2.5-3b: models/MODEL.json for the peer); BACKEND ours' backend (default cuda)
 # --predict runs on one GPU of the machine's kind: on an H100 models/clusters/h100-1x1-calibrated.json (sparsering-exec
 # calibrate on 4 x H100, 2026-11-27, results/exec/2026-11-27-h100x4-vs-context-parallel), on an H200
@@ -25,6 +27,7 @@ W="$OUT/logs"
 . scripts/gpu/train_common.sh  # S, log, X, CL1 (one-GPU cluster), Open MPI
 [ $# -ge 1 ] || { echo "usage: bash scripts/gpu/train_vs_peer.sh SEQ [SEQ ...]" >&2; exit 2; }
 RUNS=${RUNS:-eager compiled dense topp preset}
+MOBA=${MOBA:-moba:4096:12}  # the moba run's pattern (MoBA's block gating, issue 30)
 PY=${PY:-python3}
 MODEL=${MODEL:-qwen2.5-3b}
 MODEL_JSON=$MODEL
@@ -51,7 +54,7 @@ step_estimate() {  # RUN N
     eager:1) echo 3.2 ;; eager:2) echo 9.0 ;; eager:4) echo 28.5 ;;
     compiled:1) echo 2.9 ;; compiled:2) echo 8.2 ;; compiled:4) echo 27.2 ;;
     dense:1) echo 4.8 ;; dense:2) echo 14.6 ;; dense:4) echo 50 ;;
-    topp:1 | preset:1) echo 4.6 ;; topp:2 | preset:2) echo 6.8 ;; topp:4 | preset:4) echo 16.4 ;;
+    topp:1 | preset:1 | moba:1) echo 4.6 ;; topp:2 | preset:2) echo 6.8 ;; topp:4 | preset:4) echo 16.4 ;;
     *) awk -v n="$2" 'BEGIN {printf "%.1f", 4.8 * (n / 32768) ^ 1.5}' ;;
   esac
 }
@@ -114,7 +117,8 @@ for SEQ in "$@"; do
       dense) T[$r]=$(ours ours-dense-$N "$N" "$STEPS" "$lim" --strategy dense-ring) ;;
       topp) T[$r]=$(ours ours-topp-$N "$N" "$STEPS" "$lim" --strategy mtraining --pattern vs-topp:0.95) ;;
       preset) T[$r]=$(ours ours-preset-$N "$N" "$STEPS" "$lim" --strategy mtraining --pattern vs-preset:qwen2.5-3b) ;;
-      *) log "unknown run '$r' (eager compiled dense topp preset)"; continue ;;
+      moba) T[$r]=$(ours ours-moba-$N "$N" "$STEPS" "$lim" --layout contiguous --schedule ring --pattern "$MOBA") ;;
+      *) log "unknown run '$r' (eager compiled dense topp preset moba)"; continue ;;
     esac
     log "run $r at $SEQ: ${T[$r]:-failed} s a step"
   done
@@ -127,7 +131,7 @@ for SEQ in "$@"; do
     case $r in
       eager) what="PyTorch peer, eager" ;; compiled) what="PyTorch peer, each decoder layer torch.compile'd" ;;
       dense) what="ours, dense-ring" ;; topp) what="ours, mtraining vs-topp:0.95" ;;
-      preset) what="ours, mtraining vs-preset:qwen2.5-3b" ;; *) continue ;;
+      preset) what="ours, mtraining vs-preset:qwen2.5-3b" ;; moba) what="ours, $MOBA" ;; *) continue ;;
     esac
     if [ -n "${T[$r]:-}" ]; then
       awk -v n="$N" -v s="$SEQ" -v w="$what" -v t="${T[$r]}" -v ref="$ref" 'BEGIN {
