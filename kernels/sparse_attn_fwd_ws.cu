@@ -140,15 +140,20 @@ __device__ __forceinline__ int ws_by_tma(const sa_chunk &h) { return h.idx == NU
 template <int D>
 __device__ __forceinline__ void ws_copy_half(const __nv_bfloat16 *g, int64_t stride, const sa_chunk &ch, int hf,
                                              unsigned char *tile, const int64_t *kpos_g, int64_t *kpos_s, int pt) {
-  const int segs = D / 8, rows_per = 128 / segs;
+  const int segs = D / 8, rows_per = 128 / segs, J = SA_BN / rows_per;
   int sg = pt % segs;
+  // The gathered keys first, then the copies: each cp.async is an asm statement with a memory clobber, so a
+  // key loaded between two of them would wait for the global load alone, J loads in a row (Nsight Compute:
+  // the producer's long-scoreboard stalls on the bars' key indices, VS-like 128K).
+  int32_t key[J];  // source-local keys fit 32 bits on the wgmma paths (sa_fwd sends n_k >= 2^31 to variant 0)
 #pragma unroll
-  for (int j = 0; j < SA_BN / rows_per; j++) {
+  for (int j = 0; j < J; j++) key[j] = (int32_t)sa_row_of(ch.base, ch.idx, ch.n_valid, pt / segs + j * rows_per);
+#pragma unroll
+  for (int j = 0; j < J; j++) {
     int r = pt / segs + j * rows_per;
-    int64_t key = sa_row_of(ch.base, ch.idx, ch.n_valid, r);
-    sa_cp_async16(tile + sa_sw128_offset(hf * SA_BN + r, sg * 8, WS_BN), g + (key < 0 ? 0 : key * stride) + sg * 8,
-                  key < 0 ? 0 : 16);
-    if (kpos_s && sg == 0 && key >= 0) sa_cp_async8(kpos_s + hf * SA_BN + r, kpos_g + key);
+    sa_cp_async16(tile + sa_sw128_offset(hf * SA_BN + r, sg * 8, WS_BN), g + (key[j] < 0 ? 0 : (int64_t)key[j] * stride) + sg * 8,
+                  key[j] < 0 ? 0 : 16);
+    if (kpos_s && sg == 0 && key[j] >= 0) sa_cp_async8(kpos_s + hf * SA_BN + r, kpos_g + key[j]);
   }
 }
 
