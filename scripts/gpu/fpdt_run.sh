@@ -13,11 +13,11 @@
 #          per GPU and host memory beside the measured ones. (The Qwen2.5-3B shape needs 129 GiB a GPU at 128K with
 #          this trainer's fp32 buffers, 96 with activation offload: `sparsering sim --strategy fpdt --model
 #          qwen2.5-3b --seq 128K --trainer exec [--offload-activations]`; stage q3b, not in the default, runs it on
-#          an H200.)
+#          an H200; it trains 3 steps without and with activation offload and compares tokens/s.)
 # Each step has its own time limit and none starts after SR_BUDGET_S (330) seconds. The cluster for --predict is one
 # GPU of the machine's kind: on an H100 h100-1x1-calibrated (sparsering-exec calibrate on 4 x H100, 2026-11-27,
-# results/exec/2026-11-27-h100x4-vs-context-parallel, the current kernels), on an H200 h200-1x2-bench (our kernels'
-# efficiencies measured on one H200 on 2026-11-25, before the warp-specialized kernels). Logs in $OUT/logs.tgz, the summary (every line that matters) in $OUT/summary.txt and printed last.
+# results/exec/2026-11-27-h100x4-vs-context-parallel, the current kernels), on an H200 h200-1x1-calibrated
+# (sparsering-exec calibrate on one H200, 2026-11-27, the current kernels). Logs in $OUT/logs.tgz, the summary (every line that matters) in $OUT/summary.txt and printed last.
 #
 # Run from the repository root: bash scripts/gpu/fpdt_run.sh [STAGES]   (STAGES: any of check attn train q3b;
 # default "check attn train"). A prebuilt bin/sparsering-exec is used when it runs here (carry .devdeps and
@@ -68,9 +68,16 @@ if [[ $STAGES == *train* ]]; then
 fi
 
 if [[ $STAGES == *q3b* ]]; then
-  log "(q3b) the Qwen2.5-3B shape at 128K tokens, FPDT offloaded with --offload-activations (an H200: 96 GiB simulated)"
-  step train-q3b-128k-offload 200 train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 128K --strategy fpdt \
-    --offload-activations --steps 2 --loss all --predict
+  log "(q3b) the Qwen2.5-3B shape at 128K tokens, FPDT (KV chunks offloaded) without and with --offload-activations"
+  for act in 0 1; do
+    step train-q3b-128k-act$act 260 train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 128K --strategy fpdt \
+      $([ $act = 1 ] && echo --offload-activations) --steps 3 --loss all --predict --csv "$W/csv/q3b-act$act.csv"
+  done
+  # tokens/s: the median of the steps after the first (CSV column 6), with activation offload over without (goal >= 0.9)
+  med() { tail -n +3 "$1" 2>/dev/null | cut -d, -f6 | sort -g | awk '{a[NR] = $1} END {if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+  a0=$(med "$W/csv/q3b-act0.csv") a1=$(med "$W/csv/q3b-act1.csv")
+  awk -v a="$a0" -v b="$a1" 'BEGIN { if (a > 0 && b > 0) printf "q3b 128K tokens/s: resident activations %.0f, offloaded %.0f: %.3f (goal >= 0.9)\n", a, b, b / a;
+    else print "q3b 128K: a run failed (see its log)" }' | tee -a "$S"
 fi
 
 tar czf "$OUT/logs.tgz" -C "$W" . 2>/dev/null

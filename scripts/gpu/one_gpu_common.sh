@@ -6,8 +6,8 @@
 # equal the job's ranks) and defines step().
 #
 # The cluster: on an H100 models/clusters/h100-1x1-calibrated.json (sparsering-exec calibrate on 4 x H100,
-# 2026-11-27, results/exec/2026-11-27-h100x4-vs-context-parallel); elsewhere h200-1x2-bench (our kernels'
-# efficiencies measured on one H200 on 2026-11-25).
+# 2026-11-27, results/exec/2026-11-27-h100x4-vs-context-parallel); elsewhere h200-1x1-calibrated (sparsering-exec
+# calibrate on one H200, 2026-11-27, the current kernels: results/exec/2026-11-27-h200-layer-vs-cudnn).
 mkdir -p "$OUT" "$W/csv"
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN
 S="$OUT/summary.txt"
@@ -20,7 +20,7 @@ ready=$(sr_exec_ready "$W/build.log") || { log "$ready: failed"; tail -30 "$W/bu
 log "$ready"
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu" in *H100*) base=models/clusters/h100-1x1-calibrated.json ;; *) base=models/clusters/h200-1x2-bench.json ;; esac
+case "$gpu" in *H100*) base=models/clusters/h100-1x1-calibrated.json ;; *) base=models/clusters/h200-1x1-calibrated.json ;; esac
 CL=$W/gpu-1x1.json
 python3 -c "
 import json

@@ -17,7 +17,7 @@
 #   MODEL     the model (default qwen2.5-3b: models/MODEL.json for the peer); BACKEND ours' backend (default cuda)
 # --predict runs on one GPU of the machine's kind: on an H100 models/clusters/h100-1x1-calibrated.json (sparsering-exec
 # calibrate on 4 x H100, 2026-11-27, results/exec/2026-11-27-h100x4-vs-context-parallel), on an H200
-# models/clusters/h200-1x2-bench.json (our kernels' efficiencies measured on one H200 on 2026-11-25).
+# models/clusters/h200-1x1-calibrated.json (sparsering-exec calibrate on one H200, 2026-11-27, the current kernels).
 # The plan printed first gives each run's estimated seconds (from the 2026-11-25 H200 figures), so a caller can
 # split a long list over calls (RUNS) to stay under a call's limit. At 128K the peer needs an H200's memory.
 # Logs, CSVs and the summary under $OUT (default /tmp/sr-peer-out); the table is the summary's end.
@@ -37,8 +37,7 @@ U_WARM=${WARM:-} U_TIMED=${TIMED:-}
 # for --predict: one GPU of this machine's kind, calibrated (see the header)
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
   *H100*) CLP=models/clusters/h100-1x1-calibrated.json ;;
-  *) CLP="$W/h200-1x1-train.json"
-     sed -e 's/"gpus_per_node": 2/"gpus_per_node": 1/' models/clusters/h200-1x2-bench.json >"$CLP" ;;
+  *) CLP=models/clusters/h200-1x1-calibrated.json ;;
 esac
 log "cluster for --predict: $CLP"
 $PY -c "import torch, transformers; print('peer: torch', torch.__version__, 'transformers', transformers.__version__)" 2>&1 |
