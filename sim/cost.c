@@ -28,30 +28,36 @@ double cost_attn_exec_flops(const model_config *m, const work_count *w) {
 // calib_sustained_rate), not its fit's slope: long calls run at the former (4 x H100, 256K-512K forwards:
 // 572-575 TFLOP/s a GPU against a slope of 712 and a largest call of 601,
 // results/exec/2026-11-27-h100x4-vs-context-parallel; docs/sim.md, "Sustained rates").
-static double attn_time(const gpu_desc *g, const model_config *m, const work_count *w, double ratio, double ef,
-                        double ep, double eb) {
+// (cost_attn_rates_init and cost.h's cost_attn_time hold the formula; both entry points below use them.)
+void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cost_attn_rates *a) {
   double peak = g->peak_tflops * 1e12;
-  if (peak <= 0) return 0;
-  double t = 0;
-  if (w->full) t += ratio * (double)w->full * cost_tile_flops(m) / (peak * (ef > 0 ? ef : 1));
-  if (w->partial) t += ratio * (double)w->partial * cost_tile_flops(m) / (peak * (ep > 0 ? ep : 1));
+  double ef = bwd ? g->eff_attn_bwd_full : g->eff_attn_fwd_full, ep = bwd ? g->eff_attn_bwd_partial : g->eff_attn_fwd_partial,
+         eb = bwd ? g->eff_attn_bwd_bar : g->eff_attn_fwd_bar;
+  a->zero = peak <= 0;
+  a->ratio = bwd ? MODEL_ATTN_BWD_RATIO : 1.0;
+  a->tile = cost_tile_flops(m);
+  a->run = cost_run_flops(m);
+  a->bar = cost_bar_flops(m);
+  a->full = peak * (ef > 0 ? ef : 1);
   // Runs are masked chunks like a PARTIAL tile's halves: the PARTIAL efficiency (an assumption: the
   // calibration measures PARTIAL tiles; results/JOURNAL.md has a run at 17.1 ns against 35.1 ns a
   // PARTIAL tile on one H200, i.e. at the same rate per element within 3%).
-  if (w->runs) t += ratio * (double)w->runs * cost_run_flops(m) / (peak * (ep > 0 ? ep : 1));
-  if (w->bars) t += ratio * (double)w->bars * cost_bar_flops(m) / (peak * (eb > 0 ? eb : 1));
-  return t;
+  a->partial = peak * (ep > 0 ? ep : 1);
+  a->bars = peak * (eb > 0 ? eb : 1);
 }
 
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w) {
-  return attn_time(g, m, w, 1.0, g->eff_attn_fwd_full, g->eff_attn_fwd_partial, g->eff_attn_fwd_bar);
+  cost_attn_rates a;
+  cost_attn_rates_init(g, m, 0, &a);
+  return cost_attn_time(&a, w);
 }
 
 // Backward recomputes P and forms dQ, dK, dV: 2.5x the forward FLOPs (FlashAttention-2 paper, sec. 4.1;
 // model.h's MODEL_ATTN_BWD_RATIO), at the backward kernels' efficiencies.
 double cost_attn_bwd(const gpu_desc *g, const model_config *m, const work_count *w) {
-  return attn_time(g, m, w, MODEL_ATTN_BWD_RATIO, g->eff_attn_bwd_full, g->eff_attn_bwd_partial,
-                   g->eff_attn_bwd_bar);
+  cost_attn_rates a;
+  cost_attn_rates_init(g, m, 1, &a);
+  return cost_attn_time(&a, w);
 }
 
 // A ring step is one kernel launch per rank (the executor launches it for every step with a source) that

@@ -21,6 +21,27 @@ double cost_run_flops(const model_config *m);
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w);
 // Backward attention seconds of a work count (MODEL_ATTN_BWD_RATIO x the forward FLOPs at the backward efficiencies).
 double cost_attn_bwd(const gpu_desc *g, const model_config *m, const work_count *w);
+// The constants of cost_attn_fwd / cost_attn_bwd for one GPU and model, so that costing millions of work counts
+// (a ring step per rank and source at a thousand ranks) does not recompute them: cost_attn_time(&a, w) is
+// cost_attn_fwd(g, m, w) (or _bwd), the same operations in the same order, so the same bits.
+typedef struct {
+  double ratio;                  // FLOPs relative to the forward (1, or MODEL_ATTN_BWD_RATIO)
+  double tile, run, bar;         // FLOPs of a tile, a run, a bar (cost_tile_flops, ...)
+  double full, partial, bars;    // peak x efficiency of each kind (FLOP/s)
+  int zero;                      // no peak: every count costs 0
+} cost_attn_rates;
+// The rates of the forward (bwd = 0) or the backward (bwd = 1).
+void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cost_attn_rates *a);
+// Seconds of a work count at rates a (cost_attn_fwd / cost_attn_bwd's formula).
+static inline double cost_attn_time(const cost_attn_rates *a, const work_count *w) {
+  if (a->zero) return 0;
+  double t = 0;
+  if (w->full) t += a->ratio * (double)w->full * a->tile / a->full;
+  if (w->partial) t += a->ratio * (double)w->partial * a->tile / a->partial;
+  if (w->runs) t += a->ratio * (double)w->runs * a->run / a->partial;
+  if (w->bars) t += a->ratio * (double)w->bars * a->bar / a->bars;
+  return t;
+}
 // Forward attention FLOPs the kernels execute for a work count (tiles computed whole, bars).
 double cost_attn_exec_flops(const model_config *m, const work_count *w);
 // Seconds a ring step adds beyond its kernel's work (phase 0 forward, 1 backward): the fixed cost of a step

@@ -26,21 +26,19 @@ int ctx_flush(sim_ctx *x, sr_error *e) {
   int rc = engine_run(&x->g, e);
   if (rc) return rc;
   x->n_tasks += x->g.n_tasks;
-  for (int64_t i = 0; i < x->g.n_tasks; i++) {
+  // busy[] was summed by the engine as the tasks were added (engine_count_busy), in this order.
+  for (int64_t i = 0; x->tl && i < x->g.n_tasks; i++) {
     const sim_task *t = &x->g.tasks[i];
     if (t->rank < 0 || t->dur <= 0) continue;
-    if (t->stream == STREAM_COMPUTE) x->busy[t->rank] += t->dur;
-    if (x->tl) {
-      if (x->tl->n == x->tl->cap) {
-        int64_t cap = x->tl->cap ? 2 * x->tl->cap : 4096;
-        timeline_event *ev = realloc(x->tl->ev, (size_t)cap * sizeof *ev);
-        if (!ev) return sr_internal_error(e, 0, "sim: out of memory for the timeline");
-        x->tl->ev = ev;
-        x->tl->cap = cap;
-      }
-      x->tl->ev[x->tl->n++] = (timeline_event){.start = t->start, .dur = t->dur, .rank = t->rank, .layer = t->layer,
-                                                .step = t->step, .stream = t->stream, .phase = t->phase};
+    if (x->tl->n == x->tl->cap) {
+      int64_t cap = x->tl->cap ? 2 * x->tl->cap : 4096;
+      timeline_event *ev = realloc(x->tl->ev, (size_t)cap * sizeof *ev);
+      if (!ev) return sr_internal_error(e, 0, "sim: out of memory for the timeline");
+      x->tl->ev = ev;
+      x->tl->cap = cap;
     }
+    x->tl->ev[x->tl->n++] = (timeline_event){.start = t->start, .dur = t->dur, .rank = t->rank, .layer = t->layer,
+                                              .step = t->step, .stream = t->stream, .phase = t->phase};
   }
   engine_clear(&x->g);
   return SR_OK;

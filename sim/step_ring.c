@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/parallel.h"
 #include "plan/pattern_spec.h"
 #include "sim/cost.h"
 #include "sim/ring.h"
@@ -27,9 +28,16 @@ typedef struct {
   double *busy_fwd, *busy_bwd;
 } layer_work;
 
+// FNV-1a over 64-bit words (then the tail bytes): a layer's step seconds are megabytes at a thousand ranks.
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    memcpy(&v, b + i, sizeof v);
+    h = (h ^ v) * 1099511628211ull;
+  }
+  for (; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
   return h;
 }
 
@@ -41,8 +49,76 @@ static void layer_work_free(layer_work *w) {
   free(w->busy_bwd);
 }
 
+// Turning a layer's counts into per-step seconds: every rank's every step (W^2 of them a layer, a million at a
+// thousand ranks) costed independently, so split over threads by blocks of ranks; each writes only its own
+// ranks' seconds, with the same operations as one thread, so the result does not depend on the thread count.
+// A block of ranks walks the steps together: its counts (rows of agg) stay in cache, and its seconds of a step
+// are adjacent.
+#define STEP_COST_RANKS 16
+
+typedef struct {
+  const sim_ctx *x;
+  const work_count *agg, *fwd;  // fwd: the forward form's counts (NULL: agg's)
+  layer_work *w;
+  const int32_t *kv_src;        // [n_steps * W] the schedule's kv_src (schedule_at's, 4 bytes a step, not 300)
+  cost_attn_rates rf, rb;
+  double *q_tiles;              // [W] query tiles of rank r
+  double *call_step;            // [W] ctx_attn_call_step of a source's keys
+} step_costs;
+
+static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
+  const step_costs *k = ctx;
+  const sim_ctx *x = k->x;
+  const schedule *s = &x->p->schedule;
+  const gpu_desc *g = &x->c->gpu;
+  int W = x->W, r0 = item * STEP_COST_RANKS, r1 = r0 + STEP_COST_RANKS < W ? r0 + STEP_COST_RANKS : W;
+  double H = (double)x->m->num_heads;
+  for (int st = 0; st < s->n_steps; st++)
+    for (int r = r0; r < r1; r++) {
+      int src = k->kv_src[(int64_t)st * W + r];
+      const work_count *c = src >= 0 ? &k->agg[(int64_t)r * W + src] : NULL;
+      const work_count *cf = src >= 0 && k->fwd ? &k->fwd[(int64_t)r * W + src] : c;
+      // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
+      double qt = k->q_tiles[r];
+      k->w->fwd[(int64_t)st * W + r] =
+          cf ? (float)(cost_attn_time(&k->rf, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
+      // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step)
+      k->w->bwd[(int64_t)st * W + r] =
+          c ? (float)(cost_attn_time(&k->rb, c) + cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src]) : 0.f;
+    }
+  return SR_OK;
+}
+
+static int step_seconds(const sim_ctx *x, const work_count *agg, const work_count *fwd, const int32_t *kv_src, layer_work *w,
+                        sr_error *e) {
+  const schedule *s = &x->p->schedule;
+  int W = x->W;
+  step_costs k;
+  memset(&k, 0, sizeof k);
+  k.x = x, k.agg = agg, k.fwd = fwd, k.w = w, k.kv_src = kv_src;
+  k.q_tiles = malloc((size_t)W * sizeof *k.q_tiles);
+  k.call_step = malloc((size_t)W * sizeof *k.call_step);
+  if (!k.q_tiles || !k.call_step) {
+    free(k.q_tiles);
+    free(k.call_step);
+    return sr_internal_error(e, 0, "sim: out of memory for layer work");
+  }
+  cost_attn_rates_init(&x->c->gpu, x->m, 0, &k.rf);
+  cost_attn_rates_init(&x->c->gpu, x->m, 1, &k.rb);
+  for (int r = 0; r < W; r++) {
+    k.q_tiles[r] = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE);
+    k.call_step[r] = ctx_attn_call_step(x, (double)x->p->layout.rank_count[r]);
+  }
+  // Threads pay off from about a hundred thousand steps' costs (tens of microseconds to start one).
+  int threads = (double)s->n_steps * W >= 1e5 ? sr_threads() : 1;
+  int rc = sr_parallel_for((W + STEP_COST_RANKS - 1) / STEP_COST_RANKS, threads, step_costs_item, &k, e);
+  free(k.q_tiles);
+  free(k.call_step);
+  return rc;
+}
+
 // Account layer `layer` and turn its counts into per-step seconds through the schedule.
-static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_error *e) {
+static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg, layer_work *w, sr_error *e) {
   const schedule *s = &x->p->schedule;
   int W = x->W;
   memset(w, 0, sizeof *w);
@@ -70,22 +146,10 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
     return sr_internal_error(e, 0, "sim: out of memory for layer work");
   }
   w->dt_fwd = w->dt_bwd = -1;
-  const gpu_desc *g = &x->c->gpu;
-  for (int st = 0; st < s->n_steps; st++)
-    for (int r = 0; r < W; r++) {
-      int src = schedule_at(s, st, r)->kv_src;
-      const work_count *c = src >= 0 ? &agg[(int64_t)r * W + src] : NULL;
-      const work_count *cf = src >= 0 && fwd ? &fwd[(int64_t)r * W + src] : c;
-      // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
-      double qt = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE), H = (double)x->m->num_heads;
-      w->fwd[(int64_t)st * W + r] =
-          cf ? (float)(cost_attn_fwd(g, x->m, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
-      // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step)
-      double keys = src >= 0 ? (double)x->p->layout.rank_count[src] : 0;
-      w->bwd[(int64_t)st * W + r] = c ? (float)(cost_attn_bwd(g, x->m, c) + cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) +
-                                                ctx_attn_call_step(x, keys))
-                                      : 0.f;
-    }
+  if ((rc = step_seconds(x, agg, fwd, kv_src, w, e))) {
+    free(fwd);
+    return rc;
+  }
   for (int h = 0; h < x->pat->heads; h++)
     if (pattern_head(x->pat, layer, h)->kind != PATTERN_DENSE) w->sparse = 1;
   for (int r = 0; r < W; r++)
@@ -298,10 +362,11 @@ int step_ring(sim_ctx *x, sr_error *e) {
   int *of = calloc((size_t)L, sizeof *of);
   work_count *agg = malloc((size_t)W * W * sizeof *agg);
   double *before = calloc((size_t)W, sizeof *before);
+  int32_t *kv_src = malloc((size_t)s->n_steps * W * sizeof *kv_src);
   st.comp = malloc((size_t)s->n_steps * W * sizeof *st.comp);
   st.dur = malloc((size_t)W * sizeof *st.dur);
   int n_distinct = 0;
-  if (!distinct || !of || !agg || !before || !st.comp || !st.dur) {
+  if (!distinct || !of || !agg || !before || !kv_src || !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
@@ -312,6 +377,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.moba = st.gated && pattern_spec_gating_opts(p->spec.pattern, &go, e) == SR_OK && go.kind == PATTERN_MOBA;
   st.search = how == PATTERN_SEARCHED && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
+  for (int k = 0; k < s->n_steps; k++)
+    for (int r = 0; r < W; r++) kv_src[(int64_t)k * W + r] = schedule_at(s, k, r)->kv_src;
   st.ring.log = x->transfers;
   // Account every layer; identical layers share their work.
   for (int l = 0; l < L; l++) {
@@ -326,7 +393,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
       continue;
     }
     layer_work w;
-    if ((rc = account(x, l, agg, &w, e)) || (rc = layer_routes(x, &st, agg, &w.routes, e))) {
+    if ((rc = account(x, l, kv_src, agg, &w, e)) || (rc = layer_routes(x, &st, agg, &w.routes, e))) {
       layer_work_free(&w);
       goto done_ring;
     }
@@ -420,6 +487,7 @@ done:
   free(of);
   free(agg);
   free(before);
+  free(kv_src);
   free(st.comp);
   free(st.dur);
   return rc;
