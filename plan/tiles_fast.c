@@ -110,7 +110,7 @@ static int fast_init(const layout *l, fast_ctx *c) {
     c->d_same = calloc((size_t)P * (size_t)(P + 1), sizeof *c->d_same);
     c->d_next = calloc((size_t)P * (size_t)(P + 1), sizeof *c->d_next);
     c->s_any = calloc((size_t)P, 1);
-    c->fold_s = calloc((size_t)P * 4, sizeof *c->fold_s);
+    c->fold_s = calloc((size_t)P * 6, sizeof *c->fold_s);
     c->ov_same = calloc((size_t)P * (size_t)P, sizeof *c->ov_same);
     c->ov_next = calloc((size_t)P * (size_t)P, sizeof *c->ov_next);
     c->ov_acc = calloc((size_t)P * (size_t)P, sizeof *c->ov_acc);

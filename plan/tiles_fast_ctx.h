@@ -38,7 +38,7 @@ typedef struct {
   int64_t *cvt;                      // [(n_m + 1) * P] one head's prefix sums over m (cvcum) by (m, s)
   int64_t *d_same, *d_next;          // [P * (P + 1)] overlap_by_tiles' ranges of residues as differences, by s
   uint8_t *s_any;                    // [P] residues s with column tiles since the last fold
-  int64_t *fold_s;                   // [4 * P] columns_fold's per-residue sums
+  int64_t *fold_s;                   // [6 * P] columns_fold's per-residue sums
   int64_t *ov_same, *ov_next;        // deferred: [P * P] the pairs D keeps too by (source residue s, j), summed
   int32_t *ov_acc, *ov_all;          //   [P * P] the verticals' rows and row_all since the last spill
   int64_t ov_room;                   //   verticals they may still take before a spill (no int32 overflow)

@@ -281,10 +281,13 @@ static void columns_defer(fast_ctx *c, const i64_list *kd) {
 void columns_fold(fast_ctx *c, work_count *hc) {
   if (!c->deferred || !c->any) return;
   const int64_t T = TILE, P = c->P, nbi = c->nbi, n_m = c->n_m;
-  int64_t *cv_hi = c->fold_s, *cm_hi = cv_hi + P, *cv_lo = cm_hi + P, *cm_lo = cv_lo + P;
+  // per residue s: CV and sum m cv over m <= q0 (Q = q0) and m <= q0 - 1 (Q = q0 - 1), and the first j with Q = q0 - 1
+  int64_t *cv_hi = c->fold_s, *cm_hi = cv_hi + P, *cv_lo = cm_hi + P, *cm_lo = cv_lo + P, *j_lo = cm_lo + P, *q0s = j_lo + P;
   for (int64_t s = 0; s < P; s++) {
     if (!c->s_any[s]) continue;
     int64_t q0 = (nbi - s - 1) / P, cvs = 0, cms = 0, *acc = c->cv_acc + s * n_m;
+    j_lo[s] = (nbi - s - 1) % P + 1;
+    q0s[s] = q0;
     for (int64_t m = 0; m < n_m; m++) {  // CV and sum m cv over m <= q0 - 1 and m <= q0
       if (m == q0) cv_lo[s] = cvs, cm_lo[s] = cms;
       if (m > q0) break;
@@ -312,10 +315,10 @@ void columns_fold(fast_ctx *c, work_count *hc) {
         work_count *row = hc + (int64_t)c->R[rho] * c->W;
         for (int64_t s = s0; s < s0 + 32 && s < P; s++) {
           if (!c->s_any[s]) continue;
-          int64_t j = rho - s < 0 ? rho - s + P : rho - s, q0 = (nbi - s - 1) / P, r = (nbi - s - 1) % P;
-          int64_t Q = q0 - (j > r), cvq = j > r ? cv_lo[s] : cv_hi[s], bars = 0, pairs = 0;
+          int64_t j = rho - s < 0 ? rho - s + P : rho - s, lo = j >= j_lo[s];
+          int64_t Q = q0s[s] - lo, cvq = lo ? cv_lo[s] : cv_hi[s], bars = 0, pairs = 0;
           if (Q >= 0 && cvq) {
-            int64_t all = (Q + 1) * cvq - (j > r ? cm_lo[s] : cm_hi[s]);
+            int64_t all = (Q + 1) * cvq - (lo ? cm_lo[s] : cm_hi[s]);
             bars = all - c->kept_t[j * P + s];
             pairs = T * (all - (j == 0 ? cvq : 0));
           }
@@ -357,7 +360,7 @@ typedef struct {
   int64_t whole_same, whole_next, ranged;  // added to every residue; some range added
 } piece_walk;
 
-static void range_add(int64_t *d, int64_t P, int64_t first, int64_t last, int64_t v) {
+static inline void range_add(int64_t *d, int64_t P, int64_t first, int64_t last, int64_t v) {
   if (first <= last) {
     d[first] += v, d[last + 1] -= v;
   } else {  // wraps past P - 1

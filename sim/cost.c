@@ -91,15 +91,7 @@ double cost_mem(const gpu_desc *g, double bytes) {
   return r > 0 ? bytes / r : 0;
 }
 
-// Communication kernels occupy SMs, so overlapped compute slows down (measured in "Optimizing
-// communication-computation overlap", Rashidi et al. 2021; NCCL uses up to 32 SMs per channel set).
-// Compute runs at 1/slowdown of its speed while the comm kernel of `comm` seconds runs beside it and at
-// full speed after: if it ends inside the comm window it takes compute*slowdown, else comm + the rest.
-double cost_under_comm(double compute, double comm, double slowdown) {
-  if (slowdown <= 1 || comm <= 0 || compute <= 0) return compute;
-  if (compute * slowdown <= comm) return compute * slowdown;
-  return comm + (compute - comm / slowdown);
-}
+// cost_under_comm: inline in cost.h.
 
 // ---- communication -------------------------------------------------------------------------------
 

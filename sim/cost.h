@@ -56,7 +56,16 @@ double cost_gemm(const gpu_desc *g, double flops);
 // Seconds of a memory-bound op that moves `bytes` bytes through HBM.
 double cost_mem(const gpu_desc *g, double bytes);
 // Seconds of a compute task of `compute` s that runs while a comm kernel of `comm` s shares the SMs.
-double cost_under_comm(double compute, double comm, double slowdown);
+// Communication kernels occupy SMs, so overlapped compute slows down (measured in "Optimizing
+// communication-computation overlap", Rashidi et al. 2021; NCCL uses up to 32 SMs per channel set).
+// Compute runs at 1/slowdown of its speed while the comm kernel of `comm` seconds runs beside it and at
+// full speed after: if it ends inside the comm window it takes compute*slowdown, else comm + the rest.
+// (Inline: a ring pass costs millions.)
+static inline double cost_under_comm(double compute, double comm, double slowdown) {
+  if (slowdown <= 1 || comm <= 0 || compute <= 0) return compute;
+  if (compute * slowdown <= comm) return compute * slowdown;
+  return comm + (compute - comm / slowdown);
+}
 
 // Point-to-point transfer of `bytes` over a link: latency + bytes / bandwidth.
 double cost_p2p(const link_desc *l, double bytes);

@@ -38,7 +38,6 @@ void engine_lean(sim_engine *g) { g->lean = g->eager; }
 
 void engine_count_busy(sim_engine *g, double *busy) { g->busy = busy; }
 
-double engine_end(const sim_engine *g, int32_t id) { return g->lean ? g->end[id] : g->tasks[id].end; }
 
 void engine_free(sim_engine *g) {
   free(g->res_first);
@@ -97,19 +96,9 @@ static int32_t add_lean(sim_engine *g, int rank, timeline_stream stream, double 
   return id;
 }
 
-int32_t engine_add_after(sim_engine *g, int rank, timeline_stream stream, double dur, double ready) {
-  if (g->n_tasks >= INT32_MAX - 1 || grow((void **)&g->end, &g->cap_end, g->n_tasks + 1, sizeof *g->end)) return -1;
-  int32_t id = (int32_t)g->n_tasks++;
-  double d = dur > 0 ? dur : 0, start = ready > 0 ? ready : 0;
-  if (rank >= 0) {
-    int64_t k = (int64_t)rank * STREAM_COUNT + stream;
-    double free_at = g->stream_last[k] >= 0 ? g->end[g->stream_last[k]] : g->stream_free[k];
-    if (free_at > start) start = free_at;
-    g->stream_last[k] = id;
-    if (g->busy && stream == STREAM_COMPUTE && d > 0) g->busy[rank] += d;
-  }
-  g->end[id] = start + d;
-  return id;
+int engine_reserve_end(sim_engine *g, int64_t n) {
+  if (g->n_tasks + n >= INT32_MAX - 1) return -1;
+  return grow((void **)&g->end, &g->cap_end, g->n_tasks + n, sizeof *g->end);
 }
 
 int32_t engine_add(sim_engine *g, int rank, timeline_stream stream, double dur, int resource, int phase, int layer,

@@ -72,15 +72,30 @@ void engine_lean(sim_engine *g);
 // Add each compute-stream task's duration (when positive) to busy[rank] as it is added, in task order.
 void engine_count_busy(sim_engine *g, double *busy);
 // End time of task id of this chunk (once engine_run ran; at once when eager).
-double engine_end(const sim_engine *g, int32_t id);
+static inline double engine_end(const sim_engine *g, int32_t id) { return g->lean ? g->end[id] : g->tasks[id].end; }
 // Add a task; returns its id (>= 0) or -1 when memory runs out. deps are ids of earlier tasks of this
 // chunk (negative ids are ignored, so callers may pass "no task" as -1).
 int32_t engine_add(sim_engine *g, int rank, timeline_stream stream, double dur, int resource, int phase, int layer,
                    int step, const int32_t *deps, int n_deps);
+// Make room for n more tasks' end times (a lean engine); 0, or -1 when memory runs out.
+int engine_reserve_end(sim_engine *g, int64_t n);
 // A lean engine's task that starts once `ready` has passed and its stream (rank >= 0) is free: engine_add with
-// the latest end of the dependencies worked out by the caller (sim/ring_fast.c, which evaluates passes in time).
-// Returns its id, or -1 when memory runs out.
-int32_t engine_add_after(sim_engine *g, int rank, timeline_stream stream, double dur, double ready);
+// the latest end of the dependencies worked out by the caller (sim/ring_fast.c, which evaluates passes in time;
+// inline: millions a pass). Returns its id, or -1 when memory runs out.
+static inline int32_t engine_add_after(sim_engine *g, int rank, timeline_stream stream, double dur, double ready) {
+  if ((g->n_tasks >= g->cap_end || g->n_tasks >= INT32_MAX - 1) && engine_reserve_end(g, 1)) return -1;
+  int32_t id = (int32_t)g->n_tasks++;
+  double d = dur > 0 ? dur : 0, start = ready > 0 ? ready : 0;
+  if (rank >= 0) {
+    int64_t k = (int64_t)rank * STREAM_COUNT + stream;
+    double free_at = g->stream_last[k] >= 0 ? g->end[g->stream_last[k]] : g->stream_free[k];
+    if (free_at > start) start = free_at;
+    g->stream_last[k] = id;
+    if (g->busy && stream == STREAM_COMPUTE && d > 0) g->busy[rank] += d;
+  }
+  g->end[id] = start + d;
+  return id;
+}
 // A zero-duration virtual task that ends when all deps have ended (a collective's rendezvous).
 int32_t engine_barrier(sim_engine *g, const int32_t *deps, int n_deps);
 // Schedule every task added since the last engine_clear (fills start/end). Returns SR_OK or an error.

@@ -15,22 +15,31 @@
 #include "sim/cost.h"
 #include "sim/ring.h"
 
+// A KV transfer that is a task: its sender and receiver, the transfer that brought the shard to its sender (an
+// index into the pass's KV tasks; -1: its own shard, or none), its seconds and stream.
+typedef struct {
+  double dur;
+  int32_t from, to, have, stream;
+} kv_task;
+
+// A dK/dV transfer that is a task. Nodes are these transfers and the barriers where an owner joins flushes of a
+// shard, numbered as created: its node, the node of the accumulator it adds to (-1: none), and the node it joins
+// in a barrier at the receiver (-1: none; the barrier is node + 1).
+typedef struct {
+  double dur;
+  int32_t from, node, dep, bar, stream;
+} grad_task;
+
 struct ring_compiled {
   // the routes compiled (see ring_ctx_forget)
   const route *kv, *grad;
   int64_t n_kv, n_grad;
   int n_steps;
-  int32_t *cdep;         // [n_steps * W] compute (s, r): the KV transfer it waits for (-1: none)
-  uint8_t *kv_task;      // [n_kv] 1: a task; 0: nothing (invalid ranks, or no bytes: the receiver is as ready as the sender)
-  int32_t *kv_have;      // [n_kv] the KV transfer that brought the shard to its sender (-1: its own, or none)
-  double *kv_dur;        // [n_kv] seconds (ring_link_time)
-  uint8_t *kv_stream;    // [n_kv]
-  // dK/dV: nodes are the transfers and the barriers where an owner joins flushes, numbered as created
-  int32_t *g_node;       // [n_grad] this transfer's node (-1: not a task)
-  int32_t *g_dep;        // [n_grad] the node of the accumulator it adds to (-1: none)
-  int32_t *g_bar;        // [n_grad] node it joins in a barrier at the receiver (node g_node + 1; -1: no barrier)
-  double *g_dur;
-  uint8_t *g_stream;
+  int32_t *cdep;         // [n_steps * W] compute (s, r): the KV task it waits for (-1: none)
+  kv_task *kv_t;         // the KV transfers that are tasks (not: invalid ranks, or no bytes, the receiver then as
+  int64_t *kv_t_at;      //   ready as the sender), in ring.c's order; [n_steps + 1] those posted at step s
+  grad_task *g_t;        // the dK/dV transfers that are tasks, in order; [n_steps + 1] those of step s
+  int64_t *g_t_at;
   int32_t *done_node;    // [W] the owner's last node, joined at the pass's end (-1: none)
   int64_t n_nodes;
   double *comm[2];       // [n_steps * W] step_comm's seconds, forward and backward
@@ -43,15 +52,10 @@ struct ring_compiled {
 static void compiled_free(ring_compiled *c) {
   if (!c) return;
   free(c->cdep);
-  free(c->kv_task);
-  free(c->kv_have);
-  free(c->kv_dur);
-  free(c->kv_stream);
-  free(c->g_node);
-  free(c->g_dep);
-  free(c->g_bar);
-  free(c->g_dur);
-  free(c->g_stream);
+  free(c->kv_t);
+  free(c->kv_t_at);
+  free(c->g_t);
+  free(c->g_t_at);
   free(c->done_node);
   free(c->comm[0]);
   free(c->comm[1]);
@@ -71,51 +75,52 @@ void ring_ctx_forget(ring_ctx *x) {
 
 static int valid(const ring_ctx *x, int rank) { return rank >= 0 && rank < x->world; }
 
-// ring.c's deliv bookkeeping on transfer indices: kv_part and add_compute in their order.
+// ring.c's deliv bookkeeping on KV task indices: kv_part and add_compute in their order.
 static void compile_kv(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dl) {
   int W = x->world;
+  int64_t n = 0;
   for (int64_t i = 0; i < (int64_t)W * W; i++) dl[i] = -1;
   for (int st = 0; st < rt->n_steps; st++) {
     for (int r = 0; r < W; r++) {
       int src = rt->kv_src[(int64_t)st * W + r];
       c->cdep[(int64_t)st * W + r] = valid(x, src) && src != r ? dl[(int64_t)r * W + src] : -1;
     }
+    c->kv_t_at[st] = n;
     for (int64_t i = rt->kv_at[st]; i < rt->kv_at[st + 1]; i++) {
       const route *t = &rt->kv[i];
-      c->kv_task[i] = 0;
       if (!valid(x, t->from) || !valid(x, t->to) || !valid(x, t->shard)) continue;
       int32_t have = t->shard != t->from ? dl[(int64_t)t->from * W + t->shard] : -1;
       if (t->bytes <= 0) {
         dl[(int64_t)t->to * W + t->shard] = have;
         continue;
       }
-      c->kv_task[i] = 1;
-      c->kv_have[i] = have;
-      c->kv_dur[i] = ring_link_time(x->c, t->link, (double)t->bytes);
-      c->kv_stream[i] = (uint8_t)ring_stream_of(t->link);
-      dl[(int64_t)t->to * W + t->shard] = (int32_t)i;
+      c->kv_t[n] = (kv_task){ring_link_time(x->c, t->link, (double)t->bytes), t->from, t->to, have,
+                             (int32_t)ring_stream_of(t->link)};
+      dl[(int64_t)t->to * W + t->shard] = (int32_t)n++;
     }
   }
+  c->kv_t_at[rt->n_steps] = n;
 }
 
 // ring.c's deliv_d bookkeeping (grad_part) on nodes.
 static void compile_grad(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dd) {
   int W = x->world;
   for (int64_t i = 0; i < (int64_t)W * W; i++) dd[i] = -1;
-  int64_t nodes = 0;
-  for (int st = 0; st < rt->n_steps; st++)
+  int64_t nodes = 0, n = 0;
+  for (int st = 0; st < rt->n_steps; st++) {
+    c->g_t_at[st] = n;
     for (int64_t i = rt->grad_at[st]; i < rt->grad_at[st + 1]; i++) {
       const route *t = &rt->grad[i];
-      c->g_node[i] = -1;
       if (!valid(x, t->from) || !valid(x, t->to) || !valid(x, t->shard) || t->bytes <= 0) continue;
-      c->g_dep[i] = dd[(int64_t)t->from * W + t->shard];
-      c->g_node[i] = (int32_t)nodes++;
-      c->g_dur[i] = ring_link_time(x->c, t->link, (double)t->bytes);
-      c->g_stream[i] = (uint8_t)ring_stream_of(t->link);
+      grad_task *g = &c->g_t[n++];
+      *g = (grad_task){ring_link_time(x->c, t->link, (double)t->bytes), t->from, (int32_t)nodes++,
+                       dd[(int64_t)t->from * W + t->shard], -1, (int32_t)ring_stream_of(t->link)};
       int32_t *slot = &dd[(int64_t)t->to * W + t->shard];
-      c->g_bar[i] = *slot;
-      *slot = *slot >= 0 ? (int32_t)nodes++ : c->g_node[i];
+      g->bar = *slot;
+      *slot = *slot >= 0 ? (int32_t)nodes++ : g->node;
     }
+  }
+  c->g_t_at[rt->n_steps] = n;
   for (int r = 0; r < W; r++) c->done_node[r] = dd[(int64_t)r * W + r];
   c->n_nodes = nodes;
 }
@@ -128,15 +133,10 @@ static ring_compiled *compile(ring_ctx *x, const ring_routes *rt) {
   if (!c || !scratch) goto oom;
   c->kv = rt->kv, c->grad = rt->grad, c->n_kv = rt->n_kv, c->n_grad = rt->n_grad, c->n_steps = rt->n_steps;
   c->cdep = malloc(n * sizeof *c->cdep);
-  c->kv_task = malloc(nk);
-  c->kv_have = malloc(nk * sizeof *c->kv_have);
-  c->kv_dur = malloc(nk * sizeof *c->kv_dur);
-  c->kv_stream = malloc(nk);
-  c->g_node = malloc(ng * sizeof *c->g_node);
-  c->g_dep = malloc(ng * sizeof *c->g_dep);
-  c->g_bar = malloc(ng * sizeof *c->g_bar);
-  c->g_dur = malloc(ng * sizeof *c->g_dur);
-  c->g_stream = malloc(ng);
+  c->kv_t = malloc(nk * sizeof *c->kv_t);
+  c->kv_t_at = malloc(((size_t)rt->n_steps + 1) * sizeof *c->kv_t_at);
+  c->g_t = malloc(ng * sizeof *c->g_t);
+  c->g_t_at = malloc(((size_t)rt->n_steps + 1) * sizeof *c->g_t_at);
   c->done_node = malloc((size_t)W * sizeof *c->done_node);
   c->comm[0] = malloc((n + 1) * sizeof *c->comm[0]);
   c->comm[1] = malloc((n + 1) * sizeof *c->comm[1]);
@@ -146,9 +146,8 @@ static ring_compiled *compile(ring_ctx *x, const ring_routes *rt) {
   c->cur_t = malloc((size_t)W * sizeof *c->cur_t);
   c->prev_id = malloc((size_t)W * sizeof *c->prev_id);
   c->cur_id = malloc((size_t)W * sizeof *c->cur_id);
-  if (!c->cdep || !c->kv_task || !c->kv_have || !c->kv_dur || !c->kv_stream || !c->g_node || !c->g_dep || !c->g_bar ||
-      !c->g_dur || !c->g_stream || !c->done_node || !c->comm[0] || !c->comm[1] || !c->kv_end || !c->node_end ||
-      !c->prev_t || !c->cur_t || !c->prev_id || !c->cur_id)
+  if (!c->cdep || !c->kv_t || !c->kv_t_at || !c->g_t || !c->g_t_at || !c->done_node || !c->comm[0] || !c->comm[1] ||
+      !c->kv_end || !c->node_end || !c->prev_t || !c->cur_t || !c->prev_id || !c->cur_id)
     goto oom;
   compile_kv(x, rt, c, scratch);
   compile_grad(x, rt, c, scratch);
@@ -190,26 +189,23 @@ static int run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_com
       c->cur_id[r] = id;
       c->cur_t[r] = engine_end(g, id);
     }
-    for (int64_t i = rt->kv_at[st]; i < rt->kv_at[st + 1]; i++) {
-      if (!c->kv_task[i]) continue;
-      const route *t = &rt->kv[i];
-      double ready = later(later(c->kv_have[i] >= 0 ? c->kv_end[c->kv_have[i]] : 0, c->prev_t[t->from]), c->prev_t[t->to]);
-      int32_t id = engine_add_after(g, t->from, (timeline_stream)c->kv_stream[i], c->kv_dur[i], ready);
+    for (int64_t i = c->kv_t_at[st]; i < c->kv_t_at[st + 1]; i++) {
+      const kv_task *k = &c->kv_t[i];
+      double ready = later(later(k->have >= 0 ? c->kv_end[k->have] : 0, c->prev_t[k->from]), c->prev_t[k->to]);
+      int32_t id = engine_add_after(g, k->from, (timeline_stream)k->stream, k->dur, ready);
       if (id < 0) return -1;
       c->kv_end[i] = engine_end(g, id);
     }
-    for (int64_t i = bwd ? rt->grad_at[st] : 0; bwd && i < rt->grad_at[st + 1]; i++) {
-      int32_t node = c->g_node[i];
-      if (node < 0) continue;
-      const route *t = &rt->grad[i];
-      double ready = later(c->cur_t[t->from], c->g_dep[i] >= 0 ? c->node_end[c->g_dep[i]] : 0);
-      int32_t id = engine_add_after(g, t->from, (timeline_stream)c->g_stream[i], c->g_dur[i], ready);
+    for (int64_t i = bwd ? c->g_t_at[st] : 0; bwd && i < c->g_t_at[st + 1]; i++) {
+      const grad_task *d = &c->g_t[i];
+      double ready = later(c->cur_t[d->from], d->dep >= 0 ? c->node_end[d->dep] : 0);
+      int32_t id = engine_add_after(g, d->from, (timeline_stream)d->stream, d->dur, ready);
       if (id < 0) return -1;
-      c->node_end[node] = engine_end(g, id);
-      if (c->g_bar[i] >= 0) {  // the owner's earlier flush of this shard and this one, joined
-        if ((id = engine_add_after(g, -1, STREAM_COMPUTE, 0, later(c->node_end[c->g_bar[i]], c->node_end[node]))) < 0)
+      c->node_end[d->node] = engine_end(g, id);
+      if (d->bar >= 0) {  // the owner's earlier flush of this shard and this one, joined
+        if ((id = engine_add_after(g, -1, STREAM_COMPUTE, 0, later(c->node_end[d->bar], c->node_end[d->node]))) < 0)
           return -1;
-        c->node_end[node + 1] = engine_end(g, id);
+        c->node_end[d->node + 1] = engine_end(g, id);
       }
     }
     memcpy(c->prev_id, c->cur_id, (size_t)W * sizeof *c->prev_id);
