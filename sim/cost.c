@@ -69,15 +69,7 @@ double cost_attn_bwd(const gpu_desc *g, const model_config *m, const work_count 
 // the forward the LSE merge of the step's partial into the running fp32 output (docs/design.md, "The LSE
 // merge"; Milakov & Gimelshein 2018: 8d + 8 bytes read and written a row). Both are fitted per phase by
 // sparsering-exec calibrate (exec/calib_ring.c) from a layer split into the steps of a ring on one GPU.
-double cost_ring_step(const gpu_desc *g, int phase, double cells) {
-  int p = phase ? 1 : 0;
-  return (g->ring_step_us[p] + (cells > 0 ? cells : 0) * g->ring_cell_us[p]) * 1e-6;
-}
-
-double cost_ring_cells(const work_count *w, double q_tiles, double heads) {
-  double entries = (double)(w->full + w->partial + w->bars + w->runs), most = q_tiles * heads;
-  return entries < most ? entries : most;
-}
+// cost_ring_step and cost_ring_cells: inline in cost.h.
 
 // Roofline compute bound (Williams et al. 2009): FLOPs / (peak x GEMM efficiency).
 double cost_gemm(const gpu_desc *g, double flops) {

@@ -47,10 +47,17 @@ double cost_attn_exec_flops(const model_config *m, const work_count *w);
 // Seconds a ring step adds beyond its kernel's work (phase 0 forward, 1 backward): the fixed cost of a step
 // (launch, waiting on the received shard) and a cost per (query tile, head) cell the kernel runs (prologue,
 // epilogue, the forward's LSE merge); 0 unless the cluster file gives them (gpu.ring_step).
-double cost_ring_step(const gpu_desc *g, int phase, double cells);
+// (Inline, as cost_ring_cells: costed for every rank and step of a layer.)
+static inline double cost_ring_step(const gpu_desc *g, int phase, double cells) {
+  int p = phase ? 1 : 0;
+  return (g->ring_step_us[p] + (cells > 0 ? cells : 0) * g->ring_cell_us[p]) * 1e-6;
+}
 // (query tile, head) cells a step's kernel runs for a work count: each cell with work holds an entry, and
 // there are at most q_tiles x heads of them (an upper bound where cells hold several entries).
-double cost_ring_cells(const work_count *w, double q_tiles, double heads);
+static inline double cost_ring_cells(const work_count *w, double q_tiles, double heads) {
+  double entries = (double)(w->full + w->partial + w->bars + w->runs), most = q_tiles * heads;
+  return entries < most ? entries : most;
+}
 // Seconds of a GEMM of `flops` FLOPs.
 double cost_gemm(const gpu_desc *g, double flops);
 // Seconds of a memory-bound op that moves `bytes` bytes through HBM.
