@@ -354,7 +354,13 @@ int tiles_fast_overlap_by_tiles = 0;
 // every offset kept: the local window) adds the same to each of its residues, so it is added as ranges of
 // residues into difference arrays (the deferred d_same, d_next of its row), summed at the fold (columns_fold).
 typedef struct {
+  int32_t j, a, b, len;     // a piece's residue j = dt mod P, its S indices T - e0 and T - 1 - e1, e1 - e0 + 1
+} piece_terms;
+
+typedef struct {
   const int32_t *pc, *run;  // pieces; run[x]: the first piece of the run of whole tiles holding x (x: none)
+  const piece_terms *pt;    // [n_pc] what a piece outside such runs adds
+  const int32_t *below;     // [n_pc] the last piece at or below x in a run of three whole tiles or more (-1: none)
   int64_t P, A, aq, ar;     // A = nbi - 2 - s, aq = A / P, ar = A mod P
   int64_t *dsame, *dnext;   // [P + 1] differences over residues (the row of s in c->d_same, d_next)
   int64_t whole_same, whole_next, ranged;  // added to every residue; some range added
@@ -368,33 +374,49 @@ static inline void range_add(int64_t *d, int64_t P, int64_t first, int64_t last,
   }
 }
 
+// The last piece at or below x whose mu reaches lim, or -1: mu = aq - dt / P - [dt mod P > ar] only falls as dt
+// grows (pieces ascend in dt), so a binary search.
+static int64_t pieces_reaching(const piece_walk *w, int64_t x, int64_t lim) {
+  if (lim == INT64_MAX) return -1;
+  int64_t a = -1, b = x + 1;  // pieces <= a reach lim, pieces >= b do not
+  while (b - a > 1) {
+    int64_t m = a + (b - a) / 2;
+    const int32_t *p = w->pc + 4 * m;
+    if (w->aq - p[0] - (p[1] > w->ar) >= lim) a = m;
+    else b = m;
+  }
+  return a;
+}
+
 // Add pieces x, x - 1, ... to the residue's sums while their mu stays below lim (no further column tile
 // joins): S[y + 1] = S(y), n = N(T - 1). Returns the first piece not added.
 static int64_t pieces_add(piece_walk *w, int64_t x, int64_t lim, const int64_t *S, int64_t n, int64_t *same,
                           int64_t *next) {
-  const int64_t P = w->P;
-  while (x >= 0) {
-    const int32_t *p = w->pc + 4 * x;
-    int64_t j = p[1], e0 = p[2], e1 = p[3];
-    if (w->aq - p[0] - (j > w->ar) >= lim) break;
-    if (x - w->run[x] >= 3) {  // whole tiles dt - (x - lo) .. dt, those with mu < lim: dt > A - lim P
-      int64_t dt = p[0] * P + j, lo = w->run[x];
-      if (lim != INT64_MAX) lo = sr_max64(lo, x - dt + w->A - lim * P + 1);
-      int64_t L = x - lo + 1, g = S[TILE], nx = TILE * n - g, r = L % P;
-      w->whole_same += L / P * g;
-      w->whole_next += L / P * nx;
-      if (r) {
-        range_add(w->dsame, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, g);
-        range_add(w->dnext, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, nx);
+  const int64_t P = w->P, stop = pieces_reaching(w, x, lim);
+  while (x > stop) {
+    if (x - w->run[x] < 3) {  // down to the next run of whole tiles: the pieces' own terms
+      int64_t y = sr_max64(w->below[x], stop);
+      for (; x > y; x--) {
+        const piece_terms *q = &w->pt[x];
+        int64_t g = S[q->a] - S[q->b];
+        same[q->j] += g;
+        next[q->j] += q->len * n - g;
       }
-      w->ranged = 1;
-      x = lo - 1;
       continue;
     }
-    int64_t g = S[TILE - e0] - S[TILE - 1 - e1];
-    same[j] += g;
-    next[j] += (e1 - e0 + 1) * n - g;
-    x--;
+    // whole tiles dt - (x - lo) .. dt, those with mu < lim: dt > A - lim P
+    const int32_t *p = w->pc + 4 * x;
+    int64_t j = p[1], dt = p[0] * P + j, lo = w->run[x];
+    if (lim != INT64_MAX) lo = sr_max64(lo, x - dt + w->A - lim * P + 1);
+    int64_t L = x - lo + 1, g = S[TILE], nx = TILE * n - g, r = L % P;
+    w->whole_same += L / P * g;
+    w->whole_next += L / P * nx;
+    if (r) {
+      range_add(w->dsame, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, g);
+      range_add(w->dnext, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, nx);
+    }
+    w->ranged = 1;
+    x = lo - 1;
   }
   return x;
 }
@@ -432,14 +454,17 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
   int64_t *first = calloc((size_t)P + 1, sizeof *first), *order = malloc((size_t)(n_ct + 1) * sizeof *order),
           *yfirst = malloc((size_t)(n_ct + 1) * sizeof *yfirst), *ms = malloc((size_t)(n_ct + 1) * sizeof *ms),
           S[TILE + 1], cnt[TILE];
-  int32_t *run = malloc((size_t)(n_pc + 1) * sizeof *run);
-  if (!first || !order || !yfirst || !ms || !run) {
+  int32_t *run = malloc((size_t)(n_pc + 1) * sizeof *run), *below = malloc((size_t)(n_pc + 1) * sizeof *below);
+  piece_terms *pt = malloc((size_t)(n_pc + 1) * sizeof *pt);
+  if (!first || !order || !yfirst || !ms || !run || !below || !pt) {
     free(pc);
     free(first);
     free(order);
     free(yfirst);
     free(ms);
     free(run);
+    free(below);
+    free(pt);
     return -1;
   }
   for (int64_t x = 0; x < n_pc; x++) {  // runs of whole tiles with consecutive dt
@@ -449,7 +474,12 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
                            ? run[x - 1]
                            : x);
   }
-  piece_walk w = {pc, run, P, 0, 0, 0, NULL, NULL, 0, 0, 0};
+  for (int64_t x = 0; x < n_pc; x++) {
+    const int32_t *p = pc + 4 * x;
+    pt[x] = (piece_terms){p[1], (int32_t)(T - p[2]), (int32_t)(T - 1 - p[3]), p[3] - p[2] + 1};
+    below[x] = x - run[x] >= 3 ? (int32_t)x : x > 0 ? below[x - 1] : -1;
+  }
+  piece_walk w = {pc, run, pt, below, P, 0, 0, 0, NULL, NULL, 0, 0, 0};
   for (int64_t t = 0, y = 0; t < n_ct; t++) {
     first[ct[t].kb % P + 1]++;
     while (y < K->n && K->hi[y] < ct[t].kb * T) y++;
@@ -469,7 +499,7 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
     w.A = A, w.aq = aq, w.ar = ar, w.dsame = c->d_same + s * (P + 1), w.dnext = c->d_next + s * (P + 1);
     memset(cnt, 0, sizeof cnt);
     // pieces that reach no column tile of s yet (mu below the first one's m)
-    while (x >= 0 && aq - pc[4 * x] - (pc[4 * x + 1] > ar) < ms[i]) x--;
+    x = pieces_reaching(&w, x, ms[i]);
     while (x >= 0) {
       int64_t mu = aq - pc[4 * x] - (pc[4 * x + 1] > ar);
       for (; i < end && ms[i] <= mu; i++) {  // column tile joins N
@@ -493,6 +523,8 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
   free(yfirst);
   free(ms);
   free(run);
+  free(below);
+  free(pt);
   return 0;
 }
 
