@@ -47,6 +47,22 @@ static void sample_tokens(int64_t T, int64_t vocab, int32_t *tok, int32_t *tgt, 
     }
 }
 
+// The largest difference between two gradient sets, each tensor's relative to its largest |g0|; *name: that tensor.
+static double worst_gradient(const model_cpu *h, const float *g, const float *g0, const char **name) {
+  double worst = 0;
+  for (int i = 0; i < h->num_tensors; i++) {
+    const model_tensor *t = &h->tensors[i];
+    double mx = 0, diff = 0;
+    for (int64_t j = 0; j < t->numel; j++) {
+      mx = fmax(mx, fabs(g0[t->offset + j]));
+      diff = fmax(diff, fabs(g[t->offset + j] - g0[t->offset + j]));
+    }
+    double rel = mx > 0 ? diff / mx : diff;
+    if (rel > worst) worst = rel, *name = t->name;
+  }
+  return worst;
+}
+
 // The GPU model's recomputation modes against its run without recomputation (gradients g0, loss l0): full and
 // selective recomputation rerun the same forward, so the loss is the same bit for bit and the gradients the same
 // but for the order of float atomics (the naive attention's dK/dV, the embedding's and the norms' sums).
@@ -63,19 +79,11 @@ static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const i
         (rc = model_cuda_forward_backward(d, T, tok, pos, tgt, 1, scale, &l, NULL, NULL, e)) ||
         (rc = model_cuda_sync(d, e)) || (rc = model_cuda_download_grads(d, g, e)))
       break;
-    double worst = 0;
-    for (int i = 0; i < h->num_tensors; i++) {
-      const model_tensor *t = &h->tensors[i];
-      double mx = 0, diff = 0;
-      for (int64_t j = 0; j < t->numel; j++) {
-        mx = fmax(mx, fabs(g0[t->offset + j]));
-        diff = fmax(diff, fabs(g[t->offset + j] - g0[t->offset + j]));
-      }
-      worst = fmax(worst, mx > 0 ? diff / mx : diff);
-    }
+    const char *wname = "";
+    double worst = worst_gradient(h, g, g0, &wname);
     int ok = l == l0 && worst <= 1e-4;
-    printf("  recomputation %s: loss %s the run without, gradients within %.2e of its (tol 1e-4) %s\n", names[m],
-           l == l0 ? "equals" : "DIFFERS from", worst, ok ? "ok" : "FAIL");
+    printf("  recomputation %s: loss %s the run without, gradients within %.2e of its (%s; tol 1e-4) %s\n", names[m],
+           l == l0 ? "equals" : "DIFFERS from", worst, wname, ok ? "ok" : "FAIL");
     *bad |= !ok;
   }
   free(g);
@@ -102,20 +110,12 @@ static int check_mlp_chunk(model_cuda *d, const model_cpu *h, int64_t T, const i
         (rc = model_cuda_forward_backward(d, T, tok, pos, tgt, 1, scale, &l, NULL, NULL, e)) ||
         (rc = model_cuda_sync(d, e)) || (rc = model_cuda_download_grads(d, g, e)))
       break;
-    double worst = 0;
-    for (int i = 0; i < h->num_tensors; i++) {
-      const model_tensor *t = &h->tensors[i];
-      double mx = 0, diff = 0;
-      for (int64_t j = 0; j < t->numel; j++) {
-        mx = fmax(mx, fabs(g0[t->offset + j]));
-        diff = fmax(diff, fabs(g[t->offset + j] - g0[t->offset + j]));
-      }
-      worst = fmax(worst, mx > 0 ? diff / mx : diff);
-    }
+    const char *wname = "";
+    double worst = worst_gradient(h, g, g0, &wname);
     double lrel = fabs(l - l0) / fabs(l0);
     int ok = lrel <= 1e-4 && worst <= 1e-3;
     printf("  MLP in chunks of %lld rows, %s recomputation: loss within %.2e of the whole run's (tol 1e-4), gradients "
-           "within %.2e (tol 1e-3) %s\n", (long long)rows, names[m], lrel, worst, ok ? "ok" : "FAIL");
+           "within %.2e (%s; tol 1e-3) %s\n", (long long)rows, names[m], lrel, worst, wname, ok ? "ok" : "FAIL");
     *bad |= !ok;
   }
   free(g);
