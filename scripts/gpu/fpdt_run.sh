@@ -22,7 +22,8 @@
 #   mlpchunk  the trainer's MLP in sequence chunks: train-gpu-check (its chunk check against the whole step), then
 #          --mlp-chunk 4K against 0 (the whole sequence), Qwen2.5-0.5B shape, 16K, 3 steps each with --deterministic:
 #          losses and grad norms compared
-#   q3b512 the Qwen2.5-3B shape at 512K tokens, FPDT with --offload-activations, Q512_STEPS steps (default 1; an
+#   q3b512 the Qwen2.5-3B shape at 512K tokens, FPDT with --offload-activations, Q512_STEPS steps (default 1; limit
+#          Q512_LIMIT seconds, default 560; an
 #          H200: about 6 minutes a step), --predict
 # Run from the repository root: bash scripts/gpu/fpdt_run.sh [STAGES]   (STAGES: any of check attn train q3b mlpchunk q3b512;
 # default "check attn train"). A prebuilt bin/sparsering-exec is used when it runs here (carry .devdeps and
@@ -103,7 +104,7 @@ fi
 
 if [[ $STAGES == *q3b512* ]]; then
   log "(q3b512) the Qwen2.5-3B shape at 512K tokens on one GPU: FPDT with --offload-activations, ${Q512_STEPS:-1} step(s)"
-  step train-q3b-512k 560 train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 512K --strategy fpdt \
+  step train-q3b-512k "${Q512_LIMIT:-560}" train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 512K --strategy fpdt \
     --offload-activations --steps "${Q512_STEPS:-1}" --loss all --predict --csv "$W/csv/q3b-512k.csv"
 fi
 
