@@ -63,11 +63,18 @@ static double worst_gradient(const model_cpu *h, const float *g, const float *g0
   return worst;
 }
 
+// Two GPU runs' gradients differ by the order of float atomics (the naive attention's dK/dV, the embedding's and the
+// norms' sums) and, in bf16, by the bf16 roundings those fp32 differences then flip (dQ|dK|dV go to the GEMMs in
+// bf16: one unit in the last place is 2^-8 = 3.9e-3): measured on an H200, two runs of one binary differ by up to
+// 8.8e-3 of a tensor's largest gradient in bf16 (results/train/2026-11-27-h200-mlp-chunk-gpu). The bound: 1e-4 in
+// TF32, 4 bf16 units (1.6e-2) in bf16.
+static double rerun_tol(int bf16) { return bf16 ? 4.0 / 256 : 1e-4; }
+
 // The GPU model's recomputation modes against its run without recomputation (gradients g0, loss l0): full and
 // selective recomputation rerun the same forward, so the loss is the same bit for bit and the gradients the same
-// but for the order of float atomics (the naive attention's dK/dV, the embedding's and the norms' sums).
+// within rerun_tol.
 static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const int32_t *tok, const int64_t *pos,
-                           const int32_t *tgt, double scale, double l0, const float *g0, int *bad, sr_error *e) {
+                           const int32_t *tgt, double scale, double l0, const float *g0, int bf16, int *bad, sr_error *e) {
   const int modes[2] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN};
   const char *names[2] = {"full", "selective"};
   float *g = malloc((size_t)h->num_params * 4);
@@ -81,9 +88,9 @@ static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const i
       break;
     const char *wname = "";
     double worst = worst_gradient(h, g, g0, &wname);
-    int ok = l == l0 && worst <= 1e-4;
-    printf("  recomputation %s: loss %s the run without, gradients within %.2e of its (%s; tol 1e-4) %s\n", names[m],
-           l == l0 ? "equals" : "DIFFERS from", worst, wname, ok ? "ok" : "FAIL");
+    int ok = l == l0 && worst <= rerun_tol(bf16);
+    printf("  recomputation %s: loss %s the run without, gradients within %.2e of its (%s; tol %.1e) %s\n", names[m],
+           l == l0 ? "equals" : "DIFFERS from", worst, wname, rerun_tol(bf16), ok ? "ok" : "FAIL");
     *bad |= !ok;
   }
   free(g);
@@ -95,9 +102,9 @@ static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const i
 // against the whole-sequence run without recomputation (l0, g0): the same values but for the order of the weight
 // gradients' sums over chunks and whatever cuBLAS does differently on fewer rows (another kernel may sum a dot
 // product in another order, and a bf16 operand then round the other way): loss within 1e-4 (relative), gradients
-// within 1e-3 of the tensor's largest.
+// within rerun_tol (1e-3 in TF32) of the tensor's largest.
 static int check_mlp_chunk(model_cuda *d, const model_cpu *h, int64_t T, const int32_t *tok, const int64_t *pos,
-                           const int32_t *tgt, double scale, double l0, const float *g0, int *bad, sr_error *e) {
+                           const int32_t *tgt, double scale, double l0, const float *g0, int bf16, int *bad, sr_error *e) {
   const int modes[3] = {MODEL_RECOMPUTE_OFF, MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN};
   const char *names[3] = {"no", "full", "selective"};
   float *g = malloc((size_t)h->num_params * 4);
@@ -113,9 +120,10 @@ static int check_mlp_chunk(model_cuda *d, const model_cpu *h, int64_t T, const i
     const char *wname = "";
     double worst = worst_gradient(h, g, g0, &wname);
     double lrel = fabs(l - l0) / fabs(l0);
-    int ok = lrel <= 1e-4 && worst <= 1e-3;
+    double gt = bf16 ? rerun_tol(bf16) : 1e-3;
+    int ok = lrel <= 1e-4 && worst <= gt;
     printf("  MLP in chunks of %lld rows, %s recomputation: loss within %.2e of the whole run's (tol 1e-4), gradients "
-           "within %.2e (%s; tol 1e-3) %s\n", (long long)rows, names[m], lrel, worst, wname, ok ? "ok" : "FAIL");
+           "within %.2e (%s; tol %.1e) %s\n", (long long)rows, names[m], lrel, worst, wname, gt, ok ? "ok" : "FAIL");
     *bad |= !ok;
   }
   free(g);
@@ -194,8 +202,8 @@ static int check(const char *model_name, int64_t T, int bf16, sr_error *e) {
   }
   printf("  gradients: %d tensors, worst max|gpu-cpu|/max|cpu| %.2e (%s) (tol %.0e)\n", h.num_tensors, worst,
          worst_name, grad_rel_tol);
-  if ((rc = check_recompute(d, &h, T, tok, pos, tgt, scale, lg, g_gpu, &bad, e)) ||
-      (rc = check_mlp_chunk(d, &h, T, tok, pos, tgt, scale, lg, g_gpu, &bad, e)))
+  if ((rc = check_recompute(d, &h, T, tok, pos, tgt, scale, lg, g_gpu, bf16, &bad, e)) ||
+      (rc = check_mlp_chunk(d, &h, T, tok, pos, tgt, scale, lg, g_gpu, bf16, &bad, e)))
     goto done;
   // one AdamW update on both sides from their own gradients; compare the weights after
   if ((rc = adamw_create(&sc, 0, h.num_params, 1e-3, 0.1, e)) || (rc = adamw_create(&sg, 0, h.num_params, 1e-3, 0.1, e)))
