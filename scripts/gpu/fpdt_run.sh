@@ -36,7 +36,7 @@ BUDGET=${SR_BUDGET_S:-330}
 STEP_KEEP='^attn |predicted|memory|host copies|check layer|digest|^train: (tiny|qwen|rank|attention plans)|^predict|rror|failed|equal|differ|mlp'
 . scripts/gpu/one_gpu_common.sh  # S, log, CL, X, step
 
-if [[ $STAGES == *check* ]]; then
+if [[ " $STAGES " == *" check "* ]]; then
   log "(check) FPDT vs float64 dense attention on the GPU, Qwen2.5-3B heads, 4K tokens in 1K chunks"
   for off in 0 1; do
     step check-off$off 90 attn --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 4K --strategy fpdt \
@@ -48,7 +48,7 @@ if [[ $STAGES == *check* ]]; then
   echo "offloaded vs resident outputs: $v" | tee -a "$S"
 fi
 
-if [[ $STAGES == *attn* ]]; then
+if [[ " $STAGES " == *" attn "* ]]; then
   log "(attn) one layer of Qwen2.5-3B attention on one GPU: FPDT 64K chunks, resident and offloaded; the ring as baseline"
   for seq in 128K 256K 512K; do
     lim=$([ $seq = 512K ] && echo 100 || echo 60)
@@ -61,7 +61,7 @@ if [[ $STAGES == *attn* ]]; then
   done
 fi
 
-if [[ $STAGES == *train* ]]; then
+if [[ " $STAGES " == *" train "* ]]; then
   log "(train) the Qwen2.5-0.5B shape at 128K tokens on one GPU, 2 steps: FPDT resident, then offloaded (KV chunks and layer inputs)"
   step train-fpdt-128k 120 train --backend cuda --model qwen2.5-0.5b --cluster "$CL" --seq 128K --strategy fpdt \
     --fpdt-offload 0 --steps 2 --loss all --predict --csv "$W/train-fpdt-128k.csv"
@@ -73,7 +73,7 @@ if [[ $STAGES == *train* ]]; then
   echo "train 128K tokens/s, offloaded / resident (step 2): ${r:-?}" | tee -a "$S"
 fi
 
-if [[ $STAGES == *q3b* ]]; then
+if [[ " $STAGES " == *" q3b "* ]]; then
   log "(q3b) the Qwen2.5-3B shape at 128K tokens, FPDT (KV chunks offloaded) without and with --offload-activations"
   for act in 0 1; do
     step train-q3b-128k-act$act 260 train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 128K --strategy fpdt \
@@ -86,7 +86,7 @@ if [[ $STAGES == *q3b* ]]; then
     else print "q3b 128K: a run failed (see its log)" }' | tee -a "$S"
 fi
 
-if [[ $STAGES == *mlpchunk* ]]; then
+if [[ " $STAGES " == *" mlpchunk "* ]]; then
   log "(mlpchunk) the MLP in sequence chunks against the whole sequence: train-gpu-check (GPU against CPU, chunks against
   the whole step), then the Qwen2.5-0.5B shape at 16K, 3 steps each"
   step gpu-check 150 train-gpu-check --model tiny-25m --seq 512 --time-seq 0
@@ -102,7 +102,7 @@ if [[ $STAGES == *mlpchunk* ]]; then
   fi
 fi
 
-if [[ $STAGES == *q3b512* ]]; then
+if [[ " $STAGES " == *" q3b512 "* ]]; then
   log "(q3b512) the Qwen2.5-3B shape at 512K tokens on one GPU: FPDT with --offload-activations, ${Q512_STEPS:-1} step(s)"
   step train-q3b-512k "${Q512_LIMIT:-560}" train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 512K --strategy fpdt \
     --offload-activations --steps "${Q512_STEPS:-1}" --loss all --predict --csv "$W/csv/q3b-512k.csv"
