@@ -330,7 +330,7 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
     return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    st->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);
+    st->dur[r] = ctx_post(x, n, recompute);
     if (!recompute) x->attn_f[r] += w->sum_fwd[r];
   }
   if (!recompute)

@@ -100,6 +100,37 @@ TEST(train_host_cache_cap_without_the_cache_is_refused) {
   free(out);
 }
 
+// The cache's switches contradict each other, and a cap with the cache turned off is refused: exit 2, the flag named.
+TEST(train_host_cache_on_and_off_together_or_a_cap_with_it_off_are_refused) {
+  const char *dir = test_tmpdir();
+  const char *cluster = mpi_h200_cluster(1);
+  char *out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 1, "--attn-host-cache --no-attn-host-cache", "both", &out), 2);
+  CHECK_STR_CONTAINS(out, "--no-attn-host-cache: contradicts --attn-host-cache");
+  free(out);
+  out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 1, "--no-attn-host-cache --attn-host-gib 4", "off", &out), 2);
+  CHECK_STR_CONTAINS(out, "--attn-host-gib");
+  free(out);
+}
+
+// The CPU backend holds its plans in host memory anyway: the cache stays off unless asked for, and the help says
+// it is the GPU's default.
+TEST(train_host_cache_is_off_by_default_on_the_cpu_backend_and_the_help_names_the_gpu_default) {
+  const char *dir = test_tmpdir();
+  const char *cluster = mpi_h200_cluster(1);
+  char *out = NULL;
+  CHECK_EQ_INT(run_tiny(dir, cluster, "tiny-test", 1, "--attn-cache 1", "cpu-default", &out), 0);
+  CHECK(strstr(out, "restored from host memory") == NULL);
+  free(out);
+  out = NULL;
+  char cmd[1000];
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec train --help 2>&1", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "the default with --backend cuda unless");
+  free(out);
+}
+
 // train --predict says how many plans the measured step built when their layer came (CPU work on the step's
 // critical path) and simulates the step with that building (plan_spec.first_step_plans). With the uses above: without the host cache every
 // step builds 2 (the measured one is the best after the first); with it only the first step builds (1).

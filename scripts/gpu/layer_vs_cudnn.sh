@@ -2,11 +2,13 @@
 # layer_vs_cudnn.sh — one Qwen2.5-3B attention layer forward + backward on ONE GPU (`sparsering-exec attn`, one rank)
 # next to cuDNN's dense causal layer (SDPA, GQA, kernels/bench/peers.py --cudnn --seqs) in the same call: issue 21's
 # layer goal (mtraining with vs-topp:0.95 at least 8x faster than cuDNN's dense layer at 128K, 12x at 512K).
-# Ours: dense (contiguous, one rank: our dense causal kernels) and mtraining vs-topp:0.95 at each length, --repeat 2
-# (the second repetition timed), --predict beside each; at MOBA_SEQS (default 128K) also MoBA's gating ($MOBA, default
-# moba:4096:12, contiguous, on vertical-slash inputs (--inputs vs: on random inputs every 128-row tile's union of
-# choices is every block, so MoBA is dense), issue 30's layer goal). Each run's "work" line gives the kept and
-# computed pairs as shares of the causal ones. The table last: fwd, bwd, fwd+bwd ms and cuDNN's layer over ours. Run from the repository root: bash scripts/gpu/layer_vs_cudnn.sh   (SEQS, default "128K 512K")
+# Ours (RUNS, default "dense topp moba"): dense (contiguous, one rank: our dense causal kernels), mtraining
+# vs-topp:0.95 (topp; topp-runs: the same with its forward on the runs form, --fwd-runs) at each length, --repeat 2
+# (the second repetition timed), --predict beside each; at MOBA_SEQS (default 128K) MoBA's gating ($MOBA, default
+# moba:4096:12, contiguous) on vertical-slash inputs (--inputs vs: on random inputs every 128-row tile's union of
+# choices is every block, so MoBA is dense), issue 30's layer goal. Each run's "work" line gives the kept and
+# computed pairs as shares of the causal ones. The table last: fwd, bwd, fwd+bwd ms and cuDNN's layer over ours.
+# Run from the repository root: bash scripts/gpu/layer_vs_cudnn.sh   (SEQS, default "128K 512K")
 set -o pipefail
 OUT=${OUT:-/tmp/sr-layer-out}
 W=/tmp/sr-layer-logs
@@ -14,16 +16,19 @@ BUDGET=${SR_BUDGET_S:-480}
 SEQS=${SEQS:-128K 512K}
 MOBA=${MOBA:-moba:4096:12}
 MOBA_SEQS=${MOBA_SEQS:-128K}
+RUNS=${RUNS:-dense topp moba}  # topp-runs: vs-topp:0.95 with the forward on the runs form (--fwd-runs)
 STEP_KEEP='^attn |predicted|layer 0: (fwd|work)|rror|failed'
 . scripts/gpu/one_gpu_common.sh  # S, log, CL, X, step
 
 for seq in $SEQS; do
   log "ours at $seq"
-  step dense-$seq 200 attn --backend cuda --model qwen2.5-3b --cluster "$CL" --seq $seq --layout contiguous \
-    --schedule ring --pattern dense --repeat 2 --predict
-  step topp-$seq 200 attn --backend cuda --model qwen2.5-3b --cluster "$CL" --seq $seq --strategy mtraining \
-    --pattern vs-topp:0.95 --repeat 2 --predict
-  if [[ " $MOBA_SEQS " == *" $seq "* ]]; then
+  [[ " $RUNS " == *" dense "* ]] && step dense-$seq 200 attn --backend cuda --model qwen2.5-3b --cluster "$CL" \
+    --seq $seq --layout contiguous --schedule ring --pattern dense --repeat 2 --predict
+  [[ " $RUNS " == *" topp "* ]] && step topp-$seq 200 attn --backend cuda --model qwen2.5-3b --cluster "$CL" \
+    --seq $seq --strategy mtraining --pattern vs-topp:0.95 --repeat 2 --predict
+  [[ " $RUNS " == *" topp-runs "* ]] && step topp-runs-$seq 200 attn --backend cuda --model qwen2.5-3b --cluster "$CL" \
+    --seq $seq --strategy mtraining --pattern vs-topp:0.95 --fwd-runs --repeat 2 --predict
+  if [[ " $RUNS " == *" moba "* && " $MOBA_SEQS " == *" $seq "* ]]; then
     step moba-$seq 200 attn --backend cuda --model qwen2.5-3b --cluster "$CL" --seq $seq --layout contiguous \
       --schedule ring --pattern "$MOBA" --inputs vs --repeat 2 --predict
   fi
@@ -41,11 +46,12 @@ cat "$W/cudnn.log" >>"$S"
     n=$(echo $seq | sed 's/K$//')
     read cf cb < <(awk -v n="${n}K" '$1 == "SDPA" && $4 == n { print $5, $7 }' "$W/cudnn.log")
     [ -n "$cf" ] && awk -v s=$seq -v f=$cf -v b=$cb 'BEGIN { printf "%-6s %-28s %10.2f %10.2f %10.2f %12s\n", s, "cuDNN SDPA dense", f, b, f + b, "1.00x" }'
-    for r in dense topp moba; do
-      [ $r = moba ] && [ ! -f "$W/moba-$seq.log" ] && continue
+    for r in $RUNS; do
+      [ -f "$W/$r-$seq.log" ] || continue
       read f b < <(grep -oE "layer 0: fwd [0-9.]+ ms, bwd [0-9.]+ ms" "$W/$r-$seq.log" 2>/dev/null | tail -1 | awk '{print $4, $7}')
       [ -z "$f" ] && { printf "%-6s %-28s %s\n" $seq $r "missing (see $r-$seq.log)"; continue; }
-      case $r in dense) name="ours dense" ;; topp) name="ours mtraining vs-topp:0.95" ;; *) name="ours $MOBA" ;; esac
+      case $r in dense) name="ours dense" ;; topp) name="ours mtraining vs-topp:0.95" ;;
+        topp-runs) name="ours vs-topp:0.95 --fwd-runs" ;; *) name="ours $MOBA" ;; esac
       awk -v s=$seq -v nm="$name" -v f=$f -v b=$b -v cf="$cf" -v cb="$cb" 'BEGIN {
         printf "%-6s %-28s %10.2f %10.2f %10.2f %12s\n", s, nm, f, b, f + b, (cf > 0 ? sprintf("%.2fx", (cf + cb) / (f + b)) : "-") }'
     done
