@@ -80,20 +80,10 @@ static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
 // A lean engine's task: its start is the latest end of its dependencies and of its stream's last task (or the
 // stream's free time from the chunks before), as deps_end takes it; only its end is kept.
 static int32_t add_lean(sim_engine *g, int rank, timeline_stream stream, double dur, const int32_t *deps, int n_deps) {
-  if (g->n_tasks >= INT32_MAX - 1 || grow((void **)&g->end, &g->cap_end, g->n_tasks + 1, sizeof *g->end)) return -1;
-  int32_t id = (int32_t)g->n_tasks++;
-  double d = dur > 0 ? dur : 0, start = 0;
+  double ready = 0;
   for (int i = 0; i < n_deps; i++)
-    if (deps[i] >= 0 && deps[i] < id && g->end[deps[i]] > start) start = g->end[deps[i]];
-  if (rank >= 0) {
-    int64_t k = (int64_t)rank * STREAM_COUNT + stream;
-    double free_at = g->stream_last[k] >= 0 ? g->end[g->stream_last[k]] : g->stream_free[k];
-    if (free_at > start) start = free_at;
-    g->stream_last[k] = id;
-    if (g->busy && stream == STREAM_COMPUTE && d > 0) g->busy[rank] += d;
-  }
-  g->end[id] = start + d;
-  return id;
+    if (deps[i] >= 0 && deps[i] < g->n_tasks && g->end[deps[i]] > ready) ready = g->end[deps[i]];
+  return engine_add_after(g, rank, stream, dur, ready);
 }
 
 int engine_reserve_end(sim_engine *g, int64_t n) {
