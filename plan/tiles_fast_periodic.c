@@ -456,17 +456,8 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
           S[TILE + 1], cnt[TILE];
   int32_t *run = malloc((size_t)(n_pc + 1) * sizeof *run), *below = malloc((size_t)(n_pc + 1) * sizeof *below);
   piece_terms *pt = malloc((size_t)(n_pc + 1) * sizeof *pt);
-  if (!first || !order || !yfirst || !ms || !run || !below || !pt) {
-    free(pc);
-    free(first);
-    free(order);
-    free(yfirst);
-    free(ms);
-    free(run);
-    free(below);
-    free(pt);
-    return -1;
-  }
+  int rc = -1;
+  if (!first || !order || !yfirst || !ms || !run || !below || !pt) goto done;
   for (int64_t x = 0; x < n_pc; x++) {  // runs of whole tiles with consecutive dt
     const int32_t *p = pc + 4 * x, *q = p - 4;
     int whole = p[2] == 0 && p[3] == T - 1;
@@ -517,6 +508,8 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
     }
     pieces_ranges_done(&w);
   }
+  rc = 0;
+done:
   free(pc);
   free(first);
   free(order);
@@ -525,7 +518,7 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
   free(run);
   free(below);
   free(pt);
-  return 0;
+  return rc;
 }
 
 // Periodic: the columns summed by residue (columns_by_residue), less the pairs D keeps too. Those come
