@@ -31,7 +31,8 @@ static void print_memory(const sim_memory *m) {
   printf("memory per GPU (GiB): weights %.2f, grads %.2f, optimizer %.2f, activations %.2f, KV buffers %.2f, "
          "index %.2f, workspace+reserve %.2f = %.2f of %.0f: %s\n",
          m->weights / GIB, m->grads / GIB, m->optim / GIB, m->activations / GIB, m->kv_buffers / GIB,
-         m->index_bytes / GIB, m->workspace / GIB, m->total / GIB, m->capacity / GIB, m->fits ? "fits" : "OUT OF MEMORY");
+         m->index_bytes / GIB, m->workspace / GIB, m->total / GIB, m->capacity / GIB,
+         m->total <= m->capacity ? "fits" : "OUT OF MEMORY");  // the GPU's own verdict: the host has its line
   if (m->host_bytes > 0)
     printf("host memory per node (GiB): optimizer %.2f, checkpoints %.2f, attention chunks %.2f = %.2f of %.0f%s\n",
            m->host_optim / GIB, m->host_activations / GIB, m->host_attn / GIB, m->host_bytes / GIB,

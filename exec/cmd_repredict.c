@@ -161,6 +161,16 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
   s.seq = r->seq;
   snprintf(s.schedule, sizeof s.schedule, "%s", r->schedule);
   snprintf(s.pattern, sizeof s.pattern, "%s", r->pattern);
+  if (!strncmp(r->schedule, "fpdt:", 5)) {  // attn's line for FPDT: "fpdt:CHUNK[+offload]", Ulysses inside each chunk
+    char chunk[32];
+    snprintf(chunk, sizeof chunk, "%.*s", (int)strcspn(r->schedule + 5, "+"), r->schedule + 5);
+    if (sr_parse_tokens(chunk, "fpdt chunk", &s.fpdt_chunk, &e)) {
+      snprintf(r->skipped, sizeof r->skipped, "schedule: %s", e.msg);
+      return;
+    }
+    s.fpdt_offload = strstr(r->schedule, "+offload") != NULL;
+    snprintf(s.schedule, sizeof s.schedule, "ulysses");
+  }
   layout_kind k;
   int64_t g = 0;
   if (layout_parse_kind(r->layout, &k, &g, &e)) {

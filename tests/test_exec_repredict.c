@@ -100,3 +100,51 @@ TEST(repredict_simulates_a_logged_training_step_as_train_predict_did) {
   free(log);
   free(out);
 }
+
+// attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and
+// the offload back and predicts what `predict --strategy fpdt` predicts for the same run.
+TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {
+  const char *dir = test_tmpdir();
+  char path[800], cmd[2400], *out = NULL, *pred = NULL;
+  snprintf(path, sizeof path, "%s/frun", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs", path);
+  CHECK_EQ_INT(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/cal.json", path);
+  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
+                  " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_bwd_full\": 0.2,"
+                  " \"attn_bwd_partial\": 0.1}}, \"intra_node\": {\"gbps\": 350, \"latency_us\": 80},"
+                  " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+  snprintf(cmd, sizeof cmd, "%s/logs/f.log", path);
+  write_file(cmd, "attn contiguous | fpdt:4K+offload | dense: 2 ranks, qwen2.5-0.5b, seq 16384, 1 layer(s): fwd 2.000 ms bwd "
+                  "5.000 ms per layer; sent 0 B\n");
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "logs/*.log\tcal.json\t\n");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/f.csv", test_bin_dir(), path, path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "error over 1 runs");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/cal.json --seq 16384 --strategy fpdt "
+           "--fpdt-chunk 4K --fpdt-offload 1", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &pred), 0);
+  double pf = 0, pb = 0, rf = 0, rb = 0;
+  char *csv = NULL;
+  sr_error e;
+  snprintf(cmd, sizeof cmd, "%s/f.csv", path);
+  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
+  const char *at = pred ? strstr(pred, ") fwd ") : NULL, *row = csv ? strstr(csv, "logs/f.log,") : NULL;
+  CHECK(at && sscanf(at, ") fwd %lf ms bwd %lf ms", &pf, &pb) == 2);
+  CHECK(row && sscanf(row, "logs/f.log,%*d,%*d,%*[^,],%*[^,],%*[^,],%*f,%*f,%lf,%lf", &rf, &rb) == 2);
+  free(csv);
+  CHECK_NEAR(rf, pf, 1e-3);
+  CHECK_NEAR(rb, pb, 1e-3);
+  // Not the plain Ulysses layer: its 4K chunks make more, smaller steps.
+  free(pred);
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/cal.json --seq 16384 --strategy ulysses",
+           test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &pred), 0);
+  double uf = 0, ub = 0;
+  at = pred ? strstr(pred, ") fwd ") : NULL;
+  CHECK(at && sscanf(at, ") fwd %lf ms bwd %lf ms", &uf, &ub) == 2);
+  CHECK(uf + ub != rf + rb);
+  free(out);
+  free(pred);
+}

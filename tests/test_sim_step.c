@@ -647,3 +647,23 @@ TEST(sim_representative_mode_reports_the_full_simulations_attention) {
   CHECK_REL(rep.attn_bwd_s, full.attn_bwd_s, 1e-9);
   CHECK_REL(rep.worker_imbalance, full.worker_imbalance, 1e-9);
 }
+
+// The GPU line says whether the GPUs hold the step, the host line whether the hosts do: Qwen2.5-3B at 1M on two
+// H200 under FPDT with activation offload needs 103 GiB a GPU (of 140) and 265 GiB of pinned host memory (of the
+// cluster file's 256), so the GPU line fits and the host line does not.
+TEST(sim_cli_memory_lines_give_the_gpu_and_the_host_their_own_verdicts) {
+  char cmd[1024], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           "%s/sparsering sim --strategy fpdt --model qwen2.5-3b --cluster h200-1x2 --seq 1M --trainer exec "
+           "--offload-activations",
+           test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  const char *gpu = out ? strstr(out, "memory per GPU (GiB)") : NULL, *host = out ? strstr(out, "host memory per node") : NULL;
+  CHECK(gpu && host);
+  if (gpu && host) {
+    const char *eol = strchr(gpu, '\n');
+    CHECK(eol && !strncmp(eol - 4, "fits", 4));
+    CHECK_STR_CONTAINS(host, "OUT OF HOST MEMORY");
+  }
+  free(out);
+}
