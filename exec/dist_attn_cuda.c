@@ -53,7 +53,18 @@ static void *transpose_run(void *arg) {
   return NULL;
 }
 
-int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e) {
+// The transposes' bar chunks built on the host and uploaded without a scratch (the workspace's), or with one.
+static int transpose_upload(struct dist_attn *a, const tile_index_t *tt, int own_scratch, sa_gpu_index_t *out,
+                            sr_error *e) {
+  if (own_scratch) return sa_gpu_index_t_upload(tt, a->nh, a->nkv, out, e);
+  sa_bar_chunks bc;
+  if (sa_bar_chunks_build(tt, a->nh, a->nkv, &bc, e)) return e->code;
+  int rc = sa_gpu_index_t_upload_chunks(tt, &bc, out, e);
+  sa_bar_chunks_free(&bc);
+  return rc;
+}
+
+int dist_cuda_transposes_upload(struct dist_attn *a, int own_scratch, sr_error *e) {
   cuda_state *s = a->cuda;
   transpose_job jobs[TRANSPOSE_THREADS];
   pthread_t th[TRANSPOSE_THREADS];
@@ -69,7 +80,7 @@ int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e) {
     for (int i = 0; i < n; i++) {
       if (started[i]) pthread_join(th[i], NULL);
       if (rc == SR_OK && jobs[i].rc) *e = jobs[i].e, rc = jobs[i].rc;
-      if (rc == SR_OK) rc = sa_gpu_index_t_upload(&jobs[i].tt, a->nh, a->nkv, &s->ixt[g0 + i], e);
+      if (rc == SR_OK) rc = transpose_upload(a, &jobs[i].tt, own_scratch, &s->ixt[g0 + i], e);
       if (!jobs[i].rc) tiles_transpose_free(&jobs[i].tt);
     }
   }
@@ -99,9 +110,10 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   for (int g = 0; a->nh > 0 && s->tt_host && g < R; g++)
     if (sa_gpu_index_t_upload_chunks(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e)) return e->code;
   int searched = pattern_spec_estimation(a->p->spec.pattern) == PATTERN_SEARCHED;  // adaspa-online: its own
-  if (a->nh > 0 && !online_vs_wanted(a) && !gated && !searched && !s->tt_host && dist_cuda_transposes_upload(a, e))
+  if (a->nh > 0 && !online_vs_wanted(a) && !gated && !searched && !s->tt_host && dist_cuda_transposes_upload(a, 0, e))
     return e->code;
   if (dist_cuda_positions_upload(a, e)) return e->code;
+  s->plan_bytes = dist_cuda_copies_bytes(a);
   // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
   ws_shape *sh = &s->shape;
   for (int st = 0; st < a->rp->n_steps; st++) {
@@ -110,13 +122,12 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
       n += g != a->group && a->rp->flush[(int64_t)st * R + g] && a->rp->src[(int64_t)st * R + g] == a->group;
     if (n > sh->max_flush) sh->max_flush = n;
   }
-  sh->n_q = a->n_q, sh->n_kmax = a->n_kmax, sh->n_local = a->n_local;
+  sh->n_q = a->n_q, sh->n_kmax = a->n_kmax, sh->n_local = a->n_local, sh->bar_scratch = s->bytes.bar_scratch;
   sh->nh = a->nh, sh->nkv = a->nkv, sh->H = a->H, sh->d = a->d, sh->U = a->U, sh->early = a->rp->n_early > 0;
   for (int j = 0; a->U > 1 && j < a->U; j++)  // KV heads over the group's members (replicated heads per member)
     sh->ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
   if (ws_attach(sh, e)) return e->code;
   s->ws_joined = 1;
-  s->plan_bytes = dist_cuda_copies_bytes(a);
   // The second channel is opened collectively, by every rank when the ring plan has early transfers. The
   // ring plan is the same on every rank (plan/ring_plan.h), so no rank needs to ask the others; asking (an
   // MPI collective here) crashed the trainer, which sets plans up from several threads at once.
@@ -408,8 +419,14 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
       CUDA_TRY(cudaMemsetAsync(P, 0, sizeof(float) * (size_t)elems, CS(a)));
       sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
+      // the plan's own transposes write their bars' partial dK/dV into the workspace (index_gpu.cu: _upload_chunks)
+      sa_gpu_index_t tsrc = ixt[src];
+      if (!tsrc.bc.scratch && tsrc.scratch_bytes > st->shape.bar_scratch)
+        return sr_internal_error(e, 0, "rank %d: the bars' scratch of source %d (%lld B) exceeds the workspace's (%lld B)",
+                                 a->c->rank, src, (long long)tsrc.scratch_bytes, (long long)st->shape.bar_scratch);
+      if (!tsrc.bc.scratch) tsrc.bc.scratch = st->bar_scratch;
       int ti = cuda_timer_open(a, tm, s, PHASE_ATTN_BWD, STREAM_COMPUTE);
-      if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &ixt[src], src, masks, dq,
+      if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &tsrc, src, masks, dq,
                               P, P + rows_of(a, src) * row, CS(a), e))
         return e->code;
       cuda_timer_close(a, tm, ti);
@@ -521,6 +538,7 @@ static void scratch_take(cuda_state *s) {
   s->o_run = b[WS_O_RUN], s->d_row = b[WS_D_ROW];
   s->qg = b[WS_QG], s->og = b[WS_OG], s->dog = b[WS_DOG];
   s->lseg = b[WS_LSEG], s->dqg = b[WS_DQG], s->dkvg = b[WS_DKVG], s->stage = b[WS_STAGE];
+  s->bar_scratch = b[WS_BAR_SCRATCH];
 }
 
 

@@ -23,12 +23,26 @@ int dist_cuda_positions_upload(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
-// Device bytes the plan's own copies hold (indices, transposes, masks, positions).
-int64_t dist_cuda_copies_bytes(const struct dist_attn *a) {
+// What the plan's own copies hold: the index, forward form, masks and positions by the host-built plan's
+// footprints (kernels/index_bytes.c, which the uploads' sizes follow), the transposes as uploaded (their host
+// form is freed after the upload).
+int64_t dist_cuda_copies_bytes(struct dist_attn *a) {
+  cuda_state *s = a->cuda;
+  dist_plan_bytes *b = &s->bytes;
+  dist_plan_bytes_fixed(a, b);
+  for (int g = 0; a->nh > 0 && g < a->R; g++) {
+    const sa_gpu_index_t *t = &s->ixt[g];
+    b->transposed += t->index_bytes, b->bar_chunks += t->chunks_bytes;
+    b->bar_scratch = sr_max64(b->bar_scratch, t->scratch_bytes);
+  }
+  return dist_plan_bytes_total(b);
+}
+
+int dist_attn_cuda_plan_bytes(const struct dist_attn *a, dist_plan_bytes *out) {
   const cuda_state *s = a->cuda;
-  int64_t b = ws_plan_fixed_bytes(a->glay->rank_count, a->R, a->masks, a->H) + s->ix.dev_bytes + s->ix_fwd.dev_bytes;
-  for (int g = 0; a->nh > 0 && g < a->R; g++) b += s->ixt[g].dev_bytes;
-  return b;
+  if (!s) return 0;
+  *out = s->bytes;
+  return 1;
 }
 
 // Free the plan's own device copies (the shared workspace is not the plan's: it stays joined).
@@ -116,6 +130,7 @@ int64_t dist_attn_cuda_host_bytes(const struct dist_attn *a) {
 
 #else  // no CUDA in this build: no device copies
 
+int dist_attn_cuda_plan_bytes(const struct dist_attn *a, dist_plan_bytes *out) { return 0; }
 int dist_attn_cuda_device_release(struct dist_attn *a, sr_error *e) { return SR_OK; }
 int dist_attn_cuda_device_restore(struct dist_attn *a, sr_error *e) { return SR_OK; }
 int64_t dist_attn_cuda_host_bytes(const struct dist_attn *a) { return 0; }

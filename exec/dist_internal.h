@@ -174,6 +174,15 @@ int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_erro
 int dist_gpu_build(struct dist_attn *a, sr_error *e);
 int dist_gpu_build_supported(const struct dist_attn *a);
 
+// The plan's device bytes (dist_plan_bytes.c): the items known from the host-built plan (index, forward form,
+// masks, positions; the rest zero), one source's transposed index and bar chunks added, and whether set-up
+// uploads transposes of the host index at all (not FPDT, not patterns made at run time).
+void dist_plan_bytes_fixed(const struct dist_attn *a, dist_plan_bytes *out);
+void dist_plan_bytes_add_transposed(const tile_index_t *t, const sa_bar_chunks *c, dist_plan_bytes *out);
+int dist_plan_has_transposes(const struct dist_attn *a);
+// The CUDA state's record of its copies into out (1), or 0 when it has none (CPU backend, no state yet).
+int dist_attn_cuda_plan_bytes(const struct dist_attn *a, dist_plan_bytes *out);
+
 // CUDA backend (dist_attn_cuda.c): device buffers and index copies; forward and backward. Builds
 // without CUDA get versions that report the backend as unavailable.
 int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/sparse_attn.h"
 #include "plan/pattern_spec.h"
 #include "sim/cost.h"
 #include "sim/ring.h"
@@ -20,6 +21,7 @@ typedef struct {
   double pairs, exec_pairs;
   float *fwd, *bwd;   // [n_steps * W] attention seconds of rank r at ring step s (index s * W + r)
   float *entries;     // [W] tile + bar entries of rank r (its index build)
+  float *bars;        // [W] of which bar entries
   int sparse;         // some head is not dense: an index is built
   int routes;         // the layer's routes (index into ring_state.routes)
   // Representative mode: the layer's simulated duration and per-rank busy time, once known.
@@ -37,6 +39,7 @@ static void layer_work_free(layer_work *w) {
   free(w->fwd);
   free(w->bwd);
   free(w->entries);
+  free(w->bars);
   free(w->busy_fwd);
   free(w->busy_bwd);
 }
@@ -63,9 +66,10 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
   w->fwd = malloc((size_t)s->n_steps * W * sizeof *w->fwd);
   w->bwd = malloc((size_t)s->n_steps * W * sizeof *w->bwd);
   w->entries = calloc((size_t)W, sizeof *w->entries);
+  w->bars = calloc((size_t)W, sizeof *w->bars);
   w->busy_fwd = calloc((size_t)W, sizeof *w->busy_fwd);
   w->busy_bwd = calloc((size_t)W, sizeof *w->busy_bwd);
-  if (!w->fwd || !w->bwd || !w->entries || !w->busy_fwd || !w->busy_bwd) {
+  if (!w->fwd || !w->bwd || !w->entries || !w->bars || !w->busy_fwd || !w->busy_bwd) {
     free(fwd);
     return sr_internal_error(e, 0, "sim: out of memory for layer work");
   }
@@ -92,6 +96,7 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
     for (int src = 0; src < W; src++) {
       const work_count *c = &agg[(int64_t)r * W + src];
       w->entries[r] += (float)(c->full + c->partial + c->bars);
+      w->bars[r] += (float)c->bars;
       w->pairs += c->pairs;
       w->exec_pairs += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
     }
@@ -100,6 +105,7 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
   hsh = fnv(hsh, w->fwd, (size_t)s->n_steps * W * sizeof *w->fwd);
   hsh = fnv(hsh, w->bwd, (size_t)s->n_steps * W * sizeof *w->bwd);
   hsh = fnv(hsh, w->entries, (size_t)W * sizeof *w->entries);
+  hsh = fnv(hsh, w->bars, (size_t)W * sizeof *w->bars);
   w->hash = fnv(hsh, &w->sparse, sizeof w->sparse);
   return SR_OK;
 }
@@ -401,13 +407,19 @@ int step_ring(sim_ctx *x, sr_error *e) {
     }
   }
   rc = ctx_optimizer(x, e);
-  // The largest rank's tile index (4-byte KV tile index + 1-byte kind a tile entry, 4 bytes a bar, and
-  // two cumulative-count arrays of heads x query tiles x (W + 1) 8-byte offsets).
+  // The largest rank's execution form on the device, by the executor's arithmetic (kernels/index_bytes.c): the
+  // tile index and the transposes of every source (each entry once more; the distinct bar keys, which only a
+  // build knows, at their bound: every bar its own key, or every key of every head one).
   for (int k = 0; k < n_distinct; k++)
     for (int r = 0; r < W; r++) {
       if (!distinct[k].sparse) continue;
-      double qt = (double)((p->layout.rank_count[r] + TILE - 1) / TILE);
-      double b = distinct[k].entries[r] * 5.0 + 2.0 * x->m->num_heads * qt * (W + 1) * 8.0;
+      int32_t H = (int32_t)x->m->num_heads;
+      int64_t qt = (p->layout.rank_count[r] + TILE - 1) / TILE, kvt = 0;
+      for (int g = 0; g < W; g++) kvt += (p->layout.rank_count[g] + TILE - 1) / TILE;
+      int64_t bars = (int64_t)distinct[k].bars[r], tiles = (int64_t)distinct[k].entries[r] - bars;
+      int64_t keys = sr_min64(bars, (int64_t)H * p->layout.n_tokens);
+      double b = (double)sa_index_count_bytes(H, qt, W, tiles, bars, -1) +
+                 (double)sa_index_t_count_bytes(H, kvt, tiles, keys, bars);
       if (b > x->max_index_bytes) x->max_index_bytes = b;
     }
 done_ring:
