@@ -35,7 +35,8 @@ static void add_figures(cJSON *o, const api_figure *f, size_t n) {
 
 // The quantities of one sequence of seq tokens, and of the executor trainer's memory on world GPUs.
 static cJSON *model_seq_json(const model_config *m, int64_t seq, int world) {
-  const double local = (double)((seq + world - 1) / world), state = model_exec_state_bytes(m, world);
+  const int64_t n = (seq + world - 1) / world;  // the trainer's default --mlp-chunk (auto) for these local tokens
+  const double local = (double)n, state = model_exec_state_bytes(m, world);
   const api_figure f[] = {
       {"seq", (double)seq},
       {"world", world},
@@ -45,9 +46,9 @@ static cJSON *model_seq_json(const model_config *m, int64_t seq, int world) {
       {"activation_bytes", model_act_bytes_per_token_layer(m, 0) * (double)seq * (double)m->num_layers},
       {"exec_local_tokens", local},
       {"exec_state_bytes_per_gpu", state},
-      {"exec_bytes_per_token_recompute", model_exec_bytes_per_token(m, 1)},
-      {"exec_bytes_per_gpu_recompute", state + model_exec_bytes_per_token(m, 1) * local},
-      {"exec_bytes_per_gpu_selective", state + model_exec_bytes_per_token(m, 2) * local},
+      {"exec_bytes_per_token_recompute", model_exec_bytes_per_token(m, 1, n, MODEL_EXEC_MLP_AUTO)},
+      {"exec_bytes_per_gpu_recompute", state + model_exec_bytes_per_token(m, 1, n, MODEL_EXEC_MLP_AUTO) * local},
+      {"exec_bytes_per_gpu_selective", state + model_exec_bytes_per_token(m, 2, n, MODEL_EXEC_MLP_AUTO) * local},
   };
   cJSON *o = cJSON_CreateObject();
   add_figures(o, f, sizeof f / sizeof f[0]);

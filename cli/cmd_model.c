@@ -77,22 +77,24 @@ static int cmd_model(int argc, char **argv) {
   print_count("activations per token per layer", model_act_bytes_per_token_layer(&m, 0), "B");
   print_count("  with full recomputation", model_act_bytes_per_token_layer(&m, 1), "B");
   if (seq > 0) {
-    char buf[32];
+    char buf[32], buf2[32];
     printf("at %s tokens (one sequence, causal)\n", sr_format_tokens(seq, buf, sizeof buf));
     print_count("attention FLOPs per layer (fwd)", model_attn_flops(&m, model_causal_pairs(seq)), "FLOP");
     print_count("GEMM FLOPs per layer (fwd)", model_layer_gemm_flops_per_token(&m) * (double)seq, "FLOP");
     print_count("K+V bytes per layer", model_kv_bytes(&m, seq, 2), "B");
     print_count("activations, all layers", model_act_bytes_per_token_layer(&m, 0) * (double)seq * (double)m.num_layers, "B");
-    int64_t local = (seq + world - 1) / world;
-    printf("sparsering-exec train --backend cuda on %lld GPU(s), %s local tokens each (bf16 GEMMs, train/model_cuda.cu)\n",
-           (long long)world, sr_format_tokens(local, buf, sizeof buf));
-    print_count("model state per GPU (ZeRO-1)", model_exec_state_bytes(&m, (int)world), "B");
-    print_count("buffers per local token, recompute", model_exec_bytes_per_token(&m, 1), "B");
+    int64_t local = (seq + world - 1) / world, rows = model_exec_mlp_rows(local, MODEL_EXEC_MLP_AUTO);
+    double state = model_exec_state_bytes(&m, (int)world);
+    printf("sparsering-exec train --backend cuda on %lld GPU(s), %s local tokens each (bf16 GEMMs, train/model_cuda.cu; "
+           "the MLP in chunks of %s tokens, --mlp-chunk auto)\n", (long long)world, sr_format_tokens(local, buf, sizeof buf),
+           sr_format_tokens(rows, buf2, sizeof buf2));
+    print_count("model state per GPU (ZeRO-1)", state, "B");
+    print_count("buffers per local token, recompute", model_exec_bytes_per_token(&m, 1, local, MODEL_EXEC_MLP_AUTO), "B");
     print_count("per GPU, state + buffers, recompute",
-                model_exec_state_bytes(&m, (int)world) + model_exec_bytes_per_token(&m, 1) * (double)local, "B");
+                state + model_exec_bytes_per_token(&m, 1, local, MODEL_EXEC_MLP_AUTO) * (double)local, "B");
     // selective recomputation: every layer's attention output and LSE kept besides
-    print_count("per GPU, selective recompute", model_exec_state_bytes(&m, (int)world) +
-                model_exec_bytes_per_token(&m, 2) * (double)local, "B");
+    print_count("per GPU, selective recompute",
+                state + model_exec_bytes_per_token(&m, 2, local, MODEL_EXEC_MLP_AUTO) * (double)local, "B");
   }
   return 0;
 }

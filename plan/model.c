@@ -294,20 +294,33 @@ double model_exec_state_bytes(const model_config *m, int world) {
   return P * (4 + 4 + 2) + 2 * 4 * P / (world > 0 ? world : 1);
 }
 
-double model_exec_bytes_per_token(const model_config *m, int recompute) {
+int64_t model_exec_mlp_rows(int64_t n_local, int64_t mlp_chunk) {
+  int64_t n = n_local > 0 ? n_local : 1;
+  if (mlp_chunk == MODEL_EXEC_MLP_AUTO) mlp_chunk = n <= MODEL_EXEC_MLP_WHOLE_MAX ? 0 : MODEL_EXEC_MLP_AUTO_CHUNK;
+  return mlp_chunk > 0 && mlp_chunk < n ? mlp_chunk : n;
+}
+
+double model_exec_mlp_bytes_per_row(const model_config *m, int recompute) {
+  double I = (double)m->intermediate_size;
+  return recompute ? 2 * 2 * I + 2 * I + 2 * I : 2 * I;  // gate|up, h, dh (bf16); without recomputation dh only
+}
+
+double model_exec_bytes_per_token(const model_config *m, int recompute, int64_t n_local, int64_t mlp_chunk) {
   double C = (double)m->hidden_size, QD = (double)(m->num_heads * m->head_dim),
          KD = (double)(m->num_kv_heads * m->head_dim), I = (double)m->intermediate_size, H = (double)m->num_heads,
          L = (double)m->num_layers, half = (double)(m->head_dim / 2), W = QD + 2 * KD;
   double inputs = (L + 1) * C * 4;  // x[0..L], fp32
-  // one layer's set: ln1, ln2 (bf16), rstd1, rstd2, q, k, v, o (bf16), lse, x2 (fp32), gate|up, h (bf16)
-  double layer = 2 * C + 2 * C + 8 + 2 * W + 2 * QD + 4 * H + 4 * C + 4 * I + 2 * I;
+  // one layer's set: ln1, ln2 (bf16), rstd1, rstd2, q, k, v, o (bf16), lse, x2 (fp32); without recomputation also
+  // its gate|up and h (bf16), which the backward reads (with recomputation they are remade a chunk at a time)
+  double layer = 2 * C + 2 * C + 8 + 2 * W + 2 * QD + 4 * H + 4 * C + (recompute ? 0 : 4 * I + 2 * I);
   // selective recomputation: every other layer's o (bf16) and lse too
   double kept = recompute == 2 ? (L - 1) * (2 * QD + 4 * H) : 0;
-  // q|k|v GEMM output (fp32; the norms' weight rows in the backward), lnf (bf16), rstdf, dx, dln (fp32), dh (bf16),
+  // q|k|v GEMM output (fp32; the norms' weight rows in the backward), lnf (bf16), rstdf, dx, dln (fp32),
   // dq, dk, dv (fp32), dq|dk|dv, dob, dxb (bf16)
-  double scratch = 4 * (W > C ? W : C) + 2 * C + 4 + 4 * C + 4 * C + 2 * I + 4 * QD + 8 * KD + 2 * W + 2 * QD + 2 * C;
+  double scratch = 4 * (W > C ? W : C) + 2 * C + 4 + 4 * C + 4 * C + 4 * QD + 8 * KD + 2 * W + 2 * QD + 2 * C;
   double misc = 2 * half * 4 + 8 + 4 * 3 + 4;  // cos, sin; pos (int64); tok, tgt, argmax; losses
-  return inputs + layer * (recompute ? 1 : L) + kept + scratch + misc;
+  double share = n_local > 0 ? (double)model_exec_mlp_rows(n_local, mlp_chunk) / (double)n_local : 1;
+  return inputs + layer * (recompute ? 1 : L) + kept + scratch + misc + model_exec_mlp_bytes_per_row(m, recompute) * share;
 }
 
 double model_exec_offload_saved_per_token(const model_config *m) {

@@ -84,10 +84,26 @@ double model_act_bytes_per_token_layer(const model_config *m, int recompute);
 // under selective recomputation, 2), the backward's gradient buffers, RoPE tables and token bookkeeping.
 // Attention plans, the attention workspace and the chunked cross-entropy's logits are not in these.
 double model_exec_state_bytes(const model_config *m, int world);
-double model_exec_bytes_per_token(const model_config *m, int recompute);
+// Bytes a local token, averaged over the n_local tokens of the rank: the MLP's own buffers (gate|up, h and the
+// backward's dh; dh alone without recomputation, whose gate|up and h are every layer's kept activations) exist for
+// one chunk of model_exec_mlp_rows(n_local, mlp_chunk) rows, so they count rows / n_local of their per-token bytes.
+double model_exec_bytes_per_token(const model_config *m, int recompute, int64_t n_local, int64_t mlp_chunk);
+// Those MLP buffers' bytes per row of a chunk (recompute 1 or 2: gate|up, h, dh in bf16, 8 I; recompute 0: dh, 2 I).
+double model_exec_mlp_bytes_per_row(const model_config *m, int recompute);
+// `train --mlp-chunk`: the MLP (post-attention norm output -> gate|up -> SwiGLU -> down, and its backward) runs over
+// the rank's tokens in chunks of rows (FPDT's chunked FFN, Yao et al. 2024), so its buffers hold one chunk. The
+// flag's values: N > 0 tokens a chunk, 0 the whole local sequence, MODEL_EXEC_MLP_AUTO (the default) the whole
+// local sequence up to MODEL_EXEC_MLP_WHOLE_MAX tokens (results as before chunking existed) and chunks of
+// MODEL_EXEC_MLP_AUTO_CHUNK tokens past it. The trainer and the simulator both take their rows from
+// model_exec_mlp_rows.
+#define MODEL_EXEC_MLP_AUTO (-1)
+#define MODEL_EXEC_MLP_WHOLE_MAX 65536
+#define MODEL_EXEC_MLP_AUTO_CHUNK 32768
+// Rows of one MLP chunk for n_local tokens under an --mlp-chunk value (at least 1, at most max(n_local, 1)).
+int64_t model_exec_mlp_rows(int64_t n_local, int64_t mlp_chunk);
 // `train --offload-activations`: the layer inputs x[0..L-1] (fp32, the per-layer checkpoints) share
-// MODEL_EXEC_OFFLOAD_SLOTS device buffers (in the backward: the layer's input, the recomputed output, the next
-// input coming back; train/model_cuda.cu), and the inputs that leave their slot (all but the last `slots`) wait in
+// MODEL_EXEC_OFFLOAD_SLOTS device buffers (in the backward: the layer's input, the next input coming back, and the
+// recomputed output when the recomputation still wrote it; train/model_cuda.cu), and the inputs that leave their slot (all but the last `slots`) wait in
 // pinned host memory between forward and backward; x[L] keeps its own buffer. Per local token: the device bytes this
 // saves from model_exec_bytes_per_token, and the pinned host bytes it takes.
 #define MODEL_EXEC_OFFLOAD_SLOTS 3

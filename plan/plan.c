@@ -25,6 +25,7 @@ void plan_spec_defaults(plan_spec *s) {
   s->zero = 1;
   s->kv_bytes = 2;  // bf16
   s->search_every = 1;
+  s->mlp_chunk = MODEL_EXEC_MLP_AUTO;
   snprintf(s->trainer, sizeof s->trainer, "mixed");
 }
 

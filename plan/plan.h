@@ -34,6 +34,8 @@ typedef struct {
                           // gradients, 3 also the weights (gathered a layer at a time)
   int offload_activations;  // the per-layer checkpoints live in pinned host memory between forward and backward
   int offload_optimizer;  // the optimizer state and its update live in host memory (ZeRO-Offload)
+  int64_t mlp_chunk;      // sparsering-exec train's MLP in chunks of this many local tokens (0: the whole local
+                          // sequence; MODEL_EXEC_MLP_AUTO, the default: plan/model.h's rule)
   int kv_bytes;           // bytes per element of KV on the wire (2 = bf16)
   int skip_empty_sends;   // do not send KV shards no query of the receiver touches in that step
   int fwd_runs;           // the attention forward runs the forward form of tiles_runs_build (scattered slashes

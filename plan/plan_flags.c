@@ -40,6 +40,7 @@ const cli_flag plan_step_flags[] = {
     {"offload-activations", NULL, NULL, "keep the per-layer checkpoints in pinned host memory between forward and backward"},
     {"offload-optimizer", NULL, NULL, "keep the optimizer state and its update in host memory (ZeRO-Offload)"},
     {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
+    PLAN_MLP_CHUNK_FLAG,
     {"attention-only", NULL, NULL, "the step holds only each layer's attention, forward and backward (kernel and ring studies)"},
     {NULL, NULL, NULL, NULL},
 };
@@ -58,6 +59,16 @@ int plan_step_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   if (tr && (strcmp(tr, "mixed") != 0 && strcmp(tr, "exec") != 0))
     return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
   if (tr) snprintf(s->trainer, sizeof s->trainer, "%s", tr);
+  const char *mc = cli_get(a, "mlp-chunk", NULL);
+  return mc ? plan_mlp_chunk_parse(mc, "--mlp-chunk", &s->mlp_chunk, e) : SR_OK;
+}
+
+int plan_mlp_chunk_parse(const char *v, const char *flag, int64_t *out, sr_error *e) {
+  if (strcmp(v, "auto") == 0) *out = MODEL_EXEC_MLP_AUTO;
+  else if (strcmp(v, "0") == 0) *out = 0;
+  else if (sr_parse_tokens(v, flag, out, e))
+    return sr_input_error(e, NULL, flag, "'%s' is not auto, 0 (the whole local sequence) or a token count such as 32K",
+                          v);
   return SR_OK;
 }
 

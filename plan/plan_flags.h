@@ -12,11 +12,19 @@
 extern const cli_flag plan_spec_flags[];
 
 // What a training step does beyond the plan's attention, for the simulator's commands (sim, whatif):
-// --recompute 0|1, --zero 0..3, --offload-activations, --offload-optimizer, --trainer mixed|exec,
+// --recompute 0|1, --zero 0..3, --offload-activations, --offload-optimizer, --trainer mixed|exec, --mlp-chunk,
 // --attention-only.
 extern const cli_flag plan_step_flags[];
 // Read those flags into s (absent flags keep s's values).
 int plan_step_from_flags(const cli_args *a, plan_spec *s, sr_error *e);
+// --mlp-chunk's row, one text for `train` and for the simulator's commands (plan_step_flags).
+#define PLAN_MLP_CHUNK_FLAG                                                                                          \
+  {"mlp-chunk", "N|auto", "auto",                                                                                  \
+   "sparsering-exec train's MLP over the rank's tokens in chunks of N (0: the whole local sequence; auto: whole up " \
+   "to 64K local tokens, else 32K-token chunks); its gate|up, h and dh buffers hold one chunk"}
+// An --mlp-chunk value: "auto" (MODEL_EXEC_MLP_AUTO), 0 (the whole local sequence) or a token count (512, 32K);
+// errors name `flag`.
+int plan_mlp_chunk_parse(const char *v, const char *flag, int64_t *out, sr_error *e);
 
 // Fill a plan spec from the plan flags. A strategy sets layout, schedule and pattern, and explicit flags
 // override it; without one --layout and --schedule are required. The spec is canonical: "striped" plus

@@ -38,6 +38,7 @@ static cJSON *spec_to_json(const plan_spec *s) {
   cJSON_AddBoolToObject(o, "deterministic", s->deterministic);
   if (s->attention_only) cJSON_AddBoolToObject(o, "attention_only", 1);  // absent (false) in every other plan
   if (s->first_step_plans) cJSON_AddNumberToObject(o, "first_step_plans", s->first_step_plans);  // absent: 0
+  if (s->mlp_chunk != MODEL_EXEC_MLP_AUTO) cJSON_AddNumberToObject(o, "mlp_chunk", (double)s->mlp_chunk);  // absent: auto
   cJSON_AddNumberToObject(o, "fpdt_chunk", (double)s->fpdt_chunk);
   cJSON_AddBoolToObject(o, "fpdt_offload", s->fpdt_offload);
   cJSON_AddNumberToObject(o, "seed", (double)s->seed);
@@ -196,7 +197,7 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
                                       "ulysses", "pattern", "strategy", "recompute", "zero", "kv_bytes",
                                       "skip_empty_sends", "fpdt_chunk", "fpdt_offload", "seed", "predicted_step_s",
                                       "trainer", "fwd_runs", "deterministic", "offload_activations", "offload_optimizer",
-                                      "attention_only", "first_step_plans", "search_every", NULL};
+                                      "attention_only", "first_step_plans", "search_every", "mlp_chunk", NULL};
   int rc;
   int64_t v;
   double d;
@@ -236,6 +237,8 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   int64_t fsp = 0;
   if ((rc = json_get_int(o, "first_step_plans", 0, 0, 1 << 20, &fsp, file, "spec", e))) return rc;
   s->first_step_plans = (int)fsp;
+  // optional: absent, the trainer's rule (MODEL_EXEC_MLP_AUTO)
+  if ((rc = json_get_int(o, "mlp_chunk", 0, 0, (int64_t)1e12, &s->mlp_chunk, file, "spec", e))) return rc;
   return SR_OK;
 }
 

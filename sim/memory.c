@@ -55,6 +55,7 @@ void sim_mem_inputs(const plan *p, mem_inputs *mi) {
   mi->kv_bytes_per_elem = p->spec.kv_bytes > 0 ? p->spec.kv_bytes : 2;
   mi->grad_bytes_per_elem = p->schedule.grad_bytes_per_elem > 0 ? p->schedule.grad_bytes_per_elem : 4;
   mi->exec_trainer = strcmp(p->spec.trainer, "exec") == 0;
+  mi->mlp_chunk = p->spec.mlp_chunk;
   mi->attention_only = p->spec.attention_only;
 }
 
@@ -112,8 +113,8 @@ static void activations(const model_config *m, const mem_inputs *in, int ranks_p
 
 // sparsering-exec train's own allocations (train/model_cuda.cu, counted by plan/model.h): fp32 weights and a
 // bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; its buffers a token (recompute 2:
-// selective recomputation, every layer's attention output and LSE kept), the layer inputs on the host with
-// --offload-activations; FPDT's executor offloads its gathered KV chunks only.
+// selective recomputation, every layer's attention output and LSE kept; the MLP's buffers for one --mlp-chunk), the
+// layer inputs on the host with --offload-activations; FPDT's executor offloads its gathered KV chunks only.
 static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_per_node, sim_memory *out) {
   double P = (double)model_param_count(m), n = (double)in->tokens_per_rank;
   int W = in->world > 0 ? in->world : 1;
@@ -121,7 +122,7 @@ static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_
   out->grads = P * 4;
   out->optim = P * 8 / W;
   out->host_optim = 0;
-  out->activations = n * model_exec_bytes_per_token(m, in->recompute);
+  out->activations = n * model_exec_bytes_per_token(m, in->recompute, in->tokens_per_rank, in->mlp_chunk);
   out->host_activations = 0;
   if (in->offload_activations) {
     out->activations -= n * model_exec_offload_saved_per_token(m);

@@ -40,6 +40,7 @@ typedef struct {
   int grad_bytes_per_elem;   // dK/dV on the wire (4: fp32)
   int kv_bytes_per_elem;     // K/V on the wire (2: bf16)
   int exec_trainer;          // count sparsering-exec train's state and buffers (plan_spec.trainer "exec")
+  int64_t mlp_chunk;         // exec_trainer: its --mlp-chunk (0: the whole local sequence; MODEL_EXEC_MLP_AUTO)
   int attention_only;        // only the attention of a layer at a time (plan_spec.attention_only): no model
                              // state; q, k, v, o, dO, dQ of every layer's input; no logits
 } mem_inputs;

@@ -146,17 +146,48 @@ TEST(model_exec_trainer_bytes_list_the_cuda_trainers_buffers) {
   //   scratch: q|k|v fp32 4 x 16 = 64, lnf bf16 16, rstdf 4, dx and dln fp32 32 + 32, dh bf16 32, dq fp32 32,
   //     dk + dv fp32 32, dq|dk|dv bf16 32, dob bf16 16, dxb bf16 16: 308
   //   cos and sin 2 floats each 16, pos 8, tok/tgt/argmax 12, loss 4: 40
+  // (the MLP in one chunk of the whole 1000 tokens: --mlp-chunk 0)
   model_config m;
   sr_error e = {0};
   CHECK_EQ_INT(model_from_json_text(small_llama, "small.json", &m, &e), SR_OK);
-  CHECK_NEAR(model_exec_bytes_per_token(&m, 1), 128 + 224 + 308 + 40, 0);
-  CHECK_NEAR(model_exec_bytes_per_token(&m, 0), 128 + 3 * 224 + 308 + 40, 0);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 1, 1000, 0), 128 + 224 + 308 + 40, 0);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 0, 1000, 0), 128 + 3 * 224 + 308 + 40, 0);
   // selective recomputation: the 2 other layers' o (16) and lse (8) too
-  CHECK_NEAR(model_exec_bytes_per_token(&m, 2), 128 + 224 + 2 * (16 + 8) + 308 + 40, 0);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 2, 1000, 0), 128 + 224 + 2 * (16 + 8) + 308 + 40, 0);
   // fp32 weights and grads, a bf16 copy, and the fp32 moments m and v split over the ZeRO-1 ranks
   double P = (double)model_param_count(&m);
   CHECK_NEAR(model_exec_state_bytes(&m, 1), 18 * P, 0);
   CHECK_NEAR(model_exec_state_bytes(&m, 2), 14 * P, 0);
+}
+
+TEST(model_exec_mlp_chunk_counts_the_mlp_buffers_of_one_chunk_only) {
+  // small_llama (MLP 16, bf16): the MLP's own buffers a token are gate|up 2 x 16 x 2 = 64, h 32 and dh 32 = 128 with
+  // recomputation; without it gate|up and h are every layer's kept activations and only dh (32) is the chunk's.
+  // 3000 local tokens in chunks of 1000 hold those buffers for 1000 rows: each token saves 1 - 1000/3000 of them.
+  model_config m;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_from_json_text(small_llama, "small.json", &m, &e), SR_OK);
+  const double mlp = 64 + 32 + 32, dh = 32, share = 1.0 - 1000.0 / 3000.0;
+  for (int rc = 1; rc <= 2; rc++)
+    CHECK_NEAR(model_exec_bytes_per_token(&m, rc, 3000, 0) - model_exec_bytes_per_token(&m, rc, 3000, 1000),
+               mlp * share, 1e-9);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 0, 3000, 0) - model_exec_bytes_per_token(&m, 0, 3000, 1000), dh * share,
+             1e-9);
+  CHECK_NEAR(model_exec_mlp_bytes_per_row(&m, 1), mlp, 0);
+  // a chunk as long as the sequence or longer is the whole sequence
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 1, 3000, 3000), model_exec_bytes_per_token(&m, 1, 3000, 0), 0);
+  CHECK_NEAR(model_exec_bytes_per_token(&m, 1, 3000, 5000), model_exec_bytes_per_token(&m, 1, 3000, 0), 0);
+}
+
+TEST(model_exec_mlp_rows_are_the_whole_sequence_up_to_64k_tokens_then_32k_chunks_by_default) {
+  CHECK_EQ_INT(model_exec_mlp_rows(1000, MODEL_EXEC_MLP_AUTO), 1000);
+  CHECK_EQ_INT(model_exec_mlp_rows(65536, MODEL_EXEC_MLP_AUTO), 65536);
+  CHECK_EQ_INT(model_exec_mlp_rows(65537, MODEL_EXEC_MLP_AUTO), 32768);
+  CHECK_EQ_INT(model_exec_mlp_rows(524288, MODEL_EXEC_MLP_AUTO), 32768);
+  CHECK_EQ_INT(model_exec_mlp_rows(524288, 0), 524288);  // 0: the whole local sequence
+  CHECK_EQ_INT(model_exec_mlp_rows(90, 32), 32);
+  CHECK_EQ_INT(model_exec_mlp_rows(90, 500), 90);  // never more rows than tokens
+  CHECK_EQ_INT(model_exec_mlp_rows(0, MODEL_EXEC_MLP_AUTO), 1);  // a rank without tokens: one row's buffers
 }
 
 // ---------------------------------------------------------------------------------------------

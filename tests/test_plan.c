@@ -129,6 +129,7 @@ TEST(plan_json_round_trips_byte_for_byte) {
     s.fwd_runs = k == 1;
     s.deterministic = k == 2;
     s.zero = k + 1, s.offload_activations = k == 0, s.offload_optimizer = k == 2;  // ZeRO stages 1..3
+    s.mlp_chunk = k == 0 ? MODEL_EXEC_MLP_AUTO : k == 1 ? 0 : 4096;  // auto (absent), whole, 4096 tokens
     plan p, q;
     CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
     char *path = tmp_path("rt.json"), *a = NULL, *b = NULL;
@@ -145,6 +146,8 @@ TEST(plan_json_round_trips_byte_for_byte) {
     CHECK_EQ_INT(q.spec.zero, k + 1);
     CHECK_EQ_INT(q.spec.offload_activations, k == 0);
     CHECK_EQ_INT(q.spec.offload_optimizer, k == 2);
+    CHECK_EQ_INT(q.spec.mlp_chunk, s.mlp_chunk);
+    CHECK_EQ_INT(disk && strstr(disk, "\"mlp_chunk\"") != NULL, k > 0);  // auto: the field is left out
     free(a), free(b), free(disk);
     plan_free(&p);
     plan_free(&q);

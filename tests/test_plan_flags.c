@@ -217,3 +217,21 @@ TEST(plan_flags_search_every_reaches_the_plan_file_and_back) {
   CHECK_EQ_INT(spec_of("--strategy adaspa --search-every 0", &s, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "--search-every");
 }
+
+TEST(plan_step_flags_read_the_mlp_chunk_as_auto_0_or_tokens) {
+  static const cli_usage step_usage = {NULL, NULL, {plan_step_flags, NULL}};
+  const struct {
+    const char *value;
+    int64_t chunk;
+  } cases[] = {{NULL, MODEL_EXEC_MLP_AUTO}, {"auto", MODEL_EXEC_MLP_AUTO}, {"0", 0}, {"32K", 32768}, {"1000", 1000}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *argv[3] = {"test", "--mlp-chunk", (char *)cases[i].value};
+    cli_args a;
+    sr_error e = {0};
+    plan_spec s;
+    plan_spec_defaults(&s);
+    CHECK_EQ_INT(cli_parse(cases[i].value ? 3 : 1, argv, &step_usage, &a, &e), SR_OK);
+    CHECK_EQ_INT(plan_step_from_flags(&a, &s, &e), SR_OK);
+    CHECK_EQ_INT(s.mlp_chunk, cases[i].chunk);
+  }
+}

@@ -1,5 +1,6 @@
 // test_sim_memory.c — the memory model's ZeRO stages and offloads against their closed forms (sim/memory.h), and
-// an 8B model on 40 GB GPUs: out of memory as a ZeRO-1 step, fitting with ZeRO-3 and offload, as DeepSpeed runs it.
+// an 8B model on 40 GB GPUs: out of memory as a ZeRO-1 step, fitting with ZeRO-3 and offload, as DeepSpeed runs it;
+// the Qwen2.5-3B shape at 512K tokens on one H200 under sparsering-exec train, fitting once its MLP runs in chunks.
 #include <string.h>
 
 #include "plan/plan.h"
@@ -129,4 +130,36 @@ TEST(sim_eight_b_model_on_40gb_gpus_fits_with_zero3_and_offload_not_with_zero1) 
   CHECK(z3.mem.fits);
   CHECK(z3.mem.total < 40.0 * 1073741824.0 && z3.mem.host_bytes > 0);
   CHECK_REL(z3.mem.optim, 0, 1e-12);
+}
+
+// The Qwen2.5-3B shape at 512K tokens on one H200 (models/clusters/h200-1x1-calibrated.json), sparsering-exec train's
+// memory (--trainer exec) with activation offload, the MLP by `mlp_chunk`.
+static sim_memory qwen3b_512k_one_h200(const char *strategy, int64_t mlp_chunk) {
+  plan_spec s;
+  plan_spec_defaults(&s);
+  sr_error e = {0};
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, strategy, &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "qwen2.5-3b");
+  snprintf(s.cluster, sizeof s.cluster, "h200-1x1-calibrated");
+  snprintf(s.trainer, sizeof s.trainer, "exec");
+  s.seq = 512 * 1024, s.offload_activations = 1, s.mlp_chunk = mlp_chunk;
+  plan p;
+  sim_result r;
+  memset(&r, 0, sizeof r);
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+  plan_free(&p);
+  return r.mem;
+}
+
+TEST(sim_exec_trainer_fits_512k_tokens_of_qwen3b_on_one_h200_with_fpdt_and_offload_once_the_mlp_is_chunked) {
+  // the whole sequence's MLP buffers, 8 x 11008 bytes a token (gate|up, h, dh in bf16), are 43 GiB at 512K: without
+  // chunks the step does not fit 139.8 GiB; the default (auto: 32K-token chunks past 64K) holds them for 32K rows
+  const double G = 1073741824.0, I = 11008, n = 512 * 1024;
+  sim_memory whole = qwen3b_512k_one_h200("fpdt", 0), chunked = qwen3b_512k_one_h200("fpdt", MODEL_EXEC_MLP_AUTO);
+  CHECK(!whole.fits);
+  CHECK(chunked.fits);
+  CHECK(chunked.total <= 139.8 * G);
+  CHECK_REL(whole.activations - chunked.activations, 8 * I * (n - 32768), 1e-9);
+  CHECK(whole.capacity > 139 * G && whole.capacity < 141 * G);  // the cluster is the H200 meant
 }

@@ -271,7 +271,7 @@ TEST(sim_memory_of_the_exec_trainer_is_its_state_and_buffers) {
   double P = (double)model_param_count(&m);
   CHECK_REL(exec.weights + exec.grads + exec.optim, 10 * P + 8 * P / 4, 1e-12);
   CHECK_REL(exec.weights + exec.grads + exec.optim, model_exec_state_bytes(&m, 4), 1e-12);
-  CHECK_REL(exec.activations, 3000 * model_exec_bytes_per_token(&m, 1), 1e-12);
+  CHECK_REL(exec.activations, 3000 * model_exec_bytes_per_token(&m, 1, 3000, 0), 1e-12);  // the MLP whole
   CHECK_REL(exec.kv_buffers, mixed.kv_buffers, 1e-12);
   CHECK_REL(exec.index_bytes, mixed.index_bytes, 1e-12);
   CHECK_REL(mixed.workspace - exec.workspace, 2048.0 * 256 * (8 - 2), 1e-9);  // tiny-test: vocabulary 256

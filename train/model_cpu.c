@@ -168,10 +168,11 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
     model_cpu_free(m);
     return sr_input_error(e, NULL, "recompute", "%d is not a recomputation mode (0, 1 or 2)", recompute);
   }
-  int64_t per_layer = N * (C + 1 + QD + KD + KD + QD + C + C + 1 + 3 * I) + H * N;
+  // gate, up and h are every layer's kept activations without recomputation, else the MLP's chunk buffers
+  int64_t per_layer = N * (C + 1 + QD + KD + KD + QD + C + C + 1 + (recompute ? 0 : 3 * I)) + H * N;
   int64_t layer_sets = recompute ? 1 : L;
   int64_t kept_attn = recompute == MODEL_RECOMPUTE_KEEP_ATTN ? (L - 1) * (N * QD + H * N) : 0;
-  int64_t scratch = N * (3 * C + 2 * QD + 2 * KD + 3 * I) + N;
+  int64_t scratch = N * (3 * C + 2 * QD + 2 * KD) + N;
   int64_t total =
       (L + 1) * N * C + layer_sets * per_layer + kept_attn + N * C + N + m->ce_chunk * c->vocab_size + scratch;
   m->act_mem = calloc((size_t)total, (size_t)dtype);
@@ -191,14 +192,18 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
     }
     CARVE(a->ln1, N * C); CARVE(a->rstd1, N); CARVE(a->q, N * QD); CARVE(a->k, N * KD); CARVE(a->v, N * KD);
     CARVE(a->o, N * QD); CARVE(a->lse, H * N); CARVE(a->x2, N * C); CARVE(a->ln2, N * C); CARVE(a->rstd2, N);
-    CARVE(a->gate, N * I); CARVE(a->up, N * I); CARVE(a->h, N * I);
+    if (!recompute) {
+      CARVE(a->gate, N * I); CARVE(a->up, N * I); CARVE(a->h, N * I);
+    }
   }
   CARVE(m->lnf, N * C);
   CARVE(m->rstdf, N);
   CARVE(m->logits, m->ce_chunk * c->vocab_size);
   CARVE(m->scratch, scratch);
 #undef CARVE
-  return SR_OK;
+  int rc = model_cpu_set_mlp_chunk(m, N, e);
+  if (rc) model_cpu_free(m);
+  return rc;
 oom:
   model_cpu_free(m);
   return sr_internal_error(e, 0, "model: out of memory for %lld local tokens", (long long)max_tokens);
@@ -211,10 +216,29 @@ void model_cpu_free(model_cpu *m) {
   free(m->params);
   free(m->grads);
   free(m->act_mem);
+  free(m->mlp_mem);
   free(m->ckpt_host);
   free(m->x);
   free(m->acts);
   memset(m, 0, sizeof *m);
+}
+
+// ---- the MLP's chunk buffers --------------------------------------------------------------------
+
+int model_cpu_set_mlp_chunk(model_cpu *m, int64_t rows, sr_error *e) {
+  int64_t I = m->cfg.intermediate_size, L = m->cfg.num_layers;
+  rows = rows <= 0 || rows > m->max_tokens ? m->max_tokens : rows;
+  int bufs = m->recompute ? 6 : 3;  // dh, dgate, dup, and under recomputation gate, up, h
+  char *p = calloc((size_t)(bufs * rows * I), (size_t)m->dtype);
+  if (!p) return sr_internal_error(e, 0, "model: out of memory for the MLP's chunks of %lld tokens", (long long)rows);
+  free(m->mlp_mem);
+  m->mlp_mem = p;
+  m->mlp_rows = rows;
+  size_t sz = (size_t)(rows * I) * (size_t)m->dtype;
+  m->dh = p, m->dgate = p + sz, m->dup = p + 2 * sz;
+  for (int l = 0; m->recompute && l < L; l++)
+    m->acts[l].gate = p + 3 * sz, m->acts[l].up = p + 4 * sz, m->acts[l].h = p + 5 * sz;
+  return SR_OK;
 }
 
 // ---- activation offload ----------------------------------------------------------------------

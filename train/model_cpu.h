@@ -81,6 +81,11 @@ typedef struct {
   void **x;
   model_layer_acts *acts;
   void *lnf, *rstdf, *logits, *scratch;  // scratch: backward buffers
+  // the MLP runs over the tokens in chunks of mlp_rows (model_cpu_set_mlp_chunk; max_tokens: one chunk): its
+  // backward's dh, dgate, dup and, under recomputation, gate, up and h (acts[*] point there) exist for one chunk
+  int64_t mlp_rows;
+  void *mlp_mem;
+  void *dh, *dgate, *dup;
   model_attention attn;       // attn.forward == NULL: local dense causal reference
   // activation offload (model_cpu_set_offload): the layer inputs x[0..L-1] share `slots` buffers (x[l] in slot
   // l % slots, x[L] its own), and each of x[0..L-slots-1] waits in host memory between forward and backward (the
@@ -98,6 +103,10 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
                      int recompute, sr_error *e);
 // Free everything model_cpu_create allocated.
 void model_cpu_free(model_cpu *m);
+// Run the MLP in chunks of `rows` tokens (plan/model.h's --mlp-chunk; rows <= 0 or >= max_tokens: the whole
+// sequence, the default): its chunk buffers are made again for that many rows. The results are bit-identical to
+// the whole sequence's (every sum runs in the same order).
+int model_cpu_set_mlp_chunk(model_cpu *m, int64_t rows, sr_error *e);
 // Turn activation offload on (before the first forward): the layer inputs share MODEL_EXEC_OFFLOAD_SLOTS buffers
 // and the rest wait in host memory. The results are bit-identical to the resident model's.
 int model_cpu_set_offload(model_cpu *m, sr_error *e);

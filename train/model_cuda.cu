@@ -53,6 +53,8 @@ int model_cuda_alloc_acts(model_cuda *d, sr_error *e) {
   int64_t C = c->hidden_size, QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim,
           I = c->intermediate_size, N = d->max_tokens, H = c->num_heads, V = c->vocab_size, W = QD + 2 * KD;
   int64_t es = (int64_t)act_size(d);
+  // the MLP's gate|up and h: every layer's whole without recomputation (the backward reads them), else one chunk's
+  int64_t NM = d->recompute ? d->mlp_rows : N;
   int rc = SR_OK;
 #define A(p, bytes) \
   if ((rc = amalloc(d, (void **)&(p), (bytes), e))) return rc
@@ -68,12 +70,12 @@ int model_cuda_alloc_acts(model_cuda *d, sr_error *e) {
     }
     A(a->ln1, N * C * es); A(a->ln2, N * C * es); A(a->rstd1, N * 4); A(a->rstd2, N * 4);
     A(a->qb, N * QD * 2); A(a->kb, N * KD * 2); A(a->vb, N * KD * 2); A(a->ob, N * QD * 2); A(a->lse, H * N * 4);
-    A(a->x2, N * C * 4); A(a->gu, N * 2 * I * es); A(a->h, N * I * es);
+    A(a->x2, N * C * 4); A(a->gu, NM * 2 * I * es); A(a->h, NM * I * es);
   }
   // qkv also holds the RMSNorms' weight-gradient rows in the backward (C <= Hq*D + 2*Hkv*D for every model here)
   A(d->qkv, N * sr_max64(W, C) * 4);
   A(d->lnf, N * C * es); A(d->rstdf, N * 4); A(d->logits, d->ce_chunk * V * es);
-  A(d->dx, N * C * 4); A(d->dln, N * C * 4); A(d->dh, N * I * es);
+  A(d->dx, N * C * 4); A(d->dln, N * C * 4); A(d->dh, d->mlp_rows * I * es);
   A(d->dq, N * QD * 4); A(d->dk, N * KD * 4); A(d->dv, N * KD * 4); A(d->dqkv, N * W * es); A(d->dob, N * QD * 2);
   if (d->bf16) {
     A(d->dxb, N * C * 2);
@@ -100,6 +102,7 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   d->recompute = h->recompute;
   d->num_params = h->num_params;
   d->max_tokens = sr_max64(max_tokens, 1);
+  d->mlp_rows = d->max_tokens;  // the whole sequence until model_cuda_set_mlp_chunk
   // 2K-token chunks of logits (sim/memory.h's SIM_CE_CHUNK): GEMMs of 2K x hidden x vocabulary fill the GPU
   d->ce_chunk = sr_min64(2048, d->max_tokens);
   d->lo = lo;
@@ -263,7 +266,7 @@ int model_cuda_slot_free(model_cuda *d, int l, sr_error *e) {
 }
 
 // Backward of layer l begins: x[l - 1] comes back into its slot meanwhile (the slot's last reader, layer l + 2's
-// backward, and writer, layer l + 1's recomputation, are queued before this point); layer l's own input waits.
+// backward, is queued before this point; a recomputation writes no layer output); layer l's own input waits.
 int model_cuda_offload_in(model_cuda *d, int l, int64_t T, sr_error *e) {
   if (!d->ckpt_host) return SR_OK;
   int L = (int)d->cfg.num_layers;
@@ -311,6 +314,13 @@ extern "C" int model_cuda_set_recompute(model_cuda *d, int recompute, sr_error *
   free_acts(d);  // by the old mode's sharing
   d->recompute = recompute;
   return model_cuda_alloc_acts(d, e);
+}
+
+extern "C" int model_cuda_set_mlp_chunk(model_cuda *d, int64_t rows, sr_error *e) {
+  rows = rows <= 0 || rows > d->max_tokens ? d->max_tokens : rows;
+  if (rows == d->mlp_rows) return SR_OK;
+  d->mlp_rows = rows;
+  return d->acts_ready ? model_cuda_alloc_acts(d, e) : SR_OK;  // else sized at their first allocation
 }
 
 // The bf16 mirror is remade once per change of the weights (an optimizer step, an upload), at the next

@@ -48,6 +48,12 @@ int model_cuda_set_precision(model_cuda *d, model_cuda_precision p, sr_error *e)
 // Select the recomputation (MODEL_RECOMPUTE_*, model_cpu.h; model_cuda_create takes the host model's); the
 // activations are reallocated: selective recomputation keeps each layer's bf16 attention output and fp32 LSE.
 int model_cuda_set_recompute(model_cuda *d, int recompute, sr_error *e);
+// Run the MLP over the tokens in chunks of `rows` (plan/model.h's --mlp-chunk; rows <= 0 or >= max_tokens: the
+// whole sequence, model_cuda_create's default): gate|up, h and dh are reallocated for one chunk (gate|up and h stay
+// every layer's own, whole, without recomputation), and under recomputation the backward remakes the chunk's gate|up
+// and h. The same values as the whole sequence's but for the order of the weight gradients' sums over chunks (and
+// whatever the GEMMs' kernels do differently on fewer rows).
+int model_cuda_set_mlp_chunk(model_cuda *d, int64_t rows, sr_error *e);
 // Device bytes of the activations and scratch as now allocated (for the run's report).
 int64_t model_cuda_act_bytes(const model_cuda *d);
 // Free the device model.

@@ -42,13 +42,15 @@ struct layer_buf {
   bf16_t *ob;                 // [N, Hq*D]: attention's output (each layer's own under selective recomputation)
   float *lse;               // [Hq, N] (likewise)
   float *x2;                // [N, C]: the residual after attention
-  void *gu, *h;             // act [N, 2I] (row: gate then up), act [N, I]: silu(gate) * up
+  void *gu, *h;             // act [N, 2I] (row: gate then up), act [N, I]: silu(gate) * up; under recomputation
+                            // one MLP chunk's, [mlp_rows, 2I] and [mlp_rows, I]
 };
 
 struct model_cuda {
   model_config cfg;
   int recompute, num_tensors;  // MODEL_RECOMPUTE_*
   int64_t num_params, max_tokens, ce_chunk, lo, hi;
+  int64_t mlp_rows;         // the MLP's chunk (model_cuda_set_mlp_chunk; max_tokens: the whole sequence)
   model_tensor *tensors;
   int t_embed, t_norm, t_lm_head;
   int (*t_layer)[MODEL_LAYER_TENSORS];
@@ -76,7 +78,7 @@ struct model_cuda {
   void *logits;             // act [ce_chunk, V]
   float *dx, *dln;          // [N, C]: the residual's gradient; an RMSNorm output's (also the final norm's)
   void *dxb;                // act [N, C]: dx as the GEMMs read it (bf16; TF32: dx itself)
-  void *dh;                 // act [N, I]
+  void *dh;                 // act [mlp_rows, I]: one MLP chunk's
   float *dq, *dk, *dv;      // attention's gradients, rotated back in place
   void *dqkv;               // act [N, Hq*D + 2*Hkv*D]: dq|dk|dv as the GEMMs read them
   bf16_t *dob;                // [N, Hq*D]: the O GEMM's input gradient, attention's dout

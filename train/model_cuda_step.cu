@@ -151,17 +151,86 @@ static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *
   return attn_s ? timer_mark(d, e) : SR_OK;
 }
 
+// ---- the MLP, a chunk of rows at a time -------------------------------------------------------
+
+// Chunk rows [t0, ...)'s gate|up and h: under recomputation the chunk buffers (acts[0]'s, shared), else the layer's
+// own rows.
+static void mlp_rows(const model_cuda *d, int l, int64_t t0, void **gu, void **h) {
+  int64_t I = d->cfg.intermediate_size, row0 = d->recompute ? 0 : t0;
+  *gu = act_at(d, d->acts[l].gu, row0 * 2 * I);
+  *h = act_at(d, d->acts[l].h, row0 * I);
+}
+
+// gate|up (one GEMM each into the halves of a row) and h = silu(gate) * up of the chunk's n rows from t0.
+static int mlp_up(model_cuda *d, int l, int64_t t0, int64_t n, void *gu, void *h, sr_error *e) {
+  int C = (int)d->cfg.hidden_size, I = (int)d->cfg.intermediate_size;
+  cudaDataType at = act_type(d);
+  const void *ln2 = act_at(d, d->acts[l].ln2, t0 * C);
+  int rc;
+  if ((rc = linear(d, gu, at, 2 * I, ln2, C, LPD(d, l, MODEL_T_GATE), n, C, I, 0.0f, e)) ||
+      (rc = linear(d, act_at(d, gu, I), at, 2 * I, ln2, C, LPD(d, l, MODEL_T_UP), n, C, I, 0.0f, e)))
+    return rc;
+  swiglu_fwd_run(d->bf16, h, gu, n, I, d->stream);
+  KCHECK();
+  return SR_OK;
+}
+
+// xo += the MLP of the layer's ln2 (xo holds the residual x2 on entry), chunk by chunk.
+static int mlp_fwd(model_cuda *d, int l, int64_t T, float *xo, sr_error *e) {
+  int C = (int)d->cfg.hidden_size, I = (int)d->cfg.intermediate_size;
+  int rc;
+  for (int64_t t0 = 0; t0 < T; t0 += d->mlp_rows) {
+    int64_t n = sr_min64(d->mlp_rows, T - t0);
+    void *gu, *h;
+    mlp_rows(d, l, t0, &gu, &h);
+    if ((rc = mlp_up(d, l, t0, n, gu, h, e)) ||
+        (rc = linear(d, xo + t0 * C, CUDA_R_32F, C, h, I, LPD(d, l, MODEL_T_DOWN), n, I, C, 1.0f, e)))
+      return rc;
+  }
+  return SR_OK;
+}
+
+// d->dln = the post-attention norm output's gradient from d->dxb, chunk by chunk: under recomputation the chunk's
+// gate|up and h remade first; then dh, SwiGLU's backward (dgate|dup over gate|up, which nothing reads after) and the
+// chunk's rows of dln. The weight gradients add up over the chunks (linear_dw accumulates: beta 1), each row once.
+static int mlp_bwd(model_cuda *d, int l, int64_t T, sr_error *e) {
+  int C = (int)d->cfg.hidden_size, I = (int)d->cfg.intermediate_size;
+  cudaDataType at = act_type(d);
+  int rc;
+  for (int64_t t0 = 0; t0 < T; t0 += d->mlp_rows) {
+    int64_t n = sr_min64(d->mlp_rows, T - t0);
+    void *gu, *h;
+    mlp_rows(d, l, t0, &gu, &h);
+    const void *dxb = act_at(d, d->dxb, t0 * C), *ln2 = act_at(d, d->acts[l].ln2, t0 * C);
+    float *dln = d->dln + t0 * C;
+    if ((d->recompute && (rc = mlp_up(d, l, t0, n, gu, h, e))) ||
+        (rc = linear_dinp(d, d->dh, at, I, dxb, C, LPD(d, l, MODEL_T_DOWN), n, I, C, 0.0f, e)) ||
+        (rc = linear_dw(d, LGD(d, l, MODEL_T_DOWN), dxb, C, h, I, n, I, C, e)))
+      return rc;
+    swiglu_bwd_run(d->bf16, gu, d->dh, gu, n, I, d->stream);
+    KCHECK();
+    const void *dgate = gu, *dup = act_at(d, gu, I);
+    if ((rc = linear_dinp(d, dln, CUDA_R_32F, C, dgate, 2 * I, LPD(d, l, MODEL_T_GATE), n, C, I, 0.0f, e)) ||
+        (rc = linear_dinp(d, dln, CUDA_R_32F, C, dup, 2 * I, LPD(d, l, MODEL_T_UP), n, C, I, 1.0f, e)) ||
+        (rc = linear_dw(d, LGD(d, l, MODEL_T_GATE), dgate, 2 * I, ln2, C, n, C, I, e)) ||
+        (rc = linear_dw(d, LGD(d, l, MODEL_T_UP), dup, 2 * I, ln2, C, n, C, I, e)))
+      return rc;
+  }
+  return SR_OK;
+}
+
 // ---- layers ---------------------------------------------------------------------------------
 
-// recomputing: the forward rerun inside the backward; under selective recomputation it keeps attention's
-// output and LSE of the first forward, bit for bit those a rerun would give.
+// recomputing: the forward rerun inside the backward, up to the post-attention norm (mlp_bwd remakes the MLP's
+// activations a chunk at a time, and nothing reads the layer's output x[l + 1] again: it is not written, which
+// also leaves an offloaded input's slot alone); under selective recomputation it keeps attention's output and LSE
+// of the first forward, bit for bit those a rerun would give.
 static int layer_fwd(model_cuda *d, int l, int64_t T, int recomputing, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
   int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
-      I = (int)c->intermediate_size, QD = Hq * D, KD = Hkv * D, W = QD + 2 * KD;
+      QD = Hq * D, KD = Hkv * D, W = QD + 2 * KD;
   layer_buf *a = &d->acts[l];
   float *x = d->x[l], *xo = d->x[l + 1];
-  cudaDataType at = act_type(d);
   int rc;
   // x2 = x: the residual the O GEMM adds onto, copied by the norm that reads x anyway
   if ((rc = rmsnorm_fwd(d, a->ln1, a->rstd1, a->x2, x, LPD(d, l, MODEL_T_LN1), T, C, e))) return rc;
@@ -182,13 +251,10 @@ static int layer_fwd(model_cuda *d, int l, int64_t T, int recomputing, double *a
     o = d->ob_act;
   }
   if ((rc = linear(d, a->x2, CUDA_R_32F, C, o, QD, LPD(d, l, MODEL_T_O), T, QD, C, 1.0f, e))) return rc;
-  if ((rc = rmsnorm_fwd(d, a->ln2, a->rstd2, xo, a->x2, LPD(d, l, MODEL_T_LN2), T, C, e))) return rc;
-  if ((rc = linear(d, a->gu, at, 2 * I, a->ln2, C, LPD(d, l, MODEL_T_GATE), T, C, I, 0.0f, e)) ||
-      (rc = linear(d, act_at(d, a->gu, I), at, 2 * I, a->ln2, C, LPD(d, l, MODEL_T_UP), T, C, I, 0.0f, e)))
+  // xo = x2: the residual the down GEMM adds onto (not when recomputing: the MLP waits for the backward)
+  if ((rc = rmsnorm_fwd(d, a->ln2, a->rstd2, recomputing ? NULL : xo, a->x2, LPD(d, l, MODEL_T_LN2), T, C, e)))
     return rc;
-  swiglu_fwd_run(d->bf16, a->h, a->gu, T, I, d->stream);
-  KCHECK();
-  return linear(d, xo, CUDA_R_32F, C, a->h, I, LPD(d, l, MODEL_T_DOWN), T, I, C, 1.0f, e);
+  return recomputing ? SR_OK : mlp_fwd(d, l, T, xo, e);
 }
 
 // The attention block's gradients from d->dxb (the layer output's gradient as the GEMMs read it): O's weight, dob,
@@ -235,23 +301,10 @@ static int attn_block_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_er
 // on return.
 static int layer_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
-  int C = (int)c->hidden_size, I = (int)c->intermediate_size;
+  int C = (int)c->hidden_size;
   int rc;
-  if (d->recompute && (rc = layer_fwd(d, l, T, 1, attn_s, e))) return rc;
+  if ((d->recompute && (rc = layer_fwd(d, l, T, 1, attn_s, e))) || (rc = mlp_bwd(d, l, T, e))) return rc;
   layer_buf *a = &d->acts[l];
-  cudaDataType at = act_type(d);
-  if ((rc = linear_dinp(d, d->dh, at, I, d->dxb, C, LPD(d, l, MODEL_T_DOWN), T, I, C, 0.0f, e)) ||
-      (rc = linear_dw(d, LGD(d, l, MODEL_T_DOWN), d->dxb, C, a->h, I, T, I, C, e)))
-    return rc;
-  // dgate|dup over gate|up, which nothing reads after this
-  swiglu_bwd_run(d->bf16, a->gu, d->dh, a->gu, T, I, d->stream);
-  KCHECK();
-  const void *dgate = a->gu, *dup = act_at(d, a->gu, I);
-  if ((rc = linear_dinp(d, d->dln, CUDA_R_32F, C, dgate, 2 * I, LPD(d, l, MODEL_T_GATE), T, C, I, 0.0f, e)) ||
-      (rc = linear_dinp(d, d->dln, CUDA_R_32F, C, dup, 2 * I, LPD(d, l, MODEL_T_UP), T, C, I, 1.0f, e)) ||
-      (rc = linear_dw(d, LGD(d, l, MODEL_T_GATE), dgate, 2 * I, a->ln2, C, T, C, I, e)) ||
-      (rc = linear_dw(d, LGD(d, l, MODEL_T_UP), dup, 2 * I, a->ln2, C, T, C, I, e)))
-    return rc;
   void *dx_act = d->bf16 ? d->dxb : NULL;  // TF32: dxb is dx
   if ((rc = rmsnorm_bwd(d, d->dx, dx_act, LGD(d, l, MODEL_T_LN2), d->dln, a->x2, LPD(d, l, MODEL_T_LN2), a->rstd2, T, C,
                         e)) ||

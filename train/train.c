@@ -22,6 +22,7 @@ void train_options_defaults(train_options *o) {
   o->seed = 1;
   o->passkey_depth = -1;
   o->passkey_digits = 5;
+  o->mlp_chunk = MODEL_EXEC_MLP_AUTO;
 }
 
 int64_t train_default_warmup(int64_t steps) { return sr_min64(100, sr_max64(10, steps / 10)); }
@@ -35,6 +36,9 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   if (t->comm.world < 1 || t->comm.rank < 0 || t->comm.rank >= t->comm.world)
     return sr_input_error(e, NULL, "world", "rank %d of %d", t->comm.rank, t->comm.world);
   if (o->seq < 2) return sr_input_error(e, NULL, "seq", "%lld tokens: need at least 2", (long long)o->seq);
+  if (o->mlp_chunk < MODEL_EXEC_MLP_AUTO)
+    return sr_input_error(e, NULL, "mlp_chunk", "%lld is not a chunk (tokens, 0: whole, or auto)", (long long)o->mlp_chunk);
+  int64_t mlp_rows = model_exec_mlp_rows(n_local, o->mlp_chunk);  // the simulator's rule (plan/model.h)
   if (o->data && o->data->max_token >= cfg->vocab_size)
     return sr_input_error(e, o->data->path, "tokens", "holds token %lld, beyond the model's vocabulary of %lld",
                           (long long)o->data->max_token, (long long)cfg->vocab_size);
@@ -56,7 +60,8 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   int rc = model_cpu_create(&t->model, cfg, MODEL_F32, o->cuda ? 1 : sr_max64(n_local, 1), o->seq, o->recompute, e);
   if (rc) return rc;
   if (!o->cuda) model_init_random(&t->model, o->seed);
-  if (!o->cuda && o->offload_activations && (rc = model_cpu_set_offload(&t->model, e))) {
+  if (!o->cuda && ((rc = model_cpu_set_mlp_chunk(&t->model, mlp_rows, e)) ||
+                   (o->offload_activations && (rc = model_cpu_set_offload(&t->model, e))))) {
     model_cpu_free(&t->model);
     return rc;
   }
@@ -94,6 +99,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     model_cuda *d = NULL;
     rc = model_cuda_create(&d, &t->model, sr_max64(n_local, 1), W * t->slice, &o->seed, lo, hi, o->cuda_stream, e);
     t->dev = d;
+    if (!rc) rc = model_cuda_set_mlp_chunk(d, mlp_rows, e);
     if (!rc && o->offload_activations) rc = model_cuda_set_offload(d, e);
     if (rc) {
       trainer_free(t);

@@ -37,6 +37,8 @@ typedef struct {
   uint64_t seed;            // weights and passkey samples
   int recompute;            // per-layer activation recomputation: MODEL_RECOMPUTE_* (model_cpu.h)
   int offload_activations;  // the layer inputs wait in (pinned) host memory between forward and backward
+  int64_t mlp_chunk;        // the MLP in chunks of this many local tokens (0: whole; MODEL_EXEC_MLP_AUTO, the
+                            // default: plan/model.h's model_exec_mlp_rows rule)
   const data_tokens *data;  // token stream; NULL trains on passkey samples
   double passkey_depth;     // key depth in [0, 1]; < 0 draws it uniformly per sample
   int passkey_digits;       // digits of the key (default 5)
@@ -81,7 +83,8 @@ typedef struct {
                             // the weights of the last save/load
 } trainer;
 
-// Set defaults: lr 3e-4, wd 0, clip 1.0, no warm-up, seed 1, recompute off, passkey with 5 digits at random depth.
+// Set defaults: lr 3e-4, wd 0, clip 1.0, no warm-up, seed 1, recompute off, the MLP chunked by the auto rule,
+// passkey with 5 digits at random depth.
 void train_options_defaults(train_options *o);
 // The warm-up a run of `steps` steps gets unless told otherwise: 10% of its steps, at least 10 and at most 100
 // (a short run still starts at a tenth of its learning rate: Adam's first updates move every weight by about

@@ -192,6 +192,7 @@ static const cli_flag train_flags[] = {
      "kept where memory allows)"},
     {"offload-activations", NULL, NULL,
      "the layer inputs wait in pinned host memory between forward and backward (copies overlapped with compute)"},
+    PLAN_MLP_CHUNK_FLAG,
     {"eval", "N", "0", "score N held-out passkey samples by exact match after training"},
     {"eval-recall", "M", "0", "probe the first M --eval samples: the dense attention mass the pattern keeps"},
     {"search-recall", NULL, NULL, "adaspa-online: a dense pass in the steps that reuse a mask, to report its recall"},
@@ -242,11 +243,11 @@ typedef struct {
   int tw_open, traced;
   // options
   int64_t recall_n, steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
-  int64_t pose;
+  int64_t pose, mlp_chunk;    // --pose; --mlp-chunk, when given (mlp_given)
   double lr, wd, clip, depth, peak, host_gib;
   train_options o;
   const char *loss_mode, *ckpt, *trace_path, *trace_steps;
-  int quiet;
+  int quiet, mlp_given;
   int search_recall;          // --search-recall
   char label[256], csv_path[600];
   // the plan's attention and its plans built before the first step
@@ -307,6 +308,8 @@ static int options_read(train_run *r, sr_error *e) {
     return sr_input_error(e, NULL, "--no-attn-host-cache", "contradicts --attn-host-cache");
   if (cli_get(a, "attn-host-gib", NULL) && cli_has(a, "no-attn-host-cache"))
     return sr_input_error(e, NULL, "--attn-host-gib", "sets the cap of the host cache, which --no-attn-host-cache turns off");
+  const char *mc = cli_get(a, "mlp-chunk", NULL);
+  if ((r->mlp_given = mc != NULL) && plan_mlp_chunk_parse(mc, "--mlp-chunk", &r->mlp_chunk, e)) return e->code;
   return SR_OK;
 }
 
@@ -375,6 +378,8 @@ static int options_set(train_run *r, sr_error *e) {
   r->keep_wanted = keep && r->cuda;
   o->offload_activations = cli_has(a, "offload-activations") || r->p.spec.offload_activations;
   r->p.spec.offload_activations = o->offload_activations;  // what --predict simulates
+  if (r->mlp_given) r->p.spec.mlp_chunk = r->mlp_chunk;  // else the plan's (auto unless its file says)
+  o->mlp_chunk = r->p.spec.mlp_chunk;                     // and --predict counts the same chunk
   o->data = r->data.tokens ? &r->data : NULL;
   o->passkey_depth = r->depth;
   o->passkey_digits = (int)r->digits;
@@ -399,8 +404,8 @@ static int keep_attn_decide(train_run *r, sr_error *e) {
   const model_config *m = &r->p.model;
   int64_t n = r->p.layout.rank_count[r->R];
   // the CPU model keeps fp32 o and lse (model_cpu.c), the GPU model bf16 o and fp32 lse (plan/model.h)
-  r->keep_bytes = r->cuda ? (model_exec_bytes_per_token(m, MODEL_RECOMPUTE_KEEP_ATTN) -
-                             model_exec_bytes_per_token(m, MODEL_RECOMPUTE_FULL)) * (double)n
+  r->keep_bytes = r->cuda ? (model_exec_bytes_per_token(m, MODEL_RECOMPUTE_KEEP_ATTN, n, r->o.mlp_chunk) -
+                             model_exec_bytes_per_token(m, MODEL_RECOMPUTE_FULL, n, r->o.mlp_chunk)) * (double)n
                           : (double)(m->num_layers - 1) * (double)n * (double)(m->num_heads * (m->head_dim + 1)) * 4;
   if (!r->keep_wanted) return SR_OK;
 #if SR_HAVE_CUDA
@@ -504,10 +509,12 @@ static int outputs_open(train_run *r, sr_error *e) {
     printf("\n");
     char rec[200];
     recompute_text(r, rec, sizeof rec);
+    char mlp[32];
+    int64_t rows = model_exec_mlp_rows(r->p.layout.rank_count[0], r->o.mlp_chunk);
     printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, clip %g, recompute %s, activation offload "
-           "%s, ZeRO-1 slice %lld\n", r->o.data ? r->o.data->path : "passkey", r->o.data ? "all" : r->loss_mode,
-           (long long)r->batch, r->lr, r->wd, (long long)r->warmup, r->clip, rec, r->o.offload_activations ? "on" : "off",
-           (long long)r->t.slice);
+           "%s, MLP chunk %s tokens (--mlp-chunk), ZeRO-1 slice %lld\n", r->o.data ? r->o.data->path : "passkey",
+           r->o.data ? "all" : r->loss_mode, (long long)r->batch, r->lr, r->wd, (long long)r->warmup, r->clip, rec,
+           r->o.offload_activations ? "on" : "off", sr_format_tokens(rows, mlp, sizeof mlp), (long long)r->t.slice);
 #if SR_HAVE_CUDA
     if (r->cuda)
       printf("train: GEMMs %s; activations and scratch %.2f GiB\n",

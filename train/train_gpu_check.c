@@ -1,18 +1,19 @@
 // train_gpu_check.c — `sparsering-exec train-gpu-check`: each fused kernel of the GPU model against its CPU
 // reference (train/model_ref.h); the GPU model (model_cuda.cu) against the CPU model (model_cpu.c) on the same
 // weights and tokens: loss, every parameter tensor's gradient and one AdamW update, and its recomputation modes
-// against each other; then the GPU step time of a larger model. Exit 0 when every error is within tolerance.
+// and MLP chunks against each other; then the GPU step time of a larger model. Exit 0 when every error is within tolerance.
 //
 //   sparsering-exec train-gpu-check [--model tiny-test] [--seq 256] [--precision bf16|tf32]
-//                                   [--time-model tiny-25m] [--time-seq 4096] [--time-steps 3]
+//                                   [--time-model tiny-25m] [--time-seq 4096] [--time-steps 3] [--time-mlp-chunk N]
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/exec.h"
-#include "train/model_cpu.h"
+#include "plan/plan_flags.h"
 #include "plan/util.h"
+#include "train/model_cpu.h"
 
 #if SR_HAVE_CUDA
 #include "train/model_cuda.h"
@@ -46,11 +47,34 @@ static void sample_tokens(int64_t T, int64_t vocab, int32_t *tok, int32_t *tgt, 
     }
 }
 
+// The largest difference between two gradient sets, each tensor's relative to its largest |g0|; *name: that tensor.
+static double worst_gradient(const model_cpu *h, const float *g, const float *g0, const char **name) {
+  double worst = 0;
+  for (int i = 0; i < h->num_tensors; i++) {
+    const model_tensor *t = &h->tensors[i];
+    double mx = 0, diff = 0;
+    for (int64_t j = 0; j < t->numel; j++) {
+      mx = fmax(mx, fabs(g0[t->offset + j]));
+      diff = fmax(diff, fabs(g[t->offset + j] - g0[t->offset + j]));
+    }
+    double rel = mx > 0 ? diff / mx : diff;
+    if (rel > worst) worst = rel, *name = t->name;
+  }
+  return worst;
+}
+
+// Two GPU runs' gradients differ by the order of float atomics (the naive attention's dK/dV, the embedding's and the
+// norms' sums) and, in bf16, by the bf16 roundings those fp32 differences then flip (dQ|dK|dV go to the GEMMs in
+// bf16: one unit in the last place is 2^-8 = 3.9e-3): measured on an H200, two runs of one binary differ by up to
+// 8.8e-3 of a tensor's largest gradient in bf16 (results/train/2026-11-27-h200-mlp-chunk-gpu). The bound: 1e-4 in
+// TF32, 4 bf16 units (1.6e-2) in bf16.
+static double rerun_tol(int bf16) { return bf16 ? 4.0 / 256 : 1e-4; }
+
 // The GPU model's recomputation modes against its run without recomputation (gradients g0, loss l0): full and
 // selective recomputation rerun the same forward, so the loss is the same bit for bit and the gradients the same
-// but for the order of float atomics (the naive attention's dK/dV, the embedding's and the norms' sums).
+// within rerun_tol.
 static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const int32_t *tok, const int64_t *pos,
-                           const int32_t *tgt, double scale, double l0, const float *g0, int *bad, sr_error *e) {
+                           const int32_t *tgt, double scale, double l0, const float *g0, int bf16, int *bad, sr_error *e) {
   const int modes[2] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN};
   const char *names[2] = {"full", "selective"};
   float *g = malloc((size_t)h->num_params * 4);
@@ -62,22 +86,48 @@ static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const i
         (rc = model_cuda_forward_backward(d, T, tok, pos, tgt, 1, scale, &l, NULL, NULL, e)) ||
         (rc = model_cuda_sync(d, e)) || (rc = model_cuda_download_grads(d, g, e)))
       break;
-    double worst = 0;
-    for (int i = 0; i < h->num_tensors; i++) {
-      const model_tensor *t = &h->tensors[i];
-      double mx = 0, diff = 0;
-      for (int64_t j = 0; j < t->numel; j++) {
-        mx = fmax(mx, fabs(g0[t->offset + j]));
-        diff = fmax(diff, fabs(g[t->offset + j] - g0[t->offset + j]));
-      }
-      worst = fmax(worst, mx > 0 ? diff / mx : diff);
-    }
-    int ok = l == l0 && worst <= 1e-4;
-    printf("  recomputation %s: loss %s the run without, gradients within %.2e of its (tol 1e-4) %s\n", names[m],
-           l == l0 ? "equals" : "DIFFERS from", worst, ok ? "ok" : "FAIL");
+    const char *wname = "";
+    double worst = worst_gradient(h, g, g0, &wname);
+    int ok = l == l0 && worst <= rerun_tol(bf16);
+    printf("  recomputation %s: loss %s the run without, gradients within %.2e of its (%s; tol %.1e) %s\n", names[m],
+           l == l0 ? "equals" : "DIFFERS from", worst, wname, rerun_tol(bf16), ok ? "ok" : "FAIL");
     *bad |= !ok;
   }
   free(g);
+  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, e);
+  return rc;
+}
+
+// The MLP in chunks (model_cuda_set_mlp_chunk: T/3 + 1 rows, the last chunk shorter) in every recomputation mode
+// against the whole-sequence run without recomputation (l0, g0): the same values but for the order of the weight
+// gradients' sums over chunks and whatever cuBLAS does differently on fewer rows (another kernel may sum a dot
+// product in another order, and a bf16 operand then round the other way): loss within 1e-4 (relative), gradients
+// within rerun_tol (1e-3 in TF32) of the tensor's largest.
+static int check_mlp_chunk(model_cuda *d, const model_cpu *h, int64_t T, const int32_t *tok, const int64_t *pos,
+                           const int32_t *tgt, double scale, double l0, const float *g0, int bf16, int *bad, sr_error *e) {
+  const int modes[3] = {MODEL_RECOMPUTE_OFF, MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN};
+  const char *names[3] = {"no", "full", "selective"};
+  float *g = malloc((size_t)h->num_params * 4);
+  if (!g) return sr_internal_error(e, 0, "out of memory");
+  int64_t rows = T / 3 + 1;
+  int rc = model_cuda_set_mlp_chunk(d, rows, e);
+  for (int m = 0; m < 3 && !rc; m++) {
+    double l = 0;
+    if ((rc = model_cuda_set_recompute(d, modes[m], e)) || (rc = model_cuda_zero_grad(d, e)) ||
+        (rc = model_cuda_forward_backward(d, T, tok, pos, tgt, 1, scale, &l, NULL, NULL, e)) ||
+        (rc = model_cuda_sync(d, e)) || (rc = model_cuda_download_grads(d, g, e)))
+      break;
+    const char *wname = "";
+    double worst = worst_gradient(h, g, g0, &wname);
+    double lrel = fabs(l - l0) / fabs(l0);
+    double gt = bf16 ? rerun_tol(bf16) : 1e-3;
+    int ok = lrel <= 1e-4 && worst <= gt;
+    printf("  MLP in chunks of %lld rows, %s recomputation: loss within %.2e of the whole run's (tol 1e-4), gradients "
+           "within %.2e (%s; tol %.1e) %s\n", (long long)rows, names[m], lrel, worst, wname, gt, ok ? "ok" : "FAIL");
+    *bad |= !ok;
+  }
+  free(g);
+  if (!rc) rc = model_cuda_set_mlp_chunk(d, 0, e);
   if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, e);
   return rc;
 }
@@ -152,7 +202,9 @@ static int check(const char *model_name, int64_t T, int bf16, sr_error *e) {
   }
   printf("  gradients: %d tensors, worst max|gpu-cpu|/max|cpu| %.2e (%s) (tol %.0e)\n", h.num_tensors, worst,
          worst_name, grad_rel_tol);
-  if ((rc = check_recompute(d, &h, T, tok, pos, tgt, scale, lg, g_gpu, &bad, e))) goto done;
+  if ((rc = check_recompute(d, &h, T, tok, pos, tgt, scale, lg, g_gpu, bf16, &bad, e)) ||
+      (rc = check_mlp_chunk(d, &h, T, tok, pos, tgt, scale, lg, g_gpu, bf16, &bad, e)))
+    goto done;
   // one AdamW update on both sides from their own gradients; compare the weights after
   if ((rc = adamw_create(&sc, 0, h.num_params, 1e-3, 0.1, e)) || (rc = adamw_create(&sg, 0, h.num_params, 1e-3, 0.1, e)))
     goto done;
@@ -302,7 +354,7 @@ static int check_kernels(sr_error *e) {
 }
 
 // Median step time of forward + backward + AdamW of a model on the GPU (naive attention).
-static int time_steps(const char *model_name, int64_t T, int steps, int bf16, sr_error *e) {
+static int time_steps(const char *model_name, int64_t T, int steps, int bf16, int64_t mlp_chunk, sr_error *e) {
   model_config cfg;
   int rc = model_load(model_name, &cfg, e);
   if (rc) return rc;
@@ -322,6 +374,7 @@ static int time_steps(const char *model_name, int64_t T, int steps, int bf16, sr
   uint64_t seed = 3;
   if ((rc = model_cuda_create(&d, &h, T, h.num_params, &seed, 0, h.num_params, NULL, e)) ||
       (rc = model_cuda_set_precision(d, bf16 ? MODEL_CUDA_BF16 : MODEL_CUDA_TF32, e)) ||
+      (rc = model_cuda_set_mlp_chunk(d, model_exec_mlp_rows(T, mlp_chunk), e)) ||
       (rc = adamw_create(&s, 0, h.num_params, 1e-4, 0, e)))
     goto done;
   double flops = 3.0 * ((double)cfg.num_layers * model_layer_gemm_flops_per_token(&cfg) +
@@ -333,9 +386,9 @@ static int time_steps(const char *model_name, int64_t T, int steps, int bf16, sr
         (rc = model_cuda_adamw(d, &s, 1.0, e)) || (rc = model_cuda_attn_time(d, &attn, e)) || (rc = model_cuda_sync(d, e)))
       goto done;
     double dt = sr_now() - t0, other = dt - attn;
-    printf("  %s seq %lld %s step %d: %.3fs (naive attention %.3fs, rest %.3fs = %.1f TFLOP/s on GEMM FLOPs), "
-           "loss %.4f\n", model_name, (long long)T, bf16 ? "bf16" : "tf32", i + 1, dt, attn, other, flops / other / 1e12,
-           loss / (double)T);
+    printf("  %s seq %lld %s MLP chunk %lld step %d: %.3fs (naive attention %.3fs, rest %.3fs = %.1f TFLOP/s on GEMM "
+           "FLOPs), loss %.4f\n", model_name, (long long)T, bf16 ? "bf16" : "tf32",
+           (long long)model_exec_mlp_rows(T, mlp_chunk), i + 1, dt, attn, other, flops / other / 1e12, loss / (double)T);
   }
 done:
   model_cuda_free(d);
@@ -354,6 +407,7 @@ static const cli_flag check_flags[] = {
     {"time-model", "NAME|PATH", "tiny-25m", "the model whose GPU step is then timed"},
     {"time-seq", "N", "4096", "tokens of the timed steps (0: no timing)"},
     {"time-steps", "N", "3", "timed steps (0: no timing)"},
+    {"time-mlp-chunk", "N|auto", "auto", "the timed steps' MLP chunk in tokens (0: the whole sequence; train's --mlp-chunk)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage check_usage = {NULL, "sparsering-exec train-gpu-check --model tiny-25m --seq 128 --precision tf32",
@@ -373,9 +427,13 @@ static int cmd_train_gpu_check(int argc, char **argv) {
     return sr_error_report(&e, "sparsering-exec train-gpu-check");
   }
   int bf16 = strcmp(prec, "bf16") == 0;
-  if (check_kernels(&e) || check(cli_get(&a, "model", "tiny-test"), seq, bf16, &e))
+  int64_t tchunk = MODEL_EXEC_MLP_AUTO;
+  const char *tc = cli_get(&a, "time-mlp-chunk", NULL);
+  if ((tc && plan_mlp_chunk_parse(tc, "--time-mlp-chunk", &tchunk, &e)) || check_kernels(&e) ||
+      check(cli_get(&a, "model", "tiny-test"), seq, bf16, &e))
     return sr_error_report(&e, "sparsering-exec train-gpu-check");
-  if (tseq > 0 && tsteps > 0 && time_steps(cli_get(&a, "time-model", "tiny-25m"), tseq, (int)tsteps, bf16, &e))
+  if (tseq > 0 && tsteps > 0 &&
+      time_steps(cli_get(&a, "time-model", "tiny-25m"), tseq, (int)tsteps, bf16, tchunk, &e))
     return sr_error_report(&e, "sparsering-exec train-gpu-check");
   return 0;
 }

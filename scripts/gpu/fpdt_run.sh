@@ -19,7 +19,13 @@
 # results/exec/2026-11-27-h100x4-vs-context-parallel, the current kernels), on an H200 h200-1x1-calibrated
 # (sparsering-exec calibrate on one H200, 2026-11-27, the current kernels). Logs in $OUT/logs.tgz, the summary (every line that matters) in $OUT/summary.txt and printed last.
 #
-# Run from the repository root: bash scripts/gpu/fpdt_run.sh [STAGES]   (STAGES: any of check attn train q3b;
+#   mlpchunk  the trainer's MLP in sequence chunks: train-gpu-check (its chunk check against the whole step), then
+#          --mlp-chunk 4K against 0 (the whole sequence), Qwen2.5-0.5B shape, 16K, 3 steps each with --deterministic:
+#          losses and grad norms compared
+#   q3b512 the Qwen2.5-3B shape at 512K tokens, FPDT with --offload-activations, Q512_STEPS steps (default 1; limit
+#          Q512_LIMIT seconds, default 560; an
+#          H200: about 6 minutes a step), --predict
+# Run from the repository root: bash scripts/gpu/fpdt_run.sh [STAGES]   (STAGES: any of check attn train q3b mlpchunk q3b512;
 # default "check attn train"). A prebuilt bin/sparsering-exec is used when it runs here (carry .devdeps and
 # .gpu-exec-mpi), else it is built (nvcc, sm_90a).
 set -o pipefail
@@ -27,10 +33,10 @@ OUT=${OUT:-/tmp/sr-fpdt-out}
 W=/tmp/sr-fpdt-logs
 STAGES=${1:-check attn train}
 BUDGET=${SR_BUDGET_S:-330}
-STEP_KEEP='^attn |predicted|memory|host copies|check layer|digest|^train: (tiny|qwen|rank|attention plans)|^predict|rror|failed'
+STEP_KEEP='^attn |predicted|memory|host copies|check layer|digest|^train: (tiny|qwen|rank|attention plans)|^predict|rror|failed|equal|differ|mlp'
 . scripts/gpu/one_gpu_common.sh  # S, log, CL, X, step
 
-if [[ $STAGES == *check* ]]; then
+if [[ " $STAGES " == *" check "* ]]; then
   log "(check) FPDT vs float64 dense attention on the GPU, Qwen2.5-3B heads, 4K tokens in 1K chunks"
   for off in 0 1; do
     step check-off$off 90 attn --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 4K --strategy fpdt \
@@ -42,7 +48,7 @@ if [[ $STAGES == *check* ]]; then
   echo "offloaded vs resident outputs: $v" | tee -a "$S"
 fi
 
-if [[ $STAGES == *attn* ]]; then
+if [[ " $STAGES " == *" attn "* ]]; then
   log "(attn) one layer of Qwen2.5-3B attention on one GPU: FPDT 64K chunks, resident and offloaded; the ring as baseline"
   for seq in 128K 256K 512K; do
     lim=$([ $seq = 512K ] && echo 100 || echo 60)
@@ -55,7 +61,7 @@ if [[ $STAGES == *attn* ]]; then
   done
 fi
 
-if [[ $STAGES == *train* ]]; then
+if [[ " $STAGES " == *" train "* ]]; then
   log "(train) the Qwen2.5-0.5B shape at 128K tokens on one GPU, 2 steps: FPDT resident, then offloaded (KV chunks and layer inputs)"
   step train-fpdt-128k 120 train --backend cuda --model qwen2.5-0.5b --cluster "$CL" --seq 128K --strategy fpdt \
     --fpdt-offload 0 --steps 2 --loss all --predict --csv "$W/train-fpdt-128k.csv"
@@ -67,7 +73,7 @@ if [[ $STAGES == *train* ]]; then
   echo "train 128K tokens/s, offloaded / resident (step 2): ${r:-?}" | tee -a "$S"
 fi
 
-if [[ $STAGES == *q3b* ]]; then
+if [[ " $STAGES " == *" q3b "* ]]; then
   log "(q3b) the Qwen2.5-3B shape at 128K tokens, FPDT (KV chunks offloaded) without and with --offload-activations"
   for act in 0 1; do
     step train-q3b-128k-act$act 260 train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 128K --strategy fpdt \
@@ -78,6 +84,28 @@ if [[ $STAGES == *q3b* ]]; then
   a0=$(med "$W/csv/q3b-act0.csv") a1=$(med "$W/csv/q3b-act1.csv")
   awk -v a="$a0" -v b="$a1" 'BEGIN { if (a > 0 && b > 0) printf "q3b 128K tokens/s: resident activations %.0f, offloaded %.0f: %.3f (goal >= 0.9)\n", a, b, b / a;
     else print "q3b 128K: a run failed (see its log)" }' | tee -a "$S"
+fi
+
+if [[ " $STAGES " == *" mlpchunk "* ]]; then
+  log "(mlpchunk) the MLP in sequence chunks against the whole sequence: train-gpu-check (GPU against CPU, chunks against
+  the whole step), then the Qwen2.5-0.5B shape at 16K, 3 steps each"
+  step gpu-check 150 train-gpu-check --model tiny-25m --seq 512 --time-seq 0
+  for ch in 0 4K; do
+    step train-mlpchunk-$ch 150 train --backend cuda --model qwen2.5-0.5b --cluster "$CL" --seq 16K --strategy dense-ring \
+      --mlp-chunk $ch --steps 3 --loss all --deterministic --csv "$W/csv/mlpchunk-$ch.csv"
+  done
+  # losses and grad norms (CSV columns 3, 4) of the two runs
+  if cmp -s <(cut -d, -f2-4 "$W/csv/mlpchunk-0.csv" 2>/dev/null) <(cut -d, -f2-4 "$W/csv/mlpchunk-4K.csv" 2>/dev/null); then
+    echo "mlpchunk: losses and grad norms bit-identical" | tee -a "$S"
+  else
+    echo "mlpchunk: losses differ:" | tee -a "$S"; paste -d' ' "$W/csv/mlpchunk-0.csv" "$W/csv/mlpchunk-4K.csv" 2>&1 | cut -c1-200 | tee -a "$S"
+  fi
+fi
+
+if [[ " $STAGES " == *" q3b512 "* ]]; then
+  log "(q3b512) the Qwen2.5-3B shape at 512K tokens on one GPU: FPDT with --offload-activations, ${Q512_STEPS:-1} step(s)"
+  step train-q3b-512k "${Q512_LIMIT:-560}" train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 512K --strategy fpdt \
+    --offload-activations --steps "${Q512_STEPS:-1}" --loss all --predict --csv "$W/csv/q3b-512k.csv"
 fi
 
 tar czf "$OUT/logs.tgz" -C "$W" . 2>/dev/null
