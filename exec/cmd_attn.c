@@ -293,15 +293,16 @@ static void memory_print(const attn_opts *o_, const plan *pl, comm *c, attn_memo
 static int plan_bytes_print(comm *c, const dist_attn *da, int layer, sr_error *e) {
   dist_plan_bytes b;
   if (dist_attn_plan_bytes(da, &b, e)) return e->code;
-  int64_t v[7] = {b.index, b.fwd_form, b.transposed, b.bar_chunks, b.masks, b.positions, b.bar_scratch};
-  if (comm_host_allreduce(c, v, 7, MPI_INT64_T, MPI_MAX, e)) return e->code;
+  int64_t v[9] = {b.index, b.fwd_form, b.transposed, b.bar_chunks, b.masks, b.positions, b.bar_scratch, b.bars, b.bars_t};
+  if (comm_host_allreduce(c, v, 9, MPI_INT64_T, MPI_MAX, e)) return e->code;
   if (c->rank != 0) return SR_OK;
-  dist_plan_bytes m = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+  dist_plan_bytes m = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
   printf("  layer %d: plan device bytes (largest rank): index %lld, forward form %lld, transposed %lld, bar chunks %lld, "
-         "masks %lld, positions %lld; total %lld (%s); bars' scratch %lld in the shared workspace\n",
+         "masks %lld, positions %lld; total %lld (%s); bars' scratch %lld, expanded bars %lld + %lld in the shared "
+         "workspace\n",
          layer, (long long)m.index, (long long)m.fwd_form, (long long)m.transposed, (long long)m.bar_chunks,
          (long long)m.masks, (long long)m.positions, (long long)dist_plan_bytes_total(&m),
-         size_text((double)dist_plan_bytes_total(&m)), (long long)m.bar_scratch);
+         size_text((double)dist_plan_bytes_total(&m)), (long long)m.bar_scratch, (long long)m.bars, (long long)m.bars_t);
   fflush(stdout);
   return SR_OK;
 }

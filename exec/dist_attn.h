@@ -130,8 +130,10 @@ typedef struct {
   int64_t masks;        // the heads' element masks with their bit sets
   int64_t positions;    // every group's global positions
   int64_t bar_scratch;  // the bars' partial dK/dV, largest source (workspace: not in the total)
+  int64_t bars;         // the compact bars' lists, expanded for a call: largest index (workspace: not in the total)
+  int64_t bars_t;       // the compact transposes' bar_q_idx, expanded for a step: largest source (workspace, likewise)
 } dist_plan_bytes;
-// The plan's own items summed (bar_scratch excluded: the workspace holds it).
+// The plan's own items summed (bar_scratch, bars and bars_t excluded: the workspace holds them).
 int64_t dist_plan_bytes_total(const dist_plan_bytes *b);
 // This rank's breakdown. CUDA backend: what the plan's copies hold once uploaded (also while released); CPU
 // backend: what they would hold, the transposes and bar chunks built on the host for the count (set-up's work

@@ -19,6 +19,7 @@ typedef struct {
   sa_gpu_index ix;
   sa_gpu_index ix_fwd;        // the forward form (a->ti_fwd_view) when plan.spec.fwd_runs built one (cells > 0)
   sa_gpu_index_t *ixt;        // [R] transposed index per source (backward)
+  tile_bar_cols cols, cols_fwd;  // host: the compact bars' columns of ix and ix_fwd (col_cnt NULL: lists uploaded)
   head_mask *masks;           // device masks [H]
   int64_t *qpos, **kpos;      // device positions
   dist_plan_bytes bytes;      // the above item by item, as uploaded (kept while released)
@@ -38,6 +39,7 @@ typedef struct {
   float *flush[2];            // fp32 flush receive buffers, per step parity: [max_flush][2, n_q, Hkv, d]
   float *o_run, *d_row;       // fp32 [n_q, nh, d], [nh, n_q]
   float *bar_scratch;         // the bars' partial dK|dV of the backward (WS_BAR_SCRATCH)
+  int32_t *bars, *bars_t;     // a compact index's lists and a compact transpose's bar_q_idx, expanded (WS_BARS, _T)
   // Ulysses side (U > 1): this rank's heads over the group's tokens, and the all-to-all staging buffer.
   void *qg, *og, *dog;        // bf16 [n_q, nh, d]
   float *lseg, *dqg, *dkvg;   // fp32 [nh, n_q], [n_q, nh, d], [2, n_q, nkv, d]
@@ -106,6 +108,11 @@ int ulysses_cuda_open(struct dist_attn *a, cuda_timer *t, int step, sr_error *e)
 int dist_cuda_copy2d(struct dist_attn *a, void *dst, int64_t dpitch, const void *src, int64_t spitch, int64_t width,
                      int64_t rows, sr_error *e);
 
+// An index to the device: compact (cols not empty: sa_gpu_index_upload_compact) or with its lists.
+int dist_cuda_index_put(const tile_index *t, const tile_bar_cols *cols, sa_gpu_index *out, sr_error *e);
+// A transpose with its host bar chunks to the device (the bars' scratch the workspace's): compact where
+// dist_transpose_compact says so, else with its lists.
+int dist_cuda_transpose_put(const tile_index_t *tt, const sa_bar_chunks *bc, sa_gpu_index_t *out, sr_error *e);
 // Every group's global positions to the device (s->kpos; s->qpos: this rank's group).
 int dist_cuda_positions_upload(struct dist_attn *a, sr_error *e);
 // Record what the plan's own copies hold (s->bytes from the uploads' footprints) and return their sum.

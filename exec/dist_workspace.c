@@ -55,6 +55,8 @@ void ws_buffer_bytes(const ws_shape *s, int64_t bytes[WS_COUNT]) {
   bytes[WS_O_RUN] = 4 * qn;
   bytes[WS_D_ROW] = 4 * rows_h;
   bytes[WS_BAR_SCRATCH] = s->bar_scratch;
+  bytes[WS_BARS] = s->bars;
+  bytes[WS_BARS_T] = s->bars_t;
   if (s->U > 1) {
     // The staging buffer carries one all-to-all at a time: q/o/dO or dQ of the rank's tokens over all heads,
     // K/V or dK/dV over the group's KV heads, an LSE either way.

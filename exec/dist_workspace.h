@@ -32,6 +32,8 @@ typedef enum {
   WS_DKVG,                    // fp32 [2, n_q, nkv, d]
   WS_STAGE,                   // fp32-sized all-to-all staging
   WS_BAR_SCRATCH,             // fp32 [bar keys][2][128]: the backward's bars' partial dK|dV (sa_bar_scratch_bytes)
+  WS_BARS,                    // int32 [bar entries]: a compact index's bar lists, expanded for the call (sa_bars_expand)
+  WS_BARS_T,                  // int32 [bar uses]: a compact transpose's query tiles of its bar keys, for one step
   // FPDT (exec/fpdt.h); n_q is then the largest chunk's tokens, n_local this rank's largest part of one
   WS_FPDT_KV0, WS_FPDT_KV1,   // bf16 [2, n_q, nkv, d]: offload's fetch buffers
   WS_FPDT_STAGE0, WS_FPDT_STAGE1,  // bf16, likewise: chunks gathered on their way to the host (offload, U > 1)
@@ -54,6 +56,8 @@ typedef struct {
   int max_flush;     // most dK|dV flushes one step brings to this rank
   int early;         // the ring plan has early (inter-node) transfers
   int64_t bar_scratch;  // bytes of the bars' scratch of the plan's largest source (0: no bars)
+  int64_t bars;         // bytes of the expanded bar lists of the plan's largest compact index (0: none compact)
+  int64_t bars_t;       // bytes of the expanded bar_q_idx of its largest compact transpose (0: none)
   int64_t fpdt_tokens;  // FPDT: the tokens of every chunk together (0: not FPDT: the ring's buffers)
   int fpdt_offload;     // FPDT: the chunks wait in pinned host memory
 } ws_shape;

@@ -32,7 +32,8 @@ static int cmp_work(const void *a, const void *b) {
   return (x->cell > y->cell) - (x->cell < y->cell);
 }
 
-int sa_gpu_index_upload(const tile_index *h, sa_gpu_index *out, sr_error *e) {
+// The copy of h with its bar lists (cols NULL) or with the columns of the compact form instead.
+static int index_upload(const tile_index *h, const tile_bar_cols *cols, sa_gpu_index *out, sr_error *e) {
   memset(out, 0, sizeof *out);
   out->d = *h;
   out->d.run_cnt = NULL, out->d.run_key = NULL, out->d.run_len = NULL;  // set as they reach the device
@@ -56,7 +57,7 @@ int sa_gpu_index_upload(const tile_index *h, sa_gpu_index *out, sr_error *e) {
     for (int64_t c = 0; c < cells; c++) order[s * cells + c] = cw[c].cell;
   }
   free(cw);
-  out->dev_bytes = sa_index_dev_bytes(h);
+  out->dev_bytes = cols ? sa_index_compact_dev_bytes(h, cols) : sa_index_dev_bytes(h);
   int rc = to_dev(&out->order, order, cells * h->world, e);
   free(order);
   if (rc) return rc;
@@ -64,17 +65,36 @@ int sa_gpu_index_upload(const tile_index *h, sa_gpu_index *out, sr_error *e) {
   if ((rc = to_dev(&out->d.bar_cnt, h->bar_cnt, offs, e))) return rc;
   if ((rc = to_dev(&out->d.tile_idx, h->tile_idx, h->n_tiles, e))) return rc;
   if ((rc = to_dev(&out->d.tile_kind, h->tile_kind, h->n_tiles, e))) return rc;
-  if ((rc = to_dev(&out->d.bar_idx, h->bar_idx, h->n_bars, e))) return rc;
+  out->d.bar_idx = NULL;
+  if (cols) {
+    out->bars_bytes = 4 * h->n_bars;
+    if ((rc = to_dev(&out->col_cnt, cols->col_cnt, (int64_t)cols->heads * cols->world + 1, e))) return rc;
+    if ((rc = to_dev(&out->col_key, cols->col_key, cols->n_cols, e))) return rc;
+  } else if ((rc = to_dev(&out->d.bar_idx, h->bar_idx, h->n_bars, e))) {
+    return rc;
+  }
   if (!h->run_cnt) return SR_OK;
   if ((rc = to_dev(&out->d.run_cnt, h->run_cnt, offs, e))) return rc;
   if ((rc = to_dev(&out->d.run_key, h->run_key, h->n_runs, e))) return rc;
   return to_dev(&out->d.run_len, h->run_len, h->n_runs, e);
 }
 
+int sa_gpu_index_upload(const tile_index *h, sa_gpu_index *out, sr_error *e) { return index_upload(h, NULL, out, e); }
+
+int sa_gpu_index_upload_compact(const tile_index *h, const tile_bar_cols *cols, sa_gpu_index *out, sr_error *e) {
+  if (cols->heads != h->heads || cols->world != h->world) {
+    memset(out, 0, sizeof *out);
+    return sr_input_error(e, NULL, "columns", "for %d heads over %d sources, the index has %d over %d", cols->heads,
+                          cols->world, h->heads, h->world);
+  }
+  return index_upload(h, cols, out, e);
+}
+
 void sa_gpu_index_free(sa_gpu_index *g) {
   cudaFree(g->order), cudaFree(g->d.tile_cnt), cudaFree(g->d.bar_cnt), cudaFree(g->d.tile_idx);
   cudaFree(g->d.tile_kind), cudaFree(g->d.bar_idx);
   cudaFree(g->d.run_cnt), cudaFree(g->d.run_key), cudaFree(g->d.run_len);
+  cudaFree(g->col_cnt), cudaFree(g->col_key);
   memset(g, 0, sizeof *g);
 }
 
@@ -93,7 +113,9 @@ int sa_gpu_index_t_upload(const tile_index_t *h, int32_t heads, int32_t kv_heads
   return rc;
 }
 
-int sa_gpu_index_t_upload_chunks(const tile_index_t *h, const sa_bar_chunks *bc_host, sa_gpu_index_t *out, sr_error *e) {
+// The transposed copy with its bar_q_idx (compact 0) or without (1: expanded by each call).
+static int index_t_upload(const tile_index_t *h, const sa_bar_chunks *bc_host, int compact, sa_gpu_index_t *out,
+                          sr_error *e) {
   memset(out, 0, sizeof *out);
   const sa_bar_chunks bc = *bc_host;
   int rc = SR_OK;
@@ -112,7 +134,8 @@ int sa_gpu_index_t_upload_chunks(const tile_index_t *h, const sa_bar_chunks *bc_
   if (!rc) rc = to_dev(&out->d.bar_key_head, h->bar_key_head, nb, e);
   if (!rc) rc = to_dev(&out->d.bar_key, h->bar_key, nb, e);
   if (!rc) rc = to_dev(&out->d.bar_q_cnt, h->bar_q_cnt, nb + 1, e);
-  if (!rc) rc = to_dev(&out->d.bar_q_idx, h->bar_q_idx, h->bar_q_cnt[nb], e);
+  if (!rc && !compact) rc = to_dev(&out->d.bar_q_idx, h->bar_q_idx, h->bar_q_cnt[nb], e);
+  out->compact_bars = compact, out->bars_bytes = compact ? 4 * h->bar_q_cnt[nb] : 0;
   if (!rc) rc = to_dev(&out->bc.hc_head, bc.hc_head, bc.n_hchunks, e);
   if (!rc) rc = to_dev(&out->bc.hc_first, bc.hc_first, bc.n_hchunks, e);
   if (!rc) rc = to_dev(&out->bc.hc_n, bc.hc_n, bc.n_hchunks, e);
@@ -122,10 +145,19 @@ int sa_gpu_index_t_upload_chunks(const tile_index_t *h, const sa_bar_chunks *bc_
   if (!rc) rc = to_dev(&out->bc.chunk_n, bc.chunk_n, bc.n_chunks, e);
   if (!rc) rc = to_dev(&out->bc.chunk_key, bc.chunk_key, (int64_t)bc.n_chunks * 64, e);
   if (!rc) rc = to_dev(&out->bc.slot_entry, bc.slot_entry, ns, e);
-  out->index_bytes = sa_index_t_dev_bytes(h), out->chunks_bytes = sa_bar_chunks_dev_bytes(&bc);
+  out->index_bytes = compact ? sa_index_t_compact_dev_bytes(h) : sa_index_t_dev_bytes(h);
+  out->chunks_bytes = sa_bar_chunks_dev_bytes(&bc);
   out->scratch_bytes = sa_bar_scratch_bytes(&bc, h->n_bar_keys);
   out->dev_bytes = out->index_bytes + out->chunks_bytes;  // the scratch is the caller's here
   return rc;
+}
+
+int sa_gpu_index_t_upload_chunks(const tile_index_t *h, const sa_bar_chunks *bc, sa_gpu_index_t *out, sr_error *e) {
+  return index_t_upload(h, bc, 0, out, e);
+}
+
+int sa_gpu_index_t_upload_compact(const tile_index_t *h, const sa_bar_chunks *bc, sa_gpu_index_t *out, sr_error *e) {
+  return index_t_upload(h, bc, 1, out, e);
 }
 
 void sa_gpu_index_t_free(sa_gpu_index_t *g) {

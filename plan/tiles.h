@@ -54,14 +54,7 @@ void tiles_transpose_free(tile_index_t *t);
 // O(columns). The compact form keeps the columns of each (head, source) only: a cell's bars are the first
 // bar_cnt-many of them that no tile entry or run of the cell covers, a bar key's query tiles the last
 // bar_q_cnt-many without a tile entry on its KV tile (exact where local orders ascend with positions; *_exact
-// says whether a given index is one of those).
-typedef struct {
-  int32_t heads, world;
-  int64_t n_cols;
-  int64_t *col_cnt;  // [heads * world + 1] offsets into col_key: the columns of (head h, source s) at h * world + s
-  int32_t *col_key;  // source-local keys, ascending per (head, source): every key some cell has as a bar
-} tile_bar_cols;
-
+// says whether a given index is one of those). The columns are tile_bar_cols (plan/tile_index.h).
 // The columns of every (head, source) of t (its bars' distinct keys).
 int tiles_bar_cols_build(const tile_index *t, tile_bar_cols *out, sr_error *e);
 // Release columns.

@@ -408,8 +408,9 @@ int step_ring(sim_ctx *x, sr_error *e) {
   }
   rc = ctx_optimizer(x, e);
   // The largest rank's execution form on the device, by the executor's arithmetic (kernels/index_bytes.c): the
-  // tile index and the transposes of every source (each entry once more; the distinct bar keys, which only a
-  // build knows, at their bound: every bar its own key, or every key of every head one).
+  // tile index and the transposes of every source with compact bars (the distinct bar keys, which only a build
+  // knows, at their bound: every bar its own key, or every key of every head one; the columns likewise), and the
+  // bar lists a call expands in the workspace (each entry twice: the index's and the transposes').
   for (int k = 0; k < n_distinct; k++)
     for (int r = 0; r < W; r++) {
       if (!distinct[k].sparse) continue;
@@ -418,9 +419,10 @@ int step_ring(sim_ctx *x, sr_error *e) {
       for (int g = 0; g < W; g++) kvt += (p->layout.rank_count[g] + TILE - 1) / TILE;
       int64_t bars = (int64_t)distinct[k].bars[r], tiles = (int64_t)distinct[k].entries[r] - bars;
       int64_t keys = sr_min64(bars, (int64_t)H * p->layout.n_tokens);
-      double b = (double)sa_index_count_bytes(H, qt, W, tiles, bars, -1) +
-                 (double)sa_index_t_count_bytes(H, kvt, tiles, keys, bars);
+      double b = (double)sa_index_count_bytes(H, qt, W, tiles, -1, -1) + (double)sa_bar_cols_count_bytes(H, W, keys) +
+                 (double)sa_index_t_count_bytes(H, kvt, tiles, keys, -1);
       if (b > x->max_index_bytes) x->max_index_bytes = b;
+      if (8.0 * (double)bars > x->max_bars_bytes) x->max_bars_bytes = 8.0 * (double)bars;
     }
 done_ring:
   ring_ctx_free(&st.ring);

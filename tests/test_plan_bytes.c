@@ -32,6 +32,15 @@ TEST(plan_bytes_index_with_runs_adds_their_offsets_keys_and_lengths) {
   CHECK_EQ_INT(sa_index_dev_bytes(&t), 376 + 144 + 12 + 3);
 }
 
+TEST(plan_bytes_compact_index_keeps_no_bar_lists_but_the_columns_of_each_head_and_source) {
+  tile_index t = small_index();
+  int64_t col_cnt[5] = {0, 1, 2, 3, 3};
+  tile_bar_cols c = {.heads = 2, .world = 2, .n_cols = 3, .col_cnt = col_cnt};
+  // order 48, offsets 288, tiles 20 as above; no bar_idx; col_cnt (2 x 2 + 1) x 8 = 40; col_key 3 x 4 = 12
+  CHECK_EQ_INT(sa_index_compact_dev_bytes(&t, &c), 48 + 288 + 20 + 40 + 12);
+  CHECK_EQ_INT(sa_bar_cols_count_bytes(2, 2, 3), 40 + 12);
+}
+
 TEST(plan_bytes_empty_arrays_take_one_element) {
   tile_index t = small_index();
   t.n_tiles = 0, t.n_bars = 0;
@@ -56,6 +65,12 @@ TEST(plan_bytes_transposed_index_counts_kv_offsets_entries_and_bar_keys) {
   // bar_q_idx 7 x 4 = 28
   CHECK_EQ_INT(sa_index_t_dev_bytes(&t), 40 + 5 + 40 + 48 + 28);
   CHECK_EQ_INT(sa_index_t_count_bytes(4, 1, 0, 5, 7), 40 + 5 + 40 + 48 + 28);
+}
+
+TEST(plan_bytes_compact_transposed_index_keeps_no_query_tiles_of_its_bar_keys) {
+  tile_index_t t = bars_example();
+  CHECK_EQ_INT(sa_index_t_compact_dev_bytes(&t), 40 + 5 + 40 + 48);  // as above without bar_q_idx's 28
+  CHECK_EQ_INT(sa_index_t_count_bytes(4, 1, 0, 5, -1), 40 + 5 + 40 + 48);
 }
 
 TEST(plan_bytes_bar_chunks_count_compute_and_reduce_chunks_and_the_scratch_apart) {
@@ -99,7 +114,7 @@ TEST(plan_bytes_attn_prints_each_item_of_a_dense_plan_without_running_attention)
            "layer 0: plan device bytes (largest rank): index 91, forward form 0, transposed 59, bar chunks 40, "
            "masks %lld, positions 2048; total %lld", (long long)masks, (long long)(91 + 59 + 40 + masks + 2048));
   CHECK_STR_CONTAINS(out, want);
-  CHECK_STR_CONTAINS(out, "bars' scratch 4 in the shared workspace");
+  CHECK_STR_CONTAINS(out, "bars' scratch 4, expanded bars 0 + 0 in the shared workspace");  // no bars: none compact
   CHECK(strstr(out, "layer 0: fwd") == NULL);  // no attention ran
   free(out);
 }
