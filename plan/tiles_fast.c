@@ -19,7 +19,7 @@
 #include "plan/tiles_fast_ctx.h"
 #include "plan/tiles_internal.h"
 
-int64_t tiles_fast_colbuf_max_period = 2048;  // 2048^2 x 16 bytes = 64 MiB at most
+int64_t tiles_fast_colbuf_max_period = 2048;  // the deferred sums: 48 P^2 bytes, 192 MiB at most
 int tiles_fast_overlap_walk = 0;
 int64_t tiles_fast_overlap_spill_keys = 0;
 
@@ -36,8 +36,13 @@ static void fast_free(fast_ctx *c) {
   free(c->touched);
   free(c->hist);
   free(c->kd_pre);
-  free(c->colbuf);
-  free(c->col_used);
+  free(c->cv_acc);
+  free(c->kept_t);
+  free(c->cvt);
+  free(c->d_same);
+  free(c->d_next);
+  free(c->s_any);
+  free(c->fold_s);
   free(c->ov_same);
   free(c->ov_next);
   free(c->ov_acc);
@@ -96,21 +101,28 @@ static int fast_init(const layout *l, fast_ctx *c) {
   c->touched = malloc((size_t)P * sizeof *c->touched);
   c->hist = malloc((size_t)P * (TILE + 1) * sizeof *c->hist);
   c->kd_pre = malloc((size_t)(c->nbi + 2) * sizeof *c->kd_pre);
-  if (P < c->nbi && P <= tiles_fast_colbuf_max_period) {  // periodic: a transposed column buffer
-    c->colbuf = calloc((size_t)P * (size_t)P * 2, sizeof *c->colbuf);
-    c->col_used = calloc((size_t)P, 1);
+  c->n_m = c->nbi / P + 1;
+  if (P < c->nbi && P <= tiles_fast_colbuf_max_period) {  // periodic: the columns' sums deferred to the fold
+    c->deferred = 1;
+    c->cv_acc = calloc((size_t)P * (size_t)c->n_m, sizeof *c->cv_acc);
+    c->kept_t = calloc((size_t)P * (size_t)P, sizeof *c->kept_t);
+    c->cvt = calloc((size_t)P * (size_t)(c->n_m + 1), sizeof *c->cvt);
+    c->d_same = calloc((size_t)P * (size_t)(P + 1), sizeof *c->d_same);
+    c->d_next = calloc((size_t)P * (size_t)(P + 1), sizeof *c->d_next);
+    c->s_any = calloc((size_t)P, 1);
+    c->fold_s = calloc((size_t)P * 6, sizeof *c->fold_s);
     c->ov_same = calloc((size_t)P * (size_t)P, sizeof *c->ov_same);
     c->ov_next = calloc((size_t)P * (size_t)P, sizeof *c->ov_next);
     c->ov_acc = calloc((size_t)P * (size_t)P, sizeof *c->ov_acc);
     c->ov_all = calloc((size_t)P * (size_t)P, sizeof *c->ov_all);
     c->ov_keys = calloc((size_t)P, sizeof *c->ov_keys);
-    if (!c->colbuf || !c->col_used || !c->ov_same || !c->ov_next || !c->ov_acc || !c->ov_all || !c->ov_keys) {
+    if (!c->cv_acc || !c->kept_t || !c->cvt || !c->d_same || !c->d_next || !c->s_any || !c->fold_s || !c->ov_same ||
+        !c->ov_next || !c->ov_acc || !c->ov_all || !c->ov_keys) {
       free(tr);
       fast_free(c);
       return -1;
     }
   }
-  c->n_m = c->nbi / P + 1;
   c->cvm = calloc((size_t)P * (size_t)c->n_m, sizeof *c->cvm);
   c->cvcum = malloc((size_t)(c->n_m + 1) * sizeof *c->cvcum);
   c->cmcum = malloc((size_t)(c->n_m + 1) * sizeof *c->cmcum);
@@ -624,7 +636,7 @@ void tiles_fast_fold(tiles_fast *f, work_count *hc) {
   fast_ctx *c = (fast_ctx *)f;
   if (c->P < c->nbi) {
     acc_flush(c, hc);
-    colbuf_fold(c, hc);
+    columns_fold(c, hc);
   }
 }
 

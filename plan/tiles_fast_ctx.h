@@ -15,7 +15,7 @@ typedef struct {
   int32_t *tile_rank;                // [nb] rank of every global tile (MOBA and TOKENS heads)
   int64_t *run_end;                  // [P] end (exclusive) of the run of equal R containing rho
   int unit_runs;                     // every run has length 1
-  int pending;                       // periodic: leave the residue sums (acc, colbuf) for tiles_fast_fold
+  int pending;                       // periodic: leave the residue sums (acc, deferred sums) for tiles_fast_fold
   int64_t n_runs;                    // runs of equal ranks over the residues
   int has_last;                      // the last global tile is short: scanned, not counted here
   int last_rank;                     // rank and local tile of the last global tile
@@ -26,9 +26,20 @@ typedef struct {
   int64_t n_touched;
   int32_t *hist;                     // [(TILE + 1) * P] cumulative offset histograms, transposed
   int64_t *kd_pre;                   // [nbi + 1] prefix counts of kept diagonals
-  double *colbuf;                    // periodic: [P * P * 2] (bars, pairs) by (source residue, query residue)
-  uint8_t *col_used;                 // [P] source residues with a column in colbuf
-  int64_t *ov_same, *ov_next;        // with colbuf: [P * P] column_overlap's sums by (source residue, j)
+  // Periodic, P <= tiles_fast_colbuf_max_period ("deferred"): the columns' terms of every head since the last fold,
+  // summed, and evaluated cell by cell once a fold (columns_fold) instead of once a head (P^2 cells each). Each
+  // term is an integer sum, linear in the heads (a keys count times a head-independent weight, or a count
+  // already per cell), so the sums give the cells the per-head evaluation gave.
+  int deferred;
+  int any;                           // a head added something since the last fold
+  int64_t *cv_acc;                   // [P * n_m] keys of column tile s + m P (cvm), summed
+  int64_t *kept_t;                   // [P * P] by (j, s): keys of residue s's column tiles on kept diagonals of
+                                     //   residue j (no bars there), weighed as columns_by_residue's `kept`, summed
+  int64_t *cvt;                      // [(n_m + 1) * P] one head's prefix sums over m (cvcum) by (m, s)
+  int64_t *d_same, *d_next;          // [P * (P + 1)] overlap_by_tiles' ranges of residues as differences, by s
+  uint8_t *s_any;                    // [P] residues s with column tiles since the last fold
+  int64_t *fold_s;                   // [6 * P] columns_fold's per-residue sums
+  int64_t *ov_same, *ov_next;        // deferred: [P * P] the pairs D keeps too by (source residue s, j), summed
   int32_t *ov_acc, *ov_all;          //   [P * P] the verticals' rows and row_all since the last spill
   int64_t ov_room;                   //   verticals they may still take before a spill (no int32 overflow)
   int64_t *ov_keys;                  //   [P] verticals since the last spill by source residue
@@ -66,9 +77,9 @@ typedef struct {
   int64_t n, cap;
 } i64_list;
 
-// Fold the column buffer into hc, clearing it (columns_periodic leaves it when c->pending).
-void colbuf_fold(fast_ctx *c, work_count *hc);
-// The columns of K on a periodic layout (P < nbi, column buffer or not): their bars and pairs summed by
+// Evaluate the deferred column sums into hc and clear them (columns_periodic leaves them when c->pending).
+void columns_fold(fast_ctx *c, work_count *hc);
+// The columns of K on a periodic layout (P < nbi, deferred or not): their bars and pairs summed by
 // residue, less the pairs D keeps too (plan/tiles_fast_periodic.c). kd: the kept diagonals, ascending.
 // Returns 0 or -1 when memory runs out.
 int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, const i64_list *kd,

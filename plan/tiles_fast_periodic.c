@@ -158,22 +158,30 @@ static void overlap_tile_add(fast_ctx *c, int64_t s, const int32_t *b, int n, in
   }
 }
 
-// The columns' bars and pairs (before column_overlap's deductions), summed per (source residue s, query
-// residue s + j) over the column tiles s + m P. Column tile m reaches residue j in Q - m + 1 query tiles,
-// Q = (nbi - s - 1) / P - [j > (nbi - s - 1) mod P] (none when m > Q), of which those on kept diagonals
-// j + t P, t <= Q - m, hold no bar. So with CV(x) = keys of the tiles m <= x:
-//   query tiles x keys  = sum_m cv_m (Q - m + 1) = (Q + 1) CV(Q) - sum_{m <= Q} m cv_m
-//   kept ones x keys    = sum_{kept t <= Q} CV(Q - t)
-// and the pairs are T per query tile and key, less the column's own tile (counted apart) at j = 0.
-static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) {
-  const int64_t T = TILE, P = c->P, nbi = c->nbi, n_m = c->n_m;
-  int64_t *first = c->kd_first, *cvcum = c->cvcum, *cmcum = c->cmcum;
+// The kept diagonals j + t P listed by residue j: kd_t[kd_first[j] .. kd_first[j + 1]), t ascending.
+static void kept_by_residue(fast_ctx *c, const i64_list *kd) {
+  const int64_t P = c->P;
+  int64_t *first = c->kd_first;
   memset(first, 0, (size_t)(P + 1) * sizeof *first);
   for (int64_t x = 0; x < kd->n; x++) first[kd->delta[x] % P + 1]++;
   for (int64_t j = 0; j < P; j++) first[j + 1] += first[j];
   for (int64_t x = 0; x < kd->n; x++) c->kd_t[first[kd->delta[x] % P]++] = kd->delta[x] / P;  // ascending t
   for (int64_t j = P; j > 0; j--) first[j] = first[j - 1];
   first[0] = 0;
+}
+
+// The columns' bars and pairs (before column_overlap's deductions), summed per (source residue s, query
+// residue s + j) over the column tiles s + m P. Column tile m reaches residue j in Q - m + 1 query tiles,
+// Q = (nbi - s - 1) / P - [j > (nbi - s - 1) mod P] (none when m > Q), of which those on kept diagonals
+// j + t P, t <= Q - m, hold no bar. So with CV(x) = keys of the tiles m <= x:
+//   query tiles x keys  = sum_m cv_m (Q - m + 1) = (Q + 1) CV(Q) - sum_{m <= Q} m cv_m
+//   kept ones x keys    = sum_{kept t <= Q} CV(Q - t)
+// and the pairs are T per query tile and key, less the column's own tile (counted apart) at j = 0. Without the
+// deferred sums (long periods) straight into the count matrix, column_overlap having deducted its pairs there.
+static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) {
+  const int64_t T = TILE, P = c->P, nbi = c->nbi, n_m = c->n_m;
+  int64_t *first = c->kd_first, *cvcum = c->cvcum, *cmcum = c->cmcum;
+  kept_by_residue(c, kd);
   for (int64_t s = 0; s < P; s++) {
     if (!c->s_used[s] || nbi - s - 1 < 0) continue;
     int64_t *cv = c->cvm + s * n_m, q0 = (nbi - s - 1) / P, r = (nbi - s - 1) % P;
@@ -184,7 +192,6 @@ static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) 
       cv[m] = 0;
     }
     c->s_used[s] = 0;
-    int64_t *same = c->ov_same ? c->ov_same + s * P : NULL, *next = c->ov_next ? c->ov_next + s * P : NULL;
     for (int64_t j = 0; j < P; j++) {
       int64_t Q = q0 - (j > r), bars = 0, pairs = 0;
       if (Q >= 0 && cvcum[Q + 1]) {
@@ -193,43 +200,143 @@ static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) 
         bars = all - kept;
         pairs = T * (all - (j == 0 ? cvcum[Q + 1] : 0));
       }
-      if (same) pairs -= same[j] + next[j == 0 ? P - 1 : j - 1];
       if (!bars && !pairs) continue;
-      int64_t rho = s + j >= P ? s + j - P : s + j;
-      if (c->colbuf) {
-        double *v = c->colbuf + (s * P + rho) * 2;
-        c->col_used[s] = 1;
-        v[0] += (double)bars;
-        v[1] += (double)pairs;
-      } else {
-        work_count *w = cell(hc, c, rho, s);
-        w->bars += bars;
-        w->pairs += (double)pairs;
-      }
-    }
-    if (same) {
-      memset(same, 0, (size_t)P * sizeof *same);
-      memset(next, 0, (size_t)P * sizeof *next);
+      work_count *w = cell(hc, c, s + j >= P ? s + j - P : s + j, s);
+      w->bars += bars;
+      w->pairs += (double)pairs;
     }
   }
 }
 
-// Fold the transposed columns into the count matrix in 32 x 32 blocks (both sides in cache), clearing them.
-void colbuf_fold(fast_ctx *c, work_count *hc) {
-  const int64_t P = c->P;
-  for (int64_t r0 = 0; c->colbuf && r0 < P; r0 += 32)
+// dst[i] += src[i] for i in [lo, hi], four lanes a step (one AVX2 register where the CPU has it).
+typedef int64_t i64x4 __attribute__((vector_size(32)));  // GCC and Clang vector extension
+#define ROW_ADD_BODY                                 \
+  int64_t i = lo;                                    \
+  for (; i + 4 <= hi + 1; i += 4) {                  \
+    i64x4 x, y;                                      \
+    memcpy(&x, dst + i, sizeof x);                   \
+    memcpy(&y, src + i, sizeof y);                   \
+    x += y;                                          \
+    memcpy(dst + i, &x, sizeof x);                   \
+  }                                                  \
+  for (; i <= hi; i++) dst[i] += src[i];
+
+static void row_add_plain(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) { ROW_ADD_BODY }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void row_add_avx2(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) {
+  ROW_ADD_BODY
+}
+#endif
+
+static void row_add(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static int avx2 = -1;  // a benign race: every thread writes the same value
+  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (avx2) {
+    row_add_avx2(dst, src, lo, hi);
+    return;
+  }
+#endif
+  row_add_plain(dst, src, lo, hi);
+}
+
+// One head's share of columns_by_residue's sums, deferred: its keys by (s, m) into cv_acc, and its `kept` by
+// (j, s) into kept_t, a kept diagonal j + t P at a time over every s: Q as a function of s is A, A - 1, A - 2 on
+// three runs of s (nbi - 1 = A P + B: (nbi - s - 1) / P is A up to s = B, then A - 1; (nbi - s - 1) mod P is
+// B - s, then P + B - s), so each run adds a row of prefix sums CV(Q - t), by s, at once.
+static void columns_defer(fast_ctx *c, const i64_list *kd) {
+  const int64_t P = c->P, nbi = c->nbi, n_m = c->n_m, A = (nbi - 1) / P, B = (nbi - 1) % P;
+  int64_t *cvt = c->cvt;
+  kept_by_residue(c, kd);
+  memset(cvt, 0, (size_t)(n_m + 1) * (size_t)P * sizeof *cvt);
+  for (int64_t s = 0; s < P; s++) {
+    if (!c->s_used[s]) continue;
+    int64_t *cv = c->cvm + s * n_m, *acc = c->cv_acc + s * n_m, sum = 0;
+    for (int64_t m = 0; m < n_m; m++) {
+      sum += cv[m];
+      cvt[(m + 1) * P + s] = sum;
+      acc[m] += cv[m];
+      cv[m] = 0;
+    }
+    c->s_used[s] = 0;
+    c->s_any[s] = 1;
+    c->any = 1;
+  }
+  for (int64_t j = 0; j < P; j++) {
+    int64_t *row = c->kept_t + j * P;
+    // runs of s with Q = A, A - 1, A - 2
+    int64_t lo[3] = {0, sr_max64(0, B - j + 1), P + B - j + 1}, hi[3] = {B - j, sr_min64(P - 1, P + B - j), P - 1};
+    for (int64_t x = c->kd_first[j]; x < c->kd_first[j + 1]; x++)
+      for (int k = 0; k < 3; k++) {
+        int64_t y = A - k - c->kd_t[x] + 1;  // CV(Q - t) = cvcum[Q - t + 1]; none when t > Q
+        if (y >= 1 && lo[k] <= hi[k]) row_add(row, cvt + y * P, lo[k], hi[k]);
+      }
+  }
+}
+
+// Evaluate the deferred sums into hc and clear them: per (s, j) as columns_by_residue, less the pairs D keeps too
+// (ov_same, ov_next, with overlap_by_tiles' ranges), in 32 x 32 blocks of (query residue, source residue) so
+// both the sums and the count matrix stay in cache.
+void columns_fold(fast_ctx *c, work_count *hc) {
+  if (!c->deferred || !c->any) return;
+  const int64_t T = TILE, P = c->P, nbi = c->nbi, n_m = c->n_m;
+  // per residue s: CV and sum m cv over m <= q0 (Q = q0) and m <= q0 - 1 (Q = q0 - 1), and the first j with Q = q0 - 1
+  int64_t *cv_hi = c->fold_s, *cm_hi = cv_hi + P, *cv_lo = cm_hi + P, *cm_lo = cv_lo + P, *j_lo = cm_lo + P, *q0s = j_lo + P;
+  for (int64_t s = 0; s < P; s++) {
+    if (!c->s_any[s]) continue;
+    int64_t q0 = (nbi - s - 1) / P, cvs = 0, cms = 0, *acc = c->cv_acc + s * n_m;
+    j_lo[s] = (nbi - s - 1) % P + 1;
+    q0s[s] = q0;
+    for (int64_t m = 0; m < n_m; m++) {  // CV and sum m cv over m <= q0 - 1 and m <= q0
+      if (m == q0) cv_lo[s] = cvs, cm_lo[s] = cms;
+      if (m > q0) break;
+      cvs += acc[m];
+      cms += m * acc[m];
+    }
+    cv_hi[s] = cvs, cm_hi[s] = cms;
+    if (q0 >= n_m) cv_lo[s] = cvs, cm_lo[s] = cms;
+    memset(acc, 0, (size_t)n_m * sizeof *acc);
+    // overlap_by_tiles' ranges into the row's sums
+    int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, *ds = c->d_same + s * (P + 1),
+            *dn = c->d_next + s * (P + 1);
+    for (int64_t j = 0, a = 0, b = 0; j < P; j++) {
+      a += ds[j];
+      b += dn[j];
+      same[j] += a;
+      next[j] += b;
+    }
+    memset(ds, 0, (size_t)(P + 1) * sizeof *ds);
+    memset(dn, 0, (size_t)(P + 1) * sizeof *dn);
+  }
+  for (int64_t r0 = 0; r0 < P; r0 += 32)
     for (int64_t s0 = 0; s0 < P; s0 += 32)
       for (int64_t rho = r0; rho < r0 + 32 && rho < P; rho++) {
         work_count *row = hc + (int64_t)c->R[rho] * c->W;
-        for (int64_t sg = s0; sg < s0 + 32 && sg < P; sg++) {
-          if (!c->col_used[sg]) continue;
-          double *v = c->colbuf + (sg * P + rho) * 2;
-          row[c->R[sg]].bars += (int64_t)v[0];
-          row[c->R[sg]].pairs += v[1];
-          v[0] = v[1] = 0;
+        for (int64_t s = s0; s < s0 + 32 && s < P; s++) {
+          if (!c->s_any[s]) continue;
+          int64_t j = rho - s < 0 ? rho - s + P : rho - s, lo = j >= j_lo[s];
+          int64_t Q = q0s[s] - lo, cvq = lo ? cv_lo[s] : cv_hi[s], bars = 0, pairs = 0;
+          if (Q >= 0 && cvq) {
+            int64_t all = (Q + 1) * cvq - (lo ? cm_lo[s] : cm_hi[s]);
+            bars = all - c->kept_t[j * P + s];
+            pairs = T * (all - (j == 0 ? cvq : 0));
+          }
+          pairs -= c->ov_same[s * P + j] + c->ov_next[s * P + (j == 0 ? P - 1 : j - 1)];
+          if (!bars && !pairs) continue;
+          work_count *w = row + c->R[s];
+          w->bars += bars;
+          w->pairs += (double)pairs;
         }
       }
-  if (c->col_used) memset(c->col_used, 0, (size_t)P);
+  memset(c->kept_t, 0, (size_t)P * (size_t)P * sizeof *c->kept_t);
+  for (int64_t s = 0; s < P; s++)
+    if (c->s_any[s]) {
+      memset(c->ov_same + s * P, 0, (size_t)P * sizeof *c->ov_same);
+      memset(c->ov_next + s * P, 0, (size_t)P * sizeof *c->ov_next);
+    }
+  memset(c->s_any, 0, (size_t)P);
+  c->any = 0;
 }
 
 // The same sums (ov_same, ov_next) by offset tile instead of by vertical, for long periods: with P residues
@@ -245,15 +352,21 @@ int tiles_fast_overlap_by_tiles = 0;
 
 // One source residue's walk over the pieces of overlap_by_tiles. A run of whole offset tiles (consecutive dt,
 // every offset kept: the local window) adds the same to each of its residues, so it is added as ranges of
-// residues into difference arrays, summed into the residue's sums once at its end.
+// residues into difference arrays (the deferred d_same, d_next of its row), summed at the fold (columns_fold).
+typedef struct {
+  int32_t j, a, b, len;     // a piece's residue j = dt mod P, its S indices T - e0 and T - 1 - e1, e1 - e0 + 1
+} piece_terms;
+
 typedef struct {
   const int32_t *pc, *run;  // pieces; run[x]: the first piece of the run of whole tiles holding x (x: none)
+  const piece_terms *pt;    // [n_pc] what a piece outside such runs adds
+  const int32_t *below;     // [n_pc] the last piece at or below x in a run of three whole tiles or more (-1: none)
   int64_t P, A, aq, ar;     // A = nbi - 2 - s, aq = A / P, ar = A mod P
-  int64_t *dsame, *dnext;   // [P + 1] differences over residues
+  int64_t *dsame, *dnext;   // [P + 1] differences over residues (the row of s in c->d_same, d_next)
   int64_t whole_same, whole_next, ranged;  // added to every residue; some range added
 } piece_walk;
 
-static void range_add(int64_t *d, int64_t P, int64_t first, int64_t last, int64_t v) {
+static inline void range_add(int64_t *d, int64_t P, int64_t first, int64_t last, int64_t v) {
   if (first <= last) {
     d[first] += v, d[last + 1] -= v;
   } else {  // wraps past P - 1
@@ -261,48 +374,58 @@ static void range_add(int64_t *d, int64_t P, int64_t first, int64_t last, int64_
   }
 }
 
+// The last piece at or below x whose mu reaches lim, or -1: mu = aq - dt / P - [dt mod P > ar] only falls as dt
+// grows (pieces ascend in dt), so a binary search.
+static int64_t pieces_reaching(const piece_walk *w, int64_t x, int64_t lim) {
+  if (lim == INT64_MAX) return -1;
+  int64_t a = -1, b = x + 1;  // pieces <= a reach lim, pieces >= b do not
+  while (b - a > 1) {
+    int64_t m = a + (b - a) / 2;
+    const int32_t *p = w->pc + 4 * m;
+    if (w->aq - p[0] - (p[1] > w->ar) >= lim) a = m;
+    else b = m;
+  }
+  return a;
+}
+
 // Add pieces x, x - 1, ... to the residue's sums while their mu stays below lim (no further column tile
 // joins): S[y + 1] = S(y), n = N(T - 1). Returns the first piece not added.
 static int64_t pieces_add(piece_walk *w, int64_t x, int64_t lim, const int64_t *S, int64_t n, int64_t *same,
                           int64_t *next) {
-  const int64_t P = w->P;
-  while (x >= 0) {
-    const int32_t *p = w->pc + 4 * x;
-    int64_t j = p[1], e0 = p[2], e1 = p[3];
-    if (w->aq - p[0] - (j > w->ar) >= lim) break;
-    if (x - w->run[x] >= 3) {  // whole tiles dt - (x - lo) .. dt, those with mu < lim: dt > A - lim P
-      int64_t dt = p[0] * P + j, lo = w->run[x];
-      if (lim != INT64_MAX) lo = sr_max64(lo, x - dt + w->A - lim * P + 1);
-      int64_t L = x - lo + 1, g = S[TILE], nx = TILE * n - g, r = L % P;
-      w->whole_same += L / P * g;
-      w->whole_next += L / P * nx;
-      if (r) {
-        range_add(w->dsame, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, g);
-        range_add(w->dnext, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, nx);
+  const int64_t P = w->P, stop = pieces_reaching(w, x, lim);
+  while (x > stop) {
+    if (x - w->run[x] < 3) {  // down to the next run of whole tiles: the pieces' own terms
+      int64_t y = sr_max64(w->below[x], stop);
+      for (; x > y; x--) {
+        const piece_terms *q = &w->pt[x];
+        int64_t g = S[q->a] - S[q->b];
+        same[q->j] += g;
+        next[q->j] += q->len * n - g;
       }
-      w->ranged = 1;
-      x = lo - 1;
       continue;
     }
-    int64_t g = S[TILE - e0] - S[TILE - 1 - e1];
-    same[j] += g;
-    next[j] += (e1 - e0 + 1) * n - g;
-    x--;
+    // whole tiles dt - (x - lo) .. dt, those with mu < lim: dt > A - lim P
+    const int32_t *p = w->pc + 4 * x;
+    int64_t j = p[1], dt = p[0] * P + j, lo = w->run[x];
+    if (lim != INT64_MAX) lo = sr_max64(lo, x - dt + w->A - lim * P + 1);
+    int64_t L = x - lo + 1, g = S[TILE], nx = TILE * n - g, r = L % P;
+    w->whole_same += L / P * g;
+    w->whole_next += L / P * nx;
+    if (r) {
+      range_add(w->dsame, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, g);
+      range_add(w->dnext, P, j - r + 1 < 0 ? j - r + 1 + P : j - r + 1, j, nx);
+    }
+    w->ranged = 1;
+    x = lo - 1;
   }
   return x;
 }
 
-// The ranges added by pieces_add into the residue's sums, clearing them.
-static void pieces_ranges_fold(piece_walk *w, int64_t *same, int64_t *next) {
+// The constants pieces_add added to every residue, into the row's differences.
+static void pieces_ranges_done(piece_walk *w) {
   if (!w->ranged) return;
-  for (int64_t j = 0, a = 0, b = 0; j < w->P; j++) {
-    a += w->dsame[j];
-    b += w->dnext[j];
-    same[j] += a + w->whole_same;
-    next[j] += b + w->whole_next;
-  }
-  memset(w->dsame, 0, (size_t)(w->P + 1) * sizeof *w->dsame);
-  memset(w->dnext, 0, (size_t)(w->P + 1) * sizeof *w->dnext);
+  w->dsame[0] += w->whole_same, w->dsame[w->P] -= w->whole_same;
+  w->dnext[0] += w->whole_next, w->dnext[w->P] -= w->whole_next;
   w->whole_same = w->whole_next = w->ranged = 0;
 }
 
@@ -330,18 +453,11 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
   // column tiles grouped by source residue (ascending kb within each), with their first interval of K
   int64_t *first = calloc((size_t)P + 1, sizeof *first), *order = malloc((size_t)(n_ct + 1) * sizeof *order),
           *yfirst = malloc((size_t)(n_ct + 1) * sizeof *yfirst), *ms = malloc((size_t)(n_ct + 1) * sizeof *ms),
-          *diff = calloc(2 * ((size_t)P + 1), sizeof *diff), S[TILE + 1], cnt[TILE];
-  int32_t *run = malloc((size_t)(n_pc + 1) * sizeof *run);
-  if (!first || !order || !yfirst || !ms || !diff || !run) {
-    free(pc);
-    free(first);
-    free(order);
-    free(yfirst);
-    free(ms);
-    free(diff);
-    free(run);
-    return -1;
-  }
+          S[TILE + 1], cnt[TILE];
+  int32_t *run = malloc((size_t)(n_pc + 1) * sizeof *run), *below = malloc((size_t)(n_pc + 1) * sizeof *below);
+  piece_terms *pt = malloc((size_t)(n_pc + 1) * sizeof *pt);
+  int rc = -1;
+  if (!first || !order || !yfirst || !ms || !run || !below || !pt) goto done;
   for (int64_t x = 0; x < n_pc; x++) {  // runs of whole tiles with consecutive dt
     const int32_t *p = pc + 4 * x, *q = p - 4;
     int whole = p[2] == 0 && p[3] == T - 1;
@@ -349,7 +465,12 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
                            ? run[x - 1]
                            : x);
   }
-  piece_walk w = {pc, run, P, 0, 0, 0, diff, diff + P + 1, 0, 0, 0};
+  for (int64_t x = 0; x < n_pc; x++) {
+    const int32_t *p = pc + 4 * x;
+    pt[x] = (piece_terms){p[1], (int32_t)(T - p[2]), (int32_t)(T - 1 - p[3]), p[3] - p[2] + 1};
+    below[x] = x - run[x] >= 3 ? (int32_t)x : x > 0 ? below[x - 1] : -1;
+  }
+  piece_walk w = {pc, run, pt, below, P, 0, 0, 0, NULL, NULL, 0, 0, 0};
   for (int64_t t = 0, y = 0; t < n_ct; t++) {
     first[ct[t].kb % P + 1]++;
     while (y < K->n && K->hi[y] < ct[t].kb * T) y++;
@@ -366,10 +487,10 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
     int64_t i = first[s], end = first[s + 1], A = nbi - 2 - s, x = n_pc - 1;
     if (i == end || A < 0) continue;
     int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, aq = A / P, ar = A % P;
-    w.A = A, w.aq = aq, w.ar = ar;
+    w.A = A, w.aq = aq, w.ar = ar, w.dsame = c->d_same + s * (P + 1), w.dnext = c->d_next + s * (P + 1);
     memset(cnt, 0, sizeof cnt);
     // pieces that reach no column tile of s yet (mu below the first one's m)
-    while (x >= 0 && aq - pc[4 * x] - (pc[4 * x + 1] > ar) < ms[i]) x--;
+    x = pieces_reaching(&w, x, ms[i]);
     while (x >= 0) {
       int64_t mu = aq - pc[4 * x] - (pc[4 * x + 1] > ar);
       for (; i < end && ms[i] <= mu; i++) {  // column tile joins N
@@ -385,16 +506,19 @@ static int overlap_by_tiles(fast_ctx *c, const iset *D, const iset *K, const col
       }
       x = pieces_add(&w, x, i < end ? ms[i] : INT64_MAX, S, S[T] - S[T - 1], same, next);
     }
-    pieces_ranges_fold(&w, same, next);
+    pieces_ranges_done(&w);
   }
+  rc = 0;
+done:
   free(pc);
   free(first);
   free(order);
   free(yfirst);
   free(ms);
-  free(diff);
   free(run);
-  return 0;
+  free(below);
+  free(pt);
+  return rc;
 }
 
 // Periodic: the columns summed by residue (columns_by_residue), less the pairs D keeps too. Those come
@@ -447,7 +571,11 @@ int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *
   }
   if (lanes && jlo <= jhi) overlap_spill(c, jlo, jhi);
   c->ov_room = 0;
-  columns_by_residue(c, hc, kd);
-  if (!c->pending) colbuf_fold(c, hc);
+  if (!c->deferred) {
+    columns_by_residue(c, hc, kd);
+    return 0;
+  }
+  columns_defer(c, kd);
+  if (!c->pending) columns_fold(c, hc);
   return 0;
 }

@@ -237,7 +237,8 @@ int tiles_blocks_head(tiles_blocks *b, const head_pattern *h, int q_rank, tile_b
 // *plain = 1 when every PARTIAL entry of the BLOCK head on q_rank's query tiles keeps all its causal elements.
 int tiles_blocks_plain(tiles_blocks *b, const head_pattern *h, int q_rank, int *plain, sr_error *e);
 
-// Longest period for which the fast path buffers columns transposed (memory P^2 x 16 bytes); tests lower it.
+// Longest period for which the fast path defers the columns' sums to the fold (48 P^2 bytes an accounter); tests
+// lower it.
 extern int64_t tiles_fast_colbuf_max_period;
 // How the fast path counts the pairs both D and K keep without periodicity (tiles_fast.c, overlap): 0 the walk
 // estimated cheapest, 1 in closed form per run, 2 key by key over the runs, 3 key by key over the tiles D's

@@ -28,30 +28,36 @@ double cost_attn_exec_flops(const model_config *m, const work_count *w) {
 // calib_sustained_rate), not its fit's slope: long calls run at the former (4 x H100, 256K-512K forwards:
 // 572-575 TFLOP/s a GPU against a slope of 712 and a largest call of 601,
 // results/exec/2026-11-27-h100x4-vs-context-parallel; docs/sim.md, "Sustained rates").
-static double attn_time(const gpu_desc *g, const model_config *m, const work_count *w, double ratio, double ef,
-                        double ep, double eb) {
+// (cost_attn_rates_init and cost.h's cost_attn_time hold the formula; both entry points below use them.)
+void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cost_attn_rates *a) {
   double peak = g->peak_tflops * 1e12;
-  if (peak <= 0) return 0;
-  double t = 0;
-  if (w->full) t += ratio * (double)w->full * cost_tile_flops(m) / (peak * (ef > 0 ? ef : 1));
-  if (w->partial) t += ratio * (double)w->partial * cost_tile_flops(m) / (peak * (ep > 0 ? ep : 1));
+  double ef = bwd ? g->eff_attn_bwd_full : g->eff_attn_fwd_full, ep = bwd ? g->eff_attn_bwd_partial : g->eff_attn_fwd_partial,
+         eb = bwd ? g->eff_attn_bwd_bar : g->eff_attn_fwd_bar;
+  a->zero = peak <= 0;
+  a->ratio = bwd ? MODEL_ATTN_BWD_RATIO : 1.0;
+  a->tile = cost_tile_flops(m);
+  a->run = cost_run_flops(m);
+  a->bar = cost_bar_flops(m);
+  a->full = peak * (ef > 0 ? ef : 1);
   // Runs are masked chunks like a PARTIAL tile's halves: the PARTIAL efficiency (an assumption: the
   // calibration measures PARTIAL tiles; results/JOURNAL.md has a run at 17.1 ns against 35.1 ns a
   // PARTIAL tile on one H200, i.e. at the same rate per element within 3%).
-  if (w->runs) t += ratio * (double)w->runs * cost_run_flops(m) / (peak * (ep > 0 ? ep : 1));
-  if (w->bars) t += ratio * (double)w->bars * cost_bar_flops(m) / (peak * (eb > 0 ? eb : 1));
-  return t;
+  a->partial = peak * (ep > 0 ? ep : 1);
+  a->bars = peak * (eb > 0 ? eb : 1);
 }
 
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w) {
-  return attn_time(g, m, w, 1.0, g->eff_attn_fwd_full, g->eff_attn_fwd_partial, g->eff_attn_fwd_bar);
+  cost_attn_rates a;
+  cost_attn_rates_init(g, m, 0, &a);
+  return cost_attn_time(&a, w);
 }
 
 // Backward recomputes P and forms dQ, dK, dV: 2.5x the forward FLOPs (FlashAttention-2 paper, sec. 4.1;
 // model.h's MODEL_ATTN_BWD_RATIO), at the backward kernels' efficiencies.
 double cost_attn_bwd(const gpu_desc *g, const model_config *m, const work_count *w) {
-  return attn_time(g, m, w, MODEL_ATTN_BWD_RATIO, g->eff_attn_bwd_full, g->eff_attn_bwd_partial,
-                   g->eff_attn_bwd_bar);
+  cost_attn_rates a;
+  cost_attn_rates_init(g, m, 1, &a);
+  return cost_attn_time(&a, w);
 }
 
 // A ring step is one kernel launch per rank (the executor launches it for every step with a source) that
@@ -63,15 +69,7 @@ double cost_attn_bwd(const gpu_desc *g, const model_config *m, const work_count 
 // the forward the LSE merge of the step's partial into the running fp32 output (docs/design.md, "The LSE
 // merge"; Milakov & Gimelshein 2018: 8d + 8 bytes read and written a row). Both are fitted per phase by
 // sparsering-exec calibrate (exec/calib_ring.c) from a layer split into the steps of a ring on one GPU.
-double cost_ring_step(const gpu_desc *g, int phase, double cells) {
-  int p = phase ? 1 : 0;
-  return (g->ring_step_us[p] + (cells > 0 ? cells : 0) * g->ring_cell_us[p]) * 1e-6;
-}
-
-double cost_ring_cells(const work_count *w, double q_tiles, double heads) {
-  double entries = (double)(w->full + w->partial + w->bars + w->runs), most = q_tiles * heads;
-  return entries < most ? entries : most;
-}
+// cost_ring_step and cost_ring_cells: inline in cost.h.
 
 // Roofline compute bound (Williams et al. 2009): FLOPs / (peak x GEMM efficiency).
 double cost_gemm(const gpu_desc *g, double flops) {
@@ -85,15 +83,7 @@ double cost_mem(const gpu_desc *g, double bytes) {
   return r > 0 ? bytes / r : 0;
 }
 
-// Communication kernels occupy SMs, so overlapped compute slows down (measured in "Optimizing
-// communication-computation overlap", Rashidi et al. 2021; NCCL uses up to 32 SMs per channel set).
-// Compute runs at 1/slowdown of its speed while the comm kernel of `comm` seconds runs beside it and at
-// full speed after: if it ends inside the comm window it takes compute*slowdown, else comm + the rest.
-double cost_under_comm(double compute, double comm, double slowdown) {
-  if (slowdown <= 1 || comm <= 0 || compute <= 0) return compute;
-  if (compute * slowdown <= comm) return compute * slowdown;
-  return comm + (compute - comm / slowdown);
-}
+// cost_under_comm: inline in cost.h.
 
 // ---- communication -------------------------------------------------------------------------------
 

@@ -21,21 +21,58 @@ double cost_run_flops(const model_config *m);
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w);
 // Backward attention seconds of a work count (MODEL_ATTN_BWD_RATIO x the forward FLOPs at the backward efficiencies).
 double cost_attn_bwd(const gpu_desc *g, const model_config *m, const work_count *w);
+// The constants of cost_attn_fwd / cost_attn_bwd for one GPU and model, so that costing millions of work counts
+// (a ring step per rank and source at a thousand ranks) does not recompute them: cost_attn_time(&a, w) is
+// cost_attn_fwd(g, m, w) (or _bwd), the same operations in the same order, so the same bits.
+typedef struct {
+  double ratio;                  // FLOPs relative to the forward (1, or MODEL_ATTN_BWD_RATIO)
+  double tile, run, bar;         // FLOPs of a tile, a run, a bar (cost_tile_flops, ...)
+  double full, partial, bars;    // peak x efficiency of each kind (FLOP/s)
+  int zero;                      // no peak: every count costs 0
+} cost_attn_rates;
+// The rates of the forward (bwd = 0) or the backward (bwd = 1).
+void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cost_attn_rates *a);
+// Seconds of a work count at rates a (cost_attn_fwd / cost_attn_bwd's formula).
+static inline double cost_attn_time(const cost_attn_rates *a, const work_count *w) {
+  if (a->zero) return 0;
+  double t = 0;
+  if (w->full) t += a->ratio * (double)w->full * a->tile / a->full;
+  if (w->partial) t += a->ratio * (double)w->partial * a->tile / a->partial;
+  if (w->runs) t += a->ratio * (double)w->runs * a->run / a->partial;
+  if (w->bars) t += a->ratio * (double)w->bars * a->bar / a->bars;
+  return t;
+}
 // Forward attention FLOPs the kernels execute for a work count (tiles computed whole, bars).
 double cost_attn_exec_flops(const model_config *m, const work_count *w);
 // Seconds a ring step adds beyond its kernel's work (phase 0 forward, 1 backward): the fixed cost of a step
 // (launch, waiting on the received shard) and a cost per (query tile, head) cell the kernel runs (prologue,
 // epilogue, the forward's LSE merge); 0 unless the cluster file gives them (gpu.ring_step).
-double cost_ring_step(const gpu_desc *g, int phase, double cells);
+// (Inline, as cost_ring_cells: costed for every rank and step of a layer.)
+static inline double cost_ring_step(const gpu_desc *g, int phase, double cells) {
+  int p = phase ? 1 : 0;
+  return (g->ring_step_us[p] + (cells > 0 ? cells : 0) * g->ring_cell_us[p]) * 1e-6;
+}
 // (query tile, head) cells a step's kernel runs for a work count: each cell with work holds an entry, and
 // there are at most q_tiles x heads of them (an upper bound where cells hold several entries).
-double cost_ring_cells(const work_count *w, double q_tiles, double heads);
+static inline double cost_ring_cells(const work_count *w, double q_tiles, double heads) {
+  double entries = (double)(w->full + w->partial + w->bars + w->runs), most = q_tiles * heads;
+  return entries < most ? entries : most;
+}
 // Seconds of a GEMM of `flops` FLOPs.
 double cost_gemm(const gpu_desc *g, double flops);
 // Seconds of a memory-bound op that moves `bytes` bytes through HBM.
 double cost_mem(const gpu_desc *g, double bytes);
 // Seconds of a compute task of `compute` s that runs while a comm kernel of `comm` s shares the SMs.
-double cost_under_comm(double compute, double comm, double slowdown);
+// Communication kernels occupy SMs, so overlapped compute slows down (measured in "Optimizing
+// communication-computation overlap", Rashidi et al. 2021; NCCL uses up to 32 SMs per channel set).
+// Compute runs at 1/slowdown of its speed while the comm kernel of `comm` seconds runs beside it and at
+// full speed after: if it ends inside the comm window it takes compute*slowdown, else comm + the rest.
+// (Inline: a ring pass costs millions.)
+static inline double cost_under_comm(double compute, double comm, double slowdown) {
+  if (slowdown <= 1 || comm <= 0 || compute <= 0) return compute;
+  if (compute * slowdown <= comm) return compute * slowdown;
+  return comm + (compute - comm / slowdown);
+}
 
 // Point-to-point transfer of `bytes` over a link: latency + bytes / bandwidth.
 double cost_p2p(const link_desc *l, double bytes);

@@ -30,8 +30,14 @@ int engine_init(sim_engine *g, int n_ranks, int n_resources, const int *servers,
   }
   for (int k = 0; k < n_resources; k++) g->res_first[k + 1] = g->res_first[k] + servers[k];
   for (int64_t i = 0; i < (int64_t)n_ranks * STREAM_COUNT; i++) g->stream_last[i] = -1;
+  g->eager = n_resources == 0;
   return SR_OK;
 }
+
+void engine_lean(sim_engine *g) { g->lean = g->eager; }
+
+void engine_count_busy(sim_engine *g, double *busy) { g->busy = busy; }
+
 
 void engine_free(sim_engine *g) {
   free(g->res_first);
@@ -45,6 +51,7 @@ void engine_free(sim_engine *g) {
   free(g->succ);
   free(g->heap);
   free(g->ready);
+  free(g->end);
   memset(g, 0, sizeof *g);
 }
 
@@ -57,6 +64,8 @@ void engine_clear(sim_engine *g) {
 
 // ---- building the DAG ------------------------------------------------------------------------
 
+static double deps_end(const sim_engine *g, const sim_task *t);
+
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
   if (need <= *cap) return 0;
   int64_t c = *cap ? *cap : 1024;
@@ -68,8 +77,23 @@ static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
   return 0;
 }
 
+// A lean engine's task: its start is the latest end of its dependencies and of its stream's last task (or the
+// stream's free time from the chunks before), as deps_end takes it; only its end is kept.
+static int32_t add_lean(sim_engine *g, int rank, timeline_stream stream, double dur, const int32_t *deps, int n_deps) {
+  double ready = 0;
+  for (int i = 0; i < n_deps; i++)
+    if (deps[i] >= 0 && deps[i] < g->n_tasks && g->end[deps[i]] > ready) ready = g->end[deps[i]];
+  return engine_add_after(g, rank, stream, dur, ready);
+}
+
+int engine_reserve_end(sim_engine *g, int64_t n) {
+  if (g->n_tasks + n >= INT32_MAX - 1) return -1;
+  return grow((void **)&g->end, &g->cap_end, g->n_tasks + n, sizeof *g->end);
+}
+
 int32_t engine_add(sim_engine *g, int rank, timeline_stream stream, double dur, int resource, int phase, int layer,
                    int step, const int32_t *deps, int n_deps) {
+  if (g->lean) return add_lean(g, rank, stream, dur, deps, n_deps);
   if (g->n_tasks >= INT32_MAX - 1) return -1;
   // One extra slot for the implicit stream predecessor.
   if (grow((void **)&g->tasks, &g->cap_tasks, g->n_tasks + 1, sizeof *g->tasks) ||
@@ -96,9 +120,14 @@ int32_t engine_add(sim_engine *g, int rank, timeline_stream stream, double dur, 
     if (*last >= 0) g->deps[g->n_deps + n++] = *last;
     else t->earliest = g->stream_free[(int64_t)rank * STREAM_COUNT + stream];
     *last = id;
+    if (g->busy && stream == STREAM_COMPUTE && t->dur > 0) g->busy[rank] += t->dur;
   }
   t->n_deps = n;
   g->n_deps += n;
+  if (g->eager) {  // every dependency is an earlier task, already scheduled
+    t->start = deps_end(g, t);
+    t->end = t->start + t->dur;
+  }
   return id;
 }
 
@@ -223,10 +252,15 @@ oom:
 }
 
 int engine_run(sim_engine *g, sr_error *e) {
+  if (g->lean) {
+    for (int64_t i = 0; i < (int64_t)g->n_ranks * STREAM_COUNT; i++)
+      if (g->stream_last[i] >= 0) g->stream_free[i] = g->end[g->stream_last[i]];
+    return SR_OK;
+  }
   if (g->uses_resources) {
     int rc = run_events(g, e);
     if (rc) return rc;
-  } else {
+  } else if (!g->eager) {
     // Dependencies always precede their task, so insertion order is a topological order.
     for (int64_t i = 0; i < g->n_tasks; i++) {
       sim_task *t = &g->tasks[i];

@@ -5,9 +5,13 @@
 // A stream runs its tasks one at a time in the order they were added (as a CUDA stream does). A task
 // starts when its stream is free, every dependency has ended and, when it needs a shared resource,
 // one of the resource's servers is free (servers are granted first come, first served by ready time).
-// Tasks are added in dependency order (a dependency is always an earlier task), so one linear pass
-// computes every start time when no task uses a resource; with resources the engine runs an
-// event-driven pass over a heap of ready tasks. Arrays grow geometrically: no allocation per task.
+// Tasks are added in dependency order (a dependency is always an earlier task). Without shared resources
+// a task's start is therefore known when it is added (the latest end of its dependencies and of its
+// stream), and the engine computes it then (eager); with resources it runs an event-driven pass over a
+// heap of ready tasks in engine_run. Both take the same maxima and the same sums, so the times are the
+// same. Arrays grow geometrically: no allocation per task. A lean engine (engine_lean: eager, no timeline
+// wanted) keeps only each task's end time, not its record, which is most of the simulator's memory traffic
+// at a thousand ranks.
 //
 // A run may be cut into chunks (one layer at a time): engine_run schedules the tasks added since the
 // last engine_clear, and the streams' and resources' free times carry over to the next chunk.
@@ -46,6 +50,11 @@ typedef struct {
   int32_t *deps;
   int64_t n_deps, cap_deps;
   int uses_resources;     // some task of this chunk needs a resource
+  int eager;              // no resources: start and end computed by engine_add
+  int lean;               // eager, and only end[] is kept (tasks[] stays empty)
+  double *end;            // lean: [n_tasks] end time of each task
+  int64_t cap_end;
+  double *busy;           // when set: [n_ranks] compute-stream seconds added as tasks are added (engine_count_busy)
   // Scratch of the event-driven pass (kept between runs).
   int32_t *pending, *succ_first, *succ, *heap;
   double *ready;
@@ -57,10 +66,36 @@ typedef struct {
 int engine_init(sim_engine *g, int n_ranks, int n_resources, const int *servers, sr_error *e);
 // Release an engine's arrays.
 void engine_free(sim_engine *g);
+// Keep only the tasks' end times (engine_end), not their records (g->tasks), when the engine is eager (no
+// resources); otherwise nothing changes. For callers that read no task but its end.
+void engine_lean(sim_engine *g);
+// Add each compute-stream task's duration (when positive) to busy[rank] as it is added, in task order.
+void engine_count_busy(sim_engine *g, double *busy);
+// End time of task id of this chunk (once engine_run ran; at once when eager).
+static inline double engine_end(const sim_engine *g, int32_t id) { return g->lean ? g->end[id] : g->tasks[id].end; }
 // Add a task; returns its id (>= 0) or -1 when memory runs out. deps are ids of earlier tasks of this
 // chunk (negative ids are ignored, so callers may pass "no task" as -1).
 int32_t engine_add(sim_engine *g, int rank, timeline_stream stream, double dur, int resource, int phase, int layer,
                    int step, const int32_t *deps, int n_deps);
+// Make room for n more tasks' end times (a lean engine); 0, or -1 when memory runs out.
+int engine_reserve_end(sim_engine *g, int64_t n);
+// A lean engine's task that starts once `ready` has passed and its stream (rank >= 0) is free: engine_add with
+// the latest end of the dependencies worked out by the caller (sim/ring_fast.c, which evaluates passes in time;
+// inline: millions a pass). Returns its id, or -1 when memory runs out.
+static inline int32_t engine_add_after(sim_engine *g, int rank, timeline_stream stream, double dur, double ready) {
+  if ((g->n_tasks >= g->cap_end || g->n_tasks >= INT32_MAX - 1) && engine_reserve_end(g, 1)) return -1;
+  int32_t id = (int32_t)g->n_tasks++;
+  double d = dur > 0 ? dur : 0, start = ready > 0 ? ready : 0;
+  if (rank >= 0) {
+    int64_t k = (int64_t)rank * STREAM_COUNT + stream;
+    double free_at = g->stream_last[k] >= 0 ? g->end[g->stream_last[k]] : g->stream_free[k];
+    if (free_at > start) start = free_at;
+    g->stream_last[k] = id;
+    if (g->busy && stream == STREAM_COMPUTE && d > 0) g->busy[rank] += d;
+  }
+  g->end[id] = start + d;
+  return id;
+}
 // A zero-duration virtual task that ends when all deps have ended (a collective's rendezvous).
 int32_t engine_barrier(sim_engine *g, const int32_t *deps, int n_deps);
 // Schedule every task added since the last engine_clear (fills start/end). Returns SR_OK or an error.

@@ -30,6 +30,9 @@ void exec_cost_layer(const model_config *m, exec_layer_bytes *b) {
   // the O and down GEMMs accumulate onto fp32 residuals (beta 1: +6 a column each); swiglu_fwd_k reads gate|up
   // and writes h, bf16.
   b->fwd_post = 6 * C + norm_fwd + 6 * C + (2 * 2 + 2) * I;
+  // layer_fwd recomputing stops at the second RMSNorm, which writes no residual copy (4 C less), and the down GEMM
+  // does not run again (its epilogue, 6 C, neither); mlp_bwd remakes gate|up and h (SwiGLU's bytes stay).
+  b->rec_post = b->fwd_post - 6 * C - 4 * C;
   // layer_bwd: the down input gradient is bf16 (the calibrated form); swiglu_bwd_k reads gate|up and dh and
   // writes dgate|dup, bf16; the gate and up input gradients go to fp32 dln (beta 0, then beta 1).
   b->bwd_post = (2 * 2 + 2 + 2 * 2) * I + 2 * C + 6 * C + norm_bwd;

@@ -13,11 +13,12 @@
 typedef struct {
   double fwd_pre;   // forward (and the recomputed forward) up to attention: first RMSNorm, q|k|v epilogue
   double fwd_post;  // forward after attention: O and down epilogues, second RMSNorm, SwiGLU
+  double rec_post;  // the recomputed forward after attention: no down epilogue, no residual copy by the norm
   double bwd_post;  // backward of the MLP half: SwiGLU's backward, gate|up input gradients, second RMSNorm's
   double bwd_pre;   // backward of the attention half: rotations back, bias sums, q|k|v input gradients, first RMSNorm's
 } exec_layer_bytes;
 
-// The four per-token byte counts of one layer of model m.
+// The per-token byte counts of one layer of model m.
 void exec_cost_layer(const model_config *m, exec_layer_bytes *b);
 // Bytes a layer's weight-gradient GEMMs move beyond the calibrated GEMMs, once a sample: fp32 gradients read and
 // written where the calibration wrote bf16.

@@ -34,6 +34,7 @@ int ring_ctx_init(ring_ctx *x, int world, const cluster_desc *c, sr_error *e) {
 }
 
 void ring_ctx_free(ring_ctx *x) {
+  ring_ctx_forget(x);
   free(x->deliv);
   free(x->deliv_d);
   free(x->prev);
@@ -62,7 +63,7 @@ double ring_link_time(const cluster_desc *c, link_class link, double bytes) {
   }
 }
 
-static timeline_stream stream_of(link_class link) {
+timeline_stream ring_stream_of(link_class link) {
   return link == LINK_INTER ? STREAM_INTER : link == LINK_HOST ? STREAM_COPY : STREAM_INTRA;
 }
 
@@ -70,7 +71,7 @@ static int32_t add_send(sim_engine *g, const ring_ctx *x, int r, link_class link
                         const int32_t *deps, int n_deps) {
   double t = ring_link_time(x->c, link, bytes);
   int res = (link == LINK_INTER && x->nic_shared) ? cluster_node_of(x->c, r) : -1;
-  return engine_add(g, r, stream_of(link), t, res, phase, x->layer, step, deps, n_deps);
+  return engine_add(g, r, ring_stream_of(link), t, res, phase, x->layer, step, deps, n_deps);
 }
 
 static int valid(const ring_ctx *x, int rank) { return rank >= 0 && rank < x->world; }
@@ -128,7 +129,7 @@ static int grad_part(sim_engine *g, ring_ctx *x, const route *t, const int32_t *
 
 // Seconds of the transfers each rank posts at `step` (KV, and in the backward the dK/dV that leaves
 // after it), for the compute they run beside: per level, bytes to the same link class are one message.
-static void step_comm(ring_ctx *x, const ring_routes *rt, int step, int bwd, double *comm) {
+void ring_step_comm(ring_ctx *x, const ring_routes *rt, int step, int bwd, double *comm) {
   int W = x->world;
   int64_t *lb = x->link_bytes;
   for (int64_t i = 0; i < (int64_t)W * 2 * LINK_CLASSES; i++) lb[i] = -1;
@@ -181,13 +182,14 @@ int ring_forward(sim_engine *g, ring_ctx *x, const ring_routes *rt, const double
                  int phase_send, const int32_t *start, int32_t *done, sr_error *e) {
   int W = x->world;
   if (check_routes(x, rt, e)) return e->code;
+  if (g->lean && !x->log) return ring_fast_pass(g, x, rt, compute, 0, start, done, e);
   reset(x->deliv, W);
   int32_t *cur = x->prev + W;
   double *comm = malloc((size_t)W * sizeof *comm);
   if (!comm) goto oom;
   for (int r = 0; r < W; r++) x->prev[r] = start ? start[r] : -1;
   for (int st = 0; st < rt->n_steps; st++) {
-    step_comm(x, rt, st, 0, comm);
+    ring_step_comm(x, rt, st, 0, comm);
     if (add_compute(g, x, rt, compute, comm, phase_compute, st, cur)) goto oom;
     for (int64_t i = rt->kv_at[st]; i < rt->kv_at[st + 1]; i++)
       if (kv_part(g, x, &rt->kv[i], phase_send, 0)) goto oom;
@@ -205,6 +207,7 @@ int ring_backward(sim_engine *g, ring_ctx *x, const ring_routes *rt, const doubl
                   int phase_send, int phase_dkv, const int32_t *start, int32_t *done, sr_error *e) {
   int W = x->world;
   if (check_routes(x, rt, e)) return e->code;
+  if (g->lean && !x->log) return ring_fast_pass(g, x, rt, compute, 1, start, done, e);
   reset(x->deliv, W);
   reset(x->deliv_d, W);
   int32_t *cur = x->prev + W;
@@ -212,7 +215,7 @@ int ring_backward(sim_engine *g, ring_ctx *x, const ring_routes *rt, const doubl
   if (!comm) goto oom;
   for (int r = 0; r < W; r++) x->prev[r] = start ? start[r] : -1;
   for (int st = 0; st < rt->n_steps; st++) {
-    step_comm(x, rt, st, 1, comm);
+    ring_step_comm(x, rt, st, 1, comm);
     if (add_compute(g, x, rt, compute, comm, phase_compute, st, cur)) goto oom;
     for (int64_t i = rt->kv_at[st]; i < rt->kv_at[st + 1]; i++)
       if (kv_part(g, x, &rt->kv[i], phase_send, 1)) goto oom;

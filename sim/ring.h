@@ -32,12 +32,16 @@ typedef struct {
   int32_t *deliv_d;             // scratch [world * world]: task that delivered shard s's dK/dV partial to r
   int32_t *prev;                // scratch [2 * world]
   int64_t *link_bytes;          // scratch [world * 2 levels * link classes]: bytes a rank sends in a step
+  struct ring_compiled *compiled; // the routes last run on a lean engine, compiled (ring_fast.c)
 } ring_ctx;
 
 // Allocate the context's scratch for `world` ranks; free with ring_ctx_free.
 int ring_ctx_init(ring_ctx *x, int world, const cluster_desc *c, sr_error *e);
 // Release the scratch.
 void ring_ctx_free(ring_ctx *x);
+// Drop what the context keeps of the routes it ran last (their compiled form, keyed by the routes' arrays): call it
+// before freeing routes the context ran, while the context lives on.
+void ring_ctx_forget(ring_ctx *x);
 // Seconds of a transfer of `bytes` over a link class (Hockney, cost.h).
 double ring_link_time(const cluster_desc *c, link_class link, double bytes);
 // Add a forward pass over routes rt: compute[step * world + rank] seconds of attention per step (before
@@ -48,5 +52,15 @@ int ring_forward(sim_engine *g, ring_ctx *x, const ring_routes *rt, const double
 // its last compute ended and every flush of its own shard arrived).
 int ring_backward(sim_engine *g, ring_ctx *x, const ring_routes *rt, const double *compute, int phase_compute,
                   int phase_send, int phase_dkv, const int32_t *start, int32_t *done, sr_error *e);
+
+// ---- internal to sim/ring.c and sim/ring_fast.c ----
+typedef struct ring_compiled ring_compiled;
+// Seconds of the transfers each rank posts at `step` (backward: with the dK/dV ones) into comm[rank].
+void ring_step_comm(ring_ctx *x, const ring_routes *rt, int step, int bwd, double *comm);
+// The stream a transfer over `link` runs on.
+timeline_stream ring_stream_of(link_class link);
+// A pass (bwd: backward) on a lean engine, the same tasks and times as ring_forward / ring_backward's.
+int ring_fast_pass(sim_engine *g, ring_ctx *x, const ring_routes *rt, const double *compute, int bwd, const int32_t *start,
+                   int32_t *done, sr_error *e);
 
 #endif

@@ -124,6 +124,8 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
     ctx_free(&x);
     return sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
   }
+  engine_count_busy(&x.g, x.busy);
+  if (!x.tl) engine_lean(&x.g);  // only end times are read unless the timeline is kept
   int64_t kv_shard = 0;
   if (p->spec.fpdt_chunk > 0) {
     rc = step_fpdt(&x, e);

@@ -26,21 +26,19 @@ int ctx_flush(sim_ctx *x, sr_error *e) {
   int rc = engine_run(&x->g, e);
   if (rc) return rc;
   x->n_tasks += x->g.n_tasks;
-  for (int64_t i = 0; i < x->g.n_tasks; i++) {
+  // busy[] was summed by the engine as the tasks were added (engine_count_busy), in this order.
+  for (int64_t i = 0; x->tl && i < x->g.n_tasks; i++) {
     const sim_task *t = &x->g.tasks[i];
     if (t->rank < 0 || t->dur <= 0) continue;
-    if (t->stream == STREAM_COMPUTE) x->busy[t->rank] += t->dur;
-    if (x->tl) {
-      if (x->tl->n == x->tl->cap) {
-        int64_t cap = x->tl->cap ? 2 * x->tl->cap : 4096;
-        timeline_event *ev = realloc(x->tl->ev, (size_t)cap * sizeof *ev);
-        if (!ev) return sr_internal_error(e, 0, "sim: out of memory for the timeline");
-        x->tl->ev = ev;
-        x->tl->cap = cap;
-      }
-      x->tl->ev[x->tl->n++] = (timeline_event){.start = t->start, .dur = t->dur, .rank = t->rank, .layer = t->layer,
-                                                .step = t->step, .stream = t->stream, .phase = t->phase};
+    if (x->tl->n == x->tl->cap) {
+      int64_t cap = x->tl->cap ? 2 * x->tl->cap : 4096;
+      timeline_event *ev = realloc(x->tl->ev, (size_t)cap * sizeof *ev);
+      if (!ev) return sr_internal_error(e, 0, "sim: out of memory for the timeline");
+      x->tl->ev = ev;
+      x->tl->cap = cap;
     }
+    x->tl->ev[x->tl->n++] = (timeline_event){.start = t->start, .dur = t->dur, .rank = t->rank, .layer = t->layer,
+                                              .step = t->step, .stream = t->stream, .phase = t->phase};
   }
   engine_clear(&x->g);
   return SR_OK;
@@ -117,6 +115,20 @@ double ctx_mem_post(const sim_ctx *x, double n) {
   return cost_mem(&x->c->gpu, b * n);
 }
 
+// The exec trainer's recomputed forward (train/model_cuda_step.cu layer_fwd with recomputing) stops at the second
+// RMSNorm: nothing reads the layer's output again, and mlp_bwd remakes gate|up and h a chunk at a time in the
+// backward, so the down projection (2 I C a token) and its epilogue do not run twice.
+double ctx_post(const sim_ctx *x, double n, int recompute) {
+  if (!recompute || !ctx_exec_trainer(x) || x->p->spec.attention_only) return ctx_gemm_post(x, n) + ctx_mem_post(x, n);
+  const model_config *m = x->m;
+  double qkv = 2.0 * m->hidden_size * (double)(m->num_heads + 2 * m->num_kv_heads) * m->head_dim;
+  double down = 2.0 * (double)m->intermediate_size * (double)m->hidden_size;
+  double f = model_layer_gemm_flops_per_token(m) - qkv - down;
+  exec_layer_bytes eb;
+  exec_cost_layer(m, &eb);
+  return cost_gemm(&x->c->gpu, (f > 0 ? f : 0) * n) + cost_mem(&x->c->gpu, eb.rec_post * n);
+}
+
 // Backward of the layer's two halves: MODEL_GEMM_BWD_RATIO x the forward's GEMMs (input and weight gradients),
 // and for the memory-bound ops 2x the forward's bytes; the exec trainer's backward kernels as it runs them
 // (sim/exec_cost.c), its weight gradients' fp32 accumulation charged once a layer with the q|k|v half.
@@ -180,8 +192,9 @@ double ctx_step_compute(const sim_ctx *x, double n, double share) {
     double passes = 1 + MODEL_GEMM_BWD_RATIO + (x->p->spec.recompute ? 1 : 0);
     return layers * passes * fwd + loss + cost_mem(g, 28.0 * share);
   }
-  double P = (double)model_param_count(x->m), fwd_passes = 1 + (x->p->spec.recompute ? 1 : 0);
-  return layers * (fwd_passes * fwd + ctx_bwd_post(x, n) + ctx_bwd_pre(x, n)) + loss +
+  double P = (double)model_param_count(x->m);
+  double rec = x->p->spec.recompute ? ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n) + ctx_post(x, n, 1) : 0;
+  return layers * (fwd + rec + ctx_bwd_post(x, n) + ctx_bwd_pre(x, n)) + loss +
          cost_mem(g, exec_cost_optimizer(share) + exec_cost_weights(P));
 }
 

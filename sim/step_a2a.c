@@ -92,7 +92,10 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
   }
   // Routes: built once when nothing is skipped, else from this layer's counts.
   if (s->have_rt && !x->p->spec.skip_empty_sends) return SR_OK;
-  if (s->have_rt) ring_routes_free(&s->rt);
+  if (s->have_rt) {
+    ring_ctx_forget(&s->rc);  // its compiled form of these routes
+    ring_routes_free(&s->rt);
+  }
   s->have_rt = 0;
   int rc = ring_routes_build(x->p, s->grp, &s->rt, e);
   if (rc) return rc;
@@ -124,7 +127,7 @@ static int layer_fwd(sim_ctx *x, a2a_state *s, int layer, int recompute, sr_erro
   }
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    s->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);
+    s->dur[r] = ctx_post(x, n, recompute);
   }
   return ctx_each(x, STREAM_COMPUTE, s->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_POST, layer, -1, x->b, x->a, e);
 }

@@ -54,6 +54,9 @@ double ctx_gemm_post(const sim_ctx *x, double n);
 // Seconds of the memory-bound ops (norms, RoPE, SwiGLU, residuals) around attention for n tokens.
 double ctx_mem_pre(const sim_ctx *x, double n);
 double ctx_mem_post(const sim_ctx *x, double n);
+// Seconds of a layer's forward after attention for n tokens: ctx_gemm_post + ctx_mem_post, or (recompute, the exec
+// trainer) the recomputed forward's, which stops before the down projection.
+double ctx_post(const sim_ctx *x, double n, int recompute);
 // Seconds of the backward of a layer's MLP half (output projection and MLP) and of its q|k|v half for n tokens.
 double ctx_bwd_post(const sim_ctx *x, double n);
 double ctx_bwd_pre(const sim_ctx *x, double n);

@@ -179,7 +179,7 @@ static int layer_fwd(sim_ctx *x, fpdt_state *s, int layer, int recompute, sr_err
   }
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    s->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);
+    s->dur[r] = ctx_post(x, n, recompute);
   }
   return ctx_each(x, STREAM_COMPUTE, s->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_POST, layer, -1, x->a, x->a, e);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/sparse_attn.h"
+#include "plan/parallel.h"
 #include "plan/pattern_spec.h"
 #include "sim/cost.h"
 #include "sim/ring.h"
@@ -22,6 +23,8 @@ typedef struct {
   float *fwd, *bwd;   // [n_steps * W] attention seconds of rank r at ring step s (index s * W + r)
   float *entries;     // [W] tile + bar entries of rank r (its index build)
   float *bars;        // [W] of which bar entries
+  double *sum_fwd, *sum_bwd; // [W] rank r's fwd (bwd) seconds summed over the steps, in step order
+  double *step_max;   // [n_steps] the slowest rank's fwd seconds at each step
   int sparse;         // some head is not dense: an index is built
   int routes;         // the layer's routes (index into ring_state.routes)
   // Representative mode: the layer's simulated duration and per-rank busy time, once known.
@@ -29,9 +32,16 @@ typedef struct {
   double *busy_fwd, *busy_bwd;
 } layer_work;
 
+// FNV-1a over 64-bit words (then the tail bytes): a layer's step seconds are megabytes at a thousand ranks.
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    memcpy(&v, b + i, sizeof v);
+    h = (h ^ v) * 1099511628211ull;
+  }
+  for (; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
   return h;
 }
 
@@ -40,12 +50,83 @@ static void layer_work_free(layer_work *w) {
   free(w->bwd);
   free(w->entries);
   free(w->bars);
+  free(w->sum_fwd);
+  free(w->sum_bwd);
+  free(w->step_max);
   free(w->busy_fwd);
   free(w->busy_bwd);
 }
 
+// Turning a layer's counts into per-step seconds: every rank's every step (W^2 of them a layer, a million at a
+// thousand ranks) costed independently, so split over threads by blocks of ranks; each writes only its own
+// ranks' seconds, with the same operations as one thread, so the result does not depend on the thread count.
+// A block of ranks walks the steps together: its counts (rows of agg) stay in cache, and its seconds of a step
+// are adjacent.
+#define STEP_COST_RANKS 16
+
+typedef struct {
+  const sim_ctx *x;
+  const work_count *agg, *fwd;  // fwd: the forward form's counts (NULL: agg's)
+  layer_work *w;
+  const int32_t *kv_src;        // [n_steps * W] the schedule's kv_src (schedule_at's, 4 bytes a step, not 300)
+  cost_attn_rates rf, rb;
+  double *q_tiles;              // [W] query tiles of rank r
+  double *call_step;            // [W] ctx_attn_call_step of a source's keys
+} step_costs;
+
+static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
+  const step_costs *k = ctx;
+  const sim_ctx *x = k->x;
+  const schedule *s = &x->p->schedule;
+  const gpu_desc *g = &x->c->gpu;
+  int W = x->W, r0 = item * STEP_COST_RANKS, r1 = r0 + STEP_COST_RANKS < W ? r0 + STEP_COST_RANKS : W;
+  double H = (double)x->m->num_heads;
+  for (int st = 0; st < s->n_steps; st++)
+    for (int r = r0; r < r1; r++) {
+      int src = k->kv_src[(int64_t)st * W + r];
+      const work_count *c = src >= 0 ? &k->agg[(int64_t)r * W + src] : NULL;
+      const work_count *cf = src >= 0 && k->fwd ? &k->fwd[(int64_t)r * W + src] : c;
+      // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
+      double qt = k->q_tiles[r];
+      k->w->fwd[(int64_t)st * W + r] =
+          cf ? (float)(cost_attn_time(&k->rf, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
+      // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step)
+      k->w->bwd[(int64_t)st * W + r] =
+          c ? (float)(cost_attn_time(&k->rb, c) + cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src]) : 0.f;
+    }
+  return SR_OK;
+}
+
+static int step_seconds(const sim_ctx *x, const work_count *agg, const work_count *fwd, const int32_t *kv_src, layer_work *w,
+                        sr_error *e) {
+  const schedule *s = &x->p->schedule;
+  int W = x->W;
+  step_costs k;
+  memset(&k, 0, sizeof k);
+  k.x = x, k.agg = agg, k.fwd = fwd, k.w = w, k.kv_src = kv_src;
+  k.q_tiles = malloc((size_t)W * sizeof *k.q_tiles);
+  k.call_step = malloc((size_t)W * sizeof *k.call_step);
+  if (!k.q_tiles || !k.call_step) {
+    free(k.q_tiles);
+    free(k.call_step);
+    return sr_internal_error(e, 0, "sim: out of memory for layer work");
+  }
+  cost_attn_rates_init(&x->c->gpu, x->m, 0, &k.rf);
+  cost_attn_rates_init(&x->c->gpu, x->m, 1, &k.rb);
+  for (int r = 0; r < W; r++) {
+    k.q_tiles[r] = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE);
+    k.call_step[r] = ctx_attn_call_step(x, (double)x->p->layout.rank_count[r]);
+  }
+  // Threads pay off from about a hundred thousand steps' costs (tens of microseconds to start one).
+  int threads = (double)s->n_steps * W >= 1e5 ? sr_threads() : 1;
+  int rc = sr_parallel_for((W + STEP_COST_RANKS - 1) / STEP_COST_RANKS, threads, step_costs_item, &k, e);
+  free(k.q_tiles);
+  free(k.call_step);
+  return rc;
+}
+
 // Account layer `layer` and turn its counts into per-step seconds through the schedule.
-static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_error *e) {
+static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg, layer_work *w, sr_error *e) {
   const schedule *s = &x->p->schedule;
   int W = x->W;
   memset(w, 0, sizeof *w);
@@ -69,27 +150,30 @@ static int account(sim_ctx *x, int layer, work_count *agg, layer_work *w, sr_err
   w->bars = calloc((size_t)W, sizeof *w->bars);
   w->busy_fwd = calloc((size_t)W, sizeof *w->busy_fwd);
   w->busy_bwd = calloc((size_t)W, sizeof *w->busy_bwd);
-  if (!w->fwd || !w->bwd || !w->entries || !w->bars || !w->busy_fwd || !w->busy_bwd) {
+  w->sum_fwd = calloc((size_t)W, sizeof *w->sum_fwd);
+  w->sum_bwd = calloc((size_t)W, sizeof *w->sum_bwd);
+  w->step_max = calloc((size_t)s->n_steps + 1, sizeof *w->step_max);
+  if (!w->fwd || !w->bwd || !w->entries || !w->bars || !w->busy_fwd || !w->busy_bwd || !w->sum_fwd || !w->sum_bwd || !w->step_max) {
     free(fwd);
     return sr_internal_error(e, 0, "sim: out of memory for layer work");
   }
   w->dt_fwd = w->dt_bwd = -1;
-  const gpu_desc *g = &x->c->gpu;
-  for (int st = 0; st < s->n_steps; st++)
+  if ((rc = step_seconds(x, agg, fwd, kv_src, w, e))) {
+    free(fwd);
+    return rc;
+  }
+  // Per rank, its steps' seconds summed in step order (walked a step at a time: the same additions per rank); per
+  // step, the slowest rank's.
+  for (int k = 0; k < s->n_steps; k++) {
+    const float *f = w->fwd + (int64_t)k * W, *b = w->bwd + (int64_t)k * W;
+    double mx = 0;
     for (int r = 0; r < W; r++) {
-      int src = schedule_at(s, st, r)->kv_src;
-      const work_count *c = src >= 0 ? &agg[(int64_t)r * W + src] : NULL;
-      const work_count *cf = src >= 0 && fwd ? &fwd[(int64_t)r * W + src] : c;
-      // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
-      double qt = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE), H = (double)x->m->num_heads;
-      w->fwd[(int64_t)st * W + r] =
-          cf ? (float)(cost_attn_fwd(g, x->m, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
-      // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step)
-      double keys = src >= 0 ? (double)x->p->layout.rank_count[src] : 0;
-      w->bwd[(int64_t)st * W + r] = c ? (float)(cost_attn_bwd(g, x->m, c) + cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) +
-                                                ctx_attn_call_step(x, keys))
-                                      : 0.f;
+      w->sum_fwd[r] += f[r];
+      w->sum_bwd[r] += b[r];
+      if (f[r] > mx) mx = f[r];
     }
+    w->step_max[k] = mx;
+  }
   for (int h = 0; h < x->pat->heads; h++)
     if (pattern_head(x->pat, layer, h)->kind != PATTERN_DENSE) w->sparse = 1;
   for (int r = 0; r < W; r++)
@@ -121,21 +205,51 @@ typedef struct {
   int moba;            // moba: its gate's form transposed on the GPU in every backward (gating_cost.c)
   int search;          // pattern searched at chosen steps (AdaSpa's adaspa-online)
   ring_routes *routes; // [n_routes] the distinct routes of the layers (one unless shards are skipped)
+  uint64_t **needs;    // [n_routes] the needs (layer_needs) each was built from, when shards are skipped
+  int *sources;        // [W] steps at which rank r computes on a shard (the schedule's)
   int n_routes;
 } ring_state;
 
+// Which (rank, source) cells of agg have work, one bit a cell: with skip_empty_sends, all that ring_routes_build
+// reads of the counts (ring_needs: any tile, bar or run), so layers with equal needs have equal routes.
+static uint64_t *layer_needs(const sim_ctx *x, const work_count *agg) {
+  int64_t n = (int64_t)x->W * x->W;
+  uint64_t *bits = calloc((size_t)(n / 64 + 1), sizeof *bits);
+  for (int64_t i = 0; bits && i < n; i++) {
+    const work_count *w = &agg[i];
+    if (w->full + w->partial + w->bars + w->runs > 0) bits[i >> 6] |= 1ull << (i & 63);
+  }
+  return bits;
+}
+
 // The routes of a layer whose counts are agg: the same entry for every layer unless skipping makes
-// them differ (routes are equal when every rank computes the same shards at every step).
+// them differ (routes are equal when every rank computes the same shards at every step). Built only when no
+// earlier layer had the same needs (their routes would be built from the same inputs).
 static int layer_routes(sim_ctx *x, ring_state *st, const work_count *agg, int *out, sr_error *e) {
   if (st->n_routes > 0 && !x->p->spec.skip_empty_sends) {
     *out = 0;
     return SR_OK;
   }
+  uint64_t *needs = NULL;
+  size_t nbytes = (size_t)(((int64_t)x->W * x->W) / 64 + 1) * sizeof *needs;
+  if (x->p->spec.skip_empty_sends) {
+    if (!(needs = layer_needs(x, agg))) return sr_internal_error(e, 0, "sim: out of memory for routes");
+    for (int k = 0; k < st->n_routes; k++)
+      if (st->needs[k] && !memcmp(st->needs[k], needs, nbytes)) {
+        free(needs);
+        *out = k;
+        return SR_OK;
+      }
+  }
   ring_routes rt;
   int rc = ring_routes_build(x->p, agg, &rt, e);
-  if (rc) return rc;
+  if (rc) {
+    free(needs);
+    return rc;
+  }
   if (rt.n_steps != x->p->schedule.n_steps) {
     ring_routes_free(&rt);
+    free(needs);
     return sr_internal_error(e, 0, "sim: routes of %d steps for a schedule of %d", rt.n_steps, x->p->schedule.n_steps);
   }
   size_t n = (size_t)rt.n_steps * (size_t)rt.world * sizeof *rt.kv_src;
@@ -143,17 +257,22 @@ static int layer_routes(sim_ctx *x, ring_state *st, const work_count *agg, int *
     const ring_routes *o = &st->routes[k];
     if (o->n_steps == rt.n_steps && o->n_kv == rt.n_kv && o->n_grad == rt.n_grad && !memcmp(o->kv_src, rt.kv_src, n)) {
       ring_routes_free(&rt);
+      free(needs);
       *out = k;
       return SR_OK;
     }
   }
   ring_routes *grown = realloc(st->routes, (size_t)(st->n_routes + 1) * sizeof *grown);
-  if (!grown) {
+  if (grown) st->routes = grown;
+  uint64_t **grown_needs = grown ? realloc(st->needs, (size_t)(st->n_routes + 1) * sizeof *grown_needs) : NULL;
+  if (grown_needs) st->needs = grown_needs;
+  if (!grown || !grown_needs) {
     ring_routes_free(&rt);
+    free(needs);
     return sr_internal_error(e, 0, "sim: out of memory for routes");
   }
-  st->routes = grown;
   st->routes[st->n_routes] = rt;
+  st->needs[st->n_routes] = needs;
   *out = st->n_routes++;
   return SR_OK;
 }
@@ -217,20 +336,11 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
     return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    st->dur[r] = ctx_gemm_post(x, n) + ctx_mem_post(x, n);
-    if (!recompute) {
-      double a = 0;
-      for (int k = 0; k < s->n_steps; k++) a += w->fwd[(int64_t)k * W + r];
-      x->attn_f[r] += a;
-    }
+    st->dur[r] = ctx_post(x, n, recompute);
+    if (!recompute) x->attn_f[r] += w->sum_fwd[r];
   }
   if (!recompute)
-    for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) {
-      double mx = 0;
-      for (int r = 0; r < W; r++)
-        if (w->fwd[(int64_t)k * W + r] > mx) mx = w->fwd[(int64_t)k * W + r];
-      x->step_sum[k] += mx;
-    }
+    for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) x->step_sum[k] += w->step_max[k];
   return ctx_each(x, STREAM_COMPUTE, st->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_POST, layer, -1, x->b, x->a, e);
 }
 
@@ -247,9 +357,7 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
   // vs-online (the executor's own estimation): the forward's estimate transposed for the backward, every pass.
   if (st->online && w->sparse && pattern_spec_estimation(x->p->spec.pattern) == PATTERN_ONLINE) {
     for (int r = 0; r < W; r++) {
-      int sources = 0;
-      for (int k = 0; k < s->n_steps; k++) sources += schedule_at(s, k, r)->kv_src >= 0;
-      st->dur[r] = estimate_transpose(x, w->entries[r], sources);
+      st->dur[r] = estimate_transpose(x, w->entries[r], st->sources[r]);
     }
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
@@ -269,9 +377,7 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     st->dur[r] = ctx_bwd_pre(x, n);
-    double a = 0;
-    for (int k = 0; k < s->n_steps; k++) a += w->bwd[(int64_t)k * W + r];
-    x->attn_b[r] += a;
+    x->attn_b[r] += w->sum_bwd[r];
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_QKV_BWD, layer, -1, x->b, x->a, e))) return rc;
   return ctx_grad_reduce(x, layer, x->a, e);
@@ -304,10 +410,12 @@ int step_ring(sim_ctx *x, sr_error *e) {
   int *of = calloc((size_t)L, sizeof *of);
   work_count *agg = malloc((size_t)W * W * sizeof *agg);
   double *before = calloc((size_t)W, sizeof *before);
+  int32_t *kv_src = malloc((size_t)s->n_steps * W * sizeof *kv_src);
   st.comp = malloc((size_t)s->n_steps * W * sizeof *st.comp);
   st.dur = malloc((size_t)W * sizeof *st.dur);
+  st.sources = calloc((size_t)W, sizeof *st.sources);
   int n_distinct = 0;
-  if (!distinct || !of || !agg || !before || !st.comp || !st.dur) {
+  if (!distinct || !of || !agg || !before || !kv_src || !st.comp || !st.dur || !st.sources) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
@@ -318,6 +426,11 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.moba = st.gated && pattern_spec_gating_opts(p->spec.pattern, &go, e) == SR_OK && go.kind == PATTERN_MOBA;
   st.search = how == PATTERN_SEARCHED && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
+  for (int k = 0; k < s->n_steps; k++)
+    for (int r = 0; r < W; r++) {
+      kv_src[(int64_t)k * W + r] = schedule_at(s, k, r)->kv_src;
+      st.sources[r] += kv_src[(int64_t)k * W + r] >= 0;
+    }
   st.ring.log = x->transfers;
   // Account every layer; identical layers share their work.
   for (int l = 0; l < L; l++) {
@@ -332,7 +445,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
       continue;
     }
     layer_work w;
-    if ((rc = account(x, l, agg, &w, e)) || (rc = layer_routes(x, &st, agg, &w.routes, e))) {
+    if ((rc = account(x, l, kv_src, agg, &w, e)) || (rc = layer_routes(x, &st, agg, &w.routes, e))) {
       layer_work_free(&w);
       goto done_ring;
     }
@@ -361,17 +474,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
     if (rep && w->dt_fwd >= 0) {
       replay(x, w->dt_fwd, w->busy_fwd);
       call_pass_s(x, 0, NULL, x->attn_f), call_pass_s(x, 1, NULL, x->attn_f);  // as layer_forward counts them
-      for (int r = 0; r < W; r++) {
-        double a = 0;
-        for (int k = 0; k < s->n_steps; k++) a += w->fwd[(int64_t)k * W + r];
-        x->attn_f[r] += a;
-      }
-      for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) {
-        double mx = 0;
-        for (int r = 0; r < W; r++)
-          if (w->fwd[(int64_t)k * W + r] > mx) mx = w->fwd[(int64_t)k * W + r];
-        x->step_sum[k] += mx;
-      }
+      for (int r = 0; r < W; r++) x->attn_f[r] += w->sum_fwd[r];
+      for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) x->step_sum[k] += w->step_max[k];
       continue;
     }
     double t0 = 0;
@@ -391,8 +495,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
     if (rep && w->dt_bwd >= 0) {
       replay(x, w->dt_bwd, w->busy_bwd);
       call_pass_s(x, 2, NULL, x->attn_b);
-      for (int r = 0; r < W; r++)
-        for (int k = 0; k < s->n_steps; k++) x->attn_b[r] += w->bwd[(int64_t)k * W + r];
+      for (int k = 0; k < s->n_steps; k++)  // a step at a time: the same additions per rank
+        for (int r = 0; r < W; r++) x->attn_b[r] += w->bwd[(int64_t)k * W + r];
       continue;
     }
     double t0 = 0;
@@ -426,15 +530,21 @@ int step_ring(sim_ctx *x, sr_error *e) {
     }
 done_ring:
   ring_ctx_free(&st.ring);
-  for (int k = 0; k < st.n_routes; k++) ring_routes_free(&st.routes[k]);
+  for (int k = 0; k < st.n_routes; k++) {
+    ring_routes_free(&st.routes[k]);
+    free(st.needs[k]);
+  }
   free(st.routes);
+  free(st.needs);
 done:
   for (int k = 0; k < n_distinct; k++) layer_work_free(&distinct[k]);
   free(distinct);
   free(of);
   free(agg);
   free(before);
+  free(kv_src);
   free(st.comp);
   free(st.dur);
+  free(st.sources);
   return rc;
 }

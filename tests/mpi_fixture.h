@@ -1,9 +1,11 @@
 // mpi_fixture.h — what the tests that launch sparsering-exec under mpirun share: the Open MPI
-// environment, a CPU "cluster" file of nodes x ranks, and counting the lines a run printed.
+// environment, a CPU "cluster" file of nodes x ranks, counting the lines a run printed, and a small training run's
+// CSV columns.
 #ifndef SR_MPI_FIXTURE_H
 #define SR_MPI_FIXTURE_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/test.h"
@@ -59,6 +61,45 @@ static inline int count_lines(const char *out, const char *prefix, const char *s
     p = nl ? nl + 1 : NULL;
   }
   return n;
+}
+
+// Train `steps` steps of 90 tokens of a small text on `world` ranks (sparsering-exec train --csv, lr 3e-3, `extra`
+// flags), and copy each step's CSV columns from the loss on (`cols` of them: loss, then grad_norm, ...) as written
+// (%.17g, comma-separated) into rows[i * row_len]; the run's exit status (a failed run is reported), -1 without CSV.
+static inline int train_fox_columns(int world, const char *model, const char *extra, int steps, int cols, char *rows,
+                                    size_t row_len) {
+  const char *dir = test_tmpdir();
+  char csv[700], text[700], cmd[4096];
+  static int run;
+  snprintf(text, sizeof text, "%s/fox.txt", dir);
+  snprintf(csv, sizeof csv, "%s/train-%d.csv", dir, run++);
+  snprintf(cmd, sizeof cmd, "for i in 1 2 3 4 5 6 7 8; do printf 'the quick brown fox jumps over the lazy dog %%d. ' $i; done > %s",
+           text);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np %d %s/sparsering-exec train --model %s --cluster %s --seq 90 --data %s "
+                   "--steps %d --lr 3e-3 --csv %s --quiet %s",
+           world, test_bin_dir(), model, mpi_h200_cluster(world), text, steps, csv, extra);
+  char *out = NULL;
+  int rc = test_run(cmd, &out);
+  if (rc != 0) test_fail(__FILE__, __LINE__, "exit %d: %.2000s", rc, out ? out : "");
+  free(out);
+  FILE *f = fopen(csv, "r");
+  if (!f) return -1;
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) {  // run,step,loss,grad_norm,...
+    if (strncmp(line, "run,", 4) == 0 || n >= steps) continue;
+    char *from = line, *to;
+    for (int c = 0; c < 2 && from; c++) from = strchr(from, ',') ? strchr(from, ',') + 1 : NULL;
+    to = from;
+    for (int c = 0; c < cols && to; c++) to = strchr(to, ',') ? strchr(to, ',') + 1 : NULL;
+    if (!from || !to) continue;
+    snprintf(rows + (size_t)n++ * row_len, row_len, "%.*s", (int)(to - from - 1), from);
+  }
+  fclose(f);
+  CHECK_EQ_INT(n, steps);
+  return rc;
 }
 
 #endif

@@ -149,7 +149,7 @@ static cluster_desc one_node(int W, double gbps) {
   return c;
 }
 
-static double ring_fwd_makespan(int W, double step_compute, double bytes, double gbps) {
+static double ring_fwd_makespan(int lean, int W, double step_compute, double bytes, double gbps) {
   ring_routes s = flat_ring(W, (int64_t)bytes, 0, LINK_INTRA);
   cluster_desc c = one_node(W, gbps);
   double *comp = malloc((size_t)W * W * sizeof *comp);
@@ -160,6 +160,7 @@ static double ring_fwd_makespan(int W, double step_compute, double bytes, double
   int32_t *done = malloc((size_t)W * sizeof *done);
   CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
   CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
+  if (lean) engine_lean(&g);
   CHECK_EQ_INT(ring_forward(&g, &x, &s, comp, 0, 1, NULL, done, &e), SR_OK);
   CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
   double m = engine_makespan(&g);
@@ -172,70 +173,80 @@ static double ring_fwd_makespan(int W, double step_compute, double bytes, double
 }
 
 TEST(sim_ring_compute_bound_takes_world_times_step_compute) {
-  // Transfer 1 MB at 1000 GB/s = 1 us against 1 ms of compute per step: W x 1 ms.
-  for (int W = 2; W <= 8; W *= 2) CHECK_REL(ring_fwd_makespan(W, 1e-3, 1e6, 1000), W * 1e-3, 1e-9);
+  for (int lean = 0; lean < 2; lean++) {  // ring.c's task graph, then ring_fast.c's passes in time
+    // Transfer 1 MB at 1000 GB/s = 1 us against 1 ms of compute per step: W x 1 ms.
+    for (int W = 2; W <= 8; W *= 2) CHECK_REL(ring_fwd_makespan(lean, W, 1e-3, 1e6, 1000), W * 1e-3, 1e-9);
+  }
 }
 
 TEST(sim_ring_link_bound_takes_w_minus_one_transfers_plus_one_compute) {
-  // 1 GB at 10 GB/s = 0.1 s per hop against 1 ms of compute: (W-1) x 0.1 s + 1 ms.
-  for (int W = 2; W <= 8; W *= 2) CHECK_REL(ring_fwd_makespan(W, 1e-3, 1e9, 10), (W - 1) * 0.1 + 1e-3, 1e-9);
+  for (int lean = 0; lean < 2; lean++) {  // ring.c's task graph, then ring_fast.c's passes in time
+    // 1 GB at 10 GB/s = 0.1 s per hop against 1 ms of compute: (W-1) x 0.1 s + 1 ms.
+    for (int W = 2; W <= 8; W *= 2) CHECK_REL(ring_fwd_makespan(lean, W, 1e-3, 1e9, 10), (W - 1) * 0.1 + 1e-3, 1e-9);
+  }
 }
 
 TEST(sim_ring_slow_rank_delays_its_successors) {
-  // Rank 0 computes 10x slower at step 0 in a compute-bound ring of 4 (1 ms a step elsewhere).
-  int W = 4;
-  ring_routes s = flat_ring(W, 1000, 0, LINK_INTRA);
-  cluster_desc c = one_node(W, 1000);
-  double comp[16];
-  for (int i = 0; i < 16; i++) comp[i] = 1e-3;
-  comp[0 * W + 0] = 10e-3;
-  ring_ctx x;
-  sim_engine g;
-  sr_error e;
-  int32_t done[4];
-  CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
-  CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
-  CHECK_EQ_INT(ring_forward(&g, &x, &s, comp, 0, 1, NULL, done, &e), SR_OK);
-  CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
-  // Rank 0 ends at 10 + 3 x 1 ms. Rank 0's send of step 1 (shard 3, for rank 1's step 2) waits for its
-  // step 0, so rank 1 runs steps 2..3 from 10 ms: 12 ms; rank 2 gets shard 3 one hop later for its
-  // last step: 11 ms. Rank 3 needs nothing that passes through rank 0 after step 0: 4 ms.
-  CHECK_NEAR(g.tasks[done[0]].end, 13e-3, 1e-6);
-  CHECK_NEAR(g.tasks[done[1]].end, 12e-3, 1e-6);
-  CHECK_NEAR(g.tasks[done[2]].end, 11e-3, 1e-6);
-  CHECK_NEAR(g.tasks[done[3]].end, 4e-3, 1e-6);
-  engine_free(&g);
-  ring_ctx_free(&x);
-  routes_drop(&s);
+  for (int lean = 0; lean < 2; lean++) {  // ring.c's task graph, then ring_fast.c's passes in time
+    // Rank 0 computes 10x slower at step 0 in a compute-bound ring of 4 (1 ms a step elsewhere).
+    int W = 4;
+    ring_routes s = flat_ring(W, 1000, 0, LINK_INTRA);
+    cluster_desc c = one_node(W, 1000);
+    double comp[16];
+    for (int i = 0; i < 16; i++) comp[i] = 1e-3;
+    comp[0 * W + 0] = 10e-3;
+    ring_ctx x;
+    sim_engine g;
+    sr_error e;
+    int32_t done[4];
+    CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
+    CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
+    if (lean) engine_lean(&g);
+    CHECK_EQ_INT(ring_forward(&g, &x, &s, comp, 0, 1, NULL, done, &e), SR_OK);
+    CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
+    // Rank 0 ends at 10 + 3 x 1 ms. Rank 0's send of step 1 (shard 3, for rank 1's step 2) waits for its
+    // step 0, so rank 1 runs steps 2..3 from 10 ms: 12 ms; rank 2 gets shard 3 one hop later for its
+    // last step: 11 ms. Rank 3 needs nothing that passes through rank 0 after step 0: 4 ms.
+    CHECK_NEAR(engine_end(&g, done[0]), 13e-3, 1e-6);
+    CHECK_NEAR(engine_end(&g, done[1]), 12e-3, 1e-6);
+    CHECK_NEAR(engine_end(&g, done[2]), 11e-3, 1e-6);
+    CHECK_NEAR(engine_end(&g, done[3]), 4e-3, 1e-6);
+    engine_free(&g);
+    ring_ctx_free(&x);
+    routes_drop(&s);
+  }
 }
 
 TEST(sim_ring_backward_returns_dkv_to_the_owner) {
-  // Link-bound backward on 3 ranks: every rank's pass ends when its own dK/dV came home.
-  int W = 3;
-  ring_routes s = flat_ring(W, 1, 2, LINK_INTRA);  // KV 1 byte, dK/dV 2 bytes a hop
-  cluster_desc c = one_node(W, 1e-9);           // 1 byte/s: a KV hop takes 1 s, a dK/dV hop 2 s
-  double comp[9];
-  for (int i = 0; i < 9; i++) comp[i] = 1e-6;
-  ring_ctx x;
-  sim_engine g;
-  sr_error e;
-  int32_t done[3];
-  CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
-  CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
-  CHECK_EQ_INT(ring_backward(&g, &x, &s, comp, 0, 1, 2, NULL, done, &e), SR_OK);
-  CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
-  // Each sender's link, in order: step 0 KV 0..1, its own shard's partial 1..3; step 1 KV 3..4, the
-  // partial received at 3 plus its step-1 share 4..6; step 2 the partial received at 6 goes home 6..8.
-  for (int r = 0; r < W; r++) CHECK_NEAR(g.tasks[done[r]].end, 8.0, 1e-4);
-  engine_free(&g);
-  ring_ctx_free(&x);
-  routes_drop(&s);
+  for (int lean = 0; lean < 2; lean++) {  // ring.c's task graph, then ring_fast.c's passes in time
+    // Link-bound backward on 3 ranks: every rank's pass ends when its own dK/dV came home.
+    int W = 3;
+    ring_routes s = flat_ring(W, 1, 2, LINK_INTRA);  // KV 1 byte, dK/dV 2 bytes a hop
+    cluster_desc c = one_node(W, 1e-9);           // 1 byte/s: a KV hop takes 1 s, a dK/dV hop 2 s
+    double comp[9];
+    for (int i = 0; i < 9; i++) comp[i] = 1e-6;
+    ring_ctx x;
+    sim_engine g;
+    sr_error e;
+    int32_t done[3];
+    CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
+    CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
+    if (lean) engine_lean(&g);
+    CHECK_EQ_INT(ring_backward(&g, &x, &s, comp, 0, 1, 2, NULL, done, &e), SR_OK);
+    CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
+    // Each sender's link, in order: step 0 KV 0..1, its own shard's partial 1..3; step 1 KV 3..4, the
+    // partial received at 3 plus its step-1 share 4..6; step 2 the partial received at 6 goes home 6..8.
+    for (int r = 0; r < W; r++) CHECK_NEAR(engine_end(&g, done[r]), 8.0, 1e-4);
+    engine_free(&g);
+    ring_ctx_free(&x);
+    routes_drop(&s);
+  }
 }
 
 // Rank 3 of 4 computes its own shard, then shards 2 and 1 (ordinary hops from ranks 2 and 1, 2 s each)
 // and last shard 0, which rank 0 sends from its own memory, posted at step `post` (5 s). The other
 // ranks compute only their own shard. Steps take 2 s; 1 byte/s. Returns rank 3's end.
-static double early_ring_end(int post) {
+static double early_ring_end(int lean, int post) {
   int W = 4;
   ring_routes rt;
   routes_open(&rt, W, W);
@@ -256,9 +267,10 @@ static double early_ring_end(int post) {
   int32_t done[4];
   CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
   CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
+  if (lean) engine_lean(&g);
   CHECK_EQ_INT(ring_forward(&g, &x, &rt, comp, 0, 1, NULL, done, &e), SR_OK);
   CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
-  double end = g.tasks[done[3]].end;
+  double end = engine_end(&g, done[3]);
   engine_free(&g);
   ring_ctx_free(&x);
   routes_drop(&rt);
@@ -266,43 +278,48 @@ static double early_ring_end(int post) {
 }
 
 TEST(sim_ring_early_transfer_runs_under_the_steps_in_between) {
-  // Posted at step 0, shard 0's 5 s transfer runs under steps 0..2 (0..6 s): step 3 runs 6..8 s.
-  // Posted at step 2 as an ordinary transfer, it starts when rank 3 ends step 1 (4 s): step 3 runs 9..11 s.
-  CHECK_NEAR(early_ring_end(0), 8.0, 1e-6);
-  CHECK_NEAR(early_ring_end(2), 11.0, 1e-6);
+  for (int lean = 0; lean < 2; lean++) {  // ring.c's task graph, then ring_fast.c's passes in time
+    // Posted at step 0, shard 0's 5 s transfer runs under steps 0..2 (0..6 s): step 3 runs 6..8 s.
+    // Posted at step 2 as an ordinary transfer, it starts when rank 3 ends step 1 (4 s): step 3 runs 9..11 s.
+    CHECK_NEAR(early_ring_end(lean, 0), 8.0, 1e-6);
+    CHECK_NEAR(early_ring_end(lean, 2), 11.0, 1e-6);
+  }
 }
 
 TEST(sim_ring_owner_is_done_when_every_flush_of_its_shard_arrived) {
-  // Shard 0 is computed by rank 1 at step 1 and by rank 2 at step 2 (each sent from rank 0's own memory),
-  // two accumulator chains that each end with a flush home: rank 1's (5 bytes) after its step 1 ends at
-  // 2 s, arriving at 7 s; rank 2's (1 byte) after its step 2 ends at 3 s, arriving at 4 s. Rank 0 is
-  // done at 7 s: after both, not after the last one posted. Steps take 1 s; 1 byte/s.
-  int W = 3;
-  ring_routes rt;
-  routes_open(&rt, W, W);
-  for (int i = 0; i < W * W; i++) rt.kv_src[i] = -1;
-  for (int r = 0; r < W; r++) rt.kv_src[r] = r;
-  rt.kv_src[1 * W + 1] = 0, rt.kv_src[2 * W + 2] = 0;
-  route_add(&rt, ROUTE_KV, 0, 1, 0, 1, 0, 1, LINK_INTRA, 0);
-  route_add(&rt, ROUTE_KV, 1, 2, 0, 2, 0, 1, LINK_INTRA, 0);
-  route_add(&rt, ROUTE_FLUSH, 1, 1, 1, 0, 0, 5, LINK_INTRA, 0);
-  route_add(&rt, ROUTE_FLUSH, 2, 2, 2, 0, 0, 1, LINK_INTRA, 0);
-  routes_close(&rt);
-  cluster_desc c = one_node(W, 1e-9);
-  double comp[9];
-  for (int i = 0; i < 9; i++) comp[i] = 1;
-  ring_ctx x;
-  sim_engine g;
-  sr_error e;
-  int32_t done[3];
-  CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
-  CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
-  CHECK_EQ_INT(ring_backward(&g, &x, &rt, comp, 0, 1, 2, NULL, done, &e), SR_OK);
-  CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
-  CHECK_NEAR(g.tasks[done[0]].end, 7.0, 1e-6);
-  CHECK_NEAR(g.tasks[done[1]].end, 2.0, 1e-6);
-  CHECK_NEAR(g.tasks[done[2]].end, 3.0, 1e-6);
-  engine_free(&g);
-  ring_ctx_free(&x);
-  routes_drop(&rt);
+  for (int lean = 0; lean < 2; lean++) {  // ring.c's task graph, then ring_fast.c's passes in time
+    // Shard 0 is computed by rank 1 at step 1 and by rank 2 at step 2 (each sent from rank 0's own memory),
+    // two accumulator chains that each end with a flush home: rank 1's (5 bytes) after its step 1 ends at
+    // 2 s, arriving at 7 s; rank 2's (1 byte) after its step 2 ends at 3 s, arriving at 4 s. Rank 0 is
+    // done at 7 s: after both, not after the last one posted. Steps take 1 s; 1 byte/s.
+    int W = 3;
+    ring_routes rt;
+    routes_open(&rt, W, W);
+    for (int i = 0; i < W * W; i++) rt.kv_src[i] = -1;
+    for (int r = 0; r < W; r++) rt.kv_src[r] = r;
+    rt.kv_src[1 * W + 1] = 0, rt.kv_src[2 * W + 2] = 0;
+    route_add(&rt, ROUTE_KV, 0, 1, 0, 1, 0, 1, LINK_INTRA, 0);
+    route_add(&rt, ROUTE_KV, 1, 2, 0, 2, 0, 1, LINK_INTRA, 0);
+    route_add(&rt, ROUTE_FLUSH, 1, 1, 1, 0, 0, 5, LINK_INTRA, 0);
+    route_add(&rt, ROUTE_FLUSH, 2, 2, 2, 0, 0, 1, LINK_INTRA, 0);
+    routes_close(&rt);
+    cluster_desc c = one_node(W, 1e-9);
+    double comp[9];
+    for (int i = 0; i < 9; i++) comp[i] = 1;
+    ring_ctx x;
+    sim_engine g;
+    sr_error e;
+    int32_t done[3];
+    CHECK_EQ_INT(ring_ctx_init(&x, W, &c, &e), SR_OK);
+    CHECK_EQ_INT(engine_init(&g, W, 0, NULL, &e), SR_OK);
+    if (lean) engine_lean(&g);
+    CHECK_EQ_INT(ring_backward(&g, &x, &rt, comp, 0, 1, 2, NULL, done, &e), SR_OK);
+    CHECK_EQ_INT(engine_run(&g, &e), SR_OK);
+    CHECK_NEAR(engine_end(&g, done[0]), 7.0, 1e-6);
+    CHECK_NEAR(engine_end(&g, done[1]), 2.0, 1e-6);
+    CHECK_NEAR(engine_end(&g, done[2]), 3.0, 1e-6);
+    engine_free(&g);
+    ring_ctx_free(&x);
+    routes_drop(&rt);
+  }
 }

@@ -13,6 +13,7 @@
 #include "plan/util.h"
 #include "sim/cost.h"
 #include "sim/exec_cost.h"
+#include "sim/step_ctx.h"
 #include "sim/strategy.h"
 #include "tests/test.h"
 
@@ -224,4 +225,27 @@ TEST(sim_ring_attention_charges_the_calls_passes_beside_the_kernels_on_one_gpu) 
   CHECK_REL(phase_s(&tl, PHASE_ATTN, STREAM_COMPUTE, 0), fwd + (528 + 384) * n / mem_rate, 1e-7);
   CHECK_REL(phase_s(&tl, PHASE_ATTN_BWD, STREAM_COMPUTE, 0), bwd + (1040 + 1024) * n / mem_rate, 1e-7);
   sim_timeline_free(&tl);
+}
+
+// The exec trainer's recomputed forward stops at the second RMSNorm (train/model_cuda_step.cu): without the down
+// projection's GEMM (2 I C FLOPs a token) and its fp32 epilogue (6 C bytes), and the norm writes no residual copy
+// (4 C bytes); the other trainer reruns the whole forward.
+TEST(sim_exec_trainer_recomputes_the_forward_without_the_down_projection) {
+  model_config m;
+  sr_error e = {0};
+  CHECK_EQ_INT(model_load("qwen2.5-3b", &m, &e), SR_OK);
+  cluster_desc c;
+  CHECK_EQ_INT(cluster_load("h200-1x2-calibrated", &c, &e), SR_OK);
+  plan p;
+  memset(&p, 0, sizeof p);
+  snprintf(p.spec.trainer, sizeof p.spec.trainer, "exec");
+  sim_ctx x;
+  memset(&x, 0, sizeof x);
+  x.m = &m, x.c = &c, x.p = &p;
+  double n = 65536, C = (double)m.hidden_size, I = (double)m.intermediate_size;
+  double full = ctx_post(&x, n, 0), rerun = ctx_post(&x, n, 1);
+  double want = cost_gemm(&c.gpu, 2 * I * C * n) + cost_mem(&c.gpu, 10 * C * n);
+  CHECK(fabs((full - rerun) - want) <= 1e-12 * full);
+  snprintf(p.spec.trainer, sizeof p.spec.trainer, "mixed");
+  CHECK(ctx_post(&x, n, 1) == ctx_post(&x, n, 0));
 }

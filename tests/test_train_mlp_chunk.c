@@ -22,35 +22,7 @@ static const char *five_layer_model(void) {
 // Train 3 steps of 90 tokens on `world` ranks; each step's "loss,grad_norm" as the CSV wrote them (%.17g) into rows.
 enum { STEPS = 3 };
 static int train_rows(int world, const char *model, const char *extra, char rows[STEPS][128]) {
-  const char *dir = test_tmpdir();
-  char csv[700], text[700], cmd[4096];
-  static int run;
-  snprintf(text, sizeof text, "%s/fox.txt", dir);
-  snprintf(csv, sizeof csv, "%s/train-%d.csv", dir, run++);
-  snprintf(cmd, sizeof cmd, "for i in 1 2 3 4 5 6 7 8; do printf 'the quick brown fox jumps over the lazy dog %%d. ' $i; done > %s",
-           text);
-  CHECK_EQ_INT(test_run(cmd, NULL), 0);
-  snprintf(cmd, sizeof cmd,
-           MPI_ENV "mpirun --oversubscribe -np %d %s/sparsering-exec train --model %s --cluster %s --seq 90 --data %s "
-                   "--steps %d --lr 3e-3 --csv %s --quiet %s",
-           world, test_bin_dir(), model, mpi_h200_cluster(world), text, STEPS, csv, extra);
-  char *out = NULL;
-  int rc = test_run(cmd, &out);
-  if (rc != 0) test_fail(__FILE__, __LINE__, "exit %d: %.2000s", rc, out ? out : "");
-  free(out);
-  FILE *f = fopen(csv, "r");
-  if (!f) return -1;
-  char line[1024];
-  int n = 0;
-  while (fgets(line, sizeof line, f)) {  // run,step,loss,grad_norm,...
-    char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL, *c3 = c2 ? strchr(c2 + 1, ',') : NULL;
-    char *c4 = c3 ? strchr(c3 + 1, ',') : NULL;
-    if (strncmp(line, "run,", 4) == 0 || !c4 || n >= STEPS) continue;
-    snprintf(rows[n++], 128, "%.*s", (int)(c4 - c2 - 1), c2 + 1);
-  }
-  fclose(f);
-  CHECK_EQ_INT(n, STEPS);
-  return rc;
+  return train_fox_columns(world, model, extra, STEPS, 2, &rows[0][0], sizeof rows[0]);
 }
 
 TEST(train_mlp_chunks_give_the_whole_sequences_losses_and_gradient_norms_bit_for_bit) {

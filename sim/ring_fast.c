@@ -1,0 +1,235 @@
+// ring_fast.c — ring passes on a lean engine (engine.h: no shared resources, end times only), the simulator's
+// usual case: at a thousand ranks a pass is millions of tasks, and ring.c's bookkeeping (which task delivered
+// which shard to whom, in W x W tables read one cache line a task; each step's link costs) cost more than the
+// tasks themselves.
+//
+// What a pass waits for depends on the routes only, not on any time: so the routes are compiled once (the
+// bookkeeping of ring.c's kv_part, grad_part and add_compute replayed on indices: for each task, the transfer
+// whose arrival it waits for; each transfer's seconds; each step's comm seconds per rank, step_comm's), and a
+// pass then walks flat arrays in time. Each task's start is the latest end of what ring.c would give it as
+// dependencies (a maximum: exact in any order, times being non-negative), and it is added with engine_add_after
+// in the order ring.c adds its tasks, so task counts, busy sums and every time are the same as ring.c's.
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/cost.h"
+#include "sim/ring.h"
+
+// A KV transfer that is a task: its sender and receiver, the transfer that brought the shard to its sender (an
+// index into the pass's KV tasks; -1: its own shard, or none), its seconds and stream.
+typedef struct {
+  double dur;
+  int32_t from, to, have, stream;
+} kv_task;
+
+// A dK/dV transfer that is a task. Nodes are these transfers and the barriers where an owner joins flushes of a
+// shard, numbered as created: its node, the node of the accumulator it adds to (-1: none), and the node it joins
+// in a barrier at the receiver (-1: none; the barrier is node + 1).
+typedef struct {
+  double dur;
+  int32_t from, node, dep, bar, stream;
+} grad_task;
+
+struct ring_compiled {
+  // the routes compiled (see ring_ctx_forget)
+  const route *kv, *grad;
+  int64_t n_kv, n_grad;
+  int n_steps;
+  int32_t *cdep;         // [n_steps * W] compute (s, r): the KV task it waits for (-1: none)
+  kv_task *kv_t;         // the KV transfers that are tasks (not: invalid ranks, or no bytes, the receiver then as
+  int64_t *kv_t_at;      //   ready as the sender), in ring.c's order; [n_steps + 1] those posted at step s
+  grad_task *g_t;        // the dK/dV transfers that are tasks, in order; [n_steps + 1] those of step s
+  int64_t *g_t_at;
+  int32_t *done_node;    // [W] the owner's last node, joined at the pass's end (-1: none)
+  int64_t n_nodes;
+  double *comm[2];       // [n_steps * W] step_comm's seconds, forward and backward
+  // scratch of a pass
+  double *kv_end, *node_end;
+  double *prev_t, *cur_t;
+  int32_t *prev_id, *cur_id;
+};
+
+static void compiled_free(ring_compiled *c) {
+  if (!c) return;
+  free(c->cdep);
+  free(c->kv_t);
+  free(c->kv_t_at);
+  free(c->g_t);
+  free(c->g_t_at);
+  free(c->done_node);
+  free(c->comm[0]);
+  free(c->comm[1]);
+  free(c->kv_end);
+  free(c->node_end);
+  free(c->prev_t);
+  free(c->cur_t);
+  free(c->prev_id);
+  free(c->cur_id);
+  free(c);
+}
+
+void ring_ctx_forget(ring_ctx *x) {
+  compiled_free(x->compiled);
+  x->compiled = NULL;
+}
+
+static int valid(const ring_ctx *x, int rank) { return rank >= 0 && rank < x->world; }
+
+// ring.c's deliv bookkeeping on KV task indices: kv_part and add_compute in their order.
+static void compile_kv(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dl) {
+  int W = x->world;
+  int64_t n = 0;
+  for (int64_t i = 0; i < (int64_t)W * W; i++) dl[i] = -1;
+  for (int st = 0; st < rt->n_steps; st++) {
+    for (int r = 0; r < W; r++) {
+      int src = rt->kv_src[(int64_t)st * W + r];
+      c->cdep[(int64_t)st * W + r] = valid(x, src) && src != r ? dl[(int64_t)r * W + src] : -1;
+    }
+    c->kv_t_at[st] = n;
+    for (int64_t i = rt->kv_at[st]; i < rt->kv_at[st + 1]; i++) {
+      const route *t = &rt->kv[i];
+      if (!valid(x, t->from) || !valid(x, t->to) || !valid(x, t->shard)) continue;
+      int32_t have = t->shard != t->from ? dl[(int64_t)t->from * W + t->shard] : -1;
+      if (t->bytes <= 0) {
+        dl[(int64_t)t->to * W + t->shard] = have;
+        continue;
+      }
+      c->kv_t[n] = (kv_task){ring_link_time(x->c, t->link, (double)t->bytes), t->from, t->to, have,
+                             (int32_t)ring_stream_of(t->link)};
+      dl[(int64_t)t->to * W + t->shard] = (int32_t)n++;
+    }
+  }
+  c->kv_t_at[rt->n_steps] = n;
+}
+
+// ring.c's deliv_d bookkeeping (grad_part) on nodes.
+static void compile_grad(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dd) {
+  int W = x->world;
+  for (int64_t i = 0; i < (int64_t)W * W; i++) dd[i] = -1;
+  int64_t nodes = 0, n = 0;
+  for (int st = 0; st < rt->n_steps; st++) {
+    c->g_t_at[st] = n;
+    for (int64_t i = rt->grad_at[st]; i < rt->grad_at[st + 1]; i++) {
+      const route *t = &rt->grad[i];
+      if (!valid(x, t->from) || !valid(x, t->to) || !valid(x, t->shard) || t->bytes <= 0) continue;
+      grad_task *g = &c->g_t[n++];
+      *g = (grad_task){ring_link_time(x->c, t->link, (double)t->bytes), t->from, (int32_t)nodes++,
+                       dd[(int64_t)t->from * W + t->shard], -1, (int32_t)ring_stream_of(t->link)};
+      int32_t *slot = &dd[(int64_t)t->to * W + t->shard];
+      g->bar = *slot;
+      *slot = *slot >= 0 ? (int32_t)nodes++ : g->node;
+    }
+  }
+  c->g_t_at[rt->n_steps] = n;
+  for (int r = 0; r < W; r++) c->done_node[r] = dd[(int64_t)r * W + r];
+  c->n_nodes = nodes;
+}
+
+static ring_compiled *compile(ring_ctx *x, const ring_routes *rt) {
+  int W = x->world;
+  size_t n = (size_t)rt->n_steps * W, nk = (size_t)rt->n_kv + 1, ng = (size_t)rt->n_grad + 1;
+  ring_compiled *c = calloc(1, sizeof *c);
+  int32_t *scratch = malloc((size_t)W * W * sizeof *scratch);
+  if (!c || !scratch) goto oom;
+  c->kv = rt->kv, c->grad = rt->grad, c->n_kv = rt->n_kv, c->n_grad = rt->n_grad, c->n_steps = rt->n_steps;
+  c->cdep = malloc(n * sizeof *c->cdep);
+  c->kv_t = malloc(nk * sizeof *c->kv_t);
+  c->kv_t_at = malloc(((size_t)rt->n_steps + 1) * sizeof *c->kv_t_at);
+  c->g_t = malloc(ng * sizeof *c->g_t);
+  c->g_t_at = malloc(((size_t)rt->n_steps + 1) * sizeof *c->g_t_at);
+  c->done_node = malloc((size_t)W * sizeof *c->done_node);
+  c->comm[0] = malloc((n + 1) * sizeof *c->comm[0]);
+  c->comm[1] = malloc((n + 1) * sizeof *c->comm[1]);
+  c->kv_end = malloc(nk * sizeof *c->kv_end);
+  c->node_end = malloc(2 * ng * sizeof *c->node_end);
+  c->prev_t = malloc((size_t)W * sizeof *c->prev_t);
+  c->cur_t = malloc((size_t)W * sizeof *c->cur_t);
+  c->prev_id = malloc((size_t)W * sizeof *c->prev_id);
+  c->cur_id = malloc((size_t)W * sizeof *c->cur_id);
+  if (!c->cdep || !c->kv_t || !c->kv_t_at || !c->g_t || !c->g_t_at || !c->done_node || !c->comm[0] || !c->comm[1] ||
+      !c->kv_end || !c->node_end || !c->prev_t || !c->cur_t || !c->prev_id || !c->cur_id)
+    goto oom;
+  compile_kv(x, rt, c, scratch);
+  compile_grad(x, rt, c, scratch);
+  for (int bwd = 0; bwd < 2; bwd++)
+    for (int st = 0; st < rt->n_steps; st++) ring_step_comm(x, rt, st, bwd, c->comm[bwd] + (int64_t)st * W);
+  free(scratch);
+  return c;
+oom:
+  free(scratch);
+  compiled_free(c);
+  return NULL;
+}
+
+// The compiled form of rt, made when the context last ran other routes.
+static ring_compiled *compiled_for(ring_ctx *x, const ring_routes *rt) {
+  ring_compiled *c = x->compiled;
+  if (c && c->kv == rt->kv && c->grad == rt->grad && c->n_kv == rt->n_kv && c->n_grad == rt->n_grad &&
+      c->n_steps == rt->n_steps)
+    return c;
+  ring_ctx_forget(x);
+  return x->compiled = compile(x, rt);
+}
+
+static inline double later(double a, double b) { return b > a ? b : a; }
+
+// One pass's steps: computes, KV transfers, and (bwd) dK/dV transfers and their owners' barriers.
+static int run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_compiled *c, const double *compute, int bwd) {
+  int W = x->world;
+  for (int st = 0; st < rt->n_steps; st++) {
+    const int32_t *src = rt->kv_src + (int64_t)st * W, *dep = c->cdep + (int64_t)st * W;
+    const double *comp = compute + (int64_t)st * W, *comm = c->comm[bwd] + (int64_t)st * W;
+    for (int r = 0; r < W; r++) {
+      c->cur_id[r] = c->prev_id[r];
+      c->cur_t[r] = c->prev_t[r];
+      if (!valid(x, src[r])) continue;
+      double t = cost_under_comm(comp[r], comm[r], x->comm_slowdown);
+      int32_t id = engine_add_after(g, r, STREAM_COMPUTE, t, later(dep[r] >= 0 ? c->kv_end[dep[r]] : 0, c->prev_t[r]));
+      if (id < 0) return -1;
+      c->cur_id[r] = id;
+      c->cur_t[r] = engine_end(g, id);
+    }
+    for (int64_t i = c->kv_t_at[st]; i < c->kv_t_at[st + 1]; i++) {
+      const kv_task *k = &c->kv_t[i];
+      double ready = later(later(k->have >= 0 ? c->kv_end[k->have] : 0, c->prev_t[k->from]), c->prev_t[k->to]);
+      int32_t id = engine_add_after(g, k->from, (timeline_stream)k->stream, k->dur, ready);
+      if (id < 0) return -1;
+      c->kv_end[i] = engine_end(g, id);
+    }
+    for (int64_t i = bwd ? c->g_t_at[st] : 0; bwd && i < c->g_t_at[st + 1]; i++) {
+      const grad_task *d = &c->g_t[i];
+      double ready = later(c->cur_t[d->from], d->dep >= 0 ? c->node_end[d->dep] : 0);
+      int32_t id = engine_add_after(g, d->from, (timeline_stream)d->stream, d->dur, ready);
+      if (id < 0) return -1;
+      c->node_end[d->node] = engine_end(g, id);
+      if (d->bar >= 0) {  // the owner's earlier flush of this shard and this one, joined
+        if ((id = engine_add_after(g, -1, STREAM_COMPUTE, 0, later(c->node_end[d->bar], c->node_end[d->node]))) < 0)
+          return -1;
+        c->node_end[d->node + 1] = engine_end(g, id);
+      }
+    }
+    memcpy(c->prev_id, c->cur_id, (size_t)W * sizeof *c->prev_id);
+    memcpy(c->prev_t, c->cur_t, (size_t)W * sizeof *c->prev_t);
+  }
+  return 0;
+}
+
+int ring_fast_pass(sim_engine *g, ring_ctx *x, const ring_routes *rt, const double *compute, int bwd, const int32_t *start,
+                   int32_t *done, sr_error *e) {
+  int W = x->world;
+  ring_compiled *c = compiled_for(x, rt);
+  if (!c) return sr_internal_error(e, 0, "ring: out of memory for the task graph");
+  for (int r = 0; r < W; r++) {
+    c->prev_id[r] = start ? start[r] : -1;
+    c->prev_t[r] = c->prev_id[r] >= 0 ? engine_end(g, c->prev_id[r]) : 0;
+  }
+  if (run_steps(g, x, rt, c, compute, bwd)) return sr_internal_error(e, 0, "ring: out of memory for the task graph");
+  for (int r = 0; r < W; r++) {
+    done[r] = c->prev_id[r];
+    if (!bwd || c->done_node[r] < 0) continue;
+    // the owner is done when its last compute ended and every flush of its shard arrived
+    done[r] = engine_add_after(g, -1, STREAM_COMPUTE, 0, later(c->prev_t[r], c->node_end[c->done_node[r]]));
+    if (done[r] < 0) return sr_internal_error(e, 0, "ring: out of memory for the task graph");
+  }
+  return SR_OK;
+}
