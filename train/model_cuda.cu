@@ -134,7 +134,7 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   memcpy(d->t_layer, h->t_layer, (size_t)L * sizeof *d->t_layer);
   CB(cublasCreate(&d->blas));
   CB(cublasSetStream(d->blas, d->stream));
-  int64_t C = c->hidden_size, N = d->max_tokens, half = c->head_dim / 2;
+  int64_t N = d->max_tokens, half = c->head_dim / 2;
   int rc = SR_OK;
   capacity = sr_max64(capacity, d->num_params);
   if ((rc = dalloc(&d->params, capacity, e)) || (rc = dalloc(&d->grads, capacity, e)) ||
