@@ -46,6 +46,8 @@ static const cli_flag attn_flags[] = {
     {"run", "N", "0", "run number of the first combination in the timeline"},
     {"trace-out", cli_out_file, NULL, "write the pattern the run ran (vs-online: the estimated one) as a trace"},
     {"digest", NULL, NULL, "print a hash of every layer's O, LSE, dQ, dK, dV over the ranks (bit-exact comparison of runs)"},
+    {"plan-bytes-only", NULL, NULL, "set every layer's plan up and print what it keeps in device memory, item by item; "
+     "run no attention"},
     {"fail-rank", "R", "-1 (none)", "testing: this rank fails during the run"},
     {"fail-at-step", "S", "0", "testing: the ring step at which --fail-rank fails"},
     {"fail-mode", "MODE", "kill", "testing: kill (the rank exits) or hang (it stops answering)"},
@@ -58,7 +60,7 @@ static const cli_usage attn_usage = {
     {plan_spec_flags, exec_plan_flags, attn_flags, NULL}};
 
 typedef struct {
-  int cuda, check, fail_hang, predict, inputs, digest;
+  int cuda, check, fail_hang, predict, inputs, digest, plan_bytes_only;
   const char *predict_csv, *trace_out;
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
@@ -286,6 +288,41 @@ static void memory_print(const attn_opts *o_, const plan *pl, comm *c, attn_memo
          size_text(pm.host_bytes));
 }
 
+// "layer L: plan device bytes ...": what the plan keeps in device memory on the CUDA backend (dist_plan_bytes),
+// each item the largest over the ranks.
+static int plan_bytes_print(comm *c, const dist_attn *da, int layer, sr_error *e) {
+  dist_plan_bytes b;
+  if (dist_attn_plan_bytes(da, &b, e)) return e->code;
+  int64_t v[9] = {b.index, b.fwd_form, b.transposed, b.bar_chunks, b.masks, b.positions, b.bar_scratch, b.bars, b.bars_t};
+  if (comm_host_allreduce(c, v, 9, MPI_INT64_T, MPI_MAX, e)) return e->code;
+  if (c->rank != 0) return SR_OK;
+  dist_plan_bytes m = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+  printf("  layer %d: plan device bytes (largest rank): index %lld, forward form %lld, transposed %lld, bar chunks %lld, "
+         "masks %lld, positions %lld; total %lld (%s); bars' scratch %lld, expanded bars %lld + %lld in the shared "
+         "workspace\n",
+         layer, (long long)m.index, (long long)m.fwd_form, (long long)m.transposed, (long long)m.bar_chunks,
+         (long long)m.masks, (long long)m.positions, (long long)dist_plan_bytes_total(&m),
+         size_text((double)dist_plan_bytes_total(&m)), (long long)m.bar_scratch, (long long)m.bars, (long long)m.bars_t);
+  fflush(stdout);
+  return SR_OK;
+}
+
+// --plan-bytes-only: every layer's plan set up, its device bytes printed, and freed; no attention runs.
+static int plan_bytes_only(const attn_opts *o_, comm *c, plan *pl, pattern *pat, sr_error *e) {
+  int64_t layers = o_->layers < pat->layers ? o_->layers : pat->layers;
+  for (int layer = 0; layer < layers; layer++) {
+    dist_attn *da;
+    double tc = sr_now();
+    if (dist_attn_create_with(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, o_->index_build, &da, e)) fail(c, e);
+    if (c->rank == 0)
+      printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, sr_now() - tc,
+             dist_attn_index_on_gpu(da) ? "GPU" : "host");
+    if (plan_bytes_print(c, da, layer, e)) fail(c, e);
+    dist_attn_free(da);
+  }
+  return 0;
+}
+
 // One plan: every layer's forward + backward, timings, bytes, the check and the trace. Returns 1 when the
 // check fails, 2 when --trace-out could not be written (input error), 3 on another error writing it.
 static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeline *tl, sr_error *e) {
@@ -329,6 +366,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     tc = sr_now() - tc;
     if (c->rank == 0)
       printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, tc, dist_attn_index_on_gpu(da) ? "GPU" : "host");
+    if (plan_bytes_print(c, da, layer, e)) fail(c, e);
     if (o_->moba_gate != EXEC_GATE_HOST && dist_attn_moba_gate_gpu(da, o_->moba_gate == EXEC_GATE_GPU, e)) fail(c, e);
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
     if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online, moba, token-topk select on the CPU backend too
@@ -456,6 +494,7 @@ static int cmd_attn(int argc, char **argv) {
   o.predict = cli_has(&a, "predict") || o.predict_csv;
   o.trace_out = cli_get(&a, "trace-out", NULL);
   o.digest = cli_has(&a, "digest");
+  o.plan_bytes_only = cli_has(&a, "plan-bytes-only");
   if (attn_inputs_parse(cli_get(&a, "inputs", "random"), &o.inputs, &e) || exec_index_build(&a, &o.index_build, &e) ||
       exec_moba_gate(&a, o.cuda, &o.moba_gate, &e))
     return sr_error_report(&e, prog);
@@ -524,7 +563,7 @@ static int cmd_attn(int argc, char **argv) {
           plan_free(&pl);
           break;
         }
-        int r = run_plan(&o, &c, &pl, &pat, &tl, &e);
+        int r = o.plan_bytes_only ? plan_bytes_only(&o, &c, &pl, &pat, &e) : run_plan(&o, &c, &pl, &pat, &tl, &e);
         if (r >= 2) code = r == 2 ? 2 : 1;
         failed |= r == 1;
         tl.run++;

@@ -120,6 +120,26 @@ typedef struct {
 } dist_search_stats;
 // The search counters so far (SR_OK); an input error for a plan that does not search.
 int dist_attn_search_stats(const dist_attn *a, dist_search_stats *out, sr_error *e);
+// What one rank's plan keeps in device memory on the CUDA backend, item by item (exec/dist_plan_bytes.c; the
+// arithmetic of the uploads, kernels/index_bytes.c). The bars' scratch is the shared workspace's, not the plan's.
+typedef struct {
+  int64_t index;        // the tile index of this rank's heads: cell order, offsets, tiles, bars
+  int64_t fwd_form;     // the forward's runs form (plan.spec.fwd_runs), else 0
+  int64_t transposed;   // the backward's transposed index of every source
+  int64_t bar_chunks;   // their bar chunks (the bars' deterministic dK/dV)
+  int64_t masks;        // the heads' element masks with their bit sets
+  int64_t positions;    // every group's global positions
+  int64_t bar_scratch;  // the bars' partial dK/dV, largest source (workspace: not in the total)
+  int64_t bars;         // the compact bars' lists, expanded for a call: largest index (workspace: not in the total)
+  int64_t bars_t;       // the compact transposes' bar_q_idx, expanded for a step: largest source (workspace, likewise)
+} dist_plan_bytes;
+// The plan's own items summed (bar_scratch, bars and bars_t excluded: the workspace holds them).
+int64_t dist_plan_bytes_total(const dist_plan_bytes *b);
+// This rank's breakdown. CUDA backend: what the plan's copies hold once uploaded (also while released); CPU
+// backend: what they would hold, the transposes and bar chunks built on the host for the count (set-up's work
+// on CUDA: seconds a source on long sparse layers). FPDT plans and patterns made at run time (vs-online,
+// gated, adaspa-online) have no transposes at set-up: 0 there.
+int dist_attn_plan_bytes(const dist_attn *a, dist_plan_bytes *out, sr_error *e);
 // CUDA backend's device memory: bytes this plan keeps for itself (tile indices, masks, positions) and bytes
 // of scratch it needs from the workspace every plan of the process shares (dist_workspace.h); 0 and 0 on the CPU.
 void dist_attn_device_bytes(const dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes);

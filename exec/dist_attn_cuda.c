@@ -53,7 +53,18 @@ static void *transpose_run(void *arg) {
   return NULL;
 }
 
-int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e) {
+// The transposes' bar chunks built on the host and uploaded without a scratch (the workspace's), or with one.
+static int transpose_upload(struct dist_attn *a, const tile_index_t *tt, int own_scratch, sa_gpu_index_t *out,
+                            sr_error *e) {
+  if (own_scratch) return sa_gpu_index_t_upload(tt, a->nh, a->nkv, out, e);  // a selection's: with its lists
+  sa_bar_chunks bc;
+  if (sa_bar_chunks_build(tt, a->nh, a->nkv, &bc, e)) return e->code;
+  int rc = dist_cuda_transpose_put(tt, &bc, out, e);
+  sa_bar_chunks_free(&bc);
+  return rc;
+}
+
+int dist_cuda_transposes_upload(struct dist_attn *a, int own_scratch, sr_error *e) {
   cuda_state *s = a->cuda;
   transpose_job jobs[TRANSPOSE_THREADS];
   pthread_t th[TRANSPOSE_THREADS];
@@ -69,7 +80,7 @@ int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e) {
     for (int i = 0; i < n; i++) {
       if (started[i]) pthread_join(th[i], NULL);
       if (rc == SR_OK && jobs[i].rc) *e = jobs[i].e, rc = jobs[i].rc;
-      if (rc == SR_OK) rc = sa_gpu_index_t_upload(&jobs[i].tt, a->nh, a->nkv, &s->ixt[g0 + i], e);
+      if (rc == SR_OK) rc = transpose_upload(a, &jobs[i].tt, own_scratch, &s->ixt[g0 + i], e);
       if (!jobs[i].rc) tiles_transpose_free(&jobs[i].tt);
     }
   }
@@ -90,18 +101,23 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (a->gpu_index && dist_gpu_build(a, e)) return e->code;
   // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
-  if (a->nh > 0 && sa_gpu_index_upload(&a->ti_view, &s->ix, e)) return e->code;
-  if (a->nh > 0 && a->ti_fwd.n_runs && sa_gpu_index_upload(&a->ti_fwd_view, &s->ix_fwd, e)) return e->code;
+  // the compact bars where they give the index's lists (the kernels get them expanded, call by call)
+  int fixed = a->nh > 0 && !pattern_spec_at_run_time(a->p->spec.pattern);  // a selection's index keeps its lists
+  if (fixed && dist_bar_cols(&a->ti_view, &s->cols, e)) return e->code;
+  if (fixed && a->ti_fwd.n_runs && dist_bar_cols(&a->ti_fwd_view, &s->cols_fwd, e)) return e->code;
+  if (a->nh > 0 && dist_cuda_index_put(&a->ti_view, &s->cols, &s->ix, e)) return e->code;
+  if (a->nh > 0 && a->ti_fwd.n_runs && dist_cuda_index_put(&a->ti_fwd_view, &s->cols_fwd, &s->ix_fwd, e)) return e->code;
   // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c); a gated pattern
   // uploads each forward's selection with its transposes (online_gate_cuda.c); a GPU build brought its
   // transposes along
   int gated = pattern_spec_estimation(a->p->spec.pattern) == PATTERN_GATED;
   for (int g = 0; a->nh > 0 && s->tt_host && g < R; g++)
-    if (sa_gpu_index_t_upload_chunks(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e)) return e->code;
+    if (dist_cuda_transpose_put(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e)) return e->code;
   int searched = pattern_spec_estimation(a->p->spec.pattern) == PATTERN_SEARCHED;  // adaspa-online: its own
-  if (a->nh > 0 && !online_vs_wanted(a) && !gated && !searched && !s->tt_host && dist_cuda_transposes_upload(a, e))
+  if (a->nh > 0 && !online_vs_wanted(a) && !gated && !searched && !s->tt_host && dist_cuda_transposes_upload(a, 0, e))
     return e->code;
   if (dist_cuda_positions_upload(a, e)) return e->code;
+  s->plan_bytes = dist_cuda_copies_bytes(a);
   // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
   ws_shape *sh = &s->shape;
   for (int st = 0; st < a->rp->n_steps; st++) {
@@ -110,13 +126,13 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
       n += g != a->group && a->rp->flush[(int64_t)st * R + g] && a->rp->src[(int64_t)st * R + g] == a->group;
     if (n > sh->max_flush) sh->max_flush = n;
   }
-  sh->n_q = a->n_q, sh->n_kmax = a->n_kmax, sh->n_local = a->n_local;
+  sh->n_q = a->n_q, sh->n_kmax = a->n_kmax, sh->n_local = a->n_local, sh->bar_scratch = s->bytes.bar_scratch;
+  sh->bars = s->bytes.bars, sh->bars_t = s->bytes.bars_t;
   sh->nh = a->nh, sh->nkv = a->nkv, sh->H = a->H, sh->d = a->d, sh->U = a->U, sh->early = a->rp->n_early > 0;
   for (int j = 0; a->U > 1 && j < a->U; j++)  // KV heads over the group's members (replicated heads per member)
     sh->ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
   if (ws_attach(sh, e)) return e->code;
   s->ws_joined = 1;
-  s->plan_bytes = dist_cuda_copies_bytes(a);
   // The second channel is opened collectively, by every rank when the ring plan has early transfers. The
   // ring plan is the same on every rank (plan/ring_plan.h), so no rank needs to ask the others; asking (an
   // MPI collective here) crashed the trainer, which sets plans up from several threads at once.
@@ -144,6 +160,7 @@ void dist_attn_cuda_release(struct dist_attn *a) {
   adaspa_cuda_release(a);
   dist_cuda_copies_free(a);
   dist_cuda_host_transposes_free(a);
+  tiles_bar_cols_free(&s->cols), tiles_bar_cols_free(&s->cols_fwd);
   if (s->ws_joined) ws_detach();
   free(s->os.pend), free(s->os.target);
   free(s->ixt), free(s->kpos), free(s);
@@ -151,6 +168,10 @@ void dist_attn_cuda_release(struct dist_attn *a) {
 }
 
 #define OUTER_STREAM(a) ((cudaStream_t)(a)->c->outer_stream)
+
+static int bars_ready(struct dist_attn *a, const sa_gpu_index *ix, sa_gpu_index *out, const sa_gpu_index **use,
+                      sr_error *e);
+static int bars_t_ready(struct dist_attn *a, sa_gpu_index_t *t, sr_error *e);
 
 // ---------------------------------------------------------------------------------------------
 // ring walk
@@ -321,6 +342,8 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   if (a->adaspa && adaspa_cuda_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   // moba with --moba-gate gpu (R == 1): the selection and its form built on the device
   if (a->gate_gpu && gate_gpu_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
+  sa_gpu_index expanded;  // compact bars: every source's lists written once for the call
+  if (bars_ready(a, ix, &expanded, &ix, e)) return e->code;
   const void *cur = st->kv_own;
   outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
@@ -389,6 +412,8 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
   if (a->online && online_vs_backward(a, &ix, &ixt, &masks, e)) return e->code;  // the last forward's pattern
   if (a->adaspa && adaspa_cuda_backward(a, &ix, &ixt, &masks, e)) return e->code;
   if (a->gate_gpu && gate_gpu_backward(a, &ix, &ixt, &masks, e)) return e->code;
+  sa_gpu_index expanded;  // the tile form's lists (the dQ of bars reads them), once for the call
+  if (a->nh > 0 && bars_ready(a, ix, &expanded, &ix, e)) return e->code;
   const void *cur = st->kv_own;
   comm_pending apend = {0};
   int p = 0, n_flush_prev = 0, fpar = 0;
@@ -408,8 +433,15 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
       CUDA_TRY(cudaMemsetAsync(P, 0, sizeof(float) * (size_t)elems, CS(a)));
       sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
+      // the plan's own transposes write their bars' partial dK/dV into the workspace (index_gpu.cu: _upload_chunks)
+      sa_gpu_index_t tsrc = ixt[src];
+      if (!tsrc.bc.scratch && tsrc.scratch_bytes > st->shape.bar_scratch)
+        return sr_internal_error(e, 0, "rank %d: the bars' scratch of source %d (%lld B) exceeds the workspace's (%lld B)",
+                                 a->c->rank, src, (long long)tsrc.scratch_bytes, (long long)st->shape.bar_scratch);
+      if (!tsrc.bc.scratch) tsrc.bc.scratch = st->bar_scratch;
+      if (a->nh > 0 && bars_t_ready(a, &tsrc, e)) return e->code;  // this source's bar keys' query tiles
       int ti = cuda_timer_open(a, tm, s, PHASE_ATTN_BWD, STREAM_COMPUTE);
-      if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &ixt[src], src, masks, dq,
+      if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &tsrc, src, masks, dq,
                               P, P + rows_of(a, src) * row, CS(a), e))
         return e->code;
       cuda_timer_close(a, tm, ti);
@@ -521,6 +553,35 @@ static void scratch_take(cuda_state *s) {
   s->o_run = b[WS_O_RUN], s->d_row = b[WS_D_ROW];
   s->qg = b[WS_QG], s->og = b[WS_OG], s->dog = b[WS_DOG];
   s->lseg = b[WS_LSEG], s->dqg = b[WS_DQG], s->dkvg = b[WS_DKVG], s->stage = b[WS_STAGE];
+  s->bar_scratch = b[WS_BAR_SCRATCH];
+  s->bars = b[WS_BARS], s->bars_t = b[WS_BARS_T];
+}
+
+// A compact index's lists expanded into the workspace, and *out the copy the kernels take (ix itself when it holds
+// its lists).
+static int bars_ready(struct dist_attn *a, const sa_gpu_index *ix, sa_gpu_index *out, const sa_gpu_index **use,
+                      sr_error *e) {
+  cuda_state *s = a->cuda;
+  *use = ix;
+  if (!ix->col_cnt) return SR_OK;
+  if (ix->bars_bytes > s->shape.bars)
+    return sr_internal_error(e, 0, "rank %d: the expanded bars (%lld B) exceed the workspace's (%lld B)", a->c->rank,
+                             (long long)ix->bars_bytes, (long long)s->shape.bars);
+  if (sa_bars_expand(ix, s->bars, CS(a), e)) return e->code;
+  *out = *ix, out->d.bar_idx = s->bars, *use = out;
+  return SR_OK;
+}
+
+// The same for a compact transpose (t a copy the caller passes on).
+static int bars_t_ready(struct dist_attn *a, sa_gpu_index_t *t, sr_error *e) {
+  cuda_state *s = a->cuda;
+  if (!t->compact_bars) return SR_OK;
+  if (t->bars_bytes > s->shape.bars_t)
+    return sr_internal_error(e, 0, "rank %d: the expanded transposed bars (%lld B) exceed the workspace's (%lld B)",
+                             a->c->rank, (long long)t->bars_bytes, (long long)s->shape.bars_t);
+  if (sa_bars_t_expand(t, s->bars_t, CS(a), e)) return e->code;
+  t->d.bar_q_idx = s->bars_t;
+  return SR_OK;
 }
 
 

@@ -23,12 +23,35 @@ int dist_cuda_positions_upload(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
-// Device bytes the plan's own copies hold (indices, transposes, masks, positions).
-int64_t dist_cuda_copies_bytes(const struct dist_attn *a) {
+int dist_cuda_index_put(const tile_index *t, const tile_bar_cols *cols, sa_gpu_index *out, sr_error *e) {
+  return cols->col_cnt ? sa_gpu_index_upload_compact(t, cols, out, e) : sa_gpu_index_upload(t, out, e);
+}
+
+int dist_cuda_transpose_put(const tile_index_t *tt, const sa_bar_chunks *bc, sa_gpu_index_t *out, sr_error *e) {
+  return dist_transpose_compact(tt) ? sa_gpu_index_t_upload_compact(tt, bc, out, e)
+                                    : sa_gpu_index_t_upload_chunks(tt, bc, out, e);
+}
+
+// What the plan's own copies hold: the index, forward form, masks and positions by the host-built plan's
+// footprints (kernels/index_bytes.c, which the uploads' sizes follow), the transposes as uploaded (their host
+// form is freed after the upload).
+int64_t dist_cuda_copies_bytes(struct dist_attn *a) {
+  cuda_state *s = a->cuda;
+  dist_plan_bytes *b = &s->bytes;
+  dist_plan_bytes_fixed(a, &s->cols, &s->cols_fwd, b);
+  for (int g = 0; a->nh > 0 && g < a->R; g++) {
+    const sa_gpu_index_t *t = &s->ixt[g];
+    b->transposed += t->index_bytes, b->bar_chunks += t->chunks_bytes, b->bars_t = sr_max64(b->bars_t, t->bars_bytes);
+    b->bar_scratch = sr_max64(b->bar_scratch, t->scratch_bytes);
+  }
+  return dist_plan_bytes_total(b);
+}
+
+int dist_attn_cuda_plan_bytes(const struct dist_attn *a, dist_plan_bytes *out) {
   const cuda_state *s = a->cuda;
-  int64_t b = ws_plan_fixed_bytes(a->glay->rank_count, a->R, a->masks, a->H) + s->ix.dev_bytes + s->ix_fwd.dev_bytes;
-  for (int g = 0; a->nh > 0 && g < a->R; g++) b += s->ixt[g].dev_bytes;
-  return b;
+  if (!s) return 0;
+  *out = s->bytes;
+  return 1;
 }
 
 // Free the plan's own device copies (the shared workspace is not the plan's: it stays joined).
@@ -86,10 +109,10 @@ int dist_attn_cuda_device_restore(struct dist_attn *a, sr_error *e) {
   cuda_state *s = a->cuda;
   if (!s || !s->released) return SR_OK;
   int rc = sa_gpu_masks_upload(a->masks, a->H, &s->masks, e);
-  if (!rc && a->nh > 0) rc = sa_gpu_index_upload(&a->ti_view, &s->ix, e);
-  if (!rc && a->nh > 0 && a->ti_fwd.n_runs) rc = sa_gpu_index_upload(&a->ti_fwd_view, &s->ix_fwd, e);
+  if (!rc && a->nh > 0) rc = dist_cuda_index_put(&a->ti_view, &s->cols, &s->ix, e);
+  if (!rc && a->nh > 0 && a->ti_fwd.n_runs) rc = dist_cuda_index_put(&a->ti_fwd_view, &s->cols_fwd, &s->ix_fwd, e);
   for (int g = 0; !rc && a->nh > 0 && g < a->R; g++)
-    rc = sa_gpu_index_t_upload_chunks(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e);
+    rc = dist_cuda_transpose_put(&s->tt_host[g], &s->bc_host[g], &s->ixt[g], e);
   if (!rc) rc = dist_cuda_positions_upload(a, e);
   if (rc) {  // stays released: what came up goes again
     dist_cuda_copies_free(a);
@@ -116,6 +139,7 @@ int64_t dist_attn_cuda_host_bytes(const struct dist_attn *a) {
 
 #else  // no CUDA in this build: no device copies
 
+int dist_attn_cuda_plan_bytes(const struct dist_attn *a, dist_plan_bytes *out) { return 0; }
 int dist_attn_cuda_device_release(struct dist_attn *a, sr_error *e) { return SR_OK; }
 int dist_attn_cuda_device_restore(struct dist_attn *a, sr_error *e) { return SR_OK; }
 int64_t dist_attn_cuda_host_bytes(const struct dist_attn *a) { return 0; }

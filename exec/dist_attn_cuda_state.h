@@ -19,9 +19,11 @@ typedef struct {
   sa_gpu_index ix;
   sa_gpu_index ix_fwd;        // the forward form (a->ti_fwd_view) when plan.spec.fwd_runs built one (cells > 0)
   sa_gpu_index_t *ixt;        // [R] transposed index per source (backward)
+  tile_bar_cols cols, cols_fwd;  // host: the compact bars' columns of ix and ix_fwd (col_cnt NULL: lists uploaded)
   head_mask *masks;           // device masks [H]
   int64_t *qpos, **kpos;      // device positions
-  int64_t plan_bytes;         // device bytes of the above (indices, masks, positions)
+  dist_plan_bytes bytes;      // the above item by item, as uploaded (kept while released)
+  int64_t plan_bytes;         // device bytes of the above now (dist_plan_bytes_total; 0 while released)
   // dist_attn_device_release: the device copies above freed, the host-built data kept (the tile index, masks
   // and positions live in struct dist_attn; the transposes and their bar chunks, which set-up uploads and
   // frees, are brought back from the device by the first release and kept from then on)
@@ -36,6 +38,8 @@ typedef struct {
   float *acc[2], *acc_in[2];  // fp32 [2, rows, Hkv, d]
   float *flush[2];            // fp32 flush receive buffers, per step parity: [max_flush][2, n_q, Hkv, d]
   float *o_run, *d_row;       // fp32 [n_q, nh, d], [nh, n_q]
+  float *bar_scratch;         // the bars' partial dK|dV of the backward (WS_BAR_SCRATCH)
+  int32_t *bars, *bars_t;     // a compact index's lists and a compact transpose's bar_q_idx, expanded (WS_BARS, _T)
   // Ulysses side (U > 1): this rank's heads over the group's tokens, and the all-to-all staging buffer.
   void *qg, *og, *dog;        // bf16 [n_q, nh, d]
   float *lseg, *dqg, *dkvg;   // fp32 [nh, n_q], [n_q, nh, d], [2, n_q, nkv, d]
@@ -54,8 +58,9 @@ typedef struct {
 
 static inline int64_t rows_of(const struct dist_attn *a, int g) { return a->glay->rank_count[g]; }
 
-// The transposed index of every source (a->ti_view) to the device (s->ixt), transposed in threads.
-int dist_cuda_transposes_upload(struct dist_attn *a, sr_error *e);
+// The transposed index of every source (a->ti_view) to the device (s->ixt), transposed in threads; the bars'
+// scratch is the workspace's (own_scratch 0: the plan's set-up, whose shape sizes it) or each copy's own (1).
+int dist_cuda_transposes_upload(struct dist_attn *a, int own_scratch, sr_error *e);
 
 // ---- timing (cuda_timer.c): an event pair per interval, host times on the call's timeline at its end ----------
 
@@ -103,10 +108,15 @@ int ulysses_cuda_open(struct dist_attn *a, cuda_timer *t, int step, sr_error *e)
 int dist_cuda_copy2d(struct dist_attn *a, void *dst, int64_t dpitch, const void *src, int64_t spitch, int64_t width,
                      int64_t rows, sr_error *e);
 
+// An index to the device: compact (cols not empty: sa_gpu_index_upload_compact) or with its lists.
+int dist_cuda_index_put(const tile_index *t, const tile_bar_cols *cols, sa_gpu_index *out, sr_error *e);
+// A transpose with its host bar chunks to the device (the bars' scratch the workspace's): compact where
+// dist_transpose_compact says so, else with its lists.
+int dist_cuda_transpose_put(const tile_index_t *tt, const sa_bar_chunks *bc, sa_gpu_index_t *out, sr_error *e);
 // Every group's global positions to the device (s->kpos; s->qpos: this rank's group).
 int dist_cuda_positions_upload(struct dist_attn *a, sr_error *e);
-// Device bytes the plan's own copies hold (indices, transposes, masks, positions).
-int64_t dist_cuda_copies_bytes(const struct dist_attn *a);
+// Record what the plan's own copies hold (s->bytes from the uploads' footprints) and return their sum.
+int64_t dist_cuda_copies_bytes(struct dist_attn *a);
 // Free the plan's own device copies (the shared workspace is not the plan's: it stays joined).
 void dist_cuda_copies_free(struct dist_attn *a);
 // Free the host transposes and bar chunks a release kept.

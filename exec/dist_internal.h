@@ -174,6 +174,25 @@ int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_erro
 int dist_gpu_build(struct dist_attn *a, sr_error *e);
 int dist_gpu_build_supported(const struct dist_attn *a);
 
+// The plan's device bytes (dist_plan_bytes.c): the items known from the host-built plan (index, forward form,
+// masks, positions; the rest zero), one source's transposed index and bar chunks added, and whether set-up
+// uploads transposes of the host index at all (not FPDT, not patterns made at run time).
+// cols / cols_fwd: the compact bars' columns of the index and forward form (NULL or empty: they hold their lists).
+void dist_plan_bytes_fixed(const struct dist_attn *a, const tile_bar_cols *cols, const tile_bar_cols *cols_fwd,
+                           dist_plan_bytes *out);
+// compact: the transpose goes up without its bar_q_idx (expanded by each call into the workspace).
+void dist_plan_bytes_add_transposed(const tile_index_t *t, const sa_bar_chunks *c, int compact, dist_plan_bytes *out);
+// The bars' compact form (plan/tiles.h): wanted unless SR_BARS=stored (the lists uploaded as they are, for A/B
+// runs); a plan's index and each transpose take it only where it gives their lists exactly.
+int dist_bars_compact(void);
+// The compact form's columns of t into out where wanted and exact for t; else out stays empty (col_cnt NULL).
+int dist_bar_cols(const tile_index *t, tile_bar_cols *out, sr_error *e);
+// Whether a transpose goes up compact: wanted and exact for it.
+int dist_transpose_compact(const tile_index_t *t);
+int dist_plan_has_transposes(const struct dist_attn *a);
+// The CUDA state's record of its copies into out (1), or 0 when it has none (CPU backend, no state yet).
+int dist_attn_cuda_plan_bytes(const struct dist_attn *a, dist_plan_bytes *out);
+
 // CUDA backend (dist_attn_cuda.c): device buffers and index copies; forward and backward. Builds
 // without CUDA get versions that report the backend as unavailable.
 int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e);

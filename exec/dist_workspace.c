@@ -2,6 +2,7 @@
 // CPU tests check it; the shared allocation itself is dist_workspace_cuda.c.
 #include "exec/dist_workspace.h"
 
+#include "kernels/sparse_attn.h"
 #include "plan/util.h"
 
 // ---- one plan's scratch --------------------------------------------------------------------------
@@ -53,6 +54,9 @@ void ws_buffer_bytes(const ws_shape *s, int64_t bytes[WS_COUNT]) {
   if (s->early) bytes[WS_KV_OUTER0] = bytes[WS_KV_OUTER1] = 2 * slot;
   bytes[WS_O_RUN] = 4 * qn;
   bytes[WS_D_ROW] = 4 * rows_h;
+  bytes[WS_BAR_SCRATCH] = s->bar_scratch;
+  bytes[WS_BARS] = s->bars;
+  bytes[WS_BARS_T] = s->bars_t;
   if (s->U > 1) {
     // The staging buffer carries one all-to-all at a time: q/o/dO or dQ of the rank's tokens over all heads,
     // K/V or dK/dV over the group's KV heads, an LSE either way.
@@ -83,17 +87,7 @@ int64_t ws_host_total_bytes(const ws_shape *s) {
 // ---- what a plan keeps -----------------------------------------------------------------------------
 
 int64_t ws_plan_fixed_bytes(const int64_t *rows, int groups, const head_mask *masks, int heads) {
-  int64_t t = 0;
+  int64_t t = sa_masks_dev_bytes(masks, heads);
   for (int g = 0; g < groups; g++) t += 8 * sr_max64(1, rows[g]);
-  // kernels/index_gpu.cu (sa_gpu_masks_upload): the head_mask array, then each bit set that exists, at least
-  // one element each.
-  t += (int64_t)sizeof(head_mask) * sr_max64(1, heads);
-  for (int h = 0; masks && h < heads; h++) {
-    int64_t words = (masks[h].n_tokens + 31) / 32;
-    if (masks[h].vbits) t += 4 * sr_max64(1, words);
-    if (masks[h].sbits) t += 4 * sr_max64(1, words);
-    if (masks[h].bmask && masks[h].block > 0)
-      t += 8 * sr_max64(1, (masks[h].n_tokens + masks[h].block - 1) / masks[h].block * masks[h].row_words);
-  }
   return t;
 }

@@ -1,6 +1,6 @@
 // dist_workspace.h — the CUDA backend's scratch buffers of distributed attention (KV double buffers, fp32
 // dK/dV accumulators, flush receptions, the running O, the Ulysses side's gathered tensors and staging; FPDT's
-// chunk buffers and its pinned host memory),
+// chunk buffers and its pinned host memory; the backward's bars' scratch),
 // held once per process and shared by every layer's plan: a call uses them only while it runs, and the
 // calls of one process queue on one compute stream, one after the other. What a plan keeps for itself
 // (tile indices, positions, masks) stays with the plan.
@@ -31,6 +31,9 @@ typedef enum {
   WS_DQG,                     // fp32 [n_q, nh, d]
   WS_DKVG,                    // fp32 [2, n_q, nkv, d]
   WS_STAGE,                   // fp32-sized all-to-all staging
+  WS_BAR_SCRATCH,             // fp32 [bar keys][2][128]: the backward's bars' partial dK|dV (sa_bar_scratch_bytes)
+  WS_BARS,                    // int32 [bar entries]: a compact index's bar lists, expanded for the call (sa_bars_expand)
+  WS_BARS_T,                  // int32 [bar uses]: a compact transpose's query tiles of its bar keys, for one step
   // FPDT (exec/fpdt.h); n_q is then the largest chunk's tokens, n_local this rank's largest part of one
   WS_FPDT_KV0, WS_FPDT_KV1,   // bf16 [2, n_q, nkv, d]: offload's fetch buffers
   WS_FPDT_STAGE0, WS_FPDT_STAGE1,  // bf16, likewise: chunks gathered on their way to the host (offload, U > 1)
@@ -52,6 +55,9 @@ typedef struct {
   int64_t ktot;      // KV heads over the group's members, replicated heads once per member (U > 1)
   int max_flush;     // most dK|dV flushes one step brings to this rank
   int early;         // the ring plan has early (inter-node) transfers
+  int64_t bar_scratch;  // bytes of the bars' scratch of the plan's largest source (0: no bars)
+  int64_t bars;         // bytes of the expanded bar lists of the plan's largest compact index (0: none compact)
+  int64_t bars_t;       // bytes of the expanded bar_q_idx of its largest compact transpose (0: none)
   int64_t fpdt_tokens;  // FPDT: the tokens of every chunk together (0: not FPDT: the ring's buffers)
   int fpdt_offload;     // FPDT: the chunks wait in pinned host memory
 } ws_shape;
@@ -65,7 +71,8 @@ int64_t ws_total_bytes(const ws_shape *s);
 // The pinned host buffers' sum for a plan of shape s.
 int64_t ws_host_total_bytes(const ws_shape *s);
 // Device bytes a plan keeps for itself besides its tile indices: the key positions of every group
-// (rows[g] tokens each, at least one slot) and the element masks of the model's `heads` heads.
+// (rows[g] tokens each, at least one slot) and the element masks of the model's `heads` heads
+// (sa_masks_dev_bytes).
 int64_t ws_plan_fixed_bytes(const int64_t *rows, int groups, const head_mask *masks, int heads);
 
 // ---- the process's workspace (CUDA builds; without CUDA every call reports the backend missing) --------

@@ -61,7 +61,7 @@ int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_erro
   s->masks = NULL;
   for (int g = 0; g < a->R; g++) sa_gpu_index_t_free(&s->ixt[g]);
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e) || sa_gpu_index_upload(&a->ti_view, &s->ix, e) ||
-      dist_cuda_transposes_upload(a, e))
+      dist_cuda_transposes_upload(a, 1, e))  // each forward's selection: the workspace was sized before it
     return e->code;
   s->plan_bytes = dist_cuda_copies_bytes(a);
   return SR_OK;

@@ -57,6 +57,11 @@ typedef struct {
   int32_t *order;     // device [world * cells], cells = heads * n_qtiles, entry = head * n_qtiles + qtile
   int64_t cells;
   int64_t dev_bytes;  // device bytes the copy holds (what sa_gpu_index_upload allocated)
+  // Compact bars (sa_gpu_index_upload_compact): d.bar_idx is NULL and a call writes the lists into memory of its
+  // own (sa_bars_expand) from the columns of every (head, source); both NULL where the copy holds its lists.
+  int64_t *col_cnt;   // device [heads * world + 1]
+  int32_t *col_key;   // device [n_cols]
+  int64_t bars_bytes; // device bytes the expanded lists take (4 x d.n_bars where compact, else 0)
 } sa_gpu_index;
 
 // Bar keys of the transposed index regrouped for the deterministic dK/dV of bars. Compute chunks:
@@ -84,8 +89,13 @@ typedef struct {
 // The transposed index in device memory, with its bar chunks (arrays of both in device memory).
 typedef struct {
   tile_index_t d;
-  sa_bar_chunks bc;
-  int64_t dev_bytes;  // device bytes the copy holds (what sa_gpu_index_t_upload allocated)
+  sa_bar_chunks bc;    // bc.scratch: the copy's own (sa_gpu_index_t_upload), or NULL: the caller's (_upload_chunks)
+  int64_t dev_bytes;   // device bytes the copy holds (what the upload allocated): index_bytes + chunks_bytes,
+                       // plus scratch_bytes when the scratch is its own
+  int64_t index_bytes, chunks_bytes;  // the transposed arrays, the bar chunks' arrays (sa_index_t_dev_bytes, ...)
+  int64_t scratch_bytes;  // the bars' scratch the backward writes (sa_bar_scratch_bytes), held or not
+  int32_t compact_bars;   // 1: d.bar_q_idx is NULL, a call writes it into memory of its own (sa_bars_t_expand)
+  int64_t bars_bytes;     // device bytes the expanded bar_q_idx takes where compact, else 0
 } sa_gpu_index_t;
 
 // Group the bar keys of a transposed index into chunks (host memory; free with sa_bar_chunks_free).
@@ -93,14 +103,58 @@ int sa_bar_chunks_build(const tile_index_t *t, int32_t heads, int32_t kv_heads, 
 // Release host bar chunks.
 void sa_bar_chunks_free(sa_bar_chunks *b);
 
+// ---- device footprint (plain C, kernels/index_bytes.c): the bytes the uploads below allocate ----------------
+// Every array takes at least one element. The executor's plan accounting and the trainer's plan fitting read these.
+
+// Bytes sa_gpu_index_upload allocates for host index t (cell order, offsets, tiles, bars, runs).
+int64_t sa_index_dev_bytes(const tile_index *t);
+// The same from counts: heads x n_qtiles cells over `world` sources, n_tiles tile and n_bars bar entries, n_runs
+// runs (-1: no runs arrays; the simulator's memory model sizes an index it never builds with it); n_bars < 0: the
+// compact form's arrays, no bar_idx (add sa_bar_cols_count_bytes for its columns).
+int64_t sa_index_count_bytes(int32_t heads, int64_t n_qtiles, int32_t world, int64_t n_tiles, int64_t n_bars,
+                             int64_t n_runs);
+// Bytes sa_gpu_index_upload_compact allocates for host index t with columns c (no bar_idx; the columns instead).
+int64_t sa_index_compact_dev_bytes(const tile_index *t, const tile_bar_cols *c);
+// Bytes of a host transposed index's arrays on the device (without its bar chunks).
+int64_t sa_index_t_dev_bytes(const tile_index_t *t);
+// Those of sa_gpu_index_t_upload_compact (no bar_q_idx).
+int64_t sa_index_t_compact_dev_bytes(const tile_index_t *t);
+// The same from counts: heads x n_kvtiles KV tiles, n_tiles tile entries, n_bar_keys distinct (head, key) bars
+// holding n_bars bar entries (n_bars < 0: the compact form, no bar_q_idx).
+int64_t sa_index_t_count_bytes(int32_t heads, int64_t n_kvtiles, int64_t n_tiles, int64_t n_bar_keys, int64_t n_bars);
+// Bytes of the compact form's columns on the device: heads x world lists holding n_cols keys.
+int64_t sa_bar_cols_count_bytes(int32_t heads, int32_t world, int64_t n_cols);
+// Bytes of host bar chunks' arrays on the device (without the scratch).
+int64_t sa_bar_chunks_dev_bytes(const sa_bar_chunks *c);
+// Bytes of the bars' partial dK/dV scratch of chunks c over a transposed index of n_bar_keys keys.
+int64_t sa_bar_scratch_bytes(const sa_bar_chunks *c, int32_t n_bar_keys);
+// Bytes sa_gpu_masks_upload allocates for `heads` host masks (the head_mask array and every bit set).
+int64_t sa_masks_dev_bytes(const head_mask *masks, int heads);
+
 // Copy a host tile index to the device and compute the heaviest-first cell order of every source.
 int sa_gpu_index_upload(const tile_index *host, sa_gpu_index *out, sr_error *e);
 // Release a device tile index.
 void sa_gpu_index_free(sa_gpu_index *g);
-// Copy a host transposed index (for heads / kv_heads of the model) and its bar chunks to the device.
+// Copy a host transposed index (for heads / kv_heads of the model) and its bar chunks to the device, with the
+// bars' scratch of its own.
 int sa_gpu_index_t_upload(const tile_index_t *host, int32_t heads, int32_t kv_heads, sa_gpu_index_t *out, sr_error *e);
-// The same with its bar chunks already built on the host (sa_bar_chunks_build; the executor keeps them to upload again).
+// The same with its bar chunks already built on the host (sa_bar_chunks_build; the executor keeps them to upload
+// again) and without the scratch: the caller sets bc.scratch (scratch_bytes of device memory, which one stream's
+// calls may share: a backward uses it only while it runs) on the copy it passes to sa_bwd.
 int sa_gpu_index_t_upload_chunks(const tile_index_t *host, const sa_bar_chunks *chunks, sa_gpu_index_t *out, sr_error *e);
+// sa_gpu_index_upload with compact bars: every array but bar_idx, and the columns cols (tiles_bar_cols_build, whose
+// expansion the caller has found exact: tiles_bars_compact_exact).
+int sa_gpu_index_upload_compact(const tile_index *host, const tile_bar_cols *cols, sa_gpu_index *out, sr_error *e);
+// sa_gpu_index_t_upload_chunks with compact bars: every array but bar_q_idx (tiles_transpose_bars_compact_exact
+// found by the caller).
+int sa_gpu_index_t_upload_compact(const tile_index_t *host, const sa_bar_chunks *chunks, sa_gpu_index_t *out,
+                                  sr_error *e);
+// Write the bar lists of a compact index (every source's) into bar_idx [ix->d.n_bars], device memory, on `stream`:
+// what tiles_bars_expand gives on the host. Point a copy of *ix at it (d.bar_idx) for the kernels.
+int sa_bars_expand(const sa_gpu_index *ix, int32_t *bar_idx, void *stream, sr_error *e);
+// Write a compact transposed index's bar_q_idx [bar_q_cnt[n_bar_keys]] (device) on `stream`, as
+// tiles_transpose_bars_expand does on the host.
+int sa_bars_t_expand(const sa_gpu_index_t *ixt, int32_t *bar_q_idx, void *stream, sr_error *e);
 // Release a device transposed index.
 void sa_gpu_index_t_free(sa_gpu_index_t *g);
 // Copy `heads` host masks (with their bit sets) to a device array of head_mask with device pointers.

@@ -409,6 +409,8 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   if (s->heads / s->kv_heads > 32) return sr_input_error(e, NULL, "kv_heads", "GQA groups above 32 heads");
   if (ix->d.n_runs)
     return sr_input_error(e, NULL, "sa_bwd", "the index has runs (the forward form of tiles_runs_build); the backward takes the tile form");
+  if (ixt->d.n_bar_keys > 0 && !ixt->bc.scratch)
+    return sr_input_error(e, NULL, "sa_bwd", "the transposed index has bars but no scratch (sa_gpu_index_t_upload_chunks: the caller's)");
   bwd_args a;
   a.q = (const __nv_bfloat16 *)q, a.k = (const __nv_bfloat16 *)k, a.v = (const __nv_bfloat16 *)v;
   a.dout = (const __nv_bfloat16 *)dout, a.lse = lse, a.d_row = d_row, a.qpos = qpos, a.kpos = kpos;

@@ -14,6 +14,9 @@
 
 #include "kernels/sa_gpu.h"
 #include "kernels/transpose_gpu.h"
+extern "C" {
+#include "plan/tiles.h"
+}
 
 #define ST(s) ((cudaStream_t)(s))
 #define CHUNK 64  // keys per bar chunk (kernels/bar_chunks.c)
@@ -532,7 +535,12 @@ int sa_gpu_index_t_download(const sa_gpu_index_t *g, tile_index_t *tt, sa_bar_ch
   if (!rc) rc = to_host(&tt->bar_key_head, d->bar_key_head, nbk, e);
   if (!rc) rc = to_host(&tt->bar_key, d->bar_key, nbk, e);
   if (!rc) rc = to_host(&tt->bar_q_cnt, d->bar_q_cnt, nbk + 1, e);
-  if (!rc) rc = to_host(&tt->bar_q_idx, d->bar_q_idx, tt->bar_q_cnt[nbk], e);
+  if (!rc && !g->compact_bars) rc = to_host(&tt->bar_q_idx, d->bar_q_idx, tt->bar_q_cnt[nbk], e);
+  if (!rc && g->compact_bars) {  // the lists the copy does not hold, expanded on the host from what it does
+    tt->bar_q_idx = (int32_t *)malloc(sizeof(int32_t) * (size_t)(tt->bar_q_cnt[nbk] + 1));
+    if (!tt->bar_q_idx) rc = sr_internal_error(e, 0, "gpu transpose: out of memory");
+    else if (tiles_transpose_bars_expand(tt, tt->bar_q_idx)) rc = sr_internal_error(e, 0, "gpu transpose: compact bars inexact");
+  }
   if (!rc) rc = to_host(&bc->hc_head, b->hc_head, nh, e);
   if (!rc) rc = to_host(&bc->hc_first, b->hc_first, nh, e);
   if (!rc) rc = to_host(&bc->hc_n, b->hc_n, nh, e);

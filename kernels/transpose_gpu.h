@@ -27,7 +27,8 @@ void sa_gpu_transposer_free(sa_gpu_transposer *t);
 // sa_gpu_index_t_upload (the bar scratch is left uninitialised there too).
 int sa_gpu_transpose(sa_gpu_transposer *t, const tile_index *d, int src, int64_t n_src_tokens, int32_t heads,
                      int32_t kv_heads, void *stream, const sa_gpu_index_t **out, sr_error *e);
-// Copy a device transposed index to host memory (tiles_transpose_free and sa_bar_chunks_free release it): for tests.
+// Copy a device transposed index to host memory (tiles_transpose_free and sa_bar_chunks_free release it): for tests
+// and releases; a compact copy's bar_q_idx is expanded on the host.
 int sa_gpu_index_t_download(const sa_gpu_index_t *g, tile_index_t *tt, sa_bar_chunks *bc, sr_error *e);
 
 #ifdef __cplusplus

@@ -61,6 +61,15 @@ typedef struct {
   int32_t *bar_q_idx;    // query tiles using the bar key
 } tile_index_t;
 
+// The bars' compact form (plan/tiles.h, "compact bars"): the columns of every (head, source) of a tile_index,
+// from which its bar lists and its transposes' follow with the counts they keep (bar_cnt, bar_q_cnt).
+typedef struct {
+  int32_t heads, world;
+  int64_t n_cols;
+  int64_t *col_cnt;  // [heads * world + 1] offsets into col_key: the columns of (head h, source s) at h * world + s
+  int32_t *col_key;  // source-local keys, ascending per (head, source): every key some cell has as a bar
+} tile_bar_cols;
+
 // The element mask of one head as plain data, for partial tiles (kernels and CPU reference).
 // Bit sets are over global positions: vbits bit k set = key k is a vertical; sbits bit d set = slash
 // offset d kept. Pointers are host or device memory, matching the function they are passed to.

@@ -48,6 +48,27 @@ int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_ind
 // Release a tile_index_t.
 void tiles_transpose_free(tile_index_t *t);
 
+// ---- compact bars (plan/tiles_bars.c) -------------------------------------------------------------
+// A column (vertical, sink) becomes a bar in every query tile after it whose KV tile holding it is not an entry:
+// O(columns x query tiles) entries, stored twice (bar_idx; the transpose's bar_q_idx), where the pattern is
+// O(columns). The compact form keeps the columns of each (head, source) only: a cell's bars are the first
+// bar_cnt-many of them that no tile entry or run of the cell covers, a bar key's query tiles the last
+// bar_q_cnt-many without a tile entry on its KV tile (exact where local orders ascend with positions; *_exact
+// says whether a given index is one of those). The columns are tile_bar_cols (plan/tile_index.h).
+// The columns of every (head, source) of t (its bars' distinct keys).
+int tiles_bar_cols_build(const tile_index *t, tile_bar_cols *out, sr_error *e);
+// Release columns.
+void tiles_bar_cols_free(tile_bar_cols *c);
+// Write t's bar lists (bar_idx[n_bars], at t's bar_cnt offsets) from the columns and t's entries: 0, or -1
+// where a cell's columns run out before its count (t is not of the compact form's kind).
+int tiles_bars_expand(const tile_index *t, const tile_bar_cols *cols, int32_t *bar_idx);
+// 1 when tiles_bars_expand gives t->bar_idx exactly, else 0.
+int tiles_bars_compact_exact(const tile_index *t, const tile_bar_cols *cols);
+// Write a transpose's bar_q_idx (at its bar_q_cnt offsets) from its bar keys and tile part: 0, or -1 as above.
+int tiles_transpose_bars_expand(const tile_index_t *t, int32_t *bar_q_idx);
+// 1 when tiles_transpose_bars_expand gives t->bar_q_idx exactly, else 0.
+int tiles_transpose_bars_compact_exact(const tile_index_t *t);
+
 // Element masks of every head of `layer` (host memory; free with tiles_masks_free).
 int tiles_masks_build(const pattern *p, int layer, head_mask **out, sr_error *e);
 // The element masks the index tiles_build(p, layer, l, q_rank) runs with: tiles_masks_build's, except that a head

@@ -158,7 +158,7 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
     if (in->exec_trainer) out->kv_buffers = b.kv + b.dkv;
     running = b.chunk;
   }
-  out->workspace = running + ce + SIM_MEM_RESERVE;
+  out->workspace = running + ce + SIM_MEM_RESERVE + in->bars_bytes;
   if (in->attention_only) {
     // Attention alone: no weights, gradients or optimizer state; each layer's q, k, v, o and dO in bf16,
     // its LSE and the fp32 dQ accumulator (the executor's attn workspace) on the GPU, nothing on the host,
@@ -166,7 +166,7 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
     out->weights = out->grads = out->optim = 0;
     out->activations = L * n * ((H + 2 * KV) * d * 2 + 2 * H * d * 2 + H * 4 + H * d * 4);
     out->host_optim = out->host_activations = out->host_attn = 0;
-    out->workspace = running + SIM_MEM_RESERVE;
+    out->workspace = running + SIM_MEM_RESERVE + in->bars_bytes;
   }
   out->total = out->weights + out->grads + out->optim + out->activations + out->kv_buffers + out->index_bytes +
                out->workspace;

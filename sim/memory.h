@@ -31,6 +31,7 @@ typedef struct {
   int64_t tokens_per_rank;   // the largest rank's tokens
   int64_t kv_shard_tokens;   // the largest KV shard a rank receives (ring kinds; 0 otherwise)
   double index_bytes;        // one layer's tile index on the largest rank
+  double bars_bytes;         // its compact bars' lists expanded for a call (the executor's workspace: once, not a layer)
   int recompute;             // 0 none, 1 per layer, 2 per layer but attention's output and LSE kept
   int zero;                  // ZeRO stage 0..3
   int offload_activations;   // the per-layer checkpoints in pinned host memory (two layers' on the GPU)

@@ -174,6 +174,7 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   sim_mem_inputs(p, &mi);
   mi.kv_shard_tokens = kv_shard > x.kv_shard_tokens ? kv_shard : x.kv_shard_tokens;
   mi.index_bytes = x.max_index_bytes;
+  mi.bars_bytes = x.max_bars_bytes;
   mi.recompute = p->spec.recompute && x.o->keep_attn ? 2 : p->spec.recompute;  // selective: O and LSE kept
   sim_memory_estimate(m, c, &mi, &r->mem);
   r->account_wall_s = x.have_cache ? x.cache.wall_s : 0;

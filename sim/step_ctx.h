@@ -32,6 +32,7 @@ typedef struct {
   int64_t n_tasks;
   int64_t kv_shard_tokens; // largest KV shard a rank receives in a ring (Ulysses/USP/FPDT set it)
   double max_index_bytes;  // one layer's tile index on the largest rank
+  double max_bars_bytes;   // its compact bars' lists and transposed lists, expanded (the workspace's)
   int32_t *a, *b, *c2;     // [W] scratch task ids
   work_cache cache;
   int have_cache;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/sparse_attn.h"
 #include "plan/parallel.h"
 #include "plan/pattern_spec.h"
 #include "sim/cost.h"
@@ -21,6 +22,7 @@ typedef struct {
   double pairs, exec_pairs;
   float *fwd, *bwd;   // [n_steps * W] attention seconds of rank r at ring step s (index s * W + r)
   float *entries;     // [W] tile + bar entries of rank r (its index build)
+  float *bars;        // [W] of which bar entries
   double *sum_fwd, *sum_bwd; // [W] rank r's fwd (bwd) seconds summed over the steps, in step order
   double *step_max;   // [n_steps] the slowest rank's fwd seconds at each step
   int sparse;         // some head is not dense: an index is built
@@ -47,6 +49,7 @@ static void layer_work_free(layer_work *w) {
   free(w->fwd);
   free(w->bwd);
   free(w->entries);
+  free(w->bars);
   free(w->sum_fwd);
   free(w->sum_bwd);
   free(w->step_max);
@@ -144,12 +147,13 @@ static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg
   w->fwd = malloc((size_t)s->n_steps * W * sizeof *w->fwd);
   w->bwd = malloc((size_t)s->n_steps * W * sizeof *w->bwd);
   w->entries = calloc((size_t)W, sizeof *w->entries);
+  w->bars = calloc((size_t)W, sizeof *w->bars);
   w->busy_fwd = calloc((size_t)W, sizeof *w->busy_fwd);
   w->busy_bwd = calloc((size_t)W, sizeof *w->busy_bwd);
   w->sum_fwd = calloc((size_t)W, sizeof *w->sum_fwd);
   w->sum_bwd = calloc((size_t)W, sizeof *w->sum_bwd);
   w->step_max = calloc((size_t)s->n_steps + 1, sizeof *w->step_max);
-  if (!w->fwd || !w->bwd || !w->entries || !w->busy_fwd || !w->busy_bwd || !w->sum_fwd || !w->sum_bwd || !w->step_max) {
+  if (!w->fwd || !w->bwd || !w->entries || !w->bars || !w->busy_fwd || !w->busy_bwd || !w->sum_fwd || !w->sum_bwd || !w->step_max) {
     free(fwd);
     return sr_internal_error(e, 0, "sim: out of memory for layer work");
   }
@@ -176,6 +180,7 @@ static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg
     for (int src = 0; src < W; src++) {
       const work_count *c = &agg[(int64_t)r * W + src];
       w->entries[r] += (float)(c->full + c->partial + c->bars);
+      w->bars[r] += (float)c->bars;
       w->pairs += c->pairs;
       w->exec_pairs += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
     }
@@ -184,6 +189,7 @@ static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg
   hsh = fnv(hsh, w->fwd, (size_t)s->n_steps * W * sizeof *w->fwd);
   hsh = fnv(hsh, w->bwd, (size_t)s->n_steps * W * sizeof *w->bwd);
   hsh = fnv(hsh, w->entries, (size_t)W * sizeof *w->entries);
+  hsh = fnv(hsh, w->bars, (size_t)W * sizeof *w->bars);
   w->hash = fnv(hsh, &w->sparse, sizeof w->sparse);
   return SR_OK;
 }
@@ -505,14 +511,22 @@ int step_ring(sim_ctx *x, sr_error *e) {
     }
   }
   rc = ctx_optimizer(x, e);
-  // The largest rank's tile index (4-byte KV tile index + 1-byte kind a tile entry, 4 bytes a bar, and
-  // two cumulative-count arrays of heads x query tiles x (W + 1) 8-byte offsets).
+  // The largest rank's execution form on the device, by the executor's arithmetic (kernels/index_bytes.c): the
+  // tile index and the transposes of every source with compact bars (the distinct bar keys, which only a build
+  // knows, at their bound: every bar its own key, or every key of every head one; the columns likewise), and the
+  // bar lists a call expands in the workspace (each entry twice: the index's and the transposes').
   for (int k = 0; k < n_distinct; k++)
     for (int r = 0; r < W; r++) {
       if (!distinct[k].sparse) continue;
-      double qt = (double)((p->layout.rank_count[r] + TILE - 1) / TILE);
-      double b = distinct[k].entries[r] * 5.0 + 2.0 * x->m->num_heads * qt * (W + 1) * 8.0;
+      int32_t H = (int32_t)x->m->num_heads;
+      int64_t qt = (p->layout.rank_count[r] + TILE - 1) / TILE, kvt = 0;
+      for (int g = 0; g < W; g++) kvt += (p->layout.rank_count[g] + TILE - 1) / TILE;
+      int64_t bars = (int64_t)distinct[k].bars[r], tiles = (int64_t)distinct[k].entries[r] - bars;
+      int64_t keys = sr_min64(bars, (int64_t)H * p->layout.n_tokens);
+      double b = (double)sa_index_count_bytes(H, qt, W, tiles, -1, -1) + (double)sa_bar_cols_count_bytes(H, W, keys) +
+                 (double)sa_index_t_count_bytes(H, kvt, tiles, keys, -1);
       if (b > x->max_index_bytes) x->max_index_bytes = b;
+      if (8.0 * (double)bars > x->max_bars_bytes) x->max_bars_bytes = 8.0 * (double)bars;
     }
 done_ring:
   ring_ctx_free(&st.ring);

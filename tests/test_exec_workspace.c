@@ -40,6 +40,30 @@ TEST(workspace_ring_buffers_match_their_element_shapes) {
   CHECK_EQ_INT(ws_total_bytes(&s), 2952 * MIB);
 }
 
+TEST(workspace_bar_scratch_is_the_plans_largest_source_and_none_without_bars) {
+  ws_shape s = qwen3b_ring_256k();
+  int64_t b[WS_COUNT];
+  ws_buffer_bytes(&s, b);
+  CHECK_EQ_INT(b[WS_BAR_SCRATCH], 0);
+  s.bar_scratch = 90958848;  // 88827 bar keys x 2 x 128 fp32
+  ws_buffer_bytes(&s, b);
+  CHECK_EQ_INT(b[WS_BAR_SCRATCH], 90958848);
+  CHECK_EQ_INT(ws_total_bytes(&s), 2952 * MIB + 90958848);
+}
+
+TEST(workspace_expanded_bars_are_the_plans_largest_compact_lists_and_none_without) {
+  ws_shape s = qwen3b_ring_256k();
+  int64_t b[WS_COUNT];
+  ws_buffer_bytes(&s, b);
+  CHECK_EQ_INT(b[WS_BARS], 0);
+  CHECK_EQ_INT(b[WS_BARS_T], 0);
+  s.bars = 4 * 51116193LL, s.bars_t = 4 * 51116193LL;  // a vs-topp layer's bar entries at 128K, int32 each
+  ws_buffer_bytes(&s, b);
+  CHECK_EQ_INT(b[WS_BARS], 204464772);
+  CHECK_EQ_INT(b[WS_BARS_T], 204464772);
+  CHECK_EQ_INT(ws_total_bytes(&s), 2952 * MIB + 2 * 204464772LL);
+}
+
 TEST(workspace_double_ring_adds_the_early_receive_buffers) {
   ws_shape s = qwen3b_ring_256k();
   s.early = 1;

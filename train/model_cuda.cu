@@ -38,6 +38,17 @@ static void free_acts(model_cuda *d) {
   d->dxb = NULL, d->acts_ready = 0, d->act_bytes = 0;
 }
 
+int model_cuda_alloc_inputs(model_cuda *d, sr_error *e) {
+  if (d->x[0]) return SR_OK;
+  int L = (int)d->cfg.num_layers, rc;
+  int64_t n = d->max_tokens * d->cfg.hidden_size;
+  for (int l = 0; l <= L; l++) {
+    if (d->offload && l >= d->slots && l < L) d->x[l] = d->x[l % d->slots];  // an offloaded input shares a slot
+    else if ((rc = dalloc(&d->x[l], n, e))) return rc;
+  }
+  return SR_OK;
+}
+
 // cudaMalloc of n bytes (at least one), counted into d->act_bytes.
 static int amalloc(model_cuda *d, void **p, int64_t n, sr_error *e) {
   n = n > 0 ? n : 1;
@@ -123,7 +134,7 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   memcpy(d->t_layer, h->t_layer, (size_t)L * sizeof *d->t_layer);
   CB(cublasCreate(&d->blas));
   CB(cublasSetStream(d->blas, d->stream));
-  int64_t C = c->hidden_size, N = d->max_tokens, half = c->head_dim / 2;
+  int64_t N = d->max_tokens, half = c->head_dim / 2;
   int rc = SR_OK;
   capacity = sr_max64(capacity, d->num_params);
   if ((rc = dalloc(&d->params, capacity, e)) || (rc = dalloc(&d->grads, capacity, e)) ||
@@ -142,8 +153,9 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   CU(cudaMalloc((void **)&d->tok, (size_t)N * sizeof(int)));
   CU(cudaMalloc((void **)&d->tgt, (size_t)N * sizeof(int)));
   CU(cudaMalloc((void **)&d->argmax, (size_t)N * sizeof(int)));
-  for (int l = 0; l <= L; l++)
-    if ((rc = dalloc(&d->x[l], N * C, e))) return rc;
+  // the layer inputs x[0..L] come at the first forward (model_cuda_alloc_inputs), after model_cuda_set_offload
+  // has had its say: made here, all L + 1 of them (fp32, 159 GB for the 3B shape at 512K) could not fit to be
+  // freed later.
   // the activations come with the precision (model_cuda_set_precision), or at the first forward (TF32): made
   // here in TF32's fp32 they would take more memory than the bf16 ones replacing them, if only for a moment
   return init_seed ? init_random(d, *init_seed, e) : model_cuda_upload(d, h, e);
@@ -222,10 +234,12 @@ extern "C" int model_cuda_set_offload(model_cuda *d, sr_error *e) {
   d->slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
   d->offload = 1;
   if (L <= d->slots) return SR_OK;  // every input stays in its slot
-  CU(cudaDeviceSynchronize());
-  for (int l = d->slots; l < L; l++) {
-    cudaFree(d->x[l]);
-    d->x[l] = d->x[l % d->slots];
+  if (d->x[0]) {  // the inputs were made for every layer: all but the slots go
+    CU(cudaDeviceSynchronize());
+    for (int l = d->slots; l < L; l++) {
+      cudaFree(d->x[l]);
+      d->x[l] = d->x[l % d->slots];
+    }
   }
   size_t bytes = (size_t)(L - d->slots) * (size_t)d->max_tokens * (size_t)d->cfg.hidden_size * sizeof(float);
   CU(cudaMallocHost((void **)&d->ckpt_host, bytes));  // pinned: the copy engines read and write it directly

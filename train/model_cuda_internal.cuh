@@ -108,6 +108,8 @@ static inline size_t act_size(const model_cuda *d) { return d->bf16 ? 2 : 4; }
 
 // (Re)allocate the activations and scratch for the precision and recomputation now set (model_cuda.cu).
 int model_cuda_alloc_acts(model_cuda *d, sr_error *e);
+// The layer inputs x[0..L] (fp32), once: every layer's, or with activation offload only the slots and x[L].
+int model_cuda_alloc_inputs(model_cuda *d, sr_error *e);
 // The bf16 mirror of the weights, remade when stale (model_cuda.cu).
 int model_cuda_refresh_weights(model_cuda *d, sr_error *e);
 // The activation offload's stream orderings around the step (model_cuda.cu; no-ops without offload): x[i] was just

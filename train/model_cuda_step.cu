@@ -349,7 +349,9 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
     return sr_input_error(e, NULL, "tokens", "%lld local tokens, the model holds room for 0..%lld", (long long)T,
                           (long long)d->max_tokens);
   if (attn_s) *attn_s = 0;
-  if ((!d->acts_ready && (rc = model_cuda_alloc_acts(d, e))) || (rc = model_cuda_refresh_weights(d, e))) return rc;
+  if ((rc = model_cuda_alloc_inputs(d, e)) || (!d->acts_ready && (rc = model_cuda_alloc_acts(d, e))) ||
+      (rc = model_cuda_refresh_weights(d, e)))
+    return rc;
   CU(cudaMemcpyAsync(d->tok, tokens, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
   CU(cudaMemcpyAsync(d->tgt, targets, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
   CU(cudaMemcpyAsync(d->pos, pos, (size_t)T * sizeof(long long), cudaMemcpyHostToDevice, d->stream));

@@ -2,6 +2,9 @@
 // (kernels/ref_attn.c) on fresh random inputs, outputs poisoned with NaN before each run and every
 // element checked (every forward and backward variant). Relative error ||out - ref|| / ||ref||: <= 1e-2 for bf16 outputs and gradients,
 // <= 1e-3 for LSE; LSE = -inf must match exactly; the backward must repeat bit for bit.
+// Then the bars' compact form: sa_bars_expand and sa_bars_t_expand must write every list tiles_build,
+// tiles_runs_build and tiles_transpose hold, bit for bit (vs-topp, vs-preset, vs-like over contiguous, zigzag and
+// striped layouts, 1 to 3 ranks, every query rank and source).
 // Usage: sparsering-gpu-test [--small] [--bwd] [--fwd]   (--fwd: backward variant 0 only; --small: the short cases, for compute-sanitizer;
 //   --bwd: forward variant 0 only, whose results the backward takes: every backward variant, less time)
 #include <cuda_bf16.h>
@@ -15,6 +18,7 @@
 #include "kernels/test/index_build.h"
 extern "C" {  // the planner's C API
 #include "plan/layout.h"
+#include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 }
 
@@ -374,6 +378,102 @@ static errs run_case(const tcase *c) {
   return r;
 }
 
+// ---- compact bars ----------------------------------------------------------------------------------
+
+// Whether n int32 of device memory d equal host h.
+static int same_i32(const int32_t *d, const int32_t *h, int64_t n) {
+  int32_t *g = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n + 1));
+  if (n > 0) CK(cudaMemcpy(g, d, sizeof(int32_t) * (size_t)n, cudaMemcpyDeviceToHost));
+  int ok = n == 0 || memcmp(g, h, sizeof(int32_t) * (size_t)n) == 0;
+  free(g);
+  return ok;
+}
+
+// One index's lists expanded on the GPU from its compact form against the host's; 1 when equal (or the host finds
+// the index not of the compact kind, which the executor then uploads with its lists: counted in *stored).
+static int bars_index_ok(const tile_index *t, int64_t *entries, int *stored) {
+  tile_bar_cols cols;
+  SR(tiles_bar_cols_build(t, &cols, E));
+  if (!tiles_bars_compact_exact(t, &cols)) return tiles_bar_cols_free(&cols), ++*stored, 1;
+  sa_gpu_index g;
+  SR(sa_gpu_index_upload_compact(t, &cols, &g, E));
+  int32_t *d;
+  CK(cudaMalloc((void **)&d, sizeof(int32_t) * (size_t)(t->n_bars + 1)));
+  poison(d, sizeof(int32_t) * (size_t)(t->n_bars + 1));
+  SR(sa_bars_expand(&g, d, NULL, E));
+  CK(cudaDeviceSynchronize());
+  int ok = same_i32(d, t->bar_idx, t->n_bars) && g.d.bar_idx == NULL && g.bars_bytes == 4 * t->n_bars;
+  *entries += t->n_bars;
+  cudaFree(d);
+  sa_gpu_index_free(&g);
+  tiles_bar_cols_free(&cols);
+  return ok;
+}
+
+// A transpose's bar_q_idx expanded on the GPU against the host's (and downloaded back whole).
+static int bars_transpose_ok(const tile_index_t *tt, int H, int KH, int64_t *entries, int *stored) {
+  if (!tiles_transpose_bars_compact_exact(tt)) return ++*stored, 1;
+  sa_bar_chunks bc;
+  SR(sa_bar_chunks_build(tt, H, KH, &bc, E));
+  sa_gpu_index_t g;
+  SR(sa_gpu_index_t_upload_compact(tt, &bc, &g, E));
+  int64_t uses = tt->bar_q_cnt[tt->n_bar_keys];
+  int32_t *d;
+  CK(cudaMalloc((void **)&d, sizeof(int32_t) * (size_t)(uses + 1)));
+  poison(d, sizeof(int32_t) * (size_t)(uses + 1));
+  SR(sa_bars_t_expand(&g, d, NULL, E));
+  CK(cudaDeviceSynchronize());
+  int ok = same_i32(d, tt->bar_q_idx, uses) && g.d.bar_q_idx == NULL && g.compact_bars && g.bars_bytes == 4 * uses;
+  *entries += uses;
+  cudaFree(d);
+  sa_gpu_index_t_free(&g);
+  sa_bar_chunks_free(&bc);
+  return ok;
+}
+
+// Every case of the compact form; returns the failures.
+static int bars_cases(void) {
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.num_layers = 1, m.num_heads = 8;
+  const char *specs[] = {"vs-topp:0.95", "vs-preset:qwen2.5-3b", "vs-like:4:64:64"};
+  const layout_kind kinds[] = {LAYOUT_CONTIGUOUS, LAYOUT_ZIGZAG, LAYOUT_STRIPED};
+  int fails = 0;
+  for (int x = 0; x < 3; x++)
+    for (int k = 0; k < 3; k++)
+      for (int W = 1; W <= 3; W++) {
+        int64_t N = 128 * 96 + 45 * W, entries = 0;
+        int stored = 0, ok = 1;
+        pattern pat;
+        SR(pattern_from_spec(specs[x], &m, N, 5, 0, &pat, E));
+        layout lay;
+        SR(layout_build(kinds[k], N, W, 128, NULL, &lay, E));
+        head_mask *masks;
+        SR(tiles_masks_build(&pat, 0, &masks, E));
+        for (int q = 0; q < W; q++) {
+          tile_index ti, tf;
+          SR(tiles_build(&pat, 0, &lay, q, &ti, E));
+          ok &= bars_index_ok(&ti, &entries, &stored);
+          SR(tiles_runs_build(&ti, masks, &lay, &tf, E));
+          ok &= bars_index_ok(&tf, &entries, &stored);
+          for (int s = 0; s < W; s++) {
+            tile_index_t tt;
+            SR(tiles_transpose(&ti, s, lay.rank_count[s], &tt, E));
+            ok &= bars_transpose_ok(&tt, m.num_heads, 2, &entries, &stored);
+            tiles_transpose_free(&tt);
+          }
+          tiles_free(&tf), tiles_free(&ti);
+        }
+        printf("bars %-22s %-10s W%d: %10lld entries, %d lists kept stored  %s\n", specs[x],
+               k == 0 ? "contiguous" : k == 1 ? "zigzag" : "striped", W, (long long)entries, stored, ok ? "ok" : "FAIL");
+        fails += !ok;
+        tiles_masks_free(masks, pat.heads);
+        layout_free(&lay);
+        pattern_free(&pat);
+      }
+  return fails;
+}
+
 int main(int argc, char **argv) {
   int small = 0, fails = 0;
   for (int i = 1; i < argc; i++) {
@@ -393,6 +493,7 @@ int main(int argc, char **argv) {
            r.lse_run, r.merge, r.dq, r.dk, r.dv, r.det ? "NO" : "yes", ok ? "ok" : "FAIL");
     fflush(stdout);
   }
+  fails += bars_cases();
   printf("gpu-test: %d failed\n", fails);
   return fails ? 1 : 0;
 }

@@ -1,0 +1,87 @@
+// dist_plan_bytes.c — what one rank's attention plan keeps in device memory, item by item (dist_attn.h
+// dist_plan_bytes): the CUDA backend records it as its copies go up (dist_attn_cuda_copies.c); the CPU backend
+// builds what set-up would upload and counts it with the same arithmetic (kernels/index_bytes.c).
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/dist_internal.h"
+#include "plan/pattern_spec.h"
+#include "plan/util.h"
+
+int64_t dist_plan_bytes_total(const dist_plan_bytes *b) {
+  return b->index + b->fwd_form + b->transposed + b->bar_chunks + b->masks + b->positions;
+}
+
+int dist_bars_compact(void) {
+  const char *v = getenv("SR_BARS");
+  return !v || strcmp(v, "stored") != 0;
+}
+
+int dist_bar_cols(const tile_index *t, tile_bar_cols *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  if (!dist_bars_compact() || t->n_bars == 0) return SR_OK;  // no lists: nothing to spare
+  if (tiles_bar_cols_build(t, out, e)) return e->code;
+  if (!tiles_bars_compact_exact(t, out)) tiles_bar_cols_free(out);
+  return SR_OK;
+}
+
+int dist_transpose_compact(const tile_index_t *t) {
+  return dist_bars_compact() && t->bar_q_cnt[t->n_bar_keys] > 0 && tiles_transpose_bars_compact_exact(t);
+}
+
+// An index's device bytes, its bars compact (cols given and not empty) or not; the expanded lists into *bars.
+static int64_t index_bytes(const tile_index *t, const tile_bar_cols *cols, int64_t *bars) {
+  if (!cols || !cols->col_cnt) return sa_index_dev_bytes(t);
+  *bars = sr_max64(*bars, 4 * t->n_bars);
+  return sa_index_compact_dev_bytes(t, cols);
+}
+
+// The items every backend knows from the host-built plan: index, forward form, masks, positions.
+void dist_plan_bytes_fixed(const struct dist_attn *a, const tile_bar_cols *cols, const tile_bar_cols *cols_fwd,
+                           dist_plan_bytes *out) {
+  memset(out, 0, sizeof *out);
+  if (a->nh > 0) out->index = index_bytes(&a->ti_view, cols, &out->bars);
+  if (a->nh > 0 && a->ti_fwd.n_runs) out->fwd_form = index_bytes(&a->ti_fwd_view, cols_fwd, &out->bars);
+  out->masks = sa_masks_dev_bytes(a->masks, a->H);
+  for (int g = 0; g < a->R; g++) out->positions += 8 * sr_max64(1, a->glay->rank_count[g]);
+}
+
+// Add one source's transposed index and bar chunks (host) to out.
+void dist_plan_bytes_add_transposed(const tile_index_t *t, const sa_bar_chunks *c, int compact, dist_plan_bytes *out) {
+  out->transposed += compact ? sa_index_t_compact_dev_bytes(t) : sa_index_t_dev_bytes(t);
+  if (compact) out->bars_t = sr_max64(out->bars_t, 4 * t->bar_q_cnt[t->n_bar_keys]);
+  out->bar_chunks += sa_bar_chunks_dev_bytes(c);
+  out->bar_scratch = sr_max64(out->bar_scratch, sa_bar_scratch_bytes(c, t->n_bar_keys));
+}
+
+// Whether set-up uploads transposes of the host index (not for patterns made at run time).
+int dist_plan_has_transposes(const struct dist_attn *a) {
+  return a->nh > 0 && !a->fpdt && !pattern_spec_at_run_time(a->p->spec.pattern);
+}
+
+static int host_breakdown(const struct dist_attn *a, dist_plan_bytes *out, sr_error *e) {
+  tile_bar_cols cols = {0}, cols_fwd = {0};
+  int fixed = a->nh > 0 && !pattern_spec_at_run_time(a->p->spec.pattern);  // as set-up decides (dist_attn_cuda.c)
+  int rc = fixed ? dist_bar_cols(&a->ti_view, &cols, e) : SR_OK;
+  if (!rc && fixed && a->ti_fwd.n_runs) rc = dist_bar_cols(&a->ti_fwd_view, &cols_fwd, e);
+  if (!rc) dist_plan_bytes_fixed(a, &cols, &cols_fwd, out);
+  tiles_bar_cols_free(&cols), tiles_bar_cols_free(&cols_fwd);
+  if (rc) return rc;
+  for (int g = 0; dist_plan_has_transposes(a) && g < a->R; g++) {
+    tile_index_t tt;
+    sa_bar_chunks bc;
+    if (tiles_transpose(&a->ti_view, g, a->glay->rank_count[g], &tt, e)) return e->code;
+    rc = sa_bar_chunks_build(&tt, a->nh, a->nkv, &bc, e);
+    if (!rc) dist_plan_bytes_add_transposed(&tt, &bc, dist_transpose_compact(&tt), out), sa_bar_chunks_free(&bc);
+    tiles_transpose_free(&tt);
+    if (rc) return rc;
+  }
+  return SR_OK;
+}
+
+int dist_attn_plan_bytes(const dist_attn *a, dist_plan_bytes *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  if (a->fpdt) return SR_OK;
+  if (a->be == DIST_CUDA && dist_attn_cuda_plan_bytes(a, out)) return SR_OK;
+  return host_breakdown(a, out, e);
+}
