@@ -89,7 +89,9 @@ strategies() {
   for st in dense-ring zigzag-ring striped-ring usp mtraining; do
     timed "s_${st}_$1" 150 --strategy $st --seq $n --skip-empty-sends
   done
-  timed "s_mtraining-online_$1" 150 --strategy mtraining --pattern vs-online:0.95:64:128 --inputs vs --seq $n
+  # the estimated pattern kept (--trace-out) so that repredict can simulate the run on it (--trace in its manifest)
+  timed "s_mtraining-online_$1" 150 --strategy mtraining --pattern vs-online:0.95:64:128 --inputs vs --seq $n \
+    --trace-out "$L/s_mtraining-online_$1.trace"
 }
 has s512 && { say "(s512) the strategies at 512K on $NP ranks"; strategies 512K; }
 has s1m && { say "(s1m) the strategies at 1M on $NP ranks"; strategies 1M; }
