@@ -14,76 +14,6 @@
 #include "plan/util.h"
 
 // ---------------------------------------------------------------------------------------------
-// head split for Ulysses
-
-// Member j of a group of U computes query heads [h_lo[j], h_lo[j+1]) with KV heads [kv_lo[j], kv_hi[j]).
-// U <= Hkv: whole KV groups per member, so the kernels' GQA rule (h / (nh / nkv)) still holds.
-// U > Hkv: KV heads are replicated; members sharing a KV head split its query heads.
-static void head_split(int H, int Hkv, int U, int *h_lo, int *kv_lo, int *kv_hi) {
-  int gsz = H / Hkv;
-  if (U <= Hkv) {
-    for (int j = 0; j <= U; j++) h_lo[j] = (int)((int64_t)j * Hkv / U) * gsz;
-    for (int j = 0; j < U; j++) kv_lo[j] = h_lo[j] / gsz, kv_hi[j] = h_lo[j + 1] / gsz;
-    return;
-  }
-  for (int j = 0; j < U; j++) {
-    int k = (int)((int64_t)j * Hkv / U), m0 = j, mk = 0;
-    while (m0 > 0 && (int)((int64_t)(m0 - 1) * Hkv / U) == k) m0--;
-    for (int x = m0; x < U && (int)((int64_t)x * Hkv / U) == k; x++) mk++;
-    h_lo[j] = k * gsz + (j - m0) * gsz / mk;
-    kv_lo[j] = k, kv_hi[j] = k + 1;
-  }
-  h_lo[U] = H;
-}
-
-// ---------------------------------------------------------------------------------------------
-// group layout: the tokens of U consecutive ranks as one "rank" of a world of R groups
-
-static int compare_run_global(const void *x, const void *y, void *runs_) {
-  const layout_run *runs = runs_;
-  int64_t a = runs[*(const int64_t *)x].global, b = runs[*(const int64_t *)y].global;
-  return a < b ? -1 : a > b;
-}
-
-int dist_group_layout(const layout *l, int U, layout *g, sr_error *e) {
-  memset(g, 0, sizeof *g);
-  int R = l->world / U;
-  g->kind = l->kind, g->n_tokens = l->n_tokens, g->world = R, g->granularity = l->granularity;
-  g->rank_count = calloc((size_t)R, sizeof(int64_t));
-  g->runs = malloc(sizeof(layout_run) * (size_t)l->n_runs);
-  g->rank_run_begin = malloc(sizeof(int64_t) * (size_t)(R + 1));
-  g->by_global = malloc(sizeof(int64_t) * (size_t)l->n_runs);
-  if (!g->rank_count || !g->runs || !g->rank_run_begin || !g->by_global) return sr_internal_error(e, 0, "out of memory");
-  int64_t n = 0;
-  for (int gr = 0; gr < R; gr++) {
-    g->rank_run_begin[gr] = n;
-    int64_t off = 0;
-    for (int j = 0; j < U; j++) {
-      int r = gr * U + j;
-      for (int64_t i = l->rank_run_begin[r]; i < l->rank_run_begin[r + 1]; i++) {
-        layout_run run = l->runs[i];
-        run.rank = gr, run.local += off;
-        layout_run *last = n > g->rank_run_begin[gr] ? &g->runs[n - 1] : NULL;
-        if (last && last->global + last->len == run.global && last->local + last->len == run.local) last->len += run.len;
-        else g->runs[n++] = run;  // runs stay maximal
-      }
-      off += l->rank_count[r];
-    }
-    g->rank_count[gr] = off;
-  }
-  g->rank_run_begin[R] = n;
-  g->n_runs = n;
-  for (int64_t i = 0; i < n; i++) g->by_global[i] = i;
-  qsort_r(g->by_global, (size_t)n, sizeof(int64_t), compare_run_global, g->runs);
-  return SR_OK;
-}
-
-void dist_group_layout_free(layout *g) {
-  free(g->rank_count), free(g->runs), free(g->rank_run_begin), free(g->by_global);
-  memset(g, 0, sizeof *g);
-}
-
-// ---------------------------------------------------------------------------------------------
 // create / free
 
 // An index's view of this rank's query heads [h_lo[gidx], h_lo[gidx + 1]) (the whole index when one head's
@@ -120,7 +50,7 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
   const comm *c = a->c;
   const schedule *sc = &p->schedule;
   int fpdt = p->spec.fpdt_chunk > 0;  // FPDT: Ulysses over every rank inside each chunk, whatever the schedule
-  a->U = fpdt || sc->kind == SCHED_ULYSSES ? c->world : sc->kind == SCHED_USP ? (sc->ulysses > 0 ? sc->ulysses : 1) : 1;
+  a->U = schedule_exec_ulysses(sc, fpdt);
   if (c->world % a->U)
     return sr_input_error(e, NULL, "schedule.ulysses", "degree %d does not split %d ranks into groups", a->U, c->world);
   a->R = c->world / a->U, a->group = c->rank / a->U, a->gidx = c->rank % a->U;
@@ -128,7 +58,7 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
   a->kv_lo = malloc(sizeof(int) * (size_t)(2 * a->U));
   if (!a->h_lo || !a->kv_lo) return oom(e);
   int *kv_hi = a->kv_lo + a->U;
-  head_split(a->H, a->Hkv, a->U, a->h_lo, a->kv_lo, kv_hi);
+  schedule_head_split(a->H, a->Hkv, a->U, a->h_lo, a->kv_lo, kv_hi);
   a->nh = a->h_lo[a->gidx + 1] - a->h_lo[a->gidx];
   a->nkv = kv_hi[a->gidx] - a->kv_lo[a->gidx];
   if (a->nh == 0) a->nkv = 0;
@@ -138,7 +68,7 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
     return SR_OK;
   }
   if (a->U > 1) {
-    if (dist_group_layout(&p->layout, a->U, &a->glay_own, e)) return e->code;
+    if (layout_group_ranks(&p->layout, a->U, &a->glay_own, e)) return e->code;
     a->glay = &a->glay_own;
   } else {
     a->glay = &p->layout;
@@ -318,7 +248,7 @@ void dist_attn_free(dist_attn *a) {
   if (a->kpos)
     for (int g = 0; g < a->R; g++) free(a->kpos[g]);
   free(a->kpos);
-  if (a->glay == &a->glay_own) dist_group_layout_free(&a->glay_own);
+  if (a->glay == &a->glay_own) layout_free(&a->glay_own);
   free(a->h_lo), free(a->kv_lo);
   free(a->kv_own);
   for (int i = 0; i < 2; i++) free(a->kv_buf[i]), free(a->acc[i]), free(a->acc_in[i]), free(a->kv_outer[i]);
