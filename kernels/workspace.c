@@ -130,6 +130,11 @@ int64_t ws_host_total_bytes(const ws_shape *s) {
   return t;
 }
 
+int64_t ws_layer_tensor_bytes(int64_t n, int H, int Hkv, int d) {
+  int64_t m = n > 0 ? n : 1, qn = m * H * d, kn = m * Hkv * d;
+  return (3 * qn + 2 * kn) * 2 + (m * H + qn + 2 * kn) * 4;
+}
+
 // ---- what a plan keeps -----------------------------------------------------------------------------
 
 int64_t ws_plan_fixed_bytes(const int64_t *rows, int groups, const head_mask *masks, int heads) {

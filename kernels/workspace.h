@@ -76,6 +76,9 @@ int ws_is_host(ws_buffer b);
 int64_t ws_total_bytes(const ws_shape *s);
 // The pinned host buffers' sum for a plan of shape s.
 int64_t ws_host_total_bytes(const ws_shape *s);
+// Device bytes of one rank's tensors of a layer's attention, n tokens (at least one): Q, K, V, O, dO in bf16 and
+// LSE, dQ, dK, dV in fp32 (the executor's exec_dev buffers; H query heads, Hkv KV heads, head_dim d).
+int64_t ws_layer_tensor_bytes(int64_t n, int H, int Hkv, int d);
 // Device bytes a plan keeps for itself besides its tile indices: the key positions of every group
 // (rows[g] tokens each, at least one slot) and the element masks of the model's `heads` heads
 // (sa_masks_dev_bytes).
