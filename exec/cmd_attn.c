@@ -292,21 +292,23 @@ static void memory_print(const attn_opts *o_, const plan *pl, comm *c, attn_memo
   printf("\n");
 }
 
-// "layer L: plan device bytes ...": what the plan keeps in device memory on the CUDA backend (dist_plan_bytes),
-// each item the largest over the ranks.
+// "layer L: plan device bytes ...": what the plan keeps in device memory on the CUDA backend (dist_plan_bytes), and
+// its share of the shared workspace (dist_attn_workspace_bytes), each item the largest over the ranks.
 static int plan_bytes_print(comm *c, const dist_attn *da, int layer, sr_error *e) {
   dist_plan_bytes b;
-  if (dist_attn_plan_bytes(da, &b, e)) return e->code;
-  int64_t v[9] = {b.index, b.fwd_form, b.transposed, b.bar_chunks, b.masks, b.positions, b.bar_scratch, b.bars, b.bars_t};
-  if (comm_host_allreduce(c, v, 9, MPI_INT64_T, MPI_MAX, e)) return e->code;
+  int64_t ws;
+  if (dist_attn_plan_bytes(da, &b, e) || dist_attn_workspace_bytes(da, &b, &ws, e)) return e->code;
+  int64_t v[10] = {b.index, b.fwd_form, b.transposed, b.bar_chunks, b.masks, b.positions, b.bar_scratch, b.bars, b.bars_t, ws};
+  if (comm_host_allreduce(c, v, 10, MPI_INT64_T, MPI_MAX, e)) return e->code;
   if (c->rank != 0) return SR_OK;
   dist_plan_bytes m = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
   printf("  layer %d: plan device bytes (largest rank): index %lld, forward form %lld, transposed %lld, bar chunks %lld, "
          "masks %lld, positions %lld; total %lld (%s); bars' scratch %lld, expanded bars %lld + %lld in the shared "
-         "workspace\n",
+         "workspace of %lld (%s)\n",
          layer, (long long)m.index, (long long)m.fwd_form, (long long)m.transposed, (long long)m.bar_chunks,
          (long long)m.masks, (long long)m.positions, (long long)dist_plan_bytes_total(&m),
-         size_text((double)dist_plan_bytes_total(&m)), (long long)m.bar_scratch, (long long)m.bars, (long long)m.bars_t);
+         size_text((double)dist_plan_bytes_total(&m)), (long long)m.bar_scratch, (long long)m.bars, (long long)m.bars_t,
+         (long long)v[9], size_text((double)v[9]));
   fflush(stdout);
   return SR_OK;
 }
