@@ -203,7 +203,7 @@ int repredict_memory_table(const char *root, const char *csv_path, sr_error *e) 
          "a_item");
   sr_buf csv = {0};
   sr_buf_printf(&csv, "run,world,seq,layout,schedule,pattern,used,tensors,plan,shared,before,after,after_tensors,"
-                      "after_plan,after_shared,err_before_used,err_after_used,err_before_items,err_after_items\n");
+                      "after_plan,after_shared,err_before_used,err_after_used,err_before_items,err_after_items,compact_era\n");
   double sum[2][4] = {{0}}, worst[2][4] = {{0}};  // [0] every run, [1] the runs of the current executor
   int n_ok[2] = {0}, n_skip = 0;
   for (int i = 0; i < n; i++) {
@@ -222,10 +222,10 @@ int repredict_memory_table(const char *root, const char *csv_path, sr_error *e) 
            sr_format_tokens(r->a.seq, tok, sizeof tok), r->a.schedule, r->a.pattern, r->used / G, items / G,
            r->before / G, r->after.total / G, r->shared / G, r->after.workspace / G, r->plan / G, r->after.plan / G,
            100 * er[0], 100 * er[1], 100 * er[2], 100 * er[3]);
-    sr_buf_printf(&csv, "%s,%d,%lld,%s,%s,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.4f,%.4f,%.4f,%.4f\n", r->path,
+    sr_buf_printf(&csv, "%s,%d,%lld,%s,%s,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%d\n", r->path,
                   r->a.world, (long long)r->a.seq, r->a.layout, r->a.schedule, r->a.pattern, r->used, r->tensors, r->plan,
                   r->shared, r->before, r->after.total, r->after.tensors, r->after.plan, r->after.workspace, er[0], er[1],
-                  er[2], er[3]);
+                  er[2], er[3], !r->old_form);
     for (int g = 0; g < 2; g++) {
       if (g == 1 && r->old_form) continue;
       for (int k = 0; k < 4; k++) sum[g][k] += fabs(er[k]), worst[g][k] = fmax(worst[g][k], fabs(er[k]));
