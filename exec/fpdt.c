@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/workspace.h"
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
@@ -150,6 +151,14 @@ int fpdt_setup(struct dist_attn *a, sr_error *e) {
   f->koff = calloc((size_t)f->u + 1, sizeof(int64_t));
   if (!f->rows || !f->loff || !f->n || !f->koff) return oom(e);
   if ((rc = chunk_rows(a, f, e)) || (rc = chunk_layout(a, f, e)) || (rc = chunk_indices(a, f, e))) return rc;
+  // the CUDA set-up sizes the chunk buffers by kernels/workspace.h (as the simulator does): it must see these chunks
+  ws_shape s;
+  if ((rc = ws_shape_of(p, a->c->rank, NULL, &s, e))) return rc;
+  if (s.n_q != f->cmax || s.n_local != f->part_max || s.fpdt_tokens != f->koff[f->u] || s.nh != a->nh || s.nkv != a->nkv)
+    return sr_internal_error(e, 0, "rank %d: FPDT's workspace shape (kernels/workspace.c) disagrees with its chunks: "
+                             "chunk %lld vs %lld, part %lld vs %lld, tokens %lld vs %lld", a->c->rank, (long long)s.n_q,
+                             (long long)f->cmax, (long long)s.n_local, (long long)f->part_max,
+                             (long long)s.fpdt_tokens, (long long)f->koff[f->u]);
   return a->be == DIST_CPU ? cpu_buffers(a, f, e) : fpdt_cuda_setup(a, e);
 }
 
