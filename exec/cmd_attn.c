@@ -21,6 +21,7 @@
 #include "exec/exec_plan.h"
 #include "sim/predict.h"
 #include "exec/timeline.h"
+#include "kernels/workspace.h"
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
@@ -261,15 +262,16 @@ static const char *size_text(double b) {
   return t;
 }
 
-// Rank 0's memory lines: measured (the largest rank) and, with --predict, the simulator's.
-static void memory_print(const attn_opts *o_, const plan *pl, comm *c, attn_memory *m) {
+// Rank 0's memory lines: measured (the largest rank) and, with --predict, the simulator's (pm: each item the largest
+// over the layers), item by item, with its error against what the GPU had in use and against the items' sum.
+static void memory_print(const attn_opts *o_, const plan *pl, comm *c, attn_memory *m, const sim_attn_memory *pm) {
   sr_error e = {0};
   if (comm_host_allreduce(c, &m->used, 7, MPI_DOUBLE, MPI_MAX, &e)) comm_abort(c, c->rank, e.msg, 1);
   if (c->rank != 0) return;
   int64_t n = 0;
   for (int r = 0; r < pl->layout.world; r++) n = sr_max64(n, pl->layout.rank_count[r]);
   const model_config *md = &pl->model;
-  double inputs = (double)exec_dev_bytes(n, (int)md->num_heads, (int)md->num_kv_heads, (int)md->head_dim);
+  double inputs = (double)ws_layer_tensor_bytes(n, (int)md->num_heads, (int)md->num_kv_heads, (int)md->head_dim);
   if (o_->cuda) {
     printf("  memory per GPU (largest rank): %s in use after a layer (the rank's tensors %s, ", size_text(m->used),
            size_text(inputs));
@@ -280,29 +282,33 @@ static void memory_print(const attn_opts *o_, const plan *pl, comm *c, attn_memo
   }
   if (m->out > 0) printf("  host copies (a rank, last repetition): %.0f B out, %.0f B back\n", m->out, m->in);
   if (!o_->predict) return;
-  sim_attn_memory pm;
-  predict_attention_memory(pl, &pm);
-  printf("  memory predicted (sim, a GPU's bf16 tensors): %s (the rank's tensors %s, ", size_text(pm.tensors + pm.buffers),
-         size_text(pm.tensors));
-  printf("attention buffers %s; the tile index not counted); pinned host memory %s\n", size_text(pm.buffers),
-         size_text(pm.host_bytes));
+  char text[300];
+  predict_memory_text(pm, text, sizeof text);
+  printf("  memory predicted (sim, the CUDA backend): %s", text);
+  double items = inputs + m->plan + m->shared;
+  if (o_->cuda && m->used > 0)
+    printf("; error %+.1f%% of the memory in use, %+.1f%% of the items", 100 * (pm->total - m->used) / m->used,
+           100 * (pm->total - items) / items);
+  printf("\n");
 }
 
-// "layer L: plan device bytes ...": what the plan keeps in device memory on the CUDA backend (dist_plan_bytes),
-// each item the largest over the ranks.
+// "layer L: plan device bytes ...": what the plan keeps in device memory on the CUDA backend (dist_plan_bytes), and
+// its share of the shared workspace (dist_attn_workspace_bytes), each item the largest over the ranks.
 static int plan_bytes_print(comm *c, const dist_attn *da, int layer, sr_error *e) {
   dist_plan_bytes b;
-  if (dist_attn_plan_bytes(da, &b, e)) return e->code;
-  int64_t v[9] = {b.index, b.fwd_form, b.transposed, b.bar_chunks, b.masks, b.positions, b.bar_scratch, b.bars, b.bars_t};
-  if (comm_host_allreduce(c, v, 9, MPI_INT64_T, MPI_MAX, e)) return e->code;
+  int64_t ws;
+  if (dist_attn_plan_bytes(da, &b, e) || dist_attn_workspace_bytes(da, &b, &ws, e)) return e->code;
+  int64_t v[10] = {b.index, b.fwd_form, b.transposed, b.bar_chunks, b.masks, b.positions, b.bar_scratch, b.bars, b.bars_t, ws};
+  if (comm_host_allreduce(c, v, 10, MPI_INT64_T, MPI_MAX, e)) return e->code;
   if (c->rank != 0) return SR_OK;
   dist_plan_bytes m = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
   printf("  layer %d: plan device bytes (largest rank): index %lld, forward form %lld, transposed %lld, bar chunks %lld, "
          "masks %lld, positions %lld; total %lld (%s); bars' scratch %lld, expanded bars %lld + %lld in the shared "
-         "workspace\n",
+         "workspace of %lld (%s)\n",
          layer, (long long)m.index, (long long)m.fwd_form, (long long)m.transposed, (long long)m.bar_chunks,
          (long long)m.masks, (long long)m.positions, (long long)dist_plan_bytes_total(&m),
-         size_text((double)dist_plan_bytes_total(&m)), (long long)m.bar_scratch, (long long)m.bars, (long long)m.bars_t);
+         size_text((double)dist_plan_bytes_total(&m)), (long long)m.bar_scratch, (long long)m.bars, (long long)m.bars_t,
+         (long long)v[9], size_text((double)v[9]));
   fflush(stdout);
   return SR_OK;
 }
@@ -359,6 +365,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   pattern_estimation how = pattern_spec_estimation(pl->spec.pattern);
   int check_failed = 0, online = pattern_spec_at_run_time(pl->spec.pattern), searched = how == PATTERN_SEARCHED;
   attn_memory mem = {0};
+  sim_attn_memory pmem = {0};  // --predict: each item the largest over the layers
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
     double tc = sr_now();
@@ -412,7 +419,12 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     if (c->rank == 0 && work_print(pl, pat, layer, e)) fail(c, e);
     if (o_->predict && c->rank == 0) {
       double pf, pb;
+      sim_attn_memory lm;
       if (predict_attention(pl, pat, layer, o_->predict_csv, &pf, &pb, e)) fail(c, e);
+      if (predict_attention_memory(pl, pat, layer, &lm, e)) fail(c, e);
+      double *to = &pmem.tensors, *from = &lm.tensors;
+      for (int i = 0; i < 5; i++) to[i] = fmax(to[i], from[i]);  // the largest layer's items
+      pmem.total = pmem.tensors + pmem.plan + pmem.workspace;
       printf("  layer %d: predicted (sim, %scluster %s) fwd %.3f ms bwd %.3f ms; error fwd %+.1f%% bwd %+.1f%% total %+.1f%%\n",
              layer, online ? "estimated pattern, " : "", pl->cluster.name, 1e3 * pf, 1e3 * pb, 100 * (pf - tt[0]) / tt[0],
              100 * (pb - tt[1]) / tt[1],
@@ -446,7 +458,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     }
     dist_attn_free(da);
   }
-  memory_print(o_, pl, c, &mem);
+  memory_print(o_, pl, c, &mem, &pmem);
   if (c->rank == 0) {
     char lay[600], sched[128], tok[32];  // "striped:G": the spec keeps G apart, and a log line should say it
     if (pl->spec.fpdt_chunk > 0)  // FPDT runs in place of the schedule: say so

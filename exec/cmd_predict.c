@@ -1,5 +1,5 @@
 // cmd_predict.c — `sparsering-exec predict`: the simulator's prediction of one layer's distributed attention,
-// forward and backward, as `attn --predict` prints it, for a plan and a recorded pattern (a trace, e.g. the
+// forward and backward and its memory on the CUDA backend (sim/predict.h), as `attn --predict` prints them, for a plan and a recorded pattern (a trace, e.g. the
 // one `attn --trace-out` wrote), without running anything. Without --trace the plan's own pattern is used
 // (dense, window, synthetic, preset: what `attn` runs on that plan); a vs-online plan needs the trace. With a vs-online plan the prediction charges the
 // online estimation on top of the recorded pattern, as for the run that estimated it; so a cost-model change
@@ -97,6 +97,10 @@ static int cmd_predict(int argc, char **argv) {
          p.cluster.name, 1e3 * f, 1e3 * b);
   char note[600];
   printf("  %s\n", cluster_calibration_note(&p.cluster, note, sizeof note));
+  sim_attn_memory pm;
+  if ((rc = predict_attention_memory(&p, use, (int)layer, &pm, &e))) goto out;
+  predict_memory_text(&pm, note, sizeof note);
+  printf("  memory predicted (sim, the CUDA backend): %s\n", note);
 out:
   if (t_open) trace_close(&t);
   pattern_free(&rec);

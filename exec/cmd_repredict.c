@@ -13,7 +13,8 @@
 // one host of W GPUs seen as up to 2 nodes, as scripts/cluster_nodes.py does); the prediction is
 // `sparsering-exec predict`'s (sim/predict.h: one layer, forward and backward spans). A log of
 // `sparsering-exec train --predict` instead is a training step, simulated as train --predict simulates it
-// (exec/repredict.h), in a table of its own: the step and its split (attention, the rest, exposed comm).
+// (exec/repredict.h), in a table of its own: the step and its split (attention, the rest, exposed comm). With
+// --memory, the memory of the layer runs instead (exec/repredict_memory.c).
 #include <ftw.h>
 #include <glob.h>
 #include <math.h>
@@ -36,10 +37,7 @@
 
 typedef struct {
   char path[1024];                   // the log, relative to the root
-  char layout[64], schedule[32], pattern[512], model[128];
-  int world;
-  int64_t seq;
-  double fwd_ms, bwd_ms;             // measured, per layer
+  attn_line a;                       // its summary line: the plan, the measured times per layer
   double pfwd_ms, pbwd_ms;           // predicted
   char skipped[256];                 // why it was not predicted ("" when it was)
   int is_train;                      // a training step (t), not a layer
@@ -64,32 +62,35 @@ static int cmp_str(const void *a, const void *b) { return strcmp((const char *)a
 // ---------------------------------------------------------------------------------------------
 // one log
 
-// The summary line of a log: "attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, ...: fwd X ms bwd Y ms".
+int repredict_parse_attn_line(const char *line, attn_line *r) {
+  if (strncmp(line, "attn ", 5) != 0) return -1;
+  const char *bar1 = strstr(line, " | "), *bar2 = bar1 ? strstr(bar1 + 3, " | ") : NULL;
+  const char *ranks = bar2 ? strstr(bar2, " ranks, ") : NULL;
+  if (!ranks) return -1;
+  const char *colon = ranks;
+  while (colon > bar2 && *colon != ':') colon--;
+  if (*colon != ':') return -1;
+  snprintf(r->layout, sizeof r->layout, "%.*s", (int)(bar1 - line - 5), line + 5);
+  snprintf(r->schedule, sizeof r->schedule, "%.*s", (int)(bar2 - bar1 - 3), bar1 + 3);
+  snprintf(r->pattern, sizeof r->pattern, "%.*s", (int)(colon - bar2 - 3), bar2 + 3);
+  long long seq = 0;
+  char model[128];
+  if (sscanf(colon + 1, " %d ranks, %127[^,], seq %lld, %d layer", &r->world, model, &seq, &r->layers) != 4) return -1;
+  snprintf(r->model, sizeof r->model, "%s", model);
+  r->seq = seq;
+  const char *f = strstr(colon, ": fwd ");
+  return f && sscanf(f, ": fwd %lf ms bwd %lf ms", &r->fwd_ms, &r->bwd_ms) == 2 ? 0 : -1;
+}
+
+// The first summary line of a log: "attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, ...: fwd X ms bwd Y ms".
 static int parse_log(const char *file, rerun *r) {
   char *text = NULL;
   sr_error e;
   if (sr_read_file(file, &text, NULL, &e)) return -1;
   int ok = 0;
   char *save = NULL;
-  for (char *line = strtok_r(text, "\n", &save); line && !ok; line = strtok_r(NULL, "\n", &save)) {
-    if (strncmp(line, "attn ", 5) != 0) continue;
-    char *bar1 = strstr(line, " | "), *bar2 = bar1 ? strstr(bar1 + 3, " | ") : NULL;
-    char *ranks = bar2 ? strstr(bar2, " ranks, ") : NULL;
-    if (!ranks) continue;
-    char *colon = ranks;
-    while (colon > bar2 && *colon != ':') colon--;
-    if (*colon != ':') continue;
-    snprintf(r->layout, sizeof r->layout, "%.*s", (int)(bar1 - line - 5), line + 5);
-    snprintf(r->schedule, sizeof r->schedule, "%.*s", (int)(bar2 - bar1 - 3), bar1 + 3);
-    snprintf(r->pattern, sizeof r->pattern, "%.*s", (int)(colon - bar2 - 3), bar2 + 3);
-    long long seq = 0;
-    char model[128];
-    if (sscanf(colon + 1, " %d ranks, %127[^,], seq %lld", &r->world, model, &seq) != 3) continue;
-    snprintf(r->model, sizeof r->model, "%s", model);
-    r->seq = seq;
-    char *f = strstr(colon, ": fwd ");
-    ok = f && sscanf(f, ": fwd %lf ms bwd %lf ms", &r->fwd_ms, &r->bwd_ms) == 2;
-  }
+  for (char *line = strtok_r(text, "\n", &save); line && !ok; line = strtok_r(NULL, "\n", &save))
+    ok = repredict_parse_attn_line(line, &r->a) == 0;
   free(text);
   return ok ? 0 : -1;
 }
@@ -151,9 +152,15 @@ static int run_pattern(const plan *p, const char *trace_path, const run_inputs *
   return rc;
 }
 
-static void predict_run(const char *dir, const char *cal, const char *flags, rerun *r) {
-  sr_error e;
-  sr_error_clear(&e);
+// e's message as the reason of an input error of `field` (the old message moved aside first: it is rewritten).
+static int refile(sr_error *e, const char *field) {
+  char why[sizeof e->msg];
+  snprintf(why, sizeof why, "%s", e->msg);
+  return sr_input_error(e, NULL, field, "%s", why);
+}
+
+int repredict_attn_plan(const char *dir, const char *cal, const char *flags, const attn_line *r, plan *p,
+                        pattern *pat, sr_error *e) {
   plan_spec s;
   plan_spec_defaults(&s);
   snprintf(s.strategy, sizeof s.strategy, "custom");
@@ -164,23 +171,17 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
   if (!strncmp(r->schedule, "fpdt:", 5)) {  // attn's line for FPDT: "fpdt:CHUNK[+offload]", Ulysses inside each chunk
     char chunk[32];
     snprintf(chunk, sizeof chunk, "%.*s", (int)strcspn(r->schedule + 5, "+"), r->schedule + 5);
-    if (sr_parse_tokens(chunk, "fpdt chunk", &s.fpdt_chunk, &e)) {
-      snprintf(r->skipped, sizeof r->skipped, "schedule: %s", e.msg);
-      return;
-    }
+    if (sr_parse_tokens(chunk, "fpdt chunk", &s.fpdt_chunk, e)) return refile(e, "schedule");
     s.fpdt_offload = strstr(r->schedule, "+offload") != NULL;
     snprintf(s.schedule, sizeof s.schedule, "ulysses");
   }
   layout_kind k;
   int64_t g = 0;
-  if (layout_parse_kind(r->layout, &k, &g, &e)) {
-    snprintf(r->skipped, sizeof r->skipped, "layout: %s", e.msg);
-    return;
-  }
+  if (layout_parse_kind(r->layout, &k, &g, e)) return refile(e, "layout");
   snprintf(s.layout, sizeof s.layout, "%s", layout_kind_name(k));
   s.granularity = k == LAYOUT_STRIPED ? (g > 0 ? g : 128) : 1;
   char trace[1100] = "", buf[1024], *tok[64], *save = NULL;
-  int nt = 0, host_gate = 0;
+  int nt = 0;
   run_inputs in = {ATTN_INPUTS_RANDOM, 1};
   snprintf(buf, sizeof buf, "%s", flags);
   for (char *t = strtok_r(buf, " ", &save); t && nt < 64; t = strtok_r(NULL, " ", &save)) tok[nt++] = t;
@@ -197,30 +198,33 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
     else if (!strcmp(tok[i], "--trace")) snprintf(trace, sizeof trace, "%s/%s", dir, val), i++;
     else if (!strcmp(tok[i], "--data-seed")) in.seed = (uint64_t)atoll(val), i++;
     else if (!strcmp(tok[i], "--inputs")) in.inputs = strcmp(val, "vs") ? ATTN_INPUTS_RANDOM : ATTN_INPUTS_VS, i++;
-    else if (!strcmp(tok[i], "--moba-gate")) host_gate = !strcmp(val, "host"), i++;
   }
-  if (host_gate) {  // its forward is the host's selection and uploads (online_gate_cuda.c): not simulated
+  char cpath[600];
+  if (cluster_for(cal, r->world, cpath, sizeof cpath, e)) return refile(e, "cluster");
+  snprintf(s.cluster, sizeof s.cluster, "%s", cpath);
+  memset(pat, 0, sizeof *pat);
+  int rc = plan_build(&s, p, e);
+  unlink(cpath);  // the plan holds its copy
+  if (!rc && (rc = run_pattern(p, trace[0] ? trace : NULL, &in, pat, e))) plan_free(p);
+  return rc;
+}
+
+static void predict_run(const char *dir, const char *cal, const char *flags, rerun *r) {
+  if (strstr(flags, "--moba-gate host")) {  // its forward is the host's selection and uploads (online_gate_cuda.c)
     snprintf(r->skipped, sizeof r->skipped, "moba with --moba-gate host: the simulator models the GPU gate");
     return;
   }
-  char cpath[600];
-  if (cluster_for(cal, r->world, cpath, sizeof cpath, &e)) {
-    snprintf(r->skipped, sizeof r->skipped, "cluster: %s", e.msg);
-    return;
-  }
-  snprintf(s.cluster, sizeof s.cluster, "%s", cpath);
+  sr_error e;
+  sr_error_clear(&e);
   plan p;
   pattern pat;
-  memset(&pat, 0, sizeof pat);
   double f = 0, b = 0;
-  int rc = plan_build(&s, &p, &e);
+  int rc = repredict_attn_plan(dir, cal, flags, &r->a, &p, &pat, &e);
   if (!rc) {
-    rc = run_pattern(&p, trace[0] ? trace : NULL, &in, &pat, &e);
-    if (!rc) rc = predict_attention(&p, &pat, 0, NULL, &f, &b, &e);
+    rc = predict_attention(&p, &pat, 0, NULL, &f, &b, &e);
     pattern_free(&pat);
     plan_free(&p);
   }
-  unlink(cpath);
   if (rc) {
     snprintf(r->skipped, sizeof r->skipped, "%s", e.msg);
     return;
@@ -235,7 +239,7 @@ static int parse_train(const char *file, rerun *r) {
   if (sr_read_file(file, &text, NULL, &e)) return -1;
   int rc = repredict_parse_train_log(text, &r->t);
   free(text);
-  if (rc == 0) r->is_train = 1, r->world = r->t.world, r->seq = r->t.seq;
+  if (rc == 0) r->is_train = 1, r->a.world = r->t.world, r->a.seq = r->t.seq;
   return rc;
 }
 
@@ -323,6 +327,8 @@ static void print_train(const rerun *runs, int n) {
 static const cli_flag repredict_flags[] = {
     {"root", "DIR", "results", "the folder whose repredict.tsv manifests list the runs"},
     {"csv", "FILE", NULL, "also write the layers' table as CSV"},
+    {"memory", NULL, NULL, "instead: the memory of every layer run whose log holds attn --predict's two memory lines "
+     "(measured, and predicted when it ran), predicted again by this build"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage repredict_usage = {NULL, "sparsering-exec repredict --root results", {repredict_flags, NULL}};
@@ -333,6 +339,8 @@ static int cmd_repredict(int argc, char **argv) {
   const char *prog = "sparsering-exec repredict";
   if (cli_parse(argc, argv, &repredict_usage, &a, &e)) return sr_error_report(&e, prog);
   const char *root = cli_get(&a, "root", "results");
+  if (cli_has(&a, "memory"))
+    return repredict_memory_table(root, cli_get(&a, "csv", NULL), &e) ? sr_error_report(&e, prog) : 0;
   n_found = 0;
   if (nftw(root, on_file, 16, FTW_PHYS) != 0) {
     sr_input_error(&e, root, NULL, "cannot walk the folder");
@@ -357,14 +365,15 @@ static int cmd_repredict(int argc, char **argv) {
       continue;
     }
     if (r->is_train) continue;
-    double ef = err(r->pfwd_ms, r->fwd_ms), eb = err(r->pbwd_ms, r->bwd_ms);
-    double et = err(r->pfwd_ms + r->pbwd_ms, r->fwd_ms + r->bwd_ms);
+    const attn_line *a = &r->a;
+    double ef = err(r->pfwd_ms, a->fwd_ms), eb = err(r->pbwd_ms, a->bwd_ms);
+    double et = err(r->pfwd_ms + r->pbwd_ms, a->fwd_ms + a->bwd_ms);
     char tok[32];
-    printf("%-66.66s %3d %6s %-26.26s %9.1f %9.1f %9.1f %9.1f %+7.1f%% %+7.1f%% %+7.1f%%\n", r->path, r->world,
-           sr_format_tokens(r->seq, tok, sizeof tok), r->pattern, r->fwd_ms, r->bwd_ms, r->pfwd_ms, r->pbwd_ms, 100 * ef,
+    printf("%-66.66s %3d %6s %-26.26s %9.1f %9.1f %9.1f %9.1f %+7.1f%% %+7.1f%% %+7.1f%%\n", r->path, a->world,
+           sr_format_tokens(a->seq, tok, sizeof tok), a->pattern, a->fwd_ms, a->bwd_ms, r->pfwd_ms, r->pbwd_ms, 100 * ef,
            100 * eb, 100 * et);
-    sr_buf_printf(&csv, "%s,%d,%lld,%s,%s,%s,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f\n", r->path, r->world, (long long)r->seq,
-                  r->layout, r->schedule, r->pattern, r->fwd_ms, r->bwd_ms, r->pfwd_ms, r->pbwd_ms, ef, eb, et);
+    sr_buf_printf(&csv, "%s,%d,%lld,%s,%s,%s,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f\n", r->path, a->world, (long long)a->seq,
+                  a->layout, a->schedule, a->pattern, a->fwd_ms, a->bwd_ms, r->pfwd_ms, r->pbwd_ms, ef, eb, et);
     sum_pass += fabs(ef) + fabs(eb);
     max_pass = fmax(max_pass, fmax(fabs(ef), fabs(eb)));
     sum_layer += fabs(et);

@@ -9,79 +9,10 @@
 #include "exec/dist_internal.h"
 #include "exec/fpdt.h"
 #include "exec/online_adaspa.h"
+#include "kernels/workspace.h"
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
-
-// ---------------------------------------------------------------------------------------------
-// head split for Ulysses
-
-// Member j of a group of U computes query heads [h_lo[j], h_lo[j+1]) with KV heads [kv_lo[j], kv_hi[j]).
-// U <= Hkv: whole KV groups per member, so the kernels' GQA rule (h / (nh / nkv)) still holds.
-// U > Hkv: KV heads are replicated; members sharing a KV head split its query heads.
-static void head_split(int H, int Hkv, int U, int *h_lo, int *kv_lo, int *kv_hi) {
-  int gsz = H / Hkv;
-  if (U <= Hkv) {
-    for (int j = 0; j <= U; j++) h_lo[j] = (int)((int64_t)j * Hkv / U) * gsz;
-    for (int j = 0; j < U; j++) kv_lo[j] = h_lo[j] / gsz, kv_hi[j] = h_lo[j + 1] / gsz;
-    return;
-  }
-  for (int j = 0; j < U; j++) {
-    int k = (int)((int64_t)j * Hkv / U), m0 = j, mk = 0;
-    while (m0 > 0 && (int)((int64_t)(m0 - 1) * Hkv / U) == k) m0--;
-    for (int x = m0; x < U && (int)((int64_t)x * Hkv / U) == k; x++) mk++;
-    h_lo[j] = k * gsz + (j - m0) * gsz / mk;
-    kv_lo[j] = k, kv_hi[j] = k + 1;
-  }
-  h_lo[U] = H;
-}
-
-// ---------------------------------------------------------------------------------------------
-// group layout: the tokens of U consecutive ranks as one "rank" of a world of R groups
-
-static int compare_run_global(const void *x, const void *y, void *runs_) {
-  const layout_run *runs = runs_;
-  int64_t a = runs[*(const int64_t *)x].global, b = runs[*(const int64_t *)y].global;
-  return a < b ? -1 : a > b;
-}
-
-int dist_group_layout(const layout *l, int U, layout *g, sr_error *e) {
-  memset(g, 0, sizeof *g);
-  int R = l->world / U;
-  g->kind = l->kind, g->n_tokens = l->n_tokens, g->world = R, g->granularity = l->granularity;
-  g->rank_count = calloc((size_t)R, sizeof(int64_t));
-  g->runs = malloc(sizeof(layout_run) * (size_t)l->n_runs);
-  g->rank_run_begin = malloc(sizeof(int64_t) * (size_t)(R + 1));
-  g->by_global = malloc(sizeof(int64_t) * (size_t)l->n_runs);
-  if (!g->rank_count || !g->runs || !g->rank_run_begin || !g->by_global) return sr_internal_error(e, 0, "out of memory");
-  int64_t n = 0;
-  for (int gr = 0; gr < R; gr++) {
-    g->rank_run_begin[gr] = n;
-    int64_t off = 0;
-    for (int j = 0; j < U; j++) {
-      int r = gr * U + j;
-      for (int64_t i = l->rank_run_begin[r]; i < l->rank_run_begin[r + 1]; i++) {
-        layout_run run = l->runs[i];
-        run.rank = gr, run.local += off;
-        layout_run *last = n > g->rank_run_begin[gr] ? &g->runs[n - 1] : NULL;
-        if (last && last->global + last->len == run.global && last->local + last->len == run.local) last->len += run.len;
-        else g->runs[n++] = run;  // runs stay maximal
-      }
-      off += l->rank_count[r];
-    }
-    g->rank_count[gr] = off;
-  }
-  g->rank_run_begin[R] = n;
-  g->n_runs = n;
-  for (int64_t i = 0; i < n; i++) g->by_global[i] = i;
-  qsort_r(g->by_global, (size_t)n, sizeof(int64_t), compare_run_global, g->runs);
-  return SR_OK;
-}
-
-void dist_group_layout_free(layout *g) {
-  free(g->rank_count), free(g->runs), free(g->rank_run_begin), free(g->by_global);
-  memset(g, 0, sizeof *g);
-}
 
 // ---------------------------------------------------------------------------------------------
 // create / free
@@ -120,7 +51,7 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
   const comm *c = a->c;
   const schedule *sc = &p->schedule;
   int fpdt = p->spec.fpdt_chunk > 0;  // FPDT: Ulysses over every rank inside each chunk, whatever the schedule
-  a->U = fpdt || sc->kind == SCHED_ULYSSES ? c->world : sc->kind == SCHED_USP ? (sc->ulysses > 0 ? sc->ulysses : 1) : 1;
+  a->U = schedule_exec_ulysses(sc, fpdt);
   if (c->world % a->U)
     return sr_input_error(e, NULL, "schedule.ulysses", "degree %d does not split %d ranks into groups", a->U, c->world);
   a->R = c->world / a->U, a->group = c->rank / a->U, a->gidx = c->rank % a->U;
@@ -128,7 +59,7 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
   a->kv_lo = malloc(sizeof(int) * (size_t)(2 * a->U));
   if (!a->h_lo || !a->kv_lo) return oom(e);
   int *kv_hi = a->kv_lo + a->U;
-  head_split(a->H, a->Hkv, a->U, a->h_lo, a->kv_lo, kv_hi);
+  schedule_head_split(a->H, a->Hkv, a->U, a->h_lo, a->kv_lo, kv_hi);
   a->nh = a->h_lo[a->gidx + 1] - a->h_lo[a->gidx];
   a->nkv = kv_hi[a->gidx] - a->kv_lo[a->gidx];
   if (a->nh == 0) a->nkv = 0;
@@ -138,7 +69,7 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
     return SR_OK;
   }
   if (a->U > 1) {
-    if (dist_group_layout(&p->layout, a->U, &a->glay_own, e)) return e->code;
+    if (layout_group_ranks(&p->layout, a->U, &a->glay_own, e)) return e->code;
     a->glay = &a->glay_own;
   } else {
     a->glay = &p->layout;
@@ -274,6 +205,34 @@ int dist_attn_create(const plan *p, const pattern *pat, int layer, comm *c, dist
 
 int dist_attn_index_on_gpu(const dist_attn *a) { return a->gpu_index; }
 
+// The CUDA set-up sizes its workspace by kernels/workspace.h's ws_shape_of, the arithmetic the simulator predicts
+// memory with; the executor's own view of the rank (its groups, heads and ring, above) must agree with it, or a
+// buffer would be sized for another shape. Checked on every backend, so the CPU tests hold it to every layout and
+// schedule they run.
+static int shape_agrees(const struct dist_attn *a, sr_error *e) {
+  ws_shape s;
+  int rc = ws_shape_of(a->p, a->c->rank, a->rp, &s, e);
+  if (rc) return rc;
+  int64_t ktot = 0;
+  int max_flush = 0;
+  for (int j = 0; a->U > 1 && j < a->U; j++)
+    ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
+  for (int st = 0; st < a->rp->n_steps; st++) {
+    int n = 0;
+    for (int g = 0; g < a->R; g++)
+      n += g != a->group && a->rp->flush[(int64_t)st * a->R + g] && a->rp->src[(int64_t)st * a->R + g] == a->group;
+    max_flush = n > max_flush ? n : max_flush;
+  }
+  if (s.n_q != a->n_q || s.n_kmax != a->n_kmax || s.n_local != a->n_local || s.nh != a->nh || s.nkv != a->nkv ||
+      s.U != a->U || s.ktot != ktot || s.max_flush != max_flush || s.early != (a->rp->n_early > 0))
+    return sr_internal_error(e, 0, "rank %d: the workspace's shape (kernels/workspace.c) disagrees with the executor's: "
+                             "tokens %lld/%lld/%lld vs %lld/%lld/%lld, heads %d/%d vs %d/%d, flushes %d vs %d",
+                             a->c->rank, (long long)s.n_q, (long long)s.n_kmax, (long long)s.n_local, (long long)a->n_q,
+                             (long long)a->n_kmax, (long long)a->n_local, s.nh, s.nkv, a->nh, a->nkv, s.max_flush,
+                             max_flush);
+  return SR_OK;
+}
+
 int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c, dist_backend be, dist_index_build how,
                           dist_attn **out, sr_error *e) {
   *out = NULL;
@@ -291,7 +250,7 @@ int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c,
   a->elem_kv = be == DIST_CUDA ? 2 : 4;
   if (!(rc = groups_init(a, e)) && (a->gpu_index = gpu_index_wanted(a, how, e)) < 0) rc = e->code;
   else if (!rc && p->spec.fpdt_chunk > 0) rc = fpdt_setup(a, e);
-  else if (!rc && !(rc = indices_build(a, e)) && !(rc = dist_routes_build(a, e)))
+  else if (!rc && !(rc = indices_build(a, e)) && !(rc = dist_routes_build(a, e)) && !(rc = shape_agrees(a, e)))
     rc = be == DIST_CPU ? cpu_buffers(a, e) : dist_attn_cuda_setup(a, e);
   // adaspa-online searches its own mask in the forwards (the CUDA set-up prepared its search above)
   if (!rc && be == DIST_CPU && pattern_spec_estimation(p->spec.pattern) == PATTERN_SEARCHED) rc = adaspa_cpu_setup(a, e);
@@ -318,7 +277,7 @@ void dist_attn_free(dist_attn *a) {
   if (a->kpos)
     for (int g = 0; g < a->R; g++) free(a->kpos[g]);
   free(a->kpos);
-  if (a->glay == &a->glay_own) dist_group_layout_free(&a->glay_own);
+  if (a->glay == &a->glay_own) layout_free(&a->glay_own);
   free(a->h_lo), free(a->kv_lo);
   free(a->kv_own);
   for (int i = 0; i < 2; i++) free(a->kv_buf[i]), free(a->acc[i]), free(a->acc_in[i]), free(a->kv_outer[i]);

@@ -140,6 +140,9 @@ int64_t dist_plan_bytes_total(const dist_plan_bytes *b);
 // on CUDA: seconds a source on long sparse layers). FPDT plans and patterns made at run time (vs-online,
 // gated, adaspa-online) have no transposes at set-up: 0 there.
 int dist_attn_plan_bytes(const dist_attn *a, dist_plan_bytes *out, sr_error *e);
+// This rank's share of the CUDA backend's shared workspace (kernels/workspace.h: the plan's shape, ws_shape_of on the
+// layer's ring, with b's bar terms), on either backend: what the CUDA set-up asks ws_attach for.
+int dist_attn_workspace_bytes(const dist_attn *a, const dist_plan_bytes *b, int64_t *out, sr_error *e);
 // CUDA backend's device memory: bytes this plan keeps for itself (tile indices, masks, positions) and bytes
 // of scratch it needs from the workspace every plan of the process shares (dist_workspace.h); 0 and 0 on the CPU.
 void dist_attn_device_bytes(const dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes);

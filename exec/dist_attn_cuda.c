@@ -118,19 +118,11 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
     return e->code;
   if (dist_cuda_positions_upload(a, e)) return e->code;
   s->plan_bytes = dist_cuda_copies_bytes(a);
-  // Most flushes any step brings to this rank (ring without skipping: one, at the last step).
+  // The workspace share by the simulator's arithmetic too (kernels/workspace.h): groups, heads, the ring's flushes
+  // and early transfers from the plan, the index's bar terms from the uploads.
   ws_shape *sh = &s->shape;
-  for (int st = 0; st < a->rp->n_steps; st++) {
-    int n = 0;
-    for (int g = 0; g < R; g++)
-      n += g != a->group && a->rp->flush[(int64_t)st * R + g] && a->rp->src[(int64_t)st * R + g] == a->group;
-    if (n > sh->max_flush) sh->max_flush = n;
-  }
-  sh->n_q = a->n_q, sh->n_kmax = a->n_kmax, sh->n_local = a->n_local, sh->bar_scratch = s->bytes.bar_scratch;
-  sh->bars = s->bytes.bars, sh->bars_t = s->bytes.bars_t;
-  sh->nh = a->nh, sh->nkv = a->nkv, sh->H = a->H, sh->d = a->d, sh->U = a->U, sh->early = a->rp->n_early > 0;
-  for (int j = 0; a->U > 1 && j < a->U; j++)  // KV heads over the group's members (replicated heads per member)
-    sh->ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
+  if (ws_shape_of(a->p, a->c->rank, a->rp, sh, e)) return e->code;
+  sh->bar_scratch = s->bytes.bar_scratch, sh->bars = s->bytes.bars, sh->bars_t = s->bytes.bars_t;
   if (ws_attach(sh, e)) return e->code;
   s->ws_joined = 1;
   // The second channel is opened collectively, by every rank when the ring plan has early transfers. The

@@ -20,7 +20,7 @@ struct dist_attn {
   int U, R, group, gidx;
   int *h_lo, *kv_lo;          // [U+1] head ranges of the group members (query heads, KV heads)
   int nh, nkv;                // heads this rank computes (h_lo[gidx+1]-h_lo[gidx], likewise KV)
-  layout glay_own;            // the group layout when U > 1 (world R, "rank" = group)
+  layout glay_own;            // the group layout when U > 1 (world R, "rank" = group; layout_group_ranks)
   const layout *glay;         // the layout the ring runs on (plan layout when U == 1)
   int64_t n_local;            // this rank's tokens (plan layout)
   int64_t n_q;                // this group's tokens (glay)
@@ -67,10 +67,6 @@ static inline timeline_stream dist_batch_stream(const struct dist_attn *a, const
   return STREAM_INTRA;
 }
 
-// The tokens of U consecutive ranks as one "rank" of a world of l->world / U groups (the layout the ring
-// runs on under ulysses and usp); release with dist_group_layout_free.
-int dist_group_layout(const layout *l, int U, layout *g, sr_error *e);
-void dist_group_layout_free(layout *g);
 // The layer's routes (a->routes, a->rp) from the plan and, when skipping, the pattern's tile counts over
 // a->glay; also the receptions and bytes skipping saves on this rank. Needs a set up to the group layout.
 int dist_routes_build(struct dist_attn *a, sr_error *e);

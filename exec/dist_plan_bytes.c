@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "exec/dist_internal.h"
+#include "kernels/workspace.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
 
@@ -84,4 +85,13 @@ int dist_attn_plan_bytes(const dist_attn *a, dist_plan_bytes *out, sr_error *e) 
   if (a->fpdt) return SR_OK;
   if (a->be == DIST_CUDA && dist_attn_cuda_plan_bytes(a, out)) return SR_OK;
   return host_breakdown(a, out, e);
+}
+
+int dist_attn_workspace_bytes(const dist_attn *a, const dist_plan_bytes *b, int64_t *out, sr_error *e) {
+  ws_shape sh;
+  *out = 0;
+  if (ws_shape_of(a->p, a->c->rank, a->fpdt ? NULL : a->rp, &sh, e)) return e->code;
+  if (!a->fpdt) sh.bar_scratch = b->bar_scratch, sh.bars = b->bars, sh.bars_t = b->bars_t;  // FPDT's are the plan's
+  *out = ws_total_bytes(&sh);
+  return SR_OK;
 }

@@ -4,11 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t exec_dev_bytes(int64_t n, int H, int Hkv, int d) {
-  int64_t m = n > 0 ? n : 1, qn = m * H * d, kn = m * Hkv * d;
-  return (3 * qn + 2 * kn) * 2 + (m * H + qn + 2 * kn) * 4;
-}
-
 #if SR_HAVE_CUDA
 #include <cuda_runtime.h>
 

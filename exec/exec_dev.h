@@ -22,8 +22,7 @@ int exec_dev_upload(exec_dev *x, const float *q, const float *k, const float *v,
 int exec_dev_download(exec_dev *x, float *o, float *lse, float *dq, float *dk, float *dv, sr_error *e);
 // Free the device tensors (a zeroed exec_dev is fine).
 void exec_dev_free(exec_dev *x);
-// Bytes of the tensors exec_dev_alloc allocates for n tokens (bf16 Q, K, V, O, dO; fp32 LSE, dQ, dK, dV).
-int64_t exec_dev_bytes(int64_t n, int H, int Hkv, int d);
+// (The bytes exec_dev_alloc allocates for n tokens: ws_layer_tensor_bytes, kernels/workspace.h.)
 // Device memory in use on this rank's GPU (every allocation, cudaMemGetInfo) and its total, bytes.
 int exec_dev_memory(int64_t *used, int64_t *total, sr_error *e);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/workspace.h"
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
@@ -76,49 +77,15 @@ static int chunk_rows(struct dist_attn *a, struct fpdt_state *f, sr_error *e) {
   return SR_OK;
 }
 
-static int compare_run_global(const void *x, const void *y, void *runs_) {
-  const layout_run *runs = runs_;
-  int64_t p = runs[*(const int64_t *)x].global, q = runs[*(const int64_t *)y].global;
-  return p < q ? -1 : p > q;
-}
-
-// The chunk layout: "rank" i holds chunk i's tokens, rank 0's part first, then rank 1's, ... (the order the
-// all-to-all gathers them in), so the planner's tile indices of "rank" i against "rank" j are the pair (i, j).
+// The chunk layout (layout_chunks: "rank" i holds chunk i's tokens in the order the all-to-all gathers them), so
+// the planner's tile indices of "rank" i against "rank" j are the pair (i, j), and its positions.
 static int chunk_layout(struct dist_attn *a, struct fpdt_state *f, sr_error *e) {
-  const layout *l = &a->p->layout;
-  layout *c = &f->clay;
-  memset(c, 0, sizeof *c);
-  c->kind = LAYOUT_PERMUTATION, c->n_tokens = l->n_tokens, c->world = f->u, c->granularity = 1;
-  int64_t cap = l->n_runs + (int64_t)f->u * f->W;  // a run is cut at most once a chunk boundary
-  c->rank_count = calloc((size_t)f->u, sizeof(int64_t));
-  c->runs = malloc(sizeof(layout_run) * (size_t)cap);
-  c->rank_run_begin = malloc(sizeof(int64_t) * (size_t)(f->u + 1));
-  c->by_global = malloc(sizeof(int64_t) * (size_t)cap);
-  if (!c->rank_count || !c->runs || !c->rank_run_begin || !c->by_global) return oom(e);
-  int64_t n = 0;
-  for (int i = 0; i < f->u; i++) {
-    c->rank_run_begin[i] = n;
-    int64_t lo = (int64_t)i * f->chunk, hi = sr_min64(lo + f->chunk, l->n_tokens), local = 0;
-    for (int r = 0; r < f->W; r++)
-      for (int64_t k = l->rank_run_begin[r]; k < l->rank_run_begin[r + 1]; k++) {
-        int64_t g0 = sr_max64(l->runs[k].global, lo), g1 = sr_min64(l->runs[k].global + l->runs[k].len, hi);
-        if (g1 <= g0) continue;
-        layout_run *last = n > c->rank_run_begin[i] ? &c->runs[n - 1] : NULL;
-        if (last && last->global + last->len == g0) last->len += g1 - g0;  // runs stay maximal
-        else c->runs[n++] = (layout_run){g0, local, g1 - g0, i};
-        local += g1 - g0;
-      }
-    c->rank_count[i] = local;
-  }
-  c->rank_run_begin[f->u] = n;
-  c->n_runs = n;
-  for (int64_t k = 0; k < n; k++) c->by_global[k] = k;
-  qsort_r(c->by_global, (size_t)n, sizeof(int64_t), compare_run_global, c->runs);
+  if (layout_chunks(&a->p->layout, f->chunk, &f->clay, e)) return e->code;
   f->pos = calloc((size_t)f->u, sizeof(int64_t *));
   if (!f->pos) return oom(e);
   for (int i = 0; i < f->u; i++) {
     if (!(f->pos[i] = malloc(sizeof(int64_t) * (size_t)sr_max64(1, f->n[i])))) return oom(e);
-    layout_positions(c, i, f->pos[i]);
+    layout_positions(&f->clay, i, f->pos[i]);
   }
   return SR_OK;
 }
@@ -184,6 +151,14 @@ int fpdt_setup(struct dist_attn *a, sr_error *e) {
   f->koff = calloc((size_t)f->u + 1, sizeof(int64_t));
   if (!f->rows || !f->loff || !f->n || !f->koff) return oom(e);
   if ((rc = chunk_rows(a, f, e)) || (rc = chunk_layout(a, f, e)) || (rc = chunk_indices(a, f, e))) return rc;
+  // the CUDA set-up sizes the chunk buffers by kernels/workspace.h (as the simulator does): it must see these chunks
+  ws_shape s;
+  if ((rc = ws_shape_of(p, a->c->rank, NULL, &s, e))) return rc;
+  if (s.n_q != f->cmax || s.n_local != f->part_max || s.fpdt_tokens != f->koff[f->u] || s.nh != a->nh || s.nkv != a->nkv)
+    return sr_internal_error(e, 0, "rank %d: FPDT's workspace shape (kernels/workspace.c) disagrees with its chunks: "
+                             "chunk %lld vs %lld, part %lld vs %lld, tokens %lld vs %lld", a->c->rank, (long long)s.n_q,
+                             (long long)f->cmax, (long long)s.n_local, (long long)f->part_max,
+                             (long long)s.fpdt_tokens, (long long)f->koff[f->u]);
   return a->be == DIST_CPU ? cpu_buffers(a, f, e) : fpdt_cuda_setup(a, e);
 }
 

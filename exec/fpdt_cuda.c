@@ -119,11 +119,10 @@ int fpdt_cuda_setup(struct dist_attn *a, sr_error *e) {
   s->plan_bytes += ws_plan_fixed_bytes(NULL, 0, a->masks, a->H);
   int rc;
   if ((rc = upload_positions(a, s, e)) || (rc = upload_indices(a, s, e)) || (rc = streams_events(a, s, e))) return rc;
+  // the chunk buffers by the simulator's arithmetic too (kernels/workspace.h): the largest chunk, this rank's
+  // largest part of one, every chunk's tokens
   ws_shape *sh = &s->shape;
-  sh->n_q = f->cmax, sh->n_local = f->part_max, sh->nh = a->nh, sh->nkv = a->nkv, sh->H = a->H, sh->d = a->d;
-  sh->U = a->U, sh->fpdt_tokens = f->koff[u], sh->fpdt_offload = f->offload;
-  for (int j = 0; a->U > 1 && j < a->U; j++)  // KV heads over the members (replicated heads once per member)
-    sh->ktot += a->h_lo[j + 1] > a->h_lo[j] ? a->kv_lo[a->U + j] - a->kv_lo[j] : 0;
+  if (ws_shape_of(a->p, a->c->rank, NULL, sh, e)) return e->code;
   if (ws_attach(sh, e)) return e->code;
   s->ws_joined = 1;
   return SR_OK;

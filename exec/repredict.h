@@ -1,12 +1,33 @@
-// repredict.h — logged training steps predicted again (`sparsering-exec repredict`, exec/cmd_repredict.c):
-// the plan and options `train --predict` used, rebuilt from the trainer's log, simulated on the calibrated
-// cluster of the run's call, with the step split as the trainer splits it.
+// repredict.h — logged runs predicted again (`sparsering-exec repredict`, exec/cmd_repredict.c): a layer run's plan
+// rebuilt from its summary line; a training step's plan and options `train --predict` used, rebuilt from the
+// trainer's log, simulated on the calibrated cluster of the run's call, with the step split as the trainer splits
+// it; and the memory a layer run measured against the simulator's (exec/repredict_memory.c).
 #ifndef SR_REPREDICT_H
 #define SR_REPREDICT_H
 
 #include <stdint.h>
 
 #include "plan/error.h"
+#include "plan/pattern.h"
+#include "plan/plan.h"
+
+// A layer run's summary line "attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, ...: fwd X ms bwd Y ms" (FPDT:
+// SCHEDULE "fpdt:CHUNK[+offload]").
+typedef struct {
+  char layout[64], schedule[32], pattern[512], model[128];
+  int world, layers;
+  int64_t seq;
+  double fwd_ms, bwd_ms;  // measured, per layer
+} attn_line;
+
+// Read a summary line; 0, or -1 when line is none.
+int repredict_parse_attn_line(const char *line, attn_line *out);
+// The run's plan and pattern: the line's plan with the manifest's flags (--skip-empty-sends, --fwd-runs,
+// --granularity, --inner, --ulysses, --seed, --search-every; --trace FILE relative to dir; moba's --inputs and
+// --data-seed, whose selection is recomputed) on the cluster file cal (or a shipped name) as W GPUs of one host.
+// Release both on success.
+int repredict_attn_plan(const char *dir, const char *cal, const char *flags, const attn_line *a, plan *p, pattern *pat,
+                        sr_error *e);
 
 typedef struct {
   char model[128], layout[64], schedule[32], pattern[512];
@@ -24,5 +45,12 @@ int repredict_parse_train_log(const char *text, train_rerun *r);
 // Simulate r's step on the cluster file (calibrated, r->world GPUs) with the manifest's flags
 // (--skip-empty-sends, --fwd-runs), as train --predict does; fills the predicted fields.
 int repredict_train_run(const char *cluster_path, const char *flags, train_rerun *r, sr_error *e);
+
+// `repredict --memory`: every log under root with both memory lines of `attn --predict` (the measured "memory per
+// GPU (largest rank)" and the simulator's "memory predicted"), each run of it predicted again by this build
+// (predict_attention_memory, sim/predict.h) on the plan its summary line and its manifest give (a log no manifest
+// lists: its line alone, on one host of W GPUs); prints the table (run, measured, the logged prediction, this one,
+// their errors; mean and max) and writes it as CSV to csv_path (NULL: none).
+int repredict_memory_table(const char *root, const char *csv_path, sr_error *e);
 
 #endif

@@ -47,10 +47,14 @@ int64_t sa_index_t_compact_dev_bytes(const tile_index_t *t) {
   return sa_index_t_count_bytes(t->heads, t->n_kvtiles, t->kv_cnt[(int64_t)t->heads * t->n_kvtiles], t->n_bar_keys, -1);
 }
 
+int64_t sa_bar_chunks_count_bytes(int64_t n_hchunks, int64_t n_hc_q, int64_t n_chunks, int32_t group) {
+  int64_t nh = n_hchunks, nc = n_chunks;
+  return 3 * arr(nh, 4) + arr(nh + 1, 8) + arr(n_hc_q, 4)                 // compute chunks
+         + 2 * arr(nc, 4) + arr(nc * 64, 4) + arr(nc * group * 64, 4);    // reduce chunks
+}
+
 int64_t sa_bar_chunks_dev_bytes(const sa_bar_chunks *c) {
-  int64_t nh = c->n_hchunks, nc = c->n_chunks;
-  return 3 * arr(nh, 4) + arr(nh + 1, 8) + arr(c->hc_q_cnt ? c->hc_q_cnt[nh] : 0, 4)  // compute chunks
-         + 2 * arr(nc, 4) + arr(nc * 64, 4) + arr(nc * c->group * 64, 4);             // reduce chunks
+  return sa_bar_chunks_count_bytes(c->n_hchunks, c->hc_q_cnt ? c->hc_q_cnt[c->n_hchunks] : 0, c->n_chunks, c->group);
 }
 
 int64_t sa_bar_scratch_bytes(const sa_bar_chunks *c, int32_t n_bar_keys) {

@@ -126,6 +126,9 @@ int64_t sa_index_t_count_bytes(int32_t heads, int64_t n_kvtiles, int64_t n_tiles
 int64_t sa_bar_cols_count_bytes(int32_t heads, int32_t world, int64_t n_cols);
 // Bytes of host bar chunks' arrays on the device (without the scratch).
 int64_t sa_bar_chunks_dev_bytes(const sa_bar_chunks *c);
+// The same from counts: n_hchunks compute chunks holding n_hc_q query tiles together, n_chunks reduce chunks of
+// `group` query heads a KV head.
+int64_t sa_bar_chunks_count_bytes(int64_t n_hchunks, int64_t n_hc_q, int64_t n_chunks, int32_t group);
 // Bytes of the bars' partial dK/dV scratch of chunks c over a transposed index of n_bar_keys keys.
 int64_t sa_bar_scratch_bytes(const sa_bar_chunks *c, int32_t n_bar_keys);
 // Bytes sa_gpu_masks_upload allocates for `heads` host masks (the head_mask array and every bit set).

@@ -65,6 +65,16 @@ int64_t layout_global(const layout *l, int rank, int64_t local);
 // Fill out[0..rank_count[rank]) with the global positions of rank's tokens in local order.
 void layout_positions(const layout *l, int rank, int64_t *out);
 
+// ---- views for the executor's attention (plan/layout_views.c) ---------------------------------------
+// The tokens of U consecutive ranks as one "rank" of a world of l->world / U groups, each group's tokens in its
+// ranks' order (the layout the ring runs on under ulysses and usp); release with layout_free.
+int layout_group_ranks(const layout *l, int U, layout *out, sr_error *e);
+// FPDT's chunks of `chunk` consecutive tokens as the "ranks" of a layout: "rank" i holds chunk i's tokens, rank 0's
+// part first, then rank 1's, ... (the order its all-to-all gathers them in); release with layout_free.
+int layout_chunks(const layout *l, int64_t chunk, layout *out, sr_error *e);
+// The most tokens rank holds of one chunk of `chunk` tokens (its runs ascending in global order, as FPDT needs).
+int64_t layout_chunk_part_max(const layout *l, int rank, int64_t chunk);
+
 // Parse "contiguous", "zigzag", "striped" (G from the caller), "striped:128", "striped1" (G = 1),
 // "permutation:PATH", "balanced" (built from a pattern: plan/balance.h); sets *g when the text gives G.
 int layout_parse_kind(const char *text, layout_kind *kind, int64_t *g, sr_error *e);

@@ -131,6 +131,28 @@ static int ulysses_heads(schedule *s, const model_config *m, int u, sr_error *e)
   return SR_OK;
 }
 
+int schedule_exec_ulysses(const schedule *s, int fpdt) {
+  if (fpdt || s->kind == SCHED_ULYSSES) return s->world;
+  return s->kind == SCHED_USP && s->ulysses > 0 ? s->ulysses : 1;
+}
+
+void schedule_head_split(int H, int Hkv, int U, int *h_lo, int *kv_lo, int *kv_hi) {
+  int gsz = H / Hkv;
+  if (U <= Hkv) {
+    for (int j = 0; j <= U; j++) h_lo[j] = (int)((int64_t)j * Hkv / U) * gsz;
+    for (int j = 0; j < U; j++) kv_lo[j] = h_lo[j] / gsz, kv_hi[j] = h_lo[j + 1] / gsz;
+    return;
+  }
+  for (int j = 0; j < U; j++) {
+    int k = (int)((int64_t)j * Hkv / U), m0 = j, mk = 0;
+    while (m0 > 0 && (int)((int64_t)(m0 - 1) * Hkv / U) == k) m0--;
+    for (int x = m0; x < U && (int)((int64_t)x * Hkv / U) == k; x++) mk++;
+    h_lo[j] = k * gsz + (j - m0) * gsz / mk;
+    kv_lo[j] = k, kv_hi[j] = k + 1;
+  }
+  h_lo[U] = H;
+}
+
 // ---------------------------------------------------------------------------------------------
 // building
 

@@ -103,6 +103,13 @@ static inline const ring_step *schedule_at(const schedule *s, int step, int rank
 int64_t schedule_kv_bytes(const model_config *m, int64_t tokens, int kv_heads, int bytes_per_elem);
 // Tokens of rank r's KV shard: its layout tokens (ring kinds) or its Ulysses group's (ulysses, usp).
 int64_t schedule_shard_tokens(const schedule *s, const layout *l, int rank);
+// The Ulysses degree U the executor runs a plan's attention at: every rank for ulysses and for FPDT (fpdt: the
+// plan has an FPDT chunk; Ulysses inside each chunk), schedule.ulysses for usp, 1 for the ring kinds.
+int schedule_exec_ulysses(const schedule *s, int fpdt);
+// Member j of a Ulysses group of U computes query heads [h_lo[j], h_lo[j+1]) with KV heads [kv_lo[j], kv_hi[j])
+// (h_lo [U + 1], kv_lo and kv_hi [U]): whole KV groups a member where U <= Hkv (so the kernels' GQA rule h / (nh /
+// nkv) holds), else each KV head replicated on the members that split its query heads.
+void schedule_head_split(int H, int Hkv, int U, int *h_lo, int *kv_lo, int *kv_hi);
 // Name of a link class ("none", "intra", "inter", "host").
 const char *link_class_name(link_class c);
 // Parse "ring", "double-ring", "ulysses", "usp".

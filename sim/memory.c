@@ -10,37 +10,17 @@ static double min2(double a, double b) { return a < b ? a : b; }
 
 // ---- FPDT's attention buffers --------------------------------------------------------------------
 
-// What one rank of FPDT's executor (exec/fpdt.c, exec/dist_workspace.h) holds besides the layer's tensors:
-// Ulysses over all W ranks inside a chunk, so a rank computes hr = H / W query heads and kvr KV heads (one
-// at least: replicated when W > KV) over a chunk's C tokens, and its KV heads over all N tokens.
-typedef struct {
-  double kv;        // KV of the chunks: resident [2, N, kvr, d] bf16 (W > 1), or with offload two fetch buffers
-                    // and (W > 1) two gathering buffers of a chunk
-  double dkv;       // fp32 dK/dV accumulators of every chunk (W > 1; one rank writes straight into dK, dV)
-  double chunk;     // a chunk's running output, LSE and D (fp32), and (W > 1) its gathered q, o, dO (bf16), dQ (fp32)
-  double host;      // with offload: every chunk's KV, bf16, pinned
-} fpdt_buffers;
-
-static fpdt_buffers fpdt_exec_buffers(const model_config *m, const mem_inputs *in) {
-  fpdt_buffers b = {0};
+// A chunk's running output, LSE and D (fp32) of one rank of FPDT (Ulysses over all W ranks inside a chunk: H / W
+// query heads over a chunk's C tokens), and (W > 1) its gathered q, o, dO (bf16) and dQ (fp32).
+static double fpdt_chunk_state(const model_config *m, const mem_inputs *in) {
   int W = in->world > 0 ? in->world : 1;
-  double d = (double)m->head_dim, N = (double)in->seq, C = min2((double)in->fpdt_chunk, N);
-  double hr = (double)m->num_heads / W, kvr = max2(1, (double)m->num_kv_heads / W);
-  double kv_all = 2 * N * kvr * d * 2, kv_chunk = 2 * C * kvr * d * 2;
-  if (in->fpdt_offload) {
-    b.kv = 2 * kv_chunk + (W > 1 ? 2 * kv_chunk : 0);
-    b.host = kv_all;
-  } else {
-    b.kv = W > 1 ? kv_all : 0;  // one rank reads K and V where they are
-  }
-  b.dkv = W > 1 ? 2 * kv_all : 0;
-  b.chunk = C * hr * (d + 2) * 4 + (W > 1 ? C * hr * d * (2 + 2 + 2 + 4) : 0);
-  return b;
+  double d = (double)m->head_dim, C = min2((double)in->fpdt_chunk, (double)in->seq), hr = (double)m->num_heads / W;
+  return C * hr * (d + 2) * 4 + (W > 1 ? C * hr * d * (2 + 2 + 2 + 4) : 0);
 }
 
 // ---- the step ------------------------------------------------------------------------------------
 
-void sim_mem_inputs(const plan *p, mem_inputs *mi) {
+int sim_mem_inputs(const plan *p, mem_inputs *mi, sr_error *e) {
   memset(mi, 0, sizeof *mi);
   mi->world = p->layout.world;
   mi->seq = p->layout.n_tokens;
@@ -57,6 +37,7 @@ void sim_mem_inputs(const plan *p, mem_inputs *mi) {
   mi->exec_trainer = strcmp(p->spec.trainer, "exec") == 0;
   mi->mlp_chunk = p->spec.mlp_chunk;
   mi->attention_only = p->spec.attention_only;
+  return mi->exec_trainer ? sim_exec_workspace(p, &mi->exec_workspace, &mi->exec_workspace_host, e) : SR_OK;
 }
 
 // Model state: mixed-precision AdamW (ZeRO paper, Rajbhandari et al. 2020, sec. 3.1): 2 bytes of bf16 weights,
@@ -128,7 +109,7 @@ static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_
     out->activations -= n * model_exec_offload_saved_per_token(m);
     out->host_activations = ranks_per_node * n * model_exec_offload_host_per_token(m);
   }
-  out->host_attn = in->fpdt_chunk > 0 ? ranks_per_node * fpdt_exec_buffers(m, in).host : 0;
+  out->host_attn = ranks_per_node * in->exec_workspace_host;
 }
 
 void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem_inputs *in, sim_memory *out) {
@@ -152,11 +133,10 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   // and one chunk (2K tokens) of fp32 logits plus their gradient for the chunked cross-entropy (sparsering-exec
   // train: bf16 logits, their gradient written in place).
   double ce = (n < SIM_CE_CHUNK ? n : SIM_CE_CHUNK) * (double)m->vocab_size * (in->exec_trainer ? 2 : 8);
-  double running = n * H * (d + 1) * 4;
-  if (in->fpdt_chunk > 0) {  // a chunk's running state; the exec trainer's KV chunks as its executor holds them
-    fpdt_buffers b = fpdt_exec_buffers(m, in);
-    if (in->exec_trainer) out->kv_buffers = b.kv + b.dkv;
-    running = b.chunk;
+  double running = in->fpdt_chunk > 0 ? fpdt_chunk_state(m, in) : n * H * (d + 1) * 4;
+  if (in->exec_trainer) {  // the executor's shared workspace holds the KV buffers and the running state
+    out->kv_buffers = 0;
+    running = in->exec_workspace;
   }
   out->workspace = running + ce + SIM_MEM_RESERVE + in->bars_bytes;
   if (in->attention_only) {
@@ -174,25 +154,4 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
   out->capacity = c->gpu.mem_gib * GIB;
   out->host_capacity = c->host_mem_gib * GIB;
   out->fits = out->total <= out->capacity && out->host_bytes <= out->host_capacity;
-}
-
-// ---- one attention layer ---------------------------------------------------------------------------
-
-void sim_attn_memory_estimate(const model_config *m, const mem_inputs *in, sim_attn_memory *out) {
-  double n = (double)in->tokens_per_rank, H = (double)m->num_heads, KV = (double)m->num_kv_heads;
-  double d = (double)m->head_dim;
-  // Q, O, dO bf16 and dQ fp32 [n, H, d]; K, V bf16 and dK, dV fp32 [n, KV, d]; LSE fp32 [H, n]
-  out->tensors = n * (H * d * (2 + 2 + 2 + 4) + KV * d * 2 * (2 + 4) + H * 4);
-  if (in->fpdt_chunk > 0) {
-    fpdt_buffers b = fpdt_exec_buffers(m, in);
-    out->buffers = b.kv + b.dkv + b.chunk;
-    out->host_bytes = b.host;
-  } else {  // the ring's: this rank's KV, two shards in flight (bf16) with two fp32 dK/dV partial sums going and two
-            // coming, one flush coming home, the running output and D
-    double shard = (double)in->kv_shard_tokens, kv_tok = 2 * KV * d;
-    out->buffers = n * kv_tok * 2 + 2 * shard * kv_tok * 2 + 4 * shard * kv_tok * 4 + n * kv_tok * 4 + n * H * (d + 1) * 4;
-    out->host_bytes = 0;
-  }
-  out->index_bytes = in->index_bytes;
-  out->total = out->tensors + out->buffers + out->index_bytes;
 }

@@ -8,8 +8,8 @@
 // allocator fragmentation. What lives in pinned host memory is counted per node (every rank of the node
 // together): the optimizer state with optimizer offload (ZeRO-Offload), the checkpoints with activation
 // offload, FPDT's offloaded chunks. With exec_trainer the model state and the activations are those
-// sparsering-exec train allocates (plan/model.h), and FPDT's buffers those of its executor
-// (exec/fpdt.c: the gathered KV chunks offloaded, dK/dV accumulated on the GPU).
+// sparsering-exec train allocates (plan/model.h), and the attention's buffers its executor's shared workspace
+// (kernels/workspace.h: the ring's or FPDT's buffers, the running output, the Ulysses side, the expanded bars).
 #ifndef SR_MEMORY_H
 #define SR_MEMORY_H
 
@@ -44,21 +44,19 @@ typedef struct {
   int64_t mlp_chunk;         // exec_trainer: its --mlp-chunk (0: the whole local sequence; MODEL_EXEC_MLP_AUTO)
   int attention_only;        // only the attention of a layer at a time (plan_spec.attention_only): no model
                              // state; q, k, v, o, dO, dQ of every layer's input; no logits
+  double exec_workspace;     // exec_trainer: the executor's shared attention workspace on its fullest rank but for
+                             // the index's terms (sim_exec_workspace), which bars_bytes adds
+  double exec_workspace_host;  // exec_trainer: its pinned host part a rank (FPDT's offloaded chunks)
 } mem_inputs;
 
-// The inputs a plan decides (every field but kv_shard_tokens and index_bytes, which the step's simulation finds).
-void sim_mem_inputs(const plan *p, mem_inputs *mi);
+// The inputs a plan decides (every field but kv_shard_tokens, index_bytes and bars_bytes, which the step's
+// simulation finds); fails only where the exec trainer's routes cannot be built.
+int sim_mem_inputs(const plan *p, mem_inputs *mi, sr_error *e);
+// sparsering-exec train's shared attention workspace (kernels/workspace.h, the arithmetic the executor allocates
+// by): the largest over the ranks of their shapes under p (ws_shape_of; the layer's routes as without skipping),
+// without the index's terms (expanded bars, the bars' scratch); device and pinned host bytes.
+int sim_exec_workspace(const plan *p, double *device, double *host, sr_error *e);
 // Fill out with the per-GPU and per-node host memory of one step and whether it fits.
 void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem_inputs *in, sim_memory *out);
-
-// The device and pinned host memory of one layer's distributed attention as `sparsering-exec attn` runs it
-// (what `attn --predict` prints beside the measured memory): the rank's Q, K, V, O, dO (bf16) and LSE, dQ,
-// dK, dV (fp32), the ring's or FPDT's buffers and the tile index; host: FPDT's offloaded KV chunks of the rank.
-typedef struct {
-  double tensors, buffers, index_bytes;  // device bytes
-  double total;                          // their sum
-  double host_bytes;                     // pinned host bytes of the rank
-} sim_attn_memory;
-void sim_attn_memory_estimate(const model_config *m, const mem_inputs *in, sim_attn_memory *out);
 
 #endif

@@ -98,12 +98,3 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   sim_timeline_free(&tl);
   return rc;
 }
-
-void predict_attention_memory(const plan *p, sim_attn_memory *out) {
-  mem_inputs mi;
-  sim_mem_inputs(p, &mi);
-  // a ring rank receives shards as large as the largest rank's (Ulysses and USP: their groups', not counted)
-  int ring = p->spec.fpdt_chunk == 0 && (p->schedule.kind == SCHED_RING || p->schedule.kind == SCHED_DOUBLE_RING);
-  mi.kv_shard_tokens = ring ? mi.tokens_per_rank : 0;
-  sim_attn_memory_estimate(&p->model, &mi, out);
-}

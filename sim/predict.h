@@ -6,6 +6,8 @@
 #ifndef SR_PREDICT_H
 #define SR_PREDICT_H
 
+#include <stddef.h>
+
 #include "plan/error.h"
 #include "plan/pattern.h"
 #include "plan/plan.h"
@@ -18,9 +20,19 @@
 // `layer`), backward placed right after forward as the executor runs them.
 int predict_attention(const plan *p, const pattern *pat, int layer, const char *csv_path, double *fwd_s, double *bwd_s,
                       sr_error *e);
-// The device and pinned host memory one layer's attention takes on the rank holding the most tokens, as
-// `sparsering-exec attn` holds it (sim/memory.h: the rank's tensors, the ring's or FPDT's buffers; the tile index
-// is not counted), for the memory the executor measures.
-void predict_attention_memory(const plan *p, sim_attn_memory *out);
+// The device and pinned host memory one layer's attention takes on the CUDA backend as `sparsering-exec attn` holds
+// it (sim/attn_memory.c), each item the largest over the ranks as the executor reports them: the rank's tensors
+// (ws_layer_tensor_bytes), the attention plan's own copies (tile indices, their transposes and bar chunks, masks,
+// positions: kernels/index_bytes.c on the pattern's counts) and the shared workspace (kernels/workspace.h, the
+// arithmetic the executor allocates by); pinned host memory: FPDT's offloaded chunks.
+typedef struct {
+  double tensors, plan, workspace;  // device bytes
+  double total;                     // their sum
+  double host_bytes;                // pinned host bytes of the rank
+} sim_attn_memory;
+int predict_attention_memory(const plan *p, const pattern *pat, int layer, sim_attn_memory *out, sr_error *e);
+// The prediction as `attn` prints it: "X GiB (the rank's tensors A, the attention plan B, the shared workspace C);
+// pinned host memory D" (sizes in GiB, MiB or KiB as the measured line has them).
+void predict_memory_text(const sim_attn_memory *m, char *out, size_t size);
 
 #endif

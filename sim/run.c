@@ -171,7 +171,10 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   r->n_tasks = x.n_tasks;
   // ---- memory ----
   mem_inputs mi;
-  sim_mem_inputs(p, &mi);
+  if ((rc = sim_mem_inputs(p, &mi, e))) {
+    ctx_free(&x);
+    return rc;
+  }
   mi.kv_shard_tokens = kv_shard > x.kv_shard_tokens ? kv_shard : x.kv_shard_tokens;
   mi.index_bytes = x.max_index_bytes;
   mi.bars_bytes = x.max_bars_bytes;

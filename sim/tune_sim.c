@@ -369,12 +369,14 @@ static double ring_lower_bound(const tune_sim *t, const plan *p, const struct ri
 
 // Memory cannot be below the memory model's figure with no tile index and, outside the ring kinds
 // (whose KV buffers hold a whole layout shard), no KV buffers: both only add (memory.c).
-static void memory_lower_bound(const model_config *m, const cluster_desc *c, const plan *p, sim_memory *out) {
+static int memory_lower_bound(const model_config *m, const cluster_desc *c, const plan *p, sim_memory *out,
+                              sr_error *e) {
   mem_inputs mi;
-  sim_mem_inputs(p, &mi);
+  if (sim_mem_inputs(p, &mi, e)) return e->code;
   int ring = p->spec.fpdt_chunk == 0 && (p->schedule.kind == SCHED_RING || p->schedule.kind == SCHED_DOUBLE_RING);
   mi.kv_shard_tokens = ring ? mi.tokens_per_rank : 0;
   sim_memory_estimate(m, c, &mi, out);
+  return SR_OK;
 }
 
 static int sim_bound(void *ctx, const tune_point *pt, tune_eval *out, sr_error *e) {
@@ -383,7 +385,10 @@ static int sim_bound(void *ctx, const tune_point *pt, tune_eval *out, sr_error *
   int invalid, rc = point_plan(t, pt, &p, out, &invalid, e);
   if (rc || invalid) return rc;
   sim_memory mem;
-  memory_lower_bound(&t->m, &t->c, &p, &mem);
+  if ((rc = memory_lower_bound(&t->m, &t->c, &p, &mem, e))) {
+    plan_free(&p);
+    return rc;
+  }
   out->lb_step_s = compute_lower_bound(t, &p);
   // Only for points that may fit: accounting a layout no simulated point uses would cost, not save.
   int ring = p.spec.fpdt_chunk == 0 && (p.schedule.kind == SCHED_RING || p.schedule.kind == SCHED_DOUBLE_RING);

@@ -148,3 +148,61 @@ TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {
   free(out);
   free(pred);
 }
+
+// `repredict --memory`: every run of a log holding both memory lines (a log no manifest lists too), its measured
+// items and the logged prediction read back, predicted again by this build as `predict` prints it; errors against
+// what was in use and against the items.
+TEST(repredict_memory_predicts_every_run_of_a_log_with_both_memory_lines_again) {
+  const char *dir = test_tmpdir();
+  char path[800], cmd[2400], *out = NULL, *csv = NULL;
+  snprintf(path, sizeof path, "%s/mem", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs", path);
+  CHECK_EQ_INT(system(cmd), 0);
+  // two runs in one log (each block ends with its summary line); a third line pair without a prediction is no run
+  snprintf(cmd, sizeof cmd, "%s/logs/two.log", path);
+  write_file(cmd,
+             "  memory per GPU (largest rank): 40.0 MiB in use after a layer (the rank's tensors 2.0 MiB, the attention "
+             "plan 1.0 MiB, the shared workspace 5.0 MiB); pinned host memory 0.0 KiB\n"
+             "  memory predicted (sim, a GPU's bf16 tensors): 4.0 MiB (the rank's tensors 2.0 MiB, attention buffers 2.0 "
+             "MiB; the tile index not counted); pinned host memory 0.0 KiB\n"
+             "attn contiguous | ring | dense: 2 ranks, tiny-test, seq 4096, 1 layer(s): fwd 1.000 ms bwd 2.000 ms per layer\n"
+             "  memory per GPU (largest rank): 50.0 MiB in use after a layer (the rank's tensors 2.0 MiB, the attention "
+             "plan 1.0 MiB, the shared workspace 5.0 MiB); pinned host memory 0.0 KiB\n"
+             "  memory predicted (sim, a GPU's bf16 tensors): 8.0 MiB (the rank's tensors 2.0 MiB, attention buffers 6.0 "
+             "MiB; the tile index not counted); pinned host memory 0.0 KiB\n"
+             "attn zigzag | ulysses | dense: 2 ranks, tiny-test, seq 4096, 1 layer(s): fwd 1.000 ms bwd 2.000 ms per layer\n"
+             "  memory per GPU (largest rank): 50.0 MiB in use after a layer (the rank's tensors 2.0 MiB, the attention "
+             "plan 1.0 MiB, the shared workspace 5.0 MiB); pinned host memory 0.0 KiB\n"
+             "attn zigzag | ring | dense: 2 ranks, tiny-test, seq 4096, 1 layer(s): fwd 1.000 ms bwd 2.000 ms per layer\n");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --memory --root %s --csv %s/m.csv", test_bin_dir(), path, path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "logs/two.log#1");
+  CHECK_STR_CONTAINS(out, "logs/two.log#2");
+  CHECK(strstr(out, "logs/two.log#3") == NULL);
+  CHECK_STR_CONTAINS(out, "error over every run (2)");
+  // the first run as `predict` sees the same plan (a log no manifest lists: one host of its 2 GPUs)
+  char *pred = NULL;
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model tiny-test --cluster h200-1x2 --seq 4096 --layout "
+           "contiguous --schedule ring --pattern dense", test_bin_dir());
+  CHECK_EQ_INT(test_run(cmd, &pred), 0);
+  sr_error e;
+  snprintf(cmd, sizeof cmd, "%s/m.csv", path);
+  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
+  const char *row = csv ? strstr(csv, "logs/two.log#1,") : NULL;
+  double used = 0, tensors = 0, plan = 0, shared = 0, before = 0, after = 0, at = 0, ap = 0, aw = 0, eb = 0, ea = 0;
+  CHECK(row && sscanf(strchr(row, ',') + 1, "%*d,%*d,%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf",
+                      &used, &tensors, &plan, &shared, &before, &after, &at, &ap, &aw, &eb, &ea) == 11);
+  CHECK_NEAR(used, 40.0 * 1048576, 1);
+  CHECK_NEAR(tensors + plan + shared, 8.0 * 1048576, 1);
+  CHECK_NEAR(before, 4.0 * 1048576, 1);
+  CHECK_NEAR(after, at + ap + aw, 1);
+  CHECK_NEAR(eb, (4.0 - 40.0) / 40.0, 1e-4);
+  CHECK_NEAR(ea, (after - used) / used, 1e-4);
+  // `predict` prints the same items (rounded as the measured line is)
+  char items[200];
+  snprintf(items, sizeof items, "the shared workspace %.1f MiB", aw / 1048576);
+  CHECK_STR_CONTAINS(pred, items);
+  free(pred);
+  free(csv);
+  free(out);
+}

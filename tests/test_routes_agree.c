@@ -105,7 +105,7 @@ static void exec_transfers(const plan *p, const pattern *pat, xfers *out, xfers 
   sr_error e;
   const layout *glay = &p->layout;
   if (U > 1) {
-    CHECK_EQ_INT(dist_group_layout(&p->layout, U, &group, &e), SR_OK);
+    CHECK_EQ_INT(layout_group_ranks(&p->layout, U, &group, &e), SR_OK);
     glay = &group;
   }
   for (int l = 0; l < pat->layers; l++) {
@@ -119,7 +119,7 @@ static void exec_transfers(const plan *p, const pattern *pat, xfers *out, xfers 
       for (int r = 0; r < W; r++) exec_rank(p, &a, l, backward, r, out, sends, recvs);
     ring_routes_free(&a.routes);
   }
-  if (U > 1) dist_group_layout_free(&group);
+  if (U > 1) layout_free(&group);
 }
 
 // Build the plan, run both sides, compare; returns the number of transfers (-1 on a setup failure).

@@ -1,9 +1,55 @@
-// dist_workspace.c — the sizing arithmetic of the CUDA backend's buffers (dist_workspace.h): plain C, so the
-// CPU tests check it; the shared allocation itself is dist_workspace_cuda.c.
-#include "exec/dist_workspace.h"
+// workspace.c — the sizes of the shared workspace's buffers and the shape of a rank's share under a plan
+// (workspace.h): the executor allocates by them (exec/dist_workspace_cuda.c) and the simulator predicts with them.
+#include "kernels/workspace.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/sparse_attn.h"
 #include "plan/util.h"
+
+// ---- a rank's shape under a plan -------------------------------------------------------------------
+
+int ws_shape_of(const plan *p, int rank, const ring_plan *ring, ws_shape *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  const layout *l = &p->layout;
+  int fpdt = p->spec.fpdt_chunk > 0, W = l->world;
+  int U = schedule_exec_ulysses(&p->schedule, fpdt), H = (int)p->model.num_heads, Hkv = (int)p->model.num_kv_heads;
+  if (U < 1 || W % U || rank < 0 || rank >= W)
+    return sr_input_error(e, NULL, "schedule.ulysses", "degree %d does not split %d ranks into groups", U, W);
+  int *h_lo = malloc(sizeof(int) * (size_t)(3 * U + 1));
+  if (!h_lo) return sr_internal_error(e, 0, "out of memory");
+  int *kv_lo = h_lo + U + 1, *kv_hi = kv_lo + U, g = rank / U, j = rank % U;
+  schedule_head_split(H, Hkv, U, h_lo, kv_lo, kv_hi);
+  out->nh = h_lo[j + 1] - h_lo[j];
+  out->nkv = out->nh > 0 ? kv_hi[j] - kv_lo[j] : 0;
+  for (int m = 0; U > 1 && m < U; m++)  // KV heads over the members (replicated heads once per member)
+    out->ktot += h_lo[m + 1] > h_lo[m] ? kv_hi[m] - kv_lo[m] : 0;
+  free(h_lo);
+  out->H = H, out->d = (int)p->model.head_dim, out->U = U;
+  if (fpdt) {  // Ulysses over every rank inside each chunk: a chunk's tokens gathered, this rank's part of one
+    out->n_q = sr_min64(p->spec.fpdt_chunk, l->n_tokens);
+    out->n_local = layout_chunk_part_max(l, rank, p->spec.fpdt_chunk);
+    out->fpdt_tokens = l->n_tokens, out->fpdt_offload = p->spec.fpdt_offload;
+    return SR_OK;
+  }
+  out->n_local = l->rank_count[rank];
+  for (int r = 0; r < W; r++) {  // group r / U holds the tokens of its U consecutive ranks
+    int64_t n = 0;
+    for (int m = r; r % U == 0 && m < r + U; m++) n += l->rank_count[m];
+    if (r / U == g && r % U == 0) out->n_q = n;
+    out->n_kmax = sr_max64(out->n_kmax, n);
+  }
+  int R = W / U;
+  for (int st = 0; ring && st < ring->n_steps; st++) {  // other members flushing this group's shard at one step
+    int n = 0;
+    for (int m = 0; m < R; m++)
+      n += m != g && ring->flush[(int64_t)st * R + m] && ring->src[(int64_t)st * R + m] == g;
+    out->max_flush = n > out->max_flush ? n : out->max_flush;
+  }
+  out->early = ring && ring->n_early > 0;
+  return SR_OK;
+}
 
 // ---- one plan's scratch --------------------------------------------------------------------------
 
@@ -82,6 +128,11 @@ int64_t ws_host_total_bytes(const ws_shape *s) {
   ws_buffer_bytes(s, b);
   for (int i = 0; i < WS_COUNT; i++) t += ws_is_host((ws_buffer)i) ? b[i] : 0;
   return t;
+}
+
+int64_t ws_layer_tensor_bytes(int64_t n, int H, int Hkv, int d) {
+  int64_t m = n > 0 ? n : 1, qn = m * H * d, kn = m * Hkv * d;
+  return (3 * qn + 2 * kn) * 2 + (m * H + qn + 2 * kn) * 4;
 }
 
 // ---- what a plan keeps -----------------------------------------------------------------------------
