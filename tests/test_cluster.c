@@ -271,6 +271,21 @@ TEST(cluster_derived_bar_efficiency_scales_with_hbm_over_peak) {
   CHECK_NEAR(h800.intra.gbps, 200, 0);  // NVLink of the H800: 400 GB/s both ways
 }
 
+// The bars' walk of the derived files (docs/models.md): the H200 reference's 10.1 us a step on every Hopper GPU (the
+// same SMs at the same clock), and on the A100 that time at its 1410 MHz boost clock against the H200's 1980.
+TEST(cluster_derived_bar_walk_is_the_h200s_on_hopper_and_clock_scaled_on_the_a100) {
+  const char *hopper[] = {"h200-1x2", "h200-1x8", "h100-1x8", "h100-8x8", "h800-1x8"};
+  sr_error e = {0};
+  for (int i = 0; i < 5; i++) {
+    cluster_desc c;
+    CHECK_EQ_INT(cluster_load(hopper[i], &c, &e), SR_OK);
+    CHECK_NEAR(c.gpu.bar_walk_us, 10.1, 0);
+  }
+  cluster_desc a100;
+  CHECK_EQ_INT(cluster_load("a100-4x8", &a100, &e), SR_OK);
+  CHECK_NEAR(a100.gpu.bar_walk_us, 10.1 * 1980 / 1410, 0.05);
+}
+
 TEST(cluster_denormal_or_overflowing_figures_are_refused_not_simulated_as_inf) {
   // 1e-320 GB/s made every transfer take infinite time (step time inf, then -nan, exit 0)
   cluster_desc c;
