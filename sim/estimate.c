@@ -52,7 +52,7 @@
 // The backward's gaps (32.5 / 11.8 and 35.7 / 11.2 ms) had been fitted the same way, as 16.9 ms + 1.9 ms a source
 // (16.24 + 1.64 once the passes were modelled). They were the bars' walk (sim/cost.h, cost_bar_walk): both layers'
 // attention sinks are bars in every query tile of a rank's 1024, so one step a backward walks 2048 64-row steps,
-// 20.7 ms at the 10.1-10.2 us their calibrations give (calib_bar_walk_fit), against gaps of 19.5 and 22.8 ms (+6%
+// 20.7 ms at the 10.1-10.2 us their calibrations give (calib_bar_walk_fit), against gaps of 19.5 and 22.8 ms (+4%
 // and -6% of their backwards): the walk replaces both constants. What remains is the transposes' pass below.
 #define EST_ONLINE_FWD_S 2.31e-3
 #define EST_ONLINE_FWD_SRC_S 1.12e-3
