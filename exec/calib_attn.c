@@ -13,26 +13,12 @@
 #include "plan/tiles.h"
 #include "plan/util.h"
 
-#if SR_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "kernels/sparse_attn.h"
-
 #define N_TOKENS 32768      // 256 query tiles
 #define PER_QTILE 8         // tile entries per query tile at size 1 (below the diagonal, so FULL is exact)
 #define BARS_PER_QTILE 256  // bar keys per query tile at size 1
 
-#define CK(call)                                                                                     \
-  do {                                                                                               \
-    cudaError_t r_ = (call);                                                                         \
-    if (r_ != cudaSuccess) {                                                                         \
-      rc = sr_internal_error(e, 0, "calibration: CUDA error %s at line %d", cudaGetErrorString(r_), __LINE__); \
-      goto done;                                                                                     \
-    }                                                                                                \
-  } while (0)
-
-// One-head index (it serves every head) with entries of one kind; *elems = computed (q, k) elements.
-static int synthetic_index(int kind, int size, tile_index *t, double *elems) {
+// The synthetic index of calib_attn.h (a one-head index that serves every head).
+int calib_attn_index(int kind, int size, tile_index *t, double *elems) {
   int nq = N_TOKENS / TILE, per = PER_QTILE * size, bars = BARS_PER_QTILE * size;
   memset(t, 0, sizeof *t);
   t->heads = 1, t->world = 1, t->q_rank = 0, t->n_qtiles = nq;
@@ -61,6 +47,21 @@ static int synthetic_index(int kind, int size, tile_index *t, double *elems) {
   return 0;
 }
 
+#if SR_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/sparse_attn.h"
+
+#define CK(call)                                                                                     \
+  do {                                                                                               \
+    cudaError_t r_ = (call);                                                                         \
+    if (r_ != cudaSuccess) {                                                                         \
+      rc = sr_internal_error(e, 0, "calibration: CUDA error %s at line %d", cudaGetErrorString(r_), __LINE__); \
+      goto done;                                                                                     \
+    }                                                                                                \
+  } while (0)
+
+
 int calib_attn_time(int phase, int kind, int size, int heads, int kv_heads, int head_dim, double *flops, double *seconds,
                     sr_error *e) {
   tile_index t;
@@ -75,7 +76,7 @@ int calib_attn_time(int phase, int kind, int size, int heads, int kv_heads, int 
   void *q = NULL, *k = NULL, *v = NULL, *dout = NULL, *o16 = NULL;
   float *o = NULL, *lse = NULL, *drow = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
   cudaEvent_t e0 = NULL, e1 = NULL;
-  if (synthetic_index(kind, size, &t, &elems) || !masks || !pos_h || !bits) {
+  if (calib_attn_index(kind, size, &t, &elems) || !masks || !pos_h || !bits) {
     rc = sr_internal_error(e, 0, "out of memory");
     goto done;
   }

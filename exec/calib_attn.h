@@ -1,9 +1,17 @@
 // calib_attn.h — timing the sparse attention kernels on synthetic tile indices with one kind of
-// entry (full tiles, partial tiles or bars), for calibration (calibrate.h). CUDA builds only.
+// entry (full tiles, partial tiles or bars), for calibration (calibrate.h). The timing needs a CUDA build; the
+// indices it times are plain host data (the bars' walk fit, exec/calib_walk.c, rebuilds them without a GPU).
 #ifndef SR_CALIB_ATTN_H
 #define SR_CALIB_ATTN_H
 
 #include "plan/error.h"
+#include "plan/tile_index.h"
+
+// The index calib_attn_time times: one head (it serves every head), 32K tokens (256 query tiles), entries of one
+// kind (0 full, 1 partial, 2 bar), `size` units a query tile (8 tiles, below the diagonal, or the 256 keys just
+// before the query tile); *elems the computed (q, k) elements of one head. Release its arrays with free(). -1 when
+// memory runs out.
+int calib_attn_index(int kind, int size, tile_index *t, double *elems);
 
 // Time of one kernel call of phase (0 forward, 1 backward) on tile kind (0 full, 1 partial, 2 bar)
 // over `size` units of work per query tile (8 tiles or 256 bars a unit), mean of 5 after 2 warm-ups,

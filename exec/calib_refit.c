@@ -125,6 +125,9 @@ int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, in
       *slope[p][k] = tflops / peak;
       *eff[p][k] = calib_sustained_rate(pt->flops[p][k], pt->seconds[p][k], pt->n[p][k]) / peak;
     }
+  if ((rc = calib_bar_walk_fit(path, pt->flops[1][2], pt->seconds[1][2], pt->n[1][2], heads, kv_heads, head_dim,
+                               cl->gpu.name, &cl->gpu.bar_walk_us, e)))
+    goto done;
   rc = refit_ring(pt, &slopes, cl, heads, kv_heads, head_dim, e);
 done:
   free(pt), free(names), free(text);

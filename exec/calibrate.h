@@ -47,6 +47,23 @@ int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbp
 // SXM and PCIe, H800, A100, A800; 0 and 0 when unknown.
 void calib_gpu_peaks(const char *name, double *peak_tflops, double *fp64_tflops);
 
+// SM count and shared memory an SM (KiB) of a GPU by its device name (datasheets: H100 SXM and PCIe, H200, H800,
+// A100, A800); 0 and 0 when unknown.
+void calib_gpu_sms(const char *name, int *sms, int *smem_kib);
+// CTAs of the backward's bar kernel (kernels/sparse_attn_bwd.cu) resident at once on the GPU named (SMs x how many
+// fit an SM's shared memory at head_dim); 0 when the GPU is not known.
+int calib_bar_walk_ctas(const char *gpu_name, int head_dim);
+// The calibration's bar backward call at `size` (calib_attn_index, kind bar): its FLOPs as calib_attn_time counts
+// them and the 64-row steps its bar chunks walk in all (kernels/bar_chunks.c: 2 a query tile of each chunk's union).
+int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, double *flops, double *steps, sr_error *e);
+// The bars' backward walk from n >= 2 timed bar backward calls (their logged FLOPs and seconds; file names them in
+// messages, NULL when they were just timed): the slope of time
+// over their walks' steps (calib_fit_rate) times the resident CTAs, in microseconds a CTA spends on one 64-row step
+// (gpu.bar_walk_us; exec/calib_walk.c says why it is an upper bound). 0 for a GPU not known here; input error when a
+// point's FLOPs match no size of the calibration's index for this head shape.
+int calib_bar_walk_fit(const char *file, const double *flops, const double *seconds, int n, int heads, int kv_heads,
+                       int head_dim, const char *gpu_name, double *walk_us, sr_error *e);
+
 #define CALIB_SIZES 3  // work sizes per (phase, kind) that the rate fit takes
 // Measured kernel efficiencies (fraction of peak_tflops), CUDA only.
 typedef struct {
@@ -99,9 +116,10 @@ int calib_ring_config_model(const gpu_desc *gpu, int i, int heads, int kv_heads,
 int calib_ring_fit(calib_ring *out, sr_error *e);
 
 // Calibrate again from the points a calibration logged (`calibrate --log`, CSV measure,amount,us[,us]): the
-// attention efficiencies by the current rule (calib_sustained_rate; GEMM, links, GPU identity kept from cl) and,
-// when the log holds ring rows, the ring-step costs as calibrate fits them (against the kernel time at the fits'
-// slopes). Input error naming the file when a (phase, kind) has fewer than 2 points.
+// attention efficiencies by the current rule (calib_sustained_rate; GEMM, links, GPU identity kept from cl), the
+// bars' backward walk (calib_bar_walk_fit, for the GPU cl names) and, when the log holds ring rows, the ring-step
+// costs as calibrate fits them (against the kernel time at the fits' slopes). Input error naming the file when a
+// (phase, kind) has fewer than 2 points.
 int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, int heads, int kv_heads, int head_dim,
                          sr_error *e);
 

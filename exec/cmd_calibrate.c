@@ -42,7 +42,8 @@ static const cli_flag calibrate_flags[] = {
     {"log", cli_out_file, NULL, "write every measured point as CSV"},
     {"refit", "CSV", NULL,
      "no measuring: calibrate again from an earlier calibration's --log under today's fitting rules (the attention "
-     "efficiencies and the ring steps; links, GEMM and GPU kept from --cluster, the file that calibration wrote)"},
+     "efficiencies, the bars' backward walk and the ring steps; links, GEMM and GPU kept from --cluster, the file that "
+     "calibration wrote)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage calibrate_usage = {
@@ -62,9 +63,13 @@ static int refit(cli_args *a, int heads, int kvh, int hd, const char *prog) {
     return sr_error_report(&e, prog);
   }
   free(csv);
+  // what the file said it was, less an earlier refit's note (a refit replaces it)
   char was[sizeof cl.calibration];
   snprintf(was, sizeof was, "%s", cl.calibration[0] ? cl.calibration : src);
-  snprintf(cl.calibration, sizeof cl.calibration, "%s; refitted from its log %s (sustained attention rates)", was, csv_path);
+  char *prev = strstr(was, "; refitted from its log ");
+  if (prev) *prev = 0;
+  snprintf(cl.calibration, sizeof cl.calibration, "%s; refitted from its log %s (sustained attention rates, the bars' walk)",
+           was, csv_path);
   const char *ph[2] = {"fwd", "bwd"};
   const double *ef[2][3] = {{&cl.gpu.eff_attn_fwd_full, &cl.gpu.eff_attn_fwd_partial, &cl.gpu.eff_attn_fwd_bar},
                             {&cl.gpu.eff_attn_bwd_full, &cl.gpu.eff_attn_bwd_partial, &cl.gpu.eff_attn_bwd_bar}};
@@ -74,6 +79,11 @@ static int refit(cli_args *a, int heads, int kvh, int hd, const char *prog) {
            *ef[p][1], *ef[p][2], cl.gpu.peak_tflops);
   printf("ring step beyond the kernel: fwd %.1f us + %.3f us a cell, bwd %.1f us + %.3f us a cell\n", cl.gpu.ring_step_us[0],
          cl.gpu.ring_cell_us[0], cl.gpu.ring_step_us[1], cl.gpu.ring_cell_us[1]);
+  if (cl.gpu.bar_walk_us > 0)
+    printf("bars' backward walk: %.2f us a CTA per 64-row step (%d resident CTAs)\n", cl.gpu.bar_walk_us,
+           calib_bar_walk_ctas(cl.gpu.name, hd));
+  else
+    printf("bars' backward walk: not modelled (%s is not a GPU known here)\n", cl.gpu.name);
   char *json = cluster_to_json(&cl);
   int rc = 0;
   if (!json || sr_write_atomic(out, json, strlen(json), &e)) rc = sr_error_report(&e, prog);
@@ -180,6 +190,13 @@ static int cmd_calibrate(int argc, char **argv) {
       for (int j = 0; j < 3; j++)
         for (int i = 0; i < CALIB_SIZES; i++)
           sr_buf_printf(&log, "attn_%s_%s,%.0f,%.3f\n", ph[p], kind[j], k.flops[p][j][i], k.seconds[p][j][i] * 1e6);
+    // The bars' backward walk: what one CTA of the bar kernel spends on a 64-row step (sim/cost.h, cost_bar_walk).
+    if (calib_bar_walk_fit(NULL, k.flops[1][2], k.seconds[1][2], CALIB_SIZES, (int)heads, (int)kvh, (int)hd, cl.gpu.name,
+                           &cl.gpu.bar_walk_us, &e))
+      fail(&c, &e);
+    if (c.rank == 0 && cl.gpu.bar_walk_us > 0)
+      printf("bars' backward walk: %.2f us a CTA per 64-row step (%d resident CTAs; the bar backward's slope over the "
+             "calls' chunk walks)\n", cl.gpu.bar_walk_us, calib_bar_walk_ctas(cl.gpu.name, (int)hd));
     // A layer split into the steps of a ring: what a step costs beyond its kernel's work (sim/cost.c).
     calib_ring rg;
     gpu_desc slopes = cl.gpu;  // the 32K-token ring steps run at the slopes' rates (calibrate.h)

@@ -71,7 +71,7 @@ static void gpu_defaults(gpu_desc *g) {
 static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error *e) {
   static const char *const known[] = {"name",          "peak_tflops", "fp64_tflops",   "fp8_tflops", "hbm_gbps",
                                       "mem_gib",       "efficiency",  "comm_slowdown", "ring_step",  "adaspa_search_ratio",
-                                      NULL};
+                                      "bar_walk_us",   NULL};
   static const char *const known_ring[] = {"fwd_us", "bwd_us", "fwd_cell_us", "bwd_cell_us", NULL};
   static const char *const known_eff[] = {"gemm", "attn_fwd_full", "attn_fwd_partial", "attn_fwd_bar", "attn_bwd_full",
                                           "attn_bwd_partial", "attn_bwd_bar", "mem", NULL};
@@ -112,6 +112,8 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
       return sr_input_error(e, file, "gpu.comm_slowdown", "%g is out of range [1, 10] (1 = no slowdown)", slow);
     g->comm_slowdown = slow;
   }
+  // optional: the bars' backward walk (written back only when given; absent: not modelled)
+  if ((rc = get_latency(gpu, "bar_walk_us", &g->bar_walk_us, file, "gpu", e))) return rc;
   const cJSON *ring = cJSON_GetObjectItemCaseSensitive(gpu, "ring_step");
   if (ring && !cJSON_IsNull(ring)) {
     if (!cJSON_IsObject(ring)) return sr_input_error(e, file, "gpu.ring_step", "expected an object");
@@ -286,6 +288,7 @@ char *cluster_to_json(const cluster_desc *c) {
     add_num(ring, "fwd_cell_us", g->ring_cell_us[0], &ok);
     add_num(ring, "bwd_cell_us", g->ring_cell_us[1], &ok);
   }
+  if (g->bar_walk_us > 0) add_num(gpu, "bar_walk_us", g->bar_walk_us, &ok);
   if (c->gpus_per_node > 1) {
     cJSON *intra = add_obj(root, "intra_node", &ok);
     add_num(intra, "gbps", c->intra.gbps, &ok);

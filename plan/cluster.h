@@ -29,6 +29,11 @@ typedef struct {
   double ring_cell_us[2];
   double adaspa_search_ratio;  // AdaSpa's LSE-cached block search as a share of one dense attention forward over
                                // the same keys (0: AdaSpa's reported 0.5; scripts/gpu/adaspa_run.sh measures it)
+  // The backward's bar kernel (kernels/sparse_attn_bwd.cu, sa_bwd_dkdv_kernel with BAR) runs one CTA per chunk of up
+  // to 64 bar keys of one head (kernels/bar_chunks.c), which walks the union of its keys' query tiles 64 rows at a
+  // time: the microseconds one CTA spends on one such 64-row chunk (sim/cost.h, cost_bar_walk; 0 = not modelled).
+  // Fitted by sparsering-exec calibrate from its bar backward points (exec/calib_walk.c).
+  double bar_walk_us;
 } gpu_desc;
 
 typedef struct {

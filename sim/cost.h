@@ -42,6 +42,24 @@ static inline double cost_attn_time(const cost_attn_rates *a, const work_count *
   if (w->bars) t += a->ratio * (double)w->bars * a->bar / a->bars;
   return t;
 }
+// The bars' share of cost_attn_time(a, w): seconds of w's bar entries at a's bar rate.
+static inline double cost_attn_bar_time(const cost_attn_rates *a, const work_count *w) {
+  return a->zero || !w->bars ? 0 : a->ratio * (double)w->bars * a->bar / a->bars;
+}
+// Seconds a backward call with bars takes beyond the work model (cost_attn_time charges its bars bar_s seconds): the
+// bar kernel (kernels/sparse_attn_bwd.cu, sa_bwd_dkdv_kernel with BAR) runs one CTA per chunk of up to 64 bar keys
+// of one head (kernels/bar_chunks.c), which walks every query tile any of its keys is listed in, 64 rows at a time;
+// the call lasts at least its longest walk. A vertical line is listed in every query tile after it, so the first
+// chunk of a head's keys walks nearly all the rank's q_tiles (measured on our vs-topp, vs-preset, vs-online and
+// window layers: 251-255 of 256 query tiles at 128K on 4 ranks, 1022 of 1024 and 479 of 512 at 256K and 128K on 2;
+// results/sim/2026-11-27-multi-gpu-step-predict): 2 q_tiles chunks of gpu.bar_walk_us each. Where the call has
+// enough chunks to fill the GPU the work model's time is the longer (a lower bound each: Graham 1969).
+// (Inline: costed for every rank and step of a layer.)
+static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, double q_tiles, double bar_s) {
+  if (!w->bars || !(g->bar_walk_us > 0)) return 0;
+  double walk = 2.0 * q_tiles * g->bar_walk_us * 1e-6;
+  return walk > bar_s ? walk - bar_s : 0;
+}
 // Forward attention FLOPs the kernels execute for a work count (tiles computed whole, bars).
 double cost_attn_exec_flops(const model_config *m, const work_count *w);
 // Seconds a ring step adds beyond its kernel's work (phase 0 forward, 1 backward): the fixed cost of a step

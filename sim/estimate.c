@@ -38,25 +38,24 @@
 #define EST_CONV_QH_S 30.65e-9
 #define EST_CONV_QHI_S 8.47e-12
 #define EST_H200_MEM_RATE (4800e9 * 0.85)
-// What an estimated pattern costs a pass beyond the estimation and conversion, fitted through the only two
+// What an estimated pattern costs a forward beyond the estimation and conversion, fitted through the only two
 // vs-online layers measured on H200 with the conversion modelled (results/exec/2026-11-22-h200x2-vs-online-
-// predicted-from-trace, 2 ranks at 256K: forward 16.2 ms measured / 10.9 predicted, backward 32.5 / 11.8;
-// results/exec/2026-11-22-h200x4-two-nodes, 4 ranks at 512K: 20.9 / 13.4 and 35.7 / 11.2): the gaps,
-// a + b x sources, give per forward 3.04 ms + 1.12 ms a source shard and per backward 16.9 ms + 1.9 ms a
-// source shard (the transposed index of the new estimate built on the GPU for every source in every
-// backward, kernels/transpose_gpu.cu, and the short kernels' fixed costs); exact through both points, so
-// not validated by them: the re-prediction table (sparsering-exec repredict) is the check. Per source the
-// ring steps' own fixed costs (cost_ring_step) are part of these while they are not calibrated. They are
-// charged to vs-online, the executor's own estimation, only: the stand-ins (vs-topp, vs-preset) of what-if
-// studies keep the estimation and conversion of MTraining, whose per-source costs on 32 or more ranks these
-// two points (2 and 4 sources) cannot tell. The attention call's own passes around its kernels, now modelled apart
-// (sim/exec_cost.c, exec_cost_attn_call), were part of both gaps: at both points' 128K tokens a rank of
-// Qwen2.5-3B on the H200 (4.08 TB/s) 0.73 ms a forward, 0.66 ms a backward and 0.26 ms a backward source, taken
-// out of the fit's 3.04, 1.12, 16.9 and 1.9 ms (the forward's per-source term holds none).
+// predicted-from-trace, 2 ranks at 256K: forward 16.2 ms measured / 10.9 predicted; results/exec/2026-11-22-h200x4-
+// two-nodes, 4 ranks at 512K: 20.9 / 13.4): the gaps, a + b x sources, give 3.04 ms + 1.12 ms a source shard; exact
+// through both points, so not validated by them: the re-prediction table (sparsering-exec repredict) is the check. Per
+// source the ring steps' own fixed costs (cost_ring_step) are part of these while they are not calibrated. They are
+// charged to vs-online, the executor's own estimation, only: the stand-ins (vs-topp, vs-preset) of what-if studies
+// keep the estimation and conversion of MTraining, whose per-source costs on 32 or more ranks these two points (2
+// and 4 sources) cannot tell. The attention call's own passes around its kernels, now modelled apart
+// (sim/exec_cost.c, exec_cost_attn_call), were part of both gaps: at both points' 128K tokens a rank of Qwen2.5-3B
+// on the H200 (4.08 TB/s) 0.73 ms a forward, taken out of the fixed 3.04 ms.
+// The backward's gaps (32.5 / 11.8 and 35.7 / 11.2 ms) had been fitted the same way, as 16.9 ms + 1.9 ms a source
+// (16.24 + 1.64 once the passes were modelled). They were the bars' walk (sim/cost.h, cost_bar_walk): both layers'
+// attention sinks are bars in every query tile of a rank's 1024, so one step a backward walks 2048 64-row steps,
+// 20.7 ms at the 10.1-10.2 us their calibrations give (calib_bar_walk_fit), against gaps of 19.5 and 22.8 ms (+4%
+// and -6% of their backwards): the walk replaces both constants. What remains is the transposes' pass below.
 #define EST_ONLINE_FWD_S 2.31e-3
 #define EST_ONLINE_FWD_SRC_S 1.12e-3
-#define EST_ONLINE_BWD_S 16.24e-3
-#define EST_ONLINE_BWD_SRC_S 1.64e-3
 // The first training step's attention plans built on the host when their layer comes: 13.5 ns a tile or
 // bar entry of the rank's plan (its index, transposes, bar chunks and upload), fitted to the one measured
 // first step (results/exec/2026-11-22-h200x4-two-nodes, call3: MTraining vs-topp:0.95 at 512K on 4 ranks,
@@ -136,11 +135,9 @@ double estimate_convert(const sim_ctx *x, int layer, int rank) {
   return conv + EST_ONLINE_FWD_S + EST_ONLINE_FWD_SRC_S * sources;
 }
 
-// The transposed index of the estimate: a memory-bound pass of 16 bytes an entry (as the index build) and
-// the fixed costs fitted above.
-double estimate_transpose(const sim_ctx *x, double entries, int sources) {
-  return EST_ONLINE_BWD_S + EST_ONLINE_BWD_SRC_S * sources + cost_mem(&x->c->gpu, 16.0 * entries);
-}
+// The transposed index of the estimate, built on the GPU in every backward (kernels/transpose_gpu.cu): a
+// memory-bound pass of 16 bytes an entry, as the index build.
+double estimate_transpose(const sim_ctx *x, double entries) { return cost_mem(&x->c->gpu, 16.0 * entries); }
 
 double estimate_plan_build(const sim_ctx *x, double entries) { return EST_PLAN_BUILD_ENTRY_S * entries; }
 

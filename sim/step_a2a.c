@@ -84,6 +84,11 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
         if (src < 0) continue;
         const work_count *c = &grp[(int64_t)g * R + src / U];
         double step = cost_ring_step(&x->c->gpu, bwd, cost_ring_cells(c, qt, s->hq));  // 0 unless calibrated
+        if (bwd) {  // a step with bars lasts at least its bar kernel's longest walk (cost_bar_walk)
+          cost_attn_rates rb;
+          cost_attn_rates_init(&x->c->gpu, x->m, 1, &rb);
+          step += cost_bar_walk(&x->c->gpu, c, qt, cost_attn_bar_time(&rb, c));
+        }
         s->comp[(int64_t)st * W + r] = (bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c)) + step;
       }
     }

@@ -92,9 +92,9 @@ double estimate_index_build(const sim_ctx *x, double entries);
 // Seconds to convert layer `layer`'s estimated indices to rank `rank`'s execution form on the GPU (online),
 // with the per-forward costs of an estimated pattern's steps (estimate.c).
 double estimate_convert(const sim_ctx *x, int layer, int rank);
-// Seconds a vs-online backward pass spends making the transposed index of the forward's estimate for
-// `sources` source shards, `entries` tile and bar entries, before its ring (the executor's estimation only).
-double estimate_transpose(const sim_ctx *x, double entries, int sources);
+// Seconds a vs-online backward pass spends making the transposed index of the forward's estimate, `entries` tile
+// and bar entries, before its ring (the executor's estimation only).
+double estimate_transpose(const sim_ctx *x, double entries);
 // Seconds to build one rank's attention plan (its execution form, transposes, upload) on the host from
 // `entries` tile and bar entries: the first training step's plans built when their layer comes.
 double estimate_plan_build(const sim_ctx *x, double entries);

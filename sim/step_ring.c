@@ -90,9 +90,12 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       double qt = k->q_tiles[r];
       k->w->fwd[(int64_t)st * W + r] =
           cf ? (float)(cost_attn_time(&k->rf, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
-      // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step)
+      // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step); a step with
+      // bars lasts at least its bar kernel's longest walk (cost_bar_walk)
       k->w->bwd[(int64_t)st * W + r] =
-          c ? (float)(cost_attn_time(&k->rb, c) + cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src]) : 0.f;
+          c ? (float)(cost_attn_time(&k->rb, c) + cost_bar_walk(g, c, qt, cost_attn_bar_time(&k->rb, c)) +
+                      cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
+            : 0.f;
     }
   return SR_OK;
 }
@@ -206,7 +209,6 @@ typedef struct {
   int search;          // pattern searched at chosen steps (AdaSpa's adaspa-online)
   ring_routes *routes; // [n_routes] the distinct routes of the layers (one unless shards are skipped)
   uint64_t **needs;    // [n_routes] the needs (layer_needs) each was built from, when shards are skipped
-  int *sources;        // [W] steps at which rank r computes on a shard (the schedule's)
   int n_routes;
 } ring_state;
 
@@ -356,9 +358,7 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
   if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_POST_BWD, layer, -1, NULL, x->a, e))) return rc;
   // vs-online (the executor's own estimation): the forward's estimate transposed for the backward, every pass.
   if (st->online && w->sparse && pattern_spec_estimation(x->p->spec.pattern) == PATTERN_ONLINE) {
-    for (int r = 0; r < W; r++) {
-      st->dur[r] = estimate_transpose(x, w->entries[r], st->sources[r]);
-    }
+    for (int r = 0; r < W; r++) st->dur[r] = estimate_transpose(x, w->entries[r]);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
@@ -413,9 +413,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   int32_t *kv_src = malloc((size_t)s->n_steps * W * sizeof *kv_src);
   st.comp = malloc((size_t)s->n_steps * W * sizeof *st.comp);
   st.dur = malloc((size_t)W * sizeof *st.dur);
-  st.sources = calloc((size_t)W, sizeof *st.sources);
   int n_distinct = 0;
-  if (!distinct || !of || !agg || !before || !kv_src || !st.comp || !st.dur || !st.sources) {
+  if (!distinct || !of || !agg || !before || !kv_src || !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
@@ -427,10 +426,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.search = how == PATTERN_SEARCHED && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
   for (int k = 0; k < s->n_steps; k++)
-    for (int r = 0; r < W; r++) {
-      kv_src[(int64_t)k * W + r] = schedule_at(s, k, r)->kv_src;
-      st.sources[r] += kv_src[(int64_t)k * W + r] >= 0;
-    }
+    for (int r = 0; r < W; r++) kv_src[(int64_t)k * W + r] = schedule_at(s, k, r)->kv_src;
   st.ring.log = x->transfers;
   // Account every layer; identical layers share their work.
   for (int l = 0; l < L; l++) {
@@ -545,6 +541,5 @@ done:
   free(kv_src);
   free(st.comp);
   free(st.dur);
-  free(st.sources);
   return rc;
 }

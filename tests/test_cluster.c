@@ -211,7 +211,7 @@ static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
          a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib &&
          x->ring_step_us[0] == y->ring_step_us[0] && x->ring_step_us[1] == y->ring_step_us[1] &&
          x->ring_cell_us[0] == y->ring_cell_us[0] && x->ring_cell_us[1] == y->ring_cell_us[1] &&
-         a->calibrated == b->calibrated && strcmp(a->calibration, b->calibration) == 0;
+         x->bar_walk_us == y->bar_walk_us && a->calibrated == b->calibrated && strcmp(a->calibration, b->calibration) == 0;
 }
 
 TEST(cluster_written_json_reads_back_identically) {
@@ -223,6 +223,7 @@ TEST(cluster_written_json_reads_back_identically) {
     CHECK_EQ_INT(cluster_load(names[i], &a, &e), SR_OK);
     a.gpu.eff_attn_fwd_bar = 0.123456789012345;  // a calibrated figure with many digits
     a.gpu.ring_step_us[1] = 12.5, a.gpu.ring_cell_us[0] = 0.0625;
+    a.gpu.bar_walk_us = 8.500146044253384;
     char *text = cluster_to_json(&a);
     CHECK(text != NULL);
     if (!text) continue;
@@ -270,6 +271,21 @@ TEST(cluster_derived_bar_efficiency_scales_with_hbm_over_peak) {
   CHECK_NEAR(h800.intra.gbps, 200, 0);  // NVLink of the H800: 400 GB/s both ways
 }
 
+// The bars' walk of the derived files (docs/models.md): the H200 reference's 10.1 us a step on every Hopper GPU (the
+// same SMs at the same clock), and on the A100 that time at its 1410 MHz boost clock against the H200's 1980.
+TEST(cluster_derived_bar_walk_is_the_h200s_on_hopper_and_clock_scaled_on_the_a100) {
+  const char *hopper[] = {"h200-1x2", "h200-1x8", "h100-1x8", "h100-8x8", "h800-1x8"};
+  sr_error e = {0};
+  for (int i = 0; i < 5; i++) {
+    cluster_desc c;
+    CHECK_EQ_INT(cluster_load(hopper[i], &c, &e), SR_OK);
+    CHECK_NEAR(c.gpu.bar_walk_us, 10.1, 0);
+  }
+  cluster_desc a100;
+  CHECK_EQ_INT(cluster_load("a100-4x8", &a100, &e), SR_OK);
+  CHECK_NEAR(a100.gpu.bar_walk_us, 10.1 * 1980 / 1410, 0.05);
+}
+
 TEST(cluster_denormal_or_overflowing_figures_are_refused_not_simulated_as_inf) {
   // 1e-320 GB/s made every transfer take infinite time (step time inf, then -nan, exit 0)
   cluster_desc c;
@@ -297,4 +313,22 @@ TEST(cluster_key_given_twice_is_refused) {
   const char *twice = "{\"nodes\": 2, \"nodes\": 4, \"gpus_per_node\": 8, " GPU_OK ", " INTRA_OK ", " INTER_OK ", " HOST_OK "}";
   CHECK_EQ_INT(parse(twice, &c, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "c.json: nodes: given twice");
+}
+
+// The bars' walk is optional (absent: not modelled, 0) and, like the other latencies, not negative.
+TEST(cluster_bar_walk_is_optional_and_not_negative) {
+  cluster_desc c;
+  sr_error e = {0};
+  const char *with = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"G\", \"peak_tflops\": 100, "
+                     "\"hbm_gbps\": 1000, \"mem_gib\": 40, \"bar_walk_us\": 8.5}, " HOST_OK "}";
+  CHECK_EQ_INT(cluster_from_json_text(with, "w.json", &c, &e), SR_OK);
+  CHECK(c.gpu.bar_walk_us == 8.5);
+  const char *without = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"G\", \"peak_tflops\": 100, "
+                        "\"hbm_gbps\": 1000, \"mem_gib\": 40}, " HOST_OK "}";
+  CHECK_EQ_INT(cluster_from_json_text(without, "wo.json", &c, &e), SR_OK);
+  CHECK(c.gpu.bar_walk_us == 0);
+  const char *neg = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"G\", \"peak_tflops\": 100, "
+                    "\"hbm_gbps\": 1000, \"mem_gib\": 40, \"bar_walk_us\": -1}, " HOST_OK "}";
+  CHECK_EQ_INT(cluster_from_json_text(neg, "neg.json", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "gpu.bar_walk_us");
 }

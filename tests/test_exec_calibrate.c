@@ -44,14 +44,18 @@ TEST(calib_sustained_rate_is_the_largest_calls_work_over_its_time_fixed_cost_inc
   CHECK(calib_sustained_rate(f, t, 0) == 0);
 }
 
-// A calibration log of 3 sizes a (phase, kind): slope 500 TFLOP/s (fwd) and 250 (bwd), 100 us fixed a call.
+// A calibration log of 3 sizes a (phase, kind): slope 500 TFLOP/s (fwd) and 250 (bwd), 100 us fixed a call; the bar
+// backward at the FLOPs its calls have (calib_bar_walk_shape: the refit fits the bars' walk over their chunks).
 static void log_attention(sr_buf *b) {
   const char *ph[2] = {"fwd", "bwd"}, *kind[3] = {"full", "partial", "bar"};
   sr_buf_printf(b, "measure,amount,us\np2p_intra,1024,95.0\n");
   for (int p = 0; p < 2; p++)
     for (int k = 0; k < 3; k++)
       for (int i = 1; i <= 4; i *= 2) {
-        double flops = i * 1e12, us = 100 + flops / (p ? 250e12 : 500e12) * 1e6;
+        double flops = i * 1e12, steps;
+        sr_error e = {0};
+        if (p == 1 && k == 2) calib_bar_walk_shape(i, 16, 2, 128, &flops, &steps, &e);
+        double us = 100 + flops / (p ? 250e12 : 500e12) * 1e6;
         sr_buf_printf(b, "attn_%s_%s,%.0f,%.3f\n", ph[p], kind[k], flops, us);
       }
 }
@@ -106,6 +110,64 @@ TEST(calib_refit_from_log_refuses_a_log_with_a_kind_timed_at_one_size) {
   CHECK_EQ_INT(calib_refit_from_log("old.csv", log, &c, 16, 2, 128, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "old.csv");
   CHECK_STR_CONTAINS(e.msg, "fwd full: 1 timed size");
+}
+
+// The calibration's bar index (calib_attn_index): query tile i holds the 256 s keys just before it. A chunk of 64
+// keys lies in one key tile t (510 chunks, keys 0 .. 32639) and its keys are listed in query tiles t + 1 .. t + 2 s
+// (up to the last, 255): min(2 s, 255 - t) tiles, two 64-row steps each. Per head 2 x 2 x sum over u = 1..255 of
+// min(2 s, u): 4 x 509, 4 x 1014, 4 x 2012 for s = 1, 2, 4; 16 heads.
+TEST(calib_bar_walk_shape_counts_the_steps_of_the_calibration_index_chunk_walks) {
+  double want[3] = {16 * 4 * 509.0, 16 * 4 * 1014.0, 16 * 4 * 2012.0};
+  for (int i = 0; i < 3; i++) {
+    double flops, steps;
+    sr_error e = {0};
+    CHECK_EQ_INT(calib_bar_walk_shape(1 << i, 16, 2, 128, &flops, &steps, &e), SR_OK);
+    CHECK_NEAR(steps, want[i], 0);
+  }
+}
+
+// 2 of the bar kernel's CTAs fit an H100's or H200's 228 KiB of shared memory (107,008 bytes of dynamic memory at
+// head_dim 128, 520 static, 1 KiB reserved), one an A100's 164 KiB: 264 and 108 resident; a GPU not known, none.
+TEST(calib_bar_walk_ctas_are_the_sms_times_what_fits_an_sms_shared_memory) {
+  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA H200", 128), 264);
+  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA H100 80GB HBM3", 128), 264);
+  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA A100-SXM4-80GB", 128), 108);
+  CHECK_EQ_INT(calib_bar_walk_ctas("Some Future GPU", 128), 0);
+}
+
+// Bar backward calls timed as 300 us + their walks' steps x 8.5 us / 264 CTAs: the fit gives back 8.5 us a step.
+TEST(calib_bar_walk_fit_recovers_a_ctas_time_a_step_from_the_calls_times) {
+  double flops[3], secs[3], walk;
+  sr_error e = {0};
+  for (int i = 0; i < 3; i++) {
+    double steps;
+    CHECK_EQ_INT(calib_bar_walk_shape(1 << i, 16, 2, 128, &flops[i], &steps, &e), SR_OK);
+    secs[i] = 300e-6 + steps * 8.5e-6 / 264;
+  }
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", &walk, &e), SR_OK);
+  CHECK_REL(walk, 8.5, 1e-9);
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "Some Future GPU", &walk, &e), SR_OK);
+  CHECK(walk == 0);  // not modelled
+  flops[1] = 1e12;  // no size of the calibration's index
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", &walk, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "cal.csv");
+}
+
+TEST(calib_refit_from_log_writes_the_bars_walk_of_the_logged_bar_backward) {
+  // the log's bar backward: 100 us + its FLOPs at 250 TFLOP/s (log_attention); the walk is that slope over the steps
+  sr_buf b = {0};
+  log_attention(&b);
+  cluster_desc c;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load("h200-1x2", &c, &e), SR_OK);
+  CHECK_EQ_INT(calib_refit_from_log("cal.csv", b.data, &c, 16, 2, 128, &e), SR_OK);
+  double f1, s1, f4, s4;
+  CHECK_EQ_INT(calib_bar_walk_shape(1, 16, 2, 128, &f1, &s1, &e), SR_OK);
+  CHECK_EQ_INT(calib_bar_walk_shape(4, 16, 2, 128, &f4, &s4, &e), SR_OK);
+  // the sizes' FLOPs and steps are nearly, not exactly, proportional (the first query tiles hold fewer keys): the
+  // least-squares slope over three points is within a percent of the first and last points' one
+  CHECK_REL(c.gpu.bar_walk_us, (f4 - f1) / 250e12 / (s4 - s1) * 264 * 1e6, 1e-2);
+  sr_buf_free(&b);
 }
 
 TEST(calib_gpu_peaks_come_from_the_datasheets_by_device_name) {

@@ -40,6 +40,44 @@ TEST(sim_cost_attention_charges_each_tile_kind_at_its_efficiency) {
   CHECK_REL(cost_attn_exec_flops(&m, &w3), 2 * 4194304.0, 1e-12);
 }
 
+// The backward's bar kernel walks each chunk's query tiles 64 rows at a time, two steps a tile: a call with bars lasts
+// at least 2 x q_tiles steps of gpu.bar_walk_us. With 256 query tiles and 10 us a step that is 5.12 ms; the work
+// model's bar time given is taken off, the rest is what the call adds.
+TEST(sim_cost_a_backward_call_with_bars_lasts_at_least_its_longest_walk) {
+  gpu_desc g = test_gpu();
+  g.bar_walk_us = 10;
+  work_count w = {0, 0, 100, 0, 0};
+  CHECK_REL(cost_bar_walk(&g, &w, 256, 0.12e-3), 5.12e-3 - 0.12e-3, 1e-12);
+}
+
+TEST(sim_cost_a_call_whose_bars_outlast_the_walk_keeps_the_work_models_time) {
+  gpu_desc g = test_gpu();
+  g.bar_walk_us = 10;
+  work_count w = {0, 0, 1000000, 0, 0};
+  CHECK(cost_bar_walk(&g, &w, 256, 6e-3) == 0);  // 6 ms of bars against a 5.12 ms walk
+}
+
+TEST(sim_cost_no_bars_or_no_calibrated_walk_add_nothing) {
+  gpu_desc g = test_gpu();
+  work_count tiles = {10, 10, 0, 0, 0}, bars = {0, 0, 100, 0, 0};
+  g.bar_walk_us = 10;
+  CHECK(cost_bar_walk(&g, &tiles, 256, 0) == 0);  // the bar kernel does not run
+  g.bar_walk_us = 0;
+  CHECK(cost_bar_walk(&g, &bars, 256, 0) == 0);  // not modelled
+}
+
+TEST(sim_cost_the_bars_share_of_a_call_is_their_entries_at_the_bar_rate) {
+  gpu_desc g = test_gpu();
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.head_dim = 128;
+  cost_attn_rates rb;
+  cost_attn_rates_init(&g, &m, 1, &rb);
+  // ten bars backward: 2.5 x 10 x 4 x 128 x 128 FLOPs at a tenth of 1e14 FLOP/s; the full tile beside them is not theirs
+  work_count w = {1, 0, 10, 0, 0};
+  CHECK_REL(cost_attn_bar_time(&rb, &w), 2.5 * 10 * 65536.0 / 0.1e14, 1e-12);
+}
+
 TEST(sim_cost_gemm_and_memory_bound_ops_follow_the_roofline) {
   gpu_desc g = test_gpu();
   CHECK_REL(cost_gemm(&g, 1e12), 1e12 / 0.5e14, 1e-12);

@@ -594,6 +594,44 @@ TEST(sim_ring_step_costs_add_a_fixed_and_a_per_cell_time_to_each_step) {
   CHECK_REL(t[1] - t[0], 2 * (10 + 32 + 20 + 64) * 1e-6, 1e-5);
 }
 
+// The bars' walk (cost_bar_walk): on one GPU each layer's backward is one call over the rank's 16 query tiles; the
+// window pattern's 4 sinks are bars in the query tiles past the window, so the call's bar kernel walks 16 tiles, 32
+// steps of 64 rows. With a walk far longer than the bars' work (1 and 2 ms a step) a layer's backward grows by 32 ms
+// for each further millisecond a step: 2 layers, 64 ms. A dense layer has no bars and no walk.
+static double walk_step_time(const char *pattern, double walk_us) {
+  char path[700], text[2048];
+  snprintf(path, sizeof path, "%s/walk.json", test_tmpdir());
+  snprintf(text, sizeof text,
+           "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
+           " \"mem_gib\": 40, \"bar_walk_us\": %g}, \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
+           walk_us);
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+  plan_spec s;
+  plan_spec_defaults(&s);
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, "dense-ring", &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", path);
+  snprintf(s.pattern, sizeof s.pattern, "%s", pattern);
+  s.seq = 16 * 128;
+  s.attention_only = 1;
+  plan p;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  sim_result r;
+  CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+  plan_free(&p);
+  return r.step_s;
+}
+
+TEST(sim_bar_walk_makes_a_backward_with_bars_last_its_longest_walk) {
+  // (a step's seconds are kept as floats: 7 digits)
+  CHECK_REL(walk_step_time("window:4:512", 2000) - walk_step_time("window:4:512", 1000), 2 * 32 * 1e-3, 1e-6);
+}
+
+TEST(sim_bar_walk_leaves_a_layer_without_bars_alone) {
+  CHECK(walk_step_time("dense", 2000) == walk_step_time("dense", 0));
+}
+
 // One GPU, tiny-test, vs-like:4:256:32 over 4096 contiguous tokens: the step's time with the plans of the
 // last first_step_plans layers built in the step, and (when entries is not NULL) the tile and bar entries
 // of every layer by the planner's accounting.

@@ -1,0 +1,89 @@
+// calib_walk.c — the bars' backward walk (calibrate.h, calib_bar_walk_fit; sim/cost.h, cost_bar_walk) from the
+// bar backward points a calibration times. The backward's bar kernel (kernels/sparse_attn_bwd.cu,
+// sa_bwd_dkdv_kernel<D, 4, true>) runs one CTA per compute chunk of up to 64 bar keys of one query head
+// (kernels/bar_chunks.c), and each CTA walks the union of its keys' query tiles, 64 rows a step. The calibration's
+// bar calls (exec/calib_attn.c) have 8,160 such chunks, far more than a GPU holds at once, so their time grows with
+// the walks' total steps at the rate of every resident CTA together: the slope of time over those steps, times the
+// CTAs resident at once, is what one CTA spends on a step. That slope also carries the growth of the call's other
+// bar kernels (the bars' dQ, the reduce), whose work grows with the same sizes, so the figure is an upper bound.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/calib_attn.h"
+#include "exec/calibrate.h"
+#include "kernels/sparse_attn.h"
+#include "plan/model.h"
+#include "plan/tiles.h"
+
+#define WALK_TOKENS 32768  // calib_attn_index's length
+#define WALK_MAX_SIZE 64   // sizes tried when matching a logged point (the calibration times 1, 2 and 4)
+
+// NVIDIA's datasheets and tuning guides: H100 SXM, H200, H800 132 SMs, H100 PCIe 114, each with 228 KiB of
+// shared memory an SM (Hopper Tuning Guide); A100 and A800 108 SMs with 164 KiB (Ampere Tuning Guide).
+void calib_gpu_sms(const char *name, int *sms, int *smem_kib) {
+  *sms = *smem_kib = 0;
+  if (strstr(name, "H100") && strstr(name, "PCIe")) *sms = 114, *smem_kib = 228;
+  else if (strstr(name, "H100") || strstr(name, "H200") || strstr(name, "H800")) *sms = 132, *smem_kib = 228;
+  else if (strstr(name, "A100") || strstr(name, "A800")) *sms = 108, *smem_kib = 164;
+}
+
+// The bar kernel's shared memory a CTA (kernels/sparse_attn_bwd.cu, bwd_launch's bar_smem: K, V, two buffers of Q
+// and dO of 64 rows at d + 8 bf16 columns, the rows' positions, LSE, D and listed flags; s_cum and s_beg static),
+// plus the 1 KiB the runtime reserves a block since sm_80 (CUDA C++ Programming Guide, "Shared Memory").
+static double bar_cta_smem(int head_dim) {
+  double S = head_dim + 8;
+  return (2.0 * 64 + 4.0 * 64) * S * 2 + 2.0 * 64 * (8 + 4 + 4) + 2.0 * 64 * 4 + (33 + 32) * 8 + 1024;
+}
+
+int calib_bar_walk_ctas(const char *gpu_name, int head_dim) {
+  int sms, smem_kib;
+  calib_gpu_sms(gpu_name, &sms, &smem_kib);
+  return sms * (int)floor(smem_kib * 1024.0 / bar_cta_smem(head_dim));
+}
+
+int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, double *flops, double *steps, sr_error *e) {
+  tile_index t;
+  tile_index_t tt;
+  sa_bar_chunks bc;
+  double elems = 0;
+  memset(&tt, 0, sizeof tt), memset(&bc, 0, sizeof bc);
+  int rc = calib_attn_index(2, size, &t, &elems) ? sr_internal_error(e, 0, "out of memory") : SR_OK;
+  if (!rc) rc = tiles_transpose(&t, 0, WALK_TOKENS, &tt, e);
+  if (!rc) rc = sa_bar_chunks_build(&tt, heads, kv_heads, &bc, e);
+  if (!rc) {
+    // as calib_attn_time counts the call's FLOPs
+    *flops = elems * 4.0 * head_dim * heads * MODEL_ATTN_BWD_RATIO;
+    *steps = 0;
+    for (int c = 0; c < bc.n_hchunks; c++) *steps += 2.0 * (double)(bc.hc_q_cnt[c + 1] - bc.hc_q_cnt[c]);
+  }
+  sa_bar_chunks_free(&bc);
+  if (tt.kv_cnt || tt.bar_q_cnt) tiles_transpose_free(&tt);
+  free(t.tile_cnt), free(t.bar_cnt), free(t.tile_idx), free(t.tile_kind), free(t.bar_idx);
+  return rc;
+}
+
+int calib_bar_walk_fit(const char *file, const double *flops, const double *seconds, int n, int heads, int kv_heads,
+                       int head_dim, const char *gpu_name, double *walk_us, sr_error *e) {
+  *walk_us = 0;
+  int ctas = calib_bar_walk_ctas(gpu_name, head_dim);
+  if (ctas <= 0) return SR_OK;  // a GPU not known here: the walk stays unmodelled
+  double steps[16], secs[16];
+  if (n < 2 || n > 16) return sr_input_error(e, file, "attn_bwd_bar", "%d timed sizes: the walk's fit takes 2 to 16", n);
+  for (int i = 0; i < n; i++) {
+    int found = 0;
+    for (int size = 1; size <= WALK_MAX_SIZE && !found; size *= 2) {
+      double f, s;
+      int rc = calib_bar_walk_shape(size, heads, kv_heads, head_dim, &f, &s, e);
+      if (rc) return rc;
+      if (fabs(f - flops[i]) <= 1e-9 * f + 0.5) steps[i] = s, secs[i] = seconds[i], found = 1;
+    }
+    if (!found)
+      return sr_input_error(e, file, "attn_bwd_bar", "%.0f FLOPs: no size of the calibration's bar index for %d/%d heads, "
+                            "head_dim %d", flops[i], heads, kv_heads, head_dim);
+  }
+  double rate, fixed_us;  // steps a second of every resident CTA together, and the fixed time a call
+  if (calib_fit_rate(steps, secs, n, &rate, &fixed_us, e)) return e->code;
+  *walk_us = ctas / (rate * 1e12) * 1e6;
+  return SR_OK;
+}
