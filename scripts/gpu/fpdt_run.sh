@@ -25,7 +25,9 @@
 #   q3b512 the Qwen2.5-3B shape at 512K tokens, FPDT with --offload-activations, Q512_STEPS steps (default 1; limit
 #          Q512_LIMIT seconds, default 560; an
 #          H200: about 6 minutes a step), --predict
-# Run from the repository root: bash scripts/gpu/fpdt_run.sh [STAGES]   (STAGES: any of check attn train q3b mlpchunk q3b512;
+#   mt512  the same shape and length with MTraining (vs-topp:0.95) and --offload-activations (issue 23's other 512K
+#          run; simulated about 101 s a step and 123 GiB on an H200), Q512_STEPS steps, limit Q512_LIMIT, --predict
+# Run from the repository root: bash scripts/gpu/fpdt_run.sh [STAGES]   (STAGES: any of check attn train q3b mlpchunk q3b512 mt512;
 # default "check attn train"). A prebuilt bin/sparsering-exec is used when it runs here (carry .devdeps and
 # .gpu-exec-mpi), else it is built (nvcc, sm_90a).
 set -o pipefail
@@ -106,6 +108,12 @@ if [[ " $STAGES " == *" q3b512 "* ]]; then
   log "(q3b512) the Qwen2.5-3B shape at 512K tokens on one GPU: FPDT with --offload-activations, ${Q512_STEPS:-1} step(s)"
   step train-q3b-512k "${Q512_LIMIT:-560}" train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 512K --strategy fpdt \
     --offload-activations --steps "${Q512_STEPS:-1}" --loss all --predict --csv "$W/csv/q3b-512k.csv"
+fi
+
+if [[ " $STAGES " == *" mt512 "* ]]; then
+  log "(mt512) the Qwen2.5-3B shape at 512K tokens on one GPU: MTraining with --offload-activations, ${Q512_STEPS:-1} step(s)"
+  step train-mt-512k "${Q512_LIMIT:-560}" train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 512K --strategy mtraining \
+    --offload-activations --steps "${Q512_STEPS:-1}" --loss all --predict --csv "$W/csv/mt-512k.csv"
 fi
 
 tar czf "$OUT/logs.tgz" -C "$W" . 2>/dev/null
