@@ -154,7 +154,7 @@ int fpdt_setup(struct dist_attn *a, sr_error *e) {
   // the CUDA set-up sizes the chunk buffers by kernels/workspace.h (as the simulator does): it must see these chunks
   ws_shape s;
   if ((rc = ws_shape_of(p, a->c->rank, NULL, &s, e))) return rc;
-  if (s.n_q != f->cmax || s.n_local != f->part_max || s.fpdt_tokens != f->koff[f->u] || s.nh != a->nh || s.nkv != a->nkv)
+  if (s.n_q != f->cmax || s.n_local != f->part_max || s.fpdt_tokens != f->koff[f->u])
     return sr_internal_error(e, 0, "rank %d: FPDT's workspace shape (kernels/workspace.c) disagrees with its chunks: "
                              "chunk %lld vs %lld, part %lld vs %lld, tokens %lld vs %lld", a->c->rank, (long long)s.n_q,
                              (long long)f->cmax, (long long)s.n_local, (long long)f->part_max,
