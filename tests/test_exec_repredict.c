@@ -14,19 +14,31 @@ static void write_file(const char *path, const char *text) {
   CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
 }
 
+// A run folder DIR/NAME with its logs/ and cal.json: a one-host calibration of 2 H200s.
+static void run_folder(const char *name, char *path, size_t n) {
+  char cmd[1024];
+  snprintf(path, n, "%s/%s", test_tmpdir(), name);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs", path);
+  CHECK_EQ_INT(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/cal.json", path);
+  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
+             " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_bwd_full\": 0.2,"
+             " \"attn_bwd_partial\": 0.1}}, \"intra_node\": {\"gbps\": 350, \"latency_us\": 80},"
+             " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+}
+
+// The predicted forward and backward ms of `predict`'s output: 1 when found.
+static int predicted_ms(const char *out, double *fwd, double *bwd) {
+  const char *at = out ? strstr(out, ") fwd ") : NULL;
+  return at && sscanf(at, ") fwd %lf ms bwd %lf ms", fwd, bwd) == 2;
+}
+
 TEST(repredict_predicts_each_listed_run_as_predict_does_and_names_what_it_cannot) {
   const char *dir = test_tmpdir();
   char path[800], cmd[2400], *out = NULL, *pred = NULL;
-  snprintf(path, sizeof path, "%s/run", dir);
-  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs", path);
-  CHECK_EQ_INT(system(cmd), 0);
   // A one-host calibration of 2 GPUs; the logs: a dense zigzag ring on 2 ranks measured at 2 + 5 ms, and a
   // vs-online run whose estimated pattern was not kept.
-  snprintf(cmd, sizeof cmd, "%s/cal.json", path);
-  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
-                  " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_bwd_full\": 0.2,"
-                  " \"attn_bwd_partial\": 0.1}}, \"intra_node\": {\"gbps\": 350, \"latency_us\": 80},"
-                  " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+  run_folder("run", path, sizeof path);
   snprintf(cmd, sizeof cmd, "%s/logs/a_zigzag.log", path);
   write_file(cmd, "  layer 0: fwd 2.000 ms, bwd 5.000 ms\n"
                   "attn zigzag | ring | dense: 2 ranks, qwen2.5-0.5b, seq 16384, 1 layer(s): fwd 2.000 ms bwd 5.000 ms per layer; sent 0 B\n");
@@ -45,8 +57,7 @@ TEST(repredict_predicts_each_listed_run_as_predict_does_and_names_what_it_cannot
            "--schedule ring --pattern dense --skip-empty-sends", test_bin_dir(), path);
   CHECK_EQ_INT(test_run(cmd, &pred), 0);
   double pf = 0, pb = 0;
-  const char *at = pred ? strstr(pred, ") fwd ") : NULL;
-  CHECK(at && sscanf(at, ") fwd %lf ms bwd %lf ms", &pf, &pb) == 2);
+  CHECK(predicted_ms(pred, &pf, &pb));
   char *csv = NULL;
   sr_error e;
   snprintf(cmd, sizeof cmd, "%s/t.csv", dir);
@@ -104,16 +115,8 @@ TEST(repredict_simulates_a_logged_training_step_as_train_predict_did) {
 // attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and
 // the offload back and predicts what `predict --strategy fpdt` predicts for the same run.
 TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {
-  const char *dir = test_tmpdir();
   char path[800], cmd[2400], *out = NULL, *pred = NULL;
-  snprintf(path, sizeof path, "%s/frun", dir);
-  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs", path);
-  CHECK_EQ_INT(system(cmd), 0);
-  snprintf(cmd, sizeof cmd, "%s/cal.json", path);
-  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
-                  " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_bwd_full\": 0.2,"
-                  " \"attn_bwd_partial\": 0.1}}, \"intra_node\": {\"gbps\": 350, \"latency_us\": 80},"
-                  " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+  run_folder("frun", path, sizeof path);
   snprintf(cmd, sizeof cmd, "%s/logs/f.log", path);
   write_file(cmd, "attn contiguous | fpdt:4K+offload | dense: 2 ranks, qwen2.5-0.5b, seq 16384, 1 layer(s): fwd 2.000 ms bwd "
                   "5.000 ms per layer; sent 0 B\n");
@@ -130,8 +133,8 @@ TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {
   sr_error e;
   snprintf(cmd, sizeof cmd, "%s/f.csv", path);
   CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
-  const char *at = pred ? strstr(pred, ") fwd ") : NULL, *row = csv ? strstr(csv, "logs/f.log,") : NULL;
-  CHECK(at && sscanf(at, ") fwd %lf ms bwd %lf ms", &pf, &pb) == 2);
+  const char *row = csv ? strstr(csv, "logs/f.log,") : NULL;
+  CHECK(predicted_ms(pred, &pf, &pb));
   CHECK(row && sscanf(row, "logs/f.log,%*d,%*d,%*[^,],%*[^,],%*[^,],%*f,%*f,%lf,%lf", &rf, &rb) == 2);
   free(csv);
   CHECK_NEAR(rf, pf, 1e-3);
@@ -142,8 +145,7 @@ TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {
            test_bin_dir(), path);
   CHECK_EQ_INT(test_run(cmd, &pred), 0);
   double uf = 0, ub = 0;
-  at = pred ? strstr(pred, ") fwd ") : NULL;
-  CHECK(at && sscanf(at, ") fwd %lf ms bwd %lf ms", &uf, &ub) == 2);
+  CHECK(predicted_ms(pred, &uf, &ub));
   CHECK(uf + ub != rf + rb);
   free(out);
   free(pred);

@@ -560,35 +560,44 @@ TEST(sim_attention_only_survives_the_plan_file) {
   free(out);
 }
 
+// One GPU's attention-only step of tiny-test over 16 query tiles (the dense ring's plan with `pattern`) on a cluster
+// file of `cluster_json` written to NAME in the test's folder.
+static double one_gpu_step(const char *name, const char *cluster_json, const char *pattern) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/%s", test_tmpdir(), name);
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, cluster_json, strlen(cluster_json), &e), SR_OK);
+  plan_spec s;
+  plan_spec_defaults(&s);
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, "dense-ring", &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", path);
+  if (pattern) snprintf(s.pattern, sizeof s.pattern, "%s", pattern);
+  s.seq = 16 * 128;
+  s.attention_only = 1;
+  plan p;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  sim_result r;
+  CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+  plan_free(&p);
+  return r.step_s;
+}
+
 // Ring-step costs beyond the kernel's work (cost_ring_step): on one GPU a layer's attention is one step
 // forward and one backward, each adding its fixed time and its time per (query tile, head) cell; dense
 // causal over 16 tiles and 4 heads runs 16 x 4 = 64 cells.
 TEST(sim_ring_step_costs_add_a_fixed_and_a_per_cell_time_to_each_step) {
   double t[2];
   for (int k = 0; k < 2; k++) {
-    char path[700], text[2048];
-    snprintf(path, sizeof path, "%s/ring%d.json", test_tmpdir(), k);
+    char name[32], text[2048];
+    snprintf(name, sizeof name, "ring%d.json", k);
     snprintf(text, sizeof text,
              "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
              " \"mem_gib\": 40, \"efficiency\": {\"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_bwd_full\": 0.5,"
              " \"attn_bwd_partial\": 0.5}%s},"
              " \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
              k ? ", \"ring_step\": {\"fwd_us\": 10, \"bwd_us\": 20, \"fwd_cell_us\": 0.5, \"bwd_cell_us\": 1}" : "");
-    sr_error e;
-    CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
-    plan_spec s;
-    plan_spec_defaults(&s);
-    CHECK_EQ_INT(plan_spec_apply_strategy(&s, "dense-ring", &e), SR_OK);
-    snprintf(s.model, sizeof s.model, "tiny-test");
-    snprintf(s.cluster, sizeof s.cluster, "%s", path);
-    s.seq = 16 * 128;
-    s.attention_only = 1;
-    plan p;
-    CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
-    sim_result r;
-    CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
-    t[k] = r.step_s;
-    plan_free(&p);
+    t[k] = one_gpu_step(name, text, NULL);
   }
   // 2 layers x ((10 + 64 x 0.5) + (20 + 64 x 1)) us
   CHECK_REL(t[1] - t[0], 2 * (10 + 32 + 20 + 64) * 1e-6, 1e-5);
@@ -599,28 +608,12 @@ TEST(sim_ring_step_costs_add_a_fixed_and_a_per_cell_time_to_each_step) {
 // steps of 64 rows. With a walk far longer than the bars' work (1 and 2 ms a step) a layer's backward grows by 32 ms
 // for each further millisecond a step: 2 layers, 64 ms. A dense layer has no bars and no walk.
 static double walk_step_time(const char *pattern, double walk_us) {
-  char path[700], text[2048];
-  snprintf(path, sizeof path, "%s/walk.json", test_tmpdir());
+  char text[2048];
   snprintf(text, sizeof text,
            "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
            " \"mem_gib\": 40, \"bar_walk_us\": %g}, \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
            walk_us);
-  sr_error e;
-  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
-  plan_spec s;
-  plan_spec_defaults(&s);
-  CHECK_EQ_INT(plan_spec_apply_strategy(&s, "dense-ring", &e), SR_OK);
-  snprintf(s.model, sizeof s.model, "tiny-test");
-  snprintf(s.cluster, sizeof s.cluster, "%s", path);
-  snprintf(s.pattern, sizeof s.pattern, "%s", pattern);
-  s.seq = 16 * 128;
-  s.attention_only = 1;
-  plan p;
-  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
-  sim_result r;
-  CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
-  plan_free(&p);
-  return r.step_s;
+  return one_gpu_step("walk.json", text, pattern);
 }
 
 TEST(sim_bar_walk_makes_a_backward_with_bars_last_its_longest_walk) {

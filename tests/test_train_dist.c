@@ -9,35 +9,17 @@
 #include "tests/test.h"
 #include "traces/trace.h"
 
-// Run training on `world` ranks; fills loss[0..steps) from the CSV; returns the exit status.
+// Run training on `world` ranks (the fox text of tests/mpi_fixture.h); fills loss[0..steps) from the CSV; returns the
+// exit status.
 static int train_losses(int world, const char *layout, const char *pattern, int steps, double *loss, const char *extra) {
-  const char *dir = test_tmpdir();
-  char csv[700], text[700], cmd[4096];
-  const char *cluster = mpi_h200_cluster(world);
-  snprintf(text, sizeof text, "%s/fox.txt", dir);
-  snprintf(csv, sizeof csv, "%s/train-%d-%s-%s%s.csv", dir, world, layout, pattern, *extra ? "-x" : "");
-  snprintf(cmd, sizeof cmd, "for i in 1 2 3 4 5 6 7 8; do printf 'the quick brown fox jumps over the lazy dog %%d. ' $i; done > %s",
-           text);
-  CHECK_EQ_INT(test_run(cmd, NULL), 0);
-  snprintf(cmd, sizeof cmd,
-           MPI_ENV "mpirun --oversubscribe -np %d %s/sparsering-exec train --model tiny-test --cluster %s --seq 90 "
-           "--layout %s --schedule ring --pattern %s --data %s --steps %d --lr 3e-3 --csv %s --quiet %s",
-           world, test_bin_dir(), cluster, layout, pattern, text, steps, csv, extra);
-  char *out = NULL;
-  int rc = test_run(cmd, &out);
-  if (rc != 0) test_fail(__FILE__, __LINE__, "exit %d: %.2000s", rc, out ? out : "");
-  free(out);
-  FILE *f = fopen(csv, "r");
-  if (!f) return -1;
-  char line[1024];
-  int n = 0;
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "run,", 4) == 0) continue;
-    char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
-    if (c2 && n < steps) loss[n++] = strtod(c2 + 1, NULL);
+  char flags[1024], rows[8][64] = {{0}};
+  if (steps > 8) {
+    test_fail(__FILE__, __LINE__, "train_losses holds 8 steps, asked for %d", steps);
+    return -1;
   }
-  fclose(f);
-  CHECK_EQ_INT(n, steps);
+  snprintf(flags, sizeof flags, "--layout %s --schedule ring --pattern %s %s", layout, pattern, extra);
+  int rc = train_fox_columns(world, "tiny-test", flags, steps, 1, &rows[0][0], sizeof rows[0]);
+  for (int i = 0; i < steps; i++) loss[i] = strtod(rows[i], NULL);
   return rc;
 }
 
