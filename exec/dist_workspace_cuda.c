@@ -42,10 +42,16 @@ int ws_attach(const ws_shape *s, sr_error *e) {
       if (r == cudaSuccess) ws.have[i] = need[i];
       else ws.buf[i] = NULL;
     }
-    if (r != cudaSuccess)
+    if (r != cudaSuccess) {
+      size_t free_b = 0, total_b = 0;
+      cudaGetLastError();  // the failed allocation's error is reported here, not by the next call
+      cudaMemGetInfo(&free_b, &total_b);
       rc = sr_internal_error(e, 0, "shared attention workspace (%.2f GiB of device and %.2f GiB of pinned host memory "
-                             "for this plan): CUDA error %s", (double)ws_total_bytes(s) / (1 << 30),
-                             (double)ws_host_total_bytes(s) / (1 << 30), cudaGetErrorString(r));
+                             "for this plan): CUDA error %s (the device had %.2f of %.2f GiB free; lower the plans kept "
+                             "or built ahead: --attn-cache, --attn-prefetch)", (double)ws_total_bytes(s) / (1 << 30),
+                             (double)ws_host_total_bytes(s) / (1 << 30), cudaGetErrorString(r),
+                             (double)free_b / (1 << 30), (double)total_b / (1 << 30));
+    }
   }
   if (rc == SR_OK) ws.plans++;
   pthread_rwlock_unlock(&ws_use);

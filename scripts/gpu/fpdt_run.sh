@@ -26,7 +26,8 @@
 #          Q512_LIMIT seconds, default 560; an
 #          H200: about 6 minutes a step), --predict
 #   mt512  the same shape and length with MTraining (vs-topp:0.95) and --offload-activations (issue 23's other 512K
-#          run; simulated about 101 s a step and 123 GiB on an H200), Q512_STEPS steps, limit Q512_LIMIT, --predict
+#          run; simulated about 101 s a step and 128 GiB on an H200), Q512_STEPS steps, limit Q512_LIMIT, --predict;
+#          MT512_FLAGS adds trainer flags (e.g. "--attn-cache 1 --attn-prefetch 1")
 # Run from the repository root: bash scripts/gpu/fpdt_run.sh [STAGES]   (STAGES: any of check attn train q3b mlpchunk q3b512 mt512;
 # default "check attn train"). A prebuilt bin/sparsering-exec is used when it runs here (carry .devdeps and
 # .gpu-exec-mpi), else it is built (nvcc, sm_90a).
@@ -113,7 +114,7 @@ fi
 if [[ " $STAGES " == *" mt512 "* ]]; then
   log "(mt512) the Qwen2.5-3B shape at 512K tokens on one GPU: MTraining with --offload-activations, ${Q512_STEPS:-1} step(s)"
   step train-mt-512k "${Q512_LIMIT:-560}" train --backend cuda --model qwen2.5-3b --cluster "$CL" --seq 512K --strategy mtraining \
-    --offload-activations --steps "${Q512_STEPS:-1}" --loss all --predict --csv "$W/csv/mt-512k.csv"
+    --offload-activations --steps "${Q512_STEPS:-1}" --loss all --predict --csv "$W/csv/mt-512k.csv" $MT512_FLAGS
 fi
 
 tar czf "$OUT/logs.tgz" -C "$W" . 2>/dev/null
