@@ -10,6 +10,8 @@
 
 #include "exec/dist_workspace.h"
 
+#include "exec/dist_attn.h"
+
 #if SR_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -47,10 +49,12 @@ int ws_attach(const ws_shape *s, sr_error *e) {
       cudaGetLastError();  // the failed allocation's error is reported here, not by the next call
       cudaMemGetInfo(&free_b, &total_b);
       rc = sr_internal_error(e, 0, "shared attention workspace (%.2f GiB of device and %.2f GiB of pinned host memory "
-                             "for this plan): CUDA error %s (the device had %.2f of %.2f GiB free; lower the plans kept "
-                             "or built ahead: --attn-cache, --attn-prefetch)", (double)ws_total_bytes(s) / (1 << 30),
+                             "for this plan): CUDA error %s (the device had %.2f of %.2f GiB free, %.2f of them held by "
+                             "the GPU index builder; lower the plans kept or built ahead: --attn-cache, --attn-prefetch, "
+                             "or build on the host: --index-build cpu)", (double)ws_total_bytes(s) / (1 << 30),
                              (double)ws_host_total_bytes(s) / (1 << 30), cudaGetErrorString(r),
-                             (double)free_b / (1 << 30), (double)total_b / (1 << 30));
+                             (double)free_b / (1 << 30), (double)total_b / (1 << 30),
+                             (double)dist_attn_builder_bytes() / (1 << 30));
     }
   }
   if (rc == SR_OK) ws.plans++;
