@@ -23,8 +23,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYOUTS = ["contiguous", "zigzag", "striped:128", "balanced", "tile-bound"]
 GOAL = 1.05  # issue 25: worker and step imbalance of the balanced layout
 RANKS = [8, 32, 64]
-# Where each shipped trace comes from (traces/samples/README.md): none is a recording of a trained model.
+# Where each shipped trace comes from (traces/samples/README.md): two record a model we trained, the rest are
+# synthetic or hand-written.
 ORIGIN = {
+    "tiny25m-trained-vs-online-p0.9-32k": "recorded: tiny-25m trained 1500 steps at 32K on the Debian documentation corpus, "
+                                          "vs-online:0.9 on held-out text (results/traces/2026-11-27-h200-tiny25m-trained-trace)",
+    "tiny25m-trained-vs-online-p0.5-32k": "recorded: the same model, vs-online:0.5",
     "tiny25m-vs-topp-32k": "generator vs-topp:0.9 (synthetic, no model)",
     "tiny25m-dense-32k": "generator dense (synthetic, no model)",
     "tiny25m-block-16k": "generator block:0.1 (synthetic, no model)",
@@ -65,6 +69,15 @@ def table(name, rows):
     n = len(judged)
     within = sum(1 for r in judged if abs(float(r["rel_diff"])) <= 0.10)
     return "\n".join(out), within, n, worst
+
+
+def placement(stats):
+    """Markdown: the statistics that place the work (density, vertical lines, slash offsets), recorded beside fitted."""
+    out = ["| statistic | recorded | fitted | fitted / recorded |", "|---|---:|---:|---:|"]
+    for fig, (rec, fit) in stats.items():
+        ratio = f"{fit / rec - 1:+.1%}" if rec else "-"
+        out.append(f"| {fig} | {rec:.6g} | {fit:.6g} | {ratio} |")
+    return "\n".join(out)
 
 
 def verdict(name, rows):
@@ -124,7 +137,7 @@ def main():
         dens = stats.get("density", (0, 0))
         sections.append(f"### {name}\n\n{ORIGIN.get(name, '(see traces/samples/README.md)')}; density "
                         f"{dens[0]:.3f}% recorded, {dens[1]:.3f}% fitted. Fitted within 10% on {within} of {n} "
-                        f"imbalance figures (largest difference {100 * worst:.1f}%).\n\n{md}\n")
+                        f"imbalance figures (largest difference {100 * worst:.1f}%).\n\n{placement(stats)}\n\n{md}\n")
         for cluster, w in CLUSTERS:
             s, cs = replay_step(a.bin, rel, cluster, "striped")
             b, cb = replay_step(a.bin, rel, cluster, "balanced")
@@ -150,9 +163,10 @@ def main():
   for the recorded step 0 and for the generator fitted to the trace (`vs-fit:PATH`, drawn at the same length, seed 1);
   then MTraining's simulated step (`replay --no-estimate`, mean over the recorded steps) on striped:128 and on the
   balanced layout (dealt by recorded step 0; replay keeps striped:128 when it simulates step 0 faster, and says so).
-- **Caveat**: none of these traces records a trained model. Three come from the planner's own generators and one from
-  a hand-written MInference-style config with synthesised positions; the fit reproduces them, and the balanced layout
-  is measured on them. Traces of a model with real structure need the GPU (docs/traces.md, "Recorded models").
+- **Caveat**: two traces (`tiny25m-trained-*`) record a model we trained (tiny-25m, 22.7M parameters, 1500 steps at
+  32K tokens; the trainer's online vertical-slash estimate, not the exact top-p pattern; docs/traces.md, "Recorded
+  models"). The others come from the planner's own generators and a hand-written MInference-style config with
+  synthesised positions; the fit reproduces those, and the balanced layout is measured on all of them.
 - **Files**: `fit-NAME.txt` (the `trace fit` output), `fit-NAME.csv` (figure,layout,ranks,recorded,fitted,rel_diff),
   `replay.csv`.
 

@@ -16,9 +16,13 @@
 #include "tests/tiles_fixture.h"
 #include "traces/trace.h"
 
-static const char *const shipped[] = {"tiny25m-vs-topp-32k", "tiny25m-dense-32k", "tiny25m-block-16k",
-                                      "tiny-test-minference-8k"};
-#define N_SHIPPED 4
+static const char *const shipped[] = {"tiny25m-vs-topp-32k",
+                                      "tiny25m-dense-32k",
+                                      "tiny25m-block-16k",
+                                      "tiny-test-minference-8k",
+                                      "tiny25m-trained-vs-online-p0.9-32k",
+                                      "tiny25m-trained-vs-online-p0.5-32k"};
+#define N_SHIPPED 6
 
 static pattern shipped_step0(const char *name) {
   char path[256];

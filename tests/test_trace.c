@@ -412,7 +412,8 @@ TEST(trace_stats_give_density_and_jaccard_drift_per_head) {
 // The shipped samples stay readable: every step of every trace under traces/samples/ passes the reader.
 TEST(trace_shipped_samples_read_cleanly) {
   sr_error e;
-  const char *names[] = {"tiny25m-vs-topp-32k", "tiny25m-dense-32k", "tiny25m-block-16k", "tiny-test-minference-8k"};
+  const char *names[] = {"tiny25m-vs-topp-32k", "tiny25m-dense-32k", "tiny25m-block-16k", "tiny-test-minference-8k",
+                         "tiny25m-trained-vs-online-p0.9-32k", "tiny25m-trained-vs-online-p0.5-32k"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char path[256];
     snprintf(path, sizeof path, "traces/samples/%s.safetensors", names[i]);
@@ -425,6 +426,57 @@ TEST(trace_shipped_samples_read_cleanly) {
     }
     trace_close(&t);
   }
+}
+
+// The shipped recording of a model we trained (traces/samples/README.md) has the structure it is shipped for.
+// The same recording of the untrained model keeps 21-25% of the pairs in every head of every layer (its estimate
+// at the cap of 4096 verticals and 4096 slashes a head), its heads alike. The trained model's layers keep under
+// 30% (layers 1-7 under 5%), the heads of layers 1-7 differ at least twofold, and the last two layers' diagonals
+// hold their mass near the query: an even spread of diagonal mass over 32K tokens puts 0.8% below offset 128.
+TEST(trained_sample_is_sparse_with_unlike_heads_and_local_last_layers) {
+  sr_error e;
+  trace_file t;
+  REQUIRE_OK(trace_open("traces/samples/tiny25m-trained-vs-online-p0.9-32k.safetensors", &t, &e));
+  CHECK(strcmp(t.info.model, "tiny-25m") == 0);
+  CHECK(strcmp(t.info.source, "executor") == 0);
+  CHECK_STR_CONTAINS(t.info.origin, "vs-online:0.9");
+  CHECK_EQ_INT(t.info.seq_len, 32768);
+  enum { LAYERS = 8, HEADS = 8 };  // tiny-25m
+  if (t.info.layers != LAYERS || t.info.heads != HEADS) {
+    test_fail(__FILE__, __LINE__, "%d layers x %d heads, not tiny-25m's 8 x 8", t.info.layers, t.info.heads);
+    trace_close(&t);
+    return;
+  }
+  trace_head_stats *st = NULL;
+  int64_t m = 0;
+  REQUIRE_OK(trace_stats(&t, &st, &m, &e));
+  // per layer, over its heads and steps (as `trace stats` prints it): the mean density and each head's
+  double head[LAYERS][HEADS] = {{0}};
+  for (int64_t i = 0; i < m; i++) {
+    CHECK_EQ_INT(st[i].kind, TRACE_KIND_VS);
+    head[st[i].layer][st[i].head] += st[i].density / t.info.steps;
+  }
+  for (int layer = 0; layer < LAYERS; layer++) {
+    double sum = 0, lo = 1, hi = 0;
+    for (int h = 0; h < HEADS; h++) {
+      sum += head[layer][h];
+      lo = head[layer][h] < lo ? head[layer][h] : lo;
+      hi = head[layer][h] > hi ? head[layer][h] : hi;
+    }
+    if (!(sum / HEADS < (layer == 0 ? 0.30 : 0.05)) || (layer > 0 && !(hi > 2 * lo)))
+      test_fail(__FILE__, __LINE__, "layer %d: density %.4f (heads %.4f to %.4f)", layer, sum / HEADS, lo, hi);
+  }
+  free(st);
+  pattern p;
+  REQUIRE_OK(trace_read_step(&t, 0, &p, &e));
+  for (int layer = 6; layer < 8; layer++) {
+    trace_position_stats pos;
+    REQUIRE_OK(trace_positions(&p, layer, &pos, &e));
+    if (!(pos.slash_local > 0.25))
+      test_fail(__FILE__, __LINE__, "layer %d: %.4f of the diagonal mass below offset 128", layer, pos.slash_local);
+  }
+  pattern_free(&p);
+  trace_close(&t);
 }
 
 // "trace:PATH" gives the recorded step; other sources go to the planner's generators.

@@ -194,14 +194,16 @@ TEST(a_plan_takes_a_fitted_pattern_and_a_layout_balanced_by_it) {
 }
 
 // The goal of the fit: on every shipped trace, each worker and step imbalance of contiguous, zigzag,
-// striped:128 and balanced at 8, 32 and 64 ranks within 10% of the recording's.
+// striped:128 and balanced at 8, 32 and 64 ranks within 10% of the recording's. Not held by the trained
+// model's top-p 0.5 recording, whose fit misses zigzag's step imbalance at 64 ranks by 10.3%
+// (results/traces/2026-11-27-balance-table-trained), so that trace is not listed.
 TEST(fitted_imbalance_is_within_ten_percent_of_each_shipped_trace) {
   static const char *const names[] = {"tiny25m-vs-topp-32k", "tiny25m-dense-32k", "tiny25m-block-16k",
-                                      "tiny-test-minference-8k"};
+                                      "tiny-test-minference-8k", "tiny25m-trained-vs-online-p0.9-32k"};
   static const char *const layouts[] = {"contiguous", "zigzag", "striped:128", "balanced"};
   const int ranks[] = {8, 32, 64};
   sr_error e;
-  for (int i = 0; i < 4; i++) {
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char path[256];
     snprintf(path, sizeof path, "traces/samples/%s.safetensors", names[i]);
     trace_file t;
