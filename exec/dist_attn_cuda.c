@@ -323,7 +323,8 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   int64_t row = (int64_t)a->nkv * a->d;
   CUDA_TRY((cudaError_t)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a)));
   CUDA_TRY((cudaError_t)dist_cuda_fill(lse, -INFINITY, a->n_q * a->nh, CS(a)));
-  // moba (U == 1): this forward's selection replaces the plan's device copies first (online_gate_cuda.c)
+  // moba with the host gate (U == 1): this forward's selection replaces the plan's device copies first
+  // (online_gate_cuda.c)
   if (a->gate_cpu && !a->gate_gpu && gate_cuda_forward(a, q, st->kv_own, e)) return e->code;
   // The execution form the kernels run (a pattern estimated per forward pass would replace these).
   const sa_gpu_index *ix = st->ix_fwd.cells ? &st->ix_fwd : &st->ix;  // plan.spec.fwd_runs: the runs form
@@ -332,7 +333,7 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   if (a->online && online_vs_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   // adaspa-online (R == 1): the kept mask's form, after a search when this forward searches
   if (a->adaspa && adaspa_cuda_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
-  // moba with --moba-gate gpu (R == 1): the selection and its form built on the device
+  // moba with the GPU gate: the selection on the device (one rank: its form too; several: the form uploaded)
   if (a->gate_gpu && gate_gpu_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   sa_gpu_index expanded;  // compact bars: every source's lists written once for the call
   if (bars_ready(a, ix, &expanded, &ix, e)) return e->code;

@@ -145,6 +145,8 @@ int online_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_e
 int gate_cpu_setup(struct dist_attn *a, sr_error *e);
 void gate_cpu_release(struct dist_attn *a);
 int gate_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e);
+// MoBA: this forward's execution form from the bit sets in gate_cpu_moba_bits (the GPU gate's, several ranks).
+int gate_cpu_form_from_bits(struct dist_attn *a, sr_error *e);
 int gate_cpu_pattern_used(struct dist_attn *a, pattern *pat, sr_error *e);
 // MoBA's host bit sets [H, n_groups, words] (what the GPU gate copies its selection into), and marking them selected.
 uint64_t *gate_cpu_moba_bits(struct dist_attn *a);
@@ -163,6 +165,9 @@ int gate_gpu_bits_to_host(struct dist_attn *a, sr_error *e);
 // forward's selection from q, k (device bf16; U == 1), uploaded in place of the plan's index, transposes and masks.
 int gate_cuda_setup(struct dist_attn *a, sr_error *e);
 int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_error *e);
+// The host-built form of this forward's selection (a->ti_view, a->masks) uploaded in place of the plan's index,
+// masks and transposes (gate_cuda_forward's last part; the GPU gate's with several ranks).
+int gate_cuda_upload(struct dist_attn *a, sr_error *e);
 
 // A fixed VS layer's execution form built on the GPU (dist_gpu_build.c, CUDA builds): fills a->ti (a->ti_view)
 // and the CUDA state's host transposes from a->masks' bit sets. dist_gpu_build_supported: can it, for this

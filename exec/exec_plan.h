@@ -27,8 +27,9 @@ int exec_index_build(const cli_args *a, dist_index_build *how, sr_error *e);
 // The --moba-gate entry of the flag tables of attn and train.
 #define EXEC_MOBA_GATE_FLAG                                                                                          \
   {"moba-gate", "WHERE", "auto",                                                                                     \
-   "where moba:B:K selects its blocks: gpu (the host's selection bit for bit; --backend cuda, one process a "       \
-   "sequence, K <= 64), host, or auto: the gpu where it applies, else the host"}
+   "where moba:B:K selects its blocks: gpu (the host's selection bit for bit; --backend cuda, ring and double-ring " \
+   "schedules on any number of ranks, K <= 64; one rank builds the tile form on the GPU too, several on the host "  \
+   "from the GPU's selection), host, or auto: the gpu where it applies, else the host"}
 // --moba-gate auto|host|gpu: *gate = EXEC_GATE_AUTO, _HOST or _GPU (dist_attn_moba_gate_gpu's `required` for
 // _GPU); gpu is an input error on the CPU backend, auto there is the host.
 enum { EXEC_GATE_HOST = 0, EXEC_GATE_GPU = 1, EXEC_GATE_AUTO = 2 };

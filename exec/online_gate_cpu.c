@@ -123,12 +123,9 @@ static int tokens_forward(struct dist_attn *a, gate_cpu *o, const float *q, cons
   return tokens_heads_from_rows(&o->ts, o->keys, o->cnt, a->qpos, a->n_q, &o->est, 0, e);
 }
 
-int gate_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e) {
-  gate_cpu *o = a->gate_cpu;
-  int rc = o->g.kind == PATTERN_MOBA ? moba_forward(a, o, q, k, e) : tokens_forward(a, o, q, k, e);
-  if (rc) return rc;
+// This forward's execution form from o->est (the backward reuses it).
+static int form_build(struct dist_attn *a, gate_cpu *o, sr_error *e) {
   o->estimated = 1;
-  // this forward's execution form (the backward reuses it)
   if (a->masks) tiles_masks_free(a->masks, a->H);
   a->masks = NULL;
   if (a->ti.tile_cnt || a->ti.bar_cnt) tiles_free(&a->ti);
@@ -136,6 +133,18 @@ int gate_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_err
   if (tiles_build(&o->est, 0, a->glay, a->group, &a->ti, e) || tiles_masks_build(&o->est, 0, &a->masks, e)) return e->code;
   a->ti_view = a->ti;  // U == 1: this rank computes every head
   return SR_OK;
+}
+
+int gate_cpu_forward(struct dist_attn *a, const float *q, const float *k, sr_error *e) {
+  gate_cpu *o = a->gate_cpu;
+  int rc = o->g.kind == PATTERN_MOBA ? moba_forward(a, o, q, k, e) : tokens_forward(a, o, q, k, e);
+  return rc ? rc : form_build(a, o, e);
+}
+
+int gate_cpu_form_from_bits(struct dist_attn *a, sr_error *e) {
+  gate_cpu *o = a->gate_cpu;
+  if (moba_heads_from_bits(&o->ms, o->bits, &o->est, 0, e)) return e->code;
+  return form_build(a, o, e);
 }
 
 uint64_t *gate_cpu_moba_bits(struct dist_attn *a) { return ((gate_cpu *)a->gate_cpu)->bits; }

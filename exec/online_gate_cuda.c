@@ -6,8 +6,9 @@
 // its transposes and the masks (a MOBA head's mask is a BLOCK mask of 128-token blocks, which the kernels
 // read) are built on the host and uploaded in place of the plan's. Selected blocks are whole 128 x 128 tiles,
 // FULL where every element is visible, so the kernels run them at their dense rate; the host selection and
-// the uploads are the price of this path (`--moba-gate host`, the default); `--moba-gate gpu` runs the same
-// selection on the device instead (online_gate_gpu.c, kernels/moba_gpu.h).
+// the uploads are the price of this path (`--moba-gate host`); `--moba-gate gpu` (and auto) runs the same
+// selection on the device instead (online_gate_gpu.c, kernels/moba_gpu.h); with several ranks its bit sets come
+// to the host and take this path's form build and uploads (gate_cuda_upload).
 // Token top-k does not run here: its bars need a per-element mask, and the kernels' bars take the causal
 // mask only (kernels/sparse_attn.h); dist_attn_cuda_setup refuses it.
 #include <stdlib.h>
@@ -38,7 +39,6 @@ static void bf16_to_float(const uint16_t *in, float *out, int64_t n) {
 }
 
 int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_error *e) {
-  cuda_state *s = a->cuda;
   int64_t nq = a->n_q * a->H * a->d, nk = a->n_q * a->Hkv * a->d;
   uint16_t *raw = malloc(sizeof(uint16_t) * (size_t)(nq + nk + 1));
   float *qf = malloc(sizeof(float) * (size_t)(nq + 1)), *kf = malloc(sizeof(float) * (size_t)(nk + 1));
@@ -54,7 +54,11 @@ int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_erro
     rc = gate_cpu_forward(a, qf, kf, e);  // a->ti, a->ti_view and a->masks now hold this forward's selection
   }
   free(raw), free(qf), free(kf);
-  if (rc) return rc;
+  return rc ? rc : gate_cuda_upload(a, e);
+}
+
+int gate_cuda_upload(struct dist_attn *a, sr_error *e) {
+  cuda_state *s = a->cuda;
   // replace the plan's device copies: index, masks, transposes (the backward reads them)
   sa_gpu_index_free(&s->ix);
   if (s->masks) sa_gpu_masks_free(s->masks, a->H);
@@ -76,6 +80,11 @@ int gate_cuda_setup(struct dist_attn *a, sr_error *e) {
 
 int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_error *e) {
   (void)a, (void)q, (void)k;
+  return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA");
+}
+
+int gate_cuda_upload(struct dist_attn *a, sr_error *e) {
+  (void)a;
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA");
 }
 

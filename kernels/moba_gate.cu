@@ -165,6 +165,150 @@ int moba_gpu_select(const void *q, int64_t n, int32_t heads, int32_t kv_heads, i
   return SR_OK;
 }
 
+// ---- several processes a sequence --------------------------------------------------------------------------
+
+// One thread a (chunk of MEANS_CHUNK local rows, kv head and dim x): the rows' fixed-point values summed while
+// their block stays the same, each run added into sums[2 (c row + x)] like sums_kernel (integer additions).
+__global__ static void partial_sums_kernel(const __nv_bfloat16 *k, const int64_t *pos, int64_t n_rows, int64_t row,
+                                           int32_t block, int64_t chunks, uint64_t *sums) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= chunks * row) return;
+  int64_t x = i % row, lo_t = i / row * MEANS_CHUNK, end = min(n_rows, lo_t + MEANS_CHUNK), cur = -1;
+  uint64_t lo = 0, hi = 0;
+  for (int64_t t = lo_t; t <= end; t++) {
+    int64_t c = t < end ? (pos ? pos[t] : t) / block : -1;
+    if (c != cur) {
+      if (cur >= 0) {
+        unsigned long long *dst = (unsigned long long *)sums + 2 * (cur * row + x);
+        unsigned long long old = atomicAdd(dst, (unsigned long long)lo);
+        atomicAdd(dst + 1, (unsigned long long)(hi + (old + lo < old)));
+      }
+      cur = c, lo = 0, hi = 0;
+    }
+    if (t == end) break;
+    uint64_t l, h;
+    to_fixed((double)__bfloat162float(k[t * row + x]) * 4611686018427387904.0, &l, &h);
+    lo += l;
+    hi += h + (lo < l);
+  }
+}
+
+int moba_gpu_partial_sums(const void *k, const int64_t *pos, int64_t n_rows, int64_t n_tokens, int32_t kv_heads,
+                          int32_t head_dim, int32_t block, uint64_t *sums, void *stream, sr_error *e) {
+  if (block < TILE || block % TILE) return sr_input_error(e, NULL, "block", "moba block %d is not a multiple of %d", block, TILE);
+  int64_t row = (int64_t)kv_heads * head_dim, total = cdiv(n_tokens, block) * row, chunks = cdiv(n_rows, MEANS_CHUNK);
+  cudaStream_t st = (cudaStream_t)stream;
+  if (total > 0) SA_CUDA(cudaMemsetAsync(sums, 0, sizeof(uint64_t) * 2 * (size_t)total, st));
+  if (total == 0 || chunks == 0) return SR_OK;
+  partial_sums_kernel<<<(unsigned)cdiv(chunks * row, 256), 256, 0, st>>>((const __nv_bfloat16 *)k, pos, n_rows, row,
+                                                                         block, chunks, sums);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
+__global__ static void sums_combine_kernel(const uint64_t *parts, int32_t ranks, int64_t count, uint64_t *sums) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) moba_sums_combine_at(parts, ranks, count, i, sums);
+}
+
+int moba_gpu_sums_combine(const uint64_t *parts, int32_t ranks, int64_t count, uint64_t *sums, void *stream, sr_error *e) {
+  if (count <= 0) return SR_OK;
+  sums_combine_kernel<<<(unsigned)cdiv(count, 256), 256, 0, (cudaStream_t)stream>>>(parts, ranks, count, sums);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
+int moba_gpu_means(const uint64_t *sums, int64_t count, int32_t block, double *means, void *stream, sr_error *e) {
+  if (count <= 0) return SR_OK;
+  means_kernel<<<(unsigned)cdiv(count, 256), 256, 0, (cudaStream_t)stream>>>(sums, count, block, means);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
+__global__ static void bits_combine_kernel(const uint64_t *parts, int32_t ranks, int64_t count, uint64_t *bits) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) moba_bits_combine_at(parts, ranks, count, i, bits);
+}
+
+int moba_gpu_bits_combine(const uint64_t *parts, int32_t ranks, int64_t count, uint64_t *bits, void *stream, sr_error *e) {
+  if (count <= 0) return SR_OK;
+  bits_combine_kernel<<<(unsigned)cdiv(count, 256), 256, 0, (cudaStream_t)stream>>>(parts, ranks, count, bits);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
+// select_kernel for rows at any positions: one thread a (head, local row), local rows padded to whole warps, so
+// a warp is 32 rows of one head. Its lanes' groups may differ (a layout's run ending inside a 128-row group), so
+// the warp ORs its choices only when every valid lane's group is lane 0's, else each lane adds its own. The
+// scores and the running top-k are select_kernel's, operation by operation.
+__global__ static void select_rows_kernel(const __nv_bfloat16 *q, const int64_t *pos, int64_t n_rows, int32_t heads,
+                                          int32_t group, int32_t d, int32_t block, int32_t want, const double *means,
+                                          int32_t kv_heads, int64_t ng, int64_t words, uint64_t *bits) {
+  int64_t npad = (n_rows + 31) / 32 * 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= npad * heads || want == 0) return;  // whole warps leave together (npad and the block are multiples of 32)
+  int h = (int)(i / npad), lane = threadIdx.x & 31;
+  int64_t r = i % npad, p = r < n_rows ? (pos ? pos[r] : r) : -1;
+  int64_t own = p >= 0 ? p / block : 0, t = p >= 0 ? p / TILE : -1;
+  int64_t t0 = (int64_t)__shfl_sync(0xffffffffu, (long long)t, 0);
+  int uniform = __all_sync(0xffffffffu, p < 0 || t == t0);
+  int every = own <= want;  // every earlier block, unscored (none when own is 0)
+  double top_s[MOBA_GPU_MAX_TOPK];
+  int32_t top_i[MOBA_GPU_MAX_TOPK];
+  int nt = 0;
+  if (!every) {
+    const __nv_bfloat16 *qr = q + (r * heads + h) * (int64_t)d;
+    for (int64_t c = 0; c < own; c++) {
+      const double *mc = means + (c * kv_heads + h / group) * (int64_t)d;
+      double sc = 0;
+      for (int x = 0; x < d; x++) sc = __dadd_rn(sc, __dmul_rn((double)__bfloat162float(qr[x]), mc[x]));
+      if (nt == want && !(sc > top_s[want - 1])) continue;  // select_kernel's insertion, ties to the lower block
+      int at = nt < want ? nt++ : want - 1;
+      while (at > 0 && sc > top_s[at - 1]) {
+        top_s[at] = top_s[at - 1], top_i[at] = top_i[at - 1];
+        at--;
+      }
+      top_s[at] = sc, top_i[at] = (int32_t)c;
+    }
+  }
+  for (int64_t w = 0; w < words; w++) {
+    uint64_t m = 0;
+    if (every) {
+      int64_t lo = w * 64, hi = min(own, lo + 64);  // blocks [lo, hi) of this word
+      if (hi > lo) m = hi - lo == 64 ? ~0ull : ((1ull << (hi - lo)) - 1);
+    } else {
+      for (int x = 0; x < nt; x++)
+        if (top_i[x] / 64 == w) m |= 1ull << (top_i[x] % 64);
+    }
+    if (uniform) {
+      if (t0 < 0) break;  // a warp of padding only
+      unsigned ml = __reduce_or_sync(0xffffffffu, (unsigned)m), mh = __reduce_or_sync(0xffffffffu, (unsigned)(m >> 32));
+      m = (uint64_t)mh << 32 | ml;
+      if (lane == 0 && m) atomicOr((unsigned long long *)&bits[((int64_t)h * ng + t0) * words + w], (unsigned long long)m);
+    } else if (m) {
+      atomicOr((unsigned long long *)&bits[((int64_t)h * ng + t) * words + w], (unsigned long long)m);
+    }
+  }
+}
+
+int moba_gpu_select_rows(const void *q, const int64_t *pos, int64_t n_rows, int64_t n_tokens, int32_t heads,
+                         int32_t kv_heads, int32_t head_dim, int32_t block, int32_t topk, const double *means,
+                         uint64_t *bits, void *stream, sr_error *e) {
+  if (block < TILE || block % TILE) return sr_input_error(e, NULL, "block", "moba block %d is not a multiple of %d", block, TILE);
+  if (topk < 1 || topk > MOBA_GPU_MAX_TOPK)
+    return sr_input_error(e, NULL, "topk", "the GPU gate keeps 1 .. %d blocks a row, got %d", MOBA_GPU_MAX_TOPK, topk);
+  if (heads < 1 || kv_heads < 1 || heads % kv_heads)
+    return sr_input_error(e, NULL, "kv_heads", "%d query heads do not group over %d KV heads", heads, kv_heads);
+  int64_t ng = cdiv(n_tokens, TILE), words = cdiv(cdiv(n_tokens, block), 64), threads = (n_rows + 31) / 32 * 32 * heads;
+  cudaStream_t st = (cudaStream_t)stream;
+  SA_CUDA(cudaMemsetAsync(bits, 0, sizeof(uint64_t) * (size_t)(heads * ng * words), st));
+  if (threads == 0) return SR_OK;
+  select_rows_kernel<<<(unsigned)cdiv(threads, 128), 128, 0, st>>>((const __nv_bfloat16 *)q, pos, n_rows, heads,
+                                                                   heads / kv_heads, head_dim, block, topk - 1, means,
+                                                                   kv_heads, ng, words, bits);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
 // ---- execution form ---------------------------------------------------------------------------------------
 
 // Is KV tile j of group t kept? Its own block up to the diagonal, or a kept earlier block.

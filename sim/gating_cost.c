@@ -7,8 +7,9 @@
 // exec/online_gate_gpu.c, docs/patterns.md "The gate on the GPU"; `--moba-gate auto` takes it), per rank with
 // n tokens and per layer:
 //   1. block sums of the local keys: one read of K, n x Hkv x d bf16 (memory bound);
-//   2. all-reduce of the block sums, nb x Hkv x d fp32 (nb = N / B blocks; a rank's keys of a block are
-//      summed locally, so under striped layouts the "all-gather of block means" is this all-reduce);
+//   2. (several ranks) all-gather of the ranks' partial block sums, nb x Hkv x d 128-bit fixed-point values a rank
+//      (nb = N / B blocks; a rank's keys of a block are summed locally, so under striped layouts the "all-gather of
+//      block means" is this one), added on the device;
 //   3. scores (moba_gate.cu select_kernel: one thread a (row, head)): a row whose own block c = floor(pos / B)
 //      is at most K - 1 keeps every earlier block unscored; every other row scores its c earlier blocks,
 //      S = the sum of c over those rows, H x d x S multiply-adds (scored_blocks below). Two bounds, the
@@ -25,11 +26,13 @@
 //        GPU's wavefronts a second, SMs x clock, are its FP64 peak / 128 (our GPU gate is built for sm_90a
 //        only). This bound is 128 / (4 / 0.44) = 14 times the FP64 one: the gate is load bound.
 //      The fp64 scores stay in registers (a thread's running top K - 1), so no score is written;
-//   4. when a query group's rows sit on several ranks (striped layouts whose stripes split a 128-row
-//      group), the groups' block sets are united by a bitwise-OR all-reduce, H x groups x nb / 8 bytes.
-// The execution form the gate's bit sets make (FULL tiles, the diagonal PARTIAL, BLOCK masks) is then built on
-// the GPU like any index (step_ring.c: estimate_index_build, 16 bytes an entry), and every backward transposes
-// it on the GPU (gating_transpose below).
+//   4. (several ranks) the groups' bit sets all-gathered, H x groups x nb / 8 bytes a rank, and ORed on the device
+//      (every rank then holds the whole selection, as the host gate's OR all-reduce leaves it).
+// The execution form the gate's bit sets make (FULL tiles, the diagonal PARTIAL, BLOCK masks): on one rank built on
+// the GPU like any index (estimate_index_build, 16 bytes an entry) and transposed on the GPU by every backward
+// (gating_transpose below); on several ranks the bit sets go to the host, which builds the rank's form with its
+// transposes and uploads them as the host gate does (online_gate_gpu.c: estimate_plan_build's rate an entry), and
+// the backward reuses those transposes (gating_form, gating_form_on_gpu below).
 // Token top-k (DeepSeek-V3.2, "DeepSeek Sparse Attention": a lightning indexer of IH heads of dimension ID in
 // FP8, I(t, s) = sum_j w_j ReLU(q_j(t) . k(s)); DeepGEMM's fp8_mqa_logits writes the fp32 logits
 // [rows, keys] that the top-k reads), per rank and layer:
@@ -77,15 +80,6 @@ static double scored_blocks(const layout *l, int r, int64_t B, int32_t topk) {
   return topk > 1 ? s : 0;
 }
 
-// Do some query group's rows sit on two ranks (a run of the layout starting or ending inside a group)?
-static int groups_split(const layout *l) {
-  for (int64_t x = 0; x < l->n_runs; x++) {
-    int64_t a = l->runs[x].global, b = a + l->runs[x].len;
-    if (a % TILE || (b % TILE && b != l->n_tokens)) return 1;
-  }
-  return 0;
-}
-
 int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e) {
   gating_opts g;
   if (pattern_spec_gating_opts(x->p->spec.pattern, &g, e)) return e->code;
@@ -100,21 +94,22 @@ int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_err
   if (!dur) return sr_internal_error(e, 0, "sim: out of memory");
   int rc;
   if (g.kind == PATTERN_MOBA) {
-    double nb = ceil(N / g.block), sums = nb * Hkv * d * 4;
+    double nb = ceil(N / g.block), sums = nb * Hkv * d * 16;
     for (int r = 0; r < W; r++) dur[r] = cost_mem(gpu, (double)l->rank_count[r] * Hkv * d * 2);
     if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, qkv, out, e))) goto done;
-    x->comm_bytes += 2 * sums * (W - 1);  // ring all-reduce: 2 (W - 1) / W of the buffer a rank, W ranks
-    if ((rc = ctx_collective(x, cost_allreduce(W, sums, gbps, lat), PHASE_COLLECTIVE, layer, out, x->c2, e))) goto done;
+    x->comm_bytes += sums * W * (W - 1);  // every rank receives the others' partial sums
+    if ((rc = ctx_collective(x, W > 1 ? cost_allgather(W, W * sums, gbps, lat) : 0, PHASE_COLLECTIVE, layer, out, x->c2, e)))
+      goto done;
     double fp64 = estimate_fp64_rate(x), wavefronts = gpu->fp64_tflops * 1e12 / 128;  // (3) above
     for (int r = 0; r < W; r++) {
       double madds = H * d * scored_blocks(l, r, g.block, g.topk);
       dur[r] = fmax(fp64 > 0 ? 4 * madds / fp64 : 0, wavefronts > 0 ? madds / wavefronts : 0);
     }
     if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto done;
-    if (groups_split(l)) {
+    if (W > 1) {
       double bits = H * ceil(N / TILE) * ceil(nb / 64) * 8;
-      x->comm_bytes += 2 * bits * (W - 1);
-      rc = ctx_collective(x, cost_allreduce(W, bits, gbps, lat), PHASE_COLLECTIVE, layer, out, out, e);
+      x->comm_bytes += bits * W * (W - 1);
+      rc = ctx_collective(x, cost_allgather(W, W * bits, gbps, lat), PHASE_COLLECTIVE, layer, out, out, e);
     }
     goto done;
   }
@@ -141,4 +136,10 @@ done:
 // bytes an entry as an index build (estimate_index_build) and the sort (estimate_sort_pairs).
 double gating_transpose(const sim_ctx *x, double entries) {
   return estimate_index_build(x, entries) + estimate_sort_pairs(x, entries);
+}
+
+int gating_form_on_gpu(const sim_ctx *x) { return x->W == 1; }
+
+double gating_form(const sim_ctx *x, double entries) {
+  return gating_form_on_gpu(x) ? estimate_index_build(x, entries) : estimate_plan_build(x, entries);
 }

@@ -105,6 +105,11 @@ double estimate_sort_pairs(const sim_ctx *x, double n);
 // Seconds a MoBA backward pass spends making, on the GPU, the transposed index of the form its forward's gate
 // built, of `entries` tile entries (gating_cost.c).
 double gating_transpose(const sim_ctx *x, double entries);
+// Is MoBA's form built on the GPU (one rank), or on the host from the GPU gate's bit sets (several; gating_cost.c)?
+int gating_form_on_gpu(const sim_ctx *x);
+// Seconds to build one rank's MoBA form of `entries` tile entries after its gate: on the GPU, or on the host with its
+// transposes and uploads (gating_form_on_gpu).
+double gating_form(const sim_ctx *x, double entries);
 
 // Ring kinds (flat ring, double ring) driven by the plan's schedule.
 int step_ring(sim_ctx *x, sr_error *e);

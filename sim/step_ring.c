@@ -205,7 +205,7 @@ typedef struct {
   double *dur;         // [W]
   int online;          // pattern estimated online (MTraining) or selected by a gate (gated)
   int gated;           // moba, token-topk: the gate's cost (gating_cost.c), then the index build
-  int moba;            // moba: its gate's form transposed on the GPU in every backward (gating_cost.c)
+  int moba;            // moba: its gate's form built after it, on the GPU (one rank) or the host (gating_cost.c)
   int search;          // pattern searched at chosen steps (AdaSpa's adaspa-online)
   ring_routes *routes; // [n_routes] the distinct routes of the layers (one unless shards are skipped)
   uint64_t **needs;    // [n_routes] the needs (layer_needs) each was built from, when shards are skipped
@@ -323,7 +323,8 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   if (w->sparse && attn && !st->search && (st->online || !x->o->index_ready || building)) {
     for (int r = 0; r < W; r++)
       st->dur[r] = (st->online && !st->gated && !recompute ? estimate_convert(x, layer, r)
-                                                           : estimate_index_build(x, w->entries[r])) +
+                    : st->online && st->moba                 ? gating_form(x, w->entries[r])
+                                                             : estimate_index_build(x, w->entries[r])) +
                    (building ? estimate_plan_build(x, w->entries[r]) : 0);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
@@ -362,8 +363,9 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  // moba: the form its gate built on the GPU, transposed for the backward on the GPU, every pass (gating_cost.c)
-  if (st->online && st->gated && w->sparse && st->moba) {
+  // moba: the form its gate built on the GPU, transposed for the backward on the GPU, every pass (one rank; several
+  // upload the transposes with the form: gating_cost.c)
+  if (st->online && st->gated && w->sparse && st->moba && gating_form_on_gpu(x)) {
     for (int r = 0; r < W; r++) st->dur[r] = gating_transpose(x, w->entries[r]);
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);

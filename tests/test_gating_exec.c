@@ -156,7 +156,7 @@ TEST(moba_gate_auto_is_the_default_and_gates_on_the_host_on_the_cpu_backend) {
   }
 }
 
-TEST(moba_gate_help_names_auto_as_the_default_and_the_gpu_gate_s_limits) {
+TEST(moba_gate_help_names_auto_as_the_default_and_the_gpu_gate_s_reach) {
   const char *cmds[] = {"attn", "train"};
   for (int i = 0; i < 2; i++) {
     char cmd[1024], *out = NULL;
@@ -164,7 +164,7 @@ TEST(moba_gate_help_names_auto_as_the_default_and_the_gpu_gate_s_limits) {
     CHECK_EQ_INT(test_run(cmd, &out), 0);
     CHECK_STR_CONTAINS(out, "--moba-gate");
     CHECK_STR_CONTAINS(out, "auto: the gpu where it applies, else the host");
-    CHECK_STR_CONTAINS(out, "one process a sequence");
+    CHECK_STR_CONTAINS(out, "ring and double-ring schedules on any number of ranks");
     free(out);
   }
 }

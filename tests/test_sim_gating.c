@@ -2,7 +2,8 @@
 // selection as the executor makes it: MoBA's q . mean(K) scores are float64 loads and multiply-adds on the FP64
 // units for the rows past their first K - 1 blocks (the GPU gate, kernels/moba_gate.cu),
 // token top-k's logits run at the FP8 tensor rate (gpu.fp8_tflops; the bf16 peak where the GPU has none),
-// and a given pattern (the simulator told not to estimate) is charged nothing.
+// MoBA's form is built and transposed on the GPU on one rank and built once on the host (the GPU gate's bit sets)
+// on several, and a given pattern (the simulator told not to estimate) is charged nothing.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,4 +111,58 @@ TEST(sim_given_gated_pattern_is_charged_no_gate) {
     CHECK_EQ_INT(gate_s(cluster_rates(989, -1), specs[x], 1, 1, 0, t, bl, keys), 0);
     CHECK(t[0] == 0 && t[1] == 0);
   }
+}
+
+// Layer 0's PHASE_INDEX compute events of rank 0 (tiny-test, moba:256:3 at 4096 tokens, contiguous ring, no
+// recomputation) on `ranks` GPUs of HBM hbm GB/s: how many, and their summed time.
+static int index_events(int ranks, double hbm, int *n, double *t) {
+  char path[700], text[2048];
+  snprintf(path, sizeof path, "%s/c-%d-%g.json", test_tmpdir(), ranks, hbm);
+  snprintf(text, sizeof text,
+           "{\"nodes\": 1, \"gpus_per_node\": %d,\n"
+           " \"gpu\": {\"name\": \"test\", \"peak_tflops\": 989, \"hbm_gbps\": %g, \"mem_gib\": 80,\n"
+           "   \"efficiency\": {\"gemm\": 0.5, \"mem\": 0.8}},\n"
+           " \"intra_node\": {\"gbps\": 100, \"latency_us\": 2},\n"
+           " \"host\": {\"pcie_gbps\": 25, \"latency_us\": 10, \"mem_gib\": 512}}\n",
+           ranks, hbm);
+  sr_error e;
+  if (sr_write_atomic(path, text, strlen(text), &e)) return -1;
+  plan_spec s;
+  plan_spec_defaults(&s);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", path);
+  snprintf(s.pattern, sizeof s.pattern, "moba:256:3");
+  snprintf(s.layout, sizeof s.layout, "contiguous");
+  snprintf(s.schedule, sizeof s.schedule, "ring");
+  s.seq = 4096, s.recompute = 0;  // one forward a layer
+  plan p;
+  if (plan_build(&s, &p, &e)) return -1;
+  sim_options o = {0, 1, 0, 0, 0};
+  sim_result res;
+  sim_timeline tl = {0};
+  int rc = sim_plan(&p, &o, &res, &tl, &e);
+  *n = 0, *t = 0;
+  for (int64_t i = 0; !rc && i < tl.n; i++) {
+    const timeline_event *v = &tl.ev[i];
+    if (v->layer == 0 && v->phase == PHASE_INDEX && v->stream == STREAM_COMPUTE && v->rank == 0) (*n)++, *t += v->dur;
+  }
+  sim_timeline_free(&tl);
+  plan_free(&p);
+  return rc;
+}
+
+TEST(sim_moba_on_one_rank_builds_and_transposes_its_form_on_the_gpu_and_on_two_builds_it_on_the_host_once) {
+  int n1, n1b, n2, n2b;
+  double t1, t1b, t2, t2b;
+  CHECK_EQ_INT(index_events(1, 1000, &n1, &t1), 0);
+  CHECK_EQ_INT(index_events(1, 2000, &n1b, &t1b), 0);
+  CHECK_EQ_INT(index_events(2, 1000, &n2, &t2), 0);
+  CHECK_EQ_INT(index_events(2, 2000, &n2b, &t2b), 0);
+  // one rank: the forward's build and the backward's transpose, both memory passes on the GPU (faster HBM, less time)
+  CHECK_EQ_INT(n1, 2);
+  CHECK(t1 > 0 && t1b < t1);
+  // two ranks: only the forward's build, on the host (the GPU's memory plays no part), the transposes uploaded with it
+  CHECK_EQ_INT(n2, 1);
+  CHECK(t2 > 0);
+  CHECK_NEAR(t2b, t2, 1e-12 * t2);
 }
