@@ -6,10 +6,12 @@
 // keys, 128 a chunk, by the tensor-copy engine into a ring of AW_STAGES shared buffers (mbarriers: full on the
 // copy's bytes, empty on the 8 consumer warps' release). Two consumer warpgroups of 64 query rows each compute a
 // chunk's S = Q K^T by wgmma m64n128k16 (bf16 products, fp32 accumulators) and p = exp2(s * c - LSE * log2e) per
-// element (c = scale * log2e, ex2.approx), the causal mask only on the diagonal chunk. A consumer holds two sets
-// of S registers: the second chunk's product of a pair runs on the tensor cores while the first chunk's
-// exponentials run on the special-function units. There is no P V product, so the work is half a forward's products and all its
-// exponentials.
+// element (c = scale * log2e), the causal mask only on the diagonal chunk. A consumer holds two sets of S
+// registers: the second chunk's product of a pair runs on the tensor cores while the first chunk's exponentials
+// run. There is no P V product, so the work is half a forward's products and all its exponentials: at d = 128 the
+// special-function units (ex2.approx, 16 results a cycle an SM) need as long as the tensor cores, so a share of
+// the unmasked elements computes 2^x on the FMA pipes instead (kernels/exp2_poly.h, as FlashAttention-4 does;
+// aw_poly_of, SR_ADASPA_POLY); the diagonal chunk's masked elements all take ex2.approx (exact zeros).
 //
 // The geometry keeps every sum whole: B divides both the 128-row tile and the 128-key chunk, so a tile holds
 // 128 / B query blocks and a chunk 128 / B key blocks. A thread sums its p of each 64-key half of the chunk by a
@@ -25,9 +27,11 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/adaspa_wgmma.h"
+#include "kernels/exp2_poly.h"
 #include "kernels/sa_gpu.h"
 #include "kernels/sa_pipe.cuh"
 #include "kernels/vs_gpu.h"
@@ -126,9 +130,14 @@ __device__ __forceinline__ void aw_issue(float *s, uint64_t dq0, const unsigned 
   sa_wgmma_commit();
 }
 
+// Does n8 tile n (of 16) take its exponentials from the FMA pipes (sr_exp2_poly)? POLY of the 16 do, spread evenly.
+template <int POLY>
+__device__ __forceinline__ constexpr bool aw_poly_tile(int n) { return (n * POLY) % 16 < POLY; }
+
 // This thread's sums of p over each 64-key half of a chunk starting at key k0 (a tree: 4 elements of an n8 tile in
-// pairs, then the 8 tiles of a half in pairs). MASK: keys after their row give 0.
-template <bool MASK>
+// pairs, then the 8 tiles of a half in pairs). MASK: keys after their row give 0 (all by ex2.approx, which gives
+// exact zeros); else POLY tiles of 16 by sr_exp2_poly, the rest by ex2.approx.
+template <bool MASK, int POLY>
 __device__ __forceinline__ void aw_probs(const float *s, float c, const aw_thread &u, int k0, float *hs) {
 #pragma unroll
   for (int hf = 0; hf < 2; hf++) {
@@ -141,7 +150,7 @@ __device__ __forceinline__ void aw_probs(const float *s, float c, const aw_threa
       for (int e = 0; e < 4; e++) {
         float a = fmaf(s[4 * n + e], c, u.off[e >> 1]);
         if (MASK && k0 + 8 * n + u.col_t + (e & 1) > u.row_g + 8 * (e >> 1)) a = -INFINITY;
-        p[e] = sa_exp2(a);
+        p[e] = !MASK && aw_poly_tile<POLY>(n) ? sr_exp2_poly(a) : sa_exp2(a);
       }
       t8[j] = (p[0] + p[1]) + (p[2] + p[3]);
     }
@@ -176,7 +185,7 @@ __device__ __forceinline__ void aw_flush(const aw_args &a, const float *ws, cons
 
 // Chunk c's S has landed in s: release its stage, sum its p, the warp's half sums into the ring, and at a
 // window's end (or the last chunk) the meeting and the flush.
-template <int D>
+template <int D, int POLY>
 __device__ __forceinline__ void aw_chunk(const aw_args &a, const aw_smem<D> &sm, const float *s, int c,
                                          const aw_thread &u) {
   __syncwarp();
@@ -184,8 +193,8 @@ __device__ __forceinline__ void aw_chunk(const aw_args &a, const aw_smem<D> &sm,
   float hs[2] = {0.f, 0.f};
   if (c < u.n_real) {
     int k0 = c * AW_KC;
-    if (k0 + AW_KC - 1 > u.wrow0) aw_probs<true>(s, a.scale_log2, u, k0, hs);  // some key after some row of the warp
-    else aw_probs<false>(s, a.scale_log2, u, k0, hs);
+    if (k0 + AW_KC - 1 > u.wrow0) aw_probs<true, 0>(s, a.scale_log2, u, k0, hs);  // some key after some row of the warp
+    else aw_probs<false, POLY>(s, a.scale_log2, u, k0, hs);
   }
   // Lanes of even index carry half 0, odd ones half 1: one exchange, then a tree over the 16 lanes of each.
   int odd = u.lane & 1;
@@ -199,7 +208,7 @@ __device__ __forceinline__ void aw_chunk(const aw_args &a, const aw_smem<D> &sm,
   }
 }
 
-template <int D>
+template <int D, int POLY>
 __device__ __forceinline__ void aw_consume(const aw_args &a, const aw_smem<D> &sm, int cw, int lw, int lane, int qt,
                                            int h, int n_real, int n_issue) {
   aw_thread u;
@@ -231,17 +240,17 @@ __device__ __forceinline__ void aw_consume(const aw_args &a, const aw_smem<D> &s
     sa_wgmma_wait<1>();
 #pragma unroll
     for (int i = 0; i < AW_KC / 2; i++) sa_reg_fence(s0[i]);
-    aw_chunk<D>(a, sm, s0, c, u);
+    aw_chunk<D, POLY>(a, sm, s0, c, u);
     sa_wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < AW_KC / 2; i++) sa_reg_fence(s1[i]);
-    aw_chunk<D>(a, sm, s1, c + 1, u);
+    aw_chunk<D, POLY>(a, sm, s1, c + 1, u);
   }
 }
 
 // ---- the kernel -------------------------------------------------------------------------------------------------
 
-template <int D>
+template <int D, int POLY>
 __global__ void __launch_bounds__(AW_THREADS, 1) adaspa_wgmma_kernel(const __grid_constant__ aw_args a,
                                                                      const __grid_constant__ aw_maps mp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -266,7 +275,7 @@ __global__ void __launch_bounds__(AW_THREADS, 1) adaspa_wgmma_kernel(const __gri
     if (tid == 0) aw_produce<D>(mp, sm, h, kvh, qt * AW_ROWS, n_real, n_issue);
   } else {
     sa_setmaxnreg_inc<AW_CONS_REGS>();
-    aw_consume<D>(a, sm, wg - 1, warp & 3, lane, qt, h, n_real, n_issue);
+    aw_consume<D, POLY>(a, sm, wg - 1, warp & 3, lane, qt, h, n_real, n_issue);
   }
 }
 
@@ -292,12 +301,26 @@ int adaspa_gpu_wgmma_applies(const void *q, const void *k, int64_t n, int32_t he
   return sa_wgmma_built();
 }
 
-template <int D>
+template <int D, int POLY>
 static int aw_launch(const aw_args &a, const aw_maps &mp, cudaStream_t st, sr_error *e) {
   size_t smem = aw_smem<D>::bytes();
-  SA_CUDA(cudaFuncSetAttribute(adaspa_wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  adaspa_wgmma_kernel<D><<<(unsigned)((int64_t)a.n_qt * a.heads), AW_THREADS, smem, st>>>(a, mp);
+  SA_CUDA(cudaFuncSetAttribute(adaspa_wgmma_kernel<D, POLY>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  adaspa_wgmma_kernel<D, POLY><<<(unsigned)((int64_t)a.n_qt * a.heads), AW_THREADS, smem, st>>>(a, mp);
   SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
+// The share of exponentials on the FMA pipes, in n8 tiles of 16: SR_ADASPA_POLY=0|4|6, by default 4 at d = 128 and 6
+// at d = 64. Per chunk and SM sub-partition (2 consumer warps), the tensor cores take 1024 cycles at d = 128 and
+// 512 at d = 64, ex2.approx 8 cycles a warp instruction (64 a thread: 1024 cycles), the FMA pipes one cycle (about
+// 128 a thread plus 8 per polynomial element): 4 tiles leave the tensor cores the bottleneck at d = 128, and 6
+// balance the two units at d = 64. Measured side by side by bin/sparsering-bench-adaspa.
+static int aw_poly_of(int head_dim, int *poly, sr_error *e) {
+  const char *v = getenv("SR_ADASPA_POLY");
+  if (!v || !*v) return *poly = head_dim == 128 ? 4 : 6, SR_OK;
+  if (strcmp(v, "0") && strcmp(v, "4") && strcmp(v, "6"))
+    return sr_input_error(e, NULL, "SR_ADASPA_POLY", "expected 0, 4 or 6 (n8 tiles of 16 by the FMA pipes), got '%s'", v);
+  *poly = atoi(v);
   return SR_OK;
 }
 
@@ -324,5 +347,9 @@ int adaspa_wgmma_block_mass(const void *q, const void *k, int64_t n, int32_t hea
   a.lse = lse, a.mass = mass, a.n = (int)n, a.nb = (int)((n + block - 1) / block), a.heads = heads;
   a.kv_heads = kv_heads, a.B = block, a.n_qt = (int)n_qt, a.scale_log2 = scale * SA_LOG2E;
   cudaStream_t st = (cudaStream_t)stream;
-  return head_dim == 64 ? aw_launch<64>(a, mp, st, e) : aw_launch<128>(a, mp, st, e);
+  int poly;
+  if ((rc = aw_poly_of(head_dim, &poly, e))) return rc;
+  if (head_dim == 64)
+    return poly == 0 ? aw_launch<64, 0>(a, mp, st, e) : poly == 4 ? aw_launch<64, 4>(a, mp, st, e) : aw_launch<64, 6>(a, mp, st, e);
+  return poly == 0 ? aw_launch<128, 0>(a, mp, st, e) : poly == 4 ? aw_launch<128, 4>(a, mp, st, e) : aw_launch<128, 6>(a, mp, st, e);
 }
