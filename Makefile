@@ -79,7 +79,7 @@ FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay-%)
 
 # GPU-only tools of kernels/ (their sources sit in subfolders so they stay out of the library).
-GPU_TOOLS := $(if $(CU_LIB),bin/sparsering-gpu-test bin/sparsering-gpu-test-vs bin/sparsering-gpu-test-moba bin/sparsering-bench-attn bin/sparsering-bench-vs)
+GPU_TOOLS := $(if $(CU_LIB),bin/sparsering-gpu-test bin/sparsering-gpu-test-vs bin/sparsering-gpu-test-moba bin/sparsering-bench-attn bin/sparsering-bench-vs bin/sparsering-bench-adaspa)
 
 .PHONY: all run test bench gpu-test deps clean studies figures python-libs fuzz
 EXEC_TARGET := $(if $(EXEC_MAIN),$(EXEC_BIN))
@@ -162,6 +162,10 @@ bin/sparsering-gpu-test-moba: kernels/test/moba_gpu_test.cu kernels/test/index_b
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
 
 bin/sparsering-bench-vs: kernels/bench/bench_vs.cu kernels/test/check.h $(LIB) $(CU_LIB)
+	@mkdir -p bin
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
+
+bin/sparsering-bench-adaspa: kernels/bench/bench_adaspa.cu kernels/test/index_build.h kernels/test/check.h $(LIB) $(CU_LIB)
 	@mkdir -p bin
 	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) -I. -DSR_HAVE_CUDA=1 -o $@ $< $(CU_LIB) $(LIB) $(LDLIBS)
 

@@ -1,9 +1,11 @@
 // adaspa_gpu.cu — AdaSpa's block search on the GPU (vs_gpu.h): block masses with a cached LSE on the tensor
 // cores, and the per-row top-k block selection of plan/pattern_estimate.c's adaspa_select.
 //
-// Masses: one CTA of 8 warps per (head, tile of R = floor(256 / B) * B query rows, whole query blocks); each warp
-// keeps the bf16 A fragments of its 32 rows in registers and walks the causal keys in 64-key chunks staged in
-// shared memory (cp.async, two buffers), S = Q K^T by mma.sync m16n8k16 with fp32 accumulators, 16 keys at a
+// Masses, two kernels (the choice: adaspa_gpu_block_mass_by): on Hopper for B = 64 or 128, kernels/adaspa_wgmma.cu
+// (wgmma, warp-specialized); here the mma.sync one, for every B and any device of the build. One CTA of 8 warps
+// per (head, tile of R = floor(256 / B) * B query rows, whole query blocks); each warp keeps the bf16 A fragments
+// of its 32 rows in registers and walks the causal keys in 64-key chunks staged in shared memory (cp.async, two
+// buffers), S = Q K^T by mma.sync m16n8k16 with fp32 accumulators, 16 keys at a
 // time; p = exp2(s * scale * log2e - LSE * log2e) (ex2.approx), masked only in 16-key groups that reach the
 // diagonal; each thread sums its p of the current key block in registers, and at a key block's end the warp
 // reduces its sums by shuffles into shared memory, where the CTA adds its row tiles' sums (fixed order) into one
@@ -16,8 +18,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "kernels/adaspa_wgmma.h"
 #include "kernels/sa_cuda.cuh"
 #include "kernels/sa_gpu.h"
 #include "kernels/vs_gpu.h"
@@ -242,8 +246,26 @@ static int mass_launch(const mass_args &a, cudaStream_t st, sr_error *e) {
   return SR_OK;
 }
 
-int adaspa_gpu_block_mass(const void *q, const void *k, int64_t n, int32_t heads, int32_t kv_heads, int32_t head_dim,
-                          float scale, int32_t block, const float *lse, float *mass, void *stream, sr_error *e) {
+// The kernel a call asked for or the environment forces (SR_ADASPA_KERNEL=mma|wgmma); AUTO: wgmma where it applies.
+static int mass_kernel_of(adaspa_kernel asked, const void *q, const void *k, int64_t n, int32_t head_dim, int32_t block,
+                          adaspa_kernel *k_out, sr_error *e) {
+  if (asked == ADASPA_KERNEL_AUTO) {
+    const char *v = getenv("SR_ADASPA_KERNEL");
+    if (v && *v && strcmp(v, "mma") && strcmp(v, "wgmma"))
+      return sr_input_error(e, NULL, "SR_ADASPA_KERNEL", "expected mma or wgmma, got '%s'", v);
+    asked = !v || !*v ? ADASPA_KERNEL_AUTO : strcmp(v, "mma") == 0 ? ADASPA_KERNEL_MMA : ADASPA_KERNEL_WGMMA;
+  }
+  int wg = adaspa_gpu_wgmma_applies(q, k, n, head_dim, block);
+  if (asked == ADASPA_KERNEL_WGMMA && !wg)
+    return sr_input_error(e, NULL, "SR_ADASPA_KERNEL", "the wgmma AdaSpa kernel needs an sm_90a device, block 64 or 128 "
+                          "(got %d), head_dim 64 or 128 (got %d) and 16-byte aligned Q and K", block, head_dim);
+  *k_out = asked == ADASPA_KERNEL_AUTO ? (wg ? ADASPA_KERNEL_WGMMA : ADASPA_KERNEL_MMA) : asked;
+  return SR_OK;
+}
+
+int adaspa_gpu_block_mass_by(adaspa_kernel kernel, const void *q, const void *k, int64_t n, int32_t heads,
+                             int32_t kv_heads, int32_t head_dim, float scale, int32_t block, const float *lse,
+                             float *mass, void *stream, sr_error *e) {
   if (block < 16 || block > 128 || block % 16 || heads < 1 || kv_heads < 1 || heads % kv_heads ||
       (head_dim != 64 && head_dim != 128))
     return sr_input_error(e, NULL, "estimate",
@@ -251,6 +273,9 @@ int adaspa_gpu_block_mass(const void *q, const void *k, int64_t n, int32_t heads
                           "%d: 64 or 128)", block, heads, kv_heads, head_dim);
   int64_t nb = (n + block - 1) / block;
   if (nb < 1) return SR_OK;
+  adaspa_kernel kind = ADASPA_KERNEL_MMA;
+  int rc = mass_kernel_of(kernel, q, k, n, head_dim, block, &kind, e);
+  if (rc) return rc;
   mass_args a;
   a.q = (const __nv_bfloat16 *)q, a.k = (const __nv_bfloat16 *)k, a.lse = lse, a.mass = mass;
   a.n = n, a.nb = nb, a.heads = heads, a.kv_heads = kv_heads, a.B = block, a.R = AM_ROWS / block * block;
@@ -259,9 +284,17 @@ int adaspa_gpu_block_mass(const void *q, const void *k, int64_t n, int32_t heads
     return sr_input_error(e, NULL, "estimate", "%lld tokens of %d heads: too many for the GPU search", (long long)n, heads);
   a.n_ct = (int)n_ct;
   a.scale_log2 = scale * SA_LOG2E;
-  // blocks above the diagonal stay 0 (the kernel writes the causal ones and those its tiles reach)
+  // blocks above the diagonal stay 0 (the kernels write the causal ones and those their tiles reach)
   SA_CUDA(cudaMemsetAsync(mass, 0, sizeof(float) * (size_t)(heads * nb * nb), ST(stream)));
+  if (kind == ADASPA_KERNEL_WGMMA)
+    return adaspa_wgmma_block_mass(q, k, n, heads, kv_heads, head_dim, scale, block, lse, mass, stream, e);
   return head_dim == 64 ? mass_launch<64>(a, ST(stream), e) : mass_launch<128>(a, ST(stream), e);
+}
+
+int adaspa_gpu_block_mass(const void *q, const void *k, int64_t n, int32_t heads, int32_t kv_heads, int32_t head_dim,
+                          float scale, int32_t block, const float *lse, float *mass, void *stream, sr_error *e) {
+  return adaspa_gpu_block_mass_by(ADASPA_KERNEL_AUTO, q, k, n, heads, kv_heads, head_dim, scale, block, lse, mass,
+                                  stream, e);
 }
 
 int adaspa_gpu_select(const float *mass, int32_t heads, int64_t nb, const double *sparsity, int64_t row_words,

@@ -152,8 +152,21 @@ int vs_gpu_convert(vs_gpu_conv *c, const vs_gpu_est *g, const vs_gpu_layout *L, 
 // finite add nothing), mass [heads, nb, nb] fp32 (device; blocks above the diagonal 0), nb = ceil(n / block).
 // block a multiple of 16 up to 128, head_dim 64 or 128. Each mass is within a relative error bound of the float64
 // reference adaspa_block_mass (docs/design.md, "AdaSpa's block masses on the GPU"); the same bits run to run.
+// Two kernels compute them: mma.sync m16n8k16 (every block, any device of the build) and, on Hopper, wgmma with
+// a warp-specialized copy pipeline (block 64 or 128); by default the wgmma one where it applies, and the
+// environment variable SR_ADASPA_KERNEL=mma|wgmma forces one (a forced kernel that does not apply is an error).
 int adaspa_gpu_block_mass(const void *q, const void *k, int64_t n, int32_t heads, int32_t kv_heads, int32_t head_dim,
                           float scale, int32_t block, const float *lse, float *mass, void *stream, sr_error *e);
+// The kernels of adaspa_gpu_block_mass; AUTO is its choice (environment included).
+typedef enum { ADASPA_KERNEL_AUTO = 0, ADASPA_KERNEL_MMA = 1, ADASPA_KERNEL_WGMMA = 2 } adaspa_kernel;
+// adaspa_gpu_block_mass by the given kernel (MMA or WGMMA ignore the environment; WGMMA where it does not apply:
+// an input error).
+int adaspa_gpu_block_mass_by(adaspa_kernel kernel, const void *q, const void *k, int64_t n, int32_t heads,
+                             int32_t kv_heads, int32_t head_dim, float scale, int32_t block, const float *lse,
+                             float *mass, void *stream, sr_error *e);
+// 1 when the wgmma kernel can compute this call on the current device (an sm_90a image that runs here, block 64 or
+// 128, head_dim 64 or 128, n below 2^31 - 256, Q and K 16-byte aligned for the tensor maps), else 0.
+int adaspa_gpu_wgmma_applies(const void *q, const void *k, int64_t n, int32_t head_dim, int32_t block);
 // Per head h and causal block row, the top ceil((1 - sparsity[h]) * (row + 1)) blocks by mass (ties: lower
 // column), as adaspa_select on the same masses: mask [heads, nb, row_words] bits, kept [heads] and total [heads]
 // masses (device, float64 sums; recall = kept / total). sparsity is a host array [heads]; nb <= 8192.

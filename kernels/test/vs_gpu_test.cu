@@ -364,7 +364,9 @@ static vres run_vcase(const vcase *c) {
 // reference (adaspa_block_mass on the same bf16 inputs and the same fp32 LSE); the selection on the reference's
 // masses must give the reference's masks exactly; end to end, the masks may differ only on near-ties: a block
 // kept by one side and not the other has a reference mass within the bound of its row's boundary (the smallest
-// mass the reference keeps), and every head's recall is within 1e-3 of the reference's.
+// mass the reference keeps), and every head's recall is within 1e-3 of the reference's. Each case runs both mass
+// kernels where they apply (mma.sync always; wgmma on sm_90a for B = 64 or 128) on the same inputs, each checked
+// against the reference, and the two kernels' masks may differ only on near-ties of the reference.
 
 typedef struct {
   const char *name;
@@ -382,15 +384,32 @@ static const acase acases[] = {
     {"adaspa n600 B16 peaked", 600, 2, 1, 128, 16, 4, 0},    // 16 query blocks a CTA; larger logits
     {"adaspa n1111 d64 B48", 1111, 4, 2, 64, 48, 2, 0},      // R = 240: 15 row tiles, one warp half idle
     {"adaspa n900 B64 ties", 900, 2, 1, 128, 64, 2, 1},
+    // the wgmma kernel's shapes: 128-row tiles, 128-key chunks, sums flushed every 8 chunks
+    {"adaspa n2100 GQA4 B64", 2100, 8, 2, 128, 64, 2, 0},  // 17 tiles: odd and even chunk counts, 3 flush windows
+    {"adaspa n1900 d64 B128", 1900, 4, 1, 64, 128, 2, 0},  // last tile 108 rows
+    {"adaspa n100 MHA B64", 100, 2, 2, 128, 64, 2, 0},     // one tile, shorter than a block pair
 };
+
+// The mass kernels as adaspa_gpu_block_mass_by names them; wgmma twice: its default share of exponentials on the
+// FMA pipes (kernels/exp2_poly.h) and all of them by ex2.approx (SR_ADASPA_POLY=0).
+enum { AK_MMA, AK_WGMMA, AK_WGMMA0, AK_N };
+static const adaspa_kernel ak_kind[AK_N] = {ADASPA_KERNEL_MMA, ADASPA_KERNEL_WGMMA, ADASPA_KERNEL_WGMMA};
+static const char *ak_name[AK_N] = {"mma", "wgmma", "wgmma0"};
 
 typedef struct {
   double mass_err, bound;   // worst relative error of a causal block's mass; the bound it must stay within
   int mass_ok;              // every causal block within the bound, every block above the diagonal 0
-  int sel_exact;            // the selection on the reference's (fp32-rounded) masses: the reference's masks
-  double sel_recall_err;    // ... and its recall
   double recall_err;        // end to end: worst |recall - the reference's| over heads
   int64_t near_ties, bad;   // end to end: blocks selected by one side only, within the bound of the boundary / not
+} akres;
+
+typedef struct {
+  double bound;             // the masses' relative error bound
+  int sel_exact;            // the selection on the reference's (fp32-rounded) masses: the reference's masks
+  double sel_recall_err;    // ... and its recall
+  int ran[AK_N];            // the kernel applied (wgmma: sm_90a, B = 64 or 128) and ran
+  akres k[AK_N];
+  int64_t path_diff, path_bad;  // blocks kept by mma's selection or a wgmma one's only; of them, not near-ties
 } ares;
 
 // The relative error bound of a GPU block mass against the float64 reference (docs/design.md, "AdaSpa's block
@@ -426,10 +445,10 @@ static void dense_lse(const float *qr, const float *kr, int64_t n, int H, int KH
   free(s);
 }
 
-// End to end: compare the GPU's masks (mg, on its masses) with the reference's (mc, on its masses mass_c) row by
-// row; a block in one only must have a reference mass within the bound eps of the row's boundary mass.
-static void count_swaps(const uint64_t *mg, const uint64_t *mc, const double *mass_c, int H, int64_t nb, int64_t rw,
-                        double eps, ares *r) {
+// Compare two masks (ma, mb) row by row; a block in one only must have a reference mass (mass_c) within the bound
+// eps of the row's boundary, the smallest mass the reference's mask mc keeps. Counts near ties and bad blocks.
+static void count_swaps(const uint64_t *ma, const uint64_t *mb, const uint64_t *mc, const double *mass_c, int H,
+                        int64_t nb, int64_t rw, double eps, int64_t *near_ties, int64_t *bad) {
   for (int64_t x = 0; x < H * nb; x++) {
     int64_t pb = x % nb;
     const double *row = mass_c + x * nb;
@@ -437,12 +456,29 @@ static void count_swaps(const uint64_t *mg, const uint64_t *mc, const double *ma
     for (int64_t cb = 0; cb <= pb; cb++)
       if (mc[x * rw + cb / 64] >> (cb % 64) & 1) boundary = fmin(boundary, row[cb]);
     for (int64_t cb = 0; cb <= pb; cb++) {
-      int kg = (int)(mg[x * rw + cb / 64] >> (cb % 64) & 1), kc = (int)(mc[x * rw + cb / 64] >> (cb % 64) & 1);
-      if (kg == kc) continue;
+      int ka = (int)(ma[x * rw + cb / 64] >> (cb % 64) & 1), kb = (int)(mb[x * rw + cb / 64] >> (cb % 64) & 1);
+      if (ka == kb) continue;
       int near = row[cb] >= boundary * (1 - eps) / (1 + eps) && row[cb] <= boundary * (1 + eps) / (1 - eps);
-      if (near) r->near_ties++;
-      else r->bad++;
+      if (near) (*near_ties)++;
+      else (*bad)++;
     }
+  }
+}
+
+// One kernel's masses against the reference (mass_c): within the bound where causal, 0 above the diagonal.
+static void check_masses(const float *mg, const double *mass_c, int64_t cells, int64_t nb, int B, double bound,
+                         akres *k) {
+  k->mass_ok = 1;
+  double floor_abs = (double)B * B * ldexp(1.0, -126);  // elements below 2^-126 flush to 0 (ex2.approx.ftz)
+  for (int64_t x = 0; x < cells; x++) {
+    int64_t pb = x / nb % nb, cb = x % nb;
+    double g = mg[x], want = mass_c[x];
+    if (cb > pb) {
+      k->mass_ok &= g == 0;
+      continue;
+    }
+    k->mass_ok &= fabs(g - want) <= bound * want + floor_abs;
+    if (want > 0) k->mass_err = fmax(k->mass_err, fabs(g - want) / want);
   }
 }
 
@@ -463,66 +499,64 @@ static ares run_acase(const acase *c) {
   for (int64_t x = 0; x < H * n; x++) lsed[x] = lse[x];
   r.bound = mass_bound(d, c->B, scale, sabs, lmax);
 
-  // masses
+  // the reference's masses, and its selection on them rounded to fp32 against the GPU selection on the same values
   double *mass_c = (double *)malloc(sizeof(double) * (size_t)cells);
   for (int h = 0; h < H; h++)
     SR(adaspa_block_mass(qr, kr, n, H, KH, d, h, scale, c->B, lsed + h * n, mass_c + h * nb * nb, E));
-  float *lse_d = (float *)dev_copy(lse, sizeof(float) * (size_t)(H * n)), *mass_g;
-  CK(cudaMalloc((void **)&mass_g, sizeof(float) * (size_t)cells));
-  CK(cudaMemset(mass_g, 0xff, sizeof(float) * (size_t)cells));
-  SR(adaspa_gpu_block_mass(qd, kd, n, H, KH, d, scale, c->B, lse_d, mass_g, NULL, E));
-  float *mg = (float *)fetch(mass_g, sizeof(float) * (size_t)cells);
-  r.mass_ok = 1;
-  double floor_abs = (double)c->B * c->B * ldexp(1.0, -126);  // elements below 2^-126 flush to 0 (ex2.approx.ftz)
-  for (int64_t x = 0; x < cells; x++) {
-    int64_t pb = x / nb % nb, cb = x % nb;
-    double g = mg[x], want = mass_c[x];
-    if (cb > pb) {
-      r.mass_ok &= g == 0;
-      continue;
-    }
-    r.mass_ok &= fabs(g - want) <= r.bound * want + floor_abs;
-    if (want > 0) r.mass_err = fmax(r.mass_err, fabs(g - want) / want);
-  }
-
-  // selection, per-head sparsities as the head-adaptive rule would give them
-  double sp[16];
+  double sp[16];  // per-head sparsities as the head-adaptive rule would give them
   for (int h = 0; h < H; h++) sp[h] = 0.2 + 0.7 * h / (H > 1 ? H - 1 : 1);
   uint64_t *mask_d;
   double *kept_d, *tot_d;
   CK(cudaMalloc((void **)&mask_d, 8 * (size_t)(H * nb * rw)));
   CK(cudaMalloc((void **)&kept_d, 8 * (size_t)H));
   CK(cudaMalloc((void **)&tot_d, 8 * (size_t)H));
-  uint64_t *mask_c = (uint64_t *)malloc(8 * (size_t)(H * nb * rw));
+  uint64_t *mask_c = (uint64_t *)malloc(8 * (size_t)(H * nb * rw)), *mask_k[AK_N] = {NULL, NULL, NULL};
   double rec_c[16];
-  // round 0: the GPU selection on the reference's masses rounded to fp32 against adaspa_select on the same values;
-  // round 1: end to end, the GPU's masses and selection against the reference's
   double *mass_cf = (double *)malloc(sizeof(double) * (size_t)cells);
   float *mass_f = (float *)malloc(sizeof(float) * (size_t)cells);
   for (int64_t x = 0; x < cells; x++) mass_f[x] = (float)mass_c[x], mass_cf[x] = mass_f[x];
-  for (int round = 0; round < 2; round++) {
-    const double *ref = round == 0 ? mass_cf : mass_c;
-    for (int h = 0; h < H; h++) rec_c[h] = adaspa_select(ref + h * nb * nb, nb, sp[h], rw, mask_c + h * nb * rw);
-    float *src = round == 0 ? (float *)dev_copy(mass_f, sizeof(float) * (size_t)cells) : mass_g;
+  // Select src's masses on the GPU into mask_d; the worst |recall - rec_c| over heads.
+  auto gpu_select = [&](const float *src, uint64_t **mask_out) {
     CK(cudaMemset(mask_d, 0xff, 8 * (size_t)(H * nb * rw)));
     SR(adaspa_gpu_select(src, H, nb, sp, rw, mask_d, kept_d, tot_d, NULL, E));
-    uint64_t *mgk = (uint64_t *)fetch(mask_d, 8 * (size_t)(H * nb * rw));
-    double *kp = (double *)fetch(kept_d, 8 * (size_t)H), *tt = (double *)fetch(tot_d, 8 * (size_t)H);
-    double err = 0;
+    *mask_out = (uint64_t *)fetch(mask_d, 8 * (size_t)(H * nb * rw));
+    double *kp = (double *)fetch(kept_d, 8 * (size_t)H), *tt = (double *)fetch(tot_d, 8 * (size_t)H), err = 0;
     for (int h = 0; h < H; h++) err = fmax(err, fabs(kp[h] / tt[h] - rec_c[h]));
-    if (round == 0) {
-      r.sel_exact = memcmp(mgk, mask_c, 8 * (size_t)(H * nb * rw)) == 0;
-      r.sel_recall_err = err;
-      cudaFree(src);
-    } else {
-      r.recall_err = err;
-      count_swaps(mgk, mask_c, mass_c, H, nb, rw, r.bound, &r);
-    }
-    free(mgk), free(kp), free(tt);
+    free(kp), free(tt);
+    return err;
+  };
+  for (int h = 0; h < H; h++) rec_c[h] = adaspa_select(mass_cf + h * nb * nb, nb, sp[h], rw, mask_c + h * nb * rw);
+  float *src = (float *)dev_copy(mass_f, sizeof(float) * (size_t)cells);
+  uint64_t *mgk;
+  r.sel_recall_err = gpu_select(src, &mgk);
+  r.sel_exact = memcmp(mgk, mask_c, 8 * (size_t)(H * nb * rw)) == 0;
+  free(mgk), cudaFree(src);
+
+  // end to end, each kernel: its masses and the GPU selection on them against the reference's
+  for (int h = 0; h < H; h++) rec_c[h] = adaspa_select(mass_c + h * nb * nb, nb, sp[h], rw, mask_c + h * nb * rw);
+  float *lse_d = (float *)dev_copy(lse, sizeof(float) * (size_t)(H * n)), *mass_g;
+  CK(cudaMalloc((void **)&mass_g, sizeof(float) * (size_t)cells));
+  for (int kx = 0; kx < AK_N; kx++) {
+    if (kx != AK_MMA && !adaspa_gpu_wgmma_applies(qd, kd, n, d, c->B)) continue;
+    r.ran[kx] = 1;
+    akres *k = &r.k[kx];
+    CK(cudaMemset(mass_g, 0xff, sizeof(float) * (size_t)cells));
+    if (kx == AK_WGMMA0) setenv("SR_ADASPA_POLY", "0", 1);
+    SR(adaspa_gpu_block_mass_by(ak_kind[kx], qd, kd, n, H, KH, d, scale, c->B, lse_d, mass_g, NULL, E));
+    if (kx == AK_WGMMA0) unsetenv("SR_ADASPA_POLY");
+    float *mg = (float *)fetch(mass_g, sizeof(float) * (size_t)cells);
+    check_masses(mg, mass_c, cells, nb, c->B, r.bound, k);
+    k->recall_err = gpu_select(mass_g, &mask_k[kx]);
+    count_swaps(mask_k[kx], mask_c, mask_c, mass_c, H, nb, rw, r.bound, &k->near_ties, &k->bad);
+    free(mg);
   }
+  for (int kx = AK_WGMMA; kx < AK_N; kx++)  // the kernels' selections against mma's: differing blocks are near-ties too
+    if (r.ran[AK_MMA] && r.ran[kx])
+      count_swaps(mask_k[AK_MMA], mask_k[kx], mask_c, mass_c, H, nb, rw, r.bound, &r.path_diff, &r.path_bad);
   cudaFree(mask_d), cudaFree(kept_d), cudaFree(tot_d), cudaFree(mass_g), cudaFree(lse_d), cudaFree(qd), cudaFree(kd);
-  free(qf), free(kf), free(qr), free(kr), free(lse), free(lsed), free(mass_c), free(mass_cf), free(mass_f), free(mg);
+  free(qf), free(kf), free(qr), free(kr), free(lse), free(lsed), free(mass_c), free(mass_cf), free(mass_f);
   free(mask_c);
+  for (int kx = 0; kx < AK_N; kx++) free(mask_k[kx]);
   return r;
 }
 
@@ -541,15 +575,36 @@ int main(void) {
            (long long)r.n_slash, (long long)r.n_tiles, (long long)r.n_bars, ok ? "ok" : "FAIL");
     fflush(stdout);
   }
-  printf("%-24s %9s %9s %6s %9s %10s %10s %6s\n", "adaspa case", "mass err", "bound", "select", "sel rec", "recall err",
-         "near ties", "bad");
+  // On Hopper the wgmma kernel must run every case of block 64 or 128 (an sm_90a build): a skip there is a failure.
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  int hopper = prop.major == 9;
+  printf("%-24s %-6s %9s %9s %6s %9s %10s %10s %6s\n", "adaspa case", "kernel", "mass err", "bound", "select", "sel rec",
+         "recall err", "near ties", "bad");
   for (size_t i = 0; i < sizeof acases / sizeof acases[0]; i++) {
-    ares r = run_acase(&acases[i]);
-    int ok = r.mass_ok && r.sel_exact && r.sel_recall_err <= 1e-12 && r.recall_err <= 1e-3 && r.bad == 0;
-    fails += !ok;
-    printf("%-24s %9.2e %9.2e %6s %9.2e %10.2e %10lld %6lld %s\n", acases[i].name, r.mass_err, r.bound,
-           r.sel_exact ? "same" : "DIFF", r.sel_recall_err, r.recall_err, (long long)r.near_ties, (long long)r.bad,
-           ok ? "ok" : r.mass_ok ? "FAIL" : "FAIL (a mass outside the bound)");
+    const acase *c = &acases[i];
+    ares r = run_acase(c);
+    int sel_ok = r.sel_exact && r.sel_recall_err <= 1e-12;
+    for (int kx = 0; kx < AK_N; kx++) {
+      if (!r.ran[kx]) {
+        int missing = kx != AK_MMA && hopper && (c->B == 64 || c->B == 128);
+        fails += missing;
+        if (kx != AK_MMA && (c->B == 64 || c->B == 128))
+          printf("%-24s %-6s %s\n", c->name, ak_name[kx], missing ? "FAIL (did not apply on sm_90)" : "not run (no sm_90a)");
+        continue;
+      }
+      const akres *k = &r.k[kx];
+      int ok = k->mass_ok && sel_ok && k->recall_err <= 1e-3 && k->bad == 0;
+      fails += !ok;
+      printf("%-24s %-6s %9.2e %9.2e %6s %9.2e %10.2e %10lld %6lld %s\n", c->name, ak_name[kx], k->mass_err, r.bound,
+             r.sel_exact ? "same" : "DIFF", r.sel_recall_err, k->recall_err, (long long)k->near_ties, (long long)k->bad,
+             ok ? "ok" : k->mass_ok ? "FAIL" : "FAIL (a mass outside the bound)");
+    }
+    if (r.ran[AK_MMA] && r.ran[AK_WGMMA]) {
+      fails += r.path_bad != 0;
+      printf("%-24s %-6s blocks kept by mma or a wgmma only: %lld near ties, %lld not %s\n", c->name, "paths",
+             (long long)(r.path_diff), (long long)r.path_bad, r.path_bad ? "FAIL" : "ok");
+    }
     fflush(stdout);
   }
   printf("gpu-test-vs: %d failed\n", fails);

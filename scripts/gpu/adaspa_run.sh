@@ -9,6 +9,12 @@
 #           search, the second the LSE-cached search alone, AdaSpa's cached search on the same inputs); the search
 #           line gives the dense pass, the LSE-cached search and the mask's conversion, and the summary the search
 #           over the dense forward beside it (the issue's goal: at most 0.5); --predict beside each
+#   kern    the block-mass kernels side by side (bin/sparsering-bench-adaspa, built here for sm_90a when absent):
+#           one dense causal forward of Qwen2.5-3B heads (16/2, d 128) at 64K and 128K, the masses by mma.sync, by
+#           wgmma (its default share of exponentials on the FMA pipes) and by wgmma with ex2.approx alone
+#           (wgmma0), at B = 128 and B = 64; then the GPU test of both kernels against the float64 reference
+#           (bin/sparsering-gpu-test-vs, adaspa cases); the summary's table: kernel, 64K and 128K ms, ratio to the
+#           dense forward
 #   pkpre   the passkey recipe's packed stages (scripts/gpu/train_one.sh's defaults, call c16's recipe: tiny-25m,
 #           3,000 steps of 64 x 512 tokens, then 300 of 8 x 4K, PoSE to 32K), checkpoints in $W/ck-*: they stay on
 #           the machine for pk32k while it is held
@@ -18,7 +24,7 @@
 #           after the first, and the search counters
 # Every run has its own time limit; none starts after SR_BUDGET_S (540) seconds. Logs in $OUT/logs.tgz, the summary
 # in $OUT/summary.txt, printed last. Run from the repository root: bash scripts/gpu/adaspa_run.sh [STAGES] (default
-# "check cost"; then "pkpre", then "pk32k" on the same held machine). A prebuilt bin/sparsering-exec is used when it
+# "check cost"; "kern" alone for the kernels' comparison; then "pkpre", then "pk32k" on the same held machine). A prebuilt bin/sparsering-exec is used when it
 # runs here (carry .devdeps and .gpu-exec-mpi), else it is built (nvcc, sm_90a).
 set -o pipefail
 OUT=${OUT:-/tmp/sr-adaspa-out}
@@ -55,6 +61,29 @@ if [[ $STAGES == *cost* ]]; then
       if (f > 0 && x > 0) printf "%s: dense forward %.3f ms; dense pass %.3f ms; LSE-cached search %.3f ms = %.3f x the dense forward (goal <= 0.5)\n", s, f, d, x, x / f;
       else printf "%s: search or dense forward missing (see the logs)\n", s }' | tee -a "$S"
   done
+fi
+
+if [[ $STAGES == *kern* ]]; then
+  log "(kern) AdaSpa's block masses: mma.sync and wgmma beside one dense forward, Qwen2.5-3B heads, 64K and 128K"
+  if [ ! -x bin/sparsering-bench-adaspa ] || [ ! -x bin/sparsering-gpu-test-vs ]; then
+    timeout 300 make -j"$(nproc)" "${MAKE_MPI[@]}" CUDA_ARCH="-gencode=arch=compute_90a,code=sm_90a" \
+      bin/sparsering-bench-adaspa bin/sparsering-gpu-test-vs >"$W/build-kern.log" 2>&1 || log "build failed: $W/build-kern.log"
+  fi
+  for b in 128 64; do
+    timeout 150 bin/sparsering-bench-adaspa --n 65536,131072 --block $b --reps 5 >"$W/bench-adaspa-b$b.log" 2>&1
+    echo "-- bench-adaspa B = $b (exit $?)" >>"$S"
+    cat "$W/bench-adaspa-b$b.log" >>"$S"
+    # the short table: kernel, 64K ms, 128K ms, ratio to the dense forward at each
+    awk -v b=$b '$1 == 65536 || $1 == 131072 { n = $1 == 65536 ? 1 : 2; f[n] = $2; t["mma", n] = $3; t["wgmma", n] = $5;
+        t["wgmma0", n] = $7 }
+      END { printf "B = %d: %-14s %9s %9s %7s %7s\n", b, "kernel", "64K ms", "128K ms", "x fwd", "x fwd";
+        printf "B = %d: %-14s %9.3f %9.3f %7.3f %7.3f\n", b, "dense forward", f[1], f[2], 1, 1;
+        split("mma wgmma wgmma0", k, " ");
+        for (i = 1; i <= 3; i++) printf "B = %d: %-14s %9.3f %9.3f %7.3f %7.3f\n", b, k[i], t[k[i], 1], t[k[i], 2],
+          (f[1] > 0 ? t[k[i], 1] / f[1] : 0), (f[2] > 0 ? t[k[i], 2] / f[2] : 0) }' "$W/bench-adaspa-b$b.log" | tee -a "$S"
+  done
+  timeout 240 bin/sparsering-gpu-test-vs >"$W/gpu-test-vs-kern.log" 2>&1
+  { echo "-- gpu-test-vs (exit $?)"; grep -iE "adaspa|paths|fail" "$W/gpu-test-vs-kern.log"; } >>"$S"
 fi
 
 # the passkey recipe (scripts/gpu/train_one.sh's defaults): one run, its CSV and log kept
