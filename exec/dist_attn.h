@@ -68,6 +68,10 @@ int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c,
                           dist_attn **out, sr_error *e);
 // Were this plan's tile indices built on the GPU?
 int dist_attn_index_on_gpu(const dist_attn *a);
+// FPDT plans (1; else 0): host seconds set-up took for the chunks' tile indices, and that the last count of its
+// device copies (the CUDA set-up's, or dist_attn_plan_bytes') took for the indices' compact columns and for the
+// u(u+1)/2 chunk pairs' transposes with their bar chunks; *pairs their number.
+int dist_attn_fpdt_build_s(const dist_attn *a, double *indices, double *columns, double *transposes, int64_t *pairs);
 // Free the GPU index builder's device state (remade by the next GPU build), e.g. once every plan that will be
 // kept is built; waits for its stream. A no-op without one.
 void dist_attn_builder_free(void);
