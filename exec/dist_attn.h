@@ -141,8 +141,9 @@ typedef struct {
 int64_t dist_plan_bytes_total(const dist_plan_bytes *b);
 // This rank's breakdown. CUDA backend: what the plan's copies hold once uploaded (also while released); CPU
 // backend: what they would hold, the transposes and bar chunks built on the host for the count (set-up's work
-// on CUDA: seconds a source on long sparse layers). FPDT plans and patterns made at run time (vs-online,
-// gated, adaspa-online) have no transposes at set-up: 0 there.
+// on CUDA: seconds a source on long sparse layers); FPDT plans every chunk's index and every chunk pair's transpose
+// (exec/fpdt_plan.c). Patterns made at run time (vs-online, gated, adaspa-online) have no transposes at set-up: 0
+// there.
 int dist_attn_plan_bytes(const dist_attn *a, dist_plan_bytes *out, sr_error *e);
 // This rank's share of the CUDA backend's shared workspace (kernels/workspace.h: the plan's shape, ws_shape_of on the
 // layer's ring, with b's bar terms), on either backend: what the CUDA set-up asks ws_attach for.
