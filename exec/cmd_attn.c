@@ -324,6 +324,11 @@ static int plan_bytes_only(const attn_opts *o_, comm *c, plan *pl, pattern *pat,
       printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, sr_now() - tc,
              dist_attn_index_on_gpu(da) ? "GPU" : "host");
     if (plan_bytes_print(c, da, layer, e)) fail(c, e);
+    double ix, cols, tt;
+    int64_t pairs;
+    if (c->rank == 0 && dist_attn_fpdt_build_s(da, &ix, &cols, &tt, &pairs))
+      printf("  layer %d: FPDT host build (rank 0): chunk indices %.3f s, their compact columns %.3f s, %lld chunk pairs' "
+             "transposes with bar chunks %.3f s\n", layer, ix, cols, (long long)pairs, tt);
     dist_attn_free(da);
   }
   return 0;

@@ -68,6 +68,10 @@ int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c,
                           dist_attn **out, sr_error *e);
 // Were this plan's tile indices built on the GPU?
 int dist_attn_index_on_gpu(const dist_attn *a);
+// FPDT plans (1; else 0): host seconds set-up took for the chunks' tile indices, and that the last count of its
+// device copies (the CUDA set-up's, or dist_attn_plan_bytes') took for the indices' compact columns and for the
+// u(u+1)/2 chunk pairs' transposes with their bar chunks; *pairs their number.
+int dist_attn_fpdt_build_s(const dist_attn *a, double *indices, double *columns, double *transposes, int64_t *pairs);
 // Free the GPU index builder's device state (remade by the next GPU build), e.g. once every plan that will be
 // kept is built; waits for its stream. A no-op without one.
 void dist_attn_builder_free(void);
@@ -137,8 +141,9 @@ typedef struct {
 int64_t dist_plan_bytes_total(const dist_plan_bytes *b);
 // This rank's breakdown. CUDA backend: what the plan's copies hold once uploaded (also while released); CPU
 // backend: what they would hold, the transposes and bar chunks built on the host for the count (set-up's work
-// on CUDA: seconds a source on long sparse layers). FPDT plans and patterns made at run time (vs-online,
-// gated, adaspa-online) have no transposes at set-up: 0 there.
+// on CUDA: seconds a source on long sparse layers); FPDT plans every chunk's index and every chunk pair's transpose
+// (exec/fpdt_plan.c). Patterns made at run time (vs-online, gated, adaspa-online) have no transposes at set-up: 0
+// there.
 int dist_attn_plan_bytes(const dist_attn *a, dist_plan_bytes *out, sr_error *e);
 // This rank's share of the CUDA backend's shared workspace (kernels/workspace.h: the plan's shape, ws_shape_of on the
 // layer's ring, with b's bar terms), on either backend: what the CUDA set-up asks ws_attach for.

@@ -10,7 +10,6 @@
 // The per-plan state is dist_attn_cuda_state.h; the plan's own device copies (positions, freeing, release
 // and restore) are dist_attn_cuda_copies.c.
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,55 +34,29 @@
 // ---------------------------------------------------------------------------------------------
 // set-up
 
-// The transposed index of every source, for the backward. The transposes are independent host work
-// of seconds each on long sparse layers (12 s per source at 512K tokens with vs-topp on one core), so
-// up to TRANSPOSE_THREADS run at once; the uploads follow one by one.
-#define TRANSPOSE_THREADS 8
+// The transposed index of every source, for the backward: built in threads (dist_transposes_each), uploaded in
+// order, the bars' scratch the workspace's (own_scratch 0) or each copy's own with its bar chunks built there (1:
+// a selection's, which keeps its lists).
 typedef struct {
-  const struct dist_attn *a;
-  int g;
-  tile_index_t tt;
-  sr_error e;
-  int rc;
-} transpose_job;
+  struct dist_attn *a;
+  int own_scratch;
+} transposes_put;
 
-static void *transpose_run(void *arg) {
-  transpose_job *j = arg;
-  j->rc = tiles_transpose(&j->a->ti_view, j->g, rows_of(j->a, j->g), &j->tt, &j->e);
-  return NULL;
-}
-
-// The transposes' bar chunks built on the host and uploaded without a scratch (the workspace's), or with one.
-static int transpose_upload(struct dist_attn *a, const tile_index_t *tt, int own_scratch, sa_gpu_index_t *out,
-                            sr_error *e) {
-  if (own_scratch) return sa_gpu_index_t_upload(tt, a->nh, a->nkv, out, e);  // a selection's: with its lists
-  sa_bar_chunks bc;
-  if (sa_bar_chunks_build(tt, a->nh, a->nkv, &bc, e)) return e->code;
-  int rc = dist_cuda_transpose_put(tt, &bc, out, e);
-  sa_bar_chunks_free(&bc);
-  return rc;
+static int transpose_put(void *arg, int64_t g, const tile_index_t *tt, const sa_bar_chunks *bc, int compact,
+                         sr_error *e) {
+  transposes_put *p = arg;
+  cuda_state *s = p->a->cuda;
+  if (p->own_scratch) return sa_gpu_index_t_upload(tt, p->a->nh, p->a->nkv, &s->ixt[g], e);
+  return dist_cuda_transpose_put_as(tt, bc, compact, &s->ixt[g], e);
 }
 
 int dist_cuda_transposes_upload(struct dist_attn *a, int own_scratch, sr_error *e) {
-  cuda_state *s = a->cuda;
-  transpose_job jobs[TRANSPOSE_THREADS];
-  pthread_t th[TRANSPOSE_THREADS];
-  int started[TRANSPOSE_THREADS], rc = SR_OK;
-  for (int g0 = 0; g0 < a->R && rc == SR_OK; g0 += TRANSPOSE_THREADS) {
-    int n = a->R - g0 < TRANSPOSE_THREADS ? a->R - g0 : TRANSPOSE_THREADS;
-    for (int i = 0; i < n; i++) {
-      memset(&jobs[i], 0, sizeof jobs[i]);
-      jobs[i].a = a, jobs[i].g = g0 + i;
-      started[i] = pthread_create(&th[i], NULL, transpose_run, &jobs[i]) == 0;
-      if (!started[i]) transpose_run(&jobs[i]);  // no thread to be had: do it here
-    }
-    for (int i = 0; i < n; i++) {
-      if (started[i]) pthread_join(th[i], NULL);
-      if (rc == SR_OK && jobs[i].rc) *e = jobs[i].e, rc = jobs[i].rc;
-      if (rc == SR_OK) rc = transpose_upload(a, &jobs[i].tt, own_scratch, &s->ixt[g0 + i], e);
-      if (!jobs[i].rc) tiles_transpose_free(&jobs[i].tt);
-    }
-  }
+  dist_transpose_src *src = malloc(sizeof *src * (size_t)a->R);
+  if (!src) return sr_internal_error(e, 0, "out of memory");
+  for (int g = 0; g < a->R; g++) src[g].t = &a->ti_view, src[g].src = g, src[g].rows = rows_of(a, g);
+  transposes_put p = {a, own_scratch};
+  int rc = dist_transposes_each(src, a->R, own_scratch ? 0 : a->nh, a->nkv, transpose_put, &p, e);
+  free(src);
   return rc;
 }
 
@@ -160,10 +133,6 @@ void dist_attn_cuda_release(struct dist_attn *a) {
 }
 
 #define OUTER_STREAM(a) ((cudaStream_t)(a)->c->outer_stream)
-
-static int bars_ready(struct dist_attn *a, const sa_gpu_index *ix, sa_gpu_index *out, const sa_gpu_index **use,
-                      sr_error *e);
-static int bars_t_ready(struct dist_attn *a, sa_gpu_index_t *t, sr_error *e);
 
 // ---------------------------------------------------------------------------------------------
 // ring walk
@@ -336,7 +305,7 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   // moba with the GPU gate: the selection on the device (one rank: its form too; several: the form uploaded)
   if (a->gate_gpu && gate_gpu_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   sa_gpu_index expanded;  // compact bars: every source's lists written once for the call
-  if (bars_ready(a, ix, &expanded, &ix, e)) return e->code;
+  if (dist_cuda_bars_ready(a, ix, st->bars, st->shape.bars, &expanded, &ix, e)) return e->code;
   const void *cur = st->kv_own;
   outer_begin(a);
   for (int s = 0; s < rp->n_steps; s++) {
@@ -406,7 +375,7 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
   if (a->adaspa && adaspa_cuda_backward(a, &ix, &ixt, &masks, e)) return e->code;
   if (a->gate_gpu && gate_gpu_backward(a, &ix, &ixt, &masks, e)) return e->code;
   sa_gpu_index expanded;  // the tile form's lists (the dQ of bars reads them), once for the call
-  if (a->nh > 0 && bars_ready(a, ix, &expanded, &ix, e)) return e->code;
+  if (a->nh > 0 && dist_cuda_bars_ready(a, ix, st->bars, st->shape.bars, &expanded, &ix, e)) return e->code;
   const void *cur = st->kv_own;
   comm_pending apend = {0};
   int p = 0, n_flush_prev = 0, fpar = 0;
@@ -427,12 +396,11 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
       sa_shape sh = {a->n_q, rows_of(a, src), a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
       const char *kk = cur, *vv = kk + rows_of(a, src) * row * 2;
       // the plan's own transposes write their bars' partial dK/dV into the workspace (index_gpu.cu: _upload_chunks)
+      // (this source's bar keys' query tiles expanded where compact)
       sa_gpu_index_t tsrc = ixt[src];
-      if (!tsrc.bc.scratch && tsrc.scratch_bytes > st->shape.bar_scratch)
-        return sr_internal_error(e, 0, "rank %d: the bars' scratch of source %d (%lld B) exceeds the workspace's (%lld B)",
-                                 a->c->rank, src, (long long)tsrc.scratch_bytes, (long long)st->shape.bar_scratch);
-      if (!tsrc.bc.scratch) tsrc.bc.scratch = st->bar_scratch;
-      if (a->nh > 0 && bars_t_ready(a, &tsrc, e)) return e->code;  // this source's bar keys' query tiles
+      if (a->nh > 0 && dist_cuda_bars_t_ready(a, &tsrc, st->bar_scratch, st->shape.bar_scratch, st->bars_t,
+                                              st->shape.bars_t, e))
+        return e->code;
       int ti = cuda_timer_open(a, tm, s, PHASE_ATTN_BWD, STREAM_COMPUTE);
       if (a->nh > 0 && sa_bwd(&sh, q, kk, vv, lse, st->d_row, dout, st->qpos, st->kpos[src], ix, &tsrc, src, masks, dq,
                               P, P + rows_of(a, src) * row, CS(a), e))
@@ -549,34 +517,6 @@ static void scratch_take(cuda_state *s) {
   s->bar_scratch = b[WS_BAR_SCRATCH];
   s->bars = b[WS_BARS], s->bars_t = b[WS_BARS_T];
 }
-
-// A compact index's lists expanded into the workspace, and *out the copy the kernels take (ix itself when it holds
-// its lists).
-static int bars_ready(struct dist_attn *a, const sa_gpu_index *ix, sa_gpu_index *out, const sa_gpu_index **use,
-                      sr_error *e) {
-  cuda_state *s = a->cuda;
-  *use = ix;
-  if (!ix->col_cnt) return SR_OK;
-  if (ix->bars_bytes > s->shape.bars)
-    return sr_internal_error(e, 0, "rank %d: the expanded bars (%lld B) exceed the workspace's (%lld B)", a->c->rank,
-                             (long long)ix->bars_bytes, (long long)s->shape.bars);
-  if (sa_bars_expand(ix, s->bars, CS(a), e)) return e->code;
-  *out = *ix, out->d.bar_idx = s->bars, *use = out;
-  return SR_OK;
-}
-
-// The same for a compact transpose (t a copy the caller passes on).
-static int bars_t_ready(struct dist_attn *a, sa_gpu_index_t *t, sr_error *e) {
-  cuda_state *s = a->cuda;
-  if (!t->compact_bars) return SR_OK;
-  if (t->bars_bytes > s->shape.bars_t)
-    return sr_internal_error(e, 0, "rank %d: the expanded transposed bars (%lld B) exceed the workspace's (%lld B)",
-                             a->c->rank, (long long)t->bars_bytes, (long long)s->shape.bars_t);
-  if (sa_bars_t_expand(t, s->bars_t, CS(a), e)) return e->code;
-  t->d.bar_q_idx = s->bars_t;
-  return SR_OK;
-}
-
 
 // A call on a plan whose copies were released (the caller restores them first).
 static int refuse_released(const struct dist_attn *a, sr_error *e) {

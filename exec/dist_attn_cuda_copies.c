@@ -27,9 +27,40 @@ int dist_cuda_index_put(const tile_index *t, const tile_bar_cols *cols, sa_gpu_i
   return cols->col_cnt ? sa_gpu_index_upload_compact(t, cols, out, e) : sa_gpu_index_upload(t, out, e);
 }
 
+int dist_cuda_transpose_put_as(const tile_index_t *tt, const sa_bar_chunks *bc, int compact, sa_gpu_index_t *out,
+                               sr_error *e) {
+  return compact ? sa_gpu_index_t_upload_compact(tt, bc, out, e) : sa_gpu_index_t_upload_chunks(tt, bc, out, e);
+}
+
 int dist_cuda_transpose_put(const tile_index_t *tt, const sa_bar_chunks *bc, sa_gpu_index_t *out, sr_error *e) {
-  return dist_transpose_compact(tt) ? sa_gpu_index_t_upload_compact(tt, bc, out, e)
-                                    : sa_gpu_index_t_upload_chunks(tt, bc, out, e);
+  return dist_cuda_transpose_put_as(tt, bc, dist_transpose_compact(tt), out, e);
+}
+
+int dist_cuda_bars_ready(struct dist_attn *a, const sa_gpu_index *ix, int32_t *bars, int64_t room, sa_gpu_index *out,
+                         const sa_gpu_index **use, sr_error *e) {
+  *use = ix;
+  if (!ix->col_cnt) return SR_OK;
+  if (ix->bars_bytes > room)
+    return sr_internal_error(e, 0, "rank %d: the expanded bars (%lld B) exceed the workspace's (%lld B)", a->c->rank,
+                             (long long)ix->bars_bytes, (long long)room);
+  if (sa_bars_expand(ix, bars, CS(a), e)) return e->code;
+  *out = *ix, out->d.bar_idx = bars, *use = out;
+  return SR_OK;
+}
+
+int dist_cuda_bars_t_ready(struct dist_attn *a, sa_gpu_index_t *t, float *scratch, int64_t scratch_room,
+                           int32_t *bars_t, int64_t room, sr_error *e) {
+  if (!t->bc.scratch && t->scratch_bytes > scratch_room)
+    return sr_internal_error(e, 0, "rank %d: a transpose's bars' scratch (%lld B) exceeds the workspace's (%lld B)",
+                             a->c->rank, (long long)t->scratch_bytes, (long long)scratch_room);
+  if (!t->bc.scratch) t->bc.scratch = scratch;
+  if (!t->compact_bars) return SR_OK;
+  if (t->bars_bytes > room)
+    return sr_internal_error(e, 0, "rank %d: the expanded transposed bars (%lld B) exceed the workspace's (%lld B)",
+                             a->c->rank, (long long)t->bars_bytes, (long long)room);
+  if (sa_bars_t_expand(t, bars_t, CS(a), e)) return e->code;
+  t->d.bar_q_idx = bars_t;
+  return SR_OK;
 }
 
 // What the plan's own copies hold: the index, forward form, masks and positions by the host-built plan's

@@ -113,6 +113,17 @@ int dist_cuda_index_put(const tile_index *t, const tile_bar_cols *cols, sa_gpu_i
 // A transpose with its host bar chunks to the device (the bars' scratch the workspace's): compact where
 // dist_transpose_compact says so, else with its lists.
 int dist_cuda_transpose_put(const tile_index_t *tt, const sa_bar_chunks *bc, sa_gpu_index_t *out, sr_error *e);
+// The same with the choice made (compact: dist_transpose_compact(tt), as dist_transposes_each gives it).
+int dist_cuda_transpose_put_as(const tile_index_t *tt, const sa_bar_chunks *bc, int compact, sa_gpu_index_t *out,
+                               sr_error *e);
+// Before a call's kernels read a compact index ix: its lists expanded into bars (the workspace's WS_BARS, room
+// bytes) on the compute stream, *use the copy the kernels take (*out, pointing there); ix itself where it holds them.
+int dist_cuda_bars_ready(struct dist_attn *a, const sa_gpu_index *ix, int32_t *bars, int64_t room, sa_gpu_index *out,
+                         const sa_gpu_index **use, sr_error *e);
+// Before a backward on t (a copy of a plan's transpose): the workspace's bars' scratch (scratch_room bytes) where t
+// has none of its own, and a compact t's bar_q_idx expanded into bars_t (WS_BARS_T, room bytes).
+int dist_cuda_bars_t_ready(struct dist_attn *a, sa_gpu_index_t *t, float *scratch, int64_t scratch_room,
+                           int32_t *bars_t, int64_t room, sr_error *e);
 // Every group's global positions to the device (s->kpos; s->qpos: this rank's group).
 int dist_cuda_positions_upload(struct dist_attn *a, sr_error *e);
 // Record what the plan's own copies hold (s->bytes from the uploads' footprints) and return their sum.

@@ -191,6 +191,24 @@ int dist_bar_cols(const tile_index *t, tile_bar_cols *out, sr_error *e);
 // Whether a transpose goes up compact: wanted and exact for it.
 int dist_transpose_compact(const tile_index_t *t);
 int dist_plan_has_transposes(const struct dist_attn *a);
+// An index's device bytes, its bars compact (cols not empty) or not; compact: the expanded lists' bytes raise *bars.
+int64_t dist_index_dev_bytes(const tile_index *t, const tile_bar_cols *cols, int64_t *bars);
+
+// Transposes built on the host in threads (dist_transposes.c): source `src` (`rows` keys) of index t.
+typedef struct {
+  const tile_index *t;
+  int src;
+  int64_t rows;
+} dist_transpose_src;
+#define DIST_TRANSPOSE_THREADS 8
+// What takes transpose k: its bar chunks for the heads given, and compact (dist_transpose_compact); NULL and 0 when
+// none were asked for.
+typedef int (*dist_transpose_use)(void *arg, int64_t k, const tile_index_t *tt, const sa_bar_chunks *bc, int compact,
+                                  sr_error *e);
+// Transpose src[0..n) with their bar chunks for nh / nkv heads (nh 0: none), up to DIST_TRANSPOSE_THREADS at once,
+// and hand each to use() in order k = 0..n-1; each is freed after. Stops at the first error (its or use()'s).
+int dist_transposes_each(const dist_transpose_src *src, int64_t n, int nh, int nkv, dist_transpose_use use, void *arg,
+                         sr_error *e);
 // The CUDA state's record of its copies into out (1), or 0 when it has none (CPU backend, no state yet).
 int dist_attn_cuda_plan_bytes(const struct dist_attn *a, dist_plan_bytes *out);
 

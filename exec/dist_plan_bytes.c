@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "exec/dist_internal.h"
+#include "exec/fpdt.h"
 #include "kernels/workspace.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
@@ -30,8 +31,7 @@ int dist_transpose_compact(const tile_index_t *t) {
   return dist_bars_compact() && t->bar_q_cnt[t->n_bar_keys] > 0 && tiles_transpose_bars_compact_exact(t);
 }
 
-// An index's device bytes, its bars compact (cols given and not empty) or not; the expanded lists into *bars.
-static int64_t index_bytes(const tile_index *t, const tile_bar_cols *cols, int64_t *bars) {
+int64_t dist_index_dev_bytes(const tile_index *t, const tile_bar_cols *cols, int64_t *bars) {
   if (!cols || !cols->col_cnt) return sa_index_dev_bytes(t);
   *bars = sr_max64(*bars, 4 * t->n_bars);
   return sa_index_compact_dev_bytes(t, cols);
@@ -41,8 +41,8 @@ static int64_t index_bytes(const tile_index *t, const tile_bar_cols *cols, int64
 void dist_plan_bytes_fixed(const struct dist_attn *a, const tile_bar_cols *cols, const tile_bar_cols *cols_fwd,
                            dist_plan_bytes *out) {
   memset(out, 0, sizeof *out);
-  if (a->nh > 0) out->index = index_bytes(&a->ti_view, cols, &out->bars);
-  if (a->nh > 0 && a->ti_fwd.n_runs) out->fwd_form = index_bytes(&a->ti_fwd_view, cols_fwd, &out->bars);
+  if (a->nh > 0) out->index = dist_index_dev_bytes(&a->ti_view, cols, &out->bars);
+  if (a->nh > 0 && a->ti_fwd.n_runs) out->fwd_form = dist_index_dev_bytes(&a->ti_fwd_view, cols_fwd, &out->bars);
   out->masks = sa_masks_dev_bytes(a->masks, a->H);
   for (int g = 0; g < a->R; g++) out->positions += 8 * sr_max64(1, a->glay->rank_count[g]);
 }
@@ -60,6 +60,12 @@ int dist_plan_has_transposes(const struct dist_attn *a) {
   return a->nh > 0 && !a->fpdt && !pattern_spec_at_run_time(a->p->spec.pattern);
 }
 
+static int count_transposed(void *out, int64_t k, const tile_index_t *tt, const sa_bar_chunks *bc, int compact,
+                            sr_error *e) {
+  dist_plan_bytes_add_transposed(tt, bc, compact, out);
+  return SR_OK;
+}
+
 static int host_breakdown(const struct dist_attn *a, dist_plan_bytes *out, sr_error *e) {
   tile_bar_cols cols = {0}, cols_fwd = {0};
   int fixed = a->nh > 0 && !pattern_spec_at_run_time(a->p->spec.pattern);  // as set-up decides (dist_attn_cuda.c)
@@ -68,21 +74,18 @@ static int host_breakdown(const struct dist_attn *a, dist_plan_bytes *out, sr_er
   if (!rc) dist_plan_bytes_fixed(a, &cols, &cols_fwd, out);
   tiles_bar_cols_free(&cols), tiles_bar_cols_free(&cols_fwd);
   if (rc) return rc;
-  for (int g = 0; dist_plan_has_transposes(a) && g < a->R; g++) {
-    tile_index_t tt;
-    sa_bar_chunks bc;
-    if (tiles_transpose(&a->ti_view, g, a->glay->rank_count[g], &tt, e)) return e->code;
-    rc = sa_bar_chunks_build(&tt, a->nh, a->nkv, &bc, e);
-    if (!rc) dist_plan_bytes_add_transposed(&tt, &bc, dist_transpose_compact(&tt), out), sa_bar_chunks_free(&bc);
-    tiles_transpose_free(&tt);
-    if (rc) return rc;
-  }
-  return SR_OK;
+  if (!dist_plan_has_transposes(a)) return SR_OK;
+  dist_transpose_src *src = malloc(sizeof *src * (size_t)a->R);
+  if (!src) return sr_internal_error(e, 0, "out of memory");
+  for (int g = 0; g < a->R; g++) src[g].t = &a->ti_view, src[g].src = g, src[g].rows = a->glay->rank_count[g];
+  rc = dist_transposes_each(src, a->R, a->nh, a->nkv, count_transposed, out, e);
+  free(src);
+  return rc;
 }
 
 int dist_attn_plan_bytes(const dist_attn *a, dist_plan_bytes *out, sr_error *e) {
   memset(out, 0, sizeof *out);
-  if (a->fpdt) return SR_OK;
+  if (a->fpdt) return fpdt_plan_bytes(a, out, e);
   if (a->be == DIST_CUDA && dist_attn_cuda_plan_bytes(a, out)) return SR_OK;
   return host_breakdown(a, out, e);
 }
@@ -91,7 +94,7 @@ int dist_attn_workspace_bytes(const dist_attn *a, const dist_plan_bytes *b, int6
   ws_shape sh;
   *out = 0;
   if (ws_shape_of(a->p, a->c->rank, a->fpdt ? NULL : a->rp, &sh, e)) return e->code;
-  if (!a->fpdt) sh.bar_scratch = b->bar_scratch, sh.bars = b->bars, sh.bars_t = b->bars_t;  // FPDT's are the plan's
+  sh.bar_scratch = b->bar_scratch, sh.bars = b->bars, sh.bars_t = b->bars_t;
   *out = ws_total_bytes(&sh);
   return SR_OK;
 }

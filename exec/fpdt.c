@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/workspace.h"
+#include "plan/parallel.h"
 #include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
@@ -90,6 +91,28 @@ static int chunk_layout(struct dist_attn *a, struct fpdt_state *f, sr_error *e) 
   return SR_OK;
 }
 
+// Query chunk i's tile index against every chunk and (plan.spec.fwd_runs) its forward form: an sr_parallel_for item
+// (the chunks' builds are independent; each writes only its own index).
+typedef struct {
+  struct dist_attn *a;
+  const pattern *pat;
+  int layer;
+} chunk_job;
+
+static int chunk_index(void *ctx, int item, int thread, sr_error *e) {
+  chunk_job *j = ctx;
+  struct dist_attn *a = j->a;
+  struct fpdt_state *f = a->fpdt;
+  int i = f->u - 1 - item;  // the largest (latest) chunks first, so the threads end together
+  if (tiles_build(j->pat, j->layer, &f->clay, i, &f->ti[i], e)) return e->code;
+  f->view[i] = dist_heads_view(a, &f->ti[i], f->uniform);
+  if (!a->p->spec.fwd_runs) return SR_OK;
+  if (tiles_runs_build(&f->ti[i], a->masks, &f->clay, &f->ti_fwd[i], e)) return e->code;
+  if (f->ti_fwd[i].n_runs == 0) tiles_free(&f->ti_fwd[i]);  // nothing to gain: the forward takes the tiles
+  else f->fwd_view[i] = dist_heads_view(a, &f->ti_fwd[i], f->uniform);
+  return SR_OK;
+}
+
 // Every query chunk's tile index against every chunk, the masks, and (plan.spec.fwd_runs) the forward form.
 static int chunk_indices(struct dist_attn *a, struct fpdt_state *f, sr_error *e) {
   const pattern *pat = a->pat;
@@ -102,15 +125,8 @@ static int chunk_indices(struct dist_attn *a, struct fpdt_state *f, sr_error *e)
   f->view = calloc((size_t)f->u, sizeof(tile_index));
   f->fwd_view = calloc((size_t)f->u, sizeof(tile_index));
   if (!f->ti || !f->ti_fwd || !f->view || !f->fwd_view) return oom(e);
-  for (int i = 0; i < f->u; i++) {
-    if (tiles_build(f->uniform ? &one : pat, f->uniform ? 0 : a->layer, &f->clay, i, &f->ti[i], e)) return e->code;
-    f->view[i] = dist_heads_view(a, &f->ti[i], f->uniform);
-    if (!a->p->spec.fwd_runs) continue;
-    if (tiles_runs_build(&f->ti[i], a->masks, &f->clay, &f->ti_fwd[i], e)) return e->code;
-    if (f->ti_fwd[i].n_runs == 0) tiles_free(&f->ti_fwd[i]);  // nothing to gain: the forward takes the tiles
-    else f->fwd_view[i] = dist_heads_view(a, &f->ti_fwd[i], f->uniform);
-  }
-  return SR_OK;
+  chunk_job j = {a, f->uniform ? &one : pat, f->uniform ? 0 : a->layer};
+  return sr_parallel_for(f->u, sr_threads(), chunk_index, &j, e);
 }
 
 static int cpu_buffers(struct dist_attn *a, struct fpdt_state *f, sr_error *e) {
@@ -150,7 +166,10 @@ int fpdt_setup(struct dist_attn *a, sr_error *e) {
   f->n = calloc((size_t)f->u, sizeof(int64_t));
   f->koff = calloc((size_t)f->u + 1, sizeof(int64_t));
   if (!f->rows || !f->loff || !f->n || !f->koff) return oom(e);
-  if ((rc = chunk_rows(a, f, e)) || (rc = chunk_layout(a, f, e)) || (rc = chunk_indices(a, f, e))) return rc;
+  if ((rc = chunk_rows(a, f, e)) || (rc = chunk_layout(a, f, e))) return rc;
+  double t0 = sr_now();
+  if ((rc = chunk_indices(a, f, e))) return rc;
+  f->index_s = sr_now() - t0;
   // the CUDA set-up sizes the chunk buffers by kernels/workspace.h (as the simulator does): it must see these chunks
   ws_shape s;
   if ((rc = ws_shape_of(p, a->c->rank, NULL, &s, e))) return rc;

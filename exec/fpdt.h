@@ -50,6 +50,9 @@ struct fpdt_state {
   float *stage;              // [2, cmax, nkv, d] a chunk gathered before it goes to the host (offload, W > 1)
   float *dkv;                // [2 * koff[u], nkv, d] dK/dV accumulators of every chunk (W > 1)
   void *cuda;                // CUDA backend state (fpdt_cuda.c)
+  // host seconds of the set-up's builds: the chunks' indices (fpdt_setup), and of the last fpdt_plan_walk its
+  // indices' compact columns and its pairs' transposes with their bar chunks
+  double index_s, columns_s, pairs_s;
 };
 
 // What FPDT cannot run (more ranks than query heads, an online pattern, skipping, a layout whose ranks hold
@@ -66,6 +69,21 @@ int fpdt_bwd(struct dist_attn *a, const void *q, const void *k, const void *v, c
 // Elements of K and V of chunk j as one rank holds them after its all-to-all ([2, n_j, its KV heads, d]).
 int64_t fpdt_kv_chunk_elems(const struct dist_attn *a, int j);
 
+// What the CUDA set-up uploads as fpdt_plan_walk hands it over (arg: its state): query chunk i's index and forward
+// form (cols, cols_fwd: their compact columns, empty where they go up with their lists), and pair (i, j)'s
+// transpose with its bar chunks (compact: without its bar_q_idx).
+typedef struct {
+  int (*index)(void *arg, int i, const tile_bar_cols *cols, const tile_bar_cols *cols_fwd, sr_error *e);
+  int (*pair)(void *arg, int i, int j, const tile_index_t *tt, const sa_bar_chunks *bc, int compact, sr_error *e);
+  void *arg;
+} fpdt_uploads;
+// The plan's device copies built on the host (fpdt_plan.c): every query chunk's index (compact bars where exact),
+// every pair's transpose and bar chunks (in threads), counted item by item into out (dist_attn.h dist_plan_bytes:
+// its bar terms are the workspace's largest) and, with up, handed to it in order (up NULL: only counted).
+int fpdt_plan_walk(const struct dist_attn *a, const fpdt_uploads *up, dist_plan_bytes *out, sr_error *e);
+// dist_attn_plan_bytes of an FPDT plan: the CUDA set-up's record, or on the CPU backend a walk's count.
+int fpdt_plan_bytes(const struct dist_attn *a, dist_plan_bytes *out, sr_error *e);
+
 // CUDA backend (fpdt_cuda.c; builds without CUDA report the backend missing).
 int fpdt_cuda_setup(struct dist_attn *a, sr_error *e);
 void fpdt_cuda_release(struct dist_attn *a);
@@ -74,5 +92,7 @@ int fpdt_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const void 
                   const void *dout, float *dq, float *dk, float *dv, sr_error *e);
 // Device bytes of the plan's own copies and of its share of the workspace; pinned host bytes it needs.
 void fpdt_cuda_bytes(const struct dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes, int64_t *host_bytes);
+// The set-up's item-by-item record of its uploads into out (1), or 0 without CUDA state.
+int fpdt_cuda_plan_items(const struct dist_attn *a, dist_plan_bytes *out);
 
 #endif

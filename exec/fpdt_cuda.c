@@ -11,7 +11,10 @@
 //     of chunk j waits for `offloaded[j-2]`, the last copy out of that buffer;
 //   - a call ends with the compute stream waiting for the last copy out, so the next call (and its timer)
 //     starts from idle copy streams and may reuse the pinned buffer.
-// The scratch is the process's shared workspace (dist_workspace.h), its pinned host buffer included.
+// The scratch is the process's shared workspace (dist_workspace.h), its pinned host buffer included. The indices go
+// up as the ring's do (fpdt_plan.c): compact bars where exact, expanded call by call into the workspace (a query
+// chunk's lists before its pairs, a pair's transposed bar_q_idx before its backward), whose bars' scratch every
+// pair's backward shares.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +35,7 @@ typedef struct {
   sa_gpu_index_t *ixt;         // [u * u] pair (i, j)'s transposed index, j <= i (backward)
   head_mask *masks;            // device masks [H]
   int64_t **pos;               // [u] device positions of chunk i's tokens
+  dist_plan_bytes bytes;       // the above item by item (fpdt_plan_walk), with the workspace's bar terms
   int64_t plan_bytes;          // device bytes of the above
   ws_shape shape;
   int ws_joined;
@@ -42,6 +46,8 @@ typedef struct {
   // the workspace's buffers, between acquire and release of a call
   void *qg, *og, *dog, *stage, *kv_all, *kv_buf[2], *kv_stage[2], *host;
   float *dqg, *o_run, *lse_run, *d_row, *dkv;
+  float *bar_scratch;          // the bars' partial dK|dV of a pair's backward
+  int32_t *bars, *bars_t;      // a compact index's lists, a compact transpose's bar_q_idx, expanded for a chunk / pair
   int64_t fetches;             // pairs fetched in this pass, and issued
   int64_t issued;
 } fpdt_cuda;
@@ -58,32 +64,25 @@ static int upload_positions(struct dist_attn *a, fpdt_cuda *s, sr_error *e) {
     size_t b = sizeof(int64_t) * (size_t)sr_max64(1, f->n[i]);
     CUDA_TRY(cudaMalloc((void **)&s->pos[i], b));
     CUDA_TRY(cudaMemcpy(s->pos[i], f->pos[i], b, cudaMemcpyHostToDevice));
-    s->plan_bytes += (int64_t)b;
   }
   return SR_OK;
 }
 
-// Query chunk i's indices, and the transposes of its pairs (i, j <= i) for the backward.
-static int upload_indices(struct dist_attn *a, fpdt_cuda *s, sr_error *e) {
+// fpdt_plan_walk's uploads: query chunk i's index and forward form, pair (i, j)'s transpose (the ring's helpers).
+static int put_index(void *arg, int i, const tile_bar_cols *cols, const tile_bar_cols *cols_fwd, sr_error *e) {
+  struct dist_attn *a = arg;
   struct fpdt_state *f = a->fpdt;
-  if (a->nh == 0) return SR_OK;
-  for (int i = 0; i < f->u; i++) {
-    if (sa_gpu_index_upload(&f->view[i], &s->ix[i], e)) return e->code;
-    s->plan_bytes += s->ix[i].dev_bytes;
-    if (f->ti_fwd[i].n_runs) {
-      if (sa_gpu_index_upload(&f->fwd_view[i], &s->ix_fwd[i], e)) return e->code;
-      s->plan_bytes += s->ix_fwd[i].dev_bytes;
-    }
-    for (int j = 0; j <= i; j++) {
-      tile_index_t tt;
-      if (tiles_transpose(&f->view[i], j, f->n[j], &tt, e)) return e->code;
-      int rc = sa_gpu_index_t_upload(&tt, a->nh, a->nkv, &s->ixt[(int64_t)i * f->u + j], e);
-      tiles_transpose_free(&tt);
-      if (rc) return rc;
-      s->plan_bytes += s->ixt[(int64_t)i * f->u + j].dev_bytes;
-    }
-  }
+  fpdt_cuda *s = f->cuda;
+  if (dist_cuda_index_put(&f->view[i], cols, &s->ix[i], e)) return e->code;
+  if (f->ti_fwd[i].n_runs && dist_cuda_index_put(&f->fwd_view[i], cols_fwd, &s->ix_fwd[i], e)) return e->code;
   return SR_OK;
+}
+
+static int put_pair(void *arg, int i, int j, const tile_index_t *tt, const sa_bar_chunks *bc, int compact,
+                    sr_error *e) {
+  struct dist_attn *a = arg;
+  fpdt_cuda *s = a->fpdt->cuda;
+  return dist_cuda_transpose_put_as(tt, bc, compact, &s->ixt[(int64_t)i * a->fpdt->u + j], e);
 }
 
 static int streams_events(struct dist_attn *a, fpdt_cuda *s, sr_error *e) {
@@ -116,13 +115,16 @@ int fpdt_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (!s->ix || !s->ix_fwd || !s->ixt || !s->pos || !s->offloaded || !s->recorded)
     return sr_internal_error(e, 0, "out of memory");
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
-  s->plan_bytes += ws_plan_fixed_bytes(NULL, 0, a->masks, a->H);
+  fpdt_uploads up = {put_index, put_pair, a};
   int rc;
-  if ((rc = upload_positions(a, s, e)) || (rc = upload_indices(a, s, e)) || (rc = streams_events(a, s, e))) return rc;
+  if ((rc = upload_positions(a, s, e)) || (rc = fpdt_plan_walk(a, &up, &s->bytes, e)) || (rc = streams_events(a, s, e)))
+    return rc;
+  s->plan_bytes = dist_plan_bytes_total(&s->bytes);
   // the chunk buffers by the simulator's arithmetic too (kernels/workspace.h): the largest chunk, this rank's
-  // largest part of one, every chunk's tokens
+  // largest part of one, every chunk's tokens; the bars' terms of the largest index and pair from the walk
   ws_shape *sh = &s->shape;
   if (ws_shape_of(a->p, a->c->rank, NULL, sh, e)) return e->code;
+  sh->bar_scratch = s->bytes.bar_scratch, sh->bars = s->bytes.bars, sh->bars_t = s->bytes.bars_t;
   if (ws_attach(sh, e)) return e->code;
   s->ws_joined = 1;
   return SR_OK;
@@ -160,6 +162,13 @@ void fpdt_cuda_bytes(const struct dist_attn *a, int64_t *plan_bytes, int64_t *sh
   *plan_bytes = s ? s->plan_bytes : 0;
   *shared_bytes = s ? ws_total_bytes(&s->shape) : 0;
   *host_bytes = s ? ws_host_total_bytes(&s->shape) : 0;
+}
+
+int fpdt_cuda_plan_items(const struct dist_attn *a, dist_plan_bytes *out) {
+  const fpdt_cuda *s = a->fpdt ? a->fpdt->cuda : NULL;
+  if (!s) return 0;
+  *out = s->bytes;
+  return 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -298,12 +307,12 @@ static int pass_end(struct dist_attn *a, fetch_list *fl, sr_error *e) {
 // ---------------------------------------------------------------------------------------------
 // forward
 
-static int pair_fwd(struct dist_attn *a, cuda_timer *tm, const void *q, kv_ptr kv, int i, int j, sr_error *e) {
+static int pair_fwd(struct dist_attn *a, cuda_timer *tm, const void *q, kv_ptr kv, const sa_gpu_index *ix, int i,
+                    int j, sr_error *e) {
   struct fpdt_state *f = a->fpdt;
   fpdt_cuda *s = FC(a);
   if (a->nh == 0) return SR_OK;
   sa_shape sh = {f->n[i], f->n[j], a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
-  const sa_gpu_index *ix = s->ix_fwd[i].cells ? &s->ix_fwd[i] : &s->ix[i];
   int ti = cuda_timer_open(a, tm, i, PHASE_ATTN, STREAM_COMPUTE);
   if (sa_fwd(&sh, q, kv.k, kv.v, s->pos[i], s->pos[j], ix, j, s->masks + a->h_lo[a->gidx], NULL, NULL, s->o_run,
              s->lse_run, CS(a), e))
@@ -350,11 +359,15 @@ static int fwd_pass(struct dist_attn *a, cuda_timer *tm, const void *q, const vo
     if (f->offload && issue(a, tm, fl, 0, e)) return e->code;  // the first fetch, once chunk 0 is on its way out
     CUDA_TRY((cudaError_t)dist_cuda_fill(s->o_run, 0.0f, f->n[i] * a->nh * a->d, CS(a)));
     CUDA_TRY((cudaError_t)dist_cuda_fill(s->lse_run, -INFINITY, f->n[i] * a->nh, CS(a)));
-    if (pair_fwd(a, tm, qi, own, i, i, e)) return e->code;  // the diagonal first: the chunk just gathered
+    // the forward form where it has one; compact bars: the chunk's lists written once for its pairs
+    const sa_gpu_index *ix = s->ix_fwd[i].cells ? &s->ix_fwd[i] : &s->ix[i];
+    sa_gpu_index expanded;
+    if (a->nh > 0 && dist_cuda_bars_ready(a, ix, s->bars, s->shape.bars, &expanded, &ix, e)) return e->code;
+    if (pair_fwd(a, tm, qi, own, ix, i, i, e)) return e->code;  // the diagonal first: the chunk just gathered
     for (int j = 0; j < i; j++) {
       kv_ptr kv = resident(a, k, v, j);
       if (f->offload && fetch_next(a, tm, fl, &kv, e)) return e->code;
-      if (pair_fwd(a, tm, qi, kv, i, j, e) || (f->offload && release_buffer(a, e))) return e->code;
+      if (pair_fwd(a, tm, qi, kv, ix, i, j, e) || (f->offload && release_buffer(a, e))) return e->code;
     }
     if (scatter_out(a, tm, o, lse, i, e)) return e->code;
   }
@@ -367,6 +380,8 @@ static int fwd_pass(struct dist_attn *a, cuda_timer *tm, const void *q, const vo
 typedef struct {
   const void *q, *o, *dout;
   float *dq;
+  const sa_gpu_index *ix;  // its index as the kernels take it (compact bars: the lists expanded)
+  sa_gpu_index expanded;
 } bwd_chunk;
 
 // Query chunk i's q, o, dO, LSE (and a zero dQ) as the kernels take them, and its D = rowsum(dO * O).
@@ -392,6 +407,9 @@ static int gather_bwd(struct dist_attn *a, cuda_timer *tm, const void *q, const 
     c->q = s->qg, c->o = s->og, c->dout = s->dog, c->dq = s->dqg;
   }
   if (a->nh > 0 && sa_bwd_prepare(f->n[i], a->nh, a->d, c->o, c->dout, s->d_row, CS(a), e)) return e->code;
+  // the tile form's lists (the dQ of bars reads them), once for the chunk's pairs
+  c->ix = &s->ix[i];
+  if (a->nh > 0 && dist_cuda_bars_ready(a, &s->ix[i], s->bars, s->shape.bars, &c->expanded, &c->ix, e)) return e->code;
   return SR_OK;
 }
 
@@ -421,9 +439,12 @@ static int pair_bwd(struct dist_attn *a, cuda_timer *tm, const bwd_chunk *c, kv_
   float *dkj = f->W > 1 ? s->dkv + 2 * f->koff[j] * row : dk + f->loff[j] * kd;
   float *dvj = f->W > 1 ? dkj + f->n[j] * row : dv + f->loff[j] * kd;
   sa_shape sh = {f->n[i], f->n[j], a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
+  // the pair's transpose with the workspace's bars' scratch, its bar keys' query tiles expanded where compact
+  sa_gpu_index_t t = s->ixt[(int64_t)i * f->u + j];
+  if (dist_cuda_bars_t_ready(a, &t, s->bar_scratch, s->shape.bar_scratch, s->bars_t, s->shape.bars_t, e)) return e->code;
   int ti = cuda_timer_open(a, tm, i, PHASE_ATTN_BWD, STREAM_COMPUTE);
-  if (sa_bwd(&sh, c->q, kv.k, kv.v, s->lse_run, s->d_row, c->dout, s->pos[i], s->pos[j], &s->ix[i],
-             &s->ixt[(int64_t)i * f->u + j], j, s->masks + a->h_lo[a->gidx], c->dq, dkj, dvj, CS(a), e))
+  if (sa_bwd(&sh, c->q, kv.k, kv.v, s->lse_run, s->d_row, c->dout, s->pos[i], s->pos[j], c->ix, &t, j,
+             s->masks + a->h_lo[a->gidx], c->dq, dkj, dvj, CS(a), e))
     return e->code;
   cuda_timer_close(a, tm, ti);
   return SR_OK;
@@ -467,6 +488,7 @@ static void scratch_take(fpdt_cuda *s) {
   s->kv_all = b[WS_FPDT_KV_ALL], s->host = b[WS_FPDT_HOST];
   s->kv_buf[0] = b[WS_FPDT_KV0], s->kv_buf[1] = b[WS_FPDT_KV1];
   s->kv_stage[0] = b[WS_FPDT_STAGE0], s->kv_stage[1] = b[WS_FPDT_STAGE1];
+  s->bar_scratch = b[WS_BAR_SCRATCH], s->bars = b[WS_BARS], s->bars_t = b[WS_BARS_T];
 }
 
 int fpdt_cuda_fwd(struct dist_attn *a, const void *q, const void *k, const void *v, void *o, float *lse, sr_error *e) {
@@ -522,5 +544,6 @@ int fpdt_cuda_bwd(struct dist_attn *a, const void *q, const void *k, const void 
 void fpdt_cuda_bytes(const struct dist_attn *a, int64_t *plan_bytes, int64_t *shared_bytes, int64_t *host_bytes) {
   *plan_bytes = *shared_bytes = *host_bytes = 0;
 }
+int fpdt_cuda_plan_items(const struct dist_attn *a, dist_plan_bytes *out) { return 0; }
 
 #endif

@@ -55,13 +55,17 @@ int ws_shape_of(const plan *p, int rank, const ring_plan *ring, ws_shape *out, s
 
 // FPDT's buffers: a chunk's running output, LSE and D; under Ulysses (U > 1) its gathered q, o, dO and dQ, the
 // all-to-all staging and every chunk's fp32 dK/dV; the chunks' KV resident (U > 1; one rank reads its own K and V)
-// or in pinned host memory with two fetch buffers (and, U > 1, two buffers a chunk is gathered into).
+// or in pinned host memory with two fetch buffers (and, U > 1, two buffers a chunk is gathered into); the bars'
+// scratch and expanded lists of the largest query chunk's index and chunk pair's transpose (exec/fpdt_plan.c).
 static void fpdt_bytes(const ws_shape *s, int64_t bytes[WS_COUNT]) {
   int64_t row = sr_max64(1, s->nkv) * s->d;
   int64_t chunk = 2 * sr_max64(1, s->n_q) * row, all = 2 * sr_max64(1, s->fpdt_tokens) * row;
   int64_t qn = sr_max64(1, s->n_q * s->nh * s->d), rows_h = sr_max64(1, s->n_q * s->nh);
   bytes[WS_O_RUN] = 4 * qn;
   bytes[WS_D_ROW] = bytes[WS_LSEG] = 4 * rows_h;
+  bytes[WS_BAR_SCRATCH] = s->bar_scratch;
+  bytes[WS_BARS] = s->bars;
+  bytes[WS_BARS_T] = s->bars_t;
   if (s->U > 1) {
     // a chunk's LSE exchange packs the rank's column block and receives beside it (ulysses_cuda_lse)
     int64_t stage = s->n_local * sr_max64(s->H, s->ktot) * s->d + s->n_q * s->nh + s->n_local * s->H;

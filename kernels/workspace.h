@@ -56,9 +56,9 @@ typedef struct {
   int64_t ktot;      // KV heads over the group's members, replicated heads once per member (U > 1)
   int max_flush;     // most dK|dV flushes one step brings to this rank
   int early;         // the ring plan has early (inter-node) transfers
-  int64_t bar_scratch;  // bytes of the bars' scratch of the plan's largest source (0: no bars)
-  int64_t bars;         // bytes of the expanded bar lists of the plan's largest compact index (0: none compact)
-  int64_t bars_t;       // bytes of the expanded bar_q_idx of its largest compact transpose (0: none)
+  int64_t bar_scratch;  // bytes of the bars' scratch of the plan's largest source (FPDT: chunk pair; 0: no bars)
+  int64_t bars;         // bytes of the expanded bar lists of the plan's largest compact index (FPDT: query chunk's)
+  int64_t bars_t;       // bytes of the expanded bar_q_idx of its largest compact transpose (0: none compact)
   int64_t fpdt_tokens;  // FPDT: the tokens of every chunk together (0: not FPDT: the ring's buffers)
   int fpdt_offload;     // FPDT: the chunks wait in pinned host memory
 } ws_shape;

@@ -280,7 +280,8 @@ static int ring_rank(const plan *p, const layer_counts *c, const ring_routes *rt
 }
 
 // Rank r's plan and workspace under FPDT: every chunk's index against every chunk, the transposes of the pairs
-// (i, j <= i) with their own scratch, stored bars (exec/fpdt_cuda.c).
+// (i, j <= i), in the compact bars' form as the rings' (exec/fpdt_plan.c); the workspace's bars' scratch and expanded
+// lists are those of the largest chunk's index and pair.
 static int fpdt_rank(const plan *p, const layer_counts *c, const head_mask *masks, int r, int64_t *plan_b,
                      int64_t *ws_b, int64_t *host_b, sr_error *e) {
   int U = schedule_exec_ulysses(&p->schedule, 1), H = (int)p->model.num_heads, j = r % U;
@@ -291,10 +292,13 @@ static int fpdt_rank(const plan *p, const layer_counts *c, const head_mask *mask
   schedule_head_split(H, (int)p->model.num_kv_heads, U, h_lo, h_lo + U + 1, h_lo + 2 * U + 1);
   int h0 = c->Hi == 1 ? 0 : h_lo[j], vh = c->Hi == 1 ? 1 : sh.nh;
   free(h_lo);
-  int64_t plan = ws_plan_fixed_bytes(c->l->rank_count, c->Wl, masks, H), none = 0;
+  int64_t plan = ws_plan_fixed_bytes(c->l->rank_count, c->Wl, masks, H);
   for (int i = 0; sh.nh > 0 && i < c->Wl; i++) {
-    plan += index_bytes(c, i, h0, vh, 0, &none) + fwd_bytes(c, i, vh, 0, 0, &none);
-    for (int s = 0; s <= i; s++) transpose_bytes(c, i, s, h0, vh, sh.nh, sh.nkv, 0, &plan, &none, &none);
+    int64_t cols = 0;
+    for (int h = h0; h < h0 + vh; h++)
+      for (int s = 0; s < c->Wl; s++) cols += c->keys[cell(c, h, i, s)];
+    plan += index_bytes(c, i, h0, vh, 1, &sh.bars) + fwd_bytes(c, i, vh, 1, cols, &sh.bars);
+    for (int s = 0; s <= i; s++) transpose_bytes(c, i, s, h0, vh, sh.nh, sh.nkv, 1, &plan, &sh.bars_t, &sh.bar_scratch);
   }
   *plan_b = plan, *ws_b = ws_total_bytes(&sh), *host_b = ws_host_total_bytes(&sh);
   return SR_OK;

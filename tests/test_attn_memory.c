@@ -194,7 +194,8 @@ TEST(attn_memory_of_fpdt_offloaded_at_1m_on_two_gpus_counts_its_chunk_buffers_an
   //   a chunk's running O fp32 [64K, 8, 128] 256 MiB, its LSE and D 2 x 2 MiB; gathered q, o, dO bf16 3 x 128 MiB,
   //   dQ fp32 256 MiB; the staging 64K x 16 x 128 + 64K x 8 + 64K x 16 fp32: 512 MiB + 6 MiB; every chunk's fp32
   //   dK|dV [2, 1M, 1, 128] 1 GiB; two fetch buffers and two gathering buffers, bf16 [2, 64K, 1, 128] 32 MiB each:
-  //   2570 MiB. Pinned host: every chunk's K|V, bf16 [2, 1M, 1, 128]: 512 MiB.
+  //   2570 MiB; and the bars' scratch of a chunk pair, one fp32 element where (dense) it has no bars: 4 B.
+  //   Pinned host: every chunk's K|V, bf16 [2, 1M, 1, 128]: 512 MiB.
   plan p;
   plan_spec s;
   plan_spec_defaults(&s);
@@ -208,7 +209,7 @@ TEST(attn_memory_of_fpdt_offloaded_at_1m_on_two_gpus_counts_its_chunk_buffers_an
   CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
   sim_attn_memory m;
   CHECK_EQ_INT(predict(&p, &m), SR_OK);
-  CHECK_EQ_INT((int64_t)m.workspace, 2570 * MIB);
+  CHECK_EQ_INT((int64_t)m.workspace, 2570 * MIB + 4);
   CHECK_EQ_INT((int64_t)m.host_bytes, 512 * MIB);
   plan_free(&p);
 }
@@ -257,8 +258,8 @@ TEST(attn_memory_predicted_equals_the_executors_count_for_dense_layers_on_rings_
   }
 }
 
-TEST(attn_memory_predicted_workspace_equals_the_executors_for_fpdt) {
-  // FPDT's plan (every chunk pair's indices) is not itemised on the CPU backend; its workspace share is.
+TEST(attn_memory_predicted_plan_and_workspace_equal_the_executors_for_fpdt) {
+  // Every chunk's index and every chunk pair's transpose, counted by the executor from the indices it builds.
   int64_t plan_b, ws_b;
   CHECK_EQ_INT(executor_counts(2, "--seq 3000 --layout striped --schedule ulysses --pattern dense --fpdt-chunk 1K "
                                "--fpdt-offload 1", &plan_b, &ws_b), 0);
@@ -275,7 +276,31 @@ TEST(attn_memory_predicted_workspace_equals_the_executors_for_fpdt) {
   CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
   sim_attn_memory m;
   CHECK_EQ_INT(predict(&p, &m), SR_OK);
+  CHECK_EQ_INT((int64_t)m.plan, plan_b);
   CHECK_EQ_INT((int64_t)m.workspace, ws_b);
+  plan_free(&p);
+}
+
+TEST(attn_memory_predicted_is_near_the_executors_count_for_fpdt_with_compact_bars) {
+  // vertical-slash chunks: the pairs' bar keys and compact columns are estimated from the pattern's columns
+  int64_t plan_b, ws_b;
+  CHECK_EQ_INT(executor_counts(2, "--seq 4096 --layout contiguous --schedule ulysses --pattern vs-like:4:256:64 "
+                               "--fpdt-chunk 1K", &plan_b, &ws_b), 0);
+  plan p;
+  plan_spec s;
+  plan_spec_defaults(&s);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", mpi_cpu_cluster(1, 2));
+  snprintf(s.layout, sizeof s.layout, "contiguous");
+  snprintf(s.schedule, sizeof s.schedule, "ulysses");
+  snprintf(s.pattern, sizeof s.pattern, "vs-like:4:256:64");
+  s.seq = 4096, s.fpdt_chunk = 1024;
+  sr_error e;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  sim_attn_memory m;
+  CHECK_EQ_INT(predict(&p, &m), SR_OK);
+  CHECK_REL(m.plan, (double)plan_b, 0.05);
+  CHECK_REL(m.workspace, (double)ws_b, 0.05);
   plan_free(&p);
 }
 

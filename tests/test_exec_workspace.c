@@ -197,3 +197,18 @@ TEST(workspace_fpdt_two_ranks_gather_chunks_and_accumulate_every_chunks_dk_dv) {
   CHECK_EQ_INT(b[WS_FPDT_KV1], 32 * MIB);
   CHECK_EQ_INT(b[WS_FPDT_HOST], 256 * MIB);
 }
+
+TEST(workspace_fpdt_reserves_the_bars_scratch_and_expanded_lists_of_its_largest_chunk_and_pair) {
+  // The compact bars' lists are expanded per call into the workspace (a query chunk's before its pairs, a pair's
+  // transposed bar_q_idx before its backward) and every pair's backward writes its bars' partial dK|dV there.
+  ws_shape s = qwen3b_fpdt_512k(1);
+  int64_t b[WS_COUNT];
+  s.bar_scratch = 16 * 2 * 128 * 4 * 1000LL;  // a pair of 1000 bar keys, 16 heads, dK|dV fp32
+  s.bars = 4 * 3000000LL, s.bars_t = 4 * 400000LL;  // the largest chunk's bar entries, the largest pair's uses
+  ws_buffer_bytes(&s, b);
+  CHECK_EQ_INT(b[WS_BAR_SCRATCH], 16384000);
+  CHECK_EQ_INT(b[WS_BARS], 12000000);
+  CHECK_EQ_INT(b[WS_BARS_T], 1600000);
+  CHECK_EQ_INT(ws_total_bytes(&s), (512 + 4 + 4 + 64 + 64) * MIB + 16384000 + 12000000 + 1600000);
+  CHECK_EQ_INT(ws_host_total_bytes(&s), 512 * MIB);  // none of them on the host
+}

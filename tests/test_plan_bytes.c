@@ -118,3 +118,58 @@ TEST(plan_bytes_attn_prints_each_item_of_a_dense_plan_without_running_attention)
   CHECK(strstr(out, "layer 0: fwd") == NULL);  // no attention ran
   free(out);
 }
+
+// `attn --plan-bytes-only` of FPDT on tiny-test (4 query heads, 2 KV heads: 2 a KV head) at 512 tokens on one rank,
+// 256-token chunks: chunk "ranks" 0 and 1 of two 128-token tiles each. window:4:128 (one index serves every head):
+// a query tile runs its own KV tile and the one before (partial), and the 4 sinks (keys 0..3 of chunk 0) as bars
+// where KV tile 0 is no entry: global query tiles 2 and 3, i.e. chunk 1's two query tiles against chunk 0.
+//   chunk 0's index: 2 cells x 2 sources: order 2 x 2 x 4 = 16, offsets 2 x 2 x 3 x 8 = 96, 3 tiles x 5 = 15, no bars
+//     4 = 131 (no bars: it keeps its lists)
+//   chunk 1's: tiles (chunk 0's tile 1; chunk 1's tile 0), (chunk 1's tiles 0, 1): 4 x 5 = 20, bars 8 x 4 = 32:
+//     164 stored; compact: no bar_idx, columns (1 head x 2 sources + 1) x 8 = 24 and 4 keys x 4 = 16: 172
+//   transposes (2 KV tiles): kv_cnt 3 x 8 = 24, then entries x 5, bar_key_head and bar_key 4 a key, bar_q_cnt
+//     (keys + 1) x 8, bar_q_idx 4 a use (none: one element): pairs (0, 0) and (1, 1), 3 entries, no bars: 59 each;
+//     pair (1, 0): 1 entry, 4 keys used by 2 query tiles each: 24 + 5 + 32 + 40 + 32 = 133 stored, 101 compact
+//   bar chunks: none 40 (3 x 4 + 8 + 4, 4 + 4 + 4 + 4); pair (1, 0): a compute chunk of 4 keys on 2 query tiles
+//     for each of 4 heads (3 x 16 + 5 x 8 + 8 x 4 = 120), a reduce chunk a KV head (2 x 2 x 4 + 2 x 64 x 4 +
+//     2 x 2 x 64 x 4 = 1552): 1672; together 1752; its scratch 4 heads x 4 keys x 2 x 128 fp32 = 16384
+//   positions 2 chunks x 256 x 8 = 4096; masks 4 heads without bit sets
+//   expanded in the workspace: chunk 1's 8 bar entries, pair (1, 0)'s 8 uses: 32 + 32; the workspace: a chunk's
+//     running O 256 x 4 x 16 fp32 = 65536, its LSE and D 2 x 4096, the scratch and the expanded lists: 90176
+static char *fpdt_window_plan_bytes(const char *bars) {
+  char cmd[2048], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "SR_BARS=%s mpirun --oversubscribe -np 1 %s/sparsering-exec attn --model tiny-test --cluster %s "
+                   "--seq 512 --layout contiguous --schedule ulysses --pattern window:4:128 --fpdt-chunk 256 "
+                   "--plan-bytes-only",
+           bars, test_bin_dir(), mpi_cpu_cluster(1, 1));
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  return out;
+}
+
+TEST(plan_bytes_fpdt_counts_every_chunks_index_and_every_pairs_transpose_in_the_compact_form) {
+  char want[400], *out = fpdt_window_plan_bytes("compact");
+  int64_t masks = 4 * (int64_t)sizeof(head_mask);
+  snprintf(want, sizeof want,
+           "layer 0: plan device bytes (largest rank): index %d, forward form 0, transposed %d, bar chunks 1752, "
+           "masks %lld, positions 4096; total %lld", 131 + 172, 59 + 101 + 59, (long long)masks,
+           (long long)(131 + 172 + 59 + 101 + 59 + 1752 + masks + 4096));
+  CHECK_STR_CONTAINS(out, want);
+  CHECK_STR_CONTAINS(out, "bars' scratch 16384, expanded bars 32 + 32 in the shared workspace of 90176 ");
+  CHECK_STR_CONTAINS(out, "layer 0: FPDT host build (rank 0): chunk indices ");
+  CHECK_STR_CONTAINS(out, ", 3 chunk pairs' transposes with bar chunks ");
+  free(out);
+}
+
+TEST(plan_bytes_fpdt_with_sr_bars_stored_uploads_the_lists_and_expands_nothing) {
+  char want[400], *out = fpdt_window_plan_bytes("stored");
+  int64_t masks = 4 * (int64_t)sizeof(head_mask);
+  snprintf(want, sizeof want,
+           "layer 0: plan device bytes (largest rank): index %d, forward form 0, transposed %d, bar chunks 1752, "
+           "masks %lld, positions 4096; total %lld", 131 + 164, 59 + 133 + 59, (long long)masks,
+           (long long)(131 + 164 + 59 + 133 + 59 + 1752 + masks + 4096));
+  CHECK_STR_CONTAINS(out, want);
+  // the scratch is the workspace's either way; no list to expand
+  CHECK_STR_CONTAINS(out, "bars' scratch 16384, expanded bars 0 + 0 in the shared workspace of 90112 ");
+  free(out);
+}
