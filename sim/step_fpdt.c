@@ -12,7 +12,8 @@
 // attention under selective recomputation, sim_options.keep_attn), the layer's
 // tail, the KV of every chunk gathered again (and offloaded), then the query chunks in reverse order, each
 // gathering its q, o, dO and LSE, computing against its own KV chunk and then chunks 0..i-1 (the same
-// prefetching; dK/dV accumulate on the GPU), and sending dQ, dK, dV of the chunk back.
+// prefetching; dK/dV accumulate on the GPU), and sending dQ, dK, dV of the chunk back. A backward chunk pair with
+// bars lasts at least its bar kernel's walk over the query chunk's tiles (sim/cost.h, cost_bar_walk).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ typedef struct {
   layout lay;               // chunks as a contiguous layout over u "ranks"
   int have_lay;
   double *attn_f, *attn_b;  // [W * u * u] seconds of rank r for chunk pair (i, j)
+  work_count *calls;        // [W * u * u] rank r's work of chunk pair (i, j), its heads summed (the walk's bars)
   int32_t *d2h;             // [W * u] the offload of rank r's KV chunk j (-1: none)
   int32_t *used;            // [W * 2] the compute of the last two fetched pairs of rank r (their buffers)
   int64_t *fetched;         // [W] pairs fetched so far in this pass
@@ -37,6 +39,7 @@ static void fpdt_free(fpdt_state *s) {
   if (s->have_lay) layout_free(&s->lay);
   free(s->attn_f);
   free(s->attn_b);
+  free(s->calls);
   free(s->d2h);
   free(s->used);
   free(s->fetched);
@@ -47,10 +50,17 @@ static void fpdt_free(fpdt_state *s) {
 static int64_t idx(const fpdt_state *s, int r, int i, int j) { return ((int64_t)r * s->u + i) * s->u + j; }
 static int oom(sr_error *e) { return sr_internal_error(e, 0, "sim: out of memory for tasks"); }
 
+// Tokens of chunk i (the last may be short), and a rank's share of them.
+static double chunk_tokens(const sim_ctx *x, int i) {
+  int64_t C = x->p->spec.fpdt_chunk, N = x->p->layout.n_tokens, left = N - (int64_t)i * C;
+  return (double)(left < C ? left : C);
+}
+
 static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
   int W = x->W, H = (int)x->m->num_heads, u = s->u;
   memset(s->attn_f, 0, (size_t)W * u * u * sizeof *s->attn_f);
   memset(s->attn_b, 0, (size_t)W * u * u * sizeof *s->attn_b);
+  memset(s->calls, 0, (size_t)W * u * u * sizeof *s->calls);
   for (int h = 0; h < H; h++) {
     const work_count *w;
     int rc = work_head(&x->cache, x->pat, layer, h, &w, e);
@@ -60,16 +70,24 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
       for (int j = 0; j <= i; j++) {
         s->attn_f[idx(s, r, i, j)] += cost_attn_fwd(&x->c->gpu, x->m, &w[(int64_t)i * u + j]);
         s->attn_b[idx(s, r, i, j)] += cost_attn_bwd(&x->c->gpu, x->m, &w[(int64_t)i * u + j]);
+        work_add(&s->calls[idx(s, r, i, j)], &w[(int64_t)i * u + j]);
       }
   }
   // Each chunk pair is one kernel call per rank: its fixed cost (cost_ring_step without cells; 0 unless
-  // the cluster file gives it).
+  // the cluster file gives it); a backward call with bars lasts at least its bar kernel's longest walk over the
+  // query chunk's tiles, the rank's heads of all chunk i's tokens (cost_bar_walk, as a ring or USP step's call).
+  cost_attn_rates rb;
+  cost_attn_rates_init(&x->c->gpu, x->m, 1, &rb);
   for (int r = 0; r < W; r++)
-    for (int i = 0; i < u; i++)
+    for (int i = 0; i < u; i++) {
+      double qt = (double)(((int64_t)chunk_tokens(x, i) + TILE - 1) / TILE);
       for (int j = 0; j <= i; j++) {
+        const work_count *c = &s->calls[idx(s, r, i, j)];
         s->attn_f[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 0, 0);
         s->attn_b[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 1, 0);
+        s->attn_b[idx(s, r, i, j)] += cost_bar_walk(&x->c->gpu, c, qt, cost_attn_bar_time(&rb, c));
       }
+    }
   return SR_OK;
 }
 
@@ -100,12 +118,6 @@ static int a2a(sim_ctx *x, double bytes, int layer, int chunk, const int32_t *de
   for (int r = 0; r < x->W; r++)
     if ((out[r] = engine_add(&x->g, r, stream, t, -1, PHASE_A2A, layer, chunk, &bar, 1)) < 0) return oom(e);
   return SR_OK;
-}
-
-// Tokens of chunk i (the last may be short), and a rank's share of them.
-static double chunk_tokens(const sim_ctx *x, int i) {
-  int64_t C = x->p->spec.fpdt_chunk, N = x->p->layout.n_tokens, left = N - (int64_t)i * C;
-  return (double)(left < C ? left : C);
 }
 
 // Bytes of chunk i's K and V on one rank after its all-to-all (the rank's KV heads, one at least, bf16).
@@ -246,12 +258,13 @@ int step_fpdt(sim_ctx *x, sr_error *e) {
   size_t n = (size_t)W * s.u * s.u;
   s.attn_f = malloc(n * sizeof *s.attn_f);
   s.attn_b = malloc(n * sizeof *s.attn_b);
+  s.calls = malloc(n * sizeof *s.calls);
   s.d2h = malloc((size_t)W * s.u * sizeof *s.d2h);
   s.used = malloc((size_t)W * 2 * sizeof *s.used);
   s.fetched = malloc((size_t)W * sizeof *s.fetched);
   s.last = malloc((size_t)W * sizeof *s.last);
   s.dur = malloc((size_t)W * sizeof *s.dur);
-  if (!s.attn_f || !s.attn_b || !s.d2h || !s.used || !s.fetched || !s.last || !s.dur) {
+  if (!s.attn_f || !s.attn_b || !s.calls || !s.d2h || !s.used || !s.fetched || !s.last || !s.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for FPDT");
     goto out;
   }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/pattern_spec.h"
 #include "plan/util.h"
 #include "sim/cost.h"
 #include "sim/memory.h"
@@ -257,7 +258,9 @@ static double compute_lower_bound(const tune_sim *t, const plan *p) {
 // Each rank's attention seconds under the ring kinds, from the exact tile accounting of the base pattern
 // on this layout (the counts sim_run uses, shared through the store): a rank computes every cell
 // (its queries, source rank) once per pass, in whole tiles and bars, at the cost model's per-kind
-// efficiencies (cost.c), whatever the ring order. NULL when the layout cannot be cached.
+// efficiencies (cost.c), whatever the ring order; in the backward a cell with bars is one call that lasts at least
+// its bar kernel's walk over the rank's query tiles (cost_bar_walk, as step_ring.c charges it), a floor wherever
+// the cell has bars. NULL when the layout cannot be cached.
 static struct ring_attn *ring_find(const tune_sim *t, const layout *l) {
   for (int k = 0; k < t->n_ring; k++)
     if (t->ring[k]->kind == l->kind && t->ring[k]->granularity == l->granularity && t->ring[k]->world == l->world)
@@ -299,13 +302,18 @@ static int ring_sums(tune_sim *t, const layout *l, struct ring_attn *ra, sr_erro
     free(agg);
     return rc ? rc : sr_internal_error(e, 0, "tune: out of memory");
   }
+  cost_attn_rates rb;
+  cost_attn_rates_init(&t->c.gpu, &t->m, 1, &rb);
   for (int layer = 0; layer < pat->layers && !rc; layer++) {
     if ((rc = work_layer(&c, pat, layer, agg, e))) break;
-    for (int r = 0; r < W; r++)
+    for (int r = 0; r < W; r++) {
+      double qt = (double)((l->rank_count[r] + TILE - 1) / TILE);
       for (int src = 0; src < W; src++) {
-        ra->fwd[r] += cost_attn_fwd(&t->c.gpu, &t->m, &agg[(int64_t)r * W + src]);
-        ra->bwd[r] += cost_attn_bwd(&t->c.gpu, &t->m, &agg[(int64_t)r * W + src]);
+        const work_count *w = &agg[(int64_t)r * W + src];
+        ra->fwd[r] += cost_attn_fwd(&t->c.gpu, &t->m, w);
+        ra->bwd[r] += cost_attn_bwd(&t->c.gpu, &t->m, w) + cost_bar_walk(&t->c.gpu, w, qt, cost_attn_bar_time(&rb, w));
       }
+    }
   }
   work_cache_free(&c);
   free(agg);
@@ -348,7 +356,8 @@ static const struct ring_attn *ring_attention(tune_sim *t, const plan *p, sr_err
 // stream holds at least its own non-attention work (compute_lower_bound's terms at its token count)
 // plus its attention forward (twice under recomputation) and backward, as tiles and bars are computed
 // whole. The simulator rounds per-step attention seconds to float (step_ring.c), so the bound is
-// lowered by 1e-6 relative, well above that rounding (6e-8).
+// lowered by 1e-6 relative, well above that rounding (6e-8). A forward the simulator costs in the forward form
+// (plan.spec.fwd_runs: 64-key runs, which may cost less than the tiles they replace) is left out.
 static double ring_lower_bound(const tune_sim *t, const plan *p, const struct ring_attn *ra) {
   const model_config *m = &t->m;
   sim_ctx x;
@@ -359,6 +368,7 @@ static double ring_lower_bound(const tune_sim *t, const plan *p, const struct ri
   int W = p->layout.world;
   double P = (double)model_param_count(m);
   double fwd_passes = 1 + (p->spec.recompute ? 1 : 0), lb = 0;
+  if (p->spec.fwd_runs && !pattern_spec_at_run_time(p->spec.pattern)) fwd_passes = 0;
   for (int r = 0; r < W; r++) {
     double v = ctx_step_compute(&x, (double)p->layout.rank_count[r], p->spec.zero ? P / W : P) +
                fwd_passes * ra->fwd[r] + ra->bwd[r];

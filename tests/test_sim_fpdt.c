@@ -1,7 +1,8 @@
 // test_sim_fpdt.c — the simulated FPDT step as its executor runs it (sim/step_fpdt.c, exec/fpdt.h), read off
 // the recorded timeline: a chunk's fetch back from the host waits for its copy to the host, the fetches are
-// double-buffered in the forward and in the backward, without offload nothing crosses PCIe, and selective
-// recomputation reruns no chunk's attention.
+// double-buffered in the forward and in the backward, without offload nothing crosses PCIe, selective
+// recomputation reruns no chunk's attention, and a backward chunk pair with bars lasts at least its bar kernel's walk.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,4 +149,93 @@ TEST(sim_fpdt_selective_recomputation_runs_the_chunks_attention_once_a_layer) {
   CHECK_EQ_INT(count_phase(&full, PHASE_ATTN_BWD), 2 * 2 * 10);
   sim_timeline_free(&keep);
   sim_timeline_free(&full);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the bars' backward walk (sim/cost.h, cost_bar_walk)
+
+// FPDT on tiny-test over 2 GPUs, 3600 tokens in chunks of 1024 (the last 528: 5 query tiles of 128, the others 8),
+// resident, no recomputation, on a cluster whose GPU walks the bars at walk_us a CTA and 64-row step (0: not
+// modelled); the step's time and (tl not NULL) its timeline.
+static double fpdt_walk_step(const char *pattern, double walk_us, sim_timeline *tl) {
+  char path[700], text[2048];
+  snprintf(path, sizeof path, "%s/walk-%g.json", test_tmpdir(), walk_us);
+  snprintf(text, sizeof text,
+           "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
+           " \"mem_gib\": 40, \"bar_walk_us\": %g}, \"intra_node\": {\"gbps\": 100, \"latency_us\": 2},"
+           " \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
+           walk_us);
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+  plan_spec s;
+  plan_spec_defaults(&s);
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, "fpdt", &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", path);
+  snprintf(s.pattern, sizeof s.pattern, "%s", pattern);
+  s.seq = 3600, s.fpdt_chunk = 1024, s.fpdt_offload = 0, s.recompute = 0;
+  plan p;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  sim_options o = {0, tl != NULL, 0, 0, 0};
+  sim_result r;
+  CHECK_EQ_INT(sim_plan(&p, &o, &r, tl, &e), SR_OK);
+  plan_free(&p);
+  return r.step_s;
+}
+
+// The backward chunk pairs' durations of two runs, event by event (both timelines list the same tasks in the same
+// order): how many differ, and whether each that does differs by 2 x its query chunk's tiles x dwalk_s.
+static int walk_diffs(const sim_timeline *a, const sim_timeline *b, double dwalk_s, int *changed) {
+  static const double tiles[4] = {8, 8, 8, 5};  // ceil(1024 / 128) x 3, ceil(528 / 128)
+  int ok = a->n == b->n;
+  *changed = 0;
+  for (int64_t k = 0; ok && k < a->n; k++) {
+    const timeline_event *x = &a->ev[k], *y = &b->ev[k];
+    ok = x->phase == y->phase && x->rank == y->rank && x->layer == y->layer && x->step == y->step;
+    if (!ok || x->phase != PHASE_ATTN_BWD || y->dur == x->dur) continue;
+    (*changed)++;
+    double want = 2 * tiles[x->step] * dwalk_s;
+    ok = fabs((y->dur - x->dur) - want) <= 1e-9 * want;
+  }
+  return ok;
+}
+
+// The window pattern's 4 sinks are bars in every query tile past the window whose KV tile 0 is no entry: the chunk
+// pairs (i, 0) of each query chunk i (chunk 0's own tiles from 640 on), and no other (later KV chunks hold only
+// window tiles). A walk of 1 and 2 ms a step is far longer than those bars' work, so each of those 4 calls a rank and
+// layer lasts 2 x its chunk's query tiles x the walk: 1 ms more a step adds 16, 16, 16 and 10 ms to them, and
+// nothing to the other 6; 2 ranks x 2 layers x 4 calls.
+TEST(sim_fpdt_a_backward_chunk_pair_with_bars_lasts_its_walk) {
+  sim_timeline a = {0}, b = {0};
+  fpdt_walk_step("window:4:512", 1000, &a);
+  fpdt_walk_step("window:4:512", 2000, &b);
+  int changed = 0;
+  CHECK(walk_diffs(&a, &b, 1e-3, &changed));
+  CHECK_EQ_INT(changed, 2 * 2 * 4);
+  sim_timeline_free(&a);
+  sim_timeline_free(&b);
+}
+
+// vs-topp's bars (its vertical lines) land where its scores put them: every chunk pair it changes grows by 2 x its
+// query chunk's tiles x the further walk, and some do.
+TEST(sim_fpdt_vs_topp_chunk_pairs_grow_by_the_walk_of_their_query_chunk) {
+  sim_timeline a = {0}, b = {0};
+  fpdt_walk_step("vs-topp:0.9", 1000, &a);
+  fpdt_walk_step("vs-topp:0.9", 2000, &b);
+  int changed = 0;
+  CHECK(walk_diffs(&a, &b, 1e-3, &changed));
+  CHECK(changed > 0);
+  sim_timeline_free(&a);
+  sim_timeline_free(&b);
+}
+
+// A walk shorter than every call's own bar work (2 x 8 x 1e-6 us against whole 128-row bars) is no floor: the step
+// is the one without the walk, to the bit.
+TEST(sim_fpdt_a_walk_below_the_bars_work_changes_nothing) {
+  CHECK(fpdt_walk_step("vs-topp:0.9", 1e-6, NULL) == fpdt_walk_step("vs-topp:0.9", 0, NULL));
+  CHECK(fpdt_walk_step("window:4:512", 1e-6, NULL) == fpdt_walk_step("window:4:512", 0, NULL));
+}
+
+TEST(sim_fpdt_dense_has_no_bars_and_no_walk) {
+  CHECK(fpdt_walk_step("dense", 2000, NULL) == fpdt_walk_step("dense", 0, NULL));
 }

@@ -116,6 +116,76 @@ TEST(tune_bounds_never_exceed_the_simulation) {
   }
 }
 
+// The bars' backward walk (sim/cost.h, cost_bar_walk) on the small cluster's GPU at walk_us a CTA and 64-row step.
+static const char *walk_cluster(double walk_us) {
+  static char path[1200];
+  snprintf(path, sizeof path, "%s/small-2x2-walk.json", test_tmpdir());
+  char text[2048];
+  snprintf(text, sizeof text,
+           "{\"nodes\": 2, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"A100-small\", \"peak_tflops\": 312, "
+           "\"hbm_gbps\": 1555, \"mem_gib\": 80, \"bar_walk_us\": %g, \"efficiency\": {\"gemm\": 0.75, "
+           "\"attn_fwd_full\": 0.70, \"attn_fwd_partial\": 0.55, \"attn_fwd_bar\": 0.30, \"attn_bwd_full\": 0.55, "
+           "\"attn_bwd_partial\": 0.45, \"attn_bwd_bar\": 0.25, \"mem\": 0.80}, \"comm_slowdown\": 1.05}, "
+           "\"intra_node\": {\"gbps\": 300, \"latency_us\": 3.0}, "
+           "\"inter_node\": {\"nics_per_node\": 2, \"nic_gbps\": 25, \"latency_us\": 5.0}, "
+           "\"host\": {\"pcie_gbps\": 25, \"latency_us\": 10.0, \"mem_gib\": 64}}",
+           walk_us);
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+  return path;
+}
+
+TEST(tune_bounds_hold_where_the_bars_walk_dominates_and_count_it_on_the_ring) {
+  // A walk of 0.1 s a step, far beyond any call's work: every point of the space (rings, USP, Ulysses, FPDT),
+  // simulated, stays at or above its bound, with bars (window, vs-topp) and without (dense). On the contiguous
+  // layout the window's 4 sinks are bars in every query tile of ranks 1-3 and in rank 0's past the window (tile 0
+  // is no entry there): each rank's backward call on source 0 walks its 8192 / 4 / 128 = 16 query tiles, 2 x 16 x
+  // 0.1 s = 3.2 s a layer; the ring kinds' bound counts it for both layers (6.4 s), a floor of every such step.
+  const char *patterns[] = {"window:4:512", "vs-topp:0.95", "dense"};
+  for (int k = 0; k < 3; k++) {
+    plan_spec s;
+    base_spec(&s, walk_cluster(1e5), 8192, patterns[k]);
+    tune_sim *t;
+    sr_error e;
+    CHECK_EQ_INT(tune_sim_open(&s, 0, &t, &e), SR_OK);
+    if (!t) return;
+    tune_space sp = {0};
+    CHECK_EQ_INT(tune_space_full(tune_sim_model(t), tune_sim_cluster(t), s.seq, &sp, &e), SR_OK);
+    tune_evaluator ev = tune_sim_evaluator(t);
+    tune_options o;
+    tune_options_defaults(&o);
+    o.no_prune = 1;
+    o.robust_top = 0;
+    tune_result r;
+    CHECK_EQ_INT(tune_search(&sp, &ev, NULL, &o, &r, &e), SR_OK);
+    int n_sim = 0, n_walked = 0, kinds[3] = {0, 0, 0};  // ring kinds, USP and Ulysses, FPDT
+    for (int i = 0; i < sp.n; i++) {
+      const tune_eval *v = &r.ev[i];
+      const tune_point *pt = &sp.pt[i];
+      if (v->status != TUNE_SIMULATED && v->status != TUNE_OOM) continue;
+      n_sim++;
+      kinds[pt->fpdt_chunk > 0 ? 2 : pt->schedule == SCHED_RING || pt->schedule == SCHED_DOUBLE_RING ? 0 : 1]++;
+      char label[128];
+      tune_point_label(pt, label, sizeof label);
+      if (!(v->lb_step_s <= v->step_s))
+        test_fail(__FILE__, __LINE__, "%s (%s): bound %.9g s > simulated %.9g s", label, patterns[k], v->lb_step_s,
+                  v->step_s);
+      if (k == 0 && pt->fpdt_chunk == 0 && pt->layout == LAYOUT_CONTIGUOUS &&
+          (pt->schedule == SCHED_RING || pt->schedule == SCHED_DOUBLE_RING)) {
+        n_walked++;
+        if (!(v->lb_step_s >= 2 * 2 * 16 * 0.1 * (1 - 1e-6)))
+          test_fail(__FILE__, __LINE__, "%s (%s): bound %.9g s below the walk's 6.4 s", label, patterns[k], v->lb_step_s);
+      }
+    }
+    CHECK(n_sim > 100);
+    CHECK(kinds[0] > 0 && kinds[1] > 0 && kinds[2] > 0);
+    if (k == 0) CHECK(n_walked > 0);
+    tune_result_free(&r);
+    tune_space_free(&sp);
+    tune_sim_close(t);
+  }
+}
+
 static int by_step_then_index(const void *a, const void *b) {
   const double *x = a, *y = b;  // pairs (step, index)
   if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
