@@ -310,14 +310,15 @@ static int aw_launch(const aw_args &a, const aw_maps &mp, cudaStream_t st, sr_er
   return SR_OK;
 }
 
-// The share of exponentials on the FMA pipes, in n8 tiles of 16: SR_ADASPA_POLY=0|4|6, by default 4 at d = 128 and 6
-// at d = 64. Per chunk and SM sub-partition (2 consumer warps), the tensor cores take 1024 cycles at d = 128 and
-// 512 at d = 64, ex2.approx 8 cycles a warp instruction (64 a thread: 1024 cycles), the FMA pipes one cycle (about
-// 128 a thread plus 8 per polynomial element): 4 tiles leave the tensor cores the bottleneck at d = 128, and 6
-// balance the two units at d = 64. Measured side by side by bin/sparsering-bench-adaspa.
+// The share of exponentials on the FMA pipes, in n8 tiles of 16: SR_ADASPA_POLY=0|4|6, by default 0 (every one by
+// ex2.approx). The cycle estimate favoured a share (per chunk and SM sub-partition the tensor cores take 1024 cycles
+// at d = 128, ex2.approx 8 cycles a warp instruction, the FMA pipes about 128 a thread plus 8 per polynomial
+// element), but measured side by side (bin/sparsering-bench-adaspa, one H100, d = 128, B = 128) the share of 4 was
+// slower: 18.41 against 17.70 ms at 64K, 75.43 against 70.94 ms at 128K
+// (results/exec/2026-11-27-h100-adaspa-wgmma). d = 64 was not measured.
 static int aw_poly_of(int head_dim, int *poly, sr_error *e) {
   const char *v = getenv("SR_ADASPA_POLY");
-  if (!v || !*v) return *poly = head_dim == 128 ? 4 : 6, SR_OK;
+  if (!v || !*v) return *poly = 0, SR_OK;
   if (strcmp(v, "0") && strcmp(v, "4") && strcmp(v, "6"))
     return sr_input_error(e, NULL, "SR_ADASPA_POLY", "expected 0, 4 or 6 (n8 tiles of 16 by the FMA pipes), got '%s'", v);
   *poly = atoi(v);

@@ -390,8 +390,8 @@ static const acase acases[] = {
     {"adaspa n100 MHA B64", 100, 2, 2, 128, 64, 2, 0},     // one tile, shorter than a block pair
 };
 
-// The mass kernels as adaspa_gpu_block_mass_by names them; wgmma twice: its default share of exponentials on the
-// FMA pipes (kernels/exp2_poly.h) and all of them by ex2.approx (SR_ADASPA_POLY=0).
+// The mass kernels as adaspa_gpu_block_mass_by names them; wgmma twice: 4 of 16 exponentials on the FMA pipes
+// (kernels/exp2_poly.h, SR_ADASPA_POLY=4) and all of them by ex2.approx (SR_ADASPA_POLY=0, the default).
 enum { AK_MMA, AK_WGMMA, AK_WGMMA0, AK_N };
 static const adaspa_kernel ak_kind[AK_N] = {ADASPA_KERNEL_MMA, ADASPA_KERNEL_WGMMA, ADASPA_KERNEL_WGMMA};
 static const char *ak_name[AK_N] = {"mma", "wgmma", "wgmma0"};
@@ -541,9 +541,9 @@ static ares run_acase(const acase *c) {
     r.ran[kx] = 1;
     akres *k = &r.k[kx];
     CK(cudaMemset(mass_g, 0xff, sizeof(float) * (size_t)cells));
-    if (kx == AK_WGMMA0) setenv("SR_ADASPA_POLY", "0", 1);
+    if (kx != AK_MMA) setenv("SR_ADASPA_POLY", kx == AK_WGMMA ? "4" : "0", 1);
     SR(adaspa_gpu_block_mass_by(ak_kind[kx], qd, kd, n, H, KH, d, scale, c->B, lse_d, mass_g, NULL, E));
-    if (kx == AK_WGMMA0) unsetenv("SR_ADASPA_POLY");
+    if (kx != AK_MMA) unsetenv("SR_ADASPA_POLY");
     float *mg = (float *)fetch(mass_g, sizeof(float) * (size_t)cells);
     check_masses(mg, mass_c, cells, nb, c->B, r.bound, k);
     k->recall_err = gpu_select(mass_g, &mask_k[kx]);
