@@ -75,6 +75,23 @@ TEST(tune_head_pairs_equal_brute_force) {
   pattern_free(&p);
 }
 
+// Every point of the full space of spec s simulated (no pruning): *t, *sp and *r for the caller to free (0 when the
+// set-up failed; the failure is recorded).
+static int simulate_space(plan_spec *s, tune_sim **t, tune_space *sp, tune_result *r) {
+  sr_error e;
+  CHECK_EQ_INT(tune_sim_open(s, 0, t, &e), SR_OK);
+  if (!*t) return 0;
+  *sp = (tune_space){0};
+  CHECK_EQ_INT(tune_space_full(tune_sim_model(*t), tune_sim_cluster(*t), s->seq, sp, &e), SR_OK);
+  tune_evaluator ev = tune_sim_evaluator(*t);
+  tune_options o;
+  tune_options_defaults(&o);
+  o.no_prune = 1;
+  o.robust_top = 0;
+  CHECK_EQ_INT(tune_search(sp, &ev, NULL, &o, r, &e), SR_OK);
+  return 1;
+}
+
 TEST(tune_bounds_never_exceed_the_simulation) {
   // Every point of the space, simulated: the step-time and memory lower bounds hold, on a sparse and
   // on the dense pattern (where the attention part of the bound is largest).
@@ -83,18 +100,9 @@ TEST(tune_bounds_never_exceed_the_simulation) {
     plan_spec s;
     base_spec(&s, small_cluster(80), 8192, patterns[k]);
     tune_sim *t;
-    sr_error e;
-    CHECK_EQ_INT(tune_sim_open(&s, 0, &t, &e), SR_OK);
-    if (!t) return;
-    tune_space sp = {0};
-    CHECK_EQ_INT(tune_space_full(tune_sim_model(t), tune_sim_cluster(t), s.seq, &sp, &e), SR_OK);
-    tune_evaluator ev = tune_sim_evaluator(t);
-    tune_options o;
-    tune_options_defaults(&o);
-    o.no_prune = 1;
-    o.robust_top = 0;
+    tune_space sp;
     tune_result r;
-    CHECK_EQ_INT(tune_search(&sp, &ev, NULL, &o, &r, &e), SR_OK);
+    if (!simulate_space(&s, &t, &sp, &r)) return;
     int n_sim = 0;
     for (int i = 0; i < sp.n; i++) {
       const tune_eval *v = &r.ev[i];
@@ -146,18 +154,9 @@ TEST(tune_bounds_hold_where_the_bars_walk_dominates_and_count_it_on_the_ring) {
     plan_spec s;
     base_spec(&s, walk_cluster(1e5), 8192, patterns[k]);
     tune_sim *t;
-    sr_error e;
-    CHECK_EQ_INT(tune_sim_open(&s, 0, &t, &e), SR_OK);
-    if (!t) return;
-    tune_space sp = {0};
-    CHECK_EQ_INT(tune_space_full(tune_sim_model(t), tune_sim_cluster(t), s.seq, &sp, &e), SR_OK);
-    tune_evaluator ev = tune_sim_evaluator(t);
-    tune_options o;
-    tune_options_defaults(&o);
-    o.no_prune = 1;
-    o.robust_top = 0;
+    tune_space sp;
     tune_result r;
-    CHECK_EQ_INT(tune_search(&sp, &ev, NULL, &o, &r, &e), SR_OK);
+    if (!simulate_space(&s, &t, &sp, &r)) return;
     int n_sim = 0, n_walked = 0, kinds[3] = {0, 0, 0};  // ring kinds, USP and Ulysses, FPDT
     for (int i = 0; i < sp.n; i++) {
       const tune_eval *v = &r.ev[i];

@@ -21,24 +21,10 @@
 #include "kernels/test/index_build.h"
 #include "kernels/vs_gpu.h"
 
+#include "kernels/bench/bench_common.cuh"
 #include "kernels/test/check.h"
 
 enum { MAX_REPS = 32, MAX_NS = 8 };
-
-static int cmp_f(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
-static void *rand_dev(int64_t n, uint64_t *st) {
-  __nv_bfloat16 *h = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) h[i] = __float2bfloat16((float)(2 * ib_uniform(st) - 1));
-  void *d;
-  CK(cudaMalloc(&d, sizeof(__nv_bfloat16) * (size_t)n));
-  CK(cudaMemcpy(d, h, sizeof(__nv_bfloat16) * (size_t)n, cudaMemcpyHostToDevice));
-  free(h);
-  return d;
-}
 
 typedef struct {
   const void *q, *k, *v;
@@ -90,7 +76,7 @@ static double time_ms(const bench_state *s, int what, int reps) {
     CK(cudaEventSynchronize(e1));
     CK(cudaEventElapsedTime(&t[r], e0, e1));
   }
-  qsort(t, (size_t)reps, sizeof(float), cmp_f);
+  qsort(t, (size_t)reps, sizeof(float), bench_cmp_f);
   cudaEventDestroy(e0), cudaEventDestroy(e1);
   return t[reps / 2];
 }
@@ -143,7 +129,8 @@ int main(int argc, char **argv) {
     CK(cudaMalloc((void **)&posd, sizeof(int64_t) * (size_t)N));
     CK(cudaMemcpy(posd, pos, sizeof(int64_t) * (size_t)N, cudaMemcpyHostToDevice));
     s.pos = posd;
-    s.q = rand_dev(N * H * D, &st), s.k = rand_dev(N * KH * D, &st), s.v = rand_dev(N * KH * D, &st);
+    s.q = bench_rand_bf16(N * H * D, &st), s.k = bench_rand_bf16(N * KH * D, &st);
+    s.v = bench_rand_bf16(N * KH * D, &st);
     size_t cells = (size_t)H * (size_t)(s.nb * s.nb);
     CK(cudaMalloc(&s.o, 2 * (size_t)(N * H * D)));
     CK(cudaMalloc((void **)&s.lse, 4 * (size_t)(N * H)));

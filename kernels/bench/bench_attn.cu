@@ -34,24 +34,10 @@ extern "C" {  // the planner is C
 }
 
 
+#include "kernels/bench/bench_common.cuh"
 #include "kernels/test/check.h"
 
 enum { SETS = 3, WARM = 3, REPS = 10 };
-
-static int cmp_f(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
-static void *rand_dev(int64_t n, uint64_t *st) {
-  __nv_bfloat16 *h = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) h[i] = __float2bfloat16((float)(2 * ib_uniform(st) - 1));
-  void *d;
-  CK(cudaMalloc(&d, sizeof(__nv_bfloat16) * (size_t)n));
-  CK(cudaMemcpy(d, h, sizeof(__nv_bfloat16) * (size_t)n, cudaMemcpyHostToDevice));
-  free(h);
-  return d;
-}
 
 typedef struct {
   const char *name;
@@ -101,7 +87,7 @@ static double time_fwd(const sa_shape *sh, void **q, void **k, void **v, const i
     CK(cudaEventSynchronize(e1));
     if (it >= WARM) CK(cudaEventElapsedTime(&t[it - WARM], e0, e1));
   }
-  qsort(t, REPS, sizeof(float), cmp_f);
+  qsort(t, REPS, sizeof(float), bench_cmp_f);
   return (t[REPS / 2 - 1] + t[REPS / 2]) / 2;
 }
 
@@ -289,7 +275,8 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(posd, pos, sizeof(int64_t) * (size_t)N, cudaMemcpyHostToDevice));
     void *q[SETS], *k[SETS], *v[SETS], *dout[SETS], *ob;
     for (int s = 0; s < SETS; s++)
-      q[s] = rand_dev(nqo, &st), k[s] = rand_dev(nkv, &st), v[s] = rand_dev(nkv, &st), dout[s] = rand_dev(nqo, &st);
+      q[s] = bench_rand_bf16(nqo, &st), k[s] = bench_rand_bf16(nkv, &st), v[s] = bench_rand_bf16(nkv, &st),
+      dout[s] = bench_rand_bf16(nqo, &st);
     float *lse, *d_row, *dq, *dk, *dv;
     CK(cudaMalloc(&ob, sizeof(__nv_bfloat16) * (size_t)nqo));
     CK(cudaMalloc((void **)&lse, sizeof(float) * (size_t)nl));
@@ -314,7 +301,7 @@ int main(int argc, char **argv) {
         CK(cudaEventSynchronize(e1));
         if (it >= WARM) CK(cudaEventElapsedTime(&t_fwd[var + 1][it - WARM], e0, e1));
       }
-      qsort(t_fwd[var + 1], REPS, sizeof(float), cmp_f);
+      qsort(t_fwd[var + 1], REPS, sizeof(float), bench_cmp_f);
       mv[var + 1] = (t_fwd[var + 1][REPS / 2 - 1] + t_fwd[var + 1][REPS / 2]) / 2;
     }
     sa_fwd_variant = -1;
@@ -335,7 +322,7 @@ int main(int argc, char **argv) {
       CK(cudaEventSynchronize(e1));
       if (it >= WARM) CK(cudaEventElapsedTime(&t_bwd[it - WARM], e0, e1));
     }
-    qsort(t_bwd, REPS, sizeof(float), cmp_f);
+    qsort(t_bwd, REPS, sizeof(float), bench_cmp_f);
     mbv[bv + 1] = (t_bwd[REPS / 2 - 1] + t_bwd[REPS / 2]) / 2;
     }
     sa_bwd_variant = -1;

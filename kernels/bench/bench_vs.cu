@@ -35,6 +35,7 @@ extern "C" {
 }
 #include <unistd.h>
 
+#include "kernels/bench/bench_common.cuh"
 #include "kernels/test/check.h"
 
 enum { MAX_REPS = 32, MAX_PS = 8 };
@@ -73,13 +74,8 @@ __global__ void gen_kernel(__nv_bfloat16 *x, int64_t n, int heads, int groups, i
   }
 }
 
-static int cmp_f(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
 static float median(float *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_f);
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_f);
   return v[n / 2];
 }
 
