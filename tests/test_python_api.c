@@ -6,8 +6,8 @@
 // bit (sparse_attention's deterministic flag accepted, where torch is installed); the GPU calls refuse
 // cleanly without a device, and gated patterns always; `pip install ./python` gives a package that works
 // outside the repository; the other CPU commands (sparsering.commands: model, cluster, compare, show, pattern,
-// replay, sweep, trace gen / stats / fit / import-minference, predict, repredict) give what the command line
-// gives, checked against figures derived apart from them, and their bad input raises SparseringError naming the
+// replay, sweep, trace gen / stats / fit / import-minference, predict, repredict) and the executor's MPI jobs
+// (attn, train, calibrate) give what the command line gives, checked against figures derived apart from them, and their bad input raises SparseringError naming the
 // flag. Each case is one run of tests/py/python_api.py (numpy and pandas:
 // scripts/install-deps.sh), which prints "ok CASE".
 #include <stdio.h>
@@ -60,3 +60,13 @@ TEST(python_repredict_errors_are_its_predictions_against_the_logs) {
   python_case("repredict_errors_are_its_predictions");
 }
 TEST(python_command_errors_raise_sparsering_error_naming_the_flag) { python_case("command_errors_name_the_flag"); }
+
+// the executor's MPI jobs: attn, train, calibrate under mpirun -np ranks (the cluster's GPUs by default), CPU backend
+TEST(python_attn_job_runs_every_combination_on_the_clusters_ranks) {
+  python_case("attn_job_runs_every_combination_on_the_clusters_ranks");
+}
+TEST(python_train_job_logs_the_cli_losses) { python_case("train_job_logs_the_cli_losses"); }
+TEST(python_calibrate_job_writes_a_cluster_with_measured_links) {
+  python_case("calibrate_job_writes_a_cluster_with_measured_links");
+}
+TEST(python_executor_job_errors_name_the_flag) { python_case("executor_job_errors_name_the_flag"); }

@@ -64,11 +64,35 @@ def run(binary, command, args):
     return p.stdout
 
 
-def run_csv(binary, command, args, flag="--csv"):
+def run_ranks(binary, command, args, ranks):
+    """Run `binary command args...` as `ranks` MPI processes: through mpirun (Open MPI, from the PATH) when ranks > 1,
+    as one process otherwise. As root, Open MPI's launcher wants OMPI_ALLOW_RUN_AS_ROOT; it is set for the child
+    only when this process is root. Returns its stdout (rank 0's lines and the others', as mpirun merges them)."""
+    if int(ranks) <= 1:
+        return run(binary, command, args)
+    launcher = shutil.which("mpirun")
+    if not launcher:
+        raise SparseringError(f"{binary}: {ranks} ranks need Open MPI's mpirun on the PATH (openmpi-bin)", code=2,
+                              field="ranks", reason="mpirun not found")
+    env = dict(os.environ)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    words = command if isinstance(command, list) else [command]
+    cmd = [launcher, "--oversubscribe", "-np", str(int(ranks)), find(binary)] + words + [str(a) for a in args]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise _error(" ".join([binary] + words), p.returncode, p.stderr + p.stdout)
+    return p.stdout
+
+
+def run_csv(binary, command, args, flag="--csv", ranks=1):
     """Run a command that writes a CSV with `flag` FILE; returns (stdout, the CSV's text)."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "out.csv")
-        out = run(binary, command, list(args) + [flag, path])
+        out = run_ranks(binary, command, list(args) + [flag, path], ranks)
+        if not os.path.exists(path):
+            words = command if isinstance(command, list) else [command]
+            raise SparseringError(f"{' '.join([binary] + words)} wrote no {flag} file: {out[-500:]!r}")
         with open(path) as f:
             return out, f.read()
 

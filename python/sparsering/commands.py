@@ -6,8 +6,10 @@ checkout's bin/ or the PATH). Keyword arguments are the command's flags (undersc
 switch; None or False leaves a flag out); tables come back as pandas DataFrames (the rows of the command's --csv);
 failures raise SparseringError with the command's message and, for bad input (exit status 2), the flag it names.
 
-The commands that need MPI or a GPU stay on the command line: `sparsering-exec attn`, `train`, `calibrate`
-(and `train-gpu-check`), and the benchmarks (`bench-*`).
+The executor's commands run as MPI jobs: attn, train and calibrate take `ranks` (the processes, one a GPU with
+backend="cuda"; by default the cluster's GPU count, which a plan's world must equal) and launch
+`mpirun -np ranks sparsering-exec ...` (Open MPI on the PATH; one process without a launcher). Only
+`train-gpu-check` and the benchmarks (`bench-*`) stay on the command line.
 """
 import ctypes
 import json
@@ -154,3 +156,63 @@ def repredict(root=None):
     DataFrame of the layers' table: run, world, seq, layout, schedule, pattern, measured and predicted fwd_ms,
     bwd_ms, and the relative errors err_fwd, err_bwd, err_layer."""
     return _cli.frame(_cli.run_csv("sparsering-exec", "repredict", _flags(root=root))[1])
+
+
+# ---- the executor: MPI jobs ---------------------------------------------------------------------------
+
+
+def _world(cluster, ranks):
+    """The processes of a job: ranks when given, else the cluster's GPUs (nodes x gpus_per_node)."""
+    if ranks is not None:
+        return int(ranks)
+    c = _call_json("sr_api_cluster", cluster)
+    return int(c["nodes"]) * int(c["gpus_per_node"])
+
+
+_ATTN_LINE = re.compile(r"^attn (?P<layout>\S+) \| (?P<schedule>\S+) \| (?P<pattern>\S+): (?P<ranks>\d+) ranks, .*?"
+                        r"fwd (?P<fwd_ms>[0-9.]+) ms bwd (?P<bwd_ms>[0-9.]+) ms per layer; sent (?P<sent_bytes>\d+) B"
+                        r"(?:.*?check worst (?P<check_worst>[0-9.e+-]+))?", re.M)
+
+Attn = namedtuple("Attn", ["runs", "timeline"])
+Attn.__doc__ = """One `sparsering-exec attn` job: runs (DataFrame, a row per layout x schedule x pattern combination:
+layout, schedule, pattern, ranks, fwd_ms, bwd_ms per layer, sent_bytes, check_worst: the largest relative error
+against dense attention with check=True, else NaN) and timeline (DataFrame, the measured timeline: attn --csv)."""
+
+
+def attn(model, cluster, seq, ranks=None, **flags):
+    """Distributed attention forward + backward for a plan (`sparsering-exec attn`), as an MPI job of `ranks`
+    processes (default: the cluster's GPUs). flags: the command's flags (strategy="mtraining", layout="zigzag",
+    schedule="ring", pattern="vs-topp:0.95", backend="cuda", check=True, repeat=2, ...; its --help lists them).
+    Returns an Attn; a failed check raises SparseringError."""
+    import pandas as pd
+
+    args = _flags(model=model, cluster=cluster, seq=seq, **flags)
+    out, csv = _cli.run_csv("sparsering-exec", "attn", args, ranks=_world(cluster, ranks))
+    rows = []
+    for m in _ATTN_LINE.finditer(out):
+        r = m.groupdict()
+        rows.append({"layout": r["layout"], "schedule": r["schedule"], "pattern": r["pattern"], "ranks": int(r["ranks"]),
+                     "fwd_ms": float(r["fwd_ms"]), "bwd_ms": float(r["bwd_ms"]), "sent_bytes": int(r["sent_bytes"]),
+                     "check_worst": float(r["check_worst"]) if r["check_worst"] else float("nan")})
+    if not rows:
+        raise SparseringError(f"sparsering-exec attn printed no run line: {out[-2000:]!r}")
+    return Attn(pd.DataFrame(rows), _cli.frame(csv))
+
+
+def train(model, cluster, seq, ranks=None, **flags):
+    """Train under a plan (`sparsering-exec train`), as an MPI job of `ranks` processes (default: the cluster's GPUs).
+    flags: the command's flags (steps=20, strategy=..., pattern=..., backend="cuda", data="corpus", lr=3e-4,
+    ckpt="DIR", ...). Returns the per-step log (train --csv) as a DataFrame: run, step, loss, grad_norm, lr,
+    tokens_per_s, mfu, density, attn_s, gemm_s, comm_s, step_s, plan_wait_s."""
+    args = _flags(model=model, cluster=cluster, seq=seq, **flags)
+    return _cli.frame(_cli.run_csv("sparsering-exec", "train", args, ranks=_world(cluster, ranks))[1])
+
+
+def calibrate(out, cluster="h200-1x2", ranks=None, **flags):
+    """Measure links and kernels and write a cluster file (`sparsering-exec calibrate --out OUT`), as an MPI job of
+    `ranks` processes (default: the cluster's GPUs). flags: backend ("cuda", or "cpu": links over MPI only), reps,
+    heads, kv_heads, head_dim, log="FILE.csv", refit="CSV". Returns the written cluster as a dict (what
+    cluster(out) reads back, every default explicit)."""
+    args = _flags(out=out, cluster=cluster, **flags)
+    _cli.run_ranks("sparsering-exec", "calibrate", args, _world(cluster, ranks))
+    return _call_json("sr_api_cluster", out)

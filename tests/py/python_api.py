@@ -6,6 +6,7 @@ give the same plan file, timeline CSV, what-if CSV and tuner outputs, and the sa
 
     SR_BIN=bin PYTHONPATH=python python3 tests/py/python_api.py plan_equals_cli
 """
+import json
 import os
 import subprocess
 import sys
@@ -505,6 +506,56 @@ def case_command_errors_name_the_flag(tmp):
     assert err.code == 2 and err.message.startswith("--cluster: nope")
     err = expect_error(commands.compare, sim_csv=missing, exec_csv=missing)
     assert err.code == 2 and err.file == missing
+
+
+def mpi_env():
+    """The environment the tests give mpirun (Open MPI refuses root without it)."""
+    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def case_attn_job_runs_every_combination_on_the_clusters_ranks(tmp):
+    import sparsering
+    a = sparsering.attn(model="tiny-test", cluster="h200-1x2", seq=700, layout="zigzag", schedule="ring",
+                        pattern="dense,vs-like:4:16:8", check=True)
+    r = a.runs
+    # one row a combination, on the cluster's 2 GPUs as 2 ranks, each within the CPU backend's check tolerance
+    assert list(r.pattern) == ["dense", "vs-like:4:16:8"] and (r.layout == "zigzag").all(), r
+    assert (r.ranks == 2).all() and (r.check_worst <= 1e-4).all() and (r.fwd_ms > 0).all(), r
+    assert set(a.timeline["rank"]) == {0, 1} and set(a.timeline.run) == {0, 1}, a.timeline
+
+
+def case_train_job_logs_the_cli_losses(tmp):
+    import sparsering
+    steps = sparsering.train(model="tiny-test", cluster="h200-1x2", seq=256, steps=3, strategy="dense-ring")
+    csv = os.path.join(tmp, "cli.csv")
+    exec_bin = os.path.join(os.environ.get("SR_BIN", "bin"), "sparsering-exec")
+    subprocess.run(["mpirun", "--oversubscribe", "-np", "2", exec_bin, "train",
+                    "--model", "tiny-test", "--cluster", "h200-1x2", "--seq", "256", "--steps", "3", "--strategy",
+                    "dense-ring", "--csv", csv], check=True, capture_output=True, env=mpi_env())
+    import pandas as pd
+    cli_steps = pd.read_csv(csv)
+    assert list(steps.step) == [1, 2, 3] and list(steps.loss) == list(cli_steps.loss), (steps, cli_steps)
+
+
+def case_calibrate_job_writes_a_cluster_with_measured_links(tmp):
+    import sparsering
+    out = os.path.join(tmp, "measured.json")
+    c = sparsering.calibrate(out, cluster="h200-1x2", backend="cpu", reps=2)
+    with open(out) as f:
+        written = json.load(f)
+    # the links measured over MPI replace the description's (h200-1x2 says 450 GB/s inside a node)
+    assert c["intra_node"]["gbps"] == written["intra_node"]["gbps"] and 0 < c["intra_node"]["gbps"] < 450, c
+    assert "calibration" in written and c["nodes"] == 1 and c["gpus_per_node"] == 2
+
+
+def case_executor_job_errors_name_the_flag(tmp):
+    import sparsering
+    err = expect_error(sparsering.attn, model="tiny-test", cluster="h200-1x2", seq=700, layout="nonsense",
+                       schedule="ring")
+    assert err.code == 2 and err.field == "--layout" and "nonsense" in err.reason, err.message
+    err = expect_error(sparsering.train, model="tiny-test", cluster="h200-1x2", seq="12Q", steps=2,
+                       strategy="dense-ring")
+    assert err.code == 2 and err.field == "--seq" and "12Q" in err.reason, err.message
 
 
 def main():
