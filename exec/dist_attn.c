@@ -88,18 +88,24 @@ static int groups_init(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
-// This group's tile index, the heads' masks and (plan.spec.fwd_runs) the forward form.
-static int indices_build(struct dist_attn *a, sr_error *e) {
+int dist_index_host_build(struct dist_attn *a, sr_error *e) {
   const pattern *pat = a->pat;
   // When every head of the layer keeps the same elements (dense, or one window), one head's index
   // serves all heads (kernels/sparse_attn.h): H times less time and memory for the index.
   pattern one = *pat;
   int uniform = pattern_layer_heads_uniform(pat, a->layer);
   if (uniform) one.heads = 1, one.layers = 1, one.h = pattern_head(pat, a->layer, 0);
-  // built on the GPU (dist_gpu_build, at the CUDA set-up), from the masks below
-  if (!a->gpu_index && tiles_build(uniform ? &one : pat, uniform ? 0 : a->layer, a->glay, a->group, &a->ti, e))
-    return e->code;
+  if (tiles_build(uniform ? &one : pat, uniform ? 0 : a->layer, a->glay, a->group, &a->ti, e)) return e->code;
   a->ti_view = dist_heads_view(a, &a->ti, uniform);
+  return SR_OK;
+}
+
+// This group's tile index, the heads' masks and (plan.spec.fwd_runs) the forward form.
+static int indices_build(struct dist_attn *a, sr_error *e) {
+  const pattern *pat = a->pat;
+  int uniform = pattern_layer_heads_uniform(pat, a->layer);
+  // built on the GPU (dist_gpu_build, at the CUDA set-up), from the masks below
+  if (!a->gpu_index && dist_index_host_build(a, e)) return e->code;
   if (tiles_masks_build(pat, a->layer, &a->masks, e)) return e->code;
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
   // keeps the tile form. A pattern chosen at run time (vs-online, gated, adaspa-online) is rebuilt in the tile form
@@ -232,7 +238,7 @@ int dist_attn_create_with(const plan *p, const pattern *pat, int layer, comm *c,
   if (!a) return oom(e);
   a->rp = &no_ring;
   const model_config *m = &p->model;
-  a->p = p, a->pat = pat, a->layer = layer, a->c = c, a->be = be, a->fail_rank = -1;
+  a->p = p, a->pat = pat, a->layer = layer, a->c = c, a->be = be, a->fail_rank = -1, a->index_how = how;
   a->H = (int)m->num_heads, a->Hkv = (int)m->num_kv_heads, a->d = (int)m->head_dim;
   a->scale = 1.0f / sqrtf((float)a->d);
   a->skipping = p->spec.skip_empty_sends;

@@ -73,10 +73,14 @@ int dist_attn_index_on_gpu(const dist_attn *a);
 // u(u+1)/2 chunk pairs' transposes with their bar chunks; *pairs their number.
 int dist_attn_fpdt_build_s(const dist_attn *a, double *indices, double *columns, double *transposes, int64_t *pairs);
 // Free the GPU index builder's device state (remade by the next GPU build), e.g. once every plan that will be
-// kept is built; waits for its stream. A no-op without one.
+// kept is built; waits for its stream. A no-op without one. (A build that leaves the device short gives the state
+// back by itself, and so does the shared workspace when it cannot grow beside it.)
 void dist_attn_builder_free(void);
 // Device bytes the GPU index builder holds now (measured around its builds; 0 when freed).
 int64_t dist_attn_builder_bytes(void);
+// Device bytes the GPU index builder held at the end of its last build, kept or given back since (0 before any):
+// what a build takes again while the builder holds less.
+int64_t dist_attn_builder_built_bytes(void);
 // Release everything dist_attn_create allocated.
 void dist_attn_free(dist_attn *a);
 // Record per-step events into t (NULL: none). CUDA timing syncs per step, so use it to measure, not to train.

@@ -11,6 +11,7 @@
 // and restore) are dist_attn_cuda_copies.c.
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -60,6 +61,29 @@ int dist_cuda_transposes_upload(struct dist_attn *a, int own_scratch, sr_error *
   return rc;
 }
 
+// The GPU build of the plan's index; where the device runs out of memory for it (the builder gave its state back
+// on failure), the host build --index-build cpu makes instead: what the GPU build half made goes, and the plan
+// goes on as a host-built one (its transposes made below, from a->ti_view).
+static int gpu_build_or_host(struct dist_attn *a, sr_error *e) {
+  int oom = 0;
+  int rc = dist_gpu_build(a, &oom, e);
+  dist_gpu_outcome o = dist_gpu_build_outcome(rc, oom, a->index_how);
+  if (o == DIST_GPU_BUILT) return SR_OK;
+  if (o == DIST_GPU_FAILED) {
+    size_t n = strlen(e->msg);
+    if (oom) snprintf(e->msg + n, sizeof e->msg - n, " (the GPU index build ran out of device memory: --index-build "
+                      "auto or cpu builds on the host)");
+    return e->code ? e->code : SR_EINTERNAL;
+  }
+  if (dist_gpu_oom_notice_first()) fprintf(stderr, "GPU index build out of memory: building on the host\n");
+  sr_error_clear(e);
+  tiles_free(&a->ti);
+  memset(&a->ti, 0, sizeof a->ti);
+  dist_cuda_host_transposes_free(a);
+  a->gpu_index = 0;
+  return dist_index_host_build(a, e);
+}
+
 int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (a->d != 64 && a->d != 128)
     return sr_input_error(e, NULL, "head_dim", "the CUDA kernels take head_dim 64 or 128, the model has %d", a->d);
@@ -71,7 +95,7 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   s->kpos = calloc((size_t)R, sizeof(int64_t *));
   if (!s->ixt || !s->kpos) return sr_internal_error(e, 0, "out of memory");
   // A GPU-built index comes to the host first, with its transposes, as a host build would leave it.
-  if (a->gpu_index && dist_gpu_build(a, e)) return e->code;
+  if (a->gpu_index && gpu_build_or_host(a, e)) return e->code;
   // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
   // the compact bars where they give the index's lists (the kernels get them expanded, call by call)

@@ -7,13 +7,43 @@
 //
 // One builder serves the process (plans are built in threads): its device state (the layout's tables, the
 // conversion and transposition scratch and results) is made for one (layout, query rank, heads) and remade
-// for another, used under a mutex on a stream of its own, and kept between builds until dist_attn_builder_free.
+// for another, used under a mutex on a stream of its own, and kept between builds until dist_attn_builder_free,
+// or given back after a build that leaves the device short (dist_gpu_builder_keep): at 512K tokens on one rank
+// it holds more than 20 GiB, kept it left the shared workspace no room (results/train/2026-11-27-h200-mtraining-
+// 512k-offload-attempts); the next build remakes it (its layout tables take milliseconds).
+//
+// Lock order: the workspace's (exec/dist_workspace_cuda.c, ws_use) before the builder's (gb_mu). ws_attach holds
+// ws_use exclusively when it gives the builder back (dist_attn_builder_free) or reads its bytes; nothing here takes
+// ws_use while holding gb_mu (dist_gpu_build asks the workspace's growth before it locks gb_mu).
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/dist_internal.h"
+#include "exec/dist_workspace.h"
 #include "plan/util.h"
+
+// Room kept beyond the builder and the plan's own needs (allocator rounding, the bars' scratch the uploads add to
+// the workspace's share, NCCL and cuBLAS growth).
+#define BUILDER_MARGIN_BYTES (1LL << 30)
+
+int dist_gpu_builder_keep(int64_t free_bytes, int64_t builder_bytes, int64_t need_bytes) {
+  if (builder_bytes <= 0) return 1;  // nothing to give back
+  // Kept, the builder must leave room for what the plan takes next and for a remake of itself (another layout's
+  // builder, a larger one, is made beside the plans kept meanwhile).
+  return free_bytes >= builder_bytes + sr_max64(need_bytes, 0) + BUILDER_MARGIN_BYTES;
+}
+
+dist_gpu_outcome dist_gpu_build_outcome(int rc, int out_of_memory, dist_index_build how) {
+  if (rc == SR_OK) return DIST_GPU_BUILT;
+  return out_of_memory && how != DIST_INDEX_GPU ? DIST_GPU_ON_HOST : DIST_GPU_FAILED;
+}
+
+int dist_gpu_oom_notice_first(void) {
+  static atomic_int told;
+  return atomic_exchange(&told, 1) == 0;
+}
 
 #if SR_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -32,6 +62,7 @@ static struct {
   sa_gpu_transposer *tr;
   cudaStream_t st;
   int64_t bytes;           // device bytes the builder took, measured around its builds (one build at a time)
+  int64_t built_bytes;     // bytes it held at the end of its last build, kept or given back since (0: none yet)
 } gb;
 
 // FNV-1a over the layout's runs, the query rank and the heads: equal keys, equal device tables.
@@ -129,7 +160,17 @@ static int transposes_download(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
-int dist_gpu_build(struct dist_attn *a, sr_error *e) {
+// Device bytes the shared workspace grows by for this plan's shape (the bars' terms come with the uploads: the
+// margin covers them). The plan's own copies (dist_attn_host_bytes, once built) are added to it.
+static int64_t workspace_need(const struct dist_attn *a) {
+  ws_shape sh;
+  sr_error ignore = {0};  // a shape the set-up cannot make fails there, with its error
+  return ws_shape_of(a->p, a->c->rank, a->rp, &sh, &ignore) ? 0 : ws_grow_bytes(&sh);
+}
+
+int dist_gpu_build(struct dist_attn *a, int *out_of_memory, sr_error *e) {
+  *out_of_memory = 0;
+  int64_t ws_need = workspace_need(a);  // before gb_mu (lock order above)
   pthread_mutex_lock(&gb_mu);
   // Only the builder allocates device memory in here (the plan's copies are uploaded after), so what the device
   // lost across the call is the builder's growth (when no other thread allocates meanwhile: the first plan's
@@ -141,8 +182,16 @@ int dist_gpu_build(struct dist_attn *a, sr_error *e) {
   if (!rc) rc = vs_gpu_convert(&gb.conv, &gb.bits, &gb.lay, gb.st, e);
   if (!rc) rc = index_download(a, &gb.conv.ix, &a->ti, e);
   if (!rc) rc = transposes_download(a, e);
-  if (rc) builder_free_locked();  // a failed build leaves nothing half made behind
-  else if (cudaMemGetInfo(&free1, &total) == cudaSuccess && free0 > free1) gb.bytes += (int64_t)(free0 - free1);
+  if (rc) {
+    // The failed call's error is this thread's last one (a failed allocation is not sticky); taken here, so no
+    // later kernel check reports it again.
+    *out_of_memory = cudaGetLastError() == cudaErrorMemoryAllocation;
+    builder_free_locked();  // a failed build leaves nothing half made behind
+  } else if (cudaMemGetInfo(&free1, &total) == cudaSuccess) {
+    if (free0 > free1) gb.bytes += (int64_t)(free0 - free1);
+    gb.built_bytes = gb.bytes;
+    if (!dist_gpu_builder_keep((int64_t)free1, gb.bytes, ws_need + dist_attn_host_bytes(a))) builder_free_locked();
+  }
   pthread_mutex_unlock(&gb_mu);
   if (rc) return e->code ? e->code : SR_EINTERNAL;
   a->ti_view = a->ti;  // one group of one rank (U = 1): this rank computes every head
@@ -171,13 +220,22 @@ int64_t dist_attn_builder_bytes(void) {
   return b;
 }
 
+int64_t dist_attn_builder_built_bytes(void) {
+  pthread_mutex_lock(&gb_mu);
+  int64_t b = gb.built_bytes;
+  pthread_mutex_unlock(&gb_mu);
+  return b;
+}
+
 #else  // no CUDA in this build: nothing is built on a GPU
 
-int dist_gpu_build(struct dist_attn *a, sr_error *e) {
+int dist_gpu_build(struct dist_attn *a, int *out_of_memory, sr_error *e) {
+  *out_of_memory = 0;
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (nvcc was not found at build time)");
 }
 int dist_gpu_build_supported(const struct dist_attn *a) { return 0; }
 void dist_attn_builder_free(void) {}
 int64_t dist_attn_builder_bytes(void) { return 0; }
+int64_t dist_attn_builder_built_bytes(void) { return 0; }
 
 #endif

@@ -28,6 +28,7 @@ struct dist_attn {
   int64_t *qpos;              // [n_q] global positions of the group's tokens
   int64_t **kpos;             // [R] positions of every group's tokens
   int gpu_index;              // ti and the transposes are built on the GPU (dist_gpu_build), not by tiles_build
+  dist_index_build index_how; // where the plan asked for them (DIST_INDEX_GPU: no host fallback)
   tile_index ti;              // tiles_build(pattern, layer, glay, group), all heads
   tile_index ti_view;         // ti restricted to heads [h_lo[gidx], h_lo[gidx+1])
   tile_index ti_fwd;          // plan.spec.fwd_runs: tiles_runs_build(ti), the forward's form (n_runs 0: none,
@@ -170,10 +171,24 @@ int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_erro
 int gate_cuda_upload(struct dist_attn *a, sr_error *e);
 
 // A fixed VS layer's execution form built on the GPU (dist_gpu_build.c, CUDA builds): fills a->ti (a->ti_view)
-// and the CUDA state's host transposes from a->masks' bit sets. dist_gpu_build_supported: can it, for this
+// and the CUDA state's host transposes from a->masks' bit sets; *out_of_memory says whether a failure was the
+// device's memory running out (the builder is given back then). dist_gpu_build_supported: can it, for this
 // plan's layout and size (ring or double ring: U = 1)? Always 0 without CUDA.
-int dist_gpu_build(struct dist_attn *a, sr_error *e);
+int dist_gpu_build(struct dist_attn *a, int *out_of_memory, sr_error *e);
 int dist_gpu_build_supported(const struct dist_attn *a);
+// Does the GPU index builder keep its device state after a build (1) or give it back (0)? Kept when the device's
+// free bytes cover the builder's own bytes again, what the plan still needs (its workspace growth and copies) and
+// a 1 GiB margin; a builder holding nothing is always kept (nothing to give back). Pure: tested on the CPU.
+int dist_gpu_builder_keep(int64_t free_bytes, int64_t builder_bytes, int64_t need_bytes);
+// What a GPU build's result (rc, whether the device ran out of memory, how the plan asked) leaves the plan with:
+// built, to be built on the host instead (out of memory where the GPU was not insisted on), or failed. Pure.
+typedef enum { DIST_GPU_BUILT, DIST_GPU_ON_HOST, DIST_GPU_FAILED } dist_gpu_outcome;
+dist_gpu_outcome dist_gpu_build_outcome(int rc, int out_of_memory, dist_index_build how);
+// 1 for the process's first call, 0 after (thread-safe): the host fallback's notice is printed once.
+int dist_gpu_oom_notice_first(void);
+// The tile index built on the host (tiles_build into a->ti, a->ti_view its heads' view): the set-up's host build,
+// and the GPU build's fallback (a->ti empty).
+int dist_index_host_build(struct dist_attn *a, sr_error *e);
 
 // The plan's device bytes (dist_plan_bytes.c): the items known from the host-built plan (index, forward form,
 // masks, positions; the rest zero), one source's transposed index and bar chunks added, and whether set-up

@@ -29,5 +29,7 @@ void ws_release(void);
 int64_t ws_bytes(void);
 // Pinned host bytes the workspace holds now.
 int64_t ws_host_bytes(void);
+// Device bytes ws_attach(s) would allocate now (each buffer too small for s is allocated anew at s's size).
+int64_t ws_grow_bytes(const ws_shape *s);
 
 #endif

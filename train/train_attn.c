@@ -82,8 +82,28 @@ static void count(train_attn *b, const dist_attn *d, int restored, double dt) {
   else b->built++, b->build_s += dt, b->built_gpu += d && dist_attn_index_on_gpu(d);
 }
 
-// Bytes the process's attention scratch holds: the shared workspace and the GPU index builder.
+// Bytes the process's attention scratch holds: the shared workspace and the GPU index builder (0 while it has given
+// its state back: dist_gpu_build.c does when a build leaves the device short).
 static int64_t shared_now(void) { return dist_attn_shared_bytes() + dist_attn_builder_bytes(); }
+
+int train_attn_fit_cap(int layers, int have, double free_gib, double plan_gib, double builder_gib) {
+  int least = (int)sr_max64(1, have);
+  if (plan_gib <= 0) return (int)sr_max64(least, layers);
+  // The plans still to come are built beside the kept ones, each build making the builder's state again, so its
+  // bytes stay free (once every layer's plan is kept it is freed for good, when the cap is every layer anyway).
+  // Counting it only where the plans would not all fit otherwise would keep every plan in some cases, but the
+  // later of their builds would find no room for the builder and build on the host (seconds a plan at 512K).
+  double room = free_gib - PLAN_RESERVE_GIB - fmax(builder_gib, 0);
+  double more = fmin(fmax(floor(room / (PLAN_GROWTH * plan_gib)), 0), layers);  // in range before the cast
+  return (int)sr_max64(least, sr_min64(layers, have + (int64_t)more));
+}
+
+#if SR_HAVE_CUDA
+// GiB the GPU index builder takes again at its next build beyond what it holds now (its state given back).
+static double builder_again_gib(void) {
+  return (double)sr_max64(0, dist_attn_builder_built_bytes() - dist_attn_builder_bytes()) / (1 << 30);
+}
+#endif
 
 // Device bytes of a plan just built, for the report (any thread; the lock is not held).
 static void note_bytes(train_attn *b, const dist_attn *d) {
@@ -118,13 +138,14 @@ static int build(train_attn *b, int i, int key, sr_error *e) {
     // first plan made it; the layers of one model share its shape). What the first plan took beyond that
     // is its own (indices, masks, positions; allocator rounding included, so never less than the bytes it
     // asked for). Keep 3 GiB for NCCL, cuBLAS and the allocator, and count each further plan at 1.25 x
-    // the first (layers' sparse indices differ in size).
+    // the first (layers' sparse indices differ in size). The GPU index builder's state is in both used1 and
+    // shared_now when it kept it, in neither when it gave it back; then a later build takes it again, which
+    // train_attn_fit_cap leaves room for.
     int64_t own = 0, need = 0;
     dist_attn_device_bytes(d, &own, &need);
     double grown = (double)(shared_now() - shared0) / (1 << 30);
     gib = fmax(used1 - used0 - grown, (double)own / (1 << 30));
-    int more = gib > 0 ? (int)floor((total - used1 - PLAN_RESERVE_GIB) / (PLAN_GROWTH * gib)) : b->layers;
-    cap = (int)sr_max64(1, sr_min64(b->layers, 1 + sr_max64(more, 0)));
+    cap = train_attn_fit_cap(b->layers, 1, total - used1, gib, builder_again_gib());
   }
 #endif
   if (rc && d) {
@@ -463,9 +484,9 @@ int train_attn_refit(train_attn *b, sr_error *e) {
   double used = 0, total = 0;
   int rc = model_cuda_memory(&used, &total, e);
   if (rc) return rc;
-  int more = (int)floor((total - used - PLAN_RESERVE_GIB) / (PLAN_GROWTH * b->plan_gib));
+  double again = builder_again_gib();
   pthread_mutex_lock(&b->mu);
-  b->cap = (int)sr_max64(sr_max64(1, b->n), sr_min64(b->layers, b->n + sr_max64(more, 0)));
+  b->cap = train_attn_fit_cap(b->layers, b->n, total - used, b->plan_gib, again);
   pthread_mutex_unlock(&b->mu);
 #endif
   return SR_OK;

@@ -114,6 +114,10 @@ int train_attn_prebuild_first(train_attn *b, sr_error *e);
 // Device bytes the plans not built yet would take to keep every layer's, by the first plan's measure (0: one
 // shared plan, or no measure).
 double train_attn_plans_need(const train_attn *b);
+// Plans the cache keeps (pure): `have` kept already (at least 1), and as many more as the device's free GiB hold
+// after a 3 GiB reserve and builder_gib (what the GPU index builder takes again at each build, having given its
+// state back) at 1.25 x plan_gib each (plan_gib <= 0: every layer). At most `layers`, at least `have`.
+int train_attn_fit_cap(int layers, int have, double free_gib, double plan_gib, double builder_gib);
 // Size the cache again from the device memory free now (something else took some since the first plan), by the
 // first plan's measure; a no-op unless the cache is sized by memory (CUDA, no fixed cap).
 int train_attn_refit(train_attn *b, sr_error *e);
