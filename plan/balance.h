@@ -20,14 +20,16 @@
 // like contiguous, zigzag and striped (the tile forms and the GPU estimator's conversion accept it).
 // Which rank a dealt group becomes moves work between ring steps only. The candidates: striped's own blocks,
 // the dealing numbered as dealt and numbered like striped (each group takes the rank whose striped blocks it
-// shares most), striped's blocks in snake order (every other round of W blocks backwards), the best of those
-// three refined ring step by ring step, each with and without a plateau walk (balance_steps.c: swaps of two
-// blocks and renumberings of two ranks that lower the sum over layers and steps of the slowest rank's work,
-// on the exact tile-pair work, the heaviest rank rising at most to 1% over the mean; tiles only, up to 2^23
-// layers x tiles^2), and zigzag's 2W chunks when N
-// divides into them. The planner keeps the lowest step sum among those no worse than striped on both
-// figures, compared in work (the slowest rank's, the step sum) rather than in ratios: chunks smaller than a
-// tile put far-apart rows in one kernel tile and add work, which a ratio hides. So the balanced layout is
+// shares most), striped's blocks in snake order (every other round of W blocks backwards), striped with turned
+// rounds (round k of W blocks turned by k d ranks, d chosen on the pair work; up to BALANCE_TURN_ROUNDS blocks
+// a rank: it keeps each slash's pairs of a round on one ring step and changes which ranks come last in a
+// round), each of those dealings refined ring step by ring step, with and without a plateau walk
+// (balance_steps.c: swaps of two blocks and renumberings of two ranks that lower the sum over layers and steps
+// of the slowest rank's work, on the exact tile-pair work, the heaviest rank rising at most to 1% over the
+// mean; tiles only, up to 2^23 layers x tiles^2), and zigzag's 2W chunks when N divides into them. The planner
+// keeps the lowest sum of the step sum and the slowest rank's work (then the lowest step sum) among those no
+// worse than striped on both figures, compared in work rather than in ratios: chunks smaller than a tile put
+// far-apart rows in one kernel tile and add work, which a ratio hides. So the balanced layout is
 // never worse than striped:128 on either. Deterministic: no draw, fixed orders and budgets.
 #ifndef SR_BALANCE_H
 #define SR_BALANCE_H

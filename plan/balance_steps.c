@@ -274,3 +274,68 @@ int balance_refine_steps(const double *P, int layers, int64_t nb, int world, int
   free(s.load), free(s.bw);
   return rc;
 }
+
+// ---------------------------------------------------------------------------------------------
+// striped with turned rounds
+//
+// On striped (block b on rank b mod W) a slash at tile offset Delta = m W + j meets, at ring step j, one tile
+// pair on each rank whose round reaches Delta: m + 1 rounds back for the ranks below j, m for the others, so
+// every rank at or above j computes one pair more of each of the step's slashes (and of its columns), and the
+// last rank, whose block comes last in every round, carries the most causal work. Turning round k by k d ranks
+// keeps every slash's pairs within a round on one step (rank difference j) and moves the pairs that reach one
+// round further back to step j + d, where they join slash Delta - W's: each rank then computes one pair of
+// either, every round, and which ranks come late in a round changes from round to round. With few blocks a
+// rank (8 at 32 ranks on 32K tokens) that evens out both figures where no swap of two blocks does (moving one
+// block breaks its slashes' steps); the turn is chosen on the pair work.
+
+int balance_pair_figures(const double *P, int layers, int64_t nb, int world, const int32_t *block_rank,
+                         double *heaviest, double *step_sum, sr_error *e) {
+  const int W = world;
+  double *C = malloc((size_t)W * W * sizeof *C), *load = calloc((size_t)W, sizeof *load);
+  if (!C || !load) {
+    free(C), free(load);
+    return sr_internal_error(e, ENOMEM, "balance: figures over %d ranks", W);
+  }
+  *step_sum = 0;
+  for (int l = 0; l < layers; l++) {
+    memset(C, 0, (size_t)W * W * sizeof *C);
+    for (int64_t q = 0; q < nb; q++) {
+      const double *row = P + ((int64_t)l * nb + q) * nb;
+      double *Cq = C + (int64_t)block_rank[q] * W;
+      for (int64_t c = 0; c <= q; c++) Cq[block_rank[c]] += row[c];  // causal: no key tile after the query tile
+    }
+    for (int t = 0; t < W; t++) {
+      double mx = 0;
+      for (int r = 0; r < W; r++) mx = C[(int64_t)r * W + (r - t + W) % W] > mx ? C[(int64_t)r * W + (r - t + W) % W] : mx;
+      *step_sum += mx;
+    }
+    for (int r = 0; r < W; r++)
+      for (int s = 0; s < W; s++) load[r] += C[(int64_t)r * W + s];
+  }
+  *heaviest = 0;
+  for (int r = 0; r < W; r++) *heaviest = load[r] > *heaviest ? load[r] : *heaviest;
+  free(C), free(load);
+  return SR_OK;
+}
+
+void balance_rotated(int64_t nb, int world, int d, int32_t *block_rank) {
+  for (int64_t b = 0; b < nb; b++) block_rank[b] = (int32_t)((b + (b / world) % world * d) % world);
+}
+
+int balance_best_rotation(const double *P, int layers, int64_t nb, int world, int *d, sr_error *e) {
+  *d = 0;
+  int32_t *R = malloc((size_t)nb * sizeof *R);
+  if (!R) return sr_internal_error(e, ENOMEM, "balance: %lld blocks", (long long)nb);
+  double best_sum = 0, best_heaviest = 0;
+  int rc = SR_OK;
+  for (int k = 0; k < world && !rc; k++) {
+    double heaviest, sum;
+    balance_rotated(nb, world, k, R);
+    if ((rc = balance_pair_figures(P, layers, nb, world, R, &heaviest, &sum, e))) break;
+    const double tol = 1e-12 * (best_sum > 0 ? best_sum : 1);
+    if (k == 0 || sum < best_sum - tol || (sum <= best_sum + tol && heaviest < best_heaviest * (1 - 1e-12)))
+      *d = k, best_sum = sum, best_heaviest = heaviest;
+  }
+  free(R);
+  return rc;
+}
