@@ -71,6 +71,12 @@
 // of one host, 69.9 s a plan measured (stored form, 32 threads a rank; results/exec/2026-11-27-h200x2-fpdt-1m,
 // third attempt), 64.5 s by this rate (1956M entries a rank). A guess beyond these three points.
 #define EST_PLAN_REBUILD_ENTRY_S 16.5e-9
+// A dropped plan uploaded again from the trainer's host cache (--attn-host-cache, dist_attn_device_restore): its
+// arrays from pageable host memory, measured at 3.95 GB/s a rank: 140 restores in 22.19 s (0.158 s each) of plans of
+// up to 596.4 MiB, MTraining vs-topp:0.95 at 256K on 4 H100s of one host restoring at once
+// (results/exec/2026-11-27-h100x4-vs-context-parallel, train-256k/logs/t_mtraining_256K.log); the host link's rate
+// where that is slower.
+#define EST_PLAN_RESTORE_BPS 3.95e9
 
 int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e) {
   int W = x->W;
@@ -150,6 +156,11 @@ double estimate_convert(const sim_ctx *x, int layer, int rank) {
 double estimate_transpose(const sim_ctx *x, double entries) { return cost_mem(&x->c->gpu, 16.0 * entries); }
 
 double estimate_plan_build(const sim_ctx *x, double entries) { return EST_PLAN_BUILD_ENTRY_S * entries; }
+
+double estimate_plan_restore(const sim_ctx *x, double bytes) {
+  double link = x->c->host.gbps * 1e9, rate = link > 0 && link < EST_PLAN_RESTORE_BPS ? link : EST_PLAN_RESTORE_BPS;
+  return bytes / rate;
+}
 
 double estimate_plan_rebuild(const sim_ctx *x, double entries) {
   int per_node = x->c->gpus_per_node > 0 && x->c->gpus_per_node < x->W ? x->c->gpus_per_node : x->W;

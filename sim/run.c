@@ -74,7 +74,7 @@ static int gpu_build_applies(const plan *p, const pattern *pat) {
 }
 
 // The exec trainer's plans in the step (plan_cache.h) into r, their exposed wait into its step time: a dropped plan
-// comes back from the host cache (one upload over the host link), from the GPU builder (its conversion and
+// comes back from the host cache (an upload, estimate_plan_restore), from the GPU builder (its conversion and
 // transposes, memory-bound passes of 16 bytes an entry as estimate_index_build's, and the plan's download and upload),
 // or from a host build (estimate_plan_rebuild).
 static void plan_rebuilds(const sim_ctx *x, const plan *p, sim_result *r) {
@@ -86,9 +86,9 @@ static void plan_rebuilds(const sim_ctx *x, const plan *p, sim_result *r) {
                       x->o->index_ready ? L : x->o->plans_kept > 0 ? x->o->plans_kept : p->spec.attn_cache, r->mem.capacity - r->mem.total, x->max_index_bytes, 0,
                       p->spec.attn_prefetch >= 0 ? p->spec.attn_prefetch : 2, x->fwd_end_s / L,
                       (r->step_s - x->fwd_end_s) / L};
-  if (host_cache && host_rate > 0) {
+  if (host_cache) {
     r->plans_how = 2;
-    in.obtain_s = in.plan_bytes / host_rate;
+    in.obtain_s = estimate_plan_restore(x, in.plan_bytes);
   } else if (x->gpu_build) {
     r->plans_how = 1;
     in.obtain_s = 2 * estimate_index_build(x, x->plan_entries) + (host_rate > 0 ? 2 * in.plan_bytes / host_rate : 0);

@@ -166,8 +166,9 @@ TEST(plan_cache_a_step_keeping_one_of_two_plans_waits_for_two_host_builds) {
   CHECK(one.plan_obtain_s > 0);
   CHECK_NEAR(one.plans_exposed_s, 2 * one.plan_obtain_s, 1e-15);
   CHECK_NEAR(one.step_s - all.step_s, 2 * one.plan_obtain_s, 1e-12);
-  // with the host cache a dropped plan is uploaded again: its bytes over the 25 GB/s host link
+  // with the host cache a dropped plan is uploaded again: its bytes at the 3.95 GB/s a restore was measured at (the
+  // 25 GB/s host link is faster)
   CHECK_EQ_INT(run_cached("mtraining", NULL, 1, 0, 1, 1, &one), 0);
   CHECK_EQ_INT(one.plans_how, 2);
-  CHECK_NEAR(one.plan_obtain_s, one.plan_bytes / 25e9, 1e-15);
+  CHECK_NEAR(one.plan_obtain_s, one.plan_bytes / 3.95e9, 1e-15);
 }
