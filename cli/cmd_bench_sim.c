@@ -37,7 +37,7 @@ static int bench_one(const char *label, const char *model, const char *cluster, 
     return rc;
   }
   double t2 = sr_now();
-  sim_options o = {representative, 0, 0, 0, 0};
+  sim_options o = {representative, 0, 0, 0, 0, 0};
   sim_result r;
   rc = sim_run(&p, &pat, &o, &r, NULL, e);
   double t3 = sr_now(), cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;

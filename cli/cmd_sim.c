@@ -28,10 +28,12 @@ static const cli_usage sim_usage = {
     {plan_spec_flags, plan_step_flags, sim_step_flags, sim_out_flags, NULL}};
 
 static void print_memory(const sim_memory *m) {
+  char builder[64] = "";
+  if (m->builder > 0) snprintf(builder, sizeof builder, ", GPU index builder %.2f", m->builder / GIB);
   printf("memory per GPU (GiB): weights %.2f, grads %.2f, optimizer %.2f, activations %.2f, KV buffers %.2f, "
-         "index %.2f, workspace+reserve %.2f = %.2f of %.0f: %s\n",
+         "index %.2f, workspace+reserve %.2f%s = %.2f of %.0f: %s\n",
          m->weights / GIB, m->grads / GIB, m->optim / GIB, m->activations / GIB, m->kv_buffers / GIB,
-         m->index_bytes / GIB, m->workspace / GIB, m->total / GIB, m->capacity / GIB,
+         m->index_bytes / GIB, m->workspace / GIB, builder, m->total / GIB, m->capacity / GIB,
          m->total <= m->capacity ? "fits" : "OUT OF MEMORY");  // the GPU's own verdict: the host has its line
   if (m->host_bytes > 0)
     printf("host memory per node (GiB): optimizer %.2f, checkpoints %.2f, attention chunks %.2f = %.2f of %.0f%s\n",
@@ -86,6 +88,8 @@ static int cmd_sim(int argc, char **argv) {
       if (r.exec_density > 0) printf(", computed (whole tiles and bars) %.2f%%", 100 * r.exec_density);
       printf("; %.2f GB on the wire\n", r.comm_bytes / 1e9);
       print_memory(&r.mem);
+      char plans[512];
+      if (sim_plans_text(&r, plans, sizeof plans)) printf("%s\n", plans);
     }
     printf("simulated %lld tasks in %.3f s (%.3f s of it in tile accounting)\n", (long long)r.n_tasks, r.sim_wall_s,
            r.account_wall_s);

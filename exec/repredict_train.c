@@ -56,6 +56,7 @@ int repredict_parse_train_log(const char *text, train_rerun *r) {
   }
   free(copy);
   if (kept >= 0 && layers > 0 && kept >= layers) r->index_ready = 1;
+  if (kept > 0) r->kept = (int)kept;
   if (n_steps) r->attn_s = a / n_steps, r->rest_s = g / n_steps, r->comm_s = c / n_steps;
   return head && r->step_s > 0 ? 0 : -1;  // the split needs the step lines (not under --quiet)
 }
@@ -101,6 +102,10 @@ int repredict_train_run(const char *cluster_path, const char *flags, train_rerun
   s.granularity = k == LAYOUT_STRIPED ? (g > 0 ? g : 128) : 1;
   if (strstr(flags, "--skip-empty-sends")) s.skip_empty_sends = 1;
   if (strstr(flags, "--fwd-runs")) s.fwd_runs = 1;
+  // the trainer's plan cache: a run without room for every plan rebuilds (or restores) the others in the step
+  if (strstr(flags, "--offload-activations")) s.offload_activations = 1;
+  if (strstr(flags, "--index-build cpu")) s.index_build = 1;
+  if (strstr(flags, "--no-attn-host-cache")) s.attn_host_cache = 0;
   plan p;
   pattern pat;
   memset(&pat, 0, sizeof pat);
@@ -108,7 +113,7 @@ int repredict_train_run(const char *cluster_path, const char *flags, train_rerun
   if (rc) return rc;
   // as train --predict (train/train_cmd.c, run_predict): a synthetic pattern built before the step, the
   // recomputation keeping attention's output when the run did, no index build with every layer's plan kept
-  sim_options o = {0, 1, !pattern_spec_at_run_time(s.pattern), r->keep_attn, r->index_ready};
+  sim_options o = {0, 1, !pattern_spec_at_run_time(s.pattern), r->keep_attn, r->index_ready, r->kept};
   sim_result sr;
   sim_timeline tl = {0};
   rc = pattern_source_load(s.pattern, &p.model, s.seq, s.seed, 0, &pat, e);

@@ -26,6 +26,8 @@ void plan_spec_defaults(plan_spec *s) {
   s->kv_bytes = 2;  // bf16
   s->search_every = 1;
   s->mlp_chunk = MODEL_EXEC_MLP_AUTO;
+  s->attn_prefetch = -1;
+  s->attn_host_cache = -1;
   snprintf(s->trainer, sizeof s->trainer, "mixed");
 }
 

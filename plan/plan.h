@@ -52,6 +52,12 @@ typedef struct {
   int first_step_plans;   // a first training step: the attention plans (host-built execution forms) of the
                           // last this-many layers are built inside the step, when their layer comes (the
                           // trainer builds the rest before it); 0: a later step, every plan built already
+  int index_build;        // sparsering-exec train's --index-build: 0 auto (vertical-slash layers on ring layouts on the
+                          // GPU), 1 cpu, 2 gpu; the simulator counts the GPU builder's device state where it applies
+  int attn_cache;         // its --attn-cache: per-layer plans kept on the device; 0 (the default): as memory allows
+  int attn_prefetch;      // its --attn-prefetch: plans built ahead of use; -1 (the default): its own, 2 on CUDA
+  int attn_host_cache;    // its host cache of dropped plans: 1 on, 0 off, -1 (the default): on unless
+                          // offload_activations (whose layer inputs take the pinned host memory)
   char trainer[16];       // whose memory the simulator counts: "mixed" (a bf16 mixed-precision trainer, default)
                           // or "exec" (sparsering-exec train: fp32 state and buffers, plan/model.h)
   double predicted_step_s;  // simulator's prediction recorded by `sim`/`tune` (0 when none)

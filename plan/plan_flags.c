@@ -41,6 +41,13 @@ const cli_flag plan_step_flags[] = {
     {"offload-optimizer", NULL, NULL, "keep the optimizer state and its update in host memory (ZeRO-Offload)"},
     {"trainer", "NAME", "mixed", "whose memory to count: mixed (a bf16 mixed-precision trainer) or exec (sparsering-exec train)"},
     PLAN_MLP_CHUNK_FLAG,
+    {"index-build", "WHERE", "auto", "--trainer exec: where it builds the tile indices: auto (vertical-slash layers on ring "
+     "layouts on the GPU), gpu, cpu"},
+    {"attn-cache", "K", "as memory allows", "--trainer exec: per-layer attention plans kept on the device"},
+    {"attn-prefetch", "D", "2", "--trainer exec: attention plans built ahead of use when not every plan is kept"},
+    {"attn-host-cache", NULL, NULL, "--trainer exec: dropped plans wait in host memory and are uploaded again (the "
+     "default unless --offload-activations)"},
+    {"no-attn-host-cache", NULL, NULL, "--trainer exec: dropped plans are rebuilt when their layer comes"},
     {"attention-only", NULL, NULL, "the step holds only each layer's attention, forward and backward (kernel and ring studies)"},
     {NULL, NULL, NULL, NULL},
 };
@@ -59,6 +66,22 @@ int plan_step_from_flags(const cli_args *a, plan_spec *s, sr_error *e) {
   if (tr && (strcmp(tr, "mixed") != 0 && strcmp(tr, "exec") != 0))
     return sr_input_error(e, NULL, "--trainer", "'%s' is not one of mixed, exec", tr);
   if (tr) snprintf(s->trainer, sizeof s->trainer, "%s", tr);
+  const char *ib = cli_get(a, "index-build", NULL);
+  if (ib && strcmp(ib, "auto") && strcmp(ib, "cpu") && strcmp(ib, "gpu"))
+    return sr_input_error(e, NULL, "--index-build", "'%s' is not one of auto, gpu, cpu", ib);
+  if (ib) s->index_build = strcmp(ib, "cpu") == 0 ? 1 : strcmp(ib, "gpu") == 0 ? 2 : 0;
+  if (cli_get(a, "attn-cache", NULL)) {
+    if ((rc = cli_get_int(a, "attn-cache", 0, 0, 1 << 20, &x, e))) return rc;
+    s->attn_cache = (int)x;
+  }
+  if (cli_get(a, "attn-prefetch", NULL)) {
+    if ((rc = cli_get_int(a, "attn-prefetch", 0, 0, 1024, &x, e))) return rc;
+    s->attn_prefetch = (int)x;
+  }
+  if (cli_has(a, "attn-host-cache") && cli_has(a, "no-attn-host-cache"))
+    return sr_input_error(e, NULL, "--no-attn-host-cache", "contradicts --attn-host-cache");
+  if (cli_has(a, "attn-host-cache")) s->attn_host_cache = 1;
+  if (cli_has(a, "no-attn-host-cache")) s->attn_host_cache = 0;
   const char *mc = cli_get(a, "mlp-chunk", NULL);
   return mc ? plan_mlp_chunk_parse(mc, "--mlp-chunk", &s->mlp_chunk, e) : SR_OK;
 }

@@ -39,6 +39,10 @@ static cJSON *spec_to_json(const plan_spec *s) {
   if (s->attention_only) cJSON_AddBoolToObject(o, "attention_only", 1);  // absent (false) in every other plan
   if (s->first_step_plans) cJSON_AddNumberToObject(o, "first_step_plans", s->first_step_plans);  // absent: 0
   if (s->mlp_chunk != MODEL_EXEC_MLP_AUTO) cJSON_AddNumberToObject(o, "mlp_chunk", (double)s->mlp_chunk);  // absent: auto
+  if (s->index_build) cJSON_AddNumberToObject(o, "index_build", s->index_build);  // absent: 0, auto
+  if (s->attn_cache) cJSON_AddNumberToObject(o, "attn_cache", s->attn_cache);                  // absent: 0
+  if (s->attn_prefetch >= 0) cJSON_AddNumberToObject(o, "attn_prefetch", s->attn_prefetch);        // absent: -1
+  if (s->attn_host_cache >= 0) cJSON_AddBoolToObject(o, "attn_host_cache", s->attn_host_cache);    // absent: -1
   cJSON_AddNumberToObject(o, "fpdt_chunk", (double)s->fpdt_chunk);
   cJSON_AddBoolToObject(o, "fpdt_offload", s->fpdt_offload);
   cJSON_AddNumberToObject(o, "seed", (double)s->seed);
@@ -197,7 +201,8 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
                                       "ulysses", "pattern", "strategy", "recompute", "zero", "kv_bytes",
                                       "skip_empty_sends", "fpdt_chunk", "fpdt_offload", "seed", "predicted_step_s",
                                       "trainer", "fwd_runs", "deterministic", "offload_activations", "offload_optimizer",
-                                      "attention_only", "first_step_plans", "search_every", "mlp_chunk", NULL};
+                                      "attention_only", "first_step_plans", "search_every", "mlp_chunk", "index_build",
+                                      "attn_cache", "attn_prefetch", "attn_host_cache", NULL};
   int rc;
   int64_t v;
   double d;
@@ -239,6 +244,16 @@ static int read_spec(const cJSON *o, const char *file, plan_spec *s, sr_error *e
   s->first_step_plans = (int)fsp;
   // optional: absent, the trainer's rule (MODEL_EXEC_MLP_AUTO)
   if ((rc = json_get_int(o, "mlp_chunk", 0, 0, (int64_t)1e12, &s->mlp_chunk, file, "spec", e))) return rc;
+  // optional: the exec trainer's plan building (absent: its defaults)
+  int64_t ib = 0, ap = -1, ac = 0;
+  if ((rc = json_get_int(o, "index_build", 0, 0, 2, &ib, file, "spec", e))) return rc;
+  if ((rc = json_get_int(o, "attn_cache", 0, 0, 1 << 20, &ac, file, "spec", e))) return rc;
+  s->attn_cache = (int)ac;
+  if ((rc = json_get_int(o, "attn_prefetch", 0, 0, 1024, &ap, file, "spec", e))) return rc;
+  s->index_build = (int)ib, s->attn_prefetch = (int)ap;
+  if (cJSON_GetObjectItemCaseSensitive(o, "attn_host_cache") &&
+      (rc = json_get_bool(o, "attn_host_cache", 1, &s->attn_host_cache, file, "spec", e)))
+    return rc;
   return SR_OK;
 }
 

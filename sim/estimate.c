@@ -61,6 +61,22 @@
 // first step (results/exec/2026-11-22-h200x4-two-nodes, call3: MTraining vs-topp:0.95 at 512K on 4 ranks,
 // 27 plans built in the step in 38.2 s, 104M entries a rank and layer). A property of the host CPU.
 #define EST_PLAN_BUILD_ENTRY_S 13.5e-9
+// A later step's plans built again on the host because they did not all fit on the device (plan_cache.h): 16.5 ns a
+// tile or bar entry of one rank's plan with the host's cores to itself, fitted to the two one-rank builds measured
+// on their own: MTraining vs-topp:0.95 at 512K on one H200, 4 ring plans in 56.36 s (14.1 s a plan; 856M entries a
+// plan, simulated: 16.5 ns; results/train/2026-11-27-h200-mtraining-512k-offload-attempts, attempt3), and FPDT
+// vs-topp:0.95 at 256K on one H100, 64K chunks, compact form: 1.662 + 1.155 + 0.716 = 3.533 s (212.6M entries: 16.6
+// ns; results/exec/2026-11-27-h100-fpdt-compact-check/check.txt). The trainer gives each rank of a node its share of
+// the cores (--build-threads: cores / ranks), so a node's R ranks build R times slower each: FPDT at 1M on two H200s
+// of one host, 69.9 s a plan measured (stored form, 32 threads a rank; results/exec/2026-11-27-h200x2-fpdt-1m,
+// third attempt), 64.5 s by this rate (1956M entries a rank). A guess beyond these three points.
+#define EST_PLAN_REBUILD_ENTRY_S 16.5e-9
+// A dropped plan uploaded again from the trainer's host cache (--attn-host-cache, dist_attn_device_restore): its
+// arrays from pageable host memory, measured at 3.95 GB/s a rank: 140 restores in 22.19 s (0.158 s each) of plans of
+// up to 596.4 MiB, MTraining vs-topp:0.95 at 256K on 4 H100s of one host restoring at once
+// (results/exec/2026-11-27-h100x4-vs-context-parallel, train-256k/logs/t_mtraining_256K.log); the host link's rate
+// where that is slower.
+#define EST_PLAN_RESTORE_BPS 3.95e9
 
 int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e) {
   int W = x->W;
@@ -140,6 +156,16 @@ double estimate_convert(const sim_ctx *x, int layer, int rank) {
 double estimate_transpose(const sim_ctx *x, double entries) { return cost_mem(&x->c->gpu, 16.0 * entries); }
 
 double estimate_plan_build(const sim_ctx *x, double entries) { return EST_PLAN_BUILD_ENTRY_S * entries; }
+
+double estimate_plan_restore(const sim_ctx *x, double bytes) {
+  double link = x->c->host.gbps * 1e9, rate = link > 0 && link < EST_PLAN_RESTORE_BPS ? link : EST_PLAN_RESTORE_BPS;
+  return bytes / rate;
+}
+
+double estimate_plan_rebuild(const sim_ctx *x, double entries) {
+  int per_node = x->c->gpus_per_node > 0 && x->c->gpus_per_node < x->W ? x->c->gpus_per_node : x->W;
+  return EST_PLAN_REBUILD_ENTRY_S * (per_node > 0 ? per_node : 1) * entries;
+}
 
 double estimate_fp64_rate(const sim_ctx *x) { return x->c->gpu.fp64_tflops * 1e12 * EST_FP64_EFF; }
 

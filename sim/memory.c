@@ -148,8 +148,9 @@ void sim_memory_estimate(const model_config *m, const cluster_desc *c, const mem
     out->host_optim = out->host_activations = out->host_attn = 0;
     out->workspace = running + SIM_MEM_RESERVE + in->bars_bytes;
   }
+  out->builder = in->exec_trainer && !in->attention_only ? in->builder_bytes : 0;
   out->total = out->weights + out->grads + out->optim + out->activations + out->kv_buffers + out->index_bytes +
-               out->workspace;
+               out->workspace + out->builder;
   out->host_bytes = out->host_optim + out->host_activations + out->host_attn;
   out->capacity = c->gpu.mem_gib * GIB;
   out->host_capacity = c->host_mem_gib * GIB;

@@ -47,6 +47,7 @@ typedef struct {
   double exec_workspace;     // exec_trainer: the executor's shared attention workspace on its fullest rank but for
                              // the index's terms (sim_exec_workspace), which bars_bytes adds
   double exec_workspace_host;  // exec_trainer: its pinned host part a rank (FPDT's offloaded chunks)
+  double builder_bytes;      // exec_trainer: the GPU index builder's device state (plan_cache.h; 0 where the host builds)
 } mem_inputs;
 
 // The inputs a plan decides (every field but kv_shard_tokens, index_bytes and bars_bytes, which the step's

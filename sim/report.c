@@ -1,6 +1,7 @@
 // report.c — the summary table and CSV rows (see report.h). Units in headers: s, tokens/s, GiB.
 #include "sim/report.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define GIB 1073741824.0
@@ -59,4 +60,18 @@ int report_csv_row(sr_buf *b, const char *lead, const sim_result *r) {
                        r->attn_fwd_s, r->attn_bwd_s, r->density, r->exec_density, r->comm_bytes, m->total / GIB, m->weights / GIB,
                        m->grads / GIB, m->optim / GIB, m->activations / GIB, m->kv_buffers / GIB, m->index_bytes / GIB,
                        m->workspace / GIB, m->host_bytes / GIB, r->feasible && m->fits, (long long)r->n_tasks, note);
+}
+
+int sim_plans_text(const sim_result *r, char *out, size_t size) {
+  if (size > 0) out[0] = 0;
+  if (r->plans <= 0) return 0;
+  if (r->plans == 1) {
+    snprintf(out, size, "plans: 1 shared by every layer, 0 rebuilt a step");
+    return 1;
+  }
+  static const char *const how[] = {"built on the host", "built on the GPU", "uploaded from the host cache"};
+  snprintf(out, size, "plans: %d of %d kept, %d rebuilt a step, %.3f s exposed (%.1f MiB a plan; a dropped one %s in %.3f s)",
+           r->plans_kept, r->plans, r->plans_rebuilt, r->plans_exposed_s, r->plan_bytes / 1048576.0,
+           how[r->plans_how >= 0 && r->plans_how <= 2 ? r->plans_how : 0], r->plan_obtain_s);
+  return 1;
 }

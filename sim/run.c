@@ -2,12 +2,16 @@
 // turn what ran into the summary metrics (step time, throughput, MFU dense and sparse, imbalance,
 // exposed communication, memory).
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/pattern_spec.h"
+#include "plan/tile_index.h"
 #include "plan/util.h"
 #include "sim/cost.h"
 #include "sim/memory.h"
+#include "sim/plan_cache.h"
 #include "sim/step_ctx.h"
 
 static void ctx_free(sim_ctx *x) {
@@ -48,6 +52,56 @@ static double model_flops(const model_config *m, int64_t n, double pairs, int at
 static int run(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store,
                sim_transfers *transfers, sim_result *r, sim_timeline *tl, sr_error *e);
 
+// Does sparsering-exec train build some layer's tile index on the GPU (exec/dist_attn.c gpu_index_wanted, --index-build
+// auto or gpu)? A fixed pattern on a ring or double-ring schedule of one-rank groups, no forward form, a layer whose
+// heads are all vertical-slash, at most 255 ranks and 2^24 (head, query tile) cells a rank, every rank's tokens in
+// global order (exec/dist_gpu_build.c dist_gpu_build_supported).
+static int gpu_build_applies(const plan *p, const pattern *pat) {
+  const layout *l = &p->layout;
+  if (strcmp(p->spec.trainer, "exec") != 0 || p->spec.attention_only || p->spec.index_build == 1) return 0;
+  if (p->spec.fpdt_chunk > 0 || schedule_exec_ulysses(&p->schedule, 0) != 1 || p->spec.fwd_runs) return 0;
+  if (pattern_spec_at_run_time(p->spec.pattern) || l->world > 255) return 0;
+  for (int r = 0; r < l->world; r++)
+    if ((int64_t)pat->heads * ((l->rank_count[r] + TILE - 1) / TILE) >= (1 << 24)) return 0;
+  for (int64_t k = 1; k < l->n_runs; k++)
+    if (l->runs[k].rank == l->runs[k - 1].rank && l->runs[k].global < l->runs[k - 1].global) return 0;
+  for (int layer = 0; layer < pat->layers; layer++) {
+    int vs = 1;
+    for (int h = 0; vs && h < pat->heads; h++) vs = pattern_head(pat, layer, h)->kind == PATTERN_VS;
+    if (vs) return 1;
+  }
+  return 0;
+}
+
+// The exec trainer's plans in the step (plan_cache.h) into r, their exposed wait into its step time: a dropped plan
+// comes back from the host cache (an upload, estimate_plan_restore), from the GPU builder (its conversion and
+// transposes, memory-bound passes of 16 bytes an entry as estimate_index_build's, and the plan's download and upload),
+// or from a host build (estimate_plan_rebuild).
+static void plan_rebuilds(const sim_ctx *x, const plan *p, sim_result *r) {
+  int L = (int)p->model.num_layers;
+  if (pattern_spec_at_run_time(p->spec.pattern)) return;  // its plans follow each estimate: charged by the step
+  double host_rate = p->cluster.host.gbps * 1e9;
+  int host_cache = p->spec.attn_host_cache >= 0 ? p->spec.attn_host_cache : !p->spec.offload_activations;
+  plan_cache_in in = {L, strcmp(p->spec.pattern, "dense") != 0 && p->spec.pattern[0] != 0,
+                      x->o->index_ready ? L : x->o->plans_kept > 0 ? x->o->plans_kept : p->spec.attn_cache, r->mem.capacity - r->mem.total, x->max_index_bytes, 0,
+                      p->spec.attn_prefetch >= 0 ? p->spec.attn_prefetch : 2, x->fwd_end_s / L,
+                      (r->step_s - x->fwd_end_s) / L};
+  if (host_cache) {
+    r->plans_how = 2;
+    in.obtain_s = estimate_plan_restore(x, in.plan_bytes);
+  } else if (x->gpu_build) {
+    r->plans_how = 1;
+    in.obtain_s = 2 * estimate_index_build(x, x->plan_entries) + (host_rate > 0 ? 2 * in.plan_bytes / host_rate : 0);
+  } else {
+    in.obtain_s = estimate_plan_rebuild(x, x->plan_entries);
+  }
+  plan_cache_out out;
+  plan_cache_step(&in, &out);
+  r->plans = out.plans, r->plans_kept = out.kept, r->plans_rebuilt = out.rebuilt;
+  r->plan_bytes = in.plan_bytes, r->plan_obtain_s = in.obtain_s, r->plans_exposed_s = out.exposed_s;
+  r->step_s += out.exposed_s;
+}
+
 int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e) {
   return run(p, pat, o, NULL, NULL, r, tl, e);
 }
@@ -84,7 +138,7 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
                           (long long)pat->n_tokens, (long long)p->layout.n_tokens);
   if (p->layout.world != W)
     return sr_input_error(e, NULL, "layout", "is over %d ranks; the cluster has %d GPUs", p->layout.world, W);
-  sim_options none = {0, 0, 0, 0, 0};
+  sim_options none = {0, 0, 0, 0, 0, 0};
   // An attention-only step runs each layer's attention forward and backward once: no recomputation.
   plan attn_only;
   if (p->spec.attention_only) {
@@ -126,6 +180,7 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   }
   engine_count_busy(&x.g, x.busy);
   if (!x.tl) engine_lean(&x.g);  // only end times are read unless the timeline is kept
+  x.gpu_build = gpu_build_applies(p, pat);
   int64_t kv_shard = 0;
   if (p->spec.fpdt_chunk > 0) {
     rc = step_fpdt(&x, e);
@@ -179,7 +234,15 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   mi.index_bytes = x.max_index_bytes;
   mi.bars_bytes = x.max_bars_bytes;
   mi.recompute = p->spec.recompute && x.o->keep_attn ? 2 : p->spec.recompute;  // selective: O and LSE kept
+  mi.builder_bytes = x.builder_bytes;
   sim_memory_estimate(m, c, &mi, &r->mem);
+  if (mi.exec_trainer && !p->spec.attention_only && r->feasible) {
+    plan_rebuilds(&x, p, r);
+    r->tokens_per_s = r->step_s > 0 ? (double)N / r->step_s : 0;
+    double peak_s = (double)W * c->gpu.peak_tflops * 1e12 * r->step_s;
+    r->mfu_dense = peak_s > 0 ? r->model_flops_dense / peak_s : 0;
+    r->mfu_sparse = peak_s > 0 ? r->model_flops_sparse / peak_s : 0;
+  }
   r->account_wall_s = x.have_cache ? x.cache.wall_s : 0;
   ctx_free(&x);
   r->sim_wall_s = sr_now() - t_start;

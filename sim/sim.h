@@ -44,6 +44,8 @@ typedef struct {
                         // memory counts them (sparsering-exec train's default where memory allows)
   int index_ready;      // every layer's execution form exists before the step (the trainer's kept plans): a
                         // fixed pattern's forward builds no index in the step
+  int plans_kept;       // the exec trainer's plans on the device when known (its cache's cap); 0: as many as the
+                        // simulated memory leaves room for (plan_cache.h)
 } sim_options;
 
 // The tasks a simulation recorded (sim_options.record_timeline), in the order they were scheduled.
@@ -55,6 +57,7 @@ typedef struct {
 // Memory per rank and per node, bytes (see memory.h for the model).
 typedef struct {
   double weights, grads, optim, activations, kv_buffers, index_bytes, workspace;
+  double builder;        // the exec trainer's GPU index builder's device state (plan_cache.h), where it builds
   double total;          // peak per GPU
   // host memory of a node (its ranks together): the optimizer state and fp32 gradients with optimizer offload,
   // the checkpoints with activation offload, FPDT's offloaded chunks
@@ -84,6 +87,14 @@ typedef struct {
   int64_t n_tasks;          // tasks scheduled
   double sim_wall_s;        // seconds the simulation took
   double account_wall_s;    // of which in the planner's tile accounting
+  // The exec trainer's attention plans (plan_cache.h; plans 0: not modelled: not the exec trainer, or a pattern made
+  // at run time, whose plans follow each estimate)
+  int plans, plans_kept, plans_rebuilt;
+  int plans_how;            // how a dropped plan comes back: 0 built on the host, 1 built on the GPU, 2 uploaded from
+                            // the host cache
+  double plan_bytes;        // one plan's device bytes (the largest rank's largest layer)
+  double plan_obtain_s;     // seconds to build or restore one
+  double plans_exposed_s;   // of the step's time, waiting for them (in step_s)
   sim_memory mem;
 } sim_result;
 

@@ -175,6 +175,7 @@ double ctx_loss_cost(const sim_ctx *x, double n) {
 }
 
 int ctx_loss(sim_ctx *x, sr_error *e) {
+  x->fwd_end_s = engine_makespan(&x->g);  // every forward task is scheduled (each builder flushes per layer)
   if (x->p->spec.attention_only) return SR_OK;  // no loss in an attention-only step
   double *dur = malloc((size_t)x->W * sizeof *dur);
   if (!dur) return sr_internal_error(e, 0, "sim: out of memory");

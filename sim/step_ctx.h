@@ -33,6 +33,10 @@ typedef struct {
   int64_t kv_shard_tokens; // largest KV shard a rank receives in a ring (Ulysses/USP/FPDT set it)
   double max_index_bytes;  // one layer's tile index on the largest rank
   double max_bars_bytes;   // its compact bars' lists and transposed lists, expanded (the workspace's)
+  double plan_entries;     // the tile and bar entries of one layer's plan on the largest rank (the largest layer)
+  int gpu_build;           // the exec trainer builds the plans' indices on the GPU (plan_cache.h); step_ring sizes
+  double builder_bytes;    // the builder's device state then
+  double fwd_end_s;        // when the step's forward pass ended (before the loss)
   int32_t *a, *b, *c2;     // [W] scratch task ids
   work_cache cache;
   int have_cache;
@@ -98,6 +102,11 @@ double estimate_transpose(const sim_ctx *x, double entries);
 // Seconds to build one rank's attention plan (its execution form, transposes, upload) on the host from
 // `entries` tile and bar entries: the first training step's plans built when their layer comes.
 double estimate_plan_build(const sim_ctx *x, double entries);
+// Seconds to upload a dropped plan of `bytes` device bytes again from the trainer's host cache.
+double estimate_plan_restore(const sim_ctx *x, double bytes);
+// Seconds to build one rank's plan again on the host in a later step (its layer's plan dropped for room,
+// plan_cache.h) from `entries` tile and bar entries, the node's ranks building at once on its cores.
+double estimate_plan_rebuild(const sim_ctx *x, double entries);
 // FLOP/s our float64 scoring sustains on the GPU's FP64 vector units (estimate.c, EST_FP64_EFF).
 double estimate_fp64_rate(const sim_ctx *x);
 // Seconds our GPU's radix sort of n (32-bit key, 32-bit value) pairs takes (estimate.c, EST_SELECT_EFF).

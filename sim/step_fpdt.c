@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/sparse_attn.h"
 #include "plan/layout.h"
+#include "plan/util.h"
 #include "sim/cost.h"
 #include "sim/step_ctx.h"
 
@@ -56,6 +58,8 @@ static double chunk_tokens(const sim_ctx *x, int i) {
   return (double)(left < C ? left : C);
 }
 
+static void plan_bound(sim_ctx *x, const fpdt_state *s, int layer);
+
 static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
   int W = x->W, H = (int)x->m->num_heads, u = s->u;
   memset(s->attn_f, 0, (size_t)W * u * u * sizeof *s->attn_f);
@@ -88,7 +92,43 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
         s->attn_b[idx(s, r, i, j)] += cost_bar_walk(&x->c->gpu, c, qt, cost_attn_bar_time(&rb, c));
       }
     }
+  if (ctx_exec_trainer(x)) plan_bound(x, s, layer);
   return SR_OK;
+}
+
+// One layer's plan on each rank as the executor uploads it (exec/fpdt_plan.c: every query chunk's index against the
+// chunks, compact bars, and the transposes of its pairs j <= i), bounded as the rings' (step_ring.c: every bar its
+// own key, at most the columns of the rank's heads: VS verticals, window sinks), and its tile and bar entries (what a
+// host build makes), into the step's largest.
+static void plan_bound(sim_ctx *x, const fpdt_state *s, int layer) {
+  int W = x->W, H = (int)x->m->num_heads, u = s->u, sparse = 0;
+  for (int h = 0; h < H; h++) sparse |= pattern_head(x->pat, layer, h)->kind != PATTERN_DENSE;
+  if (!sparse) return;  // a dense layer runs without an index (as the rings' memory counts it)
+  for (int r = 0; r < W; r++) {
+    int vh = 0;
+    int64_t cols = 0;
+    for (int h = 0; h < H; h++) {
+      if ((int)((int64_t)h * W / H) != r) continue;  // heads dealt in contiguous blocks, as account()
+      const head_pattern *hp = pattern_head(x->pat, layer, h);
+      vh++;
+      cols = cols < 0 ? cols : hp->kind == PATTERN_VS ? cols + hp->n_vertical : hp->kind == PATTERN_WINDOW ? cols + hp->sinks : -1;
+    }
+    if (cols < 0) cols = INT64_MAX;
+    double bytes = 0, entries = 0;
+    for (int i = 0; i < u && vh > 0; i++) {
+      int64_t qt = ((int64_t)chunk_tokens(x, i) + TILE - 1) / TILE, tiles = 0, bars = 0, ckeys = 0;
+      for (int j = 0; j <= i; j++) {
+        const work_count *c = &s->calls[idx(s, r, i, j)];
+        int64_t t = c->full + c->partial, keys = sr_min64(sr_min64(c->bars, cols), (int64_t)vh * (int64_t)chunk_tokens(x, j));
+        tiles += t, bars += c->bars, ckeys += keys;
+        bytes += (double)sa_index_t_count_bytes(vh, ((int64_t)chunk_tokens(x, j) + TILE - 1) / TILE, t, keys, -1);
+      }
+      bytes += (double)sa_index_count_bytes(vh, qt, u, tiles, -1, -1) + (double)sa_bar_cols_count_bytes(vh, u, ckeys);
+      entries += (double)(tiles + bars);
+    }
+    if (bytes > x->max_index_bytes) x->max_index_bytes = bytes;
+    if (entries > x->plan_entries) x->plan_entries = entries;
+  }
 }
 
 // The layer's kept (q, k) pairs, into the step's total.

@@ -13,6 +13,7 @@
 #include "plan/parallel.h"
 #include "plan/pattern_spec.h"
 #include "sim/cost.h"
+#include "sim/plan_cache.h"
 #include "sim/ring.h"
 #include "sim/step_ctx.h"
 
@@ -399,6 +400,33 @@ static void busy_delta(sim_ctx *x, const double *before, double *out) {
   for (int r = 0; r < x->W; r++) out[r] = x->busy[r] - before[r];
 }
 
+// The GPU index builder's device state on the fullest rank (plan_cache.h): its arrays grow to the largest layer's
+// tile entries and bars, each apart.
+static void builder_size(sim_ctx *x, const layer_work *distinct, int n_distinct) {
+  const layout *l = &x->p->layout;
+  int64_t all_tiles = 0;
+  for (int g = 0; g < x->W; g++) all_tiles += (l->rank_count[g] + TILE - 1) / TILE;
+  for (int r = 0; r < x->W; r++) {
+    gpu_builder_counts c = {l->n_tokens, x->W, l->n_runs, all_tiles, (l->rank_count[r] + TILE - 1) / TILE,
+                            (int32_t)x->m->num_heads, (int32_t)x->m->num_kv_heads, 0, 0, 0};
+    for (int k = 0; k < n_distinct; k++) {
+      if (!distinct[k].sparse) continue;
+      c.bars = sr_max64(c.bars, (int64_t)distinct[k].bars[r]);
+      c.tiles = sr_max64(c.tiles, (int64_t)distinct[k].entries[r] - (int64_t)distinct[k].bars[r]);
+    }
+    for (int layer = 0; layer < x->pat->layers && c.columns >= 0; layer++) {
+      int64_t cols = 0;
+      for (int h = 0; h < x->pat->heads && cols >= 0; h++) {
+        const head_pattern *hp = pattern_head(x->pat, layer, h);
+        cols = hp->kind == PATTERN_VS ? cols + hp->n_vertical : hp->kind == PATTERN_WINDOW ? cols + hp->sinks : -1;
+      }
+      c.columns = cols < 0 ? -1 : sr_max64(c.columns, cols);
+    }
+    double b = plan_cache_gpu_builder_bytes(&c);
+    if (b > x->builder_bytes) x->builder_bytes = b;
+  }
+}
+
 // ---- the step ------------------------------------------------------------------------------------
 
 int step_ring(sim_ctx *x, sr_error *e) {
@@ -525,7 +553,9 @@ int step_ring(sim_ctx *x, sr_error *e) {
                  (double)sa_index_t_count_bytes(H, kvt, tiles, keys, -1);
       if (b > x->max_index_bytes) x->max_index_bytes = b;
       if (8.0 * (double)bars > x->max_bars_bytes) x->max_bars_bytes = 8.0 * (double)bars;
+      if ((double)distinct[k].entries[r] > x->plan_entries) x->plan_entries = (double)distinct[k].entries[r];
     }
+  if (x->gpu_build) builder_size(x, distinct, n_distinct);
 done_ring:
   ring_ctx_free(&st.ring);
   for (int k = 0; k < st.n_routes; k++) {

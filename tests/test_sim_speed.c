@@ -72,7 +72,7 @@ TEST(sim_speed_ring_passes_in_time_equal_the_task_graph_of_every_ring_kind) {
       test_fail(__FILE__, __LINE__, "%s: %s", cases[i][0], e.msg);
       continue;
     }
-    sim_options lean = {0, 0, 0, 0, 0}, kept = {0, 1, 0, 0, 0};
+    sim_options lean = {0, 0, 0, 0, 0, 0}, kept = {0, 1, 0, 0, 0, 0};
     sim_result a, b;
     sim_timeline tl = {0};
     CHECK_EQ_INT(sim_plan(&p, &lean, &a, NULL, &e), SR_OK);
@@ -124,7 +124,7 @@ static void check_pin(const char *model, const char *cluster, int64_t seq, const
     test_fail(__FILE__, __LINE__, "%s: %s", model, e.msg);
     return;
   }
-  sim_options o = {0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0};
   sim_result r;
   if (sim_plan(&p, &o, &r, NULL, &e)) {
     test_fail(__FILE__, __LINE__, "%s: %s", model, e.msg);

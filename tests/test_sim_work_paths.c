@@ -79,7 +79,7 @@ TEST(simulated_step_is_the_same_whichever_way_the_overlap_is_counted) {
   plan p;
   pattern pat;
   CHECK_EQ_INT(build("vs-topp:0.95", &p, &pat, &e), SR_OK);
-  sim_options o = {0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0};
   sim_result r[2];
   for (int k = 0; k < 2; k++) {
     tiles_fast_overlap_by_tiles = k + 1;

@@ -25,6 +25,7 @@
 #include "plan/plan.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
+#include "sim/report.h"
 #include "sim/sim.h"
 #include "traces/trace.h"
 #if SR_HAVE_CUDA
@@ -680,9 +681,12 @@ static int run_predict(train_run *r, sr_error *e) {
   // index is built in the step
   const train_attn *ta = &r->ta;
   sim_options so = {0, 0, !pattern_spec_at_run_time(p->spec.pattern), r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN,
-                    ta->shared || ta->cap >= ta->layers};
+                    ta->shared || ta->cap >= ta->layers, ta->shared ? 0 : ta->cap};
   sim_result sr;
   snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
+  // how its plans come back when they do not all fit (sim/plan_cache.h)
+  p->spec.index_build = ta->index_build == DIST_INDEX_CPU ? 1 : ta->index_build == DIST_INDEX_GPU ? 2 : 0;
+  p->spec.attn_host_cache = ta->host_cache, p->spec.attn_prefetch = ta->prefetch;
   if (sim_run(p, &r->pat, &so, &sr, NULL, e)) return e->code;
   double meas = isfinite(r->best_s) ? r->best_s : r->first_s;
   printf("predict: %s %s seq %lld W %d | simulated step %.3fs %.0f tok/s MFU %.2f%% | measured step %.3fs (best after the "
@@ -691,6 +695,8 @@ static int run_predict(train_run *r, sr_error *e) {
          sr.tokens_per_s, 100 * sr.mfu_sparse, meas, r->first_s, (double)seq / meas,
          r->peak > 0 ? 100 * r->flops / (double)r->batch / meas / (r->peak * 1e12 * (double)r->c.world) : 0.0,
          meas / sr.step_s);
+  char plans[512];
+  if (sim_plans_text(&sr, plans, sizeof plans)) printf("predict: %s\n", plans);
   if (r->meas_built > 0) {
     // The measured step built plans when their layer came (a first step does): simulated with that building.
     plan q = *p;  // shares the arrays; only the spec differs
@@ -704,9 +710,10 @@ static int run_predict(train_run *r, sr_error *e) {
   const double G = 1073741824.0;
   if (r->cuda)  // next to "GPU memory in use after step 1"; the kept plans' indices beyond one layer are extra
     printf("predict: memory per GPU %.1f GiB simulated, %.1f measured (the fullest GPU after step 1; --trainer exec: "
-           "state %.1f, buffers %.1f, KV buffers %.1f, one layer's index %.1f, workspace and reserve %.1f)\n",
+           "state %.1f, buffers %.1f, KV buffers %.1f, one layer's index %.1f, workspace and reserve %.1f, GPU index "
+           "builder %.1f)\n",
            sr.mem.total / G, r->gpu_used, (sr.mem.weights + sr.mem.grads + sr.mem.optim) / G, sr.mem.activations / G,
-           sr.mem.kv_buffers / G, sr.mem.index_bytes / G, sr.mem.workspace / G);
+           sr.mem.kv_buffers / G, sr.mem.index_bytes / G, sr.mem.workspace / G, sr.mem.builder / G);
   if (sr.mem.host_bytes > 0 || r->host_pinned > 0)
     printf("predict: host memory of a node %.2f GiB simulated (offloaded layer inputs %.2f, attention chunks %.2f), "
            "%.2f GiB pinned measured%s\n", sr.mem.host_bytes / G, sr.mem.host_activations / G, sr.mem.host_attn / G,

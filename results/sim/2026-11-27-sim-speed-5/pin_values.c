@@ -30,7 +30,7 @@ static int one(const char *label, const char *model, const char *cluster, int64_
   sr_error e;
   sr_error_clear(&e);
   plan p;
-  sim_options o = {0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0};
   sim_result r;
   if (build(&p, model, cluster, seq, pattern, &e) || sim_plan(&p, &o, &r, NULL, &e)) {
     fprintf(stderr, "%s: %s\n", label, e.msg);

@@ -1,0 +1,174 @@
+// test_plan_cache.c — the exec trainer's attention plans in a simulated step (sim/plan_cache.h): how many are kept,
+// how many a step rebuilds, what building ahead hides, and the GPU index builder's memory item.
+#include <stdio.h>
+#include <string.h>
+
+#include "plan/plan.h"
+#include "plan/util.h"
+#include "sim/plan_cache.h"
+#include "sim/sim.h"
+#include "sim/strategy.h"
+#include "tests/test.h"
+
+#define GIB 1073741824.0
+
+// L = 8 per-layer plans of 1 GiB, built in 2 s, with a forward layer of 0.3 s and a backward layer of 0.8 s.
+static plan_cache_in eight_layers(double room, int prefetch) {
+  plan_cache_in in = {8, 1, 0, room, GIB, 2.0, prefetch, 0.3, 0.8};
+  return in;
+}
+
+TEST(plan_cache_where_every_plan_fits_charges_nothing) {
+  // Room for the 7 plans beyond the first at 1.25 GiB each: all 8 kept.
+  plan_cache_in in = eight_layers(7 * 1.25 * GIB, 2);
+  plan_cache_out out;
+  plan_cache_step(&in, &out);
+  CHECK_EQ_INT(out.plans, 8);
+  CHECK_EQ_INT(out.kept, 8);
+  CHECK_EQ_INT(out.rebuilt, 0);
+  CHECK_NEAR(out.exposed_s, 0, 0);
+}
+
+TEST(plan_cache_keeping_k_of_l_rebuilds_2_l_minus_k_at_the_rate_minus_what_building_ahead_hides) {
+  // Room 3.9 GiB: 1 + floor(3.9 / 1.25) = 4 kept of 8, so layers 4..7 are rebuilt in the forward and 3..0 in
+  // the backward: 2 x (8 - 4) = 8 builds. Two layers ahead (<= 4 - 1 slots free): a forward build hides behind
+  // 2 x 0.3 s, 1.4 s of its 2 s exposed; a backward one behind 2 x 0.8 s, 0.4 s exposed: 4 x (1.4 + 0.4) = 7.2 s.
+  plan_cache_in in = eight_layers(3.9 * GIB, 2);
+  plan_cache_out out;
+  plan_cache_step(&in, &out);
+  CHECK_EQ_INT(out.kept, 4);
+  CHECK_EQ_INT(out.rebuilt, 8);
+  CHECK_EQ_INT(out.ahead, 2);
+  CHECK_NEAR(out.exposed_s, 7.2, 1e-12);
+}
+
+TEST(plan_cache_with_one_plan_kept_builds_nothing_ahead_and_waits_for_every_build) {
+  // No room beyond the first plan: the one slot holds the plan in use, so no layer is built ahead whatever
+  // --attn-prefetch asks: 2 x 7 builds of 2 s, all exposed.
+  plan_cache_in in = eight_layers(-5 * GIB, 4);
+  plan_cache_out out;
+  plan_cache_step(&in, &out);
+  CHECK_EQ_INT(out.kept, 1);
+  CHECK_EQ_INT(out.rebuilt, 14);
+  CHECK_EQ_INT(out.ahead, 0);
+  CHECK_NEAR(out.exposed_s, 28.0, 1e-12);
+}
+
+TEST(plan_cache_takes_the_trainers_cap_when_it_is_known) {
+  // The trainer kept 6 (its --attn-cache): 2 x 2 rebuilds, whatever the room says; one build ahead each hides
+  // 0.3 s (forward) and 0.8 s (backward): 2 x (1.7 + 1.2) = 5.8 s.
+  plan_cache_in in = eight_layers(100 * GIB, 1);
+  in.kept = 6;
+  plan_cache_out out;
+  plan_cache_step(&in, &out);
+  CHECK_EQ_INT(out.kept, 6);
+  CHECK_EQ_INT(out.rebuilt, 4);
+  CHECK_NEAR(out.exposed_s, 5.8, 1e-12);
+}
+
+TEST(plan_cache_a_shared_plan_never_rebuilds) {
+  // Dense: one plan serves every layer, even with no room beside it.
+  plan_cache_in in = eight_layers(-5 * GIB, 2);
+  in.per_layer = 0;
+  plan_cache_out out;
+  plan_cache_step(&in, &out);
+  CHECK_EQ_INT(out.plans, 1);
+  CHECK_EQ_INT(out.kept, 1);
+  CHECK_EQ_INT(out.rebuilt, 0);
+  CHECK_NEAR(out.exposed_s, 0, 0);
+}
+
+TEST(plan_cache_gpu_builder_holds_45_bytes_a_bar_once_bars_outnumber_tiles) {
+  // With the distinct keys bounded by the columns, a bar more costs the builder: the conversion's bar_idx (4 B) and
+  // the transposer's bar_q_idx (4 B) and run lengths (4 B), each grown by a quarter (15 B); the sort's two keys and
+  // two values (16 B) and its scratch's alternate key and value (8 B), grown likewise (30 B): 45 B.
+  gpu_builder_counts c = {1 << 20, 2, 2, 8192, 4096, 16, 2, 1000000, 50000000, 20000};
+  double b0 = plan_cache_gpu_builder_bytes(&c);
+  c.bars += 1 << 20;
+  CHECK_NEAR(plan_cache_gpu_builder_bytes(&c) - b0, 45.0 * (1 << 20), 1e-3);
+}
+
+// tiny-test's plan of `strategy` at 8192 tokens on two GPUs of 40 GiB, trainer exec unless `mixed`; index_build,
+// attn_cache and attn_host_cache as the spec's, simulated.
+static int run_cached(const char *strategy, const char *pattern, int index_build, int mixed, int cache, int host_cache,
+                      sim_result *r) {
+  static char path[700];
+  snprintf(path, sizeof path, "%s/plan-cache-1x2.json", test_tmpdir());
+  const char *text =
+      "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000, "
+      "\"mem_gib\": 40, \"efficiency\": {\"gemm\": 0.5, \"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, "
+      "\"attn_fwd_bar\": 0.5, \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.5, \"attn_bwd_bar\": 0.5, \"mem\": 0.8}}, "
+      "\"intra_node\": {\"gbps\": 100, \"latency_us\": 2}, \"host\": {\"pcie_gbps\": 25, \"latency_us\": 10, \"mem_gib\": 512}}";
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+  plan_spec s;
+  plan_spec_defaults(&s);
+  if (plan_spec_apply_strategy(&s, strategy, &e)) return -1;
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", path);
+  if (pattern) snprintf(s.pattern, sizeof s.pattern, "%s", pattern);
+  if (!mixed) snprintf(s.trainer, sizeof s.trainer, "exec");
+  s.seq = 8192, s.index_build = index_build, s.attn_cache = cache, s.attn_host_cache = host_cache;
+  plan p;
+  if (plan_build(&s, &p, &e)) return -1;
+  sim_options o = {0, 0, 1, 0, 0, 0};
+  int rc = sim_plan(&p, &o, r, NULL, &e);
+  plan_free(&p);
+  return rc;
+}
+
+static int run_exec(const char *strategy, const char *pattern, int index_build, int mixed, sim_result *r) {
+  return run_cached(strategy, pattern, index_build, mixed, 0, -1, r);
+}
+
+TEST(plan_cache_gpu_builder_is_a_memory_item_only_where_the_trainer_builds_on_the_gpu) {
+  sim_result r;
+  // vertical-slash layers on a ring layout, --index-build auto: built on the GPU, its state counted
+  CHECK_EQ_INT(run_exec("mtraining", NULL, 0, 0, &r), 0);
+  CHECK(r.mem.builder > 0);
+  CHECK_NEAR(r.mem.total - r.mem.builder,
+             r.mem.weights + r.mem.grads + r.mem.optim + r.mem.activations + r.mem.kv_buffers + r.mem.index_bytes +
+                 r.mem.workspace, 1e-3);
+  // --index-build cpu, a dense pattern, FPDT (its chunks' indices on the host), the mixed-precision trainer: none
+  CHECK_EQ_INT(run_exec("mtraining", NULL, 1, 0, &r), 0);
+  CHECK_NEAR(r.mem.builder, 0, 0);
+  CHECK_EQ_INT(run_exec("dense-ring", NULL, 0, 0, &r), 0);
+  CHECK_NEAR(r.mem.builder, 0, 0);
+  CHECK_EQ_INT(run_exec("fpdt", "vs-topp:0.9", 0, 0, &r), 0);
+  CHECK_NEAR(r.mem.builder, 0, 0);
+  CHECK_EQ_INT(run_exec("mtraining", NULL, 0, 1, &r), 0);
+  CHECK_NEAR(r.mem.builder, 0, 0);
+}
+
+TEST(plan_cache_a_step_whose_plans_all_fit_takes_no_time_for_them) {
+  // tiny-test's 2 layers' plans are kilobytes beside 40 GiB: both kept, the step as with every plan ready.
+  sim_result r;
+  CHECK_EQ_INT(run_exec("mtraining", NULL, 1, 0, &r), 0);
+  CHECK_EQ_INT(r.plans, 2);
+  CHECK_EQ_INT(r.plans_kept, 2);
+  CHECK_EQ_INT(r.plans_rebuilt, 0);
+  CHECK_NEAR(r.plans_exposed_s, 0, 0);
+  CHECK_EQ_INT(run_exec("dense-ring", NULL, 0, 0, &r), 0);
+  CHECK_EQ_INT(r.plans, 1);
+  CHECK_EQ_INT(r.plans_rebuilt, 0);
+}
+
+TEST(plan_cache_a_step_keeping_one_of_two_plans_waits_for_two_host_builds) {
+  // --attn-cache 1, no host cache, built on the host: layer 1's plan in the forward and layer 0's in the backward,
+  // nothing built ahead (the one slot holds the plan in use): the step longer by exactly two builds, each at
+  // 16.5 ns an entry times the node's 2 ranks sharing the host's cores.
+  sim_result all, one;
+  CHECK_EQ_INT(run_cached("mtraining", NULL, 1, 0, 0, 0, &all), 0);
+  CHECK_EQ_INT(run_cached("mtraining", NULL, 1, 0, 1, 0, &one), 0);
+  CHECK_EQ_INT(one.plans_kept, 1);
+  CHECK_EQ_INT(one.plans_rebuilt, 2);
+  CHECK_EQ_INT(one.plans_how, 0);
+  CHECK(one.plan_obtain_s > 0);
+  CHECK_NEAR(one.plans_exposed_s, 2 * one.plan_obtain_s, 1e-15);
+  CHECK_NEAR(one.step_s - all.step_s, 2 * one.plan_obtain_s, 1e-12);
+  // with the host cache a dropped plan is uploaded again: its bytes at the 3.95 GB/s a restore was measured at (the
+  // 25 GB/s host link is faster)
+  CHECK_EQ_INT(run_cached("mtraining", NULL, 1, 0, 1, 1, &one), 0);
+  CHECK_EQ_INT(one.plans_how, 2);
+  CHECK_NEAR(one.plan_obtain_s, one.plan_bytes / 3.95e9, 1e-15);
+}
