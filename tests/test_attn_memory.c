@@ -19,9 +19,10 @@
 #define MIB (1024LL * 1024)
 #define GIB (1024LL * MIB)
 
-// tiny-test (4 query heads, 2 KV heads, head_dim 16) or a shipped model on `cluster`, `seq` tokens.
-static int build(const char *model, const char *cluster, int64_t seq, const char *layout, const char *sched,
-                 const char *pattern, plan *p) {
+// tiny-test (4 query heads, 2 KV heads, head_dim 16) or a shipped model on `cluster`, `seq` tokens: the spec, for
+// the fields a case adds (the Ulysses degree, FPDT's chunk), and its plan.
+static plan_spec spec_of(const char *model, const char *cluster, int64_t seq, const char *layout, const char *sched,
+                         const char *pattern) {
   plan_spec s;
   plan_spec_defaults(&s);
   snprintf(s.model, sizeof s.model, "%s", model);
@@ -30,10 +31,20 @@ static int build(const char *model, const char *cluster, int64_t seq, const char
   snprintf(s.schedule, sizeof s.schedule, "%s", sched);
   snprintf(s.pattern, sizeof s.pattern, "%s", pattern);
   s.seq = seq;
+  return s;
+}
+
+static int build_spec(const plan_spec *s, plan *p) {
   sr_error e;
-  int rc = plan_build(&s, p, &e);
+  int rc = plan_build(s, p, &e);
   if (rc) fprintf(stderr, "%s\n", e.msg);
   return rc;
+}
+
+static int build(const char *model, const char *cluster, int64_t seq, const char *layout, const char *sched,
+                 const char *pattern, plan *p) {
+  plan_spec s = spec_of(model, cluster, seq, layout, sched, pattern);
+  return build_spec(&s, p);
 }
 
 // Rank r's shape under p on the layer's routes (none for FPDT).
@@ -74,16 +85,9 @@ TEST(workspace_shape_of_a_usp_rank_holds_its_group_of_consecutive_ranks_and_its_
   // USP of degree 2 on 4 ranks, 1000 tokens contiguous (250 each): groups {0, 1} and {2, 3} of 500 tokens; member
   // j computes query heads [2j, 2j + 2) with KV head j (2 KV heads over 2 members), the group's KV heads 1 + 1.
   plan p;
-  plan_spec s;
-  plan_spec_defaults(&s);
-  snprintf(s.model, sizeof s.model, "tiny-test");
-  snprintf(s.cluster, sizeof s.cluster, "%s", mpi_cpu_cluster(1, 4));
-  snprintf(s.layout, sizeof s.layout, "contiguous");
-  snprintf(s.schedule, sizeof s.schedule, "usp");
-  snprintf(s.pattern, sizeof s.pattern, "dense");
-  s.seq = 1000, s.ulysses = 2;
-  sr_error e;
-  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  plan_spec s = spec_of("tiny-test", mpi_cpu_cluster(1, 4), 1000, "contiguous", "usp", "dense");
+  s.ulysses = 2;
+  CHECK_EQ_INT(build_spec(&s, &p), SR_OK);
   ws_shape r3 = shape_of(&p, 3);
   CHECK_EQ_INT(r3.U, 2);
   CHECK_EQ_INT(r3.n_local, 250);
@@ -127,16 +131,9 @@ TEST(workspace_shape_of_an_fpdt_rank_is_the_largest_chunk_and_its_largest_part_o
   // 1000 tokens in chunks of 256 on 2 ranks. Contiguous: rank 1 holds 500..999, all of chunk 2 (512..767): 256.
   // Striped by 128: each chunk is two blocks, one a rank: 128. The largest chunk: 256; every chunk: 1000 tokens.
   plan p;
-  plan_spec s;
-  plan_spec_defaults(&s);
-  snprintf(s.model, sizeof s.model, "tiny-test");
-  snprintf(s.cluster, sizeof s.cluster, "%s", mpi_cpu_cluster(1, 2));
-  snprintf(s.layout, sizeof s.layout, "contiguous");
-  snprintf(s.schedule, sizeof s.schedule, "ulysses");
-  snprintf(s.pattern, sizeof s.pattern, "dense");
-  s.seq = 1000, s.fpdt_chunk = 256, s.fpdt_offload = 1;
-  sr_error e;
-  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  plan_spec s = spec_of("tiny-test", mpi_cpu_cluster(1, 2), 1000, "contiguous", "ulysses", "dense");
+  s.fpdt_chunk = 256, s.fpdt_offload = 1;
+  CHECK_EQ_INT(build_spec(&s, &p), SR_OK);
   ws_shape c = shape_of(&p, 1);
   CHECK_EQ_INT(c.n_q, 256);
   CHECK_EQ_INT(c.n_local, 256);
@@ -146,7 +143,7 @@ TEST(workspace_shape_of_an_fpdt_rank_is_the_largest_chunk_and_its_largest_part_o
   plan_free(&p);
   snprintf(s.layout, sizeof s.layout, "striped");
   s.granularity = 128;
-  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  CHECK_EQ_INT(build_spec(&s, &p), SR_OK);
   CHECK_EQ_INT(shape_of(&p, 0).n_local, 128);
   plan_free(&p);
 }
@@ -197,16 +194,9 @@ TEST(attn_memory_of_fpdt_offloaded_at_1m_on_two_gpus_counts_its_chunk_buffers_an
   //   2570 MiB; and the bars' scratch of a chunk pair, one fp32 element where (dense) it has no bars: 4 B.
   //   Pinned host: every chunk's K|V, bf16 [2, 1M, 1, 128]: 512 MiB.
   plan p;
-  plan_spec s;
-  plan_spec_defaults(&s);
-  snprintf(s.model, sizeof s.model, "qwen2.5-3b");
-  snprintf(s.cluster, sizeof s.cluster, "h200-1x2");
-  snprintf(s.layout, sizeof s.layout, "contiguous");
-  snprintf(s.schedule, sizeof s.schedule, "ulysses");
-  snprintf(s.pattern, sizeof s.pattern, "dense");
-  s.seq = 1 << 20, s.fpdt_chunk = 1 << 16, s.fpdt_offload = 1;
-  sr_error e;
-  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  plan_spec s = spec_of("qwen2.5-3b", "h200-1x2", 1 << 20, "contiguous", "ulysses", "dense");
+  s.fpdt_chunk = 1 << 16, s.fpdt_offload = 1;
+  CHECK_EQ_INT(build_spec(&s, &p), SR_OK);
   sim_attn_memory m;
   CHECK_EQ_INT(predict(&p, &m), SR_OK);
   CHECK_EQ_INT((int64_t)m.workspace, 2570 * MIB + 4);
@@ -264,16 +254,9 @@ TEST(attn_memory_predicted_plan_and_workspace_equal_the_executors_for_fpdt) {
   CHECK_EQ_INT(executor_counts(2, "--seq 3000 --layout striped --schedule ulysses --pattern dense --fpdt-chunk 1K "
                                "--fpdt-offload 1", &plan_b, &ws_b), 0);
   plan p;
-  plan_spec s;
-  plan_spec_defaults(&s);
-  snprintf(s.model, sizeof s.model, "tiny-test");
-  snprintf(s.cluster, sizeof s.cluster, "%s", mpi_cpu_cluster(1, 2));
-  snprintf(s.layout, sizeof s.layout, "striped");
-  snprintf(s.schedule, sizeof s.schedule, "ulysses");
-  snprintf(s.pattern, sizeof s.pattern, "dense");
-  s.seq = 3000, s.fpdt_chunk = 1024, s.fpdt_offload = 1, s.granularity = 128;
-  sr_error e;
-  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  plan_spec s = spec_of("tiny-test", mpi_cpu_cluster(1, 2), 3000, "striped", "ulysses", "dense");
+  s.fpdt_chunk = 1024, s.fpdt_offload = 1, s.granularity = 128;
+  CHECK_EQ_INT(build_spec(&s, &p), SR_OK);
   sim_attn_memory m;
   CHECK_EQ_INT(predict(&p, &m), SR_OK);
   CHECK_EQ_INT((int64_t)m.plan, plan_b);
@@ -287,16 +270,9 @@ TEST(attn_memory_predicted_is_near_the_executors_count_for_fpdt_with_compact_bar
   CHECK_EQ_INT(executor_counts(2, "--seq 4096 --layout contiguous --schedule ulysses --pattern vs-like:4:256:64 "
                                "--fpdt-chunk 1K", &plan_b, &ws_b), 0);
   plan p;
-  plan_spec s;
-  plan_spec_defaults(&s);
-  snprintf(s.model, sizeof s.model, "tiny-test");
-  snprintf(s.cluster, sizeof s.cluster, "%s", mpi_cpu_cluster(1, 2));
-  snprintf(s.layout, sizeof s.layout, "contiguous");
-  snprintf(s.schedule, sizeof s.schedule, "ulysses");
-  snprintf(s.pattern, sizeof s.pattern, "vs-like:4:256:64");
-  s.seq = 4096, s.fpdt_chunk = 1024;
-  sr_error e;
-  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  plan_spec s = spec_of("tiny-test", mpi_cpu_cluster(1, 2), 4096, "contiguous", "ulysses", "vs-like:4:256:64");
+  s.fpdt_chunk = 1024;
+  CHECK_EQ_INT(build_spec(&s, &p), SR_OK);
   sim_attn_memory m;
   CHECK_EQ_INT(predict(&p, &m), SR_OK);
   CHECK_REL(m.plan, (double)plan_b, 0.05);
