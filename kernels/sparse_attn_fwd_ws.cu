@@ -19,6 +19,7 @@
 
 #include "kernels/sa_fwd.cuh"
 #include "kernels/sa_gpu.h"
+#include "kernels/sa_keep_words.h"
 #include "kernels/sa_pipe.cuh"
 #include <string.h>
 
@@ -294,11 +295,11 @@ __device__ __forceinline__ uint32_t ws_half_keep(int info9, const head_mask *mas
 
 // The head's mask as the windowed form reads it, in registers (the mask lives in global memory, where every
 // asm statement with a memory clobber would make the compiler load its fields again), and the position of
-// the row this lane builds words for.
+// the row this lane builds words for. Positions in 32 bits (kernels/sa_keep_words.h).
 typedef struct {
   const uint32_t *vbits, *sbits;
-  int64_t n_tokens, qrow;
-  int on;  // a VS head
+  int32_t n_tokens, qrow;
+  int on;  // a VS head of at most SA_KEEP_WORDS_MAX tokens
 } ws_vs;
 
 // Does half info9 take its words from the bit sets? FULL and absent halves trivially, runs always (their keys
@@ -319,14 +320,13 @@ __device__ __forceinline__ void ws_vs_keep(int info, const ws_vs &vs, const int6
   int hf = lane >> 4, ih = hf ? info >> 16 : info & 0x1ff, n_valid = ih >> 2;
   uint64_t w = n_valid >= SA_BN ? ~0ull : (1ull << n_valid) - 1;  // FULL: every present key
   if ((ih & 3) != SA_CHUNK_FULL && n_valid > 0) {
-    int64_t p0 = kp[hf * SA_BN], d0 = vs.qrow - p0;  // rows past the tile's end sit at -2: nothing kept
-    uint64_t causal = d0 < 0 ? 0ull : d0 >= 63 ? ~0ull : (1ull << (d0 + 1)) - 1;
-    w &= (sa_bits64(vs.vbits, vs.n_tokens, p0) | sa_brev64(sa_bits64(vs.sbits, vs.n_tokens, d0 - 63))) & causal;
+    int32_t p0 = (int32_t)kp[hf * SA_BN];  // rows past the tile's end sit at -2: nothing kept
+    w &= sa_vs_row64_32(vs.sbits, vs.n_tokens, sa_bits64_32(vs.vbits, vs.n_tokens, p0), vs.qrow, p0);
   }
   uint64_t a0 = __shfl_sync(0xffffffffu, w, g), a1 = __shfl_sync(0xffffffffu, w, g + 8);
   uint64_t b0 = __shfl_sync(0xffffffffu, w, 16 + g), b1 = __shfl_sync(0xffffffffu, w, 24 + g);
-  *k0 = sa_quad_cols(a0, t) | sa_quad_cols(a1, t) << 2;
-  *k1 = sa_quad_cols(b0, t) | sa_quad_cols(b1, t) << 2;
+  *k0 = sa_quad_cols_32(a0, t) | sa_quad_cols_32(a1, t) << 2;
+  *k1 = sa_quad_cols_32(b0, t) | sa_quad_cols_32(b1, t) << 2;
 }
 
 // The other halves (bars, heads other than VS, keys not at consecutive positions) element by element, as
@@ -479,12 +479,12 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
     const head_mask *mask = a.masks ? &a.masks[h] : NULL;
     int causal_partial = !mask || mask->kind == PATTERN_DENSE;
     ws_vs vs = {NULL, NULL, 0, -2, 0};
-    if (FAST && mask && mask->kind == PATTERN_VS) {
-      vs.vbits = mask->vbits, vs.sbits = mask->sbits, vs.n_tokens = mask->n_tokens, vs.on = 1;
+    if (FAST && mask && mask->kind == PATTERN_VS && mask->n_tokens <= SA_KEEP_WORDS_MAX) {
+      vs.vbits = mask->vbits, vs.sbits = mask->sbits, vs.n_tokens = (int32_t)mask->n_tokens, vs.on = 1;
       int rr = lane & 15;  // this lane's row for the keep words: held as qp[rr / 8] by lane 4 (rr % 8)
       long long qa = __shfl_sync(0xffffffffu, (long long)qp[0], 4 * (rr & 7)),
                 qb = __shfl_sync(0xffffffffu, (long long)qp[1], 4 * (rr & 7));
-      vs.qrow = rr < 8 ? qa : qb;
+      vs.qrow = (int32_t)(rr < 8 ? qa : qb);  // a position below n_tokens, or -2
     }
     uint64_t dq0 = sa_desc_sw128(sm.q + cw * 64 * 128, 16, 1024);
     float s[WS_BN / 8][4];
