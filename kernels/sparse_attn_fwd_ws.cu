@@ -291,7 +291,7 @@ __device__ __forceinline__ uint32_t ws_half_keep(int info9, const head_mask *mas
 // The form above has every thread build both its rows' words for each half, so a quad builds each word four
 // times, and first checks each of its 32 columns' positions (about 1,100 instructions a chunk a thread in the
 // sm_90a image, more than the softmax). Here lane l builds one word, row l % 16 of the warp's 16 against half
-// l / 16, and each thread takes its rows' words by four shuffles: about a tenth of that.
+// l / 16, and each thread takes its rows' words by four shuffles: about a fifth of that.
 
 // The head's mask as the windowed form reads it, in registers (the mask lives in global memory, where every
 // asm statement with a memory clobber would make the compiler load its fields again), and the position of
