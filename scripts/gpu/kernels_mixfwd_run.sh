@@ -1,7 +1,7 @@
 #!/bin/bash
 # kernels_mixfwd_run.sh — the sparse forward's keep bits in the windowed form (forward variant 5) against the
 # default (3) on ONE GPU (kind nvidia-h200 or nvidia-h100-x1), in one call of at most 5 minutes, prebuilt
-# binaries carried in (no build here: bin/sparsering-gpu-test and bin/sparsering-bench-attn, sm_90a):
+# binaries carried in (no build here: bin/sparsering-gpu-test and bin/sparsering-bench-attn, sm_90a; with .devdeps):
 #   1. bin/sparsering-gpu-test --fwd: every forward variant (0, 2, 3, 4, 5) against the CPU reference on every
 #      case (backward variant 0 only); the "O_b by variant" lines give each variant's error;
 #   2. bin/sparsering-bench-attn --fwd-only --fwd-variants 3,5: dense causal 16K / 64K, VS-like 64K / 128K and the
@@ -12,6 +12,8 @@
 # for a mask, / 0.95 for dense causal), variants 3 and 5 on each form, and the best one's ratio to cuDNN's rate.
 # Logs in $OUT. Run from the repository root on the GPU machine: bash scripts/gpu/kernels_mixfwd_run.sh
 set -o pipefail
+# the libraries the binaries link (libcjson), where the call carried them
+if [ -f .devdeps/env.sh ]; then source .devdeps/env.sh; fi
 OUT=${OUT:-/tmp/sr-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
