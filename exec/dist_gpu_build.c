@@ -100,9 +100,12 @@ static int builder_ready(const struct dist_attn *a, sr_error *e) {
   gb.ready = 1;  // from here builder_free_locked releases what exists
   CUDA_TRY(cudaMalloc((void **)&b->vbits, sizeof(uint32_t) * (size_t)(a->H * words)));
   CUDA_TRY(cudaMalloc((void **)&b->sbits, sizeof(uint32_t) * (size_t)(a->H * words)));
+  // Sized for what the build brings to the host: the index's arrays at a layer's need, one transpose at a time
+  // (downloaded before the next), without the bars' scratch (the plan's uploads bring their own).
   if (vs_gpu_layout_init(a->glay, &gb.lay, e) || vs_gpu_conv_init(&gb.conv, b, &gb.lay, a->group, e) ||
-      sa_gpu_transposer_new(a->R, &gb.tr, e))
+      sa_gpu_transposer_new_for_download(a->R, &gb.tr, e))
     return e->code;
+  gb.conv.exact = 1;
   gb.key = key;
   return SR_OK;
 }
