@@ -8,9 +8,11 @@
 // One builder serves the process (plans are built in threads): its device state (the layout's tables, the
 // conversion and transposition scratch and results) is made for one (layout, query rank, heads) and remade
 // for another, used under a mutex on a stream of its own, and kept between builds until dist_attn_builder_free,
-// or given back after a build that leaves the device short (dist_gpu_builder_keep): at 512K tokens on one rank
-// it holds more than 20 GiB, kept it left the shared workspace no room (results/train/2026-11-27-h200-mtraining-
-// 512k-offload-attempts); the next build remakes it (its layout tables take milliseconds).
+// or given back after a build that leaves the device short (dist_gpu_builder_keep): at 512K tokens on one rank,
+// with its bars sorted, it held more than 20 GiB and kept it left the shared workspace no room (results/train/
+// 2026-11-27-h200-mtraining-512k-offload-attempts); the bars counted into place instead, one transpose at a time and
+// every array at its need, about 7 GiB by the simulator's model (sim/plan_cache.c). The next build remakes it (its
+// layout tables take milliseconds).
 //
 // Lock order: the workspace's (exec/dist_workspace_cuda.c, ws_use) before the builder's (gb_mu). ws_attach holds
 // ws_use exclusively when it gives the builder back (dist_attn_builder_free) or reads its bytes; nothing here takes
