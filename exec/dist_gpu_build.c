@@ -8,9 +8,11 @@
 // One builder serves the process (plans are built in threads): its device state (the layout's tables, the
 // conversion and transposition scratch and results) is made for one (layout, query rank, heads) and remade
 // for another, used under a mutex on a stream of its own, and kept between builds until dist_attn_builder_free,
-// or given back after a build that leaves the device short (dist_gpu_builder_keep): at 512K tokens on one rank
-// it holds more than 20 GiB, kept it left the shared workspace no room (results/train/2026-11-27-h200-mtraining-
-// 512k-offload-attempts); the next build remakes it (its layout tables take milliseconds).
+// or given back after a build that leaves the device short (dist_gpu_builder_keep): at 512K tokens on one rank,
+// with its bars sorted, it held more than 20 GiB and kept it left the shared workspace no room (results/train/
+// 2026-11-27-h200-mtraining-512k-offload-attempts); the bars counted into place instead, one transpose at a time and
+// every array at its need, about 7 GiB by the simulator's model (sim/plan_cache.c). The next build remakes it (its
+// layout tables take milliseconds).
 //
 // Lock order: the workspace's (exec/dist_workspace_cuda.c, ws_use) before the builder's (gb_mu). ws_attach holds
 // ws_use exclusively when it gives the builder back (dist_attn_builder_free) or reads its bytes; nothing here takes
@@ -100,9 +102,12 @@ static int builder_ready(const struct dist_attn *a, sr_error *e) {
   gb.ready = 1;  // from here builder_free_locked releases what exists
   CUDA_TRY(cudaMalloc((void **)&b->vbits, sizeof(uint32_t) * (size_t)(a->H * words)));
   CUDA_TRY(cudaMalloc((void **)&b->sbits, sizeof(uint32_t) * (size_t)(a->H * words)));
+  // Sized for what the build brings to the host: the index's arrays at a layer's need, one transpose at a time
+  // (downloaded before the next), without the bars' scratch (the plan's uploads bring their own).
   if (vs_gpu_layout_init(a->glay, &gb.lay, e) || vs_gpu_conv_init(&gb.conv, b, &gb.lay, a->group, e) ||
-      sa_gpu_transposer_new(a->R, &gb.tr, e))
+      sa_gpu_transposer_new_for_download(a->R, &gb.tr, e))
     return e->code;
+  gb.conv.exact = 1;
   gb.key = key;
   return SR_OK;
 }

@@ -6,7 +6,8 @@
 //   tile of one KV head (all query heads of its GQA group), then one owns a chunk of 64 bar keys.
 // Every owner adds its sum into the fp32 outputs once, so results repeat bit for bit. On the sm_90a
 // image the two tile kernels give way to their wgmma versions (kernels/sparse_attn_bwd_wg.cu,
-// sa_bwd_variant 1 and 2); the bar kernels below serve every variant.
+// sa_bwd_variant 1 and 2); the bar kernels below serve variants 0 to 2 (variant 3 walks the bars in
+// kernels/sparse_attn_bwd_bars.cu).
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -14,6 +15,9 @@
 #include "kernels/sa_cuda.cuh"
 #include "kernels/sa_gpu.h"
 #include "kernels/sparse_attn.h"
+
+// The backward of the sm_90a image when the shape is not deterministic (sa_bwd_variant = -1).
+#define SA_BWD_DEFAULT 2
 
 // ---- D = rowsum(dO * O) ------------------------------------------------------------------------------
 
@@ -375,9 +379,10 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
                                (int)kv_smem));
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_kernel<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bar_smem));
-  if (var == 2) {
+  if (var >= 2) {
     int rc = sa_bwd_ws_tiles(&a, D, q_cells, kv_cells, st, e);
     if (rc) return rc;
+    if (var == 3) return sa_bwd_bars_split(&a, D, st, e);  // the bars' split walk, added into dK, dV directly
   } else if (var == 1) {
     int rc = sa_bwd_wg_tiles(&a, D, q_cells, kv_cells, st, e);
     if (rc) return rc;
@@ -397,6 +402,8 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
 }
 
 int sa_bwd_variant = -1;
+
+int sa_bwd_default_variant(void) { return sa_wgmma_built() ? SA_BWD_DEFAULT : 0; }
 
 int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const float *lse, const float *d_row,
            const void *dout, const int64_t *qpos, const int64_t *kpos, const sa_gpu_index *ix,
@@ -421,7 +428,7 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   cudaStream_t st = (cudaStream_t)stream;
   // The wgmma kernels keep source-local keys in 32 bits.
   // The default: the warp-specialized kernel, or with s->deterministic the split kernels (bit-reproducible).
-  int var = sa_bwd_variant >= 0 ? sa_bwd_variant : s->deterministic ? 1 : 2;
+  int var = sa_bwd_variant >= 0 ? sa_bwd_variant : s->deterministic ? 1 : SA_BWD_DEFAULT;
   if (!sa_wgmma_built() || s->n_k >= INT32_MAX) var = 0;
   return s->head_dim == 64 ? bwd_launch<64>(a, q_cells, kv_cells, var, st, e)
                            : bwd_launch<128>(a, q_cells, kv_cells, var, st, e);

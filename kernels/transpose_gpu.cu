@@ -3,10 +3,15 @@
 //
 // Tile entries: every entry of source src becomes a pair (head * n_kvtiles + KV tile, query tile << 1 | kind)
 // written in (head, query tile, entry) order; a stable radix sort by key then lists each KV tile's query tiles
-// in the order the host's counting sort appends them. Bars likewise with key head * n_src + key, and a
-// run-length encoding gives the distinct (head, key) pairs. Bar chunks: the union of query tiles of a compute
-// chunk is a bit set in shared memory (so sorted and unique by construction); the distinct keys of a KV head's
-// group are a bit set over the source's keys, ranked by a scan of the words' populations.
+// in the order the host's counting sort appends them. Bars by counting instead of a sort (a sort of the bar
+// entries held 45 bytes an entry, the builder's largest term at 512K tokens): the distinct (head, key) pairs are
+// a bit set over the source's keys, ranked by a scan of the words' populations (so in (head, key) order); each
+// entry is counted into its key's list, the counts scanned into the lists' offsets, each entry written at a slot
+// of its list that an atomic hands out, and each list then ordered through a bit set of query tiles in shared
+// memory: a key appears at most once in a cell (the lists of tile_index ascend), so a list is a set of query
+// tiles and comes out ascending, as the host appends them. 4 bytes an entry beyond the index. Bar chunks: the
+// union of query tiles of a compute chunk is a bit set in shared memory (so sorted and unique by construction);
+// the distinct keys of a KV head's group are a bit set over the source's keys, ranked likewise.
 #include <cub/cub.cuh>
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -32,13 +37,16 @@ typedef struct {
 
 struct sa_gpu_transposer {
   int sources;
-  tt_result *res;
+  int for_download;        // one result for every source, no bars' scratch, buffers at their need (transpose_gpu.h)
+  tt_result *res;          // [sources], or [1] for_download
   int64_t *cnt_t, *off_t, *cnt_b, *off_b, cap_cells[4];  // per (head, query tile) cell of the source
   uint32_t *keys[2];
   int32_t *vals[2];
   int64_t cap_keys[2], cap_vals[2];
-  int32_t *runs, *n_runs;  // run lengths of the sorted bar keys, their number
-  int64_t cap_runs, cap_nruns;
+  uint32_t *kbits;         // [heads * kw] the source's bar keys of each index head, kw = ceil(n_src / 32) words a head
+  int64_t *kscan;          // [2 (heads * kw + 1)] bar keys before each word (their ranks), then the words' populations
+  int64_t *kfill;          // [n_bar_keys + 1] each distinct key's entries counted, then its list's next free slot
+  int64_t cap_kbits, cap_kscan, cap_kfill;
   int64_t *hb, cap_hb;     // bar entries of each index head: [hb[ih], hb[ih+1])
   int64_t *hc_cnt;         // query tiles of each compute chunk
   int64_t cap_hc_cnt;
@@ -51,14 +59,20 @@ struct sa_gpu_transposer {
 
 // ---- buffers ---------------------------------------------------------------------------------------
 
-// Make *p hold n elements (at least one), reallocating with a quarter to spare when it is too small.
+// Bytes to allocate for `need`: a quarter to spare where calls come every pass (fewer reallocations, each a device
+// synchronisation), exactly the need where the results go to the host (the GPU index builder, whose bytes count).
+static int64_t room_for(const sa_gpu_transposer *t, int64_t need) {
+  return t->for_download ? need : need + need / 4 + 256;
+}
+
+// Make *p hold n elements (at least one), reallocating (room_for) when it is too small.
 template <typename T>
-static int grow(T **p, int64_t *cap, int64_t n, sr_error *e) {
+static int grow(const sa_gpu_transposer *t, T **p, int64_t *cap, int64_t n, sr_error *e) {
   int64_t need = (int64_t)sizeof(T) * (n > 0 ? n : 1);
   if (*p && need <= *cap) return SR_OK;
   cudaFree(*p);
   *p = NULL, *cap = 0;
-  int64_t c = need + need / 4 + 256;
+  int64_t c = room_for(t, need);
   SA_CUDA(cudaMalloc((void **)p, (size_t)c));
   *cap = c;
   return SR_OK;
@@ -68,24 +82,30 @@ static int tmp_grow(sa_gpu_transposer *t, size_t need, sr_error *e) {
   if (t->tmp && need <= t->tmp_bytes) return SR_OK;
   cudaFree(t->tmp);
   t->tmp = NULL, t->tmp_bytes = 0;
-  size_t c = need + need / 4 + 256;
+  size_t c = (size_t)room_for(t, (int64_t)(need > 0 ? need : 1));
   SA_CUDA(cudaMalloc(&t->tmp, c));
   t->tmp_bytes = c;
   return SR_OK;
 }
 
-int sa_gpu_transposer_new(int sources, sa_gpu_transposer **out, sr_error *e) {
+static int transposer_new(int sources, int for_download, sa_gpu_transposer **out, sr_error *e) {
   *out = NULL;
   sa_gpu_transposer *t = (sa_gpu_transposer *)calloc(1, sizeof *t);
   if (!t) return sr_internal_error(e, 0, "gpu transpose: out of memory");
-  t->sources = sources;
-  t->res = (tt_result *)calloc((size_t)(sources > 0 ? sources : 1), sizeof *t->res);
+  t->sources = sources, t->for_download = for_download;
+  t->res = (tt_result *)calloc((size_t)(sources > 0 && !for_download ? sources : 1), sizeof *t->res);
   if (!t->res || cudaMallocHost((void **)&t->host, 64 * sizeof(int64_t)) != cudaSuccess) {
     free(t->res), free(t);
     return sr_internal_error(e, 0, "gpu transpose: out of memory");
   }
   *out = t;
   return SR_OK;
+}
+
+int sa_gpu_transposer_new(int sources, sa_gpu_transposer **out, sr_error *e) { return transposer_new(sources, 0, out, e); }
+
+int sa_gpu_transposer_new_for_download(int sources, sa_gpu_transposer **out, sr_error *e) {
+  return transposer_new(sources, 1, out, e);
 }
 
 static void result_free(tt_result *r) {
@@ -95,10 +115,10 @@ static void result_free(tt_result *r) {
 
 void sa_gpu_transposer_free(sa_gpu_transposer *t) {
   if (!t) return;
-  for (int s = 0; s < t->sources; s++) result_free(&t->res[s]);
+  for (int s = 0; s < (t->for_download ? 1 : t->sources); s++) result_free(&t->res[s]);
   cudaFree(t->cnt_t), cudaFree(t->off_t), cudaFree(t->cnt_b), cudaFree(t->off_b);
   cudaFree(t->keys[0]), cudaFree(t->keys[1]), cudaFree(t->vals[0]), cudaFree(t->vals[1]);
-  cudaFree(t->runs), cudaFree(t->n_runs), cudaFree(t->hb), cudaFree(t->hc_cnt), cudaFree(t->bits);
+  cudaFree(t->kbits), cudaFree(t->kscan), cudaFree(t->kfill), cudaFree(t->hb), cudaFree(t->hc_cnt), cudaFree(t->bits);
   cudaFree(t->wscan), cudaFree(t->kv_base), cudaFree(t->chunk_base), cudaFree(t->tmp);
   cudaFreeHost(t->host);
   free(t->res), free(t);
@@ -125,24 +145,103 @@ __global__ void tt_cell_counts_kernel(const int64_t *tile_cnt, const int64_t *ba
   }
 }
 
-// One warp per cell: its tile entries as (head, KV tile) keys with (query tile, kind) values, or its bars as
-// (head, key) keys with query tile values, at the cell's place in (head, query tile) order.
-template <bool BARS>
+// One warp per cell: its tile entries as (head, KV tile) keys with (query tile, kind) values, at the cell's place
+// in (head, query tile) order.
 __global__ void tt_gather_kernel(tile_index d, int src, int64_t n_per_head, const int64_t *off, uint32_t *keys,
                                  int32_t *vals) {
   int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32), cells = (int64_t)d.heads * d.n_qtiles;
   for (int64_t c = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; c < cells; c += warps) {
     int64_t x = c * (d.world + 1) + src, h = c / d.n_qtiles, i = c % d.n_qtiles;
-    int64_t b = BARS ? d.bar_cnt[x] : d.tile_cnt[x], en = BARS ? d.bar_cnt[x + 1] : d.tile_cnt[x + 1], o = off[c] - b;
+    int64_t b = d.tile_cnt[x], en = d.tile_cnt[x + 1], o = off[c] - b;
     for (int64_t a = b + threadIdx.x % 32; a < en; a += 32) {
-      if (BARS) {
-        keys[o + a] = (uint32_t)(h * n_per_head + d.bar_idx[a]);
-        vals[o + a] = (int32_t)i;
-      } else {
-        keys[o + a] = (uint32_t)(h * n_per_head + d.tile_idx[a]);
-        vals[o + a] = (int32_t)(i << 1 | d.tile_kind[a]);
-      }
+      keys[o + a] = (uint32_t)(h * n_per_head + d.tile_idx[a]);
+      vals[o + a] = (int32_t)(i << 1 | d.tile_kind[a]);
     }
+  }
+}
+
+// The rank of key k of index head h among the source's distinct bar keys: the keys marked before it.
+static __device__ __forceinline__ int64_t bar_key_rank(const uint32_t *kbits, const int64_t *kscan, int64_t kw,
+                                                       int64_t h, int32_t k) {
+  int64_t w = h * kw + k / 32;
+  return kscan[w] + __popc(kbits[w] & ((1u << (k % 32)) - 1));
+}
+
+// One warp per cell, over its bars of source src: PASS 0 marks each bar's key of its head in kbits; PASS 1 counts
+// the entry into its key's list (kfill[rank]); PASS 2 writes its query tile at the next free slot of the list
+// (kfill[rank], from the list's offset on), in whatever order the atomics take (tt_bar_lists_order_kernel orders
+// each list). Keys outside the source (an index the host transpose would reject) are skipped, not written.
+template <int PASS>
+__global__ void tt_bar_pass_kernel(tile_index d, int src, int64_t n_src, int64_t kw, uint32_t *kbits,
+                                   const int64_t *kscan, int64_t *kfill, int32_t *bar_q_idx) {
+  int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32), cells = (int64_t)d.heads * d.n_qtiles;
+  for (int64_t c = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; c < cells; c += warps) {
+    int64_t x = c * (d.world + 1) + src, h = c / d.n_qtiles, i = c % d.n_qtiles;
+    for (int64_t a = d.bar_cnt[x] + threadIdx.x % 32; a < d.bar_cnt[x + 1]; a += 32) {
+      int32_t k = d.bar_idx[a];
+      if (k < 0 || k >= n_src) continue;
+      if (PASS == 0) {
+        atomicOr(&kbits[h * kw + k / 32], 1u << (k % 32));
+        continue;
+      }
+      unsigned long long *slot = (unsigned long long *)&kfill[bar_key_rank(kbits, kscan, kw, h, k)];
+      if (PASS == 1) atomicAdd(slot, 1ull);
+      else bar_q_idx[atomicAdd(slot, 1ull)] = (int32_t)i;
+    }
+  }
+}
+
+// The distinct bar keys in (head, key) order: each marked bit at its rank.
+__global__ void tt_bar_keys_kernel(const uint32_t *kbits, const int64_t *kscan, int64_t nw, int64_t kw,
+                                   int32_t *key_head, int32_t *key) {
+  for (int64_t w = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; w < nw; w += (int64_t)gridDim.x * blockDim.x) {
+    int64_t u = kscan[w];
+    for (uint32_t x = kbits[w]; x; x &= x - 1, u++)
+      key_head[u] = (int32_t)(w / kw), key[u] = (int32_t)((w % kw) * 32 + __ffs(x) - 1);
+  }
+}
+
+// Exclusive sum of v over the block's threads in thread order, and the block's total in *total (blockDim a
+// multiple of 32). Every thread of the block must call it.
+static __device__ int block_excl_sum(int v, int *total) {
+  __shared__ int s_w[32];
+  int lane = threadIdx.x & 31, wi = threadIdx.x / 32, inc = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    int n = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += n;
+  }
+  if (lane == 31) s_w[wi] = inc;
+  __syncthreads();
+  int before = inc - v, tot = 0;
+  for (int k = 0; k < (int)blockDim.x / 32; k++) {
+    if (k < wi) before += s_w[k];
+    tot += s_w[k];
+  }
+  __syncthreads();  // s_w free for the next call
+  *total = tot;
+  return before;
+}
+
+// One block per list of bar_q_idx (lists [q_cnt[u], q_cnt[u + 1]), u < n_lists): its query tiles, distinct, ascending
+// through a bit set of the `words` words of query tiles in shared memory.
+__global__ void tt_bar_lists_order_kernel(const int64_t *q_cnt, int64_t n_lists, int words, int32_t *q_idx) {
+  extern __shared__ uint32_t set[];
+  for (int64_t u = blockIdx.x; u < n_lists; u += gridDim.x) {
+    int64_t b = q_cnt[u], en = q_cnt[u + 1];
+    if (en - b < 2) continue;  // the same for every thread of the block
+    for (int w = threadIdx.x; w < words; w += blockDim.x) set[w] = 0;
+    __syncthreads();
+    for (int64_t y = b + threadIdx.x; y < en; y += blockDim.x) atomicOr(&set[q_idx[y] / 32], 1u << (q_idx[y] % 32));
+    __syncthreads();
+    int64_t at = b;
+    for (int w0 = 0; w0 < words; w0 += blockDim.x) {
+      int w = w0 + threadIdx.x, tot;
+      uint32_t bits = w < words ? set[w] : 0;
+      int64_t o = at + block_excl_sum(__popc(bits), &tot);
+      for (; bits; bits &= bits - 1) q_idx[o++] = w * 32 + __ffs(bits) - 1;
+      at += tot;
+    }
+    __syncthreads();  // set free for the next list
   }
 }
 
@@ -162,18 +261,6 @@ __global__ void tt_lower_bound_kernel(const K *keys, int64_t n, int64_t m, int64
       else hi = mid;
     }
     out[x] = lo;
-  }
-}
-
-__global__ void tt_split_bar_keys_kernel(const uint32_t *uniq, const int32_t *runs, int64_t n, int64_t n_src,
-                                         int32_t *key_head, int32_t *key, int64_t *q_cnt) {
-  for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u <= n; u += (int64_t)gridDim.x * blockDim.x) {
-    if (u == n) {
-      q_cnt[u] = 0;  // the scan's last slot: the total
-      continue;
-    }
-    key_head[u] = (int32_t)(uniq[u] / n_src), key[u] = (int32_t)(uniq[u] % n_src);
-    q_cnt[u] = runs[u];
   }
 }
 
@@ -297,16 +384,65 @@ static int bits_for(int64_t n) {
   return b;
 }
 
-// The pairs of source src (tile entries, or bars) gathered and sorted into slot 1; returns their count in *n.
-template <bool BARS>
+// The n tile entries of source src gathered as pairs and sorted into slot 1.
 static int gather_sorted(sa_gpu_transposer *t, const tile_index *d, int src, int64_t per_head, int64_t n,
                          cudaStream_t st, sr_error *e) {
   int64_t cells = (int64_t)d->heads * d->n_qtiles;
   if (n == 0) return SR_OK;
-  tt_gather_kernel<BARS><<<blocks_for(cells, 8), 256, 0, st>>>(*d, src, per_head, BARS ? t->off_b : t->off_t, t->keys[0],
-                                                                 t->vals[0]);
+  tt_gather_kernel<<<blocks_for(cells, 8), 256, 0, st>>>(*d, src, per_head, t->off_t, t->keys[0], t->vals[0]);
   SA_CUDA(cudaGetLastError());
   return sort_pairs(t, n, bits_for((int64_t)d->heads * per_head), st, e);
+}
+
+// The bars of source src (n_uses entries) transposed into r: the distinct (head, key) pairs in order (bar_key_head,
+// bar_key), their lists' offsets (bar_q_cnt) and query tiles ascending (bar_q_idx), by counting (see the top); and
+// t->hb, each index head's range of keys.
+static int bar_lists(sa_gpu_transposer *t, tt_result *r, const tile_index *d, int src, int64_t n_src, int64_t n_uses,
+                     cudaStream_t st, sr_error *e) {
+  tile_index_t *tt = &r->ix.d;
+  int64_t kw = (n_src + 31) / 32, nw = (int64_t)d->heads * kw, cells = (int64_t)d->heads * d->n_qtiles;
+  if (grow(t, &t->kbits, &t->cap_kbits, nw, e) || grow(t, &t->kscan, &t->cap_kscan, 2 * (nw + 1), e) ||
+      grow(t, &t->hb, &t->cap_hb, (int64_t)d->heads + 1, e))
+    return e->code;
+  int64_t *pop = t->kscan + nw + 1;
+  SA_CUDA(cudaMemsetAsync(t->kbits, 0, sizeof(uint32_t) * (size_t)(nw > 0 ? nw : 1), st));
+  if (n_uses > 0) {
+    tt_bar_pass_kernel<0><<<blocks_for(cells, 8), 256, 0, st>>>(*d, src, n_src, kw, t->kbits, NULL, NULL, NULL);
+    SA_CUDA(cudaGetLastError());
+  }
+  tt_popcount_kernel<<<blocks_for(nw + 1, 256), 256, 0, st>>>(t->kbits, nw, pop);
+  SA_CUDA(cudaGetLastError());
+  if (scan64(t, pop, t->kscan, nw + 1, st, e) || fetch(t, t->kscan + nw, 1, st, e)) return e->code;
+  int64_t nbk = t->host[0];  // below heads x (n_src + 1) < 2^31 (sa_gpu_transpose's bound)
+  tt->n_bar_keys = (int32_t)nbk;
+  if (grow(t, &tt->bar_key_head, &r->cap[R_BKH], nbk, e) || grow(t, &tt->bar_key, &r->cap[R_BK], nbk, e) ||
+      grow(t, &tt->bar_q_cnt, &r->cap[R_BQC], nbk + 1, e) || grow(t, &tt->bar_q_idx, &r->cap[R_BQI], n_uses, e) ||
+      grow(t, &t->kfill, &t->cap_kfill, nbk + 1, e))
+    return e->code;
+  if (nw > 0) {
+    tt_bar_keys_kernel<<<blocks_for(nw, 256), 256, 0, st>>>(t->kbits, t->kscan, nw, kw, tt->bar_key_head, tt->bar_key);
+    SA_CUDA(cudaGetLastError());
+  }
+  // each key's entries counted (the last slot 0, so the scan ends with the total), scanned into the lists' offsets
+  SA_CUDA(cudaMemsetAsync(t->kfill, 0, sizeof(int64_t) * (size_t)(nbk + 1), st));
+  if (n_uses > 0) {
+    tt_bar_pass_kernel<1><<<blocks_for(cells, 8), 256, 0, st>>>(*d, src, n_src, kw, t->kbits, t->kscan, t->kfill, NULL);
+    SA_CUDA(cudaGetLastError());
+  }
+  if (scan64(t, t->kfill, tt->bar_q_cnt, nbk + 1, st, e)) return e->code;
+  if (n_uses > 0) {  // the query tiles placed from each list's offset on, then each list ordered
+    SA_CUDA(cudaMemcpyAsync(t->kfill, tt->bar_q_cnt, sizeof(int64_t) * (size_t)(nbk + 1), cudaMemcpyDeviceToDevice, st));
+    tt_bar_pass_kernel<2><<<blocks_for(cells, 8), 256, 0, st>>>(*d, src, n_src, kw, t->kbits, t->kscan, t->kfill,
+                                                                tt->bar_q_idx);
+    SA_CUDA(cudaGetLastError());
+    int words = (d->n_qtiles + 31) / 32;
+    tt_bar_lists_order_kernel<<<blocks_for(nbk, 1), 128, sizeof(uint32_t) * (size_t)words, st>>>(tt->bar_q_cnt, nbk, words,
+                                                                                                tt->bar_q_idx);
+    SA_CUDA(cudaGetLastError());
+  }
+  tt_lower_bound_kernel<int32_t><<<1, 64 * ((d->heads + 64) / 64), 0, st>>>(tt->bar_key_head, nbk, d->heads, t->hb);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
 }
 
 // Bar chunks of the transposed index r (kernels/bar_chunks.c on the device); t->hb holds the head ranges.
@@ -338,9 +474,9 @@ static int bar_chunks(sa_gpu_transposer *t, tt_result *r, int32_t heads, int32_t
   }
   free(hb);
   bc->group = group, bc->scratch_heads = ih_n == 1 ? heads : 1, bc->n_hchunks = (int32_t)nh;
-  if (!rc && (grow(&bc->hc_head, &r->cap[R_HC_HEAD], nh, e) || grow(&bc->hc_first, &r->cap[R_HC_FIRST], nh, e) ||
-              grow(&bc->hc_n, &r->cap[R_HC_N], nh, e) || grow(&bc->hc_q_cnt, &r->cap[R_HC_QC], nh + 1, e) ||
-              grow(&t->hc_cnt, &t->cap_hc_cnt, nh + 1, e)))
+  if (!rc && (grow(t, &bc->hc_head, &r->cap[R_HC_HEAD], nh, e) || grow(t, &bc->hc_first, &r->cap[R_HC_FIRST], nh, e) ||
+              grow(t, &bc->hc_n, &r->cap[R_HC_N], nh, e) || grow(t, &bc->hc_q_cnt, &r->cap[R_HC_QC], nh + 1, e) ||
+              grow(t, &t->hc_cnt, &t->cap_hc_cnt, nh + 1, e)))
     rc = e->code;
   if (!rc && nh > 0) {
     cudaError_t ce = cudaMemcpyAsync(bc->hc_head, hh, sizeof(int32_t) * (size_t)nh, cudaMemcpyHostToDevice, st);
@@ -363,7 +499,7 @@ static int bar_chunks(sa_gpu_transposer *t, tt_result *r, int32_t heads, int32_t
   }
   if (scan64(t, t->hc_cnt, bc->hc_q_cnt, nh + 1, st, e) || fetch(t, bc->hc_q_cnt + nh, 1, st, e)) return e->code;
   int64_t nhq = t->host[0];
-  if (grow(&bc->hc_q_idx, &r->cap[R_HC_QI], nhq, e)) return e->code;
+  if (grow(t, &bc->hc_q_idx, &r->cap[R_HC_QI], nhq, e)) return e->code;
   if (nh > 0) {
     tt_chunk_tiles_kernel<1><<<(unsigned)nh, 128, smem, st>>>(bc->hc_first, bc->hc_n, tt->bar_q_cnt, tt->bar_q_idx, words,
                                                              NULL, bc->hc_q_cnt, bc->hc_q_idx);
@@ -372,8 +508,8 @@ static int bar_chunks(sa_gpu_transposer *t, tt_result *r, int32_t heads, int32_t
   // Reduce chunks: the distinct keys of each KV head's group as bit sets over the source's keys, ranked by
   // a scan of the words' populations, 64 a chunk.
   int64_t kw = (n_src + 31) / 32, nw = (int64_t)kv_heads * kw;
-  if (grow(&t->bits, &t->cap_bits, nw, e) || grow(&t->wscan, &t->cap_wscan, 2 * (nw + 1), e) ||
-      grow(&t->kv_base, &t->cap_kvb, kv_heads + 1, e) || grow(&t->chunk_base, &t->cap_cb, kv_heads + 1, e))
+  if (grow(t, &t->bits, &t->cap_bits, nw, e) || grow(t, &t->wscan, &t->cap_wscan, 2 * (nw + 1), e) ||
+      grow(t, &t->kv_base, &t->cap_kvb, kv_heads + 1, e) || grow(t, &t->chunk_base, &t->cap_cb, kv_heads + 1, e))
     return e->code;
   int64_t *pop = t->wscan + nw + 1;
   SA_CUDA(cudaMemsetAsync(t->bits, 0, sizeof(uint32_t) * (size_t)(nw > 0 ? nw : 1), st));
@@ -403,8 +539,8 @@ static int bar_chunks(sa_gpu_transposer *t, tt_result *r, int32_t heads, int32_t
       cn[c] = kvh, cn[nc + c] = (int32_t)(kb[kvh + 1] - kb[kvh] - x < CHUNK ? kb[kvh + 1] - kb[kvh] - x : CHUNK);
   bc->n_chunks = (int32_t)nc;
   int64_t ns = nc * group * CHUNK;
-  if (!rc && (grow(&bc->chunk_kvh, &r->cap[R_CH_KVH], nc, e) || grow(&bc->chunk_n, &r->cap[R_CH_N], nc, e) ||
-              grow(&bc->chunk_key, &r->cap[R_CH_KEY], nc * CHUNK, e) || grow(&bc->slot_entry, &r->cap[R_SLOT], ns, e)))
+  if (!rc && (grow(t, &bc->chunk_kvh, &r->cap[R_CH_KVH], nc, e) || grow(t, &bc->chunk_n, &r->cap[R_CH_N], nc, e) ||
+              grow(t, &bc->chunk_key, &r->cap[R_CH_KEY], nc * CHUNK, e) || grow(t, &bc->slot_entry, &r->cap[R_SLOT], ns, e)))
     rc = e->code;
   if (!rc) {
     cudaError_t ce = cudaMemcpyAsync(t->chunk_base, cb, sizeof(int64_t) * (size_t)(kv_heads + 1), cudaMemcpyHostToDevice, st);
@@ -426,8 +562,10 @@ static int bar_chunks(sa_gpu_transposer *t, tt_result *r, int32_t heads, int32_t
                                                          group, ns, bc->slot_entry);
     SA_CUDA(cudaGetLastError());
   }
-  // Scratch for the bar entries' partial dK, dV (head_dim up to 128), as sa_gpu_index_t_upload.
-  return grow(&bc->scratch, &r->cap[R_SCRATCH], (int64_t)bc->scratch_heads * nbk * 2 * 128, e);
+  // Scratch for the bar entries' partial dK, dV (head_dim up to 128), as sa_gpu_index_t_upload; none where the result
+  // goes to the host (a download leaves the scratch behind).
+  if (t->for_download) return SR_OK;
+  return grow(t, &bc->scratch, &r->cap[R_SCRATCH], (int64_t)bc->scratch_heads * nbk * 2 * 128, e);
 }
 
 int sa_gpu_transpose(sa_gpu_transposer *t, const tile_index *d, int src, int64_t n_src_tokens, int32_t heads,
@@ -443,12 +581,12 @@ int sa_gpu_transpose(sa_gpu_transposer *t, const tile_index *d, int src, int64_t
   int64_t nkv = (n_src_tokens + TILE - 1) / TILE, nq = d->n_qtiles, cells = (int64_t)d->heads * nq;
   if ((int64_t)d->heads * (n_src_tokens + 1) >= ((int64_t)1 << 31))
     return sr_input_error(e, NULL, "seq", "the GPU transpose takes heads x source tokens below 2^31");
-  tt_result *r = &t->res[src];
+  tt_result *r = &t->res[t->for_download ? 0 : src];
   tile_index_t *tt = &r->ix.d;
   tt->heads = d->heads, tt->n_kvtiles = (int32_t)nkv, tt->n_qtiles = (int32_t)nq;
   // entries of the source per cell, and where each cell's entries go
-  if (grow(&t->cnt_t, &t->cap_cells[0], cells + 1, e) || grow(&t->off_t, &t->cap_cells[1], cells + 1, e) ||
-      grow(&t->cnt_b, &t->cap_cells[2], cells + 1, e) || grow(&t->off_b, &t->cap_cells[3], cells + 1, e))
+  if (grow(t, &t->cnt_t, &t->cap_cells[0], cells + 1, e) || grow(t, &t->off_t, &t->cap_cells[1], cells + 1, e) ||
+      grow(t, &t->cnt_b, &t->cap_cells[2], cells + 1, e) || grow(t, &t->off_b, &t->cap_cells[3], cells + 1, e))
     return e->code;
   tt_cell_counts_kernel<<<blocks_for(cells + 1, 256), 256, 0, st>>>(d->tile_cnt, d->bar_cnt, cells, d->world, src, t->cnt_t,
                                                                     t->cnt_b);
@@ -458,14 +596,13 @@ int sa_gpu_transpose(sa_gpu_transposer *t, const tile_index *d, int src, int64_t
   SA_CUDA(cudaMemcpyAsync(t->host + 1, t->off_b + cells, sizeof(int64_t), cudaMemcpyDeviceToHost, st));
   SA_CUDA(cudaStreamSynchronize(st));
   int64_t n_entries = t->host[0], n_uses = t->host[1];
-  // the sort buffers at their largest first: growing frees, which must not meet queued work mid-call
-  int64_t n_pairs = n_entries > n_uses ? n_entries : n_uses;
-  if (grow(&t->keys[0], &t->cap_keys[0], n_pairs, e) || grow(&t->keys[1], &t->cap_keys[1], n_pairs, e) ||
-      grow(&t->vals[0], &t->cap_vals[0], n_pairs, e) || grow(&t->vals[1], &t->cap_vals[1], n_pairs, e))
+  // the sort buffers first: growing frees, which must not meet queued work mid-call
+  if (grow(t, &t->keys[0], &t->cap_keys[0], n_entries, e) || grow(t, &t->keys[1], &t->cap_keys[1], n_entries, e) ||
+      grow(t, &t->vals[0], &t->cap_vals[0], n_entries, e) || grow(t, &t->vals[1], &t->cap_vals[1], n_entries, e))
     return e->code;
   // tile entries: query tiles per (head, KV tile)
-  if (grow(&tt->kv_cnt, &r->cap[R_KV_CNT], (int64_t)d->heads * nkv + 1, e) || grow(&tt->q_idx, &r->cap[R_Q_IDX], n_entries, e) ||
-      grow(&tt->q_kind, &r->cap[R_Q_KIND], n_entries, e) || gather_sorted<false>(t, d, src, nkv, n_entries, st, e))
+  if (grow(t, &tt->kv_cnt, &r->cap[R_KV_CNT], (int64_t)d->heads * nkv + 1, e) || grow(t, &tt->q_idx, &r->cap[R_Q_IDX], n_entries, e) ||
+      grow(t, &tt->q_kind, &r->cap[R_Q_KIND], n_entries, e) || gather_sorted(t, d, src, nkv, n_entries, st, e))
     return e->code;
   if (n_entries > 0) {
     tt_split_tiles_kernel<<<blocks_for(n_entries, 256), 256, 0, st>>>(t->vals[1], n_entries, tt->q_idx, tt->q_kind);
@@ -474,35 +611,7 @@ int sa_gpu_transpose(sa_gpu_transposer *t, const tile_index *d, int src, int64_t
   tt_lower_bound_kernel<uint32_t><<<blocks_for((int64_t)d->heads * nkv + 1, 256), 256, 0, st>>>(
       t->keys[1], n_entries, (int64_t)d->heads * nkv, tt->kv_cnt);
   SA_CUDA(cudaGetLastError());
-  // bars: distinct (head, key) pairs sorted, with their query tiles ascending
-  if (gather_sorted<true>(t, d, src, n_src_tokens, n_uses, st, e) || grow(&t->runs, &t->cap_runs, n_uses + 1, e) ||
-      grow(&t->n_runs, &t->cap_nruns, 2, e))
-    return e->code;
-  SA_CUDA(cudaMemsetAsync(t->n_runs, 0, sizeof(int32_t), st));
-  if (n_uses > 0) {
-    size_t need = 0;
-    SA_CUDA(cub::DeviceRunLengthEncode::Encode(NULL, need, t->keys[1], t->keys[0], t->runs, t->n_runs, (int)n_uses, st));
-    if (tmp_grow(t, need, e)) return e->code;
-    SA_CUDA(cub::DeviceRunLengthEncode::Encode(t->tmp, need, t->keys[1], t->keys[0], t->runs, t->n_runs, (int)n_uses, st));
-  }
-  int32_t nbk32 = 0;
-  SA_CUDA(cudaMemcpyAsync(&nbk32, t->n_runs, sizeof(int32_t), cudaMemcpyDeviceToHost, st));
-  SA_CUDA(cudaStreamSynchronize(st));
-  int64_t nbk = nbk32;
-  tt->n_bar_keys = nbk32;
-  if (grow(&tt->bar_key_head, &r->cap[R_BKH], nbk, e) || grow(&tt->bar_key, &r->cap[R_BK], nbk, e) ||
-      grow(&tt->bar_q_cnt, &r->cap[R_BQC], nbk + 1, e) || grow(&tt->bar_q_idx, &r->cap[R_BQI], n_uses, e) ||
-      grow(&t->hb, &t->cap_hb, (int64_t)d->heads + 1, e))
-    return e->code;
-  // q_cnt first takes the run lengths (scanned in place below through the tile counts' buffer)
-  if (grow(&t->cnt_t, &t->cap_cells[0], nbk + 1, e)) return e->code;
-  tt_split_bar_keys_kernel<<<blocks_for(nbk + 1, 256), 256, 0, st>>>(t->keys[0], t->runs, nbk, n_src_tokens, tt->bar_key_head,
-                                                                     tt->bar_key, t->cnt_t);
-  SA_CUDA(cudaGetLastError());
-  if (scan64(t, t->cnt_t, tt->bar_q_cnt, nbk + 1, st, e)) return e->code;
-  if (n_uses > 0) SA_CUDA(cudaMemcpyAsync(tt->bar_q_idx, t->vals[1], sizeof(int32_t) * (size_t)n_uses, cudaMemcpyDeviceToDevice, st));
-  tt_lower_bound_kernel<int32_t><<<1, 64 * ((d->heads + 64) / 64), 0, st>>>(tt->bar_key_head, nbk, d->heads, t->hb);
-  SA_CUDA(cudaGetLastError());
+  if (bar_lists(t, r, d, src, n_src_tokens, n_uses, st, e)) return e->code;
   int rc = bar_chunks(t, r, heads, kv_heads, n_src_tokens, st, e);
   if (rc) return rc;
   r->ix.dev_bytes = 0;

@@ -369,7 +369,7 @@ int vs_gpu_convert(vs_gpu_conv *c, const vs_gpu_est *g, const vs_gpu_layout *L, 
   SA_CUDA(cudaStreamSynchronize(st));
   d->n_tiles = c->host_tot[0], d->n_bars = c->host_tot[1];
   if (d->n_tiles > c->cap_tiles || !d->tile_idx) {
-    int64_t cap = d->n_tiles + d->n_tiles / 4 + 1024;
+    int64_t cap = c->exact ? (d->n_tiles > 0 ? d->n_tiles : 1) : d->n_tiles + d->n_tiles / 4 + 1024;
     cudaFree(d->tile_idx), cudaFree(d->tile_kind);
     d->tile_idx = NULL, d->tile_kind = NULL;
     SA_CUDA(cudaMalloc((void **)&d->tile_idx, sizeof(int32_t) * (size_t)cap));
@@ -377,7 +377,7 @@ int vs_gpu_convert(vs_gpu_conv *c, const vs_gpu_est *g, const vs_gpu_layout *L, 
     c->cap_tiles = cap;
   }
   if (d->n_bars > c->cap_bars || !d->bar_idx) {
-    int64_t cap = d->n_bars + d->n_bars / 4 + 1024;
+    int64_t cap = c->exact ? (d->n_bars > 0 ? d->n_bars : 1) : d->n_bars + d->n_bars / 4 + 1024;
     cudaFree(d->bar_idx);
     d->bar_idx = NULL;
     SA_CUDA(cudaMalloc((void **)&d->bar_idx, sizeof(int32_t) * (size_t)cap));

@@ -125,6 +125,9 @@ void vs_gpu_layout_free(vs_gpu_layout *g);
 typedef struct {
   int32_t q_rank, heads, world, n_qtiles;
   int64_t cells, cap_tiles, cap_bars, words, n_tokens;
+  int32_t exact;          // 0 (vs_gpu_conv_init's): the index's tile and bar arrays grown with a quarter to spare (the
+                          // online estimate, converted every forward); 1: at each conversion's need (the GPU index
+                          // builder, which converts a layer at a time and whose bytes count), set after the init
   int32_t *vlist;         // device [heads * n_tokens] verticals by (source rank, global position)
   int64_t *vseg;          // device [heads * (world + 1)] offsets into vlist per (head, source)
   int32_t *scnt, *vcnt;   // device [heads * (words + 1)] set bits before each word

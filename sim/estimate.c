@@ -77,6 +77,14 @@
 // (results/exec/2026-11-27-h100x4-vs-context-parallel, train-256k/logs/t_mtraining_256K.log); the host link's rate
 // where that is slower.
 #define EST_PLAN_RESTORE_BPS 3.95e9
+// The GPU index builder made again after it gave its state back (exec/dist_gpu_build.c builder_ready and the build's
+// allocations): the layout's tables built on the host (vs_layout_tables_build, a pass over the tokens) and uploaded
+// (8 bytes a token: every key's rank and local index), the state's device arrays allocated and, at the next giving
+// back, freed. Not measured, guesses of the right order: 10 ns a token for the tables, 2 ms a GiB for cudaMalloc and
+// cudaFree together and 2 ms for the forty-odd calls.
+#define EST_BUILDER_TABLES_TOKEN_S 10e-9
+#define EST_DEVICE_ALLOC_GIB_S 2e-3
+#define EST_DEVICE_ALLOC_CALLS_S 2e-3
 
 int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e) {
   int W = x->W;
@@ -160,6 +168,12 @@ double estimate_plan_build(const sim_ctx *x, double entries) { return EST_PLAN_B
 double estimate_plan_restore(const sim_ctx *x, double bytes) {
   double link = x->c->host.gbps * 1e9, rate = link > 0 && link < EST_PLAN_RESTORE_BPS ? link : EST_PLAN_RESTORE_BPS;
   return bytes / rate;
+}
+
+double estimate_builder_remake(const sim_ctx *x, double bytes) {
+  double N = (double)x->p->layout.n_tokens, link = x->c->host.gbps * 1e9;
+  return EST_BUILDER_TABLES_TOKEN_S * N + (link > 0 ? 8 * N / link : 0) + EST_DEVICE_ALLOC_CALLS_S +
+         EST_DEVICE_ALLOC_GIB_S * bytes / 1073741824.0;
 }
 
 double estimate_plan_rebuild(const sim_ctx *x, double entries) {

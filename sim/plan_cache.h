@@ -42,9 +42,10 @@ typedef struct {
 void plan_cache_step(const plan_cache_in *in, plan_cache_out *out);
 
 // What the GPU index builder's conversion and transposition hold for one query rank (exec/dist_gpu_build.c): the
-// layout's tables, the conversion's scratch and index (kernels/vs_convert.cu vs_gpu_conv_init, its tile_idx /
-// bar_idx grown to a quarter more than needed), the transposer's sort buffers and its result for every source
-// (kernels/transpose_gpu.cu, grown likewise), kept between builds.
+// layout's tables, the bit sets uploaded, the conversion's scratch and index (kernels/vs_convert.cu vs_gpu_conv_init,
+// its tile_idx / bar_idx at a layer's need), the transposer's work buffers and its one result, each source's
+// downloaded before the next (kernels/transpose_gpu.cu, sa_gpu_transposer_new_for_download: no bars' scratch),
+// kept between builds while the device has room (plan_cache_builder_fate).
 typedef struct {
   int64_t n_tokens;    // N: the sequence
   int32_t world;       // ring ranks: the layout's sources
@@ -59,8 +60,25 @@ typedef struct {
                        // bound (the largest layer's); -1: not known (every head's every key)
 } gpu_builder_counts;
 
-// Device bytes of the builder (an upper estimate: the per-source arrays sized by the rank's totals, the distinct bar
-// keys at min(bars, columns), a compute chunk's query tiles at all of the rank's; exact in form on one rank).
+// Device bytes of the builder (an upper estimate: a source's arrays sized by the rank's totals and its keys by the
+// sequence's, the distinct bar keys at min(bars, columns), a compute chunk's query tiles at all of the rank's; exact
+// in form on one rank): 8 bytes a bar entry (the index's bar_idx, the transpose's bar_q_idx), 34 a tile entry.
 double plan_cache_gpu_builder_bytes(const gpu_builder_counts *c);
+
+// Room the executor keeps beyond the builder and a plan's needs (exec/dist_gpu_build.c BUILDER_MARGIN_BYTES).
+#define PLAN_CACHE_BUILDER_MARGIN (1024.0 * 1024.0 * 1024.0)
+
+// What becomes of the builder's device state in a step (exec/dist_gpu_build.c, docs/exec.md "The GPU index builder").
+typedef enum {
+  PLAN_CACHE_BUILDER_KEPT,      // kept between builds
+  PLAN_CACHE_BUILDER_RELEASED,  // given back after each build and made again at the next (its re-making charged)
+  PLAN_CACHE_BUILDER_ON_HOST,   // never fits: each GPU build runs out of memory and the plan is built on the host
+} plan_cache_builder;
+
+// The builder's fate beside `others` device bytes (the step's other items at their peak, its own not among them) on a
+// device of `capacity` bytes, a build needing `need` bytes more for its plan: kept where a build leaves free its own
+// bytes again, the need and the margin (dist_gpu_builder_keep: room for a remake beside it); given back after each
+// build where it fits but not that; on the host where it does not fit at all. No builder (0 bytes): kept.
+plan_cache_builder plan_cache_builder_fate(double capacity, double others, double builder, double need);
 
 #endif

@@ -70,8 +70,16 @@ int sim_plans_text(const sim_result *r, char *out, size_t size) {
     return 1;
   }
   static const char *const how[] = {"built on the host", "built on the GPU", "uploaded from the host cache"};
-  snprintf(out, size, "plans: %d of %d kept, %d rebuilt a step, %.3f s exposed (%.1f MiB a plan; a dropped one %s in %.3f s)",
-           r->plans_kept, r->plans, r->plans_rebuilt, r->plans_exposed_s, r->plan_bytes / 1048576.0,
-           how[r->plans_how >= 0 && r->plans_how <= 2 ? r->plans_how : 0], r->plan_obtain_s);
+  int n = snprintf(out, size, "plans: %d of %d kept, %d rebuilt a step, %.3f s exposed (%.1f MiB a plan; a dropped one %s in "
+                   "%.3f s)", r->plans_kept, r->plans, r->plans_rebuilt, r->plans_exposed_s, r->plan_bytes / 1048576.0,
+                   how[r->plans_how >= 0 && r->plans_how <= 2 ? r->plans_how : 0], r->plan_obtain_s);
+  // the GPU index builder where it does not stay (plan_cache_builder_fate), whose re-making the builds include
+  if (n < 0 || (size_t)n >= size || r->builder_fate == 0 || r->builder_bytes <= 0) return 1;
+  if (r->builder_fate == 1)
+    snprintf(out + n, size - (size_t)n, "; the GPU index builder (%.2f GiB) given back after each build, made again in "
+             "%.3f s", r->builder_bytes / 1073741824.0, r->builder_remake_s);
+  else
+    snprintf(out + n, size - (size_t)n, "; the GPU index builder (%.2f GiB) does not fit: each GPU build runs out of "
+             "memory, the host builds", r->builder_bytes / 1073741824.0);
   return 1;
 }

@@ -73,10 +73,24 @@ static int gpu_build_applies(const plan *p, const pattern *pat) {
   return 0;
 }
 
+// The GPU index builder beside the step's other items (plan_cache_builder_fate, the executor's rule): where it never
+// fits its bytes leave the peak (every build runs out of device memory and the host builds instead), so the verdict
+// is the host build's; where it fits only for a build it is given back after each and made again at the next.
+static void builder_fate(const sim_ctx *x, sim_result *r) {
+  sim_memory *m = &r->mem;
+  r->builder_bytes = m->builder;
+  r->builder_fate = (int)plan_cache_builder_fate(m->capacity, m->total - m->builder, m->builder, x->max_index_bytes);
+  if (r->builder_fate != PLAN_CACHE_BUILDER_KEPT) r->builder_remake_s = estimate_builder_remake(x, m->builder);
+  if (r->builder_fate != PLAN_CACHE_BUILDER_ON_HOST) return;
+  m->total -= m->builder, m->builder = 0;
+  m->fits = m->total <= m->capacity && m->host_bytes <= m->host_capacity;
+}
+
 // The exec trainer's plans in the step (plan_cache.h) into r, their exposed wait into its step time: a dropped plan
 // comes back from the host cache (an upload, estimate_plan_restore), from the GPU builder (its conversion and
-// transposes, memory-bound passes of 16 bytes an entry as estimate_index_build's, and the plan's download and upload),
-// or from a host build (estimate_plan_rebuild).
+// transposes, memory-bound passes of 16 bytes an entry as estimate_index_build's, and the plan's download and upload;
+// the builder made again first where it is given back after each build), or from a host build (estimate_plan_rebuild;
+// after the GPU build's attempt, its re-making up to the allocation that fails, where the builder never fits).
 static void plan_rebuilds(const sim_ctx *x, const plan *p, sim_result *r) {
   int L = (int)p->model.num_layers;
   if (pattern_spec_at_run_time(p->spec.pattern)) return;  // its plans follow each estimate: charged by the step
@@ -89,11 +103,12 @@ static void plan_rebuilds(const sim_ctx *x, const plan *p, sim_result *r) {
   if (host_cache) {
     r->plans_how = 2;
     in.obtain_s = estimate_plan_restore(x, in.plan_bytes);
-  } else if (x->gpu_build) {
+  } else if (x->gpu_build && r->builder_fate != PLAN_CACHE_BUILDER_ON_HOST) {
     r->plans_how = 1;
-    in.obtain_s = 2 * estimate_index_build(x, x->plan_entries) + (host_rate > 0 ? 2 * in.plan_bytes / host_rate : 0);
+    in.obtain_s = 2 * estimate_index_build(x, x->plan_entries) + (host_rate > 0 ? 2 * in.plan_bytes / host_rate : 0) +
+                  r->builder_remake_s;
   } else {
-    in.obtain_s = estimate_plan_rebuild(x, x->plan_entries);
+    in.obtain_s = estimate_plan_rebuild(x, x->plan_entries) + r->builder_remake_s;
   }
   plan_cache_out out;
   plan_cache_step(&in, &out);
@@ -236,6 +251,7 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   mi.recompute = p->spec.recompute && x.o->keep_attn ? 2 : p->spec.recompute;  // selective: O and LSE kept
   mi.builder_bytes = x.builder_bytes;
   sim_memory_estimate(m, c, &mi, &r->mem);
+  if (r->mem.builder > 0) builder_fate(&x, r);
   if (mi.exec_trainer && !p->spec.attention_only && r->feasible) {
     plan_rebuilds(&x, p, r);
     r->tokens_per_s = r->step_s > 0 ? (double)N / r->step_s : 0;

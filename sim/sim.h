@@ -95,6 +95,12 @@ typedef struct {
   double plan_bytes;        // one plan's device bytes (the largest rank's largest layer)
   double plan_obtain_s;     // seconds to build or restore one
   double plans_exposed_s;   // of the step's time, waiting for them (in step_s)
+  // The GPU index builder where it builds (plan_cache.h plan_cache_builder_fate): 0 kept between builds, 1 given back
+  // after each build and made again at the next, 2 never fits (each build falls back to the host; its bytes not in
+  // mem.total)
+  int builder_fate;
+  double builder_bytes;     // its device state (plan_cache_gpu_builder_bytes; 0: no GPU build)
+  double builder_remake_s;  // seconds to make it again, in each build's plan_obtain_s where it is given back or fails
   sim_memory mem;
 } sim_result;
 

@@ -104,6 +104,8 @@ double estimate_transpose(const sim_ctx *x, double entries);
 double estimate_plan_build(const sim_ctx *x, double entries);
 // Seconds to upload a dropped plan of `bytes` device bytes again from the trainer's host cache.
 double estimate_plan_restore(const sim_ctx *x, double bytes);
+// Seconds to make the GPU index builder's device state (`bytes`) again after it was given back (estimate.c).
+double estimate_builder_remake(const sim_ctx *x, double bytes);
 // Seconds to build one rank's plan again on the host in a later step (its layer's plan dropped for room,
 // plan_cache.h) from `entries` tile and bar entries, the node's ranks building at once on its cores.
 double estimate_plan_rebuild(const sim_ctx *x, double entries);

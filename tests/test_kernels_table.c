@@ -49,6 +49,30 @@ TEST(kernel_table_puts_each_other_dense_shape_next_to_cudnn_on_that_shape) {
   remove(bench), remove(peers), rmdir(dir);
 }
 
+TEST(kernel_table_reads_the_default_backward_however_many_variant_columns_stand_before_it) {
+  // A bench row with one more backward variant column (b3) than the logs above: the default backward is the third
+  // column from the end (bwd ms, bwd TF/s, fwdbwd ms), not the eighth after the forward's TF/s.
+  char dir[] = "/tmp/sr-ktable-XXXXXX", bench[600], peers[600], cmd[1400], *out = NULL;
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(bench, sizeof bench, "%s/bench.log", dir);
+  snprintf(peers, sizeof peers, "%s/cudnn.log", dir);
+  FILE *f = fopen(bench, "w");
+  CHECK(f != NULL);
+  fprintf(f, "vs-like          128K      7.6%%     12.00         -      nan      nan      nan      nan   160.00    85.00"
+             "    45.80    30.40     30.40         -     42.40\n");
+  fclose(f);
+  f = fopen(peers, "w");
+  CHECK(f != NULL);
+  fprintf(f, "SDPA cuDNN (GQA)                  128K    120.00       570    320.00       537\n");
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "python3 kernels/bench/table.py %s %s", bench, peers);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  // 120.00 * 0.076 / 12.00 = 0.76; 320.00 * 0.076 / 30.40 = 0.80.
+  CHECK_STR_CONTAINS(out, "vs-like        128K     12.00     30.40    120.00    320.00      0.76      0.80");
+  free(out);
+  remove(bench), remove(peers), rmdir(dir);
+}
+
 TEST(kernel_table_without_its_logs_says_how_to_call_it_and_exits_2) {
   char *out = NULL;
   CHECK_EQ_INT(test_run("python3 kernels/bench/table.py", &out), 2);

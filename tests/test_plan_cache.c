@@ -78,27 +78,89 @@ TEST(plan_cache_a_shared_plan_never_rebuilds) {
   CHECK_NEAR(out.exposed_s, 0, 0);
 }
 
-TEST(plan_cache_gpu_builder_holds_45_bytes_a_bar_once_bars_outnumber_tiles) {
-  // With the distinct keys bounded by the columns, a bar more costs the builder: the conversion's bar_idx (4 B) and
-  // the transposer's bar_q_idx (4 B) and run lengths (4 B), each grown by a quarter (15 B); the sort's two keys and
-  // two values (16 B) and its scratch's alternate key and value (8 B), grown likewise (30 B): 45 B.
+TEST(plan_cache_gpu_builder_holds_8_bytes_a_bar_once_bars_outnumber_tiles) {
+  // With the distinct keys bounded by the columns, a bar more costs the builder the conversion's bar_idx (4 B) and the
+  // transpose's bar_q_idx (4 B), both at their need; the bars' lists are counted into place, not sorted.
   gpu_builder_counts c = {1 << 20, 2, 2, 8192, 4096, 16, 2, 1000000, 50000000, 20000};
   double b0 = plan_cache_gpu_builder_bytes(&c);
   c.bars += 1 << 20;
-  CHECK_NEAR(plan_cache_gpu_builder_bytes(&c) - b0, 45.0 * (1 << 20), 1e-3);
+  CHECK_NEAR(plan_cache_gpu_builder_bytes(&c) - b0, 8.0 * (1 << 20), 1e-3);
 }
 
-// tiny-test's plan of `strategy` at 8192 tokens on two GPUs of 40 GiB, trainer exec unless `mixed`; index_build,
+TEST(plan_cache_gpu_builder_bytes_are_its_allocations_at_a_small_shape) {
+  // One rank of 4096 tokens in one run (32 query tiles), 4 heads over 2 KV heads, 200 tile and 1000 bar entries over
+  // 128 distinct keys (the columns): every allocation of exec/dist_gpu_build.c's builder, counted from the code, with
+  // segments, compute chunks (a head's keys in 64s: keys / 64 + heads) and reduce chunks (keys / 64 + KV heads) at
+  // the model's bounds and cub's scratch as its alternate buffers.
+  gpu_builder_counts c = {4096, 1, 1, 32, 32, 4, 2, 200, 1000, 128};
+  double layout = 8 * 2      // tile_base: world + 1
+                  + 4 * 33   // seg_off: tiles + 1
+                  + 12 * 34  // seg_g, seg_len: runs + tiles + 1 segments
+                  + 16 * 32  // tile_gmin, tile_gmax
+                  + 8 * 4096;  // key_rank, key_local
+  double bits = 2 * 4 * 4 * 128;  // vbits, sbits: heads x 128 words
+  double conv = 4 * 4 * 4096     // vlist
+                + 8 * 4 * 2      // vseg: heads x (world + 1)
+                + 2 * 4 * 4 * 129  // scnt, vcnt: heads x (words + 1)
+                + 4 * 8 * 257    // raw_t, raw_b, tile_cnt, bar_cnt: 128 cells x 2 + 1
+                + 2 * 8 * 129    // keys[2]: 128 (cell, source) + 1
+                + 8 * 128        // cub_tmp: the sort's alternate keys
+                + 4 * 129        // order
+                + 5 * 200 + 4 * 1000;  // tile_idx + tile_kind, bar_idx
+  double work = 4 * 8 * 129      // cnt_t, off_t, cnt_b, off_b
+                + 16 * 200 + 8 * 200  // keys[2], vals[2]; tmp: the sort's alternate keys and values
+                + 4 * 4 * 128    // kbits: heads x 128 words
+                + 8 * 2 * 513    // kscan: 2 (heads x 128 + 1)
+                + 8 * 129        // kfill: keys + 1
+                + 8 * 5          // hb: heads + 1
+                + 8 * 7          // hc_cnt: 6 compute chunks + 1
+                + 4 * 2 * 128    // bits: KV heads x 128 words
+                + 16 * 257       // wscan: 2 (KV heads x 128 + 1)
+                + 2 * 8 * 3;     // kv_base, chunk_base: KV heads + 1
+  double result = 8 * (4 * 32 + 1)  // kv_cnt: heads x 32 KV tiles + 1
+                  + 5 * 200         // q_idx, q_kind
+                  + 8 * 128 + 8 * 129  // bar_key_head, bar_key; bar_q_cnt
+                  + 4 * 1000        // bar_q_idx
+                  + 12 * 6 + 8 * 7  // hc_head, hc_first, hc_n; hc_q_cnt
+                  + 4 * 6 * 32      // hc_q_idx: 6 chunks of at most 32 query tiles (under the 1000 bars)
+                  + 8 * 4           // chunk_kvh, chunk_n: 4 reduce chunks
+                  + 4 * 64 * 4      // chunk_key
+                  + 4 * 64 * 2 * 4;  // slot_entry: 64 a head of the group of 2
+  CHECK_NEAR(plan_cache_gpu_builder_bytes(&c), layout + bits + conv + work + result, 1e-6);
+}
+
+TEST(plan_cache_builder_is_kept_where_a_build_leaves_room_for_another_beside_its_plan) {
+  // 100 GiB device, 80 GiB of others, a 5 GiB builder, a 1 GiB plan: 15 GiB free after a build >= 5 + 1 + 1.
+  CHECK_EQ_INT(plan_cache_builder_fate(100 * GIB, 80 * GIB, 5 * GIB, 1 * GIB), PLAN_CACHE_BUILDER_KEPT);
+  CHECK_EQ_INT(plan_cache_builder_fate(100 * GIB, 88 * GIB, 5 * GIB, 1 * GIB), PLAN_CACHE_BUILDER_KEPT);  // 7 = 7
+}
+
+TEST(plan_cache_builder_is_given_back_where_it_fits_only_for_a_build) {
+  // 6.5 GiB free after a build: short of 5 + 1 + 1, so given back; 0 free: still builds.
+  CHECK_EQ_INT(plan_cache_builder_fate(100 * GIB, 88.5 * GIB, 5 * GIB, 1 * GIB), PLAN_CACHE_BUILDER_RELEASED);
+  CHECK_EQ_INT(plan_cache_builder_fate(100 * GIB, 95 * GIB, 5 * GIB, 1 * GIB), PLAN_CACHE_BUILDER_RELEASED);
+}
+
+TEST(plan_cache_builder_that_does_not_fit_leaves_the_builds_to_the_host) {
+  CHECK_EQ_INT(plan_cache_builder_fate(100 * GIB, 95.5 * GIB, 5 * GIB, 1 * GIB), PLAN_CACHE_BUILDER_ON_HOST);
+  // no builder: nothing to give back
+  CHECK_EQ_INT(plan_cache_builder_fate(100 * GIB, 120 * GIB, 0, 1 * GIB), PLAN_CACHE_BUILDER_KEPT);
+}
+
+// tiny-test's plan of `strategy` at 8192 tokens on two GPUs of mem_gib GiB, trainer exec unless `mixed`; index_build,
 // attn_cache and attn_host_cache as the spec's, simulated.
-static int run_cached(const char *strategy, const char *pattern, int index_build, int mixed, int cache, int host_cache,
-                      sim_result *r) {
+static int run_on(double mem_gib, const char *strategy, const char *pattern, int index_build, int mixed, int cache,
+                  int host_cache, sim_result *r) {
   static char path[700];
   snprintf(path, sizeof path, "%s/plan-cache-1x2.json", test_tmpdir());
-  const char *text =
-      "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000, "
-      "\"mem_gib\": 40, \"efficiency\": {\"gemm\": 0.5, \"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, "
-      "\"attn_fwd_bar\": 0.5, \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.5, \"attn_bwd_bar\": 0.5, \"mem\": 0.8}}, "
-      "\"intra_node\": {\"gbps\": 100, \"latency_us\": 2}, \"host\": {\"pcie_gbps\": 25, \"latency_us\": 10, \"mem_gib\": 512}}";
+  char text[1024];
+  snprintf(text, sizeof text,
+           "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000, "
+           "\"mem_gib\": %.17g, \"efficiency\": {\"gemm\": 0.5, \"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, "
+           "\"attn_fwd_bar\": 0.5, \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.5, \"attn_bwd_bar\": 0.5, \"mem\": 0.8}}, "
+           "\"intra_node\": {\"gbps\": 100, \"latency_us\": 2}, \"host\": {\"pcie_gbps\": 25, \"latency_us\": 10, "
+           "\"mem_gib\": 512}}",
+           mem_gib);
   sr_error e;
   CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
   plan_spec s;
@@ -115,6 +177,11 @@ static int run_cached(const char *strategy, const char *pattern, int index_build
   int rc = sim_plan(&p, &o, r, NULL, &e);
   plan_free(&p);
   return rc;
+}
+
+static int run_cached(const char *strategy, const char *pattern, int index_build, int mixed, int cache, int host_cache,
+                      sim_result *r) {
+  return run_on(40, strategy, pattern, index_build, mixed, cache, host_cache, r);
 }
 
 static int run_exec(const char *strategy, const char *pattern, int index_build, int mixed, sim_result *r) {
@@ -171,4 +238,48 @@ TEST(plan_cache_a_step_keeping_one_of_two_plans_waits_for_two_host_builds) {
   CHECK_EQ_INT(run_cached("mtraining", NULL, 1, 0, 1, 1, &one), 0);
   CHECK_EQ_INT(one.plans_how, 2);
   CHECK_NEAR(one.plan_obtain_s, one.plan_bytes / 3.95e9, 1e-15);
+}
+
+// tiny-test's step on a device of 40 GiB, and on one where the GPU index builder fits only for a build or not at all
+// (the step's other items and the builder measured at 40 GiB), one plan kept (--attn-cache 1): two builds a step.
+static double builder_remake_s(double builder_bytes) {
+  // the layout's tables at 10 ns a token and their 8 bytes a token over the 25 GB/s host link, 2 ms of allocation
+  // calls and 2 ms a GiB allocated and freed (sim/estimate.c)
+  return 10e-9 * 8192 + 8.0 * 8192 / 25e9 + 2e-3 + 2e-3 * builder_bytes / GIB;
+}
+
+TEST(plan_cache_a_builder_that_fits_only_for_a_build_is_made_again_at_each) {
+  sim_result big, tight;
+  CHECK_EQ_INT(run_on(40, "mtraining", NULL, 0, 0, 1, 0, &big), 0);
+  CHECK_EQ_INT(big.builder_fate, PLAN_CACHE_BUILDER_KEPT);
+  CHECK(big.mem.builder > 0);
+  CHECK_EQ_INT(big.plans_rebuilt, 2);
+  // 0.5 GiB beside the others and the builder: short of the builder again, a plan and the 1 GiB margin
+  double others = big.mem.total - big.mem.builder, remake = builder_remake_s(big.mem.builder);
+  CHECK_EQ_INT(run_on((others + big.mem.builder) / GIB + 0.5, "mtraining", NULL, 0, 0, 1, 0, &tight), 0);
+  CHECK_EQ_INT(tight.builder_fate, PLAN_CACHE_BUILDER_RELEASED);
+  CHECK_NEAR(tight.mem.builder, big.mem.builder, 0);  // still the peak's: there at each build
+  CHECK(tight.mem.fits);
+  CHECK_EQ_INT(tight.plans_how, 1);
+  CHECK_NEAR(tight.builder_remake_s, remake, 1e-15);
+  CHECK_NEAR(tight.plan_obtain_s - big.plan_obtain_s, remake, 1e-15);
+  // one slot: nothing built ahead, both builds exposed
+  CHECK_NEAR(tight.step_s - big.step_s, 2 * remake, 1e-12);
+}
+
+TEST(plan_cache_a_builder_that_never_fits_leaves_the_step_to_host_builds) {
+  sim_result big, none, host;
+  CHECK_EQ_INT(run_on(40, "mtraining", NULL, 0, 0, 1, 0, &big), 0);
+  double others = big.mem.total - big.mem.builder, mem_gib = (others + big.mem.builder / 2) / GIB;
+  // half the builder beside the others: each GPU build runs out of memory and the host builds
+  CHECK_EQ_INT(run_on(mem_gib, "mtraining", NULL, 0, 0, 1, 0, &none), 0);
+  CHECK_EQ_INT(none.builder_fate, PLAN_CACHE_BUILDER_ON_HOST);
+  CHECK_NEAR(none.mem.builder, 0, 0);  // out of the peak: the step fits as with host builds
+  CHECK_NEAR(none.mem.total, others, 1e-3);
+  CHECK(none.mem.fits);
+  CHECK_EQ_INT(none.plans_how, 0);
+  // against --index-build cpu on the same device: each build also pays the GPU attempt (the builder's re-making)
+  CHECK_EQ_INT(run_on(mem_gib, "mtraining", NULL, 1, 0, 1, 0, &host), 0);
+  CHECK_NEAR(none.plan_obtain_s - host.plan_obtain_s, builder_remake_s(big.mem.builder), 1e-15);
+  CHECK_NEAR(none.step_s - host.step_s, 2 * builder_remake_s(big.mem.builder), 1e-12);
 }

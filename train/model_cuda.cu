@@ -253,6 +253,13 @@ extern "C" int model_cuda_set_offload(model_cuda *d, sr_error *e) {
   return SR_OK;
 }
 
+extern "C" int64_t model_cuda_input_bytes(const model_cuda *d) {
+  int L = (int)d->cfg.num_layers, on_device = d->offload ? d->slots + 1 : L + 1;  // x[L] never leaves
+  return (int64_t)on_device * d->max_tokens * d->cfg.hidden_size * (int64_t)sizeof(float);
+}
+
+extern "C" int model_cuda_place_inputs(model_cuda *d, sr_error *e) { return model_cuda_alloc_inputs(d, e); }
+
 extern "C" int64_t model_cuda_pinned_bytes(const model_cuda *d) {
   int L = (int)d->cfg.num_layers;
   return d->ckpt_host ? (int64_t)(L - d->slots) * d->max_tokens * d->cfg.hidden_size * 4 : 0;

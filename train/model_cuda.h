@@ -65,6 +65,10 @@ void model_cuda_free(model_cuda *d);
 int model_cuda_set_offload(model_cuda *d, sr_error *e);
 // Pinned host bytes the activation offload holds (0 without it).
 int64_t model_cuda_pinned_bytes(const model_cuda *d);
+// Device bytes the layer inputs x[0..L] take (only the offload's slots and x[L] when it is on), allocated or not.
+int64_t model_cuda_input_bytes(const model_cuda *d);
+// Allocate the layer inputs now rather than at the first forward, so that a memory decision counts them.
+int model_cuda_place_inputs(model_cuda *d, sr_error *e);
 // Route attention through a distributed implementation (NULL fields: the naive kernel).
 void model_cuda_set_attention(model_cuda *d, const model_cuda_attention *a);
 // Device pointers of the flat parameters and gradients (num_params floats each).

@@ -192,7 +192,8 @@ static const cli_flag train_flags[] = {
     {"recompute-attn", NULL, NULL, "rerun each layer's attention forward in the backward (default: its output and LSE are "
      "kept where memory allows)"},
     {"offload-activations", NULL, NULL,
-     "the layer inputs wait in pinned host memory between forward and backward (copies overlapped with compute)"},
+     "the layer inputs wait in pinned host memory between forward and backward (copies overlapped with compute); "
+     "on by default on the GPU when they do not fit the device beside the model"},
     PLAN_MLP_CHUNK_FLAG,
     {"eval", "N", "0", "score N held-out passkey samples by exact match after training"},
     {"eval-recall", "M", "0", "probe the first M --eval samples: the dense attention mass the pattern keeps"},
@@ -263,6 +264,8 @@ typedef struct {
   double wait_s;
   int keep_wanted;            // selective recomputation asked for on the GPU (decided by keep_attn_decide)
   double keep_bytes, keep_free;  // what it takes on this rank, and what was free beside the plans
+  int offload_auto;              // the activation offload turned on by inputs_decide (the inputs did not fit)
+  double inputs_bytes;           // the layer inputs' device bytes as inputs_decide found them
   dist_index_build index_build;  // --index-build
   int moba_gate;                 // --moba-gate: EXEC_GATE_HOST, _GPU or _AUTO
   // memory after the first step: device memory in use on the fullest GPU, pinned host memory of rank 0's node
@@ -398,6 +401,34 @@ static int options_set(train_run *r, sr_error *e) {
   return SR_OK;
 }
 
+// The layer inputs on the GPU, placed before the recomputation's choice so that it counts them (they came at the
+// first forward, after it, and a run that chose to keep attention's outputs could then fail there). When they do not
+// fit beside the state, the activations, the plans and the 3 GiB kept free on some rank, and the run did not ask for
+// the offload, every rank offloads them to pinned host memory (bit-identical results; the opening line says so)
+// rather than failing at the first forward.
+static int inputs_decide(train_run *r, sr_error *e) {
+#if SR_HAVE_CUDA
+  if (!r->cuda) return SR_OK;
+  r->inputs_bytes = (double)model_cuda_input_bytes(r->t.dev);
+  if (!r->o.offload_activations) {
+    double used = 0, total = 0;
+    if (model_cuda_memory(&used, &total, e)) return e->code;
+    double room = (total - used - 3.0) * (double)(1 << 30) - train_attn_plans_need(&r->ta);
+    int fits = r->inputs_bytes <= room;
+    if (r->c.world > 1 && MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, r->c.mpi) != MPI_SUCCESS)
+      return sr_internal_error(e, 0, "MPI_Allreduce of the layer inputs' placement failed");
+    if (!fits) {
+      if (model_cuda_set_offload(r->t.dev, e)) return e->code;
+      r->o.offload_activations = r->t.opt.offload_activations = r->p.spec.offload_activations = 1;
+      r->offload_auto = 1;
+    }
+  }
+  return model_cuda_place_inputs(r->t.dev, e);
+#else
+  return SR_OK;
+#endif
+}
+
 // The recomputation on the GPU: each layer's attention output (bf16) and LSE (fp32) kept when they fit beside the
 // plans of every layer (by the first plan's measure) and 3 GiB kept free, on every rank (the ranks' attention calls
 // are collective, so they must all skip or all rerun attention's forward); the cache is sized again after.
@@ -461,7 +492,8 @@ static int trainer_setup(train_run *r, sr_error *e) {
   // the attention plans that will be kept are built before the first step, so step times hold no build
   // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
   double prebuild_t0 = sr_now();
-  if (train_attn_prebuild_first(ta, e) || keep_attn_decide(r, e) || train_attn_prebuild(ta, e)) return e->code;
+  if (train_attn_prebuild_first(ta, e) || inputs_decide(r, e) || keep_attn_decide(r, e) || train_attn_prebuild(ta, e))
+    return e->code;
   // on the GPU a plan takes milliseconds to build (its tile index is built there): when not every plan is kept,
   // the next two layers' are built ahead by default, so their layers do not wait for them
   if (r->cuda && !cli_get(r->a, "attn-prefetch", NULL) && train_attn_prefetch_auto(ta, 2, e)) return e->code;
@@ -510,12 +542,16 @@ static int outputs_open(train_run *r, sr_error *e) {
     printf("\n");
     char rec[200];
     recompute_text(r, rec, sizeof rec);
-    char mlp[32];
+    char mlp[32], offload[120];
+    if (r->offload_auto)
+      snprintf(offload, sizeof offload, "on (the layer inputs' %.2f GiB did not fit the device: offloaded by default)",
+               r->inputs_bytes / (1 << 30));
+    else snprintf(offload, sizeof offload, "%s", r->o.offload_activations ? "on" : "off");
     int64_t rows = model_exec_mlp_rows(r->p.layout.rank_count[0], r->o.mlp_chunk);
     printf("train: data %s (loss %s), batch %lld, lr %g, wd %g, warmup %lld, clip %g, recompute %s, activation offload "
            "%s, MLP chunk %s tokens (--mlp-chunk), ZeRO-1 slice %lld\n", r->o.data ? r->o.data->path : "passkey",
            r->o.data ? "all" : r->loss_mode, (long long)r->batch, r->lr, r->wd, (long long)r->warmup, r->clip, rec,
-           r->o.offload_activations ? "on" : "off", sr_format_tokens(rows, mlp, sizeof mlp), (long long)r->t.slice);
+           offload, sr_format_tokens(rows, mlp, sizeof mlp), (long long)r->t.slice);
 #if SR_HAVE_CUDA
     if (r->cuda)
       printf("train: GEMMs %s; activations and scratch %.2f GiB\n",

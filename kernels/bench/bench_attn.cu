@@ -3,7 +3,7 @@
 // and the VS-like mask of ANCHORS.md (per head sinks 128 + window 4096 + 1000 verticals at N u^3,
 // seed 1) at 64K and 128K, and MTraining's published Qwen2.5-3B budget mix ("qwen mix": the planner's
 // `vs-preset:qwen2.5-3b`, seed 1, layer 0, its execution form built by plan/tiles.h) at 64K and 128K, forward (the default and every variant of sa_fwd_variant, side by side)
-// and backward (both variants of sa_bwd_variant). CUDA events around each call, 3 warm-up runs,
+// and backward (every variant of sa_bwd_variant). CUDA events around each call, 3 warm-up runs,
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
 // Usage: sparsering-bench-attn [--quick] [--fast] [--mix] [--defaults] [--shapes] [--dump DIR] [--dump-only DIR]
 //                              [--fwd-variants V,V..] [--fwd-only]
@@ -269,6 +269,8 @@ int main(int argc, char **argv) {
   }
   // SR_BWD_WS_CAP: the backward's part size in query chunks (sa_bwd_ws_cap; 0 or unset: automatic).
   if (getenv("SR_BWD_WS_CAP")) sa_bwd_ws_cap = atoi(getenv("SR_BWD_WS_CAP"));
+  // SR_BWD_BAR_CAP: variant 3's part size of a bar walk in 64-row steps (sa_bwd_bar_cap; 0 or unset: automatic).
+  if (getenv("SR_BWD_BAR_CAP")) sa_bwd_bar_cap = atoi(getenv("SR_BWD_BAR_CAP"));
   bcase cs_main[] = {{"dense causal", 0, 16384}, {"dense causal", 0, 65536}, {"vs-like", 1, 65536}, {"vs-like", 1, 131072},
                      {"qwen mix", 2, 65536}, {"qwen mix", 2, 131072}};
   // --shapes: the dense causal goals' other shapes (the default kernels only): 128K at the Qwen2.5-3B shape, MHA
@@ -282,11 +284,11 @@ int main(int argc, char **argv) {
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   printf("forward variants (sa_fwd_variant): v0 mma.sync, v2 wgmma, v3 warp-specialized wgmma with turns, v4 without;"
          " fwd = the default (%s)\n", sa_wgmma_built() ? "v3" : "v0, no sm_90a image");
-  printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 split wgmma kernels (deterministic), b2 warp-specialized (dQ by TMA reduction);"
-         " bwd = the default (%s)\n",
-         sa_wgmma_built() ? "b2" : "b0, no sm_90a image");
-  printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms",
-         "fwd TF/s", "v0 ms", "v2 ms", "v3 ms", "v4 ms", "b0 ms", "b1 ms", "b2 ms", "bwd ms",
+  printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 split wgmma kernels (deterministic), b2 warp-specialized (dQ by TMA reduction),"
+         " b3 b2 with the bars' split walk; bwd = the default (%s)\n",
+         sa_wgmma_built() ? (sa_bwd_default_variant() == 3 ? "b3" : "b2") : "b0, no sm_90a image");
+  printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms",
+         "fwd TF/s", "v0 ms", "v2 ms", "v3 ms", "v4 ms", "b0 ms", "b1 ms", "b2 ms", "b3 ms", "bwd ms",
          "bwd TF/s", "fwdbwd ms");
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
@@ -340,7 +342,7 @@ int main(int argc, char **argv) {
     CK(cudaMalloc((void **)&dv, sizeof(float) * (size_t)nkv));
     sa_shape sh = {N, N, H, KH, D, (float)(1.0 / sqrt((double)D))};
     float t_fwd[7][REPS], t_bwd[REPS];
-    double mv[7], mbv[4];
+    double mv[7], mbv[5];
     if (!dump_only) {
     for (int var = -1; var < 5; var++) {
       mv[var + 1] = NAN;
@@ -359,7 +361,7 @@ int main(int argc, char **argv) {
       mv[var + 1] = (t_fwd[var + 1][REPS / 2 - 1] + t_fwd[var + 1][REPS / 2]) / 2;
     }
     sa_fwd_variant = -1;
-    for (int bv = -1; bv < 3; bv++) {
+    for (int bv = -1; bv < 4; bv++) {
     mbv[bv + 1] = NAN;
     if ((bv >= 1 && !sa_wgmma_built()) || (defaults && bv >= 0 && !(skip_cmp && bv >= 1)) || fwd_only) continue;
     sa_bwd_variant = bv;
@@ -383,13 +385,13 @@ int main(int argc, char **argv) {
     double mf = mv[0], mb = mbv[0];
     double flop = 4.0 * N * N * D * H / 2;  // causal forward (ANCHORS.md); backward counts 2.5x
     if (cs[c].vs)
-      printf("%-13s %6lldK %8.1f%% %9.2f %9s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9s %9.2f\n",
+      printf("%-13s %6lldK %8.1f%% %9.2f %9s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9s %9.2f\n",
              cs[c].name, (long long)(N / 1024), 100 * work, mf, "-", mv[1], mv[3], mv[4], mv[5], mbv[1], mbv[2],
-             mbv[3], mb, "-", mf + mb);
+             mbv[3], mbv[4], mb, "-", mf + mb);
     else
-      printf("%-13s %6lldK %8.1f%% %9.2f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.0f %9.2f\n",
+      printf("%-13s %6lldK %8.1f%% %9.2f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.0f %9.2f\n",
              cs[c].name, (long long)(N / 1024), 100 * work, mf, flop / mf / 1e9, mv[1], mv[3], mv[4], mv[5], mbv[1],
-             mbv[2], mbv[3], mb, 2.5 * flop / mb / 1e9, mf + mb);
+             mbv[2], mbv[3], mbv[4], mb, 2.5 * flop / mb / 1e9, mf + mb);
     fflush(stdout);
     char what[64];
     snprintf(what, sizeof what, "%s %lldK", cs[c].name, (long long)(N / 1024));

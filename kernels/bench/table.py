@@ -25,14 +25,16 @@ def lines(path):
 
 
 def parse_bench(paths):
-    """Rows of the benchmark: (mask, N in K) -> (work share, forward ms, backward ms)."""
+    """Rows of the benchmark: (mask, N in K) -> (work share, forward ms, backward ms). The default backward is the
+    third column from the end (then its TF/s and fwd+bwd), however many variant columns stand before it."""
     rows = {}
-    pat = re.compile(r"^(dense causal|dense MHA|dense d64|vs-like|qwen mix)\s+(\d+)K\s+([\d.]+)%\s+([\d.]+)\s+\S+(?:\s+\S+){7}\s+([\d.]+)")
+    pat = re.compile(r"^(dense causal|dense MHA|dense d64|vs-like|qwen mix)\s+(\d+)K\s+([\d.]+)%\s+([\d.]+)\s+(.*)$")
     for path in paths:
         for line in lines(path):
             m = pat.match(line)
-            if m:
-                rows[(m.group(1), int(m.group(2)))] = (float(m.group(3)) / 100, float(m.group(4)), float(m.group(5)))
+            rest = m.group(5).split() if m else []
+            if len(rest) >= 4:
+                rows[(m.group(1), int(m.group(2)))] = (float(m.group(3)) / 100, float(m.group(4)), float(rest[-3]))
     return rows
 
 

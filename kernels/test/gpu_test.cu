@@ -54,6 +54,18 @@ static const tcase cases[] = {
     {"dense d64 N1", PATTERN_DENSE, 1, 1, 1, 0, 2, 1, 64, 0, 1},
 };
 
+// The backward runs of a case: sa_bwd_variant 0 (mma.sync), 1 (split wgmma kernels), 2 (warp-specialized, dQ by
+// the TMA's reductions), "2s" (2 with every KV tile's walk split into parts of 2 query chunks, sa_bwd_ws_cap, so
+// dK and dV are added by atomics), 3 (2 with the bars' split walk, added by atomics) and "3s" (3 with the tiles'
+// and the bars' walks in parts of 2 steps, sa_bwd_bar_cap); 1 to 3s where the sm_90a image runs. kv_fixed, q_fixed:
+// dK and dV, dQ add in a fixed order, so two runs agree bit for bit.
+#define BWD_RUNS 6
+static const struct {
+  const char *name;
+  int var, ws_cap, bar_cap, kv_fixed, q_fixed;
+} bwd_runs[BWD_RUNS] = {{"0", 0, 0, 0, 1, 1}, {"1", 1, 0, 0, 1, 1}, {"2", 2, 0, 0, 1, 0},
+                        {"2s", 2, 2, 0, 0, 0}, {"3", 3, 0, 0, 0, 0}, {"3s", 3, 2, 2, 0, 0}};
+
 static uint64_t rng = 12345;
 static int fwd_one;  // --bwd
 static int bwd_one;  // --fwd
@@ -290,14 +302,12 @@ static errs run_case(const tcase *c) {
   float *o16f = (float *)malloc(sizeof(float) * (size_t)(nqo + 1));
   for (int64_t i = 0; i < nqo; i++) o16[i] = __float2bfloat16(o_fin[i]), o16f[i] = __bfloat162float(o16[i]);
   void *od = dev_copy(o16, sizeof(__nv_bfloat16) * (size_t)nqo);
-  // Every backward variant (sa_bwd_variant 0: mma.sync; 1: split wgmma kernels; 2: warp-specialized, dQ
-  // by the TMA's reductions; 1 and 2 where the sm_90a image runs; "3": variant 2 with every KV tile's walk
-  // split into parts of 2 query chunks, sa_bwd_ws_cap, so dK and dV are added by atomics), each run twice
-  // from zero (runs 2 bv and 2 bv + 1), which must agree bit for bit (variant 2's dQ and "3"'s dQ, dK, dV
-  // excepted: they add in any order).
-  int nbv = sa_wgmma_built() && !bwd_one ? 4 : 1;
-  double bwd_var[4][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
-  float *d_row, *dq[8], *dk[8][8], *dv[8][8];
+  // Every backward variant (bwd_runs), each run twice from zero (runs 2 bv and 2 bv + 1), which must agree bit
+  // for bit where the variant adds in a fixed order.
+  int nbv = sa_wgmma_built() && !bwd_one ? BWD_RUNS : 1;
+  double bwd_var[BWD_RUNS][3];
+  memset(bwd_var, 0, sizeof bwd_var);
+  float *d_row, *dq[2 * BWD_RUNS], *dk[2 * BWD_RUNS][8], *dv[2 * BWD_RUNS][8];
   CK(cudaMalloc((void **)&d_row, sizeof(float) * (size_t)(nl + 1)));
   poison(d_row, sizeof(float) * (size_t)nl);
   SR(sa_bwd_prepare(n_q, H, d, od, dod, d_row, NULL, E));
@@ -317,8 +327,9 @@ static errs run_case(const tcase *c) {
     float *dk_ref = (float *)calloc((size_t)e + 1, 4), *dv_ref = (float *)calloc((size_t)e + 1, 4);
     sa_ref_bwd(&sh, qh, kh[s], vh[s], o16f, l_fin, doh, qpos, kpos[s], &ti, s, masks, dq_ref, dk_ref, dv_ref);
     for (int rep = 0; rep < 2 * nbv; rep++) {
-      sa_bwd_variant = rep / 2 == 3 ? 2 : rep / 2;
-      sa_bwd_ws_cap = rep / 2 == 3 ? 2 : 0;
+      sa_bwd_variant = bwd_runs[rep / 2].var;
+      sa_bwd_ws_cap = bwd_runs[rep / 2].ws_cap;
+      sa_bwd_bar_cap = bwd_runs[rep / 2].bar_cap;
       CK(cudaMalloc((void **)&dk[rep][s], sizeof(float) * (size_t)(e + 1)));
       CK(cudaMalloc((void **)&dv[rep][s], sizeof(float) * (size_t)(e + 1)));
       CK(cudaMemset(dk[rep][s], 0, sizeof(float) * (size_t)e)); CK(cudaMemset(dv[rep][s], 0, sizeof(float) * (size_t)e));
@@ -326,7 +337,7 @@ static errs run_case(const tcase *c) {
                 dv[rep][s], NULL, E));
     }
     sa_bwd_variant = -1;
-    sa_bwd_ws_cap = 0;
+    sa_bwd_ws_cap = sa_bwd_bar_cap = 0;
     sr_error e_refuse;
     if (c->kind == -3 && s == 0)  // the backward refuses the forward form, before touching anything
       r.bad |= sa_bwd(&sh, qd, kd[s], vd[s], lse_run, d_row, dod, qposd, kposd[s], &gix_runs, &gtt, s, dmasks, dq[0],
@@ -337,7 +348,8 @@ static errs run_case(const tcase *c) {
       float *v0 = fetch_f32(dv[2 * bv][s], e), *v1 = fetch_f32(dv[2 * bv + 1][s], e);
       bwd_var[bv][1] = fmax_(bwd_var[bv][1], rel_err(g0, dk_ref, e));
       bwd_var[bv][2] = fmax_(bwd_var[bv][2], rel_err(v0, dv_ref, e));
-      if (bv < 3) r.det |= memcmp(g0, g1, sizeof(float) * (size_t)e) != 0 || memcmp(v0, v1, sizeof(float) * (size_t)e) != 0;
+      if (bwd_runs[bv].kv_fixed)
+        r.det |= memcmp(g0, g1, sizeof(float) * (size_t)e) != 0 || memcmp(v0, v1, sizeof(float) * (size_t)e) != 0;
       free(g0), free(g1), free(v0), free(v1);
     }
     for (int bv = 0; bv < nbv; bv++) r.dk = fmax_(r.dk, bwd_var[bv][1]), r.dv = fmax_(r.dv, bwd_var[bv][2]);
@@ -353,13 +365,14 @@ static errs run_case(const tcase *c) {
   for (int bv = 0; bv < nbv; bv++) {
     float *q0 = fetch_f32(dq[2 * bv], nqo), *q1 = fetch_f32(dq[2 * bv + 1], nqo);
     bwd_var[bv][0] = rel_err(q0, dq_ref, nqo);
-    if (bv < 2) r.det |= memcmp(q0, q1, sizeof(float) * (size_t)nqo) != 0;
+    if (bwd_runs[bv].q_fixed) r.det |= memcmp(q0, q1, sizeof(float) * (size_t)nqo) != 0;
     free(q0), free(q1);
   }
   for (int bv = 0; bv < nbv; bv++) r.dq = fmax_(r.dq, bwd_var[bv][0]);
   printf("  dQ dK dV by backward variant:");
-  for (int bv = 0; bv < nbv; bv++) printf("  %d %.2e %.2e %.2e", bv, bwd_var[bv][0], bwd_var[bv][1], bwd_var[bv][2]);
-  printf("%s\n", nbv > 1 ? " (3: variant 2 with split walks)" : " (variants 1, 2 not run)");
+  for (int bv = 0; bv < nbv; bv++)
+    printf("  %s %.2e %.2e %.2e", bwd_runs[bv].name, bwd_var[bv][0], bwd_var[bv][1], bwd_var[bv][2]);
+  printf("%s\n", nbv > 1 ? " (2s, 3s: split into parts of 2 steps)" : " (variants 1 to 3 not run)");
   free(dq_ref), free(o16), free(o16f), free(o_fin), free(l_fin), free(o_mh), free(l_mh);
   free(o_run_ref), free(lse_run_ref), free(qh), free(doh), free(qpos);
   for (int rep = 0; rep < 2 * nbv; rep++) CK(cudaFree(dq[rep])); CK(cudaFree(d_row)); CK(cudaFree(od)); CK(cudaFree(o_b));

@@ -300,6 +300,25 @@ static vres run_vcase(const vcase *c) {
       for (int s = 0; s < W; s++) r.transp &= same_transpose(tr, &oix.d, &one, s, L.rank_count[s], H, KH);
       sa_gpu_index_free(&oix);
       sa_gpu_transposer_free(tr);
+      // the same through one result serving every source, without the bars' scratch (the GPU index builder's)
+      SR(sa_gpu_transposer_new_for_download(W, &tr, E));
+      for (int rep = 0; rep < 2; rep++)
+        for (int s = 0; s < W; s++) r.transp &= same_transpose(tr, gd, &ti, s, L.rank_count[s], H, KH);
+      sa_gpu_transposer_free(tr);
+    }
+    {  // the conversion with its arrays at their need (the GPU index builder's), converted twice: the same index
+      vs_gpu_conv cx;
+      SR(vs_gpu_conv_init(&cx, &g[qr_], &GL, qr_, E));
+      cx.exact = 1;
+      for (int rep = 0; rep < 2; rep++) {
+        SR(vs_gpu_convert(&cx, &g[qr_], &GL, NULL, E));
+        CK(cudaDeviceSynchronize());
+        const tile_index *xd = &cx.ix.d;
+        int ok = xd->n_tiles == ti.n_tiles && xd->n_bars == ti.n_bars && cx.cap_bars == (ti.n_bars > 0 ? ti.n_bars : 1);
+        ok = ok && same_dev(xd->tile_idx, ti.tile_idx, ti.n_tiles) && same_dev(xd->tile_kind, ti.tile_kind, ti.n_tiles);
+        r.index &= ok && same_dev(xd->bar_idx, ti.bar_idx, ti.n_bars);
+      }
+      vs_gpu_conv_free(&cx);
     }
     // forward of query rank qr_ over every source, GPU index + GPU masks vs host index + host masks
     int64_t nqr = L.rank_count[qr_];

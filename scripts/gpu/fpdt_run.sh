@@ -26,13 +26,15 @@
 #          Q512_LIMIT seconds, default 560; an
 #          H200: about 6 minutes a step), --predict
 #   mt512  the same shape and length with MTraining (vs-topp:0.95) and --offload-activations (issue 23's other 512K
-#          run; simulated about 101 s a step and 128 GiB on an H200), Q512_STEPS steps, limit Q512_LIMIT, --predict;
+#          run; simulated 101.3 s a step and 135.6 GiB on an H200 with the GPU index builder's 7.16 GiB given back after
+#          each build: model figures), Q512_STEPS steps, limit Q512_LIMIT, --predict;
 #          MT512_FLAGS adds trainer flags (e.g. "--attn-cache 1 --attn-prefetch 1"). Expected on one H200 since the
-#          GPU index builder gives its device state back when the device is short (exec/dist_gpu_build.c): set-up with
+#          GPU index builder holds about a fifth of what it did (its bars counted into place, not sorted) and gives
+#          its device state back when the device is short (exec/dist_gpu_build.c): set-up with
 #          the default --index-build auto, the plans' tile indices built on the GPU (the opening line's "tile indices
 #          of N built on the GPU" equal to the plans built; a "GPU index build out of memory" notice means some fell
 #          back to the host), and one step finished. Failed before (results/train/2026-11-27-h200-mtraining-512k-
-#          offload-attempts: the builder's 20+ GiB left the first plan's 16 GiB workspace 2.5 GiB free).
+#          offload-attempts: the builder's 20+ GiB, then, left the first plan's 16 GiB workspace 2.5 GiB free).
 # Run from the repository root: bash scripts/gpu/fpdt_run.sh [STAGES]   (STAGES: any of check attn train q3b mlpchunk q3b512 mt512;
 # default "check attn train"). A prebuilt bin/sparsering-exec is used when it runs here (carry .devdeps and
 # .gpu-exec-mpi), else it is built (nvcc, sm_90a).

@@ -105,7 +105,7 @@ for SEQ in "$@"; do
   SAMPLES="$W/samples-$N.i32"
   $X train --model "$MODEL" --cluster "$CL1" --strategy dense-ring --seq "$N" --steps "$STEPS" --loss all \
     --write-samples "$SAMPLES" >"$W/samples-$N.log" 2>&1 || { log "writing the samples failed"; cat "$W/samples-$N.log"; exit 1; }
-  declare -A T=()
+  declare -A T=() F=()
   for r in $RUNS; do
     est=$(run_estimate $r $N $STEPS)
     lim=${LIMIT_S:-$((2 * est + 120))}
@@ -119,7 +119,12 @@ for SEQ in "$@"; do
       moba) T[$r]=$(ours ours-moba-$N "$N" "$STEPS" "$lim" --layout contiguous --schedule ring --pattern "$MOBA") ;;
       *) log "unknown run '$r' (eager compiled dense topp preset moba)"; continue ;;
     esac
-    log "run $r at $SEQ: ${T[$r]:-failed} s a step"
+    if [ -n "${T[$r]:-}" ]; then log "run $r at $SEQ: ${T[$r]} s a step"
+    else  # why, in the log and the table: the run's first error line (e.g. out of memory)
+      why=$(grep -h -m1 -iE "rror|out of memory|Killed|timed out" "$W"/*-"$r"-$N.log 2>/dev/null | cut -c1-160)
+      F[$r]=${why:-no step time in its log}
+      log "run $r at $SEQ: failed (${F[$r]})"
+    fi
   done
   # the faster peer of this length is the reference
   ref=""
@@ -137,7 +142,7 @@ for SEQ in "$@"; do
         r = ref != "" ? sprintf("%.2fx", ref / t) : "-";
         printf "| %s | %s | %.0f | %.3f s | %s |\n", s, w, n / t, t, r}' >>"$TABLE"
     else
-      echo "| $SEQ | $what | failed | - | - |" >>"$TABLE"
+      echo "| $SEQ | $what | failed: ${F[$r]:-} | - | - |" >>"$TABLE"
     fi
   done
   unset T
