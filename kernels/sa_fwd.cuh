@@ -135,8 +135,9 @@ __device__ __forceinline__ void fwd_epilogue(const fwd_args &a, float (*o)[D / 8
     }
 }
 // The warp-specialized Hopper forward (kernels/sparse_attn_fwd_ws.cu) over `cells` (head, query tile)
-// cells, with or without the consumers' turn taking; the caller checked the shape and that the device
-// runs the sm_90a image.
-int sa_fwd_ws_launch(const fwd_args &a, int64_t cells, int head_dim, int pingpong, cudaStream_t st, sr_error *e);
+// cells, with or without the consumers' turn taking, and (with turns) with or without the keep bits'
+// windowed form; the caller checked the shape and that the device runs the sm_90a image.
+int sa_fwd_ws_launch(const fwd_args &a, int64_t cells, int head_dim, int pingpong, int windowed, cudaStream_t st,
+                     sr_error *e);
 
 #endif

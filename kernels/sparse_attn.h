@@ -175,7 +175,8 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
 // Forward kernel variant (benchmark and GPU test only): -1 = the default (3 where the sm_90a image runs,
 // else 0); 0 = mma.sync (sm_80 and up); on Hopper (0 elsewhere): 2 = wgmma without warp specialization
 // (the previous default, kept for comparison), 3 = warp-specialized with the consumers taking turns,
-// 4 = warp-specialized without turns. All compute the same function.
+// 4 = warp-specialized without turns, 5 = 3 with the partial chunks' keep bits in the windowed form (one
+// 64-bit word a lane, shared by shuffles). All compute the same function.
 extern int sa_fwd_variant;
 // 1 when the current device runs the sm_90a image of the library (the wgmma forward), else 0.
 int sa_wgmma_built(void);

@@ -355,7 +355,7 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   // The wgmma kernel keeps source-local keys in 32 bits.
   if (var != 0) var = sa_wgmma_built() && s->n_k < INT32_MAX ? (var < 0 ? SA_FWD_DEFAULT : var) : 0;
   int d64 = s->head_dim == 64;
-  if (var == 3 || var == 4) return sa_fwd_ws_launch(a, cells, s->head_dim, var == 3, st, e);
+  if (var >= 3 && var <= 5) return sa_fwd_ws_launch(a, cells, s->head_dim, var != 4, var == 5, st, e);
   if (var == 2) return d64 ? fwd_launch_wg<64>(a, cells, st, e) : fwd_launch_wg<128>(a, cells, st, e);
   return d64 ? fwd_launch<64, 1>(a, cells, st, e) : fwd_launch<128, 1>(a, cells, st, e);
 }

@@ -19,6 +19,7 @@
 
 #include "kernels/sa_fwd.cuh"
 #include "kernels/sa_gpu.h"
+#include "kernels/sa_keep_words.h"
 #include "kernels/sa_pipe.cuh"
 #include <string.h>
 
@@ -54,8 +55,13 @@ __device__ __forceinline__ ws_walk ws_walk_of(const tile_index *ti, int h, int q
   return w;
 }
 
+// A run's kind in the windowed form (FAST): a PARTIAL half whose keys sit at consecutive positions by construction
+// (tiles_runs_build), so its keep words need no check of the positions. The info word's two bits hold it.
+#define WS_HALF_RUN 3
+
 // The keys of half hf of chunk c (sa_row_of gives key r); an absent half (the odd run out, the last
-// bars) has n_valid = 0, so every one of its elements is masked.
+// bars) has n_valid = 0, so every one of its elements is masked. FAST: runs are of kind WS_HALF_RUN.
+template <bool FAST>
 __device__ __forceinline__ sa_chunk ws_half(const tile_index *ti, const ws_walk &w, int c, int hf, int64_t n_k) {
   sa_chunk k;
   k.idx = NULL;
@@ -68,7 +74,7 @@ __device__ __forceinline__ sa_chunk ws_half(const tile_index *ti, const ws_walk 
     len = SA_BN;
   } else if (c < w.bar_chunk0) {
     int r = 2 * (c - w.run_chunk0) + hf;
-    k.kind = SA_CHUNK_PARTIAL;
+    k.kind = FAST ? WS_HALF_RUN : SA_CHUNK_PARTIAL;
     if (r < w.n_runs) k.base = ti->run_key[w.r0 + r], len = ti->run_len[w.r0 + r];
   } else {
     int64_t b = w.b0 + (int64_t)(c - w.bar_chunk0) * WS_BN + hf * SA_BN, left = w.b1 - b;
@@ -190,7 +196,7 @@ __device__ __forceinline__ void ws_load(const fwd_args &a, const ws_maps &mp, co
 
 // The producer: Q, then K one chunk ahead of V (K_{c+1} needs only S_{c-1} done, V_c needs P_{c-2} V_{c-2}),
 // so both stages of K are in flight while V waits for its product.
-template <int D>
+template <int D, bool FAST>
 __device__ __forceinline__ void ws_produce(const fwd_args &a, const ws_maps &mp, const ws_smem<D> &sm, const ws_walk &w,
                                            int h, int kvh, int64_t row0, int pt) {
   if (pt == 0) {
@@ -199,13 +205,13 @@ __device__ __forceinline__ void ws_produce(const fwd_args &a, const ws_maps &mp,
     for (int cb = 0; cb < D / 64; cb++) sa_tma_load_2d(sm.q + cb * SA_BM * 128, &mp.q, h * D + cb * 64, (int)row0, sm.q_full);
   }
   const int TB = ws_smem<D>::TILE_BYTES;
-  sa_chunk h0 = ws_half(&a.ti, w, 0, 0, a.n_k), h1 = ws_half(&a.ti, w, 0, 1, a.n_k);
+  sa_chunk h0 = ws_half<FAST>(&a.ti, w, 0, 0, a.n_k), h1 = ws_half<FAST>(&a.ti, w, 0, 1, a.n_k);
   ws_load<D, true>(a, mp, h0, h1, sm.k0, sm.kpos, sm.info, sm.k_full, kvh, pt);
   for (int c = 0; c < w.n_chunks; c++) {
     sa_chunk n0 = h0, n1 = h1;
     if (c + 1 < w.n_chunks) {
       int st = (c + 1) % WS_STAGES;
-      n0 = ws_half(&a.ti, w, c + 1, 0, a.n_k), n1 = ws_half(&a.ti, w, c + 1, 1, a.n_k);
+      n0 = ws_half<FAST>(&a.ti, w, c + 1, 0, a.n_k), n1 = ws_half<FAST>(&a.ti, w, c + 1, 1, a.n_k);
       sa_mbar_wait(&sm.k_empty[st], (((c + 1) / WS_STAGES) & 1) ^ 1);
       ws_load<D, true>(a, mp, n0, n1, sm.k0 + st * TB, sm.kpos + st * WS_BN, sm.info + st, &sm.k_full[st], kvh, pt);
     }
@@ -279,6 +285,77 @@ __device__ __forceinline__ uint32_t ws_half_keep(int info9, const head_mask *mas
   return bits;
 }
 
+// ---- keep bits in the windowed form (FAST) ------------------------------------------------------------
+// A VS head's partial half of consecutive keys keeps, in row q, the 64-bit word sa_vs_row64 gives: the
+// vertical word of the keys | the slash window ending at q - k0 reversed, causal, cut to the half's keys.
+// The form above has every thread build both its rows' words for each half, so a quad builds each word four
+// times, and first checks each of its 32 columns' positions (about 1,100 instructions a chunk a thread in the
+// sm_90a image, more than the softmax). Here lane l builds one word, row l % 16 of the warp's 16 against half
+// l / 16, and each thread takes its rows' words by four shuffles: about a fifth of that.
+
+// The head's mask as the windowed form reads it, in registers (the mask lives in global memory, where every
+// asm statement with a memory clobber would make the compiler load its fields again), and the position of
+// the row this lane builds words for. Positions in 32 bits (kernels/sa_keep_words.h).
+typedef struct {
+  const uint32_t *vbits, *sbits;
+  int32_t n_tokens, qrow;
+  int on;  // a VS head of at most SA_KEEP_WORDS_MAX tokens
+} ws_vs;
+
+// Does half info9 take its words from the bit sets? FULL and absent halves trivially, runs always (their keys
+// sit at consecutive positions), a PARTIAL tile half when its keys' positions run on from the first (each lane
+// checks two); bars never. Warp-uniform: every lane takes the same path to the vote.
+__device__ __forceinline__ int ws_half_windowed(int info9, const int64_t *kp, int lane) {
+  int kind = info9 & 3, n_valid = info9 >> 2;
+  if (kind == SA_CHUNK_FULL || kind == WS_HALF_RUN || n_valid == 0) return 1;
+  if (kind != SA_CHUNK_PARTIAL) return 0;
+  int64_t p0 = kp[0];
+  int ok = p0 >= 0 && (lane >= n_valid || kp[lane] == p0 + lane) && (lane + 32 >= n_valid || kp[lane + 32] == p0 + lane + 32);
+  return __all_sync(0xffffffffu, ok);
+}
+
+// Keep bits k0 (columns 0..63), k1 (64..127) of a chunk whose halves are windowed, for a VS head.
+__device__ __forceinline__ void ws_vs_keep(int info, const ws_vs &vs, const int64_t *kp, int g, int t, int lane,
+                                           uint32_t *k0, uint32_t *k1) {
+  int hf = lane >> 4, ih = hf ? info >> 16 : info & 0x1ff, n_valid = ih >> 2;
+  uint64_t w = n_valid >= SA_BN ? ~0ull : (1ull << n_valid) - 1;  // FULL: every present key
+  if ((ih & 3) != SA_CHUNK_FULL && n_valid > 0) {
+    int32_t p0 = (int32_t)kp[hf * SA_BN];  // rows past the tile's end sit at -2: nothing kept
+    w &= sa_vs_row64_32(vs.sbits, vs.n_tokens, sa_bits64_32(vs.vbits, vs.n_tokens, p0), vs.qrow, p0);
+  }
+  uint64_t a0 = __shfl_sync(0xffffffffu, w, g), a1 = __shfl_sync(0xffffffffu, w, g + 8);
+  uint64_t b0 = __shfl_sync(0xffffffffu, w, 16 + g), b1 = __shfl_sync(0xffffffffu, w, 24 + g);
+  *k0 = sa_quad_cols_32(a0, t) | sa_quad_cols_32(a1, t) << 2;
+  *k1 = sa_quad_cols_32(b0, t) | sa_quad_cols_32(b1, t) << 2;
+}
+
+// The other halves (bars, heads other than VS, keys not at consecutive positions) element by element, as
+// ws_half_keep does them, without its VS word form (the windowed form has taken those halves).
+__device__ __forceinline__ uint32_t ws_half_keep_elementwise(int info9, const head_mask *mask, int causal_partial,
+                                                             const int64_t *qp, int64_t qmin, const int64_t *kp, int t,
+                                                             int lane) {
+  int kind = info9 & 3, n_valid = info9 >> 2;
+  if (kind == WS_HALF_RUN) kind = SA_CHUNK_PARTIAL;
+  if (kind == SA_CHUNK_FULL && n_valid == SA_BN) return 0xffffffffu;
+  if (n_valid == SA_BN && (kind == SA_CHUNK_BAR || causal_partial)) {
+    int64_t kmax = max(kp[lane], kp[lane + 32]);
+#pragma unroll
+    for (int x = 1; x < 32; x <<= 1) kmax = max(kmax, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)kmax, x));
+    if (kmax <= qmin) return 0xffffffffu;
+  }
+  uint32_t bits = 0;
+#pragma unroll 1
+  for (int i = 0; i < SA_BN / 2; i++) {
+    int col = (i >> 2) * 8 + 2 * t + (i & 1);
+    int64_t k = kp[col], q = (i & 2) ? qp[1] : qp[0];
+    // Columns from n_valid on hold no key (their positions may be stale): never looked up.
+    int keep = col < n_valid && k >= 0 &&
+               (kind == SA_CHUNK_FULL ? 1 : kind == SA_CHUNK_BAR || !mask ? k <= q : sa_mask_keeps(mask, q, k));
+    bits |= (uint32_t)keep << i;
+  }
+  return bits;
+}
+
 template <int D>
 __device__ __forceinline__ void ws_pv(float *o, const uint32_t (*pa)[4], const unsigned char *vt) {
   // V as B, N-major: 64 columns of a key contiguous (swizzled), the next 64 columns LBO = 128 keys x 128
@@ -329,19 +406,27 @@ __device__ __forceinline__ void ws_issue(float (*s)[4], float *o, const uint32_t
 }
 
 // After S_c has landed: its keep bits (then stage st's K and positions are released), the softmax, and
-// (once the previous P V has landed, releasing its V stage) the rescale of O and P_c packed to bf16.
-template <int D>
+// (once the previous P V has landed, releasing its V stage) the rescale of O and P_c packed to bf16. FAST: the
+// keep bits in the windowed form where the halves allow it.
+template <int D, bool FAST>
 __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_smem<D> &sm, int st, int pst,
                                                  float (*s)[4], float *o, uint32_t (*pa)[4], float *m, float *l,
                                                  const head_mask *mask, int causal_partial, const int64_t *qp,
-                                                 int64_t qmin, int t, int lane) {
+                                                 int64_t qmin, const ws_vs &vs, int t, int lane) {
   int info = sm.info[st];
   const int64_t *kp = sm.kpos + st * WS_BN;
   uint32_t k0 = 0xffffffffu, k1 = 0xffffffffu;
   const int full9 = SA_CHUNK_FULL | SA_BN << 2;
   if ((info & 0x1ff) != full9 || (info >> 16) != full9) {
-    k0 = ws_half_keep(info & 0x1ff, mask, causal_partial, qp, qmin, kp, t, lane);
-    k1 = ws_half_keep(info >> 16, mask, causal_partial, qp, qmin, kp + SA_BN, t, lane);
+    if (!FAST) {
+      k0 = ws_half_keep(info & 0x1ff, mask, causal_partial, qp, qmin, kp, t, lane);
+      k1 = ws_half_keep(info >> 16, mask, causal_partial, qp, qmin, kp + SA_BN, t, lane);
+    } else if (vs.on && ws_half_windowed(info & 0x1ff, kp, lane) && ws_half_windowed(info >> 16, kp + SA_BN, lane)) {
+      ws_vs_keep(info, vs, kp, lane >> 2, t, lane, &k0, &k1);
+    } else {
+      k0 = ws_half_keep_elementwise(info & 0x1ff, mask, causal_partial, qp, qmin, kp, t, lane);
+      k1 = ws_half_keep_elementwise(info >> 16, mask, causal_partial, qp, qmin, kp + SA_BN, t, lane);
+    }
   }
   __syncwarp();
   if (lane == 0) sa_mbar_arrive(&sm.k_empty[st]);  // K and the positions of stage st are free
@@ -370,7 +455,7 @@ __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_sme
   }
 }
 
-template <int D, bool PINGPONG>
+template <int D, bool PINGPONG, bool FAST>
 __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &sm, const ws_walk &w, int h,
                                            int64_t row0, int n_rows, int cw, int lw, int lane) {
   int g = lane >> 2, t = lane & 3;
@@ -393,6 +478,14 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
     for (int x = 1; x < 32; x <<= 1) qmin = min(qmin, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)qmin, x));
     const head_mask *mask = a.masks ? &a.masks[h] : NULL;
     int causal_partial = !mask || mask->kind == PATTERN_DENSE;
+    ws_vs vs = {NULL, NULL, 0, -2, 0};
+    if (FAST && mask && mask->kind == PATTERN_VS && mask->n_tokens <= SA_KEEP_WORDS_MAX) {
+      vs.vbits = mask->vbits, vs.sbits = mask->sbits, vs.n_tokens = (int32_t)mask->n_tokens, vs.on = 1;
+      int rr = lane & 15;  // this lane's row for the keep words: held as qp[rr / 8] by lane 4 (rr % 8)
+      long long qa = __shfl_sync(0xffffffffu, (long long)qp[0], 4 * (rr & 7)),
+                qb = __shfl_sync(0xffffffffu, (long long)qp[1], 4 * (rr & 7));
+      vs.qrow = (int32_t)(rr < 8 ? qa : qb);  // a position below n_tokens, or -2
+    }
     uint64_t dq0 = sa_desc_sw128(sm.q + cw * 64 * 128, 16, 1024);
     float s[WS_BN / 8][4];
     uint32_t pa[WS_BN / 16][4];
@@ -407,7 +500,7 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
     sa_wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < WS_BN / 2; i++) sa_reg_fence((&s[0][0])[i]);
-    ws_softmax_chunk<D>(a, sm, 0, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, t, lane);
+    ws_softmax_chunk<D, FAST>(a, sm, 0, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane);
 
     // Chunk c: S_c with P_{c-1} V_{c-1}; the softmax of S_c under the second product.
     for (int c = 1; c < nc; c++) {
@@ -420,7 +513,7 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
       sa_wgmma_wait<1>();  // S_c done; P_{c-1} V_{c-1} may still run
 #pragma unroll
       for (int i = 0; i < WS_BN / 2; i++) sa_reg_fence((&s[0][0])[i]);
-      ws_softmax_chunk<D>(a, sm, st, pst, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, t, lane);
+      ws_softmax_chunk<D, FAST>(a, sm, st, pst, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane);
     }
 
     // The last chunk's P V.
@@ -441,7 +534,7 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
 
 // ---- the kernel ---------------------------------------------------------------------------------------
 
-template <int D, bool PINGPONG>
+template <int D, bool PINGPONG, bool FAST>
 __global__ void __launch_bounds__(WS_THREADS, 1) sa_fwd_ws_kernel(const __grid_constant__ fwd_args a,
                                                                   const __grid_constant__ ws_maps mp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -469,10 +562,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1) sa_fwd_ws_kernel(const __grid_c
 
   if (wg == 0) {
     sa_setmaxnreg_dec<WS_PROD_REGS>();
-    if (w.n_chunks > 0) ws_produce<D>(a, mp, sm, w, h, kvh, row0, tid);
+    if (w.n_chunks > 0) ws_produce<D, FAST>(a, mp, sm, w, h, kvh, row0, tid);
   } else {
     sa_setmaxnreg_inc<WS_CONS_REGS>();
-    ws_consume<D, PINGPONG>(a, sm, w, h, row0, n_rows, wg - 1, warp - 4, lane);
+    ws_consume<D, PINGPONG, FAST>(a, sm, w, h, row0, n_rows, wg - 1, warp - 4, lane);
   }
 }
 
@@ -506,19 +599,24 @@ static int ws_maps_build(const fwd_args &a, int head_dim, ws_maps *mp, sr_error 
   return ws_map_2d(&mp->v, a.v, a.n_k, (int64_t)a.kv_heads * head_dim, SA_BN, e);
 }
 
-template <int D, bool PINGPONG>
+template <int D, bool PINGPONG, bool FAST>
 static int ws_launch(const fwd_args &a, const ws_maps &mp, int64_t cells, cudaStream_t st, sr_error *e) {
   size_t smem = ws_smem<D>::bytes();
-  SA_CUDA(cudaFuncSetAttribute(sa_fwd_ws_kernel<D, PINGPONG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  sa_fwd_ws_kernel<D, PINGPONG><<<(unsigned)cells, WS_THREADS, smem, st>>>(a, mp);
+  SA_CUDA(cudaFuncSetAttribute(sa_fwd_ws_kernel<D, PINGPONG, FAST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  sa_fwd_ws_kernel<D, PINGPONG, FAST><<<(unsigned)cells, WS_THREADS, smem, st>>>(a, mp);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
 
-int sa_fwd_ws_launch(const fwd_args &a, int64_t cells, int head_dim, int pingpong, cudaStream_t st, sr_error *e) {
+int sa_fwd_ws_launch(const fwd_args &a, int64_t cells, int head_dim, int pingpong, int windowed, cudaStream_t st,
+                     sr_error *e) {
   ws_maps mp;
   int rc = ws_maps_build(a, head_dim, &mp, e);
   if (rc) return rc;
-  if (head_dim == 64) return pingpong ? ws_launch<64, true>(a, mp, cells, st, e) : ws_launch<64, false>(a, mp, cells, st, e);
-  return pingpong ? ws_launch<128, true>(a, mp, cells, st, e) : ws_launch<128, false>(a, mp, cells, st, e);
+  // Turns without the windowed keep bits (variant 3), with them (5); no turns (4) with the old keep bits.
+  if (head_dim == 64)
+    return !pingpong ? ws_launch<64, false, false>(a, mp, cells, st, e)
+           : windowed ? ws_launch<64, true, true>(a, mp, cells, st, e) : ws_launch<64, true, false>(a, mp, cells, st, e);
+  return !pingpong ? ws_launch<128, false, false>(a, mp, cells, st, e)
+         : windowed ? ws_launch<128, true, true>(a, mp, cells, st, e) : ws_launch<128, true, false>(a, mp, cells, st, e);
 }

@@ -6,6 +6,7 @@
 // and backward (every variant of sa_bwd_variant). CUDA events around each call, 3 warm-up runs,
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
 // Usage: sparsering-bench-attn [--quick] [--fast] [--mix] [--defaults] [--shapes] [--dump DIR] [--dump-only DIR]
+//                              [--fwd-variants V,V..] [--fwd-only]
 //   (--shapes: instead, dense causal at 128K (16 / 2 heads, d 128), MHA 16 / 16 and d 64 at 16K and 64K, the
 //   default kernels only; the mask column names the shape)
 //   (--fast: forward default only, no 64K VS-like, no budget mix; --mix: only VS-like 128K and the budget mix;
@@ -17,6 +18,9 @@
 //   the slash offsets) so that FlexAttention runs the identical mask. After each budget-mix row, a "runs form" line:
 //   the default forward on the forward form of tiles_runs_build (scattered slashes as 64-key runs) against the
 //   tile form, its chunk counts and host build time, and its outputs against the tile form's.
+//   --fwd-variants 3,5: after each row a "fwd variants" line, those forward variants (sa_fwd_variant) timed on the
+//   row's index, each one's O and LSE on input set 0 against the default's (bit-identical, or the relative error);
+//   after a runs form line, the same on the runs form. --fwd-only: no backward (its columns print nan).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -38,6 +42,8 @@ extern "C" {  // the planner is C
 #include "kernels/test/check.h"
 
 enum { SETS = 3, WARM = 3, REPS = 10 };
+
+static int fwd_vars[8], n_fwd_vars;  // --fwd-variants
 
 typedef struct {
   const char *name;
@@ -91,6 +97,43 @@ static double time_fwd(const sa_shape *sh, void **q, void **k, void **v, const i
   return (t[REPS / 2 - 1] + t[REPS / 2]) / 2;
 }
 
+static double dev_rel_err(const void *a, const void *b, int64_t n, int bf16);
+
+// --fwd-variants: each listed forward variant timed on index gix (median ms), and its O and LSE on input set 0
+// against the default forward's: "=" when every byte is equal, else the relative errors. One line, `what` first.
+static void variants_line(const char *what, const sa_shape *sh, void **q, void **k, void **v, const int64_t *posd,
+                          const sa_gpu_index *gix, const head_mask *dmasks, cudaEvent_t e0, cudaEvent_t e1) {
+  if (!n_fwd_vars) return;
+  int64_t nqo = sh->n_q * sh->heads * sh->head_dim, nl = sh->n_q * sh->heads;
+  void *ob[2];
+  float *lse[2];
+  for (int i = 0; i < 2; i++) {
+    CK(cudaMalloc(&ob[i], 2 * (size_t)nqo));
+    CK(cudaMalloc((void **)&lse[i], 4 * (size_t)nl));
+  }
+  sa_fwd_variant = -1;
+  SR(sa_fwd(sh, q[0], k[0], v[0], posd, posd, gix, 0, dmasks, ob[0], lse[0], NULL, NULL, NULL, E));
+  printf("fwd variants %s:", what);
+  for (int x = 0; x < n_fwd_vars; x++) {
+    sa_fwd_variant = fwd_vars[x];
+    double t = time_fwd(sh, q, k, v, posd, gix, dmasks, ob[1], lse[1], e0, e1);
+    SR(sa_fwd(sh, q[0], k[0], v[0], posd, posd, gix, 0, dmasks, ob[1], lse[1], NULL, NULL, NULL, E));
+    CK(cudaDeviceSynchronize());
+    double eo = dev_rel_err(ob[1], ob[0], nqo, 1), el = dev_rel_err(lse[1], lse[0], nl, 0);
+    char cmp[64];
+    if (eo == 0 && el == 0) snprintf(cmp, sizeof cmp, "=");
+    else snprintf(cmp, sizeof cmp, "O %.2e LSE %.2e", eo, el);
+    printf("%s v%d %.2f ms (%s)", x ? "," : "", fwd_vars[x], t, cmp);
+  }
+  sa_fwd_variant = -1;
+  printf("; vs the default\n");
+  fflush(stdout);
+  for (int i = 0; i < 2; i++) {
+    CK(cudaFree(ob[i]));
+    CK(cudaFree(lse[i]));
+  }
+}
+
 // ||a - b|| / ||b|| of n device values (bf16 when bf16, else fp32), -inf entries equal on both sides skipped.
 static double dev_rel_err(const void *a, const void *b, int64_t n, int bf16) {
   size_t es = bf16 ? 2 : 4;
@@ -126,6 +169,9 @@ static void runs_row(int64_t N, const tile_index *ti, const head_mask *masks, co
   sa_gpu_index gr;
   SR(sa_gpu_index_upload(&tr, &gr, E));
   double t_runs = time_fwd(sh, q, k, v, posd, &gr, dmasks, ob, lse, e0, e1);
+  char what[64];
+  snprintf(what, sizeof what, "runs form %lldK", (long long)(N / 1024));
+  variants_line(what, sh, q, k, v, posd, &gr, dmasks, e0, e1);
   int64_t nqo = N * sh->heads * sh->head_dim, nl = N * sh->heads;
   void *ob2;
   float *lse2;
@@ -201,7 +247,7 @@ static void runs_row(int64_t N, const tile_index *ti, const head_mask *masks, co
 }
 
 int main(int argc, char **argv) {
-  int quick = 0, fast = 0, mix = 0, defaults = 0, dump_only = 0, skip_cmp = 0, shapes = 0;
+  int quick = 0, fast = 0, mix = 0, defaults = 0, dump_only = 0, skip_cmp = 0, shapes = 0, fwd_only = 0;
   const char *dump = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = 1;
@@ -212,6 +258,14 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--dump-only") == 0 && i + 1 < argc) dump = argv[++i], dump_only = 1;
     if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump = argv[++i];
     if (strcmp(argv[i], "--shapes") == 0) shapes = defaults = 1;
+    if (strcmp(argv[i], "--fwd-only") == 0) fwd_only = 1;
+    if (strcmp(argv[i], "--fwd-variants") == 0 && i + 1 < argc)
+      for (char *p = argv[++i]; *p && n_fwd_vars < 8; p += *p == ',') {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 0 || x > 5 || x == 1) fprintf(stderr, "bench: --fwd-variants: variants 0, 2-5\n"), exit(2);
+        fwd_vars[n_fwd_vars++] = (int)x, p = end;
+      }
   }
   // SR_BWD_WS_CAP: the backward's part size in query chunks (sa_bwd_ws_cap; 0 or unset: automatic).
   if (getenv("SR_BWD_WS_CAP")) sa_bwd_ws_cap = atoi(getenv("SR_BWD_WS_CAP"));
@@ -228,8 +282,9 @@ int main(int argc, char **argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-  printf("forward variants (sa_fwd_variant): v0 mma.sync, v2 wgmma, v3 warp-specialized wgmma with turns, v4 without;"
-         " fwd = the default (%s)\n", sa_wgmma_built() ? "v3" : "v0, no sm_90a image");
+  printf("forward variants (sa_fwd_variant): v0 mma.sync, v2 wgmma, v3 warp-specialized wgmma with turns, v4 without,"
+         " v5 v3 with the windowed keep bits (--fwd-variants); fwd = the default (%s)\n",
+         sa_wgmma_built() ? "v3" : "v0, no sm_90a image");
   printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 split wgmma kernels (deterministic), b2 warp-specialized (dQ by TMA reduction),"
          " b3 b2 with the bars' split walk; bwd = the default (%s)\n",
          sa_wgmma_built() ? (sa_bwd_default_variant() == 3 ? "b3" : "b2") : "b0, no sm_90a image");
@@ -309,7 +364,7 @@ int main(int argc, char **argv) {
     sa_fwd_variant = -1;
     for (int bv = -1; bv < 4; bv++) {
     mbv[bv + 1] = NAN;
-    if ((bv >= 1 && !sa_wgmma_built()) || (defaults && bv >= 0 && !(skip_cmp && bv >= 1))) continue;
+    if ((bv >= 1 && !sa_wgmma_built()) || (defaults && bv >= 0 && !(skip_cmp && bv >= 1)) || fwd_only) continue;
     sa_bwd_variant = bv;
     for (int it = 0; it < WARM + REPS; it++) {
       int s = it % SETS;
@@ -339,6 +394,9 @@ int main(int argc, char **argv) {
              cs[c].name, (long long)(N / 1024), 100 * work, mf, flop / mf / 1e9, mv[1], mv[3], mv[4], mv[5], mbv[1],
              mbv[2], mbv[3], mbv[4], mb, 2.5 * flop / mb / 1e9, mf + mb);
     fflush(stdout);
+    char what[64];
+    snprintf(what, sizeof what, "%s %lldK", cs[c].name, (long long)(N / 1024));
+    variants_line(what, &sh, q, k, v, posd, &gix, dmasks, e0, e1);
     if (cs[c].vs == 2) runs_row(N, &ti, masks, &sh, q, k, v, posd, &gix, dmasks, ob, lse, mf, e0, e1);
     }
     if (dump && dumped) {  // set 0 once more, outputs kept for the independent check
