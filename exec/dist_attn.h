@@ -117,6 +117,11 @@ int dist_attn_moba_gate_gpu(dist_attn *a, int required, sr_error *e);
 // it there too. Without a call every forward is step 0's, on the same inputs. A no-op for other patterns.
 enum { DIST_SEARCH_FORCE = 1, DIST_SEARCH_NEW_INPUTS = 2, DIST_SEARCH_MEASURE_REUSE = 4 };
 void dist_attn_search_step(dist_attn *a, int64_t step, int flags);
+// The same for one of several samples of a step (a batch: gradients accumulated over them): each sample's first
+// forward is a forward of new inputs, so in a step that searches every sample searches its own mask (its first
+// forward), and in a step between searches every sample runs the last mask searched. dist_attn_search_step is
+// sample 0's.
+void dist_attn_search_sample(dist_attn *a, int64_t step, int64_t sample, int flags);
 typedef struct {
   int64_t searches, reuses, dense_passes;  // forwards that searched, that ran a kept mask; dense passes run
   double recall_search;    // the last search's mask: mean over heads of kept / total block mass

@@ -21,8 +21,10 @@ typedef struct {
   adaspa_opts opts;        // base sparsity, block, threshold (pattern_spec_adaspa_opts)
   int64_t every;           // plan.spec.search_every
   int64_t step;            // the step of the coming forwards (dist_attn_search_step)
+  int64_t sample;          // the sample of that step the coming forwards belong to (dist_attn_search_sample; else 0)
   int64_t measured_step;   // the step of the last reused mask's recall (its first forward's; INT64_MIN: none)
   int64_t searched_step;   // the step of the last search (INT64_MIN: none, or a forced step began)
+  int64_t measured_sample, searched_sample;  // and their samples
   int flags;               // DIST_SEARCH_* of the current step
   int lse_valid;           // the cached LSE is of the current inputs (never across forwards with NEW_INPUTS)
   int reusing;             // the current forward runs the kept mask

@@ -32,20 +32,28 @@ int adaspa_common_init(adaspa_common *c, const struct dist_attn *a, sr_error *e)
 
 int adaspa_wants_search(adaspa_common *c) {
   if (c->flags & DIST_SEARCH_NEW_INPUTS) c->lse_valid = 0;
-  int want = !c->has_mask ||
-             (c->searched_step != c->step && ((c->flags & DIST_SEARCH_FORCE) || c->step % c->every == 0));
+  int searched = c->searched_step == c->step && c->searched_sample == c->sample;  // this sample's forwards did
+  int want = !c->has_mask || (!searched && ((c->flags & DIST_SEARCH_FORCE) || c->step % c->every == 0));
   c->reusing = !want;
   if (!want) c->st.reuses++;
   return want;
 }
 
+// Is this the first forward of its (step, sample) since the last search, and since the last measure?
+static int new_since_search(const adaspa_common *c) {
+  return !(c->step == c->searched_step && c->sample == c->searched_sample);
+}
+static int new_since_measure(const adaspa_common *c) {
+  return !(c->step == c->measured_step && c->sample == c->measured_sample);
+}
+
 int adaspa_measure_dense(const adaspa_common *c) {
-  return c->reusing && !c->lse_valid && (c->flags & DIST_SEARCH_MEASURE_REUSE) && c->step != c->searched_step &&
-         c->step != c->measured_step;
+  return c->reusing && !c->lse_valid && (c->flags & DIST_SEARCH_MEASURE_REUSE) && new_since_search(c) &&
+         new_since_measure(c);
 }
 
 int adaspa_measure_recall(const adaspa_common *c) {
-  return c->reusing && c->lse_valid && c->step != c->searched_step && c->step != c->measured_step;
+  return c->reusing && c->lse_valid && new_since_search(c) && new_since_measure(c);
 }
 
 void adaspa_common_searched(adaspa_common *c, int heads, const double *recall, const double *sparsity) {
@@ -53,15 +61,17 @@ void adaspa_common_searched(adaspa_common *c, int heads, const double *recall, c
   for (int h = 0; h < heads; h++) r += recall[h], s += sparsity[h];
   c->st.recall_search = r / heads, c->st.sparsity_mean = s / heads;
   c->st.searches++;
-  c->has_mask = 1, c->searched_step = c->step;
+  c->has_mask = 1, c->searched_step = c->step, c->searched_sample = c->sample;
 }
 
-void dist_attn_search_step(dist_attn *a, int64_t step, int flags) {
+void dist_attn_search_sample(dist_attn *a, int64_t step, int64_t sample, int flags) {
   adaspa_common *c = a->adaspa;
-  if (!c || (step == c->step && flags == c->flags)) return;  // the same step again: a recomputation
-  c->step = step, c->flags = flags;
+  if (!c || (step == c->step && sample == c->sample && flags == c->flags)) return;  // again: a recomputation
+  c->step = step, c->sample = sample, c->flags = flags;
   if (flags & DIST_SEARCH_FORCE) c->searched_step = INT64_MIN;
 }
+
+void dist_attn_search_step(dist_attn *a, int64_t step, int flags) { dist_attn_search_sample(a, step, 0, flags); }
 
 int dist_attn_search_stats(const dist_attn *a, dist_search_stats *out, sr_error *e) {
   const adaspa_common *c = a->adaspa;
@@ -247,7 +257,7 @@ int adaspa_cpu_after(struct dist_attn *a, const float *lse, sr_error *e) {
   for (int64_t r = 0; r < (int64_t)a->H * a->n_q; r++) sum[0] += exp((double)lse[r] - o->lse[r]);
   if (MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_DOUBLE, MPI_SUM, a->c->mpi) != MPI_SUCCESS)
     return sr_internal_error(e, 0, "rank %d: adaspa-online: summing the reused mask's recall failed", a->c->rank);
-  o->c.measured_step = o->c.step;
+  o->c.measured_step = o->c.step, o->c.measured_sample = o->c.sample;
   o->c.reused_sum += sum[1] > 0 ? sum[0] / sum[1] : 1;
   o->c.st.reused_measured++;
   o->c.st.recall_reused = o->c.reused_sum / (double)o->c.st.reused_measured;

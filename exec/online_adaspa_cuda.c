@@ -203,7 +203,7 @@ int adaspa_cuda_after(struct dist_attn *a, const float *lse, sr_error *e) {
   for (int64_t i = 0; r == cudaSuccess && i < rows; i++) sum += exp((double)h[i] - (double)h[rows + i]);
   free(h);
   if (r != cudaSuccess) return sr_internal_error(e, 0, "adaspa-online: %s", cudaGetErrorString(r));
-  o->c.measured_step = o->c.step;
+  o->c.measured_step = o->c.step, o->c.measured_sample = o->c.sample;
   o->c.reused_sum += rows > 0 ? sum / (double)rows : 1;
   o->c.st.reused_measured++;
   o->c.st.recall_reused = o->c.reused_sum / (double)o->c.st.reused_measured;

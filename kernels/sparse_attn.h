@@ -172,9 +172,9 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
            const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
            float *lse_run, void *stream, sr_error *e);
 
-// Forward kernel variant (benchmark and GPU test only): -1 = the default (3 where the sm_90a image runs,
+// Forward kernel variant (benchmark and GPU test only): -1 = the default (5 where the sm_90a image runs,
 // else 0); 0 = mma.sync (sm_80 and up); on Hopper (0 elsewhere): 2 = wgmma without warp specialization
-// (the previous default, kept for comparison), 3 = warp-specialized with the consumers taking turns,
+// (kept for comparison), 3 = warp-specialized with the consumers taking turns (the default before 5),
 // 4 = warp-specialized without turns, 5 = 3 with the partial chunks' keep bits in the windowed form (one
 // 64-bit word a lane, shared by shuffles). All compute the same function.
 extern int sa_fwd_variant;
@@ -197,7 +197,7 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
            const void *dout, const int64_t *qpos, const int64_t *kpos, const sa_gpu_index *ix,
            const sa_gpu_index_t *ixt, int src, const head_mask *masks, float *dq, float *dk, float *dv, void *stream,
            sr_error *e);
-// Backward tile kernels (benchmark and GPU test only): -1 = the default (2 where the sm_90a image runs,
+// Backward tile kernels (benchmark and GPU test only): -1 = the default (3 where the sm_90a image runs,
 // 1 there with sa_shape.deterministic, else 0); 0 = mma.sync (sm_80 and up, bit-reproducible); on Hopper
 // (0 elsewhere): 1 = split dQ and dK/dV kernels with wgmma (bit-reproducible), 2 = one warp-specialized
 // KV-major kernel, dQ added by the tensor-copy engine's reduction (any order), 3 = variant 2 with the bars'

@@ -17,7 +17,7 @@
 #include "kernels/sparse_attn.h"
 
 // The backward of the sm_90a image when the shape is not deterministic (sa_bwd_variant = -1).
-#define SA_BWD_DEFAULT 2
+#define SA_BWD_DEFAULT 3
 
 // ---- D = rowsum(dO * O) ------------------------------------------------------------------------------
 

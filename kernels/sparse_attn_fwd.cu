@@ -334,7 +334,7 @@ int sa_wgmma_built(void) {
 }
 
 int sa_fwd_variant = -1;
-#define SA_FWD_DEFAULT 3
+#define SA_FWD_DEFAULT 5
 
 int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *qpos, const int64_t *kpos,
            const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,

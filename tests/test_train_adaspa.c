@@ -45,6 +45,19 @@ TEST(train_adaspa_online_searches_every_k_steps_and_reuses_the_mask_in_between) 
   }
 }
 
+TEST(train_adaspa_online_searches_each_sample_of_a_batch_at_a_searching_step) {
+  char *out = NULL;
+  // 3 steps of 3 samples, a search at steps 0 and 2: each sample is new inputs, so each of its 2 layers searches
+  // its own mask (3 samples x 2 layers x 2 steps = 12 searches, each with its dense pass); at step 1 all 3 samples
+  // run the last mask (3 x 2 = 6 reuses). Before, the batch's later samples ran its first sample's mask.
+  CHECK_EQ_INT(train_run(1, "--steps 3 --batch 3 --search-every 2", &out), 0);
+  CHECK_EQ_INT(counted(out, " searches"), 12);
+  CHECK_EQ_INT(counted(out, " reuses"), 6);
+  CHECK_EQ_INT(counted(out, " dense passes"), 12);
+  CHECK_STR_CONTAINS(out, "step     3 | loss ");
+  free(out);
+}
+
 TEST(train_adaspa_online_reuses_in_the_recomputation_and_measures_reused_masks_when_asked) {
   char *out = NULL;
   // steps 0..3, searches at 0 and 3; the recomputed forward of every layer reuses its step's mask (8 forwards:

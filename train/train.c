@@ -254,6 +254,7 @@ static int forward_sample(trainer *t, int64_t index, int held_out, int grads, do
 static int forward_batch(trainer *t, int64_t step, train_step_stats *st, sr_error *e) {
   int64_t B = t->opt.batch > 1 ? t->opt.batch : 1;
   for (int64_t b = 0; b < B; b++) {
+    if (t->opt.sample_begin) t->opt.sample_begin(t->opt.sample_ctx, step, b);
     int rc = forward_sample(t, step * B + b, 0, 1, 1.0 / (double)B, st, e);
     if (rc) return rc;
   }

@@ -52,6 +52,10 @@ typedef struct {
                             // [0, pose_span - len], so short samples teach distances up to pose_span
   int cuda;                 // run the model on this rank's GPU (model_cuda.h; needs SR_HAVE_CUDA)
   void *cuda_stream;        // cudaStream_t the model runs on (the comm backend's compute stream)
+  // called before each sample's forward of a step (a batch: several), e.g. so that a searched pattern knows the
+  // sample is new inputs (NULL: none)
+  void (*sample_begin)(void *ctx, int64_t step, int64_t sample);
+  void *sample_ctx;
 } train_options;
 
 // Measurements of one step (seconds are wall time on this rank).

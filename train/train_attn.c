@@ -557,7 +557,10 @@ int train_attn_read_patterns(train_attn *b, sr_error *e) {
   return SR_OK;
 }
 
-void train_attn_search_at(train_attn *b, int64_t step, int flags) { b->search_step = step, b->search_flags = flags; }
+void train_attn_search_at(train_attn *b, int64_t step, int flags) { train_attn_search_sample_at(b, step, 0, flags); }
+void train_attn_search_sample_at(train_attn *b, int64_t step, int64_t sample, int flags) {
+  b->search_step = step, b->search_sample = sample, b->search_flags = flags;
+}
 
 int train_attn_search_stats(const train_attn *b, dist_search_stats *out, sr_error *e) {
   memset(out, 0, sizeof *out);
@@ -618,7 +621,7 @@ int train_attn_fwd(void *ctx, int layer, int64_t T, const float *q, const float 
   train_attn *b = ctx;
   dist_attn *a;
   int rc = train_attn_get(ctx, layer, &a, e);
-  if (!rc) dist_attn_search_step(a, b->search_step, b->search_flags);  // adaspa-online (a no-op otherwise)
+  if (!rc) dist_attn_search_sample(a, b->search_step, b->search_sample, b->search_flags);  // adaspa-online only
   if (!rc) rc = dist_attn_fwd(a, q, k, v, o, lse, e);
   return rc ? rc : probe(ctx, a, layer, q, k, e);
 }
@@ -635,7 +638,7 @@ int train_attn_fwd_dev(void *ctx, int layer, int64_t T, const void *q, const voi
   train_attn *b = ctx;
   dist_attn *a;
   int rc = train_attn_get(ctx, layer, &a, e);
-  if (!rc) dist_attn_search_step(a, b->search_step, b->search_flags);  // adaspa-online (a no-op otherwise)
+  if (!rc) dist_attn_search_sample(a, b->search_step, b->search_sample, b->search_flags);  // adaspa-online only
   if (!rc) rc = dist_attn_fwd(a, q, k, v, o, lse, e);
   return rc ? rc : probe(ctx, a, layer, q, k, e);
 }

@@ -83,8 +83,8 @@ typedef struct {
   double estimate_s;
   attn_recall *recall;  // `--eval-recall`: measured after each forward while armed (NULL: off)
   // adaspa-online (either backend): each plan searches its mask inside its forwards (exec/dist_attn.h), at the
-  // step and with the flags set here (train_attn_search_at)
-  int64_t search_step;
+  // step (and sample of it) and with the flags set here (train_attn_search_at)
+  int64_t search_step, search_sample;
   int search_flags;
 } train_attn;
 
@@ -128,6 +128,8 @@ int train_attn_prebuild(train_attn *b, sr_error *e);
 int train_attn_get(train_attn *b, int layer, dist_attn **out, sr_error *e);
 // adaspa-online: the step the coming forwards belong to and their DIST_SEARCH_* flags (dist_attn_search_step).
 void train_attn_search_at(train_attn *b, int64_t step, int flags);
+// The same for sample `sample` of the step (dist_attn_search_sample): each sample of a batch is new inputs.
+void train_attn_search_sample_at(train_attn *b, int64_t step, int64_t sample, int flags);
 // adaspa-online: the search counters of the plans kept now, summed (recall_search: mean over them; recall_reused:
 // over the measured forwards); SR_OK with zeros for other patterns.
 int train_attn_search_stats(const train_attn *b, dist_search_stats *out, sr_error *e);

@@ -358,6 +358,14 @@ static int plan_setup(train_run *r, sr_error *e) {
   return SR_OK;
 }
 
+// adaspa-online: every sample of a step brings new inputs; a search for each at every plan.spec.search_every-th
+// step (with --batch B, B masks a searching step: one sample's mask would miss another's keys).
+static void search_sample_begin(void *ctx, int64_t step, int64_t sample) {
+  train_run *r = ctx;
+  train_attn_search_sample_at(&r->ta, step, sample,
+                              DIST_SEARCH_NEW_INPUTS | (r->search_recall ? DIST_SEARCH_MEASURE_REUSE : 0));
+}
+
 // The data and the training options.
 static int options_set(train_run *r, sr_error *e) {
   cli_args *a = r->a;
@@ -398,6 +406,7 @@ static int options_set(train_run *r, sr_error *e) {
   o->pose_span = r->pose;
   o->cuda = r->cuda;
   o->cuda_stream = r->c.compute_stream;
+  o->sample_begin = search_sample_begin, o->sample_ctx = r;
   return SR_OK;
 }
 
@@ -653,8 +662,6 @@ static int train_loop(train_run *r, sr_error *e) {
     double ws0, ws1;
     train_attn_on_demand(&r->ta, &od0, &bs0);
     train_attn_waits(&r->ta, &w0, &ws0);
-    // adaspa-online: every step brings a new sample; a search at every plan.spec.search_every-th step
-    train_attn_search_at(&r->ta, t->step, DIST_SEARCH_NEW_INPUTS | (r->search_recall ? DIST_SEARCH_MEASURE_REUSE : 0));
     if (trainer_step(t, &st, e)) return e->code;
     train_attn_on_demand(&r->ta, &od1, &bs1);
     train_attn_waits(&r->ta, &w1, &ws1);

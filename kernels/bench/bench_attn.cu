@@ -284,7 +284,7 @@ int main(int argc, char **argv) {
   printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   printf("forward variants (sa_fwd_variant): v0 mma.sync, v2 wgmma, v3 warp-specialized wgmma with turns, v4 without,"
          " v5 v3 with the windowed keep bits (--fwd-variants); fwd = the default (%s)\n",
-         sa_wgmma_built() ? "v3" : "v0, no sm_90a image");
+         sa_wgmma_built() ? "v5" : "v0, no sm_90a image");
   printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 split wgmma kernels (deterministic), b2 warp-specialized (dQ by TMA reduction),"
          " b3 b2 with the bars' split walk; bwd = the default (%s)\n",
          sa_wgmma_built() ? (sa_bwd_default_variant() == 3 ? "b3" : "b2") : "b0, no sm_90a image");
