@@ -147,6 +147,12 @@ void tiles_accounter_fold(tiles_accounter *a, work_count *counts) {
   if (a && a->fast) tiles_fast_fold(a->fast, counts);
 }
 
+void tiles_accounter_pairs_per_cell(tiles_accounter *a, int per_cell) {
+  if (a->fast) tiles_fast_pairs_per_cell(a->fast, per_cell);
+}
+
+int64_t tiles_accounter_take_pairs(tiles_accounter *a) { return a->fast ? tiles_fast_take_pairs(a->fast) : 0; }
+
 // ---------------------------------------------------------------------------------------------
 // entry point
 

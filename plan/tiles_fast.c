@@ -304,7 +304,7 @@ static void count_diagonals(fast_ctx *c, const iset *D, const i64_list *kd, work
   for (int64_t x = 0; x < kd->n; x++) {
     int64_t dl = kd->delta[x], lo = sr_max64(0, dl * T - T + 1), hi = dl * T + T - 1, sp = 0;
     while (y0 < D->n && D->hi[y0] < lo) y0++;
-    for (int64_t y = y0; y < D->n && D->lo[y] <= hi; y++)
+    for (int64_t y = y0; !c->skip_pairs && y < D->n && D->lo[y] <= hi; y++)
       sp += pairs_in_d_range(dl * T, T, 0, T, sr_max64(lo, D->lo[y]), sr_min64(hi, D->hi[y]));
     int full = 0;
     if (dl > 0) {
@@ -560,7 +560,7 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const i64
     if (!n_src || src[n_src - 1] != s0) src[n_src++] = s0;
   }
   columns_runs_add(c, hc, ct, n_ct, src, n_src, 0);
-  columns_runs_add(c, hc, ct, n_ct, src, n_src, 1);
+  if (!c->skip_pairs) columns_runs_add(c, hc, ct, n_ct, src, n_src, 1);
   // A column tile is no bar of the query tiles on its kept diagonals: either one count of kept diagonals
   // per run of equal ranks, or (many short runs: a balanced layout's dealt tiles) one step per kept
   // diagonal, whichever walk is shorter.
@@ -577,7 +577,7 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const i64
       if (n) cell(hc, c, rho, kb)->bars -= ct[t].cv * n;
     }
   }
-  overlap(c, D, K, n_src, hc);
+  if (!c->skip_pairs) overlap(c, D, K, n_src, hc);
 }
 
 // The periodic columns (columns_periodic) are in plan/tiles_fast_periodic.c.
@@ -597,7 +597,7 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
   if (!rc && n_ct > 0) rc = full_exceptions(c, pd, n_pd, ct, n_ct, hc);
   if (!rc && n_ct > 0) {
     int periodic = c->P < c->nbi;
-    for (int64_t t = 0; t < n_ct; t++) {  // column pairs: first the rows of the column's own tile
+    for (int64_t t = 0; t < n_ct && !c->skip_pairs; t++) {  // column pairs: first the rows of the column's own tile
       int64_t s = ct[t].kb % c->P;
       hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
     }
@@ -608,6 +608,32 @@ static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
   free(pd);
   free(ct);
   return rc;
+}
+
+// Sum of N - x over the elements x of s below N: the pairs of its columns (x keys) or diagonals (x offsets).
+static int64_t rows_to_end(const iset *s, int64_t N) {
+  int64_t p = 0;
+  for (int64_t i = 0; i < s->n && s->lo[i] < N; i++) {
+    int64_t lo = s->lo[i], hi = sr_min64(s->hi[i], N - 1), n = hi - lo + 1;
+    p += n * N - (lo + hi) * n / 2;
+  }
+  return p;
+}
+
+// A head's kept pairs, all cells together: its columns' and diagonals' pairs less those both keep (key k and offset d
+// with k + d < N), the keys walked up while the offsets they reach, below N - k, are walked down.
+static int64_t head_pairs(const head_view *v) {
+  const iset *D = &v->d, *K = &v->k;
+  const int64_t N = v->n_tokens;
+  int64_t p = rows_to_end(D, N) + rows_to_end(K, N), i = D->n - 1;
+  for (int64_t y = 0; y < K->n && K->lo[y] < N; y++)
+    for (int64_t k = K->lo[y], end = sr_min64(K->hi[y], N - 1); k <= end; k++) {
+      int64_t x = N - 1 - k;  // offsets d <= x keep (k + d, k)
+      while (i >= 0 && D->lo[i] > x) i--;
+      if (i < 0) break;
+      p -= D->cum[i] + sr_min64(D->hi[i], x) - D->lo[i] + 1;
+    }
+  return p;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -632,6 +658,15 @@ void tiles_fast_close(tiles_fast *f) {
   free(f);
 }
 
+void tiles_fast_pairs_per_cell(tiles_fast *f, int per_cell) { ((fast_ctx *)f)->no_pairs = !per_cell; }
+
+int64_t tiles_fast_take_pairs(tiles_fast *f) {
+  fast_ctx *c = (fast_ctx *)f;
+  int64_t p = c->pairs_total;
+  c->pairs_total = 0;
+  return p;
+}
+
 void tiles_fast_fold(tiles_fast *f, work_count *hc) {
   fast_ctx *c = (fast_ctx *)f;
   if (c->P < c->nbi) {
@@ -653,14 +688,25 @@ int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count 
   int W = c->W, rc = SR_OK;
   if (v->is_block && !v->is_moba) return tiles_account_head_generic(s, v, hc, e);
   int bad = 0;  // MOBA: its own pass; TOKENS: the window as a Toeplitz part, then the groups' keys
+  c->skip_pairs = c->no_pairs && !v->is_moba && !v->is_tokens;  // D and K describe the head whole
   if (c->nbi > 0 && v->is_moba) bad = gated_fast_moba(c->tile_rank, c->nbi, W, v, hc);
   else if (c->nbi > 0) bad = fast_head(c, v, hc) || (v->is_tokens && gated_fast_tokens(c->tile_rank, c->nbi, W, v, hc));
-  if (bad) return sr_internal_error(e, 0, "tiles: out of memory");
-  if (c->has_last) {
-    rc = tile_scan_head(s, v, e);
-    if (!rc) rc = tile_scan_qtile(s, v, c->last_rank, c->last_local_tile, 1, e);
-    if (!rc) tiles_account_scan(s, hc + (int64_t)c->last_rank * W);
+  if (bad) {
+    c->skip_pairs = 0;
+    return sr_internal_error(e, 0, "tiles: out of memory");
   }
+  if (c->has_last) {  // the scan counts pairs per cell: those of a head counted in total are put back
+    work_count *row = hc + (int64_t)c->last_rank * W;
+    double *kept = c->skip_pairs ? malloc((size_t)W * sizeof *kept) : NULL;
+    rc = c->skip_pairs && !kept ? sr_internal_error(e, 0, "tiles: out of memory") : tile_scan_head(s, v, e);
+    if (!rc) rc = tile_scan_qtile(s, v, c->last_rank, c->last_local_tile, 1, e);
+    for (int src = 0; src < W && kept; src++) kept[src] = row[src].pairs;
+    if (!rc) tiles_account_scan(s, row);
+    for (int src = 0; src < W && kept; src++) row[src].pairs = kept[src];
+    free(kept);
+  }
+  if (c->skip_pairs) c->pairs_total += head_pairs(v);
+  c->skip_pairs = 0;
   return rc;
 }
 

@@ -16,6 +16,10 @@ typedef struct {
   int64_t *run_end;                  // [P] end (exclusive) of the run of equal R containing rho
   int unit_runs;                     // every run has length 1
   int pending;                       // periodic: leave the residue sums (acc, deferred sums) for tiles_fast_fold
+  // Kept pairs in total only (tiles_fast_pairs_per_cell): the heads D and K describe whole (vertical-slash, window,
+  // dense) count no pairs per cell (skip_pairs while one is added) and add their kept pairs to pairs_total.
+  int no_pairs, skip_pairs;
+  int64_t pairs_total;
   int64_t n_runs;                    // runs of equal ranks over the residues
   int has_last;                      // the last global tile is short: scanned, not counted here
   int last_rank;                     // rank and local tile of the last global tile

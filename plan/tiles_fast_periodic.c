@@ -198,7 +198,7 @@ static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) 
         int64_t all = (Q + 1) * cvcum[Q + 1] - cmcum[Q + 1], kept = 0;
         for (int64_t x = first[j]; x < first[j + 1] && c->kd_t[x] <= Q; x++) kept += cvcum[Q - c->kd_t[x] + 1];
         bars = all - kept;
-        pairs = T * (all - (j == 0 ? cvcum[Q + 1] : 0));
+        pairs = c->skip_pairs ? 0 : T * (all - (j == 0 ? cvcum[Q + 1] : 0));
       }
       if (!bars && !pairs) continue;
       work_count *w = cell(hc, c, s + j >= P ? s + j - P : s + j, s);
@@ -297,6 +297,7 @@ void columns_fold(fast_ctx *c, work_count *hc) {
     cv_hi[s] = cvs, cm_hi[s] = cms;
     if (q0 >= n_m) cv_lo[s] = cvs, cm_lo[s] = cms;
     memset(acc, 0, (size_t)n_m * sizeof *acc);
+    if (c->no_pairs) continue;  // no overlap sums
     // overlap_by_tiles' ranges into the row's sums
     int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, *ds = c->d_same + s * (P + 1),
             *dn = c->d_next + s * (P + 1);
@@ -320,9 +321,9 @@ void columns_fold(fast_ctx *c, work_count *hc) {
           if (Q >= 0 && cvq) {
             int64_t all = (Q + 1) * cvq - (lo ? cm_lo[s] : cm_hi[s]);
             bars = all - c->kept_t[j * P + s];
-            pairs = T * (all - (j == 0 ? cvq : 0));
+            pairs = c->no_pairs ? 0 : T * (all - (j == 0 ? cvq : 0));
           }
-          pairs -= c->ov_same[s * P + j] + c->ov_next[s * P + (j == 0 ? P - 1 : j - 1)];
+          if (!c->no_pairs) pairs -= c->ov_same[s * P + j] + c->ov_next[s * P + (j == 0 ? P - 1 : j - 1)];
           if (!bars && !pairs) continue;
           work_count *w = row + c->R[s];
           w->bars += bars;
@@ -330,7 +331,7 @@ void columns_fold(fast_ctx *c, work_count *hc) {
         }
       }
   memset(c->kept_t, 0, (size_t)P * (size_t)P * sizeof *c->kept_t);
-  for (int64_t s = 0; s < P; s++)
+  for (int64_t s = 0; s < P && !c->no_pairs; s++)
     if (c->s_any[s]) {
       memset(c->ov_same + s * P, 0, (size_t)P * sizeof *c->ov_same);
       memset(c->ov_next + s * P, 0, (size_t)P * sizeof *c->ov_next);
@@ -521,12 +522,11 @@ done:
   return rc;
 }
 
-// Periodic: the columns summed by residue (columns_by_residue), less the pairs D keeps too. Those come
-// from cumulative histograms of d mod T per residue j of d/T: a vertical at tile offset b meets offset
-// d in query tile kb + d/T + [d mod T >= T - b]. The histograms hold the offsets with d/T <= M =
-// nbi - kb - 2 (dropping the highest tiles as kb grows); the tile M + 1 is counted directly.
-int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, const i64_list *kd,
-                     work_count *hc) {
+// The pairs D keeps too, deducted from the columns' pairs (cell by cell, or into the deferred sums): from
+// cumulative histograms of d mod T per residue j of d/T (a vertical at tile offset b meets offset d in query tile
+// kb + d/T + [d mod T >= T - b]; the histograms hold the offsets with d/T <= M = nbi - kb - 2, dropping the
+// highest tiles as kb grows, and the tile M + 1 is counted directly), or by offset tile. Returns 0 or -1.
+static int columns_overlap(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, work_count *hc) {
   const int64_t T = TILE, nbi = c->nbi, P = c->P;
   int64_t M = nbi - 2, top = D->n - 1, yk = 0, jlo = P, jhi = -1, keys = 0, pieces = 0;
   for (int64_t t = 0; t < n_ct; t++) keys += ct[t].cv;
@@ -550,8 +550,6 @@ int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *
   int64_t f = D->n;  // D's first interval ending at or after lastd: lastd falls as kb grows, so f walks down
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, lastd = (lim - 1) * T, last_pairs = 0;
-    c->cvm[s * c->n_m + kb / P] = ct[t].cv;
-    c->s_used[s] = 1;
     for (; !by_tiles && M > lim - 2; M--) histogram_drop(c, D, M, &top);
     while (f > 0 && D->hi[f - 1] >= lastd) f--;  // D's intervals in the last query tile's offsets from f
     int in_last = f < D->n && D->lo[f] <= lastd + T - 1;
@@ -571,6 +569,19 @@ int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *
   }
   if (lanes && jlo <= jhi) overlap_spill(c, jlo, jhi);
   c->ov_room = 0;
+  return 0;
+}
+
+// Periodic: the columns summed by residue (columns_by_residue), less the pairs D keeps too (columns_overlap; not
+// for a head whose pairs are counted in total only).
+int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, const i64_list *kd,
+                     work_count *hc) {
+  for (int64_t t = 0; t < n_ct; t++) {
+    int64_t s = ct[t].kb % c->P;
+    c->cvm[s * c->n_m + ct[t].kb / c->P] = ct[t].cv;
+    c->s_used[s] = 1;
+  }
+  if (!c->skip_pairs && columns_overlap(c, D, K, ct, n_ct, hc)) return -1;
   if (!c->deferred) {
     columns_by_residue(c, hc, kd);
     return 0;

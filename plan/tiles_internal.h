@@ -264,6 +264,10 @@ int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count 
 int tiles_fast_head_pending(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
 // Add the residue sums left by tiles_fast_head_pending into hc and clear them.
 void tiles_fast_fold(tiles_fast *f, work_count *hc);
+// Kept pairs per cell (1) or, for heads D and K describe whole, in total only (0; tiles_accounter_pairs_per_cell).
+void tiles_fast_pairs_per_cell(tiles_fast *f, int per_cell);
+// The kept pairs counted in total since the last call.
+int64_t tiles_fast_take_pairs(tiles_fast *f);
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
 // is not aligned it sets *handled = 0 and writes nothing, so the caller falls back to the generic path.
 int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e);

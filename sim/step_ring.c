@@ -134,7 +134,7 @@ static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg
   const schedule *s = &x->p->schedule;
   int W = x->W;
   memset(w, 0, sizeof *w);
-  int rc = work_layer(&x->cache, x->pat, layer, agg, e);
+  int rc = work_layer(&x->cache, x->pat, layer, agg, &w->pairs, e);
   if (rc) return rc;
   // plan.spec.fwd_runs: the executor's forward runs the forward form (plan/tiles_runs.c), whose counts
   // need every rank's index built (slow at scale, hence opt-in); the backward keeps the tile form's. As in
@@ -185,7 +185,6 @@ static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg
       const work_count *c = &agg[(int64_t)r * W + src];
       w->entries[r] += (float)(c->full + c->partial + c->bars);
       w->bars[r] += (float)c->bars;
-      w->pairs += c->pairs;
       w->exec_pairs += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
     }
   free(fwd);

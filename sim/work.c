@@ -32,6 +32,7 @@ typedef struct count_entry {
   int n_ids;
   int32_t *ids;        // [n_ids] interned heads, in head order
   work_count *counts;  // [world * world]
+  double pairs;        // a layer's kept pairs (its counts' cells hold none)
 } count_entry;
 
 // Hashing a VS head reads all its indices (thousands), and every simulation looks up every head again:
@@ -184,22 +185,19 @@ static uint64_t key_hash(const layout *l, int is_layer, const int32_t *ids, int 
   return k;
 }
 
-static const work_count *store_find(const work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids,
-                                    uint64_t hash) {
+static const count_entry *store_find(const work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids,
+                                     uint64_t hash) {
   for (const count_entry *x = s->bucket[hash % STORE_BUCKETS]; x; x = x->next)
     if (x->hash == hash && x->kind == l->kind && x->n_tokens == l->n_tokens && x->world == l->world &&
         x->granularity == l->granularity && x->is_layer == is_layer && x->n_ids == n_ids &&
         !memcmp(x->ids, ids, (size_t)n_ids * sizeof *ids))
-      return x->counts;
+      return x;
   return NULL;
 }
 
-// Copy counts into the store; a full store or a failed allocation just leaves them out.
-static const work_count *store_find(const work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids,
-                                    uint64_t hash);
-
+// Copy counts (and a layer's kept pairs) into the store; a full store or a failed allocation just leaves them out.
 static void store_add(work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids, uint64_t hash,
-                      const work_count *counts) {
+                      const work_count *counts, double pairs) {
   if (store_find(s, l, is_layer, ids, n_ids, hash)) return;  // another thread stored the same counts meanwhile
   size_t nc = (size_t)l->world * (size_t)l->world * sizeof *counts;
   int64_t need = (int64_t)(sizeof(count_entry) + nc + (size_t)n_ids * sizeof *ids);
@@ -216,6 +214,7 @@ static void store_add(work_store *s, const layout *l, int is_layer, const int32_
   x->n_ids = n_ids;
   x->ids = dup_or_null(ids, (size_t)n_ids * sizeof *ids, &fail);
   x->counts = dup_or_null(counts, nc, &fail);
+  x->pairs = pairs;
   if (fail || !x->counts) {
     free(x->ids);
     free(x->counts);
@@ -308,7 +307,8 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
     pthread_mutex_lock(&st->mu);
     id = intern(st, h);
     hash = id >= 0 ? key_hash(c->l, 0, &id, 1) : 0;
-    *out = id >= 0 ? store_find(st, c->l, 0, &id, 1, hash) : NULL;
+    const count_entry *hit = id >= 0 ? store_find(st, c->l, 0, &id, 1, hash) : NULL;
+    *out = hit ? hit->counts : NULL;
     pthread_mutex_unlock(&st->mu);
     if (*out) return SR_OK;
   }
@@ -322,7 +322,7 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
   *out = c->val[slot];
   if (id >= 0) {
     pthread_mutex_lock(&st->mu);
-    store_add(st, c->l, 0, &id, 1, hash, c->val[slot]);
+    store_add(st, c->l, 0, &id, 1, hash, c->val[slot], 0);
     pthread_mutex_unlock(&st->mu);
   }
   return SR_OK;
@@ -354,6 +354,7 @@ typedef struct {
   const head_pattern **head;  // [n] distinct heads
   int *mult;                  // [n]
   int n;
+  int64_t *pairs;             // [threads] kept pairs each thread's accounter counted in total, times their heads' counts
 } layer_job;
 
 static int layer_item(void *ctx, int i, int t, sr_error *e) {
@@ -363,9 +364,14 @@ static int layer_item(void *ctx, int i, int t, sr_error *e) {
   if (rc) return rc;
   // A thread's heads leave their sums by residue pending in its accounter, folded into part[t] once
   // (work_layer) instead of once a head; a repeated head is accounted on its own, so those are folded first.
-  if (j->mult[i] == 1) return tiles_account_head_add_pending(c->acct[t], j->head[i], c->part[t], e);
+  if (j->mult[i] == 1) {
+    rc = tiles_account_head_add_pending(c->acct[t], j->head[i], c->part[t], e);
+    j->pairs[t] += tiles_accounter_take_pairs(c->acct[t]);
+    return rc;
+  }
   tiles_accounter_fold(c->acct[t], c->part[t]);
   if ((rc = account_one(c, t, j->head[i], c->scratch[t], e))) return rc;
+  j->pairs[t] += j->mult[i] * tiles_accounter_take_pairs(c->acct[t]);
   add_scaled(c->part[t], c->scratch[t], (int64_t)c->world * c->world, j->mult[i]);
   return SR_OK;
 }
@@ -376,12 +382,13 @@ static int threads_for(const work_cache *c, int n_distinct) {
   return work >= (double)(1 << 20) ? c->threads : 1;
 }
 
-int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr_error *e) {
+int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, double *pairs, sr_error *e) {
   int64_t n = (int64_t)c->world * c->world;
   int H = pat->heads, rc = SR_OK;
   work_store *st = usable_store(c);
   int32_t *ids = st ? malloc((size_t)H * sizeof *ids) : NULL;
   uint64_t hash = 0;
+  *pairs = 0;
   if (ids) {
     pthread_mutex_lock(&st->mu);
     for (int h = 0; h < H && ids; h++)
@@ -389,10 +396,13 @@ int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr
         free(ids);
         ids = NULL;  // the store is full: account as without it
       }
-    const work_count *hit = NULL;
+    const count_entry *hit = NULL;
     if (ids) {
       hash = key_hash(c->l, 1, ids, H);
-      if ((hit = store_find(st, c->l, 1, ids, H, hash))) memcpy(agg, hit, (size_t)n * sizeof *agg);
+      if ((hit = store_find(st, c->l, 1, ids, H, hash))) {
+        memcpy(agg, hit->counts, (size_t)n * sizeof *agg);
+        *pairs = hit->pairs;
+      }
     }
     pthread_mutex_unlock(&st->mu);
     if (hit) {
@@ -400,8 +410,9 @@ int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr
       return SR_OK;
     }
   }
-  layer_job j = {c, malloc((size_t)H * sizeof *j.head), calloc((size_t)H, sizeof *j.mult), 0};
-  if (!j.head || !j.mult) {
+  layer_job j = {c, malloc((size_t)H * sizeof *j.head), calloc((size_t)H, sizeof *j.mult), 0,
+                 calloc((size_t)c->threads, sizeof *j.pairs)};
+  if (!j.head || !j.mult || !j.pairs) {
     rc = sr_internal_error(e, 0, "work: out of memory");
     goto out;
   }
@@ -414,25 +425,35 @@ int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr
   }
   double t0 = sr_now();
   int threads = threads_for(c, j.n);
-  for (int t = 0; t < threads && !rc; t++) rc = thread_state(c, t, e);
+  for (int t = 0; t < threads && !rc; t++)
+    if (!(rc = thread_state(c, t, e))) tiles_accounter_pairs_per_cell(c->acct[t], 0);  // only their sum is needed
   if (!rc) rc = sr_parallel_for(j.n, threads, layer_item, &j, e);
   memset(agg, 0, (size_t)n * sizeof *agg);
   for (int t = 0; t < threads; t++) {
     if (!c->part[t]) continue;
     tiles_accounter_fold(c->acct[t], c->part[t]);
+    if (c->acct[t]) tiles_accounter_pairs_per_cell(c->acct[t], 1);
     if (!rc)
       for (int64_t i = 0; i < n; i++) work_add(&agg[i], &c->part[t][i]);
     memset(c->part[t], 0, (size_t)n * sizeof *c->part[t]);
   }
+  // The kept pairs: the heads counted in total, and the cells' of the others (integers below 2^53: exact in any
+  // order), which leave the cells.
+  for (int t = 0; t < threads; t++) *pairs += (double)j.pairs[t];
+  for (int64_t i = 0; i < n; i++) {
+    *pairs += agg[i].pairs;
+    agg[i].pairs = 0;
+  }
   c->wall_s += sr_now() - t0;
   if (!rc && ids) {
     pthread_mutex_lock(&st->mu);
-    store_add(st, c->l, 1, ids, H, hash, agg);
+    store_add(st, c->l, 1, ids, H, hash, agg, *pairs);
     pthread_mutex_unlock(&st->mu);
   }
 out:
   free(j.head);
   free(j.mult);
+  free(j.pairs);
   free(ids);
   return rc;
 }

@@ -58,8 +58,10 @@ void work_cache_free(work_cache *c);
 // Counts of one head (layer, head) of pat: out[q_rank * W + src] (points into the cache or the store;
 // valid until the next call).
 int work_head(work_cache *c, const pattern *pat, int layer, int head, const work_count **out, sr_error *e);
-// Sum of every head of `layer` into agg[q_rank * W + src] (zeroed first).
-int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr_error *e);
+// Sum of every head of `layer` into agg[q_rank * W + src] (zeroed first), and the layer's kept pairs into *pairs:
+// agg's cells hold none (pairs per cell cost most of the accounting on aligned layouts, and the simulator needs only
+// their sum: the step's density and MFU).
+int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, double *pairs, sr_error *e);
 // Add b into a.
 void work_add(work_count *a, const work_count *b);
 
