@@ -129,13 +129,11 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
   return rc;
 }
 
-// Account layer `layer` and turn its counts into per-step seconds through the schedule.
-static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg, layer_work *w, sr_error *e) {
+// Turn layer `layer`'s counts agg (work_layers') into per-step seconds through the schedule; w->pairs is set.
+static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const work_count *agg, layer_work *w,
+                         sr_error *e) {
   const schedule *s = &x->p->schedule;
-  int W = x->W;
-  memset(w, 0, sizeof *w);
-  int rc = work_layer(&x->cache, x->pat, layer, agg, &w->pairs, e);
-  if (rc) return rc;
+  int W = x->W, rc = SR_OK;
   // plan.spec.fwd_runs: the executor's forward runs the forward form (plan/tiles_runs.c), whose counts
   // need every rank's index built (slow at scale, hence opt-in); the backward keeps the tile form's. As in
   // the executor, a vs-online or gated pattern (selected in the tile form at run time) keeps the tile form.
@@ -428,6 +426,14 @@ static void builder_size(sim_ctx *x, const layer_work *distinct, int n_distinct)
 
 // ---- the step ------------------------------------------------------------------------------------
 
+// Are layer l's heads the previous layer's (every layer of a dense model)? Then it shares that layer's work.
+static int same_as_previous(const sim_ctx *x, int l) {
+  int same = l > 0;
+  for (int h = 0; same && h < x->pat->heads; h++)
+    same = pattern_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
+  return same;
+}
+
 int step_ring(sim_ctx *x, sr_error *e) {
   const plan *p = x->p;
   const schedule *s = &p->schedule;
@@ -437,13 +443,27 @@ int step_ring(sim_ctx *x, sr_error *e) {
   memset(&st, 0, sizeof st);
   layer_work *distinct = calloc((size_t)L, sizeof *distinct);
   int *of = calloc((size_t)L, sizeof *of);
-  work_count *agg = malloc((size_t)W * W * sizeof *agg);
+  // Layers are accounted a batch at a time: twice as many as threads (uneven layers balance), their counts in at
+  // most 256 MiB.
+  int batch = 2 * x->cache.threads;
+  int64_t most = ((int64_t)256 << 20) / ((int64_t)W * W * (int64_t)sizeof(work_count));
+  if (batch > most) batch = most > 1 ? (int)most : 1;
+  if (batch > L) batch = L > 0 ? L : 1;
+  work_count **aggs = calloc((size_t)batch, sizeof *aggs);
+  double *pairs = malloc((size_t)batch * sizeof *pairs);
+  int *todo = malloc((size_t)batch * sizeof *todo);
+  for (int k = 0; aggs && k < batch; k++)
+    if (!(aggs[k] = malloc((size_t)W * W * sizeof *aggs[k]))) {
+      for (int j = 0; j < k; j++) free(aggs[j]);
+      free(aggs);
+      aggs = NULL;
+    }
   double *before = calloc((size_t)W, sizeof *before);
   int32_t *kv_src = malloc((size_t)s->n_steps * W * sizeof *kv_src);
   st.comp = malloc((size_t)s->n_steps * W * sizeof *st.comp);
   st.dur = malloc((size_t)W * sizeof *st.dur);
   int n_distinct = 0;
-  if (!distinct || !of || !agg || !before || !kv_src || !st.comp || !st.dur) {
+  if (!distinct || !of || !aggs || !pairs || !todo || !before || !kv_src || !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
@@ -457,32 +477,38 @@ int step_ring(sim_ctx *x, sr_error *e) {
   for (int k = 0; k < s->n_steps; k++)
     for (int r = 0; r < W; r++) kv_src[(int64_t)k * W + r] = schedule_at(s, k, r)->kv_src;
   st.ring.log = x->transfers;
-  // Account every layer; identical layers share their work.
-  for (int l = 0; l < L; l++) {
-    // A layer whose heads equal the previous layer's (every layer of a dense model) shares its work.
-    int same = l > 0;
-    for (int h = 0; same && h < x->pat->heads; h++)
-      same = pattern_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
-    if (same) {
-      of[l] = of[l - 1];
-      x->pairs += distinct[of[l]].pairs;
-      x->exec_pairs += distinct[of[l]].exec_pairs;
-      continue;
-    }
-    layer_work w;
-    if ((rc = account(x, l, kv_src, agg, &w, e)) || (rc = layer_routes(x, &st, agg, &w.routes, e))) {
-      layer_work_free(&w);
-      goto done_ring;
-    }
-    x->pairs += w.pairs;
-    x->exec_pairs += w.exec_pairs;
-    int k = 0;
-    while (k < n_distinct &&
-           (distinct[k].hash != w.hash || distinct[k].pairs != w.pairs || distinct[k].routes != w.routes))
+  // Account every layer, batches of layers over threads (work_layers: a thread a layer, one fold each); identical
+  // layers share their work.
+  for (int l0 = 0; l0 < L; l0 += batch) {
+    int l1 = l0 + batch < L ? l0 + batch : L, n = 0;
+    for (int l = l0; l < l1; l++)
+      if (!same_as_previous(x, l)) todo[n++] = l;
+    if (n && (rc = work_layers(&x->cache, x->pat, todo, n, aggs, pairs, e))) goto done_ring;
+    for (int l = l0, k = 0; l < l1; l++) {
+      if (same_as_previous(x, l)) {  // every layer of a dense model: the previous layer's work
+        of[l] = of[l - 1];
+        x->pairs += distinct[of[l]].pairs;
+        x->exec_pairs += distinct[of[l]].exec_pairs;
+        continue;
+      }
+      layer_work w;
+      memset(&w, 0, sizeof w);
+      w.pairs = pairs[k];
+      if ((rc = layer_work_of(x, l, kv_src, aggs[k], &w, e)) || (rc = layer_routes(x, &st, aggs[k], &w.routes, e))) {
+        layer_work_free(&w);
+        goto done_ring;
+      }
       k++;
-    if (k == n_distinct) distinct[n_distinct++] = w;
-    else layer_work_free(&w);
-    of[l] = k;
+      x->pairs += w.pairs;
+      x->exec_pairs += w.exec_pairs;
+      int d = 0;
+      while (d < n_distinct &&
+             (distinct[d].hash != w.hash || distinct[d].pairs != w.pairs || distinct[d].routes != w.routes))
+        d++;
+      if (d == n_distinct) distinct[n_distinct++] = w;
+      else layer_work_free(&w);
+      of[l] = d;
+    }
   }
   // Bytes on the wire: per layer its routes' forward sends (twice with recomputation, unless the rerun keeps
   // attention's output: sim_options.keep_attn) and backward sends.
@@ -567,7 +593,10 @@ done:
   for (int k = 0; k < n_distinct; k++) layer_work_free(&distinct[k]);
   free(distinct);
   free(of);
-  free(agg);
+  for (int k = 0; aggs && k < batch; k++) free(aggs[k]);
+  free(aggs);
+  free(pairs);
+  free(todo);
   free(before);
   free(kv_src);
   free(st.comp);

@@ -3,8 +3,8 @@
 // dense or windowed model, repeated layers) are accounted once, and an optional store that keeps the
 // counts across simulations (whatif's strategies and the tuner's points share layouts and patterns).
 //
-// A layer's distinct heads are accounted in parallel (plan/parallel.h), one accounter a thread; counts
-// are integers (pairs too: integer-valued doubles far below 2^53), so their sums do not depend on the
+// A layer's distinct heads, or several layers, are accounted in parallel (plan/parallel.h), one accounter a thread;
+// counts are integers (pairs too: integer-valued doubles far below 2^53), so their sums do not depend on the
 // order and the result is the same for any thread count.
 #ifndef SR_WORK_H
 #define SR_WORK_H
@@ -62,6 +62,10 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
 // agg's cells hold none (pairs per cell cost most of the accounting on aligned layouts, and the simulator needs only
 // their sum: the step's density and MFU).
 int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, double *pairs, sr_error *e);
+// work_layer's sums of layers[0 .. count) into agg[i] and pairs[i], the layers over threads (a thread a layer, its
+// heads in order: one fold of the residue sums a layer, where work_layer's threads fold one each).
+int work_layers(work_cache *c, const pattern *pat, const int *layers, int count, work_count *const *agg, double *pairs,
+                sr_error *e);
 // Add b into a.
 void work_add(work_count *a, const work_count *b);
 

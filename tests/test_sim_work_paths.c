@@ -74,6 +74,35 @@ TEST(per_rank_work_and_kept_pairs_equal_the_generic_scan_on_a_short_period) {
   check_layers_match_generic("window:16:300");
 }
 
+// Layers accounted a thread a layer (work_layers, one fold a layer) give the counts and kept pairs of the layer whose
+// heads are spread over threads (work_layer), whichever layers a batch holds and in whatever order.
+TEST(layers_accounted_a_thread_a_layer_equal_one_layer_at_a_time) {
+  sr_error e;
+  plan p;
+  pattern pat;
+  CHECK_EQ_INT(build("vs-topp:0.95", &p, &pat, &e), SR_OK);
+  int W = p.layout.world;
+  work_cache c;
+  memset(&c, 0, sizeof c);
+  CHECK_EQ_INT(work_cache_init(&c, &p.layout, &e), SR_OK);
+  work_count *one = calloc((size_t)W * W, sizeof *one), *two[2] = {calloc((size_t)W * W, sizeof(work_count)),
+                                                                   calloc((size_t)W * W, sizeof(work_count))};
+  int order[2] = {1, 0};
+  double pairs[2] = {-1, -1};
+  CHECK_EQ_INT(work_layers(&c, &pat, order, 2, two, pairs, &e), SR_OK);
+  for (int k = 0; k < 2; k++) {
+    double want = -1;
+    CHECK_EQ_INT(work_layer(&c, &pat, order[k], one, &want, &e), SR_OK);
+    CHECK(want > 0);
+    CHECK_NEAR(pairs[k], want, 0);
+    CHECK(memcmp(one, two[k], (size_t)W * W * sizeof *one) == 0);
+  }
+  free(one), free(two[0]), free(two[1]);
+  work_cache_free(&c);
+  pattern_free(&pat);
+  plan_free(&p);
+}
+
 // A layer of heads whose pairs are counted per cell (block heads: the generic scan) beside heads counted in total.
 TEST(per_rank_work_and_kept_pairs_equal_the_generic_scan_with_heads_of_every_kind) {
   check_layers_match_generic("adaspa:0.9");
