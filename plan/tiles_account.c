@@ -125,7 +125,8 @@ void tiles_accounter_close(tiles_accounter *a) {
 
 static int head_add(tiles_accounter *a, const head_pattern *h, int pending, work_count *counts, sr_error *e) {
   head_view v;
-  int rc = head_view_build(h, a->l->n_tokens, &v, e);
+  int rc = a->fast && tiles_fast_lean(a->fast, h) ? head_view_build_lean(h, a->l->n_tokens, &v, e)
+                                                  : head_view_build(h, a->l->n_tokens, &v, e);
   if (rc) return rc;
   if (a->fast && pending) rc = tiles_fast_head_pending(a->fast, &a->s, &v, counts, e);
   else if (a->fast) rc = tiles_fast_head(a->fast, &a->s, &v, counts, e);

@@ -60,6 +60,9 @@ static void fast_free(fast_ctx *c) {
   free(c->k_flat);
   free(c->k_sum);
   free(c->k_tile);
+  free(c->kd.delta);
+  free(c->pd);
+  free(c->ct);
 }
 
 // Returns 1 when aligned (c filled), 0 when not, -1 on out of memory.
@@ -318,32 +321,61 @@ static void count_diagonals(fast_ctx *c, const iset *D, const i64_list *kd, work
   if (!(c->pending && c->P < c->nbi)) acc_flush(c, hc);
 }
 
-// Column tiles of K below the interior's end, in ascending order (*ct grown as needed). Returns 0 or -1.
-static int column_tiles(const fast_ctx *c, const iset *K, col_tile **ct, int64_t *n_ct) {
+// Room for n column tiles in c->ct. Returns 0 or -1.
+static int column_room(fast_ctx *c, int64_t n) {
+  if (n <= c->ct_cap) return 0;
+  col_tile *g = realloc(c->ct, (size_t)n * sizeof *g);
+  if (!g) return -1;
+  c->ct = g;
+  c->ct_cap = n;
+  return 0;
+}
+
+// Column tiles of K below the interior's end, in ascending order, into c->ct. Returns their number, or -1.
+static int64_t column_tiles(fast_ctx *c, const iset *K) {
   const int64_t T = TILE, Np = c->nbi * T;
-  int64_t cap = 0;
-  *n_ct = 0;
+  int64_t n_ct = 0;
   for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++) {
     int64_t lo = K->lo[y], hi = sr_min64(K->hi[y], Np - 1);
     for (int64_t kb = lo / T; kb <= hi / T; kb++) {
       int64_t k0 = sr_max64(lo, kb * T), k1 = sr_min64(hi, kb * T + T - 1), n = k1 - k0 + 1;
-      if (*n_ct == 0 || (*ct)[*n_ct - 1].kb != kb) {
-        if (*n_ct == cap) {
-          cap = cap ? 2 * cap : 64;
-          col_tile *g = realloc(*ct, (size_t)cap * sizeof *g);
-          if (!g) return -1;
-          *ct = g;
-        }
-        (*ct)[(*n_ct)++] = (col_tile){.kb = kb};
+      if (n_ct == 0 || c->ct[n_ct - 1].kb != kb) {
+        if (n_ct == c->ct_cap && column_room(c, sr_max64(64, 2 * c->ct_cap))) return -1;
+        c->ct[n_ct++] = (col_tile){.kb = kb};
       }
-      col_tile *t = &(*ct)[*n_ct - 1];
+      col_tile *t = &c->ct[n_ct - 1];
       t->cv += n;
       t->own += n * (kb * T + T) - (k0 + k1) * n / 2;  // sum over k of the rows kb*T+T-k of its own tile
       if (k0 == kb * T) t->vpre = n;
       if (k1 == kb * T + T - 1) t->vsuf = n;
     }
   }
-  return 0;
+  return n_ct;
+}
+
+// The same from a lean view's sorted keys: a tile's leading run (vpre) is its keys at offsets 0, 1, ... in a row,
+// its trailing run (vsuf) the run its last key ends when that key sits at offset T - 1. Returns the tiles, or -1.
+static int64_t column_tiles_of_keys(fast_ctx *c, const int32_t *keys, int64_t n_keys) {
+  const int64_t T = TILE, Np = c->nbi * T;
+  int64_t n_ct = 0, run = 0, prev = -2;
+  if (column_room(c, sr_min64(n_keys, c->nbi))) return -1;  // at most a tile a key
+  for (int64_t i = 0; i < n_keys && keys[i] < Np; i++) {
+    int64_t k = keys[i], kb = k / T;
+    if (n_ct == 0 || c->ct[n_ct - 1].kb != kb) {
+      c->ct[n_ct++] = (col_tile){.kb = kb};
+      run = 0;
+    } else if (k != prev + 1) {
+      run = 0;
+    }
+    col_tile *t = &c->ct[n_ct - 1];
+    run++;
+    t->cv++;
+    t->own += kb * T + T - k;
+    if (k - kb * T == t->vpre) t->vpre++;
+    if (k == kb * T + T - 1) t->vsuf = run;
+    prev = k;
+  }
+  return n_ct;
 }
 
 // Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes. A
@@ -586,27 +618,28 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const i64
 // One head's interior tiles: the kept diagonals (Toeplitz part), then the column tiles of K with their
 // full exceptions, bars and pairs (less the pairs D keeps too). Returns 0 or -1 when memory runs out.
 static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
-  i64_list kd = {0};
-  partial_diag *pd = NULL;
-  col_tile *ct = NULL;
+  i64_list *kd = &c->kd;
   int64_t n_pd = 0, n_ct = 0;
-  int rc = kept_diagonals(c, &v->d, &kd);
-  if (!rc) rc = (pd = malloc((size_t)(kd.n + 1) * sizeof *pd)) ? 0 : -1;
-  if (!rc) count_diagonals(c, &v->d, &kd, hc, pd, &n_pd);
-  if (!rc) rc = column_tiles(c, &v->k, &ct, &n_ct);
-  if (!rc && n_ct > 0) rc = full_exceptions(c, pd, n_pd, ct, n_ct, hc);
+  kd->n = 0;
+  int rc = kept_diagonals(c, &v->d, kd);
+  if (!rc && kd->n + 1 > c->pd_cap) {
+    partial_diag *g = realloc(c->pd, (size_t)(kd->n + 1) * sizeof *g);
+    if (g) c->pd = g, c->pd_cap = kd->n + 1;
+    else rc = -1;
+  }
+  if (!rc) count_diagonals(c, &v->d, kd, hc, c->pd, &n_pd);
+  if (!rc) rc = (n_ct = v->lean ? column_tiles_of_keys(c, v->keys, v->n_keys) : column_tiles(c, &v->k)) < 0 ? -1 : 0;
+  const col_tile *ct = c->ct;
+  if (!rc && n_ct > 0) rc = full_exceptions(c, c->pd, n_pd, ct, n_ct, hc);
   if (!rc && n_ct > 0) {
     int periodic = c->P < c->nbi;
     for (int64_t t = 0; t < n_ct && !c->skip_pairs; t++) {  // column pairs: first the rows of the column's own tile
       int64_t s = ct[t].kb % c->P;
       hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
     }
-    if (periodic) rc = columns_periodic(c, &v->d, &v->k, ct, n_ct, &kd, hc);
-    else columns_by_runs(c, &v->d, &v->k, &kd, ct, n_ct, hc);
+    if (periodic) rc = columns_periodic(c, &v->d, &v->k, ct, n_ct, kd, hc);
+    else columns_by_runs(c, &v->d, &v->k, kd, ct, n_ct, hc);
   }
-  free(kd.delta);
-  free(pd);
-  free(ct);
   return rc;
 }
 
@@ -620,19 +653,25 @@ static int64_t rows_to_end(const iset *s, int64_t N) {
   return p;
 }
 
+// Offsets of D at or below x (x falling from call to call): *i walks D's intervals down.
+static inline int64_t offsets_upto(const iset *D, int64_t *i, int64_t x) {
+  while (*i >= 0 && D->lo[*i] > x) (*i)--;
+  return *i < 0 ? 0 : D->cum[*i] + sr_min64(D->hi[*i], x) - D->lo[*i] + 1;
+}
+
 // A head's kept pairs, all cells together: its columns' and diagonals' pairs less those both keep (key k and offset d
-// with k + d < N), the keys walked up while the offsets they reach, below N - k, are walked down.
+// with k + d < N: the keys walked up while the offsets they reach, up to N - 1 - k, are walked down).
 static int64_t head_pairs(const head_view *v) {
   const iset *D = &v->d, *K = &v->k;
   const int64_t N = v->n_tokens;
-  int64_t p = rows_to_end(D, N) + rows_to_end(K, N), i = D->n - 1;
+  int64_t p = rows_to_end(D, N), i = D->n - 1;
+  if (v->lean) {
+    for (int64_t x = 0; x < v->n_keys; x++) p += N - v->keys[x] - offsets_upto(D, &i, N - 1 - v->keys[x]);
+    return p;
+  }
+  p += rows_to_end(K, N);
   for (int64_t y = 0; y < K->n && K->lo[y] < N; y++)
-    for (int64_t k = K->lo[y], end = sr_min64(K->hi[y], N - 1); k <= end; k++) {
-      int64_t x = N - 1 - k;  // offsets d <= x keep (k + d, k)
-      while (i >= 0 && D->lo[i] > x) i--;
-      if (i < 0) break;
-      p -= D->cum[i] + sr_min64(D->hi[i], x) - D->lo[i] + 1;
-    }
+    for (int64_t k = K->lo[y], end = sr_min64(K->hi[y], N - 1); k <= end; k++) p -= offsets_upto(D, &i, N - 1 - k);
   return p;
 }
 
@@ -659,6 +698,11 @@ void tiles_fast_close(tiles_fast *f) {
 }
 
 void tiles_fast_pairs_per_cell(tiles_fast *f, int per_cell) { ((fast_ctx *)f)->no_pairs = !per_cell; }
+
+int tiles_fast_lean(const tiles_fast *f, const head_pattern *h) {
+  const fast_ctx *c = (const fast_ctx *)f;
+  return c->no_pairs && !c->has_last && h->kind == PATTERN_VS;
+}
 
 int64_t tiles_fast_take_pairs(tiles_fast *f) {
   fast_ctx *c = (fast_ctx *)f;

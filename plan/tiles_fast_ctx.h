@@ -9,6 +9,11 @@
 #include "plan/tiles_internal.h"
 
 typedef struct {
+  int64_t *delta;
+  int64_t n, cap;
+} i64_list;
+
+typedef struct {
   int W;
   int64_t P, nbi, nbi_div, nbi_mod;  // period, interior tiles, nbi / P, nbi % P
   int32_t *R;                        // [P] rank of residue
@@ -20,6 +25,12 @@ typedef struct {
   // dense) count no pairs per cell (skip_pairs while one is added) and add their kept pairs to pairs_total.
   int no_pairs, skip_pairs;
   int64_t pairs_total;
+  // a head's kept diagonals, partial diagonals and column tiles, their room kept from head to head
+  i64_list kd;
+  struct partial_diag *pd;
+  int64_t pd_cap;
+  struct col_tile *ct;
+  int64_t ct_cap;
   int64_t n_runs;                    // runs of equal ranks over the residues
   int has_last;                      // the last global tile is short: scanned, not counted here
   int last_rank;                     // rank and local tile of the last global tile
@@ -59,11 +70,11 @@ typedef struct {
   int64_t *k_tile;                   //   [nbi + 2] index of the first key of each tile
 } fast_ctx;
 
-typedef struct {
+typedef struct col_tile {
   int64_t kb, cv, own, vpre, vsuf;   // column tile: keys of K in it, sum of their own-tile rows, runs at its edges
 } col_tile;
 
-typedef struct {
+typedef struct partial_diag {
   int64_t delta, pre, suf;           // a partial diagonal and the vertical prefix/suffix that would make it full
 } partial_diag;
 
@@ -76,10 +87,6 @@ static inline int64_t pmod(int64_t x, int64_t P) {
   return m < 0 ? m + P : m;
 }
 
-typedef struct {
-  int64_t *delta;
-  int64_t n, cap;
-} i64_list;
 
 // Evaluate the deferred column sums into hc and clear them (columns_periodic leaves them when c->pending).
 void columns_fold(fast_ctx *c, work_count *hc);
