@@ -354,26 +354,23 @@ static int64_t column_tiles(fast_ctx *c, const iset *K) {
 }
 
 // The same from a lean view's sorted keys: a tile's leading run (vpre) is its keys at offsets 0, 1, ... in a row,
-// its trailing run (vsuf) the run its last key ends when that key sits at offset T - 1. Returns the tiles, or -1.
+// its trailing run (vsuf) the keys in a row up to offset T - 1. A tile's keys are a stretch of the array, so each
+// tile is summed in locals and stored once. Returns the tiles, or -1.
 static int64_t column_tiles_of_keys(fast_ctx *c, const int32_t *keys, int64_t n_keys) {
   const int64_t T = TILE, Np = c->nbi * T;
-  int64_t n_ct = 0, run = 0, prev = -2;
+  int64_t n_ct = 0, i = 0;
   if (column_room(c, sr_min64(n_keys, c->nbi))) return -1;  // at most a tile a key
-  for (int64_t i = 0; i < n_keys && keys[i] < Np; i++) {
-    int64_t k = keys[i], kb = k / T;
-    if (n_ct == 0 || c->ct[n_ct - 1].kb != kb) {
-      c->ct[n_ct++] = (col_tile){.kb = kb};
-      run = 0;
-    } else if (k != prev + 1) {
-      run = 0;
+  while (i < n_keys && keys[i] < Np) {
+    int64_t kb = keys[i] / T, base = kb * T, end = i, own = 0, pre = 0;
+    while (end < n_keys && keys[end] < base + T) {
+      own += base + T - keys[end];
+      pre += keys[end] - base == pre;  // offsets 0, 1, ... in a row
+      end++;
     }
-    col_tile *t = &c->ct[n_ct - 1];
-    run++;
-    t->cv++;
-    t->own += kb * T + T - k;
-    if (k - kb * T == t->vpre) t->vpre++;
-    if (k == kb * T + T - 1) t->vsuf = run;
-    prev = k;
+    int64_t suf = 0;  // the keys in a row that end at offset T - 1
+    while (suf < end - i && keys[end - 1 - suf] == base + T - 1 - suf) suf++;
+    c->ct[n_ct++] = (col_tile){kb, end - i, own, pre, suf};
+    i = end;
   }
   return n_ct;
 }
