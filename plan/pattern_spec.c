@@ -165,8 +165,30 @@ int pattern_spec_gating_opts(const char *spec, gating_opts *o, sr_error *e) {
   return gating_parts(spec, split(spec, buf, sizeof buf, part), part, o, e);
 }
 
+int pattern_spec_by_layers(const char *spec) {
+  return spec && (strncmp(spec, "vs-topp:", 8) == 0 || strncmp(spec, "vs-preset:", 10) == 0 ||
+                  strncmp(spec, "vs-online:", 10) == 0);
+}
+
+static int from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, int first,
+                     int count, pattern *out, sr_error *e);
+
 int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                       sr_error *e) {
+  return from_spec(spec, m, n_tokens, seed, step, 0, (int)m->num_layers, out, e);
+}
+
+int pattern_from_spec_layers(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step,
+                             int first, int count, pattern *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  if (!pattern_spec_by_layers(spec) || first < 0 || count < 1 || first + count > m->num_layers)
+    return sr_internal_error(e, 0, "pattern: layers %d .. %d of '%s' cannot be drawn apart", first, first + count - 1,
+                             spec ? spec : "");
+  return from_spec(spec, m, n_tokens, seed, step, first, count, out, e);
+}
+
+static int from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, int first,
+                     int count, pattern *out, sr_error *e) {
   memset(out, 0, sizeof *out);
   if (!spec || !*spec) return sr_input_error(e, NULL, "pattern", "empty pattern source");
   if (step < 0) return sr_input_error(e, NULL, "step", "%d must be >= 0", step);
@@ -187,9 +209,10 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
                           "unknown pattern source '%s' (expected dense, window:S:W, vs-like:S:W:NV, vs-preset:NAME, "
                           "vs-topp:P, vs-online:P, vs-online:topk:V:S, block:D[:B], adaspa:S[:B], adaspa-online:S[:B], "
                           "moba:B:K, token-topk:K[:IH:ID], trace:PATH or vs-fit:PATH)", spec);
-  int rc = pattern_alloc(out, n_tokens, (int)m->num_layers, (int)m->num_heads, e);
+  int rc = pattern_alloc(out, n_tokens, count, (int)m->num_heads, e);
   if (rc) return rc;
   synth_opts o = synth_defaults(seed, step);
+  o.layer0 = first, o.model_layers = (int)m->num_layers;
   int64_t a = 0, b = 0, c = 0, B = 128;
   double x = 0;
   if (strcmp(kind, "dense") == 0) {

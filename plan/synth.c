@@ -76,6 +76,7 @@ static int cmp_i32(const void *a, const void *b) {
 }
 
 uint64_t synth_head_key(const synth_opts *o, int layer, int head) {
+  layer += o->layer0;  // the model's layer
   return synth_mix64(o->seed ^ synth_mix64(((uint64_t)(uint32_t)layer << 32) | (uint32_t)head));
 }
 
@@ -382,7 +383,9 @@ int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error 
   if (strcmp(name, "qwen2.5-3b") != 0)
     return sr_input_error(e, NULL, "pattern", "unknown VS preset '%s' (known: qwen2.5-3b)", name);
   const int n_mix = (int)(sizeof qwen25_3b_mix / sizeof qwen25_3b_mix[0]);
-  int64_t total = (int64_t)p->layers * p->heads, published = 0, given = 0;
+  // dealt over the model's heads, of which the pattern holds a window of layers
+  int64_t total = (int64_t)(o->model_layers > 0 ? o->model_layers : p->layers) * p->heads, published = 0, given = 0;
+  int64_t first = (int64_t)o->layer0 * p->heads;
   for (int i = 0; i < n_mix; i++) published += qwen25_3b_mix[i].heads;
   // Largest-remainder apportionment of the mix over this model's heads (identity for 576 heads).
   int64_t cnt[8];
@@ -422,7 +425,7 @@ int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error 
       nv[x] = qwen25_3b_mix[kind[x]].v;
       ns[x] = qwen25_3b_mix[kind[x]].s;
     }
-    rc = synth_vs_budgets(p, nv, ns, o, e);
+    rc = synth_vs_budgets(p, nv + first, ns + first, o, e);
   }
   free(kind);
   free(nv);
@@ -488,8 +491,8 @@ static int vs_topp(pattern *p, double mass, const synth_opts *o, int redraw, sr_
   }
   sr_mt r;
   for (int l = 0; l < p->layers; l++) {
-    double density = 1 - synth_topp_layer_sparsity(o->seed, l, mass), wsum = 0;
-    synth_reseed(&r, o->seed, KEY_TOPP_HEAD, (uint64_t)l, 0);
+    double density = 1 - synth_topp_layer_sparsity(o->seed, o->layer0 + l, mass), wsum = 0;
+    synth_reseed(&r, o->seed, KEY_TOPP_HEAD, (uint64_t)(o->layer0 + l), 0);
     for (int h = 0; h < p->heads; h++) {  // heads differ around the layer's density; the mean is kept
       w[h] = 0.4 + 1.2 * sr_mt_uniform(&r);
       phi[l * p->heads + h] = 0.3 + 0.6 * sr_mt_uniform(&r);  // share of the budget on slashes

@@ -15,6 +15,9 @@ typedef struct {
   uint64_t seed;
   int step;           // training step (>= 0)
   int drift_period;   // steps per full redraw of the drifting indices (0: no drift)
+  // A window of a model's layers (synth_vs_topp, synth_vs_preset, synth_vs_budgets): the pattern's layer l is the
+  // model's layer layer0 + l of model_layers (0: the pattern's own count), drawn as for the whole model.
+  int layer0, model_layers;
 } synth_opts;
 
 #define SYNTH_DRIFT_PERIOD 20

@@ -129,7 +129,8 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
   return rc;
 }
 
-// Turn layer `layer`'s counts agg (work_layers') into per-step seconds through the schedule; w->pairs is set.
+// Turn layer `layer`'s counts agg (work_layers') into per-step seconds through the schedule; w->pairs and w->sparse
+// (some head is not dense) are set.
 static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const work_count *agg, layer_work *w,
                          sr_error *e) {
   const schedule *s = &x->p->schedule;
@@ -176,8 +177,6 @@ static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const wor
     }
     w->step_max[k] = mx;
   }
-  for (int h = 0; h < x->pat->heads; h++)
-    if (pattern_head(x->pat, layer, h)->kind != PATTERN_DENSE) w->sparse = 1;
   for (int r = 0; r < W; r++)
     for (int src = 0; src < W; src++) {
       const work_count *c = &agg[(int64_t)r * W + src];
@@ -426,12 +425,49 @@ static void builder_size(sim_ctx *x, const layer_work *distinct, int n_distinct)
 
 // ---- the step ------------------------------------------------------------------------------------
 
-// Are layer l's heads the previous layer's (every layer of a dense model)? Then it shares that layer's work.
+// Are layer l's heads the previous layer's (every layer of a dense model)? Then it shares that layer's work. (A
+// pattern drawn by layers answers no: an equal layer would be accounted again, to the same work.)
 static int same_as_previous(const sim_ctx *x, int l) {
-  int same = l > 0;
+  int same = l > 0 && x->pat;
   for (int h = 0; same && h < x->pat->heads; h++)
     same = pattern_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
   return same;
+}
+
+// Is a layer of pat sparse (some head not dense: an index is built)?
+static int layer_sparse(const pattern *pat, int layer) {
+  for (int h = 0; h < pat->heads; h++)
+    if (pattern_head(pat, layer, h)->kind != PATTERN_DENSE) return 1;
+  return 0;
+}
+
+// The counts of layers todo[0 .. n) (in batch order) into aggs and pairs, and whether each is sparse: from the step's
+// pattern, or, drawn by layers (x->pat NULL), from layers l0 .. l1 - 1 of the plan's pattern drawn now, of which each
+// layer's index counts are kept (estimate_convert).
+static int batch_counts(sim_ctx *x, int l0, int l1, int *todo, int n, work_count *const *aggs, double *pairs,
+                        int *sparse, sr_error *e) {
+  if (x->pat) {
+    for (int k = 0; k < n; k++) sparse[k] = layer_sparse(x->pat, todo[k]);
+    return work_layers(&x->cache, x->pat, todo, n, aggs, pairs, e);
+  }
+  const plan *p = x->p;
+  pattern bp;
+  double t0 = sr_now();
+  int rc = pattern_from_spec_layers(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, l0, l1 - l0, &bp, e);
+  x->r->pattern_wall_s += sr_now() - t0;
+  if (rc) return rc;
+  for (int l = l0; l < l1; l++) {
+    double idx = 0;
+    for (int h = 0; h < bp.heads; h++) {
+      const head_pattern *hp = pattern_head(&bp, l - l0, h);
+      idx += (double)hp->n_vertical + (double)hp->n_slash;
+    }
+    x->layer_indices[l] = idx;
+  }
+  for (int k = 0; k < n; k++) todo[k] -= l0, sparse[k] = layer_sparse(&bp, todo[k]);  // bp's layers
+  rc = work_layers(&x->cache, &bp, todo, n, aggs, pairs, e);
+  pattern_free(&bp);
+  return rc;
 }
 
 int step_ring(sim_ctx *x, sr_error *e) {
@@ -451,7 +487,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   if (batch > L) batch = L > 0 ? L : 1;
   work_count **aggs = calloc((size_t)batch, sizeof *aggs);
   double *pairs = malloc((size_t)batch * sizeof *pairs);
-  int *todo = malloc((size_t)batch * sizeof *todo);
+  int *todo = malloc((size_t)batch * sizeof *todo), *sparse = malloc((size_t)batch * sizeof *sparse);
+  x->layer_indices = x->pat ? NULL : calloc((size_t)(L > 0 ? L : 1), sizeof *x->layer_indices);
   for (int k = 0; aggs && k < batch; k++)
     if (!(aggs[k] = malloc((size_t)W * W * sizeof *aggs[k]))) {
       for (int j = 0; j < k; j++) free(aggs[j]);
@@ -463,7 +500,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.comp = malloc((size_t)s->n_steps * W * sizeof *st.comp);
   st.dur = malloc((size_t)W * sizeof *st.dur);
   int n_distinct = 0;
-  if (!distinct || !of || !aggs || !pairs || !todo || !before || !kv_src || !st.comp || !st.dur) {
+  if (!distinct || !of || !aggs || !pairs || !todo || !sparse || (!x->pat && !x->layer_indices) || !before || !kv_src ||
+      !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
@@ -483,7 +521,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     int l1 = l0 + batch < L ? l0 + batch : L, n = 0;
     for (int l = l0; l < l1; l++)
       if (!same_as_previous(x, l)) todo[n++] = l;
-    if (n && (rc = work_layers(&x->cache, x->pat, todo, n, aggs, pairs, e))) goto done_ring;
+    if (n && (rc = batch_counts(x, l0, l1, todo, n, aggs, pairs, sparse, e))) goto done_ring;
     for (int l = l0, k = 0; l < l1; l++) {
       if (same_as_previous(x, l)) {  // every layer of a dense model: the previous layer's work
         of[l] = of[l - 1];
@@ -494,6 +532,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
       layer_work w;
       memset(&w, 0, sizeof w);
       w.pairs = pairs[k];
+      w.sparse = sparse[k];
       if ((rc = layer_work_of(x, l, kv_src, aggs[k], &w, e)) || (rc = layer_routes(x, &st, aggs[k], &w.routes, e))) {
         layer_work_free(&w);
         goto done_ring;
@@ -597,6 +636,9 @@ done:
   free(aggs);
   free(pairs);
   free(todo);
+  free(sparse);
+  free(x->layer_indices);
+  x->layer_indices = NULL;
   free(before);
   free(kv_src);
   free(st.comp);

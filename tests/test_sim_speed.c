@@ -269,3 +269,32 @@ TEST(sim_speed_pin_every_kind_of_step_on_eight_gpus_is_unchanged) {
     plan_free(&p);
   }
 }
+
+// The step drawing its pattern a few layers at a time (sim_run without a pattern, sim_plan) gives the step of the
+// pattern drawn whole, figure for figure: MTraining's stand-in on a striped double ring, and on a flat ring whose
+// layers are accounted in more than one batch.
+TEST(sim_speed_a_step_drawing_its_pattern_by_layers_equals_the_whole_patterns) {
+  const char *cluster = write_cluster("h200-2x4", two_by_four);
+  const char *cases[][3] = {{"qwen2.5-0.5b", "mtraining", "vs-topp:0.95"},
+                            {"qwen2.5-0.5b", "mtraining-flat", "vs-preset:qwen2.5-3b"},
+                            {"tiny-test", "mtraining", "vs-online:0.9"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    sr_error e;
+    sr_error_clear(&e);
+    plan p;
+    if (build(cases[i][0], cluster, 16384, cases[i][1], cases[i][2], -1, &p, &e)) {
+      test_fail(__FILE__, __LINE__, "%s: %s", cases[i][1], e.msg);
+      continue;
+    }
+    pattern pat;
+    sim_options o = {0, 0, 0, 0, 0, 0};
+    sim_result whole, by_layers;
+    CHECK_EQ_INT(sim_pattern_build(&p, &pat, &e), SR_OK);
+    CHECK_EQ_INT(sim_run(&p, &pat, &o, &whole, NULL, &e), SR_OK);
+    CHECK_EQ_INT(sim_run(&p, NULL, &o, &by_layers, NULL, &e), SR_OK);
+    check_same_result(cases[i][1], &whole, &by_layers);
+    CHECK(by_layers.pattern_wall_s > 0);
+    pattern_free(&pat);
+    plan_free(&p);
+  }
+}

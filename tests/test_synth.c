@@ -452,3 +452,34 @@ TEST(topp_patterns_equal_those_drawn_before_the_calibration_streams_were_reused)
     pattern_free(&p);
   }
 }
+
+// A window of layers drawn apart (the simulator draws a synthetic vertical-slash source a few layers at a time) is
+// those layers of the whole pattern, head for head, for every source that draws its layers apart; other sources and
+// windows outside the model are refused.
+TEST(layers_drawn_apart_equal_those_layers_of_the_whole_pattern) {
+  model_config m = shape(7, 5);
+  const char *specs[] = {"vs-topp:0.95", "vs-preset:qwen2.5-3b", "vs-online:0.9", "vs-online:topk:40:70"};
+  const int windows[][2] = {{0, 1}, {2, 3}, {6, 1}, {0, 7}};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    sr_error e;
+    pattern whole, part;
+    CHECK(pattern_spec_by_layers(specs[i]));
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 3000, 11, 3, &whole, &e), SR_OK);
+    for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
+      int first = windows[w][0], count = windows[w][1];
+      CHECK_EQ_INT(pattern_from_spec_layers(specs[i], &m, 3000, 11, 3, first, count, &part, &e), SR_OK);
+      CHECK_EQ_INT(part.layers, count);
+      for (int l = 0; l < count; l++)
+        for (int h = 0; h < m.num_heads; h++)
+          if (!pattern_heads_equal(pattern_head(&part, l, h), pattern_head(&whole, first + l, h)))
+            test_fail(__FILE__, __LINE__, "%s: layer %d head %d differs drawn apart", specs[i], first + l, h);
+      pattern_free(&part);
+    }
+    pattern_free(&whole);
+  }
+  sr_error e;
+  pattern p;
+  CHECK(!pattern_spec_by_layers("vs-like:4:64:16"));
+  CHECK(pattern_from_spec_layers("vs-like:4:64:16", &m, 3000, 11, 0, 0, 1, &p, &e) != SR_OK);
+  CHECK(pattern_from_spec_layers("vs-topp:0.9", &m, 3000, 11, 0, 5, 3, &p, &e) != SR_OK);
+}
