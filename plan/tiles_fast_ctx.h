@@ -47,7 +47,7 @@ typedef struct {
   // already per cell), so the sums give the cells the per-head evaluation gave.
   int deferred;
   int any;                           // a head added something since the last fold
-  int64_t *cv_acc;                   // [P * n_m] keys of column tile s + m P (cvm), summed
+  int64_t *cv_acc;                   // [n_m * P] keys of column tile s + m P (cvm), summed
   int64_t *kept_t;                   // [P * P] by (j, s): keys of residue s's column tiles on kept diagonals of
                                      //   residue j (no bars there), weighed as columns_by_residue's `kept`, summed
   int64_t *cvt;                      // [(n_m + 1) * P] one head's prefix sums over m (cvcum) by (m, s)
@@ -58,11 +58,11 @@ typedef struct {
   int32_t *ov_acc, *ov_all;          //   [P * P] the verticals' rows and row_all since the last spill
   int64_t ov_room;                   //   verticals they may still take before a spill (no int32 overflow)
   int64_t *ov_keys;                  //   [P] verticals since the last spill by source residue
-  // periodic: keys of K per column tile s + m P (cvm[s * n_m + m]), their prefix sums over m, and the kept
+  // periodic: keys of K per column tile s + m P (cvm[m * P + s]), their prefix sums over m, and the kept
   // diagonals j + t P listed by residue j (kd_t[kd_first[j] .. kd_first[j + 1]), t ascending)
   int64_t n_m;
   int64_t *cvm, *cvcum, *cmcum, *kd_first, *kd_t;
-  uint8_t *s_used;                   // [P] source residues with a column tile
+  uint8_t *s_used;                   // [P] source residues with a column tile (not deferred)
   int64_t *run_v, *run_u;            // non-periodic: [nbi + 1] prefix sums over column tiles (columns_runs_add)
   int64_t *src_run;                  //   [nbi + 1] the runs holding column tiles (their first tiles)
   int32_t *k_flat;                   // non-periodic: K's keys below nbi * TILE, ascending (overlap_by_runs)
