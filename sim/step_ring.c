@@ -73,6 +73,10 @@ typedef struct {
   cost_attn_rates rf, rb;
   double *q_tiles;              // [W] query tiles of rank r
   double *call_step;            // [W] ctx_attn_call_step of a source's keys
+  // per block of ranks: its slowest rank's forward seconds at each step ([blocks * n_steps]), its computed pairs and
+  // the hash of its seconds, entries and bars
+  double *block_max, *block_exec;
+  uint64_t *block_hash;
 } step_costs;
 
 static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
@@ -98,8 +102,36 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
                       cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
             : 0.f;
     }
+  // The block's ranks: their steps' seconds summed in step order (a step at a time: the same additions per rank as
+  // one pass over every rank), the block's slowest forward at each step, its ranks' entries and bars over their
+  // sources in order, the pairs the kernels compute (integers below 2^53: exact in any order) and a hash.
+  layer_work *w = k->w;
+  double *mx = k->block_max + (int64_t)item * s->n_steps, exec = 0;
+  uint64_t h = 1469598103934665603ull;
+  for (int st = 0; st < s->n_steps; st++) {
+    const float *f = w->fwd + (int64_t)st * W, *b = w->bwd + (int64_t)st * W;
+    mx[st] = 0;
+    for (int r = r0; r < r1; r++) {
+      w->sum_fwd[r] += f[r];
+      w->sum_bwd[r] += b[r];
+      if (f[r] > mx[st]) mx[st] = f[r];
+    }
+    h = fnv(fnv(h, f + r0, (size_t)(r1 - r0) * sizeof *f), b + r0, (size_t)(r1 - r0) * sizeof *b);
+  }
+  for (int r = r0; r < r1; r++)
+    for (int src = 0; src < W; src++) {
+      const work_count *c = &k->agg[(int64_t)r * W + src];
+      w->entries[r] += (float)(c->full + c->partial + c->bars);
+      w->bars[r] += (float)c->bars;
+      exec += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
+    }
+  k->block_exec[item] = exec;
+  h = fnv(h, w->entries + r0, (size_t)(r1 - r0) * sizeof *w->entries);
+  k->block_hash[item] = fnv(h, w->bars + r0, (size_t)(r1 - r0) * sizeof *w->bars);
   return SR_OK;
 }
+
+static inline double fmax_plain(double a, double b) { return b > a ? b : a; }
 
 static int step_seconds(const sim_ctx *x, const work_count *agg, const work_count *fwd, const int32_t *kv_src, layer_work *w,
                         sr_error *e) {
@@ -108,13 +140,14 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
   step_costs k;
   memset(&k, 0, sizeof k);
   k.x = x, k.agg = agg, k.fwd = fwd, k.w = w, k.kv_src = kv_src;
+  int blocks = (W + STEP_COST_RANKS - 1) / STEP_COST_RANKS;
   k.q_tiles = malloc((size_t)W * sizeof *k.q_tiles);
   k.call_step = malloc((size_t)W * sizeof *k.call_step);
-  if (!k.q_tiles || !k.call_step) {
-    free(k.q_tiles);
-    free(k.call_step);
-    return sr_internal_error(e, 0, "sim: out of memory for layer work");
-  }
+  k.block_max = malloc((size_t)blocks * s->n_steps * sizeof *k.block_max);
+  k.block_exec = malloc((size_t)blocks * sizeof *k.block_exec);
+  k.block_hash = malloc((size_t)blocks * sizeof *k.block_hash);
+  int rc = !k.q_tiles || !k.call_step || !k.block_max || !k.block_exec || !k.block_hash;
+  if (rc) rc = sr_internal_error(e, 0, "sim: out of memory for layer work");
   cost_attn_rates_init(&x->c->gpu, x->m, 0, &k.rf);
   cost_attn_rates_init(&x->c->gpu, x->m, 1, &k.rb);
   for (int r = 0; r < W; r++) {
@@ -123,14 +156,27 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
   }
   // Threads pay off from about a hundred thousand steps' costs (tens of microseconds to start one).
   int threads = (double)s->n_steps * W >= 1e5 ? sr_threads() : 1;
-  int rc = sr_parallel_for((W + STEP_COST_RANKS - 1) / STEP_COST_RANKS, threads, step_costs_item, &k, e);
+  if (!rc) rc = sr_parallel_for(blocks, threads, step_costs_item, &k, e);
+  // Per step the slowest rank's (the largest of the blocks'); the layer's hash of its blocks' in order.
+  uint64_t h = 1469598103934665603ull;
+  for (int b = 0; !rc && b < blocks; b++) {
+    for (int st = 0; st < s->n_steps; st++)
+      w->step_max[st] = fmax_plain(w->step_max[st], k.block_max[(int64_t)b * s->n_steps + st]);
+    w->exec_pairs += k.block_exec[b];
+    h = fnv(h, &k.block_hash[b], sizeof k.block_hash[b]);
+  }
+  w->hash = fnv(h, &w->sparse, sizeof w->sparse);
   free(k.q_tiles);
   free(k.call_step);
+  free(k.block_max);
+  free(k.block_exec);
+  free(k.block_hash);
   return rc;
 }
 
-// Turn layer `layer`'s counts agg (work_layers') into per-step seconds through the schedule; w->pairs and w->sparse
-// (some head is not dense) are set.
+// Turn layer `layer`'s counts agg (work_layers') into per-step seconds through the schedule (step_seconds: also the
+// sums of each rank's steps, the slowest rank of each step, entries, bars and the layer's hash); w->pairs and
+// w->sparse (some head is not dense) are set.
 static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const work_count *agg, layer_work *w,
                          sr_error *e) {
   const schedule *s = &x->p->schedule;
@@ -165,32 +211,7 @@ static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const wor
     free(fwd);
     return rc;
   }
-  // Per rank, its steps' seconds summed in step order (walked a step at a time: the same additions per rank); per
-  // step, the slowest rank's.
-  for (int k = 0; k < s->n_steps; k++) {
-    const float *f = w->fwd + (int64_t)k * W, *b = w->bwd + (int64_t)k * W;
-    double mx = 0;
-    for (int r = 0; r < W; r++) {
-      w->sum_fwd[r] += f[r];
-      w->sum_bwd[r] += b[r];
-      if (f[r] > mx) mx = f[r];
-    }
-    w->step_max[k] = mx;
-  }
-  for (int r = 0; r < W; r++)
-    for (int src = 0; src < W; src++) {
-      const work_count *c = &agg[(int64_t)r * W + src];
-      w->entries[r] += (float)(c->full + c->partial + c->bars);
-      w->bars[r] += (float)c->bars;
-      w->exec_pairs += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
-    }
   free(fwd);
-  uint64_t hsh = 1469598103934665603ull;
-  hsh = fnv(hsh, w->fwd, (size_t)s->n_steps * W * sizeof *w->fwd);
-  hsh = fnv(hsh, w->bwd, (size_t)s->n_steps * W * sizeof *w->bwd);
-  hsh = fnv(hsh, w->entries, (size_t)W * sizeof *w->entries);
-  hsh = fnv(hsh, w->bars, (size_t)W * sizeof *w->bars);
-  w->hash = fnv(hsh, &w->sparse, sizeof w->sparse);
   return SR_OK;
 }
 
