@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan/synth.h"
+#include "plan/synth_internal.h"
 #include "plan/util.h"
 
 #define MAX_PARTS 6
@@ -165,30 +166,8 @@ int pattern_spec_gating_opts(const char *spec, gating_opts *o, sr_error *e) {
   return gating_parts(spec, split(spec, buf, sizeof buf, part), part, o, e);
 }
 
-int pattern_spec_by_layers(const char *spec) {
-  return spec && (strncmp(spec, "vs-topp:", 8) == 0 || strncmp(spec, "vs-preset:", 10) == 0 ||
-                  strncmp(spec, "vs-online:", 10) == 0);
-}
-
-static int from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, int first,
-                     int count, pattern *out, sr_error *e);
-
 int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                       sr_error *e) {
-  return from_spec(spec, m, n_tokens, seed, step, 0, (int)m->num_layers, out, e);
-}
-
-int pattern_from_spec_layers(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step,
-                             int first, int count, pattern *out, sr_error *e) {
-  memset(out, 0, sizeof *out);
-  if (!pattern_spec_by_layers(spec) || first < 0 || count < 1 || first + count > m->num_layers)
-    return sr_internal_error(e, 0, "pattern: layers %d .. %d of '%s' cannot be drawn apart", first, first + count - 1,
-                             spec ? spec : "");
-  return from_spec(spec, m, n_tokens, seed, step, first, count, out, e);
-}
-
-static int from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, int first,
-                     int count, pattern *out, sr_error *e) {
   memset(out, 0, sizeof *out);
   if (!spec || !*spec) return sr_input_error(e, NULL, "pattern", "empty pattern source");
   if (step < 0) return sr_input_error(e, NULL, "step", "%d must be >= 0", step);
@@ -209,10 +188,9 @@ static int from_spec(const char *spec, const model_config *m, int64_t n_tokens, 
                           "unknown pattern source '%s' (expected dense, window:S:W, vs-like:S:W:NV, vs-preset:NAME, "
                           "vs-topp:P, vs-online:P, vs-online:topk:V:S, block:D[:B], adaspa:S[:B], adaspa-online:S[:B], "
                           "moba:B:K, token-topk:K[:IH:ID], trace:PATH or vs-fit:PATH)", spec);
-  int rc = pattern_alloc(out, n_tokens, count, (int)m->num_heads, e);
+  int rc = pattern_alloc(out, n_tokens, (int)m->num_layers, (int)m->num_heads, e);
   if (rc) return rc;
   synth_opts o = synth_defaults(seed, step);
-  o.layer0 = first, o.model_layers = (int)m->num_layers;
   int64_t a = 0, b = 0, c = 0, B = 128;
   double x = 0;
   if (strcmp(kind, "dense") == 0) {
@@ -270,6 +248,94 @@ static int from_spec(const char *spec, const model_config *m, int64_t n_tokens, 
   }
   if (rc) pattern_free(out);
   return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// heads drawn one at a time
+
+int pattern_spec_by_heads(const char *spec) {
+  return spec && (strncmp(spec, "vs-topp:", 8) == 0 || strncmp(spec, "vs-preset:", 10) == 0 ||
+                  strncmp(spec, "vs-online:", 10) == 0);
+}
+
+struct pattern_drawer {
+  synth_vs_source src;
+  int threads;
+  synth_ctx *ctx;      // [threads] scratch
+  head_pattern *head;  // [threads] a head with room for n_tokens indices of each kind
+};
+
+void pattern_drawer_close(pattern_drawer *d) {
+  if (!d) return;
+  for (int t = 0; t < d->threads; t++) {
+    if (d->ctx) synth_ctx_free(&d->ctx[t]);
+    if (d->head) free(d->head[t].vertical), free(d->head[t].slash);
+  }
+  free(d->ctx);
+  free(d->head);
+  synth_vs_source_free(&d->src);
+  free(d);
+}
+
+// The source of a spec of pattern_spec_by_heads, as pattern_from_spec parses it and its generator builds it.
+static int vs_source(const char *spec, const model_config *m, int64_t n_tokens, const synth_opts *o,
+                     synth_vs_source *out, sr_error *e) {
+  char buf[512], *part[MAX_PARTS];
+  int n = split(spec, buf, sizeof buf, part), L = (int)m->num_layers, H = (int)m->num_heads, rc;
+  double x = 0;
+  if (strcmp(part[0], "vs-preset") == 0) {
+    rc = expect_parts(spec, n, 2, 2, "vs-preset:NAME", e);
+    return rc ? rc : synth_vs_preset_source(L, H, n_tokens, part[1], o, out, e);
+  }
+  if (strcmp(part[0], "vs-topp") == 0) {
+    rc = expect_parts(spec, n, 2, 2, "vs-topp:P with P in (0, 1)", e);
+    if (!rc) rc = parse_frac(spec, part[1], "top-p mass", 1e-6, 1 - 1e-6, &x, e);
+    return rc ? rc : synth_vs_topp_source(L, H, n_tokens, x, o, 0, out, e);
+  }
+  vs_est_opts eo;  // vs-online: the fixed budget on every head, or top-p
+  if ((rc = online_parts(spec, n, part, &eo, e))) return rc;
+  if (eo.topk_v <= 0) return synth_vs_topp_source(L, H, n_tokens, eo.p, o, 0, out, e);
+  int32_t *bv = malloc(sizeof(int32_t) * (size_t)(L * H) * 2 + 1);
+  if (!bv) return sr_internal_error(e, 0, "out of memory");
+  for (int64_t h = 0; h < (int64_t)L * H; h++) bv[h] = eo.topk_v, bv[(int64_t)L * H + h] = eo.topk_s;
+  rc = synth_vs_budgets_source(L, H, n_tokens, bv, bv + (int64_t)L * H, o, out, e);
+  free(bv);
+  return rc;
+}
+
+int pattern_drawer_open(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, int threads,
+                        pattern_drawer **out, sr_error *e) {
+  *out = NULL;
+  if (!pattern_spec_by_heads(spec))
+    return sr_internal_error(e, 0, "pattern: the heads of '%s' are not drawn one at a time", spec ? spec : "");
+  if (step < 0) return sr_input_error(e, NULL, "step", "%d must be >= 0", step);
+  if (n_tokens < 1 || n_tokens > INT32_MAX)
+    return sr_input_error(e, NULL, "seq", "%lld tokens: expected 1 to %d", (long long)n_tokens, INT32_MAX);
+  pattern_drawer *d = calloc(1, sizeof *d);
+  if (!d) return sr_internal_error(e, 0, "pattern: out of memory");
+  synth_opts o = synth_defaults(seed, step);
+  int rc = vs_source(spec, m, n_tokens, &o, &d->src, e);
+  d->threads = threads > 0 ? threads : 1;
+  d->ctx = calloc((size_t)d->threads, sizeof *d->ctx);
+  d->head = calloc((size_t)d->threads, sizeof *d->head);
+  if (!rc && (!d->ctx || !d->head)) rc = sr_internal_error(e, 0, "pattern: out of memory");
+  for (int t = 0; !rc && t < d->threads; t++) {
+    rc = synth_ctx_init(&d->ctx[t], n_tokens, e);
+    d->head[t].vertical = malloc((size_t)n_tokens * sizeof(int32_t));
+    d->head[t].slash = malloc((size_t)n_tokens * sizeof(int32_t));
+    if (!rc && (!d->head[t].vertical || !d->head[t].slash)) rc = sr_internal_error(e, 0, "pattern: out of memory");
+  }
+  if (rc) {
+    pattern_drawer_close(d);
+    return rc;
+  }
+  *out = d;
+  return SR_OK;
+}
+
+const head_pattern *pattern_drawer_head(pattern_drawer *d, int thread, int layer, int head) {
+  synth_vs_source_draw(&d->src, &d->ctx[thread], layer, head, &d->head[thread]);
+  return &d->head[thread];
 }
 
 int pattern_spec_check(const char *spec, const model_config *m, int64_t n_tokens, sr_error *e) {

@@ -124,11 +124,11 @@ void sim_transfers_free(sim_transfers *t) {
   memset(t, 0, sizeof *t);
 }
 
-// Does the step read each layer's heads only while accounting it, so that the pattern may be drawn a batch of layers
-// at a time (sim_run without a pattern)? A ring step (its estimation reads only a layer's index counts, kept when
-// drawn) of the mixed trainer without the forward form, on a source that draws its layers apart.
-static int draws_by_layers(const plan *p) {
-  return pattern_spec_by_layers(p->spec.pattern) && p->spec.fpdt_chunk <= 0 && p->schedule.kind != SCHED_ULYSSES &&
+// Does the step read each head only while accounting it, so that the pattern may be drawn a head at a time as it is
+// accounted (sim_run without a pattern)? A ring step (its estimation reads only a layer's index counts, kept when
+// drawn) of the mixed trainer without the forward form, on a source whose heads are drawn one at a time.
+static int draws_by_heads(const plan *p) {
+  return pattern_spec_by_heads(p->spec.pattern) && p->spec.fpdt_chunk <= 0 && p->schedule.kind != SCHED_ULYSSES &&
          p->schedule.kind != SCHED_USP && strcmp(p->spec.trainer, "exec") != 0 && !p->spec.fwd_runs;
 }
 
@@ -136,9 +136,9 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
                sim_transfers *transfers, sim_result *r, sim_timeline *tl, sr_error *e) {
   double t_start = sr_now();
   memset(r, 0, sizeof *r);
-  pattern whole;  // the plan's pattern, drawn here when not given and not drawn by layers
+  pattern whole;  // the plan's pattern, drawn here when not given and not drawn a head at a time
   int own = 0;
-  if (!pat && !draws_by_layers(p)) {
+  if (!pat && !draws_by_heads(p)) {
     int rc = sim_pattern_build(p, &whole, e);
     if (rc) return rc;
     pat = &whole;
@@ -208,7 +208,7 @@ static int run_pattern(const plan *p, const pattern *pat, const sim_options *o, 
   }
   engine_count_busy(&x.g, x.busy);
   if (!x.tl) engine_lean(&x.g);  // only end times are read unless the timeline is kept
-  x.gpu_build = pat && gpu_build_applies(p, pat);  // drawn by layers: not the exec trainer
+  x.gpu_build = pat && gpu_build_applies(p, pat);  // drawn a head at a time: not the exec trainer
   int64_t kv_shard = 0;
   if (p->spec.fpdt_chunk > 0) {
     rc = step_fpdt(&x, e);

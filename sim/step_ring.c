@@ -447,7 +447,7 @@ static void builder_size(sim_ctx *x, const layer_work *distinct, int n_distinct)
 // ---- the step ------------------------------------------------------------------------------------
 
 // Are layer l's heads the previous layer's (every layer of a dense model)? Then it shares that layer's work. (A
-// pattern drawn by layers answers no: an equal layer would be accounted again, to the same work.)
+// pattern drawn a head at a time answers no: an equal layer would be accounted again, to the same work.)
 static int same_as_previous(const sim_ctx *x, int l) {
   int same = l > 0 && x->pat;
   for (int h = 0; same && h < x->pat->heads; h++)
@@ -462,32 +462,59 @@ static int layer_sparse(const pattern *pat, int layer) {
   return 0;
 }
 
-// The counts of layers todo[0 .. n) (in batch order) into aggs and pairs, and whether each is sparse: from the step's
-// pattern, or, drawn by layers (x->pat NULL), from layers l0 .. l1 - 1 of the plan's pattern drawn now, of which each
-// layer's index counts are kept (estimate_convert).
-static int batch_counts(sim_ctx *x, int l0, int l1, int *todo, int n, work_count *const *aggs, double *pairs,
-                        int *sparse, sr_error *e) {
+// Layers drawn a head at a time (x->pat NULL): a layer a thread, each head drawn into the thread's slot of the drawer,
+// accounted and dropped, the layer's index counts kept (estimate_convert). The threads' seconds drawing and
+// accounting split the loop's wall time between the two.
+typedef struct {
+  sim_ctx *x;
+  pattern_drawer *drawer;
+  const int *todo;
+  work_count *const *aggs;
+  double *pairs;
+  int *sparse;
+  double *draw_s, *account_s;  // [threads]
+} drawn_job;
+
+static int drawn_item(void *ctx, int i, int t, sr_error *e) {
+  drawn_job *j = ctx;
+  sim_ctx *x = j->x;
+  int layer = j->todo[i], rc = work_layer_begin(&x->cache, t, j->aggs[i], e);
+  double idx = 0;
+  j->pairs[i] = 0, j->sparse[i] = 0;
+  for (int h = 0; h < (int)x->m->num_heads && !rc; h++) {
+    double t0 = sr_now();
+    const head_pattern *hp = pattern_drawer_head(j->drawer, t, layer, h);
+    double t1 = sr_now();
+    idx += (double)hp->n_vertical + (double)hp->n_slash;
+    j->sparse[i] |= hp->kind != PATTERN_DENSE;
+    rc = work_layer_head(&x->cache, t, hp, j->aggs[i], &j->pairs[i], e);
+    j->draw_s[t] += t1 - t0;
+    j->account_s[t] += sr_now() - t1;
+  }
+  if (!rc) work_layer_end(&x->cache, t, j->aggs[i], &j->pairs[i]);
+  x->layer_indices[layer] = idx;
+  return rc;
+}
+
+// The counts of layers todo[0 .. n) into aggs and pairs, and whether each is sparse: from the step's pattern, or drawn
+// a head at a time by `drawer` (x->pat NULL).
+static int batch_counts(sim_ctx *x, pattern_drawer *drawer, const int *todo, int n, work_count *const *aggs,
+                        double *pairs, int *sparse, sr_error *e) {
   if (x->pat) {
     for (int k = 0; k < n; k++) sparse[k] = layer_sparse(x->pat, todo[k]);
     return work_layers(&x->cache, x->pat, todo, n, aggs, pairs, e);
   }
-  const plan *p = x->p;
-  pattern bp;
-  double t0 = sr_now();
-  int rc = pattern_from_spec_layers(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, l0, l1 - l0, &bp, e);
-  x->r->pattern_wall_s += sr_now() - t0;
-  if (rc) return rc;
-  for (int l = l0; l < l1; l++) {
-    double idx = 0;
-    for (int h = 0; h < bp.heads; h++) {
-      const head_pattern *hp = pattern_head(&bp, l - l0, h);
-      idx += (double)hp->n_vertical + (double)hp->n_slash;
-    }
-    x->layer_indices[l] = idx;
-  }
-  for (int k = 0; k < n; k++) todo[k] -= l0, sparse[k] = layer_sparse(&bp, todo[k]);  // bp's layers
-  rc = work_layers(&x->cache, &bp, todo, n, aggs, pairs, e);
-  pattern_free(&bp);
+  int threads = x->cache.threads < n ? x->cache.threads : n;
+  double *s = calloc(2 * (size_t)threads, sizeof *s), t0 = sr_now();
+  if (!s) return sr_internal_error(e, 0, "sim: out of memory");
+  drawn_job j = {x, drawer, todo, aggs, pairs, sparse, s, s + threads};
+  int rc = sr_parallel_for(n, threads, drawn_item, &j, e);
+  double wall = sr_now() - t0, draw = 0, account = 0;
+  for (int t = 0; t < threads; t++) draw += s[t], account += s[threads + t];
+  double share = draw + account > 0 ? draw / (draw + account) : 0;
+  x->r->pattern_wall_s += wall * share;
+  x->cache.wall_s += wall * (1 - share);
+  free(s);
   return rc;
 }
 
@@ -521,6 +548,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.comp = malloc((size_t)s->n_steps * W * sizeof *st.comp);
   st.dur = malloc((size_t)W * sizeof *st.dur);
   int n_distinct = 0;
+  pattern_drawer *drawer = NULL;  // x->pat NULL: the plan's pattern, drawn a head at a time
   if (!distinct || !of || !aggs || !pairs || !todo || !sparse || (!x->pat && !x->layer_indices) || !before || !kv_src ||
       !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
@@ -536,13 +564,16 @@ int step_ring(sim_ctx *x, sr_error *e) {
   for (int k = 0; k < s->n_steps; k++)
     for (int r = 0; r < W; r++) kv_src[(int64_t)k * W + r] = schedule_at(s, k, r)->kv_src;
   st.ring.log = x->transfers;
+  if (!x->pat && (rc = pattern_drawer_open(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, x->cache.threads,
+                                          &drawer, e)))
+    goto done_ring;
   // Account every layer, batches of layers over threads (work_layers: a thread a layer, one fold each); identical
   // layers share their work.
   for (int l0 = 0; l0 < L; l0 += batch) {
     int l1 = l0 + batch < L ? l0 + batch : L, n = 0;
     for (int l = l0; l < l1; l++)
       if (!same_as_previous(x, l)) todo[n++] = l;
-    if (n && (rc = batch_counts(x, l0, l1, todo, n, aggs, pairs, sparse, e))) goto done_ring;
+    if (n && (rc = batch_counts(x, drawer, todo, n, aggs, pairs, sparse, e))) goto done_ring;
     for (int l = l0, k = 0; l < l1; l++) {
       if (same_as_previous(x, l)) {  // every layer of a dense model: the previous layer's work
         of[l] = of[l - 1];
@@ -642,6 +673,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     }
   if (x->gpu_build) builder_size(x, distinct, n_distinct);
 done_ring:
+  pattern_drawer_close(drawer);
   ring_ctx_free(&st.ring);
   for (int k = 0; k < st.n_routes; k++) {
     ring_routes_free(&st.routes[k]);

@@ -542,6 +542,26 @@ static int layer_on_thread(work_cache *c, int t, const pattern *pat, int layer, 
   return rc;
 }
 
+int work_layer_begin(work_cache *c, int t, work_count *agg, sr_error *e) {
+  int rc = thread_state(c, t, 0, e);
+  if (rc) return rc;
+  memset(agg, 0, (size_t)c->world * c->world * sizeof *agg);
+  tiles_accounter_pairs_per_cell(c->acct[t], 0);  // only their sum is needed
+  return SR_OK;
+}
+
+int work_layer_head(work_cache *c, int t, const head_pattern *h, work_count *agg, double *pairs, sr_error *e) {
+  int rc = tiles_account_head_add_pending(c->acct[t], h, agg, e);
+  *pairs += (double)tiles_accounter_take_pairs(c->acct[t]);
+  return rc;
+}
+
+void work_layer_end(work_cache *c, int t, work_count *agg, double *pairs) {
+  tiles_accounter_fold(c->acct[t], agg);
+  tiles_accounter_pairs_per_cell(c->acct[t], 1);
+  pairs_out_of_cells(agg, (int64_t)c->world * c->world, pairs);
+}
+
 typedef struct {
   work_cache *c;
   const pattern *pat;

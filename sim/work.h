@@ -66,6 +66,13 @@ int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, do
 // heads in order: one fold of the residue sums a layer, where work_layer's threads fold one each).
 int work_layers(work_cache *c, const pattern *pat, const int *layers, int count, work_count *const *agg, double *pairs,
                 sr_error *e);
+// A layer whose heads come one at a time (drawn as they are accounted, plan/pattern_spec.h's pattern_drawer), on
+// thread t's accounter (0 <= t < c->threads: a caller's parallel loop over layers, each item on its thread): begin
+// (agg zeroed), each head added, end (its sums by residue folded into agg, the kept pairs into *pairs, which the
+// heads' sum started: set it to 0 before the first head). The layer's counts are work_layer's; no store is used.
+int work_layer_begin(work_cache *c, int t, work_count *agg, sr_error *e);
+int work_layer_head(work_cache *c, int t, const head_pattern *h, work_count *agg, double *pairs, sr_error *e);
+void work_layer_end(work_cache *c, int t, work_count *agg, double *pairs);
 // Add b into a.
 void work_add(work_count *a, const work_count *b);
 

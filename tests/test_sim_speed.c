@@ -270,10 +270,10 @@ TEST(sim_speed_pin_every_kind_of_step_on_eight_gpus_is_unchanged) {
   }
 }
 
-// The step drawing its pattern a few layers at a time (sim_run without a pattern, sim_plan) gives the step of the
-// pattern drawn whole, figure for figure: MTraining's stand-in on a striped double ring, and on a flat ring whose
-// layers are accounted in more than one batch.
-TEST(sim_speed_a_step_drawing_its_pattern_by_layers_equals_the_whole_patterns) {
+// The step drawing its pattern a head at a time as it accounts it (sim_run without a pattern, sim_plan) gives the step
+// of the pattern drawn whole, figure for figure: MTraining's stand-in on a striped double ring, and on a flat ring
+// whose layers are accounted in more than one batch.
+TEST(sim_speed_a_step_drawing_its_pattern_a_head_at_a_time_equals_the_whole_patterns) {
   const char *cluster = write_cluster("h200-2x4", two_by_four);
   const char *cases[][3] = {{"qwen2.5-0.5b", "mtraining", "vs-topp:0.95"},
                             {"qwen2.5-0.5b", "mtraining-flat", "vs-preset:qwen2.5-3b"},

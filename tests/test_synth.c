@@ -453,33 +453,29 @@ TEST(topp_patterns_equal_those_drawn_before_the_calibration_streams_were_reused)
   }
 }
 
-// A window of layers drawn apart (the simulator draws a synthetic vertical-slash source a few layers at a time) is
-// those layers of the whole pattern, head for head, for every source that draws its layers apart; other sources and
-// windows outside the model are refused.
-TEST(layers_drawn_apart_equal_those_layers_of_the_whole_pattern) {
+// Heads drawn one at a time (the simulator draws a synthetic vertical-slash source as it accounts it) are the whole
+// pattern's heads, bit for bit, in any order and from any slot, for every source drawn so; other sources are refused.
+TEST(heads_drawn_one_at_a_time_equal_the_whole_patterns) {
   model_config m = shape(7, 5);
   const char *specs[] = {"vs-topp:0.95", "vs-preset:qwen2.5-3b", "vs-online:0.9", "vs-online:topk:40:70"};
-  const int windows[][2] = {{0, 1}, {2, 3}, {6, 1}, {0, 7}};
   for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
     sr_error e;
-    pattern whole, part;
-    CHECK(pattern_spec_by_layers(specs[i]));
+    pattern whole;
+    pattern_drawer *d = NULL;
+    CHECK(pattern_spec_by_heads(specs[i]));
     CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 3000, 11, 3, &whole, &e), SR_OK);
-    for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
-      int first = windows[w][0], count = windows[w][1];
-      CHECK_EQ_INT(pattern_from_spec_layers(specs[i], &m, 3000, 11, 3, first, count, &part, &e), SR_OK);
-      CHECK_EQ_INT(part.layers, count);
-      for (int l = 0; l < count; l++)
-        for (int h = 0; h < m.num_heads; h++)
-          if (!pattern_heads_equal(pattern_head(&part, l, h), pattern_head(&whole, first + l, h)))
-            test_fail(__FILE__, __LINE__, "%s: layer %d head %d differs drawn apart", specs[i], first + l, h);
-      pattern_free(&part);
+    CHECK_EQ_INT(pattern_drawer_open(specs[i], &m, 3000, 11, 3, 2, &d, &e), SR_OK);
+    for (int x = m.num_layers * m.num_heads - 1; x >= 0; x--) {  // backwards, alternating slots
+      int l = x / m.num_heads, h = x % m.num_heads;
+      if (!pattern_heads_equal(pattern_drawer_head(d, x % 2, l, h), pattern_head(&whole, l, h)))
+        test_fail(__FILE__, __LINE__, "%s: layer %d head %d differs drawn alone", specs[i], l, h);
     }
+    pattern_drawer_close(d);
     pattern_free(&whole);
   }
   sr_error e;
-  pattern p;
-  CHECK(!pattern_spec_by_layers("vs-like:4:64:16"));
-  CHECK(pattern_from_spec_layers("vs-like:4:64:16", &m, 3000, 11, 0, 0, 1, &p, &e) != SR_OK);
-  CHECK(pattern_from_spec_layers("vs-topp:0.9", &m, 3000, 11, 0, 5, 3, &p, &e) != SR_OK);
+  pattern_drawer *d = NULL;
+  CHECK(!pattern_spec_by_heads("vs-like:4:64:16"));
+  CHECK(pattern_drawer_open("vs-like:4:64:16", &m, 3000, 11, 0, 1, &d, &e) != SR_OK);
+  CHECK(d == NULL);
 }
