@@ -288,12 +288,12 @@ TEST(sim_speed_a_step_drawing_its_pattern_a_head_at_a_time_equals_the_whole_patt
     }
     pattern pat;
     sim_options o = {0, 0, 0, 0, 0, 0};
-    sim_result whole, by_layers;
+    sim_result whole, by_heads;
     CHECK_EQ_INT(sim_pattern_build(&p, &pat, &e), SR_OK);
     CHECK_EQ_INT(sim_run(&p, &pat, &o, &whole, NULL, &e), SR_OK);
-    CHECK_EQ_INT(sim_run(&p, NULL, &o, &by_layers, NULL, &e), SR_OK);
-    check_same_result(cases[i][1], &whole, &by_layers);
-    CHECK(by_layers.pattern_wall_s > 0);
+    CHECK_EQ_INT(sim_run(&p, NULL, &o, &by_heads, NULL, &e), SR_OK);
+    check_same_result(cases[i][1], &whole, &by_heads);
+    CHECK(by_heads.pattern_wall_s > 0);
     pattern_free(&pat);
     plan_free(&p);
   }
