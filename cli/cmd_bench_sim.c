@@ -1,8 +1,8 @@
 // cmd_bench_sim.c — `sparsering bench-sim`: the simulator's speed on the two reference
 // configurations (docs/sim.md records the figures with the machine):
 //   1. Qwen2.5-3B, 512K tokens, 4 x 8 A100 (32 GPUs), MTraining with the published per-head VS budgets
-//      (vs-preset:qwen2.5-3b), every layer simulated. Goal: under 1 s on one core.
-//   2. Llama-3.1-70B, 4M tokens, 128 x 8 H100 (1024 GPUs), MTraining (vs-topp:0.95). Goal: under 60 s.
+//      (vs-preset:qwen2.5-3b), every layer simulated.
+//   2. Llama-3.1-70B, 4M tokens, 128 x 8 H100 (1024 GPUs), MTraining (vs-topp:0.95): issue 24 asks under 10 s.
 // The 1024-GPU cluster is h100-8x8 with 128 nodes, written to a temporary file.
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,24 +30,18 @@ static int bench_one(const char *label, const char *model, const char *cluster, 
   plan p;
   if ((rc = plan_build(&s, &p, e))) return rc;
   double t1 = sr_now();
-  pattern pat;
-  memset(&pat, 0, sizeof pat);
-  if ((rc = sim_pattern_build(&p, &pat, e))) {
-    plan_free(&p);
-    return rc;
-  }
-  double t2 = sr_now();
+  // The simulator draws the plan's pattern itself (a few layers at a time, each accounted as it is drawn).
   sim_options o = {representative, 0, 0, 0, 0, 0};
   sim_result r;
-  rc = sim_run(&p, &pat, &o, &r, NULL, e);
-  double t3 = sr_now(), cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+  rc = sim_run(&p, NULL, &o, &r, NULL, e);
+  double t2 = sr_now(), cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
   if (!rc)
     printf("%-44s CPU %7.3f s | ", label, cpu);
   if (!rc)
     printf("wall %7.3f s: plan %.3f, pattern %.3f, tile accounting %.3f, simulation %.3f (%lld tasks); "
            "step %.3f s\n",
-           t3 - t0, t1 - t0, t2 - t1, r.account_wall_s, t3 - t2 - r.account_wall_s, (long long)r.n_tasks, r.step_s);
-  pattern_free(&pat);
+           t2 - t0, t1 - t0, r.pattern_wall_s, r.account_wall_s, t2 - t1 - r.pattern_wall_s - r.account_wall_s,
+           (long long)r.n_tasks, r.step_s);
   plan_free(&p);
   return rc;
 }

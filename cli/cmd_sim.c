@@ -91,8 +91,8 @@ static int cmd_sim(int argc, char **argv) {
       char plans[512];
       if (sim_plans_text(&r, plans, sizeof plans)) printf("%s\n", plans);
     }
-    printf("simulated %lld tasks in %.3f s (%.3f s of it in tile accounting)\n", (long long)r.n_tasks, r.sim_wall_s,
-           r.account_wall_s);
+    printf("simulated %lld tasks in %.3f s (%.3f s of it drawing the pattern, %.3f s in tile accounting)\n",
+           (long long)r.n_tasks, r.sim_wall_s, r.pattern_wall_s, r.account_wall_s);
   }
   sim_timeline_free(&tl);
   plan_free(&p);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan/synth.h"
+#include "plan/synth_internal.h"
 #include "plan/util.h"
 
 #define MAX_PARTS 6
@@ -247,6 +248,94 @@ int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens,
   }
   if (rc) pattern_free(out);
   return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// heads drawn one at a time
+
+int pattern_spec_by_heads(const char *spec) {
+  return spec && (strncmp(spec, "vs-topp:", 8) == 0 || strncmp(spec, "vs-preset:", 10) == 0 ||
+                  strncmp(spec, "vs-online:", 10) == 0);
+}
+
+struct pattern_drawer {
+  synth_vs_source src;
+  int threads;
+  synth_ctx *ctx;      // [threads] scratch
+  head_pattern *head;  // [threads] a head with room for n_tokens indices of each kind
+};
+
+void pattern_drawer_close(pattern_drawer *d) {
+  if (!d) return;
+  for (int t = 0; t < d->threads; t++) {
+    if (d->ctx) synth_ctx_free(&d->ctx[t]);
+    if (d->head) free(d->head[t].vertical), free(d->head[t].slash);
+  }
+  free(d->ctx);
+  free(d->head);
+  synth_vs_source_free(&d->src);
+  free(d);
+}
+
+// The source of a spec of pattern_spec_by_heads, as pattern_from_spec parses it and its generator builds it.
+static int vs_source(const char *spec, const model_config *m, int64_t n_tokens, const synth_opts *o,
+                     synth_vs_source *out, sr_error *e) {
+  char buf[512], *part[MAX_PARTS];
+  int n = split(spec, buf, sizeof buf, part), L = (int)m->num_layers, H = (int)m->num_heads, rc;
+  double x = 0;
+  if (strcmp(part[0], "vs-preset") == 0) {
+    rc = expect_parts(spec, n, 2, 2, "vs-preset:NAME", e);
+    return rc ? rc : synth_vs_preset_source(L, H, n_tokens, part[1], o, out, e);
+  }
+  if (strcmp(part[0], "vs-topp") == 0) {
+    rc = expect_parts(spec, n, 2, 2, "vs-topp:P with P in (0, 1)", e);
+    if (!rc) rc = parse_frac(spec, part[1], "top-p mass", 1e-6, 1 - 1e-6, &x, e);
+    return rc ? rc : synth_vs_topp_source(L, H, n_tokens, x, o, 0, out, e);
+  }
+  vs_est_opts eo;  // vs-online: the fixed budget on every head, or top-p
+  if ((rc = online_parts(spec, n, part, &eo, e))) return rc;
+  if (eo.topk_v <= 0) return synth_vs_topp_source(L, H, n_tokens, eo.p, o, 0, out, e);
+  int32_t *bv = malloc(sizeof(int32_t) * (size_t)(L * H) * 2 + 1);
+  if (!bv) return sr_internal_error(e, 0, "out of memory");
+  for (int64_t h = 0; h < (int64_t)L * H; h++) bv[h] = eo.topk_v, bv[(int64_t)L * H + h] = eo.topk_s;
+  rc = synth_vs_budgets_source(L, H, n_tokens, bv, bv + (int64_t)L * H, o, out, e);
+  free(bv);
+  return rc;
+}
+
+int pattern_drawer_open(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, int threads,
+                        pattern_drawer **out, sr_error *e) {
+  *out = NULL;
+  if (!pattern_spec_by_heads(spec))
+    return sr_internal_error(e, 0, "pattern: the heads of '%s' are not drawn one at a time", spec ? spec : "");
+  if (step < 0) return sr_input_error(e, NULL, "step", "%d must be >= 0", step);
+  if (n_tokens < 1 || n_tokens > INT32_MAX)
+    return sr_input_error(e, NULL, "seq", "%lld tokens: expected 1 to %d", (long long)n_tokens, INT32_MAX);
+  pattern_drawer *d = calloc(1, sizeof *d);
+  if (!d) return sr_internal_error(e, 0, "pattern: out of memory");
+  synth_opts o = synth_defaults(seed, step);
+  int rc = vs_source(spec, m, n_tokens, &o, &d->src, e);
+  d->threads = threads > 0 ? threads : 1;
+  d->ctx = calloc((size_t)d->threads, sizeof *d->ctx);
+  d->head = calloc((size_t)d->threads, sizeof *d->head);
+  if (!rc && (!d->ctx || !d->head)) rc = sr_internal_error(e, 0, "pattern: out of memory");
+  for (int t = 0; !rc && t < d->threads; t++) {
+    rc = synth_ctx_init(&d->ctx[t], n_tokens, e);
+    d->head[t].vertical = malloc((size_t)n_tokens * sizeof(int32_t));
+    d->head[t].slash = malloc((size_t)n_tokens * sizeof(int32_t));
+    if (!rc && (!d->head[t].vertical || !d->head[t].slash)) rc = sr_internal_error(e, 0, "pattern: out of memory");
+  }
+  if (rc) {
+    pattern_drawer_close(d);
+    return rc;
+  }
+  *out = d;
+  return SR_OK;
+}
+
+const head_pattern *pattern_drawer_head(pattern_drawer *d, int thread, int layer, int head) {
+  synth_vs_source_draw(&d->src, &d->ctx[thread], layer, head, &d->head[thread]);
+  return &d->head[thread];
 }
 
 int pattern_spec_check(const char *spec, const model_config *m, int64_t n_tokens, sr_error *e) {

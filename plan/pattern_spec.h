@@ -41,6 +41,20 @@
 // naming the field "pattern".
 int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                       sr_error *e);
+// Can a source's heads be drawn one at a time (pattern_drawer)? The synthetic vertical-slash ones, each head drawn
+// from its own seeds: vs-topp, vs-preset, vs-online's stand-in.
+int pattern_spec_by_heads(const char *spec);
+// A source's heads drawn one at a time, each the head pattern_from_spec's pattern holds, bit for bit: for a caller
+// that needs a head only while it uses it, where the whole pattern would hold gigabytes (Llama-3.1-70B at 4M tokens:
+// 4.4 GB of indices). Room for `threads` threads drawing at once, a slot each (their scratch and one head's arrays).
+typedef struct pattern_drawer pattern_drawer;
+// Prepare drawing the heads of spec (pattern_spec_by_heads) for model m at n_tokens (seed, step as pattern_from_spec).
+int pattern_drawer_open(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, int threads,
+                        pattern_drawer **out, sr_error *e);
+// Head (layer, head), drawn in slot `thread` (0 .. threads - 1): valid until the slot's next draw.
+const head_pattern *pattern_drawer_head(pattern_drawer *d, int thread, int layer, int head);
+// Release a drawer (NULL is fine).
+void pattern_drawer_close(pattern_drawer *d);
 // Input error unless spec is a pattern source the model can have at n_tokens ("trace:PATH", "vs-fit:PATH": a
 // path is named; the file is read where the pattern is built). Cheap: builds the pattern of a short sequence.
 int pattern_spec_check(const char *spec, const model_config *m, int64_t n_tokens, sr_error *e);

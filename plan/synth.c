@@ -305,24 +305,33 @@ void synth_head_clear(head_pattern *h) {
   memset(h, 0, sizeof *h);
 }
 
-// A VS head of nv verticals and ns slashes; `mode` as draw_indices' (CACHE_REPLAY after a calibration draw
-// of the same head recorded its verticals' streams).
-static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64_t key, const synth_opts *o, int mode,
-                   sr_error *e) {
-  int64_t n = c->n;
-  nv = sr_max64(0, sr_min64(nv, n));
-  ns = sr_max64(0, sr_min64(ns, n));
-  synth_head_clear(h);
+// A VS head of nv verticals and ns slashes (at most n each) into h's arrays, which have room for them; `mode` as
+// draw_indices' (CACHE_REPLAY after a calibration draw of the same head recorded its verticals' streams).
+static void vs_draw(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64_t key, const synth_opts *o,
+                    int mode) {
   h->kind = PATTERN_VS;
-  h->vertical = malloc((size_t)nv * sizeof(int32_t) + 1);
-  h->slash = malloc((size_t)ns * sizeof(int32_t) + 1);
-  if (!h->vertical || !h->slash) return sr_internal_error(e, 0, "synth: out of memory");
   int64_t sinks = nv > 0 ? sr_max64(1, sr_min64(64, nv / 8)) : 0;  // the first tokens: attention sinks
   int64_t window = ns > 0 ? sr_max64(1, ns * 3 / 4) : 0;            // offset 0 and the local window
   draw_indices(c, h->vertical, nv, sinks, KEY_VERT, 0, key, o, 1, mode);
   draw_indices(c, h->slash, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 1, CACHE_NONE);
   h->n_vertical = (int32_t)nv;
   h->n_slash = (int32_t)ns;
+}
+
+// Budgets clamped to [0, n].
+static int64_t clamp_budget(int64_t b, int64_t n) { return sr_max64(0, sr_min64(b, n)); }
+
+// The same head in arrays of its own (h's earlier arrays freed).
+static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64_t key, const synth_opts *o, int mode,
+                   sr_error *e) {
+  nv = clamp_budget(nv, c->n);
+  ns = clamp_budget(ns, c->n);
+  synth_head_clear(h);
+  h->kind = PATTERN_VS;
+  h->vertical = malloc((size_t)nv * sizeof(int32_t) + 1);
+  h->slash = malloc((size_t)ns * sizeof(int32_t) + 1);
+  if (!h->vertical || !h->slash) return sr_internal_error(e, 0, "synth: out of memory");
+  vs_draw(c, h, nv, ns, key, o, mode);
   return SR_OK;
 }
 
@@ -345,27 +354,97 @@ static double vs_pairs_drawn(synth_ctx *c, int64_t nv, int64_t ns, uint64_t key,
   return s;
 }
 
+// ---------------------------------------------------------------------------------------------
+// a source's heads one at a time: each head's budgets, or its top-p target and the calibration draw that turns it
+// into budgets, then the head; the whole pattern's generators draw every head this way
+
+void synth_vs_source_free(synth_vs_source *s) {
+  free(s->target);
+  free(s->phi);
+  free(s->nv);
+  free(s->ns);
+  memset(s, 0, sizeof *s);
+}
+
+// Head x's budgets (clamped) and the cache mode of its draw: given, or from its top-p target through one calibration
+// step (the budgets scale linearly with the pairs, so a first draw's pairs correct them; the final draw reads its
+// verticals' candidates from the calibration's streams, the same seeds, instead of drawing them again: the same
+// indices, about half the draws).
+static void head_budgets(const synth_vs_source *s, synth_ctx *c, int64_t x, uint64_t key, int64_t *nv, int64_t *ns,
+                         int *mode) {
+  int64_t n = s->n_tokens;
+  *mode = CACHE_NONE;
+  if (!s->target) {
+    *nv = clamp_budget(s->nv[x], n);
+    *ns = clamp_budget(s->ns[x], n);
+    return;
+  }
+  double target = s->target[x], phi = s->phi[x];
+  double total = target / (0.75 * (double)n);  // each index keeps about 3/4 of a column or diagonal
+  total = fmin(total, 2.0 * (double)n);
+  double got = vs_pairs_drawn(c, (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi), key, &s->o,
+                              s->redraw ? CACHE_NONE : CACHE_RECORD);
+  if (got > 0) total *= target / got;
+  total = fmin(total, 2.0 * (double)n);
+  *nv = clamp_budget((int64_t)llround(total * (1 - phi)), n);
+  *ns = clamp_budget((int64_t)llround(total * phi), n);
+  *mode = s->redraw ? CACHE_NONE : CACHE_REPLAY;
+}
+
+void synth_vs_source_draw(const synth_vs_source *s, synth_ctx *c, int layer, int head, head_pattern *h) {
+  int64_t nv, ns;
+  int mode;
+  uint64_t key = synth_head_key(&s->o, layer, head);
+  head_budgets(s, c, (int64_t)layer * s->heads + head, key, &nv, &ns, &mode);
+  vs_draw(c, h, nv, ns, key, &s->o, mode);
+}
+
 typedef struct {
   pattern *p;
-  const int32_t *nv, *ns;
-  const synth_opts *o;
+  const synth_vs_source *s;
   synth_pool pool;
-} budgets_job;
+} source_job;
 
-static int budgets_item(void *ctx, int x, int thread, sr_error *e) {
-  budgets_job *j = ctx;
-  int l = x / j->p->heads, h = x % j->p->heads;
-  return vs_head(&j->pool.c[thread], pattern_head(j->p, l, h), j->nv[x], j->ns[x], synth_head_key(j->o, l, h), j->o,
-                 CACHE_NONE, e);
+static int source_item(void *ctx, int x, int thread, sr_error *e) {
+  source_job *j = ctx;
+  synth_ctx *c = &j->pool.c[thread];
+  int l = x / j->p->heads, h = x % j->p->heads, mode;
+  int64_t nv, ns;
+  uint64_t key = synth_head_key(&j->s->o, l, h);
+  head_budgets(j->s, c, x, key, &nv, &ns, &mode);
+  return vs_head(c, pattern_head(j->p, l, h), nv, ns, key, &j->s->o, mode, e);
+}
+
+// Every head of p from source s (p's shape).
+static int source_fill(pattern *p, const synth_vs_source *s, sr_error *e) {
+  int items = p->layers * p->heads;
+  source_job j = {p, s, {0}};
+  int rc = synth_pool_open(&j.pool, p->n_tokens, items, e);
+  if (rc) return rc;
+  rc = sr_parallel_for(items, j.pool.n, source_item, &j, e);
+  synth_pool_close(&j.pool);
+  return rc;
+}
+
+int synth_vs_budgets_source(int layers, int heads, int64_t n_tokens, const int32_t *n_vertical, const int32_t *n_slash,
+                            const synth_opts *o, synth_vs_source *out, sr_error *e) {
+  size_t items = (size_t)layers * (size_t)heads;
+  *out = (synth_vs_source){layers, heads, n_tokens, *o, 0, NULL, NULL, malloc(items * sizeof(int32_t) + 1),
+                           malloc(items * sizeof(int32_t) + 1)};
+  if (!out->nv || !out->ns) {
+    synth_vs_source_free(out);
+    return sr_internal_error(e, 0, "synth: out of memory");
+  }
+  memcpy(out->nv, n_vertical, items * sizeof(int32_t));
+  memcpy(out->ns, n_slash, items * sizeof(int32_t));
+  return SR_OK;
 }
 
 int synth_vs_budgets(pattern *p, const int32_t *n_vertical, const int32_t *n_slash, const synth_opts *o, sr_error *e) {
-  int items = p->layers * p->heads;
-  budgets_job j = {p, n_vertical, n_slash, o, {0}};
-  int rc = synth_pool_open(&j.pool, p->n_tokens, items, e);
-  if (rc) return rc;
-  rc = sr_parallel_for(items, j.pool.n, budgets_item, &j, e);
-  synth_pool_close(&j.pool);
+  synth_vs_source s;
+  int rc = synth_vs_budgets_source(p->layers, p->heads, p->n_tokens, n_vertical, n_slash, o, &s, e);
+  if (!rc) rc = source_fill(p, &s, e);
+  synth_vs_source_free(&s);
   return rc;
 }
 
@@ -379,10 +458,20 @@ static const struct {
 } qwen25_3b_mix[] = {{1000, 6096, 310}, {3500, 100, 107}, {30, 800, 96}, {100, 800, 44}, {500, 700, 17}, {100, 750, 2}};
 
 int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error *e) {
+  synth_vs_source s;
+  int rc = synth_vs_preset_source(p->layers, p->heads, p->n_tokens, name, o, &s, e);
+  if (!rc) rc = source_fill(p, &s, e);
+  synth_vs_source_free(&s);
+  return rc;
+}
+
+int synth_vs_preset_source(int layers, int heads, int64_t n_tokens, const char *name, const synth_opts *o,
+                           synth_vs_source *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
   if (strcmp(name, "qwen2.5-3b") != 0)
     return sr_input_error(e, NULL, "pattern", "unknown VS preset '%s' (known: qwen2.5-3b)", name);
   const int n_mix = (int)(sizeof qwen25_3b_mix / sizeof qwen25_3b_mix[0]);
-  int64_t total = (int64_t)p->layers * p->heads, published = 0, given = 0;
+  int64_t total = (int64_t)layers * heads, published = 0, given = 0;
   for (int i = 0; i < n_mix; i++) published += qwen25_3b_mix[i].heads;
   // Largest-remainder apportionment of the mix over this model's heads (identity for 576 heads).
   int64_t cnt[8];
@@ -422,7 +511,7 @@ int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error 
       nv[x] = qwen25_3b_mix[kind[x]].v;
       ns[x] = qwen25_3b_mix[kind[x]].s;
     }
-    rc = synth_vs_budgets(p, nv, ns, o, e);
+    rc = synth_vs_budgets_source(layers, heads, n_tokens, nv, ns, o, out, e);
   }
   free(kind);
   free(nv);
@@ -444,41 +533,14 @@ double synth_topp_layer_sparsity(uint64_t seed, int layer, double mass) {
   return density >= 1 ? 0 : 1 - density;
 }
 
-typedef struct {
-  pattern *p;
-  const synth_opts *o;
-  const double *target, *phi;  // [layers * heads] kept pairs aimed at, share of the budget on slashes
-  int redraw;                  // the final draw draws its verticals afresh (the method before the cache)
-  synth_pool pool;
-} topp_job;
-
-static int topp_item(void *ctx, int x, int thread, sr_error *e) {
-  topp_job *j = ctx;
-  int l = x / j->p->heads, h = x % j->p->heads, rc = SR_OK;
-  int64_t n = j->p->n_tokens;
-  double target = j->target[x], phi = j->phi[x];
-  double total = target / (0.75 * (double)n);  // each index keeps about 3/4 of a column or diagonal
-  head_pattern *hp = pattern_head(j->p, l, h);
-  uint64_t key = synth_head_key(j->o, l, h);
-  // One calibration step: the budgets scale linearly with the pairs, so a first draw's pairs correct them.
-  // The final draw reads its verticals' candidates from the calibration's streams (the same seeds) instead
-  // of drawing them again: the same indices, about half the draws.
-  total = fmin(total, 2.0 * (double)n);
-  double got = vs_pairs_drawn(&j->pool.c[thread], (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi),
-                              key, j->o, j->redraw ? CACHE_NONE : CACHE_RECORD);
-  if (got > 0) total *= target / got;
-  total = fmin(total, 2.0 * (double)n);
-  rc = vs_head(&j->pool.c[thread], hp, (int64_t)llround(total * (1 - phi)), (int64_t)llround(total * phi), key, j->o,
-               j->redraw ? CACHE_NONE : CACHE_REPLAY, e);
-  return rc;
-}
-
-static int vs_topp(pattern *p, double mass, const synth_opts *o, int redraw, sr_error *e) {
+int synth_vs_topp_source(int layers, int heads, int64_t n_tokens, double mass, const synth_opts *o, int redraw,
+                         synth_vs_source *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
   if (!(mass > 0 && mass < 1)) return sr_input_error(e, NULL, "pattern", "top-p mass %g must be in (0, 1)", mass);
-  int items = p->layers * p->heads;
-  int64_t n = p->n_tokens;
+  int items = layers * heads;
+  int64_t n = n_tokens;
   double causal = (double)n * (double)(n + 1) / 2;
-  double *w = malloc((size_t)p->heads * sizeof *w + 1), *phi = malloc((size_t)items * sizeof *phi + 1),
+  double *w = malloc((size_t)heads * sizeof *w + 1), *phi = malloc((size_t)items * sizeof *phi + 1),
          *target = malloc((size_t)items * sizeof *target + 1);
   if (!w || !phi || !target) {
     free(w);
@@ -487,25 +549,26 @@ static int vs_topp(pattern *p, double mass, const synth_opts *o, int redraw, sr_
     return sr_internal_error(e, 0, "synth: out of memory");
   }
   sr_mt r;
-  for (int l = 0; l < p->layers; l++) {
+  for (int l = 0; l < layers; l++) {
     double density = 1 - synth_topp_layer_sparsity(o->seed, l, mass), wsum = 0;
     synth_reseed(&r, o->seed, KEY_TOPP_HEAD, (uint64_t)l, 0);
-    for (int h = 0; h < p->heads; h++) {  // heads differ around the layer's density; the mean is kept
+    for (int h = 0; h < heads; h++) {  // heads differ around the layer's density; the mean is kept
       w[h] = 0.4 + 1.2 * sr_mt_uniform(&r);
-      phi[l * p->heads + h] = 0.3 + 0.6 * sr_mt_uniform(&r);  // share of the budget on slashes
+      phi[l * heads + h] = 0.3 + 0.6 * sr_mt_uniform(&r);  // share of the budget on slashes
       wsum += w[h];
     }
-    for (int h = 0; h < p->heads; h++) target[l * p->heads + h] = fmin(1.0, density * w[h] * p->heads / wsum) * causal;
-  }
-  topp_job j = {p, o, target, phi, redraw, {0}};
-  int rc = synth_pool_open(&j.pool, n, items, e);
-  if (!rc) {
-    rc = sr_parallel_for(items, j.pool.n, topp_item, &j, e);
-    synth_pool_close(&j.pool);
+    for (int h = 0; h < heads; h++) target[l * heads + h] = fmin(1.0, density * w[h] * heads / wsum) * causal;
   }
   free(w);
-  free(phi);
-  free(target);
+  *out = (synth_vs_source){layers, heads, n_tokens, *o, redraw, target, phi, NULL, NULL};
+  return SR_OK;
+}
+
+static int vs_topp(pattern *p, double mass, const synth_opts *o, int redraw, sr_error *e) {
+  synth_vs_source s;
+  int rc = synth_vs_topp_source(p->layers, p->heads, p->n_tokens, mass, o, redraw, &s, e);
+  if (!rc) rc = source_fill(p, &s, e);
+  synth_vs_source_free(&s);
   return rc;
 }
 

@@ -40,6 +40,29 @@ int synth_vs_preset(pattern *p, const char *name, const synth_opts *o, sr_error 
 int synth_vs_topp(pattern *p, double mass, const synth_opts *o, sr_error *e);
 // Per-layer sparsity target of synth_vs_topp (fraction of causal pairs dropped).
 double synth_topp_layer_sparsity(uint64_t seed, int layer, double mass);
+// The vertical-slash heads of a source, to be drawn one at a time (synth_vs_source_draw, plan/synth_internal.h: the
+// simulator draws a layer's heads as it accounts them): each head's budgets, or its top-p target, for the whole model,
+// so that any head drawn alone is the head the whole pattern's generator draws, bit for bit (synth_vs_budgets,
+// synth_vs_preset and synth_vs_topp draw every head from such a source).
+typedef struct {
+  int layers, heads;
+  int64_t n_tokens;
+  synth_opts o;
+  int redraw;            // top-p: the final draw draws its verticals afresh (the method before the cache)
+  double *target, *phi;  // top-p: [layers * heads] kept pairs aimed at and the share of the budget on slashes
+  int32_t *nv, *ns;      // budgets: [layers * heads] verticals and slashes (NULL for top-p)
+} synth_vs_source;
+// synth_vs_budgets' source (the budgets copied).
+int synth_vs_budgets_source(int layers, int heads, int64_t n_tokens, const int32_t *n_vertical, const int32_t *n_slash,
+                            const synth_opts *o, synth_vs_source *out, sr_error *e);
+// synth_vs_preset's source.
+int synth_vs_preset_source(int layers, int heads, int64_t n_tokens, const char *name, const synth_opts *o,
+                           synth_vs_source *out, sr_error *e);
+// synth_vs_topp's source (redraw 0; 1: synth_vs_topp_redrawn's).
+int synth_vs_topp_source(int layers, int heads, int64_t n_tokens, double mass, const synth_opts *o, int redraw,
+                         synth_vs_source *out, sr_error *e);
+// Release a source.
+void synth_vs_source_free(synth_vs_source *s);
 // ANCHORS' VS-like mask: per head verticals [0, sinks) plus n_vert draws at floor(N*u^3), slashes [0, window).
 // Step-independent (a fixed mask, as measured there).
 #define VS_LIKE_MAX_VERTICALS (1 << 20)  // draws a head (the spec's NV); past it an input error

@@ -69,6 +69,9 @@ static inline int synth_mark(uint64_t *bits, int64_t x) {
   return 0;
 }
 
+// Head (layer, head) of source s into h, whose arrays have room for n_tokens indices each (the caller's: h holds
+// them, its kind and counts set), drawn with scratch c (of n_tokens tokens).
+void synth_vs_source_draw(const synth_vs_source *s, synth_ctx *c, int layer, int head, head_pattern *h);
 // The stream key of head (layer, head) under o's seed.
 uint64_t synth_head_key(const synth_opts *o, int layer, int head);
 // Scratch for n tokens (marks all clear and a sort buffer; the generator is seeded before each use).

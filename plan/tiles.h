@@ -97,6 +97,15 @@ int tiles_account_head_add(tiles_accounter *a, const head_pattern *h, work_count
 int tiles_account_head_add_pending(tiles_accounter *a, const head_pattern *h, work_count *counts, sr_error *e);
 // Add the pending counts into counts (the array the pending heads were added to) and clear them.
 void tiles_accounter_fold(tiles_accounter *a, work_count *counts);
+// Count kept pairs per cell (1, the default) or, where that costs, in total only (0), for the heads added from now on
+// (call it with nothing pending). With 0 a head the fast path takes whole (vertical-slash, window, dense, on an
+// aligned layout) adds nothing to its cells' pairs and its kept pairs to the accounter's total instead
+// (tiles_accounter_take_pairs); other heads count theirs per cell as before. So a head's kept pairs are in its
+// cells or in the total, never both. The pairs per cell cost more than all the rest there (the pairs both a slash
+// and a vertical keep, per pair of residues), and the simulator only sums them.
+void tiles_accounter_pairs_per_cell(tiles_accounter *a, int per_cell);
+// The kept pairs added to the total since the last call (0 with pairs per cell).
+int64_t tiles_accounter_take_pairs(tiles_accounter *a);
 
 // ---- additive (patterns area): a layer's totals and imbalance, for reports ------------------------
 

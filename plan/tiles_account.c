@@ -125,7 +125,8 @@ void tiles_accounter_close(tiles_accounter *a) {
 
 static int head_add(tiles_accounter *a, const head_pattern *h, int pending, work_count *counts, sr_error *e) {
   head_view v;
-  int rc = head_view_build(h, a->l->n_tokens, &v, e);
+  int rc = a->fast && tiles_fast_lean(a->fast, h) ? head_view_build_lean(h, a->l->n_tokens, &v, e)
+                                                  : head_view_build(h, a->l->n_tokens, &v, e);
   if (rc) return rc;
   if (a->fast && pending) rc = tiles_fast_head_pending(a->fast, &a->s, &v, counts, e);
   else if (a->fast) rc = tiles_fast_head(a->fast, &a->s, &v, counts, e);
@@ -146,6 +147,12 @@ int tiles_account_head_add_pending(tiles_accounter *a, const head_pattern *h, wo
 void tiles_accounter_fold(tiles_accounter *a, work_count *counts) {
   if (a && a->fast) tiles_fast_fold(a->fast, counts);
 }
+
+void tiles_accounter_pairs_per_cell(tiles_accounter *a, int per_cell) {
+  if (a->fast) tiles_fast_pairs_per_cell(a->fast, per_cell);
+}
+
+int64_t tiles_accounter_take_pairs(tiles_accounter *a) { return a->fast ? tiles_fast_take_pairs(a->fast) : 0; }
 
 // ---------------------------------------------------------------------------------------------
 // entry point

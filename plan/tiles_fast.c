@@ -60,6 +60,9 @@ static void fast_free(fast_ctx *c) {
   free(c->k_flat);
   free(c->k_sum);
   free(c->k_tile);
+  free(c->kd.delta);
+  free(c->pd);
+  free(c->ct);
 }
 
 // Returns 1 when aligned (c filled), 0 when not, -1 on out of memory.
@@ -304,7 +307,7 @@ static void count_diagonals(fast_ctx *c, const iset *D, const i64_list *kd, work
   for (int64_t x = 0; x < kd->n; x++) {
     int64_t dl = kd->delta[x], lo = sr_max64(0, dl * T - T + 1), hi = dl * T + T - 1, sp = 0;
     while (y0 < D->n && D->hi[y0] < lo) y0++;
-    for (int64_t y = y0; y < D->n && D->lo[y] <= hi; y++)
+    for (int64_t y = y0; !c->skip_pairs && y < D->n && D->lo[y] <= hi; y++)
       sp += pairs_in_d_range(dl * T, T, 0, T, sr_max64(lo, D->lo[y]), sr_min64(hi, D->hi[y]));
     int full = 0;
     if (dl > 0) {
@@ -318,32 +321,58 @@ static void count_diagonals(fast_ctx *c, const iset *D, const i64_list *kd, work
   if (!(c->pending && c->P < c->nbi)) acc_flush(c, hc);
 }
 
-// Column tiles of K below the interior's end, in ascending order (*ct grown as needed). Returns 0 or -1.
-static int column_tiles(const fast_ctx *c, const iset *K, col_tile **ct, int64_t *n_ct) {
+// Room for n column tiles in c->ct. Returns 0 or -1.
+static int column_room(fast_ctx *c, int64_t n) {
+  if (n <= c->ct_cap) return 0;
+  col_tile *g = realloc(c->ct, (size_t)n * sizeof *g);
+  if (!g) return -1;
+  c->ct = g;
+  c->ct_cap = n;
+  return 0;
+}
+
+// Column tiles of K below the interior's end, in ascending order, into c->ct. Returns their number, or -1.
+static int64_t column_tiles(fast_ctx *c, const iset *K) {
   const int64_t T = TILE, Np = c->nbi * T;
-  int64_t cap = 0;
-  *n_ct = 0;
+  int64_t n_ct = 0;
   for (int64_t y = 0; y < K->n && K->lo[y] < Np; y++) {
     int64_t lo = K->lo[y], hi = sr_min64(K->hi[y], Np - 1);
     for (int64_t kb = lo / T; kb <= hi / T; kb++) {
       int64_t k0 = sr_max64(lo, kb * T), k1 = sr_min64(hi, kb * T + T - 1), n = k1 - k0 + 1;
-      if (*n_ct == 0 || (*ct)[*n_ct - 1].kb != kb) {
-        if (*n_ct == cap) {
-          cap = cap ? 2 * cap : 64;
-          col_tile *g = realloc(*ct, (size_t)cap * sizeof *g);
-          if (!g) return -1;
-          *ct = g;
-        }
-        (*ct)[(*n_ct)++] = (col_tile){.kb = kb};
+      if (n_ct == 0 || c->ct[n_ct - 1].kb != kb) {
+        if (n_ct == c->ct_cap && column_room(c, sr_max64(64, 2 * c->ct_cap))) return -1;
+        c->ct[n_ct++] = (col_tile){.kb = kb};
       }
-      col_tile *t = &(*ct)[*n_ct - 1];
+      col_tile *t = &c->ct[n_ct - 1];
       t->cv += n;
       t->own += n * (kb * T + T) - (k0 + k1) * n / 2;  // sum over k of the rows kb*T+T-k of its own tile
       if (k0 == kb * T) t->vpre = n;
       if (k1 == kb * T + T - 1) t->vsuf = n;
     }
   }
-  return 0;
+  return n_ct;
+}
+
+// The same from a lean view's sorted keys: a tile's leading run (vpre) is its keys at offsets 0, 1, ... in a row,
+// its trailing run (vsuf) the keys in a row up to offset T - 1. A tile's keys are a stretch of the array, so each
+// tile is summed in locals and stored once. Returns the tiles, or -1.
+static int64_t column_tiles_of_keys(fast_ctx *c, const int32_t *keys, int64_t n_keys) {
+  const int64_t T = TILE, Np = c->nbi * T;
+  int64_t n_ct = 0, i = 0;
+  if (column_room(c, sr_min64(n_keys, c->nbi))) return -1;  // at most a tile a key
+  while (i < n_keys && keys[i] < Np) {
+    int64_t kb = keys[i] / T, base = kb * T, end = i, own = 0, pre = 0;
+    while (end < n_keys && keys[end] < base + T) {
+      own += base + T - keys[end];
+      pre += keys[end] - base == pre;  // offsets 0, 1, ... in a row
+      end++;
+    }
+    int64_t suf = 0;  // the keys in a row that end at offset T - 1
+    while (suf < end - i && keys[end - 1 - suf] == base + T - 1 - suf) suf++;
+    c->ct[n_ct++] = (col_tile){kb, end - i, own, pre, suf};
+    i = end;
+  }
+  return n_ct;
 }
 
 // Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes. A
@@ -560,7 +589,7 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const i64
     if (!n_src || src[n_src - 1] != s0) src[n_src++] = s0;
   }
   columns_runs_add(c, hc, ct, n_ct, src, n_src, 0);
-  columns_runs_add(c, hc, ct, n_ct, src, n_src, 1);
+  if (!c->skip_pairs) columns_runs_add(c, hc, ct, n_ct, src, n_src, 1);
   // A column tile is no bar of the query tiles on its kept diagonals: either one count of kept diagonals
   // per run of equal ranks, or (many short runs: a balanced layout's dealt tiles) one step per kept
   // diagonal, whichever walk is shorter.
@@ -577,7 +606,7 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const i64
       if (n) cell(hc, c, rho, kb)->bars -= ct[t].cv * n;
     }
   }
-  overlap(c, D, K, n_src, hc);
+  if (!c->skip_pairs) overlap(c, D, K, n_src, hc);
 }
 
 // The periodic columns (columns_periodic) are in plan/tiles_fast_periodic.c.
@@ -586,28 +615,61 @@ static void columns_by_runs(fast_ctx *c, const iset *D, const iset *K, const i64
 // One head's interior tiles: the kept diagonals (Toeplitz part), then the column tiles of K with their
 // full exceptions, bars and pairs (less the pairs D keeps too). Returns 0 or -1 when memory runs out.
 static int fast_head(fast_ctx *c, const head_view *v, work_count *hc) {
-  i64_list kd = {0};
-  partial_diag *pd = NULL;
-  col_tile *ct = NULL;
+  i64_list *kd = &c->kd;
   int64_t n_pd = 0, n_ct = 0;
-  int rc = kept_diagonals(c, &v->d, &kd);
-  if (!rc) rc = (pd = malloc((size_t)(kd.n + 1) * sizeof *pd)) ? 0 : -1;
-  if (!rc) count_diagonals(c, &v->d, &kd, hc, pd, &n_pd);
-  if (!rc) rc = column_tiles(c, &v->k, &ct, &n_ct);
-  if (!rc && n_ct > 0) rc = full_exceptions(c, pd, n_pd, ct, n_ct, hc);
+  kd->n = 0;
+  int rc = kept_diagonals(c, &v->d, kd);
+  if (!rc && kd->n + 1 > c->pd_cap) {
+    partial_diag *g = realloc(c->pd, (size_t)(kd->n + 1) * sizeof *g);
+    if (g) c->pd = g, c->pd_cap = kd->n + 1;
+    else rc = -1;
+  }
+  if (!rc) count_diagonals(c, &v->d, kd, hc, c->pd, &n_pd);
+  if (!rc) rc = (n_ct = v->lean ? column_tiles_of_keys(c, v->keys, v->n_keys) : column_tiles(c, &v->k)) < 0 ? -1 : 0;
+  const col_tile *ct = c->ct;
+  if (!rc && n_ct > 0) rc = full_exceptions(c, c->pd, n_pd, ct, n_ct, hc);
   if (!rc && n_ct > 0) {
     int periodic = c->P < c->nbi;
-    for (int64_t t = 0; t < n_ct; t++) {  // column pairs: first the rows of the column's own tile
+    for (int64_t t = 0; t < n_ct && !c->skip_pairs; t++) {  // column pairs: first the rows of the column's own tile
       int64_t s = ct[t].kb % c->P;
       hc[(int64_t)c->R[s] * c->W + c->R[s]].pairs += (double)ct[t].own;
     }
-    if (periodic) rc = columns_periodic(c, &v->d, &v->k, ct, n_ct, &kd, hc);
-    else columns_by_runs(c, &v->d, &v->k, &kd, ct, n_ct, hc);
+    if (periodic) rc = columns_periodic(c, &v->d, &v->k, ct, n_ct, kd, hc);
+    else columns_by_runs(c, &v->d, &v->k, kd, ct, n_ct, hc);
   }
-  free(kd.delta);
-  free(pd);
-  free(ct);
   return rc;
+}
+
+// Sum of N - x over the elements x of s below N: the pairs of its columns (x keys) or diagonals (x offsets).
+static int64_t rows_to_end(const iset *s, int64_t N) {
+  int64_t p = 0;
+  for (int64_t i = 0; i < s->n && s->lo[i] < N; i++) {
+    int64_t lo = s->lo[i], hi = sr_min64(s->hi[i], N - 1), n = hi - lo + 1;
+    p += n * N - (lo + hi) * n / 2;
+  }
+  return p;
+}
+
+// Offsets of D at or below x (x falling from call to call): *i walks D's intervals down.
+static inline int64_t offsets_upto(const iset *D, int64_t *i, int64_t x) {
+  while (*i >= 0 && D->lo[*i] > x) (*i)--;
+  return *i < 0 ? 0 : D->cum[*i] + sr_min64(D->hi[*i], x) - D->lo[*i] + 1;
+}
+
+// A head's kept pairs, all cells together: its columns' and diagonals' pairs less those both keep (key k and offset d
+// with k + d < N: the keys walked up while the offsets they reach, up to N - 1 - k, are walked down).
+static int64_t head_pairs(const head_view *v) {
+  const iset *D = &v->d, *K = &v->k;
+  const int64_t N = v->n_tokens;
+  int64_t p = rows_to_end(D, N), i = D->n - 1;
+  if (v->lean) {
+    for (int64_t x = 0; x < v->n_keys; x++) p += N - v->keys[x] - offsets_upto(D, &i, N - 1 - v->keys[x]);
+    return p;
+  }
+  p += rows_to_end(K, N);
+  for (int64_t y = 0; y < K->n && K->lo[y] < N; y++)
+    for (int64_t k = K->lo[y], end = sr_min64(K->hi[y], N - 1); k <= end; k++) p -= offsets_upto(D, &i, N - 1 - k);
+  return p;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -632,6 +694,20 @@ void tiles_fast_close(tiles_fast *f) {
   free(f);
 }
 
+void tiles_fast_pairs_per_cell(tiles_fast *f, int per_cell) { ((fast_ctx *)f)->no_pairs = !per_cell; }
+
+int tiles_fast_lean(const tiles_fast *f, const head_pattern *h) {
+  const fast_ctx *c = (const fast_ctx *)f;
+  return c->no_pairs && !c->has_last && h->kind == PATTERN_VS;
+}
+
+int64_t tiles_fast_take_pairs(tiles_fast *f) {
+  fast_ctx *c = (fast_ctx *)f;
+  int64_t p = c->pairs_total;
+  c->pairs_total = 0;
+  return p;
+}
+
 void tiles_fast_fold(tiles_fast *f, work_count *hc) {
   fast_ctx *c = (fast_ctx *)f;
   if (c->P < c->nbi) {
@@ -653,14 +729,25 @@ int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count 
   int W = c->W, rc = SR_OK;
   if (v->is_block && !v->is_moba) return tiles_account_head_generic(s, v, hc, e);
   int bad = 0;  // MOBA: its own pass; TOKENS: the window as a Toeplitz part, then the groups' keys
+  c->skip_pairs = c->no_pairs && !v->is_moba && !v->is_tokens;  // D and K describe the head whole
   if (c->nbi > 0 && v->is_moba) bad = gated_fast_moba(c->tile_rank, c->nbi, W, v, hc);
   else if (c->nbi > 0) bad = fast_head(c, v, hc) || (v->is_tokens && gated_fast_tokens(c->tile_rank, c->nbi, W, v, hc));
-  if (bad) return sr_internal_error(e, 0, "tiles: out of memory");
-  if (c->has_last) {
-    rc = tile_scan_head(s, v, e);
-    if (!rc) rc = tile_scan_qtile(s, v, c->last_rank, c->last_local_tile, 1, e);
-    if (!rc) tiles_account_scan(s, hc + (int64_t)c->last_rank * W);
+  if (bad) {
+    c->skip_pairs = 0;
+    return sr_internal_error(e, 0, "tiles: out of memory");
   }
+  if (c->has_last) {  // the scan counts pairs per cell: those of a head counted in total are put back
+    work_count *row = hc + (int64_t)c->last_rank * W;
+    double *kept = c->skip_pairs ? malloc((size_t)W * sizeof *kept) : NULL;
+    rc = c->skip_pairs && !kept ? sr_internal_error(e, 0, "tiles: out of memory") : tile_scan_head(s, v, e);
+    if (!rc) rc = tile_scan_qtile(s, v, c->last_rank, c->last_local_tile, 1, e);
+    for (int src = 0; src < W && kept; src++) kept[src] = row[src].pairs;
+    if (!rc) tiles_account_scan(s, row);
+    for (int src = 0; src < W && kept; src++) row[src].pairs = kept[src];
+    free(kept);
+  }
+  if (c->skip_pairs) c->pairs_total += head_pairs(v);
+  c->skip_pairs = 0;
   return rc;
 }
 

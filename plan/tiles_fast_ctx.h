@@ -9,6 +9,11 @@
 #include "plan/tiles_internal.h"
 
 typedef struct {
+  int64_t *delta;
+  int64_t n, cap;
+} i64_list;
+
+typedef struct {
   int W;
   int64_t P, nbi, nbi_div, nbi_mod;  // period, interior tiles, nbi / P, nbi % P
   int32_t *R;                        // [P] rank of residue
@@ -16,6 +21,16 @@ typedef struct {
   int64_t *run_end;                  // [P] end (exclusive) of the run of equal R containing rho
   int unit_runs;                     // every run has length 1
   int pending;                       // periodic: leave the residue sums (acc, deferred sums) for tiles_fast_fold
+  // Kept pairs in total only (tiles_fast_pairs_per_cell): the heads D and K describe whole (vertical-slash, window,
+  // dense) count no pairs per cell (skip_pairs while one is added) and add their kept pairs to pairs_total.
+  int no_pairs, skip_pairs;
+  int64_t pairs_total;
+  // a head's kept diagonals, partial diagonals and column tiles, their room kept from head to head
+  i64_list kd;
+  struct partial_diag *pd;
+  int64_t pd_cap;
+  struct col_tile *ct;
+  int64_t ct_cap;
   int64_t n_runs;                    // runs of equal ranks over the residues
   int has_last;                      // the last global tile is short: scanned, not counted here
   int last_rank;                     // rank and local tile of the last global tile
@@ -32,7 +47,7 @@ typedef struct {
   // already per cell), so the sums give the cells the per-head evaluation gave.
   int deferred;
   int any;                           // a head added something since the last fold
-  int64_t *cv_acc;                   // [P * n_m] keys of column tile s + m P (cvm), summed
+  int64_t *cv_acc;                   // [n_m * P] keys of column tile s + m P (cvm), summed
   int64_t *kept_t;                   // [P * P] by (j, s): keys of residue s's column tiles on kept diagonals of
                                      //   residue j (no bars there), weighed as columns_by_residue's `kept`, summed
   int64_t *cvt;                      // [(n_m + 1) * P] one head's prefix sums over m (cvcum) by (m, s)
@@ -43,11 +58,11 @@ typedef struct {
   int32_t *ov_acc, *ov_all;          //   [P * P] the verticals' rows and row_all since the last spill
   int64_t ov_room;                   //   verticals they may still take before a spill (no int32 overflow)
   int64_t *ov_keys;                  //   [P] verticals since the last spill by source residue
-  // periodic: keys of K per column tile s + m P (cvm[s * n_m + m]), their prefix sums over m, and the kept
+  // periodic: keys of K per column tile s + m P (cvm[m * P + s]), their prefix sums over m, and the kept
   // diagonals j + t P listed by residue j (kd_t[kd_first[j] .. kd_first[j + 1]), t ascending)
   int64_t n_m;
   int64_t *cvm, *cvcum, *cmcum, *kd_first, *kd_t;
-  uint8_t *s_used;                   // [P] source residues with a column tile
+  uint8_t *s_used;                   // [P] source residues with a column tile (not deferred)
   int64_t *run_v, *run_u;            // non-periodic: [nbi + 1] prefix sums over column tiles (columns_runs_add)
   int64_t *src_run;                  //   [nbi + 1] the runs holding column tiles (their first tiles)
   int32_t *k_flat;                   // non-periodic: K's keys below nbi * TILE, ascending (overlap_by_runs)
@@ -55,11 +70,11 @@ typedef struct {
   int64_t *k_tile;                   //   [nbi + 2] index of the first key of each tile
 } fast_ctx;
 
-typedef struct {
+typedef struct col_tile {
   int64_t kb, cv, own, vpre, vsuf;   // column tile: keys of K in it, sum of their own-tile rows, runs at its edges
 } col_tile;
 
-typedef struct {
+typedef struct partial_diag {
   int64_t delta, pre, suf;           // a partial diagonal and the vertical prefix/suffix that would make it full
 } partial_diag;
 
@@ -72,10 +87,6 @@ static inline int64_t pmod(int64_t x, int64_t P) {
   return m < 0 ? m + P : m;
 }
 
-typedef struct {
-  int64_t *delta;
-  int64_t n, cap;
-} i64_list;
 
 // Evaluate the deferred column sums into hc and clear them (columns_periodic leaves them when c->pending).
 void columns_fold(fast_ctx *c, work_count *hc);

@@ -184,12 +184,12 @@ static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) 
   kept_by_residue(c, kd);
   for (int64_t s = 0; s < P; s++) {
     if (!c->s_used[s] || nbi - s - 1 < 0) continue;
-    int64_t *cv = c->cvm + s * n_m, q0 = (nbi - s - 1) / P, r = (nbi - s - 1) % P;
+    int64_t *cv = c->cvm + s, q0 = (nbi - s - 1) / P, r = (nbi - s - 1) % P;  // cv[m P]: column tile s + m P
     cvcum[0] = cmcum[0] = 0;
     for (int64_t m = 0; m < n_m; m++) {
-      cvcum[m + 1] = cvcum[m] + cv[m];
-      cmcum[m + 1] = cmcum[m] + m * cv[m];
-      cv[m] = 0;
+      cvcum[m + 1] = cvcum[m] + cv[m * P];
+      cmcum[m + 1] = cmcum[m] + m * cv[m * P];
+      cv[m * P] = 0;
     }
     c->s_used[s] = 0;
     for (int64_t j = 0; j < P; j++) {
@@ -198,7 +198,7 @@ static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) 
         int64_t all = (Q + 1) * cvcum[Q + 1] - cmcum[Q + 1], kept = 0;
         for (int64_t x = first[j]; x < first[j + 1] && c->kd_t[x] <= Q; x++) kept += cvcum[Q - c->kd_t[x] + 1];
         bars = all - kept;
-        pairs = T * (all - (j == 0 ? cvcum[Q + 1] : 0));
+        pairs = c->skip_pairs ? 0 : T * (all - (j == 0 ? cvcum[Q + 1] : 0));
       }
       if (!bars && !pairs) continue;
       work_count *w = cell(hc, c, s + j >= P ? s + j - P : s + j, s);
@@ -241,28 +241,26 @@ static void row_add(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) {
   row_add_plain(dst, src, lo, hi);
 }
 
-// One head's share of columns_by_residue's sums, deferred: its keys by (s, m) into cv_acc, and its `kept` by
+// One head's share of columns_by_residue's sums, deferred: its keys by (m, s) into cv_acc, and its `kept` by
 // (j, s) into kept_t, a kept diagonal j + t P at a time over every s: Q as a function of s is A, A - 1, A - 2 on
 // three runs of s (nbi - 1 = A P + B: (nbi - s - 1) / P is A up to s = B, then A - 1; (nbi - s - 1) mod P is
-// B - s, then P + B - s), so each run adds a row of prefix sums CV(Q - t), by s, at once.
+// B - s, then P + B - s), so each run adds a row of prefix sums CV(Q - t), by s, at once. The keys are by (m, s),
+// rows over the residues, so the prefix sums over m are row additions too.
 static void columns_defer(fast_ctx *c, const i64_list *kd) {
   const int64_t P = c->P, nbi = c->nbi, n_m = c->n_m, A = (nbi - 1) / P, B = (nbi - 1) % P;
-  int64_t *cvt = c->cvt;
+  int64_t *cvt = c->cvt, *cv = c->cvm, *acc = c->cv_acc;
   kept_by_residue(c, kd);
-  memset(cvt, 0, (size_t)(n_m + 1) * (size_t)P * sizeof *cvt);
-  for (int64_t s = 0; s < P; s++) {
-    if (!c->s_used[s]) continue;
-    int64_t *cv = c->cvm + s * n_m, *acc = c->cv_acc + s * n_m, sum = 0;
-    for (int64_t m = 0; m < n_m; m++) {
-      sum += cv[m];
-      cvt[(m + 1) * P + s] = sum;
-      acc[m] += cv[m];
-      cv[m] = 0;
+  memset(cvt, 0, (size_t)P * sizeof *cvt);
+  for (int64_t m = 0; m < n_m; m++) {
+    int64_t *prev = cvt + m * P, *row = prev + P, *cvr = cv + m * P, *accr = acc + m * P;
+    for (int64_t s = 0; s < P; s++) {
+      row[s] = prev[s] + cvr[s];
+      accr[s] += cvr[s];
     }
-    c->s_used[s] = 0;
-    c->s_any[s] = 1;
-    c->any = 1;
   }
+  memset(cv, 0, (size_t)n_m * (size_t)P * sizeof *cv);
+  for (int64_t s = 0; s < P; s++)
+    if (cvt[n_m * P + s]) c->s_any[s] = 1, c->any = 1;  // the residue has keys
   for (int64_t j = 0; j < P; j++) {
     int64_t *row = c->kept_t + j * P;
     // runs of s with Q = A, A - 1, A - 2
@@ -285,18 +283,18 @@ void columns_fold(fast_ctx *c, work_count *hc) {
   int64_t *cv_hi = c->fold_s, *cm_hi = cv_hi + P, *cv_lo = cm_hi + P, *cm_lo = cv_lo + P, *j_lo = cm_lo + P, *q0s = j_lo + P;
   for (int64_t s = 0; s < P; s++) {
     if (!c->s_any[s]) continue;
-    int64_t q0 = (nbi - s - 1) / P, cvs = 0, cms = 0, *acc = c->cv_acc + s * n_m;
+    int64_t q0 = (nbi - s - 1) / P, cvs = 0, cms = 0, *acc = c->cv_acc + s;  // acc[m P]: column tile s + m P
     j_lo[s] = (nbi - s - 1) % P + 1;
     q0s[s] = q0;
     for (int64_t m = 0; m < n_m; m++) {  // CV and sum m cv over m <= q0 - 1 and m <= q0
       if (m == q0) cv_lo[s] = cvs, cm_lo[s] = cms;
       if (m > q0) break;
-      cvs += acc[m];
-      cms += m * acc[m];
+      cvs += acc[m * P];
+      cms += m * acc[m * P];
     }
     cv_hi[s] = cvs, cm_hi[s] = cms;
     if (q0 >= n_m) cv_lo[s] = cvs, cm_lo[s] = cms;
-    memset(acc, 0, (size_t)n_m * sizeof *acc);
+    if (c->no_pairs) continue;  // no overlap sums
     // overlap_by_tiles' ranges into the row's sums
     int64_t *same = c->ov_same + s * P, *next = c->ov_next + s * P, *ds = c->d_same + s * (P + 1),
             *dn = c->d_next + s * (P + 1);
@@ -320,9 +318,9 @@ void columns_fold(fast_ctx *c, work_count *hc) {
           if (Q >= 0 && cvq) {
             int64_t all = (Q + 1) * cvq - (lo ? cm_lo[s] : cm_hi[s]);
             bars = all - c->kept_t[j * P + s];
-            pairs = T * (all - (j == 0 ? cvq : 0));
+            pairs = c->no_pairs ? 0 : T * (all - (j == 0 ? cvq : 0));
           }
-          pairs -= c->ov_same[s * P + j] + c->ov_next[s * P + (j == 0 ? P - 1 : j - 1)];
+          if (!c->no_pairs) pairs -= c->ov_same[s * P + j] + c->ov_next[s * P + (j == 0 ? P - 1 : j - 1)];
           if (!bars && !pairs) continue;
           work_count *w = row + c->R[s];
           w->bars += bars;
@@ -330,7 +328,8 @@ void columns_fold(fast_ctx *c, work_count *hc) {
         }
       }
   memset(c->kept_t, 0, (size_t)P * (size_t)P * sizeof *c->kept_t);
-  for (int64_t s = 0; s < P; s++)
+  memset(c->cv_acc, 0, (size_t)P * (size_t)n_m * sizeof *c->cv_acc);
+  for (int64_t s = 0; s < P && !c->no_pairs; s++)
     if (c->s_any[s]) {
       memset(c->ov_same + s * P, 0, (size_t)P * sizeof *c->ov_same);
       memset(c->ov_next + s * P, 0, (size_t)P * sizeof *c->ov_next);
@@ -521,12 +520,11 @@ done:
   return rc;
 }
 
-// Periodic: the columns summed by residue (columns_by_residue), less the pairs D keeps too. Those come
-// from cumulative histograms of d mod T per residue j of d/T: a vertical at tile offset b meets offset
-// d in query tile kb + d/T + [d mod T >= T - b]. The histograms hold the offsets with d/T <= M =
-// nbi - kb - 2 (dropping the highest tiles as kb grows); the tile M + 1 is counted directly.
-int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, const i64_list *kd,
-                     work_count *hc) {
+// The pairs D keeps too, deducted from the columns' pairs (cell by cell, or into the deferred sums): from
+// cumulative histograms of d mod T per residue j of d/T (a vertical at tile offset b meets offset d in query tile
+// kb + d/T + [d mod T >= T - b]; the histograms hold the offsets with d/T <= M = nbi - kb - 2, dropping the
+// highest tiles as kb grows, and the tile M + 1 is counted directly), or by offset tile. Returns 0 or -1.
+static int columns_overlap(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, work_count *hc) {
   const int64_t T = TILE, nbi = c->nbi, P = c->P;
   int64_t M = nbi - 2, top = D->n - 1, yk = 0, jlo = P, jhi = -1, keys = 0, pieces = 0;
   for (int64_t t = 0; t < n_ct; t++) keys += ct[t].cv;
@@ -550,8 +548,6 @@ int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *
   int64_t f = D->n;  // D's first interval ending at or after lastd: lastd falls as kb grows, so f walks down
   for (int64_t t = 0; t < n_ct; t++) {
     int64_t kb = ct[t].kb, s = kb % P, lim = nbi - kb, lastd = (lim - 1) * T, last_pairs = 0;
-    c->cvm[s * c->n_m + kb / P] = ct[t].cv;
-    c->s_used[s] = 1;
     for (; !by_tiles && M > lim - 2; M--) histogram_drop(c, D, M, &top);
     while (f > 0 && D->hi[f - 1] >= lastd) f--;  // D's intervals in the last query tile's offsets from f
     int in_last = f < D->n && D->lo[f] <= lastd + T - 1;
@@ -571,6 +567,16 @@ int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *
   }
   if (lanes && jlo <= jhi) overlap_spill(c, jlo, jhi);
   c->ov_room = 0;
+  return 0;
+}
+
+// Periodic: the columns summed by residue (columns_by_residue), less the pairs D keeps too (columns_overlap; not
+// for a head whose pairs are counted in total only).
+int columns_periodic(fast_ctx *c, const iset *D, const iset *K, const col_tile *ct, int64_t n_ct, const i64_list *kd,
+                     work_count *hc) {
+  for (int64_t t = 0; t < n_ct; t++) c->cvm[ct[t].kb] = ct[t].cv;  // cvm[m P + s]: kb = s + m P
+  for (int64_t t = 0; t < n_ct && !c->deferred; t++) c->s_used[ct[t].kb % c->P] = 1;
+  if (!c->skip_pairs && columns_overlap(c, D, K, ct, n_ct, hc)) return -1;
   if (!c->deferred) {
     columns_by_residue(c, hc, kd);
     return 0;

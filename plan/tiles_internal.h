@@ -57,10 +57,17 @@ typedef struct {
   int64_t row_block, col_block;  // block heads: rows and keys of a block (BLOCK: both `block`; MOBA: TILE, B)
   iset d, k;   // Toeplitz offsets and columns (empty for BLOCK)
   iset dg;     // D's intervals merged across gaps <= TILE: candidate search only
+  // A lean view (head_view_build_lean) of a vertical-slash head holds its columns only as the head's sorted
+  // verticals: k and dg stay empty, for the fast path when it counts kept pairs in total (tiles_fast_lean).
+  int lean;
+  const int32_t *keys;
+  int64_t n_keys;
 } head_view;
 
 // Build the view of a head; returns SR_OK or an internal error.
 int head_view_build(const head_pattern *h, int64_t n_tokens, head_view *v, sr_error *e);
+// The same, but a vertical-slash head's columns stay in its array (lean = 1: k, dg empty); other heads whole.
+int head_view_build_lean(const head_pattern *h, int64_t n_tokens, head_view *v, sr_error *e);
 // Release a view.
 void head_view_free(head_view *v);
 
@@ -264,6 +271,13 @@ int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count 
 int tiles_fast_head_pending(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
 // Add the residue sums left by tiles_fast_head_pending into hc and clear them.
 void tiles_fast_fold(tiles_fast *f, work_count *hc);
+// Kept pairs per cell (1) or, for heads D and K describe whole, in total only (0; tiles_accounter_pairs_per_cell).
+void tiles_fast_pairs_per_cell(tiles_fast *f, int per_cell);
+// Does the fast path take head h from a lean view (its columns read only from its sorted verticals)? Vertical-slash
+// heads whose pairs it counts in total, where no short last tile is scanned.
+int tiles_fast_lean(const tiles_fast *f, const head_pattern *h);
+// The kept pairs counted in total since the last call.
+int64_t tiles_fast_take_pairs(tiles_fast *f);
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
 // is not aligned it sets *handled = 0 and writes nothing, so the caller falls back to the generic path.
 int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e);

@@ -103,7 +103,17 @@ static int push_sorted(iset *s, const int32_t *a, int32_t n) {
   return 0;
 }
 
+static int view_build(const head_pattern *h, int64_t n_tokens, int lean, head_view *v, sr_error *e);
+
 int head_view_build(const head_pattern *h, int64_t n_tokens, head_view *v, sr_error *e) {
+  return view_build(h, n_tokens, 0, v, e);
+}
+
+int head_view_build_lean(const head_pattern *h, int64_t n_tokens, head_view *v, sr_error *e) {
+  return view_build(h, n_tokens, h->kind == PATTERN_VS, v, e);
+}
+
+static int view_build(const head_pattern *h, int64_t n_tokens, int lean, head_view *v, sr_error *e) {
   memset(v, 0, sizeof *v);
   v->h = h;
   v->n_tokens = n_tokens;
@@ -114,7 +124,12 @@ int head_view_build(const head_pattern *h, int64_t n_tokens, head_view *v, sr_er
       bad = iset_push(&v->d, 0, sr_min64(h->window, n_tokens) - 1) ||
             iset_push(&v->k, 0, sr_min64(h->sinks, n_tokens) - 1);
       break;
-    case PATTERN_VS: bad = push_sorted(&v->d, h->slash, h->n_slash) || push_sorted(&v->k, h->vertical, h->n_vertical); break;
+    case PATTERN_VS:
+      bad = push_sorted(&v->d, h->slash, h->n_slash) || (!lean && push_sorted(&v->k, h->vertical, h->n_vertical));
+      v->lean = lean;
+      v->keys = h->vertical;
+      v->n_keys = h->n_vertical;
+      break;
     case PATTERN_BLOCK:
       v->is_block = 1;
       v->row_block = v->col_block = h->block;
@@ -129,7 +144,7 @@ int head_view_build(const head_pattern *h, int64_t n_tokens, head_view *v, sr_er
       break;
   }
   // Candidate groups: a query segment of <= TILE rows sees D's intervals closer than TILE as one key range.
-  for (int64_t i = 0; !bad && i < v->d.n; i++) {
+  for (int64_t i = 0; !bad && !lean && i < v->d.n; i++) {
     if (v->dg.n > 0 && v->d.lo[i] - v->dg.hi[v->dg.n - 1] <= TILE) v->dg.hi[v->dg.n - 1] = v->d.hi[i];
     else bad = iset_push(&v->dg, v->d.lo[i], v->d.hi[i]);
   }

@@ -144,15 +144,16 @@ double estimate_index_build(const sim_ctx *x, double entries) { return cost_mem(
 
 double estimate_convert(const sim_ctx *x, int layer, int rank) {
   const pattern *pat = x->pat;
-  double idx = 0;
-  for (int h = 0; h < pat->heads; h++) {
+  double idx = 0, heads = (double)x->m->num_heads;
+  for (int h = 0; pat && h < pat->heads; h++) {
     const head_pattern *hp = pattern_head(pat, layer, h);
     idx += (double)hp->n_vertical + (double)hp->n_slash;
   }
+  if (!pat) idx = x->layer_indices[layer];  // the same sum, taken when the layer was drawn
   double qt = ceil((double)x->p->layout.rank_count[rank] / 128.0);  // the rank's query tiles
   double scale = EST_H200_MEM_RATE * cost_mem(&x->c->gpu, 1.0);     // 1 on the H200
   // (query tile, head) pairs: qt * heads; (query tile, head, index) triples: qt * the layer's indices
-  double conv = EST_CONV_FIXED_S + (EST_CONV_QH_S * qt * pat->heads + EST_CONV_QHI_S * qt * idx) * (scale > 0 ? scale : 1);
+  double conv = EST_CONV_FIXED_S + (EST_CONV_QH_S * qt * heads + EST_CONV_QHI_S * qt * idx) * (scale > 0 ? scale : 1);
   if (pattern_spec_estimation(x->p->spec.pattern) != PATTERN_ONLINE) return conv;
   int sources = 0;
   for (int st = 0; st < x->p->schedule.n_steps; st++) sources += schedule_at(&x->p->schedule, st, rank)->kv_src >= 0;

@@ -12,6 +12,7 @@
 #include "sim/cost.h"
 #include "sim/memory.h"
 #include "sim/plan_cache.h"
+#include "sim/strategy.h"
 #include "sim/step_ctx.h"
 
 static void ctx_free(sim_ctx *x) {
@@ -51,6 +52,8 @@ static double model_flops(const model_config *m, int64_t n, double pairs, int at
 
 static int run(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store,
                sim_transfers *transfers, sim_result *r, sim_timeline *tl, sr_error *e);
+static int run_pattern(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store,
+                       sim_transfers *transfers, sim_result *r, sim_timeline *tl, sr_error *e);
 
 // Does sparsering-exec train build some layer's tile index on the GPU (exec/dist_attn.c gpu_index_wanted, --index-build
 // auto or gpu)? A fixed pattern on a ring or double-ring schedule of one-rank groups, no forward form, a layer whose
@@ -136,19 +139,44 @@ void sim_transfers_free(sim_transfers *t) {
   memset(t, 0, sizeof *t);
 }
 
+// Does the step read each head only while accounting it, so that the pattern may be drawn a head at a time as it is
+// accounted (sim_run without a pattern)? A ring step (its estimation reads only a layer's index counts, kept when
+// drawn) of the mixed trainer without the forward form, on a source whose heads are drawn one at a time.
+static int draws_by_heads(const plan *p) {
+  return pattern_spec_by_heads(p->spec.pattern) && p->spec.fpdt_chunk <= 0 && p->schedule.kind != SCHED_ULYSSES &&
+         p->schedule.kind != SCHED_USP && strcmp(p->spec.trainer, "exec") != 0 && !p->spec.fwd_runs;
+}
+
 static int run(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store,
                sim_transfers *transfers, sim_result *r, sim_timeline *tl, sr_error *e) {
   double t_start = sr_now();
   memset(r, 0, sizeof *r);
+  pattern whole;  // the plan's pattern, drawn here when not given and not drawn a head at a time
+  int own = 0;
+  if (!pat && !draws_by_heads(p)) {
+    int rc = sim_pattern_build(p, &whole, e);
+    if (rc) return rc;
+    pat = &whole;
+    own = 1;
+    r->pattern_wall_s = sr_now() - t_start;
+  }
+  int rc = run_pattern(p, pat, o, store, transfers, r, tl, e);
+  if (own) pattern_free(&whole);
+  r->sim_wall_s = sr_now() - t_start;
+  return rc;
+}
+
+static int run_pattern(const plan *p, const pattern *pat, const sim_options *o, struct work_store *store,
+                       sim_transfers *transfers, sim_result *r, sim_timeline *tl, sr_error *e) {
   snprintf(r->strategy, sizeof r->strategy, "%s", p->spec.strategy);
   r->feasible = 1;
   const model_config *m = &p->model;
   const cluster_desc *c = &p->cluster;
   int W = cluster_world(c);
-  if (pat->layers != m->num_layers || pat->heads != m->num_heads)
+  if (pat && (pat->layers != m->num_layers || pat->heads != m->num_heads))
     return sr_input_error(e, p->spec.pattern, "pattern", "has %d layers x %d heads; model %s has %lld x %lld", pat->layers,
                           pat->heads, m->name, (long long)m->num_layers, (long long)m->num_heads);
-  if (pat->n_tokens != p->layout.n_tokens)
+  if (pat && pat->n_tokens != p->layout.n_tokens)
     return sr_input_error(e, p->spec.pattern, "pattern", "covers %lld tokens; the plan has %lld",
                           (long long)pat->n_tokens, (long long)p->layout.n_tokens);
   if (p->layout.world != W)
@@ -195,7 +223,7 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   }
   engine_count_busy(&x.g, x.busy);
   if (!x.tl) engine_lean(&x.g);  // only end times are read unless the timeline is kept
-  x.gpu_build = gpu_build_applies(p, pat);
+  x.gpu_build = pat && gpu_build_applies(p, pat);  // drawn a head at a time: not the exec trainer
   int64_t kv_shard = 0;
   if (p->spec.fpdt_chunk > 0) {
     rc = step_fpdt(&x, e);
@@ -261,6 +289,5 @@ static int run(const plan *p, const pattern *pat, const sim_options *o, struct w
   }
   r->account_wall_s = x.have_cache ? x.cache.wall_s : 0;
   ctx_free(&x);
-  r->sim_wall_s = sr_now() - t_start;
   return SR_OK;
 }

@@ -87,6 +87,8 @@ typedef struct {
   int64_t n_tasks;          // tasks scheduled
   double sim_wall_s;        // seconds the simulation took
   double account_wall_s;    // of which in the planner's tile accounting
+  double pattern_wall_s;    // of which drawing the pattern (sim_run without one: the plan's, drawn inside; drawn a head at
+                            // a time, its share of the wall time the heads' drawing and accounting took together)
   // The exec trainer's attention plans (plan_cache.h; plans 0: not modelled: not the exec trainer, or a pattern made
   // at run time, whose plans follow each estimate)
   int plans, plans_kept, plans_rebuilt;
@@ -104,7 +106,9 @@ typedef struct {
   sim_memory mem;
 } sim_result;
 
-// Simulate one training step of plan p running pattern pat (layers x heads of the model).
+// Simulate one training step of plan p running pattern pat (layers x heads of the model). pat NULL: the plan's own
+// pattern (sim_pattern_build's), drawn inside: a head at a time as it is accounted where the step reads each head only
+// then (a ring step of a synthetic vertical-slash source, pattern_spec_by_heads), else whole.
 int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e);
 // sim_run with the tile accounting kept in `store` (work.h; NULL: a private cache per run, as sim_run) so
 // that many simulations over the same layouts and pattern account each head once. Results are identical.

@@ -12,7 +12,8 @@
 
 typedef struct {
   const plan *p;
-  const pattern *pat;
+  const pattern *pat;     // NULL: drawn a head at a time as the step accounts it (step_ring, sim_run)
+  double *layer_indices;  // [layers] with pat NULL: each layer's verticals and slashes, all heads (estimate_convert)
   const sim_options *o;
   const model_config *m;
   const cluster_desc *c;

@@ -73,6 +73,10 @@ typedef struct {
   cost_attn_rates rf, rb;
   double *q_tiles;              // [W] query tiles of rank r
   double *call_step;            // [W] ctx_attn_call_step of a source's keys
+  // per block of ranks: its slowest rank's forward seconds at each step ([blocks * n_steps]), its computed pairs and
+  // the hash of its seconds, entries and bars
+  double *block_max, *block_exec;
+  uint64_t *block_hash;
 } step_costs;
 
 static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
@@ -98,8 +102,36 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
                       cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
             : 0.f;
     }
+  // The block's ranks: their steps' seconds summed in step order (a step at a time: the same additions per rank as
+  // one pass over every rank), the block's slowest forward at each step, its ranks' entries and bars over their
+  // sources in order, the pairs the kernels compute (integers below 2^53: exact in any order) and a hash.
+  layer_work *w = k->w;
+  double *mx = k->block_max + (int64_t)item * s->n_steps, exec = 0;
+  uint64_t h = 1469598103934665603ull;
+  for (int st = 0; st < s->n_steps; st++) {
+    const float *f = w->fwd + (int64_t)st * W, *b = w->bwd + (int64_t)st * W;
+    mx[st] = 0;
+    for (int r = r0; r < r1; r++) {
+      w->sum_fwd[r] += f[r];
+      w->sum_bwd[r] += b[r];
+      if (f[r] > mx[st]) mx[st] = f[r];
+    }
+    h = fnv(fnv(h, f + r0, (size_t)(r1 - r0) * sizeof *f), b + r0, (size_t)(r1 - r0) * sizeof *b);
+  }
+  for (int r = r0; r < r1; r++)
+    for (int src = 0; src < W; src++) {
+      const work_count *c = &k->agg[(int64_t)r * W + src];
+      w->entries[r] += (float)(c->full + c->partial + c->bars);
+      w->bars[r] += (float)c->bars;
+      exec += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
+    }
+  k->block_exec[item] = exec;
+  h = fnv(h, w->entries + r0, (size_t)(r1 - r0) * sizeof *w->entries);
+  k->block_hash[item] = fnv(h, w->bars + r0, (size_t)(r1 - r0) * sizeof *w->bars);
   return SR_OK;
 }
+
+static inline double fmax_plain(double a, double b) { return b > a ? b : a; }
 
 static int step_seconds(const sim_ctx *x, const work_count *agg, const work_count *fwd, const int32_t *kv_src, layer_work *w,
                         sr_error *e) {
@@ -108,13 +140,14 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
   step_costs k;
   memset(&k, 0, sizeof k);
   k.x = x, k.agg = agg, k.fwd = fwd, k.w = w, k.kv_src = kv_src;
+  int blocks = (W + STEP_COST_RANKS - 1) / STEP_COST_RANKS;
   k.q_tiles = malloc((size_t)W * sizeof *k.q_tiles);
   k.call_step = malloc((size_t)W * sizeof *k.call_step);
-  if (!k.q_tiles || !k.call_step) {
-    free(k.q_tiles);
-    free(k.call_step);
-    return sr_internal_error(e, 0, "sim: out of memory for layer work");
-  }
+  k.block_max = malloc((size_t)blocks * s->n_steps * sizeof *k.block_max);
+  k.block_exec = malloc((size_t)blocks * sizeof *k.block_exec);
+  k.block_hash = malloc((size_t)blocks * sizeof *k.block_hash);
+  int rc = !k.q_tiles || !k.call_step || !k.block_max || !k.block_exec || !k.block_hash;
+  if (rc) rc = sr_internal_error(e, 0, "sim: out of memory for layer work");
   cost_attn_rates_init(&x->c->gpu, x->m, 0, &k.rf);
   cost_attn_rates_init(&x->c->gpu, x->m, 1, &k.rb);
   for (int r = 0; r < W; r++) {
@@ -123,19 +156,31 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
   }
   // Threads pay off from about a hundred thousand steps' costs (tens of microseconds to start one).
   int threads = (double)s->n_steps * W >= 1e5 ? sr_threads() : 1;
-  int rc = sr_parallel_for((W + STEP_COST_RANKS - 1) / STEP_COST_RANKS, threads, step_costs_item, &k, e);
+  if (!rc) rc = sr_parallel_for(blocks, threads, step_costs_item, &k, e);
+  // Per step the slowest rank's (the largest of the blocks'); the layer's hash of its blocks' in order.
+  uint64_t h = 1469598103934665603ull;
+  for (int b = 0; !rc && b < blocks; b++) {
+    for (int st = 0; st < s->n_steps; st++)
+      w->step_max[st] = fmax_plain(w->step_max[st], k.block_max[(int64_t)b * s->n_steps + st]);
+    w->exec_pairs += k.block_exec[b];
+    h = fnv(h, &k.block_hash[b], sizeof k.block_hash[b]);
+  }
+  w->hash = fnv(h, &w->sparse, sizeof w->sparse);
   free(k.q_tiles);
   free(k.call_step);
+  free(k.block_max);
+  free(k.block_exec);
+  free(k.block_hash);
   return rc;
 }
 
-// Account layer `layer` and turn its counts into per-step seconds through the schedule.
-static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg, layer_work *w, sr_error *e) {
+// Turn layer `layer`'s counts agg (work_layers') into per-step seconds through the schedule (step_seconds: also the
+// sums of each rank's steps, the slowest rank of each step, entries, bars and the layer's hash); w->pairs and
+// w->sparse (some head is not dense) are set.
+static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const work_count *agg, layer_work *w,
+                         sr_error *e) {
   const schedule *s = &x->p->schedule;
-  int W = x->W;
-  memset(w, 0, sizeof *w);
-  int rc = work_layer(&x->cache, x->pat, layer, agg, e);
-  if (rc) return rc;
+  int W = x->W, rc = SR_OK;
   // plan.spec.fwd_runs: the executor's forward runs the forward form (plan/tiles_runs.c), whose counts
   // need every rank's index built (slow at scale, hence opt-in); the backward keeps the tile form's. As in
   // the executor, a vs-online or gated pattern (selected in the tile form at run time) keeps the tile form.
@@ -166,35 +211,7 @@ static int account(sim_ctx *x, int layer, const int32_t *kv_src, work_count *agg
     free(fwd);
     return rc;
   }
-  // Per rank, its steps' seconds summed in step order (walked a step at a time: the same additions per rank); per
-  // step, the slowest rank's.
-  for (int k = 0; k < s->n_steps; k++) {
-    const float *f = w->fwd + (int64_t)k * W, *b = w->bwd + (int64_t)k * W;
-    double mx = 0;
-    for (int r = 0; r < W; r++) {
-      w->sum_fwd[r] += f[r];
-      w->sum_bwd[r] += b[r];
-      if (f[r] > mx) mx = f[r];
-    }
-    w->step_max[k] = mx;
-  }
-  for (int h = 0; h < x->pat->heads; h++)
-    if (pattern_head(x->pat, layer, h)->kind != PATTERN_DENSE) w->sparse = 1;
-  for (int r = 0; r < W; r++)
-    for (int src = 0; src < W; src++) {
-      const work_count *c = &agg[(int64_t)r * W + src];
-      w->entries[r] += (float)(c->full + c->partial + c->bars);
-      w->bars[r] += (float)c->bars;
-      w->pairs += c->pairs;
-      w->exec_pairs += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
-    }
   free(fwd);
-  uint64_t hsh = 1469598103934665603ull;
-  hsh = fnv(hsh, w->fwd, (size_t)s->n_steps * W * sizeof *w->fwd);
-  hsh = fnv(hsh, w->bwd, (size_t)s->n_steps * W * sizeof *w->bwd);
-  hsh = fnv(hsh, w->entries, (size_t)W * sizeof *w->entries);
-  hsh = fnv(hsh, w->bars, (size_t)W * sizeof *w->bars);
-  w->hash = fnv(hsh, &w->sparse, sizeof w->sparse);
   return SR_OK;
 }
 
@@ -429,6 +446,78 @@ static void builder_size(sim_ctx *x, const layer_work *distinct, int n_distinct)
 
 // ---- the step ------------------------------------------------------------------------------------
 
+// Are layer l's heads the previous layer's (every layer of a dense model)? Then it shares that layer's work. (A
+// pattern drawn a head at a time answers no: an equal layer would be accounted again, to the same work.)
+static int same_as_previous(const sim_ctx *x, int l) {
+  int same = l > 0 && x->pat;
+  for (int h = 0; same && h < x->pat->heads; h++)
+    same = pattern_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
+  return same;
+}
+
+// Is a layer of pat sparse (some head not dense: an index is built)?
+static int layer_sparse(const pattern *pat, int layer) {
+  for (int h = 0; h < pat->heads; h++)
+    if (pattern_head(pat, layer, h)->kind != PATTERN_DENSE) return 1;
+  return 0;
+}
+
+// Layers drawn a head at a time (x->pat NULL): a layer a thread, each head drawn into the thread's slot of the drawer,
+// accounted and dropped, the layer's index counts kept (estimate_convert). The threads' seconds drawing and
+// accounting split the loop's wall time between the two.
+typedef struct {
+  sim_ctx *x;
+  pattern_drawer *drawer;
+  const int *todo;
+  work_count *const *aggs;
+  double *pairs;
+  int *sparse;
+  double *draw_s, *account_s;  // [threads]
+} drawn_job;
+
+static int drawn_item(void *ctx, int i, int t, sr_error *e) {
+  drawn_job *j = ctx;
+  sim_ctx *x = j->x;
+  int layer = j->todo[i], rc = work_layer_begin(&x->cache, t, j->aggs[i], e);
+  double idx = 0;
+  j->pairs[i] = 0, j->sparse[i] = 0;
+  for (int h = 0; h < (int)x->m->num_heads && !rc; h++) {
+    double t0 = sr_now();
+    const head_pattern *hp = pattern_drawer_head(j->drawer, t, layer, h);
+    double t1 = sr_now();
+    idx += (double)hp->n_vertical + (double)hp->n_slash;
+    j->sparse[i] |= hp->kind != PATTERN_DENSE;
+    rc = work_layer_head(&x->cache, t, hp, j->aggs[i], &j->pairs[i], e);
+    j->draw_s[t] += t1 - t0;
+    j->account_s[t] += sr_now() - t1;
+  }
+  if (!rc) work_layer_end(&x->cache, t, j->aggs[i], &j->pairs[i]);
+  x->layer_indices[layer] = idx;
+  return rc;
+}
+
+// The counts of layers todo[0 .. n) into aggs and pairs, and whether each is sparse: from the step's pattern, or drawn
+// a head at a time by `drawer` (x->pat NULL).
+static int batch_counts(sim_ctx *x, pattern_drawer *drawer, const int *todo, int n, work_count *const *aggs,
+                        double *pairs, int *sparse, sr_error *e) {
+  if (x->pat) {
+    for (int k = 0; k < n; k++) sparse[k] = layer_sparse(x->pat, todo[k]);
+    return work_layers(&x->cache, x->pat, todo, n, aggs, pairs, e);
+  }
+  int threads = x->cache.threads < n ? x->cache.threads : n;
+  double *s = calloc(2 * (size_t)threads, sizeof *s), t0 = sr_now();
+  if (!s) return sr_internal_error(e, 0, "sim: out of memory");
+  drawn_job j = {x, drawer, todo, aggs, pairs, sparse, s, s + threads};
+  int rc = sr_parallel_for(n, threads, drawn_item, &j, e);
+  double wall = sr_now() - t0, draw = 0, account = 0;
+  for (int t = 0; t < threads; t++) draw += s[t], account += s[threads + t];
+  double share = draw + account > 0 ? draw / (draw + account) : 0;
+  x->r->pattern_wall_s += wall * share;
+  x->cache.wall_s += wall * (1 - share);
+  free(s);
+  return rc;
+}
+
 int step_ring(sim_ctx *x, sr_error *e) {
   const plan *p = x->p;
   const schedule *s = &p->schedule;
@@ -438,13 +527,30 @@ int step_ring(sim_ctx *x, sr_error *e) {
   memset(&st, 0, sizeof st);
   layer_work *distinct = calloc((size_t)L, sizeof *distinct);
   int *of = calloc((size_t)L, sizeof *of);
-  work_count *agg = malloc((size_t)W * W * sizeof *agg);
+  // Layers are accounted a batch at a time: twice as many as threads (uneven layers balance), their counts in at
+  // most 256 MiB.
+  int batch = 2 * x->cache.threads;
+  int64_t most = ((int64_t)256 << 20) / ((int64_t)W * W * (int64_t)sizeof(work_count));
+  if (batch > most) batch = most > 1 ? (int)most : 1;
+  if (batch > L) batch = L > 0 ? L : 1;
+  work_count **aggs = calloc((size_t)batch, sizeof *aggs);
+  double *pairs = malloc((size_t)batch * sizeof *pairs);
+  int *todo = malloc((size_t)batch * sizeof *todo), *sparse = malloc((size_t)batch * sizeof *sparse);
+  x->layer_indices = x->pat ? NULL : calloc((size_t)(L > 0 ? L : 1), sizeof *x->layer_indices);
+  for (int k = 0; aggs && k < batch; k++)
+    if (!(aggs[k] = malloc((size_t)W * W * sizeof *aggs[k]))) {
+      for (int j = 0; j < k; j++) free(aggs[j]);
+      free(aggs);
+      aggs = NULL;
+    }
   double *before = calloc((size_t)W, sizeof *before);
   int32_t *kv_src = malloc((size_t)s->n_steps * W * sizeof *kv_src);
   st.comp = malloc((size_t)s->n_steps * W * sizeof *st.comp);
   st.dur = malloc((size_t)W * sizeof *st.dur);
   int n_distinct = 0;
-  if (!distinct || !of || !agg || !before || !kv_src || !st.comp || !st.dur) {
+  pattern_drawer *drawer = NULL;  // x->pat NULL: the plan's pattern, drawn a head at a time
+  if (!distinct || !of || !aggs || !pairs || !todo || !sparse || (!x->pat && !x->layer_indices) || !before || !kv_src ||
+      !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
@@ -458,32 +564,42 @@ int step_ring(sim_ctx *x, sr_error *e) {
   for (int k = 0; k < s->n_steps; k++)
     for (int r = 0; r < W; r++) kv_src[(int64_t)k * W + r] = schedule_at(s, k, r)->kv_src;
   st.ring.log = x->transfers;
-  // Account every layer; identical layers share their work.
-  for (int l = 0; l < L; l++) {
-    // A layer whose heads equal the previous layer's (every layer of a dense model) shares its work.
-    int same = l > 0;
-    for (int h = 0; same && h < x->pat->heads; h++)
-      same = pattern_heads_equal(pattern_head(x->pat, l, h), pattern_head(x->pat, l - 1, h));
-    if (same) {
-      of[l] = of[l - 1];
-      x->pairs += distinct[of[l]].pairs;
-      x->exec_pairs += distinct[of[l]].exec_pairs;
-      continue;
-    }
-    layer_work w;
-    if ((rc = account(x, l, kv_src, agg, &w, e)) || (rc = layer_routes(x, &st, agg, &w.routes, e))) {
-      layer_work_free(&w);
-      goto done_ring;
-    }
-    x->pairs += w.pairs;
-    x->exec_pairs += w.exec_pairs;
-    int k = 0;
-    while (k < n_distinct &&
-           (distinct[k].hash != w.hash || distinct[k].pairs != w.pairs || distinct[k].routes != w.routes))
+  if (!x->pat && (rc = pattern_drawer_open(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, x->cache.threads,
+                                          &drawer, e)))
+    goto done_ring;
+  // Account every layer, batches of layers over threads (work_layers: a thread a layer, one fold each); identical
+  // layers share their work.
+  for (int l0 = 0; l0 < L; l0 += batch) {
+    int l1 = l0 + batch < L ? l0 + batch : L, n = 0;
+    for (int l = l0; l < l1; l++)
+      if (!same_as_previous(x, l)) todo[n++] = l;
+    if (n && (rc = batch_counts(x, drawer, todo, n, aggs, pairs, sparse, e))) goto done_ring;
+    for (int l = l0, k = 0; l < l1; l++) {
+      if (same_as_previous(x, l)) {  // every layer of a dense model: the previous layer's work
+        of[l] = of[l - 1];
+        x->pairs += distinct[of[l]].pairs;
+        x->exec_pairs += distinct[of[l]].exec_pairs;
+        continue;
+      }
+      layer_work w;
+      memset(&w, 0, sizeof w);
+      w.pairs = pairs[k];
+      w.sparse = sparse[k];
+      if ((rc = layer_work_of(x, l, kv_src, aggs[k], &w, e)) || (rc = layer_routes(x, &st, aggs[k], &w.routes, e))) {
+        layer_work_free(&w);
+        goto done_ring;
+      }
       k++;
-    if (k == n_distinct) distinct[n_distinct++] = w;
-    else layer_work_free(&w);
-    of[l] = k;
+      x->pairs += w.pairs;
+      x->exec_pairs += w.exec_pairs;
+      int d = 0;
+      while (d < n_distinct &&
+             (distinct[d].hash != w.hash || distinct[d].pairs != w.pairs || distinct[d].routes != w.routes))
+        d++;
+      if (d == n_distinct) distinct[n_distinct++] = w;
+      else layer_work_free(&w);
+      of[l] = d;
+    }
   }
   // Bytes on the wire: per layer its routes' forward sends (twice with recomputation, unless the rerun keeps
   // attention's output: sim_options.keep_attn) and backward sends.
@@ -557,6 +673,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     }
   if (x->gpu_build) builder_size(x, distinct, n_distinct);
 done_ring:
+  pattern_drawer_close(drawer);
   ring_ctx_free(&st.ring);
   for (int k = 0; k < st.n_routes; k++) {
     ring_routes_free(&st.routes[k]);
@@ -568,7 +685,13 @@ done:
   for (int k = 0; k < n_distinct; k++) layer_work_free(&distinct[k]);
   free(distinct);
   free(of);
-  free(agg);
+  for (int k = 0; aggs && k < batch; k++) free(aggs[k]);
+  free(aggs);
+  free(pairs);
+  free(todo);
+  free(sparse);
+  free(x->layer_indices);
+  x->layer_indices = NULL;
   free(before);
   free(kv_src);
   free(st.comp);

@@ -101,13 +101,7 @@ int sim_pattern_build(const plan *p, pattern *out, sr_error *e) {
 }
 
 int sim_plan(const plan *p, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e) {
-  pattern pat;
-  memset(&pat, 0, sizeof pat);
-  int rc = sim_pattern_build(p, &pat, e);
-  if (rc) return rc;
-  rc = sim_run(p, &pat, o, r, tl, e);
-  pattern_free(&pat);
-  return rc;
+  return sim_run(p, NULL, o, r, tl, e);  // the plan's pattern, drawn by sim_run (a few layers at a time where it can)
 }
 
 int sim_strategy(const strategy_study *s, const char *name, const sim_options *o, sim_result *r, sim_timeline *tl,

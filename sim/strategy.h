@@ -31,7 +31,7 @@ int sim_plan_cached(const plan *p, const sim_options *o, sim_cache *c, sim_resul
 // Build the pattern of a plan from its source string (plan.spec.pattern: pattern_spec.h's sources or
 // "trace:PATH"; training step 0).
 int sim_pattern_build(const plan *p, pattern *out, sr_error *e);
-// Simulate a built plan (its pattern built here).
+// Simulate a built plan on its own pattern (drawn by sim_run: a few layers at a time where the step allows it).
 int sim_plan(const plan *p, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e);
 // Simulate strategy `name` of a study. A configuration the strategy cannot run (e.g. a Ulysses degree
 // above the heads) gives r->feasible = 0 with the reason in r->note and returns SR_OK.

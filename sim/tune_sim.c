@@ -305,7 +305,8 @@ static int ring_sums(tune_sim *t, const layout *l, struct ring_attn *ra, sr_erro
   cost_attn_rates rb;
   cost_attn_rates_init(&t->c.gpu, &t->m, 1, &rb);
   for (int layer = 0; layer < pat->layers && !rc; layer++) {
-    if ((rc = work_layer(&c, pat, layer, agg, e))) break;
+    double pairs;  // not needed here
+    if ((rc = work_layer(&c, pat, layer, agg, &pairs, e))) break;
     for (int r = 0; r < W; r++) {
       double qt = (double)((l->rank_count[r] + TILE - 1) / TILE);
       for (int src = 0; src < W; src++) {

@@ -32,6 +32,7 @@ typedef struct count_entry {
   int n_ids;
   int32_t *ids;        // [n_ids] interned heads, in head order
   work_count *counts;  // [world * world]
+  double pairs;        // a layer's kept pairs (its counts' cells hold none)
 } count_entry;
 
 // Hashing a VS head reads all its indices (thousands), and every simulation looks up every head again:
@@ -184,22 +185,19 @@ static uint64_t key_hash(const layout *l, int is_layer, const int32_t *ids, int 
   return k;
 }
 
-static const work_count *store_find(const work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids,
-                                    uint64_t hash) {
+static const count_entry *store_find(const work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids,
+                                     uint64_t hash) {
   for (const count_entry *x = s->bucket[hash % STORE_BUCKETS]; x; x = x->next)
     if (x->hash == hash && x->kind == l->kind && x->n_tokens == l->n_tokens && x->world == l->world &&
         x->granularity == l->granularity && x->is_layer == is_layer && x->n_ids == n_ids &&
         !memcmp(x->ids, ids, (size_t)n_ids * sizeof *ids))
-      return x->counts;
+      return x;
   return NULL;
 }
 
-// Copy counts into the store; a full store or a failed allocation just leaves them out.
-static const work_count *store_find(const work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids,
-                                    uint64_t hash);
-
+// Copy counts (and a layer's kept pairs) into the store; a full store or a failed allocation just leaves them out.
 static void store_add(work_store *s, const layout *l, int is_layer, const int32_t *ids, int n_ids, uint64_t hash,
-                      const work_count *counts) {
+                      const work_count *counts, double pairs) {
   if (store_find(s, l, is_layer, ids, n_ids, hash)) return;  // another thread stored the same counts meanwhile
   size_t nc = (size_t)l->world * (size_t)l->world * sizeof *counts;
   int64_t need = (int64_t)(sizeof(count_entry) + nc + (size_t)n_ids * sizeof *ids);
@@ -216,6 +214,7 @@ static void store_add(work_store *s, const layout *l, int is_layer, const int32_
   x->n_ids = n_ids;
   x->ids = dup_or_null(ids, (size_t)n_ids * sizeof *ids, &fail);
   x->counts = dup_or_null(counts, nc, &fail);
+  x->pairs = pairs;
   if (fail || !x->counts) {
     free(x->ids);
     free(x->counts);
@@ -271,23 +270,23 @@ void work_cache_free(work_cache *c) {
   c->store = store;
 }
 
-// Thread t's accounter and its arrays, made on first use.
-static int thread_state(work_cache *c, int t, sr_error *e) {
+// Thread t's accounter and, when `arrays`, its partial sums and scratch, made on first use.
+static int thread_state(work_cache *c, int t, int arrays, sr_error *e) {
   size_t n = (size_t)c->world * (size_t)c->world;
   if (!c->acct[t]) {
     int rc = tiles_accounter_open(c->l, &c->acct[t], e);
     if (rc) return rc;
   }
-  if (!c->part[t] && !(c->part[t] = calloc(n, sizeof *c->part[t])))
+  if (arrays && !c->part[t] && !(c->part[t] = calloc(n, sizeof *c->part[t])))
     return sr_internal_error(e, 0, "work: out of memory for %d ranks", c->world);
-  if (!c->scratch[t] && !(c->scratch[t] = malloc(n * sizeof *c->scratch[t])))
+  if (arrays && !c->scratch[t] && !(c->scratch[t] = malloc(n * sizeof *c->scratch[t])))
     return sr_internal_error(e, 0, "work: out of memory for %d ranks", c->world);
   return SR_OK;
 }
 
 // One head's counts into out (zeroed first), on thread t's accounter.
 static int account_one(work_cache *c, int t, const head_pattern *h, work_count *out, sr_error *e) {
-  int rc = thread_state(c, t, e);
+  int rc = thread_state(c, t, 0, e);
   if (rc) return rc;
   memset(out, 0, (size_t)c->world * c->world * sizeof *out);
   return tiles_account_head_add(c->acct[t], h, out, e);
@@ -308,7 +307,8 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
     pthread_mutex_lock(&st->mu);
     id = intern(st, h);
     hash = id >= 0 ? key_hash(c->l, 0, &id, 1) : 0;
-    *out = id >= 0 ? store_find(st, c->l, 0, &id, 1, hash) : NULL;
+    const count_entry *hit = id >= 0 ? store_find(st, c->l, 0, &id, 1, hash) : NULL;
+    *out = hit ? hit->counts : NULL;
     pthread_mutex_unlock(&st->mu);
     if (*out) return SR_OK;
   }
@@ -322,7 +322,7 @@ int work_head(work_cache *c, const pattern *pat, int layer, int head, const work
   *out = c->val[slot];
   if (id >= 0) {
     pthread_mutex_lock(&st->mu);
-    store_add(st, c->l, 0, &id, 1, hash, c->val[slot]);
+    store_add(st, c->l, 0, &id, 1, hash, c->val[slot], 0);
     pthread_mutex_unlock(&st->mu);
   }
   return SR_OK;
@@ -348,24 +348,95 @@ static void add_scaled(work_count *agg, const work_count *w, int64_t n, double k
   }
 }
 
-// The distinct heads of a layer and how often each occurs.
+// The distinct heads of a layer (by content: a layer has few heads, so pairwise is fine) and how often each occurs:
+// head[0 .. n), mult[0 .. n) of room for the layer's heads. Identical heads (every head of a dense or windowed layer)
+// are accounted once.
+static int distinct_heads(const pattern *pat, int layer, const head_pattern **head, int *mult) {
+  int n = 0;
+  for (int h = 0; h < pat->heads; h++) {
+    const head_pattern *hp = pattern_head(pat, layer, h);
+    int k = 0;
+    while (k < n && !pattern_heads_equal(head[k], hp)) k++;
+    if (k == n) {
+      head[n] = hp;
+      mult[n++] = 0;
+    }
+    mult[k]++;
+  }
+  return n;
+}
+
+// The kept pairs of agg's cells (heads counted per cell) added to *pairs, which leave the cells: integers below 2^53,
+// so exact in any order.
+static void pairs_out_of_cells(work_count *agg, int64_t n, double *pairs) {
+  for (int64_t i = 0; i < n; i++) {
+    *pairs += agg[i].pairs;
+    agg[i].pairs = 0;
+  }
+}
+
+// A layer's entry in the store: *ids (the interned heads, NULL when the store cannot keep the layer) and *hash set;
+// returns 1 with agg and *pairs filled when the store holds the layer.
+static int layer_lookup(work_cache *c, const pattern *pat, int layer, work_count *agg, double *pairs, int32_t **ids,
+                        uint64_t *hash) {
+  work_store *st = usable_store(c);
+  int H = pat->heads;
+  *ids = st ? malloc((size_t)H * sizeof **ids) : NULL;
+  *hash = 0;
+  if (!*ids) return 0;
+  const count_entry *hit = NULL;
+  pthread_mutex_lock(&st->mu);
+  for (int h = 0; h < H && *ids; h++)
+    if (((*ids)[h] = intern(st, pattern_head(pat, layer, h))) < 0) {
+      free(*ids);
+      *ids = NULL;  // the store is full: account as without it
+    }
+  if (*ids) {
+    *hash = key_hash(c->l, 1, *ids, H);
+    if ((hit = store_find(st, c->l, 1, *ids, H, *hash))) {
+      memcpy(agg, hit->counts, (size_t)c->world * c->world * sizeof *agg);
+      *pairs = hit->pairs;
+    }
+  }
+  pthread_mutex_unlock(&st->mu);
+  return hit != NULL;
+}
+
+static void layer_store(work_cache *c, int n_heads, const int32_t *ids, uint64_t hash, const work_count *agg,
+                        double pairs) {
+  work_store *st = usable_store(c);
+  if (!st || !ids) return;
+  pthread_mutex_lock(&st->mu);
+  store_add(st, c->l, 1, ids, n_heads, hash, agg, pairs);
+  pthread_mutex_unlock(&st->mu);
+}
+
+// ---------------------------------------------------------------------------------------------
+// one layer, its heads over threads
+
 typedef struct {
   work_cache *c;
   const head_pattern **head;  // [n] distinct heads
   int *mult;                  // [n]
   int n;
+  int64_t *pairs;             // [threads] kept pairs each thread's accounter counted in total, times their heads' counts
 } layer_job;
 
 static int layer_item(void *ctx, int i, int t, sr_error *e) {
   layer_job *j = ctx;
   work_cache *c = j->c;
-  int rc = thread_state(c, t, e);
+  int rc = thread_state(c, t, 1, e);
   if (rc) return rc;
   // A thread's heads leave their sums by residue pending in its accounter, folded into part[t] once
   // (work_layer) instead of once a head; a repeated head is accounted on its own, so those are folded first.
-  if (j->mult[i] == 1) return tiles_account_head_add_pending(c->acct[t], j->head[i], c->part[t], e);
+  if (j->mult[i] == 1) {
+    rc = tiles_account_head_add_pending(c->acct[t], j->head[i], c->part[t], e);
+    j->pairs[t] += tiles_accounter_take_pairs(c->acct[t]);
+    return rc;
+  }
   tiles_accounter_fold(c->acct[t], c->part[t]);
   if ((rc = account_one(c, t, j->head[i], c->scratch[t], e))) return rc;
+  j->pairs[t] += j->mult[i] * tiles_accounter_take_pairs(c->acct[t]);
   add_scaled(c->part[t], c->scratch[t], (int64_t)c->world * c->world, j->mult[i]);
   return SR_OK;
 }
@@ -376,63 +447,141 @@ static int threads_for(const work_cache *c, int n_distinct) {
   return work >= (double)(1 << 20) ? c->threads : 1;
 }
 
-int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr_error *e) {
+int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, double *pairs, sr_error *e) {
   int64_t n = (int64_t)c->world * c->world;
   int H = pat->heads, rc = SR_OK;
-  work_store *st = usable_store(c);
-  int32_t *ids = st ? malloc((size_t)H * sizeof *ids) : NULL;
+  int32_t *ids = NULL;
   uint64_t hash = 0;
-  if (ids) {
-    pthread_mutex_lock(&st->mu);
-    for (int h = 0; h < H && ids; h++)
-      if ((ids[h] = intern(st, pattern_head(pat, layer, h))) < 0) {
-        free(ids);
-        ids = NULL;  // the store is full: account as without it
-      }
-    const work_count *hit = NULL;
-    if (ids) {
-      hash = key_hash(c->l, 1, ids, H);
-      if ((hit = store_find(st, c->l, 1, ids, H, hash))) memcpy(agg, hit, (size_t)n * sizeof *agg);
-    }
-    pthread_mutex_unlock(&st->mu);
-    if (hit) {
-      free(ids);
-      return SR_OK;
-    }
+  *pairs = 0;
+  if (layer_lookup(c, pat, layer, agg, pairs, &ids, &hash)) {
+    free(ids);
+    return SR_OK;
   }
-  layer_job j = {c, malloc((size_t)H * sizeof *j.head), calloc((size_t)H, sizeof *j.mult), 0};
-  if (!j.head || !j.mult) {
+  layer_job j = {c, malloc((size_t)H * sizeof *j.head), malloc((size_t)H * sizeof *j.mult), 0,
+                 calloc((size_t)c->threads, sizeof *j.pairs)};
+  if (!j.head || !j.mult || !j.pairs) {
     rc = sr_internal_error(e, 0, "work: out of memory");
     goto out;
   }
-  for (int h = 0; h < H; h++) {  // distinct heads by content (a layer has few heads: pairwise is fine)
-    const head_pattern *hp = pattern_head(pat, layer, h);
-    int k = 0;
-    while (k < j.n && !pattern_heads_equal(j.head[k], hp)) k++;
-    if (k == j.n) j.head[j.n++] = hp;
-    j.mult[k]++;
-  }
+  j.n = distinct_heads(pat, layer, j.head, j.mult);
   double t0 = sr_now();
   int threads = threads_for(c, j.n);
-  for (int t = 0; t < threads && !rc; t++) rc = thread_state(c, t, e);
+  for (int t = 0; t < threads && !rc; t++)
+    if (!(rc = thread_state(c, t, 1, e))) tiles_accounter_pairs_per_cell(c->acct[t], 0);  // only their sum is needed
   if (!rc) rc = sr_parallel_for(j.n, threads, layer_item, &j, e);
   memset(agg, 0, (size_t)n * sizeof *agg);
   for (int t = 0; t < threads; t++) {
     if (!c->part[t]) continue;
     tiles_accounter_fold(c->acct[t], c->part[t]);
+    if (c->acct[t]) tiles_accounter_pairs_per_cell(c->acct[t], 1);
     if (!rc)
       for (int64_t i = 0; i < n; i++) work_add(&agg[i], &c->part[t][i]);
     memset(c->part[t], 0, (size_t)n * sizeof *c->part[t]);
   }
+  for (int t = 0; t < threads; t++) *pairs += (double)j.pairs[t];
+  pairs_out_of_cells(agg, n, pairs);
   c->wall_s += sr_now() - t0;
-  if (!rc && ids) {
-    pthread_mutex_lock(&st->mu);
-    store_add(st, c->l, 1, ids, H, hash, agg);
-    pthread_mutex_unlock(&st->mu);
-  }
+  if (!rc) layer_store(c, H, ids, hash, agg, *pairs);
 out:
   free(j.head);
   free(j.mult);
+  free(j.pairs);
   free(ids);
+  return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// several layers, a layer a thread
+
+// Layer `layer` on thread t alone: its heads added in order to t's accounter, their sums by residue folded once,
+// straight into agg.
+static int layer_on_thread(work_cache *c, int t, const pattern *pat, int layer, work_count *agg, double *pairs,
+                           sr_error *e) {
+  int64_t n = (int64_t)c->world * c->world;
+  int H = pat->heads, rc = SR_OK;
+  int32_t *ids = NULL;
+  uint64_t hash = 0;
+  *pairs = 0;
+  if (layer_lookup(c, pat, layer, agg, pairs, &ids, &hash)) {
+    free(ids);
+    return SR_OK;
+  }
+  const head_pattern **head = malloc((size_t)H * sizeof *head);
+  int *mult = malloc((size_t)H * sizeof *mult);
+  if (!head || !mult) rc = sr_internal_error(e, 0, "work: out of memory");
+  if (!rc) rc = thread_state(c, t, 0, e);
+  int64_t total = 0;  // kept pairs counted in total
+  memset(agg, 0, (size_t)n * sizeof *agg);
+  if (!rc) {
+    int n_distinct = distinct_heads(pat, layer, head, mult);
+    tiles_accounter_pairs_per_cell(c->acct[t], 0);  // only their sum is needed
+    for (int i = 0; i < n_distinct && !rc; i++) {
+      if (mult[i] == 1) {
+        rc = tiles_account_head_add_pending(c->acct[t], head[i], agg, e);
+        total += tiles_accounter_take_pairs(c->acct[t]);
+        continue;
+      }
+      tiles_accounter_fold(c->acct[t], agg);  // a repeated head is accounted on its own, then added times its count
+      if (!c->scratch[t] && !(c->scratch[t] = malloc((size_t)n * sizeof *c->scratch[t]))) {
+        rc = sr_internal_error(e, 0, "work: out of memory for %d ranks", c->world);
+        break;
+      }
+      if ((rc = account_one(c, t, head[i], c->scratch[t], e))) break;
+      total += mult[i] * tiles_accounter_take_pairs(c->acct[t]);
+      add_scaled(agg, c->scratch[t], n, mult[i]);
+    }
+    tiles_accounter_fold(c->acct[t], agg);
+    tiles_accounter_pairs_per_cell(c->acct[t], 1);
+  }
+  *pairs = (double)total;
+  pairs_out_of_cells(agg, n, pairs);
+  if (!rc) layer_store(c, H, ids, hash, agg, *pairs);
+  free(head);
+  free(mult);
+  free(ids);
+  return rc;
+}
+
+int work_layer_begin(work_cache *c, int t, work_count *agg, sr_error *e) {
+  int rc = thread_state(c, t, 0, e);
+  if (rc) return rc;
+  memset(agg, 0, (size_t)c->world * c->world * sizeof *agg);
+  tiles_accounter_pairs_per_cell(c->acct[t], 0);  // only their sum is needed
+  return SR_OK;
+}
+
+int work_layer_head(work_cache *c, int t, const head_pattern *h, work_count *agg, double *pairs, sr_error *e) {
+  int rc = tiles_account_head_add_pending(c->acct[t], h, agg, e);
+  *pairs += (double)tiles_accounter_take_pairs(c->acct[t]);
+  return rc;
+}
+
+void work_layer_end(work_cache *c, int t, work_count *agg, double *pairs) {
+  tiles_accounter_fold(c->acct[t], agg);
+  tiles_accounter_pairs_per_cell(c->acct[t], 1);
+  pairs_out_of_cells(agg, (int64_t)c->world * c->world, pairs);
+}
+
+typedef struct {
+  work_cache *c;
+  const pattern *pat;
+  const int *layers;
+  work_count *const *agg;
+  double *pairs;
+} layers_job;
+
+static int layers_item(void *ctx, int i, int t, sr_error *e) {
+  layers_job *j = ctx;
+  return layer_on_thread(j->c, t, j->pat, j->layers[i], j->agg[i], &j->pairs[i], e);
+}
+
+int work_layers(work_cache *c, const pattern *pat, const int *layers, int count, work_count *const *agg, double *pairs,
+                sr_error *e) {
+  if (count == 1) return work_layer(c, pat, layers[0], agg[0], pairs, e);
+  double t0 = sr_now();
+  layers_job j = {c, pat, layers, agg, pairs};
+  int threads = c->threads < count ? c->threads : count;
+  int rc = sr_parallel_for(count, threads, layers_item, &j, e);
+  c->wall_s += sr_now() - t0;
   return rc;
 }

@@ -3,8 +3,8 @@
 // dense or windowed model, repeated layers) are accounted once, and an optional store that keeps the
 // counts across simulations (whatif's strategies and the tuner's points share layouts and patterns).
 //
-// A layer's distinct heads are accounted in parallel (plan/parallel.h), one accounter a thread; counts
-// are integers (pairs too: integer-valued doubles far below 2^53), so their sums do not depend on the
+// A layer's distinct heads, or several layers, are accounted in parallel (plan/parallel.h), one accounter a thread;
+// counts are integers (pairs too: integer-valued doubles far below 2^53), so their sums do not depend on the
 // order and the result is the same for any thread count.
 #ifndef SR_WORK_H
 #define SR_WORK_H
@@ -58,8 +58,21 @@ void work_cache_free(work_cache *c);
 // Counts of one head (layer, head) of pat: out[q_rank * W + src] (points into the cache or the store;
 // valid until the next call).
 int work_head(work_cache *c, const pattern *pat, int layer, int head, const work_count **out, sr_error *e);
-// Sum of every head of `layer` into agg[q_rank * W + src] (zeroed first).
-int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, sr_error *e);
+// Sum of every head of `layer` into agg[q_rank * W + src] (zeroed first), and the layer's kept pairs into *pairs:
+// agg's cells hold none (pairs per cell cost most of the accounting on aligned layouts, and the simulator needs only
+// their sum: the step's density and MFU).
+int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, double *pairs, sr_error *e);
+// work_layer's sums of layers[0 .. count) into agg[i] and pairs[i], the layers over threads (a thread a layer, its
+// heads in order: one fold of the residue sums a layer, where work_layer's threads fold one each).
+int work_layers(work_cache *c, const pattern *pat, const int *layers, int count, work_count *const *agg, double *pairs,
+                sr_error *e);
+// A layer whose heads come one at a time (drawn as they are accounted, plan/pattern_spec.h's pattern_drawer), on
+// thread t's accounter (0 <= t < c->threads: a caller's parallel loop over layers, each item on its thread): begin
+// (agg zeroed), each head added, end (its sums by residue folded into agg, the kept pairs into *pairs, which the
+// heads' sum started: set it to 0 before the first head). The layer's counts are work_layer's; no store is used.
+int work_layer_begin(work_cache *c, int t, work_count *agg, sr_error *e);
+int work_layer_head(work_cache *c, int t, const head_pattern *h, work_count *agg, double *pairs, sr_error *e);
+void work_layer_end(work_cache *c, int t, work_count *agg, double *pairs);
 // Add b into a.
 void work_add(work_count *a, const work_count *b);
 

@@ -1,6 +1,7 @@
 // test_sim_speed.c — the simulator's speed work (issue 24, "Speed") changes no result: the ring passes evaluated in
 // time on a lean engine (sim/ring_fast.c) equal the task graph's (sim/ring.c, which the timeline keeps), and the
-// reference configurations of `sparsering bench-sim` and of the issue's 512K example give today's figures.
+// reference configurations of `sparsering bench-sim`, of the issue's 512K example and of every kind of step give
+// the figures main gave before.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,4 +156,145 @@ TEST(sim_speed_pin_llama_70b_4m_on_1024_h100_mtraining_is_unchanged) {
   // 274.94 to 279.86 GiB with the compact bars, as above).
   check_pin("llama-3.1-70b", write_cluster("h100-128x8", h100_128x8), 4 * 1024 * 1024, NULL, "0x1.86bcdf6c93c77p+6",
             "0x1.17dbfa68ep+38", 599167377);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every kind of step the simulator builds, pinned: the striped rings whose accounting folds heads by residue and
+// counts kept pairs in total only (mtraining, mtraining-flat, striped-ring), the unperiodic fast path (zigzag),
+// Ulysses-USP and FPDT (work per head), block heads (AdaSpa's search), a gated pattern (MoBA), and a recorded trace
+// replayed on a striped and a zigzag ring. The expected figures are main's at fbedcb4 (before the sixth pass of
+// the speed work: kept pairs in total, heads drawn as they are accounted), printed as hex floats by a program that
+// ran these configurations against main's library, unchanged (plan_build, sim_plan, then printf("%a") of each
+// figure): copied output on purpose, as above.
+// The cluster is two_by_four with a bar walk (so the backward's walk floor is charged).
+
+static const char *const two_by_four_walk =
+    "{\"nodes\": 2, \"gpus_per_node\": 4, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800, "
+    "\"mem_gib\": 140, \"efficiency\": {\"gemm\": 0.7, \"attn_fwd_full\": 0.6, \"attn_fwd_partial\": 0.45, "
+    "\"attn_fwd_bar\": 0.3, \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.4, \"attn_bwd_bar\": 0.25, \"mem\": 0.85}, "
+    "\"comm_slowdown\": 1.05, \"bar_walk_us\": 14.2}, \"intra_node\": {\"gbps\": 450, \"latency_us\": 3.0}, "
+    "\"inter_node\": {\"nics_per_node\": 4, \"nic_gbps\": 50, \"latency_us\": 5.0}, "
+    "\"host\": {\"pcie_gbps\": 50, \"latency_us\": 10.0, \"mem_gib\": 2048}}";
+
+typedef struct {
+  const char *model;
+  int64_t seq;
+  const char *strategy, *pattern;  // pattern "": the strategy's
+  int64_t fpdt_chunk;              // 0: the strategy's
+  const char *fig[8];              // step, attention forward and backward of the busiest rank, bytes on the wire,
+                                   // density, computed density, worker imbalance, memory per GPU
+  int64_t tasks;
+} pinned_step;
+
+static const pinned_step pinned_steps[] = {
+    {"qwen2.5-0.5b", 65536, "mtraining", "vs-topp:0.95", 0,
+     {"0x1.fc1198d928115p-2", "0x1.40226697a3d7p-7", "0x1.7d8ae34c303bfp-2", "0x1.455cbc2p+35",
+      "0x1.2a863ea0fe52dp-4", "0x1.6681eb1c8ecb1p-3", "0x1.022fc5c192a47p+0", "0x1.e4362602p+32"},
+     14745},
+    {"qwen2.5-0.5b", 65536, "mtraining-flat", "vs-preset:qwen2.5-3b", 0,
+     {"0x1.07cb8eff9a04dp-1", "0x1.aff397ada3d72p-7", "0x1.87e1e0f0303bep-2", "0x1.455cbc2p+35",
+      "0x1.e690701e83b0cp-4", "0x1.004673a12ad8cp-2", "0x1.0252922b6469fp+0", "0x1.e3f47b7p+32"},
+     14793},
+    {"qwen2.5-0.5b", 65536, "mtraining-zigzag", "vs-like:4:2048:512", 0,
+     {"0x1.bfef23da3d12cp-2", "0x1.08fa53e2c7ae1p-8", "0x1.6f99b764303bfp-2", "0x1.36dcfc2p+35",
+      "0x1.2679b209a34bbp-4", "0x1.3629aafae74e4p-4", "0x1.072c939b71c5p+0", "0x1.e2f7a318p+32"},
+     13305},
+    {"qwen2.5-0.5b", 65536, "striped-ring", "window:64:4096", 0,
+     {"0x1.d5dfe25b41e12p-2", "0x1.de5a3e9f47addp-8", "0x1.7b550354303bfp-2", "0x1.36dcfc2p+35",
+      "0x1.f77e0c81f37e1p-4", "0x1.39aec65139aecp-3", "0x1.fffffffffffffp-1", "0x1.e2820f18p+32"},
+     13353},
+    {"qwen2.5-0.5b", 65536, "zigzag-ring", "", 0,
+     {"0x1.0e3920b5b1ec8p-2", "0x1.43c261b3e8f5ap-5", "0x1.e7d60990c0efdp-4", "0x1.36dcfc2p+35",
+      "0x1p+0", "0x1.007eff81007fp+0", "0x1.0000000000001p+0", "0x1.e262e14p+32"},
+     12969},
+    {"qwen2.5-3b", 65536, "usp", "vs-topp:0.9", 0,
+     {"0x1.1033dc17bf322p+0", "0x1.00ef5b5620279p-5", "0x1.320b5b4e39ecap-1", "0x1.fc28edp+36",
+      "0x1.e29885e6968b3p-5", "0x0p+0", "0x1.170aedee74abap+0", "0x1.633592p+34"},
+     7701},
+    {"qwen2.5-3b", 65536, "fpdt", "vs-topp:0.9", 16384,
+     {"0x1.03c0e771140c4p+1", "0x1.e6d17ecb403dap-6", "0x1.60ea7e3cb66c8p+0", "0x1.7611768p+37",
+      "0x1.e29885e6968b3p-5", "0x0p+0", "0x1.085a62372cfdbp+0", "0x1.5b0c92p+34"},
+     29589},
+    {"qwen2.5-0.5b", 65536, "adaspa", "", 0,
+     {"0x1.5b71982bdb324p-3", "0x1.26149ffd47aep-8", "0x1.cab2a08c077f6p-7", "0x1.36dcfc2p+35",
+      "0x1.9274552a24bd8p-4", "0x1.9a644d3a2cad7p-4", "0x1.0320b7614c708p+0", "0x1.e269bb2ap+32"},
+     13569},
+    {"qwen2.5-0.5b", 65536, "mtraining", "moba:1024:4", 0,
+     {"0x1.c27cd2e959b3bp-3", "0x1.f08343dfa3d73p-7", "0x1.78c75ee181ep-5", "0x1.38bffc2p+35",
+      "0x1.70afb3e29542p-2", "0x1.72abb1e6973ep-2", "0x1.0953634c9b989p+0", "0x1.e2735a04p+32"},
+     14121},
+    {"tiny-25m", 32768, "mtraining",
+     "trace:traces/samples/tiny25m-trained-vs-online-p0.9-32k.safetensors", 0,
+     {"0x1.0933f92ca18bep-4", "0x1.bd642c976dfd8p-11", "0x1.e9dae80aadb8p-5", "0x1.4dc23cp+32",
+      "0x1.53eef2121bdbdp-5", "0x1.44051d75c5147p-2", "0x1.055553a9b47e6p+0", "0x1.1d593424p+31"},
+     4457},
+    {"tiny-25m", 32768, "zigzag-ring",
+     "trace:traces/samples/tiny25m-trained-vs-online-p0.9-32k.safetensors", 0,
+     {"0x1.05153d96f1b32p-4", "0x1.d51502dc41fd8p-11", "0x1.d0f27addcdb8p-5", "0x1.4dc23cp+32",
+      "0x1.53eef2121bdbdp-5", "0x1.44051d75c5147p-2", "0x1.133bde9ff0f33p+0", "0x1.1d5d571cp+31"},
+     4473},
+};
+
+TEST(sim_speed_pin_every_kind_of_step_on_eight_gpus_is_unchanged) {
+  const char *cluster = write_cluster("h200-2x4-walk", two_by_four_walk);
+  for (size_t i = 0; i < sizeof pinned_steps / sizeof *pinned_steps; i++) {
+    const pinned_step *c = &pinned_steps[i];
+    sr_error e;
+    sr_error_clear(&e);
+    plan p;
+    plan_spec s;
+    plan_spec_defaults(&s);
+    CHECK_EQ_INT(plan_spec_apply_strategy(&s, c->strategy, &e), SR_OK);
+    snprintf(s.model, sizeof s.model, "%s", c->model);
+    snprintf(s.cluster, sizeof s.cluster, "%s", cluster);
+    s.seq = c->seq;
+    if (c->pattern[0]) snprintf(s.pattern, sizeof s.pattern, "%s", c->pattern);
+    if (c->fpdt_chunk) s.fpdt_chunk = c->fpdt_chunk;
+    sim_options o = {0, 0, 0, 0, 0, 0};
+    sim_result r;
+    if (plan_build(&s, &p, &e) || sim_plan(&p, &o, &r, NULL, &e)) {
+      test_fail(__FILE__, __LINE__, "%s %s: %s", c->strategy, c->pattern, e.msg);
+      continue;
+    }
+    double got[8] = {r.step_s, r.attn_fwd_s, r.attn_bwd_s, r.comm_bytes, r.density, r.exec_density, r.worker_imbalance,
+                     r.mem.total};
+    for (int k = 0; k < 8; k++) {
+      char hex[64];
+      snprintf(hex, sizeof hex, "%a", got[k]);
+      if (strcmp(hex, c->fig[k]) != 0)
+        test_fail(__FILE__, __LINE__, "%s %s: figure %d is %s (%.9g), pinned %s", c->strategy, c->pattern, k, hex, got[k],
+                  c->fig[k]);
+    }
+    CHECK_EQ_INT(r.n_tasks, c->tasks);
+    plan_free(&p);
+  }
+}
+
+// The step drawing its pattern a head at a time as it accounts it (sim_run without a pattern, sim_plan) gives the step
+// of the pattern drawn whole, figure for figure: MTraining's stand-in on a striped double ring, and on a flat ring
+// whose layers are accounted in more than one batch.
+TEST(sim_speed_a_step_drawing_its_pattern_a_head_at_a_time_equals_the_whole_patterns) {
+  const char *cluster = write_cluster("h200-2x4", two_by_four);
+  const char *cases[][3] = {{"qwen2.5-0.5b", "mtraining", "vs-topp:0.95"},
+                            {"qwen2.5-0.5b", "mtraining-flat", "vs-preset:qwen2.5-3b"},
+                            {"tiny-test", "mtraining", "vs-online:0.9"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    sr_error e;
+    sr_error_clear(&e);
+    plan p;
+    if (build(cases[i][0], cluster, 16384, cases[i][1], cases[i][2], -1, &p, &e)) {
+      test_fail(__FILE__, __LINE__, "%s: %s", cases[i][1], e.msg);
+      continue;
+    }
+    pattern pat;
+    sim_options o = {0, 0, 0, 0, 0, 0};
+    sim_result whole, by_heads;
+    CHECK_EQ_INT(sim_pattern_build(&p, &pat, &e), SR_OK);
+    CHECK_EQ_INT(sim_run(&p, &pat, &o, &whole, NULL, &e), SR_OK);
+    CHECK_EQ_INT(sim_run(&p, NULL, &o, &by_heads, NULL, &e), SR_OK);
+    check_same_result(cases[i][1], &whole, &by_heads);
+    CHECK(by_heads.pattern_wall_s > 0);
+    pattern_free(&pat);
+    plan_free(&p);
+  }
 }

@@ -452,3 +452,30 @@ TEST(topp_patterns_equal_those_drawn_before_the_calibration_streams_were_reused)
     pattern_free(&p);
   }
 }
+
+// Heads drawn one at a time (the simulator draws a synthetic vertical-slash source as it accounts it) are the whole
+// pattern's heads, bit for bit, in any order and from any slot, for every source drawn so; other sources are refused.
+TEST(heads_drawn_one_at_a_time_equal_the_whole_patterns) {
+  model_config m = shape(7, 5);
+  const char *specs[] = {"vs-topp:0.95", "vs-preset:qwen2.5-3b", "vs-online:0.9", "vs-online:topk:40:70"};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    sr_error e;
+    pattern whole;
+    pattern_drawer *d = NULL;
+    CHECK(pattern_spec_by_heads(specs[i]));
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 3000, 11, 3, &whole, &e), SR_OK);
+    CHECK_EQ_INT(pattern_drawer_open(specs[i], &m, 3000, 11, 3, 2, &d, &e), SR_OK);
+    for (int x = m.num_layers * m.num_heads - 1; x >= 0; x--) {  // backwards, alternating slots
+      int l = x / m.num_heads, h = x % m.num_heads;
+      if (!pattern_heads_equal(pattern_drawer_head(d, x % 2, l, h), pattern_head(&whole, l, h)))
+        test_fail(__FILE__, __LINE__, "%s: layer %d head %d differs drawn alone", specs[i], l, h);
+    }
+    pattern_drawer_close(d);
+    pattern_free(&whole);
+  }
+  sr_error e;
+  pattern_drawer *d = NULL;
+  CHECK(!pattern_spec_by_heads("vs-like:4:64:16"));
+  CHECK(pattern_drawer_open("vs-like:4:64:16", &m, 3000, 11, 0, 1, &d, &e) != SR_OK);
+  CHECK(d == NULL);
+}

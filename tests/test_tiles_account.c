@@ -234,6 +234,63 @@ TEST(heads_folded_once_count_what_heads_added_one_by_one_count) {
   fx_layout_free(&l);
 }
 
+// With kept pairs counted in total only, every cell's entries are as with pairs per cell; the heads the fast path
+// takes whole (vertical-slash, window, dense) leave their cells' pairs out and add them to the total, the block
+// heads (the generic scan) keep theirs per cell: the cells hold the block heads' pairs and the total the rest.
+static void check_pairs_in_total(int kind, int64_t n, int W, int64_t g, uint64_t seed, int pending) {
+  sr_error e;
+  layout l;
+  fx_layout(kind, n, W, g, &l);
+  pattern p;
+  const int heads = 10;
+  fx_mixed_pattern(&p, n, heads, seed);
+  size_t cells = (size_t)W * W;
+  work_count *per = calloc(cells, sizeof *per), *tot = calloc(cells, sizeof *tot), *blocks = calloc(cells, sizeof *blocks);
+  tiles_accounter *a = NULL, *b = NULL;
+  CHECK_EQ_INT(tiles_accounter_open(&l, &a, &e), SR_OK);
+  CHECK_EQ_INT(tiles_accounter_open(&l, &b, &e), SR_OK);
+  tiles_accounter_pairs_per_cell(b, 0);
+  int64_t total = 0;
+  double all = 0, in_cells = 0;
+  for (int h = 0; h < heads; h++) {
+    const head_pattern *hp = pattern_head(&p, 0, h);
+    CHECK_EQ_INT(tiles_account_head_add(a, hp, per, &e), SR_OK);
+    if (hp->kind == PATTERN_BLOCK) CHECK_EQ_INT(tiles_account_head_add(a, hp, blocks, &e), SR_OK);
+    CHECK_EQ_INT(pending ? tiles_account_head_add_pending(b, hp, tot, &e) : tiles_account_head_add(b, hp, tot, &e), SR_OK);
+    total += tiles_accounter_take_pairs(b);
+  }
+  tiles_accounter_fold(b, tot);
+  CHECK_EQ_INT(tiles_accounter_take_pairs(b), 0);
+  for (size_t x = 0; x < cells; x++) {
+    CHECK_EQ_INT(tot[x].full, per[x].full);
+    CHECK_EQ_INT(tot[x].partial, per[x].partial);
+    CHECK_EQ_INT(tot[x].bars, per[x].bars);
+    CHECK_NEAR(tot[x].pairs, blocks[x].pairs, 0);
+    all += per[x].pairs;
+    in_cells += blocks[x].pairs;
+  }
+  CHECK(total > 0);
+  CHECK_NEAR((double)total + in_cells, all, 0);
+  tiles_accounter_close(a);
+  tiles_accounter_close(b);
+  free(per), free(tot), free(blocks);
+  pattern_free(&p);
+  fx_layout_free(&l);
+}
+
+TEST(kept_pairs_in_total_leave_the_entries_per_cell_as_they_are_on_every_aligned_layout) {
+  tiles_fast_colbuf_max_period = 2048;  // the default: short periods defer the columns' sums to the fold
+  check_pairs_in_total(2, 61 * TILE + 17, 3, 128, 41, 1);  // striped, period 3 tiles: folded once; short last tile
+  check_pairs_in_total(2, 9000, 8, 128, 23, 0);            // striped, folded a head at a time
+  check_pairs_in_total(2, 40 * TILE, 4, 256, 44, 1);       // striped by 256: a period of 8 tiles
+  check_pairs_in_total(0, 3 * 4 * TILE, 3, 1, 25, 1);      // contiguous: no period
+  check_pairs_in_total(1, 2 * 2 * 3 * TILE, 2, 1, 26, 1);  // zigzag
+  check_pairs_in_total(0, 3000, 1, 1, 21, 1);              // one rank, short last tile
+  tiles_fast_colbuf_max_period = 0;                        // long periods: columns straight into the cells
+  check_pairs_in_total(2, 61 * TILE, 3, 128, 42, 1);
+  tiles_fast_colbuf_max_period = 2048;
+}
+
 TEST(fast_accounting_declines_unaligned_layouts) {
   sr_error e;
   layout l;
