@@ -65,13 +65,15 @@ int synth_adaspa(pattern *p, double sparsity, int32_t block, const synth_opts *o
 typedef struct {
   pattern_kind kind;
   // VS heads. Beyond the leading runs (verticals [0, sinks), slashes [0, window N)) indices come in runs of
-  // consecutive positions (RoPE neighbours score alike); their starts follow the quantiles.
+  // consecutive positions (RoPE neighbours score alike); their starts follow the quantiles, and a run
+  // starting between quantiles i and i + 1 is as long as the recorded runs there on average (runs near the
+  // diagonal are longer than far ones: one mean length for all would move slash mass outwards).
   double n_vertical, n_slash;  // budgets per token: round(x N) at length N (capped at N)
   int64_t sinks;               // leading verticals, in tokens at any length
   double window;               // leading slashes per token of N
-  double v_run, s_run;         // mean length of the runs beyond the leading runs (tokens)
   float v_q[SYNTH_FIT_Q];      // quantiles of vertical run starts / N
   float s_q[SYNTH_FIT_Q];      // quantiles of slash run starts (offsets) / N
+  float v_len[SYNTH_FIT_Q - 1], s_len[SYNTH_FIT_Q - 1];  // mean run length (tokens) between quantiles i, i + 1
   // WINDOW heads: in tokens at any length
   int64_t w_sinks, w_window;
   // BLOCK heads: blocks of `block` tokens; each block row keeps its diagonal, the first and the previous
