@@ -50,6 +50,34 @@ TEST(trace_positions_place_columns_by_key_and_diagonals_by_offset) {
   pattern_free(&p);
 }
 
+// Two steps pooled: step 0 the head above, step 1 columns 5 and 900 (995 + 100 pairs) and diagonal 300 (700).
+// Columns 4540 pairs, 2990 of them on the first 1% of keys (1995 + 995) and 3940 on the first 10% (2945 +
+// 995); diagonals 3499, 1999 below 128; half (1749.5) reached at d = 1, 90% (3149.1) only at d = 300.
+TEST(trace_positions_pool_the_steps_as_more_heads) {
+  sr_error e;
+  pattern p[2];
+  for (int s = 0; s < 2; s++) {
+    CHECK_EQ_INT(pattern_alloc(&p[s], 1000, 1, 1, &e), SR_OK);
+    pattern_head(&p[s], 0, 0)->kind = PATTERN_VS;
+  }
+  head_pattern *a = pattern_head(&p[0], 0, 0), *b = pattern_head(&p[1], 0, 0);
+  a->vertical = ints(4, 0, 5, 50, 500), a->n_vertical = 4;
+  a->slash = ints(3, 0, 1, 200), a->n_slash = 3;
+  b->vertical = ints(2, 5, 900), b->n_vertical = 2;
+  b->slash = ints(1, 300), b->n_slash = 1;
+  trace_position_stats x;
+  CHECK_EQ_INT(trace_positions_steps(p, 2, -1, &x, &e), SR_OK);
+  CHECK_EQ_INT(x.heads, 2);
+  CHECK_NEAR(x.vertical_pairs, 4540, 0);
+  CHECK_REL(x.vertical_first[0], 2990.0 / 4540, 1e-12);
+  CHECK_REL(x.vertical_first[1], 3940.0 / 4540, 1e-12);
+  CHECK_NEAR(x.slash_pairs, 3499, 0);
+  CHECK_REL(x.slash_local, 1999.0 / 3499, 1e-12);
+  CHECK_NEAR(x.slash_q[0], 1, 0);
+  CHECK_NEAR(x.slash_q[1], 300, 0);
+  pattern_free(&p[0]), pattern_free(&p[1]);
+}
+
 // Sinks 4 and window 10 at n = 1000: columns 0..3 (3994 pairs, all in the first 1%), diagonals 0..9 (9955
 // pairs, all local); sum_{d <= x} (1000 - d) first reaches half (4977.5) at x = 4 (4990; x = 3: 3994).
 TEST(trace_positions_of_a_window_head_are_its_sinks_and_its_window) {
@@ -357,5 +385,18 @@ TEST(trace_fit_compares_fitted_with_recorded_figures_in_its_csv) {
   CHECK_EQ_INT(sr_read_file(path, &csv, NULL, &e), SR_OK);
   CHECK_STR_CONTAINS(csv, "figure,layout,ranks,recorded,fitted,rel_diff\n");
   CHECK_STR_CONTAINS(csv, "worker imbalance,balanced,8,");
+  free(out), free(csv);
+}
+
+// A trace of several steps is also compared over all of them (the fit's target: it is fitted to every step).
+TEST(trace_fit_compares_placement_over_all_recorded_steps) {
+  char *out = NULL, *csv = NULL, path[600];
+  snprintf(path, sizeof path, "%s/fit2.csv", test_tmpdir());
+  CHECK_EQ_INT(run(&out, "trace fit traces/samples/tiny-test-minference-8k.safetensors --ranks 8 --csv %s", path), 0);
+  CHECK_STR_CONTAINS(out, "over all 2 recorded steps");
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(path, &csv, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(csv, "\nvertical share (all steps),,0,");
+  CHECK_STR_CONTAINS(csv, "\nslash p50 (tokens) (all steps),,0,");
   free(out), free(csv);
 }
