@@ -21,12 +21,26 @@ void synth_fit_free(synth_fit *f) {
   memset(f, 0, sizeof *f);
 }
 
-// The quantile function of q (SYNTH_FIT_Q points at shares 0, 1/(Q-1), ..., 1), linear in between.
-static double quantile_at(const float *q, double u) {
-  double x = u * (SYNTH_FIT_Q - 1);
-  int i = (int)x;
-  if (i >= SYNTH_FIT_Q - 1) return q[SYNTH_FIT_Q - 1];
-  return q[i] + (x - i) * (q[i + 1] - q[i]);
+#define FINE_LEVELS 4  // levels 1/512 .. 1/64 below the steps of 1/32
+
+double synth_fit_level(int i) {
+  if (i <= 0) return 0;
+  if (i <= FINE_LEVELS) return (double)(1 << (i - 1)) / 512;
+  return (double)(i - FINE_LEVELS) / 32;
+}
+
+// The segment [level(i), level(i + 1)) of the quantile levels that holds u in [0, 1).
+static int level_segment(double u) {
+  int i = u < 1.0 / 32 ? 0 : FINE_LEVELS + (int)(u * 32) - 1;
+  while (i < SYNTH_FIT_Q - 2 && synth_fit_level(i + 1) <= u) i++;
+  while (i > 0 && synth_fit_level(i) > u) i--;
+  return i;
+}
+
+// The quantile function of q (SYNTH_FIT_Q points at shares synth_fit_level(i)) at u in segment i, linear in between.
+static double quantile_at(const float *q, int i, double u) {
+  const double a = synth_fit_level(i), b = synth_fit_level(i + 1);
+  return q[i] + (u - a) / (b - a) * (q[i + 1] - q[i]);
 }
 
 // The unmarked index nearest to x in [0, n) (below first on a tie), or -1 when every index is marked.
@@ -58,9 +72,9 @@ static void draw_runs(synth_ctx *c, int32_t *out, int64_t budget, int64_t lead, 
     synth_reseed(&c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
     for (int64_t taken = 0, tries = 0; taken < quota && tries < 16 * quota + 64; tries++) {
       const double u = sr_mt_uniform(&c->r);
-      const int seg = (int)sr_min64(SYNTH_FIT_Q - 2, (int64_t)(u * (SYNTH_FIT_Q - 1)));
+      const int seg = level_segment(u);
       const int64_t run = sr_max64(1, (int64_t)(len[seg] + sr_mt_uniform(&c->r)));
-      int64_t x = (int64_t)(quantile_at(q, u) * (double)n);
+      int64_t x = (int64_t)(quantile_at(q, seg, u) * (double)n);
       x = sr_max64(0, sr_min64(n - 1, x));
       for (int64_t j = 0; j < run && taken < quota && x + j < n; j++) {
         int64_t y = nearest_free(bits, n, x + j);

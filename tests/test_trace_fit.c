@@ -247,7 +247,7 @@ static double fitted_slash_share(const char *path, int64_t n, int seeds, int32_t
 
 // Offset 0, then 32 runs of 8 (starts 200, 240, .., 1440) and 32 single offsets far out (4000, 4400, ..,
 // 16400): 256 of the 288 offsets beyond the leading one (0.889) lie in [200, 1448). Pooled over the two steps,
-// the starts' quantiles 0 .. 15 of 32 fall on the runs of 8 and segment 15 holds four of them and a single one
+// the starts' quantiles up to level 15/32 fall on the runs of 8 and segment 15 holds four of them and a single one
 // (mean 6.6), the rest single offsets: a draw brings (15 x 8 + 6.6 + 16) / 32 offsets on average, 120 / 142.6 =
 // 0.84 of them near. One mean length for all runs (4.5, drawn as 5) would put about half of them there.
 TEST(fitted_runs_near_the_diagonal_are_as_long_as_the_recorded_ones) {
@@ -264,7 +264,7 @@ TEST(fitted_runs_near_the_diagonal_are_as_long_as_the_recorded_ones) {
 }
 
 // Offset 0, 40 single offsets 2 apart (3000, 3002, .., 3078) and 40 far out (6000, 6300, .., 17700), the same
-// in both steps. The quantiles 0 .. 15 of 32 pooled starts lie in [3000, 3074], so 15/32 = 0.469 of the draws
+// in both steps. The quantiles of the pooled starts up to level 15/32 lie in [3000, 3074], so 15/32 = 0.469 of the draws
 // land there, on 75 places: many land on an offset already taken. Taking the nearest free one keeps them
 // within [2900, 3180); drawing again from the whole distribution would send half of them far out (about 0.40
 // near, by simulation of both rules).
@@ -278,6 +278,21 @@ TEST(fitted_draws_that_meet_a_taken_offset_stay_near_it) {
   write_hand_trace(path, 20000, 2, slash, n);
   const double near = fitted_slash_share(path, 20000, 16, 2900, 3180);
   CHECK(near > 0.469 - 0.02 && near < 0.469 + 0.02);
+}
+
+// 50 single offsets 2 apart near the diagonal (20, 22, .., 118) and 3950 far out (500, 507, ..): 1.25% of
+// them below 128. Pooled over the two steps (each start twice) the quantiles at levels 1/512, 1/256, 1/128,
+// 1/64, 1/32 are the starts 36, 50, 82, 584, 1025, so 1/128 of the draws fall below 82 and 1/128 x (128 - 82) /
+// (584 - 82) more below 128: 0.85%. Levels 1/32 apart would interpolate 20 .. 1025 over the first 1/32: 0.34%.
+TEST(fitted_generator_keeps_the_few_offsets_near_the_diagonal) {
+  int32_t slash[4000], n = 0;
+  for (int k = 0; k < 50; k++) slash[n++] = 20 + 2 * k;
+  for (int k = 0; k < 3950; k++) slash[n++] = 500 + 7 * k;
+  char path[600];
+  snprintf(path, sizeof path, "%s/near.safetensors", test_tmpdir());
+  write_hand_trace(path, 32768, 2, slash, n);
+  const double near = fitted_slash_share(path, 32768, 4, 0, 128);
+  CHECK(near > 0.0075 && near < 0.0125);
 }
 
 TEST(vs_fit_of_a_missing_trace_is_an_input_error_naming_it) {

@@ -88,14 +88,14 @@ static void take_block(const head_pattern *h, head_acc *a) {
 // quantile i + 1's (a flat spread of single indices when there are none: never drawn then).
 static void quantiles(run_list *l, int64_t n, float *q, float *len) {
   if (l->n == 0) {
-    for (int i = 0; i < SYNTH_FIT_Q; i++) q[i] = (float)i / (SYNTH_FIT_Q - 1);
+    for (int i = 0; i < SYNTH_FIT_Q; i++) q[i] = (float)synth_fit_level(i);
     for (int i = 0; i < SYNTH_FIT_Q - 1; i++) len[i] = 1;
     return;
   }
   qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_start);
   int64_t k[SYNTH_FIT_Q];
   for (int i = 0; i < SYNTH_FIT_Q; i++) {
-    k[i] = (int64_t)llround((double)i / (SYNTH_FIT_Q - 1) * (double)(l->n - 1));
+    k[i] = (int64_t)llround(synth_fit_level(i) * (double)(l->n - 1));
     q[i] = (float)((double)l->v[k[i]].start / (double)n);
   }
   for (int i = 0; i < SYNTH_FIT_Q - 1; i++) {  // the runs k[i] .. k[i + 1] (one run when they meet)
