@@ -1,6 +1,7 @@
 // cmd_trace_fit.c — `sparsering trace fit t.safetensors`: fit the generator to a trace ("vs-fit:PATH",
 // traces/fit.c) and print the recorded and the fitted pattern's statistics side by side: density, where the
 // work sits, and the worker and step imbalance of each layout at each rank count (plan/balance.h).
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +25,15 @@ typedef struct {
 
 static double rel(double rec, double fit) { return rec != 0 ? (fit - rec) / rec : (fit == 0 ? 0 : INFINITY); }
 
-// A statistic that is shown for comparison, not judged against the goal.
-static void row(fit_report *r, const char *figure, double rec, double fit, const char *fmt) {
-  char x[32], y[32];
+// A statistic that is shown for comparison, not judged against the goal; `suffix` follows its name (" (all
+// steps)" for the statistics pooled over every recorded step).
+static void row(fit_report *r, const char *figure, const char *suffix, double rec, double fit, const char *fmt) {
+  char x[32], y[32], name[64];
   snprintf(x, sizeof x, fmt, rec);
   snprintf(y, sizeof y, fmt, fit);
-  printf("  %-22s %-12s %6s %12s %12s %+8.1f%%\n", figure, "", "", x, y, 100 * rel(rec, fit));
-  sr_buf_printf(&r->csv, "%s,,0,%.9g,%.9g,%.9g\n", figure, rec, fit, rel(rec, fit));
+  snprintf(name, sizeof name, "%s%s", figure, suffix);
+  printf("  %-35s %6s %12s %12s %+8.1f%%\n", name, "", x, y, 100 * rel(rec, fit));
+  sr_buf_printf(&r->csv, "%s,,0,%.9g,%.9g,%.9g\n", name, rec, fit, rel(rec, fit));
 }
 
 static void imbalance_row(fit_report *r, const char *figure, const char *layout, int ranks, double rec, double fit) {
@@ -55,21 +58,47 @@ static double pattern_density(const pattern *p) {
   return kept / ((double)p->layers * p->heads * (double)p->n_tokens * (double)(p->n_tokens + 1) / 2);
 }
 
-// Density and where the work sits, recorded beside fitted.
-static int compare_positions(const pattern *rec, const pattern *fit, fit_report *r, sr_error *e) {
+// Density and where the work sits, recorded beside fitted, over n steps of each (their mean density, their
+// heads pooled).
+static int compare_positions(const pattern *rec, const pattern *fit, int n, const char *suffix, fit_report *r,
+                             sr_error *e) {
   trace_position_stats a, b;
-  if (trace_positions(rec, -1, &a, e) || trace_positions(fit, -1, &b, e)) return e->code;
-  row(r, "density", 100 * pattern_density(rec), 100 * pattern_density(fit), "%.4f%%");
+  if (trace_positions_steps(rec, n, -1, &a, e) || trace_positions_steps(fit, n, -1, &b, e)) return e->code;
+  double da = 0, db = 0;
+  for (int s = 0; s < n; s++) da += pattern_density(&rec[s]) / n, db += pattern_density(&fit[s]) / n;
+  row(r, "density", suffix, 100 * da, 100 * db, "%.4f%%");
   if (!a.heads) return SR_OK;
   const double sa = a.vertical_pairs + a.slash_pairs, sb = b.vertical_pairs + b.slash_pairs;
-  row(r, "vertical share", sa > 0 ? a.vertical_pairs / sa : 0, sb > 0 ? b.vertical_pairs / sb : 0, "%.4f");
-  row(r, "vertical v < 1% of N", a.vertical_first[0], b.vertical_first[0], "%.4f");
-  row(r, "vertical v < 10% of N", a.vertical_first[1], b.vertical_first[1], "%.4f");
-  row(r, "slash d < 128", a.slash_local, b.slash_local, "%.4f");
-  row(r, "slash p50 (tokens)", a.slash_q[0], b.slash_q[0], "%.0f");
-  row(r, "slash p90 (tokens)", a.slash_q[1], b.slash_q[1], "%.0f");
-  row(r, "slash p99 (tokens)", a.slash_q[2], b.slash_q[2], "%.0f");
+  row(r, "vertical share", suffix, sa > 0 ? a.vertical_pairs / sa : 0, sb > 0 ? b.vertical_pairs / sb : 0, "%.4f");
+  row(r, "vertical v < 1% of N", suffix, a.vertical_first[0], b.vertical_first[0], "%.4f");
+  row(r, "vertical v < 10% of N", suffix, a.vertical_first[1], b.vertical_first[1], "%.4f");
+  row(r, "slash d < 128", suffix, a.slash_local, b.slash_local, "%.4f");
+  row(r, "slash p50 (tokens)", suffix, a.slash_q[0], b.slash_q[0], "%.0f");
+  row(r, "slash p90 (tokens)", suffix, a.slash_q[1], b.slash_q[1], "%.0f");
+  row(r, "slash p99 (tokens)", suffix, a.slash_q[2], b.slash_q[2], "%.0f");
   return SR_OK;
+}
+
+// The same over every recorded step against the fit drawn at each of them (it drifts as the generators do):
+// the fit's own target, since it is fitted to all the steps. Recordings whose steps differ (the trained
+// model's two steps: vertical share 0.153 and 0.201) differ from any one fitted step by that much alone.
+static int compare_positions_all_steps(const char *path, const trace_file *t, const model_config *m, uint64_t seed,
+                                       fit_report *r, sr_error *e) {
+  const int n = t->info.steps;
+  pattern *rec = calloc((size_t)n, sizeof *rec), *fit = calloc((size_t)n, sizeof *fit);
+  int rc = !rec || !fit ? sr_internal_error(e, ENOMEM, "trace fit: %d steps", n) : SR_OK;
+  for (int s = 0; s < n && !rc; s++)
+    if (!(rc = trace_read_step(t, s, &rec[s], e))) rc = trace_fit_pattern(path, m, t->info.seq_len, seed, s, &fit[s], e);
+  if (!rc) {
+    printf("  over all %d recorded steps, the fit drawn at each:\n", n);
+    rc = compare_positions(rec, fit, n, " (all steps)", r, e);
+  }
+  for (int s = 0; s < n && rec && fit; s++) {
+    if (rec[s].h) pattern_free(&rec[s]);
+    if (fit[s].h) pattern_free(&fit[s]);
+  }
+  free(rec), free(fit);
+  return rc;
 }
 
 static int balance_named(const pattern *p, const char *name, int W, balance_figures *f, sr_error *e) {
@@ -159,7 +188,8 @@ static int trace_fit_cmd(int argc, char **argv) {
            sr_format_tokens(in->seq_len, buf, sizeof buf), in->steps, in->layers, in->heads, in->source, in->origin,
            (long long)step, a.pos[0], (long long)seed, (long long)step, "figure", "layout", "ranks", "recorded",
            "fitted", "fit/rec");
-    rc = compare_positions(&rec, &fit, &r, &e);
+    rc = compare_positions(&rec, &fit, 1, "", &r, &e);
+    if (!rc && in->steps > 1) rc = compare_positions_all_steps(a.pos[0], &t, &m, (uint64_t)seed, &r, &e);
   }
   if (!rc) rc = compare_balance(&rec, &fit, ranks, n_ranks, &r, &e);
   if (!rc)

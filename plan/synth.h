@@ -82,19 +82,25 @@ int synth_adaspa(pattern *p, double sparsity, int32_t block, const synth_opts *o
 // other indices as quantiles of their share of N. A fit of L0 x H0 heads drives any model: head (l, h)
 // takes the fitted head (l L0 / L, h H0 / H).
 
-#define SYNTH_FIT_Q 33     // quantiles of a position distribution: at shares 0, 1/32, ..., 1 of the draws
+// Quantiles of a position distribution: at shares 0, 1/512, 1/256, 1/128, 1/64, then 1/32, 2/32, ..., 1 of
+// the draws (synth_fit_level). The finer levels at the low end hold the few indices near the diagonal and the
+// first keys, where little of a head's count is but much of the work that decides balance (the local window,
+// sinks): with levels 1/32 apart a head of 3500 slashes put its 1.3% below 128 tokens at 0.5%.
+#define SYNTH_FIT_Q 37
 #define SYNTH_FIT_BINS 32  // bins of block rows and block columns (share of the sequence)
 
 typedef struct {
   pattern_kind kind;
   // VS heads. Beyond the leading runs (verticals [0, sinks), slashes [0, window N)) indices come in runs of
-  // consecutive positions (RoPE neighbours score alike); their starts follow the quantiles.
+  // consecutive positions (RoPE neighbours score alike); their starts follow the quantiles, and a run
+  // starting between quantiles i and i + 1 is as long as the recorded runs there on average (runs near the
+  // diagonal are longer than far ones: one mean length for all would move slash mass outwards).
   double n_vertical, n_slash;  // budgets per token: round(x N) at length N (capped at N)
   int64_t sinks;               // leading verticals, in tokens at any length
   double window;               // leading slashes per token of N
-  double v_run, s_run;         // mean length of the runs beyond the leading runs (tokens)
   float v_q[SYNTH_FIT_Q];      // quantiles of vertical run starts / N
   float s_q[SYNTH_FIT_Q];      // quantiles of slash run starts (offsets) / N
+  float v_len[SYNTH_FIT_Q - 1], s_len[SYNTH_FIT_Q - 1];  // mean run length (tokens) between quantiles i, i + 1
   // WINDOW heads: in tokens at any length
   int64_t w_sinks, w_window;
   // BLOCK heads: blocks of `block` tokens; each block row keeps its diagonal, the first and the previous
@@ -110,6 +116,8 @@ typedef struct {
   synth_fit_head *h;           // [layers * heads]
 } synth_fit;
 
+// The share of the draws at or below quantile i (0 <= i < SYNTH_FIT_Q).
+double synth_fit_level(int i);
 // Heads of p (any length and shape) drawn from the fit; seeded and drifting as the other generators.
 int synth_fitted(pattern *p, const synth_fit *f, const synth_opts *o, sr_error *e);
 // Release a fit's heads.

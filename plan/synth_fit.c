@@ -1,5 +1,5 @@
 // synth_fit.c — patterns drawn from a fitted head description (synth.h, "generators fitted to a recorded
-// pattern"): vertical-slash heads from fitted budgets, leading runs and quantiles of run starts; window
+// pattern"): vertical-slash heads from fitted budgets, leading runs, quantiles of run starts and run lengths; window
 // heads as recorded; block heads from fitted row shares and column popularity.
 //
 // Draws use the shared seeding, marks and per-thread contexts (synth_internal.h): each head's indices are
@@ -21,18 +21,44 @@ void synth_fit_free(synth_fit *f) {
   memset(f, 0, sizeof *f);
 }
 
-// The quantile function of q (SYNTH_FIT_Q points at shares 0, 1/(Q-1), ..., 1), linear in between.
-static double quantile_at(const float *q, double u) {
-  double x = u * (SYNTH_FIT_Q - 1);
-  int i = (int)x;
-  if (i >= SYNTH_FIT_Q - 1) return q[SYNTH_FIT_Q - 1];
-  return q[i] + (x - i) * (q[i + 1] - q[i]);
+#define FINE_LEVELS 4  // levels 1/512 .. 1/64 below the steps of 1/32
+
+double synth_fit_level(int i) {
+  if (i <= 0) return 0;
+  if (i <= FINE_LEVELS) return (double)(1 << (i - 1)) / 512;
+  return (double)(i - FINE_LEVELS) / 32;
 }
 
-// `budget` distinct indices in [0, n): [0, lead) always, the rest as runs of `run` consecutive indices whose
-// starts follow the quantiles q (share of n), drawn group by group (drift), topped up with the lowest
-// unused indices when draws keep colliding. Sorted ascending into out.
-static void draw_runs(synth_ctx *c, int32_t *out, int64_t budget, int64_t lead, const float *q, int64_t run,
+// The segment [level(i), level(i + 1)) of the quantile levels that holds u in [0, 1).
+static int level_segment(double u) {
+  int i = u < 1.0 / 32 ? 0 : FINE_LEVELS + (int)(u * 32) - 1;
+  while (i < SYNTH_FIT_Q - 2 && synth_fit_level(i + 1) <= u) i++;
+  while (i > 0 && synth_fit_level(i) > u) i--;
+  return i;
+}
+
+// The quantile function of q (SYNTH_FIT_Q points at shares synth_fit_level(i)) at u in segment i, linear in between.
+static double quantile_at(const float *q, int i, double u) {
+  const double a = synth_fit_level(i), b = synth_fit_level(i + 1);
+  return q[i] + (u - a) / (b - a) * (q[i + 1] - q[i]);
+}
+
+// The unmarked index nearest to x in [0, n) (below first on a tie), or -1 when every index is marked.
+static int64_t nearest_free(const uint64_t *bits, int64_t n, int64_t x) {
+  for (int64_t d = 0; d <= x || x + d < n; d++) {
+    if (x - d >= 0 && !((bits[(x - d) >> 6] >> ((x - d) & 63)) & 1)) return x - d;
+    if (x + d < n && !((bits[(x + d) >> 6] >> ((x + d) & 63)) & 1)) return x + d;
+  }
+  return -1;
+}
+
+// `budget` distinct indices in [0, n): [0, lead) always, the rest as runs of consecutive indices whose starts
+// follow the quantiles q (share of n), a run starting between quantiles i and i + 1 len[i] long on average
+// (floor(len[i] + u)), drawn group by group (drift). An index already taken gives way to the nearest free
+// one: the quantiles pool every recorded step, where the same positions recur, and redrawing a collision from
+// the whole distribution would move mass from those crowded places to sparse ones. Topped up with the
+// lowest unused indices if draws ever run out. Sorted ascending into out.
+static void draw_runs(synth_ctx *c, int32_t *out, int64_t budget, int64_t lead, const float *q, const float *len,
                       int kind, uint64_t key, const synth_opts *o) {
   const int64_t n = c->n;
   uint64_t *bits = c->bits;
@@ -45,11 +71,16 @@ static void draw_runs(synth_ctx *c, int32_t *out, int64_t budget, int64_t lead, 
     int64_t epoch = o->drift_period > 0 ? ((int64_t)o->step + g) / L : 0;
     synth_reseed(&c->r, key, (uint64_t)kind, (uint64_t)g, (uint64_t)epoch);
     for (int64_t taken = 0, tries = 0; taken < quota && tries < 16 * quota + 64; tries++) {
-      int64_t x = (int64_t)(quantile_at(q, sr_mt_uniform(&c->r)) * (double)n);
+      const double u = sr_mt_uniform(&c->r);
+      const int seg = level_segment(u);
+      const int64_t run = sr_max64(1, (int64_t)(len[seg] + sr_mt_uniform(&c->r)));
+      int64_t x = (int64_t)(quantile_at(q, seg, u) * (double)n);
       x = sr_max64(0, sr_min64(n - 1, x));
       for (int64_t j = 0; j < run && taken < quota && x + j < n; j++) {
-        if (synth_mark(bits, x + j)) continue;
-        out[count++] = (int32_t)(x + j);
+        int64_t y = nearest_free(bits, n, x + j);
+        if (y < 0) break;
+        synth_mark(bits, y);
+        out[count++] = (int32_t)y;
         taken++;
       }
     }
@@ -74,8 +105,8 @@ static int vs_head(synth_ctx *c, head_pattern *h, const synth_fit_head *f, uint6
   h->vertical = malloc((size_t)nv * sizeof(int32_t) + 1);
   h->slash = malloc((size_t)ns * sizeof(int32_t) + 1);
   if (!h->vertical || !h->slash) return sr_internal_error(e, 0, "synth: out of memory");
-  draw_runs(c, h->vertical, nv, sinks, f->v_q, sr_max64(1, llround(f->v_run)), KEY_FIT_VERT, key, o);
-  draw_runs(c, h->slash, ns, window, f->s_q, sr_max64(1, llround(f->s_run)), KEY_FIT_SLASH, key, o);
+  draw_runs(c, h->vertical, nv, sinks, f->v_q, f->v_len, KEY_FIT_VERT, key, o);
+  draw_runs(c, h->slash, ns, window, f->s_q, f->s_len, KEY_FIT_SLASH, key, o);
   h->n_vertical = (int32_t)nv;
   h->n_slash = (int32_t)ns;
   return SR_OK;

@@ -454,6 +454,42 @@ TEST(turning_the_rounds_evens_out_dense_causal_work) {
   pattern_free(&p);
 }
 
+// Why turned rounds stop near 1.06 with 4 tiles a rank (32K tokens on 64 ranks). Dense causal, 256 tiles,
+// W = 64, one layer: at ring step t >= 1 a rank's cell holds one pair of each of the 6 pairs of rounds k > j
+// (always causal) and one pair of round k with itself where its block sits at position p_k(r) >= t of the
+// round; at t = 0 its 4 diagonal blocks and 6 pairs among them (10). The 4 rounds give step t 4 (64 - t)
+// own-round pairs over 64 ranks, so some rank holds ceil((64 - t) / 16) of them whatever the turn: the step
+// sum is at least 10 + sum_{t=1}^{63} (6 + ceil((64 - t) / 16)) = 388 + 156 = 544 against a mean of 10 +
+// sum (6 + (64 - t) / 16) = 514, and a turn of 16 (positions 16 apart) reaches it. Whole tiles allow more:
+// zigzag's 128 chunks (two tiles each) give every cell the same work, and the balanced layout takes them.
+TEST(turned_rounds_with_four_tiles_a_rank_stay_above_544_over_514_on_dense_work) {
+  sr_error e;
+  const int W = 64;
+  const int64_t nb = 4 * W, n = nb * TILE;
+  model_config mc = {.num_layers = 1, .num_heads = 1};
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("dense", &mc, n, 0, 0, &p, &e), SR_OK);
+  double *P = malloc((size_t)nb * nb * sizeof *P), total = 0, best = 1e300;
+  int32_t *R = malloc((size_t)nb * sizeof *R);
+  CHECK_EQ_INT(balance_pair_work(&p, P, &e), SR_OK);
+  for (int64_t x = 0; x < nb * nb; x++) total += P[x];
+  CHECK_NEAR(total, (double)TILE * TILE * (double)(nb * (nb + 1) / 2), 0);  // every pair c <= q one tile
+  for (int d = 0; d < W; d++) {
+    double heaviest, step_sum;
+    balance_rotated(nb, W, d, R);
+    CHECK_EQ_INT(balance_pair_figures(P, 1, nb, W, R, &heaviest, &step_sum, &e), SR_OK);
+    const double step = step_sum / (total / W);
+    CHECK(step >= 544.0 / 514 * (1 - 1e-12));
+    best = step < best ? step : best;
+  }
+  CHECK_REL(best, 544.0 / 514, 1e-12);
+  balance_figures z = figures(&p, "zigzag", W), b = figures(&p, "balanced", W);
+  CHECK_REL(z.step, 1, 1e-12);
+  CHECK_REL(b.step, 1, 1e-12);
+  free(P), free(R);
+  pattern_free(&p);
+}
+
 // ---------------------------------------------------------------------------------------------
 // the shipped traces
 

@@ -3,8 +3,8 @@
 //
 // Per (layer, head), over every step whose head has step 0's kind: VS heads give their mean budgets, the
 // mean lengths of the leading runs (verticals from key 0: the sinks; slashes from offset 0: the local
-// window), and the starts and lengths of the other runs of consecutive indices, whose quantiles become
-// the generator's position distribution; window heads their (sinks, window); block heads the kept
+// window), and the starts and lengths of the other runs of consecutive indices: the starts' quantiles
+// become the generator's position distribution, with the mean length of the runs between two quantiles; window heads their (sinks, window); block heads the kept
 // share of each row's causal blocks and each column's popularity beyond the diagonal, first and previous
 // block, per bin of the sequence.
 #include <errno.h>
@@ -16,47 +16,48 @@
 #include "traces/trace.h"
 
 typedef struct {
-  int32_t *v;
-  int64_t n, cap;
-} i32_list;
+  int32_t start, len;
+} run_at;
 
-static int list_push(i32_list *l, int32_t x) {
+typedef struct {
+  run_at *v;
+  int64_t n, cap;
+} run_list;
+
+static int list_push(run_list *l, int32_t start, int32_t len) {
   if (l->n == l->cap) {
     int64_t cap = l->cap ? 2 * l->cap : 64;
-    int32_t *g = realloc(l->v, (size_t)cap * sizeof *g);
+    run_at *g = realloc(l->v, (size_t)cap * sizeof *g);
     if (!g) return -1;
     l->v = g, l->cap = cap;
   }
-  l->v[l->n++] = x;
+  l->v[l->n++] = (run_at){start, len};
   return 0;
 }
 
-static int cmp_i32(const void *a, const void *b) {
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return (x > y) - (x < y);
+static int cmp_start(const void *a, const void *b) {
+  const run_at *x = a, *y = b;
+  if (x->start != y->start) return (x->start > y->start) - (x->start < y->start);
+  return (x->len > y->len) - (x->len < y->len);
 }
 
 // What one head accumulates over the steps.
 typedef struct {
   int steps;                 // steps with the head's kind
   double nv, ns, sinks, window;
-  i32_list v_starts, s_starts;
-  double v_run_len, s_run_len;  // summed lengths of the runs beyond the leading ones
-  int64_t v_runs, s_runs;
+  run_list v_runs, s_runs;  // the runs beyond the leading ones
   double row_share[SYNTH_FIT_BINS], row_n[SYNTH_FIT_BINS], col_kept[SYNTH_FIT_BINS], col_elig[SYNTH_FIT_BINS];
 } head_acc;
 
 // Leading run of a sorted index set (the indices 0, 1, ..., k - 1); the rest as runs of consecutive indices.
-static int take_runs(const int32_t *x, int32_t n, double *lead, i32_list *starts, double *run_len, int64_t *runs) {
+static int take_runs(const int32_t *x, int32_t n, double *lead, run_list *runs) {
   int32_t i = 0;
   while (i < n && x[i] == i) i++;
   *lead += i;
   while (i < n) {
     int32_t a = i;
     while (i + 1 < n && x[i + 1] == x[i] + 1) i++;
-    if (list_push(starts, x[a])) return -1;
-    *run_len += i - a + 1;
-    (*runs)++;
+    if (list_push(runs, x[a], i - a + 1)) return -1;
     i++;
   }
   return 0;
@@ -83,16 +84,24 @@ static void take_block(const head_pattern *h, head_acc *a) {
     if (nb - c - 2 > 0) a->col_elig[c * SYNTH_FIT_BINS / nb] += (double)(nb - c - 2);
 }
 
-// Quantiles of a list of starts as shares of n (a flat spread when there are none: never drawn then).
-static void quantiles(i32_list *l, int64_t n, float *q) {
+// Quantiles of the runs' starts as shares of n, and the mean length of the runs from quantile i's up to
+// quantile i + 1's (a flat spread of single indices when there are none: never drawn then).
+static void quantiles(run_list *l, int64_t n, float *q, float *len) {
   if (l->n == 0) {
-    for (int i = 0; i < SYNTH_FIT_Q; i++) q[i] = (float)i / (SYNTH_FIT_Q - 1);
+    for (int i = 0; i < SYNTH_FIT_Q; i++) q[i] = (float)synth_fit_level(i);
+    for (int i = 0; i < SYNTH_FIT_Q - 1; i++) len[i] = 1;
     return;
   }
-  qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_i32);
+  qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_start);
+  int64_t k[SYNTH_FIT_Q];
   for (int i = 0; i < SYNTH_FIT_Q; i++) {
-    int64_t k = (int64_t)llround((double)i / (SYNTH_FIT_Q - 1) * (double)(l->n - 1));
-    q[i] = (float)((double)l->v[k] / (double)n);
+    k[i] = (int64_t)llround(synth_fit_level(i) * (double)(l->n - 1));
+    q[i] = (float)((double)l->v[k[i]].start / (double)n);
+  }
+  for (int i = 0; i < SYNTH_FIT_Q - 1; i++) {  // the runs k[i] .. k[i + 1] (one run when they meet)
+    double sum = 0;
+    for (int64_t j = k[i]; j <= k[i + 1]; j++) sum += l->v[j].len;
+    len[i] = (float)(sum / (double)(k[i + 1] - k[i] + 1));
   }
 }
 
@@ -102,8 +111,6 @@ static void finish_head(const head_acc *a, int64_t n, synth_fit_head *f) {
   f->n_slash = a->ns / s / (double)n;
   f->sinks = llround(a->sinks / s);
   f->window = a->window / s / (double)n;
-  f->v_run = a->v_runs ? a->v_run_len / (double)a->v_runs : 1;
-  f->s_run = a->s_runs ? a->s_run_len / (double)a->s_runs : 1;
   for (int b = 0; b < SYNTH_FIT_BINS; b++) {
     f->b_row[b] = (float)(a->row_n[b] > 0 ? a->row_share[b] / a->row_n[b] : 0);
     f->b_col[b] = (float)(a->col_elig[b] > 0 ? a->col_kept[b] / a->col_elig[b] : 0);
@@ -134,8 +141,8 @@ int trace_fit(const trace_file *t, synth_fit *out, sr_error *e) {
       a->steps++;
       if (h->kind == PATTERN_VS) {
         a->nv += h->n_vertical, a->ns += h->n_slash;
-        if (take_runs(h->vertical, h->n_vertical, &a->sinks, &a->v_starts, &a->v_run_len, &a->v_runs) ||
-            take_runs(h->slash, h->n_slash, &a->window, &a->s_starts, &a->s_run_len, &a->s_runs))
+        if (take_runs(h->vertical, h->n_vertical, &a->sinks, &a->v_runs) ||
+            take_runs(h->slash, h->n_slash, &a->window, &a->s_runs))
           rc = sr_internal_error(e, ENOMEM, "fit");
       } else if (h->kind == PATTERN_BLOCK) {
         take_block(h, a);
@@ -145,10 +152,10 @@ int trace_fit(const trace_file *t, synth_fit *out, sr_error *e) {
   }
   for (int64_t x = 0; x < H && !rc; x++) {
     finish_head(&acc[x], n, &out->h[x]);
-    quantiles(&acc[x].v_starts, n, out->h[x].v_q);
-    quantiles(&acc[x].s_starts, n, out->h[x].s_q);
+    quantiles(&acc[x].v_runs, n, out->h[x].v_q, out->h[x].v_len);
+    quantiles(&acc[x].s_runs, n, out->h[x].s_q, out->h[x].s_len);
   }
-  for (int64_t x = 0; acc && x < H; x++) free(acc[x].v_starts.v), free(acc[x].s_starts.v);
+  for (int64_t x = 0; acc && x < H; x++) free(acc[x].v_runs.v), free(acc[x].s_runs.v);
   free(acc);
   if (rc) synth_fit_free(out);
   return rc;

@@ -192,43 +192,55 @@ static double diag_quantile(const diag_run *r, int64_t nr, double target, int64_
 }
 
 int trace_positions(const pattern *p, int layer, trace_position_stats *out, sr_error *e) {
+  return trace_positions_steps(p, 1, layer, out, e);
+}
+
+int trace_positions_steps(const pattern *steps, int n_steps, int layer, trace_position_stats *out, sr_error *e) {
   memset(out, 0, sizeof *out);
-  const int64_t n = p->n_tokens;
-  const int l0 = layer < 0 ? 0 : layer, l1 = layer < 0 ? p->layers : layer + 1;
+  const int64_t n = n_steps > 0 ? steps[0].n_tokens : 0;
   int64_t nr = 0, cap = 0;
   diag_run *runs = NULL;
-  for (int l = l0; l < l1; l++)
-    for (int h = 0; h < p->heads; h++) {
-      const head_pattern *hp = pattern_head(p, l, h);
-      if (hp->kind != PATTERN_VS && hp->kind != PATTERN_WINDOW) continue;
-      out->heads++;
-      int64_t need = nr + (hp->kind == PATTERN_VS ? hp->n_slash : 1);
-      if (need > cap) {
-        cap = sr_max64(2 * cap, need + 64);
-        diag_run *g = realloc(runs, (size_t)cap * sizeof *g);
-        if (!g) {
-          free(runs);
-          return sr_internal_error(e, ENOMEM, "trace positions");
-        }
-        runs = g;
-      }
-      if (hp->kind == PATTERN_WINDOW) {
-        int64_t s = sr_min64(hp->sinks, n), w = sr_min64(hp->window, n);
-        out->vertical_pairs += diag_mass(0, s - 1, n);  // column v holds n - v pairs: the same sum
-        out->vertical_first[0] += diag_mass(0, sr_min64(s, (int64_t)ceil(0.01 * (double)n)) - 1, n);
-        out->vertical_first[1] += diag_mass(0, sr_min64(s, (int64_t)ceil(0.10 * (double)n)) - 1, n);
-        if (w > 0) runs[nr++] = (diag_run){0, w - 1};
-        continue;
-      }
-      out->vertical_pairs += col_mass_below(hp->vertical, hp->n_vertical, (double)n, n);
-      out->vertical_first[0] += col_mass_below(hp->vertical, hp->n_vertical, 0.01 * (double)n, n);
-      out->vertical_first[1] += col_mass_below(hp->vertical, hp->n_vertical, 0.10 * (double)n, n);
-      for (int32_t j = 0; j < hp->n_slash; j++) {  // consecutive offsets as one run
-        int64_t a = hp->slash[j];
-        while (j + 1 < hp->n_slash && hp->slash[j + 1] == hp->slash[j] + 1) j++;
-        runs[nr++] = (diag_run){a, hp->slash[j]};
-      }
+  for (int st = 0; st < n_steps; st++) {
+    const pattern *p = &steps[st];
+    if (p->n_tokens != n) {
+      free(runs);
+      return sr_input_error(e, NULL, "steps", "step %d has %lld tokens, step 0 %lld", st, (long long)p->n_tokens,
+                            (long long)n);
     }
+    const int l0 = layer < 0 ? 0 : layer, l1 = layer < 0 ? p->layers : layer + 1;
+    for (int l = l0; l < l1; l++)
+      for (int h = 0; h < p->heads; h++) {
+        const head_pattern *hp = pattern_head(p, l, h);
+        if (hp->kind != PATTERN_VS && hp->kind != PATTERN_WINDOW) continue;
+        out->heads++;
+        int64_t need = nr + (hp->kind == PATTERN_VS ? hp->n_slash : 1);
+        if (need > cap) {
+          cap = sr_max64(2 * cap, need + 64);
+          diag_run *g = realloc(runs, (size_t)cap * sizeof *g);
+          if (!g) {
+            free(runs);
+            return sr_internal_error(e, ENOMEM, "trace positions");
+          }
+          runs = g;
+        }
+        if (hp->kind == PATTERN_WINDOW) {
+          int64_t s = sr_min64(hp->sinks, n), w = sr_min64(hp->window, n);
+          out->vertical_pairs += diag_mass(0, s - 1, n);  // column v holds n - v pairs: the same sum
+          out->vertical_first[0] += diag_mass(0, sr_min64(s, (int64_t)ceil(0.01 * (double)n)) - 1, n);
+          out->vertical_first[1] += diag_mass(0, sr_min64(s, (int64_t)ceil(0.10 * (double)n)) - 1, n);
+          if (w > 0) runs[nr++] = (diag_run){0, w - 1};
+          continue;
+        }
+        out->vertical_pairs += col_mass_below(hp->vertical, hp->n_vertical, (double)n, n);
+        out->vertical_first[0] += col_mass_below(hp->vertical, hp->n_vertical, 0.01 * (double)n, n);
+        out->vertical_first[1] += col_mass_below(hp->vertical, hp->n_vertical, 0.10 * (double)n, n);
+        for (int32_t j = 0; j < hp->n_slash; j++) {  // consecutive offsets as one run
+          int64_t a = hp->slash[j];
+          while (j + 1 < hp->n_slash && hp->slash[j + 1] == hp->slash[j] + 1) j++;
+          runs[nr++] = (diag_run){a, hp->slash[j]};
+        }
+      }
+  }
   if (out->vertical_pairs > 0) out->vertical_first[0] /= out->vertical_pairs, out->vertical_first[1] /= out->vertical_pairs;
   qsort(runs, (size_t)nr, sizeof *runs, cmp_diag_run);
   for (int64_t i = 0; i < nr; i++) {

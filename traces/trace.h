@@ -203,6 +203,8 @@ typedef struct {
 
 // Position statistics of one layer of p (layer -1: every layer).
 int trace_positions(const pattern *p, int layer, trace_position_stats *out, sr_error *e);
+// The same pooled over n_steps patterns of one length (a trace's steps: every step's heads as more heads).
+int trace_positions_steps(const pattern *steps, int n_steps, int layer, trace_position_stats *out, sr_error *e);
 
 // ---------------------------------------------------------------------------------------------
 // MInference / MTraining head configs (import.c)
