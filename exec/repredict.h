@@ -36,7 +36,8 @@ typedef struct {
   int keep_attn;    // the run's recomputation kept attention's output and LSE ("recompute selective")
   int index_ready;  // every layer's attention plan was kept on the GPU (no index built in the step)
   int kept;         // the attention plans the run kept on the GPU ("K kept of L layers"; 0: not logged)
-  double step_s, attn_s, rest_s, comm_s;      // measured: the best step after the first; the mean split after it
+  // measured: the best step after the first; the mean split after it (of a one-step run, its only step's)
+  double step_s, attn_s, rest_s, comm_s;
   double pstep_s, pattn_s, prest_s, pcomm_s;  // simulated; attention and the rest on the busiest rank, comm the remainder
 } train_rerun;
 

@@ -24,7 +24,7 @@ int repredict_parse_train_log(const char *text, train_rerun *r) {
   if (!copy) return -1;
   int head = 0, n_steps = 0;
   long long kept = -1, layers = -1;
-  double a = 0, g = 0, c = 0;
+  double a = 0, g = 0, c = 0, a1 = -1, g1 = 0, c1 = 0;  // the steps after the first; the first's (a1 < 0: none)
   for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     long long seq, st;
     char model[128], lay[64], sch[32], pat[512];
@@ -47,9 +47,12 @@ int repredict_parse_train_log(const char *text, train_rerun *r) {
       if (strstr(line, "one pattern: shared")) r->index_ready = 1;
     }
     double sa, sg, sc;
-    if (sscanf(line, "step %lld |", &st) == 1 && st > 1) {
+    if (sscanf(line, "step %lld |", &st) == 1) {
       const char *x = strstr(line, "| attn ");
-      if (x && sscanf(x, "| attn %lfs gemm %lfs comm %lfs", &sa, &sg, &sc) == 3) a += sa, g += sg, c += sc, n_steps++;
+      if (x && sscanf(x, "| attn %lfs gemm %lfs comm %lfs", &sa, &sg, &sc) == 3) {
+        if (st > 1) a += sa, g += sg, c += sc, n_steps++;
+        else a1 = sa, g1 = sg, c1 = sc;
+      }
     }
     const char *m = strncmp(line, "predict: ", 9) == 0 ? strstr(line, "| measured step ") : NULL;
     if (m) sscanf(m, "| measured step %lfs", &r->step_s);
@@ -58,6 +61,8 @@ int repredict_parse_train_log(const char *text, train_rerun *r) {
   if (kept >= 0 && layers > 0 && kept >= layers) r->index_ready = 1;
   if (kept > 0) r->kept = (int)kept;
   if (n_steps) r->attn_s = a / n_steps, r->rest_s = g / n_steps, r->comm_s = c / n_steps;
+  // a run of one step: the trainer's measured step is then the first (train/train_cmd.c), and so is its split
+  else if (a1 >= 0) r->attn_s = a1, r->rest_s = g1, r->comm_s = c1;
   return head && r->step_s > 0 ? 0 : -1;  // the split needs the step lines (not under --quiet)
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/repredict.h"
 #include "plan/util.h"
 #include "tests/mpi_fixture.h"
 #include "tests/test.h"
@@ -110,6 +111,42 @@ TEST(repredict_simulates_a_logged_training_step_as_train_predict_did) {
   CHECK_NEAR(sim, trainer, 1.5e-3);
   free(log);
   free(out);
+}
+
+// A run of one step (train --steps 1, as the 512K runs are) has no step after the first: its measured step is the
+// first, so its split is the first step's too rather than none.
+TEST(repredict_splits_a_one_step_training_log_by_its_only_step) {
+  const char *log =
+      "train: qwen2.5-3b, 3085938688 params, seq 524288 on 1 rank(s) (striped layout, double-ring schedule, pattern "
+      "vs-topp:0.95, density 0.0763)\n"
+      "step     1 | loss 12.1998 |      6235 tok/s | MFU 24.68% | density 0.0763 | attn 62.104s gemm 21.986s comm "
+      "0.003s | plan-wait 0.000s (0) | lr 3.00e-05 | gnorm 468.082\n"
+      "predict: qwen2.5-3b mtraining seq 524288 W 1 | simulated step 99.931s 5246 tok/s MFU 20.77% | measured step "
+      "84.093s (best after the first; first 84.093s) 6235 tok/s MFU 24.68% | measured/simulated 0.84\n";
+  train_rerun r;
+  memset(&r, 0, sizeof r);
+  CHECK_EQ_INT(repredict_parse_train_log(log, &r), 0);
+  CHECK_NEAR(r.step_s, 84.093, 1e-9);
+  CHECK_NEAR(r.attn_s, 62.104, 1e-9);
+  CHECK_NEAR(r.rest_s, 21.986, 1e-9);
+  CHECK_NEAR(r.comm_s, 0.003, 1e-9);
+}
+
+// A longer run's split is the mean of the steps after the first (the first's plan uploads and warm-up left out).
+TEST(repredict_splits_a_training_log_by_the_mean_of_the_steps_after_the_first) {
+  const char *log =
+      "train: tiny-test, 1 params, seq 2048 on 1 rank(s) (contiguous layout, ring schedule, pattern dense, density 1)\n"
+      "step     1 | loss 1 | attn 9.000s gemm 9.000s comm 9.000s | lr 0\n"
+      "step     2 | loss 1 | attn 1.000s gemm 2.000s comm 0.500s | lr 0\n"
+      "step     3 | loss 1 | attn 3.000s gemm 4.000s comm 0.100s | lr 0\n"
+      "predict: tiny-test dense-ring seq 2048 W 1 | simulated step 5.000s | measured step 5.100s (best after the first; "
+      "first 27.000s)\n";
+  train_rerun r;
+  memset(&r, 0, sizeof r);
+  CHECK_EQ_INT(repredict_parse_train_log(log, &r), 0);
+  CHECK_NEAR(r.attn_s, 2.0, 1e-12);
+  CHECK_NEAR(r.rest_s, 3.0, 1e-12);
+  CHECK_NEAR(r.comm_s, 0.3, 1e-12);
 }
 
 // attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and
