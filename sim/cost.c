@@ -77,6 +77,16 @@ double cost_gemm(const gpu_desc *g, double flops) {
   return r > 0 ? flops / r : 0;
 }
 
+// sparsering-exec calibrate times its GEMMs for about 12 ms (exec/calib_kernels.c, gemm_tflops: 36 products of
+// 0.08-0.5 ms), the clock still at its boost; a training step runs GEMMs back to back for seconds,
+// under the board's power limit (700 W on both H100 SXM and H200 SXM, NVIDIA's datasheets), and they run slower.
+// Measured on one H200 in one call (results/train/2026-11-27-h200-vs-peer-128k-new-kernels, calibration and steps
+// of the same session): the trainer's 128K steps spent 4.554 s (dense) and 4.410 s (MTraining) on what the
+// simulator charges 3.630 s of GEMMs at the calibrated 0.819 of peak once its other kernels (0.778 s) are taken
+// out, i.e. 0.797 and 0.823 of the calibrated rate: 0.81. The other kept steps (H100 and H200, 1 and 4 GPUs, 32K
+// to 512K a rank) validate it (results/sim/2026-11-27-cpu-trainer-rest-model).
+double cost_gemm_step(const gpu_desc *g, double flops) { return cost_gemm(g, flops) / COST_GEMM_SUSTAINED; }
+
 // Roofline memory bound (Williams et al. 2009): bytes / (HBM bandwidth x achieved fraction).
 double cost_mem(const gpu_desc *g, double bytes) {
   double r = g->hbm_gbps * 1e9 * (g->eff_mem > 0 ? g->eff_mem : 1);

@@ -74,7 +74,7 @@ double ctx_gemm_qkv(const sim_ctx *x, double n) {
   if (x->p->spec.attention_only) return 0;
   const model_config *m = x->m;
   double f = 2.0 * m->hidden_size * (double)(m->num_heads + 2 * m->num_kv_heads) * m->head_dim;
-  return cost_gemm(&x->c->gpu, f * n);
+  return cost_gemm_step(&x->c->gpu, f * n);
 }
 
 double ctx_gemm_post(const sim_ctx *x, double n) {
@@ -82,7 +82,7 @@ double ctx_gemm_post(const sim_ctx *x, double n) {
   const model_config *m = x->m;
   double qkv = 2.0 * m->hidden_size * (double)(m->num_heads + 2 * m->num_kv_heads) * m->head_dim;
   double f = model_layer_gemm_flops_per_token(m) - qkv;
-  return cost_gemm(&x->c->gpu, (f > 0 ? f : 0) * n);
+  return cost_gemm_step(&x->c->gpu, (f > 0 ? f : 0) * n);
 }
 
 int ctx_exec_trainer(const sim_ctx *x) { return strcmp(x->p->spec.trainer, "exec") == 0; }
@@ -126,7 +126,7 @@ double ctx_post(const sim_ctx *x, double n, int recompute) {
   double f = model_layer_gemm_flops_per_token(m) - qkv - down;
   exec_layer_bytes eb;
   exec_cost_layer(m, &eb);
-  return cost_gemm(&x->c->gpu, (f > 0 ? f : 0) * n) + cost_mem(&x->c->gpu, eb.rec_post * n);
+  return cost_gemm_step(&x->c->gpu, (f > 0 ? f : 0) * n) + cost_mem(&x->c->gpu, eb.rec_post * n);
 }
 
 // Backward of the layer's two halves: MODEL_GEMM_BWD_RATIO x the forward's GEMMs (input and weight gradients),
@@ -168,7 +168,7 @@ double ctx_attn_call_step(const sim_ctx *x, double m) {
 // the exec trainer's bf16 logits, embedding, final norm and LM head gradient as it runs them (sim/exec_cost.c).
 double ctx_loss_cost(const sim_ctx *x, double n) {
   if (x->p->spec.attention_only) return 0;
-  double gemm = cost_gemm(&x->c->gpu, (1 + MODEL_GEMM_BWD_RATIO) * model_lm_head_flops_per_token(x->m) * n);
+  double gemm = cost_gemm_step(&x->c->gpu, (1 + MODEL_GEMM_BWD_RATIO) * model_lm_head_flops_per_token(x->m) * n);
   if (ctx_exec_trainer(x))
     return gemm + cost_mem(&x->c->gpu, exec_cost_loss_token(x->m) * n + exec_cost_lm_head_grads(x->m, n));
   return gemm + cost_mem(&x->c->gpu, 3.0 * 4.0 * n * (double)x->m->vocab_size);

@@ -84,6 +84,11 @@ TEST(sim_cost_gemm_and_memory_bound_ops_follow_the_roofline) {
   CHECK_REL(cost_mem(&g, 8e9), 8e9 / 0.8e12, 1e-12);
 }
 
+TEST(sim_cost_a_training_steps_gemms_run_at_the_sustained_share_of_the_calibrated_rate) {
+  gpu_desc g = test_gpu();  // 100 TFLOP/s at 0.5: 50 calibrated, 40.5 sustained (0.81)
+  CHECK_REL(cost_gemm_step(&g, 1e12), 1e12 / 0.405e14, 1e-12);
+}
+
 TEST(sim_cost_p2p_is_latency_plus_bytes_over_bandwidth) {
   link_desc l = {.gbps = 25, .latency_us = 5};
   CHECK_REL(cost_p2p(&l, 1e9), 5e-6 + 1e9 / 25e9, 1e-12);
