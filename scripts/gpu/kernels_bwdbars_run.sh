@@ -1,6 +1,6 @@
 #!/bin/bash
-# kernels_bwdbars_run.sh — the bars' split walk of the backward (sa_bwd_variant 3) against the current default
-# (variant 2) in one call of at most 5 minutes on one GPU, prebuilt binaries (no build here: bin/sparsering-gpu-test
+# kernels_bwdbars_run.sh — the bars' split walk of the backward (sa_bwd_variant 3, the default since 34159d3)
+# against variant 2 (the default before it) in one call of at most 5 minutes on one GPU, prebuilt binaries (no build here: bin/sparsering-gpu-test
 # and bin/sparsering-bench-attn, built with the sm_90a image, travel with the tree):
 #   1. bin/sparsering-gpu-test --bwd: every backward variant against the CPU reference, 3 and 3s included (3s: the
 #      tiles' and the bars' walks split into parts of 2 steps), each run twice (bit for bit where it adds in order);

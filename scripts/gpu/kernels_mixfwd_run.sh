@@ -1,6 +1,6 @@
 #!/bin/bash
-# kernels_mixfwd_run.sh — the sparse forward's keep bits in the windowed form (forward variant 5) against the
-# default (3) on ONE GPU (kind nvidia-h200 or nvidia-h100-x1), in one call of at most 5 minutes, prebuilt
+# kernels_mixfwd_run.sh — the sparse forward's keep bits in the windowed form (forward variant 5, the default since
+# 34159d3) against variant 3 (the default before it) on ONE GPU (kind nvidia-h200 or nvidia-h100-x1), in one call of at most 5 minutes, prebuilt
 # binaries carried in (no build here: bin/sparsering-gpu-test and bin/sparsering-bench-attn, sm_90a; with .devdeps):
 #   1. bin/sparsering-gpu-test --fwd: every forward variant (0, 2, 3, 4, 5) against the CPU reference on every
 #      case (backward variant 0 only); the "O_b by variant" lines give each variant's error;
