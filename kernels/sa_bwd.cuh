@@ -24,6 +24,26 @@ typedef struct {
   float scale, scale_log2;
 } bwd_args;
 
+// The mma.sync dK/dV kernels' first two products for a warp's 16 keys (rows warp * 16 .. of sk and sv) against QB
+// query rows of qb and dob (every row stride S): S^T = K Q^T into s and dP^T = V dO^T into dp, both zeroed first.
+template <int QB, int D>
+__device__ __forceinline__ void sa_bwd_st_dpt(float (*s)[4], float (*dp)[4], const __nv_bfloat16 *sk,
+                                              const __nv_bfloat16 *sv, const __nv_bfloat16 *qb,
+                                              const __nv_bfloat16 *dob, int S, int warp, int lane) {
+#pragma unroll
+  for (int n = 0; n < QB / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    uint32_t fa[1][4];
+    sa_load_a<16>(fa, sk + warp * 16 * S + kk * 16, S, lane);
+    sa_mma_abt<16, QB>(s, fa, qb + kk * 16, S, lane);
+    sa_load_a<16>(fa, sv + warp * 16 * S + kk * 16, S, lane);
+    sa_mma_abt<16, QB>(dp, fa, dob + kk * 16, S, lane);
+  }
+}
+
 // The deterministic Hopper backward (sa_bwd_variant 1): dQ over the cells of ix (query-major) and dK, dV
 // over the KV tiles of ixt (KV-major) with wgmma, no float atomics (sm_90a image only; keys in 32 bits);
 // the products split into groups so that the exponentials and dS overlap the dP and dV products. The

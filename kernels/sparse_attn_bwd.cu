@@ -277,18 +277,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) sa_bwd_dkdv_kernel(const bwd_ar
 
     // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys against 64 query rows.
     float s[QB / 8][4], dp[QB / 8][4];
-#pragma unroll
-    for (int n = 0; n < QB / 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      uint32_t fa[1][4];
-      sa_load_a<16>(fa, sk + warp * 16 * S + kk * 16, S, lane);
-      sa_mma_abt<16, QB>(s, fa, qb + kk * 16, S, lane);
-      sa_load_a<16>(fa, sv + warp * 16 * S + kk * 16, S, lane);
-      sa_mma_abt<16, QB>(dp, fa, dob + kk * 16, S, lane);
-    }
+    sa_bwd_st_dpt<QB, D>(s, dp, sk, sv, qb, dob, S, warp, lane);
     const head_mask *mask = a.masks ? &a.masks[h] : NULL;
     int lst[2] = {1, 1};
     if (BAR) lst[0] = slisted[buf * KEYS + kr[0]], lst[1] = slisted[buf * KEYS + kr[1]];

@@ -154,18 +154,7 @@ __global__ void __launch_bounds__(BB_THREADS, 1) sa_bwd_bars_kernel(const bwd_ar
 
     // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys against the step's 64 query rows.
     float s[BB_QB / 8][4], dp[BB_QB / 8][4];
-#pragma unroll
-    for (int n = 0; n < BB_QB / 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      uint32_t fa[1][4];
-      sa_load_a<16>(fa, sk + warp * 16 * S + kk * 16, S, lane);
-      sa_mma_abt<16, BB_QB>(s, fa, qb + kk * 16, S, lane);
-      sa_load_a<16>(fa, sv + warp * 16 * S + kk * 16, S, lane);
-      sa_mma_abt<16, BB_QB>(dp, fa, dob + kk * 16, S, lane);
-    }
+    sa_bwd_st_dpt<BB_QB, D>(s, dp, sk, sv, qb, dob, S, warp, lane);
     // Keep bits: the key listed for this tile and causal. Rows past the end carry position -2, so a step with
     // such rows never takes the shortcut; keys past n_valid (position -1) keep nothing.
     int lst[2] = {slisted[buf * BB_KEYS + kr[0]], slisted[buf * BB_KEYS + kr[1]]};

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/block_scan.cuh"
 #include "kernels/sa_gpu.h"
 #include "kernels/transpose_gpu.h"
 extern "C" {
@@ -199,27 +200,6 @@ __global__ void tt_bar_keys_kernel(const uint32_t *kbits, const int64_t *kscan, 
     for (uint32_t x = kbits[w]; x; x &= x - 1, u++)
       key_head[u] = (int32_t)(w / kw), key[u] = (int32_t)((w % kw) * 32 + __ffs(x) - 1);
   }
-}
-
-// Exclusive sum of v over the block's threads in thread order, and the block's total in *total (blockDim a
-// multiple of 32). Every thread of the block must call it.
-static __device__ int block_excl_sum(int v, int *total) {
-  __shared__ int s_w[32];
-  int lane = threadIdx.x & 31, wi = threadIdx.x / 32, inc = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    int n = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += n;
-  }
-  if (lane == 31) s_w[wi] = inc;
-  __syncthreads();
-  int before = inc - v, tot = 0;
-  for (int k = 0; k < (int)blockDim.x / 32; k++) {
-    if (k < wi) before += s_w[k];
-    tot += s_w[k];
-  }
-  __syncthreads();  // s_w free for the next call
-  *total = tot;
-  return before;
 }
 
 // One block per list of bar_q_idx (lists [q_cnt[u], q_cnt[u + 1]), u < n_lists): its query tiles, distinct, ascending

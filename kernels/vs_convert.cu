@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
+#include "kernels/block_scan.cuh"
 #include "kernels/sa_gpu.h"
 #include "kernels/vs_gpu.h"
 
@@ -158,26 +159,12 @@ __global__ void vs_bitcount_kernel(const uint32_t *vbits, const uint32_t *sbits,
   int h = blockIdx.x / 2, part = blockIdx.x % 2;
   const uint32_t *b = (part ? sbits : vbits) + (int64_t)h * words;
   int32_t *c = (part ? scnt : vcnt) + (int64_t)h * (words + 1);
-  __shared__ int s_w[32];
   int64_t carry = 0;
   for (int64_t w0 = 0; w0 < words; w0 += blockDim.x) {
     int64_t w = w0 + threadIdx.x;
-    int v = w < words ? __popc(b[w]) : 0, inc = v;
-    int lane = threadIdx.x & 31, wi = threadIdx.x / 32;
-    for (int o = 1; o < 32; o <<= 1) {
-      int n = __shfl_up_sync(0xffffffffu, inc, o);
-      if (lane >= o) inc += n;
-    }
-    if (lane == 31) s_w[wi] = inc;
-    __syncthreads();
-    int before = inc - v, tot = 0;
-    for (int k = 0; k < (int)blockDim.x / 32; k++) {
-      if (k < wi) before += s_w[k];
-      tot += s_w[k];
-    }
+    int tot, before = block_excl_sum(w < words ? __popc(b[w]) : 0, &tot);
     if (w < words) c[w] = (int32_t)(carry + before);
     carry += tot;
-    __syncthreads();
   }
   if (threadIdx.x == 0) c[words] = (int32_t)carry;
 }

@@ -468,7 +468,7 @@ static int layer_sparse(const pattern *pat, int layer) {
 typedef struct {
   sim_ctx *x;
   pattern_drawer *drawer;
-  const int *todo;
+  const int *batch_layers;
   work_count *const *aggs;
   double *pairs;
   int *sparse;
@@ -478,7 +478,7 @@ typedef struct {
 static int drawn_item(void *ctx, int i, int t, sr_error *e) {
   drawn_job *j = ctx;
   sim_ctx *x = j->x;
-  int layer = j->todo[i], rc = work_layer_begin(&x->cache, t, j->aggs[i], e);
+  int layer = j->batch_layers[i], rc = work_layer_begin(&x->cache, t, j->aggs[i], e);
   double idx = 0;
   j->pairs[i] = 0, j->sparse[i] = 0;
   for (int h = 0; h < (int)x->m->num_heads && !rc; h++) {
@@ -496,18 +496,18 @@ static int drawn_item(void *ctx, int i, int t, sr_error *e) {
   return rc;
 }
 
-// The counts of layers todo[0 .. n) into aggs and pairs, and whether each is sparse: from the step's pattern, or drawn
-// a head at a time by `drawer` (x->pat NULL).
-static int batch_counts(sim_ctx *x, pattern_drawer *drawer, const int *todo, int n, work_count *const *aggs,
+// The counts of layers batch_layers[0 .. n) into aggs and pairs, and whether each is sparse: from the step's
+// pattern, or drawn a head at a time by `drawer` (x->pat NULL).
+static int batch_counts(sim_ctx *x, pattern_drawer *drawer, const int *batch_layers, int n, work_count *const *aggs,
                         double *pairs, int *sparse, sr_error *e) {
   if (x->pat) {
-    for (int k = 0; k < n; k++) sparse[k] = layer_sparse(x->pat, todo[k]);
-    return work_layers(&x->cache, x->pat, todo, n, aggs, pairs, e);
+    for (int k = 0; k < n; k++) sparse[k] = layer_sparse(x->pat, batch_layers[k]);
+    return work_layers(&x->cache, x->pat, batch_layers, n, aggs, pairs, e);
   }
   int threads = x->cache.threads < n ? x->cache.threads : n;
   double *s = calloc(2 * (size_t)threads, sizeof *s), t0 = sr_now();
   if (!s) return sr_internal_error(e, 0, "sim: out of memory");
-  drawn_job j = {x, drawer, todo, aggs, pairs, sparse, s, s + threads};
+  drawn_job j = {x, drawer, batch_layers, aggs, pairs, sparse, s, s + threads};
   int rc = sr_parallel_for(n, threads, drawn_item, &j, e);
   double wall = sr_now() - t0, draw = 0, account = 0;
   for (int t = 0; t < threads; t++) draw += s[t], account += s[threads + t];
@@ -535,7 +535,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
   if (batch > L) batch = L > 0 ? L : 1;
   work_count **aggs = calloc((size_t)batch, sizeof *aggs);
   double *pairs = malloc((size_t)batch * sizeof *pairs);
-  int *todo = malloc((size_t)batch * sizeof *todo), *sparse = malloc((size_t)batch * sizeof *sparse);
+  int *batch_layers = malloc((size_t)batch * sizeof *batch_layers), *sparse = malloc((size_t)batch * sizeof *sparse);
   x->layer_indices = x->pat ? NULL : calloc((size_t)(L > 0 ? L : 1), sizeof *x->layer_indices);
   for (int k = 0; aggs && k < batch; k++)
     if (!(aggs[k] = malloc((size_t)W * W * sizeof *aggs[k]))) {
@@ -549,8 +549,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.dur = malloc((size_t)W * sizeof *st.dur);
   int n_distinct = 0;
   pattern_drawer *drawer = NULL;  // x->pat NULL: the plan's pattern, drawn a head at a time
-  if (!distinct || !of || !aggs || !pairs || !todo || !sparse || (!x->pat && !x->layer_indices) || !before || !kv_src ||
-      !st.comp || !st.dur) {
+  if (!distinct || !of || !aggs || !pairs || !batch_layers || !sparse || (!x->pat && !x->layer_indices) || !before ||
+      !kv_src || !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
   }
@@ -572,8 +572,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   for (int l0 = 0; l0 < L; l0 += batch) {
     int l1 = l0 + batch < L ? l0 + batch : L, n = 0;
     for (int l = l0; l < l1; l++)
-      if (!same_as_previous(x, l)) todo[n++] = l;
-    if (n && (rc = batch_counts(x, drawer, todo, n, aggs, pairs, sparse, e))) goto done_ring;
+      if (!same_as_previous(x, l)) batch_layers[n++] = l;
+    if (n && (rc = batch_counts(x, drawer, batch_layers, n, aggs, pairs, sparse, e))) goto done_ring;
     for (int l = l0, k = 0; l < l1; l++) {
       if (same_as_previous(x, l)) {  // every layer of a dense model: the previous layer's work
         of[l] = of[l - 1];
@@ -688,7 +688,7 @@ done:
   for (int k = 0; aggs && k < batch; k++) free(aggs[k]);
   free(aggs);
   free(pairs);
-  free(todo);
+  free(batch_layers);
   free(sparse);
   free(x->layer_indices);
   x->layer_indices = NULL;
