@@ -51,41 +51,99 @@ static int fill_bf16_uniform(void *dev, size_t n, uint64_t seed, sr_error *e) {
   return SR_OK;
 }
 
-// Achieved TFLOP/s of bf16 GEMMs (fp32 accumulate) over the shapes of a layer's projections, on random operands.
-static int gemm_tflops(double *tflops, sr_error *e) {
-  const int shapes[3][3] = {{8192, 2048, 2048}, {8192, 11008, 2048}, {8192, 2048, 11008}};  // Qwen2.5-3B-like
+// The GEMMs a layer's projections run (Qwen2.5-3B-like: tokens x out x in), on random operands.
+static const int gemm_shapes[3][3] = {{8192, 2048, 2048}, {8192, 11008, 2048}, {8192, 2048, 11008}};
+
+typedef struct {
   cublasHandle_t h;
-  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return sr_internal_error(e, 0, "cublasCreate failed");
-  size_t maxe = (size_t)8192 * 11008;
   void *A, *B, *C;
-  CK(cudaMalloc(&A, maxe * 2), "cudaMalloc");
-  CK(cudaMalloc(&B, maxe * 2), "cudaMalloc");
-  CK(cudaMalloc(&C, maxe * 2), "cudaMalloc");
-  if (fill_bf16_uniform(A, maxe, 1, e) || fill_bf16_uniform(B, maxe, 2, e)) return e->code;
   cudaEvent_t t0, t1;
-  CK(cudaEventCreate(&t0), "event");
-  CK(cudaEventCreate(&t1), "event");
+} gemm_bench;
+
+static void gemm_bench_free(gemm_bench *b) {
+  if (b->t0) cudaEventDestroy(b->t0);
+  if (b->t1) cudaEventDestroy(b->t1);
+  cudaFree(b->A), cudaFree(b->B), cudaFree(b->C);
+  if (b->h) cublasDestroy(b->h);
+}
+
+static int gemm_bench_init(gemm_bench *b, sr_error *e) {
+  memset(b, 0, sizeof *b);
+  if (cublasCreate(&b->h) != CUBLAS_STATUS_SUCCESS) return sr_internal_error(e, 0, "cublasCreate failed");
+  size_t maxe = (size_t)8192 * 11008;
+  CK(cudaMalloc(&b->A, maxe * 2), "cudaMalloc");
+  CK(cudaMalloc(&b->B, maxe * 2), "cudaMalloc");
+  CK(cudaMalloc(&b->C, maxe * 2), "cudaMalloc");
+  if (fill_bf16_uniform(b->A, maxe, 1, e) || fill_bf16_uniform(b->B, maxe, 2, e)) return e->code;
+  CK(cudaEventCreate(&b->t0), "event");
+  CK(cudaEventCreate(&b->t1), "event");
+  return SR_OK;
+}
+
+// One GEMM of shape s (bf16 in and out, fp32 accumulate); its FLOPs into *flops.
+static int gemm_one(gemm_bench *b, int s, double *flops, sr_error *e) {
+  const float alpha = 1, beta = 0;
+  int m = gemm_shapes[s][0], n = gemm_shapes[s][1], k = gemm_shapes[s][2];
+  cublasStatus_t st = cublasGemmEx(b->h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b->B, CUDA_R_16BF, n, b->A, CUDA_R_16BF,
+                                   k, &beta, b->C, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) return sr_internal_error(e, 0, "cublasGemmEx failed (%d)", (int)st);
+  *flops += 2.0 * m * n * k;
+  return SR_OK;
+}
+
+// Achieved TFLOP/s of a short burst: each shape 2 warm-ups + 10 timed, about 12 ms in all, the clock still at boost.
+static int gemm_burst_tflops(gemm_bench *b, double *tflops, sr_error *e) {
   double flops = 0, secs = 0;
-  float alpha = 1, beta = 0;
   for (int s = 0; s < 3; s++) {
-    int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    double f = 0;
     for (int rep = 0; rep < 12; rep++) {
-      if (rep == 2) CK(cudaEventRecord(t0, 0), "record");  // two warm-ups
-      cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, B, CUDA_R_16BF, n, A, CUDA_R_16BF, k,
-                                       &beta, C, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      if (st != CUBLAS_STATUS_SUCCESS) return sr_internal_error(e, 0, "cublasGemmEx failed (%d)", (int)st);
+      if (rep == 2) {  // after two warm-ups
+        CK(cudaEventRecord(b->t0, 0), "record");
+        f = 0;
+      }
+      if (gemm_one(b, s, &f, e)) return e->code;
     }
-    CK(cudaEventRecord(t1, 0), "record");
-    CK(cudaEventSynchronize(t1), "sync");
+    CK(cudaEventRecord(b->t1, 0), "record");
+    CK(cudaEventSynchronize(b->t1), "sync");
     float ms;
-    CK(cudaEventElapsedTime(&ms, t0, t1), "elapsed");
-    flops += 10 * 2.0 * m * n * k, secs += ms * 1e-3;
+    CK(cudaEventElapsedTime(&ms, b->t0, b->t1), "elapsed");
+    flops += f, secs += ms * 1e-3;
   }
   *tflops = flops / secs / 1e12;
-  cudaEventDestroy(t0), cudaEventDestroy(t1);
-  cudaFree(A), cudaFree(B), cudaFree(C);
-  cublasDestroy(h);
   return SR_OK;
+}
+
+// Achieved TFLOP/s held over seconds: the three shapes in turn back to back for `warm_s` untimed (the board reaches
+// its power limit and the clock settles) and then `timed_s` timed, in batches of 30 GEMMs (a few ms each) so that
+// the host keeps the queue full. What a training step's GEMMs see (sim/cost.c, cost_gemm_step).
+static int gemm_sustained_tflops(gemm_bench *b, double warm_s, double timed_s, double *tflops, sr_error *e) {
+  double flops = 0, secs = 0, waste = 0;
+  for (int phase = 0; phase < 2; phase++) {
+    double goal = phase ? timed_s : warm_s, spent = 0, *f = phase ? &flops : &waste;
+    while (spent < goal) {
+      CK(cudaEventRecord(b->t0, 0), "record");
+      for (int i = 0; i < 30; i++)
+        if (gemm_one(b, i % 3, f, e)) return e->code;
+      CK(cudaEventRecord(b->t1, 0), "record");
+      CK(cudaEventSynchronize(b->t1), "sync");
+      float ms;
+      CK(cudaEventElapsedTime(&ms, b->t0, b->t1), "elapsed");
+      spent += ms * 1e-3;
+    }
+    if (phase) secs = spent;
+  }
+  *tflops = flops / secs / 1e12;
+  return SR_OK;
+}
+
+static int gemm_measure(double sustained_s, double *burst, double *sustained, sr_error *e) {
+  gemm_bench b;
+  int rc = gemm_bench_init(&b, e);
+  if (!rc) rc = gemm_burst_tflops(&b, burst, e);
+  *sustained = 0;
+  if (!rc && sustained_s > 0) rc = gemm_sustained_tflops(&b, sustained_s / 2, sustained_s / 2, sustained, e);
+  gemm_bench_free(&b);
+  return rc;
 }
 
 int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *peak_tflops,
@@ -103,11 +161,12 @@ int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbp
   return SR_OK;
 }
 
-int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
-                          sr_error *e) {
+int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, double gemm_seconds,
+                          calib_kernels *k, sr_error *e) {
   memset(k, 0, sizeof *k);
-  if (gemm_tflops(&k->gemm_tflops, e)) return e->code;
+  if (gemm_measure(gemm_seconds, &k->gemm_tflops, &k->gemm_sustained_tflops, e)) return e->code;
   k->gemm = k->gemm_tflops / peak_tflops;
+  k->gemm_sustained = k->gemm_sustained_tflops / peak_tflops;
   for (int phase = 0; phase < 2; phase++)
     for (int kind = 0; kind < 3; kind++) {
       double *f = k->flops[phase][kind], *t = k->seconds[phase][kind];
@@ -128,8 +187,8 @@ int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbp
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (the GPU's identity needs a GPU build)");
 }
 
-int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
-                          sr_error *e) {
+int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, double gemm_seconds,
+                          calib_kernels *k, sr_error *e) {
   memset(k, 0, sizeof *k);
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (kernel calibration needs a GPU build)");
 }

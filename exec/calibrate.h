@@ -67,19 +67,21 @@ int calib_bar_walk_fit(const char *file, const double *flops, const double *seco
 #define CALIB_SIZES 3  // work sizes per (phase, kind) that the rate fit takes
 // Measured kernel efficiencies (fraction of peak_tflops), CUDA only.
 typedef struct {
-  double gemm;
-  double attn[2][3];  // [fwd, bwd][full, partial, bar]: sustained rate (calib_sustained_rate) / peak
-  double gemm_tflops, attn_tflops[2][3];  // the sustained rates behind them
-  double attn_slope_tflops[2][3];         // the fit's slope (calib_fit_rate), reported
-  double attn_overhead_us[2][3];          // fitted fixed time per kernel call
+  double gemm;            // a 12 ms burst's rate / peak (the clock at boost)
+  double gemm_sustained;  // the rate held over gemm_seconds of back-to-back GEMMs / peak (0: not measured)
+  double attn[2][3];      // [fwd, bwd][full, partial, bar]: sustained rate (calib_sustained_rate) / peak
+  double gemm_tflops, gemm_sustained_tflops, attn_tflops[2][3];  // the rates behind them
+  double attn_slope_tflops[2][3];  // the fit's slope (calib_fit_rate), reported
+  double attn_overhead_us[2][3];   // fitted fixed time per kernel call
   double flops[2][3][CALIB_SIZES], seconds[2][3][CALIB_SIZES];  // the timings the fits took
 } calib_kernels;
 
-// Run cuBLAS bf16 GEMMs and the sparse attention kernels on synthetic tile indices (one kind of
-// tile each, CALIB_SIZES amounts of work) on this rank's GPU; fit each (phase, kind) with
-// calib_fit_rate and take its sustained rate (calib_sustained_rate); efficiencies relative to peak_tflops.
-int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, calib_kernels *k,
-                          sr_error *e);
+// Run cuBLAS bf16 GEMMs (a short burst, then gemm_seconds back to back, half of it timed; 0: no sustained rate)
+// and the sparse attention kernels on synthetic tile indices (one kind of tile each, CALIB_SIZES amounts of work)
+// on this rank's GPU; fit each (phase, kind) with calib_fit_rate and take its sustained rate
+// (calib_sustained_rate); efficiencies relative to peak_tflops.
+int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, int head_dim, double gemm_seconds,
+                          calib_kernels *k, sr_error *e);
 
 // Fit the time a ring step costs beyond its kernel's work (sim/cost.c, cost_ring_step) over n >= 2
 // measurements: extra_s[i] = steps[i] x fixed + cells[i] x per_cell, by least squares weighted by

@@ -73,8 +73,9 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
                                       "mem_gib",       "efficiency",  "comm_slowdown", "ring_step",  "adaspa_search_ratio",
                                       "bar_walk_us",   NULL};
   static const char *const known_ring[] = {"fwd_us", "bwd_us", "fwd_cell_us", "bwd_cell_us", NULL};
-  static const char *const known_eff[] = {"gemm", "attn_fwd_full", "attn_fwd_partial", "attn_fwd_bar", "attn_bwd_full",
-                                          "attn_bwd_partial", "attn_bwd_bar", "mem", NULL};
+  static const char *const known_eff[] = {"gemm",          "gemm_sustained",   "attn_fwd_full", "attn_fwd_partial",
+                                          "attn_fwd_bar",  "attn_bwd_full",    "attn_bwd_partial", "attn_bwd_bar",
+                                          "mem",           NULL};
   const cJSON *gpu = NULL;
   int rc;
   if ((rc = json_get_obj(root, "gpu", &gpu, file, NULL, e))) return rc;
@@ -95,8 +96,9 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
   if (eff && !cJSON_IsNull(eff)) {
     if (!cJSON_IsObject(eff)) return sr_input_error(e, file, "gpu.efficiency", "expected an object");
     if ((rc = json_check_known(eff, known_eff, file, "gpu.efficiency", e))) return rc;
-    double *dst[] = {&g->eff_gemm,          &g->eff_attn_fwd_full, &g->eff_attn_fwd_partial, &g->eff_attn_fwd_bar,
-                     &g->eff_attn_bwd_full, &g->eff_attn_bwd_partial, &g->eff_attn_bwd_bar, &g->eff_mem};
+    double *dst[] = {&g->eff_gemm,          &g->eff_gemm_sustained,   &g->eff_attn_fwd_full, &g->eff_attn_fwd_partial,
+                     &g->eff_attn_fwd_bar,  &g->eff_attn_bwd_full,    &g->eff_attn_bwd_partial, &g->eff_attn_bwd_bar,
+                     &g->eff_mem};
     for (int i = 0; known_eff[i]; i++)
       if ((rc = get_efficiency(eff, known_eff[i], dst[i], file, e))) return rc;
   }
@@ -272,6 +274,7 @@ char *cluster_to_json(const cluster_desc *c) {
   add_num(gpu, "mem_gib", g->mem_gib, &ok);
   cJSON *eff = add_obj(gpu, "efficiency", &ok);
   add_num(eff, "gemm", g->eff_gemm, &ok);
+  if (g->eff_gemm_sustained > 0) add_num(eff, "gemm_sustained", g->eff_gemm_sustained, &ok);
   add_num(eff, "attn_fwd_full", g->eff_attn_fwd_full, &ok);
   add_num(eff, "attn_fwd_partial", g->eff_attn_fwd_partial, &ok);
   add_num(eff, "attn_fwd_bar", g->eff_attn_fwd_bar, &ok);

@@ -17,6 +17,10 @@ typedef struct {
   double mem_gib;           // device memory
   // Achieved fraction of peak, per kind of work (calibration overwrites these).
   double eff_gemm;
+  // The GEMMs' rate held over seconds of back-to-back work, under the board's power limit (what a training step's
+  // GEMMs see; calibrate times it, exec/calib_kernels.c); 0 = not measured: sim/cost.c, cost_gemm_step, then takes
+  // COST_GEMM_SUSTAINED of eff_gemm.
+  double eff_gemm_sustained;
   double eff_attn_fwd_full, eff_attn_fwd_partial, eff_attn_fwd_bar;
   double eff_attn_bwd_full, eff_attn_bwd_partial, eff_attn_bwd_bar;
   double eff_mem;           // achieved fraction of HBM bandwidth for memory-bound ops

@@ -85,7 +85,15 @@ double cost_gemm(const gpu_desc *g, double flops) {
 // simulator charges 3.630 s of GEMMs at the calibrated 0.819 of peak once its other kernels (0.778 s) are taken
 // out, i.e. 0.797 and 0.823 of the calibrated rate: 0.81. The other kept steps (H100 and H200, 1 and 4 GPUs, 32K
 // to 512K a rank) validate it (results/sim/2026-11-27-cpu-trainer-rest-model).
-double cost_gemm_step(const gpu_desc *g, double flops) { return cost_gemm(g, flops) / COST_GEMM_SUSTAINED; }
+// sparsering-exec calibrate now times that rate itself (gpu.efficiency.gemm_sustained: the same GEMMs back to back
+// for seconds, exec/calib_kernels.c); the constant stands for files calibrated before it, or not at all.
+double cost_gemm_step(const gpu_desc *g, double flops) {
+  if (g->eff_gemm_sustained > 0) {
+    double r = g->peak_tflops * 1e12 * g->eff_gemm_sustained;
+    return r > 0 ? flops / r : 0;
+  }
+  return cost_gemm(g, flops) / COST_GEMM_SUSTAINED;
+}
 
 // Roofline memory bound (Williams et al. 2009): bytes / (HBM bandwidth x achieved fraction).
 double cost_mem(const gpu_desc *g, double bytes) {

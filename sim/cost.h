@@ -78,10 +78,11 @@ static inline double cost_ring_cells(const work_count *w, double q_tiles, double
 }
 // Seconds of a GEMM of `flops` FLOPs.
 double cost_gemm(const gpu_desc *g, double flops);
-// The share of the calibrated GEMM rate that a training step's GEMMs keep over seconds of back-to-back work
-// (sim/cost.c says where it comes from).
+// The share of the calibrated GEMM rate that a training step's GEMMs keep over seconds of back-to-back work, for a
+// cluster file that does not give that rate (gpu.efficiency.gemm_sustained; sim/cost.c says where it comes from).
 #define COST_GEMM_SUSTAINED 0.81
-// Seconds of a training step's GEMMs of `flops` FLOPs: cost_gemm at COST_GEMM_SUSTAINED of the calibrated rate.
+// Seconds of a training step's GEMMs of `flops` FLOPs: at the file's sustained GEMM rate when it gives one, else
+// cost_gemm at COST_GEMM_SUSTAINED of the calibrated rate.
 double cost_gemm_step(const gpu_desc *g, double flops);
 // Seconds of a memory-bound op that moves `bytes` bytes through HBM.
 double cost_mem(const gpu_desc *g, double bytes);

@@ -61,6 +61,32 @@ TEST(cluster_h100_8x8_has_ndr_nic_per_gpu) {
   CHECK_NEAR(c.gpu.peak_tflops, 989, 0);
 }
 
+TEST(cluster_sustained_gemm_rate_is_read_when_given_and_absent_otherwise) {
+  cluster_desc c;
+  sr_error e = {0};
+  const char *with = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100,"
+                     " \"hbm_gbps\": 1000, \"mem_gib\": 40, \"efficiency\": {\"gemm\": 0.8, \"gemm_sustained\": 0.65}}, "
+                     HOST_OK "}";
+  CHECK_EQ_INT(parse(with, &c, &e), SR_OK);
+  CHECK_NEAR(c.gpu.eff_gemm_sustained, 0.65, 0);
+  const char *without = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100,"
+                        " \"hbm_gbps\": 1000, \"mem_gib\": 40, \"efficiency\": {\"gemm\": 0.8}}, " HOST_OK "}";
+  CHECK_EQ_INT(parse(without, &c, &e), SR_OK);
+  CHECK_NEAR(c.gpu.eff_gemm_sustained, 0, 0);  // not measured: the simulator takes its fixed share
+  char *text = cluster_to_json(&c);
+  CHECK(text != NULL && strstr(text, "gemm_sustained") == NULL);  // nothing written for what was not measured
+  free(text);
+}
+
+TEST(cluster_sustained_gemm_rate_above_one_is_an_error_naming_the_field) {
+  cluster_desc c;
+  sr_error e = {0};
+  const char *text = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100,"
+                     " \"hbm_gbps\": 1000, \"mem_gib\": 40, \"efficiency\": {\"gemm_sustained\": 1.5}}, " HOST_OK "}";
+  CHECK_EQ_INT(parse(text, &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "gpu.efficiency.gemm_sustained");
+}
+
 TEST(cluster_efficiency_defaults_fill_absent_fields) {
   cluster_desc c;
   sr_error e = {0};
@@ -205,7 +231,7 @@ static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
          x->eff_attn_fwd_full == y->eff_attn_fwd_full && x->eff_attn_fwd_partial == y->eff_attn_fwd_partial &&
          x->eff_attn_fwd_bar == y->eff_attn_fwd_bar && x->eff_attn_bwd_full == y->eff_attn_bwd_full &&
          x->eff_attn_bwd_partial == y->eff_attn_bwd_partial && x->eff_attn_bwd_bar == y->eff_attn_bwd_bar &&
-         x->eff_mem == y->eff_mem && x->comm_slowdown == y->comm_slowdown && a->intra.gbps == b->intra.gbps &&
+         x->eff_gemm_sustained == y->eff_gemm_sustained && x->eff_mem == y->eff_mem && x->comm_slowdown == y->comm_slowdown && a->intra.gbps == b->intra.gbps &&
          a->intra.latency_us == b->intra.latency_us && a->nics_per_node == b->nics_per_node &&
          a->nic.gbps == b->nic.gbps && a->nic.latency_us == b->nic.latency_us && a->host.gbps == b->host.gbps &&
          a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib &&
@@ -224,6 +250,7 @@ TEST(cluster_written_json_reads_back_identically) {
     a.gpu.eff_attn_fwd_bar = 0.123456789012345;  // a calibrated figure with many digits
     a.gpu.ring_step_us[1] = 12.5, a.gpu.ring_cell_us[0] = 0.0625;
     a.gpu.bar_walk_us = 8.500146044253384;
+    if (i % 2) a.gpu.eff_gemm_sustained = 0.685015368487678;  // the others keep it absent (0)
     char *text = cluster_to_json(&a);
     CHECK(text != NULL);
     if (!text) continue;

@@ -89,6 +89,13 @@ TEST(sim_cost_a_training_steps_gemms_run_at_the_sustained_share_of_the_calibrate
   CHECK_REL(cost_gemm_step(&g, 1e12), 1e12 / 0.405e14, 1e-12);
 }
 
+TEST(sim_cost_a_training_steps_gemms_run_at_the_files_sustained_rate_when_it_gives_one) {
+  gpu_desc g = test_gpu();
+  g.eff_gemm_sustained = 0.3;  // 100 TFLOP/s at 0.3: 30 held over seconds, whatever the burst's 0.5
+  CHECK_REL(cost_gemm_step(&g, 1e12), 1e12 / 0.3e14, 1e-12);
+  CHECK_REL(cost_gemm(&g, 1e12), 1e12 / 0.5e14, 1e-12);  // a lone GEMM keeps the burst's rate
+}
+
 TEST(sim_cost_p2p_is_latency_plus_bytes_over_bandwidth) {
   link_desc l = {.gbps = 25, .latency_us = 5};
   CHECK_REL(cost_p2p(&l, 1e9), 5e-6 + 1e9 / 25e9, 1e-12);

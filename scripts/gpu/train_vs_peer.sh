@@ -15,6 +15,7 @@
 #   LIMIT_S   a run's time limit, seconds (default: twice its estimate + 120)
 #   MOBA      the pattern of run moba (default moba:4096:12: blocks of 4096 keys, each query's top 12 and its own)
 #   MODEL     the model (default qwen2.5-3b: models/MODEL.json for the peer); BACKEND ours' backend (default cuda)
+#   CAL       the cluster file for --predict (default: the shipped calibration of this GPU, below)
 # --predict runs on one GPU of the machine's kind: on an H100 models/clusters/h100-1x1-calibrated.json (sparsering-exec
 # calibrate on 4 x H100, 2026-11-27, results/exec/2026-11-27-h100x4-vs-context-parallel), on an H200
 # models/clusters/h200-1x1-calibrated.json (sparsering-exec calibrate on one H200, 2026-11-27, the current kernels).
@@ -39,6 +40,7 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   *H100*) CLP=models/clusters/h100-1x1-calibrated.json ;;
   *) CLP=models/clusters/h200-1x1-calibrated.json ;;
 esac
+CLP=${CAL:-$CLP}  # CAL: a cluster file calibrated in the same call instead
 log "cluster for --predict: $CLP"
 $PY -c "import torch, transformers; print('peer: torch', torch.__version__, 'transformers', transformers.__version__)" 2>&1 |
   tail -1 | tee -a "$S"
