@@ -30,6 +30,23 @@ __device__ __forceinline__ void sa_mbar_arrive(uint64_t *bar) {
 #endif
 }
 
+// A consumer warp's release of a stage it has read (the "empty" barriers count SA_RELEASE_LANES arrivals a
+// warp). 1: lane 0 arrives after __syncwarp, which orders the other lanes' reads before the arrival's
+// release. 32: every lane arrives, so each lane's reads are ordered by its own release, the form
+// compute-sanitizer's racecheck follows (it reports the other as hazards between a stage's refill and the
+// reads of its previous occupant).
+#ifndef SA_RELEASE_LANES
+#define SA_RELEASE_LANES 1
+#endif
+__device__ __forceinline__ void sa_mbar_release_warp(uint64_t *bar, int lane) {
+#if SA_RELEASE_LANES == 32
+  sa_mbar_arrive(bar);
+#else
+  __syncwarp();
+  if (lane == 0) sa_mbar_arrive(bar);
+#endif
+}
+
 // Arrive once when every cp.async this thread issued so far has landed (the arrival is counted in the
 // barrier's expected count: .noinc).
 __device__ __forceinline__ void sa_mbar_arrive_cp_async(uint64_t *bar) {

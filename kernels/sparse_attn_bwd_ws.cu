@@ -367,8 +367,7 @@ __device__ __forceinline__ void bs_consume(const bwd_args &a, const bs_smem<D> &
     for (int kk = 0; kk < 4; kk++)
 #pragma unroll
       for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]), sa_reg_fence_u32(da[kk][r]);
-    __syncwarp();
-    if (lane == 0) sa_mbar_arrive(&sm.empty[st]);  // Q, dO, LSE, D and the positions of stage st are free
+    sa_mbar_release_warp(&sm.empty[st], lane);  // Q, dO, LSE, D and the positions of stage st are free
   }
   // dK, dV of the CTA's keys: added in place when the CTA walks the tile's every chunk, by atomics when
   // the walk is split over several CTAs (any order: not bit-reproducible).
@@ -433,7 +432,7 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_kernel(const __grid_c
     sa_mbar_init(sm.kv_full, 1);
     for (int i = 0; i < BS_STAGES; i++) {
       sa_mbar_init(&sm.full[i], 1 + BS_LOADERS);  // the elected thread's (with Q's and dO's bytes) + one a loader
-      sa_mbar_init(&sm.empty[i], 8);              // one per consumer warp
+      sa_mbar_init(&sm.empty[i], 8 * SA_RELEASE_LANES);  // each consumer warp's release
     }
     sa_mbar_init(sm.dq_full, 256);  // every consumer thread
     sa_mbar_init(sm.dq_empty, 1);   // the writer

@@ -428,8 +428,7 @@ __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_sme
       k1 = ws_half_keep_elementwise(info >> 16, mask, causal_partial, qp, qmin, kp + SA_BN, t, lane);
     }
   }
-  __syncwarp();
-  if (lane == 0) sa_mbar_arrive(&sm.k_empty[st]);  // K and the positions of stage st are free
+  sa_mbar_release_warp(&sm.k_empty[st], lane);  // K and the positions of stage st are free
   float alpha[2];
   if (__all_sync(0xffffffffu, (k0 & k1) == 0xffffffffu)) ws_softmax<false>(s, k0, k1, a.scale_log2, m, l, alpha);
   else ws_softmax<true>(s, k0, k1, a.scale_log2, m, l, alpha);
@@ -442,8 +441,7 @@ __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_sme
 #pragma unroll
     for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]);
   if (pst >= 0) {
-    __syncwarp();
-    if (lane == 0) sa_mbar_arrive(&sm.v_empty[pst]);
+    sa_mbar_release_warp(&sm.v_empty[pst], lane);
   }
   fwd_rescale<D>((float(*)[4])o, alpha);
 #pragma unroll
@@ -554,8 +552,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1) sa_fwd_ws_kernel(const __grid_c
     for (int i = 0; i < WS_STAGES; i++) {
       sa_mbar_init(&sm.k_full[i], 129);  // the elected thread's (with the boxes' bytes) + 128 on landing
       sa_mbar_init(&sm.v_full[i], 129);
-      sa_mbar_init(&sm.k_empty[i], 8);   // one per consumer warp
-      sa_mbar_init(&sm.v_empty[i], 8);
+      sa_mbar_init(&sm.k_empty[i], 8 * SA_RELEASE_LANES);  // each consumer warp's release
+      sa_mbar_init(&sm.v_empty[i], 8 * SA_RELEASE_LANES);
     }
   }
   __syncthreads();
