@@ -31,12 +31,16 @@ __device__ __forceinline__ void sa_mbar_arrive(uint64_t *bar) {
 }
 
 // A consumer warp's release of a stage it has read (the "empty" barriers count SA_RELEASE_LANES arrivals a
-// warp). 1: lane 0 arrives after __syncwarp, which orders the other lanes' reads before the arrival's
-// release. 32: every lane arrives, so each lane's reads are ordered by its own release, the form
-// compute-sanitizer's racecheck follows (it reports the other as hazards between a stage's refill and the
-// reads of its previous occupant).
+// warp). 32 (the default): every lane arrives, so each lane's reads of the stage are ordered before the
+// producer's refill by its own arrival's release. 1: lane 0 arrives after __syncwarp, which orders the other
+// lanes' reads before that arrival; compute-sanitizer's racecheck does not follow that chain and reports each
+// refill as a hazard against the previous occupant's reads (100 reports on the small GPU test's first three
+// cases, where the default reports none; same dense speed on one H100: results/kernels/2026-11-27-h100-sanitizers-release).
 #ifndef SA_RELEASE_LANES
-#define SA_RELEASE_LANES 1
+#define SA_RELEASE_LANES 32
+#endif
+#if SA_RELEASE_LANES != 1 && SA_RELEASE_LANES != 32
+#error "SA_RELEASE_LANES: 1 (lane 0 after __syncwarp) or 32 (every lane)"
 #endif
 __device__ __forceinline__ void sa_mbar_release_warp(uint64_t *bar, int lane) {
 #if SA_RELEASE_LANES == 32
