@@ -15,8 +15,8 @@
 #          qwen2.5-3b --seq 128K --trainer exec [--offload-activations]`; stage q3b, not in the default, runs it on
 #          an H200; it trains 3 steps without and with activation offload and compares tokens/s.)
 # Each step has its own time limit and none starts after SR_BUDGET_S (330) seconds. The cluster for --predict is one
-# GPU of the machine's kind: on an H100 h100-1x1-calibrated (sparsering-exec calibrate on 4 x H100, 2026-11-27,
-# results/exec/2026-11-27-h100x4-vs-context-parallel, the current kernels), on an H200 h200-1x1-calibrated
+# GPU of the machine's kind: on an H100 h100-1x1-calibrated (sparsering-exec calibrate on one H100, 2026-11-27,
+# results/train/2026-11-27-h100-vs-peer-64k-sustained-gemm, the current kernels), on an H200 h200-1x1-calibrated
 # (sparsering-exec calibrate on one H200, 2026-11-27, the current kernels). Logs in $OUT/logs.tgz, the summary (every line that matters) in $OUT/summary.txt and printed last.
 #
 #   mlpchunk  the trainer's MLP in sequence chunks: train-gpu-check (its chunk check against the whole step), then

@@ -5,8 +5,8 @@
 # exits when neither works), writes CL (one GPU of this machine's kind as a cluster file: a plan's world must
 # equal the job's ranks) and defines step().
 #
-# The cluster: on an H100 models/clusters/h100-1x1-calibrated.json (sparsering-exec calibrate on 4 x H100,
-# 2026-11-27, results/exec/2026-11-27-h100x4-vs-context-parallel); elsewhere h200-1x1-calibrated (sparsering-exec
+# The cluster: on an H100 models/clusters/h100-1x1-calibrated.json (sparsering-exec calibrate on one H100,
+# 2026-11-27, the current kernels: results/train/2026-11-27-h100-vs-peer-64k-sustained-gemm); elsewhere h200-1x1-calibrated (sparsering-exec
 # calibrate on one H200, 2026-11-27, the current kernels: results/exec/2026-11-27-h200-layer-vs-cudnn).
 mkdir -p "$OUT" "$W/csv"
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN

@@ -17,7 +17,7 @@
 #   MODEL     the model (default qwen2.5-3b: models/MODEL.json for the peer); BACKEND ours' backend (default cuda)
 #   CAL       the cluster file for --predict (default: the shipped calibration of this GPU, below)
 # --predict runs on one GPU of the machine's kind: on an H100 models/clusters/h100-1x1-calibrated.json (sparsering-exec
-# calibrate on 4 x H100, 2026-11-27, results/exec/2026-11-27-h100x4-vs-context-parallel), on an H200
+# calibrate on one H100, 2026-11-27, the current kernels: results/train/2026-11-27-h100-vs-peer-64k-sustained-gemm), on an H200
 # models/clusters/h200-1x1-calibrated.json (sparsering-exec calibrate on one H200, 2026-11-27, the current kernels).
 # The plan printed first gives each run's estimated seconds (from the 2026-11-25 H200 figures), so a caller can
 # split a long list over calls (RUNS) to stay under a call's limit. At 128K the peer needs an H200's memory.
