@@ -64,6 +64,7 @@ static void layer_work_free(layer_work *w) {
 // A block of ranks walks the steps together: its counts (rows of agg) stay in cache, and its seconds of a step
 // are adjacent.
 #define STEP_COST_RANKS 16
+#define STEP_COST_AHEAD 4  // steps a block's counts are fetched ahead
 
 typedef struct {
   const sim_ctx *x;
@@ -86,30 +87,42 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
   const gpu_desc *g = &x->c->gpu;
   int W = x->W, r0 = item * STEP_COST_RANKS, r1 = r0 + STEP_COST_RANKS < W ? r0 + STEP_COST_RANKS : W;
   double H = (double)x->m->num_heads;
-  for (int st = 0; st < s->n_steps; st++)
+  // The block's ranks: their steps' seconds summed in step order (each step's as soon as it is costed, while in
+  // cache: the same additions per rank as one pass over every rank), the block's slowest forward at each step, its
+  // ranks' entries and bars over their sources in order, the pairs the kernels compute (integers below 2^53: exact
+  // in any order) and a hash.
+  layer_work *w = k->w;
+  double *mx = k->block_max + (int64_t)item * s->n_steps, exec = 0;
+  uint64_t h = 1469598103934665603ull;
+  for (int st = 0; st < s->n_steps; st++) {
+    float *f = w->fwd + (int64_t)st * W, *b = w->bwd + (int64_t)st * W;
     for (int r = r0; r < r1; r++) {
+      // A rank's cell of a later step, fetched ahead: the counts (W^2 of them, 40 bytes each) are far larger than
+      // the caches, and the cells a block reads at one step are a row apart each (its 16 streams defeat the
+      // hardware's prefetch).
+      if (st + STEP_COST_AHEAD < s->n_steps) {
+        int ahead = k->kv_src[(int64_t)(st + STEP_COST_AHEAD) * W + r];
+        if (ahead >= 0) {
+          const char *p = (const char *)&k->agg[(int64_t)r * W + ahead];
+          __builtin_prefetch(p), __builtin_prefetch(p + sizeof(work_count) - 1);
+          if (k->fwd) {
+            p = (const char *)&k->fwd[(int64_t)r * W + ahead];
+            __builtin_prefetch(p), __builtin_prefetch(p + sizeof(work_count) - 1);
+          }
+        }
+      }
       int src = k->kv_src[(int64_t)st * W + r];
       const work_count *c = src >= 0 ? &k->agg[(int64_t)r * W + src] : NULL;
       const work_count *cf = src >= 0 && k->fwd ? &k->fwd[(int64_t)r * W + src] : c;
       // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
       double qt = k->q_tiles[r];
-      k->w->fwd[(int64_t)st * W + r] =
-          cf ? (float)(cost_attn_time(&k->rf, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
+      f[r] = cf ? (float)(cost_attn_time(&k->rf, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
       // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step); a step with
       // bars lasts at least its bar kernel's longest walk (cost_bar_walk)
-      k->w->bwd[(int64_t)st * W + r] =
-          c ? (float)(cost_attn_time(&k->rb, c) + cost_bar_walk(g, c, qt, cost_attn_bar_time(&k->rb, c)) +
-                      cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
-            : 0.f;
+      b[r] = c ? (float)(cost_attn_time(&k->rb, c) + cost_bar_walk(g, c, qt, cost_attn_bar_time(&k->rb, c)) +
+                         cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
+               : 0.f;
     }
-  // The block's ranks: their steps' seconds summed in step order (a step at a time: the same additions per rank as
-  // one pass over every rank), the block's slowest forward at each step, its ranks' entries and bars over their
-  // sources in order, the pairs the kernels compute (integers below 2^53: exact in any order) and a hash.
-  layer_work *w = k->w;
-  double *mx = k->block_max + (int64_t)item * s->n_steps, exec = 0;
-  uint64_t h = 1469598103934665603ull;
-  for (int st = 0; st < s->n_steps; st++) {
-    const float *f = w->fwd + (int64_t)st * W, *b = w->bwd + (int64_t)st * W;
     mx[st] = 0;
     for (int r = r0; r < r1; r++) {
       w->sum_fwd[r] += f[r];
