@@ -208,37 +208,52 @@ static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) 
   }
 }
 
-// dst[i] += src[i] for i in [lo, hi], four lanes a step (one AVX2 register where the CPU has it).
+// dst[i] += src[0][i] + ... + src[n - 1][i] for i in [lo, hi] (1 <= n <= 4; integers: the same sums in any order),
+// four lanes a step, or eight where the CPU has AVX-512; the rows a diagonal residue adds share their ranges, so
+// they are added together (dst read and written once for up to four of them).
 typedef int64_t i64x4 __attribute__((vector_size(32)));  // GCC and Clang vector extension
-#define ROW_ADD_BODY                                 \
-  int64_t i = lo;                                    \
-  for (; i + 4 <= hi + 1; i += 4) {                  \
-    i64x4 x, y;                                      \
-    memcpy(&x, dst + i, sizeof x);                   \
-    memcpy(&y, src + i, sizeof y);                   \
-    x += y;                                          \
-    memcpy(dst + i, &x, sizeof x);                   \
-  }                                                  \
-  for (; i <= hi; i++) dst[i] += src[i];
+typedef int64_t i64x8 __attribute__((vector_size(64)));
+#define KEPT_ADD_BODY(V)                                                 \
+  int64_t i = lo;                                                        \
+  for (; i + (int64_t)(sizeof(V) / 8) <= hi + 1; i += sizeof(V) / 8) { \
+    V x, y;                                                              \
+    memcpy(&x, dst + i, sizeof x);                                       \
+    for (int k = 0; k < n; k++) {                                        \
+      memcpy(&y, src[k] + i, sizeof y);                                  \
+      x += y;                                                            \
+    }                                                                    \
+    memcpy(dst + i, &x, sizeof x);                                       \
+  }                                                                      \
+  for (; i <= hi; i++)                                                   \
+    for (int k = 0; k < n; k++) dst[i] += src[k][i];
 
-static void row_add_plain(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) { ROW_ADD_BODY }
+static void kept_add_plain(int64_t *dst, const int64_t *const *src, int n, int64_t lo, int64_t hi) { KEPT_ADD_BODY(i64x4) }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void row_add_avx2(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) {
-  ROW_ADD_BODY
+__attribute__((target("avx2"))) static void kept_add_avx2(int64_t *dst, const int64_t *const *src, int n, int64_t lo,
+                                                          int64_t hi) {
+  KEPT_ADD_BODY(i64x4)
+}
+__attribute__((target("avx512f"))) static void kept_add_avx512(int64_t *dst, const int64_t *const *src, int n,
+                                                               int64_t lo, int64_t hi) {
+  KEPT_ADD_BODY(i64x8)
 }
 #endif
 
-static void row_add(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) {
+static void kept_add(int64_t *dst, const int64_t *const *src, int n, int64_t lo, int64_t hi) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static int avx2 = -1;  // a benign race: every thread writes the same value
-  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-  if (avx2) {
-    row_add_avx2(dst, src, lo, hi);
+  static int isa = -1;  // a benign race: every thread writes the same value
+  if (isa < 0) isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (isa == 2) {
+    kept_add_avx512(dst, src, n, lo, hi);
+    return;
+  }
+  if (isa == 1) {
+    kept_add_avx2(dst, src, n, lo, hi);
     return;
   }
 #endif
-  row_add_plain(dst, src, lo, hi);
+  kept_add_plain(dst, src, n, lo, hi);
 }
 
 // One head's share of columns_by_residue's sums, deferred: its keys by (m, s) into cv_acc, and its `kept` by
@@ -265,11 +280,17 @@ static void columns_defer(fast_ctx *c, const i64_list *kd) {
     int64_t *row = c->kept_t + j * P;
     // runs of s with Q = A, A - 1, A - 2
     int64_t lo[3] = {0, sr_max64(0, B - j + 1), P + B - j + 1}, hi[3] = {B - j, sr_min64(P - 1, P + B - j), P - 1};
-    for (int64_t x = c->kd_first[j]; x < c->kd_first[j + 1]; x++)
-      for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3; k++) {
+      const int64_t *src[4];
+      int n = 0;
+      for (int64_t x = c->kd_first[j]; x < c->kd_first[j + 1] && lo[k] <= hi[k]; x++) {
         int64_t y = A - k - c->kd_t[x] + 1;  // CV(Q - t) = cvcum[Q - t + 1]; none when t > Q
-        if (y >= 1 && lo[k] <= hi[k]) row_add(row, cvt + y * P, lo[k], hi[k]);
+        if (y < 1) continue;
+        src[n++] = cvt + y * P;
+        if (n == 4) kept_add(row, src, n, lo[k], hi[k]), n = 0;
       }
+      if (n) kept_add(row, src, n, lo[k], hi[k]);
+    }
   }
 }
 
