@@ -154,7 +154,12 @@ static int cache_reserve(synth_ctx *c, int64_t more) {
 // already marked is written but not counted (no branch on the random outcome). With the cache recording,
 // every candidate is kept in draw order and the stream left in c->vc.mt[g]; replaying, the recorded
 // candidates come first, then that stream goes on: the stream is fixed by the seed alone, whatever the quota
-// and the marks, so both give the candidates a fresh draw would.
+// and the marks, so both give the candidates a fresh draw would. Candidates are drawn a chunk at a time and
+// their marks' words fetched before any is marked (the marks are half a megabyte at 4M tokens, read at random:
+// one candidate at a time waited on memory); a chunk drawn past the quota only moves the stream on, and
+// recorded, its candidates are the stream's next, which a replay reads before going on.
+#define SYNTH_VERT_CHUNK 64
+#define SYNTH_VERT_AHEAD 16  // replayed candidates whose words are fetched ahead
 static int64_t draw_group_verticals(synth_ctx *c, sr_mt *r, int g, int64_t q, int32_t *out, int64_t count, int mode) {
   int64_t n = c->n, taken = 0, tries = 0, most = 16 * q + 64;
   uint64_t *bits = c->bits;
@@ -169,15 +174,22 @@ static int64_t draw_group_verticals(synth_ctx *c, sr_mt *r, int g, int64_t q, in
     taken += fresh_;                                         \
   } while (0)
   if (mode == CACHE_REPLAY)
-    for (int64_t k = v->first[g], end = v->first[g + 1]; k < end && taken < q && tries < most; k++, tries++)
+    for (int64_t k = v->first[g], end = v->first[g + 1]; k < end && taken < q && tries < most; k++, tries++) {
+      if (k + SYNTH_VERT_AHEAD < end) __builtin_prefetch(&bits[v->x[k + SYNTH_VERT_AHEAD] >> 6]);
       SR_KEEP_VERTICAL((int64_t)v->x[k]);
+    }
   int record = mode == CACHE_RECORD && cache_reserve(c, most);
-  int32_t *rec = record ? v->x + v->used : NULL;
-  for (; taken < q && tries < most; tries++) {
-    uint32_t a = sr_mt_next(r), b = sr_mt_next(r);
-    int64_t x = vertical_of(a, b, n);
-    if (record) *rec++ = (int32_t)x;
-    SR_KEEP_VERTICAL(x);
+  int32_t chunk[SYNTH_VERT_CHUNK], *rec = record ? v->x + v->used : NULL;
+  while (taken < q && tries < most) {
+    int64_t m = sr_min64(SYNTH_VERT_CHUNK, most - tries);  // so a record holds `most` at most
+    int32_t *x = record ? rec : chunk;
+    for (int64_t j = 0; j < m; j++) {
+      uint32_t a = sr_mt_next(r), b = sr_mt_next(r);
+      x[j] = (int32_t)vertical_of(a, b, n);
+      __builtin_prefetch(&bits[x[j] >> 6]);
+    }
+    for (int64_t j = 0; j < m && taken < q; j++, tries++) SR_KEEP_VERTICAL((int64_t)x[j]);
+    if (record) rec += m;
   }
 #undef SR_KEEP_VERTICAL
   if (record) v->used = rec - v->x;
@@ -292,6 +304,13 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
   if (mode == CACHE_REPLAY) c->vc.groups = 0;  // its generators went on: a second replay would differ
   if (sorted) {
     synth_take_sorted(c, out, count, n_struct);
+    return;
+  }
+  // The marks cleared: a word an index at random, or every word in a row where the indices are more than an eighth of
+  // the words (a store at random costs about eight in a row)
+  int64_t words = n / 64 + 1;
+  if (count - n_struct > words / 8) {
+    memset(bits, 0, (size_t)words * sizeof *bits);
     return;
   }
   for (int64_t i = n_struct; i < count; i++) bits[out[i] >> 6] = 0;
