@@ -328,7 +328,9 @@ static int call_passes(sim_ctx *x, ring_state *st, int which, int phase, int lay
   return ctx_each(x, STREAM_COMPUTE, st->dur, 0, phase, layer, -1, deps, out, e);
 }
 
-static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, int recompute, sr_error *e) {
+// rt: the layer's routes (st->routes[w->routes], or its copy: forward_thread).
+static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, const ring_routes *rt, int layer, int recompute,
+                         sr_error *e) {
   const schedule *s = &x->p->schedule;
   int W = x->W;
   for (int r = 0; r < W; r++) {
@@ -364,7 +366,7 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
   st->ring.layer = layer;
   if (!attn) memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
   else if ((rc = call_passes(x, st, 0, PHASE_ATTN, layer, x->a, x->b, recompute ? NULL : x->attn_f, e)) ||
-           (rc = ring_forward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN, PHASE_KV_SEND, x->b, x->c2,
+           (rc = ring_forward(&x->g, &st->ring, rt, st->comp, PHASE_ATTN, PHASE_KV_SEND, x->b, x->c2,
                               e)) ||
            (rc = call_passes(x, st, 1, PHASE_ATTN, layer, x->c2, x->b, recompute ? NULL : x->attn_f, e)))
     return rc;
@@ -382,7 +384,7 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
   const schedule *s = &x->p->schedule;
   int W = x->W;
   int rc;
-  if (x->p->spec.recompute && (rc = layer_forward(x, st, w, layer, 1, e))) return rc;
+  if (x->p->spec.recompute && (rc = layer_forward(x, st, w, &st->routes[w->routes], layer, 1, e))) return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     st->dur[r] = ctx_bwd_post(x, n);
@@ -531,6 +533,55 @@ static int batch_counts(sim_ctx *x, pattern_drawer *drawer, const int *batch_lay
   return rc;
 }
 
+// ---- the forwards beside the accounting --------------------------------------------------------------
+
+// Layer l's forward (rt: its routes); in representative mode a layer whose work was simulated already advances the
+// clocks by its duration instead.
+static int forward_layer(sim_ctx *x, ring_state *st, layer_work *w, const ring_routes *rt, int l, int rep,
+                         double *before, sr_error *e) {
+  const schedule *s = &x->p->schedule;
+  int W = x->W, rc;
+  if (rep && w->dt_fwd >= 0) {
+    replay(x, w->dt_fwd, w->busy_fwd);
+    call_pass_s(x, 0, NULL, x->attn_f), call_pass_s(x, 1, NULL, x->attn_f);  // as layer_forward counts them
+    for (int r = 0; r < W; r++) x->attn_f[r] += w->sum_fwd[r];
+    for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) x->step_sum[k] += w->step_max[k];
+    return SR_OK;
+  }
+  double t0 = 0;
+  if (rep) {
+    engine_align(&x->g, t0 = engine_makespan(&x->g));
+    memcpy(before, x->busy, (size_t)W * sizeof *before);
+  }
+  if ((rc = layer_forward(x, st, w, rt, l, 0, e)) || (rc = ctx_flush(x, e))) return rc;
+  if (rep) {
+    w->dt_fwd = engine_makespan(&x->g) - t0;
+    busy_delta(x, before, w->busy_fwd);
+  }
+  return SR_OK;
+}
+
+// The layers' forwards on a thread of their own while later layers are still being accounted (sr_ordered: at scale the
+// accounting is most of the step's simulation, and a layer's forward needs only its own work and the clocks the
+// layers before it left): in layer order, as one thread runs them, on state the accounting does not touch (the
+// engine, the ring's scratch, the forward's sums), each layer's routes copied when it is handed over (the accounting
+// grows the array of routes). The bytes the forwards send are logged (ctx_add_comm) and added after the accounting's
+// own, so every sum is the serial loop's.
+typedef struct {
+  sim_ctx *x;
+  ring_state *st;
+  layer_work *distinct;
+  const int *of;
+  const ring_routes *rts;  // [L] each layer's routes, set before the layer is handed over
+  double *before;
+  int rep;
+} forward_job;
+
+static int forward_item(void *ctx, int l, int thread, sr_error *e) {
+  forward_job *j = ctx;
+  return forward_layer(j->x, j->st, &j->distinct[j->of[l]], &j->rts[l], l, j->rep, j->before, e);
+}
+
 int step_ring(sim_ctx *x, sr_error *e) {
   const plan *p = x->p;
   const schedule *s = &p->schedule;
@@ -540,6 +591,9 @@ int step_ring(sim_ctx *x, sr_error *e) {
   memset(&st, 0, sizeof st);
   layer_work *distinct = calloc((size_t)L, sizeof *distinct);
   int *of = calloc((size_t)L, sizeof *of);
+  ring_routes *rts = calloc((size_t)(L > 0 ? L : 1), sizeof *rts);  // [L] each layer's routes (forward_job's)
+  sr_ordered *piped = NULL;  // the forwards beside the accounting (forward_item)
+  int forwarded = 0;         // layers whose forward ran
   // Layers are accounted a batch at a time: twice as many as threads (uneven layers balance), their counts in at
   // most 256 MiB.
   int batch = 2 * x->cache.threads;
@@ -562,7 +616,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.dur = malloc((size_t)W * sizeof *st.dur);
   int n_distinct = 0;
   pattern_drawer *drawer = NULL;  // x->pat NULL: the plan's pattern, drawn a head at a time
-  if (!distinct || !of || !aggs || !pairs || !batch_layers || !sparse || (!x->pat && !x->layer_indices) || !before ||
+  if (!distinct || !of || !rts || !aggs || !pairs || !batch_layers || !sparse || (!x->pat && !x->layer_indices) || !before ||
       !kv_src || !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
@@ -580,6 +634,15 @@ int step_ring(sim_ctx *x, sr_error *e) {
   if (!x->pat && (rc = pattern_drawer_open(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, x->cache.threads,
                                           &drawer, e)))
     goto done_ring;
+  forward_job fj = {x, &st, distinct, of, rts, before, x->o->representative && !x->tl};
+  // With threads to spare for it, the forwards run beside the accounting; else after it.
+  if (x->cache.threads > 1 && L > 1 && (x->comm_log = malloc((size_t)8 * L * sizeof *x->comm_log))) {
+    x->comm_log_cap = 8 * (int64_t)L;  // estimate_layer adds two a layer, the gates three at most
+    if (!(piped = sr_ordered_start(L, forward_item, &fj))) {
+      free(x->comm_log);
+      x->comm_log = NULL;
+    }
+  }
   // Account every layer, batches of layers over threads (work_layers: a thread a layer, one fold each); identical
   // layers share their work.
   for (int l0 = 0; l0 < L; l0 += batch) {
@@ -590,6 +653,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     for (int l = l0, k = 0; l < l1; l++) {
       if (same_as_previous(x, l)) {  // every layer of a dense model: the previous layer's work
         of[l] = of[l - 1];
+        rts[l] = rts[l - 1];
         x->pairs += distinct[of[l]].pairs;
         x->exec_pairs += distinct[of[l]].exec_pairs;
         continue;
@@ -612,7 +676,14 @@ int step_ring(sim_ctx *x, sr_error *e) {
       if (d == n_distinct) distinct[n_distinct++] = w;
       else layer_work_free(&w);
       of[l] = d;
+      rts[l] = st.routes[distinct[d].routes];
     }
+    if (piped) sr_ordered_hand(piped, l1);
+  }
+  if (piped) {  // the last layers' forwards, then the bytes they sent after the accounting's
+    rc = sr_ordered_finish(piped, &forwarded, e);
+    piped = NULL;
+    if (rc) goto done_ring;
   }
   // Bytes on the wire: per layer its routes' forward sends (twice with recomputation, unless the rerun keeps
   // attention's output: sim_options.keep_attn) and backward sends.
@@ -623,27 +694,13 @@ int step_ring(sim_ctx *x, sr_error *e) {
     ring_routes_bytes(&st.routes[k], &fwd, &bwd);
     x->comm_bytes += layers * ((p->spec.recompute && !x->o->keep_attn ? 2 : 1) * fwd + bwd);
   }
-  int rep = x->o->representative && !x->tl;
-  for (int l = 0; l < L; l++) {
-    layer_work *w = &distinct[of[l]];
-    if (rep && w->dt_fwd >= 0) {
-      replay(x, w->dt_fwd, w->busy_fwd);
-      call_pass_s(x, 0, NULL, x->attn_f), call_pass_s(x, 1, NULL, x->attn_f);  // as layer_forward counts them
-      for (int r = 0; r < W; r++) x->attn_f[r] += w->sum_fwd[r];
-      for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) x->step_sum[k] += w->step_max[k];
-      continue;
-    }
-    double t0 = 0;
-    if (rep) {
-      engine_align(&x->g, t0 = engine_makespan(&x->g));
-      memcpy(before, x->busy, (size_t)W * sizeof *before);
-    }
-    if ((rc = layer_forward(x, &st, w, l, 0, e)) || (rc = ctx_flush(x, e))) goto done_ring;
-    if (rep) {
-      w->dt_fwd = engine_makespan(&x->g) - t0;
-      busy_delta(x, before, w->busy_fwd);
-    }
-  }
+  for (int64_t i = 0; i < x->comm_logged; i++) x->comm_bytes += x->comm_log[i];
+  x->comm_logged = 0;
+  free(x->comm_log);
+  x->comm_log = NULL;
+  int rep = fj.rep;
+  for (int l = forwarded; l < L && !rc; l++) rc = forward_layer(x, &st, &distinct[of[l]], &rts[l], l, rep, before, e);
+  if (rc) goto done_ring;
   if ((rc = ctx_loss(x, e))) goto done_ring;
   for (int l = L - 1; l >= 0; l--) {
     layer_work *w = &distinct[of[l]];
@@ -686,6 +743,12 @@ int step_ring(sim_ctx *x, sr_error *e) {
     }
   if (x->gpu_build) builder_size(x, distinct, n_distinct);
 done_ring:
+  if (piped) {  // the accounting failed: the forwards stop after the layers handed over
+    sr_error ignored;
+    sr_ordered_finish(piped, &forwarded, &ignored);
+  }
+  free(x->comm_log);
+  x->comm_log = NULL;
   pattern_drawer_close(drawer);
   ring_ctx_free(&st.ring);
   for (int k = 0; k < st.n_routes; k++) {
@@ -698,6 +761,7 @@ done:
   for (int k = 0; k < n_distinct; k++) layer_work_free(&distinct[k]);
   free(distinct);
   free(of);
+  free(rts);
   for (int k = 0; aggs && k < batch; k++) free(aggs[k]);
   free(aggs);
   free(pairs);
