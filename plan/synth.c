@@ -128,15 +128,6 @@ void synth_take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_stru
   memset(c->bits, 0, (size_t)(w0 + 1) * sizeof *c->bits);
 }
 
-// A vertical of group g's stream: floor(n u^3) three times in four, else floor(n u), clamped to [0, n).
-// Both are computed and one kept (a mispredicted branch cost more than the arithmetic); two outputs a draw.
-static inline int64_t vertical_of(uint32_t a, uint32_t b, int64_t n) {
-  // u is sr_mt_uniform's a / 2^32; b / 2^32 < 0.75 (both exact in a double) is b < 3 * 2^30
-  double u = a / 4294967296.0, nu = (double)n * u;
-  int64_t cubic = (int64_t)(nu * u * u), linear = (int64_t)nu, x = b < 3221225472u ? cubic : linear;
-  return x >= n ? n - 1 : x < 0 ? 0 : x;
-}
-
 // Make room for `more` candidates in c's vertical cache; 0 when it cannot (the cache is then dropped: the
 // final draw draws afresh, with the same result).
 static int cache_reserve(synth_ctx *c, int64_t more) {
@@ -183,11 +174,7 @@ static int64_t draw_group_verticals(synth_ctx *c, sr_mt *r, int g, int64_t q, in
   while (taken < q && tries < most) {
     int64_t m = sr_min64(SYNTH_VERT_CHUNK, most - tries);  // so a record holds `most` at most
     int32_t *x = record ? rec : chunk;
-    for (int64_t j = 0; j < m; j++) {
-      uint32_t a = sr_mt_next(r), b = sr_mt_next(r);
-      x[j] = (int32_t)vertical_of(a, b, n);
-      __builtin_prefetch(&bits[x[j] >> 6]);
-    }
+    synth_verticals(r, n, x, m, bits);
     for (int64_t j = 0; j < m && taken < q; j++, tries++) SR_KEEP_VERTICAL((int64_t)x[j]);
     if (record) rec += m;
   }
