@@ -111,15 +111,21 @@ void synth_sort_indices(synth_ctx *c, int32_t *a, int64_t n) {
 void synth_take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_struct) {
   int64_t words = c->n / 64 + 1, w0 = n_struct / 64, rest = count - n_struct;
   if (words - w0 <= 4 * rest) {
+    // A word's bits four at a time, written whether set or not (the writes past its last set bit are overwritten by the
+    // next word's), where out has room for them: the loop's exit no longer mispredicts about once a word.
     int64_t k = n_struct;
     for (int64_t w = w0; w < words && k < count; w++) {
       uint64_t x = c->bits[w];
       if (w == w0) x &= ~0ull << (n_struct & 63);
+      if (!x) continue;
       c->bits[w] = 0;
-      while (x) {
-        out[k++] = (int32_t)(w * 64 + __builtin_ctzll(x));
-        x &= x - 1;
+      int64_t base = w * 64, end = k + __builtin_popcountll(x);
+      while (k + 4 <= count && k < end) {
+        for (int b = 0; b < 4; b++, x &= x - 1) out[k + b] = (int32_t)(base + (x ? __builtin_ctzll(x) : 0));
+        k += 4;
       }
+      for (k = k < end ? k : end; x; x &= x - 1) out[k++] = (int32_t)(base + __builtin_ctzll(x));
+      k = end;
     }
   } else {
     for (int64_t i = n_struct; i < count; i++) c->bits[out[i] >> 6] = 0;
