@@ -203,12 +203,13 @@ static void run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_co
   int32_t id;
   for (int st = 0; st < rt->n_steps; st++) {
     const int32_t *src = rt->kv_src + (int64_t)st * W, *dep = c->cdep + (int64_t)st * W;
-    const double *comp = compute + (int64_t)st * W, *comm = c->comm[bwd] + (int64_t)st * W;
+    const double *comp = x->step_s ? NULL : compute + (int64_t)st * W, *comm = c->comm[bwd] + (int64_t)st * W;
+    const float *comp_s = x->step_s ? x->step_s + (int64_t)st * W : NULL;
     for (int r = 0; r < W; r++) {
       c->cur_id[r] = c->prev_id[r];
       c->cur_t[r] = c->prev_t[r];
       if (!valid(x, src[r])) continue;
-      double t = cost_under_comm(comp[r], comm[r], x->comm_slowdown);
+      double t = cost_under_comm(comp_s ? (double)comp_s[r] : comp[r], comm[r], x->comm_slowdown);
       c->cur_t[r] = add_task(g, c, r, STREAM_COMPUTE, t, later(dep[r] >= 0 ? c->kv_end[dep[r]] : 0, c->prev_t[r]), &id);
       c->cur_id[r] = id;
     }

@@ -328,6 +328,13 @@ static int call_passes(sim_ctx *x, ring_state *st, int which, int phase, int lay
   return ctx_each(x, STREAM_COMPUTE, st->dur, 0, phase, layer, -1, deps, out, e);
 }
 
+// A ring pass's step seconds from a layer's (fwd or bwd): read in place where the pass runs on a lean engine
+// (ring_ctx.step_s), else copied into st->comp.
+static void ring_seconds(const sim_ctx *x, ring_state *st, const float *sec) {
+  st->ring.step_s = x->g.lean && !st->ring.log ? sec : NULL;
+  for (int64_t i = 0; !st->ring.step_s && i < (int64_t)x->p->schedule.n_steps * x->W; i++) st->comp[i] = sec[i];
+}
+
 // rt: the layer's routes (st->routes[w->routes], or its copy: forward_thread).
 static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, const ring_routes *rt, int layer, int recompute,
                          sr_error *e) {
@@ -362,7 +369,7 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, const 
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->fwd[i];
+  ring_seconds(x, st, w->fwd);
   st->ring.layer = layer;
   if (!attn) memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
   else if ((rc = call_passes(x, st, 0, PHASE_ATTN, layer, x->a, x->b, recompute ? NULL : x->attn_f, e)) ||
@@ -381,7 +388,6 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, const 
 }
 
 static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, sr_error *e) {
-  const schedule *s = &x->p->schedule;
   int W = x->W;
   int rc;
   if (x->p->spec.recompute && (rc = layer_forward(x, st, w, &st->routes[w->routes], layer, 1, e))) return rc;
@@ -403,7 +409,7 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->bwd[i];
+  ring_seconds(x, st, w->bwd);
   st->ring.layer = layer;
   if ((rc = call_passes(x, st, 2, PHASE_ATTN_BWD, layer, x->a, x->c2, x->attn_b, e)) ||
       (rc = ring_backward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND,
