@@ -104,6 +104,15 @@ void synth_sort_indices(synth_ctx *c, int32_t *a, int64_t n) {
   if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
+// out[i] = i for i < n, four at a time (a head's window is hundreds of thousands of slashes at 4M tokens).
+typedef int32_t i32x4 __attribute__((vector_size(16)));  // GCC and Clang vector extension
+static void synth_iota(int32_t *out, int64_t n) {
+  i32x4 v = {0, 1, 2, 3}, four = {4, 4, 4, 4};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4, v += four) memcpy(out + i, &v, sizeof v);
+  for (; i < n; i++) out[i] = (int32_t)i;
+}
+
 // The marked indices ascending into out (count of them), clearing the marks. Indices below n_struct are
 // exactly [0, n_struct) and already in place (draws below it collide with them); the rest come from a scan
 // of the bitmap when it is short against them, else from a sort of what out holds and a clear per index.
@@ -151,10 +160,9 @@ static int cache_reserve(synth_ctx *c, int64_t more) {
 // already marked is written but not counted (no branch on the random outcome). With the cache recording,
 // every candidate is kept in draw order and the stream left in c->vc.mt[g]; replaying, the recorded
 // candidates come first, then that stream goes on: the stream is fixed by the seed alone, whatever the quota
-// and the marks, so both give the candidates a fresh draw would. Candidates are drawn a chunk at a time and
-// their marks' words fetched before any is marked (the marks are half a megabyte at 4M tokens, read at random:
-// one candidate at a time waited on memory); a chunk drawn past the quota only moves the stream on, and
-// recorded, its candidates are the stream's next, which a replay reads before going on.
+// and the marks, so both give the candidates a fresh draw would. Candidates come a chunk at a time, their marks'
+// words fetched before any is marked (half a megabyte at 4M tokens, read at random); a chunk drawn past the quota
+// only moves the stream on, and recorded, its candidates are the stream's next, which a replay reads first.
 #define SYNTH_VERT_CHUNK 64
 #define SYNTH_VERT_AHEAD 16  // replayed candidates whose words are fetched ahead
 static int64_t draw_group_verticals(synth_ctx *c, sr_mt *r, int g, int64_t q, int32_t *out, int64_t count, int mode) {
@@ -251,7 +259,7 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
   int64_t n = c->n, count = n_struct;
   uint64_t *bits = c->bits;
   if (sorted)  // unsorted draws are only summed, their structure in closed form (vs_pairs_drawn)
-    for (int64_t i = 0; i < n_struct; i++) out[i] = (int32_t)i;
+    synth_iota(out, n_struct);
   for (int64_t w = 0; w < n_struct / 64; w++) bits[w] = ~0ull;
   for (int64_t i = n_struct / 64 * 64; i < n_struct; i++) bits[i >> 6] |= 1ull << (i & 63);
   int64_t rest = budget - n_struct, L = o->drift_period > 0 ? o->drift_period : 1;
@@ -299,11 +307,9 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
     synth_take_sorted(c, out, count, n_struct);
     return;
   }
-  // The marks cleared: a word an index at random, or every word in a row where the indices are more than an eighth of
-  // the words (a store at random costs about eight in a row)
-  int64_t words = n / 64 + 1;
-  if (count - n_struct > words / 8) {
-    memset(bits, 0, (size_t)words * sizeof *bits);
+  // The marks cleared: a word an index, or all in a row where the indices are over an eighth of the words
+  if (count - n_struct > (n / 64 + 1) / 8) {
+    memset(bits, 0, (size_t)(n / 64 + 1) * sizeof *bits);
     return;
   }
   for (int64_t i = n_struct; i < count; i++) bits[out[i] >> 6] = 0;
