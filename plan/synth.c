@@ -104,15 +104,6 @@ void synth_sort_indices(synth_ctx *c, int32_t *a, int64_t n) {
   if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
-// out[i] = i for i < n, four at a time (a head's window is hundreds of thousands of slashes at 4M tokens).
-typedef int32_t i32x4 __attribute__((vector_size(16)));  // GCC and Clang vector extension
-static void synth_iota(int32_t *out, int64_t n) {
-  i32x4 v = {0, 1, 2, 3}, four = {4, 4, 4, 4};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4, v += four) memcpy(out + i, &v, sizeof v);
-  for (; i < n; i++) out[i] = (int32_t)i;
-}
-
 // The marked indices ascending into out (count of them), clearing the marks. Indices below n_struct are
 // exactly [0, n_struct) and already in place (draws below it collide with them); the rest come from a scan
 // of the bitmap when it is short against them, else from a sort of what out holds and a clear per index.
@@ -120,22 +111,7 @@ static void synth_iota(int32_t *out, int64_t n) {
 void synth_take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_struct) {
   int64_t words = c->n / 64 + 1, w0 = n_struct / 64, rest = count - n_struct;
   if (words - w0 <= 4 * rest) {
-    // A word's bits four at a time, written whether set or not (the writes past its last set bit are overwritten by the
-    // next word's), where out has room for them: the loop's exit no longer mispredicts about once a word.
-    int64_t k = n_struct;
-    for (int64_t w = w0; w < words && k < count; w++) {
-      uint64_t x = c->bits[w];
-      if (w == w0) x &= ~0ull << (n_struct & 63);
-      if (!x) continue;
-      c->bits[w] = 0;
-      int64_t base = w * 64, end = k + __builtin_popcountll(x);
-      while (k + 4 <= count && k < end) {
-        for (int b = 0; b < 4; b++, x &= x - 1) out[k + b] = (int32_t)(base + (x ? __builtin_ctzll(x) : 0));
-        k += 4;
-      }
-      for (k = k < end ? k : end; x; x &= x - 1) out[k++] = (int32_t)(base + __builtin_ctzll(x));
-      k = end;
-    }
+    synth_take_bits(c->bits, w0, words, n_struct, out, count);
   } else {
     for (int64_t i = n_struct; i < count; i++) c->bits[out[i] >> 6] = 0;
     synth_sort_indices(c, out + n_struct, rest);

@@ -1,8 +1,10 @@
-// synth_verticals.c — the candidates of a vertical-slash head's vertical groups (synth.c's draw_group_verticals):
-// each from two outputs of the group's MT19937 stream, floor(n u^3) three times in four, else floor(n u). Most of a
-// draw at millions of tokens is this arithmetic, so where the CPU has AVX2 eight candidates are made at once from
-// sixteen outputs of the stream's current round: the same tempering, the same double operations in the same order
-// (a / 2^32 is exact, and so is a product by 2^-32), the same truncation, so the same candidates.
+// synth_draw.c — the hot loops of a vertical-slash head's draw (synth.c), each giving what a plain loop gives:
+//   - the candidates of its vertical groups (draw_group_verticals), each from two outputs of the group's MT19937
+//     stream, floor(n u^3) three times in four, else floor(n u): most of a draw at millions of tokens was this
+//     arithmetic, so where the CPU has AVX2 eight are made at once from sixteen outputs of the stream's current
+//     round (the same tempering, the same double operations in the same order: a / 2^32 is exact, and so is a
+//     product by 2^-32; the same truncation);
+//   - a sorted draw's structural indices (its window or sinks) and its marks read back in order.
 #include <string.h>
 
 #include "plan/synth_internal.h"
@@ -88,4 +90,34 @@ void synth_verticals(sr_mt *r, int64_t n, int32_t *x, int64_t m, const uint64_t 
   }
 #endif
   verticals_plain(r, n, x, m, bits);
+}
+
+void synth_iota(int32_t *out, int64_t n) {
+  typedef int32_t i32x4 __attribute__((vector_size(16)));  // GCC and Clang vector extension
+  i32x4 v = {0, 1, 2, 3}, four = {4, 4, 4, 4};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4, v += four) memcpy(out + i, &v, sizeof v);
+  for (; i < n; i++) out[i] = (int32_t)i;
+}
+
+// A word's bits four at a time, written whether set or not (the writes past its last set bit are overwritten by the
+// next word's), where out has room for them: the loop's exit no longer mispredicts about once a word.
+void synth_take_bits(uint64_t *bits, int64_t w0, int64_t words, int64_t n_struct, int32_t *out, int64_t count) {
+  int64_t k = n_struct;
+  for (int64_t w = w0; w < words && k < count; w++) {
+    uint64_t x = bits[w];
+    if (w == w0) x &= ~0ull << (n_struct & 63);
+    if (!x) continue;
+    bits[w] = 0;
+    // the word's set bits (a SWAR count: without -mpopcnt the builtin is a call into libgcc)
+    uint64_t p = x - ((x >> 1) & 0x5555555555555555ull);
+    p = (p & 0x3333333333333333ull) + ((p >> 2) & 0x3333333333333333ull);
+    int64_t base = w * 64, end = k + (int64_t)((((p + (p >> 4)) & 0x0f0f0f0f0f0f0f0full) * 0x0101010101010101ull) >> 56);
+    while (k + 4 <= count && k < end) {
+      for (int b = 0; b < 4; b++, x &= x - 1) out[k + b] = (int32_t)(base + (x ? __builtin_ctzll(x) : 0));
+      k += 4;
+    }
+    for (k = k < end ? k : end; x; x &= x - 1) out[k++] = (int32_t)(base + __builtin_ctzll(x));
+    k = end;
+  }
 }
