@@ -100,3 +100,64 @@ int sr_parallel_for(int n, int threads, sr_item_fn fn, void *ctx, sr_error *e) {
   }
   return SR_OK;
 }
+
+struct sr_ordered {
+  sr_item_fn fn;
+  void *ctx;
+  int n;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int ready, stop;  // items [0, ready) handed over; stop: no more will be (under mu)
+  int done, rc;     // items done; the failing item's code (its error in e)
+  sr_error e;
+  pthread_t thread;
+};
+
+static void *ordered_worker(void *p) {
+  sr_ordered *o = p;
+  for (int item = 0; item < o->n && !o->rc; item++) {
+    pthread_mutex_lock(&o->mu);
+    while (o->ready <= item && !o->stop) pthread_cond_wait(&o->cv, &o->mu);
+    int go = o->ready > item;
+    pthread_mutex_unlock(&o->mu);
+    if (!go) break;
+    if (!(o->rc = o->fn(o->ctx, item, 0, &o->e))) o->done = item + 1;
+  }
+  return NULL;
+}
+
+sr_ordered *sr_ordered_start(int n, sr_item_fn fn, void *ctx) {
+  sr_ordered *o = calloc(1, sizeof *o);
+  if (!o) return NULL;
+  o->fn = fn, o->ctx = ctx, o->n = n;
+  sr_error_clear(&o->e);
+  pthread_mutex_init(&o->mu, NULL);
+  pthread_cond_init(&o->cv, NULL);
+  if (pthread_create(&o->thread, NULL, ordered_worker, o) == 0) return o;
+  pthread_mutex_destroy(&o->mu);
+  pthread_cond_destroy(&o->cv);
+  free(o);
+  return NULL;
+}
+
+static void ordered_signal(sr_ordered *o, int ready, int stop) {
+  pthread_mutex_lock(&o->mu);
+  if (ready > o->ready) o->ready = ready;
+  o->stop |= stop;
+  pthread_cond_signal(&o->cv);
+  pthread_mutex_unlock(&o->mu);
+}
+
+void sr_ordered_hand(sr_ordered *o, int ready) { ordered_signal(o, ready, 0); }
+
+int sr_ordered_finish(sr_ordered *o, int *done, sr_error *e) {
+  ordered_signal(o, 0, 1);
+  pthread_join(o->thread, NULL);
+  int rc = o->rc;
+  if (rc) *e = o->e;
+  *done = o->done;
+  pthread_mutex_destroy(&o->mu);
+  pthread_cond_destroy(&o->cv);
+  free(o);
+  return rc;
+}

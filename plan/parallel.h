@@ -22,4 +22,17 @@ int sr_threads(void);
 // run).
 int sr_parallel_for(int n, int threads, sr_item_fn fn, void *ctx, sr_error *e);
 
+// Items run in order on a thread of their own as the caller hands them over, while the caller goes on making the next
+// ones' inputs (the simulator's forwards beside the accounting of later layers): fn(ctx, item, 0, e) for items 0, 1,
+// ... once each is handed over, stopping at the first failure. (Nested: see sr_parallel_for; the items' thread is no
+// loop's.)
+typedef struct sr_ordered sr_ordered;
+// Start one for n items; NULL when no thread can be started (the caller then runs the items itself).
+sr_ordered *sr_ordered_start(int n, sr_item_fn fn, void *ctx);
+// Hand items [0, ready) over.
+void sr_ordered_hand(sr_ordered *o, int ready);
+// No more items: wait for those handed over (or the first failure), release o. *done: the items done before any
+// failure. Returns SR_OK, or the failing item's code with e filled.
+int sr_ordered_finish(sr_ordered *o, int *done, sr_error *e);
+
 #endif

@@ -111,30 +111,12 @@ void synth_sort_indices(synth_ctx *c, int32_t *a, int64_t n) {
 void synth_take_sorted(synth_ctx *c, int32_t *out, int64_t count, int64_t n_struct) {
   int64_t words = c->n / 64 + 1, w0 = n_struct / 64, rest = count - n_struct;
   if (words - w0 <= 4 * rest) {
-    int64_t k = n_struct;
-    for (int64_t w = w0; w < words && k < count; w++) {
-      uint64_t x = c->bits[w];
-      if (w == w0) x &= ~0ull << (n_struct & 63);
-      c->bits[w] = 0;
-      while (x) {
-        out[k++] = (int32_t)(w * 64 + __builtin_ctzll(x));
-        x &= x - 1;
-      }
-    }
+    synth_take_bits(c->bits, w0, words, n_struct, out, count);
   } else {
     for (int64_t i = n_struct; i < count; i++) c->bits[out[i] >> 6] = 0;
     synth_sort_indices(c, out + n_struct, rest);
   }
   memset(c->bits, 0, (size_t)(w0 + 1) * sizeof *c->bits);
-}
-
-// A vertical of group g's stream: floor(n u^3) three times in four, else floor(n u), clamped to [0, n).
-// Both are computed and one kept (a mispredicted branch cost more than the arithmetic); two outputs a draw.
-static inline int64_t vertical_of(uint32_t a, uint32_t b, int64_t n) {
-  // u is sr_mt_uniform's a / 2^32; b / 2^32 < 0.75 (both exact in a double) is b < 3 * 2^30
-  double u = a / 4294967296.0, nu = (double)n * u;
-  int64_t cubic = (int64_t)(nu * u * u), linear = (int64_t)nu, x = b < 3221225472u ? cubic : linear;
-  return x >= n ? n - 1 : x < 0 ? 0 : x;
 }
 
 // Make room for `more` candidates in c's vertical cache; 0 when it cannot (the cache is then dropped: the
@@ -154,7 +136,11 @@ static int cache_reserve(synth_ctx *c, int64_t more) {
 // already marked is written but not counted (no branch on the random outcome). With the cache recording,
 // every candidate is kept in draw order and the stream left in c->vc.mt[g]; replaying, the recorded
 // candidates come first, then that stream goes on: the stream is fixed by the seed alone, whatever the quota
-// and the marks, so both give the candidates a fresh draw would.
+// and the marks, so both give the candidates a fresh draw would. Candidates come a chunk at a time, their marks'
+// words fetched before any is marked (half a megabyte at 4M tokens, read at random); a chunk drawn past the quota
+// only moves the stream on, and recorded, its candidates are the stream's next, which a replay reads first.
+#define SYNTH_VERT_CHUNK 64
+#define SYNTH_VERT_AHEAD 16  // replayed candidates whose words are fetched ahead
 static int64_t draw_group_verticals(synth_ctx *c, sr_mt *r, int g, int64_t q, int32_t *out, int64_t count, int mode) {
   int64_t n = c->n, taken = 0, tries = 0, most = 16 * q + 64;
   uint64_t *bits = c->bits;
@@ -169,15 +155,18 @@ static int64_t draw_group_verticals(synth_ctx *c, sr_mt *r, int g, int64_t q, in
     taken += fresh_;                                         \
   } while (0)
   if (mode == CACHE_REPLAY)
-    for (int64_t k = v->first[g], end = v->first[g + 1]; k < end && taken < q && tries < most; k++, tries++)
+    for (int64_t k = v->first[g], end = v->first[g + 1]; k < end && taken < q && tries < most; k++, tries++) {
+      if (k + SYNTH_VERT_AHEAD < end) __builtin_prefetch(&bits[v->x[k + SYNTH_VERT_AHEAD] >> 6]);
       SR_KEEP_VERTICAL((int64_t)v->x[k]);
+    }
   int record = mode == CACHE_RECORD && cache_reserve(c, most);
-  int32_t *rec = record ? v->x + v->used : NULL;
-  for (; taken < q && tries < most; tries++) {
-    uint32_t a = sr_mt_next(r), b = sr_mt_next(r);
-    int64_t x = vertical_of(a, b, n);
-    if (record) *rec++ = (int32_t)x;
-    SR_KEEP_VERTICAL(x);
+  int32_t chunk[SYNTH_VERT_CHUNK], *rec = record ? v->x + v->used : NULL;
+  while (taken < q && tries < most) {
+    int64_t m = sr_min64(SYNTH_VERT_CHUNK, most - tries);  // so a record holds `most` at most
+    int32_t *x = record ? rec : chunk;
+    synth_verticals(r, n, x, m, bits);
+    for (int64_t j = 0; j < m && taken < q; j++, tries++) SR_KEEP_VERTICAL((int64_t)x[j]);
+    if (record) rec += m;
   }
 #undef SR_KEEP_VERTICAL
   if (record) v->used = rec - v->x;
@@ -246,7 +235,7 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
   int64_t n = c->n, count = n_struct;
   uint64_t *bits = c->bits;
   if (sorted)  // unsorted draws are only summed, their structure in closed form (vs_pairs_drawn)
-    for (int64_t i = 0; i < n_struct; i++) out[i] = (int32_t)i;
+    synth_iota(out, n_struct);
   for (int64_t w = 0; w < n_struct / 64; w++) bits[w] = ~0ull;
   for (int64_t i = n_struct / 64 * 64; i < n_struct; i++) bits[i >> 6] |= 1ull << (i & 63);
   int64_t rest = budget - n_struct, L = o->drift_period > 0 ? o->drift_period : 1;
@@ -292,6 +281,11 @@ static void draw_indices(synth_ctx *c, int32_t *out, int64_t budget, int64_t n_s
   if (mode == CACHE_REPLAY) c->vc.groups = 0;  // its generators went on: a second replay would differ
   if (sorted) {
     synth_take_sorted(c, out, count, n_struct);
+    return;
+  }
+  // The marks cleared: a word an index, or all in a row where the indices are over an eighth of the words
+  if (count - n_struct > (n / 64 + 1) / 8) {
+    memset(bits, 0, (size_t)(n / 64 + 1) * sizeof *bits);
     return;
   }
   for (int64_t i = n_struct; i < count; i++) bits[out[i] >> 6] = 0;

@@ -61,6 +61,15 @@ static inline void synth_reseed(sr_mt *r, uint64_t a, uint64_t b, uint64_t c, ui
   sr_mt_seed(r, synth_seed32(a, b, c, d));
 }
 
+// Candidates x[0 .. m) of a vertical group from its stream r (two outputs each: floor(n u^3) three times in four,
+// else floor(n u), clamped to [0, n)), each one's word of the marks `bits` fetched (plan/synth_draw.c).
+void synth_verticals(sr_mt *r, int64_t n, int32_t *x, int64_t m, const uint64_t *bits);
+// out[i] = i for i < n.
+void synth_iota(int32_t *out, int64_t n);
+// The set bits of bits[w0 .. words) at or above n_struct, ascending, into out[n_struct ..) (the count - n_struct of
+// them there are), their words cleared.
+void synth_take_bits(uint64_t *bits, int64_t w0, int64_t words, int64_t n_struct, int32_t *out, int64_t count);
+
 // Mark x in bits; returns 1 when it was marked already.
 static inline int synth_mark(uint64_t *bits, int64_t x) {
   uint64_t m = 1ull << (x & 63), *w = &bits[x >> 6];

@@ -39,6 +39,8 @@ static void fast_free(fast_ctx *c) {
   free(c->cv_acc);
   free(c->kept_t);
   free(c->cvt);
+  free(c->pend_first);
+  free(c->pend_t);
   free(c->d_same);
   free(c->d_next);
   free(c->s_any);
@@ -109,7 +111,9 @@ static int fast_init(const layout *l, fast_ctx *c) {
     c->deferred = 1;
     c->cv_acc = calloc((size_t)P * (size_t)c->n_m, sizeof *c->cv_acc);
     c->kept_t = calloc((size_t)P * (size_t)P, sizeof *c->kept_t);
-    c->cvt = calloc((size_t)P * (size_t)(c->n_m + 1), sizeof *c->cvt);
+    c->cvt = calloc((size_t)KEPT_HEADS * (size_t)P * (size_t)(c->n_m + 1), sizeof *c->cvt);
+    c->pend_first = malloc((size_t)KEPT_HEADS * (size_t)(P + 1) * sizeof *c->pend_first);
+    c->pend_t = malloc((size_t)KEPT_HEADS * (size_t)(c->nbi + 1) * sizeof *c->pend_t);
     c->d_same = calloc((size_t)P * (size_t)(P + 1), sizeof *c->d_same);
     c->d_next = calloc((size_t)P * (size_t)(P + 1), sizeof *c->d_next);
     c->s_any = calloc((size_t)P, 1);
@@ -119,7 +123,7 @@ static int fast_init(const layout *l, fast_ctx *c) {
     c->ov_acc = calloc((size_t)P * (size_t)P, sizeof *c->ov_acc);
     c->ov_all = calloc((size_t)P * (size_t)P, sizeof *c->ov_all);
     c->ov_keys = calloc((size_t)P, sizeof *c->ov_keys);
-    if (!c->cv_acc || !c->kept_t || !c->cvt || !c->d_same || !c->d_next || !c->s_any || !c->fold_s || !c->ov_same ||
+    if (!c->cv_acc || !c->kept_t || !c->cvt || !c->pend_first || !c->pend_t || !c->d_same || !c->d_next || !c->s_any || !c->fold_s || !c->ov_same ||
         !c->ov_next || !c->ov_acc || !c->ov_all || !c->ov_keys) {
       free(tr);
       fast_free(c);

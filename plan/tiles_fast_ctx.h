@@ -50,7 +50,9 @@ typedef struct {
   int64_t *cv_acc;                   // [n_m * P] keys of column tile s + m P (cvm), summed
   int64_t *kept_t;                   // [P * P] by (j, s): keys of residue s's column tiles on kept diagonals of
                                      //   residue j (no bars there), weighed as columns_by_residue's `kept`, summed
-  int64_t *cvt;                      // [(n_m + 1) * P] one head's prefix sums over m (cvcum) by (m, s)
+  int64_t *cvt;                      // [KEPT_HEADS * (n_m + 1) * P] a head's prefix sums over m (cvcum) by (m, s),
+  int64_t *pend_first, *pend_t;      //   [KEPT_HEADS * (P + 1)], [KEPT_HEADS * (nbi + 1)] and its kd_first, kd_t,
+  int n_pend;                        //   for the n_pend heads whose kept_t terms are still to add (kept_apply)
   int64_t *d_same, *d_next;          // [P * (P + 1)] overlap_by_tiles' ranges of residues as differences, by s
   uint8_t *s_any;                    // [P] residues s with column tiles since the last fold
   int64_t *fold_s;                   // [6 * P] columns_fold's per-residue sums
@@ -69,6 +71,10 @@ typedef struct {
   int64_t *k_sum;                    //   [i] the sum of the first i of them
   int64_t *k_tile;                   //   [nbi + 2] index of the first key of each tile
 } fast_ctx;
+
+// Heads whose kept_t terms are added together (plan/tiles_fast_periodic.c, kept_apply): kept_t (P^2 counts, megabytes
+// at a thousand ranks, larger than the caches) is read and written once for them all instead of once a head.
+#define KEPT_HEADS 4
 
 typedef struct col_tile {
   int64_t kb, cv, own, vpre, vsuf;   // column tile: keys of K in it, sum of their own-tile rows, runs at its edges

@@ -208,48 +208,91 @@ static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) 
   }
 }
 
-// dst[i] += src[i] for i in [lo, hi], four lanes a step (one AVX2 register where the CPU has it).
+// dst[i] += src[0][i] + ... + src[n - 1][i] for i in [lo, hi] (1 <= n <= 4; integers: the same sums in any order),
+// four lanes a step, or eight where the CPU has AVX-512; the rows a diagonal residue adds share their ranges, so
+// they are added together (dst read and written once for up to four of them).
 typedef int64_t i64x4 __attribute__((vector_size(32)));  // GCC and Clang vector extension
-#define ROW_ADD_BODY                                 \
-  int64_t i = lo;                                    \
-  for (; i + 4 <= hi + 1; i += 4) {                  \
-    i64x4 x, y;                                      \
-    memcpy(&x, dst + i, sizeof x);                   \
-    memcpy(&y, src + i, sizeof y);                   \
-    x += y;                                          \
-    memcpy(dst + i, &x, sizeof x);                   \
-  }                                                  \
-  for (; i <= hi; i++) dst[i] += src[i];
+typedef int64_t i64x8 __attribute__((vector_size(64)));
+#define KEPT_ADD_BODY(V)                                                 \
+  int64_t i = lo;                                                        \
+  for (; i + (int64_t)(sizeof(V) / 8) <= hi + 1; i += sizeof(V) / 8) { \
+    V x, y;                                                              \
+    memcpy(&x, dst + i, sizeof x);                                       \
+    for (int k = 0; k < n; k++) {                                        \
+      memcpy(&y, src[k] + i, sizeof y);                                  \
+      x += y;                                                            \
+    }                                                                    \
+    memcpy(dst + i, &x, sizeof x);                                       \
+  }                                                                      \
+  for (; i <= hi; i++)                                                   \
+    for (int k = 0; k < n; k++) dst[i] += src[k][i];
 
-static void row_add_plain(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) { ROW_ADD_BODY }
+static void kept_add_plain(int64_t *dst, const int64_t *const *src, int n, int64_t lo, int64_t hi) { KEPT_ADD_BODY(i64x4) }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void row_add_avx2(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) {
-  ROW_ADD_BODY
+__attribute__((target("avx2"))) static void kept_add_avx2(int64_t *dst, const int64_t *const *src, int n, int64_t lo,
+                                                          int64_t hi) {
+  KEPT_ADD_BODY(i64x4)
+}
+__attribute__((target("avx512f"))) static void kept_add_avx512(int64_t *dst, const int64_t *const *src, int n,
+                                                               int64_t lo, int64_t hi) {
+  KEPT_ADD_BODY(i64x8)
 }
 #endif
 
-static void row_add(int64_t *dst, const int64_t *src, int64_t lo, int64_t hi) {
+static void kept_add(int64_t *dst, const int64_t *const *src, int n, int64_t lo, int64_t hi) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static int avx2 = -1;  // a benign race: every thread writes the same value
-  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-  if (avx2) {
-    row_add_avx2(dst, src, lo, hi);
+  static int isa = -1;  // a benign race: every thread writes the same value
+  if (isa < 0) isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (isa == 2) {
+    kept_add_avx512(dst, src, n, lo, hi);
+    return;
+  }
+  if (isa == 1) {
+    kept_add_avx2(dst, src, n, lo, hi);
     return;
   }
 #endif
-  row_add_plain(dst, src, lo, hi);
+  kept_add_plain(dst, src, n, lo, hi);
 }
 
-// One head's share of columns_by_residue's sums, deferred: its keys by (m, s) into cv_acc, and its `kept` by
-// (j, s) into kept_t, a kept diagonal j + t P at a time over every s: Q as a function of s is A, A - 1, A - 2 on
-// three runs of s (nbi - 1 = A P + B: (nbi - s - 1) / P is A up to s = B, then A - 1; (nbi - s - 1) mod P is
-// B - s, then P + B - s), so each run adds a row of prefix sums CV(Q - t), by s, at once. The keys are by (m, s),
-// rows over the residues, so the prefix sums over m are row additions too.
-static void columns_defer(fast_ctx *c, const i64_list *kd) {
+// The kept_t terms of the heads pending (columns_defer): a kept diagonal j + t P at a time over every s, Q as a function
+// of s being A, A - 1, A - 2 on three runs of s (nbi - 1 = A P + B: (nbi - s - 1) / P is A up to s = B, then A - 1;
+// (nbi - s - 1) mod P is B - s, then P + B - s), so each run adds a row of a head's prefix sums CV(Q - t), by s, at
+// once: every head's rows of a residue j and run together, kept_t's row read and written once.
+static void kept_apply(fast_ctx *c) {
   const int64_t P = c->P, nbi = c->nbi, n_m = c->n_m, A = (nbi - 1) / P, B = (nbi - 1) % P;
-  int64_t *cvt = c->cvt, *cv = c->cvm, *acc = c->cv_acc;
+  for (int64_t j = 0; j < P; j++) {
+    int64_t *row = c->kept_t + j * P;
+    int64_t lo[3] = {0, sr_max64(0, B - j + 1), P + B - j + 1}, hi[3] = {B - j, sr_min64(P - 1, P + B - j), P - 1};
+    for (int k = 0; k < 3; k++) {
+      const int64_t *src[4];
+      int n = 0;
+      for (int h = 0; h < c->n_pend && lo[k] <= hi[k]; h++) {
+        const int64_t *first = c->pend_first + h * (P + 1), *kt = c->pend_t + h * (nbi + 1),
+                      *cvt = c->cvt + h * (n_m + 1) * P;
+        for (int64_t x = first[j]; x < first[j + 1]; x++) {
+          int64_t y = A - k - kt[x] + 1;  // CV(Q - t) = cvcum[Q - t + 1]; none when t > Q
+          if (y < 1) continue;
+          src[n++] = cvt + y * P;
+          if (n == 4) kept_add(row, src, n, lo[k], hi[k]), n = 0;
+        }
+      }
+      if (n) kept_add(row, src, n, lo[k], hi[k]);
+    }
+  }
+  c->n_pend = 0;
+}
+
+// One head's share of columns_by_residue's sums, deferred: its keys by (m, s) into cv_acc, and its `kept` by (j, s)
+// into kept_t (kept_apply, KEPT_HEADS heads at a time). The keys are by (m, s), rows over the residues, so the prefix
+// sums over m are row additions too.
+static void columns_defer(fast_ctx *c, const i64_list *kd) {
+  const int64_t P = c->P, n_m = c->n_m;
+  int64_t *cvt = c->cvt + c->n_pend * (n_m + 1) * P, *cv = c->cvm, *acc = c->cv_acc;
   kept_by_residue(c, kd);
+  memcpy(c->pend_first + c->n_pend * (P + 1), c->kd_first, (size_t)(P + 1) * sizeof *c->kd_first);
+  memcpy(c->pend_t + c->n_pend * (c->nbi + 1), c->kd_t, (size_t)kd->n * sizeof *c->kd_t);
   memset(cvt, 0, (size_t)P * sizeof *cvt);
   for (int64_t m = 0; m < n_m; m++) {
     int64_t *prev = cvt + m * P, *row = prev + P, *cvr = cv + m * P, *accr = acc + m * P;
@@ -261,22 +304,14 @@ static void columns_defer(fast_ctx *c, const i64_list *kd) {
   memset(cv, 0, (size_t)n_m * (size_t)P * sizeof *cv);
   for (int64_t s = 0; s < P; s++)
     if (cvt[n_m * P + s]) c->s_any[s] = 1, c->any = 1;  // the residue has keys
-  for (int64_t j = 0; j < P; j++) {
-    int64_t *row = c->kept_t + j * P;
-    // runs of s with Q = A, A - 1, A - 2
-    int64_t lo[3] = {0, sr_max64(0, B - j + 1), P + B - j + 1}, hi[3] = {B - j, sr_min64(P - 1, P + B - j), P - 1};
-    for (int64_t x = c->kd_first[j]; x < c->kd_first[j + 1]; x++)
-      for (int k = 0; k < 3; k++) {
-        int64_t y = A - k - c->kd_t[x] + 1;  // CV(Q - t) = cvcum[Q - t + 1]; none when t > Q
-        if (y >= 1 && lo[k] <= hi[k]) row_add(row, cvt + y * P, lo[k], hi[k]);
-      }
-  }
+  if (++c->n_pend == KEPT_HEADS) kept_apply(c);
 }
 
 // Evaluate the deferred sums into hc and clear them: per (s, j) as columns_by_residue, less the pairs D keeps too
 // (ov_same, ov_next, with overlap_by_tiles' ranges), in 32 x 32 blocks of (query residue, source residue) so
 // both the sums and the count matrix stay in cache.
 void columns_fold(fast_ctx *c, work_count *hc) {
+  if (c->n_pend) kept_apply(c);
   if (!c->deferred || !c->any) return;
   const int64_t T = TILE, P = c->P, nbi = c->nbi, n_m = c->n_m;
   // per residue s: CV and sum m cv over m <= q0 (Q = q0) and m <= q0 - 1 (Q = q0 - 1), and the first j with Q = q0 - 1

@@ -121,7 +121,7 @@ int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_e
   // volume) and vertical sums gathered (all-gather volume); fp32, N x H each.
   double vec = N * H * 4;
   double t5 = 2 * cost_reduce_scatter(W, vec, gbps, lat) + cost_allgather(W, vec, gbps, lat);
-  x->comm_bytes += 3 * vec * (W - 1) / W * W;
+  ctx_add_comm(x, 3 * vec * (W - 1) / W * W);
   if ((rc = ctx_collective(x, t5, PHASE_COLLECTIVE, layer, out, x->c2, e))) goto out;
   // 6. Top-p on the root: a radix sort of both score vectors (fp32 key + int32 index, 4 passes of 8-bit
   // digits, each reading and writing; Adinets & Merrill 2022, "Onesweep"), then a prefix sum; at the rate
@@ -130,7 +130,7 @@ int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_e
   if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto out;
   // 7. Broadcast of the selected indices (at most 4096 + 4096 int32 per head).
   double ibytes = H * 2 * EST_MAX_INDICES * 4;
-  x->comm_bytes += (qbytes + ibytes) * (W - 1);
+  ctx_add_comm(x, (qbytes + ibytes) * (W - 1));
   rc = ctx_collective(x, cost_broadcast(W, ibytes, gbps, lat), PHASE_COLLECTIVE, layer, out, out, e);
 out:
   free(dur);

@@ -97,7 +97,7 @@ int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_err
     double nb = ceil(N / g.block), sums = nb * Hkv * d * 16;
     for (int r = 0; r < W; r++) dur[r] = cost_mem(gpu, (double)l->rank_count[r] * Hkv * d * 2);
     if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, qkv, out, e))) goto done;
-    x->comm_bytes += sums * W * (W - 1);  // every rank receives the others' partial sums
+    ctx_add_comm(x, sums * W * (W - 1));  // every rank receives the others' partial sums
     if ((rc = ctx_collective(x, W > 1 ? cost_allgather(W, W * sums, gbps, lat) : 0, PHASE_COLLECTIVE, layer, out, x->c2, e)))
       goto done;
     double fp64 = estimate_fp64_rate(x), wavefronts = gpu->fp64_tflops * 1e12 / 128;  // (3) above
@@ -108,7 +108,7 @@ int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_err
     if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto done;
     if (W > 1) {
       double bits = H * ceil(N / TILE) * ceil(nb / 64) * 8;
-      x->comm_bytes += bits * W * (W - 1);
+      ctx_add_comm(x, bits * W * (W - 1));
       rc = ctx_collective(x, cost_allgather(W, W * bits, gbps, lat), PHASE_COLLECTIVE, layer, out, out, e);
     }
     goto done;
@@ -117,7 +117,7 @@ int gating_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_err
   for (int r = 0; r < W; r++)
     dur[r] = cost_gemm(gpu, 2 * (double)l->rank_count[r] * (double)m->hidden_size * (ih * id + id + ih));
   if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, qkv, out, e))) goto done;
-  x->comm_bytes += N * id * (W - 1);  // every rank receives the keys of the others
+  ctx_add_comm(x, N * id * (W - 1));  // every rank receives the keys of the others
   if ((rc = ctx_collective(x, cost_allgather(W, N * id, gbps, lat), PHASE_COLLECTIVE, layer, out, x->c2, e))) goto done;
   for (int r = 0; r < W; r++) {
     double cand, pairs;

@@ -33,6 +33,8 @@ typedef struct {
   int32_t *prev;                // scratch [2 * world]
   int64_t *link_bytes;          // scratch [world * 2 levels * link classes]: bytes a rank sends in a step
   struct ring_compiled *compiled; // the routes last run on a lean engine, compiled (ring_fast.c)
+  const float *step_s;          // when set, a pass on a lean engine (no log) reads its step seconds from here, in
+                                // single precision as a layer's work holds them, in place of `compute` (not read)
 } ring_ctx;
 
 // Allocate the context's scratch for `world` ranks; free with ring_ctx_free.

@@ -47,6 +47,7 @@ struct ring_compiled {
   double *kv_end, *node_end;
   double *prev_t, *cur_t;
   int32_t *prev_id, *cur_id;
+  double *free_at;       // [W * STREAM_COUNT] each stream's free time during a pass (add_task)
 };
 
 static void compiled_free(ring_compiled *c) {
@@ -65,6 +66,7 @@ static void compiled_free(ring_compiled *c) {
   free(c->cur_t);
   free(c->prev_id);
   free(c->cur_id);
+  free(c->free_at);
   free(c);
 }
 
@@ -146,8 +148,10 @@ static ring_compiled *compile(ring_ctx *x, const ring_routes *rt) {
   c->cur_t = malloc((size_t)W * sizeof *c->cur_t);
   c->prev_id = malloc((size_t)W * sizeof *c->prev_id);
   c->cur_id = malloc((size_t)W * sizeof *c->cur_id);
+  c->free_at = malloc((size_t)W * STREAM_COUNT * sizeof *c->free_at);
   if (!c->cdep || !c->kv_t || !c->kv_t_at || !c->g_t || !c->g_t_at || !c->done_node || !c->comm[0] || !c->comm[1] ||
-      !c->kv_end || !c->node_end || !c->prev_t || !c->cur_t || !c->prev_id || !c->cur_id)
+      !c->kv_end || !c->node_end || !c->prev_t || !c->cur_t || !c->prev_id || !c->cur_id ||
+      !c->free_at)
     goto oom;
   compile_kv(x, rt, c, scratch);
   compile_grad(x, rt, c, scratch);
@@ -173,45 +177,57 @@ static ring_compiled *compiled_for(ring_ctx *x, const ring_routes *rt) {
 
 static inline double later(double a, double b) { return b > a ? b : a; }
 
-// One pass's steps: computes, KV transfers, and (bwd) dK/dV transfers and their owners' barriers.
-static int run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_compiled *c, const double *compute, int bwd) {
+// A pass's task on the lean engine: engine_add_after's id, start and end, but the stream's free time is kept in
+// free_at (the pass's copy of every stream's, c->free_at) rather than read through the engine's end times, and the
+// end is returned instead of stored: of a pass's millions of end times the engine only ever reads the streams' last
+// (ring_fast_pass stores those when the pass ends) and the ranks' last computes (done, which are those), so the
+// others are not written at all (20 MB a pass at a thousand ranks; the pass was bound by memory traffic).
+static inline double add_task(sim_engine *g, ring_compiled *c, int rank, int stream, double dur, double ready,
+                              int32_t *id) {
+  *id = (int32_t)g->n_tasks++;
+  double d = dur > 0 ? dur : 0, start = ready > 0 ? ready : 0;
+  if (rank >= 0) {
+    int64_t k = (int64_t)rank * STREAM_COUNT + stream;
+    if (c->free_at[k] > start) start = c->free_at[k];
+    g->stream_last[k] = *id;
+    if (g->busy && stream == STREAM_COMPUTE && d > 0) g->busy[rank] += d;
+    c->free_at[k] = start + d;
+  }
+  return start + d;
+}
+
+// One pass's steps: computes, KV transfers, and (bwd) dK/dV transfers and their owners' barriers. The engine has room
+// for every task of the pass (ring_fast_pass reserved it).
+static void run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_compiled *c, const double *compute, int bwd) {
   int W = x->world;
+  int32_t id;
   for (int st = 0; st < rt->n_steps; st++) {
     const int32_t *src = rt->kv_src + (int64_t)st * W, *dep = c->cdep + (int64_t)st * W;
-    const double *comp = compute + (int64_t)st * W, *comm = c->comm[bwd] + (int64_t)st * W;
+    const double *comp = x->step_s ? NULL : compute + (int64_t)st * W, *comm = c->comm[bwd] + (int64_t)st * W;
+    const float *comp_s = x->step_s ? x->step_s + (int64_t)st * W : NULL;
     for (int r = 0; r < W; r++) {
       c->cur_id[r] = c->prev_id[r];
       c->cur_t[r] = c->prev_t[r];
       if (!valid(x, src[r])) continue;
-      double t = cost_under_comm(comp[r], comm[r], x->comm_slowdown);
-      int32_t id = engine_add_after(g, r, STREAM_COMPUTE, t, later(dep[r] >= 0 ? c->kv_end[dep[r]] : 0, c->prev_t[r]));
-      if (id < 0) return -1;
+      double t = cost_under_comm(comp_s ? (double)comp_s[r] : comp[r], comm[r], x->comm_slowdown);
+      c->cur_t[r] = add_task(g, c, r, STREAM_COMPUTE, t, later(dep[r] >= 0 ? c->kv_end[dep[r]] : 0, c->prev_t[r]), &id);
       c->cur_id[r] = id;
-      c->cur_t[r] = engine_end(g, id);
     }
     for (int64_t i = c->kv_t_at[st]; i < c->kv_t_at[st + 1]; i++) {
       const kv_task *k = &c->kv_t[i];
       double ready = later(later(k->have >= 0 ? c->kv_end[k->have] : 0, c->prev_t[k->from]), c->prev_t[k->to]);
-      int32_t id = engine_add_after(g, k->from, (timeline_stream)k->stream, k->dur, ready);
-      if (id < 0) return -1;
-      c->kv_end[i] = engine_end(g, id);
+      c->kv_end[i] = add_task(g, c, k->from, k->stream, k->dur, ready, &id);
     }
     for (int64_t i = bwd ? c->g_t_at[st] : 0; bwd && i < c->g_t_at[st + 1]; i++) {
       const grad_task *d = &c->g_t[i];
       double ready = later(c->cur_t[d->from], d->dep >= 0 ? c->node_end[d->dep] : 0);
-      int32_t id = engine_add_after(g, d->from, (timeline_stream)d->stream, d->dur, ready);
-      if (id < 0) return -1;
-      c->node_end[d->node] = engine_end(g, id);
-      if (d->bar >= 0) {  // the owner's earlier flush of this shard and this one, joined
-        if ((id = engine_add_after(g, -1, STREAM_COMPUTE, 0, later(c->node_end[d->bar], c->node_end[d->node]))) < 0)
-          return -1;
-        c->node_end[d->node + 1] = engine_end(g, id);
-      }
+      c->node_end[d->node] = add_task(g, c, d->from, d->stream, d->dur, ready, &id);
+      if (d->bar >= 0)  // the owner's earlier flush of this shard and this one, joined
+        c->node_end[d->node + 1] = add_task(g, c, -1, STREAM_COMPUTE, 0, later(c->node_end[d->bar], c->node_end[d->node]), &id);
     }
     memcpy(c->prev_id, c->cur_id, (size_t)W * sizeof *c->prev_id);
     memcpy(c->prev_t, c->cur_t, (size_t)W * sizeof *c->prev_t);
   }
-  return 0;
 }
 
 int ring_fast_pass(sim_engine *g, ring_ctx *x, const ring_routes *rt, const double *compute, int bwd, const int32_t *start,
@@ -223,7 +239,15 @@ int ring_fast_pass(sim_engine *g, ring_ctx *x, const ring_routes *rt, const doub
     c->prev_id[r] = start ? start[r] : -1;
     c->prev_t[r] = c->prev_id[r] >= 0 ? engine_end(g, c->prev_id[r]) : 0;
   }
-  if (run_steps(g, x, rt, c, compute, bwd)) return sr_internal_error(e, 0, "ring: out of memory for the task graph");
+  // Every task of the pass: the computes, the transfers, a barrier a transfer at most.
+  int64_t first = g->n_tasks, most = (int64_t)rt->n_steps * W + (c->kv_t_at[rt->n_steps] - c->kv_t_at[0]) +
+                                     (bwd ? 2 * (c->g_t_at[rt->n_steps] - c->g_t_at[0]) : 0);
+  if (engine_reserve_end(g, most)) return sr_internal_error(e, 0, "ring: out of memory for the task graph");
+  for (int64_t k = 0; k < (int64_t)W * STREAM_COUNT; k++)
+    c->free_at[k] = g->stream_last[k] >= 0 ? g->end[g->stream_last[k]] : g->stream_free[k];
+  run_steps(g, x, rt, c, compute, bwd);
+  for (int64_t k = 0; k < (int64_t)W * STREAM_COUNT; k++)  // the streams' last tasks' ends (and so done's)
+    if (g->stream_last[k] >= first) g->end[g->stream_last[k]] = c->free_at[k];
   for (int r = 0; r < W; r++) {
     done[r] = c->prev_id[r];
     if (!bwd || c->done_node[r] < 0) continue;

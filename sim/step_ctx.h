@@ -27,6 +27,8 @@ typedef struct {
   double *step_sum;   // [n_step_slots] per ring step: sum over layers of the slowest rank's forward compute
   int n_step_slots;
   double comm_bytes;
+  double *comm_log;   // [comm_log_cap] while a ring step's forward runs beside its accounting (step_ring): the bytes
+  int64_t comm_logged, comm_log_cap;  // its layers add, in order, added to comm_bytes after the accounting's own
   double pairs;       // kept (q, k) pairs over all layers and heads
   double exec_pairs;  // pairs the kernels compute: whole tiles and bar rows (ring kinds)
   double causal_pairs;// dense causal pairs over all layers and heads
@@ -44,6 +46,12 @@ typedef struct {
   sim_transfers *transfers; // sim_run_transfers: every ring transfer costed (NULL: not kept)
 } sim_ctx;
 
+// Add bytes sent to the step's comm_bytes, or to its log while one is kept (sim_ctx.comm_log): the same additions in
+// the serial order once step_ring adds the log.
+static inline void ctx_add_comm(sim_ctx *x, double bytes) {
+  if (x->comm_log && x->comm_logged < x->comm_log_cap) x->comm_log[x->comm_logged++] = bytes;
+  else x->comm_bytes += bytes;
+}
 // Schedule the tasks added since the last flush, collect busy times and timeline events, clear.
 int ctx_flush(sim_ctx *x, sr_error *e);
 // Add one task per rank on `stream` of dur[r] (or dur0 when dur is NULL) after deps[r] (may be NULL);

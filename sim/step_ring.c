@@ -64,6 +64,7 @@ static void layer_work_free(layer_work *w) {
 // A block of ranks walks the steps together: its counts (rows of agg) stay in cache, and its seconds of a step
 // are adjacent.
 #define STEP_COST_RANKS 16
+#define STEP_COST_AHEAD 4  // steps a block's counts are fetched ahead
 
 typedef struct {
   const sim_ctx *x;
@@ -86,30 +87,42 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
   const gpu_desc *g = &x->c->gpu;
   int W = x->W, r0 = item * STEP_COST_RANKS, r1 = r0 + STEP_COST_RANKS < W ? r0 + STEP_COST_RANKS : W;
   double H = (double)x->m->num_heads;
-  for (int st = 0; st < s->n_steps; st++)
+  // The block's ranks: their steps' seconds summed in step order (each step's as soon as it is costed, while in
+  // cache: the same additions per rank as one pass over every rank), the block's slowest forward at each step, its
+  // ranks' entries and bars over their sources in order, the pairs the kernels compute (integers below 2^53: exact
+  // in any order) and a hash.
+  layer_work *w = k->w;
+  double *mx = k->block_max + (int64_t)item * s->n_steps, exec = 0;
+  uint64_t h = 1469598103934665603ull;
+  for (int st = 0; st < s->n_steps; st++) {
+    float *f = w->fwd + (int64_t)st * W, *b = w->bwd + (int64_t)st * W;
     for (int r = r0; r < r1; r++) {
+      // A rank's cell of a later step, fetched ahead: the counts (W^2 of them, 40 bytes each) are far larger than
+      // the caches, and the cells a block reads at one step are a row apart each (its 16 streams defeat the
+      // hardware's prefetch).
+      if (st + STEP_COST_AHEAD < s->n_steps) {
+        int ahead = k->kv_src[(int64_t)(st + STEP_COST_AHEAD) * W + r];
+        if (ahead >= 0) {
+          const char *p = (const char *)&k->agg[(int64_t)r * W + ahead];
+          __builtin_prefetch(p), __builtin_prefetch(p + sizeof(work_count) - 1);
+          if (k->fwd) {
+            p = (const char *)&k->fwd[(int64_t)r * W + ahead];
+            __builtin_prefetch(p), __builtin_prefetch(p + sizeof(work_count) - 1);
+          }
+        }
+      }
       int src = k->kv_src[(int64_t)st * W + r];
       const work_count *c = src >= 0 ? &k->agg[(int64_t)r * W + src] : NULL;
       const work_count *cf = src >= 0 && k->fwd ? &k->fwd[(int64_t)r * W + src] : c;
       // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
       double qt = k->q_tiles[r];
-      k->w->fwd[(int64_t)st * W + r] =
-          cf ? (float)(cost_attn_time(&k->rf, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
+      f[r] = cf ? (float)(cost_attn_time(&k->rf, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
       // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step); a step with
       // bars lasts at least its bar kernel's longest walk (cost_bar_walk)
-      k->w->bwd[(int64_t)st * W + r] =
-          c ? (float)(cost_attn_time(&k->rb, c) + cost_bar_walk(g, c, qt, cost_attn_bar_time(&k->rb, c)) +
-                      cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
-            : 0.f;
+      b[r] = c ? (float)(cost_attn_time(&k->rb, c) + cost_bar_walk(g, c, qt, cost_attn_bar_time(&k->rb, c)) +
+                         cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
+               : 0.f;
     }
-  // The block's ranks: their steps' seconds summed in step order (a step at a time: the same additions per rank as
-  // one pass over every rank), the block's slowest forward at each step, its ranks' entries and bars over their
-  // sources in order, the pairs the kernels compute (integers below 2^53: exact in any order) and a hash.
-  layer_work *w = k->w;
-  double *mx = k->block_max + (int64_t)item * s->n_steps, exec = 0;
-  uint64_t h = 1469598103934665603ull;
-  for (int st = 0; st < s->n_steps; st++) {
-    const float *f = w->fwd + (int64_t)st * W, *b = w->bwd + (int64_t)st * W;
     mx[st] = 0;
     for (int r = r0; r < r1; r++) {
       w->sum_fwd[r] += f[r];
@@ -315,7 +328,16 @@ static int call_passes(sim_ctx *x, ring_state *st, int which, int phase, int lay
   return ctx_each(x, STREAM_COMPUTE, st->dur, 0, phase, layer, -1, deps, out, e);
 }
 
-static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, int recompute, sr_error *e) {
+// A ring pass's step seconds from a layer's (fwd or bwd): read in place where the pass runs on a lean engine
+// (ring_ctx.step_s), else copied into st->comp.
+static void ring_seconds(const sim_ctx *x, ring_state *st, const float *sec) {
+  st->ring.step_s = x->g.lean && !st->ring.log ? sec : NULL;
+  for (int64_t i = 0; !st->ring.step_s && i < (int64_t)x->p->schedule.n_steps * x->W; i++) st->comp[i] = sec[i];
+}
+
+// rt: the layer's routes (st->routes[w->routes], or its copy: forward_thread).
+static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, const ring_routes *rt, int layer, int recompute,
+                         sr_error *e) {
   const schedule *s = &x->p->schedule;
   int W = x->W;
   for (int r = 0; r < W; r++) {
@@ -347,11 +369,11 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->fwd[i];
+  ring_seconds(x, st, w->fwd);
   st->ring.layer = layer;
   if (!attn) memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
   else if ((rc = call_passes(x, st, 0, PHASE_ATTN, layer, x->a, x->b, recompute ? NULL : x->attn_f, e)) ||
-           (rc = ring_forward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN, PHASE_KV_SEND, x->b, x->c2,
+           (rc = ring_forward(&x->g, &st->ring, rt, st->comp, PHASE_ATTN, PHASE_KV_SEND, x->b, x->c2,
                               e)) ||
            (rc = call_passes(x, st, 1, PHASE_ATTN, layer, x->c2, x->b, recompute ? NULL : x->attn_f, e)))
     return rc;
@@ -366,10 +388,9 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, int la
 }
 
 static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, sr_error *e) {
-  const schedule *s = &x->p->schedule;
   int W = x->W;
   int rc;
-  if (x->p->spec.recompute && (rc = layer_forward(x, st, w, layer, 1, e))) return rc;
+  if (x->p->spec.recompute && (rc = layer_forward(x, st, w, &st->routes[w->routes], layer, 1, e))) return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     st->dur[r] = ctx_bwd_post(x, n);
@@ -388,7 +409,7 @@ static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int l
     if ((rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, PHASE_INDEX, layer, -1, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
   }
-  for (int64_t i = 0; i < (int64_t)s->n_steps * W; i++) st->comp[i] = w->bwd[i];
+  ring_seconds(x, st, w->bwd);
   st->ring.layer = layer;
   if ((rc = call_passes(x, st, 2, PHASE_ATTN_BWD, layer, x->a, x->c2, x->attn_b, e)) ||
       (rc = ring_backward(&x->g, &st->ring, &st->routes[w->routes], st->comp, PHASE_ATTN_BWD, PHASE_KV_SEND,
@@ -518,6 +539,55 @@ static int batch_counts(sim_ctx *x, pattern_drawer *drawer, const int *batch_lay
   return rc;
 }
 
+// ---- the forwards beside the accounting --------------------------------------------------------------
+
+// Layer l's forward (rt: its routes); in representative mode a layer whose work was simulated already advances the
+// clocks by its duration instead.
+static int forward_layer(sim_ctx *x, ring_state *st, layer_work *w, const ring_routes *rt, int l, int rep,
+                         double *before, sr_error *e) {
+  const schedule *s = &x->p->schedule;
+  int W = x->W, rc;
+  if (rep && w->dt_fwd >= 0) {
+    replay(x, w->dt_fwd, w->busy_fwd);
+    call_pass_s(x, 0, NULL, x->attn_f), call_pass_s(x, 1, NULL, x->attn_f);  // as layer_forward counts them
+    for (int r = 0; r < W; r++) x->attn_f[r] += w->sum_fwd[r];
+    for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) x->step_sum[k] += w->step_max[k];
+    return SR_OK;
+  }
+  double t0 = 0;
+  if (rep) {
+    engine_align(&x->g, t0 = engine_makespan(&x->g));
+    memcpy(before, x->busy, (size_t)W * sizeof *before);
+  }
+  if ((rc = layer_forward(x, st, w, rt, l, 0, e)) || (rc = ctx_flush(x, e))) return rc;
+  if (rep) {
+    w->dt_fwd = engine_makespan(&x->g) - t0;
+    busy_delta(x, before, w->busy_fwd);
+  }
+  return SR_OK;
+}
+
+// The layers' forwards on a thread of their own while later layers are still being accounted (sr_ordered: at scale the
+// accounting is most of the step's simulation, and a layer's forward needs only its own work and the clocks the
+// layers before it left): in layer order, as one thread runs them, on state the accounting does not touch (the
+// engine, the ring's scratch, the forward's sums), each layer's routes copied when it is handed over (the accounting
+// grows the array of routes). The bytes the forwards send are logged (ctx_add_comm) and added after the accounting's
+// own, so every sum is the serial loop's.
+typedef struct {
+  sim_ctx *x;
+  ring_state *st;
+  layer_work *distinct;
+  const int *of;
+  const ring_routes *rts;  // [L] each layer's routes, set before the layer is handed over
+  double *before;
+  int rep;
+} forward_job;
+
+static int forward_item(void *ctx, int l, int thread, sr_error *e) {
+  forward_job *j = ctx;
+  return forward_layer(j->x, j->st, &j->distinct[j->of[l]], &j->rts[l], l, j->rep, j->before, e);
+}
+
 int step_ring(sim_ctx *x, sr_error *e) {
   const plan *p = x->p;
   const schedule *s = &p->schedule;
@@ -527,6 +597,9 @@ int step_ring(sim_ctx *x, sr_error *e) {
   memset(&st, 0, sizeof st);
   layer_work *distinct = calloc((size_t)L, sizeof *distinct);
   int *of = calloc((size_t)L, sizeof *of);
+  ring_routes *rts = calloc((size_t)(L > 0 ? L : 1), sizeof *rts);  // [L] each layer's routes (forward_job's)
+  sr_ordered *piped = NULL;  // the forwards beside the accounting (forward_item)
+  int forwarded = 0;         // layers whose forward ran
   // Layers are accounted a batch at a time: twice as many as threads (uneven layers balance), their counts in at
   // most 256 MiB.
   int batch = 2 * x->cache.threads;
@@ -549,7 +622,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.dur = malloc((size_t)W * sizeof *st.dur);
   int n_distinct = 0;
   pattern_drawer *drawer = NULL;  // x->pat NULL: the plan's pattern, drawn a head at a time
-  if (!distinct || !of || !aggs || !pairs || !batch_layers || !sparse || (!x->pat && !x->layer_indices) || !before ||
+  if (!distinct || !of || !rts || !aggs || !pairs || !batch_layers || !sparse || (!x->pat && !x->layer_indices) || !before ||
       !kv_src || !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
@@ -567,6 +640,15 @@ int step_ring(sim_ctx *x, sr_error *e) {
   if (!x->pat && (rc = pattern_drawer_open(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, x->cache.threads,
                                           &drawer, e)))
     goto done_ring;
+  forward_job fj = {x, &st, distinct, of, rts, before, x->o->representative && !x->tl};
+  // With threads to spare for it, the forwards run beside the accounting; else after it.
+  if (x->cache.threads > 1 && L > 1 && (x->comm_log = malloc((size_t)8 * L * sizeof *x->comm_log))) {
+    x->comm_log_cap = 8 * (int64_t)L;  // estimate_layer adds two a layer, the gates three at most
+    if (!(piped = sr_ordered_start(L, forward_item, &fj))) {
+      free(x->comm_log);
+      x->comm_log = NULL;
+    }
+  }
   // Account every layer, batches of layers over threads (work_layers: a thread a layer, one fold each); identical
   // layers share their work.
   for (int l0 = 0; l0 < L; l0 += batch) {
@@ -577,6 +659,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     for (int l = l0, k = 0; l < l1; l++) {
       if (same_as_previous(x, l)) {  // every layer of a dense model: the previous layer's work
         of[l] = of[l - 1];
+        rts[l] = rts[l - 1];
         x->pairs += distinct[of[l]].pairs;
         x->exec_pairs += distinct[of[l]].exec_pairs;
         continue;
@@ -599,7 +682,14 @@ int step_ring(sim_ctx *x, sr_error *e) {
       if (d == n_distinct) distinct[n_distinct++] = w;
       else layer_work_free(&w);
       of[l] = d;
+      rts[l] = st.routes[distinct[d].routes];
     }
+    if (piped) sr_ordered_hand(piped, l1);
+  }
+  if (piped) {  // the last layers' forwards, then the bytes they sent after the accounting's
+    rc = sr_ordered_finish(piped, &forwarded, e);
+    piped = NULL;
+    if (rc) goto done_ring;
   }
   // Bytes on the wire: per layer its routes' forward sends (twice with recomputation, unless the rerun keeps
   // attention's output: sim_options.keep_attn) and backward sends.
@@ -610,27 +700,13 @@ int step_ring(sim_ctx *x, sr_error *e) {
     ring_routes_bytes(&st.routes[k], &fwd, &bwd);
     x->comm_bytes += layers * ((p->spec.recompute && !x->o->keep_attn ? 2 : 1) * fwd + bwd);
   }
-  int rep = x->o->representative && !x->tl;
-  for (int l = 0; l < L; l++) {
-    layer_work *w = &distinct[of[l]];
-    if (rep && w->dt_fwd >= 0) {
-      replay(x, w->dt_fwd, w->busy_fwd);
-      call_pass_s(x, 0, NULL, x->attn_f), call_pass_s(x, 1, NULL, x->attn_f);  // as layer_forward counts them
-      for (int r = 0; r < W; r++) x->attn_f[r] += w->sum_fwd[r];
-      for (int k = 0; k < s->n_steps && k < x->n_step_slots; k++) x->step_sum[k] += w->step_max[k];
-      continue;
-    }
-    double t0 = 0;
-    if (rep) {
-      engine_align(&x->g, t0 = engine_makespan(&x->g));
-      memcpy(before, x->busy, (size_t)W * sizeof *before);
-    }
-    if ((rc = layer_forward(x, &st, w, l, 0, e)) || (rc = ctx_flush(x, e))) goto done_ring;
-    if (rep) {
-      w->dt_fwd = engine_makespan(&x->g) - t0;
-      busy_delta(x, before, w->busy_fwd);
-    }
-  }
+  for (int64_t i = 0; i < x->comm_logged; i++) x->comm_bytes += x->comm_log[i];
+  x->comm_logged = 0;
+  free(x->comm_log);
+  x->comm_log = NULL;
+  int rep = fj.rep;
+  for (int l = forwarded; l < L && !rc; l++) rc = forward_layer(x, &st, &distinct[of[l]], &rts[l], l, rep, before, e);
+  if (rc) goto done_ring;
   if ((rc = ctx_loss(x, e))) goto done_ring;
   for (int l = L - 1; l >= 0; l--) {
     layer_work *w = &distinct[of[l]];
@@ -673,6 +749,12 @@ int step_ring(sim_ctx *x, sr_error *e) {
     }
   if (x->gpu_build) builder_size(x, distinct, n_distinct);
 done_ring:
+  if (piped) {  // the accounting failed: the forwards stop after the layers handed over
+    sr_error ignored;
+    sr_ordered_finish(piped, &forwarded, &ignored);
+  }
+  free(x->comm_log);
+  x->comm_log = NULL;
   pattern_drawer_close(drawer);
   ring_ctx_free(&st.ring);
   for (int k = 0; k < st.n_routes; k++) {
@@ -685,6 +767,7 @@ done:
   for (int k = 0; k < n_distinct; k++) layer_work_free(&distinct[k]);
   free(distinct);
   free(of);
+  free(rts);
   for (int k = 0; aggs && k < batch; k++) free(aggs[k]);
   free(aggs);
   free(pairs);

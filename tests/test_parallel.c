@@ -1,5 +1,6 @@
 // test_parallel.c — the parallel loop (plan/parallel.h): every item runs once whatever the thread count,
-// and a failure reports the lowest failing item's error, as a serial loop would.
+// and a failure reports the lowest failing item's error, as a serial loop would; the ordered thread (sr_ordered) runs
+// the items handed over, once each, in order.
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,4 +39,61 @@ TEST(parallel_for_reports_the_lowest_failing_item) {
     CHECK(strstr(e.msg, "51 failed") != NULL);
     for (int i = 0; i <= 51; i++) CHECK_EQ_INT(hits[i], 1);
   }
+}
+
+// The ordered thread's items: each appends its number to the log, after checking it was handed over.
+typedef struct {
+  int log[64], n_log;
+  int handed;     // items handed over so far (written before sr_ordered_hand)
+  int fail_at;    // this item fails (-1: none)
+  int early;      // items run before they were handed over
+} ordered_job;
+
+static int ordered_item(void *ctx, int i, int thread, sr_error *e) {
+  ordered_job *j = ctx;
+  if (i >= __atomic_load_n(&j->handed, __ATOMIC_ACQUIRE)) j->early++;
+  if (i == j->fail_at) return sr_input_error(e, NULL, "item", "%d failed", i);
+  j->log[j->n_log++] = i;
+  return SR_OK;
+}
+
+TEST(parallel_ordered_runs_every_handed_item_once_in_order) {
+  ordered_job j = {.fail_at = -1};
+  sr_ordered *o = sr_ordered_start(64, ordered_item, &j);
+  CHECK(o != NULL);
+  for (int k = 8; k <= 64; k += 8) {
+    __atomic_store_n(&j.handed, k, __ATOMIC_RELEASE);
+    sr_ordered_hand(o, k);
+  }
+  int done = -1;
+  sr_error e;
+  sr_error_clear(&e);
+  CHECK_EQ_INT(sr_ordered_finish(o, &done, &e), SR_OK);
+  CHECK_EQ_INT(done, 64);
+  CHECK_EQ_INT(j.n_log, 64);
+  for (int i = 0; i < 64; i++) CHECK_EQ_INT(j.log[i], i);
+  CHECK_EQ_INT(j.early, 0);
+}
+
+TEST(parallel_ordered_stops_at_the_first_failure_and_after_the_items_handed_over) {
+  ordered_job j = {.fail_at = 5};
+  sr_ordered *o = sr_ordered_start(64, ordered_item, &j);
+  CHECK(o != NULL);
+  __atomic_store_n(&j.handed, 10, __ATOMIC_RELEASE);
+  sr_ordered_hand(o, 10);
+  int done = -1;
+  sr_error e;
+  sr_error_clear(&e);
+  CHECK_EQ_INT(sr_ordered_finish(o, &done, &e), SR_EINPUT);
+  CHECK(strstr(e.msg, "5 failed") != NULL);
+  CHECK_EQ_INT(done, 5);
+  CHECK_EQ_INT(j.n_log, 5);
+  ordered_job k = {.fail_at = -1};  // finished early: only the three handed over run
+  o = sr_ordered_start(64, ordered_item, &k);
+  __atomic_store_n(&k.handed, 3, __ATOMIC_RELEASE);
+  sr_ordered_hand(o, 3);
+  CHECK_EQ_INT(sr_ordered_finish(o, &done, &e), SR_OK);
+  CHECK_EQ_INT(done, 3);
+  CHECK_EQ_INT(k.n_log, 3);
+  CHECK_EQ_INT(k.early, 0);
 }

@@ -298,3 +298,35 @@ TEST(sim_speed_a_step_drawing_its_pattern_a_head_at_a_time_equals_the_whole_patt
     plan_free(&p);
   }
 }
+
+// A ring step's forwards run beside the accounting of later layers when there are threads for it (sr_ordered), after
+// it on one thread: the same figures either way, the online estimate's and the gates' bytes sent included.
+TEST(sim_speed_a_step_with_its_forwards_beside_the_accounting_equals_the_serial_step) {
+  const char *cluster = write_cluster("h200-2x4-fwd", two_by_four);
+  const char *cases[][3] = {{"qwen2.5-0.5b", "mtraining", "vs-topp:0.95"},
+                            {"qwen2.5-0.5b", "mtraining", "moba:1024:4"},
+                            {"tiny-test", "mtraining", "vs-online:0.9"},
+                            {"qwen2.5-0.5b", "zigzag-ring", "window:64:4096"}};
+  const char *was = getenv("SR_THREADS");
+  char saved[32] = "";
+  if (was) snprintf(saved, sizeof saved, "%s", was);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    sr_error e;
+    sr_error_clear(&e);
+    plan p;
+    if (build(cases[i][0], cluster, 16384, cases[i][1], cases[i][2], -1, &p, &e)) {
+      test_fail(__FILE__, __LINE__, "%s: %s", cases[i][1], e.msg);
+      continue;
+    }
+    sim_options o = {0, 0, 0, 0, 0, 0};
+    sim_result serial, beside;
+    setenv("SR_THREADS", "1", 1);
+    CHECK_EQ_INT(sim_run(&p, NULL, &o, &serial, NULL, &e), SR_OK);
+    setenv("SR_THREADS", "3", 1);
+    CHECK_EQ_INT(sim_run(&p, NULL, &o, &beside, NULL, &e), SR_OK);
+    check_same_result(cases[i][2], &serial, &beside);
+    plan_free(&p);
+  }
+  if (was) setenv("SR_THREADS", saved, 1);
+  else unsetenv("SR_THREADS");
+}

@@ -1,0 +1,123 @@
+// synth_draw.c — the hot loops of a vertical-slash head's draw (synth.c), each giving what a plain loop gives:
+//   - the candidates of its vertical groups (draw_group_verticals), each from two outputs of the group's MT19937
+//     stream, floor(n u^3) three times in four, else floor(n u): most of a draw at millions of tokens was this
+//     arithmetic, so where the CPU has AVX2 eight are made at once from sixteen outputs of the stream's current
+//     round (the same tempering, the same double operations in the same order: a / 2^32 is exact, and so is a
+//     product by 2^-32; the same truncation);
+//   - a sorted draw's structural indices (its window or sinks) and its marks read back in order.
+#include <string.h>
+
+#include "plan/synth_internal.h"
+
+// A vertical from outputs a, b of the stream: floor(n u^3) three times in four, else floor(n u), clamped to [0, n).
+// Both are computed and one kept (a mispredicted branch cost more than the arithmetic).
+static inline int64_t vertical_of(uint32_t a, uint32_t b, int64_t n) {
+  // u is sr_mt_uniform's a / 2^32; b / 2^32 < 0.75 (both exact in a double) is b < 3 * 2^30
+  double u = a / 4294967296.0, nu = (double)n * u;
+  int64_t cubic = (int64_t)(nu * u * u), linear = (int64_t)nu, x = b < 3221225472u ? cubic : linear;
+  return x >= n ? n - 1 : x < 0 ? 0 : x;
+}
+
+// Candidate j from the stream's next two outputs, its marks' word fetched.
+static inline void one_vertical(sr_mt *r, int64_t n, int32_t *x, int64_t j, const uint64_t *bits) {
+  uint32_t a = sr_mt_next(r), b = sr_mt_next(r);
+  x[j] = (int32_t)vertical_of(a, b, n);
+  __builtin_prefetch(&bits[x[j] >> 6]);
+}
+
+static void verticals_plain(sr_mt *r, int64_t n, int32_t *x, int64_t m, const uint64_t *bits) {
+  for (int64_t j = 0; j < m; j++) one_vertical(r, n, x, j, bits);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+// Four candidates from four (a, b) pairs (a4, b4: the tempered outputs).
+__attribute__((target("avx2"))) static inline __m128i four_verticals(__m128i a4, __m128i b4, __m256d nd, __m128i top) {
+  const __m128i sign = _mm_set1_epi32((int)0x80000000u);
+  // (double)a for an unsigned a: the signed value of a - 2^31, plus 2^31 (exact)
+  __m256d ad = _mm256_add_pd(_mm256_cvtepi32_pd(_mm_xor_si128(a4, sign)), _mm256_set1_pd(2147483648.0));
+  __m256d u = _mm256_mul_pd(ad, _mm256_set1_pd(0x1p-32)), nu = _mm256_mul_pd(nd, u);
+  __m128i cubic = _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_mul_pd(nu, u), u)), linear = _mm256_cvttpd_epi32(nu);
+  // b < 3 * 2^30 unsigned is (b - 2^31) < 2^30 signed
+  __m128i lt = _mm_cmpgt_epi32(_mm_set1_epi32(0x40000000), _mm_xor_si128(b4, sign));
+  __m128i v = _mm_blendv_epi8(linear, cubic, lt);
+  return _mm_max_epi32(_mm_min_epi32(v, top), _mm_setzero_si128());
+}
+
+__attribute__((target("avx2"))) static inline __m256i temper8(__m256i k) {
+  k = _mm256_xor_si256(k, _mm256_srli_epi32(k, 11));
+  k = _mm256_xor_si256(k, _mm256_and_si256(_mm256_slli_epi32(k, 7), _mm256_set1_epi32((int)0x9d2c5680u)));
+  k = _mm256_xor_si256(k, _mm256_and_si256(_mm256_slli_epi32(k, 15), _mm256_set1_epi32((int)0xefc60000u)));
+  return _mm256_xor_si256(k, _mm256_srli_epi32(k, 18));
+}
+
+__attribute__((target("avx2"))) static void verticals_avx2(sr_mt *r, int64_t n, int32_t *x, int64_t m,
+                                                           const uint64_t *bits) {
+  const __m256i even_odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256d nd = _mm256_set1_pd((double)n);
+  const __m128i top = _mm_set1_epi32((int32_t)(n - 1));
+  int64_t j = 0;
+  while (j < m) {
+    // The first round after seeding makes its outputs on demand; made now, they are the same words.
+    while (r->mti + 16 > r->ready && r->ready < SR_MT_N) sr_mt_refill(r);
+    if (j + 8 > m || r->mti + 16 > r->ready) {  // the chunk's last few, or a pair across two rounds
+      one_vertical(r, n, x, j++, bits);
+      continue;
+    }
+    __m256i w0 = temper8(_mm256_loadu_si256((const __m256i *)(r->mt + r->mti)));
+    __m256i w1 = temper8(_mm256_loadu_si256((const __m256i *)(r->mt + r->mti + 8)));
+    r->mti += 16;
+    w0 = _mm256_permutevar8x32_epi32(w0, even_odd);  // a0 a1 a2 a3 | b0 b1 b2 b3
+    w1 = _mm256_permutevar8x32_epi32(w1, even_odd);
+    _mm_storeu_si128((__m128i *)(x + j),
+                     four_verticals(_mm256_castsi256_si128(w0), _mm256_extracti128_si256(w0, 1), nd, top));
+    _mm_storeu_si128((__m128i *)(x + j + 4),
+                     four_verticals(_mm256_castsi256_si128(w1), _mm256_extracti128_si256(w1, 1), nd, top));
+    for (int k = 0; k < 8; k++) __builtin_prefetch(&bits[x[j + k] >> 6]);
+    j += 8;
+  }
+}
+#endif
+
+void synth_verticals(sr_mt *r, int64_t n, int32_t *x, int64_t m, const uint64_t *bits) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static int avx2 = -1;  // a benign race: every thread writes the same value
+  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (avx2 && n <= INT32_MAX) {
+    verticals_avx2(r, n, x, m, bits);
+    return;
+  }
+#endif
+  verticals_plain(r, n, x, m, bits);
+}
+
+void synth_iota(int32_t *out, int64_t n) {
+  typedef int32_t i32x4 __attribute__((vector_size(16)));  // GCC and Clang vector extension
+  i32x4 v = {0, 1, 2, 3}, four = {4, 4, 4, 4};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4, v += four) memcpy(out + i, &v, sizeof v);
+  for (; i < n; i++) out[i] = (int32_t)i;
+}
+
+// A word's bits four at a time, written whether set or not (the writes past its last set bit are overwritten by the
+// next word's), where out has room for them: the loop's exit no longer mispredicts about once a word.
+void synth_take_bits(uint64_t *bits, int64_t w0, int64_t words, int64_t n_struct, int32_t *out, int64_t count) {
+  int64_t k = n_struct;
+  for (int64_t w = w0; w < words && k < count; w++) {
+    uint64_t x = bits[w];
+    if (w == w0) x &= ~0ull << (n_struct & 63);
+    if (!x) continue;
+    bits[w] = 0;
+    // the word's set bits (a SWAR count: without -mpopcnt the builtin is a call into libgcc)
+    uint64_t p = x - ((x >> 1) & 0x5555555555555555ull);
+    p = (p & 0x3333333333333333ull) + ((p >> 2) & 0x3333333333333333ull);
+    int64_t base = w * 64, end = k + (int64_t)((((p + (p >> 4)) & 0x0f0f0f0f0f0f0f0full) * 0x0101010101010101ull) >> 56);
+    while (k + 4 <= count && k < end) {
+      for (int b = 0; b < 4; b++, x &= x - 1) out[k + b] = (int32_t)(base + (x ? __builtin_ctzll(x) : 0));
+      k += 4;
+    }
+    for (k = k < end ? k : end; x; x &= x - 1) out[k++] = (int32_t)(base + __builtin_ctzll(x));
+    k = end;
+  }
+}
