@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan/synth_internal.h"
+#include "plan/util.h"
 
 // A vertical from outputs a, b of the stream: floor(n u^3) three times in four, else floor(n u), clamped to [0, n).
 // Both are computed and one kept (a mispredicted branch cost more than the arithmetic).
@@ -82,9 +83,7 @@ __attribute__((target("avx2"))) static void verticals_avx2(sr_mt *r, int64_t n, 
 
 void synth_verticals(sr_mt *r, int64_t n, int32_t *x, int64_t m, const uint64_t *bits) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static int avx2 = -1;  // a benign race: every thread writes the same value
-  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-  if (avx2 && n <= INT32_MAX) {
+  if (sr_isa() >= SR_ISA_AVX2 && n <= INT32_MAX) {
     verticals_avx2(r, n, x, m, bits);
     return;
   }

@@ -131,9 +131,7 @@ __attribute__((target("avx2"))) static void rows_add_avx2(int32_t *acc, int32_t 
 static void rows_add(int32_t *acc, int32_t *all, const int32_t *hist, int64_t P, const int32_t *b, int n, int64_t jlo,
                      int64_t jhi) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static int avx2 = -1;  // a benign race: every thread writes the same value
-  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-  if (avx2) {
+  if (sr_isa() >= SR_ISA_AVX2) {
     rows_add_avx2(acc, all, hist, P, b, n, jlo, jhi);
     return;
   }
@@ -242,13 +240,12 @@ __attribute__((target("avx512f"))) static void kept_add_avx512(int64_t *dst, con
 
 static void kept_add(int64_t *dst, const int64_t *const *src, int n, int64_t lo, int64_t hi) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static int isa = -1;  // a benign race: every thread writes the same value
-  if (isa < 0) isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-  if (isa == 2) {
+  int isa = sr_isa();
+  if (isa == SR_ISA_AVX512) {
     kept_add_avx512(dst, src, n, lo, hi);
     return;
   }
-  if (isa == 1) {
+  if (isa == SR_ISA_AVX2) {
     kept_add_avx2(dst, src, n, lo, hi);
     return;
   }

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,3 +366,24 @@ double sr_now(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+// ---- the vector instruction set ----------------------------------------------------------------
+
+static atomic_int isa_cap = SR_ISA_AVX512, isa_cached = -1;
+
+static int isa_detect(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f")) return SR_ISA_AVX512;
+  if (__builtin_cpu_supports("avx2")) return SR_ISA_AVX2;
+#endif
+  return SR_ISA_PLAIN;
+}
+
+int sr_isa(void) {
+  int v = atomic_load_explicit(&isa_cached, memory_order_relaxed);
+  if (v < 0) atomic_store_explicit(&isa_cached, v = isa_detect(), memory_order_relaxed);
+  int cap = atomic_load_explicit(&isa_cap, memory_order_relaxed);
+  return v < cap ? v : cap;
+}
+
+void sr_isa_cap(int cap) { atomic_store_explicit(&isa_cap, cap, memory_order_relaxed); }

@@ -74,6 +74,12 @@ double sr_now(void);
 // Minimum/maximum helpers for int64.
 static inline int64_t sr_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t sr_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+// The widest vector instruction set the host code's hot loops may take (plan/synth_draw.c, plan/tiles_fast_periodic.c):
+// what this CPU has, at most the cap sr_isa_cap set. Every path computes the same results.
+enum { SR_ISA_PLAIN = 0, SR_ISA_AVX2 = 1, SR_ISA_AVX512 = 2 };
+int sr_isa(void);
+// Cap sr_isa (SR_ISA_PLAIN: the portable code everywhere; tests hold the paths to each other's results).
+void sr_isa_cap(int cap);
 // Ceiling division for non-negative a and positive b.
 static inline int64_t sr_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

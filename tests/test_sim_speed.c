@@ -235,7 +235,7 @@ static const pinned_step pinned_steps[] = {
      4473},
 };
 
-TEST(sim_speed_pin_every_kind_of_step_on_eight_gpus_is_unchanged) {
+static void check_pinned_steps(void) {
   const char *cluster = write_cluster("h200-2x4-walk", two_by_four_walk);
   for (size_t i = 0; i < sizeof pinned_steps / sizeof *pinned_steps; i++) {
     const pinned_step *c = &pinned_steps[i];
@@ -268,6 +268,19 @@ TEST(sim_speed_pin_every_kind_of_step_on_eight_gpus_is_unchanged) {
     CHECK_EQ_INT(r.n_tasks, c->tasks);
     plan_free(&p);
   }
+}
+
+TEST(sim_speed_pin_every_kind_of_step_on_eight_gpus_is_unchanged) { check_pinned_steps(); }
+
+// The hot loops' vector paths (AVX2, AVX-512, chosen by sr_isa) and the portable ones give the same figures: the pins
+// again on the portable code alone, and 512K MTraining on 32 A100s, whose synthesis and accounting take them.
+TEST(sim_speed_pins_hold_on_the_portable_code_paths_too) {
+  sr_isa_cap(SR_ISA_PLAIN);
+  CHECK_EQ_INT(sr_isa(), SR_ISA_PLAIN);
+  check_pinned_steps();
+  check_pin("qwen2.5-3b", write_cluster("a100-4x8", a100_4x8), 512 * 1024, NULL, "0x1.b0cc44a54d0b2p+3",
+            "0x1.51f2495dp+34", 283701);
+  sr_isa_cap(SR_ISA_AVX512);
 }
 
 // The step drawing its pattern a head at a time as it accounts it (sim_run without a pattern, sim_plan) gives the step
