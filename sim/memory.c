@@ -96,8 +96,9 @@ static void activations(const model_config *m, const mem_inputs *in, int ranks_p
 
 // sparsering-exec train's own allocations (train/model_cuda.cu, counted by plan/model.h): fp32 weights and a
 // bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; its buffers a token (recompute 2:
-// selective recomputation, the keeping layers' attention output and LSE kept; the MLP's buffers for one --mlp-chunk), the
-// layer inputs on the host with --offload-activations; FPDT's executor offloads its gathered KV chunks only.
+// selective recomputation, the keeping layers' attention output and LSE kept; the MLP's buffers for one
+// --mlp-chunk), the layer inputs on the host with --offload-activations; FPDT's executor offloads its gathered KV
+// chunks only.
 static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_per_node, sim_memory *out) {
   double P = (double)model_param_count(m), n = (double)in->tokens_per_rank;
   int W = in->world > 0 ? in->world : 1;

@@ -190,7 +190,7 @@ static const cli_flag train_flags[] = {
     {"pose", "SPAN", NULL, "PoSE: a training sample's positions skip ahead to cover SPAN tokens"},
     {"recompute", NULL, NULL, "per-layer activation recomputation (on already when the plan's recompute is 1, the default)"},
     {"recompute-attn", NULL, NULL, "rerun each layer's attention forward in the backward (default: its output and LSE are "
-     "kept where memory allows)"},
+     "kept in as many layers as memory allows)"},
     {"offload-activations", NULL, NULL,
      "the layer inputs wait in pinned host memory between forward and backward (copies overlapped with compute); "
      "on by default on the GPU when they do not fit the device beside the model"},
@@ -731,12 +731,12 @@ static int run_predict(train_run *r, sr_error *e) {
   const model_config *m = &p->model;
   int64_t seq = p->spec.seq;
   // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it; the step's
-  // recomputation keeps attention's output when the run did (selective), and with every layer's plan kept no
+  // recomputation keeps attention's output in the layers the run's did (selective), and with every layer's plan kept no
   // index is built in the step
   const train_attn *ta = &r->ta;
   sim_options so = {0, 0, !pattern_spec_at_run_time(p->spec.pattern),
-                    r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN && r->keep_layers > 0, ta->shared || ta->cap >= ta->layers,
-                    ta->shared ? 0 : ta->cap, r->keep_layers};
+                    r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN && r->keep_layers > 0,
+                    ta->shared || ta->cap >= ta->layers, ta->shared ? 0 : ta->cap, r->keep_layers};
   sim_result sr;
   snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
   // how its plans come back when they do not all fit (sim/plan_cache.h)
