@@ -314,13 +314,20 @@ double model_exec_bytes_per_token(const model_config *m, int recompute, int64_t 
   // its gate|up and h (bf16), which the backward reads (with recomputation they are remade a chunk at a time)
   double layer = 2 * C + 2 * C + 8 + 2 * W + 2 * QD + 4 * H + 4 * C + (recompute ? 0 : 4 * I + 2 * I);
   // selective recomputation: every other layer's o (bf16) and lse too
-  double kept = recompute == 2 ? (L - 1) * (2 * QD + 4 * H) : 0;
+  double kept = recompute == 2 ? model_exec_kept_attn_bytes_per_token(m, (int)m->num_layers) : 0;
   // q|k|v GEMM output (fp32; the norms' weight rows in the backward), lnf (bf16), rstdf, dx, dln (fp32),
   // dq, dk, dv (fp32), dq|dk|dv, dob, dxb (bf16)
   double scratch = 4 * (W > C ? W : C) + 2 * C + 4 + 4 * C + 4 * C + 4 * QD + 8 * KD + 2 * W + 2 * QD + 2 * C;
   double misc = 2 * half * 4 + 8 + 4 * 3 + 4;  // cos, sin; pos (int64); tok, tgt, argmax; losses
   double share = n_local > 0 ? (double)model_exec_mlp_rows(n_local, mlp_chunk) / (double)n_local : 1;
   return inputs + layer * (recompute ? 1 : L) + kept + scratch + misc + model_exec_mlp_bytes_per_row(m, recompute) * share;
+}
+
+double model_exec_kept_attn_bytes_per_token(const model_config *m, int keep_layers) {
+  double QD = (double)(m->num_heads * m->head_dim), H = (double)m->num_heads, L = (double)m->num_layers;
+  // every layer keeping: layer 0's in the set the recomputation shares (train/model_cpu.h's model_attn_own_buffers)
+  double own = keep_layers >= m->num_layers ? L - 1 : (double)(keep_layers > 0 ? keep_layers : 0);
+  return own * (2 * QD + 4 * H);
 }
 
 double model_exec_offload_saved_per_token(const model_config *m) {

@@ -90,6 +90,10 @@ double model_exec_state_bytes(const model_config *m, int world);
 double model_exec_bytes_per_token(const model_config *m, int recompute, int64_t n_local, int64_t mlp_chunk);
 // Those MLP buffers' bytes per row of a chunk (recompute 1 or 2: gate|up, h, dh in bf16, 8 I; recompute 0: dh, 2 I).
 double model_exec_mlp_bytes_per_row(const model_config *m, int recompute);
+// Of model_exec_bytes_per_token's bytes a local token, selective recomputation's kept attention outputs (bf16) and
+// LSEs (fp32) when layers 0..keep_layers-1 keep them: one buffer a keeping layer, but L - 1 when all L keep (layer
+// 0's O is then the one the recomputation's layer set holds anyway).
+double model_exec_kept_attn_bytes_per_token(const model_config *m, int keep_layers);
 // `train --mlp-chunk`: the MLP (post-attention norm output -> gate|up -> SwiGLU -> down, and its backward) runs over
 // the rank's tokens in chunks of rows (FPDT's chunked FFN, Yao et al. 2024), so its buffers hold one chunk. The
 // flag's values: N > 0 tokens a chunk, 0 the whole local sequence, MODEL_EXEC_MLP_AUTO (the default) the whole

@@ -85,6 +85,8 @@ static void activations(const model_config *m, const mem_inputs *in, int ranks_p
     work = in->recompute ? n * full : 0;
   }
   double ckpt = L * ckpt_layer;
+  if (in->recompute == 2 && in->keep_layers > 0 && in->keep_layers < L)  // the rest keep their input alone
+    ckpt = in->keep_layers * ckpt_layer + (L - in->keep_layers) * n * model_act_bytes_per_token_layer(m, 1);
   if (in->offload_activations) {  // the layer in use and the one coming back stay on the GPU
     out->host_activations = ranks_per_node * ckpt;
     ckpt = min2(L, 2) * ckpt_layer;
@@ -94,8 +96,9 @@ static void activations(const model_config *m, const mem_inputs *in, int ranks_p
 
 // sparsering-exec train's own allocations (train/model_cuda.cu, counted by plan/model.h): fp32 weights and a
 // bf16 copy, fp32 gradients, this rank's ZeRO-1 slice of the fp32 AdamW moments; its buffers a token (recompute 2:
-// selective recomputation, every layer's attention output and LSE kept; the MLP's buffers for one --mlp-chunk), the
-// layer inputs on the host with --offload-activations; FPDT's executor offloads its gathered KV chunks only.
+// selective recomputation, the keeping layers' attention output and LSE kept; the MLP's buffers for one
+// --mlp-chunk), the layer inputs on the host with --offload-activations; FPDT's executor offloads its gathered KV
+// chunks only.
 static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_per_node, sim_memory *out) {
   double P = (double)model_param_count(m), n = (double)in->tokens_per_rank;
   int W = in->world > 0 ? in->world : 1;
@@ -104,6 +107,9 @@ static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_
   out->optim = P * 8 / W;
   out->host_optim = 0;
   out->activations = n * model_exec_bytes_per_token(m, in->recompute, in->tokens_per_rank, in->mlp_chunk);
+  if (in->recompute == 2 && in->keep_layers > 0 && in->keep_layers < m->num_layers)  // some layers keep: theirs
+    out->activations = n * (model_exec_bytes_per_token(m, 1, in->tokens_per_rank, in->mlp_chunk) +
+                            model_exec_kept_attn_bytes_per_token(m, in->keep_layers));
   out->host_activations = 0;
   if (in->offload_activations) {
     out->activations -= n * model_exec_offload_saved_per_token(m);

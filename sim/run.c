@@ -120,6 +120,11 @@ static void plan_rebuilds(const sim_ctx *x, const plan *p, sim_result *r) {
   r->step_s += out.exposed_s;
 }
 
+int sim_keep_layers(const sim_options *o, int layers) {
+  if (!o->keep_attn) return 0;
+  return o->keep_layers > 0 && o->keep_layers < layers ? o->keep_layers : layers;
+}
+
 int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e) {
   return run(p, pat, o, NULL, NULL, r, tl, e);
 }
@@ -181,7 +186,7 @@ static int run_pattern(const plan *p, const pattern *pat, const sim_options *o, 
                           (long long)pat->n_tokens, (long long)p->layout.n_tokens);
   if (p->layout.world != W)
     return sr_input_error(e, NULL, "layout", "is over %d ranks; the cluster has %d GPUs", p->layout.world, W);
-  sim_options none = {0, 0, 0, 0, 0, 0};
+  sim_options none = {0, 0, 0, 0, 0, 0, 0};
   // An attention-only step runs each layer's attention forward and backward once: no recomputation.
   plan attn_only;
   if (p->spec.attention_only) {
@@ -276,7 +281,10 @@ static int run_pattern(const plan *p, const pattern *pat, const sim_options *o, 
   mi.kv_shard_tokens = kv_shard > x.kv_shard_tokens ? kv_shard : x.kv_shard_tokens;
   mi.index_bytes = x.max_index_bytes;
   mi.bars_bytes = x.max_bars_bytes;
-  mi.recompute = p->spec.recompute && x.o->keep_attn ? 2 : p->spec.recompute;  // selective: O and LSE kept
+  // selective: O and LSE kept (by the first keep layers; 0: all)
+  int keep = sim_keep_layers(x.o, (int)m->num_layers);
+  mi.recompute = p->spec.recompute && keep > 0 ? 2 : p->spec.recompute;
+  mi.keep_layers = keep < (int)m->num_layers ? keep : 0;
   mi.builder_bytes = x.builder_bytes;
   sim_memory_estimate(m, c, &mi, &r->mem);
   if (r->mem.builder > 0) builder_fate(&x, r);

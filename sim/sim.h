@@ -41,12 +41,18 @@ typedef struct {
                         // executor's vs-topp / vs-preset runs, whose pattern is built before the step)
   int keep_attn;        // selective recomputation (with plan.spec.recompute): each layer keeps attention's output
                         // and LSE, so the recomputed forward runs no attention (nor its transfers or index), and
-                        // memory counts them (sparsering-exec train's default where memory allows)
+                        // memory counts them (sparsering-exec train's default where memory allows; keep_layers)
   int index_ready;      // every layer's execution form exists before the step (the trainer's kept plans): a
                         // fixed pattern's forward builds no index in the step
   int plans_kept;       // the exec trainer's plans on the device when known (its cache's cap); 0: as many as the
                         // simulated memory leaves room for (plan_cache.h)
+  int keep_layers;      // of keep_attn: only layers 0..keep_layers-1 keep (the rest rerun attention, as the trainer
+                        // does where memory holds no more: train/train.h); 0 (or num_layers and more): every layer
 } sim_options;
+
+// The layers that keep attention's output and LSE under o (layers 0..K-1) of a model of `layers` layers: 0 without
+// keep_attn, else keep_layers but `layers` where keep_layers is 0 or more than the model's.
+int sim_keep_layers(const sim_options *o, int layers);
 
 // The tasks a simulation recorded (sim_options.record_timeline), in the order they were scheduled.
 typedef struct {

@@ -87,6 +87,8 @@ double ctx_gemm_post(const sim_ctx *x, double n) {
 
 int ctx_exec_trainer(const sim_ctx *x) { return strcmp(x->p->spec.trainer, "exec") == 0; }
 
+int ctx_keeps_attn(const sim_ctx *x, int layer) { return layer < sim_keep_layers(x->o, (int)x->m->num_layers); }
+
 // Memory-bound ops move bf16 tensors (roofline, Williams et al. 2009): before attention an RMSNorm
 // (read + write hidden) and RoPE on q and k (read + write); after it two residual adds (2 reads +
 // 1 write of hidden), the second RMSNorm, and SwiGLU (2 reads + 1 write of intermediate). The exec

@@ -118,7 +118,7 @@ static int layer_fwd(sim_ctx *x, a2a_state *s, int layer, int recompute, sr_erro
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e)))
     return rc;
-  if (recompute && x->o->keep_attn) {  // selective recomputation: attention's output and LSE are kept
+  if (recompute && ctx_keeps_attn(x, layer)) {  // selective recomputation: attention's output and LSE are kept
     memcpy(x->b, x->a, (size_t)W * sizeof *x->a);
   } else {
     if ((rc = group_a2a(x, s, (double)sch->a2a_bytes_qkv, layer, x->a, x->b, e))) return rc;

@@ -88,6 +88,9 @@ double ctx_step_compute(const sim_ctx *x, double n, double share);
 // Whether the step is sparsering-exec train's (plan spec trainer "exec"): its own kernels, gradient
 // reduction and optimizer (sim/exec_cost.h).
 int ctx_exec_trainer(const sim_ctx *x);
+// Does layer `layer`'s recomputed forward skip attention (selective recomputation: sim_options.keep_attn and
+// keep_layers; the caller recomputes)?
+int ctx_keeps_attn(const sim_ctx *x, int layer);
 // Bus bandwidth and latency of a collective over all ranks.
 void ctx_coll_link(const sim_ctx *x, double *gbps, double *lat_us);
 

@@ -9,7 +9,7 @@
 // (copy-out stream) once gathered, and a KV chunk j < i comes back (copy stream) into one of two buffers while
 // the previous pair computes: the fetch of the k-th fetched pair waits until pair k-2 released its buffer and
 // until chunk j's offload has finished. Backward: the recomputed forward (with recomputation; without its
-// attention under selective recomputation, sim_options.keep_attn), the layer's
+// attention under selective recomputation in the layers that keep, sim_options.keep_attn), the layer's
 // tail, the KV of every chunk gathered again (and offloaded), then the query chunks in reverse order, each
 // gathering its q, o, dO and LSE, computing against its own KV chunk and then chunks 0..i-1 (the same
 // prefetching; dK/dV accumulate on the GPU), and sending dQ, dK, dV of the chunk back. A backward chunk pair with
@@ -213,8 +213,9 @@ static int layer_fwd(sim_ctx *x, fpdt_state *s, int layer, int recompute, sr_err
   if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e)))
     return rc;
   pass_begin(x, s);
-  // selective recomputation (sim_options.keep_attn): the rerun keeps the first forward's attention output and LSE
-  for (int i = 0; i < (recompute && x->o->keep_attn ? 0 : u); i++) {
+  // selective recomputation (sim_options.keep_attn, in the layers that keep): the rerun keeps the first forward's
+  // attention output and LSE
+  for (int i = 0; i < (recompute && ctx_keeps_attn(x, layer) ? 0 : u); i++) {
     double cr = chunk_tokens(x, i) / W;
     if ((rc = a2a(x, cr * (H + 2 * kve) * d * 2, layer, i, x->a, x->b, e))) return rc;  // q, k, v of the chunk
     if (off && (rc = offload(x, s, i, layer, x->b, e))) return rc;

@@ -31,6 +31,7 @@ typedef struct {
   // Representative mode: the layer's simulated duration and per-rank busy time, once known.
   double dt_fwd, dt_bwd;
   double *busy_fwd, *busy_bwd;
+  int bwd_keeps;      // whether the backward dt_bwd times kept attention's output (ctx_keeps_attn)
 } layer_work;
 
 // FNV-1a over 64-bit words (then the tail bytes): a layer's step seconds are megabytes at a thousand ranks.
@@ -346,8 +347,9 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, const 
   }
   int rc = ctx_each(x, STREAM_COMPUTE, st->dur, 0, recompute ? PHASE_RECOMPUTE : PHASE_QKV, layer, -1, NULL, x->a, e);
   if (rc) return rc;
-  // selective recomputation: the rerun keeps the first forward's attention output (sim_options.keep_attn)
-  int attn = !(recompute && x->o->keep_attn);
+  // selective recomputation: the rerun keeps the first forward's attention output (sim_options.keep_attn, in the
+  // layers that keep)
+  int attn = !(recompute && ctx_keeps_attn(x, layer));
   if (st->online && !recompute) {
     if ((rc = st->gated ? gating_layer(x, layer, x->a, x->b, e) : estimate_layer(x, layer, x->a, x->b, e))) return rc;
     memcpy(x->a, x->b, (size_t)W * sizeof *x->a);
@@ -692,13 +694,17 @@ int step_ring(sim_ctx *x, sr_error *e) {
     if (rc) goto done_ring;
   }
   // Bytes on the wire: per layer its routes' forward sends (twice with recomputation, unless the rerun keeps
-  // attention's output: sim_options.keep_attn) and backward sends.
+  // attention's output: sim_options.keep_attn, in the layers that keep) and backward sends.
   for (int k = 0; k < st.n_routes; k++) {
-    int layers = 0;
-    for (int l = 0; l < L; l++) layers += distinct[of[l]].routes == k;
+    int rerun = 0, kept = 0;  // the route's layers whose recomputation reruns attention, and the others
+    for (int l = 0; l < L; l++)
+      if (distinct[of[l]].routes == k) {
+        if (p->spec.recompute && !ctx_keeps_attn(x, l)) rerun++;
+        else kept++;
+      }
     double fwd, bwd;
     ring_routes_bytes(&st.routes[k], &fwd, &bwd);
-    x->comm_bytes += layers * ((p->spec.recompute && !x->o->keep_attn ? 2 : 1) * fwd + bwd);
+    x->comm_bytes += rerun * (2 * fwd + bwd) + kept * (fwd + bwd);
   }
   for (int64_t i = 0; i < x->comm_logged; i++) x->comm_bytes += x->comm_log[i];
   x->comm_logged = 0;
@@ -710,7 +716,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   if ((rc = ctx_loss(x, e))) goto done_ring;
   for (int l = L - 1; l >= 0; l--) {
     layer_work *w = &distinct[of[l]];
-    if (rep && w->dt_bwd >= 0) {
+    int keeps = ctx_keeps_attn(x, l);  // a layer that keeps and one that reruns attention differ in their backward
+    if (rep && w->dt_bwd >= 0 && w->bwd_keeps == keeps) {
       replay(x, w->dt_bwd, w->busy_bwd);
       call_pass_s(x, 2, NULL, x->attn_b);
       for (int k = 0; k < s->n_steps; k++)  // a step at a time: the same additions per rank
@@ -724,6 +731,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
     }
     if ((rc = layer_backward(x, &st, w, l, e)) || (rc = ctx_flush(x, e))) goto done_ring;
     if (rep) {
+      w->bwd_keeps = keeps;
       w->dt_bwd = engine_makespan(&x->g) - t0;
       busy_delta(x, before, w->busy_bwd);
     }

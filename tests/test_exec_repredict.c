@@ -245,3 +245,30 @@ TEST(repredict_memory_predicts_every_run_of_a_log_with_both_memory_lines_again) 
   free(csv);
   free(out);
 }
+
+// The opening line's recomputation in its three wordings: every layer keeping attention's output ("selective ("),
+// the first K ("selective in K of L layers"), none ("full (...)"), for the simulation of the step.
+TEST(repredict_reads_which_layers_kept_attention_from_the_recompute_wording) {
+  const char *head = "train: tiny-test, 1 params, seq 2048 on 1 rank(s) (contiguous layout, ring schedule, pattern dense, "
+                     "density 1)\n";
+  const char *tail = "predict: tiny-test dense-ring seq 2048 W 1 | simulated step 5.000s | measured step 5.100s (best "
+                     "after the first; first 27.000s)\n";
+  const char *data[3] = {
+      "train: data passkey (loss answer), batch 1, lr 0.0003, wd 0, warmup 10, clip 1, recompute selective (each "
+      "layer's attention output and LSE kept: 8.89 GiB), activation offload off",
+      "train: data passkey (loss answer), batch 1, lr 0.0003, wd 0, warmup 10, clip 1, recompute selective in 33 of 36 "
+      "layers (their attention output and LSE kept: 8.38 GiB; all 36 would take 8.89 GiB, 8.56 GiB free beside the "
+      "plans), activation offload off",
+      "train: data passkey (loss answer), batch 1, lr 0.0003, wd 0, warmup 10, clip 1, recompute full (keeping "
+      "attention's output and LSE would take 8.89 GiB, 0.56 GiB free beside the plans), activation offload off"};
+  const int keep_attn[3] = {1, 1, 0}, keep_layers[3] = {0, 33, 0};
+  for (int i = 0; i < 3; i++) {
+    char log[1500];
+    snprintf(log, sizeof log, "%s%s\n%s", head, data[i], tail);
+    train_rerun r;
+    memset(&r, 0, sizeof r);
+    CHECK_EQ_INT(repredict_parse_train_log(log, &r), 0);
+    CHECK_EQ_INT(r.keep_attn, keep_attn[i]);
+    CHECK_EQ_INT(r.keep_layers, keep_layers[i]);
+  }
+}

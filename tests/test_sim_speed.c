@@ -73,7 +73,7 @@ TEST(sim_speed_ring_passes_in_time_equal_the_task_graph_of_every_ring_kind) {
       test_fail(__FILE__, __LINE__, "%s: %s", cases[i][0], e.msg);
       continue;
     }
-    sim_options lean = {0, 0, 0, 0, 0, 0}, kept = {0, 1, 0, 0, 0, 0};
+    sim_options lean = {0, 0, 0, 0, 0, 0, 0}, kept = {0, 1, 0, 0, 0, 0, 0};
     sim_result a, b;
     sim_timeline tl = {0};
     CHECK_EQ_INT(sim_plan(&p, &lean, &a, NULL, &e), SR_OK);
@@ -125,7 +125,7 @@ static void check_pin(const char *model, const char *cluster, int64_t seq, const
     test_fail(__FILE__, __LINE__, "%s: %s", model, e.msg);
     return;
   }
-  sim_options o = {0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0};
   sim_result r;
   if (sim_plan(&p, &o, &r, NULL, &e)) {
     test_fail(__FILE__, __LINE__, "%s: %s", model, e.msg);
@@ -250,7 +250,7 @@ static void check_pinned_steps(void) {
     s.seq = c->seq;
     if (c->pattern[0]) snprintf(s.pattern, sizeof s.pattern, "%s", c->pattern);
     if (c->fpdt_chunk) s.fpdt_chunk = c->fpdt_chunk;
-    sim_options o = {0, 0, 0, 0, 0, 0};
+    sim_options o = {0, 0, 0, 0, 0, 0, 0};
     sim_result r;
     if (plan_build(&s, &p, &e) || sim_plan(&p, &o, &r, NULL, &e)) {
       test_fail(__FILE__, __LINE__, "%s %s: %s", c->strategy, c->pattern, e.msg);
@@ -300,7 +300,7 @@ TEST(sim_speed_a_step_drawing_its_pattern_a_head_at_a_time_equals_the_whole_patt
       continue;
     }
     pattern pat;
-    sim_options o = {0, 0, 0, 0, 0, 0};
+    sim_options o = {0, 0, 0, 0, 0, 0, 0};
     sim_result whole, by_heads;
     CHECK_EQ_INT(sim_pattern_build(&p, &pat, &e), SR_OK);
     CHECK_EQ_INT(sim_run(&p, &pat, &o, &whole, NULL, &e), SR_OK);
@@ -331,7 +331,7 @@ TEST(sim_speed_a_step_with_its_forwards_beside_the_accounting_equals_the_serial_
       test_fail(__FILE__, __LINE__, "%s: %s", cases[i][1], e.msg);
       continue;
     }
-    sim_options o = {0, 0, 0, 0, 0, 0};
+    sim_options o = {0, 0, 0, 0, 0, 0, 0};
     sim_result serial, beside;
     setenv("SR_THREADS", "1", 1);
     CHECK_EQ_INT(sim_run(&p, NULL, &o, &serial, NULL, &e), SR_OK);

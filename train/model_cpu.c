@@ -171,10 +171,8 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
   // gate, up and h are every layer's kept activations without recomputation, else the MLP's chunk buffers
   int64_t per_layer = N * (C + 1 + QD + KD + KD + QD + C + C + 1 + (recompute ? 0 : 3 * I)) + H * N;
   int64_t layer_sets = recompute ? 1 : L;
-  int64_t kept_attn = recompute == MODEL_RECOMPUTE_KEEP_ATTN ? (L - 1) * (N * QD + H * N) : 0;
   int64_t scratch = N * (3 * C + 2 * QD + 2 * KD) + N;
-  int64_t total =
-      (L + 1) * N * C + layer_sets * per_layer + kept_attn + N * C + N + m->ce_chunk * c->vocab_size + scratch;
+  int64_t total = (L + 1) * N * C + layer_sets * per_layer + N * C + N + m->ce_chunk * c->vocab_size + scratch;
   m->act_mem = calloc((size_t)total, (size_t)dtype);
   if (!m->act_mem) goto oom;
   char *p = m->act_mem;
@@ -184,10 +182,6 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
     model_layer_acts *a = &m->acts[l];
     if (l > 0 && recompute) {
       *a = m->acts[0];
-      if (recompute == MODEL_RECOMPUTE_KEEP_ATTN) {  // the attention's output and LSE stay each layer's own
-        CARVE(a->o, N * QD);
-        CARVE(a->lse, H * N);
-      }
       continue;
     }
     CARVE(a->ln1, N * C); CARVE(a->rstd1, N); CARVE(a->q, N * QD); CARVE(a->k, N * KD); CARVE(a->v, N * KD);
@@ -201,7 +195,9 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
   CARVE(m->logits, m->ce_chunk * c->vocab_size);
   CARVE(m->scratch, scratch);
 #undef CARVE
+  m->rec_o = m->acts[0].o, m->rec_lse = m->acts[0].lse;  // under recomputation: every layer's unless it keeps its own
   int rc = model_cpu_set_mlp_chunk(m, N, e);
+  if (!rc && recompute == MODEL_RECOMPUTE_KEEP_ATTN) rc = model_cpu_set_keep_layers(m, L, e);
   if (rc) model_cpu_free(m);
   return rc;
 oom:
@@ -216,6 +212,7 @@ void model_cpu_free(model_cpu *m) {
   free(m->params);
   free(m->grads);
   free(m->act_mem);
+  free(m->kept_mem);
   free(m->mlp_mem);
   free(m->ckpt_host);
   free(m->x);
@@ -239,6 +236,45 @@ int model_cpu_set_mlp_chunk(model_cpu *m, int64_t rows, sr_error *e) {
   for (int l = 0; m->recompute && l < L; l++)
     m->acts[l].gate = p + 3 * sz, m->acts[l].up = p + 4 * sz, m->acts[l].h = p + 5 * sz;
   return SR_OK;
+}
+
+// ---- selective recomputation's kept attention outputs ---------------------------------------------
+
+int model_attn_own_buffers(int layers, int keep_layers) {
+  return keep_layers >= layers ? layers - 1 : keep_layers;
+}
+
+int model_cpu_set_keep_layers(model_cpu *m, int layers, sr_error *e) {
+  int L = (int)m->cfg.num_layers;
+  if (m->recompute != MODEL_RECOMPUTE_KEEP_ATTN)
+    return sr_input_error(e, NULL, "keep_layers", "only selective recomputation keeps attention's output");
+  if (layers < 0 || layers > L)
+    return sr_input_error(e, NULL, "keep_layers", "%d is not a layer count of 0 .. %d", layers, L);
+  int64_t N = m->max_tokens, QD = m->cfg.num_heads * m->cfg.head_dim, H = m->cfg.num_heads;
+  int own = model_attn_own_buffers(L, layers);
+  char *p = calloc((size_t)sr_max64(own, 1) * (size_t)(N * QD + H * N), (size_t)m->dtype);
+  if (!p) return sr_internal_error(e, 0, "model: out of memory for %d layers' attention outputs", own);
+  free(m->kept_mem);
+  m->kept_mem = p;
+  m->keep_layers = layers;
+  // Every layer that keeps has its own o and lse, but for layer 0 when all keep: no other layer then writes the
+  // recomputation's set, which layer 0's forward filled (and when some rerun, that set is theirs, so layer 0 keeps
+  // its own like the others that keep: 0 < K < L costs K buffers, L costs L - 1).
+  for (int l = 0; l < L; l++) {
+    model_layer_acts *a = &m->acts[l];
+    int keeps = l < layers && !(l == 0 && layers == L);
+    if (keeps) {
+      a->o = p, p += (size_t)(N * QD) * (size_t)m->dtype;
+      a->lse = p, p += (size_t)(H * N) * (size_t)m->dtype;
+    } else {
+      a->o = m->rec_o, a->lse = m->rec_lse;
+    }
+  }
+  return SR_OK;
+}
+
+int model_cpu_keeps_attn(const model_cpu *m, int layer) {
+  return m->recompute == MODEL_RECOMPUTE_KEEP_ATTN && layer < m->keep_layers;
 }
 
 // ---- activation offload ----------------------------------------------------------------------

@@ -19,8 +19,15 @@ enum { MODEL_F32 = 4, MODEL_F64 = 8 };  // element size in bytes doubles as the 
 // Activation recomputation (model_cpu.recompute): none (every layer's activations kept), full (only each
 // layer's input kept; the backward reruns the layer's forward, attention included), or selective (full, but
 // each layer's attention output O and LSE are kept too, O(tokens) a layer, so the rerun skips attention: the
-// backward takes the kept O and LSE, bit for bit the ones the forward computed).
+// backward takes the kept O and LSE, bit for bit the ones the forward computed). Selective recomputation may keep
+// them for the first K layers only (model_cpu.keep_layers, model_cpu_set_keep_layers: where memory holds no more),
+// the layers K..L-1 rerunning attention as under full recomputation; every K gives the same numbers.
 enum { MODEL_RECOMPUTE_OFF = 0, MODEL_RECOMPUTE_FULL = 1, MODEL_RECOMPUTE_KEEP_ATTN = 2 };
+
+// O and LSE buffers of their own that selective recomputation needs when layers 0..keep_layers-1 of `layers` keep
+// them, beside the set the recomputation shares: keep_layers, but layers - 1 when every layer keeps (layer 0 then
+// keeps its O in the shared set, which no rerun overwrites), so keeping layers - 1 costs what keeping all does.
+int model_attn_own_buffers(int layers, int keep_layers);
 
 // Tensors of one layer, in Hugging Face order; biases exist only with attention_bias.
 enum {
@@ -55,7 +62,7 @@ typedef struct {
 } model_attention;
 
 // Per-layer activation pointers (into one allocation); under recomputation all layers share one set (but for o
-// and lse, each layer's own under MODEL_RECOMPUTE_KEEP_ATTN).
+// and lse, each keeping layer's own under MODEL_RECOMPUTE_KEEP_ATTN: model_attn_own_buffers).
 typedef struct {
   void *ln1, *rstd1, *q, *k, *v, *o, *lse, *x2, *ln2, *rstd2, *gate, *up, *h;
 } model_layer_acts;
@@ -65,6 +72,7 @@ typedef struct {
   model_config cfg;
   int dtype;                  // MODEL_F32 or MODEL_F64
   int recompute;              // MODEL_RECOMPUTE_*: what the backward reruns of each layer's forward
+  int keep_layers;            // MODEL_RECOMPUTE_KEEP_ATTN: layers 0..keep_layers-1 keep attention's O and LSE
   int64_t max_tokens;         // local tokens the activations are sized for
   int64_t ce_chunk;           // tokens per cross-entropy chunk (logits exist only for one chunk)
   int64_t num_params;
@@ -81,6 +89,8 @@ typedef struct {
   void **x;
   model_layer_acts *acts;
   void *lnf, *rstdf, *logits, *scratch;  // scratch: backward buffers
+  void *rec_o, *rec_lse;      // the recomputation's shared o and lse (layer 0's set)
+  void *kept_mem;             // the o and lse of the layers that keep their own (model_cpu_set_keep_layers)
   // the MLP runs over the tokens in chunks of mlp_rows (model_cpu_set_mlp_chunk; max_tokens: one chunk): its
   // backward's dh, dgate, dup and, under recomputation, gate, up and h (acts[*] point there) exist for one chunk
   int64_t mlp_rows;
@@ -107,6 +117,11 @@ void model_cpu_free(model_cpu *m);
 // sequence, the default): its chunk buffers are made again for that many rows. The results are bit-identical to
 // the whole sequence's (every sum runs in the same order).
 int model_cpu_set_mlp_chunk(model_cpu *m, int64_t rows, sr_error *e);
+// Selective recomputation (model made with MODEL_RECOMPUTE_KEEP_ATTN, which keeps every layer's) for the first
+// `layers` layers only (0 .. num_layers): their kept O and LSE are made again; the others rerun attention.
+int model_cpu_set_keep_layers(model_cpu *m, int layers, sr_error *e);
+// Does layer `layer`'s recomputed forward take its kept O and LSE rather than rerun attention?
+int model_cpu_keeps_attn(const model_cpu *m, int layer);
 // Turn activation offload on (before the first forward): the layer inputs share MODEL_EXEC_OFFLOAD_SLOTS buffers
 // and the rest wait in host memory. The results are bit-identical to the resident model's.
 int model_cpu_set_offload(model_cpu *m, sr_error *e);

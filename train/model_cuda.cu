@@ -21,14 +21,15 @@ static void free_acts(model_cuda *d) {
   for (int l = 0; d->acts && l < L; l++) {
     layer_buf *a = &d->acts[l];
     int own = l == 0 || !d->recompute;  // under recomputation layers > 0 share layer 0's set
-    int own_attn = own || d->recompute == MODEL_RECOMPUTE_KEEP_ATTN;
     if (own) {
       void *b[] = {a->ln1, a->ln2, a->rstd1, a->rstd2, a->qb, a->kb, a->vb, a->x2, a->gu, a->h};
       for (size_t i = 0; i < sizeof b / sizeof *b; i++) cudaFree(b[i]);
     }
-    if (own_attn) cudaFree(a->ob), cudaFree(a->lse);
+    if (!d->recompute || a->ob != d->rec_ob) cudaFree(a->ob), cudaFree(a->lse);  // else the shared set's, below
     memset(a, 0, sizeof *a);
   }
+  if (d->recompute) cudaFree(d->rec_ob), cudaFree(d->rec_lse);
+  d->rec_ob = NULL, d->rec_lse = NULL;
   void *b[] = {d->qkv, d->ob_act, d->lnf, d->rstdf, d->logits, d->dx, d->dln, d->dh, d->dq, d->dk, d->dv, d->dqkv,
                d->dob, d->dob_act};
   for (size_t i = 0; i < sizeof b / sizeof *b; i++) cudaFree(b[i]);
@@ -69,11 +70,16 @@ int model_cuda_alloc_acts(model_cuda *d, sr_error *e) {
   int rc = SR_OK;
 #define A(p, bytes) \
   if ((rc = amalloc(d, (void **)&(p), (bytes), e))) return rc
+  // selective recomputation: a layer that keeps has its own ob and lse, but for layer 0 when every layer keeps (no
+  // rerun then overwrites the shared set that its forward filled): model_attn_own_buffers
+  int keep = d->recompute == MODEL_RECOMPUTE_KEEP_ATTN ? d->keep_layers : 0;
   for (int l = 0; l < L; l++) {
     layer_buf *a = &d->acts[l];
+    int own_attn = l < keep && !(l == 0 && keep == L);
     if (l > 0 && d->recompute) {
       *a = d->acts[0];
-      if (d->recompute == MODEL_RECOMPUTE_KEEP_ATTN) {  // attention's output and LSE stay each layer's own
+      a->ob = d->rec_ob, a->lse = d->rec_lse;
+      if (own_attn) {
         A(a->ob, N * QD * 2);
         A(a->lse, H * N * 4);
       }
@@ -82,6 +88,12 @@ int model_cuda_alloc_acts(model_cuda *d, sr_error *e) {
     A(a->ln1, N * C * es); A(a->ln2, N * C * es); A(a->rstd1, N * 4); A(a->rstd2, N * 4);
     A(a->qb, N * QD * 2); A(a->kb, N * KD * 2); A(a->vb, N * KD * 2); A(a->ob, N * QD * 2); A(a->lse, H * N * 4);
     A(a->x2, N * C * 4); A(a->gu, NM * 2 * I * es); A(a->h, NM * I * es);
+    if (!d->recompute) continue;
+    d->rec_ob = a->ob, d->rec_lse = a->lse;  // the set's ob and lse, which the layers that do not keep share
+    if (own_attn) {
+      A(a->ob, N * QD * 2);
+      A(a->lse, H * N * 4);
+    }
   }
   // qkv also holds the RMSNorms' weight-gradient rows in the backward (C <= Hq*D + 2*Hkv*D for every model here)
   A(d->qkv, N * sr_max64(W, C) * 4);
@@ -111,6 +123,7 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   const model_config *c = &h->cfg;
   d->cfg = *c;
   d->recompute = h->recompute;
+  d->keep_layers = h->keep_layers;
   d->num_params = h->num_params;
   d->max_tokens = sr_max64(max_tokens, 1);
   d->mlp_rows = d->max_tokens;  // the whole sequence until model_cuda_set_mlp_chunk
@@ -328,12 +341,18 @@ extern "C" int model_cuda_set_precision(model_cuda *d, model_cuda_precision p, s
   return model_cuda_alloc_acts(d, e);  // the activations take the GEMMs' dtype
 }
 
-extern "C" int model_cuda_set_recompute(model_cuda *d, int recompute, sr_error *e) {
+extern "C" int model_cuda_set_recompute(model_cuda *d, int recompute, int keep_layers, sr_error *e) {
   if (recompute < MODEL_RECOMPUTE_OFF || recompute > MODEL_RECOMPUTE_KEEP_ATTN)
     return sr_input_error(e, NULL, "recompute", "%d is not a recomputation mode (0, 1 or 2)", recompute);
-  if (recompute == d->recompute && d->acts_ready) return SR_OK;
+  int L = (int)d->cfg.num_layers;
+  if (keep_layers < 0 || keep_layers > L)
+    return sr_input_error(e, NULL, "keep_layers", "%d is not a layer count of 0 .. %d", keep_layers, L);
+  if (recompute == d->recompute && (recompute != MODEL_RECOMPUTE_KEEP_ATTN || keep_layers == d->keep_layers) &&
+      d->acts_ready)
+    return SR_OK;
   free_acts(d);  // by the old mode's sharing
   d->recompute = recompute;
+  d->keep_layers = keep_layers;
   return model_cuda_alloc_acts(d, e);
 }
 

@@ -39,7 +39,7 @@ struct layer_buf {
   void *ln1, *ln2;          // act [N, C]: the RMSNorm outputs (the q|k|v and gate|up GEMMs' input)
   float *rstd1, *rstd2;     // [N]
   bf16_t *qb, *kb, *vb;       // [N, Hq*D], [N, Hkv*D] x 2: biased and rotated, attention's input
-  bf16_t *ob;                 // [N, Hq*D]: attention's output (each layer's own under selective recomputation)
+  bf16_t *ob;                 // [N, Hq*D]: attention's output (a keeping layer's own under selective recomputation)
   float *lse;               // [Hq, N] (likewise)
   float *x2;                // [N, C]: the residual after attention
   void *gu, *h;             // act [N, 2I] (row: gate then up), act [N, I]: silu(gate) * up; under recomputation
@@ -49,6 +49,7 @@ struct layer_buf {
 struct model_cuda {
   model_config cfg;
   int recompute, num_tensors;  // MODEL_RECOMPUTE_*
+  int keep_layers;          // selective recomputation: layers 0..keep_layers-1 keep ob and lse (model_cpu.h)
   int64_t num_params, max_tokens, ce_chunk, lo, hi;
   int64_t mlp_rows;         // the MLP's chunk (model_cuda_set_mlp_chunk; max_tokens: the whole sequence)
   model_tensor *tensors;
@@ -70,7 +71,9 @@ struct model_cuda {
   // activations and scratch (alloc_acts: sized by the precision and the recomputation; NULL until then)
   int acts_ready;
   layer_buf *acts;          // [L]; the layers share acts[0]'s buffers under recomputation, but for ob and lse
-                            // under selective recomputation
+                            // of the layers that keep their own under selective recomputation (model_attn_own_buffers)
+  bf16_t *rec_ob;           // under recomputation: the shared set's ob and lse (acts[0]'s unless layer 0 keeps its own)
+  float *rec_lse;
   float *qkv;               // [N, Hq*D + 2*Hkv*D]: the q|k|v GEMM outputs; in the backward the RMSNorms' weight rows
   float *ob_act;            // TF32: attention's output in fp32 for the O GEMM (NULL with bf16: it reads ob)
   void *lnf;                // act [N, C]

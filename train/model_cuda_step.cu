@@ -223,8 +223,8 @@ static int mlp_bwd(model_cuda *d, int l, int64_t T, sr_error *e) {
 
 // recomputing: the forward rerun inside the backward, up to the post-attention norm (mlp_bwd remakes the MLP's
 // activations a chunk at a time, and nothing reads the layer's output x[l + 1] again: it is not written, which
-// also leaves an offloaded input's slot alone); under selective recomputation it keeps attention's output and LSE
-// of the first forward, bit for bit those a rerun would give.
+// also leaves an offloaded input's slot alone); under selective recomputation a layer that keeps takes attention's
+// output and LSE of the first forward, bit for bit those a rerun would give.
 static int layer_fwd(model_cuda *d, int l, int64_t T, int recomputing, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
   int C = (int)c->hidden_size, Hq = (int)c->num_heads, Hkv = (int)c->num_kv_heads, D = (int)c->head_dim,
@@ -242,7 +242,8 @@ static int layer_fwd(model_cuda *d, int l, int64_t T, int recomputing, double *a
                                                   LPD(d, l, MODEL_T_VB), d->cosv, d->sinv, d->pos, c->logn_seq_length, T,
                                                   Hq, Hkv, D);
   KCHECK();
-  if (!(recomputing && d->recompute == MODEL_RECOMPUTE_KEEP_ATTN) && (rc = attention_fwd(d, l, T, a, attn_s, e)))
+  int kept = d->recompute == MODEL_RECOMPUTE_KEEP_ATTN && l < d->keep_layers;  // model_cpu_keeps_attn's rule
+  if (!(recomputing && kept) && (rc = attention_fwd(d, l, T, a, attn_s, e)))
     return rc;
   const void *o = a->ob;
   if (!d->bf16) {  // TF32 GEMMs read fp32

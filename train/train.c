@@ -23,6 +23,21 @@ void train_options_defaults(train_options *o) {
   o->passkey_depth = -1;
   o->passkey_digits = 5;
   o->mlp_chunk = MODEL_EXEC_MLP_AUTO;
+  o->keep_layers = -1;
+}
+
+double train_keep_layers_bytes(int layers, double all_bytes, int keep_layers) {
+  if (keep_layers >= layers) return all_bytes;
+  int own = model_attn_own_buffers(layers, layers);  // the buffers every layer keeping takes
+  return own > 0 ? all_bytes / own * model_attn_own_buffers(layers, keep_layers) : 0;
+}
+
+int train_keep_layers_fit(int layers, double all_bytes, double free_bytes) {
+  if (all_bytes <= free_bytes) return layers;
+  // keeping layers - 1 takes what keeping all does (model_attn_own_buffers): the next count down is layers - 2
+  for (int k = layers - 2; k > 0; k--)
+    if (train_keep_layers_bytes(layers, all_bytes, k) <= free_bytes) return k;
+  return 0;
 }
 
 int64_t train_default_warmup(int64_t steps) { return sr_min64(100, sr_max64(10, steps / 10)); }
@@ -60,6 +75,12 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   int rc = model_cpu_create(&t->model, cfg, MODEL_F32, o->cuda ? 1 : sr_max64(n_local, 1), o->seq, o->recompute, e);
   if (rc) return rc;
   if (!o->cuda) model_init_random(&t->model, o->seed);
+  // on the GPU the host model's count reaches the device model (model_cuda_create)
+  if (o->recompute == MODEL_RECOMPUTE_KEEP_ATTN && o->keep_layers >= 0 && o->keep_layers < cfg->num_layers &&
+      (rc = model_cpu_set_keep_layers(&t->model, (int)o->keep_layers, e))) {
+    model_cpu_free(&t->model);
+    return rc;
+  }
   if (!o->cuda && ((rc = model_cpu_set_mlp_chunk(&t->model, mlp_rows, e)) ||
                    (o->offload_activations && (rc = model_cpu_set_offload(&t->model, e))))) {
     model_cpu_free(&t->model);

@@ -36,6 +36,8 @@ typedef struct {
   int cosine;               // after warm-up, cosine decay from lr to lr / 10 at the last step (else constant)
   uint64_t seed;            // weights and passkey samples
   int recompute;            // per-layer activation recomputation: MODEL_RECOMPUTE_* (model_cpu.h)
+  int64_t keep_layers;      // MODEL_RECOMPUTE_KEEP_ATTN: layers 0..keep_layers-1 keep attention's output and LSE
+                            // (model_cpu_set_keep_layers; negative, the default: every layer)
   int offload_activations;  // the layer inputs wait in (pinned) host memory between forward and backward
   int64_t mlp_chunk;        // the MLP in chunks of this many local tokens (0: whole; MODEL_EXEC_MLP_AUTO, the
                             // default: plan/model.h's model_exec_mlp_rows rule)
@@ -87,9 +89,16 @@ typedef struct {
                             // the weights of the last save/load
 } trainer;
 
-// Set defaults: lr 3e-4, wd 0, clip 1.0, no warm-up, seed 1, recompute off, the MLP chunked by the auto rule,
-// passkey with 5 digits at random depth.
+// Set defaults: lr 3e-4, wd 0, clip 1.0, no warm-up, seed 1, recompute off (every layer keeping under selective
+// recomputation), the MLP chunked by the auto rule, passkey with 5 digits at random depth.
 void train_options_defaults(train_options *o);
+// Device bytes of selective recomputation's kept attention outputs and LSEs when layers 0..keep_layers-1 of `layers`
+// keep them, all_bytes being what every layer keeping takes: all_bytes shared evenly by its buffers
+// (model_attn_own_buffers: keep_layers of them, layers - 1 when every layer keeps).
+double train_keep_layers_bytes(int layers, double all_bytes, int keep_layers);
+// The layers that keep under selective recomputation (the trainer's choice on the GPU): the largest count whose
+// bytes (train_keep_layers_bytes) are at most free_bytes; 0 (full recomputation) when not even one layer's fit.
+int train_keep_layers_fit(int layers, double all_bytes, double free_bytes);
 // The warm-up a run of `steps` steps gets unless told otherwise: 10% of its steps, at least 10 and at most 100
 // (a short run still starts at a tenth of its learning rate: Adam's first updates move every weight by about
 // lr, which at 3e-4 on a random 3B model drove the loss from 9.6 to 14.7 in one step).

@@ -190,7 +190,7 @@ static const cli_flag train_flags[] = {
     {"pose", "SPAN", NULL, "PoSE: a training sample's positions skip ahead to cover SPAN tokens"},
     {"recompute", NULL, NULL, "per-layer activation recomputation (on already when the plan's recompute is 1, the default)"},
     {"recompute-attn", NULL, NULL, "rerun each layer's attention forward in the backward (default: its output and LSE are "
-     "kept where memory allows)"},
+     "kept in as many layers as memory allows)"},
     {"offload-activations", NULL, NULL,
      "the layer inputs wait in pinned host memory between forward and backward (copies overlapped with compute); "
      "on by default on the GPU when they do not fit the device beside the model"},
@@ -263,7 +263,8 @@ typedef struct {
   int64_t waits;              // plan waits over the run's steps, and the seconds their layers spent getting plans
   double wait_s;
   int keep_wanted;            // selective recomputation asked for on the GPU (decided by keep_attn_decide)
-  double keep_bytes, keep_free;  // what it takes on this rank, and what was free beside the plans
+  double keep_bytes, keep_free;  // what it takes on this rank (every layer keeping), and what was free beside the plans
+  int keep_layers;               // the layers that keep (0 .. L: layers 0..keep_layers-1, the same on every rank)
   int offload_auto;              // the activation offload turned on by inputs_decide (the inputs did not fit)
   double inputs_bytes;           // the layer inputs' device bytes as inputs_decide found them
   dist_index_build index_build;  // --index-build
@@ -438,12 +439,14 @@ static int inputs_decide(train_run *r, sr_error *e) {
 #endif
 }
 
-// The recomputation on the GPU: each layer's attention output (bf16) and LSE (fp32) kept when they fit beside the
-// plans of every layer (by the first plan's measure) and 3 GiB kept free, on every rank (the ranks' attention calls
-// are collective, so they must all skip or all rerun attention's forward); the cache is sized again after.
+// The recomputation on the GPU: the attention output (bf16) and LSE (fp32) kept by as many layers as fit beside the
+// plans of every layer (by the first plan's measure) and 3 GiB kept free (train_keep_layers_fit), the fewest of any
+// rank (the ranks' attention calls are collective, so each layer's forward is skipped or rerun on all of them); the
+// cache is sized again after.
 static int keep_attn_decide(train_run *r, sr_error *e) {
   const model_config *m = &r->p.model;
   int64_t n = r->p.layout.rank_count[r->R];
+  r->keep_layers = r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN ? (int)m->num_layers : 0;
   // the CPU model keeps fp32 o and lse (model_cpu.c), the GPU model bf16 o and fp32 lse (plan/model.h)
   r->keep_bytes = r->cuda ? (model_exec_bytes_per_token(m, MODEL_RECOMPUTE_KEEP_ATTN, n, r->o.mlp_chunk) -
                              model_exec_bytes_per_token(m, MODEL_RECOMPUTE_FULL, n, r->o.mlp_chunk)) * (double)n
@@ -453,12 +456,14 @@ static int keep_attn_decide(train_run *r, sr_error *e) {
   double used = 0, total = 0;
   if (model_cuda_memory(&used, &total, e)) return e->code;
   r->keep_free = (total - used - 3.0) * (double)(1 << 30) - train_attn_plans_need(&r->ta);
-  int fits = r->keep_bytes <= r->keep_free;
-  if (r->c.world > 1 && MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, r->c.mpi) != MPI_SUCCESS)
+  int k = train_keep_layers_fit((int)m->num_layers, r->keep_bytes, r->keep_free);
+  if (r->c.world > 1 && MPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_MIN, r->c.mpi) != MPI_SUCCESS)
     return sr_internal_error(e, 0, "MPI_Allreduce of the recomputation's choice failed");
-  if (!fits) return SR_OK;
-  if (model_cuda_set_recompute(r->t.dev, MODEL_RECOMPUTE_KEEP_ATTN, e)) return e->code;
+  if (k == 0) return SR_OK;
+  if (model_cuda_set_recompute(r->t.dev, MODEL_RECOMPUTE_KEEP_ATTN, k, e)) return e->code;
   r->o.recompute = r->t.opt.recompute = MODEL_RECOMPUTE_KEEP_ATTN;
+  r->keep_layers = k;
+  r->o.keep_layers = r->t.opt.keep_layers = k;
   return train_attn_refit(&r->ta, e);
 #else
   return SR_OK;
@@ -468,7 +473,13 @@ static int keep_attn_decide(train_run *r, sr_error *e) {
 // The recomputation in words, for the opening line.
 static void recompute_text(const train_run *r, char *out, size_t size) {
   double gib = r->keep_bytes / (double)(1 << 30);
+  int L = (int)r->p.model.num_layers;
   if (r->o.recompute == MODEL_RECOMPUTE_OFF) snprintf(out, size, "off");
+  else if (r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN && r->keep_layers < L)
+    snprintf(out, size, "selective in %d of %d layers (their attention output and LSE kept: %.2f GiB; all %d would "
+             "take %.2f GiB, %.2f GiB free beside the plans)", r->keep_layers, L,
+             train_keep_layers_bytes(L, r->keep_bytes, r->keep_layers) / (double)(1 << 30), L, gib,
+             r->keep_free / (double)(1 << 30));
   else if (r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN)
     snprintf(out, size, "selective (each layer's attention output and LSE kept: %.2f GiB)", gib);
   else if (r->keep_wanted)
@@ -549,7 +560,7 @@ static int outputs_open(train_run *r, sr_error *e) {
              "workspace", (double)ta->plan_bytes_max / (1 << 20), (double)train_attn_kept_bytes(&r->ta) / (1 << 30),
              ta->cap, (long long)m->num_layers, (double)ta->shared_bytes / (1 << 30));
     printf("\n");
-    char rec[200];
+    char rec[320];
     recompute_text(r, rec, sizeof rec);
     char mlp[32], offload[120];
     if (r->offload_auto)
@@ -720,11 +731,12 @@ static int run_predict(train_run *r, sr_error *e) {
   const model_config *m = &p->model;
   int64_t seq = p->spec.seq;
   // a synthetic VS pattern is built before the step here, so the simulator adds no estimation for it; the step's
-  // recomputation keeps attention's output when the run did (selective), and with every layer's plan kept no
+  // recomputation keeps attention's output in the layers the run's did (selective), and with every layer's plan kept no
   // index is built in the step
   const train_attn *ta = &r->ta;
-  sim_options so = {0, 0, !pattern_spec_at_run_time(p->spec.pattern), r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN,
-                    ta->shared || ta->cap >= ta->layers, ta->shared ? 0 : ta->cap};
+  sim_options so = {0, 0, !pattern_spec_at_run_time(p->spec.pattern),
+                    r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN && r->keep_layers > 0,
+                    ta->shared || ta->cap >= ta->layers, ta->shared ? 0 : ta->cap, r->keep_layers};
   sim_result sr;
   snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
   // how its plans come back when they do not all fit (sim/plan_cache.h)

@@ -71,18 +71,20 @@ static double worst_gradient(const model_cpu *h, const float *g, const float *g0
 static double rerun_tol(int bf16) { return bf16 ? 4.0 / 256 : 1e-4; }
 
 // The GPU model's recomputation modes against its run without recomputation (gradients g0, loss l0): full and
-// selective recomputation rerun the same forward, so the loss is the same bit for bit and the gradients the same
-// within rerun_tol.
+// selective recomputation (every layer keeping, and the first half of them) rerun the same forward, so the loss is
+// the same bit for bit and the gradients the same within rerun_tol.
 static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const int32_t *tok, const int64_t *pos,
                            const int32_t *tgt, double scale, double l0, const float *g0, int bf16, int *bad, sr_error *e) {
-  const int modes[2] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN};
-  const char *names[2] = {"full", "selective"};
+  int L = (int)h->cfg.num_layers;
+  const int modes[3] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN, MODEL_RECOMPUTE_KEEP_ATTN};
+  const int keep[3] = {0, L, L / 2};
+  const char *names[3] = {"full", "selective", "selective in the first half of the layers"};
   float *g = malloc((size_t)h->num_params * 4);
   if (!g) return sr_internal_error(e, 0, "out of memory");
   int rc = SR_OK;
-  for (int m = 0; m < 2 && !rc; m++) {
+  for (int m = 0; m < 3 && !rc; m++) {
     double l = 0;
-    if ((rc = model_cuda_set_recompute(d, modes[m], e)) || (rc = model_cuda_zero_grad(d, e)) ||
+    if ((rc = model_cuda_set_recompute(d, modes[m], keep[m], e)) || (rc = model_cuda_zero_grad(d, e)) ||
         (rc = model_cuda_forward_backward(d, T, tok, pos, tgt, 1, scale, &l, NULL, NULL, e)) ||
         (rc = model_cuda_sync(d, e)) || (rc = model_cuda_download_grads(d, g, e)))
       break;
@@ -94,7 +96,7 @@ static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const i
     *bad |= !ok;
   }
   free(g);
-  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, e);
+  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, 0, e);
   return rc;
 }
 
@@ -113,7 +115,7 @@ static int check_mlp_chunk(model_cuda *d, const model_cpu *h, int64_t T, const i
   int rc = model_cuda_set_mlp_chunk(d, rows, e);
   for (int m = 0; m < 3 && !rc; m++) {
     double l = 0;
-    if ((rc = model_cuda_set_recompute(d, modes[m], e)) || (rc = model_cuda_zero_grad(d, e)) ||
+    if ((rc = model_cuda_set_recompute(d, modes[m], (int)h->cfg.num_layers, e)) || (rc = model_cuda_zero_grad(d, e)) ||
         (rc = model_cuda_forward_backward(d, T, tok, pos, tgt, 1, scale, &l, NULL, NULL, e)) ||
         (rc = model_cuda_sync(d, e)) || (rc = model_cuda_download_grads(d, g, e)))
       break;
@@ -128,7 +130,7 @@ static int check_mlp_chunk(model_cuda *d, const model_cpu *h, int64_t T, const i
   }
   free(g);
   if (!rc) rc = model_cuda_set_mlp_chunk(d, 0, e);
-  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, e);
+  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, 0, e);
   return rc;
 }
 
