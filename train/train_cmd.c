@@ -20,6 +20,7 @@
 #include "exec/exec.h"
 #include "train/train.h"
 #include "train/train_attn.h"
+#include "train/train_run.h"
 #include "exec/exec_plan.h"
 #include "plan/pattern_spec.h"
 #include "plan/plan.h"
@@ -226,54 +227,6 @@ static const cli_usage train_usage = {
     "--seq 256 --steps 50 --data passkey",
     {plan_spec_flags, exec_plan_flags, train_flags, NULL}};
 
-// Everything one run of the command holds, from its flags to its closing summary.
-typedef struct {
-  cli_args *a;
-  int cuda, bf16;             // --backend cuda; --precision bf16 (the CUDA model's GEMMs)
-  comm c;
-  int R;                      // this rank
-  plan p;
-  pattern pat;
-  data_tokens data;
-  trainer t;
-  train_attn ta;
-  int64_t *pos;               // this rank's token positions
-  attn_recall rec;
-  recall_tally tally;
-  sr_buf csv;
-  trace_writer tw;
-  int tw_open, traced;
-  // options
-  int64_t recall_n, steps, eval_n, ckpt_every, warmup, digits, seed, batch, attn_cache, pack, build_threads, prefetch;
-  int64_t pose, mlp_chunk;    // --pose; --mlp-chunk, when given (mlp_given)
-  double lr, wd, clip, depth, peak, host_gib;
-  train_options o;
-  const char *loss_mode, *ckpt, *trace_path, *trace_steps;
-  int quiet, mlp_given;
-  int search_recall;          // --search-recall
-  char label[256], csv_path[600];
-  // the plan's attention and its plans built before the first step
-  double pairs, density, flops, prebuild_s;
-  int64_t prebuilt;
-  // measurements: the run's start, the first step and the best after it, with the plans the best step built
-  // when their layer came (and their build seconds): CPU work on the step's critical path that the simulated
-  // step does not hold
-  double run_t0, best_s, first_s, meas_build_s;
-  int64_t first, meas_built;
-  int64_t waits;              // plan waits over the run's steps, and the seconds their layers spent getting plans
-  double wait_s;
-  int keep_wanted;            // selective recomputation asked for on the GPU (decided by keep_attn_decide)
-  double keep_bytes, keep_free;  // what it takes on this rank (every layer keeping), and what was free beside the plans
-  int keep_layers;               // the layers that keep (0 .. L: layers 0..keep_layers-1, the same on every rank)
-  int offload_auto;              // the activation offload turned on by inputs_decide (the inputs did not fit)
-  double inputs_bytes;           // the layer inputs' device bytes as inputs_decide found them
-  dist_index_build index_build;  // --index-build
-  int moba_gate;                 // --moba-gate: EXEC_GATE_HOST, _GPU or _AUTO
-  // memory after the first step: device memory in use on the fullest GPU, pinned host memory of rank 0's node
-  // (offloaded layer inputs and attention chunks; the CPU backend: the offloaded layer inputs' stand-in)
-  double gpu_used, host_pinned;
-  int mem_measured;
-} train_run;
 
 // --backend and --precision (checked before the comm backend starts).
 static int backend_read(cli_args *a, int *cuda, int *bf16, sr_error *e) {
@@ -385,7 +338,7 @@ static int options_set(train_run *r, sr_error *e) {
   o->cosine = cli_has(a, "cosine");
   o->seed = (uint64_t)r->seed;
   // Selective recomputation unless --recompute-attn: on the CPU always; on the GPU the memory decides once the
-  // model and the first attention plan are on the device (keep_attn_decide), so the device model starts full.
+  // model and the first attention plan are on the device (train_run_keep_decide), so the device model starts full.
   int rec = cli_has(a, "recompute") || r->p.spec.recompute, keep = rec && !cli_has(a, "recompute-attn");
   o->recompute = !rec ? MODEL_RECOMPUTE_OFF : keep && !r->cuda ? MODEL_RECOMPUTE_KEEP_ATTN : MODEL_RECOMPUTE_FULL;
   r->keep_wanted = keep && r->cuda;
@@ -409,83 +362,6 @@ static int options_set(train_run *r, sr_error *e) {
   o->cuda_stream = r->c.compute_stream;
   o->sample_begin = search_sample_begin, o->sample_ctx = r;
   return SR_OK;
-}
-
-// The layer inputs on the GPU, placed before the recomputation's choice so that it counts them (they came at the
-// first forward, after it, and a run that chose to keep attention's outputs could then fail there). When they do not
-// fit beside the state, the activations, the plans and the 3 GiB kept free on some rank, and the run did not ask for
-// the offload, every rank offloads them to pinned host memory (bit-identical results; the opening line says so)
-// rather than failing at the first forward.
-static int inputs_decide(train_run *r, sr_error *e) {
-#if SR_HAVE_CUDA
-  if (!r->cuda) return SR_OK;
-  r->inputs_bytes = (double)model_cuda_input_bytes(r->t.dev);
-  if (!r->o.offload_activations) {
-    double used = 0, total = 0;
-    if (model_cuda_memory(&used, &total, e)) return e->code;
-    double room = (total - used - 3.0) * (double)(1 << 30) - train_attn_plans_need(&r->ta);
-    int fits = r->inputs_bytes <= room;
-    if (r->c.world > 1 && MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, r->c.mpi) != MPI_SUCCESS)
-      return sr_internal_error(e, 0, "MPI_Allreduce of the layer inputs' placement failed");
-    if (!fits) {
-      if (model_cuda_set_offload(r->t.dev, e)) return e->code;
-      r->o.offload_activations = r->t.opt.offload_activations = r->p.spec.offload_activations = 1;
-      r->offload_auto = 1;
-    }
-  }
-  return model_cuda_place_inputs(r->t.dev, e);
-#else
-  return SR_OK;
-#endif
-}
-
-// The recomputation on the GPU: the attention output (bf16) and LSE (fp32) kept by as many layers as fit beside the
-// plans of every layer (by the first plan's measure) and 3 GiB kept free (train_keep_layers_fit), the fewest of any
-// rank (the ranks' attention calls are collective, so each layer's forward is skipped or rerun on all of them); the
-// cache is sized again after.
-static int keep_attn_decide(train_run *r, sr_error *e) {
-  const model_config *m = &r->p.model;
-  int64_t n = r->p.layout.rank_count[r->R];
-  r->keep_layers = r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN ? (int)m->num_layers : 0;
-  // the CPU model keeps fp32 o and lse (model_cpu.c), the GPU model bf16 o and fp32 lse (plan/model.h)
-  r->keep_bytes = r->cuda ? (model_exec_bytes_per_token(m, MODEL_RECOMPUTE_KEEP_ATTN, n, r->o.mlp_chunk) -
-                             model_exec_bytes_per_token(m, MODEL_RECOMPUTE_FULL, n, r->o.mlp_chunk)) * (double)n
-                          : (double)(m->num_layers - 1) * (double)n * (double)(m->num_heads * (m->head_dim + 1)) * 4;
-  if (!r->keep_wanted) return SR_OK;
-#if SR_HAVE_CUDA
-  double used = 0, total = 0;
-  if (model_cuda_memory(&used, &total, e)) return e->code;
-  r->keep_free = (total - used - 3.0) * (double)(1 << 30) - train_attn_plans_need(&r->ta);
-  int k = train_keep_layers_fit((int)m->num_layers, r->keep_bytes, r->keep_free);
-  if (r->c.world > 1 && MPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_MIN, r->c.mpi) != MPI_SUCCESS)
-    return sr_internal_error(e, 0, "MPI_Allreduce of the recomputation's choice failed");
-  if (k == 0) return SR_OK;
-  if (model_cuda_set_recompute(r->t.dev, MODEL_RECOMPUTE_KEEP_ATTN, k, e)) return e->code;
-  r->o.recompute = r->t.opt.recompute = MODEL_RECOMPUTE_KEEP_ATTN;
-  r->keep_layers = k;
-  r->o.keep_layers = r->t.opt.keep_layers = k;
-  return train_attn_refit(&r->ta, e);
-#else
-  return SR_OK;
-#endif
-}
-
-// The recomputation in words, for the opening line.
-static void recompute_text(const train_run *r, char *out, size_t size) {
-  double gib = r->keep_bytes / (double)(1 << 30);
-  int L = (int)r->p.model.num_layers;
-  if (r->o.recompute == MODEL_RECOMPUTE_OFF) snprintf(out, size, "off");
-  else if (r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN && r->keep_layers < L)
-    snprintf(out, size, "selective in %d of %d layers (their attention output and LSE kept: %.2f GiB; all %d would "
-             "take %.2f GiB, %.2f GiB free beside the plans)", r->keep_layers, L,
-             train_keep_layers_bytes(L, r->keep_bytes, r->keep_layers) / (double)(1 << 30), L, gib,
-             r->keep_free / (double)(1 << 30));
-  else if (r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN)
-    snprintf(out, size, "selective (each layer's attention output and LSE kept: %.2f GiB)", gib);
-  else if (r->keep_wanted)
-    snprintf(out, size, "full (keeping attention's output and LSE would take %.2f GiB, %.2f GiB free beside the plans)",
-             gib, r->keep_free / (double)(1 << 30));
-  else snprintf(out, size, "full (--recompute-attn)");
 }
 
 // The trainer with its attention, the recall probe, the plans built before the first step, and the
@@ -512,7 +388,7 @@ static int trainer_setup(train_run *r, sr_error *e) {
   // the attention plans that will be kept are built before the first step, so step times hold no build
   // (the CPU's online pattern is estimated per sample: its plans are built as the samples come)
   double prebuild_t0 = sr_now();
-  if (train_attn_prebuild_first(ta, e) || inputs_decide(r, e) || keep_attn_decide(r, e) || train_attn_prebuild(ta, e))
+  if (train_attn_prebuild_first(ta, e) || train_run_inputs_decide(r, e) || train_run_keep_decide(r, e) || train_attn_prebuild(ta, e))
     return e->code;
   // on the GPU a plan takes milliseconds to build (its tile index is built there): when not every plan is kept,
   // the next two layers' are built ahead by default, so their layers do not wait for them
@@ -561,7 +437,7 @@ static int outputs_open(train_run *r, sr_error *e) {
              ta->cap, (long long)m->num_layers, (double)ta->shared_bytes / (1 << 30));
     printf("\n");
     char rec[320];
-    recompute_text(r, rec, sizeof rec);
+    train_run_recompute_text(r, rec, sizeof rec);
     char mlp[32], offload[120];
     if (r->offload_auto)
       snprintf(offload, sizeof offload, "on (the layer inputs' %.2f GiB did not fit the device: offloaded by default)",
@@ -628,37 +504,6 @@ static int step_log(train_run *r, const train_step_stats *st, int64_t waits, dou
   return SR_OK;
 }
 
-// Memory after the first step: each GPU's use (printed per rank), the largest over the ranks, and the pinned host
-// memory of rank 0's node (the ranks' offloaded layer inputs and FPDT chunks).
-static int memory_measure(train_run *r, sr_error *e) {
-  double used = 0, total = 0, pinned = 0;
-#if SR_HAVE_CUDA
-  if (r->cuda) {
-    if (model_cuda_memory(&used, &total, e)) return e->code;
-    printf("train: rank %d GPU memory in use after step %lld: %.1f of %.1f GiB\n", r->R, (long long)r->t.step, used, total);
-    pinned = (double)(model_cuda_pinned_bytes(r->t.dev) + dist_attn_shared_pinned_bytes());
-  }
-#endif
-  (void)total;  // read only by the CUDA backend's line
-  if (!r->cuda && r->t.model.ckpt_host)
-    pinned = (double)((r->t.model.cfg.num_layers - r->t.model.slots) * r->t.model.max_tokens * r->t.model.cfg.hidden_size * 4);
-  double *all = malloc(sizeof(double) * 2 * (size_t)r->c.world);
-  if (!all) return sr_internal_error(e, 0, "train: out of memory");
-  double mine[2] = {used, pinned};
-  if (comm_host_allgather(&r->c, mine, 2, MPI_DOUBLE, all, e)) {
-    free(all);
-    return e->code;
-  }
-  r->gpu_used = r->host_pinned = 0;
-  for (int k = 0; k < r->c.world; k++) {
-    r->gpu_used = fmax(r->gpu_used, all[2 * k]);
-    if (comm_node_of(&r->c, k) == comm_node_of(&r->c, 0)) r->host_pinned += all[2 * k + 1];
-  }
-  free(all);
-  r->mem_measured = 1;
-  return SR_OK;
-}
-
 // The training steps, with their logs, traced steps and checkpoints.
 static int train_loop(train_run *r, sr_error *e) {
   trainer *t = &r->t;
@@ -686,7 +531,7 @@ static int train_loop(train_run *r, sr_error *e) {
       r->best_s = st.time_s, r->meas_built = od1 - od0, r->meas_build_s = bs1 - bs0;
     if (t->step == r->first + 1) r->first_s = st.time_s;
     if (step_log(r, &st, w1 - w0, ws1 - ws0, e)) return e->code;
-    if (t->step == r->first + 1 && memory_measure(r, e)) return e->code;  // every buffer exists after step 1
+    if (t->step == r->first + 1 && train_run_memory_measure(r, e)) return e->code;  // every buffer exists after step 1
     if (r->tw_open && step_listed(r->trace_steps, st.step)) {
       // the plan's pattern is what every layer computed this step (patterns are built per plan)
       if (trace_writer_add_step(&r->tw, &r->pat, NULL, e)) return e->code;
