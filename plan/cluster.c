@@ -245,7 +245,7 @@ int cluster_load(const char *name_or_path, cluster_desc *c, sr_error *e) {
 // cJSON's adders return NULL when memory runs out; *ok records any failure so that a half-built
 // description is never printed.
 static void add_num(cJSON *obj, const char *key, double v, int *ok) {
-  if (!obj || !cJSON_AddNumberToObject(obj, key, v)) *ok = 0;
+  if (!obj || !json_add_number_exact(obj, key, v)) *ok = 0;  // calibrated figures read back bit for bit
 }
 static void add_str(cJSON *obj, const char *key, const char *v, int *ok) {
   if (!obj || !cJSON_AddStringToObject(obj, key, v)) *ok = 0;

@@ -184,6 +184,16 @@ int json_check_known(const cJSON *obj, const char *const *known, const char *fil
   return SR_OK;
 }
 
+cJSON *json_add_number_exact(cJSON *obj, const char *key, double v) {
+  if (!isfinite(v)) return cJSON_AddNumberToObject(obj, key, v);
+  char buf[40];
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  return cJSON_AddRawToObject(obj, key, buf);
+}
+
 char *json_print_stable(const cJSON *root) {
   char *s = cJSON_Print(root);  // cJSON prints members in insertion order: deterministic
   if (!s) return NULL;

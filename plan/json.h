@@ -35,6 +35,11 @@ int json_get_obj(const cJSON *obj, const char *key, const cJSON **out, const cha
 // Reject any member of obj whose name is not in the NULL-terminated list `known`.
 int json_check_known(const cJSON *obj, const char *const *known, const char *file, const char *ctx, sr_error *e);
 
+// Add number v to obj under key, printed with the fewest digits (15 to 17) that read back as exactly v: cJSON's own
+// printing stops at 15 digits when they come within a relative DBL_EPSILON, which can change a calibrated figure's last
+// bit. Non-finite v is added as cJSON adds it (null). Returns the item, or NULL when memory runs out.
+cJSON *json_add_number_exact(cJSON *obj, const char *key, double v);
+
 // Serialise with a stable layout (2-space indent, fields in insertion order, trailing newline).
 // Returns a malloc'd string or NULL when memory runs out.
 char *json_print_stable(const cJSON *root);
