@@ -13,20 +13,11 @@
 #include "plan/model.h"
 #include "plan/util.h"
 #include "tests/test.h"
+#include "tests/train_fixture.h"
 #include "train/ckpt.h"
 #include "train/train.h"
 
 #define STEP3 "step-000000003"
-
-static data_tokens fox(void) {
-  static char buf[2048];
-  buf[0] = 0;
-  for (int i = 0; i < 20; i++) strcat(buf, "the quick brown fox jumps over the lazy dog. ");
-  data_tokens d;
-  sr_error e = {0};
-  data_from_text(buf, (int64_t)strlen(buf), "fox", &d, &e);
-  return d;
-}
 
 static int make_trainer(trainer *t, const data_tokens *d, int64_t steps) {
   model_config c;
@@ -72,7 +63,7 @@ static char *path_in(const char *root, const char *name) {
 
 // A fresh trainer resuming from root with --steps `steps`: the status, and the message in *e.
 static int resume(const char *root, int64_t steps, sr_error *e) {
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   trainer t;
   if (make_trainer(&t, &d, steps)) return -1;
   int rc = trainer_resume(&t, root, e);
@@ -149,7 +140,7 @@ static void rewrite_weights(const char *root, const char *tensor, int reverse_sh
 }
 
 TEST(checkpoint_directory_holds_the_weights_every_slice_and_a_manifest_of_their_sizes_and_checksums) {
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   const char *root = saved_at_3(&d);
   char cmd[900], *out = NULL, *bytes = NULL;
   snprintf(cmd, sizeof cmd, "ls -A '%s' '%s/" STEP3 "'", root, root);
@@ -179,7 +170,7 @@ TEST(checkpoint_directory_holds_the_weights_every_slice_and_a_manifest_of_their_
 }
 
 TEST(a_later_save_replaces_the_earlier_checkpoint_and_resume_takes_it) {
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   trainer t;
   train_step_stats st;
   sr_error e = {0};
@@ -221,7 +212,7 @@ TEST(resume_refuses_edited_steps_naming_the_field) {
       {"\"world\":\t1", "\"world\":\t2", 100, "MANIFEST.json: files: expected an array of 3 entries"},
       {"\"format\":", "\"format\": \"x\", \"format\":", 100, "MANIFEST.json: format: given twice"},
   };
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char cmd[900];
     snprintf(cmd, sizeof cmd, "rm -rf '%s/ckpt'", test_tmpdir());
@@ -237,7 +228,7 @@ TEST(resume_refuses_edited_steps_naming_the_field) {
 
 TEST(resume_refuses_flipped_bytes_and_truncation_in_any_file_by_its_checksum_and_size) {
   const char *files[] = {"model.safetensors", "optimizer-00000-of-00001.safetensors"};
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   for (int i = 0; i < 2; i++) {
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s/ckpt'", test_tmpdir());
@@ -268,7 +259,7 @@ TEST(resume_refuses_flipped_bytes_and_truncation_in_any_file_by_its_checksum_and
 
 TEST(resume_refuses_a_reversed_tensor_shape_whose_checksum_agrees) {
   // k_proj is [32, 64] (2 KV heads of 16 by the hidden 64); written as [64, 32] it would load transposed
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   const char *root = saved_at_3(&d);
   rewrite_weights(root, "model.layers.0.self_attn.k_proj.weight", 1, 0, 0);
   sr_error e = {0};
@@ -278,7 +269,7 @@ TEST(resume_refuses_a_reversed_tensor_shape_whose_checksum_agrees) {
 }
 
 TEST(resume_refuses_nan_or_inf_weights_whose_checksum_agrees_naming_the_element) {
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   const float bad[2] = {NAN, INFINITY};
   for (int i = 0; i < 2; i++) {
     char cmd[900];
@@ -295,7 +286,7 @@ TEST(resume_refuses_nan_or_inf_weights_whose_checksum_agrees_naming_the_element)
 }
 
 TEST(resume_refuses_non_finite_or_negative_moments_whose_checksum_agrees) {
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   const char *slice = "optimizer-00000-of-00001.safetensors";
   const float bad[3] = {NAN, -INFINITY, -1.0f};
   const char *want[3] = {"tensor 'exp_avg_sq': element 7 is nan", "tensor 'exp_avg_sq': element 7 is -inf",
@@ -348,7 +339,7 @@ TEST(resume_of_a_folder_without_a_checkpoint_says_so) {
 }
 
 TEST(a_non_finite_loss_stops_the_step_before_its_update_and_the_checkpoint_stays) {
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   trainer t;
   train_step_stats st;
   sr_error e = {0};
@@ -380,7 +371,7 @@ TEST(a_non_finite_loss_stops_the_step_before_its_update_and_the_checkpoint_stays
 }
 
 TEST(init_from_a_checkpoint_directory_takes_its_verified_weights_and_fresh_moments) {
-  data_tokens d = fox();
+  data_tokens d = repetitive_text();
   const char *root = saved_at_3(&d);
   trainer a, b;
   sr_error e = {0};

@@ -7,49 +7,11 @@
 
 #include "exec/dense_ref.h"
 #include "tests/test.h"
+#include "tests/train_fixture.h"
 #include "train/train.h"
 
-static data_tokens repetitive_text(void) {
-  static char buf[2048];
-  const char *sentence = "the quick brown fox jumps over the lazy dog. ";
-  buf[0] = 0;
-  for (int i = 0; i < 20; i++) strcat(buf, sentence);
-  data_tokens d;
-  sr_error e = {0};
-  data_from_text(buf, (int64_t)strlen(buf), "fox", &d, &e);
-  return d;
-}
-
-// Attention through the model's callback (one process, positions 0..T-1, dense), its forwards counted per layer.
-typedef struct {
-  pattern dense;
-  const model_config *c;
-  int fwd[8];
-} layer_counting_attn;
-
-static int counted_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o,
-                       float *lse, sr_error *e) {
-  layer_counting_attn *a = ctx;
-  a->fwd[layer]++;
-  int d = (int)a->c->head_dim;
-  return dense_attn_fwd(&a->dense, layer, T, (int)a->c->num_heads, (int)a->c->num_kv_heads, d, 1.0f / sqrtf((float)d), q,
-                        k, v, o, lse)
-             ? sr_internal_error(e, 0, "dense reference: out of memory")
-             : SR_OK;
-}
-
-static int counted_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
-                       const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e) {
-  layer_counting_attn *a = ctx;
-  int d = (int)a->c->head_dim;
-  return dense_attn_bwd(&a->dense, layer, T, (int)a->c->num_heads, (int)a->c->num_kv_heads, d, 1.0f / sqrtf((float)d), q,
-                        k, v, o, lse, dout, dq, dk, dv)
-             ? sr_internal_error(e, 0, "dense reference: out of memory")
-             : SR_OK;
-}
-
 // tiny-test with 4 layers, trained on 40 tokens under selective recomputation kept by the first `keep` layers.
-static int make_trainer(trainer *t, const data_tokens *d, int64_t keep, layer_counting_attn *ca) {
+static int make_trainer(trainer *t, const data_tokens *d, int64_t keep, counting_attn *ca) {
   model_config c;
   sr_error e = {0};
   if (model_load("tiny-test", &c, &e) != SR_OK) {
@@ -71,10 +33,7 @@ static int make_trainer(trainer *t, const data_tokens *d, int64_t keep, layer_co
     test_fail(__FILE__, __LINE__, "%s", e.msg);
     return rc;
   }
-  memset(ca, 0, sizeof *ca);
-  ca->c = &t->model.cfg;
-  CHECK_EQ_INT(pattern_alloc(&ca->dense, 40, 4, (int)c.num_heads, &e), SR_OK);
-  t->model.attn = (model_attention){ca, counted_fwd, counted_bwd, NULL};
+  CHECK_EQ_INT(counting_attn_attach(ca, t, 40, &e), SR_OK);
   return SR_OK;
 }
 
@@ -84,7 +43,7 @@ TEST(train_selective_recomputation_in_the_first_2_of_4_layers_trains_bit_for_bit
   data_tokens d = repetitive_text();
   const int64_t keeps[3] = {2, 4, 0};
   trainer t[3];
-  layer_counting_attn ca[3];
+  counting_attn ca[3];
   sr_error e = {0};
   for (int i = 0; i < 3; i++)
     if (make_trainer(&t[i], &d, keeps[i], &ca[i])) return;
@@ -103,9 +62,9 @@ TEST(train_selective_recomputation_in_the_first_2_of_4_layers_trains_bit_for_bit
   CHECK(memcmp(t[0].model.grads, t[2].model.grads, bytes) == 0);
   // two steps: a layer that keeps runs attention's forward once a step, one that reruns it twice
   for (int l = 0; l < 4; l++) {
-    CHECK_EQ_INT(ca[0].fwd[l], l < 2 ? 2 : 4);
-    CHECK_EQ_INT(ca[1].fwd[l], 2);
-    CHECK_EQ_INT(ca[2].fwd[l], 4);
+    CHECK_EQ_INT(ca[0].fwd_layer[l], l < 2 ? 2 : 4);
+    CHECK_EQ_INT(ca[1].fwd_layer[l], 2);
+    CHECK_EQ_INT(ca[2].fwd_layer[l], 4);
   }
   for (int i = 0; i < 3; i++) {
     pattern_free(&ca[i].dense);

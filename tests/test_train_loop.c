@@ -8,17 +8,7 @@
 #include "train/train.h"
 #include "plan/model.h"
 #include "tests/test.h"
-
-static data_tokens repetitive_text(void) {
-  static char buf[2048];
-  const char *sentence = "the quick brown fox jumps over the lazy dog. ";
-  buf[0] = 0;
-  for (int i = 0; i < 20; i++) strcat(buf, sentence);
-  data_tokens d;
-  sr_error e = {0};
-  data_from_text(buf, (int64_t)strlen(buf), "fox", &d, &e);
-  return d;
-}
+#include "tests/train_fixture.h"
 
 static int make_trainer(trainer *t, const data_tokens *d, int64_t seq, double lr, int recompute) {
   model_config c;
@@ -164,35 +154,6 @@ TEST(train_recomputation_gives_bit_identical_losses_and_gradients) {
   data_free(&d);
 }
 
-// Attention through the model's callback (one process, positions 0..T-1, dense), counting the calls.
-typedef struct {
-  pattern dense;
-  const model_config *c;
-  int fwd, bwd;
-} counting_attn;
-
-static int counted_fwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, float *o,
-                       float *lse, sr_error *e) {
-  counting_attn *a = ctx;
-  a->fwd++;
-  int d = (int)a->c->head_dim;
-  return dense_attn_fwd(&a->dense, layer, T, (int)a->c->num_heads, (int)a->c->num_kv_heads, d, 1.0f / sqrtf((float)d), q,
-                        k, v, o, lse)
-             ? sr_internal_error(e, 0, "dense reference: out of memory")
-             : SR_OK;
-}
-
-static int counted_bwd(void *ctx, int layer, int64_t T, const float *q, const float *k, const float *v, const float *o,
-                       const float *lse, const float *dout, float *dq, float *dk, float *dv, sr_error *e) {
-  counting_attn *a = ctx;
-  a->bwd++;
-  int d = (int)a->c->head_dim;
-  return dense_attn_bwd(&a->dense, layer, T, (int)a->c->num_heads, (int)a->c->num_kv_heads, d, 1.0f / sqrtf((float)d), q,
-                        k, v, o, lse, dout, dq, dk, dv)
-             ? sr_internal_error(e, 0, "dense reference: out of memory")
-             : SR_OK;
-}
-
 TEST(train_selective_recomputation_keeps_full_recomputations_gradients_bit_for_bit_with_one_attention_forward_a_layer) {
   // Selective recomputation keeps each layer's attention output and LSE: the backward reruns the rest of the
   // layer but not attention, so a step runs the attention forward L times (as without recomputation) instead of
@@ -204,10 +165,7 @@ TEST(train_selective_recomputation_keeps_full_recomputations_gradients_bit_for_b
   sr_error e = {0};
   for (int i = 0; i < 3; i++) {
     if (make_trainer(&t[i], &d, 40, 3e-3, modes[i])) return;
-    memset(&ca[i], 0, sizeof ca[i]);
-    ca[i].c = &t[i].model.cfg;
-    CHECK_EQ_INT(pattern_alloc(&ca[i].dense, 40, (int)ca[i].c->num_layers, (int)ca[i].c->num_heads, &e), SR_OK);
-    t[i].model.attn = (model_attention){&ca[i], counted_fwd, counted_bwd, NULL};
+    CHECK_EQ_INT(counting_attn_attach(&ca[i], &t[i], 40, &e), SR_OK);
   }
   int L = (int)t[0].model.cfg.num_layers;
   for (int s = 0; s < 2; s++) {
