@@ -24,8 +24,9 @@ typedef struct {
   float scale, scale_log2;
 } bwd_args;
 
-// The mma.sync dK/dV kernels' first two products for a warp's 16 keys (rows warp * 16 .. of sk and sv) against QB
-// query rows of qb and dob (every row stride S): S^T = K Q^T into s and dP^T = V dO^T into dp, both zeroed first.
+// The mma.sync backward kernels' first two products for a warp's 16 rows (rows warp * 16 .. of sk and sv) against QB
+// rows of qb and dob (every row stride S), both zeroed first: in the dK/dV kernels S^T = K Q^T into s and
+// dP^T = V dO^T into dp; the dQ kernel passes Q and dO first and K and V second, for S = Q K^T and dP = dO V^T.
 template <int QB, int D>
 __device__ __forceinline__ void sa_bwd_st_dpt(float (*s)[4], float (*dp)[4], const __nv_bfloat16 *sk,
                                               const __nv_bfloat16 *sv, const __nv_bfloat16 *qb,

@@ -107,18 +107,7 @@ __global__ void __launch_bounds__(DQ_THREADS, 1) sa_bwd_dq_kernel(const bwd_args
     __syncthreads();
     const __nv_bfloat16 *kb = sk + buf * SA_BN * S, *vb = sv + buf * SA_BN * S;
     float s[SA_BN / 8][4], dp[SA_BN / 8][4];
-#pragma unroll
-    for (int n = 0; n < SA_BN / 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      uint32_t fa[1][4];
-      sa_load_a<16>(fa, sq + warp * 16 * S + kk * 16, S, lane);
-      sa_mma_abt<16, SA_BN>(s, fa, kb + kk * 16, S, lane);
-      sa_load_a<16>(fa, sdo + warp * 16 * S + kk * 16, S, lane);
-      sa_mma_abt<16, SA_BN>(dp, fa, vb + kk * 16, S, lane);
-    }
+    sa_bwd_st_dpt<SA_BN, D>(s, dp, sq, sdo, kb, vb, S, warp, lane);  // S = Q K^T, dP = dO V^T for the warp's 16 rows
     sa_chunk ch = sa_chunk_of(&a.ti, &c, ci, a.n_k);
     uint32_t keep = 0xffffffffu;
     if (ch.kind != SA_CHUNK_FULL || ch.n_valid < SA_BN) keep = sa_keep_bits(ch.kind, mask, qp, skpos + buf * SA_BN, t);
