@@ -100,21 +100,26 @@ int dist_index_host_build(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
+int dist_fwd_form_wanted(const struct dist_attn *a) {
+  // A pattern chosen at run time (vs-online, gated, adaspa-online) is rebuilt in the tile form then, so it keeps that.
+  return a->p->spec.fwd_runs && !pattern_spec_at_run_time(a->p->spec.pattern);
+}
+
+int dist_fwd_form_host_build(struct dist_attn *a, sr_error *e) {
+  if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) return e->code;
+  if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
+  else a->ti_fwd_view = dist_heads_view(a, &a->ti_fwd, pattern_layer_heads_uniform(a->pat, a->layer));
+  return SR_OK;
+}
+
 // This group's tile index, the heads' masks and (plan.spec.fwd_runs) the forward form.
 static int indices_build(struct dist_attn *a, sr_error *e) {
-  const pattern *pat = a->pat;
-  int uniform = pattern_layer_heads_uniform(pat, a->layer);
-  // built on the GPU (dist_gpu_build, at the CUDA set-up), from the masks below
+  // built on the GPU (dist_gpu_build, at the CUDA set-up), from the masks below, the forward form with it
   if (!a->gpu_index && dist_index_host_build(a, e)) return e->code;
-  if (tiles_masks_build(pat, a->layer, &a->masks, e)) return e->code;
+  if (tiles_masks_build(a->pat, a->layer, &a->masks, e)) return e->code;
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
-  // keeps the tile form. A pattern chosen at run time (vs-online, gated, adaspa-online) is rebuilt in the tile form
-  // then, so it keeps that.
-  if (a->p->spec.fwd_runs && !pattern_spec_at_run_time(a->p->spec.pattern)) {
-    if (tiles_runs_build(&a->ti, a->masks, a->glay, &a->ti_fwd, e)) return e->code;
-    if (a->ti_fwd.n_runs == 0) tiles_free(&a->ti_fwd);  // nothing to gain (no VS head with partial tiles)
-    else a->ti_fwd_view = dist_heads_view(a, &a->ti_fwd, uniform);
-  }
+  // keeps the tile form.
+  if (!a->gpu_index && dist_fwd_form_wanted(a) && dist_fwd_form_host_build(a, e)) return e->code;
   return SR_OK;
 }
 
@@ -191,7 +196,6 @@ static int gpu_index_wanted(const struct dist_attn *a, dist_index_build how, sr_
   else if (a->U != 1) why = "the GPU build takes ring and double-ring schedules";
   else if (pattern_spec_estimation(a->p->spec.pattern) == PATTERN_ONLINE) why = "vs-online builds its own on the GPU";
   else if (pattern_spec_estimation(a->p->spec.pattern) == PATTERN_SEARCHED) why = "adaspa-online searches its own";
-  else if (a->p->spec.fwd_runs) why = "the forward form (--fwd-runs) is built on the host";
   for (int h = 0; !why && h < a->H; h++)
     if (pattern_head(a->pat, a->layer, h)->kind != PATTERN_VS) why = "the layer has heads that are not vertical-slash";
   if (!why && !dist_gpu_build_supported(a)) why = "the layout's ranks do not hold their tokens in global order";

@@ -61,8 +61,8 @@ int dist_cuda_transposes_upload(struct dist_attn *a, int own_scratch, sr_error *
   return rc;
 }
 
-// The GPU build of the plan's index; where the device runs out of memory for it (the builder gave its state back
-// on failure), the host build --index-build cpu makes instead: what the GPU build half made goes, and the plan
+// The GPU build of the plan's index (and forward form); where the device runs out of memory for it (the builder gave
+// its state back on failure), the host build --index-build cpu makes instead: what the GPU build half made goes, and the plan
 // goes on as a host-built one (its transposes made below, from a->ti_view).
 static int gpu_build_or_host(struct dist_attn *a, sr_error *e) {
   int oom = 0;
@@ -79,9 +79,12 @@ static int gpu_build_or_host(struct dist_attn *a, sr_error *e) {
   sr_error_clear(e);
   tiles_free(&a->ti);
   memset(&a->ti, 0, sizeof a->ti);
+  if (a->ti_fwd.tile_cnt) tiles_free(&a->ti_fwd);
+  memset(&a->ti_fwd, 0, sizeof a->ti_fwd), memset(&a->ti_fwd_view, 0, sizeof a->ti_fwd_view);
   dist_cuda_host_transposes_free(a);
   a->gpu_index = 0;
-  return dist_index_host_build(a, e);
+  if (dist_index_host_build(a, e)) return e->code;
+  return dist_fwd_form_wanted(a) ? dist_fwd_form_host_build(a, e) : SR_OK;
 }
 
 int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {

@@ -4,6 +4,8 @@
 // the plan's own (a->ti, the host transposes), so from there on the plan is what a host build makes and
 // uploads (released, restored and held like one). The conversion gives tiles_build's arrays bit for bit
 // (vs_gpu.h), in milliseconds where tiles_build and tiles_transpose take seconds of CPU a layer at 128K tokens.
+// With plan.spec.fwd_runs the forward form is built there too (vs_gpu_runs_build, from the converted index on the
+// device: tiles_runs_build's arrays bit for bit) and comes back as a->ti_fwd, so no plan waits on the host for it.
 //
 // One builder serves the process (plans are built in threads): its device state (the layout's tables, the
 // conversion and transposition scratch and results) is made for one (layout, query rank, heads) and remade
@@ -61,6 +63,8 @@ static struct {
   vs_gpu_layout lay;
   vs_gpu_est bits;         // only heads, kv_heads, head_dim, n_tokens, words, vbits, sbits: the conversion's input
   vs_gpu_conv conv;
+  vs_gpu_runs runs;        // the forward form's build (plan.spec.fwd_runs), made at its first use (runs_ready)
+  int runs_ready;
   sa_gpu_transposer *tr;
   cudaStream_t st;
   int64_t bytes;           // device bytes the builder took, measured around its builds (one build at a time)
@@ -82,12 +86,14 @@ static void builder_free_locked(void) {
   if (!gb.ready) return;
   cudaStreamSynchronize(gb.st);
   vs_gpu_conv_free(&gb.conv);
+  if (gb.runs_ready) vs_gpu_runs_free(&gb.runs);
   vs_gpu_layout_free(&gb.lay);
   cudaFree(gb.bits.vbits), cudaFree(gb.bits.sbits);
   sa_gpu_transposer_free(gb.tr);
   cudaStreamDestroy(gb.st);
   memset(&gb.lay, 0, sizeof gb.lay), memset(&gb.bits, 0, sizeof gb.bits), memset(&gb.conv, 0, sizeof gb.conv);
-  gb.tr = NULL, gb.ready = 0, gb.key = 0, gb.bytes = 0;
+  memset(&gb.runs, 0, sizeof gb.runs);
+  gb.tr = NULL, gb.ready = 0, gb.runs_ready = 0, gb.key = 0, gb.bytes = 0;
 }
 
 // The builder for this plan's layout, query rank and heads (lock held).
@@ -122,7 +128,8 @@ static int bits_upload(const struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
-// The converted index (device arrays, host scalars) into host arrays as tiles_build allocates them.
+// The converted index or the forward form (device arrays, host scalars) into host arrays as tiles_build and
+// tiles_runs_build allocate them (runs where the device index has them).
 static int index_download(const struct dist_attn *a, const sa_gpu_index *g, tile_index *t, sr_error *e) {
   const tile_index *d = &g->d;
   memset(t, 0, sizeof *t);
@@ -134,7 +141,14 @@ static int index_download(const struct dist_attn *a, const sa_gpu_index *g, tile
   t->tile_idx = malloc(sizeof(int32_t) * (size_t)(t->n_tiles + 1));
   t->tile_kind = malloc((size_t)(t->n_tiles + 1));
   t->bar_idx = malloc(sizeof(int32_t) * (size_t)(t->n_bars + 1));
-  if (!t->tile_cnt || !t->bar_cnt || !t->tile_idx || !t->tile_kind || !t->bar_idx)
+  if (d->run_cnt) {
+    t->n_runs = d->n_runs;
+    t->run_cnt = malloc(sizeof(int64_t) * (size_t)(offs + 1));
+    t->run_key = malloc(sizeof(int32_t) * (size_t)(t->n_runs + 1));
+    t->run_len = malloc((size_t)(t->n_runs + 1));
+  }
+  if (!t->tile_cnt || !t->bar_cnt || !t->tile_idx || !t->tile_kind || !t->bar_idx ||
+      (d->run_cnt && (!t->run_cnt || !t->run_key || !t->run_len)))
     return sr_internal_error(e, 0, "rank %d: out of memory for layer %d's tile index", a->c->rank, a->layer);
   CUDA_TRY(cudaMemcpyAsync(t->tile_cnt, d->tile_cnt, sizeof(int64_t) * (size_t)offs, cudaMemcpyDeviceToHost, gb.st));
   CUDA_TRY(cudaMemcpyAsync(t->bar_cnt, d->bar_cnt, sizeof(int64_t) * (size_t)offs, cudaMemcpyDeviceToHost, gb.st));
@@ -144,7 +158,36 @@ static int index_download(const struct dist_attn *a, const sa_gpu_index *g, tile
   }
   if (t->n_bars > 0)
     CUDA_TRY(cudaMemcpyAsync(t->bar_idx, d->bar_idx, sizeof(int32_t) * (size_t)t->n_bars, cudaMemcpyDeviceToHost, gb.st));
+  if (d->run_cnt) {
+    CUDA_TRY(cudaMemcpyAsync(t->run_cnt, d->run_cnt, sizeof(int64_t) * (size_t)offs, cudaMemcpyDeviceToHost, gb.st));
+  }
+  if (d->run_cnt && t->n_runs > 0) {
+    CUDA_TRY(cudaMemcpyAsync(t->run_key, d->run_key, sizeof(int32_t) * (size_t)t->n_runs, cudaMemcpyDeviceToHost, gb.st));
+    CUDA_TRY(cudaMemcpyAsync(t->run_len, d->run_len, (size_t)t->n_runs, cudaMemcpyDeviceToHost, gb.st));
+  }
   CUDA_TRY(cudaStreamSynchronize(gb.st));
+  return SR_OK;
+}
+
+// plan.spec.fwd_runs: the forward form of the converted index, built on the device and brought to the host as
+// a->ti_fwd (none where it has no runs, as the host build leaves it).
+static int fwd_form_build(struct dist_attn *a, sr_error *e) {
+  if (!gb.runs_ready) {
+    if (vs_gpu_runs_init(&gb.runs, &gb.bits, &gb.lay, a->group, e)) {
+      vs_gpu_runs_free(&gb.runs);  // what the failed init made
+      return e->code;
+    }
+    gb.runs.exact = 1;
+    gb.runs_ready = 1;
+  }
+  if (vs_gpu_runs_build(&gb.runs, &gb.conv.ix.d, &gb.bits, &gb.lay, gb.st, e)) return e->code;
+  if (gb.runs.ix.d.n_runs == 0) return SR_OK;
+  if (index_download(a, &gb.runs.ix, &a->ti_fwd, e)) {
+    tiles_free(&a->ti_fwd);
+    memset(&a->ti_fwd, 0, sizeof a->ti_fwd);
+    return e->code;
+  }
+  a->ti_fwd_view = a->ti_fwd;  // every head (U = 1), as a->ti_view
   return SR_OK;
 }
 
@@ -186,6 +229,7 @@ int dist_gpu_build(struct dist_attn *a, int *out_of_memory, sr_error *e) {
   if (!rc) rc = bits_upload(a, e);
   if (!rc) rc = vs_gpu_convert(&gb.conv, &gb.bits, &gb.lay, gb.st, e);
   if (!rc) rc = index_download(a, &gb.conv.ix, &a->ti, e);
+  if (!rc && dist_fwd_form_wanted(a)) rc = fwd_form_build(a, e);
   if (!rc) rc = transposes_download(a, e);
   if (rc) {
     // The failed call's error is this thread's last one (a failed allocation is not sticky); taken here, so no

@@ -31,7 +31,7 @@ struct dist_attn {
   dist_index_build index_how; // where the plan asked for them (DIST_INDEX_GPU: no host fallback)
   tile_index ti;              // tiles_build(pattern, layer, glay, group), all heads
   tile_index ti_view;         // ti restricted to heads [h_lo[gidx], h_lo[gidx+1])
-  tile_index ti_fwd;          // plan.spec.fwd_runs: tiles_runs_build(ti), the forward's form (n_runs 0: none,
+  tile_index ti_fwd;          // plan.spec.fwd_runs: tiles_runs_build(ti) or its GPU build, the forward's form (n_runs 0: none,
   tile_index ti_fwd_view;     //   the forward takes ti); and its view of this rank's heads
   head_mask *masks;           // [H] element masks (host)
   ring_routes routes;         // the layer's transfers, every ring (plan/ring_plan.h: what the simulator costs)
@@ -170,8 +170,9 @@ int gate_cuda_forward(struct dist_attn *a, const void *q, const void *k, sr_erro
 // masks and transposes (gate_cuda_forward's last part; the GPU gate's with several ranks).
 int gate_cuda_upload(struct dist_attn *a, sr_error *e);
 
-// A fixed VS layer's execution form built on the GPU (dist_gpu_build.c, CUDA builds): fills a->ti (a->ti_view)
-// and the CUDA state's host transposes from a->masks' bit sets; *out_of_memory says whether a failure was the
+// A fixed VS layer's execution form built on the GPU (dist_gpu_build.c, CUDA builds): fills a->ti (a->ti_view),
+// the CUDA state's host transposes and, with plan.spec.fwd_runs, the forward form a->ti_fwd (a->ti_fwd_view: what
+// dist_fwd_form_host_build makes) from a->masks' bit sets; *out_of_memory says whether a failure was the
 // device's memory running out (the builder is given back then). dist_gpu_build_supported: can it, for this
 // plan's layout and size (ring or double ring: U = 1)? Always 0 without CUDA.
 int dist_gpu_build(struct dist_attn *a, int *out_of_memory, sr_error *e);
@@ -189,6 +190,11 @@ int dist_gpu_oom_notice_first(void);
 // The tile index built on the host (tiles_build into a->ti, a->ti_view its heads' view): the set-up's host build,
 // and the GPU build's fallback (a->ti empty).
 int dist_index_host_build(struct dist_attn *a, sr_error *e);
+// Does the plan's forward run on the forward form (plan.spec.fwd_runs, a pattern fixed before the run)?
+int dist_fwd_form_wanted(const struct dist_attn *a);
+// The forward form built on the host from a->ti and a->masks (tiles_runs_build into a->ti_fwd, none where it has no
+// runs): the set-up's host build, and the GPU build's fallback.
+int dist_fwd_form_host_build(struct dist_attn *a, sr_error *e);
 
 // The plan's device bytes (dist_plan_bytes.c): the items known from the host-built plan (index, forward form,
 // masks, positions; the rest zero), one source's transposed index and bar chunks added, and whether set-up

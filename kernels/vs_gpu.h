@@ -147,6 +147,41 @@ void vs_gpu_conv_free(vs_gpu_conv *c);
 // arrays tiles_build and sa_gpu_index_upload give for the selected pattern. Syncs the stream once (sizes).
 int vs_gpu_convert(vs_gpu_conv *c, const vs_gpu_est *g, const vs_gpu_layout *L, void *stream, sr_error *e);
 
+// ---- the forward form (plan/tiles_runs.c) built from the tile form ---------------------------------------------
+
+// The forward form of a converted index on the GPU: for query rank q_rank of a layout, from the tile form (the
+// conversion's, or any index of the same heads whose entries ascend within a cell) and the heads' bit sets, the
+// arrays tiles_runs_build gives (every head vertical-slash; the same order, bit for bit) and sa_gpu_index_upload's
+// cell order. Steps (kernels/vs_runs_cell.h): the heads' slash counts and dilated sets, every (cell, source) counted
+// by one thread, exclusive scans, the arrays allocated, every cell written; one stream sync (the sizes).
+typedef struct {
+  int32_t q_rank, heads, world, n_qtiles;
+  int64_t cells, words, n_tokens, cap_tiles, cap_runs, cap_bars;
+  int32_t exact;          // as vs_gpu_conv's: 1 allocates the arrays at each build's need (the GPU index builder)
+  int32_t *scnt;          // device [heads * (words + 1)] slashes before each word
+  uint32_t *dil;          // device [heads * words] the dilated slash sets
+  int64_t *raw[3];        // device [cells * (world + 1) + 1] tiles, runs, bars per (cell, source)
+  uint64_t *keys[2];      // device [world * cells] cell order keys
+  void *cub_tmp;
+  size_t cub_bytes;
+  int64_t *host_tot;      // pinned [3]
+  sa_gpu_index ix;        // the result: device arrays owned here (run_cnt, run_key, run_len set), host scalars
+} vs_gpu_runs;
+
+// Prepare the forward form's build for query rank q_rank of a layout, the heads of g.
+int vs_gpu_runs_init(vs_gpu_runs *r, const vs_gpu_est *g, const vs_gpu_layout *L, int q_rank, sr_error *e);
+// Release it (and its index).
+void vs_gpu_runs_free(vs_gpu_runs *r);
+// Build r->ix from the tile form `in` (device arrays, host scalars: e.g. a vs_gpu_conv's ix.d) and g's bit sets
+// (vbits, sbits, heads, words, n_tokens are read).
+int vs_gpu_runs_build(vs_gpu_runs *r, const tile_index *in, const vs_gpu_est *g, const vs_gpu_layout *L, void *stream,
+                      sr_error *e);
+// The CPU mirror of vs_gpu_runs_build (kernels/vs_runs.c): the same steps and cell code on host arrays, for a layout
+// whose local order follows global order (else an input error); tiles_runs_build's result.
+int vs_runs_build_host(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e);
+// One head's slash counts before each word (scnt [words + 1]) and dilated slash set (dil [words]), the first step.
+void vs_runs_head_tables(const uint32_t *sbits, int64_t n_tokens, int32_t *scnt, uint32_t *dil);
+
 // ---- AdaSpa --------------------------------------------------------------------------------------------
 
 // Block mass of every head with a cached LSE, on the tensor cores: mass[h][pb][cb] = sum over rows i of query

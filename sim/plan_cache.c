@@ -60,7 +60,15 @@ double plan_cache_gpu_builder_bytes(const gpu_builder_counts *c) {
   // the bars) and the reduce chunks (chunk_kvh, chunk_n, chunk_key: 64 keys, slot_entry: 64 a head of the group).
   double result = 8 * (H * A + 1) + 5 * T + 8 * keys + 8 * (keys + 1) + 4 * B +
                   12 * hchunks + 8 * (hchunks + 1) + 4 * hc_q + 8 * chunks + 4 * 64 * chunks + 4 * 64 * group * chunks;
-  return layout + bits + conv + work + result;
+  // The forward form (plan.spec.fwd_runs: vs_gpu_runs_init, vs_gpu_runs_build): the slash counts (scnt) and dilated
+  // sets (dil), per-(cell, source) counts (raw: tiles, runs, bars) and offsets (tile_cnt, run_cnt, bar_cnt), the cell
+  // order's keys (two) and cub's scratch (an alternate key buffer), the order; its tile_idx + tile_kind, run_key +
+  // run_len and bar_idx at their need.
+  double runs = c->fwd_runs ? 4 * H * (words + 1) + 4 * (H * words + 1) + 6 * 8 * (offs + 1) + 2 * 8 * (nk + 1) +
+                                  8 * nk + 4 * (nk + 1) + 5 * (double)c->fwd_tiles + 5 * (double)c->runs +
+                                  4 * (double)c->fwd_bars
+                            : 0;
+  return layout + bits + conv + work + result + runs;
 }
 
 plan_cache_builder plan_cache_builder_fate(double capacity, double others, double builder, double need) {

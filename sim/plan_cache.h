@@ -44,7 +44,8 @@ void plan_cache_step(const plan_cache_in *in, plan_cache_out *out);
 // What the GPU index builder's conversion and transposition hold for one query rank (exec/dist_gpu_build.c): the
 // layout's tables, the bit sets uploaded, the conversion's scratch and index (kernels/vs_convert.cu vs_gpu_conv_init,
 // its tile_idx / bar_idx at a layer's need), the transposer's work buffers and its one result, each source's
-// downloaded before the next (kernels/transpose_gpu.cu, sa_gpu_transposer_new_for_download: no bars' scratch),
+// downloaded before the next (kernels/transpose_gpu.cu, sa_gpu_transposer_new_for_download: no bars' scratch), with
+// plan.spec.fwd_runs the forward form's build (kernels/vs_runs.cu vs_gpu_runs_init, its arrays at a layer's need),
 // kept between builds while the device has room (plan_cache_builder_fate).
 typedef struct {
   int64_t n_tokens;    // N: the sequence
@@ -58,6 +59,10 @@ typedef struct {
   int64_t bars;        // its bar entries (the largest layer's)
   int64_t columns;     // the layer's columns (VS verticals, window sinks) over its heads, the distinct bar keys'
                        // bound (the largest layer's); -1: not known (every head's every key)
+  int32_t fwd_runs;    // plan.spec.fwd_runs: the builder makes the forward form too (kernels/vs_runs.cu)
+  int64_t fwd_tiles;   // the forward form's tile entries, runs and bars over every source (each the largest layer's)
+  int64_t runs;
+  int64_t fwd_bars;
 } gpu_builder_counts;
 
 // Device bytes of the builder (an upper estimate: a source's arrays sized by the rank's totals and its keys by the

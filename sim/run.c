@@ -56,13 +56,13 @@ static int run_pattern(const plan *p, const pattern *pat, const sim_options *o, 
                        sim_transfers *transfers, sim_result *r, sim_timeline *tl, sr_error *e);
 
 // Does sparsering-exec train build some layer's tile index on the GPU (exec/dist_attn.c gpu_index_wanted, --index-build
-// auto or gpu)? A fixed pattern on a ring or double-ring schedule of one-rank groups, no forward form, a layer whose
-// heads are all vertical-slash, at most 255 ranks and 2^24 (head, query tile) cells a rank, every rank's tokens in
-// global order (exec/dist_gpu_build.c dist_gpu_build_supported).
+// auto or gpu)? A fixed pattern on a ring or double-ring schedule of one-rank groups (with --fwd-runs the forward form
+// built there too), a layer whose heads are all vertical-slash, at most 255 ranks and 2^24 (head, query tile) cells a
+// rank, every rank's tokens in global order (exec/dist_gpu_build.c dist_gpu_build_supported).
 static int gpu_build_applies(const plan *p, const pattern *pat) {
   const layout *l = &p->layout;
   if (strcmp(p->spec.trainer, "exec") != 0 || p->spec.attention_only || p->spec.index_build == 1) return 0;
-  if (p->spec.fpdt_chunk > 0 || schedule_exec_ulysses(&p->schedule, 0) != 1 || p->spec.fwd_runs) return 0;
+  if (p->spec.fpdt_chunk > 0 || schedule_exec_ulysses(&p->schedule, 0) != 1) return 0;
   if (pattern_spec_at_run_time(p->spec.pattern) || l->world > 255) return 0;
   for (int r = 0; r < l->world; r++)
     if ((int64_t)pat->heads * ((l->rank_count[r] + TILE - 1) / TILE) >= (1 << 24)) return 0;

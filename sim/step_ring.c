@@ -24,6 +24,8 @@ typedef struct {
   float *fwd, *bwd;   // [n_steps * W] attention seconds of rank r at ring step s (index s * W + r)
   float *entries;     // [W] tile + bar entries of rank r (its index build)
   float *bars;        // [W] of which bar entries
+  float *fwd_form;    // plan.spec.fwd_runs: [3 W] rank r's forward form's tile entries, runs, bars at r, W + r, 2 W + r
+                      // (what the GPU index builder holds of it, builder_size), else NULL
   double *sum_fwd, *sum_bwd; // [W] rank r's fwd (bwd) seconds summed over the steps, in step order
   double *step_max;   // [n_steps] the slowest rank's fwd seconds at each step
   int sparse;         // some head is not dense: an index is built
@@ -52,6 +54,7 @@ static void layer_work_free(layer_work *w) {
   free(w->bwd);
   free(w->entries);
   free(w->bars);
+  free(w->fwd_form);
   free(w->sum_fwd);
   free(w->sum_bwd);
   free(w->step_max);
@@ -225,8 +228,15 @@ static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const wor
     free(fwd);
     return rc;
   }
+  if (fwd && !(w->fwd_form = calloc((size_t)(3 * W), sizeof *w->fwd_form))) rc = sr_internal_error(e, 0, "sim: out of memory");
+  for (int r = 0; fwd && w->fwd_form && r < W; r++)
+    for (int src = 0; src < W; src++) {
+      const work_count *c = &fwd[(int64_t)r * W + src];
+      w->fwd_form[r] += (float)(c->full + c->partial), w->fwd_form[W + r] += (float)c->runs;
+      w->fwd_form[2 * W + r] += (float)c->bars;
+    }
   free(fwd);
-  return SR_OK;
+  return rc;
 }
 
 // ---- one layer ---------------------------------------------------------------------------------
@@ -441,18 +451,24 @@ static void busy_delta(sim_ctx *x, const double *before, double *out) {
 }
 
 // The GPU index builder's device state on the fullest rank (plan_cache.h): its arrays grow to the largest layer's
-// tile entries and bars, each apart.
+// tile entries and bars, each apart (and, with the forward form, its tile entries, runs and bars).
 static void builder_size(sim_ctx *x, const layer_work *distinct, int n_distinct) {
   const layout *l = &x->p->layout;
   int64_t all_tiles = 0;
   for (int g = 0; g < x->W; g++) all_tiles += (l->rank_count[g] + TILE - 1) / TILE;
   for (int r = 0; r < x->W; r++) {
     gpu_builder_counts c = {l->n_tokens, x->W, l->n_runs, all_tiles, (l->rank_count[r] + TILE - 1) / TILE,
-                            (int32_t)x->m->num_heads, (int32_t)x->m->num_kv_heads, 0, 0, 0};
+                            (int32_t)x->m->num_heads, (int32_t)x->m->num_kv_heads, 0, 0, 0, 0, 0, 0, 0};
     for (int k = 0; k < n_distinct; k++) {
       if (!distinct[k].sparse) continue;
       c.bars = sr_max64(c.bars, (int64_t)distinct[k].bars[r]);
       c.tiles = sr_max64(c.tiles, (int64_t)distinct[k].entries[r] - (int64_t)distinct[k].bars[r]);
+      const float *f = distinct[k].fwd_form;  // plan.spec.fwd_runs: the forward form's arrays, each at its largest
+      if (!f) continue;
+      c.fwd_runs = 1;
+      c.fwd_tiles = sr_max64(c.fwd_tiles, (int64_t)f[r]);
+      c.runs = sr_max64(c.runs, (int64_t)f[x->W + r]);
+      c.fwd_bars = sr_max64(c.fwd_bars, (int64_t)f[2 * x->W + r]);
     }
     for (int layer = 0; layer < x->pat->layers && c.columns >= 0; layer++) {
       int64_t cols = 0;

@@ -81,7 +81,7 @@ TEST(plan_cache_a_shared_plan_never_rebuilds) {
 TEST(plan_cache_gpu_builder_holds_8_bytes_a_bar_once_bars_outnumber_tiles) {
   // With the distinct keys bounded by the columns, a bar more costs the builder the conversion's bar_idx (4 B) and the
   // transpose's bar_q_idx (4 B), both at their need; the bars' lists are counted into place, not sorted.
-  gpu_builder_counts c = {1 << 20, 2, 2, 8192, 4096, 16, 2, 1000000, 50000000, 20000};
+  gpu_builder_counts c = {1 << 20, 2, 2, 8192, 4096, 16, 2, 1000000, 50000000, 20000, 0, 0, 0, 0};
   double b0 = plan_cache_gpu_builder_bytes(&c);
   c.bars += 1 << 20;
   CHECK_NEAR(plan_cache_gpu_builder_bytes(&c) - b0, 8.0 * (1 << 20), 1e-3);
@@ -92,7 +92,7 @@ TEST(plan_cache_gpu_builder_bytes_are_its_allocations_at_a_small_shape) {
   // 128 distinct keys (the columns): every allocation of exec/dist_gpu_build.c's builder, counted from the code, with
   // segments, compute chunks (a head's keys in 64s: keys / 64 + heads) and reduce chunks (keys / 64 + KV heads) at
   // the model's bounds and cub's scratch as its alternate buffers.
-  gpu_builder_counts c = {4096, 1, 1, 32, 32, 4, 2, 200, 1000, 128};
+  gpu_builder_counts c = {4096, 1, 1, 32, 32, 4, 2, 200, 1000, 128, 0, 0, 0, 0};
   double layout = 8 * 2      // tile_base: world + 1
                   + 4 * 33   // seg_off: tiles + 1
                   + 12 * 34  // seg_g, seg_len: runs + tiles + 1 segments
@@ -129,6 +129,24 @@ TEST(plan_cache_gpu_builder_bytes_are_its_allocations_at_a_small_shape) {
   CHECK_NEAR(plan_cache_gpu_builder_bytes(&c), layout + bits + conv + work + result, 1e-6);
 }
 
+TEST(plan_cache_gpu_builder_with_the_forward_form_adds_the_runs_builds_allocations) {
+  // The small shape above (4 heads, 128 words, 32 query tiles on one rank: 128 cells, 257 offsets, 128 order keys)
+  // with --fwd-runs: 150 tile entries, 300 runs and 900 bars in the forward form. Every allocation of
+  // kernels/vs_runs.cu's build, counted from the code, cub's scratch as the sort's alternate keys.
+  gpu_builder_counts c = {4096, 1, 1, 32, 32, 4, 2, 200, 1000, 128, 0, 0, 0, 0};
+  double b0 = plan_cache_gpu_builder_bytes(&c);
+  c.fwd_runs = 1, c.fwd_tiles = 150, c.runs = 300, c.fwd_bars = 900;
+  double runs = 4 * 4 * 129      // scnt: heads x (words + 1)
+                + 4 * (4 * 128 + 1)  // dil: heads x words + 1
+                + 3 * 8 * 257    // raw: tiles, runs, bars
+                + 3 * 8 * 257    // tile_cnt, run_cnt, bar_cnt
+                + 2 * 8 * 129    // keys[2]
+                + 8 * 128        // cub_tmp
+                + 4 * 129        // order
+                + 5 * 150 + 5 * 300 + 4 * 900;  // tile_idx + tile_kind, run_key + run_len, bar_idx
+  CHECK_NEAR(plan_cache_gpu_builder_bytes(&c) - b0, runs, 1e-6);
+}
+
 TEST(plan_cache_builder_is_kept_where_a_build_leaves_room_for_another_beside_its_plan) {
   // 100 GiB device, 80 GiB of others, a 5 GiB builder, a 1 GiB plan: 15 GiB free after a build >= 5 + 1 + 1.
   CHECK_EQ_INT(plan_cache_builder_fate(100 * GIB, 80 * GIB, 5 * GIB, 1 * GIB), PLAN_CACHE_BUILDER_KEPT);
@@ -146,6 +164,9 @@ TEST(plan_cache_builder_that_does_not_fit_leaves_the_builds_to_the_host) {
   // no builder: nothing to give back
   CHECK_EQ_INT(plan_cache_builder_fate(100 * GIB, 120 * GIB, 0, 1 * GIB), PLAN_CACHE_BUILDER_KEPT);
 }
+
+// plan.spec.fwd_runs of the plans run_on builds (0 unless a test sets it).
+static int run_fwd_runs;
 
 // tiny-test's plan of `strategy` at 8192 tokens on two GPUs of mem_gib GiB, trainer exec unless `mixed`; index_build,
 // attn_cache and attn_host_cache as the spec's, simulated.
@@ -171,6 +192,7 @@ static int run_on(double mem_gib, const char *strategy, const char *pattern, int
   if (pattern) snprintf(s.pattern, sizeof s.pattern, "%s", pattern);
   if (!mixed) snprintf(s.trainer, sizeof s.trainer, "exec");
   s.seq = 8192, s.index_build = index_build, s.attn_cache = cache, s.attn_host_cache = host_cache;
+  s.fwd_runs = run_fwd_runs;
   plan p;
   if (plan_build(&s, &p, &e)) return -1;
   sim_options o = {0, 0, 1, 0, 0, 0, 0};
@@ -205,6 +227,18 @@ TEST(plan_cache_gpu_builder_is_a_memory_item_only_where_the_trainer_builds_on_th
   CHECK_NEAR(r.mem.builder, 0, 0);
   CHECK_EQ_INT(run_exec("mtraining", NULL, 0, 1, &r), 0);
   CHECK_NEAR(r.mem.builder, 0, 0);
+}
+
+TEST(plan_cache_gpu_builder_with_fwd_runs_builds_the_forward_form_on_the_gpu_and_holds_more) {
+  // --fwd-runs no longer sends the trainer's plans to the host: the builder is a memory item with it too, larger by
+  // the forward form's build (its counts, order and arrays).
+  sim_result tile, runs;
+  CHECK_EQ_INT(run_exec("mtraining", NULL, 0, 0, &tile), 0);
+  run_fwd_runs = 1;
+  CHECK_EQ_INT(run_exec("mtraining", NULL, 0, 0, &runs), 0);
+  run_fwd_runs = 0;
+  CHECK(tile.mem.builder > 0);
+  CHECK(runs.mem.builder > tile.mem.builder);
 }
 
 TEST(plan_cache_a_step_whose_plans_all_fit_takes_no_time_for_them) {

@@ -6,11 +6,16 @@
 //       the GPU execution form must equal tiles_build's arrays and sa_gpu_index_upload's cell order, and
 //       sa_fwd over it must give the same bits as over the host-built index; the transposed index built on
 //       the GPU from that execution form (kernels/transpose_gpu.h), for every source, must equal tiles_transpose
-//       and sa_bar_chunks_build array for array, also for an index of one head serving every head.
+//       and sa_bar_chunks_build array for array, also for an index of one head serving every head; the forward form
+//       built on the GPU from that execution form (vs_gpu_runs_build) must equal tiles_runs_build array for array
+//       and sa_gpu_index_upload's cell order, sa_fwd over it the same bits as over the host-built forward form, and
+//       the tile form's output within a stated bound (the same kept elements, summed in other chunks).
+//   Runs: the same forward-form checks on planted scattered-slash heads (the budget mix's hard case: many runs),
+//       their bit sets uploaded as the GPU index builder does (exec/dist_gpu_build.c).
 //   AdaSpa: fp32 tensor-core block masses within the stated relative bound of the float64 reference (every
 //       causal block; 0 above the diagonal), the per-row top-k on the reference's masses (identical masks), and
 //       end to end recall within 1e-3 of the reference's and masks that differ only on near-ties (counted).
-// Usage: sparsering-gpu-test-vs
+// Usage: sparsering-gpu-test-vs [runs]   (runs: the forward-form cases only)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -64,6 +69,9 @@ static const vcase vcases[] = {
 typedef struct {
   int rowmax, rowsum, sums, sel, ranks_agree, index, order, fwd, transp;
   int64_t n_vert, n_slash, n_tiles, n_bars;
+  int runs, runs_fwd;  // the forward form: arrays and order as the host's; forward as on the host's, near the tile form's
+  int64_t n_runs;
+  double runs_err;     // largest |O| difference to the tile form
 } vres;
 
 static int cmp_u128(const uint64_t *g, const vs_acc *c, int64_t n) {
@@ -122,6 +130,112 @@ static int same_transpose(sa_gpu_transposer *tr, const tile_index *dev, const ti
   tiles_transpose_free(&gt), tiles_transpose_free(&ht);
   sa_bar_chunks_free(&gb), sa_bar_chunks_free(&hb);
   return ok;
+}
+
+// ---- the forward form (vs_gpu_runs_build) -----------------------------------------------------------------------
+
+// Device bf16 rows pos[0..n) of a float array of `width` values a global row (already bf16 values).
+static void *rows_bf16(const float *x, const int64_t *pos, int64_t n, int64_t width) {
+  __nv_bfloat16 *b = (__nv_bfloat16 *)malloc(sizeof(__nv_bfloat16) * (size_t)(n * width + 1));
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t c = 0; c < width; c++) b[i * width + c] = __float2bfloat16(x[pos[i] * width + c]);
+  void *d = dev_copy(b, sizeof(__nv_bfloat16) * (size_t)(n * width));
+  free(b);
+  return d;
+}
+
+// The inputs of a forward: global rows of Q [N, H, d], K and V [N, KH, d] (bf16 values), every rank's positions.
+typedef struct {
+  const layout *L;
+  int H, KH, d;
+  float scale;
+  const float *q, *k, *v;
+  int64_t **pos;
+} fwd_in;
+
+// O [n_q, H, d] and LSE [n_q, H] of query rank qr over every source by sa_fwd on index ix (device masks), on the host.
+static void fwd_all(const fwd_in *in, int qr, const sa_gpu_index *ix, const head_mask *masks, float **o, float **lse) {
+  int64_t nqr = in->L->rank_count[qr], no = nqr * in->H * in->d, nl = nqr * in->H;
+  void *qd = rows_bf16(in->q, in->pos[qr], nqr, (int64_t)in->H * in->d);
+  int64_t *qpd = (int64_t *)dev_copy(in->pos[qr], sizeof(int64_t) * (size_t)nqr);
+  float *od, *ld;
+  CK(cudaMalloc((void **)&od, sizeof(float) * (size_t)(no + 1)));
+  CK(cudaMalloc((void **)&ld, sizeof(float) * (size_t)(nl + 1)));
+  CK(cudaMemset(od, 0, sizeof(float) * (size_t)(no + 1)));
+  float *ninf = (float *)malloc(sizeof(float) * (size_t)(nl + 1));
+  for (int64_t i = 0; i < nl; i++) ninf[i] = -INFINITY;
+  CK(cudaMemcpy(ld, ninf, sizeof(float) * (size_t)nl, cudaMemcpyHostToDevice));
+  free(ninf);
+  for (int s = 0; s < in->L->world; s++) {
+    int64_t nk = in->L->rank_count[s];
+    void *kd = rows_bf16(in->k, in->pos[s], nk, (int64_t)in->KH * in->d), *vd = rows_bf16(in->v, in->pos[s], nk, (int64_t)in->KH * in->d);
+    int64_t *kpd = (int64_t *)dev_copy(in->pos[s], sizeof(int64_t) * (size_t)nk);
+    sa_shape sh = {nqr, nk, in->H, in->KH, in->d, in->scale};
+    SR(sa_fwd(&sh, qd, kd, vd, qpd, kpd, ix, s, masks, NULL, NULL, od, ld, NULL, E));
+    CK(cudaDeviceSynchronize());
+    cudaFree(kd), cudaFree(vd), cudaFree(kpd);
+  }
+  *o = (float *)fetch(od, sizeof(float) * (size_t)no);
+  *lse = (float *)fetch(ld, sizeof(float) * (size_t)nl);
+  cudaFree(od), cudaFree(ld), cudaFree(qd), cudaFree(qpd);
+}
+
+// The runs form's O may differ from the tile form's by the bf16 rounding of P in other chunks (|V| <= 1): at most
+// a few 2^-8 of an output's magnitude; LSE sums P in fp32.
+#define RUNS_O_BOUND 1e-2
+#define RUNS_LSE_BOUND 1e-3
+
+// The forward form of query rank qr built on the GPU from its tile form gd (device; g its bit sets) against
+// tiles_runs_build of the host's tile form ti: every array, the cell order, and sa_fwd on it the same bits as on the
+// host-built form, within the bounds of the tile form's (tile_ix) output. Built twice (the second reuses the arrays).
+static void check_runs(vres *r, const fwd_in *in, int qr, const tile_index *gd, const tile_index *ti,
+                       const vs_gpu_est *g, const vs_gpu_layout *GL, const head_mask *hmasks, const head_mask *dmasks,
+                       const sa_gpu_index *tile_ix) {
+  tile_index hf;
+  SR(tiles_runs_build(ti, hmasks, in->L, &hf, E));
+  vs_gpu_runs gr;
+  SR(vs_gpu_runs_init(&gr, g, GL, qr, E));
+  gr.exact = 1;
+  int64_t offs = (int64_t)hf.heads * hf.n_qtiles * (hf.world + 1);
+  for (int rep = 0; rep < 2; rep++) {
+    SR(vs_gpu_runs_build(&gr, gd, g, GL, NULL, E));
+    CK(cudaDeviceSynchronize());
+    const tile_index *x = &gr.ix.d;
+    int ok = x->n_tiles == hf.n_tiles && x->n_runs == hf.n_runs && x->n_bars == hf.n_bars;
+    ok = ok && same_dev(x->tile_cnt, hf.tile_cnt, offs) && same_dev(x->run_cnt, hf.run_cnt, offs);
+    ok = ok && same_dev(x->bar_cnt, hf.bar_cnt, offs);
+    ok = ok && same_dev(x->tile_idx, hf.tile_idx, hf.n_tiles) && same_dev(x->tile_kind, hf.tile_kind, hf.n_tiles);
+    ok = ok && same_dev(x->run_key, hf.run_key, hf.n_runs) && same_dev(x->run_len, hf.run_len, hf.n_runs);
+    ok = ok && same_dev(x->bar_idx, hf.bar_idx, hf.n_bars);
+    if (!ok)
+      fprintf(stderr, "runs form, query rank %d: GPU %lld tiles %lld runs %lld bars, host %lld %lld %lld\n", qr,
+              (long long)x->n_tiles, (long long)x->n_runs, (long long)x->n_bars, (long long)hf.n_tiles,
+              (long long)hf.n_runs, (long long)hf.n_bars);
+    r->runs &= ok;
+  }
+  r->n_runs += hf.n_runs;
+  sa_gpu_index hix;
+  SR(sa_gpu_index_upload(&hf, &hix, E));
+  int32_t *ho = (int32_t *)fetch(hix.order, sizeof(int32_t) * (size_t)(hix.cells * hf.world));
+  r->runs &= same_dev(gr.ix.order, ho, hix.cells * hf.world);
+  free(ho);
+  float *o_g, *l_g, *o_h, *l_h, *o_t, *l_t;
+  fwd_all(in, qr, &gr.ix, dmasks, &o_g, &l_g);
+  fwd_all(in, qr, &hix, dmasks, &o_h, &l_h);
+  fwd_all(in, qr, tile_ix, dmasks, &o_t, &l_t);
+  int64_t nl = in->L->rank_count[qr] * in->H, no = nl * in->d;
+  int ok = memcmp(o_g, o_h, sizeof(float) * (size_t)no) == 0 && memcmp(l_g, l_h, sizeof(float) * (size_t)nl) == 0;
+  double err = 0, lerr = 0;
+  for (int64_t i = 0; i < no; i++) err = fmax(err, fabs((double)o_g[i] - o_t[i]));
+  for (int64_t i = 0; i < nl; i++)
+    if (l_g[i] != l_t[i]) lerr = fmax(lerr, isfinite(l_g[i]) && isfinite(l_t[i]) ? fabs((double)l_g[i] - l_t[i]) : INFINITY);
+  if (!(err <= RUNS_O_BOUND && lerr <= RUNS_LSE_BOUND)) ok = 0;
+  r->runs_fwd &= ok;
+  r->runs_err = fmax(r->runs_err, fmax(err, lerr));
+  free(o_g), free(l_g), free(o_h), free(l_h), free(o_t), free(l_t);
+  sa_gpu_index_free(&hix);
+  vs_gpu_runs_free(&gr);
+  tiles_free(&hf);
 }
 
 static vres run_vcase(const vcase *c) {
@@ -263,7 +377,8 @@ static vres run_vcase(const vcase *c) {
   SR(vs_gpu_masks(&g[0], &gmasks, E));
   SR(tiles_masks_build(&pc, 0, &hmasks, E));
   SR(sa_gpu_masks_upload(hmasks, H, &cmasks, E));
-  r.index = r.order = r.fwd = r.transp = 1;
+  r.index = r.order = r.fwd = r.transp = r.runs = r.runs_fwd = 1;
+  fwd_in fin = {&L, H, KH, d, scale, qr, kr, vr, kph};
   for (int qr_ = 0; qr_ < W; qr_++) {
     tile_index ti;
     SR(tiles_build(&pc, 0, &L, qr_, &ti, E));
@@ -306,6 +421,8 @@ static vres run_vcase(const vcase *c) {
         for (int s = 0; s < W; s++) r.transp &= same_transpose(tr, gd, &ti, s, L.rank_count[s], H, KH);
       sa_gpu_transposer_free(tr);
     }
+    // the forward form (--fwd-runs) built on the GPU from the GPU's execution form
+    check_runs(&r, &fin, qr_, gd, &ti, &g[qr_], &GL, hmasks, cmasks, &cv.ix);
     {  // the conversion with its arrays at their need (the GPU index builder's), converted twice: the same index
       vs_gpu_conv cx;
       SR(vs_gpu_conv_init(&cx, &g[qr_], &GL, qr_, E));
@@ -373,6 +490,119 @@ static vres run_vcase(const vcase *c) {
   cudaFree(q_est), cudaFree(qpos_d), cudaFree(q_all), cudaFree(k_all), cudaFree(v_all);
   free(qf), free(kf), free(vf), free(qr), free(kr), free(vr), free(qpos), free(kpos_all), free(rmax), free(rsum);
   free(vert), free(slash);
+  pattern_free(&pc);
+  layout_free(&L);
+  return r;
+}
+
+// ---- forward-form cases on planted scattered slashes --------------------------------------------------------------
+
+typedef struct {
+  const char *name;
+  int64_t N;
+  int H, KH, d;
+  layout_kind lk;
+  int W;
+  int64_t G;
+  int n_slash, n_vert;  // random slashes and verticals a head, beside a 16-offset window and up to 3 sinks
+} rcase;
+
+static const rcase rcases[] = {
+    {"runs contig W1 20K", 20000, 4, 2, 128, LAYOUT_CONTIGUOUS, 1, 1, 300, 40},
+    {"runs zigzag W2 d64", 9000, 4, 1, 64, LAYOUT_ZIGZAG, 2, 1, 200, 30},
+    {"runs striped128 W3", 12000, 2, 2, 128, LAYOUT_STRIPED, 3, 128, 250, 50},
+    {"runs contig W2 uneven", 5001, 2, 1, 128, LAYOUT_CONTIGUOUS, 2, 1, 150, 20},
+    {"runs striped1 W2 none", 3000, 2, 1, 64, LAYOUT_STRIPED, 2, 1, 100, 20},  // no tile converts: no runs
+};
+
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+static int32_t unique_i32(int32_t *a, int32_t n) {
+  qsort(a, (size_t)n, sizeof *a, cmp_i32);
+  int32_t m = 0;
+  for (int32_t i = 0; i < n; i++)
+    if (m == 0 || a[i] != a[m - 1]) a[m++] = a[i];
+  return m;
+}
+
+// The case's heads planted, their bit sets uploaded as the GPU index builder does, every query rank converted and its
+// forward form checked (check_runs).
+static vres run_rcase(const rcase *c) {
+  vres r;
+  memset(&r, 0, sizeof r);
+  r.index = r.runs = r.runs_fwd = 1;
+  int64_t N = c->N, words = (N + 31) / 32;
+  int H = c->H, W = c->W;
+  layout L;
+  SR(layout_build(c->lk, N, W, c->G, NULL, &L, E));
+  pattern pc;
+  SR(pattern_alloc(&pc, N, 1, H, E));
+  for (int h = 0; h < H; h++) {
+    head_pattern *hp = pattern_head(&pc, 0, h);
+    hp->kind = PATTERN_VS;
+    hp->vertical = (int32_t *)malloc(sizeof(int32_t) * (size_t)(c->n_vert + 4));
+    hp->slash = (int32_t *)malloc(sizeof(int32_t) * (size_t)(c->n_slash + 16));
+    int32_t nv = 0, ns = 0;
+    for (int k = 0; k < h % 4; k++) hp->vertical[nv++] = k;
+    for (int x = 0; x < c->n_vert; x++) hp->vertical[nv++] = (int32_t)(uni() * (double)N);
+    for (int x = 0; x < 16; x++) hp->slash[ns++] = x;
+    for (int x = 0; x < c->n_slash; x++) hp->slash[ns++] = (int32_t)(uni() * (double)N);
+    hp->n_vertical = unique_i32(hp->vertical, nv), hp->n_slash = unique_i32(hp->slash, ns);
+    r.n_vert += hp->n_vertical, r.n_slash += hp->n_slash;
+  }
+  head_mask *hmasks, *dmasks;
+  SR(tiles_masks_build(&pc, 0, &hmasks, E));
+  SR(sa_gpu_masks_upload(hmasks, H, &dmasks, E));
+  vs_gpu_est g;
+  memset(&g, 0, sizeof g);
+  g.heads = H, g.kv_heads = c->KH, g.head_dim = c->d, g.n_tokens = N, g.words = words;
+  uint32_t *vb = (uint32_t *)calloc((size_t)(H * words), 4), *sb = (uint32_t *)calloc((size_t)(H * words), 4);
+  for (int h = 0; h < H; h++) {
+    memcpy(vb + h * words, hmasks[h].vbits, 4 * (size_t)words);
+    memcpy(sb + h * words, hmasks[h].sbits, 4 * (size_t)words);
+  }
+  g.vbits = (uint32_t *)dev_copy(vb, 4 * (size_t)(H * words)), g.sbits = (uint32_t *)dev_copy(sb, 4 * (size_t)(H * words));
+  free(vb), free(sb);
+  vs_gpu_layout GL;
+  SR(vs_gpu_layout_init(&L, &GL, E));
+  float *q = (float *)malloc(sizeof(float) * (size_t)(N * H * c->d)), *k = (float *)malloc(sizeof(float) * (size_t)(N * c->KH * c->d));
+  float *v = (float *)malloc(sizeof(float) * (size_t)(N * c->KH * c->d));
+  for (int64_t i = 0; i < N * H * c->d; i++) q[i] = __bfloat162float(__float2bfloat16((float)(3 * (2 * uni() - 1))));
+  for (int64_t i = 0; i < N * c->KH * c->d; i++) k[i] = __bfloat162float(__float2bfloat16((float)(3 * (2 * uni() - 1))));
+  for (int64_t i = 0; i < N * c->KH * c->d; i++) v[i] = __bfloat162float(__float2bfloat16((float)(2 * uni() - 1)));
+  int64_t **pos = (int64_t **)calloc((size_t)W, sizeof(int64_t *));
+  for (int s = 0; s < W; s++) {
+    pos[s] = (int64_t *)malloc(sizeof(int64_t) * (size_t)(L.rank_count[s] + 1));
+    layout_positions(&L, s, pos[s]);
+  }
+  fwd_in fin = {&L, H, c->KH, c->d, 1.0f / sqrtf((float)c->d), q, k, v, pos};
+  for (int qr = 0; qr < W; qr++) {
+    tile_index ti;
+    SR(tiles_build(&pc, 0, &L, qr, &ti, E));
+    vs_gpu_conv cv;
+    SR(vs_gpu_conv_init(&cv, &g, &GL, qr, E));
+    cv.exact = 1;
+    SR(vs_gpu_convert(&cv, &g, &GL, NULL, E));
+    CK(cudaDeviceSynchronize());
+    const tile_index *gd = &cv.ix.d;
+    int64_t offs = (int64_t)ti.heads * ti.n_qtiles * (W + 1);
+    r.index &= gd->n_tiles == ti.n_tiles && gd->n_bars == ti.n_bars && same_dev(gd->tile_cnt, ti.tile_cnt, offs) &&
+               same_dev(gd->bar_cnt, ti.bar_cnt, offs) && same_dev(gd->tile_idx, ti.tile_idx, ti.n_tiles) &&
+               same_dev(gd->tile_kind, ti.tile_kind, ti.n_tiles) && same_dev(gd->bar_idx, ti.bar_idx, ti.n_bars);
+    r.n_tiles += ti.n_tiles, r.n_bars += ti.n_bars;
+    check_runs(&r, &fin, qr, gd, &ti, &g, &GL, hmasks, dmasks, &cv.ix);
+    vs_gpu_conv_free(&cv);
+    tiles_free(&ti);
+  }
+  for (int s = 0; s < W; s++) free(pos[s]);
+  free(pos), free(q), free(k), free(v);
+  vs_gpu_layout_free(&GL);
+  cudaFree(g.vbits), cudaFree(g.sbits);
+  sa_gpu_masks_free(dmasks, H);
+  tiles_masks_free(hmasks, H);
   pattern_free(&pc);
   layout_free(&L);
   return r;
@@ -579,20 +809,41 @@ static ares run_acase(const acase *c) {
   return r;
 }
 
-int main(void) {
-  int fails = 0;
-  printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %6s %7s %7s %8s %8s\n", "vs case", "rowmax", "rowsum", "sums", "select",
-         "ranks", "index", "order", "fwd", "transp", "verts", "slashes", "tiles", "bars");
+int main(int argc, char **argv) {
+  int fails = 0, only_runs = argc > 1 && strcmp(argv[1], "runs") == 0;
+  printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %7s %7s %8s %8s %7s %8s\n", "vs case", "rowmax", "rowsum",
+         "sums", "select", "ranks", "index", "order", "fwd", "transp", "runs", "r-fwd", "verts", "slashes", "tiles",
+         "bars", "runs", "r-err");
   for (size_t i = 0; i < sizeof vcases / sizeof vcases[0]; i++) {
     vres r = run_vcase(&vcases[i]);
-    int ok = r.rowmax && r.rowsum && r.sums && r.sel && r.ranks_agree && r.index && r.order && r.fwd && r.transp;
+    int ok = r.rowmax && r.rowsum && r.sums && r.sel && r.ranks_agree && r.index && r.order && r.fwd && r.transp &&
+             r.runs && r.runs_fwd;
     fails += !ok;
-    printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %6s %7lld %7lld %8lld %8lld %s\n", vcases[i].name,
+    printf("%-24s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %7lld %7lld %8lld %8lld %7lld %8.1e %s\n", vcases[i].name,
            r.rowmax ? "same" : "DIFF", r.rowsum ? "same" : "DIFF", r.sums ? "same" : "DIFF", r.sel ? "same" : "DIFF",
            r.ranks_agree ? "same" : "DIFF", r.index ? "same" : "DIFF", r.order ? "same" : "DIFF", r.fwd ? "same" : "DIFF",
-           r.transp ? "same" : "DIFF", (long long)r.n_vert,
-           (long long)r.n_slash, (long long)r.n_tiles, (long long)r.n_bars, ok ? "ok" : "FAIL");
+           r.transp ? "same" : "DIFF", r.runs ? "same" : "DIFF", r.runs_fwd ? "ok" : "BAD", (long long)r.n_vert,
+           (long long)r.n_slash, (long long)r.n_tiles, (long long)r.n_bars, (long long)r.n_runs, r.runs_err,
+           ok ? "ok" : "FAIL");
     fflush(stdout);
+  }
+  // the forward form on planted scattered slashes: runs expected except where no tile holds consecutive keys
+  printf("%-24s %6s %6s %6s %7s %7s %8s %8s %7s %8s\n", "runs case", "index", "runs", "r-fwd", "verts", "slashes", "tiles",
+         "bars", "runs", "r-err");
+  for (size_t i = 0; i < sizeof rcases / sizeof rcases[0]; i++) {
+    const rcase *c = &rcases[i];
+    vres r = run_rcase(c);
+    int want_runs = !(c->lk == LAYOUT_STRIPED && c->G < TILE);
+    int ok = r.index && r.runs && r.runs_fwd && (r.n_runs > 0) == want_runs;
+    fails += !ok;
+    printf("%-24s %6s %6s %6s %7lld %7lld %8lld %8lld %7lld %8.1e %s\n", c->name, r.index ? "same" : "DIFF",
+           r.runs ? "same" : "DIFF", r.runs_fwd ? "ok" : "BAD", (long long)r.n_vert, (long long)r.n_slash,
+           (long long)r.n_tiles, (long long)r.n_bars, (long long)r.n_runs, r.runs_err, ok ? "ok" : "FAIL");
+    fflush(stdout);
+  }
+  if (only_runs) {
+    printf("gpu-test-vs runs: %d failed\n", fails);
+    return fails ? 1 : 0;
   }
   // On Hopper the wgmma kernel must run every case of block 64 or 128 (an sm_90a build): a skip there is a failure.
   cudaDeviceProp prop;
