@@ -43,10 +43,10 @@ static const cli_flag calibrate_flags[] = {
      "seconds of back-to-back GEMMs for the sustained GEMM rate a training step sees (the second half timed; 0: "
      "none, the simulator then takes its fixed share of the burst rate)"},
     {"layer-lengths", "LIST", "16K,32K,64K",
-     "shard lengths at which to time attention calls shaped like a ring layer's (its queries against an earlier shard, "
-     "and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates and each walk's "
-     "cost (gpu.attn_walk) are fitted to them; none: the full-tile rates of the kernel benchmark's short calls, as "
-     "before"},
+     "cuda: shard lengths at which to time attention calls shaped like a ring layer's (its queries against an earlier "
+     "shard, and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates and each "
+     "walk's cost (gpu.attn_walk) are fitted to them; none: the full-tile rates of the kernel benchmark's short calls, "
+     "as before"},
     {"log", cli_out_file, NULL, "write every measured point as CSV"},
     {"refit", "CSV", NULL,
      "no measuring: calibrate again from an earlier calibration's --log under today's fitting rules (the attention "
