@@ -100,11 +100,12 @@ static int refit(cli_args *a, int heads, int kvh, int hd, const char *prog) {
   const char *ph[2] = {"fwd", "bwd"};
   const double *ef[2][3] = {{&cl.gpu.eff_attn_fwd_full, &cl.gpu.eff_attn_fwd_partial, &cl.gpu.eff_attn_fwd_bar},
                             {&cl.gpu.eff_attn_bwd_full, &cl.gpu.eff_attn_bwd_partial, &cl.gpu.eff_attn_bwd_bar}};
+  int walks = cl.gpu.attn_walk_us[0] > 0 || cl.gpu.attn_walk_us[1] > 0;
   for (int p = 0; p < 2; p++)
-    printf("attention %s sustained: full %.0f, partial %.0f, bar %.0f TFLOP/s (%.3f / %.3f / %.3f of peak %.0f)\n", ph[p],
-           *ef[p][0] * cl.gpu.peak_tflops, *ef[p][1] * cl.gpu.peak_tflops, *ef[p][2] * cl.gpu.peak_tflops, *ef[p][0],
-           *ef[p][1], *ef[p][2], cl.gpu.peak_tflops);
-  if (cl.gpu.attn_walk_us[0] > 0 || cl.gpu.attn_walk_us[1] > 0)
+    printf("attention %s: full %.0f (%s), partial %.0f, bar %.0f (sustained) TFLOP/s (%.3f / %.3f / %.3f of peak %.0f)\n",
+           ph[p], *ef[p][0] * cl.gpu.peak_tflops, walks ? "layer-shaped calls" : "sustained", *ef[p][1] * cl.gpu.peak_tflops,
+           *ef[p][2] * cl.gpu.peak_tflops, *ef[p][0], *ef[p][1], *ef[p][2], cl.gpu.peak_tflops);
+  if (walks)
     printf("attention walks (from the layer-shaped calls): fwd %.4f us, bwd %.4f us a (query tile, head) walk\n",
            cl.gpu.attn_walk_us[0], cl.gpu.attn_walk_us[1]);
   printf("ring step beyond the kernel: fwd %.1f us + %.3f us a cell, bwd %.1f us + %.3f us a cell\n", cl.gpu.ring_step_us[0],
