@@ -4,6 +4,9 @@
 #ifndef SR_CALIB_ATTN_H
 #define SR_CALIB_ATTN_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "plan/error.h"
 #include "plan/tile_index.h"
 
@@ -19,5 +22,9 @@ int calib_attn_index(int kind, int size, tile_index *t, double *elems);
 // forward and 2.5 times that backward (FlashAttention-2's counts, as plan/model.h).
 int calib_attn_time(int phase, int kind, int size, int heads, int kv_heads, int head_dim, double *flops, double *seconds,
                     sr_error *e);
+
+// n bf16 values uniform in [-1, 1) into device memory (a splitmix64 stream from seed): the operands the GEMMs and the
+// layer-shaped attention calls are timed on (exec/calib_kernels.c says why not zeros). CUDA builds only.
+int calib_fill_bf16_uniform(void *dev, size_t n, uint64_t seed, sr_error *e);
 
 #endif

@@ -25,7 +25,7 @@
 // holds higher clocks than on real data and the calibration overstates the trainer's GEMM rate (on one H100
 // the exec trainer's non-attention work ran at about 680 TFLOP/s where a zero-operand calibration said 869,
 // results/sim/2026-11-27-train-step-model).
-static int fill_bf16_uniform(void *dev, size_t n, uint64_t seed, sr_error *e) {
+int calib_fill_bf16_uniform(void *dev, size_t n, uint64_t seed, sr_error *e) {
   enum { CHUNK = 1 << 20 };
   uint16_t *h = malloc(sizeof(uint16_t) * CHUNK);
   if (!h) return sr_internal_error(e, 0, "out of memory");
@@ -74,7 +74,7 @@ static int gemm_bench_init(gemm_bench *b, sr_error *e) {
   CK(cudaMalloc(&b->A, maxe * 2), "cudaMalloc");
   CK(cudaMalloc(&b->B, maxe * 2), "cudaMalloc");
   CK(cudaMalloc(&b->C, maxe * 2), "cudaMalloc");
-  if (fill_bf16_uniform(b->A, maxe, 1, e) || fill_bf16_uniform(b->B, maxe, 2, e)) return e->code;
+  if (calib_fill_bf16_uniform(b->A, maxe, 1, e) || calib_fill_bf16_uniform(b->B, maxe, 2, e)) return e->code;
   CK(cudaEventCreate(&b->t0), "event");
   CK(cudaEventCreate(&b->t1), "event");
   return SR_OK;

@@ -13,13 +13,16 @@ typedef struct {
   int n[2][3];
   double flops[2][3][MAX_POINTS], seconds[2][3][MAX_POINTS];
   calib_ring ring;  // measured_s of the configurations found, by index; world[i] 0 where absent
+  calib_layer layer;  // the layer-shaped calls logged (layer.n 0: a log from before them)
 } refit_points;
 
 static const char *const phases[2] = {"fwd", "bwd"}, *const kinds[3] = {"full", "partial", "bar"};
 
-// One CSV line: an attention point (attn_PHASE_KIND,flops,us) or a ring row (ring_LAYOUT_wW,cells,fwd_us,bwd_us);
-// links and GEMM rows are not refitted. Ring rows go to the configuration of calibration with that layout and size.
-static int parse_line(const char *path, int lineno, char *line, refit_points *pt, const calib_ring *names, sr_error *e) {
+// One CSV line: an attention point (attn_PHASE_KIND,flops,us), a layer-shaped call (layer_SHAPE,tokens,fwd_us,bwd_us)
+// or a ring row (ring_LAYOUT_wW,cells,fwd_us,bwd_us); links and GEMM rows are not refitted. Ring rows go to the
+// configuration of calibration with that layout and size.
+static int parse_line(const char *path, int lineno, char *line, refit_points *pt, const calib_ring *names, int heads,
+                      sr_error *e) {
   char *f[4] = {0};
   int nf = 0;
   for (char *s = line; nf < 4;) {
@@ -41,6 +44,20 @@ static int parse_line(const char *path, int lineno, char *line, refit_points *pt
         return SR_OK;
       }
     return sr_input_error(e, path, "line", "%d: unknown attention measure '%s'", lineno, f[0]);
+  }
+  if (strncmp(f[0], "layer_", 6) == 0) {
+    calib_layer *ly = &pt->layer;
+    if (nf < 4) return sr_input_error(e, path, "line", "%d: expected layer_SHAPE,tokens,fwd_us,bwd_us", lineno);
+    char *end;
+    long long tokens = strtoll(f[1], &end, 10);
+    if (*end || tokens <= 0) return sr_input_error(e, path, "line", "%d: '%s' is no token count", lineno, f[1]);
+    if (calib_layer_add(ly, f[0] + 6, tokens, heads, e)) {
+      char why[sizeof e->msg];  // the message is rewritten
+      snprintf(why, sizeof why, "%s", e->msg);
+      return sr_input_error(e, path, "line", "%d: %s", lineno, why);
+    }
+    ly->seconds[0][ly->n - 1] = atof(f[2]) * 1e-6, ly->seconds[1][ly->n - 1] = atof(f[3]) * 1e-6;
+    return SR_OK;
   }
   if (strncmp(f[0], "ring_", 5) == 0) {
     for (int i = 0; i < CALIB_RING_CONFIGS; i++) {
@@ -66,7 +83,8 @@ static int ring_names(const gpu_desc *g, int heads, int kvh, int hd, calib_ring 
 }
 
 // The ring-step fit over the configurations the log holds, against the kernel time at the slopes' rates (the
-// ring benchmark's calls are of the calibration's own size, where the slope holds: calib_ring_measure).
+// ring benchmark's calls are of the calibration's own size, where the slope holds: calib_ring_measure), or, with
+// layer-shaped calls logged, at the efficiencies and walks fitted to them (the ring benchmark then ran on their inputs).
 static int refit_ring(const refit_points *pt, const gpu_desc *slopes, cluster_desc *cl, int heads, int kvh, int hd,
                       sr_error *e) {
   calib_ring r;
@@ -101,7 +119,7 @@ int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, in
   for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     line[strcspn(line, "\r")] = 0;
     if (++lineno == 1 && strncmp(line, "measure,", 8) == 0) continue;  // the header
-    if ((rc = parse_line(path, lineno, line, pt, names, e))) goto done;
+    if ((rc = parse_line(path, lineno, line, pt, names, heads, e))) goto done;
   }
   double peak = cl->gpu.peak_tflops;
   if (!(peak > 0)) {
@@ -128,6 +146,20 @@ int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, in
   if ((rc = calib_bar_walk_fit(path, pt->flops[1][2], pt->seconds[1][2], pt->n[1][2], heads, kv_heads, head_dim,
                                cl->gpu.name, &cl->gpu.bar_walk_us, e)))
     goto done;
+  if (pt->layer.n > 0) {  // the full tiles' rates and walks from the layer-shaped calls; the ring steps against them
+    if ((rc = calib_layer_fit(&pt->layer, &cl->gpu, heads, kv_heads, head_dim, e))) {
+      char why[sizeof e->msg];  // the message is rewritten
+      snprintf(why, sizeof why, "%s", e->msg);
+      rc = sr_input_error(e, path, "layer calls", "%s", why);
+      goto done;
+    }
+    cl->gpu.eff_attn_fwd_full = pt->layer.tflops[0] / peak, cl->gpu.eff_attn_bwd_full = pt->layer.tflops[1] / peak;
+    for (int p = 0; p < 2; p++) cl->gpu.attn_walk_us[p] = pt->layer.walk_us[p];
+    slopes = cl->gpu;
+  } else {  // a log from before them: the file's walks (none) stay out of the rule before them
+    cl->gpu.attn_walk_us[0] = cl->gpu.attn_walk_us[1] = 0;
+    slopes.attn_walk_us[0] = slopes.attn_walk_us[1] = 0;
+  }
   rc = refit_ring(pt, &slopes, cl, heads, kv_heads, head_dim, e);
 done:
   free(pt), free(names), free(text);

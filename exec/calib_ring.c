@@ -3,12 +3,14 @@
 // one rank of a ring runs (its queries against each source shard: contiguous blocks, zigzag's pairs of
 // halves, 128-token stripes), one kernel call a step as the executor makes them (exec/dist_attn_cuda.c),
 // the forward merging each step into the running fp32 output. The time beyond the cost model's kernel time
-// on the efficiencies calibrated just before is fitted as steps x fixed + cells x per-cell.
+// on the efficiencies calibrated just before (and their walks, gpu.attn_walk) is fitted as steps x fixed + cells x
+// per-cell.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/calib_attn.h"
 #include "exec/calibrate.h"
 #include "plan/layout.h"
 #include "plan/model.h"
@@ -59,9 +61,11 @@ int calib_ring_config_model(const gpu_desc *gpu, int i, int heads, int kv_heads,
       const work_count *c = &counts[((int64_t)h * W + q_rank) * W + src];
       wc.full += c->full, wc.partial += c->partial, wc.bars += c->bars, wc.runs += c->runs, wc.pairs += c->pairs;
     }
-    out->kernel_s[0][i] += cost_attn_fwd(gpu, &m, &wc);
-    out->kernel_s[1][i] += cost_attn_bwd(gpu, &m, &wc);
-    out->cells[i] += cost_ring_cells(&wc, qt, heads);
+    // the kernels' walks where gpu gives them (calib_layer_fit's; adding 0 leaves the sums as before them)
+    double cells = cost_ring_cells(&wc, qt, heads);
+    out->kernel_s[0][i] += cost_attn_fwd(gpu, &m, &wc) + cost_attn_walks(gpu, 0, cells);
+    out->kernel_s[1][i] += cost_attn_bwd(gpu, &m, &wc) + cost_attn_walks(gpu, 1, cells);
+    out->cells[i] += cells;
   }
   pattern_free(&pat), layout_free(&l), free(counts);
   return SR_OK;
@@ -95,8 +99,8 @@ int calib_ring_fit(calib_ring *out, sr_error *e) {
 
 // Time one configuration: the last rank's steps against every source, forward then backward (mean of 5
 // passes after 2 warm-ups); and what the cost model says those kernels take.
-static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int head_dim, calib_ring *out,
-                       sr_error *e) {
+static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int head_dim, int random_inputs,
+                       calib_ring *out, sr_error *e) {
   int W = configs[i].world, q_rank = W - 1, rc = SR_OK;
   layout l;
   memset(&l, 0, sizeof l);
@@ -145,12 +149,18 @@ static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int 
   CK(cudaMalloc((void **)&dv, kn * 4));
   CK(cudaMalloc((void **)&lse, sizeof(float) * (size_t)n_q * heads));
   CK(cudaMalloc((void **)&drow, sizeof(float) * (size_t)n_q * heads));
-  // Small equal inputs: throughput does not depend on the values.
-  CK(cudaMemset(q, 0x3c, qn * 2));
-  CK(cudaMemset(k, 0x3c, kn * 2));
-  CK(cudaMemset(v, 0x3c, kn * 2));
-  CK(cudaMemset(dout, 0x3c, qn * 2));
-  CK(cudaMemset(o16, 0x3c, qn * 2));
+  if (random_inputs) {  // as the layer-shaped calls whose rates the kernel time takes (exec/calib_layer.c)
+    if ((rc = calib_fill_bf16_uniform(q, qn, 21, e)) || (rc = calib_fill_bf16_uniform(k, kn, 22, e)) ||
+        (rc = calib_fill_bf16_uniform(v, kn, 23, e)) || (rc = calib_fill_bf16_uniform(dout, qn, 24, e)) ||
+        (rc = calib_fill_bf16_uniform(o16, qn, 25, e)))
+      goto done;
+  } else {  // small equal inputs, as the kernel benchmark's whose slopes the kernel time then takes
+    CK(cudaMemset(q, 0x3c, qn * 2));
+    CK(cudaMemset(k, 0x3c, kn * 2));
+    CK(cudaMemset(v, 0x3c, kn * 2));
+    CK(cudaMemset(dout, 0x3c, qn * 2));
+    CK(cudaMemset(o16, 0x3c, qn * 2));
+  }
   CK(cudaMemset(o, 0, qn * 4));
   CK(cudaMemset(lse, 0, sizeof(float) * (size_t)n_q * heads));
   if ((rc = sa_bwd_prepare(n_q, heads, head_dim, o16, dout, drow, NULL, e))) goto done;
@@ -196,10 +206,11 @@ done:
   return rc;
 }
 
-int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, calib_ring *out, sr_error *e) {
+int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, int random_inputs, calib_ring *out,
+                       sr_error *e) {
   memset(out, 0, sizeof *out);
   for (int i = 0; i < CALIB_RING_CONFIGS; i++) {
-    int rc = ring_config(gpu, i, heads, kv_heads, head_dim, out, e);
+    int rc = ring_config(gpu, i, heads, kv_heads, head_dim, random_inputs, out, e);
     if (rc) return rc;
     out->n++;
   }
@@ -208,7 +219,8 @@ int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_di
 
 #else
 
-int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, calib_ring *out, sr_error *e) {
+int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, int random_inputs, calib_ring *out,
+                       sr_error *e) {
   memset(out, 0, sizeof *out);
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (ring-step calibration needs a GPU build)");
 }

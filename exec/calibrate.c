@@ -79,6 +79,57 @@ int calib_fit_ring_step(const double *steps, const double *cells, const double *
   return rc;
 }
 
+// Three terms where the data separate them: a call's fixed time, its walks' (each (query tile, head) cell loads its Q
+// tile and ends in an epilogue whatever its walk's length, so short walks run below the rate of long ones) and its
+// tiles'. Weighted by 1 / seconds^2 as the link fit, so that the short calls count as much as the long ones.
+int calib_fit_walk(const double *flops, const double *cells, const double *seconds, const int *layer, int n,
+                   double *tflops, double *walk_us, double *fixed_us, sr_error *e) {
+  if (n < 3) return sr_input_error(e, NULL, "layer calls", "the walk's fit needs at least 3 timed calls, got %d", n);
+  gsl_matrix *X = gsl_matrix_alloc((size_t)n, 3), *cov = gsl_matrix_alloc(3, 3);
+  gsl_vector *y = gsl_vector_alloc((size_t)n), *w = gsl_vector_alloc((size_t)n), *c = gsl_vector_alloc(3);
+  gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc((size_t)n, 3);
+  int rc = SR_OK;
+  double fixed = 0, walk = 0, per_flop = 0;
+  if (!X || !cov || !y || !w || !c || !ws) {
+    rc = sr_internal_error(e, 0, "out of memory");
+  } else {
+    for (int i = 0; i < n; i++) {
+      gsl_matrix_set(X, (size_t)i, 0, 1.0);
+      gsl_matrix_set(X, (size_t)i, 1, cells[i]);
+      gsl_matrix_set(X, (size_t)i, 2, flops[i]);
+      gsl_vector_set(y, (size_t)i, seconds[i]);
+      gsl_vector_set(w, (size_t)i, seconds[i] > 0 ? 1.0 / (seconds[i] * seconds[i]) : 0);
+    }
+    size_t rank = 0;
+    double chisq;
+    if (gsl_multifit_wlinear_tsvd(X, w, y, 1e-12, c, cov, &chisq, &rank, ws) || rank < 3)
+      rc = sr_input_error(e, NULL, "layer calls", "the calls do not separate a call's fixed time, its walks and its tiles");
+    else
+      fixed = gsl_vector_get(c, 0), walk = gsl_vector_get(c, 1), per_flop = gsl_vector_get(c, 2);
+  }
+  if (X) gsl_matrix_free(X);
+  if (cov) gsl_matrix_free(cov);
+  if (y) gsl_vector_free(y);
+  if (w) gsl_vector_free(w);
+  if (c) gsl_vector_free(c);
+  if (ws) gsl_multifit_linear_free(ws);
+  if (rc) return rc;
+  if (!(walk > 0)) {
+    // No cost a walk: the rate of the layer-shaped calls alone (the short ones would pull it towards their own).
+    double f[CALIB_LAYER_CALLS], t[CALIB_LAYER_CALLS], fixed_pos_us;
+    int m = 0;
+    for (int i = 0; i < n && m < CALIB_LAYER_CALLS; i++)
+      if (layer[i]) f[m] = flops[i], t[m++] = seconds[i];
+    if (m < 2 || calib_fit_rate(f, t, m, tflops, &fixed_pos_us, e))
+      return sr_input_error(e, NULL, "layer calls", "no cost a walk, and the layer-shaped calls give no rate");
+    *walk_us = 0, *fixed_us = fixed_pos_us;
+    return SR_OK;
+  }
+  if (!(per_flop > 0)) return sr_input_error(e, NULL, "layer calls", "time does not grow with the calls' tiles");
+  *tflops = 1.0 / per_flop / 1e12, *walk_us = walk * 1e6, *fixed_us = fixed * 1e6;
+  return SR_OK;
+}
+
 // NVIDIA's datasheets (dense, without sparsity): H100 SXM / H200 SXM 989 bf16 and 34 FP64, H100 PCIe 756
 // and 26, H800 SXM 989 and 1 (FP64 cut), A100 / A800 312 and 9.7. The PCIe H100 is told apart by name.
 void calib_gpu_peaks(const char *name, double *peak_tflops, double *fp64_tflops) {

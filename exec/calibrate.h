@@ -91,6 +91,51 @@ int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, 
 int calib_fit_ring_step(const double *steps, const double *cells, const double *extra_s, const double *total_s, int n,
                         double *step_us, double *cell_us, sr_error *e);
 
+// Fit seconds = fixed + cells x walk + flops / rate over n >= 3 timed calls by least squares weighted by
+// 1 / seconds^2 (relative errors): flops the FLOPs of a call's FULL tiles, cells its (query tile, head) walks,
+// seconds what remains of its time beyond its other tiles at their rates. Outputs TFLOP/s and microseconds (the walk's
+// and the call's fixed time, the latter reported only: the ring-step fit measures a step's fixed time). Where the walk
+// comes out negative (longer walks no cheaper a tile: the data show no cost per walk), it is 0 and the rate is
+// refitted with the fixed time over the calls marked layer[i] alone, the ones shaped like a layer's. Input error when
+// the calls do not separate the terms or give no positive rate.
+int calib_fit_walk(const double *flops, const double *cells, const double *seconds, const int *layer, int n,
+                   double *tflops, double *walk_us, double *fixed_us, sr_error *e);
+
+#define CALIB_LAYER_LENGTHS 8                           // shard lengths the layer-shaped calls are timed at, at most
+#define CALIB_LAYER_CALLS (2 + 2 * CALIB_LAYER_LENGTHS)  // with the two short walks
+// Attention calls shaped like a layer's (exec/calib_layer.c): two short walks of FULL tiles on 32K tokens ("band8",
+// "band32": 8 and 32 key tiles a query tile, the kernel benchmark's index, calib_attn_index sizes 1 and 4) and, at
+// each shard length L, the two calls a ring step of a dense causal layer makes: its L queries against an earlier
+// shard of L keys ("off": every tile FULL, L / 128 key tiles a query tile) and against its own keys ("diag": the
+// causal diagonal block, FULL below the diagonal and PARTIAL on it). Work as the simulator counts it: tiles summed
+// over heads, cells = cost_ring_cells.
+typedef struct {
+  int n;
+  char shape[CALIB_LAYER_CALLS][8];
+  int64_t tokens[CALIB_LAYER_CALLS];  // the call's queries (and keys)
+  double full[CALIB_LAYER_CALLS], partial[CALIB_LAYER_CALLS], cells[CALIB_LAYER_CALLS];
+  double seconds[2][CALIB_LAYER_CALLS];  // [fwd, bwd] measured, one call
+  double model_s[2][CALIB_LAYER_CALLS];  // the fitted cost model's time of the call (calib_layer_fit)
+  double old_s[2][CALIB_LAYER_CALLS];    // the time the efficiencies given to the fit (no walks) say: the rule before
+  double tflops[2], walk_us[2], fixed_us[2];  // the fit per phase (calib_fit_walk)
+} calib_layer;
+
+// Parse --layer-lengths: a comma-separated list of token counts ("16K,32K,64K"), each a multiple of 128 in
+// [1K, 256K], at most CALIB_LAYER_LENGTHS; "none": no layer-shaped calls (*n = 0).
+int calib_layer_lengths_parse(const char *text, int64_t *lengths, int *n, sr_error *e);
+// Append the call `shape` ("band8", "band32", "off", "diag") over `tokens` queries to out (index out->n, times 0)
+// with its work for `heads` query heads. Input error for an unknown shape, a band not on 32K tokens, or a full list.
+int calib_layer_add(calib_layer *out, const char *shape, int64_t tokens, int heads, sr_error *e);
+// Time, on this rank's GPU, the two short walks and the off and diag calls at each length, forward and backward (mean
+// of 5 after 2 warm-ups), on random inputs (uniform in [-1, 1), as attn's layers run: constant inputs draw less power
+// and run faster). CUDA only.
+int calib_layer_measure(const int64_t *lengths, int n_lengths, int heads, int kv_heads, int head_dim, calib_layer *out,
+                        sr_error *e);
+// Fit each phase's FULL-tile rate and walk over out's calls (calib_fit_walk; layer-shaped: off and diag), their
+// PARTIAL tiles charged at gpu's partial efficiencies as the simulator charges them; fills tflops, walk_us, fixed_us,
+// model_s, and old_s (gpu's efficiencies as given, no walks).
+int calib_layer_fit(calib_layer *out, const gpu_desc *gpu, int heads, int kv_heads, int head_dim, sr_error *e);
+
 #define CALIB_RING_CONFIGS 10  // (layout, ring size) pairs the ring-step benchmark runs
 // A layer of dense causal attention split into the steps one rank of a ring runs, on this GPU.
 typedef struct {
@@ -106,12 +151,14 @@ typedef struct {
 // Time, on this rank's GPU, the ring steps of a dense causal layer (32K tokens, the given head shape) for
 // the contiguous, zigzag and striped:128 layouts on rings of 1 to 8 ranks (the queries of the last rank
 // against every source shard, one kernel call a step, as the executor runs them), forward and backward;
-// subtract the kernel time the cost model gives on gpu's efficiencies and fit the ring-step costs per phase.
-// calibrate passes the fits' slopes (calib_kernels.attn_slope_tflops): these calls are of the kernel
-// benchmark's size (32K tokens, K and V within L2), where the slope holds, unlike long calls. CUDA only.
-int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, calib_ring *out, sr_error *e);
+// subtract the kernel time the cost model gives on gpu's efficiencies and walks and fit the ring-step costs per
+// phase. Inputs random (random_inputs, with the layer-shaped calls' efficiencies: the same inputs as the kernel time
+// they are set against) or constant (before them: calibrate then passes the fits' slopes, calib_kernels.
+// attn_slope_tflops, of calls on constant inputs). CUDA only.
+int calib_ring_measure(const gpu_desc *gpu, int heads, int kv_heads, int head_dim, int random_inputs, calib_ring *out,
+                       sr_error *e);
 // The host half of calib_ring_measure for configuration i (0 .. CALIB_RING_CONFIGS-1): its layout name, ring
-// size, steps, cells and the cost model's kernel time on gpu's efficiencies (out->kernel_s[.][i]); no GPU.
+// size, steps, cells and the cost model's kernel time on gpu's efficiencies and walks (out->kernel_s[.][i]); no GPU.
 int calib_ring_config_model(const gpu_desc *gpu, int i, int heads, int kv_heads, int head_dim, calib_ring *out,
                             sr_error *e);
 // Fit the ring-step costs (out->step_us, cell_us) from out's measured and kernel times (configurations 0 .. n-1).
@@ -119,9 +166,11 @@ int calib_ring_fit(calib_ring *out, sr_error *e);
 
 // Calibrate again from the points a calibration logged (`calibrate --log`, CSV measure,amount,us[,us]): the
 // attention efficiencies by the current rule (calib_sustained_rate; GEMM, links, GPU identity kept from cl), the
-// bars' backward walk (calib_bar_walk_fit, for the GPU cl names) and, when the log holds ring rows, the ring-step
-// costs as calibrate fits them (against the kernel time at the fits' slopes). Input error naming the file when a
-// (phase, kind) has fewer than 2 points.
+// bars' backward walk (calib_bar_walk_fit, for the GPU cl names), where the log holds layer-shaped calls
+// (layer_SHAPE,TOKENS,fwd_us,bwd_us) the FULL-tile rates and walks from them (calib_layer_fit) and, when the log holds
+// ring rows, the ring-step costs as calibrate fits them (against the kernel time at the fits' slopes, or with
+// layer-shaped calls at the efficiencies and walks written). Input error naming the file when a (phase, kind) has
+// fewer than 2 points.
 int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, int heads, int kv_heads, int head_dim,
                          sr_error *e);
 

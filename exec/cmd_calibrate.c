@@ -42,16 +42,39 @@ static const cli_flag calibrate_flags[] = {
     {"gemm-seconds", "S", "6",
      "seconds of back-to-back GEMMs for the sustained GEMM rate a training step sees (the second half timed; 0: "
      "none, the simulator then takes its fixed share of the burst rate)"},
+    {"layer-lengths", "LIST", "16K,32K,64K",
+     "cuda: shard lengths at which to time attention calls shaped like a ring layer's (its queries against an earlier "
+     "shard, and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates and each "
+     "walk's cost (gpu.attn_walk) are fitted to them; none: the full-tile rates of the kernel benchmark's short calls, "
+     "as before"},
     {"log", cli_out_file, NULL, "write every measured point as CSV"},
     {"refit", "CSV", NULL,
      "no measuring: calibrate again from an earlier calibration's --log under today's fitting rules (the attention "
-     "efficiencies, the bars' backward walk and the ring steps; links, GEMM and GPU kept from --cluster, the file that "
-     "calibration wrote)"},
+     "efficiencies, the bars' backward walk, the layer-shaped calls' rates and walks where it logged them, and the ring "
+     "steps; links, GEMM and GPU kept from --cluster, the file that calibration wrote)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_usage calibrate_usage = {
     NULL, "mpirun -np 2 sparsering-exec calibrate --backend cuda --cluster h200-1x2 --out measured.json",
     {calibrate_flags, NULL}};
+
+// The layer-shaped calls against the fit: measured, the fitted model, and the rule before (the short calls' rates).
+static void print_layer(const calib_layer *ly, double peak) {
+  const char *ph[2] = {"fwd", "bwd"};
+  printf("attention calls shaped like a layer's (random inputs): measured | fitted model | the short calls' rates alone\n");
+  for (int i = 0; i < ly->n; i++) {
+    char tok[32];
+    printf("  %-6s %5s %6.0f walks of %6.1f tiles:", ly->shape[i], sr_format_tokens(ly->tokens[i], tok, sizeof tok),
+           ly->cells[i], (ly->full[i] + ly->partial[i]) / (ly->cells[i] > 0 ? ly->cells[i] : 1));
+    for (int p = 0; p < 2; p++)
+      printf(" %s %.3f | %.3f (%+.1f%%) | %.3f (%+.1f%%) ms%s", ph[p], ly->seconds[p][i] * 1e3, ly->model_s[p][i] * 1e3,
+             100 * (ly->model_s[p][i] / ly->seconds[p][i] - 1), ly->old_s[p][i] * 1e3,
+             100 * (ly->old_s[p][i] / ly->seconds[p][i] - 1), p ? "\n" : ";");
+  }
+  for (int p = 0; p < 2; p++)
+    printf("attention %s full tiles: %.0f TFLOP/s = %.3f of peak; %.4f us a (query tile, head) walk; %.1f us a call\n",
+           ph[p], ly->tflops[p], ly->tflops[p] / peak, ly->walk_us[p], ly->fixed_us[p]);
+}
 
 // --refit: the kept timings of an earlier calibration fitted again (calib_refit_from_log), on the host alone.
 static int refit(cli_args *a, int heads, int kvh, int hd, const char *prog) {
@@ -71,15 +94,20 @@ static int refit(cli_args *a, int heads, int kvh, int hd, const char *prog) {
   snprintf(was, sizeof was, "%s", cl.calibration[0] ? cl.calibration : src);
   char *prev = strstr(was, "; refitted from its log ");
   if (prev) *prev = 0;
-  snprintf(cl.calibration, sizeof cl.calibration, "%s; refitted from its log %s (sustained attention rates, the bars' walk)",
-           was, csv_path);
+  snprintf(cl.calibration, sizeof cl.calibration, "%s; refitted from its log %s (%s, the bars' walk)", was, csv_path,
+           cl.gpu.attn_walk_us[0] > 0 || cl.gpu.attn_walk_us[1] > 0 ? "full tiles and walks from layer-shaped calls"
+                                                                    : "sustained attention rates");
   const char *ph[2] = {"fwd", "bwd"};
   const double *ef[2][3] = {{&cl.gpu.eff_attn_fwd_full, &cl.gpu.eff_attn_fwd_partial, &cl.gpu.eff_attn_fwd_bar},
                             {&cl.gpu.eff_attn_bwd_full, &cl.gpu.eff_attn_bwd_partial, &cl.gpu.eff_attn_bwd_bar}};
+  int walks = cl.gpu.attn_walk_us[0] > 0 || cl.gpu.attn_walk_us[1] > 0;
   for (int p = 0; p < 2; p++)
-    printf("attention %s sustained: full %.0f, partial %.0f, bar %.0f TFLOP/s (%.3f / %.3f / %.3f of peak %.0f)\n", ph[p],
-           *ef[p][0] * cl.gpu.peak_tflops, *ef[p][1] * cl.gpu.peak_tflops, *ef[p][2] * cl.gpu.peak_tflops, *ef[p][0],
-           *ef[p][1], *ef[p][2], cl.gpu.peak_tflops);
+    printf("attention %s: full %.0f (%s), partial %.0f, bar %.0f (sustained) TFLOP/s (%.3f / %.3f / %.3f of peak %.0f)\n",
+           ph[p], *ef[p][0] * cl.gpu.peak_tflops, walks ? "layer-shaped calls" : "sustained", *ef[p][1] * cl.gpu.peak_tflops,
+           *ef[p][2] * cl.gpu.peak_tflops, *ef[p][0], *ef[p][1], *ef[p][2], cl.gpu.peak_tflops);
+  if (walks)
+    printf("attention walks (from the layer-shaped calls): fwd %.4f us, bwd %.4f us a (query tile, head) walk\n",
+           cl.gpu.attn_walk_us[0], cl.gpu.attn_walk_us[1]);
   printf("ring step beyond the kernel: fwd %.1f us + %.3f us a cell, bwd %.1f us + %.3f us a cell\n", cl.gpu.ring_step_us[0],
          cl.gpu.ring_cell_us[0], cl.gpu.ring_step_us[1], cl.gpu.ring_cell_us[1]);
   if (cl.gpu.bar_walk_us > 0)
@@ -111,6 +139,10 @@ static int cmd_calibrate(int argc, char **argv) {
   if (cli_get_int(&a, "reps", 10, 1, 1000, &reps, &e) || cli_get_int(&a, "heads", 16, 1, 1024, &heads, &e) ||
       cli_get_int(&a, "kv-heads", 2, 1, 1024, &kvh, &e) || cli_get_int(&a, "head-dim", 128, 1, 1024, &hd, &e) ||
       cli_get_num(&a, "gemm-seconds", 6, 0, 600, &gemm_s, &e))
+    return sr_error_report(&e, prog);
+  int64_t lengths[CALIB_LAYER_LENGTHS];
+  int n_lengths = 0;
+  if (calib_layer_lengths_parse(cli_get(&a, "layer-lengths", "16K,32K,64K"), lengths, &n_lengths, &e))
     return sr_error_report(&e, prog);
   const char *out = cli_get(&a, "out", NULL);
   if (!out) {
@@ -209,14 +241,28 @@ static int cmd_calibrate(int argc, char **argv) {
     if (c.rank == 0 && cl.gpu.bar_walk_us > 0)
       printf("bars' backward walk: %.2f us a CTA per 64-row step (%d resident CTAs; the bar backward's slope over the "
              "calls' chunk walks)\n", cl.gpu.bar_walk_us, calib_bar_walk_ctas(cl.gpu.name, (int)hd));
-    // A layer split into the steps of a ring: what a step costs beyond its kernel's work (sim/cost.c).
-    calib_ring rg;
-    gpu_desc slopes = cl.gpu;  // the 32K-token ring steps run at the slopes' rates (calibrate.h)
+    // Calls shaped like a layer's: the full-tile rates and each walk's cost where a layer runs (exec/calib_layer.c).
+    gpu_desc slopes = cl.gpu;  // without them the 32K-token ring steps are set against the slopes' rates (calibrate.h)
     double *se[2][3] = {{&slopes.eff_attn_fwd_full, &slopes.eff_attn_fwd_partial, &slopes.eff_attn_fwd_bar},
                         {&slopes.eff_attn_bwd_full, &slopes.eff_attn_bwd_partial, &slopes.eff_attn_bwd_bar}};
     for (int p = 0; p < 2; p++)
       for (int j = 0; j < 3; j++) *se[p][j] = k.attn_slope_tflops[p][j] / cl.gpu.peak_tflops;
-    if (calib_ring_measure(&slopes, (int)heads, (int)kvh, (int)hd, &rg, &e)) fail(&c, &e);
+    if (n_lengths > 0) {
+      calib_layer ly;
+      if (calib_layer_measure(lengths, n_lengths, (int)heads, (int)kvh, (int)hd, &ly, &e) ||
+          calib_layer_fit(&ly, &cl.gpu, (int)heads, (int)kvh, (int)hd, &e))
+        fail(&c, &e);
+      cl.gpu.eff_attn_fwd_full = ly.tflops[0] / cl.gpu.peak_tflops, cl.gpu.eff_attn_bwd_full = ly.tflops[1] / cl.gpu.peak_tflops;
+      for (int p = 0; p < 2; p++) cl.gpu.attn_walk_us[p] = ly.walk_us[p];
+      if (c.rank == 0) print_layer(&ly, cl.gpu.peak_tflops);
+      for (int i = 0; i < ly.n; i++)
+        sr_buf_printf(&log, "layer_%s,%lld,%.3f,%.3f\n", ly.shape[i], (long long)ly.tokens[i], ly.seconds[0][i] * 1e6,
+                      ly.seconds[1][i] * 1e6);
+      slopes = cl.gpu;  // the ring steps on the same random inputs, against the model just fitted
+    }
+    // A layer split into the steps of a ring: what a step costs beyond its kernel's work (sim/cost.c).
+    calib_ring rg;
+    if (calib_ring_measure(&slopes, (int)heads, (int)kvh, (int)hd, n_lengths > 0, &rg, &e)) fail(&c, &e);
     for (int p = 0; p < 2; p++) cl.gpu.ring_step_us[p] = rg.step_us[p], cl.gpu.ring_cell_us[p] = rg.cell_us[p];
     if (c.rank == 0) {
       printf("ring steps (dense causal layer, 32K tokens, one GPU): measured vs the cost model's kernel time\n");
@@ -242,7 +288,8 @@ static int cmd_calibrate(int argc, char **argv) {
     strftime(day, sizeof day, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     cl.calibrated = cuda;  // links alone (the CPU backend) leave the efficiencies uncalibrated
     if (cuda)
-      snprintf(cl.calibration, sizeof cl.calibration, "sparsering-exec calibrate on %d x %s, %s", c.world, cl.gpu.name, day);
+      snprintf(cl.calibration, sizeof cl.calibration, "sparsering-exec calibrate on %d x %s, %s%s", c.world, cl.gpu.name,
+               day, n_lengths > 0 ? " (full tiles and walks from layer-shaped calls)" : "");
     else if (!cl.calibration[0])
       snprintf(cl.calibration, sizeof cl.calibration, "the file %s (links measured by sparsering-exec calibrate, %s)",
                cli_get(&a, "cluster", "h200-1x2"), day);

@@ -71,8 +71,9 @@ static void gpu_defaults(gpu_desc *g) {
 static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error *e) {
   static const char *const known[] = {"name",          "peak_tflops", "fp64_tflops",   "fp8_tflops", "hbm_gbps",
                                       "mem_gib",       "efficiency",  "comm_slowdown", "ring_step",  "adaspa_search_ratio",
-                                      "bar_walk_us",   NULL};
+                                      "bar_walk_us",   "attn_walk",  NULL};
   static const char *const known_ring[] = {"fwd_us", "bwd_us", "fwd_cell_us", "bwd_cell_us", NULL};
+  static const char *const known_walk[] = {"fwd_us", "bwd_us", NULL};
   static const char *const known_eff[] = {"gemm",          "gemm_sustained",   "attn_fwd_full", "attn_fwd_partial",
                                           "attn_fwd_bar",  "attn_bwd_full",    "attn_bwd_partial", "attn_bwd_bar",
                                           "mem",           NULL};
@@ -123,6 +124,14 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
     double *dst[] = {&g->ring_step_us[0], &g->ring_step_us[1], &g->ring_cell_us[0], &g->ring_cell_us[1]};
     for (int i = 0; known_ring[i]; i++)
       if ((rc = get_latency(ring, known_ring[i], dst[i], file, "gpu.ring_step", e))) return rc;
+  }
+  // optional: the attention kernels' cost per walk (written back only when given; absent: not modelled)
+  const cJSON *walk = cJSON_GetObjectItemCaseSensitive(gpu, "attn_walk");
+  if (walk && !cJSON_IsNull(walk)) {
+    if (!cJSON_IsObject(walk)) return sr_input_error(e, file, "gpu.attn_walk", "expected an object {fwd_us, bwd_us}");
+    if ((rc = json_check_known(walk, known_walk, file, "gpu.attn_walk", e))) return rc;
+    for (int i = 0; known_walk[i]; i++)
+      if ((rc = get_latency(walk, known_walk[i], &g->attn_walk_us[i], file, "gpu.attn_walk", e))) return rc;
   }
   return SR_OK;
 }
@@ -292,6 +301,11 @@ char *cluster_to_json(const cluster_desc *c) {
     add_num(ring, "bwd_cell_us", g->ring_cell_us[1], &ok);
   }
   if (g->bar_walk_us > 0) add_num(gpu, "bar_walk_us", g->bar_walk_us, &ok);
+  if (g->attn_walk_us[0] > 0 || g->attn_walk_us[1] > 0) {
+    cJSON *walk = add_obj(gpu, "attn_walk", &ok);
+    add_num(walk, "fwd_us", g->attn_walk_us[0], &ok);
+    add_num(walk, "bwd_us", g->attn_walk_us[1], &ok);
+  }
   if (c->gpus_per_node > 1) {
     cJSON *intra = add_obj(root, "intra_node", &ok);
     add_num(intra, "gbps", c->intra.gbps, &ok);

@@ -38,6 +38,11 @@ typedef struct {
   // time: the microseconds one CTA spends on one such 64-row chunk (sim/cost.h, cost_bar_walk; 0 = not modelled).
   // Fitted by sparsering-exec calibrate from its bar backward points (exec/calib_walk.c).
   double bar_walk_us;
+  // What each (query tile, head) walk of an attention kernel call costs beyond its tiles' work (the Q tile's load,
+  // the epilogue that normalises and writes the row block): microseconds of the whole GPU's time per walk, so a
+  // call of c walks pays c x attn_walk_us. [0] forward, [1] backward; 0 = not modelled (sim/cost.h,
+  // cost_attn_walks). Fitted by sparsering-exec calibrate over calls shaped like a layer's (exec/calib_layer.c).
+  double attn_walk_us[2];
 } gpu_desc;
 
 typedef struct {

@@ -62,13 +62,22 @@ static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, doubl
 }
 // Forward attention FLOPs the kernels execute for a work count (tiles computed whole, bars).
 double cost_attn_exec_flops(const model_config *m, const work_count *w);
-// Seconds a ring step adds beyond its kernel's work (phase 0 forward, 1 backward): the fixed cost of a step
+// Seconds the (query tile, head) walks of a kernel call cost beyond its tiles' work (phase 0 forward, 1 backward):
+// cells x gpu.attn_walk_us; 0 unless the cluster file gives it (sim/cost.c says why a walk has a cost of its own).
+static inline double cost_attn_walks(const gpu_desc *g, int phase, double cells) {
+  double w = g->attn_walk_us[phase ? 1 : 0];
+  return w > 0 && cells > 0 ? cells * w * 1e-6 : 0;
+}
+// Seconds a ring step adds beyond its kernel's tiles (phase 0 forward, 1 backward): the fixed cost of a step
 // (launch, waiting on the received shard) and a cost per (query tile, head) cell the kernel runs (prologue,
-// epilogue, the forward's LSE merge); 0 unless the cluster file gives them (gpu.ring_step).
+// epilogue, the forward's LSE merge); 0 unless the cluster file gives them (gpu.ring_step); plus the kernel's own
+// walks (cost_attn_walks, where the file gives gpu.attn_walk: added only then, so files without it cost the same
+// bits as before it existed).
 // (Inline, as cost_ring_cells: costed for every rank and step of a layer.)
 static inline double cost_ring_step(const gpu_desc *g, int phase, double cells) {
   int p = phase ? 1 : 0;
-  return (g->ring_step_us[p] + (cells > 0 ? cells : 0) * g->ring_cell_us[p]) * 1e-6;
+  double t = (g->ring_step_us[p] + (cells > 0 ? cells : 0) * g->ring_cell_us[p]) * 1e-6;
+  return g->attn_walk_us[p] > 0 ? t + cost_attn_walks(g, p, cells) : t;
 }
 // (query tile, head) cells a step's kernel runs for a work count: each cell with work holds an entry, and
 // there are at most q_tiles x heads of them (an upper bound where cells hold several entries).

@@ -237,7 +237,8 @@ static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
          a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib &&
          x->ring_step_us[0] == y->ring_step_us[0] && x->ring_step_us[1] == y->ring_step_us[1] &&
          x->ring_cell_us[0] == y->ring_cell_us[0] && x->ring_cell_us[1] == y->ring_cell_us[1] &&
-         x->bar_walk_us == y->bar_walk_us && a->calibrated == b->calibrated && strcmp(a->calibration, b->calibration) == 0;
+         x->bar_walk_us == y->bar_walk_us && x->attn_walk_us[0] == y->attn_walk_us[0] &&
+         x->attn_walk_us[1] == y->attn_walk_us[1] && a->calibrated == b->calibrated && strcmp(a->calibration, b->calibration) == 0;
 }
 
 TEST(cluster_written_json_reads_back_identically) {
@@ -250,6 +251,7 @@ TEST(cluster_written_json_reads_back_identically) {
     a.gpu.eff_attn_fwd_bar = 0.123456789012345;  // a calibrated figure with many digits
     a.gpu.ring_step_us[1] = 12.5, a.gpu.ring_cell_us[0] = 0.0625;
     a.gpu.bar_walk_us = 8.500146044253384;
+    if (i % 2 == 0) a.gpu.attn_walk_us[0] = 0.061234567890123456, a.gpu.attn_walk_us[1] = 0.25;  // others: absent
     // the others keep it absent (0); cJSON's own printing gave 0.654321098765432 for it, a bit away
     if (i % 2) a.gpu.eff_gemm_sustained = 0.6543210987654321;
     char *text = cluster_to_json(&a);
@@ -359,4 +361,32 @@ TEST(cluster_bar_walk_is_optional_and_not_negative) {
                     "\"hbm_gbps\": 1000, \"mem_gib\": 40, \"bar_walk_us\": -1}, " HOST_OK "}";
   CHECK_EQ_INT(cluster_from_json_text(neg, "neg.json", &c, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "gpu.bar_walk_us");
+}
+
+// The attention kernels' cost per walk is optional (absent: not modelled, 0, and not written back), an object of the
+// two phases' microseconds, neither negative nor beyond the latencies' range, and refuses a key it does not know.
+TEST(cluster_attn_walk_is_optional_per_phase_and_not_negative) {
+  cluster_desc c;
+  sr_error e = {0};
+#define WALK_GPU(x) "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"G\", \"peak_tflops\": 100, " \
+                    "\"hbm_gbps\": 1000, \"mem_gib\": 40" x "}, " HOST_OK "}"
+  CHECK_EQ_INT(cluster_from_json_text(WALK_GPU(", \"attn_walk\": {\"fwd_us\": 0.06, \"bwd_us\": 0.5}"), "w.json", &c, &e),
+               SR_OK);
+  CHECK(c.gpu.attn_walk_us[0] == 0.06 && c.gpu.attn_walk_us[1] == 0.5);
+  CHECK_EQ_INT(cluster_from_json_text(WALK_GPU(", \"attn_walk\": {\"bwd_us\": 0.5}"), "b.json", &c, &e), SR_OK);
+  CHECK(c.gpu.attn_walk_us[0] == 0 && c.gpu.attn_walk_us[1] == 0.5);
+  CHECK_EQ_INT(cluster_from_json_text(WALK_GPU(""), "wo.json", &c, &e), SR_OK);
+  CHECK(c.gpu.attn_walk_us[0] == 0 && c.gpu.attn_walk_us[1] == 0);
+  char *text = cluster_to_json(&c);
+  CHECK(text && !strstr(text, "attn_walk"));
+  free(text);
+  CHECK_EQ_INT(cluster_from_json_text(WALK_GPU(", \"attn_walk\": {\"fwd_us\": -0.1}"), "neg.json", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "neg.json: gpu.attn_walk.fwd_us:");
+  CHECK_EQ_INT(cluster_from_json_text(WALK_GPU(", \"attn_walk\": {\"bwd_us\": 2e6}"), "big.json", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "gpu.attn_walk.bwd_us");
+  CHECK_EQ_INT(cluster_from_json_text(WALK_GPU(", \"attn_walk\": {\"fwd_cell_us\": 1}"), "key.json", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "fwd_cell_us");
+  CHECK_EQ_INT(cluster_from_json_text(WALK_GPU(", \"attn_walk\": 0.06"), "num.json", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "gpu.attn_walk");
+#undef WALK_GPU
 }

@@ -66,6 +66,33 @@ TEST(sim_cost_no_bars_or_no_calibrated_walk_add_nothing) {
   CHECK(cost_bar_walk(&g, &bars, 256, 0) == 0);  // not modelled
 }
 
+// A ring step's kernel pays each (query tile, head) walk gpu.attn_walk_us beyond its tiles, per phase: 4096 cells at
+// 0.05 us forward and 0.2 us backward are 204.8 us and 819.2 us on top of 10 us a step and 0.01 us a cell.
+TEST(sim_cost_a_steps_walks_cost_the_files_time_a_walk_on_top_of_the_step_costs) {
+  gpu_desc g = test_gpu();
+  g.ring_step_us[0] = g.ring_step_us[1] = 10, g.ring_cell_us[0] = g.ring_cell_us[1] = 0.01;
+  g.attn_walk_us[0] = 0.05, g.attn_walk_us[1] = 0.2;
+  CHECK_REL(cost_attn_walks(&g, 0, 4096), 204.8e-6, 1e-12);
+  CHECK_REL(cost_attn_walks(&g, 1, 4096), 819.2e-6, 1e-12);
+  CHECK_REL(cost_ring_step(&g, 0, 4096), 10e-6 + 40.96e-6 + 204.8e-6, 1e-12);
+  CHECK_REL(cost_ring_step(&g, 1, 4096), 10e-6 + 40.96e-6 + 819.2e-6, 1e-12);
+  CHECK(cost_attn_walks(&g, 0, 0) == 0);  // a step without work walks nothing
+}
+
+// A file without gpu.attn_walk costs a step exactly as before the field existed: (fixed + cells x per-cell) x 1e-6.
+TEST(sim_cost_a_file_without_walks_costs_a_step_the_same_bits_as_before) {
+  gpu_desc g = test_gpu();
+  g.ring_step_us[0] = 8.804068656772534, g.ring_cell_us[0] = 0.0605117853069394;
+  g.ring_step_us[1] = 238.91067247646762;
+  double cells[3] = {0, 2048, 123457};
+  for (int i = 0; i < 3; i++)
+    for (int p = 0; p < 2; p++) {
+      double before = (g.ring_step_us[p] + cells[i] * g.ring_cell_us[p]) * 1e-6;
+      CHECK(cost_ring_step(&g, p, cells[i]) == before);
+      CHECK(cost_attn_walks(&g, p, cells[i]) == 0);
+    }
+}
+
 TEST(sim_cost_the_bars_share_of_a_call_is_their_entries_at_the_bar_rate) {
   gpu_desc g = test_gpu();
   model_config m;
