@@ -73,8 +73,7 @@ int calib_attn_time(int phase, int kind, int size, int heads, int kv_heads, int 
   head_mask *masks_d = NULL, *masks = calloc((size_t)heads, sizeof(head_mask));
   uint32_t *bits = calloc((size_t)2 * (N_TOKENS / 32), sizeof(uint32_t));
   int64_t *pos_h = malloc(sizeof(int64_t) * N_TOKENS), *pos = NULL;
-  void *q = NULL, *k = NULL, *v = NULL, *dout = NULL, *o16 = NULL;
-  float *o = NULL, *lse = NULL, *drow = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+  calib_operands x = {0};
   cudaEvent_t e0 = NULL, e1 = NULL;
   if (calib_attn_index(kind, size, &t, &elems) || !masks || !pos_h || !bits) {
     rc = sr_internal_error(e, 0, "out of memory");
@@ -95,31 +94,13 @@ int calib_attn_time(int phase, int kind, int size, int heads, int kv_heads, int 
     rc = e->code;
     goto done;
   }
-  size_t qn = (size_t)N_TOKENS * heads * head_dim, kn = (size_t)N_TOKENS * kv_heads * head_dim;
   CK(cudaMalloc((void **)&pos, sizeof(int64_t) * N_TOKENS));
   CK(cudaMemcpy(pos, pos_h, sizeof(int64_t) * N_TOKENS, cudaMemcpyHostToDevice));
-  CK(cudaMalloc(&q, qn * 2));
-  CK(cudaMalloc(&dout, qn * 2));
-  CK(cudaMalloc(&o16, qn * 2));
-  CK(cudaMalloc(&k, kn * 2));
-  CK(cudaMalloc(&v, kn * 2));
-  CK(cudaMalloc((void **)&o, qn * 4));
-  CK(cudaMalloc((void **)&dq, qn * 4));
-  CK(cudaMalloc((void **)&dk, kn * 4));
-  CK(cudaMalloc((void **)&dv, kn * 4));
-  CK(cudaMalloc((void **)&lse, sizeof(float) * (size_t)N_TOKENS * heads));
-  CK(cudaMalloc((void **)&drow, sizeof(float) * (size_t)N_TOKENS * heads));
   // Small equal inputs: tensor-core throughput does not depend on the values.
-  CK(cudaMemset(q, 0x3c, qn * 2));
-  CK(cudaMemset(k, 0x3c, kn * 2));
-  CK(cudaMemset(v, 0x3c, kn * 2));
-  CK(cudaMemset(dout, 0x3c, qn * 2));
-  CK(cudaMemset(o16, 0x3c, qn * 2));
-  CK(cudaMemset(lse, 0, sizeof(float) * (size_t)N_TOKENS * heads));
+  if ((rc = calib_operands_make(N_TOKENS, N_TOKENS, heads, kv_heads, head_dim, 0, &x, e))) goto done;
   sa_shape sh = {N_TOKENS, N_TOKENS, heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0};
   if (phase == 1) {
-    if (tiles_transpose(&t, 0, N_TOKENS, &tt, e) || sa_gpu_index_t_upload(&tt, heads, kv_heads, &ixt, e) ||
-        sa_bwd_prepare(N_TOKENS, heads, head_dim, o16, dout, drow, NULL, e)) {
+    if (tiles_transpose(&t, 0, N_TOKENS, &tt, e) || sa_gpu_index_t_upload(&tt, heads, kv_heads, &ixt, e)) {
       rc = e->code;
       goto done;
     }
@@ -129,8 +110,9 @@ int calib_attn_time(int phase, int kind, int size, int heads, int kv_heads, int 
   const int warm = 2, reps = 5;
   for (int r = 0; r < warm + reps; r++) {
     if (r == warm) CK(cudaEventRecord(e0, NULL));
-    int bad = phase == 0 ? sa_fwd(&sh, q, k, v, pos, pos, &ix, 0, masks_d, NULL, NULL, o, lse, NULL, e)
-                         : sa_bwd(&sh, q, k, v, lse, drow, dout, pos, pos, &ix, &ixt, 0, masks_d, dq, dk, dv, NULL, e);
+    int bad = phase == 0 ? sa_fwd(&sh, x.q, x.k, x.v, pos, pos, &ix, 0, masks_d, NULL, NULL, x.o, x.lse, NULL, e)
+                         : sa_bwd(&sh, x.q, x.k, x.v, x.lse, x.drow, x.dout, pos, pos, &ix, &ixt, 0, masks_d, x.dq, x.dk,
+                                  x.dv, NULL, e);
     if (bad) {
       rc = e->code;
       goto done;
@@ -146,8 +128,8 @@ int calib_attn_time(int phase, int kind, int size, int heads, int kv_heads, int 
 done:
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
-  cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(dout), cudaFree(o16), cudaFree(o), cudaFree(lse), cudaFree(drow);
-  cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(pos);
+  calib_operands_free(&x);
+  cudaFree(pos);
   if (masks_d) sa_gpu_masks_free(masks_d, heads);
   sa_gpu_index_free(&ix);
   if (phase == 1) sa_gpu_index_t_free(&ixt), tiles_transpose_free(&tt);

@@ -27,4 +27,17 @@ int calib_attn_time(int phase, int kind, int size, int heads, int kv_heads, int 
 // layer-shaped attention calls are timed on (exec/calib_kernels.c says why not zeros). CUDA builds only.
 int calib_fill_bf16_uniform(void *dev, size_t n, uint64_t seed, sr_error *e);
 
+// One timed attention call's operands on the GPU, n_q queries and n_k keys: bf16 Q, K, V, dO and O (the backward's
+// inputs), fp32 O, LSE, D (each row's dO . O), dQ, dK, dV.
+typedef struct {
+  void *q, *k, *v, *dout, *o16;
+  float *o, *lse, *drow, *dq, *dk, *dv;
+} calib_operands;
+// Allocate them, fill the bf16 ones (seed > 0: uniform in [-1, 1), seeds seed .. seed + 4, calib_fill_bf16_uniform;
+// seed 0: the small equal value 0x3c3c), zero O and LSE and prepare D (sa_bwd_prepare). Release with
+// calib_operands_free, after a failure too. CUDA builds only.
+int calib_operands_make(int64_t n_q, int64_t n_k, int heads, int kv_heads, int head_dim, uint64_t seed,
+                        calib_operands *x, sr_error *e);
+void calib_operands_free(calib_operands *x);
+
 #endif

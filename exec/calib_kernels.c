@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "exec/calib_attn.h"
+#include "kernels/sparse_attn.h"
 
 #define CK(call, what)                                                                          \
   do {                                                                                          \
@@ -49,6 +50,39 @@ int calib_fill_bf16_uniform(void *dev, size_t n, uint64_t seed, sr_error *e) {
   }
   free(h);
   return SR_OK;
+}
+
+int calib_operands_make(int64_t n_q, int64_t n_k, int heads, int kv_heads, int head_dim, uint64_t seed,
+                        calib_operands *x, sr_error *e) {
+  memset(x, 0, sizeof *x);
+  size_t qn = (size_t)n_q * heads * head_dim, kn = (size_t)n_k * kv_heads * head_dim, rows = (size_t)n_q * heads;
+  const char *what = "calibration operands";
+  CK(cudaMalloc(&x->q, qn * 2), what);
+  CK(cudaMalloc(&x->dout, qn * 2), what);
+  CK(cudaMalloc(&x->o16, qn * 2), what);
+  CK(cudaMalloc(&x->k, kn * 2), what);
+  CK(cudaMalloc(&x->v, kn * 2), what);
+  CK(cudaMalloc((void **)&x->o, qn * 4), what);
+  CK(cudaMalloc((void **)&x->dq, qn * 4), what);
+  CK(cudaMalloc((void **)&x->dk, kn * 4), what);
+  CK(cudaMalloc((void **)&x->dv, kn * 4), what);
+  CK(cudaMalloc((void **)&x->lse, sizeof(float) * rows), what);
+  CK(cudaMalloc((void **)&x->drow, sizeof(float) * rows), what);
+  void *bf16[5] = {x->q, x->k, x->v, x->dout, x->o16};
+  size_t n[5] = {qn, kn, kn, qn, qn};
+  for (int i = 0; i < 5; i++) {
+    if (!seed) CK(cudaMemset(bf16[i], 0x3c, n[i] * 2), what);
+    else if (calib_fill_bf16_uniform(bf16[i], n[i], seed + (uint64_t)i, e)) return e->code;
+  }
+  CK(cudaMemset(x->o, 0, qn * 4), what);
+  CK(cudaMemset(x->lse, 0, sizeof(float) * rows), what);
+  return sa_bwd_prepare(n_q, heads, head_dim, x->o16, x->dout, x->drow, NULL, e);
+}
+
+void calib_operands_free(calib_operands *x) {
+  cudaFree(x->q), cudaFree(x->k), cudaFree(x->v), cudaFree(x->dout), cudaFree(x->o16), cudaFree(x->o);
+  cudaFree(x->lse), cudaFree(x->drow), cudaFree(x->dq), cudaFree(x->dk), cudaFree(x->dv);
+  memset(x, 0, sizeof *x);
 }
 
 // The GEMMs a layer's projections run (Qwen2.5-3B-like: tokens x out x in), on random operands.

@@ -148,8 +148,7 @@ static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, d
   memset(ixt, 0, sizeof ixt), memset(tt, 0, sizeof tt);
   head_mask *masks_d = NULL;
   int64_t *qpos = NULL, *kpos[2] = {NULL, NULL}, max_k = sr_max64(cs->n_k[0], W > 1 ? cs->n_k[1] : 0);
-  void *q = NULL, *k = NULL, *v = NULL, *dout = NULL, *o16 = NULL;
-  float *o = NULL, *lse = NULL, *drow = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+  calib_operands x = {0};
   cudaEvent_t e0 = NULL, e1 = NULL;
   if ((rc = sa_gpu_index_upload(&cs->t, &ix, e)) || (rc = sa_gpu_masks_upload(cs->masks, heads, &masks_d, e))) goto done;
   CK(cudaMalloc((void **)&qpos, sizeof(int64_t) * (size_t)cs->n_q));
@@ -161,26 +160,8 @@ static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, d
         (rc = sa_gpu_index_t_upload(&tt[s], heads, kv_heads, &ixt[s], e)))
       goto done;
   }
-  size_t qn = (size_t)cs->n_q * heads * head_dim, kn = (size_t)max_k * kv_heads * head_dim;
-  CK(cudaMalloc(&q, qn * 2));
-  CK(cudaMalloc(&dout, qn * 2));
-  CK(cudaMalloc(&o16, qn * 2));
-  CK(cudaMalloc(&k, kn * 2));
-  CK(cudaMalloc(&v, kn * 2));
-  CK(cudaMalloc((void **)&o, qn * 4));
-  CK(cudaMalloc((void **)&dq, qn * 4));
-  CK(cudaMalloc((void **)&dk, kn * 4));
-  CK(cudaMalloc((void **)&dv, kn * 4));
-  CK(cudaMalloc((void **)&lse, sizeof(float) * (size_t)cs->n_q * heads));
-  CK(cudaMalloc((void **)&drow, sizeof(float) * (size_t)cs->n_q * heads));
   // Random operands, as the layers' (attn --inputs random): the rate depends on them through the power they draw.
-  if ((rc = calib_fill_bf16_uniform(q, qn, 11, e)) || (rc = calib_fill_bf16_uniform(k, kn, 12, e)) ||
-      (rc = calib_fill_bf16_uniform(v, kn, 13, e)) || (rc = calib_fill_bf16_uniform(dout, qn, 14, e)) ||
-      (rc = calib_fill_bf16_uniform(o16, qn, 15, e)))
-    goto done;
-  CK(cudaMemset(o, 0, qn * 4));
-  CK(cudaMemset(lse, 0, sizeof(float) * (size_t)cs->n_q * heads));
-  if ((rc = sa_bwd_prepare(cs->n_q, heads, head_dim, o16, dout, drow, NULL, e))) goto done;
+  if ((rc = calib_operands_make(cs->n_q, max_k, heads, kv_heads, head_dim, 11, &x, e))) goto done;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   const int warm = 2, reps = 5;
@@ -190,9 +171,9 @@ static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, d
       sa_shape sh = {cs->n_q, cs->n_k[s], heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0};
       for (int r = 0; r < warm + reps; r++) {
         if (r == warm) CK(cudaEventRecord(e0, NULL));
-        int bad = phase == 0 ? sa_fwd(&sh, q, k, v, qpos, kpos[s], &ix, s, masks_d, NULL, NULL, o, lse, NULL, e)
-                             : sa_bwd(&sh, q, k, v, lse, drow, dout, qpos, kpos[s], &ix, &ixt[s], s, masks_d, dq, dk, dv,
-                                      NULL, e);
+        int bad = phase == 0 ? sa_fwd(&sh, x.q, x.k, x.v, qpos, kpos[s], &ix, s, masks_d, NULL, NULL, x.o, x.lse, NULL, e)
+                             : sa_bwd(&sh, x.q, x.k, x.v, x.lse, x.drow, x.dout, qpos, kpos[s], &ix, &ixt[s], s, masks_d,
+                                      x.dq, x.dk, x.dv, NULL, e);
         if (bad) {
           rc = e->code;
           goto done;
@@ -207,8 +188,8 @@ static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, d
 done:
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
-  cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(dout), cudaFree(o16), cudaFree(o), cudaFree(lse), cudaFree(drow);
-  cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(qpos);
+  calib_operands_free(&x);
+  cudaFree(qpos);
   for (int s = 0; s < W; s++) {
     cudaFree(kpos[s]);
     sa_gpu_index_t_free(&ixt[s]);

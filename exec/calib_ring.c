@@ -113,8 +113,7 @@ static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int 
   sa_gpu_index_t *ixt = calloc((size_t)W, sizeof *ixt);
   tile_index_t *tt = calloc((size_t)W, sizeof *tt);
   int64_t **pos_d = calloc((size_t)W, sizeof *pos_d), *pos_h = malloc(sizeof(int64_t) * RING_TOKENS);
-  void *q = NULL, *k = NULL, *v = NULL, *dout = NULL, *o16 = NULL;
-  float *o = NULL, *lse = NULL, *drow = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+  calib_operands x = {0};
   cudaEvent_t e0 = NULL, e1 = NULL;
   if (!ixt || !tt || !pos_d || !pos_h) {
     rc = sr_internal_error(e, 0, "out of memory");
@@ -137,33 +136,9 @@ static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int 
         (rc = sa_gpu_index_t_upload(&tt[src], heads, kv_heads, &ixt[src], e)))
       goto done;
   }
-  size_t qn = (size_t)n_q * heads * head_dim, kn = (size_t)max_k * kv_heads * head_dim;
-  CK(cudaMalloc(&q, qn * 2));
-  CK(cudaMalloc(&dout, qn * 2));
-  CK(cudaMalloc(&o16, qn * 2));
-  CK(cudaMalloc(&k, kn * 2));
-  CK(cudaMalloc(&v, kn * 2));
-  CK(cudaMalloc((void **)&o, qn * 4));
-  CK(cudaMalloc((void **)&dq, qn * 4));
-  CK(cudaMalloc((void **)&dk, kn * 4));
-  CK(cudaMalloc((void **)&dv, kn * 4));
-  CK(cudaMalloc((void **)&lse, sizeof(float) * (size_t)n_q * heads));
-  CK(cudaMalloc((void **)&drow, sizeof(float) * (size_t)n_q * heads));
-  if (random_inputs) {  // as the layer-shaped calls whose rates the kernel time takes (exec/calib_layer.c)
-    if ((rc = calib_fill_bf16_uniform(q, qn, 21, e)) || (rc = calib_fill_bf16_uniform(k, kn, 22, e)) ||
-        (rc = calib_fill_bf16_uniform(v, kn, 23, e)) || (rc = calib_fill_bf16_uniform(dout, qn, 24, e)) ||
-        (rc = calib_fill_bf16_uniform(o16, qn, 25, e)))
-      goto done;
-  } else {  // small equal inputs, as the kernel benchmark's whose slopes the kernel time then takes
-    CK(cudaMemset(q, 0x3c, qn * 2));
-    CK(cudaMemset(k, 0x3c, kn * 2));
-    CK(cudaMemset(v, 0x3c, kn * 2));
-    CK(cudaMemset(dout, 0x3c, qn * 2));
-    CK(cudaMemset(o16, 0x3c, qn * 2));
-  }
-  CK(cudaMemset(o, 0, qn * 4));
-  CK(cudaMemset(lse, 0, sizeof(float) * (size_t)n_q * heads));
-  if ((rc = sa_bwd_prepare(n_q, heads, head_dim, o16, dout, drow, NULL, e))) goto done;
+  // Random operands as the layer-shaped calls' whose rates the kernel time takes (exec/calib_layer.c); else small
+  // equal ones, as the kernel benchmark's whose slopes it then takes.
+  if ((rc = calib_operands_make(n_q, max_k, heads, kv_heads, head_dim, random_inputs ? 21 : 0, &x, e))) goto done;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   const int warm = 2, reps = 5;
@@ -173,10 +148,10 @@ static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int 
       for (int src = 0; src < W; src++) {
         // deterministic 0: the fastest backward, the one attn and train run by default
         sa_shape sh = {n_q, l.rank_count[src], heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0};
-        int bad = phase == 0 ? sa_fwd(&sh, q, k, v, pos_d[q_rank], pos_d[src], &ix, src, masks_d, NULL, NULL, o, lse,
-                                      NULL, e)
-                             : sa_bwd(&sh, q, k, v, lse, drow, dout, pos_d[q_rank], pos_d[src], &ix, &ixt[src], src,
-                                      masks_d, dq, dk, dv, NULL, e);
+        int bad = phase == 0 ? sa_fwd(&sh, x.q, x.k, x.v, pos_d[q_rank], pos_d[src], &ix, src, masks_d, NULL, NULL,
+                                      x.o, x.lse, NULL, e)
+                             : sa_bwd(&sh, x.q, x.k, x.v, x.lse, x.drow, x.dout, pos_d[q_rank], pos_d[src], &ix,
+                                      &ixt[src], src, masks_d, x.dq, x.dk, x.dv, NULL, e);
         if (bad) {
           rc = e->code;
           goto done;
@@ -192,8 +167,7 @@ static int ring_config(const gpu_desc *gpu, int i, int heads, int kv_heads, int 
 done:
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
-  cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(dout), cudaFree(o16), cudaFree(o), cudaFree(lse), cudaFree(drow);
-  cudaFree(dq), cudaFree(dk), cudaFree(dv);
+  calib_operands_free(&x);
   for (int src = 0; pos_d && src < W; src++) cudaFree(pos_d[src]);
   for (int src = 0; ixt && tt && src < W; src++) sa_gpu_index_t_free(&ixt[src]), tiles_transpose_free(&tt[src]);
   if (masks_d) sa_gpu_masks_free(masks_d, heads);

@@ -263,13 +263,14 @@ __global__ void vs_cells_kernel(conv_args a) {
   if (!WRITE && threadIdx.x == 0) a.raw_t[row + W] = 0, a.raw_b[row + W] = 0;
 }
 
-// Order keys of sa_gpu_index_upload: per source, cells by work (2 per entry, bars in 64s) descending, then cell.
-__global__ void vs_order_keys_kernel(const int64_t *raw_t, const int64_t *raw_b, int32_t W, int64_t cells,
-                                     uint64_t *keys) {
+// Order keys of sa_gpu_index_upload: per source, cells by work (2 per entry, 1 a run, bars in 64s) descending, then
+// cell (cells < 2^24); raw_r NULL where the index has no runs.
+__global__ void vs_order_keys_kernel(const int64_t *raw_t, const int64_t *raw_r, const int64_t *raw_b, int32_t W,
+                                     int64_t cells, uint64_t *keys) {
   int64_t n = (int64_t)W * cells;
   for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
     int64_t s = x / cells, c = x % cells, r = c * (W + 1) + s;
-    uint64_t work = (uint64_t)(2 * raw_t[r] + (raw_b[r] + 63) / 64);
+    uint64_t work = (uint64_t)(2 * raw_t[r] + (raw_r ? raw_r[r] : 0) + (raw_b[r] + 63) / 64);
     if (work > 0xffffffffull) work = 0xffffffffull;
     keys[x] = ((uint64_t)s << 56) | ((0xffffffffull - work) << 24) | (uint64_t)c;
   }
@@ -374,12 +375,19 @@ int vs_gpu_convert(vs_gpu_conv *c, const vs_gpu_est *g, const vs_gpu_layout *L, 
   a.bar_idx = d->bar_idx;
   if (c->cells > 0) vs_cells_kernel<1><<<(unsigned)c->cells, 128, 0, st>>>(a);
   SA_CUDA(cudaGetLastError());
+  return vs_gpu_cells_order(c->raw_t, NULL, c->raw_b, (int)W, c->cells, c->keys, c->cub_tmp, c->cub_bytes, c->ix.order,
+                            st, e);
+}
+
+int vs_gpu_cells_order(const int64_t *raw_t, const int64_t *raw_r, const int64_t *raw_b, int W, int64_t cells,
+                       uint64_t *keys[2], void *cub_tmp, size_t cub_bytes, int32_t *order, void *stream, sr_error *e) {
+  int64_t nk = (int64_t)W * cells;
   unsigned blocks = (unsigned)((nk + 255) / 256 < 65535 ? (nk + 255) / 256 : 65535);
-  vs_order_keys_kernel<<<blocks ? blocks : 1, 256, 0, st>>>(c->raw_t, c->raw_b, (int32_t)W, c->cells, c->keys[0]);
+  vs_order_keys_kernel<<<blocks ? blocks : 1, 256, 0, ST(stream)>>>(raw_t, raw_r, raw_b, (int32_t)W, cells, keys[0]);
   SA_CUDA(cudaGetLastError());
-  bytes = c->cub_bytes;
-  SA_CUDA(cub::DeviceRadixSort::SortKeys(c->cub_tmp, bytes, c->keys[0], c->keys[1], (int)nk, 0, 64, st));
-  vs_order_extract_kernel<<<blocks ? blocks : 1, 256, 0, st>>>(c->keys[1], nk, c->ix.order);
+  size_t bytes = cub_bytes;
+  SA_CUDA(cub::DeviceRadixSort::SortKeys(cub_tmp, bytes, keys[0], keys[1], (int)nk, 0, 64, ST(stream)));
+  vs_order_extract_kernel<<<blocks ? blocks : 1, 256, 0, ST(stream)>>>(keys[1], nk, order);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }

@@ -147,6 +147,12 @@ void vs_gpu_conv_free(vs_gpu_conv *c);
 // arrays tiles_build and sa_gpu_index_upload give for the selected pattern. Syncs the stream once (sizes).
 int vs_gpu_convert(vs_gpu_conv *c, const vs_gpu_est *g, const vs_gpu_layout *L, void *stream, sr_error *e);
 
+// The heaviest-first order of sa_gpu_index_upload from per-(cell, source) counts at row cell * (W + 1) + source:
+// per source, cells by work descending (2 a tile entry, 1 a run, bars in 64s; raw_r NULL: no runs), then cell, into
+// order[W * cells]. keys: two device arrays of W * cells; cub_tmp of cub_bytes, as sized for a radix sort of them.
+int vs_gpu_cells_order(const int64_t *raw_t, const int64_t *raw_r, const int64_t *raw_b, int W, int64_t cells,
+                       uint64_t *keys[2], void *cub_tmp, size_t cub_bytes, int32_t *order, void *stream, sr_error *e);
+
 // ---- the forward form (plan/tiles_runs.c) built from the tile form ---------------------------------------------
 
 // The forward form of a converted index on the GPU: for query rank q_rank of a layout, from the tile form (the

@@ -9,20 +9,6 @@
 #include "plan/tiles.h"
 #include "plan/util.h"
 
-// The layout's and the masks' fit to the index, as tiles_runs_build asks it.
-static int mirror_check(const tile_index *in, const head_mask *masks, const layout *l, sr_error *e) {
-  if (in->n_runs) return sr_input_error(e, NULL, "index", "already has runs");
-  if (l->world != in->world || in->q_rank < 0 || in->q_rank >= l->world ||
-      sr_cdiv(l->rank_count[in->q_rank], TILE) != in->n_qtiles)
-    return sr_input_error(e, NULL, "layout", "does not match the index (world %d, query rank %d, %d query tiles)",
-                          in->world, in->q_rank, in->n_qtiles);
-  for (int h = 0; h < in->heads; h++)
-    if (masks[h].kind == PATTERN_VS && masks[h].n_tokens != l->n_tokens)
-      return sr_input_error(e, NULL, "masks", "head %d's mask has %lld tokens, the layout %lld", h,
-                            (long long)masks[h].n_tokens, (long long)l->n_tokens);
-  return SR_OK;
-}
-
 void vs_runs_head_tables(const uint32_t *sbits, int64_t n_tokens, int32_t *scnt, uint32_t *dil) {
   int64_t words = (n_tokens + 31) / 32;
   scnt[0] = 0;
@@ -77,7 +63,7 @@ static int heads_flat(const tile_index *in, const head_mask *masks, int64_t ntok
 
 int vs_runs_build_host(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e) {
   memset(out, 0, sizeof *out);
-  int rc = mirror_check(in, masks, l, e);
+  int rc = tiles_runs_check(in, masks, l, e);
   if (rc) return rc;
   mirror_scratch m;
   memset(&m, 0, sizeof m);

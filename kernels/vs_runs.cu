@@ -47,23 +47,6 @@ __global__ void vs_runs_cells_kernel(vs_runs_args a, int64_t *raw0, int64_t *raw
   }
 }
 
-// Order keys of sa_gpu_index_upload: per source, cells by work descending, then cell (cells < 2^24).
-__global__ void vs_runs_order_keys_kernel(const int64_t *raw_t, const int64_t *raw_r, const int64_t *raw_b, int32_t W,
-                                          int64_t cells, uint64_t *keys) {
-  int64_t n = (int64_t)W * cells;
-  for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
-    int64_t s = x / cells, c = x % cells, r = c * (W + 1) + s;
-    uint64_t work = (uint64_t)(2 * raw_t[r] + raw_r[r] + (raw_b[r] + 63) / 64);
-    if (work > 0xffffffffull) work = 0xffffffffull;
-    keys[x] = ((uint64_t)s << 56) | ((0xffffffffull - work) << 24) | (uint64_t)c;
-  }
-}
-
-__global__ void vs_runs_order_extract_kernel(const uint64_t *keys, int64_t n, int32_t *order) {
-  for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x)
-    order[x] = (int32_t)(keys[x] & 0xffffffull);
-}
-
 // ---- host API ----------------------------------------------------------------------------------------------------
 
 int vs_gpu_runs_init(vs_gpu_runs *r, const vs_gpu_est *g, const vs_gpu_layout *L, int q_rank, sr_error *e) {
@@ -170,12 +153,6 @@ int vs_gpu_runs_build(vs_gpu_runs *r, const tile_index *in, const vs_gpu_est *g,
   a.out_run_key = d->run_key, a.out_run_len = d->run_len, a.out_bar_idx = d->bar_idx;
   if (nk > 0) vs_runs_cells_kernel<1><<<blocks, 128, 0, st>>>(a, NULL, NULL, NULL);
   SA_CUDA(cudaGetLastError());
-  unsigned ob = grid_of(nk, 256);
-  vs_runs_order_keys_kernel<<<ob, 256, 0, st>>>(r->raw[0], r->raw[1], r->raw[2], (int32_t)W, r->cells, r->keys[0]);
-  SA_CUDA(cudaGetLastError());
-  size_t bytes = r->cub_bytes;
-  SA_CUDA(cub::DeviceRadixSort::SortKeys(r->cub_tmp, bytes, r->keys[0], r->keys[1], (int)nk, 0, 64, st));
-  vs_runs_order_extract_kernel<<<ob, 256, 0, st>>>(r->keys[1], nk, r->ix.order);
-  SA_CUDA(cudaGetLastError());
-  return SR_OK;
+  return vs_gpu_cells_order(r->raw[0], r->raw[1], r->raw[2], (int)W, r->cells, r->keys, r->cub_tmp, r->cub_bytes,
+                            r->ix.order, st, e);
 }

@@ -32,6 +32,9 @@ void tiles_free(tile_index *t);
 // computed once. masks: one per head of `in` (tiles_masks_build); other heads and tiles are copied.
 // The backward takes the tile form (sa_bwd refuses an index with runs).
 int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e);
+// Does `in` belong to layout l with no runs yet, and do the VS masks span its tokens? (tiles_runs_build's check, and
+// its GPU build's.) Input error naming the part that does not fit.
+int tiles_runs_check(const tile_index *in, const head_mask *masks, const layout *l, sr_error *e);
 
 // Entries of the forward form of `layer`, summed over heads and query and source ranks (each rank's
 // tiles_build, then tiles_runs_build: as slow as building the executor's indices); work = TILE^2 (full +

@@ -290,8 +290,7 @@ static int build_head(runs_builder *b, tile_index *out, int h, const head_mask *
   return SR_OK;
 }
 
-// Does the index belong to the layout, with no runs yet, and do the VS masks span its tokens?
-static int runs_check(const tile_index *in, const head_mask *masks, const layout *l, sr_error *e) {
+int tiles_runs_check(const tile_index *in, const head_mask *masks, const layout *l, sr_error *e) {
   if (in->n_runs) return sr_input_error(e, NULL, "index", "already has runs");
   if (l->world != in->world || in->q_rank < 0 || in->q_rank >= l->world ||
       sr_cdiv(l->rank_count[in->q_rank], TILE) != in->n_qtiles)
@@ -306,7 +305,7 @@ static int runs_check(const tile_index *in, const head_mask *masks, const layout
 
 int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e) {
   memset(out, 0, sizeof *out);
-  int rc = runs_check(in, masks, l, e);
+  int rc = tiles_runs_check(in, masks, l, e);
   if (rc) return rc;
   int64_t offs = (int64_t)in->heads * in->n_qtiles * (in->world + 1), ntok = l->n_tokens;
   out->heads = in->heads, out->world = in->world, out->q_rank = in->q_rank, out->n_qtiles = in->n_qtiles;

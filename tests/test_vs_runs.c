@@ -135,42 +135,6 @@ TEST(runs_mirror_equals_tiles_runs_build_on_a_one_head_index) {
   fx_layout_free(&l);
 }
 
-// By hand (test_tiles_runs.c's case): one slash (offset 100) and one vertical (key 255) over 512 tokens on one rank.
-// Query tile 1 (rows 128..255) keeps keys 28..155 through the slash: runs [28, 92) and [92, 156), the second across
-// the join of KV tiles 0 and 1, which leave the tile list; key 255, kept by row 255 alone, is a bar.
-TEST(runs_mirror_by_hand_one_slash_crosses_a_tile_join_and_the_last_rows_vertical_is_a_bar) {
-  sr_error e;
-  layout l;
-  fx_layout(0, 512, 1, 1, &l);
-  pattern p;
-  CHECK_EQ_INT(pattern_alloc(&p, 512, 1, 1, &e), SR_OK);
-  head_pattern *hp = pattern_head(&p, 0, 0);
-  hp->kind = PATTERN_VS;
-  hp->vertical = malloc(sizeof(int32_t)), hp->slash = malloc(sizeof(int32_t));
-  hp->vertical[0] = 255, hp->slash[0] = 100, hp->n_vertical = 1, hp->n_slash = 1;
-  head_mask *masks;
-  CHECK_EQ_INT(tiles_masks_build(&p, 0, &masks, &e), SR_OK);
-  tile_index t, f;
-  CHECK_EQ_INT(tiles_build(&p, 0, &l, 0, &t, &e), SR_OK);
-  CHECK_EQ_INT(vs_runs_build_host(&t, masks, &l, &f, &e), SR_OK);
-  int64_t c = 1 * 2;  // head 0, query tile 1, source 0 (W + 1 = 2 offsets a cell)
-  CHECK_EQ_INT(f.tile_cnt[c + 1] - f.tile_cnt[c], 0);
-  CHECK_EQ_INT(f.run_cnt[c + 1] - f.run_cnt[c], 2);
-  if (f.run_cnt[c + 1] - f.run_cnt[c] == 2) {
-    int64_t a = f.run_cnt[c];
-    CHECK_EQ_INT(f.run_key[a], 28);
-    CHECK_EQ_INT(f.run_len[a], 64);
-    CHECK_EQ_INT(f.run_key[a + 1], 92);
-    CHECK_EQ_INT(f.run_len[a + 1], 64);
-  }
-  CHECK_EQ_INT(f.bar_cnt[c + 1] - f.bar_cnt[c], 1);
-  if (f.bar_cnt[c + 1] - f.bar_cnt[c] == 1) CHECK_EQ_INT(f.bar_idx[f.bar_cnt[c]], 255);
-  tiles_free(&f), tiles_free(&t);
-  tiles_masks_free(masks, 1);
-  pattern_free(&p);
-  fx_layout_free(&l);
-}
-
 // The first step by hand: slashes at offsets 5 and 300 over 400 positions. Slashes before word w: 0 for w <= 0, 1
 // from word 1 (position 32 > 5) to word 9 (288), 2 from word 10 (320 > 300) on: [0, 1 x 9, 2 x 3] over 13 words + 1.
 // Dilated: d is set iff 5 or 300 lies in [d, d + 127]: d in [0, 5] and [173, 300].
