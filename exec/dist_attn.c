@@ -3,6 +3,7 @@
 // ring walk (ring.c). The CPU backend computes with the CPU reference kernels; the CUDA backend lives in
 // dist_attn_cuda.c.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,14 @@ int dist_index_host_build(struct dist_attn *a, sr_error *e) {
   return SR_OK;
 }
 
+void dist_setup_mark(const struct dist_attn *a, const char *phase, double *t) {
+  static int on = -1;  // read once: the environment does not change under a run
+  if (on < 0) on = getenv("SR_SETUP_TIMES") && atoi(getenv("SR_SETUP_TIMES")) > 0;
+  double now = sr_now();
+  if (on) fprintf(stderr, "setup: rank %d layer %d: %s %.3f s\n", a->c->rank, a->layer, phase, now - *t);
+  *t = now;
+}
+
 int dist_fwd_form_wanted(const struct dist_attn *a) {
   // A pattern chosen at run time (vs-online, gated, adaspa-online) is rebuilt in the tile form then, so it keeps that.
   return a->p->spec.fwd_runs && !pattern_spec_at_run_time(a->p->spec.pattern);
@@ -115,11 +124,15 @@ int dist_fwd_form_host_build(struct dist_attn *a, sr_error *e) {
 // This group's tile index, the heads' masks and (plan.spec.fwd_runs) the forward form.
 static int indices_build(struct dist_attn *a, sr_error *e) {
   // built on the GPU (dist_gpu_build, at the CUDA set-up), from the masks below, the forward form with it
+  double t = sr_now();
   if (!a->gpu_index && dist_index_host_build(a, e)) return e->code;
+  if (!a->gpu_index) dist_setup_mark(a, "index built on the host", &t);
   if (tiles_masks_build(a->pat, a->layer, &a->masks, e)) return e->code;
+  dist_setup_mark(a, "masks built", &t);
   // plan.spec.fwd_runs: the forward runs scattered slashes as 64-key runs (plan/tiles_runs.c); the backward
   // keeps the tile form.
   if (!a->gpu_index && dist_fwd_form_wanted(a) && dist_fwd_form_host_build(a, e)) return e->code;
+  if (!a->gpu_index && dist_fwd_form_wanted(a)) dist_setup_mark(a, "forward form built on the host", &t);
   return SR_OK;
 }
 

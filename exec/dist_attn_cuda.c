@@ -98,15 +98,21 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   s->kpos = calloc((size_t)R, sizeof(int64_t *));
   if (!s->ixt || !s->kpos) return sr_internal_error(e, 0, "out of memory");
   // A GPU-built index comes to the host first, with its transposes, as a host build would leave it.
+  double t = sr_now();
   if (a->gpu_index && gpu_build_or_host(a, e)) return e->code;
   // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
   if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
+  dist_setup_mark(a, "index built, masks uploaded", &t);
   // the compact bars where they give the index's lists (the kernels get them expanded, call by call)
   int fixed = a->nh > 0 && !pattern_spec_at_run_time(a->p->spec.pattern);  // a selection's index keeps its lists
   if (fixed && dist_bar_cols(&a->ti_view, &s->cols, e)) return e->code;
+  dist_setup_mark(a, "index's bar columns (host)", &t);
   if (fixed && a->ti_fwd.n_runs && dist_bar_cols(&a->ti_fwd_view, &s->cols_fwd, e)) return e->code;
+  dist_setup_mark(a, "forward form's bar columns (host)", &t);
   if (a->nh > 0 && dist_cuda_index_put(&a->ti_view, &s->cols, &s->ix, e)) return e->code;
+  dist_setup_mark(a, "index uploaded", &t);
   if (a->nh > 0 && a->ti_fwd.n_runs && dist_cuda_index_put(&a->ti_fwd_view, &s->cols_fwd, &s->ix_fwd, e)) return e->code;
+  dist_setup_mark(a, "forward form uploaded", &t);
   // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c); a gated pattern
   // uploads each forward's selection with its transposes (online_gate_cuda.c); a GPU build brought its
   // transposes along
@@ -117,6 +123,7 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   if (a->nh > 0 && !online_vs_wanted(a) && !gated && !searched && !s->tt_host && dist_cuda_transposes_upload(a, 0, e))
     return e->code;
   if (dist_cuda_positions_upload(a, e)) return e->code;
+  dist_setup_mark(a, "transposes and positions uploaded", &t);
   s->plan_bytes = dist_cuda_copies_bytes(a);
   // The workspace share by the simulator's arithmetic too (kernels/workspace.h): groups, heads, the ring's flushes
   // and early transfers from the plan, the index's bar terms from the uploads.

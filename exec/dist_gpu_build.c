@@ -225,12 +225,17 @@ int dist_gpu_build(struct dist_attn *a, int *out_of_memory, sr_error *e) {
   // build, which sizes the trainer's cache, runs alone).
   size_t free0 = 0, free1 = 0, total = 0;
   cudaMemGetInfo(&free0, &total);
+  double t = sr_now();
   int rc = builder_ready(a, e);
   if (!rc) rc = bits_upload(a, e);
+  if (!rc) dist_setup_mark(a, "GPU builder ready, bits queued", &t);
   if (!rc) rc = vs_gpu_convert(&gb.conv, &gb.bits, &gb.lay, gb.st, e);
   if (!rc) rc = index_download(a, &gb.conv.ix, &a->ti, e);
+  if (!rc) dist_setup_mark(a, "index converted on the GPU and downloaded", &t);
   if (!rc && dist_fwd_form_wanted(a)) rc = fwd_form_build(a, e);
+  if (!rc && dist_fwd_form_wanted(a)) dist_setup_mark(a, "forward form built on the GPU and downloaded", &t);
   if (!rc) rc = transposes_download(a, e);
+  if (!rc) dist_setup_mark(a, "transposes built on the GPU and downloaded", &t);
   if (rc) {
     // The failed call's error is this thread's last one (a failed allocation is not sticky); taken here, so no
     // later kernel check reports it again.

@@ -190,6 +190,10 @@ int dist_gpu_oom_notice_first(void);
 // The tile index built on the host (tiles_build into a->ti, a->ti_view its heads' view): the set-up's host build,
 // and the GPU build's fallback (a->ti empty).
 int dist_index_host_build(struct dist_attn *a, sr_error *e);
+// Set-up's phase clock, for finding where a plan's set-up time goes: with SR_SETUP_TIMES=1 in the environment,
+// prints "setup: rank R layer L: PHASE S s" to stderr for the time since *t (wall, the phases end at a device
+// sync or are host work) and moves *t to now; without it does nothing but move *t.
+void dist_setup_mark(const struct dist_attn *a, const char *phase, double *t);
 // Does the plan's forward run on the forward form (plan.spec.fwd_runs, a pattern fixed before the run)?
 int dist_fwd_form_wanted(const struct dist_attn *a);
 // The forward form built on the host from a->ti and a->masks (tiles_runs_build into a->ti_fwd, none where it has no
