@@ -13,7 +13,7 @@
 #   layer   one layer at each of SEQS (default "512K 256K"): the peer (PEER_VARIANTS, default "lb": load balancing,
 #           KV by all-gather; "a2a": all-to-all; "nolb": contiguous shards) and ours (OURS, default "striped-ring
 #           zigzag-ring usp double-ring mtraining"; double-ring: the striped layout on the double ring over the 2
-#           nodes; mtraining: vs-topp:0.95 on it; also dense-ring, mtraining-online)
+#           nodes; mtraining: vs-topp:0.95 on it; also dense-ring, mtraining-online, mtraining-runs: --fwd-runs)
 #   train   training steps of the Qwen2.5-3B shape at each of TRAIN_SEQS (default 128K) on the same token stream (ours
 #           writes it: train --write-samples): the peer (--mode train, PEER_TRAIN_FLAGS, e.g. "--params sharded"
 #           where the replicated parameters do not fit) and ours (TRAIN_STRATEGIES, default "striped-ring mtraining"),
@@ -98,6 +98,7 @@ ours_flags() {
   case $1 in
     double-ring) echo "--strategy striped-ring --schedule double-ring --skip-empty-sends" ;;
     mtraining-online) echo "--strategy mtraining --pattern vs-online:0.95:64:128 --inputs vs" ;;
+    mtraining-runs) echo "--strategy mtraining --fwd-runs --skip-empty-sends" ;;
     *) echo "--strategy $1 --skip-empty-sends" ;;
   esac
 }
@@ -110,6 +111,7 @@ ours_what() {
     double-ring) echo "ours, double ring over 2 nodes (dense, striped)" ;;
     mtraining) echo "ours, MTraining (vs-topp:0.95, double ring)" ;;
     mtraining-online) echo "ours, MTraining with online estimation (vs-online:0.95)" ;;
+    mtraining-runs) echo "ours, MTraining (vs-topp:0.95, double ring, the forward on the runs form)" ;;
   esac
 }
 
