@@ -625,6 +625,33 @@ TEST(sim_bar_walk_leaves_a_layer_without_bars_alone) {
   CHECK(walk_step_time("dense", 2000) == walk_step_time("dense", 0));
 }
 
+// The FULL tiles' loss beyond the L2 cache (cost_attn_l2) on one GPU: tiny-test's layer is one call forward and one
+// backward over 2048 keys, whose K and V of a KV head (head_dim 16: 64 B a key) are 128 KiB. Dense causal over 16 tiles
+// and 4 heads: 4 x 16 x 15 / 2 = 480 FULL tiles of 4 x 128 x 128 x 16 FLOPs at 0.5e14 FLOP/s, 2.5 times those backward.
+static double l2_step_time(const char *name, const char *l2) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
+           " \"mem_gib\": 40, \"efficiency\": {\"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_bwd_full\": 0.5,"
+           " \"attn_bwd_partial\": 0.5}%s}, \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
+           l2);
+  return one_gpu_step(name, text, NULL);
+}
+
+TEST(sim_a_file_with_the_l2_but_no_fitted_loss_or_keys_within_it_simulates_the_same_bits) {
+  double before = l2_step_time("l2-none.json", "");
+  CHECK(l2_step_time("l2-only.json", ", \"l2_mb\": 0.1") == before);
+  CHECK(l2_step_time("l2-fits.json", ", \"l2_mb\": 0.125, \"attn_l2\": {\"fwd\": 0.5, \"bwd\": 0.25}") == before);
+}
+
+TEST(sim_a_layers_full_tiles_take_the_files_l2_loss_where_its_keys_outgrow_the_cache) {
+  double before = l2_step_time("l2-none.json", "");
+  double after = l2_step_time("l2-past.json", ", \"l2_mb\": 0.12, \"attn_l2\": {\"fwd\": 0.5, \"bwd\": 0.25}");
+  double full_s = 480 * 4.0 * 128 * 128 * 16 / 0.5e14;
+  // 2 layers x (half the FULL tiles' forward + a quarter of their backward); step seconds are floats (7 digits)
+  CHECK_REL(after - before, 2 * (0.5 * full_s + 0.25 * 2.5 * full_s), 1e-4);
+}
+
 // One GPU, tiny-test, vs-like:4:256:32 over 4096 contiguous tokens: the step's time with the plans of the
 // last first_step_plans layers built in the step, and (when entries is not NULL) the tile and bar entries
 // of every layer by the planner's accounting.
