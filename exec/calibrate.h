@@ -128,7 +128,7 @@ typedef struct {
   double tflops[2], walk_us[2], fixed_us[2], l2_slow[2];  // the fit per phase (calib_fit_walk)
 } calib_layer;
 
-// Parse --layer-lengths: a comma-separated list of token counts ("16K,32K,64K"), each a multiple of 128 in
+// Parse --layer-lengths: a comma-separated list of token counts ("16K,32K,64K,128K"), each a multiple of 128 in
 // [1K, 256K], at most CALIB_LAYER_LENGTHS; "none": no layer-shaped calls (*n = 0).
 int calib_layer_lengths_parse(const char *text, int64_t *lengths, int *n, sr_error *e);
 // Append the call `shape` ("band8", "band32", "off", "diag") over `tokens` queries to out (index out->n, times 0)

@@ -42,11 +42,12 @@ static const cli_flag calibrate_flags[] = {
     {"gemm-seconds", "S", "6",
      "seconds of back-to-back GEMMs for the sustained GEMM rate a training step sees (the second half timed; 0: "
      "none, the simulator then takes its fixed share of the burst rate)"},
-    {"layer-lengths", "LIST", "16K,32K,64K",
+    {"layer-lengths", "LIST", "16K,32K,64K,128K",
      "cuda: shard lengths at which to time attention calls shaped like a ring layer's (its queries against an earlier "
-     "shard, and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates and each "
-     "walk's cost (gpu.attn_walk) are fitted to them; none: the full-tile rates of the kernel benchmark's short calls, "
-     "as before"},
+     "shard, and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates, each "
+     "walk's cost (gpu.attn_walk) and the full tiles' loss in calls whose keys outgrow the L2 cache (gpu.attn_l2: "
+     "at d 128 on 40-50 MB of L2, 128K keys do) are fitted to them; none: the full-tile rates of the kernel "
+     "benchmark's short calls, as before"},
     {"log", cli_out_file, NULL, "write every measured point as CSV"},
     {"refit", "CSV", NULL,
      "no measuring: calibrate again from an earlier calibration's --log under today's fitting rules (the attention "
@@ -165,7 +166,7 @@ static int cmd_calibrate(int argc, char **argv) {
     return sr_error_report(&e, prog);
   int64_t lengths[CALIB_LAYER_LENGTHS];
   int n_lengths = 0;
-  if (calib_layer_lengths_parse(cli_get(&a, "layer-lengths", "16K,32K,64K"), lengths, &n_lengths, &e))
+  if (calib_layer_lengths_parse(cli_get(&a, "layer-lengths", "16K,32K,64K,128K"), lengths, &n_lengths, &e))
     return sr_error_report(&e, prog);
   const char *out = cli_get(&a, "out", NULL);
   if (!out) {
