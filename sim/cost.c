@@ -59,12 +59,12 @@ void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cos
 // two rates, a step at the cache's size rather than a ramp: the FULL efficiency where the call's keys fit, and
 // 1 + gpu.attn_l2 times the tile's time where they do not (how much of the extra traffic the kernel's pipelined loads
 // hide is not derived: the factor is fitted). Measured on one H100 (50 MB L2; K and V of one KV head at d 128 are
-// 512 B a key): the one-rate fit leaves the 16K-64K calls (8-32 MiB) within +8% to -6%, no worse the longer, and the
-// 128K off-diagonal call (64 MiB) 7.7% slower, while the backward's stays within 0.2%
-// (results/sim/2026-11-27-h100-calib-layer-walks); the size it steps at is the cluster file's
+// 512 B a key): the one-rate fit puts the 16K-64K off-diagonal calls (8-32 MiB) 8% to 1% above their times and the
+// 128K one (64 MiB) 7.7% below, its backward 0.2% (results/sim/2026-11-27-h100-calib-layer-walks; docs/design.md, "A
+// call's keys beyond the L2 cache", has the fit and the alternatives); the size it steps at is the cluster file's
 // gpu.l2_mb (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020: 40 MB; NVIDIA H100 Tensor Core GPU
-// Architecture whitepaper, 2022: 50 MB for the SXM5 and PCIe boards; the H200 is the H100 SXM's GH100 with HBM3e,
-// docs/design.md). The step is charged on the call's key count (the source shard a ring step's keys come from), which
+// Architecture whitepaper, 2022: 50 MB for the SXM5 and PCIe boards; the H200's, not in its datasheet, assumed the
+// H100 SXM's, docs/design.md). The step is charged on the call's key count (the source shard a ring step's keys come from), which
 // the simulator's per-call work counts give, rather than on each walk's length, which they do not (docs/design.md,
 // "A call's keys beyond the L2 cache"); fitted by sparsering-exec calibrate (exec/calib_layer.c).
 
