@@ -652,6 +652,49 @@ TEST(sim_a_layers_full_tiles_take_the_files_l2_loss_where_its_keys_outgrow_the_c
   CHECK_REL(after - before, 2 * (0.5 * full_s + 0.25 * 2.5 * full_s), 1e-4);
 }
 
+// tiny-test's attention-only step of `strategy` on 2 GPUs of one node over 4096 tokens (FPDT: chunks of 2048) on a
+// cluster whose figures are those of l2_step_time plus `l2`.
+static double l2_two_gpu_step(const char *strategy, const char *l2) {
+  char path[700], text[2048];
+  snprintf(path, sizeof path, "%s/l2-2gpu.json", test_tmpdir());
+  snprintf(text, sizeof text,
+           "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
+           " \"mem_gib\": 40, \"efficiency\": {\"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_bwd_full\": 0.5,"
+           " \"attn_bwd_partial\": 0.5}%s}, \"intra_node\": {\"gbps\": 100, \"latency_us\": 2},"
+           " \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
+           l2);
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+  plan_spec s;
+  plan_spec_defaults(&s);
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, strategy, &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", path);
+  s.seq = 4096;
+  if (!strcmp(strategy, "fpdt")) s.fpdt_chunk = 2048, s.fpdt_offload = 0;
+  s.attention_only = 1;
+  plan p;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  sim_result r;
+  CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+  plan_free(&p);
+  return r.step_s;
+}
+
+// Ulysses' calls run a rank's heads over every key (4096: 256 KiB of K and V a KV head at head_dim 16), FPDT's over a
+// chunk's (2048: 128 KiB): a cache of 0.2 MiB holds FPDT's and not Ulysses', one of 0.1 MiB neither.
+TEST(sim_ulysses_and_fpdt_calls_take_the_l2_loss_by_their_own_keys) {
+  const char *loss = "\"attn_l2\": {\"fwd\": 0.5, \"bwd\": 0.25}";
+  char small[128], mid[128];
+  snprintf(small, sizeof small, ", \"l2_mb\": 0.1, %s", loss);
+  snprintf(mid, sizeof mid, ", \"l2_mb\": 0.2, %s", loss);
+  double u = l2_two_gpu_step("ulysses", ""), f = l2_two_gpu_step("fpdt", "");
+  CHECK(l2_two_gpu_step("ulysses", mid) > u);
+  CHECK(l2_two_gpu_step("fpdt", mid) == f);
+  CHECK(l2_two_gpu_step("fpdt", small) > f);
+  CHECK(l2_two_gpu_step("ulysses", ", \"l2_mb\": 0.25, \"attn_l2\": {\"fwd\": 0.5, \"bwd\": 0.25}") == u);
+}
+
 // One GPU, tiny-test, vs-like:4:256:32 over 4096 contiguous tokens: the step's time with the plans of the
 // last first_step_plans layers built in the step, and (when entries is not NULL) the tile and bar entries
 // of every layer by the planner's accounting.
