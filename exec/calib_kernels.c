@@ -180,17 +180,19 @@ static int gemm_measure(double sustained_s, double *burst, double *sustained, sr
   return rc;
 }
 
-int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *peak_tflops,
+int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *l2_mb, double *peak_tflops,
                        double *fp64_tflops, sr_error *e) {
-  int dev = 0, clock_khz = 0, bus_bits = 0;
+  int dev = 0, clock_khz = 0, bus_bits = 0, l2_bytes = 0;
   struct cudaDeviceProp prop;
   CK(cudaGetDevice(&dev), "cudaGetDevice");
   CK(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
   CK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev), "cudaDeviceGetAttribute");
   CK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev), "cudaDeviceGetAttribute");
+  CK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
   snprintf(name, size, "%s", prop.name);
   *mem_gib = (double)prop.totalGlobalMem / 1073741824.0;
   *hbm_gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;  // double data rate
+  *l2_mb = l2_bytes > 0 ? l2_bytes / 1048576.0 : calib_gpu_l2(prop.name);
   calib_gpu_peaks(prop.name, peak_tflops, fp64_tflops);
   return SR_OK;
 }
@@ -216,7 +218,7 @@ int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, 
 
 #else
 
-int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *peak_tflops,
+int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *l2_mb, double *peak_tflops,
                        double *fp64_tflops, sr_error *e) {
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (the GPU's identity needs a GPU build)");
 }

@@ -105,13 +105,17 @@ int calib_layer_fit(calib_layer *out, const gpu_desc *gpu, int heads, int kv_hea
       flops[i] = r.ratio * out->full[i] * r.tile;  // as cost_attn_time counts them
       rest[i] = out->seconds[p][i] - cost_attn_time(&r, &part);
       layer[i] = strncmp(out->shape[i], "band", 4) != 0;
+      // the call's keys are its tokens (its queries against as many keys); cost_attn_l2's test
+      out->beyond[i] = r.l2_keys > 0 && (double)out->tokens[i] > r.l2_keys;
       out->old_s[p][i] = cost_attn_time(&r, &full) + cost_attn_time(&r, &part);
     }
-    int rc = calib_fit_walk(flops, out->cells, rest, layer, out->n, &out->tflops[p], &out->walk_us[p], &out->fixed_us[p], e);
+    int rc = calib_fit_walk(flops, out->cells, rest, layer, out->beyond, out->n, &out->tflops[p], &out->walk_us[p],
+                            &out->fixed_us[p], &out->l2_slow[p], e);
     if (rc) return rc;
-    for (int i = 0; i < out->n; i++)  // the fit's own terms: a call's fixed time, its walks, its tiles
+    for (int i = 0; i < out->n; i++)  // the fit's own terms: a call's fixed time, its walks, its tiles, beyond the L2
       out->model_s[p][i] = (out->fixed_us[p] + out->cells[i] * out->walk_us[p]) * 1e-6 +
-                           flops[i] / (out->tflops[p] * 1e12) + (out->seconds[p][i] - rest[i]);
+                           flops[i] / (out->tflops[p] * 1e12) * (1 + (out->beyond[i] ? out->l2_slow[p] : 0)) +
+                           (out->seconds[p][i] - rest[i]);
   }
   return SR_OK;
 }

@@ -146,7 +146,10 @@ int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, in
   if ((rc = calib_bar_walk_fit(path, pt->flops[1][2], pt->seconds[1][2], pt->n[1][2], heads, kv_heads, head_dim,
                                cl->gpu.name, &cl->gpu.bar_walk_us, e)))
     goto done;
-  if (pt->layer.n > 0) {  // the full tiles' rates and walks from the layer-shaped calls; the ring steps against them
+  // the L2 the calls' keys are set against: the file's, else the datasheet's of the GPU it names (0: unknown)
+  if (!(cl->gpu.l2_mb > 0)) cl->gpu.l2_mb = calib_gpu_l2(cl->gpu.name);
+  if (pt->layer.n > 0) {  // the full tiles' rates, walks and loss beyond the L2 from the layer-shaped calls; the ring
+                          // steps against them
     if ((rc = calib_layer_fit(&pt->layer, &cl->gpu, heads, kv_heads, head_dim, e))) {
       char why[sizeof e->msg];  // the message is rewritten
       snprintf(why, sizeof why, "%s", e->msg);
@@ -154,11 +157,12 @@ int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, in
       goto done;
     }
     cl->gpu.eff_attn_fwd_full = pt->layer.tflops[0] / peak, cl->gpu.eff_attn_bwd_full = pt->layer.tflops[1] / peak;
-    for (int p = 0; p < 2; p++) cl->gpu.attn_walk_us[p] = pt->layer.walk_us[p];
+    for (int p = 0; p < 2; p++)
+      cl->gpu.attn_walk_us[p] = pt->layer.walk_us[p], cl->gpu.attn_l2[p] = pt->layer.l2_slow[p];
     slopes = cl->gpu;
-  } else {  // a log from before them: the file's walks (none) stay out of the rule before them
-    cl->gpu.attn_walk_us[0] = cl->gpu.attn_walk_us[1] = 0;
-    slopes.attn_walk_us[0] = slopes.attn_walk_us[1] = 0;
+  } else {  // a log from before them: the file's walks and L2 loss (none) stay out of the rule before them
+    cl->gpu.attn_walk_us[0] = cl->gpu.attn_walk_us[1] = 0, cl->gpu.attn_l2[0] = cl->gpu.attn_l2[1] = 0;
+    slopes.attn_walk_us[0] = slopes.attn_walk_us[1] = 0, slopes.attn_l2[0] = slopes.attn_l2[1] = 0;
   }
   rc = refit_ring(pt, &slopes, cl, heads, kv_heads, head_dim, e);
 done:

@@ -61,10 +61,13 @@ int calib_ring_config_model(const gpu_desc *gpu, int i, int heads, int kv_heads,
       const work_count *c = &counts[((int64_t)h * W + q_rank) * W + src];
       wc.full += c->full, wc.partial += c->partial, wc.bars += c->bars, wc.runs += c->runs, wc.pairs += c->pairs;
     }
-    // the kernels' walks where gpu gives them (calib_layer_fit's; adding 0 leaves the sums as before them)
-    double cells = cost_ring_cells(&wc, qt, heads);
-    out->kernel_s[0][i] += cost_attn_fwd(gpu, &m, &wc) + cost_attn_walks(gpu, 0, cells);
-    out->kernel_s[1][i] += cost_attn_bwd(gpu, &m, &wc) + cost_attn_walks(gpu, 1, cells);
+    // the kernels' walks and the FULL tiles' loss beyond the L2 where gpu gives them (calib_layer_fit's; adding 0
+    // leaves the sums as before them)
+    double cells = cost_ring_cells(&wc, qt, heads), keys = (double)l.rank_count[src];
+    cost_attn_rates rf, rb;
+    cost_attn_rates_init(gpu, &m, 0, &rf), cost_attn_rates_init(gpu, &m, 1, &rb);
+    out->kernel_s[0][i] += cost_attn_fwd(gpu, &m, &wc) + cost_attn_l2(&rf, &wc, keys) + cost_attn_walks(gpu, 0, cells);
+    out->kernel_s[1][i] += cost_attn_bwd(gpu, &m, &wc) + cost_attn_l2(&rb, &wc, keys) + cost_attn_walks(gpu, 1, cells);
     out->cells[i] += cells;
   }
   pattern_free(&pat), layout_free(&l), free(counts);

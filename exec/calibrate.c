@@ -79,42 +79,72 @@ int calib_fit_ring_step(const double *steps, const double *cells, const double *
   return rc;
 }
 
-// Three terms where the data separate them: a call's fixed time, its walks' (each (query tile, head) cell loads its Q
-// tile and ends in an epilogue whatever its walk's length, so short walks run below the rate of long ones) and its
-// tiles'. Weighted by 1 / seconds^2 as the link fit, so that the short calls count as much as the long ones.
-int calib_fit_walk(const double *flops, const double *cells, const double *seconds, const int *layer, int n,
-                   double *tflops, double *walk_us, double *fixed_us, sr_error *e) {
-  if (n < 3) return sr_input_error(e, NULL, "layer calls", "the walk's fit needs at least 3 timed calls, got %d", n);
-  gsl_matrix *X = gsl_matrix_alloc((size_t)n, 3), *cov = gsl_matrix_alloc(3, 3);
-  gsl_vector *y = gsl_vector_alloc((size_t)n), *w = gsl_vector_alloc((size_t)n), *c = gsl_vector_alloc(3);
-  gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc((size_t)n, 3);
-  int rc = SR_OK;
-  double fixed = 0, walk = 0, per_flop = 0;
-  if (!X || !cov || !y || !w || !c || !ws) {
-    rc = sr_internal_error(e, 0, "out of memory");
-  } else {
-    for (int i = 0; i < n; i++) {
-      gsl_matrix_set(X, (size_t)i, 0, 1.0);
-      gsl_matrix_set(X, (size_t)i, 1, cells[i]);
-      gsl_matrix_set(X, (size_t)i, 2, flops[i]);
-      gsl_vector_set(y, (size_t)i, seconds[i]);
-      gsl_vector_set(w, (size_t)i, seconds[i] > 0 ? 1.0 / (seconds[i] * seconds[i]) : 0);
+// Weighted least squares of seconds over k <= 4 columns (weights 1 / seconds^2), over the calls `use` marks (NULL:
+// all): the coefficients in c. 0; -1 when the calls do not separate the columns (rank below k); 1 out of memory.
+static int fit_columns(const double *const *cols, int k, const double *seconds, const int *use, int n, double *c) {
+  int m = 0;
+  for (int i = 0; i < n; i++) m += !use || use[i];
+  if (m < k) return -1;
+  gsl_matrix *X = gsl_matrix_alloc((size_t)m, (size_t)k), *cov = gsl_matrix_alloc((size_t)k, (size_t)k);
+  gsl_vector *y = gsl_vector_alloc((size_t)m), *w = gsl_vector_alloc((size_t)m), *cv = gsl_vector_alloc((size_t)k);
+  gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc((size_t)m, (size_t)k);
+  int rc = 1;
+  if (X && cov && y && w && cv && ws) {
+    for (int i = 0, row = 0; i < n; i++) {
+      if (use && !use[i]) continue;
+      for (int j = 0; j < k; j++) gsl_matrix_set(X, (size_t)row, (size_t)j, cols[j][i]);
+      gsl_vector_set(y, (size_t)row, seconds[i]);
+      gsl_vector_set(w, (size_t)row++, seconds[i] > 0 ? 1.0 / (seconds[i] * seconds[i]) : 0);
     }
     size_t rank = 0;
     double chisq;
-    if (gsl_multifit_wlinear_tsvd(X, w, y, 1e-12, c, cov, &chisq, &rank, ws) || rank < 3)
-      rc = sr_input_error(e, NULL, "layer calls", "the calls do not separate a call's fixed time, its walks and its tiles");
-    else
-      fixed = gsl_vector_get(c, 0), walk = gsl_vector_get(c, 1), per_flop = gsl_vector_get(c, 2);
+    rc = gsl_multifit_wlinear_tsvd(X, w, y, 1e-12, cv, cov, &chisq, &rank, ws) || rank < (size_t)k ? -1 : 0;
+    for (int j = 0; !rc && j < k; j++) c[j] = gsl_vector_get(cv, (size_t)j);
   }
   if (X) gsl_matrix_free(X);
   if (cov) gsl_matrix_free(cov);
   if (y) gsl_vector_free(y);
   if (w) gsl_vector_free(w);
-  if (c) gsl_vector_free(c);
+  if (cv) gsl_vector_free(cv);
   if (ws) gsl_multifit_linear_free(ws);
-  if (rc) return rc;
-  if (!(walk > 0)) {
+  return rc;
+}
+
+// Three terms where the data separate them: a call's fixed time, its walks' (each (query tile, head) cell loads its Q
+// tile and ends in an epilogue whatever its walk's length, so short walks run below the rate of long ones) and its
+// tiles'; a fourth, the FULL tiles' loss in calls whose keys outgrow the L2 cache (sim/cost.c, cost_attn_l2), where
+// the layer-shaped calls hold some beyond it and some within. Weighted by 1 / seconds^2 as the link fit, so that the
+// short calls count as much as the long ones.
+int calib_fit_walk(const double *flops, const double *cells, const double *seconds, const int *layer, const int *beyond,
+                   int n, double *tflops, double *walk_us, double *fixed_us, double *l2_slow, sr_error *e) {
+  *l2_slow = 0;
+  if (n < 3) return sr_input_error(e, NULL, "layer calls", "the walk's fit needs at least 3 timed calls, got %d", n);
+  int within = 0, past = 0;
+  for (int i = 0; beyond && i < n; i++)
+    if (layer[i]) past += beyond[i] != 0, within += beyond[i] == 0;
+  int l2 = within > 0 && past > 0;
+  double *one = malloc(sizeof(double) * (size_t)n), *extra = malloc(sizeof(double) * (size_t)n), c[4] = {0};
+  if (!one || !extra) {
+    free(one), free(extra);
+    return sr_internal_error(e, 0, "out of memory");
+  }
+  for (int i = 0; i < n; i++) one[i] = 1.0, extra[i] = l2 && beyond[i] ? flops[i] : 0;
+  const double *cols[4] = {one, cells, flops, extra}, *no_walk[3] = {one, flops, extra};
+  int rc = fit_columns(cols, l2 ? 4 : 3, seconds, NULL, n, c);
+  double fixed = c[0], walk = c[1], per_flop = c[2], per_l2 = l2 ? c[3] : 0;
+  if (!rc && l2 && !(walk > 0)) {
+    // No cost a walk: the rates of the layer-shaped calls alone (the short ones would pull them towards their own).
+    rc = fit_columns(no_walk, 3, seconds, layer, n, c);
+    fixed = c[0], walk = 0, per_flop = c[1], per_l2 = c[2];
+  }
+  free(one), free(extra);
+  if (rc > 0) return sr_internal_error(e, 0, "out of memory");
+  if (rc)
+    return sr_input_error(e, NULL, "layer calls",
+                          "the calls do not separate a call's fixed time, its walks and its tiles");
+  if (l2 && per_flop > 0 && !(per_l2 > 0))  // the calls beyond the L2 run no slower a tile: the rule without the term
+    return calib_fit_walk(flops, cells, seconds, layer, NULL, n, tflops, walk_us, fixed_us, l2_slow, e);
+  if (!l2 && !(walk > 0)) {
     // No cost a walk: the rate of the layer-shaped calls alone (the short ones would pull it towards their own).
     double f[CALIB_LAYER_CALLS], t[CALIB_LAYER_CALLS], fixed_pos_us;
     int m = 0;
@@ -126,7 +156,7 @@ int calib_fit_walk(const double *flops, const double *cells, const double *secon
     return SR_OK;
   }
   if (!(per_flop > 0)) return sr_input_error(e, NULL, "layer calls", "time does not grow with the calls' tiles");
-  *tflops = 1.0 / per_flop / 1e12, *walk_us = walk * 1e6, *fixed_us = fixed * 1e6;
+  *tflops = 1.0 / per_flop / 1e12, *walk_us = walk * 1e6, *fixed_us = fixed * 1e6, *l2_slow = per_l2 / per_flop;
   return SR_OK;
 }
 
@@ -139,6 +169,17 @@ void calib_gpu_peaks(const char *name, double *peak_tflops, double *fp64_tflops)
   else if (strstr(name, "H100") && strstr(name, "PCIe")) *peak_tflops = 756, *fp64_tflops = 26;
   else if (strstr(name, "H100")) *peak_tflops = 989, *fp64_tflops = 34;
   else if (strstr(name, "A100") || strstr(name, "A800")) *peak_tflops = 312, *fp64_tflops = 9.7;
+}
+
+// NVIDIA's architecture whitepapers: A100 40 MB of L2 (NVIDIA A100 Tensor Core GPU Architecture, 2020), H100 50 MB on
+// both the SXM5 and the PCIe board (NVIDIA H100 Tensor Core GPU Architecture, 2022). The H200's datasheet does not list
+// its L2; it is the H100 SXM's Hopper GH100 with 141 GB of HBM3e (docs/design.md, "A call's keys beyond the L2
+// cache"), taken here at the H100's 50 MB. The export boards (A800, H800) are left unknown: no datasheet we found
+// gives theirs.
+double calib_gpu_l2(const char *name) {
+  if (strstr(name, "H100") || strstr(name, "H200")) return 50;
+  if (strstr(name, "A100")) return 40;
+  return 0;
 }
 
 static int cmp_double(const void *x, const void *y) {

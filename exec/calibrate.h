@@ -38,14 +38,18 @@ int calib_p2p(comm *c, int a, int b, const int64_t *sizes, int n, int reps, doub
 // other ranks), median of reps; seconds[] on every rank.
 int calib_alltoall(comm *c, const int64_t *sizes, int n, int reps, double *seconds, sr_error *e);
 
-// The GPU this rank runs on: its name, memory (GiB) and HBM bandwidth (GB/s, from the memory clock and bus
-// width: 2 transfers a clock) from the device, and its dense bf16 and FP64 vector peaks (TFLOP/s) from the
+// The GPU this rank runs on: its name, memory (GiB), HBM bandwidth (GB/s, from the memory clock and bus width: 2
+// transfers a clock) and L2 cache (MiB) from the device, and its dense bf16 and FP64 vector peaks (TFLOP/s) from the
 // datasheets of the GPUs known here (calib_gpu_peaks; 0 when the name is not known). CUDA only.
-int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *peak_tflops,
+int calib_gpu_identity(char *name, size_t size, double *mem_gib, double *hbm_gbps, double *l2_mb, double *peak_tflops,
                        double *fp64_tflops, sr_error *e);
 // Datasheet peaks of a GPU by its device name (dense bf16 tensor-core and FP64 vector TFLOP/s): H200, H100
 // SXM and PCIe, H800, A100, A800; 0 and 0 when unknown.
 void calib_gpu_peaks(const char *name, double *peak_tflops, double *fp64_tflops);
+
+// The L2 cache in MiB of a GPU by its device name (the whitepapers' "MB": A100 40, H100 SXM and PCIe 50, H200 50 as
+// the H100 SXM's die); 0 when unknown.
+double calib_gpu_l2(const char *name);
 
 // SM count and shared memory an SM (KiB) of a GPU by its device name (datasheets: H100 SXM and PCIe, H200, H800,
 // A100, A800); 0 and 0 when unknown.
@@ -91,15 +95,18 @@ int calib_kernels_measure(comm *c, double peak_tflops, int heads, int kv_heads, 
 int calib_fit_ring_step(const double *steps, const double *cells, const double *extra_s, const double *total_s, int n,
                         double *step_us, double *cell_us, sr_error *e);
 
-// Fit seconds = fixed + cells x walk + flops / rate over n >= 3 timed calls by least squares weighted by
-// 1 / seconds^2 (relative errors): flops the FLOPs of a call's FULL tiles, cells its (query tile, head) walks,
-// seconds what remains of its time beyond its other tiles at their rates. Outputs TFLOP/s and microseconds (the walk's
-// and the call's fixed time, the latter reported only: the ring-step fit measures a step's fixed time). Where the walk
-// comes out negative (longer walks no cheaper a tile: the data show no cost per walk), it is 0 and the rate is
-// refitted with the fixed time over the calls marked layer[i] alone, the ones shaped like a layer's. Input error when
-// the calls do not separate the terms or give no positive rate.
-int calib_fit_walk(const double *flops, const double *cells, const double *seconds, const int *layer, int n,
-                   double *tflops, double *walk_us, double *fixed_us, sr_error *e);
+// Fit seconds = fixed + cells x walk + flops / rate x (1 + l2_slow x beyond) over n >= 3 timed calls by least
+// squares weighted by 1 / seconds^2 (relative errors): flops the FLOPs of a call's FULL tiles, cells its (query tile,
+// head) walks, beyond[i] whether its keys' K and V outgrow the L2 cache (sim/cost.h, cost_attn_l2; NULL: none),
+// seconds what remains of its time beyond its other tiles at their rates. Outputs TFLOP/s, microseconds (the walk's
+// and the call's fixed time, the latter reported only: the ring-step fit measures a step's fixed time) and l2_slow, a
+// fraction of a FULL tile's time. Where the walk comes out negative (longer walks no cheaper a tile: the data show no
+// cost per walk), it is 0 and the rate is refitted with the fixed time over the calls marked layer[i] alone, the ones
+// shaped like a layer's. l2_slow is fitted only where the layer calls hold some beyond the cache and some within, and
+// is 0 otherwise or where it comes out no loss (the fit is then the one without it, bit for bit). Input error when the
+// calls do not separate the terms or give no positive rate.
+int calib_fit_walk(const double *flops, const double *cells, const double *seconds, const int *layer, const int *beyond,
+                   int n, double *tflops, double *walk_us, double *fixed_us, double *l2_slow, sr_error *e);
 
 #define CALIB_LAYER_LENGTHS 8                           // shard lengths the layer-shaped calls are timed at, at most
 #define CALIB_LAYER_CALLS (2 + 2 * CALIB_LAYER_LENGTHS)  // with the two short walks
@@ -117,10 +124,11 @@ typedef struct {
   double seconds[2][CALIB_LAYER_CALLS];  // [fwd, bwd] measured, one call
   double model_s[2][CALIB_LAYER_CALLS];  // the fitted cost model's time of the call (calib_layer_fit)
   double old_s[2][CALIB_LAYER_CALLS];    // the time the efficiencies given to the fit (no walks) say: the rule before
-  double tflops[2], walk_us[2], fixed_us[2];  // the fit per phase (calib_fit_walk)
+  int beyond[CALIB_LAYER_CALLS];         // the call's keys' K and V outgrow the L2 cache (cost_attn_l2; set by the fit)
+  double tflops[2], walk_us[2], fixed_us[2], l2_slow[2];  // the fit per phase (calib_fit_walk)
 } calib_layer;
 
-// Parse --layer-lengths: a comma-separated list of token counts ("16K,32K,64K"), each a multiple of 128 in
+// Parse --layer-lengths: a comma-separated list of token counts ("16K,32K,64K,128K"), each a multiple of 128 in
 // [1K, 256K], at most CALIB_LAYER_LENGTHS; "none": no layer-shaped calls (*n = 0).
 int calib_layer_lengths_parse(const char *text, int64_t *lengths, int *n, sr_error *e);
 // Append the call `shape` ("band8", "band32", "off", "diag") over `tokens` queries to out (index out->n, times 0)
@@ -131,9 +139,10 @@ int calib_layer_add(calib_layer *out, const char *shape, int64_t tokens, int hea
 // and run faster). CUDA only.
 int calib_layer_measure(const int64_t *lengths, int n_lengths, int heads, int kv_heads, int head_dim, calib_layer *out,
                         sr_error *e);
-// Fit each phase's FULL-tile rate and walk over out's calls (calib_fit_walk; layer-shaped: off and diag), their
-// PARTIAL tiles charged at gpu's partial efficiencies as the simulator charges them; fills tflops, walk_us, fixed_us,
-// model_s, and old_s (gpu's efficiencies as given, no walks).
+// Fit each phase's FULL-tile rate, walk and loss beyond the L2 cache over out's calls (calib_fit_walk; layer-shaped:
+// off and diag; beyond the cache: the calls whose keys do, at gpu's l2_mb and head_dim, cost_attn_l2's test), their
+// PARTIAL tiles charged at gpu's partial efficiencies as the simulator charges them; fills beyond, tflops, walk_us,
+// fixed_us, l2_slow, model_s, and old_s (gpu's efficiencies as given, no walks).
 int calib_layer_fit(calib_layer *out, const gpu_desc *gpu, int heads, int kv_heads, int head_dim, sr_error *e);
 
 #define CALIB_RING_CONFIGS 10  // (layout, ring size) pairs the ring-step benchmark runs

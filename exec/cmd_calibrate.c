@@ -42,11 +42,12 @@ static const cli_flag calibrate_flags[] = {
     {"gemm-seconds", "S", "6",
      "seconds of back-to-back GEMMs for the sustained GEMM rate a training step sees (the second half timed; 0: "
      "none, the simulator then takes its fixed share of the burst rate)"},
-    {"layer-lengths", "LIST", "16K,32K,64K",
+    {"layer-lengths", "LIST", "16K,32K,64K,128K",
      "cuda: shard lengths at which to time attention calls shaped like a ring layer's (its queries against an earlier "
-     "shard, and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates and each "
-     "walk's cost (gpu.attn_walk) are fitted to them; none: the full-tile rates of the kernel benchmark's short calls, "
-     "as before"},
+     "shard, and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates, each "
+     "walk's cost (gpu.attn_walk) and the full tiles' loss in calls whose keys outgrow the L2 cache (gpu.attn_l2: "
+     "at d 128 on 40-50 MB of L2, 128K keys do) are fitted to them; none: the full-tile rates of the kernel "
+     "benchmark's short calls, as before"},
     {"log", cli_out_file, NULL, "write every measured point as CSV"},
     {"refit", "CSV", NULL,
      "no measuring: calibrate again from an earlier calibration's --log under today's fitting rules (the attention "
@@ -58,8 +59,10 @@ static const cli_usage calibrate_usage = {
     NULL, "mpirun -np 2 sparsering-exec calibrate --backend cuda --cluster h200-1x2 --out measured.json",
     {calibrate_flags, NULL}};
 
+static void print_l2(const double *slow, double l2_mb, int past);
+
 // The layer-shaped calls against the fit: measured, the fitted model, and the rule before (the short calls' rates).
-static void print_layer(const calib_layer *ly, double peak) {
+static void print_layer(const calib_layer *ly, double peak, double l2_mb) {
   const char *ph[2] = {"fwd", "bwd"};
   printf("attention calls shaped like a layer's (random inputs): measured | fitted model | the short calls' rates alone\n");
   for (int i = 0; i < ly->n; i++) {
@@ -74,6 +77,26 @@ static void print_layer(const calib_layer *ly, double peak) {
   for (int p = 0; p < 2; p++)
     printf("attention %s full tiles: %.0f TFLOP/s = %.3f of peak; %.4f us a (query tile, head) walk; %.1f us a call\n",
            ph[p], ly->tflops[p], ly->tflops[p] / peak, ly->walk_us[p], ly->fixed_us[p]);
+  int past = 0;
+  for (int i = 0; i < ly->n; i++) past += ly->beyond[i];
+  print_l2(ly->l2_slow, l2_mb, past);
+}
+
+// The FULL tiles' loss beyond the L2 cache as fitted (sim/cost.h, cost_attn_l2), or why none was: past, the
+// layer-shaped calls whose keys outgrow the cache (-1: not known here).
+static void print_l2(const double *slow, double l2_mb, int past) {
+  if (!(l2_mb > 0)) printf("attention beyond the L2 cache: not modelled (the GPU's L2 is not known here)\n");
+  else if (slow[0] > 0 || slow[1] > 0)
+    printf("attention beyond the L2 cache (%.0f MiB): a FULL tile %+.1f%% forward, %+.1f%% backward in calls whose "
+           "keys' K and V (one KV head) outgrow it\n", l2_mb, 100 * slow[0], 100 * slow[1]);
+  else if (past == 0)
+    printf("attention beyond the L2 cache (%.0f MiB): no layer-shaped call's keys outgrow it (longer --layer-lengths "
+           "would), not modelled\n", l2_mb);
+  else if (past > 0)
+    printf("attention beyond the L2 cache (%.0f MiB): the calls beyond it run no slower a tile, not modelled\n", l2_mb);
+  else
+    printf("attention beyond the L2 cache (%.0f MiB): not modelled (no layer-shaped call's keys outgrow it, or those "
+           "that do run no slower a tile)\n", l2_mb);
 }
 
 // --refit: the kept timings of an earlier calibration fitted again (calib_refit_from_log), on the host alone.
@@ -108,6 +131,7 @@ static int refit(cli_args *a, int heads, int kvh, int hd, const char *prog) {
   if (walks)
     printf("attention walks (from the layer-shaped calls): fwd %.4f us, bwd %.4f us a (query tile, head) walk\n",
            cl.gpu.attn_walk_us[0], cl.gpu.attn_walk_us[1]);
+  if (walks || cl.gpu.attn_l2[0] > 0 || cl.gpu.attn_l2[1] > 0) print_l2(cl.gpu.attn_l2, cl.gpu.l2_mb, -1);
   printf("ring step beyond the kernel: fwd %.1f us + %.3f us a cell, bwd %.1f us + %.3f us a cell\n", cl.gpu.ring_step_us[0],
          cl.gpu.ring_cell_us[0], cl.gpu.ring_step_us[1], cl.gpu.ring_cell_us[1]);
   if (cl.gpu.bar_walk_us > 0)
@@ -142,7 +166,7 @@ static int cmd_calibrate(int argc, char **argv) {
     return sr_error_report(&e, prog);
   int64_t lengths[CALIB_LAYER_LENGTHS];
   int n_lengths = 0;
-  if (calib_layer_lengths_parse(cli_get(&a, "layer-lengths", "16K,32K,64K"), lengths, &n_lengths, &e))
+  if (calib_layer_lengths_parse(cli_get(&a, "layer-lengths", "16K,32K,64K,128K"), lengths, &n_lengths, &e))
     return sr_error_report(&e, prog);
   const char *out = cli_get(&a, "out", NULL);
   if (!out) {
@@ -197,17 +221,17 @@ static int cmd_calibrate(int argc, char **argv) {
     // The GPU measured, not the cluster file's: its name, memory and HBM from the device, its peaks from the
     // datasheets (kept from the file when the name is not known), before the efficiencies relative to them.
     char gname[sizeof cl.gpu.name];
-    double mem_gib, hbm, peak, fp64;
-    if (calib_gpu_identity(gname, sizeof gname, &mem_gib, &hbm, &peak, &fp64, &e)) fail(&c, &e);
+    double mem_gib, hbm, l2_mb, peak, fp64;
+    if (calib_gpu_identity(gname, sizeof gname, &mem_gib, &hbm, &l2_mb, &peak, &fp64, &e)) fail(&c, &e);
     if (c.rank == 0) {
-      printf("GPU: %s, %.1f GiB, HBM %.0f GB/s (the file said %s, %.1f GiB, %.0f GB/s)", gname, mem_gib, hbm, cl.gpu.name,
-             cl.gpu.mem_gib, cl.gpu.hbm_gbps);
+      printf("GPU: %s, %.1f GiB, HBM %.0f GB/s, L2 %.0f MiB (the file said %s, %.1f GiB, %.0f GB/s)", gname, mem_gib,
+             hbm, l2_mb, cl.gpu.name, cl.gpu.mem_gib, cl.gpu.hbm_gbps);
       if (peak > 0) printf("; datasheet peaks %.0f bf16 / %.1f FP64 TFLOP/s\n", peak, fp64);
       else printf("; peaks of %s unknown here: the file's %.0f bf16 / %.1f FP64 TFLOP/s kept\n", gname, cl.gpu.peak_tflops,
                   cl.gpu.fp64_tflops);
     }
     snprintf(cl.gpu.name, sizeof cl.gpu.name, "%s", gname);
-    cl.gpu.mem_gib = mem_gib, cl.gpu.hbm_gbps = hbm;
+    cl.gpu.mem_gib = mem_gib, cl.gpu.hbm_gbps = hbm, cl.gpu.l2_mb = l2_mb;
     if (peak > 0) cl.gpu.peak_tflops = peak, cl.gpu.fp64_tflops = fp64;
     calib_kernels k;
     const char *kind[3] = {"full", "partial", "bar"}, *ph[2] = {"fwd", "bwd"};
@@ -247,6 +271,7 @@ static int cmd_calibrate(int argc, char **argv) {
                         {&slopes.eff_attn_bwd_full, &slopes.eff_attn_bwd_partial, &slopes.eff_attn_bwd_bar}};
     for (int p = 0; p < 2; p++)
       for (int j = 0; j < 3; j++) *se[p][j] = k.attn_slope_tflops[p][j] / cl.gpu.peak_tflops;
+    cl.gpu.attn_l2[0] = cl.gpu.attn_l2[1] = 0;  // fitted below with the layer-shaped calls, else not modelled
     if (n_lengths > 0) {
       calib_layer ly;
       if (calib_layer_measure(lengths, n_lengths, (int)heads, (int)kvh, (int)hd, &ly, &e) ||
@@ -254,7 +279,8 @@ static int cmd_calibrate(int argc, char **argv) {
         fail(&c, &e);
       cl.gpu.eff_attn_fwd_full = ly.tflops[0] / cl.gpu.peak_tflops, cl.gpu.eff_attn_bwd_full = ly.tflops[1] / cl.gpu.peak_tflops;
       for (int p = 0; p < 2; p++) cl.gpu.attn_walk_us[p] = ly.walk_us[p];
-      if (c.rank == 0) print_layer(&ly, cl.gpu.peak_tflops);
+      for (int p = 0; p < 2; p++) cl.gpu.attn_l2[p] = ly.l2_slow[p];
+      if (c.rank == 0) print_layer(&ly, cl.gpu.peak_tflops, cl.gpu.l2_mb);
       for (int i = 0; i < ly.n; i++)
         sr_buf_printf(&log, "layer_%s,%lld,%.3f,%.3f\n", ly.shape[i], (long long)ly.tokens[i], ly.seconds[0][i] * 1e6,
                       ly.seconds[1][i] * 1e6);

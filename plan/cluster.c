@@ -71,9 +71,10 @@ static void gpu_defaults(gpu_desc *g) {
 static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error *e) {
   static const char *const known[] = {"name",          "peak_tflops", "fp64_tflops",   "fp8_tflops", "hbm_gbps",
                                       "mem_gib",       "efficiency",  "comm_slowdown", "ring_step",  "adaspa_search_ratio",
-                                      "bar_walk_us",   "attn_walk",  NULL};
+                                      "bar_walk_us",   "attn_walk",   "l2_mb",         "attn_l2",    NULL};
   static const char *const known_ring[] = {"fwd_us", "bwd_us", "fwd_cell_us", "bwd_cell_us", NULL};
   static const char *const known_walk[] = {"fwd_us", "bwd_us", NULL};
+  static const char *const known_l2[] = {"fwd", "bwd", NULL};
   static const char *const known_eff[] = {"gemm",          "gemm_sustained",   "attn_fwd_full", "attn_fwd_partial",
                                           "attn_fwd_bar",  "attn_bwd_full",    "attn_bwd_partial", "attn_bwd_bar",
                                           "mem",           NULL};
@@ -132,6 +133,26 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
     if ((rc = json_check_known(walk, known_walk, file, "gpu.attn_walk", e))) return rc;
     for (int i = 0; known_walk[i]; i++)
       if ((rc = get_latency(walk, known_walk[i], &g->attn_walk_us[i], file, "gpu.attn_walk", e))) return rc;
+  }
+  // optional: the L2 cache and the FULL tiles' slowdown beyond it (written back only when given; absent: not modelled)
+  if ((rc = get_positive(gpu, "l2_mb", 0, 1e4, "MiB", &g->l2_mb, file, "gpu", e))) return rc;
+  const cJSON *l2 = cJSON_GetObjectItemCaseSensitive(gpu, "attn_l2");
+  if (l2 && !cJSON_IsNull(l2)) {
+    if (!cJSON_IsObject(l2)) return sr_input_error(e, file, "gpu.attn_l2", "expected an object {fwd, bwd}");
+    if ((rc = json_check_known(l2, known_l2, file, "gpu.attn_l2", e))) return rc;
+    for (int i = 0; known_l2[i]; i++) {
+      double v = NAN;
+      char f[32];
+      snprintf(f, sizeof f, "gpu.attn_l2.%s", known_l2[i]);
+      if ((rc = json_get_num(l2, known_l2[i], 0, -INFINITY, INFINITY, &v, file, "gpu.attn_l2", e))) return rc;
+      if (isnan(v)) continue;
+      // a tile whose keys leave the cache does not run faster (>= 0); over ten times its time is a typo
+      if (!(v >= 0 && v <= 10))
+        return sr_input_error(e, file, f, "%g is out of range [0, 10] (a fraction of a FULL tile's time)", v);
+      g->attn_l2[i] = v;
+    }
+    if ((g->attn_l2[0] > 0 || g->attn_l2[1] > 0) && !(g->l2_mb > 0))
+      return sr_input_error(e, file, "gpu.attn_l2", "given without gpu.l2_mb, the cache it is beyond");
   }
   return SR_OK;
 }
@@ -305,6 +326,12 @@ char *cluster_to_json(const cluster_desc *c) {
     cJSON *walk = add_obj(gpu, "attn_walk", &ok);
     add_num(walk, "fwd_us", g->attn_walk_us[0], &ok);
     add_num(walk, "bwd_us", g->attn_walk_us[1], &ok);
+  }
+  if (g->l2_mb > 0) add_num(gpu, "l2_mb", g->l2_mb, &ok);
+  if (g->attn_l2[0] > 0 || g->attn_l2[1] > 0) {
+    cJSON *l2 = add_obj(gpu, "attn_l2", &ok);
+    add_num(l2, "fwd", g->attn_l2[0], &ok);
+    add_num(l2, "bwd", g->attn_l2[1], &ok);
   }
   if (c->gpus_per_node > 1) {
     cJSON *intra = add_obj(root, "intra_node", &ok);

@@ -43,6 +43,14 @@ typedef struct {
   // call of c walks pays c x attn_walk_us. [0] forward, [1] backward; 0 = not modelled (sim/cost.h,
   // cost_attn_walks). Fitted by sparsering-exec calibrate over calls shaped like a layer's (exec/calib_layer.c).
   double attn_walk_us[2];
+  // The L2 cache in MiB (the datasheets' "MB": A100 40, H100 and H200 50; sparsering-exec calibrate reads the
+  // device's); 0 = not given. With attn_l2 it decides which kernel calls' FULL tiles run slower (sim/cost.h,
+  // cost_attn_l2).
+  double l2_mb;
+  // How much longer a FULL tile takes in a kernel call whose keys' K and V (one KV head, bf16) outgrow the L2
+  // cache, as a fraction of its time at the FULL efficiency: [0] forward, [1] backward; 0 = not modelled. Fitted by
+  // sparsering-exec calibrate over calls shaped like a layer's (exec/calib_layer.c) where some outgrow the L2.
+  double attn_l2[2];
 } gpu_desc;
 
 typedef struct {

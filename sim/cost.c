@@ -44,7 +44,29 @@ void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cos
   // PARTIAL tile on one H200, i.e. at the same rate per element within 3%).
   a->partial = peak * (ep > 0 ? ep : 1);
   a->bars = peak * (eb > 0 ? eb : 1);
+  // A key's K and V rows of one KV head: 2 x head_dim bf16 values each (the kernels' operands, kernels/sparse_attn.h).
+  a->l2_keys = g->l2_mb > 0 && m->head_dim > 0 ? g->l2_mb * 1048576.0 / (2.0 * 2.0 * m->head_dim) : 0;
+  a->l2_slow = a->l2_keys > 0 ? g->attn_l2[bwd ? 1 : 0] : 0;
 }
+
+// A call's FULL tiles beyond the L2 cache (cost_attn_l2, inline in cost.h). The forward kernel runs one CTA per (query
+// tile, head) cell (docs/design.md, "A kernel call's walks"), and every CTA of a KV head streams the same K and V
+// tiles through L2 (the FlashAttention-2 tiling, Dao 2023 sec. 3.1): a tile read by one CTA is served from L2 to the
+// next that reads it only if the K and V touched in between still fit. For a walk that streams more data than the
+// cache holds, an LRU cache misses every such reuse and one that fits hits them all: an access hits if its stack
+// distance (the distinct data touched since its last use) is below the capacity (Mattson, Gecsei, Slutz & Traiger
+// 1970), which for a cyclic walk over keys x (2 x head_dim x 2 B) bytes is that footprint, whatever the position. So
+// two rates, a step at the cache's size rather than a ramp: the FULL efficiency where the call's keys fit, and
+// 1 + gpu.attn_l2 times the tile's time where they do not (how much of the extra traffic the kernel's pipelined loads
+// hide is not derived: the factor is fitted). Measured on one H100 (50 MB L2; K and V of one KV head at d 128 are
+// 512 B a key): the one-rate fit puts the 16K-64K off-diagonal calls (8-32 MiB) 8% to 1% above their times and the
+// 128K one (64 MiB) 7.7% below, its backward 0.2% (results/sim/2026-11-27-h100-calib-layer-walks; docs/design.md, "A
+// call's keys beyond the L2 cache", has the fit and the alternatives); the size it steps at is the cluster file's
+// gpu.l2_mb (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020: 40 MB; NVIDIA H100 Tensor Core GPU
+// Architecture whitepaper, 2022: 50 MB for the SXM5 and PCIe boards; the H200's, not in its datasheet, assumed the
+// H100 SXM's, docs/design.md). The step is charged on the call's key count (the source shard a ring step's keys come from), which
+// the simulator's per-call work counts give, rather than on each walk's length, which they do not (docs/design.md,
+// "A call's keys beyond the L2 cache"); fitted by sparsering-exec calibrate (exec/calib_layer.c).
 
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w) {
   cost_attn_rates a;

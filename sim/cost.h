@@ -29,6 +29,8 @@ typedef struct {
   double tile, run, bar;         // FLOPs of a tile, a run, a bar (cost_tile_flops, ...)
   double full, partial, bars;    // peak x efficiency of each kind (FLOP/s)
   int zero;                      // no peak: every count costs 0
+  double l2_keys;                // keys whose K and V of one KV head fill the L2 cache (cost_attn_l2; 0: none given)
+  double l2_slow;                // gpu.attn_l2 of the phase where the file gives the L2, else 0
 } cost_attn_rates;
 // The rates of the forward (bwd = 0) or the backward (bwd = 1).
 void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cost_attn_rates *a);
@@ -41,6 +43,15 @@ static inline double cost_attn_time(const cost_attn_rates *a, const work_count *
   if (w->runs) t += a->ratio * (double)w->runs * a->run / a->partial;
   if (w->bars) t += a->ratio * (double)w->bars * a->bar / a->bars;
   return t;
+}
+// Seconds a kernel call's FULL tiles take beyond cost_attn_time's when the K and V of its `keys` keys for one KV head
+// (bf16) outgrow the GPU's L2 cache: gpu.attn_l2 of the phase times their time at the FULL rate; 0 when the call's
+// keys fit (keys <= a->l2_keys) or the file gives no gpu.l2_mb or gpu.attn_l2, so that files without them cost the same
+// bits as before (sim/cost.c says why a step at the cache's size). keys: the call's key count, the source shard's.
+// (Inline: costed for every rank and step of a layer.)
+static inline double cost_attn_l2(const cost_attn_rates *a, const work_count *w, double keys) {
+  if (a->zero || !(a->l2_slow > 0) || !w->full || !(keys > a->l2_keys)) return 0;
+  return a->l2_slow * (a->ratio * (double)w->full * a->tile / a->full);
 }
 // The bars' share of cost_attn_time(a, w): seconds of w's bar entries at a's bar rate.
 static inline double cost_attn_bar_time(const cost_attn_rates *a, const work_count *w) {

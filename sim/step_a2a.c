@@ -89,7 +89,14 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
           cost_attn_rates_init(&x->c->gpu, x->m, 1, &rb);
           step += cost_bar_walk(&x->c->gpu, c, qt, cost_attn_bar_time(&rb, c));
         }
-        s->comp[(int64_t)st * W + r] = (bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c)) + step;
+        // the keys of the source group's shard: the call's FULL tiles lose where they outgrow the L2 (cost_attn_l2)
+        int64_t keys = 0;
+        for (int k = (src / U) * U; k < (src / U + 1) * U; k++) keys += x->p->layout.rank_count[k];
+        cost_attn_rates ra;
+        cost_attn_rates_init(&x->c->gpu, x->m, bwd, &ra);
+        double l2 = cost_attn_l2(&ra, c, (double)keys);  // 0 unless calibrated
+        s->comp[(int64_t)st * W + r] =
+            (bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c)) + l2 + step;
       }
     }
     if (count_pairs)

@@ -79,14 +79,18 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
   }
   // Each chunk pair is one kernel call per rank: its fixed cost (cost_ring_step without cells; 0 unless
   // the cluster file gives it); a backward call with bars lasts at least its bar kernel's longest walk over the
-  // query chunk's tiles, the rank's heads of all chunk i's tokens (cost_bar_walk, as a ring or USP step's call).
-  cost_attn_rates rb;
+  // query chunk's tiles, the rank's heads of all chunk i's tokens (cost_bar_walk, as a ring or USP step's call); its
+  // FULL tiles lose where chunk j's keys outgrow the L2 cache (cost_attn_l2; 0 unless the file gives it).
+  cost_attn_rates rf, rb;
+  cost_attn_rates_init(&x->c->gpu, x->m, 0, &rf);
   cost_attn_rates_init(&x->c->gpu, x->m, 1, &rb);
   for (int r = 0; r < W; r++)
     for (int i = 0; i < u; i++) {
       double qt = (double)(((int64_t)chunk_tokens(x, i) + TILE - 1) / TILE);
       for (int j = 0; j <= i; j++) {
         const work_count *c = &s->calls[idx(s, r, i, j)];
+        s->attn_f[idx(s, r, i, j)] += cost_attn_l2(&rf, c, chunk_tokens(x, j));
+        s->attn_b[idx(s, r, i, j)] += cost_attn_l2(&rb, c, chunk_tokens(x, j));
         s->attn_f[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 0, 0);
         s->attn_b[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 1, 0);
         s->attn_b[idx(s, r, i, j)] += cost_bar_walk(&x->c->gpu, c, qt, cost_attn_bar_time(&rb, c));

@@ -118,12 +118,16 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       int src = k->kv_src[(int64_t)st * W + r];
       const work_count *c = src >= 0 ? &k->agg[(int64_t)r * W + src] : NULL;
       const work_count *cf = src >= 0 && k->fwd ? &k->fwd[(int64_t)r * W + src] : c;
-      // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
-      double qt = k->q_tiles[r];
-      f[r] = cf ? (float)(cost_attn_time(&k->rf, cf) + cost_ring_step(g, 0, cost_ring_cells(cf, qt, H))) : 0.f;
+      // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated), and its FULL
+      // tiles' loss where the source shard's keys outgrow the L2 cache (cost_attn_l2; 0 unless calibrated).
+      double qt = k->q_tiles[r], keys = src >= 0 ? (double)x->p->layout.rank_count[src] : 0;
+      f[r] = cf ? (float)(cost_attn_time(&k->rf, cf) + cost_attn_l2(&k->rf, cf, keys) +
+                          cost_ring_step(g, 0, cost_ring_cells(cf, qt, H)))
+                : 0.f;
       // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step); a step with
       // bars lasts at least its bar kernel's longest walk (cost_bar_walk)
-      b[r] = c ? (float)(cost_attn_time(&k->rb, c) + cost_bar_walk(g, c, qt, cost_attn_bar_time(&k->rb, c)) +
+      b[r] = c ? (float)(cost_attn_time(&k->rb, c) + cost_attn_l2(&k->rb, c, keys) +
+                         cost_bar_walk(g, c, qt, cost_attn_bar_time(&k->rb, c)) +
                          cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
                : 0.f;
     }

@@ -302,7 +302,8 @@ static int ring_sums(tune_sim *t, const layout *l, struct ring_attn *ra, sr_erro
     free(agg);
     return rc ? rc : sr_internal_error(e, 0, "tune: out of memory");
   }
-  cost_attn_rates rb;
+  cost_attn_rates rf, rb;
+  cost_attn_rates_init(&t->c.gpu, &t->m, 0, &rf);
   cost_attn_rates_init(&t->c.gpu, &t->m, 1, &rb);
   for (int layer = 0; layer < pat->layers && !rc; layer++) {
     double pairs;  // not needed here
@@ -311,8 +312,10 @@ static int ring_sums(tune_sim *t, const layout *l, struct ring_attn *ra, sr_erro
       double qt = (double)((l->rank_count[r] + TILE - 1) / TILE);
       for (int src = 0; src < W; src++) {
         const work_count *w = &agg[(int64_t)r * W + src];
-        ra->fwd[r] += cost_attn_fwd(&t->c.gpu, &t->m, w);
-        ra->bwd[r] += cost_attn_bwd(&t->c.gpu, &t->m, w) + cost_bar_walk(&t->c.gpu, w, qt, cost_attn_bar_time(&rb, w));
+        double keys = (double)l->rank_count[src];  // the FULL tiles' loss beyond the L2 (0 unless calibrated)
+        ra->fwd[r] += cost_attn_fwd(&t->c.gpu, &t->m, w) + cost_attn_l2(&rf, w, keys);
+        ra->bwd[r] += cost_attn_bwd(&t->c.gpu, &t->m, w) + cost_attn_l2(&rb, w, keys) +
+                      cost_bar_walk(&t->c.gpu, w, qt, cost_attn_bar_time(&rb, w));
       }
     }
   }

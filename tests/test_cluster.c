@@ -262,7 +262,9 @@ static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
          x->ring_step_us[0] == y->ring_step_us[0] && x->ring_step_us[1] == y->ring_step_us[1] &&
          x->ring_cell_us[0] == y->ring_cell_us[0] && x->ring_cell_us[1] == y->ring_cell_us[1] &&
          x->bar_walk_us == y->bar_walk_us && x->attn_walk_us[0] == y->attn_walk_us[0] &&
-         x->attn_walk_us[1] == y->attn_walk_us[1] && a->calibrated == b->calibrated && strcmp(a->calibration, b->calibration) == 0;
+         x->attn_walk_us[1] == y->attn_walk_us[1] && x->l2_mb == y->l2_mb && x->attn_l2[0] == y->attn_l2[0] &&
+         x->attn_l2[1] == y->attn_l2[1] && a->calibrated == b->calibrated &&
+         strcmp(a->calibration, b->calibration) == 0;
 }
 
 TEST(cluster_written_json_reads_back_identically) {
@@ -276,6 +278,7 @@ TEST(cluster_written_json_reads_back_identically) {
     a.gpu.ring_step_us[1] = 12.5, a.gpu.ring_cell_us[0] = 0.0625;
     a.gpu.bar_walk_us = 8.500146044253384;
     if (i % 2 == 0) a.gpu.attn_walk_us[0] = 0.061234567890123456, a.gpu.attn_walk_us[1] = 0.25;  // others: absent
+    if (i % 2 == 0) a.gpu.l2_mb = 50, a.gpu.attn_l2[0] = 0.09020702607970003, a.gpu.attn_l2[1] = 0.0297;
     // the others keep it absent (0); cJSON's own printing gave 0.654321098765432 for it, a bit away
     if (i % 2) a.gpu.eff_gemm_sustained = 0.6543210987654321;
     char *text = cluster_to_json(&a);
@@ -413,4 +416,42 @@ TEST(cluster_attn_walk_is_optional_per_phase_and_not_negative) {
   CHECK_EQ_INT(cluster_from_json_text(WALK_GPU(", \"attn_walk\": 0.06"), "num.json", &c, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "gpu.attn_walk");
 #undef WALK_GPU
+}
+
+// The L2 cache (MiB) and the FULL tiles' loss beyond it are optional (absent: 0, not modelled, not written back); the
+// loss is a fraction of a tile's time in [0, 10] per phase, refuses a key it does not know, and needs the cache it is
+// beyond.
+TEST(cluster_l2_and_the_loss_beyond_it_are_optional_and_checked) {
+  cluster_desc c;
+  sr_error e = {0};
+#define L2_GPU(x) "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"G\", \"peak_tflops\": 100, " \
+                  "\"hbm_gbps\": 1000, \"mem_gib\": 40" x "}, " HOST_OK "}"
+  CHECK_EQ_INT(
+      cluster_from_json_text(L2_GPU(", \"l2_mb\": 50, \"attn_l2\": {\"fwd\": 0.09, \"bwd\": 0.03}"), "w.json", &c, &e),
+      SR_OK);
+  CHECK(c.gpu.l2_mb == 50 && c.gpu.attn_l2[0] == 0.09 && c.gpu.attn_l2[1] == 0.03);
+  CHECK_EQ_INT(cluster_from_json_text(L2_GPU(", \"l2_mb\": 40"), "l2.json", &c, &e), SR_OK);
+  CHECK(c.gpu.l2_mb == 40 && c.gpu.attn_l2[0] == 0 && c.gpu.attn_l2[1] == 0);
+  char *text = cluster_to_json(&c);
+  CHECK(text && strstr(text, "\"l2_mb\"") && !strstr(text, "attn_l2"));
+  free(text);
+  CHECK_EQ_INT(cluster_from_json_text(L2_GPU(""), "wo.json", &c, &e), SR_OK);
+  CHECK(c.gpu.l2_mb == 0 && c.gpu.attn_l2[0] == 0 && c.gpu.attn_l2[1] == 0);
+  text = cluster_to_json(&c);
+  CHECK(text && !strstr(text, "l2_mb") && !strstr(text, "attn_l2"));
+  free(text);
+  CHECK_EQ_INT(cluster_from_json_text(L2_GPU(", \"l2_mb\": 50, \"attn_l2\": {\"fwd\": -0.1}"), "neg.json", &c, &e),
+               SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "neg.json: gpu.attn_l2.fwd:");
+  CHECK_EQ_INT(cluster_from_json_text(L2_GPU(", \"l2_mb\": 50, \"attn_l2\": {\"bwd\": 11}"), "big.json", &c, &e),
+               SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "gpu.attn_l2.bwd");
+  CHECK_EQ_INT(cluster_from_json_text(L2_GPU(", \"l2_mb\": 50, \"attn_l2\": {\"fwd_us\": 1}"), "key.json", &c, &e),
+               SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "fwd_us");
+  CHECK_EQ_INT(cluster_from_json_text(L2_GPU(", \"attn_l2\": {\"fwd\": 0.09}"), "nol2.json", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "nol2.json: gpu.attn_l2: given without gpu.l2_mb");
+  CHECK_EQ_INT(cluster_from_json_text(L2_GPU(", \"l2_mb\": 0"), "zero.json", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "gpu.l2_mb");
+#undef L2_GPU
 }

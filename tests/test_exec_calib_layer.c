@@ -1,6 +1,7 @@
 // test_exec_calib_layer.c — the layer-shaped attention calls of calibration without a GPU: their work as the
 // simulator counts it, the fit that separates a walk's cost from a tile's (and drops the walk where the data show
-// none), the refit of a log that holds them (and of one from before them), and the --layer-lengths flag.
+// none) and the FULL tiles' loss in calls whose keys outgrow the L2 cache, the refit of a log that holds them (and of
+// one from before them), and the --layer-lengths flag.
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,9 +55,9 @@ TEST(calib_fit_walk_recovers_a_calls_fixed_time_its_walks_cost_and_its_tiles_rat
   double flops[6], secs[6];
   int layer[6] = {0, 0, 1, 1, 1, 1};
   for (int i = 0; i < 6; i++) flops[i] = tiles[i] * 8388608.0, secs[i] = 20e-6 + cells[i] * 0.08e-6 + flops[i] / 600e12;
-  double tf, walk, fixed;
+  double tf, walk, fixed, l2;
   sr_error e = {0};
-  CHECK_EQ_INT(calib_fit_walk(flops, cells, secs, layer, 6, &tf, &walk, &fixed, &e), SR_OK);
+  CHECK_EQ_INT(calib_fit_walk(flops, cells, secs, layer, NULL, 6, &tf, &walk, &fixed, &l2, &e), SR_OK);
   CHECK_REL(tf, 600, 1e-6);
   CHECK_REL(walk, 0.08, 1e-6);
   CHECK_REL(fixed, 20, 1e-5);
@@ -73,22 +74,74 @@ TEST(calib_fit_walk_takes_the_layer_calls_rate_where_the_data_show_no_cost_a_wal
     flops[i] = tiles[i] * 8388608.0 * 2.5;
     secs[i] = layer[i] ? 30e-6 + flops[i] / 480e12 : 10e-6 + flops[i] / 533e12;
   }
-  double tf, walk, fixed;
+  double tf, walk, fixed, l2;
   sr_error e = {0};
-  CHECK_EQ_INT(calib_fit_walk(flops, cells, secs, layer, 6, &tf, &walk, &fixed, &e), SR_OK);
+  CHECK_EQ_INT(calib_fit_walk(flops, cells, secs, layer, NULL, 6, &tf, &walk, &fixed, &l2, &e), SR_OK);
   CHECK(walk == 0);
   CHECK_REL(tf, 480, 1e-6);
   CHECK_REL(fixed, 30, 1e-5);
 }
 
+// The calls above and the two a ring step makes at 128K, whose keys' K and V (one KV head at d 128: 64 MiB) outgrow an
+// L2 of 50 MiB; beyond it a FULL tile takes 9% longer. The fit gives the four back.
+static const double l2_cells[8] = {4096, 4096, 2048, 2048, 8192, 8192, 16384, 16384},
+                    l2_tiles[8] = {32192, 122624, 262144, 130048, 4194304, 2095104, 16777216, 8380416};
+static const int l2_layer[8] = {0, 0, 1, 1, 1, 1, 1, 1}, l2_beyond[8] = {0, 0, 0, 0, 0, 0, 1, 1};
+
+TEST(calib_fit_walk_recovers_the_full_tiles_loss_in_calls_whose_keys_outgrow_the_l2) {
+  double flops[8], secs[8], tf, walk, fixed, l2;
+  for (int i = 0; i < 8; i++) {
+    flops[i] = l2_tiles[i] * 8388608.0;
+    secs[i] = 20e-6 + l2_cells[i] * 0.08e-6 + flops[i] / 600e12 * (l2_beyond[i] ? 1.09 : 1);
+  }
+  sr_error e = {0};
+  CHECK_EQ_INT(calib_fit_walk(flops, l2_cells, secs, l2_layer, l2_beyond, 8, &tf, &walk, &fixed, &l2, &e), SR_OK);
+  CHECK_REL(tf, 600, 1e-6);
+  CHECK_REL(walk, 0.08, 1e-5);
+  CHECK_REL(fixed, 20, 1e-4);
+  CHECK_REL(l2, 0.09, 1e-6);
+}
+
+// As the backward's case above (no cost a walk shows): the layer calls' rate, fixed time and loss beyond the L2.
+TEST(calib_fit_walk_recovers_the_loss_beyond_the_l2_where_the_data_show_no_cost_a_walk) {
+  double flops[8], secs[8], tf, walk, fixed, l2;
+  for (int i = 0; i < 8; i++) {
+    flops[i] = l2_tiles[i] * 8388608.0 * 2.5;
+    secs[i] = l2_layer[i] ? 30e-6 + flops[i] / 480e12 * (l2_beyond[i] ? 1.03 : 1) : 10e-6 + flops[i] / 533e12;
+  }
+  sr_error e = {0};
+  CHECK_EQ_INT(calib_fit_walk(flops, l2_cells, secs, l2_layer, l2_beyond, 8, &tf, &walk, &fixed, &l2, &e), SR_OK);
+  CHECK(walk == 0);
+  CHECK_REL(tf, 480, 1e-6);
+  CHECK_REL(fixed, 30, 1e-4);
+  CHECK_REL(l2, 0.03, 1e-6);
+}
+
+// No call beyond the cache, or the calls beyond it no slower a tile (here faster): no loss, and the rest of the fit the
+// same bits as without the term.
+TEST(calib_fit_walk_fits_no_l2_loss_where_no_call_shows_one) {
+  double flops[8], secs[8], tf[3], walk[3], fixed[3], l2[3];
+  int none[8] = {0};
+  for (int i = 0; i < 8; i++) {
+    flops[i] = l2_tiles[i] * 8388608.0;
+    secs[i] = 20e-6 + l2_cells[i] * 0.08e-6 + flops[i] / 600e12 * (l2_beyond[i] ? 0.97 : 1);
+  }
+  sr_error e = {0};
+  const int *beyond[3] = {NULL, none, l2_beyond};
+  for (int k = 0; k < 3; k++)
+    CHECK_EQ_INT(calib_fit_walk(flops, l2_cells, secs, l2_layer, beyond[k], 8, &tf[k], &walk[k], &fixed[k], &l2[k], &e),
+                 SR_OK);
+  for (int k = 0; k < 3; k++) CHECK(l2[k] == 0 && tf[k] == tf[0] && walk[k] == walk[0] && fixed[k] == fixed[0]);
+}
+
 TEST(calib_fit_walk_refuses_calls_that_cannot_separate_the_terms) {
   // every call with the same walks: the fixed time and the walks' are one term
-  double cells[3] = {2048, 2048, 2048}, flops[3] = {1e12, 2e12, 4e12}, secs[3] = {2e-3, 4e-3, 8e-3}, tf, w, f;
+  double cells[3] = {2048, 2048, 2048}, flops[3] = {1e12, 2e12, 4e12}, secs[3] = {2e-3, 4e-3, 8e-3}, tf, w, f, l2;
   int layer[3] = {1, 1, 1};
   sr_error e = {0};
-  CHECK_EQ_INT(calib_fit_walk(flops, cells, secs, layer, 3, &tf, &w, &f, &e), SR_EINPUT);
+  CHECK_EQ_INT(calib_fit_walk(flops, cells, secs, layer, NULL, 3, &tf, &w, &f, &l2, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "do not separate");
-  CHECK_EQ_INT(calib_fit_walk(flops, cells, secs, layer, 2, &tf, &w, &f, &e), SR_EINPUT);
+  CHECK_EQ_INT(calib_fit_walk(flops, cells, secs, layer, NULL, 2, &tf, &w, &f, &l2, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "at least 3");
 }
 
@@ -126,26 +179,31 @@ static void log_kernels(sr_buf *b) {
 
 // The layer-shaped calls of lengths 16K and 64K (counts as in the first test) and the two short walks, timed as 15 us
 // + 0.06 us a walk + FULL FLOPs at 605 TFLOP/s forward, 25 us + 0.2 us + 470 backward, plus their PARTIAL tiles at the
-// log's sustained PARTIAL rates (what the simulator charges them).
-static void log_layer_calls(sr_buf *b) {
+// log's sustained PARTIAL rates (what the simulator charges them); with_128k: and the two at 128K, whose keys outgrow
+// an L2 of 50 MiB (64 MiB of K and V a KV head at d 128), their FULL tiles 9% longer forward and 2% backward.
+static void log_layer_calls_of(sr_buf *b, int with_128k) {
   struct {
     const char *shape;
     int tokens;
     double full, partial, cells;
-  } c[6] = {{"band8", 32768, 2012.0 * 16, 0, 4096},          {"band32", 32768, 7664.0 * 16, 0, 4096},
+  } c[8] = {{"band8", 32768, 2012.0 * 16, 0, 4096},          {"band32", 32768, 7664.0 * 16, 0, 4096},
             {"off", 16384, 128.0 * 128 * 16, 0, 2048},       {"diag", 16384, 128.0 * 127 / 2 * 16, 2048, 2048},
-            {"off", 65536, 512.0 * 512 * 16, 0, 8192},       {"diag", 65536, 512.0 * 511 / 2 * 16, 8192, 8192}};
+            {"off", 65536, 512.0 * 512 * 16, 0, 8192},       {"diag", 65536, 512.0 * 511 / 2 * 16, 8192, 8192},
+            {"off", 131072, 1024.0 * 1024 * 16, 0, 16384},   {"diag", 131072, 1024.0 * 1023 / 2 * 16, 16384, 16384}};
   double tile = 4.0 * 128 * 128 * 128, partial_rate[2] = {4e12 / 8.1e-3, 4e12 / 16.1e-3};
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < (with_128k ? 8 : 6); i++) {
     double us[2];
     for (int p = 0; p < 2; p++) {
-      double ratio = p ? 2.5 : 1.0;
-      us[p] = (p ? 25 : 15) + c[i].cells * (p ? 0.2 : 0.06) + c[i].full * tile * ratio / (p ? 470e12 : 605e12) * 1e6 +
-              c[i].partial * tile * ratio / partial_rate[p] * 1e6;
+      double ratio = p ? 2.5 : 1.0, beyond = c[i].tokens > 102400 ? (p ? 1.02 : 1.09) : 1;
+      double full_us = c[i].full * tile * ratio / (p ? 470e12 : 605e12) * beyond * 1e6,
+             partial_us = c[i].partial * tile * ratio / partial_rate[p] * 1e6;
+      us[p] = (p ? 25 : 15) + c[i].cells * (p ? 0.2 : 0.06) + full_us + partial_us;
     }
     sr_buf_printf(b, "layer_%s,%d,%.6f,%.6f\n", c[i].shape, c[i].tokens, us[0], us[1]);
   }
 }
+
+static void log_layer_calls(sr_buf *b) { log_layer_calls_of(b, 0); }
 
 TEST(calib_refit_from_log_takes_the_full_tiles_rate_and_the_walks_from_the_layer_shaped_calls) {
   sr_buf b = {0};
@@ -161,7 +219,38 @@ TEST(calib_refit_from_log_takes_the_full_tiles_rate_and_the_walks_from_the_layer
   CHECK_REL(c.gpu.attn_walk_us[1], 0.2, 1e-5);
   // the other kinds keep the short calls' sustained rates
   CHECK_REL(c.gpu.eff_attn_fwd_partial, 4e12 / 8.1e-3 / 989e12, 1e-9);
+  // no call's keys outgrow the L2 (the datasheet's 50 MiB of the H200 the file names): no loss beyond it
+  CHECK(c.gpu.l2_mb == 50 && c.gpu.attn_l2[0] == 0 && c.gpu.attn_l2[1] == 0);
   sr_buf_free(&b);
+}
+
+// With calls at 128K in the log the refit also gives the FULL tiles' loss beyond the L2, against the L2 of the GPU the
+// file names (an H200's 50 MiB from the datasheets where the file gives none), the rates and walks as before.
+TEST(calib_refit_from_log_fits_the_loss_beyond_the_l2_from_calls_whose_keys_outgrow_it) {
+  sr_buf b = {0};
+  log_kernels(&b);
+  log_layer_calls_of(&b, 1);
+  cluster_desc c;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load("h200-1x2", &c, &e), SR_OK);
+  c.gpu.l2_mb = 0;
+  CHECK_EQ_INT(calib_refit_from_log("cal.csv", b.data, &c, 16, 2, 128, &e), SR_OK);
+  CHECK(c.gpu.l2_mb == 50);
+  CHECK_REL(c.gpu.attn_l2[0], 0.09, 1e-5);
+  CHECK_REL(c.gpu.attn_l2[1], 0.02, 1e-5);
+  CHECK_REL(c.gpu.eff_attn_fwd_full, 605.0 / 989, 1e-6);
+  CHECK_REL(c.gpu.eff_attn_bwd_full, 470.0 / 989, 1e-6);
+  CHECK_REL(c.gpu.attn_walk_us[0], 0.06, 1e-4);
+  sr_buf_free(&b);
+}
+
+// The whitepapers' L2 by device name; a GPU not known here has none.
+TEST(calib_gpu_l2_is_the_whitepapers_cache_of_the_gpu_named) {
+  CHECK(calib_gpu_l2("NVIDIA A100-SXM4-40GB") == 40);
+  CHECK(calib_gpu_l2("NVIDIA H100 80GB HBM3") == 50);
+  CHECK(calib_gpu_l2("NVIDIA H100 PCIe") == 50);
+  CHECK(calib_gpu_l2("NVIDIA H200") == 50);
+  CHECK(calib_gpu_l2("Some GPU") == 0);
 }
 
 // With layer-shaped calls the ring steps are set against the model fitted to them (their rates and walks), not the

@@ -93,6 +93,70 @@ TEST(sim_cost_a_file_without_walks_costs_a_step_the_same_bits_as_before) {
     }
 }
 
+// An L2 cache of 50 MiB holds the K and V of one KV head at head_dim 128 (2 x 128 bf16 values each, 512 B a key) for
+// 50 x 2^20 / 512 = 102,400 keys. A call over that many keys costs its tiles as before; over one key more its FULL
+// tiles (and not its PARTIAL ones) take gpu.attn_l2 longer: 10 FULL tiles of 4 x 128^3 = 8,388,608 FLOPs at 0.5e14 FLOP/s
+// forward, a tenth more; backward 2.5 x those FLOPs at 0.4e14, a twentieth more.
+TEST(sim_cost_a_calls_full_tiles_take_the_files_l2_loss_once_its_keys_outgrow_the_cache) {
+  gpu_desc g = test_gpu();
+  g.l2_mb = 50, g.attn_l2[0] = 0.1, g.attn_l2[1] = 0.05;
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.head_dim = 128;
+  cost_attn_rates rf, rb;
+  cost_attn_rates_init(&g, &m, 0, &rf), cost_attn_rates_init(&g, &m, 1, &rb);
+  work_count w = {10, 3, 0, 0, 0};
+  CHECK(cost_attn_l2(&rf, &w, 102400) == 0 && cost_attn_l2(&rb, &w, 102400) == 0);
+  CHECK_REL(cost_attn_l2(&rf, &w, 102401), 0.1 * 10 * 8388608.0 / 0.5e14, 1e-12);
+  CHECK_REL(cost_attn_l2(&rb, &w, 102401), 0.05 * 2.5 * 10 * 8388608.0 / 0.4e14, 1e-12);
+  CHECK_REL(cost_attn_l2(&rf, &w, 1e9), 0.1 * 10 * 8388608.0 / 0.5e14, 1e-12);  // one step, not a ramp
+  work_count partial = {0, 10, 5, 0, 3};
+  CHECK(cost_attn_l2(&rf, &partial, 1e9) == 0);
+  // at head_dim 64 a key is half the bytes: twice the keys fit
+  m.head_dim = 64;
+  cost_attn_rates_init(&g, &m, 0, &rf);
+  CHECK(cost_attn_l2(&rf, &w, 204800) == 0 && cost_attn_l2(&rf, &w, 204801) > 0);
+}
+
+// Without both figures (the cache and the fitted loss) nothing is added, whatever the keys: a file from before them
+// costs every call as before.
+TEST(sim_cost_no_l2_or_no_fitted_loss_add_nothing) {
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.head_dim = 128;
+  work_count w = {1000, 10, 10, 0, 0};
+  gpu_desc only_l2 = test_gpu(), only_loss = test_gpu();
+  only_l2.l2_mb = 50;
+  only_loss.attn_l2[0] = only_loss.attn_l2[1] = 0.5;
+  for (int p = 0; p < 2; p++) {
+    cost_attn_rates a, b;
+    cost_attn_rates_init(&only_l2, &m, p, &a), cost_attn_rates_init(&only_loss, &m, p, &b);
+    CHECK(cost_attn_l2(&a, &w, 1e9) == 0 && cost_attn_l2(&b, &w, 1e9) == 0);
+  }
+}
+
+// A FULL tile's time (its rate's inverse) never falls as the call's keys grow: flat below the cache, one step up past
+// it, flat again.
+TEST(sim_cost_a_full_tiles_time_does_not_fall_as_the_calls_keys_grow) {
+  gpu_desc g = test_gpu();
+  g.l2_mb = 40, g.attn_l2[0] = 0.08, g.attn_l2[1] = 0.02;
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.head_dim = 128;
+  work_count w = {1, 0, 0, 0, 0};
+  for (int p = 0; p < 2; p++) {
+    cost_attn_rates a;
+    cost_attn_rates_init(&g, &m, p, &a);
+    double before = 0, lo = 1e9, hi = 0;
+    for (double keys = 1024; keys <= 4194304; keys *= 1.25) {
+      double t = cost_attn_time(&a, &w) + cost_attn_l2(&a, &w, keys);
+      CHECK(t >= before);
+      before = t, lo = t < lo ? t : lo, hi = t > hi ? t : hi;
+    }
+    CHECK_REL(hi / lo, 1 + g.attn_l2[p], 1e-12);
+  }
+}
+
 TEST(sim_cost_the_bars_share_of_a_call_is_their_entries_at_the_bar_rate) {
   gpu_desc g = test_gpu();
   model_config m;

@@ -625,6 +625,76 @@ TEST(sim_bar_walk_leaves_a_layer_without_bars_alone) {
   CHECK(walk_step_time("dense", 2000) == walk_step_time("dense", 0));
 }
 
+// The FULL tiles' loss beyond the L2 cache (cost_attn_l2) on one GPU: tiny-test's layer is one call forward and one
+// backward over 2048 keys, whose K and V of a KV head (head_dim 16: 64 B a key) are 128 KiB. Dense causal over 16 tiles
+// and 4 heads: 4 x 16 x 15 / 2 = 480 FULL tiles of 4 x 128 x 128 x 16 FLOPs at 0.5e14 FLOP/s, 2.5 times those backward.
+static double l2_step_time(const char *name, const char *l2) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
+           " \"mem_gib\": 40, \"efficiency\": {\"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_bwd_full\": 0.5,"
+           " \"attn_bwd_partial\": 0.5}%s}, \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
+           l2);
+  return one_gpu_step(name, text, NULL);
+}
+
+TEST(sim_a_file_with_the_l2_but_no_fitted_loss_or_keys_within_it_simulates_the_same_bits) {
+  double before = l2_step_time("l2-none.json", "");
+  CHECK(l2_step_time("l2-only.json", ", \"l2_mb\": 0.1") == before);
+  CHECK(l2_step_time("l2-fits.json", ", \"l2_mb\": 0.125, \"attn_l2\": {\"fwd\": 0.5, \"bwd\": 0.25}") == before);
+}
+
+TEST(sim_a_layers_full_tiles_take_the_files_l2_loss_where_its_keys_outgrow_the_cache) {
+  double before = l2_step_time("l2-none.json", "");
+  double after = l2_step_time("l2-past.json", ", \"l2_mb\": 0.12, \"attn_l2\": {\"fwd\": 0.5, \"bwd\": 0.25}");
+  double full_s = 480 * 4.0 * 128 * 128 * 16 / 0.5e14;
+  // 2 layers x (half the FULL tiles' forward + a quarter of their backward); step seconds are floats (7 digits)
+  CHECK_REL(after - before, 2 * (0.5 * full_s + 0.25 * 2.5 * full_s), 1e-4);
+}
+
+// tiny-test's attention-only step of `strategy` on 2 GPUs of one node over 4096 tokens (FPDT: chunks of 2048) on a
+// cluster whose figures are those of l2_step_time plus `l2`.
+static double l2_two_gpu_step(const char *strategy, const char *l2) {
+  char path[700], text[2048];
+  snprintf(path, sizeof path, "%s/l2-2gpu.json", test_tmpdir());
+  snprintf(text, sizeof text,
+           "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, \"hbm_gbps\": 1000,"
+           " \"mem_gib\": 40, \"efficiency\": {\"attn_fwd_full\": 0.5, \"attn_fwd_partial\": 0.5, \"attn_bwd_full\": 0.5,"
+           " \"attn_bwd_partial\": 0.5}%s}, \"intra_node\": {\"gbps\": 100, \"latency_us\": 2},"
+           " \"host\": {\"pcie_gbps\": 25, \"mem_gib\": 512}}",
+           l2);
+  sr_error e;
+  CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
+  plan_spec s;
+  plan_spec_defaults(&s);
+  CHECK_EQ_INT(plan_spec_apply_strategy(&s, strategy, &e), SR_OK);
+  snprintf(s.model, sizeof s.model, "tiny-test");
+  snprintf(s.cluster, sizeof s.cluster, "%s", path);
+  s.seq = 4096;
+  if (!strcmp(strategy, "fpdt")) s.fpdt_chunk = 2048, s.fpdt_offload = 0;
+  s.attention_only = 1;
+  plan p;
+  CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
+  sim_result r;
+  CHECK_EQ_INT(sim_plan(&p, NULL, &r, NULL, &e), SR_OK);
+  plan_free(&p);
+  return r.step_s;
+}
+
+// Ulysses' calls run a rank's heads over every key (4096: 256 KiB of K and V a KV head at head_dim 16), FPDT's over a
+// chunk's (2048: 128 KiB): a cache of 0.2 MiB holds FPDT's and not Ulysses', one of 0.1 MiB neither.
+TEST(sim_ulysses_and_fpdt_calls_take_the_l2_loss_by_their_own_keys) {
+  const char *loss = "\"attn_l2\": {\"fwd\": 0.5, \"bwd\": 0.25}";
+  char small[128], mid[128];
+  snprintf(small, sizeof small, ", \"l2_mb\": 0.1, %s", loss);
+  snprintf(mid, sizeof mid, ", \"l2_mb\": 0.2, %s", loss);
+  double u = l2_two_gpu_step("ulysses", ""), f = l2_two_gpu_step("fpdt", "");
+  CHECK(l2_two_gpu_step("ulysses", mid) > u);
+  CHECK(l2_two_gpu_step("fpdt", mid) == f);
+  CHECK(l2_two_gpu_step("fpdt", small) > f);
+  CHECK(l2_two_gpu_step("ulysses", ", \"l2_mb\": 0.25, \"attn_l2\": {\"fwd\": 0.5, \"bwd\": 0.25}") == u);
+}
+
 // One GPU, tiny-test, vs-like:4:256:32 over 4096 contiguous tokens: the step's time with the plans of the
 // last first_step_plans layers built in the step, and (when entries is not NULL) the tile and bar entries
 // of every layer by the planner's accounting.
