@@ -70,6 +70,9 @@ typedef struct {
   int64_t mispredicted;     // scored tokens whose argmax is wrong (0: an exact match)
   int64_t samples, exact;   // samples scored (pack per sequence) and those without a misprediction
   double time_s, attn_s, comm_s;  // whole step; attention callback; gradient / parameter collectives
+  // seconds of each class of work (train/phases.h): on the CPU always, on the GPU with train_options.phase_times
+  // (CUDA events on the compute stream, read after time_s is taken); their sum is at most time_s
+  double phase_s[TRAIN_PHASES];
 } train_step_stats;
 
 typedef struct {
