@@ -121,6 +121,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     rc = model_cuda_create(&d, &t->model, sr_max64(n_local, 1), W * t->slice, &o->seed, lo, hi, o->cuda_stream, e);
     t->dev = d;
     if (!rc) rc = model_cuda_set_mlp_chunk(d, mlp_rows, e);
+    if (!rc && o->phase_times) rc = model_cuda_set_phase_times(d, e);
     if (!rc && o->offload_activations) rc = model_cuda_set_offload(d, e);
     if (rc) {
       trainer_free(t);
@@ -313,8 +314,8 @@ static void step_lap(train_step_stats *st, int phase, double *t) {
 }
 
 #if SR_HAVE_CUDA
-// The step on the GPU: the same sequence as trainer_step, with device gradients and parameters (the collectives'
-// phase timed here: the device is idle during them).
+// The step on the GPU: the same sequence as trainer_step, with device gradients and parameters. The model's phases
+// are timed on the device (model_cuda_set_phase_times), the collectives here: the device is idle during them.
 static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
   double t0 = sr_now();
   int rc = model_cuda_zero_grad(t->dev, e);
@@ -348,7 +349,8 @@ static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
   t->step++;
   st->step = t->step;
   st->time_s = sr_now() - t0;
-  return SR_OK;
+  // the step's events, read once it is done (outside its time)
+  return t->opt.phase_times ? model_cuda_phase_times(t->dev, st->phase_s, e) : SR_OK;
 }
 #endif
 
@@ -412,5 +414,8 @@ int trainer_eval(trainer *t, int64_t index, train_step_stats *st, sr_error *e) {
   st->step = t->step;
   st->time_s = sr_now() - t0;
   for (int p = 0; p < TRAIN_PHASES; p++) st->phase_s[p] += t->model.phase_s[p];
+#if SR_HAVE_CUDA
+  if (!rc && t->dev && t->opt.phase_times) rc = model_cuda_phase_times(t->dev, st->phase_s, e);
+#endif
   return rc;
 }
