@@ -12,6 +12,14 @@
 
 // ---- the numeric kernels, float and double ----------------------------------------------------
 
+// Add the seconds since t0 to class `phase` of the step's times (the rerun's class while the backward reruns a
+// forward: train_phase_rerun) and return now, where the next piece starts.
+static double phase_lap(model_cpu *m, int phase, double t0) {
+  double now = sr_now();
+  m->phase_s[m->phase_rerun ? train_phase_rerun(phase) : phase] += now - t0;
+  return now;
+}
+
 #define R float
 #define F(name) name##_f32
 #define MODEL_OPS_CALLBACK 1
@@ -355,6 +363,7 @@ int model_forward_backward(model_cpu *m, int64_t T, const int32_t *tokens, const
   }
   double t0 = sr_now();
   m->time_attn = 0;
+  m->phase_rerun = 0;
   int rc = m->dtype == MODEL_F32
                ? forward_backward_f32(m, T, tokens, pos, targets, grads, loss_scale, loss_sum, argmax, e)
                : forward_backward_f64(m, T, tokens, pos, targets, grads, loss_scale, loss_sum, argmax, e);

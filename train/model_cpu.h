@@ -13,6 +13,7 @@
 
 #include "plan/error.h"
 #include "plan/model.h"
+#include "train/phases.h"
 
 enum { MODEL_F32 = 4, MODEL_F64 = 8 };  // element size in bytes doubles as the dtype tag
 
@@ -104,6 +105,10 @@ typedef struct {
   void *ckpt_host;            // [(L - slots) * max_tokens * hidden]: x[l] at l * max_tokens * hidden
   // timings of the last forward_backward, seconds (attention callback vs the rest)
   double time_attn, time_other;
+  // wall seconds of each class of work (train/phases.h), added up by every forward_backward until the caller zeroes
+  // them (a clock read costs nothing beside these loops); phase_rerun: the backward is rerunning a forward
+  double phase_s[TRAIN_PHASES];
+  int phase_rerun;
 } model_cpu;
 
 // Create a model for up to max_tokens local tokens (seq_len: the global sequence length, used by dynamic

@@ -233,6 +233,9 @@ extern "C" void model_cuda_free(model_cuda *d) {
   if (d->blas) cublasDestroy(d->blas);
   for (int i = 0; i < d->cap_ev; i++) cudaEventDestroy(d->ev[i]);
   free(d->ev);
+  for (int i = 0; i < d->ph_cap; i++) cudaEventDestroy(d->ph_ev[i]);
+  free(d->ph_ev);
+  free(d->ph_id);
   free(d->x);
   free(d->acts);
   free(d->tensors);
@@ -294,8 +297,11 @@ int model_cuda_offload_out(model_cuda *d, int i, int64_t T, sr_error *e) {
 
 // Before layer l writes x[l + 1] into its slot: the input that held the slot has left it.
 int model_cuda_slot_free(model_cuda *d, int l, sr_error *e) {
-  int prev = l + 1 - d->slots;
-  if (prev >= 0 && moves(d, prev)) CU(cudaStreamWaitEvent(d->stream, d->out_done[prev], 0));
+  int prev = l + 1 - d->slots, rc;
+  if (prev >= 0 && moves(d, prev)) {
+    if ((rc = phase_to(d, TRAIN_PHASE_OFFLOAD_WAIT, e))) return rc;
+    CU(cudaStreamWaitEvent(d->stream, d->out_done[prev], 0));
+  }
   return SR_OK;
 }
 
@@ -303,7 +309,8 @@ int model_cuda_slot_free(model_cuda *d, int l, sr_error *e) {
 // backward, is queued before this point; a recomputation writes no layer output); layer l's own input waits.
 int model_cuda_offload_in(model_cuda *d, int l, int64_t T, sr_error *e) {
   if (!d->ckpt_host) return SR_OK;
-  int L = (int)d->cfg.num_layers;
+  int L = (int)d->cfg.num_layers, rc;
+  if ((rc = phase_to(d, TRAIN_PHASE_OFFLOAD_WAIT, e))) return rc;
   if (l == L - 1) CU(cudaStreamWaitEvent(d->stream, d->out_done[L - d->slots - 1], 0));  // every copy out is done
   if (moves(d, l)) CU(cudaStreamWaitEvent(d->stream, d->in_done, 0));
   if (l >= 1 && moves(d, l - 1)) {
@@ -401,8 +408,10 @@ extern "C" int model_cuda_moments(model_cuda *d, float *m, float *v, int to_host
 }
 
 extern "C" int model_cuda_zero_grad(model_cuda *d, sr_error *e) {
+  int rc = phase_to(d, TRAIN_PHASE_COPIES, e);
+  if (rc) return rc;
   CU(cudaMemsetAsync(d->grads, 0, (size_t)d->num_params * sizeof(float), d->stream));
-  return SR_OK;
+  return phase_to(d, PHASE_NONE, e);
 }
 
 extern "C" int model_cuda_memory(double *used_gib, double *total_gib, sr_error *e) {
@@ -445,17 +454,22 @@ extern "C" int model_cuda_alloc(float **p, int64_t n, sr_error *e) { return dall
 extern "C" void model_cuda_release(float *p) { cudaFree(p); }
 
 extern "C" int model_cuda_grad_sumsq(model_cuda *d, int64_t lo, int64_t hi, double *out, sr_error *e) {
+  int rc = phase_to(d, TRAIN_PHASE_GRAD_NORM, e);
+  if (rc) return rc;
   CU(cudaMemsetAsync(d->sumsq, 0, sizeof(double), d->stream));
   if (hi > lo) {
     sumsq_k<<<1024, 256, 0, d->stream>>>(d->sumsq, d->grads + lo, hi - lo);
     KCHECK();
   }
   CU(cudaMemcpyAsync(out, d->sumsq, sizeof(double), cudaMemcpyDeviceToHost, d->stream));
+  if ((rc = phase_to(d, PHASE_NONE, e))) return rc;
   CU(cudaStreamSynchronize(d->stream));
   return SR_OK;
 }
 
 extern "C" int model_cuda_adamw(model_cuda *d, adamw_state *s, double grad_scale, sr_error *e) {
+  int rc = phase_to(d, TRAIN_PHASE_ADAMW, e);
+  if (rc) return rc;
   s->step++;
   double bc1 = 1.0 - pow(s->beta1, (double)s->step), bc2 = 1.0 - pow(s->beta2, (double)s->step);
   for (int ti = 0; ti < d->num_tensors; ti++) {
@@ -469,5 +483,51 @@ extern "C" int model_cuda_adamw(model_cuda *d, adamw_state *s, double grad_scale
     KCHECK();
   }
   d->wb_stale = 1;
+  return phase_to(d, PHASE_NONE, e);
+}
+
+// ---- phase timing ------------------------------------------------------------------------------
+
+extern "C" int model_cuda_set_phase_times(model_cuda *d, sr_error *e) {
+  d->phases_on = 1;
+  d->ph_open = PHASE_NONE;
+  return SR_OK;
+}
+
+// Events come from a pool that grows at the first step and is reused by the next ones (no event is created or
+// destroyed in a timed step after the first).
+int model_cuda_phase_mark(model_cuda *d, int phase, sr_error *e) {
+  if (phase != PHASE_NONE && d->ph_rerun) phase = train_phase_rerun(phase);
+  if (phase == d->ph_open) return SR_OK;
+  if (d->ph_n == d->ph_cap) {
+    int cap = d->ph_cap ? 2 * d->ph_cap : 256;
+    cudaEvent_t *ev = (cudaEvent_t *)realloc(d->ph_ev, (size_t)cap * sizeof *ev);
+    if (ev) d->ph_ev = ev;
+    int *id = (int *)realloc(d->ph_id, (size_t)cap * sizeof *id);
+    if (id) d->ph_id = id;
+    if (!ev || !id) return sr_internal_error(e, 0, "model_cuda: out of memory for phase events");
+    for (int i = d->ph_cap; i < cap; i++) {
+      CU(cudaEventCreate(&d->ph_ev[i]));
+      d->ph_cap = i + 1;
+    }
+  }
+  CU(cudaEventRecord(d->ph_ev[d->ph_n], d->stream));
+  d->ph_id[d->ph_n++] = phase;
+  d->ph_open = phase;
+  return SR_OK;
+}
+
+extern "C" int model_cuda_phase_times(model_cuda *d, double *seconds, sr_error *e) {
+  int n = d->ph_n;
+  d->ph_n = 0;
+  d->ph_open = PHASE_NONE;
+  if (n == 0) return SR_OK;
+  CU(cudaEventSynchronize(d->ph_ev[n - 1]));
+  for (int i = 0; i + 1 < n; i++) {
+    if (d->ph_id[i] == PHASE_NONE) continue;
+    float ms = 0;
+    CU(cudaEventElapsedTime(&ms, d->ph_ev[i], d->ph_ev[i + 1]));
+    seconds[d->ph_id[i]] += 1e-3 * ms;
+  }
   return SR_OK;
 }

@@ -109,5 +109,12 @@ int model_cuda_get_device(int *device, sr_error *e);
 int model_cuda_set_device(int device, sr_error *e);
 // Wait for the stream.
 int model_cuda_sync(model_cuda *d, sr_error *e);
+// Time the step's classes of work (train/phases.h: the forward and backward, zeroing, gradient norm, AdamW) with
+// CUDA events on the stream, one where the class changes and one where the timed work pauses; the host never waits
+// for them until model_cuda_phase_times.
+int model_cuda_set_phase_times(model_cuda *d, sr_error *e);
+// Add each class's seconds since the last call into seconds[TRAIN_PHASES] (waits for the last event: call it once
+// the step is done).
+int model_cuda_phase_times(model_cuda *d, double *seconds, sr_error *e);
 
 #endif

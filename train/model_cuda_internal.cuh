@@ -99,7 +99,14 @@ struct model_cuda {
   cudaStream_t d2h, h2d;
   cudaEvent_t *out_done;      // [L] x[i]'s copy to the host done
   cudaEvent_t written, in_done;  // x[i] written (the copy out may start); the prefetched input arrived
+  // phase timing (model_cuda_set_phase_times): a mark (an event and the class it opens, PHASE_NONE: timed work
+  // pauses) where the class changes; mark i's class runs until mark i + 1 (model_cuda_phase_times)
+  int phases_on, ph_rerun, ph_open;  // ph_rerun: the backward reruns a forward; ph_open: the class now open
+  cudaEvent_t *ph_ev;
+  int *ph_id, ph_n, ph_cap;
 };
+
+#define PHASE_NONE (-1)
 
 #define DP(d, idx) ((d)->params + (d)->tensors[idx].offset)
 #define DG(d, idx) ((d)->grads + (d)->tensors[idx].offset)
@@ -122,5 +129,12 @@ int model_cuda_refresh_weights(model_cuda *d, sr_error *e);
 int model_cuda_offload_out(model_cuda *d, int i, int64_t T, sr_error *e);
 int model_cuda_slot_free(model_cuda *d, int l, sr_error *e);
 int model_cuda_offload_in(model_cuda *d, int l, int64_t T, sr_error *e);
+// A phase mark on the stream: class `phase` (TRAIN_PHASE_*, the rerun's class while d->ph_rerun) from here, or
+// PHASE_NONE; nothing when the class is already open (model_cuda.cu).
+int model_cuda_phase_mark(model_cuda *d, int phase, sr_error *e);
+// The same, and nothing at all unless phase timing is on (one branch: the step's code calls it at every change).
+static inline int phase_to(model_cuda *d, int phase, sr_error *e) {
+  return d->phases_on ? model_cuda_phase_mark(d, phase, e) : SR_OK;
+}
 
 #endif

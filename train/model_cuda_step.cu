@@ -74,6 +74,8 @@ static int colsum(model_cuda *d, float *out, const float *in, int64_t rows, int 
 static int rmsnorm_bwd(model_cuda *d, float *dx, void *dx_act, float *dw, const float *dout, const float *x,
                        const float *w, const float *rstd, int64_t T, int C, sr_error *e) {
   float *tmp = d->qkv;  // free in the backward once the layer's q|k|v are rotated
+  int rc = phase_to(d, TRAIN_PHASE_RMSNORM_BWD, e);
+  if (rc) return rc;
   rmsnorm_bwd_run(d->bf16, dx, dx_act, tmp, dout, x, w, rstd, T, C, d->stream);
   KCHECK();
   return colsum(d, dw, tmp, T, C, C, e);
@@ -81,6 +83,8 @@ static int rmsnorm_bwd(model_cuda *d, float *dx, void *dx_act, float *dw, const 
 
 static int rmsnorm_fwd(model_cuda *d, void *out, float *rstd, float *xcopy, const float *x, const float *w, int64_t T,
                        int C, sr_error *e) {
+  int rc = phase_to(d, TRAIN_PHASE_RMSNORM_FWD, e);
+  if (rc) return rc;
   rmsnorm_fwd_run(d->bf16, out, rstd, xcopy, x, w, T, C, (float)d->cfg.rms_norm_eps, d->stream);
   KCHECK();
   return SR_OK;
@@ -118,7 +122,8 @@ extern "C" int model_cuda_attn_time(model_cuda *d, double *seconds, sr_error *e)
 
 static int attention_fwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
-  int rc = attn_s ? timer_mark(d, e) : SR_OK;
+  int rc = phase_to(d, TRAIN_PHASE_ATTN_FWD, e);
+  if (!rc && attn_s) rc = timer_mark(d, e);
   if (rc) return rc;
   if (d->attn.forward) {
     if ((rc = d->attn.forward(d->attn.ctx, l, T, a->qb, a->kb, a->vb, a->ob, a->lse, e))) return rc;
@@ -134,7 +139,8 @@ static int attention_fwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *
 static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
   int64_t QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-  int rc = attn_s ? timer_mark(d, e) : SR_OK;
+  int rc = phase_to(d, TRAIN_PHASE_ATTN_BWD, e);
+  if (!rc && attn_s) rc = timer_mark(d, e);
   if (rc) return rc;
   if (d->attn.backward) {
     if ((rc = d->attn.backward(d->attn.ctx, l, T, a->qb, a->kb, a->vb, a->ob, a->lse, d->dob, d->dq, d->dk, d->dv, e)))
@@ -167,8 +173,10 @@ static int mlp_up(model_cuda *d, int l, int64_t t0, int64_t n, void *gu, void *h
   cudaDataType at = act_type(d);
   const void *ln2 = act_at(d, d->acts[l].ln2, t0 * C);
   int rc;
-  if ((rc = linear(d, gu, at, 2 * I, ln2, C, LPD(d, l, MODEL_T_GATE), n, C, I, 0.0f, e)) ||
-      (rc = linear(d, act_at(d, gu, I), at, 2 * I, ln2, C, LPD(d, l, MODEL_T_UP), n, C, I, 0.0f, e)))
+  if ((rc = phase_to(d, TRAIN_PHASE_GATE_UP_FWD, e)) ||
+      (rc = linear(d, gu, at, 2 * I, ln2, C, LPD(d, l, MODEL_T_GATE), n, C, I, 0.0f, e)) ||
+      (rc = linear(d, act_at(d, gu, I), at, 2 * I, ln2, C, LPD(d, l, MODEL_T_UP), n, C, I, 0.0f, e)) ||
+      (rc = phase_to(d, TRAIN_PHASE_SWIGLU_FWD, e)))
     return rc;
   swiglu_fwd_run(d->bf16, h, gu, n, I, d->stream);
   KCHECK();
@@ -183,7 +191,7 @@ static int mlp_fwd(model_cuda *d, int l, int64_t T, float *xo, sr_error *e) {
     int64_t n = sr_min64(d->mlp_rows, T - t0);
     void *gu, *h;
     mlp_rows(d, l, t0, &gu, &h);
-    if ((rc = mlp_up(d, l, t0, n, gu, h, e)) ||
+    if ((rc = mlp_up(d, l, t0, n, gu, h, e)) || (rc = phase_to(d, TRAIN_PHASE_DOWN_FWD, e)) ||
         (rc = linear(d, xo + t0 * C, CUDA_R_32F, C, h, I, LPD(d, l, MODEL_T_DOWN), n, I, C, 1.0f, e)))
       return rc;
   }
@@ -203,15 +211,25 @@ static int mlp_bwd(model_cuda *d, int l, int64_t T, sr_error *e) {
     mlp_rows(d, l, t0, &gu, &h);
     const void *dxb = act_at(d, d->dxb, t0 * C), *ln2 = act_at(d, d->acts[l].ln2, t0 * C);
     float *dln = d->dln + t0 * C;
-    if ((d->recompute && (rc = mlp_up(d, l, t0, n, gu, h, e))) ||
+    if (d->recompute) {  // the chunk's gate|up and h again, timed as recomputation
+      d->ph_rerun = 1;
+      rc = mlp_up(d, l, t0, n, gu, h, e);
+      d->ph_rerun = 0;
+      if (rc) return rc;
+    }
+    if ((rc = phase_to(d, TRAIN_PHASE_DOWN_DGRAD, e)) ||
         (rc = linear_dinp(d, d->dh, at, I, dxb, C, LPD(d, l, MODEL_T_DOWN), n, I, C, 0.0f, e)) ||
-        (rc = linear_dw(d, LGD(d, l, MODEL_T_DOWN), dxb, C, h, I, n, I, C, e)))
+        (rc = phase_to(d, TRAIN_PHASE_DOWN_WGRAD, e)) ||
+        (rc = linear_dw(d, LGD(d, l, MODEL_T_DOWN), dxb, C, h, I, n, I, C, e)) ||
+        (rc = phase_to(d, TRAIN_PHASE_SWIGLU_BWD, e)))
       return rc;
     swiglu_bwd_run(d->bf16, gu, d->dh, gu, n, I, d->stream);
     KCHECK();
     const void *dgate = gu, *dup = act_at(d, gu, I);
-    if ((rc = linear_dinp(d, dln, CUDA_R_32F, C, dgate, 2 * I, LPD(d, l, MODEL_T_GATE), n, C, I, 0.0f, e)) ||
+    if ((rc = phase_to(d, TRAIN_PHASE_GATE_UP_DGRAD, e)) ||
+        (rc = linear_dinp(d, dln, CUDA_R_32F, C, dgate, 2 * I, LPD(d, l, MODEL_T_GATE), n, C, I, 0.0f, e)) ||
         (rc = linear_dinp(d, dln, CUDA_R_32F, C, dup, 2 * I, LPD(d, l, MODEL_T_UP), n, C, I, 1.0f, e)) ||
+        (rc = phase_to(d, TRAIN_PHASE_GATE_UP_WGRAD, e)) ||
         (rc = linear_dw(d, LGD(d, l, MODEL_T_GATE), dgate, 2 * I, ln2, C, n, C, I, e)) ||
         (rc = linear_dw(d, LGD(d, l, MODEL_T_UP), dup, 2 * I, ln2, C, n, C, I, e)))
       return rc;
@@ -232,11 +250,14 @@ static int layer_fwd(model_cuda *d, int l, int64_t T, int recomputing, double *a
   layer_buf *a = &d->acts[l];
   float *x = d->x[l], *xo = d->x[l + 1];
   int rc;
+  d->ph_rerun = recomputing;  // the rerun's pieces are timed as recomputation
   // x2 = x: the residual the O GEMM adds onto, copied by the norm that reads x anyway
   if ((rc = rmsnorm_fwd(d, a->ln1, a->rstd1, a->x2, x, LPD(d, l, MODEL_T_LN1), T, C, e))) return rc;
-  if ((rc = linear(d, d->qkv, CUDA_R_32F, W, a->ln1, C, LPD(d, l, MODEL_T_Q), T, C, QD, 0.0f, e)) ||
+  if ((rc = phase_to(d, TRAIN_PHASE_QKV_FWD, e)) ||
+      (rc = linear(d, d->qkv, CUDA_R_32F, W, a->ln1, C, LPD(d, l, MODEL_T_Q), T, C, QD, 0.0f, e)) ||
       (rc = linear(d, d->qkv + QD, CUDA_R_32F, W, a->ln1, C, LPD(d, l, MODEL_T_K), T, C, KD, 0.0f, e)) ||
-      (rc = linear(d, d->qkv + QD + KD, CUDA_R_32F, W, a->ln1, C, LPD(d, l, MODEL_T_V), T, C, KD, 0.0f, e)))
+      (rc = linear(d, d->qkv + QD + KD, CUDA_R_32F, W, a->ln1, C, LPD(d, l, MODEL_T_V), T, C, KD, 0.0f, e)) ||
+      (rc = phase_to(d, TRAIN_PHASE_ROPE_FWD, e)))
     return rc;
   qkv_post_k<<<rows_grid(T), 256, 0, d->stream>>>(a->qb, a->kb, a->vb, d->qkv, LPD(d, l, MODEL_T_QB), LPD(d, l, MODEL_T_KB),
                                                   LPD(d, l, MODEL_T_VB), d->cosv, d->sinv, d->pos, c->logn_seq_length, T,
@@ -247,14 +268,18 @@ static int layer_fwd(model_cuda *d, int l, int64_t T, int recomputing, double *a
     return rc;
   const void *o = a->ob;
   if (!d->bf16) {  // TF32 GEMMs read fp32
+    if ((rc = phase_to(d, TRAIN_PHASE_CASTS, e))) return rc;
     from_bf16_run(d->ob_act, a->ob, T * QD, d->stream);
     KCHECK();
     o = d->ob_act;
   }
-  if ((rc = linear(d, a->x2, CUDA_R_32F, C, o, QD, LPD(d, l, MODEL_T_O), T, QD, C, 1.0f, e))) return rc;
+  if ((rc = phase_to(d, TRAIN_PHASE_O_FWD, e)) ||
+      (rc = linear(d, a->x2, CUDA_R_32F, C, o, QD, LPD(d, l, MODEL_T_O), T, QD, C, 1.0f, e)))
+    return rc;
   // xo = x2: the residual the down GEMM adds onto (not when recomputing: the MLP waits for the backward)
   if ((rc = rmsnorm_fwd(d, a->ln2, a->rstd2, recomputing ? NULL : xo, a->x2, LPD(d, l, MODEL_T_LN2), T, C, e)))
     return rc;
+  d->ph_rerun = 0;
   return recomputing ? SR_OK : mlp_fwd(d, l, T, xo, e);
 }
 
@@ -267,32 +292,39 @@ static int attn_block_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_er
   layer_buf *a = &d->acts[l];
   int rc;
   // attention's dout straight in bf16 (TF32: in fp32, then converted)
+  if ((rc = phase_to(d, TRAIN_PHASE_O_DGRAD, e))) return rc;
   if (d->bf16) {
     if ((rc = linear_dinp(d, d->dob, CUDA_R_16BF, QD, d->dxb, C, LPD(d, l, MODEL_T_O), T, QD, C, 0.0f, e))) return rc;
   } else {
-    if ((rc = linear_dinp(d, d->dob_act, CUDA_R_32F, QD, d->dxb, C, LPD(d, l, MODEL_T_O), T, QD, C, 0.0f, e))) return rc;
+    if ((rc = linear_dinp(d, d->dob_act, CUDA_R_32F, QD, d->dxb, C, LPD(d, l, MODEL_T_O), T, QD, C, 0.0f, e)) ||
+        (rc = phase_to(d, TRAIN_PHASE_CASTS, e)))
+      return rc;
     to_bf16_run(d->dob, d->dob_act, T * QD, d->stream);
     KCHECK();
-  }
-  if (!d->bf16) {  // TF32: the O GEMM's fp32 input again (one scratch serves every layer)
+    // TF32: the O GEMM's fp32 input again (one scratch serves every layer)
     from_bf16_run(d->ob_act, a->ob, T * QD, d->stream);
     KCHECK();
   }
-  if ((rc = linear_dw(d, LGD(d, l, MODEL_T_O), d->dxb, C, d->bf16 ? (const void *)a->ob : d->ob_act, QD, T, QD, C, e)) ||
-      (rc = attention_bwd(d, l, T, a, attn_s, e)))
+  if ((rc = phase_to(d, TRAIN_PHASE_O_WGRAD, e)) ||
+      (rc = linear_dw(d, LGD(d, l, MODEL_T_O), d->dxb, C, d->bf16 ? (const void *)a->ob : d->ob_act, QD, T, QD, C, e)) ||
+      (rc = attention_bwd(d, l, T, a, attn_s, e)) || (rc = phase_to(d, TRAIN_PHASE_ROPE_BWD, e)))
     return rc;
   qkv_bwd_post_run(d->bf16, d->dqkv, d->dq, d->dk, d->dv, d->cosv, d->sinv, d->pos, c->logn_seq_length, T, Hq, Hkv, D,
                    d->stream);
   KCHECK();
+  const void *dq = d->dqkv, *dk = act_at(d, d->dqkv, QD), *dv = act_at(d, d->dqkv, QD + KD);
+  if ((rc = phase_to(d, TRAIN_PHASE_QKV_DGRAD, e)) ||
+      (rc = linear_dinp(d, d->dln, CUDA_R_32F, C, dq, W, LPD(d, l, MODEL_T_Q), T, C, QD, 0.0f, e)) ||
+      (rc = linear_dinp(d, d->dln, CUDA_R_32F, C, dk, W, LPD(d, l, MODEL_T_K), T, C, KD, 1.0f, e)) ||
+      (rc = linear_dinp(d, d->dln, CUDA_R_32F, C, dv, W, LPD(d, l, MODEL_T_V), T, C, KD, 1.0f, e)) ||
+      (rc = phase_to(d, TRAIN_PHASE_QKV_WGRAD, e)))
+    return rc;
+  // the biases' gradients from the fp32 dq, dk, dv (which the input gradients above do not touch)
   if (LGD(d, l, MODEL_T_QB) &&
       ((rc = colsum(d, LGD(d, l, MODEL_T_QB), d->dq, T, QD, QD, e)) || (rc = colsum(d, LGD(d, l, MODEL_T_KB), d->dk, T, KD, KD, e)) ||
        (rc = colsum(d, LGD(d, l, MODEL_T_VB), d->dv, T, KD, KD, e))))
     return rc;
-  const void *dq = d->dqkv, *dk = act_at(d, d->dqkv, QD), *dv = act_at(d, d->dqkv, QD + KD);
-  if ((rc = linear_dinp(d, d->dln, CUDA_R_32F, C, dq, W, LPD(d, l, MODEL_T_Q), T, C, QD, 0.0f, e)) ||
-      (rc = linear_dinp(d, d->dln, CUDA_R_32F, C, dk, W, LPD(d, l, MODEL_T_K), T, C, KD, 1.0f, e)) ||
-      (rc = linear_dinp(d, d->dln, CUDA_R_32F, C, dv, W, LPD(d, l, MODEL_T_V), T, C, KD, 1.0f, e)) ||
-      (rc = linear_dw(d, LGD(d, l, MODEL_T_Q), dq, W, a->ln1, C, T, C, QD, e)) ||
+  if ((rc = linear_dw(d, LGD(d, l, MODEL_T_Q), dq, W, a->ln1, C, T, C, QD, e)) ||
       (rc = linear_dw(d, LGD(d, l, MODEL_T_K), dk, W, a->ln1, C, T, C, KD, e)))
     return rc;
   return linear_dw(d, LGD(d, l, MODEL_T_V), dv, W, a->ln1, C, T, C, KD, e);
@@ -328,12 +360,15 @@ static int head_loss(model_cuda *d, int64_t T, int grads, double loss_scale, sr_
   for (int64_t t0 = 0; t0 < T; t0 += d->ce_chunk) {
     int64_t n = sr_min64(d->ce_chunk, T - t0);
     const void *in = act_at(d, d->lnf, t0 * C);
-    if ((rc = linear(d, d->logits, at, V, in, C, W, n, C, V, 0.0f, e))) return rc;
+    if ((rc = phase_to(d, TRAIN_PHASE_LM_HEAD, e)) || (rc = linear(d, d->logits, at, V, in, C, W, n, C, V, 0.0f, e)) ||
+        (rc = phase_to(d, TRAIN_PHASE_CROSS_ENTROPY, e)))
+      return rc;
     cross_entropy_run(d->bf16, d->logits, n, V, d->tgt + t0, (float)loss_scale, grads, d->losses + t0, d->argmax + t0,
                       d->stream);
     KCHECK();
     // softmax − onehot, in place, into the final norm's output gradient and the LM head's weight gradient
-    if (grads && ((rc = linear_dinp(d, d->dln + t0 * C, CUDA_R_32F, C, d->logits, V, W, n, C, V, 0.0f, e)) ||
+    if (grads && ((rc = phase_to(d, TRAIN_PHASE_LM_HEAD, e)) ||
+                  (rc = linear_dinp(d, d->dln + t0 * C, CUDA_R_32F, C, d->logits, V, W, n, C, V, 0.0f, e)) ||
                   (rc = linear_dw(d, DG(d, d->t_lm_head), d->logits, V, in, C, n, C, V, e))))
       return rc;
   }
@@ -350,15 +385,20 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
     return sr_input_error(e, NULL, "tokens", "%lld local tokens, the model holds room for 0..%lld", (long long)T,
                           (long long)d->max_tokens);
   if (attn_s) *attn_s = 0;
+  d->ph_rerun = 0;
   if ((rc = model_cuda_alloc_inputs(d, e)) || (!d->acts_ready && (rc = model_cuda_alloc_acts(d, e))) ||
-      (rc = model_cuda_refresh_weights(d, e)))
+      (rc = phase_to(d, TRAIN_PHASE_CASTS, e)) || (rc = model_cuda_refresh_weights(d, e)) ||
+      (rc = phase_to(d, TRAIN_PHASE_COPIES, e)))
     return rc;
   CU(cudaMemcpyAsync(d->tok, tokens, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
   CU(cudaMemcpyAsync(d->tgt, targets, (size_t)T * sizeof(int), cudaMemcpyHostToDevice, d->stream));
   CU(cudaMemcpyAsync(d->pos, pos, (size_t)T * sizeof(long long), cudaMemcpyHostToDevice, d->stream));
   if (T > 0) {
+    if ((rc = phase_to(d, TRAIN_PHASE_ROPE_FWD, e))) return rc;
     rope_table_k<<<grid_for(T * half, 256), 256, 0, d->stream>>>(d->cosv, d->sinv, d->pos, d->inv_freq, d->rope_mscale,
                                                                T, half);
+    KCHECK();
+    if ((rc = phase_to(d, TRAIN_PHASE_EMBED, e))) return rc;
     embed_fwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(d->x[0], DP(d, d->t_embed), d->tok, T, C);
     KCHECK();
   }
@@ -367,12 +407,16 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
     if ((rc = model_cuda_slot_free(d, l, e)) || (rc = layer_fwd(d, l, T, 0, attn_s, e)) ||
         (l + 1 < L && (rc = model_cuda_offload_out(d, l + 1, T, e))))
       return rc;
-  if ((rc = head_loss(d, T, grads, loss_scale, e))) return rc;
+  if ((rc = head_loss(d, T, grads, loss_scale, e)) || (rc = phase_to(d, TRAIN_PHASE_COPIES, e))) return rc;
   float *losses = (float *)malloc((size_t)sr_max64(T, 1) * sizeof(float));
   if (!losses) return sr_internal_error(e, 0, "model_cuda: out of memory");
   cudaError_t ce = cudaMemcpyAsync(losses, d->losses, (size_t)T * sizeof(float), cudaMemcpyDeviceToHost, d->stream);
   if (ce == cudaSuccess && argmax)
     ce = cudaMemcpyAsync(argmax, d->argmax, (size_t)T * sizeof(int), cudaMemcpyDeviceToHost, d->stream);
+  if (ce == cudaSuccess && (rc = phase_to(d, PHASE_NONE, e))) {  // the host waits for the losses: not timed
+    free(losses);
+    return rc;
+  }
   if (ce == cudaSuccess) ce = cudaStreamSynchronize(d->stream);
   double total = 0;
   for (int64_t t = 0; t < T; t++) total += losses[t];
@@ -380,6 +424,7 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
   if (ce != cudaSuccess) return sr_internal_error(e, 0, "%s:%d: CUDA: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
   *loss_sum = total;
   if (!grads) return SR_OK;
+  if ((rc = phase_to(d, TRAIN_PHASE_COPIES, e))) return rc;
   CU(cudaMemsetAsync(d->dx, 0, (size_t)(T * C) * sizeof(float), d->stream));
   if (T > 0 && (rc = rmsnorm_bwd(d, d->dx, d->bf16 ? d->dxb : NULL, DG(d, d->t_norm), d->dln, d->x[L], DP(d, d->t_norm),
                                  d->rstdf, T, C, e)))
@@ -387,8 +432,9 @@ extern "C" int model_cuda_forward_backward(model_cuda *d, int64_t T, const int32
   for (int l = L - 1; l >= 0; l--)
     if ((rc = model_cuda_offload_in(d, l, T, e)) || (rc = layer_bwd(d, l, T, attn_s, e))) return rc;
   if (T > 0) {
+    if ((rc = phase_to(d, TRAIN_PHASE_EMBED, e))) return rc;
     embed_bwd_k<<<grid_for(T * C, 256), 256, 0, d->stream>>>(DG(d, d->t_embed), d->dx, d->tok, T, C);
     KCHECK();
   }
-  return SR_OK;
+  return phase_to(d, PHASE_NONE, e);
 }

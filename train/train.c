@@ -121,6 +121,7 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
     rc = model_cuda_create(&d, &t->model, sr_max64(n_local, 1), W * t->slice, &o->seed, lo, hi, o->cuda_stream, e);
     t->dev = d;
     if (!rc) rc = model_cuda_set_mlp_chunk(d, mlp_rows, e);
+    if (!rc && o->phase_times) rc = model_cuda_set_phase_times(d, e);
     if (!rc && o->offload_activations) rc = model_cuda_set_offload(d, e);
     if (rc) {
       trainer_free(t);
@@ -260,7 +261,9 @@ static int forward_sample(trainer *t, int64_t index, int held_out, int grads, do
     free(sums);
     return rc;
   }
-  st->comm_s += sr_now() - c0;
+  double comm_dt = sr_now() - c0;
+  st->comm_s += comm_dt;
+  st->phase_s[TRAIN_PHASE_COMM] += comm_dt;
   st->loss += count ? sums[0] / (double)count : 0;
   st->mispredicted += (int64_t)sums[1];
   st->samples += pack;
@@ -303,18 +306,29 @@ static double lr_at(const train_options *o, int64_t step) {
   return o->lr;
 }
 
+// Add the seconds since *t to class `phase` of the step (train/phases.h) and move *t to now.
+static void step_lap(train_step_stats *st, int phase, double *t) {
+  double now = sr_now();
+  st->phase_s[phase] += now - *t;
+  *t = now;
+}
+
 #if SR_HAVE_CUDA
-// The step on the GPU: the same sequence as trainer_step, with device gradients and parameters.
+// The step on the GPU: the same sequence as trainer_step, with device gradients and parameters. The model's phases
+// are timed on the device (model_cuda_set_phase_times), the collectives here: the device is idle during them.
 static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
   double t0 = sr_now();
   int rc = model_cuda_zero_grad(t->dev, e);
   if (rc || (rc = forward_batch(t, t->step, st, e))) return rc;
   int64_t P = t->model.num_params, W = t->comm.world;
   if ((rc = model_cuda_sync(t->dev, e))) return rc;  // the backward is queued: finish it before the all-reduce
-  double c0 = sr_now(), ss = 0;
+  double c0 = sr_now(), ss = 0, tp = c0;
   if (W > 1 && (rc = t->comm.allreduce_f32(t->comm.ctx, model_cuda_grads(t->dev), P, e))) return rc;
+  step_lap(st, TRAIN_PHASE_COMM, &tp);
   if ((rc = model_cuda_grad_sumsq(t->dev, t->adam.lo, t->adam.hi, &ss, e))) return rc;
+  tp = sr_now();
   if (W > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, &ss, 1, e))) return rc;
+  step_lap(st, TRAIN_PHASE_COMM, &tp);
   st->comm_s += sr_now() - c0;
   st->grad_norm = sqrt(ss);
   if ((rc = check_finite(t, st, e))) return rc;
@@ -326,14 +340,17 @@ static int trainer_step_cuda(trainer *t, train_step_stats *st, sr_error *e) {
     if ((rc = model_cuda_sync(t->dev, e))) return rc;
     c0 = sr_now();
     rc = t->comm.allgather_f32(t->comm.ctx, w + (int64_t)t->comm.rank * t->slice, w, t->slice, e);
-    st->comm_s += sr_now() - c0;
+    double dt = sr_now() - c0;
+    st->comm_s += dt;
+    st->phase_s[TRAIN_PHASE_COMM] += dt;
     if (rc) return rc;
   }
   if ((rc = model_cuda_sync(t->dev, e))) return rc;
   t->step++;
   st->step = t->step;
   st->time_s = sr_now() - t0;
-  return SR_OK;
+  // the step's events, read once it is done (outside its time)
+  return t->opt.phase_times ? model_cuda_phase_times(t->dev, st->phase_s, e) : SR_OK;
 }
 #endif
 
@@ -342,21 +359,29 @@ int trainer_step(trainer *t, train_step_stats *st, sr_error *e) {
 #if SR_HAVE_CUDA
   if (t->dev) return trainer_step_cuda(t, st, e);
 #endif
-  double t0 = sr_now();
+  double t0 = sr_now(), tp = t0;
+  memset(t->model.phase_s, 0, sizeof t->model.phase_s);  // the model's classes of this step's samples
   model_zero_grad(&t->model);
+  step_lap(st, TRAIN_PHASE_COPIES, &tp);
   int rc = forward_batch(t, t->step, st, e);
   if (rc) return rc;
   int64_t P = t->model.num_params, W = t->comm.world;
   float *g = t->model.grads, *w = t->model.params;
   double c0 = sr_now();
+  tp = c0;
   if (W > 1 && (rc = t->comm.allreduce_f32(t->comm.ctx, g, P, e))) return rc;
+  step_lap(st, TRAIN_PHASE_COMM, &tp);
   double ss = model_grad_sumsq(&t->model, t->adam.lo, t->adam.hi);
+  step_lap(st, TRAIN_PHASE_GRAD_NORM, &tp);
   if (W > 1 && (rc = t->comm.allreduce_f64(t->comm.ctx, &ss, 1, e))) return rc;
+  step_lap(st, TRAIN_PHASE_COMM, &tp);
   st->comm_s += sr_now() - c0;
   st->grad_norm = sqrt(ss);
   if ((rc = check_finite(t, st, e))) return rc;
   st->lr = t->adam.lr = lr_at(&t->opt, t->step);
+  tp = sr_now();
   adamw_update(&t->adam, &t->model, adamw_clip_scale(&t->adam, st->grad_norm));
+  step_lap(st, TRAIN_PHASE_ADAMW, &tp);
   if (W > 1) {
     // ZeRO-1: every rank's updated slice goes to every rank (the last slice may be short: padded)
     float *mine = malloc((size_t)t->slice * sizeof(float));
@@ -364,24 +389,33 @@ int trainer_step(trainer *t, train_step_stats *st, sr_error *e) {
     int64_t n = t->adam.hi - t->adam.lo;
     memcpy(mine, w + t->adam.lo, (size_t)sr_max64(n, 0) * sizeof(float));
     memset(mine + sr_max64(n, 0), 0, (size_t)(t->slice - sr_max64(n, 0)) * sizeof(float));
-    c0 = sr_now();
+    step_lap(st, TRAIN_PHASE_COPIES, &tp);
+    c0 = tp;
     rc = t->comm.allgather_f32(t->comm.ctx, mine, t->gather, t->slice, e);
     st->comm_s += sr_now() - c0;
+    step_lap(st, TRAIN_PHASE_COMM, &tp);
     free(mine);
     if (rc) return rc;
     memcpy(w, t->gather, (size_t)P * sizeof(float));
+    step_lap(st, TRAIN_PHASE_COPIES, &tp);
   }
   t->step++;
   st->step = t->step;
   st->time_s = sr_now() - t0;
+  for (int p = 0; p < TRAIN_PHASES; p++) st->phase_s[p] += t->model.phase_s[p];
   return SR_OK;
 }
 
 int trainer_eval(trainer *t, int64_t index, train_step_stats *st, sr_error *e) {
   memset(st, 0, sizeof *st);
+  memset(t->model.phase_s, 0, sizeof t->model.phase_s);
   double t0 = sr_now();
   int rc = forward_sample(t, index, 1, 0, 1.0, st, e);
   st->step = t->step;
   st->time_s = sr_now() - t0;
+  for (int p = 0; p < TRAIN_PHASES; p++) st->phase_s[p] += t->model.phase_s[p];
+#if SR_HAVE_CUDA
+  if (!rc && t->dev && t->opt.phase_times) rc = model_cuda_phase_times(t->dev, st->phase_s, e);
+#endif
   return rc;
 }

@@ -53,6 +53,7 @@ typedef struct {
                             // rotates by positions that jump once, at a random token, by a random skip in
                             // [0, pose_span - len], so short samples teach distances up to pose_span
   int cuda;                 // run the model on this rank's GPU (model_cuda.h; needs SR_HAVE_CUDA)
+  int phase_times;          // time the GPU step's phases with CUDA events (train_step_stats.phase_s; the CPU's always)
   void *cuda_stream;        // cudaStream_t the model runs on (the comm backend's compute stream)
   // called before each sample's forward of a step (a batch: several), e.g. so that a searched pattern knows the
   // sample is new inputs (NULL: none)
@@ -70,6 +71,9 @@ typedef struct {
   int64_t mispredicted;     // scored tokens whose argmax is wrong (0: an exact match)
   int64_t samples, exact;   // samples scored (pack per sequence) and those without a misprediction
   double time_s, attn_s, comm_s;  // whole step; attention callback; gradient / parameter collectives
+  // seconds of each class of work (train/phases.h): on the CPU always, on the GPU with train_options.phase_times
+  // (CUDA events on the compute stream, read after time_s is taken); their sum is at most time_s
+  double phase_s[TRAIN_PHASES];
 } train_step_stats;
 
 typedef struct {

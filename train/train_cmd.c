@@ -18,6 +18,7 @@
 #include "exec/comm.h"
 #include "exec/dist_attn.h"
 #include "exec/exec.h"
+#include "train/phases.h"
 #include "train/train.h"
 #include "train/train_attn.h"
 #include "train/train_run.h"
@@ -218,6 +219,9 @@ static const cli_flag train_flags[] = {
     {"trace", cli_out_file, NULL, "record the attention patterns of --trace-steps as a trace"},
     {"trace-steps", "A,B,...", NULL, "the steps --trace records"},
     {"quiet", NULL, NULL, "no per-step log lines (a --csv file is still written)"},
+    {"phase-times", NULL, NULL,
+     "after each step line, the step's seconds by class of work (norms, GEMMs, attention, optimizer, ...) and the rest "
+     "(CUDA: events on the compute stream); with --csv, a column each"},
     {"write-samples", "FILE", NULL, "write the steps' token sequences (int32 tokens then targets a sample) to FILE and stop"},
     {NULL, NULL, NULL, NULL},
 };
@@ -359,6 +363,7 @@ static int options_set(train_run *r, sr_error *e) {
   o->pack = r->pack;
   o->pose_span = r->pose;
   o->cuda = r->cuda;
+  o->phase_times = r->phase_times = cli_has(a, "phase-times");
   o->cuda_stream = r->c.compute_stream;
   o->sample_begin = search_sample_begin, o->sample_ctx = r;
   return SR_OK;
@@ -456,7 +461,9 @@ static int outputs_open(train_run *r, sr_error *e) {
                      : "fp32 operands on TF32 tensor cores (--precision tf32)",
              (double)model_cuda_act_bytes(r->t.dev) / (1 << 30));
 #endif
-    sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s,plan_wait_s\n");
+    sr_buf_printf(&r->csv, "run,step,loss,grad_norm,lr,tokens_per_s,mfu,density,attn_s,gemm_s,comm_s,step_s,plan_wait_s");
+    if (r->phase_times) train_phases_csv_header(&r->csv);  // --phase-times: a column a class, then the rest
+    sr_buf_printf(&r->csv, "\n");
   }
   // attention patterns of chosen steps, as a trace (traces/trace.h) the simulator can replay
   r->trace_path = cli_get(a, "trace", NULL), r->trace_steps = cli_get(a, "trace-steps", "");
@@ -494,9 +501,17 @@ static int step_log(train_run *r, const train_step_stats *st, int64_t waits, dou
            "plan-wait %.3fs (%lld) | lr %.2e | gnorm %.3f\n",
            (long long)st->step, st->loss, tps, mfu_text, r->density, st->attn_s, gemm_s, st->comm_s, wait_s,
            (long long)waits, st->lr, st->grad_norm);
-  sr_buf_printf(&r->csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", r->label,
+  if (r->phase_times && !r->quiet) {
+    sr_buf line = {0};
+    train_phases_line(st->step, st->phase_s, st->time_s, &line);
+    printf("%s\n", line.data ? line.data : "");
+    sr_buf_free(&line);
+  }
+  sr_buf_printf(&r->csv, "%s,%lld,%.17g,%.6f,%.6g,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f", r->label,
                 (long long)st->step, st->loss, st->grad_norm, st->lr, tps, r->peak > 0 ? mfu : 0.0, r->density,
                 st->attn_s, gemm_s, st->comm_s, st->time_s, wait_s);
+  if (r->phase_times) train_phases_csv_row(st->phase_s, st->time_s, &r->csv);
+  sr_buf_printf(&r->csv, "\n");
   // rewritten every step, at once: the log of a long run shows its progress (and what a failed run did)
   if (r->csv_path[0] && sr_write_atomic_now(r->csv_path, r->csv.data, r->csv.len, e)) return e->code;
   double per = (sr_now() - r->run_t0) / (double)(r->t.step - r->first);

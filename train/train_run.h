@@ -38,6 +38,7 @@ typedef struct {
   train_options o;
   const char *loss_mode, *ckpt, *trace_path, *trace_steps;
   int quiet, mlp_given;
+  int phase_times;            // --phase-times: a phase line after each step line, phase columns in the CSV
   int search_recall;          // --search-recall
   char label[256], csv_path[600];
   // the plan's attention and its plans built before the first step
