@@ -369,7 +369,7 @@ def stage_bench():
         torch.manual_seed(0)
         with torch.device("cuda"):  # initialised on the GPU: a 3B model's random init on the host takes minutes
             m = Qwen2ForCausalLM._from_config(Qwen2Config(**cfg), torch_dtype=torch.bfloat16,
-                                              attn_implementation="sdpa" if impl == "sdpa" else "sparsering")
+                                              attn_implementation="sdpa" if impl == "sdpa" else "sparsering").cuda()
         m.train()
         m.gradient_checkpointing_enable()
         m.config.use_cache = False
