@@ -68,6 +68,13 @@ typedef struct sr_attn sr_attn;
 // calls refuse them).
 int sr_attn_new(const char *pattern, int64_t n, int heads, int kv_heads, int head_dim, double scale, uint64_t seed,
                 sr_attn **out, char **err);
+// A shape with the pattern of layer `layer` (0 .. num_layers - 1) of a num_layers-layer model of this shape: the
+// heads the trainer's layer runs for the same source, length and seed (`sparsering-exec train --pattern P`, whose
+// patterns are drawn from --seed, 0 by default: plan/pattern_spec.h pattern_from_spec_layer). Estimated and gated
+// sources are the same on every layer. sr_attn_new is layer 0 of 1. A layer outside [0, num_layers) is an input
+// error naming "layer"; num_layers outside [1, 65536] one naming "num_layers".
+int sr_attn_new_layer(const char *pattern, int64_t n, int heads, int kv_heads, int head_dim, double scale, uint64_t seed,
+                      int layer, int num_layers, sr_attn **out, char **err);
 // A shape with explicit vertical-slash indices: per head h, counts[2h] verticals (key positions) then
 // counts[2h + 1] slashes (offsets q - k), each list ascending, unique, in [0, n), all heads' lists
 // concatenated in indices in that order.
@@ -75,9 +82,9 @@ int sr_attn_new_vs(int64_t n, int heads, int kv_heads, int head_dim, double scal
                    const int32_t *indices, sr_attn **out, char **err);
 // Release a shape (and its device copies).
 void sr_attn_free(sr_attn *a);
-// What the shape runs, as JSON: n, heads, kv_heads, head_dim, scale, pattern, online (estimated per
-// forward), gated (selected per forward), and for a fixed pattern its kept pairs, density (of the causal
-// pairs), tiles (full, partial), bars.
+// What the shape runs, as JSON: n, heads, kv_heads, head_dim, scale, pattern, layer, num_layers, online (estimated
+// per forward), gated (selected per forward), and for a fixed pattern its kept pairs, density (kept share of the
+// causal pairs), computed (the share the kernels compute: whole tiles and bars), tiles (full, partial), bars.
 int sr_attn_info(const sr_attn *a, char **json, char **err);
 // CPU reference (float64 accumulation; small shapes, for tests): float32 host tensors; o and lse written.
 // An online pattern is estimated from q and k on the CPU first (sr_attn_estimate_cpu), a gated one selected

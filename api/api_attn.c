@@ -69,6 +69,7 @@ static int shape_new(int64_t n, int heads, int kv_heads, int head_dim, double sc
   if (!a) return sr_internal_error(e, 0, "out of memory");
   a->n = n, a->heads = heads, a->kv_heads = kv_heads, a->head_dim = head_dim;
   a->scale = scale > 0 ? (float)scale : 1.0f / sqrtf((float)head_dim);
+  a->num_layers = 1;
   *out = a;
   if (!(a->pos = malloc(sizeof(int64_t) * (size_t)n))) return sr_internal_error(e, 0, "out of memory");
   for (int64_t i = 0; i < n; i++) a->pos[i] = i;
@@ -77,34 +78,50 @@ static int shape_new(int64_t n, int heads, int kv_heads, int head_dim, double sc
 
 int sr_attn_new(const char *spec, int64_t n, int heads, int kv_heads, int head_dim, double scale, uint64_t seed,
                 sr_attn **out, char **err) {
+  return sr_attn_new_layer(spec, n, heads, kv_heads, head_dim, scale, seed, 0, 1, out, err);
+}
+
+// The pattern of layer `layer` of a num_layers-layer model of this shape at n tokens, as the trainer's plan draws
+// it (pattern_source_load: pattern_from_spec of the model, step 0), into a's execution form.
+static int layer_form(sr_attn *a, const char *spec, uint64_t seed, sr_error *e) {
+  model_config m;
+  memset(&m, 0, sizeof m);
+  snprintf(m.name, sizeof m.name, "api");
+  m.num_layers = a->num_layers, m.num_heads = a->heads, m.num_kv_heads = a->kv_heads, m.head_dim = a->head_dim;
+  m.hidden_size = (int64_t)a->heads * a->head_dim;
+  pattern p = {0};
+  int rc = pattern_from_spec_layer(spec, &m, a->n, seed, 0, a->layer, &p, e);
+  if (!rc) rc = attn_form_build(&p, &a->lay, &a->form, e);
+  pattern_free(&p);
+  return rc;
+}
+
+int sr_attn_new_layer(const char *spec, int64_t n, int heads, int kv_heads, int head_dim, double scale, uint64_t seed,
+                      int layer, int num_layers, sr_attn **out, char **err) {
   sr_error e;
   sr_error_clear(&e);
   sr_attn *a = NULL;
   int rc = shape_new(n, heads, kv_heads, head_dim, scale, &a, &e);
   if (!rc && (!spec || !*spec || strlen(spec) >= sizeof a->pattern))
     rc = sr_input_error(&e, NULL, "pattern", "empty or too long");
+  if (!rc && (num_layers < 1 || num_layers > MODEL_MAX_LAYERS))
+    rc = sr_input_error(&e, NULL, "num_layers", "%d: expected 1 to %d", num_layers, MODEL_MAX_LAYERS);
+  if (!rc && (layer < 0 || layer >= num_layers))
+    rc = sr_input_error(&e, NULL, "layer", "%d: expected 0 to %d (a %d-layer model)", layer, num_layers - 1, num_layers);
   if (!rc) {
     snprintf(a->pattern, sizeof a->pattern, "%s", spec);
+    a->layer = layer, a->num_layers = num_layers;
     a->online = pattern_spec_estimation(spec) == PATTERN_ONLINE;
     a->gated = pattern_spec_estimation(spec) == PATTERN_GATED;
     if (pattern_spec_estimation(spec) == PATTERN_SEARCHED) {  // not its synthetic stand-in in its place
       rc = sr_input_error(&e, NULL, "pattern", "'%s' searches its mask in sparsering-exec attn and train; this API runs "
                           "given patterns, vs-online and gated patterns", spec);
-    } else if (a->online) {
+    } else if (a->online) {  // estimated from each layer's own Q and K: the same settings on every layer
       rc = pattern_spec_online_opts(spec, &a->opts, &e);
     } else if (a->gated) {
       rc = pattern_spec_gating_opts(spec, &a->gate, &e);
     } else {
-      // the source's layer 0 for a one-layer model of this shape
-      model_config m;
-      memset(&m, 0, sizeof m);
-      snprintf(m.name, sizeof m.name, "api");
-      m.num_layers = 1, m.num_heads = heads, m.num_kv_heads = kv_heads, m.head_dim = head_dim;
-      m.hidden_size = (int64_t)heads * head_dim;
-      pattern p = {0};
-      rc = pattern_from_spec(spec, &m, n, seed, 0, &p, &e);
-      if (!rc) rc = attn_form_build(&p, &a->lay, &a->form, &e);
-      pattern_free(&p);
+      rc = layer_form(a, spec, seed, &e);
     }
   }
   if (rc) {
@@ -180,6 +197,8 @@ int sr_attn_info(const sr_attn *a, char **json, char **err) {
   cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
   cJSON_AddNumberToObject(o, "scale", a->scale);
   cJSON_AddStringToObject(o, "pattern", a->pattern);
+  cJSON_AddNumberToObject(o, "layer", a->layer);
+  cJSON_AddNumberToObject(o, "num_layers", a->num_layers);
   cJSON_AddBoolToObject(o, "online", a->online);
   cJSON_AddBoolToObject(o, "gated", a->gated);
   if (!a->online && !a->gated) {
@@ -188,7 +207,10 @@ int sr_attn_info(const sr_attn *a, char **json, char **err) {
     for (int h = 0; h < a->heads; h++) pairs += tune_head_pairs(pattern_head(&f->pat, 0, h), a->n);
     for (int64_t i = 0; i < f->ti.n_tiles; i++) partial += f->ti.tile_kind[i] == TILE_PARTIAL;
     cJSON_AddNumberToObject(o, "pairs", pairs);
-    cJSON_AddNumberToObject(o, "density", pairs / (a->heads * model_causal_pairs(a->n)));
+    double causal = a->heads * model_causal_pairs(a->n), tiles = copies * (double)f->ti.n_tiles;
+    cJSON_AddNumberToObject(o, "density", pairs / causal);
+    // what the kernels compute: whole tiles (full and partial) and bars of TILE rows, as exec/cmd_attn.c counts
+    cJSON_AddNumberToObject(o, "computed", (tiles * TILE * TILE + copies * (double)f->ti.n_bars * TILE) / causal);
     cJSON_AddNumberToObject(o, "tiles_full", copies * ((double)f->ti.n_tiles - partial));
     cJSON_AddNumberToObject(o, "tiles_partial", copies * partial);
     cJSON_AddNumberToObject(o, "bars", copies * (double)f->ti.n_bars);

@@ -42,6 +42,7 @@ struct sr_attn {
   int heads, kv_heads, head_dim;
   float scale;
   char pattern[512];       // the source, or "explicit" for sr_attn_new_vs
+  int layer, num_layers;   // the model's layer whose pattern this is (0 of 1 but for sr_attn_new_layer)
   int online;              // estimated from Q and K every forward (vs-online)
   vs_est_opts opts;        // the estimate's settings when online
   int gated;               // selected from Q and K every forward (moba, token-topk; CPU reference only)

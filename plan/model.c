@@ -103,7 +103,7 @@ static int model_from_json(const cJSON *root, const char *file, model_config *m,
   if ((rc = json_get_int(root, "num_attention_heads", 1, 1, 1 << 14, &m->num_heads, file, NULL, e))) return rc;
   m->num_kv_heads = m->num_heads;
   if ((rc = json_get_int(root, "num_key_value_heads", 0, 1, 1 << 14, &m->num_kv_heads, file, NULL, e))) return rc;
-  if ((rc = json_get_int(root, "num_hidden_layers", 1, 1, 1 << 16, &m->num_layers, file, NULL, e))) return rc;
+  if ((rc = json_get_int(root, "num_hidden_layers", 1, 1, MODEL_MAX_LAYERS, &m->num_layers, file, NULL, e))) return rc;
   if ((rc = json_get_int(root, "intermediate_size", 1, 1, 1 << 22, &m->intermediate_size, file, NULL, e))) return rc;
   if ((rc = json_get_int(root, "vocab_size", 1, 1, 1 << 26, &m->vocab_size, file, NULL, e))) return rc;
   if ((rc = json_get_int(root, "max_position_embeddings", 1, 1, (int64_t)1 << 40, &m->max_position_embeddings, file,

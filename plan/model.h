@@ -7,6 +7,9 @@
 
 #include "plan/error.h"
 
+// The most layers a model may have (num_hidden_layers in a config).
+#define MODEL_MAX_LAYERS (1 << 16)
+
 typedef struct {
   char name[128];             // shipped name ("qwen2.5-3b") or the file's base name
   char path[512];             // the config.json it came from

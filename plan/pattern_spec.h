@@ -41,6 +41,12 @@
 // naming the field "pattern".
 int pattern_from_spec(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, pattern *out,
                       sr_error *e);
+// Layer `layer` of pattern_from_spec's pattern for model m, as a one-layer pattern (1 x m->num_heads) whose heads are
+// those of the whole pattern's layer bit for bit: what the trainer's layer runs (its plan draws the whole pattern so).
+// The heads of a pattern_spec_by_heads source are drawn alone; any other source is drawn whole and its layer kept.
+// SR_EINPUT naming "layer" outside [0, m->num_layers), else as pattern_from_spec.
+int pattern_from_spec_layer(const char *spec, const model_config *m, int64_t n_tokens, uint64_t seed, int step, int layer,
+                            pattern *out, sr_error *e);
 // Can a source's heads be drawn one at a time (pattern_drawer)? The synthetic vertical-slash ones, each head drawn
 // from its own seeds: vs-topp, vs-preset, vs-online's stand-in.
 int pattern_spec_by_heads(const char *spec);

@@ -3,7 +3,8 @@
 // what bin/sparsering writes for the same flags; errors raise SparseringError with the C error's file,
 // field and reason; 1000 rounds of calls leave the process's memory where it was; the CPU reference
 // attention (MoBA's own block included) equals numpy's masked softmax and its gradients, and repeats bit for
-// bit (sparse_attention's deterministic flag accepted, where torch is installed); the GPU calls refuse
+// bit (sparse_attention's deterministic flag accepted, where torch is installed); a shape's layer of a model is
+// the planner's layer (the Hugging Face backend passes each module's layer_idx); the GPU calls refuse
 // cleanly without a device, and gated patterns always; `pip install ./python` gives a package that works
 // outside the repository; the other CPU commands (sparsering.commands: model, cluster, compare, show, pattern,
 // replay, sweep, trace gen / stats / fit / import-minference, predict, repredict) and the executor's MPI jobs
@@ -40,6 +41,12 @@ TEST(python_cpu_attention_backward_repeats_bit_for_bit_and_accepts_deterministic
   python_case("cpu_backward_is_deterministic_and_accepts_the_flag");
 }
 TEST(python_gpu_attention_refuses_cleanly_without_a_device) { python_case("gpu_calls_need_a_device"); }
+TEST(python_attention_layer_l_is_the_planners_layer_l_and_bad_layers_name_the_field) {
+  python_case("attention_layers_are_the_planners_layers");
+}
+TEST(python_hf_backend_passes_each_modules_layer_and_keeps_every_layer_prepared) {
+  python_case("hf_backend_gives_each_layer_its_pattern");
+}
 TEST(python_pip_install_gives_a_self_contained_package) { python_case("pip_install_is_self_contained"); }
 
 // sparsering.commands: the other CPU commands, each against a figure derived apart from it

@@ -479,3 +479,33 @@ TEST(heads_drawn_one_at_a_time_equal_the_whole_patterns) {
   CHECK(pattern_drawer_open("vs-like:4:64:16", &m, 3000, 11, 0, 1, &d, &e) != SR_OK);
   CHECK(d == NULL);
 }
+
+// One layer drawn for itself (the attention API's layer of a model) is that layer of the whole pattern, bit for bit,
+// for sources drawn a head at a time and for those drawn whole; a layer outside the model is an input error naming it.
+TEST(one_layer_of_a_source_is_that_layer_of_the_whole_pattern) {
+  model_config m = shape(6, 3);
+  const char *specs[] = {"vs-topp:0.95", "vs-preset:qwen2.5-3b", "block:0.3:64", "adaspa:0.8:64", "vs-like:4:64:16",
+                         "window:2:64", "dense"};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    sr_error e;
+    pattern whole;
+    CHECK_EQ_INT(pattern_from_spec(specs[i], &m, 1500, 11, 2, &whole, &e), SR_OK);
+    for (int l = 0; l < m.num_layers; l++) {
+      pattern one;
+      CHECK_EQ_INT(pattern_from_spec_layer(specs[i], &m, 1500, 11, 2, l, &one, &e), SR_OK);
+      CHECK(one.layers == 1 && one.heads == m.num_heads && one.n_tokens == 1500);
+      for (int h = 0; h < one.heads; h++)
+        if (!pattern_heads_equal(pattern_head(&one, 0, h), pattern_head(&whole, l, h)))
+          test_fail(__FILE__, __LINE__, "%s: layer %d head %d differs drawn for its layer", specs[i], l, h);
+      pattern_free(&one);
+    }
+    pattern_free(&whole);
+  }
+  sr_error e;
+  pattern one;
+  for (int bad = -1; bad <= 6; bad += 7) {
+    CHECK_EQ_INT(pattern_from_spec_layer("vs-topp:0.95", &m, 1500, 0, 0, bad, &one, &e), SR_EINPUT);
+    CHECK_STR_CONTAINS(e.msg, "layer");
+    CHECK(one.h == NULL);
+  }
+}

@@ -71,6 +71,7 @@ def _declare(lib, cuda):
         "sr_api_cluster": (i32, [ctypes.c_char_p, _out, _out]),
         "sr_api_compare": (i32, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, _out, _out]),
         "sr_attn_new": (i32, [ctypes.c_char_p, i64, i32, i32, i32, dbl, u64, _out, _out]),
+        "sr_attn_new_layer": (i32, [ctypes.c_char_p, i64, i32, i32, i32, dbl, u64, i32, i32, _out, _out]),
         "sr_attn_new_vs": (i32, [i64, i32, i32, i32, dbl, vp, vp, _out, _out]),
         "sr_attn_free": (None, [vp]),
         "sr_attn_info": (i32, [vp, _out, _out]),

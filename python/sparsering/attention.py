@@ -72,11 +72,17 @@ class Attention:
     pattern: a source string ("dense", "window:S:W", "vs-like:S:W:NV", "vs-topp:0.95", "vs-preset:qwen2.5-3b",
     "block:D", "vs-online:0.95" estimated from Q and K every forward, "moba:B:K" and "token-topk:K" selected
     from Q and K by every CPU reference call, ...; docs/patterns.md), or a VSPattern.
-    scale: the softmax scale (default 1/sqrt(head_dim)); seed: of synthetic sources.
+    scale: the softmax scale (default 1/sqrt(head_dim)); seed: of synthetic sources (0, as the trainer's
+    default --seed draws its patterns).
+    layer, num_layers: the pattern of layer `layer` of a num_layers-layer model of this shape, the heads
+    `sparsering-exec train --pattern P` runs in that layer for the same length and seed (a synthetic source such as
+    vs-topp differs from layer to layer); the default is layer 0 of 1. Estimated (vs-online) and gated sources and
+    a VSPattern are the same on every layer.
     """
 
-    def __init__(self, n, heads, kv_heads, head_dim, pattern="dense", scale=None, seed=0):
+    def __init__(self, n, heads, kv_heads, head_dim, pattern="dense", scale=None, seed=0, layer=0, num_layers=1):
         self.n, self.heads, self.kv_heads, self.head_dim = int(n), int(heads), int(kv_heads), int(head_dim)
+        self.layer, self.num_layers = int(layer), int(num_layers)
         self._lib = _lib_for_attention()
         self._h = None
         out, err = ctypes.c_void_p(), ctypes.c_void_p()
@@ -93,8 +99,9 @@ class Attention:
                                           ctypes.byref(out), ctypes.byref(err))
             self.pattern = "explicit"
         else:
-            rc = self._lib.sr_attn_new(str(pattern).encode(), self.n, self.heads, self.kv_heads, self.head_dim, sc,
-                                       int(seed), ctypes.byref(out), ctypes.byref(err))
+            rc = self._lib.sr_attn_new_layer(str(pattern).encode(), self.n, self.heads, self.kv_heads, self.head_dim,
+                                             sc, int(seed), self.layer, self.num_layers, ctypes.byref(out),
+                                             ctypes.byref(err))
             self.pattern = str(pattern)
         _lib.check(self._lib, rc, err)
         self._h = out.value
@@ -113,8 +120,9 @@ class Attention:
             self._h = None
 
     def __repr__(self):
+        where = f", layer={self.layer}, num_layers={self.num_layers}" if self.num_layers > 1 else ""
         return (f"Attention(n={self.n}, heads={self.heads}, kv_heads={self.kv_heads}, head_dim={self.head_dim}, "
-                f"pattern={self.pattern!r})")
+                f"pattern={self.pattern!r}{where})")
 
     def _info(self):
         out, err = ctypes.c_void_p(), ctypes.c_void_p()

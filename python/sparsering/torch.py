@@ -25,7 +25,12 @@ between two identical calls. True runs the split kernels without float atomics (
 sa_shape.deterministic; the trainer's --deterministic): dQ, dK and dV repeat bit for bit, at some cost in
 speed. It is also on while torch.use_deterministic_algorithms(True) is. The forward is bit-reproducible
 either way, and so is the CPU reference, which accepts the flag and has nothing to change.
-Prepared shapes of string patterns are cached (SHAPES_CACHED of them).
+layer, num_layers: the pattern of layer `layer` of a num_layers-layer model (sparsering.Attention's): a synthetic
+source such as "vs-topp:0.95" gives each layer the heads `sparsering-exec train --pattern P` runs in that layer
+(the Hugging Face backend, sparsering.hf, passes each attention module's layer_idx); None for both is layer 0 of 1.
+seed: of synthetic sources, 0 as the trainer's default --seed.
+Prepared shapes of string patterns are cached (SHAPES_CACHED of them, or as many as the model has layers when
+that is more); one shape of an estimated or gated pattern serves every layer.
 """
 import collections
 
@@ -37,8 +42,17 @@ SHAPES_CACHED = 16
 _cache = collections.OrderedDict()
 
 
-def _attention_for(pattern, n, heads, kv_heads, head_dim, scale, seed):
-    """The Attention of a pattern for this shape: given, cached, or made."""
+def _layers(layer, num_layers):
+    """(layer, num_layers) of sparse_attention's arguments: both None (layer 0 of 1) or both given."""
+    if layer is None and num_layers is None:
+        return 0, 1
+    if layer is None or num_layers is None:
+        raise ValueError(f"layer={layer!r}, num_layers={num_layers!r}: give both (or neither: layer 0 of 1)")
+    return int(layer), int(num_layers)
+
+
+def _attention_for(pattern, n, heads, kv_heads, head_dim, scale, seed, layer=0, num_layers=1):
+    """The Attention of a pattern for this shape and layer: given, cached, or made."""
     if isinstance(pattern, Attention):
         want = (n, heads, kv_heads, head_dim)
         have = (pattern.n, pattern.heads, pattern.kv_heads, pattern.head_dim)
@@ -47,15 +61,28 @@ def _attention_for(pattern, n, heads, kv_heads, head_dim, scale, seed):
         return pattern
     if isinstance(pattern, VSPattern):
         return Attention(n, heads, kv_heads, head_dim, pattern, scale)
-    key = (str(pattern), n, heads, kv_heads, head_dim, scale, seed)
-    if key in _cache:
-        _cache.move_to_end(key)
-        return _cache[key]
-    a = Attention(n, heads, kv_heads, head_dim, str(pattern), scale, seed)
-    _cache[key] = a
-    while len(_cache) > SHAPES_CACHED:
+    shape = (str(pattern), n, heads, kv_heads, head_dim, scale, seed)
+    # an estimated or gated pattern is the same on every layer: its one shape is cached without the layer
+    for key in (shape + (None, None), shape + (layer, num_layers)):
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    a = Attention(n, heads, kv_heads, head_dim, str(pattern), scale, seed, layer, num_layers)
+    _cache[shape + ((None, None) if a.online or a.gated else (layer, num_layers))] = a
+    while len(_cache) > max(SHAPES_CACHED, num_layers):  # a model's every layer stays prepared
         _cache.popitem(last=False)
     return a
+
+
+def clear_shapes():
+    """Release the prepared shapes (and their device copies, once no graph holds them)."""
+    _cache.clear()
+
+
+def cached_shapes():
+    """The prepared Attention shapes of string patterns, least recently used first (their .info says what each
+    computes: density, computed, per layer)."""
+    return list(_cache.values())
 
 
 def _p(t):
@@ -125,16 +152,19 @@ def _check(q, k, v):
         raise TypeError("CPU tensors (the reference kernels) must be float32")
 
 
-def sparse_attention(q, k, v, pattern="dense", *, scale=None, return_lse=False, seed=0, deterministic=False):
+def sparse_attention(q, k, v, pattern="dense", *, scale=None, return_lse=False, seed=0, deterministic=False,
+                     layer=None, num_layers=None):
     """Causal sparse attention: o [B, N, H, D] (and lse [B, H, N] with return_lse). deterministic=True: the
     backward's gradients repeat bit for bit (no float atomics; slower; also on under
-    torch.use_deterministic_algorithms(True)). See the module's help."""
+    torch.use_deterministic_algorithms(True)). layer, num_layers: a string pattern's layer of a model (both or
+    neither). See the module's help."""
+    layer, num_layers = _layers(layer, num_layers)
     _check(q, k, v)
     squeeze = q.dim() == 3
     if squeeze:
         q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
     _, N, H, D = q.shape
-    attn = _attention_for(pattern, N, H, k.shape[2], D, scale, seed)
+    attn = _attention_for(pattern, N, H, k.shape[2], D, scale, seed, layer, num_layers)
     det = bool(deterministic) or torch.are_deterministic_algorithms_enabled()
     o, lse = _SparseAttention.apply(q.contiguous(), k.contiguous(), v.contiguous(), attn, det)
     if squeeze:

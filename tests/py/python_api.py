@@ -312,6 +312,123 @@ def case_gpu_calls_need_a_device(tmp):
         print("no torch:", err)
 
 
+# ---- a model's layers (sparsering.Attention's layer, sparsering.torch's cache, sparsering.hf) ------------------------
+
+LAYERED = dict(n=4096, heads=8, kv_heads=2, head_dim=64, layers=8)  # models/tiny-25m.json's attention, 8 layers
+
+
+def planner_densities(pattern):
+    """The kept share of each layer's causal pairs as the planner draws the pattern of tiny-25m at 4K with the
+    trainer's default pattern seed (0; `sparsering pattern`'s own default is 1)."""
+    from sparsering import commands
+    return list(commands.pattern("tiny-25m", "4K", pattern=pattern, ranks=1, seed=0).density)
+
+
+def case_attention_layers_are_the_planners_layers(tmp):
+    s = LAYERED
+    want = planner_densities("vs-topp:0.95")
+    got = []
+    for layer in range(s["layers"]):
+        a = sparsering.Attention(s["n"], s["heads"], s["kv_heads"], s["head_dim"], "vs-topp:0.95", layer=layer,
+                                 num_layers=s["layers"])
+        assert a.info["layer"] == layer and a.info["num_layers"] == s["layers"], a.info
+        assert a.info["density"] <= a.info["computed"] <= 1, a.info  # the kernels compute whole tiles and bars
+        got.append(a.info["density"])
+        a.close()
+    assert all(abs(g - w) <= 1e-6 * w for g, w in zip(got, want)), (got, want)
+    assert len({round(g, 6) for g in got}) == s["layers"], got  # vs-topp draws every layer's own density
+    # the default is layer 0 of a one-layer model, whose layer 0 is the deep model's layer 0
+    a = sparsering.Attention(s["n"], s["heads"], s["kv_heads"], s["head_dim"], "vs-topp:0.95")
+    assert (a.info["layer"], a.info["num_layers"]) == (0, 1) and abs(a.info["density"] - want[0]) <= 1e-6 * want[0]
+    # a layer outside the model names the field
+    for layer, layers, field in ((8, 8, "layer"), (-1, 8, "layer"), (0, 0, "num_layers")):
+        err = expect_error(sparsering.Attention, n=256, heads=4, kv_heads=2, head_dim=16, pattern="vs-topp:0.95",
+                           layer=layer, num_layers=layers)
+        assert err.code == 2 and err.field == field, (layer, layers, err.message)
+
+
+def torch_stand_ins():
+    """Where torch or transformers are missing (the CPU test machine), modules that hold what sparsering.torch and
+    sparsering.hf touch at import, so the backend's layer plumbing runs without them (no tensor math is done)."""
+    import types
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        t = types.ModuleType("torch")
+        t.autograd = types.SimpleNamespace(Function=object)
+        t.bfloat16, t.float32 = "bfloat16", "float32"
+        sys.modules["torch"] = t
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        tr = types.ModuleType("transformers")
+        tr.AttentionInterface = types.SimpleNamespace(register=lambda name, fn: None)
+        sys.modules["transformers"] = tr
+
+
+class FakeTensor:
+    """A [B, H, N, D] activation as transformers hands it to an attention function: a shape and transpose only."""
+    is_cuda, dtype = False, "float32"
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    def transpose(self, a, b):
+        s = list(self.shape)
+        s[a], s[b] = s[b], s[a]
+        return FakeTensor(s)
+
+
+def case_hf_backend_gives_each_layer_its_pattern(tmp):
+    import types
+    torch_stand_ins()
+    import sparsering.hf as shf
+    import sparsering.torch as st
+    s = LAYERED
+    calls = []
+
+    def record(q, k, v, pattern, **kw):  # sparse_attention's arguments, and the shape it would run
+        layer, layers = st._layers(kw["layer"], kw["num_layers"])
+        a = st._attention_for(pattern, q.shape[1], q.shape[2], k.shape[2], q.shape[3], kw["scale"], kw["seed"], layer,
+                              layers)
+        calls.append(dict(kw, attn=a))
+        return q
+
+    st.sparse_attention = record  # the backend calls it through the module
+    config = types.SimpleNamespace(num_hidden_layers=s["layers"], sparsering_pattern="vs-topp:0.95")
+    q = FakeTensor((1, s["heads"], s["n"], s["head_dim"]))
+    kv = FakeTensor((1, s["kv_heads"], s["n"], s["head_dim"]))
+    st.SHAPES_CACHED = 4  # fewer than the layers: a model's every layer must stay prepared all the same
+    for step in range(2):
+        for layer in range(s["layers"]):
+            out, _ = shf.sparsering_attention(types.SimpleNamespace(layer_idx=layer, config=config), q, kv, kv, None)
+            assert out.shape == (1, s["n"], s["heads"], s["head_dim"])
+    first, second = calls[:s["layers"]], calls[s["layers"]:]
+    assert [(c["layer"], c["num_layers"], c["seed"]) for c in first] == [(i, s["layers"], 0) for i in range(s["layers"])]
+    assert all(a["attn"] is b["attn"] for a, b in zip(first, second)), "a layer's shape was prepared again"
+    want = planner_densities("vs-topp:0.95")
+    got = [c["attn"].info["density"] for c in first]
+    assert all(abs(g - w) <= 1e-6 * w for g, w in zip(got, want)), (got, want)
+    # the config's seed, and a module without layer_idx (layer 0 of 1)
+    config.sparsering_seed = 5
+    shf.sparsering_attention(types.SimpleNamespace(layer_idx=3, config=config), q, kv, kv, None)
+    assert (calls[-1]["seed"], calls[-1]["layer"]) == (5, 3)
+    shf.sparsering_attention(types.SimpleNamespace(config=config), q, kv, kv, None)
+    assert (calls[-1]["layer"], calls[-1]["num_layers"]) == (None, None) and calls[-1]["attn"].info["num_layers"] == 1
+    # vs-online is estimated from each layer's own q and k: one shape serves every layer
+    config.sparsering_pattern = "vs-online:0.9"
+    for layer in range(s["layers"]):
+        shf.sparsering_attention(types.SimpleNamespace(layer_idx=layer, config=config), q, kv, kv, None)
+    assert len({id(c["attn"]) for c in calls[-s["layers"]:]}) == 1 and calls[-1]["attn"].online
+    # both or neither of layer and num_layers
+    try:
+        st._layers(2, None)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a layer without num_layers was taken")
+
+
 def case_pip_install_is_self_contained(tmp):
     target = os.path.join(tmp, "site")
     p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--target",
