@@ -48,8 +48,8 @@ if [ "$NP" -lt 4 ] || [ $((NP % 2)) != 0 ]; then echo "multi_vs_peer.sh: needs a
 DENSE="dense-ring striped-ring zigzag-ring usp double-ring"
 for st in ${OURS:-} "|" ${TRAIN_STRATEGIES:-}; do
   [ "$st" = "|" ] && { online=""; continue; }  # the trainer has no vs inputs to estimate on
-  [[ " $DENSE mtraining ${online-mtraining-online} " == *" $st "* ]] ||
-    { echo "multi_vs_peer.sh: unknown run '$st' ($DENSE mtraining${online-" mtraining-online"})"; exit 2; }
+  [[ " $DENSE mtraining mtraining-runs ${online-mtraining-online} " == *" $st "* ]] ||
+    { echo "multi_vs_peer.sh: unknown run '$st' ($DENSE mtraining mtraining-runs${online-" mtraining-online"})"; exit 2; }
 done
 for v in ${PEER_VARIANTS:-}; do
   case $v in lb | a2a | nolb) ;; *) echo "multi_vs_peer.sh: unknown peer variant '$v' (lb a2a nolb)"; exit 2 ;; esac
