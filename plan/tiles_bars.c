@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/parallel.h"
 #include "plan/tiles_internal.h"
 
 void tiles_bar_cols_free(tile_bar_cols *c) {
@@ -21,55 +22,75 @@ void tiles_bar_cols_free(tile_bar_cols *c) {
   memset(c, 0, sizeof *c);
 }
 
-int tiles_bar_cols_build(const tile_index *t, tile_bar_cols *out, sr_error *e) {
-  memset(out, 0, sizeof *out);
+// The largest key of any list of t (each list ascends: its last is its largest), -1 when none.
+static int32_t last_key_max(const tile_index *t) {
   int W = t->world;
-  int64_t nq = t->n_qtiles, slots = (int64_t)t->heads * W;
-  out->heads = t->heads, out->world = W;
-  out->col_cnt = calloc((size_t)slots + 1, sizeof *out->col_cnt);
-  int32_t max_key = -1;  // the marks span the largest key of any list (each list ascends: its last is its largest)
-  for (int64_t c = 0; c < (int64_t)t->heads * nq; c++)
+  int32_t max_key = -1;
+  for (int64_t c = 0; c < (int64_t)t->heads * t->n_qtiles; c++)
     for (int64_t o = c * (W + 1); o < c * (W + 1) + W; o++)
       if (t->bar_cnt[o + 1] > t->bar_cnt[o] && t->bar_idx[t->bar_cnt[o + 1] - 1] > max_key)
         max_key = t->bar_idx[t->bar_cnt[o + 1] - 1];
-  uint8_t *mark = calloc((size_t)max_key + 2, 1);
-  int64_t cap = 1024, n = 0;
-  out->col_key = malloc((size_t)cap * sizeof *out->col_key);
-  if (!out->col_cnt || !mark || !out->col_key) goto oom;
-  for (int h = 0; h < t->heads; h++)
-    for (int s = 0; s < W; s++) {
-      int32_t hi = -1;
-      for (int64_t i = 0; i < nq; i++) {
-        int64_t c = ((int64_t)h * nq + i) * (W + 1) + s;
-        for (int64_t a = t->bar_cnt[c]; a < t->bar_cnt[c + 1]; a++) {
-          int32_t k = t->bar_idx[a];
-          if (k < 0 || k > max_key) {  // a list not ascending may hide a larger key than its last
-            free(mark);
-            tiles_bar_cols_free(out);
-            return sr_input_error(e, NULL, "bar_idx", "key %d negative or not ascending", k);
-          }
-          mark[k] = 1, hi = hi > k ? hi : k;
-        }
+  return max_key;
+}
+
+// One head's columns as they are found: key[cnt[s], cnt[s + 1]) of source s (W + 1 offsets).
+typedef struct {
+  int32_t *key;
+  int64_t n, cap;
+  int64_t *cnt;
+} head_cols;
+
+// Append the marked keys of mark[0, span) (span a multiple of 8) to c, clearing them; whole zero words skipped (a
+// source's columns are a few thousand of its keys). Returns 0, or -1 on out of memory.
+static int marks_take(uint8_t *mark, int64_t span, head_cols *c) {
+  for (int64_t w = 0; w < span; w += 8) {
+    uint64_t word;
+    memcpy(&word, mark + w, 8);
+    if (!word) continue;
+    for (int64_t k = w; k < w + 8; k++) {
+      if (!mark[k]) continue;
+      mark[k] = 0;
+      if (c->n == c->cap) {
+        int32_t *g = realloc(c->key, (size_t)(c->cap = c->cap ? 2 * c->cap : 1024) * sizeof *g);
+        if (!g) return -1;
+        c->key = g;
       }
-      out->col_cnt[(int64_t)h * W + s] = n;
-      for (int32_t k = 0; k <= hi; k++) {
-        if (!mark[k]) continue;
-        mark[k] = 0;
-        if (n == cap) {
-          int32_t *g = realloc(out->col_key, (size_t)(cap *= 2) * sizeof *g);
-          if (!g) goto oom;
-          out->col_key = g;
+      c->key[c->n++] = (int32_t)k;
+    }
+  }
+  return 0;
+}
+
+// Head h's columns of every source into c (its cnt of W + 1 allocated), with mark[0, span) zero for scratch (and
+// left so): 0; -1 with *bad the first key past max_key (negative, or a list not ascending); -2 out of memory.
+static int head_cols_find(const tile_index *t, int h, int32_t max_key, uint8_t *mark, int64_t span, head_cols *c,
+                          int32_t *bad) {
+  int W = t->world;
+  int64_t nq = t->n_qtiles;
+  for (int s = 0; s < W; s++) {
+    for (int64_t i = 0; i < nq; i++) {
+      int64_t o = ((int64_t)h * nq + i) * (W + 1) + s;
+      const int32_t *k = t->bar_idx + t->bar_cnt[o], *end = t->bar_idx + t->bar_cnt[o + 1];
+      const uint32_t top = (uint32_t)max_key;  // unsigned: a negative key is past it too
+      for (; end - k >= 4; k += 4) {  // four at a time, one branch (the lists hold tens of millions of keys)
+        uint32_t k0 = (uint32_t)k[0], k1 = (uint32_t)k[1], k2 = (uint32_t)k[2], k3 = (uint32_t)k[3];
+        if ((k0 > top) | (k1 > top) | (k2 > top) | (k3 > top)) break;  // the key is found one by one below
+        mark[k0] = 1, mark[k1] = 1, mark[k2] = 1, mark[k3] = 1;
+      }
+      for (; k < end; k++) {
+        if ((uint32_t)*k > top) {
+          *bad = *k;
+          memset(mark, 0, (size_t)span);
+          return -1;
         }
-        out->col_key[n++] = k;
+        mark[*k] = 1;
       }
     }
-  out->col_cnt[slots] = n, out->n_cols = n;
-  free(mark);
-  return SR_OK;
-oom:
-  free(mark);
-  tiles_bar_cols_free(out);
-  return sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
+    c->cnt[s] = c->n;
+    if (marks_take(mark, span, c)) return -2;
+  }
+  c->cnt[W] = c->n;
+  return 0;
 }
 
 // Whether an entry of the cell whose tiles are tile_idx[t0, t1) and runs run_key[r0, r1) computes key k (the
@@ -115,22 +136,166 @@ int tiles_bars_expand(const tile_index *t, const tile_bar_cols *cols, int32_t *b
   return 0;
 }
 
-int tiles_bars_compact_exact(const tile_index *t, const tile_bar_cols *cols) {
-  int W = t->world, ok = cols->heads == t->heads && cols->world == W;
-  int64_t most = 0, cells = (int64_t)t->heads * t->n_qtiles * (W + 1);
-  for (int64_t c = 0; ok && c < cells; c++)
-    if (c % (W + 1) < W) most = sr_max64(most, t->bar_cnt[c + 1] - t->bar_cnt[c]);
-  int32_t *buf = malloc((size_t)most * sizeof *buf + 1);
-  if (!buf) return 0;
-  for (int h = 0; ok && h < t->heads; h++)
-    for (int64_t i = 0; ok && i < t->n_qtiles; i++) {
-      int64_t c = ((int64_t)h * t->n_qtiles + i) * (W + 1);
-      for (int s = 0; ok && s < W; s++)
-        ok = !cell_bars(t, cols, h, c, s, buf) &&
-             !memcmp(buf, t->bar_idx + t->bar_cnt[c + s], (size_t)(t->bar_cnt[c + s + 1] - t->bar_cnt[c + s]) * 4);
+// The checks walk a cell's entries in key order instead of searching them for every column: the columns between two
+// covered intervals (a tile entry's TILE keys; a run's keys up to the next run's first, as covered() reads it) are
+// a slice of the source's columns, compared with the list at once. A source's columns are found by tile:
+// first[j] is the first column at or after key j * TILE (j <= tiles; first[tiles] = n).
+typedef struct {
+  const int32_t *key;
+  int64_t n, tiles;
+  const int64_t *first;
+} cols_by_tile;
+
+// The index of the first column at or after key v.
+static int64_t cols_at(const cols_by_tile *c, int64_t v) {
+  if (v <= 0) return 0;
+  int64_t j = v / TILE;
+  if (j >= c->tiles) return c->n;
+  int64_t x = c->first[j];
+  while (x < c->first[j + 1] && c->key[x] < v) x++;
+  return x;
+}
+
+// Whether the first n uncovered columns of c in the cell o (tile entries and runs) are list[0, n).
+static int cell_exact(const tile_index *t, const cols_by_tile *c, int64_t o, const int32_t *list, int64_t n) {
+  const int32_t *tile = t->tile_idx + t->tile_cnt[o], *tile_end = t->tile_idx + t->tile_cnt[o + 1];
+  const int32_t *rk = t->run_cnt ? t->run_key + t->run_cnt[o] : NULL;
+  const int32_t *rk_end = t->run_cnt ? t->run_key + t->run_cnt[o + 1] : NULL;
+  const uint8_t *rl = t->run_cnt ? t->run_len + t->run_cnt[o] : NULL;
+  int64_t x = 0, w = 0;  // the next column to look at, the next list entry to meet
+  while (w < n) {
+    // the next covered interval [lo, hi): the tile entry or the run that starts first
+    int64_t lo = INT64_MAX, hi = INT64_MAX;
+    if (tile < tile_end) lo = (int64_t)*tile * TILE, hi = lo + TILE;
+    if (rk < rk_end && *rk < lo) {
+      lo = *rk, hi = (int64_t)*rk + *rl;
+      if (rk + 1 < rk_end && rk[1] < hi) hi = rk[1];  // keys from the next run's start on are its (covered(): the last)
+      rk++, rl++;
+    } else if (tile < tile_end) {
+      tile++;
     }
-  free(buf);
+    int64_t y = lo == INT64_MAX ? c->n : sr_max64(x, cols_at(c, lo)), m = sr_min64(y - x, n - w);
+    if (m > 0 && memcmp(c->key + x, list + w, (size_t)m * sizeof *list)) return 0;
+    w += m;
+    if (lo == INT64_MAX) return w == n;  // no entries left: the columns ran out before the list did
+    x = sr_max64(x, cols_at(c, hi));
+  }
+  return 1;
+}
+
+// Tiles enough for the columns key[0, n) (one past the largest key's).
+static int64_t cols_tiles(const int32_t *key, int64_t n) {
+  int64_t tiles = 0;
+  for (int64_t x = 0; x < n; x++) tiles = sr_max64(tiles, key[x] / TILE + 1);
+  return tiles;
+}
+
+// Whether every list of head h is the first uncovered columns of its source, the columns of source s being
+// key[cnt[s], cnt[s + 1]); first (W x (tiles + 1), tiles past every column's) is scratch. Columns that do not
+// ascend from key 0 give 0 (the columns' builder never makes them).
+static int head_exact(const tile_index *t, int h, const int32_t *key, const int64_t *cnt, int64_t tiles, int64_t *first) {
+  int W = t->world, ok = 1;
+  for (int s = 0; ok && s < W; s++) {  // each source's columns by tile
+    const int32_t *k = key + cnt[s];
+    int64_t n = cnt[s + 1] - cnt[s], *f = first + s * (tiles + 1), x = 0;
+    for (int64_t j = 0; j <= tiles; j++) {
+      for (; x < n && k[x] < j * TILE; x++) ok &= x == 0 ? k[x] >= 0 : k[x] >= k[x - 1];
+      f[j] = x;
+    }
+    ok &= x == n;
+  }
+  for (int64_t i = 0; ok && i < t->n_qtiles; i++) {
+    int64_t c = ((int64_t)h * t->n_qtiles + i) * (W + 1);
+    for (int s = 0; ok && s < W; s++) {
+      cols_by_tile by = {key + cnt[s], cnt[s + 1] - cnt[s], tiles, first + s * (tiles + 1)};
+      ok = cell_exact(t, &by, c + s, t->bar_idx + t->bar_cnt[c + s], t->bar_cnt[c + s + 1] - t->bar_cnt[c + s]);
+    }
+  }
   return ok;
+}
+
+int tiles_bars_compact_exact(const tile_index *t, const tile_bar_cols *cols) {
+  int W = t->world;
+  if (cols->heads != t->heads || cols->world != W) return 0;
+  int64_t tiles = cols_tiles(cols->col_key, cols->n_cols);
+  int64_t *first = malloc((size_t)(W * (tiles + 1)) * sizeof *first);
+  int ok = first != NULL;
+  for (int h = 0; ok && h < t->heads; h++) ok = head_exact(t, h, cols->col_key, cols->col_cnt + (int64_t)h * W, tiles, first);
+  free(first);
+  return ok;
+}
+
+// tiles_bar_cols_find's heads, one an sr_parallel_for item: each finds its columns, then (want_exact) checks its
+// lists against them while they are still in cache; scratch per thread.
+typedef struct {
+  const tile_index *t;
+  int32_t max_key;
+  int64_t span, tiles;
+  uint8_t *mark;     // [threads x span]
+  int64_t *first;    // [threads x W x (tiles + 1)]
+  head_cols *cols;   // [heads]
+  int *exact;        // [heads], NULL: not checked
+} cols_job;
+
+static int cols_item(void *ctx, int h, int thread, sr_error *e) {
+  cols_job *j = ctx;
+  int32_t bad = 0;
+  int rc = head_cols_find(j->t, h, j->max_key, j->mark + thread * j->span, j->span, &j->cols[h], &bad);
+  if (rc == -1) return sr_input_error(e, NULL, "bar_idx", "key %d negative or not ascending", bad);
+  if (rc) return sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
+  if (j->exact)
+    j->exact[h] = head_exact(j->t, h, j->cols[h].key, j->cols[h].cnt, j->tiles,
+                             j->first + (int64_t)thread * j->t->world * (j->tiles + 1));
+  return SR_OK;
+}
+
+// The heads' columns into out, in head order.
+static int cols_gather(const tile_index *t, const head_cols *hc, tile_bar_cols *out) {
+  int W = t->world;
+  int64_t n = 0;
+  for (int h = 0; h < t->heads; h++) n += hc[h].n;
+  out->heads = t->heads, out->world = W, out->n_cols = n;
+  out->col_cnt = malloc(((size_t)t->heads * W + 1) * sizeof *out->col_cnt);
+  out->col_key = malloc((size_t)n * sizeof *out->col_key + 1);
+  if (!out->col_cnt || !out->col_key) return -1;
+  n = 0;
+  for (int h = 0; h < t->heads; h++) {
+    for (int s = 0; s < W; s++) out->col_cnt[(int64_t)h * W + s] = n + hc[h].cnt[s];
+    if (hc[h].n) memcpy(out->col_key + n, hc[h].key, (size_t)hc[h].n * sizeof *out->col_key);
+    n += hc[h].n;
+  }
+  out->col_cnt[(int64_t)t->heads * W] = n;
+  return 0;
+}
+
+int tiles_bar_cols_find(const tile_index *t, int threads, tile_bar_cols *out, int *exact, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  int W = t->world, H = t->heads;
+  threads = (int)sr_max64(1, sr_min64(threads, H));
+  cols_job j = {.t = t, .max_key = last_key_max(t)};  // the marks span it: a key past it is out of order
+  j.span = ((int64_t)j.max_key + 8) / 8 * 8, j.tiles = j.max_key / TILE + 1;
+  j.mark = calloc((size_t)(threads * j.span) + 1, 1);
+  j.first = exact ? malloc((size_t)(threads * W * (j.tiles + 1)) * sizeof *j.first) : NULL;
+  j.cols = calloc((size_t)H + 1, sizeof *j.cols);
+  j.exact = exact ? calloc((size_t)H + 1, sizeof *j.exact) : NULL;
+  int64_t *cnt = calloc((size_t)H * (W + 1) + 1, sizeof *cnt);
+  int rc = !j.mark || (exact && (!j.first || !j.exact)) || !j.cols || !cnt
+               ? sr_internal_error(e, 0, "tiles: out of memory for the bars' columns") : SR_OK;
+  for (int h = 0; !rc && h < H; h++) j.cols[h].cnt = cnt + (int64_t)h * (W + 1);
+  if (!rc) rc = sr_parallel_for(H, threads, cols_item, &j, e);
+  if (!rc && cols_gather(t, j.cols, out)) rc = sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
+  if (!rc && exact) {
+    *exact = 1;
+    for (int h = 0; h < H; h++) *exact &= j.exact[h];
+  }
+  if (rc) tiles_bar_cols_free(out);
+  for (int h = 0; j.cols && h < H; h++) free(j.cols[h].key);
+  free(j.mark), free(j.first), free(j.cols), free(j.exact), free(cnt);
+  return rc;
+}
+
+int tiles_bar_cols_build(const tile_index *t, tile_bar_cols *out, sr_error *e) {
+  return tiles_bar_cols_find(t, 1, out, NULL, e);
 }
 
 // The query tiles of bar key x into out[0, n): the last n without an entry on the key's KV tile, ascending;
