@@ -22,34 +22,43 @@ void tiles_bar_cols_free(tile_bar_cols *c) {
   memset(c, 0, sizeof *c);
 }
 
-// The largest key of any list of t (each list ascends: its last is its largest), -1 when none.
-static int32_t last_key_max(const tile_index *t) {
-  int W = t->world;
-  int32_t max_key = -1;
-  for (int64_t c = 0; c < (int64_t)t->heads * t->n_qtiles; c++)
-    for (int64_t o = c * (W + 1); o < c * (W + 1) + W; o++)
-      if (t->bar_cnt[o + 1] > t->bar_cnt[o] && t->bar_idx[t->bar_cnt[o + 1] - 1] > max_key)
-        max_key = t->bar_idx[t->bar_cnt[o + 1] - 1];
-  return max_key;
-}
-
-// One head's columns as they are found: key[cnt[s], cnt[s + 1]) of source s (W + 1 offsets).
+// One head's columns as they are found: key[cnt[s], cnt[s + 1]) of source s (W + 1 offsets); last: the largest last
+// key of its lists (-1 when none); negative: a list holds a negative key.
 typedef struct {
   int32_t *key;
   int64_t n, cap;
   int64_t *cnt;
+  int32_t last;
+  int negative;
 } head_cols;
 
-// Append the marked keys of mark[0, span) (span a multiple of 8) to c, clearing them; whole zero words skipped (a
-// source's columns are a few thousand of its keys). Returns 0, or -1 on out of memory.
-static int marks_take(uint8_t *mark, int64_t span, head_cols *c) {
-  for (int64_t w = 0; w < span; w += 8) {
+// A thread's scratch: marks over keys [0, span), zero between heads, grown to the largest key met; the check's table.
+typedef struct {
+  uint8_t *mark;
+  int64_t span;
+  int64_t *first, first_cap;
+} cols_scratch;
+
+static int marks_grow(cols_scratch *sc, int64_t k) {
+  int64_t span = sc->span;
+  while (span <= k) span *= 2;
+  uint8_t *m = realloc(sc->mark, (size_t)span);
+  if (!m) return -1;
+  memset(m + sc->span, 0, (size_t)(span - sc->span));
+  sc->mark = m, sc->span = span;
+  return 0;
+}
+
+// Append the marked keys of the marks to c, clearing them; whole zero words skipped (a source's columns are a few
+// thousand of its keys). Returns 0, or -1 on out of memory.
+static int marks_take(cols_scratch *sc, head_cols *c) {
+  for (int64_t w = 0; w < sc->span; w += 8) {
     uint64_t word;
-    memcpy(&word, mark + w, 8);
+    memcpy(&word, sc->mark + w, 8);
     if (!word) continue;
     for (int64_t k = w; k < w + 8; k++) {
-      if (!mark[k]) continue;
-      mark[k] = 0;
+      if (!sc->mark[k]) continue;
+      sc->mark[k] = 0;
       if (c->n == c->cap) {
         int32_t *g = realloc(c->key, (size_t)(c->cap = c->cap ? 2 * c->cap : 1024) * sizeof *g);
         if (!g) return -1;
@@ -61,35 +70,53 @@ static int marks_take(uint8_t *mark, int64_t span, head_cols *c) {
   return 0;
 }
 
-// Head h's columns of every source into c (its cnt of W + 1 allocated), with mark[0, span) zero for scratch (and
-// left so): 0; -1 with *bad the first key past max_key (negative, or a list not ascending); -2 out of memory.
-static int head_cols_find(const tile_index *t, int h, int32_t max_key, uint8_t *mark, int64_t span, head_cols *c,
-                          int32_t *bad) {
+// Mark the keys of list [k, end) (negative ones only noted). Returns 0, or -1 on out of memory.
+static int list_mark(cols_scratch *sc, const int32_t *k, const int32_t *end, head_cols *c) {
+  if (k < end && end[-1] > c->last) c->last = end[-1];
+  for (;;) {
+    uint32_t top = (uint32_t)(sc->span - 1);  // unsigned: a negative key is past it too
+    uint8_t *mark = sc->mark;
+    for (; end - k >= 4; k += 4) {  // four at a time, one branch (a layer's lists hold tens of millions of keys)
+      uint32_t k0 = (uint32_t)k[0], k1 = (uint32_t)k[1], k2 = (uint32_t)k[2], k3 = (uint32_t)k[3];
+      if ((k0 > top) | (k1 > top) | (k2 > top) | (k3 > top)) break;  // taken one at a time below
+      mark[k0] = 1, mark[k1] = 1, mark[k2] = 1, mark[k3] = 1;
+    }
+    for (; k < end && (uint32_t)*k <= top; k++) mark[*k] = 1;
+    if (k == end) return 0;
+    if (*k < 0) c->negative = 1;
+    else if (marks_grow(sc, *k)) return -1;
+    else sc->mark[*k] = 1;
+    k++;
+  }
+}
+
+// Head h's columns of every source into c (its cnt of W + 1 allocated). Returns 0, or -1 on out of memory.
+static int head_cols_find(const tile_index *t, int h, cols_scratch *sc, head_cols *c) {
   int W = t->world;
   int64_t nq = t->n_qtiles;
+  c->last = -1;
   for (int s = 0; s < W; s++) {
     for (int64_t i = 0; i < nq; i++) {
       int64_t o = ((int64_t)h * nq + i) * (W + 1) + s;
-      const int32_t *k = t->bar_idx + t->bar_cnt[o], *end = t->bar_idx + t->bar_cnt[o + 1];
-      const uint32_t top = (uint32_t)max_key;  // unsigned: a negative key is past it too
-      for (; end - k >= 4; k += 4) {  // four at a time, one branch (the lists hold tens of millions of keys)
-        uint32_t k0 = (uint32_t)k[0], k1 = (uint32_t)k[1], k2 = (uint32_t)k[2], k3 = (uint32_t)k[3];
-        if ((k0 > top) | (k1 > top) | (k2 > top) | (k3 > top)) break;  // the key is found one by one below
-        mark[k0] = 1, mark[k1] = 1, mark[k2] = 1, mark[k3] = 1;
-      }
-      for (; k < end; k++) {
-        if ((uint32_t)*k > top) {
-          *bad = *k;
-          memset(mark, 0, (size_t)span);
-          return -1;
-        }
-        mark[*k] = 1;
-      }
+      if (list_mark(sc, t->bar_idx + t->bar_cnt[o], t->bar_idx + t->bar_cnt[o + 1], c)) return -1;
     }
     c->cnt[s] = c->n;
-    if (marks_take(mark, span, c)) return -2;
+    if (marks_take(sc, c)) return -1;
   }
   c->cnt[W] = c->n;
+  return 0;
+}
+
+// The first key of head h, in source, query tile and list order, that is negative or past top (the largest last key
+// of any list: a list not ascending hides a larger key than its last), with *bad set; 0 when none.
+static int head_bad_key(const tile_index *t, int h, int32_t top, int32_t *bad) {
+  int W = t->world;
+  for (int s = 0; s < W; s++)
+    for (int64_t i = 0; i < t->n_qtiles; i++) {
+      int64_t o = ((int64_t)h * t->n_qtiles + i) * (W + 1) + s;
+      for (int64_t a = t->bar_cnt[o]; a < t->bar_cnt[o + 1]; a++)
+        if (t->bar_idx[a] < 0 || t->bar_idx[a] > top) return *bad = t->bar_idx[a], 1;
+    }
   return 0;
 }
 
@@ -225,27 +252,32 @@ int tiles_bars_compact_exact(const tile_index *t, const tile_bar_cols *cols) {
   return ok;
 }
 
-// tiles_bar_cols_find's heads, one an sr_parallel_for item: each finds its columns, then (want_exact) checks its
-// lists against them while they are still in cache; scratch per thread.
+// tiles_bar_cols_find's heads, one an sr_parallel_for item: each finds its columns, then (exact wanted) checks its
+// lists against them while they are still in cache.
 typedef struct {
   const tile_index *t;
-  int32_t max_key;
-  int64_t span, tiles;
-  uint8_t *mark;     // [threads x span]
-  int64_t *first;    // [threads x W x (tiles + 1)]
-  head_cols *cols;   // [heads]
-  int *exact;        // [heads], NULL: not checked
+  cols_scratch *scratch;  // [threads]
+  head_cols *cols;        // [heads]
+  int *exact;             // [heads], NULL: not checked
 } cols_job;
 
 static int cols_item(void *ctx, int h, int thread, sr_error *e) {
   cols_job *j = ctx;
-  int32_t bad = 0;
-  int rc = head_cols_find(j->t, h, j->max_key, j->mark + thread * j->span, j->span, &j->cols[h], &bad);
-  if (rc == -1) return sr_input_error(e, NULL, "bar_idx", "key %d negative or not ascending", bad);
-  if (rc) return sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
-  if (j->exact)
-    j->exact[h] = head_exact(j->t, h, j->cols[h].key, j->cols[h].cnt, j->tiles,
-                             j->first + (int64_t)thread * j->t->world * (j->tiles + 1));
+  cols_scratch *sc = &j->scratch[thread];
+  head_cols *c = &j->cols[h];
+  int W = j->t->world;
+  if (head_cols_find(j->t, h, sc, c)) return sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
+  if (!j->exact || c->negative) return SR_OK;  // a negative key: no columns (tiles_bar_cols_find reports it)
+  int64_t tiles = 1;
+  for (int s = 0; s < W; s++)
+    if (c->cnt[s + 1] > c->cnt[s]) tiles = sr_max64(tiles, c->key[c->cnt[s + 1] - 1] / TILE + 1);
+  if (sc->first_cap < W * (tiles + 1)) {
+    free(sc->first);
+    sc->first_cap = W * (tiles + 1);
+    if (!(sc->first = malloc((size_t)sc->first_cap * sizeof *sc->first)))
+      return sc->first_cap = 0, sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
+  }
+  j->exact[h] = head_exact(j->t, h, c->key, c->cnt, tiles, sc->first);
   return SR_OK;
 }
 
@@ -268,29 +300,46 @@ static int cols_gather(const tile_index *t, const head_cols *hc, tile_bar_cols *
   return 0;
 }
 
+// The first invalid key, as a serial scan meets it: a negative one, or one past the largest last key of any list.
+static int cols_valid(const tile_index *t, const head_cols *hc, sr_error *e) {
+  int W = t->world;
+  int32_t top = -1, bad = 0;
+  for (int h = 0; h < t->heads; h++) top = hc[h].last > top ? hc[h].last : top;
+  for (int h = 0; h < t->heads; h++) {
+    int past = hc[h].negative;  // or a column (the largest of a source: its last) past top
+    for (int s = 0; s < W && !past; s++) past = hc[h].cnt[s + 1] > hc[h].cnt[s] && hc[h].key[hc[h].cnt[s + 1] - 1] > top;
+    if (past && head_bad_key(t, h, top, &bad))
+      return sr_input_error(e, NULL, "bar_idx", "key %d negative or not ascending", bad);
+  }
+  return SR_OK;
+}
+
 int tiles_bar_cols_find(const tile_index *t, int threads, tile_bar_cols *out, int *exact, sr_error *e) {
   memset(out, 0, sizeof *out);
   int W = t->world, H = t->heads;
   threads = (int)sr_max64(1, sr_min64(threads, H));
-  cols_job j = {.t = t, .max_key = last_key_max(t)};  // the marks span it: a key past it is out of order
-  j.span = ((int64_t)j.max_key + 8) / 8 * 8, j.tiles = j.max_key / TILE + 1;
-  j.mark = calloc((size_t)(threads * j.span) + 1, 1);
-  j.first = exact ? malloc((size_t)(threads * W * (j.tiles + 1)) * sizeof *j.first) : NULL;
+  cols_job j = {.t = t};
+  j.scratch = calloc((size_t)threads, sizeof *j.scratch);
   j.cols = calloc((size_t)H + 1, sizeof *j.cols);
   j.exact = exact ? calloc((size_t)H + 1, sizeof *j.exact) : NULL;
   int64_t *cnt = calloc((size_t)H * (W + 1) + 1, sizeof *cnt);
-  int rc = !j.mark || (exact && (!j.first || !j.exact)) || !j.cols || !cnt
-               ? sr_internal_error(e, 0, "tiles: out of memory for the bars' columns") : SR_OK;
+  int rc = !j.scratch || !j.cols || (exact && !j.exact) || !cnt ? -1 : 0;
+  for (int x = 0; !rc && x < threads; x++)
+    if (!(j.scratch[x].mark = calloc(4096, 1))) rc = -1;
+    else j.scratch[x].span = 4096;
+  if (rc) rc = sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
   for (int h = 0; !rc && h < H; h++) j.cols[h].cnt = cnt + (int64_t)h * (W + 1);
   if (!rc) rc = sr_parallel_for(H, threads, cols_item, &j, e);
+  if (!rc) rc = cols_valid(t, j.cols, e);
   if (!rc && cols_gather(t, j.cols, out)) rc = sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
   if (!rc && exact) {
     *exact = 1;
     for (int h = 0; h < H; h++) *exact &= j.exact[h];
   }
   if (rc) tiles_bar_cols_free(out);
+  for (int x = 0; j.scratch && x < threads; x++) free(j.scratch[x].mark), free(j.scratch[x].first);
   for (int h = 0; j.cols && h < H; h++) free(j.cols[h].key);
-  free(j.mark), free(j.first), free(j.cols), free(j.exact), free(cnt);
+  free(j.scratch), free(j.cols), free(j.exact), free(cnt);
   return rc;
 }
 
