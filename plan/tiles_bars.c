@@ -23,13 +23,14 @@ void tiles_bar_cols_free(tile_bar_cols *c) {
 }
 
 // One head's columns as they are found: key[cnt[s], cnt[s + 1]) of source s (W + 1 offsets); last: the largest last
-// key of its lists (-1 when none); negative: a list holds a negative key.
+// key of its lists (-1 when none); negative: a list holds a negative key; beyond: a key past the marks' limit was
+// left out (a list not ascending).
 typedef struct {
   int32_t *key;
   int64_t n, cap;
   int64_t *cnt;
   int32_t last;
-  int negative;
+  int negative, beyond;
 } head_cols;
 
 // A thread's scratch: marks over keys [0, span), zero between heads, grown to the largest key met; the check's table.
@@ -70,8 +71,9 @@ static int marks_take(cols_scratch *sc, head_cols *c) {
   return 0;
 }
 
-// Mark the keys of list [k, end) (negative ones only noted). Returns 0, or -1 on out of memory.
-static int list_mark(cols_scratch *sc, const int32_t *k, const int32_t *end, head_cols *c) {
+// Mark the keys of list [k, end), the marks grown up to limit (-1: the list's last key, which bounds an ascending
+// list's); negative keys and keys past the limit are only noted. Returns 0, or -1 on out of memory.
+static int list_mark(cols_scratch *sc, const int32_t *k, const int32_t *end, int32_t limit, head_cols *c) {
   if (k < end && end[-1] > c->last) c->last = end[-1];
   for (;;) {
     uint32_t top = (uint32_t)(sc->span - 1);  // unsigned: a negative key is past it too
@@ -84,21 +86,23 @@ static int list_mark(cols_scratch *sc, const int32_t *k, const int32_t *end, hea
     for (; k < end && (uint32_t)*k <= top; k++) mark[*k] = 1;
     if (k == end) return 0;
     if (*k < 0) c->negative = 1;
+    else if (*k > (limit < 0 ? end[-1] : limit)) c->beyond = 1;  // no marks grown for a key no list ends with
     else if (marks_grow(sc, *k)) return -1;
     else sc->mark[*k] = 1;
     k++;
   }
 }
 
-// Head h's columns of every source into c (its cnt of W + 1 allocated). Returns 0, or -1 on out of memory.
-static int head_cols_find(const tile_index *t, int h, cols_scratch *sc, head_cols *c) {
+// Head h's columns of every source into c (its cnt of W + 1 allocated), the marks grown up to limit (list_mark).
+// Returns 0, or -1 on out of memory.
+static int head_cols_find(const tile_index *t, int h, int32_t limit, cols_scratch *sc, head_cols *c) {
   int W = t->world;
   int64_t nq = t->n_qtiles;
-  c->last = -1;
+  c->n = 0, c->last = -1, c->negative = c->beyond = 0;
   for (int s = 0; s < W; s++) {
     for (int64_t i = 0; i < nq; i++) {
       int64_t o = ((int64_t)h * nq + i) * (W + 1) + s;
-      if (list_mark(sc, t->bar_idx + t->bar_cnt[o], t->bar_idx + t->bar_cnt[o + 1], c)) return -1;
+      if (list_mark(sc, t->bar_idx + t->bar_cnt[o], t->bar_idx + t->bar_cnt[o + 1], limit, c)) return -1;
     }
     c->cnt[s] = c->n;
     if (marks_take(sc, c)) return -1;
@@ -256,18 +260,20 @@ int tiles_bars_compact_exact(const tile_index *t, const tile_bar_cols *cols) {
 // lists against them while they are still in cache.
 typedef struct {
   const tile_index *t;
+  int32_t limit;          // the marks' limit (head_cols_find)
+  const int *redo;        // the heads of the items, NULL: item h is head h
   cols_scratch *scratch;  // [threads]
   head_cols *cols;        // [heads]
   int *exact;             // [heads], NULL: not checked
 } cols_job;
 
-static int cols_item(void *ctx, int h, int thread, sr_error *e) {
+static int cols_item(void *ctx, int item, int thread, sr_error *e) {
   cols_job *j = ctx;
+  int h = j->redo ? j->redo[item] : item, W = j->t->world;
   cols_scratch *sc = &j->scratch[thread];
   head_cols *c = &j->cols[h];
-  int W = j->t->world;
-  if (head_cols_find(j->t, h, sc, c)) return sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
-  if (!j->exact || c->negative) return SR_OK;  // a negative key: no columns (tiles_bar_cols_find reports it)
+  if (head_cols_find(j->t, h, j->limit, sc, c)) return sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
+  if (!j->exact || c->negative || c->beyond) return SR_OK;  // redone, or an invalid key reported
   int64_t tiles = 1;
   for (int s = 0; s < W; s++)
     if (c->cnt[s + 1] > c->cnt[s]) tiles = sr_max64(tiles, c->key[c->cnt[s + 1] - 1] / TILE + 1);
@@ -306,7 +312,7 @@ static int cols_valid(const tile_index *t, const head_cols *hc, sr_error *e) {
   int32_t top = -1, bad = 0;
   for (int h = 0; h < t->heads; h++) top = hc[h].last > top ? hc[h].last : top;
   for (int h = 0; h < t->heads; h++) {
-    int past = hc[h].negative;  // or a column (the largest of a source: its last) past top
+    int past = hc[h].negative || hc[h].beyond;  // or a column (the largest of a source: its last) past top
     for (int s = 0; s < W && !past; s++) past = hc[h].cnt[s + 1] > hc[h].cnt[s] && hc[h].key[hc[h].cnt[s + 1] - 1] > top;
     if (past && head_bad_key(t, h, top, &bad))
       return sr_input_error(e, NULL, "bar_idx", "key %d negative or not ascending", bad);
@@ -314,11 +320,27 @@ static int cols_valid(const tile_index *t, const head_cols *hc, sr_error *e) {
   return SR_OK;
 }
 
+// Heads with a list not ascending and a key in it past its last: found again with the marks grown up to the largest
+// last key of any list (a key past that is invalid: cols_valid names it).
+static int cols_redo(cols_job *j, int threads, sr_error *e) {
+  int H = j->t->heads, n = 0, *redo = malloc((size_t)H * sizeof *redo + 1);
+  if (!redo) return sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
+  for (int h = 0; h < H; h++) {
+    j->limit = j->cols[h].last > j->limit ? j->cols[h].last : j->limit;
+    if (j->cols[h].beyond) redo[n++] = h;
+  }
+  j->redo = redo;
+  int rc = sr_parallel_for(n, threads, cols_item, j, e);
+  j->redo = NULL;
+  free(redo);
+  return rc;
+}
+
 int tiles_bar_cols_find(const tile_index *t, int threads, tile_bar_cols *out, int *exact, sr_error *e) {
   memset(out, 0, sizeof *out);
   int W = t->world, H = t->heads;
   threads = (int)sr_max64(1, sr_min64(threads, H));
-  cols_job j = {.t = t};
+  cols_job j = {.t = t, .limit = -1};
   j.scratch = calloc((size_t)threads, sizeof *j.scratch);
   j.cols = calloc((size_t)H + 1, sizeof *j.cols);
   j.exact = exact ? calloc((size_t)H + 1, sizeof *j.exact) : NULL;
@@ -330,6 +352,7 @@ int tiles_bar_cols_find(const tile_index *t, int threads, tile_bar_cols *out, in
   if (rc) rc = sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
   for (int h = 0; !rc && h < H; h++) j.cols[h].cnt = cnt + (int64_t)h * (W + 1);
   if (!rc) rc = sr_parallel_for(H, threads, cols_item, &j, e);
+  if (!rc) rc = cols_redo(&j, threads, e);
   if (!rc) rc = cols_valid(t, j.cols, e);
   if (!rc && cols_gather(t, j.cols, out)) rc = sr_internal_error(e, 0, "tiles: out of memory for the bars' columns");
   if (!rc && exact) {

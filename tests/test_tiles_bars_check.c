@@ -110,7 +110,9 @@ static int same_cols(const tile_bar_cols *a, const tile_bar_cols *b) {
 // list changed in one place: an entry dropped, replaced by another key or by a given column, or one appended.
 static void random_index(uint64_t *seed, int runs, tile_index *t, tile_bar_cols *given) {
   int H = 1 + (int)(fx_rand(seed) % 3), W = 1 + (int)(fx_rand(seed) % 3);
-  int64_t nq = 1 + (int64_t)(fx_rand(seed) % 5), kv = 1 + (int64_t)(fx_rand(seed) % 6), keys = kv * TILE;
+  int64_t nq = 1 + (int64_t)(fx_rand(seed) % 5), kv = 1 + (int64_t)(fx_rand(seed) % 6);
+  if (fx_rand(seed) % 8 == 0) kv = 33 + (int64_t)(fx_rand(seed) % 8);  // keys past 4096: marks that grow
+  int64_t keys = kv * TILE;
   int64_t cells = (int64_t)H * nq * (W + 1), cap = (int64_t)H * nq * W;
   const uint64_t spans[] = {1u << 30, 64, 8};  // a list changed never (nearly), one in 16, one in 2
   uint64_t span = spans[fx_rand(seed) % 3];
@@ -219,6 +221,46 @@ TEST(compact_bars_columns_and_check_give_the_references_answers_on_random_indice
 }
 
 // ---- hand cases -------------------------------------------------------------------------------------
+
+// Two heads, one source, one query tile, no entries: head 0 lists a (5, 9000, 7: not ascending), head 1 lists b.
+static void two_heads(int32_t *a, int32_t *b, int32_t *bars, tile_index *t) {
+  static int64_t tile_cnt[4], bar_cnt[4];
+  memset(t, 0, sizeof *t);
+  memcpy(bars, a, 3 * sizeof *bars), bars[3] = b[0];
+  bar_cnt[0] = 0, bar_cnt[1] = 3, bar_cnt[2] = 3, bar_cnt[3] = 4;
+  memset(tile_cnt, 0, sizeof tile_cnt);
+  t->heads = 2, t->world = 1, t->n_qtiles = 1, t->n_bars = 4;
+  t->tile_cnt = tile_cnt, t->bar_cnt = bar_cnt, t->bar_idx = bars;
+}
+
+TEST(compact_bars_columns_keep_a_key_past_its_lists_last_when_another_list_ends_later) {
+  // 9000 lies past head 0's last key (7) but not past head 1's (10000): a valid key, one of head 0's columns, which
+  // are then {5, 7, 9000} (marks grown past 4096 only once the largest last key is known); the expansion {5, 7, 9000}
+  // is not the list, so not exact.
+  int32_t a[3] = {5, 9000, 7}, b[1] = {10000}, bars[4];
+  tile_index t;
+  two_heads(a, b, bars, &t);
+  for (int threads = 1; threads <= 2; threads++) {
+    tile_bar_cols c;
+    sr_error e;
+    int exact = -1;
+    CHECK_EQ_INT(tiles_bar_cols_find(&t, threads, &c, &exact, &e), SR_OK);
+    CHECK_EQ_INT(c.n_cols, 4);
+    CHECK(c.col_cnt[1] == 3 && c.col_key[0] == 5 && c.col_key[1] == 7 && c.col_key[2] == 9000 && c.col_key[3] == 10000);
+    CHECK_EQ_INT(exact, 0);
+    tiles_bar_cols_free(&c);
+  }
+}
+
+TEST(compact_bars_columns_refuse_a_key_past_every_lists_last_naming_it) {
+  int32_t a[3] = {5, 9000, 7}, b[1] = {100}, bars[4];
+  tile_index t;
+  two_heads(a, b, bars, &t);
+  tile_bar_cols c;
+  sr_error e;
+  CHECK_EQ_INT(tiles_bar_cols_build(&t, &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "key 9000 negative or not ascending");
+}
 
 // One head, one source, one query tile whose entries are KV tile 1 (keys 128..255) and the runs (key, length) given.
 static void one_cell(int32_t *tile, int64_t *tile_cnt, int64_t *run_cnt, int32_t *run_key, uint8_t *run_len,
