@@ -211,7 +211,9 @@ void dist_plan_bytes_add_transposed(const tile_index_t *t, const sa_bar_chunks *
 // The bars' compact form (plan/tiles.h): wanted unless SR_BARS=stored (the lists uploaded as they are, for A/B
 // runs); a plan's index and each transpose take it only where it gives their lists exactly.
 int dist_bars_compact(void);
-// The compact form's columns of t into out where wanted and exact for t; else out stays empty (col_cnt NULL).
+// The compact form's columns of t into out where wanted and exact for t; else out stays empty (col_cnt NULL). Its
+// heads run on up to DIST_BAR_COLS_THREADS threads (fewer with SR_THREADS).
+#define DIST_BAR_COLS_THREADS 4
 int dist_bar_cols(const tile_index *t, tile_bar_cols *out, sr_error *e);
 // Whether a transpose goes up compact: wanted and exact for it.
 int dist_transpose_compact(const tile_index_t *t);

@@ -7,6 +7,7 @@
 #include "exec/dist_internal.h"
 #include "exec/fpdt.h"
 #include "kernels/workspace.h"
+#include "plan/parallel.h"
 #include "plan/pattern_spec.h"
 #include "plan/util.h"
 
@@ -22,8 +23,10 @@ int dist_bars_compact(void) {
 int dist_bar_cols(const tile_index *t, tile_bar_cols *out, sr_error *e) {
   memset(out, 0, sizeof *out);
   if (!dist_bars_compact() || t->n_bars == 0) return SR_OK;  // no lists: nothing to spare
-  if (tiles_bar_cols_build(t, out, e)) return e->code;
-  if (!tiles_bars_compact_exact(t, out)) tiles_bar_cols_free(out);
+  // a few threads: the trainer builds several layers' plans at once, each on its own thread
+  int exact = 0, threads = (int)sr_min64(sr_threads(), DIST_BAR_COLS_THREADS);
+  if (tiles_bar_cols_find(t, threads, out, &exact, e)) return e->code;
+  if (!exact) tiles_bar_cols_free(out);
   return SR_OK;
 }
 

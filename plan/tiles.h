@@ -60,12 +60,16 @@ void tiles_transpose_free(tile_index_t *t);
 // says whether a given index is one of those). The columns are tile_bar_cols (plan/tile_index.h).
 // The columns of every (head, source) of t (its bars' distinct keys).
 int tiles_bar_cols_build(const tile_index *t, tile_bar_cols *out, sr_error *e);
+// tiles_bar_cols_build with the heads over at most `threads` threads (sr_parallel_for), and *exact (when not NULL)
+// what tiles_bars_compact_exact says of the columns; results do not depend on the thread count.
+int tiles_bar_cols_find(const tile_index *t, int threads, tile_bar_cols *out, int *exact, sr_error *e);
 // Release columns.
 void tiles_bar_cols_free(tile_bar_cols *c);
 // Write t's bar lists (bar_idx[n_bars], at t's bar_cnt offsets) from the columns and t's entries: 0, or -1
 // where a cell's columns run out before its count (t is not of the compact form's kind).
 int tiles_bars_expand(const tile_index *t, const tile_bar_cols *cols, int32_t *bar_idx);
-// 1 when tiles_bars_expand gives t->bar_idx exactly, else 0.
+// 1 when tiles_bars_expand gives t->bar_idx exactly, else 0 (also for columns not ascending from key 0, which
+// tiles_bar_cols_build never gives).
 int tiles_bars_compact_exact(const tile_index *t, const tile_bar_cols *cols);
 // Write a transpose's bar_q_idx (at its bar_q_cnt offsets) from its bar keys and tile part: 0, or -1 as above.
 int tiles_transpose_bars_expand(const tile_index_t *t, int32_t *bar_q_idx);
