@@ -120,6 +120,20 @@ int calib_layer_fit(calib_layer *out, const gpu_desc *gpu, int heads, int kv_hea
   return SR_OK;
 }
 
+int64_t calib_attn_held_length(const int64_t *lengths, int n) {
+  int64_t best = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t d = llabs(lengths[i] - BAND_TOKENS), db = llabs(best - BAND_TOKENS);
+    if (!best || d < db || (d == db && lengths[i] > best)) best = lengths[i];
+  }
+  return best;
+}
+
+double calib_attn_sustained(double burst_s, double held_s) {
+  if (!(burst_s > 0) || !(held_s > 0)) return 0;
+  return burst_s < held_s ? burst_s / held_s : 1;
+}
+
 #if SR_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -143,8 +157,17 @@ typedef struct {
   int64_t *qpos, *kpos[2];
 } call_set;
 
+// One forward (phase 0) or backward call of source s.
+#define CALL(phase, s)                                                                                              \
+  ((phase) == 0 ? sa_fwd(&sh, x.q, x.k, x.v, qpos, kpos[s], &ix, s, masks_d, NULL, NULL, x.o, x.lse, NULL, e)        \
+                : sa_bwd(&sh, x.q, x.k, x.v, x.lse, x.drow, x.dout, qpos, kpos[s], &ix, &ixt[s], s, masks_d, x.dq, x.dk, \
+                         x.dv, NULL, e))
+
 // Time every source's call of cs, forward then backward: secs[src][phase], one call (mean of 5 after 2 warm-ups).
-static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, double secs[2][2], sr_error *e) {
+// held_s > 0 instead: the last source's forward and backward back to back for held_s (half untimed, half timed in
+// batches of 4 pairs, so that the host keeps the queue full), secs[last][0] the seconds of one pair.
+static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, double held_s, double secs[2][2],
+                    sr_error *e) {
   int rc = SR_OK, W = cs->world;
   sa_gpu_index ix = {0};
   sa_gpu_index_t ixt[2];
@@ -169,16 +192,34 @@ static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, d
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   const int warm = 2, reps = 5;
+  if (held_s > 0) {
+    int s = W - 1, pairs = 0;
+    sa_shape sh = {cs->n_q, cs->n_k[s], heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0};
+    double spent[2] = {0, 0};
+    for (int timed = 0; timed < 2; timed++)
+      while (spent[timed] < held_s / 2) {
+        CK(cudaEventRecord(e0, NULL));
+        for (int r = 0; r < 4; r++, pairs += timed)
+          if (CALL(0, s) || CALL(1, s)) {
+            rc = e->code;
+            goto done;
+          }
+        CK(cudaEventRecord(e1, NULL));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        spent[timed] += ms * 1e-3;
+      }
+    secs[s][0] = spent[1] / pairs, secs[s][1] = 0;
+    goto done;
+  }
   for (int s = 0; s < W; s++)
     for (int phase = 0; phase < 2; phase++) {
       // deterministic 0: the fastest backward, the one attn and train run by default
       sa_shape sh = {cs->n_q, cs->n_k[s], heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0};
       for (int r = 0; r < warm + reps; r++) {
         if (r == warm) CK(cudaEventRecord(e0, NULL));
-        int bad = phase == 0 ? sa_fwd(&sh, x.q, x.k, x.v, qpos, kpos[s], &ix, s, masks_d, NULL, NULL, x.o, x.lse, NULL, e)
-                             : sa_bwd(&sh, x.q, x.k, x.v, x.lse, x.drow, x.dout, qpos, kpos[s], &ix, &ixt[s], s, masks_d,
-                                      x.dq, x.dk, x.dv, NULL, e);
-        if (bad) {
+        if (CALL(phase, s)) {
           rc = e->code;
           goto done;
         }
@@ -218,15 +259,16 @@ static int time_band(int size, int heads, int kv_heads, int head_dim, double *fw
     for (int h = 0; h < heads; h++) cs.masks[h].kind = PATTERN_DENSE, cs.masks[h].n_tokens = BAND_TOKENS;
     for (int64_t x = 0; x < BAND_TOKENS; x++) cs.qpos[x] = x;
     cs.kpos[0] = cs.qpos;
-    rc = time_set(&cs, heads, kv_heads, head_dim, secs, e);
+    rc = time_set(&cs, heads, kv_heads, head_dim, 0, secs, e);
   }
   *fwd_s = secs[0][0], *bwd_s = secs[0][1];
   tiles_free(&cs.t), free(cs.masks), free(cs.qpos);
   return rc;
 }
 
-// The off and diag calls at shard length L: the second of two contiguous ranks over a dense causal 2 L tokens.
-static int time_layer(int64_t L, int heads, int kv_heads, int head_dim, double secs[2][2], sr_error *e) {
+// The off and diag calls at shard length L: the second of two contiguous ranks over a dense causal 2 L tokens (held_s:
+// time_set's).
+static int time_layer(int64_t L, int heads, int kv_heads, int head_dim, double held_s, double secs[2][2], sr_error *e) {
   call_set cs;
   memset(&cs, 0, sizeof cs);
   layout l;
@@ -242,7 +284,7 @@ static int time_layer(int64_t L, int heads, int kv_heads, int head_dim, double s
     layout_positions(&l, 0, cs.kpos[0]);
     layout_positions(&l, 1, cs.qpos);
     cs.kpos[1] = cs.qpos;
-    rc = time_set(&cs, heads, kv_heads, head_dim, secs, e);
+    rc = time_set(&cs, heads, kv_heads, head_dim, held_s, secs, e);
   }
   if (cs.masks) tiles_masks_free(cs.masks, heads);
   tiles_free(&cs.t), pattern_free(&pat), layout_free(&l), free(cs.qpos), free(cs.kpos[0]);
@@ -262,11 +304,21 @@ int calib_layer_measure(const int64_t *lengths, int n_lengths, int heads, int kv
     double secs[2][2];
     int i = out->n, rc = calib_layer_add(out, "off", lengths[j], heads, e);
     if (!rc) rc = calib_layer_add(out, "diag", lengths[j], heads, e);
-    if (!rc) rc = time_layer(lengths[j], heads, kv_heads, head_dim, secs, e);
+    if (!rc) rc = time_layer(lengths[j], heads, kv_heads, head_dim, 0, secs, e);
     if (rc) return rc;
     for (int p = 0; p < 2; p++) out->seconds[p][i] = secs[0][p], out->seconds[p][i + 1] = secs[1][p];
   }
   return SR_OK;
+}
+
+int calib_attn_held_measure(int64_t tokens, int heads, int kv_heads, int head_dim, double seconds, double *pair_s,
+                            sr_error *e) {
+  double secs[2][2] = {{0}};
+  *pair_s = 0;
+  if (!(seconds > 0)) return SR_OK;
+  int rc = time_layer(tokens, heads, kv_heads, head_dim, seconds, secs, e);
+  *pair_s = secs[1][0];
+  return rc;
 }
 
 #else
@@ -275,6 +327,12 @@ int calib_layer_measure(const int64_t *lengths, int n_lengths, int heads, int kv
                         sr_error *e) {
   memset(out, 0, sizeof *out);
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (the layer-shaped calls need a GPU build)");
+}
+
+int calib_attn_held_measure(int64_t tokens, int heads, int kv_heads, int head_dim, double seconds, double *pair_s,
+                            sr_error *e) {
+  *pair_s = 0;
+  return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (the held attention call needs a GPU build)");
 }
 
 #endif

@@ -183,4 +183,20 @@ int calib_ring_fit(calib_ring *out, sr_error *e);
 int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, int heads, int kv_heads, int head_dim,
                          sr_error *e);
 
+// The rate a training step's attention holds (gpu.efficiency.attn_sustained): a dense causal layer-shaped call, its
+// diag call at one of the layer lengths, forward + backward back to back for seconds against the same call's short
+// timing (calib_layer_measure), which runs at the clock's boost (sim/cost.c, cost_attn_held).
+// The length held: the listed one nearest 32K tokens (a tie: the longer), the shape of the finding it models; 0
+// when n is 0.
+int64_t calib_attn_held_length(const int64_t *lengths, int n);
+// The ratio of the held rate to the burst's: burst_s / held_s (the same call's seconds, forward + backward, in short
+// calls and held), at most 1 (a held call no faster than its burst: above, timing noise); 0 when either is not
+// positive (not measured).
+double calib_attn_sustained(double burst_s, double held_s);
+// Run the diag call at `tokens` (calib_layer_measure's, same inputs) forward then backward back to back for
+// `seconds`: the first half untimed (the board reaches its power limit), the second timed; *pair_s the seconds of one
+// forward + backward in the timed half. CUDA only.
+int calib_attn_held_measure(int64_t tokens, int heads, int kv_heads, int head_dim, double seconds, double *pair_s,
+                            sr_error *e);
+
 #endif

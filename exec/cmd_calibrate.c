@@ -42,6 +42,11 @@ static const cli_flag calibrate_flags[] = {
     {"gemm-seconds", "S", "6",
      "seconds of back-to-back GEMMs for the sustained GEMM rate a training step sees (the second half timed; 0: "
      "none, the simulator then takes its fixed share of the burst rate)"},
+    {"attn-seconds", "S", "4",
+     "cuda: seconds of one dense causal layer-shaped call (the diag call at the --layer-lengths length nearest 32K), "
+     "forward and backward back to back, after every other measurement (the second half timed): its held rate over its "
+     "short calls' is the rate a training step's attention sees (gpu.efficiency.attn_sustained; 0 or --layer-lengths "
+     "none: not measured, a step's attention at the short calls' rates)"},
     {"layer-lengths", "LIST", "16K,32K,64K,128K",
      "cuda: shard lengths at which to time attention calls shaped like a ring layer's (its queries against an earlier "
      "shard, and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates, each "
@@ -159,10 +164,10 @@ static int cmd_calibrate(int argc, char **argv) {
     return sr_error_report(&e, prog);
   }
   int64_t reps, heads, kvh, hd;
-  double gemm_s;
+  double gemm_s, attn_s;
   if (cli_get_int(&a, "reps", 10, 1, 1000, &reps, &e) || cli_get_int(&a, "heads", 16, 1, 1024, &heads, &e) ||
       cli_get_int(&a, "kv-heads", 2, 1, 1024, &kvh, &e) || cli_get_int(&a, "head-dim", 128, 1, 1024, &hd, &e) ||
-      cli_get_num(&a, "gemm-seconds", 6, 0, 600, &gemm_s, &e))
+      cli_get_num(&a, "gemm-seconds", 6, 0, 600, &gemm_s, &e) || cli_get_num(&a, "attn-seconds", 4, 0, 600, &attn_s, &e))
     return sr_error_report(&e, prog);
   int64_t lengths[CALIB_LAYER_LENGTHS];
   int n_lengths = 0;
@@ -272,6 +277,9 @@ static int cmd_calibrate(int argc, char **argv) {
     for (int p = 0; p < 2; p++)
       for (int j = 0; j < 3; j++) *se[p][j] = k.attn_slope_tflops[p][j] / cl.gpu.peak_tflops;
     cl.gpu.attn_l2[0] = cl.gpu.attn_l2[1] = 0;  // fitted below with the layer-shaped calls, else not modelled
+    cl.gpu.eff_attn_sustained = 0;  // measured last, below, else not measured (not written)
+    int64_t held_len = calib_attn_held_length(lengths, n_lengths);
+    double held_burst_s = 0;  // the held call's forward + backward in its short calls
     if (n_lengths > 0) {
       calib_layer ly;
       if (calib_layer_measure(lengths, n_lengths, (int)heads, (int)kvh, (int)hd, &ly, &e) ||
@@ -280,6 +288,8 @@ static int cmd_calibrate(int argc, char **argv) {
       cl.gpu.eff_attn_fwd_full = ly.tflops[0] / cl.gpu.peak_tflops, cl.gpu.eff_attn_bwd_full = ly.tflops[1] / cl.gpu.peak_tflops;
       for (int p = 0; p < 2; p++) cl.gpu.attn_walk_us[p] = ly.walk_us[p];
       for (int p = 0; p < 2; p++) cl.gpu.attn_l2[p] = ly.l2_slow[p];
+      for (int i = 0; i < ly.n; i++)
+        if (!strcmp(ly.shape[i], "diag") && ly.tokens[i] == held_len) held_burst_s = ly.seconds[0][i] + ly.seconds[1][i];
       if (c.rank == 0) print_layer(&ly, cl.gpu.peak_tflops, cl.gpu.l2_mb);
       for (int i = 0; i < ly.n; i++)
         sr_buf_printf(&log, "layer_%s,%lld,%.3f,%.3f\n", ly.shape[i], (long long)ly.tokens[i], ly.seconds[0][i] * 1e6,
@@ -302,6 +312,19 @@ static int cmd_calibrate(int argc, char **argv) {
     for (int i = 0; i < rg.n; i++)
       sr_buf_printf(&log, "ring_%s_w%d,%.0f,%.3f,%.3f\n", rg.layout[i], rg.world[i], rg.cells[i], rg.measured_s[0][i] * 1e6,
                     rg.measured_s[1][i] * 1e6);
+    // Last, so that no other call is timed on a board held at its power limit: the rate a training step's attention
+    // holds (sim/cost.c, cost_attn_held).
+    if (held_burst_s > 0 && attn_s > 0) {
+      double pair_s;
+      if (calib_attn_held_measure(held_len, (int)heads, (int)kvh, (int)hd, attn_s, &pair_s, &e)) fail(&c, &e);
+      cl.gpu.eff_attn_sustained = calib_attn_sustained(held_burst_s, pair_s);
+      char tok[32];
+      if (c.rank == 0)
+        printf("attention held (diag %s, forward + backward back to back, %.1f s timed): %.3f ms a pair against %.3f ms "
+               "in short calls: %.3f of the burst's rate (gpu.efficiency.attn_sustained)\n",
+               sr_format_tokens(held_len, tok, sizeof tok), attn_s / 2, pair_s * 1e3, held_burst_s * 1e3,
+               cl.gpu.eff_attn_sustained);
+    }
   }
   int rc = 0;
   if (c.rank == 0) {

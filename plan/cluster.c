@@ -48,6 +48,9 @@ static int get_efficiency(const cJSON *obj, const char *key, double *out, const 
   if (rc || isnan(v)) return rc;
   char f[128];
   snprintf(f, sizeof f, "gpu.efficiency.%s", key);
+  // attn_sustained is a ratio to the burst's rate, not a share of peak: a clock held under the power limit, not a tenth
+  if (!strcmp(key, "attn_sustained") && !(v >= 0.1 && v <= 1))
+    return sr_input_error(e, file, f, "%g is not a ratio of the held to the burst's rate in [0.1, 1]", v);
   if (!(v > 0 && v <= 1)) return sr_input_error(e, file, f, "%g is not a fraction of peak in (0, 1]", v);
   if (v < 1e-4) return sr_input_error(e, file, f, "%g of peak is implausibly small (at least 0.0001)", v);
   *out = v;
@@ -77,7 +80,7 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
   static const char *const known_l2[] = {"fwd", "bwd", NULL};
   static const char *const known_eff[] = {"gemm",          "gemm_sustained",   "attn_fwd_full", "attn_fwd_partial",
                                           "attn_fwd_bar",  "attn_bwd_full",    "attn_bwd_partial", "attn_bwd_bar",
-                                          "mem",           NULL};
+                                          "mem",           "attn_sustained", NULL};
   const cJSON *gpu = NULL;
   int rc;
   if ((rc = json_get_obj(root, "gpu", &gpu, file, NULL, e))) return rc;
@@ -100,7 +103,7 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
     if ((rc = json_check_known(eff, known_eff, file, "gpu.efficiency", e))) return rc;
     double *dst[] = {&g->eff_gemm,          &g->eff_gemm_sustained,   &g->eff_attn_fwd_full, &g->eff_attn_fwd_partial,
                      &g->eff_attn_fwd_bar,  &g->eff_attn_bwd_full,    &g->eff_attn_bwd_partial, &g->eff_attn_bwd_bar,
-                     &g->eff_mem};
+                     &g->eff_mem,           &g->eff_attn_sustained};
     for (int i = 0; known_eff[i]; i++)
       if ((rc = get_efficiency(eff, known_eff[i], dst[i], file, e))) return rc;
   }
@@ -312,6 +315,7 @@ char *cluster_to_json(const cluster_desc *c) {
   add_num(eff, "attn_bwd_partial", g->eff_attn_bwd_partial, &ok);
   add_num(eff, "attn_bwd_bar", g->eff_attn_bwd_bar, &ok);
   add_num(eff, "mem", g->eff_mem, &ok);
+  if (g->eff_attn_sustained > 0) add_num(eff, "attn_sustained", g->eff_attn_sustained, &ok);
   add_num(gpu, "comm_slowdown", g->comm_slowdown, &ok);
   if (g->adaspa_search_ratio > 0) add_num(gpu, "adaspa_search_ratio", g->adaspa_search_ratio, &ok);
   if (g->ring_step_us[0] > 0 || g->ring_step_us[1] > 0 || g->ring_cell_us[0] > 0 || g->ring_cell_us[1] > 0) {

@@ -21,6 +21,11 @@ typedef struct {
   // GEMMs see; calibrate times it, exec/calib_kernels.c); 0 = not measured: sim/cost.c, cost_gemm_step, then takes
   // COST_GEMM_SUSTAINED of eff_gemm.
   double eff_gemm_sustained;
+  // A training step's attention calls against the calibration's short ones: the rate a dense causal layer-shaped
+  // call (forward + backward) holds over seconds back to back over its rate in a few short calls, a ratio <= 1 that
+  // scales every attention efficiency in a training step (calibrate times it, exec/calib_layer.c; sim/cost.c,
+  // cost_attn_held, says why); not of peak. 0 = not measured: a step's attention runs at the burst's efficiencies.
+  double eff_attn_sustained;
   double eff_attn_fwd_full, eff_attn_fwd_partial, eff_attn_fwd_bar;
   double eff_attn_bwd_full, eff_attn_bwd_partial, eff_attn_bwd_bar;
   double eff_mem;           // achieved fraction of HBM bandwidth for memory-bound ops

@@ -117,6 +117,23 @@ double cost_gemm_step(const gpu_desc *g, double flops) {
   return cost_gemm(g, flops) / COST_GEMM_SUSTAINED;
 }
 
+// The same power limit holds attention down: the calibration times its attention calls in a few short calls (a
+// layer-shaped call 2 warm-ups and 5 timed, exec/calib_layer.c), at the clock's boost, and a training step runs them
+// for seconds. Measured on one H100 at 32K (results/train/2026-11-28-h100-vs-peer-32k): the trainer's attention took
+// 33.3 ms a layer where the calibration's same causal 32K call took 30.4 ms, 10.3% of the step's attention above the
+// simulator; the dense 128K step on 4 x H100 12.8% (results/exec/2026-11-28-h100x4-vs-context-parallel-l2-runs).
+// sparsering-exec calibrate times that ratio itself (gpu.efficiency.attn_sustained: a dense causal layer-shaped call,
+// forward and backward, back to back for seconds against its short calls, exec/calib_layer.c) and the step's
+// attention efficiencies take it; its walks and per-step costs (fitted in short calls too) are left as they are.
+void cost_attn_held(gpu_desc *g) {
+  double f = g->eff_attn_sustained;
+  if (!(f > 0)) return;
+  double *eff[] = {&g->eff_attn_fwd_full, &g->eff_attn_fwd_partial, &g->eff_attn_fwd_bar,
+                   &g->eff_attn_bwd_full, &g->eff_attn_bwd_partial, &g->eff_attn_bwd_bar};
+  for (int i = 0; i < 6; i++) *eff[i] = (*eff[i] > 0 ? *eff[i] : 1) * f;
+  g->eff_attn_sustained = 0;
+}
+
 // Roofline memory bound (Williams et al. 2009): bytes / (HBM bandwidth x achieved fraction).
 double cost_mem(const gpu_desc *g, double bytes) {
   double r = g->hbm_gbps * 1e9 * (g->eff_mem > 0 ? g->eff_mem : 1);

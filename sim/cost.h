@@ -104,6 +104,11 @@ double cost_gemm(const gpu_desc *g, double flops);
 // Seconds of a training step's GEMMs of `flops` FLOPs: at the file's sustained GEMM rate when it gives one, else
 // cost_gemm at COST_GEMM_SUSTAINED of the calibrated rate.
 double cost_gemm_step(const gpu_desc *g, double flops);
+// The GPU a training step's attention calls run on: g with its attention efficiencies (full, partial, bar, forward and
+// backward; an absent one taken as 1, as cost_attn_rates_init does) times gpu.efficiency.attn_sustained, which is then
+// 0; g unchanged where the file gives none, so such files cost the same bits. Single-layer runs (predict_attention)
+// are short calls, as the calibration's, and do not use it.
+void cost_attn_held(gpu_desc *g);
 // Seconds of a memory-bound op that moves `bytes` bytes through HBM.
 double cost_mem(const gpu_desc *g, double bytes);
 // Seconds of a compute task of `compute` s that runs while a comm kernel of `comm` s shares the SMs.

@@ -1,6 +1,7 @@
 // test_cluster.c — cluster descriptions: the shipped files load with the stated hardware, and every
 // impossible or misspelt field is an input error naming the file and the field.
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,36 @@ TEST(cluster_sustained_gemm_rate_above_one_is_an_error_naming_the_field) {
                      " \"hbm_gbps\": 1000, \"mem_gib\": 40, \"efficiency\": {\"gemm_sustained\": 1.5}}, " HOST_OK "}";
   CHECK_EQ_INT(parse(text, &c, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "gpu.efficiency.gemm_sustained");
+}
+
+TEST(cluster_sustained_attention_ratio_is_read_when_given_and_absent_otherwise) {
+  cluster_desc c;
+  sr_error e = {0};
+  const char *with = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100,"
+                     " \"hbm_gbps\": 1000, \"mem_gib\": 40, \"efficiency\": {\"attn_sustained\": 0.91}}, " HOST_OK "}";
+  CHECK_EQ_INT(parse(with, &c, &e), SR_OK);
+  CHECK_NEAR(c.gpu.eff_attn_sustained, 0.91, 0);
+  const char *without = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100,"
+                        " \"hbm_gbps\": 1000, \"mem_gib\": 40, \"efficiency\": {\"gemm\": 0.8}}, " HOST_OK "}";
+  CHECK_EQ_INT(parse(without, &c, &e), SR_OK);
+  CHECK_NEAR(c.gpu.eff_attn_sustained, 0, 0);  // not measured: a step's attention at the burst's efficiencies
+  char *text = cluster_to_json(&c);
+  CHECK(text != NULL && strstr(text, "attn_sustained") == NULL);  // nothing written for what was not measured
+  free(text);
+}
+
+TEST(cluster_sustained_attention_ratio_outside_a_tenth_to_one_is_an_error_naming_the_field) {
+  const char *bad[] = {"1.2", "0.05", "0"};
+  for (int i = 0; i < 3; i++) {
+    cluster_desc c;
+    sr_error e = {0};
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"X\", \"peak_tflops\": 100,"
+             " \"hbm_gbps\": 1000, \"mem_gib\": 40, \"efficiency\": {\"attn_sustained\": %s}}, " HOST_OK "}", bad[i]);
+    CHECK_EQ_INT(parse(text, &c, &e), SR_EINPUT);
+    CHECK_STR_CONTAINS(e.msg, "gpu.efficiency.attn_sustained");
+  }
 }
 
 TEST(cluster_efficiency_defaults_fill_absent_fields) {
@@ -255,7 +286,8 @@ static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
          x->eff_attn_fwd_full == y->eff_attn_fwd_full && x->eff_attn_fwd_partial == y->eff_attn_fwd_partial &&
          x->eff_attn_fwd_bar == y->eff_attn_fwd_bar && x->eff_attn_bwd_full == y->eff_attn_bwd_full &&
          x->eff_attn_bwd_partial == y->eff_attn_bwd_partial && x->eff_attn_bwd_bar == y->eff_attn_bwd_bar &&
-         x->eff_gemm_sustained == y->eff_gemm_sustained && x->eff_mem == y->eff_mem && x->comm_slowdown == y->comm_slowdown && a->intra.gbps == b->intra.gbps &&
+         x->eff_gemm_sustained == y->eff_gemm_sustained && x->eff_attn_sustained == y->eff_attn_sustained &&
+         x->eff_mem == y->eff_mem && x->comm_slowdown == y->comm_slowdown && a->intra.gbps == b->intra.gbps &&
          a->intra.latency_us == b->intra.latency_us && a->nics_per_node == b->nics_per_node &&
          a->nic.gbps == b->nic.gbps && a->nic.latency_us == b->nic.latency_us && a->host.gbps == b->host.gbps &&
          a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib &&
@@ -281,6 +313,7 @@ TEST(cluster_written_json_reads_back_identically) {
     if (i % 2 == 0) a.gpu.l2_mb = 50, a.gpu.attn_l2[0] = 0.09020702607970003, a.gpu.attn_l2[1] = 0.0297;
     // the others keep it absent (0); cJSON's own printing gave 0.654321098765432 for it, a bit away
     if (i % 2) a.gpu.eff_gemm_sustained = 0.6543210987654321;
+    if (i % 2 == 0) a.gpu.eff_attn_sustained = 0.9123456789012345;  // the others: absent (0)
     char *text = cluster_to_json(&a);
     CHECK(text != NULL);
     if (!text) continue;

@@ -162,6 +162,23 @@ TEST(calib_layer_lengths_are_token_counts_a_multiple_of_a_tile_or_none) {
   CHECK_EQ_INT(calib_layer_lengths_parse("16K,abc", l, &n, &e), SR_EINPUT);
 }
 
+TEST(calib_attn_held_length_is_the_listed_length_nearest_32k_the_longer_on_a_tie) {
+  int64_t a[] = {16384, 32768, 65536, 131072}, b[] = {65536, 131072}, c[] = {16384, 49152}, d[] = {131072, 8192};
+  CHECK(calib_attn_held_length(a, 4) == 32768);
+  CHECK(calib_attn_held_length(b, 2) == 65536);
+  CHECK(calib_attn_held_length(c, 2) == 49152);  // both 16K from 32K
+  CHECK(calib_attn_held_length(d, 2) == 8192);   // 24K from 32K against 96K
+  CHECK(calib_attn_held_length(a, 0) == 0);      // --layer-lengths none: nothing to hold
+}
+
+TEST(calib_attn_sustained_is_the_short_calls_time_over_the_held_time_at_most_one) {
+  // the finding it models: 30.4 ms a causal 32K layer in short calls, 33.3 ms in a training step
+  CHECK_REL(calib_attn_sustained(30.4e-3, 33.3e-3), 304.0 / 333.0, 1e-12);
+  CHECK_NEAR(calib_attn_sustained(30.4e-3, 30.0e-3), 1, 0);  // held faster than the burst: noise, no speed-up
+  CHECK_NEAR(calib_attn_sustained(0, 33.3e-3), 0, 0);        // not measured
+  CHECK_NEAR(calib_attn_sustained(30.4e-3, 0), 0, 0);
+}
+
 // A log of 3 sizes a (phase, kind) at 100 us + FLOPs at 500 TFLOP/s forward, 250 backward (as test_exec_calibrate.c's):
 // the sustained PARTIAL rates are 4e12 FLOPs over 8.1 ms and 16.1 ms.
 static void log_kernels(sr_buf *b) {

@@ -149,6 +149,46 @@ TEST(repredict_splits_a_training_log_by_the_mean_of_the_steps_after_the_first) {
   CHECK_NEAR(r.comm_s, 0.3, 1e-12);
 }
 
+// A training step repredicted on a cluster that measured the rate its attention holds (gpu.efficiency.attn_sustained)
+// spends 1 / ratio as long on its attention calls' tiles as on the same file without it; a ratio of 1, the same bits.
+static void repredict_dense_step(const char *efficiency, double *attn, double *step) {
+  char path[800];
+  snprintf(path, sizeof path, "%s/held.json", test_tmpdir());
+  char text[1024];
+  snprintf(text, sizeof text,
+           "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"H100\", \"peak_tflops\": 989, \"hbm_gbps\": 3350,"
+           " \"mem_gib\": 80, \"efficiency\": {\"gemm\": 0.8, \"attn_fwd_full\": 0.6, \"attn_fwd_partial\": 0.3,"
+           " \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.25%s}}, \"intra_node\": {\"gbps\": 350, \"latency_us\": 80},"
+           " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"test\"}}",
+           efficiency);
+  write_file(path, text);
+  const char *log =
+      "train: qwen2.5-0.5b, 1 params, seq 32768 on 1 rank(s) (contiguous layout, ring schedule, pattern dense, density 1)\n"
+      "step     2 | loss 1 | attn 1.000s gemm 1.000s comm 0.000s | lr 0\n"
+      "predict: qwen2.5-0.5b dense-ring seq 32768 W 1 | simulated step 2.000s | measured step 2.000s (best after the "
+      "first; first 3.000s)\n";
+  train_rerun r;
+  memset(&r, 0, sizeof r);
+  CHECK_EQ_INT(repredict_parse_train_log(log, &r), 0);
+  sr_error e = {0};
+  CHECK_EQ_INT(repredict_train_run(path, "", &r, &e), SR_OK);
+  *attn = r.pattn_s, *step = r.pstep_s;
+}
+
+TEST(repredict_a_training_steps_attention_takes_the_clusters_held_attention_rate) {
+  double a0, s0, a8, s8, a5, s5, a1, s1;
+  repredict_dense_step("", &a0, &s0);
+  repredict_dense_step(", \"attn_sustained\": 0.8", &a8, &s8);
+  repredict_dense_step(", \"attn_sustained\": 0.5", &a5, &s5);
+  repredict_dense_step(", \"attn_sustained\": 1", &a1, &s1);
+  CHECK(a0 > 0);
+  // the calls' tiles T stretch to T / f, their memory-bound copies do not (test_sim_attn_held.c): T = a(0.5) - a0
+  CHECK(a5 - a0 > 0.9 * a0);
+  CHECK_REL(a8 - a0, 0.25 * (a5 - a0), 1e-9);
+  CHECK(s8 > s0);
+  CHECK(a1 == a0 && s1 == s0);    // a ratio of 1 changes no bit
+}
+
 // attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and
 // the offload back and predicts what `predict --strategy fpdt` predicts for the same run.
 TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {
