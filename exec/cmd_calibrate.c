@@ -42,8 +42,8 @@ static const cli_flag calibrate_flags[] = {
     {"gemm-seconds", "S", "6",
      "seconds of back-to-back GEMMs for the sustained GEMM rate a training step sees (the second half timed; 0: "
      "none, the simulator then takes its fixed share of the burst rate)"},
-    {"attn-seconds", "S", "4",
-     "cuda: seconds of one dense causal layer-shaped call (the diag call at the --layer-lengths length nearest 32K), "
+    {"attn-seconds", "S", "0",
+     "cuda (off by default until it has run on a GPU): seconds of one dense causal layer-shaped call (the diag call at the --layer-lengths length nearest 32K), "
      "forward and backward back to back, after every other measurement (the second half timed): its held rate over its "
      "short calls' is the rate a training step's attention sees (gpu.efficiency.attn_sustained; 0 or --layer-lengths "
      "none: not measured, a step's attention at the short calls' rates)"},
@@ -167,7 +167,7 @@ static int cmd_calibrate(int argc, char **argv) {
   double gemm_s, attn_s;
   if (cli_get_int(&a, "reps", 10, 1, 1000, &reps, &e) || cli_get_int(&a, "heads", 16, 1, 1024, &heads, &e) ||
       cli_get_int(&a, "kv-heads", 2, 1, 1024, &kvh, &e) || cli_get_int(&a, "head-dim", 128, 1, 1024, &hd, &e) ||
-      cli_get_num(&a, "gemm-seconds", 6, 0, 600, &gemm_s, &e) || cli_get_num(&a, "attn-seconds", 4, 0, 600, &attn_s, &e))
+      cli_get_num(&a, "gemm-seconds", 6, 0, 600, &gemm_s, &e) || cli_get_num(&a, "attn-seconds", 0, 0, 600, &attn_s, &e))
     return sr_error_report(&e, prog);
   int64_t lengths[CALIB_LAYER_LENGTHS];
   int n_lengths = 0;
