@@ -542,6 +542,10 @@ static int layer_on_thread(work_cache *c, int t, const pattern *pat, int layer, 
   return rc;
 }
 
+int work_layer_on(work_cache *c, int t, const pattern *pat, int layer, work_count *agg, double *pairs, sr_error *e) {
+  return layer_on_thread(c, t, pat, layer, agg, pairs, e);
+}
+
 int work_layer_begin(work_cache *c, int t, work_count *agg, sr_error *e) {
   int rc = thread_state(c, t, 0, e);
   if (rc) return rc;
