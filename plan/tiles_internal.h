@@ -261,8 +261,16 @@ extern int tiles_fast_overlap_by_tiles;
 // each residue); *out stays NULL when the layout is not aligned (the generic path applies).
 typedef struct tiles_fast tiles_fast;
 int tiles_fast_open(const layout *l, tiles_fast **out, sr_error *e);
+// The same tables without the period (every tile its own residue, as for a contiguous layout), for a striped layout
+// whose period is long and stripes are long (tiles_fast_flat_cheaper); *out stays NULL when the layout is not aligned.
+int tiles_fast_open_flat(const layout *l, tiles_fast **out, sr_error *e);
 // Release them (NULL is fine).
 void tiles_fast_close(tiles_fast *f);
+// Would a head added alone with its pairs per cell cost less on the tables without the period? The periodic columns
+// cost P^2 a fold and about P a vertical for their pairs; without the period they cost about the runs of equal ranks
+// over the tiles, so long stripes (few runs, a long period: P = W G / TILE) are cheaper without it. Either way the
+// counts are the same.
+int tiles_fast_flat_cheaper(const tiles_fast *f);
 // Add one head's exact counts to hc[q_rank * W + src] (BLOCK heads through the scan s, as every short last
 // query tile).
 int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e);

@@ -195,6 +195,52 @@ TEST(fast_accounting_by_offset_tile_equals_generic_on_runs_of_whole_offset_tiles
   tiles_fast_overlap_by_tiles = 0;
 }
 
+// A head added alone, with its pairs per cell, on a striped layout of long stripes and a long period goes through the
+// fast tables without the period (tiles_fast_flat_cheaper: few runs of equal ranks, P^2 residue pairs a fold): its
+// counts are the generic scan's, short last tile or not, as are those of heads folded by residue on the same layout.
+TEST(a_head_added_alone_on_long_stripes_counts_without_the_period_what_the_scan_counts) {
+  static const int64_t tokens[] = {3 * 128 * TILE, 3 * 128 * TILE + 77};  // three periods of 128 tiles
+  for (int k = 0; k < 2; k++) {
+    sr_error e;
+    const int W = 4, heads = 10;
+    const int64_t n = tokens[k];
+    layout l;
+    fx_layout(2, n, W, 32 * TILE, &l);  // stripes of 32 tiles: period 128 tiles, 12 runs of equal ranks
+    tiles_fast *f = NULL;
+    CHECK_EQ_INT(tiles_fast_open(&l, &f, &e), SR_OK);
+    CHECK(f && tiles_fast_flat_cheaper(f));
+    tiles_fast_close(f);
+    pattern p;
+    fx_mixed_pattern(&p, n, heads, 500 + k);
+    size_t cells = (size_t)W * W;
+    work_count *gen = calloc((size_t)heads * cells, sizeof *gen), *alone = calloc((size_t)heads * cells, sizeof *alone),
+               *folded = calloc(cells, sizeof *folded), *sum = calloc(cells, sizeof *sum);
+    CHECK_EQ_INT(tiles_account_generic(&p, 0, &l, gen, &e), SR_OK);
+    tiles_accounter *a = NULL;
+    CHECK_EQ_INT(tiles_accounter_open(&l, &a, &e), SR_OK);
+    for (int h = 0; h < heads; h++) {
+      CHECK_EQ_INT(tiles_account_head_add(a, pattern_head(&p, 0, h), alone + h * cells, &e), SR_OK);
+      CHECK_EQ_INT(tiles_account_head_add_pending(a, pattern_head(&p, 0, h), folded, &e), SR_OK);
+    }
+    tiles_accounter_fold(a, folded);
+    int bad = 0;
+    for (size_t x = 0; x < (size_t)heads * cells; x++) {
+      const work_count *u = &alone[x], *g = &gen[x];
+      bad += u->full != g->full || u->partial != g->partial || u->bars != g->bars || u->pairs != g->pairs;
+      work_count *t = &sum[x % cells];
+      t->full += g->full, t->partial += g->partial, t->bars += g->bars, t->pairs += g->pairs;
+    }
+    for (size_t x = 0; x < cells; x++)
+      bad += folded[x].full != sum[x].full || folded[x].partial != sum[x].partial || folded[x].bars != sum[x].bars ||
+             folded[x].pairs != sum[x].pairs;
+    CHECK_EQ_INT(bad, 0);
+    tiles_accounter_close(a);
+    free(gen), free(alone), free(folded), free(sum);
+    pattern_free(&p);
+    fx_layout_free(&l);
+  }
+}
+
 // Heads added with their sums by residue left pending and folded once give the counts of the same heads
 // added one by one, and a head added to other counts after the fold carries none of them.
 TEST(heads_folded_once_count_what_heads_added_one_by_one_count) {
