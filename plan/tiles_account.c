@@ -94,6 +94,7 @@ struct tiles_accounter {
   tiles_fast *fast;  // aligned layouts (the fast path), or NULL
   tiles_fast *flat;  // the same without the period, for heads added alone where it is cheaper (made on first use)
   int per_cell;      // kept pairs per cell (tiles_accounter_pairs_per_cell)
+  int cell_pairs;    // a head added through the class tables or the scan (pairs per cell) since the last take
   tile_comb *cb;     // striped layouts whose stripe divides a tile (class tables), or NULL
 };
 
@@ -152,6 +153,7 @@ static int head_add(tiles_accounter *a, const head_pattern *h, int pending, work
   else if (a->fast) rc = tiles_fast_head(alone, &a->s, &v, counts, e);
   else if (a->cb && !v.is_block && !v.is_tokens) rc = account_head_comb(a->cb, &a->s, &v, counts, e);
   else rc = tiles_account_head_generic(&a->s, &v, counts, e);
+  if (!a->fast) a->cell_pairs = 1;
   head_view_free(&v);
   return rc;
 }
@@ -172,6 +174,14 @@ void tiles_accounter_pairs_per_cell(tiles_accounter *a, int per_cell) {
   a->per_cell = per_cell;
   if (a->fast) tiles_fast_pairs_per_cell(a->fast, per_cell);
   if (a->flat) tiles_fast_pairs_per_cell(a->flat, per_cell);
+}
+
+int tiles_accounter_take_cell_pairs(tiles_accounter *a) {
+  int any = a->cell_pairs;
+  if (a->fast) any |= tiles_fast_take_cell_pairs(a->fast);
+  if (a->flat) any |= tiles_fast_take_cell_pairs(a->flat);
+  a->cell_pairs = 0;
+  return any;
 }
 
 int64_t tiles_accounter_take_pairs(tiles_accounter *a) {

@@ -727,6 +727,13 @@ int64_t tiles_fast_take_pairs(tiles_fast *f) {
   return p;
 }
 
+int tiles_fast_take_cell_pairs(tiles_fast *f) {
+  fast_ctx *c = (fast_ctx *)f;
+  int any = c->cell_pairs;
+  c->cell_pairs = 0;
+  return any;
+}
+
 void tiles_fast_fold(tiles_fast *f, work_count *hc) {
   fast_ctx *c = (fast_ctx *)f;
   if (c->P < c->nbi) {
@@ -746,9 +753,13 @@ int tiles_fast_head_pending(tiles_fast *f, tile_scan *s, const head_view *v, wor
 int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
   fast_ctx *c = (fast_ctx *)f;
   int W = c->W, rc = SR_OK;
-  if (v->is_block && !v->is_moba) return tiles_account_head_generic(s, v, hc, e);
+  if (v->is_block && !v->is_moba) {
+    c->cell_pairs = 1;
+    return tiles_account_head_generic(s, v, hc, e);
+  }
   int bad = 0;  // MOBA: its own pass; TOKENS: the window as a Toeplitz part, then the groups' keys
   c->skip_pairs = c->no_pairs && !v->is_moba && !v->is_tokens;  // D and K describe the head whole
+  c->cell_pairs |= !c->skip_pairs;
   if (c->nbi > 0 && v->is_moba) bad = gated_fast_moba(c->tile_rank, c->nbi, W, v, hc);
   else if (c->nbi > 0) bad = fast_head(c, v, hc) || (v->is_tokens && gated_fast_tokens(c->tile_rank, c->nbi, W, v, hc));
   if (bad) {

@@ -286,6 +286,8 @@ void tiles_fast_pairs_per_cell(tiles_fast *f, int per_cell);
 int tiles_fast_lean(const tiles_fast *f, const head_pattern *h);
 // The kept pairs counted in total since the last call.
 int64_t tiles_fast_take_pairs(tiles_fast *f);
+// Whether a head added since the last call counted kept pairs per cell (tiles_accounter_take_cell_pairs).
+int tiles_fast_take_cell_pairs(tiles_fast *f);
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
 // is not aligned it sets *handled = 0 and writes nothing, so the caller falls back to the generic path.
 int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e);

@@ -282,7 +282,8 @@ TEST(heads_folded_once_count_what_heads_added_one_by_one_count) {
 
 // With kept pairs counted in total only, every cell's entries are as with pairs per cell; the heads the fast path
 // takes whole (vertical-slash, window, dense) leave their cells' pairs out and add them to the total, the block
-// heads (the generic scan) keep theirs per cell: the cells hold the block heads' pairs and the total the rest.
+// heads (the generic scan) keep theirs per cell: the cells hold the block heads' pairs and the total the rest, and
+// the accounter says which heads left pairs in cells.
 static void check_pairs_in_total(int kind, int64_t n, int W, int64_t g, uint64_t seed, int pending) {
   sr_error e;
   layout l;
@@ -304,6 +305,9 @@ static void check_pairs_in_total(int kind, int64_t n, int W, int64_t g, uint64_t
     if (hp->kind == PATTERN_BLOCK) CHECK_EQ_INT(tiles_account_head_add(a, hp, blocks, &e), SR_OK);
     CHECK_EQ_INT(pending ? tiles_account_head_add_pending(b, hp, tot, &e) : tiles_account_head_add(b, hp, tot, &e), SR_OK);
     total += tiles_accounter_take_pairs(b);
+    // only the block heads leave pairs in their cells (the simulator skips reading the cells without them)
+    CHECK_EQ_INT(tiles_accounter_take_cell_pairs(b), hp->kind == PATTERN_BLOCK);
+    CHECK_EQ_INT(tiles_accounter_take_cell_pairs(a), 1);
   }
   tiles_accounter_fold(b, tot);
   CHECK_EQ_INT(tiles_accounter_take_pairs(b), 0);
