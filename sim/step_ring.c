@@ -49,6 +49,25 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
+// The same over four lanes, word i into lane i mod 4 (then the tail bytes into lane 0): four multiplications in flight
+// instead of one chain (a block's seconds, every step of every layer).
+static void fnv4(uint64_t h[4], const void *p, size_t n) {
+  const unsigned char *b = p;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; k++) {
+      uint64_t v;
+      memcpy(&v, b + i + 8 * k, sizeof v);
+      h[k] = (h[k] ^ v) * 1099511628211ull;
+    }
+  for (int k = 0; i + 8 <= n; i += 8, k++) {
+    uint64_t v;
+    memcpy(&v, b + i, sizeof v);
+    h[k] = (h[k] ^ v) * 1099511628211ull;
+  }
+  for (; i < n; i++) h[0] = (h[0] ^ b[i]) * 1099511628211ull;
+}
+
 static void layer_work_free(layer_work *w) {
   free(w->fwd);
   free(w->bwd);
@@ -74,7 +93,8 @@ typedef struct {
   const sim_ctx *x;
   const work_count *agg, *fwd;  // fwd: the forward form's counts (NULL: agg's)
   layer_work *w;
-  const int32_t *kv_src;        // [n_steps * W] the schedule's kv_src (schedule_at's, 4 bytes a step, not 300)
+  const int32_t *kv_src;        // [W * n_steps] the schedule's kv_src of rank r at step s at r * n_steps + s (schedule_at's,
+                                // 4 bytes a step, not 300; by rank: a block's ranks walk the steps, each its own row)
   cost_attn_rates rf, rb;
   double *q_tiles;              // [W] query tiles of rank r
   double *call_step;            // [W] ctx_attn_call_step of a source's keys
@@ -97,7 +117,7 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
   // in any order) and a hash.
   layer_work *w = k->w;
   double *mx = k->block_max + (int64_t)item * s->n_steps, exec = 0;
-  uint64_t h = 1469598103934665603ull;
+  uint64_t hl[4] = {1469598103934665603ull, 1469598103934665603ull, 1469598103934665603ull, 1469598103934665603ull};
   for (int st = 0; st < s->n_steps; st++) {
     float *f = w->fwd + (int64_t)st * W, *b = w->bwd + (int64_t)st * W;
     for (int r = r0; r < r1; r++) {
@@ -105,7 +125,7 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       // the caches, and the cells a block reads at one step are a row apart each (its 16 streams defeat the
       // hardware's prefetch).
       if (st + STEP_COST_AHEAD < s->n_steps) {
-        int ahead = k->kv_src[(int64_t)(st + STEP_COST_AHEAD) * W + r];
+        int ahead = k->kv_src[(int64_t)r * s->n_steps + st + STEP_COST_AHEAD];
         if (ahead >= 0) {
           const char *p = (const char *)&k->agg[(int64_t)r * W + ahead];
           __builtin_prefetch(p), __builtin_prefetch(p + sizeof(work_count) - 1);
@@ -115,7 +135,7 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
           }
         }
       }
-      int src = k->kv_src[(int64_t)st * W + r];
+      int src = k->kv_src[(int64_t)r * s->n_steps + st];
       const work_count *c = src >= 0 ? &k->agg[(int64_t)r * W + src] : NULL;
       const work_count *cf = src >= 0 && k->fwd ? &k->fwd[(int64_t)r * W + src] : c;
       // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated).
@@ -133,8 +153,10 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       w->sum_bwd[r] += b[r];
       if (f[r] > mx[st]) mx[st] = f[r];
     }
-    h = fnv(fnv(h, f + r0, (size_t)(r1 - r0) * sizeof *f), b + r0, (size_t)(r1 - r0) * sizeof *b);
+    fnv4(hl, f + r0, (size_t)(r1 - r0) * sizeof *f);
+    fnv4(hl, b + r0, (size_t)(r1 - r0) * sizeof *b);
   }
+  uint64_t h = fnv(1469598103934665603ull, hl, sizeof hl);
   for (int r = r0; r < r1; r++)
     for (int src = 0; src < W; src++) {
       const work_count *c = &k->agg[(int64_t)r * W + src];
@@ -726,7 +748,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.search = how == PATTERN_SEARCHED && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
   for (int k = 0; k < s->n_steps; k++)
-    for (int r = 0; r < W; r++) kv_src[(int64_t)k * W + r] = schedule_at(s, k, r)->kv_src;
+    for (int r = 0; r < W; r++) kv_src[(int64_t)r * s->n_steps + k] = schedule_at(s, k, r)->kv_src;
   st.ring.log = x->transfers;
   if (!x->pat && (rc = pattern_drawer_open(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, x->cache.threads,
                                           &drawer, e)))
