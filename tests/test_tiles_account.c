@@ -241,6 +241,32 @@ TEST(a_head_added_alone_on_long_stripes_counts_without_the_period_what_the_scan_
   }
 }
 
+// A head's view merges its ascending indices into intervals, runs of consecutive ones taken 64 at a time: runs shorter
+// than, as long as and longer than 64, next to single indices and gaps of one, give the intervals one by one would.
+TEST(a_head_view_merges_runs_of_every_length_into_the_intervals_of_its_indices) {
+  static const int64_t runs[][2] = {{0, 199}, {201, 201}, {300, 363}, {365, 429}, {431, 431}, {433, 560}, {700, 700}};
+  int32_t idx[1000], n = 0;
+  for (size_t r = 0; r < sizeof runs / sizeof *runs; r++)
+    for (int64_t x = runs[r][0]; x <= runs[r][1]; x++) idx[n++] = (int32_t)x;
+  head_pattern h;
+  memset(&h, 0, sizeof h);
+  h.kind = PATTERN_VS;
+  h.slash = h.vertical = idx;
+  h.n_slash = h.n_vertical = n;
+  sr_error e;
+  head_view v;
+  CHECK_EQ_INT(head_view_build(&h, 1000, &v, &e), SR_OK);
+  const iset *sets[2] = {&v.d, &v.k};
+  for (int k = 0; k < 2; k++) {
+    CHECK_EQ_INT(sets[k]->n, (int64_t)(sizeof runs / sizeof *runs));
+    for (int64_t i = 0; i < sets[k]->n && i < (int64_t)(sizeof runs / sizeof *runs); i++) {
+      CHECK_EQ_INT(sets[k]->lo[i], runs[i][0]);
+      CHECK_EQ_INT(sets[k]->hi[i], runs[i][1]);
+    }
+  }
+  head_view_free(&v);
+}
+
 // Heads added with their sums by residue left pending and folded once give the counts of the same heads
 // added one by one, and a head added to other counts after the fold carries none of them.
 TEST(heads_folded_once_count_what_heads_added_one_by_one_count) {
