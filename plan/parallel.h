@@ -35,4 +35,13 @@ void sr_ordered_hand(sr_ordered *o, int ready);
 // failure. Returns SR_OK, or the failing item's code with e filled.
 int sr_ordered_finish(sr_ordered *o, int *done, sr_error *e);
 
+// Items through two stages (the simulator's layers: each accounted on any thread, then added to the step in layer
+// order): work(ctx, item, thread, e) on up to `threads` threads, items taken in order, at most `window` of them past
+// the last committed one (their inputs and outputs may live in slot item % window); then commit(ctx, item, e), one
+// item at a time, in item order, on whichever thread finished the items before it, each once its work is done.
+// Returns SR_OK, or the error of the lowest-numbered item whose work or commit failed (no item is committed after
+// it; later items may not run). With one thread (or nested: see sr_parallel_for) work and commit alternate, in order.
+typedef int (*sr_commit_fn)(void *ctx, int item, sr_error *e);
+int sr_pipeline(int n, int threads, int window, sr_item_fn work, sr_commit_fn commit, void *ctx, sr_error *e);
+
 #endif

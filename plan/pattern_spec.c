@@ -387,7 +387,16 @@ int pattern_spec_check(const char *spec, const model_config *m, int64_t n_tokens
     return spec[7] ? SR_OK : sr_input_error(e, NULL, "pattern", "'vs-fit:' names no trace file (vs-fit:PATH)");
   if (n_tokens > INT32_MAX)
     return sr_input_error(e, NULL, "seq", "%lld tokens exceed the 32-bit index range of patterns", (long long)n_tokens);
-  // No spec's validity depends on the length, so a short one checks it without the cost of a long one.
+  // No spec's validity depends on the length, so a short one checks it without the cost of a long one. A source whose
+  // heads are drawn one at a time is checked by building its source (its parse, budgets or targets: every error
+  // pattern_from_spec gives it but running out of memory) without drawing its heads: thousands a plan, and the tuner
+  // builds a plan a point.
+  if (pattern_spec_by_heads(spec) && n_tokens >= 1) {
+    pattern_drawer *d = NULL;
+    int rc = pattern_drawer_open(spec, m, n_tokens < 1024 ? n_tokens : 1024, 0, 0, 1, &d, e);
+    pattern_drawer_close(d);
+    return rc;
+  }
   pattern p;
   int rc = pattern_from_spec(spec, m, n_tokens < 1024 ? n_tokens : 1024, 0, 0, &p, e);
   if (rc == SR_OK) pattern_free(&p);

@@ -329,6 +329,19 @@ static int vs_head(synth_ctx *c, head_pattern *h, int64_t nv, int64_t ns, uint64
   return SR_OK;
 }
 
+// Add the sum over x[0 .. m) of n - x to vs_pairs_drawn's sum *s: below 2^26 tokens every partial sum is an integer
+// below 2^53, exact in a double in any order, so it is summed in 64-bit integers (no chain of dependent double
+// additions; the same value) and added once. Longer sequences add each term to *s in order, as before.
+static void add_drawn_rows(double *s, const int32_t *x, int64_t m, int64_t n) {
+  if (n >= ((int64_t)1 << 26)) {
+    for (int64_t i = 0; i < m; i++) *s += (double)(n - x[i]);
+    return;
+  }
+  int64_t sum = 0;
+  for (int64_t i = 0; i < m; i++) sum += n - x[i];
+  *s += (double)sum;
+}
+
 // Kept pairs of the head vs_head would draw, ignoring the few pairs both a slash and a vertical keep (for
 // budget calibration): sum over its indices x of n - x, drawn into c->tmp and not sorted. The sum of at
 // most 2n integers below n is exact in a double for n < 2^26 tokens, in any order. `mode` CACHE_RECORD keeps
@@ -342,9 +355,9 @@ static double vs_pairs_drawn(synth_ctx *c, int64_t nv, int64_t ns, uint64_t key,
   double s = (double)window * (double)n - (double)window * (double)(window - 1) / 2 + (double)sinks * (double)n -
              (double)sinks * (double)(sinks - 1) / 2;
   draw_indices(c, c->tmp, ns, window, KEY_SLASH, sr_max64(1, window), key, o, 0, CACHE_NONE);
-  for (int64_t i = window; i < ns; i++) s += (double)(n - c->tmp[i]);
+  add_drawn_rows(&s, c->tmp + window, ns - window, n);
   draw_indices(c, c->tmp, nv, sinks, KEY_VERT, 0, key, o, 0, mode);
-  for (int64_t i = sinks; i < nv; i++) s += (double)(n - c->tmp[i]);
+  add_drawn_rows(&s, c->tmp + sinks, nv - sinks, n);
   return s;
 }
 

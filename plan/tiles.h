@@ -113,6 +113,9 @@ void tiles_accounter_fold(tiles_accounter *a, work_count *counts);
 void tiles_accounter_pairs_per_cell(tiles_accounter *a, int per_cell);
 // The kept pairs added to the total since the last call (0 with pairs per cell).
 int64_t tiles_accounter_take_pairs(tiles_accounter *a);
+// Whether a head added since the last call (or the opening) counted kept pairs per cell: with none, the pairs of the
+// cells are as they were (the simulator then skips taking them out of a thousand ranks' W x W cells).
+int tiles_accounter_take_cell_pairs(tiles_accounter *a);
 
 // ---- additive (patterns area): a layer's totals and imbalance, for reports ------------------------
 

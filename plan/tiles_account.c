@@ -92,6 +92,9 @@ struct tiles_accounter {
   const layout *l;
   tile_scan s;
   tiles_fast *fast;  // aligned layouts (the fast path), or NULL
+  tiles_fast *flat;  // the same without the period, for heads added alone where it is cheaper (made on first use)
+  int per_cell;      // kept pairs per cell (tiles_accounter_pairs_per_cell)
+  int cell_pairs;    // a head added through the class tables or the scan (pairs per cell) since the last take
   tile_comb *cb;     // striped layouts whose stripe divides a tile (class tables), or NULL
 };
 
@@ -100,6 +103,7 @@ int tiles_accounter_open(const layout *l, tiles_accounter **out, sr_error *e) {
   tiles_accounter *a = calloc(1, sizeof *a);
   if (!a) return sr_internal_error(e, 0, "tiles: out of memory");
   a->l = l;
+  a->per_cell = 1;
   int rc = tile_scan_init(&a->s, l, e);
   if (rc) {
     free(a);
@@ -118,20 +122,38 @@ int tiles_accounter_open(const layout *l, tiles_accounter **out, sr_error *e) {
 void tiles_accounter_close(tiles_accounter *a) {
   if (!a) return;
   tiles_fast_close(a->fast);
+  tiles_fast_close(a->flat);
   tiles_comb_close(a->cb);
   tile_scan_free(&a->s);
   free(a);
 }
 
+// The fast tables a head added alone goes through: without the period where that is cheaper (long stripes), opened on
+// first use; else the accounter's.
+static int fast_alone(tiles_accounter *a, tiles_fast **out, sr_error *e) {
+  *out = a->fast;
+  if (!tiles_fast_flat_cheaper(a->fast)) return SR_OK;
+  int rc = a->flat ? SR_OK : tiles_fast_open_flat(a->l, &a->flat, e);
+  if (!rc && a->flat) {
+    tiles_fast_pairs_per_cell(a->flat, a->per_cell);
+    *out = a->flat;
+  }
+  return rc;
+}
+
 static int head_add(tiles_accounter *a, const head_pattern *h, int pending, work_count *counts, sr_error *e) {
   head_view v;
-  int rc = a->fast && tiles_fast_lean(a->fast, h) ? head_view_build_lean(h, a->l->n_tokens, &v, e)
-                                                  : head_view_build(h, a->l->n_tokens, &v, e);
+  tiles_fast *alone = NULL;
+  int rc = a->fast && !pending ? fast_alone(a, &alone, e) : SR_OK;
+  if (rc) return rc;
+  rc = a->fast && tiles_fast_lean(a->fast, h) ? head_view_build_lean(h, a->l->n_tokens, &v, e)
+                                              : head_view_build(h, a->l->n_tokens, &v, e);
   if (rc) return rc;
   if (a->fast && pending) rc = tiles_fast_head_pending(a->fast, &a->s, &v, counts, e);
-  else if (a->fast) rc = tiles_fast_head(a->fast, &a->s, &v, counts, e);
+  else if (a->fast) rc = tiles_fast_head(alone, &a->s, &v, counts, e);
   else if (a->cb && !v.is_block && !v.is_tokens) rc = account_head_comb(a->cb, &a->s, &v, counts, e);
   else rc = tiles_account_head_generic(&a->s, &v, counts, e);
+  if (!a->fast) a->cell_pairs = 1;
   head_view_free(&v);
   return rc;
 }
@@ -149,10 +171,22 @@ void tiles_accounter_fold(tiles_accounter *a, work_count *counts) {
 }
 
 void tiles_accounter_pairs_per_cell(tiles_accounter *a, int per_cell) {
+  a->per_cell = per_cell;
   if (a->fast) tiles_fast_pairs_per_cell(a->fast, per_cell);
+  if (a->flat) tiles_fast_pairs_per_cell(a->flat, per_cell);
 }
 
-int64_t tiles_accounter_take_pairs(tiles_accounter *a) { return a->fast ? tiles_fast_take_pairs(a->fast) : 0; }
+int tiles_accounter_take_cell_pairs(tiles_accounter *a) {
+  int any = a->cell_pairs;
+  if (a->fast) any |= tiles_fast_take_cell_pairs(a->fast);
+  if (a->flat) any |= tiles_fast_take_cell_pairs(a->flat);
+  a->cell_pairs = 0;
+  return any;
+}
+
+int64_t tiles_accounter_take_pairs(tiles_accounter *a) {
+  return (a->fast ? tiles_fast_take_pairs(a->fast) : 0) + (a->flat ? tiles_fast_take_pairs(a->flat) : 0);
+}
 
 // ---------------------------------------------------------------------------------------------
 // entry point

@@ -37,9 +37,11 @@ struct tile_comb {
   int64_t n_vtouched;
   int64_t *vk_next;    // [W] bars: next column of each source not yet below the query tile's last token
   int64_t last_rank, last_i;
-  double *colacc;      // [W + 1] accounting: per query rank, a difference array of column pairs
-  double *colpt;       // [W]
+  int64_t *colcnt;     // [W] accounting: per query rank, the signed count of rank prefixes ending on it (column pairs)
+  int64_t *colpt;      // [W] and their offsets in its stripe
+  int64_t *barbase;    // [W] a KV tile's bars per query rank before its key's own tile (tiles_comb_account_head)
   int32_t *minreq;     // [W * W] fewest required keys over the (r, s) classes columns could make FULL
+  int lg_g, lg_wg;     // log2 of G and of W G when both are powers of two (add_rank_prefix shifts), else -1
 };
 
 static int64_t idx3(const tile_comb *c, int64_t d, int r, int s) { return (d * c->W + r) * c->W + s; }
@@ -56,8 +58,9 @@ void tiles_comb_close(tile_comb *c) {
   free(c->vtouched);
   free(c->vt_first);
   free(c->vk_next);
-  free(c->colacc);
+  free(c->colcnt);
   free(c->colpt);
+  free(c->barbase);
   free(c->minreq);
   free(c);
 }
@@ -89,6 +92,10 @@ int tiles_comb_open(const layout *l, tile_comb **out, sr_error *e) {
   c->W = W;
   c->G = l->granularity;
   c->c = TILE / c->G;
+  c->lg_g = c->lg_wg = -1;
+  int64_t WG = (int64_t)W * c->G;
+  if (!(c->G & (c->G - 1)) && !(WG & (WG - 1)))
+    c->lg_g = __builtin_ctzll((unsigned long long)c->G), c->lg_wg = __builtin_ctzll((unsigned long long)WG);
   c->S = S;
   c->ns = ns;
   c->n_cls = ns * W * W;
@@ -105,11 +112,12 @@ int tiles_comb_open(const layout *l, tile_comb **out, sr_error *e) {
   c->vt_first = malloc(((size_t)all + 1) * sizeof *c->vt_first);
   c->n_flat = all;
   c->vk_next = malloc((size_t)W * sizeof *c->vk_next);
-  c->colacc = malloc(((size_t)W + 1) * sizeof *c->colacc);
+  c->colcnt = malloc((size_t)W * sizeof *c->colcnt);
   c->colpt = malloc((size_t)W * sizeof *c->colpt);
+  c->barbase = malloc((size_t)W * sizeof *c->barbase);
   c->minreq = malloc((size_t)W * W * sizeof *c->minreq);
   if (!c->minreq || !c->kind || !c->causal || !c->req || !c->dpairs || !c->kept_begin || !c->kept_delta || !c->vmask ||
-      !c->vtouched || !c->vt_first || !c->vk_next || !c->colacc || !c->colpt) {
+      !c->vtouched || !c->vt_first || !c->vk_next || !c->colcnt || !c->colpt || !c->barbase) {
     tiles_comb_close(c);
     return sr_internal_error(e, 0, "tiles: out of memory for %lld tile classes", (long long)(ns * W * W));
   }
@@ -189,8 +197,20 @@ int tiles_comb_head(tile_comb *c, const tile_scan *s, const head_view *v, int wa
       memset(c->kind + idx3(c, d, 0, 0), 0, (size_t)W * W);
       continue;
     }
-    for (int r = 0; r < W; r++)
-      for (int q = 0; q < W; q++) class_compute(c, D, d, r, q, want_pairs);
+    // A class depends on its ranks only through r - s (its offsets: base = S d + (r - s) G): computed once for each
+    // difference, on its first pair of ranks, and copied to the others.
+    for (int delta = -(W - 1); delta <= W - 1; delta++) {
+      int r0 = delta > 0 ? delta : 0;
+      int64_t x0 = idx3(c, d, r0, r0 - delta);
+      class_compute(c, D, d, r0, r0 - delta, want_pairs);
+      for (int r = r0 + 1; r < W && r - delta < W; r++) {
+        int64_t x = idx3(c, d, r, r - delta);
+        c->kind[x] = c->kind[x0];
+        c->causal[x] = c->causal[x0];
+        c->dpairs[x] = c->dpairs[x0];
+        c->req[2 * x] = c->req[2 * x0], c->req[2 * x + 1] = c->req[2 * x0 + 1];
+      }
+    }
   }
   // Kept deltas per (r, s), ascending; and the fewest keys columns must supply to make one FULL.
   memset(c->kept_begin, 0, ((size_t)W * W + 1) * sizeof *c->kept_begin);
@@ -289,13 +309,19 @@ int tiles_comb_emit(tile_comb *c, const tile_scan *s, int q_rank, int64_t i, til
 // accounting: every interior query tile at once
 
 // Tokens of rank r before global position x (x within the full super tiles): as a vector over r it is
-// a constant, plus G on the ranks below rho = (x mod WG)/G, plus x mod G on rank rho; added with sign.
-static void add_rank_prefix(const tile_comb *c, double sign, int64_t x, double *scalar, double *diff, double *point) {
-  int64_t WG = c->W * c->G, rho = (x % WG) / c->G;
-  *scalar += sign * (double)((x / WG) * c->G);
-  diff[0] += sign * (double)c->G;
-  diff[rho] -= sign * (double)c->G;
-  point[rho] += sign * (double)(x % c->G);
+// a constant, plus G on the ranks below rho = (x mod WG)/G, plus x mod G on rank rho; added with sign. The constant
+// (G (x / WG)) goes to *scalar, rho's count to cnt (a difference: G for every rank below it, the sum over the ranks
+// below r of -G cnt), x mod G to point[rho]: integers, summed exactly, whatever the order (they were doubles, which
+// held the same integers). Powers of two shift instead of dividing (four divisions a call were most of the tuner's
+// time on striped:64).
+static inline void add_rank_prefix(const tile_comb *c, int64_t sign, int64_t x, int64_t *scalar, int64_t *cnt,
+                                   int64_t *point) {
+  int64_t WG = c->W * c->G, super, rho, in;
+  if (c->lg_wg >= 0) super = x >> c->lg_wg, rho = (x & (WG - 1)) >> c->lg_g, in = x & (c->G - 1);
+  else super = x / WG, rho = (x % WG) / c->G, in = x % c->G;
+  *scalar += sign * super * c->G;
+  cnt[rho] += sign;
+  point[rho] += sign * in;
 }
 
 // Kept deltas of (r, s) in [lo, hi].
@@ -357,31 +383,36 @@ int tiles_comb_account_head(tile_comb *c, const tile_scan *s, const head_view *v
   // Columns: a column k (source s, KV tile j < ns) is a bar of query tile (r, i) when i >= j, the tile has a
   // row q >= k and class (i - j, r, s) is not kept. Its pairs over all interior query tiles of rank r are
   // (rows q >= k) - (rows q >= k with q - k in D), since a class that is not kept has no D-kept element.
+  const int64_t a0 = iset_first_ge(D, 0);  // D's first interval (every key's walk starts there)
   for (int src = 0; src < W; src++) {
-    double scalar = 0;
-    memset(c->colacc, 0, ((size_t)W + 1) * sizeof *c->colacc);
-    memset(c->colpt, 0, (size_t)W * sizeof *c->colpt);
+    int64_t scalar = 0, *cnt = c->colcnt, *pt = c->colpt, *base = c->barbase, j_base = -1;
+    memset(cnt, 0, (size_t)W * sizeof *cnt);
+    memset(pt, 0, (size_t)W * sizeof *pt);
     for (int64_t x = s->vk_begin[src]; x < s->vk_begin[src + 1]; x++) {
       int64_t k = s->vk_global[x], j = s->vk_local[x] / TILE;
       if (k >= end) break;  // ascending
       int64_t y = (s->vk_local[x] % TILE) / G, vpos = s->vk_local[x] % G;
+      if (j != j_base) {  // the KV tile's bars on the later query tiles whose class is not kept, once a tile
+        for (int r = 0; r < W; r++) base[r] = (ns - 1 - j) - kept_between(c, r, src, 1, ns - 1 - j);
+        j_base = j;
+      }
       for (int r = 0; r < W; r++) {
-        int64_t bars = (ns - 1 - j) - kept_between(c, r, src, 1, ns - 1 - j);
+        int64_t bars = base[r];
         int64_t rows0 = G * ((c->c - 1 - y) + (r > src)) + (r == src ? G - vpos : 0);
         if (rows0 > 0 && !c->kind[idx3(c, 0, r, src)]) bars++;
         hc[(int64_t)r * W + src].bars += bars;
       }
-      add_rank_prefix(c, 1, end, &scalar, c->colacc, c->colpt);
-      add_rank_prefix(c, -1, k, &scalar, c->colacc, c->colpt);
-      for (int64_t a = iset_first_ge(D, 0); a < D->n && k + D->lo[a] < end; a++) {
-        add_rank_prefix(c, -1, sr_min64(k + D->hi[a], end - 1) + 1, &scalar, c->colacc, c->colpt);
-        add_rank_prefix(c, 1, k + D->lo[a], &scalar, c->colacc, c->colpt);
+      add_rank_prefix(c, 1, end, &scalar, cnt, pt);
+      add_rank_prefix(c, -1, k, &scalar, cnt, pt);
+      for (int64_t a = a0; a < D->n && k + D->lo[a] < end; a++) {
+        add_rank_prefix(c, -1, sr_min64(k + D->hi[a], end - 1) + 1, &scalar, cnt, pt);
+        add_rank_prefix(c, 1, k + D->lo[a], &scalar, cnt, pt);
       }
     }
-    double run = 0;
+    int64_t run = 0;  // every prefix adds G to rank 0's difference and takes it back from rho's: -G cnt[rho] summed
     for (int r = 0; r < W; r++) {
-      run += c->colacc[r];
-      hc[(int64_t)r * W + src].pairs += scalar + run + c->colpt[r];
+      run -= G * cnt[r];
+      hc[(int64_t)r * W + src].pairs += (double)scalar + (double)run + (double)pt[r];
     }
   }
   return SR_OK;

@@ -67,8 +67,8 @@ static void fast_free(fast_ctx *c) {
   free(c->ct);
 }
 
-// Returns 1 when aligned (c filled), 0 when not, -1 on out of memory.
-static int fast_init(const layout *l, fast_ctx *c) {
+// Returns 1 when aligned (c filled), 0 when not, -1 on out of memory. `periodic`: use a striped layout's period.
+static int fast_init(const layout *l, fast_ctx *c, int periodic_ok) {
   memset(c, 0, sizeof *c);
   int64_t N = l->n_tokens, nb = sr_cdiv(N, TILE);
   int32_t *tr = malloc((size_t)nb * sizeof *tr);
@@ -91,7 +91,7 @@ static int fast_init(const layout *l, fast_ctx *c) {
   c->has_last = N % TILE != 0;  // a short last tile goes through the exact scan
   c->nbi = c->has_last ? nb - 1 : nb;
   int64_t P = c->nbi > 0 ? c->nbi : 1;
-  if (l->kind == LAYOUT_STRIPED && l->granularity % TILE == 0) {
+  if (periodic_ok && l->kind == LAYOUT_STRIPED && l->granularity % TILE == 0) {
     int64_t cand = (int64_t)l->world * (l->granularity / TILE);
     int periodic = cand < P;
     for (int64_t b = cand; periodic && b < c->nbi; b++) periodic = tr[b] == tr[b % cand];
@@ -679,17 +679,32 @@ static int64_t head_pairs(const head_view *v) {
 // ---------------------------------------------------------------------------------------------
 // entry points
 
-int tiles_fast_open(const layout *l, tiles_fast **out, sr_error *e) {
+static int fast_open(const layout *l, int periodic_ok, tiles_fast **out, sr_error *e) {
   *out = NULL;
   fast_ctx *c = malloc(sizeof *c);
   if (!c) return sr_internal_error(e, 0, "tiles: out of memory");
-  int ok = fast_init(l, c);
+  int ok = fast_init(l, c, periodic_ok);
   if (ok <= 0) {
     free(c);
     return ok < 0 ? sr_internal_error(e, 0, "tiles: out of memory") : SR_OK;
   }
   *out = (tiles_fast *)c;
   return SR_OK;
+}
+
+int tiles_fast_open(const layout *l, tiles_fast **out, sr_error *e) { return fast_open(l, 1, out, e); }
+
+int tiles_fast_open_flat(const layout *l, tiles_fast **out, sr_error *e) { return fast_open(l, 0, out, e); }
+
+// The runs of equal ranks over the tiles without the period are the period's runs (n_runs over P residues) times
+// the periods in the interior tiles. The unit costs: a 512K-token vs-topp head with its pairs per cell on 32 ranks
+// took 5.6 / 25 / 170 ms periodic at P = 256 / 512 / 1024 (G = 1024 / 2048 / 4096) and 31 / 17 / 9 ms without the
+// period (512 / 256 / 128 runs): about P^2 / 6e6 against runs / 16000 ms (development machine).
+int tiles_fast_flat_cheaper(const tiles_fast *f) {
+  const fast_ctx *c = (const fast_ctx *)f;
+  if (c->P >= c->nbi || c->no_pairs) return 0;
+  double P = (double)c->P, runs = (double)c->n_runs * ((double)c->nbi / P);
+  return P * P > 400 * runs;
 }
 
 void tiles_fast_close(tiles_fast *f) {
@@ -712,6 +727,13 @@ int64_t tiles_fast_take_pairs(tiles_fast *f) {
   return p;
 }
 
+int tiles_fast_take_cell_pairs(tiles_fast *f) {
+  fast_ctx *c = (fast_ctx *)f;
+  int any = c->cell_pairs;
+  c->cell_pairs = 0;
+  return any;
+}
+
 void tiles_fast_fold(tiles_fast *f, work_count *hc) {
   fast_ctx *c = (fast_ctx *)f;
   if (c->P < c->nbi) {
@@ -731,9 +753,13 @@ int tiles_fast_head_pending(tiles_fast *f, tile_scan *s, const head_view *v, wor
 int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e) {
   fast_ctx *c = (fast_ctx *)f;
   int W = c->W, rc = SR_OK;
-  if (v->is_block && !v->is_moba) return tiles_account_head_generic(s, v, hc, e);
+  if (v->is_block && !v->is_moba) {
+    c->cell_pairs = 1;
+    return tiles_account_head_generic(s, v, hc, e);
+  }
   int bad = 0;  // MOBA: its own pass; TOKENS: the window as a Toeplitz part, then the groups' keys
   c->skip_pairs = c->no_pairs && !v->is_moba && !v->is_tokens;  // D and K describe the head whole
+  c->cell_pairs |= !c->skip_pairs;
   if (c->nbi > 0 && v->is_moba) bad = gated_fast_moba(c->tile_rank, c->nbi, W, v, hc);
   else if (c->nbi > 0) bad = fast_head(c, v, hc) || (v->is_tokens && gated_fast_tokens(c->tile_rank, c->nbi, W, v, hc));
   if (bad) {

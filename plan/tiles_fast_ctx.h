@@ -25,6 +25,7 @@ typedef struct {
   // dense) count no pairs per cell (skip_pairs while one is added) and add their kept pairs to pairs_total.
   int no_pairs, skip_pairs;
   int64_t pairs_total;
+  int cell_pairs;                    // some head since tiles_fast_take_cell_pairs counted kept pairs per cell
   // a head's kept diagonals, partial diagonals and column tiles, their room kept from head to head
   i64_list kd;
   struct partial_diag *pd;

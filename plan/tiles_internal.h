@@ -261,8 +261,16 @@ extern int tiles_fast_overlap_by_tiles;
 // each residue); *out stays NULL when the layout is not aligned (the generic path applies).
 typedef struct tiles_fast tiles_fast;
 int tiles_fast_open(const layout *l, tiles_fast **out, sr_error *e);
+// The same tables without the period (every tile its own residue, as for a contiguous layout), for a striped layout
+// whose period is long and stripes are long (tiles_fast_flat_cheaper); *out stays NULL when the layout is not aligned.
+int tiles_fast_open_flat(const layout *l, tiles_fast **out, sr_error *e);
 // Release them (NULL is fine).
 void tiles_fast_close(tiles_fast *f);
+// Would a head added alone with its pairs per cell cost less on the tables without the period? The periodic columns
+// cost P^2 a fold and about P a vertical for their pairs; without the period they cost about the runs of equal ranks
+// over the tiles, so long stripes (few runs, a long period: P = W G / TILE) are cheaper without it. Either way the
+// counts are the same.
+int tiles_fast_flat_cheaper(const tiles_fast *f);
 // Add one head's exact counts to hc[q_rank * W + src] (BLOCK heads through the scan s, as every short last
 // query tile).
 int tiles_fast_head(tiles_fast *f, tile_scan *s, const head_view *v, work_count *hc, sr_error *e);
@@ -278,6 +286,8 @@ void tiles_fast_pairs_per_cell(tiles_fast *f, int per_cell);
 int tiles_fast_lean(const tiles_fast *f, const head_pattern *h);
 // The kept pairs counted in total since the last call.
 int64_t tiles_fast_take_pairs(tiles_fast *f);
+// Whether a head added since the last call counted kept pairs per cell (tiles_accounter_take_cell_pairs).
+int tiles_fast_take_cell_pairs(tiles_fast *f);
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
 // is not aligned it sets *handled = 0 and writes nothing, so the caller falls back to the generic path.
 int tiles_account_fast(const pattern *p, int layer, const layout *l, work_count *counts, int *handled, sr_error *e);

@@ -77,7 +77,9 @@ int iset_any(const iset *s, int64_t a, int64_t b) {
 // ---------------------------------------------------------------------------------------------
 // head views
 
-// Ascending indices as intervals (iset_push of each as [x, x], with room for all of them made first).
+// Ascending indices as intervals (iset_push of each as [x, x], with room for all of them made first). A head's indices
+// are ascending and unique (plan/pattern.h), so a[i + 64] = a[i] + 64 exactly when the 63 between follow: a run is
+// taken 64 at a time (the local window and the 64-offset bands are most of a vertical-slash head's slashes).
 static int push_sorted(iset *s, const int32_t *a, int32_t n) {
   if (n > s->cap - s->n) {
     int64_t cap = s->n + n;
@@ -98,6 +100,7 @@ static int push_sorted(iset *s, const int32_t *a, int32_t n) {
       lo[m] = hi[m] = x;
       m++;
     }
+    while (i + 64 < n && a[i + 64] == x + 64 && hi[m - 1] == x) hi[m - 1] = x += 64, i += 64;
   }
   s->n = m;
   return 0;

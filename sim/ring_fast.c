@@ -15,19 +15,35 @@
 #include "sim/cost.h"
 #include "sim/ring.h"
 
-// A KV transfer that is a task: its sender and receiver, the transfer that brought the shard to its sender (an
-// index into the pass's KV tasks; -1: its own shard, or none), its seconds and stream.
+// A transfer's seconds and stream: the same for every transfer of the same link and bytes, so a pass's tables hold an
+// index into a table of them (a pass streams its tables: a double a task was a third of what it read).
 typedef struct {
   double dur;
-  int32_t from, to, have, stream;
+  int32_t stream;
+  link_class link;  // its key
+  int64_t bytes;
+} link_cost;
+
+static uint64_t cost_hash(link_class link, int64_t bytes) {
+  uint64_t z = (uint64_t)bytes * 0x9e3779b97f4a7c15ull + (uint64_t)link;
+  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+  return z ^ (z >> 29);
+}
+
+// A KV transfer that is a task: its sender and receiver, the transfer that brought the shard to its sender (an
+// index into the pass's KV tasks; -1: its own shard, or none), and its seconds and stream (an index into costs).
+typedef struct {
+  int32_t from, to, have;
+  uint32_t cost;
 } kv_task;
 
 // A dK/dV transfer that is a task. Nodes are these transfers and the barriers where an owner joins flushes of a
-// shard, numbered as created: its node, the node of the accumulator it adds to (-1: none), and the node it joins
-// in a barrier at the receiver (-1: none; the barrier is node + 1).
+// shard, numbered as created: a transfer's node is the next number, and the barrier (when `bar` >= 0) the one after.
+// Its sender, the node of the accumulator it adds to (-1: none), the node it joins in a barrier at the receiver
+// (-1: none), and its seconds and stream (an index into costs).
 typedef struct {
-  double dur;
-  int32_t from, node, dep, bar, stream;
+  int32_t from, dep, bar;
+  uint32_t cost;
 } grad_task;
 
 struct ring_compiled {
@@ -40,6 +56,10 @@ struct ring_compiled {
   int64_t *kv_t_at;      //   ready as the sender), in ring.c's order; [n_steps + 1] those posted at step s
   grad_task *g_t;        // the dK/dV transfers that are tasks, in order; [n_steps + 1] those of step s
   int64_t *g_t_at;
+  link_cost *costs;      // the transfers' distinct seconds and streams (n_costs of them; cost_of)
+  int64_t n_costs, cap_costs;
+  int64_t *cost_slot;    // [cost_slots] an open-addressed table of indices into costs by (link, bytes), -1: empty
+  int64_t cost_slots;
   int32_t *done_node;    // [W] the owner's last node, joined at the pass's end (-1: none)
   int64_t n_nodes;
   double *comm[2];       // [n_steps * W] step_comm's seconds, forward and backward
@@ -57,6 +77,8 @@ static void compiled_free(ring_compiled *c) {
   free(c->kv_t_at);
   free(c->g_t);
   free(c->g_t_at);
+  free(c->costs);
+  free(c->cost_slot);
   free(c->done_node);
   free(c->comm[0]);
   free(c->comm[1]);
@@ -77,8 +99,39 @@ void ring_ctx_forget(ring_ctx *x) {
 
 static int valid(const ring_ctx *x, int rank) { return rank >= 0 && rank < x->world; }
 
+// The index in c->costs of a transfer of `bytes` over `link` (its seconds by ring_link_time, the same for the same
+// link and bytes), added when new; UINT32_MAX when memory runs out.
+static uint32_t cost_of(ring_ctx *x, ring_compiled *c, link_class link, int64_t bytes) {
+  if (2 * (c->n_costs + 1) > c->cost_slots) {  // grow the table (at most half full) and rehash
+    int64_t slots = c->cost_slots ? 2 * c->cost_slots : 1024, *t = malloc((size_t)slots * sizeof *t);
+    if (!t) return UINT32_MAX;
+    for (int64_t i = 0; i < slots; i++) t[i] = -1;
+    free(c->cost_slot);
+    c->cost_slot = t, c->cost_slots = slots;
+    for (int64_t k = 0; k < c->n_costs; k++) {
+      uint64_t h = cost_hash(c->costs[k].link, c->costs[k].bytes) & (uint64_t)(slots - 1);
+      while (t[h] >= 0) h = (h + 1) & (uint64_t)(slots - 1);
+      t[h] = k;
+    }
+  }
+  uint64_t h = cost_hash(link, bytes) & (uint64_t)(c->cost_slots - 1);
+  for (; c->cost_slot[h] >= 0; h = (h + 1) & (uint64_t)(c->cost_slots - 1)) {
+    const link_cost *k = &c->costs[c->cost_slot[h]];
+    if (k->link == link && k->bytes == bytes) return (uint32_t)c->cost_slot[h];
+  }
+  if (c->n_costs == c->cap_costs) {
+    int64_t cap = c->cap_costs ? 2 * c->cap_costs : 64;
+    link_cost *g = cap < UINT32_MAX ? realloc(c->costs, (size_t)cap * sizeof *g) : NULL;
+    if (!g) return UINT32_MAX;
+    c->costs = g, c->cap_costs = cap;
+  }
+  c->costs[c->n_costs] = (link_cost){ring_link_time(x->c, link, (double)bytes), (int32_t)ring_stream_of(link), link, bytes};
+  c->cost_slot[h] = c->n_costs;
+  return (uint32_t)c->n_costs++;
+}
+
 // ring.c's deliv bookkeeping on KV task indices: kv_part and add_compute in their order.
-static void compile_kv(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dl) {
+static int compile_kv(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dl) {
   int W = x->world;
   int64_t n = 0;
   for (int64_t i = 0; i < (int64_t)W * W; i++) dl[i] = -1;
@@ -96,16 +149,18 @@ static void compile_kv(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int
         dl[(int64_t)t->to * W + t->shard] = have;
         continue;
       }
-      c->kv_t[n] = (kv_task){ring_link_time(x->c, t->link, (double)t->bytes), t->from, t->to, have,
-                             (int32_t)ring_stream_of(t->link)};
+      uint32_t cost = cost_of(x, c, t->link, t->bytes);
+      if (cost == UINT32_MAX) return -1;
+      c->kv_t[n] = (kv_task){t->from, t->to, have, cost};
       dl[(int64_t)t->to * W + t->shard] = (int32_t)n++;
     }
   }
   c->kv_t_at[rt->n_steps] = n;
+  return 0;
 }
 
 // ring.c's deliv_d bookkeeping (grad_part) on nodes.
-static void compile_grad(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dd) {
+static int compile_grad(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dd) {
   int W = x->world;
   for (int64_t i = 0; i < (int64_t)W * W; i++) dd[i] = -1;
   int64_t nodes = 0, n = 0;
@@ -114,17 +169,17 @@ static void compile_grad(ring_ctx *x, const ring_routes *rt, ring_compiled *c, i
     for (int64_t i = rt->grad_at[st]; i < rt->grad_at[st + 1]; i++) {
       const route *t = &rt->grad[i];
       if (!valid(x, t->from) || !valid(x, t->to) || !valid(x, t->shard) || t->bytes <= 0) continue;
-      grad_task *g = &c->g_t[n++];
-      *g = (grad_task){ring_link_time(x->c, t->link, (double)t->bytes), t->from, (int32_t)nodes++,
-                       dd[(int64_t)t->from * W + t->shard], -1, (int32_t)ring_stream_of(t->link)};
-      int32_t *slot = &dd[(int64_t)t->to * W + t->shard];
-      g->bar = *slot;
-      *slot = *slot >= 0 ? (int32_t)nodes++ : g->node;
+      uint32_t cost = cost_of(x, c, t->link, t->bytes);
+      if (cost == UINT32_MAX) return -1;
+      int32_t node = (int32_t)nodes++, *slot = &dd[(int64_t)t->to * W + t->shard];
+      c->g_t[n++] = (grad_task){t->from, dd[(int64_t)t->from * W + t->shard], *slot, cost};
+      *slot = *slot >= 0 ? (int32_t)nodes++ : node;  // a barrier joins the earlier flush and this one
     }
   }
   c->g_t_at[rt->n_steps] = n;
   for (int r = 0; r < W; r++) c->done_node[r] = dd[(int64_t)r * W + r];
   c->n_nodes = nodes;
+  return 0;
 }
 
 static ring_compiled *compile(ring_ctx *x, const ring_routes *rt) {
@@ -153,8 +208,7 @@ static ring_compiled *compile(ring_ctx *x, const ring_routes *rt) {
       !c->kv_end || !c->node_end || !c->prev_t || !c->cur_t || !c->prev_id || !c->cur_id ||
       !c->free_at)
     goto oom;
-  compile_kv(x, rt, c, scratch);
-  compile_grad(x, rt, c, scratch);
+  if (compile_kv(x, rt, c, scratch) || compile_grad(x, rt, c, scratch)) goto oom;
   for (int bwd = 0; bwd < 2; bwd++)
     for (int st = 0; st < rt->n_steps; st++) ring_step_comm(x, rt, st, bwd, c->comm[bwd] + (int64_t)st * W);
   free(scratch);
@@ -200,7 +254,7 @@ static inline double add_task(sim_engine *g, ring_compiled *c, int rank, int str
 // for every task of the pass (ring_fast_pass reserved it).
 static void run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_compiled *c, const double *compute, int bwd) {
   int W = x->world;
-  int32_t id;
+  int32_t id, node = 0;  // the next dK/dV node (compile_grad's numbering)
   for (int st = 0; st < rt->n_steps; st++) {
     const int32_t *src = rt->kv_src + (int64_t)st * W, *dep = c->cdep + (int64_t)st * W;
     const double *comp = x->step_s ? NULL : compute + (int64_t)st * W, *comm = c->comm[bwd] + (int64_t)st * W;
@@ -215,15 +269,18 @@ static void run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_co
     }
     for (int64_t i = c->kv_t_at[st]; i < c->kv_t_at[st + 1]; i++) {
       const kv_task *k = &c->kv_t[i];
+      const link_cost *lc = &c->costs[k->cost];
       double ready = later(later(k->have >= 0 ? c->kv_end[k->have] : 0, c->prev_t[k->from]), c->prev_t[k->to]);
-      c->kv_end[i] = add_task(g, c, k->from, k->stream, k->dur, ready, &id);
+      c->kv_end[i] = add_task(g, c, k->from, lc->stream, lc->dur, ready, &id);
     }
     for (int64_t i = bwd ? c->g_t_at[st] : 0; bwd && i < c->g_t_at[st + 1]; i++) {
       const grad_task *d = &c->g_t[i];
+      const link_cost *lc = &c->costs[d->cost];
       double ready = later(c->cur_t[d->from], d->dep >= 0 ? c->node_end[d->dep] : 0);
-      c->node_end[d->node] = add_task(g, c, d->from, d->stream, d->dur, ready, &id);
+      double end = c->node_end[node] = add_task(g, c, d->from, lc->stream, lc->dur, ready, &id);
+      node++;
       if (d->bar >= 0)  // the owner's earlier flush of this shard and this one, joined
-        c->node_end[d->node + 1] = add_task(g, c, -1, STREAM_COMPUTE, 0, later(c->node_end[d->bar], c->node_end[d->node]), &id);
+        c->node_end[node++] = add_task(g, c, -1, STREAM_COMPUTE, 0, later(c->node_end[d->bar], end), &id);
     }
     memcpy(c->prev_id, c->cur_id, (size_t)W * sizeof *c->prev_id);
     memcpy(c->prev_t, c->cur_t, (size_t)W * sizeof *c->prev_t);

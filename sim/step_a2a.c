@@ -16,12 +16,16 @@
 #include "sim/ring.h"
 #include "sim/step_ctx.h"
 
+#define KEPT_GROUPS_BYTES ((double)(64 << 20))  // a step's layers' counts by ring pair kept for their backward
+
 typedef struct {
   int U, R, hq;        // Ulysses degree, ring degree, query heads per rank
   double *comp;        // [R * W] seconds of rank r at ring step s
   double *dur;         // [W]
   work_count *agg;     // [W * W] one head subset's counts over the plan's layout
   work_count *grp;     // [U * R * R] each ring's head subset, summed over Ulysses groups
+  work_count *kept;    // [L * U * R * R] each layer's grp once summed (a layer's recomputation and backward read its
+  uint8_t *have;       //   forward's), where they fit in KEPT_GROUPS_BYTES, else NULL; [L] which are summed
   ring_ctx rc;
   int have_rc;
   ring_routes rt;      // the routes of the layer last computed (every layer's when nothing is skipped)
@@ -35,6 +39,8 @@ static void a2a_free(a2a_state *s) {
   free(s->dur);
   free(s->agg);
   free(s->grp);
+  free(s->kept);
+  free(s->have);
 }
 
 // An all-to-all inside each Ulysses group: a rendezvous of the group, then one task per member.
@@ -56,12 +62,15 @@ static int group_a2a(sim_ctx *x, a2a_state *s, double sent, int layer, const int
   return SR_OK;
 }
 
-// Per-step attention seconds of every rank for `layer`: rank r = g*U + u runs its heads over all of
-// group g's queries against the shard of group kv_src / U. Kept pairs are added when count_pairs.
-static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count_pairs, sr_error *e) {
+// Layer `layer`'s counts by pair of ring members for each Ulysses index u (grp + u R R): its heads' counts over the
+// plan's layout, summed over the heads of u's subset and over the ranks of each group. They depend on the layer alone,
+// so a layer's recomputation and backward read those its forward summed where they are kept (s->kept).
+static int layer_groups(sim_ctx *x, a2a_state *s, int layer, work_count **out, sr_error *e) {
   int W = x->W, R = s->R, U = s->U;
-  const schedule *sch = &x->p->schedule;
-  memset(s->comp, 0, (size_t)R * W * sizeof *s->comp);
+  size_t n = (size_t)U * R * R;
+  work_count *all = s->kept ? s->kept + (size_t)layer * n : s->grp;
+  *out = all;
+  if (s->kept && s->have[layer]) return SR_OK;
   for (int u = 0; u < U; u++) {
     memset(s->agg, 0, (size_t)W * W * sizeof *s->agg);
     for (int h = u * s->hq; h < (u + 1) * s->hq; h++) {
@@ -70,10 +79,26 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
       if (rc) return rc;
       for (int64_t i = 0; i < (int64_t)W * W; i++) work_add(&s->agg[i], &w[i]);
     }
-    work_count *grp = s->grp + (int64_t)u * R * R;
+    work_count *grp = all + (int64_t)u * R * R;
     memset(grp, 0, (size_t)R * R * sizeof *grp);
     for (int q = 0; q < W; q++)
       for (int k = 0; k < W; k++) work_add(&grp[(q / U) * R + k / U], &s->agg[(int64_t)q * W + k]);
+  }
+  if (s->kept) s->have[layer] = 1;
+  return SR_OK;
+}
+
+// Per-step attention seconds of every rank for `layer`: rank r = g*U + u runs its heads over all of
+// group g's queries against the shard of group kv_src / U. Kept pairs are added when count_pairs.
+static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count_pairs, sr_error *e) {
+  int W = x->W, R = s->R, U = s->U;
+  const schedule *sch = &x->p->schedule;
+  memset(s->comp, 0, (size_t)R * W * sizeof *s->comp);
+  work_count *all;
+  int rc = layer_groups(x, s, layer, &all, e);
+  if (rc) return rc;
+  for (int u = 0; u < U; u++) {
+    const work_count *grp = all + (int64_t)u * R * R;
     for (int g = 0; g < R; g++) {
       int r = g * U + u;
       int64_t tokens = 0;  // the group's queries, which rank r runs for its heads after the all-to-all
@@ -109,8 +134,7 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
     ring_routes_free(&s->rt);
   }
   s->have_rt = 0;
-  int rc = ring_routes_build(x->p, s->grp, &s->rt, e);
-  if (rc) return rc;
+  if ((rc = ring_routes_build(x->p, all, &s->rt, e))) return rc;
   s->have_rt = 1;
   if (s->rt.n_steps != R) return sr_internal_error(e, 0, "sim: routes of %d steps for a ring of %d", s->rt.n_steps, R);
   return SR_OK;
@@ -185,6 +209,15 @@ int step_a2a(sim_ctx *x, sr_error *e) {
   s.dur = calloc((size_t)W, sizeof *s.dur);
   s.agg = calloc((size_t)W * W, sizeof *s.agg);
   s.grp = calloc((size_t)s.U * s.R * s.R, sizeof *s.grp);
+  int L = (int)x->m->num_layers;
+  if ((double)L * s.U * s.R * s.R * sizeof *s.grp <= KEPT_GROUPS_BYTES && L > 0) {  // else each pass sums them again
+    s.kept = malloc((size_t)L * s.U * s.R * s.R * sizeof *s.kept);
+    s.have = calloc((size_t)L, 1);
+    if (!s.kept || !s.have) {
+      free(s.kept), free(s.have);
+      s.kept = NULL, s.have = NULL;
+    }
+  }
   if (!s.comp || !s.dur || !s.agg || !s.grp) {
     rc = sr_internal_error(e, 0, "sim: out of memory");
     goto out;
@@ -198,7 +231,6 @@ int step_a2a(sim_ctx *x, sr_error *e) {
       for (int k = (r / s.U) * s.U; k < (r / s.U + 1) * s.U; k++) t += p->layout.rank_count[k];
       x->kv_shard_tokens = sr_max64(x->kv_shard_tokens, t);
     }
-  int L = (int)x->m->num_layers;
   for (int l = 0; l < L; l++)
     if ((rc = layer_fwd(x, &s, l, 0, e)) || (rc = ctx_flush(x, e))) goto out;
   if ((rc = ctx_loss(x, e))) goto out;

@@ -49,6 +49,25 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
+// The same over four lanes, word i into lane i mod 4 (then the tail bytes into lane 0): four multiplications in flight
+// instead of one chain (a block's seconds, every step of every layer).
+static void fnv4(uint64_t h[4], const void *p, size_t n) {
+  const unsigned char *b = p;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; k++) {
+      uint64_t v;
+      memcpy(&v, b + i + 8 * k, sizeof v);
+      h[k] = (h[k] ^ v) * 1099511628211ull;
+    }
+  for (int k = 0; i + 8 <= n; i += 8, k++) {
+    uint64_t v;
+    memcpy(&v, b + i, sizeof v);
+    h[k] = (h[k] ^ v) * 1099511628211ull;
+  }
+  for (; i < n; i++) h[0] = (h[0] ^ b[i]) * 1099511628211ull;
+}
+
 static void layer_work_free(layer_work *w) {
   free(w->fwd);
   free(w->bwd);
@@ -74,7 +93,8 @@ typedef struct {
   const sim_ctx *x;
   const work_count *agg, *fwd;  // fwd: the forward form's counts (NULL: agg's)
   layer_work *w;
-  const int32_t *kv_src;        // [n_steps * W] the schedule's kv_src (schedule_at's, 4 bytes a step, not 300)
+  const int32_t *kv_src;        // [W * n_steps] the schedule's kv_src of rank r at step s at r * n_steps + s (schedule_at's,
+                                // 4 bytes a step, not 300; by rank: a block's ranks walk the steps, each its own row)
   cost_attn_rates rf, rb;
   double *q_tiles;              // [W] query tiles of rank r
   double *call_step;            // [W] ctx_attn_call_step of a source's keys
@@ -97,7 +117,7 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
   // in any order) and a hash.
   layer_work *w = k->w;
   double *mx = k->block_max + (int64_t)item * s->n_steps, exec = 0;
-  uint64_t h = 1469598103934665603ull;
+  uint64_t hl[4] = {1469598103934665603ull, 1469598103934665603ull, 1469598103934665603ull, 1469598103934665603ull};
   for (int st = 0; st < s->n_steps; st++) {
     float *f = w->fwd + (int64_t)st * W, *b = w->bwd + (int64_t)st * W;
     for (int r = r0; r < r1; r++) {
@@ -105,7 +125,7 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       // the caches, and the cells a block reads at one step are a row apart each (its 16 streams defeat the
       // hardware's prefetch).
       if (st + STEP_COST_AHEAD < s->n_steps) {
-        int ahead = k->kv_src[(int64_t)(st + STEP_COST_AHEAD) * W + r];
+        int ahead = k->kv_src[(int64_t)r * s->n_steps + st + STEP_COST_AHEAD];
         if (ahead >= 0) {
           const char *p = (const char *)&k->agg[(int64_t)r * W + ahead];
           __builtin_prefetch(p), __builtin_prefetch(p + sizeof(work_count) - 1);
@@ -115,7 +135,7 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
           }
         }
       }
-      int src = k->kv_src[(int64_t)st * W + r];
+      int src = k->kv_src[(int64_t)r * s->n_steps + st];
       const work_count *c = src >= 0 ? &k->agg[(int64_t)r * W + src] : NULL;
       const work_count *cf = src >= 0 && k->fwd ? &k->fwd[(int64_t)r * W + src] : c;
       // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated), and its FULL
@@ -137,8 +157,10 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       w->sum_bwd[r] += b[r];
       if (f[r] > mx[st]) mx[st] = f[r];
     }
-    h = fnv(fnv(h, f + r0, (size_t)(r1 - r0) * sizeof *f), b + r0, (size_t)(r1 - r0) * sizeof *b);
+    fnv4(hl, f + r0, (size_t)(r1 - r0) * sizeof *f);
+    fnv4(hl, b + r0, (size_t)(r1 - r0) * sizeof *b);
   }
+  uint64_t h = fnv(1469598103934665603ull, hl, sizeof hl);
   for (int r = r0; r < r1; r++)
     for (int src = 0; src < W; src++) {
       const work_count *c = &k->agg[(int64_t)r * W + src];
@@ -505,62 +527,6 @@ static int layer_sparse(const pattern *pat, int layer) {
   return 0;
 }
 
-// Layers drawn a head at a time (x->pat NULL): a layer a thread, each head drawn into the thread's slot of the drawer,
-// accounted and dropped, the layer's index counts kept (estimate_convert). The threads' seconds drawing and
-// accounting split the loop's wall time between the two.
-typedef struct {
-  sim_ctx *x;
-  pattern_drawer *drawer;
-  const int *batch_layers;
-  work_count *const *aggs;
-  double *pairs;
-  int *sparse;
-  double *draw_s, *account_s;  // [threads]
-} drawn_job;
-
-static int drawn_item(void *ctx, int i, int t, sr_error *e) {
-  drawn_job *j = ctx;
-  sim_ctx *x = j->x;
-  int layer = j->batch_layers[i], rc = work_layer_begin(&x->cache, t, j->aggs[i], e);
-  double idx = 0;
-  j->pairs[i] = 0, j->sparse[i] = 0;
-  for (int h = 0; h < (int)x->m->num_heads && !rc; h++) {
-    double t0 = sr_now();
-    const head_pattern *hp = pattern_drawer_head(j->drawer, t, layer, h);
-    double t1 = sr_now();
-    idx += (double)hp->n_vertical + (double)hp->n_slash;
-    j->sparse[i] |= hp->kind != PATTERN_DENSE;
-    rc = work_layer_head(&x->cache, t, hp, j->aggs[i], &j->pairs[i], e);
-    j->draw_s[t] += t1 - t0;
-    j->account_s[t] += sr_now() - t1;
-  }
-  if (!rc) work_layer_end(&x->cache, t, j->aggs[i], &j->pairs[i]);
-  x->layer_indices[layer] = idx;
-  return rc;
-}
-
-// The counts of layers batch_layers[0 .. n) into aggs and pairs, and whether each is sparse: from the step's
-// pattern, or drawn a head at a time by `drawer` (x->pat NULL).
-static int batch_counts(sim_ctx *x, pattern_drawer *drawer, const int *batch_layers, int n, work_count *const *aggs,
-                        double *pairs, int *sparse, sr_error *e) {
-  if (x->pat) {
-    for (int k = 0; k < n; k++) sparse[k] = layer_sparse(x->pat, batch_layers[k]);
-    return work_layers(&x->cache, x->pat, batch_layers, n, aggs, pairs, e);
-  }
-  int threads = x->cache.threads < n ? x->cache.threads : n;
-  double *s = calloc(2 * (size_t)threads, sizeof *s), t0 = sr_now();
-  if (!s) return sr_internal_error(e, 0, "sim: out of memory");
-  drawn_job j = {x, drawer, batch_layers, aggs, pairs, sparse, s, s + threads};
-  int rc = sr_parallel_for(n, threads, drawn_item, &j, e);
-  double wall = sr_now() - t0, draw = 0, account = 0;
-  for (int t = 0; t < threads; t++) draw += s[t], account += s[threads + t];
-  double share = draw + account > 0 ? draw / (draw + account) : 0;
-  x->r->pattern_wall_s += wall * share;
-  x->cache.wall_s += wall * (1 - share);
-  free(s);
-  return rc;
-}
-
 // ---- the forwards beside the accounting --------------------------------------------------------------
 
 // Layer l's forward (rt: its routes); in representative mode a layer whose work was simulated already advances the
@@ -610,6 +576,136 @@ static int forward_item(void *ctx, int l, int thread, sr_error *e) {
   return forward_layer(j->x, j->st, &j->distinct[j->of[l]], &j->rts[l], l, j->rep, j->before, e);
 }
 
+// ---- the layers accounted --------------------------------------------------------------------------
+
+// Layers are accounted a layer a thread (sr_pipeline): each drawn a head at a time into the thread's slot of the drawer
+// (x->pat NULL: each head accounted and dropped, the layer's index counts kept for estimate_convert) or read from the
+// step's pattern, then turned into step seconds (layer_work_of); then, in layer order and one at a time, given its
+// routes, added to the step and handed to the forwards (account_commit). A thread takes the next layer as soon as it is
+// done with one (no layer waits for a slower one of its batch), at most `window` layers past the last committed.
+typedef struct {
+  sim_ctx *x;
+  ring_state *st;
+  pattern_drawer *drawer;    // x->pat NULL: the plan's pattern, drawn a head at a time
+  const int32_t *kv_src;
+  int window;
+  work_count **aggs;         // [window] layer l's counts in aggs[l % window] until it is committed
+  layer_work *work;          // [window] and its work
+  int *same;                 // [window] it shares the previous layer's work (same_as_previous)
+  double *draw_s, *account_s, *busy_s;  // [threads] seconds drawing, accounting, and in all
+  double commit_s;           // seconds committing (one commit at a time)
+  layer_work *distinct;      // [L] the distinct layers' work (n_distinct of them); of[l]: layer l's
+  int *of, n_distinct;
+  ring_routes *rts;          // [L] each layer's routes, set before the layer is handed to the forwards
+  sr_ordered *piped;         // the forwards beside the accounting, or NULL
+} account_job;
+
+// Layer l's counts into agg from its heads drawn one at a time on thread t; *pairs, *sparse and x->layer_indices[l] set.
+static int drawn_counts(account_job *j, int l, int t, work_count *agg, double *pairs, int *sparse, sr_error *e) {
+  sim_ctx *x = j->x;
+  double t0 = sr_now();
+  int rc = work_layer_begin(&x->cache, t, agg, e);
+  double idx = 0, t1 = sr_now();
+  j->account_s[t] += t1 - t0;
+  *pairs = 0, *sparse = 0;
+  for (int h = 0; h < (int)x->m->num_heads && !rc; h++) {
+    t0 = sr_now();
+    const head_pattern *hp = pattern_drawer_head(j->drawer, t, l, h);
+    t1 = sr_now();
+    idx += (double)hp->n_vertical + (double)hp->n_slash;
+    *sparse |= hp->kind != PATTERN_DENSE;
+    rc = work_layer_head(&x->cache, t, hp, agg, pairs, e);
+    j->draw_s[t] += t1 - t0;
+    j->account_s[t] += sr_now() - t1;
+  }
+  t0 = sr_now();
+  if (!rc) work_layer_end(&x->cache, t, agg, pairs);
+  j->account_s[t] += sr_now() - t0;
+  x->layer_indices[l] = idx;
+  return rc;
+}
+
+static int account_item(void *ctx, int l, int t, sr_error *e) {
+  account_job *j = ctx;
+  sim_ctx *x = j->x;
+  int k = l % j->window, rc;
+  layer_work *w = &j->work[k];
+  memset(w, 0, sizeof *w);
+  if ((j->same[k] = same_as_previous(x, l))) return SR_OK;
+  double t0 = sr_now();
+  if (x->pat) {
+    w->sparse = layer_sparse(x->pat, l);
+    rc = work_layer_on(&x->cache, t, x->pat, l, j->aggs[k], &w->pairs, e);
+    j->account_s[t] += sr_now() - t0;
+  } else {
+    rc = drawn_counts(j, l, t, j->aggs[k], &w->pairs, &w->sparse, e);
+  }
+  if (!rc) rc = layer_work_of(x, l, j->kv_src, j->aggs[k], w, e);
+  if (rc) {
+    layer_work_free(w);
+    memset(w, 0, sizeof *w);
+  }
+  j->busy_s[t] += sr_now() - t0;
+  return rc;
+}
+
+// Layer l added to the step, in layer order: its routes, its kept and computed pairs, its work shared with an earlier
+// layer's when identical; then handed to the forwards.
+static int account_commit(void *ctx, int l, sr_error *e) {
+  account_job *j = ctx;
+  sim_ctx *x = j->x;
+  int k = l % j->window;
+  double t0 = sr_now();
+  if (j->same[k]) {  // every layer of a dense model: the previous layer's work
+    j->of[l] = j->of[l - 1];
+    j->rts[l] = j->rts[l - 1];
+    x->pairs += j->distinct[j->of[l]].pairs;
+    x->exec_pairs += j->distinct[j->of[l]].exec_pairs;
+  } else {
+    layer_work w = j->work[k];
+    memset(&j->work[k], 0, sizeof w);
+    int rc = layer_routes(x, j->st, j->aggs[k], &w.routes, e);
+    if (rc) {
+      layer_work_free(&w);
+      return rc;
+    }
+    x->pairs += w.pairs;
+    x->exec_pairs += w.exec_pairs;
+    layer_work *distinct = j->distinct;
+    int d = 0;
+    while (d < j->n_distinct &&
+           (distinct[d].hash != w.hash || distinct[d].pairs != w.pairs || distinct[d].routes != w.routes))
+      d++;
+    if (d == j->n_distinct) distinct[j->n_distinct++] = w;
+    else layer_work_free(&w);
+    j->of[l] = d;
+    j->rts[l] = j->st->routes[distinct[d].routes];
+  }
+  if (j->piped) sr_ordered_hand(j->piped, l + 1);
+  j->commit_s += sr_now() - t0;
+  return SR_OK;
+}
+
+// Every layer accounted and committed (account_job), over the cache's threads; the loop's wall time split between the
+// drawing and the accounting by the threads' seconds in each (the rest: step seconds and commits, the simulation's).
+static int account_layers(account_job *j, int L, sr_error *e) {
+  sim_ctx *x = j->x;
+  int threads = x->cache.threads;
+  double *s = calloc(3 * (size_t)threads, sizeof *s), t0 = sr_now();
+  if (!s) return sr_internal_error(e, 0, "sim: out of memory");
+  j->draw_s = s, j->account_s = s + threads, j->busy_s = s + 2 * threads;
+  int rc = sr_pipeline(L, threads, j->window, account_item, account_commit, j, e);
+  double wall = sr_now() - t0, draw = 0, account = 0, busy = j->commit_s;
+  for (int t = 0; t < threads; t++) draw += s[t], account += s[threads + t], busy += s[2 * threads + t];
+  if (busy > 0) {
+    x->r->pattern_wall_s += wall * draw / busy;
+    x->cache.wall_s += wall * account / busy;
+  }
+  for (int k = 0; k < j->window; k++) layer_work_free(&j->work[k]);  // left by a failure
+  free(s);
+  return rc;
+}
+
 int step_ring(sim_ctx *x, sr_error *e) {
   const plan *p = x->p;
   const schedule *s = &p->schedule;
@@ -622,17 +718,16 @@ int step_ring(sim_ctx *x, sr_error *e) {
   ring_routes *rts = calloc((size_t)(L > 0 ? L : 1), sizeof *rts);  // [L] each layer's routes (forward_job's)
   sr_ordered *piped = NULL;  // the forwards beside the accounting (forward_item)
   int forwarded = 0;         // layers whose forward ran
-  // Layers are accounted a batch at a time: twice as many as threads (uneven layers balance), their counts in at
-  // most 256 MiB.
-  int batch = 2 * x->cache.threads;
+  // At most twice as many layers in flight as threads (uneven layers balance), their counts in at most 256 MiB.
+  int window = 2 * x->cache.threads;
   int64_t most = ((int64_t)256 << 20) / ((int64_t)W * W * (int64_t)sizeof(work_count));
-  if (batch > most) batch = most > 1 ? (int)most : 1;
-  if (batch > L) batch = L > 0 ? L : 1;
-  work_count **aggs = calloc((size_t)batch, sizeof *aggs);
-  double *pairs = malloc((size_t)batch * sizeof *pairs);
-  int *batch_layers = malloc((size_t)batch * sizeof *batch_layers), *sparse = malloc((size_t)batch * sizeof *sparse);
+  if (window > most) window = most > 1 ? (int)most : 1;
+  if (window > L) window = L > 0 ? L : 1;
+  work_count **aggs = calloc((size_t)window, sizeof *aggs);
+  layer_work *work = calloc((size_t)window, sizeof *work);
+  int *same = calloc((size_t)window, sizeof *same);
   x->layer_indices = x->pat ? NULL : calloc((size_t)(L > 0 ? L : 1), sizeof *x->layer_indices);
-  for (int k = 0; aggs && k < batch; k++)
+  for (int k = 0; aggs && k < window; k++)
     if (!(aggs[k] = malloc((size_t)W * W * sizeof *aggs[k]))) {
       for (int j = 0; j < k; j++) free(aggs[j]);
       free(aggs);
@@ -644,7 +739,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.dur = malloc((size_t)W * sizeof *st.dur);
   int n_distinct = 0;
   pattern_drawer *drawer = NULL;  // x->pat NULL: the plan's pattern, drawn a head at a time
-  if (!distinct || !of || !rts || !aggs || !pairs || !batch_layers || !sparse || (!x->pat && !x->layer_indices) || !before ||
+  if (!distinct || !of || !rts || !aggs || !work || !same || (!x->pat && !x->layer_indices) || !before ||
       !kv_src || !st.comp || !st.dur) {
     rc = sr_internal_error(e, 0, "sim: out of memory for %d ranks", W);
     goto done;
@@ -657,7 +752,7 @@ int step_ring(sim_ctx *x, sr_error *e) {
   st.search = how == PATTERN_SEARCHED && !x->o->fixed_pattern;
   if ((rc = ring_ctx_init(&st.ring, W, x->c, e))) goto done;
   for (int k = 0; k < s->n_steps; k++)
-    for (int r = 0; r < W; r++) kv_src[(int64_t)k * W + r] = schedule_at(s, k, r)->kv_src;
+    for (int r = 0; r < W; r++) kv_src[(int64_t)r * s->n_steps + k] = schedule_at(s, k, r)->kv_src;
   st.ring.log = x->transfers;
   if (!x->pat && (rc = pattern_drawer_open(p->spec.pattern, &p->model, p->spec.seq, p->spec.seed, 0, x->cache.threads,
                                           &drawer, e)))
@@ -671,43 +766,11 @@ int step_ring(sim_ctx *x, sr_error *e) {
       x->comm_log = NULL;
     }
   }
-  // Account every layer, batches of layers over threads (work_layers: a thread a layer, one fold each); identical
-  // layers share their work.
-  for (int l0 = 0; l0 < L; l0 += batch) {
-    int l1 = l0 + batch < L ? l0 + batch : L, n = 0;
-    for (int l = l0; l < l1; l++)
-      if (!same_as_previous(x, l)) batch_layers[n++] = l;
-    if (n && (rc = batch_counts(x, drawer, batch_layers, n, aggs, pairs, sparse, e))) goto done_ring;
-    for (int l = l0, k = 0; l < l1; l++) {
-      if (same_as_previous(x, l)) {  // every layer of a dense model: the previous layer's work
-        of[l] = of[l - 1];
-        rts[l] = rts[l - 1];
-        x->pairs += distinct[of[l]].pairs;
-        x->exec_pairs += distinct[of[l]].exec_pairs;
-        continue;
-      }
-      layer_work w;
-      memset(&w, 0, sizeof w);
-      w.pairs = pairs[k];
-      w.sparse = sparse[k];
-      if ((rc = layer_work_of(x, l, kv_src, aggs[k], &w, e)) || (rc = layer_routes(x, &st, aggs[k], &w.routes, e))) {
-        layer_work_free(&w);
-        goto done_ring;
-      }
-      k++;
-      x->pairs += w.pairs;
-      x->exec_pairs += w.exec_pairs;
-      int d = 0;
-      while (d < n_distinct &&
-             (distinct[d].hash != w.hash || distinct[d].pairs != w.pairs || distinct[d].routes != w.routes))
-        d++;
-      if (d == n_distinct) distinct[n_distinct++] = w;
-      else layer_work_free(&w);
-      of[l] = d;
-      rts[l] = st.routes[distinct[d].routes];
-    }
-    if (piped) sr_ordered_hand(piped, l1);
-  }
+  // Account every layer (account_layers), the forwards beside; identical layers share their work.
+  account_job aj = {x, &st, drawer, kv_src, window, aggs, work, same, NULL, NULL, NULL, 0, distinct, of, 0, rts, piped};
+  rc = account_layers(&aj, L, e);
+  n_distinct = aj.n_distinct;
+  if (rc) goto done_ring;
   if (piped) {  // the last layers' forwards, then the bytes they sent after the accounting's
     rc = sr_ordered_finish(piped, &forwarded, e);
     piped = NULL;
@@ -796,11 +859,10 @@ done:
   free(distinct);
   free(of);
   free(rts);
-  for (int k = 0; aggs && k < batch; k++) free(aggs[k]);
+  for (int k = 0; aggs && k < window; k++) free(aggs[k]);
   free(aggs);
-  free(pairs);
-  free(batch_layers);
-  free(sparse);
+  free(work);
+  free(same);
   free(x->layer_indices);
   x->layer_indices = NULL;
   free(before);

@@ -512,8 +512,10 @@ static int layer_on_thread(work_cache *c, int t, const pattern *pat, int layer, 
   if (!rc) rc = thread_state(c, t, 0, e);
   int64_t total = 0;  // kept pairs counted in total
   memset(agg, 0, (size_t)n * sizeof *agg);
+  int cell_pairs = 1;
   if (!rc) {
     int n_distinct = distinct_heads(pat, layer, head, mult);
+    tiles_accounter_take_cell_pairs(c->acct[t]);  // from this layer's heads on
     tiles_accounter_pairs_per_cell(c->acct[t], 0);  // only their sum is needed
     for (int i = 0; i < n_distinct && !rc; i++) {
       if (mult[i] == 1) {
@@ -532,9 +534,10 @@ static int layer_on_thread(work_cache *c, int t, const pattern *pat, int layer, 
     }
     tiles_accounter_fold(c->acct[t], agg);
     tiles_accounter_pairs_per_cell(c->acct[t], 1);
+    cell_pairs = tiles_accounter_take_cell_pairs(c->acct[t]);
   }
   *pairs = (double)total;
-  pairs_out_of_cells(agg, n, pairs);
+  if (cell_pairs) pairs_out_of_cells(agg, n, pairs);  // else every cell's is 0 (work_layer_end)
   if (!rc) layer_store(c, H, ids, hash, agg, *pairs);
   free(head);
   free(mult);
@@ -542,10 +545,15 @@ static int layer_on_thread(work_cache *c, int t, const pattern *pat, int layer, 
   return rc;
 }
 
+int work_layer_on(work_cache *c, int t, const pattern *pat, int layer, work_count *agg, double *pairs, sr_error *e) {
+  return layer_on_thread(c, t, pat, layer, agg, pairs, e);
+}
+
 int work_layer_begin(work_cache *c, int t, work_count *agg, sr_error *e) {
   int rc = thread_state(c, t, 0, e);
   if (rc) return rc;
   memset(agg, 0, (size_t)c->world * c->world * sizeof *agg);
+  tiles_accounter_take_cell_pairs(c->acct[t]);  // from this layer's heads on
   tiles_accounter_pairs_per_cell(c->acct[t], 0);  // only their sum is needed
   return SR_OK;
 }
@@ -559,7 +567,8 @@ int work_layer_head(work_cache *c, int t, const head_pattern *h, work_count *agg
 void work_layer_end(work_cache *c, int t, work_count *agg, double *pairs) {
   tiles_accounter_fold(c->acct[t], agg);
   tiles_accounter_pairs_per_cell(c->acct[t], 1);
-  pairs_out_of_cells(agg, (int64_t)c->world * c->world, pairs);
+  // Heads that counted their pairs in total left every cell's at 0: W^2 cells not read again (42 MB at 1024 ranks).
+  if (tiles_accounter_take_cell_pairs(c->acct[t])) pairs_out_of_cells(agg, (int64_t)c->world * c->world, pairs);
 }
 
 typedef struct {

@@ -66,6 +66,9 @@ int work_layer(work_cache *c, const pattern *pat, int layer, work_count *agg, do
 // heads in order: one fold of the residue sums a layer, where work_layer's threads fold one each).
 int work_layers(work_cache *c, const pattern *pat, const int *layers, int count, work_count *const *agg, double *pairs,
                 sr_error *e);
+// work_layer's sums of one layer on thread t's accounter alone (0 <= t < c->threads: a caller's parallel loop over
+// layers, each item on its thread), as work_layers gives each of its layers; c->wall_s is left to the caller.
+int work_layer_on(work_cache *c, int t, const pattern *pat, int layer, work_count *agg, double *pairs, sr_error *e);
 // A layer whose heads come one at a time (drawn as they are accounted, plan/pattern_spec.h's pattern_drawer), on
 // thread t's accounter (0 <= t < c->threads: a caller's parallel loop over layers, each item on its thread): begin
 // (agg zeroed), each head added, end (its sums by residue folded into agg, the kept pairs into *pairs, which the

@@ -272,6 +272,65 @@ static void check_pinned_steps(void) {
 
 TEST(sim_speed_pin_every_kind_of_step_on_eight_gpus_is_unchanged) { check_pinned_steps(); }
 
+// Long stripes (striped:4096 on eight GPUs: a period of 256 tiles, 16 runs of equal ranks), where a head accounted
+// alone goes through the fast tables without the period (tiles_fast_flat_cheaper) and USP's layers keep their counts
+// by ring pair for their recomputation and backward (step_a2a.c): USP with and without skipped sends, and MTraining's
+// ring (its heads folded by residue). The figures are main's at 939f76f (before both), printed as above.
+TEST(sim_speed_pin_usp_and_mtraining_on_long_stripes_is_unchanged) {
+  const char *cluster = write_cluster("h200-2x4-walk", two_by_four_walk);
+  static const struct {
+    const char *model, *strategy;
+    int skip;
+    const char *fig[8];
+    int64_t tasks;
+  } pins[] = {
+      {"qwen2.5-3b", "usp", 0,
+       {"0x1.2312b0cbe928cp+0", "0x1.10dad5c96d031p-5", "0x1.33ec282112348p-1", "0x1.fc28edp+36", "0x1.e29885e6968b3p-5",
+        "0x0p+0", "0x1.285513fc07326p+0", "0x1.633592p+34"},
+       7701},
+      {"qwen2.5-3b", "usp", 1,
+       {"0x1.2312b0cbe928cp+0", "0x1.10dad5c96d031p-5", "0x1.33ec282112348p-1", "0x1.fc28edp+36", "0x1.e29885e6968b3p-5",
+        "0x0p+0", "0x1.285513fc07326p+0", "0x1.633592p+34"},
+       7701},
+      {"qwen2.5-0.5b", "mtraining", 1,
+       {"0x1.041b136f2cdf3p-1", "0x1.50f05be8a3d7p-7", "0x1.7eecb3be303bfp-2", "0x1.455cbc2p+35", "0x1.ccfdf94112efbp-5",
+        "0x1.4190fd4a706c7p-3", "0x1.2cd84095e7f09p+0", "0x1.e439f078p+32"},
+       14745},
+  };
+  for (size_t i = 0; i < sizeof pins / sizeof *pins; i++) {
+    sr_error e;
+    sr_error_clear(&e);
+    plan_spec s;
+    plan_spec_defaults(&s);
+    CHECK_EQ_INT(plan_spec_apply_strategy(&s, pins[i].strategy, &e), SR_OK);
+    snprintf(s.model, sizeof s.model, "%s", pins[i].model);
+    snprintf(s.cluster, sizeof s.cluster, "%s", cluster);
+    snprintf(s.layout, sizeof s.layout, "striped");
+    snprintf(s.pattern, sizeof s.pattern, "vs-topp:0.9");
+    s.seq = 65536;
+    s.granularity = 4096;
+    s.skip_empty_sends = pins[i].skip;
+    plan p;
+    sim_options o = {0, 0, 0, 0, 0, 0, 0};
+    sim_result r;
+    if (plan_build(&s, &p, &e) || sim_plan(&p, &o, &r, NULL, &e)) {
+      test_fail(__FILE__, __LINE__, "%s: %s", pins[i].strategy, e.msg);
+      continue;
+    }
+    double got[8] = {r.step_s, r.attn_fwd_s, r.attn_bwd_s, r.comm_bytes, r.density, r.exec_density, r.worker_imbalance,
+                     r.mem.total};
+    for (int k = 0; k < 8; k++) {
+      char hex[64];
+      snprintf(hex, sizeof hex, "%a", got[k]);
+      if (strcmp(hex, pins[i].fig[k]) != 0)
+        test_fail(__FILE__, __LINE__, "%s skip=%d: figure %d is %s, pinned %s", pins[i].strategy, pins[i].skip, k, hex,
+                  pins[i].fig[k]);
+    }
+    CHECK_EQ_INT(r.n_tasks, pins[i].tasks);
+    plan_free(&p);
+  }
+}
+
 // The hot loops' vector paths (AVX2, AVX-512, chosen by sr_isa) and the portable ones give the same figures: the pins
 // again on the portable code alone, and 512K MTraining on 32 A100s, whose synthesis and accounting take them.
 TEST(sim_speed_pins_hold_on_the_portable_code_paths_too) {

@@ -73,6 +73,25 @@ TEST(unknown_or_malformed_specs_are_input_errors_naming_pattern) {
   }
 }
 
+// The check every plan runs (pattern_spec_check) builds a drawn source's budgets without drawing its heads: it accepts
+// and rejects each source spec as building the pattern does, with the same message.
+TEST(checking_a_spec_accepts_and_rejects_what_building_its_pattern_does) {
+  const char *specs[] = {"vs-topp:0.9",          "vs-topp:1.5",          "vs-topp:",           "vs-topp:0.5:2",
+                         "vs-preset:qwen2.5-3b", "vs-preset:llama",      "vs-online:0.95",     "vs-online:topk:64:128",
+                         "vs-online:topk:0:5",   "vs-online:0.9:30:100", "vs-online:0.9:30:x", "vs-online:1",
+                         "window:4:64",          "window:4",             "sparse"};
+  model_config m = shape(2, 4);
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    sr_error built, checked;
+    sr_error_clear(&built), sr_error_clear(&checked);
+    pattern p;
+    int rb = pattern_from_spec(specs[i], &m, 1000, 0, 0, &p, &built);
+    if (rb == SR_OK) pattern_free(&p);
+    CHECK_EQ_INT(pattern_spec_check(specs[i], &m, 4000, &checked), rb);
+    if (strcmp(checked.msg, built.msg) != 0) test_fail(__FILE__, __LINE__, "%s: \"%s\" != \"%s\"", specs[i], checked.msg, built.msg);
+  }
+}
+
 TEST(vs_online_fixed_budget_stands_in_as_v_verticals_and_s_slashes_on_every_head) {
   // what the planner and the simulator see of "vs-online:topk:V:S" before any estimate ran
   model_config m = shape(3, 4);

@@ -195,6 +195,78 @@ TEST(fast_accounting_by_offset_tile_equals_generic_on_runs_of_whole_offset_tiles
   tiles_fast_overlap_by_tiles = 0;
 }
 
+// A head added alone, with its pairs per cell, on a striped layout of long stripes and a long period goes through the
+// fast tables without the period (tiles_fast_flat_cheaper: few runs of equal ranks, P^2 residue pairs a fold): its
+// counts are the generic scan's, short last tile or not, as are those of heads folded by residue on the same layout.
+TEST(a_head_added_alone_on_long_stripes_counts_without_the_period_what_the_scan_counts) {
+  static const int64_t tokens[] = {3 * 128 * TILE, 3 * 128 * TILE + 77};  // three periods of 128 tiles
+  for (int k = 0; k < 2; k++) {
+    sr_error e;
+    const int W = 4, heads = 10;
+    const int64_t n = tokens[k];
+    layout l;
+    fx_layout(2, n, W, 32 * TILE, &l);  // stripes of 32 tiles: period 128 tiles, 12 runs of equal ranks
+    tiles_fast *f = NULL;
+    CHECK_EQ_INT(tiles_fast_open(&l, &f, &e), SR_OK);
+    CHECK(f && tiles_fast_flat_cheaper(f));
+    tiles_fast_close(f);
+    pattern p;
+    fx_mixed_pattern(&p, n, heads, 500 + k);
+    size_t cells = (size_t)W * W;
+    work_count *gen = calloc((size_t)heads * cells, sizeof *gen), *alone = calloc((size_t)heads * cells, sizeof *alone),
+               *folded = calloc(cells, sizeof *folded), *sum = calloc(cells, sizeof *sum);
+    CHECK_EQ_INT(tiles_account_generic(&p, 0, &l, gen, &e), SR_OK);
+    tiles_accounter *a = NULL;
+    CHECK_EQ_INT(tiles_accounter_open(&l, &a, &e), SR_OK);
+    for (int h = 0; h < heads; h++) {
+      CHECK_EQ_INT(tiles_account_head_add(a, pattern_head(&p, 0, h), alone + h * cells, &e), SR_OK);
+      CHECK_EQ_INT(tiles_account_head_add_pending(a, pattern_head(&p, 0, h), folded, &e), SR_OK);
+    }
+    tiles_accounter_fold(a, folded);
+    int bad = 0;
+    for (size_t x = 0; x < (size_t)heads * cells; x++) {
+      const work_count *u = &alone[x], *g = &gen[x];
+      bad += u->full != g->full || u->partial != g->partial || u->bars != g->bars || u->pairs != g->pairs;
+      work_count *t = &sum[x % cells];
+      t->full += g->full, t->partial += g->partial, t->bars += g->bars, t->pairs += g->pairs;
+    }
+    for (size_t x = 0; x < cells; x++)
+      bad += folded[x].full != sum[x].full || folded[x].partial != sum[x].partial || folded[x].bars != sum[x].bars ||
+             folded[x].pairs != sum[x].pairs;
+    CHECK_EQ_INT(bad, 0);
+    tiles_accounter_close(a);
+    free(gen), free(alone), free(folded), free(sum);
+    pattern_free(&p);
+    fx_layout_free(&l);
+  }
+}
+
+// A head's view merges its ascending indices into intervals, runs of consecutive ones taken 64 at a time: runs shorter
+// than, as long as and longer than 64, next to single indices and gaps of one, give the intervals one by one would.
+TEST(a_head_view_merges_runs_of_every_length_into_the_intervals_of_its_indices) {
+  static const int64_t runs[][2] = {{0, 199}, {201, 201}, {300, 363}, {365, 429}, {431, 431}, {433, 560}, {700, 700}};
+  int32_t idx[1000], n = 0;
+  for (size_t r = 0; r < sizeof runs / sizeof *runs; r++)
+    for (int64_t x = runs[r][0]; x <= runs[r][1]; x++) idx[n++] = (int32_t)x;
+  head_pattern h;
+  memset(&h, 0, sizeof h);
+  h.kind = PATTERN_VS;
+  h.slash = h.vertical = idx;
+  h.n_slash = h.n_vertical = n;
+  sr_error e;
+  head_view v;
+  CHECK_EQ_INT(head_view_build(&h, 1000, &v, &e), SR_OK);
+  const iset *sets[2] = {&v.d, &v.k};
+  for (int k = 0; k < 2; k++) {
+    CHECK_EQ_INT(sets[k]->n, (int64_t)(sizeof runs / sizeof *runs));
+    for (int64_t i = 0; i < sets[k]->n && i < (int64_t)(sizeof runs / sizeof *runs); i++) {
+      CHECK_EQ_INT(sets[k]->lo[i], runs[i][0]);
+      CHECK_EQ_INT(sets[k]->hi[i], runs[i][1]);
+    }
+  }
+  head_view_free(&v);
+}
+
 // Heads added with their sums by residue left pending and folded once give the counts of the same heads
 // added one by one, and a head added to other counts after the fold carries none of them.
 TEST(heads_folded_once_count_what_heads_added_one_by_one_count) {
@@ -236,7 +308,8 @@ TEST(heads_folded_once_count_what_heads_added_one_by_one_count) {
 
 // With kept pairs counted in total only, every cell's entries are as with pairs per cell; the heads the fast path
 // takes whole (vertical-slash, window, dense) leave their cells' pairs out and add them to the total, the block
-// heads (the generic scan) keep theirs per cell: the cells hold the block heads' pairs and the total the rest.
+// heads (the generic scan) keep theirs per cell: the cells hold the block heads' pairs and the total the rest, and
+// the accounter says which heads left pairs in cells.
 static void check_pairs_in_total(int kind, int64_t n, int W, int64_t g, uint64_t seed, int pending) {
   sr_error e;
   layout l;
@@ -258,6 +331,9 @@ static void check_pairs_in_total(int kind, int64_t n, int W, int64_t g, uint64_t
     if (hp->kind == PATTERN_BLOCK) CHECK_EQ_INT(tiles_account_head_add(a, hp, blocks, &e), SR_OK);
     CHECK_EQ_INT(pending ? tiles_account_head_add_pending(b, hp, tot, &e) : tiles_account_head_add(b, hp, tot, &e), SR_OK);
     total += tiles_accounter_take_pairs(b);
+    // only the block heads leave pairs in their cells (the simulator skips reading the cells without them)
+    CHECK_EQ_INT(tiles_accounter_take_cell_pairs(b), hp->kind == PATTERN_BLOCK);
+    CHECK_EQ_INT(tiles_accounter_take_cell_pairs(a), 1);
   }
   tiles_accounter_fold(b, tot);
   CHECK_EQ_INT(tiles_accounter_take_pairs(b), 0);
