@@ -2,8 +2,10 @@
 // RMSNorm (fused with the residual copy, and in the backward with the next GEMM's operand), the q|k|v epilogue
 // (biases, rotary, logn, bf16) and its backward, SwiGLU over the fused gate|up GEMM output, column sums,
 // conversions, the naive reference attention, chunked cross-entropy, AdamW, gradient norm and the random init.
-// Plain CUDA C, one thread per element or one block per row; train/model_cuda.cu launches them, and
-// train/model_ref.c is the CPU reference of each fused one.
+// Plain CUDA C: RMSNorm one warp a row (the backward summing the weight gradient in place of a column-sum pass),
+// SwiGLU on 16-byte vectors, each with the element-wise or block-a-row form where a shape or alignment rules the
+// fast one out; the rest one thread per element or one block per row. train/model_cuda.cu launches them, and
+// train/model_ref.c is the CPU reference of each fused one (train-gpu-check runs both forms against it).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -85,6 +87,100 @@ __global__ void rmsnorm_bwd_k(float *dx, Tt *dx_act, float *tmp, const float *do
     if (dx_act) st_f(dx_act, t * C + i, g);
     tmp[t * C + i] = dy[i] * xt[i] * r;
   }
+}
+
+// Four consecutive elements in the operands' dtype: a 16-byte store of fp32, an 8-byte store of bf16.
+__device__ __forceinline__ void st4_f(float *p, int64_t i, float4 v) { *(float4 *)(p + i) = v; }
+__device__ __forceinline__ void st4_f(__nv_bfloat16 *p, int64_t i, float4 v) {
+  __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+  uint2 u;
+  u.x = *(unsigned *)&a, u.y = *(unsigned *)&b;
+  *(uint2 *)(p + i) = u;
+}
+
+// RMSNorm, one warp a row (C % 4 == 0, C <= 128 NV, 16-byte aligned rows): the row's float4s stay in registers
+// between the sum of squares and the scaling, so x is read once; every load of a lane is issued before the first
+// is used. One block a row (rmsnorm_fwd_k) kept 8 KB a block in flight and ran at about a third of the bandwidth.
+template <typename Tt, int NV>
+__global__ void rmsnorm_fwd_rows_k(Tt *out, float *rstd, float *xcopy, const float *x, const float *w, int64_t T,
+                                   int C, float eps) {
+  int64_t t = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x % 32, n4 = C / 4;
+  if (t >= T) return;
+  const float4 *xt = (const float4 *)(x + t * C), *w4 = (const float4 *)w;
+  float4 v[NV];
+  float ss = 0;
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int i = lane + 32 * k;
+    v[k] = i < n4 ? xt[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+  }
+  ss = warp_sum(ss);
+  float r = rsqrtf(ss / (float)C + eps);
+  if (lane == 0) rstd[t] = r;
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int i = lane + 32 * k;
+    if (i >= n4) break;
+    float4 g = w4[i];
+    st4_f(out, t * C + 4 * i, make_float4(v[k].x * r * g.x, v[k].y * r * g.y, v[k].z * r * g.z, v[k].w * r * g.w));
+    if (xcopy) ((float4 *)(xcopy + t * C))[i] = v[k];
+  }
+}
+
+// Its backward, one warp a row over a grid of resident blocks (rows strided by the grid): dx and dx_act as
+// rmsnorm_bwd_k writes them, and the weight gradient dy x r summed over the block's rows in registers (lane l holds
+// columns 4 (l + 32 k) .. + 3), then over the block's warps in shared memory, and added to dw (C floats of dynamic
+// shared memory; any order: dw is not bit-reproducible, as with the column sums it replaces). No [T, C] scratch and
+// no second kernel: the column-sum pass read 4 T C bytes again.
+template <typename Tt, int NV>
+__global__ void rmsnorm_bwd_rows_k(float *dx, Tt *dx_act, float *dw, const float *dout, const float *x, const float *w,
+                                   const float *rstd, int64_t T, int C) {
+  extern __shared__ float dw_sh[];
+  int lane = threadIdx.x % 32, nw = blockDim.x / 32, n4 = C / 4;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) dw_sh[i] = 0;
+  float4 acc[NV];
+#pragma unroll
+  for (int k = 0; k < NV; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const float4 *w4 = (const float4 *)w;
+  for (int64_t t = (int64_t)blockIdx.x * nw + threadIdx.x / 32; t < T; t += (int64_t)gridDim.x * nw) {
+    const float4 *dy = (const float4 *)(dout + t * C), *xt = (const float4 *)(x + t * C);
+    float4 *dxt = (float4 *)(dx + t * C);
+    float r = rstd[t], dot = 0;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+      int i = lane + 32 * k;
+      if (i < n4) {
+        float4 a = dy[i], b = xt[i], g = w4[i];
+        dot += a.x * g.x * b.x + a.y * g.y * b.y + a.z * g.z * b.z + a.w * g.w * b.w;
+      }
+    }
+    dot = warp_sum(dot);
+    float c = dot * r * r * r / (float)C;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+      int i = lane + 32 * k;
+      if (i >= n4) break;
+      float4 a = dy[i], b = xt[i], g = w4[i], o = dxt[i];
+      o.x += a.x * g.x * r - c * b.x, o.y += a.y * g.y * r - c * b.y;
+      o.z += a.z * g.z * r - c * b.z, o.w += a.w * g.w * r - c * b.w;
+      dxt[i] = o;
+      if (dx_act) st4_f(dx_act, t * C + 4 * i, o);
+      acc[k].x += a.x * b.x * r, acc[k].y += a.y * b.y * r, acc[k].z += a.z * b.z * r, acc[k].w += a.w * b.w * r;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    int i = lane + 32 * k;
+    if (i < n4) {
+      atomicAdd(&dw_sh[4 * i], acc[k].x), atomicAdd(&dw_sh[4 * i + 1], acc[k].y);
+      atomicAdd(&dw_sh[4 * i + 2], acc[k].z), atomicAdd(&dw_sh[4 * i + 3], acc[k].w);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < C; i += blockDim.x) atomicAdd(&dw[i], dw_sh[i]);
 }
 
 // out[c] += sum over rows of in[rows, C] (row stride ld); grid (ceil(C/32), splits), block (32, 8).
@@ -185,6 +281,47 @@ __global__ void swiglu_bwd_k(Tt *dgu, const Tt *dh, const Tt *gu, int64_t T, int
   float g = ld_f(gu, a), u = ld_f(gu, b), d = ld_f(dh, i), s = 1.0f / (1.0f + expf(-g));
   st_f(dgu, b, d * g * s);
   st_f(dgu, a, d * u * s * (1.0f + g * (1.0f - s)));
+}
+
+// SwiGLU on 16-byte vectors (8 bf16 or 4 fp32 of a row; I a multiple of the vector, 16-byte aligned rows): one
+// division a vector instead of a 64-bit division and two 2-byte loads an element.
+template <typename Tt>
+__global__ void swiglu_fwd_vec_k(Tt *h, const Tt *gu, int64_t T, int I) {
+  constexpr int V = 16 / sizeof(Tt);
+  int iv = I / V;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * iv) return;
+  int64_t t = i / iv, j = (i - t * iv) * V;
+  uint4 gv = *(const uint4 *)(gu + t * 2 * I + j), uv = *(const uint4 *)(gu + t * 2 * I + I + j), hv;
+  const Tt *g = (const Tt *)&gv, *u = (const Tt *)&uv;
+  Tt *o = (Tt *)&hv;
+#pragma unroll
+  for (int k = 0; k < V; k++) {
+    float a = ld_f(g, k);
+    st_f(o, k, a / (1.0f + expf(-a)) * ld_f(u, k));
+  }
+  *(uint4 *)(h + t * I + j) = hv;
+}
+
+template <typename Tt>
+__global__ void swiglu_bwd_vec_k(Tt *dgu, const Tt *dh, const Tt *gu, int64_t T, int I) {
+  constexpr int V = 16 / sizeof(Tt);
+  int iv = I / V;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * iv) return;
+  int64_t t = i / iv, j = (i - t * iv) * V, a0 = t * 2 * I + j;
+  uint4 gv = *(const uint4 *)(gu + a0), uv = *(const uint4 *)(gu + a0 + I), dv = *(const uint4 *)(dh + t * I + j);
+  uint4 ga, ua;
+  const Tt *g = (const Tt *)&gv, *u = (const Tt *)&uv, *d = (const Tt *)&dv;
+  Tt *og = (Tt *)&ga, *ou = (Tt *)&ua;
+#pragma unroll
+  for (int k = 0; k < V; k++) {
+    float x = ld_f(g, k), y = ld_f(u, k), z = ld_f(d, k), s = 1.0f / (1.0f + expf(-x));
+    st_f(ou, k, z * x * s);
+    st_f(og, k, z * y * s * (1.0f + x * (1.0f - s)));
+  }
+  *(uint4 *)(dgu + a0) = ga;
+  *(uint4 *)(dgu + a0 + I) = ua;
 }
 
 template <typename To, typename Ti>
@@ -296,18 +433,72 @@ __global__ void cross_entropy_k(Tt *logits, int V, const int *targets, float sca
   } while (0)
 typedef __nv_bfloat16 bf16_t;
 
+static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+// Float4s a lane of rmsnorm_*_rows_k holds (C = 128 NV at most); 0 where the row kernels do not apply.
+static int rows_nv(int C, const void *a, const void *b, const void *c, const void *d) {
+  if (C <= 0 || C % 4 || C > 4096 || !aligned16(a) || !aligned16(b) || !aligned16(c) || !aligned16(d)) return 0;
+  int n4 = C / 4, nv = 4;
+  while (32 * nv < n4) nv *= 2;
+  return nv;
+}
+
+#define ROWS_NV_SWITCH(nv, launch) \
+  switch (nv) {                    \
+    case 4: launch(4); break;      \
+    case 8: launch(8); break;      \
+    case 16: launch(16); break;    \
+    default: launch(32); break;    \
+  }
+
 void rmsnorm_fwd_run(int bf16, void *out, float *rstd, float *xcopy, const float *x, const float *w, int64_t T, int C,
                      float eps, cudaStream_t st) {
+  int nv = rows_nv(C, out, xcopy, x, w);
+  if (nv && T > 0 && (xcopy == NULL || aligned16(xcopy))) {
+    unsigned g = (unsigned)((T + 7) / 8);  // 8 rows (warps) a block
+#define L(NV)                                                                                                  \
+  BY_DTYPE(bf16, (rmsnorm_fwd_rows_k<bf16_t, NV><<<g, 256, 0, st>>>((bf16_t *)out, rstd, xcopy, x, w, T, C, eps)), \
+           (rmsnorm_fwd_rows_k<float, NV><<<g, 256, 0, st>>>((float *)out, rstd, xcopy, x, w, T, C, eps)))
+    ROWS_NV_SWITCH(nv, L)
+#undef L
+    return;
+  }
   unsigned g = T > 0 ? (unsigned)T : 1u;
   BY_DTYPE(bf16, (rmsnorm_fwd_k<bf16_t><<<g, 256, 0, st>>>((bf16_t *)out, rstd, xcopy, x, w, T, C, eps)),
            (rmsnorm_fwd_k<float><<<g, 256, 0, st>>>((float *)out, rstd, xcopy, x, w, T, C, eps)));
 }
 
-void rmsnorm_bwd_run(int bf16, float *dx, void *dx_act, float *tmp, const float *dout, const float *x, const float *w,
-                     const float *rstd, int64_t T, int C, cudaStream_t st) {
+// The backward's row kernel on a grid of the blocks the device holds at once (rows are strided over the grid, so a
+// second wave would start its rows late), fewer for short calls.
+template <typename Tt, int NV>
+static void rmsnorm_bwd_rows_launch(float *dx, Tt *dx_act, float *dw, const float *dout, const float *x, const float *w,
+                                    const float *rstd, int64_t T, int C, cudaStream_t st) {
+  size_t sh = sizeof(float) * (size_t)C;
+  int sms = 0, per = 0, dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, rmsnorm_bwd_rows_k<Tt, NV>, 256, sh) != cudaSuccess)
+    sms = 1, per = 1;
+  int64_t want = (T + 7) / 8, cap = (int64_t)(sms > 0 ? sms : 1) * (per > 0 ? per : 1);
+  unsigned g = (unsigned)(want < cap ? want : cap);
+  rmsnorm_bwd_rows_k<Tt, NV><<<g, 256, sh, st>>>(dx, dx_act, dw, dout, x, w, rstd, T, C);
+}
+
+void rmsnorm_bwd_run(int bf16, float *dx, void *dx_act, float *dw, float *tmp, const float *dout, const float *x,
+                     const float *w, const float *rstd, int64_t T, int C, cudaStream_t st, int *need_colsum) {
+  int nv = rows_nv(C, dx, dout, x, w);
+  if (nv && T > 0 && (dx_act == NULL || ((uintptr_t)dx_act & 7) == 0)) {
+#define L(NV)                                                                                                \
+  BY_DTYPE(bf16, (rmsnorm_bwd_rows_launch<bf16_t, NV>(dx, (bf16_t *)dx_act, dw, dout, x, w, rstd, T, C, st)), \
+           (rmsnorm_bwd_rows_launch<float, NV>(dx, (float *)dx_act, dw, dout, x, w, rstd, T, C, st)))
+    ROWS_NV_SWITCH(nv, L)
+#undef L
+    *need_colsum = 0;
+    return;
+  }
   unsigned g = T > 0 ? (unsigned)T : 1u;
   BY_DTYPE(bf16, (rmsnorm_bwd_k<bf16_t><<<g, 256, 0, st>>>(dx, (bf16_t *)dx_act, tmp, dout, x, w, rstd, T, C)),
            (rmsnorm_bwd_k<float><<<g, 256, 0, st>>>(dx, (float *)dx_act, tmp, dout, x, w, rstd, T, C)));
+  *need_colsum = 1;
 }
 
 void qkv_bwd_post_run(int bf16, void *dqkv, float *dq, float *dk, const float *dv, const float *cosv, const float *sinv,
@@ -320,12 +511,30 @@ void qkv_bwd_post_run(int bf16, void *dqkv, float *dq, float *dk, const float *d
 
 static unsigned elem_grid(int64_t n) { return n > 0 ? (unsigned)((n + 255) / 256) : 1u; }
 
+// The vector kernels where I is a multiple of 8 (bf16) or 4 (fp32) and the buffers are 16-byte aligned.
+static int swiglu_vec(int bf16, int I, const void *a, const void *b, const void *c) {
+  return I > 0 && I % (bf16 ? 8 : 4) == 0 && aligned16(a) && aligned16(b) && aligned16(c);
+}
+
 void swiglu_fwd_run(int bf16, void *h, const void *gu, int64_t T, int I, cudaStream_t st) {
+  if (swiglu_vec(bf16, I, h, gu, gu)) {
+    unsigned g = elem_grid(T * (I / (bf16 ? 8 : 4)));
+    BY_DTYPE(bf16, (swiglu_fwd_vec_k<bf16_t><<<g, 256, 0, st>>>((bf16_t *)h, (const bf16_t *)gu, T, I)),
+             (swiglu_fwd_vec_k<float><<<g, 256, 0, st>>>((float *)h, (const float *)gu, T, I)));
+    return;
+  }
   BY_DTYPE(bf16, (swiglu_fwd_k<bf16_t><<<elem_grid(T * I), 256, 0, st>>>((bf16_t *)h, (const bf16_t *)gu, T, I)),
            (swiglu_fwd_k<float><<<elem_grid(T * I), 256, 0, st>>>((float *)h, (const float *)gu, T, I)));
 }
 
 void swiglu_bwd_run(int bf16, void *dgu, const void *dh, const void *gu, int64_t T, int I, cudaStream_t st) {
+  if (swiglu_vec(bf16, I, dgu, dh, gu)) {
+    unsigned g = elem_grid(T * (I / (bf16 ? 8 : 4)));
+    BY_DTYPE(bf16,
+             (swiglu_bwd_vec_k<bf16_t><<<g, 256, 0, st>>>((bf16_t *)dgu, (const bf16_t *)dh, (const bf16_t *)gu, T, I)),
+             (swiglu_bwd_vec_k<float><<<g, 256, 0, st>>>((float *)dgu, (const float *)dh, (const float *)gu, T, I)));
+    return;
+  }
   BY_DTYPE(bf16,
            (swiglu_bwd_k<bf16_t><<<elem_grid(T * I), 256, 0, st>>>((bf16_t *)dgu, (const bf16_t *)dh, (const bf16_t *)gu, T, I)),
            (swiglu_bwd_k<float><<<elem_grid(T * I), 256, 0, st>>>((float *)dgu, (const float *)dh, (const float *)gu, T, I)));

@@ -17,10 +17,11 @@ __global__ void embed_bwd_k(float *dwte, const float *dx, const int *tok, int64_
 // RMSNorm of rows of x into out; with xcopy != NULL also x copied there (the residual the next GEMM adds onto).
 void rmsnorm_fwd_run(int bf16, void *out, float *rstd, float *xcopy, const float *x, const float *w, int64_t T, int C,
                      float eps, cudaStream_t st);
-// dx += the RMSNorm input gradient, and with dx_act != NULL dx's new value as the next GEMMs' operand; tmp =
-// dy * x * r (column-summed into dw afterwards).
-void rmsnorm_bwd_run(int bf16, float *dx, void *dx_act, float *tmp, const float *dout, const float *x, const float *w,
-                     const float *rstd, int64_t T, int C, cudaStream_t st);
+// dx += the RMSNorm input gradient, and with dx_act != NULL dx's new value as the next GEMMs' operand; the weight
+// gradient dy * x * r summed over the rows: added into dw by the row kernel where it applies (*need_colsum = 0), else
+// written row by row to tmp [T, C] for the caller's column sums (*need_colsum = 1).
+void rmsnorm_bwd_run(int bf16, float *dx, void *dx_act, float *dw, float *tmp, const float *dout, const float *x,
+                     const float *w, const float *rstd, int64_t T, int C, cudaStream_t st, int *need_colsum);
 __global__ void colsum_k(float *out, const float *in, int64_t rows, int C, int64_t rows_per_split, int ld);
 __global__ void rope_table_k(float *cosv, float *sinv, const long long *pos, const double *inv_freq, double mscale,
                              int64_t T, int half);

@@ -101,26 +101,28 @@ done:
   return rc;
 }
 
-extern "C" int model_cuda_op_rmsnorm_bwd(int act_bf16, float *dx, float *dx_act, float *tmp, const float *dout,
+extern "C" int model_cuda_op_rmsnorm_bwd(int act_bf16, float *dx, float *dx_act, float *dw, const float *dout,
                                          const float *x, const float *w, const float *rstd, int64_t T, int C,
                                          sr_error *e) {
   bufs b = {{0}, 0};
-  void *ddx, *dact, *dtmp, *ddout, *dxx, *dw, *dr;
-  int rc = SR_OK;
+  void *ddx, *dact, *ddw, *dtmp, *ddout, *dxx, *dwt, *dr;
+  int rc = SR_OK, sums = 0;
   OPS_CU(up(&b, &ddx, dx, T * C, 0));
   OPS_CU(up(&b, &dact, NULL, T * C, act_bf16));
+  OPS_CU(up(&b, &ddw, dw, C, 0));
   OPS_CU(up(&b, &dtmp, NULL, T * C, 0));
   OPS_CU(up(&b, &ddout, dout, T * C, 0));
   OPS_CU(up(&b, &dxx, x, T * C, 0));
-  OPS_CU(up(&b, &dw, w, C, 0));
+  OPS_CU(up(&b, &dwt, w, C, 0));
   OPS_CU(up(&b, &dr, rstd, T, 0));
-  rmsnorm_bwd_run(act_bf16, (float *)ddx, dact, (float *)dtmp, (const float *)ddout, (const float *)dxx,
-                  (const float *)dw, (const float *)dr, T, C, 0);
+  rmsnorm_bwd_run(act_bf16, (float *)ddx, dact, (float *)ddw, (float *)dtmp, (const float *)ddout, (const float *)dxx,
+                  (const float *)dwt, (const float *)dr, T, C, 0, &sums);
+  if (sums) colsum_k<<<dim3((unsigned)((C + 31) / 32), 1), dim3(32, 8)>>>((float *)ddw, (const float *)dtmp, T, C, T, C);
   OPS_CU(cudaGetLastError());
   OPS_CU(cudaDeviceSynchronize());
   OPS_CU(down(dx, ddx, T * C, 0));
   OPS_CU(down(dx_act, dact, T * C, act_bf16));
-  OPS_CU(down(tmp, dtmp, T * C, 0));
+  OPS_CU(down(dw, ddw, C, 0));
 done:
   bufs_free(&b);
   return rc;

@@ -12,8 +12,9 @@
 
 int model_cuda_op_rmsnorm_fwd(int act_bf16, const float *x, const float *w, int64_t T, int C, float eps, float *out,
                               float *rstd, sr_error *e);
-// dx is read and written (the kernel adds onto it); dx_act receives the new dx as the GEMMs read it.
-int model_cuda_op_rmsnorm_bwd(int act_bf16, float *dx, float *dx_act, float *tmp, const float *dout, const float *x,
+// dx is read and written (the kernel adds onto it); dx_act receives the new dx as the GEMMs read it; dw [C] is read
+// and written too (the weight gradient summed over the rows is added onto it).
+int model_cuda_op_rmsnorm_bwd(int act_bf16, float *dx, float *dx_act, float *dw, const float *dout, const float *x,
                               const float *w, const float *rstd, int64_t T, int C, sr_error *e);
 int model_cuda_op_qkv_post(const float *qkv, const float *bq, const float *bk, const float *bv, const float *cosv,
                            const float *sinv, const int64_t *pos, int64_t logn_len, int64_t T, int Hq, int Hkv, int D,

@@ -76,9 +76,10 @@ static int rmsnorm_bwd(model_cuda *d, float *dx, void *dx_act, float *dw, const 
   float *tmp = d->qkv;  // free in the backward once the layer's q|k|v are rotated
   int rc = phase_to(d, TRAIN_PHASE_RMSNORM_BWD, e);
   if (rc) return rc;
-  rmsnorm_bwd_run(d->bf16, dx, dx_act, tmp, dout, x, w, rstd, T, C, d->stream);
+  int sums;
+  rmsnorm_bwd_run(d->bf16, dx, dx_act, dw, tmp, dout, x, w, rstd, T, C, d->stream, &sums);
   KCHECK();
-  return colsum(d, dw, tmp, T, C, C, e);
+  return sums ? colsum(d, dw, tmp, T, C, C, e) : SR_OK;
 }
 
 static int rmsnorm_fwd(model_cuda *d, void *out, float *rstd, float *xcopy, const float *x, const float *w, int64_t T,

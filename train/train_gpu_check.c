@@ -305,18 +305,27 @@ static int check_kernels(sr_error *e) {
   int bad = 0, rc = SR_OK;
   for (int bf16 = 1; bf16 >= 0 && !rc; bf16--) {
     uint64_t s = 7 + (uint64_t)bf16;
-    // RMSNorm forward: out (operand dtype), rstd (fp32)
-    fill_uniform(x, T * C, 2.0f, &s), fill_uniform(w, C, 1.5f, &s);
-    if ((rc = model_cuda_op_rmsnorm_fwd(bf16, x, w, T, C, 1e-6f, g1, g2, e))) break;
-    model_ref_rmsnorm_fwd(bf16, x, w, T, C, 1e-6f, r1, r2);
-    report("rmsnorm", bf16, fmax(worst_err(g1, r1, T * C, bf16), worst_err(g2, r2, T, 0)), &bad);
-    // RMSNorm backward: dx accumulated (fp32), dx as operand, weight rows (fp32)
-    fill_uniform(in, T * C, 1.0f, &s), fill_uniform(g1, T * C, 0.5f, &s);
-    memcpy(r1, g1, sizeof(float) * T * C);
-    if ((rc = model_cuda_op_rmsnorm_bwd(bf16, g1, g2, g3, in, x, w, r2, T, C, e))) break;
-    model_ref_rmsnorm_bwd(bf16, r1, in2, r3, in, x, w, r2, T, C);
-    report("rmsnorm_bwd", bf16,
-           fmax(fmax(worst_err(g1, r1, T * C, 0), worst_err(g2, in2, T * C, bf16)), worst_err(g3, r3, T * C, 0)), &bad);
+    // RMSNorm forward and backward at C = 96 (the row kernels) and C = 90 (one block a row, the column sums)
+    for (int c = 96; c >= 90 && !rc; c -= 6) {
+      fill_uniform(x, T * c, 2.0f, &s), fill_uniform(w, c, 1.5f, &s);
+      if ((rc = model_cuda_op_rmsnorm_fwd(bf16, x, w, T, c, 1e-6f, g1, g2, e))) break;
+      model_ref_rmsnorm_fwd(bf16, x, w, T, c, 1e-6f, r1, r2);
+      report(c == C ? "rmsnorm" : "rmsnorm (C 90)", bf16, fmax(worst_err(g1, r1, T * c, bf16), worst_err(g2, r2, T, 0)),
+             &bad);
+      // backward: dx accumulated (fp32), dx as operand, the weight gradient added onto dw (fp32)
+      fill_uniform(in, T * c, 1.0f, &s), fill_uniform(g1, T * c, 0.5f, &s), fill_uniform(g3, c, 0.25f, &s);
+      memcpy(r1, g1, sizeof(float) * T * c);
+      double dw_ref[C];
+      for (int j = 0; j < c; j++) dw_ref[j] = g3[j];
+      if ((rc = model_cuda_op_rmsnorm_bwd(bf16, g1, g2, g3, in, x, w, r2, T, c, e))) break;
+      model_ref_rmsnorm_bwd(bf16, r1, in2, r3, in, x, w, r2, T, c);
+      for (int t = 0; t < T; t++)
+        for (int j = 0; j < c; j++) dw_ref[j] += r3[(int64_t)t * c + j];
+      for (int j = 0; j < c; j++) r3[j] = (float)dw_ref[j];
+      report(c == C ? "rmsnorm_bwd" : "rmsnorm_bwd (C 90)", bf16,
+             fmax(fmax(worst_err(g1, r1, T * c, 0), worst_err(g2, in2, T * c, bf16)), worst_err(g3, r3, c, 0)), &bad);
+    }
+    if (rc) break;
     // q|k|v epilogue (bf16 out whatever the operands; run once) with logn past position 40
     if (bf16) {
       fill_uniform(in, T * W, 3.0f, &s), fill_uniform(w, W, 0.5f, &s);
@@ -332,16 +341,20 @@ static int check_kernels(sr_error *e) {
     model_ref_qkv_bwd_post(bf16, r1, r2, in2, cs, sn, pos, 40, T, Hq, Hkv, D, r3);
     report("qkv_bwd_post", bf16,
            fmax(fmax(worst_err(g1, r1, T * QD, 0), worst_err(g2, r2, T * KD, 0)), worst_err(g3, r3, T * W, bf16)), &bad);
-    // SwiGLU forward and backward over gate|up rows; the operands as the device holds them
-    fill_uniform(in, T * 2 * I, 4.0f, &s), fill_uniform(in2, T * I, 1.0f, &s);
-    for (int64_t i = 0; bf16 && i < T * 2 * I; i++) in[i] = model_bf16_round(in[i]);
-    for (int64_t i = 0; bf16 && i < T * I; i++) in2[i] = model_bf16_round(in2[i]);
-    if ((rc = model_cuda_op_swiglu_fwd(bf16, in, T, I, g1, e)) || (rc = model_cuda_op_swiglu_bwd(bf16, in2, in, T, I, g2, e)))
-      break;
-    model_ref_swiglu_fwd(bf16, in, T, I, r1);
-    model_ref_swiglu_bwd(bf16, in2, in, T, I, r2);
-    report("swiglu", bf16, worst_err(g1, r1, T * I, bf16), &bad);
-    report("swiglu_bwd", bf16, worst_err(g2, r2, T * 2 * I, bf16), &bad);
+    // SwiGLU forward and backward over gate|up rows, the operands as the device holds them: I = 40 (16-byte vectors)
+    // and I = 38 (element by element)
+    for (int i2 = I; i2 >= I - 2 && !rc; i2 -= 2) {
+      fill_uniform(in, T * 2 * i2, 4.0f, &s), fill_uniform(in2, T * i2, 1.0f, &s);
+      for (int64_t i = 0; bf16 && i < T * 2 * i2; i++) in[i] = model_bf16_round(in[i]);
+      for (int64_t i = 0; bf16 && i < T * i2; i++) in2[i] = model_bf16_round(in2[i]);
+      if ((rc = model_cuda_op_swiglu_fwd(bf16, in, T, i2, g1, e)) || (rc = model_cuda_op_swiglu_bwd(bf16, in2, in, T, i2, g2, e)))
+        break;
+      model_ref_swiglu_fwd(bf16, in, T, i2, r1);
+      model_ref_swiglu_bwd(bf16, in2, in, T, i2, r2);
+      report(i2 == I ? "swiglu" : "swiglu (I 38)", bf16, worst_err(g1, r1, T * i2, bf16), &bad);
+      report(i2 == I ? "swiglu_bwd" : "swiglu_bwd (I 38)", bf16, worst_err(g2, r2, T * 2 * i2, bf16), &bad);
+    }
+    if (rc) break;
     // cross-entropy: losses, argmax (exact), dlogits in place
     fill_uniform(in, T * V, 6.0f, &s);
     for (int64_t i = 0; bf16 && i < T * V; i++) in[i] = model_bf16_round(in[i]);
