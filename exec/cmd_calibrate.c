@@ -337,8 +337,13 @@ static int cmd_calibrate(int argc, char **argv) {
     strftime(day, sizeof day, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     cl.calibrated = cuda;  // links alone (the CPU backend) leave the efficiencies uncalibrated
     if (cuda)
+    {
       snprintf(cl.calibration, sizeof cl.calibration, "sparsering-exec calibrate on %d x %s, %s%s", c.world, cl.gpu.name,
                day, n_lengths > 0 ? " (full tiles and walks from layer-shaped calls)" : "");
+      // The input file's description named the GPU and the day it was measured on; the output's names this run's.
+      snprintf(cl.description, sizeof cl.description, "%s; links, GPU and kernels measured; started from %s", cl.calibration,
+               base);
+    }
     else if (!cl.calibration[0])
       snprintf(cl.calibration, sizeof cl.calibration, "the file %s (links measured by sparsering-exec calibrate, %s)",
                cli_get(&a, "cluster", "h200-1x2"), day);
