@@ -1,7 +1,7 @@
 // exec_cost.c — the exec trainer's HBM traffic outside its GEMMs and attention (exec_cost.h), kernel by kernel as
 // train/model_cuda_step.cu launches them with bf16 GEMMs (train/model_cuda_kernels.cu holds the kernels). Each
-// kernel reads and writes its tensors once (a row's second pass, in RMSNorm, hits L1/L2: one block a row of a few
-// KiB); small per-row scalars count, the per-layer vectors (norm weights, biases) the kernels reread from cache do
+// kernel reads and writes its tensors once (a row's second pass, in RMSNorm's backward, hits L1/L2: a warp a row
+// of a few KiB); small per-row scalars count, the per-layer vectors (norm weights, biases) the kernels reread from cache do
 // not. Names: C hidden, I intermediate, QD = heads x head_dim, KD = kv_heads x head_dim, QKV = QD + 2 KD, d
 // head_dim, V vocabulary; fp32 is 4 bytes, bf16 2.
 //
@@ -16,14 +16,20 @@
 
 #include "sim/memory.h"
 
+// The RMSNorm backward a row: dx, dout, x read and rstd; dx and its bf16 copy written. Where the row kernel runs
+// (rmsnorm_bwd_rows_k: C a multiple of 4, at most 4096) it sums the weight gradient in registers and shared memory;
+// elsewhere rmsnorm_bwd_k writes the weight-gradient rows (4 C) and colsum_k reads them back (4 C).
+static double norm_bwd_bytes(double C) {
+  double rows = fmod(C, 4.0) == 0 && C <= 4096 ? 0 : 4 * C + 4 * C;
+  return (4 + 4 + 4) * C + 4 + (4 + 2) * C + rows;
+}
+
 void exec_cost_layer(const model_config *m, exec_layer_bytes *b) {
   double C = (double)m->hidden_size, I = (double)m->intermediate_size, d = (double)m->head_dim;
   double QD = (double)m->num_heads * d, KD = (double)m->num_kv_heads * d, QKV = QD + 2 * KD;
   // rmsnorm_fwd_k: x read (fp32), the bf16 output written, the fp32 residual copy written, rstd.
   double norm_fwd = 4 * C + 2 * C + 4 * C + 4;
-  // rmsnorm_bwd_k: dx, dout, x read and rstd; dx, its bf16 copy and the weight-gradient rows written; colsum_k
-  // reads those rows back.
-  double norm_bwd = (4 + 4 + 4) * C + 4 + (4 + 2 + 4) * C + 4 * C;
+  double norm_bwd = norm_bwd_bytes(C);
   // layer_fwd: the q, k, v GEMMs write fp32 (+2 a column), then qkv_post_k reads them (fp32), writes bf16 q, k, v
   // and reads the token's cos and sin (d/2 fp32 each) and position.
   b->fwd_pre = norm_fwd + 2 * QKV + (4 + 2) * QKV + 4 * d + 8;
@@ -55,7 +61,7 @@ double exec_cost_weight_grads(const model_config *m) { return 6.0 * model_layer_
 // by atomics).
 double exec_cost_loss_token(const model_config *m) {
   double C = (double)m->hidden_size, V = (double)m->vocab_size, d = (double)m->head_dim;
-  double norm_bwd = (4 + 4 + 4) * C + 4 + (4 + 2 + 4) * C + 4 * C;
+  double norm_bwd = norm_bwd_bytes(C);
   return (4 + 4) * C + 4 + 8 + 4 * d + (4 + 2) * C + 4 + (2 + 2 + 2 + 2) * V + 12 + 2 * C + 4 * C + norm_bwd +
          4 * C + 4 + 8 * C;
 }

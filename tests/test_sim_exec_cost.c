@@ -41,9 +41,9 @@ TEST(exec_cost_backward_layer_bytes_are_swiglu_the_input_gradient_epilogues_the_
   model_config m = tiny();
   exec_layer_bytes b;
   exec_cost_layer(&m, &b);
-  // RMSNorm's backward: reads dx, dout, x (3 x 256) and rstd (4), writes dx (256), its bf16 copy (128) and the
-  // weight-gradient rows (256), which the column sum reads again (256): 1668.
-  double norm = 768 + 4 + 256 + 128 + 256 + 256;
+  // RMSNorm's backward: reads dx, dout, x (3 x 256) and rstd (4), writes dx (256) and its bf16 copy (128); C = 64
+  // is a multiple of 4, so the row kernel sums the weight gradient itself (no rows written and read again): 1156.
+  double norm = 768 + 4 + 256 + 128;
   // MLP half: SwiGLU's backward reads gate|up (512) and dh (256), writes dgate|dup (512); the gate and up input
   // gradients store fp32 dln (beta 0: +2 a column, 128; beta 1: +6, 384).
   CHECK_NEAR(b.bwd_post, 1280 + 128 + 384 + norm, 0);
@@ -51,6 +51,19 @@ TEST(exec_cost_backward_layer_bytes_are_swiglu_the_input_gradient_epilogues_the_
   // dq and dk (96 fp32: 384) and dq|dk|dv in bf16 (256); the bias sums read dq, dk, dv again (512); the q, k, v
   // input gradients into fp32 dln (beta 0, 1, 1: 128 + 384 + 384); the first norm's backward.
   CHECK_NEAR(b.bwd_pre, 512 + 64 + 8 + 384 + 256 + 512 + 896 + norm, 0);
+}
+
+TEST(exec_cost_norm_backward_writes_and_sums_weight_rows_where_the_row_kernel_does_not_run) {
+  // bwd_post holds one norm's backward beside 8 C of input-gradient epilogues and SwiGLU's 10 I: the row kernel
+  // (C a multiple of 4 and at most 4096, train/model_cuda_kernels.cu) moves 18 C + 4, the other form 26 C + 4.
+  model_config m = tiny();
+  exec_layer_bytes b96, b94, b4096, b4100;
+  m.hidden_size = 96, exec_cost_layer(&m, &b96);
+  m.hidden_size = 94, exec_cost_layer(&m, &b94);
+  m.hidden_size = 4096, exec_cost_layer(&m, &b4096);
+  m.hidden_size = 4100, exec_cost_layer(&m, &b4100);
+  CHECK_NEAR(b94.bwd_post - b96.bwd_post, 8.0 * (94 - 96) + (26.0 * 94 + 4) - (18.0 * 96 + 4), 0);
+  CHECK_NEAR(b4100.bwd_post - b4096.bwd_post, 8.0 * 4 + (26.0 * 4100 + 4) - (18.0 * 4096 + 4), 0);
 }
 
 TEST(exec_cost_weight_gradients_accumulate_six_bytes_a_weight_beyond_the_calibrated_gemm) {
@@ -65,9 +78,9 @@ TEST(exec_cost_loss_bytes_are_the_embedding_the_final_norm_and_three_reads_and_a
   // Embedding forward: row read and x[0] written (2 x 256) and the id (4); rotary table: position (8), cos and
   // sin (64); final RMSNorm forward without a copy: 256 + 128 + 4; cross-entropy over 256 bf16 logits read three
   // times and written once (2048), target, loss, argmax (12); the LM head's input gradient into fp32 (+128); dx
-  // cleared (256); the final norm's backward (1668); embedding backward: dx read, id, the gradient row read and
+  // cleared (256); the final norm's backward (1156, the row kernel's); embedding backward: dx read, id, the gradient row read and
   // written (256 + 4 + 512).
-  double want = 512 + 4 + 8 + 64 + 388 + 2048 + 12 + 128 + 256 + 1668 + 772;
+  double want = 512 + 4 + 8 + 64 + 388 + 2048 + 12 + 128 + 256 + 1156 + 772;
   CHECK_NEAR(exec_cost_loss_token(&m), want, 0);
 }
 
@@ -145,12 +158,12 @@ TEST(sim_exec_trainer_charges_its_layer_kernels_at_the_memory_rate_beside_the_ge
   // The q|k|v projection: 2 x 64 x 128 FLOPs a token; the forward's bytes before attention (1740 a token).
   CHECK_REL(phase_s(&tl, PHASE_QKV, STREAM_COMPUTE, 0), 2.0 * 64 * 128 * n / gemm_rate + 1740 * n / mem_rate, 1e-9);
   // The MLP half's backward: 2x its forward GEMMs (O 64 x 64 and the MLP 3 x 64 x 128, 2 FLOPs a MAC a token)
-  // and its backward bytes (3460 a token).
+  // and its backward bytes (2948 a token: the norm's backward sums its weight gradient in the row kernel).
   double post_flops = 2.0 * (64 * 64 + 3 * 64 * 128) * n;
-  CHECK_REL(phase_s(&tl, PHASE_POST_BWD, STREAM_COMPUTE, 0), 2 * post_flops / gemm_rate + 3460 * n / mem_rate, 1e-9);
+  CHECK_REL(phase_s(&tl, PHASE_POST_BWD, STREAM_COMPUTE, 0), 2 * post_flops / gemm_rate + 2948 * n / mem_rate, 1e-9);
   // The q|k|v half's backward, with the layer's fp32 weight-gradient accumulation once (6 x 36,864 bytes).
   CHECK_REL(phase_s(&tl, PHASE_QKV_BWD, STREAM_COMPUTE, 0),
-            2 * 2.0 * 64 * 128 * n / gemm_rate + (4300 * n + 6.0 * 36864) / mem_rate, 1e-9);
+            2 * 2.0 * 64 * 128 * n / gemm_rate + (3788 * n + 6.0 * 36864) / mem_rate, 1e-9);
   sim_timeline_free(&tl);
 }
 
@@ -158,10 +171,10 @@ TEST(sim_exec_trainer_loss_is_the_lm_head_gemms_and_its_bytes) {
   sim_timeline tl = {0};
   CHECK_EQ_INT(exec_step(1, &tl), 0);
   double n = 4096;
-  // LM head forward and backward: 3 x 2 x 64 x 256 FLOPs a token; 5860 bytes a token and two chunks' fp32 LM head
+  // LM head forward and backward: 3 x 2 x 64 x 256 FLOPs a token; 5348 bytes a token and two chunks' fp32 LM head
   // gradient (2 x 6 x 256 x 64).
   CHECK_REL(phase_s(&tl, PHASE_LOSS, STREAM_COMPUTE, -1),
-            3 * 2.0 * 64 * 256 * n / gemm_rate + (5860 * n + 2 * 6.0 * 256 * 64) / mem_rate, 1e-9);
+            3 * 2.0 * 64 * 256 * n / gemm_rate + (5348 * n + 2 * 6.0 * 256 * 64) / mem_rate, 1e-9);
   sim_timeline_free(&tl);
 }
 
