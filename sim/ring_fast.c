@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/util.h"
 #include "sim/cost.h"
 #include "sim/ring.h"
 
@@ -53,8 +54,9 @@ struct ring_compiled {
   int32_t *kv_from, *kv_to, *kv_have;
   uint32_t *kv_cost;
   int64_t *kv_t_at;      // [n_steps + 1] those posted at step s
-  uint8_t *kv_apart;     // [n_steps] the step's KV tasks are on distinct (sender, stream)s: none waits for another's
-                         // stream in the step, so they can be evaluated side by side
+  uint8_t *kv_apart;     // [n_steps] the step's KV tasks are on distinct (sender, stream)s and their senders got their
+                         // shards in earlier steps: none waits for another of the step, so they can be evaluated
+                         // side by side
   grad_task *g_t;        // the dK/dV transfers that are tasks, in order; [n_steps + 1] those of step s
   int64_t *g_t_at;
   link_cost *costs;      // the transfers' distinct seconds and streams (n_costs of them; cost_of)
@@ -180,7 +182,7 @@ static int compile_kv(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int3
       uint32_t cost = cost_of(x, c, t->link, t->bytes);
       if (cost == UINT32_MAX) return -1;
       int32_t *s = &seen[(int64_t)ring_stream_of(t->link) * W + t->from];
-      if (*s == st) c->kv_apart[st] = 0;
+      if (*s == st || have >= c->kv_t_at[st]) c->kv_apart[st] = 0;
       *s = st;
       if (have >= 0 && n - 1 - have > longest) longest = n - 1 - have;
       c->kv_from[n] = t->from, c->kv_to[n] = t->to, c->kv_have[n] = have, c->kv_cost[n] = cost;
@@ -358,21 +360,128 @@ static void step_computes(sim_engine *g, const ring_ctx *x, ring_compiled *c, in
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+// step_computes eight ranks at a time (AVX-512): the same operations on each rank's values, each comparison written as
+// the scalar code's (a NaN goes the same way), the ids in rank order; for step seconds in single precision and
+// step_comm's seconds by index.
+__attribute__((target("avx512f"))) static void step_computes_avx512(sim_engine *g, const ring_ctx *x, ring_compiled *c,
+                                                                     int st, int bwd) {
+  int W = x->world;
+  const int32_t *dep = c->cdep + (int64_t)st * W;
+  const float *comp_s = x->step_s + (int64_t)st * W;
+  const uint16_t *cix = c->comm_ix[bwd] + (int64_t)st * W;
+  const double *cval = c->comm_val[bwd];
+  double *cfree = c->free_s, *busy = g->busy, slow = x->comm_slowdown;
+  const __m512d zero = _mm512_setzero_pd(), vslow = _mm512_set1_pd(slow);
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i idle = _mm512_set1_epi32(IDLE_STEP), km = _mm512_set1_epi32((int32_t)c->kv_mask);
+  int32_t id = (int32_t)g->n_tasks;
+  for (int r = 0; r < W; r += 8) {
+    __mmask16 in = r + 8 <= W ? 0xff : (__mmask16)((1u << (W - r)) - 1);
+    __m512i dp = _mm512_maskz_loadu_epi32(in, dep + r);
+    __mmask16 on16 = _mm512_mask_cmpneq_epi32_mask(in, dp, idle);
+    __mmask8 on = (__mmask8)on16, has = (__mmask8)_mm512_mask_cmpge_epi32_mask(on16, dp, _mm512_setzero_si512());
+    __m512d ke = _mm512_mask_i32gather_pd(zero, has, _mm512_castsi512_si256(_mm512_and_si512(dp, km)), c->kv_end, 8);
+    __m512d pt = _mm512_maskz_loadu_pd((__mmask8)in, c->prev_t + r);
+    __m512d comp = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(in, comp_s + r)));
+    __m256i ci = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(cix + r)));  // cix has 16 past its end
+    __m512d comm = _mm512_i32gather_pd(ci, cval, 8), t = comp;
+    if (!(slow <= 1)) {  // cost_under_comm
+      __mmask8 keep = _mm512_cmp_pd_mask(comm, zero, _CMP_LE_OQ) | _mm512_cmp_pd_mask(comp, zero, _CMP_LE_OQ);
+      __m512d a = _mm512_mul_pd(comp, vslow), b = _mm512_add_pd(comm, _mm512_sub_pd(comp, _mm512_div_pd(comm, vslow)));
+      t = _mm512_mask_blend_pd(keep, _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, comm, _CMP_LE_OQ), b, a), comp);
+    }
+    __m512d ready = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(pt, ke, _CMP_GT_OQ), ke, pt);
+    __m512d d = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(t, zero, _CMP_GT_OQ), t);
+    __m512d start = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(ready, zero, _CMP_GT_OQ), ready);
+    __m512d cf = _mm512_maskz_loadu_pd((__mmask8)in, cfree + r);
+    start = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(cf, start, _CMP_GT_OQ), start, cf);
+    __m512d end = _mm512_add_pd(start, d);
+    if (busy) {
+      __mmask8 m = on & _mm512_cmp_pd_mask(d, zero, _CMP_GT_OQ);
+      __m512d b = _mm512_maskz_loadu_pd(m, busy + r);
+      _mm512_mask_storeu_pd(busy + r, m, _mm512_add_pd(b, d));
+    }
+    _mm512_mask_storeu_pd(c->cur_t + r, (__mmask8)in, _mm512_mask_blend_pd(on, pt, end));
+    _mm512_mask_storeu_pd(cfree + r, on, end);
+    _mm512_mask_storeu_epi32(c->last_id + r, on16, _mm512_add_epi32(_mm512_set1_epi32(id), _mm512_maskz_expand_epi32(on16, iota)));
+    id += on == 0xff ? 8 : __builtin_popcount(on);
+  }
+  g->n_tasks = id;
+}
+
+// A step's KV transfers eight at a time (AVX-512), where none of them waits for another (kv_apart): add_transfer's
+// operations on each, the ids in order.
+__attribute__((target("avx512f"))) static void step_kv_avx512(sim_engine *g, ring_compiled *c, int64_t i0, int64_t i1) {
+  const __m512d zero = _mm512_setzero_pd();
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i km = _mm512_set1_epi32((int32_t)c->kv_mask), z = _mm512_setzero_si512();
+  int64_t mask = c->kv_mask;
+  int32_t id = (int32_t)g->n_tasks;
+  for (int64_t i = i0; i < i1; i += 8) {
+    __mmask16 in = i + 8 <= i1 ? 0xff : (__mmask16)((1u << (i1 - i)) - 1);
+    __mmask8 in8 = (__mmask8)in;
+    __m512i from = _mm512_maskz_loadu_epi32(in, c->kv_from + i), to = _mm512_maskz_loadu_epi32(in, c->kv_to + i);
+    __m512i have = _mm512_maskz_loadu_epi32(in, c->kv_have + i), cost = _mm512_maskz_loadu_epi32(in, c->kv_cost + i);
+    __mmask8 hv = (__mmask8)_mm512_mask_cmpge_epi32_mask(in, have, z);
+    __m512d ke = _mm512_mask_i32gather_pd(zero, hv, _mm512_castsi512_si256(_mm512_and_si512(have, km)), c->kv_end, 8);
+    __m512d pf = _mm512_mask_i32gather_pd(zero, in8, _mm512_castsi512_si256(from), c->prev_t, 8);
+    __m512d pto = _mm512_mask_i32gather_pd(zero, in8, _mm512_castsi512_si256(to), c->prev_t, 8);
+    __m512d ready = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(pf, ke, _CMP_GT_OQ), ke, pf);
+    ready = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(pto, ready, _CMP_GT_OQ), ready, pto);
+    __m512d dur = _mm512_mask_i32gather_pd(zero, in8, _mm512_castsi512_si256(cost), c->cost_dur, 8);
+    __m512i k = _mm512_add_epi32(_mm512_mask_i32gather_epi32(z, in, cost, c->cost_soff, 4), from);
+    __m256i k8 = _mm512_castsi512_si256(k);
+    __m512d d = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(dur, zero, _CMP_GT_OQ), dur);
+    __m512d start = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(ready, zero, _CMP_GT_OQ), ready);
+    __m512d fr = _mm512_mask_i32gather_pd(zero, in8, k8, c->free_s, 8);
+    start = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(fr, start, _CMP_GT_OQ), start, fr);
+    __m512d end = _mm512_add_pd(start, d);
+    _mm512_mask_i32scatter_epi32(c->last_s, in, k, _mm512_add_epi32(_mm512_set1_epi32(id), iota), 4);
+    _mm512_mask_i32scatter_pd(c->free_s, in8, k8, end, 8);
+    if ((i & mask) + 8 <= mask + 1) _mm512_mask_storeu_pd(c->kv_end + (i & mask), in8, end);
+    else _mm512_mask_i32scatter_pd(c->kv_end, in8,
+                                   _mm512_castsi512_si256(_mm512_and_si512(_mm512_add_epi32(_mm512_set1_epi32((int32_t)i), iota), km)),
+                                   end, 8);
+    id += in == 0xff ? 8 : __builtin_popcount(in);
+  }
+  g->n_tasks = id;
+}
+#endif
+
 // One pass's steps: computes, KV transfers, and (bwd) dK/dV transfers and their owners' barriers. The engine has room
 // for every task of the pass (ring_fast_pass reserved it).
 static void run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_compiled *c, const double *compute, int bwd) {
   int64_t node = 0;  // the next dK/dV node (compile_grad's numbering)
   int64_t km = c->kv_mask, nm = c->node_mask;
+#if defined(__x86_64__) && defined(__GNUC__)
+  int wide = sr_isa() >= SR_ISA_AVX512 && (int64_t)x->world * STREAM_COUNT < INT32_MAX && km < INT32_MAX;
+#else
+  int wide = 0;
+#endif
   for (int st = 0; st < rt->n_steps; st++) {
-    step_computes(g, x, c, st, compute, bwd);
-    for (int64_t i = c->kv_t_at[st]; i < c->kv_t_at[st + 1]; i++) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (wide && x->step_s && c->comm_ix[bwd]) step_computes_avx512(g, x, c, st, bwd);
+    else
+#endif
+      step_computes(g, x, c, st, compute, bwd);
+    int64_t i = c->kv_t_at[st];
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (wide && c->kv_apart[st]) {
+      step_kv_avx512(g, c, i, c->kv_t_at[st + 1]);
+      i = c->kv_t_at[st + 1];
+    }
+#endif
+    for (; i < c->kv_t_at[st + 1]; i++) {
       int32_t have = c->kv_have[i], from = c->kv_from[i];
       uint32_t cost = c->kv_cost[i];
       double ready = later(later(have >= 0 ? c->kv_end[have & km] : 0, c->prev_t[from]), c->prev_t[c->kv_to[i]]);
       c->kv_end[i & km] = add_transfer(g, c, c->cost_soff[cost] + from, c->cost_dur[cost], ready);
     }
-    for (int64_t i = bwd ? c->g_t_at[st] : 0; bwd && i < c->g_t_at[st + 1]; i++) {
-      const grad_task *d = &c->g_t[i];
+    for (int64_t j = bwd ? c->g_t_at[st] : 0; bwd && j < c->g_t_at[st + 1]; j++) {
+      const grad_task *d = &c->g_t[j];
       double ready = later(c->cur_t[d->from], d->dep >= 0 ? c->node_end[d->dep & nm] : 0);
       double end = c->node_end[node & nm] = add_transfer(g, c, c->cost_soff[d->cost] + d->from, c->cost_dur[d->cost], ready);
       node++;
