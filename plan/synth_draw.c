@@ -101,7 +101,7 @@ void synth_iota(int32_t *out, int64_t n) {
 
 // A word's bits four at a time, written whether set or not (the writes past its last set bit are overwritten by the
 // next word's), where out has room for them: the loop's exit no longer mispredicts about once a word.
-void synth_take_bits(uint64_t *bits, int64_t w0, int64_t words, int64_t n_struct, int32_t *out, int64_t count) {
+static void take_bits_plain(uint64_t *bits, int64_t w0, int64_t words, int64_t n_struct, int32_t *out, int64_t count) {
   int64_t k = n_struct;
   for (int64_t w = w0; w < words && k < count; w++) {
     uint64_t x = bits[w];
@@ -119,4 +119,47 @@ void synth_take_bits(uint64_t *bits, int64_t w0, int64_t words, int64_t n_struct
     for (k = k < end ? k : end; x; x &= x - 1) out[k++] = (int32_t)(base + __builtin_ctzll(x));
     k = end;
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The same a word at a time without a branch on its bits (a third of the words hold any at 4M tokens, at random: the
+// test mispredicted about every third word): the set bits' positions compressed into bytes (AVX-512 VBMI2), widened
+// and written sixteen at a time, as many as the word holds (a masked store: nothing past them, nor past count).
+__attribute__((target("avx512f,avx512bw,avx512vbmi2,popcnt"))) static void take_bits_vbmi2(uint64_t *bits, int64_t w0,
+                                                                                              int64_t words,
+                                                                                              int64_t n_struct,
+                                                                                              int32_t *out, int64_t count) {
+  const __m512i iota = _mm512_set_epi8(63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43,
+                                       42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22,
+                                       21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  int64_t k = n_struct;
+  for (int64_t w = w0; w < words && k < count; w++) {
+    uint64_t x = bits[w];
+    if (w == w0) x &= ~0ull << (n_struct & 63);
+    bits[w] = 0;
+    int n = (int)_mm_popcnt_u64(x);
+    __m512i at = _mm512_maskz_compress_epi8(x, iota), base = _mm512_set1_epi32((int32_t)(w * 64));
+    _mm512_mask_storeu_epi32(out + k, (__mmask16)((1u << (n < 16 ? n : 16)) - 1),
+                             _mm512_add_epi32(_mm512_cvtepu8_epi32(_mm512_castsi512_si128(at)), base));
+    for (int j = 1; 16 * j < n; j++) {  // more than sixteen: the next sixteen bytes
+      int left = n - 16 * j;
+      __m128i b = j == 1 ? _mm512_extracti32x4_epi32(at, 1) : j == 2 ? _mm512_extracti32x4_epi32(at, 2)
+                                                                     : _mm512_extracti32x4_epi32(at, 3);
+      _mm512_mask_storeu_epi32(out + k + 16 * j, (__mmask16)((1u << (left < 16 ? left : 16)) - 1),
+                               _mm512_add_epi32(_mm512_cvtepu8_epi32(b), base));
+    }
+    k += n;
+  }
+}
+#endif
+
+void synth_take_bits(uint64_t *bits, int64_t w0, int64_t words, int64_t n_struct, int32_t *out, int64_t count) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (sr_isa() >= SR_ISA_AVX512 && __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("popcnt") && words <= INT32_MAX / 64) {
+    take_bits_vbmi2(bits, w0, words, n_struct, out, count);
+    return;
+  }
+#endif
+  take_bits_plain(bits, w0, words, n_struct, out, count);
 }
