@@ -53,6 +53,49 @@ __attribute__((target("avx2"))) static inline __m256i temper8(__m256i k) {
   return _mm256_xor_si256(k, _mm256_srli_epi32(k, 18));
 }
 
+// Eight words of the twist (SR_MT_MIX) from their own, their successors' and their partners' words.
+__attribute__((target("avx2"))) static inline __m256i mix8(__m256i a, __m256i b, __m256i c) {
+  __m256i y = _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32((int)0x80000000u)),
+                              _mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)));
+  __m256i odd = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_and_si256(b, _mm256_set1_epi32(1)));  // b & 1: all ones
+  return _mm256_xor_si256(_mm256_xor_si256(c, _mm256_srli_epi32(y, 1)),
+                          _mm256_and_si256(odd, _mm256_set1_epi32((int)0x9908b0dfu)));
+}
+
+// sr_mt_twist_words eight words at a time: word k reads words k + 1 (not yet twisted, also when among the eight: they
+// are loaded before the eight are stored) and k + M, or past N - M the word k + M - N twisted 227 words before (in an
+// earlier eight), so the eight are each the scalar loop's word.
+__attribute__((target("avx2"))) static void twist_words_avx2(uint32_t *mt, int a, int b) {
+  int k = a;
+  for (; k + 8 <= b && k + 8 <= SR_MT_N - SR_MT_M; k += 8)
+    _mm256_storeu_si256((__m256i *)(mt + k), mix8(_mm256_loadu_si256((const __m256i *)(mt + k)),
+                                                  _mm256_loadu_si256((const __m256i *)(mt + k + 1)),
+                                                  _mm256_loadu_si256((const __m256i *)(mt + k + SR_MT_M))));
+  for (; k < b && k < SR_MT_N - SR_MT_M; k++) mt[k] = SR_MT_MIX(mt[k], mt[k + 1], mt[k + SR_MT_M]);
+  for (; k + 8 <= b && k + 8 <= SR_MT_N - 1; k += 8)
+    _mm256_storeu_si256((__m256i *)(mt + k), mix8(_mm256_loadu_si256((const __m256i *)(mt + k)),
+                                                  _mm256_loadu_si256((const __m256i *)(mt + k + 1)),
+                                                  _mm256_loadu_si256((const __m256i *)(mt + k + SR_MT_M - SR_MT_N))));
+  sr_mt_twist_words(mt, k, b);  // the last few
+}
+
+// sr_mt_refill with the twist eight words at a time.
+__attribute__((target("avx2"))) static void refill_avx2(sr_mt *r) {
+  uint32_t *mt = r->mt;
+  if (r->mti == SR_MT_N) {
+    twist_words_avx2(mt, 0, SR_MT_N);
+    r->mti = 0;
+    r->ready = SR_MT_N;
+    return;
+  }
+  int end = r->ready + (r->ready < 8 ? 8 : r->ready);
+  if (end > SR_MT_N) end = SR_MT_N;
+  int need = end - 1 < SR_MT_N - SR_MT_M ? end + SR_MT_M : SR_MT_N;
+  for (; r->init < need; r->init++) mt[r->init] = 1812433253u * (mt[r->init - 1] ^ (mt[r->init - 1] >> 30)) + (uint32_t)r->init;
+  twist_words_avx2(mt, r->ready, end);
+  r->ready = end;
+}
+
 __attribute__((target("avx2"))) static void verticals_avx2(sr_mt *r, int64_t n, int32_t *x, int64_t m,
                                                            const uint64_t *bits) {
   const __m256i even_odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
@@ -60,8 +103,9 @@ __attribute__((target("avx2"))) static void verticals_avx2(sr_mt *r, int64_t n, 
   const __m128i top = _mm_set1_epi32((int32_t)(n - 1));
   int64_t j = 0;
   while (j < m) {
-    // The first round after seeding makes its outputs on demand; made now, they are the same words.
-    while (r->mti + 16 > r->ready && r->ready < SR_MT_N) sr_mt_refill(r);
+    // The first round after seeding makes its outputs on demand; made now, they are the same words. A round's end
+    // twists the next (sr_mt_next's refill, eight words at a time).
+    while ((r->mti + 16 > r->ready && r->ready < SR_MT_N) || r->mti == SR_MT_N) refill_avx2(r);
     if (j + 8 > m || r->mti + 16 > r->ready) {  // the chunk's last few, or a pair across two rounds
       one_vertical(r, n, x, j++, bits);
       continue;
