@@ -286,6 +286,10 @@ void tiles_fast_pairs_per_cell(tiles_fast *f, int per_cell);
 int tiles_fast_lean(const tiles_fast *f, const head_pattern *h);
 // The kept pairs counted in total since the last call.
 int64_t tiles_fast_take_pairs(tiles_fast *f);
+// The column tiles a lean view's sorted unique keys make below n_tiles tiles, on the code path sr_isa picks: each
+// tile's kb, keys, sum of their own-tile rows and runs at its two edges into out[5 t .. 5 t + 4] (room for
+// min(n_keys, n_tiles) tiles); returns the tiles, or -1 when memory runs out. For the tests.
+int64_t tiles_fast_key_tiles(const int32_t *keys, int64_t n_keys, int64_t n_tiles, int64_t *out);
 // Whether a head added since the last call counted kept pairs per cell (tiles_accounter_take_cell_pairs).
 int tiles_fast_take_cell_pairs(tiles_fast *f);
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout
