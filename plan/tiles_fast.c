@@ -483,6 +483,7 @@ int64_t tiles_fast_key_tiles(const int32_t *keys, int64_t n_keys, int64_t n_tile
 // kb, so a diagonal stops at the first that would fall past the interior. A diagonal missing two or more
 // offsets on a side searches only the tiles with two or more verticals at that edge (rarer still), one
 // missing one offset the tiles with a vertical there. Returns 0 or -1 (out of memory).
+#define FULL_EXC_BATCH 16
 static int full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_pd, const col_tile *ct, int64_t n_ct,
                            work_count *hc) {
   int64_t max_pre = 0, max_suf = 0, n[4] = {0}, *list = malloc((size_t)(4 * n_ct + 1) * sizeof *list);
@@ -496,17 +497,23 @@ static int full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_
     if (ct[t].vpre >= 2) edge[2][n[2]++] = t;
     if (ct[t].vsuf >= 2) edge[3][n[3]++] = t;
   }
+  // The cells are W x W apart at random (tens of megabytes): fetched a batch ahead of their updates (integers: the
+  // same counts in any order), not one miss at a time.
+  work_count *batch[FULL_EXC_BATCH];
+  int nb = 0;
   for (int64_t x = 0; x < n_pd; x++) {
     if (pd[x].pre > max_pre || pd[x].suf > max_suf) continue;
     int k = pd[x].pre >= 2 ? 2 : pd[x].suf >= 2 ? 3 : pd[x].pre ? 0 : 1;  // pre = suf = 0 is a full diagonal
     for (int64_t i = 0; i < n[k] && ct[edge[k][i]].kb + pd[x].delta < c->nbi; i++) {
       const col_tile *t = &ct[edge[k][i]];
       if (t->vpre < pd[x].pre || t->vsuf < pd[x].suf) continue;
-      work_count *w = cell(hc, c, (t->kb + pd[x].delta) % c->P, t->kb % c->P);
-      w->full++;
-      w->partial--;
+      work_count *w = batch[nb++] = cell(hc, c, (t->kb + pd[x].delta) % c->P, t->kb % c->P);
+      __builtin_prefetch(w, 1), __builtin_prefetch((const char *)w + sizeof *w - 1, 1);
+      if (nb == FULL_EXC_BATCH)
+        for (; nb > 0; nb--) batch[nb - 1]->full++, batch[nb - 1]->partial--;
     }
   }
+  for (; nb > 0; nb--) batch[nb - 1]->full++, batch[nb - 1]->partial--;
   free(list);
   return 0;
 }
