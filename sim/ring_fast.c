@@ -31,6 +31,15 @@ static uint64_t cost_hash(link_class link, int64_t bytes) {
   return z ^ (z >> 29);
 }
 
+// A dK/dV transfer that is a task. Nodes are these transfers and the barriers where an owner joins flushes of a
+// shard, numbered as created: a transfer's node is the next number, and the barrier (when `bar` >= 0) the one after.
+// Its sender, the node of the accumulator it adds to (-1: none), the node it joins in a barrier at the receiver
+// (-1: none), and its seconds and stream (an index into costs).
+typedef struct {
+  int32_t from, dep, bar;
+  uint32_t cost;
+} grad_task;
+
 #define IDLE_STEP (-2)  // cdep of a rank that computes nothing at a step (its source is no rank)
 
 struct ring_compiled {
@@ -48,16 +57,8 @@ struct ring_compiled {
   uint8_t *kv_apart;     // [n_steps] the step's KV tasks are on distinct (sender, stream)s and their senders got their
                          // shards in earlier steps: none waits for another of the step, so they can be evaluated
                          // side by side
-  // The dK/dV transfers that are tasks, in order, an array a field. Nodes are these transfers and the barriers where an
-  // owner joins flushes of a shard, numbered as created: a transfer's node is the next number, and the barrier (when
-  // it has one) the one after. Its sender, the node of the accumulator it adds to (-1: none), the node it joins in a
-  // barrier at the receiver (-1: none), its seconds and stream (an index into costs), and its node.
-  int32_t *g_from, *g_dep, *g_bar, *g_node;
-  uint32_t *g_cost;
-  int64_t *g_t_at;       // [n_steps + 1] those of step s
-  int64_t *g_node_at;    // [n_steps + 1] the first node of step s
-  uint8_t *g_apart;      // [n_steps] the step's dK/dV transfers are on distinct (sender, stream)s and wait for nodes of
-                         // earlier steps only: they can be evaluated side by side
+  grad_task *g_t;        // the dK/dV transfers that are tasks, in order; [n_steps + 1] those of step s
+  int64_t *g_t_at;
   link_cost *costs;      // the transfers' distinct seconds and streams (n_costs of them; cost_of)
   int64_t n_costs, cap_costs;
   int64_t *cost_slot;    // [cost_slots] an open-addressed table of indices into costs by (link, bytes), -1: empty
@@ -90,14 +91,8 @@ static void compiled_free(ring_compiled *c) {
   free(c->kv_cost);
   free(c->kv_t_at);
   free(c->kv_apart);
-  free(c->g_from);
-  free(c->g_dep);
-  free(c->g_bar);
-  free(c->g_node);
-  free(c->g_cost);
+  free(c->g_t);
   free(c->g_t_at);
-  free(c->g_node_at);
-  free(c->g_apart);
   free(c->costs);
   free(c->cost_slot);
   free(c->cost_dur);
@@ -152,10 +147,9 @@ static uint32_t cost_of(ring_ctx *x, ring_compiled *c, link_class link, int64_t 
   return (uint32_t)c->n_costs++;
 }
 
-// One less than the smallest power of two above `longest` (at least 15: the sixteen nodes eight dK/dV transfers may
-// write at once fall on distinct slots): a ring buffer's mask.
+// One less than the smallest power of two above `longest` (at least 7): a ring buffer's mask.
 static int64_t ring_mask(int64_t longest) {
-  int64_t b = 16;
+  int64_t b = 8;
   while (b <= longest) b *= 2;
   return b - 1;
 }
@@ -201,34 +195,26 @@ static int compile_kv(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int3
 }
 
 // ring.c's deliv_d bookkeeping (grad_part) on nodes; and the longest distance from a node to the last one written when
-// its end is read (node_mask; the owners' last nodes are read after the pass). Also which steps' transfers are on
-// distinct (sender, stream)s and wait for earlier steps' nodes only (seen: [W * STREAM_COUNT] scratch).
-static int compile_grad(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dd, int32_t *seen) {
+// its end is read (node_mask; the owners' last nodes are read after the pass).
+static int compile_grad(ring_ctx *x, const ring_routes *rt, ring_compiled *c, int32_t *dd) {
   int W = x->world;
   for (int64_t i = 0; i < (int64_t)W * W; i++) dd[i] = -1;
-  for (int64_t i = 0; i < (int64_t)W * STREAM_COUNT; i++) seen[i] = -1;
   int64_t nodes = 0, n = 0, longest = 0;
   for (int st = 0; st < rt->n_steps; st++) {
     c->g_t_at[st] = n;
-    c->g_node_at[st] = nodes;
-    c->g_apart[st] = 1;
     for (int64_t i = rt->grad_at[st]; i < rt->grad_at[st + 1]; i++) {
       const route *t = &rt->grad[i];
       if (!valid(x, t->from) || !valid(x, t->to) || !valid(x, t->shard) || t->bytes <= 0) continue;
       uint32_t cost = cost_of(x, c, t->link, t->bytes);
       if (cost == UINT32_MAX) return -1;
-      int32_t node = (int32_t)nodes++, *slot = &dd[(int64_t)t->to * W + t->shard], dep = dd[(int64_t)t->from * W + t->shard];
-      c->g_from[n] = t->from, c->g_dep[n] = dep, c->g_bar[n] = *slot, c->g_cost[n] = cost, c->g_node[n++] = node;
-      if (dep >= 0 && node - 1 - dep > longest) longest = node - 1 - dep;
+      int32_t node = (int32_t)nodes++, *slot = &dd[(int64_t)t->to * W + t->shard];
+      c->g_t[n++] = (grad_task){t->from, dd[(int64_t)t->from * W + t->shard], *slot, cost};
+      if (c->g_t[n - 1].dep >= 0 && node - 1 - c->g_t[n - 1].dep > longest) longest = node - 1 - c->g_t[n - 1].dep;
       if (*slot >= 0 && node - *slot > longest) longest = node - *slot;  // read once the transfer's node is written
-      int32_t *s = &seen[(int64_t)ring_stream_of(t->link) * W + t->from];
-      if (*s == st || dep >= c->g_node_at[st] || *slot >= c->g_node_at[st]) c->g_apart[st] = 0;
-      *s = st;
       *slot = *slot >= 0 ? (int32_t)nodes++ : node;  // a barrier joins the earlier flush and this one
     }
   }
   c->g_t_at[rt->n_steps] = n;
-  c->g_node_at[rt->n_steps] = nodes;
   for (int r = 0; r < W; r++) {
     c->done_node[r] = dd[(int64_t)r * W + r];
     if (c->done_node[r] >= 0 && nodes - 1 - c->done_node[r] > longest) longest = nodes - 1 - c->done_node[r];
@@ -284,24 +270,18 @@ static ring_compiled *compile(ring_ctx *x, const ring_routes *rt) {
   c->kv_cost = malloc(nk * sizeof *c->kv_cost);
   c->kv_t_at = malloc(((size_t)rt->n_steps + 1) * sizeof *c->kv_t_at);
   c->kv_apart = malloc(((size_t)rt->n_steps + 1) * sizeof *c->kv_apart);
-  c->g_from = malloc(ng * sizeof *c->g_from);
-  c->g_dep = malloc(ng * sizeof *c->g_dep);
-  c->g_bar = malloc(ng * sizeof *c->g_bar);
-  c->g_node = malloc(ng * sizeof *c->g_node);
-  c->g_cost = malloc(ng * sizeof *c->g_cost);
+  c->g_t = malloc(ng * sizeof *c->g_t);
   c->g_t_at = malloc(((size_t)rt->n_steps + 1) * sizeof *c->g_t_at);
-  c->g_node_at = malloc(((size_t)rt->n_steps + 1) * sizeof *c->g_node_at);
-  c->g_apart = malloc(((size_t)rt->n_steps + 1) * sizeof *c->g_apart);
   c->done_node = malloc((size_t)W * sizeof *c->done_node);
   c->prev_t = malloc((size_t)W * sizeof *c->prev_t);
   c->cur_t = malloc((size_t)W * sizeof *c->cur_t);
   c->last_id = malloc((size_t)W * sizeof *c->last_id);
   c->free_s = malloc((size_t)W * STREAM_COUNT * sizeof *c->free_s);
   c->last_s = malloc((size_t)W * STREAM_COUNT * sizeof *c->last_s);
-  if (!c->cdep || !c->kv_from || !c->kv_to || !c->kv_have || !c->kv_cost || !c->kv_t_at || !c->kv_apart || !c->g_from ||
-      !c->g_dep || !c->g_bar || !c->g_node || !c->g_cost || !c->g_t_at || !c->g_node_at || !c->g_apart || !c->done_node || !c->prev_t || !c->cur_t || !c->last_id || !c->free_s || !c->last_s)
+  if (!c->cdep || !c->kv_from || !c->kv_to || !c->kv_have || !c->kv_cost || !c->kv_t_at || !c->kv_apart || !c->g_t ||
+      !c->g_t_at || !c->done_node || !c->prev_t || !c->cur_t || !c->last_id || !c->free_s || !c->last_s)
     goto oom;
-  if (compile_kv(x, rt, c, scratch, seen) || compile_grad(x, rt, c, scratch, seen)) goto oom;
+  if (compile_kv(x, rt, c, scratch, seen) || compile_grad(x, rt, c, scratch)) goto oom;
   for (size_t i = n; i < n + 16; i++) c->cdep[i] = IDLE_STEP;
   c->cost_dur = malloc(((size_t)c->n_costs + 1) * sizeof *c->cost_dur);
   c->cost_soff = malloc(((size_t)c->n_costs + 1) * sizeof *c->cost_soff);
@@ -469,51 +449,15 @@ __attribute__((target("avx512f"))) static void step_kv_avx512(sim_engine *g, rin
   }
   g->n_tasks = id;
 }
-
-// A step's dK/dV transfers eight at a time (AVX-512), where none of them waits for another (g_apart): the scalar loop's
-// operations on each, a transfer's barrier where it has one; the ids follow the nodes (each a task, in order).
-__attribute__((target("avx512f"))) static void step_grad_avx512(sim_engine *g, ring_compiled *c, int64_t i0, int64_t i1,
-                                                                int64_t node0, int64_t node1) {
-  const __m512d zero = _mm512_setzero_pd();
-  const __m512i nm = _mm512_set1_epi32((int32_t)c->node_mask), z = _mm512_setzero_si512();
-  const __m512i id0 = _mm512_set1_epi32((int32_t)(g->n_tasks - node0));  // a node's task id is id0 + node
-  for (int64_t i = i0; i < i1; i += 8) {
-    __mmask16 in = i + 8 <= i1 ? 0xff : (__mmask16)((1u << (i1 - i)) - 1);
-    __mmask8 in8 = (__mmask8)in;
-    __m512i from = _mm512_maskz_loadu_epi32(in, c->g_from + i), dep = _mm512_maskz_loadu_epi32(in, c->g_dep + i);
-    __m512i bar = _mm512_maskz_loadu_epi32(in, c->g_bar + i), cost = _mm512_maskz_loadu_epi32(in, c->g_cost + i);
-    __m512i node = _mm512_maskz_loadu_epi32(in, c->g_node + i);
-    __mmask8 hd = (__mmask8)_mm512_mask_cmpge_epi32_mask(in, dep, z), hb = (__mmask8)_mm512_mask_cmpge_epi32_mask(in, bar, z);
-    __m512d ct = _mm512_mask_i32gather_pd(zero, in8, _mm512_castsi512_si256(from), c->cur_t, 8);
-    __m512d dn = _mm512_mask_i32gather_pd(zero, hd, _mm512_castsi512_si256(_mm512_and_si512(dep, nm)), c->node_end, 8);
-    __m512d ready = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(dn, ct, _CMP_GT_OQ), ct, dn);
-    __m512d dur = _mm512_mask_i32gather_pd(zero, in8, _mm512_castsi512_si256(cost), c->cost_dur, 8);
-    __m512i k = _mm512_add_epi32(_mm512_mask_i32gather_epi32(z, in, cost, c->cost_soff, 4), from);
-    __m256i k8 = _mm512_castsi512_si256(k);
-    __m512d d = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(dur, zero, _CMP_GT_OQ), dur);
-    __m512d start = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(ready, zero, _CMP_GT_OQ), ready);
-    __m512d fr = _mm512_mask_i32gather_pd(zero, in8, k8, c->free_s, 8);
-    start = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(fr, start, _CMP_GT_OQ), start, fr);
-    __m512d end = _mm512_add_pd(start, d);
-    __m512d bn = _mm512_mask_i32gather_pd(zero, hb, _mm512_castsi512_si256(_mm512_and_si512(bar, nm)), c->node_end, 8);
-    __m512d r = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(end, bn, _CMP_GT_OQ), bn, end);
-    r = _mm512_add_pd(_mm512_maskz_mov_pd(_mm512_cmp_pd_mask(r, zero, _CMP_GT_OQ), r), zero);
-    _mm512_mask_i32scatter_epi32(c->last_s, in, k, _mm512_add_epi32(id0, node), 4);
-    _mm512_mask_i32scatter_pd(c->free_s, in8, k8, end, 8);
-    _mm512_mask_i32scatter_pd(c->node_end, in8, _mm512_castsi512_si256(_mm512_and_si512(node, nm)), end, 8);
-    _mm512_mask_i32scatter_pd(c->node_end, hb,
-                              _mm512_castsi512_si256(_mm512_and_si512(_mm512_add_epi32(node, _mm512_set1_epi32(1)), nm)), r, 8);
-  }
-  g->n_tasks += node1 - node0;
-}
 #endif
 
 // One pass's steps: computes, KV transfers, and (bwd) dK/dV transfers and their owners' barriers. The engine has room
 // for every task of the pass (ring_fast_pass reserved it).
 static void run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_compiled *c, const double *compute, int bwd) {
+  int64_t node = 0;  // the next dK/dV node (compile_grad's numbering)
   int64_t km = c->kv_mask, nm = c->node_mask;
 #if defined(__x86_64__) && defined(__GNUC__)
-  int wide = sr_isa() >= SR_ISA_AVX512 && (int64_t)x->world * STREAM_COUNT < INT32_MAX && km < INT32_MAX && nm < INT32_MAX;
+  int wide = sr_isa() >= SR_ISA_AVX512 && (int64_t)x->world * STREAM_COUNT < INT32_MAX && km < INT32_MAX;
 #else
   int wide = 0;
 #endif
@@ -536,22 +480,15 @@ static void run_steps(sim_engine *g, ring_ctx *x, const ring_routes *rt, ring_co
       double ready = later(later(have >= 0 ? c->kv_end[have & km] : 0, c->prev_t[from]), c->prev_t[c->kv_to[i]]);
       c->kv_end[i & km] = add_transfer(g, c, c->cost_soff[cost] + from, c->cost_dur[cost], ready);
     }
-    int64_t j = bwd ? c->g_t_at[st] : 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (bwd && wide && c->g_apart[st]) {
-      step_grad_avx512(g, c, j, c->g_t_at[st + 1], c->g_node_at[st], c->g_node_at[st + 1]);
-      j = c->g_t_at[st + 1];
-    }
-#endif
-    for (; bwd && j < c->g_t_at[st + 1]; j++) {
-      int32_t from = c->g_from[j], dep = c->g_dep[j], bar = c->g_bar[j], node = c->g_node[j];
-      uint32_t cost = c->g_cost[j];
-      double ready = later(c->cur_t[from], dep >= 0 ? c->node_end[dep & nm] : 0);
-      double end = c->node_end[node & nm] = add_transfer(g, c, c->cost_soff[cost] + from, c->cost_dur[cost], ready);
-      if (bar >= 0) {  // the owner's earlier flush of this shard and this one, joined (a task on no stream)
+    for (int64_t j = bwd ? c->g_t_at[st] : 0; bwd && j < c->g_t_at[st + 1]; j++) {
+      const grad_task *d = &c->g_t[j];
+      double ready = later(c->cur_t[d->from], d->dep >= 0 ? c->node_end[d->dep & nm] : 0);
+      double end = c->node_end[node & nm] = add_transfer(g, c, c->cost_soff[d->cost] + d->from, c->cost_dur[d->cost], ready);
+      node++;
+      if (d->bar >= 0) {  // the owner's earlier flush of this shard and this one, joined (a task on no stream)
         g->n_tasks++;
-        double r = later(c->node_end[bar & nm], end);
-        c->node_end[(node + 1) & nm] = (r > 0 ? r : 0) + 0.0;
+        double r = later(c->node_end[d->bar & nm], end);
+        c->node_end[node++ & nm] = (r > 0 ? r : 0) + 0.0;
       }
     }
     double *t = c->prev_t;  // this step's ends are the next step's previous
