@@ -23,6 +23,7 @@
 int64_t tiles_fast_colbuf_max_period = 2048;  // the deferred sums: 48 P^2 bytes, 192 MiB at most
 int tiles_fast_overlap_walk = 0;
 int64_t tiles_fast_overlap_spill_keys = 0;
+int64_t tiles_fast_kept32_heads = 0;
 
 // the context, column tiles and cells: plan/tiles_fast_ctx.h
 
@@ -39,6 +40,7 @@ static void fast_free(fast_ctx *c) {
   free(c->kd_pre);
   free(c->cv_acc);
   free(c->kept_t);
+  free(c->kept_t32);
   free(c->cvt);
   free(c->pend_first);
   free(c->pend_t);
@@ -108,10 +110,16 @@ static int fast_init(const layout *l, fast_ctx *c, int periodic_ok) {
   c->hist = malloc((size_t)P * (TILE + 1) * sizeof *c->hist);
   c->kd_pre = malloc((size_t)(c->nbi + 2) * sizeof *c->kd_pre);
   c->n_m = c->nbi / P + 1;
-  if (P < c->nbi && P <= tiles_fast_colbuf_max_period) {  // periodic: the columns' sums deferred to the fold
+  // periodic: the columns' sums deferred to the fold (a head's prefix sums over m in 32 bits: n_m TILE keys at most)
+  if (P < c->nbi && P <= tiles_fast_colbuf_max_period && c->n_m * TILE <= INT32_MAX) {
     c->deferred = 1;
     c->cv_acc = calloc((size_t)P * (size_t)c->n_m, sizeof *c->cv_acc);
     c->kept_t = calloc((size_t)P * (size_t)P, sizeof *c->kept_t);
+    // A head adds a kept diagonal's row of its prefix sums (at most n_m TILE keys) for each of a residue's kept
+    // diagonals (at most n_m): in 32 bits while KEPT_HEADS heads at least fit
+    c->kept_bound = c->n_m * c->n_m * TILE;
+    if (c->kept_bound <= INT32_MAX / KEPT_HEADS && tiles_fast_kept32_heads >= 0)
+      c->kept_t32 = calloc((size_t)P * (size_t)P, sizeof *c->kept_t32);
     c->cvt = calloc((size_t)KEPT_HEADS * (size_t)P * (size_t)(c->n_m + 1), sizeof *c->cvt);
     c->pend_first = malloc((size_t)KEPT_HEADS * (size_t)(P + 1) * sizeof *c->pend_first);
     c->pend_t = malloc((size_t)KEPT_HEADS * (size_t)(c->nbi + 1) * sizeof *c->pend_t);

@@ -259,6 +259,9 @@ extern int64_t tiles_fast_overlap_spill_keys;
 extern int tiles_fast_overlap_by_tiles;
 // The fast path's tables for a layout whose local tiles are aligned global tiles (its period, the rank of
 // each residue); *out stays NULL when the layout is not aligned (the generic path applies).
+// The most heads whose kept diagonals' sums (tiles_fast_periodic.c, kept_apply) are kept in 32 bits before they are
+// added into the 64-bit ones: 0 as many as surely fit, -1 none (64 bits only). For the tests.
+extern int64_t tiles_fast_kept32_heads;
 typedef struct tiles_fast tiles_fast;
 int tiles_fast_open(const layout *l, tiles_fast **out, sr_error *e);
 // The same tables without the period (every tile its own residue, as for a contiguous layout), for a striped layout
