@@ -227,19 +227,21 @@ static int compile_grad(ring_ctx *x, const ring_routes *rt, ring_compiled *c, in
 // A table of step_comm's distinct seconds (they are the few sums of the few transfers' costs) and an index a (step,
 // rank) into it; 0 when there are more than an index holds (comm_s then keeps the seconds).
 static int compile_comm(ring_compiled *c, const double *s, int64_t n, int bwd) {
-  int64_t slots = 1 << 17, *t = malloc((size_t)slots * sizeof *t);
+  int64_t most = n < UINT16_MAX + 1 ? n : UINT16_MAX + 1, slots = 16;  // a table at most half full
+  int bits = 4;
+  while (slots < 2 * most) slots *= 2, bits++;
+  int64_t *t = malloc((size_t)slots * sizeof *t), nv = 0;
   uint16_t *ix = malloc(((size_t)n + 16) * sizeof *ix);
-  double *val = malloc(((size_t)UINT16_MAX + 1) * sizeof *val);
-  int64_t nv = 0;
+  double *val = malloc(((size_t)most + 1) * sizeof *val);
   if (!t || !ix || !val) goto fail;
   for (int64_t i = 0; i < slots; i++) t[i] = -1;
   for (int64_t i = 0; i < n; i++) {
     uint64_t b;
     memcpy(&b, &s[i], sizeof b);
-    uint64_t h = (b * 0x9e3779b97f4a7c15ull) >> 47;  // 17 bits
+    uint64_t h = (b * 0x9e3779b97f4a7c15ull) >> (64 - bits);
     while (t[h] >= 0 && memcmp(&val[t[h]], &s[i], sizeof b)) h = (h + 1) & (uint64_t)(slots - 1);
     if (t[h] < 0) {
-      if (nv > UINT16_MAX) goto fail;
+      if (nv >= most) goto fail;
       val[nv] = s[i], t[h] = nv++;
     }
     ix[i] = (uint16_t)t[h];
