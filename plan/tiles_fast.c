@@ -18,10 +18,12 @@
 
 #include "plan/tiles_fast_ctx.h"
 #include "plan/tiles_internal.h"
+#include "plan/util.h"
 
 int64_t tiles_fast_colbuf_max_period = 2048;  // the deferred sums: 48 P^2 bytes, 192 MiB at most
 int tiles_fast_overlap_walk = 0;
 int64_t tiles_fast_overlap_spill_keys = 0;
+int64_t tiles_fast_kept32_heads = 0;
 
 // the context, column tiles and cells: plan/tiles_fast_ctx.h
 
@@ -38,6 +40,7 @@ static void fast_free(fast_ctx *c) {
   free(c->kd_pre);
   free(c->cv_acc);
   free(c->kept_t);
+  free(c->kept_t32);
   free(c->cvt);
   free(c->pend_first);
   free(c->pend_t);
@@ -107,10 +110,16 @@ static int fast_init(const layout *l, fast_ctx *c, int periodic_ok) {
   c->hist = malloc((size_t)P * (TILE + 1) * sizeof *c->hist);
   c->kd_pre = malloc((size_t)(c->nbi + 2) * sizeof *c->kd_pre);
   c->n_m = c->nbi / P + 1;
-  if (P < c->nbi && P <= tiles_fast_colbuf_max_period) {  // periodic: the columns' sums deferred to the fold
+  // periodic: the columns' sums deferred to the fold (a head's prefix sums over m in 32 bits: n_m TILE keys at most)
+  if (P < c->nbi && P <= tiles_fast_colbuf_max_period && c->n_m * TILE <= INT32_MAX) {
     c->deferred = 1;
     c->cv_acc = calloc((size_t)P * (size_t)c->n_m, sizeof *c->cv_acc);
     c->kept_t = calloc((size_t)P * (size_t)P, sizeof *c->kept_t);
+    // A head adds a kept diagonal's row of its prefix sums (at most n_m TILE keys) for each of a residue's kept
+    // diagonals (at most n_m): in 32 bits while KEPT_HEADS heads at least fit
+    c->kept_bound = c->n_m * c->n_m * TILE;
+    if (c->kept_bound <= INT32_MAX / KEPT_HEADS && tiles_fast_kept32_heads >= 0)
+      c->kept_t32 = calloc((size_t)P * (size_t)P, sizeof *c->kept_t32);
     c->cvt = calloc((size_t)KEPT_HEADS * (size_t)P * (size_t)(c->n_m + 1), sizeof *c->cvt);
     c->pend_first = malloc((size_t)KEPT_HEADS * (size_t)(P + 1) * sizeof *c->pend_first);
     c->pend_t = malloc((size_t)KEPT_HEADS * (size_t)(c->nbi + 1) * sizeof *c->pend_t);
@@ -360,10 +369,9 @@ static int64_t column_tiles(fast_ctx *c, const iset *K) {
 // The same from a lean view's sorted keys: a tile's leading run (vpre) is its keys at offsets 0, 1, ... in a row,
 // its trailing run (vsuf) the keys in a row up to offset T - 1. A tile's keys are a stretch of the array, so each
 // tile is summed in locals and stored once. Returns the tiles, or -1.
-static int64_t column_tiles_of_keys(fast_ctx *c, const int32_t *keys, int64_t n_keys) {
+static int64_t column_tiles_of_keys_plain(fast_ctx *c, const int32_t *keys, int64_t n_keys) {
   const int64_t T = TILE, Np = c->nbi * T;
   int64_t n_ct = 0, i = 0;
-  if (column_room(c, sr_min64(n_keys, c->nbi))) return -1;  // at most a tile a key
   while (i < n_keys && keys[i] < Np) {
     int64_t kb = keys[i] / T, base = kb * T, end = i, own = 0, pre = 0;
     while (end < n_keys && keys[end] < base + T) {
@@ -379,12 +387,111 @@ static int64_t column_tiles_of_keys(fast_ctx *c, const int32_t *keys, int64_t n_
   return n_ct;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+// One tile of keys[i ..) (below end, all in interior tiles) from sixteen keys (AVX-512) into *t; returns its keys. A
+// tile's keys are the leading lanes whose offset from the tile's first row is below T (the keys ascend); its leading run
+// the lanes j at offset j, its trailing one those at offset T - n + j (n keys); its rows summed over offsets, below
+// 16 T. A tile of sixteen keys or more is counted the plain way.
+__attribute__((target("avx512f"))) static inline int64_t key_tile_avx512(const int32_t *keys, int64_t i, int64_t end,
+                                                                          col_tile *t) {
+  const int64_t T = TILE;
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int64_t kb = keys[i] / T, base = kb * T;
+  __mmask16 lanes = end - i >= 16 ? 0xffff : (__mmask16)((1u << (end - i)) - 1);
+  __m512i off = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(lanes, keys + i), _mm512_set1_epi32((int32_t)base));
+  unsigned in = (unsigned)_mm512_mask_cmplt_epu32_mask(lanes, off, _mm512_set1_epi32(TILE));  // lanes 0 .. n - 1
+  if (in == 0xffff) {  // sixteen keys or more
+    int64_t e = i, own = 0, pre = 0;
+    while (e < end && keys[e] < base + T) {
+      own += base + T - keys[e];
+      pre += keys[e] - base == pre;
+      e++;
+    }
+    int64_t suf = 0;
+    while (suf < e - i && keys[e - 1 - suf] == base + T - 1 - suf) suf++;
+    *t = (col_tile){kb, e - i, own, pre, suf};
+    return e - i;
+  }
+  int n = __builtin_ctz(~in);
+  int64_t sum = _mm512_mask_reduce_add_epi32((__mmask16)in, off);
+  unsigned at_start = (unsigned)_mm512_mask_cmpeq_epi32_mask((__mmask16)in, off, iota);
+  unsigned at_end = (unsigned)_mm512_mask_cmpeq_epi32_mask((__mmask16)in, off, _mm512_add_epi32(iota, _mm512_set1_epi32(TILE - n)));
+  // the runs: lanes from 0 at their place (the lanes from n on are not), lanes down from n - 1 at theirs (lane n - 1
+  // shifted to bit 31, a stop below lane 0)
+  int64_t pre = __builtin_ctz(~at_start), suf = __builtin_clz((~at_end << (32 - n)) | 1u << (31 - n));
+  *t = (col_tile){kb, n, (int64_t)n * T - sum, pre, suf};
+  return n;
+}
+
+// column_tiles_of_keys_plain a tile at a time (key_tile_avx512) along four stretches of the keys at once, each starting
+// on a tile of its own: a tile waits for the last one's key count (its first key's load), about 25 cycles, and four
+// such chains run side by side. Each stretch's tiles are written from min(its first key, its first tile) on (no earlier
+// stretch has more tiles than either), then moved down after the one before.
+#define KEY_STRETCHES 4
+__attribute__((target("avx512f"))) static int64_t column_tiles_of_keys_avx512(fast_ctx *c, const int32_t *keys,
+                                                                               int64_t n_keys) {
+  const int64_t T = TILE, Np = c->nbi * T;
+  int64_t lo = 0, hi = n_keys;  // the keys in interior tiles: keys[0 .. hi)
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (keys[mid] < Np) lo = mid + 1;
+    else hi = mid;
+  }
+  int64_t at[KEY_STRETCHES + 1], i[KEY_STRETCHES], n[KEY_STRETCHES], out[KEY_STRETCHES];
+  at[0] = 0, at[KEY_STRETCHES] = hi;
+  for (int k = 1; k < KEY_STRETCHES; k++) {  // a stretch starts at a tile's first key
+    int64_t j = sr_max64(at[k - 1], hi * k / KEY_STRETCHES);
+    while (j > at[k - 1] && j < hi && keys[j] / T == keys[j - 1] / T) j++;
+    at[k] = j;
+  }
+  for (int k = 0; k < KEY_STRETCHES; k++) {
+    i[k] = at[k], n[k] = 0;
+    out[k] = at[k] < hi ? sr_min64(at[k], keys[at[k]] / T) : 0;
+  }
+  col_tile *ct = c->ct;
+  while (i[0] < at[1] && i[1] < at[2] && i[2] < at[3] && i[3] < at[4])
+    for (int k = 0; k < KEY_STRETCHES; k++) i[k] += key_tile_avx512(keys, i[k], at[k + 1], &ct[out[k] + n[k]++]);
+  int64_t n_ct = 0;
+  for (int k = 0; k < KEY_STRETCHES; k++) {
+    while (i[k] < at[k + 1]) i[k] += key_tile_avx512(keys, i[k], at[k + 1], &ct[out[k] + n[k]++]);
+    if (n[k] && out[k] != n_ct) memmove(&ct[n_ct], &ct[out[k]], (size_t)n[k] * sizeof *ct);
+    n_ct += n[k];
+  }
+  return n_ct;
+}
+#endif
+
+static int64_t column_tiles_of_keys(fast_ctx *c, const int32_t *keys, int64_t n_keys) {
+  if (column_room(c, sr_min64(n_keys, c->nbi))) return -1;  // at most a tile a key
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (sr_isa() >= SR_ISA_AVX512 && c->nbi * TILE <= INT32_MAX) return column_tiles_of_keys_avx512(c, keys, n_keys);
+#endif
+  return column_tiles_of_keys_plain(c, keys, n_keys);
+}
+
+int64_t tiles_fast_key_tiles(const int32_t *keys, int64_t n_keys, int64_t n_tiles, int64_t *out) {
+  fast_ctx c;
+  memset(&c, 0, sizeof c);
+  c.nbi = n_tiles;
+  int64_t n = column_tiles_of_keys(&c, keys, n_keys);
+  for (int64_t t = 0; t < n; t++) {
+    const col_tile *ct = &c.ct[t];
+    int64_t *o = out + 5 * t;
+    o[0] = ct->kb, o[1] = ct->cv, o[2] = ct->own, o[3] = ct->vpre, o[4] = ct->vsuf;
+  }
+  free(c.ct);
+  return n;
+}
+
 // Full exceptions: partial diagonals whose missing offsets fall on whole vertical prefixes/suffixes. A
 // partial diagonal misses a prefix or a suffix, so only column tiles with verticals at a tile edge can
 // complete one: those are listed first (few: a vertical lands on an edge one time in TILE / 2), in ascending
 // kb, so a diagonal stops at the first that would fall past the interior. A diagonal missing two or more
 // offsets on a side searches only the tiles with two or more verticals at that edge (rarer still), one
 // missing one offset the tiles with a vertical there. Returns 0 or -1 (out of memory).
+#define FULL_EXC_BATCH 16
 static int full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_pd, const col_tile *ct, int64_t n_ct,
                            work_count *hc) {
   int64_t max_pre = 0, max_suf = 0, n[4] = {0}, *list = malloc((size_t)(4 * n_ct + 1) * sizeof *list);
@@ -398,17 +505,23 @@ static int full_exceptions(const fast_ctx *c, const partial_diag *pd, int64_t n_
     if (ct[t].vpre >= 2) edge[2][n[2]++] = t;
     if (ct[t].vsuf >= 2) edge[3][n[3]++] = t;
   }
+  // The cells are W x W apart at random (tens of megabytes): fetched a batch ahead of their updates (integers: the
+  // same counts in any order), not one miss at a time.
+  work_count *batch[FULL_EXC_BATCH];
+  int nb = 0;
   for (int64_t x = 0; x < n_pd; x++) {
     if (pd[x].pre > max_pre || pd[x].suf > max_suf) continue;
     int k = pd[x].pre >= 2 ? 2 : pd[x].suf >= 2 ? 3 : pd[x].pre ? 0 : 1;  // pre = suf = 0 is a full diagonal
     for (int64_t i = 0; i < n[k] && ct[edge[k][i]].kb + pd[x].delta < c->nbi; i++) {
       const col_tile *t = &ct[edge[k][i]];
       if (t->vpre < pd[x].pre || t->vsuf < pd[x].suf) continue;
-      work_count *w = cell(hc, c, (t->kb + pd[x].delta) % c->P, t->kb % c->P);
-      w->full++;
-      w->partial--;
+      work_count *w = batch[nb++] = cell(hc, c, (t->kb + pd[x].delta) % c->P, t->kb % c->P);
+      __builtin_prefetch(w, 1), __builtin_prefetch((const char *)w + sizeof *w - 1, 1);
+      if (nb == FULL_EXC_BATCH)
+        for (; nb > 0; nb--) batch[nb - 1]->full++, batch[nb - 1]->partial--;
     }
   }
+  for (; nb > 0; nb--) batch[nb - 1]->full++, batch[nb - 1]->partial--;
   free(list);
   return 0;
 }

@@ -51,7 +51,10 @@ typedef struct {
   int64_t *cv_acc;                   // [n_m * P] keys of column tile s + m P (cvm), summed
   int64_t *kept_t;                   // [P * P] by (j, s): keys of residue s's column tiles on kept diagonals of
                                      //   residue j (no bars there), weighed as columns_by_residue's `kept`, summed
-  int64_t *cvt;                      // [KEPT_HEADS * (n_m + 1) * P] a head's prefix sums over m (cvcum) by (m, s),
+  int32_t *kept_t32;                 // [P * P] or NULL: the same in 32 bits (half the traffic of kept_apply's rows),
+  int64_t kept_bound, kept_heads;    //   kept_t the sum of both; a head adds at most kept_bound to a sum, and the
+  int kept_spilled;                  //   kept_heads since the last spill into kept_t (kept_t then not all 0)
+  int32_t *cvt;                      // [KEPT_HEADS * (n_m + 1) * P] a head's prefix sums over m (cvcum) by (m, s),
   int64_t *pend_first, *pend_t;      //   [KEPT_HEADS * (P + 1)], [KEPT_HEADS * (nbi + 1)] and its kd_first, kd_t,
   int n_pend;                        //   for the n_pend heads whose kept_t terms are still to add (kept_apply)
   int64_t *d_same, *d_next;          // [P * (P + 1)] overlap_by_tiles' ranges of residues as differences, by s

@@ -208,37 +208,55 @@ static void columns_by_residue(fast_ctx *c, work_count *hc, const i64_list *kd) 
 
 // dst[i] += src[0][i] + ... + src[n - 1][i] for i in [lo, hi] (1 <= n <= 4; integers: the same sums in any order),
 // four lanes a step, or eight where the CPU has AVX-512; the rows a diagonal residue adds share their ranges, so
-// they are added together (dst read and written once for up to four of them).
+// they are added together (dst read and written once for up to four of them). The rows (a head's prefix sums, cvt) are
+// 32-bit; the sums 64-bit (kept_add) or 32-bit while they fit (kept_add32: half the traffic of a row of P^2 sums).
 typedef int64_t i64x4 __attribute__((vector_size(32)));  // GCC and Clang vector extension
 typedef int64_t i64x8 __attribute__((vector_size(64)));
-#define KEPT_ADD_BODY(V)                                                 \
-  int64_t i = lo;                                                        \
-  for (; i + (int64_t)(sizeof(V) / 8) <= hi + 1; i += sizeof(V) / 8) { \
-    V x, y;                                                              \
-    memcpy(&x, dst + i, sizeof x);                                       \
-    for (int k = 0; k < n; k++) {                                        \
-      memcpy(&y, src[k] + i, sizeof y);                                  \
-      x += y;                                                            \
-    }                                                                    \
-    memcpy(dst + i, &x, sizeof x);                                       \
-  }                                                                      \
-  for (; i <= hi; i++)                                                   \
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+#define KEPT_ADD_BODY(D, S)                                                          \
+  int64_t i = lo;                                                                    \
+  for (; i + (int64_t)(sizeof(D) / sizeof *dst) <= hi + 1; i += sizeof(D) / sizeof *dst) { \
+    D x;                                                                             \
+    S y;                                                                             \
+    memcpy(&x, dst + i, sizeof x);                                                   \
+    for (int k = 0; k < n; k++) {                                                    \
+      memcpy(&y, src[k] + i, sizeof y);                                              \
+      x += __builtin_convertvector(y, D);                                            \
+    }                                                                                \
+    memcpy(dst + i, &x, sizeof x);                                                   \
+  }                                                                                  \
+  for (; i <= hi; i++)                                                               \
     for (int k = 0; k < n; k++) dst[i] += src[k][i];
 
-static void kept_add_plain(int64_t *dst, const int64_t *const *src, int n, int64_t lo, int64_t hi) { KEPT_ADD_BODY(i64x4) }
+static void kept_add_plain(int64_t *dst, const int32_t *const *src, int n, int64_t lo, int64_t hi) {
+  KEPT_ADD_BODY(i64x4, i32x4)
+}
+static void kept_add32_plain(int32_t *dst, const int32_t *const *src, int n, int64_t lo, int64_t hi) {
+  KEPT_ADD_BODY(i32x8, i32x8)
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void kept_add_avx2(int64_t *dst, const int64_t *const *src, int n, int64_t lo,
+__attribute__((target("avx2"))) static void kept_add_avx2(int64_t *dst, const int32_t *const *src, int n, int64_t lo,
                                                           int64_t hi) {
-  KEPT_ADD_BODY(i64x4)
+  KEPT_ADD_BODY(i64x4, i32x4)
 }
-__attribute__((target("avx512f"))) static void kept_add_avx512(int64_t *dst, const int64_t *const *src, int n,
+__attribute__((target("avx512f"))) static void kept_add_avx512(int64_t *dst, const int32_t *const *src, int n,
                                                                int64_t lo, int64_t hi) {
-  KEPT_ADD_BODY(i64x8)
+  KEPT_ADD_BODY(i64x8, i32x8)
+}
+__attribute__((target("avx2"))) static void kept_add32_avx2(int32_t *dst, const int32_t *const *src, int n, int64_t lo,
+                                                            int64_t hi) {
+  KEPT_ADD_BODY(i32x8, i32x8)
+}
+__attribute__((target("avx512f"))) static void kept_add32_avx512(int32_t *dst, const int32_t *const *src, int n,
+                                                                 int64_t lo, int64_t hi) {
+  KEPT_ADD_BODY(i32x16, i32x16)
 }
 #endif
 
-static void kept_add(int64_t *dst, const int64_t *const *src, int n, int64_t lo, int64_t hi) {
+static void kept_add(int64_t *dst, const int32_t *const *src, int n, int64_t lo, int64_t hi) {
 #if defined(__x86_64__) && defined(__GNUC__)
   int isa = sr_isa();
   if (isa == SR_ISA_AVX512) {
@@ -253,29 +271,59 @@ static void kept_add(int64_t *dst, const int64_t *const *src, int n, int64_t lo,
   kept_add_plain(dst, src, n, lo, hi);
 }
 
+static void kept_add32(int32_t *dst, const int32_t *const *src, int n, int64_t lo, int64_t hi) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  int isa = sr_isa();
+  if (isa == SR_ISA_AVX512) {
+    kept_add32_avx512(dst, src, n, lo, hi);
+    return;
+  }
+  if (isa == SR_ISA_AVX2) {
+    kept_add32_avx2(dst, src, n, lo, hi);
+    return;
+  }
+#endif
+  kept_add32_plain(dst, src, n, lo, hi);
+}
+
+// Add kept_t32 into kept_t and clear it: its sums would otherwise outgrow 32 bits.
+static void kept_spill(fast_ctx *c) {
+  int64_t n = c->P * c->P;
+  for (int64_t i = 0; i < n; i++) c->kept_t[i] += c->kept_t32[i];
+  memset(c->kept_t32, 0, (size_t)n * sizeof *c->kept_t32);
+  c->kept_heads = 0;
+  c->kept_spilled = 1;
+}
+
 // The kept_t terms of the heads pending (columns_defer): a kept diagonal j + t P at a time over every s, Q as a function
 // of s being A, A - 1, A - 2 on three runs of s (nbi - 1 = A P + B: (nbi - s - 1) / P is A up to s = B, then A - 1;
 // (nbi - s - 1) mod P is B - s, then P + B - s), so each run adds a row of a head's prefix sums CV(Q - t), by s, at
 // once: every head's rows of a residue j and run together, kept_t's row read and written once.
 static void kept_apply(fast_ctx *c) {
   const int64_t P = c->P, nbi = c->nbi, n_m = c->n_m, A = (nbi - 1) / P, B = (nbi - 1) % P;
+  int32_t *t32 = c->kept_t32;  // 32-bit sums while they fit (integers: the same sums), else 64-bit ones
+  if (t32 && ((c->kept_heads + c->n_pend) * c->kept_bound > INT32_MAX ||
+              (tiles_fast_kept32_heads > 0 && c->kept_heads + c->n_pend > tiles_fast_kept32_heads)))
+    kept_spill(c);
+  c->kept_heads += c->n_pend;
   for (int64_t j = 0; j < P; j++) {
     int64_t *row = c->kept_t + j * P;
+    int32_t *row32 = t32 ? t32 + j * P : NULL;
     int64_t lo[3] = {0, sr_max64(0, B - j + 1), P + B - j + 1}, hi[3] = {B - j, sr_min64(P - 1, P + B - j), P - 1};
     for (int k = 0; k < 3; k++) {
-      const int64_t *src[4];
+      const int32_t *src[4];
       int n = 0;
       for (int h = 0; h < c->n_pend && lo[k] <= hi[k]; h++) {
-        const int64_t *first = c->pend_first + h * (P + 1), *kt = c->pend_t + h * (nbi + 1),
-                      *cvt = c->cvt + h * (n_m + 1) * P;
+        const int64_t *first = c->pend_first + h * (P + 1), *kt = c->pend_t + h * (nbi + 1);
+        const int32_t *cvt = c->cvt + h * (n_m + 1) * P;
         for (int64_t x = first[j]; x < first[j + 1]; x++) {
           int64_t y = A - k - kt[x] + 1;  // CV(Q - t) = cvcum[Q - t + 1]; none when t > Q
           if (y < 1) continue;
           src[n++] = cvt + y * P;
-          if (n == 4) kept_add(row, src, n, lo[k], hi[k]), n = 0;
+          if (n == 4) row32 ? kept_add32(row32, src, n, lo[k], hi[k]) : kept_add(row, src, n, lo[k], hi[k]), n = 0;
         }
       }
-      if (n) kept_add(row, src, n, lo[k], hi[k]);
+      if (n) row32 ? kept_add32(row32, src, n, lo[k], hi[k]) : kept_add(row, src, n, lo[k], hi[k]);
     }
   }
   c->n_pend = 0;
@@ -286,15 +334,17 @@ static void kept_apply(fast_ctx *c) {
 // sums over m are row additions too.
 static void columns_defer(fast_ctx *c, const i64_list *kd) {
   const int64_t P = c->P, n_m = c->n_m;
-  int64_t *cvt = c->cvt + c->n_pend * (n_m + 1) * P, *cv = c->cvm, *acc = c->cv_acc;
+  int32_t *cvt = c->cvt + c->n_pend * (n_m + 1) * P;  // at most n_m TILE keys (tiles_fast.c: below 2^31)
+  int64_t *cv = c->cvm, *acc = c->cv_acc;
   kept_by_residue(c, kd);
   memcpy(c->pend_first + c->n_pend * (P + 1), c->kd_first, (size_t)(P + 1) * sizeof *c->kd_first);
   memcpy(c->pend_t + c->n_pend * (c->nbi + 1), c->kd_t, (size_t)kd->n * sizeof *c->kd_t);
   memset(cvt, 0, (size_t)P * sizeof *cvt);
   for (int64_t m = 0; m < n_m; m++) {
-    int64_t *prev = cvt + m * P, *row = prev + P, *cvr = cv + m * P, *accr = acc + m * P;
+    int32_t *prev = cvt + m * P, *row = prev + P;
+    int64_t *cvr = cv + m * P, *accr = acc + m * P;
     for (int64_t s = 0; s < P; s++) {
-      row[s] = prev[s] + cvr[s];
+      row[s] = prev[s] + (int32_t)cvr[s];
       accr[s] += cvr[s];
     }
   }
@@ -349,7 +399,7 @@ void columns_fold(fast_ctx *c, work_count *hc) {
           int64_t Q = q0s[s] - lo, cvq = lo ? cv_lo[s] : cv_hi[s], bars = 0, pairs = 0;
           if (Q >= 0 && cvq) {
             int64_t all = (Q + 1) * cvq - (lo ? cm_lo[s] : cm_hi[s]);
-            bars = all - c->kept_t[j * P + s];
+            bars = all - c->kept_t[j * P + s] - (c->kept_t32 ? c->kept_t32[j * P + s] : 0);
             pairs = c->no_pairs ? 0 : T * (all - (j == 0 ? cvq : 0));
           }
           if (!c->no_pairs) pairs -= c->ov_same[s * P + j] + c->ov_next[s * P + (j == 0 ? P - 1 : j - 1)];
@@ -359,7 +409,9 @@ void columns_fold(fast_ctx *c, work_count *hc) {
           w->pairs += (double)pairs;
         }
       }
-  memset(c->kept_t, 0, (size_t)P * (size_t)P * sizeof *c->kept_t);
+  if (!c->kept_t32 || c->kept_spilled) memset(c->kept_t, 0, (size_t)P * (size_t)P * sizeof *c->kept_t);
+  if (c->kept_t32) memset(c->kept_t32, 0, (size_t)P * (size_t)P * sizeof *c->kept_t32);
+  c->kept_heads = 0, c->kept_spilled = 0;
   memset(c->cv_acc, 0, (size_t)P * (size_t)n_m * sizeof *c->cv_acc);
   for (int64_t s = 0; s < P && !c->no_pairs; s++)
     if (c->s_any[s]) {

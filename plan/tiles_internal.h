@@ -259,6 +259,9 @@ extern int64_t tiles_fast_overlap_spill_keys;
 extern int tiles_fast_overlap_by_tiles;
 // The fast path's tables for a layout whose local tiles are aligned global tiles (its period, the rank of
 // each residue); *out stays NULL when the layout is not aligned (the generic path applies).
+// The most heads whose kept diagonals' sums (tiles_fast_periodic.c, kept_apply) are kept in 32 bits before they are
+// added into the 64-bit ones: 0 as many as surely fit, -1 none (64 bits only). For the tests.
+extern int64_t tiles_fast_kept32_heads;
 typedef struct tiles_fast tiles_fast;
 int tiles_fast_open(const layout *l, tiles_fast **out, sr_error *e);
 // The same tables without the period (every tile its own residue, as for a contiguous layout), for a striped layout
@@ -286,6 +289,10 @@ void tiles_fast_pairs_per_cell(tiles_fast *f, int per_cell);
 int tiles_fast_lean(const tiles_fast *f, const head_pattern *h);
 // The kept pairs counted in total since the last call.
 int64_t tiles_fast_take_pairs(tiles_fast *f);
+// The column tiles a lean view's sorted unique keys make below n_tiles tiles, on the code path sr_isa picks: each
+// tile's kb, keys, sum of their own-tile rows and runs at its two edges into out[5 t .. 5 t + 4] (room for
+// min(n_keys, n_tiles) tiles); returns the tiles, or -1 when memory runs out. For the tests.
+int64_t tiles_fast_key_tiles(const int32_t *keys, int64_t n_keys, int64_t n_tiles, int64_t *out);
 // Whether a head added since the last call counted kept pairs per cell (tiles_accounter_take_cell_pairs).
 int tiles_fast_take_cell_pairs(tiles_fast *f);
 // Fast exact counts for layouts whose local tiles are aligned global tiles (*handled = 1); when the layout

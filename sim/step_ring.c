@@ -161,13 +161,17 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
     fnv4(hl, b + r0, (size_t)(r1 - r0) * sizeof *b);
   }
   uint64_t h = fnv(1469598103934665603ull, hl, sizeof hl);
-  for (int r = r0; r < r1; r++)
+  for (int r = r0; r < r1; r++) {
+    // summed in locals (as stores to w's arrays, each addition waited for the last one's store)
+    float entries = w->entries[r], bars = w->bars[r];
     for (int src = 0; src < W; src++) {
       const work_count *c = &k->agg[(int64_t)r * W + src];
-      w->entries[r] += (float)(c->full + c->partial + c->bars);
-      w->bars[r] += (float)c->bars;
+      entries += (float)(c->full + c->partial + c->bars);
+      bars += (float)c->bars;
       exec += (double)(c->full + c->partial) * TILE * TILE + (double)c->bars * TILE;
     }
+    w->entries[r] = entries, w->bars[r] = bars;
+  }
   k->block_exec[item] = exec;
   h = fnv(h, w->entries + r0, (size_t)(r1 - r0) * sizeof *w->entries);
   k->block_hash[item] = fnv(h, w->bars + r0, (size_t)(r1 - r0) * sizeof *w->bars);

@@ -55,36 +55,93 @@ static const char *const two_by_four =
     "\"inter_node\": {\"nics_per_node\": 4, \"nic_gbps\": 50, \"latency_us\": 5.0}, "
     "\"host\": {\"pcie_gbps\": 50, \"latency_us\": 10.0, \"mem_gib\": 2048}}";
 
+// Three nodes of four GPUs: twelve ranks, so the passes' eight-rank loops (sim/ring_fast.c) end on a part of eight.
+static const char *const three_by_four =
+    "{\"nodes\": 3, \"gpus_per_node\": 4, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800, "
+    "\"mem_gib\": 140, \"efficiency\": {\"gemm\": 0.7, \"attn_fwd_full\": 0.6, \"attn_fwd_partial\": 0.45, "
+    "\"attn_fwd_bar\": 0.3, \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.4, \"attn_bwd_bar\": 0.25, \"mem\": 0.85}, "
+    "\"comm_slowdown\": 1.05}, \"intra_node\": {\"gbps\": 450, \"latency_us\": 3.0}, "
+    "\"inter_node\": {\"nics_per_node\": 4, \"nic_gbps\": 50, \"latency_us\": 5.0}, "
+    "\"host\": {\"pcie_gbps\": 50, \"latency_us\": 10.0, \"mem_gib\": 2048}}";
+
 TEST(sim_speed_ring_passes_in_time_equal_the_task_graph_of_every_ring_kind) {
   // With a timeline the engine keeps every task and ring.c builds the task graph; without, ring_fast.c evaluates
-  // the same passes in time. Flat ring, double ring (early inter-node posts), skipped sends (dK/dV flushes joined
-  // at the owners), USP's rings, dense and online-estimated patterns.
-  const char *cluster = write_cluster("h200-2x4", two_by_four);
+  // the same passes in time, eight ranks and transfers at a time where the CPU has AVX-512 and one at a time on the
+  // portable path. Flat ring, double ring (early inter-node posts), skipped sends (dK/dV flushes joined at the
+  // owners), USP's rings, dense and online-estimated patterns; on 8 and 12 ranks.
+  const char *clusters[] = {write_cluster("h200-2x4", two_by_four), write_cluster("h200-3x4", three_by_four)};
+  const int64_t seqs[] = {16384, 24576};
   const char *cases[][3] = {
       {"mtraining", "vs-topp:0.9", "1"},     {"mtraining-flat", "vs-topp:0.9", "0"}, {"dense-ring", NULL, "-1"},
       {"zigzag-ring", NULL, "1"},            {"usp", "vs-topp:0.9", "1"},            {"mtraining", "window:64:512", "1"},
       {"mtraining", "vs-online:0.95", "1"},  {"striped-ring", NULL, "-1"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    sr_error e;
-    sr_error_clear(&e);
-    plan p;
-    if (build("tiny-test", cluster, 16384, cases[i][0], cases[i][1], atoi(cases[i][2]), &p, &e)) {
-      test_fail(__FILE__, __LINE__, "%s: %s", cases[i][0], e.msg);
-      continue;
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      sr_error e;
+      sr_error_clear(&e);
+      plan p;
+      if (build("tiny-test", clusters[k], seqs[k], cases[i][0], cases[i][1], atoi(cases[i][2]), &p, &e)) {
+        test_fail(__FILE__, __LINE__, "%s: %s", cases[i][0], e.msg);
+        continue;
+      }
+      sim_options lean = {0, 0, 0, 0, 0, 0, 0}, kept = {0, 1, 0, 0, 0, 0, 0};
+      sim_result a, b, c;
+      sim_timeline tl = {0};
+      CHECK_EQ_INT(sim_plan(&p, &lean, &a, NULL, &e), SR_OK);
+      sr_isa_cap(SR_ISA_PLAIN);
+      CHECK_EQ_INT(sim_plan(&p, &lean, &c, NULL, &e), SR_OK);
+      sr_isa_cap(SR_ISA_AVX512);
+      CHECK_EQ_INT(sim_plan(&p, &kept, &b, &tl, &e), SR_OK);
+      char what[128];
+      snprintf(what, sizeof what, "%d ranks: %s %s skip=%s", 4 * (k + 2), cases[i][0], cases[i][1] ? cases[i][1] : "",
+               cases[i][2]);
+      check_same_result(what, &a, &b);
+      check_same_result(what, &c, &b);
+      CHECK(tl.n > 0);
+      sim_timeline_free(&tl);
+      plan_free(&p);
     }
-    sim_options lean = {0, 0, 0, 0, 0, 0, 0}, kept = {0, 1, 0, 0, 0, 0, 0};
-    sim_result a, b;
-    sim_timeline tl = {0};
-    CHECK_EQ_INT(sim_plan(&p, &lean, &a, NULL, &e), SR_OK);
-    CHECK_EQ_INT(sim_plan(&p, &kept, &b, &tl, &e), SR_OK);
-    char what[128];
-    snprintf(what, sizeof what, "%s %s skip=%s", cases[i][0], cases[i][1] ? cases[i][1] : "", cases[i][2]);
-    check_same_result(what, &a, &b);
-    CHECK(tl.n > 0);
-    sim_timeline_free(&tl);
-    plan_free(&p);
-  }
+}
+
+// Two nodes of four GPUs with every term of a ring step's cost given (a fixed and a per-cell cost a step, the walks,
+// the bars' backward walk, the L2 step at a tenth of a MiB: the shards' keys outgrow it).
+static const char *const two_by_four_every_term =
+    "{\"nodes\": 2, \"gpus_per_node\": 4, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800, "
+    "\"mem_gib\": 140, \"efficiency\": {\"gemm\": 0.7, \"attn_fwd_full\": 0.6, \"attn_fwd_partial\": 0.45, "
+    "\"attn_fwd_bar\": 0.3, \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.4, \"attn_bwd_bar\": 0.25, \"mem\": 0.85}, "
+    "\"comm_slowdown\": 1.05, \"ring_step\": {\"fwd_us\": 42, \"bwd_us\": 188, \"fwd_cell_us\": 0.002, "
+    "\"bwd_cell_us\": 0.0043}, \"bar_walk_us\": 5.8, \"attn_walk\": {\"fwd_us\": 0.055, \"bwd_us\": 0.01}, "
+    "\"l2_mb\": 0.1, \"attn_l2\": {\"fwd\": 0.055, \"bwd\": 0.036}}, \"intra_node\": {\"gbps\": 450, \"latency_us\": 3.0}, "
+    "\"inter_node\": {\"nics_per_node\": 4, \"nic_gbps\": 50, \"latency_us\": 5.0}, "
+    "\"host\": {\"pcie_gbps\": 50, \"latency_us\": 10.0, \"mem_gib\": 2048}}";
+
+TEST(sim_speed_steps_equal_on_every_code_path_with_every_cost_term) {
+  // The vector paths (the ring passes, the accounting, the draws) give the portable path's figures with every term of
+  // cost.h's ring step in play, on 8 and 12 ranks (a part of eight).
+  const char *clusters[] = {write_cluster("h200-2x4-terms", two_by_four_every_term), write_cluster("h200-3x4", three_by_four)};
+  const int64_t seqs[] = {16384, 24576};
+  const char *patterns[] = {"vs-topp:0.9", "window:64:512", NULL};
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof patterns / sizeof *patterns; i++) {
+      sr_error e;
+      sr_error_clear(&e);
+      plan p;
+      if (build("tiny-test", clusters[k], seqs[k], "mtraining", patterns[i], 1, &p, &e)) {
+        test_fail(__FILE__, __LINE__, "%s: %s", patterns[i] ? patterns[i] : "mtraining", e.msg);
+        continue;
+      }
+      sim_options o = {0, 0, 0, 0, 0, 0, 0};
+      sim_result a, b;
+      CHECK_EQ_INT(sim_plan(&p, &o, &a, NULL, &e), SR_OK);
+      sr_isa_cap(SR_ISA_PLAIN);
+      CHECK_EQ_INT(sim_plan(&p, &o, &b, NULL, &e), SR_OK);
+      sr_isa_cap(SR_ISA_AVX512);
+      char what[128];
+      snprintf(what, sizeof what, "%d ranks: %s", 4 * (k + 2), patterns[i] ? patterns[i] : "mtraining");
+      check_same_result(what, &a, &b);
+      plan_free(&p);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

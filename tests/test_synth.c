@@ -11,6 +11,7 @@
 #include "plan/synth.h"
 #include "plan/synth_internal.h"
 #include "plan/tiles.h"
+#include "plan/util.h"
 #include "tests/test.h"
 
 static model_config shape(int layers, int heads) {
@@ -527,4 +528,65 @@ TEST(one_layer_of_a_source_is_that_layer_of_the_whole_pattern) {
     CHECK_STR_CONTAINS(e.msg, "layer");
     CHECK(one.h == NULL);
   }
+}
+
+// A sorted draw's marks read back (synth_take_bits) give the same indices, in order, and clear the same words on every
+// path (AVX-512 VBMI2 where the CPU has it, else the portable one): bitmaps from empty to full words, more than 16,
+// 32 and 48 bits a word, structural indices ending inside a word, a count reached before the bitmap's end.
+TEST(synth_marks_read_back_equal_on_every_code_path) {
+  enum { WORDS = 200 };
+  uint64_t a[WORDS], b[WORDS];
+  int32_t out_a[WORDS * 64 + 1], out_b[WORDS * 64 + 1];
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  int bad = 0;
+  for (int round = 0; round < 64; round++) {
+    int dense = round % 8;  // 0: a bit in a few words ... 7: full words
+    int64_t n_struct = round % 3 == 0 ? 0 : (round * 37) % 300, set = 0;
+    for (int w = 0; w < WORDS; w++) {
+      uint64_t x = 0;
+      for (int k = 0; k < 64; k++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        if ((s >> 40) % 64 < (uint64_t)(dense == 7 ? 64 : dense * dense)) x |= 1ull << k;
+      }
+      a[w] = w * 64 < n_struct ? ~0ull : x;  // the structural indices [0, n_struct) are set
+      if ((w + 1) * 64 > n_struct && w * 64 < n_struct) a[w] |= ~0ull >> (64 - (n_struct & 63));
+    }
+    for (int w = 0; w < WORDS; w++)
+      for (int k = 0; k < 64; k++) set += (a[w] >> k & 1) && w * 64 + k >= n_struct;
+    int64_t count = n_struct + set - (round % 5 == 4 ? set / 2 : 0);  // some rounds stop early
+    for (int64_t i = 0; i < n_struct; i++) out_a[i] = out_b[i] = (int32_t)i;
+    memcpy(b, a, sizeof a);
+    sr_isa_cap(SR_ISA_PLAIN);
+    synth_take_bits(a, n_struct / 64, WORDS, n_struct, out_a, count);
+    sr_isa_cap(SR_ISA_AVX512);
+    synth_take_bits(b, n_struct / 64, WORDS, n_struct, out_b, count);
+    bad += memcmp(a, b, sizeof a) != 0 || memcmp(out_a, out_b, (size_t)count * sizeof *out_a) != 0;
+    for (int64_t i = n_struct + 1; i < count; i++) bad += out_a[i] <= out_a[i - 1];
+  }
+  CHECK_EQ_INT(bad, 0);
+}
+
+// A group's vertical candidates (synth_verticals) are the same on every path (AVX2, with the twist eight words at a
+// time, and the portable one): from a fresh seed (the first round made on demand) and across several rounds, and the
+// streams are left at the same word.
+TEST(synth_verticals_equal_on_every_code_path) {
+  const int64_t ms[] = {1, 7, 8, 9, 100, 311, 312, 313, 1000, 5000};
+  static int32_t xa[5000], xb[5000];
+  static uint64_t bits[(1 << 22) / 64 + 1];
+  int bad = 0;
+  for (size_t i = 0; i < sizeof ms / sizeof *ms; i++)
+    for (uint32_t seed = 1; seed < 4; seed++) {
+      sr_mt a, b;
+      sr_mt_seed(&a, seed * 2654435761u), sr_mt_seed(&b, seed * 2654435761u);
+      for (int rep = 0; rep < 3; rep++) {  // the second and third draws start mid-stream
+        int64_t n = rep == 1 ? 1000 : 1 << 22;
+        sr_isa_cap(SR_ISA_PLAIN);
+        synth_verticals(&a, n, xa, ms[i], bits);
+        sr_isa_cap(SR_ISA_AVX512);
+        synth_verticals(&b, n, xb, ms[i], bits);
+        bad += memcmp(xa, xb, (size_t)ms[i] * sizeof *xa) != 0;
+      }
+      for (int k = 0; k < 700; k++) bad += sr_mt_next(&a) != sr_mt_next(&b);
+    }
+  CHECK_EQ_INT(bad, 0);
 }

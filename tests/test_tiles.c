@@ -6,6 +6,7 @@
 
 #include "plan/tiles.h"
 #include "plan/tiles_internal.h"
+#include "plan/util.h"
 #include "tests/test.h"
 #include "tests/tiles_fixture.h"
 
@@ -360,4 +361,35 @@ TEST(element_masks_keep_exactly_what_the_pattern_keeps) {
   CHECK_EQ_INT(bad, 0);
   tiles_masks_free(m, 5);
   pattern_free(&p);
+}
+
+// A lean view's column tiles (tiles_fast_key_tiles: each tile's keys, own rows and the runs at its edges) are the same
+// on the AVX-512 path and the portable one: keys from a few a tile to whole tiles (more than sixteen: the wide path's
+// fallback), runs at a tile's start and end, keys past the interior tiles.
+TEST(tiles_fast_key_tiles_equal_on_every_code_path) {
+  enum { TILES = 300 };
+  static int32_t keys[TILES * TILE];
+  static int64_t a[5 * TILES], b[5 * TILES];
+  uint64_t s = 0x2545f4914f6cdd1dull;
+  int bad = 0;
+  for (int round = 0; round < 40; round++) {
+    int64_t n = 0;
+    for (int64_t t = 0; t < TILES; t++) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      int kind = (int)(s % 8), lead = (int)(s >> 8) % 40, tail = (int)(s >> 16) % 40;
+      for (int o = 0; o < TILE; o++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        int keep = kind == 0 ? 0 : kind == 1 ? 1 : (int)(s % 64) < kind * kind / (round % 3 + 1);
+        if (round % 4 == 1) keep |= o < lead || o >= TILE - tail;  // runs at the tile's edges
+        if (keep) keys[n++] = (int32_t)(t * TILE + o);
+      }
+    }
+    int64_t interior = TILES - round % 3;  // keys past the interior tiles are left out
+    sr_isa_cap(SR_ISA_PLAIN);
+    int64_t na = tiles_fast_key_tiles(keys, n, interior, a);
+    sr_isa_cap(SR_ISA_AVX512);
+    int64_t nb = tiles_fast_key_tiles(keys, n, interior, b);
+    bad += na != nb || na < 0 || memcmp(a, b, (size_t)(5 * na) * sizeof *a) != 0;
+  }
+  CHECK_EQ_INT(bad, 0);
 }

@@ -365,6 +365,12 @@ TEST(kept_pairs_in_total_leave_the_entries_per_cell_as_they_are_on_every_aligned
   tiles_fast_colbuf_max_period = 0;                        // long periods: columns straight into the cells
   check_pairs_in_total(2, 61 * TILE, 3, 128, 42, 1);
   tiles_fast_colbuf_max_period = 2048;
+  for (int64_t k = -1; k <= 4; k += 5) {  // the kept diagonals' sums in 64 bits only, or added into them every 4 heads
+    tiles_fast_kept32_heads = k;
+    check_pairs_in_total(2, 61 * TILE + 17, 3, 128, 41, 1);
+    check_pairs_in_total(2, 40 * TILE, 4, 256, 44, 1);
+  }
+  tiles_fast_kept32_heads = 0;
 }
 
 TEST(fast_accounting_declines_unaligned_layouts) {
