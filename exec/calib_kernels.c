@@ -1,6 +1,7 @@
 // calib_kernels.c — kernel efficiencies for calibration (calibrate.h): cuBLAS bf16 GEMMs of a
 // transformer layer's shapes, and the sparse attention kernels on synthetic tile indices holding one
 // kind of tile each, timed with CUDA events.
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,51 @@ static int gemm_sustained_tflops(gemm_bench *b, double warm_s, double timed_s, d
   }
   *tflops = flops / secs / 1e12;
   return SR_OK;
+}
+
+// The GEMM load of calib_attn_held_measure's mixed form: the projections' shapes in turn on stream 0, each GEMM's
+// seconds timed once at creation (12 after 3 warm-ups).
+struct calib_gemm_load {
+  gemm_bench b;
+  double each_s;
+  int next;
+};
+
+int calib_gemm_load_new(calib_gemm_load **out, sr_error *e) {
+  *out = NULL;
+  calib_gemm_load *g = calloc(1, sizeof *g);
+  if (!g) return sr_internal_error(e, 0, "out of memory");
+  double f = 0;
+  int rc = gemm_bench_init(&g->b, e);
+  for (int i = 0; !rc && i < 15; i++) {
+    if (i == 3 && (rc = cudaEventRecord(g->b.t0, 0) == cudaSuccess ? SR_OK : sr_internal_error(e, 0, "record"))) break;
+    rc = gemm_one(&g->b, i % 3, &f, e);
+  }
+  float ms = 0;
+  if (!rc && (cudaEventRecord(g->b.t1, 0) != cudaSuccess || cudaEventSynchronize(g->b.t1) != cudaSuccess ||
+              cudaEventElapsedTime(&ms, g->b.t0, g->b.t1) != cudaSuccess))
+    rc = sr_internal_error(e, 0, "timing the GEMM load failed");
+  if (rc) {
+    calib_gemm_load_free(g);
+    return rc;
+  }
+  g->each_s = ms * 1e-3 / 12;
+  *out = g;
+  return SR_OK;
+}
+
+int calib_gemm_load_queue(calib_gemm_load *g, double seconds, sr_error *e) {
+  double f = 0;
+  int n = g->each_s > 0 ? (int)ceil(seconds / g->each_s) : 0;
+  for (int i = 0; i < n; i++, g->next = (g->next + 1) % 3)
+    if (gemm_one(&g->b, g->next, &f, e)) return e->code;
+  return SR_OK;
+}
+
+void calib_gemm_load_free(calib_gemm_load *g) {
+  if (!g) return;
+  gemm_bench_free(&g->b);
+  free(g);
 }
 
 static int gemm_measure(double sustained_s, double *burst, double *sustained, sr_error *e) {

@@ -42,11 +42,15 @@ static const cli_flag calibrate_flags[] = {
     {"gemm-seconds", "S", "6",
      "seconds of back-to-back GEMMs for the sustained GEMM rate a training step sees (the second half timed; 0: "
      "none, the simulator then takes its fixed share of the burst rate)"},
-    {"attn-seconds", "S", "0",
-     "cuda (off by default until it has run on a GPU): seconds of one dense causal layer-shaped call (the diag call at the --layer-lengths length nearest 32K), "
-     "forward and backward back to back, after every other measurement (the second half timed): its held rate over its "
-     "short calls' is the rate a training step's attention sees (gpu.efficiency.attn_sustained; 0 or --layer-lengths "
-     "none: not measured, a step's attention at the short calls' rates)"},
+    {"attn-seconds", "S", "4",
+     "cuda: seconds of attention in one dense causal layer-shaped call (the diag call at the --layer-lengths length "
+     "nearest 32K), forward and backward, held after every other measurement (the second half timed; --attn-held says "
+     "what runs between them): its held rate over its short calls' is the rate a training step's attention sees "
+     "(gpu.efficiency.attn_sustained; 0 or --layer-lengths none: not measured, a step's attention at the short calls' "
+     "rates)"},
+    {"attn-held", "gemm|alone", "gemm",
+     "cuda, with --attn-seconds: gemm runs an equal time of the projections' GEMMs after each forward + backward, as a "
+     "training step interleaves them, and times only the attention; alone runs the attention back to back"},
     {"layer-lengths", "LIST", "16K,32K,64K,128K",
      "cuda: shard lengths at which to time attention calls shaped like a ring layer's (its queries against an earlier "
      "shard, and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates, each "
@@ -167,12 +171,18 @@ static int cmd_calibrate(int argc, char **argv) {
   double gemm_s, attn_s;
   if (cli_get_int(&a, "reps", 10, 1, 1000, &reps, &e) || cli_get_int(&a, "heads", 16, 1, 1024, &heads, &e) ||
       cli_get_int(&a, "kv-heads", 2, 1, 1024, &kvh, &e) || cli_get_int(&a, "head-dim", 128, 1, 1024, &hd, &e) ||
-      cli_get_num(&a, "gemm-seconds", 6, 0, 600, &gemm_s, &e) || cli_get_num(&a, "attn-seconds", 0, 0, 600, &attn_s, &e))
+      cli_get_num(&a, "gemm-seconds", 6, 0, 600, &gemm_s, &e) || cli_get_num(&a, "attn-seconds", 4, 0, 600, &attn_s, &e))
     return sr_error_report(&e, prog);
   int64_t lengths[CALIB_LAYER_LENGTHS];
   int n_lengths = 0;
   if (calib_layer_lengths_parse(cli_get(&a, "layer-lengths", "16K,32K,64K,128K"), lengths, &n_lengths, &e))
     return sr_error_report(&e, prog);
+  const char *held_mode = cli_get(&a, "attn-held", "gemm");
+  if (strcmp(held_mode, "gemm") != 0 && strcmp(held_mode, "alone") != 0) {
+    sr_input_error(&e, NULL, "--attn-held", "'%s': expected gemm or alone", held_mode);
+    return sr_error_report(&e, prog);
+  }
+  int held_gemm = strcmp(held_mode, "gemm") == 0;
   const char *out = cli_get(&a, "out", NULL);
   if (!out) {
     sr_input_error(&e, NULL, "--out", "required: the cluster file to write");
@@ -316,14 +326,17 @@ static int cmd_calibrate(int argc, char **argv) {
     // holds (sim/cost.c, cost_attn_held).
     if (held_burst_s > 0 && attn_s > 0) {
       double pair_s;
-      if (calib_attn_held_measure(held_len, (int)heads, (int)kvh, (int)hd, attn_s, &pair_s, &e)) fail(&c, &e);
+      if (calib_attn_held_measure(held_len, (int)heads, (int)kvh, (int)hd, attn_s, held_gemm ? held_burst_s : 0, &pair_s,
+                                  &e))
+        fail(&c, &e);
       cl.gpu.eff_attn_sustained = calib_attn_sustained(held_burst_s, pair_s);
       char tok[32];
       if (c.rank == 0)
-        printf("attention held (diag %s, forward + backward back to back, %.1f s timed): %.3f ms a pair against %.3f ms "
-               "in short calls: %.3f of the burst's rate (gpu.efficiency.attn_sustained)\n",
-               sr_format_tokens(held_len, tok, sizeof tok), attn_s / 2, pair_s * 1e3, held_burst_s * 1e3,
-               cl.gpu.eff_attn_sustained);
+        printf("attention held (diag %s, forward + backward %s, %.1f s of attention timed): %.3f ms a pair against "
+               "%.3f ms in short calls: %.3f of the burst's rate (gpu.efficiency.attn_sustained)\n",
+               sr_format_tokens(held_len, tok, sizeof tok),
+               held_gemm ? "each followed by as long of GEMMs" : "back to back", attn_s / 2, pair_s * 1e3,
+               held_burst_s * 1e3, cl.gpu.eff_attn_sustained);
     }
   }
   int rc = 0;
