@@ -263,10 +263,12 @@ static int ring_rank(const plan *p, const layer_counts *c, const ring_routes *rt
   schedule_head_split(H, (int)p->model.num_kv_heads, U, h_lo, h_lo + U + 1, h_lo + 2 * U + 1);
   int h0 = c->Hi == 1 ? 0 : h_lo[j], vh = c->Hi == 1 ? 1 : sh.nh;
   free(h_lo);
-  // a pattern chosen at run time keeps its lists and makes its transposes per call (online_*_cuda.c)
-  int fixed = !pattern_spec_at_run_time(p->spec.pattern);
-  int64_t plan = ws_plan_fixed_bytes(c->l->rank_count, c->Wl, masks, H);
-  if (sh.nh > 0) {
+  // a pattern chosen at run time keeps its lists and makes its transposes per call (online_*_cuda.c); one made on
+  // the device (vs-online, adaspa-online) keeps no index or masks in the plan at all, only the positions
+  int fixed = !pattern_spec_at_run_time(p->spec.pattern), copies = !pattern_spec_device_made(p->spec.pattern);
+  int64_t plan = copies ? ws_plan_fixed_bytes(c->l->rank_count, c->Wl, masks, H)
+                        : ws_plan_positions_bytes(c->l->rank_count, c->Wl);
+  if (sh.nh > 0 && copies) {
     int64_t cols = 0;
     for (int h = h0; h < h0 + vh; h++)
       for (int s = 0; s < c->Wl; s++) cols += c->keys[cell(c, h, g, s)];
