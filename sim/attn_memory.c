@@ -10,6 +10,8 @@
 // the union of its query heads'); a bar chunk of 64 keys covers the query tiles after its first key. Without bars
 // (dense, windows without sinks, blocks) every figure is exact; with them the plan came within 2% and the workspace
 // within 0.2% of the executor's on the kept 512K and 1M MTraining runs (results/sim/2026-11-27-attn-memory-workspace).
+// A pattern made on the device (vs-online, adaspa-online) has the positions alone: its index and masks live in the
+// estimator's state, which neither the executor nor this counts (docs/sim.md, "vs-online's plan").
 // sim_exec_workspace gives the exec trainer's step model the same workspace without a pattern.
 #include <stdio.h>
 #include <stdlib.h>
