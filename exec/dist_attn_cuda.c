@@ -100,8 +100,12 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   // A GPU-built index comes to the host first, with its transposes, as a host build would leave it.
   double t = sr_now();
   if (a->gpu_index && gpu_build_or_host(a, e)) return e->code;
+  // vs-online and adaspa-online make every forward's index and masks on the device (online_vs_cuda.c,
+  // online_adaspa_cuda.c): copies of the stand-in's would never be read (at 256K on 2 ranks its index with
+  // stored bars was 429 MB a rank), so none go up
+  int copies = !pattern_spec_device_made(a->p->spec.pattern);
   // ti_view holds this rank's heads only (all of them without Ulysses); masks stay per model head.
-  if (sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
+  if (copies && sa_gpu_masks_upload(a->masks, a->H, &s->masks, e)) return e->code;
   dist_setup_mark(a, "index built, masks uploaded", &t);
   // the compact bars where they give the index's lists (the kernels get them expanded, call by call)
   int fixed = a->nh > 0 && !pattern_spec_at_run_time(a->p->spec.pattern);  // a selection's index keeps its lists
@@ -109,9 +113,10 @@ int dist_attn_cuda_setup(struct dist_attn *a, sr_error *e) {
   dist_setup_mark(a, "index's bar columns (host)", &t);
   if (fixed && a->ti_fwd.n_runs && dist_bar_cols(&a->ti_fwd_view, &s->cols_fwd, e)) return e->code;
   dist_setup_mark(a, "forward form's bar columns (host)", &t);
-  if (a->nh > 0 && dist_cuda_index_put(&a->ti_view, &s->cols, &s->ix, e)) return e->code;
+  if (copies && a->nh > 0 && dist_cuda_index_put(&a->ti_view, &s->cols, &s->ix, e)) return e->code;
   dist_setup_mark(a, "index uploaded", &t);
-  if (a->nh > 0 && a->ti_fwd.n_runs && dist_cuda_index_put(&a->ti_fwd_view, &s->cols_fwd, &s->ix_fwd, e)) return e->code;
+  if (copies && a->nh > 0 && a->ti_fwd.n_runs && dist_cuda_index_put(&a->ti_fwd_view, &s->cols_fwd, &s->ix_fwd, e))
+    return e->code;
   dist_setup_mark(a, "forward form uploaded", &t);
   // vs-online transposes each forward's estimate on the GPU instead (online_vs_cuda.c); a gated pattern
   // uploads each forward's selection with its transposes (online_gate_cuda.c); a GPU build brought its
@@ -331,7 +336,7 @@ static int ring_fwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, voi
   if (a->gate_cpu && !a->gate_gpu && gate_cuda_forward(a, q, st->kv_own, e)) return e->code;
   // The execution form the kernels run (a pattern estimated per forward pass would replace these).
   const sa_gpu_index *ix = st->ix_fwd.cells ? &st->ix_fwd : &st->ix;  // plan.spec.fwd_runs: the runs form
-  const head_mask *masks = st->masks + a->h_lo[a->gidx];
+  const head_mask *masks = st->masks ? st->masks + a->h_lo[a->gidx] : NULL;  // none for a device-made pattern
   // vs-online (U == 1): this forward's estimated pattern instead; kv_own's first plane is this rank's K.
   if (a->online && online_vs_forward(a, q, st->kv_own, &ix, &masks, e)) return e->code;
   // adaspa-online (R == 1): the kept mask's form, after a search when this forward searches
@@ -404,7 +409,7 @@ static int ring_bwd_cuda(struct dist_attn *a, cuda_timer *tm, const void *q, con
   CUDA_TRY(cudaMemsetAsync(dv, 0, sizeof(float) * (size_t)plane, CS(a)));
   const sa_gpu_index *ix = &st->ix;  // as in the forward
   const sa_gpu_index_t *ixt = st->ixt;
-  const head_mask *masks = st->masks + a->h_lo[a->gidx];
+  const head_mask *masks = st->masks ? st->masks + a->h_lo[a->gidx] : NULL;
   if (a->online && online_vs_backward(a, &ix, &ixt, &masks, e)) return e->code;  // the last forward's pattern
   if (a->adaspa && adaspa_cuda_backward(a, &ix, &ixt, &masks, e)) return e->code;
   if (a->gate_gpu && gate_gpu_backward(a, &ix, &ixt, &masks, e)) return e->code;

@@ -40,14 +40,18 @@ int64_t dist_index_dev_bytes(const tile_index *t, const tile_bar_cols *cols, int
   return sa_index_compact_dev_bytes(t, cols);
 }
 
-// The items every backend knows from the host-built plan: index, forward form, masks, positions.
+// The items every backend knows from the host-built plan: index, forward form, masks, positions. A pattern made on
+// the device every forward (vs-online, adaspa-online) has only the positions: the CUDA set-up uploads no copies
+// of its stand-in (dist_attn_cuda.c).
 void dist_plan_bytes_fixed(const struct dist_attn *a, const tile_bar_cols *cols, const tile_bar_cols *cols_fwd,
                            dist_plan_bytes *out) {
   memset(out, 0, sizeof *out);
-  if (a->nh > 0) out->index = dist_index_dev_bytes(&a->ti_view, cols, &out->bars);
-  if (a->nh > 0 && a->ti_fwd.n_runs) out->fwd_form = dist_index_dev_bytes(&a->ti_fwd_view, cols_fwd, &out->bars);
-  out->masks = sa_masks_dev_bytes(a->masks, a->H);
-  for (int g = 0; g < a->R; g++) out->positions += 8 * sr_max64(1, a->glay->rank_count[g]);
+  int copies = !pattern_spec_device_made(a->p->spec.pattern);
+  if (copies && a->nh > 0) out->index = dist_index_dev_bytes(&a->ti_view, cols, &out->bars);
+  if (copies && a->nh > 0 && a->ti_fwd.n_runs)
+    out->fwd_form = dist_index_dev_bytes(&a->ti_fwd_view, cols_fwd, &out->bars);
+  if (copies) out->masks = sa_masks_dev_bytes(a->masks, a->H);
+  out->positions = ws_plan_positions_bytes(a->glay->rank_count, a->R);
 }
 
 // Add one source's transposed index and bar chunks (host) to out.

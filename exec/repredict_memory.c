@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "exec/repredict.h"
+#include "plan/pattern_spec.h"
 #include "plan/util.h"
 #include "sim/predict.h"
 
@@ -29,6 +30,8 @@ typedef struct {
   sim_attn_memory after;              // this build's
   char skipped[300];                  // why it was not predicted ("" when it was)
   int old_form;                       // its executor predates the compact bars (no expanded bars in the workspace)
+  double standin;                     // a pattern made on the device whose executor still uploaded the stand-in's
+                                      // index, forward form and masks (never read): their bytes, else 0
 } mem_run;
 
 // ---------------------------------------------------------------------------------------------
@@ -53,6 +56,16 @@ static int parse_measured(const char *line, mem_run *r) {
   r->used = size_after(line, MEASURED), r->tensors = size_after(line, "the rank's tensors ");
   r->plan = size_after(line, "the attention plan "), r->shared = size_after(line, "the shared workspace ");
   return r->used >= 0 && r->tensors >= 0 && r->plan >= 0 && r->shared >= 0 ? 0 : -1;
+}
+
+// The stand-in's copies a plan line names (index + forward form + masks, the largest rank's), or 0.
+static double standin_bytes(const char *line) {
+  const char *k = line ? strstr(line, "plan device bytes (largest rank): ") : NULL;
+  long long ix, fwd, tr, bc, masks;
+  if (!k || sscanf(k, "plan device bytes (largest rank): index %lld, forward form %lld, transposed %lld, bar chunks "
+                      "%lld, masks %lld", &ix, &fwd, &tr, &bc, &masks) != 5)
+    return 0;
+  return (double)(ix + fwd + masks);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -143,13 +156,14 @@ static void read_log(const char *root, const char *log, mem_run **runs, int *n, 
   char *text = NULL, *save = NULL;
   sr_error e;
   if (sr_read_file(log, &text, NULL, &e)) return;
-  const char *measured = NULL, *predicted = NULL;
+  const char *measured = NULL, *predicted = NULL, *plan_line = NULL;
   int first = *n, k = 0, compact = 0;  // compact: the block's plan line names the workspace's expanded bars
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     const char *t = line + strspn(line, " ");
     if (!strncmp(t, MEASURED, strlen(MEASURED))) measured = t;
     if (!strncmp(t, PREDICTED, strlen(PREDICTED))) predicted = t;
     if (strstr(t, "plan device bytes") && strstr(t, "expanded bars")) compact = 1;
+    if (strstr(t, "plan device bytes")) plan_line = t;
     attn_line a;
     if (repredict_parse_attn_line(line, &a)) continue;
     if (measured && predicted && *n < 100000) {
@@ -164,12 +178,14 @@ static void read_log(const char *root, const char *log, mem_run **runs, int *n, 
       size_t lr = strlen(root);
       snprintf(r->path, sizeof r->path, "%s#%d", strncmp(log, root, lr) ? log : log + lr + 1, ++k);
       r->a = a, r->old_form = !compact;
+      // a pattern made on the device: this executor keeps no copies of its stand-in (pattern_spec_device_made)
+      if (pattern_spec_device_made(a.pattern)) r->standin = standin_bytes(plan_line);
       const char *colon = strstr(predicted, "): ");
       r->before = colon ? size_at(colon + 3) : -1;
       if (parse_measured(measured, r) || r->before < 0) snprintf(r->skipped, sizeof r->skipped, "memory lines unread");
       else predict_run(root, log, r);
     }
-    measured = predicted = NULL, compact = 0;
+    measured = predicted = plan_line = NULL, compact = 0;
   }
   for (int i = first; k == 1 && i < *n; i++) (*runs)[i].path[strlen((*runs)[i].path) - 2] = 0;  // one run: no "#1"
   free(text);
@@ -218,7 +234,7 @@ int repredict_memory_table(const char *root, const char *csv_path, sr_error *e) 
     char tok[32];
     size_t len = strlen(r->path);
     printf("%-61.61s%c %2d %5s %-17.17s %-14.14s %7.2f %7.2f %7.2f %7.2f | %7.2f %7.2f %7.3f %7.3f | %+5.0f%% %+5.0f%% "
-           "%+5.0f%% %+5.1f%%\n", len > 61 ? r->path + len - 61 : r->path, r->old_form ? '*' : ' ', r->a.world,
+           "%+5.0f%% %+5.1f%%\n", len > 61 ? r->path + len - 61 : r->path, r->old_form ? '*' : r->standin > 0 ? '+' : ' ', r->a.world,
            sr_format_tokens(r->a.seq, tok, sizeof tok), r->a.schedule, r->a.pattern, r->used / G, items / G,
            r->before / G, r->after.total / G, r->shared / G, r->after.workspace / G, r->plan / G, r->after.plan / G,
            100 * er[0], 100 * er[1], 100 * er[2], 100 * er[3]);
@@ -227,12 +243,12 @@ int repredict_memory_table(const char *root, const char *csv_path, sr_error *e) 
                   r->shared, r->before, r->after.total, r->after.tensors, r->after.plan, r->after.workspace, er[0], er[1],
                   er[2], er[3], !r->old_form);
     for (int g = 0; g < 2; g++) {
-      if (g == 1 && r->old_form) continue;
+      if (g == 1 && (r->old_form || r->standin > 0)) continue;
       for (int k = 0; k < 4; k++) sum[g][k] += fabs(er[k]), worst[g][k] = fmax(worst[g][k], fabs(er[k]));
       n_ok[g]++;
     }
   }
-  const char *what[2] = {"every run", "the runs of the current executor (no *)"};
+  const char *what[2] = {"every run", "the runs of the current executor (no * or +)"};
   for (int g = 0; g < 2; g++)
     if (n_ok[g])
       printf("error over %s (%d), mean |err| (max): against the memory in use: before %.1f%% (%.1f%%), after %.1f%% "
@@ -241,6 +257,16 @@ int repredict_memory_table(const char *root, const char *csv_path, sr_error *e) 
              100 * sum[g][2] / n_ok[g], 100 * worst[g][2], 100 * sum[g][3] / n_ok[g], 100 * worst[g][3]);
   printf("*: the log's executor predates the compact bar form (its plan kept the bar lists, its workspace had none "
          "expanded); this build predicts the current executor\n");
+  for (int i = 0; i < n; i++) {  // +: what the current executor would have held, by the log's own items
+    const mem_run *r = &runs[i];
+    if (r->skipped[0] || r->standin <= 0) continue;
+    double items = r->tensors + r->plan + r->shared - r->standin;
+    printf("+ %s: its executor uploaded the stand-in's index and masks of a pattern made on the device (%.1f MiB, "
+           "never read), which the current one does not; without them: in use %.2f GiB, items %.2f GiB, plan %.1f MiB; "
+           "this build's prediction %+.1f%% of the memory in use, %+.1f%% of the items\n", r->path,
+           r->standin / 1048576.0, (r->used - r->standin) / G, items / G, (r->plan - r->standin) / 1048576.0,
+           100 * err(r->after.total, r->used - r->standin), 100 * err(r->after.total, items));
+  }
   if (n_skip) {
     printf("not predicted (%d):\n", n_skip);
     for (int i = 0; i < n; i++)

@@ -141,8 +141,12 @@ int64_t ws_layer_tensor_bytes(int64_t n, int H, int Hkv, int d) {
 
 // ---- what a plan keeps -----------------------------------------------------------------------------
 
-int64_t ws_plan_fixed_bytes(const int64_t *rows, int groups, const head_mask *masks, int heads) {
-  int64_t t = sa_masks_dev_bytes(masks, heads);
+int64_t ws_plan_positions_bytes(const int64_t *rows, int groups) {
+  int64_t t = 0;
   for (int g = 0; g < groups; g++) t += 8 * sr_max64(1, rows[g]);
   return t;
+}
+
+int64_t ws_plan_fixed_bytes(const int64_t *rows, int groups, const head_mask *masks, int heads) {
+  return sa_masks_dev_bytes(masks, heads) + ws_plan_positions_bytes(rows, groups);
 }

@@ -83,5 +83,8 @@ int64_t ws_layer_tensor_bytes(int64_t n, int H, int Hkv, int d);
 // (rows[g] tokens each, at least one slot) and the element masks of the model's `heads` heads
 // (sa_masks_dev_bytes).
 int64_t ws_plan_fixed_bytes(const int64_t *rows, int groups, const head_mask *masks, int heads);
+// The key positions alone: all a plan keeps when the pattern is made on the device every forward (vs-online,
+// adaspa-online: pattern_spec_device_made), whose masks live with its estimate.
+int64_t ws_plan_positions_bytes(const int64_t *rows, int groups);
 
 #endif

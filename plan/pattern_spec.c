@@ -107,6 +107,11 @@ int pattern_spec_at_run_time(const char *spec) {
   return k == PATTERN_ONLINE || k == PATTERN_SEARCHED || k == PATTERN_GATED;
 }
 
+int pattern_spec_device_made(const char *spec) {
+  pattern_estimation k = pattern_spec_estimation(spec);
+  return k == PATTERN_ONLINE || k == PATTERN_SEARCHED;
+}
+
 // adaspa:S[:B] and adaspa-online:S[:B] (parts already split)
 static int adaspa_parts(const char *spec, int n, char **part, adaspa_opts *o, sr_error *e) {
   *o = adaspa_defaults();

@@ -86,6 +86,11 @@ int pattern_spec_online_opts(const char *spec, vs_est_opts *o, sr_error *e);
 // Is the pattern that runs chosen from the data at run time (vs-online, adaspa-online, moba, token-topk)? Then a
 // run's pattern is what the executor reports (dist_attn_pattern_used), not the plan's stand-in.
 int pattern_spec_at_run_time(const char *spec);
+// Does the CUDA backend make each forward's execution form and masks on the device, in state of its own (vs-online,
+// adaspa-online)? Then the plan's copies of the stand-in's index, forward form and masks would never be read, so
+// the executor keeps none and the simulator counts none (docs/sim.md, "Memory"). Gated patterns are not: their
+// selection goes up into the plan's copies every forward.
+int pattern_spec_device_made(const char *spec);
 // The search settings of an "adaspa-online:S[:B]" spec (threshold 0.8, AdaSpa's); SR_EINPUT naming "pattern"
 // for any other spec.
 int pattern_spec_adaspa_opts(const char *spec, adaspa_opts *o, sr_error *e);

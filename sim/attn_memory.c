@@ -10,6 +10,8 @@
 // the union of its query heads'); a bar chunk of 64 keys covers the query tiles after its first key. Without bars
 // (dense, windows without sinks, blocks) every figure is exact; with them the plan came within 2% and the workspace
 // within 0.2% of the executor's on the kept 512K and 1M MTraining runs (results/sim/2026-11-27-attn-memory-workspace).
+// A pattern made on the device (vs-online, adaspa-online) has the positions alone: its index and masks live in the
+// estimator's state, which neither the executor nor this counts (docs/sim.md, "vs-online's plan").
 // sim_exec_workspace gives the exec trainer's step model the same workspace without a pattern.
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,10 +265,12 @@ static int ring_rank(const plan *p, const layer_counts *c, const ring_routes *rt
   schedule_head_split(H, (int)p->model.num_kv_heads, U, h_lo, h_lo + U + 1, h_lo + 2 * U + 1);
   int h0 = c->Hi == 1 ? 0 : h_lo[j], vh = c->Hi == 1 ? 1 : sh.nh;
   free(h_lo);
-  // a pattern chosen at run time keeps its lists and makes its transposes per call (online_*_cuda.c)
-  int fixed = !pattern_spec_at_run_time(p->spec.pattern);
-  int64_t plan = ws_plan_fixed_bytes(c->l->rank_count, c->Wl, masks, H);
-  if (sh.nh > 0) {
+  // a pattern chosen at run time keeps its lists and makes its transposes per call (online_*_cuda.c); one made on
+  // the device (vs-online, adaspa-online) keeps no index or masks in the plan at all, only the positions
+  int fixed = !pattern_spec_at_run_time(p->spec.pattern), copies = !pattern_spec_device_made(p->spec.pattern);
+  int64_t plan = copies ? ws_plan_fixed_bytes(c->l->rank_count, c->Wl, masks, H)
+                        : ws_plan_positions_bytes(c->l->rank_count, c->Wl);
+  if (sh.nh > 0 && copies) {
     int64_t cols = 0;
     for (int h = h0; h < h0 + vh; h++)
       for (int s = 0; s < c->Wl; s++) cols += c->keys[cell(c, h, g, s)];

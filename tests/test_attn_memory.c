@@ -292,6 +292,32 @@ TEST(attn_memory_predicted_is_near_the_executors_count_where_only_a_build_knows_
   CHECK_REL(m.workspace, (double)ws_b, 0.05);
 }
 
+TEST(attn_memory_of_a_pattern_made_on_the_device_is_its_positions_alone_on_both_sides) {
+  // vs-online (and adaspa-online) make every forward's index and masks on the device: the plan keeps no copy of the
+  // stand-in's (whose index, bars stored, was 429 MB a rank at 256K on 2 GPUs, never read). 4096 tokens on 2 ranks:
+  // the positions of the 2 groups' 2048 tokens, 8 bytes each; the executor prints index, forward form and masks 0.
+  char cmd[2048], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 4096 "
+                   "--layout striped --schedule ring --pattern vs-online:0.95 --plan-bytes-only",
+           test_bin_dir(), mpi_cpu_cluster(1, 2));
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "index 0, forward form 0, transposed 0, bar chunks 0, masks 0, positions 32768; total 32768 ");
+  free(out);
+  sim_attn_memory m;
+  predicted_counts(2, "striped", "ring", "vs-online:0.95", 4096, &m);
+  CHECK_EQ_INT((int64_t)m.plan, 2 * 2048 * 8);
+  // the same layer planned on its stand-in (vs-topp, fixed) keeps an index, and so does a gated pattern, whose
+  // selection goes up into the plan's copies every forward
+  predicted_counts(2, "striped", "ring", "vs-topp:0.95", 4096, &m);
+  CHECK(m.plan > 2 * 2048 * 8 + 4096);
+  predicted_counts(2, "striped", "ring", "moba:128:2", 4096, &m);
+  CHECK(m.plan > 2 * 2048 * 8 + 4096);
+  int64_t plan_b, ws_b;
+  CHECK_EQ_INT(executor_counts(2, "--seq 4096 --layout striped --schedule ring --pattern moba:128:2", &plan_b, &ws_b), 0);
+  CHECK_EQ_INT((int64_t)m.plan, plan_b);
+}
+
 TEST(attn_predict_prints_the_predicted_memory_item_by_item_like_the_measured_line) {
   char cmd[2048], *out = NULL;
   snprintf(cmd, sizeof cmd,

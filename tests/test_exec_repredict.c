@@ -286,6 +286,45 @@ TEST(repredict_memory_predicts_every_run_of_a_log_with_both_memory_lines_again) 
   free(out);
 }
 
+// A vs-online run whose executor uploaded the stand-in's index and masks (never read; the current executor keeps no
+// copies of a pattern made on the device): marked "+", left out of the current executor's errors, and its items
+// without those copies set against this build's prediction.
+TEST(repredict_memory_marks_a_device_made_pattern_whose_executor_kept_the_stand_ins_copies) {
+  char path[800], cmd[2400], *out = NULL;
+  run_folder("mem-standin", path, sizeof path);
+  // the pattern the run used, as the executor keeps it (CPU backend, the same estimation)
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "mpirun --oversubscribe -np 2 %s/sparsering-exec attn --model tiny-test --cluster %s --seq 4096 "
+                   "--layout striped --schedule ring --pattern vs-online:0.95 --inputs vs --trace-out %s/logs/vson.trace",
+           test_bin_dir(), mpi_cpu_cluster(1, 2), path);
+  char *run = NULL;
+  CHECK_EQ_INT(test_run(cmd, &run), 0);
+  free(run);
+  snprintf(cmd, sizeof cmd, "%s/logs/vson.log", path);
+  write_file(cmd,
+             "  layer 0: plan device bytes (largest rank): index 3145728, forward form 0, transposed 0, bar chunks 0, "
+             "masks 1048576, positions 32768; total 4227072 (4.0 MiB); bars' scratch 0, expanded bars 0 + 0 in the "
+             "shared workspace of 5242880 (5.0 MiB)\n"
+             "  memory per GPU (largest rank): 50.0 MiB in use after a layer (the rank's tensors 2.0 MiB, the attention "
+             "plan 4.0 MiB, the shared workspace 5.0 MiB); pinned host memory 0.0 KiB\n"
+             "  memory predicted (sim, the CUDA backend): 7.0 MiB (the rank's tensors 2.0 MiB, the attention plan 32.0 "
+             "KiB, the shared workspace 5.0 MiB); pinned host memory 0.0 KiB\n"
+             "attn striped | ring | vs-online:0.95: 2 ranks, tiny-test, seq 4096, 1 layer(s): fwd 1.000 ms bwd 2.000 ms "
+             "per layer\n");
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "# test\nlogs/vson.log\tcal.json\t--trace logs/vson.trace\n");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --memory --root %s", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "logs/vson.log                                                +");
+  CHECK(strstr(out, "the runs of the current executor") == NULL);  // its only run is not one
+  // 3 MiB + 1 MiB of copies: in use 46 MiB, the plan its positions alone
+  CHECK_STR_CONTAINS(out, "+ logs/vson.log: its executor uploaded the stand-in's index and masks of a pattern made "
+                          "on the device (4.0 MiB, never read)");
+  CHECK_STR_CONTAINS(out, "without them: in use 0.04 GiB");
+  CHECK_STR_CONTAINS(out, "plan 0.0 MiB;");
+  free(out);
+}
+
 // The opening line's recomputation in its three wordings: every layer keeping attention's output ("selective ("),
 // the first K ("selective in K of L layers"), none ("full (...)"), for the simulation of the step.
 TEST(repredict_reads_which_layers_kept_attention_from_the_recompute_wording) {
