@@ -202,11 +202,10 @@ int calib_gemm_load_new(calib_gemm_load **out, sr_error *e) {
   return SR_OK;
 }
 
-int calib_gemm_load_queue(calib_gemm_load *g, double seconds, sr_error *e) {
-  double f = 0;
+int calib_gemm_load_queue(calib_gemm_load *g, double seconds, double *flops, sr_error *e) {
   int n = g->each_s > 0 ? (int)ceil(seconds / g->each_s) : 0;
   for (int i = 0; i < n; i++, g->next = (g->next + 1) % 3)
-    if (gemm_one(&g->b, g->next, &f, e)) return e->code;
+    if (gemm_one(&g->b, g->next, flops, e)) return e->code;
   return SR_OK;
 }
 

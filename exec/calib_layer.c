@@ -167,7 +167,7 @@ typedef struct {
 // held_s > 0 instead: the last source's forward and backward back to back for held_s (half untimed, half timed in
 // batches of 4 pairs, so that the host keeps the queue full), secs[last][0] the seconds of one pair.
 static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, double held_s, double gemm_s,
-                    double secs[2][2], sr_error *e) {
+                    double secs[2][2], double *gemm_tflops, sr_error *e) {
   int rc = SR_OK, W = cs->world;
   sa_gpu_index ix = {0};
   sa_gpu_index_t ixt[2];
@@ -176,7 +176,7 @@ static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, d
   head_mask *masks_d = NULL;
   int64_t *qpos = NULL, *kpos[2] = {NULL, NULL}, max_k = sr_max64(cs->n_k[0], W > 1 ? cs->n_k[1] : 0);
   calib_operands x = {0};
-  cudaEvent_t e0 = NULL, e1 = NULL, ev[8] = {NULL};
+  cudaEvent_t e0 = NULL, e1 = NULL, ev[8] = {NULL}, gv[8] = {NULL};
   calib_gemm_load *load = NULL;
   if ((rc = sa_gpu_index_upload(&cs->t, &ix, e)) || (rc = sa_gpu_masks_upload(cs->masks, heads, &masks_d, e))) goto done;
   CK(cudaMalloc((void **)&qpos, sizeof(int64_t) * (size_t)cs->n_q));
@@ -196,9 +196,12 @@ static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, d
   if (held_s > 0) {
     int s = W - 1, pairs = 0;
     sa_shape sh = {cs->n_q, cs->n_k[s], heads, kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0};
-    double spent[2] = {0, 0};
+    double spent[2] = {0, 0}, g_flops[2] = {0, 0}, g_secs = 0;
     if (gemm_s > 0 && (rc = calib_gemm_load_new(&load, e))) goto done;
-    for (int i = 0; i < 8; i++) CK(cudaEventCreate(&ev[i]));
+    for (int i = 0; i < 8; i++) {
+      CK(cudaEventCreate(&ev[i]));
+      CK(cudaEventCreate(&gv[i]));
+    }
     // four pairs a batch, each between its own two events (the GEMMs queued after a pair are not timed)
     for (int timed = 0; timed < 2; timed++)
       while (spent[timed] < held_s / 2) {
@@ -209,17 +212,27 @@ static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, d
             goto done;
           }
           CK(cudaEventRecord(ev[2 * r + 1], NULL));
-          if (load && (rc = calib_gemm_load_queue(load, gemm_s, e))) goto done;
+          if (load) {
+            CK(cudaEventRecord(gv[2 * r], NULL));
+            if ((rc = calib_gemm_load_queue(load, gemm_s, &g_flops[timed], e))) goto done;
+            CK(cudaEventRecord(gv[2 * r + 1], NULL));
+          }
         }
         CK(cudaEventSynchronize(ev[7]));
+        if (load) CK(cudaEventSynchronize(gv[7]));
         for (int r = 0; r < 4; r++) {
           float ms;
           CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
           spent[timed] += ms * 1e-3;
+          if (load && timed) {
+            CK(cudaEventElapsedTime(&ms, gv[2 * r], gv[2 * r + 1]));
+            g_secs += ms * 1e-3;
+          }
         }
       }
     CK(cudaDeviceSynchronize());
     secs[s][0] = spent[1] / pairs, secs[s][1] = 0;
+    if (gemm_tflops) *gemm_tflops = g_secs > 0 ? g_flops[1] / g_secs / 1e12 : 0;
     goto done;
   }
   for (int s = 0; s < W; s++)
@@ -242,8 +255,10 @@ static int time_set(const call_set *cs, int heads, int kv_heads, int head_dim, d
 done:
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < 8; i++) {
     if (ev[i]) cudaEventDestroy(ev[i]);
+    if (gv[i]) cudaEventDestroy(gv[i]);
+  }
   calib_gemm_load_free(load);
   calib_operands_free(&x);
   cudaFree(qpos);
@@ -271,7 +286,7 @@ static int time_band(int size, int heads, int kv_heads, int head_dim, double *fw
     for (int h = 0; h < heads; h++) cs.masks[h].kind = PATTERN_DENSE, cs.masks[h].n_tokens = BAND_TOKENS;
     for (int64_t x = 0; x < BAND_TOKENS; x++) cs.qpos[x] = x;
     cs.kpos[0] = cs.qpos;
-    rc = time_set(&cs, heads, kv_heads, head_dim, 0, 0, secs, e);
+    rc = time_set(&cs, heads, kv_heads, head_dim, 0, 0, secs, NULL, e);
   }
   *fwd_s = secs[0][0], *bwd_s = secs[0][1];
   tiles_free(&cs.t), free(cs.masks), free(cs.qpos);
@@ -281,7 +296,7 @@ static int time_band(int size, int heads, int kv_heads, int head_dim, double *fw
 // The off and diag calls at shard length L: the second of two contiguous ranks over a dense causal 2 L tokens (held_s:
 // time_set's).
 static int time_layer(int64_t L, int heads, int kv_heads, int head_dim, double held_s, double gemm_s, double secs[2][2],
-                      sr_error *e) {
+                      double *gemm_tflops, sr_error *e) {
   call_set cs;
   memset(&cs, 0, sizeof cs);
   layout l;
@@ -297,7 +312,7 @@ static int time_layer(int64_t L, int heads, int kv_heads, int head_dim, double h
     layout_positions(&l, 0, cs.kpos[0]);
     layout_positions(&l, 1, cs.qpos);
     cs.kpos[1] = cs.qpos;
-    rc = time_set(&cs, heads, kv_heads, head_dim, held_s, gemm_s, secs, e);
+    rc = time_set(&cs, heads, kv_heads, head_dim, held_s, gemm_s, secs, gemm_tflops, e);
   }
   if (cs.masks) tiles_masks_free(cs.masks, heads);
   tiles_free(&cs.t), pattern_free(&pat), layout_free(&l), free(cs.qpos), free(cs.kpos[0]);
@@ -317,7 +332,7 @@ int calib_layer_measure(const int64_t *lengths, int n_lengths, int heads, int kv
     double secs[2][2];
     int i = out->n, rc = calib_layer_add(out, "off", lengths[j], heads, e);
     if (!rc) rc = calib_layer_add(out, "diag", lengths[j], heads, e);
-    if (!rc) rc = time_layer(lengths[j], heads, kv_heads, head_dim, 0, 0, secs, e);
+    if (!rc) rc = time_layer(lengths[j], heads, kv_heads, head_dim, 0, 0, secs, NULL, e);
     if (rc) return rc;
     for (int p = 0; p < 2; p++) out->seconds[p][i] = secs[0][p], out->seconds[p][i + 1] = secs[1][p];
   }
@@ -325,11 +340,11 @@ int calib_layer_measure(const int64_t *lengths, int n_lengths, int heads, int kv
 }
 
 int calib_attn_held_measure(int64_t tokens, int heads, int kv_heads, int head_dim, double seconds, double gemm_s,
-                            double *pair_s, sr_error *e) {
+                            double *pair_s, double *gemm_tflops, sr_error *e) {
   double secs[2][2] = {{0}};
-  *pair_s = 0;
+  *pair_s = 0, *gemm_tflops = 0;
   if (!(seconds > 0)) return SR_OK;
-  int rc = time_layer(tokens, heads, kv_heads, head_dim, seconds, gemm_s, secs, e);
+  int rc = time_layer(tokens, heads, kv_heads, head_dim, seconds, gemm_s, secs, gemm_tflops, e);
   *pair_s = secs[1][0];
   return rc;
 }
@@ -343,8 +358,8 @@ int calib_layer_measure(const int64_t *lengths, int n_lengths, int heads, int kv
 }
 
 int calib_attn_held_measure(int64_t tokens, int heads, int kv_heads, int head_dim, double seconds, double gemm_s,
-                            double *pair_s, sr_error *e) {
-  *pair_s = 0;
+                            double *pair_s, double *gemm_tflops, sr_error *e) {
+  *pair_s = 0, *gemm_tflops = 0;
   return sr_input_error(e, NULL, "--backend", "cuda: this build has no CUDA (the held attention call needs a GPU build)");
 }
 

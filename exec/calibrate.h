@@ -197,14 +197,15 @@ double calib_attn_sustained(double burst_s, double held_s);
 // `seconds`: the first half untimed (the board reaches its power limit), the second timed; *pair_s the seconds of one
 // forward + backward in the timed half. gemm_s > 0: after each pair, gemm_s seconds of the projections' GEMMs
 // (calib_gemm_load), as a training step interleaves them, only the attention timed (so `seconds` of attention take
-// about twice as long). CUDA only.
+// about twice as long); those GEMMs are timed apart, their rate in the timed half into *gemm_tflops (0 without them).
+// CUDA only.
 int calib_attn_held_measure(int64_t tokens, int heads, int kv_heads, int head_dim, double seconds, double gemm_s,
-                            double *pair_s, sr_error *e);
+                            double *pair_s, double *gemm_tflops, sr_error *e);
 // cuBLAS bf16 GEMMs of a layer's projection shapes in turn, queued on stream 0 for about `seconds` (each GEMM timed
 // once when the load is made). CUDA only.
 typedef struct calib_gemm_load calib_gemm_load;
 int calib_gemm_load_new(calib_gemm_load **out, sr_error *e);
-int calib_gemm_load_queue(calib_gemm_load *g, double seconds, sr_error *e);
+int calib_gemm_load_queue(calib_gemm_load *g, double seconds, double *flops, sr_error *e);
 void calib_gemm_load_free(calib_gemm_load *g);
 
 #endif

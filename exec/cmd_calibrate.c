@@ -325,11 +325,22 @@ static int cmd_calibrate(int argc, char **argv) {
     // Last, so that no other call is timed on a board held at its power limit: the rate a training step's attention
     // holds (sim/cost.c, cost_attn_held).
     if (held_burst_s > 0 && attn_s > 0) {
-      double pair_s;
+      double pair_s, mixed_tflops;
       if (calib_attn_held_measure(held_len, (int)heads, (int)kvh, (int)hd, attn_s, held_gemm ? held_burst_s : 0, &pair_s,
-                                  &e))
+                                  &mixed_tflops, &e))
         fail(&c, &e);
       cl.gpu.eff_attn_sustained = calib_attn_sustained(held_burst_s, pair_s);
+      // The GEMMs between the attention calls run as a step's do: their rate is the one a step's GEMMs are costed at
+      // (sim/cost.c, cost_gemm_step), in place of the back-to-back figure above (a board at its power limit on
+      // GEMMs alone holds a lower clock than one that alternates them with attention).
+      if (mixed_tflops > 0) {
+        double back = cl.gpu.eff_gemm_sustained;
+        cl.gpu.eff_gemm_sustained = mixed_tflops / cl.gpu.peak_tflops;
+        if (c.rank == 0)
+          printf("GEMMs between the held attention calls: %.0f TFLOP/s = %.3f of peak (gpu.efficiency.gemm_sustained; "
+                 "back to back: %.3f)\n",
+                 mixed_tflops, cl.gpu.eff_gemm_sustained, back);
+      }
       char tok[32];
       if (c.rank == 0)
         printf("attention held (diag %s, forward + backward %s, %.1f s of attention timed): %.3f ms a pair against "
