@@ -50,7 +50,8 @@ static const cli_flag calibrate_flags[] = {
      "rates)"},
     {"attn-held", "gemm|alone", "gemm",
      "cuda, with --attn-seconds: gemm runs an equal time of the projections' GEMMs after each forward + backward, as a "
-     "training step interleaves them, and times only the attention; alone runs the attention back to back"},
+     "training step interleaves them, times the attention and those GEMMs apart, and writes the GEMMs' rate as "
+     "gpu.efficiency.gemm_sustained in place of --gemm-seconds' back-to-back one; alone runs the attention back to back"},
     {"layer-lengths", "LIST", "16K,32K,64K,128K",
      "cuda: shard lengths at which to time attention calls shaped like a ring layer's (its queries against an earlier "
      "shard, and its causal diagonal block), on random inputs, beside two short walks: the full-tile rates, each "

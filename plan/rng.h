@@ -70,11 +70,12 @@ static inline void sr_mt_twist_words(uint32_t *mt, int a, int b) {
 }
 
 // Make the next outputs available: a whole round's twist, or in the first round after seeding the next
-// words (8, then doubling) with just the seeded words they need.
-static inline void sr_mt_refill(sr_mt *r) {
+// words (8, then doubling) with just the seeded words they need. twist: sr_mt_twist_words or a form giving the
+// same words (plan/synth_draw.c's eight at a time).
+static inline void sr_mt_refill_by(sr_mt *r, void (*twist)(uint32_t *mt, int a, int b)) {
   uint32_t *mt = r->mt;
   if (r->mti == SR_MT_N) {
-    sr_mt_twist_words(mt, 0, SR_MT_N);
+    twist(mt, 0, SR_MT_N);
     r->mti = 0;
     r->ready = SR_MT_N;
     return;
@@ -84,9 +85,11 @@ static inline void sr_mt_refill(sr_mt *r) {
   // Words below N - M read seeded word k + M; once past them every seeded word has been read or is next.
   int need = end - 1 < SR_MT_N - SR_MT_M ? end + SR_MT_M : SR_MT_N;
   for (; r->init < need; r->init++) mt[r->init] = 1812433253u * (mt[r->init - 1] ^ (mt[r->init - 1] >> 30)) + (uint32_t)r->init;
-  sr_mt_twist_words(mt, r->ready, end);
+  twist(mt, r->ready, end);
   r->ready = end;
 }
+
+static inline void sr_mt_refill(sr_mt *r) { sr_mt_refill_by(r, sr_mt_twist_words); }
 
 // The next 32-bit output.
 static inline uint32_t sr_mt_next(sr_mt *r) {

@@ -80,21 +80,7 @@ __attribute__((target("avx2"))) static void twist_words_avx2(uint32_t *mt, int a
 }
 
 // sr_mt_refill with the twist eight words at a time.
-__attribute__((target("avx2"))) static void refill_avx2(sr_mt *r) {
-  uint32_t *mt = r->mt;
-  if (r->mti == SR_MT_N) {
-    twist_words_avx2(mt, 0, SR_MT_N);
-    r->mti = 0;
-    r->ready = SR_MT_N;
-    return;
-  }
-  int end = r->ready + (r->ready < 8 ? 8 : r->ready);
-  if (end > SR_MT_N) end = SR_MT_N;
-  int need = end - 1 < SR_MT_N - SR_MT_M ? end + SR_MT_M : SR_MT_N;
-  for (; r->init < need; r->init++) mt[r->init] = 1812433253u * (mt[r->init - 1] ^ (mt[r->init - 1] >> 30)) + (uint32_t)r->init;
-  twist_words_avx2(mt, r->ready, end);
-  r->ready = end;
-}
+__attribute__((target("avx2"))) static void refill_avx2(sr_mt *r) { sr_mt_refill_by(r, twist_words_avx2); }
 
 __attribute__((target("avx2"))) static void verticals_avx2(sr_mt *r, int64_t n, int32_t *x, int64_t m,
                                                            const uint64_t *bits) {

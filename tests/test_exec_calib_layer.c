@@ -4,6 +4,7 @@
 // one from before them), and the --layer-lengths flag.
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec/calibrate.h"
 #include "plan/cluster.h"
@@ -337,6 +338,20 @@ TEST(calibrate_refuses_a_layer_length_off_a_tile_before_measuring) {
   CHECK_EQ_INT(test_run(cmd, &out), 2);
   CHECK(out && strstr(out, "--layer-lengths") && strstr(out, "1000: a shard length is a multiple of 128 tokens"));
   free(out);
+}
+
+// What runs between the held attention calls is one of two; anything else is refused before measuring (exit 2,
+// naming the flag and the value), on any backend.
+TEST(calibrate_refuses_an_unknown_attn_held_mode_before_measuring) {
+  char cmd[1200], *out = NULL;
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec calibrate --backend cpu --attn-held gemms --out %s/cal-held.json",
+           test_bin_dir(), test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK(out && strstr(out, "--attn-held") && strstr(out, "'gemms': expected gemm or alone"));
+  free(out);
+  char path[800];
+  snprintf(path, sizeof path, "%s/cal-held.json", test_tmpdir());
+  CHECK(access(path, F_OK) != 0);  // nothing written
 }
 
 // scripts/gpu/calib_walk_run.sh without a GPU (CAL_LOG: a log refitted instead of a calibration run): the new

@@ -454,7 +454,7 @@ static int rows_nv(int C, const void *a, const void *b, const void *c, const voi
 void rmsnorm_fwd_run(int bf16, void *out, float *rstd, float *xcopy, const float *x, const float *w, int64_t T, int C,
                      float eps, cudaStream_t st) {
   int nv = rows_nv(C, out, xcopy, x, w);
-  if (nv && T > 0 && (xcopy == NULL || aligned16(xcopy))) {
+  if (nv && T > 0) {
     unsigned g = (unsigned)((T + 7) / 8);  // 8 rows (warps) a block
 #define L(NV)                                                                                                  \
   BY_DTYPE(bf16, (rmsnorm_fwd_rows_k<bf16_t, NV><<<g, 256, 0, st>>>((bf16_t *)out, rstd, xcopy, x, w, T, C, eps)), \
@@ -486,7 +486,7 @@ static void rmsnorm_bwd_rows_launch(float *dx, Tt *dx_act, float *dw, const floa
 void rmsnorm_bwd_run(int bf16, float *dx, void *dx_act, float *dw, float *tmp, const float *dout, const float *x,
                      const float *w, const float *rstd, int64_t T, int C, cudaStream_t st, int *need_colsum) {
   int nv = rows_nv(C, dx, dout, x, w);
-  if (nv && T > 0 && (dx_act == NULL || ((uintptr_t)dx_act & 7) == 0)) {
+  if (nv && T > 0 && (dx_act == NULL || ((uintptr_t)dx_act & (bf16 ? 7 : 15)) == 0)) {  // 4 elements a store
 #define L(NV)                                                                                                \
   BY_DTYPE(bf16, (rmsnorm_bwd_rows_launch<bf16_t, NV>(dx, (bf16_t *)dx_act, dw, dout, x, w, rstd, T, C, st)), \
            (rmsnorm_bwd_rows_launch<float, NV>(dx, (float *)dx_act, dw, dout, x, w, rstd, T, C, st)))
