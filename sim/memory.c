@@ -113,7 +113,8 @@ static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_
     out->activations = n * (model_exec_bytes_per_token(m, 1, in->tokens_per_rank, in->mlp_chunk) +
                             model_exec_kept_attn_bytes_per_token(m, in->keep_layers));
   if (in->recompute == 2 && in->keep_all > 0)  // the layers kept whole: their sets (bf16 GEMM operands)
-    out->activations += n * model_exec_kept_whole_bytes_per_token(m, in->keep_all, in->tokens_per_rank, in->mlp_chunk, 2);
+    out->activations +=
+        n * model_exec_kept_whole_bytes_per_token(m, in->keep_all, in->tokens_per_rank, in->mlp_chunk, 2);
   out->host_activations = 0;
   if (in->offload_activations) {
     out->activations -= n * model_exec_offload_saved_per_token(m);

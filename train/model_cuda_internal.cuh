@@ -75,7 +75,8 @@ struct model_cuda {
                             // reruns), but for ob and lse of the layers that keep their own under selective
                             // recomputation (model_attn_own_buffers), and for the layers kept whole (0..keep_all-1),
                             // which have a whole set each, as without recomputation
-  bf16_t *rec_ob;           // under recomputation: the shared set's ob and lse (acts[keep_all]'s unless it keeps its own)
+  bf16_t *rec_ob;           // under recomputation: the shared set's ob and lse (acts[keep_all]'s unless it keeps its
+                            // own)
   float *rec_lse;
   float *qkv;               // [N, Hq*D + 2*Hkv*D]: the q|k|v GEMM outputs; in the backward the RMSNorms' weight rows
   float *ob_act;            // TF32: attention's output in fp32 for the O GEMM (NULL with bf16: it reads ob)

@@ -200,8 +200,8 @@ static int mlp_fwd(model_cuda *d, int l, int64_t T, float *xo, sr_error *e) {
 }
 
 // d->dln = the post-attention norm output's gradient from d->dxb, chunk by chunk: under recomputation the chunk's
-// gate|up and h remade first (not in a layer kept whole, which has them all); then dh, SwiGLU's backward (dgate|dup over gate|up, which nothing reads after) and the
-// chunk's rows of dln. The weight gradients add up over the chunks (linear_dw accumulates: beta 1), each row once.
+// gate|up and h remade first (not in a layer kept whole, which has them all); then dh, SwiGLU's backward (dgate|dup
+// over gate|up, which nothing reads after) and the chunk's rows of dln. The weight gradients add up over the chunks (linear_dw accumulates: beta 1), each row once.
 static int mlp_bwd(model_cuda *d, int l, int64_t T, sr_error *e) {
   int C = (int)d->cfg.hidden_size, I = (int)d->cfg.intermediate_size;
   cudaDataType at = act_type(d);

@@ -92,8 +92,9 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
   if (o->keep_all != 0 && (o->keep_all < 0 || o->keep_all > cfg->num_layers ||
                            (rc = model_cpu_set_keep_all(&t->model, (int)o->keep_all, e)))) {
     model_cpu_free(&t->model);
-    return rc ? rc : sr_input_error(e, NULL, "keep_all", "%lld is not a layer count of 0 .. %lld", (long long)o->keep_all,
-                                    (long long)cfg->num_layers);
+    return rc ? rc
+              : sr_input_error(e, NULL, "keep_all", "%lld is not a layer count of 0 .. %lld", (long long)o->keep_all,
+                               (long long)cfg->num_layers);
   }
   if (!o->cuda && ((rc = model_cpu_set_mlp_chunk(&t->model, mlp_rows, e)) ||
                    (o->offload_activations && (rc = model_cpu_set_offload(&t->model, e))))) {

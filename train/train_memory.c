@@ -96,7 +96,8 @@ static void keep_all_text(const train_run *r, char *out, size_t size) {
   if (!r->cuda) {  // model_cpu.c's whole sets: fp32, 3 C + 2 + 2 QD + 2 KD + 3 I + H a token
     double per = (double)(3 * m->hidden_size + 2 + 2 * m->num_heads * m->head_dim + 2 * m->num_kv_heads * m->head_dim +
                           3 * m->intermediate_size + m->num_heads) * 4;
-    snprintf(out, size, "; kept whole in %d of %d layers (every activation kept, no rerun: %.2f GiB, --keep-activations)",
+    snprintf(out, size,
+             "; kept whole in %d of %d layers (every activation kept, no rerun: %.2f GiB, --keep-activations)",
              r->keep_all, L, (double)r->keep_all * (double)n * per / G);
     return;
   }

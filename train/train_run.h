@@ -55,7 +55,8 @@ typedef struct {
   double keep_bytes, keep_free;  // what it takes on this rank (every layer keeping), and what was free beside the plans
   int keep_layers;               // the layers that keep (0 .. L: layers 0..keep_layers-1, the same on every rank)
   int keep_all_wanted;           // --keep-activations: -1 auto (as many as fit on the GPU, none on the CPU), 0 off, N
-  int keep_all;                  // the layers kept whole (0 .. keep_layers: layers 0..keep_all-1, the same on every rank)
+  int keep_all;                  // the layers kept whole (0 .. keep_layers: layers 0..keep_all-1, the same on every
+                                 // rank)
   double keep_all_free;          // the GPU: bytes free for them beside the plans and the kept attention outputs
   int offload_auto;              // the activation offload turned on by train_run_inputs_decide (the inputs did not fit)
   double inputs_bytes;           // the layer inputs' device bytes as train_run_inputs_decide found them
