@@ -31,7 +31,7 @@ static int bench_one(const char *label, const char *model, const char *cluster, 
   if ((rc = plan_build(&s, &p, e))) return rc;
   double t1 = sr_now();
   // The simulator draws the plan's pattern itself (a few layers at a time, each accounted as it is drawn).
-  sim_options o = {representative, 0, 0, 0, 0, 0, 0};
+  sim_options o = {representative, 0, 0, 0, 0, 0, 0, 0};
   sim_result r;
   rc = sim_run(&p, NULL, &o, &r, NULL, e);
   double t2 = sr_now(), cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;

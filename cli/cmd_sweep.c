@@ -41,7 +41,7 @@ static int run_point(const sweep_grid *g, int64_t i, sim_cache *cache, sr_buf *r
   st.base.zero = (int)g->zero;
   snprintf(st.sparse_pattern, sizeof st.sparse_pattern, "%s", g->patterns[pi]);
   st.cache = cache;
-  sim_options o = {g->representative, 0, 0, 0, 0, 0, 0};
+  sim_options o = {g->representative, 0, 0, 0, 0, 0, 0, 0};
   sim_result r;
   int rc = sim_strategy(&st, g->strategies[k], &o, &r, NULL, e);
   if (rc) return rc;

@@ -35,6 +35,7 @@ typedef struct {
   int64_t seq;
   int keep_attn;    // the run's recomputation kept attention's output and LSE ("recompute selective")
   int keep_layers;  // in its first keep_layers layers ("recompute selective in K of L layers"); 0: every layer
+  int keep_all;     // of those, the layers it kept whole ("kept whole in K of L layers"); 0: none
   int index_ready;  // every layer's attention plan was kept on the GPU (no index built in the step)
   int kept;         // the attention plans the run kept on the GPU ("K kept of L layers"; 0: not logged)
   // measured: the best step after the first; the mean split after it (of a one-step run, its only step's)

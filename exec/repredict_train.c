@@ -41,6 +41,8 @@ int repredict_parse_train_log(const char *text, train_rerun *r) {
       int k = 0;
       r->keep_attn = sel != NULL;
       r->keep_layers = sel && sscanf(sel, "recompute selective in %d of", &k) == 1 ? k : 0;
+      const char *whole = sel ? strstr(sel, "kept whole in ") : NULL;
+      r->keep_all = whole && sscanf(whole, "kept whole in %d of", &k) == 1 ? k : 0;
     }
     if (strncmp(line, "train: attention plans: ", 24) == 0) {
       const char *k = strstr(line, " kept of ");
@@ -123,7 +125,8 @@ int repredict_train_run(const char *cluster_path, const char *flags, train_rerun
   if (rc) return rc;
   // as train --predict (train/train_cmd.c, run_predict): a synthetic pattern built before the step, the
   // recomputation keeping attention's output when the run did, no index build with every layer's plan kept
-  sim_options o = {0, 1, !pattern_spec_at_run_time(s.pattern), r->keep_attn, r->index_ready, r->kept, r->keep_layers};
+  sim_options o = {0, 1, !pattern_spec_at_run_time(s.pattern), r->keep_attn, r->index_ready, r->kept, r->keep_layers,
+                   r->keep_all};
   sim_result sr;
   sim_timeline tl = {0};
   rc = pattern_source_load(s.pattern, &p.model, s.seq, s.seed, 0, &pat, e);

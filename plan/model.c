@@ -330,6 +330,19 @@ double model_exec_kept_attn_bytes_per_token(const model_config *m, int keep_laye
   return own * (2 * QD + 4 * H);
 }
 
+double model_exec_kept_whole_bytes_per_token(const model_config *m, int keep_all, int64_t n_local, int64_t mlp_chunk,
+                                             int act_bytes) {
+  double C = (double)m->hidden_size, QD = (double)(m->num_heads * m->head_dim),
+         KD = (double)(m->num_kv_heads * m->head_dim), I = (double)m->intermediate_size, es = (double)act_bytes;
+  if (keep_all <= 0) return 0;
+  // ln1, ln2 (act), rstd1, rstd2, q, k, v (bf16), x2 (fp32): the set every layer has, once, under recomputation
+  double set = 2 * es * C + 8 + 2 * (QD + 2 * KD) + 4 * C;
+  double whole = set + 3 * es * I;  // and the MLP's gate|up and h for every token
+  if (keep_all < m->num_layers) return keep_all * whole;
+  double share = n_local > 0 ? (double)model_exec_mlp_rows(n_local, mlp_chunk) / (double)n_local : 1;
+  return (double)m->num_layers * whole - (set + 3 * es * I * share);  // no shared set: its chunk's gate|up and h go too
+}
+
 double model_exec_offload_saved_per_token(const model_config *m) {
   int64_t L = m->num_layers, slots = L < MODEL_EXEC_OFFLOAD_SLOTS ? L : MODEL_EXEC_OFFLOAD_SLOTS;
   return (double)(L - slots) * (double)m->hidden_size * 4;  // of x[0..L]: the slots and x[L] stay

@@ -97,6 +97,14 @@ double model_exec_mlp_bytes_per_row(const model_config *m, int recompute);
 // LSEs (fp32) when layers 0..keep_layers-1 keep them: one buffer a keeping layer, but L - 1 when all L keep (layer
 // 0's O is then the one the recomputation's layer set holds anyway).
 double model_exec_kept_attn_bytes_per_token(const model_config *m, int keep_layers);
+// Whole-layer keeping beside selective recomputation (train --keep-activations): the device bytes a local token
+// (averaged over n_local, as model_exec_bytes_per_token) that layers 0..keep_all-1 keeping every activation their
+// backward reads take beyond selective recomputation with those layers keeping attention's output: a whole set a
+// layer (ln1, ln2, gate|up, h in the GEMMs' dtype of act_bytes bytes, 2 for bf16; rstd1, rstd2, x2 fp32; q, k, v
+// bf16; its o and lse are counted already), but with all L kept the recomputation's shared set (its MLP buffers one
+// chunk's) is not made, so L cost L sets less that one (train/model_cuda.cu).
+double model_exec_kept_whole_bytes_per_token(const model_config *m, int keep_all, int64_t n_local, int64_t mlp_chunk,
+                                             int act_bytes);
 // `train --mlp-chunk`: the MLP (post-attention norm output -> gate|up -> SwiGLU -> down, and its backward) runs over
 // the rank's tokens in chunks of rows (FPDT's chunked FFN, Yao et al. 2024), so its buffers hold one chunk. The
 // flag's values: N > 0 tokens a chunk, 0 the whole local sequence, MODEL_EXEC_MLP_AUTO (the default) the whole

@@ -87,6 +87,8 @@ static void activations(const model_config *m, const mem_inputs *in, int ranks_p
   double ckpt = L * ckpt_layer;
   if (in->recompute == 2 && in->keep_layers > 0 && in->keep_layers < L)  // the rest keep their input alone
     ckpt = in->keep_layers * ckpt_layer + (L - in->keep_layers) * n * model_act_bytes_per_token_layer(m, 1);
+  if (in->recompute == 2 && in->keep_all > 0 && in->fpdt_chunk <= 0)  // the layers kept whole: all of theirs
+    ckpt += in->keep_all * (n * full - ckpt_layer);
   if (in->offload_activations) {  // the layer in use and the one coming back stay on the GPU
     out->host_activations = ranks_per_node * ckpt;
     ckpt = min2(L, 2) * ckpt_layer;
@@ -110,6 +112,9 @@ static void exec_trainer(const model_config *m, const mem_inputs *in, int ranks_
   if (in->recompute == 2 && in->keep_layers > 0 && in->keep_layers < m->num_layers)  // some layers keep: theirs
     out->activations = n * (model_exec_bytes_per_token(m, 1, in->tokens_per_rank, in->mlp_chunk) +
                             model_exec_kept_attn_bytes_per_token(m, in->keep_layers));
+  if (in->recompute == 2 && in->keep_all > 0)  // the layers kept whole: their sets (bf16 GEMM operands)
+    out->activations +=
+        n * model_exec_kept_whole_bytes_per_token(m, in->keep_all, in->tokens_per_rank, in->mlp_chunk, 2);
   out->host_activations = 0;
   if (in->offload_activations) {
     out->activations -= n * model_exec_offload_saved_per_token(m);

@@ -34,6 +34,7 @@ typedef struct {
   double bars_bytes;         // its compact bars' lists expanded for a call (the executor's workspace: once, not a layer)
   int recompute;             // 0 none, 1 per layer, 2 per layer but attention's output and LSE kept
   int keep_layers;           // recompute 2: only layers 0..keep_layers-1 keep them (0: every layer)
+  int keep_all;              // recompute 2: layers 0..keep_all-1 keep every activation (no rerun; 0: none)
   int zero;                  // ZeRO stage 0..3
   int offload_activations;   // the per-layer checkpoints in pinned host memory (two layers' on the GPU)
   int offload_optimizer;     // the optimizer state and its fp32 gradients in host memory

@@ -38,7 +38,7 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   pattern one = *pat;
   one.layers = 1;
   one.h = pattern_head(pat, layer, 0);
-  sim_options o = {0, 1, !pattern_spec_at_run_time(p->spec.pattern), 0, 0, 0, 0};  // a given pattern: no estimation
+  sim_options o = {0, 1, !pattern_spec_at_run_time(p->spec.pattern), 0, 0, 0, 0, 0};  // a given pattern: no estimation
   sim_result r;
   sim_timeline tl = {0};
   if (sim_run(&q, &one, &o, &r, &tl, e)) return e->code;

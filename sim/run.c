@@ -125,6 +125,11 @@ int sim_keep_layers(const sim_options *o, int layers) {
   return o->keep_layers > 0 && o->keep_layers < layers ? o->keep_layers : layers;
 }
 
+int sim_keep_all(const sim_options *o, int layers) {
+  int k = sim_keep_layers(o, layers);
+  return o->keep_all > 0 ? (o->keep_all < k ? o->keep_all : k) : 0;
+}
+
 int sim_run(const plan *p, const pattern *pat, const sim_options *o, sim_result *r, sim_timeline *tl, sr_error *e) {
   return run(p, pat, o, NULL, NULL, r, tl, e);
 }
@@ -193,7 +198,7 @@ static int run_pattern(const plan *p, const pattern *pat, const sim_options *o, 
                           (long long)pat->n_tokens, (long long)p->layout.n_tokens);
   if (p->layout.world != W)
     return sr_input_error(e, NULL, "layout", "is over %d ranks; the cluster has %d GPUs", p->layout.world, W);
-  sim_options none = {0, 0, 0, 0, 0, 0, 0};
+  sim_options none = {0, 0, 0, 0, 0, 0, 0, 0};
   // An attention-only step runs each layer's attention forward and backward once: no recomputation.
   plan attn_only;
   if (p->spec.attention_only) {
@@ -292,6 +297,7 @@ static int run_pattern(const plan *p, const pattern *pat, const sim_options *o, 
   int keep = sim_keep_layers(x.o, (int)m->num_layers);
   mi.recompute = p->spec.recompute && keep > 0 ? 2 : p->spec.recompute;
   mi.keep_layers = keep < (int)m->num_layers ? keep : 0;
+  mi.keep_all = p->spec.recompute ? sim_keep_all(x.o, (int)m->num_layers) : 0;  // and the layers kept whole
   mi.builder_bytes = x.builder_bytes;
   sim_memory_estimate(m, c, &mi, &r->mem);
   if (r->mem.builder > 0) builder_fate(&x, r);

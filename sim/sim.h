@@ -48,11 +48,16 @@ typedef struct {
                         // simulated memory leaves room for (plan_cache.h)
   int keep_layers;      // of keep_attn: only layers 0..keep_layers-1 keep (the rest rerun attention, as the trainer
                         // does where memory holds no more: train/train.h); 0 (or num_layers and more): every layer
+  int keep_all;         // of keep_attn: layers 0..keep_all-1 (at most those that keep attention's output) keep every
+                        // activation (train --keep-activations): their backward reruns nothing of their forward, and
+                        // memory counts their whole sets; 0: none
 } sim_options;
 
 // The layers that keep attention's output and LSE under o (layers 0..K-1) of a model of `layers` layers: 0 without
 // keep_attn, else keep_layers but `layers` where keep_layers is 0 or more than the model's.
 int sim_keep_layers(const sim_options *o, int layers);
+// The layers kept whole under o (layers 0..K_all-1): keep_all, at most sim_keep_layers (0 without keep_attn).
+int sim_keep_all(const sim_options *o, int layers);
 
 // The tasks a simulation recorded (sim_options.record_timeline), in the order they were scheduled.
 typedef struct {

@@ -89,6 +89,10 @@ int ctx_exec_trainer(const sim_ctx *x) { return strcmp(x->p->spec.trainer, "exec
 
 int ctx_keeps_attn(const sim_ctx *x, int layer) { return layer < sim_keep_layers(x->o, (int)x->m->num_layers); }
 
+int ctx_reruns(const sim_ctx *x, int layer) {
+  return x->p->spec.recompute && (!x->o || layer >= sim_keep_all(x->o, (int)x->m->num_layers));
+}
+
 // Memory-bound ops move bf16 tensors (roofline, Williams et al. 2009): before attention an RMSNorm
 // (read + write hidden) and RoPE on q and k (read + write); after it two residual adds (2 reads +
 // 1 write of hidden), the second RMSNorm, and SwiGLU (2 reads + 1 write of intermediate). The exec
@@ -190,14 +194,16 @@ int ctx_loss(sim_ctx *x, sr_error *e) {
 double ctx_step_compute(const sim_ctx *x, double n, double share) {
   const gpu_desc *g = &x->c->gpu;
   double layers = (double)x->m->num_layers, loss = ctx_loss_cost(x, n);
+  // the layers whose backward reruns their forward: all with recomputation but those kept whole (the tuner's bounds
+  // call this on a context without options: none kept)
+  double kept = x->o ? sim_keep_all(x->o, (int)x->m->num_layers) : 0;
+  double reruns = x->p->spec.recompute ? layers - kept : 0;
   double fwd = ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n) + ctx_gemm_post(x, n) + ctx_mem_post(x, n);
-  if (!ctx_exec_trainer(x)) {
-    double passes = 1 + MODEL_GEMM_BWD_RATIO + (x->p->spec.recompute ? 1 : 0);
-    return layers * passes * fwd + loss + cost_mem(g, 28.0 * share);
-  }
+  if (!ctx_exec_trainer(x))
+    return (layers * (1 + MODEL_GEMM_BWD_RATIO) + reruns) * fwd + loss + cost_mem(g, 28.0 * share);
   double P = (double)model_param_count(x->m);
-  double rec = x->p->spec.recompute ? ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n) + ctx_post(x, n, 1) : 0;
-  return layers * (fwd + rec + ctx_bwd_post(x, n) + ctx_bwd_pre(x, n)) + loss +
+  double rec = ctx_gemm_qkv(x, n) + ctx_mem_pre(x, n) + ctx_post(x, n, 1);
+  return layers * (fwd + ctx_bwd_post(x, n) + ctx_bwd_pre(x, n)) + reruns * rec + loss +
          cost_mem(g, exec_cost_optimizer(share) + exec_cost_weights(P));
 }
 

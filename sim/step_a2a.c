@@ -171,7 +171,7 @@ static int layer_fwd(sim_ctx *x, a2a_state *s, int layer, int recompute, sr_erro
 static int layer_bwd(sim_ctx *x, a2a_state *s, int layer, sr_error *e) {
   int W = x->W, rc;
   const schedule *sch = &x->p->schedule;
-  if (x->p->spec.recompute && (rc = layer_fwd(x, s, layer, 1, e))) return rc;
+  if (ctx_reruns(x, layer) && (rc = layer_fwd(x, s, layer, 1, e))) return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     s->dur[r] = ctx_bwd_post(x, n);

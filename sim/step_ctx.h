@@ -91,6 +91,9 @@ int ctx_exec_trainer(const sim_ctx *x);
 // Does layer `layer`'s recomputed forward skip attention (selective recomputation: sim_options.keep_attn and
 // keep_layers; the caller recomputes)?
 int ctx_keeps_attn(const sim_ctx *x, int layer);
+// Does layer `layer`'s backward rerun its forward (recomputation on, and not one of the layers kept whole:
+// sim_options.keep_all)?
+int ctx_reruns(const sim_ctx *x, int layer);
 // Bus bandwidth and latency of a collective over all ranks.
 void ctx_coll_link(const sim_ctx *x, double *gbps, double *lat_us);
 

@@ -247,13 +247,13 @@ static int layer_bwd(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
   const model_config *m = x->m;
   double H = (double)m->num_heads, d = (double)m->head_dim;
   double kve = (double)(m->num_kv_heads > W ? m->num_kv_heads : W);
-  if (x->p->spec.recompute && (rc = layer_fwd(x, s, layer, 1, e))) return rc;
+  int rerun = ctx_reruns(x, layer);
+  if (rerun && (rc = layer_fwd(x, s, layer, 1, e))) return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     s->dur[r] = ctx_bwd_post(x, n);
   }
-  if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, PHASE_POST_BWD, layer, -1, x->p->spec.recompute ? x->a : NULL, x->a,
-                     e)))
+  if ((rc = ctx_each(x, STREAM_COMPUTE, s->dur, 0, PHASE_POST_BWD, layer, -1, rerun ? x->a : NULL, x->a, e)))
     return rc;
   // every chunk's KV gathered again (the backward starts from the last query chunk, which needs them all)
   for (int j = 0; j < u; j++) {

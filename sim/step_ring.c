@@ -33,7 +33,8 @@ typedef struct {
   // Representative mode: the layer's simulated duration and per-rank busy time, once known.
   double dt_fwd, dt_bwd;
   double *busy_fwd, *busy_bwd;
-  int bwd_keeps;      // whether the backward dt_bwd times kept attention's output (ctx_keeps_attn)
+  int bwd_keeps;      // what the backward dt_bwd times kept: attention's output (ctx_keeps_attn) plus the layer whole
+                      // (no rerun: !ctx_reruns)
 } layer_work;
 
 // FNV-1a over 64-bit words (then the tail bytes): a layer's step seconds are megabytes at a thousand ranks.
@@ -432,7 +433,7 @@ static int layer_forward(sim_ctx *x, ring_state *st, const layer_work *w, const 
 static int layer_backward(sim_ctx *x, ring_state *st, const layer_work *w, int layer, sr_error *e) {
   int W = x->W;
   int rc;
-  if (x->p->spec.recompute && (rc = layer_forward(x, st, w, &st->routes[w->routes], layer, 1, e))) return rc;
+  if (ctx_reruns(x, layer) && (rc = layer_forward(x, st, w, &st->routes[w->routes], layer, 1, e))) return rc;
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
     st->dur[r] = ctx_bwd_post(x, n);
@@ -803,7 +804,8 @@ int step_ring(sim_ctx *x, sr_error *e) {
   if ((rc = ctx_loss(x, e))) goto done_ring;
   for (int l = L - 1; l >= 0; l--) {
     layer_work *w = &distinct[of[l]];
-    int keeps = ctx_keeps_attn(x, l);  // a layer that keeps and one that reruns attention differ in their backward
+    // a layer that keeps, one that reruns attention and one kept whole (no rerun) differ in their backward
+    int keeps = ctx_keeps_attn(x, l) + !ctx_reruns(x, l);
     if (rep && w->dt_bwd >= 0 && w->bwd_keeps == keeps) {
       replay(x, w->dt_bwd, w->busy_bwd);
       call_pass_s(x, 2, NULL, x->attn_b);

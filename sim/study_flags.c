@@ -42,7 +42,7 @@ int sim_plan_from_flags(const cli_args *a, plan *p, sr_error *e) {
 }
 
 sim_options sim_options_from_flags(const cli_args *a, int record_timeline) {
-  sim_options o = {cli_has(a, "representative"), record_timeline, 0, 0, 0, 0, 0};
+  sim_options o = {cli_has(a, "representative"), record_timeline, 0, 0, 0, 0, 0, 0};
   return o;
 }
 

@@ -433,7 +433,7 @@ static int sim_point(void *ctx, const tune_point *pt, int step, tune_eval *out, 
   plan p;
   int invalid;
   if ((rc = point_plan(t, pt, &p, out, &invalid, e)) || invalid) return rc;
-  sim_options o = {t->representative, 0, 0, 0, 0, 0, 0};
+  sim_options o = {t->representative, 0, 0, 0, 0, 0, 0, 0};
   sim_result r;
   rc = sim_run_shared(&p, pat, &o, t->store, &r, NULL, e);
   plan_free(&p);
@@ -465,7 +465,7 @@ int tune_sim_plan(tune_sim *t, const tune_point *pt, plan *out, sr_error *e) {
   // The prediction recorded is what `sparsering sim --plan` computes for this file: the full
   // (non-representative) simulation of the base pattern.
   const pattern *pat = NULL;
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   sim_result r;
   if ((rc = pattern_at(t, 0, &pat, e)) || (rc = sim_run_shared(out, pat, &o, t->store, &r, NULL, e))) {
     plan_free(out);

@@ -326,22 +326,30 @@ TEST(repredict_memory_marks_a_device_made_pattern_whose_executor_kept_the_stand_
 }
 
 // The opening line's recomputation in its three wordings: every layer keeping attention's output ("selective ("),
-// the first K ("selective in K of L layers"), none ("full (...)"), for the simulation of the step.
+// the first K ("selective in K of L layers"), none ("full (...)"), for the simulation of the step; and the layers
+// kept whole ("kept whole in K of L layers") after the first two.
 TEST(repredict_reads_which_layers_kept_attention_from_the_recompute_wording) {
   const char *head = "train: tiny-test, 1 params, seq 2048 on 1 rank(s) (contiguous layout, ring schedule, pattern dense, "
                      "density 1)\n";
   const char *tail = "predict: tiny-test dense-ring seq 2048 W 1 | simulated step 5.000s | measured step 5.100s (best "
                      "after the first; first 27.000s)\n";
-  const char *data[3] = {
+  const char *data[5] = {
       "train: data passkey (loss answer), batch 1, lr 0.0003, wd 0, warmup 10, clip 1, recompute selective (each "
       "layer's attention output and LSE kept: 8.89 GiB), activation offload off",
       "train: data passkey (loss answer), batch 1, lr 0.0003, wd 0, warmup 10, clip 1, recompute selective in 33 of 36 "
       "layers (their attention output and LSE kept: 8.38 GiB; all 36 would take 8.89 GiB, 8.56 GiB free beside the "
       "plans), activation offload off",
       "train: data passkey (loss answer), batch 1, lr 0.0003, wd 0, warmup 10, clip 1, recompute full (keeping "
-      "attention's output and LSE would take 8.89 GiB, 0.56 GiB free beside the plans), activation offload off"};
-  const int keep_attn[3] = {1, 1, 0}, keep_layers[3] = {0, 33, 0};
-  for (int i = 0; i < 3; i++) {
+      "attention's output and LSE would take 8.89 GiB, 0.56 GiB free beside the plans), activation offload off",
+      "train: data passkey (loss answer), batch 1, lr 0.0003, wd 0, warmup 10, clip 1, recompute selective (each "
+      "layer's attention output and LSE kept: 8.89 GiB); kept whole in 8 of 36 layers (every activation kept, no "
+      "rerun: 42.75 GiB, 47.10 GiB free beside the plans and the kept attention outputs; --keep-activations), "
+      "activation offload off",
+      "train: data passkey (loss answer), batch 1, lr 0.0003, wd 0, warmup 10, clip 1, recompute selective (each "
+      "layer's attention output and LSE kept: 8.89 GiB); no layer kept whole (one would take 5.34 GiB, 2.10 GiB free "
+      "beside the plans and the kept attention outputs), activation offload off"};
+  const int keep_attn[5] = {1, 1, 0, 1, 1}, keep_layers[5] = {0, 33, 0, 0, 0}, keep_all[5] = {0, 0, 0, 8, 0};
+  for (int i = 0; i < 5; i++) {
     char log[1500];
     snprintf(log, sizeof log, "%s%s\n%s", head, data[i], tail);
     train_rerun r;
@@ -349,5 +357,6 @@ TEST(repredict_reads_which_layers_kept_attention_from_the_recompute_wording) {
     CHECK_EQ_INT(repredict_parse_train_log(log, &r), 0);
     CHECK_EQ_INT(r.keep_attn, keep_attn[i]);
     CHECK_EQ_INT(r.keep_layers, keep_layers[i]);
+    CHECK_EQ_INT(r.keep_all, keep_all[i]);
   }
 }

@@ -92,7 +92,7 @@ static void brute_force(const plan *p, double *full, double *partial, double *sc
 
 // Layer 0's summed durations of a phase in the simulated timeline (a given pattern: the run's).
 static double phase_s(const plan *p, const pattern *pat, int phase) {
-  sim_options o = {0, 1, 0, 0, 0, 0, 0};
+  sim_options o = {0, 1, 0, 0, 0, 0, 0, 0};
   sim_result r;
   sim_timeline tl = {0};
   sr_error e;

@@ -195,7 +195,7 @@ static int run_on(double mem_gib, const char *strategy, const char *pattern, int
   s.fwd_runs = run_fwd_runs;
   plan p;
   if (plan_build(&s, &p, &e)) return -1;
-  sim_options o = {0, 0, 1, 0, 0, 0, 0};
+  sim_options o = {0, 0, 1, 0, 0, 0, 0, 0};
   int rc = sim_plan(&p, &o, r, NULL, &e);
   plan_free(&p);
   return rc;

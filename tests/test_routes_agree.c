@@ -144,7 +144,7 @@ static int agree(int nodes, int gpus, const char *layout, const char *sched, con
   // The simulator's side: every transfer its ring passes cost.
   sim_transfers st = {0};
   sim_result res;
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   CHECK_EQ_INT(sim_run_transfers(&p, &pat, &o, &st, &res, NULL, &e), SR_OK);
   xfers sim = {0}, ex = {0}, sends = {0}, recvs = {0};
   for (int64_t i = 0; i < st.n; i++) {

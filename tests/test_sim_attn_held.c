@@ -61,7 +61,7 @@ static void step_attention(double held, double *attn, double *step) {
   plan p;
   pattern pat;
   dense_plan(&p, &pat, held);
-  sim_options o = {0, 1, 1, 0, 0, 0, 0};
+  sim_options o = {0, 1, 1, 0, 0, 0, 0, 0};
   sim_result r;
   sim_timeline tl = {0};
   sr_error e = {0};

@@ -58,7 +58,7 @@ static int phase_fixed_s(const char *cluster, const char *spec, int phase, int f
     fprintf(stderr, "%s\n", e.msg);
     return -1;
   }
-  sim_options o = {0, 1, fixed, 0, 0, 0, 0};
+  sim_options o = {0, 1, fixed, 0, 0, 0, 0, 0};
   sim_result r;
   sim_timeline tl = {0};
   int rc = sim_plan(&p, &o, &r, &tl, &e);

@@ -132,7 +132,7 @@ static int exec_step(int gpus, sim_timeline *tl) {
   sr_error e;
   plan p;
   if (plan_build(&s, &p, &e)) return -1;
-  sim_options o = {0, 1, 0, 1, 1, 0, 0};
+  sim_options o = {0, 1, 0, 1, 1, 0, 0, 0};
   sim_result r;
   int rc = sim_plan(&p, &o, &r, tl, &e);
   plan_free(&p);

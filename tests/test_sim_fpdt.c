@@ -40,7 +40,7 @@ static int fpdt_timeline_with(int offload, int recompute, int keep_attn, sim_tim
   s.seq = 4096, s.fpdt_chunk = 1024, s.fpdt_offload = offload, s.recompute = recompute;
   plan p;
   if (plan_build(&s, &p, &e)) return -1;
-  sim_options o = {0, 1, 0, keep_attn, 0, 0, 0};
+  sim_options o = {0, 1, 0, keep_attn, 0, 0, 0, 0};
   sim_result r;
   int rc = sim_plan(&p, &o, &r, tl, &e);
   plan_free(&p);
@@ -176,7 +176,7 @@ static double fpdt_walk_step(const char *pattern, double walk_us, sim_timeline *
   s.seq = 3600, s.fpdt_chunk = 1024, s.fpdt_offload = 0, s.recompute = 0;
   plan p;
   CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
-  sim_options o = {0, tl != NULL, 0, 0, 0, 0, 0};
+  sim_options o = {0, tl != NULL, 0, 0, 0, 0, 0, 0};
   sim_result r;
   CHECK_EQ_INT(sim_plan(&p, &o, &r, tl, &e), SR_OK);
   plan_free(&p);

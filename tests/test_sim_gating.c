@@ -58,7 +58,7 @@ static int gate_s(const char *cluster, const char *spec, int fixed, int64_t B, i
     }
     free(pos);
   }
-  sim_options o = {0, 1, fixed, 0, 0, 0, 0};
+  sim_options o = {0, 1, fixed, 0, 0, 0, 0, 0};
   sim_result res;
   sim_timeline tl = {0};
   int rc = sim_plan(&p, &o, &res, &tl, &e);
@@ -137,7 +137,7 @@ static int index_events(int ranks, double hbm, int *n, double *t) {
   s.seq = 4096, s.recompute = 0;  // one forward a layer
   plan p;
   if (plan_build(&s, &p, &e)) return -1;
-  sim_options o = {0, 1, 0, 0, 0, 0, 0};
+  sim_options o = {0, 1, 0, 0, 0, 0, 0, 0};
   sim_result res;
   sim_timeline tl = {0};
   int rc = sim_plan(&p, &o, &res, &tl, &e);

@@ -48,7 +48,7 @@ static int run(const char *cl, const char *spec, int64_t every, int fixed, int p
     fprintf(stderr, "%s\n", e.msg);
     return -1;
   }
-  sim_options o = {0, 1, fixed, 0, 0, 0, 0};
+  sim_options o = {0, 1, fixed, 0, 0, 0, 0, 0};
   sim_result r;
   sim_timeline tl = {0};
   int rc = sim_plan(&p, &o, &r, &tl, &e);
@@ -108,7 +108,7 @@ TEST(sim_whatif_runs_adaspa_beside_mtraining_and_keeps_its_search_under_a_vs_pat
   for (int i = 0; plan_strategy_names[i]; i++) found += strcmp(plan_strategy_names[i], "adaspa") == 0;
   CHECK_EQ_INT(found, 1);
   CHECK(!plan_strategy_in_default_study("adaspa") && plan_strategy_in_default_study("mtraining"));
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   sim_result ra, rm;
   sr_error e;
   CHECK_EQ_INT(sim_strategy(&st, "adaspa", &o, &ra, NULL, &e), SR_OK);

@@ -85,7 +85,7 @@ TEST(sim_speed_ring_passes_in_time_equal_the_task_graph_of_every_ring_kind) {
         test_fail(__FILE__, __LINE__, "%s: %s", cases[i][0], e.msg);
         continue;
       }
-      sim_options lean = {0, 0, 0, 0, 0, 0, 0}, kept = {0, 1, 0, 0, 0, 0, 0};
+      sim_options lean = {0, 0, 0, 0, 0, 0, 0, 0}, kept = {0, 1, 0, 0, 0, 0, 0, 0};
       sim_result a, b, c;
       sim_timeline tl = {0};
       CHECK_EQ_INT(sim_plan(&p, &lean, &a, NULL, &e), SR_OK);
@@ -131,7 +131,7 @@ TEST(sim_speed_steps_equal_on_every_code_path_with_every_cost_term) {
         test_fail(__FILE__, __LINE__, "%s: %s", patterns[i] ? patterns[i] : "mtraining", e.msg);
         continue;
       }
-      sim_options o = {0, 0, 0, 0, 0, 0, 0};
+      sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
       sim_result a, b;
       CHECK_EQ_INT(sim_plan(&p, &o, &a, NULL, &e), SR_OK);
       sr_isa_cap(SR_ISA_PLAIN);
@@ -182,7 +182,7 @@ static void check_pin(const char *model, const char *cluster, int64_t seq, const
     test_fail(__FILE__, __LINE__, "%s: %s", model, e.msg);
     return;
   }
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   sim_result r;
   if (sim_plan(&p, &o, &r, NULL, &e)) {
     test_fail(__FILE__, __LINE__, "%s: %s", model, e.msg);
@@ -307,7 +307,7 @@ static void check_pinned_steps(void) {
     s.seq = c->seq;
     if (c->pattern[0]) snprintf(s.pattern, sizeof s.pattern, "%s", c->pattern);
     if (c->fpdt_chunk) s.fpdt_chunk = c->fpdt_chunk;
-    sim_options o = {0, 0, 0, 0, 0, 0, 0};
+    sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
     sim_result r;
     if (plan_build(&s, &p, &e) || sim_plan(&p, &o, &r, NULL, &e)) {
       test_fail(__FILE__, __LINE__, "%s %s: %s", c->strategy, c->pattern, e.msg);
@@ -368,7 +368,7 @@ TEST(sim_speed_pin_usp_and_mtraining_on_long_stripes_is_unchanged) {
     s.granularity = 4096;
     s.skip_empty_sends = pins[i].skip;
     plan p;
-    sim_options o = {0, 0, 0, 0, 0, 0, 0};
+    sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
     sim_result r;
     if (plan_build(&s, &p, &e) || sim_plan(&p, &o, &r, NULL, &e)) {
       test_fail(__FILE__, __LINE__, "%s: %s", pins[i].strategy, e.msg);
@@ -416,7 +416,7 @@ TEST(sim_speed_a_step_drawing_its_pattern_a_head_at_a_time_equals_the_whole_patt
       continue;
     }
     pattern pat;
-    sim_options o = {0, 0, 0, 0, 0, 0, 0};
+    sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
     sim_result whole, by_heads;
     CHECK_EQ_INT(sim_pattern_build(&p, &pat, &e), SR_OK);
     CHECK_EQ_INT(sim_run(&p, &pat, &o, &whole, NULL, &e), SR_OK);
@@ -447,7 +447,7 @@ TEST(sim_speed_a_step_with_its_forwards_beside_the_accounting_equals_the_serial_
       test_fail(__FILE__, __LINE__, "%s: %s", cases[i][1], e.msg);
       continue;
     }
-    sim_options o = {0, 0, 0, 0, 0, 0, 0};
+    sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
     sim_result serial, beside;
     setenv("SR_THREADS", "1", 1);
     CHECK_EQ_INT(sim_run(&p, NULL, &o, &serial, NULL, &e), SR_OK);

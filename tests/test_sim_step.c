@@ -61,7 +61,7 @@ static int run_spec_opts(const char *strategy, const char *cluster, int64_t seq,
 
 static int run_spec(const char *strategy, const char *cluster, int64_t seq, int recompute, sim_result *r,
                     sim_timeline *tl) {
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   return run_spec_opts(strategy, cluster, seq, recompute, o, r, tl);
 }
 
@@ -148,7 +148,7 @@ static int run_window(int skip, sim_result *r) {
   plan p;
   sr_error e;
   if (plan_build(&s, &p, &e)) return -1;
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   int rc = sim_plan(&p, &o, r, NULL, &e);
   plan_free(&p);
   return rc;
@@ -198,7 +198,7 @@ TEST(sim_selective_recomputation_runs_attention_once_a_layer_and_holds_its_outpu
   // The recomputed forward of selective recomputation reruns the GEMMs but not attention: a layer's attention
   // forward tasks halve, its KV is sent once less, and memory holds every layer's O (bf16) and LSE (fp32).
   const char *c = test_cluster(1, 4);
-  sim_options keep = {0, 0, 0, 1, 0, 0, 0}, full = {0, 0, 0, 0, 0, 0, 0};
+  sim_options keep = {0, 0, 0, 1, 0, 0, 0, 0}, full = {0, 0, 0, 0, 0, 0, 0, 0};
   sim_result rk, rf;
   sim_timeline tk = {0}, tf = {0};
   CHECK_EQ_INT(run_spec_opts("dense-ring", c, 16384, 1, keep, &rk, &tk), 0);
@@ -217,7 +217,7 @@ TEST(sim_selective_recomputation_runs_attention_once_a_layer_and_holds_its_outpu
 TEST(sim_index_ready_builds_no_index_in_the_step_of_a_fixed_pattern) {
   // The trainer keeps every layer's plan: a fixed sparse pattern's forward builds no execution form in the step.
   const char *c = test_cluster(1, 2);
-  sim_options ready = {0, 0, 1, 0, 1, 0, 0}, built = {0, 0, 1, 0, 0, 0, 0};
+  sim_options ready = {0, 0, 1, 0, 1, 0, 0, 0}, built = {0, 0, 1, 0, 0, 0, 0, 0};
   sim_result rr, rb;
   sim_timeline tr = {0}, tb = {0};
   CHECK_EQ_INT(run_spec_opts("mtraining", c, 8192, 1, ready, &rr, &tr), 0);
@@ -487,7 +487,7 @@ static void attn_seconds(int fwd_runs, double *fwd, double *bwd) {
     test_fail(__FILE__, __LINE__, "%s", e.msg);
     return;
   }
-  sim_options o = {0, 1, 0, 0, 0, 0, 0};
+  sim_options o = {0, 1, 0, 0, 0, 0, 0, 0};
   sim_result r;
   sim_timeline tl = {0};
   CHECK_EQ_INT(sim_plan(&p, &o, &r, &tl, &e), SR_OK);
@@ -522,7 +522,7 @@ TEST(sim_attention_only_step_is_the_layers_attention_forward_and_backward) {
   plan p;
   CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
   sim_result r;
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   CHECK_EQ_INT(sim_plan(&p, &o, &r, NULL, &e), SR_OK);
   // 4 heads x (120 FULL + 16 PARTIAL) tiles of 4 * 128^2 * d FLOPs at 0.5 x 100 TFLOP/s, backward 2.5x; and the
   // call's passes around its kernels at 0.8 of 1000 GB/s (tiny-test's bytes, test_sim_exec_cost.c): the forward's
@@ -711,7 +711,7 @@ static double first_step_time(int first_step_plans, int index_ready, double *ent
   s.first_step_plans = first_step_plans;
   plan p;
   CHECK_EQ_INT(plan_build(&s, &p, &e), SR_OK);
-  sim_options o = {0, 0, 0, 0, index_ready, 0, 0};
+  sim_options o = {0, 0, 0, 0, index_ready, 0, 0, 0};
   sim_result r;
   CHECK_EQ_INT(sim_plan(&p, &o, &r, NULL, &e), SR_OK);
   if (entries) {
@@ -753,7 +753,7 @@ TEST(sim_first_step_builds_plans_and_their_index_even_where_every_plan_is_kept) 
 // an approximation: a replayed layer starts on every rank at once).
 TEST(sim_representative_mode_reports_the_full_simulations_attention) {
   sim_result full, rep;
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   CHECK_EQ_INT(run_spec_opts("striped-ring", test_cluster(1, 4), 4 * 4096, 1, o, &full, NULL), 0);
   o.representative = 1;
   CHECK_EQ_INT(run_spec_opts("striped-ring", test_cluster(1, 4), 4 * 4096, 1, o, &rep, NULL), 0);

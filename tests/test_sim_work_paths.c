@@ -116,7 +116,7 @@ TEST(simulated_step_density_is_the_patterns_kept_pairs) {
   plan p;
   pattern pat;
   CHECK_EQ_INT(build("vs-topp:0.95", &p, &pat, &e), SR_OK);
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   sim_result r;
   CHECK_EQ_INT(sim_run(&p, &pat, &o, &r, NULL, &e), SR_OK);
   double kept = 0, N = (double)pat.n_tokens;

@@ -57,7 +57,7 @@ static void check_store_matches_private(const char *pattern_src, int64_t max_byt
   work_store *st = NULL;
   CHECK_EQ_INT(work_store_open(max_bytes, &st, &e), SR_OK);
   if (!st) return;
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int pass = 0; pass < passes; pass++)
     for (int k = 0; k < N_POINTS; k++) {
       plan p;
@@ -122,7 +122,7 @@ TEST(sim_work_store_holds_one_copy_per_distinct_head_and_one_entry_per_distinct_
   CHECK(distinct > 1);
   work_store *st = NULL;
   CHECK_EQ_INT(work_store_open((int64_t)64 << 20, &st, &e), SR_OK);
-  sim_options o = {0, 0, 0, 0, 0, 0, 0};
+  sim_options o = {0, 0, 0, 0, 0, 0, 0, 0};
   sim_result r;
   for (int rep = 0; rep < 2; rep++) CHECK_EQ_INT(sim_run_shared(&p, &pat, &o, st, &r, NULL, &e), SR_OK);
   CHECK_EQ_INT((int)work_store_heads(st), distinct);

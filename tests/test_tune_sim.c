@@ -291,7 +291,7 @@ TEST(tune_plan_round_trips_through_the_file_and_the_simulator) {
   // Simulating the plan read back as `sparsering sim --plan` does (sim_plan, default options) gives
   // the recorded prediction, exactly.
   sim_result r;
-  sim_options so = {0, 0, 0, 0, 0, 0, 0};
+  sim_options so = {0, 0, 0, 0, 0, 0, 0, 0};
   CHECK_EQ_INT(sim_plan(&q, &so, &r, NULL, &e), SR_OK);
   CHECK(r.step_s == p.spec.predicted_step_s);
   plan_free(&p);

@@ -186,12 +186,8 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
   char *p = m->act_mem;
 #define CARVE(dst, count) (dst = p, p += (size_t)(count) * (size_t)dtype)
   for (int l = 0; l <= L; l++) CARVE(m->x[l], N * C);
-  for (int l = 0; l < L; l++) {
-    model_layer_acts *a = &m->acts[l];
-    if (l > 0 && recompute) {
-      *a = m->acts[0];
-      continue;
-    }
+  for (int l = 0; l < (recompute ? 1 : L); l++) {
+    model_layer_acts *a = recompute ? &m->rec : &m->acts[l];  // under recomputation: the set the layers share
     CARVE(a->ln1, N * C); CARVE(a->rstd1, N); CARVE(a->q, N * QD); CARVE(a->k, N * KD); CARVE(a->v, N * KD);
     CARVE(a->o, N * QD); CARVE(a->lse, H * N); CARVE(a->x2, N * C); CARVE(a->ln2, N * C); CARVE(a->rstd2, N);
     if (!recompute) {
@@ -203,7 +199,6 @@ int model_cpu_create(model_cpu *m, const model_config *cfg, int dtype, int64_t m
   CARVE(m->logits, m->ce_chunk * c->vocab_size);
   CARVE(m->scratch, scratch);
 #undef CARVE
-  m->rec_o = m->acts[0].o, m->rec_lse = m->acts[0].lse;  // under recomputation: every layer's unless it keeps its own
   int rc = model_cpu_set_mlp_chunk(m, N, e);
   if (!rc && recompute == MODEL_RECOMPUTE_KEEP_ATTN) rc = model_cpu_set_keep_layers(m, L, e);
   if (rc) model_cpu_free(m);
@@ -221,6 +216,7 @@ void model_cpu_free(model_cpu *m) {
   free(m->grads);
   free(m->act_mem);
   free(m->kept_mem);
+  free(m->whole_mem);
   free(m->mlp_mem);
   free(m->ckpt_host);
   free(m->x);
@@ -228,12 +224,51 @@ void model_cpu_free(model_cpu *m) {
   memset(m, 0, sizeof *m);
 }
 
+// ---- where each layer's activations live under recomputation ----------------------------------------
+
+// Layers 0..keep_all-1 have their whole sets (whole_mem); the others share the recomputation's set (rec), but for the
+// o and lse of those that keep their own (kept_mem): every layer that keeps has its own, but for the first layer
+// that reruns when all keep (layer 0 without whole-layer keeping): no other layer then writes the shared set, which
+// its forward filled (and when some rerun, that set is theirs, so it keeps its own like the others that keep:
+// 0 < K < L costs K buffers, L costs L - 1).
+static void place_layers(model_cpu *m) {
+  int L = (int)m->cfg.num_layers, K = m->recompute == MODEL_RECOMPUTE_KEEP_ATTN ? m->keep_layers : 0;
+  if (!m->recompute) return;  // every layer's own set, carved at create
+  int64_t N = m->max_tokens, C = m->cfg.hidden_size, QD = m->cfg.num_heads * m->cfg.head_dim,
+          KD = m->cfg.num_kv_heads * m->cfg.head_dim, I = m->cfg.intermediate_size, H = m->cfg.num_heads;
+  size_t es = (size_t)m->dtype;
+  char *w = m->whole_mem, *k = m->kept_mem;
+  for (int l = 0; l < L; l++) {
+    model_layer_acts *a = &m->acts[l];
+    if (l < m->keep_all) {
+#define CARVE(dst, count) (a->dst = w, w += (size_t)(count) * es)
+      CARVE(ln1, N * C); CARVE(rstd1, N); CARVE(q, N * QD); CARVE(k, N * KD); CARVE(v, N * KD); CARVE(o, N * QD);
+      CARVE(lse, H * N); CARVE(x2, N * C); CARVE(ln2, N * C); CARVE(rstd2, N); CARVE(gate, N * I); CARVE(up, N * I);
+      CARVE(h, N * I);
+#undef CARVE
+      continue;
+    }
+    *a = m->rec;
+    if (l < K && !(l == m->keep_all && K == L)) {
+      a->o = k, k += (size_t)(N * QD) * es;
+      a->lse = k, k += (size_t)(H * N) * es;
+    }
+  }
+}
+
+// Bytes of one layer's whole set (place_layers' carve).
+static size_t whole_set_bytes(const model_cpu *m) {
+  int64_t N = m->max_tokens, C = m->cfg.hidden_size, QD = m->cfg.num_heads * m->cfg.head_dim,
+          KD = m->cfg.num_kv_heads * m->cfg.head_dim, I = m->cfg.intermediate_size, H = m->cfg.num_heads;
+  return (size_t)(N * (3 * C + 2 + 2 * QD + 2 * KD + 3 * I) + H * N) * (size_t)m->dtype;
+}
+
 // ---- the MLP's chunk buffers --------------------------------------------------------------------
 
 int model_cpu_set_mlp_chunk(model_cpu *m, int64_t rows, sr_error *e) {
-  int64_t I = m->cfg.intermediate_size, L = m->cfg.num_layers;
+  int64_t I = m->cfg.intermediate_size;
   rows = rows <= 0 || rows > m->max_tokens ? m->max_tokens : rows;
-  int bufs = m->recompute ? 6 : 3;  // dh, dgate, dup, and under recomputation gate, up, h
+  int bufs = m->recompute ? 6 : 3;  // dh, dgate, dup, and under recomputation the shared gate, up, h
   char *p = calloc((size_t)(bufs * rows * I), (size_t)m->dtype);
   if (!p) return sr_internal_error(e, 0, "model: out of memory for the MLP's chunks of %lld tokens", (long long)rows);
   free(m->mlp_mem);
@@ -241,12 +276,12 @@ int model_cpu_set_mlp_chunk(model_cpu *m, int64_t rows, sr_error *e) {
   m->mlp_rows = rows;
   size_t sz = (size_t)(rows * I) * (size_t)m->dtype;
   m->dh = p, m->dgate = p + sz, m->dup = p + 2 * sz;
-  for (int l = 0; m->recompute && l < L; l++)
-    m->acts[l].gate = p + 3 * sz, m->acts[l].up = p + 4 * sz, m->acts[l].h = p + 5 * sz;
+  if (m->recompute) m->rec.gate = p + 3 * sz, m->rec.up = p + 4 * sz, m->rec.h = p + 5 * sz;
+  place_layers(m);
   return SR_OK;
 }
 
-// ---- selective recomputation's kept attention outputs ---------------------------------------------
+// ---- selective recomputation's kept attention outputs and whole layers ---------------------------------
 
 int model_attn_own_buffers(int layers, int keep_layers) {
   return keep_layers >= layers ? layers - 1 : keep_layers;
@@ -258,6 +293,9 @@ int model_cpu_set_keep_layers(model_cpu *m, int layers, sr_error *e) {
     return sr_input_error(e, NULL, "keep_layers", "only selective recomputation keeps attention's output");
   if (layers < 0 || layers > L)
     return sr_input_error(e, NULL, "keep_layers", "%d is not a layer count of 0 .. %d", layers, L);
+  if (layers < m->keep_all)
+    return sr_input_error(e, NULL, "keep_layers", "%d layers keeping attention's output, but %d are kept whole", layers,
+                          m->keep_all);
   int64_t N = m->max_tokens, QD = m->cfg.num_heads * m->cfg.head_dim, H = m->cfg.num_heads;
   int own = model_attn_own_buffers(L, layers);
   char *p = calloc((size_t)sr_max64(own, 1) * (size_t)(N * QD + H * N), (size_t)m->dtype);
@@ -265,25 +303,31 @@ int model_cpu_set_keep_layers(model_cpu *m, int layers, sr_error *e) {
   free(m->kept_mem);
   m->kept_mem = p;
   m->keep_layers = layers;
-  // Every layer that keeps has its own o and lse, but for layer 0 when all keep: no other layer then writes the
-  // recomputation's set, which layer 0's forward filled (and when some rerun, that set is theirs, so layer 0 keeps
-  // its own like the others that keep: 0 < K < L costs K buffers, L costs L - 1).
-  for (int l = 0; l < L; l++) {
-    model_layer_acts *a = &m->acts[l];
-    int keeps = l < layers && !(l == 0 && layers == L);
-    if (keeps) {
-      a->o = p, p += (size_t)(N * QD) * (size_t)m->dtype;
-      a->lse = p, p += (size_t)(H * N) * (size_t)m->dtype;
-    } else {
-      a->o = m->rec_o, a->lse = m->rec_lse;
-    }
-  }
+  place_layers(m);
   return SR_OK;
 }
 
 int model_cpu_keeps_attn(const model_cpu *m, int layer) {
   return m->recompute == MODEL_RECOMPUTE_KEEP_ATTN && layer < m->keep_layers;
 }
+
+int model_cpu_set_keep_all(model_cpu *m, int layers, sr_error *e) {
+  if (m->recompute != MODEL_RECOMPUTE_KEEP_ATTN && layers != 0)
+    return sr_input_error(e, NULL, "keep_all", "only selective recomputation keeps whole layers");
+  if (layers < 0 || layers > m->keep_layers)
+    return sr_input_error(e, NULL, "keep_all", "%d is not a layer count of 0 .. %d (the layers keeping attention's "
+                          "output)", layers, m->keep_layers);
+  char *p = NULL;
+  if (layers > 0 && !(p = calloc((size_t)layers, whole_set_bytes(m))))
+    return sr_internal_error(e, 0, "model: out of memory for %d whole layers' activations", layers);
+  free(m->whole_mem);
+  m->whole_mem = p;
+  m->keep_all = layers;
+  place_layers(m);
+  return SR_OK;
+}
+
+int model_cpu_keeps_all(const model_cpu *m, int layer) { return !m->recompute || layer < m->keep_all; }
 
 // ---- activation offload ----------------------------------------------------------------------
 

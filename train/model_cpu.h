@@ -23,6 +23,11 @@ enum { MODEL_F32 = 4, MODEL_F64 = 8 };  // element size in bytes doubles as the 
 // backward takes the kept O and LSE, bit for bit the ones the forward computed). Selective recomputation may keep
 // them for the first K layers only (model_cpu.keep_layers, model_cpu_set_keep_layers: where memory holds no more),
 // the layers K..L-1 rerunning attention as under full recomputation; every K gives the same numbers.
+// Whole-layer keeping (model_cpu.keep_all, model_cpu_set_keep_all; selective recomputation, K_all <= K): the first
+// K_all layers keep every activation their backward reads (the norms' outputs and rstd, q, k, v after RoPE, o, lse,
+// the residual x2, gate, up and h), as without recomputation, so their backward reruns nothing; the others share
+// the recomputation's set. The kept values are the ones a rerun would compute again, so every K_all gives the same
+// numbers too.
 enum { MODEL_RECOMPUTE_OFF = 0, MODEL_RECOMPUTE_FULL = 1, MODEL_RECOMPUTE_KEEP_ATTN = 2 };
 
 // O and LSE buffers of their own that selective recomputation needs when layers 0..keep_layers-1 of `layers` keep
@@ -63,7 +68,8 @@ typedef struct {
 } model_attention;
 
 // Per-layer activation pointers (into one allocation); under recomputation all layers share one set (but for o
-// and lse, each keeping layer's own under MODEL_RECOMPUTE_KEEP_ATTN: model_attn_own_buffers).
+// and lse, each keeping layer's own under MODEL_RECOMPUTE_KEEP_ATTN: model_attn_own_buffers), but for the layers
+// kept whole (model_cpu.keep_all), which have a whole set each.
 typedef struct {
   void *ln1, *rstd1, *q, *k, *v, *o, *lse, *x2, *ln2, *rstd2, *gate, *up, *h;
 } model_layer_acts;
@@ -74,6 +80,7 @@ typedef struct {
   int dtype;                  // MODEL_F32 or MODEL_F64
   int recompute;              // MODEL_RECOMPUTE_*: what the backward reruns of each layer's forward
   int keep_layers;            // MODEL_RECOMPUTE_KEEP_ATTN: layers 0..keep_layers-1 keep attention's O and LSE
+  int keep_all;               // MODEL_RECOMPUTE_KEEP_ATTN: layers 0..keep_all-1 keep every activation (none rerun)
   int64_t max_tokens;         // local tokens the activations are sized for
   int64_t ce_chunk;           // tokens per cross-entropy chunk (logits exist only for one chunk)
   int64_t num_params;
@@ -90,8 +97,9 @@ typedef struct {
   void **x;
   model_layer_acts *acts;
   void *lnf, *rstdf, *logits, *scratch;  // scratch: backward buffers
-  void *rec_o, *rec_lse;      // the recomputation's shared o and lse (layer 0's set)
+  model_layer_acts rec;       // under recomputation: the set the rerunning layers share (gate, up, h: one MLP chunk's)
   void *kept_mem;             // the o and lse of the layers that keep their own (model_cpu_set_keep_layers)
+  void *whole_mem;            // the whole sets of layers 0..keep_all-1 (model_cpu_set_keep_all)
   // the MLP runs over the tokens in chunks of mlp_rows (model_cpu_set_mlp_chunk; max_tokens: one chunk): its
   // backward's dh, dgate, dup and, under recomputation, gate, up and h (acts[*] point there) exist for one chunk
   int64_t mlp_rows;
@@ -127,6 +135,11 @@ int model_cpu_set_mlp_chunk(model_cpu *m, int64_t rows, sr_error *e);
 int model_cpu_set_keep_layers(model_cpu *m, int layers, sr_error *e);
 // Does layer `layer`'s recomputed forward take its kept O and LSE rather than rerun attention?
 int model_cpu_keeps_attn(const model_cpu *m, int layer);
+// Whole-layer keeping (selective recomputation) for the first `layers` layers (0 .. keep_layers): each gets a whole
+// set of its own (its MLP's gate, up and h for every token) and its backward reruns nothing.
+int model_cpu_set_keep_all(model_cpu *m, int layers, sr_error *e);
+// Does layer `layer` keep every activation its backward reads (no recomputation, or one of the first keep_all)?
+int model_cpu_keeps_all(const model_cpu *m, int layer);
 // Turn activation offload on (before the first forward): the layer inputs share MODEL_EXEC_OFFLOAD_SLOTS buffers
 // and the rest wait in host memory. The results are bit-identical to the resident model's.
 int model_cpu_set_offload(model_cpu *m, sr_error *e);

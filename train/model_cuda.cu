@@ -20,7 +20,7 @@ static void free_acts(model_cuda *d) {
   int L = (int)d->cfg.num_layers;
   for (int l = 0; d->acts && l < L; l++) {
     layer_buf *a = &d->acts[l];
-    int own = l == 0 || !d->recompute;  // under recomputation layers > 0 share layer 0's set
+    int own = l <= d->keep_all || !d->recompute;  // under recomputation the later layers share acts[keep_all]'s set
     if (own) {
       void *b[] = {a->ln1, a->ln2, a->rstd1, a->rstd2, a->qb, a->kb, a->vb, a->x2, a->gu, a->h};
       for (size_t i = 0; i < sizeof b / sizeof *b; i++) cudaFree(b[i]);
@@ -65,19 +65,19 @@ int model_cuda_alloc_acts(model_cuda *d, sr_error *e) {
   int64_t C = c->hidden_size, QD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim,
           I = c->intermediate_size, N = d->max_tokens, H = c->num_heads, V = c->vocab_size, W = QD + 2 * KD;
   int64_t es = (int64_t)act_size(d);
-  // the MLP's gate|up and h: every layer's whole without recomputation (the backward reads them), else one chunk's
-  int64_t NM = d->recompute ? d->mlp_rows : N;
   int rc = SR_OK;
 #define A(p, bytes) \
   if ((rc = amalloc(d, (void **)&(p), (bytes), e))) return rc
-  // selective recomputation: a layer that keeps has its own ob and lse, but for layer 0 when every layer keeps (no
-  // rerun then overwrites the shared set that its forward filled): model_attn_own_buffers
-  int keep = d->recompute == MODEL_RECOMPUTE_KEEP_ATTN ? d->keep_layers : 0;
+  // selective recomputation: a layer that keeps has its own ob and lse, but for the shared set's layer (the first that
+  // reruns: keep_all) when every layer keeps (no rerun then overwrites the shared set that its forward filled):
+  // model_attn_own_buffers; the layers kept whole (0..keep_all-1) have whole sets like every layer without
+  // recomputation, and when all L are kept whole no shared set is made
+  int keep = d->recompute == MODEL_RECOMPUTE_KEEP_ATTN ? d->keep_layers : 0, s = d->recompute ? d->keep_all : L;
   for (int l = 0; l < L; l++) {
     layer_buf *a = &d->acts[l];
-    int own_attn = l < keep && !(l == 0 && keep == L);
-    if (l > 0 && d->recompute) {
-      *a = d->acts[0];
+    int own_attn = l < keep && !(l == s && keep == L);
+    if (l > s) {
+      *a = d->acts[s];
       a->ob = d->rec_ob, a->lse = d->rec_lse;
       if (own_attn) {
         A(a->ob, N * QD * 2);
@@ -85,10 +85,12 @@ int model_cuda_alloc_acts(model_cuda *d, sr_error *e) {
       }
       continue;
     }
+    // the MLP's gate|up and h: a whole set's for every token (the backward reads them), the shared set's one chunk's
+    int64_t NM = l < s ? N : d->mlp_rows;
     A(a->ln1, N * C * es); A(a->ln2, N * C * es); A(a->rstd1, N * 4); A(a->rstd2, N * 4);
     A(a->qb, N * QD * 2); A(a->kb, N * KD * 2); A(a->vb, N * KD * 2); A(a->ob, N * QD * 2); A(a->lse, H * N * 4);
     A(a->x2, N * C * 4); A(a->gu, NM * 2 * I * es); A(a->h, NM * I * es);
-    if (!d->recompute) continue;
+    if (l < s) continue;
     d->rec_ob = a->ob, d->rec_lse = a->lse;  // the set's ob and lse, which the layers that do not keep share
     if (own_attn) {
       A(a->ob, N * QD * 2);
@@ -124,6 +126,7 @@ static int create_inner(model_cuda *d, const model_cpu *h, int64_t max_tokens, i
   d->cfg = *c;
   d->recompute = h->recompute;
   d->keep_layers = h->keep_layers;
+  d->keep_all = h->keep_all;
   d->num_params = h->num_params;
   d->max_tokens = sr_max64(max_tokens, 1);
   d->mlp_rows = d->max_tokens;  // the whole sequence until model_cuda_set_mlp_chunk
@@ -348,18 +351,24 @@ extern "C" int model_cuda_set_precision(model_cuda *d, model_cuda_precision p, s
   return model_cuda_alloc_acts(d, e);  // the activations take the GEMMs' dtype
 }
 
-extern "C" int model_cuda_set_recompute(model_cuda *d, int recompute, int keep_layers, sr_error *e) {
+extern "C" int model_cuda_set_recompute(model_cuda *d, int recompute, int keep_layers, int keep_all, sr_error *e) {
   if (recompute < MODEL_RECOMPUTE_OFF || recompute > MODEL_RECOMPUTE_KEEP_ATTN)
     return sr_input_error(e, NULL, "recompute", "%d is not a recomputation mode (0, 1 or 2)", recompute);
   int L = (int)d->cfg.num_layers;
   if (keep_layers < 0 || keep_layers > L)
     return sr_input_error(e, NULL, "keep_layers", "%d is not a layer count of 0 .. %d", keep_layers, L);
-  if (recompute == d->recompute && (recompute != MODEL_RECOMPUTE_KEEP_ATTN || keep_layers == d->keep_layers) &&
+  if (recompute != MODEL_RECOMPUTE_KEEP_ATTN) keep_all = 0;  // whole layers belong to selective recomputation
+  if (keep_all < 0 || keep_all > keep_layers)
+    return sr_input_error(e, NULL, "keep_all", "%d is not a layer count of 0 .. %d (the layers keeping attention's "
+                          "output)", keep_all, keep_layers);
+  if (recompute == d->recompute &&
+      (recompute != MODEL_RECOMPUTE_KEEP_ATTN || (keep_layers == d->keep_layers && keep_all == d->keep_all)) &&
       d->acts_ready)
     return SR_OK;
   free_acts(d);  // by the old mode's sharing
   d->recompute = recompute;
   d->keep_layers = keep_layers;
+  d->keep_all = keep_all;
   return model_cuda_alloc_acts(d, e);
 }
 

@@ -46,9 +46,11 @@ typedef enum { MODEL_CUDA_TF32 = 0, MODEL_CUDA_BF16 = 1 } model_cuda_precision;
 // the GEMMs' dtype).
 int model_cuda_set_precision(model_cuda *d, model_cuda_precision p, sr_error *e);
 // Select the recomputation (MODEL_RECOMPUTE_*, model_cpu.h; model_cuda_create takes the host model's, and its
-// keep_layers); the activations are reallocated: selective recomputation keeps the bf16 attention output and fp32
-// LSE of layers 0..keep_layers-1 (0 .. num_layers; the others rerun attention; ignored by the other modes).
-int model_cuda_set_recompute(model_cuda *d, int recompute, int keep_layers, sr_error *e);
+// keep_layers and keep_all); the activations are reallocated: selective recomputation keeps the bf16 attention output
+// and fp32 LSE of layers 0..keep_layers-1 (0 .. num_layers; the others rerun attention; ignored by the other modes),
+// and every activation of layers 0..keep_all-1 (0 .. keep_layers; a whole set each, as without recomputation: their
+// backward reruns nothing; ignored by the other modes).
+int model_cuda_set_recompute(model_cuda *d, int recompute, int keep_layers, int keep_all, sr_error *e);
 // Run the MLP over the tokens in chunks of `rows` (plan/model.h's --mlp-chunk; rows <= 0 or >= max_tokens: the
 // whole sequence, model_cuda_create's default): gate|up, h and dh are reallocated for one chunk (gate|up and h stay
 // every layer's own, whole, without recomputation), and under recomputation the backward remakes the chunk's gate|up

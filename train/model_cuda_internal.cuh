@@ -50,6 +50,7 @@ struct model_cuda {
   model_config cfg;
   int recompute, num_tensors;  // MODEL_RECOMPUTE_*
   int keep_layers;          // selective recomputation: layers 0..keep_layers-1 keep ob and lse (model_cpu.h)
+  int keep_all;             // selective recomputation: layers 0..keep_all-1 keep every activation (model_cpu.h)
   int64_t num_params, max_tokens, ce_chunk, lo, hi;
   int64_t mlp_rows;         // the MLP's chunk (model_cuda_set_mlp_chunk; max_tokens: the whole sequence)
   model_tensor *tensors;
@@ -70,9 +71,12 @@ struct model_cuda {
   bf16_t *wb;
   // activations and scratch (alloc_acts: sized by the precision and the recomputation; NULL until then)
   int acts_ready;
-  layer_buf *acts;          // [L]; the layers share acts[0]'s buffers under recomputation, but for ob and lse
-                            // of the layers that keep their own under selective recomputation (model_attn_own_buffers)
-  bf16_t *rec_ob;           // under recomputation: the shared set's ob and lse (acts[0]'s unless layer 0 keeps its own)
+  layer_buf *acts;          // [L]; under recomputation the layers share acts[keep_all]'s buffers (the first layer that
+                            // reruns), but for ob and lse of the layers that keep their own under selective
+                            // recomputation (model_attn_own_buffers), and for the layers kept whole (0..keep_all-1),
+                            // which have a whole set each, as without recomputation
+  bf16_t *rec_ob;           // under recomputation: the shared set's ob and lse (acts[keep_all]'s unless it keeps its
+                            // own)
   float *rec_lse;
   float *qkv;               // [N, Hq*D + 2*Hkv*D]: the q|k|v GEMM outputs; in the backward the RMSNorms' weight rows
   float *ob_act;            // TF32: attention's output in fp32 for the O GEMM (NULL with bf16: it reads ob)
@@ -115,6 +119,9 @@ struct model_cuda {
 
 // Bytes of one GEMM operand element.
 static inline size_t act_size(const model_cuda *d) { return d->bf16 ? 2 : 4; }
+
+// Does layer l keep every activation its backward reads (no recomputation, or a layer kept whole)? model_cpu_keeps_all.
+static inline int keeps_all(const model_cuda *d, int l) { return !d->recompute || l < d->keep_all; }
 
 // (Re)allocate the activations and scratch for the precision and recomputation now set (model_cuda.cu).
 int model_cuda_alloc_acts(model_cuda *d, sr_error *e);

@@ -160,10 +160,10 @@ static int attention_bwd(model_cuda *d, int l, int64_t T, layer_buf *a, double *
 
 // ---- the MLP, a chunk of rows at a time -------------------------------------------------------
 
-// Chunk rows [t0, ...)'s gate|up and h: under recomputation the chunk buffers (acts[0]'s, shared), else the layer's
-// own rows.
+// Chunk rows [t0, ...)'s gate|up and h: the layer's own rows where it keeps them all (no recomputation, or a layer
+// kept whole), else the shared set's chunk buffers.
 static void mlp_rows(const model_cuda *d, int l, int64_t t0, void **gu, void **h) {
-  int64_t I = d->cfg.intermediate_size, row0 = d->recompute ? 0 : t0;
+  int64_t I = d->cfg.intermediate_size, row0 = keeps_all(d, l) ? t0 : 0;
   *gu = act_at(d, d->acts[l].gu, row0 * 2 * I);
   *h = act_at(d, d->acts[l].h, row0 * I);
 }
@@ -200,8 +200,8 @@ static int mlp_fwd(model_cuda *d, int l, int64_t T, float *xo, sr_error *e) {
 }
 
 // d->dln = the post-attention norm output's gradient from d->dxb, chunk by chunk: under recomputation the chunk's
-// gate|up and h remade first; then dh, SwiGLU's backward (dgate|dup over gate|up, which nothing reads after) and the
-// chunk's rows of dln. The weight gradients add up over the chunks (linear_dw accumulates: beta 1), each row once.
+// gate|up and h remade first (not in a layer kept whole, which has them all); then dh, SwiGLU's backward (dgate|dup
+// over gate|up, which nothing reads after) and the chunk's rows of dln. The weight gradients add up over the chunks (linear_dw accumulates: beta 1), each row once.
 static int mlp_bwd(model_cuda *d, int l, int64_t T, sr_error *e) {
   int C = (int)d->cfg.hidden_size, I = (int)d->cfg.intermediate_size;
   cudaDataType at = act_type(d);
@@ -212,7 +212,7 @@ static int mlp_bwd(model_cuda *d, int l, int64_t T, sr_error *e) {
     mlp_rows(d, l, t0, &gu, &h);
     const void *dxb = act_at(d, d->dxb, t0 * C), *ln2 = act_at(d, d->acts[l].ln2, t0 * C);
     float *dln = d->dln + t0 * C;
-    if (d->recompute) {  // the chunk's gate|up and h again, timed as recomputation
+    if (!keeps_all(d, l)) {  // the chunk's gate|up and h again, timed as recomputation
       d->ph_rerun = 1;
       rc = mlp_up(d, l, t0, n, gu, h, e);
       d->ph_rerun = 0;
@@ -332,12 +332,12 @@ static int attn_block_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_er
 }
 
 // d->dx holds dL/d(layer output) and d->dxb the same as the GEMMs read it on entry; both hold dL/d(layer input)
-// on return.
+// on return. A layer kept whole reruns nothing: its forward's activations are all there.
 static int layer_bwd(model_cuda *d, int l, int64_t T, double *attn_s, sr_error *e) {
   const model_config *c = &d->cfg;
   int C = (int)c->hidden_size;
   int rc;
-  if ((d->recompute && (rc = layer_fwd(d, l, T, 1, attn_s, e))) || (rc = mlp_bwd(d, l, T, e))) return rc;
+  if ((!keeps_all(d, l) && (rc = layer_fwd(d, l, T, 1, attn_s, e))) || (rc = mlp_bwd(d, l, T, e))) return rc;
   layer_buf *a = &d->acts[l];
   void *dx_act = d->bf16 ? d->dxb : NULL;  // TF32: dxb is dx
   if ((rc = rmsnorm_bwd(d, d->dx, dx_act, LGD(d, l, MODEL_T_LN2), d->dln, a->x2, LPD(d, l, MODEL_T_LN2), a->rstd2, T, C,

@@ -40,6 +40,14 @@ int train_keep_layers_fit(int layers, double all_bytes, double free_bytes) {
   return 0;
 }
 
+int train_keep_all_fit(const model_config *m, int keep_layers, int64_t n_local, int64_t mlp_chunk, int act_bytes,
+                       double free_bytes) {
+  for (int k = keep_layers; k > 0; k--)
+    if ((double)n_local * model_exec_kept_whole_bytes_per_token(m, k, n_local, mlp_chunk, act_bytes) <= free_bytes)
+      return k;
+  return 0;
+}
+
 int64_t train_default_warmup(int64_t steps) { return sr_min64(100, sr_max64(10, steps / 10)); }
 
 int trainer_create(trainer *t, const model_config *cfg, const train_options *o, const train_comm *comm,
@@ -80,6 +88,13 @@ int trainer_create(trainer *t, const model_config *cfg, const train_options *o, 
       (rc = model_cpu_set_keep_layers(&t->model, (int)o->keep_layers, e))) {
     model_cpu_free(&t->model);
     return rc;
+  }
+  if (o->keep_all != 0 && (o->keep_all < 0 || o->keep_all > cfg->num_layers ||
+                           (rc = model_cpu_set_keep_all(&t->model, (int)o->keep_all, e)))) {
+    model_cpu_free(&t->model);
+    return rc ? rc
+              : sr_input_error(e, NULL, "keep_all", "%lld is not a layer count of 0 .. %lld", (long long)o->keep_all,
+                               (long long)cfg->num_layers);
   }
   if (!o->cuda && ((rc = model_cpu_set_mlp_chunk(&t->model, mlp_rows, e)) ||
                    (o->offload_activations && (rc = model_cpu_set_offload(&t->model, e))))) {

@@ -38,6 +38,8 @@ typedef struct {
   int recompute;            // per-layer activation recomputation: MODEL_RECOMPUTE_* (model_cpu.h)
   int64_t keep_layers;      // MODEL_RECOMPUTE_KEEP_ATTN: layers 0..keep_layers-1 keep attention's output and LSE
                             // (model_cpu_set_keep_layers; negative, the default: every layer)
+  int64_t keep_all;         // MODEL_RECOMPUTE_KEEP_ATTN: layers 0..keep_all-1 keep every activation, so their backward
+                            // reruns nothing (model_cpu_set_keep_all; 0, the default: none; at most keep_layers)
   int offload_activations;  // the layer inputs wait in (pinned) host memory between forward and backward
   int64_t mlp_chunk;        // the MLP in chunks of this many local tokens (0: whole; MODEL_EXEC_MLP_AUTO, the
                             // default: plan/model.h's model_exec_mlp_rows rule)
@@ -103,6 +105,12 @@ double train_keep_layers_bytes(int layers, double all_bytes, int keep_layers);
 // The layers that keep under selective recomputation (the trainer's choice on the GPU): the largest count whose
 // bytes (train_keep_layers_bytes) are at most free_bytes; 0 (full recomputation) when not even one layer's fit.
 int train_keep_layers_fit(int layers, double all_bytes, double free_bytes);
+// Whole-layer keeping on the GPU beside selective recomputation in layers 0..keep_layers-1 (the trainer's choice,
+// after train_keep_layers_fit): the most layers, at most keep_layers, whose extra device bytes
+// (plan/model.h's model_exec_kept_whole_bytes_per_token for n_local tokens, GEMM operands of act_bytes bytes) are at
+// most free_bytes.
+int train_keep_all_fit(const model_config *m, int keep_layers, int64_t n_local, int64_t mlp_chunk, int act_bytes,
+                       double free_bytes);
 // The warm-up a run of `steps` steps gets unless told otherwise: 10% of its steps, at least 10 and at most 100
 // (a short run still starts at a tenth of its learning rate: Adam's first updates move every weight by about
 // lr, which at 3e-4 on a random 3B model drove the loss from 9.6 to 14.7 in one step).

@@ -193,6 +193,10 @@ static const cli_flag train_flags[] = {
     {"recompute", NULL, NULL, "per-layer activation recomputation (on already when the plan's recompute is 1, the default)"},
     {"recompute-attn", NULL, NULL, "rerun each layer's attention forward in the backward (default: its output and LSE are "
      "kept in as many layers as memory allows)"},
+    {"keep-activations", "auto|off|N", "auto",
+     "layers kept whole: the first N layers keep every activation their backward reads, so it reruns nothing of "
+     "their forward (auto: as many as fit the GPU beside the kept attention outputs and the plans; none on the CPU "
+     "backend; needs selective recomputation)"},
     {"offload-activations", NULL, NULL,
      "the layer inputs wait in pinned host memory between forward and backward (copies overlapped with compute); "
      "on by default on the GPU when they do not fit the device beside the model"},
@@ -270,6 +274,16 @@ static int options_read(train_run *r, sr_error *e) {
     return sr_input_error(e, NULL, "--no-attn-host-cache", "contradicts --attn-host-cache");
   if (cli_get(a, "attn-host-gib", NULL) && cli_has(a, "no-attn-host-cache"))
     return sr_input_error(e, NULL, "--attn-host-gib", "sets the cap of the host cache, which --no-attn-host-cache turns off");
+  const char *ka = cli_get(a, "keep-activations", "auto");
+  char *end = NULL;
+  if (strcmp(ka, "auto") == 0) r->keep_all_wanted = -1;
+  else if (strcmp(ka, "off") == 0) r->keep_all_wanted = 0;
+  else {
+    long long v = strtoll(ka, &end, 10);
+    if (!*ka || *end || v < 0 || v > 1 << 20)
+      return sr_input_error(e, NULL, "--keep-activations", "'%s' is not auto, off or a layer count", ka);
+    r->keep_all_wanted = (int)v;
+  }
   const char *mc = cli_get(a, "mlp-chunk", NULL);
   if ((r->mlp_given = mc != NULL) && plan_mlp_chunk_parse(mc, "--mlp-chunk", &r->mlp_chunk, e)) return e->code;
   return SR_OK;
@@ -346,6 +360,20 @@ static int options_set(train_run *r, sr_error *e) {
   int rec = cli_has(a, "recompute") || r->p.spec.recompute, keep = rec && !cli_has(a, "recompute-attn");
   o->recompute = !rec ? MODEL_RECOMPUTE_OFF : keep && !r->cuda ? MODEL_RECOMPUTE_KEEP_ATTN : MODEL_RECOMPUTE_FULL;
   r->keep_wanted = keep && r->cuda;
+  // --keep-activations N: layers kept whole keep attention's output with the rest (selective recomputation); auto on
+  // the GPU is decided with the attention outputs (train_run_keep_decide), on the CPU it keeps none
+  if (r->keep_all_wanted > 0) {
+    if (!rec)
+      return sr_input_error(e, NULL, "--keep-activations", "%d layers kept whole, but recomputation is off (the plan's "
+                            "recompute is 0: every layer keeps every activation already)", r->keep_all_wanted);
+    if (!keep)
+      return sr_input_error(e, NULL, "--keep-activations", "%d layers kept whole keep attention's output, which "
+                            "--recompute-attn reruns", r->keep_all_wanted);
+    if (r->keep_all_wanted > r->p.model.num_layers)
+      return sr_input_error(e, NULL, "--keep-activations", "%d layers kept whole, but %s has %lld", r->keep_all_wanted,
+                            r->p.model.name, (long long)r->p.model.num_layers);
+  }
+  o->keep_all = !r->cuda && r->keep_all_wanted > 0 ? r->keep_all_wanted : 0;
   o->offload_activations = cli_has(a, "offload-activations") || r->p.spec.offload_activations;
   r->p.spec.offload_activations = o->offload_activations;  // what --predict simulates
   if (r->mlp_given) r->p.spec.mlp_chunk = r->mlp_chunk;  // else the plan's (auto unless its file says)
@@ -441,7 +469,7 @@ static int outputs_open(train_run *r, sr_error *e) {
              "workspace", (double)ta->plan_bytes_max / (1 << 20), (double)train_attn_kept_bytes(&r->ta) / (1 << 30),
              ta->cap, (long long)m->num_layers, (double)ta->shared_bytes / (1 << 30));
     printf("\n");
-    char rec[320];
+    char rec[640];
     train_run_recompute_text(r, rec, sizeof rec);
     char mlp[32], offload[120];
     if (r->offload_auto)
@@ -596,7 +624,7 @@ static int run_predict(train_run *r, sr_error *e) {
   const train_attn *ta = &r->ta;
   sim_options so = {0, 0, !pattern_spec_at_run_time(p->spec.pattern),
                     r->o.recompute == MODEL_RECOMPUTE_KEEP_ATTN && r->keep_layers > 0,
-                    ta->shared || ta->cap >= ta->layers, ta->shared ? 0 : ta->cap, r->keep_layers};
+                    ta->shared || ta->cap >= ta->layers, ta->shared ? 0 : ta->cap, r->keep_layers, r->keep_all};
   sim_result sr;
   snprintf(p->spec.trainer, sizeof p->spec.trainer, "exec");  // memory: this trainer's own (plan/model.h)
   // how its plans come back when they do not all fit (sim/plan_cache.h)

@@ -73,20 +73,24 @@ static double worst_gradient(const model_cpu *h, const float *g, const float *g0
 #define RERUN_TOL (4.0 / 256)
 
 // The GPU model's recomputation modes against its run without recomputation (gradients g0, loss l0): full and
-// selective recomputation (every layer keeping, and the first half of them) rerun the same forward, so the loss is
-// the same bit for bit and the gradients the same within RERUN_TOL.
+// selective recomputation (every layer keeping, and the first half of them), and selective with layers kept whole
+// (the first half, and all: model_cuda_set_recompute's keep_all) rerun the same forward or none, so the loss is the
+// same bit for bit and the gradients the same within RERUN_TOL.
 static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const int32_t *tok, const int64_t *pos,
                            const int32_t *tgt, double scale, double l0, const float *g0, int *bad, sr_error *e) {
   int L = (int)h->cfg.num_layers;
-  const int modes[3] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN, MODEL_RECOMPUTE_KEEP_ATTN};
-  const int keep[3] = {0, L, L / 2};
-  const char *names[3] = {"full", "selective", "selective in the first half of the layers"};
+  enum { MODES = 5 };
+  const int modes[MODES] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN, MODEL_RECOMPUTE_KEEP_ATTN,
+                            MODEL_RECOMPUTE_KEEP_ATTN, MODEL_RECOMPUTE_KEEP_ATTN};
+  const int keep[MODES] = {0, L, L / 2, L, L}, whole[MODES] = {0, 0, 0, L / 2, L};
+  const char *names[MODES] = {"full", "selective", "selective in the first half of the layers",
+                              "selective, the first half of the layers kept whole", "selective, every layer kept whole"};
   float *g = malloc((size_t)h->num_params * 4);
   if (!g) return sr_internal_error(e, 0, "out of memory");
   int rc = SR_OK;
-  for (int m = 0; m < 3 && !rc; m++) {
+  for (int m = 0; m < MODES && !rc; m++) {
     double l = 0;
-    if ((rc = model_cuda_set_recompute(d, modes[m], keep[m], e)) || (rc = model_cuda_zero_grad(d, e)) ||
+    if ((rc = model_cuda_set_recompute(d, modes[m], keep[m], whole[m], e)) || (rc = model_cuda_zero_grad(d, e)) ||
         (rc = model_cuda_forward_backward(d, T, tok, pos, tgt, 1, scale, &l, NULL, NULL, e)) ||
         (rc = model_cuda_sync(d, e)) || (rc = model_cuda_download_grads(d, g, e)))
       break;
@@ -98,7 +102,7 @@ static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const i
     *bad |= !ok;
   }
   free(g);
-  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, 0, e);
+  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, 0, 0, e);
   return rc;
 }
 
@@ -110,15 +114,19 @@ static int check_recompute(model_cuda *d, const model_cpu *h, int64_t T, const i
 // operands as a rerun does: twice RERUN_TOL (measured on an H100: 1.6e-2, where 1e-3 had been assumed).
 static int check_mlp_chunk(model_cuda *d, const model_cpu *h, int64_t T, const int32_t *tok, const int64_t *pos,
                            const int32_t *tgt, double scale, double l0, const float *g0, int bf16, int *bad, sr_error *e) {
-  const int modes[3] = {MODEL_RECOMPUTE_OFF, MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN};
-  const char *names[3] = {"no", "full", "selective"};
+  enum { MODES = 4 };
+  int L = (int)h->cfg.num_layers;
+  const int modes[MODES] = {MODEL_RECOMPUTE_OFF, MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_KEEP_ATTN,
+                            MODEL_RECOMPUTE_KEEP_ATTN};
+  const int whole[MODES] = {0, 0, 0, L / 2};  // the layers kept whole hold their gate|up and h for every chunk
+  const char *names[MODES] = {"no", "full", "selective", "selective (the first half of the layers kept whole)"};
   float *g = malloc((size_t)h->num_params * 4);
   if (!g) return sr_internal_error(e, 0, "out of memory");
   int64_t rows = T / 3 + 1;
   int rc = model_cuda_set_mlp_chunk(d, rows, e);
-  for (int m = 0; m < 3 && !rc; m++) {
+  for (int m = 0; m < MODES && !rc; m++) {
     double l = 0;
-    if ((rc = model_cuda_set_recompute(d, modes[m], (int)h->cfg.num_layers, e)) || (rc = model_cuda_zero_grad(d, e)) ||
+    if ((rc = model_cuda_set_recompute(d, modes[m], L, whole[m], e)) || (rc = model_cuda_zero_grad(d, e)) ||
         (rc = model_cuda_forward_backward(d, T, tok, pos, tgt, 1, scale, &l, NULL, NULL, e)) ||
         (rc = model_cuda_sync(d, e)) || (rc = model_cuda_download_grads(d, g, e)))
       break;
@@ -133,7 +141,7 @@ static int check_mlp_chunk(model_cuda *d, const model_cpu *h, int64_t T, const i
   }
   free(g);
   if (!rc) rc = model_cuda_set_mlp_chunk(d, 0, e);
-  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, 0, e);
+  if (!rc) rc = model_cuda_set_recompute(d, MODEL_RECOMPUTE_OFF, 0, 0, e);
   return rc;
 }
 

@@ -54,6 +54,10 @@ typedef struct {
   int keep_wanted;            // selective recomputation asked for on the GPU (decided by train_run_keep_decide)
   double keep_bytes, keep_free;  // what it takes on this rank (every layer keeping), and what was free beside the plans
   int keep_layers;               // the layers that keep (0 .. L: layers 0..keep_layers-1, the same on every rank)
+  int keep_all_wanted;           // --keep-activations: -1 auto (as many as fit on the GPU, none on the CPU), 0 off, N
+  int keep_all;                  // the layers kept whole (0 .. keep_layers: layers 0..keep_all-1, the same on every
+                                 // rank)
+  double keep_all_free;          // the GPU: bytes free for them beside the plans and the kept attention outputs
   int offload_auto;              // the activation offload turned on by train_run_inputs_decide (the inputs did not fit)
   double inputs_bytes;           // the layer inputs' device bytes as train_run_inputs_decide found them
   dist_index_build index_build;  // --index-build
@@ -67,7 +71,8 @@ typedef struct {
 // The layer inputs placed on the GPU, offloaded to pinned host memory by every rank when they do not fit on some rank
 // and the run did not ask for it (r->offload_auto).
 int train_run_inputs_decide(train_run *r, sr_error *e);
-// The selective recomputation's layers that keep attention's output and LSE (r->keep_layers, the same on every rank).
+// The selective recomputation's layers that keep attention's output and LSE (r->keep_layers), and of those the layers
+// kept whole (r->keep_all), the same on every rank.
 int train_run_keep_decide(train_run *r, sr_error *e);
 // The recomputation in words, for the opening line.
 void train_run_recompute_text(const train_run *r, char *out, size_t size);
