@@ -73,6 +73,11 @@ int cli_parse(int argc, char **argv, const cli_usage *u, cli_args *a, sr_error *
     size_t klen;
     const char *k = flag_text(argv[i], &klen);
     if (!k) {
+      // A command without positional arguments would otherwise drop the word unread ("--recompute 0" reads as the
+      // switch and a stray "0"): refuse it.
+      if (!u->args)
+        return sr_input_error(e, NULL, argv[i], "unexpected argument for '%s', which takes flags only (--help lists them;"
+                              " a switch takes no value)", argv[0]);
       if (a->n_pos >= 64) return sr_input_error(e, NULL, argv[i], "too many arguments");
       a->pos[a->n_pos++] = argv[i];
       continue;

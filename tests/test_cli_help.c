@@ -45,8 +45,9 @@ static int listed_flags(const char *help, char flags[][64], int max) {
   return n;
 }
 
-// The listed flags, each with a value word after it (a switch leaves it as a positional), then a flag no
-// command has: the parser stops at the first flag it does not accept, so the error must name the last one.
+// The listed flags, each as --flag=x (a value, or a switch's "=x", which the parser takes too: a bare word after a
+// switch would be a stray argument, refused), then a flag no command has: the parser stops at the first flag it
+// does not accept, so the error must name the last one.
 // Nothing runs: the parse fails first. A dozen flags a run keeps under the parser's 64 words of each kind.
 static void check_flags_parse(const char *bin, const char *name, const char *help) {
   char flags[96][64], args[2048], *out = NULL;
@@ -54,7 +55,7 @@ static void check_flags_parse(const char *bin, const char *name, const char *hel
   CHECK(n < 96);
   for (int i = 0; i < n; i += 12) {
     int len = snprintf(args, sizeof args, "%s", name);
-    for (int k = i; k < n && k < i + 12; k++) len += snprintf(args + len, sizeof args - (size_t)len, " --%s x", flags[k]);
+    for (int k = i; k < n && k < i + 12; k++) len += snprintf(args + len, sizeof args - (size_t)len, " --%s=x", flags[k]);
     snprintf(args + len, sizeof args - (size_t)len, " --zz-no-such-flag");
     int rc = run(bin, args, &out);
     if (rc != 2 || !strstr(out ? out : "", "--zz-no-such-flag: unknown flag"))
@@ -123,6 +124,23 @@ TEST(an_unknown_flag_or_command_exits_2_pointing_at_help) {
   free(out);
   CHECK_EQ_INT(run("sparsering", "", &out), 2);
   CHECK_STR_CONTAINS(out, "usage: sparsering <command>");
+  free(out);
+}
+
+// A stray word after a switch ("--recompute 0") was taken as a positional that flag-only commands never read, so the
+// run went on as if the word were not there.
+TEST(a_stray_argument_to_a_flag_only_command_exits_2_and_positionals_still_work_where_taken) {
+  char *out = NULL;
+  CHECK_EQ_INT(run("sparsering-exec", "train --model tiny-test --cluster h200-1x2 --strategy dense-ring --seq 256 "
+                   "--recompute 0", &out), 2);
+  CHECK_STR_CONTAINS(out, "0: unexpected argument for 'train', which takes flags only");
+  free(out);
+  CHECK_EQ_INT(run("sparsering", "sim --model tiny-test --cluster h200-1x2 --seq 4K extra", &out), 2);
+  CHECK_STR_CONTAINS(out, "extra: unexpected argument for 'sim'");
+  free(out);
+  CHECK_EQ_INT(run("sparsering", "show missing-plan.json", &out), 2);  // show takes a file: read, then refused
+  CHECK(strstr(out, "unexpected argument") == NULL);
+  CHECK_STR_CONTAINS(out, "missing-plan.json");
   free(out);
 }
 
