@@ -24,7 +24,7 @@ typedef struct {
   // A training step's attention calls against the calibration's short ones: the rate a dense causal layer-shaped
   // call (forward + backward) holds over seconds back to back over its rate in a few short calls, a ratio <= 1 that
   // scales every attention efficiency in a training step (calibrate times it, exec/calib_layer.c; sim/cost.c,
-  // cost_attn_held, says why); not of peak. 0 = not measured: a step's attention runs at the burst's efficiencies.
+  // cost_attn_held, says why); not of peak. 0 = not measured: cost_attn_held takes COST_ATTN_SUSTAINED (sim/cost.h).
   double eff_attn_sustained;
   double eff_attn_fwd_full, eff_attn_fwd_partial, eff_attn_fwd_bar;
   double eff_attn_bwd_full, eff_attn_bwd_partial, eff_attn_bwd_bar;

@@ -125,13 +125,32 @@ double cost_gemm_step(const gpu_desc *g, double flops) {
 // sparsering-exec calibrate times that ratio itself (gpu.efficiency.attn_sustained: a dense causal layer-shaped call,
 // forward and backward, back to back for seconds against its short calls, exec/calib_layer.c) and the step's
 // attention efficiencies take it; its walks and per-step costs (fitted in short calls too) are left as they are.
-void cost_attn_held(gpu_desc *g) {
+// A file calibrated before that (every calibration kept under results/ that `repredict` uses) has no ratio, and its
+// steps' attention ran at the short calls' rates: 7.8% of the 12 H200 steps' attention short on average
+// (results/sim/2026-11-28-h200-attn-held-gemm), 7.6% of the 4 H100 steps' (results/sim/2026-11-28-h100-attn-held-gemm).
+// The ratio is a property of the board under its power limit, not of a call, so such files take COST_ATTN_SUSTAINED,
+// the mean of the three calibrations that timed it with GEMMs between the calls as a step has them: one H100 30.222 /
+// 33.242 ms = 0.909 (results/sim/2026-11-28-h100-attn-held-gemm), one H200 31.547 / 34.344 ms = 0.919 and, on another
+// call, 30.660 / 33.921 ms = 0.904 (results/sim/2026-11-28-h200-attn-held-gemm, calibrate-held-gemm.log and
+// mixed/calibrate-mixed.log): 0.910. The same interleaving speeds up the GEMMs beside the attention: on the last of
+// those calls the GEMMs between the held calls ran at 687 TFLOP/s against 658 back to back (0.694 / 0.665 of peak,
+// 1.044x), so a file whose gemm_sustained was timed back to back (any file without attn_sustained: calibrate times the
+// two together since) has it taken times COST_GEMM_BETWEEN in a step; a file without gemm_sustained keeps
+// COST_GEMM_SUSTAINED (cost_gemm_step), which was fitted on whole steps, where the GEMMs already alternate.
+// Files that calibrate did not write keep their attention rates where they give no ratio: their efficiencies are
+// guesses to compare strategies by (docs/models.md, "Uncalibrated clusters"), and the studies and pins made on them
+// stay as they were.
+void cost_attn_held(gpu_desc *g, int calibrated) {
   double f = g->eff_attn_sustained;
-  if (!(f > 0)) return;
+  if (f == 1 || (!(f > 0) && !calibrated)) return;  // the short calls' rates (a single layer), applied already, a guess
+  if (!(f > 0)) {
+    f = COST_ATTN_SUSTAINED;
+    if (g->eff_gemm_sustained > 0) g->eff_gemm_sustained *= COST_GEMM_BETWEEN;
+  }
   double *eff[] = {&g->eff_attn_fwd_full, &g->eff_attn_fwd_partial, &g->eff_attn_fwd_bar,
                    &g->eff_attn_bwd_full, &g->eff_attn_bwd_partial, &g->eff_attn_bwd_bar};
   for (int i = 0; i < 6; i++) *eff[i] = (*eff[i] > 0 ? *eff[i] : 1) * f;
-  g->eff_attn_sustained = 0;
+  g->eff_attn_sustained = 1;  // applied: a second call changes nothing
 }
 
 // Roofline memory bound (Williams et al. 2009): bytes / (HBM bandwidth x achieved fraction).

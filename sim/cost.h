@@ -104,11 +104,21 @@ double cost_gemm(const gpu_desc *g, double flops);
 // Seconds of a training step's GEMMs of `flops` FLOPs: at the file's sustained GEMM rate when it gives one, else
 // cost_gemm at COST_GEMM_SUSTAINED of the calibrated rate.
 double cost_gemm_step(const gpu_desc *g, double flops);
+// The share of the short calls' attention rate that a training step's attention keeps, held over seconds between the
+// step's GEMMs, for a cluster file that does not give it (gpu.efficiency.attn_sustained): the mean of the three
+// calibrations that timed it (sim/cost.c, cost_attn_held, says where they come from).
+#define COST_ATTN_SUSTAINED 0.91
+// The GEMMs' rate between held attention calls over their rate held back to back (gpu.efficiency.gemm_sustained as
+// calibrate timed it before it timed attention held): a step alternates the two (sim/cost.c, cost_attn_held).
+#define COST_GEMM_BETWEEN 1.044
 // The GPU a training step's attention calls run on: g with its attention efficiencies (full, partial, bar, forward and
-// backward; an absent one taken as 1, as cost_attn_rates_init does) times gpu.efficiency.attn_sustained, which is then
-// 0; g unchanged where the file gives none, so such files cost the same bits. Single-layer runs (predict_attention)
-// are short calls, as the calibration's, and do not use it.
-void cost_attn_held(gpu_desc *g);
+// backward; an absent one taken as 1, as cost_attn_rates_init does) times gpu.efficiency.attn_sustained, or
+// COST_ATTN_SUSTAINED where a file that calibrate measured (`calibrated`: the cluster's calibration.measured) gives
+// none, and then 1: applied (a file giving 1 costs the short calls' bits); where such a file gives no attn_sustained
+// its gemm_sustained was timed back to back, so it is taken times COST_GEMM_BETWEEN. A file calibrate did not write
+// (the shipped guesses, hand-made files) without the ratio is left as it is, the same bits as before the default.
+// Single-layer runs (predict_attention) are short calls, as the calibration's, and set attn_sustained to 1.
+void cost_attn_held(gpu_desc *g, int calibrated);
 // Seconds of a memory-bound op that moves `bytes` bytes through HBM.
 double cost_mem(const gpu_desc *g, double bytes);
 // Seconds of a compute task of `compute` s that runs while a comm kernel of `comm` s shares the SMs.

@@ -85,7 +85,7 @@ int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_
   }
   t->m = p.model;
   t->c = p.cluster;
-  cost_attn_held(&t->c.gpu);  // its steps' attention at the rate held over seconds, as sim_run's
+  cost_attn_held(&t->c.gpu, t->c.calibrated);  // its steps' attention at the rate held over seconds, as sim_run's
   plan_free(&p);
   t->max_step = TUNE_MAX_STEPS;
   if (!strncmp(base->pattern, "trace:", 6)) {
