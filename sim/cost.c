@@ -3,6 +3,7 @@
 #include "sim/cost.h"
 
 #include <math.h>
+#include <string.h>
 
 // ---- compute -----------------------------------------------------------------------------------
 
@@ -67,6 +68,55 @@ void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cos
 // H100 SXM's, docs/design.md). The step is charged on the call's key count (the source shard a ring step's keys come from), which
 // the simulator's per-call work counts give, rather than on each walk's length, which they do not (docs/design.md,
 // "A call's keys beyond the L2 cache"); fitted by sparsering-exec calibrate (exec/calib_layer.c).
+
+// NVIDIA's datasheets and tuning guides: H100 SXM, H200, H800 132 SMs, H100 PCIe 114, each with 228 KiB of
+// shared memory an SM (Hopper Tuning Guide); A100 and A800 108 SMs with 164 KiB (Ampere Tuning Guide).
+void cost_gpu_sms(const char *name, int *sms, int *smem_kib) {
+  *sms = *smem_kib = 0;
+  if (strstr(name, "H100") && strstr(name, "PCIe")) *sms = 114, *smem_kib = 228;
+  else if (strstr(name, "H100") || strstr(name, "H200") || strstr(name, "H800")) *sms = 132, *smem_kib = 228;
+  else if (strstr(name, "A100") || strstr(name, "A800")) *sms = 108, *smem_kib = 164;
+}
+
+// The bar kernel's shared memory a CTA (kernels/sparse_attn_bwd.cu, bwd_launch's bar_smem: K, V, two buffers of Q
+// and dO of 64 rows at d + 8 bf16 columns, the rows' positions, LSE, D and listed flags; s_cum and s_beg static),
+// plus the 1 KiB the runtime reserves a block since sm_80 (CUDA C++ Programming Guide, "Shared Memory"). The split
+// walk's kernel (kernels/sparse_attn_bwd_bars.cu, bb_smem_bytes) holds as many CTAs an SM at d = 128 (two).
+static double bar_cta_smem(int head_dim) {
+  double S = head_dim + 8;
+  return (2.0 * 64 + 4.0 * 64) * S * 2 + 2.0 * 64 * (8 + 4 + 4) + 2.0 * 64 * 4 + (33 + 32) * 8 + 1024;
+}
+
+int cost_bar_ctas(const char *gpu_name, int head_dim) {
+  int sms, smem_kib;
+  cost_gpu_sms(gpu_name, &sms, &smem_kib);
+  return sms * (int)floor(smem_kib * 1024.0 / bar_cta_smem(head_dim));
+}
+
+// The bar kernel's chunks in waves (cost_bar_walk where the file gives gpu.bar_walk_parts). A head's bar keys of the
+// call, each listed in nearly every one of its q_tiles query tiles (cost.h), are ceil(bars a head / (q_tiles x 64))
+// chunks of 64 keys, each walking 2 q_tiles steps of gpu.bar_walk_us: equal CTAs. The split walk (parts > 1,
+// kernels/sparse_attn_bwd_bars.cu, sa_bwd_bars_kernel) cuts each walk into min(parts, ceil(steps / p)) parts of p =
+// max(64, fair / 8) steps, fair the even share of all the walks' steps over the resident CTAs, one CTA a part. The
+// GPU runs `slots` such CTAs at once and starts the next as one ends, so n equal CTAs take ceil(n / slots) of their
+// times: the last wave leaves (ceil(n / slots) - n / slots) of the GPU idle for a CTA's time, which the work model
+// (bar_s, the bar rate calibrate measures on calls of 8,160 chunks, 31 waves, where that remainder is 0.3% of the
+// call) does not charge. This is the tail effect of wave quantization (NVIDIA, "GPU Performance Background User's
+// Guide", DA-09798, "Wave Quantization"; list scheduling of equal jobs, Graham 1969). The call lasts
+// max(one CTA's time, bar_s + that remainder): with one whole-walk CTA a chunk and fewer chunks than slots this is
+// the floor before it where bar_s is the chunks' even share. What it explains and what not: docs/sim.md, "The bars'
+// backward in waves" (results/sim/2026-11-28-cpu-simfid).
+double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s) {
+  double steps = 2.0 * q_tiles, chunks = heads * ceil(bars / heads / (q_tiles * 64.0)), parts = 1;
+  if (g->bar_walk_parts > 1) {
+    double fair = ceil(chunks * steps / slots), part_steps = fmax(64.0, floor(fair / 8));
+    parts = fmin((double)g->bar_walk_parts, ceil(steps / part_steps));
+  }
+  double ctas = chunks * parts, cta_s = steps / parts * g->bar_walk_us * 1e-6;
+  double t = bar_s + cta_s * (ceil(ctas / slots) - ctas / slots);
+  if (t < cta_s) t = cta_s;
+  return t - bar_s;
+}
 
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w) {
   cost_attn_rates a;

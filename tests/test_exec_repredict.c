@@ -191,6 +191,24 @@ TEST(repredict_a_training_steps_attention_takes_the_clusters_held_attention_rate
   CHECK(an == ad && sn == sd);
 }
 
+// A manifest's --bars-walk names the bar kernel of the run's binary: the plan's cluster takes 1 (whole) or 16 (split)
+// parts; without it the file's own stays; another value is an input error naming the flag.
+TEST(repredict_bars_walk_sets_the_clusters_bar_walk_parts_from_the_manifests_flag) {
+  cluster_desc c;
+  memset(&c, 0, sizeof c);
+  sr_error e = {0};
+  CHECK_EQ_INT(repredict_bars_walk("--skip-empty-sends --bars-walk whole", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 1);
+  CHECK_EQ_INT(repredict_bars_walk("--bars-walk split --fwd-runs", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 16);
+  c.gpu.bar_walk_parts = 7;
+  CHECK_EQ_INT(repredict_bars_walk("--skip-empty-sends", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 7);
+  CHECK_EQ_INT(repredict_bars_walk("--bars-walk wholly", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "--bars-walk");
+  CHECK_STR_CONTAINS(e.msg, "wholly");
+}
+
 // attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and
 // the offload back and predicts what `predict --strategy fpdt` predicts for the same run.
 TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {
