@@ -101,8 +101,10 @@ int cost_bar_ctas(const char *gpu_name, int head_dim) {
 // GPU runs `slots` such CTAs at once and starts the next as one ends, so n equal CTAs take ceil(n / slots) of their
 // times: the last wave leaves (ceil(n / slots) - n / slots) of the GPU idle for a CTA's time, which the work model
 // (bar_s, the bar rate calibrate measures on calls of 8,160 chunks, 31 waves, where that remainder is 0.3% of the
-// call) does not charge. This is the tail effect of wave quantization (NVIDIA, "GPU Performance Background User's
-// Guide", DA-09798, "Wave Quantization"; list scheduling of equal jobs, Graham 1969). The call lasts
+// call) does not charge. This is the tail effect of wave quantization (NVIDIA Deep Learning Performance documentation,
+// "Matrix Multiplication Background User's Guide", "Dimension Quantization Effects": a grid whose blocks are not a
+// whole number of waves of the GPU's resident blocks leaves the last wave partly idle; list scheduling of equal
+// jobs, Graham 1969). The call lasts
 // max(one CTA's time, bar_s + that remainder): with one whole-walk CTA a chunk and fewer chunks than slots this is
 // the floor before it where bar_s is the chunks' even share. What it explains and what not: docs/sim.md, "The bars'
 // backward in waves" (results/sim/2026-11-28-cpu-simfid).
