@@ -15,32 +15,16 @@
 #include "kernels/sparse_attn.h"
 #include "plan/model.h"
 #include "plan/tiles.h"
+#include "sim/cost.h"
 
 #define WALK_TOKENS 32768  // calib_attn_index's length
 #define WALK_MAX_SIZE 64   // sizes tried when matching a logged point (the calibration times 1, 2 and 4)
 
-// NVIDIA's datasheets and tuning guides: H100 SXM, H200, H800 132 SMs, H100 PCIe 114, each with 228 KiB of
-// shared memory an SM (Hopper Tuning Guide); A100 and A800 108 SMs with 164 KiB (Ampere Tuning Guide).
-void calib_gpu_sms(const char *name, int *sms, int *smem_kib) {
-  *sms = *smem_kib = 0;
-  if (strstr(name, "H100") && strstr(name, "PCIe")) *sms = 114, *smem_kib = 228;
-  else if (strstr(name, "H100") || strstr(name, "H200") || strstr(name, "H800")) *sms = 132, *smem_kib = 228;
-  else if (strstr(name, "A100") || strstr(name, "A800")) *sms = 108, *smem_kib = 164;
-}
+// The GPU's SMs and the bar kernel's resident CTAs: sim/cost.c (cost_gpu_sms, cost_bar_ctas), which the simulator's
+// bars' walk counts its waves with.
+void calib_gpu_sms(const char *name, int *sms, int *smem_kib) { cost_gpu_sms(name, sms, smem_kib); }
 
-// The bar kernel's shared memory a CTA (kernels/sparse_attn_bwd.cu, bwd_launch's bar_smem: K, V, two buffers of Q
-// and dO of 64 rows at d + 8 bf16 columns, the rows' positions, LSE, D and listed flags; s_cum and s_beg static),
-// plus the 1 KiB the runtime reserves a block since sm_80 (CUDA C++ Programming Guide, "Shared Memory").
-static double bar_cta_smem(int head_dim) {
-  double S = head_dim + 8;
-  return (2.0 * 64 + 4.0 * 64) * S * 2 + 2.0 * 64 * (8 + 4 + 4) + 2.0 * 64 * 4 + (33 + 32) * 8 + 1024;
-}
-
-int calib_bar_walk_ctas(const char *gpu_name, int head_dim) {
-  int sms, smem_kib;
-  calib_gpu_sms(gpu_name, &sms, &smem_kib);
-  return sms * (int)floor(smem_kib * 1024.0 / bar_cta_smem(head_dim));
-}
+int calib_bar_walk_ctas(const char *gpu_name, int head_dim) { return cost_bar_ctas(gpu_name, head_dim); }
 
 int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, double *flops, double *steps, sr_error *e) {
   tile_index t;

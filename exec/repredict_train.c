@@ -97,6 +97,18 @@ static void split_timeline(const sim_timeline *tl, int W, double *attn, double *
   free(at), free(re);
 }
 
+int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e) {
+  const char *f = strstr(flags, "--bars-walk");
+  if (!f) return SR_OK;
+  f += strlen("--bars-walk");
+  while (*f == ' ' || *f == '=') f++;
+  size_t n = strcspn(f, " \t");
+  if (n == 5 && !strncmp(f, "whole", 5)) c->gpu.bar_walk_parts = 1;
+  else if (n == 5 && !strncmp(f, "split", 5)) c->gpu.bar_walk_parts = 16;  // BB_MAX_PARTS, kernels/sparse_attn_bwd_bars.cu
+  else return sr_input_error(e, NULL, "--bars-walk", "'%.*s' is neither whole nor split", (int)n, f);
+  return SR_OK;
+}
+
 int repredict_train_run(const char *cluster_path, const char *flags, train_rerun *r, sr_error *e) {
   plan_spec s;
   plan_spec_defaults(&s);
@@ -122,6 +134,7 @@ int repredict_train_run(const char *cluster_path, const char *flags, train_rerun
   pattern pat;
   memset(&pat, 0, sizeof pat);
   int rc = plan_build(&s, &p, e);
+  if (!rc && (rc = repredict_bars_walk(flags, &p.cluster, e))) plan_free(&p);
   if (rc) return rc;
   // as train --predict (train/train_cmd.c, run_predict): a synthetic pattern built before the step, the
   // recomputation keeping attention's output when the run did, no index build with every layer's plan kept

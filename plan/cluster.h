@@ -24,7 +24,7 @@ typedef struct {
   // A training step's attention calls against the calibration's short ones: the rate a dense causal layer-shaped
   // call (forward + backward) holds over seconds back to back over its rate in a few short calls, a ratio <= 1 that
   // scales every attention efficiency in a training step (calibrate times it, exec/calib_layer.c; sim/cost.c,
-  // cost_attn_held, says why); not of peak. 0 = not measured: a step's attention runs at the burst's efficiencies.
+  // cost_attn_held, says why); not of peak. 0 = not measured: cost_attn_held takes COST_ATTN_SUSTAINED (sim/cost.h).
   double eff_attn_sustained;
   double eff_attn_fwd_full, eff_attn_fwd_partial, eff_attn_fwd_bar;
   double eff_attn_bwd_full, eff_attn_bwd_partial, eff_attn_bwd_bar;
@@ -43,6 +43,13 @@ typedef struct {
   // time: the microseconds one CTA spends on one such 64-row chunk (sim/cost.h, cost_bar_walk; 0 = not modelled).
   // Fitted by sparsering-exec calibrate from its bar backward points (exec/calib_walk.c).
   double bar_walk_us;
+  // Which walk the backward's bar kernel of the binary runs (sim/cost.h, cost_bar_walk): the most parts it cuts a
+  // chunk's walk into, 1 for the whole walk a CTA (kernels before 34159d3, sa_bwd_variant 0-2) and 16 for the split
+  // walk (kernels/sparse_attn_bwd_bars.cu, variant 3, BB_MAX_PARTS); 0 = not said: a call lasts at least one whole
+  // walk (the floor as it was before, the same bits). Not written by sparsering-exec calibrate: the split walk's rule
+  // is not borne out by the kept runs of those kernels (docs/sim.md, "The bars' backward in waves"); repredict's
+  // manifests name the whole walk of the runs that had it (--bars-walk whole).
+  int bar_walk_parts;
   // What each (query tile, head) walk of an attention kernel call costs beyond its tiles' work (the Q tile's load,
   // the epilogue that normalises and writes the row block): microseconds of the whole GPU's time per walk, so a
   // call of c walks pays c x attn_walk_us. [0] forward, [1] backward; 0 = not modelled (sim/cost.h,

@@ -3,6 +3,7 @@
 #include "sim/cost.h"
 
 #include <math.h>
+#include <string.h>
 
 // ---- compute -----------------------------------------------------------------------------------
 
@@ -68,6 +69,57 @@ void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cos
 // the simulator's per-call work counts give, rather than on each walk's length, which they do not (docs/design.md,
 // "A call's keys beyond the L2 cache"); fitted by sparsering-exec calibrate (exec/calib_layer.c).
 
+// NVIDIA's datasheets and tuning guides: H100 SXM, H200, H800 132 SMs, H100 PCIe 114, each with 228 KiB of
+// shared memory an SM (Hopper Tuning Guide); A100 and A800 108 SMs with 164 KiB (Ampere Tuning Guide).
+void cost_gpu_sms(const char *name, int *sms, int *smem_kib) {
+  *sms = *smem_kib = 0;
+  if (strstr(name, "H100") && strstr(name, "PCIe")) *sms = 114, *smem_kib = 228;
+  else if (strstr(name, "H100") || strstr(name, "H200") || strstr(name, "H800")) *sms = 132, *smem_kib = 228;
+  else if (strstr(name, "A100") || strstr(name, "A800")) *sms = 108, *smem_kib = 164;
+}
+
+// The bar kernel's shared memory a CTA (kernels/sparse_attn_bwd.cu, bwd_launch's bar_smem: K, V, two buffers of Q
+// and dO of 64 rows at d + 8 bf16 columns, the rows' positions, LSE, D and listed flags; s_cum and s_beg static),
+// plus the 1 KiB the runtime reserves a block since sm_80 (CUDA C++ Programming Guide, "Shared Memory"). The split
+// walk's kernel (kernels/sparse_attn_bwd_bars.cu, bb_smem_bytes) holds as many CTAs an SM at d = 128 (two).
+static double bar_cta_smem(int head_dim) {
+  double S = head_dim + 8;
+  return (2.0 * 64 + 4.0 * 64) * S * 2 + 2.0 * 64 * (8 + 4 + 4) + 2.0 * 64 * 4 + (33 + 32) * 8 + 1024;
+}
+
+int cost_bar_ctas(const char *gpu_name, int head_dim) {
+  int sms, smem_kib;
+  cost_gpu_sms(gpu_name, &sms, &smem_kib);
+  return sms * (int)floor(smem_kib * 1024.0 / bar_cta_smem(head_dim));
+}
+
+// The bar kernel's chunks in waves (cost_bar_walk where the file gives gpu.bar_walk_parts). A head's bar keys of the
+// call, each listed in nearly every one of its q_tiles query tiles (cost.h), are ceil(bars a head / (q_tiles x 64))
+// chunks of 64 keys, each walking 2 q_tiles steps of gpu.bar_walk_us: equal CTAs. The split walk (parts > 1,
+// kernels/sparse_attn_bwd_bars.cu, sa_bwd_bars_kernel) cuts each walk into min(parts, ceil(steps / p)) parts of p =
+// max(64, fair / 8) steps, fair the even share of all the walks' steps over the resident CTAs, one CTA a part. The
+// GPU runs `slots` such CTAs at once and starts the next as one ends, so n equal CTAs take ceil(n / slots) of their
+// times: the last wave leaves (ceil(n / slots) - n / slots) of the GPU idle for a CTA's time, which the work model
+// (bar_s, the bar rate calibrate measures on calls of 8,160 chunks, 31 waves, where that remainder is 0.3% of the
+// call) does not charge. This is the tail effect of wave quantization (NVIDIA Deep Learning Performance documentation,
+// "Matrix Multiplication Background User's Guide", "Dimension Quantization Effects": a grid whose blocks are not a
+// whole number of waves of the GPU's resident blocks leaves the last wave partly idle; list scheduling of equal
+// jobs, Graham 1969). The call lasts
+// max(one CTA's time, bar_s + that remainder): with one whole-walk CTA a chunk and fewer chunks than slots this is
+// the floor before it where bar_s is the chunks' even share. What it explains and what not: docs/sim.md, "The bars'
+// backward in waves" (results/sim/2026-11-28-cpu-simfid).
+double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s) {
+  double steps = 2.0 * q_tiles, chunks = heads * ceil(bars / heads / (q_tiles * 64.0)), parts = 1;
+  if (g->bar_walk_parts > 1) {
+    double fair = ceil(chunks * steps / slots), part_steps = fmax(64.0, floor(fair / 8));
+    parts = fmin((double)g->bar_walk_parts, ceil(steps / part_steps));
+  }
+  double ctas = chunks * parts, cta_s = steps / parts * g->bar_walk_us * 1e-6;
+  double t = bar_s + cta_s * (ceil(ctas / slots) - ctas / slots);
+  if (t < cta_s) t = cta_s;
+  return t - bar_s;
+}
+
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w) {
   cost_attn_rates a;
   cost_attn_rates_init(g, m, 0, &a);
@@ -125,13 +177,32 @@ double cost_gemm_step(const gpu_desc *g, double flops) {
 // sparsering-exec calibrate times that ratio itself (gpu.efficiency.attn_sustained: a dense causal layer-shaped call,
 // forward and backward, back to back for seconds against its short calls, exec/calib_layer.c) and the step's
 // attention efficiencies take it; its walks and per-step costs (fitted in short calls too) are left as they are.
-void cost_attn_held(gpu_desc *g) {
+// A file calibrated before that (every calibration kept under results/ that `repredict` uses) has no ratio, and its
+// steps' attention ran at the short calls' rates: 7.8% of the 12 H200 steps' attention short on average
+// (results/sim/2026-11-28-h200-attn-held-gemm), 7.6% of the 4 H100 steps' (results/sim/2026-11-28-h100-attn-held-gemm).
+// The ratio is a property of the board under its power limit, not of a call, so such files take COST_ATTN_SUSTAINED,
+// the mean of the three calibrations that timed it with GEMMs between the calls as a step has them: one H100 30.222 /
+// 33.242 ms = 0.909 (results/sim/2026-11-28-h100-attn-held-gemm), one H200 31.547 / 34.344 ms = 0.919 and, on another
+// call, 30.660 / 33.921 ms = 0.904 (results/sim/2026-11-28-h200-attn-held-gemm, calibrate-held-gemm.log and
+// mixed/calibrate-mixed.log): 0.910. The same interleaving speeds up the GEMMs beside the attention: on the last of
+// those calls the GEMMs between the held calls ran at 687 TFLOP/s against 658 back to back (0.694 / 0.665 of peak,
+// 1.044x), so a file whose gemm_sustained was timed back to back (any file without attn_sustained: calibrate times the
+// two together since) has it taken times COST_GEMM_BETWEEN in a step; a file without gemm_sustained keeps
+// COST_GEMM_SUSTAINED (cost_gemm_step), which was fitted on whole steps, where the GEMMs already alternate.
+// Files that calibrate did not write keep their attention rates where they give no ratio: their efficiencies are
+// guesses to compare strategies by (docs/models.md, "Uncalibrated clusters"), and the studies and pins made on them
+// stay as they were.
+void cost_attn_held(gpu_desc *g, int calibrated) {
   double f = g->eff_attn_sustained;
-  if (!(f > 0)) return;
+  if (f == 1 || (!(f > 0) && !calibrated)) return;  // the short calls' rates (a single layer), applied already, a guess
+  if (!(f > 0)) {
+    f = COST_ATTN_SUSTAINED;
+    if (g->eff_gemm_sustained > 0) g->eff_gemm_sustained *= COST_GEMM_BETWEEN;
+  }
   double *eff[] = {&g->eff_attn_fwd_full, &g->eff_attn_fwd_partial, &g->eff_attn_fwd_bar,
                    &g->eff_attn_bwd_full, &g->eff_attn_bwd_partial, &g->eff_attn_bwd_bar};
   for (int i = 0; i < 6; i++) *eff[i] = (*eff[i] > 0 ? *eff[i] : 1) * f;
-  g->eff_attn_sustained = 0;
+  g->eff_attn_sustained = 1;  // applied: a second call changes nothing
 }
 
 // Roofline memory bound (Williams et al. 2009): bytes / (HBM bandwidth x achieved fraction).

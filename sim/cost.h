@@ -65,12 +65,24 @@ static inline double cost_attn_bar_time(const cost_attn_rates *a, const work_cou
 // window layers: 251-255 of 256 query tiles at 128K on 4 ranks, 1022 of 1024 and 479 of 512 at 256K and 128K on 2;
 // results/sim/2026-11-27-multi-gpu-step-predict): 2 q_tiles chunks of gpu.bar_walk_us each. Where the call has
 // enough chunks to fill the GPU the work model's time is the longer (a lower bound each: Graham 1969).
+// Where the file says which walk its binary runs (gpu.bar_walk_parts), the chunks' walks come in waves instead
+// (cost_bar_waves): `heads` the call's query heads, `slots` the bar kernel's resident CTAs (cost_bar_ctas).
 // (Inline: costed for every rank and step of a layer.)
-static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, double q_tiles, double bar_s) {
+double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s);
+static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, double q_tiles, double heads, double slots,
+                                   double bar_s) {
   if (!w->bars || !(g->bar_walk_us > 0)) return 0;
+  if (g->bar_walk_parts > 0 && slots > 0 && heads > 0 && q_tiles > 0)
+    return cost_bar_waves(g, (double)w->bars, q_tiles, heads, slots, bar_s);
   double walk = 2.0 * q_tiles * g->bar_walk_us * 1e-6;
   return walk > bar_s ? walk - bar_s : 0;
 }
+// SM count and shared memory an SM (KiB) of a GPU by its device name (NVIDIA's datasheets and tuning guides: H100
+// SXM and PCIe, H200, H800, A100, A800); 0 and 0 when unknown.
+void cost_gpu_sms(const char *name, int *sms, int *smem_kib);
+// CTAs of the backward's bar kernel resident at once on the GPU named (SMs x how many fit an SM's shared memory at
+// head_dim); 0 when the GPU is not known.
+int cost_bar_ctas(const char *gpu_name, int head_dim);
 // Forward attention FLOPs the kernels execute for a work count (tiles computed whole, bars).
 double cost_attn_exec_flops(const model_config *m, const work_count *w);
 // Seconds the (query tile, head) walks of a kernel call cost beyond its tiles' work (phase 0 forward, 1 backward):
@@ -104,11 +116,21 @@ double cost_gemm(const gpu_desc *g, double flops);
 // Seconds of a training step's GEMMs of `flops` FLOPs: at the file's sustained GEMM rate when it gives one, else
 // cost_gemm at COST_GEMM_SUSTAINED of the calibrated rate.
 double cost_gemm_step(const gpu_desc *g, double flops);
+// The share of the short calls' attention rate that a training step's attention keeps, held over seconds between the
+// step's GEMMs, for a cluster file that does not give it (gpu.efficiency.attn_sustained): the mean of the three
+// calibrations that timed it (sim/cost.c, cost_attn_held, says where they come from).
+#define COST_ATTN_SUSTAINED 0.91
+// The GEMMs' rate between held attention calls over their rate held back to back (gpu.efficiency.gemm_sustained as
+// calibrate timed it before it timed attention held): a step alternates the two (sim/cost.c, cost_attn_held).
+#define COST_GEMM_BETWEEN 1.044
 // The GPU a training step's attention calls run on: g with its attention efficiencies (full, partial, bar, forward and
-// backward; an absent one taken as 1, as cost_attn_rates_init does) times gpu.efficiency.attn_sustained, which is then
-// 0; g unchanged where the file gives none, so such files cost the same bits. Single-layer runs (predict_attention)
-// are short calls, as the calibration's, and do not use it.
-void cost_attn_held(gpu_desc *g);
+// backward; an absent one taken as 1, as cost_attn_rates_init does) times gpu.efficiency.attn_sustained, or
+// COST_ATTN_SUSTAINED where a file that calibrate measured (`calibrated`: the cluster's calibration.measured) gives
+// none, and then 1: applied (a file giving 1 costs the short calls' bits); where such a file gives no attn_sustained
+// its gemm_sustained was timed back to back, so it is taken times COST_GEMM_BETWEEN. A file calibrate did not write
+// (the shipped guesses, hand-made files) without the ratio is left as it is, the same bits as before the default.
+// Single-layer runs (predict_attention) are short calls, as the calibration's, and set attn_sustained to 1.
+void cost_attn_held(gpu_desc *g, int calibrated);
 // Seconds of a memory-bound op that moves `bytes` bytes through HBM.
 double cost_mem(const gpu_desc *g, double bytes);
 // Seconds of a compute task of `compute` s that runs while a comm kernel of `comm` s shares the SMs.

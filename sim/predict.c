@@ -33,8 +33,9 @@ int predict_attention(const plan *p, const pattern *pat, int layer, const char *
   plan q = *p;
   q.spec.recompute = 0;
   q.model.num_layers = 1;
-  // a layer's calls are short, as the calibration's: at the burst's rates, not a training step's (sim/cost.c)
-  q.cluster.gpu.eff_attn_sustained = 0;
+  // a layer's calls are short, as the calibration's: at the burst's rates, not a training step's (sim/cost.c,
+  // cost_attn_held: a ratio of 1 leaves them as they are, where 0 would take COST_ATTN_SUSTAINED)
+  q.cluster.gpu.eff_attn_sustained = 1;
   pattern one = *pat;
   one.layers = 1;
   one.h = pattern_head(pat, layer, 0);

@@ -182,13 +182,11 @@ static int run_pattern(const plan *p, const pattern *pat, const sim_options *o, 
   r->feasible = 1;
   const model_config *m = &p->model;
   const cluster_desc *c = &p->cluster;
-  // a training step's attention runs for seconds, at the rate it holds (sim/cost.c, cost_attn_held)
-  cluster_desc held;
-  if (c->gpu.eff_attn_sustained > 0) {
-    held = *c;
-    cost_attn_held(&held.gpu);
-    c = &held;
-  }
+  // a training step's attention runs for seconds, at the rate it holds, and its GEMMs between it (sim/cost.c,
+  // cost_attn_held; a single layer's prediction gives attn_sustained 1: its calls are short)
+  cluster_desc held = *c;
+  cost_attn_held(&held.gpu, held.calibrated);
+  c = &held;
   int W = cluster_world(c);
   if (pat && (pat->layers != m->num_layers || pat->heads != m->num_heads))
     return sr_input_error(e, p->spec.pattern, "pattern", "has %d layers x %d heads; model %s has %lld x %lld", pat->layers,

@@ -84,6 +84,8 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
   cost_attn_rates rf, rb;
   cost_attn_rates_init(&x->c->gpu, x->m, 0, &rf);
   cost_attn_rates_init(&x->c->gpu, x->m, 1, &rb);
+  // the bar kernel's resident CTAs, where the file says its walk (cost_bar_walk's waves); the rank's H / W heads
+  double slots = x->c->gpu.bar_walk_parts > 0 ? cost_bar_ctas(x->c->gpu.name, (int)x->m->head_dim) : 0, hr = (double)H / W;
   for (int r = 0; r < W; r++)
     for (int i = 0; i < u; i++) {
       double qt = (double)(((int64_t)chunk_tokens(x, i) + TILE - 1) / TILE);
@@ -93,7 +95,7 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
         s->attn_b[idx(s, r, i, j)] += cost_attn_l2(&rb, c, chunk_tokens(x, j));
         s->attn_f[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 0, 0);
         s->attn_b[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 1, 0);
-        s->attn_b[idx(s, r, i, j)] += cost_bar_walk(&x->c->gpu, c, qt, cost_attn_bar_time(&rb, c));
+        s->attn_b[idx(s, r, i, j)] += cost_bar_walk(&x->c->gpu, c, qt, hr, slots, cost_attn_bar_time(&rb, c));
       }
     }
   if (ctx_exec_trainer(x)) plan_bound(x, s, layer);

@@ -99,6 +99,7 @@ typedef struct {
   cost_attn_rates rf, rb;
   double *q_tiles;              // [W] query tiles of rank r
   double *call_step;            // [W] ctx_attn_call_step of a source's keys
+  double bar_slots;             // the bar kernel's resident CTAs (cost_bar_ctas; its waves where the file says its walk)
   // per block of ranks: its slowest rank's forward seconds at each step ([blocks * n_steps]), its computed pairs and
   // the hash of its seconds, entries and bars
   double *block_max, *block_exec;
@@ -148,7 +149,7 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step); a step with
       // bars lasts at least its bar kernel's longest walk (cost_bar_walk)
       b[r] = c ? (float)(cost_attn_time(&k->rb, c) + cost_attn_l2(&k->rb, c, keys) +
-                         cost_bar_walk(g, c, qt, cost_attn_bar_time(&k->rb, c)) +
+                         cost_bar_walk(g, c, qt, H, k->bar_slots, cost_attn_bar_time(&k->rb, c)) +
                          cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
                : 0.f;
     }
@@ -198,6 +199,7 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
   if (rc) rc = sr_internal_error(e, 0, "sim: out of memory for layer work");
   cost_attn_rates_init(&x->c->gpu, x->m, 0, &k.rf);
   cost_attn_rates_init(&x->c->gpu, x->m, 1, &k.rb);
+  k.bar_slots = x->c->gpu.bar_walk_parts > 0 ? cost_bar_ctas(x->c->gpu.name, (int)x->m->head_dim) : 0;
   for (int r = 0; r < W; r++) {
     k.q_tiles[r] = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE);
     k.call_step[r] = ctx_attn_call_step(x, (double)x->p->layout.rank_count[r]);

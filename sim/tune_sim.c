@@ -85,7 +85,7 @@ int tune_sim_open(const plan_spec *base, int representative, tune_sim **out, sr_
   }
   t->m = p.model;
   t->c = p.cluster;
-  cost_attn_held(&t->c.gpu);  // its steps' attention at the rate held over seconds, as sim_run's
+  cost_attn_held(&t->c.gpu, t->c.calibrated);  // its steps' attention at the rate held over seconds, as sim_run's
   plan_free(&p);
   t->max_step = TUNE_MAX_STEPS;
   if (!strncmp(base->pattern, "trace:", 6)) {
@@ -306,6 +306,7 @@ static int ring_sums(tune_sim *t, const layout *l, struct ring_attn *ra, sr_erro
   cost_attn_rates rf, rb;
   cost_attn_rates_init(&t->c.gpu, &t->m, 0, &rf);
   cost_attn_rates_init(&t->c.gpu, &t->m, 1, &rb);
+  double slots = t->c.gpu.bar_walk_parts > 0 ? cost_bar_ctas(t->c.gpu.name, (int)t->m.head_dim) : 0;
   for (int layer = 0; layer < pat->layers && !rc; layer++) {
     double pairs;  // not needed here
     if ((rc = work_layer(&c, pat, layer, agg, &pairs, e))) break;
@@ -316,7 +317,7 @@ static int ring_sums(tune_sim *t, const layout *l, struct ring_attn *ra, sr_erro
         double keys = (double)l->rank_count[src];  // the FULL tiles' loss beyond the L2 (0 unless calibrated)
         ra->fwd[r] += cost_attn_fwd(&t->c.gpu, &t->m, w) + cost_attn_l2(&rf, w, keys);
         ra->bwd[r] += cost_attn_bwd(&t->c.gpu, &t->m, w) + cost_attn_l2(&rb, w, keys) +
-                      cost_bar_walk(&t->c.gpu, w, qt, cost_attn_bar_time(&rb, w));
+                      cost_bar_walk(&t->c.gpu, w, qt, (double)t->m.num_heads, slots, cost_attn_bar_time(&rb, w));
       }
     }
   }

@@ -293,7 +293,8 @@ static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
          a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib &&
          x->ring_step_us[0] == y->ring_step_us[0] && x->ring_step_us[1] == y->ring_step_us[1] &&
          x->ring_cell_us[0] == y->ring_cell_us[0] && x->ring_cell_us[1] == y->ring_cell_us[1] &&
-         x->bar_walk_us == y->bar_walk_us && x->attn_walk_us[0] == y->attn_walk_us[0] &&
+         x->bar_walk_us == y->bar_walk_us && x->bar_walk_parts == y->bar_walk_parts &&
+         x->attn_walk_us[0] == y->attn_walk_us[0] &&
          x->attn_walk_us[1] == y->attn_walk_us[1] && x->l2_mb == y->l2_mb && x->attn_l2[0] == y->attn_l2[0] &&
          x->attn_l2[1] == y->attn_l2[1] && a->calibrated == b->calibrated &&
          strcmp(a->calibration, b->calibration) == 0;
@@ -314,6 +315,7 @@ TEST(cluster_written_json_reads_back_identically) {
     // the others keep it absent (0); cJSON's own printing gave 0.654321098765432 for it, a bit away
     if (i % 2) a.gpu.eff_gemm_sustained = 0.6543210987654321;
     if (i % 2 == 0) a.gpu.eff_attn_sustained = 0.9123456789012345;  // the others: absent (0)
+    if (i % 2) a.gpu.bar_walk_parts = i % 4 == 1 ? 1 : 16;             // the others: not said (0)
     char *text = cluster_to_json(&a);
     CHECK(text != NULL);
     if (!text) continue;
@@ -421,6 +423,31 @@ TEST(cluster_bar_walk_is_optional_and_not_negative) {
                     "\"hbm_gbps\": 1000, \"mem_gib\": 40, \"bar_walk_us\": -1}, " HOST_OK "}";
   CHECK_EQ_INT(cluster_from_json_text(neg, "neg.json", &c, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "gpu.bar_walk_us");
+}
+
+// Which walk the bar kernel runs (gpu.bar_walk_parts): optional (0: not said), 1 to 64 parts, an integer.
+TEST(cluster_bar_walk_parts_is_optional_an_integer_from_1_to_64) {
+  cluster_desc c;
+  sr_error e = {0};
+  const char *fmt = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"G\", \"peak_tflops\": 100, "
+                    "\"hbm_gbps\": 1000, \"mem_gib\": 40%s}, " HOST_OK "}";
+  char text[600];
+  snprintf(text, sizeof text, fmt, ", \"bar_walk_parts\": 16");
+  CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 16);
+  snprintf(text, sizeof text, fmt, "");
+  CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 0);
+  char *w = cluster_to_json(&c);
+  CHECK(w != NULL && strstr(w, "bar_walk_parts") == NULL);  // nothing written for what was not said
+  free(w);
+  const char *bad[] = {", \"bar_walk_parts\": 0", ", \"bar_walk_parts\": 65", ", \"bar_walk_parts\": 1.5",
+                       ", \"bar_walk_parts\": \"whole\""};
+  for (int i = 0; i < 4; i++) {
+    snprintf(text, sizeof text, fmt, bad[i]);
+    CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_EINPUT);
+    CHECK_STR_CONTAINS(e.msg, "gpu.bar_walk_parts");
+  }
 }
 
 // The attention kernels' cost per walk is optional (absent: not modelled, 0, and not written back), an object of the

@@ -176,17 +176,37 @@ static void repredict_dense_step(const char *efficiency, double *attn, double *s
 }
 
 TEST(repredict_a_training_steps_attention_takes_the_clusters_held_attention_rate) {
-  double a0, s0, a8, s8, a5, s5, a1, s1;
-  repredict_dense_step("", &a0, &s0);
+  double a0, s0, a8, s8, a5, s5, an, sn, ad, sd;
+  repredict_dense_step(", \"attn_sustained\": 1", &a0, &s0);  // the short calls' rates
   repredict_dense_step(", \"attn_sustained\": 0.8", &a8, &s8);
   repredict_dense_step(", \"attn_sustained\": 0.5", &a5, &s5);
-  repredict_dense_step(", \"attn_sustained\": 1", &a1, &s1);
+  repredict_dense_step("", &an, &sn);
+  repredict_dense_step(", \"attn_sustained\": 0.91", &ad, &sd);
   CHECK(a0 > 0);
   // the calls' tiles T stretch to T / f, their memory-bound copies do not (test_sim_attn_held.c): T = a(0.5) - a0
   CHECK(a5 - a0 > 0.9 * a0);
   CHECK_REL(a8 - a0, 0.25 * (a5 - a0), 1e-9);
   CHECK(s8 > s0);
-  CHECK(a1 == a0 && s1 == s0);    // a ratio of 1 changes no bit
+  // a file without the ratio (and without a held GEMM rate) takes COST_ATTN_SUSTAINED, 0.91 (sim/cost.h)
+  CHECK(an == ad && sn == sd);
+}
+
+// A manifest's --bars-walk names the bar kernel of the run's binary: the plan's cluster takes 1 (whole) or 16 (split)
+// parts; without it the file's own stays; another value is an input error naming the flag.
+TEST(repredict_bars_walk_sets_the_clusters_bar_walk_parts_from_the_manifests_flag) {
+  cluster_desc c;
+  memset(&c, 0, sizeof c);
+  sr_error e = {0};
+  CHECK_EQ_INT(repredict_bars_walk("--skip-empty-sends --bars-walk whole", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 1);
+  CHECK_EQ_INT(repredict_bars_walk("--bars-walk split --fwd-runs", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 16);
+  c.gpu.bar_walk_parts = 7;
+  CHECK_EQ_INT(repredict_bars_walk("--skip-empty-sends", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 7);
+  CHECK_EQ_INT(repredict_bars_walk("--bars-walk wholly", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "--bars-walk");
+  CHECK_STR_CONTAINS(e.msg, "wholly");
 }
 
 // attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and

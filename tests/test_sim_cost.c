@@ -47,23 +47,65 @@ TEST(sim_cost_a_backward_call_with_bars_lasts_at_least_its_longest_walk) {
   gpu_desc g = test_gpu();
   g.bar_walk_us = 10;
   work_count w = {0, 0, 100, 0, 0};
-  CHECK_REL(cost_bar_walk(&g, &w, 256, 0.12e-3), 5.12e-3 - 0.12e-3, 1e-12);
+  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 0.12e-3), 5.12e-3 - 0.12e-3, 1e-12);
 }
 
 TEST(sim_cost_a_call_whose_bars_outlast_the_walk_keeps_the_work_models_time) {
   gpu_desc g = test_gpu();
   g.bar_walk_us = 10;
   work_count w = {0, 0, 1000000, 0, 0};
-  CHECK(cost_bar_walk(&g, &w, 256, 6e-3) == 0);  // 6 ms of bars against a 5.12 ms walk
+  CHECK(cost_bar_walk(&g, &w, 256, 16, 264, 6e-3) == 0);  // 6 ms of bars against a 5.12 ms walk
 }
 
 TEST(sim_cost_no_bars_or_no_calibrated_walk_add_nothing) {
   gpu_desc g = test_gpu();
   work_count tiles = {10, 10, 0, 0, 0}, bars = {0, 0, 100, 0, 0};
   g.bar_walk_us = 10;
-  CHECK(cost_bar_walk(&g, &tiles, 256, 0) == 0);  // the bar kernel does not run
+  CHECK(cost_bar_walk(&g, &tiles, 256, 16, 264, 0) == 0);  // the bar kernel does not run
   g.bar_walk_us = 0;
-  CHECK(cost_bar_walk(&g, &bars, 256, 0) == 0);  // not modelled
+  CHECK(cost_bar_walk(&g, &bars, 256, 16, 264, 0) == 0);  // not modelled
+  g.bar_walk_parts = 1;
+  CHECK(cost_bar_walk(&g, &bars, 256, 16, 264, 0) == 0);  // nor with the walk named
+}
+
+// Where the file names the whole walk (gpu.bar_walk_parts 1), the chunks come in waves of `slots` CTAs: 16 heads of
+// 20 x 256 x 64 bar entries over 256 query tiles are 16 x 20 = 320 chunks of 5.12 ms each, two waves on 264 slots, the
+// second 56 / 264 full: the call takes its bars' 8 ms plus 5.12 x (2 - 320 / 264) ms that the last wave leaves idle.
+TEST(sim_cost_whole_walks_come_in_waves_and_the_last_ones_idle_slots_are_charged) {
+  gpu_desc g = test_gpu();
+  g.bar_walk_us = 10, g.bar_walk_parts = 1;
+  work_count w = {0, 0, 16 * 20 * 256 * 64, 0, 0};
+  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 8e-3), 5.12e-3 * (2 - 320.0 / 264), 1e-12);
+  // a head's keys not a whole number of chunks: its last chunk walks as long (16 x 21 = 336 chunks)
+  work_count w1 = {0, 0, 16 * 20 * 256 * 64 + 16, 0, 0};
+  CHECK_REL(cost_bar_walk(&g, &w1, 256, 16, 264, 8e-3), 5.12e-3 * (2 - 336.0 / 264), 1e-12);
+  // 200 chunks, one wave: the longest walk or the bars and the idle rest, whichever is longer (here the walk,
+  // the floor as it was: 5.12 - 3 ms)
+  work_count w2 = {0, 0, 16 * 12 * 256 * 64 + 8 * 256 * 64, 0, 0};  // 12.5 chunks a head: 13 x 16 = 208
+  CHECK_REL(cost_bar_walk(&g, &w2, 256, 16, 264, 3e-3), 5.12e-3 - 3e-3, 1e-12);
+  CHECK_REL(cost_bar_walk(&g, &w2, 256, 16, 264, 5e-3), 5.12e-3 * (1 - 208.0 / 264), 1e-12);
+  // no slots known (a GPU cost_bar_ctas does not know): the floor as before
+  CHECK_REL(cost_bar_walk(&g, &w2, 256, 16, 0, 3e-3), 5.12e-3 - 3e-3, 1e-12);
+}
+
+// The split walk (gpu.bar_walk_parts > 1, kernels/sparse_attn_bwd_bars.cu): 16 chunks of 512 steps are 8,192 steps,
+// an even share of 32 over 264 CTAs, parts of max(64, 32 / 8) = 64 steps, so 8 parts a chunk (at most 16): 128 CTAs of
+// 0.64 ms in one wave.
+TEST(sim_cost_split_walks_cut_each_chunk_into_parts_of_an_eighth_of_the_even_share_at_least_64_steps) {
+  gpu_desc g = test_gpu();
+  g.bar_walk_us = 10, g.bar_walk_parts = 16;
+  work_count w = {0, 0, 16 * 256 * 64, 0, 0};
+  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 0.05e-3), 0.64e-3 - 0.05e-3, 1e-12);
+  g.bar_walk_parts = 4;  // at most 4 parts: 64 CTAs of 1.28 ms
+  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 0.05e-3), 1.28e-3 - 0.05e-3, 1e-12);
+}
+
+TEST(sim_cost_bar_kernel_ctas_are_the_sms_times_what_fits_an_sms_shared_memory) {
+  CHECK_EQ_INT(cost_bar_ctas("NVIDIA H200", 128), 264);
+  CHECK_EQ_INT(cost_bar_ctas("NVIDIA H100 80GB HBM3", 128), 264);
+  CHECK_EQ_INT(cost_bar_ctas("H100-PCIe", 128), 228);
+  CHECK_EQ_INT(cost_bar_ctas("A100-SXM4-40GB", 128), 108);
+  CHECK_EQ_INT(cost_bar_ctas("Some Future GPU", 128), 0);
 }
 
 // A ring step's kernel pays each (query tile, head) walk gpu.attn_walk_us beyond its tiles, per phase: 4096 cells at
