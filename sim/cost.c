@@ -117,7 +117,28 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
   double ctas = chunks * parts, cta_s = steps / parts * g->bar_walk_us * 1e-6;
   double t = bar_s + cta_s * (ceil(ctas / slots) - ctas / slots);
   if (t < cta_s) t = cta_s;
-  return t - bar_s;
+  return t - bar_s + (parts > 1 ? cost_bar_dq_cells(g, bars, q_tiles, heads, bar_s) : 0);
+}
+
+// The bars' dQ (kernels/sparse_attn_bwd_wg.cu, sa_bwd_dq_wg_kernel with BARS): a query-major launch of one CTA per
+// (head, query tile) cell of the call, which loads the cell's 128 rows of Q and dO, walks the cell's bar chunks and
+// adds its dQ rows into the fp32 output. Its 132 KiB of shared memory hold one CTA an SM, so the cells run in waves of
+// the GPU's SMs, and a cell holding a single chunk (vs-online's sink and a few verticals: about 4 bar keys a cell) costs
+// a CTA's fixed latency: Q and dO in, one chunk's products, the dQ rows read and written, nothing to overlap them
+// with. Measured on one H100 (results/exec/2026-11-28-h100-vs-online-1gpu-kernels, logs/ncu-vson.csv: vs-online:0.95
+// at 256K on one rank, 32,768 cells of 4 bar keys each, every launch timed by Nsight Compute): 3.781 ms a call, 249
+// waves of 132 SMs, COST_BAR_DQ_WAVE_US a wave. The work model charges the bars' dQ its share of bar_s (three of the
+// bar's seven products: docs/kernels.md, the vs-topp:0.95 layer kernel by kernel), which the calibration's calls, with
+// thousands of bar keys a head, time with that latency hidden; the cells' waves add what exceeds that share. Charged
+// where the file names the split walk (gpu.bar_walk_parts > 1): the whole walk's fitted step carries the dQ already
+// (calib_bar_walk_fit times the two kernels together). docs/sim.md, "The bars' dQ in waves".
+double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double heads, double bar_s) {
+  int sms, smem_kib;
+  cost_gpu_sms(g->name, &sms, &smem_kib);
+  double cells = fmin(bars, q_tiles * heads);
+  if (sms <= 0 || !(cells > 0)) return 0;
+  double t = ceil(cells / sms) * COST_BAR_DQ_WAVE_US * 1e-6, share = bar_s * 3.0 / 7.0;
+  return t > share ? t - share : 0;
 }
 
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w) {
