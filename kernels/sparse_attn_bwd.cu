@@ -9,6 +9,7 @@
 // sa_bwd_variant 1 and 2); the bar kernels below serve variants 0 to 2 (variant 3 walks the bars in
 // kernels/sparse_attn_bwd_bars.cu).
 #include <cuda_runtime.h>
+#include <stdlib.h>
 #include <math.h>
 
 #include "kernels/sa_bwd.cuh"
@@ -357,6 +358,7 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
                                (int)kv_smem));
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_kernel<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bar_smem));
+  if (var == 4) return sa_bwd_ws_all(&a, D, kv_cells, st, e);  // tiles and bars, no bar scratch or reduce
   if (var >= 2) {
     int rc = sa_bwd_ws_tiles(&a, D, q_cells, kv_cells, st, e);
     if (rc) return rc;
@@ -406,7 +408,18 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   cudaStream_t st = (cudaStream_t)stream;
   // The wgmma kernels keep source-local keys in 32 bits.
   // The default: the warp-specialized kernel, or with s->deterministic the split kernels (bit-reproducible).
-  int var = sa_bwd_variant >= 0 ? sa_bwd_variant : s->deterministic ? 1 : SA_BWD_DEFAULT;
+  // SR_BWD_VARIANT (A/B runs of the executor, the trainer and the benchmark): the variant of a call that is not
+  // deterministic when sa_bwd_variant is unset.
+  static int env_var = -2;
+  if (env_var == -2) {
+    const char *v = getenv("SR_BWD_VARIANT");
+    char *end = NULL;
+    long x = v && *v ? strtol(v, &end, 10) : -1;
+    if (v && *v && (*end || x < 0 || x > 4))
+      return sr_input_error(e, NULL, "SR_BWD_VARIANT", "expected a backward variant 0 to 4, got '%s'", v);
+    env_var = (int)x;
+  }
+  int var = sa_bwd_variant >= 0 ? sa_bwd_variant : s->deterministic ? 1 : env_var >= 0 ? env_var : SA_BWD_DEFAULT;
   if (!sa_wgmma_built() || s->n_k >= INT32_MAX) var = 0;
   return s->head_dim == 64 ? bwd_launch<64>(a, q_cells, kv_cells, var, st, e)
                            : bwd_launch<128>(a, q_cells, kv_cells, var, st, e);

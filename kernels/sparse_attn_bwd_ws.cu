@@ -459,6 +459,411 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_kernel(const __grid_c
   }
 }
 
+// ---- the bars on the same machinery (sa_bwd_variant 4) ------------------------------------------------
+//
+// A bar compute chunk (kernels/bar_chunks.c: up to 64 bar keys of one query head and the sorted union of their
+// query tiles) is a KV cell of 64 gathered keys: the producer copies their K and V rows by cp.async (the keys are
+// not consecutive) and then every 64-row query chunk of the union through the same two-stage ring, with each
+// key's "listed" bit for the chunk's query tile (a key's own list is ascending, so each loader keeps a cursor
+// into its key's list). Both consumer warpgroups own the same 64 keys and take the walk's chunks in turn (even
+// ones warpgroup 0, odd ones 1), each with its own stage, dS^T buffer and dQ boxes; dQ = dS K over the 64 keys in
+// 64-dim halves, added by the tensor-copy engine's reduction like the tiles'; each warpgroup's dK and dV are added
+// into the outputs by vector reductions at the end. Five products per (chunk, key block), where the mma.sync
+// bar kernel and the bars' query-major dQ kernel of variant 3 take seven. An element is kept where its key is
+// listed for the query tile and lies at or before the row (bars run under the causal mask only).
+
+#define BB_WS_KEYS 64
+
+typedef struct {
+  int64_t r0;
+  int64_t qmin[2];     // the least position of rows 32w.. of the chunk: a key at or before both keeps every row
+  int nv, pad;
+  uint32_t listed[2];  // bit k: key slot k is listed for this chunk's query tile
+} bb_ws_info;
+
+template <int D>
+struct bb_ws_smem {
+  unsigned char *k, *v, *q0, *do0, *ds0;  // K, V: 64 rows a 64-dim block; dS^T buffer w for warpgroup w
+  float *dq0;                             // warpgroup w's dQ boxes at dq0 + w * DQ_BYTES
+  int64_t *qpos;
+  float *lse, *drow;
+  bb_ws_info *info;
+  uint64_t *kv_full, *full, *empty, *dq_full, *dq_empty;  // full, empty [BS_STAGES]; dq_full, dq_empty [2]
+  static constexpr int TILE_BYTES = BB_WS_KEYS * D * 2, CHUNK_BYTES = BW_QB * D * 2, DS_BYTES = BW_KEYS * BW_QB * 2;
+  static constexpr int DQ_BOX_BYTES = BW_QB * 32 * 4, DQ_BYTES = (D / 32) * DQ_BOX_BYTES;
+  static constexpr size_t bytes() {
+    return 1024 + 2 * (size_t)TILE_BYTES + 2 * BS_STAGES * (size_t)CHUNK_BYTES + 2 * (size_t)DS_BYTES +
+           2 * (size_t)DQ_BYTES + BS_STAGES * BW_QB * (8 + 4 + 4) + BS_STAGES * sizeof(bb_ws_info) + (1 + 2 * BS_STAGES + 4) * 8;
+  }
+};
+
+template <int D>
+__device__ __forceinline__ bb_ws_smem<D> bb_ws_smem_of(unsigned char *raw) {
+  bb_ws_smem<D> s;
+  unsigned char *p = raw + ((1024 - (sa_smem_addr(raw) & 1023)) & 1023);
+  s.k = p, p += bb_ws_smem<D>::TILE_BYTES;
+  s.v = p, p += bb_ws_smem<D>::TILE_BYTES;
+  s.q0 = p, p += BS_STAGES * bb_ws_smem<D>::CHUNK_BYTES;
+  s.do0 = p, p += BS_STAGES * bb_ws_smem<D>::CHUNK_BYTES;
+  s.ds0 = p, p += 2 * bb_ws_smem<D>::DS_BYTES;
+  s.dq0 = (float *)p, p += 2 * bb_ws_smem<D>::DQ_BYTES;  // 1024-aligned: the boxes are 128-byte swizzled
+  s.qpos = (int64_t *)p, p += BS_STAGES * BW_QB * 8;
+  s.lse = (float *)p, p += BS_STAGES * BW_QB * 4;
+  s.drow = (float *)p, p += BS_STAGES * BW_QB * 4;
+  s.info = (bb_ws_info *)p, p += BS_STAGES * sizeof(bb_ws_info);
+  uint64_t *b = (uint64_t *)p;
+  s.kv_full = b, s.full = b + 1, s.empty = b + 1 + BS_STAGES;
+  s.dq_full = b + 1 + 2 * BS_STAGES, s.dq_empty = b + 3 + 2 * BS_STAGES;
+  return s;
+}
+
+// The first row of step f of the walk of compute chunk c (two 64-row halves a query tile).
+__device__ __forceinline__ int64_t bb_ws_row(const bwd_args &a, int64_t u0, int64_t f) {
+  return (int64_t)a.bc.hc_q_idx[u0 + f / 2] * TILE + (f & 1) * BW_QB;
+}
+
+template <int D>
+__device__ __forceinline__ void bb_ws_produce(const bwd_args &a, const bs_maps &mp, const bb_ws_smem<D> &sm, int c, int h,
+                                              int kvh, int64_t u0, int64_t f0, int64_t f1, int pt) {
+  const int first = a.bc.hc_first[c], n_valid = a.bc.hc_n[c];
+  const int32_t *idx = a.tt.bar_key + first;
+  const int64_t kstride = (int64_t)a.kv_heads * D;
+  // K and V of the 64 keys: 64 rows x D / 8 segments each, 16-byte copies, absent keys zero-filled; the keys are
+  // loaded before the copies (each cp.async's memory clobber would keep a load between two of them apart).
+  constexpr int SEGS = D / 8, PER = BB_WS_KEYS * SEGS / BS_LOADERS, BATCH = 4;  // batches: the producer's few registers
+#pragma unroll
+  for (int j0 = 0; j0 < PER; j0 += BATCH) {
+    int32_t key[BATCH];
+#pragma unroll
+    for (int j = 0; j < BATCH; j++) {
+      int r = (pt + (j0 + j) * BS_LOADERS) / SEGS;
+      key[j] = r < n_valid ? idx[r] : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < BATCH; j++) {
+      int u = pt + (j0 + j) * BS_LOADERS, r = u / SEGS, sg = u % SEGS;
+      int64_t off = key[j] < 0 ? 0 : (int64_t)key[j] * kstride + kvh * D + sg * 8;
+      sa_cp_async16(sm.k + sa_sw128_offset(r, sg * 8, BB_WS_KEYS), a.k + off, key[j] < 0 ? 0 : 16);
+      sa_cp_async16(sm.v + sa_sw128_offset(r, sg * 8, BB_WS_KEYS), a.v + off, key[j] < 0 ? 0 : 16);
+    }
+  }
+  sa_mbar_arrive_cp_async(sm.kv_full);
+
+  // Key slot pt's cursor into its query tiles (ascending), from the part's first tile on.
+  const int32_t *lq = NULL;
+  int32_t len = 0, cur = 0, nxt = INT_MAX;
+  if (pt < n_valid) {
+    int64_t b0 = a.tt.bar_q_cnt[first + pt];
+    lq = a.tt.bar_q_idx + b0, len = (int32_t)(a.tt.bar_q_cnt[first + pt + 1] - b0);
+    int32_t qt0 = a.bc.hc_q_idx[u0 + f0 / 2], lo = 0, hi = len;
+    while (lo < hi) {
+      int32_t mid = (lo + hi) / 2;
+      if (lq[mid] < qt0) lo = mid + 1;
+      else hi = mid;
+    }
+    cur = lo, nxt = cur < len ? lq[cur] : INT_MAX;
+  }
+  const int lane = pt & 31, warp = pt >> 5;
+  for (int64_t f = f0; f < f1; f++) {
+    int64_t i = f - f0;
+    int st = (int)(i % BS_STAGES);
+    int32_t qt = a.bc.hc_q_idx[u0 + f / 2];
+    while (nxt < qt) nxt = ++cur < len ? lq[cur] : INT_MAX;
+    uint32_t listed = __ballot_sync(0xffffffffu, nxt == qt);
+    int64_t r0 = (int64_t)qt * TILE + (f & 1) * BW_QB, left = a.n_q - r0;
+    int nv = left < 0 ? 0 : left > BW_QB ? BW_QB : (int)left;
+    int64_t qmin = pt < nv ? a.qpos[r0 + pt] : INT64_MAX;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) qmin = min(qmin, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)qmin, o));
+    sa_mbar_wait(&sm.empty[st], (uint32_t)(((i / BS_STAGES) & 1) ^ 1));
+    if (lane == 0) sm.info[st].listed[warp] = listed, sm.info[st].qmin[warp] = qmin;  // published by the releases below
+    if (pt == 0) {
+      sm.info[st].r0 = r0, sm.info[st].nv = nv;
+      sa_mbar_arrive_expect_tx(&sm.full[st], 2 * bb_ws_smem<D>::CHUNK_BYTES);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; cb++) {
+        sa_tma_load_2d(sm.q0 + st * bb_ws_smem<D>::CHUNK_BYTES + cb * BW_QB * 128, &mp.q, h * D + cb * 64, (int)r0,
+                       &sm.full[st]);
+        sa_tma_load_2d(sm.do0 + st * bb_ws_smem<D>::CHUNK_BYTES + cb * BW_QB * 128, &mp.dout, h * D + cb * 64, (int)r0,
+                       &sm.full[st]);
+      }
+    } else if (pt == 32) {
+      sa_mbar_arrive(&sm.full[st]);  // warp 1's listed word
+    }
+    if (pt < nv) {
+      int x = st * BW_QB + pt;
+      int64_t hr = (int64_t)h * a.n_q + r0 + pt;
+      sa_cp_async8(sm.qpos + x, a.qpos + r0 + pt);
+      bw_cp_async4(sm.lse + x, a.lse + hr);
+      bw_cp_async4(sm.drow + x, a.d_row + hr);
+    }
+    sa_mbar_arrive_cp_async(&sm.full[st]);
+  }
+  sa_cp_async_wait<0>();
+}
+
+template <int D>
+__device__ __forceinline__ void bb_ws_write_dq(const bwd_args &a, const bs_maps &mp, const bb_ws_smem<D> &sm, int h,
+                                               int64_t u0, int64_t f0, int64_t f1, int lane) {
+  for (int64_t f = f0; f < f1; f++) {
+    int64_t i = f - f0;
+    int w = (int)(i & 1);
+    sa_mbar_wait(&sm.dq_full[w], (uint32_t)((i >> 1) & 1));
+    if (lane == 0) {
+      int64_t r0 = bb_ws_row(a, u0, f);
+      const unsigned char *src = (const unsigned char *)sm.dq0 + w * bb_ws_smem<D>::DQ_BYTES;
+#pragma unroll
+      for (int b = 0; b < D / 32; b++)
+        sa_tma_reduce_add_2d(&mp.dq, h * D + 32 * b, (int)r0, src + b * bb_ws_smem<D>::DQ_BOX_BYTES);
+      sa_bulk_commit();
+      sa_bulk_wait_read<0>();
+      sa_mbar_arrive(&sm.dq_empty[w]);
+    }
+    __syncwarp();
+  }
+  if (lane == 0) sa_bulk_wait<0>();
+}
+
+// Consumer warpgroup w (0 or 1): chunks f0 + w, f0 + w + 2, ... of the walk over the chunk's 64 keys.
+template <int D>
+__device__ __forceinline__ void bb_ws_consume(const bwd_args &a, const bb_ws_smem<D> &sm, int c, int kvh, int64_t f0,
+                                              int64_t f1, int w, int lw, int lane) {
+  int g = lane >> 2, t = lane & 3;
+  const int first = a.bc.hc_first[c], n_valid = a.bc.hc_n[c];
+  const int32_t *idx = a.tt.bar_key + first;
+  int kr[2] = {lw * 16 + g, lw * 16 + g + 8};  // this thread's two key slots
+  int64_t kp[2];
+#pragma unroll
+  for (int i = 0; i < 2; i++) kp[i] = kr[i] < n_valid ? a.kpos[idx[kr[i]]] : -1;
+  float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.f;
+  const uint64_t dka = sa_desc_sw128(sm.k, 16, 1024), dva = sa_desc_sw128(sm.v, 16, 1024);
+  unsigned char *ds = sm.ds0 + w * bb_ws_smem<D>::DS_BYTES;
+  unsigned char *dqs = (unsigned char *)sm.dq0 + w * bb_ws_smem<D>::DQ_BYTES;
+  sa_mbar_wait(sm.kv_full, 0);
+  sa_fence_proxy_async();  // K and V came by cp.async (generic proxy); the products read them through the async one
+
+  for (int64_t f = f0 + w; f < f1; f += 2) {
+    int64_t i = f - f0;
+    int st = (int)(i % BS_STAGES);  // = w
+    sa_mbar_wait(&sm.full[st], (uint32_t)((i / BS_STAGES) & 1));
+    const bb_ws_info q = sm.info[st];
+    const unsigned char *qb = sm.q0 + st * bb_ws_smem<D>::CHUNK_BYTES, *dob = sm.do0 + st * bb_ws_smem<D>::CHUNK_BYTES;
+    const int64_t *qp = sm.qpos + st * BW_QB;
+    const float *lb = sm.lse + st * BW_QB, *db = sm.drow + st * BW_QB;
+
+    float s[BW_QB / 8][4], dp[BW_QB / 8][4];
+#pragma unroll
+    for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.f;
+    bw_fence_regs<BW_QB / 2>(&s[0][0]);
+    bw_fence_regs<BW_QB / 2>(&dp[0][0]);
+    sa_wgmma_fence();
+    uint64_t dqb = sa_desc_sw128(qb, 16, 1024), ddob = sa_desc_sw128(dob, 16, 1024);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+      sa_wgmma_m64n64_ss(&s[0][0], dka + bw_kmajor(kk, BB_WS_KEYS), dqb + bw_kmajor(kk, BW_QB));
+    sa_wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+      sa_wgmma_m64n64_ss(&dp[0][0], dva + bw_kmajor(kk, BB_WS_KEYS), ddob + bw_kmajor(kk, BW_QB));
+    sa_wgmma_commit();
+
+    // Keep bits: the key listed for this query tile and at or before the row; columns past nv keep nothing.
+    int64_t kx[2];
+#pragma unroll
+    for (int ri = 0; ri < 2; ri++) kx[ri] = (q.listed[kr[ri] >> 5] >> (kr[ri] & 31)) & 1u ? kp[ri] : -1;
+    uint32_t keep = 0;
+    const int64_t qmin = min(q.qmin[0], q.qmin[1]);
+    if (q.nv == BW_QB && kx[0] >= 0 && kx[1] >= 0 && kx[0] <= qmin && kx[1] <= qmin) {
+      keep = 0xffffffffu;  // both keys listed and before every row (a vertical line's usual case)
+    } else {
+#pragma unroll 1
+      for (int e = 0; e < 32; e++) {
+        int col = (e >> 2) * 8 + 2 * t + (e & 1);
+        int64_t k = (e & 2) ? kx[1] : kx[0];
+        keep |= (uint32_t)(col < q.nv && k >= 0 && k <= qp[col < q.nv ? col : 0]) << e;
+      }
+    }
+    const bool all = __all_sync(0xffffffffu, keep == 0xffffffffu);
+    float2 l2[BW_QB / 8];
+#pragma unroll
+    for (int n = 0; n < BW_QB / 8; n++) {
+      float2 L = *(const float2 *)(lb + n * 8 + 2 * t);
+      l2[n] = make_float2(L.x == -INFINITY ? INFINITY : L.x * SA_LOG2E, L.y == -INFINITY ? INFINITY : L.y * SA_LOG2E);
+    }
+    sa_wgmma_wait<1>();
+    bw_fence_regs<BW_QB / 2>(&s[0][0]);
+    if (all) {
+#pragma unroll
+      for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = sa_exp2(fmaf(s[n][e], a.scale_log2, -(e & 1 ? l2[n].y : l2[n].x)));
+    } else {
+#pragma unroll
+      for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          s[n][e] = (keep >> (n * 4 + e)) & 1u ? sa_exp2(fmaf(s[n][e], a.scale_log2, -(e & 1 ? l2[n].y : l2[n].x))) : 0.f;
+    }
+    uint32_t pa[4][4], da[4][4];
+    bw_pack(pa, s);
+    bw_fence_regs<D / 2>(&dv[0][0]);
+    sa_wgmma_fence();
+    bw_mma_rs<D>(&dv[0][0], pa, sa_desc_sw128(dob, BW_QB * 128, 1024));  // dV += P^T dO
+    sa_wgmma_commit();
+    float2 dr[BW_QB / 8];
+#pragma unroll
+    for (int n = 0; n < BW_QB / 8; n++) dr[n] = *(const float2 *)(db + n * 8 + 2 * t);
+    sa_wgmma_wait<1>();  // dP^T done
+    bw_fence_regs<BW_QB / 2>(&dp[0][0]);
+    if (all) {
+#pragma unroll
+      for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dp[n][e] = s[n][e] * (dp[n][e] - (e & 1 ? dr[n].y : dr[n].x));
+    } else {
+#pragma unroll
+      for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          dp[n][e] = (keep >> (n * 4 + e)) & 1u ? s[n][e] * (dp[n][e] - (e & 1 ? dr[n].y : dr[n].x)) : 0.f;
+    }
+    bw_pack(da, dp);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        int row = kr[x & 1], col = kk * 16 + (x >> 1) * 8 + 2 * t;
+        *(uint32_t *)(ds + sa_sw128_offset(row, col, BW_KEYS)) = da[kk][x];
+      }
+    sa_fence_proxy_async();
+    if (w == 0) sa_named_sync<BS_DS_BAR + 1>(128);
+    else sa_named_sync<BS_DS_BAR + 2>(128);
+
+    // dQ (64 rows x D) = dS K over the 64 keys, a 64-dim half at a time; dK += dS^T Q issued after the first half.
+    sa_mbar_wait(&sm.dq_empty[w], (uint32_t)(((i >> 1) & 1) ^ 1));
+    if (D == 128) {  // dV done before the first dQ half: its accumulators and P^T's registers free for the halves
+      sa_wgmma_wait<0>();
+      bw_fence_regs<D / 2>(&dv[0][0]);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]);
+    }
+    const uint64_t dds = sa_desc_sw128(ds, BW_KEYS * 128, 1024);
+    const bool swap = t & 2;
+#pragma unroll
+    for (int hh = 0; hh < D / 64; hh++) {
+      float dq[BW_QB / 8][4];
+#pragma unroll
+      for (int n = 0; n < BW_QB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dq[n][e] = 0.f;
+      bw_fence_regs<BW_QB / 2>(&dq[0][0]);
+      const bool last = hh == D / 64 - 1;
+      if (last) bw_fence_regs<D / 2>(&dk[0][0]);
+      sa_wgmma_fence();
+      const uint64_t dkq = sa_desc_sw128(sm.k + hh * BB_WS_KEYS * 128, BB_WS_KEYS * 128, 1024);
+#pragma unroll
+      for (int kk = 0; kk < BB_WS_KEYS / 16; kk++) sa_wgmma_m64n64_ss_tt(&dq[0][0], dds + bw_nmajor(kk), dkq + bw_nmajor(kk));
+      sa_wgmma_commit();
+      if (last) {  // dK += dS^T Q after the last half, so that it runs while that half is stored
+        bw_mma_rs<D>(&dk[0][0], da, sa_desc_sw128(qb, BW_QB * 128, 1024));
+        sa_wgmma_commit();
+        sa_wgmma_wait<1>();  // dV and this dQ half done; dK may still run
+      } else {
+        sa_wgmma_wait<0>();  // one dQ half's accumulators live at a time
+      }
+      bw_fence_regs<BW_QB / 2>(&dq[0][0]);
+#pragma unroll
+      for (int ri = 0; ri < 2; ri++) {
+        int r = lw * 16 + g + 8 * ri;
+#pragma unroll
+        for (int n = 0; n < BW_QB / 8; n++) {
+          int m = swap ? n ^ 2 : n;
+          float x0 = swap ? dq[n ^ 2][2 * ri] : dq[n][2 * ri], x1 = swap ? dq[n ^ 2][2 * ri + 1] : dq[n][2 * ri + 1];
+          *(float2 *)(dqs + (hh * 2 + (m >> 2)) * bb_ws_smem<D>::DQ_BOX_BYTES + bs_dq_offset(r, (m & 3) * 8 + 2 * t)) =
+              make_float2(a.scale * x0, a.scale * x1);
+        }
+      }
+    }
+    sa_fence_proxy_async();
+    sa_mbar_arrive(&sm.dq_full[w]);
+    sa_wgmma_wait<0>();
+    bw_fence_regs<D / 2>(&dv[0][0]);
+    bw_fence_regs<D / 2>(&dk[0][0]);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]), sa_reg_fence_u32(da[kk][r]);
+    sa_mbar_release_warp(&sm.empty[st], lane);
+  }
+  // Both warpgroups' dK, dV of the 64 keys, added into the outputs (any order).
+  for (int ri = 0; ri < 2; ri++) {
+    if (kr[ri] >= n_valid) continue;
+    int64_t key = idx[kr[ri]];
+    float *ok = a.dk + (key * a.kv_heads + kvh) * D, *ov = a.dv + (key * a.kv_heads + kvh) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) {
+      float2 *pk = (float2 *)(ok + n * 8 + 2 * t), *pv = (float2 *)(ov + n * 8 + 2 * t);
+      float2 xk = make_float2(a.scale * dk[n][2 * ri], a.scale * dk[n][2 * ri + 1]);
+      float2 xv = make_float2(dv[n][2 * ri], dv[n][2 * ri + 1]);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      atomicAdd(pk, xk), atomicAdd(pv, xv);
+#else  // the sm_80 image compiles this kernel but never runs it
+      atomicAdd(&pk->x, xk.x), atomicAdd(&pk->y, xk.y), atomicAdd(&pv->x, xv.x), atomicAdd(&pv->y, xv.y);
+#endif
+    }
+  }
+}
+
+// CTA x walks part x % splits of compute chunk x / splits: with cap > 0 parts of cap steps (tests), else parts of an
+// eighth of the even share of all chunks' steps over the SMs (at least 64 steps, at most `splits` parts), the rule of
+// the mma.sync split walk (kernels/sparse_attn_bwd_bars.cu).
+template <int D>
+__global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_bars_kernel(const __grid_constant__ bwd_args a,
+                                                                       const __grid_constant__ bs_maps mp, int splits,
+                                                                       int n_sms, int cap) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  bb_ws_smem<D> sm = bb_ws_smem_of<D>(smem_raw);
+  int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
+  int c = (int)(blockIdx.x / splits), part = (int)(blockIdx.x % splits);
+  const int64_t u0 = a.bc.hc_q_cnt[c], total = 2 * (a.bc.hc_q_cnt[c + 1] - u0);
+  int64_t parts = 1;
+  if (cap > 0) {
+    parts = min((int64_t)splits, (total + cap - 1) / cap);
+  } else if (splits > 1) {
+    int64_t all = 2 * a.bc.hc_q_cnt[a.bc.n_hchunks], fair = (all + n_sms - 1) / n_sms;
+    int64_t part_steps = max((int64_t)64, fair / 8);
+    parts = min((int64_t)splits, (total + part_steps - 1) / part_steps);
+  }
+  if (total == 0 || part >= parts) return;
+  const int64_t f0 = total * part / parts, f1 = total * (part + 1) / parts;
+  const int h = a.bc.hc_head[c], kvh = h / (a.heads / a.kv_heads);
+  if (tid == 0) {
+    sa_mbar_init(sm.kv_full, BS_LOADERS);
+    for (int i = 0; i < BS_STAGES; i++) {
+      sa_mbar_init(&sm.full[i], 1 + 1 + BS_LOADERS);  // the elected thread's (Q's, dO's bytes), warp 1's word, each loader's
+      sa_mbar_init(&sm.empty[i], 4 * SA_RELEASE_LANES);  // the consuming warpgroup's warps
+    }
+    for (int w = 0; w < 2; w++) sa_mbar_init(&sm.dq_full[w], 128), sa_mbar_init(&sm.dq_empty[w], 1);
+  }
+  __syncthreads();
+  if (wg == 0) {
+    sa_setmaxnreg_dec<BS_PROD_REGS>();
+    if (tid < BS_LOADERS) bb_ws_produce<D>(a, mp, sm, c, h, kvh, u0, f0, f1, tid);
+    else if (warp == 2) bb_ws_write_dq<D>(a, mp, sm, h, u0, f0, f1, lane);
+  } else {
+    sa_setmaxnreg_inc<BS_CONS_REGS>();
+    bb_ws_consume<D>(a, sm, c, kvh, f0, f1, wg - 1, warp & 3, lane);
+  }
+}
+
 // ---- host ---------------------------------------------------------------------------------------------
 
 static PFN_cuTensorMapEncodeTiled_v12000 bs_encode;
@@ -509,6 +914,37 @@ static int bs_launch(const bwd_args &a, int64_t kv_cells, cudaStream_t st, sr_er
   sa_bwd_ws_kernel<D><<<(unsigned)(kv_cells * splits), BS_THREADS, smem, st>>>(a, mp, splits, n_sms, cap);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
+}
+
+template <int D>
+static int bb_ws_launch(const bwd_args &a, cudaStream_t st, sr_error *e) {
+  bs_maps mp;
+  memset(&mp, 0, sizeof mp);
+  int rc;
+  if ((rc = bs_map(&mp.q, a.q, a.n_q, (int64_t)a.heads * D, BW_QB, 2, e)) ||
+      (rc = bs_map(&mp.dout, a.dout, a.n_q, (int64_t)a.heads * D, BW_QB, 2, e)) ||
+      (rc = bs_map(&mp.dq, a.dq, a.n_q, (int64_t)a.heads * D, BW_QB, 4, e)))
+    return rc;
+  size_t smem = bb_ws_smem<D>::bytes();
+  SA_CUDA(cudaFuncSetAttribute(sa_bwd_ws_bars_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  static int n_sms;
+  if (!n_sms) SA_CUDA(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0));
+  // At most 16 parts a walk (the mma.sync split walk's bound); sa_bwd_bar_cap > 0 sets the part size (tests).
+  int cap = sa_bwd_bar_cap, splits = 16;
+  if (cap > 0) splits = (int)min((int64_t)64, (2 * (int64_t)a.tt.n_qtiles + cap - 1) / cap);
+  if ((int64_t)a.bc.n_hchunks * splits > INT32_MAX) splits = 1, cap = 0;
+  sa_bwd_ws_bars_kernel<D><<<(unsigned)((int64_t)a.bc.n_hchunks * splits), BS_THREADS, smem, st>>>(a, mp, splits, n_sms, cap);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
+int sa_bwd_ws_all(const bwd_args *a, int head_dim, int64_t kv_cells, cudaStream_t st, sr_error *e) {
+  if (kv_cells && a->n_k > 0 && a->n_q > 0) {
+    int rc = head_dim == 64 ? bs_launch<64>(*a, kv_cells, st, e) : bs_launch<128>(*a, kv_cells, st, e);
+    if (rc) return rc;
+  }
+  if (!a->bc.n_hchunks || a->n_k <= 0 || a->n_q <= 0) return SR_OK;
+  return head_dim == 64 ? bb_ws_launch<64>(*a, st, e) : bb_ws_launch<128>(*a, st, e);
 }
 
 int sa_bwd_ws_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {

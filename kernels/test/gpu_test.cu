@@ -57,14 +57,17 @@ static const tcase cases[] = {
 // The backward runs of a case: sa_bwd_variant 0 (mma.sync), 1 (split wgmma kernels), 2 (warp-specialized, dQ by
 // the TMA's reductions), "2s" (2 with every KV tile's walk split into parts of 2 query chunks, sa_bwd_ws_cap, so
 // dK and dV are added by atomics), 3 (2 with the bars' split walk, added by atomics) and "3s" (3 with the tiles'
-// and the bars' walks in parts of 2 steps, sa_bwd_bar_cap); 1 to 3s where the sm_90a image runs. kv_fixed, q_fixed:
+// and the bars' walks in parts of 2 steps, sa_bwd_bar_cap), 4 (the tiles of 2 and the bars on the same warp-specialized
+// machinery: gathered keys, dQ by the TMA's reductions) and "4s" (4 in parts of 2 steps); 1 to 4s where the sm_90a image
+// runs. kv_fixed, q_fixed:
 // dK and dV, dQ add in a fixed order, so two runs agree bit for bit.
-#define BWD_RUNS 6
+#define BWD_RUNS 8
 static const struct {
   const char *name;
   int var, ws_cap, bar_cap, kv_fixed, q_fixed;
 } bwd_runs[BWD_RUNS] = {{"0", 0, 0, 0, 1, 1}, {"1", 1, 0, 0, 1, 1}, {"2", 2, 0, 0, 1, 0},
-                        {"2s", 2, 2, 0, 0, 0}, {"3", 3, 0, 0, 0, 0}, {"3s", 3, 2, 2, 0, 0}};
+                        {"2s", 2, 2, 0, 0, 0}, {"3", 3, 0, 0, 0, 0}, {"3s", 3, 2, 2, 0, 0},
+                        {"4", 4, 0, 0, 0, 0}, {"4s", 4, 2, 2, 0, 0}};
 
 static uint64_t rng = 12345;
 static int fwd_one;  // --bwd
@@ -372,7 +375,7 @@ static errs run_case(const tcase *c) {
   printf("  dQ dK dV by backward variant:");
   for (int bv = 0; bv < nbv; bv++)
     printf("  %s %.2e %.2e %.2e", bwd_runs[bv].name, bwd_var[bv][0], bwd_var[bv][1], bwd_var[bv][2]);
-  printf("%s\n", nbv > 1 ? " (2s, 3s: split into parts of 2 steps)" : " (variants 1 to 3 not run)");
+  printf("%s\n", nbv > 1 ? " (2s, 3s, 4s: split into parts of 2 steps)" : " (variants 1 to 4 not run)");
   free(dq_ref), free(o16), free(o16f), free(o_fin), free(l_fin), free(o_mh), free(l_mh);
   free(o_run_ref), free(lse_run_ref), free(qh), free(doh), free(qpos);
   for (int rep = 0; rep < 2 * nbv; rep++) CK(cudaFree(dq[rep])); CK(cudaFree(d_row)); CK(cudaFree(od)); CK(cudaFree(o_b));
