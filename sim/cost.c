@@ -117,7 +117,7 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
   double ctas = chunks * parts, cta_s = steps / parts * g->bar_walk_us * 1e-6;
   double t = bar_s + cta_s * (ceil(ctas / slots) - ctas / slots);
   if (t < cta_s) t = cta_s;
-  return t - bar_s + (parts > 1 ? cost_bar_dq_cells(g, bars, q_tiles, heads, bar_s) : 0);
+  return t - bar_s + (parts > 1 ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
 }
 
 // The bars' dQ (kernels/sparse_attn_bwd_wg.cu, sa_bwd_dq_wg_kernel with BARS): a query-major launch of one CTA per
@@ -127,18 +127,27 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
 // a CTA's fixed latency: Q and dO in, one chunk's products, the dQ rows read and written, nothing to overlap them
 // with. Measured on one H100 (results/exec/2026-11-28-h100-vs-online-1gpu-kernels, logs/ncu-vson.csv: vs-online:0.95
 // at 256K on one rank, 32,768 cells of 4 bar keys each, every launch timed by Nsight Compute): 3.781 ms a call, 249
-// waves of 132 SMs, COST_BAR_DQ_WAVE_US a wave. The work model charges the bars' dQ its share of bar_s (three of the
-// bar's seven products: docs/kernels.md, the vs-topp:0.95 layer kernel by kernel), which the calibration's calls, with
-// thousands of bar keys a head, time with that latency hidden; the cells' waves add what exceeds that share. Charged
-// where the file names the split walk (gpu.bar_walk_parts > 1): the whole walk's fitted step carries the dQ already
-// (calib_bar_walk_fit times the two kernels together). docs/sim.md, "The bars' dQ in waves".
-double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double heads, double bar_s) {
+// waves of 132 SMs, COST_BAR_DQ_WAVE_US a wave. A cell's latency comes before and after its chunks' products (Q and dO
+// before the first, the dQ rows after the last), in a CTA alone on its SM: it adds to them, it does not overlap them.
+// The products are in the bars' time bar_s, at the rate calibrate takes from its largest bar call (exec/calib_attn.c,
+// size 4: 32,768 tokens, the 1,024 keys before each query tile), and that rate carries that call's own cells' waves:
+// 255 cells with bars a head, 31 waves of 132 SMs for 16 heads, about 0.47 ms of its 3.94 ms on one H100 (the three
+// sizes' fit has 1.09 ms of fixed time a call: results/sim/2026-11-28-h100-attn-held-gemm, calib-held-gemm.csv). So the
+// pass charges the call's waves less the calibration's waves in proportion to the call's bar entries (its bar_s
+// already holds that share), per head without the calibration's last wave's rounding (under 1%): a call with many
+// bar keys a cell (the calibration's 1,024, or more) gets nearly nothing, one of a few keys a cell (vs-topp at 32K-64K
+// a rank: 30-200, vs-online: 4) its waves. Charged where the file names the split walk (gpu.bar_walk_parts > 1): the
+// whole walk's fitted step carries the dQ already (calib_bar_walk_fit times the two kernels together). docs/sim.md,
+// "The bars' dQ in waves".
+double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double heads) {
   int sms, smem_kib;
   cost_gpu_sms(g->name, &sms, &smem_kib);
   double cells = fmin(bars, q_tiles * heads);
-  if (sms <= 0 || !(cells > 0)) return 0;
-  double t = ceil(cells / sms) * COST_BAR_DQ_WAVE_US * 1e-6, share = bar_s * 3.0 / 7.0;
-  return t > share ? t - share : 0;
+  if (sms <= 0 || !(cells > 0) || !(heads > 0)) return 0;
+  double keys_c = 0;  // the calibration's bar entries a head: min(128 i, 1,024) keys before query tile i
+  for (int i = 0; i < COST_CALIB_BAR_QTILES; i++) keys_c += fmin((double)TILE * i, COST_CALIB_BAR_KEYS);
+  double waves = ceil(cells / sms), carried = (COST_CALIB_BAR_QTILES - 1.0) / sms * bars / keys_c;
+  return waves > carried ? (waves - carried) * COST_BAR_DQ_WAVE_US * 1e-6 : 0;
 }
 
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w) {

@@ -70,11 +70,15 @@ static inline double cost_attn_bar_time(const cost_attn_rates *a, const work_cou
 // (Inline: costed for every rank and step of a layer.)
 // Where that walk is split (gpu.bar_walk_parts > 1) the bars' dQ pass is charged too (cost_bar_dq_cells).
 double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s);
-// Seconds the bars' dQ pass of a backward call takes beyond its share of bar_s: the call's (head, query tile) cells
-// with bars (at most min(bars, q_tiles x heads)), one CTA each and one an SM, in waves of the GPU's SMs of
-// COST_BAR_DQ_WAVE_US each; 0 on a GPU of unknown SM count (sim/cost.c says where the figure comes from).
+// Seconds the bars' dQ pass of a backward call takes beyond what the bars' rate charges of it: the call's (head, query
+// tile) cells with bars (at most min(bars, q_tiles x heads)), one CTA each and one an SM, in waves of the GPU's SMs of
+// COST_BAR_DQ_WAVE_US each, less the calibration's largest bar call's waves in proportion to the call's bar entries
+// (COST_CALIB_BAR_*: exec/calib_attn.c's index at its largest size); 0 on a GPU of unknown SM count (sim/cost.c says
+// where the figures come from).
 #define COST_BAR_DQ_WAVE_US 15.18
-double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double heads, double bar_s);
+#define COST_CALIB_BAR_QTILES 256  // exec/calib_attn.c: N_TOKENS / TILE
+#define COST_CALIB_BAR_KEYS 1024   // exec/calib_attn.c: BARS_PER_QTILE x 4 (calibrate's largest size, CALIB_SIZES 3)
+double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double heads);
 static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, double q_tiles, double heads, double slots,
                                    double bar_s) {
   if (!w->bars || !(g->bar_walk_us > 0)) return 0;

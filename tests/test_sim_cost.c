@@ -101,23 +101,27 @@ TEST(sim_cost_split_walks_cut_each_chunk_into_parts_of_an_eighth_of_the_even_sha
 }
 
 // The bars' dQ pass where the walk is split: one CTA a (head, query tile) cell with bars and one an SM, in waves of
-// the SMs of COST_BAR_DQ_WAVE_US, beyond three sevenths of the bars' time. 16 heads x 2048 query tiles with 4 bar keys
-// each are 32,768 cells, 249 waves of 132 SMs on an H100; 100 bar keys are at most 100 cells, one wave; an unknown GPU
-// (no SM count) and the whole walk charge none.
+// the SMs of COST_BAR_DQ_WAVE_US, less the calibration's largest bar call's waves (255 cells a head over 132 SMs) in
+// proportion to the call's bar entries (257,536 a head there: min(128 i, 1,024) over 256 query tiles). 16 heads x
+// 2048 query tiles with 4 bar keys each are 32,768 cells, 249 waves of 132 SMs on an H100; 100 bar keys are at most
+// 100 cells, one wave; the calibration's own call is charged nothing beyond its rate; an unknown GPU (no SM count)
+// and the whole walk charge none.
 TEST(sim_cost_split_walks_bars_dq_runs_a_cta_a_cell_in_waves_of_the_sms) {
   gpu_desc g = test_gpu();
   snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
-  double wave = COST_BAR_DQ_WAVE_US * 1e-6;
-  CHECK_REL(cost_bar_dq_cells(&g, 4.0 * 32768, 2048, 16, 0.7e-3), 249 * wave - 0.3e-3, 1e-12);
-  CHECK_REL(cost_bar_dq_cells(&g, 100, 2048, 16, 0), wave, 1e-12);
-  CHECK(cost_bar_dq_cells(&g, 4.0 * 32768, 2048, 16, 1.0) == 0);  // the bars' own dQ share is the longer
-  g.bar_walk_us = 10, g.bar_walk_parts = 16;                         // in cost_bar_walk: parts as above, plus the pass
+  double wave = COST_BAR_DQ_WAVE_US * 1e-6, per_key = 255.0 / 132 / 257536;  // carried waves a bar entry
+  CHECK_REL(cost_bar_dq_cells(&g, 4.0 * 32768, 2048, 16), (249 - per_key * 4.0 * 32768) * wave, 1e-12);
+  CHECK_REL(cost_bar_dq_cells(&g, 100, 2048, 16), (1 - per_key * 100) * wave, 1e-12);
+  CHECK(cost_bar_dq_cells(&g, 257536.0 * 16, 255, 16) < 0.1 * wave);  // the calibration's call: its 31 waves carried
+  CHECK(cost_bar_dq_cells(&g, 4096.0 * 2048 * 16, 2048, 16) == 0);         // 4,096 keys a cell: the rate holds more
+  g.bar_walk_us = 10, g.bar_walk_parts = 16;                                 // in cost_bar_walk: parts as above, plus the pass
   work_count w = {0, 0, 16 * 256 * 64, 0, 0};
-  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 0.05e-3), 0.64e-3 - 0.05e-3 + 32 * wave - 0.05e-3 * 3 / 7, 1e-12);
+  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 0.05e-3), 0.64e-3 - 0.05e-3 + (32 - per_key * 16 * 256 * 64) * wave,
+            1e-12);
   g.bar_walk_parts = 1;  // the whole walk's fitted step carries the dQ: 16 chunks of 5.12 ms, one wave
   CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 0.05e-3), 5.12e-3 - 0.05e-3, 1e-12);
   snprintf(g.name, sizeof g.name, "Some Future GPU");
-  CHECK(cost_bar_dq_cells(&g, 100, 2048, 16, 0) == 0);
+  CHECK(cost_bar_dq_cells(&g, 100, 2048, 16) == 0);
 }
 
 TEST(sim_cost_bar_kernel_ctas_are_the_sms_times_what_fits_an_sms_shared_memory) {
