@@ -9,9 +9,21 @@
 
 #include "plan/util.h"
 
+#include "sim/cost.h"
+
 #if SR_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "kernels/sparse_attn.h"
 #endif
+
+int calib_bar_walk_parts(void) {
+#if SR_HAVE_CUDA
+  return sa_bwd_default_variant() >= 3 ? COST_BAR_SPLIT_PARTS : 1;
+#else
+  return 0;
+#endif
+}
 
 int calib_fit_link(const double *bytes, const double *seconds, int n, double *latency_us, double *gbps, sr_error *e) {
   if (n < 2) return sr_input_error(e, NULL, "sizes", "a link fit needs at least 2 message sizes, got %d", n);

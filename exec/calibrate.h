@@ -57,6 +57,9 @@ void calib_gpu_sms(const char *name, int *sms, int *smem_kib);
 // CTAs of the backward's bar kernel (kernels/sparse_attn_bwd.cu) resident at once on the GPU named (SMs x how many
 // fit an SM's shared memory at head_dim); 0 when the GPU is not known.
 int calib_bar_walk_ctas(const char *gpu_name, int head_dim);
+// gpu.bar_walk_parts of the binary that runs: COST_BAR_SPLIT_PARTS where its default backward splits the bars' walks
+// (variant 3 or later), 1 where one CTA walks a chunk whole, 0 without the CUDA backend (not known).
+int calib_bar_walk_parts(void);
 // The calibration's bar backward call at `size` (calib_attn_index, kind bar): its FLOPs as calib_attn_time counts
 // them and the 64-row steps its bar chunks walk in all (kernels/bar_chunks.c: 2 a query tile of each chunk's union).
 int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, double *flops, double *steps, sr_error *e);

@@ -278,6 +278,8 @@ static int cmd_calibrate(int argc, char **argv) {
     if (calib_bar_walk_fit(NULL, k.flops[1][2], k.seconds[1][2], CALIB_SIZES, (int)heads, (int)kvh, (int)hd, cl.gpu.name,
                            &cl.gpu.bar_walk_us, &e))
       fail(&c, &e);
+    // Which walk the binary's bar backward runs, so that a step charges that one (sim/cost.h, cost_bar_waves).
+    if (cuda && cl.gpu.bar_walk_us > 0) cl.gpu.bar_walk_parts = calib_bar_walk_parts();
     if (c.rank == 0 && cl.gpu.bar_walk_us > 0)
       printf("bars' backward walk: %.2f us a CTA per 64-row step (%d resident CTAs; the bar backward's slope over the "
              "calls' chunk walks)\n", cl.gpu.bar_walk_us, calib_bar_walk_ctas(cl.gpu.name, (int)hd));

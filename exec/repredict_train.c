@@ -10,6 +10,7 @@
 #include "plan/pattern_spec.h"
 #include "plan/plan.h"
 #include "plan/util.h"
+#include "sim/cost.h"
 #include "sim/sim.h"
 #include "traces/trace.h"
 
@@ -104,7 +105,7 @@ int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e) {
   while (*f == ' ' || *f == '=') f++;
   size_t n = strcspn(f, " \t");
   if (n == 5 && !strncmp(f, "whole", 5)) c->gpu.bar_walk_parts = 1;
-  else if (n == 5 && !strncmp(f, "split", 5)) c->gpu.bar_walk_parts = 16;  // BB_MAX_PARTS, kernels/sparse_attn_bwd_bars.cu
+  else if (n == 5 && !strncmp(f, "split", 5)) c->gpu.bar_walk_parts = COST_BAR_SPLIT_PARTS;
   else return sr_input_error(e, NULL, "--bars-walk", "'%.*s' is neither whole nor split", (int)n, f);
   return SR_OK;
 }

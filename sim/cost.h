@@ -69,6 +69,9 @@ static inline double cost_attn_bar_time(const cost_attn_rates *a, const work_cou
 // (cost_bar_waves): `heads` the call's query heads, `slots` the bar kernel's resident CTAs (cost_bar_ctas).
 // (Inline: costed for every rank and step of a layer.)
 // Where that walk is split (gpu.bar_walk_parts > 1) the bars' dQ pass is charged too (cost_bar_dq_cells).
+// The split walk's most parts a chunk (BB_MAX_PARTS of kernels/sparse_attn_bwd_bars.cu, the default backward since
+// 34159d3; variant 4 takes the same rule): what `calibrate` writes for a binary that splits, `--bars-walk split` reads.
+#define COST_BAR_SPLIT_PARTS 16
 double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s);
 // Seconds the bars' dQ pass of a backward call takes beyond what the bars' rate charges of it: the call's (head, query
 // tile) cells with bars (at most min(bars, q_tiles x heads)), one CTA each and one an SM, in waves of the GPU's SMs of

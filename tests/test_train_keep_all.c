@@ -15,37 +15,6 @@
 #include "tests/train_fixture.h"
 #include "train/train.h"
 
-// tiny-test with 4 layers, trained on 40 tokens under selective recomputation (attention kept by the first `keep`
-// layers, -1: all) with the first `whole` layers kept whole, the MLP in chunks of 16 tokens (the kept layers' gate,
-// up and h then hold every chunk, the shared set one).
-static int make_trainer(trainer *t, const data_tokens *d, int64_t keep, int64_t whole, counting_attn *ca) {
-  model_config c;
-  sr_error e = {0};
-  if (model_load("tiny-test", &c, &e) != SR_OK) {
-    test_fail(__FILE__, __LINE__, "%s", e.msg);
-    return -1;
-  }
-  c.num_layers = 4;
-  train_options o;
-  train_options_defaults(&o);
-  o.seq = 40;
-  o.data = d;
-  o.lr = 3e-3;
-  o.recompute = MODEL_RECOMPUTE_KEEP_ATTN;
-  o.keep_layers = keep;
-  o.keep_all = whole;
-  o.mlp_chunk = 16;
-  int64_t pos[40];
-  for (int64_t i = 0; i < 40; i++) pos[i] = i;
-  int rc = trainer_create(t, &c, &o, NULL, 40, pos, &e);
-  if (rc) {
-    test_fail(__FILE__, __LINE__, "%s", e.msg);
-    return rc;
-  }
-  CHECK_EQ_INT(counting_attn_attach(ca, t, 40, &e), SR_OK);
-  return SR_OK;
-}
-
 // Seconds the step's backward spent rerunning forwards (train/phases.h's rerun classes).
 static double rerun_seconds(const train_step_stats *st) {
   return st->phase_s[TRAIN_PHASE_RECOMPUTE] + st->phase_s[TRAIN_PHASE_ATTN_RECOMPUTE];
@@ -62,7 +31,7 @@ TEST(train_whole_layer_keeping_in_none_some_and_all_layers_trains_bit_for_bit_al
   counting_attn ca[N];
   sr_error e = {0};
   for (int i = 0; i < N; i++)
-    if (make_trainer(&t[i], &d, keeps[i], wholes[i], &ca[i])) return;
+    if (keep_trainer(&t[i], &d, keeps[i], wholes[i], 16, &ca[i])) return;
   for (int i = 0; i < N; i++) CHECK_EQ_INT(t[i].model.keep_all, (int)wholes[i]);
   CHECK_EQ_INT(t[3].model.keep_layers, 3);
   for (int s = 0; s < 2; s++) {

@@ -10,33 +10,6 @@
 #include "tests/train_fixture.h"
 #include "train/train.h"
 
-// tiny-test with 4 layers, trained on 40 tokens under selective recomputation kept by the first `keep` layers.
-static int make_trainer(trainer *t, const data_tokens *d, int64_t keep, counting_attn *ca) {
-  model_config c;
-  sr_error e = {0};
-  if (model_load("tiny-test", &c, &e) != SR_OK) {
-    test_fail(__FILE__, __LINE__, "%s", e.msg);
-    return -1;
-  }
-  c.num_layers = 4;
-  train_options o;
-  train_options_defaults(&o);
-  o.seq = 40;
-  o.data = d;
-  o.lr = 3e-3;
-  o.recompute = MODEL_RECOMPUTE_KEEP_ATTN;
-  o.keep_layers = keep;
-  int64_t pos[40];
-  for (int64_t i = 0; i < 40; i++) pos[i] = i;
-  int rc = trainer_create(t, &c, &o, NULL, 40, pos, &e);
-  if (rc) {
-    test_fail(__FILE__, __LINE__, "%s", e.msg);
-    return rc;
-  }
-  CHECK_EQ_INT(counting_attn_attach(ca, t, 40, &e), SR_OK);
-  return SR_OK;
-}
-
 TEST(train_selective_recomputation_in_the_first_2_of_4_layers_trains_bit_for_bit_like_all_4_and_none) {
   // The kept O and LSE are those a rerun would compute again, so keeping them in some layers changes no number:
   // the losses, gradient norms and weights after two steps are those of every layer keeping and of none.
@@ -46,7 +19,7 @@ TEST(train_selective_recomputation_in_the_first_2_of_4_layers_trains_bit_for_bit
   counting_attn ca[3];
   sr_error e = {0};
   for (int i = 0; i < 3; i++)
-    if (make_trainer(&t[i], &d, keeps[i], &ca[i])) return;
+    if (keep_trainer(&t[i], &d, keeps[i], 0, 0, &ca[i])) return;
   CHECK_EQ_INT(t[0].model.keep_layers, 2);
   CHECK_EQ_INT(t[1].model.keep_layers, 4);
   for (int s = 0; s < 2; s++) {

@@ -8,6 +8,7 @@
 
 #include "exec/dense_ref.h"
 #include "plan/pattern.h"
+#include "tests/test.h"
 #include "train/train.h"
 
 // A 45-byte sentence repeated 20 times, with "fox" as the passkey word the data reader wants.
@@ -60,6 +61,38 @@ static inline int counting_attn_attach(counting_attn *ca, trainer *t, int64_t to
   ca->c = &t->model.cfg;
   int rc = pattern_alloc(&ca->dense, tokens, (int)ca->c->num_layers, (int)ca->c->num_heads, e);
   if (!rc) t->model.attn = (model_attention){ca, counted_fwd, counted_bwd, NULL};
+  return rc;
+}
+
+// tiny-test with 4 layers on 40 tokens under selective recomputation: attention's output kept by the first `keep`
+// layers (-1: all), the first `whole` layers kept whole, the MLP in chunks of `mlp_chunk` tokens (0: the default),
+// attention through ca. The recomputation tests train copies of it with different choices and compare them bit for bit.
+static inline int keep_trainer(trainer *t, const data_tokens *d, int64_t keep, int64_t whole, int64_t mlp_chunk,
+                               counting_attn *ca) {
+  model_config c;
+  sr_error e = {0};
+  if (model_load("tiny-test", &c, &e) != SR_OK) {
+    test_fail(__FILE__, __LINE__, "%s", e.msg);
+    return -1;
+  }
+  c.num_layers = 4;
+  train_options o;
+  train_options_defaults(&o);
+  o.seq = 40;
+  o.data = d;
+  o.lr = 3e-3;
+  o.recompute = MODEL_RECOMPUTE_KEEP_ATTN;
+  o.keep_layers = keep;
+  o.keep_all = whole;
+  if (mlp_chunk) o.mlp_chunk = mlp_chunk;
+  int64_t pos[40];
+  for (int64_t i = 0; i < 40; i++) pos[i] = i;
+  int rc = trainer_create(t, &c, &o, NULL, 40, pos, &e);
+  if (rc) {
+    test_fail(__FILE__, __LINE__, "%s", e.msg);
+    return rc;
+  }
+  if ((rc = counting_attn_attach(ca, t, 40, &e))) test_fail(__FILE__, __LINE__, "%s", e.msg);
   return rc;
 }
 
