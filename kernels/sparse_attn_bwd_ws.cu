@@ -473,6 +473,12 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_kernel(const __grid_c
 // listed for the query tile and lies at or before the row (bars run under the causal mask only).
 
 #define BB_WS_KEYS 64
+// Registers: the producer's gathers and cursors need more than the tile kernel's 24 (with 24 / 240 both sides
+// spilled: 27.6 M local-memory requests in one vs-topp:0.95 layer at 64K, ncu, results/kernels/
+// 2026-11-28-h200-bwd-bars-ws-spills); 40 / 232 give back and take the same 128 x 128 = 256 x 64 and leave no spill
+// in either image (ptxas -v), with the rows' LSE and D read from shared memory where they are used.
+#define BB_PROD_REGS 40
+#define BB_CONS_REGS 232
 
 typedef struct {
   int64_t r0;
@@ -564,15 +570,20 @@ __device__ __forceinline__ void bb_ws_produce(const bwd_args &a, const bs_maps &
     cur = lo, nxt = cur < len ? lq[cur] : INT_MAX;
   }
   const int lane = pt & 31, warp = pt >> 5;
+  // A step's query tile is loaded one step ahead, and its rows' positions before the wait for a free stage, so that
+  // the chain of dependent loads a step needs (tile, positions, the keys' cursors) runs under the consumers' products
+  // instead of after each release.
+  int32_t qt_next = a.bc.hc_q_idx[u0 + f0 / 2];
   for (int64_t f = f0; f < f1; f++) {
     int64_t i = f - f0;
     int st = (int)(i % BS_STAGES);
-    int32_t qt = a.bc.hc_q_idx[u0 + f / 2];
-    while (nxt < qt) nxt = ++cur < len ? lq[cur] : INT_MAX;
-    uint32_t listed = __ballot_sync(0xffffffffu, nxt == qt);
+    const int32_t qt = qt_next;
     int64_t r0 = (int64_t)qt * TILE + (f & 1) * BW_QB, left = a.n_q - r0;
     int nv = left < 0 ? 0 : left > BW_QB ? BW_QB : (int)left;
     int64_t qmin = pt < nv ? a.qpos[r0 + pt] : INT64_MAX;
+    if (f + 1 < f1) qt_next = a.bc.hc_q_idx[u0 + (f + 1) / 2];
+    while (nxt < qt) nxt = ++cur < len ? lq[cur] : INT_MAX;
+    uint32_t listed = __ballot_sync(0xffffffffu, nxt == qt);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) qmin = min(qmin, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)qmin, o));
     sa_mbar_wait(&sm.empty[st], (uint32_t)(((i / BS_STAGES) & 1) ^ 1));
@@ -651,6 +662,8 @@ __device__ __forceinline__ void bb_ws_consume(const bwd_args &a, const bb_ws_sme
     int st = (int)(i % BS_STAGES);  // = w
     sa_mbar_wait(&sm.full[st], (uint32_t)((i / BS_STAGES) & 1));
     const bb_ws_info q = sm.info[st];
+    const uint32_t listed = sm.info[st].listed[lw >> 1];  // both key slots' word (slots lw * 16 .. lw * 16 + 15); read
+                                                          // from shared memory, not indexed in the copy q (a stack frame)
     const unsigned char *qb = sm.q0 + st * bb_ws_smem<D>::CHUNK_BYTES, *dob = sm.do0 + st * bb_ws_smem<D>::CHUNK_BYTES;
     const int64_t *qp = sm.qpos + st * BW_QB;
     const float *lb = sm.lse + st * BW_QB, *db = sm.drow + st * BW_QB;
@@ -676,7 +689,7 @@ __device__ __forceinline__ void bb_ws_consume(const bwd_args &a, const bb_ws_sme
     // Keep bits: the key listed for this query tile and at or before the row; columns past nv keep nothing.
     int64_t kx[2];
 #pragma unroll
-    for (int ri = 0; ri < 2; ri++) kx[ri] = (q.listed[kr[ri] >> 5] >> (kr[ri] & 31)) & 1u ? kp[ri] : -1;
+    for (int ri = 0; ri < 2; ri++) kx[ri] = (listed >> (kr[ri] & 31)) & 1u ? kp[ri] : -1;
     uint32_t keep = 0;
     const int64_t qmin = min(q.qmin[0], q.qmin[1]);
     if (q.nv == BW_QB && kx[0] >= 0 && kx[1] >= 0 && kx[0] <= qmin && kx[1] <= qmin) {
@@ -690,25 +703,19 @@ __device__ __forceinline__ void bb_ws_consume(const bwd_args &a, const bb_ws_sme
       }
     }
     const bool all = __all_sync(0xffffffffu, keep == 0xffffffffu);
-    float2 l2[BW_QB / 8];
+    sa_wgmma_wait<1>();
+    bw_fence_regs<BW_QB / 2>(&s[0][0]);
+    // The rows' LSE read from shared memory where they are used (held in registers across the wait they cost 16 of
+    // them, and the consumers spilled: ncu on backward variant 4, results/kernels/2026-11-28-h200-bwd-bars-ws-spills).
 #pragma unroll
     for (int n = 0; n < BW_QB / 8; n++) {
       float2 L = *(const float2 *)(lb + n * 8 + 2 * t);
-      l2[n] = make_float2(L.x == -INFINITY ? INFINITY : L.x * SA_LOG2E, L.y == -INFINITY ? INFINITY : L.y * SA_LOG2E);
-    }
-    sa_wgmma_wait<1>();
-    bw_fence_regs<BW_QB / 2>(&s[0][0]);
-    if (all) {
+      L = make_float2(L.x == -INFINITY ? INFINITY : L.x * SA_LOG2E, L.y == -INFINITY ? INFINITY : L.y * SA_LOG2E);
 #pragma unroll
-      for (int n = 0; n < BW_QB / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) s[n][e] = sa_exp2(fmaf(s[n][e], a.scale_log2, -(e & 1 ? l2[n].y : l2[n].x)));
-    } else {
-#pragma unroll
-      for (int n = 0; n < BW_QB / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-          s[n][e] = (keep >> (n * 4 + e)) & 1u ? sa_exp2(fmaf(s[n][e], a.scale_log2, -(e & 1 ? l2[n].y : l2[n].x))) : 0.f;
+      for (int e = 0; e < 4; e++) {
+        float p = sa_exp2(fmaf(s[n][e], a.scale_log2, -(e & 1 ? L.y : L.x)));
+        s[n][e] = all || (keep >> (n * 4 + e)) & 1u ? p : 0.f;
+      }
     }
     uint32_t pa[4][4], da[4][4];
     bw_pack(pa, s);
@@ -716,22 +723,14 @@ __device__ __forceinline__ void bb_ws_consume(const bwd_args &a, const bb_ws_sme
     sa_wgmma_fence();
     bw_mma_rs<D>(&dv[0][0], pa, sa_desc_sw128(dob, BW_QB * 128, 1024));  // dV += P^T dO
     sa_wgmma_commit();
-    float2 dr[BW_QB / 8];
-#pragma unroll
-    for (int n = 0; n < BW_QB / 8; n++) dr[n] = *(const float2 *)(db + n * 8 + 2 * t);
     sa_wgmma_wait<1>();  // dP^T done
     bw_fence_regs<BW_QB / 2>(&dp[0][0]);
-    if (all) {
 #pragma unroll
-      for (int n = 0; n < BW_QB / 8; n++)
+    for (int n = 0; n < BW_QB / 8; n++) {  // selected, not multiplied by P = 0: D of rows past nv is stale (inf, NaN)
+      float2 dr = *(const float2 *)(db + n * 8 + 2 * t);
 #pragma unroll
-        for (int e = 0; e < 4; e++) dp[n][e] = s[n][e] * (dp[n][e] - (e & 1 ? dr[n].y : dr[n].x));
-    } else {
-#pragma unroll
-      for (int n = 0; n < BW_QB / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-          dp[n][e] = (keep >> (n * 4 + e)) & 1u ? s[n][e] * (dp[n][e] - (e & 1 ? dr[n].y : dr[n].x)) : 0.f;
+      for (int e = 0; e < 4; e++)
+        dp[n][e] = all || (keep >> (n * 4 + e)) & 1u ? s[n][e] * (dp[n][e] - (e & 1 ? dr.y : dr.x)) : 0.f;
     }
     bw_pack(da, dp);
 #pragma unroll
@@ -855,11 +854,11 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_bars_kernel(const __g
   }
   __syncthreads();
   if (wg == 0) {
-    sa_setmaxnreg_dec<BS_PROD_REGS>();
+    sa_setmaxnreg_dec<BB_PROD_REGS>();
     if (tid < BS_LOADERS) bb_ws_produce<D>(a, mp, sm, c, h, kvh, u0, f0, f1, tid);
     else if (warp == 2) bb_ws_write_dq<D>(a, mp, sm, h, u0, f0, f1, lane);
   } else {
-    sa_setmaxnreg_inc<BS_CONS_REGS>();
+    sa_setmaxnreg_inc<BB_CONS_REGS>();
     bb_ws_consume<D>(a, sm, c, kvh, f0, f1, wg - 1, warp & 3, lane);
   }
 }

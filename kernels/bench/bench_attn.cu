@@ -7,7 +7,7 @@
 // the median of 10 timed runs, inputs rotated over 3 sets so that no run finds its data in L2.
 // Usage: sparsering-bench-attn [--quick] [--fast] [--mix] [--defaults] [--shapes] [--dump DIR] [--dump-only DIR]
 //                              [--fwd-variants V,V..] [--fwd-only]
-//   (--shapes: instead, dense causal at 128K (16 / 2 heads, d 128), MHA 16 / 16 and d 64 at 16K and 64K, the
+//   (SR_BENCH_ONLY=TEXT: only the cases whose name holds TEXT; --shapes: instead, dense causal at 128K (16 / 2 heads, d 128), MHA 16 / 16 and d 64 at 16K and 64K, the
 //   default kernels only; the mask column names the shape)
 //   (--fast: forward default only, no 64K VS-like, no budget mix; --mix: only VS-like 128K and the budget mix;
 //   --defaults: the default forward and backward only, no other variant; --dump-only: the dumps with the
@@ -307,6 +307,8 @@ int main(int argc, char **argv) {
     int dumped = c == 0 || c == 2 || c == 4;  // dense 16K, VS-like 64K, the mix at 64K
     if (!shapes && ((fast && c >= 2 && c != 3) || (mix && c < 3) || (dump_only && !dumped))) continue;
     if (shapes && (dump || quick)) continue;  // --shapes: timing only
+    // SR_BENCH_ONLY: only the cases whose name holds it (e.g. "d64": an A/B of one shape's kernels in a short call).
+    if (getenv("SR_BENCH_ONLY") && !strstr(cs[c].name, getenv("SR_BENCH_ONLY"))) continue;
     tile_index ti;
     head_mask vs_masks[16], *masks = vs_masks, *mix_masks = NULL, *dmasks = NULL;
     if (cs[c].vs == 2) qwen_mix(N, NULL, &ti, &mix_masks), masks = mix_masks;
