@@ -7,6 +7,7 @@
 // CTAs resident at once, is what one CTA spends on a step. That slope also carries the growth of the call's other
 // bar kernels (the bars' dQ, the reduce), whose work grows with the same sizes, so the figure is an upper bound.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,13 @@
 // bars' walk counts its waves with.
 void calib_gpu_sms(const char *name, int *sms, int *smem_kib) { cost_gpu_sms(name, sms, smem_kib); }
 
-int calib_bar_walk_ctas(const char *gpu_name, int head_dim) { return cost_bar_ctas(gpu_name, head_dim); }
+int calib_bar_walk_ctas(const char *gpu_name, int head_dim, int ws) {
+  gpu_desc g;
+  memset(&g, 0, sizeof g);
+  snprintf(g.name, sizeof g.name, "%s", gpu_name);
+  g.bar_walk_parts = 1, g.bar_walk_ws = ws;
+  return cost_bar_slots(&g, head_dim);
+}
 
 int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, double *flops, double *steps, sr_error *e) {
   tile_index t;
@@ -48,9 +55,9 @@ int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, double
 }
 
 int calib_bar_walk_fit(const char *file, const double *flops, const double *seconds, int n, int heads, int kv_heads,
-                       int head_dim, const char *gpu_name, double *walk_us, sr_error *e) {
+                       int head_dim, const char *gpu_name, int ws, double *walk_us, sr_error *e) {
   *walk_us = 0;
-  int ctas = calib_bar_walk_ctas(gpu_name, head_dim);
+  int ctas = calib_bar_walk_ctas(gpu_name, head_dim, ws);
   if (ctas <= 0) return SR_OK;  // a GPU not known here: the walk stays unmodelled
   double steps[16], secs[16];
   if (n < 2 || n > 16) return sr_input_error(e, file, "attn_bwd_bar", "%d timed sizes: the walk's fit takes 2 to 16", n);

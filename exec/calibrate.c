@@ -25,6 +25,14 @@ int calib_bar_walk_parts(void) {
 #endif
 }
 
+int calib_bar_walk_ws(void) {
+#if SR_HAVE_CUDA
+  return sa_bwd_default_variant() >= 4;
+#else
+  return 0;
+#endif
+}
+
 int calib_fit_link(const double *bytes, const double *seconds, int n, double *latency_us, double *gbps, sr_error *e) {
   if (n < 2) return sr_input_error(e, NULL, "sizes", "a link fit needs at least 2 message sizes, got %d", n);
   double *w = malloc(sizeof(double) * (size_t)n);

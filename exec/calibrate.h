@@ -54,12 +54,16 @@ double calib_gpu_l2(const char *name);
 // SM count and shared memory an SM (KiB) of a GPU by its device name (datasheets: H100 SXM and PCIe, H200, H800,
 // A100, A800); 0 and 0 when unknown.
 void calib_gpu_sms(const char *name, int *sms, int *smem_kib);
-// CTAs of the backward's bar kernel (kernels/sparse_attn_bwd.cu) resident at once on the GPU named (SMs x how many
-// fit an SM's shared memory at head_dim); 0 when the GPU is not known.
-int calib_bar_walk_ctas(const char *gpu_name, int head_dim);
+// CTAs of the backward's bar kernel resident at once on the GPU named: with ws (the warp-specialized bars kernel,
+// gpu.bar_walk_ws) its SMs, else the mma.sync bar kernel's (kernels/sparse_attn_bwd.cu: SMs x how many fit an SM's
+// shared memory at head_dim); 0 when the GPU is not known.
+int calib_bar_walk_ctas(const char *gpu_name, int head_dim, int ws);
 // gpu.bar_walk_parts of the binary that runs: COST_BAR_SPLIT_PARTS where its default backward splits the bars' walks
 // (variant 3 or later), 1 where one CTA walks a chunk whole, 0 without the CUDA backend (not known).
 int calib_bar_walk_parts(void);
+// gpu.bar_walk_ws of the binary that runs: 1 where its default backward runs the bars on the warp-specialized kernel
+// (variant 4 or later, SR_BWD_VARIANT included), else 0 (also without the CUDA backend).
+int calib_bar_walk_ws(void);
 // The calibration's bar backward call at `size` (calib_attn_index, kind bar): its FLOPs as calib_attn_time counts
 // them and the 64-row steps its bar chunks walk in all (kernels/bar_chunks.c: 2 a query tile of each chunk's union).
 int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, double *flops, double *steps, sr_error *e);
@@ -69,7 +73,7 @@ int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, double
 // (gpu.bar_walk_us; exec/calib_walk.c says why it is an upper bound). 0 for a GPU not known here; input error when a
 // point's FLOPs match no size of the calibration's index for this head shape.
 int calib_bar_walk_fit(const char *file, const double *flops, const double *seconds, int n, int heads, int kv_heads,
-                       int head_dim, const char *gpu_name, double *walk_us, sr_error *e);
+                       int head_dim, const char *gpu_name, int ws, double *walk_us, sr_error *e);
 
 #define CALIB_SIZES 3  // work sizes per (phase, kind) that the rate fit takes
 // Measured kernel efficiencies (fraction of peak_tflops), CUDA only.

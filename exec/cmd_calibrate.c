@@ -146,7 +146,7 @@ static int refit(cli_args *a, int heads, int kvh, int hd, const char *prog) {
          cl.gpu.ring_cell_us[0], cl.gpu.ring_step_us[1], cl.gpu.ring_cell_us[1]);
   if (cl.gpu.bar_walk_us > 0)
     printf("bars' backward walk: %.2f us a CTA per 64-row step (%d resident CTAs)\n", cl.gpu.bar_walk_us,
-           calib_bar_walk_ctas(cl.gpu.name, hd));
+           calib_bar_walk_ctas(cl.gpu.name, hd, cl.gpu.bar_walk_ws));
   else
     printf("bars' backward walk: not modelled (%s is not a GPU known here)\n", cl.gpu.name);
   char *json = cluster_to_json(&cl);
@@ -275,14 +275,16 @@ static int cmd_calibrate(int argc, char **argv) {
         for (int i = 0; i < CALIB_SIZES; i++)
           sr_buf_printf(&log, "attn_%s_%s,%.0f,%.3f\n", ph[p], kind[j], k.flops[p][j][i], k.seconds[p][j][i] * 1e6);
     // The bars' backward walk: what one CTA of the bar kernel spends on a 64-row step (sim/cost.h, cost_bar_walk).
+    // Which kernel and walk the binary's bar backward runs, so that the fit counts its resident CTAs and a step
+    // charges that walk (sim/cost.h, cost_bar_waves).
+    int bars_ws = cuda ? calib_bar_walk_ws() : 0;
     if (calib_bar_walk_fit(NULL, k.flops[1][2], k.seconds[1][2], CALIB_SIZES, (int)heads, (int)kvh, (int)hd, cl.gpu.name,
-                           &cl.gpu.bar_walk_us, &e))
+                           bars_ws, &cl.gpu.bar_walk_us, &e))
       fail(&c, &e);
-    // Which walk the binary's bar backward runs, so that a step charges that one (sim/cost.h, cost_bar_waves).
-    if (cuda && cl.gpu.bar_walk_us > 0) cl.gpu.bar_walk_parts = calib_bar_walk_parts();
+    if (cuda && cl.gpu.bar_walk_us > 0) cl.gpu.bar_walk_parts = calib_bar_walk_parts(), cl.gpu.bar_walk_ws = bars_ws;
     if (c.rank == 0 && cl.gpu.bar_walk_us > 0)
       printf("bars' backward walk: %.2f us a CTA per 64-row step (%d resident CTAs; the bar backward's slope over the "
-             "calls' chunk walks)\n", cl.gpu.bar_walk_us, calib_bar_walk_ctas(cl.gpu.name, (int)hd));
+             "calls' chunk walks)\n", cl.gpu.bar_walk_us, calib_bar_walk_ctas(cl.gpu.name, (int)hd, cl.gpu.bar_walk_ws));
     // Calls shaped like a layer's: the full-tile rates and each walk's cost where a layer runs (exec/calib_layer.c).
     gpu_desc slopes = cl.gpu;  // without them the 32K-token ring steps are set against the slopes' rates (calibrate.h)
     double *se[2][3] = {{&slopes.eff_attn_fwd_full, &slopes.eff_attn_fwd_partial, &slopes.eff_attn_fwd_bar},

@@ -104,9 +104,10 @@ int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e) {
   f += strlen("--bars-walk");
   while (*f == ' ' || *f == '=') f++;
   size_t n = strcspn(f, " \t");
-  if (n == 5 && !strncmp(f, "whole", 5)) c->gpu.bar_walk_parts = 1;
-  else if (n == 5 && !strncmp(f, "split", 5)) c->gpu.bar_walk_parts = COST_BAR_SPLIT_PARTS;
-  else return sr_input_error(e, NULL, "--bars-walk", "'%.*s' is neither whole nor split", (int)n, f);
+  if (n == 5 && !strncmp(f, "whole", 5)) c->gpu.bar_walk_parts = 1, c->gpu.bar_walk_ws = 0;
+  else if (n == 5 && !strncmp(f, "split", 5)) c->gpu.bar_walk_parts = COST_BAR_SPLIT_PARTS, c->gpu.bar_walk_ws = 0;
+  else if (n == 2 && !strncmp(f, "ws", 2)) c->gpu.bar_walk_parts = COST_BAR_SPLIT_PARTS, c->gpu.bar_walk_ws = 1;
+  else return sr_input_error(e, NULL, "--bars-walk", "'%.*s' is none of whole, split and ws", (int)n, f);
   return SR_OK;
 }
 

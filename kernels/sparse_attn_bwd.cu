@@ -17,8 +17,11 @@
 #include "kernels/sa_gpu.h"
 #include "kernels/sparse_attn.h"
 
-// The backward of the sm_90a image when the shape is not deterministic (sa_bwd_variant = -1).
-#define SA_BWD_DEFAULT 3
+// The backward of the sm_90a image when the shape is not deterministic (sa_bwd_variant = -1): variant 4, the bars on
+// the warp-specialized kernel (kernels/sparse_attn_bwd_ws.cu, sa_bwd_ws_bars_kernel), 7% faster than variant 3 on a
+// vs-topp:0.95 layer's backward at 64K and on the VS-like mask at 128K, one H200, same job
+// (results/kernels/2026-11-28-h200-bwd-bars-ws-default); 3 before.
+#define SA_BWD_DEFAULT 4
 
 // ---- D = rowsum(dO * O) ------------------------------------------------------------------------------
 
@@ -383,7 +386,19 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
 
 int sa_bwd_variant = -1;
 
-int sa_bwd_default_variant(void) { return sa_wgmma_built() ? SA_BWD_DEFAULT : 0; }
+// SR_BWD_VARIANT as sa_bwd reads it: the variant 0 to 4 it names, -1 unset, -2 not a variant (sa_bwd's input error).
+static int bwd_env_variant(void) {
+  const char *v = getenv("SR_BWD_VARIANT");
+  if (!v || !*v) return -1;
+  char *end = NULL;
+  long x = strtol(v, &end, 10);
+  return *end || x < 0 || x > 4 ? -2 : (int)x;
+}
+
+int sa_bwd_default_variant(void) {
+  int env = bwd_env_variant();
+  return !sa_wgmma_built() ? 0 : env >= 0 ? env : SA_BWD_DEFAULT;
+}
 
 int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const float *lse, const float *d_row,
            const void *dout, const int64_t *qpos, const int64_t *kpos, const sa_gpu_index *ix,
@@ -410,15 +425,10 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   // The default: the warp-specialized kernel, or with s->deterministic the split kernels (bit-reproducible).
   // SR_BWD_VARIANT (A/B runs of the executor, the trainer and the benchmark): the variant of a call that is not
   // deterministic when sa_bwd_variant is unset.
-  static int env_var = -2;
-  if (env_var == -2) {
-    const char *v = getenv("SR_BWD_VARIANT");
-    char *end = NULL;
-    long x = v && *v ? strtol(v, &end, 10) : -1;
-    if (v && *v && (*end || x < 0 || x > 4))
-      return sr_input_error(e, NULL, "SR_BWD_VARIANT", "expected a backward variant 0 to 4, got '%s'", v);
-    env_var = (int)x;
-  }
+  static int env_var = -3;
+  if (env_var == -3) env_var = bwd_env_variant();
+  if (env_var == -2)
+    return sr_input_error(e, NULL, "SR_BWD_VARIANT", "expected a backward variant 0 to 4, got '%s'", getenv("SR_BWD_VARIANT"));
   int var = sa_bwd_variant >= 0 ? sa_bwd_variant : s->deterministic ? 1 : env_var >= 0 ? env_var : SA_BWD_DEFAULT;
   if (!sa_wgmma_built() || s->n_k >= INT32_MAX) var = 0;
   return s->head_dim == 64 ? bwd_launch<64>(a, q_cells, kv_cells, var, st, e)

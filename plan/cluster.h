@@ -50,6 +50,11 @@ typedef struct {
   // is not borne out by the kept runs of those kernels (docs/sim.md, "The bars' backward in waves"); repredict's
   // manifests name the whole walk of the runs that had it (--bars-walk whole).
   int bar_walk_parts;
+  // 1 where the binary's bars run on the warp-specialized backward kernel (kernels/sparse_attn_bwd_ws.cu,
+  // sa_bwd_ws_bars_kernel, backward variant 4, the default since 2026-11-28): one CTA an SM (its ~200 KiB of shared
+  // memory), the bars' dQ in the same kernel, so no separate dQ pass is charged (sim/cost.h, cost_bar_slots and
+  // cost_bar_waves). 0: the mma.sync bar kernels (variants 0-3). Written by calibrate; `--bars-walk ws` in repredict.
+  int bar_walk_ws;
   // What each (query tile, head) walk of an attention kernel call costs beyond its tiles' work (the Q tile's load,
   // the epilogue that normalises and writes the row block): microseconds of the whole GPU's time per walk, so a
   // call of c walks pays c x attn_walk_us. [0] forward, [1] backward; 0 = not modelled (sim/cost.h,

@@ -93,6 +93,14 @@ int cost_bar_ctas(const char *gpu_name, int head_dim) {
   return sms * (int)floor(smem_kib * 1024.0 / bar_cta_smem(head_dim));
 }
 
+int cost_bar_slots(const gpu_desc *g, int head_dim) {
+  if (g->bar_walk_parts <= 0) return 0;
+  if (!g->bar_walk_ws) return cost_bar_ctas(g->name, head_dim);
+  int sms, smem_kib;
+  cost_gpu_sms(g->name, &sms, &smem_kib);
+  return sms;
+}
+
 // The bar kernel's chunks in waves (cost_bar_walk where the file gives gpu.bar_walk_parts). A head's bar keys of the
 // call, each listed in nearly every one of its q_tiles query tiles (cost.h), are ceil(bars a head / (q_tiles x 64))
 // chunks of 64 keys, each walking 2 q_tiles steps of gpu.bar_walk_us: equal CTAs. The split walk (parts > 1,
@@ -117,7 +125,8 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
   double ctas = chunks * parts, cta_s = steps / parts * g->bar_walk_us * 1e-6;
   double t = bar_s + cta_s * (ceil(ctas / slots) - ctas / slots);
   if (t < cta_s) t = cta_s;
-  return t - bar_s + (parts > 1 ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
+  // The warp-specialized bars kernel forms each step's dQ itself (gpu.bar_walk_ws): no separate pass.
+  return t - bar_s + (parts > 1 && !g->bar_walk_ws ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
 }
 
 // The bars' dQ (kernels/sparse_attn_bwd_wg.cu, sa_bwd_dq_wg_kernel with BARS): a query-major launch of one CTA per

@@ -96,6 +96,11 @@ void cost_gpu_sms(const char *name, int *sms, int *smem_kib);
 // CTAs of the backward's bar kernel resident at once on the GPU named (SMs x how many fit an SM's shared memory at
 // head_dim); 0 when the GPU is not known.
 int cost_bar_ctas(const char *gpu_name, int head_dim);
+// The bar kernel's resident CTAs that cost_bar_walk's waves take for the binary the file describes: 0 where the file
+// does not say its walk (gpu.bar_walk_parts 0: the floor of one whole walk), the GPU's SMs where its bars run on the
+// warp-specialized kernel (gpu.bar_walk_ws: ~200 KiB of shared memory and 384 threads a CTA, one an SM), else
+// cost_bar_ctas.
+int cost_bar_slots(const gpu_desc *g, int head_dim);
 // Forward attention FLOPs the kernels execute for a work count (tiles computed whole, bars).
 double cost_attn_exec_flops(const model_config *m, const work_count *w);
 // Seconds the (query tile, head) walks of a kernel call cost beyond its tiles' work (phase 0 forward, 1 backward):

@@ -112,7 +112,7 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
         if (bwd) {  // a step with bars lasts at least its bar kernel's longest walk (cost_bar_walk)
           cost_attn_rates rb;
           cost_attn_rates_init(&x->c->gpu, x->m, 1, &rb);
-          double slots = x->c->gpu.bar_walk_parts > 0 ? cost_bar_ctas(x->c->gpu.name, (int)x->m->head_dim) : 0;
+          double slots = cost_bar_slots(&x->c->gpu, (int)x->m->head_dim);
           step += cost_bar_walk(&x->c->gpu, c, qt, s->hq, slots, cost_attn_bar_time(&rb, c));
         }
         // the keys of the source group's shard: the call's FULL tiles lose where they outgrow the L2 (cost_attn_l2)

@@ -85,7 +85,7 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
   cost_attn_rates_init(&x->c->gpu, x->m, 0, &rf);
   cost_attn_rates_init(&x->c->gpu, x->m, 1, &rb);
   // the bar kernel's resident CTAs, where the file says its walk (cost_bar_walk's waves); the rank's H / W heads
-  double slots = x->c->gpu.bar_walk_parts > 0 ? cost_bar_ctas(x->c->gpu.name, (int)x->m->head_dim) : 0, hr = (double)H / W;
+  double slots = cost_bar_slots(&x->c->gpu, (int)x->m->head_dim), hr = (double)H / W;
   for (int r = 0; r < W; r++)
     for (int i = 0; i < u; i++) {
       double qt = (double)(((int64_t)chunk_tokens(x, i) + TILE - 1) / TILE);

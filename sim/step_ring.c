@@ -199,7 +199,7 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
   if (rc) rc = sr_internal_error(e, 0, "sim: out of memory for layer work");
   cost_attn_rates_init(&x->c->gpu, x->m, 0, &k.rf);
   cost_attn_rates_init(&x->c->gpu, x->m, 1, &k.rb);
-  k.bar_slots = x->c->gpu.bar_walk_parts > 0 ? cost_bar_ctas(x->c->gpu.name, (int)x->m->head_dim) : 0;
+  k.bar_slots = cost_bar_slots(&x->c->gpu, (int)x->m->head_dim);
   for (int r = 0; r < W; r++) {
     k.q_tiles[r] = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE);
     k.call_step[r] = ctx_attn_call_step(x, (double)x->p->layout.rank_count[r]);

@@ -306,7 +306,7 @@ static int ring_sums(tune_sim *t, const layout *l, struct ring_attn *ra, sr_erro
   cost_attn_rates rf, rb;
   cost_attn_rates_init(&t->c.gpu, &t->m, 0, &rf);
   cost_attn_rates_init(&t->c.gpu, &t->m, 1, &rb);
-  double slots = t->c.gpu.bar_walk_parts > 0 ? cost_bar_ctas(t->c.gpu.name, (int)t->m.head_dim) : 0;
+  double slots = cost_bar_slots(&t->c.gpu, (int)t->m.head_dim);
   for (int layer = 0; layer < pat->layers && !rc; layer++) {
     double pairs;  // not needed here
     if ((rc = work_layer(&c, pat, layer, agg, &pairs, e))) break;

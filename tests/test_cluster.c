@@ -293,7 +293,7 @@ static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
          a->host.latency_us == b->host.latency_us && a->host_mem_gib == b->host_mem_gib &&
          x->ring_step_us[0] == y->ring_step_us[0] && x->ring_step_us[1] == y->ring_step_us[1] &&
          x->ring_cell_us[0] == y->ring_cell_us[0] && x->ring_cell_us[1] == y->ring_cell_us[1] &&
-         x->bar_walk_us == y->bar_walk_us && x->bar_walk_parts == y->bar_walk_parts &&
+         x->bar_walk_us == y->bar_walk_us && x->bar_walk_parts == y->bar_walk_parts && x->bar_walk_ws == y->bar_walk_ws &&
          x->attn_walk_us[0] == y->attn_walk_us[0] &&
          x->attn_walk_us[1] == y->attn_walk_us[1] && x->l2_mb == y->l2_mb && x->attn_l2[0] == y->attn_l2[0] &&
          x->attn_l2[1] == y->attn_l2[1] && a->calibrated == b->calibrated &&
@@ -316,6 +316,7 @@ TEST(cluster_written_json_reads_back_identically) {
     if (i % 2) a.gpu.eff_gemm_sustained = 0.6543210987654321;
     if (i % 2 == 0) a.gpu.eff_attn_sustained = 0.9123456789012345;  // the others: absent (0)
     if (i % 2) a.gpu.bar_walk_parts = i % 4 == 1 ? 1 : 16;             // the others: not said (0)
+    if (i % 4 == 3) a.gpu.bar_walk_ws = 1;                              // the others: the mma.sync bar kernels (0)
     char *text = cluster_to_json(&a);
     CHECK(text != NULL);
     if (!text) continue;
@@ -447,6 +448,33 @@ TEST(cluster_bar_walk_parts_is_optional_an_integer_from_1_to_64) {
     snprintf(text, sizeof text, fmt, bad[i]);
     CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_EINPUT);
     CHECK_STR_CONTAINS(e.msg, "gpu.bar_walk_parts");
+  }
+}
+
+// Whether the bars run on the warp-specialized kernel (gpu.bar_walk_ws): optional (0), 0 or 1, written only when 1.
+TEST(cluster_bar_walk_ws_is_optional_zero_or_one) {
+  cluster_desc c;
+  sr_error e = {0};
+  const char *fmt = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"G\", \"peak_tflops\": 100, "
+                    "\"hbm_gbps\": 1000, \"mem_gib\": 40%s}, " HOST_OK "}";
+  char text[600];
+  snprintf(text, sizeof text, fmt, ", \"bar_walk_parts\": 16, \"bar_walk_ws\": 1");
+  CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_ws, 1);
+  char *w = cluster_to_json(&c);
+  CHECK(w != NULL && strstr(w, "\"bar_walk_ws\"") != NULL);
+  free(w);
+  snprintf(text, sizeof text, fmt, "");
+  CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_ws, 0);
+  w = cluster_to_json(&c);
+  CHECK(w != NULL && strstr(w, "bar_walk_ws") == NULL);
+  free(w);
+  const char *bad[] = {", \"bar_walk_ws\": 2", ", \"bar_walk_ws\": -1", ", \"bar_walk_ws\": 0.5", ", \"bar_walk_ws\": true"};
+  for (int i = 0; i < 4; i++) {
+    snprintf(text, sizeof text, fmt, bad[i]);
+    CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_EINPUT);
+    CHECK_STR_CONTAINS(e.msg, "gpu.bar_walk_ws");
   }
 }
 

@@ -129,10 +129,14 @@ TEST(calib_bar_walk_shape_counts_the_steps_of_the_calibration_index_chunk_walks)
 // 2 of the bar kernel's CTAs fit an H100's or H200's 228 KiB of shared memory (107,008 bytes of dynamic memory at
 // head_dim 128, 520 static, 1 KiB reserved), one an A100's 164 KiB: 264 and 108 resident; a GPU not known, none.
 TEST(calib_bar_walk_ctas_are_the_sms_times_what_fits_an_sms_shared_memory) {
-  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA H200", 128), 264);
-  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA H100 80GB HBM3", 128), 264);
-  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA A100-SXM4-80GB", 128), 108);
-  CHECK_EQ_INT(calib_bar_walk_ctas("Some Future GPU", 128), 0);
+  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA H200", 128, 0), 264);
+  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA H100 80GB HBM3", 128, 0), 264);
+  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA A100-SXM4-80GB", 128, 0), 108);
+  CHECK_EQ_INT(calib_bar_walk_ctas("Some Future GPU", 128, 0), 0);
+  // the warp-specialized bars kernel (gpu.bar_walk_ws): one CTA an SM
+  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA H200", 128, 1), 132);
+  CHECK_EQ_INT(calib_bar_walk_ctas("NVIDIA H100 80GB HBM3", 64, 1), 132);
+  CHECK_EQ_INT(calib_bar_walk_ctas("Some Future GPU", 128, 1), 0);
 }
 
 // Bar backward calls timed as 300 us + their walks' steps x 8.5 us / 264 CTAs: the fit gives back 8.5 us a step.
@@ -144,12 +148,12 @@ TEST(calib_bar_walk_fit_recovers_a_ctas_time_a_step_from_the_calls_times) {
     CHECK_EQ_INT(calib_bar_walk_shape(1 << i, 16, 2, 128, &flops[i], &steps, &e), SR_OK);
     secs[i] = 300e-6 + steps * 8.5e-6 / 264;
   }
-  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", &walk, &e), SR_OK);
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", 0, &walk, &e), SR_OK);
   CHECK_REL(walk, 8.5, 1e-9);
-  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "Some Future GPU", &walk, &e), SR_OK);
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "Some Future GPU", 0, &walk, &e), SR_OK);
   CHECK(walk == 0);  // not modelled
   flops[1] = 1e12;  // no size of the calibration's index
-  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", &walk, &e), SR_EINPUT);
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", 0, &walk, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "cal.csv");
 }
 

@@ -191,16 +191,20 @@ TEST(repredict_a_training_steps_attention_takes_the_clusters_held_attention_rate
   CHECK(an == ad && sn == sd);
 }
 
-// A manifest's --bars-walk names the bar kernel of the run's binary: the plan's cluster takes 1 (whole) or 16 (split)
-// parts; without it the file's own stays; another value is an input error naming the flag.
+// A manifest's --bars-walk names the bar kernel of the run's binary: the plan's cluster takes 1 (whole) or 16 (split,
+// ws) parts, ws the warp-specialized kernel; without it the file's own stays; another value is an input error naming the flag.
 TEST(repredict_bars_walk_sets_the_clusters_bar_walk_parts_from_the_manifests_flag) {
   cluster_desc c;
   memset(&c, 0, sizeof c);
   sr_error e = {0};
   CHECK_EQ_INT(repredict_bars_walk("--skip-empty-sends --bars-walk whole", &c, &e), SR_OK);
   CHECK_EQ_INT(c.gpu.bar_walk_parts, 1);
+  CHECK_EQ_INT(repredict_bars_walk("--bars-walk ws --fwd-runs", &c, &e), SR_OK);  // the warp-specialized bars kernel
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 16);
+  CHECK_EQ_INT(c.gpu.bar_walk_ws, 1);
   CHECK_EQ_INT(repredict_bars_walk("--bars-walk split --fwd-runs", &c, &e), SR_OK);
   CHECK_EQ_INT(c.gpu.bar_walk_parts, 16);
+  CHECK_EQ_INT(c.gpu.bar_walk_ws, 0);
   c.gpu.bar_walk_parts = 7;
   CHECK_EQ_INT(repredict_bars_walk("--skip-empty-sends", &c, &e), SR_OK);
   CHECK_EQ_INT(c.gpu.bar_walk_parts, 7);

@@ -124,6 +124,28 @@ TEST(sim_cost_split_walks_bars_dq_runs_a_cta_a_cell_in_waves_of_the_sms) {
   CHECK(cost_bar_dq_cells(&g, 100, 2048, 16) == 0);
 }
 
+// The bars on the warp-specialized kernel (gpu.bar_walk_ws, backward variant 4): one CTA an SM, and no separate dQ
+// pass: the same split walk as above on an H100's 132 slots costs its waves only; a file that does not say its walk
+// (parts 0) keeps the floor whatever ws says.
+TEST(sim_cost_ws_bars_take_one_cta_an_sm_and_no_dq_pass) {
+  gpu_desc g = test_gpu();
+  snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
+  g.bar_walk_us = 10, g.bar_walk_parts = 16, g.bar_walk_ws = 1;
+  CHECK_EQ_INT(cost_bar_slots(&g, 128), 132);
+  CHECK_EQ_INT(cost_bar_slots(&g, 64), 132);
+  work_count w = {0, 0, 16 * 256 * 64, 0, 0};
+  // 16 chunks x 512 steps over 132 slots: fair 63 steps, parts of 64 steps, 8 a chunk: 128 CTAs of 0.64 ms, one wave
+  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, cost_bar_slots(&g, 128), 0.05e-3), 0.64e-3 - 0.05e-3, 1e-12);
+  g.bar_walk_ws = 0;  // the mma.sync kernels: two CTAs an SM and the dQ pass on top
+  CHECK_EQ_INT(cost_bar_slots(&g, 128), 264);
+  CHECK(cost_bar_walk(&g, &w, 256, 16, cost_bar_slots(&g, 128), 0.05e-3) > 0.64e-3 - 0.05e-3);
+  g.bar_walk_parts = 0, g.bar_walk_ws = 1;
+  CHECK_EQ_INT(cost_bar_slots(&g, 128), 0);
+  snprintf(g.name, sizeof g.name, "Some Future GPU");
+  g.bar_walk_parts = 16;
+  CHECK_EQ_INT(cost_bar_slots(&g, 128), 0);
+}
+
 TEST(sim_cost_bar_kernel_ctas_are_the_sms_times_what_fits_an_sms_shared_memory) {
   CHECK_EQ_INT(cost_bar_ctas("NVIDIA H200", 128), 264);
   CHECK_EQ_INT(cost_bar_ctas("NVIDIA H100 80GB HBM3", 128), 264);
