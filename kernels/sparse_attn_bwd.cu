@@ -359,6 +359,7 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_kernel<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bar_smem));
   if (var == 4) return sa_bwd_ws_all(&a, D, kv_cells, st, e);  // tiles and bars, no bar scratch or reduce
+  if (var == 5) return sa_bwd_ws_pairs(&a, D, kv_cells, st, e);  // the same, the bars in pairs of chunks
   if (var >= 2) {
     int rc = sa_bwd_ws_tiles(&a, D, q_cells, kv_cells, st, e);
     if (rc) return rc;
@@ -415,8 +416,8 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
     const char *v = getenv("SR_BWD_VARIANT");
     char *end = NULL;
     long x = v && *v ? strtol(v, &end, 10) : -1;
-    if (v && *v && (*end || x < 0 || x > 4))
-      return sr_input_error(e, NULL, "SR_BWD_VARIANT", "expected a backward variant 0 to 4, got '%s'", v);
+    if (v && *v && (*end || x < 0 || x > 5))
+      return sr_input_error(e, NULL, "SR_BWD_VARIANT", "expected a backward variant 0 to 5, got '%s'", v);
     env_var = (int)x;
   }
   int var = sa_bwd_variant >= 0 ? sa_bwd_variant : s->deterministic ? 1 : env_var >= 0 ? env_var : SA_BWD_DEFAULT;
