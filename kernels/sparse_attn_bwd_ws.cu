@@ -917,7 +917,11 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_bars_kernel(const __g
 // Long walks are cut into parts as in variant 4, at query tiles (a tile in both lists on one side of every cut);
 // dK, dV are added by vector reductions at the end.
 
-// Registers: the producer's two key cursors a loader and the merged walk fit in variant 4's 40 (ptxas -v: no spill).
+// Registers: variant 4's 40 / 232, no spill at d = 64 or 128 (ptxas -v) with the two gathers' batches not unrolled
+// (unrolled, the producer spilled 152 bytes at d = 128), four-register key cursors (the loaders keep two), the merged
+// walk made after the gathers, and the consumers' key positions in shared memory (in registers: 32 bytes spilled).
+// The parts count both chunks' steps, not the merged walk's: counting its tiles first (one more barrier) made ptxas
+// spill 52 bytes at d = 128, and with lists that overlap the parts are shorter than variant 4's rule asks.
 #define BP_PROD_REGS 40
 #define BP_CONS_REGS 232
 
@@ -1208,7 +1212,7 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_pair_kernel(const __g
   }
   if (dup) atomicAdd(&s_dup, dup);
   __syncthreads();
-  const int steps = 2 * ((ia1 - ia0) + (ib1 - ib0) - s_dup);  // at most 4 n_qtiles
+  const int steps = 2 * ((ia1 - ia0) + (ib1 - ib0) - s_dup);  // at most 2 n_qtiles
   if (steps == 0) return;  // a cut between the two copies of one place (parts of one tile each)
   if (wg == 0) {
     sa_setmaxnreg_dec<BP_PROD_REGS>();
