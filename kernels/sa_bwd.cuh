@@ -63,6 +63,11 @@ int sa_bwd_ws_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv
 // dQ in one kernel, gathered keys; dK, dV by vector reductions, dQ by the TMA's); kernels/sparse_attn_bwd_ws.cu.
 int sa_bwd_ws_all(const bwd_args *a, int head_dim, int64_t kv_cells, cudaStream_t st, sr_error *e);
 
+// sa_bwd_variant 5: the warp-specialized kernel for the tiles, then the bars in pairs of compute chunks of one head (128
+// gathered keys a CTA, the merged walk of both chunks' query steps; dK, dV by vector reductions, dQ by the TMA's);
+// kernels/sparse_attn_bwd_ws.cu.
+int sa_bwd_ws_pairs(const bwd_args *a, int head_dim, int64_t kv_cells, cudaStream_t st, sr_error *e);
+
 // The bars' dK/dV of sa_bwd_variant 3 (after sa_bwd_ws_tiles on the same stream): each compute chunk's walk cut
 // into parts, dK and dV added into the outputs by vector reductions (no scratch, no reduce kernel);
 // kernels/sparse_attn_bwd_bars.cu.

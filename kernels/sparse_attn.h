@@ -203,14 +203,17 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
 // KV-major kernel, dQ added by the tensor-copy engine's reduction (any order), 3 = variant 2 with the bars'
 // dK/dV walks cut into parts that add into dK, dV by vector reductions (any order), 4 = variant 2's tiles and the
 // bars on the same warp-specialized machinery (gathered keys; dK, dV by vector reductions, dQ by the tensor-copy
-// engine's; the default since 2026-11-28, docs/kernels.md). The bars' dK/dV use mma.sync kernels in 0 to 3. With
-// sa_bwd_variant = -1 the environment's SR_BWD_VARIANT (0 to 4), where set, replaces the default of a shape that
-// is not deterministic (A/B runs of the executor, the trainer and the benchmark; another value: an input error).
+// engine's; the default since 2026-11-28, docs/kernels.md), 5 = variant 4 with the bars in pairs of compute chunks of
+// one head (128 gathered keys a CTA walking the merged list of both chunks' query steps once; opt-in, docs/kernels.md).
+// The bars' dK/dV use mma.sync kernels in 0 to 3. With sa_bwd_variant = -1 the environment's SR_BWD_VARIANT (0 to 5),
+// where set, replaces the default of a shape that is not deterministic (A/B runs of the executor, the trainer and
+// the benchmark; another value: an input error).
 extern int sa_bwd_variant;
 // The variant sa_bwd runs with sa_bwd_variant = -1 and a shape that is not deterministic, on the current device.
 int sa_bwd_default_variant(void);
-// Variants 3's and 4's parts of a bar walk: 0 = automatic (an eighth of an even share of all walks' steps over the
-// resident CTAs, at least 64 steps, at most 16 parts); > 0 = parts of that many 64-row steps (tests).
+// Variants 3's, 4's and 5's parts of a bar walk (5: counting both chunks' steps, cut at query tiles): 0 = automatic
+// (an eighth of an even share of all walks' steps over the resident CTAs, at least 64 steps, at most 16 parts);
+// > 0 = parts of that many 64-row steps (tests).
 extern int sa_bwd_bar_cap;
 // Variant 2's split of a heavy KV tile's walk over several CTAs (dK, dV then added by atomics): 0 = automatic
 // (a tile whose query chunks exceed an SM's share of the call's, in parts of half that share); > 0 = every

@@ -362,6 +362,7 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_kernel<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bar_smem));
   if (var == 4) return sa_bwd_ws_all(&a, D, kv_cells, st, e);  // tiles and bars, no bar scratch or reduce
+  if (var == 5) return sa_bwd_ws_pairs(&a, D, kv_cells, st, e);  // the same, the bars in pairs of chunks
   if (var >= 2) {
     int rc = sa_bwd_ws_tiles(&a, D, q_cells, kv_cells, st, e);
     if (rc) return rc;
@@ -386,13 +387,13 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
 
 int sa_bwd_variant = -1;
 
-// SR_BWD_VARIANT as sa_bwd reads it: the variant 0 to 4 it names, -1 unset, -2 not a variant (sa_bwd's input error).
+// SR_BWD_VARIANT as sa_bwd reads it: the variant 0 to 5 it names, -1 unset, -2 not a variant (sa_bwd's input error).
 static int bwd_env_variant(void) {
   const char *v = getenv("SR_BWD_VARIANT");
   if (!v || !*v) return -1;
   char *end = NULL;
   long x = strtol(v, &end, 10);
-  return *end || x < 0 || x > 4 ? -2 : (int)x;
+  return *end || x < 0 || x > 5 ? -2 : (int)x;
 }
 
 int sa_bwd_default_variant(void) {
@@ -428,7 +429,7 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   static int env_var = -3;
   if (env_var == -3) env_var = bwd_env_variant();
   if (env_var == -2)
-    return sr_input_error(e, NULL, "SR_BWD_VARIANT", "expected a backward variant 0 to 4, got '%s'", getenv("SR_BWD_VARIANT"));
+    return sr_input_error(e, NULL, "SR_BWD_VARIANT", "expected a backward variant 0 to 5, got '%s'", getenv("SR_BWD_VARIANT"));
   int var = sa_bwd_variant >= 0 ? sa_bwd_variant : s->deterministic ? 1 : env_var >= 0 ? env_var : SA_BWD_DEFAULT;
   if (!sa_wgmma_built() || s->n_k >= INT32_MAX) var = 0;
   return s->head_dim == 64 ? bwd_launch<64>(a, q_cells, kv_cells, var, st, e)

@@ -286,9 +286,9 @@ int main(int argc, char **argv) {
          " v5 v3 with the windowed keep bits (--fwd-variants); fwd = the default (%s)\n",
          sa_wgmma_built() ? "v5" : "v0, no sm_90a image");
   printf("backward variants (sa_bwd_variant): b0 mma.sync, b1 split wgmma kernels (deterministic), b2 warp-specialized (dQ by TMA reduction),"
-         " b3 b2 with the bars' split walk, b4 the bars on the warp-specialized kernel (SR_BWD_VARIANT=4 makes it bwd); bwd = the default (%s)\n",
-         sa_wgmma_built() ? (sa_bwd_default_variant() == 4 ? "b4" : sa_bwd_default_variant() == 3 ? "b3" : "b2")
-                          : "b0, no sm_90a image");
+         " b3 b2 with the bars' split walk, b4 the bars on the warp-specialized kernel, b5 b4 in pairs of compute chunks"
+         " (SR_BWD_VARIANT=N makes bN the bwd column); bwd = the default (b%d)\n",
+         sa_bwd_default_variant());
   printf("%-13s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s %9s\n", "mask", "N", "work", "fwd ms",
          "fwd TF/s", "v0 ms", "v2 ms", "v3 ms", "v4 ms", "b0 ms", "b1 ms", "b2 ms", "b3 ms", "bwd ms",
          "bwd TF/s", "fwdbwd ms");

@@ -33,6 +33,7 @@ typedef struct {
              // -3 the same with scattered slashes, the forward on the runs form (tiles_runs_build)
   int64_t N, g;
   int W, qr, H, KH, d, bars, small;
+  int nvert;  // kind -1: vertical lines a head (0: 100)
 } tcase;
 
 static const tcase cases[] = {
@@ -45,6 +46,10 @@ static const tcase cases[] = {
     {"vs+bars d128 W2 g40", PATTERN_VS, 1300, 40, 2, 1, 16, 2, 128, 1, 0},
     {"block d128 N1100", PATTERN_BLOCK, 1100, 1, 1, 0, 16, 2, 128, 0, 0},
     {"vs-like d128 N3000", -1, 3000, 1, 1, 0, 16, 2, 128, 1, 0},
+    // more bar keys than one compute chunk a head holds: 3 chunks in 14 heads, 2 in the others (backward variant 5's
+    // pairs and its lone last chunks), and 3 in every head of the small one
+    {"vs-like d64 N3000 200 verticals", -1, 3000, 1, 1, 0, 16, 2, 64, 1, 0, 200},
+    {"vs-like d128 N1300 300 verticals", -1, 1300, 1, 1, 0, 16, 2, 128, 1, 1, 300},
     {"planner vs striped W2", -2, 2100, 128, 2, 1, 16, 2, 128, 1, 0},
     {"planner vs striped W3 d64", -2, 1700, 128, 3, 0, 16, 2, 64, 1, 1},
     {"planner vs runs W2", -3, 2100, 128, 2, 1, 16, 2, 128, 1, 1},
@@ -58,16 +63,18 @@ static const tcase cases[] = {
 // the TMA's reductions), "2s" (2 with every KV tile's walk split into parts of 2 query chunks, sa_bwd_ws_cap, so
 // dK and dV are added by atomics), 3 (2 with the bars' split walk, added by atomics) and "3s" (3 with the tiles'
 // and the bars' walks in parts of 2 steps, sa_bwd_bar_cap), 4 (the tiles of 2 and the bars on the same warp-specialized
-// machinery: gathered keys, dQ by the TMA's reductions) and "4s" (4 in parts of 2 steps); 1 to 4s where the sm_90a image
-// runs. kv_fixed, q_fixed:
+// machinery: gathered keys, dQ by the TMA's reductions) and "4s" (4 in parts of 2 steps), 5 (the bars in pairs of
+// compute chunks of a head, walking the merged list of both chunks' query steps) and "5s" (5 in parts of 2 steps of a
+// chunk's list: cuts at every query tile of the merged walk); 1 to 5s where the sm_90a image runs. kv_fixed, q_fixed:
 // dK and dV, dQ add in a fixed order, so two runs agree bit for bit.
-#define BWD_RUNS 8
+#define BWD_RUNS 10
 static const struct {
   const char *name;
   int var, ws_cap, bar_cap, kv_fixed, q_fixed;
 } bwd_runs[BWD_RUNS] = {{"0", 0, 0, 0, 1, 1}, {"1", 1, 0, 0, 1, 1}, {"2", 2, 0, 0, 1, 0},
                         {"2s", 2, 2, 0, 0, 0}, {"3", 3, 0, 0, 0, 0}, {"3s", 3, 2, 2, 0, 0},
-                        {"4", 4, 0, 0, 0, 0}, {"4s", 4, 2, 2, 0, 0}};
+                        {"4", 4, 0, 0, 0, 0}, {"4s", 4, 2, 2, 0, 0}, {"5", 5, 0, 0, 0, 0},
+                        {"5s", 5, 2, 2, 0, 0}};
 
 static uint64_t rng = 12345;
 static int fwd_one;  // --bwd
@@ -206,7 +213,7 @@ static errs run_case(const tcase *c) {
     SR(tiles_masks_build(&pat, 0, &pmasks, E));
     for (int h = 0; h < H; h++) masks[h] = pmasks[h];
   } else if (c->kind < 0) {
-    ib_vs_like(&ti, masks, H, N, 128, 512, 100, 1);
+    ib_vs_like(&ti, masks, H, N, 128, 512, c->nvert ? c->nvert : 100, 1);
   } else {
     for (int h = 0; h < H; h++) masks[h] = random_mask(c->kind, N);
     ib_bruteforce(&ti, H, W, c->qr, n_q, qpos, n_k, kpos, masks, c->bars);
@@ -327,6 +334,16 @@ static errs run_case(const tcase *c) {
     else ib_transpose(&ti, s, n_k[s], &tt);
     sa_gpu_index_t gtt;
     SR(sa_gpu_index_t_upload(&tt, H, KH, &gtt, E));
+    if (s == 0 && tt.n_bar_keys > 0) {  // what backward variant 5 pairs: heads by their count of bar compute chunks
+      sa_bar_chunks bc;
+      SR(sa_bar_chunks_build(&tt, H, KH, &bc, E));
+      int per[64] = {0}, by[4] = {0};
+      for (int x = 0; x < bc.n_hchunks; x++) per[bc.hc_head[x]]++;
+      for (int h = 0; h < H; h++) by[per[h] < 3 ? per[h] : 3]++;
+      printf("  bar compute chunks: %d; heads holding 0 / 1 / 2 / 3+: %d / %d / %d / %d\n", bc.n_hchunks, by[0], by[1], by[2],
+             by[3]);
+      sa_bar_chunks_free(&bc);
+    }
     float *dk_ref = (float *)calloc((size_t)e + 1, 4), *dv_ref = (float *)calloc((size_t)e + 1, 4);
     sa_ref_bwd(&sh, qh, kh[s], vh[s], o16f, l_fin, doh, qpos, kpos[s], &ti, s, masks, dq_ref, dk_ref, dv_ref);
     for (int rep = 0; rep < 2 * nbv; rep++) {
