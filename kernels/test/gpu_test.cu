@@ -5,8 +5,10 @@
 // Then the bars' compact form: sa_bars_expand and sa_bars_t_expand must write every list tiles_build,
 // tiles_runs_build and tiles_transpose hold, bit for bit (vs-topp, vs-preset, vs-like over contiguous, zigzag and
 // striped layouts, 1 to 3 ranks, every query rank and source).
-// Usage: sparsering-gpu-test [--small] [--bwd] [--fwd]   (--fwd: backward variant 0 only; --small: the short cases, for compute-sanitizer;
-//   --bwd: forward variant 0 only, whose results the backward takes: every backward variant, less time)
+// Usage: sparsering-gpu-test [--small] [--bwd] [--fwd] [--bwd-only RUN,RUN..]   (--fwd: backward variant 0 only; --small:
+//   the short cases, for compute-sanitizer; --bwd: forward variant 0 only, whose results the backward takes: every
+//   backward variant, less time; --bwd-only: as --bwd with only the backward runs named, e.g. 5,5s for racecheck of
+//   one variant; an unknown name exits 2)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -75,6 +77,20 @@ static const struct {
                         {"2s", 2, 2, 0, 0, 0}, {"3", 3, 0, 0, 0, 0}, {"3s", 3, 2, 2, 0, 0},
                         {"4", 4, 0, 0, 0, 0}, {"4s", 4, 2, 2, 0, 0}, {"5", 5, 0, 0, 0, 0},
                         {"5s", 5, 2, 2, 0, 0}};
+
+// --bwd-only NAME,NAME..: only those backward runs (e.g. "5,5s": compute-sanitizer's racecheck of one variant in a
+// call's time); NULL: every run.
+static const char *bwd_only;
+static int bwd_sel(int bv) {
+  if (!bwd_only) return 1;
+  size_t n = strlen(bwd_runs[bv].name);
+  for (const char *p = bwd_only; *p;) {
+    size_t m = strcspn(p, ",");
+    if (m == n && strncmp(p, bwd_runs[bv].name, n) == 0) return 1;
+    p += m + (p[m] == ',');
+  }
+  return 0;
+}
 
 static uint64_t rng = 12345;
 static int fwd_one;  // --bwd
@@ -353,6 +369,7 @@ static errs run_case(const tcase *c) {
       CK(cudaMalloc((void **)&dk[rep][s], sizeof(float) * (size_t)(e + 1)));
       CK(cudaMalloc((void **)&dv[rep][s], sizeof(float) * (size_t)(e + 1)));
       CK(cudaMemset(dk[rep][s], 0, sizeof(float) * (size_t)e)); CK(cudaMemset(dv[rep][s], 0, sizeof(float) * (size_t)e));
+      if (!bwd_sel(rep / 2)) continue;
       SR(sa_bwd(&sh, qd, kd[s], vd[s], lse_run, d_row, dod, qposd, kposd[s], &gix, &gtt, s, dmasks, dq[rep], dk[rep][s],
                 dv[rep][s], NULL, E));
     }
@@ -364,6 +381,7 @@ static errs run_case(const tcase *c) {
                       dk[0][s], dv[0][s], NULL, &e_refuse) != SR_EINPUT;
     CK(cudaDeviceSynchronize());
     for (int bv = 0; bv < nbv; bv++) {
+      if (!bwd_sel(bv)) continue;
       float *g0 = fetch_f32(dk[2 * bv][s], e), *g1 = fetch_f32(dk[2 * bv + 1][s], e);
       float *v0 = fetch_f32(dv[2 * bv][s], e), *v1 = fetch_f32(dv[2 * bv + 1][s], e);
       bwd_var[bv][1] = fmax_(bwd_var[bv][1], rel_err(g0, dk_ref, e));
@@ -383,6 +401,7 @@ static errs run_case(const tcase *c) {
     }
   }
   for (int bv = 0; bv < nbv; bv++) {
+    if (!bwd_sel(bv)) continue;
     float *q0 = fetch_f32(dq[2 * bv], nqo), *q1 = fetch_f32(dq[2 * bv + 1], nqo);
     bwd_var[bv][0] = rel_err(q0, dq_ref, nqo);
     if (bwd_runs[bv].q_fixed) r.det |= memcmp(q0, q1, sizeof(float) * (size_t)nqo) != 0;
@@ -391,7 +410,7 @@ static errs run_case(const tcase *c) {
   for (int bv = 0; bv < nbv; bv++) r.dq = fmax_(r.dq, bwd_var[bv][0]);
   printf("  dQ dK dV by backward variant:");
   for (int bv = 0; bv < nbv; bv++)
-    printf("  %s %.2e %.2e %.2e", bwd_runs[bv].name, bwd_var[bv][0], bwd_var[bv][1], bwd_var[bv][2]);
+    if (bwd_sel(bv)) printf("  %s %.2e %.2e %.2e", bwd_runs[bv].name, bwd_var[bv][0], bwd_var[bv][1], bwd_var[bv][2]);
   printf("%s\n", nbv > 1 ? " (2s, 3s, 4s: split into parts of 2 steps)" : " (variants 1 to 4 not run)");
   free(dq_ref), free(o16), free(o16f), free(o_fin), free(l_fin), free(o_mh), free(l_mh);
   free(o_run_ref), free(lse_run_ref), free(qh), free(doh), free(qpos);
@@ -516,6 +535,17 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--small") == 0) small = 1;
     if (strcmp(argv[i], "--bwd") == 0) fwd_one = 1;
     if (strcmp(argv[i], "--fwd") == 0) bwd_one = 1;
+    if (strcmp(argv[i], "--bwd-only") == 0 && i + 1 < argc) bwd_only = argv[++i];
+  }
+  if (bwd_only) {  // every name must be a run's: a misspelt one would silently test nothing
+    for (const char *p = bwd_only; *p;) {
+      size_t m = strcspn(p, ",");
+      int known = 0;
+      for (int bv = 0; bv < BWD_RUNS; bv++) known |= strlen(bwd_runs[bv].name) == m && strncmp(p, bwd_runs[bv].name, m) == 0;
+      if (!known) fprintf(stderr, "gpu-test: --bwd-only: '%.*s' is not a backward run (0 1 2 2s 3 3s 4 4s 5 5s)\n", (int)m, p), exit(2);
+      p += m + (p[m] == ',');
+    }
+    fwd_one = 1;  // one forward variant: the run is about the backward
   }
   printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s %5s\n", "case", "O_b", "LSE_b", "O_run", "LSE_run", "merge", "dQ",
          "dK", "dV", "det");
