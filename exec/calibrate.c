@@ -25,6 +25,22 @@ int calib_bar_walk_parts(void) {
 #endif
 }
 
+static const char *bars_kind(int parts, int ws) {
+  return ws ? "the warp-specialized kernel (backward variant 4 or later)"
+            : parts > 1 ? "the mma.sync kernels with the split walk (variant 3)" : "the mma.sync kernel's whole walk (variants 0-2)";
+}
+
+const char *calib_bars_note(const cluster_desc *c, int parts, int ws, char *buf, size_t size) {
+  const gpu_desc *g = &c->gpu;
+  if (!c->calibrated || g->bar_walk_parts <= 0 || parts <= 0) return NULL;
+  int fparts = g->bar_walk_parts > 1 ? 2 : 1, bparts = parts > 1 ? 2 : 1;
+  if (fparts == bparts && !g->bar_walk_ws == !ws) return NULL;
+  snprintf(buf, size, "note: %s describes the bars' backward on %s, this binary runs %s: its bars may be mispredicted "
+           "(rerun sparsering-exec calibrate on this build)", c->name, bars_kind(g->bar_walk_parts, g->bar_walk_ws),
+           bars_kind(parts, ws));
+  return buf;
+}
+
 int calib_bar_walk_ws(void) {
 #if SR_HAVE_CUDA
   return sa_bwd_default_variant() >= 4;

@@ -61,6 +61,11 @@ int calib_bar_walk_ctas(const char *gpu_name, int head_dim, int ws);
 // gpu.bar_walk_parts of the binary that runs: COST_BAR_SPLIT_PARTS where its default backward splits the bars' walks
 // (variant 3 or later), 1 where one CTA walks a chunk whole, 0 without the CUDA backend (not known).
 int calib_bar_walk_parts(void);
+// Where a calibrated cluster file describes another bars' backward than the binary runs (its gpu.bar_walk_parts and
+// gpu.bar_walk_ws against parts and ws, calib_bar_walk_parts and calib_bar_walk_ws of the binary), a note for
+// --predict saying so and what to rerun, in buf; NULL where they agree or the file does not say (parts 0) or is not
+// calibrated. (A prediction on a stale calibration is still printed: the note says why it may be off.)
+const char *calib_bars_note(const cluster_desc *c, int parts, int ws, char *buf, size_t size);
 // gpu.bar_walk_ws of the binary that runs: 1 where its default backward runs the bars on the warp-specialized kernel
 // (variant 4 or later, SR_BWD_VARIANT included), else 0 (also without the CUDA backend).
 int calib_bar_walk_ws(void);

@@ -140,6 +140,35 @@ TEST(calib_bar_walk_ctas_are_the_sms_times_what_fits_an_sms_shared_memory) {
 }
 
 // Bar backward calls timed as 300 us + their walks' steps x 8.5 us / 264 CTAs: the fit gives back 8.5 us a step.
+// --predict's note where a calibrated file describes other bars' kernels than the binary runs: none where they agree
+// (whole or split walk, warp-specialized or not), where the file does not say its walk or is not calibrated, or where
+// the binary's walk is not known (0); else a note naming the file, both kernels and the command to rerun.
+TEST(calib_bars_note_names_a_calibration_of_other_bars_kernels) {
+  cluster_desc c;
+  memset(&c, 0, sizeof c);
+  snprintf(c.name, sizeof c.name, "h100-1x1-calibrated");
+  c.calibrated = 1, c.gpu.bar_walk_parts = 16, c.gpu.bar_walk_ws = 0;
+  char buf[600];
+  CHECK(calib_bars_note(&c, 16, 0, buf, sizeof buf) == NULL);  // variant 3 on a variant-3 calibration
+  const char *n = calib_bars_note(&c, 16, 1, buf, sizeof buf);  // variant 4 on it
+  CHECK(n != NULL);
+  if (n) {
+    CHECK_STR_CONTAINS(n, "h100-1x1-calibrated");
+    CHECK_STR_CONTAINS(n, "warp-specialized");
+    CHECK_STR_CONTAINS(n, "split walk");
+    CHECK_STR_CONTAINS(n, "calibrate");
+  }
+  CHECK(calib_bars_note(&c, 1, 0, buf, sizeof buf) != NULL);  // the whole walk on a split-walk file
+  CHECK(calib_bars_note(&c, 0, 0, buf, sizeof buf) == NULL);  // the binary's walk not known
+  c.gpu.bar_walk_ws = 1;
+  CHECK(calib_bars_note(&c, 16, 1, buf, sizeof buf) == NULL);
+  CHECK(calib_bars_note(&c, 16, 0, buf, sizeof buf) != NULL);
+  c.gpu.bar_walk_parts = 0;  // the file does not say
+  CHECK(calib_bars_note(&c, 16, 0, buf, sizeof buf) == NULL);
+  c.gpu.bar_walk_parts = 16, c.calibrated = 0;  // not a calibration
+  CHECK(calib_bars_note(&c, 16, 0, buf, sizeof buf) == NULL);
+}
+
 TEST(calib_bar_walk_fit_recovers_a_ctas_time_a_step_from_the_calls_times) {
   double flops[3], secs[3], walk;
   sr_error e = {0};

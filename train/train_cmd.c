@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec/calibrate.h"
 #include "exec/comm.h"
 #include "exec/dist_attn.h"
 #include "exec/exec.h"
@@ -640,6 +641,9 @@ static int run_predict(train_run *r, sr_error *e) {
          meas / sr.step_s);
   char plans[512];
   if (sim_plans_text(&sr, plans, sizeof plans)) printf("predict: %s\n", plans);
+  char bars[600];
+  if (r->cuda && calib_bars_note(&p->cluster, calib_bar_walk_parts(), calib_bar_walk_ws(), bars, sizeof bars))
+    printf("predict: %s\n", bars);
   if (r->meas_built > 0) {
     // The measured step built plans when their layer came (a first step does): simulated with that building.
     plan q = *p;  // shares the arrays; only the spec differs
