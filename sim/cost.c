@@ -133,7 +133,8 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
   // n equal CTAs on `slots` take ceil(n / slots) of their times (Graham 1969, as above) even where the bars' rate
   // charges less: a chunk of a few keys (vs-online's sink and verticals, about 4 a head) walks as many steps as a full
   // one. Before 2026-11-28 the floor was a single CTA's time, which on the warp-specialized bars kernel (one CTA an
-  // SM) left a second wave out: vs-online at 256K on one H200 has 256 CTAs on 132 SMs (results/sim/2026-11-28-cpu-vs-online-terms).
+  // SM) left a second wave out: vs-online at 256K on one H200 has 256 CTAs on 132 SMs
+  // (results/sim/2026-11-28-cpu-vs-online-terms).
   if (t < ceil(ctas / slots) * cta_s) t = ceil(ctas / slots) * cta_s;
   // The warp-specialized bars kernel forms each step's dQ itself (gpu.bar_walk_ws): no separate pass.
   return t - bar_s + (parts > 1 && !g->bar_walk_ws ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);

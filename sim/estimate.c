@@ -33,21 +33,22 @@
 // Conversion of the selected indices to a rank's execution form on the GPU (kernels/vs_convert.cu). Its time is
 // vs_cells_kernel, run twice (count, then write): one block of 128 threads a (head, query tile) cell, which sweeps
 // each source's key tiles up to the cell's last query 128 at a time (classify: a few bit-count look-ups a tile) and
-// then the head's verticals held by each source, 128 at a time; the rest (bit counts, the verticals' split, scans,
-// the cells' order by a radix sort of one key a cell) is a few microseconds a launch. Timed by Nsight Compute in the
+// then the head's verticals held by each source, 128 at a time; the rest (bit counts, the verticals' split, scans, the
+// cells' order by a radix sort of one key a cell) is a few microseconds a launch. Timed by Nsight Compute in the
 // vs-online:0.95 layer at 256K on one H100 (results/exec/2026-11-28-h100-vs-online-1gpu-kernels, logs/ncu-vson.csv,
 // the third repetition; durations at the profiler's base clock, scaled to the run's: its forward, 17.727 ms measured,
 // less the K|V copy into the ring buffer that is no kernel, 0.19 ms at the model's memory rate, over 20.374 ms of the
-// forward's launches under the profiler: 0.861; sim/cost.c, cost_cta_floor, says why): vs_cells 0.860 ms -> 0.740 ms over 32,768 cells of
-// 9.28 sweeps each (estimate_convert), 2.43 ns a (cell, sweep); the rest 0.153 ms -> 0.132 ms. The same kernels on
-// one H200 take 0.911 and 0.145 ms under the profiler (results/exec/2026-11-28-h200-vs-online-1gpu, scaled by its
-// forward's 0.813: 0.741 and 0.118 ms; this model 0.872 ms against 0.859), so they do not follow the memory rate
-// (3.35 against 4.8 TB/s): the blocks' sweeps are latency-bound on the SMs (132 on both, the same clock) and are taken
-// as they are on every GPU. The conversion fitted before (0.58 ms + 30.65 ns a cell + 8.47 ps a cell and index, on 2026-11-22's four
-// measurements at 512K, which took the host calls around the kernels too) charged 1.6 ms at this shape.
-// vs-online had on top of it 2.31 ms + 1.12 ms a source shard, the forward's gaps fitted through the two 2026-11-22
-// vs-online layers: what they stood for is the forward kernel's short CTAs (sim/cost.h, cost_cta_floor), which the
-// step now charges, and the old conversion's host calls (results/sim/2026-11-28-cpu-vs-online-terms).
+// forward's launches under the profiler: 0.861; sim/cost.c, cost_cta_floor, says why): vs_cells 0.860 ms -> 0.740 ms
+// over 32,768 cells of 9.28 sweeps each (estimate_convert), 2.43 ns a (cell, sweep); the rest 0.153 ms -> 0.132 ms.
+// The same kernels on one H200 take 0.911 and 0.145 ms under the profiler
+// (results/exec/2026-11-28-h200-vs-online-1gpu, scaled by its forward's 0.813: 0.741 and 0.118 ms; this model 0.872 ms
+// against 0.859), so they do not follow the memory rate (3.35 against 4.8 TB/s): the blocks' sweeps are latency-bound
+// on the SMs (132 on both, the same clock) and are taken as they are on every GPU. The conversion fitted before (0.58
+// ms + 30.65 ns a cell + 8.47 ps a cell and index, on 2026-11-22's four measurements at 512K, which took the host
+// calls around the kernels too) charged 1.62 ms at this shape on the H200 (2.08 on the H100, scaled by its memory
+// rate). vs-online had on top of it 2.31 ms + 1.12 ms a source shard, the forward's gaps fitted through the two
+// 2026-11-22 vs-online layers: what they stood for is the forward kernel's short CTAs (sim/cost.h, cost_cta_floor),
+// which the step now charges, and the old conversion's host calls (results/sim/2026-11-28-cpu-vs-online-terms).
 #define EST_CONV_FIXED_S 0.132e-3
 #define EST_CONV_SWEEP_S 2.434e-9
 #define EST_CONV_BLOCK 128.0  // vs_cells_kernel's threads: the key tiles and verticals a sweep covers

@@ -104,7 +104,8 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
         double cells = cost_ring_cells(c, qt, hr), ff = cost_cta_floor(COST_FWD_CTA_US, cells, sms);
         if (ff > s->attn_f[idx(s, r, i, j)]) s->attn_f[idx(s, r, i, j)] = ff;
         double tiles = s->attn_b[idx(s, r, i, j)] - walk - bar_s;
-        double fb = cost_cta_floor(COST_BWD_CTA_US, cost_bwd_ctas(c, ceil((double)chunk_tokens(x, j) / TILE), kvh), sms);
+        double k_tiles = ceil((double)chunk_tokens(x, j) / TILE);
+        double fb = cost_cta_floor(COST_BWD_CTA_US, cost_bwd_ctas(c, k_tiles, kvh), sms);
         if (fb > tiles) s->attn_b[idx(s, r, i, j)] += fb - tiles;
         double traffic = cost_bar_ws_traffic(&x->c->gpu, (double)c->bars, qt, hr, (double)x->m->head_dim);
         if (traffic > bar_s + walk) s->attn_b[idx(s, r, i, j)] += traffic - bar_s - walk;

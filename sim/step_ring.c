@@ -159,8 +159,8 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       double bs = 0;
       if (c) {
         double bar_s = cost_attn_bar_time(&k->rb, c), cells = cost_ring_cells(c, qt, H);
-        bs = cost_attn_time(&k->rb, c) + cost_attn_l2(&k->rb, c, keys) + cost_bar_walk(g, c, qt, H, k->bar_slots, bar_s) +
-             cost_ring_step(g, 1, cells) + k->call_step[src];
+        bs = cost_attn_time(&k->rb, c) + cost_attn_l2(&k->rb, c, keys) +
+             cost_bar_walk(g, c, qt, H, k->bar_slots, bar_s) + cost_ring_step(g, 1, cells) + k->call_step[src];
         double tiles = cost_attn_time(&k->rb, c) - bar_s + cost_attn_l2(&k->rb, c, keys) + cost_ring_step(g, 1, cells);
         double floor = cost_cta_floor(COST_BWD_CTA_US, cost_bwd_ctas(c, ceil(keys / TILE), KVH), k->sms);
         if (floor > tiles) bs += floor - tiles;

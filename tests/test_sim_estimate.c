@@ -84,7 +84,8 @@ static int estimation_s(const char *cluster, double *per_rank, int64_t *count) {
 // reading and writing, plus two fp32 reads of them, at 0.0786 of it), scaled by 34 TFLOP/s over the file's FP64 rate.
 static double passes_s(double n, double fp64, int root) {
   double h200 = 4800e9 * 0.85, N = 4096, H = 4;
-  double passes = 2 * 64 * n * H * 8 / (h200 * 0.365), select = root ? (2 * N * H * 8 * 2 * 4 + 2 * N * H * 4) / (h200 * 0.0786) : 0;
+  double passes = 2 * 64 * n * H * 8 / (h200 * 0.365);
+  double select = root ? (2 * N * H * 8 * 2 * 4 + 2 * N * H * 4) / (h200 * 0.0786) : 0;
   return (passes + select) * 34 / fp64;
 }
 
@@ -137,10 +138,10 @@ TEST(sim_estimation_passes_and_selection_follow_the_fp64_rate_not_the_memory_rat
 }
 
 // The conversion: each (head, query tile) cell of the rank (tiny-test: 4 heads; 16 query tiles a rank of striped:128
-// over 2 ranks) sweeps the key tiles before its queries 128 at a time (the rank's mean position: 1983.5 on rank 0, 2111.5
-// on rank 1), half a sweep more a source (2), then its head's verticals (about half of its 100 indices, half of them
-// before the cell) and half a sweep more a source: 0.132 ms + 2.434 ns a (cell, sweep), whatever the memory rate. The
-// backward's transposes: 0.299 ms of launches and 16 bytes an entry.
+// over 2 ranks) sweeps the key tiles before its queries 128 at a time (the rank's mean position: 1983.5 on rank 0,
+// 2111.5 on rank 1), half a sweep more a source (2), then its head's verticals (about half of its 100 indices, half of
+// them before the cell) and half a sweep more a source: 0.132 ms + 2.434 ns a (cell, sweep), whatever the memory rate.
+// The backward's transposes: 0.299 ms of launches and 16 bytes an entry.
 TEST(sim_online_conversion_costs_its_cells_sweeps) {
   double t[2], t2[2], tr[2], first[2];
   int64_t n[2];

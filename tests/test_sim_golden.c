@@ -43,8 +43,8 @@
 // Reprinted on main at the trainer's row kernels (time moved): the exec trainer's RMSNorm backward sums its weight
 // gradient in the row kernel (sim/exec_cost.c: 18 C + 4 bytes a row instead of 26 C + 4), so the same entry's step
 // time fell (marked rows).
-// Reprinted on branch vson (a model change, issue 24; results/sim/2026-11-28-cpu-vs-online-terms): every MTraining entry
-// (the estimation's passes 2-3 and selection at the FP64 rate instead of the memory rate; the GPU conversion by its
+// Reprinted on branch vson (a model change, issue 24; results/sim/2026-11-28-cpu-vs-online-terms): every MTraining
+// entry (the estimation's passes 2-3 and selection at the FP64 rate instead of the memory rate; the GPU conversion by its
 // cells' sweeps instead of the 2026-11-22 fit, without vs-online's fitted forward constants; the backward's transposes
 // their launches), and on the H200 files every ring, USP, Ulysses and FPDT entry whose kernel calls' CTAs are short
 // (sim/cost.h, cost_cta_floor: a call lasts at least its CTAs' shortest times in waves of the SMs, which the tiny
