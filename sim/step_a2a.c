@@ -122,7 +122,7 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
         cost_attn_rates ra;
         cost_attn_rates_init(&x->c->gpu, x->m, bwd, &ra);
         double l2 = cost_attn_l2(&ra, c, (double)keys);  // 0 unless calibrated
-        double t = (bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c)) + l2 + step;
+        double at = bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c), t = at + l2 + step;
         // the kernels' shortest CTAs in waves of the SMs and the bars' traffic (cost_cta_floor, cost_bar_ws_traffic;
         // as a ring step's, step_ring.c): added only where they bind
         double cells = cost_ring_cells(c, qt, s->hq);
@@ -131,7 +131,7 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
           if (floor > t) t = floor;
         } else {
           double bar_s = cost_attn_bar_time(&ra, c), kvh = s->hq * (double)x->m->num_kv_heads / (double)x->m->num_heads;
-          double tiles = cost_attn_bwd(&x->c->gpu, x->m, c) - bar_s + l2 + cost_ring_step(&x->c->gpu, 1, cells);
+          double tiles = at - bar_s + l2 + cost_ring_step(&x->c->gpu, 1, cells);
           double floor = cost_cta_floor(COST_BWD_CTA_US, cost_bwd_ctas(c, ceil((double)keys / TILE), kvh), sms);
           if (floor > tiles) t += floor - tiles;
           double walk = bar_s + (step - cost_ring_step(&x->c->gpu, 1, cells));

@@ -144,8 +144,8 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated), and its FULL
       // tiles' loss where the source shard's keys outgrow the L2 cache (cost_attn_l2; 0 unless calibrated).
       double qt = k->q_tiles[r], keys = src >= 0 ? (double)x->p->layout.rank_count[src] : 0;
-      // The kernel lasts at least its CTAs' shortest times in waves of the SMs (cost_cta_floor; 0 where the SM count
-      // is not known): added only where it binds, so that calls it does not bind cost the same bits as before it.
+      // The kernel lasts at least its CTAs' shortest times in waves of the SMs (cost_cta_floor; 0 off Hopper,
+      // cost_ws_sms): added only where it binds, so that calls it does not bind cost the same bits as before it.
       double fs = 0;
       if (cf) {
         double cells = cost_ring_cells(cf, qt, H);
@@ -159,15 +159,15 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       double bs = 0;
       if (c) {
         double bar_s = cost_attn_bar_time(&k->rb, c), cells = cost_ring_cells(c, qt, H);
-        bs = cost_attn_time(&k->rb, c) + cost_attn_l2(&k->rb, c, keys) +
-             cost_bar_walk(g, c, qt, H, k->bar_slots, bar_s) + cost_ring_step(g, 1, cells) + k->call_step[src];
-        double tiles = cost_attn_time(&k->rb, c) - bar_s + cost_attn_l2(&k->rb, c, keys) + cost_ring_step(g, 1, cells);
+        double at = cost_attn_time(&k->rb, c), l2 = cost_attn_l2(&k->rb, c, keys);
+        double walk = cost_bar_walk(g, c, qt, H, k->bar_slots, bar_s), ring = cost_ring_step(g, 1, cells);
+        bs = at + l2 + walk + ring + k->call_step[src];
+        double tiles = at - bar_s + l2 + ring;
         double floor = cost_cta_floor(COST_BWD_CTA_US, cost_bwd_ctas(c, ceil(keys / TILE), KVH), k->sms);
         if (floor > tiles) bs += floor - tiles;
         // the warp-specialized bars kernel at least its HBM traffic (cost_bar_ws_traffic; 0 unless the file names it)
-        double walk = bar_s + cost_bar_walk(g, c, qt, H, k->bar_slots, bar_s);
         double traffic = cost_bar_ws_traffic(g, (double)c->bars, qt, H, (double)x->m->head_dim);
-        if (traffic > walk) bs += traffic - walk;
+        if (traffic > bar_s + walk) bs += traffic - (bar_s + walk);
       }
       b[r] = (float)bs;
     }
