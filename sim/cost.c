@@ -87,6 +87,12 @@ static double bar_cta_smem(int head_dim) {
   return (2.0 * 64 + 4.0 * 64) * S * 2 + 2.0 * 64 * (8 + 4 + 4) + 2.0 * 64 * 4 + (33 + 32) * 8 + 1024;
 }
 
+int cost_ws_sms(const char *gpu_name) {
+  int sms, smem_kib;
+  cost_gpu_sms(gpu_name, &sms, &smem_kib);
+  return smem_kib == 228 ? sms : 0;
+}
+
 int cost_bar_ctas(const char *gpu_name, int head_dim) {
   int sms, smem_kib;
   cost_gpu_sms(gpu_name, &sms, &smem_kib);
@@ -124,7 +130,12 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
   }
   double ctas = chunks * parts, cta_s = steps / parts * g->bar_walk_us * 1e-6;
   double t = bar_s + cta_s * (ceil(ctas / slots) - ctas / slots);
-  if (t < cta_s) t = cta_s;
+  // n equal CTAs on `slots` take ceil(n / slots) of their times (Graham 1969, as above) even where the bars' rate
+  // charges less: a chunk of a few keys (vs-online's sink and verticals, about 4 a head) walks as many steps as a full
+  // one. Before 2026-11-28 the floor was a single CTA's time, which on the warp-specialized bars kernel (one CTA an
+  // SM) left a second wave out: vs-online at 256K on one H200 has 256 CTAs on 132 SMs
+  // (results/sim/2026-11-28-cpu-vs-online-terms).
+  if (t < ceil(ctas / slots) * cta_s) t = ceil(ctas / slots) * cta_s;
   // The warp-specialized bars kernel forms each step's dQ itself (gpu.bar_walk_ws): no separate pass.
   return t - bar_s + (parts > 1 && !g->bar_walk_ws ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
 }
@@ -135,8 +146,10 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
 // the GPU's SMs, and a cell holding a single chunk (vs-online's sink and a few verticals: about 4 bar keys a cell) costs
 // a CTA's fixed latency: Q and dO in, one chunk's products, the dQ rows read and written, nothing to overlap them
 // with. Measured on one H100 (results/exec/2026-11-28-h100-vs-online-1gpu-kernels, logs/ncu-vson.csv: vs-online:0.95
-// at 256K on one rank, 32,768 cells of 4 bar keys each, every launch timed by Nsight Compute): 3.781 ms a call, 249
-// waves of 132 SMs, COST_BAR_DQ_WAVE_US a wave. A cell's latency comes before and after its chunks' products (Q and dO
+// at 256K on one rank, 32,768 cells of 4 bar keys each, every launch timed by Nsight Compute): 3.781 ms a call under
+// the profiler, 249 waves of 132 SMs: 15.18 us a wave at the profiler's base clock, 13.02 us at the run's (its
+// backward's scale 0.858, cost_cta_floor below says how it is taken; before 2026-11-28 the profiler's figure was used),
+// COST_BAR_DQ_WAVE_US a wave. A cell's latency comes before and after its chunks' products (Q and dO
 // before the first, the dQ rows after the last), in a CTA alone on its SM: it adds to them, it does not overlap them.
 // The products are in the bars' time bar_s, at the rate calibrate takes from its largest bar call (exec/calib_attn.c,
 // size 4: 32,768 tokens, the 1,024 keys before each query tile), and that rate carries that call's own cells' waves:
@@ -157,6 +170,42 @@ double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double 
   for (int i = 0; i < COST_CALIB_BAR_QTILES; i++) keys_c += fmin((double)TILE * i, COST_CALIB_BAR_KEYS);
   double waves = ceil(cells / sms), carried = (COST_CALIB_BAR_QTILES - 1.0) / sms * bars / keys_c;
   return waves > carried ? (waves - carried) * COST_BAR_DQ_WAVE_US * 1e-6 : 0;
+}
+
+// The warp-specialized kernels' shortest CTAs (cost_cta_floor, cost.h). The work model charges a call its tiles at
+// the calibrated rates, which calibrate takes as slopes over calls whose CTAs hold 8-32 tiles each (exec/calib_attn.c),
+// and the forward's walks (gpu.attn_walk, a cell's fixed cost where its CTA is long: 0.03-0.06 us a cell, 4-8 us a
+// wave of 132 SMs). A CTA holding almost nothing pays more: its Q load, each chunk's load, products and softmax one
+// after another (nothing to pipeline them with) and its epilogue, with no other CTA on its SM. Measured by Nsight
+// Compute in the vs-online:0.95 layer at 256K on one H100 (results/exec/2026-11-28-h100-vs-online-1gpu-kernels,
+// logs/ncu-vson.csv, the third repetition: 0.011% of the causal pairs kept, 0.2% computed, two partial tiles and about
+// four bar keys a (head, query tile) cell): sa_fwd_ws_kernel 5.988 ms for 32,768 CTAs, 249 waves of 132 SMs, where the
+// work model and walks give 2.40 ms; sa_bwd_ws_kernel 5.638 ms for 16,384 CTAs (4,096 (KV head, key tile) cells in 4
+// parts), 125 waves, where the work model gives 3.68 ms. The profiler holds the clock at its base, so its durations are
+// longer than the run's; they are scaled by the run's own: each pass as measured (17.727 / 12.033 ms), less what is
+// not a kernel launch there (the K|V copy into the ring buffer, and in the backward the clears of dQ, dK, dV and the
+// dK|dV partial: 0.19 / 1.32 ms at the model's memory rate), over the pass's launches under the profiler (20.374 /
+// 12.485 ms): 0.861 forward, 0.858 backward. So 5.156 ms / 249 = 20.71 us a forward CTA, 4.837 ms / 125 = 38.70 us a
+// backward one. Fitted on that one H100 layer; the H200's (results/exec/2026-11-28-h200-vs-online-1gpu: the same
+// layer, scales 0.813 and 0.851) checks them: its forward kernel 5.068 ms against 5.157 by the floor (+1.8%), its
+// backward's tiles 4.986 ms against 4.837 (-3.0%). The floor binds only where a call's CTAs are this short: a vs-topp
+// layer's at 64K hold hundreds of bar keys a cell (its forward 14.1 ms for 63 waves, results/kernels/2026-11-28-h100-
+// vs-topp-64k-kernel-split). A CTA with less work than these (one entry) takes less; the work counts do not say how
+// a call's entries spread over its CTAs, so the floor takes every CTA with work as one of these
+// (results/sim/2026-11-28-cpu-vs-online-terms, docs/sim.md "vs-online's terms").
+
+// The warp-specialized bars kernel (kernels/sparse_attn_bwd_ws.cu, sa_bwd_ws_bars_kernel) forms each step's dQ itself:
+// the step's Q and dO rows come in by TMA and its dQ rows go out by sa_tma_reduce_add_2d into the fp32 dQ. Where a
+// head's bar keys fill many chunks (calibrate's bar calls: 16 a query tile), the chunks walk the same query tiles
+// about together and the L2 serves most of it; where they are one chunk a head (vs-online: the sink and a few
+// verticals, about 4 keys) each (head, query tile) cell's rows cross HBM once a walk: 12 bytes a row and dimension
+// (2 + 2 read, 4 + 4 the reduction). vs-online:0.95 at 256K on one H200 (results/exec/2026-11-28-h200-vs-online-1gpu,
+// logs/ncu-vson.csv): 32,768 cells, 6.44 GB, 1.57 ms at 0.85 of 4.81 TB/s, where the kernel took 2.068 ms under the
+// profiler (1.76 ms at its run's clock, the backward's 0.851: sim/cost.c, cost_cta_floor) and the walk's waves give
+// 0.86 ms; not fitted (bytes from the kernel's code and the file's memory rate), so it explains 0.71 of the 0.90 ms.
+double cost_bar_ws_traffic(const gpu_desc *g, double bars, double q_tiles, double heads, double head_dim) {
+  if (!g->bar_walk_ws || !(bars > 0)) return 0;
+  return cost_mem(g, fmin(bars, q_tiles * heads) * TILE * head_dim * 12.0);
 }
 
 double cost_attn_fwd(const gpu_desc *g, const model_config *m, const work_count *w) {

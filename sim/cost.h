@@ -7,6 +7,8 @@
 #ifndef SR_COST_H
 #define SR_COST_H
 
+#include <math.h>
+
 #include "plan/cluster.h"
 #include "plan/model.h"
 #include "plan/tiles.h"
@@ -78,7 +80,7 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
 // COST_BAR_DQ_WAVE_US each, less the calibration's largest bar call's waves in proportion to the call's bar entries
 // (COST_CALIB_BAR_*: exec/calib_attn.c's index at its largest size); 0 on a GPU of unknown SM count (sim/cost.c says
 // where the figures come from).
-#define COST_BAR_DQ_WAVE_US 15.18
+#define COST_BAR_DQ_WAVE_US 13.02
 #define COST_CALIB_BAR_QTILES 256  // exec/calib_attn.c: N_TOKENS / TILE
 #define COST_CALIB_BAR_KEYS 1024   // exec/calib_attn.c: BARS_PER_QTILE x 4 (calibrate's largest size, CALIB_SIZES 3)
 double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double heads);
@@ -90,9 +92,18 @@ static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, doubl
   double walk = 2.0 * q_tiles * g->bar_walk_us * 1e-6;
   return walk > bar_s ? walk - bar_s : 0;
 }
+// Seconds the warp-specialized bars kernel (gpu.bar_walk_ws) lasts at least by its HBM traffic: each step of a walk
+// loads its 64 query rows of Q and dO (bf16) and adds its dQ rows into the fp32 output by the TMA's reduction (read and
+// written), and a head whose bar keys are one chunk walks each of its query tiles once, so nothing is reused from the
+// L2 between chunks: the call's (head, query tile) cells with bars (at most min(bars, q_tiles x heads)) x TILE rows x
+// head_dim x 12 bytes at the memory rate (sim/cost.c says where it binds); 0 unless the file names that kernel.
+double cost_bar_ws_traffic(const gpu_desc *g, double bars, double q_tiles, double heads, double head_dim);
 // SM count and shared memory an SM (KiB) of a GPU by its device name (NVIDIA's datasheets and tuning guides: H100
 // SXM and PCIe, H200, H800, A100, A800); 0 and 0 when unknown.
 void cost_gpu_sms(const char *name, int *sms, int *smem_kib);
+// The SMs of the GPU named where the warp-specialized kernels run (Hopper, sm_90a: the GPUs of 228 KiB of shared memory
+// an SM that cost_gpu_sms knows), else 0: cost_cta_floor's waves, measured on those kernels only.
+int cost_ws_sms(const char *gpu_name);
 // CTAs of the backward's bar kernel resident at once on the GPU named (SMs x how many fit an SM's shared memory at
 // head_dim); 0 when the GPU is not known.
 int cost_bar_ctas(const char *gpu_name, int head_dim);
@@ -101,6 +112,28 @@ int cost_bar_ctas(const char *gpu_name, int head_dim);
 // warp-specialized kernel (gpu.bar_walk_ws: ~200 KiB of shared memory and 384 threads a CTA, one an SM), else
 // cost_bar_ctas.
 int cost_bar_slots(const gpu_desc *g, int head_dim);
+// The shortest CTAs of the warp-specialized tile kernels (issue 24; sim/cost.c says where the figures come from). The
+// forward (kernels/sparse_attn_fwd_ws.cu) runs one CTA a (head, query tile) cell, the backward's tiles
+// (kernels/sparse_attn_bwd_ws.cu) one a (KV head, key tile) cell and part of its chunks (COST_BWD_WS_PARTS parts), each
+// CTA alone on its SM (about 160-200 KiB of shared memory); a CTA holding almost nothing still takes a fixed time
+// (its loads, its products' latency and its epilogue, nothing beside it to overlap them), so a call lasts at least
+// ceil(CTAs / SMs) of those times. COST_FWD_CTA_US and COST_BWD_CTA_US are those times a CTA, measured where a layer
+// keeps 0.011% of its pairs (two partial tiles and about four bar keys a (head, query tile) cell).
+#define COST_FWD_CTA_US 20.71
+#define COST_BWD_CTA_US 38.70
+#define COST_BWD_WS_PARTS 4  // bs_launch's splits a (KV head, key tile) cell (kernels/sparse_attn_bwd_ws.cu)
+// Seconds a kernel call of `ctas` such CTAs lasts at least: ceil(ctas / sms) x cta_us; 0 where sms is 0 (a GPU whose
+// SM count cost_gpu_sms does not know) or the call has none. (Inline: costed for every rank and step of a layer.)
+static inline double cost_cta_floor(double cta_us, double ctas, double sms) {
+  return sms > 0 && ctas > 0 ? ceil(ctas / sms) * cta_us * 1e-6 : 0;
+}
+// The CTAs of the backward's tile kernel that hold work, for a work count: its tile entries, at most the call's
+// k_tiles x kv_heads cells in COST_BWD_WS_PARTS parts each (an upper bound where a part holds several entries: the
+// work counts do not say how the entries spread).
+static inline double cost_bwd_ctas(const work_count *w, double k_tiles, double kv_heads) {
+  double entries = (double)(w->full + w->partial), most = k_tiles * kv_heads * COST_BWD_WS_PARTS;
+  return entries < most ? entries : most;
+}
 // Forward attention FLOPs the kernels execute for a work count (tiles computed whole, bars).
 double cost_attn_exec_flops(const model_config *m, const work_count *w);
 // Seconds the (query tile, head) walks of a kernel call cost beyond its tiles' work (phase 0 forward, 1 backward):

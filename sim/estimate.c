@@ -30,32 +30,35 @@
 // rank selects over all N columns and diagonals).
 #define EST_PASS23_EFF 0.365
 #define EST_SELECT_EFF 0.0786
-// Conversion of the selected indices to a rank's execution form (kernels/vs_convert.cu), fitted by least
-// squares to the four measured cases of the same table (whole and shard, 120-144 and 8192 indices a head:
-// 2.69, 1.57, 7.09, 3.95 ms; residuals under 0.1 ms): a fixed 0.58 ms, 30.65 ns a (query tile, head) and
-// 8.47 ps a (query tile, head, selected index), at the H200's memory rate and scaled by the cluster's.
-#define EST_CONV_FIXED_S 0.58e-3
-#define EST_CONV_QH_S 30.65e-9
-#define EST_CONV_QHI_S 8.47e-12
+// Conversion of the selected indices to a rank's execution form on the GPU (kernels/vs_convert.cu). Its time is
+// vs_cells_kernel, run twice (count, then write): one block of 128 threads a (head, query tile) cell, which sweeps
+// each source's key tiles up to the cell's last query 128 at a time (classify: a few bit-count look-ups a tile) and
+// then the head's verticals held by each source, 128 at a time; the rest (bit counts, the verticals' split, scans, the
+// cells' order by a radix sort of one key a cell) is a few microseconds a launch. Timed by Nsight Compute in the
+// vs-online:0.95 layer at 256K on one H100 (results/exec/2026-11-28-h100-vs-online-1gpu-kernels, logs/ncu-vson.csv,
+// the third repetition; durations at the profiler's base clock, scaled to the run's: its forward, 17.727 ms measured,
+// less the K|V copy into the ring buffer that is no kernel, 0.19 ms at the model's memory rate, over 20.374 ms of the
+// forward's launches under the profiler: 0.861; sim/cost.c, cost_cta_floor, says why): vs_cells 0.860 ms -> 0.740 ms
+// over 32,768 cells of 9.28 sweeps each (estimate_convert), 2.43 ns a (cell, sweep); the rest 0.153 ms -> 0.132 ms.
+// The same kernels on one H200 take 0.911 and 0.145 ms under the profiler
+// (results/exec/2026-11-28-h200-vs-online-1gpu, scaled by its forward's 0.813: 0.741 and 0.118 ms; this model 0.872 ms
+// against 0.859), so they do not follow the memory rate (3.35 against 4.8 TB/s): the blocks' sweeps are latency-bound
+// on the SMs (132 on both, the same clock) and are taken as they are on every GPU. The conversion fitted before (0.58
+// ms + 30.65 ns a cell + 8.47 ps a cell and index, on 2026-11-22's four measurements at 512K, which took the host
+// calls around the kernels too) charged 1.62 ms at this shape on the H200 (2.08 on the H100, scaled by its memory
+// rate). vs-online had on top of it 2.31 ms + 1.12 ms a source shard, the forward's gaps fitted through the two
+// 2026-11-22 vs-online layers: what they stood for is the forward kernel's short CTAs (sim/cost.h, cost_cta_floor),
+// which the step now charges, and the old conversion's host calls (results/sim/2026-11-28-cpu-vs-online-terms).
+#define EST_CONV_FIXED_S 0.132e-3
+#define EST_CONV_SWEEP_S 2.434e-9
+#define EST_CONV_BLOCK 128.0  // vs_cells_kernel's threads: the key tiles and verticals a sweep covers
 #define EST_H200_MEM_RATE (4800e9 * 0.85)
-// What an estimated pattern costs a forward beyond the estimation and conversion, fitted through the only two
-// vs-online layers measured on H200 with the conversion modelled (results/exec/2026-11-22-h200x2-vs-online-
-// predicted-from-trace, 2 ranks at 256K: forward 16.2 ms measured / 10.9 predicted; results/exec/2026-11-22-h200x4-
-// two-nodes, 4 ranks at 512K: 20.9 / 13.4): the gaps, a + b x sources, give 3.04 ms + 1.12 ms a source shard; exact
-// through both points, so not validated by them: the re-prediction table (sparsering-exec repredict) is the check. Per
-// source the ring steps' own fixed costs (cost_ring_step) are part of these while they are not calibrated. They are
-// charged to vs-online, the executor's own estimation, only: the stand-ins (vs-topp, vs-preset) of what-if studies
-// keep the estimation and conversion of MTraining, whose per-source costs on 32 or more ranks these two points (2
-// and 4 sources) cannot tell. The attention call's own passes around its kernels, now modelled apart
-// (sim/exec_cost.c, exec_cost_attn_call), were part of both gaps: at both points' 128K tokens a rank of Qwen2.5-3B
-// on the H200 (4.08 TB/s) 0.73 ms a forward, taken out of the fixed 3.04 ms.
-// The backward's gaps (32.5 / 11.8 and 35.7 / 11.2 ms) had been fitted the same way, as 16.9 ms + 1.9 ms a source
-// (16.24 + 1.64 once the passes were modelled). They were the bars' walk (sim/cost.h, cost_bar_walk): both layers'
-// attention sinks are bars in every query tile of a rank's 1024, so one step a backward walks 2048 64-row steps,
-// 20.7 ms at the 10.1-10.2 us their calibrations give (calib_bar_walk_fit), against gaps of 19.5 and 22.8 ms (+4%
-// and -6% of their backwards): the walk replaces both constants. What remains is the transposes' pass below.
-#define EST_ONLINE_FWD_S 2.31e-3
-#define EST_ONLINE_FWD_SRC_S 1.12e-3
+// The estimation's passes 2-3 and its selection run at the rates above on the H200 and in the same time on the H100
+// (Nsight Compute, the two layers above: vs_rowsum + vs_probs 3.55 / 3.73 ms, vs_select 2.17 / 2.23 ms at the
+// profiler's clock, H100 / H200), not at their memory rates' ratio (0.70): their fixed-point exponentials and 128-bit
+// sums are bound by the SMs' issue, as pass 1's float64 products. They are taken at the H200's rate scaled by the
+// cluster's FP64 rate against the H200's (EST_H200_FP64_TFLOPS), as pass 1 is.
+#define EST_H200_FP64_TFLOPS 34.0
 // The first training step's attention plans built on the host when their layer comes: 13.5 ns a tile or
 // bar entry of the rank's plan (its index, transposes, bar chunks and upload), fitted to the one measured
 // first step (results/exec/2026-11-22-h200x4-two-nodes, call3: MTraining vs-topp:0.95 at 512K on 4 ranks,
@@ -86,6 +89,14 @@
 #define EST_DEVICE_ALLOC_GIB_S 2e-3
 #define EST_DEVICE_ALLOC_CALLS_S 2e-3
 
+// Seconds of the estimation's passes 2-3 or its selection over `bytes` at their measured share `eff` of the H200's
+// memory rate, scaled by the cluster's FP64 rate (EST_H200_FP64_TFLOPS says why); at `eff` of the cluster's memory
+// rate where the file gives no FP64 rate.
+static double est_issue_s(const gpu_desc *g, double bytes, double eff) {
+  if (!(g->fp64_tflops > 0)) return cost_mem(g, bytes) / eff;
+  return bytes / (EST_H200_MEM_RATE * eff) * (EST_H200_FP64_TFLOPS / g->fp64_tflops);
+}
+
 int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_error *e) {
   int W = x->W;
   const model_config *m = x->m;
@@ -114,7 +125,7 @@ int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_e
   // the rate measured for ours (EST_PASS23_EFF).
   for (int r = 0; r < W; r++) {
     double n = (double)x->p->layout.rank_count[r];
-    dur[r] = cost_mem(g, 2.0 * EST_QUERIES * n * H * 8) / EST_PASS23_EFF;
+    dur[r] = est_issue_s(g, 2.0 * EST_QUERIES * n * H * 8, EST_PASS23_EFF);
   }
   if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto out;
   // 5. To the root: slash sums reduced (Rabenseifner: reduce-scatter then gather, 2x the reduce-scatter
@@ -126,7 +137,7 @@ int estimate_layer(sim_ctx *x, int layer, const int32_t *qkv, int32_t *out, sr_e
   // 6. Top-p on the root: a radix sort of both score vectors (fp32 key + int32 index, 4 passes of 8-bit
   // digits, each reading and writing; Adinets & Merrill 2022, "Onesweep"), then a prefix sum; at the rate
   // measured for our selection (EST_SELECT_EFF).
-  for (int r = 0; r < W; r++) dur[r] = r == 0 ? cost_mem(&x->c->gpu, 2 * N * H * 8 * 2 * 4 + 2 * vec) / EST_SELECT_EFF : 0;
+  for (int r = 0; r < W; r++) dur[r] = r == 0 ? est_issue_s(g, 2 * N * H * 8 * 2 * 4 + 2 * vec, EST_SELECT_EFF) : 0;
   if ((rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, x->c2, out, e))) goto out;
   // 7. Broadcast of the selected indices (at most 4096 + 4096 int32 per head).
   double ibytes = H * 2 * EST_MAX_INDICES * 4;
@@ -144,25 +155,36 @@ double estimate_index_build(const sim_ctx *x, double entries) { return cost_mem(
 
 double estimate_convert(const sim_ctx *x, int layer, int rank) {
   const pattern *pat = x->pat;
-  double idx = 0, heads = (double)x->m->num_heads;
+  const layout *l = &x->p->layout;
+  double idx = 0, heads = (double)x->m->num_heads, W = (double)x->W;
   for (int h = 0; pat && h < pat->heads; h++) {
     const head_pattern *hp = pattern_head(pat, layer, h);
     idx += (double)hp->n_vertical + (double)hp->n_slash;
   }
   if (!pat) idx = x->layer_indices[layer];  // the same sum, taken when the layer was drawn
-  double qt = ceil((double)x->p->layout.rank_count[rank] / 128.0);  // the rank's query tiles
-  double scale = EST_H200_MEM_RATE * cost_mem(&x->c->gpu, 1.0);     // 1 on the H200
-  // (query tile, head) pairs: qt * heads; (query tile, head, index) triples: qt * the layer's indices
-  double conv = EST_CONV_FIXED_S + (EST_CONV_QH_S * qt * heads + EST_CONV_QHI_S * qt * idx) * (scale > 0 ? scale : 1);
-  if (pattern_spec_estimation(x->p->spec.pattern) != PATTERN_ONLINE) return conv;
-  int sources = 0;
-  for (int st = 0; st < x->p->schedule.n_steps; st++) sources += schedule_at(&x->p->schedule, st, rank)->kv_src >= 0;
-  return conv + EST_ONLINE_FWD_S + EST_ONLINE_FWD_SRC_S * sources;
+  double qt = ceil((double)l->rank_count[rank] / TILE), pos = 0;  // the rank's query tiles, its tokens' mean position
+  for (int64_t i = l->rank_run_begin[rank]; i < l->rank_run_begin[rank + 1]; i++)
+    pos += (double)l->runs[i].len * ((double)l->runs[i].global + ((double)l->runs[i].len - 1) / 2);
+  if (l->rank_count[rank] > 0) pos /= (double)l->rank_count[rank];
+  // A cell's sweeps: the key tiles before its queries (pos / TILE on average, over every source), a block's 128 a
+  // sweep, with half a sweep more a source for its last partial one; then the verticals the same way (about half of
+  // a VS head's indices, half of them before the cell on average).
+  double sweeps = pos / TILE / EST_CONV_BLOCK + W / 2 + idx / heads / 4 / EST_CONV_BLOCK + W / 2;
+  return EST_CONV_FIXED_S + EST_CONV_SWEEP_S * qt * heads * sweeps;
 }
 
 // The transposed index of the estimate, built on the GPU in every backward (kernels/transpose_gpu.cu): a
-// memory-bound pass of 16 bytes an entry, as the index build.
-double estimate_transpose(const sim_ctx *x, double entries) { return cost_mem(&x->c->gpu, 16.0 * entries); }
+// memory-bound pass of 16 bytes an entry, as the index build, and its launches: about thirty kernels and scans
+// (tt_cell_counts, tt_gather, the sorts of the transposed cells, tt_bar_pass three times, the chunks' tiles and keys,
+// tt_slots) of a few microseconds each where the index is small. Timed by Nsight Compute in the vs-online layer at
+// 256K on one H100 (results/exec/2026-11-28-h100-vs-online-1gpu-kernels, logs/ncu-vson.csv): 0.349 ms of launches at
+// the profiler's clock, 0.299 ms at the run's (its backward's scale, 0.858: sim/cost.c, cost_cta_floor), where the
+// entries' 16 bytes take 1.1 us at the memory rate: EST_TRANSPOSE_FIXED_S. On one H200 0.340 ms, 0.289 ms at its
+// run's scale (0.851).
+#define EST_TRANSPOSE_FIXED_S 0.299e-3
+double estimate_transpose(const sim_ctx *x, double entries) {
+  return EST_TRANSPOSE_FIXED_S + cost_mem(&x->c->gpu, 16.0 * entries);
+}
 
 double estimate_plan_build(const sim_ctx *x, double entries) { return EST_PLAN_BUILD_ENTRY_S * entries; }
 

@@ -97,6 +97,7 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
   work_count *all;
   int rc = layer_groups(x, s, layer, &all, e);
   if (rc) return rc;
+  int sms = cost_ws_sms(x->c->gpu.name);  // the kernels' shortest CTAs' waves (cost_cta_floor)
   for (int u = 0; u < U; u++) {
     const work_count *grp = all + (int64_t)u * R * R;
     for (int g = 0; g < R; g++) {
@@ -121,8 +122,23 @@ static int layer_compute(sim_ctx *x, a2a_state *s, int layer, int bwd, int count
         cost_attn_rates ra;
         cost_attn_rates_init(&x->c->gpu, x->m, bwd, &ra);
         double l2 = cost_attn_l2(&ra, c, (double)keys);  // 0 unless calibrated
-        s->comp[(int64_t)st * W + r] =
-            (bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c)) + l2 + step;
+        double at = bwd ? cost_attn_bwd(&x->c->gpu, x->m, c) : cost_attn_fwd(&x->c->gpu, x->m, c), t = at + l2 + step;
+        // the kernels' shortest CTAs in waves of the SMs and the bars' traffic (cost_cta_floor, cost_bar_ws_traffic;
+        // as a ring step's, step_ring.c): added only where they bind
+        double cells = cost_ring_cells(c, qt, s->hq);
+        if (!bwd) {
+          double floor = cost_cta_floor(COST_FWD_CTA_US, cells, sms);
+          if (floor > t) t = floor;
+        } else {
+          double bar_s = cost_attn_bar_time(&ra, c), kvh = s->hq * (double)x->m->num_kv_heads / (double)x->m->num_heads;
+          double tiles = at - bar_s + l2 + cost_ring_step(&x->c->gpu, 1, cells);
+          double floor = cost_cta_floor(COST_BWD_CTA_US, cost_bwd_ctas(c, ceil((double)keys / TILE), kvh), sms);
+          if (floor > tiles) t += floor - tiles;
+          double walk = bar_s + (step - cost_ring_step(&x->c->gpu, 1, cells));
+          double traffic = cost_bar_ws_traffic(&x->c->gpu, (double)c->bars, qt, s->hq, (double)x->m->head_dim);
+          if (traffic > walk) t += traffic - walk;
+        }
+        s->comp[(int64_t)st * W + r] = t;
       }
     }
     if (count_pairs)

@@ -86,6 +86,8 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
   cost_attn_rates_init(&x->c->gpu, x->m, 1, &rb);
   // the bar kernel's resident CTAs, where the file says its walk (cost_bar_walk's waves); the rank's H / W heads
   double slots = cost_bar_slots(&x->c->gpu, (int)x->m->head_dim), hr = (double)H / W;
+  double kvh = hr * (double)x->m->num_kv_heads / (double)H;  // the rank's KV heads (cost_bwd_ctas)
+  int sms = cost_ws_sms(x->c->gpu.name);
   for (int r = 0; r < W; r++)
     for (int i = 0; i < u; i++) {
       double qt = (double)(((int64_t)chunk_tokens(x, i) + TILE - 1) / TILE);
@@ -95,7 +97,18 @@ static int account(sim_ctx *x, fpdt_state *s, int layer, sr_error *e) {
         s->attn_b[idx(s, r, i, j)] += cost_attn_l2(&rb, c, chunk_tokens(x, j));
         s->attn_f[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 0, 0);
         s->attn_b[idx(s, r, i, j)] += cost_ring_step(&x->c->gpu, 1, 0);
-        s->attn_b[idx(s, r, i, j)] += cost_bar_walk(&x->c->gpu, c, qt, hr, slots, cost_attn_bar_time(&rb, c));
+        double bar_s = cost_attn_bar_time(&rb, c), walk = cost_bar_walk(&x->c->gpu, c, qt, hr, slots, bar_s);
+        s->attn_b[idx(s, r, i, j)] += walk;
+        // the kernels' shortest CTAs in waves of the SMs and the bars' traffic (cost_cta_floor, cost_bar_ws_traffic;
+        // as a ring step's, step_ring.c): added only where they bind
+        double cells = cost_ring_cells(c, qt, hr), ff = cost_cta_floor(COST_FWD_CTA_US, cells, sms);
+        if (ff > s->attn_f[idx(s, r, i, j)]) s->attn_f[idx(s, r, i, j)] = ff;
+        double tiles = s->attn_b[idx(s, r, i, j)] - walk - bar_s;
+        double k_tiles = ceil((double)chunk_tokens(x, j) / TILE);
+        double fb = cost_cta_floor(COST_BWD_CTA_US, cost_bwd_ctas(c, k_tiles, kvh), sms);
+        if (fb > tiles) s->attn_b[idx(s, r, i, j)] += fb - tiles;
+        double traffic = cost_bar_ws_traffic(&x->c->gpu, (double)c->bars, qt, hr, (double)x->m->head_dim);
+        if (traffic > bar_s + walk) s->attn_b[idx(s, r, i, j)] += traffic - bar_s - walk;
       }
     }
   if (ctx_exec_trainer(x)) plan_bound(x, s, layer);

@@ -100,6 +100,7 @@ typedef struct {
   double *q_tiles;              // [W] query tiles of rank r
   double *call_step;            // [W] ctx_attn_call_step of a source's keys
   double bar_slots;             // the bar kernel's resident CTAs (cost_bar_ctas; its waves where the file says its walk)
+  double sms;                   // the SMs the warp-specialized kernels run on (cost_ws_sms; 0: none): cost_cta_floor
   // per block of ranks: its slowest rank's forward seconds at each step ([blocks * n_steps]), its computed pairs and
   // the hash of its seconds, entries and bars
   double *block_max, *block_exec;
@@ -112,7 +113,7 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
   const schedule *s = &x->p->schedule;
   const gpu_desc *g = &x->c->gpu;
   int W = x->W, r0 = item * STEP_COST_RANKS, r1 = r0 + STEP_COST_RANKS < W ? r0 + STEP_COST_RANKS : W;
-  double H = (double)x->m->num_heads;
+  double H = (double)x->m->num_heads, KVH = (double)x->m->num_kv_heads;
   // The block's ranks: their steps' seconds summed in step order (each step's as soon as it is costed, while in
   // cache: the same additions per rank as one pass over every rank), the block's slowest forward at each step, its
   // ranks' entries and bars over their sources in order, the pairs the kernels compute (integers below 2^53: exact
@@ -143,15 +144,32 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       // Beyond the kernel's work, a step's fixed and per-cell costs (cost_ring_step; 0 unless calibrated), and its FULL
       // tiles' loss where the source shard's keys outgrow the L2 cache (cost_attn_l2; 0 unless calibrated).
       double qt = k->q_tiles[r], keys = src >= 0 ? (double)x->p->layout.rank_count[src] : 0;
-      f[r] = cf ? (float)(cost_attn_time(&k->rf, cf) + cost_attn_l2(&k->rf, cf, keys) +
-                          cost_ring_step(g, 0, cost_ring_cells(cf, qt, H)))
-                : 0.f;
+      // The kernel lasts at least its CTAs' shortest times in waves of the SMs (cost_cta_floor; 0 off Hopper,
+      // cost_ws_sms): added only where it binds, so that calls it does not bind cost the same bits as before it.
+      double fs = 0;
+      if (cf) {
+        double cells = cost_ring_cells(cf, qt, H);
+        fs = cost_attn_time(&k->rf, cf) + cost_attn_l2(&k->rf, cf, keys) + cost_ring_step(g, 0, cells);
+        double floor = cost_cta_floor(COST_FWD_CTA_US, cells, k->sms);
+        if (floor > fs) fs = floor;
+      }
+      f[r] = (float)fs;
       // and the call's passes of the step (the dK|dV partial cleared and added once, ctx_attn_call_step); a step with
-      // bars lasts at least its bar kernel's longest walk (cost_bar_walk)
-      b[r] = c ? (float)(cost_attn_time(&k->rb, c) + cost_attn_l2(&k->rb, c, keys) +
-                         cost_bar_walk(g, c, qt, H, k->bar_slots, cost_attn_bar_time(&k->rb, c)) +
-                         cost_ring_step(g, 1, cost_ring_cells(c, qt, H)) + k->call_step[src])
-               : 0.f;
+      // bars lasts at least its bar kernel's longest walk (cost_bar_walk); its tile kernel at least its CTAs' floor
+      double bs = 0;
+      if (c) {
+        double bar_s = cost_attn_bar_time(&k->rb, c), cells = cost_ring_cells(c, qt, H);
+        double at = cost_attn_time(&k->rb, c), l2 = cost_attn_l2(&k->rb, c, keys);
+        double walk = cost_bar_walk(g, c, qt, H, k->bar_slots, bar_s), ring = cost_ring_step(g, 1, cells);
+        bs = at + l2 + walk + ring + k->call_step[src];
+        double tiles = at - bar_s + l2 + ring;
+        double floor = cost_cta_floor(COST_BWD_CTA_US, cost_bwd_ctas(c, ceil(keys / TILE), KVH), k->sms);
+        if (floor > tiles) bs += floor - tiles;
+        // the warp-specialized bars kernel at least its HBM traffic (cost_bar_ws_traffic; 0 unless the file names it)
+        double traffic = cost_bar_ws_traffic(g, (double)c->bars, qt, H, (double)x->m->head_dim);
+        if (traffic > bar_s + walk) bs += traffic - (bar_s + walk);
+      }
+      b[r] = (float)bs;
     }
     mx[st] = 0;
     for (int r = r0; r < r1; r++) {
@@ -200,6 +218,7 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
   cost_attn_rates_init(&x->c->gpu, x->m, 0, &k.rf);
   cost_attn_rates_init(&x->c->gpu, x->m, 1, &k.rb);
   k.bar_slots = cost_bar_slots(&x->c->gpu, (int)x->m->head_dim);
+  k.sms = cost_ws_sms(x->c->gpu.name);
   for (int r = 0; r < W; r++) {
     k.q_tiles[r] = (double)((x->p->layout.rank_count[r] + TILE - 1) / TILE);
     k.call_step[r] = ctx_attn_call_step(x, (double)x->p->layout.rank_count[r]);
