@@ -24,6 +24,18 @@ typedef struct {
   float scale, scale_log2;
 } bwd_args;
 
+// How many parts a bar walk of `total` 64-row steps is cut into, one CTA a part (the bars' kernels of variants 3, 4
+// and 5): with cap > 0 parts of cap steps (tests); else, with splits > 1, parts of an eighth of the even share of all
+// the call's chunk walks' steps over `slots` resident CTAs, at least 64 steps; never more than `splits`. The
+// simulator's cost_bar_waves (sim/cost.c) takes the same rule.
+__device__ __forceinline__ int64_t bw_bar_parts(const bwd_args &a, int64_t total, int splits, int slots, int cap) {
+  if (cap > 0) return min((int64_t)splits, (total + cap - 1) / cap);
+  if (splits <= 1) return 1;
+  int64_t all = 2 * a.bc.hc_q_cnt[a.bc.n_hchunks], fair = (all + slots - 1) / slots;
+  int64_t part_steps = max((int64_t)64, fair / 8);
+  return min((int64_t)splits, (total + part_steps - 1) / part_steps);
+}
+
 // The mma.sync backward kernels' first two products for a warp's 16 rows (rows warp * 16 .. of sk and sv) against QB
 // rows of qb and dob (every row stride S), both zeroed first: in the dK/dV kernels S^T = K Q^T into s and
 // dP^T = V dO^T into dp; the dQ kernel passes Q and dO first and K and V second, for S = Q K^T and dP = dO V^T.
@@ -59,14 +71,11 @@ int sa_bwd_wg_dq_bars(const bwd_args *a, int head_dim, int64_t q_cells, cudaStre
 // bars' dQ (sa_bwd_wg_dq_bars); kernels/sparse_attn_bwd_ws.cu.
 int sa_bwd_ws_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e);
 
-// sa_bwd_variant 4: the warp-specialized kernel for the tiles, then the bars on the same machinery (their dK, dV and
-// dQ in one kernel, gathered keys; dK, dV by vector reductions, dQ by the TMA's); kernels/sparse_attn_bwd_ws.cu.
-int sa_bwd_ws_all(const bwd_args *a, int head_dim, int64_t kv_cells, cudaStream_t st, sr_error *e);
-
-// sa_bwd_variant 5: the warp-specialized kernel for the tiles, then the bars in pairs of compute chunks of one head (128
-// gathered keys a CTA, the merged walk of both chunks' query steps; dK, dV by vector reductions, dQ by the TMA's);
+// sa_bwd_variant 4 (pairs 0): the warp-specialized kernel for the tiles, then the bars on the same machinery (their dK,
+// dV and dQ in one kernel, gathered keys; dK, dV by vector reductions, dQ by the TMA's); variant 5 (pairs 1): the bars
+// in pairs of compute chunks of one head (128 gathered keys a CTA, the merged walk of both chunks' query steps);
 // kernels/sparse_attn_bwd_ws.cu.
-int sa_bwd_ws_pairs(const bwd_args *a, int head_dim, int64_t kv_cells, cudaStream_t st, sr_error *e);
+int sa_bwd_ws_all(const bwd_args *a, int head_dim, int64_t kv_cells, int pairs, cudaStream_t st, sr_error *e);
 
 // The bars' dK/dV of sa_bwd_variant 3 (after sa_bwd_ws_tiles on the same stream): each compute chunk's walk cut
 // into parts, dK and dV added into the outputs by vector reductions (no scratch, no reduce kernel);

@@ -361,8 +361,8 @@ static int bwd_launch(const bwd_args &a, int64_t q_cells, int64_t kv_cells, int 
                                (int)kv_smem));
   SA_CUDA(cudaFuncSetAttribute(sa_bwd_dkdv_kernel<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bar_smem));
-  if (var == 4) return sa_bwd_ws_all(&a, D, kv_cells, st, e);  // tiles and bars, no bar scratch or reduce
-  if (var == 5) return sa_bwd_ws_pairs(&a, D, kv_cells, st, e);  // the same, the bars in pairs of chunks
+  // tiles and bars, no bar scratch or reduce; 5: the bars in pairs of chunks
+  if (var == 4 || var == 5) return sa_bwd_ws_all(&a, D, kv_cells, var == 5, st, e);
   if (var >= 2) {
     int rc = sa_bwd_ws_tiles(&a, D, q_cells, kv_cells, st, e);
     if (rc) return rc;

@@ -55,14 +55,7 @@ __global__ void __launch_bounds__(BB_THREADS, 1) sa_bwd_bars_kernel(const bwd_ar
   int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   int c = (int)(blockIdx.x / splits), part = (int)(blockIdx.x % splits);
   const int64_t u0 = a.bc.hc_q_cnt[c], total = 2 * (a.bc.hc_q_cnt[c + 1] - u0);  // steps: two halves a query tile
-  int64_t parts = 1;
-  if (cap > 0) {
-    parts = min((int64_t)splits, (total + cap - 1) / cap);
-  } else if (splits > 1) {
-    int64_t all = 2 * a.bc.hc_q_cnt[a.bc.n_hchunks], fair = (all + slots - 1) / slots;
-    int64_t part_steps = max((int64_t)64, fair / 8);
-    parts = min((int64_t)splits, (total + part_steps - 1) / part_steps);
-  }
+  const int64_t parts = bw_bar_parts(a, total, splits, slots, cap);
   if (total == 0 || part >= parts) return;
   const int f0 = (int)(total * part / parts), f1 = (int)(total * (part + 1) / parts);  // total <= 2 n_qtiles
   const int group = a.heads / a.kv_heads, h = a.bc.hc_head[c], first = a.bc.hc_first[c], n_valid = a.bc.hc_n[c];

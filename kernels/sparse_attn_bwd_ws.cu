@@ -872,14 +872,7 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_bars_kernel(const __g
   int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
   int c = (int)(blockIdx.x / splits), part = (int)(blockIdx.x % splits);
   const int64_t u0 = a.bc.hc_q_cnt[c], total = 2 * (a.bc.hc_q_cnt[c + 1] - u0);
-  int64_t parts = 1;
-  if (cap > 0) {
-    parts = min((int64_t)splits, (total + cap - 1) / cap);
-  } else if (splits > 1) {
-    int64_t all = 2 * a.bc.hc_q_cnt[a.bc.n_hchunks], fair = (all + n_sms - 1) / n_sms;
-    int64_t part_steps = max((int64_t)64, fair / 8);
-    parts = min((int64_t)splits, (total + part_steps - 1) / part_steps);
-  }
+  const int64_t parts = bw_bar_parts(a, total, splits, n_sms, cap);
   if (total == 0 || part >= parts) return;
   const int64_t f0 = total * part / parts, f1 = total * (part + 1) / parts;
   const int h = a.bc.hc_head[c], kvh = h / (a.heads / a.kv_heads);
@@ -1173,14 +1166,7 @@ __global__ void __launch_bounds__(BS_THREADS, 1) sa_bwd_ws_pair_kernel(const __g
   const int32_t na = (int32_t)(u1 - u0), nb = (int32_t)(u2 - u1);
   const int32_t *qa = a.bc.hc_q_idx + u0, *qb = a.bc.hc_q_idx + u1;
   const int64_t total = 2 * ((int64_t)na + nb);
-  int64_t parts = 1;
-  if (cap > 0) {
-    parts = min((int64_t)splits, (total + cap - 1) / cap);
-  } else if (splits > 1) {
-    int64_t all = 2 * a.bc.hc_q_cnt[a.bc.n_hchunks], fair = (all + n_sms - 1) / n_sms;
-    int64_t part_steps = max((int64_t)64, fair / 8);
-    parts = min((int64_t)splits, (total + part_steps - 1) / part_steps);
-  }
+  const int64_t parts = bw_bar_parts(a, total, splits, n_sms, cap);
   if (total == 0 || part >= parts) return;
   if (warp < 2) {
     int place = bp_place(a, c, h, lane);
@@ -1276,8 +1262,12 @@ static int bs_launch(const bwd_args &a, int64_t kv_cells, cudaStream_t st, sr_er
   return SR_OK;
 }
 
-template <int D>
-static int bb_ws_launch(const bwd_args &a, cudaStream_t st, sr_error *e) {
+// The bars' launch of variant 4 (PAIRS false: sa_bwd_ws_bars_kernel, a CTA a compute chunk and part of its walk) or 5
+// (true: sa_bwd_ws_pair_kernel, a CTA a pair of chunks and part of their merged walk; a chunk at an odd place returns).
+// At most 16 parts a walk (the mma.sync split walk's bound); sa_bwd_bar_cap > 0 sets the part size (tests; a chunk
+// counts up to two steps a query tile, a pair up to four).
+template <int D, bool PAIRS>
+static int bars_ws_launch(const bwd_args &a, cudaStream_t st, sr_error *e) {
   bs_maps mp;
   memset(&mp, 0, sizeof mp);
   int rc;
@@ -1285,58 +1275,27 @@ static int bb_ws_launch(const bwd_args &a, cudaStream_t st, sr_error *e) {
       (rc = bs_map(&mp.dout, a.dout, a.n_q, (int64_t)a.heads * D, BW_QB, 2, e)) ||
       (rc = bs_map(&mp.dq, a.dq, a.n_q, (int64_t)a.heads * D, BW_QB, 4, e)))
     return rc;
-  size_t smem = bb_ws_smem<D>::bytes();
-  SA_CUDA(cudaFuncSetAttribute(sa_bwd_ws_bars_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  void (*kernel)(bwd_args, bs_maps, int, int, int) = PAIRS ? sa_bwd_ws_pair_kernel<D> : sa_bwd_ws_bars_kernel<D>;
+  size_t smem = PAIRS ? bp_smem<D>::bytes() : bb_ws_smem<D>::bytes();
+  SA_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   static int n_sms;
   if (!n_sms) SA_CUDA(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0));
-  // At most 16 parts a walk (the mma.sync split walk's bound); sa_bwd_bar_cap > 0 sets the part size (tests).
   int cap = sa_bwd_bar_cap, splits = 16;
-  if (cap > 0) splits = (int)min((int64_t)64, (2 * (int64_t)a.tt.n_qtiles + cap - 1) / cap);
+  if (cap > 0) splits = (int)min((int64_t)64, ((PAIRS ? 4 : 2) * (int64_t)a.tt.n_qtiles + cap - 1) / cap);
   if ((int64_t)a.bc.n_hchunks * splits > INT32_MAX) splits = 1, cap = 0;
-  sa_bwd_ws_bars_kernel<D><<<(unsigned)((int64_t)a.bc.n_hchunks * splits), BS_THREADS, smem, st>>>(a, mp, splits, n_sms, cap);
+  kernel<<<(unsigned)((int64_t)a.bc.n_hchunks * splits), BS_THREADS, smem, st>>>(a, mp, splits, n_sms, cap);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
 
-template <int D>
-static int bp_launch(const bwd_args &a, cudaStream_t st, sr_error *e) {
-  bs_maps mp;
-  memset(&mp, 0, sizeof mp);
-  int rc;
-  if ((rc = bs_map(&mp.q, a.q, a.n_q, (int64_t)a.heads * D, BW_QB, 2, e)) ||
-      (rc = bs_map(&mp.dout, a.dout, a.n_q, (int64_t)a.heads * D, BW_QB, 2, e)) ||
-      (rc = bs_map(&mp.dq, a.dq, a.n_q, (int64_t)a.heads * D, BW_QB, 4, e)))
-    return rc;
-  size_t smem = bp_smem<D>::bytes();
-  SA_CUDA(cudaFuncSetAttribute(sa_bwd_ws_pair_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  static int n_sms;
-  if (!n_sms) SA_CUDA(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0));
-  // At most 16 parts a walk, as variant 4; sa_bwd_bar_cap > 0 sets the part size (tests; a pair counts up to four
-  // steps a query tile).
-  int cap = sa_bwd_bar_cap, splits = 16;
-  if (cap > 0) splits = (int)min((int64_t)64, (4 * (int64_t)a.tt.n_qtiles + cap - 1) / cap);
-  if ((int64_t)a.bc.n_hchunks * splits > INT32_MAX) splits = 1, cap = 0;
-  sa_bwd_ws_pair_kernel<D><<<(unsigned)((int64_t)a.bc.n_hchunks * splits), BS_THREADS, smem, st>>>(a, mp, splits, n_sms, cap);
-  SA_CUDA(cudaGetLastError());
-  return SR_OK;
-}
-
-int sa_bwd_ws_all(const bwd_args *a, int head_dim, int64_t kv_cells, cudaStream_t st, sr_error *e) {
+int sa_bwd_ws_all(const bwd_args *a, int head_dim, int64_t kv_cells, int pairs, cudaStream_t st, sr_error *e) {
   if (kv_cells && a->n_k > 0 && a->n_q > 0) {
     int rc = head_dim == 64 ? bs_launch<64>(*a, kv_cells, st, e) : bs_launch<128>(*a, kv_cells, st, e);
     if (rc) return rc;
   }
   if (!a->bc.n_hchunks || a->n_k <= 0 || a->n_q <= 0) return SR_OK;
-  return head_dim == 64 ? bb_ws_launch<64>(*a, st, e) : bb_ws_launch<128>(*a, st, e);
-}
-
-int sa_bwd_ws_pairs(const bwd_args *a, int head_dim, int64_t kv_cells, cudaStream_t st, sr_error *e) {
-  if (kv_cells && a->n_k > 0 && a->n_q > 0) {
-    int rc = head_dim == 64 ? bs_launch<64>(*a, kv_cells, st, e) : bs_launch<128>(*a, kv_cells, st, e);
-    if (rc) return rc;
-  }
-  if (!a->bc.n_hchunks || a->n_k <= 0 || a->n_q <= 0) return SR_OK;
-  return head_dim == 64 ? bp_launch<64>(*a, st, e) : bp_launch<128>(*a, st, e);
+  if (pairs) return head_dim == 64 ? bars_ws_launch<64, true>(*a, st, e) : bars_ws_launch<128, true>(*a, st, e);
+  return head_dim == 64 ? bars_ws_launch<64, false>(*a, st, e) : bars_ws_launch<128, false>(*a, st, e);
 }
 
 int sa_bwd_ws_tiles(const bwd_args *a, int head_dim, int64_t q_cells, int64_t kv_cells, cudaStream_t st, sr_error *e) {
