@@ -75,7 +75,7 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
   static const char *const known[] = {"name",          "peak_tflops", "fp64_tflops",   "fp8_tflops", "hbm_gbps",
                                       "mem_gib",       "efficiency",  "comm_slowdown", "ring_step",  "adaspa_search_ratio",
                                       "bar_walk_us",   "attn_walk",   "l2_mb",         "attn_l2",    "bar_walk_parts",
-                                      "bar_walk_ws",   NULL};
+                                      "bar_walk_ws",   "bar_walk_pairs", NULL};
   static const char *const known_ring[] = {"fwd_us", "bwd_us", "fwd_cell_us", "bwd_cell_us", NULL};
   static const char *const known_walk[] = {"fwd_us", "bwd_us", NULL};
   static const char *const known_l2[] = {"fwd", "bwd", NULL};
@@ -130,6 +130,13 @@ static int parse_gpu(const cJSON *root, const char *file, gpu_desc *g, sr_error 
   int64_t ws = 0;
   if ((rc = json_get_int(gpu, "bar_walk_ws", 0, 0, 1, &ws, file, "gpu", e))) return rc;
   g->bar_walk_ws = (int)ws;
+  // optional: that kernel's bars in pairs of compute chunks (1, variant 5) or one chunk a CTA (0, absent)
+  int64_t pairs = 0;
+  if ((rc = json_get_int(gpu, "bar_walk_pairs", 0, 0, 1, &pairs, file, "gpu", e))) return rc;
+  if (pairs && !ws)
+    return sr_input_error(e, file, "gpu.bar_walk_pairs", "1 needs gpu.bar_walk_ws 1: only the warp-specialized bars "
+                          "kernel (backward variant 5) pairs compute chunks");
+  g->bar_walk_pairs = (int)pairs;
   const cJSON *ring = cJSON_GetObjectItemCaseSensitive(gpu, "ring_step");
   if (ring && !cJSON_IsNull(ring)) {
     if (!cJSON_IsObject(ring)) return sr_input_error(e, file, "gpu.ring_step", "expected an object");
@@ -337,6 +344,7 @@ char *cluster_to_json(const cluster_desc *c) {
   if (g->bar_walk_us > 0) add_num(gpu, "bar_walk_us", g->bar_walk_us, &ok);
   if (g->bar_walk_parts > 0) add_num(gpu, "bar_walk_parts", g->bar_walk_parts, &ok);
   if (g->bar_walk_ws) add_num(gpu, "bar_walk_ws", g->bar_walk_ws, &ok);
+  if (g->bar_walk_pairs) add_num(gpu, "bar_walk_pairs", g->bar_walk_pairs, &ok);
   if (g->attn_walk_us[0] > 0 || g->attn_walk_us[1] > 0) {
     cJSON *walk = add_obj(gpu, "attn_walk", &ok);
     add_num(walk, "fwd_us", g->attn_walk_us[0], &ok);

@@ -55,6 +55,12 @@ typedef struct {
   // memory), the bars' dQ in the same kernel, so no separate dQ pass is charged (sim/cost.h, cost_bar_slots and
   // cost_bar_waves). 0: the mma.sync bar kernels (variants 0-3). Written by calibrate; `--bars-walk ws` in repredict.
   int bar_walk_ws;
+  // 1 where that kernel runs the bars in pairs of compute chunks (kernels/sparse_attn_bwd_ws.cu, sa_bwd_ws_pair_kernel,
+  // backward variant 5): a head's chunks pair up from its first, one CTA a pair walking the ascending union of both
+  // chunks' query tiles once, a lone last chunk a CTA of its own (sim/cost.c, cost_bar_waves). Only with bar_walk_ws 1;
+  // 0 (absent): one CTA a chunk (variant 4), the same bits as before. Written by calibrate for a binary whose default
+  // backward is variant 5; `--bars-walk pair` in repredict.
+  int bar_walk_pairs;
   // What each (query tile, head) walk of an attention kernel call costs beyond its tiles' work (the Q tile's load,
   // the epilogue that normalises and writes the row block): microseconds of the whole GPU's time per walk, so a
   // call of c walks pays c x attn_walk_us. [0] forward, [1] backward; 0 = not modelled (sim/cost.h,

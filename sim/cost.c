@@ -107,6 +107,34 @@ int cost_bar_slots(const gpu_desc *g, int head_dim) {
   return sms;
 }
 
+// The bars in pairs of compute chunks (gpu.bar_walk_pairs, backward variant 5: kernels/sparse_attn_bwd_ws.cu,
+// sa_bwd_ws_pair_kernel and bars_ws_launch<D, true>), with cost_bar_waves' chunks (k = ceil(bars a head / (q_tiles x
+// 64)) a head, each listed in nearly every query tile, so each walking 2 q_tiles steps). Each formula from the kernel:
+// - CTAs: a head's chunks pair up from its first (bp_place; a chunk at an odd place returns at once, its CTAs hold
+//   nothing), so floor(k / 2) pair CTAs a head and, where k is odd, a lone last chunk's CTA (`pair` false: its second
+//   warpgroup's keys absent and masked, the step's products still issued, so its step costs a pair's).
+// - A pair's walk: the ascending union of both chunks' query tiles (bp_walk), two 64-row steps a tile, Q, dO, LSE and
+//   D loaded once for both (bp_produce). Both lists hold nearly all q_tiles here, so the union is 2 q_tiles steps,
+//   one chunk's walk; a lone chunk walks its own list, the same 2 q_tiles.
+// - Parts: bw_bar_parts with variant 4's even share (fair = ceil(all chunks' own steps / slots): `all` counts every
+//   chunk's list, paired or not), part_steps = max(64, floor(fair / 8)), at most gpu.bar_walk_parts; but a pair counts
+//   both chunks' steps (`total` = 2 (na + nb) = 4 q_tiles), so min(parts, ceil(4 q_tiles / part_steps)) parts, cut at
+//   places K p / parts of the two lists merged with their duplicates (bp_cut): where the lists are the same tiles each
+//   part walks 2 q_tiles / parts steps, half of variant 4's part where the cap does not bind. A lone chunk counts its
+//   own 2 q_tiles (variant 4's rule and parts).
+// - Slots: the tile kernel's shared memory (bp_smem = bs_smem with the pair's stage record) and 384 threads, one CTA
+//   an SM (cost_bar_slots as for variant 4); dQ formed in the kernel (bp_write_dq), no separate pass.
+// Pair and lone CTAs differ in length (a lone chunk's parts up to twice a pair's), so the call's n CTAs are charged as
+// cost_bar_waves charges equal ones with two changes: the last wave's idle share (ceil(n / slots) - n / slots) is of
+// the longest CTA (each head's lone chunk is launched after its pairs, so long CTAs are among the last to start), and
+// the floor is ceil(n / slots) CTAs of the mean length (their steps in all over n), at least the longest CTA. Where
+// every CTA is alike (every head's chunks paired, or one chunk a head: then variant 5 runs variant 4's CTAs) this is
+// cost_bar_waves' figure. Against a list schedule of the kernel's CTAs in launch order (greedy, `slots` at a time) it
+// is 1.5% short on average, 42% short at worst (8 heads of 7 chunks on 114 slots: few CTAs a slot, some long ones
+// starting late) and 10% long at worst (results/sim/2026-11-28-cpu-pair-waves). Not measured on a GPU yet: a
+// calibration of variant 5 fits gpu.bar_walk_us on the pair CTAs' merged walks (exec/calib_walk.c).
+// (The CTAs are counted by cost_bar_grid_of, charged by cost_bar_waves, both below.)
+
 // The bar kernel's chunks in waves (cost_bar_walk where the file gives gpu.bar_walk_parts). A head's bar keys of the
 // call, each listed in nearly every one of its q_tiles query tiles (cost.h), are ceil(bars a head / (q_tiles x 64))
 // chunks of 64 keys, each walking 2 q_tiles steps of gpu.bar_walk_us: equal CTAs. The split walk (parts > 1,
@@ -122,22 +150,45 @@ int cost_bar_slots(const gpu_desc *g, int head_dim) {
 // max(one CTA's time, bar_s + that remainder): with one whole-walk CTA a chunk and fewer chunks than slots this is
 // the floor before it where bar_s is the chunks' even share. What it explains and what not: docs/sim.md, "The bars'
 // backward in waves" (results/sim/2026-11-28-cpu-simfid).
-double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s) {
-  double steps = 2.0 * q_tiles, chunks = heads * ceil(bars / heads / (q_tiles * 64.0)), parts = 1;
+void cost_bar_grid_of(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, cost_bar_grid *r) {
+  double steps = 2.0 * q_tiles, k = ceil(bars / heads / (q_tiles * 64.0)), chunks = heads * k, parts = 1;
+  if (!g->bar_walk_pairs) {
+    if (g->bar_walk_parts > 1) {
+      double fair = ceil(chunks * steps / slots), part_steps = fmax(64.0, floor(fair / 8));
+      parts = fmin((double)g->bar_walk_parts, ceil(steps / part_steps));
+    }
+    r->ctas = chunks * parts, r->steps = chunks * steps, r->longest = steps / parts, r->parts = parts;
+    return;
+  }
+  double pairs = floor(k / 2), lone = k - 2 * pairs, parts_l = 1;  // a head's pair CTAs and lone last chunk
   if (g->bar_walk_parts > 1) {
     double fair = ceil(chunks * steps / slots), part_steps = fmax(64.0, floor(fair / 8));
-    parts = fmin((double)g->bar_walk_parts, ceil(steps / part_steps));
+    parts = fmin((double)g->bar_walk_parts, ceil(2 * steps / part_steps));  // a pair counts both chunks' steps
+    parts_l = fmin((double)g->bar_walk_parts, ceil(steps / part_steps));
   }
-  double ctas = chunks * parts, cta_s = steps / parts * g->bar_walk_us * 1e-6;
+  r->ctas = heads * (pairs * parts + lone * parts_l);
+  r->steps = heads * (pairs + lone) * steps;  // one walk of 2 q_tiles steps a pair or lone chunk
+  r->longest = lone > 0 ? steps / parts_l : steps / parts;
+  r->parts = lone > 0 ? fmax(parts, parts_l) : parts;
+}
+
+double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s) {
+  cost_bar_grid r;
+  cost_bar_grid_of(g, bars, q_tiles, heads, slots, &r);
+  double ctas = r.ctas, cta_s = r.longest * g->bar_walk_us * 1e-6;
+  // Variants 0-4: every CTA as long as the longest. Variant 5's pair and lone CTAs differ ("The bars in pairs of
+  // compute chunks" above): the floor's waves are of the mean CTA.
+  double mean_s = g->bar_walk_pairs ? r.steps / ctas * g->bar_walk_us * 1e-6 : cta_s;
   double t = bar_s + cta_s * (ceil(ctas / slots) - ctas / slots);
   // n equal CTAs on `slots` take ceil(n / slots) of their times (Graham 1969, as above) even where the bars' rate
   // charges less: a chunk of a few keys (vs-online's sink and verticals, about 4 a head) walks as many steps as a full
   // one. Before 2026-11-28 the floor was a single CTA's time, which on the warp-specialized bars kernel (one CTA an
   // SM) left a second wave out: vs-online at 256K on one H200 has 256 CTAs on 132 SMs
   // (results/sim/2026-11-28-cpu-vs-online-terms).
-  if (t < ceil(ctas / slots) * cta_s) t = ceil(ctas / slots) * cta_s;
+  if (t < ceil(ctas / slots) * mean_s) t = ceil(ctas / slots) * mean_s;
+  if (t < cta_s) t = cta_s;  // (only variant 5's mean can leave it below its longest CTA)
   // The warp-specialized bars kernel forms each step's dQ itself (gpu.bar_walk_ws): no separate pass.
-  return t - bar_s + (parts > 1 && !g->bar_walk_ws ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
+  return t - bar_s + (r.parts > 1 && !g->bar_walk_ws ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
 }
 
 // The bars' dQ (kernels/sparse_attn_bwd_wg.cu, sa_bwd_dq_wg_kernel with BARS): a query-major launch of one CTA per
@@ -203,6 +254,11 @@ double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double 
 // logs/ncu-vson.csv): 32,768 cells, 6.44 GB, 1.57 ms at 0.85 of 4.81 TB/s, where the kernel took 2.068 ms under the
 // profiler (1.76 ms at its run's clock, the backward's 0.851: sim/cost.c, cost_cta_floor) and the walk's waves give
 // 0.86 ms; not fitted (bytes from the kernel's code and the file's memory rate), so it explains 0.71 of the 0.90 ms.
+// Variant 5 (gpu.bar_walk_pairs, sa_bwd_ws_pair_kernel) takes the same floor: a pair's step loads its Q and dO rows
+// once for both chunks (bp_produce, bs_load_qdo) and the writer adds the step's dQ once (bp_write_dq, bs_reduce_dq:
+// four 64 x 32 fp32 boxes; at d = 64 the two warpgroups' halves of the same rows, the second served by the L2), and a
+// head of one chunk runs it alone over the same cells; with several chunks a head the pairs walk each cell fewer
+// times than variant 4's chunks, which the floor (each cell once) did not count for either.
 double cost_bar_ws_traffic(const gpu_desc *g, double bars, double q_tiles, double heads, double head_dim) {
   if (!g->bar_walk_ws || !(bars > 0)) return 0;
   return cost_mem(g, fmin(bars, q_tiles * heads) * TILE * head_dim * 12.0);

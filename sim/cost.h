@@ -71,9 +71,20 @@ static inline double cost_attn_bar_time(const cost_attn_rates *a, const work_cou
 // (cost_bar_waves): `heads` the call's query heads, `slots` the bar kernel's resident CTAs (cost_bar_ctas).
 // (Inline: costed for every rank and step of a layer.)
 // Where that walk is split (gpu.bar_walk_parts > 1) the bars' dQ pass is charged too (cost_bar_dq_cells).
+// Where the file names the bars in pairs of compute chunks (gpu.bar_walk_pairs, backward variant 5) the waves are of
+// pair CTAs, each walking the union of two chunks' query tiles once, and a head's lone last chunk (sim/cost.c,
+// cost_bar_grid_of); the floor without a named walk stays one walk of 2 q_tiles steps (a pair's union is the same
+// tiles).
 // The split walk's most parts a chunk (BB_MAX_PARTS of kernels/sparse_attn_bwd_bars.cu, the default backward since
 // 34159d3; variant 4 takes the same rule): what `calibrate` writes for a binary that splits, `--bars-walk split` reads.
 #define COST_BAR_SPLIT_PARTS 16
+// The bar kernel's CTAs of a call as cost_bar_waves counts them (the same chunks and parts; with gpu.bar_walk_pairs
+// the pair CTAs and lone last chunks, sim/cost.c): the CTAs that hold work, their 64-row steps in all, the longest
+// CTA's steps, and the most parts a walk is cut into.
+typedef struct {
+  double ctas, steps, longest, parts;
+} cost_bar_grid;
+void cost_bar_grid_of(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, cost_bar_grid *r);
 double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s);
 // Seconds the bars' dQ pass of a backward call takes beyond what the bars' rate charges of it: the call's (head, query
 // tile) cells with bars (at most min(bars, q_tiles x heads)), one CTA each and one an SM, in waves of the GPU's SMs of
@@ -96,7 +107,8 @@ static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, doubl
 // loads its 64 query rows of Q and dO (bf16) and adds its dQ rows into the fp32 output by the TMA's reduction (read and
 // written), and a head whose bar keys are one chunk walks each of its query tiles once, so nothing is reused from the
 // L2 between chunks: the call's (head, query tile) cells with bars (at most min(bars, q_tiles x heads)) x TILE rows x
-// head_dim x 12 bytes at the memory rate (sim/cost.c says where it binds); 0 unless the file names that kernel.
+// head_dim x 12 bytes at the memory rate (sim/cost.c says where it binds); 0 unless the file names that kernel. The
+// same with its chunks in pairs (gpu.bar_walk_pairs): a pair's step loads its rows once for both chunks.
 double cost_bar_ws_traffic(const gpu_desc *g, double bars, double q_tiles, double heads, double head_dim);
 // SM count and shared memory an SM (KiB) of a GPU by its device name (NVIDIA's datasheets and tuning guides: H100
 // SXM and PCIe, H200, H800, A100, A800); 0 and 0 when unknown.
@@ -109,8 +121,8 @@ int cost_ws_sms(const char *gpu_name);
 int cost_bar_ctas(const char *gpu_name, int head_dim);
 // The bar kernel's resident CTAs that cost_bar_walk's waves take for the binary the file describes: 0 where the file
 // does not say its walk (gpu.bar_walk_parts 0: the floor of one whole walk), the GPU's SMs where its bars run on the
-// warp-specialized kernel (gpu.bar_walk_ws: ~200 KiB of shared memory and 384 threads a CTA, one an SM), else
-// cost_bar_ctas.
+// warp-specialized kernel (gpu.bar_walk_ws: ~200 KiB of shared memory and 384 threads a CTA, one an SM; its pair
+// CTAs, gpu.bar_walk_pairs, the tile kernel's shared memory, one an SM as well), else cost_bar_ctas.
 int cost_bar_slots(const gpu_desc *g, int head_dim);
 // The shortest CTAs of the warp-specialized tile kernels (issue 24; sim/cost.c says where the figures come from). The
 // forward (kernels/sparse_attn_fwd_ws.cu) runs one CTA a (head, query tile) cell, the backward's tiles

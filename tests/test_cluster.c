@@ -294,7 +294,7 @@ static int same_cluster(const cluster_desc *a, const cluster_desc *b) {
          x->ring_step_us[0] == y->ring_step_us[0] && x->ring_step_us[1] == y->ring_step_us[1] &&
          x->ring_cell_us[0] == y->ring_cell_us[0] && x->ring_cell_us[1] == y->ring_cell_us[1] &&
          x->bar_walk_us == y->bar_walk_us && x->bar_walk_parts == y->bar_walk_parts && x->bar_walk_ws == y->bar_walk_ws &&
-         x->attn_walk_us[0] == y->attn_walk_us[0] &&
+         x->bar_walk_pairs == y->bar_walk_pairs && x->attn_walk_us[0] == y->attn_walk_us[0] &&
          x->attn_walk_us[1] == y->attn_walk_us[1] && x->l2_mb == y->l2_mb && x->attn_l2[0] == y->attn_l2[0] &&
          x->attn_l2[1] == y->attn_l2[1] && a->calibrated == b->calibrated &&
          strcmp(a->calibration, b->calibration) == 0;
@@ -317,6 +317,7 @@ TEST(cluster_written_json_reads_back_identically) {
     if (i % 2 == 0) a.gpu.eff_attn_sustained = 0.9123456789012345;  // the others: absent (0)
     if (i % 2) a.gpu.bar_walk_parts = i % 4 == 1 ? 1 : 16;             // the others: not said (0)
     if (i % 4 == 3) a.gpu.bar_walk_ws = 1;                              // the others: the mma.sync bar kernels (0)
+    if (i == 7) a.gpu.bar_walk_pairs = 1;                               // the others: a chunk a CTA (0)
     char *text = cluster_to_json(&a);
     CHECK(text != NULL);
     if (!text) continue;
@@ -476,6 +477,54 @@ TEST(cluster_bar_walk_ws_is_optional_zero_or_one) {
     CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_EINPUT);
     CHECK_STR_CONTAINS(e.msg, "gpu.bar_walk_ws");
   }
+}
+
+// Backward variant 5's pairs of compute chunks (gpu.bar_walk_pairs): optional (absent: 0, not written back), 0 or 1,
+// and 1 only on the warp-specialized bars kernel (gpu.bar_walk_ws 1); the CLI exits 2 naming the file and the field.
+TEST(cluster_bar_walk_pairs_is_optional_zero_or_one_and_only_with_ws) {
+  cluster_desc c;
+  sr_error e = {0};
+  const char *fmt = "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"G\", \"peak_tflops\": 100, "
+                    "\"hbm_gbps\": 1000, \"mem_gib\": 40%s}, " HOST_OK "}";
+  char text[600];
+  snprintf(text, sizeof text, fmt, ", \"bar_walk_parts\": 16, \"bar_walk_ws\": 1, \"bar_walk_pairs\": 1");
+  CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 1);
+  CHECK_EQ_INT(c.gpu.bar_walk_ws, 1);
+  char *w = cluster_to_json(&c);
+  CHECK(w != NULL && strstr(w, "\"bar_walk_pairs\"") != NULL);
+  free(w);
+  snprintf(text, sizeof text, fmt, ", \"bar_walk_parts\": 16, \"bar_walk_ws\": 1");  // a variant-4 file as before
+  CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 0);
+  w = cluster_to_json(&c);
+  CHECK(w != NULL && strstr(w, "bar_walk_pairs") == NULL);
+  free(w);
+  snprintf(text, sizeof text, fmt, ", \"bar_walk_ws\": 1, \"bar_walk_pairs\": 0");
+  CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 0);
+  const char *bad[] = {", \"bar_walk_ws\": 1, \"bar_walk_pairs\": 2",
+                       ", \"bar_walk_ws\": 1, \"bar_walk_pairs\": -1",
+                       ", \"bar_walk_ws\": 1, \"bar_walk_pairs\": 0.5",
+                       ", \"bar_walk_ws\": 1, \"bar_walk_pairs\": \"yes\"",
+                       ", \"bar_walk_pairs\": 1",  // pairs without the warp-specialized kernel
+                       ", \"bar_walk_ws\": 0, \"bar_walk_pairs\": 1"};
+  for (int i = 0; i < 6; i++) {
+    snprintf(text, sizeof text, fmt, bad[i]);
+    CHECK_EQ_INT(cluster_from_json_text(text, "p.json", &c, &e), SR_EINPUT);
+    CHECK_STR_CONTAINS(e.msg, "p.json");
+    CHECK_STR_CONTAINS(e.msg, "gpu.bar_walk_pairs");
+    if (i >= 4) CHECK_STR_CONTAINS(e.msg, "bar_walk_ws 1");  // the reason: pairs only on the warp-specialized kernel
+  }
+  char path[700], cmd[1600], *out = NULL;
+  snprintf(path, sizeof path, "%s/pairs.json", test_tmpdir());
+  snprintf(text, sizeof text, fmt, ", \"bar_walk_pairs\": 1");
+  write_file(path, text);
+  snprintf(cmd, sizeof cmd, "%s/sparsering cluster --cluster '%s'", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 2);
+  CHECK_STR_CONTAINS(out, path);
+  CHECK_STR_CONTAINS(out, "gpu.bar_walk_pairs");
+  free(out);
 }
 
 // The attention kernels' cost per walk is optional (absent: not modelled, 0, and not written back), an object of the

@@ -146,6 +146,90 @@ TEST(sim_cost_ws_bars_take_one_cta_an_sm_and_no_dq_pass) {
   CHECK_EQ_INT(cost_bar_slots(&g, 128), 0);
 }
 
+// Backward variant 5 (gpu.bar_walk_pairs, kernels/sparse_attn_bwd_ws.cu sa_bwd_ws_pair_kernel): a head's compute
+// chunks pair up from its first, one CTA a pair walking their union (the model's lists: every query tile, so 2 q_tiles
+// steps, one chunk's walk), a lone last chunk a CTA of its own; a pair's parts count both chunks' steps. On an H100's
+// 132 slots, 16 heads over 256 query tiles (512 steps a walk, parts of at least 64 steps):
+// - 2 chunks a head: variant 4 runs 32 chunks x 8 parts of 64 steps (256 CTAs, 2 waves: 1.28 ms); variant 5 16 pairs x
+//   16 parts of 32 steps (256 CTAs of half the length: 2 waves of 0.32 ms);
+// - 3 chunks a head: 16 pairs x 16 parts of 32 steps and 16 lone chunks x 8 parts of 64 (384 CTAs, 16,384 steps: a
+//   mean of 42.67), 3 waves of the mean CTA, 1.28 ms, where variant 4 takes 3 waves of 0.64 ms; with 1.5 ms of bars
+//   the last wave's idle share is charged at the longest CTA: 0.64 ms x (3 - 384 / 132);
+// - 4 chunks a head over 2048 query tiles: parts of 248 steps, both variants' at the cap of 16 (256 steps each):
+//   variant 4 1,024 CTAs, 8 waves; variant 5 512 CTAs, 4 waves;
+// - one chunk a head (vs-online's few keys): variant 5 runs variant 4's CTAs, the same time.
+TEST(sim_cost_pair_bars_walk_a_pair_of_chunks_a_cta_and_a_lone_last_chunk_alone) {
+  gpu_desc g = test_gpu();
+  snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
+  g.bar_walk_us = 10, g.bar_walk_parts = 16, g.bar_walk_ws = 1, g.bar_walk_pairs = 1;
+  CHECK_EQ_INT(cost_bar_slots(&g, 128), 132);  // the tile kernel's shared memory: one CTA an SM
+  cost_bar_grid r4, r5;
+  gpu_desc g4 = g;
+  g4.bar_walk_pairs = 0;
+  work_count w2 = {0, 0, 16 * 2 * 256 * 64, 0, 0};
+  cost_bar_grid_of(&g, (double)w2.bars, 256, 16, 132, &r5);
+  cost_bar_grid_of(&g4, (double)w2.bars, 256, 16, 132, &r4);
+  CHECK_NEAR(r4.ctas, 256, 0);
+  CHECK_NEAR(r4.longest, 64, 0);
+  CHECK_NEAR(r4.steps, 32 * 512, 0);
+  CHECK_NEAR(r5.ctas, 256, 0);
+  CHECK_NEAR(r5.longest, 32, 0);
+  CHECK_NEAR(r5.steps, 16 * 512, 0);
+  CHECK_REL(cost_bar_walk(&g4, &w2, 256, 16, 132, 0.05e-3), 1.28e-3 - 0.05e-3, 1e-12);
+  CHECK_REL(cost_bar_walk(&g, &w2, 256, 16, 132, 0.05e-3), 0.64e-3 - 0.05e-3, 1e-12);
+  work_count w3 = {0, 0, 16 * 3 * 256 * 64, 0, 0};
+  cost_bar_grid_of(&g, (double)w3.bars, 256, 16, 132, &r5);
+  CHECK_NEAR(r5.ctas, 16 * 16 + 16 * 8, 0);
+  CHECK_NEAR(r5.longest, 64, 0);
+  CHECK_NEAR(r5.steps, 32 * 512, 0);
+  CHECK_REL(cost_bar_walk(&g, &w3, 256, 16, 132, 0.05e-3), 1.28e-3 - 0.05e-3, 1e-12);
+  CHECK_REL(cost_bar_walk(&g4, &w3, 256, 16, 132, 0.05e-3), 1.92e-3 - 0.05e-3, 1e-12);
+  CHECK_REL(cost_bar_walk(&g, &w3, 256, 16, 132, 1.5e-3), 0.64e-3 * (3 - 384.0 / 132), 1e-12);
+  work_count w4 = {0, 0, 16 * 4 * 2048 * 64, 0, 0};
+  cost_bar_grid_of(&g, (double)w4.bars, 2048, 16, 132, &r5);
+  cost_bar_grid_of(&g4, (double)w4.bars, 2048, 16, 132, &r4);
+  CHECK_NEAR(r4.ctas, 1024, 0);
+  CHECK_NEAR(r5.ctas, 512, 0);
+  CHECK_NEAR(r5.longest, 256, 0);
+  CHECK_REL(cost_bar_walk(&g, &w4, 2048, 16, 132, 0.05e-3), 4 * 2.56e-3 - 0.05e-3, 1e-12);
+  CHECK_REL(cost_bar_walk(&g4, &w4, 2048, 16, 132, 0.05e-3), 8 * 2.56e-3 - 0.05e-3, 1e-12);
+  work_count w1 = {0, 0, 16 * 4 * 2048, 0, 0};  // 4 keys a (head, query tile) cell
+  cost_bar_grid_of(&g, (double)w1.bars, 2048, 16, 132, &r5);
+  cost_bar_grid_of(&g4, (double)w1.bars, 2048, 16, 132, &r4);
+  CHECK_NEAR(r5.ctas, r4.ctas, 0);
+  CHECK_NEAR(r5.longest, r4.longest, 0);
+  CHECK_REL(cost_bar_walk(&g, &w1, 2048, 16, 132, 0.05e-3), cost_bar_walk(&g4, &w1, 2048, 16, 132, 0.05e-3), 1e-12);
+  // the same traffic floor (a pair's step loads its rows once), and without a named walk the same floor of one walk
+  double traffic = cost_bar_ws_traffic(&g, (double)w3.bars, 256, 16, 128);
+  CHECK(traffic > 0 && traffic == cost_bar_ws_traffic(&g4, (double)w3.bars, 256, 16, 128));
+  g.bar_walk_parts = g4.bar_walk_parts = 0;
+  CHECK(cost_bar_walk(&g, &w3, 256, 16, 0, 1e-3) == cost_bar_walk(&g4, &w3, 256, 16, 0, 1e-3));
+}
+
+// Pairs never take more CTAs nor more steps than variant 4's chunks, nor a longer CTA, and the call never less than
+// its longest CTA or its even share: over heads, chunks a head, query tiles, both GPUs' slots and the parts' cap.
+TEST(sim_cost_pair_bars_take_no_more_ctas_or_steps_than_one_chunk_a_cta) {
+  gpu_desc g = test_gpu();
+  g.bar_walk_us = 10, g.bar_walk_ws = 1;
+  for (int cap = 1; cap <= 16; cap *= 4)
+    for (int heads = 1; heads <= 64; heads *= 4)
+      for (int k = 1; k <= 9; k++)
+        for (int qt = 16; qt <= 4096; qt *= 4)
+          for (int slots = 114; slots <= 132; slots += 18) {
+            gpu_desc g4 = g, g5 = g;
+            g4.bar_walk_parts = g5.bar_walk_parts = cap, g5.bar_walk_pairs = 1;
+            double bars = (double)heads * k * qt * 64 - 3;  // the last chunk of a head not full
+            cost_bar_grid r4, r5;
+            cost_bar_grid_of(&g4, bars, qt, heads, slots, &r4);
+            cost_bar_grid_of(&g5, bars, qt, heads, slots, &r5);
+            CHECK(r5.ctas <= r4.ctas && r5.steps <= r4.steps && r5.longest <= r4.longest);
+            CHECK_NEAR(r5.steps, heads * ceil(k / 2.0) * 2.0 * qt, 0);
+            work_count w = {0, 0, (int64_t)bars, 0, 0};
+            double t = cost_bar_walk(&g5, &w, qt, heads, slots, 0) * 1e6 / g.bar_walk_us;  // in steps
+            CHECK(t >= r5.longest * (1 - 1e-12) && t >= r5.steps / slots * (1 - 1e-12));
+          }
+}
+
 TEST(sim_cost_bar_kernel_ctas_are_the_sms_times_what_fits_an_sms_shared_memory) {
   CHECK_EQ_INT(cost_bar_ctas("NVIDIA H200", 128), 264);
   CHECK_EQ_INT(cost_bar_ctas("NVIDIA H100 80GB HBM3", 128), 264);
