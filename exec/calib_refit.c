@@ -144,7 +144,7 @@ int calib_refit_from_log(const char *path, const char *csv, cluster_desc *cl, in
       *eff[p][k] = calib_sustained_rate(pt->flops[p][k], pt->seconds[p][k], pt->n[p][k]) / peak;
     }
   if ((rc = calib_bar_walk_fit(path, pt->flops[1][2], pt->seconds[1][2], pt->n[1][2], heads, kv_heads, head_dim,
-                               cl->gpu.name, cl->gpu.bar_walk_ws, &cl->gpu.bar_walk_us, e)))
+                               cl->gpu.name, cl->gpu.bar_walk_ws, cl->gpu.bar_walk_pairs, &cl->gpu.bar_walk_us, e)))
     goto done;
   // the L2 the calls' keys are set against: the file's, else the datasheet's of the GPU it names (0: unknown)
   if (!(cl->gpu.l2_mb > 0)) cl->gpu.l2_mb = calib_gpu_l2(cl->gpu.name);

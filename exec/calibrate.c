@@ -25,25 +25,36 @@ int calib_bar_walk_parts(void) {
 #endif
 }
 
-static const char *bars_kind(int parts, int ws) {
-  return ws ? "the warp-specialized kernel (backward variant 4 or later)"
-            : parts > 1 ? "the mma.sync kernels with the split walk (variant 3)" : "the mma.sync kernel's whole walk (variants 0-2)";
+static const char *bars_kind(int parts, int ws, int pairs) {
+  return ws && pairs ? "the warp-specialized kernel in pairs of compute chunks (backward variant 5)"
+         : ws        ? "the warp-specialized kernel, a compute chunk a CTA (backward variant 4)"
+         : parts > 1 ? "the mma.sync kernels with the split walk (variant 3)"
+                     : "the mma.sync kernel's whole walk (variants 0-2)";
 }
 
-const char *calib_bars_note(const cluster_desc *c, int parts, int ws, char *buf, size_t size) {
+const char *calib_bars_note(const cluster_desc *c, int parts, int ws, int pairs, char *buf, size_t size) {
   const gpu_desc *g = &c->gpu;
   if (!c->calibrated || g->bar_walk_parts <= 0 || parts <= 0) return NULL;
   int fparts = g->bar_walk_parts > 1 ? 2 : 1, bparts = parts > 1 ? 2 : 1;
-  if (fparts == bparts && !g->bar_walk_ws == !ws) return NULL;
+  int fpairs = g->bar_walk_ws && g->bar_walk_pairs, bpairs = ws && pairs;
+  if (fparts == bparts && !g->bar_walk_ws == !ws && fpairs == bpairs) return NULL;
   snprintf(buf, size, "note: %s describes the bars' backward on %s, this binary runs %s: its bars may be mispredicted "
-           "(rerun sparsering-exec calibrate on this build)", c->name, bars_kind(g->bar_walk_parts, g->bar_walk_ws),
-           bars_kind(parts, ws));
+           "(rerun sparsering-exec calibrate on this build)", c->name,
+           bars_kind(g->bar_walk_parts, g->bar_walk_ws, g->bar_walk_pairs), bars_kind(parts, ws, pairs));
   return buf;
 }
 
 int calib_bar_walk_ws(void) {
 #if SR_HAVE_CUDA
   return sa_bwd_default_variant() >= 4;
+#else
+  return 0;
+#endif
+}
+
+int calib_bar_walk_pairs(void) {
+#if SR_HAVE_CUDA
+  return sa_bwd_default_variant() >= 5;
 #else
   return 0;
 #endif

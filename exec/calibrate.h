@@ -61,24 +61,32 @@ int calib_bar_walk_ctas(const char *gpu_name, int head_dim, int ws);
 // gpu.bar_walk_parts of the binary that runs: COST_BAR_SPLIT_PARTS where its default backward splits the bars' walks
 // (variant 3 or later), 1 where one CTA walks a chunk whole, 0 without the CUDA backend (not known).
 int calib_bar_walk_parts(void);
-// Where a calibrated cluster file describes another bars' backward than the binary runs (its gpu.bar_walk_parts and
-// gpu.bar_walk_ws against parts and ws, calib_bar_walk_parts and calib_bar_walk_ws of the binary), a note for
-// --predict saying so and what to rerun, in buf; NULL where they agree or the file does not say (parts 0) or is not
-// calibrated. (A prediction on a stale calibration is still printed: the note says why it may be off.)
-const char *calib_bars_note(const cluster_desc *c, int parts, int ws, char *buf, size_t size);
+// Where a calibrated cluster file describes another bars' backward than the binary runs (its gpu.bar_walk_parts,
+// gpu.bar_walk_ws and gpu.bar_walk_pairs against parts, ws and pairs: calib_bar_walk_parts, calib_bar_walk_ws and
+// calib_bar_walk_pairs of the binary), a note for --predict saying so and what to rerun, in buf; NULL where they agree
+// or the file does not say (parts 0) or is not calibrated. (A prediction on a stale calibration is still printed: the
+// note says why it may be off.)
+const char *calib_bars_note(const cluster_desc *c, int parts, int ws, int pairs, char *buf, size_t size);
 // gpu.bar_walk_ws of the binary that runs: 1 where its default backward runs the bars on the warp-specialized kernel
 // (variant 4 or later, SR_BWD_VARIANT included), else 0 (also without the CUDA backend).
 int calib_bar_walk_ws(void);
+// gpu.bar_walk_pairs of the binary that runs: 1 where its default backward runs the bars in pairs of compute chunks
+// (variant 5, SR_BWD_VARIANT included), else 0 (also without the CUDA backend).
+int calib_bar_walk_pairs(void);
 // The calibration's bar backward call at `size` (calib_attn_index, kind bar): its FLOPs as calib_attn_time counts
-// them and the 64-row steps its bar chunks walk in all (kernels/bar_chunks.c: 2 a query tile of each chunk's union).
-int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, double *flops, double *steps, sr_error *e);
+// them and the 64-row steps its bar kernel's CTAs walk in all (kernels/bar_chunks.c: 2 a query tile of each chunk's
+// union; with pairs, backward variant 5's, 2 a query tile of the union of each pair of a head's chunks, and of a lone
+// last chunk's own).
+int calib_bar_walk_shape(int size, int heads, int kv_heads, int head_dim, int pairs, double *flops, double *steps,
+                         sr_error *e);
 // The bars' backward walk from n >= 2 timed bar backward calls (their logged FLOPs and seconds; file names them in
 // messages, NULL when they were just timed): the slope of time
 // over their walks' steps (calib_fit_rate) times the resident CTAs, in microseconds a CTA spends on one 64-row step
-// (gpu.bar_walk_us; exec/calib_walk.c says why it is an upper bound). 0 for a GPU not known here; input error when a
-// point's FLOPs match no size of the calibration's index for this head shape.
+// (gpu.bar_walk_us; exec/calib_walk.c says why it is an upper bound). ws, pairs: the bar kernel that was timed
+// (gpu.bar_walk_ws, gpu.bar_walk_pairs: its resident CTAs, and with both its pair CTAs' merged walks). 0 for a GPU
+// not known here; input error when a point's FLOPs match no size of the calibration's index for this head shape.
 int calib_bar_walk_fit(const char *file, const double *flops, const double *seconds, int n, int heads, int kv_heads,
-                       int head_dim, const char *gpu_name, int ws, double *walk_us, sr_error *e);
+                       int head_dim, const char *gpu_name, int ws, int pairs, double *walk_us, sr_error *e);
 
 #define CALIB_SIZES 3  // work sizes per (phase, kind) that the rate fit takes
 // Measured kernel efficiencies (fraction of peak_tflops), CUDA only.

@@ -437,7 +437,9 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
              100 * (pf + pb - tt[0] - tt[1]) / (tt[0] + tt[1]));
       char note[600];
       if (layer == 0) printf("  %s\n", cluster_calibration_note(&pl->cluster, note, sizeof note));
-      if (layer == 0 && o_->cuda && calib_bars_note(&pl->cluster, calib_bar_walk_parts(), calib_bar_walk_ws(), note, sizeof note))
+      if (layer == 0 && o_->cuda &&
+          calib_bars_note(&pl->cluster, calib_bar_walk_parts(), calib_bar_walk_ws(), calib_bar_walk_pairs(), note,
+                          sizeof note))
         printf("  %s\n", note);
     }
     if (memory_after_layer(o_, da, &mem, e)) fail(c, e);

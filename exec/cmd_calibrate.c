@@ -277,14 +277,18 @@ static int cmd_calibrate(int argc, char **argv) {
     // The bars' backward walk: what one CTA of the bar kernel spends on a 64-row step (sim/cost.h, cost_bar_walk).
     // Which kernel and walk the binary's bar backward runs, so that the fit counts its resident CTAs and a step
     // charges that walk (sim/cost.h, cost_bar_waves).
-    int bars_ws = cuda ? calib_bar_walk_ws() : 0;
+    // Variant 5 (gpu.bar_walk_pairs): the fit counts its pair CTAs' merged walks.
+    int bars_ws = cuda ? calib_bar_walk_ws() : 0, bars_pairs = cuda ? calib_bar_walk_pairs() : 0;
     if (calib_bar_walk_fit(NULL, k.flops[1][2], k.seconds[1][2], CALIB_SIZES, (int)heads, (int)kvh, (int)hd, cl.gpu.name,
-                           bars_ws, &cl.gpu.bar_walk_us, &e))
+                           bars_ws, bars_pairs, &cl.gpu.bar_walk_us, &e))
       fail(&c, &e);
-    if (cuda && cl.gpu.bar_walk_us > 0) cl.gpu.bar_walk_parts = calib_bar_walk_parts(), cl.gpu.bar_walk_ws = bars_ws;
+    if (cuda && cl.gpu.bar_walk_us > 0)
+      cl.gpu.bar_walk_parts = calib_bar_walk_parts(), cl.gpu.bar_walk_ws = bars_ws,
+      cl.gpu.bar_walk_pairs = bars_ws && bars_pairs;
     if (c.rank == 0 && cl.gpu.bar_walk_us > 0)
       printf("bars' backward walk: %.2f us a CTA per 64-row step (%d resident CTAs; the bar backward's slope over the "
-             "calls' chunk walks)\n", cl.gpu.bar_walk_us, calib_bar_walk_ctas(cl.gpu.name, (int)hd, cl.gpu.bar_walk_ws));
+             "calls' %s walks)\n", cl.gpu.bar_walk_us, calib_bar_walk_ctas(cl.gpu.name, (int)hd, cl.gpu.bar_walk_ws),
+             cl.gpu.bar_walk_pairs ? "chunk pairs' merged" : "chunk");
     // Calls shaped like a layer's: the full-tile rates and each walk's cost where a layer runs (exec/calib_layer.c).
     gpu_desc slopes = cl.gpu;  // without them the 32K-token ring steps are set against the slopes' rates (calibrate.h)
     double *se[2][3] = {{&slopes.eff_attn_fwd_full, &slopes.eff_attn_fwd_partial, &slopes.eff_attn_fwd_bar},

@@ -5,8 +5,8 @@
 // A result folder lists its runs in `repredict.tsv`, one line a group of logs (tab-separated, '#' starts a
 // comment): GLOB (logs, relative to the folder), CLUSTER (the calibrated cluster file of their call,
 // relative to the folder), and the run's flags the log does not show (--skip-empty-sends, --fwd-runs,
-// --granularity G, --inner K, --ulysses U, --seed X, --trace FILE for vs-online, --bars-walk whole|split for the
-// backward's bar kernel of the run's binary (exec/repredict.h, repredict_bars_walk); for moba --inputs KIND and
+// --granularity G, --inner K, --ulysses U, --seed X, --trace FILE for vs-online, --bars-walk whole|split|ws|pair for
+// the backward's bar kernel of the run's binary (exec/repredict.h, repredict_bars_walk); for moba --inputs KIND and
 // --data-seed X of the run, whose selection is then recomputed from those inputs, and --moba-gate host for a run
 // whose gate ran on the host, which the simulator does not model). Each log's summary line
 //   attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, L layer(s): fwd X ms bwd Y ms per layer

@@ -49,11 +49,12 @@ int repredict_parse_train_log(const char *text, train_rerun *r);
 // Simulate r's step on the cluster file (calibrated, r->world GPUs) with the manifest's flags
 // (--skip-empty-sends, --fwd-runs), as train --predict does; fills the predicted fields.
 int repredict_train_run(const char *cluster_path, const char *flags, train_rerun *r, sr_error *e);
-// A manifest's --bars-walk whole|split|ws (the backward's bar kernel of the run's binary: one CTA a chunk's whole walk
-// before 34159d3, the walk split into parts since, on the warp-specialized kernel with its own dQ since variant 4
-// became the default; gpu.bar_walk_parts and gpu.bar_walk_ws, sim/cost.h cost_bar_walk) onto the plan's cluster: 1
-// or 16 parts, ws or not; nothing without the flag (the file's own, else the floor as before). An unknown value: an
-// input error naming the flag (exit status 2).
+// A manifest's --bars-walk whole|split|ws|pair (the backward's bar kernel of the run's binary: one CTA a chunk's whole
+// walk before 34159d3, the walk split into parts since, on the warp-specialized kernel with its own dQ since variant 4
+// became the default, in pairs of compute chunks a CTA with variant 5; gpu.bar_walk_parts, gpu.bar_walk_ws and
+// gpu.bar_walk_pairs, sim/cost.h cost_bar_walk) onto the plan's cluster: 1 or 16 parts, ws or not, pairs or not;
+// nothing without the flag (the file's own, else the floor as before). An unknown value: an input error naming the
+// flag (exit status 2).
 int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e);
 
 // `repredict --memory`: every log under root with both memory lines of `attn --predict` (the measured "memory per

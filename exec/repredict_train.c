@@ -107,7 +107,9 @@ int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e) {
   if (n == 5 && !strncmp(f, "whole", 5)) c->gpu.bar_walk_parts = 1, c->gpu.bar_walk_ws = 0;
   else if (n == 5 && !strncmp(f, "split", 5)) c->gpu.bar_walk_parts = COST_BAR_SPLIT_PARTS, c->gpu.bar_walk_ws = 0;
   else if (n == 2 && !strncmp(f, "ws", 2)) c->gpu.bar_walk_parts = COST_BAR_SPLIT_PARTS, c->gpu.bar_walk_ws = 1;
-  else return sr_input_error(e, NULL, "--bars-walk", "'%.*s' is none of whole, split and ws", (int)n, f);
+  else if (n == 4 && !strncmp(f, "pair", 4)) c->gpu.bar_walk_parts = COST_BAR_SPLIT_PARTS, c->gpu.bar_walk_ws = 1;
+  else return sr_input_error(e, NULL, "--bars-walk", "'%.*s' is none of whole, split, ws and pair", (int)n, f);
+  c->gpu.bar_walk_pairs = n == 4;  // variant 5's pairs of compute chunks only with `pair`
   return SR_OK;
 }
 

@@ -190,7 +190,7 @@ static void log_kernels(sr_buf *b) {
       for (int i = 1; i <= 4; i *= 2) {
         double flops = i * 1e12, steps;
         sr_error e = {0};
-        if (p == 1 && k == 2) calib_bar_walk_shape(i, 16, 2, 128, &flops, &steps, &e);
+        if (p == 1 && k == 2) calib_bar_walk_shape(i, 16, 2, 128, 0, &flops, &steps, &e);
         sr_buf_printf(b, "attn_%s_%s,%.0f,%.3f\n", ph[p], kind[k], flops, 100 + flops / (p ? 250e12 : 500e12) * 1e6);
       }
 }

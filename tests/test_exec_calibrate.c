@@ -54,7 +54,7 @@ static void log_attention(sr_buf *b) {
       for (int i = 1; i <= 4; i *= 2) {
         double flops = i * 1e12, steps;
         sr_error e = {0};
-        if (p == 1 && k == 2) calib_bar_walk_shape(i, 16, 2, 128, &flops, &steps, &e);
+        if (p == 1 && k == 2) calib_bar_walk_shape(i, 16, 2, 128, 0, &flops, &steps, &e);
         double us = 100 + flops / (p ? 250e12 : 500e12) * 1e6;
         sr_buf_printf(b, "attn_%s_%s,%.0f,%.3f\n", ph[p], kind[k], flops, us);
       }
@@ -121,9 +121,35 @@ TEST(calib_bar_walk_shape_counts_the_steps_of_the_calibration_index_chunk_walks)
   for (int i = 0; i < 3; i++) {
     double flops, steps;
     sr_error e = {0};
-    CHECK_EQ_INT(calib_bar_walk_shape(1 << i, 16, 2, 128, &flops, &steps, &e), SR_OK);
+    CHECK_EQ_INT(calib_bar_walk_shape(1 << i, 16, 2, 128, 0, &flops, &steps, &e), SR_OK);
     CHECK_NEAR(steps, want[i], 0);
   }
+}
+
+// Backward variant 5's CTAs (pairs): a head's 510 chunks pair up from its first, chunks 2t and 2t + 1 being key tile
+// t's two halves, so each pair's lists are the same tiles t + 1 .. and its merged walk is one chunk's: min(2 s,
+// 255 - t) tiles, two steps each, 255 pairs a head and no lone chunk: half of variant 4's steps, 16 x 2 x 509, 1014,
+// 2012.
+// Fitted on them, times of 300 us + those steps x 8.5 us / 132 (one CTA an SM) give back 8.5 us a step.
+TEST(calib_bar_walk_shape_with_pairs_counts_the_merged_walks_of_a_heads_chunk_pairs) {
+  double want[3] = {16 * 2 * 509.0, 16 * 2 * 1014.0, 16 * 2 * 2012.0}, flops[3], secs[3], walk;
+  sr_error e = {0};
+  for (int i = 0; i < 3; i++) {
+    double f4, s4, steps;
+    CHECK_EQ_INT(calib_bar_walk_shape(1 << i, 16, 2, 128, 1, &flops[i], &steps, &e), SR_OK);
+    CHECK_NEAR(steps, want[i], 0);
+    CHECK_EQ_INT(calib_bar_walk_shape(1 << i, 16, 2, 128, 0, &f4, &s4, &e), SR_OK);
+    CHECK(f4 == flops[i]);  // the same call, the same FLOPs
+    secs[i] = 300e-6 + steps * 8.5e-6 / 132;
+  }
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", 1, 1, &walk, &e), SR_OK);
+  CHECK_REL(walk, 8.5, 1e-9);
+  // the same times read as variant 4's (one CTA a chunk: twice the steps) give half the step
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", 1, 0, &walk, &e), SR_OK);
+  CHECK_REL(walk, 4.25, 1e-9);
+  // pairs only on the warp-specialized kernel: with ws 0 the flag is not taken (264 resident CTAs, chunk walks)
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", 0, 1, &walk, &e), SR_OK);
+  CHECK_REL(walk, 8.5, 1e-9);
 }
 
 // 2 of the bar kernel's CTAs fit an H100's or H200's 228 KiB of shared memory (107,008 bytes of dynamic memory at
@@ -149,8 +175,8 @@ TEST(calib_bars_note_names_a_calibration_of_other_bars_kernels) {
   snprintf(c.name, sizeof c.name, "h100-1x1-calibrated");
   c.calibrated = 1, c.gpu.bar_walk_parts = 16, c.gpu.bar_walk_ws = 0;
   char buf[600];
-  CHECK(calib_bars_note(&c, 16, 0, buf, sizeof buf) == NULL);  // variant 3 on a variant-3 calibration
-  const char *n = calib_bars_note(&c, 16, 1, buf, sizeof buf);  // variant 4 on it
+  CHECK(calib_bars_note(&c, 16, 0, 0, buf, sizeof buf) == NULL);  // variant 3 on a variant-3 calibration
+  const char *n = calib_bars_note(&c, 16, 1, 0, buf, sizeof buf);  // variant 4 on it
   CHECK(n != NULL);
   if (n) {
     CHECK_STR_CONTAINS(n, "h100-1x1-calibrated");
@@ -158,15 +184,42 @@ TEST(calib_bars_note_names_a_calibration_of_other_bars_kernels) {
     CHECK_STR_CONTAINS(n, "split walk");
     CHECK_STR_CONTAINS(n, "calibrate");
   }
-  CHECK(calib_bars_note(&c, 1, 0, buf, sizeof buf) != NULL);  // the whole walk on a split-walk file
-  CHECK(calib_bars_note(&c, 0, 0, buf, sizeof buf) == NULL);  // the binary's walk not known
+  CHECK(calib_bars_note(&c, 1, 0, 0, buf, sizeof buf) != NULL);  // the whole walk on a split-walk file
+  CHECK(calib_bars_note(&c, 0, 0, 0, buf, sizeof buf) == NULL);  // the binary's walk not known
   c.gpu.bar_walk_ws = 1;
-  CHECK(calib_bars_note(&c, 16, 1, buf, sizeof buf) == NULL);
-  CHECK(calib_bars_note(&c, 16, 0, buf, sizeof buf) != NULL);
+  CHECK(calib_bars_note(&c, 16, 1, 0, buf, sizeof buf) == NULL);
+  CHECK(calib_bars_note(&c, 16, 0, 0, buf, sizeof buf) != NULL);
   c.gpu.bar_walk_parts = 0;  // the file does not say
-  CHECK(calib_bars_note(&c, 16, 0, buf, sizeof buf) == NULL);
+  CHECK(calib_bars_note(&c, 16, 0, 0, buf, sizeof buf) == NULL);
   c.gpu.bar_walk_parts = 16, c.calibrated = 0;  // not a calibration
-  CHECK(calib_bars_note(&c, 16, 0, buf, sizeof buf) == NULL);
+  CHECK(calib_bars_note(&c, 16, 0, 0, buf, sizeof buf) == NULL);
+}
+
+// Backward variant 5 (pairs of compute chunks, gpu.bar_walk_pairs) against variant 4 (ws, a chunk a CTA) either way
+// round: a note naming both; none where both are variant 5, nor for a binary's pairs flag without ws.
+TEST(calib_bars_note_tells_variant_5s_pairs_from_variant_4) {
+  cluster_desc c;
+  memset(&c, 0, sizeof c);
+  snprintf(c.name, sizeof c.name, "h200-1x1-calibrated");
+  c.calibrated = 1, c.gpu.bar_walk_parts = 16, c.gpu.bar_walk_ws = 1;
+  char buf[600];
+  CHECK(calib_bars_note(&c, 16, 1, 0, buf, sizeof buf) == NULL);  // variant 4 on a variant-4 calibration
+  const char *n = calib_bars_note(&c, 16, 1, 1, buf, sizeof buf);  // SR_BWD_VARIANT=5 on it
+  CHECK(n != NULL);
+  if (n) {
+    CHECK_STR_CONTAINS(n, "h200-1x1-calibrated");
+    CHECK_STR_CONTAINS(n, "variant 4)");
+    CHECK_STR_CONTAINS(n, "pairs of compute chunks (backward variant 5)");
+    CHECK_STR_CONTAINS(n, "calibrate");
+  }
+  c.gpu.bar_walk_pairs = 1;
+  CHECK(calib_bars_note(&c, 16, 1, 1, buf, sizeof buf) == NULL);  // variant 5 on a variant-5 calibration
+  n = calib_bars_note(&c, 16, 1, 0, buf, sizeof buf);              // variant 4 on it
+  CHECK(n != NULL);
+  if (n) CHECK_STR_CONTAINS(n, "describes the bars' backward on the warp-specialized kernel in pairs");
+  CHECK(calib_bars_note(&c, 16, 0, 1, buf, sizeof buf) != NULL);  // variant 3 on it
+  c.gpu.bar_walk_pairs = 0, c.gpu.bar_walk_ws = 0;
+  CHECK(calib_bars_note(&c, 16, 0, 1, buf, sizeof buf) == NULL);  // pairs without ws: variant 3 either way
 }
 
 TEST(calib_bar_walk_fit_recovers_a_ctas_time_a_step_from_the_calls_times) {
@@ -174,15 +227,15 @@ TEST(calib_bar_walk_fit_recovers_a_ctas_time_a_step_from_the_calls_times) {
   sr_error e = {0};
   for (int i = 0; i < 3; i++) {
     double steps;
-    CHECK_EQ_INT(calib_bar_walk_shape(1 << i, 16, 2, 128, &flops[i], &steps, &e), SR_OK);
+    CHECK_EQ_INT(calib_bar_walk_shape(1 << i, 16, 2, 128, 0, &flops[i], &steps, &e), SR_OK);
     secs[i] = 300e-6 + steps * 8.5e-6 / 264;
   }
-  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", 0, &walk, &e), SR_OK);
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", 0, 0, &walk, &e), SR_OK);
   CHECK_REL(walk, 8.5, 1e-9);
-  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "Some Future GPU", 0, &walk, &e), SR_OK);
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "Some Future GPU", 0, 0, &walk, &e), SR_OK);
   CHECK(walk == 0);  // not modelled
   flops[1] = 1e12;  // no size of the calibration's index
-  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", 0, &walk, &e), SR_EINPUT);
+  CHECK_EQ_INT(calib_bar_walk_fit("cal.csv", flops, secs, 3, 16, 2, 128, "NVIDIA H200", 0, 0, &walk, &e), SR_EINPUT);
   CHECK_STR_CONTAINS(e.msg, "cal.csv");
 }
 
@@ -195,8 +248,8 @@ TEST(calib_refit_from_log_writes_the_bars_walk_of_the_logged_bar_backward) {
   CHECK_EQ_INT(cluster_load("h200-1x2", &c, &e), SR_OK);
   CHECK_EQ_INT(calib_refit_from_log("cal.csv", b.data, &c, 16, 2, 128, &e), SR_OK);
   double f1, s1, f4, s4;
-  CHECK_EQ_INT(calib_bar_walk_shape(1, 16, 2, 128, &f1, &s1, &e), SR_OK);
-  CHECK_EQ_INT(calib_bar_walk_shape(4, 16, 2, 128, &f4, &s4, &e), SR_OK);
+  CHECK_EQ_INT(calib_bar_walk_shape(1, 16, 2, 128, 0, &f1, &s1, &e), SR_OK);
+  CHECK_EQ_INT(calib_bar_walk_shape(4, 16, 2, 128, 0, &f4, &s4, &e), SR_OK);
   // the sizes' FLOPs and steps are nearly, not exactly, proportional (the first query tiles hold fewer keys): the
   // least-squares slope over three points is within a percent of the first and last points' one
   CHECK_REL(c.gpu.bar_walk_us, (f4 - f1) / 250e12 / (s4 - s1) * 264 * 1e6, 1e-2);

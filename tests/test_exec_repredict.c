@@ -213,6 +213,36 @@ TEST(repredict_bars_walk_sets_the_clusters_bar_walk_parts_from_the_manifests_fla
   CHECK_STR_CONTAINS(e.msg, "wholly");
 }
 
+// --bars-walk pair: backward variant 5's pairs of compute chunks on the warp-specialized kernel (16 parts, ws, pairs);
+// every other value clears pairs, so a manifest line of variant 4 after one of variant 5 is variant 4's again; a value
+// that merely starts like it is an input error naming the flag and the value.
+TEST(repredict_bars_walk_pair_names_backward_variant_5s_pairs_of_chunks) {
+  cluster_desc c;
+  memset(&c, 0, sizeof c);
+  sr_error e = {0};
+  CHECK_EQ_INT(repredict_bars_walk("--skip-empty-sends --bars-walk pair --fwd-runs", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_parts, 16);
+  CHECK_EQ_INT(c.gpu.bar_walk_ws, 1);
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 1);
+  CHECK_EQ_INT(repredict_bars_walk("--bars-walk=pair", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 1);
+  CHECK_EQ_INT(repredict_bars_walk("--bars-walk ws", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_ws, 1);
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 0);
+  c.gpu.bar_walk_pairs = 1;
+  CHECK_EQ_INT(repredict_bars_walk("--bars-walk split", &c, &e), SR_OK);
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 0);
+  c.gpu.bar_walk_pairs = 1;
+  CHECK_EQ_INT(repredict_bars_walk("--fwd-runs", &c, &e), SR_OK);  // no flag: the file's own stays
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 1);
+  const char *bad[] = {"--bars-walk pairs", "--bars-walk pai", "--bars-walk PAIR", "--bars-walk"};
+  for (int i = 0; i < 4; i++) {
+    CHECK_EQ_INT(repredict_bars_walk(bad[i], &c, &e), SR_EINPUT);
+    CHECK_STR_CONTAINS(e.msg, "--bars-walk");
+    CHECK_STR_CONTAINS(e.msg, "pair");
+  }
+}
+
 // attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and
 // the offload back and predicts what `predict --strategy fpdt` predicts for the same run.
 TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {

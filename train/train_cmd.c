@@ -642,7 +642,8 @@ static int run_predict(train_run *r, sr_error *e) {
   char plans[512];
   if (sim_plans_text(&sr, plans, sizeof plans)) printf("predict: %s\n", plans);
   char bars[600];
-  if (r->cuda && calib_bars_note(&p->cluster, calib_bar_walk_parts(), calib_bar_walk_ws(), bars, sizeof bars))
+  if (r->cuda && calib_bars_note(&p->cluster, calib_bar_walk_parts(), calib_bar_walk_ws(), calib_bar_walk_pairs(), bars,
+                                 sizeof bars))
     printf("predict: %s\n", bars);
   if (r->meas_built > 0) {
     // The measured step built plans when their layer came (a first step does): simulated with that building.
