@@ -12,7 +12,7 @@
 //   attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, L layer(s): fwd X ms bwd Y ms per layer
 // gives the plan and the measured times; the cluster is the calibrated one for W ranks (the calibration of
 // one host of W GPUs seen as up to 2 nodes, as scripts/cluster_nodes.py does); the prediction is
-// `sparsering-exec predict`'s (sim/predict.h: one layer, forward and backward spans). A log of
+// `sparsering-exec predict`'s (sim/predict.h: forward and backward spans), the mean over the run's L layers. A log of
 // `sparsering-exec train --predict` instead is a training step, simulated as train --predict simulates it
 // (exec/repredict.h), in a table of its own: the step and its split (attention, the rest, exposed comm). With
 // --memory, the memory of the layer runs instead (exec/repredict_memory.c).
@@ -223,7 +223,16 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
   double f = 0, b = 0;
   int rc = repredict_attn_plan(dir, cal, flags, &r->a, &p, &pat, &e);
   if (!rc) {
-    rc = predict_attention(&p, &pat, 0, NULL, &f, &b, &e);
+    // A run of L layers (attn --layers L) measured the mean layer over layers 0..L-1, whose patterns differ (each layer
+    // of a synthetic pattern is its own draw): predict each of them and take the mean, as the run did. A kept pattern
+    // (--trace) with fewer layers bounds it.
+    int nl = r->a.layers > 0 ? r->a.layers : 1;
+    if (nl > pat.layers) nl = pat.layers;
+    for (int l = 0; !rc && l < nl; l++) {
+      double fl = 0, bl = 0;
+      rc = predict_attention(&p, &pat, l, NULL, &fl, &bl, &e);
+      f += fl / nl, b += bl / nl;
+    }
     pattern_free(&pat);
     plan_free(&p);
   }

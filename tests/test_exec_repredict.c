@@ -1,6 +1,7 @@
 // test_exec_repredict.c — `sparsering-exec repredict`: the runs a results folder's manifest lists are
 // predicted again from their logs' summary lines on their calibrated clusters, exactly as `predict` does
 // for the same plan; errors are (predicted - measured) / measured; runs it cannot predict are named.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,46 @@ TEST(repredict_predicts_each_listed_run_as_predict_does_and_names_what_it_cannot
   free(csv);
   free(out);
   free(pred);
+}
+
+// A run of several layers (attn --layers L) measured the mean layer; a synthetic pattern draws each layer afresh, so
+// repredict predicts each of the L layers as `predict --layer l` does and takes their mean.
+TEST(repredict_predicts_a_run_of_several_layers_as_the_mean_of_its_layers) {
+  const char *dir = test_tmpdir();
+  char path[800], cmd[2400], *out = NULL, *pred[2] = {NULL, NULL};
+  run_folder("run3", path, sizeof path);
+  snprintf(cmd, sizeof cmd, "%s/logs/c_topp.log", path);
+  write_file(cmd, "attn striped:128 | double-ring | vs-topp:0.95: 2 ranks, qwen2.5-0.5b, seq 16384, 2 layer(s): fwd 1.000 ms "
+                  "bwd 2.000 ms per layer; sent 0 B\n");
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "logs/*.log\tcal.json\t\n");
+  char root[900];
+  snprintf(root, sizeof root, "%s/r3", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && mv %s %s/", root, path, root);
+  CHECK_EQ_INT(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/t3.csv", test_bin_dir(), root, dir);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  double pf[2] = {0, 0}, pb[2] = {0, 0};
+  for (int l = 0; l < 2; l++) {
+    snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/run3/cal.json --seq 16384 "
+             "--layout striped:128 --schedule double-ring --pattern vs-topp:0.95 --layer %d", test_bin_dir(), root, l);
+    CHECK_EQ_INT(test_run(cmd, &pred[l]), 0);
+    CHECK(predicted_ms(pred[l], &pf[l], &pb[l]));
+  }
+  CHECK(fabs(pf[0] - pf[1]) > 1e-3 || fabs(pb[0] - pb[1]) > 1e-3);  // the two layers' patterns differ
+  char *csv = NULL;
+  sr_error e;
+  snprintf(cmd, sizeof cmd, "%s/t3.csv", dir);
+  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
+  const char *row = csv ? strstr(csv, "run3/logs/c_topp.log,") : NULL;
+  double mf = 0, mb = 0, cf = 0, cb = 0;
+  CHECK(row && sscanf(strchr(row, ',') + 1, "%*d,%*d,%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf", &mf, &mb, &cf, &cb) == 4);
+  CHECK_NEAR(cf, (pf[0] + pf[1]) / 2, 2e-3);
+  CHECK_NEAR(cb, (pb[0] + pb[1]) / 2, 2e-3);
+  free(csv);
+  free(out);
+  free(pred[0]);
+  free(pred[1]);
 }
 
 // A `train --predict` log listed in a manifest is a training step: repredict simulates it as the trainer's
