@@ -197,14 +197,15 @@ int sa_bwd(const sa_shape *s, const void *q, const void *k, const void *v, const
            const void *dout, const int64_t *qpos, const int64_t *kpos, const sa_gpu_index *ix,
            const sa_gpu_index_t *ixt, int src, const head_mask *masks, float *dq, float *dk, float *dv, void *stream,
            sr_error *e);
-// Backward tile kernels (benchmark and GPU test only): -1 = the default (4 where the sm_90a image runs,
+// Backward tile kernels (benchmark and GPU test only): -1 = the default (5 where the sm_90a image runs,
 // 1 there with sa_shape.deterministic, else 0); 0 = mma.sync (sm_80 and up, bit-reproducible); on Hopper
 // (0 elsewhere): 1 = split dQ and dK/dV kernels with wgmma (bit-reproducible), 2 = one warp-specialized
 // KV-major kernel, dQ added by the tensor-copy engine's reduction (any order), 3 = variant 2 with the bars'
 // dK/dV walks cut into parts that add into dK, dV by vector reductions (any order), 4 = variant 2's tiles and the
 // bars on the same warp-specialized machinery (gathered keys; dK, dV by vector reductions, dQ by the tensor-copy
-// engine's; the default since 2026-11-28, docs/kernels.md), 5 = variant 4 with the bars in pairs of compute chunks of
-// one head (128 gathered keys a CTA walking the merged list of both chunks' query steps once; opt-in, docs/kernels.md).
+// engine's; the default earlier on 2026-11-28, docs/kernels.md), 5 = variant 4 with the bars in pairs of compute chunks
+// of one head (128 gathered keys a CTA walking the merged list of both chunks' query steps once; the default since,
+// docs/kernels.md).
 // The bars' dK/dV use mma.sync kernels in 0 to 3. With sa_bwd_variant = -1 the environment's SR_BWD_VARIANT (0 to 5),
 // where set, replaces the default of a shape that is not deterministic (A/B runs of the executor, the trainer and
 // the benchmark; another value: an input error).

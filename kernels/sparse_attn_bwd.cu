@@ -17,11 +17,12 @@
 #include "kernels/sa_gpu.h"
 #include "kernels/sparse_attn.h"
 
-// The backward of the sm_90a image when the shape is not deterministic (sa_bwd_variant = -1): variant 4, the bars on
-// the warp-specialized kernel (kernels/sparse_attn_bwd_ws.cu, sa_bwd_ws_bars_kernel), 7% faster than variant 3 on a
-// vs-topp:0.95 layer's backward at 64K and on the VS-like mask at 128K, one H200, same job
-// (results/kernels/2026-11-28-h200-bwd-bars-ws-default); 3 before.
-#define SA_BWD_DEFAULT 4
+// The backward of the sm_90a image when the shape is not deterministic (sa_bwd_variant = -1): variant 5, the bars in
+// pairs of compute chunks of one head on the warp-specialized kernel (kernels/sparse_attn_bwd_ws.cu,
+// sa_bwd_ws_pair_kernel): against variant 4 in the same jobs on one H200, a vs-topp:0.95 layer's backward 5.4% shorter
+// at 64K (results/kernels/2026-11-28-h200-bwd-pair-variant5) and 8.6% at 128K, the trainer's step at 128K 2.1%
+// (results/train/2026-11-28-h200-vs-peer-bwd-pair); racecheck 0 hazards. 4 before (3 before that).
+#define SA_BWD_DEFAULT 5
 
 // ---- D = rowsum(dO * O) ------------------------------------------------------------------------------
 

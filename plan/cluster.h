@@ -51,7 +51,7 @@ typedef struct {
   // manifests name the whole walk of the runs that had it (--bars-walk whole).
   int bar_walk_parts;
   // 1 where the binary's bars run on the warp-specialized backward kernel (kernels/sparse_attn_bwd_ws.cu,
-  // sa_bwd_ws_bars_kernel, backward variant 4, the default since 2026-11-28): one CTA an SM (its ~200 KiB of shared
+  // sa_bwd_ws_bars_kernel, backward variants 4 and 5, 5 the default): one CTA an SM (its ~200 KiB of shared
   // memory), the bars' dQ in the same kernel, so no separate dQ pass is charged (sim/cost.h, cost_bar_slots and
   // cost_bar_waves). 0: the mma.sync bar kernels (variants 0-3). Written by calibrate; `--bars-walk ws` in repredict.
   int bar_walk_ws;
