@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/parallel.h"
+
 #if SR_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -45,10 +47,29 @@ int exec_dev_alloc(exec_dev *x, int64_t n, int H, int Hkv, int d, sr_error *e) {
   return SR_OK;
 }
 
+// The conversion in chunks over the host's threads (a 512K-token layer's Q is 1.07e9 elements).
+#define CONVERT_CHUNK ((size_t)1 << 22)
+typedef struct {
+  const float *src;
+  uint16_t *h;
+  size_t n;
+} convert_ctx;
+
+static int convert_item(void *ctx, int item, int thread, sr_error *e) {
+  const convert_ctx *c = ctx;
+  size_t i0 = (size_t)item * CONVERT_CHUNK, i1 = i0 + CONVERT_CHUNK < c->n ? i0 + CONVERT_CHUNK : c->n;
+  for (size_t i = i0; i < i1; i++) c->h[i] = to_bf16(c->src[i]);
+  return SR_OK;
+}
+
 static int upload16(void *dst, const float *src, size_t n, sr_error *e) {
   uint16_t *h = malloc(2 * (n ? n : 1));
   if (!h) return sr_internal_error(e, 0, "out of memory");
-  for (size_t i = 0; i < n; i++) h[i] = to_bf16(src[i]);
+  convert_ctx c = {src, h, n};
+  if (n && sr_parallel_for((int)((n + CONVERT_CHUNK - 1) / CONVERT_CHUNK), sr_threads(), convert_item, &c, e)) {
+    free(h);
+    return e->code;
+  }
   cudaError_t r = cudaMemcpy(dst, h, 2 * n, cudaMemcpyHostToDevice);
   free(h);
   return r == cudaSuccess ? SR_OK : cuda_err(r, "upload", e);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/parallel.h"
 #include "plan/util.h"
 
 // splitmix64 (Steele, Lea, Flood 2014): a counter-based generator, so any element is computable alone.
@@ -76,56 +77,114 @@ int attn_vs_planted(uint64_t seed, int layer, int kv_head, int64_t pos) {
 // and c_j = 0 for sinks and planted verticals, b_j = 0 and c_j = 1 for other keys. The logit q.k / sqrt(d) is
 // T f(i - j) + noise for other keys and b_j + noise for sinks and verticals (a content term there would add
 // T f(i - j), which far from the diagonal swings by several logits from key to key).
-static int vs_fill(uint64_t seed, int layer, int tensor, const int64_t *pos, int64_t n, int64_t n_tokens, int heads,
-                   int group, int d, float *x, sr_error *e) {
+// What every token of one (seed, layer, tensor) shares: the heads' directions, the RoPE frequencies, the bonuses.
+typedef struct {
+  uint64_t seed, base;
+  int layer, tensor, heads, d, rot, vd, P;
+  double T, s, bs, bv, amp;
+  double *dir, *theta;  // [heads * d], [P]
+} vs_setup;
+
+static int vs_prepare(uint64_t seed, int layer, int tensor, int64_t n_tokens, int heads, int group, int d, vs_setup *v,
+                      sr_error *e) {
+  memset(v, 0, sizeof *v);
   int rot, vd;
   vs_dims(d, &rot, &vd);
   int P = rot / 2;
-  double T = ATTN_VS_PEAK, s = sqrt(T * sqrt((double)d)), bs, bv;
-  attn_vs_bonus(n_tokens, d, &bs, &bv);
-  double *dir = malloc(sizeof(double) * (size_t)(heads * d + 3 * P + 1));
-  if (!dir) return sr_internal_error(e, 0, "out of memory");
-  double *cs = dir + heads * d, *theta = cs + 2 * P;
-  for (int p = 0; p < P; p++) theta[p] = pow(ATTN_VS_ROPE_BASE, -2.0 * p / rot);
+  v->seed = seed, v->layer = layer, v->tensor = tensor, v->heads = heads, v->d = d, v->rot = rot, v->vd = vd, v->P = P;
+  v->T = ATTN_VS_PEAK, v->s = sqrt(v->T * sqrt((double)d));
+  attn_vs_bonus(n_tokens, d, &v->bs, &v->bv);
+  v->dir = malloc(sizeof(double) * (size_t)(heads * d + P + 1));
+  if (!v->dir) return sr_internal_error(e, 0, "out of memory");
+  v->theta = v->dir + heads * d;
+  for (int p = 0; p < P; p++) v->theta[p] = pow(ATTN_VS_ROPE_BASE, -2.0 * p / rot);
   uint64_t hb = mix(seed ^ mix(((uint64_t)layer << 8) | 0xa5u));
   for (int h = 0; h < heads; h++) {  // a_g (phases hashed, |a_p|^2 = 1/P) and w_g of the head's KV head
     int g = h / group;
-    double *a = dir + h * d, norm = 0;
+    double *a = v->dir + h * d, norm = 0;
     for (int p = 0; p < P; p++) {
       double phi = M_PI * unit(mix(hb ^ mix(((uint64_t)g << 32) | (uint64_t)p)));
       a[2 * p] = cos(phi) / sqrt((double)P), a[2 * p + 1] = sin(phi) / sqrt((double)P);
     }
-    for (int v = 0; v < vd; v++) a[rot + v] = unit(mix(hb ^ mix(((uint64_t)g << 32) | (uint64_t)(1 << 20) | (uint64_t)v)));
-    for (int v = 0; v < vd; v++) norm += a[rot + v] * a[rot + v];
-    for (int v = 0; v < vd; v++) a[rot + v] /= norm > 0 ? sqrt(norm) : 1;
+    for (int i = 0; i < vd; i++) a[rot + i] = unit(mix(hb ^ mix(((uint64_t)g << 32) | (uint64_t)(1 << 20) | (uint64_t)i)));
+    for (int i = 0; i < vd; i++) norm += a[rot + i] * a[rot + i];
+    for (int i = 0; i < vd; i++) a[rot + i] /= norm > 0 ? sqrt(norm) : 1;
   }
-  uint64_t base = mix(seed ^ mix(((uint64_t)layer << 8) | (uint64_t)tensor | 0x80u));
-  double amp = sqrt(3.0 / (rot > 0 ? rot : 1));  // noise entries of variance 1 / rot: |n| ~ 1
+  v->base = mix(seed ^ mix(((uint64_t)layer << 8) | (uint64_t)tensor | 0x80u));
+  v->amp = sqrt(3.0 / (rot > 0 ? rot : 1));  // noise entries of variance 1 / rot: |n| ~ 1
+  return SR_OK;
+}
+
+// Tokens pos[0..n) of the prepared tensor into x [n, heads, d]; cs: 2 P doubles of scratch.
+static void vs_fill_range(const vs_setup *v, const int64_t *pos, int64_t n, float *x, double *cs) {
+  int d = v->d, rot = v->rot, P = v->P;
   for (int64_t t = 0; t < n; t++) {
     for (int p = 0; p < P; p++) {
-      double ang = (double)pos[t] * theta[p];
+      double ang = (double)pos[t] * v->theta[p];
       cs[2 * p] = cos(ang), cs[2 * p + 1] = sin(ang);
     }
-    for (int h = 0; h < heads; h++) {
+    for (int h = 0; h < v->heads; h++) {
       double vscale = 1, content = 1;  // a sink or vertical key drops the content: its logit is b_j alone
-      if (tensor == ATTN_K) {
-        vscale = pos[t] < ATTN_VS_SINKS ? bs / T : attn_vs_planted(seed, layer, h, pos[t]) ? bv / T : 0;
+      if (v->tensor == ATTN_K) {
+        vscale = pos[t] < ATTN_VS_SINKS ? v->bs / v->T : attn_vs_planted(v->seed, v->layer, h, pos[t]) ? v->bv / v->T : 0;
         content = vscale == 0;
       }
-      const double *a = dir + h * d;
-      uint64_t tok = mix(base ^ mix(((uint64_t)pos[t] << 12) ^ (uint64_t)h));
-      float *o = x + (t * heads + h) * d;
+      const double *a = v->dir + h * d;
+      uint64_t tok = mix(v->base ^ mix(((uint64_t)pos[t] << 12) ^ (uint64_t)h));
+      float *o = x + (t * v->heads + h) * d;
       for (int p = 0; p < P; p++) {
-        double u0 = content * a[2 * p] + ATTN_VS_NOISE * amp * unit(mix(tok + (uint64_t)(2 * p)));
-        double u1 = content * a[2 * p + 1] + ATTN_VS_NOISE * amp * unit(mix(tok + (uint64_t)(2 * p + 1)));
-        o[2 * p] = (float)(s * (u0 * cs[2 * p] - u1 * cs[2 * p + 1]));
-        o[2 * p + 1] = (float)(s * (u0 * cs[2 * p + 1] + u1 * cs[2 * p]));
+        double u0 = content * a[2 * p] + ATTN_VS_NOISE * v->amp * unit(mix(tok + (uint64_t)(2 * p)));
+        double u1 = content * a[2 * p + 1] + ATTN_VS_NOISE * v->amp * unit(mix(tok + (uint64_t)(2 * p + 1)));
+        o[2 * p] = (float)(v->s * (u0 * cs[2 * p] - u1 * cs[2 * p + 1]));
+        o[2 * p + 1] = (float)(v->s * (u0 * cs[2 * p + 1] + u1 * cs[2 * p]));
       }
-      for (int v = 0; v < vd; v++) o[rot + v] = (float)(s * vscale * a[rot + v]);
+      for (int i = 0; i < v->vd; i++) o[rot + i] = (float)(v->s * vscale * a[rot + i]);
     }
   }
-  free(dir);
+}
+
+// The fill in chunks of tokens over the host's threads (sr_threads): every element is a function of its token
+// alone, so the values do not depend on the chunks or the thread count (a 512K-token layer's Q and dO are 1.07e9
+// elements each, seconds on one thread).
+#define FILL_CHUNK 4096
+typedef struct {
+  int kind, tensor, nh, d;
+  uint64_t seed;
+  int layer;
+  const int64_t *pos;
+  int64_t n;
+  float *x;
+  const vs_setup *vs;
+} fill_ctx;
+
+static int fill_item(void *ctx, int item, int thread, sr_error *e) {
+  (void)thread;
+  const fill_ctx *f = ctx;
+  int64_t t0 = (int64_t)item * FILL_CHUNK, cnt = sr_min64(FILL_CHUNK, f->n - t0);
+  float *x = f->x + t0 * f->nh * f->d;
+  if (!f->vs) {
+    attn_data_fill(f->seed, f->layer, f->tensor, f->pos + t0, cnt, f->nh, f->d, x);
+    return SR_OK;
+  }
+  double *cs = malloc(sizeof(double) * (size_t)(2 * f->vs->P + 1));
+  if (!cs) return sr_internal_error(e, 0, "out of memory");
+  vs_fill_range(f->vs, f->pos + t0, cnt, x, cs);
+  free(cs);
   return SR_OK;
+}
+
+int attn_inputs_fill(int kind, uint64_t seed, int layer, int tensor, const int64_t *pos, int64_t n, int64_t n_tokens,
+                     int heads, int kv_heads, int d, float *x, sr_error *e) {
+  int nh = tensor == ATTN_K || tensor == ATTN_V ? kv_heads : heads;
+  vs_setup vs;
+  int use_vs = kind == ATTN_INPUTS_VS && (tensor == ATTN_Q || tensor == ATTN_K);
+  if (use_vs && vs_prepare(seed, layer, tensor, n_tokens, nh, tensor == ATTN_Q ? heads / kv_heads : 1, d, &vs, e))
+    return e->code;
+  fill_ctx f = {kind, tensor, nh, d, seed, layer, pos, n, x, use_vs ? &vs : NULL};
+  int64_t chunks = (n + FILL_CHUNK - 1) / FILL_CHUNK;
+  int rc = chunks > 0 ? sr_parallel_for((int)chunks, sr_threads(), fill_item, &f, e) : SR_OK;
+  if (use_vs) free(vs.dir);
+  return rc;
 }
 
 int attn_inputs_parse(const char *s, int *kind, sr_error *e) {
@@ -135,11 +194,3 @@ int attn_inputs_parse(const char *s, int *kind, sr_error *e) {
   return SR_OK;
 }
 
-int attn_inputs_fill(int kind, uint64_t seed, int layer, int tensor, const int64_t *pos, int64_t n, int64_t n_tokens,
-                     int heads, int kv_heads, int d, float *x, sr_error *e) {
-  int nh = tensor == ATTN_K || tensor == ATTN_V ? kv_heads : heads;
-  if (kind == ATTN_INPUTS_VS && (tensor == ATTN_Q || tensor == ATTN_K))
-    return vs_fill(seed, layer, tensor, pos, n, n_tokens, nh, tensor == ATTN_Q ? heads / kv_heads : 1, d, x, e);
-  attn_data_fill(seed, layer, tensor, pos, n, nh, d, x);
-  return SR_OK;
-}

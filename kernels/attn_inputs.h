@@ -34,7 +34,8 @@ enum { ATTN_INPUTS_RANDOM = 0, ATTN_INPUTS_VS = 1 };
 
 // Parse --inputs: "random" or "vs".
 int attn_inputs_parse(const char *s, int *kind, sr_error *e);
-// Fill x with `tensor` (Q, DO: [n, heads, d]; K, V: [n, kv_heads, d]) of an n_tokens sequence for the input kind.
+// Fill x with `tensor` (Q, DO: [n, heads, d]; K, V: [n, kv_heads, d]) of an n_tokens sequence for the input kind, in
+// chunks of tokens over the host's threads (sr_threads; the values do not depend on them).
 int attn_inputs_fill(int kind, uint64_t seed, int layer, int tensor, const int64_t *pos, int64_t n, int64_t n_tokens,
                      int heads, int kv_heads, int d, float *x, sr_error *e);
 // 1 when key `pos` of KV head kv_head is a planted vertical of the vs inputs (sinks excluded).

@@ -197,3 +197,34 @@ TEST(attn_inputs_random_is_the_hashed_uniform_fill) {
     CHECK(memcmp(a, b, sizeof(float) * (size_t)(N * nh * D)) == 0);
   }
 }
+
+// The fill runs in chunks of tokens over the host's threads (sr_threads): for every chunk split and thread count the
+// values are those of one serial pass (attn_data_fill for uniform tensors), both input kinds, every tensor.
+TEST(attn_inputs_fill_in_chunks_equals_one_serial_pass_for_any_thread_count) {
+  enum { N = 3 * 4096 + 7, H = 4, KVH = 2, D = 16 };
+  sr_error e = {0};
+  int64_t *pos = malloc(sizeof(int64_t) * N);
+  float *one = malloc(sizeof(float) * N * H * D), *many = malloc(sizeof(float) * N * H * D);
+  CHECK(pos && one && many);
+  for (int64_t t = 0; t < N; t++) pos[t] = 2 * t + 1;  // a rank's positions of a 2N-token sequence
+  const char *was = getenv("SR_THREADS");
+  char saved[32] = "";
+  if (was) snprintf(saved, sizeof saved, "%s", was);
+  for (int kind = 0; kind < 2; kind++)
+    for (int tensor = 0; tensor < 4; tensor++) {
+      int nh = tensor == ATTN_K || tensor == ATTN_V ? KVH : H;
+      size_t bytes = sizeof(float) * (size_t)(N * nh * D);
+      setenv("SR_THREADS", "1", 1);
+      CHECK(attn_inputs_fill(kind, SEED, 2, tensor, pos, N, 2 * N, H, KVH, D, one, &e) == 0);
+      setenv("SR_THREADS", "3", 1);
+      CHECK(attn_inputs_fill(kind, SEED, 2, tensor, pos, N, 2 * N, H, KVH, D, many, &e) == 0);
+      CHECK(memcmp(one, many, bytes) == 0);
+      if (kind == ATTN_INPUTS_RANDOM || tensor == ATTN_V || tensor == ATTN_DO) {  // uniform: the element's hash
+        attn_data_fill(SEED, 2, tensor, pos, N, nh, D, one);
+        CHECK(memcmp(one, many, bytes) == 0);
+      }
+    }
+  if (*saved) setenv("SR_THREADS", saved, 1);
+  else unsetenv("SR_THREADS");
+  free(pos), free(one), free(many);
+}
