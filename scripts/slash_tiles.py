@@ -2,7 +2,9 @@
 """slash_tiles.py — where a vertical-slash trace's computed work goes beyond its kept pairs: the slashes' kept pairs
 against the pairs of the 128 x 128 tiles they touch (the tile form of plan/tiles.c computes every pair of a touched
 tile), by offset band, and against what query tiles of 128, 64, 32 and 16 rows with exact key ranges would compute
-(a row block of R rows needs keys [q0 - b, q0 + R - 1 - a] for a run of offsets a..b whose gaps are under R).
+(a row block of R rows needs keys [q0 - b, q0 + R - 1 - a] for a run of offsets a..b whose gaps are under R), and
+what the tile form computes when each 64 x 64 quadrant of a tile that keeps nothing is skipped (a consumer
+warpgroup's 64 rows against a 64-key half: the kernels' own units).
 
 One rank (contiguous positions: tile i holds rows 128 i ..), every layer and head of step 0 of the trace. The
 vertical lines are not counted (the bars compute exactly their pairs). Fractions are of the causal pairs.
@@ -54,6 +56,29 @@ def exact_range_pairs(offsets, n, rows):
     return float(np.sum((last - first + rows) * (n - first)))
 
 
+def quadrant_pairs(offsets, n):
+    """Pairs of the touched tiles' 64 x 64 quadrants that keep a slash: quadrant (row half r, key half c) of a tile on
+    tile diagonal t holds the offsets 128 t + 64 (r - c) - 63 .. + 63 (on the diagonal tile, t = 0: (0, 0) and (1, 1)
+    hold 0 .. 63, (1, 0) holds 1 .. 127, (0, 1) lies after every row)."""
+    nt = n // TILE
+
+    def any_in(a, b):
+        i = np.searchsorted(offsets, a)
+        return i < len(offsets) and offsets[i] <= b
+
+    total = 0.0
+    for t in sorted(set((offsets // TILE).tolist()) | set(((offsets + TILE - 1) // TILE).tolist())):
+        if t >= nt:
+            continue
+        if t == 0:
+            q = 2 * any_in(0, 63) + any_in(1, 127)
+        else:
+            q = any_in(128 * t - 127, 128 * t - 1) + 2 * any_in(128 * t - 63, 128 * t + 63) + \
+                any_in(128 * t + 1, 128 * t + 127)
+        total += float(nt - t) * 64 * 64 * q
+    return total
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -65,7 +90,7 @@ def main():
     tiles = np.zeros(len(bands) - 1)
     rows_list = (128, 64, 32, 16)
     exact = {r: 0.0 for r in rows_list}
-    causal = 0.0
+    causal = quads = 0.0
     for layer in range(layers):
         sl, sc = get(f"s0.l{layer}.slash"), get(f"s0.l{layer}.slash_count")
         for h in range(sl.shape[0]):
@@ -77,6 +102,7 @@ def main():
                 tiles[b] += touched_tile_pairs(part, n)
             for r in rows_list:
                 exact[r] += exact_range_pairs(s, n, r)
+            quads += quadrant_pairs(s, n)
     print(f"{sys.argv[1]}: {meta.get('model', '?')}, {n} tokens, {layers} layers x {sl.shape[0]} heads, step 0")
     print("slash offsets      kept      tile form (128 x 128, each band's tiles alone)")
     for b in range(len(bands) - 1):
@@ -88,6 +114,7 @@ def main():
         for h in range(sl.shape[0]):
             whole += touched_tile_pairs(np.sort(sl[h, :sc[h]]).astype(np.int64), n)
     print(f"all slashes        {kept.sum() / causal:8.4f}  {whole / causal:8.4f}  ({whole / kept.sum():.2f}x the kept)")
+    print(f"tile form, empty 64 x 64 quadrants skipped: {quads / causal:.4f} ({quads / kept.sum():.2f}x the kept)")
     for r in rows_list:
         print(f"exact key ranges, {r:>3}-row query blocks: {exact[r] / causal:.4f} ({exact[r] / kept.sum():.2f}x the kept)")
 
