@@ -45,6 +45,9 @@ void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cos
   // PARTIAL tile on one H200, i.e. at the same rate per element within 3%).
   a->partial = peak * (ep > 0 ? ep : 1);
   a->bars = peak * (eb > 0 ? eb : 1);
+  // The warp-specialized bars' backward at their walk's rate where the file gives it (cost_bar_ws_rate, below, says why).
+  double ws = bwd ? cost_bar_ws_rate(g, a->ratio, a->bar) : 0;
+  if (ws > 0) a->bars = ws;
   // A key's K and V rows of one KV head: 2 x head_dim bf16 values each (the kernels' operands, kernels/sparse_attn.h).
   a->l2_keys = g->l2_mb > 0 && m->head_dim > 0 ? g->l2_mb * 1048576.0 / (2.0 * 2.0 * m->head_dim) : 0;
   a->l2_slow = a->l2_keys > 0 ? g->attn_l2[bwd ? 1 : 0] : 0;
@@ -158,6 +161,7 @@ void cost_bar_grid_of(const gpu_desc *g, double bars, double q_tiles, double hea
       parts = fmin((double)g->bar_walk_parts, ceil(steps / part_steps));
     }
     r->ctas = chunks * parts, r->steps = chunks * steps, r->longest = steps / parts, r->parts = parts;
+    r->chunks = chunks;
     return;
   }
   double pairs = floor(k / 2), lone = k - 2 * pairs, parts_l = 1;  // a head's pair CTAs and lone last chunk
@@ -170,6 +174,7 @@ void cost_bar_grid_of(const gpu_desc *g, double bars, double q_tiles, double hea
   r->steps = heads * (pairs + lone) * steps;  // one walk of 2 q_tiles steps a pair or lone chunk
   r->longest = lone > 0 ? steps / parts_l : steps / parts;
   r->parts = lone > 0 ? fmax(parts, parts_l) : parts;
+  r->chunks = chunks;
 }
 
 double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s) {
@@ -187,8 +192,66 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
   // (results/sim/2026-11-28-cpu-vs-online-terms).
   if (t < ceil(ctas / slots) * mean_s) t = ceil(ctas / slots) * mean_s;
   if (t < cta_s) t = cta_s;  // (only variant 5's mean can leave it below its longest CTA)
-  // The warp-specialized bars kernel forms each step's dQ itself (gpu.bar_walk_ws): no separate pass.
-  return t - bar_s + (r.parts > 1 && !g->bar_walk_ws ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
+  // The warp-specialized bars kernel forms each step's dQ itself (gpu.bar_walk_ws): no separate pass; its launch's CTAs
+  // that return at once take their SMs' time (cost_bar_ws_empty_s: 0 without the bars' walk rate).
+  if (g->bar_walk_ws) {
+    double empty = r.chunks * COST_BAR_WS_SPLITS - ctas;
+    return t - bar_s + (empty > 0 ? empty / slots * cost_bar_ws_empty_s(g) : 0);
+  }
+  return t - bar_s + (r.parts > 1 ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
+}
+
+// The bars' backward on the warp-specialized kernel (gpu.bar_walk_ws: variant 4, sa_bwd_ws_bars_kernel, and with
+// gpu.bar_walk_pairs variant 5, sa_bwd_ws_pair_kernel; kernels/sparse_attn_bwd_ws.cu) at the rate of its walk rather
+// than at gpu.efficiency.attn_bwd_bar (issue 24, results/sim/2026-11-28-cpu-bars-ws-rate). calibrate takes each kind's
+// efficiency as the rate of its largest call (exec/calibrate.c, calib_sustained_rate; "Sustained rates" in
+// docs/sim.md), which for the tiles is its slope within 0-4% (no fixed time in the fit, or 0.1 ms). For these bars it
+// is not: their three calls on one H200 took 2.003 / 2.322 / 2.968 ms (variant 5, calib-pair.csv of
+// results/kernels/2026-11-28-h200-bwd-pair-default/callE) and 2.013 / 2.379 / 3.236 ms (variant 4, calib-ws.csv of
+// results/kernels/2026-11-28-h200-bwd-bars-ws-default), a slope of 523 / 414 TFLOP/s and 1.674 / 1.586 ms of fixed
+// time a call: 56% / 49% of the largest call. That fixed time is the launch (bars_ws_launch): COST_BAR_WS_SPLITS CTAs
+// a compute chunk whatever its walk's parts, one CTA an SM, and a CTA past its walk's parts (or, with pairs, at an odd
+// place) returns at once; the calibration's index has 8,160 chunks of 16 steps (one part each), so 130,560 CTAs of
+// which 122,400 (variant 4) / 126,480 (variant 5) return at once: 927 / 958 waves of 132 SMs, 1.71 / 1.75 us a wave, the
+// same for both kernels whose working CTAs differ twofold (a profile of a layer's variant-4 bars shows the grid:
+// 11,184 CTAs = 699 chunks x 16, 84.7 waves; results/kernels/2026-11-28-h200-bwd-bars-ws-spills, call1). The largest
+// call's rate charged a layer's bars that fixed time in proportion to their entries: a vs-topp:0.95 layer at 128K
+// holds 12x the calibration's entries and about a tenth of its launched CTAs (784 chunks), so its bars were charged
+// 2.3x their walk (36.8 ms against 16.5), the layers of one H200 +8% to +15% over (results/sim/2026-11-28-cpu-bars-ws-
+// rate). The slope is the walk calibrate fits (exec/calib_walk.c: gpu.bar_walk_us, a CTA's 64-row step times the
+// resident CTAs over the slope in steps), and in calibrate's index every key of a chunk is listed in the same query
+// tiles, so a step holds 64 rows x 64 keys (x 128 with pairs) of listed entries: the bars' rate is those entries
+// (64 x keys / TILE of TILE rows) a step on each SM. The launch's idle CTAs are charged apart (cost_bar_waves, with
+// cost_bar_ws_empty_s from the same calibration), on the call's own grid. What the rate leaves out: a layer's chunks
+// list their keys in different tiles (0.88-0.90 of a walk's steps listed, with 1.8x the chunks the work counts give,
+// at 64K and 128K on one rank: exact lists of the executor's chunks, results/sim/2026-11-28-cpu-bars-ws-rate/walks.c),
+// and its steps miss the L2 more than calibrate's short walks (68% L2 hits in the profile above), neither in the
+// work counts; so the layers of one H200 come out 2-9% short (docs/sim.md, "The warp-specialized bars' rate").
+double cost_bar_ws_rate(const gpu_desc *g, double ratio, double bar_flops) {
+  int sms = cost_ws_sms(g->name);
+  if (!g->bar_walk_ws || !(g->bar_walk_us > 0) || g->bar_walk_parts <= 0 || sms <= 0) return 0;
+  double per_step = 64.0 * (g->bar_walk_pairs ? 128.0 : 64.0) / TILE;  // a step's listed entries of TILE rows
+  return sms * per_step * ratio * bar_flops / (g->bar_walk_us * 1e-6);
+}
+
+// The calibration's largest bar call (exec/calib_attn.c, calib_attn_index kind 2 at size 4), a head of it: query tile
+// i lists min(TILE i, COST_CALIB_BAR_KEYS) keys, the keys 0 .. (COST_CALIB_BAR_QTILES - 1) x TILE - 1 in chunks of 64
+// (kernels/bar_chunks.c), each walking 16 steps in one part (bw_bar_parts: parts of at least 64 steps), one CTA a chunk
+// (a pair with gpu.bar_walk_pairs), at calibrate's head_dim (COST_CALIB_HEAD_DIM); its time at the file's bar
+// efficiency less its walk at cost_bar_ws_rate is the launch's CTAs that return at once (cost_bar_ws_rate says why),
+// in waves of the SMs: 1.71 / 1.75 us a wave on the two H200 calibrations above.
+double cost_bar_ws_empty_s(const gpu_desc *g) {
+  int sms = cost_ws_sms(g->name);
+  double eb = g->eff_attn_bwd_bar, peak = g->peak_tflops * 1e12, bar = 4.0 * TILE * COST_CALIB_HEAD_DIM;
+  double rate = cost_bar_ws_rate(g, MODEL_ATTN_BWD_RATIO, bar);
+  if (!(rate > 0) || !(eb > 0) || !(peak > 0)) return 0;
+  double entries = 0;
+  for (int i = 0; i < COST_CALIB_BAR_QTILES; i++) entries += fmin((double)TILE * i, COST_CALIB_BAR_KEYS);
+  double flops = MODEL_ATTN_BWD_RATIO * entries * bar;
+  double fixed = flops / (peak * eb) - flops / rate;
+  double chunks = (COST_CALIB_BAR_QTILES - 1.0) * TILE / 64, working = g->bar_walk_pairs ? chunks / 2 : chunks;
+  double empty = chunks * COST_BAR_WS_SPLITS - working;
+  return fixed > 0 ? fixed / (empty / sms) : 0;
 }
 
 // The bars' dQ (kernels/sparse_attn_bwd_wg.cu, sa_bwd_dq_wg_kernel with BARS): a query-major launch of one CTA per
@@ -345,6 +408,8 @@ void cost_attn_held(gpu_desc *g, int calibrated) {
   }
   double *eff[] = {&g->eff_attn_fwd_full, &g->eff_attn_fwd_partial, &g->eff_attn_fwd_bar,
                    &g->eff_attn_bwd_full, &g->eff_attn_bwd_partial, &g->eff_attn_bwd_bar};
+  // The warp-specialized bars' walk step is their backward's rate (cost_bar_ws_rate): held as the efficiencies are.
+  if (cost_bar_ws_rate(g, 1, 1) > 0) g->bar_walk_us /= f;
   for (int i = 0; i < 6; i++) *eff[i] = (*eff[i] > 0 ? *eff[i] : 1) * f;
   g->eff_attn_sustained = 1;  // applied: a second call changes nothing
 }

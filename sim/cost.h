@@ -81,11 +81,28 @@ static inline double cost_attn_bar_time(const cost_attn_rates *a, const work_cou
 // The bar kernel's CTAs of a call as cost_bar_waves counts them (the same chunks and parts; with gpu.bar_walk_pairs
 // the pair CTAs and lone last chunks, sim/cost.c): the CTAs that hold work, their 64-row steps in all, the longest
 // CTA's steps, and the most parts a walk is cut into.
+// chunks: the call's compute chunks, whose walks' parts are its launch (bars_ws_launch: chunks x
+// COST_BAR_WS_SPLITS CTAs, those past a walk's parts, or at an odd place with pairs, returning at once).
 typedef struct {
-  double ctas, steps, longest, parts;
+  double ctas, steps, longest, parts, chunks;
 } cost_bar_grid;
 void cost_bar_grid_of(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, cost_bar_grid *r);
 double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s);
+// The warp-specialized bars' launch (kernels/sparse_attn_bwd_ws.cu, bars_ws_launch): COST_BAR_WS_SPLITS CTAs a compute
+// chunk, whatever its walk's parts.
+#define COST_BAR_WS_SPLITS 16
+// The bars' backward rate on the warp-specialized kernel (gpu.bar_walk_ws with gpu.bar_walk_us, on a GPU whose SMs
+// cost_ws_sms knows): FLOP/s of bar entries (at cost_attn_rates's ratio and bar FLOPs a) when each of the GPU's SMs
+// runs one CTA's 64-row steps of gpu.bar_walk_us, each step 64 x 64 keys (128 with gpu.bar_walk_pairs) of listed
+// entries, as in calibrate's bar calls, from whose slope the step is fitted; 0 where the file does not give it (the
+// bars then at gpu.efficiency.attn_bwd_bar). sim/cost.c says why not the sustained rate of the largest call.
+double cost_bar_ws_rate(const gpu_desc *g, double ratio, double bar_flops);
+// Seconds a CTA of that launch which returns at once holds its SM: the time of calibrate's largest bar call (its
+// FLOPs at gpu.efficiency.attn_bwd_bar) less its walk at cost_bar_ws_rate, over its such CTAs in waves of the SMs
+// (exec/calib_attn.c's index: COST_CALIB_BAR_QTILES x TILE keys a head, COST_CALIB_BAR_KEYS listed a query tile,
+// chunks of 64 keys listed in the same tiles; at COST_CALIB_HEAD_DIM); 0 where cost_bar_ws_rate is, or the call's time
+// is all walk.
+double cost_bar_ws_empty_s(const gpu_desc *g);
 // Seconds the bars' dQ pass of a backward call takes beyond what the bars' rate charges of it: the call's (head, query
 // tile) cells with bars (at most min(bars, q_tiles x heads)), one CTA each and one an SM, in waves of the GPU's SMs of
 // COST_BAR_DQ_WAVE_US each, less the calibration's largest bar call's waves in proportion to the call's bar entries
@@ -94,6 +111,7 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
 #define COST_BAR_DQ_WAVE_US 13.02
 #define COST_CALIB_BAR_QTILES 256  // exec/calib_attn.c: N_TOKENS / TILE
 #define COST_CALIB_BAR_KEYS 1024   // exec/calib_attn.c: BARS_PER_QTILE x 4 (calibrate's largest size, CALIB_SIZES 3)
+#define COST_CALIB_HEAD_DIM 128    // exec/cmd_calibrate.c: --head-dim's default, the calls' head_dim
 double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double heads);
 static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, double q_tiles, double heads, double slots,
                                    double bar_s) {

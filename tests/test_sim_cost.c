@@ -1,4 +1,5 @@
 // test_sim_cost.c — the cost formulas against hand-derived values.
+#include <stdio.h>
 #include <string.h>
 
 #include "sim/cost.h"
@@ -125,8 +126,9 @@ TEST(sim_cost_split_walks_bars_dq_runs_a_cta_a_cell_in_waves_of_the_sms) {
 }
 
 // The bars on the warp-specialized kernel (gpu.bar_walk_ws, backward variant 4): one CTA an SM, and no separate dQ
-// pass: the same split walk as above on an H100's 132 slots costs its waves only; a file that does not say its walk
-// (parts 0) keeps the floor whatever ws says.
+// pass: the same split walk as above on an H100's 132 slots costs its waves and its launch's CTAs that return at once
+// (16 a chunk, cost_bar_ws_empty_s each in waves of the SMs) only; a file that does not say its walk (parts 0) keeps
+// the floor whatever ws says.
 TEST(sim_cost_ws_bars_take_one_cta_an_sm_and_no_dq_pass) {
   gpu_desc g = test_gpu();
   snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
@@ -134,8 +136,12 @@ TEST(sim_cost_ws_bars_take_one_cta_an_sm_and_no_dq_pass) {
   CHECK_EQ_INT(cost_bar_slots(&g, 128), 132);
   CHECK_EQ_INT(cost_bar_slots(&g, 64), 132);
   work_count w = {0, 0, 16 * 256 * 64, 0, 0};
-  // 16 chunks x 512 steps over 132 slots: fair 63 steps, parts of 64 steps, 8 a chunk: 128 CTAs of 0.64 ms, one wave
-  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, cost_bar_slots(&g, 128), 0.05e-3), 0.64e-3 - 0.05e-3, 1e-12);
+  // 16 chunks x 512 steps over 132 slots: fair 63 steps, parts of 64 steps, 8 a chunk: 128 CTAs of 0.64 ms, one wave;
+  // 16 x 16 CTAs launched, 128 of them returning at once
+  double empty = cost_bar_ws_empty_s(&g);
+  CHECK(empty > 0);
+  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, cost_bar_slots(&g, 128), 0.05e-3), 0.64e-3 - 0.05e-3 + 128.0 / 132 * empty,
+            1e-12);
   g.bar_walk_ws = 0;  // the mma.sync kernels: two CTAs an SM and the dQ pass on top
   CHECK_EQ_INT(cost_bar_slots(&g, 128), 264);
   CHECK(cost_bar_walk(&g, &w, 256, 16, cost_bar_slots(&g, 128), 0.05e-3) > 0.64e-3 - 0.05e-3);
@@ -158,6 +164,8 @@ TEST(sim_cost_ws_bars_take_one_cta_an_sm_and_no_dq_pass) {
 // - 4 chunks a head over 2048 query tiles: parts of 248 steps, both variants' at the cap of 16 (256 steps each):
 //   variant 4 1,024 CTAs, 8 waves; variant 5 512 CTAs, 4 waves;
 // - one chunk a head (vs-online's few keys): variant 5 runs variant 4's CTAs, the same time.
+// Each launch is 16 CTAs a chunk (bars_ws_launch): those not holding a part return at once, cost_bar_ws_empty_s each in
+// waves of the slots (its figure for each kernel, from the file's bar efficiency and walk).
 TEST(sim_cost_pair_bars_walk_a_pair_of_chunks_a_cta_and_a_lone_last_chunk_alone) {
   gpu_desc g = test_gpu();
   snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
@@ -175,24 +183,27 @@ TEST(sim_cost_pair_bars_walk_a_pair_of_chunks_a_cta_and_a_lone_last_chunk_alone)
   CHECK_NEAR(r5.ctas, 256, 0);
   CHECK_NEAR(r5.longest, 32, 0);
   CHECK_NEAR(r5.steps, 16 * 512, 0);
-  CHECK_REL(cost_bar_walk(&g4, &w2, 256, 16, 132, 0.05e-3), 1.28e-3 - 0.05e-3, 1e-12);
-  CHECK_REL(cost_bar_walk(&g, &w2, 256, 16, 132, 0.05e-3), 0.64e-3 - 0.05e-3, 1e-12);
+  double e4 = cost_bar_ws_empty_s(&g4), e5 = cost_bar_ws_empty_s(&g);
+  CHECK(e4 > 0 && e5 > 0);
+  CHECK_REL(cost_bar_walk(&g4, &w2, 256, 16, 132, 0.05e-3), 1.28e-3 - 0.05e-3 + (512 - 256) / 132.0 * e4, 1e-12);
+  CHECK_REL(cost_bar_walk(&g, &w2, 256, 16, 132, 0.05e-3), 0.64e-3 - 0.05e-3 + (512 - 256) / 132.0 * e5, 1e-12);
   work_count w3 = {0, 0, 16 * 3 * 256 * 64, 0, 0};
   cost_bar_grid_of(&g, (double)w3.bars, 256, 16, 132, &r5);
   CHECK_NEAR(r5.ctas, 16 * 16 + 16 * 8, 0);
   CHECK_NEAR(r5.longest, 64, 0);
   CHECK_NEAR(r5.steps, 32 * 512, 0);
-  CHECK_REL(cost_bar_walk(&g, &w3, 256, 16, 132, 0.05e-3), 1.28e-3 - 0.05e-3, 1e-12);
-  CHECK_REL(cost_bar_walk(&g4, &w3, 256, 16, 132, 0.05e-3), 1.92e-3 - 0.05e-3, 1e-12);
-  CHECK_REL(cost_bar_walk(&g, &w3, 256, 16, 132, 1.5e-3), 0.64e-3 * (3 - 384.0 / 132), 1e-12);
+  CHECK_REL(cost_bar_walk(&g, &w3, 256, 16, 132, 0.05e-3), 1.28e-3 - 0.05e-3 + (768 - 384) / 132.0 * e5, 1e-12);
+  CHECK_REL(cost_bar_walk(&g4, &w3, 256, 16, 132, 0.05e-3), 1.92e-3 - 0.05e-3 + (768 - 384) / 132.0 * e4, 1e-12);
+  CHECK_REL(cost_bar_walk(&g, &w3, 256, 16, 132, 1.5e-3), 0.64e-3 * (3 - 384.0 / 132) + (768 - 384) / 132.0 * e5,
+            1e-12);
   work_count w4 = {0, 0, 16 * 4 * 2048 * 64, 0, 0};
   cost_bar_grid_of(&g, (double)w4.bars, 2048, 16, 132, &r5);
   cost_bar_grid_of(&g4, (double)w4.bars, 2048, 16, 132, &r4);
   CHECK_NEAR(r4.ctas, 1024, 0);
   CHECK_NEAR(r5.ctas, 512, 0);
   CHECK_NEAR(r5.longest, 256, 0);
-  CHECK_REL(cost_bar_walk(&g, &w4, 2048, 16, 132, 0.05e-3), 4 * 2.56e-3 - 0.05e-3, 1e-12);
-  CHECK_REL(cost_bar_walk(&g4, &w4, 2048, 16, 132, 0.05e-3), 8 * 2.56e-3 - 0.05e-3, 1e-12);
+  CHECK_REL(cost_bar_walk(&g, &w4, 2048, 16, 132, 0.05e-3), 4 * 2.56e-3 - 0.05e-3 + (1024 - 512) / 132.0 * e5, 1e-12);
+  CHECK_REL(cost_bar_walk(&g4, &w4, 2048, 16, 132, 0.05e-3), 8 * 2.56e-3 - 0.05e-3, 1e-12);  // every CTA holds a part
   work_count w1 = {0, 0, 16 * 4 * 2048, 0, 0};  // 4 keys a (head, query tile) cell
   cost_bar_grid_of(&g, (double)w1.bars, 2048, 16, 132, &r5);
   cost_bar_grid_of(&g4, (double)w1.bars, 2048, 16, 132, &r4);
@@ -228,6 +239,63 @@ TEST(sim_cost_pair_bars_take_no_more_ctas_or_steps_than_one_chunk_a_cta) {
             double t = cost_bar_walk(&g5, &w, qt, heads, slots, 0) * 1e6 / g.bar_walk_us;  // in steps
             CHECK(t >= r5.longest * (1 - 1e-12) && t >= r5.steps / slots * (1 - 1e-12));
           }
+}
+
+// The warp-specialized bars' backward at their walk's rate (cost_bar_ws_rate, sim/cost.c): each of the GPU's SMs runs
+// a 64-row step of gpu.bar_walk_us holding 64 x 64 listed entries (variant 4), 64 x 128 with pairs (variant 5), i.e.
+// 32 / 64 bar entries of 128 rows. On an H100's 132 SMs at 10 us a step, 132 x 32 bars take one step's 10 us where the
+// file's bar efficiency (0.1 of 100 TFLOP/s) would charge 2.5 x 4224 x 65536 FLOPs / 1e13 = 69.2 us; pairs 132 x 64.
+// A file without the walk, the kernel or its parts, or a GPU of unknown SMs, keeps the efficiency.
+TEST(sim_cost_ws_bars_run_at_their_walks_rate) {
+  gpu_desc g = test_gpu();
+  snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
+  g.bar_walk_us = 10, g.bar_walk_parts = 16, g.bar_walk_ws = 1;
+  model_config m;
+  memset(&m, 0, sizeof m);
+  m.head_dim = 128;
+  work_count w = {0, 0, 132 * 32, 0, 0};
+  CHECK_REL(cost_attn_bwd(&g, &m, &w), 10e-6, 1e-12);
+  CHECK_REL(cost_bar_ws_rate(&g, 2.5, 65536), 132 * 32 * 2.5 * 65536 / 10e-6, 1e-12);
+  g.bar_walk_pairs = 1;
+  work_count w2 = {0, 0, 132 * 64, 0, 0};
+  CHECK_REL(cost_attn_bwd(&g, &m, &w2), 10e-6, 1e-12);
+  CHECK_REL(cost_attn_fwd(&g, &m, &w), 4224 * 65536.0 / 0.1e14, 1e-12);  // the forward's bars keep their efficiency
+  double fallback = 2.5 * 4224 * 65536.0 / 0.1e14;
+  gpu_desc h = g;
+  h.bar_walk_ws = 0;
+  CHECK_REL(cost_attn_bwd(&h, &m, &w), fallback, 1e-12);
+  h = g, h.bar_walk_parts = 0;
+  CHECK_REL(cost_attn_bwd(&h, &m, &w), fallback, 1e-12);
+  h = g, h.bar_walk_us = 0;
+  CHECK_REL(cost_attn_bwd(&h, &m, &w), fallback, 1e-12);
+  h = g, snprintf(h.name, sizeof h.name, "Some Future GPU");
+  CHECK_REL(cost_attn_bwd(&h, &m, &w), fallback, 1e-12);
+  CHECK(cost_bar_ws_empty_s(&h) == 0);
+}
+
+// The launch's CTAs that return at once (cost_bar_ws_empty_s): calibrate's largest bar call, a head of it (query tile i
+// lists min(128 i, 1024) keys: 28 x 128 + 248 x 1024 = 257,536 entries; 255 x 128 keys in 510 chunks of 16 steps),
+// took 2.5 x 257,536 x 65,536 FLOPs at 0.1 of 100 TFLOP/s = 4.219 ms, of which its walk at the bars' rate is 257,536 /
+// 32 steps x 10 us / 132 (variant 4) or 257,536 / 64 (pairs); the rest is the 510 x 16 CTAs launched less the 510
+// (255 pairs) that walk, in waves of 132. On the two H200 calibrations of 2026-11-28: 1.73 us (variant 4: 0.2109 of
+// 989 TFLOP/s, 1.672 us a step) and 1.75 us (variant 5: 0.2300, 2.648 us).
+TEST(sim_cost_ws_bars_idle_ctas_take_the_calibrations_time_beyond_its_walk) {
+  gpu_desc g = test_gpu();
+  snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
+  g.bar_walk_us = 10, g.bar_walk_parts = 16, g.bar_walk_ws = 1;
+  double call = 2.5 * 257536 * 65536 / 1e13;
+  CHECK_REL(cost_bar_ws_empty_s(&g), (call - 257536 / 32.0 * 10e-6 / 132) / (7650 / 132.0), 1e-12);
+  g.bar_walk_pairs = 1;
+  CHECK_REL(cost_bar_ws_empty_s(&g), (call - 257536 / 64.0 * 10e-6 / 132) / (7905 / 132.0), 1e-12);
+  g.peak_tflops = 1000, g.eff_attn_bwd_bar = 1;  // a call faster than its walk: nothing left for the idle CTAs
+  CHECK(cost_bar_ws_empty_s(&g) == 0);
+  gpu_desc h = test_gpu();
+  snprintf(h.name, sizeof h.name, "NVIDIA H200");
+  h.peak_tflops = 989, h.bar_walk_parts = 16, h.bar_walk_ws = 1;
+  h.eff_attn_bwd_bar = 0.21093852504090452, h.bar_walk_us = 1.6720180478453237;
+  CHECK_NEAR(cost_bar_ws_empty_s(&h) * 1e6, 1.73, 0.005);
+  h.eff_attn_bwd_bar = 0.23001445591046676, h.bar_walk_us = 2.648328213485378, h.bar_walk_pairs = 1;
+  CHECK_NEAR(cost_bar_ws_empty_s(&h) * 1e6, 1.75, 0.005);
 }
 
 TEST(sim_cost_bar_kernel_ctas_are_the_sms_times_what_fits_an_sms_shared_memory) {
