@@ -154,36 +154,71 @@ int cost_bar_slots(const gpu_desc *g, int head_dim) {
 // the floor before it where bar_s is the chunks' even share. What it explains and what not: docs/sim.md, "The bars'
 // backward in waves" (results/sim/2026-11-28-cpu-simfid).
 void cost_bar_grid_of(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, cost_bar_grid *r) {
-  double steps = 2.0 * q_tiles, k = ceil(bars / heads / (q_tiles * 64.0)), chunks = heads * k, parts = 1;
+  cost_bar_grid_chunks(g, bars, q_tiles, heads, slots, 0, 0, r);
+}
+
+// With the call's chunks as the executor forms them (chunks > 0; sim/bar_walks.c counts them from the pattern's
+// columns, kernels/bar_chunks.c lines 57-78 cut them): a head's keys in ascending order, 64 a chunk, each walking the
+// query tiles from its first key's on, so the chunks of a head walk from nearly all q_tiles (its first) down to a few
+// (its last): `steps` their 64-row steps in all, 2 x their tiles. The CTAs are charged at the mean chunk's walk
+// (steps / chunks), the longest at a head's first chunk's, 2 q_tiles; the parts' even share is the chunks' own steps
+// over the slots (bw_bar_parts' `all`), as above. With pairs (variant 5) a head's chunks = chunks / heads (its mean),
+// the pair's walk the union of two neighbours' tiles, the first's: the mean chunk's.
+void cost_bar_grid_chunks(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double chunks,
+                          double steps_all, cost_bar_grid *r) {
+  double longest = 2.0 * q_tiles, k, steps, parts = 1, parts_long = 1;
+  if (chunks > 0 && steps_all > 0) k = chunks / heads, steps = steps_all / chunks;
+  else k = ceil(bars / heads / (q_tiles * 64.0)), chunks = heads * k, steps = longest;
   if (!g->bar_walk_pairs) {
     if (g->bar_walk_parts > 1) {
       double fair = ceil(chunks * steps / slots), part_steps = fmax(64.0, floor(fair / 8));
       parts = fmin((double)g->bar_walk_parts, ceil(steps / part_steps));
+      parts_long = fmin((double)g->bar_walk_parts, ceil(longest / part_steps));
     }
-    r->ctas = chunks * parts, r->steps = chunks * steps, r->longest = steps / parts, r->parts = parts;
+    r->ctas = chunks * parts, r->steps = chunks * steps, r->longest = longest / parts_long, r->parts = parts_long;
     r->chunks = chunks;
     return;
   }
-  double pairs = floor(k / 2), lone = k - 2 * pairs, parts_l = 1;  // a head's pair CTAs and lone last chunk
+  double pairs = floor(k / 2), lone = k - 2 * pairs, parts_l = 1, parts_ll = 1;  // a head's pair CTAs and lone chunk
   if (g->bar_walk_parts > 1) {
     double fair = ceil(chunks * steps / slots), part_steps = fmax(64.0, floor(fair / 8));
     parts = fmin((double)g->bar_walk_parts, ceil(2 * steps / part_steps));  // a pair counts both chunks' steps
     parts_l = fmin((double)g->bar_walk_parts, ceil(steps / part_steps));
+    parts_long = fmin((double)g->bar_walk_parts, ceil(2 * longest / part_steps));
+    parts_ll = fmin((double)g->bar_walk_parts, ceil(longest / part_steps));
   }
   r->ctas = heads * (pairs * parts + lone * parts_l);
-  r->steps = heads * (pairs + lone) * steps;  // one walk of 2 q_tiles steps a pair or lone chunk
-  r->longest = lone > 0 ? steps / parts_l : steps / parts;
-  r->parts = lone > 0 ? fmax(parts, parts_l) : parts;
+  r->steps = heads * (pairs + lone) * steps;  // one walk a pair or lone chunk
+  r->longest = lone > 0 ? longest / parts_ll : longest / parts_long;
+  r->parts = lone > 0 ? fmax(parts_long, parts_ll) : parts_long;
   r->chunks = chunks;
 }
 
 double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s) {
+  return cost_bar_waves_chunks(g, bars, q_tiles, heads, slots, bar_s, 0, 0);
+}
+
+double cost_bar_waves_chunks(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s,
+                             double chunks, double steps_all) {
   cost_bar_grid r;
-  cost_bar_grid_of(g, bars, q_tiles, heads, slots, &r);
+  cost_bar_grid_chunks(g, bars, q_tiles, heads, slots, chunks, steps_all, &r);
+  // The executor's chunks list their keys in different tiles (a chunk walks from its first key on, each key listed
+  // from its own), so their steps hold fewer listed entries than the walk's rate counts (a step's 64 rows x 64 keys,
+  // 128 with pairs, TILE rows an entry: cost_bar_ws_rate): where the bars are charged at that rate they last their
+  // steps where those are more. Not at gpu.efficiency.attn_bwd_bar (the other kernels): that rate is a call's entries
+  // over its time, walks and all, and charging the steps on top put the layers of those files 5-25% over
+  // (results/sim/2026-11-28-cpu-bar-chunks).
+  double bar0 = bar_s;
+  if (chunks > 0 && bars > 0 && cost_bar_ws_rate(g, 1, 1) > 0) {
+    double listed = bars / (g->bar_walk_pairs ? 64.0 : 32.0);
+    if (r.steps > listed) bar_s *= r.steps / listed;
+  }
   double ctas = r.ctas, cta_s = r.longest * g->bar_walk_us * 1e-6;
   // Variants 0-4: every CTA as long as the longest. Variant 5's pair and lone CTAs differ ("The bars in pairs of
   // compute chunks" above): the floor's waves are of the mean CTA.
-  double mean_s = g->bar_walk_pairs ? r.steps / ctas * g->bar_walk_us * 1e-6 : cta_s;
+  // With the executor's chunks (chunks > 0) the CTAs differ too: a head's chunks walk from nearly all its tiles down to
+  // a few (cost_bar_grid_chunks).
+  double mean_s = g->bar_walk_pairs || chunks > 0 ? r.steps / ctas * g->bar_walk_us * 1e-6 : cta_s;
   double t = bar_s + cta_s * (ceil(ctas / slots) - ctas / slots);
   // n equal CTAs on `slots` take ceil(n / slots) of their times (Graham 1969, as above) even where the bars' rate
   // charges less: a chunk of a few keys (vs-online's sink and verticals, about 4 a head) walks as many steps as a full
@@ -196,9 +231,9 @@ double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double hea
   // that return at once take their SMs' time (cost_bar_ws_empty_s: 0 without the bars' walk rate).
   if (g->bar_walk_ws) {
     double empty = r.chunks * COST_BAR_WS_SPLITS - ctas;
-    return t - bar_s + (empty > 0 ? empty / slots * cost_bar_ws_empty_s(g) : 0);
+    return t - bar0 + (empty > 0 ? empty / slots * cost_bar_ws_empty_s(g) : 0);
   }
-  return t - bar_s + (r.parts > 1 ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
+  return t - bar0 + (r.parts > 1 ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
 }
 
 // The bars' backward on the warp-specialized kernel (gpu.bar_walk_ws: variant 4, sa_bwd_ws_bars_kernel, and with

@@ -88,6 +88,13 @@ typedef struct {
 } cost_bar_grid;
 void cost_bar_grid_of(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, cost_bar_grid *r);
 double cost_bar_waves(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s);
+// The same with the call's compute chunks and their walks' 64-row steps in all as the executor forms them (chunks > 0:
+// sim/bar_walks.h counts them from the pattern; 0: the work counts' chunks above), where the bars then last at least
+// those steps at the rate's steps (sim/cost.c says how).
+void cost_bar_grid_chunks(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double chunks,
+                          double steps, cost_bar_grid *r);
+double cost_bar_waves_chunks(const gpu_desc *g, double bars, double q_tiles, double heads, double slots, double bar_s,
+                             double chunks, double steps);
 // The warp-specialized bars' launch (kernels/sparse_attn_bwd_ws.cu, bars_ws_launch): COST_BAR_WS_SPLITS CTAs a compute
 // chunk, whatever its walk's parts.
 #define COST_BAR_WS_SPLITS 16
@@ -113,13 +120,18 @@ double cost_bar_ws_empty_s(const gpu_desc *g);
 #define COST_CALIB_BAR_KEYS 1024   // exec/calib_attn.c: BARS_PER_QTILE x 4 (calibrate's largest size, CALIB_SIZES 3)
 #define COST_CALIB_HEAD_DIM 128    // exec/cmd_calibrate.c: --head-dim's default, the calls' head_dim
 double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double heads);
-static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, double q_tiles, double heads, double slots,
-                                   double bar_s) {
+static inline double cost_bar_walk_chunks(const gpu_desc *g, const work_count *w, double q_tiles, double heads,
+                                          double slots, double bar_s, double chunks, double steps) {
   if (!w->bars || !(g->bar_walk_us > 0)) return 0;
   if (g->bar_walk_parts > 0 && slots > 0 && heads > 0 && q_tiles > 0)
-    return cost_bar_waves(g, (double)w->bars, q_tiles, heads, slots, bar_s);
+    return cost_bar_waves_chunks(g, (double)w->bars, q_tiles, heads, slots, bar_s, chunks, steps);
   double walk = 2.0 * q_tiles * g->bar_walk_us * 1e-6;
   return walk > bar_s ? walk - bar_s : 0;
+}
+// cost_bar_walk_chunks with the work counts' chunks (a head's bars over q_tiles x 64, each walking 2 q_tiles steps).
+static inline double cost_bar_walk(const gpu_desc *g, const work_count *w, double q_tiles, double heads, double slots,
+                                   double bar_s) {
+  return cost_bar_walk_chunks(g, w, q_tiles, heads, slots, bar_s, 0, 0);
 }
 // Seconds the warp-specialized bars kernel (gpu.bar_walk_ws) lasts at least by its HBM traffic: each step of a walk
 // loads its 64 query rows of Q and dO (bf16) and adds its dQ rows into the fp32 output by the TMA's reduction (read and

@@ -12,6 +12,7 @@
 #include "kernels/sparse_attn.h"
 #include "plan/parallel.h"
 #include "plan/pattern_spec.h"
+#include "sim/bar_walks.h"
 #include "sim/cost.h"
 #include "sim/plan_cache.h"
 #include "sim/ring.h"
@@ -93,6 +94,7 @@ static void layer_work_free(layer_work *w) {
 typedef struct {
   const sim_ctx *x;
   const work_count *agg, *fwd;  // fwd: the forward form's counts (NULL: agg's)
+  const double *walks;          // [2 W^2] each cell's bar chunks and their steps (sim/bar_walks.h), or NULL: the counts'
   layer_work *w;
   const int32_t *kv_src;        // [W * n_steps] the schedule's kv_src of rank r at step s at r * n_steps + s (schedule_at's,
                                 // 4 bytes a step, not 300; by rank: a block's ranks walk the steps, each its own row)
@@ -160,7 +162,10 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
       if (c) {
         double bar_s = cost_attn_bar_time(&k->rb, c), cells = cost_ring_cells(c, qt, H);
         double at = cost_attn_time(&k->rb, c), l2 = cost_attn_l2(&k->rb, c, keys);
-        double walk = cost_bar_walk(g, c, qt, H, k->bar_slots, bar_s), ring = cost_ring_step(g, 1, cells);
+        const double *cw = k->walks ? k->walks + 2 * ((int64_t)r * W + src) : NULL;
+        double walk = cw ? cost_bar_walk_chunks(g, c, qt, H, k->bar_slots, bar_s, cw[0], cw[1])
+                         : cost_bar_walk(g, c, qt, H, k->bar_slots, bar_s);
+        double ring = cost_ring_step(g, 1, cells);
         bs = at + l2 + walk + ring + k->call_step[src];
         double tiles = at - bar_s + l2 + ring;
         double floor = cost_cta_floor(COST_BWD_CTA_US, cost_bwd_ctas(c, ceil(keys / TILE), KVH), k->sms);
@@ -200,13 +205,13 @@ static int step_costs_item(void *ctx, int item, int thread, sr_error *e) {
 
 static inline double fmax_plain(double a, double b) { return b > a ? b : a; }
 
-static int step_seconds(const sim_ctx *x, const work_count *agg, const work_count *fwd, const int32_t *kv_src, layer_work *w,
-                        sr_error *e) {
+static int step_seconds(const sim_ctx *x, const work_count *agg, const work_count *fwd, const double *walks,
+                        const int32_t *kv_src, layer_work *w, sr_error *e) {
   const schedule *s = &x->p->schedule;
   int W = x->W;
   step_costs k;
   memset(&k, 0, sizeof k);
-  k.x = x, k.agg = agg, k.fwd = fwd, k.w = w, k.kv_src = kv_src;
+  k.x = x, k.agg = agg, k.fwd = fwd, k.walks = walks, k.w = w, k.kv_src = kv_src;
   int blocks = (W + STEP_COST_RANKS - 1) / STEP_COST_RANKS;
   k.q_tiles = malloc((size_t)W * sizeof *k.q_tiles);
   k.call_step = malloc((size_t)W * sizeof *k.call_step);
@@ -246,8 +251,8 @@ static int step_seconds(const sim_ctx *x, const work_count *agg, const work_coun
 // Turn layer `layer`'s counts agg (work_layers') into per-step seconds through the schedule (step_seconds: also the
 // sums of each rank's steps, the slowest rank of each step, entries, bars and the layer's hash); w->pairs and
 // w->sparse (some head is not dense) are set.
-static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const work_count *agg, layer_work *w,
-                         sr_error *e) {
+static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const work_count *agg, const double *walks,
+                         layer_work *w, sr_error *e) {
   const schedule *s = &x->p->schedule;
   int W = x->W, rc = SR_OK;
   // plan.spec.fwd_runs: the executor's forward runs the forward form (plan/tiles_runs.c), whose counts
@@ -276,7 +281,7 @@ static int layer_work_of(sim_ctx *x, int layer, const int32_t *kv_src, const wor
     return sr_internal_error(e, 0, "sim: out of memory for layer work");
   }
   w->dt_fwd = w->dt_bwd = -1;
-  if ((rc = step_seconds(x, agg, fwd, kv_src, w, e))) {
+  if ((rc = step_seconds(x, agg, fwd, walks, kv_src, w, e))) {
     free(fwd);
     return rc;
   }
@@ -627,7 +632,8 @@ typedef struct {
 } account_job;
 
 // Layer l's counts into agg from its heads drawn one at a time on thread t; *pairs, *sparse and x->layer_indices[l] set.
-static int drawn_counts(account_job *j, int l, int t, work_count *agg, double *pairs, int *sparse, sr_error *e) {
+static int drawn_counts(account_job *j, int l, int t, work_count *agg, double *pairs, int *sparse, bar_walks *bw,
+                        double **walks, sr_error *e) {
   sim_ctx *x = j->x;
   double t0 = sr_now();
   int rc = work_layer_begin(&x->cache, t, agg, e);
@@ -641,6 +647,7 @@ static int drawn_counts(account_job *j, int l, int t, work_count *agg, double *p
     idx += (double)hp->n_vertical + (double)hp->n_slash;
     *sparse |= hp->kind != PATTERN_DENSE;
     rc = work_layer_head(&x->cache, t, hp, agg, pairs, e);
+    if (*walks && bar_walks_head(bw, hp, x->p->layout.n_tokens, *walks)) free(*walks), *walks = NULL;
     j->draw_s[t] += t1 - t0;
     j->account_s[t] += sr_now() - t1;
   }
@@ -659,14 +666,30 @@ static int account_item(void *ctx, int l, int t, sr_error *e) {
   memset(w, 0, sizeof *w);
   if ((j->same[k] = same_as_previous(x, l))) return SR_OK;
   double t0 = sr_now();
+  // Where the file names the bar kernel's walk in waves (gpu.bar_walk_parts), its chunks as the executor forms them,
+  // from the heads' columns (sim/bar_walks.h; NULL where a head's are not known: the work counts' chunks then).
+  double *walks = NULL;
+  bar_walks bw;
+  memset(&bw, 0, sizeof bw);
+  if (x->c->gpu.bar_walk_parts > 0 && x->c->gpu.bar_walk_us > 0) {
+    if (!(walks = calloc((size_t)2 * x->W * x->W, sizeof *walks))) return sr_internal_error(e, 0, "sim: out of memory");
+    if ((rc = bar_walks_open(x->cache.l, &bw, e))) {
+      free(walks);
+      return rc;
+    }
+  }
   if (x->pat) {
     w->sparse = layer_sparse(x->pat, l);
     rc = work_layer_on(&x->cache, t, x->pat, l, j->aggs[k], &w->pairs, e);
+    for (int h = 0; walks && h < (int)x->m->num_heads; h++)
+      if (bar_walks_head(&bw, pattern_head(x->pat, l, h), x->p->layout.n_tokens, walks)) free(walks), walks = NULL;
     j->account_s[t] += sr_now() - t0;
   } else {
-    rc = drawn_counts(j, l, t, j->aggs[k], &w->pairs, &w->sparse, e);
+    rc = drawn_counts(j, l, t, j->aggs[k], &w->pairs, &w->sparse, &bw, &walks, e);
   }
-  if (!rc) rc = layer_work_of(x, l, j->kv_src, j->aggs[k], w, e);
+  bar_walks_close(&bw);
+  if (!rc) rc = layer_work_of(x, l, j->kv_src, j->aggs[k], walks, w, e);
+  free(walks);
   if (rc) {
     layer_work_free(w);
     memset(w, 0, sizeof *w);
