@@ -18,6 +18,11 @@
 #include "plan/tiles.h"
 #include "sim/bar_walks.h"
 
+// The count visits each column once a query rank: a head of 10,000 verticals on 4 ranks is 40,000 visits, but
+// Llama-3.1-70B at 4M on 1024 ranks (bench-sim's, its 64 heads and 80 layers) took the simulator from 19 s to over
+// 10 minutes. Beyond this many visits a head, the caller keeps the work counts' chunks (bar_walks_head returns 1).
+#define BAR_WALKS_MAX_VISITS 262144.0
+
 void bar_walks_close(bar_walks *b) {
   free(b->tile_off), free(b->tile_last), free(b->last_q), free(b->keys), free(b->touched);
   memset(b, 0, sizeof *b);
@@ -29,9 +34,7 @@ int bar_walks_open(const layout *l, bar_walks *b, sr_error *e) {
   b->l = l, b->W = W;
   b->tile_off = malloc(sizeof(int64_t) * (size_t)(W + 1));
   b->last_q = calloc((size_t)W, sizeof(int64_t));
-  b->keys = calloc((size_t)W * W, sizeof(int64_t));
-  b->touched = malloc(sizeof(int64_t) * (size_t)W * W);
-  if (!b->tile_off || !b->last_q || !b->keys || !b->touched) goto oom;
+  if (!b->tile_off || !b->last_q) goto oom;
   b->tile_off[0] = 0;
   for (int q = 0; q < W; q++) b->tile_off[q + 1] = b->tile_off[q] + sr_cdiv(l->rank_count[q], TILE);
   if (!(b->tile_last = malloc(sizeof(int64_t) * (size_t)sr_max64(1, b->tile_off[W])))) goto oom;
@@ -64,6 +67,12 @@ int bar_walks_head(bar_walks *b, const head_pattern *hp, int64_t n_tokens, doubl
   if (hp->kind != PATTERN_VS && hp->kind != PATTERN_WINDOW) return 1;
   int W = b->W;
   int64_t n = hp->kind == PATTERN_VS ? hp->n_vertical : sr_min64(hp->sinks, n_tokens);
+  if ((double)n * W > BAR_WALKS_MAX_VISITS) return 1;
+  if (!b->keys) {  // at the first head counted (a layer of heads beyond the bound allocates nothing)
+    b->keys = calloc((size_t)W * W, sizeof(int64_t));
+    b->touched = malloc(sizeof(int64_t) * (size_t)W * W);
+    if (!b->keys || !b->touched) return 1;
+  }
   for (int64_t i = 0; i < n; i++) {  // ascending: a cell's keys come in the order the executor cuts them
     int64_t col = hp->kind == PATTERN_VS ? hp->vertical[i] : i, local;
     int32_t src;

@@ -23,7 +23,8 @@ int bar_walks_open(const layout *l, bar_walks *b, sr_error *e);
 void bar_walks_close(bar_walks *b);
 // Add head hp's compute chunks and their walks' steps into cw[2 * (q * W + s)] and cw[2 * (q * W + s) + 1]; returns 1
 // where the head's bar keys are not known from its pattern (kinds other than VERTICAL-SLASH and WINDOW: their bars
-// come from blocks or selections), 0 where they were added.
+// come from blocks or selections) or would take too long to count (its columns x the ranks above 2^18: bar_walks.c),
+// 0 where they were added.
 int bar_walks_head(bar_walks *b, const head_pattern *hp, int64_t n_tokens, double *cw);
 
 #endif

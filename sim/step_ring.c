@@ -672,6 +672,7 @@ static int account_item(void *ctx, int l, int t, sr_error *e) {
   bar_walks bw;
   memset(&bw, 0, sizeof bw);
   if (x->c->gpu.bar_walk_parts > 0 && x->c->gpu.bar_walk_us > 0) {
+    // (2 W^2 doubles: at 1024 ranks, where no head is counted (bar_walks.c's bound), 16 MiB a layer of zero pages)
     if (!(walks = calloc((size_t)2 * x->W * x->W, sizeof *walks))) return sr_internal_error(e, 0, "sim: out of memory");
     if ((rc = bar_walks_open(x->cache.l, &bw, e))) {
       free(walks);
