@@ -261,7 +261,8 @@ double cost_bar_waves_chunks(const gpu_desc *g, double bars, double q_tiles, dou
 // list their keys in different tiles (0.88-0.90 of a walk's steps listed, with 1.8x the chunks the work counts give,
 // at 64K and 128K on one rank: exact lists of the executor's chunks, results/sim/2026-11-28-cpu-bars-ws-rate/walks.c),
 // and its steps miss the L2 more than calibrate's short walks (68% L2 hits in the profile above), neither in the
-// work counts; so the layers of one H200 come out 2-9% short (docs/sim.md, "The warp-specialized bars' rate").
+// work counts; so the layers of one H200 came out 2-9% short (docs/sim.md, "The warp-specialized bars' rate").
+// The first is charged since, where the pattern gives the chunks (cost_bar_waves_chunks, sim/bar_walks.c): 0-5%.
 double cost_bar_ws_rate(const gpu_desc *g, double ratio, double bar_flops) {
   int sms = cost_ws_sms(g->name);
   if (!g->bar_walk_ws || !(g->bar_walk_us > 0) || g->bar_walk_parts <= 0 || sms <= 0) return 0;
