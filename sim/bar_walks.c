@@ -1,17 +1,17 @@
 // bar_walks.c — the bar kernel's compute chunks and their walks from the pattern's columns (bar_walks.h).
 //
 // The executor's chunks (kernels/bar_chunks.c, sa_bar_chunks_build, lines 57-78): a query head's bar keys of the
-// transposed index, ascending, cut into chunks of 64 (`for (f = hb[ih]; f < hb[ih + 1]; f += CHUNK)`), each walking the
-// ascending union of the query tiles its keys are listed in (hc_q_idx), two 64-row steps a tile. A bar key is a column
-// (a VS vertical, a WINDOW sink) that some query tile after it lists as a bar (plan/tiles.c: a column is a bar in every
-// query tile after it whose KV tile holding it is not a tile entry), so a (head, query rank, source) cell's keys are the
-// head's columns the source holds at or before the query rank's last position, and chunk c's walk starts at its first
-// key: the query tiles whose last position is at or after it (the same estimate as the memory model's,
-// sim/attn_memory.c, count_keys). What it leaves out: a column that every query tile after it covers by a tile entry is
-// no key (the count is an upper bound), and the tiles after a chunk's first key where every key of the chunk is covered
-// are not walked (the steps are an upper bound). On the vs-topp:0.95 layer 0 of Qwen2.5-3B at 64K on one rank: 718
-// chunks where the executor forms 699, 487,296 steps where its chunks walk 447,244 (the work counts' chunks: 384 of
-// 1,024 steps, 393,216; results/sim/2026-11-28-cpu-bar-chunks).
+// transposed index, ascending, cut into chunks of 64 (`for (f = hb[ih]; f < hb[ih + 1]; f += CHUNK)`), each walking
+// the ascending union of the query tiles its keys are listed in (hc_q_idx), two 64-row steps a tile. A bar key is a
+// column (a VS vertical, a WINDOW sink) that some query tile after it lists as a bar (plan/tiles.c: a column is a
+// bar in every query tile after it whose KV tile holding it is not a tile entry), so a (head, query rank, source)
+// cell's keys are the head's columns the source holds at or before the query rank's last position, and chunk c's
+// walk starts at its first key: the query tiles whose last position is at or after it (the same estimate as the
+// memory model's, sim/attn_memory.c, count_keys). What it leaves out: a column that every query tile after it covers
+// by a tile entry is no key (the count is an upper bound), and the tiles after a chunk's first key where every key
+// of the chunk is covered are not walked (the steps are an upper bound). On the vs-topp:0.95 layer 0 of Qwen2.5-3B
+// at 64K on one rank: 718 chunks where the executor forms 699, 487,296 steps where its chunks walk 447,244 (the work
+// counts' chunks: 384 of 1,024 steps, 393,216; results/sim/2026-11-28-cpu-bar-chunks).
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,6 +1,7 @@
 // bar_walks.h — the backward bar kernel's compute chunks of a call and their walks' 64-row steps, counted from the
-// pattern's columns as the executor forms them (kernels/bar_chunks.c), per (query rank, source) cell, for cost_bar_walk's
-// waves (sim/cost.h, cost_bar_waves_chunks). sim/bar_walks.c says how close the count comes and why not exact.
+// pattern's columns as the executor forms them (kernels/bar_chunks.c), per (query rank, source) cell, for
+// cost_bar_walk's waves (sim/cost.h, cost_bar_waves_chunks). sim/bar_walks.c says how close the count comes and why
+// not exact.
 #ifndef SR_BAR_WALKS_H
 #define SR_BAR_WALKS_H
 
