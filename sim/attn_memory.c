@@ -23,6 +23,7 @@
 #include "plan/ring_plan.h"
 #include "plan/tiles.h"
 #include "plan/util.h"
+#include "sim/bar_walks.h"
 #include "sim/memory.h"
 #include "sim/predict.h"
 
@@ -34,8 +35,7 @@ typedef struct {
   work_count *wc;      // [Hi * Wl * Wl] entries and bars: tiles_account_layer
   int64_t *keys;       // [Hi * Wl * Wl] estimated distinct bar keys of (head, query rank, source)
   int64_t *hcq;        // [Hi * Wl * Wl] estimated query tiles of its compute chunks (64 keys each) together
-  int64_t *tile_off;   // [Wl + 1] query rank q's tiles at tile_last[tile_off[q] ..]
-  int64_t *tile_last;  // the last position of each query tile of each rank
+  bar_walks tiles;     // the query tiles' last positions and each rank's last position (sim/bar_walks.h)
   int Gi;              // KV heads of the index: 1 when one head's serves the layer, else the model's
   int64_t *ukeys;      // [Gi * Wl * Wl] the same for the union of a KV head's query heads (the bar chunks')
   work_count *runs;    // [Wl * Wl] the forward form's entries over every head (plan.spec.fwd_runs), or NULL
@@ -44,7 +44,8 @@ typedef struct {
 static int64_t cell(const layer_counts *c, int h, int q, int s) { return ((int64_t)h * c->Wl + q) * c->Wl + s; }
 
 static void counts_free(layer_counts *c) {
-  free(c->wc), free(c->keys), free(c->ukeys), free(c->hcq), free(c->tile_off), free(c->tile_last), free(c->runs);
+  free(c->wc), free(c->keys), free(c->ukeys), free(c->hcq), free(c->runs);
+  bar_walks_close(&c->tiles);
   memset(c, 0, sizeof *c);
 }
 
@@ -78,24 +79,13 @@ static int columns(const pattern *pat, int layer, const int *hs, int n, int64_t 
   return SR_OK;
 }
 
-// Query tiles of rank q whose last position is at or after p (a rank's local order ascends with positions
-// wherever the executor runs compact bars, so its tiles' last positions ascend).
-static int64_t tiles_after(const layer_counts *c, int q, int64_t p) {
-  int64_t lo = c->tile_off[q], hi = c->tile_off[q + 1], end = hi;
-  while (lo < hi) {
-    int64_t mid = (lo + hi) / 2;
-    if (c->tile_last[mid] < p) lo = mid + 1;
-    else hi = mid;
-  }
-  return end - lo;
-}
-
 // Columns by the source that holds them, counted for every query rank whose last position is at or after them:
 // what becomes a bar key there at most (plan/tiles.c's rule for bars), into keys [Wl * Wl] (INT64_MAX: no columns);
 // hcq (NULL: not wanted): for each chunk of 64 of them, the query tiles at or after its first (a key is a bar of
 // the query tiles after it).
-static int count_keys(const layer_counts *c, const pattern *pat, int layer, const int *hs, int n, const int64_t *last_q,
-                      int64_t *keys, int64_t *hcq, sr_error *e) {
+static int count_keys(const layer_counts *c, const pattern *pat, int layer, const int *hs, int n, int64_t *keys,
+                      int64_t *hcq, sr_error *e) {
+  const int64_t *last_q = c->tiles.last_q;
   int64_t *col, m;
   if (columns(pat, layer, hs, n, &col, &m, e)) return e->code;
   for (int64_t i = 0; m < 0 && i < (int64_t)c->Wl * c->Wl; i++) keys[i] = hcq ? hcq[i] = INT64_MAX : INT64_MAX;
@@ -107,27 +97,12 @@ static int count_keys(const layer_counts *c, const pattern *pat, int layer, cons
     for (int q = 0; !rc && q < c->Wl; q++) {
       int64_t x = (int64_t)q * c->Wl + src;
       if (col[i] > last_q[q]) continue;
-      if (hcq && keys[x] % 64 == 0) hcq[x] += tiles_after(c, q, col[i]);
+      if (hcq && keys[x] % 64 == 0) hcq[x] += bar_walks_tiles_after(&c->tiles, q, col[i]);
       keys[x]++;
     }
   }
   free(col);
   return rc;
-}
-
-// Every query tile's last position, rank by rank.
-static int tile_lasts(layer_counts *c, sr_error *e) {
-  const layout *l = c->l;
-  c->tile_off = malloc(sizeof(int64_t) * (size_t)(c->Wl + 1));
-  if (!c->tile_off) return sr_internal_error(e, 0, "out of memory");
-  c->tile_off[0] = 0;
-  for (int q = 0; q < c->Wl; q++) c->tile_off[q + 1] = c->tile_off[q] + sr_cdiv(l->rank_count[q], TILE);
-  c->tile_last = malloc(sizeof(int64_t) * (size_t)sr_max64(1, c->tile_off[c->Wl]));
-  if (!c->tile_last) return sr_internal_error(e, 0, "out of memory");
-  for (int q = 0; q < c->Wl; q++)
-    for (int64_t t = c->tile_off[q]; t < c->tile_off[q + 1]; t++)
-      c->tile_last[t] = layout_global(l, q, sr_min64((t - c->tile_off[q] + 1) * TILE, l->rank_count[q]) - 1);
-  return SR_OK;
 }
 
 static int counts_build(const pattern *pat, int layer, int kv_heads, const layout *l, int fwd_runs, layer_counts *c,
@@ -143,19 +118,16 @@ static int counts_build(const pattern *pat, int layer, int kv_heads, const layou
   c->keys = calloc((size_t)(c->Hi * cells), sizeof *c->keys);
   c->ukeys = calloc((size_t)(c->Gi * cells), sizeof *c->ukeys);
   c->hcq = calloc((size_t)(c->Hi * cells), sizeof *c->hcq);
-  int64_t *last_q = calloc((size_t)c->Wl, sizeof *last_q);
   int *hs = malloc(sizeof(int) * (size_t)pat->heads);
-  if (!c->wc || !c->keys || !c->ukeys || !c->hcq || !last_q || !hs) {
-    free(last_q), free(hs);
+  if (!c->wc || !c->keys || !c->ukeys || !c->hcq || !hs) {
+    free(hs);
     return sr_internal_error(e, 0, "out of memory");
   }
   int rc = tiles_account_layer(uniform ? &one : pat, uniform ? 0 : layer, l, c->wc, e);
-  if (!rc) rc = tile_lasts(c, e);
-  for (int64_t k = 0; k < l->n_runs; k++)
-    last_q[l->runs[k].rank] = sr_max64(last_q[l->runs[k].rank], l->runs[k].global + l->runs[k].len - 1);
+  if (!rc) rc = bar_walks_open(l, &c->tiles, e);
   for (int h = 0; !rc && h < c->Hi; h++) {  // a head's keys: at most its bars
     int64_t *kh = c->keys + h * cells;
-    rc = count_keys(c, pat, layer, &h, 1, last_q, kh, c->hcq + h * cells, e);
+    rc = count_keys(c, pat, layer, &h, 1, kh, c->hcq + h * cells, e);
     for (int64_t i = 0; !rc && i < cells; i++) {
       kh[i] = sr_min64(kh[i], c->wc[h * cells + i].bars);
       c->hcq[h * cells + i] = sr_min64(c->hcq[h * cells + i], c->wc[h * cells + i].bars);
@@ -165,14 +137,14 @@ static int counts_build(const pattern *pat, int layer, int kv_heads, const layou
   for (int k = 0; !rc && k < c->Gi; k++) {  // a KV head's: at most the sum of its query heads'
     for (int i = 0; i < group; i++) hs[i] = k * group + i;
     int64_t *kk = c->ukeys + k * cells;
-    rc = count_keys(c, pat, layer, hs, group, last_q, kk, NULL, e);
+    rc = count_keys(c, pat, layer, hs, group, kk, NULL, e);
     for (int64_t i = 0; !rc && i < cells; i++) {
       int64_t sum = 0;
       for (int h = k * group; h < (k + 1) * group; h++) sum += c->keys[h * cells + i];
       kk[i] = sr_min64(kk[i], sum);
     }
   }
-  free(last_q), free(hs);
+  free(hs);
   if (!rc && fwd_runs && !uniform) {  // one head's index (uniform) has no VS head to run as runs
     c->runs = calloc((size_t)c->Wl * c->Wl, sizeof *c->runs);
     rc = c->runs ? tiles_runs_account_layer(pat, layer, l, c->runs, e) : sr_internal_error(e, 0, "out of memory");

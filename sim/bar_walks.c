@@ -50,9 +50,7 @@ oom:
   return sr_internal_error(e, 0, "bar walks: out of memory");
 }
 
-// Query tiles of rank q whose last position is at or after p (a rank's tiles' last positions ascend where its local
-// order does, as wherever the executor runs compact bars; attn_memory.c's tiles_after).
-static int64_t tiles_after(const bar_walks *b, int q, int64_t p) {
+int64_t bar_walks_tiles_after(const bar_walks *b, int q, int64_t p) {
   int64_t lo = b->tile_off[q], hi = b->tile_off[q + 1], end = hi;
   while (lo < hi) {
     int64_t mid = (lo + hi) / 2;
@@ -81,7 +79,7 @@ int bar_walks_head(bar_walks *b, const head_pattern *hp, int64_t n_tokens, doubl
       if (col > b->last_q[q]) continue;
       int64_t x = (int64_t)q * W + src;
       if (b->keys[x] == 0) b->touched[b->n_touched++] = x;
-      if (b->keys[x] % 64 == 0) cw[2 * x] += 1, cw[2 * x + 1] += 2.0 * (double)tiles_after(b, q, col);
+      if (b->keys[x] % 64 == 0) cw[2 * x] += 1, cw[2 * x + 1] += 2.0 * (double)bar_walks_tiles_after(b, q, col);
       b->keys[x]++;
     }
   }

@@ -20,8 +20,13 @@ typedef struct {
   int64_t n_touched;
 } bar_walks;
 
+// Every rank's query tiles' last positions and each rank's last position on layout l (also the memory model's,
+// sim/attn_memory.c); the per-head scratch comes at the first head counted.
 int bar_walks_open(const layout *l, bar_walks *b, sr_error *e);
 void bar_walks_close(bar_walks *b);
+// Query tiles of rank q whose last position is at or after p: the tiles a bar key at p is listed in (a rank's local
+// order ascends with positions wherever the executor runs compact bars, so its tiles' last positions ascend).
+int64_t bar_walks_tiles_after(const bar_walks *b, int q, int64_t p);
 // Add head hp's compute chunks and their walks' steps into cw[2 * (q * W + s)] and cw[2 * (q * W + s) + 1]; returns 1
 // where the head's bar keys are not known from its pattern (kinds other than VERTICAL-SLASH and WINDOW: their bars
 // come from blocks or selections) or would take too long to count (its columns x the ranks above 2^18: bar_walks.c),
