@@ -107,6 +107,26 @@ TEST(multi_vs_peer_ratio_is_the_peer_time_over_the_row_time) {
   free(out);
 }
 
+// mtraining-all: the mean layer over all the model's layers (attn --layers 36, the closing line), not layer 0's row.
+TEST(multi_vs_peer_mean_layer_run_tables_the_closing_mean_of_all_layers) {
+  char cmd[2048], *out = NULL, f[6][160];
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "SR_DRY=1 NP=4 SEQS=512K OURS='mtraining-all' PY=/nonexistent/python SR_BIN=%s SR_LOGS=%s/logs "
+                   "OUT=%s/out bash scripts/gpu/multi_vs_peer.sh layer",
+           test_bin_dir(), test_tmpdir(), test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK(table_row(out, "512K", "ours, MTraining (vs-topp:0.95, double ring), the mean of the 36 layers", f));
+  CHECK(atof(f[2]) > 0 && atof(f[3]) > 0);
+  CHECK_NEAR(atof(f[4]), atof(f[2]) + atof(f[3]), 0.11);
+  // the row is the closing line's mean of the run's 2 layers (tiny-test), not layer 0's own times
+  char log[1024], *txt = NULL;
+  snprintf(log, sizeof log, "cat %s/logs/l_mtraining-all_512K.log", test_tmpdir());
+  CHECK_EQ_INT(test_run(log, &txt), 0);
+  CHECK_STR_CONTAINS(txt, "2 layer(s): fwd");
+  free(txt);
+  free(out);
+}
+
 TEST(multi_vs_peer_refuses_an_unknown_run_or_too_few_ranks) {
   char *out = NULL;
   CHECK_EQ_INT(test_run("NP=4 OURS='striped-ring bogus' bash scripts/gpu/multi_vs_peer.sh layer", &out), 2);

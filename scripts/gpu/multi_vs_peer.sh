@@ -13,7 +13,9 @@
 #   layer   one layer at each of SEQS (default "512K 256K"): the peer (PEER_VARIANTS, default "lb": load balancing,
 #           KV by all-gather; "a2a": all-to-all; "nolb": contiguous shards) and ours (OURS, default "striped-ring
 #           zigzag-ring usp double-ring mtraining"; double-ring: the striped layout on the double ring over the 2
-#           nodes; mtraining: vs-topp:0.95 on it; also dense-ring, mtraining-online, mtraining-runs: --fwd-runs)
+#           nodes; mtraining: vs-topp:0.95 on it; also dense-ring, mtraining-online, mtraining-runs: --fwd-runs;
+#           mtraining-all, mtraining-all-runs: MTraining over all the model's 36 layers, the mean layer, since layer 0
+#           alone is one draw of the pattern that keeps twice the mean layer's pairs)
 #   train   training steps of the Qwen2.5-3B shape at each of TRAIN_SEQS (default 128K) on the same token stream (ours
 #           writes it: train --write-samples): the peer (--mode train, PEER_TRAIN_FLAGS, e.g. "--params sharded"
 #           where the replicated parameters do not fit) and ours (TRAIN_STRATEGIES, default "striped-ring mtraining"),
@@ -48,8 +50,8 @@ if [ "$NP" -lt 4 ] || [ $((NP % 2)) != 0 ]; then echo "multi_vs_peer.sh: needs a
 DENSE="dense-ring striped-ring zigzag-ring usp double-ring"
 for st in ${OURS:-} "|" ${TRAIN_STRATEGIES:-}; do
   [ "$st" = "|" ] && { online=""; continue; }  # the trainer has no vs inputs to estimate on
-  [[ " $DENSE mtraining mtraining-runs ${online-mtraining-online} " == *" $st "* ]] ||
-    { echo "multi_vs_peer.sh: unknown run '$st' ($DENSE mtraining mtraining-runs${online-" mtraining-online"})"; exit 2; }
+  [[ " $DENSE mtraining mtraining-runs ${online-mtraining-online mtraining-all mtraining-all-runs} " == *" $st "* ]] ||
+    { echo "multi_vs_peer.sh: unknown run '$st' ($DENSE mtraining mtraining-runs${online-" mtraining-online mtraining-all mtraining-all-runs"})"; exit 2; }
 done
 for v in ${PEER_VARIANTS:-}; do
   case $v in lb | a2a | nolb) ;; *) echo "multi_vs_peer.sh: unknown peer variant '$v' (lb a2a nolb)"; exit 2 ;; esac
@@ -99,6 +101,8 @@ ours_flags() {
     double-ring) echo "--strategy striped-ring --schedule double-ring --skip-empty-sends" ;;
     mtraining-online) echo "--strategy mtraining --pattern vs-online:0.95:64:128 --inputs vs" ;;
     mtraining-runs) echo "--strategy mtraining --fwd-runs --skip-empty-sends" ;;
+    mtraining-all) echo "--strategy mtraining --layers 36 --skip-empty-sends" ;;
+    mtraining-all-runs) echo "--strategy mtraining --fwd-runs --layers 36 --skip-empty-sends" ;;
     *) echo "--strategy $1 --skip-empty-sends" ;;
   esac
 }
@@ -112,6 +116,8 @@ ours_what() {
     mtraining) echo "ours, MTraining (vs-topp:0.95, double ring)" ;;
     mtraining-online) echo "ours, MTraining with online estimation (vs-online:0.95)" ;;
     mtraining-runs) echo "ours, MTraining (vs-topp:0.95, double ring, the forward on the runs form)" ;;
+    mtraining-all) echo "ours, MTraining (vs-topp:0.95, double ring), the mean of the 36 layers" ;;
+    mtraining-all-runs) echo "ours, MTraining (vs-topp:0.95, double ring, forward on runs), the mean of the 36 layers" ;;
   esac
 }
 
@@ -151,8 +157,13 @@ peer_layer() {
 # ours_layer NAME SEQ: our layer into the table
 ours_layer() {
   local name=l_${1}_$2 fb
-  timed "$name" 150 --seq "$(tokens $2)" $(ours_flags $1)
-  fb=$(awk '/layer 0: fwd/ { gsub(",", ""); f = $4; b = $7 } END { if (f != "") print f, b, f + b }' "$L/$name.log" 2>/dev/null)
+  timed "$name" $([[ $1 == mtraining-all* ]] && echo 420 || echo 150) --seq "$(tokens $2)" $(ours_flags $1)
+  if [[ $1 == mtraining-all* ]]; then  # the mean per layer over the model's layers (attn's closing line)
+    fb=$(grep -oE 'layer\(s\): fwd [0-9.]+ ms bwd [0-9.]+ ms per layer' "$L/$name.log" 2>/dev/null | tail -1 |
+      awk '{ print $3, $6, $3 + $6 }')
+  else
+    fb=$(awk '/layer 0: fwd/ { gsub(",", ""); f = $4; b = $7 } END { if (f != "") print f, b, f + b }' "$L/$name.log" 2>/dev/null)
+  fi
   if [ -n "$fb" ]; then row layer "$2" ours "$(ours_what $1)" $fb; else row layer "$2" ours "$(ours_what $1)" failed - -; fi
 }
 if has layer; then
