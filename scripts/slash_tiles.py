@@ -4,7 +4,9 @@ against the pairs of the 128 x 128 tiles they touch (the tile form of plan/tiles
 tile), by offset band, and against what query tiles of 128, 64, 32 and 16 rows with exact key ranges would compute
 (a row block of R rows needs keys [q0 - b, q0 + R - 1 - a] for a run of offsets a..b whose gaps are under R), and
 what the tile form computes when each 64 x 64 quadrant of a tile that keeps nothing is skipped (a consumer
-warpgroup's 64 rows against a 64-key half: the kernels' own units).
+warpgroup's 64 rows against a 64-key half: the kernels' own units), and what the forward's quadrant skip (branch
+qskip, measured slower: results/kernels/2026-11-28-h200-qskip-prepass-ab) computes: S on a warpgroup's 64 x 128 strip of a tile unless both its quadrants are empty, P V on
+each quadrant that keeps something.
 
 One rank (contiguous positions: tile i holds rows 128 i ..), every layer and head of step 0 of the trace. The
 vertical lines are not counted (the bars compute exactly their pairs). Fractions are of the causal pairs.
@@ -79,6 +81,28 @@ def quadrant_pairs(offsets, n):
     return total
 
 
+def strip_pairs(offsets, n):
+    """Pairs of the touched tiles' 64 x 128 strips (a warpgroup's rows against the whole tile) that keep a slash: the
+    strip of row half r holds quadrants (r, 0) and (r, 1) (see quadrant_pairs): on tile diagonal t > 0 the offsets
+    128 t - 127 .. 128 t + 63 (r = 0) and 128 t - 63 .. 128 t + 127 (r = 1); on the diagonal tile 0 .. 63 and 0 .. 127."""
+    nt = n // TILE
+
+    def any_in(a, b):
+        i = np.searchsorted(offsets, a)
+        return i < len(offsets) and offsets[i] <= b
+
+    total = 0.0
+    for t in sorted(set((offsets // TILE).tolist()) | set(((offsets + TILE - 1) // TILE).tolist())):
+        if t >= nt:
+            continue
+        if t == 0:  # int(): numpy's booleans add as a logical or
+            q = int(any_in(0, 63)) + int(any_in(0, 127))
+        else:
+            q = int(any_in(128 * t - 127, 128 * t + 63)) + int(any_in(128 * t - 63, 128 * t + 127))
+        total += float(nt - t) * 64 * 128 * q
+    return total
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -90,7 +114,7 @@ def main():
     tiles = np.zeros(len(bands) - 1)
     rows_list = (128, 64, 32, 16)
     exact = {r: 0.0 for r in rows_list}
-    causal = quads = 0.0
+    causal = quads = strips = 0.0
     for layer in range(layers):
         sl, sc = get(f"s0.l{layer}.slash"), get(f"s0.l{layer}.slash_count")
         for h in range(sl.shape[0]):
@@ -103,6 +127,7 @@ def main():
             for r in rows_list:
                 exact[r] += exact_range_pairs(s, n, r)
             quads += quadrant_pairs(s, n)
+            strips += strip_pairs(s, n)
     print(f"{sys.argv[1]}: {meta.get('model', '?')}, {n} tokens, {layers} layers x {sl.shape[0]} heads, step 0")
     print("slash offsets      kept      tile form (128 x 128, each band's tiles alone)")
     for b in range(len(bands) - 1):
@@ -115,6 +140,8 @@ def main():
             whole += touched_tile_pairs(np.sort(sl[h, :sc[h]]).astype(np.int64), n)
     print(f"all slashes        {kept.sum() / causal:8.4f}  {whole / causal:8.4f}  ({whole / kept.sum():.2f}x the kept)")
     print(f"tile form, empty 64 x 64 quadrants skipped: {quads / causal:.4f} ({quads / kept.sum():.2f}x the kept)")
+    print(f"tile form, the quadrant skip's forward (branch qskip): S on {strips / causal:.4f} (64 x 128 strips with a slash; "
+          f"{strips / kept.sum():.2f}x the kept), P V on {quads / causal:.4f}")
     for r in rows_list:
         print(f"exact key ranges, {r:>3}-row query blocks: {exact[r] / causal:.4f} ({exact[r] / kept.sum():.2f}x the kept)")
 
