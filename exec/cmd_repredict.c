@@ -6,7 +6,8 @@
 // comment): GLOB (logs, relative to the folder), CLUSTER (the calibrated cluster file of their call,
 // relative to the folder), and the run's flags the log does not show (--skip-empty-sends, --fwd-runs,
 // --granularity G, --inner K, --ulysses U, --seed X, --trace FILE for vs-online, --bars-walk whole|split|ws|pair for
-// the backward's bar kernel of the run's binary (exec/repredict.h, repredict_bars_walk); for moba --inputs KIND and
+// the backward's bar kernel of the run's binary (exec/repredict.h, repredict_bars_walk), --full-from FILE for the FULL
+// tiles' figures of a later layer-shaped calibration of the same GPU and dense kernels (repredict_full_from); for moba --inputs KIND and
 // --data-seed X of the run, whose selection is then recomputed from those inputs, and --moba-gate host for a run
 // whose gate ran on the host, which the simulator does not model). Each log's summary line
 //   attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, L layer(s): fwd X ms bwd Y ms per layer
@@ -99,9 +100,12 @@ static int parse_log(const char *file, rerun *r) {
 // The calibrated cluster for W ranks of one host: itself when it has W GPUs, else W GPUs as 2 nodes of
 // W / 2 (one node for W <= 2) with its GPU, efficiencies and links; the inter-node level takes its
 // inter_node figures, else its intra_node ones (on one host those transfers use the same NVLink).
-static int cluster_for(const char *cal, int W, char *out_path, size_t size, sr_error *e) {
+// A manifest's --full-from FILE takes the FULL tiles' figures of a layer-shaped calibration (repredict_full_from).
+static int cluster_for(const char *dir, const char *cal, const char *flags, int W, char *out_path, size_t size,
+                       sr_error *e) {
   cluster_desc c;
   int rc = cluster_load(cal, &c, e);
+  if (!rc) rc = repredict_full_from(dir, flags, &c, e);
   if (rc) return rc;
   if (cluster_world(&c) != W) {
     if (W > 2 && W % 2) return sr_input_error(e, cal, "ranks", "%d ranks: needs 1, 2 or an even count", W);
@@ -201,7 +205,7 @@ int repredict_attn_plan(const char *dir, const char *cal, const char *flags, con
     else if (!strcmp(tok[i], "--inputs")) in.inputs = strcmp(val, "vs") ? ATTN_INPUTS_RANDOM : ATTN_INPUTS_VS, i++;
   }
   char cpath[600];
-  if (cluster_for(cal, r->world, cpath, sizeof cpath, e)) return refile(e, "cluster");
+  if (cluster_for(dir, cal, flags, r->world, cpath, sizeof cpath, e)) return refile(e, "cluster");
   snprintf(s.cluster, sizeof s.cluster, "%s", cpath);
   memset(pat, 0, sizeof *pat);
   int rc = plan_build(&s, p, e);
@@ -254,11 +258,11 @@ static int parse_train(const char *file, rerun *r) {
   return rc;
 }
 
-static void predict_train(const char *cal, const char *flags, rerun *r) {
+static void predict_train(const char *dir, const char *cal, const char *flags, rerun *r) {
   sr_error e;
   sr_error_clear(&e);
   char cpath[600];
-  if (cluster_for(cal, r->t.world, cpath, sizeof cpath, &e)) {
+  if (cluster_for(dir, cal, flags, r->t.world, cpath, sizeof cpath, &e)) {
     snprintf(r->skipped, sizeof r->skipped, "cluster: %s", e.msg);
     return;
   }
@@ -299,7 +303,7 @@ static int read_manifest(const char *root, const char *manifest, rerun **runs, i
       size_t lr = strlen(root);
       snprintf(r->path, sizeof r->path, "%s", strncmp(g.gl_pathv[i], root, lr) ? g.gl_pathv[i] : g.gl_pathv[i] + lr + 1);
       if (!parse_log(g.gl_pathv[i], r)) predict_run(dir, cal, flags, r);
-      else if (!parse_train(g.gl_pathv[i], r)) predict_train(cal, flags, r);
+      else if (!parse_train(g.gl_pathv[i], r)) predict_train(dir, cal, flags, r);
       else snprintf(r->skipped, sizeof r->skipped, "no attn summary line (nor a train --predict step) in the log");
       (*n)++;
     }

@@ -56,6 +56,15 @@ int repredict_train_run(const char *cluster_path, const char *flags, train_rerun
 // nothing without the flag (the file's own, else the floor as before). An unknown value: an input error naming the
 // flag (exit status 2).
 int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e);
+// A manifest's --full-from FILE (relative to dir): the FULL tiles' figures of a layer-shaped calibration of another
+// call on the same GPU (calibrate --layer-lengths: gpu.attn_walk given) onto c, a calibration of the run's own call
+// made before calibrate timed calls shaped like a layer's (no gpu.attn_walk): the FULL efficiencies of both phases,
+// gpu.attn_walk, gpu.l2_mb and gpu.attn_l2, and the ring step's costs (gpu.ring_step, fitted against that kernel
+// model); the partial tiles, bars, GEMMs, links and the rest stay c's. For runs whose binary's dense kernels are the
+// later calibration's (docs/sim.md, "Layer-shaped FULL figures for older calibrations"). Nothing without the flag.
+// Input errors (exit status 2) name the file and field: FILE unreadable or not layer-shaped, another GPU, or c
+// already layer-shaped.
+int repredict_full_from(const char *dir, const char *flags, cluster_desc *c, sr_error *e);
 
 // `repredict --memory`: every log under root with both memory lines of `attn --predict` (the measured "memory per
 // GPU (largest rank)" and the simulator's "memory predicted"), each run of it predicted again by this build

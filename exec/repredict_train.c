@@ -113,6 +113,40 @@ int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e) {
   return SR_OK;
 }
 
+int repredict_full_from(const char *dir, const char *flags, cluster_desc *c, sr_error *e) {
+  const char *f = strstr(flags, "--full-from");
+  if (!f) return SR_OK;
+  f += strlen("--full-from");
+  while (*f == ' ' || *f == '=') f++;
+  size_t n = strcspn(f, " \t");
+  if (!n) return sr_input_error(e, NULL, "--full-from", "needs a calibrated cluster file");
+  char path[1400];
+  snprintf(path, sizeof path, "%s/%.*s", dir, (int)n, f);
+  cluster_desc l;
+  int rc = cluster_load(path, &l, e);
+  if (rc) return rc;
+  if (!l.calibrated || (l.gpu.attn_walk_us[0] <= 0 && l.gpu.attn_walk_us[1] <= 0))
+    return sr_input_error(e, path, "gpu.attn_walk",
+                          "--full-from needs a calibration with calls shaped like a layer's (calibrate --layer-lengths)");
+  if (c->gpu.attn_walk_us[0] > 0 || c->gpu.attn_walk_us[1] > 0)
+    return sr_input_error(e, c->path, "gpu.attn_walk", "the run's calibration is layer-shaped already: --full-from %s "
+                          "would replace its own FULL figures", path);
+  if (strcmp(l.gpu.name, c->gpu.name))
+    return sr_input_error(e, path, "gpu.name", "'%s', the run's calibration '%s'", l.gpu.name, c->gpu.name);
+  c->gpu.eff_attn_fwd_full = l.gpu.eff_attn_fwd_full;
+  c->gpu.eff_attn_bwd_full = l.gpu.eff_attn_bwd_full;
+  for (int ph = 0; ph < 2; ph++) {
+    c->gpu.attn_walk_us[ph] = l.gpu.attn_walk_us[ph];
+    c->gpu.attn_l2[ph] = l.gpu.attn_l2[ph];
+    c->gpu.ring_step_us[ph] = l.gpu.ring_step_us[ph];
+    c->gpu.ring_cell_us[ph] = l.gpu.ring_cell_us[ph];
+  }
+  c->gpu.l2_mb = l.gpu.l2_mb;
+  size_t k = strlen(c->calibration);
+  snprintf(c->calibration + k, sizeof c->calibration - k, "; FULL tiles from %s", l.calibration);
+  return SR_OK;
+}
+
 int repredict_train_run(const char *cluster_path, const char *flags, train_rerun *r, sr_error *e) {
   plan_spec s;
   plan_spec_defaults(&s);

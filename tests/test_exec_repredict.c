@@ -284,6 +284,126 @@ TEST(repredict_bars_walk_pair_names_backward_variant_5s_pairs_of_chunks) {
   }
 }
 
+// The run folder's cal.json (run_folder) as a short-call calibration, and a layer-shaped one of the same GPU beside it
+// (lay.json: its FULL rates, walks, L2 step and ring step differ from cal.json's; its partial rates too, which stay
+// cal.json's), a layer-shaped file of another GPU (other.json) and a short-call one (short.json).
+static void full_from_files(const char *path) {
+  char f[900];
+  snprintf(f, sizeof f, "%s/lay.json", path);
+  write_file(f, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
+             " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.6, \"attn_fwd_partial\": 0.3, \"attn_bwd_full\": 0.5,"
+             " \"attn_bwd_partial\": 0.25}, \"ring_step\": {\"fwd_us\": 30, \"bwd_us\": 190, \"fwd_cell_us\": 0.01,"
+             " \"bwd_cell_us\": 0.02}, \"attn_walk\": {\"fwd_us\": 0.05, \"bwd_us\": 0.01}, \"l2_mb\": 60,"
+             " \"attn_l2\": {\"fwd\": 0.08, \"bwd\": 0.03}}, \"intra_node\": {\"gbps\": 400, \"latency_us\": 20},"
+             " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"layer\"}}");
+  snprintf(f, sizeof f, "%s/other.json", path);
+  write_file(f, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H100\", \"peak_tflops\": 989, \"hbm_gbps\": 3350,"
+             " \"mem_gib\": 80, \"efficiency\": {\"attn_fwd_full\": 0.6, \"attn_bwd_full\": 0.5},"
+             " \"attn_walk\": {\"fwd_us\": 0.05, \"bwd_us\": 0}}, \"intra_node\": {\"gbps\": 400, \"latency_us\": 20},"
+             " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"h100\"}}");
+  snprintf(f, sizeof f, "%s/short.json", path);
+  write_file(f, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
+             " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.6, \"attn_bwd_full\": 0.5}},"
+             " \"intra_node\": {\"gbps\": 400, \"latency_us\": 20}, \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256},"
+             " \"calibration\": {\"measured\": true, \"source\": \"short\"}}");
+}
+
+// --full-from FILE: a calibration made before calibrate timed layer-shaped calls takes the FULL tiles' figures (both
+// phases' FULL efficiencies, walks, L2 step, ring step) of a layer-shaped calibration of the same GPU; everything else
+// stays its own; without the flag nothing changes; FILE not layer-shaped, of another GPU or unreadable, or the run's
+// own calibration layer-shaped already, is an input error naming the file and field.
+TEST(repredict_full_from_takes_the_full_tiles_figures_of_a_layer_shaped_calibration) {
+  char path[800], cal[900];
+  run_folder("fullfrom", path, sizeof path);
+  full_from_files(path);
+  snprintf(cal, sizeof cal, "%s/cal.json", path);
+  cluster_desc c, c0;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load(cal, &c0, &e), SR_OK);
+  c = c0;
+  CHECK_EQ_INT(repredict_full_from(path, "--skip-empty-sends --bars-walk split", &c, &e), SR_OK);
+  CHECK(!memcmp(&c, &c0, sizeof c));  // no flag: the same bits
+  CHECK_EQ_INT(repredict_full_from(path, "--skip-empty-sends --full-from lay.json --bars-walk split", &c, &e), SR_OK);
+  CHECK_NEAR(c.gpu.eff_attn_fwd_full, 0.6, 1e-12);
+  CHECK_NEAR(c.gpu.eff_attn_bwd_full, 0.5, 1e-12);
+  CHECK_NEAR(c.gpu.attn_walk_us[0], 0.05, 1e-12);
+  CHECK_NEAR(c.gpu.attn_walk_us[1], 0.01, 1e-12);
+  CHECK_NEAR(c.gpu.l2_mb, 60, 1e-12);
+  CHECK_NEAR(c.gpu.attn_l2[0], 0.08, 1e-12);
+  CHECK_NEAR(c.gpu.attn_l2[1], 0.03, 1e-12);
+  CHECK_NEAR(c.gpu.ring_step_us[0], 30, 1e-12);
+  CHECK_NEAR(c.gpu.ring_step_us[1], 190, 1e-12);
+  CHECK_NEAR(c.gpu.ring_cell_us[0], 0.01, 1e-12);
+  CHECK_NEAR(c.gpu.ring_cell_us[1], 0.02, 1e-12);
+  CHECK_NEAR(c.gpu.eff_attn_fwd_partial, c0.gpu.eff_attn_fwd_partial, 1e-12);  // the partial tiles stay the call's
+  CHECK_NEAR(c.gpu.eff_attn_bwd_partial, c0.gpu.eff_attn_bwd_partial, 1e-12);
+  CHECK_NEAR(c.intra.gbps, c0.intra.gbps, 1e-12);  // and its links
+  CHECK_STR_CONTAINS(c.calibration, "FULL tiles from layer");
+  // the same file again: the run's calibration is layer-shaped now
+  CHECK_EQ_INT(repredict_full_from(path, "--full-from lay.json", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "gpu.attn_walk");
+  const char *bad[][2] = {{"--full-from short.json", "gpu.attn_walk"},
+                          {"--full-from other.json", "gpu.name"},
+                          {"--full-from none.json", "none.json"},
+                          {"--full-from", "--full-from"}};
+  for (int i = 0; i < 4; i++) {
+    c = c0;
+    CHECK_EQ_INT(repredict_full_from(path, bad[i][0], &c, &e), SR_EINPUT);
+    CHECK_STR_CONTAINS(e.msg, bad[i][1]);
+  }
+}
+
+// A manifest line with --full-from predicts its runs as `predict` does on the calibration with those figures: here a
+// dense zigzag ring on the run folder's cal.json with lay.json's FULL figures (written out by hand as merged.json).
+TEST(repredict_full_from_predicts_as_predict_on_the_merged_calibration) {
+  const char *dir = test_tmpdir();
+  char path[800], cmd[2400], *out = NULL, *pred = NULL, *base = NULL;
+  run_folder("fullrun", path, sizeof path);
+  full_from_files(path);
+  snprintf(cmd, sizeof cmd, "%s/merged.json", path);
+  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
+             " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.6, \"attn_fwd_partial\": 0.2, \"attn_bwd_full\": 0.5,"
+             " \"attn_bwd_partial\": 0.1}, \"ring_step\": {\"fwd_us\": 30, \"bwd_us\": 190, \"fwd_cell_us\": 0.01,"
+             " \"bwd_cell_us\": 0.02}, \"attn_walk\": {\"fwd_us\": 0.05, \"bwd_us\": 0.01}, \"l2_mb\": 60,"
+             " \"attn_l2\": {\"fwd\": 0.08, \"bwd\": 0.03}}, \"intra_node\": {\"gbps\": 350, \"latency_us\": 80},"
+             " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+  snprintf(cmd, sizeof cmd, "%s/logs/z.log", path);
+  write_file(cmd, "attn zigzag | ring | dense: 2 ranks, qwen2.5-0.5b, seq 65536, 1 layer(s): fwd 2.000 ms bwd 5.000 ms per "
+                  "layer; sent 0 B\n");
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "logs/*.log\tcal.json\t--skip-empty-sends --full-from lay.json\n");
+  char root[900];
+  snprintf(root, sizeof root, "%s/rf", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && mv %s %s/", root, path, root);
+  CHECK_EQ_INT(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/tf.csv", test_bin_dir(), root, dir);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "error over 1 runs");
+  double pf = 0, pb = 0, bf = 0, bb = 0;
+  const char *fmt = "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/fullrun/%s --seq 65536 --layout zigzag "
+                    "--schedule ring --pattern dense --skip-empty-sends";
+  snprintf(cmd, sizeof cmd, fmt, test_bin_dir(), root, "merged.json");
+  CHECK_EQ_INT(test_run(cmd, &pred), 0);
+  CHECK(predicted_ms(pred, &pf, &pb));
+  snprintf(cmd, sizeof cmd, fmt, test_bin_dir(), root, "cal.json");
+  CHECK_EQ_INT(test_run(cmd, &base), 0);
+  CHECK(predicted_ms(base, &bf, &bb));
+  CHECK(fabs(pf - bf) > 1e-2 && fabs(pb - bb) > 1e-2);  // the figures taken change the prediction
+  char *csv = NULL;
+  sr_error e;
+  snprintf(cmd, sizeof cmd, "%s/tf.csv", dir);
+  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
+  const char *row = csv ? strstr(csv, "fullrun/logs/z.log,") : NULL;
+  double mf = 0, mb = 0, cf = 0, cb = 0;
+  CHECK(row && sscanf(strchr(row, ',') + 1, "%*d,%*d,%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf", &mf, &mb, &cf, &cb) == 4);
+  CHECK_NEAR(cf, pf, 1e-3);
+  CHECK_NEAR(cb, pb, 1e-3);
+  free(csv);
+  free(out);
+  free(pred);
+  free(base);
+}
+
 // attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and
 // the offload back and predicts what `predict --strategy fpdt` predicts for the same run.
 TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {
