@@ -157,6 +157,9 @@ peer_layer() {
 # ours_layer NAME SEQ: our layer into the table
 ours_layer() {
   local name=l_${1}_$2 fb
+  # The mean-layer runs go without --predict (about 5 s a layer at 512K on 4 ranks, most of each layer's time there):
+  # repredict predicts them again from the log.
+  [[ $1 == mtraining-all* ]] && local -a PRED=()
   timed "$name" $([[ $1 == mtraining-all* ]] && echo 420 || echo 150) --seq "$(tokens $2)" $(ours_flags $1)
   if [[ $1 == mtraining-all* ]]; then  # the mean per layer over the model's layers (attn's closing line)
     fb=$(grep -oE 'layer\(s\): fwd [0-9.]+ ms bwd [0-9.]+ ms per layer' "$L/$name.log" 2>/dev/null | tail -1 |
