@@ -157,10 +157,6 @@ peer_layer() {
 # ours_layer NAME SEQ: our layer into the table
 ours_layer() {
   local name=l_${1}_$2 fb
-  # The mean-layer runs go without --predict: repredict predicts them from the log, and all 36 layers must fit the
-  # step's limit (at 512K on 4 ranks with it, 2026-11-28 call J took about 10 s a layer and stopped after 22; how much
-  # of that was the prediction was not measured).
-  [[ $1 == mtraining-all* ]] && local -a PRED=()
   timed "$name" $([[ $1 == mtraining-all* ]] && echo 420 || echo 150) --seq "$(tokens $2)" $(ours_flags $1)
   if [[ $1 == mtraining-all* ]]; then  # the mean per layer over the model's layers (attn's closing line)
     fb=$(grep -oE 'layer\(s\): fwd [0-9.]+ ms bwd [0-9.]+ ms per layer' "$L/$name.log" 2>/dev/null | tail -1 |
