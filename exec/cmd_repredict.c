@@ -7,7 +7,9 @@
 // relative to the folder), and the run's flags the log does not show (--skip-empty-sends, --fwd-runs,
 // --granularity G, --inner K, --ulysses U, --seed X, --trace FILE for vs-online, --bars-walk whole|split|ws|pair for
 // the backward's bar kernel of the run's binary (exec/repredict.h, repredict_bars_walk), --full-from FILE for the FULL
-// tiles' figures of a later layer-shaped calibration of the same GPU and dense kernels (repredict_full_from); for moba --inputs KIND and
+// tiles' figures of a later layer-shaped calibration of the same GPU and dense kernels (repredict_full_from), --bars-from
+// FILE for the bars' backward figures of a calibration of the same GPU that timed the run's bar kernel
+// (repredict_bars_from); for moba --inputs KIND and
 // --data-seed X of the run, whose selection is then recomputed from those inputs, and --moba-gate host for a run
 // whose gate ran on the host, which the simulator does not model). Each log's summary line
 //   attn LAYOUT | SCHEDULE | PATTERN: W ranks, MODEL, seq N, L layer(s): fwd X ms bwd Y ms per layer
@@ -100,12 +102,14 @@ static int parse_log(const char *file, rerun *r) {
 // The calibrated cluster for W ranks of one host: itself when it has W GPUs, else W GPUs as 2 nodes of
 // W / 2 (one node for W <= 2) with its GPU, efficiencies and links; the inter-node level takes its
 // inter_node figures, else its intra_node ones (on one host those transfers use the same NVLink).
-// A manifest's --full-from FILE takes the FULL tiles' figures of a layer-shaped calibration (repredict_full_from).
+// A manifest's --full-from FILE takes the FULL tiles' figures of a layer-shaped calibration (repredict_full_from),
+// --bars-from FILE the bars' backward figures of a calibration of the run's bar kernel (repredict_bars_from).
 static int cluster_for(const char *dir, const char *cal, const char *flags, int W, char *out_path, size_t size,
                        sr_error *e) {
   cluster_desc c;
   int rc = cluster_load(cal, &c, e);
   if (!rc) rc = repredict_full_from(dir, flags, &c, e);
+  if (!rc) rc = repredict_bars_from(dir, flags, &c, e);
   if (rc) return rc;
   if (cluster_world(&c) != W) {
     if (W > 2 && W % 2) return sr_input_error(e, cal, "ranks", "%d ranks: needs 1, 2 or an even count", W);

@@ -66,6 +66,16 @@ int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e);
 // already layer-shaped.
 int repredict_full_from(const char *dir, const char *flags, cluster_desc *c, sr_error *e);
 
+// A manifest's --bars-from FILE (relative to dir): the bars' backward figures of a calibration of another call on the
+// same GPU that timed the bar kernel the run's binary ran (--bars-walk ws: gpu.bar_walk_ws 1, variant 4; pair: with
+// gpu.bar_walk_pairs 1, variant 5) onto c, a calibration of the run's own call that timed another bar kernel:
+// gpu.efficiency.attn_bwd_bar, gpu.bar_walk_us, gpu.bar_walk_ws and gpu.bar_walk_pairs (the forward's bars, the tiles,
+// GEMMs, links and the rest stay c's). For runs whose binary's backward is newer than their call's calibration's
+// (docs/sim.md, "The bars' figures of a later calibration"). Nothing without the flag. Input errors (exit status 2)
+// name the file and field: no --bars-walk ws or pair, FILE unreadable, without the bars' walk, of another bar kernel
+// or GPU, or c of that kernel already.
+int repredict_bars_from(const char *dir, const char *flags, cluster_desc *c, sr_error *e);
+
 // `repredict --memory`: every log under root with both memory lines of `attn --predict` (the measured "memory per
 // GPU (largest rank)" and the simulator's "memory predicted"), each run of it predicted again by this build
 // (predict_attention_memory, sim/predict.h) on the plan its summary line and its manifest give (a log no manifest

@@ -147,6 +147,53 @@ int repredict_full_from(const char *dir, const char *flags, cluster_desc *c, sr_
   return SR_OK;
 }
 
+int repredict_bars_from(const char *dir, const char *flags, cluster_desc *c, sr_error *e) {
+  const char *f = strstr(flags, "--bars-from");
+  if (!f) return SR_OK;
+  f += strlen("--bars-from");
+  while (*f == ' ' || *f == '=') f++;
+  size_t n = strcspn(f, " \t");
+  if (!n) return sr_input_error(e, NULL, "--bars-from", "needs a calibrated cluster file");
+  // the kernel the run's binary ran: --bars-walk ws (variant 4) or pair (variant 5), whose calibrations say so
+  const char *w = strstr(flags, "--bars-walk");
+  int pairs = -1;
+  if (w) {
+    w += strlen("--bars-walk");
+    while (*w == ' ' || *w == '=') w++;
+    size_t nw = strcspn(w, " \t");
+    pairs = nw == 2 && !strncmp(w, "ws", 2) ? 0 : nw == 4 && !strncmp(w, "pair", 4) ? 1 : -1;
+  }
+  if (pairs < 0)
+    return sr_input_error(e, NULL, "--bars-from", "needs --bars-walk ws or pair: only the warp-specialized bars' "
+                          "calibrations say which kernel they timed (gpu.bar_walk_ws, gpu.bar_walk_pairs)");
+  char path[1400];
+  snprintf(path, sizeof path, "%s/%.*s", dir, (int)n, f);
+  cluster_desc l;
+  int rc = cluster_load(path, &l, e);
+  if (rc) return rc;
+  if (!l.calibrated || !(l.gpu.bar_walk_us > 0) || !(l.gpu.eff_attn_bwd_bar > 0))
+    return sr_input_error(e, path, "gpu.bar_walk_us", "--bars-from needs a calibration that timed the bars' backward "
+                          "and fitted their walk (sparsering-exec calibrate)");
+  if (!l.gpu.bar_walk_ws || l.gpu.bar_walk_pairs != pairs)
+    return sr_input_error(e, path, l.gpu.bar_walk_ws ? "gpu.bar_walk_pairs" : "gpu.bar_walk_ws",
+                          "the file timed %s, the run's --bars-walk %s",
+                          !l.gpu.bar_walk_ws ? "the mma.sync bar kernel (variants 0-3)"
+                          : l.gpu.bar_walk_pairs ? "variant 5's pairs" : "variant 4's bars", pairs ? "pair" : "ws");
+  if (c->gpu.bar_walk_ws && c->gpu.bar_walk_pairs == pairs)
+    return sr_input_error(e, c->path, pairs ? "gpu.bar_walk_pairs" : "gpu.bar_walk_ws", "the run's calibration timed "
+                          "the kernel of --bars-walk %s already: --bars-from %s would replace its own bars' figures",
+                          pairs ? "pair" : "ws", path);
+  if (strcmp(l.gpu.name, c->gpu.name))
+    return sr_input_error(e, path, "gpu.name", "'%s', the run's calibration '%s'", l.gpu.name, c->gpu.name);
+  c->gpu.eff_attn_bwd_bar = l.gpu.eff_attn_bwd_bar;
+  c->gpu.bar_walk_us = l.gpu.bar_walk_us;
+  c->gpu.bar_walk_ws = l.gpu.bar_walk_ws;
+  c->gpu.bar_walk_pairs = l.gpu.bar_walk_pairs;
+  size_t k = strlen(c->calibration);
+  snprintf(c->calibration + k, sizeof c->calibration - k, "; bars' backward from %s", l.calibration);
+  return SR_OK;
+}
+
 int repredict_train_run(const char *cluster_path, const char *flags, train_rerun *r, sr_error *e) {
   plan_spec s;
   plan_spec_defaults(&s);

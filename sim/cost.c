@@ -45,8 +45,9 @@ void cost_attn_rates_init(const gpu_desc *g, const model_config *m, int bwd, cos
   // PARTIAL tile on one H200, i.e. at the same rate per element within 3%).
   a->partial = peak * (ep > 0 ? ep : 1);
   a->bars = peak * (eb > 0 ? eb : 1);
-  // The warp-specialized bars' backward at their walk's rate where the file gives it (cost_bar_ws_rate, below, says why).
-  double ws = bwd ? cost_bar_ws_rate(g, a->ratio, a->bar) : 0;
+  // The bars' backward at their walk's rate where the file gives it (the warp-specialized bars, variant 3's split walk;
+  // cost_bar_walk_rate, below, says why).
+  double ws = bwd ? cost_bar_walk_rate(g, a->ratio, a->bar) : 0;
   if (ws > 0) a->bars = ws;
   // A key's K and V rows of one KV head: 2 x head_dim bf16 values each (the kernels' operands, kernels/sparse_attn.h).
   a->l2_keys = g->l2_mb > 0 && m->head_dim > 0 ? g->l2_mb * 1048576.0 / (2.0 * 2.0 * m->head_dim) : 0;
@@ -204,12 +205,12 @@ double cost_bar_waves_chunks(const gpu_desc *g, double bars, double q_tiles, dou
   cost_bar_grid_chunks(g, bars, q_tiles, heads, slots, chunks, steps_all, &r);
   // The executor's chunks list their keys in different tiles (a chunk walks from its first key on, each key listed
   // from its own), so their steps hold fewer listed entries than the walk's rate counts (a step's 64 rows x 64 keys,
-  // 128 with pairs, TILE rows an entry: cost_bar_ws_rate): where the bars are charged at that rate they last their
+  // 128 with pairs, TILE rows an entry: cost_bar_walk_rate): where the bars are charged at that rate they last their
   // steps where those are more. Not at gpu.efficiency.attn_bwd_bar (the other kernels): that rate is a call's entries
   // over its time, walks and all, and charging the steps on top put the layers of those files 5-25% over
   // (results/sim/2026-11-28-cpu-bar-chunks).
   double bar0 = bar_s;
-  if (chunks > 0 && bars > 0 && cost_bar_ws_rate(g, 1, 1) > 0) {
+  if (chunks > 0 && bars > 0 && cost_bar_walk_rate(g, 1, 1) > 0) {
     double listed = bars / (g->bar_walk_pairs ? 64.0 : 32.0);
     if (r.steps > listed) bar_s *= r.steps / listed;
   }
@@ -228,12 +229,13 @@ double cost_bar_waves_chunks(const gpu_desc *g, double bars, double q_tiles, dou
   if (t < ceil(ctas / slots) * mean_s) t = ceil(ctas / slots) * mean_s;
   if (t < cta_s) t = cta_s;  // (only variant 5's mean can leave it below its longest CTA)
   // The warp-specialized bars kernel forms each step's dQ itself (gpu.bar_walk_ws): no separate pass; its launch's CTAs
-  // that return at once take their SMs' time (cost_bar_ws_empty_s: 0 without the bars' walk rate).
-  if (g->bar_walk_ws) {
-    double empty = r.chunks * COST_BAR_WS_SPLITS - ctas;
-    return t - bar0 + (empty > 0 ? empty / slots * cost_bar_ws_empty_s(g) : 0);
-  }
-  return t - bar0 + (r.parts > 1 ? cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
+  // that return at once take their SMs' time (cost_bar_empty_s: 0 without the bars' walk rate).
+  // Variant 3's split walk at its walk's rate (cost_bar_walk_rate) launches the same CTAs (bb_launch: BB_MAX_PARTS a
+  // compute chunk) and keeps its dQ pass.
+  double empty = r.chunks * COST_BAR_WS_SPLITS - ctas;
+  double idle = empty > 0 && cost_bar_walk_rate(g, 1, 1) > 0 ? empty / slots * cost_bar_empty_s(g) : 0;
+  if (g->bar_walk_ws) return t - bar0 + idle;
+  return t - bar0 + (r.parts > 1 ? idle + cost_bar_dq_cells(g, bars, q_tiles, heads) : 0);
 }
 
 // The bars' backward on the warp-specialized kernel (gpu.bar_walk_ws: variant 4, sa_bwd_ws_bars_kernel, and with
@@ -257,37 +259,57 @@ double cost_bar_waves_chunks(const gpu_desc *g, double bars, double q_tiles, dou
 // resident CTAs over the slope in steps), and in calibrate's index every key of a chunk is listed in the same query
 // tiles, so a step holds 64 rows x 64 keys (x 128 with pairs) of listed entries: the bars' rate is those entries
 // (64 x keys / TILE of TILE rows) a step on each SM. The launch's idle CTAs are charged apart (cost_bar_waves, with
-// cost_bar_ws_empty_s from the same calibration), on the call's own grid. What the rate leaves out: a layer's chunks
+// cost_bar_empty_s from the same calibration), on the call's own grid. What the rate leaves out: a layer's chunks
 // list their keys in different tiles (0.88-0.90 of a walk's steps listed, with 1.8x the chunks the work counts give,
 // at 64K and 128K on one rank: exact lists of the executor's chunks, results/sim/2026-11-28-cpu-bars-ws-rate/walks.c),
 // and its steps miss the L2 more than calibrate's short walks (68% L2 hits in the profile above), neither in the
 // work counts; so the layers of one H200 came out 2-9% short (docs/sim.md, "The warp-specialized bars' rate").
 // The first is charged since, where the pattern gives the chunks (cost_bar_waves_chunks, sim/bar_walks.c): 0-5%.
-double cost_bar_ws_rate(const gpu_desc *g, double ratio, double bar_flops) {
-  int sms = cost_ws_sms(g->name);
-  if (!g->bar_walk_ws || !(g->bar_walk_us > 0) || g->bar_walk_parts <= 0 || sms <= 0) return 0;
+//
+// Backward variant 3's split walk (gpu.bar_walk_parts > 1 without gpu.bar_walk_ws: kernels/sparse_attn_bwd_bars.cu)
+// the same since 2026-11-28 (results/sim/2026-11-28-cpu-bars-from): its launch is the same (BB_MAX_PARTS CTAs a
+// compute chunk, those past their parts returning at once), and calibrate's three bar calls hold a fixed time of the
+// same size (1.10 ms a call against a slope of 234 TFLOP/s on one H200, the 2026-11-27 18:28 log), which the largest
+// call's rate had spread over a layer's 12x bar entries: the one-H200 vs-topp layers of variant 3 came out +10% to
+// +12% in their backward. Its step is fitted on the kernel's resident CTAs at calibrate's head_dim (cost_bar_ctas,
+// two an SM on Hopper: exec/calib_walk.c) rather than the SMs, and a step holds 64 x 64 listed entries (no pairs).
+double cost_bar_walk_rate(const gpu_desc *g, double ratio, double bar_flops) {
+  if (!(g->bar_walk_us > 0) || g->bar_walk_parts <= 0) return 0;
+  int ctas = g->bar_walk_ws ? cost_ws_sms(g->name)
+                            : g->bar_walk_parts > 1 ? cost_bar_ctas(g->name, COST_CALIB_HEAD_DIM) : 0;
+  if (ctas <= 0) return 0;
   double per_step = 64.0 * (g->bar_walk_pairs ? 128.0 : 64.0) / TILE;  // a step's listed entries of TILE rows
-  return sms * per_step * ratio * bar_flops / (g->bar_walk_us * 1e-6);
+  return ctas * per_step * ratio * bar_flops / (g->bar_walk_us * 1e-6);
 }
 
 // The calibration's largest bar call (exec/calib_attn.c, calib_attn_index kind 2 at size 4), a head of it: query tile
 // i lists min(TILE i, COST_CALIB_BAR_KEYS) keys, the keys 0 .. (COST_CALIB_BAR_QTILES - 1) x TILE - 1 in chunks of 64
 // (kernels/bar_chunks.c), each walking 16 steps in one part (bw_bar_parts: parts of at least 64 steps), one CTA a chunk
 // (a pair with gpu.bar_walk_pairs), at calibrate's head_dim (COST_CALIB_HEAD_DIM); its time at the file's bar
-// efficiency less its walk at cost_bar_ws_rate is the launch's CTAs that return at once (cost_bar_ws_rate says why),
+// efficiency less its walk at cost_bar_walk_rate is the launch's CTAs that return at once (cost_bar_walk_rate says why),
 // in waves of the SMs: 1.71 / 1.75 us a wave on the two H200 calibrations above.
-double cost_bar_ws_empty_s(const gpu_desc *g) {
-  int sms = cost_ws_sms(g->name);
+// Variant 3 (cost_bar_walk_rate): its resident CTAs (cost_bar_ctas) instead of the SMs, and its bars' dQ pass, a
+// separate kernel whose waves are the same at calibrate's three sizes (every cell of its index has bars), so in the
+// fixed time: the calibration's 255 cells a head in waves of the SMs of COST_BAR_DQ_WAVE_US are taken off first
+// (cost_bar_dq_cells then charges a call's own waves whole). On the 18:28 H200 log: 1.10 ms fixed, 0.40 ms of it the
+// dQ waves, 1.5 us a wave of 264 returning CTAs.
+double cost_bar_empty_s(const gpu_desc *g) {
+  int sms = cost_ws_sms(g->name), slots = g->bar_walk_ws ? sms : cost_bar_ctas(g->name, COST_CALIB_HEAD_DIM);
   double eb = g->eff_attn_bwd_bar, peak = g->peak_tflops * 1e12, bar = 4.0 * TILE * COST_CALIB_HEAD_DIM;
-  double rate = cost_bar_ws_rate(g, MODEL_ATTN_BWD_RATIO, bar);
-  if (!(rate > 0) || !(eb > 0) || !(peak > 0)) return 0;
+  double rate = cost_bar_walk_rate(g, MODEL_ATTN_BWD_RATIO, bar);
+  if (!(rate > 0) || !(eb > 0) || !(peak > 0) || slots <= 0) return 0;
   double entries = 0;
   for (int i = 0; i < COST_CALIB_BAR_QTILES; i++) entries += fmin((double)TILE * i, COST_CALIB_BAR_KEYS);
   double flops = MODEL_ATTN_BWD_RATIO * entries * bar;
   double fixed = flops / (peak * eb) - flops / rate;
+  if (!g->bar_walk_ws) {
+    int dq_sms, smem_kib;
+    cost_gpu_sms(g->name, &dq_sms, &smem_kib);
+    fixed -= dq_sms > 0 ? (COST_CALIB_BAR_QTILES - 1.0) / dq_sms * COST_BAR_DQ_WAVE_US * 1e-6 : 0;
+  }
   double chunks = (COST_CALIB_BAR_QTILES - 1.0) * TILE / 64, working = g->bar_walk_pairs ? chunks / 2 : chunks;
   double empty = chunks * COST_BAR_WS_SPLITS - working;
-  return fixed > 0 ? fixed / (empty / sms) : 0;
+  return fixed > 0 ? fixed / (empty / slots) : 0;
 }
 
 // The bars' dQ (kernels/sparse_attn_bwd_wg.cu, sa_bwd_dq_wg_kernel with BARS): a query-major launch of one CTA per
@@ -318,7 +340,9 @@ double cost_bar_dq_cells(const gpu_desc *g, double bars, double q_tiles, double 
   if (sms <= 0 || !(cells > 0) || !(heads > 0)) return 0;
   double keys_c = 0;  // the calibration's bar entries a head: min(128 i, 1,024) keys before query tile i
   for (int i = 0; i < COST_CALIB_BAR_QTILES; i++) keys_c += fmin((double)TILE * i, COST_CALIB_BAR_KEYS);
+  // at the split walk's rate (cost_bar_walk_rate) the calibration's waves are in its fixed time, not in the rate
   double waves = ceil(cells / sms), carried = (COST_CALIB_BAR_QTILES - 1.0) / sms * bars / keys_c;
+  if (cost_bar_walk_rate(g, 1, 1) > 0) carried = 0;
   return waves > carried ? (waves - carried) * COST_BAR_DQ_WAVE_US * 1e-6 : 0;
 }
 
@@ -444,8 +468,8 @@ void cost_attn_held(gpu_desc *g, int calibrated) {
   }
   double *eff[] = {&g->eff_attn_fwd_full, &g->eff_attn_fwd_partial, &g->eff_attn_fwd_bar,
                    &g->eff_attn_bwd_full, &g->eff_attn_bwd_partial, &g->eff_attn_bwd_bar};
-  // The warp-specialized bars' walk step is their backward's rate (cost_bar_ws_rate): held as the efficiencies are.
-  if (cost_bar_ws_rate(g, 1, 1) > 0) g->bar_walk_us /= f;
+  // The bars' walk step, where it is their backward's rate (cost_bar_walk_rate): held as the efficiencies are.
+  if (cost_bar_walk_rate(g, 1, 1) > 0) g->bar_walk_us /= f;
   for (int i = 0; i < 6; i++) *eff[i] = (*eff[i] > 0 ? *eff[i] : 1) * f;
   g->eff_attn_sustained = 1;  // applied: a second call changes nothing
 }

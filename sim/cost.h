@@ -98,22 +98,25 @@ double cost_bar_waves_chunks(const gpu_desc *g, double bars, double q_tiles, dou
 // The warp-specialized bars' launch (kernels/sparse_attn_bwd_ws.cu, bars_ws_launch): COST_BAR_WS_SPLITS CTAs a compute
 // chunk, whatever its walk's parts.
 #define COST_BAR_WS_SPLITS 16
-// The bars' backward rate on the warp-specialized kernel (gpu.bar_walk_ws with gpu.bar_walk_us, on a GPU whose SMs
-// cost_ws_sms knows): FLOP/s of bar entries (at cost_attn_rates's ratio and bar FLOPs a) when each of the GPU's SMs
-// runs one CTA's 64-row steps of gpu.bar_walk_us, each step 64 x 64 keys (128 with gpu.bar_walk_pairs) of listed
-// entries, as in calibrate's bar calls, from whose slope the step is fitted; 0 where the file does not give it (the
-// bars then at gpu.efficiency.attn_bwd_bar). sim/cost.c says why not the sustained rate of the largest call.
-double cost_bar_ws_rate(const gpu_desc *g, double ratio, double bar_flops);
+// The bars' backward rate of their walk (gpu.bar_walk_us, on a GPU whose SMs cost_ws_sms knows): on the
+// warp-specialized kernel (gpu.bar_walk_ws) FLOP/s of bar entries (at cost_attn_rates's ratio and bar FLOPs a) when
+// each of the GPU's SMs runs one CTA's 64-row steps of gpu.bar_walk_us, each step 64 x 64 keys (128 with
+// gpu.bar_walk_pairs) of listed entries, as in calibrate's bar calls, from whose slope the step is fitted; on variant
+// 3's split walk (gpu.bar_walk_parts > 1 without ws) the same on the kernel's resident CTAs at calibrate's head_dim
+// (cost_bar_ctas); 0 where the file does not give it, or names no split walk (the bars then at
+// gpu.efficiency.attn_bwd_bar). sim/cost.c says why not the sustained rate of the largest call.
+double cost_bar_walk_rate(const gpu_desc *g, double ratio, double bar_flops);
 // Seconds a CTA of that launch which returns at once holds its SM: the time of calibrate's largest bar call (its
-// FLOPs at gpu.efficiency.attn_bwd_bar) less its walk at cost_bar_ws_rate, over its such CTAs in waves of the SMs
-// (exec/calib_attn.c's index: COST_CALIB_BAR_QTILES x TILE keys a head, COST_CALIB_BAR_KEYS listed a query tile,
-// chunks of 64 keys listed in the same tiles; at COST_CALIB_HEAD_DIM); 0 where cost_bar_ws_rate is, or the call's time
-// is all walk.
-double cost_bar_ws_empty_s(const gpu_desc *g);
+// FLOPs at gpu.efficiency.attn_bwd_bar) less its walk at cost_bar_walk_rate (on variant 3 also less its dQ pass's
+// waves), over its such CTAs in waves of the SMs (variant 3: of its resident CTAs) (exec/calib_attn.c's index:
+// COST_CALIB_BAR_QTILES x TILE keys a head, COST_CALIB_BAR_KEYS listed a query tile, chunks of 64 keys listed in the
+// same tiles; at COST_CALIB_HEAD_DIM); 0 where cost_bar_walk_rate is, or the call's time is all walk.
+double cost_bar_empty_s(const gpu_desc *g);
 // Seconds the bars' dQ pass of a backward call takes beyond what the bars' rate charges of it: the call's (head, query
 // tile) cells with bars (at most min(bars, q_tiles x heads)), one CTA each and one an SM, in waves of the GPU's SMs of
 // COST_BAR_DQ_WAVE_US each, less the calibration's largest bar call's waves in proportion to the call's bar entries
-// (COST_CALIB_BAR_*: exec/calib_attn.c's index at its largest size); 0 on a GPU of unknown SM count (sim/cost.c says
+// (COST_CALIB_BAR_*: exec/calib_attn.c's index at its largest size), none of them at the walk's rate
+// (cost_bar_walk_rate: the calibration's waves are in its fixed time); 0 on a GPU of unknown SM count (sim/cost.c says
 // where the figures come from).
 #define COST_BAR_DQ_WAVE_US 13.02
 #define COST_CALIB_BAR_QTILES 256  // exec/calib_attn.c: N_TOKENS / TILE

@@ -404,6 +404,133 @@ TEST(repredict_full_from_predicts_as_predict_on_the_merged_calibration) {
   free(base);
 }
 
+// The run folder's cal.json (run_folder: its bars' backward at 0.05 of peak, no walk) beside calibrations that timed
+// the warp-specialized bars of the same GPU in pairs (pair.json, variant 5) and one a chunk (ws.json, variant 4), one
+// of the mma.sync bars (mma.json: a walk but no gpu.bar_walk_ws), one without the bars' walk (nowalk.json) and one of
+// another GPU (other.json).
+static void bars_from_files(const char *path) {
+  const char *fmt = "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"%s\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
+                    " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.6, \"attn_fwd_partial\": 0.3, \"attn_fwd_bar\": 0.15,"
+                    " \"attn_bwd_full\": 0.5, \"attn_bwd_partial\": 0.25, \"attn_bwd_bar\": %s}%s},"
+                    " \"intra_node\": {\"gbps\": 400, \"latency_us\": 20}, \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256},"
+                    " \"calibration\": {\"measured\": true, \"source\": \"%s\"}}";
+  const char *files[][4] = {
+      {"pair.json", "H200", "0.23", ", \"bar_walk_us\": 2.65, \"bar_walk_ws\": 1, \"bar_walk_pairs\": 1"},
+      {"ws.json", "H200", "0.21", ", \"bar_walk_us\": 1.67, \"bar_walk_ws\": 1"},
+      {"mma.json", "H200", "0.17", ", \"bar_walk_us\": 5.92"},
+      {"nowalk.json", "H200", "0.17", ""},
+      {"other.json", "H100", "0.23", ", \"bar_walk_us\": 2.65, \"bar_walk_ws\": 1, \"bar_walk_pairs\": 1"}};
+  for (int i = 0; i < 5; i++) {
+    char f[900], text[2048];
+    snprintf(f, sizeof f, "%s/%s", path, files[i][0]);
+    snprintf(text, sizeof text, fmt, files[i][1], files[i][2], files[i][3], files[i][0]);
+    write_file(f, text);
+  }
+}
+
+// --bars-from FILE: a calibration that timed another bar kernel than the run's binary ran takes the bars' backward
+// figures (gpu.efficiency.attn_bwd_bar, gpu.bar_walk_us, gpu.bar_walk_ws, gpu.bar_walk_pairs) of a calibration of the
+// same GPU that timed the kernel --bars-walk names; its tiles, the forward's bars and the rest stay its own; without
+// the flag nothing changes. Input errors name the file and field: no --bars-walk ws or pair beside it, FILE of
+// another bar kernel (pairs against ws, the mma.sync bars), without the bars' walk, of another GPU or unreadable, and
+// the run's own calibration of that kernel already.
+TEST(repredict_bars_from_takes_the_bars_backward_figures_of_a_calibration_of_the_runs_bar_kernel) {
+  char path[800], cal[900];
+  run_folder("barsfrom", path, sizeof path);
+  bars_from_files(path);
+  snprintf(cal, sizeof cal, "%s/cal.json", path);
+  cluster_desc c, c0;
+  sr_error e = {0};
+  CHECK_EQ_INT(cluster_load(cal, &c0, &e), SR_OK);
+  c = c0;
+  CHECK_EQ_INT(repredict_bars_from(path, "--skip-empty-sends --bars-walk pair", &c, &e), SR_OK);
+  CHECK(!memcmp(&c, &c0, sizeof c));  // no flag: the same bits
+  CHECK_EQ_INT(repredict_bars_from(path, "--skip-empty-sends --bars-walk pair --bars-from pair.json", &c, &e), SR_OK);
+  CHECK_NEAR(c.gpu.eff_attn_bwd_bar, 0.23, 1e-12);
+  CHECK_NEAR(c.gpu.bar_walk_us, 2.65, 1e-12);
+  CHECK_EQ_INT(c.gpu.bar_walk_ws, 1);
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 1);
+  CHECK_NEAR(c.gpu.eff_attn_fwd_bar, c0.gpu.eff_attn_fwd_bar, 1e-12);  // the forward's bars stay the call's
+  CHECK_NEAR(c.gpu.eff_attn_bwd_full, c0.gpu.eff_attn_bwd_full, 1e-12);  // and its tiles
+  CHECK_NEAR(c.gpu.eff_attn_bwd_partial, c0.gpu.eff_attn_bwd_partial, 1e-12);
+  CHECK_NEAR(c.intra.gbps, c0.intra.gbps, 1e-12);  // and its links
+  CHECK_STR_CONTAINS(c.calibration, "bars' backward from pair.json");
+  // the same file again: the run's calibration has variant 5's bars now
+  CHECK_EQ_INT(repredict_bars_from(path, "--bars-walk pair --bars-from pair.json", &c, &e), SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "gpu.bar_walk_pairs");
+  CHECK_STR_CONTAINS(e.msg, "cal.json");
+  c = c0;
+  CHECK_EQ_INT(repredict_bars_from(path, "--bars-from=ws.json --bars-walk ws", &c, &e), SR_OK);  // variant 4
+  CHECK_NEAR(c.gpu.bar_walk_us, 1.67, 1e-12);
+  CHECK_EQ_INT(c.gpu.bar_walk_ws, 1);
+  CHECK_EQ_INT(c.gpu.bar_walk_pairs, 0);
+  const char *bad[][2] = {{"--bars-from pair.json", "--bars-walk ws or pair"},
+                          {"--bars-walk split --bars-from pair.json", "--bars-walk ws or pair"},
+                          {"--bars-walk ws --bars-from pair.json", "gpu.bar_walk_pairs"},
+                          {"--bars-walk pair --bars-from ws.json", "gpu.bar_walk_pairs"},
+                          {"--bars-walk pair --bars-from mma.json", "gpu.bar_walk_ws"},
+                          {"--bars-walk pair --bars-from nowalk.json", "gpu.bar_walk_us"},
+                          {"--bars-walk pair --bars-from other.json", "gpu.name"},
+                          {"--bars-walk pair --bars-from none.json", "none.json"},
+                          {"--bars-walk pair --bars-from", "--bars-from"}};
+  for (int i = 0; i < 9; i++) {
+    c = c0;
+    CHECK_EQ_INT(repredict_bars_from(path, bad[i][0], &c, &e), SR_EINPUT);
+    CHECK_STR_CONTAINS(e.msg, bad[i][1]);
+  }
+}
+
+// A manifest line with --bars-from predicts its runs as `predict` does on the calibration with those figures: here
+// MTraining's vs-topp on 2 ranks with variant 5's bars (--bars-walk pair) on the run folder's cal.json with pair.json's
+// bars' backward figures (written out by hand as merged.json, the split walk's parts as --bars-walk sets them).
+TEST(repredict_bars_from_predicts_as_predict_on_the_merged_calibration) {
+  const char *dir = test_tmpdir();
+  char path[800], cmd[2400], *out = NULL, *pred = NULL, *base = NULL;
+  run_folder("barsrun", path, sizeof path);
+  bars_from_files(path);
+  snprintf(cmd, sizeof cmd, "%s/merged.json", path);
+  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"H200\", \"peak_tflops\": 989, \"hbm_gbps\": 4800,"
+             " \"mem_gib\": 140, \"efficiency\": {\"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_bwd_full\": 0.2,"
+             " \"attn_bwd_partial\": 0.1, \"attn_bwd_bar\": 0.23}, \"bar_walk_us\": 2.65, \"bar_walk_parts\": 16,"
+             " \"bar_walk_ws\": 1, \"bar_walk_pairs\": 1}, \"intra_node\": {\"gbps\": 350, \"latency_us\": 80},"
+             " \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256}, \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+  snprintf(cmd, sizeof cmd, "%s/logs/m.log", path);
+  write_file(cmd, "attn contiguous | double-ring | vs-topp:0.95: 2 ranks, qwen2.5-0.5b, seq 65536, 1 layer(s): fwd 2.000 ms "
+                  "bwd 5.000 ms per layer; sent 0 B\n");
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "logs/*.log\tcal.json\t--bars-walk pair --bars-from pair.json\n");
+  char root[900];
+  snprintf(root, sizeof root, "%s/rb", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && mv %s %s/", root, path, root);
+  CHECK_EQ_INT(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/tb.csv", test_bin_dir(), root, dir);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "error over 1 runs");
+  double pf = 0, pb = 0, bf = 0, bb = 0;
+  const char *fmt = "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/barsrun/%s --seq 65536 --layout contiguous "
+                    "--schedule double-ring --pattern vs-topp:0.95";
+  snprintf(cmd, sizeof cmd, fmt, test_bin_dir(), root, "merged.json");
+  CHECK_EQ_INT(test_run(cmd, &pred), 0);
+  CHECK(predicted_ms(pred, &pf, &pb));
+  snprintf(cmd, sizeof cmd, fmt, test_bin_dir(), root, "cal.json");
+  CHECK_EQ_INT(test_run(cmd, &base), 0);
+  CHECK(predicted_ms(base, &bf, &bb));
+  CHECK(fabs(pb - bb) > 1e-2);  // the bars' figures taken change the backward
+  char *csv = NULL;
+  sr_error e;
+  snprintf(cmd, sizeof cmd, "%s/tb.csv", dir);
+  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
+  const char *row = csv ? strstr(csv, "barsrun/logs/m.log,") : NULL;
+  double mf = 0, mb = 0, cf = 0, cb = 0;
+  CHECK(row && sscanf(strchr(row, ',') + 1, "%*d,%*d,%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf", &mf, &mb, &cf, &cb) == 4);
+  CHECK_NEAR(cf, pf, 1e-3);
+  CHECK_NEAR(cb, pb, 1e-3);
+  free(csv);
+  free(out);
+  free(pred);
+  free(base);
+}
+
 // attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and
 // the offload back and predicts what `predict --strategy fpdt` predicts for the same run.
 TEST(repredict_reads_an_fpdt_run_back_as_fpdt_with_its_chunk_and_offload) {

@@ -32,26 +32,30 @@ TEST(attn_held_scales_every_attention_efficiency_by_the_ratio_and_clears_it) {
   CHECK(memcmp(&g, &again, sizeof g) == 0);
 }
 
-// Where the bars' backward runs at its walk's rate (the warp-specialized bars: cost_bar_ws_rate), the walk's step is
-// held as the efficiencies are (a step of 1.672 us at 0.9: 1.858 us, and the bars' rate with it); elsewhere the walk
-// is a launch's floor and stays as it is.
+// Where the bars' backward runs at its walk's rate (the warp-specialized bars and variant 3's split walk:
+// cost_bar_walk_rate), the walk's step is held as the efficiencies are (a step of 1.672 us at 0.9: 1.858 us, and the
+// bars' rate with it); elsewhere (the whole walk) the walk is a launch's floor and stays as it is.
 TEST(attn_held_slows_the_ws_bars_walk_as_the_efficiencies) {
   gpu_desc g;
   memset(&g, 0, sizeof g);
   snprintf(g.name, sizeof g.name, "NVIDIA H200");
   g.peak_tflops = 989, g.eff_attn_bwd_bar = 0.21, g.bar_walk_us = 1.672, g.bar_walk_parts = 16, g.bar_walk_ws = 1;
   g.eff_attn_sustained = 0.9;
-  double rate = cost_bar_ws_rate(&g, 2.5, 65536);
+  double rate = cost_bar_walk_rate(&g, 2.5, 65536);
   cost_attn_held(&g, 1);
   CHECK_REL(g.bar_walk_us, 1.672 / 0.9, 1e-15);
-  CHECK_REL(cost_bar_ws_rate(&g, 2.5, 65536), rate * 0.9, 1e-12);
+  CHECK_REL(cost_bar_walk_rate(&g, 2.5, 65536), rate * 0.9, 1e-12);
   CHECK_REL(g.eff_attn_bwd_bar, 0.21 * 0.9, 1e-15);
   gpu_desc h;
   memset(&h, 0, sizeof h);
   snprintf(h.name, sizeof h.name, "NVIDIA H200");
-  h.bar_walk_us = 5.826, h.bar_walk_parts = 16, h.eff_attn_sustained = 0.9;  // the mma.sync bars: a floor, not a rate
+  h.bar_walk_us = 5.826, h.bar_walk_parts = 16, h.eff_attn_sustained = 0.9;  // variant 3's split walk: a rate too
+  gpu_desc w = h;
   cost_attn_held(&h, 1);
-  CHECK_NEAR(h.bar_walk_us, 5.826, 0);
+  CHECK_REL(h.bar_walk_us, 5.826 / 0.9, 1e-15);
+  w.bar_walk_parts = 1;  // the whole walk of the mma.sync bars: a floor, not a rate
+  cost_attn_held(&w, 1);
+  CHECK_NEAR(w.bar_walk_us, 5.826, 0);
 }
 
 TEST(attn_held_leaves_a_gpu_with_a_ratio_of_one_unchanged_bit_for_bit) {

@@ -106,7 +106,9 @@ TEST(sim_cost_split_walks_cut_each_chunk_into_parts_of_an_eighth_of_the_even_sha
 // proportion to the call's bar entries (257,536 a head there: min(128 i, 1,024) over 256 query tiles). 16 heads x
 // 2048 query tiles with 4 bar keys each are 32,768 cells, 249 waves of 132 SMs on an H100; 100 bar keys are at most
 // 100 cells, one wave; the calibration's own call is charged nothing beyond its rate; an unknown GPU (no SM count)
-// and the whole walk charge none.
+// and the whole walk charge none. Where the split walk's bars run at their walk's rate (a file with gpu.bar_walk_us:
+// cost_bar_walk_rate) the calibration's waves are in its fixed time, so a call's own are charged whole, and its launch's
+// CTAs that return at once (16 a chunk) at cost_bar_empty_s in waves of the resident CTAs.
 TEST(sim_cost_split_walks_bars_dq_runs_a_cta_a_cell_in_waves_of_the_sms) {
   gpu_desc g = test_gpu();
   snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
@@ -116,8 +118,11 @@ TEST(sim_cost_split_walks_bars_dq_runs_a_cta_a_cell_in_waves_of_the_sms) {
   CHECK(cost_bar_dq_cells(&g, 257536.0 * 16, 255, 16) < 0.1 * wave);  // the calibration's call: its 31 waves carried
   CHECK(cost_bar_dq_cells(&g, 4096.0 * 2048 * 16, 2048, 16) == 0);         // 4,096 keys a cell: the rate holds more
   g.bar_walk_us = 10, g.bar_walk_parts = 16;                                 // in cost_bar_walk: parts as above, plus the pass
+  CHECK_REL(cost_bar_dq_cells(&g, 100, 2048, 16), wave, 1e-12);              // at the walk's rate: none carried
   work_count w = {0, 0, 16 * 256 * 64, 0, 0};
-  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 0.05e-3), 0.64e-3 - 0.05e-3 + (32 - per_key * 16 * 256 * 64) * wave,
+  // 16 chunks of 8 parts: 128 CTAs of 256 launched return at once
+  CHECK(cost_bar_empty_s(&g) > 0);
+  CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 0.05e-3), 0.64e-3 - 0.05e-3 + 32 * wave + 128 / 264.0 * cost_bar_empty_s(&g),
             1e-12);
   g.bar_walk_parts = 1;  // the whole walk's fitted step carries the dQ: 16 chunks of 5.12 ms, one wave
   CHECK_REL(cost_bar_walk(&g, &w, 256, 16, 264, 0.05e-3), 5.12e-3 - 0.05e-3, 1e-12);
@@ -127,7 +132,7 @@ TEST(sim_cost_split_walks_bars_dq_runs_a_cta_a_cell_in_waves_of_the_sms) {
 
 // The bars on the warp-specialized kernel (gpu.bar_walk_ws, backward variant 4): one CTA an SM, and no separate dQ
 // pass: the same split walk as above on an H100's 132 slots costs its waves and its launch's CTAs that return at once
-// (16 a chunk, cost_bar_ws_empty_s each in waves of the SMs) only; a file that does not say its walk (parts 0) keeps
+// (16 a chunk, cost_bar_empty_s each in waves of the SMs) only; a file that does not say its walk (parts 0) keeps
 // the floor whatever ws says.
 TEST(sim_cost_ws_bars_take_one_cta_an_sm_and_no_dq_pass) {
   gpu_desc g = test_gpu();
@@ -138,7 +143,7 @@ TEST(sim_cost_ws_bars_take_one_cta_an_sm_and_no_dq_pass) {
   work_count w = {0, 0, 16 * 256 * 64, 0, 0};
   // 16 chunks x 512 steps over 132 slots: fair 63 steps, parts of 64 steps, 8 a chunk: 128 CTAs of 0.64 ms, one wave;
   // 16 x 16 CTAs launched, 128 of them returning at once
-  double empty = cost_bar_ws_empty_s(&g);
+  double empty = cost_bar_empty_s(&g);
   CHECK(empty > 0);
   CHECK_REL(cost_bar_walk(&g, &w, 256, 16, cost_bar_slots(&g, 128), 0.05e-3), 0.64e-3 - 0.05e-3 + 128.0 / 132 * empty,
             1e-12);
@@ -164,7 +169,7 @@ TEST(sim_cost_ws_bars_take_one_cta_an_sm_and_no_dq_pass) {
 // - 4 chunks a head over 2048 query tiles: parts of 248 steps, both variants' at the cap of 16 (256 steps each):
 //   variant 4 1,024 CTAs, 8 waves; variant 5 512 CTAs, 4 waves;
 // - one chunk a head (vs-online's few keys): variant 5 runs variant 4's CTAs, the same time.
-// Each launch is 16 CTAs a chunk (bars_ws_launch): those not holding a part return at once, cost_bar_ws_empty_s each in
+// Each launch is 16 CTAs a chunk (bars_ws_launch): those not holding a part return at once, cost_bar_empty_s each in
 // waves of the slots (its figure for each kernel, from the file's bar efficiency and walk).
 TEST(sim_cost_pair_bars_walk_a_pair_of_chunks_a_cta_and_a_lone_last_chunk_alone) {
   gpu_desc g = test_gpu();
@@ -183,7 +188,7 @@ TEST(sim_cost_pair_bars_walk_a_pair_of_chunks_a_cta_and_a_lone_last_chunk_alone)
   CHECK_NEAR(r5.ctas, 256, 0);
   CHECK_NEAR(r5.longest, 32, 0);
   CHECK_NEAR(r5.steps, 16 * 512, 0);
-  double e4 = cost_bar_ws_empty_s(&g4), e5 = cost_bar_ws_empty_s(&g);
+  double e4 = cost_bar_empty_s(&g4), e5 = cost_bar_empty_s(&g);
   CHECK(e4 > 0 && e5 > 0);
   CHECK_REL(cost_bar_walk(&g4, &w2, 256, 16, 132, 0.05e-3), 1.28e-3 - 0.05e-3 + (512 - 256) / 132.0 * e4, 1e-12);
   CHECK_REL(cost_bar_walk(&g, &w2, 256, 16, 132, 0.05e-3), 0.64e-3 - 0.05e-3 + (512 - 256) / 132.0 * e5, 1e-12);
@@ -241,7 +246,7 @@ TEST(sim_cost_pair_bars_take_no_more_ctas_or_steps_than_one_chunk_a_cta) {
           }
 }
 
-// The warp-specialized bars' backward at their walk's rate (cost_bar_ws_rate, sim/cost.c): each of the GPU's SMs runs
+// The warp-specialized bars' backward at their walk's rate (cost_bar_walk_rate, sim/cost.c): each of the GPU's SMs runs
 // a 64-row step of gpu.bar_walk_us holding 64 x 64 listed entries (variant 4), 64 x 128 with pairs (variant 5), i.e.
 // 32 / 64 bar entries of 128 rows. On an H100's 132 SMs at 10 us a step, 132 x 32 bars take one step's 10 us where the
 // file's bar efficiency (0.1 of 100 TFLOP/s) would charge 2.5 x 4224 x 65536 FLOPs / 1e13 = 69.2 us; pairs 132 x 64.
@@ -255,14 +260,17 @@ TEST(sim_cost_ws_bars_run_at_their_walks_rate) {
   m.head_dim = 128;
   work_count w = {0, 0, 132 * 32, 0, 0};
   CHECK_REL(cost_attn_bwd(&g, &m, &w), 10e-6, 1e-12);
-  CHECK_REL(cost_bar_ws_rate(&g, 2.5, 65536), 132 * 32 * 2.5 * 65536 / 10e-6, 1e-12);
+  CHECK_REL(cost_bar_walk_rate(&g, 2.5, 65536), 132 * 32 * 2.5 * 65536 / 10e-6, 1e-12);
   g.bar_walk_pairs = 1;
   work_count w2 = {0, 0, 132 * 64, 0, 0};
   CHECK_REL(cost_attn_bwd(&g, &m, &w2), 10e-6, 1e-12);
   CHECK_REL(cost_attn_fwd(&g, &m, &w), 4224 * 65536.0 / 0.1e14, 1e-12);  // the forward's bars keep their efficiency
   double fallback = 2.5 * 4224 * 65536.0 / 0.1e14;
   gpu_desc h = g;
-  h.bar_walk_ws = 0;
+  h.bar_walk_ws = 0, h.bar_walk_pairs = 0;  // variant 3: the same on its 264 resident CTAs (two an SM at d 128)
+  CHECK_REL(cost_attn_bwd(&h, &m, &w), 5e-6, 1e-12);
+  CHECK_REL(cost_bar_walk_rate(&h, 2.5, 65536), 264 * 32 * 2.5 * 65536 / 10e-6, 1e-12);
+  h.bar_walk_parts = 1;  // the whole walk (variants 0-2): its step is a floor, not the rate
   CHECK_REL(cost_attn_bwd(&h, &m, &w), fallback, 1e-12);
   h = g, h.bar_walk_parts = 0;
   CHECK_REL(cost_attn_bwd(&h, &m, &w), fallback, 1e-12);
@@ -270,10 +278,10 @@ TEST(sim_cost_ws_bars_run_at_their_walks_rate) {
   CHECK_REL(cost_attn_bwd(&h, &m, &w), fallback, 1e-12);
   h = g, snprintf(h.name, sizeof h.name, "Some Future GPU");
   CHECK_REL(cost_attn_bwd(&h, &m, &w), fallback, 1e-12);
-  CHECK(cost_bar_ws_empty_s(&h) == 0);
+  CHECK(cost_bar_empty_s(&h) == 0);
 }
 
-// The launch's CTAs that return at once (cost_bar_ws_empty_s): calibrate's largest bar call, a head of it (query tile i
+// The launch's CTAs that return at once (cost_bar_empty_s): calibrate's largest bar call, a head of it (query tile i
 // lists min(128 i, 1024) keys: 28 x 128 + 248 x 1024 = 257,536 entries; 255 x 128 keys in 510 chunks of 16 steps),
 // took 2.5 x 257,536 x 65,536 FLOPs at 0.1 of 100 TFLOP/s = 4.219 ms, of which its walk at the bars' rate is 257,536 /
 // 32 steps x 10 us / 132 (variant 4) or 257,536 / 64 (pairs); the rest is the 510 x 16 CTAs launched less the 510
@@ -284,18 +292,39 @@ TEST(sim_cost_ws_bars_idle_ctas_take_the_calibrations_time_beyond_its_walk) {
   snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
   g.bar_walk_us = 10, g.bar_walk_parts = 16, g.bar_walk_ws = 1;
   double call = 2.5 * 257536 * 65536 / 1e13;
-  CHECK_REL(cost_bar_ws_empty_s(&g), (call - 257536 / 32.0 * 10e-6 / 132) / (7650 / 132.0), 1e-12);
+  CHECK_REL(cost_bar_empty_s(&g), (call - 257536 / 32.0 * 10e-6 / 132) / (7650 / 132.0), 1e-12);
   g.bar_walk_pairs = 1;
-  CHECK_REL(cost_bar_ws_empty_s(&g), (call - 257536 / 64.0 * 10e-6 / 132) / (7905 / 132.0), 1e-12);
+  CHECK_REL(cost_bar_empty_s(&g), (call - 257536 / 64.0 * 10e-6 / 132) / (7905 / 132.0), 1e-12);
   g.peak_tflops = 1000, g.eff_attn_bwd_bar = 1;  // a call faster than its walk: nothing left for the idle CTAs
-  CHECK(cost_bar_ws_empty_s(&g) == 0);
+  CHECK(cost_bar_empty_s(&g) == 0);
   gpu_desc h = test_gpu();
   snprintf(h.name, sizeof h.name, "NVIDIA H200");
   h.peak_tflops = 989, h.bar_walk_parts = 16, h.bar_walk_ws = 1;
   h.eff_attn_bwd_bar = 0.21093852504090452, h.bar_walk_us = 1.6720180478453237;
-  CHECK_NEAR(cost_bar_ws_empty_s(&h) * 1e6, 1.73, 0.005);
+  CHECK_NEAR(cost_bar_empty_s(&h) * 1e6, 1.73, 0.005);
   h.eff_attn_bwd_bar = 0.23001445591046676, h.bar_walk_us = 2.648328213485378, h.bar_walk_pairs = 1;
-  CHECK_NEAR(cost_bar_ws_empty_s(&h) * 1e6, 1.75, 0.005);
+  CHECK_NEAR(cost_bar_empty_s(&h) * 1e6, 1.75, 0.005);
+}
+
+// Variant 3's split walk (gpu.bar_walk_parts > 1 without ws): its launch is the same 16 CTAs a chunk, in waves of its
+// resident CTAs (264 on an H100 or H200 at head_dim 128), and the calibration's time beyond its walk holds its bars' dQ
+// pass too: 255 cells a head in waves of 132 SMs of COST_BAR_DQ_WAVE_US, taken off before the rest is spread over the
+// 7,650 returning CTAs a head. The 2026-11-27 18:28 H200 log (0.1711 of peak, 5.924 us a step): 1.10 ms beyond the
+// walk, 0.40 ms of it the dQ waves, about 1.5 us a wave of 264.
+TEST(sim_cost_split_bars_idle_ctas_take_the_calibrations_time_beyond_its_walk_and_dq) {
+  gpu_desc g = test_gpu();
+  snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
+  g.bar_walk_us = 10, g.bar_walk_parts = 16;
+  double call = 2.5 * 257536 * 65536 / 1e13, dq = 255.0 / 132 * COST_BAR_DQ_WAVE_US * 1e-6;
+  CHECK_REL(cost_bar_empty_s(&g), (call - 257536 / 32.0 * 10e-6 / 264 - dq) / (7650 / 264.0), 1e-12);
+  g.bar_walk_parts = 1;  // the whole walk: no rate, nothing apart
+  CHECK(cost_bar_empty_s(&g) == 0);
+  gpu_desc h = test_gpu();
+  snprintf(h.name, sizeof h.name, "NVIDIA H200");
+  h.peak_tflops = 989, h.bar_walk_parts = 16;
+  h.eff_attn_bwd_bar = 0.171111849973157, h.bar_walk_us = 5.9239475589306441;
+  CHECK_NEAR(cost_bar_walk_rate(&h, 2.5, 65536) / 1e12, 233.6, 0.1);  // the log's slope: 234 TFLOP/s
+  CHECK_NEAR(cost_bar_empty_s(&h) * 1e6, 1.50, 0.01);
 }
 
 TEST(sim_cost_bar_kernel_ctas_are_the_sms_times_what_fits_an_sms_shared_memory) {

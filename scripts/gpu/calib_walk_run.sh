@@ -83,8 +83,9 @@ mirror() {
       case "$line" in ''|'#'*) echo "$line" >>"$root/$f/repredict.tsv"; continue ;; esac
       local glob cl flags
       IFS=$'\t' read -r glob cl flags <<<"$line"
-      # the refit below gives the FULL tiles' figures itself: a manifest's --full-from (another call's) is dropped
-      flags=$(sed -E 's/ ?--full-from [^ ]+//' <<<"${flags:-}")
+      # the refit below gives the FULL tiles' and the bars' figures itself: a manifest's --full-from and --bars-from
+      # (another call's, a path relative to the folder) are dropped
+      flags=$(sed -E 's/ ?--(full|bars)-from [^ ]+//g' <<<"${flags:-}")
       local new=cal-$v-$(echo "$cl" | tr '/' '_')
       if [ ! -f "$root/$f/$new" ]; then
         timeout "$(limit 30)" $X calibrate --refit "$csv" --cluster "$f/$cl" --out "$root/$f/$new" >"$root/$f/$new.log" 2>&1 ||
