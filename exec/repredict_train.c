@@ -98,12 +98,34 @@ static void split_timeline(const sim_timeline *tl, int W, double *attn, double *
   free(at), free(re);
 }
 
-int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e) {
-  const char *f = strstr(flags, "--bars-walk");
-  if (!f) return SR_OK;
-  f += strlen("--bars-walk");
+// The value of manifest flag `name` in flags ("--name VALUE" or "--name=VALUE"), n its length; NULL when absent.
+static const char *flag_value(const char *flags, const char *name, size_t *n) {
+  const char *f = strstr(flags, name);
+  if (!f) return NULL;
+  f += strlen(name);
   while (*f == ' ' || *f == '=') f++;
-  size_t n = strcspn(f, " \t");
+  *n = strcspn(f, " \t");
+  return f;
+}
+
+// The other calibration a --full-from / --bars-from value names (relative to the manifest's folder) into l: a
+// calibrated file of the same GPU as the run's c. path receives its path for messages.
+static int load_other(const char *dir, const char *flag, const char *f, size_t n, const cluster_desc *c, cluster_desc *l,
+                      char *path, size_t size, sr_error *e) {
+  if (!n) return sr_input_error(e, NULL, flag, "needs a calibrated cluster file");
+  snprintf(path, size, "%s/%.*s", dir, (int)n, f);
+  int rc = cluster_load(path, l, e);
+  if (rc) return rc;
+  if (!l->calibrated) return sr_input_error(e, path, "calibration", "%s needs a calibrated cluster file", flag);
+  if (strcmp(l->gpu.name, c->gpu.name))
+    return sr_input_error(e, path, "gpu.name", "'%s', the run's calibration '%s'", l->gpu.name, c->gpu.name);
+  return SR_OK;
+}
+
+int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e) {
+  size_t n = 0;
+  const char *f = flag_value(flags, "--bars-walk", &n);
+  if (!f) return SR_OK;
   if (n == 5 && !strncmp(f, "whole", 5)) c->gpu.bar_walk_parts = 1, c->gpu.bar_walk_ws = 0;
   else if (n == 5 && !strncmp(f, "split", 5)) c->gpu.bar_walk_parts = COST_BAR_SPLIT_PARTS, c->gpu.bar_walk_ws = 0;
   else if (n == 2 && !strncmp(f, "ws", 2)) c->gpu.bar_walk_parts = COST_BAR_SPLIT_PARTS, c->gpu.bar_walk_ws = 1;
@@ -114,25 +136,19 @@ int repredict_bars_walk(const char *flags, cluster_desc *c, sr_error *e) {
 }
 
 int repredict_full_from(const char *dir, const char *flags, cluster_desc *c, sr_error *e) {
-  const char *f = strstr(flags, "--full-from");
+  size_t n = 0;
+  const char *f = flag_value(flags, "--full-from", &n);
   if (!f) return SR_OK;
-  f += strlen("--full-from");
-  while (*f == ' ' || *f == '=') f++;
-  size_t n = strcspn(f, " \t");
-  if (!n) return sr_input_error(e, NULL, "--full-from", "needs a calibrated cluster file");
   char path[1400];
-  snprintf(path, sizeof path, "%s/%.*s", dir, (int)n, f);
   cluster_desc l;
-  int rc = cluster_load(path, &l, e);
+  int rc = load_other(dir, "--full-from", f, n, c, &l, path, sizeof path, e);
   if (rc) return rc;
-  if (!l.calibrated || (l.gpu.attn_walk_us[0] <= 0 && l.gpu.attn_walk_us[1] <= 0))
+  if (l.gpu.attn_walk_us[0] <= 0 && l.gpu.attn_walk_us[1] <= 0)
     return sr_input_error(e, path, "gpu.attn_walk",
                           "--full-from needs a calibration with calls shaped like a layer's (calibrate --layer-lengths)");
   if (c->gpu.attn_walk_us[0] > 0 || c->gpu.attn_walk_us[1] > 0)
     return sr_input_error(e, c->path, "gpu.attn_walk", "the run's calibration is layer-shaped already: --full-from %s "
                           "would replace its own FULL figures", path);
-  if (strcmp(l.gpu.name, c->gpu.name))
-    return sr_input_error(e, path, "gpu.name", "'%s', the run's calibration '%s'", l.gpu.name, c->gpu.name);
   c->gpu.eff_attn_fwd_full = l.gpu.eff_attn_fwd_full;
   c->gpu.eff_attn_bwd_full = l.gpu.eff_attn_bwd_full;
   for (int ph = 0; ph < 2; ph++) {
@@ -148,30 +164,21 @@ int repredict_full_from(const char *dir, const char *flags, cluster_desc *c, sr_
 }
 
 int repredict_bars_from(const char *dir, const char *flags, cluster_desc *c, sr_error *e) {
-  const char *f = strstr(flags, "--bars-from");
+  size_t n = 0, nw = 0;
+  const char *f = flag_value(flags, "--bars-from", &n);
   if (!f) return SR_OK;
-  f += strlen("--bars-from");
-  while (*f == ' ' || *f == '=') f++;
-  size_t n = strcspn(f, " \t");
   if (!n) return sr_input_error(e, NULL, "--bars-from", "needs a calibrated cluster file");
   // the kernel the run's binary ran: --bars-walk ws (variant 4) or pair (variant 5), whose calibrations say so
-  const char *w = strstr(flags, "--bars-walk");
-  int pairs = -1;
-  if (w) {
-    w += strlen("--bars-walk");
-    while (*w == ' ' || *w == '=') w++;
-    size_t nw = strcspn(w, " \t");
-    pairs = nw == 2 && !strncmp(w, "ws", 2) ? 0 : nw == 4 && !strncmp(w, "pair", 4) ? 1 : -1;
-  }
+  const char *w = flag_value(flags, "--bars-walk", &nw);
+  int pairs = !w ? -1 : nw == 2 && !strncmp(w, "ws", 2) ? 0 : nw == 4 && !strncmp(w, "pair", 4) ? 1 : -1;
   if (pairs < 0)
     return sr_input_error(e, NULL, "--bars-from", "needs --bars-walk ws or pair: only the warp-specialized bars' "
                           "calibrations say which kernel they timed (gpu.bar_walk_ws, gpu.bar_walk_pairs)");
   char path[1400];
-  snprintf(path, sizeof path, "%s/%.*s", dir, (int)n, f);
   cluster_desc l;
-  int rc = cluster_load(path, &l, e);
+  int rc = load_other(dir, "--bars-from", f, n, c, &l, path, sizeof path, e);
   if (rc) return rc;
-  if (!l.calibrated || !(l.gpu.bar_walk_us > 0) || !(l.gpu.eff_attn_bwd_bar > 0))
+  if (!(l.gpu.bar_walk_us > 0) || !(l.gpu.eff_attn_bwd_bar > 0))
     return sr_input_error(e, path, "gpu.bar_walk_us", "--bars-from needs a calibration that timed the bars' backward "
                           "and fitted their walk (sparsering-exec calibrate)");
   if (!l.gpu.bar_walk_ws || l.gpu.bar_walk_pairs != pairs)
@@ -183,8 +190,6 @@ int repredict_bars_from(const char *dir, const char *flags, cluster_desc *c, sr_
     return sr_input_error(e, c->path, pairs ? "gpu.bar_walk_pairs" : "gpu.bar_walk_ws", "the run's calibration timed "
                           "the kernel of --bars-walk %s already: --bars-from %s would replace its own bars' figures",
                           pairs ? "pair" : "ws", path);
-  if (strcmp(l.gpu.name, c->gpu.name))
-    return sr_input_error(e, path, "gpu.name", "'%s', the run's calibration '%s'", l.gpu.name, c->gpu.name);
   c->gpu.eff_attn_bwd_bar = l.gpu.eff_attn_bwd_bar;
   c->gpu.bar_walk_us = l.gpu.bar_walk_us;
   c->gpu.bar_walk_ws = l.gpu.bar_walk_ws;

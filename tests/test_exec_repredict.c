@@ -355,9 +355,49 @@ TEST(repredict_full_from_takes_the_full_tiles_figures_of_a_layer_shaped_calibrat
 
 // A manifest line with --full-from predicts its runs as `predict` does on the calibration with those figures: here a
 // dense zigzag ring on the run folder's cal.json with lay.json's FULL figures (written out by hand as merged.json).
-TEST(repredict_full_from_predicts_as_predict_on_the_merged_calibration) {
+// The folder at path (a run folder with cal.json, merged.json and a manifest) moved under test_tmpdir()/ROOT and
+// re-predicted: its one run's prediction (repredict's --csv) must be what `predict PREDICT_ARGS` gives on merged.json
+// (the manifest's flags applied to cal.json by hand), and differ from predict's on cal.json alone (the backward at
+// least; the forward too with fwd_changes).
+static void repredict_as_merged(const char *path, const char *folder, const char *root_name, const char *log_rel,
+                                const char *predict_args, int fwd_changes) {
   const char *dir = test_tmpdir();
-  char path[800], cmd[2400], *out = NULL, *pred = NULL, *base = NULL;
+  char cmd[2400], root[900], *out = NULL, *pred = NULL, *base = NULL, *csv = NULL;
+  snprintf(root, sizeof root, "%s/%s", dir, root_name);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && mv %s %s/", root, path, root);
+  CHECK_EQ_INT(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/%s.csv", test_bin_dir(), root, dir, root_name);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "error over 1 runs");
+  double pf = 0, pb = 0, bf = 0, bb = 0;
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/%s/merged.json --seq 65536 %s",
+           test_bin_dir(), root, folder, predict_args);
+  CHECK_EQ_INT(test_run(cmd, &pred), 0);
+  CHECK(predicted_ms(pred, &pf, &pb));
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/%s/cal.json --seq 65536 %s",
+           test_bin_dir(), root, folder, predict_args);
+  CHECK_EQ_INT(test_run(cmd, &base), 0);
+  CHECK(predicted_ms(base, &bf, &bb));
+  CHECK(fabs(pb - bb) > 1e-2);  // the figures taken change the prediction
+  if (fwd_changes) CHECK(fabs(pf - bf) > 1e-2);
+  sr_error e;
+  snprintf(cmd, sizeof cmd, "%s/%s.csv", dir, root_name);
+  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
+  char key[300];
+  snprintf(key, sizeof key, "%s/%s,", folder, log_rel);
+  const char *row = csv ? strstr(csv, key) : NULL;
+  double mf = 0, mb = 0, cf = 0, cb = 0;
+  CHECK(row && sscanf(strchr(row, ',') + 1, "%*d,%*d,%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf", &mf, &mb, &cf, &cb) == 4);
+  CHECK_NEAR(cf, pf, 1e-3);
+  CHECK_NEAR(cb, pb, 1e-3);
+  free(csv);
+  free(out);
+  free(pred);
+  free(base);
+}
+
+TEST(repredict_full_from_predicts_as_predict_on_the_merged_calibration) {
+  char path[800], cmd[2400];
   run_folder("fullrun", path, sizeof path);
   full_from_files(path);
   snprintf(cmd, sizeof cmd, "%s/merged.json", path);
@@ -372,36 +412,8 @@ TEST(repredict_full_from_predicts_as_predict_on_the_merged_calibration) {
                   "layer; sent 0 B\n");
   snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
   write_file(cmd, "logs/*.log\tcal.json\t--skip-empty-sends --full-from lay.json\n");
-  char root[900];
-  snprintf(root, sizeof root, "%s/rf", dir);
-  snprintf(cmd, sizeof cmd, "mkdir -p %s && mv %s %s/", root, path, root);
-  CHECK_EQ_INT(system(cmd), 0);
-  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/tf.csv", test_bin_dir(), root, dir);
-  CHECK_EQ_INT(test_run(cmd, &out), 0);
-  CHECK_STR_CONTAINS(out, "error over 1 runs");
-  double pf = 0, pb = 0, bf = 0, bb = 0;
-  const char *fmt = "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/fullrun/%s --seq 65536 --layout zigzag "
-                    "--schedule ring --pattern dense --skip-empty-sends";
-  snprintf(cmd, sizeof cmd, fmt, test_bin_dir(), root, "merged.json");
-  CHECK_EQ_INT(test_run(cmd, &pred), 0);
-  CHECK(predicted_ms(pred, &pf, &pb));
-  snprintf(cmd, sizeof cmd, fmt, test_bin_dir(), root, "cal.json");
-  CHECK_EQ_INT(test_run(cmd, &base), 0);
-  CHECK(predicted_ms(base, &bf, &bb));
-  CHECK(fabs(pf - bf) > 1e-2 && fabs(pb - bb) > 1e-2);  // the figures taken change the prediction
-  char *csv = NULL;
-  sr_error e;
-  snprintf(cmd, sizeof cmd, "%s/tf.csv", dir);
-  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
-  const char *row = csv ? strstr(csv, "fullrun/logs/z.log,") : NULL;
-  double mf = 0, mb = 0, cf = 0, cb = 0;
-  CHECK(row && sscanf(strchr(row, ',') + 1, "%*d,%*d,%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf", &mf, &mb, &cf, &cb) == 4);
-  CHECK_NEAR(cf, pf, 1e-3);
-  CHECK_NEAR(cb, pb, 1e-3);
-  free(csv);
-  free(out);
-  free(pred);
-  free(base);
+  repredict_as_merged(path, "fullrun", "rf", "logs/z.log", "--layout zigzag --schedule ring --pattern dense --skip-empty-sends",
+                      1);
 }
 
 // The run folder's cal.json (run_folder: its bars' backward at 0.05 of peak, no walk) beside calibrations that timed
@@ -484,8 +496,7 @@ TEST(repredict_bars_from_takes_the_bars_backward_figures_of_a_calibration_of_the
 // MTraining's vs-topp on 2 ranks with variant 5's bars (--bars-walk pair) on the run folder's cal.json with pair.json's
 // bars' backward figures (written out by hand as merged.json, the split walk's parts as --bars-walk sets them).
 TEST(repredict_bars_from_predicts_as_predict_on_the_merged_calibration) {
-  const char *dir = test_tmpdir();
-  char path[800], cmd[2400], *out = NULL, *pred = NULL, *base = NULL;
+  char path[800], cmd[2400];
   run_folder("barsrun", path, sizeof path);
   bars_from_files(path);
   snprintf(cmd, sizeof cmd, "%s/merged.json", path);
@@ -499,36 +510,8 @@ TEST(repredict_bars_from_predicts_as_predict_on_the_merged_calibration) {
                   "bwd 5.000 ms per layer; sent 0 B\n");
   snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
   write_file(cmd, "logs/*.log\tcal.json\t--bars-walk pair --bars-from pair.json\n");
-  char root[900];
-  snprintf(root, sizeof root, "%s/rb", dir);
-  snprintf(cmd, sizeof cmd, "mkdir -p %s && mv %s %s/", root, path, root);
-  CHECK_EQ_INT(system(cmd), 0);
-  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/tb.csv", test_bin_dir(), root, dir);
-  CHECK_EQ_INT(test_run(cmd, &out), 0);
-  CHECK_STR_CONTAINS(out, "error over 1 runs");
-  double pf = 0, pb = 0, bf = 0, bb = 0;
-  const char *fmt = "%s/sparsering-exec predict --model qwen2.5-0.5b --cluster %s/barsrun/%s --seq 65536 --layout contiguous "
-                    "--schedule double-ring --pattern vs-topp:0.95";
-  snprintf(cmd, sizeof cmd, fmt, test_bin_dir(), root, "merged.json");
-  CHECK_EQ_INT(test_run(cmd, &pred), 0);
-  CHECK(predicted_ms(pred, &pf, &pb));
-  snprintf(cmd, sizeof cmd, fmt, test_bin_dir(), root, "cal.json");
-  CHECK_EQ_INT(test_run(cmd, &base), 0);
-  CHECK(predicted_ms(base, &bf, &bb));
-  CHECK(fabs(pb - bb) > 1e-2);  // the bars' figures taken change the backward
-  char *csv = NULL;
-  sr_error e;
-  snprintf(cmd, sizeof cmd, "%s/tb.csv", dir);
-  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
-  const char *row = csv ? strstr(csv, "barsrun/logs/m.log,") : NULL;
-  double mf = 0, mb = 0, cf = 0, cb = 0;
-  CHECK(row && sscanf(strchr(row, ',') + 1, "%*d,%*d,%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf", &mf, &mb, &cf, &cb) == 4);
-  CHECK_NEAR(cf, pf, 1e-3);
-  CHECK_NEAR(cb, pb, 1e-3);
-  free(csv);
-  free(out);
-  free(pred);
-  free(base);
+  repredict_as_merged(path, "barsrun", "rb", "logs/m.log", "--layout contiguous --schedule double-ring --pattern vs-topp:0.95",
+                      0);
 }
 
 // attn prints FPDT's schedule as "fpdt:CHUNK[+offload]" (Ulysses inside each chunk): repredict reads the chunk and
