@@ -58,25 +58,30 @@ def exact_range_pairs(offsets, n, rows):
     return float(np.sum((last - first + rows) * (n - first)))
 
 
+def _any_in(offsets, a, b):
+    """Is an offset in a .. b (offsets sorted)? A Python bool: numpy's booleans add as a logical or."""
+    i = np.searchsorted(offsets, a)
+    return bool(i < len(offsets) and offsets[i] <= b)
+
+
+def _touched_diagonals(offsets, nt):
+    """The tile diagonals t (query tile - key tile) below nt whose tiles a slash of offsets touches."""
+    ts = set((offsets // TILE).tolist()) | set(((offsets + TILE - 1) // TILE).tolist())
+    return [t for t in sorted(ts) if t < nt]
+
+
 def quadrant_pairs(offsets, n):
     """Pairs of the touched tiles' 64 x 64 quadrants that keep a slash: quadrant (row half r, key half c) of a tile on
     tile diagonal t holds the offsets 128 t + 64 (r - c) - 63 .. + 63 (on the diagonal tile, t = 0: (0, 0) and (1, 1)
     hold 0 .. 63, (1, 0) holds 1 .. 127, (0, 1) lies after every row)."""
     nt = n // TILE
-
-    def any_in(a, b):
-        i = np.searchsorted(offsets, a)
-        return i < len(offsets) and offsets[i] <= b
-
     total = 0.0
-    for t in sorted(set((offsets // TILE).tolist()) | set(((offsets + TILE - 1) // TILE).tolist())):
-        if t >= nt:
-            continue
+    for t in _touched_diagonals(offsets, nt):
         if t == 0:
-            q = 2 * any_in(0, 63) + any_in(1, 127)
+            q = 2 * _any_in(offsets, 0, 63) + _any_in(offsets, 1, 127)
         else:
-            q = any_in(128 * t - 127, 128 * t - 1) + 2 * any_in(128 * t - 63, 128 * t + 63) + \
-                any_in(128 * t + 1, 128 * t + 127)
+            q = _any_in(offsets, 128 * t - 127, 128 * t - 1) + 2 * _any_in(offsets, 128 * t - 63, 128 * t + 63) + \
+                _any_in(offsets, 128 * t + 1, 128 * t + 127)
         total += float(nt - t) * 64 * 64 * q
     return total
 
@@ -86,19 +91,12 @@ def strip_pairs(offsets, n):
     strip of row half r holds quadrants (r, 0) and (r, 1) (see quadrant_pairs): on tile diagonal t > 0 the offsets
     128 t - 127 .. 128 t + 63 (r = 0) and 128 t - 63 .. 128 t + 127 (r = 1); on the diagonal tile 0 .. 63 and 0 .. 127."""
     nt = n // TILE
-
-    def any_in(a, b):
-        i = np.searchsorted(offsets, a)
-        return i < len(offsets) and offsets[i] <= b
-
     total = 0.0
-    for t in sorted(set((offsets // TILE).tolist()) | set(((offsets + TILE - 1) // TILE).tolist())):
-        if t >= nt:
-            continue
-        if t == 0:  # int(): numpy's booleans add as a logical or
-            q = int(any_in(0, 63)) + int(any_in(0, 127))
+    for t in _touched_diagonals(offsets, nt):
+        if t == 0:
+            q = _any_in(offsets, 0, 63) + _any_in(offsets, 0, 127)
         else:
-            q = int(any_in(128 * t - 127, 128 * t + 63)) + int(any_in(128 * t - 63, 128 * t + 127))
+            q = _any_in(offsets, 128 * t - 127, 128 * t + 63) + _any_in(offsets, 128 * t - 63, 128 * t + 127)
         total += float(nt - t) * 64 * 128 * q
     return total
 
