@@ -28,3 +28,17 @@ TEST(fpdt_multi_dry_run_tables_ulysses_and_fpdt_and_trains_a_step_with_offload) 
   CHECK(strstr(out, "failed") == NULL && strstr(out, "TIMED OUT") == NULL);
   free(out);
 }
+
+TEST(fpdt_multi_dry_run_train_layers_cuts_the_model_to_its_first_layers) {
+  char cmd[2048], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "SR_DRY=1 TRAIN_LAYERS=1 TRAIN_PATTERN=dense SR_BIN=%s SR_LOGS=%s/flogs1 OUT=%s/fout1 bash "
+                   "scripts/gpu/fpdt_multi_run.sh train",
+           test_bin_dir(), test_tmpdir(), test_tmpdir());
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "-- t_fpdt_1M: exit 0");
+  CHECK_STR_CONTAINS(out, "tiny-test-1l.json, random init");
+  CHECK_STR_CONTAINS(out, "predict: tiny-test-1l fpdt seq 4096 W 2");  // the model's name: the file's base name
+  CHECK(strstr(out, "failed") == NULL && strstr(out, "TIMED OUT") == NULL);
+  free(out);
+}

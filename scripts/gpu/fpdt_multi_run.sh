@@ -9,7 +9,9 @@
 #          chunks offloaded to pinned host memory; --repeat 2 (the second timed), --predict
 #   train  the Qwen2.5-3B shape (random init) at TRAIN_SEQ (default 1M), FPDT with --offload-activations, TRAIN_STEPS
 #          (default 1) step(s), pattern TRAIN_PATTERN (default vs-topp:0.95: the dense step is predicted at about 24
-#          minutes, past a call's 10), --predict: step time, memory a GPU and pinned host memory, measured and simulated
+#          minutes, past a call's 10), --predict: step time, memory a GPU and pinned host memory, measured and simulated;
+#          TRAIN_LAYERS=N trains the same shape cut to its first N decoder layers (a copy of the model's config with
+#          num_hidden_layers N, written beside the logs), for a step that fits a call where the whole model's does not
 # Run from the repository root: bash scripts/gpu/fpdt_multi_run.sh [STAGES] (default: cal layer train). No step starts
 # after SR_BUDGET_S (default 540) seconds. Logs in $OUT/logs.tgz, the summary in $OUT/summary.txt (printed last).
 # SR_DRY=1: the CPU backend with tiny-test at 1/256 of the lengths, to check the script on a machine without GPUs.
@@ -67,8 +69,13 @@ fi
 if has train; then
   seq=${TRAIN_SEQ:-1M} pat=${TRAIN_PATTERN:-vs-topp:0.95}
   n=$(tokens $seq)
-  say "(train) $MODEL, random init, ${TRAIN_STEPS:-1} step(s) at $seq ($n tokens) on $NP ranks: FPDT, activation offload, pattern $pat"
-  step t_fpdt_$seq "${TRAIN_LIMIT:-480}" $RUN $B/sparsering-exec train --backend $BACKEND --model $MODEL "${CLUSTER[@]}" \
+  TM=$MODEL
+  if [ -n "${TRAIN_LAYERS:-}" ]; then
+    TM=$L/$MODEL-${TRAIN_LAYERS}l.json
+    sed -E "s/\"(num_hidden_layers|max_window_layers)\": [0-9]+/\"\1\": $TRAIN_LAYERS/" "models/$MODEL.json" >"$TM"
+  fi
+  say "(train) $TM, random init, ${TRAIN_STEPS:-1} step(s) at $seq ($n tokens) on $NP ranks: FPDT, activation offload, pattern $pat"
+  step t_fpdt_$seq "${TRAIN_LIMIT:-480}" $RUN $B/sparsering-exec train --backend $BACKEND --model "$TM" "${CLUSTER[@]}" \
     --strategy fpdt --pattern "$pat" --offload-activations --seq "$n" --steps "${TRAIN_STEPS:-1}" --data passkey \
     --loss all --lr 1e-4 --predict --csv "$L/t_fpdt_$seq.csv"
   grep -E "^train:|^step|^predict|rror|failed" "$L/t_fpdt_$seq.log" | sed "s/^/   /" | tee -a "$S"
