@@ -270,7 +270,8 @@ static void predict_train(const char *dir, const char *cal, const char *flags, r
     snprintf(r->skipped, sizeof r->skipped, "cluster: %s", e.msg);
     return;
   }
-  if (repredict_train_run(cpath, flags, &r->t, &e)) snprintf(r->skipped, sizeof r->skipped, "%s", e.msg);
+  if (repredict_model_from(dir, flags, &r->t, &e) || repredict_train_run(cpath, flags, &r->t, &e))
+    snprintf(r->skipped, sizeof r->skipped, "%s", e.msg);
   unlink(cpath);
 }
 

@@ -30,7 +30,7 @@ int repredict_attn_plan(const char *dir, const char *cal, const char *flags, con
                         sr_error *e);
 
 typedef struct {
-  char model[128], layout[64], schedule[32], pattern[512];
+  char model[512], layout[64], schedule[32], pattern[512];  // model: a shipped name, or a manifest's --model FILE
   int world;
   int64_t seq;
   int keep_attn;    // the run's recomputation kept attention's output and LSE ("recompute selective")
@@ -38,6 +38,7 @@ typedef struct {
   int keep_all;     // of those, the layers it kept whole ("kept whole in K of L layers"); 0: none
   int index_ready;  // every layer's attention plan was kept on the GPU (no index built in the step)
   int kept;         // the attention plans the run kept on the GPU ("K kept of L layers"; 0: not logged)
+  int offload;      // the layer inputs in pinned host memory ("activation offload on")
   // measured: the best step after the first; the mean split after it (of a one-step run, its only step's)
   double step_s, attn_s, rest_s, comm_s;
   double pstep_s, pattn_s, prest_s, pcomm_s;  // simulated; attention and the rest on the busiest rank, comm the remainder
@@ -49,6 +50,10 @@ int repredict_parse_train_log(const char *text, train_rerun *r);
 // Simulate r's step on the cluster file (calibrated, r->world GPUs) with the manifest's flags
 // (--skip-empty-sends, --fwd-runs), as train --predict does; fills the predicted fields.
 int repredict_train_run(const char *cluster_path, const char *flags, train_rerun *r, sr_error *e);
+// A manifest's --model FILE (relative to dir): the model config the run trained, for a model that is not a shipped
+// name (e.g. a shipped shape cut to fewer layers, whose log names the file's base name); r->model becomes its path.
+// An unreadable or invalid file is an input error naming it (exit status 2). Nothing without the flag.
+int repredict_model_from(const char *dir, const char *flags, train_rerun *r, sr_error *e);
 // A manifest's --bars-walk whole|split|ws|pair (the backward's bar kernel of the run's binary: one CTA a chunk's whole
 // walk before 34159d3, the walk split into parts since, on the warp-specialized kernel with its own dQ since variant 4
 // became the default, in pairs of compute chunks a CTA with variant 5; gpu.bar_walk_parts, gpu.bar_walk_ws and

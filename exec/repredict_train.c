@@ -16,7 +16,8 @@
 
 // The trainer's lines (train/train_cmd.c):
 //   train: MODEL, P params, seq N on W rank(s) (LAYOUT layout, SCHEDULE schedule, pattern PAT, density D)
-//   train: data ..., recompute selective (...) | recompute full (...)
+//          FPDT instead of "SCHEDULE schedule": "FPDT in CHUNK-token chunks[ offloaded]" (Ulysses inside each chunk)
+//   train: data ..., recompute selective (...) | recompute full (...), [activation offload on, ...]
 //   train: attention plans: B built (...), K kept of L layers (...)   ("(one pattern: shared)": every layer's)
 //   step S | ... | attn As gemm Gs comm Cs | ...
 //   predict: ... | measured step Xs (best after the first; ...
@@ -28,12 +29,19 @@ int repredict_parse_train_log(const char *text, train_rerun *r) {
   double a = 0, g = 0, c = 0, a1 = -1, g1 = 0, c1 = 0;  // the steps after the first; the first's (a1 < 0: none)
   for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     long long seq, st;
-    char model[128], lay[64], sch[32], pat[512];
+    char model[128], lay[64], sch[32], pat[512], chunk[24], off[16];
     if (!head && sscanf(line, "train: %127[^,], %*s params, seq %lld on %d rank(s) (%63s layout, %31s schedule, pattern %511[^,],",
                         model, &seq, &r->world, lay, sch, pat) == 6) {
       snprintf(r->model, sizeof r->model, "%s", model);
       snprintf(r->layout, sizeof r->layout, "%s", lay);
       snprintf(r->schedule, sizeof r->schedule, "%s", sch);
+      snprintf(r->pattern, sizeof r->pattern, "%s", pat);
+      r->seq = seq, head = 1;
+    } else if (!head && sscanf(line, "train: %127[^,], %*s params, seq %lld on %d rank(s) (%63s layout, FPDT in %23[^-]-token "
+                               "chunks%15[^,], pattern %511[^,],", model, &seq, &r->world, lay, chunk, off, pat) == 7) {
+      snprintf(r->model, sizeof r->model, "%s", model);
+      snprintf(r->layout, sizeof r->layout, "%s", lay);
+      snprintf(r->schedule, sizeof r->schedule, "fpdt:%s%s", chunk, strstr(off, "offloaded") ? "+offload" : "");
       snprintf(r->pattern, sizeof r->pattern, "%s", pat);
       r->seq = seq, head = 1;
     }
@@ -44,6 +52,7 @@ int repredict_parse_train_log(const char *text, train_rerun *r) {
       r->keep_layers = sel && sscanf(sel, "recompute selective in %d of", &k) == 1 ? k : 0;
       const char *whole = sel ? strstr(sel, "kept whole in ") : NULL;
       r->keep_all = whole && sscanf(whole, "kept whole in %d of", &k) == 1 ? k : 0;
+      r->offload = strstr(line, "activation offload on") != NULL;
     }
     if (strncmp(line, "train: attention plans: ", 24) == 0) {
       const char *k = strstr(line, " kept of ");
@@ -119,6 +128,21 @@ static int load_other(const char *dir, const char *flag, const char *f, size_t n
   if (!l->calibrated) return sr_input_error(e, path, "calibration", "%s needs a calibrated cluster file", flag);
   if (strcmp(l->gpu.name, c->gpu.name))
     return sr_input_error(e, path, "gpu.name", "'%s', the run's calibration '%s'", l->gpu.name, c->gpu.name);
+  return SR_OK;
+}
+
+int repredict_model_from(const char *dir, const char *flags, train_rerun *r, sr_error *e) {
+  size_t n = 0;
+  const char *f = flag_value(flags, "--model", &n);
+  if (!f) return SR_OK;
+  if (!n) return sr_input_error(e, NULL, "--model", "needs a model config file");
+  char path[512];
+  if ((size_t)snprintf(path, sizeof path, "%s/%.*s", dir, (int)n, f) >= sizeof path)
+    return sr_input_error(e, NULL, "--model", "the path %s/%.*s is too long", dir, (int)n, f);
+  model_config m;
+  int rc = model_load(path, &m, e);  // an unreadable or invalid file: its own error, naming it
+  if (rc) return rc;
+  snprintf(r->model, sizeof r->model, "%s", path);
   return SR_OK;
 }
 
@@ -209,6 +233,13 @@ int repredict_train_run(const char *cluster_path, const char *flags, train_rerun
   snprintf(s.pattern, sizeof s.pattern, "%s", r->pattern);
   snprintf(s.trainer, sizeof s.trainer, "exec");  // memory: the trainer's own (plan/model.h)
   s.seq = r->seq;
+  if (!strncmp(r->schedule, "fpdt:", 5)) {  // "fpdt:CHUNK[+offload]": Ulysses inside each chunk, as the trainer runs it
+    char chunk[32];
+    snprintf(chunk, sizeof chunk, "%.*s", (int)strcspn(r->schedule + 5, "+"), r->schedule + 5);
+    if (sr_parse_tokens(chunk, "fpdt chunk", &s.fpdt_chunk, e)) return e->code;
+    s.fpdt_offload = strstr(r->schedule, "+offload") != NULL;
+    snprintf(s.schedule, sizeof s.schedule, "ulysses");
+  }
   layout_kind k;
   int64_t g = 0;
   if (layout_parse_kind(r->layout, &k, &g, e)) return e->code;
@@ -217,7 +248,7 @@ int repredict_train_run(const char *cluster_path, const char *flags, train_rerun
   if (strstr(flags, "--skip-empty-sends")) s.skip_empty_sends = 1;
   if (strstr(flags, "--fwd-runs")) s.fwd_runs = 1;
   // the trainer's plan cache: a run without room for every plan rebuilds (or restores) the others in the step
-  if (strstr(flags, "--offload-activations")) s.offload_activations = 1;
+  if (r->offload || strstr(flags, "--offload-activations")) s.offload_activations = 1;
   if (strstr(flags, "--index-build cpu")) s.index_build = 1;
   if (strstr(flags, "--no-attn-host-cache")) s.attn_host_cache = 0;
   plan p;

@@ -685,3 +685,62 @@ TEST(repredict_reads_which_layers_kept_attention_from_the_recompute_wording) {
     CHECK_EQ_INT(r.keep_all, keep_all[i]);
   }
 }
+
+// An FPDT training step (the trainer's header says "FPDT in CHUNK-token chunks offloaded" where the ring strategies say
+// their schedule) of a model that is no shipped name (a shipped shape cut to one layer, as scripts/gpu/fpdt_multi_run.sh's
+// TRAIN_LAYERS writes it): simulated again with the manifest's --model FILE exactly as train --predict simulated it;
+// without the flag the run is named as not predicted.
+TEST(repredict_simulates_an_fpdt_training_step_of_a_model_file_as_train_predict_did) {
+  const char *dir = test_tmpdir();
+  char path[800], cmd[2400], *log = NULL, *out = NULL;
+  snprintf(path, sizeof path, "%s/fdrun", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs && sed -E 's/\"num_hidden_layers\": [0-9]+/\"num_hidden_layers\": 1/' "
+           "models/tiny-test.json > %s/tiny-1l.json", path, path);
+  CHECK_EQ_INT(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/cal.json", path);
+  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"slow\", \"peak_tflops\": 0.01,"
+                  " \"fp64_tflops\": 34, \"hbm_gbps\": 0.5, \"mem_gib\": 140, \"efficiency\": {\"gemm\": 0.8,"
+                  " \"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_fwd_bar\": 0.1, \"attn_bwd_full\": 0.2, \"attn_bwd_partial\": 0.1, \"attn_bwd_bar\": 0.05}},"
+                  " \"intra_node\": {\"gbps\": 350, \"latency_us\": 80}, \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256},"
+                  " \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+  snprintf(cmd, sizeof cmd, MPI_ENV "mpirun -np 2 %s/sparsering-exec train --model %s/tiny-1l.json --cluster %s/cal.json "
+           "--strategy fpdt --fpdt-chunk 512 --pattern dense --offload-activations --seq 2048 --steps 1 --predict "
+           "> %s/logs/t.log 2>&1", test_bin_dir(), path, path, path);
+  CHECK_EQ_INT(test_run(cmd, NULL), 0);
+  snprintf(cmd, sizeof cmd, "%s/logs/t.log", path);
+  sr_error e;
+  CHECK_EQ_INT(sr_read_file(cmd, &log, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(log, "FPDT in 512-token chunks offloaded");
+  const char *at = log ? strstr(log, "simulated step ") : NULL;
+  double trainer = 0;
+  CHECK(at && sscanf(at, "simulated step %lfs", &trainer) == 1 && trainer > 0.1);
+  train_rerun r;
+  memset(&r, 0, sizeof r);
+  CHECK_EQ_INT(repredict_parse_train_log(log, &r), 0);
+  CHECK(strcmp(r.schedule, "fpdt:512+offload") == 0);
+  CHECK_EQ_INT(r.offload, 1);
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "logs/*.log\tcal.json\t\n");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "not predicted (1)");  // 'tiny-1l' is no shipped model
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "logs/*.log\tcal.json\t--model tiny-1l.json\n");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s", test_bin_dir(), path);
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "error over 1 training steps");
+  const char *row = out ? strstr(out, "logs/t.log ") : NULL, *bar = row ? strchr(row, '|') : NULL;
+  double sim = 0;
+  CHECK(bar && sscanf(bar, "| %lf", &sim) == 1);
+  CHECK_NEAR(sim, trainer, 1.5e-3);
+  free(out);
+  // a --model file that is not there: the run is not predicted, and the message names the file
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  write_file(cmd, "logs/*.log\tcal.json\t--model nothere.json\n");
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s", test_bin_dir(), path);
+  test_run(cmd, &out);
+  CHECK_STR_CONTAINS(out, "nothere.json");
+  free(log);
+  free(out);
+}
