@@ -65,6 +65,7 @@ typedef struct {
   int cuda, check, fail_hang, predict, inputs, digest, plan_bytes_only;
   int layer_times;  // SR_LAYER_TIMES=1: every layer's wall time by part (layer_clock)
   double t_start;   // when the command started (the start-up's time, with layer_times)
+  int64_t run;      // --run: the first combination's run number (the start-up is printed before its layer 0)
   const char *predict_csv, *trace_out;
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
@@ -411,7 +412,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   int check_failed = 0, online = pattern_spec_at_run_time(pl->spec.pattern), searched = how == PATTERN_SEARCHED;
   attn_memory mem = {0};
   sim_attn_memory pmem = {0};  // --predict: each item the largest over the layers
-  if (o_->layer_times && c->rank == 0) {
+  if (o_->layer_times && c->rank == 0 && tl->run == o_->run) {
     printf("  start-up (MPI, NCCL, the plan, its pattern, the rank's tensors) %.3f s on rank 0 before layer 0\n",
            sr_now() - o_->t_start);
     fflush(stdout);
@@ -597,6 +598,7 @@ static int cmd_attn(int argc, char **argv) {
       cli_get_int(&a, "repeat", 1, 1, 1000, &o.repeat, &e) || cli_get_int(&a, "run", 0, 0, 1 << 30, &run, &e) ||
       cli_get_num(&a, "tol", o.cuda ? 2e-2 : 1e-4, 0, 1, &o.tol, &e))
     return sr_error_report(&e, prog);
+  o.run = run;
   char lay_s[512], sch_s[512], pat_s[2048];
   char *lays[16] = {NULL}, *schs[16] = {NULL}, *pats[32] = {NULL};
   snprintf(lay_s, sizeof lay_s, "%s", cli_get(&a, "layout", ""));
