@@ -63,6 +63,9 @@ static const cli_usage attn_usage = {
 
 typedef struct {
   int cuda, check, fail_hang, predict, inputs, digest, plan_bytes_only;
+  int layer_times;  // SR_LAYER_TIMES=1: every layer's wall time by part (layer_clock)
+  double t_start;   // when the command started (the start-up's time, with layer_times)
+  int64_t run;      // --run: the first combination's run number (the start-up is printed before its layer 0)
   const char *predict_csv, *trace_out;
   int64_t layers, data_seed, fail_rank, fail_step, repeat;
   double tol;
@@ -335,6 +338,43 @@ static int plan_bytes_only(const attn_opts *o_, comm *c, plan *pl, pattern *pat,
   return 0;
 }
 
+// SR_LAYER_TIMES=1 in the environment: where each layer's wall time goes, part by part, so a run shows what besides
+// its set-up and kernels takes the time. Each rank clocks its parts back to back (they sum to the layer's wall time
+// on that rank); a part that ends in a collective or a device sync holds the wait for the other ranks or the device.
+// Rank 0 prints its own parts and, for each, the largest over the ranks (a collective, only with the variable set).
+enum {
+  LT_SETUP, LT_PLAN_BYTES, LT_INPUTS, LT_UPLOAD, LT_UNTIMED, LT_TIMED, LT_WORK, LT_PREDICT, LT_STATS, LT_CHECK, LT_FREE,
+  LT_PARTS
+};
+static const char *const lt_names[LT_PARTS] = {
+    "set up", "plan bytes and selection", "inputs filled", "inputs uploaded", "untimed repetitions",
+    "timed repetition", "timings and work", "prediction", "memory and bytes", "check and digest", "plan freed"};
+typedef struct {
+  double t0, t, part[LT_PARTS + 1];  // part[LT_PARTS]: the layer's wall time
+} layer_clock;
+
+static void lc_start(layer_clock *lc) {
+  memset(lc, 0, sizeof *lc);
+  lc->t0 = lc->t = sr_now();
+}
+// The time since the last mark goes to `part`.
+static void lc_mark(layer_clock *lc, int part) {
+  double now = sr_now();
+  lc->part[part] += now - lc->t;
+  lc->t = now;
+}
+static void lc_print(comm *c, layer_clock *lc, int layer, sr_error *e) {
+  lc->part[LT_PARTS] = lc->t - lc->t0;
+  double most[LT_PARTS + 1];
+  memcpy(most, lc->part, sizeof most);
+  if (comm_host_allreduce(c, most, LT_PARTS + 1, MPI_DOUBLE, MPI_MAX, e)) fail(c, e);
+  if (c->rank != 0) return;
+  printf("  layer %d: wall %.3f s on rank 0 (largest rank %.3f s):", layer, lc->part[LT_PARTS], most[LT_PARTS]);
+  for (int i = 0; i < LT_PARTS; i++) printf("%s %s %.3f (%.3f)", i ? "," : "", lt_names[i], lc->part[i], most[i]);
+  printf(" s\n");
+  fflush(stdout);
+}
+
 // One plan: every layer's forward + backward, timings, bytes, the check and the trace. Returns 1 when the
 // check fails, 2 when --trace-out could not be written (input error), 3 on another error writing it.
 static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeline *tl, sr_error *e) {
@@ -372,22 +412,33 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
   int check_failed = 0, online = pattern_spec_at_run_time(pl->spec.pattern), searched = how == PATTERN_SEARCHED;
   attn_memory mem = {0};
   sim_attn_memory pmem = {0};  // --predict: each item the largest over the layers
+  if (o_->layer_times && c->rank == 0 && tl->run == o_->run) {
+    printf("  start-up (MPI, NCCL, the plan, its pattern, the rank's tensors) %.3f s on rank 0 before layer 0\n",
+           sr_now() - o_->t_start);
+    fflush(stdout);
+  }
+  layer_clock lc;
   for (int layer = 0; layer < layers; layer++) {
     dist_attn *da;
+    lc_start(&lc);
     double tc = sr_now();
     if (dist_attn_create_with(pl, pat, layer, c, o_->cuda ? DIST_CUDA : DIST_CPU, o_->index_build, &da, e)) fail(c, e);
     tc = sr_now() - tc;
+    lc_mark(&lc, LT_SETUP);
     if (c->rank == 0)
       printf("  layer %d: set up in %.3f s (tile index built on the %s)\n", layer, tc, dist_attn_index_on_gpu(da) ? "GPU" : "host");
     if (plan_bytes_print(c, da, layer, e)) fail(c, e);
     if (o_->moba_gate != EXEC_GATE_HOST && dist_attn_moba_gate_gpu(da, o_->moba_gate == EXEC_GATE_GPU, e)) fail(c, e);
     dist_attn_set_fail(da, (int)o_->fail_rank, (int)o_->fail_step, o_->fail_hang);
     if (dist_attn_estimate_online(da, e)) fail(c, e);  // vs-online, moba, token-topk select on the CPU backend too
+    lc_mark(&lc, LT_PLAN_BYTES);
     float *in[4] = {q, k, v, dout};
     for (int t = 0; t < 4; t++)
       if (attn_inputs_fill(o_->inputs, (uint64_t)o_->data_seed, layer, t, pos, nl, pl->layout.n_tokens, H, Hkv, d, in[t], e))
         fail(c, e);
+    lc_mark(&lc, LT_INPUTS);
     if (o_->cuda && exec_dev_upload(&dev, q, k, v, dout, e)) fail(c, e);
+    lc_mark(&lc, LT_UPLOAD);
     double tf = 0, tb = 0;
     int64_t mark = tl->n;  // this layer's events start here (last repeat)
     for (int rep = 0; rep < o_->repeat; rep++) {
@@ -406,6 +457,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
                     : dist_attn_bwd(da, q, k, v, o, lse, dout, dq, dk, dv, e);
       if (rc || comm_sync(c, e)) fail(c, e);
       tf = t1 - t0, tb = sr_now() - t1;
+      lc_mark(&lc, rep == o_->repeat - 1 ? LT_TIMED : LT_UNTIMED);
     }
     // Overlap efficiency: attention kernel time over wall time (1 = communication fully hidden).
     double kern = 0;
@@ -423,6 +475,7 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
     if (online && (dist_attn_pattern_used(da, pat, e) || same_on_every_rank(c, pat, layer, e))) fail(c, e);
     if (searched && c->rank == 0 && search_print(da, layer, e)) fail(c, e);
     if (c->rank == 0 && work_print(pl, pat, layer, e)) fail(c, e);
+    lc_mark(&lc, LT_WORK);
     if (o_->predict && c->rank == 0) {
       double pf, pb;
       sim_attn_memory lm;
@@ -442,11 +495,13 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
                           sizeof note))
         printf("  %s\n", note);
     }
+    lc_mark(&lc, LT_PREDICT);
     if (memory_after_layer(o_, da, &mem, e)) fail(c, e);
     dist_stats st = dist_attn_stats(da);
     int64_t cnt[3] = {st.bytes_sent, st.bytes_saved, st.shards_skipped};
     if (comm_host_allreduce(c, cnt, 3, MPI_INT64_T, MPI_SUM, e)) fail(c, e);
     sent += cnt[0], saved += cnt[1], skipped += cnt[2];
+    lc_mark(&lc, LT_STATS);
     if ((o_->check || o_->digest) && o_->cuda && exec_dev_download(&dev, o, lse, dq, dk, dv, e)) fail(c, e);
     if (o_->digest) {
       uint64_t h = 0;
@@ -466,7 +521,10 @@ static int run_plan(const attn_opts *o_, comm *c, plan *pl, pattern *pat, timeli
                er.dk, er.dv, ok ? "ok" : "FAIL");
       }
     }
+    lc_mark(&lc, LT_CHECK);
     dist_attn_free(da);
+    lc_mark(&lc, LT_FREE);
+    if (o_->layer_times) lc_print(c, &lc, layer, e);
   }
   memory_print(o_, pl, c, &mem, &pmem);
   if (c->rank == 0) {
@@ -509,6 +567,8 @@ static int cmd_attn(int argc, char **argv) {
   const char *prog = "sparsering-exec attn";
   if (cli_parse(argc, argv, &attn_usage, &a, &e)) return sr_error_report(&e, prog);
   attn_opts o = {0};
+  o.t_start = sr_now();
+  o.layer_times = getenv("SR_LAYER_TIMES") && atoi(getenv("SR_LAYER_TIMES")) > 0;
   const char *backend = cli_get(&a, "backend", "cpu");
   o.cuda = strcmp(backend, "cuda") == 0;
   o.check = cli_has(&a, "check");
@@ -538,6 +598,7 @@ static int cmd_attn(int argc, char **argv) {
       cli_get_int(&a, "repeat", 1, 1, 1000, &o.repeat, &e) || cli_get_int(&a, "run", 0, 0, 1 << 30, &run, &e) ||
       cli_get_num(&a, "tol", o.cuda ? 2e-2 : 1e-4, 0, 1, &o.tol, &e))
     return sr_error_report(&e, prog);
+  o.run = run;
   char lay_s[512], sch_s[512], pat_s[2048];
   char *lays[16] = {NULL}, *schs[16] = {NULL}, *pats[32] = {NULL};
   snprintf(lay_s, sizeof lay_s, "%s", cli_get(&a, "layout", ""));

@@ -12,6 +12,7 @@ typedef struct {
   int H, Hkv, d;
   void *q, *k, *v, *o, *dout;     // bf16 device buffers
   float *lse, *dq, *dk, *dv;      // fp32 device buffers
+  uint16_t *stage;                // host bf16 staging of the uploads, [n, H, d], made by the first upload
 } exec_dev;
 
 // Allocate the device tensors for n tokens.

@@ -44,7 +44,9 @@ typedef struct {
 } runs_count;
 int tiles_runs_count_layer(const pattern *p, int layer, const layout *l, runs_count *out, sr_error *e);
 // The same entries per (query rank, source rank), summed over heads: counts[q_rank * W + src] (full,
-// partial, runs, bars; pairs 0), what the simulator costs the forward with when plan.spec.fwd_runs is set.
+// partial, runs, bars; pairs 0), what the simulator costs the forward with when plan.spec.fwd_runs is set. Each
+// (query rank, head) is built and counted alone, on the host's threads (sr_parallel_for; serial inside another
+// loop), without writing the forward form; the counts do not depend on the threads.
 int tiles_runs_account_layer(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e);
 // Transposed form of the entries of source rank src (for deterministic backward).
 int tiles_transpose(const tile_index *t, int src, int64_t n_src_tokens, tile_index_t *out, sr_error *e);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "plan/head_mask_bits.h"  // the 64-bit keep-bit windows the kernels use too
+#include "plan/parallel.h"
 #include "plan/tiles_internal.h"
 
 // The layout's positions and, per source rank, which KV tiles hold consecutive positions and which
@@ -133,6 +134,8 @@ typedef struct {
   uint32_t *dil;              // the head's dilated slash set (cell_ctx.dil)
   int32_t *ent, *blk, *vb;    // a cell's converted tiles, blocking tiles (both sorted) and new bars
   int64_t cap_ent, cap_vb;
+  work_count *count;          // counting only (tiles_runs_account_layer): [world] the entries by source, no form
+                              // written (tg and bg stay empty; rg holds the cell's runs, which its bars look up)
 } runs_builder;
 
 static int runs_oom(sr_error *e) { return sr_internal_error(e, 0, "tiles: out of memory for runs"); }
@@ -160,7 +163,8 @@ static int split_entries(runs_builder *b, int s, int64_t ta, int64_t tb, int64_t
     free(b->ent), free(b->blk);
     b->ent = malloc(sizeof *b->ent * (size_t)b->cap_ent), b->blk = malloc(sizeof *b->blk * (size_t)b->cap_ent);
   }
-  if (tile_buf_grow(&b->tg, b->tg.n + nt, 1) || tile_buf_grow(&b->bg, b->bg.n + n_bars, 0) || (nt && (!b->ent || !b->blk)))
+  if ((!b->count && (tile_buf_grow(&b->tg, b->tg.n + nt, 1) || tile_buf_grow(&b->bg, b->bg.n + n_bars, 0))) ||
+      (nt && (!b->ent || !b->blk)))
     return runs_oom(e);
   *nc = *nb = 0;
   for (int64_t a = ta; a < tb; a++) {
@@ -172,6 +176,10 @@ static int split_entries(runs_builder *b, int s, int64_t ta, int64_t tb, int64_t
       b->ent[(*nc)++] = j;
     } else {
       b->blk[(*nb)++] = j;
+      if (b->count) {
+        in->tile_kind[a] == TILE_FULL ? b->count[s].full++ : b->count[s].partial++;
+        continue;
+      }
       b->tg.idx[b->tg.n] = j;
       b->tg.kind[b->tg.n++] = in->tile_kind[a];
     }
@@ -213,7 +221,7 @@ static int run_covers(const tile_buf *rg, int64_t *rp, int64_t k) {
 
 // Bars of a cell with source s: the old ones [ba, bb) no run covers, and the converted tiles' visible
 // verticals no run covers, merged ascending (the two sets are disjoint: old bars lie outside every entry
-// tile). The cell's runs start at r_first.
+// tile). The cell's runs start at r_first. Counting only (b->count), they are counted, not written.
 static int cell_bars(runs_builder *b, const cell_ctx *c, int s, int64_t ba, int64_t bb, int64_t r_first, int64_t nc,
                      sr_error *e) {
   const int64_t *kp = b->rl.pos[s], nkeys = b->l->rank_count[s];
@@ -232,7 +240,7 @@ static int cell_bars(runs_builder *b, const cell_ctx *c, int s, int64_t ba, int6
     for (int64_t bit = next_bit(vert, 0); bit < 128; bit = next_bit(vert, bit + 1))
       if (!run_covers(&b->rg, &rp, k0 + bit)) b->vb[nv++] = (int32_t)(k0 + bit);
   }
-  if (tile_buf_grow(&b->bg, b->bg.n + (bb - ba) + nv, 0)) return runs_oom(e);
+  if (!b->count && tile_buf_grow(&b->bg, b->bg.n + (bb - ba) + nv, 0)) return runs_oom(e);
   int64_t a = ba, v = 0;
   rp = r_first;
   while (a < bb || v < nv) {
@@ -243,28 +251,35 @@ static int cell_bars(runs_builder *b, const cell_ctx *c, int s, int64_t ba, int6
     } else {
       k = b->vb[v++];
     }
-    b->bg.idx[b->bg.n++] = k;
+    if (b->count) b->count[s].bars++;
+    else b->bg.idx[b->bg.n++] = k;
   }
   return SR_OK;
 }
 
-// One (head, query tile, source s) cell at offset `cell` of the count arrays.
+// One (head, query tile, source s) cell at offset `cell` of the count arrays (out NULL: counting only).
 static int build_cell(runs_builder *b, tile_index *out, const cell_ctx *c, int qcons, int64_t cell, int s, sr_error *e) {
   const tile_index *in = b->in;
   int64_t ta = in->tile_cnt[cell], tb = in->tile_cnt[cell + 1], ba = in->bar_cnt[cell], bb = in->bar_cnt[cell + 1];
-  out->tile_cnt[cell] = b->tg.n, out->run_cnt[cell] = b->rg.n, out->bar_cnt[cell] = b->bg.n;
+  if (out) out->tile_cnt[cell] = b->tg.n, out->run_cnt[cell] = b->rg.n, out->bar_cnt[cell] = b->bg.n;
   int64_t nc = 0, nb = 0;
   int rc = split_entries(b, s, ta, tb, bb - ba, qcons, &nc, &nb, e);
   if (rc) return rc;
   if (nc == 0) {  // nothing converted: the old bars stay
+    if (b->count) {
+      b->count[s].bars += bb - ba;
+      return SR_OK;
+    }
     if (bb > ba) memcpy(b->bg.idx + b->bg.n, in->bar_idx + ba, sizeof(int32_t) * (size_t)(bb - ba));
     b->bg.n += bb - ba;
     return SR_OK;
   }
   qsort(b->ent, (size_t)nc, sizeof *b->ent, cmp_i32);
   qsort(b->blk, (size_t)nb, sizeof *b->blk, cmp_i32);
+  if (b->count) b->rg.n = 0;  // a cell's bars look up its own runs only
   int64_t r_first = b->rg.n;
   if ((rc = cover_runs(b, c, s, nc, nb, e))) return rc;
+  if (b->count) b->count[s].runs += b->rg.n;
   return cell_bars(b, c, s, ba, bb, r_first, nc, e);
 }
 
@@ -285,7 +300,7 @@ static int build_head(runs_builder *b, tile_index *out, int h, const head_mask *
       if (rc) return rc;
     }
     int64_t end = ((int64_t)h * nq + i) * (W + 1) + W;
-    out->tile_cnt[end] = b->tg.n, out->run_cnt[end] = b->rg.n, out->bar_cnt[end] = b->bg.n;
+    if (out) out->tile_cnt[end] = b->tg.n, out->run_cnt[end] = b->rg.n, out->bar_cnt[end] = b->bg.n;
   }
   return SR_OK;
 }
@@ -303,23 +318,31 @@ int tiles_runs_check(const tile_index *in, const head_mask *masks, const layout 
   return SR_OK;
 }
 
-int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e) {
-  memset(out, 0, sizeof *out);
+// Every head of `in` through the builder: the forward form into out, or (out NULL) its entries counted into
+// count[source] (tiles_runs_account_layer: no form written).
+static int runs_walk(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, work_count *count,
+                     sr_error *e) {
   int rc = tiles_runs_check(in, masks, l, e);
   if (rc) return rc;
   int64_t offs = (int64_t)in->heads * in->n_qtiles * (in->world + 1), ntok = l->n_tokens;
-  out->heads = in->heads, out->world = in->world, out->q_rank = in->q_rank, out->n_qtiles = in->n_qtiles;
-  out->tile_cnt = calloc((size_t)offs + 1, sizeof *out->tile_cnt);
-  out->bar_cnt = calloc((size_t)offs + 1, sizeof *out->bar_cnt);
-  out->run_cnt = calloc((size_t)offs + 1, sizeof *out->run_cnt);
-  runs_builder b = {.in = in, .l = l};
+  if (out) {
+    out->heads = in->heads, out->world = in->world, out->q_rank = in->q_rank, out->n_qtiles = in->n_qtiles;
+    out->tile_cnt = calloc((size_t)offs + 1, sizeof *out->tile_cnt);
+    out->bar_cnt = calloc((size_t)offs + 1, sizeof *out->bar_cnt);
+    out->run_cnt = calloc((size_t)offs + 1, sizeof *out->run_cnt);
+  }
+  runs_builder b = {.in = in, .l = l, .count = count};
   int bad = run_layout_build(l, &b.rl);
   b.spre = malloc(sizeof(int32_t) * (size_t)(ntok + 1));
   b.dil = calloc((size_t)((ntok + 31) / 32 + 1), sizeof *b.dil);
-  if (bad || !out->tile_cnt || !out->bar_cnt || !out->run_cnt || !b.spre || !b.dil) rc = runs_oom(e);
+  if (bad || (out && (!out->tile_cnt || !out->bar_cnt || !out->run_cnt)) || !b.spre || !b.dil) rc = runs_oom(e);
   for (int h = 0; h < in->heads && !rc; h++) rc = build_head(&b, out, h, &masks[h], e);
   free(b.spre), free(b.dil), free(b.ent), free(b.blk), free(b.vb);
   run_layout_free(&b.rl);
+  if (!out) {
+    free(b.tg.idx), free(b.tg.kind), free(b.rg.idx), free(b.rg.kind), free(b.bg.idx);
+    return rc;
+  }
   out->tile_idx = b.tg.idx, out->tile_kind = b.tg.kind, out->n_tiles = b.tg.n;
   out->run_key = b.rg.idx, out->run_len = b.rg.kind, out->n_runs = b.rg.n;
   out->bar_idx = b.bg.idx, out->n_bars = b.bg.n;
@@ -333,27 +356,54 @@ int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout 
   return rc;
 }
 
+int tiles_runs_build(const tile_index *in, const head_mask *masks, const layout *l, tile_index *out, sr_error *e) {
+  memset(out, 0, sizeof *out);
+  return runs_walk(in, masks, l, out, NULL, e);
+}
+
+// One item of tiles_runs_account_layer: head h's index on query rank q alone (the heads' entries do not depend on each
+// other, so one head's index is that head's part of the layer's), and its forward form's entries counted by source
+// rank as the builder makes them, without writing the form.
+// Items are independent, so a layer's heads x ranks run on the host's threads (at 512K tokens on 4 ranks, a layer
+// of 16 heads took seconds on one thread: the simulator and the executor's --predict count it).
+typedef struct {
+  const pattern *p;
+  int layer;
+  const layout *l;
+  const head_mask *masks;  // tiles_masks_build's, every head
+  work_count *rows;        // [W * heads][W]: item q * heads + h's counts by source
+} runs_account_ctx;
+
+static int runs_account_item(void *ctx, int item, int thread, sr_error *e) {
+  (void)thread;
+  const runs_account_ctx *x = ctx;
+  int q = item / x->p->heads, h = item % x->p->heads;
+  pattern one = *x->p;
+  one.heads = 1, one.layers = 1, one.h = pattern_head(x->p, x->layer, h);
+  tile_index t;
+  int rc = tiles_build(&one, 0, x->l, q, &t, e);
+  if (rc) return rc;
+  rc = runs_walk(&t, &x->masks[h], x->l, NULL, x->rows + (int64_t)item * x->l->world, e);
+  tiles_free(&t);
+  return rc;
+}
+
 int tiles_runs_account_layer(const pattern *p, int layer, const layout *l, work_count *counts, sr_error *e) {
-  int W = l->world;
+  int W = l->world, H = p->heads;
   memset(counts, 0, sizeof *counts * (size_t)W * (size_t)W);
   head_mask *masks = NULL;
-  int rc = tiles_masks_build(p, layer, &masks, e);
-  for (int q = 0; q < W && !rc; q++) {
-    tile_index t, f;
-    if ((rc = tiles_build(p, layer, l, q, &t, e))) break;
-    rc = tiles_runs_build(&t, masks, l, &f, e);
-    tiles_free(&t);
-    if (rc) break;
-    for (int64_t c = 0; c < (int64_t)f.heads * f.n_qtiles; c++)
-      for (int s = 0; s < W; s++) {
-        const int64_t *tc = f.tile_cnt + c * (W + 1), *rc_ = f.run_cnt + c * (W + 1), *bc = f.bar_cnt + c * (W + 1);
-        work_count *w = &counts[(int64_t)q * W + s];
-        for (int64_t x = tc[s]; x < tc[s + 1]; x++) f.tile_kind[x] == TILE_FULL ? w->full++ : w->partial++;
-        w->runs += rc_[s + 1] - rc_[s];
-        w->bars += bc[s + 1] - bc[s];
-      }
-    tiles_free(&f);
-  }
+  int rc = tiles_masks_build(p, layer, &masks, e);  // checks the layer too
+  work_count *rows = rc ? NULL : calloc((size_t)W * (size_t)H * (size_t)W + 1, sizeof *rows);
+  if (!rc && !rows) rc = sr_internal_error(e, 0, "tiles: out of memory for %d x %d x %d counts", W, H, W);
+  runs_account_ctx x = {p, layer, l, masks, rows};
+  if (!rc) rc = sr_parallel_for(W * H, sr_threads(), runs_account_item, &x, e);
+  for (int64_t i = 0; !rc && i < (int64_t)W * H; i++)  // integer sums: the same in any order
+    for (int s = 0; s < W; s++) {
+      work_count *w = &counts[i / H * W + s];
+      const work_count *r = &rows[i * W + s];
+      w->full += r->full, w->partial += r->partial, w->runs += r->runs, w->bars += r->bars;
+    }
+  free(rows);
   tiles_masks_free(masks, p->heads);  // NULL when its build failed
   return rc;
 }

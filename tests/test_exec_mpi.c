@@ -5,6 +5,7 @@
 //
 // One mpirun covers a list of layouts x schedules x patterns (comma-separated flags of `attn`), so
 // the MPI start-up is paid once per world size. Sequence lengths are odd on purpose: shards are uneven.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,46 @@ TEST(exec_mpi_skipping_saves_the_bytes_of_shards_a_window_never_touches) {
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   CHECK_STR_CONTAINS(out, "skipping saved 691200 B (9 receptions)");
   CHECK_STR_CONTAINS(out, " ok\n");
+  free(out);
+}
+
+// SR_LAYER_TIMES=1: each layer's wall time split into its parts (cmd_attn.c's layer_clock), rank 0's own and the
+// largest over the ranks; rank 0's parts add up to its wall time (as printed, to the rounding of 12 figures).
+TEST(exec_mpi_layer_times_split_every_layers_wall_time_into_its_parts) {
+  static const char *const parts[] = {"set up", "plan bytes and selection", "inputs filled", "inputs uploaded",
+                                      "untimed repetitions", "timed repetition", "timings and work", "prediction",
+                                      "memory and bytes", "check and digest", "plan freed"};
+  char cmd[4096], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           MPI_ENV "SR_LAYER_TIMES=1 mpirun --oversubscribe -np 2 %s/sparsering-exec attn --model tiny-test --cluster %s "
+                   "--seq 301 --layout striped:16 --schedule ring --pattern vs-like:4:32:8 --layers 2 --repeat 2 "
+                   "--predict --check",
+           test_bin_dir(), mpi_cpu_cluster(1, 2));
+  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  CHECK_STR_CONTAINS(out, "  start-up (MPI, NCCL, the plan, its pattern, the rank's tensors) ");
+  for (int layer = 0; layer < 2; layer++) {
+    char head[64];
+    snprintf(head, sizeof head, "  layer %d: wall ", layer);
+    const char *line = out ? strstr(out, head) : NULL;
+    CHECK(line != NULL);
+    if (!line) break;
+    double wall = -1, most = -1, sum = 0;
+    CHECK_EQ_INT(sscanf(line + strlen(head), "%lf s on rank 0 (largest rank %lf s)", &wall, &most), 2);
+    CHECK(most >= wall);
+    const char *end = strchr(line, '\n');
+    for (int i = 0; i < 11; i++) {
+      char key[64];
+      snprintf(key, sizeof key, "%s %s ", i ? "," : ":", parts[i]);
+      const char *at = strstr(line, key);
+      double own = -1, big = -1;
+      CHECK(at != NULL && at < end);
+      if (!at || at > end) continue;
+      CHECK_EQ_INT(sscanf(at + strlen(key), "%lf (%lf)", &own, &big), 2);
+      CHECK(own >= 0 && big >= own);
+      sum += own;
+    }
+    CHECK(fabs(sum - wall) <= 0.0065);
+  }
   free(out);
 }
 

@@ -2,10 +2,12 @@
 // computed exactly once by a FULL tile, a PARTIAL tile, a run or a bar, runs and bars where they may be,
 // the runs no more chunks than the tiles they replace, and the CPU reference forward equal on both forms.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/sparse_attn.h"
+#include "plan/pattern_spec.h"
 #include "plan/tiles.h"
 #include "plan/tiles_internal.h"
 #include "tests/test.h"
@@ -395,6 +397,61 @@ TEST(runs_account_layer_splits_the_counts_by_query_and_source_rank) {
   }
   CHECK_EQ_INT(bad, 0);
   CHECK(runs > 0);
+  tiles_masks_free(masks, p.heads);
+  pattern_free(&p);
+  fx_layout_free(&l);
+}
+
+// tiles_runs_account_layer builds a (query rank, head) pair an item over the host's threads: on a later layer of a
+// generated pattern (vs-topp's scattered slashes) the counts are one serial build per rank's, on one thread and on
+// several alike.
+TEST(runs_account_layer_of_a_later_layer_is_the_serial_forms_on_any_thread_count) {
+  sr_error e;
+  model_config m = {.num_layers = 3, .num_heads = 5};
+  pattern p;
+  CHECK_EQ_INT(pattern_from_spec("vs-topp:0.9", &m, 2300, 7, 0, &p, &e), SR_OK);
+  layout l;
+  fx_layout(2, 2300, 3, 128, &l);  // striped:128 over 3 ranks
+  head_mask *masks;
+  CHECK_EQ_INT(tiles_masks_build(&p, 2, &masks, &e), SR_OK);
+  work_count want[9];
+  memset(want, 0, sizeof want);
+  for (int q = 0; q < 3; q++) {
+    tile_index t, f;
+    CHECK_EQ_INT(tiles_build(&p, 2, &l, q, &t, &e), SR_OK);
+    CHECK_EQ_INT(tiles_runs_build(&t, masks, &l, &f, &e), SR_OK);
+    for (int64_t c = 0; c < (int64_t)f.heads * f.n_qtiles; c++)
+      for (int s = 0; s < 3; s++) {
+        work_count *w = &want[q * 3 + s];
+        for (int64_t a = f.tile_cnt[c * 4 + s]; a < f.tile_cnt[c * 4 + s + 1]; a++) f.tile_kind[a] ? w->partial++ : w->full++;
+        w->runs += f.run_cnt[c * 4 + s + 1] - f.run_cnt[c * 4 + s];
+        w->bars += f.bar_cnt[c * 4 + s + 1] - f.bar_cnt[c * 4 + s];
+      }
+    tiles_free(&t), tiles_free(&f);
+  }
+  const char *was = getenv("SR_THREADS");
+  char saved[32] = "";
+  if (was) snprintf(saved, sizeof saved, "%s", was);
+  const char *threads[2] = {"1", "4"};
+  int64_t runs = 0;
+  for (int i = 0; i < 2; i++) {
+    setenv("SR_THREADS", threads[i], 1);
+    work_count got[9];
+    CHECK_EQ_INT(tiles_runs_account_layer(&p, 2, &l, got, &e), SR_OK);
+    int bad = 0;
+    for (int x = 0; x < 9; x++)
+      bad += got[x].full != want[x].full || got[x].partial != want[x].partial || got[x].runs != want[x].runs ||
+             got[x].bars != want[x].bars || got[x].pairs != 0;
+    CHECK_EQ_INT(bad, 0);
+    for (int x = 0; x < 9; x++) runs += got[x].runs;
+  }
+  if (*saved) setenv("SR_THREADS", saved, 1);
+  else unsetenv("SR_THREADS");
+  CHECK(runs > 0);
+  // a layer outside the pattern is the input error it was
+  work_count got[9];
+  CHECK(tiles_runs_account_layer(&p, 3, &l, got, &e) == SR_EINPUT);
+  CHECK_STR_CONTAINS(e.msg, "outside");
   tiles_masks_free(masks, p.heads);
   pattern_free(&p);
   fx_layout_free(&l);
