@@ -120,18 +120,47 @@ TEST(repredict_predicts_a_run_of_several_layers_as_the_mean_of_its_layers) {
 // A `train --predict` log listed in a manifest is a training step: repredict simulates it as the trainer's
 // --predict did, so the simulated step of its row is the one the trainer printed. Slow GPU figures (0.01
 // TFLOP/s, 0.5 GB/s) make tiny-test's step seconds long, so the 3 printed decimals compare closely.
-TEST(repredict_simulates_a_logged_training_step_as_train_predict_did) {
-  const char *dir = test_tmpdir();
-  char path[800], cmd[2400], *log = NULL, *out = NULL;
-  snprintf(path, sizeof path, "%s/trun", dir);
-  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs", path);
-  CHECK_EQ_INT(system(cmd), 0);
+// A "slow" one-host calibration of 2 GPUs at PATH/cal.json: simulated training steps of a tiny model take long enough
+// to compare to the millisecond.
+static void slow_cluster(const char *path) {
+  char cmd[900];
   snprintf(cmd, sizeof cmd, "%s/cal.json", path);
   write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"slow\", \"peak_tflops\": 0.01,"
                   " \"fp64_tflops\": 34, \"hbm_gbps\": 0.5, \"mem_gib\": 140, \"efficiency\": {\"gemm\": 0.8,"
                   " \"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_fwd_bar\": 0.1, \"attn_bwd_full\": 0.2, \"attn_bwd_partial\": 0.1, \"attn_bwd_bar\": 0.05}},"
                   " \"intra_node\": {\"gbps\": 350, \"latency_us\": 80}, \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256},"
                   " \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+}
+
+// `repredict` over PATH with one manifest line for PATH/logs/*.log on PATH/cal.json and FLAGS; its output (free it).
+// want_rc >= 0: the exit status it must have.
+static char *repredict_with(const char *path, const char *flags, int want_rc) {
+  char cmd[1200], *out = NULL, line[400];
+  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
+  snprintf(line, sizeof line, "logs/*.log\tcal.json\t%s\n", flags);
+  write_file(cmd, line);
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s", test_bin_dir(), path);
+  int rc = test_run(cmd, &out);
+  if (want_rc >= 0) CHECK_EQ_INT(rc, want_rc);
+  return out;
+}
+
+// repredict's output simulates logs/t.log's training step as the trainer's own --predict did (`trainer` seconds).
+static void check_step_as_trainer(const char *out, double trainer) {
+  CHECK_STR_CONTAINS(out, "error over 1 training steps");
+  const char *row = out ? strstr(out, "logs/t.log ") : NULL, *bar = row ? strchr(row, '|') : NULL;
+  double sim = 0;
+  CHECK(bar && sscanf(bar, "| %lf", &sim) == 1);
+  CHECK_NEAR(sim, trainer, 1.5e-3);
+}
+
+TEST(repredict_simulates_a_logged_training_step_as_train_predict_did) {
+  const char *dir = test_tmpdir();
+  char path[800], cmd[2400], *log = NULL, *out = NULL;
+  snprintf(path, sizeof path, "%s/trun", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/logs", path);
+  CHECK_EQ_INT(system(cmd), 0);
+  slow_cluster(path);
   snprintf(cmd, sizeof cmd, MPI_ENV "mpirun -np 2 %s/sparsering-exec train --model tiny-test --cluster %s/cal.json --strategy "
            "mtraining --pattern vs-topp:0.95 --seq 2048 --steps 2 --predict > %s/logs/t.log 2>&1", test_bin_dir(), path, path);
   CHECK_EQ_INT(test_run(cmd, NULL), 0);
@@ -141,15 +170,8 @@ TEST(repredict_simulates_a_logged_training_step_as_train_predict_did) {
   const char *at = log ? strstr(log, "simulated step ") : NULL;
   double trainer = 0;
   CHECK(at && sscanf(at, "simulated step %lfs", &trainer) == 1 && trainer > 1);
-  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
-  write_file(cmd, "logs/*.log\tcal.json\t\n");
-  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s", test_bin_dir(), path);
-  CHECK_EQ_INT(test_run(cmd, &out), 0);
-  CHECK_STR_CONTAINS(out, "error over 1 training steps");
-  const char *row = out ? strstr(out, "logs/t.log ") : NULL, *bar = row ? strchr(row, '|') : NULL;
-  double sim = 0;
-  CHECK(bar && sscanf(bar, "| %lf", &sim) == 1);
-  CHECK_NEAR(sim, trainer, 1.5e-3);
+  out = repredict_with(path, "", 0);
+  check_step_as_trainer(out, trainer);
   free(log);
   free(out);
 }
@@ -697,12 +719,7 @@ TEST(repredict_simulates_an_fpdt_training_step_of_a_model_file_as_train_predict_
   snprintf(cmd, sizeof cmd, "mkdir -p %s/logs && sed -E 's/\"num_hidden_layers\": [0-9]+/\"num_hidden_layers\": 1/' "
            "models/tiny-test.json > %s/tiny-1l.json", path, path);
   CHECK_EQ_INT(system(cmd), 0);
-  snprintf(cmd, sizeof cmd, "%s/cal.json", path);
-  write_file(cmd, "{\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"slow\", \"peak_tflops\": 0.01,"
-                  " \"fp64_tflops\": 34, \"hbm_gbps\": 0.5, \"mem_gib\": 140, \"efficiency\": {\"gemm\": 0.8,"
-                  " \"attn_fwd_full\": 0.4, \"attn_fwd_partial\": 0.2, \"attn_fwd_bar\": 0.1, \"attn_bwd_full\": 0.2, \"attn_bwd_partial\": 0.1, \"attn_bwd_bar\": 0.05}},"
-                  " \"intra_node\": {\"gbps\": 350, \"latency_us\": 80}, \"host\": {\"pcie_gbps\": 50, \"mem_gib\": 256},"
-                  " \"calibration\": {\"measured\": true, \"source\": \"test\"}}");
+  slow_cluster(path);
   snprintf(cmd, sizeof cmd, MPI_ENV "mpirun -np 2 %s/sparsering-exec train --model %s/tiny-1l.json --cluster %s/cal.json "
            "--strategy fpdt --fpdt-chunk 512 --pattern dense --offload-activations --seq 2048 --steps 1 --predict "
            "> %s/logs/t.log 2>&1", test_bin_dir(), path, path, path);
@@ -719,27 +736,14 @@ TEST(repredict_simulates_an_fpdt_training_step_of_a_model_file_as_train_predict_
   CHECK_EQ_INT(repredict_parse_train_log(log, &r), 0);
   CHECK(strcmp(r.schedule, "fpdt:512+offload") == 0);
   CHECK_EQ_INT(r.offload, 1);
-  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
-  write_file(cmd, "logs/*.log\tcal.json\t\n");
-  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s", test_bin_dir(), path);
-  CHECK_EQ_INT(test_run(cmd, &out), 0);
+  out = repredict_with(path, "", 0);
   CHECK_STR_CONTAINS(out, "not predicted (1)");  // 'tiny-1l' is no shipped model
   free(out);
-  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
-  write_file(cmd, "logs/*.log\tcal.json\t--model tiny-1l.json\n");
-  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s", test_bin_dir(), path);
-  CHECK_EQ_INT(test_run(cmd, &out), 0);
-  CHECK_STR_CONTAINS(out, "error over 1 training steps");
-  const char *row = out ? strstr(out, "logs/t.log ") : NULL, *bar = row ? strchr(row, '|') : NULL;
-  double sim = 0;
-  CHECK(bar && sscanf(bar, "| %lf", &sim) == 1);
-  CHECK_NEAR(sim, trainer, 1.5e-3);
+  out = repredict_with(path, "--model tiny-1l.json", 0);
+  check_step_as_trainer(out, trainer);
   free(out);
   // a --model file that is not there: the run is not predicted, and the message names the file
-  snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
-  write_file(cmd, "logs/*.log\tcal.json\t--model nothere.json\n");
-  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s", test_bin_dir(), path);
-  test_run(cmd, &out);
+  out = repredict_with(path, "--model nothere.json", -1);
   CHECK_STR_CONTAINS(out, "nothere.json");
   free(log);
   free(out);
