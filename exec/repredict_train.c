@@ -29,21 +29,23 @@ int repredict_parse_train_log(const char *text, train_rerun *r) {
   double a = 0, g = 0, c = 0, a1 = -1, g1 = 0, c1 = 0;  // the steps after the first; the first's (a1 < 0: none)
   for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     long long seq, st;
-    char model[128], lay[64], sch[32], pat[512], chunk[24], off[16];
-    if (!head && sscanf(line, "train: %127[^,], %*s params, seq %lld on %d rank(s) (%63s layout, %31s schedule, pattern %511[^,],",
-                        model, &seq, &r->world, lay, sch, pat) == 6) {
-      snprintf(r->model, sizeof r->model, "%s", model);
-      snprintf(r->layout, sizeof r->layout, "%s", lay);
-      snprintf(r->schedule, sizeof r->schedule, "%s", sch);
-      snprintf(r->pattern, sizeof r->pattern, "%s", pat);
-      r->seq = seq, head = 1;
-    } else if (!head && sscanf(line, "train: %127[^,], %*s params, seq %lld on %d rank(s) (%63s layout, FPDT in %23[^-]-token "
-                               "chunks%15[^,], pattern %511[^,],", model, &seq, &r->world, lay, chunk, off, pat) == 7) {
-      snprintf(r->model, sizeof r->model, "%s", model);
-      snprintf(r->layout, sizeof r->layout, "%s", lay);
-      snprintf(r->schedule, sizeof r->schedule, "fpdt:%s%s", chunk, strstr(off, "offloaded") ? "+offload" : "");
-      snprintf(r->pattern, sizeof r->pattern, "%s", pat);
-      r->seq = seq, head = 1;
+    char model[128], lay[64], sch[32], pat[512], chunk[24];
+    int at = 0, n = 0;
+    if (!head && sscanf(line, "train: %127[^,], %*s params, seq %lld on %d rank(s) (%63s layout, %n", model, &seq, &r->world,
+                        lay, &at) == 4 && at > 0) {
+      const char *rest = line + at;  // "SCHEDULE schedule, pattern ..." or FPDT's "FPDT in CHUNK-token chunks[ offloaded], ..."
+      if (sscanf(rest, "FPDT in %23[^-]-token chunks%n", chunk, &n) == 1 && n > 0)
+        snprintf(sch, sizeof sch, "fpdt:%s%s", chunk, !strncmp(rest + n, " offloaded", 10) ? "+offload" : "");
+      else if (sscanf(rest, "%31s schedule,%n", sch, &n) != 1 || n == 0)
+        continue;
+      const char *pp = strstr(rest, ", pattern ");
+      if (pp && sscanf(pp, ", pattern %511[^,],", pat) == 1) {
+        snprintf(r->model, sizeof r->model, "%s", model);
+        snprintf(r->layout, sizeof r->layout, "%s", lay);
+        snprintf(r->schedule, sizeof r->schedule, "%s", sch);
+        snprintf(r->pattern, sizeof r->pattern, "%s", pat);
+        r->seq = seq, head = 1;
+      }
     }
     if (strncmp(line, "train: data ", 12) == 0) {  // "selective in K of L layers" (some), "selective (" (all)
       const char *sel = strstr(line, "recompute selective");

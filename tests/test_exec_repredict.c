@@ -748,3 +748,26 @@ TEST(repredict_simulates_an_fpdt_training_step_of_a_model_file_as_train_predict_
   free(log);
   free(out);
 }
+
+// The trainer's header names the schedule, or FPDT's chunks with or without " offloaded" in its place.
+TEST(repredict_reads_the_trainers_schedule_or_fpdts_chunks_from_its_header) {
+  static const char *const lines[][2] = {
+      {"train: m, 1 params, seq 4096 on 2 rank(s) (striped layout, double-ring schedule, pattern vs-topp:0.95, density 0.1)\n",
+       "double-ring"},
+      {"train: m, 1 params, seq 4096 on 2 rank(s) (contiguous layout, FPDT in 1K-token chunks offloaded, pattern dense, "
+       "density 1.0000)\n", "fpdt:1K+offload"},
+      {"train: m, 1 params, seq 4096 on 2 rank(s) (contiguous layout, FPDT in 64K-token chunks, pattern dense, density 1)\n",
+       "fpdt:64K"},
+  };
+  for (int i = 0; i < 3; i++) {
+    char log[1024];
+    snprintf(log, sizeof log, "%spredict: m | simulated step 1.000s | measured step 2.000s (best after the first)\n",
+             lines[i][0]);
+    train_rerun r;
+    memset(&r, 0, sizeof r);
+    CHECK_EQ_INT(repredict_parse_train_log(log, &r), 0);
+    CHECK(strcmp(r.schedule, lines[i][1]) == 0);
+    CHECK(strcmp(r.pattern, i ? "dense" : "vs-topp:0.95") == 0);
+    CHECK_EQ_INT(r.world, 2);
+  }
+}
