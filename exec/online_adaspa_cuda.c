@@ -10,9 +10,9 @@
 // for vertical-slash bit sets) and uploaded; the backward transposes it on first use. Reuse forwards run the
 // uploaded index until the next search.
 // A search that runs its own dense pass (the trainer's, every search: each step brings a new sample) takes the
-// masses from that pass instead where the kernels allow (Hopper, B = 64 or 128; sa_fwd_block_lse): the pass writes
-// each row's log-sum-exp over every key block, adaspa_gpu_mass_from_table sums them with the pass's LSE, and the
-// masses kernel does not run (SR_ADASPA_FUSED=0 turns this off; the table, sa_block_lse_floats floats, is allocated
+// masses from that pass instead where the kernels allow (Hopper, B = 64 or 128; sa_fwd_block_lse): the pass, which
+// has no attention output to make (the dense pass's is never used), writes each row's LSE and log-sum-exp over every
+// key block, adaspa_gpu_mass_from_table sums them with that LSE, and the masses kernel does not run (SR_ADASPA_FUSED=0 turns this off; the table, sa_block_lse_floats floats, is allocated
 // for the pass and freed after it, and where it does not fit the search runs as before).
 // One rank a sequence (R = 1, U = 1): the mass kernel reads the whole sequence, queries and keys in global
 // order, from one device. The CPU backend's search rides the ring over any number of ranks (online_adaspa_cpu.c).
@@ -138,7 +138,8 @@ static int dense_pass(struct dist_attn *a, adaspa_cuda *o, const void *q, const 
   return SR_OK;
 }
 
-// The dense pass that also leaves the search's masses (o->mass, from its block table): 1 when it ran, 0 when it
+// The dense pass for the LSE that also leaves the search's masses (o->mass, from its block table; no attention
+// output, no P V product): 1 when it ran, 0 when it
 // does not apply here (off Hopper, a block other than 64 or 128, SR_ADASPA_FUSED=0, or no memory for the table:
 // the caller runs dense_pass and the masses kernel), -1 on an error.
 static int dense_pass_masses(struct dist_attn *a, adaspa_cuda *o, const void *q, const void *k, sr_error *e) {
@@ -154,19 +155,13 @@ static int dense_pass_masses(struct dist_attn *a, adaspa_cuda *o, const void *q,
   cuda_state *st = a->cuda;
   double t0 = sr_now();
   const void *v = (const char *)k + 2 * (size_t)(a->n_q * a->nkv * a->d);  // kv_own: K then V
-  int rc = (int)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a));
-  if (!rc) rc = (int)dist_cuda_fill(o->lse, -INFINITY, a->n_q * a->nh, CS(a));
-  if (rc) {
-    cudaFree(blk);
-    return sr_internal_error(e, 0, "rank %d: adaspa-online: CUDA error %s", a->c->rank, cudaGetErrorString((cudaError_t)rc)), -1;
-  }
-  if (sa_fwd_block_lse(&sh, q, k, v, st->qpos, &o->dense_ix, st->o_run, o->lse, o->c.opts.block, blk, CS(a), e) ||
+  // the pass without its output (nothing uses it): the rows' LSE and the table
+  if (sa_fwd_block_lse(&sh, q, k, v, st->qpos, &o->dense_ix, NULL, o->lse, o->c.opts.block, blk, CS(a), e) ||
       adaspa_gpu_mass_from_table(blk, o->lse, a->n_q, a->H, o->c.opts.block, o->mass, CS(a), e)) {
     cudaFree(blk);
     return -1;
   }
-  rc = (int)dist_cuda_fill(st->o_run, 0.0f, a->n_q * a->nh * a->d, CS(a));  // the ring's start again
-  cudaError_t r = rc ? (cudaError_t)rc : cudaStreamSynchronize(CS(a));
+  cudaError_t r = cudaStreamSynchronize(CS(a));
   cudaFree(blk);
   if (r != cudaSuccess) return sr_internal_error(e, 0, "rank %d: adaspa-online: CUDA error %s", a->c->rank, cudaGetErrorString(r)), -1;
   o->c.lse_valid = 1, o->mass_ready = 1;

@@ -179,6 +179,8 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
 // of the tile), m + log2(sum over the block's causal keys of exp2(scale log2e q.k - m)) at the row's running max m
 // (base 2) into blk[((head T(T+1)/2 + qt(qt+1)/2) 128 / block + J) 128 + r], T the query tiles (-inf: nothing
 // kept). Rows past n are not written. adaspa_gpu_mass_from_table (kernels/vs_gpu.h) sums it into block masses.
+// With o_run NULL the pass has no output and no P V product: it writes the rows' LSE into lse_run (not merged) and
+// the table, about the work of the masses kernel (a search that needs no attention output from its pass).
 // Hopper only (sa_block_lse_applies); blk holds sa_block_lse_floats floats.
 int64_t sa_block_lse_floats(int64_t n, int32_t heads, int32_t block);
 int sa_block_lse_applies(const sa_shape *s, int32_t block);

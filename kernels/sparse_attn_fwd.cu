@@ -387,8 +387,10 @@ int sa_fwd_block_lse(const sa_shape *s, const void *q, const void *k, const void
   if (!sa_block_lse_applies(s, block))
     return sr_input_error(e, NULL, "sa_fwd_block_lse", "needs the sm_90a image on this device, blocks of 64 or 128, "
                           "head_dim 64 or 128 and as many keys as queries (block %d, head_dim %d)", block, s->head_dim);
-  if (!o_run || !lse_run || !blk) return sr_input_error(e, NULL, "sa_fwd_block_lse", "o_run, lse_run and blk are required");
-  fwd_args a = fwd_args_of(s, q, k, v, pos, pos, ix, 0, NULL, NULL, NULL, o_run, lse_run);
+  if (!lse_run || !blk) return sr_input_error(e, NULL, "sa_fwd_block_lse", "lse_run and blk are required");
+  // without o_run: no output and no P V, the rows' LSE written (not merged)
+  fwd_args a = o_run ? fwd_args_of(s, q, k, v, pos, pos, ix, 0, NULL, NULL, NULL, o_run, lse_run)
+                     : fwd_args_of(s, q, k, v, pos, pos, ix, 0, NULL, NULL, lse_run, NULL, NULL);
   a.blk = blk, a.blk_b = block;
   int64_t cells = (int64_t)s->heads * ix->d.n_qtiles;
   if (cells == 0) return SR_OK;

@@ -196,7 +196,7 @@ __device__ __forceinline__ void ws_load(const fwd_args &a, const ws_maps &mp, co
 
 // The producer: Q, then K one chunk ahead of V (K_{c+1} needs only S_{c-1} done, V_c needs P_{c-2} V_{c-2}),
 // so both stages of K are in flight while V waits for its product.
-template <int D, bool FAST>
+template <int D, bool FAST, bool NOPV>
 __device__ __forceinline__ void ws_produce(const fwd_args &a, const ws_maps &mp, const ws_smem<D> &sm, const ws_walk &w,
                                            int h, int kvh, int64_t row0, int pt) {
   if (pt == 0) {
@@ -215,9 +215,11 @@ __device__ __forceinline__ void ws_produce(const fwd_args &a, const ws_maps &mp,
       sa_mbar_wait(&sm.k_empty[st], (((c + 1) / WS_STAGES) & 1) ^ 1);
       ws_load<D, true>(a, mp, n0, n1, sm.k0 + st * TB, sm.kpos + st * WS_BN, sm.info + st, &sm.k_full[st], kvh, pt);
     }
-    int st = c % WS_STAGES;
-    sa_mbar_wait(&sm.v_empty[st], ((c / WS_STAGES) & 1) ^ 1);
-    ws_load<D, false>(a, mp, h0, h1, sm.v0 + st * TB, NULL, NULL, &sm.v_full[st], kvh, pt);
+    if (!NOPV) {  // NOPV: the pass for the row LSE and the block table only, no P V
+      int st = c % WS_STAGES;
+      sa_mbar_wait(&sm.v_empty[st], ((c / WS_STAGES) & 1) ^ 1);
+      ws_load<D, false>(a, mp, h0, h1, sm.v0 + st * TB, NULL, NULL, &sm.v_full[st], kvh, pt);
+    }
     h0 = n0, h1 = n1;
   }
   sa_cp_async_wait<0>();
@@ -440,7 +442,7 @@ __device__ __forceinline__ void ws_block_lse(float (*cs)[2], const float *m, int
 // After S_c has landed: its keep bits (then stage st's K and positions are released), the softmax, and
 // (once the previous P V has landed, releasing its V stage) the rescale of O and P_c packed to bf16. FAST: the
 // keep bits in the windowed form where the halves allow it.
-template <int D, bool FAST, int BLK>
+template <int D, bool FAST, int BLK, bool NOPV = false>
 __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_smem<D> &sm, int st, int pst,
                                                  float (*s)[4], float *o, uint32_t (*pa)[4], float *m, float *l,
                                                  const head_mask *mask, int causal_partial, const int64_t *qp,
@@ -467,6 +469,7 @@ __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_sme
   if (__all_sync(0xffffffffu, (k0 & k1) == 0xffffffffu)) ws_softmax<false, BLK>(s, k0, k1, a.scale_log2, m, l, alpha, cs);
   else ws_softmax<true, BLK>(s, k0, k1, a.scale_log2, m, l, alpha, cs);
   if constexpr (BLK > 0) ws_block_lse<BLK>(cs, m, kfirst, blk, r0, n_rows, t);
+  if constexpr (NOPV) return;  // no output: the row sums and the table are all the pass leaves
 
   sa_wgmma_wait<0>();  // the previous P V done: O and the P registers are free
 #pragma unroll
@@ -488,7 +491,7 @@ __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_sme
   }
 }
 
-template <int D, bool PINGPONG, bool FAST, int BLK>
+template <int D, bool PINGPONG, bool FAST, int BLK, bool NOPV>
 __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &sm, const ws_walk &w, int h, int qt,
                                            int64_t row0, int n_rows, int cw, int lw, int lane) {
   int g = lane >> 2, t = lane & 3;
@@ -534,12 +537,28 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
     // Chunk 0: S only.
     sa_mbar_wait(&sm.k_full[0], 0);
     sa_fence_proxy_async();
-    ws_issue<D, PINGPONG, true, false>(s, of, pa, dq0, sm.k0, NULL, cw, 1);
+    // (NOPV: every turn is an S; warpgroup 1's last one is not handed over, nobody waits for it)
+    ws_issue<D, PINGPONG, true, false>(s, of, pa, dq0, sm.k0, NULL, cw, !NOPV || nc > 1 || cw == 0);
     sa_wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < WS_BN / 2; i++) sa_reg_fence((&s[0][0])[i]);
-    ws_softmax_chunk<D, FAST, BLK>(a, sm, 0, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane, blk,
-                                    lw * 16 + g, n_rows);
+    ws_softmax_chunk<D, FAST, BLK, NOPV>(a, sm, 0, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane,
+                                          blk, lw * 16 + g, n_rows);
+    if constexpr (NOPV) {
+      for (int c = 1; c < nc; c++) {
+        int st = c % WS_STAGES;
+        sa_mbar_wait(&sm.k_full[st], (c / WS_STAGES) & 1);
+        sa_fence_proxy_async();
+        ws_issue<D, PINGPONG, true, false>(s, of, pa, dq0, sm.k0 + st * ws_smem<D>::TILE_BYTES, NULL, cw,
+                                           c + 1 < nc || cw == 0);
+        sa_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < WS_BN / 2; i++) sa_reg_fence((&s[0][0])[i]);
+        ws_softmax_chunk<D, FAST, BLK, true>(a, sm, st, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t,
+                                             lane, blk, lw * 16 + g, n_rows);
+      }
+      nc = 0;  // nothing below runs
+    }
 
     // Chunk c: S_c with P_{c-1} V_{c-1}; the softmax of S_c under the second product.
     for (int c = 1; c < nc; c++) {
@@ -557,6 +576,7 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
     }
 
     // The last chunk's P V.
+    if (nc > 0) {
     int pst = (nc - 1) % WS_STAGES;
     sa_mbar_wait(&sm.v_full[pst], ((nc - 1) / WS_STAGES) & 1);
     sa_fence_proxy_async();
@@ -568,13 +588,14 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
     for (int kk = 0; kk < WS_BN / 16; kk++)
 #pragma unroll
       for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]);
+    }
   }
   fwd_epilogue<D, 1>(a, o, m, l, rl, row0, n_rows, h, t);
 }
 
 // ---- the kernel ---------------------------------------------------------------------------------------
 
-template <int D, bool PINGPONG, bool FAST, int BLK>
+template <int D, bool PINGPONG, bool FAST, int BLK, bool NOPV>
 __global__ void __launch_bounds__(WS_THREADS, 1) sa_fwd_ws_kernel(const __grid_constant__ fwd_args a,
                                                                   const __grid_constant__ ws_maps mp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -602,10 +623,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1) sa_fwd_ws_kernel(const __grid_c
 
   if (wg == 0) {
     sa_setmaxnreg_dec<WS_PROD_REGS>();
-    if (w.n_chunks > 0) ws_produce<D, FAST>(a, mp, sm, w, h, kvh, row0, tid);
+    if (w.n_chunks > 0) ws_produce<D, FAST, NOPV>(a, mp, sm, w, h, kvh, row0, tid);
   } else {
     sa_setmaxnreg_inc<WS_CONS_REGS>();
-    ws_consume<D, PINGPONG, FAST, BLK>(a, sm, w, h, qt, row0, n_rows, wg - 1, warp - 4, lane);
+    ws_consume<D, PINGPONG, FAST, BLK, NOPV>(a, sm, w, h, qt, row0, n_rows, wg - 1, warp - 4, lane);
   }
 }
 
@@ -639,12 +660,12 @@ static int ws_maps_build(const fwd_args &a, int head_dim, ws_maps *mp, sr_error 
   return ws_map_2d(&mp->v, a.v, a.n_k, (int64_t)a.kv_heads * head_dim, SA_BN, e);
 }
 
-template <int D, bool PINGPONG, bool FAST, int BLK = 0>
+template <int D, bool PINGPONG, bool FAST, int BLK = 0, bool NOPV = false>
 static int ws_launch(const fwd_args &a, const ws_maps &mp, int64_t cells, cudaStream_t st, sr_error *e) {
   size_t smem = ws_smem<D>::bytes();
-  SA_CUDA(cudaFuncSetAttribute(sa_fwd_ws_kernel<D, PINGPONG, FAST, BLK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  SA_CUDA(cudaFuncSetAttribute(sa_fwd_ws_kernel<D, PINGPONG, FAST, BLK, NOPV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)smem));
-  sa_fwd_ws_kernel<D, PINGPONG, FAST, BLK><<<(unsigned)cells, WS_THREADS, smem, st>>>(a, mp);
+  sa_fwd_ws_kernel<D, PINGPONG, FAST, BLK, NOPV><<<(unsigned)cells, WS_THREADS, smem, st>>>(a, mp);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
@@ -666,6 +687,14 @@ int sa_fwd_ws_launch_blk(const fwd_args &a, int64_t cells, int head_dim, cudaStr
   ws_maps mp;
   int rc = ws_maps_build(a, head_dim, &mp, e);
   if (rc) return rc;
+  // No running output: the pass for the rows' LSE (written, not merged) and the table alone, without P V.
+  if (!a.o_run) {
+    if (a.blk_b == 64)
+      return head_dim == 64 ? ws_launch<64, true, true, 64, true>(a, mp, cells, st, e)
+                            : ws_launch<128, true, true, 64, true>(a, mp, cells, st, e);
+    return head_dim == 64 ? ws_launch<64, true, true, 128, true>(a, mp, cells, st, e)
+                          : ws_launch<128, true, true, 128, true>(a, mp, cells, st, e);
+  }
   if (a.blk_b == 64)
     return head_dim == 64 ? ws_launch<64, true, true, 64>(a, mp, cells, st, e) : ws_launch<128, true, true, 64>(a, mp, cells, st, e);
   return head_dim == 64 ? ws_launch<64, true, true, 128>(a, mp, cells, st, e) : ws_launch<128, true, true, 128>(a, mp, cells, st, e);
