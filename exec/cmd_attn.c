@@ -209,8 +209,13 @@ static int search_print(dist_attn *da, int layer, sr_error *e) {
          "sparsity %.4f)", layer, (long long)s.searches, (long long)s.reuses, (long long)s.dense_passes, s.recall_search,
          s.sparsity_mean);
   if (s.reused_measured > 0) printf(", %.4f reused (%lld forwards)", s.recall_reused, (long long)s.reused_measured);
-  printf("; last dense pass %.3f ms, last LSE-cached search %.3f ms, its mask to execution form %.3f ms\n",
-         1e3 * s.dense_s, 1e3 * s.search_s, 1e3 * s.index_s);
+  if (s.last_from_table)
+    printf("; last dense pass with the masses from its block table %.3f ms (%lld such), then the selections %.3f ms, "
+           "its mask to execution form %.3f ms\n", 1e3 * s.dense_s, (long long)s.table_searches, 1e3 * s.search_s,
+           1e3 * s.index_s);
+  else
+    printf("; last dense pass %.3f ms, last LSE-cached search %.3f ms, its mask to execution form %.3f ms\n",
+           1e3 * s.dense_s, 1e3 * s.search_s, 1e3 * s.index_s);
   return SR_OK;
 }
 

@@ -130,6 +130,9 @@ typedef struct {
   int64_t reused_measured; // reuse forwards behind recall_reused
   double dense_s, search_s, index_s;  // the last search's dense pass, LSE-cached search (masses and selection),
                                       // and mask -> execution form, seconds (CUDA: synchronised)
+  int64_t table_searches;  // searches whose masses came from their own dense pass's block table (CUDA, Hopper)
+  int last_from_table;     // the last search's did: dense_s holds the pass with the table and the masses from it,
+                           // search_s the selections
 } dist_search_stats;
 // The search counters so far (SR_OK); an input error for a plan that does not search.
 int dist_attn_search_stats(const dist_attn *a, dist_search_stats *out, sr_error *e);

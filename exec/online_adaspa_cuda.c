@@ -9,6 +9,11 @@
 // where its execution form is built (tiles_build: BLOCK heads have no GPU conversion, kernels/vs_gpu.h's is
 // for vertical-slash bit sets) and uploaded; the backward transposes it on first use. Reuse forwards run the
 // uploaded index until the next search.
+// A search that runs its own dense pass (the trainer's, every search: each step brings a new sample) takes the
+// masses from that pass instead where the kernels allow (Hopper, B = 64 or 128; sa_fwd_block_lse): the pass, which
+// has no attention output to make (the dense pass's is never used), writes each row's LSE and log-sum-exp over every
+// key block, adaspa_gpu_mass_from_table sums them with that LSE, and the masses kernel does not run (SR_ADASPA_FUSED=0 turns this off; the table, sa_block_lse_floats floats, is allocated
+// for the pass and freed after it, and where it does not fit the search runs as before).
 // One rank a sequence (R = 1, U = 1): the mass kernel reads the whole sequence, queries and keys in global
 // order, from one device. The CPU backend's search rides the ring over any number of ranks (online_adaspa_cpu.c).
 #include <math.h>
@@ -44,6 +49,7 @@ typedef struct {
   sa_gpu_index_t ixt;
   int have_ix, have_ixt;
   double *recall, *sparsity, *kt_h;  // host [H], [H], [2 H]
+  int mass_ready;           // o->mass holds the masses of the coming search (from its dense pass's table)
 } adaspa_cuda;
 
 #define AS_CUDA(call)                                                                                      \
@@ -132,6 +138,38 @@ static int dense_pass(struct dist_attn *a, adaspa_cuda *o, const void *q, const 
   return SR_OK;
 }
 
+// The dense pass for the LSE that also leaves the search's masses (o->mass, from its block table; no attention
+// output, no P V product): 1 when it ran, 0 when it
+// does not apply here (off Hopper, a block other than 64 or 128, SR_ADASPA_FUSED=0, or no memory for the table:
+// the caller runs dense_pass and the masses kernel), -1 on an error.
+static int dense_pass_masses(struct dist_attn *a, adaspa_cuda *o, const void *q, const void *k, sr_error *e) {
+  sa_shape sh = {a->n_q, a->n_q, a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
+  const char *env = getenv("SR_ADASPA_FUSED");
+  if ((env && strcmp(env, "0") == 0) || !sa_block_lse_applies(&sh, o->c.opts.block)) return 0;
+  float *blk = NULL;
+  size_t bytes = sizeof(float) * (size_t)sa_block_lse_floats(a->n_q, a->nh, o->c.opts.block);
+  if (cudaMalloc((void **)&blk, bytes) != cudaSuccess) {
+    cudaGetLastError();  // out of memory: the search without the table
+    return 0;
+  }
+  cuda_state *st = a->cuda;
+  double t0 = sr_now();
+  const void *v = (const char *)k + 2 * (size_t)(a->n_q * a->nkv * a->d);  // kv_own: K then V
+  // the pass without its output (nothing uses it): the rows' LSE and the table
+  if (sa_fwd_block_lse(&sh, q, k, v, st->qpos, &o->dense_ix, NULL, o->lse, o->c.opts.block, blk, CS(a), e) ||
+      adaspa_gpu_mass_from_table(blk, o->lse, a->n_q, a->H, o->c.opts.block, o->mass, CS(a), e)) {
+    cudaFree(blk);
+    return -1;
+  }
+  cudaError_t r = cudaStreamSynchronize(CS(a));
+  cudaFree(blk);
+  if (r != cudaSuccess) return sr_internal_error(e, 0, "rank %d: adaspa-online: CUDA error %s", a->c->rank, cudaGetErrorString(r)), -1;
+  o->c.lse_valid = 1, o->mass_ready = 1;
+  o->c.st.dense_passes++, o->c.st.table_searches++;
+  o->c.st.dense_s = sr_now() - t0;
+  return 1;
+}
+
 // Select at the given sparsities [H]: the mask on the device, kept and total on the host (kt_h).
 static int select_blocks(struct dist_attn *a, adaspa_cuda *o, const double *sparsity, sr_error *e) {
   int H = a->H;
@@ -145,8 +183,11 @@ static int select_blocks(struct dist_attn *a, adaspa_cuda *o, const double *spar
 static int search(struct dist_attn *a, adaspa_cuda *o, const void *q, const void *k, sr_error *e) {
   int H = a->H;
   double t0 = sr_now();
-  if (adaspa_gpu_block_mass(q, k, o->n, H, a->Hkv, a->d, a->scale, o->c.opts.block, o->lse, o->mass, CS(a), e))
+  o->c.st.last_from_table = o->mass_ready;
+  if (!o->mass_ready &&
+      adaspa_gpu_block_mass(q, k, o->n, H, a->Hkv, a->d, a->scale, o->c.opts.block, o->lse, o->mass, CS(a), e))
     return e->code;
+  o->mass_ready = 0;
   for (int h = 0; h < H; h++) o->sparsity[h] = o->c.opts.sparsity;
   if (select_blocks(a, o, o->sparsity, e)) return e->code;
   for (int h = 0; h < H; h++) o->recall[h] = o->kt_h[H + h] > 0 ? o->kt_h[h] / o->kt_h[H + h] : 1;
@@ -181,6 +222,8 @@ int adaspa_cuda_forward(struct dist_attn *a, const void *q, const void *k, const
                         const head_mask **masks, sr_error *e) {
   adaspa_cuda *o = a->adaspa;
   if (adaspa_wants_search(&o->c)) {
+    int fused = o->c.lse_valid ? 0 : dense_pass_masses(a, o, q, k, e);
+    if (fused < 0) return e->code;
     if ((!o->c.lse_valid && dense_pass(a, o, q, k, e)) || search(a, o, q, k, e)) return e->code;
   } else if (adaspa_measure_dense(&o->c) && dense_pass(a, o, q, k, e)) {
     return e->code;

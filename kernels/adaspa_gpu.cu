@@ -297,6 +297,53 @@ int adaspa_gpu_block_mass(const void *q, const void *k, int64_t n, int32_t heads
                                   stream, e);
 }
 
+// ---- masses from a dense pass's block table (sa_fwd_block_lse) -------------------------------------------
+
+// One CTA of 8 warps a (query block pb, head); warp w takes key blocks w, w + 8, ... of the row, lane l the rows
+// pb B + l + 32 j (j < B / 32) in order, then the warp's shuffle tree.
+template <int B>
+__global__ void adaspa_table_mass_kernel(const float *blk, const float *lse, int64_t n, int64_t nb, float *mass) {
+  int64_t pb = blockIdx.x;
+  int h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int64_t T = (n + SA_BM - 1) / SA_BM, row0 = pb * B, qt = row0 / SA_BM, kb = SA_BM / B;
+  int ro = (int)(row0 % SA_BM);
+  const float *slab = blk + ((int64_t)h * (T * (T + 1) / 2) + qt * (qt + 1) / 2) * kb * SA_BM;
+  float l2[B / 32];
+#pragma unroll
+  for (int j = 0; j < B / 32; j++) {
+    int64_t i = row0 + lane + 32 * j;
+    l2[j] = i < n ? lse[(int64_t)h * n + i] * (float)SA_LOG2E : NAN;  // NAN: a row past n, skipped
+  }
+  float *out = mass + ((int64_t)h * nb + pb) * nb;
+  for (int64_t cb = warp; cb < nb; cb += AM_THREADS / 32) {
+    if (cb > pb) {
+      if (lane == 0) out[cb] = 0.f;
+      continue;
+    }
+    const float *col = slab + cb * SA_BM + ro + lane;
+    float x = 0.f;
+#pragma unroll
+    for (int j = 0; j < B / 32; j++)
+      if (isfinite(l2[j])) x += exp2f(col[32 * j] - l2[j]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    if (lane == 0) out[cb] = x;
+  }
+}
+
+int adaspa_gpu_mass_from_table(const float *blk, const float *lse, int64_t n, int32_t heads, int32_t block,
+                               float *mass, void *stream, sr_error *e) {
+  if (block != 64 && block != 128)
+    return sr_input_error(e, NULL, "block", "masses from a dense pass's table take blocks of 64 or 128, got %d", block);
+  int64_t nb = (n + block - 1) / block;
+  if (n < 1 || heads < 1) return SR_OK;
+  dim3 grid((unsigned)nb, (unsigned)heads);
+  if (block == 64) adaspa_table_mass_kernel<64><<<grid, AM_THREADS, 0, ST(stream)>>>(blk, lse, n, nb, mass);
+  else adaspa_table_mass_kernel<128><<<grid, AM_THREADS, 0, ST(stream)>>>(blk, lse, n, nb, mass);
+  SA_CUDA(cudaGetLastError());
+  return SR_OK;
+}
+
 int adaspa_gpu_select(const float *mass, int32_t heads, int64_t nb, const double *sparsity, int64_t row_words,
                       uint64_t *mask, double *kept, double *total, void *stream, sr_error *e) {
   if (nb < 1 || nb > AS_MAX_NB)

@@ -23,6 +23,10 @@ typedef struct {
   int64_t n_q, n_k;
   int heads, kv_heads, src;
   float scale_log2;
+  // AdaSpa's masses out of a dense pass (sa_fwd_block_lse; NULL otherwise): per (head, query tile, key block of
+  // blk_b keys, row of the tile) the base-2 log of the row's softmax sum over the block at the row's running max
+  float *blk;
+  int blk_b;
 } fwd_args;
 
 // ---- online softmax and epilogue (shared by the mma.sync and the wgmma kernels) ------------------
@@ -139,5 +143,7 @@ __device__ __forceinline__ void fwd_epilogue(const fwd_args &a, float (*o)[D / 8
 // windowed form; the caller checked the shape and that the device runs the sm_90a image.
 int sa_fwd_ws_launch(const fwd_args &a, int64_t cells, int head_dim, int pingpong, int windowed, cudaStream_t st,
                      sr_error *e);
+// The same kernel (turns, windowed keep bits) that also writes a.blk (a.blk_b 64 or 128).
+int sa_fwd_ws_launch_blk(const fwd_args &a, int64_t cells, int head_dim, cudaStream_t st, sr_error *e);
 
 #endif

@@ -172,6 +172,22 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
            const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
            float *lse_run, void *stream, sr_error *e);
 
+// AdaSpa's block masses out of a dense pass (the searches that need their own dense pass; docs/kernels.md,
+// "AdaSpa's masses from the dense pass"): the forward of sa_fwd over ix, a dense causal index of one sequence's
+// tokens in order (pos = 0 .. n - 1, queries = keys, masks NULL), merged into (o_run, lse_run) as sa_fwd does, that
+// also writes, per (head, 128-row query tile qt, key block J of `block` keys with J < (qt + 1) 128 / block, row r
+// of the tile), m + log2(sum over the block's causal keys of exp2(scale log2e q.k - m)) at the row's running max m
+// (base 2) into blk[((head T(T+1)/2 + qt(qt+1)/2) 128 / block + J) 128 + r], T the query tiles (-inf: nothing
+// kept). Rows past n are not written. adaspa_gpu_mass_from_table (kernels/vs_gpu.h) sums it into block masses.
+// With o_run NULL the pass has no output and no P V product: it writes the rows' LSE into lse_run (not merged) and
+// the table, about the work of the masses kernel (a search that needs no attention output from its pass).
+// Hopper only (sa_block_lse_applies); blk holds sa_block_lse_floats floats.
+int64_t sa_block_lse_floats(int64_t n, int32_t heads, int32_t block);
+int sa_block_lse_applies(const sa_shape *s, int32_t block);
+int sa_fwd_block_lse(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *pos,
+                     const sa_gpu_index *ix, float *o_run, float *lse_run, int32_t block, float *blk, void *stream,
+                     sr_error *e);
+
 // Forward kernel variant (benchmark and GPU test only): -1 = the default (5 where the sm_90a image runs,
 // else 0); 0 = mma.sync (sm_80 and up); on Hopper (0 elsewhere): 2 = wgmma without warp specialization
 // (kept for comparison), 3 = warp-specialized with the consumers taking turns (the default before 5),

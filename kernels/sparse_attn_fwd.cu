@@ -336,18 +336,27 @@ int sa_wgmma_built(void) {
 int sa_fwd_variant = -1;
 #define SA_FWD_DEFAULT 5
 
-int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *qpos, const int64_t *kpos,
-           const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
-           float *lse_run, void *stream, sr_error *e) {
-  int rc = sa_check_shape(s, &ix->d, src, e);
-  if (rc) return rc;
-  if (o_run && !lse_run) return sr_input_error(e, NULL, "sa_fwd", "o_run given without lse_run");
+// The launch arguments of one ring step (no block table).
+static fwd_args fwd_args_of(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *qpos,
+                            const int64_t *kpos, const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b,
+                            float *lse_b, float *o_run, float *lse_run) {
   fwd_args a;
   a.q = (const __nv_bfloat16 *)q, a.k = (const __nv_bfloat16 *)k, a.v = (const __nv_bfloat16 *)v;
   a.qpos = qpos, a.kpos = kpos, a.ti = ix->d, a.order = ix->order + (int64_t)src * ix->cells, a.masks = masks;
   a.o_b = (__nv_bfloat16 *)o_b, a.lse_b = lse_b, a.o_run = o_run, a.lse_run = lse_run;
   a.n_q = s->n_q, a.n_k = s->n_k, a.heads = s->heads, a.kv_heads = s->kv_heads, a.src = src;
   a.scale_log2 = s->scale * SA_LOG2E;
+  a.blk = NULL, a.blk_b = 0;
+  return a;
+}
+
+int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *qpos, const int64_t *kpos,
+           const sa_gpu_index *ix, int src, const head_mask *masks, void *o_b, float *lse_b, float *o_run,
+           float *lse_run, void *stream, sr_error *e) {
+  int rc = sa_check_shape(s, &ix->d, src, e);
+  if (rc) return rc;
+  if (o_run && !lse_run) return sr_input_error(e, NULL, "sa_fwd", "o_run given without lse_run");
+  fwd_args a = fwd_args_of(s, q, k, v, qpos, kpos, ix, src, masks, o_b, lse_b, o_run, lse_run);
   int64_t cells = (int64_t)s->heads * ix->d.n_qtiles;
   if (cells == 0) return SR_OK;
   cudaStream_t st = (cudaStream_t)stream;
@@ -358,4 +367,32 @@ int sa_fwd(const sa_shape *s, const void *q, const void *k, const void *v, const
   if (var >= 3 && var <= 5) return sa_fwd_ws_launch(a, cells, s->head_dim, var != 4, var == 5, st, e);
   if (var == 2) return d64 ? fwd_launch_wg<64>(a, cells, st, e) : fwd_launch_wg<128>(a, cells, st, e);
   return d64 ? fwd_launch<64, 1>(a, cells, st, e) : fwd_launch<128, 1>(a, cells, st, e);
+}
+
+int64_t sa_block_lse_floats(int64_t n, int32_t heads, int32_t block) {
+  int64_t T = (n + SA_BM - 1) / SA_BM, kb = block > 0 ? SA_BM / block : 0;
+  return (int64_t)heads * (T * (T + 1) / 2) * kb * SA_BM;
+}
+
+int sa_block_lse_applies(const sa_shape *s, int32_t block) {
+  return (block == 64 || block == 128) && (s->head_dim == 64 || s->head_dim == 128) && s->n_q == s->n_k &&
+         s->n_k < INT32_MAX && sa_wgmma_built();
+}
+
+int sa_fwd_block_lse(const sa_shape *s, const void *q, const void *k, const void *v, const int64_t *pos,
+                     const sa_gpu_index *ix, float *o_run, float *lse_run, int32_t block, float *blk, void *stream,
+                     sr_error *e) {
+  int rc = sa_check_shape(s, &ix->d, 0, e);
+  if (rc) return rc;
+  if (!sa_block_lse_applies(s, block))
+    return sr_input_error(e, NULL, "sa_fwd_block_lse", "needs the sm_90a image on this device, blocks of 64 or 128, "
+                          "head_dim 64 or 128 and as many keys as queries (block %d, head_dim %d)", block, s->head_dim);
+  if (!lse_run || !blk) return sr_input_error(e, NULL, "sa_fwd_block_lse", "lse_run and blk are required");
+  // without o_run: no output and no P V, the rows' LSE written (not merged)
+  fwd_args a = o_run ? fwd_args_of(s, q, k, v, pos, pos, ix, 0, NULL, NULL, NULL, o_run, lse_run)
+                     : fwd_args_of(s, q, k, v, pos, pos, ix, 0, NULL, NULL, lse_run, NULL, NULL);
+  a.blk = blk, a.blk_b = block;
+  int64_t cells = (int64_t)s->heads * ix->d.n_qtiles;
+  if (cells == 0) return SR_OK;
+  return sa_fwd_ws_launch_blk(a, cells, s->head_dim, (cudaStream_t)stream, e);
 }

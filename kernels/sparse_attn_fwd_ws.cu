@@ -196,7 +196,7 @@ __device__ __forceinline__ void ws_load(const fwd_args &a, const ws_maps &mp, co
 
 // The producer: Q, then K one chunk ahead of V (K_{c+1} needs only S_{c-1} done, V_c needs P_{c-2} V_{c-2}),
 // so both stages of K are in flight while V waits for its product.
-template <int D, bool FAST>
+template <int D, bool FAST, bool NOPV>
 __device__ __forceinline__ void ws_produce(const fwd_args &a, const ws_maps &mp, const ws_smem<D> &sm, const ws_walk &w,
                                            int h, int kvh, int64_t row0, int pt) {
   if (pt == 0) {
@@ -215,9 +215,11 @@ __device__ __forceinline__ void ws_produce(const fwd_args &a, const ws_maps &mp,
       sa_mbar_wait(&sm.k_empty[st], (((c + 1) / WS_STAGES) & 1) ^ 1);
       ws_load<D, true>(a, mp, n0, n1, sm.k0 + st * TB, sm.kpos + st * WS_BN, sm.info + st, &sm.k_full[st], kvh, pt);
     }
-    int st = c % WS_STAGES;
-    sa_mbar_wait(&sm.v_empty[st], ((c / WS_STAGES) & 1) ^ 1);
-    ws_load<D, false>(a, mp, h0, h1, sm.v0 + st * TB, NULL, NULL, &sm.v_full[st], kvh, pt);
+    if (!NOPV) {  // NOPV: the pass for the row LSE and the block table only, no P V
+      int st = c % WS_STAGES;
+      sa_mbar_wait(&sm.v_empty[st], ((c / WS_STAGES) & 1) ^ 1);
+      ws_load<D, false>(a, mp, h0, h1, sm.v0 + st * TB, NULL, NULL, &sm.v_full[st], kvh, pt);
+    }
     h0 = n0, h1 = n1;
   }
   sa_cp_async_wait<0>();
@@ -226,10 +228,12 @@ __device__ __forceinline__ void ws_produce(const fwd_args &a, const ws_maps &mp,
 // ---- consumer -------------------------------------------------------------------------------------
 
 // Online softmax over a 128-key chunk of a 16-row tile (s[16][4] in accumulator layout; keep bits k0 for
-// columns 0..63, k1 for 64..127 as sa_keep_bits gives them): as fwd_softmax_p in kernels/sa_fwd.cuh.
-template <bool MASKED>
+// columns 0..63, k1 for 64..127 as sa_keep_bits gives them): as fwd_softmax_p in kernels/sa_fwd.cuh. BLK (64 or
+// 128: the key block of AdaSpa's masses, sa_fwd_block_lse): the chunk's P summed per row and block into cs (this
+// thread's terms in order; the row sums l take them as a whole), 0: l takes each P.
+template <bool MASKED, int BLK>
 __device__ __forceinline__ void ws_softmax(float (*s)[4], uint32_t k0, uint32_t k1, float scale_log2, float *m, float *l,
-                                           float *alpha) {
+                                           float *alpha, float (*cs)[2]) {
   float cm[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int n = 0; n < WS_BN / 8; n++)
@@ -249,14 +253,18 @@ __device__ __forceinline__ void ws_softmax(float (*s)[4], uint32_t k0, uint32_t 
     m[ri] = mn;
     l[ri] *= alpha[ri];
   }
+  if (BLK) cs[0][0] = cs[0][1] = cs[1][0] = cs[1][1] = 0.f;
 #pragma unroll
   for (int n = 0; n < WS_BN / 8; n++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       float p = sa_exp2(fmaf(s[n][e], scale_log2, -mu[e >> 1]));
       s[n][e] = p;
-      l[e >> 1] += p;
+      if (BLK == 128) cs[e >> 1][0] += p;
+      else if (BLK == 64) cs[e >> 1][n >> 3] += p;
+      else l[e >> 1] += p;
     }
+  if (BLK) l[0] += cs[0][0] + cs[0][1], l[1] += cs[1][0] + cs[1][1];
 }
 
 // Keep bits of one half for this thread's rows (all ones when every element is kept). A causal half
@@ -405,16 +413,44 @@ __device__ __forceinline__ void ws_issue(float (*s)[4], float *o, const uint32_t
   }
 }
 
+// AdaSpa's masses out of a dense pass (a.blk): after the softmax of a chunk, cs holds this thread's sums of its
+// two rows' P = exp2(scale s - m) per key block of BLK keys (128: the chunk, cs[ri][0]; 64: each half), m the rows'
+// running max; the quad's sums by two shuffles each, then lane t of the quad writes the base-2 log-sum-exp
+// m + log2(sum P) (lg2.approx) of its (row, block): BLK 64, row t / 2 and half t % 2; BLK 128, row t (t < 2) into the
+// (head, query tile) slab `blk` at block k0 / BLK (k0 the chunk's first key: a dense causal walk loads whole key
+// tiles, keys in order). Rows past the tile's n_rows are not written.
+template <int BLK>
+__device__ __forceinline__ void ws_block_lse(float (*cs)[2], const float *m, int64_t k0, float *blk, int r0, int n_rows,
+                                             int t) {
+  constexpr int NH = BLK == 64 ? 2 : 1;
+#pragma unroll
+  for (int ri = 0; ri < 2; ri++)
+#pragma unroll
+    for (int hf = 0; hf < NH; hf++) {
+      cs[ri][hf] += __shfl_xor_sync(0xffffffffu, cs[ri][hf], 1);
+      cs[ri][hf] += __shfl_xor_sync(0xffffffffu, cs[ri][hf], 2);
+    }
+  int ri = BLK == 64 ? t >> 1 : t & 1, hf = BLK == 64 ? t & 1 : 0;
+  float x = ri ? (hf ? cs[1][1] : cs[1][0]) : (hf ? cs[0][1] : cs[0][0]);
+  float mu = ri ? m[1] : m[0];
+  mu = mu == -INFINITY ? 0.f : mu;
+  int r = r0 + 8 * ri;
+  if ((BLK == 64 || t < 2) && r < n_rows)
+    blk[(k0 / BLK + hf) * SA_BM + r] = x > 0.f ? mu + __log2f(x) : -INFINITY;
+}
+
 // After S_c has landed: its keep bits (then stage st's K and positions are released), the softmax, and
 // (once the previous P V has landed, releasing its V stage) the rescale of O and P_c packed to bf16. FAST: the
 // keep bits in the windowed form where the halves allow it.
-template <int D, bool FAST>
+template <int D, bool FAST, int BLK, bool NOPV = false>
 __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_smem<D> &sm, int st, int pst,
                                                  float (*s)[4], float *o, uint32_t (*pa)[4], float *m, float *l,
                                                  const head_mask *mask, int causal_partial, const int64_t *qp,
-                                                 int64_t qmin, const ws_vs &vs, int t, int lane) {
+                                                 int64_t qmin, const ws_vs &vs, int t, int lane, float *blk, int r0,
+                                                 int n_rows) {
   int info = sm.info[st];
   const int64_t *kp = sm.kpos + st * WS_BN;
+  int64_t kfirst = BLK ? kp[0] : 0;  // read before the stage is released
   uint32_t k0 = 0xffffffffu, k1 = 0xffffffffu;
   const int full9 = SA_CHUNK_FULL | SA_BN << 2;
   if ((info & 0x1ff) != full9 || (info >> 16) != full9) {
@@ -429,9 +465,11 @@ __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_sme
     }
   }
   sa_mbar_release_warp(&sm.k_empty[st], lane);  // K and the positions of stage st are free
-  float alpha[2];
-  if (__all_sync(0xffffffffu, (k0 & k1) == 0xffffffffu)) ws_softmax<false>(s, k0, k1, a.scale_log2, m, l, alpha);
-  else ws_softmax<true>(s, k0, k1, a.scale_log2, m, l, alpha);
+  float alpha[2], cs[2][2];
+  if (__all_sync(0xffffffffu, (k0 & k1) == 0xffffffffu)) ws_softmax<false, BLK>(s, k0, k1, a.scale_log2, m, l, alpha, cs);
+  else ws_softmax<true, BLK>(s, k0, k1, a.scale_log2, m, l, alpha, cs);
+  if constexpr (BLK > 0) ws_block_lse<BLK>(cs, m, kfirst, blk, r0, n_rows, t);
+  if constexpr (NOPV) return;  // no output: the row sums and the table are all the pass leaves
 
   sa_wgmma_wait<0>();  // the previous P V done: O and the P registers are free
 #pragma unroll
@@ -453,10 +491,15 @@ __device__ __forceinline__ void ws_softmax_chunk(const fwd_args &a, const ws_sme
   }
 }
 
-template <int D, bool PINGPONG, bool FAST>
-__device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &sm, const ws_walk &w, int h,
+template <int D, bool PINGPONG, bool FAST, int BLK, bool NOPV>
+__device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &sm, const ws_walk &w, int h, int qt,
                                            int64_t row0, int n_rows, int cw, int lw, int lane) {
   int g = lane >> 2, t = lane & 3;
+  float *blk = NULL;  // this (head, query tile)'s slab of the block table
+  if constexpr (BLK > 0) {
+    int64_t T = a.ti.n_qtiles, kb = WS_BN / BLK;
+    blk = a.blk + ((int64_t)h * (T * (T + 1) / 2) + (int64_t)qt * (qt + 1) / 2) * kb * SA_BM;
+  }
   int rl[1][2];
   int64_t qp[2];
   float o[1][D / 8][4], m[1][2], l[1][2];
@@ -494,11 +537,28 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
     // Chunk 0: S only.
     sa_mbar_wait(&sm.k_full[0], 0);
     sa_fence_proxy_async();
-    ws_issue<D, PINGPONG, true, false>(s, of, pa, dq0, sm.k0, NULL, cw, 1);
+    // (NOPV: every turn is an S; warpgroup 1's last one is not handed over, nobody waits for it)
+    ws_issue<D, PINGPONG, true, false>(s, of, pa, dq0, sm.k0, NULL, cw, !NOPV || nc > 1 || cw == 0);
     sa_wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < WS_BN / 2; i++) sa_reg_fence((&s[0][0])[i]);
-    ws_softmax_chunk<D, FAST>(a, sm, 0, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane);
+    ws_softmax_chunk<D, FAST, BLK, NOPV>(a, sm, 0, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane,
+                                          blk, lw * 16 + g, n_rows);
+    if constexpr (NOPV) {
+      for (int c = 1; c < nc; c++) {
+        int st = c % WS_STAGES;
+        sa_mbar_wait(&sm.k_full[st], (c / WS_STAGES) & 1);
+        sa_fence_proxy_async();
+        ws_issue<D, PINGPONG, true, false>(s, of, pa, dq0, sm.k0 + st * ws_smem<D>::TILE_BYTES, NULL, cw,
+                                           c + 1 < nc || cw == 0);
+        sa_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < WS_BN / 2; i++) sa_reg_fence((&s[0][0])[i]);
+        ws_softmax_chunk<D, FAST, BLK, true>(a, sm, st, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t,
+                                             lane, blk, lw * 16 + g, n_rows);
+      }
+      nc = 0;  // nothing below runs
+    }
 
     // Chunk c: S_c with P_{c-1} V_{c-1}; the softmax of S_c under the second product.
     for (int c = 1; c < nc; c++) {
@@ -511,10 +571,12 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
       sa_wgmma_wait<1>();  // S_c done; P_{c-1} V_{c-1} may still run
 #pragma unroll
       for (int i = 0; i < WS_BN / 2; i++) sa_reg_fence((&s[0][0])[i]);
-      ws_softmax_chunk<D, FAST>(a, sm, st, pst, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane);
+      ws_softmax_chunk<D, FAST, BLK>(a, sm, st, pst, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane,
+                                      blk, lw * 16 + g, n_rows);
     }
 
     // The last chunk's P V.
+    if (nc > 0) {
     int pst = (nc - 1) % WS_STAGES;
     sa_mbar_wait(&sm.v_full[pst], ((nc - 1) / WS_STAGES) & 1);
     sa_fence_proxy_async();
@@ -526,13 +588,14 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
     for (int kk = 0; kk < WS_BN / 16; kk++)
 #pragma unroll
       for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]);
+    }
   }
   fwd_epilogue<D, 1>(a, o, m, l, rl, row0, n_rows, h, t);
 }
 
 // ---- the kernel ---------------------------------------------------------------------------------------
 
-template <int D, bool PINGPONG, bool FAST>
+template <int D, bool PINGPONG, bool FAST, int BLK, bool NOPV>
 __global__ void __launch_bounds__(WS_THREADS, 1) sa_fwd_ws_kernel(const __grid_constant__ fwd_args a,
                                                                   const __grid_constant__ ws_maps mp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -560,10 +623,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1) sa_fwd_ws_kernel(const __grid_c
 
   if (wg == 0) {
     sa_setmaxnreg_dec<WS_PROD_REGS>();
-    if (w.n_chunks > 0) ws_produce<D, FAST>(a, mp, sm, w, h, kvh, row0, tid);
+    if (w.n_chunks > 0) ws_produce<D, FAST, NOPV>(a, mp, sm, w, h, kvh, row0, tid);
   } else {
     sa_setmaxnreg_inc<WS_CONS_REGS>();
-    ws_consume<D, PINGPONG, FAST>(a, sm, w, h, row0, n_rows, wg - 1, warp - 4, lane);
+    ws_consume<D, PINGPONG, FAST, BLK, NOPV>(a, sm, w, h, qt, row0, n_rows, wg - 1, warp - 4, lane);
   }
 }
 
@@ -597,11 +660,12 @@ static int ws_maps_build(const fwd_args &a, int head_dim, ws_maps *mp, sr_error 
   return ws_map_2d(&mp->v, a.v, a.n_k, (int64_t)a.kv_heads * head_dim, SA_BN, e);
 }
 
-template <int D, bool PINGPONG, bool FAST>
+template <int D, bool PINGPONG, bool FAST, int BLK = 0, bool NOPV = false>
 static int ws_launch(const fwd_args &a, const ws_maps &mp, int64_t cells, cudaStream_t st, sr_error *e) {
   size_t smem = ws_smem<D>::bytes();
-  SA_CUDA(cudaFuncSetAttribute(sa_fwd_ws_kernel<D, PINGPONG, FAST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  sa_fwd_ws_kernel<D, PINGPONG, FAST><<<(unsigned)cells, WS_THREADS, smem, st>>>(a, mp);
+  SA_CUDA(cudaFuncSetAttribute(sa_fwd_ws_kernel<D, PINGPONG, FAST, BLK, NOPV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)smem));
+  sa_fwd_ws_kernel<D, PINGPONG, FAST, BLK, NOPV><<<(unsigned)cells, WS_THREADS, smem, st>>>(a, mp);
   SA_CUDA(cudaGetLastError());
   return SR_OK;
 }
@@ -617,4 +681,21 @@ int sa_fwd_ws_launch(const fwd_args &a, int64_t cells, int head_dim, int pingpon
            : windowed ? ws_launch<64, true, true>(a, mp, cells, st, e) : ws_launch<64, true, false>(a, mp, cells, st, e);
   return !pingpong ? ws_launch<128, false, false>(a, mp, cells, st, e)
          : windowed ? ws_launch<128, true, true>(a, mp, cells, st, e) : ws_launch<128, true, false>(a, mp, cells, st, e);
+}
+
+int sa_fwd_ws_launch_blk(const fwd_args &a, int64_t cells, int head_dim, cudaStream_t st, sr_error *e) {
+  ws_maps mp;
+  int rc = ws_maps_build(a, head_dim, &mp, e);
+  if (rc) return rc;
+  // No running output: the pass for the rows' LSE (written, not merged) and the table alone, without P V.
+  if (!a.o_run) {
+    if (a.blk_b == 64)
+      return head_dim == 64 ? ws_launch<64, true, true, 64, true>(a, mp, cells, st, e)
+                            : ws_launch<128, true, true, 64, true>(a, mp, cells, st, e);
+    return head_dim == 64 ? ws_launch<64, true, true, 128, true>(a, mp, cells, st, e)
+                          : ws_launch<128, true, true, 128, true>(a, mp, cells, st, e);
+  }
+  if (a.blk_b == 64)
+    return head_dim == 64 ? ws_launch<64, true, true, 64>(a, mp, cells, st, e) : ws_launch<128, true, true, 64>(a, mp, cells, st, e);
+  return head_dim == 64 ? ws_launch<64, true, true, 128>(a, mp, cells, st, e) : ws_launch<128, true, true, 128>(a, mp, cells, st, e);
 }

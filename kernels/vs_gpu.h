@@ -211,6 +211,12 @@ int adaspa_gpu_block_mass_by(adaspa_kernel kernel, const void *q, const void *k,
 // 1 when the wgmma kernel can compute this call on the current device (an sm_90a image that runs here, block 64 or
 // 128, head_dim 64 or 128, n below 2^31 - 256, Q and K 16-byte aligned for the tensor maps), else 0.
 int adaspa_gpu_wgmma_applies(const void *q, const void *k, int64_t n, int32_t head_dim, int32_t block);
+// The same masses from the block table of a dense pass (kernels/sparse_attn.h, sa_fwd_block_lse, block 64 or 128):
+// mass[h][pb][cb] = sum over the rows i of query block pb of exp2(blk[h, i's tile, cb, i's row] - lse[h][i] log2e),
+// lse the pass's own LSE [heads, n] (natural log). One warp a (query block, key block): each lane sums its
+// block / 32 rows in order, then a shuffle tree; no atomics, the same bits run to run. Blocks above the diagonal 0.
+int adaspa_gpu_mass_from_table(const float *blk, const float *lse, int64_t n, int32_t heads, int32_t block,
+                               float *mass, void *stream, sr_error *e);
 // Per head h and causal block row, the top ceil((1 - sparsity[h]) * (row + 1)) blocks by mass (ties: lower
 // column), as adaspa_select on the same masses: mask [heads, nb, row_words] bits, kept [heads] and total [heads]
 // masses (device, float64 sums; recall = kept / total). sparsity is a host array [heads]; nb <= 8192.

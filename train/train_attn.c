@@ -576,6 +576,7 @@ int train_attn_search_stats(const train_attn *b, dist_search_stats *out, sr_erro
     out->searches += s.searches, out->reuses += s.reuses, out->dense_passes += s.dense_passes;
     out->recall_search += s.recall_search, out->sparsity_mean += s.sparsity_mean;
     out->dense_s += s.dense_s, out->search_s += s.search_s, out->index_s += s.index_s;
+    out->table_searches += s.table_searches;
     if (s.reused_measured > 0) reused += s.recall_reused * (double)s.reused_measured, out->reused_measured += s.reused_measured;
     plans++;
   }

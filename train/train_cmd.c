@@ -704,6 +704,7 @@ static int run_finish(train_run *r, sr_error *e) {
            (long long)ss.searches, (long long)ss.reuses, (long long)ss.dense_passes, ss.recall_search, ss.sparsity_mean,
            r->density);
     if (ss.reused_measured > 0) printf("; reused masks %.4f (%lld forwards)", ss.recall_reused, (long long)ss.reused_measured);
+    if (ss.table_searches > 0) printf("; %lld searches with the masses from their dense pass", (long long)ss.table_searches);
     printf("\n");
   }
   printf("train: done, %lld steps in %.2fs%s%s\n", (long long)(r->t.step - r->first), sr_now() - r->run_t0,

@@ -8,7 +8,9 @@
 // twice: at the base sparsity, then at the head budgets; here 0.9 both times). CUDA events around each call, one
 // warm-up, the median of --reps (5). Columns: milliseconds and the ratio to the dense forward; "search" = masses
 // + the two selections; "diff" = the largest relative difference between the two kernels' masses (each is within
-// the bound of docs/design.md of the float64 reference; bin/sparsering-gpu-test-vs checks that).
+// the bound of docs/design.md of the float64 reference; bin/sparsering-gpu-test-vs checks that). On Hopper, right
+// of the bar: the search that runs its own dense pass (the trainer's: each step a new sample), its masses from the
+// pass's block table (sa_fwd_block_lse, adaspa_gpu_mass_from_table), costed as what it adds to that pass.
 // Usage: sparsering-bench-adaspa [--n N,N..] [--block B] [--heads H] [--kv-heads KH] [--d D] [--reps R]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -34,16 +36,27 @@ typedef struct {
   int B;
   float *lse, *mass;
   void *o;
+  float *o_run, *lse_run, *blk;  // the dense pass as the executor's search runs it (merged), and its block table
   uint64_t *mask;
   double *kt;
   int64_t nb, rw;
 } bench_state;
 
 // What one timed call runs: 0 the dense forward; the masses by 1 mma, 2 wgmma with 4 of 16 exponentials on the FMA
-// pipes (or SR_ADASPA_POLY's share), 4 wgmma with every exponential by ex2.approx (the default); 3 the two selections.
+// pipes (or SR_ADASPA_POLY's share), 4 wgmma with every exponential by ex2.approx (the default); 3 the two selections;
+// 5 the dense forward merged into (o_run, lse_run), as the executor's dense pass runs it, 6 the same with the block
+// table (sa_fwd_block_lse), 7 the masses from the table, 8 the pass without output (no P V: the LSE and the table).
 static void run_one(const bench_state *s, int what) {
   if (what == 0) {
     SR(sa_fwd(&s->sh, s->q, s->k, s->v, s->pos, s->pos, s->ix, 0, NULL, s->o, s->lse, NULL, NULL, NULL, E));
+  } else if (what == 5) {
+    SR(sa_fwd(&s->sh, s->q, s->k, s->v, s->pos, s->pos, s->ix, 0, NULL, NULL, NULL, s->o_run, s->lse_run, NULL, E));
+  } else if (what == 6) {
+    SR(sa_fwd_block_lse(&s->sh, s->q, s->k, s->v, s->pos, s->ix, s->o_run, s->lse_run, s->B, s->blk, NULL, E));
+  } else if (what == 8) {
+    SR(sa_fwd_block_lse(&s->sh, s->q, s->k, s->v, s->pos, s->ix, NULL, s->lse_run, s->B, s->blk, NULL, E));
+  } else if (what == 7) {
+    SR(adaspa_gpu_mass_from_table(s->blk, s->lse_run, s->sh.n_q, s->sh.heads, s->B, s->mass, NULL, E));
   } else if (what != 3) {
     adaspa_kernel k = what == 1 ? ADASPA_KERNEL_MMA : ADASPA_KERNEL_WGMMA;
     const char *env = getenv("SR_ADASPA_POLY");
@@ -110,8 +123,9 @@ int main(int argc, char **argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, %d SMs; heads %d/%d, d %d, block %d, random inputs, median of %d\n", prop.name,
          prop.multiProcessorCount, H, KH, D, B, reps);
-  printf("%-8s %9s %9s %6s %9s %6s %9s %6s %9s %9s %6s %7s %9s\n", "N", "dense fwd", "mma", "ratio", "wgmma", "ratio",
-         "wgmma0", "ratio", "select", "search", "ratio", "via", "diff");
+  printf("%-8s %9s %9s %6s %9s %6s %9s %6s %9s %9s %6s %7s %9s | %9s %9s %9s %9s %6s %9s %9s %6s\n", "N", "dense fwd",
+         "mma", "ratio", "wgmma", "ratio", "wgmma0", "ratio", "select", "search", "ratio", "via", "diff", "fwd run",
+         "fwd+tbl", "tbl mass", "fused", "ratio", "fdiff", "lse+tbl", "ratio");
   uint64_t st = 1;
   for (int x = 0; x < n_ns; x++) {
     int64_t N = ns[x];
@@ -156,8 +170,39 @@ int main(int argc, char **argv) {
     const char *via = "mma";
     if (wg && t_wg0 < best) best = t_wg0, via = "wgmma0";
     if (wg && t_wg < best) best = t_wg, via = "wgmma";
-    printf("%-8lld %9.3f %9.3f %6.3f %9.3f %6.3f %9.3f %6.3f %9.3f %9.3f %6.3f %7s %9.2e\n", (long long)N, fwd, t_mma,
-           t_mma / fwd, t_wg, t_wg / fwd, t_wg0, t_wg0 / fwd, sel, best + sel, (best + sel) / fwd, via, diff);
+    // The search that runs its own dense pass (the trainer's, every search): the masses from the pass's block table.
+    // fused = (fwd+tbl - fwd run) + tbl mass + select: what the search adds to the dense pass it needs anyway.
+    double f_run = NAN, f_tbl = NAN, t_tm = NAN, fdiff = NAN, f_np = NAN;
+    if (sa_block_lse_applies(&s.sh, B)) {
+      int64_t nt = sa_block_lse_floats(N, H, B);
+      CK(cudaMalloc((void **)&s.o_run, 4 * (size_t)(N * H * D)));
+      CK(cudaMalloc((void **)&s.lse_run, 4 * (size_t)(N * H)));
+      CK(cudaMalloc((void **)&s.blk, 4 * (size_t)nt));
+      float *neg = (float *)malloc(4 * (size_t)(N * H));
+      for (int64_t i = 0; i < N * H; i++) neg[i] = -INFINITY;
+      f_run = time_ms(&s, 5, reps);
+      f_tbl = time_ms(&s, 6, reps);
+      t_tm = time_ms(&s, 7, reps);
+      f_np = time_ms(&s, 8, reps);
+      // one clean pass (the running state from -inf), its masses against the cached-LSE kernel's on the same LSE
+      CK(cudaMemcpy(s.lse_run, neg, 4 * (size_t)(N * H), cudaMemcpyHostToDevice));
+      CK(cudaMemset(s.o_run, 0, 4 * (size_t)(N * H * D)));
+      run_one(&s, 6);
+      run_one(&s, 7);
+      float *a = (float *)malloc(4 * cells), *b = (float *)malloc(4 * cells);
+      CK(cudaMemcpy(a, s.mass, 4 * cells, cudaMemcpyDeviceToHost));
+      SR(adaspa_gpu_block_mass(s.q, s.k, N, H, KH, D, s.sh.scale, B, s.lse_run, s.mass, NULL, E));
+      CK(cudaMemcpy(b, s.mass, 4 * cells, cudaMemcpyDeviceToHost));
+      fdiff = 0;
+      for (size_t i = 0; i < cells; i++)
+        if (b[i] > 0) fdiff = fmax(fdiff, fabs((double)a[i] - b[i]) / b[i]);
+      free(a), free(b), free(neg);
+      cudaFree(s.o_run), cudaFree(s.lse_run), cudaFree(s.blk);
+    }
+    double fused = f_tbl - f_run + t_tm + sel, whole = f_np + t_tm + sel;
+    printf("%-8lld %9.3f %9.3f %6.3f %9.3f %6.3f %9.3f %6.3f %9.3f %9.3f %6.3f %7s %9.2e | %9.3f %9.3f %9.3f %9.3f %6.3f %9.2e "
+           "%9.3f %6.3f\n", (long long)N, fwd, t_mma, t_mma / fwd, t_wg, t_wg / fwd, t_wg0, t_wg0 / fwd, sel, best + sel,
+           (best + sel) / fwd, via, diff, f_run, f_tbl, t_tm, fused, fused / fwd, fdiff, f_np, whole / fwd);
     fflush(stdout);
     cudaFree((void *)s.q), cudaFree((void *)s.k), cudaFree((void *)s.v), cudaFree(s.o), cudaFree(s.lse);
     cudaFree(s.mass), cudaFree(s.mask), cudaFree(s.kt), cudaFree(posd);
@@ -167,6 +212,12 @@ int main(int argc, char **argv) {
   }
   printf("times in ms; ratio = over the dense forward (issue 26's goal: search <= 0.5); wgmma0 = wgmma with every "
          "exponential by ex2.approx (the default; wgmma: 4 of 16 by the FMA-pipe polynomial); search = the fastest masses + two selections; diff = largest "
-         "relative difference of mma's and wgmma's masses (nan: wgmma did not apply)\n");
+         "relative difference of mma's and wgmma's masses (nan: wgmma did not apply); the search with its own dense pass "
+         "(the trainer's): fwd run = the dense forward merged into a running state (the executor's dense pass), fwd+tbl = "
+         "the same writing the block table, tbl mass = the masses from it, fused = fwd+tbl - fwd run + tbl mass + select "
+         "(what that search adds to its dense pass), fdiff = largest relative difference of its masses and the cached-LSE "
+         "kernel's on the pass's LSE (nan: not Hopper); lse+tbl = the pass without output (no P V: the LSE and the table, "
+         "what the executor's search runs), its ratio = (lse+tbl + tbl mass + select) / dense fwd: the whole search, its "
+         "LSE included\n");
   return 0;
 }

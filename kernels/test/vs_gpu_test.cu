@@ -659,6 +659,12 @@ typedef struct {
   int ran[AK_N];            // the kernel applied (wgmma: sm_90a, B = 64 or 128) and ran
   akres k[AK_N];
   int64_t path_diff, path_bad;  // blocks kept by mma's selection or a wgmma one's only; of them, not near-ties
+  // the masses from a dense pass's block table (sa_fwd_block_lse, adaspa_gpu_mass_from_table), on Hopper for B = 64
+  // or 128: against the reference on the pass's own LSE (the LSE they use), with their own bound
+  int fused_ran;
+  akres fused;
+  double fused_bound, lse_err;  // ... and the pass's LSE against the float64 dense LSE (worst absolute difference)
+  int nopv_same;                // the pass without output (no P V) gives the same LSE and masses, bit for bit
 } ares;
 
 // The relative error bound of a GPU block mass against the float64 reference (docs/design.md, "AdaSpa's block
@@ -667,6 +673,17 @@ static double mass_bound(int d, int B, double scale, double sabs, double lmax) {
   const double u = ldexp(1.0, -24), log2e = 1.4426950408889634, c = scale * log2e;
   double da = 2 * u * ((2 * d + 2) * c * sabs + 2 * log2e * lmax);  // the exponent's error (base 2)
   return 1.01 * (log(2.0) * da + ldexp(1.0, -21) + (B / 8 + 8) * u);  // 1.01: the second-order terms
+}
+
+// The bound of the masses from a dense pass's block table: mass_bound's terms, plus the stored base-2 value
+// v = m + log2(sum) (|v| <= c sabs + 7: the sum of at most 128 terms <= 1), its rounding and the reduction's
+// subtraction of the row's base-2 LSE, 4 u (c sabs + 7 + log2e lmax) on the exponent, lg2.approx's error (2^-22 on
+// v, as ex2.approx's on the masses' terms: 2^-21 each in the bound), and summation depth 44 (a thread's 32 terms of
+// a row's block in order, the quad's 2 shuffles, then B / 32 <= 4 rows in order and the warp's 5 shuffles).
+static double fused_mass_bound(int d, double scale, double sabs, double lmax) {
+  const double u = ldexp(1.0, -24), log2e = 1.4426950408889634, c = scale * log2e;
+  double da = 2 * u * ((2 * d + 2) * c * sabs + 2 * log2e * lmax) + 4 * u * (c * sabs + 7 + log2e * lmax);
+  return 1.01 * (log(2.0) * da + 2 * ldexp(1.0, -21) + 44 * u);
 }
 
 // The cached LSE as the kernels keep it (fp32 of the float64 dense row LSE), and the bound's sabs and lmax.
@@ -799,6 +816,59 @@ static ares run_acase(const acase *c) {
     count_swaps(mask_k[kx], mask_c, mask_c, mass_c, H, nb, rw, r.bound, &k->near_ties, &k->bad);
     free(mg);
   }
+  // the masses from a dense pass's block table: the pass over a one-head dense causal index (as the executor's
+  // search runs it), then the masses from its table and its own LSE
+  sa_shape sh = {n, n, H, KH, d, scale, 0};
+  if (sa_block_lse_applies(&sh, c->B)) {
+    r.fused_ran = 1;
+    float *vf = (float *)malloc(sizeof(float) * (size_t)(n * KH * d)), *vr = (float *)malloc(sizeof(float) * (size_t)(n * KH * d));
+    for (int64_t i = 0; i < n * KH * d; i++) vf[i] = (float)(2 * uni() - 1);
+    void *vd = to_bf16_dev(vf, n * KH * d, vr);
+    int64_t *pos = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) pos[i] = i;
+    int64_t *pos_d = (int64_t *)dev_copy(pos, sizeof(int64_t) * (size_t)n);
+    tile_index ti;
+    ib_dense_causal(&ti, 1, n);
+    sa_gpu_index gix;
+    SR(sa_gpu_index_upload(&ti, &gix, E));
+    float *lneg = (float *)malloc(sizeof(float) * (size_t)(H * n)), *o_run, *blk;
+    for (int64_t i = 0; i < H * n; i++) lneg[i] = -INFINITY;
+    float *lse_run = (float *)dev_copy(lneg, sizeof(float) * (size_t)(H * n));
+    CK(cudaMalloc((void **)&o_run, sizeof(float) * (size_t)(n * H * d)));
+    CK(cudaMemset(o_run, 0, sizeof(float) * (size_t)(n * H * d)));
+    int64_t nt = sa_block_lse_floats(n, H, c->B);
+    CK(cudaMalloc((void **)&blk, sizeof(float) * (size_t)nt));
+    CK(cudaMemset(blk, 0xff, sizeof(float) * (size_t)nt));  // NaN: an entry the pass should write and did not shows
+    CK(cudaMemset(mass_g, 0xff, sizeof(float) * (size_t)cells));
+    SR(sa_fwd_block_lse(&sh, qd, kd, vd, pos_d, &gix, o_run, lse_run, c->B, blk, NULL, E));
+    SR(adaspa_gpu_mass_from_table(blk, lse_run, n, H, c->B, mass_g, NULL, E));
+    float *glse = (float *)fetch(lse_run, sizeof(float) * (size_t)(H * n));
+    double *glsed = (double *)malloc(sizeof(double) * (size_t)(H * n)), *mass_c2 = (double *)malloc(sizeof(double) * (size_t)cells);
+    for (int64_t x = 0; x < H * n; x++) glsed[x] = glse[x], r.lse_err = fmax(r.lse_err, fabs((double)glse[x] - lse[x]));
+    for (int h = 0; h < H; h++)
+      SR(adaspa_block_mass(qr, kr, n, H, KH, d, h, scale, c->B, glsed + h * n, mass_c2 + h * nb * nb, E));
+    r.fused_bound = fused_mass_bound(d, scale, sabs, lmax);
+    float *mg = (float *)fetch(mass_g, sizeof(float) * (size_t)cells);
+    check_masses(mg, mass_c2, cells, nb, c->B, r.fused_bound, &r.fused);
+    uint64_t *mask_c2 = (uint64_t *)malloc(8 * (size_t)(H * nb * rw)), *mask_f;
+    for (int h = 0; h < H; h++) rec_c[h] = adaspa_select(mass_c2 + h * nb * nb, nb, sp[h], rw, mask_c2 + h * nb * rw);
+    r.fused.recall_err = gpu_select(mass_g, &mask_f);
+    count_swaps(mask_f, mask_c2, mask_c2, mass_c2, H, nb, rw, r.fused_bound, &r.fused.near_ties, &r.fused.bad);
+    // the same pass without its output (o_run NULL: no P V, the LSE written): the same bits
+    float *lse_np = (float *)dev_copy(lneg, sizeof(float) * (size_t)(H * n));
+    CK(cudaMemset(blk, 0xff, sizeof(float) * (size_t)nt));
+    CK(cudaMemset(mass_g, 0xff, sizeof(float) * (size_t)cells));
+    SR(sa_fwd_block_lse(&sh, qd, kd, vd, pos_d, &gix, NULL, lse_np, c->B, blk, NULL, E));
+    SR(adaspa_gpu_mass_from_table(blk, lse_np, n, H, c->B, mass_g, NULL, E));
+    float *glse2 = (float *)fetch(lse_np, sizeof(float) * (size_t)(H * n)), *mg2 = (float *)fetch(mass_g, sizeof(float) * (size_t)cells);
+    r.nopv_same = memcmp(glse2, glse, sizeof(float) * (size_t)(H * n)) == 0 && memcmp(mg2, mg, sizeof(float) * (size_t)cells) == 0;
+    free(glse2), free(mg2);
+    cudaFree(lse_np);
+    free(mg), free(mask_f), free(mask_c2), free(glse), free(glsed), free(mass_c2), free(lneg), free(pos), free(vf), free(vr);
+    cudaFree(vd), cudaFree(pos_d), cudaFree(lse_run), cudaFree(o_run), cudaFree(blk);
+    sa_gpu_index_free(&gix);
+    ib_free(&ti);
+  }
   for (int kx = AK_WGMMA; kx < AK_N; kx++)  // the kernels' selections against mma's: differing blocks are near-ties too
     if (r.ran[AK_MMA] && r.ran[kx])
       count_swaps(mask_k[AK_MMA], mask_k[kx], mask_c, mass_c, H, nb, rw, r.bound, &r.path_diff, &r.path_bad);
@@ -869,6 +939,18 @@ int main(int argc, char **argv) {
       printf("%-24s %-6s %9.2e %9.2e %6s %9.2e %10.2e %10lld %6lld %s\n", c->name, ak_name[kx], k->mass_err, r.bound,
              r.sel_exact ? "same" : "DIFF", r.sel_recall_err, k->recall_err, (long long)k->near_ties, (long long)k->bad,
              ok ? "ok" : k->mass_ok ? "FAIL" : "FAIL (a mass outside the bound)");
+    }
+    if (r.fused_ran) {
+      const akres *k = &r.fused;
+      int ok = k->mass_ok && k->recall_err <= 1e-3 && k->bad == 0 && r.lse_err <= 1e-3 && r.nopv_same;
+      fails += !ok;
+      printf("%-24s %-6s %9.2e %9.2e %6s %9s %10.2e %10lld %6lld %s (the pass's LSE within %.1e of float64's; without "
+             "output: %s)\n", c->name, "fused", k->mass_err, r.fused_bound, "-", "-", k->recall_err, (long long)k->near_ties,
+             (long long)k->bad, ok ? "ok" : k->mass_ok ? "FAIL" : "FAIL (a mass outside the bound)", r.lse_err,
+             r.nopv_same ? "the same bits" : "DIFFERENT");
+    } else if (hopper && (c->B == 64 || c->B == 128)) {
+      fails++;
+      printf("%-24s %-6s FAIL (did not apply on sm_90)\n", c->name, "fused");
     }
     if (r.ran[AK_MMA] && r.ran[AK_WGMMA]) {
       fails += r.path_bad != 0;
