@@ -18,7 +18,8 @@
 // `sparsering-exec predict`'s (sim/predict.h: forward and backward spans), the mean over the run's L layers. A log of
 // `sparsering-exec train --predict` instead is a training step, simulated as train --predict simulates it
 // (exec/repredict.h), in a table of its own: the step and its split (attention, the rest, exposed comm). With
-// --memory, the memory of the layer runs instead (exec/repredict_memory.c).
+// --memory, the memory of the layer runs instead (exec/repredict_memory.c). --layers FILE writes each layer of the runs
+// of several layers beside its own measured times (where a run's error is a mean, which layers make it).
 #include <ftw.h>
 #include <glob.h>
 #include <math.h>
@@ -43,6 +44,10 @@ typedef struct {
   char path[1024];                   // the log, relative to the root
   attn_line a;                       // its summary line: the plan, the measured times per layer
   double pfwd_ms, pbwd_ms;           // predicted
+  // A run of several layers: each layer's prediction, and its measured times where the log has its line ("layer N:
+  // fwd X ms, bwd Y ms"; NAN where it has none), for --layers.
+  int n_lay;
+  double *lay;  // [n_lay][4]: measured fwd, bwd, predicted fwd, bwd (ms)
   char skipped[256];                 // why it was not predicted ("" when it was)
   int is_train;                      // a training step (t), not a layer
   train_rerun t;
@@ -236,11 +241,14 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
     // (--trace) with fewer layers bounds it.
     int nl = r->a.layers > 0 ? r->a.layers : 1;
     if (nl > pat.layers) nl = pat.layers;
+    if (nl > 1 && !(r->lay = malloc(sizeof(double) * 4 * (size_t)nl))) rc = sr_internal_error(&e, 0, "out of memory");
     for (int l = 0; !rc && l < nl; l++) {
       double fl = 0, bl = 0;
       rc = predict_attention(&p, &pat, l, NULL, &fl, &bl, &e);
       f += fl / nl, b += bl / nl;
+      if (r->lay) r->lay[4 * l] = r->lay[4 * l + 1] = NAN, r->lay[4 * l + 2] = 1e3 * fl, r->lay[4 * l + 3] = 1e3 * bl;
     }
+    if (r->lay) r->n_lay = nl;
     pattern_free(&pat);
     plan_free(&p);
   }
@@ -249,6 +257,22 @@ static void predict_run(const char *dir, const char *cal, const char *flags, rer
     return;
   }
   r->pfwd_ms = 1e3 * f, r->pbwd_ms = 1e3 * b;
+}
+
+// The measured times of each layer of a run of several layers, from the log's lines "layer N: fwd X ms, bwd Y ms"
+// (attn prints one a layer before its summary line).
+static void read_layer_times(const char *file, rerun *r) {
+  char *text = NULL;
+  sr_error e;
+  if (!r->n_lay || sr_read_file(file, &text, NULL, &e)) return;
+  for (const char *at = text; (at = strstr(at, "layer ")) != NULL; at++) {
+    int l;
+    double f, b;
+    if ((at == text || at[-1] == ' ') && sscanf(at, "layer %d: fwd %lf ms, bwd %lf ms", &l, &f, &b) == 3 && l >= 0 &&
+        l < r->n_lay)
+      r->lay[4 * l] = f, r->lay[4 * l + 1] = b;
+  }
+  free(text);
 }
 
 // A training step's log (exec/repredict.h).
@@ -307,7 +331,7 @@ static int read_manifest(const char *root, const char *manifest, rerun **runs, i
       memset(r, 0, sizeof *r);
       size_t lr = strlen(root);
       snprintf(r->path, sizeof r->path, "%s", strncmp(g.gl_pathv[i], root, lr) ? g.gl_pathv[i] : g.gl_pathv[i] + lr + 1);
-      if (!parse_log(g.gl_pathv[i], r)) predict_run(dir, cal, flags, r);
+      if (!parse_log(g.gl_pathv[i], r)) predict_run(dir, cal, flags, r), read_layer_times(g.gl_pathv[i], r);
       else if (!parse_train(g.gl_pathv[i], r)) predict_train(dir, cal, flags, r);
       else snprintf(r->skipped, sizeof r->skipped, "no attn summary line (nor a train --predict step) in the log");
       (*n)++;
@@ -347,6 +371,8 @@ static void print_train(const rerun *runs, int n) {
 static const cli_flag repredict_flags[] = {
     {"root", "DIR", "results", "the folder whose repredict.tsv manifests list the runs"},
     {"csv", "FILE", NULL, "also write the layers' table as CSV"},
+    {"layers", "FILE", NULL, "also write every layer of the runs of several layers as CSV: its measured times where the "
+     "log has its line, and its prediction"},
     {"memory", NULL, NULL, "instead: the memory of every layer run whose log holds attn --predict's two memory lines "
      "(measured, and predicted when it ran), predicted again by this build"},
     {NULL, NULL, NULL, NULL},
@@ -413,6 +439,21 @@ static int cmd_repredict(int argc, char **argv) {
   const char *csv_path = cli_get(&a, "csv", NULL);
   if (csv_path && sr_write_atomic(csv_path, csv.data, csv.len, &e)) rc = sr_error_report(&e, prog);
   sr_buf_free(&csv);
+  const char *layers_path = cli_get(&a, "layers", NULL);
+  if (!rc && layers_path) {
+    sr_buf lay = {0};
+    sr_buf_printf(&lay, "run,layer,fwd_ms,bwd_ms,pred_fwd_ms,pred_bwd_ms,err_fwd,err_bwd\n");
+    for (int i = 0; i < n; i++)
+      for (int l = 0; !runs[i].skipped[0] && l < runs[i].n_lay; l++) {
+        const double *x = runs[i].lay + 4 * l;
+        sr_buf_printf(&lay, "%s,%d,", runs[i].path, l);
+        if (isnan(x[0])) sr_buf_printf(&lay, ",,%.3f,%.3f,,\n", x[2], x[3]);
+        else sr_buf_printf(&lay, "%.3f,%.3f,%.3f,%.3f,%.4f,%.4f\n", x[0], x[1], x[2], x[3], err(x[2], x[0]), err(x[3], x[1]));
+      }
+    if (sr_write_atomic(layers_path, lay.data, lay.len, &e)) rc = sr_error_report(&e, prog);
+    sr_buf_free(&lay);
+  }
+  for (int i = 0; i < n; i++) free(runs[i].lay);
   free(runs);
   return rc;
 }

@@ -78,13 +78,16 @@ TEST(repredict_predicts_each_listed_run_as_predict_does_and_names_what_it_cannot
 }
 
 // A run of several layers (attn --layers L) measured the mean layer; a synthetic pattern draws each layer afresh, so
-// repredict predicts each of the L layers as `predict --layer l` does and takes their mean.
+// repredict predicts each of the L layers as `predict --layer l` does and takes their mean; --layers FILE lists each
+// layer's prediction beside the log's line for that layer.
 TEST(repredict_predicts_a_run_of_several_layers_as_the_mean_of_its_layers) {
   const char *dir = test_tmpdir();
   char path[800], cmd[2400], *out = NULL, *pred[2] = {NULL, NULL};
   run_folder("run3", path, sizeof path);
   snprintf(cmd, sizeof cmd, "%s/logs/c_topp.log", path);
-  write_file(cmd, "attn striped:128 | double-ring | vs-topp:0.95: 2 ranks, qwen2.5-0.5b, seq 16384, 2 layer(s): fwd 1.000 ms "
+  write_file(cmd, "  layer 0: fwd 0.800 ms, bwd 1.500 ms; attention kernels (busiest rank) 2.000 ms\n"
+                  "  layer 1: fwd 1.200 ms, bwd 2.500 ms; attention kernels (busiest rank) 3.000 ms\n"
+                  "attn striped:128 | double-ring | vs-topp:0.95: 2 ranks, qwen2.5-0.5b, seq 16384, 2 layer(s): fwd 1.000 ms "
                   "bwd 2.000 ms per layer; sent 0 B\n");
   snprintf(cmd, sizeof cmd, "%s/repredict.tsv", path);
   write_file(cmd, "logs/*.log\tcal.json\t\n");
@@ -92,7 +95,8 @@ TEST(repredict_predicts_a_run_of_several_layers_as_the_mean_of_its_layers) {
   snprintf(root, sizeof root, "%s/r3", dir);
   snprintf(cmd, sizeof cmd, "mkdir -p %s && mv %s %s/", root, path, root);
   CHECK_EQ_INT(system(cmd), 0);
-  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/t3.csv", test_bin_dir(), root, dir);
+  snprintf(cmd, sizeof cmd, "%s/sparsering-exec repredict --root %s --csv %s/t3.csv --layers %s/l3.csv", test_bin_dir(), root,
+           dir, dir);
   CHECK_EQ_INT(test_run(cmd, &out), 0);
   double pf[2] = {0, 0}, pb[2] = {0, 0};
   for (int l = 0; l < 2; l++) {
@@ -111,6 +115,25 @@ TEST(repredict_predicts_a_run_of_several_layers_as_the_mean_of_its_layers) {
   CHECK(row && sscanf(strchr(row, ',') + 1, "%*d,%*d,%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf", &mf, &mb, &cf, &cb) == 4);
   CHECK_NEAR(cf, (pf[0] + pf[1]) / 2, 2e-3);
   CHECK_NEAR(cb, (pb[0] + pb[1]) / 2, 2e-3);
+  free(csv);
+  // --layers: each layer's prediction (predict --layer l's) beside the log's own line for that layer.
+  const double mfl[2] = {0.8, 1.2}, mbl[2] = {1.5, 2.5};
+  snprintf(cmd, sizeof cmd, "%s/l3.csv", dir);
+  CHECK_EQ_INT(sr_read_file(cmd, &csv, NULL, &e), SR_OK);
+  CHECK_STR_CONTAINS(csv, "run,layer,fwd_ms,bwd_ms,pred_fwd_ms,pred_bwd_ms,err_fwd,err_bwd\n");
+  for (int l = 0; l < 2; l++) {
+    char key[64];
+    snprintf(key, sizeof key, "run3/logs/c_topp.log,%d,", l);
+    const char *lr = csv ? strstr(csv, key) : NULL;
+    double a = 0, b = 0, c = 0, d = 0, x = 0;
+    CHECK(lr && sscanf(lr + strlen(key), "%lf,%lf,%lf,%lf,%lf", &a, &b, &c, &d, &x) == 5);
+    CHECK_NEAR(a, mfl[l], 1e-9);
+    CHECK_NEAR(b, mbl[l], 1e-9);
+    CHECK_NEAR(c, pf[l], 1e-3);
+    CHECK_NEAR(d, pb[l], 1e-3);
+    CHECK_NEAR(x, (c - mfl[l]) / mfl[l], 1e-3);  // c is rounded to 3 decimals
+  }
+  CHECK(!strstr(csv, "run3/logs/c_topp.log,2,"));
   free(csv);
   free(out);
   free(pred[0]);
