@@ -139,9 +139,8 @@ static int dense_pass(struct dist_attn *a, adaspa_cuda *o, const void *q, const 
 }
 
 // The dense pass for the LSE that also leaves the search's masses (o->mass, from its block table; no attention
-// output, no P V product): 1 when it ran, 0 when it
-// does not apply here (off Hopper, a block other than 64 or 128, SR_ADASPA_FUSED=0, or no memory for the table:
-// the caller runs dense_pass and the masses kernel), -1 on an error.
+// output, no P V product): 1 when it ran, 0 when it does not apply here (off Hopper, a block other than 64 or 128,
+// SR_ADASPA_FUSED=0, or no memory for the table: the caller runs dense_pass and the masses kernel), -1 on an error.
 static int dense_pass_masses(struct dist_attn *a, adaspa_cuda *o, const void *q, const void *k, sr_error *e) {
   sa_shape sh = {a->n_q, a->n_q, a->nh, a->nkv, a->d, a->scale, a->p->spec.deterministic};
   const char *env = getenv("SR_ADASPA_FUSED");
@@ -163,7 +162,10 @@ static int dense_pass_masses(struct dist_attn *a, adaspa_cuda *o, const void *q,
   }
   cudaError_t r = cudaStreamSynchronize(CS(a));
   cudaFree(blk);
-  if (r != cudaSuccess) return sr_internal_error(e, 0, "rank %d: adaspa-online: CUDA error %s", a->c->rank, cudaGetErrorString(r)), -1;
+  if (r != cudaSuccess) {
+    sr_internal_error(e, 0, "rank %d: adaspa-online: CUDA error %s", a->c->rank, cudaGetErrorString(r));
+    return -1;
+  }
   o->c.lse_valid = 1, o->mass_ready = 1;
   o->c.st.dense_passes++, o->c.st.table_searches++;
   o->c.st.dense_s = sr_now() - t0;

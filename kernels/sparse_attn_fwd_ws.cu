@@ -545,6 +545,7 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
     ws_softmax_chunk<D, FAST, BLK, NOPV>(a, sm, 0, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane,
                                           blk, lw * 16 + g, n_rows);
     if constexpr (NOPV) {
+      // Chunk c: S_c alone, then its softmax (no P V, so nothing runs under it).
       for (int c = 1; c < nc; c++) {
         int st = c % WS_STAGES;
         sa_mbar_wait(&sm.k_full[st], (c / WS_STAGES) & 1);
@@ -557,37 +558,34 @@ __device__ __forceinline__ void ws_consume(const fwd_args &a, const ws_smem<D> &
         ws_softmax_chunk<D, FAST, BLK, true>(a, sm, st, -1, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t,
                                              lane, blk, lw * 16 + g, n_rows);
       }
-      nc = 0;  // nothing below runs
-    }
+    } else {
+      // Chunk c: S_c with P_{c-1} V_{c-1}; the softmax of S_c under the second product.
+      for (int c = 1; c < nc; c++) {
+        int st = c % WS_STAGES, pst = (c - 1) % WS_STAGES;
+        sa_mbar_wait(&sm.k_full[st], (c / WS_STAGES) & 1);
+        sa_mbar_wait(&sm.v_full[pst], ((c - 1) / WS_STAGES) & 1);
+        sa_fence_proxy_async();
+        ws_issue<D, PINGPONG, true, true>(s, of, pa, dq0, sm.k0 + st * ws_smem<D>::TILE_BYTES,
+                                          sm.v0 + pst * ws_smem<D>::TILE_BYTES, cw, 1);
+        sa_wgmma_wait<1>();  // S_c done; P_{c-1} V_{c-1} may still run
+#pragma unroll
+        for (int i = 0; i < WS_BN / 2; i++) sa_reg_fence((&s[0][0])[i]);
+        ws_softmax_chunk<D, FAST, BLK>(a, sm, st, pst, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane,
+                                        blk, lw * 16 + g, n_rows);
+      }
 
-    // Chunk c: S_c with P_{c-1} V_{c-1}; the softmax of S_c under the second product.
-    for (int c = 1; c < nc; c++) {
-      int st = c % WS_STAGES, pst = (c - 1) % WS_STAGES;
-      sa_mbar_wait(&sm.k_full[st], (c / WS_STAGES) & 1);
-      sa_mbar_wait(&sm.v_full[pst], ((c - 1) / WS_STAGES) & 1);
+      // The last chunk's P V.
+      int pst = (nc - 1) % WS_STAGES;
+      sa_mbar_wait(&sm.v_full[pst], ((nc - 1) / WS_STAGES) & 1);
       sa_fence_proxy_async();
-      ws_issue<D, PINGPONG, true, true>(s, of, pa, dq0, sm.k0 + st * ws_smem<D>::TILE_BYTES, sm.v0 + pst * ws_smem<D>::TILE_BYTES,
-                            cw, 1);
-      sa_wgmma_wait<1>();  // S_c done; P_{c-1} V_{c-1} may still run
+      ws_issue<D, PINGPONG, false, true>(s, of, pa, dq0, NULL, sm.v0 + pst * ws_smem<D>::TILE_BYTES, cw, cw == 0);
+      sa_wgmma_wait<0>();
 #pragma unroll
-      for (int i = 0; i < WS_BN / 2; i++) sa_reg_fence((&s[0][0])[i]);
-      ws_softmax_chunk<D, FAST, BLK>(a, sm, st, pst, s, of, pa, m[0], l[0], mask, causal_partial, qp, qmin, vs, t, lane,
-                                      blk, lw * 16 + g, n_rows);
-    }
-
-    // The last chunk's P V.
-    if (nc > 0) {
-    int pst = (nc - 1) % WS_STAGES;
-    sa_mbar_wait(&sm.v_full[pst], ((nc - 1) / WS_STAGES) & 1);
-    sa_fence_proxy_async();
-    ws_issue<D, PINGPONG, false, true>(s, of, pa, dq0, NULL, sm.v0 + pst * ws_smem<D>::TILE_BYTES, cw, cw == 0);
-    sa_wgmma_wait<0>();
+      for (int i = 0; i < D / 2; i++) sa_reg_fence(of[i]);
 #pragma unroll
-    for (int i = 0; i < D / 2; i++) sa_reg_fence(of[i]);
+      for (int kk = 0; kk < WS_BN / 16; kk++)
 #pragma unroll
-    for (int kk = 0; kk < WS_BN / 16; kk++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]);
+        for (int r = 0; r < 4; r++) sa_reg_fence_u32(pa[kk][r]);
     }
   }
   fwd_epilogue<D, 1>(a, o, m, l, rl, row0, n_rows, h, t);
