@@ -223,6 +223,24 @@ double estimate_sort_pairs(const sim_ctx *x, double n) { return cost_mem(&x->c->
 // compute-bound, so their transfers are taken as hidden under their compute. A mask serves search_every steps,
 // so one simulated step carries 1 / search_every of a search (the average step of the cycle).
 #define ADASPA_SEARCH_RATIO 0.5
+// On Hopper (a GPU whose warp-specialized kernels cost_ws_sms knows) with blocks of 64 or 128 the executor's search
+// takes its masses from a dense pass without output that also leaves the LSE (exec/online_adaspa_cuda.c,
+// kernels/sparse_attn.h's sa_fwd_block_lse): the whole search, the two selections included, measured on one H200 at
+// 0.772 / 0.762 of a dense forward at 64K / 128K with B = 128 and 0.848 / 0.861 with B = 64
+// (results/kernels/2026-11-28-h200-adaspa-masses-from-dense-pass, bin/sparsering-bench-adaspa); the means of the two
+// lengths, in place of the dense pass and the LSE-cached search. Other blocks or GPUs: the dense pass + the ratio.
+#define ADASPA_OWN_LSE_B128 0.767
+#define ADASPA_OWN_LSE_B64 0.855
+
+// A search's compute as a share of one dense forward of the rank's queries (see above).
+static double search_share(const sim_ctx *x) {
+  adaspa_opts o;
+  sr_error e;
+  int block = pattern_spec_adaspa_opts(x->p->spec.pattern, &o, &e) == SR_OK ? o.block : 0;
+  if (cost_ws_sms(x->c->gpu.name) > 0 && (block == 64 || block == 128))
+    return block == 128 ? ADASPA_OWN_LSE_B128 : ADASPA_OWN_LSE_B64;
+  return 1.0 + (x->c->gpu.adaspa_search_ratio > 0 ? x->c->gpu.adaspa_search_ratio : ADASPA_SEARCH_RATIO);
+}
 
 // Forward seconds of dense causal attention of rank r's queries against every key: its causal pairs (the sum of
 // position + 1 over its tokens) as full tiles, at the full-tile rate.
@@ -242,10 +260,10 @@ static double dense_fwd_s(const sim_ctx *x, int r) {
 int search_layer(sim_ctx *x, int layer, const float *entries, const int32_t *qkv, int32_t *out, sr_error *e) {
   int W = x->W;
   double every = (double)(x->p->spec.search_every > 0 ? x->p->spec.search_every : 1);
-  double ratio = x->c->gpu.adaspa_search_ratio > 0 ? x->c->gpu.adaspa_search_ratio : ADASPA_SEARCH_RATIO;
+  double share = search_share(x);
   double *dur = calloc((size_t)W, sizeof *dur);
   if (!dur) return sr_internal_error(e, 0, "sim: out of memory");
-  for (int r = 0; r < W; r++) dur[r] = (1.0 + ratio) * dense_fwd_s(x, r) / every;  // dense pass + search
+  for (int r = 0; r < W; r++) dur[r] = share * dense_fwd_s(x, r) / every;  // dense pass + search
   int rc = ctx_each(x, STREAM_COMPUTE, dur, 0, PHASE_ESTIMATE, layer, -1, qkv, x->c2, e);
   double gbps, lat;
   ctx_coll_link(x, &gbps, &lat);

@@ -1,6 +1,7 @@
 // test_sim_search.c — the simulated cost of AdaSpa's block search (adaspa-online, sim/estimate.c): a layer's
 // search is the dense pass (one dense attention forward of the rank's queries) plus the LSE-cached search at
-// AdaSpa's half of it, or at the cluster's measured gpu.adaspa_search_ratio; a mask kept for K steps puts 1/K of
+// AdaSpa's half of it, or at the cluster's measured gpu.adaspa_search_ratio; on Hopper with blocks of 64 or 128 the
+// executor's pass without output, at its measured share of a dense forward; a mask kept for K steps puts 1/K of
 // it in the simulated (average) step; the synthetic adaspa source and a pattern given to the simulator cost none;
 // whatif runs the adaspa strategy beside MTraining's and keeps its search when the study's pattern is a VS one.
 #include <math.h>
@@ -15,24 +16,27 @@
 
 enum { SEQ = 4096 };
 
-// One node of `gpus` GPUs: peak 100 TFLOP/s, full forward tiles at 0.5; ratio > 0 sets gpu.adaspa_search_ratio.
-static const char *cluster(int gpus, double ratio) {
+// One node of `gpus` GPUs named `name`: peak 100 TFLOP/s, full forward tiles at 0.5; ratio > 0 sets
+// gpu.adaspa_search_ratio.
+static const char *cluster_named(int gpus, double ratio, const char *name) {
   static char path[700];
-  snprintf(path, sizeof path, "%s/c-%d-%g.json", test_tmpdir(), gpus, ratio);
+  snprintf(path, sizeof path, "%s/c-%d-%g-%c.json", test_tmpdir(), gpus, ratio, name[0]);
   char r[64] = "";
   if (ratio > 0) snprintf(r, sizeof r, "\"adaspa_search_ratio\": %g, ", ratio);
   char text[2048];
   snprintf(text, sizeof text,
            "{\"nodes\": 1, \"gpus_per_node\": %d,\n"
-           " \"gpu\": {\"name\": \"test\", \"peak_tflops\": 100, %s\"hbm_gbps\": 1000, \"mem_gib\": 80,\n"
+           " \"gpu\": {\"name\": \"%s\", \"peak_tflops\": 100, %s\"hbm_gbps\": 1000, \"mem_gib\": 80,\n"
            "   \"efficiency\": {\"gemm\": 0.5, \"attn_fwd_full\": 0.5, \"mem\": 0.8}},\n"
            " \"intra_node\": {\"gbps\": 100, \"latency_us\": 2},\n"
            " \"host\": {\"pcie_gbps\": 25, \"latency_us\": 10, \"mem_gib\": 512}}\n",
-           gpus, r);
+           gpus, name, r);
   sr_error e;
   CHECK_EQ_INT(sr_write_atomic(path, text, strlen(text), &e), SR_OK);
   return path;
 }
+
+static const char *cluster(int gpus, double ratio) { return cluster_named(gpus, ratio, "test"); }
 
 // Layer 0's compute time in `phase` on rank 0 and the step time, for pattern spec on a striped ring.
 static int run(const char *cl, const char *spec, int64_t every, int fixed, int phase, double *phase_s, double *step_s) {
@@ -94,6 +98,25 @@ TEST(sim_search_takes_the_clusters_measured_search_ratio) {
   CHECK_EQ_INT(run(cluster(2, 0), "adaspa-online:0.8", 1, 0, PHASE_ESTIMATE, &a, &step), 0);
   CHECK_EQ_INT(run(cluster(2, 0.25), "adaspa-online:0.8", 1, 0, PHASE_ESTIMATE, &b, &step), 0);
   CHECK_REL(b / a, 1.25 / 1.5, 1e-9);  // dense pass + 0.25 of it, against + 0.5 of it
+}
+
+// On Hopper with B = 64 or 128 the executor's search takes its masses from a dense pass without output: the whole
+// search at its measured share of a dense forward (0.767 at B = 128, 0.855 at B = 64), the cluster's ratio unused;
+// other blocks there, and the same blocks elsewhere, the dense pass + the ratio.
+TEST(sim_search_on_hopper_costs_the_pass_without_output_at_blocks_of_64_and_128) {
+  // against B = 32 on the same cluster (the dense forward a share of which each is does not depend on B)
+  double b128, b64, b32, step;
+  const char *h = cluster_named(1, 0.25, "NVIDIA H200");
+  CHECK_EQ_INT(run(h, "adaspa-online:0.8:128", 1, 0, PHASE_ESTIMATE, &b128, &step), 0);
+  CHECK_EQ_INT(run(h, "adaspa-online:0.8:64", 1, 0, PHASE_ESTIMATE, &b64, &step), 0);
+  CHECK_EQ_INT(run(h, "adaspa-online:0.8:32", 1, 0, PHASE_ESTIMATE, &b32, &step), 0);
+  CHECK(b32 > 0);
+  CHECK_REL(b128 / b32, 0.767 / 1.25, 1e-9);
+  CHECK_REL(b64 / b32, 0.855 / 1.25, 1e-9);
+  const char *a = cluster_named(1, 0, "A100-SXM4-40GB");
+  CHECK_EQ_INT(run(a, "adaspa-online:0.8:128", 1, 0, PHASE_ESTIMATE, &b128, &step), 0);
+  CHECK_EQ_INT(run(a, "adaspa-online:0.8:32", 1, 0, PHASE_ESTIMATE, &b32, &step), 0);
+  CHECK_REL(b128 / b32, 1.0, 1e-9);
 }
 
 TEST(sim_whatif_runs_adaspa_beside_mtraining_and_keeps_its_search_under_a_vs_pattern) {
