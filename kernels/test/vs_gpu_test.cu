@@ -14,7 +14,8 @@
 //       their bit sets uploaded as the GPU index builder does (exec/dist_gpu_build.c).
 //   AdaSpa: fp32 tensor-core block masses within the stated relative bound of the float64 reference (every
 //       causal block; 0 above the diagonal), the per-row top-k on the reference's masses (identical masks), and
-//       end to end recall within 1e-3 of the reference's and masks that differ only on near-ties (counted).
+//       end to end recall within 1e-3 of the reference's and masks that differ only on near-ties (counted); the
+//       masses from a dense pass's block table within their own bound, the same bits without the pass's output.
 // Usage: sparsering-gpu-test-vs [runs]   (runs: the forward-form cases only)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
