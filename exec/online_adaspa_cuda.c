@@ -12,8 +12,9 @@
 // A search that runs its own dense pass (the trainer's, every search: each step brings a new sample) takes the
 // masses from that pass instead where the kernels allow (Hopper, B = 64 or 128; sa_fwd_block_lse): the pass, which
 // has no attention output to make (the dense pass's is never used), writes each row's LSE and log-sum-exp over every
-// key block, adaspa_gpu_mass_from_table sums them with that LSE, and the masses kernel does not run (SR_ADASPA_FUSED=0 turns this off; the table, sa_block_lse_floats floats, is allocated
-// for the pass and freed after it, and where it does not fit the search runs as before).
+// key block, adaspa_gpu_mass_from_table sums them with that LSE, and the masses kernel does not run. SR_ADASPA_FUSED=0
+// turns this off. The table (sa_block_lse_floats floats) is allocated for the pass and freed after it; where it does
+// not fit, the search runs as before (attn's search line says which ran).
 // One rank a sequence (R = 1, U = 1): the mass kernel reads the whole sequence, queries and keys in global
 // order, from one device. The CPU backend's search rides the ring over any number of ranks (online_adaspa_cpu.c).
 #include <math.h>
@@ -147,20 +148,25 @@ static int dense_pass_masses(struct dist_attn *a, adaspa_cuda *o, const void *q,
   if ((env && strcmp(env, "0") == 0) || !sa_block_lse_applies(&sh, o->c.opts.block)) return 0;
   float *blk = NULL;
   size_t bytes = sizeof(float) * (size_t)sa_block_lse_floats(a->n_q, a->nh, o->c.opts.block);
-  if (cudaMalloc((void **)&blk, bytes) != cudaSuccess) {
-    cudaGetLastError();  // out of memory: the search without the table
+  cudaError_t r = cudaMalloc((void **)&blk, bytes);
+  if (r == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // out of memory (not sticky): the search without the table
     return 0;
+  }
+  if (r != cudaSuccess) {
+    sr_internal_error(e, 0, "rank %d: adaspa-online: CUDA error %s", a->c->rank, cudaGetErrorString(r));
+    return -1;
   }
   cuda_state *st = a->cuda;
   double t0 = sr_now();
   const void *v = (const char *)k + 2 * (size_t)(a->n_q * a->nkv * a->d);  // kv_own: K then V
   // the pass without its output (nothing uses it): the rows' LSE and the table
   if (sa_fwd_block_lse(&sh, q, k, v, st->qpos, &o->dense_ix, NULL, o->lse, o->c.opts.block, blk, CS(a), e) ||
-      adaspa_gpu_mass_from_table(blk, o->lse, a->n_q, a->H, o->c.opts.block, o->mass, CS(a), e)) {
+      adaspa_gpu_mass_from_table(blk, o->lse, a->n_q, a->nh, o->c.opts.block, o->mass, CS(a), e)) {
     cudaFree(blk);
     return -1;
   }
-  cudaError_t r = cudaStreamSynchronize(CS(a));
+  r = cudaStreamSynchronize(CS(a));
   cudaFree(blk);
   if (r != cudaSuccess) {
     sr_internal_error(e, 0, "rank %d: adaspa-online: CUDA error %s", a->c->rank, cudaGetErrorString(r));
